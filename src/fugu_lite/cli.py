@@ -1,0 +1,238 @@
+"""`fugu-lite ...`: import data, train, evaluate, route."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from .config import ConfigError, PipelineConfig, RLConfig, SFTConfig, load_config
+from .io import RecordFileError
+
+app = typer.Typer(
+    no_args_is_help=True, help="fugu-lite: a learned router in front of a pool of LLMs."
+)
+data_app = typer.Typer(no_args_is_help=True, help="Import and inspect reward records.")
+train_app = typer.Typer(no_args_is_help=True, help="Train the coordinator: sft, rl, or both.")
+app.add_typer(data_app, name="data")
+app.add_typer(train_app, name="train")
+console = Console()
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config; omitted keys keep defaults.")
+]
+RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
+OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folder.")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key, e.g. --set training.epochs=5 (repeatable)."),
+]
+
+
+def fail(message: str) -> None:
+    console.print(f"[bold red]error:[/bold red] {message}")
+    raise typer.Exit(code=2)
+
+
+def parse_overrides(pairs: list[str] | None) -> dict:
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            fail(f"--set {pair!r} needs the form key=value, e.g. training.epochs=5")
+        key, value = pair.split("=", 1)
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+@data_app.command("import")
+def data_import(
+    format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
+    source: Annotated[Path, typer.Argument(help="The dataset file or folder.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", help="Importer option key=value (repeatable)."),
+    ] = None,
+) -> None:
+    """Import a public routing dataset into RewardRecords, with the standard split."""
+    from .datasets import import_dataset
+    from .schemas import write_records
+
+    try:
+        records = import_dataset(format, source, **parse_overrides(option))
+    except (ValueError, OSError) as error:
+        fail(str(error))
+    count = write_records(output, records)
+    console.print(f"wrote {count} records to {output}")
+    print_record_summary(records)
+
+
+@data_app.command("stats")
+def data_stats(records_path: Annotated[Path, typer.Argument(help="RewardRecord JSONL.")]) -> None:
+    """Split sizes and per-worker mean reward of a record file."""
+    print_record_summary(read_records_or_fail(records_path))
+
+
+def read_records_or_fail(path: Path) -> list:
+    from .schemas import read_records
+
+    try:
+        return read_records(path)
+    except RecordFileError as error:
+        fail(str(error))
+    raise AssertionError("unreachable")
+
+
+def print_record_summary(records: list) -> None:
+    from .schemas import SPLITS
+
+    table = Table(title="records")
+    table.add_column("split")
+    table.add_column("prompts", justify="right")
+    worker_ids = records[0].worker_ids
+    for worker in worker_ids:
+        table.add_column(worker[:18], justify="right")
+    for split in SPLITS:
+        selected = [record for record in records if record.split == split]
+        if not selected:
+            continue
+        means = [
+            sum(r.rewards[i] for r in selected) / len(selected) for i in range(len(worker_ids))
+        ]
+        table.add_row(split, str(len(selected)), *(f"{mean:.3f}" for mean in means))
+    console.print(table)
+
+
+def load_or_fail(path: Path | None, config_type: type, overrides: dict):
+    try:
+        return load_config(path, config_type, overrides)
+    except ConfigError as error:
+        fail(str(error))
+
+
+@train_app.command("sft")
+def train_sft_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Supervised stage: KL toward softmax(rewards / tau)."""
+    from .train_sft import train_sft
+
+    cfg = load_or_fail(config, SFTConfig, parse_overrides(set_))
+    run_stage(lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
+
+
+@train_app.command("rl")
+def train_rl_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Contextual-bandit RL stage (the seed's train_rl)."""
+    from .train_rl import train_rl
+
+    cfg = load_or_fail(config, RLConfig, parse_overrides(set_))
+    run_stage(lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
+
+
+@train_app.command("pipeline")
+def train_pipeline_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl."""
+    from .pipeline import train_pipeline
+
+    cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
+    run_stage(lambda: train_pipeline(read_records_or_fail(records), cfg, output))
+
+
+def run_stage(stage) -> None:
+    from .model import CheckpointError
+
+    try:
+        report = stage()
+    except (CheckpointError, ValueError, RuntimeError) as error:
+        fail(str(error))
+    console.print(f"checkpoint written to {report['checkpoint']}")
+
+
+@app.command("eval")
+def eval_command(
+    checkpoint: Annotated[Path, typer.Option(help="Router checkpoint folder.")],
+    records: RecordsOption,
+    split: Annotated[
+        str, typer.Option(help="Split to evaluate: train, validation or test.")
+    ] = "test",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Report folder.")] = None,
+) -> None:
+    """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
+    from .pipeline import run_evaluation
+
+    try:
+        run_evaluation(
+            checkpoint, read_records_or_fail(records), split, output or checkpoint / f"eval-{split}"
+        )
+    except ValueError as error:
+        fail(str(error))
+
+
+@app.command("route")
+def route_command(
+    checkpoint: Annotated[Path, typer.Option(help="Router checkpoint folder.")],
+    prompt: Annotated[str, typer.Argument(help="The prompt to route ('-' reads stdin).")],
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Print the worker the router picks for one prompt, and the probabilities."""
+    from .model import CheckpointError, load_router
+    from .routing import NoWorkerLeftError, route_prompt
+
+    text = sys.stdin.read() if prompt == "-" else prompt
+    try:
+        decision = route_prompt(load_router(checkpoint), text, exclude or [])
+    except (CheckpointError, NoWorkerLeftError) as error:
+        fail(str(error))
+    if as_json:
+        print(json.dumps(decision.model_dump()))
+        return
+    console.print(f"chosen worker: [bold]{decision.worker}[/bold]")
+    table = Table("worker", "probability")
+    for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
+        table.add_row(worker, f"{probability:.4f}")
+    console.print(table)
+
+
+@app.command("demo")
+def demo_command(
+    data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o")] = Path("runs/demo"),
+    config: ConfigOption = None,
+) -> None:
+    """The main job: import LLMRouter, train SFT -> RL, evaluate on test, print the table."""
+    from .pipeline import run_demo
+
+    cfg = load_or_fail(config, PipelineConfig, {})
+    try:
+        run_demo(data_dir, output, cfg)
+    except (ValueError, RuntimeError, OSError) as error:
+        fail(str(error))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,151 @@
+"""Typed configs for the model and each training stage, loaded from YAML."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+C = TypeVar("C", bound=BaseModel)
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ModelConfig(StrictModel):
+    """The coordinator: which backbone, which hidden state, which head."""
+
+    backbone: str = "smollm2"
+    layer: int = -1
+    pooling: Literal["auto", "penultimate", "last", "mean"] = "auto"
+    max_tokens: int = Field(default=128, ge=2)
+    chat_template: bool = True
+    head: Literal["linear", "mlp"] = "linear"
+    head_hidden: int = Field(default=256, ge=1)
+    head_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    normalize_features: bool = True
+    device: str = "cpu"
+    feature_batch_size: int = Field(default=16, ge=1)
+    cache_dir: str | None = None
+
+
+class SFTTrainingConfig(StrictModel):
+    seed: int = 0
+    batch_size: int = Field(default=64, ge=1)
+    learning_rate: float = Field(default=3e-3, gt=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    epochs: int = Field(default=30, ge=1)
+    temperature: float = Field(default=0.1, gt=0)
+    tie_handling: Literal["uniform", "skip"] = "uniform"
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    log_every: int = Field(default=50, ge=1)
+
+
+class RLTrainingConfig(StrictModel):
+    seed: int = 0
+    batch_size: int = Field(default=64, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    epochs: int = Field(default=10, ge=1)
+    estimator: Literal["reinforce", "expected_reward"] = "reinforce"
+    rollouts_per_prompt: int = Field(default=8, ge=1)
+    entropy_coefficient: float = Field(default=0.01, ge=0)
+    normalize_advantage: bool = False
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    log_every: int = Field(default=50, ge=1)
+
+
+class SFTConfig(StrictModel):
+    model: ModelConfig = ModelConfig()
+    training: SFTTrainingConfig = SFTTrainingConfig()
+
+
+class RLConfig(StrictModel):
+    model: ModelConfig = ModelConfig()
+    training: RLTrainingConfig = RLTrainingConfig()
+
+
+class PipelineConfig(StrictModel):
+    """SFT, then RL continuing from the SFT checkpoint, on one shared model config."""
+
+    model: ModelConfig = ModelConfig()
+    sft: SFTTrainingConfig = SFTTrainingConfig()
+    rl: RLTrainingConfig = RLTrainingConfig()
+
+    def sft_config(self) -> SFTConfig:
+        return SFTConfig(model=self.model, training=self.sft)
+
+    def rl_config(self) -> RLConfig:
+        return RLConfig(model=self.model, training=self.rl)
+
+
+class ConfigError(ValueError):
+    """A config file is missing, not YAML, or has a wrong key or value."""
+
+
+def load_config(path: str | Path | None, config_type: type[C], overrides: dict | None = None) -> C:
+    """Load a YAML config; unknown keys and bad values name the key and the fix."""
+    data: dict = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        data = _read_yaml_mapping(Path(path))
+    for dotted_key, value in (overrides or {}).items():
+        _set_dotted(data, dotted_key, value)
+    try:
+        return config_type.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_describe_config_error(error, config_type, source)) from error
+
+
+def _read_yaml_mapping(path: Path) -> dict:
+    if not path.exists():
+        raise ConfigError(f"config file {path} not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
+    return data
+
+
+def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
+    *parents, leaf = dotted_key.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def _describe_config_error(
+    error: ValidationError, config_type: type[BaseModel], source: str
+) -> str:
+    lines = [f"{source}: invalid {config_type.__name__}:"]
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"])
+        if item["type"] == "extra_forbidden":
+            known = _known_keys(config_type, item["loc"][:-1])
+            close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
+        else:
+            lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
+    model: type[BaseModel] = config_type
+    for part in location:
+        annotation = model.model_fields[str(part)].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)

@@ -1,0 +1,80 @@
+"""Small checks shared by the importers; every error names the file and the row."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from ..io import RecordFileError
+from ..schemas import RewardRecord, prompt_hash
+from .split import PLACEHOLDER_SPLIT
+
+MissingPolicy = Literal["error", "drop"]
+MISSING_POLICIES: tuple[str, ...] = ("error", "drop")
+
+
+def short(text: str, limit: int = 60) -> str:
+    """A prompt shortened for an error message."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")
+
+
+def stable_id(prefix: str, prompt_text: str) -> str:
+    """An id derived from the prompt itself, so it survives reordering and re-export."""
+    return f"{prefix}:{prompt_hash(prompt_text)[:16]}"
+
+
+def check_missing_policy(on_missing: str) -> MissingPolicy:
+    if on_missing not in MISSING_POLICIES:
+        raise ValueError(
+            f"on_missing={on_missing!r} is not known; use one of {', '.join(MISSING_POLICIES)}"
+        )
+    return on_missing  # type: ignore[return-value]
+
+
+def to_float(value: object) -> float | None:
+    """The value as a finite float, or None when it is missing, not a number, NaN or infinite."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        try:
+            number = float(value)  # type: ignore[arg-type]  # numpy scalars
+        except (TypeError, ValueError):
+            return None
+    return number if math.isfinite(number) else None
+
+
+def require_float(value: object, what: str, where: str, minimum: float | None = None) -> float:
+    number = to_float(value)
+    if number is None:
+        raise RecordFileError(f"{where}: {what} must be a finite number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise RecordFileError(f"{where}: {what} must be at least {minimum}, got {number}")
+    return number
+
+
+def require_text(value: object, what: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RecordFileError(f"{where}: {what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def build_record(where: str, **fields: Any) -> RewardRecord:
+    """A RewardRecord with the placeholder split; a schema error names the row."""
+    try:
+        return RewardRecord(split=PLACEHOLDER_SPLIT, **fields)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or 'record'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise RecordFileError(f"{where}: not a valid record: {problems}") from error

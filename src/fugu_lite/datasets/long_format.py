@@ -1,0 +1,170 @@
+"""The generic long format: one CSV or JSONL row per (prompt, worker).
+
+Columns: prompt, worker, reward, and optionally cost, task, id, split. Every prompt must
+have every worker exactly once; workers come out sorted by name.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ..io import RecordFileError, iter_jsonl
+from ..schemas import RewardRecord
+from .common import build_record, require_float, require_text, short, stable_id
+from .split import apply_given_split, apply_standard_split, parse_split
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
+
+
+class LongRow(BaseModel):
+    """One checked (prompt, worker) cell; `where` names its file and line."""
+
+    model_config = ConfigDict(frozen=True)
+
+    where: str
+    prompt: str | list
+    worker: str
+    reward: float
+    cost: float | None = None
+    task: str | None = None
+    id: str | None = None
+    split: str | None = None
+
+
+def import_long(source: str | Path, *, use_split_column: bool = False) -> list[RewardRecord]:
+    """Group rows by prompt (first-appearance order) into records.
+
+    With use_split_column=True every row's `split` must be train, validation or test;
+    otherwise the standard split is applied.
+    """
+    path = Path(source)
+    groups: dict[str, dict[str, LongRow]] = {}
+    for where, raw in _raw_rows(path):
+        row = _parse_row(raw, where, use_split_column)
+        key = _prompt_key(row.prompt)
+        cells_by_worker = groups.setdefault(key, {})
+        if row.worker in cells_by_worker:
+            raise RecordFileError(
+                f"{where}: duplicate cell for prompt {short(key)} and worker {row.worker!r} "
+                f"(first at {cells_by_worker[row.worker].where}); keep one row per prompt "
+                "and worker"
+            )
+        cells_by_worker[row.worker] = row
+    if not groups:
+        raise RecordFileError(f"{path}: holds no rows")
+    workers = sorted({worker for cells_by_worker in groups.values() for worker in cells_by_worker})
+    records: list[RewardRecord] = []
+    splits: list[object] = []
+    names: list[str] = []
+    for key, cells_by_worker in groups.items():
+        cells = _complete_cells(path, key, cells_by_worker, workers)
+        first = next(iter(cells_by_worker.values())).where
+        split = _one_value(key, "split", cells)
+        records.append(
+            build_record(
+                first,
+                prompt=cells[0].prompt,
+                worker_ids=workers,
+                rewards=[cell.reward for cell in cells],
+                costs=_costs(key, cells),
+                task=_one_value(key, "task", cells),
+                id=_one_value(key, "id", cells) or stable_id("long", key),
+            )
+        )
+        splits.append(split)
+        names.append(first)
+    if use_split_column:
+        return apply_given_split(records, splits, names)
+    return apply_standard_split(records)
+
+
+def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    if path.suffix == ".csv":
+        yield from _csv_rows(path)
+    elif path.suffix in (".jsonl", ".json"):
+        for line_number, row in iter_jsonl(path):
+            yield f"{path}, line {line_number}", row
+    else:
+        raise RecordFileError(f"{path}: expected a .csv or .jsonl file in the long format")
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    if not path.is_file():
+        raise RecordFileError(f"{path}: file not found")
+    with path.open(encoding="utf-8-sig", newline="") as stream:
+        reader = csv.DictReader(stream)
+        absent = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if absent:
+            raise RecordFileError(
+                f"{path}: missing column(s) {absent} in the header {reader.fieldnames}"
+            )
+        for row in reader:
+            cells = {key: (value if value != "" else None) for key, value in row.items()}
+            yield f"{path}, line {reader.line_num}", cells
+
+
+def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
+    absent = [c for c in REQUIRED_COLUMNS if raw.get(c) is None]
+    if absent:
+        raise RecordFileError(f"{where}: no value for {absent}")
+    prompt = raw["prompt"]
+    if not isinstance(prompt, list):
+        prompt = require_text(prompt, "prompt", where)
+    cost = raw.get("cost")
+    return LongRow(
+        where=where,
+        prompt=prompt,
+        worker=require_text(raw["worker"], "worker", where),
+        reward=require_float(raw["reward"], "reward", where),
+        cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
+        task=_optional_text(raw.get("task")),
+        id=_optional_text(raw.get("id")),
+        split=parse_split(raw.get("split"), where) if use_split_column else None,
+    )
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _prompt_key(prompt: str | list) -> str:
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True)
+
+
+def _complete_cells(
+    path: Path, key: str, cells_by_worker: dict[str, LongRow], workers: list[str]
+) -> list[LongRow]:
+    missing = [worker for worker in workers if worker not in cells_by_worker]
+    if missing:
+        raise RecordFileError(
+            f"{path}: prompt {short(key)} has no row for worker(s) {missing}; every prompt "
+            "needs one row per worker (add the rows, or drop the prompt)"
+        )
+    return [cells_by_worker[worker] for worker in workers]
+
+
+def _one_value(key: str, column: str, cells: list[LongRow]) -> str | None:
+    values = {getattr(cell, column) for cell in cells}
+    if len(values) > 1:
+        raise RecordFileError(
+            f"{cells[0].where}: prompt {short(key)} has different {column} values across "
+            f"its rows: {sorted(map(str, values))}; give one {column} per prompt"
+        )
+    return values.pop()
+
+
+def _costs(key: str, cells: list[LongRow]) -> list[float] | None:
+    without = [cell for cell in cells if cell.cost is None]
+    if len(without) == len(cells):
+        return None
+    if without:
+        raise RecordFileError(
+            f"{without[0].where}: prompt {short(key)} has a cost for some workers but not "
+            f"for {[cell.worker for cell in without]}; give every cost or none"
+        )
+    return [cell.cost for cell in cells if cell.cost is not None]

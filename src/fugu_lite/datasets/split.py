@@ -1,0 +1,85 @@
+"""The standard split: drop exact duplicate prompts, then hash each prompt into a split."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import cast
+
+from ..schemas import SPLITS, RewardRecord, Split
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDER_SPLIT: Split = "train"
+"""Importers build records with this split, then a function below assigns the real one."""
+
+TEST_SALT = ""
+VALIDATION_SALT = "validation:"
+
+
+class SplitError(ValueError):
+    """A user-given split value is not one of train / validation / test."""
+
+
+def _bucket(salt: str, prompt_text: str) -> int:
+    return int(hashlib.sha1((salt + prompt_text).encode("utf-8")).hexdigest(), 16) % 10
+
+
+def standard_split(prompt_text: str) -> Split:
+    """20% test; validation is 20% of the rest, drawn with a salted hash."""
+    if _bucket(TEST_SALT, prompt_text) < 2:
+        return "test"
+    if _bucket(VALIDATION_SALT, prompt_text) < 2:
+        return "validation"
+    return "train"
+
+
+def dedupe_prompts(records: Sequence[RewardRecord]) -> list[RewardRecord]:
+    """Keep the first record of each exact prompt text, so no prompt can sit in two splits."""
+    seen: set[str] = set()
+    kept: list[RewardRecord] = []
+    for record in records:
+        text = record.prompt_text
+        if text in seen:
+            continue
+        seen.add(text)
+        kept.append(record)
+    dropped = len(records) - len(kept)
+    if dropped:
+        logger.info("dropped %d records whose prompt already appeared earlier", dropped)
+    return kept
+
+
+def apply_standard_split(records: Sequence[RewardRecord]) -> list[RewardRecord]:
+    return [
+        record.model_copy(update={"split": standard_split(record.prompt_text)})
+        for record in dedupe_prompts(records)
+    ]
+
+
+def parse_split(value: object, where: str) -> Split:
+    """Check one user-given split value; `where` names the file and row for the error."""
+    if isinstance(value, str) and value.strip() in SPLITS:
+        return cast(Split, value.strip())
+    raise SplitError(
+        f"{where}: unknown split {value!r}; allowed values: {', '.join(SPLITS)} "
+        "(fix the value, or import without a split column to get the standard split)"
+    )
+
+
+def apply_given_split(
+    records: Sequence[RewardRecord], splits: Sequence[object], rows: Sequence[str]
+) -> list[RewardRecord]:
+    """Give record i the split `splits[i]` (checked, `rows[i]` names it), then dedupe."""
+    if not len(records) == len(splits) == len(rows):
+        raise ValueError(
+            f"got {len(records)} records, {len(splits)} splits and {len(rows)} row names; "
+            "give one split and one row name per record"
+        )
+    checked = [parse_split(value, where) for value, where in zip(splits, rows, strict=True)]
+    assigned = [
+        record.model_copy(update={"split": split})
+        for record, split in zip(records, checked, strict=True)
+    ]
+    return dedupe_prompts(assigned)

@@ -1,0 +1,144 @@
+"""ZeroEval compact scores (WildEval/ZeroEval, Apache-2.0): 28 models x gsm, math-l5, crux."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..io import RecordFileError, iter_jsonl
+from ..schemas import RewardRecord
+from .common import (
+    MissingPolicy,
+    build_record,
+    check_missing_policy,
+    require_float,
+    require_text,
+    short,
+)
+from .split import apply_given_split, apply_standard_split
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "scores_compact.jsonl"
+CHARS_PER_TOKEN = 4.0
+
+
+def zeroeval_file(source: str | Path) -> Path:
+    """Accept the JSONL file, its folder, or a data folder that contains `zeroeval/`."""
+    source = Path(source)
+    for path in (source, source / FILE_NAME, source / "zeroeval" / FILE_NAME):
+        if path.is_file():
+            return path
+    raise RecordFileError(f"{source}: no {FILE_NAME} here, nor in {source / 'zeroeval'}")
+
+
+def import_zeroeval(
+    source: str | Path,
+    *,
+    prices: Mapping[str, tuple[float, float]] | None = None,
+    on_missing: MissingPolicy = "error",
+    split_column: str | None = None,
+) -> list[RewardRecord]:
+    """One record per question; workers are all models seen in the file, sorted.
+
+    Costs: the file has no prices and no token counts, so output tokens are estimated as
+    out_chars / 4. With `prices` (model -> (input, output) USD per 1M tokens) the cost is
+    USD, input tokens being len(question) / 4. Without prices the cost is the estimated
+    output tokens: tokens, not USD.
+
+    Rows with an empty question are dropped with a logged count: the public file has no
+    question text for its 721 math-l5 rows, and an empty prompt cannot be routed. A row
+    missing a model's score or out_chars is an error by default (the public file has none);
+    `on_missing="drop"` drops such rows instead, logging how many.
+    """
+    path = zeroeval_file(source)
+    policy = check_missing_policy(on_missing)
+    rows = list(iter_jsonl(path))
+    if not rows:
+        raise RecordFileError(f"{path}: holds no rows")
+    worker_ids = sorted(
+        {model for n, row in rows for model in _mapping(row, "scores", f"{path}, line {n}")}
+    )
+    if prices is not None:
+        _check_prices(worker_ids, prices)
+    records: list[RewardRecord] = []
+    splits: list[object] = []
+    names: list[str] = []
+    empty = incomplete = 0
+    for line_number, row in rows:
+        where = f"{path}, line {line_number}"
+        task = require_text(row.get("task"), "task", where)
+        row_id = row.get("id")
+        if not isinstance(row_id, str | int) or isinstance(row_id, bool):
+            raise RecordFileError(f"{where}: id must be a string or an integer, got {row_id!r}")
+        question = row.get("question")
+        if not isinstance(question, str):
+            raise RecordFileError(f"{where}: question must be a string, got {question!r}")
+        scores = _mapping(row, "scores", where)
+        out_chars = _mapping(row, "out_chars", where)
+        if not question.strip():
+            empty += 1
+            continue
+        missing = [w for w in worker_ids if w not in scores or w not in out_chars]
+        if missing and policy == "error":
+            raise RecordFileError(
+                f"{where}: no score or out_chars for {missing} (question {short(question)}); "
+                'complete the row, delete it, or pass on_missing="drop"'
+            )
+        if missing:
+            incomplete += 1
+            continue
+        output_tokens = [
+            require_float(out_chars[w], f"out_chars of {w}", where, minimum=0.0) / CHARS_PER_TOKEN
+            for w in worker_ids
+        ]
+        records.append(
+            build_record(
+                where,
+                prompt=question,
+                worker_ids=worker_ids,
+                rewards=[require_float(scores[w], f"the score of {w}", where) for w in worker_ids],
+                costs=_costs(question, worker_ids, output_tokens, prices),
+                task=task,
+                id=f"{task}:{row_id}",
+            )
+        )
+        if split_column is not None:
+            splits.append(row.get(split_column))
+            names.append(where)
+    if empty:
+        logger.warning("%s: dropped %d rows with an empty question", path, empty)
+    if incomplete:
+        logger.warning("%s: dropped %d rows missing a model's score or out_chars", path, incomplete)
+    if split_column is None:
+        return apply_standard_split(records)
+    return apply_given_split(records, splits, names)
+
+
+def _mapping(row: dict, key: str, where: str) -> dict:
+    value = row.get(key)
+    if not isinstance(value, dict):
+        raise RecordFileError(f"{where}: {key} must be a {{model: value}} object, got {value!r}")
+    return value
+
+
+def _costs(
+    question: str,
+    worker_ids: list[str],
+    output_tokens: list[float],
+    prices: Mapping[str, tuple[float, float]] | None,
+) -> list[float]:
+    if prices is None:
+        return output_tokens
+    input_tokens = len(question) / CHARS_PER_TOKEN
+    return [
+        (input_tokens * prices[w][0] + tokens * prices[w][1]) / 1e6
+        for w, tokens in zip(worker_ids, output_tokens, strict=True)
+    ]
+
+
+def _check_prices(worker_ids: list[str], prices: Mapping[str, tuple[float, float]]) -> None:
+    missing = [w for w in worker_ids if w not in prices]
+    if missing:
+        raise ValueError(f"prices has no (input, output) USD per 1M tokens for {missing}")

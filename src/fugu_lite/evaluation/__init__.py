@@ -1,0 +1,71 @@
+"""Evaluation: the router against best-single, oracle, random, per-task best, kNN and ridge.
+
+Pure functions over arrays and records: the caller computes features and router
+probabilities; nothing here loads a model.
+
+    train, test = reward_table(train_records), reward_table(test_records)
+    predictions, info = run_baselines(train_features, train, test_features,
+                                      validation_features, validation)
+    report = evaluation_report(train, test, "test", probabilities, predictions, info)
+    write_evaluation(report, router_predictions(test, probabilities), output_dir)
+    print_evaluation(report, console)
+"""
+
+from .baselines import (
+    DEFAULT_ALPHA,
+    DEFAULT_K,
+    KNN_GRID,
+    RIDGE_GRID,
+    BaselineResult,
+    RidgeModel,
+    Selection,
+    fit_ridge,
+    knn_baseline,
+    knn_predict,
+    mean_choice_reward,
+    ridge_baseline,
+    run_baselines,
+    select_on_validation,
+)
+from .output import evaluation_markdown, print_evaluation, write_evaluation
+from .plots import write_plots
+from .report import (
+    best_single_worker,
+    evaluation_report,
+    gap_closed,
+    oracle_choices,
+    per_task_best_workers,
+    router_predictions,
+)
+from .table import RewardTable, argmax_choices, picked, reward_table
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_K",
+    "KNN_GRID",
+    "RIDGE_GRID",
+    "BaselineResult",
+    "RewardTable",
+    "RidgeModel",
+    "Selection",
+    "argmax_choices",
+    "best_single_worker",
+    "evaluation_markdown",
+    "evaluation_report",
+    "fit_ridge",
+    "gap_closed",
+    "knn_baseline",
+    "knn_predict",
+    "mean_choice_reward",
+    "oracle_choices",
+    "per_task_best_workers",
+    "picked",
+    "print_evaluation",
+    "reward_table",
+    "ridge_baseline",
+    "router_predictions",
+    "run_baselines",
+    "select_on_validation",
+    "write_evaluation",
+    "write_plots",
+]

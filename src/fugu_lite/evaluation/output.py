@@ -1,0 +1,225 @@
+"""Writing and printing an evaluation report: JSON, Markdown, JSONL predictions, plots, console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..io import write_json, write_jsonl, write_text_atomic
+from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, write_plots
+
+REPORT_JSON = "evaluation_report.json"
+REPORT_MARKDOWN = "evaluation_report.md"
+PREDICTIONS_JSONL = "predictions.jsonl"
+
+
+def write_evaluation(report: dict, predictions: list[dict], output_dir: Path) -> None:
+    """Write the report (JSON and Markdown), the per-prompt predictions and the plots."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json(output_dir / REPORT_JSON, report)
+    write_jsonl(output_dir / PREDICTIONS_JSONL, predictions)
+    plots = write_plots(report, output_dir)
+    write_text_atomic(output_dir / REPORT_MARKDOWN, evaluation_markdown(report, plots))
+
+
+# --- Markdown -----------------------------------------------------------------
+
+
+def evaluation_markdown(report: dict, plots: list[str]) -> str:
+    sizes = report["sizes"]
+    lines = [
+        f"# Evaluation on `{report['split']}`",
+        "",
+        f"Evaluated prompts: {sizes['evaluated']} ({report['split']}) · train prompts: "
+        f"{sizes['train']} · validation prompts: {sizes['validation'] or 'none'} · "
+        f"workers: {len(report['worker_ids'])} "
+        f"({', '.join(report['worker_ids'])}) · costs known: "
+        f"{'yes' if report['costs_known'] else 'no'}",
+        "",
+        "Gap closed = (method − best single) / (oracle − best single); "
+        "the best single worker is chosen on train.",
+        "",
+        "## Methods",
+        "",
+        *_markdown_table(
+            ["Method", "Mean reward", "Gap closed", "Mean cost", "How"],
+            [
+                [
+                    method["label"],
+                    _reward(method["mean_reward"]),
+                    _reward(method["gap_closed"]),
+                    _cost(method["mean_cost"]),
+                    method["detail"],
+                ]
+                for method in report["methods"].values()
+            ],
+            right_aligned=[1, 2, 3],
+        ),
+        *_image(MEAN_REWARD_PLOT, "Mean reward per method", plots),
+    ]
+    lines += _markdown_per_task(report, plots)
+    lines += _markdown_choices(report, plots)
+    lines += _markdown_hyperparameters(report)
+    if report["notes"]:
+        lines += ["## Notes", "", *[f"- {note}" for note in report["notes"]], ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown_per_task(report: dict, plots: list[str]) -> list[str]:
+    if not report["per_task"]:
+        return ["## Per task", "", "No task labels on this split.", ""]
+    columns = _per_task_columns(report)
+    has_task_best = "per_task_best" in report["methods"]
+    header = ["Task", "n", *[report["methods"][name]["short_label"] for name in columns]]
+    if has_task_best:
+        header.append("Best worker on train")
+    rows = []
+    for row in report["per_task"]:
+        cells = [row["task"], str(row["n"]), *[_reward(row[name]) for name in columns]]
+        if has_task_best:
+            cells.append(row["per_task_best_worker"] or "— (best single)")
+        rows.append(cells)
+    return [
+        "## Per task",
+        "",
+        *_markdown_table(header, rows, right_aligned=list(range(1, len(columns) + 2))),
+        *_image(PER_TASK_PLOT, "Mean reward per task", plots),
+    ]
+
+
+def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
+    names = list(report["choices"])
+    header = ["Worker", *[report["methods"][name]["short_label"] for name in names]]
+    rows = [
+        [
+            worker,
+            *[
+                f"{report['choices'][name]['counts'][worker]} "
+                f"({100 * report['choices'][name]['shares'][worker]:.1f}%)"
+                for name in names
+            ],
+        ]
+        for worker in report["worker_ids"]
+    ]
+    lines = [
+        "## Which worker answers",
+        "",
+        *_markdown_table(header, rows, right_aligned=list(range(1, len(names) + 1))),
+    ]
+    comparison = report["router_vs_best_single"]
+    if comparison is not None:
+        lines += [
+            f"The router picks the best single worker ({report['best_single']['worker']}) on "
+            f"{_percent(comparison['same_choice'])} of prompts; its choice earns more on "
+            f"{_percent(comparison['router_better'])} and less on "
+            f"{_percent(comparison['router_worse'])}.",
+            "",
+        ]
+    return lines + _image(CHOICES_PLOT, "Router choices", plots)
+
+
+def _markdown_hyperparameters(report: dict) -> list[str]:
+    lines = ["## Baseline hyperparameters", ""]
+    if not report["baselines"]:
+        return [*lines, "No baselines.", ""]
+    for name, info in report["baselines"].items():
+        label = report["methods"].get(name, {}).get("label", name)
+        lines += [f"### {label}", ""]
+        if not isinstance(info, dict) or "parameter" not in info:
+            lines += [f"`{info}`", ""]
+            continue
+        lines += [info.get("note") or f"{info['parameter']}={info['chosen']}", ""]
+        scores = info.get("validation_scores") or {}
+        if scores:
+            lines += _markdown_table(
+                [info["parameter"], "Validation mean reward", ""],
+                [
+                    [value, _reward(score), "chosen" if value == f"{info['chosen']:g}" else ""]
+                    for value, score in scores.items()
+                ],
+                right_aligned=[0, 1],
+            )
+    return lines
+
+
+def _markdown_table(
+    header: list[str], rows: list[list[str]], right_aligned: list[int] | None = None
+) -> list[str]:
+    right = set(right_aligned or [])
+    separator = ["---:" if index in right else "---" for index in range(len(header))]
+    lines = [_markdown_row(header), _markdown_row(separator)]
+    lines += [_markdown_row(row) for row in rows]
+    return [*lines, ""]
+
+
+def _markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def _image(name: str, title: str, plots: list[str]) -> list[str]:
+    return [f"![{title}]({name})", ""] if name in plots else []
+
+
+# --- console ------------------------------------------------------------------
+
+
+def print_evaluation(report: dict, console: Console) -> None:
+    """The main comparison and the per-task table as rich tables."""
+    sizes = report["sizes"]
+    main = Table(
+        title=f"Evaluation on {report['split']} ({sizes['evaluated']} prompts; "
+        f"train {sizes['train']})"
+    )
+    main.add_column("Method")
+    main.add_column("Mean reward", justify="right")
+    main.add_column("Gap closed", justify="right")
+    main.add_column("Mean cost", justify="right")
+    for name, method in report["methods"].items():
+        main.add_row(
+            escape(method["label"]),
+            _reward(method["mean_reward"]),
+            _reward(method["gap_closed"]),
+            _cost(method["mean_cost"]),
+            style="bold" if name == "router" else None,
+        )
+    console.print(main)
+
+    if report["per_task"]:
+        columns = _per_task_columns(report)
+        per_task = Table(title=f"Mean reward per task ({report['split']})")
+        per_task.add_column("Task")
+        per_task.add_column("n", justify="right")
+        for name in columns:
+            per_task.add_column(escape(report["methods"][name]["short_label"]), justify="right")
+        for row in report["per_task"]:
+            cells = [_reward(row[name]) for name in columns]
+            per_task.add_row(escape(row["task"]), str(row["n"]), *cells)
+        console.print(per_task)
+
+    for note in report["notes"]:
+        console.print(f"[dim]note: {escape(note)}[/dim]")
+
+
+# --- formatting shared by both ------------------------------------------------
+
+
+def _per_task_columns(report: dict) -> list[str]:
+    """Methods in the per-task rows, in the order of the main table (random has no choices)."""
+    first_row = report["per_task"][0]
+    return [name for name in report["methods"] if name in first_row]
+
+
+def _reward(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _cost(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"

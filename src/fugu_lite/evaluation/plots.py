@@ -1,0 +1,112 @@
+"""PNG plots of an evaluation report, drawn with matplotlib's Agg canvas (no pyplot state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+MEAN_REWARD_PLOT = "mean_reward.png"
+CHOICES_PLOT = "router_choices.png"
+PER_TASK_PLOT = "per_task_reward.png"
+_DPI = 120
+
+
+def write_plots(report: dict, output_dir: Path) -> list[str]:
+    """Write every plot the report has data for; returns the file names written."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    _save(plot_mean_reward(report), output_dir / MEAN_REWARD_PLOT)
+    written.append(MEAN_REWARD_PLOT)
+    if "router" in report["choices"]:
+        _save(plot_router_choices(report), output_dir / CHOICES_PLOT)
+        written.append(CHOICES_PLOT)
+    if report["per_task"]:
+        _save(plot_per_task(report), output_dir / PER_TASK_PLOT)
+        written.append(PER_TASK_PLOT)
+    return written
+
+
+def plot_mean_reward(report: dict) -> Figure:
+    """Bars for the routers and random; lines for best single and oracle."""
+    methods = report["methods"]
+    names = [name for name in methods if name not in ("best_single", "oracle")]
+    values = [methods[name]["mean_reward"] for name in names]
+    figure = Figure(figsize=(max(5.0, 1.3 * len(names) + 2.0), 4.0), layout="constrained")
+    axes = figure.add_subplot()
+    bars = axes.bar([methods[name]["label"] for name in names], values, color="tab:blue")
+    axes.bar_label(bars, fmt="%.3f", fontsize=8)
+    axes.axhline(
+        methods["oracle"]["mean_reward"], color="tab:green", linestyle="--", label="oracle"
+    )
+    axes.axhline(
+        methods["best_single"]["mean_reward"],
+        color="tab:red",
+        linestyle=":",
+        label=methods["best_single"]["label"],
+    )
+    axes.set_ylabel("mean reward")
+    axes.set_title(f"Mean reward per method ({report['split']}, n={report['sizes']['evaluated']})")
+    axes.tick_params(axis="x", labelrotation=20)
+    axes.margins(y=0.12)
+    axes.legend(loc="lower right", fontsize=8)
+    return figure
+
+
+def plot_router_choices(report: dict) -> Figure:
+    """Share of prompts sent to each worker by the router, next to the oracle's shares."""
+    workers = report["worker_ids"]
+    best = report["best_single"]["worker"]
+    router = [report["choices"]["router"]["shares"][worker] for worker in workers]
+    oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
+    positions = np.arange(len(workers))
+    width = 0.4
+    figure = Figure(figsize=(max(5.0, 0.9 * len(workers) + 2.0), 4.0), layout="constrained")
+    axes = figure.add_subplot()
+    axes.bar(positions - width / 2, router, width, label="router", color="tab:blue")
+    axes.bar(positions + width / 2, oracle, width, label="oracle", color="tab:green", alpha=0.6)
+    axes.set_xticks(
+        positions, [f"{w}\n(best single)" if w == best else w for w in workers], fontsize=8
+    )
+    axes.tick_params(axis="x", labelrotation=20)
+    axes.set_ylabel("share of prompts")
+    axes.set_ylim(0.0, 1.05)
+    axes.set_title(f"Which worker answers ({report['split']})")
+    axes.legend(fontsize=8)
+    return figure
+
+
+def plot_per_task(report: dict) -> Figure:
+    """Per task: router (when present), best single and oracle, as horizontal grouped bars."""
+    rows = report["per_task"]
+    series = [
+        (name, report["methods"][name]["label"], color)
+        for name, color in (
+            ("router", "tab:blue"),
+            ("best_single", "tab:red"),
+            ("oracle", "tab:green"),
+        )
+        if name in report["methods"]
+    ]
+    tasks = [f"{row['task']} (n={row['n']})" for row in rows]
+    positions = np.arange(len(rows))
+    height = 0.8 / len(series)
+    figure = Figure(figsize=(8.0, max(3.0, 0.2 * len(rows) * len(series) + 1.5)))
+    figure.set_layout_engine("constrained")
+    axes = figure.add_subplot()
+    for index, (name, label, color) in enumerate(series):
+        offsets = positions - 0.4 + height * (index + 0.5)
+        axes.barh(offsets, [row[name] for row in rows], height, label=label, color=color)
+    axes.set_yticks(positions, tasks, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("mean reward")
+    axes.set_title(f"Mean reward per task ({report['split']})")
+    axes.legend(fontsize=8, loc="lower right")
+    return figure
+
+
+def _save(figure: Figure, path: Path) -> None:
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=_DPI, format="png")

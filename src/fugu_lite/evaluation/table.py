@@ -1,0 +1,88 @@
+"""RewardRecords as arrays: one row per prompt, one column per worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..schemas import RewardRecord, check_same_workers
+
+
+@dataclass(frozen=True)
+class RewardTable:
+    """Rewards (and costs, when every record has them) of one split, as [N, W] arrays."""
+
+    rewards: np.ndarray
+    costs: np.ndarray | None
+    tasks: list[str | None]
+    ids: list[str | None]
+    prompt_hashes: list[str]
+    worker_ids: list[str]
+
+    def __post_init__(self) -> None:
+        if self.rewards.ndim != 2:
+            raise ValueError(f"rewards must be a [N, W] array, got shape {self.rewards.shape}")
+        n_prompts, n_workers = self.rewards.shape
+        if n_workers != len(self.worker_ids):
+            raise ValueError(
+                f"rewards has {n_workers} columns but there are {len(self.worker_ids)} worker_ids"
+            )
+        if self.costs is not None and self.costs.shape != self.rewards.shape:
+            raise ValueError(
+                f"costs has shape {self.costs.shape} but rewards has {self.rewards.shape}"
+            )
+        for name, column in (
+            ("tasks", self.tasks),
+            ("ids", self.ids),
+            ("prompt_hashes", self.prompt_hashes),
+        ):
+            if len(column) != n_prompts:
+                raise ValueError(f"{name} has {len(column)} entries but rewards has {n_prompts}")
+
+    @property
+    def n_prompts(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.rewards.shape[1])
+
+    def __len__(self) -> int:
+        return self.n_prompts
+
+
+def reward_table(records: list[RewardRecord]) -> RewardTable:
+    """Stack records into arrays, keeping their order.
+
+    Costs are kept only when every record has them; with some records missing costs
+    the table has `costs=None`, because a mean over a subset would not compare methods
+    on the same prompts.
+    """
+    if not records:
+        raise ValueError("cannot build a reward table from zero records")
+    worker_ids = check_same_workers(records)
+    rewards = np.array([record.rewards for record in records], dtype=np.float64)
+    costs = None
+    if all(record.costs is not None for record in records):
+        costs = np.array([record.costs for record in records], dtype=np.float64)
+    return RewardTable(
+        rewards=rewards,
+        costs=costs,
+        tasks=[record.task for record in records],
+        ids=[record.id for record in records],
+        prompt_hashes=[record.prompt_hash for record in records],
+        worker_ids=list(worker_ids),
+    )
+
+
+def argmax_choices(scores: np.ndarray) -> np.ndarray:
+    """Column index of the highest score per row; ties go to the lowest index."""
+    if scores.ndim != 2 or scores.shape[1] == 0:
+        raise ValueError(f"scores must be a [N, W] array with W >= 1, got shape {scores.shape}")
+    return np.argmax(scores, axis=1)
+
+
+def picked(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
+    """values[i, choices[i]] for every row i."""
+    return np.take_along_axis(values, choices[:, None], axis=1)[:, 0]

@@ -1,0 +1,302 @@
+"""Backbone features: the hidden state of one token (or the mean) at one layer, cached on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
+from .config import ModelConfig
+from .schemas import ChatMessage, message_text, prompt_hash
+
+FEATURE_FORMAT_VERSION = 1
+Prompt = str | list[ChatMessage]
+
+
+def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:
+    if model_cfg.pooling != "auto":
+        return model_cfg.pooling
+    return "penultimate" if is_decoder else "mean"
+
+
+class FeatureExtractor:
+    """Runs only the blocks up to the chosen layer and pools one vector per prompt.
+
+    Cutting the backbone after the chosen layer (and never computing LM logits) is what
+    makes routing cheaper than a plain forward; `plain_features` is the reference path.
+    """
+
+    def __init__(self, backbone: LoadedBackbone, model_cfg: ModelConfig) -> None:
+        self.backbone = backbone
+        self.model_cfg = model_cfg
+        self.layer = normalized_layer(model_cfg.layer, backbone.n_layers)
+        self.pooling = resolved_pooling(model_cfg, backbone.is_decoder)
+        self.truncated = truncated_backbone(backbone.model, self.layer)
+        backbone.tokenizer.truncation_side = "left"
+        backbone.tokenizer.padding_side = "right"
+        if backbone.tokenizer.pad_token is None:
+            backbone.tokenizer.pad_token = backbone.tokenizer.eos_token
+
+    @property
+    def dim(self) -> int:
+        return self.backbone.hidden_size
+
+    def tokenize(self, prompts: Sequence[Prompt]) -> dict[str, torch.Tensor]:
+        texts = [render_prompt(prompt, self.backbone, self.model_cfg) for prompt in prompts]
+        return self.backbone.tokenizer(
+            texts,
+            padding=True,
+            truncation=True,
+            max_length=self.model_cfg.max_tokens,
+            return_tensors="pt",
+            add_special_tokens=not self._uses_chat_template(),
+        )
+
+    def _uses_chat_template(self) -> bool:
+        return self.model_cfg.chat_template and bool(
+            getattr(self.backbone.tokenizer, "chat_template", None)
+        )
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        output = self.truncated(input_ids=input_ids, attention_mask=attention_mask)
+        return pool(output.last_hidden_state, attention_mask, self.pooling)
+
+    @torch.inference_mode()
+    def encode(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        device = next(self.truncated.parameters()).device
+        inputs = {key: value.to(device) for key, value in self.tokenize(prompts).items()}
+        return self(inputs["input_ids"], inputs["attention_mask"]).float().cpu()
+
+    @torch.inference_mode()
+    def plain_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        """The same features from an ordinary full forward with all hidden states."""
+        inputs = self.tokenize(prompts)
+        output = self.backbone.model(**inputs, output_hidden_states=True)
+        return pool(output.hidden_states[self.layer], inputs["attention_mask"], self.pooling)
+
+
+def normalized_layer(layer: int, n_layers: int) -> int:
+    """Index into hidden_states: 0 = embeddings, n_layers = last block; negatives count back."""
+    index = layer if layer >= 0 else n_layers + 1 + layer
+    if not 0 <= index <= n_layers:
+        raise ValueError(
+            f"layer {layer} does not exist: this backbone has {n_layers} blocks; use 0..{n_layers} "
+            f"or -1..-{n_layers + 1}"
+        )
+    return index
+
+
+def truncated_backbone(model: nn.Module, layer: int) -> nn.Module:
+    """A shallow copy of the backbone that stops after `layer` blocks (weights are shared)."""
+    blocks = layer_list(model)
+    if layer == len(blocks):
+        return model
+    import copy
+
+    truncated = copy.copy(model)
+    truncated._modules = dict(model._modules)
+    truncated.config = copy.copy(model.config)
+    truncated.config.num_hidden_layers = layer
+    _replace_blocks(truncated, nn.ModuleList(list(blocks)[:layer]))
+    # hidden_states[layer] for an inner layer is taken before the final norm.
+    for norm_name in ("norm", "ln_f", "final_layernorm"):
+        if norm_name in truncated._modules:
+            truncated._modules[norm_name] = nn.Identity()
+    return truncated
+
+
+def _replace_blocks(model: nn.Module, blocks: nn.ModuleList) -> None:
+    if "layers" in model._modules:
+        model._modules["layers"] = blocks
+        return
+    if "encoder" in model._modules:
+        import copy
+
+        encoder = copy.copy(model._modules["encoder"])
+        encoder._modules = dict(encoder._modules)
+        encoder._modules["layer"] = blocks
+        model._modules["encoder"] = encoder
+        return
+    if "h" in model._modules:
+        model._modules["h"] = blocks
+        return
+    raise ValueError(f"cannot truncate the blocks of {type(model).__name__}")
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    lengths = attention_mask.sum(dim=1).long()
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    if pooling == "last":
+        return hidden[rows, lengths - 1]
+    if pooling == "penultimate":
+        return hidden[rows, (lengths - 2).clamp(min=0)]
+    raise ValueError(f"unknown pooling {pooling!r}; use penultimate, last, mean or auto")
+
+
+def render_prompt(prompt: Prompt, backbone: LoadedBackbone, model_cfg: ModelConfig) -> str:
+    """The conversation as the backbone sees it (its chat template when it has one)."""
+    messages = (
+        [{"role": "user", "content": prompt}]
+        if isinstance(prompt, str)
+        else [{"role": m.role, "content": message_text(m)} for m in prompt]
+    )
+    tokenizer = backbone.tokenizer
+    if model_cfg.chat_template and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False)
+    return "\n".join(m["content"] for m in messages)
+
+
+def prompt_key(prompt: Prompt) -> str:
+    if isinstance(prompt, str):
+        return prompt_hash(prompt)
+    return prompt_hash(
+        json.dumps([m.model_dump(exclude_none=True) for m in prompt], sort_keys=True)
+    )
+
+
+def feature_cache_key(model_cfg: ModelConfig) -> str:
+    settings = {
+        "backbone": backbone_identity(model_cfg.backbone),
+        "layer": model_cfg.layer,
+        "pooling": model_cfg.pooling,
+        "max_tokens": model_cfg.max_tokens,
+        "chat_template": model_cfg.chat_template,
+        "version": FEATURE_FORMAT_VERSION,
+    }
+    return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+
+
+class BackboneShape(BaseModel):
+    hidden_size: int
+    parameters: int
+
+
+def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtractor | None]:
+    """The backbone's width and size, from the feature cache if it has seen this backbone,
+    else from loading it (and then the loaded extractor is returned for reuse)."""
+    cache = FeatureCache(model_cfg)
+    if cache.shape_path.exists():
+        return BackboneShape.model_validate_json(cache.shape_path.read_text()), None
+    backbone = load_backbone(model_cfg.backbone, model_cfg.device)
+    shape = BackboneShape(
+        hidden_size=backbone.hidden_size,
+        parameters=sum(parameter.numel() for parameter in backbone.model.parameters()),
+    )
+    cache.folder.mkdir(parents=True, exist_ok=True)
+    cache.shape_path.write_text(shape.model_dump_json())
+    return shape, FeatureExtractor(backbone, model_cfg)
+
+
+class FeatureCache:
+    """Features of a frozen backbone, one folder per settings key, appended as shards."""
+
+    def __init__(self, model_cfg: ModelConfig) -> None:
+        root = Path(model_cfg.cache_dir) if model_cfg.cache_dir else cache_root()
+        self.folder = root / "features" / feature_cache_key(model_cfg)
+        self.model_cfg = model_cfg
+        self._rows: dict[str, torch.Tensor] | None = None
+
+    @property
+    def shape_path(self) -> Path:
+        return self.folder / "backbone.json"
+
+    def rows(self) -> dict[str, torch.Tensor]:
+        if self._rows is None:
+            self._rows = {}
+            for shard in sorted(self.folder.glob("shard-*.safetensors")):
+                tensors = load_file(shard)
+                keys = json.loads(shard.with_suffix(".json").read_text())
+                self._rows.update(zip(keys, tensors["features"], strict=True))
+        return self._rows
+
+    def add(self, keys: list[str], features: torch.Tensor) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "settings.json").write_text(self.model_cfg.model_dump_json(indent=2))
+        name = f"shard-{time.time_ns()}"
+        keys_path = self.folder / f"{name}.json"
+        tensor_path = self.folder / f"{name}.safetensors"
+        partial = self.folder / f".{name}.partial"
+        save_file({"features": features.contiguous()}, partial)
+        keys_path.write_text(json.dumps(keys))
+        partial.rename(tensor_path)  # the shard counts only once both files are complete
+        self.rows().update(zip(keys, features, strict=True))
+
+
+def compute_features(
+    prompts: Sequence[Prompt],
+    model_cfg: ModelConfig,
+    extractor: FeatureExtractor | None = None,
+    use_cache: bool = True,
+    description: str = "features",
+) -> tuple[torch.Tensor, FeatureExtractor | None]:
+    """Features for every prompt, from the cache where present, else from the backbone.
+
+    Returns the features and the extractor (loaded only when something was missing).
+    """
+    cache = FeatureCache(model_cfg) if use_cache else None
+    keys = [prompt_key(prompt) for prompt in prompts]
+    known = cache.rows() if cache else {}
+    missing = sorted({key: index for index, key in enumerate(keys) if key not in known}.items())
+    if missing:
+        extractor = extractor or FeatureExtractor(
+            load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
+        )
+        new_rows = _extract_missing(
+            [prompts[index] for _, index in missing], extractor, model_cfg, description
+        )
+        fresh = dict(zip([key for key, _ in missing], new_rows, strict=True))
+        if cache:
+            _store_in_chunks(cache, [key for key, _ in missing], new_rows)
+        known = {**known, **fresh}
+    return torch.stack([known[key] for key in keys]).float(), extractor
+
+
+def _extract_missing(
+    prompts: list[Prompt], extractor: FeatureExtractor, model_cfg: ModelConfig, description: str
+) -> torch.Tensor:
+    # Sorting by length keeps padding, and so wasted compute, small.
+    order = sorted(range(len(prompts)), key=lambda i: len(_text_of(prompts[i])))
+    batch_size = model_cfg.feature_batch_size
+    outputs: list[torch.Tensor] = []
+    with _progress() as progress:
+        task = progress.add_task(f"Backbone {description}", total=len(prompts))
+        for start in range(0, len(order), batch_size):
+            batch = [prompts[i] for i in order[start : start + batch_size]]
+            outputs.append(extractor.encode(batch))
+            progress.advance(task, len(batch))
+    by_order = torch.cat(outputs)
+    result = torch.empty_like(by_order)
+    result[torch.tensor(order)] = by_order
+    return result
+
+
+def _store_in_chunks(cache: FeatureCache, keys: list[str], rows: torch.Tensor) -> None:
+    chunk = 2048
+    for start in range(0, len(keys), chunk):
+        cache.add(keys[start : start + chunk], rows[start : start + chunk].clone())
+
+
+def _text_of(prompt: Prompt) -> str:
+    return prompt if isinstance(prompt, str) else " ".join(message_text(m) for m in prompt)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        transient=False,
+    )

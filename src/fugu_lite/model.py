@@ -1,0 +1,222 @@
+"""RouterModel: backbone features -> (normalised) -> head -> one logit per worker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from . import __version__
+from .config import ModelConfig
+from .features import FeatureExtractor, Prompt, compute_features
+from .io import write_json
+
+HEAD_FILE = "router_head.safetensors"
+META_FILE = "router.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, incomplete, or does not fit what it is used with."""
+
+
+def build_head(model_cfg: ModelConfig, feature_dim: int, n_workers: int) -> nn.Module:
+    if model_cfg.head == "linear":
+        return nn.Linear(feature_dim, n_workers, bias=False)
+    return nn.Sequential(
+        nn.Linear(feature_dim, model_cfg.head_hidden),
+        nn.GELU(),
+        nn.Dropout(model_cfg.head_dropout),
+        nn.Linear(model_cfg.head_hidden, n_workers, bias=False),
+    )
+
+
+class RouterModel(nn.Module):
+    """The coordinator. `model(features=...)` runs the head on (cached) backbone features;
+    `model(input_ids=..., attention_mask=...)` runs the backbone first."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        worker_ids: Sequence[str],
+        feature_dim: int,
+        backbone_parameters: int = 0,
+    ) -> None:
+        super().__init__()
+        self.model_cfg = model_cfg
+        self.worker_ids = list(worker_ids)
+        self.feature_dim = feature_dim
+        self.backbone_parameters = backbone_parameters
+        self.head = build_head(model_cfg, feature_dim, len(self.worker_ids))
+        nn.init.zeros_(self._last_linear().weight)  # uniform policy until trained
+        self.register_buffer("feature_mean", torch.zeros(feature_dim))
+        self.register_buffer("feature_scale", torch.ones(feature_dim))
+        self.register_buffer("normalizer_fitted", torch.tensor(False))
+        self.extractor: FeatureExtractor | None = None
+
+    def _last_linear(self) -> nn.Linear:
+        return self.head if isinstance(self.head, nn.Linear) else self.head[-1]
+
+    @property
+    def device_ref(self) -> torch.device:
+        return self.feature_mean.device
+
+    def forward(
+        self,
+        features: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if features is None:
+            if input_ids is None or attention_mask is None:
+                raise ValueError("RouterModel needs features, or input_ids and attention_mask")
+            features = self.backbone_extractor()(input_ids, attention_mask)
+        return self.head(self.normalize(features))
+
+    def normalize(self, features: torch.Tensor) -> torch.Tensor:
+        if not self.model_cfg.normalize_features:
+            return features
+        return (features - self.feature_mean) / self.feature_scale
+
+    def fit_normalizer(self, train_features: torch.Tensor) -> None:
+        """Per-dimension standardisation from the training features (hidden states of
+        small LMs have a few huge-magnitude dimensions that would dominate the head)."""
+        self.feature_mean.copy_(train_features.mean(dim=0))
+        self.feature_scale.copy_(train_features.std(dim=0).clamp(min=1e-4))
+        self.normalizer_fitted.fill_(True)
+
+    def backbone_extractor(self) -> FeatureExtractor:
+        if self.extractor is None:
+            _, extractor = compute_features([], self.model_cfg, use_cache=False)
+            self.extractor = extractor or _load_extractor(self.model_cfg)
+        return self.extractor
+
+    def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
+        features, extractor = compute_features(
+            prompts, self.model_cfg, self.extractor, use_cache=use_cache
+        )
+        self.extractor = extractor or self.extractor
+        return features
+
+    @torch.inference_mode()
+    def probabilities(
+        self, features: torch.Tensor, allowed: Sequence[str] | None = None
+    ) -> torch.Tensor:
+        logits = self(features=features.to(self.device_ref))
+        if allowed is not None:
+            logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
+        return torch.softmax(logits, dim=-1)
+
+    def worker_mask(self, allowed: Sequence[str]) -> torch.Tensor:
+        return torch.tensor(
+            [worker in allowed for worker in self.worker_ids], device=self.device_ref
+        )
+
+    def trainable_parameters(self) -> Iterator[nn.Parameter]:
+        return (parameter for parameter in self.parameters() if parameter.requires_grad)
+
+    def trainable_parameter_counts(self) -> tuple[int, int]:
+        trainable = sum(parameter.numel() for parameter in self.trainable_parameters())
+        head_total = sum(parameter.numel() for parameter in self.head.parameters())
+        return trainable, head_total + self.backbone_parameters
+
+    def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {
+            name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
+        }
+        partial = directory / f".{HEAD_FILE}.partial"
+        save_file(tensors, partial, metadata={"format": "pt"})
+        partial.rename(directory / HEAD_FILE)
+        write_json(
+            directory / META_FILE,
+            {
+                "format": "fugu-lite-router",
+                "package_version": __version__,
+                "worker_ids": self.worker_ids,
+                "feature_dim": self.feature_dim,
+                "backbone_parameters": self.backbone_parameters,
+                "model": self.model_cfg.model_dump(),
+                "metadata": metadata or {},
+            },
+        )
+        return directory
+
+
+def _load_extractor(model_cfg: ModelConfig) -> FeatureExtractor:
+    from .backbones import load_backbone
+
+    return FeatureExtractor(load_backbone(model_cfg.backbone, model_cfg.device), model_cfg)
+
+
+def read_checkpoint_metadata(directory: str | Path) -> dict:
+    directory = Path(directory)
+    meta_path = directory / META_FILE
+    if not (directory / HEAD_FILE).exists() or not meta_path.exists():
+        raise CheckpointError(
+            f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
+            f"{META_FILE} (written by `fugu-lite train ...`)"
+        )
+    return json.loads(meta_path.read_text(encoding="utf-8"))
+
+
+def checkpoint_mismatches(
+    metadata: dict, model_cfg: ModelConfig, worker_ids: Sequence[str] | None
+) -> list[str]:
+    """What differs between a checkpoint and the config/workers it is loaded with."""
+    problems = []
+    if worker_ids is not None and list(worker_ids) != metadata["worker_ids"]:
+        problems.append(
+            f"workers: checkpoint {metadata['worker_ids']} vs records {list(worker_ids)}"
+        )
+    saved = ModelConfig.model_validate(metadata["model"])
+    for field in (
+        "backbone",
+        "layer",
+        "pooling",
+        "max_tokens",
+        "chat_template",
+        "head",
+        "head_hidden",
+    ):
+        saved_value, given_value = getattr(saved, field), getattr(model_cfg, field)
+        if saved_value != given_value:
+            problems.append(f"model.{field}: checkpoint {saved_value!r} vs config {given_value!r}")
+    return problems
+
+
+def load_router(
+    directory: str | Path,
+    model_cfg: ModelConfig | None = None,
+    worker_ids: Sequence[str] | None = None,
+) -> RouterModel:
+    """Load a checkpoint; with a config or workers given, refuse one that does not match."""
+    metadata = read_checkpoint_metadata(directory)
+    saved_cfg = ModelConfig.model_validate(metadata["model"])
+    problems = checkpoint_mismatches(metadata, model_cfg or saved_cfg, worker_ids)
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {directory} does not match: "
+            + "; ".join(problems)
+            + ". Train a new checkpoint, or use the config the checkpoint was trained with."
+        )
+    cfg = saved_cfg.model_copy(
+        update={
+            "device": (model_cfg or saved_cfg).device,
+            "cache_dir": (model_cfg or saved_cfg).cache_dir,
+        }
+    )
+    model = RouterModel(
+        cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
+    )
+    state = load_file(Path(directory) / HEAD_FILE)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
+        )
+    return model.to(cfg.device)

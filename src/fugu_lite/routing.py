@@ -1,0 +1,62 @@
+"""One routing decision: a prompt in, the chosen worker and the probabilities out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from .features import Prompt
+from .model import RouterModel
+
+
+class NoWorkerLeftError(ValueError):
+    """Every worker was excluded."""
+
+
+class RoutingDecision(BaseModel):
+    worker: str
+    probabilities: dict[str, float]
+    excluded: list[str]
+
+
+def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    unknown = sorted(set(exclude) - set(worker_ids))
+    if unknown:
+        raise NoWorkerLeftError(
+            f"cannot exclude unknown worker(s) {unknown}; this router's workers: "
+            f"{', '.join(worker_ids)}"
+        )
+    allowed = [worker for worker in worker_ids if worker not in set(exclude)]
+    if not allowed:
+        raise NoWorkerLeftError(
+            f"every worker is excluded ({', '.join(exclude)}); leave at least one of "
+            f"{', '.join(worker_ids)}"
+        )
+    return allowed
+
+
+def route_prompts(
+    model: RouterModel, prompts: Sequence[Prompt], exclude: Sequence[str] = ()
+) -> list[RoutingDecision]:
+    """Route a batch; excluded workers get probability 0 and the rest are renormalised."""
+    allowed = allowed_workers(model.worker_ids, exclude)
+    features = model.features_for(list(prompts), use_cache=False)
+    probabilities = model.probabilities(features, allowed).cpu()
+    decisions = []
+    for row in probabilities:
+        chosen = int(row.argmax())
+        decisions.append(
+            RoutingDecision(
+                worker=model.worker_ids[chosen],
+                probabilities=dict(zip(model.worker_ids, row.tolist(), strict=True)),
+                excluded=list(exclude),
+            )
+        )
+    return decisions
+
+
+def route_prompt(
+    model: RouterModel, prompt: Prompt, exclude: Sequence[str] = ()
+) -> RoutingDecision:
+    return route_prompts(model, [prompt], exclude)[0]

@@ -1,0 +1,128 @@
+"""Records exchanged between the stages: one prompt with one reward per worker."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .io import RecordFileError, read_models, write_jsonl
+
+Split = Literal["train", "validation", "test"]
+SPLITS: tuple[str, ...] = ("train", "validation", "test")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list | None = None
+
+
+def message_text(message: ChatMessage) -> str:
+    """Plain text of a message; multi-part content keeps only its text parts."""
+    if message.content is None:
+        return ""
+    if isinstance(message.content, str):
+        return message.content
+    parts = [part.get("text", "") for part in message.content if isinstance(part, dict)]
+    return "\n".join(part for part in parts if part)
+
+
+class RewardRecord(BaseModel):
+    """One prompt, the workers that answered it, and the reward each one earned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str | list[ChatMessage]
+    split: Split
+    worker_ids: list[str] = Field(min_length=1)
+    rewards: list[float]
+    costs: list[float] | None = None
+    task: str | None = None
+    id: str | None = None
+
+    @model_validator(mode="after")
+    def _check_lengths_and_values(self) -> RewardRecord:
+        n_workers = len(self.worker_ids)
+        if len(set(self.worker_ids)) != n_workers:
+            raise ValueError(f"worker_ids has duplicates: {self.worker_ids}")
+        if len(self.rewards) != n_workers:
+            raise ValueError(
+                f"rewards has {len(self.rewards)} values but worker_ids has {n_workers}; "
+                "give exactly one reward per worker, in the order of worker_ids"
+            )
+        _check_finite("rewards", self.rewards)
+        if self.costs is not None:
+            if len(self.costs) != n_workers:
+                raise ValueError(
+                    f"costs has {len(self.costs)} values but worker_ids has {n_workers}; "
+                    "give one cost per worker or leave costs out"
+                )
+            _check_finite("costs", self.costs)
+            if any(cost < 0 for cost in self.costs):
+                raise ValueError(f"costs must not be negative: {self.costs}")
+        if isinstance(self.prompt, list) and not self.prompt:
+            raise ValueError("prompt is an empty list of messages")
+        return self
+
+    @property
+    def prompt_text(self) -> str:
+        """The prompt as one string: the text itself, or the messages joined."""
+        if isinstance(self.prompt, str):
+            return self.prompt
+        return "\n".join(f"{m.role}: {message_text(m)}" for m in self.prompt)
+
+    @property
+    def prompt_hash(self) -> str:
+        return prompt_hash(self.prompt_text)
+
+    def reward_of(self, worker_id: str) -> float:
+        return self.rewards[self.worker_ids.index(worker_id)]
+
+
+def _check_finite(name: str, values: list[float]) -> None:
+    bad = [index for index, value in enumerate(values) if not math.isfinite(value)]
+    if bad:
+        raise ValueError(
+            f"{name} must be finite numbers, but positions {bad} are NaN or infinite; "
+            "drop the record or replace the missing scores"
+        )
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def read_records(path: str | Path) -> list[RewardRecord]:
+    """Read a RewardRecord JSONL file and check that every record has the same workers."""
+    records = read_models(path, RewardRecord)
+    if not records:
+        raise RecordFileError(f"{path}: holds no records")
+    check_same_workers(records, source=str(path))
+    return records
+
+
+def write_records(path: str | Path, records: list[RewardRecord]) -> int:
+    return write_jsonl(path, records)
+
+
+def check_same_workers(records: list[RewardRecord], source: str = "records") -> list[str]:
+    worker_ids = records[0].worker_ids
+    for index, record in enumerate(records):
+        if record.worker_ids != worker_ids:
+            raise RecordFileError(
+                f"{source}: record {index + 1} (id={record.id}) has workers {record.worker_ids}, "
+                f"but the first record has {worker_ids}; every record needs the same workers "
+                "in the same order"
+            )
+    return worker_ids
+
+
+def records_in_split(records: list[RewardRecord], split: str) -> list[RewardRecord]:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    return [record for record in records if record.split == split]

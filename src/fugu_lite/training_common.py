@@ -1,0 +1,132 @@
+"""The helpers every training stage shares (names fixed by the seed's train_rl.py)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from .config import ModelConfig
+from .features import backbone_shape
+from .model import RouterModel, load_router
+from .schemas import RewardRecord, check_same_workers, records_in_split
+
+console = Console()
+
+Batch = dict[str, torch.Tensor]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_model(
+    model_cfg: ModelConfig, worker_ids: list[str], checkpoint: str | None = None
+) -> RouterModel:
+    """A fresh router, or one continued from a checkpoint (which must match cfg and workers).
+
+    When the feature cache already knows the backbone's shape, the backbone is not loaded.
+    """
+    if checkpoint is not None:
+        return load_router(checkpoint, model_cfg, worker_ids)
+    shape, extractor = backbone_shape(model_cfg)
+    model = RouterModel(model_cfg, worker_ids, shape.hidden_size, shape.parameters)
+    model.extractor = extractor
+    return model.to(model_cfg.device)
+
+
+def make_loader(
+    records: list[RewardRecord],
+    model: RouterModel,
+    split: str,
+    batch_size: int,
+    shuffle: bool,
+) -> DataLoader:
+    """Batches of cached backbone features and rewards for one split.
+
+    The first train loader of an unfitted model also fits its feature normaliser, so
+    every later stage (and routing) uses the training split's statistics.
+    """
+    selected = records_in_split(records, split)
+    if not selected:
+        raise ValueError(f"no records in the {split!r} split ({len(records)} records in all)")
+    check_same_workers(selected, source=f"{split} split")
+    if selected[0].worker_ids != model.worker_ids:
+        raise ValueError(
+            f"records have workers {selected[0].worker_ids}, the model {model.worker_ids}"
+        )
+    features = model.features_for([record.prompt for record in selected])
+    if split == "train" and not bool(model.normalizer_fitted):
+        model.fit_normalizer(features.to(model.device_ref))
+    rewards = torch.tensor([record.rewards for record in selected], dtype=torch.float32)
+    generator = torch.Generator().manual_seed(torch.initial_seed() % (2**31))
+    return DataLoader(
+        TensorDataset(features, rewards),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        generator=generator,
+        collate_fn=_collate,
+    )
+
+
+def _collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
+    features, rewards = zip(*items, strict=True)
+    return {"features": torch.stack(features), "rewards": torch.stack(rewards)}
+
+
+def move_batch(batch: Batch, device: torch.device) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Split a batch into the model's inputs and the reward matrix, on the model's device."""
+    inputs = {key: value.to(device) for key, value in batch.items() if key != "rewards"}
+    return inputs, batch["rewards"].to(device)
+
+
+@torch.no_grad()
+def evaluate_loader(model: RouterModel, loader: DataLoader) -> dict[str, float]:
+    """Mean reward of the argmax choice, expected reward of the policy, oracle, entropy."""
+    was_training = model.training
+    model.eval()
+    totals = {"reward": 0.0, "expected_reward": 0.0, "oracle_reward": 0.0, "entropy": 0.0}
+    count = 0
+    for batch in loader:
+        inputs, rewards = move_batch(batch, model.device_ref)
+        logits = model(**inputs)
+        probabilities = torch.softmax(logits, dim=-1)
+        choice = logits.argmax(dim=-1, keepdim=True)
+        totals["reward"] += float(rewards.gather(1, choice).sum())
+        totals["expected_reward"] += float((probabilities * rewards).sum())
+        totals["oracle_reward"] += float(rewards.max(dim=-1).values.sum())
+        distribution = torch.distributions.Categorical(probs=probabilities)
+        totals["entropy"] += float(distribution.entropy().sum())
+        count += rewards.shape[0]
+    model.train(was_training)
+    return {key: value / max(1, count) for key, value in totals.items()}
+
+
+def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
+    """What the gradient stages optimise: every parameter that requires grad."""
+    return (parameter for parameter in model.parameters() if parameter.requires_grad)
+
+
+def epoch_progress(stage: str, epochs: int) -> Progress:
+    return Progress(
+        TextColumn(f"{stage} epochs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    )

@@ -1,0 +1,65 @@
+"""Shared fixtures: small generated records and the tiny random backbone."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from fugu_lite.config import ModelConfig
+from fugu_lite.datasets import standard_split
+from fugu_lite.schemas import RewardRecord
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+WORKERS = ["cheap-small", "coder", "mathematician"]
+TOPICS = {
+    "code": ("write a python function that", [0.2, 1.0, 0.1]),
+    "math": ("compute the sum of the numbers", [0.3, 0.1, 1.0]),
+    "chat": ("say hello politely to", [1.0, 0.9, 0.8]),
+}
+
+
+def require_shared_data() -> Path:
+    """The real data: required in CI, skipped with a reason elsewhere when absent."""
+    if SHARED_DATA.exists():
+        return SHARED_DATA
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI needs the shared data at {SHARED_DATA}")
+    pytest.skip(f"real data not found at {SHARED_DATA} (put ../shared/data beside the project)")
+
+
+def generated_records(n_per_topic: int = 40, seed: int = 0) -> list[RewardRecord]:
+    """Prompts of three kinds; on each kind a different worker is best (a little noise)."""
+    rng = random.Random(seed)
+    records = []
+    for topic, (stem, rewards) in TOPICS.items():
+        for index in range(n_per_topic):
+            prompt = f"{stem} {rng.randint(0, 10**6)} item {index}"
+            noisy = [min(1.0, max(0.0, r + rng.uniform(-0.05, 0.05))) for r in rewards]
+            records.append(
+                RewardRecord(
+                    prompt=prompt,
+                    split=standard_split(prompt),
+                    worker_ids=WORKERS,
+                    rewards=noisy,
+                    costs=[0.1, 1.0, 2.0],
+                    task=topic,
+                    id=f"{topic}-{index}",
+                )
+            )
+    return records
+
+
+@pytest.fixture
+def records() -> list[RewardRecord]:
+    return generated_records()
+
+
+@pytest.fixture
+def tiny_model_cfg(tmp_path: Path) -> ModelConfig:
+    return ModelConfig(backbone="tiny-random", max_tokens=32, cache_dir=str(tmp_path / "cache"))

@@ -1,0 +1,581 @@
+"""Importers and the standard split: small generated files, plus the real ../shared/data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+
+import fugu_lite.datasets.data_dir as data_dir_module
+from fugu_lite.datasets import (
+    DATA_DIR_ENV,
+    IMPORTERS,
+    DataNotFoundError,
+    SplitError,
+    apply_given_split,
+    apply_standard_split,
+    import_dataset,
+    import_llmrouter,
+    import_long,
+    import_routerbench,
+    import_zeroeval,
+    resolve_data_dir,
+    standard_split,
+)
+from fugu_lite.io import RecordFileError
+from fugu_lite.schemas import RewardRecord
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def record(prompt: str, rewards: list[float], split: str = "train") -> RewardRecord:
+    return RewardRecord(prompt=prompt, split=split, worker_ids=["a", "b"], rewards=rewards)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def write_json(path: Path, payload: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def split_figures(records: list[RewardRecord], split: str) -> tuple[int, str, float, float, float]:
+    """(count, best single worker, its mean, oracle mean, random mean) on one split."""
+    rows = [r for r in records if r.split == split]
+    workers = rows[0].worker_ids
+    means = [sum(r.rewards[i] for r in rows) / len(rows) for i in range(len(workers))]
+    best = max(range(len(workers)), key=lambda i: means[i])
+    oracle = sum(max(r.rewards) for r in rows) / len(rows)
+    random = sum(sum(r.rewards) / len(workers) for r in rows) / len(rows)
+    return len(rows), workers[best], means[best], oracle, random
+
+
+# --- the standard split --------------------------------------------------------------------
+
+
+def test_standard_split_follows_the_documented_hashes() -> None:
+    for index in range(300):
+        text = f"prompt number {index}"
+        test_bucket = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 10
+        salted = ("validation:" + text).encode("utf-8")
+        validation_bucket = int(hashlib.sha1(salted).hexdigest(), 16) % 10
+        expected = "test" if test_bucket < 2 else "validation" if validation_bucket < 2 else "train"
+        assert standard_split(text) == expected
+    counts = {s: 0 for s in ("train", "validation", "test")}
+    for index in range(2000):
+        counts[standard_split(f"p{index}")] += 1
+    assert 300 < counts["test"] < 500
+    assert 200 < counts["validation"] < 450
+
+
+def test_apply_standard_split_drops_duplicates_keeping_the_first() -> None:
+    records = [record("x", [1, 0]), record("y", [0, 1]), record("x", [0, 0])]
+    result = apply_standard_split(records)
+    assert [r.prompt for r in result] == ["x", "y"]
+    assert result[0].rewards == [1, 0]
+    assert [r.split for r in result] == [standard_split("x"), standard_split("y")]
+
+
+def test_apply_given_split_keeps_valid_values_and_dedupes() -> None:
+    records = [record("x", [1, 0]), record("y", [0, 1]), record("x", [0, 0])]
+    result = apply_given_split(records, ["test", "validation", "train"], ["r1", "r2", "r3"])
+    assert [(r.prompt, r.split) for r in result] == [("x", "test"), ("y", "validation")]
+
+
+def test_apply_given_split_names_row_and_allowed_values() -> None:
+    records = [record("x", [1, 0]), record("y", [0, 1])]
+    with pytest.raises(SplitError, match=r"data\.csv, line 3: unknown split 'dev'.*train"):
+        apply_given_split(records, ["train", "dev"], ["data.csv, line 2", "data.csv, line 3"])
+    with pytest.raises(ValueError, match="one split"):
+        apply_given_split(records, ["train"], ["r1"])
+
+
+# --- LLMRouter -----------------------------------------------------------------------------
+
+LLMROUTER_PRICES = {
+    "big": {"input_price": 0.9, "output_price": 1.2},
+    "small": {"input_price": 0.1, "output_price": 0.2},
+    "unused": {"input_price": 5.0, "output_price": 5.0},
+}
+
+
+def make_llmrouter(root: Path, train: list[dict] | None = None) -> Path:
+    """A tiny llmrouter/ folder under `root`; returns the data folder `root`."""
+    base = root / "llmrouter" / "data"
+    train = train or [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}, "cluster_id": 3},
+        {"question": "q2 longer", "scores": {"small": 0.0, "big": 1.0}, "cluster_id": 1},
+    ]
+    write_json(base / "dcrouter_preprocessed/train.json", train)
+    write_json(
+        base / "dcrouter_preprocessed/test.json",
+        [
+            {"question": "q3", "scores": {"big": 0.5, "small": 0.25}},
+            {"question": "q1", "scores": {"big": 1.0, "small": 1.0}},
+        ],
+    )
+    queries = base / "example_data/query_data"
+    write_jsonl(
+        queries / "default_query_train.jsonl",
+        [{"task_name": "math", "query": "q1"}, {"task_name": "qa", "query": "q2 longer"}],
+    )
+    write_jsonl(
+        queries / "default_query_test.jsonl",
+        [{"task_name": "other", "query": "q1"}, {"task_name": "code", "query": "q3"}],
+    )
+    write_json(base / "example_data/llm_candidates/default_llm.json", LLMROUTER_PRICES)
+    return root
+
+
+def test_llmrouter_reads_scores_tasks_and_costs(tmp_path: Path) -> None:
+    records = import_llmrouter(make_llmrouter(tmp_path), output_tokens=100)
+    assert [r.prompt for r in records] == ["q1", "q2 longer", "q3"]  # test's q1 dropped
+    first = records[0]
+    assert first.worker_ids == ["big", "small"]
+    assert first.rewards == [0.0, 1.0]  # the train row wins over the test duplicate
+    assert first.task == "math"  # first label in the query files wins
+    assert [r.task for r in records[1:]] == ["qa", "code"]
+    assert first.id is not None and first.id.startswith("llmrouter:")
+    input_tokens = len("q1") / 4
+    assert first.costs == pytest.approx(
+        [(input_tokens * 0.9 + 100 * 1.2) / 1e6, (input_tokens * 0.1 + 100 * 0.2) / 1e6]
+    )
+    assert all(r.split == standard_split(r.prompt_text) for r in records)
+
+
+def test_llmrouter_accepts_the_folder_itself_and_its_parent(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    from_parent = import_dataset("llmrouter", tmp_path)
+    from_folder = import_dataset("llmrouter", tmp_path / "llmrouter")
+    assert from_parent == from_folder
+
+
+def test_llmrouter_missing_folder_is_clear(tmp_path: Path) -> None:
+    with pytest.raises(RecordFileError, match="no LLMRouter data here"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_inconsistent_models_name_the_item(tmp_path: Path) -> None:
+    train = [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}},
+        {"question": "q2", "scores": {"small": 1.0}},
+    ]
+    make_llmrouter(tmp_path, train=train)
+    with pytest.raises(RecordFileError, match=r"train\.json, item 2: scores has models"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_bad_score_names_the_item(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path, train=[{"question": "q1", "scores": {"small": "n/a", "big": 1}}])
+    with pytest.raises(RecordFileError, match=r"item 1: the score of small must be a finite"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_missing_price_names_the_model(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    prices = tmp_path / "llmrouter/data/example_data/llm_candidates/default_llm.json"
+    write_json(prices, {"big": LLMROUTER_PRICES["big"]})
+    with pytest.raises(RecordFileError, match=r"default_llm\.json: no input_price.*'small'"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_malformed_json_names_file_and_line(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    (tmp_path / "llmrouter/data/dcrouter_preprocessed/test.json").write_text("[{oops")
+    with pytest.raises(RecordFileError, match=r"test\.json: not valid JSON at line 1"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_malformed_query_line_names_the_line(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    queries = tmp_path / "llmrouter/data/example_data/query_data/default_query_test.jsonl"
+    queries.write_text('{"task_name": "a", "query": "q3"}\n{"task_name": \n')
+    with pytest.raises(RecordFileError, match=r"default_query_test\.jsonl, line 2: not valid"):
+        import_llmrouter(tmp_path)
+
+
+# --- finding the data ----------------------------------------------------------------------
+
+
+def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatch) -> None:
+    make_llmrouter(tmp_path / "mine")
+    make_llmrouter(tmp_path / "from_env")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "from_env"))
+    assert resolve_data_dir(tmp_path / "mine") == (tmp_path / "mine").resolve()
+    assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
+    with pytest.raises(DataNotFoundError, match="--data-dir points to"):
+        resolve_data_dir(tmp_path / "nothing")
+
+
+def test_resolve_data_dir_finds_shared_data_next_to_cwd(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    make_llmrouter(tmp_path / "shared" / "data")
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    assert resolve_data_dir(None) == (tmp_path / "shared" / "data").resolve()
+
+
+def test_resolve_data_dir_offline_error_says_what_to_do(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    with pytest.raises(DataNotFoundError, match=f"--data-dir or set {DATA_DIR_ENV}"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache", download=False)
+
+    def no_network(target: Path, timeout: float = 60.0) -> Path:
+        raise httpx.ConnectError("no network")
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", no_network)
+    with pytest.raises(DataNotFoundError, match=r"--data-dir.*downloading it .* failed"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
+
+
+def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    requested: list[str] = []
+
+    def fake_github(request: httpx.Request) -> httpx.Response:
+        requested.append(request.url.path)
+        return httpx.Response(200, content=b"{}")
+
+    target = data_dir_module.download_llmrouter(
+        tmp_path / "llmrouter", transport=httpx.MockTransport(fake_github)
+    )
+    commit = data_dir_module.LLMROUTER_COMMIT
+    assert requested[0] == f"/ulab-uiuc/LLMRouter/{commit}/data/dcrouter_preprocessed/train.json"
+    assert len(requested) == len(data_dir_module.LLMROUTER_DOWNLOADS)
+    assert (target / "LICENSE").read_text() == "{}"
+    assert commit in (target / "SOURCE.txt").read_text()
+    assert resolve_data_dir(None, search_paths=[], cache_dir=tmp_path, download=False) == tmp_path
+
+
+# --- ZeroEval ------------------------------------------------------------------------------
+
+
+def zeroeval_row(question: str, task: str = "gsm", **overrides: object) -> dict:
+    row = {
+        "task": task,
+        "id": f"{task}-{question}",
+        "question": question,
+        "gold": "1",
+        "scores": {"m2": 1, "m1": 0},
+        "out_chars": {"m1": 40, "m2": 400},
+    }
+    row.update(overrides)
+    return row
+
+
+def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "zeroeval" / "scores_compact.jsonl",
+        [zeroeval_row("a"), zeroeval_row("b", task="crux"), zeroeval_row("", task="math-l5")],
+    )
+    records = import_zeroeval(path)
+    assert [r.prompt for r in records] == ["a", "b"]  # the empty question is dropped
+    assert records[0].worker_ids == ["m1", "m2"]
+    assert records[0].rewards == [0.0, 1.0]
+    assert records[0].costs == [10.0, 100.0]  # out_chars / 4: tokens, not USD
+    assert (records[1].task, records[1].id) == ("crux", "crux:crux-b")
+    assert import_dataset("zeroeval", tmp_path) == records  # the data folder works too
+
+
+def test_zeroeval_prices_give_usd(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "z.jsonl", [zeroeval_row("abcd")])
+    prices = {"m1": (1.0, 2.0), "m2": (3.0, 4.0)}
+    (result,) = import_zeroeval(path, prices=prices)
+    assert result.costs == pytest.approx([(1 * 1.0 + 10 * 2.0) / 1e6, (1 * 3.0 + 100 * 4.0) / 1e6])
+    with pytest.raises(ValueError, match=r"prices has no .* \['m2'\]"):
+        import_zeroeval(path, prices={"m1": (1.0, 2.0)})
+
+
+def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
+    rows = [zeroeval_row("a"), zeroeval_row("b", scores={"m1": 1}), zeroeval_row("c")]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(RecordFileError, match=r"z\.jsonl, line 2: no score or out_chars for"):
+        import_zeroeval(path)
+    with caplog.at_level(logging.WARNING):
+        records = import_zeroeval(path, on_missing="drop")
+    assert [r.prompt for r in records] == ["a", "c"]
+    assert "dropped 1 rows missing" in caplog.text
+    with pytest.raises(ValueError, match="on_missing='skip' is not known"):
+        import_zeroeval(path, on_missing="skip")  # type: ignore[arg-type]
+
+
+def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
+    path = tmp_path / "z.jsonl"
+    path.write_text(json.dumps(zeroeval_row("a")) + "\n{not json\n")
+    with pytest.raises(RecordFileError, match=r"z\.jsonl, line 2: not valid JSON"):
+        import_zeroeval(path)
+    write_jsonl(path, [zeroeval_row("a", scores={"m1": "yes", "m2": 1})])
+    with pytest.raises(RecordFileError, match=r"line 1: the score of m1 must be a finite"):
+        import_zeroeval(path)
+
+
+def test_zeroeval_split_column(tmp_path: Path) -> None:
+    rows = [zeroeval_row("a", fold="test"), zeroeval_row("b", fold="train")]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    assert [r.split for r in import_zeroeval(path, split_column="fold")] == ["test", "train"]
+    write_jsonl(path, [zeroeval_row("a", fold="holdout")])
+    with pytest.raises(SplitError, match=r"line 1: unknown split 'holdout'"):
+        import_zeroeval(path, split_column="fold")
+
+
+# --- RouterBench ---------------------------------------------------------------------------
+
+ROUTERBENCH_MODELS = ("gpt-4-1106-preview", "meta/llama-2-70b-chat")
+
+
+def routerbench_table(**changes: list) -> pd.DataFrame:
+    columns: dict[str, list] = {
+        "sample_id": ["mmlu.0", "gsm.1", "mtbench.2"],
+        "prompt": ["['What is 2+2?']", "Tom has 3 apples.", "Write a poem."],
+        "eval_name": ["mmlu-math", "gsm8k", "mt-bench"],
+    }
+    for index, model in enumerate(ROUTERBENCH_MODELS):
+        columns[model] = [1.0, float(index), 0.5 + 0.25 * index]
+        columns[f"{model}|total_cost"] = [0.01 * (index + 1)] * 3
+        columns[f"{model}|model_response"] = ["4", "3", "roses"]
+    columns["oracle_model_to_route_to"] = ["x", "y", "z"]
+    columns.update(changes)
+    return pd.DataFrame(columns)
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"routerbench{suffix}"
+    table = routerbench_table()
+    table.to_pickle(path) if suffix == ".pkl" else table.to_csv(path, index=False)
+    records = import_routerbench(path)
+    assert [r.id for r in records] == ["mmlu.0", "gsm.1", "mtbench.2"]
+    first = records[0]
+    assert first.prompt == "['What is 2+2?']"  # kept exactly as stored
+    assert first.worker_ids == sorted(ROUTERBENCH_MODELS)
+    assert first.task == "mmlu-math"
+    assert first.costs == pytest.approx([0.01, 0.02])
+    assert [r.rewards for r in records] == [[1.0, 1.0], [0.0, 1.0], [0.5, 0.75]]
+    assert all(r.split == standard_split(r.prompt_text) for r in records)
+
+
+def test_routerbench_nan_score_names_the_row(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "rb.pkl"
+    routerbench_table(**{ROUTERBENCH_MODELS[1]: [1.0, math.nan, 0.0]}).to_pickle(path)
+    with pytest.raises(RecordFileError, match=r"rb\.pkl, row 2 \(sample_id=gsm\.1\): score or"):
+        import_routerbench(path)
+    with caplog.at_level(logging.WARNING):
+        assert len(import_routerbench(path, on_missing="drop")) == 2
+    assert "dropped 1 rows" in caplog.text
+
+
+def test_routerbench_without_sample_id_and_with_split_column(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    table = routerbench_table(fold=["train", "test", "validation"]).drop(columns="sample_id")
+    table.to_csv(path, index=False)
+    records = import_routerbench(path, split_column="fold")
+    assert [r.split for r in records] == ["train", "test", "validation"]
+    assert all(r.id is not None and r.id.startswith("routerbench:") for r in records)
+    routerbench_table(fold=["train", "TEST", "test"]).to_csv(path, index=False)
+    with pytest.raises(SplitError, match=r"row 2 \(sample_id=gsm\.1\): unknown split 'TEST'"):
+        import_routerbench(path, split_column="fold")
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['nope'\]"):
+        import_routerbench(path, split_column="nope")
+
+
+def test_routerbench_bad_tables(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    pd.DataFrame({"prompt": ["p"], "eval_name": ["e"], "m": [1.0]}).to_csv(path, index=False)
+    with pytest.raises(RecordFileError, match="no model columns"):
+        import_routerbench(path)
+    routerbench_table().drop(columns="eval_name").to_csv(path, index=False)
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['eval_name'\]"):
+        import_routerbench(path)
+    (tmp_path / "rb.parquet").write_bytes(b"")
+    with pytest.raises(RecordFileError, match=r"expected a \.pkl or \.csv"):
+        import_routerbench(tmp_path / "rb.parquet")
+
+
+# --- the long format -----------------------------------------------------------------------
+
+
+def long_rows() -> list[dict]:
+    return [
+        {"prompt": "p1", "worker": "w2", "reward": 1, "cost": 0.2, "task": "t"},
+        {"prompt": "p1", "worker": "w1", "reward": 0, "cost": 0.1, "task": "t"},
+        {"prompt": "p2", "worker": "w1", "reward": 0.5, "cost": 0.1, "task": "u"},
+        {"prompt": "p2", "worker": "w2", "reward": 0.25, "cost": 0.3, "task": "u"},
+    ]
+
+
+def write_long_csv(path: Path, rows: list[dict]) -> Path:
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_long_format_groups_rows_by_prompt(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"long{suffix}"
+    write_long_csv(path, long_rows()) if suffix == ".csv" else write_jsonl(path, long_rows())
+    records = import_long(path)
+    assert [r.prompt for r in records] == ["p1", "p2"]
+    assert records[0].worker_ids == ["w1", "w2"]
+    assert records[0].rewards == [0.0, 1.0]
+    assert records[0].costs == [0.1, 0.2]
+    assert [r.task for r in records] == ["t", "u"]
+    assert records[0].id is not None and records[0].id.startswith("long:")
+
+
+def test_long_format_without_costs(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row.items() if k != "cost"} for row in long_rows()]
+    records = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert all(r.costs is None for r in records)
+
+
+def test_long_format_missing_cell_names_prompt_and_worker(tmp_path: Path) -> None:
+    path = write_long_csv(tmp_path / "long.csv", long_rows()[:3])
+    with pytest.raises(RecordFileError, match=r"prompt 'p2' has no row for worker\(s\) \['w2'\]"):
+        import_long(path)
+
+
+def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
+    rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
+    path = write_long_csv(tmp_path / "long.csv", rows)
+    duplicate = r"long\.csv, line 6: duplicate cell for prompt 'p1' and worker 'w1'"
+    with pytest.raises(RecordFileError, match=duplicate + r" \(first at .*line 3"):
+        import_long(path)
+
+
+def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,NaN\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: reward must be a finite"):
+        import_long(path)
+    path.write_text("prompt,worker,reward\np1,w1,good\n", encoding="utf-8")
+    with pytest.raises(
+        RecordFileError, match=r"line 2: reward must be a finite number, got 'good'"
+    ):
+        import_long(path)
+    path.write_text("prompt,worker,reward\np1,w1,\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"line 2: no value for \['reward'\]"):
+        import_long(path)
+    path.write_text("prompt,worker,score\np1,w1,1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['reward'\]"):
+        import_long(path)
+
+
+def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.jsonl, line 2: not valid JSON"):
+        import_long(path)
+
+
+def test_long_format_split_column(tmp_path: Path) -> None:
+    rows = [{**row, "split": "test" if row["prompt"] == "p1" else "train"} for row in long_rows()]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    assert [r.split for r in import_long(path, use_split_column=True)] == ["test", "train"]
+    assert [r.split for r in import_long(path)] == [standard_split("p1"), standard_split("p2")]
+    rows[2]["split"] = "dev"
+    write_jsonl(path, rows)
+    with pytest.raises(SplitError, match=r"line 3: unknown split 'dev'; allowed values: train"):
+        import_long(path, use_split_column=True)
+    rows[2]["split"] = "test"
+    write_jsonl(path, rows)
+    with pytest.raises(RecordFileError, match="prompt 'p2' has different split values"):
+        import_long(path, use_split_column=True)
+
+
+def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
+    rows = long_rows()
+    del rows[3]["cost"]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError, match=r"prompt 'p2' has a cost for some workers"):
+        import_long(path)
+
+
+def test_long_format_chat_prompts(tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    rows = [
+        {"prompt": messages, "worker": "w1", "reward": 1},
+        {"prompt": messages, "worker": "w2", "reward": 0},
+    ]
+    (result,) = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert result.prompt_text == "user: hi"
+
+
+# --- the registry --------------------------------------------------------------------------
+
+
+def test_import_dataset_rejects_unknown_formats_and_options(tmp_path: Path) -> None:
+    assert set(IMPORTERS) == {"llmrouter", "zeroeval", "routerbench", "long"}
+    with pytest.raises(ValueError, match="known formats: llmrouter, zeroeval, routerbench, long"):
+        import_dataset("csv", tmp_path)
+    with pytest.raises(ValueError, match=r"no option\(s\) \['split'\]; its options: use_split"):
+        import_dataset("long", tmp_path / "x.csv", split="test")
+    path = write_jsonl(tmp_path / "long.jsonl", long_rows())
+    assert import_dataset("long", path) == import_long(path)
+
+
+# --- the real data in ../shared/data -------------------------------------------------------
+
+
+def shared_folder(name: str) -> Path:
+    folder = SHARED_DATA / name
+    if folder.is_dir():
+        return folder
+    message = (
+        f"{folder} is absent: the real routing data lives in ../shared/data next to the project"
+    )
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def llmrouter_records() -> list[RewardRecord]:
+    return import_llmrouter(shared_folder("llmrouter"))
+
+
+@pytest.fixture(scope="module")
+def zeroeval_records() -> list[RewardRecord]:
+    return import_zeroeval(shared_folder("zeroeval"))
+
+
+@pytest.mark.integration
+def test_real_llmrouter_reference_numbers(llmrouter_records: list[RewardRecord]) -> None:
+    count, best, best_mean, oracle, random = split_figures(llmrouter_records, "test")
+    assert count == 1226
+    assert best == "llama-3.1-nemotron-51b-instruct"
+    assert (round(best_mean, 3), round(oracle, 3), round(random, 3)) == (0.626, 0.800, 0.437)
+    assert [split_figures(llmrouter_records, s)[0] for s in ("train", "validation")] == [3828, 935]
+
+
+@pytest.mark.integration
+def test_real_llmrouter_records_are_complete(llmrouter_records: list[RewardRecord]) -> None:
+    assert len(llmrouter_records) == 5989
+    assert len({r.prompt_text for r in llmrouter_records}) == 5989
+    assert len({r.id for r in llmrouter_records}) == 5989
+    assert all(r.task is not None for r in llmrouter_records)
+    assert len({r.task for r in llmrouter_records}) == 14
+    assert all(r.costs is not None and min(r.costs) > 0 for r in llmrouter_records)
+
+
+@pytest.mark.integration
+def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
+    assert len(zeroeval_records) == 2119  # 2840 rows minus 721 math-l5 rows with no question
+    assert len(zeroeval_records[0].worker_ids) == 28
+    assert {r.task for r in zeroeval_records} == {"gsm", "crux"}
+    count, best, best_mean, oracle, random = split_figures(zeroeval_records, "test")
+    assert (count, best) == (422, "o1-mini-2024-09-12")
+    assert (round(best_mean, 3), round(oracle, 3), round(random, 3)) == (0.943, 0.995, 0.779)

@@ -1,0 +1,519 @@
+"""Evaluation on small arrays whose right answer is known by construction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from rich.console import Console
+
+from fugu_lite.evaluation import (
+    DEFAULT_ALPHA,
+    DEFAULT_K,
+    RewardTable,
+    argmax_choices,
+    evaluation_report,
+    fit_ridge,
+    knn_baseline,
+    knn_predict,
+    print_evaluation,
+    reward_table,
+    ridge_baseline,
+    router_predictions,
+    run_baselines,
+    select_on_validation,
+    write_evaluation,
+)
+from fugu_lite.schemas import RewardRecord, prompt_hash
+
+WORKERS = ["a", "b", "c"]
+
+
+def make_table(
+    rewards: np.ndarray | list,
+    costs: np.ndarray | list | None = None,
+    tasks: list[str | None] | None = None,
+    workers: list[str] | None = None,
+) -> RewardTable:
+    rewards = np.asarray(rewards, dtype=np.float64)
+    n = len(rewards)
+    return RewardTable(
+        rewards=rewards,
+        costs=None if costs is None else np.asarray(costs, dtype=np.float64),
+        tasks=tasks if tasks is not None else [None] * n,
+        ids=[f"p{i}" for i in range(n)],
+        prompt_hashes=[prompt_hash(f"prompt {i}") for i in range(n)],
+        worker_ids=workers or WORKERS[: rewards.shape[1]],
+    )
+
+
+def one_hot(columns: np.ndarray, n_workers: int) -> np.ndarray:
+    return np.eye(n_workers)[columns]
+
+
+def record(index: int, rewards: list[float], costs: list[float] | None = None) -> RewardRecord:
+    return RewardRecord(
+        prompt=f"question {index}",
+        split="test",
+        worker_ids=WORKERS,
+        rewards=rewards,
+        costs=costs,
+        task="math" if index % 2 else None,
+        id=f"q{index}",
+    )
+
+
+# --- tables and choices -------------------------------------------------------
+
+
+def test_reward_table_stacks_records_in_order() -> None:
+    records = [record(0, [1, 0, 0], [1, 2, 3]), record(1, [0, 1, 0], [4, 5, 6])]
+    table = reward_table(records)
+    assert table.rewards.shape == (2, 3)
+    assert table.rewards[1].tolist() == [0, 1, 0]
+    assert table.costs is not None and table.costs[1].tolist() == [4, 5, 6]
+    assert table.tasks == [None, "math"]
+    assert table.ids == ["q0", "q1"]
+    assert table.prompt_hashes == [r.prompt_hash for r in records]
+    assert table.worker_ids == WORKERS
+    assert len(table) == 2
+
+
+def test_reward_table_drops_costs_unless_every_record_has_them() -> None:
+    table = reward_table([record(0, [1, 0, 0], [1, 2, 3]), record(1, [0, 1, 0])])
+    assert table.costs is None
+
+
+def test_reward_table_rejects_empty_and_mixed_workers() -> None:
+    with pytest.raises(ValueError, match="zero records"):
+        reward_table([])
+    other = RewardRecord(prompt="x", split="test", worker_ids=["a", "b"], rewards=[1, 0])
+    with pytest.raises(ValueError, match="same workers"):
+        reward_table([record(0, [1, 0, 0]), other])
+
+
+def test_argmax_ties_go_to_lowest_index() -> None:
+    scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [0.3, 0.3, 0.3]])
+    assert argmax_choices(scores).tolist() == [0, 1, 0]
+
+
+# --- the report ---------------------------------------------------------------
+
+
+def test_router_that_picks_the_oracle_closes_the_whole_gap() -> None:
+    rng = np.random.default_rng(0)
+    train = make_table(rng.random((50, 3)))
+    evaluated = make_table(rng.random((40, 3)))
+    probabilities = one_hot(evaluated.rewards.argmax(axis=1), 3)
+    report = evaluation_report(train, evaluated, "test", probabilities, {}, {})
+    methods = report["methods"]
+    assert methods["router"]["mean_reward"] == pytest.approx(methods["oracle"]["mean_reward"])
+    assert methods["router"]["gap_closed"] == pytest.approx(1.0)
+    assert methods["oracle"]["gap_closed"] == pytest.approx(1.0)
+    assert methods["best_single"]["gap_closed"] == pytest.approx(0.0)
+    assert methods["random"]["mean_reward"] == pytest.approx(evaluated.rewards.mean())
+    assert report["split"] == "test"
+    assert report["sizes"] == {"train": 50, "validation": None, "evaluated": 40}
+
+
+def test_best_single_is_chosen_on_train_even_when_another_worker_wins_on_test() -> None:
+    train = make_table([[1, 0, 0]] * 8 + [[0, 1, 0]] * 2)  # a is best on train
+    evaluated = make_table([[0, 1, 0]] * 9 + [[1, 0, 0]])  # b is best on test
+    router = one_hot(np.full(10, 1), 3)  # always b
+    report = evaluation_report(train, evaluated, "test", router, {}, {})
+    assert report["best_single"]["worker"] == "a"
+    assert report["best_single"]["train_mean_reward"] == pytest.approx(0.8)
+    assert report["methods"]["best_single"]["mean_reward"] == pytest.approx(0.1)
+    assert report["methods"]["router"]["mean_reward"] == pytest.approx(0.9)
+    # (0.9 - 0.1) / (1.0 - 0.1)
+    assert report["methods"]["router"]["gap_closed"] == pytest.approx(0.8 / 0.9)
+    assert report["choices"]["router"]["counts"] == {"a": 0, "b": 10, "c": 0}
+    assert report["choices"]["router"]["shares"]["b"] == pytest.approx(1.0)
+    assert report["choices"]["best_single"]["counts"] == {"a": 10, "b": 0, "c": 0}
+    assert report["router_vs_best_single"] == {
+        "same_choice": 0.0,
+        "router_better": pytest.approx(0.9),
+        "router_worse": pytest.approx(0.1),
+    }
+
+
+def test_best_single_ties_go_to_the_lowest_index() -> None:
+    train = make_table([[0, 1, 1], [0, 1, 1]])
+    evaluated = make_table([[0, 0, 1]])
+    report = evaluation_report(train, evaluated, "test", None, {}, {})
+    assert report["best_single"]["worker"] == "b"
+
+
+def test_per_task_best_uses_train_labels_and_falls_back_to_best_single() -> None:
+    train = make_table(
+        [[1, 0, 0]] * 6 + [[0, 1, 0]] * 3,
+        tasks=["math"] * 6 + ["code"] * 3,
+    )  # best single: a; math -> a, code -> b
+    evaluated = make_table(
+        [[0, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1], [1, 0, 0]],
+        tasks=["code", "code", "math", "poetry", None],
+    )
+    report = evaluation_report(train, evaluated, "test", None, {}, {})
+    assert report["per_task_best"]["workers"] == {"code": "b", "math": "a"}
+    assert report["per_task_best"]["n_fallback_to_best_single"] == 2
+    # code: b, b (1, 1); math: a (1); poetry -> a (0); None -> a (1)
+    assert report["methods"]["per_task_best"]["mean_reward"] == pytest.approx(4 / 5)
+    assert report["methods"]["best_single"]["mean_reward"] == pytest.approx(2 / 5)
+    per_task = {row["task"]: row for row in report["per_task"]}
+    assert list(per_task) == ["code", "math", "poetry", "(no task)"]
+    assert per_task["code"]["n"] == 2
+    assert per_task["code"]["per_task_best"] == pytest.approx(1.0)
+    assert per_task["code"]["best_single"] == pytest.approx(0.0)
+    assert per_task["code"]["oracle"] == pytest.approx(1.0)
+    assert per_task["code"]["per_task_best_worker"] == "b"
+    assert per_task["poetry"]["per_task_best_worker"] is None
+
+
+def test_no_task_labels_means_no_per_task_rows() -> None:
+    table = make_table([[1, 0, 0], [0, 1, 0]])
+    report = evaluation_report(table, table, "train", None, {}, {})
+    assert report["per_task"] == []
+    assert report["per_task_best"] is None
+    assert "per_task_best" not in report["methods"]
+
+
+def test_costs_none_versus_present() -> None:
+    rewards = [[1, 1, 0], [0, 1, 1], [1, 0, 0]]
+    costs = [[3.0, 1.0, 0.5], [1.0, 2.0, 1.0], [4.0, 1.0, 1.0]]
+    train = make_table(rewards)
+    router = one_hot(np.array([0, 1, 0]), 3)
+
+    without = evaluation_report(train, make_table(rewards), "test", router, {}, {})
+    assert without["costs_known"] is False
+    assert all(method["mean_cost"] is None for method in without["methods"].values())
+    assert any("costs unknown" in note for note in without["notes"])
+
+    with_costs = evaluation_report(train, make_table(rewards, costs), "test", router, {}, {})
+    methods = with_costs["methods"]
+    assert with_costs["costs_known"] is True
+    assert methods["router"]["mean_cost"] == pytest.approx((3.0 + 2.0 + 4.0) / 3)
+    assert methods["random"]["mean_cost"] == pytest.approx(np.mean(costs))
+    # Among equally good workers the oracle takes the cheapest: b (1.0), c (1.0), a (4.0).
+    assert methods["oracle"]["mean_cost"] == pytest.approx((1.0 + 1.0 + 4.0) / 3)
+    assert with_costs["choices"]["oracle"]["counts"] == {"a": 1, "b": 1, "c": 1}
+
+
+def test_oracle_ties_prefer_the_best_single_worker_without_costs() -> None:
+    train = make_table([[0, 0, 1], [0, 1, 1]])  # best single: c
+    evaluated = make_table([[1, 1, 1], [1, 1, 0], [0, 1, 0]])
+    report = evaluation_report(train, evaluated, "test", None, {}, {})
+    # row 1: all tie -> c; row 2: a and b tie, c is not best -> a; row 3: b
+    assert report["choices"]["oracle"]["counts"] == {"a": 1, "b": 1, "c": 1}
+    assert report["methods"]["oracle"]["mean_reward"] == pytest.approx(1.0)
+
+
+def test_gap_closed_is_none_when_oracle_equals_best_single() -> None:
+    table = make_table([[1, 0, 0], [1, 0, 1]])
+    report = evaluation_report(table, table, "test", one_hot(np.array([1, 2]), 3), {}, {})
+    assert report["methods"]["router"]["gap_closed"] is None
+    assert any("gap closed is undefined" in note for note in report["notes"])
+
+
+def test_report_rejects_misaligned_inputs() -> None:
+    train = make_table([[1, 0, 0]])
+    evaluated = make_table([[1, 0, 0], [0, 1, 0]])
+    with pytest.raises(ValueError, match="shape"):
+        evaluation_report(train, evaluated, "test", np.ones((3, 3)), {}, {})
+    with pytest.raises(ValueError, match="NaN"):
+        evaluation_report(train, evaluated, "test", np.full((2, 3), np.nan), {}, {})
+    with pytest.raises(ValueError, match="reserved"):
+        evaluation_report(train, evaluated, "test", None, {"oracle": np.ones((2, 3))}, {})
+    with pytest.raises(ValueError, match="differ"):
+        other = make_table([[1, 0]], workers=["a", "x"])
+        evaluation_report(other, evaluated, "test", None, {}, {})
+
+
+# --- baselines ----------------------------------------------------------------
+
+
+def cluster_features(
+    rng: np.random.Generator, cluster_of: np.ndarray, n_clusters: int, noise: float = 0.05
+) -> np.ndarray:
+    """Points near one of n_clusters orthogonal directions: cosine neighbours share a cluster."""
+    centres = np.eye(n_clusters, 16, dtype=np.float32)
+    points = centres[cluster_of] + noise * rng.standard_normal((len(cluster_of), 16))
+    return points.astype(np.float32)
+
+
+def test_knn_with_small_clusters_chooses_a_small_k() -> None:
+    rng = np.random.default_rng(1)
+    n_clusters, per_cluster = 12, 8
+    best_worker = np.arange(n_clusters) % 3
+
+    def split(n_per: int) -> tuple[np.ndarray, np.ndarray]:
+        clusters = np.repeat(np.arange(n_clusters), n_per)
+        return cluster_features(rng, clusters, n_clusters), one_hot(best_worker[clusters], 3)
+
+    train_x, train_r = split(per_cluster)
+    validation_x, validation_r = split(3)
+    test_x, test_r = split(3)
+    result = knn_baseline(train_x, train_r, test_x, validation_x, validation_r)
+
+    # Only k <= n_train (96) are tried; k = 5 stays inside a cluster, larger k mixes clusters.
+    assert list(result.selection.validation_scores) == ["5", "10", "20", "50"]
+    assert result.selection.selected_on == "validation"
+    assert result.selection.chosen == 5
+    assert result.selection.validation_scores["5"] == pytest.approx(1.0)
+    assert result.selection.validation_scores["50"] < 0.9
+    choices = argmax_choices(result.predictions)
+    assert np.array_equal(choices, test_r.argmax(axis=1))
+
+
+def test_knn_with_noisy_rewards_chooses_a_large_k() -> None:
+    rng = np.random.default_rng(2)
+    n_train = 200  # per cluster
+    # Two clusters; worker a is better in cluster 0 (0.65 vs 0.35), worker b in cluster 1.
+    success = np.array([[0.65, 0.35], [0.35, 0.65]])
+
+    def split(n_per: int, expected: bool) -> tuple[np.ndarray, np.ndarray]:
+        clusters = np.repeat([0, 1], n_per)
+        features = cluster_features(rng, clusters, 2, noise=0.3)
+        p = success[clusters]
+        rewards = p if expected else (rng.random(p.shape) < p).astype(np.float64)
+        return features, rewards
+
+    train_x, train_r = split(n_train, expected=False)
+    # Validation and test score with expected rewards, so the ranking of k is not noise.
+    validation_x, validation_r = split(100, expected=True)
+    test_x, test_r = split(100, expected=True)
+    result = knn_baseline(
+        train_x, train_r, test_x, validation_x, validation_r, grid=(1, 5, 50, 200)
+    )
+    scores = result.selection.validation_scores
+    assert result.selection.chosen >= 50
+    assert scores["1"] < scores["50"]
+    choices = argmax_choices(result.predictions)
+    assert (choices == test_r.argmax(axis=1)).mean() > 0.95
+
+
+def test_knn_predict_is_the_mean_of_the_nearest_rewards() -> None:
+    train_x = np.array([[1, 0], [0.9, 0.1], [0, 1], [-1, 0]], dtype=np.float32)
+    train_r = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.2]])
+    query = np.array([[2, 0]], dtype=np.float32)  # scale does not matter under cosine
+    np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=2), [[0.5, 0.5]])
+    np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=1), [[1.0, 0.0]])
+    # k above the train size uses every train prompt
+    np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=99), [train_r.mean(axis=0)])
+
+
+def test_ridge_recovers_linear_rewards() -> None:
+    rng = np.random.default_rng(3)
+    weights = rng.standard_normal((8, 3))
+    offsets = np.array([0.5, 0.4, 0.6])
+
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:
+        features = (rng.standard_normal((n, 8)) * [1, 2, 3, 4, 1, 2, 3, 4] + 5).astype(np.float32)
+        return features, features @ weights + offsets
+
+    train_x, train_r = split(300)
+    validation_x, validation_r = split(100)
+    test_x, test_r = split(100)
+    result = ridge_baseline(train_x, train_r, test_x, validation_x, validation_r)
+    assert result.selection.chosen <= 1.0
+    assert result.selection.validation_scores["10000"] < result.selection.validation_scores["0.01"]
+    np.testing.assert_allclose(result.predictions, test_r, atol=0.05)
+    assert np.array_equal(argmax_choices(result.predictions), test_r.argmax(axis=1))
+
+
+def test_ridge_standardises_with_train_statistics() -> None:
+    train_x = np.array([[0.0], [10.0]], dtype=np.float32)
+    model = fit_ridge(train_x, np.array([[0.0], [1.0]]), alpha=1e-6)
+    np.testing.assert_allclose(model.scaler.mean_, [5.0])
+    np.testing.assert_allclose(model.predict(np.array([[5.0]])), [[0.5]], atol=1e-6)
+
+
+def test_select_on_validation_reports_every_score_and_breaks_ties_early() -> None:
+    validation = np.array([[1.0, 0.0], [0.0, 1.0]])
+    predictions = {
+        1.0: np.array([[0.0, 1.0], [1.0, 0.0]]),  # both wrong
+        2.0: np.array([[1.0, 0.0], [0.0, 1.0]]),  # both right
+        3.0: np.array([[2.0, 0.0], [0.0, 2.0]]),  # both right, later in the grid
+    }
+    selection = select_on_validation(predictions.__getitem__, [1.0, 2.0, 3.0], validation, 1.0, "x")
+    assert selection.chosen == 2.0
+    assert selection.validation_scores == {"1": 0.0, "2": 1.0, "3": 1.0}
+    assert selection.n_validation == 2
+    assert selection.as_dict()["selected_on"] == "validation"
+    assert not selection.at_grid_edge
+
+
+def test_select_on_validation_flags_a_choice_at_the_edge_of_the_grid() -> None:
+    validation = np.array([[1.0, 0.0]])
+    right, wrong = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
+    selection = select_on_validation(
+        lambda value: right if value == 3.0 else wrong, [1.0, 2.0, 3.0], validation, 1.0, "x"
+    )
+    assert selection.chosen == 3.0
+    assert selection.at_grid_edge
+    assert "edge of the grid" in selection.note
+
+
+def test_select_on_validation_falls_back_to_the_default() -> None:
+    def never_called(value: float) -> np.ndarray:
+        raise AssertionError("no validation: nothing to predict")
+
+    selection = select_on_validation(never_called, [1.0, 2.0], None, 7.0, "alpha")
+    assert selection.chosen == 7.0
+    assert selection.selected_on == "default"
+    assert selection.validation_scores == {}
+    assert "no validation split" in selection.note
+
+
+def test_run_baselines_without_validation_uses_defaults_and_says_so() -> None:
+    rng = np.random.default_rng(4)
+    train = make_table(rng.random((300, 3)))
+    evaluated = make_table(rng.random((20, 3)))
+    train_x = rng.standard_normal((300, 6)).astype(np.float32)
+    test_x = rng.standard_normal((20, 6)).astype(np.float32)
+    predictions, info = run_baselines(train_x, train, test_x)
+    assert set(predictions) == {"knn", "ridge"}
+    assert predictions["knn"].shape == (20, 3)
+    assert info["knn"]["chosen"] == DEFAULT_K
+    assert info["ridge"]["chosen"] == DEFAULT_ALPHA
+    assert info["knn"]["selected_on"] == info["ridge"]["selected_on"] == "default"
+    report = evaluation_report(train, evaluated, "test", None, predictions, info)
+    assert report["methods"]["knn"]["label"] == f"kNN (k={DEFAULT_K})"
+    assert "fixed default" in report["methods"]["ridge"]["detail"]
+    assert sum("no validation split" in note for note in report["notes"]) == 2
+
+
+def test_run_baselines_checks_feature_rows() -> None:
+    train = make_table(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="rows"):
+        run_baselines(np.zeros((5, 2), np.float32), train, np.zeros((1, 2), np.float32))
+    with pytest.raises(ValueError, match="like the train features"):
+        run_baselines(np.zeros((4, 2), np.float32), train, np.zeros((1, 3), np.float32))
+
+
+def test_choosing_hyperparameters_on_the_evaluated_split_is_flagged() -> None:
+    rng = np.random.default_rng(5)
+    train = make_table(rng.random((60, 3)))
+    validation = make_table(rng.random((20, 3)))
+    train_x = rng.standard_normal((60, 4)).astype(np.float32)
+    validation_x = rng.standard_normal((20, 4)).astype(np.float32)
+    predictions, info = run_baselines(train_x, train, validation_x, validation_x, validation)
+    report = evaluation_report(train, validation, "validation", None, predictions, info)
+    assert sum("optimistic" in note for note in report["notes"]) == 2
+
+
+# --- predictions, files, console ----------------------------------------------
+
+
+def full_report(costs: bool = True) -> tuple[dict, list[dict], RewardTable]:
+    rng = np.random.default_rng(6)
+    tasks = ["math", "code", "trivia|qa"]
+    train = make_table(rng.random((90, 3)), tasks=[tasks[i % 3] for i in range(90)])
+    validation = make_table(rng.random((30, 3)))
+    evaluated = make_table(
+        rng.random((24, 3)),
+        costs=rng.random((24, 3)) if costs else None,
+        tasks=[tasks[i % 3] if i % 4 else None for i in range(24)],
+    )
+    features = {
+        name: rng.standard_normal((n, 5)).astype(np.float32)
+        for name, n in (("train", 90), ("validation", 30), ("test", 24))
+    }
+    predictions, info = run_baselines(
+        features["train"],
+        train,
+        features["test"],
+        features["validation"],
+        validation,
+        knn_grid=(5, 10),
+        ridge_grid=(0.1, 10.0),
+    )
+    logits = rng.standard_normal((24, 3))
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    report = evaluation_report(train, evaluated, "test", probabilities, predictions, info)
+    return report, router_predictions(evaluated, probabilities), evaluated
+
+
+def test_router_predictions_rows() -> None:
+    table = make_table([[0.2, 0.9, 0.1], [1.0, 0.0, 0.5]], costs=[[1, 2, 3], [4, 5, 6]])
+    probabilities = np.array([[0.1, 0.6, 0.3], [0.4, 0.4, 0.2]])  # row 2 ties -> a
+    rows = router_predictions(table, probabilities)
+    assert rows[0]["chosen_worker"] == "b"
+    assert rows[0]["reward"] == pytest.approx(0.9)
+    assert rows[0]["cost"] == pytest.approx(2.0)
+    assert rows[0]["probabilities"] == {"a": 0.1, "b": 0.6, "c": 0.3}
+    assert rows[0]["id"] == "p0"
+    assert rows[0]["prompt_hash"] == prompt_hash("prompt 0")
+    assert rows[1]["chosen_worker"] == "a"
+    assert "cost" not in router_predictions(make_table(table.rewards), probabilities)[0]
+
+
+def test_report_is_strict_json() -> None:
+    report, _, _ = full_report()
+    assert json.loads(json.dumps(report, allow_nan=False)) == report
+    assert list(report["methods"]) == [
+        "router",
+        "knn",
+        "ridge",
+        "per_task_best",
+        "best_single",
+        "random",
+        "oracle",
+    ]
+    assert report["baselines"]["knn"]["chosen"] in (5, 10)
+    assert report["sizes"] == {"train": 90, "validation": 30, "evaluated": 24}
+
+
+@pytest.mark.parametrize("costs", [True, False])
+def test_write_evaluation_writes_parseable_files_and_png_plots(tmp_path: Path, costs: bool) -> None:
+    report, predictions, evaluated = full_report(costs)
+    write_evaluation(report, predictions, tmp_path / "out")
+    out = tmp_path / "out"
+
+    assert json.loads((out / "evaluation_report.json").read_text()) == report
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == evaluated.n_prompts
+    assert json.loads(lines[0])["prompt_hash"] == evaluated.prompt_hashes[0]
+
+    markdown = (out / "evaluation_report.md").read_text()
+    for heading in (
+        "# Evaluation on `test`",
+        "## Methods",
+        "## Per task",
+        "## Which worker answers",
+        "## Baseline hyperparameters",
+    ):
+        assert heading in markdown
+    assert "trivia\\|qa" in markdown  # a pipe in a task name does not break the table
+    assert "chosen" in markdown
+
+    for name in ("mean_reward.png", "router_choices.png", "per_task_reward.png"):
+        path = out / name
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+        assert f"]({name})" in markdown
+
+
+def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
+    table = make_table([[1, 0, 0], [0, 1, 0]])
+    report = evaluation_report(table, table, "train", None, {}, {})
+    write_evaluation(report, [], tmp_path)
+    assert (tmp_path / "mean_reward.png").exists()
+    assert not (tmp_path / "router_choices.png").exists()
+    assert not (tmp_path / "per_task_reward.png").exists()
+    assert (tmp_path / "predictions.jsonl").read_text() == ""
+    assert "No task labels" in (tmp_path / "evaluation_report.md").read_text()
+
+
+def test_print_evaluation_shows_both_tables() -> None:
+    report, _, _ = full_report()
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    text = console.export_text()
+    assert "Evaluation on test" in text
+    assert "Mean reward per task" in text
+    for label in ("router", "kNN (k=", "ridge (alpha=", "oracle", "random", "trivia|qa"):
+        assert label in text
