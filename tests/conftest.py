@@ -63,3 +63,18 @@ def records() -> list[RewardRecord]:
 @pytest.fixture
 def tiny_model_cfg(tmp_path: Path) -> ModelConfig:
     return ModelConfig(backbone="tiny-random", max_tokens=32, cache_dir=str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread unless OMP_NUM_THREADS says otherwise: the tests run tiny tensors,
+    and on a busy 2-core machine OpenMP's spin-waiting makes them ~10x slower."""
+    import torch
+
+    if "OMP_NUM_THREADS" in os.environ:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

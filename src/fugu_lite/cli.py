@@ -12,7 +12,15 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from .config import ConfigError, PipelineConfig, RLConfig, SFTConfig, load_config
+from .config import (
+    DEFAULT_CONFIG,
+    ConfigError,
+    PipelineConfig,
+    RLConfig,
+    SFTConfig,
+    load_config,
+    load_stage_config,
+)
 from .io import RecordFileError
 
 app = typer.Typer(
@@ -116,6 +124,13 @@ def load_or_fail(path: Path | None, config_type: type, overrides: dict):
         fail(str(error))
 
 
+def load_stage_or_fail(path: Path | None, config_type: type, stage: str, overrides: dict):
+    try:
+        return load_stage_config(path, config_type, stage, overrides)
+    except ConfigError as error:
+        fail(str(error))
+
+
 @train_app.command("sft")
 def train_sft_command(
     records: RecordsOption,
@@ -127,7 +142,7 @@ def train_sft_command(
     """Supervised stage: KL toward softmax(rewards / tau)."""
     from .train_sft import train_sft
 
-    cfg = load_or_fail(config, SFTConfig, parse_overrides(set_))
+    cfg = load_stage_or_fail(config, SFTConfig, "sft", parse_overrides(set_))
     run_stage(lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
 
 
@@ -142,7 +157,7 @@ def train_rl_command(
     """Contextual-bandit RL stage (the seed's train_rl)."""
     from .train_rl import train_rl
 
-    cfg = load_or_fail(config, RLConfig, parse_overrides(set_))
+    cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
     run_stage(lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
 
 
@@ -227,7 +242,7 @@ def demo_command(
     """The main job: import LLMRouter, train SFT -> RL, evaluate on test, print the table."""
     from .pipeline import run_demo
 
-    cfg = load_or_fail(config, PipelineConfig, {})
+    cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     try:
         run_demo(data_dir, output, cfg)
     except (ValueError, RuntimeError, OSError) as error:

@@ -84,6 +84,9 @@ class PipelineConfig(StrictModel):
         return RLConfig(model=self.model, training=self.rl)
 
 
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
+
+
 class ConfigError(ValueError):
     """A config file is missing, not YAML, or has a wrong key or value."""
 
@@ -101,6 +104,23 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
         return config_type.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_describe_config_error(error, config_type, source)) from error
+
+
+def load_stage_config(
+    path: str | Path | None, config_type: type[C], stage: str, overrides: dict | None = None
+) -> C:
+    """Load one stage's config from a stage file, or from a pipeline file's `stage` section."""
+    if path is not None:
+        data = _read_yaml_mapping(Path(path))
+        if stage in data:
+            data = {"model": data.get("model") or {}, "training": data[stage] or {}}
+            for dotted_key, value in (overrides or {}).items():
+                _set_dotted(data, dotted_key, value)
+            try:
+                return config_type.model_validate(data)
+            except ValidationError as error:
+                raise ConfigError(_describe_config_error(error, config_type, str(path))) from error
+    return load_config(path, config_type, overrides)
 
 
 def _read_yaml_mapping(path: Path) -> dict:
@@ -121,7 +141,11 @@ def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
     *parents, leaf = dotted_key.split(".")
     node = data
     for part in parents:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            raise ConfigError(f"{dotted_key}: {part!r} is a value, not a section")
+        node = node[part]
     node[leaf] = value
 
 

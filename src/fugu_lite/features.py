@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 from pydantic import BaseModel
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -298,5 +299,5 @@ def _progress() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        transient=False,
+        console=Console(stderr=True),
     )

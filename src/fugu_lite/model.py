@@ -17,6 +17,7 @@ from .io import write_json
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
+REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model")
 
 
 class CheckpointError(ValueError):
@@ -105,7 +106,11 @@ class RouterModel(nn.Module):
     def probabilities(
         self, features: torch.Tensor, allowed: Sequence[str] | None = None
     ) -> torch.Tensor:
+        """The routing distribution, always in eval mode (no dropout)."""
+        was_training = self.training
+        self.eval()
         logits = self(features=features.to(self.device_ref))
+        self.train(was_training)
         if allowed is not None:
             logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
         return torch.softmax(logits, dim=-1)
@@ -161,7 +166,17 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
             f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
             f"{META_FILE} (written by `fugu-lite train ...`)"
         )
-    return json.loads(meta_path.read_text(encoding="utf-8"))
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise CheckpointError(
+            f"{meta_path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); "
+            "retrain or restore the checkpoint"
+        ) from error
+    missing = [key for key in REQUIRED_METADATA if key not in metadata]
+    if missing:
+        raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
+    return metadata
 
 
 def checkpoint_mismatches(
@@ -219,4 +234,4 @@ def load_router(
         raise CheckpointError(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
         )
-    return model.to(cfg.device)
+    return model.to(cfg.device).eval()

@@ -7,11 +7,13 @@ fitted on the train split only, like the router.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from scipy.linalg import LinAlgWarning
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
@@ -156,7 +158,10 @@ class RidgeModel:
 def fit_ridge(train_features: np.ndarray, train_rewards: np.ndarray, alpha: float) -> RidgeModel:
     """Multi-output ridge on features standardised with train statistics."""
     scaler = StandardScaler().fit(train_features)
-    ridge = Ridge(alpha=alpha).fit(scaler.transform(train_features), train_rewards)
+    with warnings.catch_warnings():
+        # Small alphas on correlated features are ill-conditioned; validation rejects them.
+        warnings.simplefilter("ignore", LinAlgWarning)
+        ridge = Ridge(alpha=alpha).fit(scaler.transform(train_features), train_rewards)
     return RidgeModel(scaler=scaler, ridge=ridge)
 
 

@@ -1,0 +1,862 @@
+"""Routing-path speed vs a plain Hugging Face fp32 forward, for each embedded backbone.
+
+Run from the project root (offline):
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/speed.py
+
+For each backbone ("smollm2", "minilm") a child process (so each backbone gets its own
+peak-RSS figure) measures, with the two paths interleaved so they share the machine's noise:
+
+- the latency of one routing decision (64- and 256-token prompts): the routing path
+  (`FeatureExtractor.encode`, which runs only the blocks up to the chosen layer and never
+  computes LM logits, then the `RouterModel` head) vs the plain path (the full
+  `AutoModelForCausalLM` / `AutoModel` forward with `output_hidden_states=True`, the same
+  hidden state pooled the same way, the same head);
+- feature throughput (batches of 16 prompts of mixed lengths);
+- that both paths route the same (max feature difference, argmax agreement, reward delta),
+  on the LLMRouter test split when `../shared/data` exists, else on synthetic prompts;
+- SFT training throughput on cached (random) features;
+- peak RSS.
+
+It prints rich tables, then as the very last line one JSON object (the default backbone's
+figures, plus `per_backbone`). See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+from torch.utils.data import DataLoader, TensorDataset
+from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
+
+from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
+from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
+from fugu_lite.features import (
+    FeatureCache,
+    FeatureExtractor,
+    Prompt,
+    compute_features,
+    pool,
+    prompt_key,
+    render_prompt,
+)
+from fugu_lite.model import RouterModel
+from fugu_lite.train_sft import sft_loss
+from fugu_lite.training_common import optimizer_parameters, seed_everything
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = PROJECT_ROOT.parent / "shared" / "data"
+BACKBONES = ("smollm2", "minilm")
+# The non-default backbone's routing settings (the default backbone's come from
+# configs/default.yaml); smollm2's match bench/quality.py's.
+BENCH_SETTINGS: dict[str, dict] = {
+    "smollm2": {"layer": 15, "pooling": "auto", "max_tokens": 64},
+    "minilm": {"layer": 4, "pooling": "auto", "max_tokens": 256},
+}
+N_WORKERS = 9
+WORKER_IDS = [f"worker-{index}" for index in range(N_WORKERS)]
+LATENCY_TOKENS = (64, 256)
+SPEED_MAX_TOKENS = 256
+TARGET_SPEEDUP = 2.0
+TARGET_QUALITY_DELTA = 0.005
+THROUGHPUT_BATCH = 16
+THROUGHPUT_MAX_PROMPT_TOKENS = 128
+
+_WORD_TEXT = (
+    "the a an of to and in on for with from by about over under after before between "
+    "people time year day way thing world life hand part child eye woman place work week "
+    "case point number group problem fact city water market house company system program "
+    "question answer result model price table paper river train music letter garden story "
+    "is was are were has had will would can could should may might must does did "
+    "make take give find think tell ask feel leave call keep begin show hear play run move "
+    "write read learn change follow stop create speak allow add grow open walk offer "
+    "remember consider appear buy serve send expect build stay fall cut reach explain "
+    "new good first last long great little own other old right big high different small "
+    "large next early young important few public bad same able simple clear quick "
+    "slowly often never always quite rather really almost usually together however"
+)
+WORDS = tuple(_WORD_TEXT.split())
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def synthetic_sentence(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(6, 14))]
+    return " ".join(words).capitalize() + rng.choice([".", ".", ".", "?", "!"])
+
+
+def synthetic_text(rng: random.Random, n_words: int) -> str:
+    sentences: list[str] = []
+    count = 0
+    while count < n_words:
+        sentence = synthetic_sentence(rng)
+        sentences.append(sentence)
+        count += len(sentence.split())
+    return " ".join(sentences)
+
+
+def rendered_length(extractor: FeatureExtractor, text: str) -> int:
+    """Tokens the backbone sees for this prompt (chat template included), untruncated."""
+    cfg, tokenizer = extractor.model_cfg, extractor.backbone.tokenizer
+    uses_template = cfg.chat_template and bool(getattr(tokenizer, "chat_template", None))
+    rendered = render_prompt(text, extractor.backbone, cfg)
+    return len(tokenizer(rendered, add_special_tokens=not uses_template)["input_ids"])
+
+
+def prompt_with_tokens(extractor: FeatureExtractor, n_tokens: int, rng: random.Random) -> str:
+    """English-like text whose rendered prompt is exactly n_tokens long (or the closest below)."""
+    words = synthetic_text(rng, 2 * n_tokens).split()
+    low, high = 0, len(words)  # largest word count whose length is <= n_tokens
+    while low < high:
+        middle = (low + high + 1) // 2
+        if rendered_length(extractor, " ".join(words[:middle])) <= n_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    text = " ".join(words[:low])
+    length = rendered_length(extractor, text)
+    for _ in range(n_tokens):
+        if length >= n_tokens:
+            break
+        for filler in ("a", "the", "and", "of", "to", "it", "in"):
+            candidate = f"{text} {filler}".strip()
+            candidate_length = rendered_length(extractor, candidate)
+            if length < candidate_length <= n_tokens:
+                text, length = candidate, candidate_length
+                break
+        else:
+            break
+    return text
+
+
+def template_overhead(extractor: FeatureExtractor) -> int:
+    return rendered_length(extractor, "")
+
+
+# --------------------------------------------------------------------------- the two paths
+
+
+def plain_hf_model(backbone: LoadedBackbone) -> PreTrainedModel:
+    """What a naive implementation loads: the full fp32 model (with its LM head for a decoder),
+    built from the backbone's config with the same weights."""
+    if backbone.is_decoder:
+        model = AutoModelForCausalLM.from_config(backbone.model.config, dtype=torch.float32)
+        model.base_model.load_state_dict(backbone.model.state_dict(), strict=True)
+        model.tie_weights()
+    else:
+        model = AutoModel.from_config(backbone.model.config, dtype=torch.float32)
+        model.load_state_dict(backbone.model.state_dict(), strict=True)
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+class Paths:
+    """The routing path and the plain path for one config; both end in the same head."""
+
+    def __init__(
+        self, extractor: FeatureExtractor, plain: PreTrainedModel | None, router: RouterModel
+    ):
+        self.extractor = extractor
+        self.plain = plain
+        self.router = router
+
+    def routing_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        return self.extractor.encode(prompts)
+
+    @torch.inference_mode()
+    def plain_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        assert self.plain is not None
+        inputs = self.extractor.tokenize(prompts)
+        output = self.plain(**inputs, output_hidden_states=True)
+        hidden = output.hidden_states[self.extractor.layer]
+        return pool(hidden, inputs["attention_mask"], self.extractor.pooling).float()
+
+    @torch.inference_mode()
+    def decide(self, features: torch.Tensor) -> torch.Tensor:
+        return self.router(features=features).argmax(dim=-1)
+
+    def route(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        return self.decide(self.routing_features(prompts))
+
+    def route_plain(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        return self.decide(self.plain_features(prompts))
+
+
+def random_router(model_cfg: ModelConfig, dim: int, seed: int = 0) -> RouterModel:
+    """The config's head (linear or MLP) with random weights: fine for latency, and a head
+    whose choices depend on the features for the agreement check."""
+    router = RouterModel(model_cfg, WORKER_IDS, dim)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in router.head.modules():
+            if isinstance(module, torch.nn.Linear):
+                weight = module.weight
+                weight.copy_(
+                    torch.randn(weight.shape, generator=generator) * weight.shape[1] ** -0.5
+                )
+    return router.eval()
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def interleaved_timings(
+    first: Callable[[], object], second: Callable[[], object], reps: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    """Alternate which path goes first, so slow phases of the machine hit both alike."""
+    for _ in range(warmup):
+        first()
+        second()
+    times: tuple[list[float], list[float]] = ([], [])
+    functions = (first, second)
+    for rep in range(reps):
+        for which in (0, 1) if rep % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            functions[which]()
+            times[which].append(time.perf_counter() - start)
+    return times
+
+
+def latency_figures(routing: list[float], plain: list[float]) -> dict:
+    routing_ms, plain_ms = np.array(routing) * 1e3, np.array(plain) * 1e3
+    return {
+        "reps": len(routing),
+        "routing_p50_ms": float(np.percentile(routing_ms, 50)),
+        "routing_p95_ms": float(np.percentile(routing_ms, 95)),
+        "plain_p50_ms": float(np.percentile(plain_ms, 50)),
+        "plain_p95_ms": float(np.percentile(plain_ms, 95)),
+        "speedup_p50": float(np.percentile(plain_ms, 50) / np.percentile(routing_ms, 50)),
+        # Each rep's pair ran back to back; the median of their ratios is robust to drift.
+        "speedup_paired_median": float(np.median(plain_ms / routing_ms)),
+    }
+
+
+def measure_latency(paths: Paths, prompts: dict[int, str], reps: int, warmup: int) -> dict:
+    results = {}
+    for n_tokens, prompt in prompts.items():
+        routing, plain = interleaved_timings(
+            lambda p=prompt: paths.route([p]), lambda p=prompt: paths.route_plain([p]), reps, warmup
+        )
+        figures = latency_figures(routing, plain)
+        figures["tokens"] = int(paths.extractor.tokenize([prompt])["input_ids"].shape[1])
+        results[str(n_tokens)] = figures
+    return results
+
+
+def measure_throughput(paths: Paths, prompts: list[str]) -> dict:
+    batches = [
+        prompts[start : start + THROUGHPUT_BATCH]
+        for start in range(0, len(prompts), THROUGHPUT_BATCH)
+    ]
+    paths.route(batches[0][:4])
+    paths.route_plain(batches[0][:4])
+    totals = [0.0, 0.0]
+    functions = (paths.route, paths.route_plain)
+    for index, batch in enumerate(batches):
+        for which in (0, 1) if index % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            functions[which](batch)
+            totals[which] += time.perf_counter() - start
+    return {
+        "prompts": len(prompts),
+        "batch_size": THROUGHPUT_BATCH,
+        "routing_prompts_per_s": len(prompts) / totals[0],
+        "plain_prompts_per_s": len(prompts) / totals[1],
+        "ratio": totals[1] / totals[0],
+    }
+
+
+def batched_features(
+    function: Callable[[Sequence[Prompt]], torch.Tensor],
+    prompts: Sequence[Prompt],
+    lengths: Sequence[int],
+    batch_size: int = 16,
+) -> torch.Tensor:
+    """Features in the prompts' order, computed in batches of similar length."""
+    order = sorted(range(len(prompts)), key=lambda index: lengths[index])
+    outputs = [
+        function([prompts[index] for index in order[start : start + batch_size]])
+        for start in range(0, len(order), batch_size)
+    ]
+    stacked = torch.cat(outputs)
+    result = torch.empty_like(stacked)
+    result[torch.tensor(order)] = stacked
+    return result
+
+
+def prompt_chars(prompt: Prompt) -> int:
+    return len(prompt) if isinstance(prompt, str) else sum(len(str(m)) for m in prompt)
+
+
+def measure_quality(
+    backbone: LoadedBackbone,
+    plain: PreTrainedModel,
+    quality_cfg: ModelConfig,
+    options: argparse.Namespace,
+) -> dict:
+    """Features both ways on the same prompts; one head on both; reward of its choices."""
+    extractor = FeatureExtractor(backbone, quality_cfg)
+    head = random_router(quality_cfg, extractor.dim, seed=1)
+    paths = Paths(extractor, plain, head)
+    data_dir = Path(options.data_dir)
+    real = not options.synthetic and (data_dir / "llmrouter").is_dir()
+    result: dict = {"max_tokens": quality_cfg.max_tokens}
+    if real:
+        from fugu_lite.datasets import import_dataset
+
+        records = import_dataset("llmrouter", data_dir)
+        test = [record for record in records if record.split == "test"][: options.quality_prompts]
+        train = [record for record in records if record.split == "train"][: options.train_prompts]
+        prompts: list[Prompt] = [record.prompt for record in test]
+        rewards = np.array([record.rewards for record in test], dtype=np.float64)
+        train_prompts = [record.prompt for record in train]
+        known = FeatureCache(quality_cfg).rows()
+        cached = sum(prompt_key(prompt) in known for prompt in train_prompts)
+        start = time.perf_counter()
+        train_features, _ = compute_features(
+            train_prompts, quality_cfg, extractor, description="train prompts (ridge head)"
+        )
+        train_rewards = np.array([record.rewards for record in train], dtype=np.float64)
+        result.update(
+            source=f"LLMRouter test split, first {len(test)} (standard split)",
+            train_prompts=len(train),
+            train_cached=cached,
+            train_features_s=time.perf_counter() - start,
+        )
+        head.fit_normalizer(train_features)
+    else:
+        rng = random.Random(7)
+        overhead = template_overhead(extractor)
+        prompts = [
+            prompt_with_tokens(extractor, rng.randint(overhead + 4, quality_cfg.max_tokens), rng)
+            for _ in range(options.synthetic_prompts)
+        ]
+        generator = np.random.default_rng(7)
+        rates = generator.uniform(0.3, 0.8, size=N_WORKERS)
+        rewards = (generator.random((len(prompts), N_WORKERS)) < rates).astype(np.float64)
+        result.update(source=f"{len(prompts)} synthetic prompts, synthetic 0/1 rewards")
+
+    lengths = [prompt_chars(prompt) for prompt in prompts]
+    start = time.perf_counter()
+    routing_features = batched_features(paths.routing_features, prompts, lengths)
+    routing_s = time.perf_counter() - start
+    start = time.perf_counter()
+    plain_features = batched_features(paths.plain_features, prompts, lengths)
+    plain_s = time.perf_counter() - start
+    if not real:
+        head.fit_normalizer(routing_features)
+
+    difference = (routing_features - plain_features).abs().max().item()
+    scale = routing_features.abs().max().item()
+    random_routing = paths.decide(routing_features).numpy()
+    random_plain = paths.decide(plain_features).numpy()
+    if real:
+        choice_routing, choice_plain, head_name = ridge_choices(
+            train_features, train_rewards, routing_features, plain_features
+        )
+    else:
+        choice_routing, choice_plain, head_name = random_routing, random_plain, "random linear"
+    rows = np.arange(len(prompts))
+    reward_routing = float(rewards[rows, choice_routing].mean())
+    reward_plain = float(rewards[rows, choice_plain].mean())
+    counts = np.bincount(choice_routing, minlength=N_WORKERS)
+    result.update(
+        prompts=len(prompts),
+        head=head_name,
+        max_abs_feature_diff=difference,
+        max_abs_feature=scale,
+        relative_feature_diff=difference / max(scale, 1e-12),
+        agreement=float((choice_routing == choice_plain).mean()),
+        random_head_agreement=float((random_routing == random_plain).mean()),
+        head_distinct_choices=int((counts > 0).sum()),
+        head_off_mode_share=float(1 - counts.max() / len(prompts)),
+        reward_routing=reward_routing,
+        reward_plain=reward_plain,
+        quality_delta=reward_routing - reward_plain,
+        best_single=float(rewards.mean(axis=0).max()),
+        oracle=float(rewards.max(axis=1).mean()),
+        routing_features_s=routing_s,
+        plain_features_s=plain_s,
+    )
+    return result
+
+
+def ridge_choices(
+    train_features: torch.Tensor,
+    train_rewards: np.ndarray,
+    routing_features: torch.Tensor,
+    plain_features: torch.Tensor,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """A ridge head (per-worker reward regression on standardised features) fit on the
+    routing path's train features, applied to the test features of both paths."""
+    from sklearn.linear_model import RidgeCV
+
+    train = train_features.numpy().astype(np.float64)
+    mean, scale = train.mean(axis=0), np.clip(train.std(axis=0), 1e-4, None)
+    ridge = RidgeCV(alphas=(1.0, 10.0, 100.0, 1000.0, 10000.0)).fit(
+        (train - mean) / scale, train_rewards
+    )
+
+    def choose(features: torch.Tensor) -> np.ndarray:
+        standardised = (features.numpy().astype(np.float64) - mean) / scale
+        return ridge.predict(standardised).argmax(axis=1)
+
+    name = f"ridge (alpha={ridge.alpha_:g}, fit on {len(train)} train prompts)"
+    return choose(routing_features), choose(plain_features), name
+
+
+def measure_training(model_cfg: ModelConfig, dim: int, rows: int, batch_size: int) -> dict:
+    """Samples/s of the SFT step (as in train_sft) on cached features of the right width."""
+    training = load_config(DEFAULT_CONFIG, PipelineConfig).sft
+    seed_everything(0)
+    features = torch.randn(rows, dim) * 3.0
+    rewards = (torch.rand(rows, N_WORKERS) < 0.5).float()
+    model = RouterModel(model_cfg, WORKER_IDS, dim)
+    model.fit_normalizer(features)
+    model.train()
+    loader = DataLoader(TensorDataset(features, rewards), batch_size=batch_size, shuffle=True)
+    optimizer = torch.optim.AdamW(
+        optimizer_parameters(model), lr=training.learning_rate, weight_decay=training.weight_decay
+    )
+    epochs = 2
+
+    def step(batch_features: torch.Tensor, batch_rewards: torch.Tensor) -> None:
+        loss, _ = sft_loss(
+            model(features=batch_features),
+            batch_rewards,
+            training.temperature,
+            training.tie_handling,
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(optimizer_parameters(model)), training.max_grad_norm)
+        optimizer.step()
+
+    for index, (batch_features, batch_rewards) in enumerate(loader):  # warm-up
+        step(batch_features, batch_rewards)
+        if index == 20:
+            break
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for batch_features, batch_rewards in loader:
+            step(batch_features, batch_rewards)
+    elapsed = time.perf_counter() - start
+    return {
+        "rows": rows,
+        "batch_size": batch_size,
+        "dim": dim,
+        "epochs": epochs,
+        "samples_per_s": rows * epochs / elapsed,
+        "steps_per_s": len(loader) * epochs / elapsed,
+    }
+
+
+# --------------------------------------------------------------------------- one backbone
+
+
+def settings_for(name: str) -> tuple[ModelConfig, str]:
+    """The routing config for this backbone: configs/default.yaml's for the default backbone;
+    for the other, the same with the bench's layer, pooling and max_tokens."""
+    default = load_config(DEFAULT_CONFIG, PipelineConfig).model
+    if name == default.backbone:
+        return default, "configs/default.yaml"
+    cfg = default.model_copy(update={"backbone": name, **BENCH_SETTINGS[name]})
+    return ModelConfig.model_validate(cfg.model_dump()), "bench choice"
+
+
+def run_backbone(name: str, options: argparse.Namespace) -> dict:
+    torch.set_num_threads(options.threads)
+    sections: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(section: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        sections[section] = now - clock
+        clock = now
+
+    backbone = load_backbone(name)
+    lap("load backbone")
+    quality_cfg, source = settings_for(name)
+    speed_cfg = quality_cfg.model_copy(update={"max_tokens": SPEED_MAX_TOKENS})
+    extractor = FeatureExtractor(backbone, speed_cfg)
+    router = random_router(speed_cfg, extractor.dim)
+    rng = random.Random(0)
+    latency_prompts = {n: prompt_with_tokens(extractor, n, rng) for n in LATENCY_TOKENS}
+    overhead = template_overhead(extractor)
+    throughput_prompts = [
+        prompt_with_tokens(extractor, rng.randint(overhead + 4, THROUGHPUT_MAX_PROMPT_TOKENS), rng)
+        for _ in range(options.throughput_prompts)
+    ]
+    lap("make prompts")
+
+    paths = Paths(extractor, None, router)
+    for _ in range(options.warmup):
+        paths.route([latency_prompts[max(LATENCY_TOKENS)]])
+    routing_only_rss = peak_rss_mb()
+    paths.plain = plain_hf_model(backbone)
+    lap("routing warm-up, load plain model")
+
+    latency = measure_latency(paths, latency_prompts, options.reps, options.warmup)
+    lap("latency")
+    throughput = measure_throughput(paths, throughput_prompts)
+    lap("feature throughput")
+    quality = measure_quality(backbone, paths.plain, quality_cfg, options)
+    lap("quality")
+    training = measure_training(quality_cfg, extractor.dim, options.train_rows, 64)
+    lap("training throughput")
+
+    return {
+        "backbone": name,
+        "settings_source": source,
+        "layer": extractor.layer,
+        "n_layers": backbone.n_layers,
+        "blocks_run": len(layer_list(extractor.truncated)),
+        "pooling": extractor.pooling,
+        "speed_max_tokens": SPEED_MAX_TOKENS,
+        "quality_max_tokens": quality_cfg.max_tokens,
+        "chat_template": bool(
+            quality_cfg.chat_template and getattr(backbone.tokenizer, "chat_template", None)
+        ),
+        "template_overhead_tokens": overhead,
+        "feature_dim": extractor.dim,
+        "parameters": sum(p.numel() for p in backbone.model.parameters()),
+        "plain_model": type(paths.plain).__name__,
+        "routing_model": type(backbone.model).__name__,
+        "latency": latency,
+        "throughput": throughput,
+        "quality": quality,
+        "training": training,
+        "routing_only_peak_rss_mb": routing_only_rss,
+        "peak_rss_mb": peak_rss_mb(),
+        "sections_s": sections,
+        "threads": torch.get_num_threads(),
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summary(result: dict) -> dict:
+    latency = result["latency"][str(max(LATENCY_TOKENS))]
+    delta = result["quality"]["quality_delta"]
+    return {
+        "routing_p50_ms_256": round(latency["routing_p50_ms"], 2),
+        "plain_hf_p50_ms_256": round(latency["plain_p50_ms"], 2),
+        "speedup": round(latency["speedup_p50"], 3),
+        "quality_delta": round(delta, 4),
+        "peak_rss_mb": round(result["peak_rss_mb"], 1),
+        "target_met": latency["speedup_p50"] >= TARGET_SPEEDUP
+        and abs(delta) <= TARGET_QUALITY_DELTA,
+    }
+
+
+def print_report(console: Console, results: dict[str, dict], default: str, wall: dict) -> None:
+    names = list(results)
+    setup = Table(title="Setup (torch threads per child process; each backbone in its own child)")
+    setup.add_column("backbone")
+    for column in (
+        "routing layer",
+        "blocks run",
+        "pooling",
+        "settings from",
+        "max_tokens speed/quality",
+        "chat template (+tokens)",
+        "dim",
+        "params",
+        "plain path",
+        "threads",
+    ):
+        setup.add_column(column)
+    for name in names:
+        r = results[name]
+        setup.add_row(
+            name + (" (default)" if name == default else ""),
+            f"hidden_states[{r['layer']}] of {r['n_layers']}",
+            f"{r['blocks_run']}/{r['n_layers']}, no LM head",
+            r["pooling"],
+            r["settings_source"],
+            f"{r['speed_max_tokens']}/{r['quality_max_tokens']}",
+            f"{'yes' if r['chat_template'] else 'no'} (+{r['template_overhead_tokens']})",
+            str(r["feature_dim"]),
+            f"{r['parameters'] / 1e6:.1f}M",
+            f"{r['plain_model']} fp32, all hidden states",
+            str(r["threads"]),
+        )
+    console.print(setup)
+
+    latency = Table(
+        title="Routing decision latency, one prompt (ms; paths interleaved; "
+        "speedup = plain / routing)"
+    )
+    for column in (
+        "backbone",
+        "tokens",
+        "reps",
+        "routing p50",
+        "routing p95",
+        "plain HF p50",
+        "plain HF p95",
+        "speedup p50",
+        "paired median",
+    ):
+        latency.add_column(column, justify="right" if column != "backbone" else "left")
+    for name in names:
+        for figures in results[name]["latency"].values():
+            latency.add_row(
+                name,
+                str(figures["tokens"]),
+                str(figures["reps"]),
+                f"{figures['routing_p50_ms']:.1f}",
+                f"{figures['routing_p95_ms']:.1f}",
+                f"{figures['plain_p50_ms']:.1f}",
+                f"{figures['plain_p95_ms']:.1f}",
+                f"{figures['speedup_p50']:.2f}x",
+                f"{figures['speedup_paired_median']:.2f}x",
+            )
+    console.print(latency)
+
+    throughput = Table(
+        title=f"Feature throughput (batches of {THROUGHPUT_BATCH}, "
+        f"mixed lengths <= {THROUGHPUT_MAX_PROMPT_TOKENS} tokens)"
+    )
+    for column in ("backbone", "prompts", "routing prompts/s", "plain HF prompts/s", "ratio"):
+        throughput.add_column(column, justify="right" if column != "backbone" else "left")
+    for name in names:
+        t = results[name]["throughput"]
+        throughput.add_row(
+            name,
+            str(t["prompts"]),
+            f"{t['routing_prompts_per_s']:.2f}",
+            f"{t['plain_prompts_per_s']:.2f}",
+            f"{t['ratio']:.2f}x",
+        )
+    console.print(throughput)
+
+    quality = Table(title="Routing quality: routing path vs plain path, same prompts, same head")
+    quality.add_column("")
+    for name in names:
+        quality.add_column(name, justify="right")
+    q = {name: results[name]["quality"] for name in names}
+
+    def quality_row(label: str, render: Callable[[dict], str]) -> None:
+        quality.add_row(label, *(render(q[name]) for name in names))
+
+    quality_row("prompts", lambda x: x["source"])
+    quality_row("max_tokens", lambda x: str(x["max_tokens"]))
+    quality_row(
+        "head",
+        lambda x: (
+            x["head"]
+            + (
+                f"; train features {x['train_features_s']:.0f} s ({x['train_cached']} cached)"
+                if "train_prompts" in x
+                else ""
+            )
+        ),
+    )
+    quality_row("max |feature diff|", lambda x: f"{x['max_abs_feature_diff']:.3g}")
+    quality_row("  relative to max |feature|", lambda x: f"{x['relative_feature_diff']:.2g}")
+    quality_row("argmax agreement (that head)", lambda x: f"{x['agreement']:.1%}")
+    quality_row("argmax agreement (random head)", lambda x: f"{x['random_head_agreement']:.1%}")
+    quality_row(
+        "head: distinct choices / off-mode share",
+        lambda x: f"{x['head_distinct_choices']} / {x['head_off_mode_share']:.1%}",
+    )
+    quality_row("mean reward, routing path", lambda x: f"{x['reward_routing']:.4f}")
+    quality_row("mean reward, plain path", lambda x: f"{x['reward_plain']:.4f}")
+    quality_row("quality_delta (routing - plain)", lambda x: f"{x['quality_delta']:+.4f}")
+    quality_row(
+        "best single / oracle (same prompts)",
+        lambda x: f"{x['best_single']:.3f} / {x['oracle']:.3f}",
+    )
+    quality_row(
+        "feature time routing / plain",
+        lambda x: f"{x['routing_features_s']:.1f} s / {x['plain_features_s']:.1f} s",
+    )
+    console.print(quality)
+
+    training = Table(title="SFT training throughput on cached features (random rows)")
+    for column in ("backbone", "rows", "dim", "batch", "epochs", "samples/s", "steps/s"):
+        training.add_column(column, justify="right" if column != "backbone" else "left")
+    for name in names:
+        t = results[name]["training"]
+        training.add_row(
+            name,
+            str(t["rows"]),
+            str(t["dim"]),
+            str(t["batch_size"]),
+            str(t["epochs"]),
+            f"{t['samples_per_s']:,.0f}",
+            f"{t['steps_per_s']:,.0f}",
+        )
+    console.print(training)
+
+    memory = Table(title="Peak RSS of each backbone's process (MB)")
+    for column in ("backbone", "routing path only", "routing + plain model (process peak)"):
+        memory.add_column(column, justify="right" if column != "backbone" else "left")
+    for name in names:
+        r = results[name]
+        memory.add_row(name, f"{r['routing_only_peak_rss_mb']:.0f}", f"{r['peak_rss_mb']:.0f}")
+    console.print(memory)
+
+    timing = Table(title="Where the time went (s)")
+    timing.add_column("section")
+    for name in names:
+        timing.add_column(name, justify="right")
+    sections = list(results[names[0]]["sections_s"])
+    for section in sections:
+        timing.add_row(section, *(f"{results[n]['sections_s'].get(section, 0):.1f}" for n in names))
+    timing.add_row("child process total", *(f"{wall['children'][n]:.1f}" for n in names))
+    console.print(timing)
+    console.print(
+        f"Load average before/after: {wall['load_before']} / {wall['load_after']} "
+        f"on {os.cpu_count()} CPUs; total wall time {wall['total']:.0f} s"
+    )
+
+    target = Table(
+        title=f"Target: routing >= {TARGET_SPEEDUP:g}x faster than plain HF fp32 (p50, 256 "
+        f"tokens) at equal quality (|quality_delta| <= {TARGET_QUALITY_DELTA})"
+    )
+    for column in ("backbone", "speedup", "quality_delta", "verdict"):
+        target.add_column(column)
+    for name in names:
+        s = summary(results[name])
+        speed_ok = s["speedup"] >= TARGET_SPEEDUP
+        quality_ok = abs(s["quality_delta"]) <= TARGET_QUALITY_DELTA
+        misses = [label for label, ok in (("speedup", speed_ok), ("quality", quality_ok)) if not ok]
+        verdict = "[green]MET[/green]" if not misses else f"[red]MISSED ({', '.join(misses)})[/red]"
+        target.add_row(
+            name + (" (default)" if name == default else ""),
+            f"{s['speedup']:.2f}x",
+            f"{s['quality_delta']:+.4f}",
+            verdict,
+        )
+    console.print(target)
+    headline = summary(results[default])
+    status = "MET" if headline["target_met"] else "MISSED"
+    console.print(f"Target for the default backbone ({default}): {status}")
+    reps = results[default]["latency"][str(max(LATENCY_TOKENS))]["reps"]
+    if reps < 30:
+        console.print(f"[yellow]Only {reps} timed reps per latency figure: a smoke run.[/yellow]")
+
+
+def run_children(options: argparse.Namespace, default: str) -> tuple[dict, dict]:
+    order = [default, *(name for name in BACKBONES if name != default)]
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    results: dict[str, dict] = {}
+    child_times: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name in order:
+            out = Path(folder) / f"{name}.json"
+            command = [sys.executable, __file__, "--child", name, "--child-output", str(out)]
+            command += child_arguments(options)
+            start = time.perf_counter()
+            # The child's stdout (progress bars) goes to our stderr: stdout stays the report.
+            completed = subprocess.run(command, env=env, stdout=sys.stderr, check=False)
+            child_times[name] = time.perf_counter() - start
+            if completed.returncode != 0 or not out.exists():
+                raise SystemExit(f"the {name} benchmark failed (exit {completed.returncode})")
+            results[name] = json.loads(out.read_text())
+    return results, child_times
+
+
+def child_arguments(options: argparse.Namespace) -> list[str]:
+    arguments = [
+        "--reps",
+        str(options.reps),
+        "--warmup",
+        str(options.warmup),
+        "--threads",
+        str(options.threads),
+        "--throughput-prompts",
+        str(options.throughput_prompts),
+        "--quality-prompts",
+        str(options.quality_prompts),
+        "--train-prompts",
+        str(options.train_prompts),
+        "--synthetic-prompts",
+        str(options.synthetic_prompts),
+        "--train-rows",
+        str(options.train_rows),
+        "--data-dir",
+        str(options.data_dir),
+    ]
+    return [*arguments, "--synthetic"] if options.synthetic else arguments
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=30, help="timed reps per latency figure")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed reps before timing")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--throughput-prompts", type=int, default=32)
+    parser.add_argument("--quality-prompts", type=int, default=300, help="LLMRouter test prompts")
+    parser.add_argument(
+        "--train-prompts", type=int, default=500, help="LLMRouter train prompts for the ridge head"
+    )
+    parser.add_argument("--synthetic-prompts", type=int, default=200)
+    parser.add_argument("--train-rows", type=int, default=20_000)
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
+    parser.add_argument(
+        "--synthetic", action="store_true", help="use synthetic prompts even if the data exists"
+    )
+    parser.add_argument("--child", choices=BACKBONES, help=argparse.SUPPRESS)
+    parser.add_argument("--child-output", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    options = parse_arguments(argv)
+    if options.child:
+        result = run_backbone(options.child, options)
+        Path(options.child_output).write_text(json.dumps(result))
+        return
+    started = time.perf_counter()
+    load_before = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    default = load_config(DEFAULT_CONFIG, PipelineConfig).model.backbone
+    results, child_times = run_children(options, default)
+    wall = {
+        "children": child_times,
+        "total": time.perf_counter() - started,
+        "load_before": load_before,
+        "load_after": " ".join(f"{value:.2f}" for value in os.getloadavg()),
+    }
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    print_report(console, results, default, wall)
+    per_backbone = {name: summary(result) for name, result in results.items()}
+    line = {key: value for key, value in per_backbone[default].items() if key != "target_met"}
+    line.update(
+        backbone=default,
+        target_met=per_backbone[default]["target_met"],
+        wall_s=round(wall["total"], 1),
+        per_backbone=per_backbone,
+    )
+    print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""`fugu-lite` end to end through typer's CliRunner: import -> train -> eval -> route."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import WORKERS, generated_records
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app
+from fugu_lite.schemas import RewardRecord, read_records, write_records
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CONFIG = """\
+model:
+  backbone: tiny-random
+  max_tokens: 32
+  cache_dir: {cache_dir}
+sft:
+  epochs: 8
+  batch_size: 16
+  learning_rate: 0.05
+rl:
+  epochs: 3
+  batch_size: 16
+  learning_rate: 0.01
+"""
+
+runner = CliRunner()
+
+
+def invoke(*args: str | Path, input: str | None = None):
+    return runner.invoke(app, [str(arg) for arg in args], input=input)
+
+
+def flat(text: str) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, f"exit {result.exit_code}:\n{result.output}\n{result.exception!r}"
+    return result.output
+
+
+def write_long_csv(path: Path, records: list[RewardRecord]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["prompt", "worker", "reward", "cost", "task", "id"])
+        for record in records:
+            for worker, reward, cost in zip(
+                record.worker_ids, record.rewards, record.costs or [], strict=True
+            ):
+                writer.writerow([record.prompt, worker, repr(reward), cost, record.task, record.id])
+    return path
+
+
+@dataclass
+class Run:
+    root: Path
+    records: list[RewardRecord]
+    records_path: Path
+    config_path: Path
+    run_dir: Path
+    import_output: str
+    train_output: str
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.run_dir / "rl"
+
+    def split(self, name: str) -> list[RewardRecord]:
+        return [record for record in self.records if record.split == name]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Import the generated records from a long CSV and train the pipeline once."""
+    root = tmp_path_factory.mktemp("cli")
+    records = generated_records()
+    csv_path = write_long_csv(root / "long.csv", records)
+    records_path = root / "records.jsonl"
+    import_output = ok(invoke("data", "import", "long", csv_path, "--output", records_path))
+    config_path = root / "config.yaml"
+    config_path.write_text(CONFIG.format(cache_dir=root / "cache"), encoding="utf-8")
+    run_dir = root / "run"
+    train_output = ok(
+        invoke(
+            "train", "pipeline", "--records", records_path, "--output", run_dir,
+            "--config", config_path,
+        )
+    )  # fmt: skip
+    return Run(root, records, records_path, config_path, run_dir, import_output, train_output)
+
+
+# --- data import / stats --------------------------------------------------------------------
+
+
+def test_import_writes_the_records_with_the_standard_split(run: Run) -> None:
+    assert f"wrote {len(run.records)} records" in flat(run.import_output)
+    imported = {record.id: record for record in read_records(run.records_path)}
+    assert len(imported) == len(run.records)
+    for original in run.records:
+        copy = imported[original.id]
+        assert copy.worker_ids == sorted(WORKERS)
+        assert (copy.prompt, copy.split, copy.task) == (
+            original.prompt,
+            original.split,
+            original.task,
+        )
+        for worker in WORKERS:
+            assert copy.reward_of(worker) == pytest.approx(original.reward_of(worker))
+
+
+def test_data_stats_prints_split_sizes(run: Run) -> None:
+    output = ok(invoke("data", "stats", run.records_path))
+    for split in ("train", "validation", "test"):
+        assert re.search(rf"{split}\s*│\s*{len(run.split(split))}\b", output), output
+
+
+def test_data_commands_report_bad_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(
+        '{"prompt": "p", "split": "train", "worker_ids": ["a"], "rewards": [1]}\n{oops\n'
+    )
+    result = invoke("data", "stats", broken)
+    assert result.exit_code == 2
+    assert "line 2: not valid JSON" in flat(result.output)
+
+    result = invoke("data", "import", "parquet", broken, "--output", tmp_path / "out.jsonl")
+    assert result.exit_code == 2
+    assert "unknown dataset format 'parquet'" in flat(result.output)
+
+    no_header = tmp_path / "long.csv"
+    no_header.write_text("text,worker\nhello,a\n", encoding="utf-8")
+    result = invoke("data", "import", "long", no_header, "--output", tmp_path / "out.jsonl")
+    assert result.exit_code == 2
+    assert "missing column(s) ['prompt', 'reward']" in flat(result.output)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- train ----------------------------------------------------------------------------------
+
+
+def test_train_pipeline_writes_both_stages(run: Run) -> None:
+    assert f"checkpoint written to {run.checkpoint}" in flat(run.train_output)
+    for stage in ("sft", "rl"):
+        for name in ("router.json", "router_head.safetensors", "training_report.json"):
+            assert (run.run_dir / stage / name).is_file(), f"{stage}/{name}"
+    report = json.loads((run.run_dir / "training_report.json").read_text())
+    assert report["checkpoint"] == str(run.checkpoint)
+    config = json.loads((run.run_dir / "sft" / "training_report.json").read_text())["config"]
+    assert config["model"]["backbone"] == "tiny-random"
+    assert config["training"]["epochs"] == 8
+
+
+@pytest.mark.parametrize(
+    ("config_text", "extra", "expected"),
+    [
+        ("sft:\n  epoch: 3\n", [], "unknown key 'sft.epoch': did you mean 'epochs'?"),
+        ("model:\n  backbone: tiny-random\n", ["--set", "rl.estimater=reinforce"],
+         "unknown key 'rl.estimater': did you mean 'estimator'?"),
+        ("sft:\n  epochs: lots\n", [], "sft.epochs: Input should be a valid integer"),
+    ],
+)  # fmt: skip
+def test_train_with_a_bad_config_exits_2_naming_the_key(
+    run: Run, tmp_path: Path, config_text: str, extra: list[str], expected: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(config_text, encoding="utf-8")
+    result = invoke(
+        "train", "pipeline", "--records", run.records_path, "--output", tmp_path / "out",
+        "--config", config, *extra,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output
+    assert expected in flat(result.output)
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
+    result = invoke(
+        "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",
+        "--set", "training.epochs",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "needs the form key=value" in flat(result.output)
+
+
+def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_path: Path) -> None:
+    settings = {
+        "model.backbone": "tiny-random",
+        "model.max_tokens": 32,
+        "model.cache_dir": run.root / "cache",
+        "model.layer": 1,  # the checkpoint was trained on the last layer
+    }
+    sets = [part for key, value in settings.items() for part in ("--set", f"{key}={value}")]
+    result = invoke(
+        "train", "rl", "--records", run.records_path, "--output", tmp_path / "out",
+        "--checkpoint", run.run_dir / "sft", *sets,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "model.layer: checkpoint -1 vs config 1" in flat(result.output)
+    assert not (tmp_path / "out").exists()
+
+
+# --- eval -----------------------------------------------------------------------------------
+
+
+def test_eval_writes_sane_reports(run: Run, tmp_path: Path) -> None:
+    output_dir = tmp_path / "eval"
+    ok(
+        invoke(
+            "eval", "--checkpoint", run.checkpoint, "--records", run.records_path,
+            "--split", "test", "--output", output_dir,
+        )
+    )  # fmt: skip
+    for name in ("evaluation_report.json", "evaluation_report.md", "predictions.jsonl"):
+        assert (output_dir / name).is_file(), name
+    plots = sorted(output_dir.glob("*.png"))
+    assert {p.name for p in plots} >= {"mean_reward.png", "router_choices.png"}
+    for plot in plots:
+        assert plot.read_bytes().startswith(PNG_MAGIC), plot.name
+
+    test = run.split("test")
+    report = json.loads((output_dir / "evaluation_report.json").read_text())
+    assert report["split"] == "test"
+    assert report["checkpoint"] == str(run.checkpoint)
+    assert report["sizes"]["evaluated"] == len(test)
+    assert report["sizes"]["train"] == len(run.split("train"))
+    methods = report["methods"]
+    random_mean = sum(sum(r.rewards) / len(r.rewards) for r in test) / len(test)
+    oracle_mean = sum(max(r.rewards) for r in test) / len(test)
+    assert methods["random"]["mean_reward"] == pytest.approx(random_mean)
+    assert methods["oracle"]["mean_reward"] == pytest.approx(oracle_mean)
+    router = methods["router"]["mean_reward"]
+    assert random_mean + 0.1 < router <= oracle_mean + 1e-9
+    assert router >= methods["best_single"]["mean_reward"]
+
+    by_id = {record.id: record for record in test}
+    predictions = [
+        json.loads(line) for line in (output_dir / "predictions.jsonl").read_text().splitlines()
+    ]
+    assert sorted(p["id"] for p in predictions) == sorted(by_id)
+    for prediction in predictions:
+        record = by_id[prediction["id"]]
+        assert prediction["chosen_worker"] in record.worker_ids
+        assert prediction["reward"] == pytest.approx(record.reward_of(prediction["chosen_worker"]))
+        assert prediction["oracle_reward"] == pytest.approx(max(record.rewards))
+        assert sum(prediction["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        best = max(prediction["probabilities"], key=prediction["probabilities"].get)
+        assert best == prediction["chosen_worker"]
+    mean_prediction = sum(p["reward"] for p in predictions) / len(predictions)
+    assert mean_prediction == pytest.approx(router)
+    assert "# Evaluation on `test`" in (output_dir / "evaluation_report.md").read_text()
+
+
+def test_eval_defaults_to_a_folder_beside_the_checkpoint(run: Run) -> None:
+    ok(
+        invoke(
+            "eval", "--checkpoint", run.run_dir / "sft", "--records", run.records_path,
+            "--split", "validation",
+        )
+    )  # fmt: skip
+    report = json.loads(
+        (run.run_dir / "sft" / "eval-validation" / "evaluation_report.json").read_text()
+    )
+    assert report["split"] == "validation"
+    assert report["sizes"]["evaluated"] == len(run.split("validation"))
+
+
+def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) -> None:
+    result = invoke(
+        "eval", "--checkpoint", run.checkpoint, "--records", run.records_path, "--split", "dev",
+        "--output", tmp_path / "eval",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "unknown split 'dev'" in flat(result.output)
+
+    renamed = [
+        r.model_copy(update={"worker_ids": ["w1", "w2", "w3"]})
+        for r in read_records(run.records_path)
+    ]
+    other = tmp_path / "other.jsonl"
+    write_records(other, renamed)
+    result = invoke("eval", "--checkpoint", run.checkpoint, "--records", other)
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "does not match" in message
+    assert "workers:" in message
+
+
+# --- route ----------------------------------------------------------------------------------
+
+
+def chosen(output: str) -> str:
+    match = re.search(r"chosen worker: (\S+)", output)
+    assert match, output
+    return match.group(1)
+
+
+def probability_rows(output: str) -> dict[str, float]:
+    return {
+        worker: float(value)
+        for worker, value in re.findall(r"│\s*([\w-]+)\s*│\s*([0-9.]+)\s*│", output)
+    }
+
+
+def test_route_picks_the_best_worker_and_honours_opt_outs(run: Run) -> None:
+    math_prompt = next(r for r in run.split("test") if r.task == "math")
+    best = math_prompt.worker_ids[max(range(3), key=lambda i: math_prompt.rewards[i])]
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, math_prompt.prompt))
+    assert chosen(output) == best == "mathematician"
+    probabilities = probability_rows(output)
+    assert set(probabilities) == set(WORKERS)
+    assert max(probabilities, key=probabilities.get) == best
+    assert sum(probabilities.values()) == pytest.approx(1.0, abs=2e-4)
+
+    output = ok(
+        invoke("route", "--checkpoint", run.checkpoint, "--exclude", best, math_prompt.prompt)
+    )
+    assert chosen(output) != best
+    assert probability_rows(output)[best] == 0.0
+
+    both = ["--exclude", best, "--exclude", chosen(output)]
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, *both, math_prompt.prompt))
+    (left,) = set(WORKERS) - {best, both[3]}
+    assert chosen(output) == left
+    assert probability_rows(output)[left] == pytest.approx(1.0)
+
+
+def test_route_reads_the_prompt_from_stdin(run: Run) -> None:
+    code_prompt = next(r for r in run.split("test") if r.task == "code")
+    from_argument = chosen(ok(invoke("route", "--checkpoint", run.checkpoint, code_prompt.prompt)))
+    from_stdin = chosen(
+        ok(invoke("route", "--checkpoint", run.checkpoint, "-", input=code_prompt.prompt))
+    )
+    assert from_stdin == from_argument == "coder"
+
+
+def test_route_refuses_excluding_every_worker(run: Run) -> None:
+    excludes = [part for worker in WORKERS for part in ("--exclude", worker)]
+    result = invoke("route", "--checkpoint", run.checkpoint, *excludes, "hello")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "every worker is excluded" in message
+    assert "leave at least one of" in message
+    assert "chosen worker" not in message
+
+
+def test_route_refuses_an_unknown_worker(run: Run) -> None:
+    result = invoke("route", "--checkpoint", run.checkpoint, "--exclude", "nobody", "hello")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "cannot exclude unknown worker(s) ['nobody']" in message
+    assert "cheap-small, coder, mathematician" in message
+
+
+def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None:
+    result = invoke("route", "--checkpoint", tmp_path, "hello")
+    assert result.exit_code == 2
+    assert "is not a fugu-lite router checkpoint" in flat(result.output)
+
+
+def test_route_json_carries_the_decision(run: Run) -> None:
+    result = invoke("route", "--checkpoint", run.checkpoint, "--json", "--exclude", "coder", "hi")
+    ok(result)
+    line = result.stdout.strip().splitlines()[-1]
+    decision = json.loads(line)
+    assert decision["excluded"] == ["coder"]
+    assert decision["probabilities"]["coder"] == 0.0
+    assert decision["worker"] in {"cheap-small", "mathematician"}
+    assert sum(decision["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_route_json_prints_only_json(run: Run) -> None:
+    result = invoke("route", "--checkpoint", run.checkpoint, "--json", "hello")
+    ok(result)
+    assert json.loads(result.stdout)["worker"] in WORKERS

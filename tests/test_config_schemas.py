@@ -1,0 +1,381 @@
+"""Bad input gives a clear error naming the file, the line and the key: records and configs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from fugu_lite.config import (
+    DEFAULT_CONFIG,
+    ConfigError,
+    ModelConfig,
+    PipelineConfig,
+    RLConfig,
+    SFTConfig,
+    load_config,
+)
+from fugu_lite.io import RecordFileError
+from fugu_lite.schemas import (
+    ChatMessage,
+    RewardRecord,
+    check_same_workers,
+    read_records,
+    records_in_split,
+    write_records,
+)
+from fugu_lite.training_common import make_loader, make_model
+
+WORKERS = ["a", "b", "c"]
+
+
+def good_row(index: int, **changes: object) -> dict:
+    row = {"prompt": f"prompt {index}", "split": "train", "worker_ids": WORKERS}
+    row["rewards"] = [0.1 * index, 0.5, 1.0]
+    row.update(changes)
+    return row
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    return write_lines(path, [json.dumps(row) for row in rows])
+
+
+def write_yaml(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- records: reading and writing ----------------------------------------------------------
+
+
+def test_records_round_trip_through_jsonl(tmp_path: Path, records: list[RewardRecord]) -> None:
+    chat = RewardRecord(
+        prompt=[
+            ChatMessage(role="system", content="be brief"),
+            ChatMessage(role="user", content="hi"),
+        ],
+        split="validation",
+        worker_ids=records[0].worker_ids,
+        rewards=[0.0, 0.5, 1.0],
+    )
+    path = tmp_path / "records.jsonl"
+    written = [*records, chat]
+    assert write_records(path, written) == len(written)
+    assert read_records(path) == written
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "r.jsonl", [json.dumps(good_row(1)), "", "  ", json.dumps(good_row(2))]
+    )
+    assert [r.prompt for r in read_records(path)] == ["prompt 1", "prompt 2"]
+
+
+def test_a_line_that_is_not_json_names_file_and_line(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "broken.jsonl",
+        [json.dumps(good_row(1)), json.dumps(good_row(2)), '{"prompt": "unterminated'],
+    )
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert "line 3" in message
+    assert "not valid JSON" in message
+
+
+def test_a_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "list.jsonl", [json.dumps(good_row(1)), "[1, 2, 3]"])
+    with pytest.raises(RecordFileError, match=r"line 2: expected a JSON object, got list"):
+        read_records(path)
+
+
+def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert f"{path}, line 2" in message
+    assert "rewards has 2 values but worker_ids has 3" in message
+
+
+def test_costs_length_must_match_worker_ids() -> None:
+    with pytest.raises(ValidationError, match="costs has 1 values but worker_ids has 3"):
+        RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[0, 1, 0], costs=[1])
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_rewards_in_a_file_name_line_and_position(tmp_path: Path, bad: str) -> None:
+    line = json.dumps(good_row(2)).replace("0.5", bad)
+    assert bad in line
+    path = write_lines(tmp_path / "nan.jsonl", [json.dumps(good_row(1)), line])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert "line 2" in message
+    assert "rewards must be finite" in message
+    assert "positions [1]" in message
+
+
+def test_nan_reward_refused_when_building_a_record() -> None:
+    with pytest.raises(ValidationError, match=r"rewards must be finite.*positions \[0, 2\]"):
+        RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[math.nan, 1, math.inf])
+
+
+def test_nan_or_negative_costs_are_refused() -> None:
+    with pytest.raises(ValidationError, match="costs must be finite"):
+        RewardRecord(
+            prompt="p", split="train", worker_ids=WORKERS, rewards=[0, 1, 0], costs=[1, math.nan, 1]
+        )
+    with pytest.raises(ValidationError, match="costs must not be negative"):
+        RewardRecord(
+            prompt="p", split="train", worker_ids=WORKERS, rewards=[0, 1, 0], costs=[1, -1, 1]
+        )
+
+
+def test_unknown_split_names_line_and_field(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2), good_row(3, split="dev")])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert "line 3" in message
+    assert "split:" in message
+    for split in ("train", "validation", "test"):
+        assert split in message
+
+
+def test_misspelled_record_field_is_named(tmp_path: Path) -> None:
+    row = good_row(1)
+    row["reward"] = row.pop("rewards")
+    path = write_rows(tmp_path / "r.jsonl", [row])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert "line 1" in message
+    assert "reward:" in message  # the extra key
+    assert "rewards:" in message  # the missing one
+
+
+def test_duplicate_worker_ids_are_refused() -> None:
+    with pytest.raises(ValidationError, match="worker_ids has duplicates"):
+        RewardRecord(prompt="p", split="train", worker_ids=["a", "a"], rewards=[0, 1])
+
+
+def test_empty_message_list_is_refused() -> None:
+    with pytest.raises(ValidationError, match="empty list of messages"):
+        RewardRecord(prompt=[], split="train", worker_ids=WORKERS, rewards=[0, 1, 0])
+
+
+def test_records_with_different_worker_lists_name_the_record(tmp_path: Path) -> None:
+    rows = [good_row(1), good_row(2), good_row(3, worker_ids=["a", "b", "z"], id="odd-one")]
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert "record 3" in message
+    assert "odd-one" in message
+    assert "['a', 'b', 'z']" in message
+    assert "['a', 'b', 'c']" in message
+
+
+def test_same_workers_in_another_order_are_different_workers() -> None:
+    first = RewardRecord(prompt="p", split="train", worker_ids=["a", "b"], rewards=[0, 1])
+    swapped = RewardRecord(prompt="q", split="train", worker_ids=["b", "a"], rewards=[1, 0])
+    assert check_same_workers([first, first]) == ["a", "b"]
+    with pytest.raises(RecordFileError, match="record 2"):
+        check_same_workers([first, swapped])
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    empty = write_lines(tmp_path / "empty.jsonl", [""])
+    with pytest.raises(RecordFileError, match="holds no records"):
+        read_records(empty)
+    with pytest.raises(RecordFileError, match="file not found"):
+        read_records(tmp_path / "absent.jsonl")
+
+
+def test_records_in_split_refuses_an_unknown_split(records: list[RewardRecord]) -> None:
+    assert len(records_in_split(records, "train")) == sum(r.split == "train" for r in records)
+    with pytest.raises(
+        ValueError, match=r"unknown split 'dev'; use one of train, validation, test"
+    ):
+        records_in_split(records, "dev")
+
+
+# --- make_loader on bad records ------------------------------------------------------------
+
+
+def test_make_loader_on_an_empty_split_raises(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    only_train = [r.model_copy(update={"split": "train"}) for r in records]
+    model = make_model(tiny_model_cfg, workers_of(records))
+    loader = make_loader(only_train, model, "train", batch_size=8, shuffle=False)
+    assert len(loader.dataset) == len(records)
+    for split in ("validation", "test"):
+        with pytest.raises(ValueError, match=f"no records in the '{split}' split"):
+            make_loader(only_train, model, split, batch_size=8, shuffle=False)
+
+
+def test_make_loader_refuses_mixed_workers(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = make_model(tiny_model_cfg, workers_of(records))
+    train = [r for r in records if r.split == "train"]
+    odd = train[3].model_copy(update={"worker_ids": ["x", "y", "z"], "id": "odd"})
+    with pytest.raises(ValueError, match=r"train split: record 4 \(id=odd\)"):
+        make_loader([*train[:3], odd, *train[4:]], model, "train", batch_size=8, shuffle=False)
+
+
+def test_make_loader_refuses_records_with_other_workers_than_the_model(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = make_model(tiny_model_cfg, ["x", "y", "z"])
+    with pytest.raises(ValueError, match=r"records have workers .*the model \['x', 'y', 'z'\]"):
+        make_loader(records, model, "train", batch_size=8, shuffle=False)
+
+
+def workers_of(records: list[RewardRecord]) -> list[str]:
+    return records[0].worker_ids
+
+
+# --- configs -------------------------------------------------------------------------------
+
+
+def test_defaults_without_a_file() -> None:
+    assert load_config(None, PipelineConfig) == PipelineConfig()
+
+
+def test_the_shipped_default_config_loads_as_written() -> None:
+    config = load_config(DEFAULT_CONFIG, PipelineConfig)
+    written = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    for section, values in written.items():
+        for key, value in values.items():
+            assert getattr(getattr(config, section), key) == value, f"{section}.{key}"
+
+
+def test_a_yaml_file_overrides_only_the_keys_it_names(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  layer: 4\nsft:\n  epochs: 3\n")
+    config = load_config(path, PipelineConfig)
+    assert config.model.layer == 4
+    assert config.sft.epochs == 3
+    assert config.model.backbone == ModelConfig().backbone
+    assert config.rl == PipelineConfig().rl
+    assert config.sft_config().training.epochs == 3
+    assert config.rl_config().model.layer == 4
+
+
+def test_dotted_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "training:\n  epochs: 3\n")
+    config = load_config(
+        path, RLConfig, {"training.epochs": 7, "model.pooling": "mean", "training.seed": 5}
+    )
+    assert (config.training.epochs, config.training.seed) == (7, 5)
+    assert config.model.pooling == "mean"
+
+
+def test_unknown_top_level_key_names_key_and_close_match(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "trainig:\n  epochs: 3\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, SFTConfig)
+    message = str(error.value)
+    assert str(path) in message
+    assert "unknown key 'trainig'" in message
+    assert "did you mean 'training'?" in message
+
+
+def test_unknown_nested_key_names_dotted_key_and_close_match(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nrl:\n  estimater: reinforce\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert "unknown key 'model.layr'" in message
+    assert "did you mean 'layer'?" in message
+    assert "unknown key 'rl.estimater'" in message
+    assert "did you mean 'estimator'?" in message
+
+
+def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "sft:\n  zzzzzz: 1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert "unknown key 'sft.zzzzzz'" in message
+    assert "did you mean" not in message
+    assert "temperature" in message and "tie_handling" in message
+
+
+def test_unknown_override_key_is_reported_like_a_file_key() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'training\.epoch': did you mean 'epochs'"):
+        load_config(None, SFTConfig, {"training.epoch": 3})
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "shown"),
+    [
+        ("sft:\n  epochs: many\n", "sft.epochs", "'many'"),
+        ("sft:\n  epochs: 2.5\n", "sft.epochs", "2.5"),
+        ("model:\n  max_tokens: 1\n", "model.max_tokens", "1"),
+        ("model:\n  pooling: max\n", "model.pooling", "'max'"),
+        ("rl:\n  estimator: ppo\n", "rl.estimator", "'ppo'"),
+        ("rl:\n  rollouts_per_prompt: 0\n", "rl.rollouts_per_prompt", "0"),
+        ("sft:\n  learning_rate: -1\n", "sft.learning_rate", "-1"),
+        ("model: 3\n", "model", "3"),
+    ],
+)
+def test_bad_value_names_the_key_and_the_value(
+    tmp_path: Path, text: str, key: str, shown: str
+) -> None:
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    lines = str(error.value).splitlines()
+    assert lines[0] == f"{path}: invalid PipelineConfig:"
+    assert any(line.strip().startswith(f"{key}:") and f"(got {shown})" in line for line in lines), (
+        lines
+    )
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nsft:\n  epochs: many\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert "model.layr" in str(error.value)
+    assert "sft.epochs" in str(error.value)
+
+
+def test_missing_unparsable_and_non_mapping_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.yaml", PipelineConfig)
+    broken = write_yaml(tmp_path / "broken.yaml", "model: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml: not valid YAML"):
+        load_config(broken, PipelineConfig)
+    listing = write_yaml(tmp_path / "list.yaml", "- a\n- b\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(listing, PipelineConfig)
+    empty = write_yaml(tmp_path / "empty.yaml", "# nothing set\n")
+    assert load_config(empty, PipelineConfig) == PipelineConfig()
+
+
+def test_override_into_an_empty_yaml_section(tmp_path: Path) -> None:
+    # `model:` with every key under it commented out loads as None
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  # layer: 4\nsft:\n  epochs: 3\n")
+    config = load_config(path, PipelineConfig, {"model.layer": 3})
+    assert config.model.layer == 3
+    assert config.sft.epochs == 3
+
+
+def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
+    with pytest.raises(ConfigError, match=r"sft\.epochs"):
+        load_config(path, PipelineConfig, {"sft.epochs.inner": 3})

@@ -1,0 +1,526 @@
+"""Backbone features and their cache, the router model, checkpoints and routing (tiny backbone)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import fugu_lite.backbones as backbones_module
+import fugu_lite.features as features_module
+from fugu_lite.backbones import load_backbone
+from fugu_lite.config import ModelConfig
+from fugu_lite.features import (
+    FeatureCache,
+    FeatureExtractor,
+    backbone_shape,
+    compute_features,
+    feature_cache_key,
+    normalized_layer,
+    pool,
+    prompt_key,
+    resolved_pooling,
+)
+from fugu_lite.model import HEAD_FILE, META_FILE, CheckpointError, RouterModel, load_router
+from fugu_lite.routing import NoWorkerLeftError, allowed_workers, route_prompt, route_prompts
+from fugu_lite.schemas import ChatMessage, RewardRecord
+from fugu_lite.train_sft import sft_loss
+from fugu_lite.training_common import make_loader, make_model, seed_everything
+
+PROMPTS = [
+    "hi",
+    "write a python function that adds two numbers",
+    "compute the sum of 1 2 3 and then a much longer tail to make padding matter",
+    "say hello politely to the whole team",
+]
+
+
+def forbid_backbone_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the backbone was loaded although the feature cache has everything")
+
+    monkeypatch.setattr(features_module, "load_backbone", refuse)
+    monkeypatch.setattr(backbones_module, "load_backbone", refuse)
+
+
+def train_briefly(records: list[RewardRecord], cfg: ModelConfig, epochs: int = 15) -> RouterModel:
+    """A router trained with the SFT loss for a few epochs, kept in memory."""
+    seed_everything(0)
+    model = make_model(cfg, records[0].worker_ids)
+    loader = make_loader(records, model, "train", batch_size=16, shuffle=True)
+    optimizer = torch.optim.Adam(model.trainable_parameters(), lr=0.05)
+    for _ in range(epochs):
+        for batch in loader:
+            loss, _ = sft_loss(model(features=batch["features"]), batch["rewards"], 0.1)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return model.eval()
+
+
+def prompts_of(records: list[RewardRecord]) -> list:
+    return [record.prompt for record in records]
+
+
+# --- the fast path equals the reference path ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone():
+    return load_backbone("tiny-random")
+
+
+@pytest.mark.parametrize("pooling", ["penultimate", "last", "mean"])
+@pytest.mark.parametrize("layer", [0, 1, 2, 3, -1, -2, -4])
+def test_truncated_encode_equals_plain_hidden_states(
+    tiny_backbone, pooling: str, layer: int
+) -> None:
+    cfg = ModelConfig(backbone="tiny-random", layer=layer, pooling=pooling, max_tokens=32)
+    extractor = FeatureExtractor(tiny_backbone, cfg)
+    fast = extractor.encode(PROMPTS)
+    plain = extractor.plain_features(PROMPTS)
+    assert fast.shape == (len(PROMPTS), tiny_backbone.hidden_size)
+    torch.testing.assert_close(fast, plain.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_layers_give_different_features(tiny_backbone) -> None:
+    by_layer = [
+        FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", layer=layer)).encode(
+            PROMPTS
+        )
+        for layer in (1, 2, 3)
+    ]
+    assert not torch.allclose(by_layer[0], by_layer[1])
+    assert not torch.allclose(by_layer[1], by_layer[2])
+
+
+@pytest.mark.parametrize("pooling", ["penultimate", "last", "mean"])
+def test_padding_does_not_change_a_prompts_features(tiny_backbone, pooling: str) -> None:
+    cfg = ModelConfig(backbone="tiny-random", layer=2, pooling=pooling, max_tokens=64)
+    extractor = FeatureExtractor(tiny_backbone, cfg)
+    batched = extractor.encode(PROMPTS)
+    alone = torch.cat([extractor.encode([prompt]) for prompt in PROMPTS])
+    torch.testing.assert_close(batched, alone, rtol=1e-4, atol=1e-5)
+
+
+def test_only_the_last_max_tokens_tokens_count(tiny_backbone) -> None:
+    tail = "and this is the common ending of both prompts, forty+ chars"
+    first, second = "AAAAAAAAAAAA " + tail, "BBBBBBBBBBBB " + tail
+    short = FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", max_tokens=32))
+    assert short.tokenize([first])["input_ids"].shape[1] == 32
+    same = short.encode([first, second])
+    torch.testing.assert_close(same[0], same[1])
+    long = FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", max_tokens=128))
+    different = long.encode([first, second])
+    assert not torch.allclose(different[0], different[1])
+
+
+def test_pooling_picks_the_right_positions() -> None:
+    hidden = torch.arange(2 * 4 * 1, dtype=torch.float32).reshape(2, 4, 1)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    assert pool(hidden, mask, "last").flatten().tolist() == [2.0, 7.0]
+    assert pool(hidden, mask, "penultimate").flatten().tolist() == [1.0, 6.0]
+    assert pool(hidden, mask, "mean").flatten().tolist() == [1.0, 5.5]
+    with pytest.raises(ValueError, match="unknown pooling 'max'"):
+        pool(hidden, mask, "max")
+
+
+def test_layer_index_and_auto_pooling() -> None:
+    assert normalized_layer(-1, 30) == 30
+    assert normalized_layer(-31, 30) == 0
+    assert normalized_layer(15, 30) == 15
+    for bad in (31, -32):
+        with pytest.raises(ValueError, match=f"layer {bad} does not exist.*30 blocks"):
+            normalized_layer(bad, 30)
+    assert resolved_pooling(ModelConfig(pooling="auto"), is_decoder=True) == "penultimate"
+    assert resolved_pooling(ModelConfig(pooling="auto"), is_decoder=False) == "mean"
+    assert resolved_pooling(ModelConfig(pooling="last"), is_decoder=False) == "last"
+
+
+def test_a_layer_beyond_the_backbone_is_refused(tiny_backbone) -> None:
+    with pytest.raises(ValueError, match="this backbone has 3 blocks"):
+        FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", layer=7))
+
+
+def test_one_user_message_is_featurised_like_the_plain_string(tiny_model_cfg: ModelConfig) -> None:
+    as_chat = [ChatMessage(role="user", content=PROMPTS[1])]
+    assert prompt_key(as_chat) != prompt_key(PROMPTS[1])
+    features, _ = compute_features([PROMPTS[1], as_chat], tiny_model_cfg)
+    torch.testing.assert_close(features[0], features[1])
+
+
+# --- the feature cache ----------------------------------------------------------------------
+
+
+def test_second_compute_features_reads_the_cache_only(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts = prompts_of(records)
+    first, extractor = compute_features(prompts, tiny_model_cfg)
+    assert extractor is not None
+    assert first.shape == (len(prompts), 32)
+    assert any(FeatureCache(tiny_model_cfg).folder.glob("shard-*.safetensors"))
+    forbid_backbone_loading(monkeypatch)
+    second, no_extractor = compute_features(prompts, tiny_model_cfg)
+    assert no_extractor is None
+    assert torch.equal(first, second)
+    # in any order and any subset
+    reordered, _ = compute_features(prompts[::-1][:7], tiny_model_cfg)
+    assert torch.equal(reordered, first.flip(0)[:7])
+
+
+def test_cached_features_equal_uncached_ones(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    prompts = prompts_of(records)[:20]
+    compute_features(prompts, tiny_model_cfg)
+    cached, _ = compute_features(prompts, tiny_model_cfg)
+    fresh, _ = compute_features(prompts, tiny_model_cfg, use_cache=False)
+    torch.testing.assert_close(cached, fresh)
+
+
+class CountingExtractor(FeatureExtractor):
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.seen: list = []
+
+    def encode(self, prompts):
+        self.seen.extend(prompts)
+        return super().encode(prompts)
+
+
+def test_only_missing_prompts_go_through_the_backbone(
+    tiny_backbone, tiny_model_cfg: ModelConfig
+) -> None:
+    extractor = CountingExtractor(tiny_backbone, tiny_model_cfg)
+    compute_features(PROMPTS[:2], tiny_model_cfg, extractor)
+    assert sorted(extractor.seen) == sorted(PROMPTS[:2])
+    extractor.seen.clear()
+    features, _ = compute_features([*PROMPTS, PROMPTS[3], PROMPTS[0]], tiny_model_cfg, extractor)
+    assert sorted(extractor.seen) == sorted(PROMPTS[2:])  # each new prompt once
+    assert torch.equal(features[4], features[3])
+    assert torch.equal(features[5], features[0])
+    # a fresh cache object (a new process) sees both shards
+    assert set(FeatureCache(tiny_model_cfg).rows()) == {prompt_key(p) for p in PROMPTS}
+
+
+def test_cache_key_follows_the_feature_settings_only() -> None:
+    base = ModelConfig(backbone="tiny-random")
+    key = feature_cache_key(base)
+    for changes in (
+        {"layer": 1},
+        {"pooling": "mean"},
+        {"max_tokens": 64},
+        {"chat_template": False},
+        {"backbone": "some/other-model"},
+    ):
+        assert feature_cache_key(base.model_copy(update=changes)) != key, changes
+    for changes in (
+        {"head": "mlp"},
+        {"head_hidden": 8},
+        {"head_dropout": 0.5},
+        {"normalize_features": False},
+        {"device": "meta"},
+        {"feature_batch_size": 3},
+        {"cache_dir": "/elsewhere"},
+    ):
+        assert feature_cache_key(base.model_copy(update=changes)) == key, changes
+
+
+@pytest.mark.parametrize("changes", [{"layer": 1}, {"pooling": "mean"}, {"max_tokens": 8}], ids=str)
+def test_changed_settings_never_reuse_stale_features(
+    tiny_model_cfg: ModelConfig, changes: dict
+) -> None:
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    other_cfg = tiny_model_cfg.model_copy(update=changes)
+    other, extractor = compute_features(PROMPTS, other_cfg)
+    assert extractor is not None  # the backbone had to run again
+    assert not torch.allclose(first, other)
+    fresh, _ = compute_features(PROMPTS, other_cfg, use_cache=False)
+    torch.testing.assert_close(other, fresh)
+
+
+def test_backbone_shape_comes_from_the_cache_the_second_time(
+    tiny_model_cfg: ModelConfig, tiny_backbone, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shape, extractor = backbone_shape(tiny_model_cfg)
+    assert isinstance(extractor, FeatureExtractor)
+    assert shape.hidden_size == tiny_backbone.hidden_size
+    assert shape.parameters == sum(p.numel() for p in tiny_backbone.model.parameters())
+    assert FeatureCache(tiny_model_cfg).shape_path.exists()
+    forbid_backbone_loading(monkeypatch)
+    again, none = backbone_shape(tiny_model_cfg)
+    assert none is None
+    assert again == shape
+    model = make_model(tiny_model_cfg, ["a", "b"])
+    assert model.feature_dim == shape.hidden_size
+    assert model.trainable_parameter_counts() == (2 * 32, 2 * 32 + shape.parameters)
+
+
+def test_second_training_setup_never_loads_the_backbone(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workers = records[0].worker_ids
+    first_model = make_model(tiny_model_cfg, workers)
+    first = make_loader(records, first_model, "train", batch_size=200, shuffle=False)
+    make_loader(records, first_model, "validation", batch_size=200, shuffle=False)
+    forbid_backbone_loading(monkeypatch)
+    second_model = make_model(tiny_model_cfg, workers)
+    second = make_loader(records, second_model, "train", batch_size=200, shuffle=False)
+    make_loader(records, second_model, "validation", batch_size=200, shuffle=False)
+    assert torch.equal(next(iter(first))["features"], next(iter(second))["features"])
+    assert torch.equal(first_model.feature_mean, second_model.feature_mean)
+
+
+# --- the model ------------------------------------------------------------------------------
+
+
+def test_an_untrained_router_is_uniform(records: list[RewardRecord], tiny_model_cfg) -> None:
+    for head in ("linear", "mlp"):
+        cfg = tiny_model_cfg.model_copy(update={"head": head, "head_hidden": 8})
+        model = make_model(cfg, records[0].worker_ids)
+        features, _ = compute_features(prompts_of(records)[:5], cfg)
+        probabilities = model.probabilities(features)
+        torch.testing.assert_close(probabilities, torch.full((5, 3), 1 / 3))
+
+
+def test_the_train_loader_fits_the_normaliser_once(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    assert not bool(model.normalizer_fitted)
+    make_loader(records, model, "validation", batch_size=8, shuffle=False)
+    assert not bool(model.normalizer_fitted)  # only the train split is used for statistics
+    make_loader(records, model, "train", batch_size=8, shuffle=False)
+    train_features, _ = compute_features(
+        [r.prompt for r in records if r.split == "train"], tiny_model_cfg
+    )
+    assert bool(model.normalizer_fitted)
+    torch.testing.assert_close(model.feature_mean, train_features.mean(dim=0))
+    normalised = model.normalize(train_features)
+    torch.testing.assert_close(normalised.mean(dim=0), torch.zeros(32), atol=1e-4, rtol=0)
+    torch.testing.assert_close(normalised.std(dim=0), torch.ones(32), atol=1e-3, rtol=0)
+    fitted_mean = model.feature_mean.clone()
+    make_loader(records, model, "train", batch_size=8, shuffle=False)
+    assert torch.equal(model.feature_mean, fitted_mean)
+
+
+def test_without_normalisation_features_reach_the_head_unchanged(tiny_model_cfg) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"normalize_features": False})
+    model = RouterModel(cfg, ["a", "b"], feature_dim=4)
+    model.fit_normalizer(torch.randn(10, 4) * 5 + 3)
+    features = torch.randn(2, 4)
+    assert torch.equal(model.normalize(features), features)
+
+
+def test_the_backbone_path_equals_the_features_path(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = train_briefly(records, tiny_model_cfg, epochs=2)
+    extractor = model.backbone_extractor()
+    inputs = extractor.tokenize(PROMPTS)
+    with torch.no_grad():
+        from_ids = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        from_features = model(features=extractor.encode(PROMPTS))
+    torch.testing.assert_close(from_ids, from_features)
+    with pytest.raises(ValueError, match="needs features, or input_ids and attention_mask"):
+        model(input_ids=inputs["input_ids"])
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head", ["linear", "mlp"])
+def test_checkpoint_round_trip_gives_identical_logits(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    head: str,
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": head, "head_hidden": 16})
+    model = train_briefly(records, cfg)
+    features, _ = compute_features(prompts_of(records), cfg)
+    with torch.no_grad():
+        before = model(features=features)
+    assert before.abs().max() > 0.1  # trained, not the zero init
+    directory = model.save_checkpoint(tmp_path / "ckpt", metadata={"stage": "test", "n": 3})
+    assert {p.name for p in directory.iterdir()} == {HEAD_FILE, META_FILE}
+    meta = json.loads((directory / META_FILE).read_text())
+    assert meta["worker_ids"] == records[0].worker_ids
+    assert meta["metadata"] == {"stage": "test", "n": 3}
+
+    forbid_backbone_loading(monkeypatch)  # the cache dir travels with the checkpoint
+    loaded = load_router(directory)
+    loaded.eval()
+    assert loaded.worker_ids == model.worker_ids
+    assert loaded.model_cfg == model.model_cfg
+    assert bool(loaded.normalizer_fitted)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    with torch.no_grad():
+        after = loaded(features=loaded.features_for(prompts_of(records)))
+    assert torch.equal(before, after)
+
+
+def test_loading_with_the_training_config_and_workers_is_accepted(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    model.save_checkpoint(tmp_path / "ckpt")
+    # device, cache dir and feature batch size may differ: they do not change the router
+    other_place = tiny_model_cfg.model_copy(
+        update={"cache_dir": str(tmp_path / "other-cache"), "feature_batch_size": 3}
+    )
+    loaded = load_router(tmp_path / "ckpt", other_place, records[0].worker_ids)
+    assert loaded.model_cfg.cache_dir == str(tmp_path / "other-cache")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_loading_with_other_workers_names_both_lists(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    other = ["cheap-small", "coder", "poet"]
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", worker_ids=other)
+    message = str(error.value)
+    assert str(tmp_path / "ckpt") in message
+    assert f"workers: checkpoint {records[0].worker_ids} vs records {other}" in message
+    with pytest.raises(CheckpointError, match="workers"):
+        load_router(tmp_path / "ckpt", worker_ids=records[0].worker_ids[::-1])
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"layer": 2}, "model.layer: checkpoint -1 vs config 2"),
+        ({"pooling": "mean"}, "model.pooling: checkpoint 'auto' vs config 'mean'"),
+        ({"max_tokens": 16}, "model.max_tokens: checkpoint 32 vs config 16"),
+        ({"head": "mlp"}, "model.head: checkpoint 'linear' vs config 'mlp'"),
+        ({"backbone": "minilm"}, "model.backbone: checkpoint 'tiny-random' vs config 'minilm'"),
+    ],
+)
+def test_loading_with_another_model_config_names_what_differs(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    changes: dict,
+    expected: str,
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", tiny_model_cfg.model_copy(update=changes))
+    assert expected in str(error.value)
+
+
+def test_every_difference_is_listed(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as error:
+        load_router(
+            tmp_path / "ckpt", tiny_model_cfg.model_copy(update={"layer": 1}), ["x", "y", "z"]
+        )
+    message = str(error.value)
+    assert "workers:" in message and "model.layer:" in message
+
+
+def test_a_folder_without_checkpoint_files_is_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder in (empty, tmp_path / "absent"):
+        with pytest.raises(CheckpointError) as error:
+            load_router(folder)
+        message = str(error.value)
+        assert str(folder) in message
+        assert HEAD_FILE in message and META_FILE in message
+    half = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "half")
+    (half / HEAD_FILE).unlink()
+    with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
+        load_router(half)
+
+
+def test_tensors_that_do_not_fit_the_metadata_are_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["model"]["head"] = "mlp"
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="missing tensors"):
+        load_router(directory)
+
+
+def test_a_damaged_metadata_file_is_a_checkpoint_error(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    (directory / META_FILE).write_text('{"format": "fugu-lite-router", "worker_')
+    with pytest.raises(CheckpointError, match=META_FILE):
+        load_router(directory)
+
+
+def test_a_loaded_router_is_deterministic_with_head_dropout(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 64, "head_dropout": 0.5})
+    train_briefly(records, cfg, epochs=3).save_checkpoint(tmp_path / "ckpt")
+    loaded = load_router(tmp_path / "ckpt")
+    features = loaded.features_for(prompts_of(records))
+    assert torch.equal(loaded.probabilities(features), loaded.probabilities(features))
+    assert not loaded.training
+
+
+# --- routing --------------------------------------------------------------------------------
+
+
+def test_routing_follows_the_trained_policy_and_the_opt_outs(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = train_briefly(records, tiny_model_cfg)
+    test = [r for r in records if r.split == "test"]
+    decisions = route_prompts(model, [r.prompt for r in test])
+    features, _ = compute_features([r.prompt for r in test], tiny_model_cfg)
+    expected = model.probabilities(features)
+    for decision, row in zip(decisions, expected, strict=True):
+        assert list(decision.probabilities) == model.worker_ids
+        torch.testing.assert_close(
+            torch.tensor(list(decision.probabilities.values())), row, rtol=1e-4, atol=1e-5
+        )
+        assert decision.worker == model.worker_ids[int(row.argmax())]
+        assert decision.excluded == []
+    chosen_rewards = [r.reward_of(d.worker) for r, d in zip(test, decisions, strict=True)]
+    assert sum(chosen_rewards) / len(test) > sum(sum(r.rewards) / 3 for r in test) / len(test)
+
+    for record, decision in zip(test, decisions, strict=True):
+        opted_out = route_prompt(model, record.prompt, exclude=[decision.worker])
+        assert opted_out.worker != decision.worker
+        assert opted_out.probabilities[decision.worker] == 0.0
+        assert sum(opted_out.probabilities.values()) == pytest.approx(1.0)
+        assert opted_out.excluded == [decision.worker]
+
+
+def test_allowed_workers_refuses_unknown_and_all_excluded() -> None:
+    workers = ["a", "b", "c"]
+    assert allowed_workers(workers, ["b"]) == ["a", "c"]
+    assert allowed_workers(workers, []) == workers
+    with pytest.raises(NoWorkerLeftError, match=r"unknown worker\(s\) \['z'\]"):
+        allowed_workers(workers, ["a", "z"])
+    with pytest.raises(NoWorkerLeftError, match="every worker is excluded"):
+        allowed_workers(workers, ["c", "a", "b"])
+
+
+def test_a_loaded_router_routes_without_the_training_cache(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model = train_briefly(records, tiny_model_cfg)
+    model.save_checkpoint(tmp_path / "ckpt")
+    loaded = load_router(tmp_path / "ckpt")
+    prompt = next(r.prompt for r in records if r.task == "math")
+    assert route_prompt(loaded, prompt).worker == route_prompt(model, prompt).worker

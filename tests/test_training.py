@@ -1,0 +1,398 @@
+"""The SFT and RL losses on hand-made tensors, and the stages end to end on generated records."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fugu_lite.backbones as backbones_module
+import fugu_lite.features as features_module
+from fugu_lite.config import (
+    ModelConfig,
+    PipelineConfig,
+    RLConfig,
+    RLTrainingConfig,
+    SFTConfig,
+    SFTTrainingConfig,
+)
+from fugu_lite.model import CheckpointError, load_router
+from fugu_lite.pipeline import train_pipeline
+from fugu_lite.schemas import RewardRecord
+from fugu_lite.train_rl import contextual_bandit_loss, train_rl
+from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
+from fugu_lite.training_common import evaluate_loader, make_loader, make_model
+
+REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3], [0.2, 0.4, 1.0], [0.5, 0.5, 0.5]])
+BEST = [1, 0, 2]  # best worker of the first three rows; the last row is a tie
+
+SFT_TRAINING = SFTTrainingConfig(epochs=8, batch_size=16, learning_rate=0.05)
+RL_TRAINING = RLTrainingConfig(epochs=8, batch_size=16, learning_rate=0.05)
+
+
+def kl(target: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """KL(target || softmax(logits)) per row, written out."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    return (target * (torch.log(target) - log_p)).sum(dim=-1)
+
+
+# --- sft_loss -------------------------------------------------------------------------------
+
+
+def test_soft_targets_are_a_tempered_softmax_of_the_rewards() -> None:
+    targets = soft_targets(REWARDS, 0.5)
+    for row, rewards in zip(targets, REWARDS, strict=True):
+        weights = [math.exp(r / 0.5) for r in rewards.tolist()]
+        assert row.tolist() == pytest.approx([w / sum(weights) for w in weights], rel=1e-5)
+    cold = soft_targets(REWARDS[:3], 0.01)
+    assert cold.argmax(dim=-1).tolist() == BEST
+    assert cold.max(dim=-1).values.min() > 0.99
+    assert tie_mask(REWARDS).tolist() == [False, False, False, True]
+
+
+def test_sft_loss_is_the_mean_kl_to_the_soft_targets() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(4, 3)
+    loss, metrics = sft_loss(logits, REWARDS, temperature=0.2)
+    expected = kl(soft_targets(REWARDS, 0.2), logits).mean()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert metrics["loss"] == pytest.approx(float(expected), rel=1e-5)
+    assert metrics["tie_fraction"] == 0.25
+
+
+def test_sft_loss_is_zero_when_the_policy_is_the_target() -> None:
+    shift = torch.tensor([[3.0], [-1.0], [0.5], [7.0]])  # logits are defined up to a constant
+    loss, _ = sft_loss(REWARDS / 0.3 + shift, REWARDS, temperature=0.3)
+    assert abs(float(loss)) < 1e-6
+    other, _ = sft_loss(torch.zeros(4, 3), REWARDS, temperature=0.3)
+    assert float(other) > 0.1
+
+
+def test_sft_loss_gradient_pulls_the_policy_to_the_target() -> None:
+    logits = torch.zeros(4, 3, requires_grad=True)
+    loss, _ = sft_loss(logits, REWARDS, temperature=0.1)
+    loss.backward()
+    expected = (torch.softmax(logits.detach(), -1) - soft_targets(REWARDS, 0.1)) / 4
+    torch.testing.assert_close(logits.grad, expected)
+    for row, best in enumerate(BEST):
+        assert logits.grad[row].argmin() == best  # a descent step raises the best worker
+
+
+def test_skip_drops_tie_rows_and_uniform_keeps_them() -> None:
+    torch.manual_seed(1)
+    logits = torch.randn(4, 3)
+    skipped, metrics = sft_loss(logits, REWARDS, 0.1, tie_handling="skip")
+    without_ties, _ = sft_loss(logits[:3], REWARDS[:3], 0.1, tie_handling="uniform")
+    assert float(skipped) == pytest.approx(float(without_ties), rel=1e-6)
+    assert metrics["tie_fraction"] == 0.25
+
+    kept, _ = sft_loss(logits, REWARDS, 0.1, tie_handling="uniform")
+    tie_row = kl(torch.full((1, 3), 1 / 3), logits[3:]).sum()
+    assert float(kept) == pytest.approx((3 * float(without_ties) + float(tie_row)) / 4, rel=1e-5)
+    assert float(kept) != pytest.approx(float(skipped))
+
+
+def test_skip_with_only_ties_gives_zero_loss_and_no_gradient() -> None:
+    logits = torch.randn(2, 3, requires_grad=True)
+    ties = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    loss, metrics = sft_loss(logits, ties, 0.1, tie_handling="skip")
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.count_nonzero(logits.grad) == 0
+    assert metrics["tie_fraction"] == 1.0
+
+
+def test_unknown_tie_handling_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown tie_handling 'drop'; use uniform or skip"):
+        sft_loss(torch.zeros(4, 3), REWARDS, 0.1, tie_handling="drop")
+
+
+# --- the seed's contextual_bandit_loss ------------------------------------------------------
+
+
+def test_expected_reward_loss_is_minus_the_expected_reward_minus_entropy_bonus() -> None:
+    torch.manual_seed(2)
+    logits = torch.randn(4, 3)
+    probabilities = torch.softmax(logits, -1)
+    expected = float((probabilities * REWARDS).sum(-1).mean())
+    entropy = float(-(probabilities * probabilities.log()).sum(-1).mean())
+    loss, metrics = contextual_bandit_loss(
+        logits, REWARDS, estimator="expected_reward", entropy_coefficient=0.05
+    )
+    assert float(loss) == pytest.approx(-expected - 0.05 * entropy, rel=1e-5)
+    assert metrics["sampled_reward"] == pytest.approx(expected, rel=1e-5)
+    assert metrics["entropy"] == pytest.approx(entropy, rel=1e-5)
+    assert metrics["zero_spread_fraction"] == 0.25
+
+
+def test_expected_reward_gradient_raises_the_best_worker() -> None:
+    logits = torch.zeros(3, 3, requires_grad=True)
+    loss, _ = contextual_bandit_loss(
+        logits, REWARDS[:3], estimator="expected_reward", entropy_coefficient=0.0
+    )
+    loss.backward()
+    before = torch.softmax(logits.detach(), -1)
+    after = torch.softmax(logits.detach() - 1.0 * logits.grad, -1)
+    for row, best in enumerate(BEST):
+        assert logits.grad[row].argmin() == best
+        assert after[row, best] > before[row, best]
+
+
+def test_reinforce_moves_probability_to_the_best_worker() -> None:
+    torch.manual_seed(0)
+    logits = torch.zeros(3, 3, requires_grad=True)
+    optimizer = torch.optim.Adam([logits], lr=0.1)
+    for _ in range(30):
+        loss, metrics = contextual_bandit_loss(
+            logits, REWARDS[:3], estimator="reinforce", rollouts_per_prompt=8
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    probabilities = torch.softmax(logits.detach(), -1)
+    assert probabilities.argmax(-1).tolist() == BEST
+    assert probabilities[range(3), BEST].min() > 0.6
+    assert 0.0 <= metrics["sampled_reward"] <= 1.0
+
+
+def test_reinforce_is_reproducible_with_a_seed() -> None:
+    def sampled(seed: int) -> tuple[float, torch.Tensor]:
+        torch.manual_seed(seed)
+        logits = torch.zeros(4, 3, requires_grad=True)
+        loss, metrics = contextual_bandit_loss(logits, REWARDS, rollouts_per_prompt=4)
+        loss.backward()
+        return metrics["sampled_reward"], logits.grad
+
+    first, again, other = sampled(3), sampled(3), sampled(4)
+    assert first[0] == again[0]
+    assert torch.equal(first[1], again[1])
+    assert not torch.equal(first[1], other[1])
+
+
+def test_reinforce_gradient_is_unbiased() -> None:
+    """Averaged over many rollouts, REINFORCE's gradient is the expected-reward gradient."""
+    torch.manual_seed(0)
+    start = torch.tensor([[0.5, -0.2, 0.1], [0.0, 1.0, -1.0], [0.3, 0.3, -0.6]])
+    gradients = {}
+    for estimator in ("expected_reward", "reinforce"):
+        logits = start.clone().requires_grad_(True)
+        loss, _ = contextual_bandit_loss(
+            logits,
+            REWARDS[:3],
+            estimator=estimator,
+            rollouts_per_prompt=40000,
+            entropy_coefficient=0.0,
+        )
+        loss.backward()
+        gradients[estimator] = logits.grad
+    torch.testing.assert_close(
+        gradients["reinforce"], gradients["expected_reward"], atol=4e-3, rtol=0
+    )
+
+
+def test_normalised_advantages_stay_finite_on_ties() -> None:
+    logits = torch.zeros(2, 3, requires_grad=True)
+    ties = torch.tensor([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0]])
+    loss, metrics = contextual_bandit_loss(logits, ties, normalize_advantage=True)
+    loss.backward()
+    assert math.isfinite(loss.item())
+    assert torch.isfinite(logits.grad).all()
+    assert metrics["zero_spread_fraction"] == 1.0
+
+
+def test_bad_estimator_or_rollouts_are_refused() -> None:
+    with pytest.raises(ValueError, match="Unknown estimator: ppo"):
+        contextual_bandit_loss(torch.zeros(4, 3), REWARDS, estimator="ppo")
+    with pytest.raises(ValueError, match="rollouts_per_prompt must be at least 1"):
+        contextual_bandit_loss(torch.zeros(4, 3), REWARDS, rollouts_per_prompt=0)
+
+
+# --- the stages on generated records --------------------------------------------------------
+
+
+def untrained_validation(records: list[RewardRecord], cfg: ModelConfig) -> dict[str, float]:
+    """Validation metrics of the zero-initialised (uniform) router."""
+    model = make_model(cfg, records[0].worker_ids)
+    make_loader(records, model, "train", batch_size=16, shuffle=False)
+    return evaluate_loader(model, make_loader(records, model, "validation", 16, shuffle=False))
+
+
+def mean_validation(records: list[RewardRecord]) -> tuple[float, float]:
+    """(random-worker mean reward, oracle mean reward) on the validation split."""
+    rows = [r.rewards for r in records if r.split == "validation"]
+    return (
+        sum(sum(r) / len(r) for r in rows) / len(rows),
+        sum(max(r) for r in rows) / len(rows),
+    )
+
+
+def check_report_file(directory: Path, report: dict) -> None:
+    written = json.loads((directory / "training_report.json").read_text())
+    assert written["history"] == json.loads(json.dumps(report["history"]))
+    assert written["stage"] == report["stage"]
+
+
+def test_train_sft_beats_the_uniform_router_and_reports_each_epoch(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    baseline = untrained_validation(records, tiny_model_cfg)
+    random_reward, oracle = mean_validation(records)
+    assert baseline["expected_reward"] == pytest.approx(random_reward, rel=1e-5)
+
+    report = train_sft(records, SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING), tmp_path)
+    check_report_file(tmp_path, report)
+    assert report["stage"] == "sft"
+    assert report["worker_ids"] == records[0].worker_ids
+    assert [epoch["epoch"] for epoch in report["history"]] == list(range(1, 9))
+    for epoch in report["history"]:
+        assert {"loss", "tie_fraction", "reward", "expected_reward"} <= set(epoch["train"])
+        assert {"reward", "expected_reward", "oracle_reward", "entropy"} <= set(epoch["validation"])
+        assert epoch["validation"]["oracle_reward"] == pytest.approx(oracle, rel=1e-5)
+    final = report["history"][-1]
+    assert final["train"]["loss"] < report["history"][0]["train"]["loss"]
+    assert final["validation"]["expected_reward"] > baseline["expected_reward"] + 0.05
+    assert report["best_validation_reward"] > baseline["reward"] + 0.1
+    assert report["best_validation_reward"] <= oracle + 1e-6
+    best = report["history"][report["best_epoch"] - 1]["validation"]["reward"]
+    assert best == report["best_validation_reward"]
+    assert best == max(epoch["validation"]["reward"] for epoch in report["history"])
+
+    # the checkpoint holds the best epoch, not the last one
+    loaded = load_router(tmp_path, tiny_model_cfg, records[0].worker_ids)
+    loader = make_loader(records, loaded, "validation", batch_size=16, shuffle=False)
+    reloaded = evaluate_loader(loaded, loader)
+    assert reloaded["reward"] == pytest.approx(report["best_validation_reward"], abs=1e-6)
+    meta = json.loads((tmp_path / "router.json").read_text())
+    assert meta["metadata"]["stage"] == "sft"
+    assert meta["metadata"]["best_epoch"] == report["best_epoch"]
+
+
+def test_a_second_training_run_reads_only_the_feature_cache(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 3}))
+    first = train_sft(records, config, tmp_path / "first")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the second run loaded the backbone")
+
+    monkeypatch.setattr(features_module, "load_backbone", refuse)
+    monkeypatch.setattr(backbones_module, "load_backbone", refuse)
+    second = train_sft(records, config, tmp_path / "second")
+    assert second["history"] == first["history"]
+    rl = train_rl(records, RLConfig(model=tiny_model_cfg), tmp_path / "rl", str(tmp_path / "first"))
+    assert rl["history"]
+
+
+def test_train_sft_without_a_validation_split_keeps_the_last_epoch(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    no_validation = [
+        r.model_copy(update={"split": "train"}) if r.split == "validation" else r for r in records
+    ]
+    training = SFT_TRAINING.model_copy(update={"epochs": 3})
+    report = train_sft(no_validation, SFTConfig(model=tiny_model_cfg, training=training), tmp_path)
+    assert report["best_epoch"] == 3
+    assert report["best_validation_reward"] is None
+    assert all("validation" not in epoch for epoch in report["history"])
+    assert all("reward" in epoch["train"] for epoch in report["history"])
+
+
+def test_train_rl_from_scratch_beats_the_uniform_router(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    baseline = untrained_validation(records, tiny_model_cfg)
+    report = train_rl(records, RLConfig(model=tiny_model_cfg, training=RL_TRAINING), tmp_path)
+    check_report_file(tmp_path, report)
+    assert report["stage"] == "rl"
+    n_train = sum(r.split == "train" for r in records)
+    assert report["global_step"] == RL_TRAINING.epochs * math.ceil(n_train / 16)
+    assert len(report["history"]) == RL_TRAINING.epochs
+    for epoch in report["history"]:
+        assert {"loss", "sampled_reward", "entropy", "zero_spread_fraction"} <= set(epoch["train"])
+        assert {"reward", "expected_reward", "entropy"} <= set(epoch["validation"])
+    first, final = report["history"][0], report["history"][-1]
+    assert final["train"]["sampled_reward"] > first["train"]["sampled_reward"]
+    assert final["validation"]["expected_reward"] > baseline["expected_reward"] + 0.1
+    assert final["validation"]["reward"] > baseline["reward"] + 0.1
+    assert final["validation"]["entropy"] < baseline["entropy"]
+
+
+def test_train_rl_is_reproducible_and_the_seed_matters(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    training = RL_TRAINING.model_copy(update={"epochs": 2})
+    runs = [
+        train_rl(records, RLConfig(model=tiny_model_cfg, training=t), tmp_path / name)
+        for name, t in (
+            ("a", training),
+            ("b", training),
+            ("c", training.model_copy(update={"seed": 1})),
+        )
+    ]
+    assert runs[0]["history"] == runs[1]["history"]
+    assert runs[0]["history"] != runs[2]["history"]
+
+
+def test_gradient_accumulation_counts_optimizer_steps(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    training = RL_TRAINING.model_copy(update={"epochs": 2, "gradient_accumulation_steps": 4})
+    report = train_rl(records, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
+    batches = math.ceil(sum(r.split == "train" for r in records) / 16)
+    assert report["global_step"] == 2 * math.ceil(batches / 4)
+
+
+def test_pipeline_runs_sft_then_rl_from_the_sft_checkpoint(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    baseline = untrained_validation(records, tiny_model_cfg)
+    config = PipelineConfig(
+        model=tiny_model_cfg,
+        sft=SFT_TRAINING.model_copy(update={"epochs": 5}),
+        rl=RL_TRAINING.model_copy(update={"epochs": 3, "learning_rate": 0.01}),
+    )
+    report = train_pipeline(records, config, tmp_path)
+    written = json.loads((tmp_path / "training_report.json").read_text())
+    assert written["stage"] == "pipeline"
+    assert written["stages"] == {"sft": str(tmp_path / "sft"), "rl": str(tmp_path / "rl")}
+    assert report["checkpoint"] == str(tmp_path / "rl")
+    assert written["seconds"] > 0
+
+    sft_report = json.loads((tmp_path / "sft" / "training_report.json").read_text())
+    rl_report = json.loads((tmp_path / "rl" / "training_report.json").read_text())
+    assert len(sft_report["history"]) == 5 and len(rl_report["history"]) == 3
+    # RL continued from SFT: its first epoch is already far above the uniform router
+    assert rl_report["history"][0]["validation"]["reward"] > baseline["reward"] + 0.1
+    assert rl_report["history"][-1]["validation"]["reward"] > baseline["reward"] + 0.1
+    sft_model = load_router(tmp_path / "sft")
+    rl_model = load_router(tmp_path / "rl")
+    assert torch.equal(sft_model.feature_mean, rl_model.feature_mean)  # one normaliser
+    assert not torch.equal(sft_model.head.weight, rl_model.head.weight)  # RL trained it
+
+
+def test_continuing_from_a_checkpoint_with_another_config_is_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    train_sft(records, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "sft")
+    other = tiny_model_cfg.model_copy(update={"layer": 1})
+    with pytest.raises(CheckpointError, match=r"model\.layer: checkpoint -1 vs config 1"):
+        train_rl(records, RLConfig(model=other), tmp_path / "rl", str(tmp_path / "sft"))
+
+
+def test_sft_loss_matches_torch_kl_div_on_random_batches() -> None:
+    torch.manual_seed(5)
+    logits, rewards = torch.randn(16, 5), torch.rand(16, 5)
+    loss, _ = sft_loss(logits, rewards, temperature=0.7)
+    reference = F.kl_div(
+        torch.log_softmax(logits, -1), torch.softmax(rewards / 0.7, -1), reduction="batchmean"
+    )
+    assert float(loss) == pytest.approx(float(reference), rel=1e-5)
