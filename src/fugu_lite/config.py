@@ -17,47 +17,80 @@ class StrictModel(BaseModel):
 
 
 class ModelConfig(StrictModel):
-    """The coordinator: which backbone, which hidden state, which head."""
+    """The coordinator: which backbone, which hidden state, which head.
 
-    backbone: str = "smollm2"
-    layer: int = -1
+    The defaults are the shipped configs/default.yaml, chosen on LLMRouter validation."""
+
+    backbone: str = "minilm"
+    layer: int = 4
     pooling: Literal["auto", "penultimate", "last", "mean"] = "auto"
-    max_tokens: int = Field(default=128, ge=2)
+    max_tokens: int = Field(default=256, ge=2)
     chat_template: bool = True
-    head: Literal["linear", "mlp"] = "linear"
+    head: Literal["linear", "mlp"] = "mlp"
     head_hidden: int = Field(default=256, ge=1)
-    head_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    head_dropout: float = Field(default=0.3, ge=0.0, lt=1.0)
     normalize_features: bool = True
+    svf_targets: list[str] = Field(
+        default_factory=list,
+        description="Backbone weight matrices (names or glob patterns) whose singular values "
+        "get learned offsets; empty = frozen backbone with cached features.",
+    )
     device: str = "cpu"
     feature_batch_size: int = Field(default=16, ge=1)
     cache_dir: str | None = None
 
 
-class SFTTrainingConfig(StrictModel):
+class CostAware(StrictModel):
+    """reward' = reward - cost_weight * cost / reference_cost (0 = ignore cost)."""
+
+    cost_weight: float = Field(default=0.0, ge=0)
+    reference_cost: float | None = Field(
+        default=None, gt=0, description="None = mean cost over the train split's cells."
+    )
+
+
+class SFTTrainingConfig(CostAware):
     seed: int = 0
     batch_size: int = Field(default=64, ge=1)
-    learning_rate: float = Field(default=3e-3, gt=0)
+    learning_rate: float = Field(default=1e-3, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
-    epochs: int = Field(default=30, ge=1)
-    temperature: float = Field(default=0.1, gt=0)
+    epochs: int = Field(default=10, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
     tie_handling: Literal["uniform", "skip"] = "uniform"
     max_grad_norm: float = Field(default=1.0, gt=0)
     log_every: int = Field(default=50, ge=1)
 
 
-class RLTrainingConfig(StrictModel):
+class RLTrainingConfig(CostAware):
     seed: int = 0
     batch_size: int = Field(default=64, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    epochs: int = Field(default=10, ge=1)
-    estimator: Literal["reinforce", "expected_reward"] = "reinforce"
+    weight_decay: float = Field(default=0.01, ge=0)
+    epochs: int = Field(default=8, ge=1)
+    estimator: Literal["reinforce", "expected_reward"] = "expected_reward"
     rollouts_per_prompt: int = Field(default=8, ge=1)
     entropy_coefficient: float = Field(default=0.01, ge=0)
     normalize_advantage: bool = False
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     max_grad_norm: float = Field(default=1.0, gt=0)
     log_every: int = Field(default=50, ge=1)
+
+
+class ESTrainingConfig(CostAware):
+    """sep-CMA-ES over the trainable parameters (head, and SVF offsets when enabled)."""
+
+    seed: int = 0
+    population_size: int = Field(default=32, ge=4)
+    sigma0: float = Field(default=0.05, gt=0)
+    iterations: int = Field(default=200, ge=1)
+    batch_size: int = Field(default=1000, ge=1)
+    samples: int = Field(
+        default=0, ge=0, description="0 = fitness of the argmax choice; N = N sampled choices."
+    )
+    entropy_coefficient: float = Field(default=0.0, ge=0)
+    validate_every: int = Field(default=5, ge=1)
+    save_every: int = Field(default=5, ge=1)
+    log_every: int = Field(default=10, ge=1)
 
 
 class SFTConfig(StrictModel):
@@ -68,6 +101,11 @@ class SFTConfig(StrictModel):
 class RLConfig(StrictModel):
     model: ModelConfig = ModelConfig()
     training: RLTrainingConfig = RLTrainingConfig()
+
+
+class ESConfig(StrictModel):
+    model: ModelConfig = ModelConfig()
+    training: ESTrainingConfig = ESTrainingConfig()
 
 
 class PipelineConfig(StrictModel):

@@ -19,8 +19,8 @@ from sklearn.preprocessing import StandardScaler
 
 from .table import RewardTable, argmax_choices, picked
 
-KNN_GRID: tuple[int, ...] = (5, 10, 20, 50, 100, 200)
-RIDGE_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5)
+KNN_GRID: tuple[int, ...] = (5, 10, 20, 50, 100, 200, 300, 500, 1000)
+RIDGE_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 3e3, 1e4, 3e4, 1e5, 1e6)
 # Used only when there is no validation split; k=100 is the reference setting in DESIGN.md.
 DEFAULT_K = 100
 DEFAULT_ALPHA = 1.0
