@@ -62,7 +62,13 @@ def records() -> list[RewardRecord]:
 
 @pytest.fixture
 def tiny_model_cfg(tmp_path: Path) -> ModelConfig:
-    return ModelConfig(backbone="tiny-random", max_tokens=32, cache_dir=str(tmp_path / "cache"))
+    return ModelConfig(
+        backbone="tiny-random",
+        layer=-1,
+        head="linear",
+        max_tokens=32,
+        cache_dir=str(tmp_path / "cache"),
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

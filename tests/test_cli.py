@@ -19,16 +19,20 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CONFIG = """\
 model:
   backbone: tiny-random
+  layer: -1
+  head: linear
   max_tokens: 32
   cache_dir: {cache_dir}
 sft:
   epochs: 8
   batch_size: 16
   learning_rate: 0.05
+  temperature: 0.1
 rl:
   epochs: 3
   batch_size: 16
   learning_rate: 0.01
+  estimator: reinforce
 """
 
 runner = CliRunner()

@@ -140,7 +140,7 @@ def test_layer_index_and_auto_pooling() -> None:
 
 
 def test_a_layer_beyond_the_backbone_is_refused(tiny_backbone) -> None:
-    with pytest.raises(ValueError, match="this backbone has 3 blocks"):
+    with pytest.raises(ValueError, match="this backbone has 6 blocks"):
         FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", layer=7))
 
 

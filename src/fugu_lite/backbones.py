@@ -98,7 +98,7 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
 def backbone_identity(name: str) -> str:
     """A string that changes whenever the backbone's weights could change (cache keys)."""
     if name == TINY_RANDOM:
-        return f"{TINY_RANDOM}-v1"
+        return f"{TINY_RANDOM}-v2"
     if name in EMBEDDED_BACKBONES:
         folder = embedded_path(name)
         files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
@@ -199,7 +199,7 @@ def tiny_random_backbone(seed: int = 0) -> LoadedBackbone:
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=3,
+        num_hidden_layers=6,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=512,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -245,48 +245,51 @@ def compute_features(
     """Features for every prompt, from the cache where present, else from the backbone.
 
     Returns the features and the extractor (loaded only when something was missing).
+    New features are cached every few hundred prompts, so an interrupted extraction
+    resumes where it stopped.
     """
     cache = FeatureCache(model_cfg) if use_cache else None
     keys = [prompt_key(prompt) for prompt in prompts]
-    known = cache.rows() if cache else {}
-    missing = sorted({key: index for index, key in enumerate(keys) if key not in known}.items())
+    known = dict(cache.rows()) if cache else {}
+    first_index = {key: index for index, key in reversed(list(enumerate(keys)))}
+    missing = [key for key in first_index if key not in known]
     if missing:
         extractor = extractor or FeatureExtractor(
             load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
         )
-        new_rows = _extract_missing(
-            [prompts[index] for _, index in missing], extractor, model_cfg, description
-        )
-        fresh = dict(zip([key for key, _ in missing], new_rows, strict=True))
-        if cache:
-            _store_in_chunks(cache, [key for key, _ in missing], new_rows)
-        known = {**known, **fresh}
+        # Sorting by length keeps padding, and so wasted compute, small.
+        missing.sort(key=lambda key: len(_text_of(prompts[first_index[key]])))
+        with _progress() as progress:
+            task = progress.add_task(f"Backbone {description}", total=len(missing))
+            for start in range(0, len(missing), CACHE_CHUNK):
+                chunk = missing[start : start + CACHE_CHUNK]
+                rows = _encode_in_batches(
+                    [prompts[first_index[key]] for key in chunk],
+                    extractor,
+                    model_cfg.feature_batch_size,
+                    lambda done: progress.advance(task, done),
+                )
+                if cache:
+                    cache.add(chunk, rows)
+                known.update(zip(chunk, rows, strict=True))
     return torch.stack([known[key] for key in keys]).float(), extractor
 
 
-def _extract_missing(
-    prompts: list[Prompt], extractor: FeatureExtractor, model_cfg: ModelConfig, description: str
+CACHE_CHUNK = 256
+
+
+def _encode_in_batches(
+    prompts: list[Prompt],
+    extractor: FeatureExtractor,
+    batch_size: int,
+    on_batch: Callable[[int], None],
 ) -> torch.Tensor:
-    # Sorting by length keeps padding, and so wasted compute, small.
-    order = sorted(range(len(prompts)), key=lambda i: len(_text_of(prompts[i])))
-    batch_size = model_cfg.feature_batch_size
-    outputs: list[torch.Tensor] = []
-    with _progress() as progress:
-        task = progress.add_task(f"Backbone {description}", total=len(prompts))
-        for start in range(0, len(order), batch_size):
-            batch = [prompts[i] for i in order[start : start + batch_size]]
-            outputs.append(extractor.encode(batch))
-            progress.advance(task, len(batch))
-    by_order = torch.cat(outputs)
-    result = torch.empty_like(by_order)
-    result[torch.tensor(order)] = by_order
-    return result
-
-
-def _store_in_chunks(cache: FeatureCache, keys: list[str], rows: torch.Tensor) -> None:
-    chunk = 2048
-    for start in range(0, len(keys), chunk):
-        cache.add(keys[start : start + chunk], rows[start : start + chunk].clone())
+    outputs = []
+    for start in range(0, len(prompts), batch_size):
+        batch = prompts[start : start + batch_size]
+        outputs.append(extractor.encode(batch))
+        on_batch(len(batch))
+    return torch.cat(outputs)
 
 
 def _text_of(prompt: Prompt) -> str:
