@@ -161,17 +161,54 @@ def train_rl_command(
     run_stage(lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
 
 
+@train_app.command("es")
+def train_es_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[
+        str | None, typer.Option(help="Start from this checkpoint (typically SFT's).")
+    ] = None,
+    set_: SetOption = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the interrupted run saved in OUTPUT/es_state.")
+    ] = True,
+) -> None:
+    """sep-CMA-ES over the trainable parameters; resumable after an interruption."""
+    from .config import ESConfig
+    from .train_es import train_es
+
+    cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
+    run_stage(lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume))
+
+
 @train_app.command("pipeline")
 def train_pipeline_command(
     records: RecordsOption,
     output: OutputOption,
     config: ConfigOption = None,
     set_: SetOption = None,
+    cost_weights: Annotated[
+        str | None,
+        typer.Option(
+            "--cost-weights",
+            help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
+            "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json.",
+        ),
+    ] = None,
 ) -> None:
     """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl."""
+    from .costs import parse_cost_weights, train_router_family
     from .pipeline import train_pipeline
 
     cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
+    if cost_weights is not None:
+        try:
+            weights = parse_cost_weights(cost_weights)
+        except ValueError as error:
+            fail(str(error))
+        run_stage(lambda: train_router_family(read_records_or_fail(records), cfg, output, weights))
+        return
     run_stage(lambda: train_pipeline(read_records_or_fail(records), cfg, output))
 
 
@@ -193,10 +230,35 @@ def eval_command(
         str, typer.Option(help="Split to evaluate: train, validation or test.")
     ] = "test",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Report folder.")] = None,
+    pareto: Annotated[
+        bool,
+        typer.Option(
+            "--pareto",
+            help="Cost-quality curves instead: a router family's (or one checkpoint's) points "
+            "beside kNN, ridge, single workers and oracle; AIQ and cost at 95% of best single.",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
-    from .pipeline import run_evaluation
+    from .costs import is_router_family
+    from .pipeline import run_evaluation, run_pareto_evaluation
 
+    if pareto:
+        try:
+            run_pareto_evaluation(
+                checkpoint,
+                read_records_or_fail(records),
+                split,
+                output or checkpoint / f"pareto-{split}",
+            )
+        except ValueError as error:
+            fail(str(error))
+        return
+    if is_router_family(checkpoint):
+        fail(
+            f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
+            "member checkpoint (listed in its router_family.json)"
+        )
     try:
         run_evaluation(
             checkpoint, read_records_or_fail(records), split, output or checkpoint / f"eval-{split}"
@@ -213,19 +275,34 @@ def route_command(
         list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    cost_weight: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-weight",
+            help="Trade quality for cost (needs a router family checkpoint): the head trained "
+            "for the nearest cost weight answers.",
+        ),
+    ] = None,
 ) -> None:
     """Print the worker the router picks for one prompt, and the probabilities."""
-    from .model import CheckpointError, load_router
-    from .routing import NoWorkerLeftError, route_prompt
+    from .costs import CostRoutingDecision, route_checkpoint
+    from .model import CheckpointError
+    from .routing import NoWorkerLeftError
 
     text = sys.stdin.read() if prompt == "-" else prompt
     try:
-        decision = route_prompt(load_router(checkpoint), text, exclude or [])
+        decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight)
     except (CheckpointError, NoWorkerLeftError) as error:
         fail(str(error))
     if as_json:
         print(json.dumps(decision.model_dump()))
         return
+    if isinstance(decision, CostRoutingDecision):
+        requested = decision.requested_cost_weight
+        console.print(
+            f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
+            f"trained for {decision.cost_weight:g}"
+        )
     console.print(f"chosen worker: [bold]{decision.worker}[/bold]")
     table = Table("worker", "probability")
     for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):

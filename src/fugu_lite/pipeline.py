@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +11,18 @@ import torch
 from rich.console import Console
 
 from .config import PipelineConfig
+from .costs import default_reference_cost, load_family_or_single
 from .evaluation import (
+    baseline_cost_predictions,
     evaluation_report,
+    pareto_report,
     print_evaluation,
+    print_pareto,
     reward_table,
     router_predictions,
     run_baselines,
     write_evaluation,
+    write_pareto,
 )
 from .io import write_json
 from .model import RouterModel, load_router
@@ -74,6 +80,58 @@ def run_evaluation(
     write_evaluation(report, router_predictions(evaluated, probabilities), Path(output_dir))
     print_evaluation(report, console)
     console.print(f"report written to {output_dir}")
+    return report
+
+
+def run_pareto_evaluation(
+    checkpoint: Path,
+    records: list[RewardRecord],
+    split: str,
+    output_dir: Path,
+    baseline_cost_weights: Sequence[float] | None = None,
+) -> dict:
+    """Cost-quality curves on one split: each member of a router family (a plain checkpoint
+    gives its one point), kNN and ridge over the family's cost weights (or the ones given),
+    the single workers and the oracle; writes pareto_report.json/.md and a plot."""
+    evaluated_records = records_in_split(records, split)
+    train_records = records_in_split(records, "train")
+    if not evaluated_records or not train_records:
+        raise ValueError(f"cost-quality evaluation needs train and {split!r} records")
+    family = load_family_or_single(checkpoint)
+    if family.worker_ids != records[0].worker_ids:
+        raise ValueError(
+            f"checkpoint {checkpoint} does not match: workers: checkpoint {family.worker_ids} "
+            f"vs records {records[0].worker_ids}"
+        )
+    model = family.routers[0]  # every member shares the model config, so the features
+    validation_records = records_in_split(records, "validation")
+    train_x = split_features(model, records, "train")
+    evaluated_x = split_features(model, records, split)
+    validation_x = split_features(model, records, "validation") if validation_records else None
+    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
+    validation = reward_table(validation_records) if validation_records else None
+    _, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
+    features = torch.from_numpy(evaluated_x)
+    probabilities = {
+        weight: router.probabilities(features).cpu().numpy()
+        for weight, router in zip(family.cost_weights, family.routers, strict=True)
+    }
+    weights = family.cost_weights if baseline_cost_weights is None else baseline_cost_weights
+    report = pareto_report(
+        train,
+        evaluated,
+        split,
+        probabilities,
+        baseline_cost_predictions(train_x, train, evaluated_x, info),
+        weights,
+        family.reference_cost or default_reference_cost(records),
+        info,
+    )
+    report["checkpoint"] = str(checkpoint)
+    report["router_kind"] = family.kind
+    write_pareto(report, Path(output_dir))
+    print_pareto(report, console)
+    console.print(f"cost-quality report written to {output_dir}")
     return report
 
 

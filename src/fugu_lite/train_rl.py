@@ -6,6 +6,7 @@ import torch
 from rich.console import Console
 
 from .config import RLConfig
+from .costs import apply_cost_weight, cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
@@ -70,6 +71,7 @@ def train_rl(
     output_dir: str | Path,
     checkpoint: str | None = None,
 ) -> dict:
+    records = apply_cost_weight(records, config.training)
     seed_everything(config.training.seed)
     worker_ids = records[0].worker_ids
     model = make_model(config.model, worker_ids, checkpoint)
@@ -138,15 +140,22 @@ def train_rl(
             progress.update(task, advance=1)
 
     output = Path(output_dir)
+    cost_weighting = cost_weighting_summary(records, config.training)
     model.save_checkpoint(
         output,
-        metadata={"stage": "rl", "global_step": global_step, "history": history},
+        metadata={
+            "stage": "rl",
+            "global_step": global_step,
+            "history": history,
+            "cost_weighting": cost_weighting,
+        },
     )
     report = {
         "stage": "rl",
         "checkpoint": str(output),
         "worker_ids": worker_ids,
         "global_step": global_step,
+        "cost_weighting": cost_weighting,
         "history": history,
     }
     write_json(output / "training_report.json", report)

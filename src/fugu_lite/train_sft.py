@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import SFTConfig
+from .costs import apply_cost_weight, cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
@@ -67,6 +68,7 @@ def train_sft(
 ) -> dict:
     """Train, keep the epoch with the best validation reward (if there is a validation
     split), write the checkpoint and training_report.json."""
+    records = apply_cost_weight(records, config.training)
     seed_everything(config.training.seed)
     worker_ids = records[0].worker_ids
     model = make_model(config.model, worker_ids, checkpoint)
@@ -126,8 +128,15 @@ def train_sft(
         model.load_state_dict(best_state)
         console.print(f"SFT: kept epoch {best_epoch} (validation reward {best_reward:.4f})")
     output = Path(output_dir)
+    cost_weighting = cost_weighting_summary(records, config.training)
     model.save_checkpoint(
-        output, metadata={"stage": "sft", "best_epoch": best_epoch, "history": history}
+        output,
+        metadata={
+            "stage": "sft",
+            "best_epoch": best_epoch,
+            "history": history,
+            "cost_weighting": cost_weighting,
+        },
     )
     report = {
         "stage": "sft",
@@ -136,6 +145,7 @@ def train_sft(
         "best_epoch": best_epoch or config.training.epochs,
         "best_validation_reward": best_reward if best_state is not None else None,
         "config": config.model_dump(),
+        "cost_weighting": cost_weighting,
         "history": history,
     }
     write_json(output / "training_report.json", report)

@@ -28,6 +28,16 @@ from .baselines import (
     select_on_validation,
 )
 from .output import evaluation_markdown, print_evaluation, write_evaluation
+from .pareto import (
+    OperatingPoint,
+    aiq,
+    baseline_cost_predictions,
+    cost_to_reach,
+    non_decreasing_hull,
+    pareto_report,
+    print_pareto,
+    write_pareto,
+)
 from .plots import write_plots
 from .report import (
     best_single_worker,
@@ -45,11 +55,15 @@ __all__ = [
     "KNN_GRID",
     "RIDGE_GRID",
     "BaselineResult",
+    "OperatingPoint",
     "RewardTable",
     "RidgeModel",
     "Selection",
+    "aiq",
     "argmax_choices",
+    "baseline_cost_predictions",
     "best_single_worker",
+    "cost_to_reach",
     "evaluation_markdown",
     "evaluation_report",
     "fit_ridge",
@@ -57,15 +71,19 @@ __all__ = [
     "knn_baseline",
     "knn_predict",
     "mean_choice_reward",
+    "non_decreasing_hull",
     "oracle_choices",
+    "pareto_report",
     "per_task_best_workers",
     "picked",
     "print_evaluation",
+    "print_pareto",
     "reward_table",
     "ridge_baseline",
     "router_predictions",
     "run_baselines",
     "select_on_validation",
     "write_evaluation",
+    "write_pareto",
     "write_plots",
 ]

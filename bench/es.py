@@ -1,0 +1,236 @@
+"""SFT vs SFT -> RL vs SFT -> sep-CMA-ES on LLMRouter (standard split), and ES speed.
+
+Run from the project root: `.venv/bin/python bench/es.py`. SFT and RL use the shipped
+default config; the ES run starts from the SFT checkpoint, and its hyperparameters come
+from a tiny grid judged on the validation split only (each run keeps its best generation
+on validation). The test split is evaluated once per router (reward of the argmax choice).
+Also times one ES generation, population 32 on 1,000 prompts of cached features. The
+last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from cmaes import SepCMA
+from rich.console import Console
+from rich.table import Table
+
+from fugu_lite.config import (
+    DEFAULT_CONFIG,
+    ESConfig,
+    ESTrainingConfig,
+    PipelineConfig,
+    load_config,
+)
+from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.model import load_router
+from fugu_lite.schemas import RewardRecord
+from fugu_lite.train_es import (
+    parameter_vector,
+    policy_metrics,
+    run_generation,
+    split_data,
+    train_es,
+)
+from fugu_lite.train_rl import train_rl
+from fugu_lite.train_sft import train_sft
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+console = Console()
+
+# The grid, judged on validation; iterations is an upper bound (each run keeps its best
+# generation on validation). Batch: 1,000 of the ~3,800 train prompts per generation (the
+# whole train split overfits it, 250 was worse on validation in trial runs).
+ES_GRID = [
+    {"sigma0": 0.003, "population_size": 32, "batch_size": 1000, "iterations": 300},
+    {"sigma0": 0.01, "population_size": 32, "batch_size": 1000, "iterations": 300},
+    {"sigma0": 0.01, "population_size": 128, "batch_size": 1000, "iterations": 150},
+]
+TIMING = {"population_size": 32, "batch_size": 1000, "generations": 10}
+
+
+def split_metrics(checkpoint: str | Path, records: list[RewardRecord], split: str) -> dict:
+    """Argmax reward (and the other evaluate_loader metrics) of a checkpoint on one split."""
+    model = load_router(checkpoint, worker_ids=records[0].worker_ids)
+    return policy_metrics(model, split_data(records, model, split))
+
+
+def run_es_grid(
+    records: list[RewardRecord], config: PipelineConfig, sft: str, output: Path
+) -> tuple[list[dict], dict]:
+    runs = []
+    for index, settings in enumerate(ES_GRID):
+        training = ESTrainingConfig(**settings, log_every=50)
+        es_config = ESConfig(model=config.model, training=training)
+        console.rule(f"ES grid {index + 1}/{len(ES_GRID)}: {settings}")
+        started = time.perf_counter()
+        report = train_es(records, es_config, output / f"es-{index}", sft, resume=False)
+        runs.append(
+            {"settings": settings, "report": report, "seconds": time.perf_counter() - started}
+        )
+    chosen = max(runs, key=lambda run: run["report"]["best_validation_reward"])
+    return runs, chosen
+
+
+@torch.no_grad()
+def chosen_rewards(checkpoint: str | Path, records: list[RewardRecord], split: str) -> torch.Tensor:
+    """Per prompt of the split, the reward of the router's argmax choice."""
+    model = load_router(checkpoint, worker_ids=records[0].worker_ids)
+    data = split_data(records, model, split)
+    choice = model(**data.inputs).argmax(dim=-1, keepdim=True)
+    return data.rewards.gather(1, choice).squeeze(1)
+
+
+def paired_difference(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
+    """Mean of first - second over the same prompts, and its standard error."""
+    difference = first - second
+    return float(difference.mean()), float(difference.std() / len(difference) ** 0.5)
+
+
+def time_generations(records: list[RewardRecord], sft: str) -> dict[str, float]:
+    """Seconds per generation (median) on cached features, for the default head."""
+    model = load_router(sft, worker_ids=records[0].worker_ids)
+    train = split_data(records, model, "train")
+    training = ESTrainingConfig(
+        population_size=TIMING["population_size"], batch_size=TIMING["batch_size"]
+    )
+    optimizer = SepCMA(
+        mean=parameter_vector(model), sigma=0.01, seed=0, population_size=training.population_size
+    )
+    seconds = []
+    for generation in range(1, TIMING["generations"] + 3):
+        started = time.perf_counter()
+        run_generation(model, optimizer, train, training, generation)
+        if generation > 2:  # the first generations warm up allocators and vmap tracing
+            seconds.append(time.perf_counter() - started)
+    return {
+        "median": statistics.median(seconds),
+        "max": max(seconds),
+        "parameters": optimizer.dim,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def oracle_and_best_single(records: list[RewardRecord], split: str) -> tuple[float, float]:
+    rows = torch.tensor([record.rewards for record in records if record.split == split])
+    train = torch.tensor([record.rewards for record in records if record.split == "train"])
+    best = int(train.mean(dim=0).argmax())
+    return float(rows.max(dim=1).values.mean()), float(rows[:, best].mean())
+
+
+def print_tables(rows: dict[str, dict], runs: list[dict], chosen: dict) -> None:
+    grid = Table(title="ES grid from the SFT checkpoint (judged on validation)")
+    for column in ("sigma0", "pop", "batch", "iters", "best gen", "val reward", "s/gen", "s"):
+        grid.add_column(column, justify="right")
+    for run in runs:
+        settings, report = run["settings"], run["report"]
+        marker = " *" if run is chosen else ""
+        grid.add_row(
+            f"{settings['sigma0']:g}{marker}",
+            str(settings["population_size"]),
+            str(settings["batch_size"]),
+            str(settings["iterations"]),
+            str(report["best_generation"]),
+            f"{report['best_validation_reward']:.4f}",
+            f"{report['seconds_per_generation']:.3f}",
+            f"{run['seconds']:.0f}",
+        )
+    console.print(grid)
+    table = Table(title="LLMRouter: reward of the argmax choice")
+    for column in ("router", "validation", "test", "test expected", "train s"):
+        table.add_column(column, justify="right" if column != "router" else "left")
+    for name, row in rows.items():
+        table.add_row(
+            name,
+            f"{row['validation']['reward']:.4f}",
+            f"{row['test']['reward']:.4f}",
+            f"{row['test']['expected_reward']:.4f}",
+            f"{row['seconds']:.0f}",
+        )
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--output", default="bench/results/es")
+    args = parser.parse_args()
+    output = Path(args.output)
+    records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
+    config = load_config(DEFAULT_CONFIG, PipelineConfig)
+    sizes = {s: sum(r.split == s for r in records) for s in ("train", "validation", "test")}
+    console.print(f"LLMRouter: {len(records)} records {sizes}; model {config.model.model_dump()}")
+
+    started = time.perf_counter()
+    sft = train_sft(records, config.sft_config(), output / "sft")["checkpoint"]
+    sft_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    rl = train_rl(records, config.rl_config(), output / "rl", sft)["checkpoint"]
+    rl_seconds = time.perf_counter() - started
+    runs, chosen = run_es_grid(records, config, sft, output)
+
+    checkpoints = {
+        "SFT": (sft, sft_seconds),
+        "SFT -> RL": (rl, rl_seconds),
+        "SFT -> ES": (chosen["report"]["checkpoint"], chosen["seconds"]),
+    }
+    rows = {
+        name: {
+            "validation": split_metrics(path, records, "validation"),
+            "test": split_metrics(path, records, "test"),
+            "seconds": seconds,
+        }
+        for name, (path, seconds) in checkpoints.items()
+    }
+    timing = time_generations(records, sft)
+    print_tables(rows, runs, chosen)
+    oracle, best_single = oracle_and_best_single(records, "test")
+    console.print(
+        f"test: best single worker (chosen on train) {best_single:.4f}, oracle {oracle:.4f}"
+    )
+    console.print(
+        f"ES generation, population {TIMING['population_size']} on {TIMING['batch_size']} "
+        f"prompts, {timing['parameters']:,} parameters, {timing['threads']} threads: "
+        f"median {timing['median']:.3f} s (max {timing['max']:.3f} s) vs target < 1 s -> "
+        f"{'MET' if timing['median'] < 1 else 'NOT MET'}"
+    )
+    es_reward, rl_reward = rows["SFT -> ES"]["test"]["reward"], rows["SFT -> RL"]["test"]["reward"]
+    difference, error = paired_difference(
+        chosen_rewards(checkpoints["SFT -> ES"][0], records, "test"),
+        chosen_rewards(rl, records, "test"),
+    )
+    console.print(
+        f"target: SFT -> ES test reward {es_reward:.4f} >= SFT -> RL {rl_reward:.4f} -> "
+        f"{'MET' if es_reward >= rl_reward else 'NOT MET'}; paired difference on test "
+        f"{difference:+.4f} ± {error:.4f} (standard error); ES chosen on validation: "
+        f"{chosen['settings']}"
+    )
+    summary = {
+        "sft_test_reward": round(rows["SFT"]["test"]["reward"], 4),
+        "sft_rl_test_reward": round(rl_reward, 4),
+        "sft_es_test_reward": round(es_reward, 4),
+        "es_seconds_per_generation": round(timing["median"], 4),
+        "es_target_met": es_reward >= rl_reward,
+        "es_minus_rl_test": round(difference, 4),
+        "es_minus_rl_test_standard_error": round(error, 4),
+        "speed_target_met": timing["median"] < 1,
+        "es_chosen": chosen["settings"],
+        "es_best_generation": chosen["report"]["best_generation"],
+        "validation_rewards": {
+            name: round(row["validation"]["reward"], 4) for name, row in rows.items()
+        },
+        "test_oracle_reward": round(oracle, 4),
+        "test_best_single_reward": round(best_single, 4),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

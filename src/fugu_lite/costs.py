@@ -1,0 +1,378 @@
+"""Cost-aware routing: cost-weighted rewards, and a family of routers over cost weights.
+
+Training with a cost weight lambda replaces every reward by
+
+    reward' = reward - lambda * cost / reference_cost
+
+where `reference_cost` defaults to the mean cost over the train split's cells (every
+train prompt x every worker), so lambda = 1 charges one reward point for a worker of
+average cost. A router family is one router per lambda, trained on the same cached
+features, with a manifest (`router_family.json`) naming each member; a request may then
+ask for its own lambda and gets the head trained for the nearest one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from . import __version__
+from .config import CostAware, PipelineConfig
+from .features import Prompt
+from .io import RecordFileError, read_json, write_json
+from .model import CheckpointError, RouterModel, load_router, read_checkpoint_metadata
+from .routing import RoutingDecision, route_prompts
+from .schemas import RewardRecord, records_in_split
+
+FAMILY_FILE = "router_family.json"
+FAMILY_FORMAT = "fugu-lite-router-family"
+
+
+class CostWeightError(CheckpointError):
+    """A cost weight was asked of a checkpoint that was not trained for cost weights,
+    or a family manifest is missing or inconsistent."""
+
+
+# --- cost-weighted rewards ------------------------------------------------------------------
+
+
+def default_reference_cost(records: Sequence[RewardRecord]) -> float:
+    """Mean cost over every (train prompt, worker) cell."""
+    train = records_in_split(list(records), "train")
+    if not train:
+        raise ValueError(
+            "the default reference cost is the mean train cost, but there are no train "
+            "records; set reference_cost explicitly"
+        )
+    require_costs(train, "the default reference cost")
+    cells = [cost for record in train for cost in record.costs or []]
+    mean = math.fsum(cells) / len(cells)
+    if mean <= 0:
+        raise ValueError(
+            "every train cost is 0, so costs cannot be scaled by their mean; set "
+            "reference_cost explicitly or leave cost_weight at 0"
+        )
+    return mean
+
+
+def resolve_reference_cost(records: Sequence[RewardRecord], settings: CostAware) -> float:
+    """The configured reference cost, or the mean train cost when it is None."""
+    if settings.reference_cost is not None:
+        return settings.reference_cost
+    return default_reference_cost(records)
+
+
+def require_costs(records: Sequence[RewardRecord], purpose: str) -> None:
+    """Refuse records without per-worker costs, naming the first one."""
+    for index, record in enumerate(records):
+        if record.costs is None:
+            name = f"id={record.id!r}" if record.id is not None else f"number {index + 1}"
+            raise ValueError(
+                f"{purpose} needs per-worker costs, but record {name} ({record.split} split, "
+                f"prompt {record.prompt_text[:60]!r}) has none; give every record `costs` or "
+                "set cost_weight to 0"
+            )
+
+
+def apply_cost_weight(records: list[RewardRecord], settings: CostAware) -> list[RewardRecord]:
+    """Records with reward' = reward - cost_weight * cost / reference_cost (costs kept).
+
+    With cost_weight 0 the records are returned unchanged (and need no costs)."""
+    if settings.cost_weight == 0:
+        return records
+    require_costs(records, f"cost_weight={settings.cost_weight:g}")
+    scale = settings.cost_weight / resolve_reference_cost(records, settings)
+    return [
+        record.model_copy(
+            update={
+                "rewards": [
+                    reward - scale * cost
+                    for reward, cost in zip(record.rewards, record.costs or [], strict=True)
+                ]
+            }
+        )
+        for record in records
+    ]
+
+
+def cost_weighting_summary(records: Sequence[RewardRecord], settings: CostAware) -> dict:
+    """What a stage records in its report and checkpoint: the lambda and reference cost used
+    (reference None when lambda is 0 and none was configured: nothing was scaled)."""
+    reference = settings.reference_cost
+    if settings.cost_weight > 0:
+        reference = resolve_reference_cost(records, settings)
+    return {"cost_weight": settings.cost_weight, "reference_cost": reference}
+
+
+# --- the family manifest --------------------------------------------------------------------
+
+
+class FamilyMember(BaseModel):
+    cost_weight: float = Field(ge=0)
+    checkpoint: str = Field(description="Router checkpoint folder, relative to the family.")
+
+
+class FamilyManifest(BaseModel):
+    """`router_family.json`: one router checkpoint per cost weight, sharing one model config,
+    one set of workers and one reference cost."""
+
+    format: Literal["fugu-lite-router-family"] = FAMILY_FORMAT
+    package_version: str = __version__
+    worker_ids: list[str]
+    reference_cost: float | None = Field(default=None, gt=0)
+    members: list[FamilyMember] = Field(min_length=1)
+    selection: str = "every trained cost weight"
+
+    @property
+    def cost_weights(self) -> list[float]:
+        return [member.cost_weight for member in self.members]
+
+
+@dataclass
+class RouterFamily:
+    """Loaded routers, sorted by cost weight; `kind` is "single" for a plain checkpoint
+    wrapped as a one-member family (used by evaluation, never by routing)."""
+
+    directory: Path
+    manifest: FamilyManifest
+    routers: list[RouterModel]
+    kind: Literal["family", "single"] = "family"
+
+    @property
+    def cost_weights(self) -> list[float]:
+        return self.manifest.cost_weights
+
+    @property
+    def reference_cost(self) -> float | None:
+        return self.manifest.reference_cost
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return self.manifest.worker_ids
+
+
+def member_folder(cost_weight: float) -> str:
+    return f"lambda-{cost_weight:g}"
+
+
+def is_router_family(path: str | Path) -> bool:
+    return (Path(path) / FAMILY_FILE).is_file()
+
+
+def write_family_manifest(directory: str | Path, manifest: FamilyManifest) -> Path:
+    path = Path(directory) / FAMILY_FILE
+    write_json(path, manifest.model_dump())
+    return path
+
+
+def read_family_manifest(directory: str | Path) -> FamilyManifest:
+    path = Path(directory) / FAMILY_FILE
+    if not path.is_file():
+        raise CostWeightError(
+            f"{directory} is not a router family: it has no {FAMILY_FILE} (written by "
+            "`fugu-lite train pipeline ... --cost-weights 0,0.5,1`)"
+        )
+    try:
+        manifest = FamilyManifest.model_validate(read_json(path))
+    except (RecordFileError, ValueError) as error:
+        raise CostWeightError(f"{path} is damaged: {error}") from error
+    weights = manifest.cost_weights
+    if len(set(weights)) != len(weights):
+        raise CostWeightError(f"{path}: repeated cost weights {weights}")
+    return manifest
+
+
+def load_router_family(path: str | Path) -> RouterFamily:
+    """Load every member of a family, checking they share the workers and the model config."""
+    directory = Path(path)
+    manifest = read_family_manifest(directory)
+    members = sorted(manifest.members, key=lambda member: member.cost_weight)
+    manifest = manifest.model_copy(update={"members": members})
+    routers = [
+        load_router(directory / member.checkpoint, worker_ids=manifest.worker_ids)
+        for member in members
+    ]
+    first = routers[0].model_cfg
+    for member, router in zip(members, routers, strict=True):
+        if router.model_cfg.model_dump(exclude={"device", "cache_dir"}) != first.model_dump(
+            exclude={"device", "cache_dir"}
+        ):
+            raise CostWeightError(
+                f"{directory}: member {member.checkpoint} has another model config than "
+                f"{members[0].checkpoint}; a family shares one backbone and head shape"
+            )
+    return RouterFamily(directory=directory, manifest=manifest, routers=routers)
+
+
+def load_family_or_single(path: str | Path) -> RouterFamily:
+    """A family as is; a plain checkpoint as a one-member family at the cost weight it was
+    trained with (0 when its metadata does not say)."""
+    directory = Path(path)
+    if is_router_family(directory):
+        return load_router_family(directory)
+    trained = trained_cost_weighting(directory)
+    router = load_router(directory)
+    manifest = FamilyManifest(
+        worker_ids=router.worker_ids,
+        reference_cost=trained["reference_cost"],
+        members=[FamilyMember(cost_weight=trained["cost_weight"], checkpoint=".")],
+        selection="a single checkpoint",
+    )
+    return RouterFamily(directory=directory, manifest=manifest, routers=[router], kind="single")
+
+
+def trained_cost_weighting(checkpoint: str | Path) -> dict:
+    """The {cost_weight, reference_cost} a plain checkpoint was trained with."""
+    metadata = read_checkpoint_metadata(checkpoint).get("metadata", {})
+    weighting = metadata.get("cost_weighting") or {}
+    return {
+        "cost_weight": float(weighting.get("cost_weight") or 0.0),
+        "reference_cost": weighting.get("reference_cost"),
+    }
+
+
+# --- training a family ----------------------------------------------------------------------
+
+
+def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
+    """Sorted, without repeats; each one finite and >= 0."""
+    weights = sorted({float(weight) for weight in cost_weights})
+    if not weights:
+        raise ValueError("give at least one cost weight, e.g. 0,0.25,0.5,1")
+    bad = [weight for weight in weights if not math.isfinite(weight) or weight < 0]
+    if bad:
+        raise ValueError(f"cost weights must be finite and >= 0, got {bad}")
+    return weights
+
+
+def parse_cost_weights(text: str) -> list[float]:
+    """ "0,0.25,0.5" -> [0.0, 0.25, 0.5]."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise ValueError(
+            f"cost weights {text!r} must be comma-separated numbers, e.g. 0,0.25,0.5,1"
+        ) from error
+    return normalized_cost_weights(values)
+
+
+def family_reference_cost(records: Sequence[RewardRecord], config: PipelineConfig) -> float | None:
+    """One reference cost for every member, so a lambda means the same in each of them."""
+    configured = config.sft.reference_cost or config.rl.reference_cost
+    if configured is not None:
+        return configured
+    if all(record.costs is None for record in records):
+        return None
+    return default_reference_cost(records)
+
+
+def train_router_family(
+    records: list[RewardRecord],
+    config: PipelineConfig,
+    output_dir: str | Path,
+    cost_weights: Sequence[float],
+) -> dict:
+    """Train the SFT -> RL pipeline once per cost weight into OUTPUT/lambda-<w>/ (every run
+    after the first reads only the feature cache), then write OUTPUT/router_family.json."""
+    from .pipeline import train_pipeline  # the pipeline's stages import this module
+
+    started = time.perf_counter()
+    output = Path(output_dir)
+    weights = normalized_cost_weights(cost_weights)
+    if any(weight > 0 for weight in weights):
+        require_costs(records, f"a family with cost weights {weights}")
+    reference = family_reference_cost(records, config)
+    members, reports = [], {}
+    for weight in weights:
+        settings = {"cost_weight": weight, "reference_cost": reference}
+        member_config = config.model_copy(
+            update={
+                "sft": config.sft.model_copy(update=settings),
+                "rl": config.rl.model_copy(update=settings),
+            }
+        )
+        report = train_pipeline(records, member_config, output / member_folder(weight))
+        checkpoint = Path(report["checkpoint"]).relative_to(output).as_posix()
+        members.append(FamilyMember(cost_weight=weight, checkpoint=checkpoint))
+        reports[f"{weight:g}"] = report["checkpoint"]
+    manifest = FamilyManifest(
+        worker_ids=records[0].worker_ids, reference_cost=reference, members=members
+    )
+    write_family_manifest(output, manifest)
+    report = {
+        "stage": "family",
+        "checkpoint": str(output),
+        "cost_weights": weights,
+        "reference_cost": reference,
+        "members": reports,
+        "seconds": time.perf_counter() - started,
+    }
+    write_json(output / "training_report.json", report)
+    return report
+
+
+# --- routing with a cost weight -------------------------------------------------------------
+
+
+class CostRoutingDecision(RoutingDecision):
+    requested_cost_weight: float | None
+    cost_weight: float = Field(description="The cost weight the chosen head was trained for.")
+
+
+def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> float:
+    """The trained cost weight nearest to the requested one; a tie goes to the smaller
+    (quality-first) weight, and requests beyond either end get that end."""
+    if not math.isfinite(requested) or requested < 0:
+        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {requested}")
+    return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
+
+
+def route_with_cost_weight(
+    family: RouterFamily,
+    prompts: Sequence[Prompt],
+    cost_weight: float | None,
+    exclude: Sequence[str] = (),
+) -> list[CostRoutingDecision]:
+    """Route prompts with the member trained for the nearest cost weight (see
+    `nearest_cost_weight`); None uses the family's smallest cost weight."""
+    if family.kind != "family":
+        raise CostWeightError(f"{family.directory} is a single checkpoint, not a router family")
+    used = (
+        min(family.cost_weights)
+        if cost_weight is None
+        else nearest_cost_weight(family.cost_weights, cost_weight)
+    )
+    router = family.routers[family.cost_weights.index(used)]
+    return [
+        CostRoutingDecision(
+            **decision.model_dump(), requested_cost_weight=cost_weight, cost_weight=used
+        )
+        for decision in route_prompts(router, prompts, exclude)
+    ]
+
+
+def route_checkpoint(
+    checkpoint: str | Path,
+    prompt: Prompt,
+    exclude: Sequence[str] = (),
+    cost_weight: float | None = None,
+) -> RoutingDecision:
+    """Route one prompt with a plain checkpoint or a family; a cost weight needs a family."""
+    if is_router_family(checkpoint):
+        family = load_router_family(checkpoint)
+        return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
+    if cost_weight is not None:
+        trained = trained_cost_weighting(checkpoint)["cost_weight"]
+        raise CostWeightError(
+            f"{checkpoint} is a single router checkpoint (trained with cost weight "
+            f"{trained:g}), so it cannot serve cost weight {cost_weight:g}; train a router "
+            "family with `fugu-lite train pipeline ... --cost-weights 0,0.25,0.5,1` and pass "
+            "its folder, or leave out --cost-weight"
+        )
+    return route_prompts(load_router(checkpoint), [prompt], exclude)[0]

@@ -1,0 +1,526 @@
+"""Evolution stage: sep-CMA-ES over the router's trainable parameters, on cached features.
+
+Each generation draws one train mini-batch, scores the whole population on it in one
+batched forward (fitness = mean reward of the policy's choice + entropy bonus), and tells
+CMA the negated fitness. The CMA mean is validated every `validate_every` generations and
+the best one on validation becomes the checkpoint. The search state is saved atomically
+every `save_every` generations in OUTPUT/es_state/, so a killed run continues where it
+stopped; every generation derives its random numbers from (seed, generation), so a
+resumed run is the run that was interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from cmaes import SepCMA
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from torch import nn
+from torch.func import functional_call
+
+from .config import ESConfig, ESTrainingConfig
+from .io import write_json
+from .model import RouterModel
+from .schemas import RewardRecord
+from .training_common import (
+    console,
+    make_loader,
+    make_model,
+    move_batch,
+    optimizer_parameters,
+    seed_everything,
+)
+
+STATE_DIR = "es_state"
+STATE_FILE = "state.pkl"
+STATE_FORMAT = 1
+# Keys that may change between an interrupted run and its continuation: they change how
+# long the run goes, how it logs, or where it runs, not the search itself.
+RESUMABLE_KEYS = frozenset(
+    {
+        "training.iterations",
+        "training.log_every",
+        "training.save_every",
+        "model.device",
+        "model.cache_dir",
+        "model.feature_batch_size",
+    }
+)
+
+
+class ESResumeError(ValueError):
+    """The saved ES state belongs to another run (other config, start model or data)."""
+
+
+@dataclass(frozen=True)
+class SplitData:
+    """Every prompt of one split as one batch: the model's inputs and the reward matrix."""
+
+    inputs: dict[str, torch.Tensor]
+    rewards: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    def subset(self, index: torch.Tensor) -> SplitData:
+        return SplitData(
+            {key: value[index] for key, value in self.inputs.items()}, self.rewards[index]
+        )
+
+
+def split_data(records: list[RewardRecord], model: RouterModel, split: str) -> SplitData:
+    """One split's cached features and rewards (ValueError on an empty split, like make_loader)."""
+    loader = make_loader(records, model, split, batch_size=len(records), shuffle=False)
+    inputs, rewards = move_batch(next(iter(loader)), model.device_ref)
+    return SplitData(inputs, rewards)
+
+
+# --- the policy of many parameter vectors at once --------------------------------------------
+
+
+def trainable_names(model: nn.Module) -> list[str]:
+    """Names of `optimizer_parameters(model)`, in the same order."""
+    return [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+
+
+def parameter_vector(model: nn.Module) -> np.ndarray:
+    vector = torch.nn.utils.parameters_to_vector(optimizer_parameters(model))
+    return vector.detach().cpu().double().numpy().copy()
+
+
+def set_parameter_vector(model: nn.Module, vector: np.ndarray) -> None:
+    parameters = list(optimizer_parameters(model))
+    values = torch.as_tensor(vector, dtype=parameters[0].dtype, device=parameters[0].device)
+    torch.nn.utils.vector_to_parameters(values, parameters)
+
+
+@torch.no_grad()
+def population_logits(
+    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
+) -> torch.Tensor:
+    """Logits [P, B, W] of P flat parameter vectors [P, D] on one batch, in eval mode.
+
+    A bias-free linear head is one matmul; any other head is vmapped functional calls.
+    """
+    model.eval()
+    names = trainable_names(model)
+    if (
+        names == ["head.weight"]
+        and isinstance(model.head, nn.Linear)
+        and set(inputs) == {"features"}
+    ):
+        features = model.normalize(inputs["features"])
+        weights = candidates.view(len(candidates), *model.head.weight.shape)
+        return torch.einsum("bd,pwd->pbw", features, weights)
+    shapes = [parameter.shape for parameter in optimizer_parameters(model)]
+    pieces = torch.split(candidates, [shape.numel() for shape in shapes], dim=1)
+    stacked = {
+        name: piece.reshape(len(candidates), *shape)
+        for name, piece, shape in zip(names, pieces, shapes, strict=True)
+    }
+    return torch.func.vmap(lambda params: functional_call(model, params, (), inputs))(stacked)
+
+
+def population_fitness(
+    logits: torch.Tensor,
+    rewards: torch.Tensor,
+    samples: int,
+    entropy_coefficient: float,
+    generator: torch.Generator | None = None,
+) -> dict[str, torch.Tensor]:
+    """Per candidate [P]: mean reward of its choices, mean entropy, and the fitness.
+
+    samples=0 scores the argmax choice; N > 0 scores N sampled choices per prompt, drawn
+    with the same uniform numbers for every candidate (common random numbers make the
+    ranking depend on the policies, not on the luck of the draw).
+    """
+    log_probabilities = torch.log_softmax(logits, dim=-1)
+    probabilities = log_probabilities.exp()
+    entropy = -(probabilities * log_probabilities).sum(dim=-1).mean(dim=-1)
+    n_candidates, batch, n_workers = logits.shape
+    if samples == 0:
+        choices = logits.argmax(dim=-1).unsqueeze(1)  # [P, 1, B]
+    else:
+        uniforms = torch.rand(samples, batch, generator=generator, device=logits.device)
+        cumulative = probabilities.cumsum(dim=-1).unsqueeze(1)  # [P, 1, B, W]
+        below = cumulative < uniforms[None, :, :, None]
+        choices = below.sum(dim=-1).clamp(max=n_workers - 1)  # [P, N, B]
+    expanded = rewards.expand(n_candidates, choices.shape[1], batch, n_workers)
+    reward = expanded.gather(3, choices.unsqueeze(-1)).squeeze(-1).mean(dim=(1, 2))
+    return {
+        "fitness": reward + entropy_coefficient * entropy,
+        "reward": reward,
+        "entropy": entropy,
+    }
+
+
+@torch.no_grad()
+def policy_metrics(model: RouterModel, data: SplitData) -> dict[str, float]:
+    """The metrics of evaluate_loader: argmax reward, expected reward, oracle, entropy."""
+    model.eval()
+    logits = model(**data.inputs)
+    probabilities = torch.softmax(logits, dim=-1)
+    choice = logits.argmax(dim=-1, keepdim=True)
+    entropy = torch.distributions.Categorical(probs=probabilities).entropy()
+    return {
+        "reward": float(data.rewards.gather(1, choice).mean()),
+        "expected_reward": float((probabilities * data.rewards).sum(dim=-1).mean()),
+        "oracle_reward": float(data.rewards.max(dim=-1).values.mean()),
+        "entropy": float(entropy.mean()),
+    }
+
+
+# --- resumable state --------------------------------------------------------------------------
+
+
+def state_path(output_dir: str | Path) -> Path:
+    return Path(output_dir) / STATE_DIR / STATE_FILE
+
+
+def read_es_state(output_dir: str | Path) -> dict | None:
+    """The saved search state of an ES run (our own pickle), or None if there is none."""
+    path = state_path(output_dir)
+    if not path.exists():
+        return None
+    return pickle.loads(path.read_bytes())
+
+
+def write_bytes_atomic(path: Path, payload: bytes) -> None:
+    """Temporary file in the same folder, fsync, rename: a kill leaves the old or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def run_fingerprint(config: ESConfig, model: nn.Module, splits: list[SplitData | None]) -> dict:
+    """What must not change between an interrupted run and its continuation."""
+    return {
+        "config": config.model_dump(mode="json"),
+        "start_model": _tensor_digest(list(model.state_dict().values())),
+        "data": _tensor_digest(
+            [
+                tensor
+                for data in splits
+                if data is not None
+                for tensor in [*data.inputs.values(), data.rewards]
+            ]
+        ),
+    }
+
+
+def _tensor_digest(tensors: list[torch.Tensor]) -> str:
+    digest = hashlib.sha1()
+    for tensor in tensors:
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
+    problems = []
+    saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
+    for key in sorted(set(saved_config) | set(current_config)):
+        if key in RESUMABLE_KEYS:
+            continue
+        before, now = saved_config.get(key), current_config.get(key)
+        if before != now:
+            problems.append(f"{key}: saved {before!r} vs now {now!r}")
+    if saved["start_model"] != current["start_model"]:
+        problems.append("the starting model (checkpoint) differs")
+    if saved["data"] != current["data"]:
+        problems.append("the train/validation records or their features differ")
+    return problems
+
+
+def _flatten(mapping: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{dotted}."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+@dataclass
+class SearchState:
+    """Everything a continuation needs; pickled whole into OUTPUT/es_state/state.pkl."""
+
+    fingerprint: dict
+    optimizer: SepCMA
+    generation: int
+    best_parameters: np.ndarray
+    best_generation: int
+    best_validation_reward: float | None
+    initial_validation: dict[str, float] | None
+    history: list[dict]
+    resumed_from: list[int]
+
+    def save(self, output_dir: Path) -> None:
+        payload = {"format": STATE_FORMAT, **self.__dict__}
+        write_bytes_atomic(state_path(output_dir), pickle.dumps(payload))
+
+
+def fresh_state(
+    model: RouterModel,
+    training: ESTrainingConfig,
+    fingerprint: dict,
+    validation: SplitData | None,
+) -> SearchState:
+    start = parameter_vector(model)
+    if start.size < 2:
+        raise ValueError("sep-CMA-ES needs at least 2 trainable parameters")
+    initial = policy_metrics(model, validation) if validation is not None else None
+    return SearchState(
+        fingerprint=fingerprint,
+        optimizer=SepCMA(
+            mean=start.copy(),
+            sigma=training.sigma0,
+            seed=training.seed,
+            population_size=training.population_size,
+        ),
+        generation=0,
+        best_parameters=start,
+        best_generation=0,
+        best_validation_reward=initial["reward"] if initial else None,
+        initial_validation=initial,
+        history=[],
+        resumed_from=[],
+    )
+
+
+def resumed_state(output_dir: Path, fingerprint: dict) -> SearchState | None:
+    saved = read_es_state(output_dir)
+    if saved is None:
+        return None
+    path = state_path(output_dir)
+    if saved.get("format") != STATE_FORMAT:
+        raise ESResumeError(
+            f"{path} has state format {saved.get('format')}, this version writes "
+            f"{STATE_FORMAT}; use a new output dir, or --no-resume to start over"
+        )
+    problems = fingerprint_mismatches(saved["fingerprint"], fingerprint)
+    if problems:
+        raise ESResumeError(
+            f"{path} belongs to a different ES run: "
+            + "; ".join(problems)
+            + ". Use a new output dir, or --no-resume (resume=False) to start over there."
+        )
+    saved.pop("format")
+    saved["fingerprint"] = fingerprint  # the resumable keys may have changed
+    return SearchState(**saved)
+
+
+# --- the search -------------------------------------------------------------------------------
+
+
+def generation_seed(seed: int, generation: int) -> int:
+    return int(np.random.SeedSequence([seed, generation]).generate_state(1)[0])
+
+
+def run_generation(
+    model: RouterModel,
+    optimizer: SepCMA,
+    train: SplitData,
+    training: ESTrainingConfig,
+    generation: int,
+) -> dict[str, float]:
+    """Ask a population, score it on a fresh train mini-batch, tell CMA (which minimises)."""
+    seed = generation_seed(training.seed, generation)
+    optimizer.reseed_rng(seed)
+    generator = torch.Generator(device=train.rewards.device).manual_seed(seed)
+    solutions = [optimizer.ask() for _ in range(optimizer.population_size)]
+    candidates = torch.from_numpy(np.stack(solutions)).to(model.device_ref, torch.float32)
+    if training.batch_size < len(train):
+        index = torch.randperm(len(train), generator=generator, device=train.rewards.device)
+        batch = train.subset(index[: training.batch_size])
+    else:
+        batch = train
+    scores = population_fitness(
+        population_logits(model, candidates, batch.inputs),
+        batch.rewards,
+        training.samples,
+        training.entropy_coefficient,
+        generator,
+    )
+    fitness = scores["fitness"].tolist()
+    optimizer.tell([(x, -value) for x, value in zip(solutions, fitness, strict=True)])
+    return {
+        "fitness_best": max(fitness),
+        "fitness_mean": sum(fitness) / len(fitness),
+        "reward_mean": float(scores["reward"].mean()),
+        "entropy_mean": float(scores["entropy"].mean()),
+    }
+
+
+def evolve(
+    model: RouterModel,
+    train: SplitData,
+    validation: SplitData | None,
+    config: ESConfig,
+    output_dir: str | Path,
+    resume: bool = True,
+) -> tuple[SearchState, list[float]]:
+    """Run (or continue) the search; leaves the best parameters in `model`.
+
+    Returns the final state and the seconds of the generations run in this call.
+    """
+    training = config.training
+    output_dir = Path(output_dir)
+    fingerprint = run_fingerprint(config, model, [train, validation])
+    if not resume:
+        state_path(output_dir).unlink(missing_ok=True)
+    state = resumed_state(output_dir, fingerprint) if resume else None
+    if state is not None:
+        state.resumed_from.append(state.generation)
+        console.print(
+            f"ES: resuming from generation {state.generation} of {training.iterations} "
+            f"({state_path(output_dir)})"
+        )
+    else:
+        state = fresh_state(model, training, fingerprint, validation)
+    if validation is None:
+        console.print("[yellow]ES: no validation split; keeping the final mean[/yellow]")
+    console.print(
+        f"ES device={model.device_ref}; parameters={state.optimizer.dim:,}; "
+        f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
+    )
+    seconds: list[float] = []
+    with generation_progress() as progress:
+        task = progress.add_task(
+            "es", total=training.iterations, completed=state.generation, status=""
+        )
+        for generation in range(state.generation + 1, training.iterations + 1):
+            started = time.perf_counter()
+            entry: dict = {
+                "generation": generation,
+                "train": run_generation(model, state.optimizer, train, training, generation),
+            }
+            seconds.append(time.perf_counter() - started)
+            entry["seconds"] = seconds[-1]
+            last = generation == training.iterations
+            if validation is not None and (generation % training.validate_every == 0 or last):
+                set_parameter_vector(model, state.optimizer.mean)
+                entry["validation"] = policy_metrics(model, validation)
+                if entry["validation"]["reward"] > state.best_validation_reward:
+                    state.best_validation_reward = entry["validation"]["reward"]
+                    state.best_generation = generation
+                    state.best_parameters = state.optimizer.mean.copy()
+            state.history.append(entry)
+            state.generation = generation
+            if generation % training.save_every == 0 or last:
+                state.save(output_dir)
+            if generation % training.log_every == 0:
+                console.print(f"ES {_status(entry)}")
+            progress.update(task, completed=generation, status=_status(entry))
+    if validation is None:
+        state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
+    set_parameter_vector(model, state.best_parameters)
+    return state, seconds
+
+
+def train_es(
+    records: list[RewardRecord],
+    config: ESConfig,
+    output_dir: str | Path,
+    checkpoint: str | None = None,
+    resume: bool = True,
+) -> dict:
+    """sep-CMA-ES from a checkpoint (typically SFT's) or from zero; keeps the best mean on
+    validation; writes the checkpoint and training_report.json, and continues an
+    interrupted run in the same output dir unless resume=False."""
+    if config.training.cost_weight:
+        # The single cost-weighting call site (fugu_lite.costs, issue 3).
+        from .costs import apply_cost_weight
+
+        records = apply_cost_weight(records, config.training)
+    seed_everything(config.training.seed)
+    worker_ids = records[0].worker_ids
+    model = make_model(config.model, worker_ids, checkpoint)
+    train = split_data(records, model, "train")
+    try:
+        validation = split_data(records, model, "validation")
+    except ValueError:
+        validation = None
+    state, seconds = evolve(model, train, validation, config, output_dir, resume)
+    return write_outputs(model, state, seconds, config, Path(output_dir), checkpoint)
+
+
+def write_outputs(
+    model: RouterModel,
+    state: SearchState,
+    seconds: list[float],
+    config: ESConfig,
+    output: Path,
+    start_checkpoint: str | None,
+) -> dict:
+    all_seconds = [entry["seconds"] for entry in state.history]
+    summary = {
+        "best_generation": state.best_generation,
+        "best_validation_reward": state.best_validation_reward,
+        "initial_validation_reward": (
+            state.initial_validation["reward"] if state.initial_validation else None
+        ),
+        "generations": state.generation,
+        "resumed_from": state.resumed_from,
+        "seconds_per_generation": sum(all_seconds) / max(1, len(all_seconds)),
+    }
+    if state.best_generation:
+        console.print(
+            f"ES: kept generation {state.best_generation} "
+            f"(validation reward {state.best_validation_reward})"
+        )
+    else:
+        console.print("ES: no generation beat the starting point on validation; kept it")
+    model.save_checkpoint(output, metadata={"stage": "es", **summary, "history": state.history})
+    report = {
+        "stage": "es",
+        "checkpoint": str(output),
+        "worker_ids": model.worker_ids,
+        "start_checkpoint": start_checkpoint,
+        **summary,
+        "seconds_this_run": sum(seconds),
+        "trainable_parameters": state.optimizer.dim,
+        "config": config.model_dump(),
+        "history": state.history,
+    }
+    write_json(output / "training_report.json", report)
+    return report
+
+
+def generation_progress() -> Progress:
+    return Progress(
+        TextColumn("ES generations"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    )
+
+
+def _status(entry: dict) -> str:
+    status = (
+        f"gen {entry['generation']} fitness best {entry['train']['fitness_best']:.4f} "
+        f"mean {entry['train']['fitness_mean']:.4f}"
+    )
+    if "validation" in entry:
+        status += f" · validation reward {entry['validation']['reward']:.4f}"
+    return status

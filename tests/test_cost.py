@@ -1,0 +1,426 @@
+"""Cost-aware training, router families, cost-quality curves (AIQ, cost at 95%), and the CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app
+from fugu_lite.config import (
+    CostAware,
+    ModelConfig,
+    RLConfig,
+    RLTrainingConfig,
+    SFTConfig,
+    SFTTrainingConfig,
+)
+from fugu_lite.costs import (
+    FAMILY_FILE,
+    CostWeightError,
+    apply_cost_weight,
+    cost_weighting_summary,
+    default_reference_cost,
+    load_router_family,
+    nearest_cost_weight,
+    parse_cost_weights,
+    read_family_manifest,
+    route_with_cost_weight,
+)
+from fugu_lite.datasets import standard_split
+from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
+from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at
+from fugu_lite.evaluation.table import reward_table
+from fugu_lite.model import load_router
+from fugu_lite.routing import route_prompts
+from fugu_lite.schemas import RewardRecord, write_records
+from fugu_lite.train_rl import train_rl
+from fugu_lite.train_sft import train_sft
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CHEAP, PREMIUM = "cheap", "premium"
+STEMS = ("write a python function that", "compute the sum of the numbers", "say hello to")
+CONFIG = """\
+model:
+  backbone: tiny-random
+  layer: -1
+  max_tokens: 32
+  head_dropout: 0.0
+  cache_dir: {cache_dir}
+sft:
+  epochs: 6
+  batch_size: 16
+  learning_rate: 0.01
+  temperature: 0.1
+rl:
+  epochs: 2
+  batch_size: 16
+  learning_rate: 0.01
+"""
+runner = CliRunner()
+
+
+def cost_case_records(n: int = 90, seed: int = 0) -> list[RewardRecord]:
+    """The cheap worker is almost as good as the premium one, at a tenth of the cost."""
+    rng = random.Random(seed)
+    records = []
+    for index in range(n):
+        prompt = f"{STEMS[index % 3]} {rng.randint(0, 10**6)} item {index}"
+        records.append(
+            RewardRecord(
+                prompt=prompt,
+                split=standard_split(prompt),
+                worker_ids=[CHEAP, PREMIUM],
+                rewards=[0.85 + rng.uniform(-0.05, 0.05), 1.0],
+                costs=[0.1, 1.0],
+                id=f"p{index}",
+            )
+        )
+    return records
+
+
+def record(split: str, rewards: list[float], costs: list[float] | None, id: str) -> RewardRecord:
+    return RewardRecord(
+        prompt=f"prompt {id}", split=split, worker_ids=["a", "b"], rewards=rewards,
+        costs=costs, id=id,
+    )  # fmt: skip
+
+
+def tiny_cfg(tmp_path: Path) -> ModelConfig:
+    return ModelConfig(
+        backbone="tiny-random",
+        layer=-1,
+        max_tokens=32,
+        head_dropout=0.0,
+        cache_dir=str(tmp_path / "cache"),
+    )
+
+
+def invoke(*args: str | Path, input: str | None = None):
+    return runner.invoke(app, [str(arg) for arg in args], input=input)
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, f"exit {result.exit_code}:\n{result.output}\n{result.exception!r}"
+    return result.output
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- cost-weighted rewards ------------------------------------------------------------------
+
+
+def test_apply_cost_weight_subtracts_lambda_times_cost_over_the_reference() -> None:
+    records = [
+        record("train", [1.0, 0.5], [1.0, 3.0], "t1"),
+        record("train", [0.0, 1.0], [2.0, 2.0], "t2"),
+        record("test", [1.0, 1.0], [100.0, 0.0], "x"),
+    ]
+    # the default reference is the mean over train cells only: (1 + 3 + 2 + 2) / 4 = 2
+    assert default_reference_cost(records) == pytest.approx(2.0)
+    weighted = apply_cost_weight(records, CostAware(cost_weight=0.5))
+    assert weighted[0].rewards == pytest.approx([1.0 - 0.25, 0.5 - 0.75])
+    assert weighted[1].rewards == pytest.approx([-0.5, 0.5])
+    assert weighted[2].rewards == pytest.approx([1.0 - 25.0, 1.0])
+    assert [r.costs for r in weighted] == [r.costs for r in records]
+    assert records[0].rewards == [1.0, 0.5]  # the input is not modified
+
+    explicit = apply_cost_weight(records, CostAware(cost_weight=1.0, reference_cost=4.0))
+    assert explicit[0].rewards == pytest.approx([0.75, -0.25])
+    assert cost_weighting_summary(records, CostAware(cost_weight=0.5)) == {
+        "cost_weight": 0.5,
+        "reference_cost": pytest.approx(2.0),
+    }
+
+
+def test_zero_cost_weight_leaves_records_alone_and_needs_no_costs() -> None:
+    records = [record("train", [1.0, 0.0], None, "t1")]
+    assert apply_cost_weight(records, CostAware()) is records
+    assert cost_weighting_summary(records, CostAware()) == {
+        "cost_weight": 0.0,
+        "reference_cost": None,
+    }
+
+
+def test_missing_costs_are_refused_naming_the_record() -> None:
+    records = [record("train", [1.0, 0.0], [1.0, 2.0], "t1"), record("test", [1, 0], None, "t2")]
+    with pytest.raises(ValueError, match=r"record id='t2' \(test split, prompt 'prompt t2'\)"):
+        apply_cost_weight(records, CostAware(cost_weight=0.1))
+    with pytest.raises(ValueError, match="no train records; set reference_cost explicitly"):
+        default_reference_cost([record("test", [1.0, 0.0], [1.0, 1.0], "x")])
+    with pytest.raises(ValueError, match="every train cost is 0"):
+        default_reference_cost([record("train", [1.0, 0.0], [0.0, 0.0], "z")])
+
+
+def test_parse_and_nearest_cost_weights() -> None:
+    assert parse_cost_weights("1, 0,0.25,0.25") == [0.0, 0.25, 1.0]
+    with pytest.raises(ValueError, match="comma-separated numbers"):
+        parse_cost_weights("0,cheap")
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        parse_cost_weights("-1,0")
+    grid = [0.0, 0.5, 1.0]
+    assert nearest_cost_weight(grid, 0.2) == 0.0
+    assert nearest_cost_weight(grid, 0.25) == 0.0  # a tie goes to the smaller weight
+    assert nearest_cost_weight(grid, 0.8) == 1.0
+    assert nearest_cost_weight(grid, 7.0) == 1.0  # beyond the grid: its end
+    with pytest.raises(CostWeightError, match="finite number >= 0"):
+        nearest_cost_weight(grid, -0.5)
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path: Path) -> None:
+    records = cost_case_records()
+    test_prompts = [r.prompt for r in records if r.split == "test"]
+    cfg = tiny_cfg(tmp_path)
+
+    def chosen(cost_weight: float) -> set[str]:
+        output = tmp_path / f"{stage}-{cost_weight:g}"
+        if stage == "sft":
+            training = SFTTrainingConfig(
+                epochs=6,
+                batch_size=16,
+                learning_rate=0.01,
+                temperature=0.1,
+                cost_weight=cost_weight,
+            )
+            report = train_sft(records, SFTConfig(model=cfg, training=training), output)
+        else:
+            training = RLTrainingConfig(
+                epochs=6, batch_size=16, learning_rate=0.01, cost_weight=cost_weight
+            )
+            report = train_rl(records, RLConfig(model=cfg, training=training), output)
+        expected_reference = None if cost_weight == 0 else pytest.approx(0.55)
+        assert report["cost_weighting"] == {
+            "cost_weight": cost_weight,
+            "reference_cost": expected_reference,
+        }
+        metadata = json.loads((output / "router.json").read_text())["metadata"]
+        assert metadata["cost_weighting"] == report["cost_weighting"]
+        return {decision.worker for decision in route_prompts(load_router(output), test_prompts)}
+
+    assert chosen(0.0) == {PREMIUM}
+    assert chosen(0.5) == {CHEAP}
+
+
+# --- hulls, AIQ, cost to reach a quality ----------------------------------------------------
+
+
+def test_non_decreasing_hull_keeps_the_upper_front() -> None:
+    points = [(4.0, 0.7), (1.0, 0.5), (3.0, 0.85), (2.0, 0.8), (2.0, 0.6), (1.5, 0.55)]
+    # (4, .7) earns less than a cheaper point; (2, .6) is beaten at equal cost; (1.5, .55) lies
+    # below the segment (1, .5) -> (2, .8)
+    assert non_decreasing_hull(points) == [(1.0, 0.5), (2.0, 0.8), (3.0, 0.85)]
+    assert non_decreasing_hull([(0.0, 0.0), (1.0, 0.2), (2.0, 1.0)]) == [(0.0, 0.0), (2.0, 1.0)]
+    assert non_decreasing_hull([(1.0, 0.3)]) == [(1.0, 0.3)]
+
+
+def test_aiq_on_hand_computed_curves() -> None:
+    hull = [(1.0, 0.5), (2.0, 0.8), (3.0, 0.85)]
+    # over [1, 4]: 0.65 + 0.825 + 0.85 (flat beyond 3) = 2.325, divided by 3
+    assert aiq(hull, 1.0, 4.0) == pytest.approx(0.775)
+    # a curve starting at cost 2 earns 0 on [1, 2]: (0.6 + 0.9) / 2 * 2 / 3
+    assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0) == pytest.approx(0.5)
+    # one point: flat from its cost on
+    assert aiq([(1.0, 0.7)], 1.0, 3.0) == pytest.approx(0.7)
+    assert aiq([(1.0, 0.7)], 1.0, 1.0) == pytest.approx(0.7)
+    assert hull_reward_at(hull, 0.5) == 0.0
+    assert hull_reward_at(hull, 1.5) == pytest.approx(0.65)
+    assert hull_reward_at(hull, 10.0) == pytest.approx(0.85)
+
+
+def test_cost_to_reach_interpolates_on_the_hull() -> None:
+    hull = [(1.0, 0.5), (3.0, 0.9)]
+    assert cost_to_reach(hull, 0.7) == pytest.approx(2.0)
+    assert cost_to_reach(hull, 0.4) == pytest.approx(1.0)  # already at the cheapest point
+    assert cost_to_reach(hull, 0.9) == pytest.approx(3.0)
+    assert cost_to_reach(hull, 0.95) is None
+
+
+def test_pareto_report_on_a_known_case() -> None:
+    """Two prompts, two workers: b is right on prompt 0 only, a on both at half b's cost."""
+    train = reward_table(
+        [
+            record("train", [0.0, 1.0], [1.0, 2.0], "t1"),
+            record("train", [0.4, 1.0], [1.0, 2.0], "t2"),
+        ]
+    )  # best single on train: b
+    evaluated = reward_table(
+        [record("test", [0.0, 1.0], [1.0, 2.0], "e1"), record("test", [1.0, 1.0], [1.0, 2.0], "e2")]
+    )
+    perfect = np.array([[0.0, 1.0], [1.0, 0.0]])  # b on e1, a on e2: reward 1 at cost 1.5
+    report = pareto_report(train, evaluated, "test", {0.0: perfect}, {}, [0.0], reference_cost=1.5)
+    assert report["best_single"] == {
+        "worker": "b", "chosen_on": "train", "mean_cost": 2.0, "mean_reward": 1.0,
+    }  # fmt: skip
+    assert report["oracle"]["mean_cost"] == pytest.approx(1.5)
+    assert report["target_reward"] == pytest.approx(0.95)
+    router = report["curves"]["router"]
+    assert router["hull"] == [[1.5, 1.0]]
+    assert router["cost_fraction_at_target"] == pytest.approx(0.75)
+    workers = report["curves"]["workers"]
+    assert workers["hull"] == [[1.0, 0.5], [2.0, 1.0]]
+    assert workers["cost_at_target"] == pytest.approx(1.9)
+    assert workers["cost_fraction_at_target"] == pytest.approx(0.95)
+    assert report["cost_range"] == [1.0, 2.0]
+    assert workers["aiq"] == pytest.approx(0.75)
+    assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
+
+
+def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
+    rewards = np.array([[0.9, 1.0]])
+    costs = np.array([[0.1, 1.0]])
+    assert cost_weighted_choices(rewards, costs, 0.0, 0.5).tolist() == [1]
+    assert cost_weighted_choices(rewards, costs, 0.1, 0.5).tolist() == [0]
+
+
+# --- the family through the CLI -------------------------------------------------------------
+
+
+@dataclass
+class Family:
+    root: Path
+    records: list[RewardRecord]
+    records_path: Path
+    plain: Path
+    family: Path
+
+    def test_prompt(self) -> str:
+        return next(r.prompt for r in self.records if r.split == "test")
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory: pytest.TempPathFactory) -> Family:
+    root = tmp_path_factory.mktemp("cost")
+    records = cost_case_records()
+    records_path = root / "records.jsonl"
+    write_records(records_path, records)
+    config = root / "config.yaml"
+    config.write_text(CONFIG.format(cache_dir=root / "cache"), encoding="utf-8")
+    common = ["--records", records_path, "--config", config]
+    output = ok(invoke("train", "pipeline", *common, "--output", root / "family",
+                       "--cost-weights", "0.5,0"))  # fmt: skip
+    assert f"checkpoint written to {root / 'family'}" in flat(output)
+    ok(invoke("train", "pipeline", *common, "--output", root / "plain"))
+    return Family(root, records, records_path, root / "plain" / "rl", root / "family")
+
+
+def test_the_family_manifest_round_trips(family: Family) -> None:
+    manifest = read_family_manifest(family.family)
+    assert manifest.cost_weights == [0.0, 0.5]
+    assert [m.checkpoint for m in manifest.members] == ["lambda-0/rl", "lambda-0.5/rl"]
+    assert manifest.worker_ids == [CHEAP, PREMIUM]
+    assert manifest.reference_cost == pytest.approx(0.55)
+    loaded = load_router_family(family.family)
+    assert loaded.cost_weights == [0.0, 0.5]
+    assert [router.worker_ids for router in loaded.routers] == [[CHEAP, PREMIUM]] * 2
+    rl_report = json.loads(
+        (family.family / "lambda-0.5" / "rl" / "training_report.json").read_text()
+    )
+    assert rl_report["cost_weighting"] == {
+        "cost_weight": 0.5,
+        "reference_cost": pytest.approx(0.55),
+    }
+
+    prompts = [r.prompt for r in family.records if r.split == "test"]
+    quality = route_with_cost_weight(loaded, prompts, 0.1)
+    assert {d.worker for d in quality} == {PREMIUM} and quality[0].cost_weight == 0.0
+    thrifty = route_with_cost_weight(loaded, prompts, 0.4, exclude=[])
+    assert {d.worker for d in thrifty} == {CHEAP} and thrifty[0].cost_weight == 0.5
+
+
+def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path) -> None:
+    with pytest.raises(CostWeightError, match=f"no {FAMILY_FILE}"):
+        load_router_family(tmp_path)
+    (tmp_path / FAMILY_FILE).write_text('{"worker_ids": ["a"], "members": []}', encoding="utf-8")
+    with pytest.raises(CostWeightError, match="is damaged"):
+        load_router_family(tmp_path)
+
+
+def test_route_with_a_cost_weight_through_the_cli(family: Family) -> None:
+    prompt = family.test_prompt()
+    output = flat(ok(invoke("route", "--checkpoint", family.family, "--cost-weight", "1", prompt)))
+    assert "cost weight: 1 -> head trained for 0.5" in output
+    assert "chosen worker: cheap" in output
+    output = flat(ok(invoke("route", "--checkpoint", family.family, prompt)))
+    assert "cost weight: default -> head trained for 0" in output
+    assert "chosen worker: premium" in output
+
+    result = invoke("route", "--checkpoint", family.family, "--cost-weight", "0", "--json", prompt)
+    decision = json.loads(ok(result).strip().splitlines()[-1])
+    assert decision["worker"] == PREMIUM
+    assert decision["cost_weight"] == 0.0 and decision["requested_cost_weight"] == 0.0
+
+    result = invoke("route", "--checkpoint", family.family, "--cost-weight", "0.5",
+                    "--exclude", CHEAP, prompt)  # fmt: skip
+    assert "chosen worker: premium" in flat(ok(result))
+
+
+def test_a_plain_checkpoint_refuses_a_cost_weight(family: Family) -> None:
+    result = invoke("route", "--checkpoint", family.plain, "--cost-weight", "0.5", "hello")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "is a single router checkpoint (trained with cost weight 0)" in message
+    assert "--cost-weights" in message
+    assert "chosen worker" in flat(ok(invoke("route", "--checkpoint", family.plain, "hello")))
+
+
+def test_bad_cost_weights_and_plain_eval_of_a_family_exit_2(family: Family) -> None:
+    result = invoke("train", "pipeline", "--records", family.records_path, "--output",
+                    family.root / "bad", "--cost-weights", "0,lots")  # fmt: skip
+    assert result.exit_code == 2
+    assert "comma-separated numbers" in flat(result.output)
+    result = invoke("eval", "--checkpoint", family.family, "--records", family.records_path)
+    assert result.exit_code == 2
+    assert "is a router family: evaluate it with --pareto" in flat(result.output)
+
+
+def check_curve(curve: dict) -> None:
+    for point in curve["points"]:
+        assert 0.0 <= point["mean_reward"] <= 1.0
+        assert point["mean_cost"] >= 0.0
+    hull = np.array(curve["hull"])
+    assert np.all(np.diff(hull[:, 0]) > 0) and np.all(np.diff(hull[:, 1]) > 0)
+    assert 0.0 <= curve["aiq"] <= 1.0
+
+
+def test_eval_pareto_writes_sane_reports(family: Family, tmp_path: Path) -> None:
+    output = tmp_path / "pareto"
+    ok(invoke("eval", "--checkpoint", family.family, "--records", family.records_path,
+              "--pareto", "--output", output))  # fmt: skip
+    for name in ("pareto_report.json", "pareto_report.md"):
+        assert (output / name).is_file(), name
+    assert (output / "cost_quality.png").read_bytes().startswith(PNG_MAGIC)
+    report = json.loads((output / "pareto_report.json").read_text())
+    assert report["router_kind"] == "family"
+    assert report["router_cost_weights"] == report["baseline_cost_weights"] == [0.0, 0.5]
+    assert set(report["curves"]) == {"router", "knn", "ridge", "workers"}
+    for curve in report["curves"].values():
+        check_curve(curve)
+    router = [(p["cost_weight"], p["mean_cost"]) for p in report["curves"]["router"]["points"]]
+    assert router == [(0.0, pytest.approx(1.0)), (0.5, pytest.approx(0.1))]
+    # 95% of premium's quality: on the hull between always-cheap and always-premium
+    assert report["best_single"]["worker"] == PREMIUM
+    (cheap_cost, cheap_reward), (premium_cost, premium_reward) = report["curves"]["router"]["hull"]
+    share = (0.95 * premium_reward - cheap_reward) / (premium_reward - cheap_reward)
+    expected = (cheap_cost + share * (premium_cost - cheap_cost)) / premium_cost
+    assert report["curves"]["router"]["cost_fraction_at_target"] == pytest.approx(expected)
+    assert 0.1 < expected < 1.0
+    assert report["oracle"]["mean_reward"] == pytest.approx(1.0)
+    assert "# Cost-quality evaluation on `test`" in (output / "pareto_report.md").read_text()
+
+
+def test_eval_pareto_on_a_plain_checkpoint_gives_its_single_point(family: Family) -> None:
+    ok(invoke("eval", "--checkpoint", family.plain, "--records", family.records_path, "--pareto"))
+    report = json.loads((family.plain / "pareto-test" / "pareto_report.json").read_text())
+    assert report["router_kind"] == "single"
+    assert len(report["curves"]["router"]["points"]) == 1
+    assert report["reference_cost"] == pytest.approx(0.55)  # the mean train cost
+    for curve in report["curves"].values():
+        check_curve(curve)

@@ -1,0 +1,310 @@
+"""The sep-CMA-ES stage: batched population scoring, search quality on a problem with a known
+best head, reports and checkpoints, and resuming after a kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import generated_records
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app
+from fugu_lite.config import (
+    ConfigError,
+    ESConfig,
+    ESTrainingConfig,
+    ModelConfig,
+    load_stage_config,
+)
+from fugu_lite.model import RouterModel, load_router
+from fugu_lite.schemas import RewardRecord, write_records
+from fugu_lite.train_es import (
+    ESResumeError,
+    SplitData,
+    evolve,
+    policy_metrics,
+    population_fitness,
+    population_logits,
+    read_es_state,
+    set_parameter_vector,
+    state_path,
+    train_es,
+)
+
+REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3]])
+TINY_TRAINING = {
+    "population_size": 8,
+    "sigma0": 0.5,
+    "iterations": 12,
+    "batch_size": 32,
+    "validate_every": 3,
+    "save_every": 4,
+    "log_every": 100,
+}
+ITERATIONS = 500  # ~1 ms each: the killed process is still running when its first state lands
+CONFIG = """\
+model:
+  backbone: tiny-random
+  layer: -1
+  max_tokens: 32
+  head: linear
+  cache_dir: {cache_dir}
+training:
+  population_size: 8
+  sigma0: 0.5
+  iterations: {iterations}
+  batch_size: 32
+  validate_every: 5
+  save_every: 5
+  log_every: 100
+"""
+
+
+def tiny_config(cfg: ModelConfig, **training: object) -> ESConfig:
+    model = cfg.model_copy(update={"layer": -1, "head": "linear"})
+    return ESConfig(model=model, training=ESTrainingConfig(**{**TINY_TRAINING, **training}))
+
+
+def without_seconds(history: list[dict]) -> list[dict]:
+    return [{key: value for key, value in entry.items() if key != "seconds"} for entry in history]
+
+
+# --- scoring a population -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head", ["linear", "mlp"])
+def test_population_logits_are_each_candidates_own_logits(head: str) -> None:
+    torch.manual_seed(0)
+    model_cfg = ModelConfig(head=head, head_hidden=6, head_dropout=0.3)
+    model = RouterModel(model_cfg, ["a", "b", "c"], feature_dim=5)
+    model.fit_normalizer(torch.randn(50, 5) * 3 + 1)
+    features = torch.randn(7, 5)
+    n_parameters = sum(parameter.numel() for parameter in model.parameters())
+    candidates = torch.randn(4, n_parameters)
+    logits = population_logits(model, candidates, {"features": features})
+    assert logits.shape == (4, 7, 3)
+    for candidate, batched in zip(candidates, logits, strict=True):
+        set_parameter_vector(model, candidate.double().numpy())
+        torch.testing.assert_close(batched, model.eval()(features=features))
+
+
+def test_fitness_scores_the_argmax_choice_plus_the_entropy_bonus() -> None:
+    logits = torch.tensor([[[0.0, 5.0, 0.0], [5.0, 0.0, 0.0]], [[0.0, 0.0, 5.0], [0.0, 0.0, 0.0]]])
+    scores = population_fitness(logits, REWARDS, samples=0, entropy_coefficient=0.5)
+    assert scores["reward"].tolist() == pytest.approx([(1.0 + 0.9) / 2, (0.2 + 0.9) / 2])
+    probabilities = torch.softmax(logits, -1)
+    entropy = -(probabilities * probabilities.log()).sum(-1).mean(-1)
+    torch.testing.assert_close(scores["entropy"], entropy)
+    torch.testing.assert_close(scores["fitness"], scores["reward"] + 0.5 * entropy)
+
+
+def test_sampled_fitness_averages_to_the_expected_reward() -> None:
+    logits = torch.tensor([[[0.0, 1.0, -1.0], [2.0, 0.0, 0.5]], [[0.0, 0.0, 0.0], [0.0, 3.0, 0.0]]])
+    generator = torch.Generator().manual_seed(0)
+    scores = population_fitness(logits, REWARDS, samples=20000, entropy_coefficient=0.0,
+                                generator=generator)  # fmt: skip
+    expected = (torch.softmax(logits, -1) * REWARDS).sum(-1).mean(-1)
+    torch.testing.assert_close(scores["reward"], expected, atol=0.01, rtol=0)
+
+
+# --- the search on a problem whose best head is known ---------------------------------------
+
+
+def clustered_split(n: int, centers: torch.Tensor, generator: torch.Generator) -> SplitData:
+    """Features around one of K centers; on cluster k worker k earns 1, the others ~0.2."""
+    cluster = torch.randint(0, len(centers), (n,), generator=generator)
+    features = centers[cluster] + torch.randn(n, centers.shape[1], generator=generator)
+    rewards = 0.2 + 0.1 * torch.rand(n, len(centers), generator=generator)
+    rewards[torch.arange(n), cluster] = 1.0
+    return SplitData({"features": features}, rewards)
+
+
+def test_sep_cma_es_reaches_the_oracle_on_clustered_features(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(0)
+    centers = 3.0 * torch.randn(4, 8, generator=generator)
+    train, validation = (clustered_split(n, centers, generator) for n in (400, 200))
+    config = ESConfig(
+        model=ModelConfig(head="linear", normalize_features=False),
+        training=ESTrainingConfig(
+            population_size=16, sigma0=0.5, iterations=40, batch_size=200, validate_every=5
+        ),
+    )
+    model = RouterModel(config.model, ["w0", "w1", "w2", "w3"], feature_dim=8)
+    start = policy_metrics(model, validation)
+    state, seconds = evolve(model, train, validation, config, tmp_path)
+
+    oracle = start["oracle_reward"]
+    assert start["reward"] < 0.6 * oracle  # the zero head picks worker 0 everywhere
+    final = policy_metrics(model, validation)
+    assert final["reward"] >= 0.97 * oracle
+    assert final["reward"] == pytest.approx(state.best_validation_reward)
+    fitness = [entry["train"]["fitness_mean"] for entry in state.history]
+    assert sum(fitness[-5:]) / 5 > sum(fitness[:5]) / 5 + 0.2
+    assert len(seconds) == 40
+
+
+def test_without_a_validation_split_the_final_mean_is_kept(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(1)
+    train = clustered_split(100, 3.0 * torch.randn(3, 4, generator=generator), generator)
+    config = ESConfig(
+        model=ModelConfig(head="linear", normalize_features=False),
+        training=ESTrainingConfig(population_size=8, iterations=5, save_every=2),
+    )
+    model = RouterModel(config.model, ["a", "b", "c"], feature_dim=4)
+    state, _ = evolve(model, train, None, config, tmp_path)
+    assert state.best_generation == 5
+    assert state.best_validation_reward is None
+    assert all("validation" not in entry for entry in state.history)
+    torch.testing.assert_close(
+        model.head.weight.detach().flatten().double(), torch.from_numpy(state.optimizer.mean)
+    )
+
+
+# --- train_es on records: report, checkpoint, resume ----------------------------------------
+
+
+def test_train_es_writes_a_report_and_a_checkpoint_load_router_reads(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    config = tiny_config(tiny_model_cfg)
+    report = train_es(records, config, tmp_path / "es")
+
+    written = json.loads((tmp_path / "es" / "training_report.json").read_text())
+    assert written == json.loads(json.dumps(report))
+    assert report["stage"] == "es"
+    assert report["checkpoint"] == str(tmp_path / "es")
+    assert report["worker_ids"] == records[0].worker_ids
+    assert report["resumed_from"] == []
+    assert [entry["generation"] for entry in report["history"]] == list(range(1, 13))
+    for entry in report["history"]:
+        assert {"fitness_best", "fitness_mean", "reward_mean", "entropy_mean"} <= set(
+            entry["train"]
+        )
+        assert entry["train"]["fitness_best"] >= entry["train"]["fitness_mean"]
+        assert entry["seconds"] > 0
+        assert ("validation" in entry) == (entry["generation"] % 3 == 0)
+    rewards = [report["initial_validation_reward"]] + [
+        entry["validation"]["reward"] for entry in report["history"] if "validation" in entry
+    ]
+    assert report["best_validation_reward"] == max(rewards)
+    assert report["best_validation_reward"] > report["initial_validation_reward"]
+
+    loaded = load_router(tmp_path / "es", config.model, records[0].worker_ids)
+    validation = [record for record in records if record.split == "validation"]
+    features = loaded.features_for([record.prompt for record in validation])
+    data = SplitData({"features": features}, torch.tensor([r.rewards for r in validation]))
+    assert policy_metrics(loaded, data)["reward"] == pytest.approx(report["best_validation_reward"])
+    meta = json.loads((tmp_path / "es" / "router.json").read_text())
+    assert meta["metadata"]["stage"] == "es"
+    assert meta["metadata"]["best_generation"] == report["best_generation"]
+
+
+def test_resuming_checks_the_config_and_may_extend_the_iterations(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    config = tiny_config(tiny_model_cfg, iterations=6)
+    first = train_es(records, config, tmp_path)
+    assert read_es_state(tmp_path)["generation"] == 6
+
+    other = tiny_config(tiny_model_cfg, iterations=6, sigma0=0.1, samples=4)
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, other, tmp_path)
+    message = str(error.value)
+    assert "training.sigma0: saved 0.5 vs now 0.1" in message
+    assert "training.samples: saved 0 vs now 4" in message
+    assert "new output dir" in message and "--no-resume" in message
+    first_train = next(index for index, record in enumerate(records) if record.split == "train")
+    changed = list(records)
+    changed[first_train] = records[first_train].model_copy(update={"rewards": [0.5, 0.5, 0.5]})
+    with pytest.raises(ESResumeError, match="the train/validation records"):
+        train_es(changed, config, tmp_path)
+
+    longer = train_es(records, tiny_config(tiny_model_cfg, iterations=10), tmp_path)
+    assert longer["resumed_from"] == [6]
+    assert [entry["generation"] for entry in longer["history"]] == list(range(1, 11))
+    assert without_seconds(longer["history"][:6]) == without_seconds(first["history"])
+
+    fresh = train_es(records, other, tmp_path, resume=False)
+    assert fresh["resumed_from"] == []
+    assert fresh["config"]["training"]["sigma0"] == 0.1
+
+
+def test_a_killed_run_continues_from_its_last_saved_generation(
+    records: list[RewardRecord], tmp_path: Path
+) -> None:
+    """kill -9 a `fugu-lite train es` process once it has saved a state; the rerun continues
+    from that generation and ends where an uninterrupted run ends."""
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    config_path = tmp_path / "es.yaml"
+    config_path.write_text(CONFIG.format(cache_dir=tmp_path / "cache", iterations=ITERATIONS))
+    output = tmp_path / "run"
+    arguments = ["train", "es", "-r", str(records_path), "-o", str(output), "-c", str(config_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fugu_lite.cli", *arguments],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 180
+    while not state_path(output).exists():
+        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+        assert time.monotonic() < deadline, "no ES state was saved within 180 s"
+        time.sleep(0.002)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    saved = read_es_state(output)
+    assert saved is not None
+    assert not (output / "training_report.json").exists(), "the run ended before the kill"
+    assert saved["generation"] % 5 == 0 and 0 < saved["generation"] < ITERATIONS
+    assert len(saved["history"]) == saved["generation"]
+
+    resumed = CliRunner().invoke(app, arguments)
+    assert resumed.exit_code == 0, resumed.output
+    text = " ".join(resumed.output.split())
+    assert f"resuming from generation {saved['generation']} of {ITERATIONS}" in text
+    assert f"checkpoint written to {output}" in text
+    report = json.loads((output / "training_report.json").read_text())
+    assert report["stage"] == "es"
+    assert report["resumed_from"] == [saved["generation"]]
+    assert [entry["generation"] for entry in report["history"]] == list(range(1, ITERATIONS + 1))
+    load_router(output)
+
+    # the interrupted run is the uninterrupted one
+    config = load_stage_config(config_path, ESConfig, "es")
+    uninterrupted = train_es(records, config, tmp_path / "uninterrupted")
+    assert without_seconds(report["history"]) == without_seconds(uninterrupted["history"])
+    assert report["best_generation"] == uninterrupted["best_generation"]
+
+
+# --- configs --------------------------------------------------------------------------------
+
+
+def test_a_wrong_key_in_the_yaml_is_a_clear_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "es.yaml"
+    path.write_text("training:\n  sigma: 0.1\n  iterations: 5\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'training\.sigma': did you mean 'sigma0'"):
+        load_stage_config(path, ESConfig, "es")
+    pipeline_style = tmp_path / "pipeline.yaml"
+    pipeline_style.write_text("model:\n  head: linear\nes:\n  populaton_size: 8\n")
+    with pytest.raises(ConfigError, match="did you mean 'population_size'"):
+        load_stage_config(pipeline_style, ESConfig, "es")
+
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, generated_records(n_per_topic=3))
+    result = CliRunner().invoke(
+        app, ["train", "es", "-r", str(records_path), "-o", str(tmp_path / "out"), "-c", str(path)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "did you mean 'sigma0'" in " ".join(result.output.split())
+    assert not (tmp_path / "out").exists()
