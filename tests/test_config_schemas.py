@@ -13,13 +13,16 @@ from pydantic import ValidationError
 from fugu_lite.config import (
     DEFAULT_CONFIG,
     ConfigError,
+    ESConfig,
+    ESTrainingConfig,
     ModelConfig,
     PipelineConfig,
     RLConfig,
     SFTConfig,
     load_config,
+    load_stage_config,
 )
-from fugu_lite.io import RecordFileError
+from fugu_lite.io import RecordFileError, write_bytes_atomic, write_text_atomic
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -379,3 +382,61 @@ def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):
         load_config(path, PipelineConfig, {"sft.epochs.inner": 3})
+
+
+# --- one stage's config from a stage file or a pipeline file --------------------------------
+
+
+def test_a_stage_reads_the_shipped_pipeline_config_without_its_section() -> None:
+    """`fugu-lite train es -c configs/default.yaml`: default.yaml has model, sft and rl."""
+    written = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    assert "es" not in written
+    config = load_stage_config(DEFAULT_CONFIG, ESConfig, "es", {"training.iterations": 7})
+    assert config.model == load_config(DEFAULT_CONFIG, PipelineConfig).model
+    assert config.model.backbone == written["model"]["backbone"]
+    assert config.training == ESTrainingConfig(iterations=7)
+    sft = load_stage_config(DEFAULT_CONFIG, SFTConfig, "sft")
+    assert sft.training.epochs == written["sft"]["epochs"]
+
+
+def test_a_pipeline_file_may_hold_every_stage_section(tmp_path: Path) -> None:
+    path = write_yaml(
+        tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nes:\n  sigma0: 0.2\n"
+    )
+    pipeline = load_config(path, PipelineConfig)
+    assert pipeline.es_config() == load_stage_config(path, ESConfig, "es")
+    assert pipeline.es.sigma0 == 0.2 and pipeline.model.layer == 2
+    rl = load_stage_config(path, RLConfig, "rl")
+    assert rl.model.layer == 2 and rl.training == RLConfig().training
+
+
+def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nesx: {}\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, ESConfig, "es")
+    message = str(error.value)
+    assert str(path) in message
+    assert "unknown top-level key(s) 'esx' (did you mean 'es'?)" in message
+    mixed = write_yaml(tmp_path / "m.yaml", "training:\n  epochs: 3\nrl:\n  epochs: 2\n")
+    with pytest.raises(ConfigError, match=r"'training'.*do not mix the two shapes"):
+        load_stage_config(mixed, RLConfig, "rl")
+    stage_file = write_yaml(tmp_path / "s.yaml", "training:\n  epochs: 3\nmodle: {}\n")
+    with pytest.raises(ConfigError, match="unknown key 'modle': did you mean 'model'"):
+        load_stage_config(stage_file, RLConfig, "rl")
+
+
+# --- atomic writes --------------------------------------------------------------------------
+
+
+def test_atomic_writes_replace_the_file_whole_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "state.bin"
+    write_bytes_atomic(path, b"\x00first")
+    write_bytes_atomic(path, b"\x00second")
+    assert path.read_bytes() == b"\x00second"
+    write_text_atomic(tmp_path / "t.txt", "caf\u00e9\n")
+    assert (tmp_path / "t.txt").read_bytes() == "caf\u00e9\n".encode()
+
+    with pytest.raises(TypeError):  # fails while writing the temporary file
+        write_bytes_atomic(path, "not bytes")  # type: ignore[arg-type]
+    assert path.read_bytes() == b"\x00second"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["state.bin"]  # no temporary left

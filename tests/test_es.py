@@ -205,6 +205,20 @@ def test_train_es_writes_a_report_and_a_checkpoint_load_router_reads(
     meta = json.loads((tmp_path / "es" / "router.json").read_text())
     assert meta["metadata"]["stage"] == "es"
     assert meta["metadata"]["best_generation"] == report["best_generation"]
+    assert report["cost_weighting"] == {"cost_weight": 0.0, "reference_cost": None}
+    assert meta["metadata"]["cost_weighting"] == report["cost_weighting"]
+    assert report["svf_matrices"] == []
+
+
+def test_a_cost_weighted_run_records_its_cost_weighting(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    report = train_es(records, tiny_config(tiny_model_cfg, iterations=2, cost_weight=0.5), tmp_path)
+    train_costs = [cost for r in records if r.split == "train" for cost in r.costs or []]
+    expected = {"cost_weight": 0.5, "reference_cost": sum(train_costs) / len(train_costs)}
+    assert report["cost_weighting"] == pytest.approx(expected)
+    meta = json.loads((tmp_path / "router.json").read_text())
+    assert meta["metadata"]["cost_weighting"] == report["cost_weighting"]
 
 
 def test_resuming_checks_the_config_and_may_extend_the_iterations(
@@ -308,3 +322,26 @@ def test_a_wrong_key_in_the_yaml_is_a_clear_config_error(tmp_path: Path) -> None
     assert result.exit_code == 2, result.output
     assert "did you mean 'sigma0'" in " ".join(result.output.split())
     assert not (tmp_path / "out").exists()
+
+
+def test_train_es_reads_a_pipeline_config_without_an_es_section(
+    records: list[RewardRecord], tmp_path: Path
+) -> None:
+    """Like `fugu-lite train es -c configs/default.yaml`: model, sft and rl sections only."""
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    config_path = tmp_path / "pipeline.yaml"
+    config_path.write_text(
+        "model:\n  backbone: tiny-random\n  layer: -1\n  max_tokens: 32\n  head: linear\n"
+        f"  cache_dir: {tmp_path / 'cache'}\nsft:\n  epochs: 2\nrl:\n  epochs: 1\n"
+    )
+    output = tmp_path / "out"
+    arguments = ["train", "es", "-r", str(records_path), "-o", str(output), "-c", str(config_path)]
+    settings = ["--set", "training.iterations=3", "--set", "training.population_size=4"]
+    result = CliRunner().invoke(app, [*arguments, *settings])
+    assert result.exit_code == 0, result.output
+    report = json.loads((output / "training_report.json").read_text())
+    assert report["generations"] == 3
+    assert report["config"]["model"]["backbone"] == "tiny-random"
+    assert report["config"]["training"]["population_size"] == 4
+    assert report["config"]["training"]["sigma0"] == ESTrainingConfig().sigma0

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .config import (
@@ -30,6 +31,8 @@ data_app = typer.Typer(no_args_is_help=True, help="Import and inspect reward rec
 train_app = typer.Typer(no_args_is_help=True, help="Train the coordinator: sft, rl, or both.")
 app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
+tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task files.")
+app.add_typer(tasks_app, name="tasks")
 console = Console()
 
 ConfigOption = Annotated[
@@ -44,7 +47,8 @@ SetOption = Annotated[
 
 
 def fail(message: str) -> None:
-    console.print(f"[bold red]error:[/bold red] {message}")
+    # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
+    console.print(f"[bold red]error:[/bold red] {escape(message)}")
     raise typer.Exit(code=2)
 
 
@@ -310,6 +314,66 @@ def route_command(
     console.print(table)
 
 
+@app.command("collect")
+def collect_command(
+    tasks: Annotated[Path, typer.Option("--tasks", "-t", help="Task JSONL file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="RewardRecord JSONL to add to.")],
+    pool: Annotated[
+        Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
+    ] = None,
+    log: Annotated[
+        Path | None, typer.Option(help="Call log JSONL; default <output stem>.calls.jsonl.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="Pool worker that judges tasks with the judge grader.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Every worker answers every task, graders score the answers, rewards are appended.
+
+    Resumable: rerun the same command after an interruption and it continues."""
+    import asyncio
+    import signal
+
+    from .collect import CollectError, collect, summary_table
+    from .local_server import LocalServerError
+    from .pool import load_pool_config
+    from .tasks import read_tasks
+    from .workers import PoolStartError
+
+    # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        pool_config = load_pool_config(pool)
+        task_list = read_tasks(tasks)
+        summary = asyncio.run(
+            collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
+        )
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted:[/yellow] everything finished so far is saved; run the same "
+            "command again to continue"
+        )
+        raise typer.Exit(code=130) from None
+    except (ConfigError, RecordFileError, CollectError, LocalServerError, PoolStartError) as error:
+        fail(str(error))
+    console.print(summary_table(summary))
+    console.print(f"records: {summary.output} · call log: {summary.log}")
+    for worker in summary.workers:
+        if worker.down:
+            console.print(
+                f"[red]worker {worker.worker_id} is down[/red] ({worker.down}); its "
+                f"{worker.pending} pending cells are retried when you run this again"
+            )
+    if not summary.complete:
+        missing = summary.tasks - summary.records_total
+        console.print(
+            f"[yellow]{missing} of {summary.tasks} tasks still wait for an answer or a grade; "
+            "run the same command again to retry them[/yellow]"
+        )
+        raise typer.Exit(code=1)
+
+
 @app.command("demo")
 def demo_command(
     data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
@@ -324,6 +388,111 @@ def demo_command(
         run_demo(data_dir, output, cfg)
     except (ValueError, RuntimeError, OSError) as error:
         fail(str(error))
+
+
+@app.command("serve")
+def serve_command(
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint folder, or a router family folder.")
+    ],
+    pool: Annotated[
+        Path | None, typer.Option(help="Pool YAML; omitted = the embedded local pool.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    model_name: Annotated[
+        str, typer.Option(help="The model name clients send and get back.")
+    ] = "fugu-lite",
+    api_keys_env: Annotated[
+        str | None,
+        typer.Option(help="Env var holding the endpoint's API key(s), comma-separated."),
+    ] = None,
+    api_keys_file: Annotated[
+        Path | None, typer.Option(help="File with the endpoint's API keys, one a line.")
+    ] = None,
+    log_requests: Annotated[
+        Path | None, typer.Option(help="Append routing decisions and outcomes to this JSONL.")
+    ] = None,
+    log_content: Annotated[
+        bool, typer.Option(help="Also log the messages (off: only their hash).")
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body accepted.")] = 1_000_000,
+    max_tokens_limit: Annotated[
+        int, typer.Option(help="Largest max_tokens a request may ask for.")
+    ] = 32_768,
+    batch_window_ms: Annotated[
+        float, typer.Option(help="Micro-batching window for routing concurrent requests.")
+    ] = 2.0,
+    max_batch_size: Annotated[int, typer.Option(help="Most prompts per routing pass.")] = 32,
+    breaker_failures: Annotated[
+        int, typer.Option(help="Consecutive failures that open a worker's circuit breaker.")
+    ] = 3,
+    breaker_cooldown_s: Annotated[
+        float, typer.Option(help="Seconds a worker is skipped once its circuit opens.")
+    ] = 30.0,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
+    from pydantic import ValidationError
+
+    from .model import CheckpointError
+    from .server import ServeSettings, serve
+    from .server_auth import ApiKeyError, load_api_keys
+
+    try:
+        settings = ServeSettings(
+            checkpoint=checkpoint, pool=pool, host=host, port=port, model_name=model_name,
+            api_keys=load_api_keys(api_keys_env, api_keys_file), log_requests=log_requests,
+            log_content=log_content, max_body_bytes=max_body_bytes,
+            max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,
+            max_batch_size=max_batch_size, breaker_failures=breaker_failures,
+            breaker_cooldown_s=breaker_cooldown_s,
+        )  # fmt: skip
+        serve(settings, log_level=log_level)
+    except (ApiKeyError, ConfigError, CheckpointError, ValidationError, ValueError) as error:
+        fail(str(error))
+    except (RuntimeError, OSError) as error:  # a pool that failed to start, a busy port
+        fail(str(error))
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
+    per_family: Annotated[int, typer.Option(help="Tasks per family.", min=1)] = 10,
+    seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
+) -> None:
+    """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
+    from .tasks import generate_tasks, write_tasks
+
+    try:
+        tasks = generate_tasks(per_family, seed)
+    except ValueError as error:
+        fail(str(error))
+    console.print(f"wrote {write_tasks(output, tasks)} tasks to {output}")
+    print_task_summary(tasks)
+
+
+@tasks_app.command("check")
+def tasks_check(path: Annotated[Path, typer.Argument(help="Task JSONL file.")]) -> None:
+    """Read a task file, report the first problem (file, line, fix) or a summary."""
+    from .tasks import read_tasks
+
+    try:
+        tasks = read_tasks(path)
+    except RecordFileError as error:
+        fail(str(error))
+    print_task_summary(tasks)
+
+
+def print_task_summary(tasks: list) -> None:
+    from collections import Counter
+
+    counts = Counter((task.task, task.grader, task.resolved_split()) for task in tasks)
+    table = Table("task", "grader", "train", "validation", "test", title="tasks")
+    for family, grader in sorted({(f, g) for f, g, _ in counts}):
+        splits = [str(counts[family, grader, split]) for split in ("train", "validation", "test")]
+        table.add_row(family, grader, *splits)
+    console.print(table)
 
 
 if __name__ == "__main__":

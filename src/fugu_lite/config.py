@@ -32,8 +32,10 @@ class ModelConfig(StrictModel):
     normalize_features: bool = True
     svf_targets: list[str] = Field(
         default_factory=list,
-        description="Backbone weight matrices (names or glob patterns) whose singular values "
-        "get learned offsets; empty = frozen backbone with cached features.",
+        description="Backbone weight matrices whose singular values get learned offsets (SVF, "
+        "see fugu_lite/svf.py): module names of the backbone as loaded, or glob patterns over "
+        "them, e.g. 'layers.3.mlp.down_proj' (Llama) or 'encoder.layer.*.output.dense' (BERT). "
+        "Empty = frozen backbone with cached features; set = features are not cached.",
     )
     device: str = "cpu"
     feature_batch_size: int = Field(default=16, ge=1)
@@ -109,17 +111,27 @@ class ESConfig(StrictModel):
 
 
 class PipelineConfig(StrictModel):
-    """SFT, then RL continuing from the SFT checkpoint, on one shared model config."""
+    """SFT, then RL continuing from the SFT checkpoint, on one shared model config.
+
+    The `es` section is not run by the pipeline: it is what `fugu-lite train es -c FILE`
+    reads from the same file (with the shared `model`)."""
 
     model: ModelConfig = ModelConfig()
     sft: SFTTrainingConfig = SFTTrainingConfig()
     rl: RLTrainingConfig = RLTrainingConfig()
+    es: ESTrainingConfig = ESTrainingConfig()
 
     def sft_config(self) -> SFTConfig:
         return SFTConfig(model=self.model, training=self.sft)
 
     def rl_config(self) -> RLConfig:
         return RLConfig(model=self.model, training=self.rl)
+
+    def es_config(self) -> ESConfig:
+        return ESConfig(model=self.model, training=self.es)
+
+
+STAGE_SECTIONS = tuple(name for name in PipelineConfig.model_fields if name != "model")
 
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
@@ -147,18 +159,34 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
 def load_stage_config(
     path: str | Path | None, config_type: type[C], stage: str, overrides: dict | None = None
 ) -> C:
-    """Load one stage's config from a stage file, or from a pipeline file's `stage` section."""
-    if path is not None:
-        data = _read_yaml_mapping(Path(path))
-        if stage in data:
-            data = {"model": data.get("model") or {}, "training": data[stage] or {}}
-            for dotted_key, value in (overrides or {}).items():
-                _set_dotted(data, dotted_key, value)
-            try:
-                return config_type.model_validate(data)
-            except ValidationError as error:
-                raise ConfigError(_describe_config_error(error, config_type, str(path))) from error
-    return load_config(path, config_type, overrides)
+    """Load one stage's config from a stage file (`model`, `training`) or from a pipeline
+    file (`model`, `sft`, `rl`, `es`): its `model` and its `stage` section, which may be
+    absent (then the stage's defaults). Overrides use the stage file's keys
+    (`training.epochs=3`)."""
+    if path is None:
+        return load_config(None, config_type, overrides)
+    data = _read_yaml_mapping(Path(path))
+    if not any(name in data for name in STAGE_SECTIONS):
+        return load_config(path, config_type, overrides)
+    unknown = [key for key in data if key not in ("model", *STAGE_SECTIONS)]
+    if unknown:
+        known = ["model", *STAGE_SECTIONS]
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ConfigError(
+            f"{path}: a pipeline config has the sections {', '.join(known)}; unknown "
+            f"top-level key(s) {', '.join(hints)}. A single-stage file has `model` and "
+            "`training` instead; do not mix the two shapes."
+        )
+    data = {"model": data.get("model") or {}, "training": data.get(stage) or {}}
+    for dotted_key, value in (overrides or {}).items():
+        _set_dotted(data, dotted_key, value)
+    try:
+        return config_type.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_describe_config_error(error, config_type, str(path))) from error
 
 
 def _read_yaml_mapping(path: Path) -> dict:

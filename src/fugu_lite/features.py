@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.func import functional_call
 
 from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
 from .config import ModelConfig
@@ -21,6 +22,7 @@ from .schemas import ChatMessage, message_text, prompt_hash
 
 FEATURE_FORMAT_VERSION = 1
 Prompt = str | list[ChatMessage]
+console = Console(stderr=True)
 
 
 def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:
@@ -67,15 +69,28 @@ class FeatureExtractor:
             getattr(self.backbone.tokenizer, "chat_template", None)
         )
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        output = self.truncated(input_ids=input_ids, attention_mask=attention_mask)
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Pooled features; `weights` ({"<module>.weight": tensor}, e.g. SVF's) stand in for
+        those backbone weights during this call only (gradients flow into them)."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if weights:
+            output = functional_call(self.truncated, weights, (), inputs, strict=False)
+        else:
+            output = self.truncated(**inputs)
         return pool(output.last_hidden_state, attention_mask, self.pooling)
 
     @torch.inference_mode()
-    def encode(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+    def encode(
+        self, prompts: Sequence[Prompt], weights: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         device = next(self.truncated.parameters()).device
         inputs = {key: value.to(device) for key, value in self.tokenize(prompts).items()}
-        return self(inputs["input_ids"], inputs["attention_mask"]).float().cpu()
+        return self(inputs["input_ids"], inputs["attention_mask"], weights).float().cpu()
 
     @torch.inference_mode()
     def plain_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
@@ -242,7 +257,8 @@ def compute_features(
     use_cache: bool = True,
     description: str = "features",
 ) -> tuple[torch.Tensor, FeatureExtractor | None]:
-    """Features for every prompt, from the cache where present, else from the backbone.
+    """Features of the frozen backbone for every prompt, from the cache where present,
+    else from the backbone. (A router with SVF gets its features from `uncached_features`.)
 
     Returns the features and the extractor (loaded only when something was missing).
     New features are cached every few hundred prompts, so an interrupted extraction
@@ -278,16 +294,51 @@ def compute_features(
 CACHE_CHUNK = 256
 
 
+def uncached_features(
+    prompts: Sequence[Prompt],
+    extractor: FeatureExtractor,
+    weights: dict[str, torch.Tensor] | None,
+    batch_size: int,
+    description: str = "features",
+) -> torch.Tensor:
+    """Features computed now, without gradients, with `weights` substituted (SVF): nothing
+    is read from or written to the feature cache, since the weights change as they train."""
+    order = sorted(range(len(prompts)), key=lambda index: len(_text_of(prompts[index])))
+    if not order:
+        return torch.zeros(0, extractor.dim)
+    with torch.no_grad(), _progress() as progress:
+        task = progress.add_task(f"Backbone {description} (uncached)", total=len(order))
+        rows = _encode_in_batches(
+            [prompts[index] for index in order],
+            extractor,
+            batch_size,
+            lambda done: progress.advance(task, done),
+            weights,
+        )
+    features = torch.empty_like(rows)
+    features[torch.tensor(order)] = rows
+    return features
+
+
+def announce_uncached_features(matrices: int, offsets: int) -> None:
+    console.print(
+        f"[yellow]SVF on ({matrices} backbone matrices, {offsets:,} singular-value offsets): "
+        "features depend on the offsets, so they are not cached; every training step and "
+        "every routing call runs the backbone.[/yellow]"
+    )
+
+
 def _encode_in_batches(
     prompts: list[Prompt],
     extractor: FeatureExtractor,
     batch_size: int,
     on_batch: Callable[[int], None],
+    weights: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     outputs = []
     for start in range(0, len(prompts), batch_size):
         batch = prompts[start : start + batch_size]
-        outputs.append(extractor.encode(batch))
+        outputs.append(extractor.encode(batch, weights) if weights else extractor.encode(batch))
         on_batch(len(batch))
     return torch.cat(outputs)
 
@@ -302,5 +353,5 @@ def _progress() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console,
     )

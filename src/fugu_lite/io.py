@@ -35,13 +35,19 @@ def read_json(path: str | Path) -> Any:
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    """Write UTF-8 text atomically and durably (see write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target:
+    a crash or kill leaves the old file or the new one, never a torn one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)

@@ -1,4 +1,4 @@
-"""RouterModel: backbone features -> (normalised) -> head -> one logit per worker."""
+"""RouterModel: backbone features (+ SVF offsets) -> (normalised) -> head -> worker logits."""
 
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ from torch import nn
 
 from . import __version__
 from .config import ModelConfig
-from .features import FeatureExtractor, Prompt, compute_features
+from .features import (
+    FeatureExtractor,
+    Prompt,
+    announce_uncached_features,
+    compute_features,
+    console,
+    uncached_features,
+)
 from .io import write_json
+from .svf import SVF
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -37,7 +45,9 @@ def build_head(model_cfg: ModelConfig, feature_dim: int, n_workers: int) -> nn.M
 
 class RouterModel(nn.Module):
     """The coordinator. `model(features=...)` runs the head on (cached) backbone features;
-    `model(input_ids=..., attention_mask=...)` runs the backbone first."""
+    `model(input_ids=..., attention_mask=...)` runs the backbone first (with the SVF
+    offsets, when `model_cfg.svf_targets` names matrices: then the backbone is loaded at
+    construction and its parameters are the head's followed by the offsets)."""
 
     def __init__(
         self,
@@ -45,6 +55,7 @@ class RouterModel(nn.Module):
         worker_ids: Sequence[str],
         feature_dim: int,
         backbone_parameters: int = 0,
+        extractor: FeatureExtractor | None = None,
     ) -> None:
         super().__init__()
         self.model_cfg = model_cfg
@@ -56,7 +67,18 @@ class RouterModel(nn.Module):
         self.register_buffer("feature_mean", torch.zeros(feature_dim))
         self.register_buffer("feature_scale", torch.ones(feature_dim))
         self.register_buffer("normalizer_fitted", torch.tensor(False))
-        self.extractor: FeatureExtractor | None = None
+        self.extractor = extractor
+        self.svf: SVF | None = None
+        if model_cfg.svf_targets:
+            backbone = self.backbone_extractor()
+            self.svf = SVF.for_backbone(
+                model_cfg.svf_targets,
+                backbone.truncated,
+                backbone.backbone.model,
+                model_cfg.backbone,
+                model_cfg.layer,
+            )
+        self._announced_uncached = False
 
     def _last_linear(self) -> nn.Linear:
         return self.head if isinstance(self.head, nn.Linear) else self.head[-1]
@@ -74,8 +96,15 @@ class RouterModel(nn.Module):
         if features is None:
             if input_ids is None or attention_mask is None:
                 raise ValueError("RouterModel needs features, or input_ids and attention_mask")
-            features = self.backbone_extractor()(input_ids, attention_mask)
+            features = self.backbone_features(input_ids, attention_mask)
         return self.head(self.normalize(features))
+
+    def backbone_features(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Features straight from the backbone, with gradients into the SVF offsets."""
+        weights = self.svf.weights() if self.svf is not None else None
+        return self.backbone_extractor()(input_ids, attention_mask, weights)
 
     def normalize(self, features: torch.Tensor) -> torch.Tensor:
         if not self.model_cfg.normalize_features:
@@ -91,16 +120,30 @@ class RouterModel(nn.Module):
 
     def backbone_extractor(self) -> FeatureExtractor:
         if self.extractor is None:
-            _, extractor = compute_features([], self.model_cfg, use_cache=False)
-            self.extractor = extractor or _load_extractor(self.model_cfg)
+            self.extractor = _load_extractor(self.model_cfg)
         return self.extractor
 
     def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
+        """Features of these prompts (no gradients): from the feature cache for a frozen
+        backbone, computed afresh (never cached) when SVF is on."""
+        if self.svf is not None:
+            self.announce_uncached_features()
+            with torch.no_grad():
+                weights = self.svf.weights()
+            return uncached_features(
+                prompts, self.backbone_extractor(), weights, self.model_cfg.feature_batch_size
+            )
         features, extractor = compute_features(
             prompts, self.model_cfg, self.extractor, use_cache=use_cache
         )
         self.extractor = extractor or self.extractor
         return features
+
+    def announce_uncached_features(self) -> None:
+        """Say once per model that SVF features are not cached (they move with the offsets)."""
+        if self.svf is not None and not self._announced_uncached:
+            announce_uncached_features(len(self.svf.names), self.svf.offset_count())
+            self._announced_uncached = True
 
     @torch.inference_mode()
     def probabilities(
@@ -126,7 +169,8 @@ class RouterModel(nn.Module):
     def trainable_parameter_counts(self) -> tuple[int, int]:
         trainable = sum(parameter.numel() for parameter in self.trainable_parameters())
         head_total = sum(parameter.numel() for parameter in self.head.parameters())
-        return trainable, head_total + self.backbone_parameters
+        svf_total = self.svf.offset_count() if self.svf is not None else 0
+        return trainable, head_total + svf_total + self.backbone_parameters
 
     def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
         directory = Path(directory)
@@ -146,6 +190,7 @@ class RouterModel(nn.Module):
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,
                 "model": self.model_cfg.model_dump(),
+                "svf_matrices": self.svf.shapes() if self.svf is not None else {},
                 "metadata": metadata or {},
             },
         )
@@ -201,6 +246,14 @@ def checkpoint_mismatches(
         saved_value, given_value = getattr(saved, field), getattr(model_cfg, field)
         if saved_value != given_value:
             problems.append(f"model.{field}: checkpoint {saved_value!r} vs config {given_value!r}")
+    # A head-only checkpoint may continue with SVF (zero offsets = the same model); a
+    # checkpoint with offsets must keep exactly its targets.
+    if saved.svf_targets and saved.svf_targets != model_cfg.svf_targets:
+        dropped = "" if model_cfg.svf_targets else " (its learned SVF offsets would be dropped)"
+        problems.append(
+            f"model.svf_targets: checkpoint {saved.svf_targets!r} vs config "
+            f"{model_cfg.svf_targets!r}{dropped}"
+        )
     return problems
 
 
@@ -219,19 +272,49 @@ def load_router(
             + "; ".join(problems)
             + ". Train a new checkpoint, or use the config the checkpoint was trained with."
         )
+    requested = model_cfg or saved_cfg
     cfg = saved_cfg.model_copy(
         update={
-            "device": (model_cfg or saved_cfg).device,
-            "cache_dir": (model_cfg or saved_cfg).cache_dir,
+            "device": requested.device,
+            "cache_dir": requested.cache_dir,
+            "feature_batch_size": requested.feature_batch_size,
+            "svf_targets": requested.svf_targets,
         }
     )
     model = RouterModel(
         cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
     )
+    _check_svf_matrices(directory, metadata, model)
     state = load_file(Path(directory) / HEAD_FILE)
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as error:
+        raise CheckpointError(f"checkpoint {directory} does not fit this model: {error}") from error
+    new_offsets = [name for name in missing if name.startswith("svf.")]
+    if new_offsets and not saved_cfg.svf_targets:
+        console.print(
+            f"SVF: {directory} has no singular-value offsets; starting them at zero "
+            f"(the checkpoint's model unchanged) for {', '.join(cfg.svf_targets)}",
+            markup=False,
+        )
+        missing = [name for name in missing if name not in new_offsets]
     if missing or unexpected:
         raise CheckpointError(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
         )
     return model.to(cfg.device).eval()
+
+
+def _check_svf_matrices(directory: str | Path, metadata: dict, model: RouterModel) -> None:
+    """The matrices the checkpoint's offsets belong to must be the ones its targets select now
+    (they could differ if a local backbone folder changed architecture)."""
+    saved = metadata.get("svf_matrices") or {}
+    if not saved:
+        return
+    now = model.svf.shapes() if model.svf is not None else {}
+    if saved != now:
+        raise CheckpointError(
+            f"checkpoint {directory}: its SVF offsets belong to the matrices {saved}, but the "
+            f"targets {model.model_cfg.svf_targets} select {now} in this backbone; use the "
+            "backbone the checkpoint was trained with"
+        )

@@ -1,20 +1,22 @@
-"""Evolution stage: sep-CMA-ES over the router's trainable parameters, on cached features.
+"""Evolution stage: sep-CMA-ES over the router's trainable parameters: the head's weights,
+followed by the SVF offsets when `model.svf_targets` is set.
 
-Each generation draws one train mini-batch, scores the whole population on it in one
-batched forward (fitness = mean reward of the policy's choice + entropy bonus), and tells
-CMA the negated fitness. The CMA mean is validated every `validate_every` generations and
-the best one on validation becomes the checkpoint. The search state is saved atomically
-every `save_every` generations in OUTPUT/es_state/, so a killed run continues where it
-stopped; every generation derives its random numbers from (seed, generation), so a
-resumed run is the run that was interrupted.
+Each generation draws one train mini-batch, scores the whole population on it (fitness =
+mean reward of the policy's choice + entropy bonus), and tells CMA the negated fitness.
+On cached features the population is one batched forward; with SVF each candidate has its
+own backbone weights, so each one runs the backbone on the batch (much slower).
+
+The CMA mean is validated every `validate_every` generations and the best one on
+validation becomes the checkpoint. The search state is saved atomically every
+`save_every` generations in OUTPUT/es_state/, so a killed run continues where it stopped;
+every generation derives its random numbers from (seed, generation), so a resumed run is
+the run that was interrupted.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,8 @@ from torch import nn
 from torch.func import functional_call
 
 from .config import ESConfig, ESTrainingConfig
-from .io import write_json
+from .costs import apply_cost_weight, cost_weighting_summary
+from .io import write_bytes_atomic, write_json
 from .model import RouterModel
 from .schemas import RewardRecord
 from .training_common import (
@@ -77,7 +80,8 @@ class SplitData:
 
 
 def split_data(records: list[RewardRecord], model: RouterModel, split: str) -> SplitData:
-    """One split's cached features and rewards (ValueError on an empty split, like make_loader)."""
+    """One split's cached features (tokenized prompts with SVF) and rewards (ValueError on an
+    empty split, like make_loader)."""
     loader = make_loader(records, model, split, batch_size=len(records), shuffle=False)
     inputs, rewards = move_batch(next(iter(loader)), model.device_ref)
     return SplitData(inputs, rewards)
@@ -108,9 +112,12 @@ def population_logits(
 ) -> torch.Tensor:
     """Logits [P, B, W] of P flat parameter vectors [P, D] on one batch, in eval mode.
 
-    A bias-free linear head is one matmul; any other head is vmapped functional calls.
+    A bias-free linear head is one matmul; any other head is vmapped functional calls; with
+    SVF every candidate runs the backbone in turn.
     """
     model.eval()
+    if model.svf is not None:
+        return _population_logits_in_turn(model, candidates, inputs)
     names = trainable_names(model)
     if (
         names == ["head.weight"]
@@ -127,6 +134,36 @@ def population_logits(
         for name, piece, shape in zip(names, pieces, shapes, strict=True)
     }
     return torch.func.vmap(lambda params: functional_call(model, params, (), inputs))(stacked)
+
+
+def _population_logits_in_turn(
+    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
+) -> torch.Tensor:
+    parameters = list(optimizer_parameters(model))
+    start = torch.nn.utils.parameters_to_vector(parameters).detach().clone()
+    try:
+        logits = []
+        for candidate in candidates:
+            torch.nn.utils.vector_to_parameters(candidate.clone(), parameters)
+            logits.append(batched_logits(model, inputs))
+        return torch.stack(logits)
+    finally:
+        torch.nn.utils.vector_to_parameters(start, parameters)
+
+
+def batched_logits(model: RouterModel, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`model(**inputs)`; tokenized prompts go through the backbone `feature_batch_size` at a
+    time, each chunk cut to its longest prompt (padding is on the right)."""
+    if "input_ids" not in inputs:
+        return model(**inputs)
+    size = model.model_cfg.feature_batch_size
+    chunks = []
+    for start in range(0, len(inputs["input_ids"]), size):
+        mask = inputs["attention_mask"][start : start + size]
+        width = max(1, int(mask.sum(dim=1).max()))
+        ids = inputs["input_ids"][start : start + size, :width]
+        chunks.append(model(input_ids=ids, attention_mask=mask[:, :width]))
+    return torch.cat(chunks)
 
 
 def population_fitness(
@@ -166,7 +203,7 @@ def population_fitness(
 def policy_metrics(model: RouterModel, data: SplitData) -> dict[str, float]:
     """The metrics of evaluate_loader: argmax reward, expected reward, oracle, entropy."""
     model.eval()
-    logits = model(**data.inputs)
+    logits = batched_logits(model, data.inputs)
     probabilities = torch.softmax(logits, dim=-1)
     choice = logits.argmax(dim=-1, keepdim=True)
     entropy = torch.distributions.Categorical(probs=probabilities).entropy()
@@ -191,21 +228,6 @@ def read_es_state(output_dir: str | Path) -> dict | None:
     if not path.exists():
         return None
     return pickle.loads(path.read_bytes())
-
-
-def write_bytes_atomic(path: Path, payload: bytes) -> None:
-    """Temporary file in the same folder, fsync, rename: a kill leaves the old or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def run_fingerprint(config: ESConfig, model: nn.Module, splits: list[SplitData | None]) -> dict:
@@ -398,8 +420,9 @@ def evolve(
         state = fresh_state(model, training, fingerprint, validation)
     if validation is None:
         console.print("[yellow]ES: no validation split; keeping the final mean[/yellow]")
+    svf = f" (SVF offsets {model.svf.offset_count():,})" if model.svf is not None else ""
     console.print(
-        f"ES device={model.device_ref}; parameters={state.optimizer.dim:,}; "
+        f"ES device={model.device_ref}; parameters={state.optimizer.dim:,}{svf}; "
         f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
     )
     seconds: list[float] = []
@@ -446,11 +469,7 @@ def train_es(
     """sep-CMA-ES from a checkpoint (typically SFT's) or from zero; keeps the best mean on
     validation; writes the checkpoint and training_report.json, and continues an
     interrupted run in the same output dir unless resume=False."""
-    if config.training.cost_weight:
-        # The single cost-weighting call site (fugu_lite.costs, issue 3).
-        from .costs import apply_cost_weight
-
-        records = apply_cost_weight(records, config.training)
+    records = apply_cost_weight(records, config.training)
     seed_everything(config.training.seed)
     worker_ids = records[0].worker_ids
     model = make_model(config.model, worker_ids, checkpoint)
@@ -460,7 +479,10 @@ def train_es(
     except ValueError:
         validation = None
     state, seconds = evolve(model, train, validation, config, output_dir, resume)
-    return write_outputs(model, state, seconds, config, Path(output_dir), checkpoint)
+    cost_weighting = cost_weighting_summary(records, config.training)
+    return write_outputs(
+        model, state, seconds, config, Path(output_dir), checkpoint, cost_weighting
+    )
 
 
 def write_outputs(
@@ -470,6 +492,7 @@ def write_outputs(
     config: ESConfig,
     output: Path,
     start_checkpoint: str | None,
+    cost_weighting: dict,
 ) -> dict:
     all_seconds = [entry["seconds"] for entry in state.history]
     summary = {
@@ -489,7 +512,15 @@ def write_outputs(
         )
     else:
         console.print("ES: no generation beat the starting point on validation; kept it")
-    model.save_checkpoint(output, metadata={"stage": "es", **summary, "history": state.history})
+    model.save_checkpoint(
+        output,
+        metadata={
+            "stage": "es",
+            **summary,
+            "history": state.history,
+            "cost_weighting": cost_weighting,
+        },
+    )
     report = {
         "stage": "es",
         "checkpoint": str(output),
@@ -498,7 +529,9 @@ def write_outputs(
         **summary,
         "seconds_this_run": sum(seconds),
         "trainable_parameters": state.optimizer.dim,
+        "svf_matrices": model.svf.names if model.svf is not None else [],
         "config": config.model_dump(),
+        "cost_weighting": cost_weighting,
         "history": state.history,
     }
     write_json(output / "training_report.json", report)

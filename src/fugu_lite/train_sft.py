@@ -146,6 +146,7 @@ def train_sft(
         "best_validation_reward": best_reward if best_state is not None else None,
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
+        "svf_matrices": model.svf.names if model.svf is not None else [],
         "history": history,
     }
     write_json(output / "training_report.json", report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .config import ModelConfig
-from .features import backbone_shape
+from .features import FeatureExtractor, Prompt, backbone_shape
 from .model import RouterModel, load_router
 from .schemas import RewardRecord, check_same_workers, records_in_split
 
@@ -39,13 +40,13 @@ def make_model(
 ) -> RouterModel:
     """A fresh router, or one continued from a checkpoint (which must match cfg and workers).
 
-    When the feature cache already knows the backbone's shape, the backbone is not loaded.
+    When the feature cache already knows the backbone's shape, the backbone is not loaded
+    (unless SVF needs it).
     """
     if checkpoint is not None:
         return load_router(checkpoint, model_cfg, worker_ids)
     shape, extractor = backbone_shape(model_cfg)
-    model = RouterModel(model_cfg, worker_ids, shape.hidden_size, shape.parameters)
-    model.extractor = extractor
+    model = RouterModel(model_cfg, worker_ids, shape.hidden_size, shape.parameters, extractor)
     return model.to(model_cfg.device)
 
 
@@ -56,7 +57,9 @@ def make_loader(
     batch_size: int,
     shuffle: bool,
 ) -> DataLoader:
-    """Batches of cached backbone features and rewards for one split.
+    """Batches of one split: cached backbone features and rewards, or, when the model has
+    SVF offsets (features move with them), tokenized prompts and rewards, so every step
+    runs the backbone.
 
     The first train loader of an unfitted model also fits its feature normaliser, so
     every later stage (and routing) uses the training split's statistics.
@@ -69,11 +72,23 @@ def make_loader(
         raise ValueError(
             f"records have workers {selected[0].worker_ids}, the model {model.worker_ids}"
         )
-    features = model.features_for([record.prompt for record in selected])
-    if split == "train" and not bool(model.normalizer_fitted):
-        model.fit_normalizer(features.to(model.device_ref))
+    prompts = [record.prompt for record in selected]
     rewards = torch.tensor([record.rewards for record in selected], dtype=torch.float32)
     generator = torch.Generator().manual_seed(torch.initial_seed() % (2**31))
+    if model.svf is not None:
+        model.announce_uncached_features()
+        if split == "train" and not bool(model.normalizer_fitted):
+            model.fit_normalizer(model.features_for(prompts).to(model.device_ref))
+        return DataLoader(
+            TensorDataset(torch.arange(len(prompts)), rewards),
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=generator,
+            collate_fn=TokenizingCollate(prompts, model.backbone_extractor()),
+        )
+    features = model.features_for(prompts)
+    if split == "train" and not bool(model.normalizer_fitted):
+        model.fit_normalizer(features.to(model.device_ref))
     return DataLoader(
         TensorDataset(features, rewards),
         batch_size=batch_size,
@@ -86,6 +101,23 @@ def make_loader(
 def _collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
     features, rewards = zip(*items, strict=True)
     return {"features": torch.stack(features), "rewards": torch.stack(rewards)}
+
+
+@dataclass(frozen=True)
+class TokenizingCollate:
+    """(prompt index, rewards) items -> the batch's tokenized prompts and rewards."""
+
+    prompts: list[Prompt]
+    extractor: FeatureExtractor
+
+    def __call__(self, items: list[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
+        indices, rewards = zip(*items, strict=True)
+        tokens = self.extractor.tokenize([self.prompts[int(index)] for index in indices])
+        return {
+            "input_ids": tokens["input_ids"],
+            "attention_mask": tokens["attention_mask"],
+            "rewards": torch.stack(rewards),
+        }
 
 
 def move_batch(batch: Batch, device: torch.device) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

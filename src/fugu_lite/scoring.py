@@ -1,0 +1,525 @@
+"""Graders: score a worker's output to a task in [0, 1].
+
+`await grade(task, output, judge)` dispatches on `task.grader`:
+
+- number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
+  then the number after the last "answer is" / "Answer:" marker (after its last `=` when the
+  marker's sentence holds an equation), else the last number in the output. Commas between
+  thousands, `$`, `%`, units and a trailing period are ignored; `3/4` and `\\frac{3}{4}` are
+  fractions. Equal when within 1e-6 relative, or when the output rounds the reference at the
+  number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
+- choice: the option letter (A-E): "Answer: B", "The correct option is b.", "(B)", "B) foo",
+  a line holding just "B", or the text of exactly one option. Two different letters with no
+  answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
+- exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
+  punctuation, an "Answer:" prefix; case too unless `task.case_sensitive`). The whole output,
+  the text after the last answer marker, and the first and last non-empty lines are tried.
+- regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
+  (ignoring case unless `task.case_sensitive`); anchor the pattern with ^...$ for a full match.
+- code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
+  sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
+  refused operation is the model's fault: 0 with the reason in `detail`.
+- judge: an LLM judge (an async callable messages -> reply) scores 0-10 with the task's
+  rubric; the score is divided by 10.
+
+A score of 0.0 means the answer is wrong or missing (`detail` says why). When we cannot
+grade (no reference answer, judge down or unparseable, sandbox broken), `score` is None and
+`error` says why: never a silent 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import unicodedata
+from collections.abc import Awaitable, Callable
+from fractions import Fraction
+
+from pydantic import BaseModel
+
+from .sandbox import SandboxLimits, run_python_tests
+from .tasks import Task, choice_letter, parse_number
+
+Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
+
+
+class Grade(BaseModel):
+    score: float | None
+    error: str | None = None
+    detail: str = ""
+
+
+def wrong(detail: str) -> Grade:
+    return Grade(score=0.0, detail=detail)
+
+
+def cannot_grade(error: str) -> Grade:
+    return Grade(score=None, error=error)
+
+
+async def grade(
+    task: Task,
+    output: str,
+    judge: Judge | None = None,
+    *,
+    sandbox: SandboxLimits | None = None,
+) -> Grade:
+    """Score `output` (a worker's reply to `task`) with the task's grader."""
+    if not isinstance(output, str):
+        return cannot_grade(f"expected the worker's output as text, got {type(output).__name__}")
+    try:
+        if task.grader == "code":
+            return await grade_code(task, output, sandbox)
+        if task.grader == "judge":
+            return await grade_judge(task, output, judge)
+        grader = SIMPLE_GRADERS.get(task.grader)
+        if grader is None:
+            return cannot_grade(f"unknown grader {task.grader!r}")
+        return grader(task, output)
+    except Exception as error:  # a bug of ours must not look like a wrong answer
+        return cannot_grade(f"the {task.grader} grader failed: {type(error).__name__}: {error}")
+
+
+# --- number ----------------------------------------------------------------------------------
+
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<sign>-)?(?:\$\s?)?"
+    r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
+)
+_ANSWER_MARKER = re.compile(
+    r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
+    r"solution is|total is)",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+
+
+class FoundNumber(BaseModel):
+    value: float
+    text: str
+    decimals: int
+
+
+def grade_number(task: Task, output: str) -> Grade:
+    reference = parse_number(task.answer or "")
+    if reference is None:
+        return cannot_grade(f"the task's answer {task.answer!r} is not a number")
+    found, source = extract_number(output)
+    if found is None:
+        return wrong("no number in the output")
+    detail = f"extracted {found.text!r} ({source}); expected {task.answer}"
+    matched = numbers_match(found, reference, _decimals(task.answer or ""))
+    return Grade(score=1.0 if matched else 0.0, detail=detail)
+
+
+def extract_number(output: str) -> tuple[FoundNumber | None, str]:
+    """The final answer's number and where it was found."""
+    text = _normalise_number_text(output)
+    boxed = last_boxed(text)
+    if boxed is not None:
+        numbers = _numbers(_unlatex(boxed))
+        if numbers:
+            return numbers[-1], "\\boxed{}"
+    hashes = text.rfind("####")
+    if hashes >= 0:
+        numbers = _numbers(text[hashes + 4 :])
+        if numbers:
+            return numbers[0], "after ####"
+    for marker in reversed(list(_ANSWER_MARKER.finditer(text))):
+        rest = text[marker.end() :]
+        end = _SENTENCE_END.search(rest)
+        sentence = rest[: end.start()] if end else rest
+        if "=" in sentence:
+            sentence = sentence[sentence.rfind("=") + 1 :]
+        numbers = _numbers(sentence)
+        if numbers:
+            return numbers[0], f"after {marker.group(0).strip()!r}"
+    numbers = _numbers(text)
+    if numbers:
+        return numbers[-1], "the last number"
+    words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
+    if words:  # only when no digit at all: "The letter 'i' appears once."
+        word = words[-1].lower()
+        return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
+    return None, ""
+
+
+NUMBER_WORDS: dict[str, int] = {
+    word: value
+    for value, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+} | {"once": 1, "twice": 2, "thrice": 3}
+
+
+def numbers_match(found: FoundNumber, reference: float, reference_decimals: int = 0) -> bool:
+    if math.isclose(found.value, reference, rel_tol=1e-6, abs_tol=1e-9):
+        return True
+    # "0.33" for 1/3 (or 1/3 for a reference written 0.3333): equal at the precision shown
+    decimals = max(found.decimals, reference_decimals)
+    if min(found.decimals, reference_decimals) == 0 and decimals >= 2:
+        return abs(found.value - reference) <= 0.5 * 10**-decimals + 1e-12
+    return False
+
+
+def _decimals(text: str) -> int:
+    match = re.search(r"\.(\d+)\s*%?\s*$", text.strip())
+    return len(match.group(1)) if match else 0
+
+
+def _numbers(text: str) -> list[FoundNumber]:
+    found = []
+    for match in _NUMBER.finditer(text):
+        body = match.group("body").replace(",", "")
+        value = Fraction(body)
+        if match.group("denominator"):
+            if int(match.group("denominator")) == 0:
+                continue
+            value /= int(match.group("denominator"))
+        if match.group("sign"):
+            value = -value
+        decimals = len(body.split(".")[1]) if "." in body and not match.group("denominator") else 0
+        found.append(
+            FoundNumber(value=float(value), text=match.group(0).strip(), decimals=decimals)
+        )
+    return found
+
+
+def _normalise_number_text(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    return text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} (or \\fbox{...}), braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    position = text.index("{", start) + 1
+    depth = 1
+    for index in range(position, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[position:index]
+    return text[position:]
+
+
+def _unlatex(text: str) -> str:
+    text = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
+    text = re.sub(r"\((-?[\d.,]+)\)/\(([\d.,]+)\)", r"\1/\2", text)
+    return re.sub(r"\\[a-zA-Z]+|[{}]", " ", text.replace("\\%", "%").replace("\\$", "$"))
+
+
+# --- choice ----------------------------------------------------------------------------------
+
+_CHOICE_MARKER = re.compile(
+    r"(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=\-])?\s*"
+    r"(?:option|choice|letter)?\s*[:\-]?\s*\**\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
+    r"(?P<after>[^\n]{0,12})",
+    re.IGNORECASE,
+)
+_LEADING_LETTER = re.compile(r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s*$)")
+_LETTER_IS_CORRECT = re.compile(
+    r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer)\b"
+)
+_OPTION_LINE = re.compile(
+    r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
+)
+_OR_ANOTHER = re.compile(r"^\s*(?:or|and|/)\s*\(?(?:option\s*)?[A-E](?![a-z])", re.IGNORECASE)
+
+
+def grade_choice(task: Task, output: str) -> Grade:
+    expected = choice_letter(task.answer or "")
+    if expected is None:
+        return cannot_grade(f"the task's answer {task.answer!r} is not an option letter A-E")
+    letter, how = extract_choice(output, task.prompt_text())
+    if letter is None:
+        return wrong(how)
+    return Grade(
+        score=1.0 if letter == expected else 0.0,
+        detail=f"extracted {letter} ({how}); expected {expected}",
+    )
+
+
+def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
+    """(letter, how it was found) or (None, why not)."""
+    text = unicodedata.normalize("NFKC", output).strip()
+    if not text:
+        return None, "empty output"
+    for match in reversed(list(_CHOICE_MARKER.finditer(text))):
+        letter, after = match.group("letter"), match.group("after")
+        if letter == "a" and re.match(r"\s+[A-Za-z]", text[match.end("letter") :]):
+            continue  # "the answer is a bit..." is the article, not option a
+        if _OR_ANOTHER.match(after):
+            return None, f"ambiguous: {match.group(0).strip()!r}"
+        return letter.upper(), "after an answer marker"
+    is_correct = list(_LETTER_IS_CORRECT.finditer(text))
+    if is_correct:
+        return is_correct[-1].group("letter"), "'X is correct'"
+    bracketed = {m.upper() for m in re.findall(r"\(([A-Ea-e])\)", text)}
+    if len(bracketed) > 1:
+        return None, f"ambiguous: mentions {', '.join(sorted(bracketed))}"
+    leading = _LEADING_LETTER.match(text)
+    if leading:
+        return leading.group("letter").upper(), "at the start of the output"
+    if bracketed:
+        return bracketed.pop(), "the only bracketed letter"
+    lines = [line for line in text.splitlines() if choice_letter(line.strip("*_ `"))]
+    if lines:
+        return choice_letter(lines[-1].strip("*_ `")), "a line holding only a letter"
+    options = {m.group("letter"): m.group("text").strip() for m in _OPTION_LINE.finditer(prompt)}
+    said = _normalise(text)
+    named = [
+        letter
+        for letter, option in options.items()
+        if option and re.search(rf"(?<!\w){re.escape(_normalise(option))}(?!\w)", said)
+    ]
+    if len(named) == 1:
+        return named[0], f"the output names option {named[0]}'s text"
+    if len(named) > 1:
+        return None, f"ambiguous: names the text of options {', '.join(named)}"
+    return None, "no option letter in the output"
+
+
+# --- exact / regex ---------------------------------------------------------------------------
+
+_PREFIX = re.compile(
+    r"^(?:(?:the\s+)?(?:final\s+)?(?:answer|result|output)\s*(?:is|:|=)|final answer\s*:?)\s*",
+    re.IGNORECASE,
+)
+_MARKER_SEGMENT = re.compile(r"(?:answer|result)\s*(?:is|:|=)\s*(?P<rest>[^\n]*)", re.IGNORECASE)
+_WRAPPERS = "\"'`*_“”‘’「」«» \t"
+
+
+def _normalise(text: str, case_sensitive: bool = False) -> str:
+    text = unicodedata.normalize("NFKC", text).strip()
+    text = _PREFIX.sub("", text)
+    previous = None
+    while previous != text:
+        previous = text
+        text = text.strip(_WRAPPERS).rstrip(".!,;:").strip()
+    text = re.sub(r"\s+", " ", text)
+    return text if case_sensitive else text.casefold()
+
+
+def answer_candidates(output: str) -> dict[str, str]:
+    """The parts of an output that may hold the answer, by name."""
+    candidates = {"the whole output": output}
+    markers = list(_MARKER_SEGMENT.finditer(output))
+    if markers:
+        candidates["the text after the answer marker"] = markers[-1].group("rest")
+    lines = [line for line in output.splitlines() if line.strip()]
+    if len(lines) > 1:
+        candidates["the first line"] = lines[0]
+        candidates["the last line"] = lines[-1]
+    last_line = lines[-1] if lines else ""
+    verdict = list(re.finditer(r"\b(?:is|are|be)\s*:?\s+", last_line, re.IGNORECASE))
+    if verdict:  # "The last letter of 'cat' is 't'."
+        candidates["the text after the last 'is'"] = last_line[verdict[-1].end() :]
+    quoted = re.findall(r"(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)", output)
+    if quoted:
+        candidates["the last quoted text"] = next(part for part in quoted[-1] if part)
+    return candidates
+
+
+def grade_exact(task: Task, output: str) -> Grade:
+    if task.answer is None:
+        return cannot_grade("the exact grader needs the task's answer")
+    expected = _normalise(task.answer, task.case_sensitive)
+    if not output.strip():
+        return wrong("empty output")
+    for name, candidate in answer_candidates(output).items():
+        if _normalise(candidate, task.case_sensitive) == expected:
+            return Grade(score=1.0, detail=f"{name} matches {task.answer!r}")
+    shown = _normalise(output, True)
+    return wrong(f"no match for {task.answer!r} in {shown[:80]!r}")
+
+
+def grade_regex(task: Task, output: str) -> Grade:
+    if task.answer is None:
+        return cannot_grade("the regex grader needs the task's answer (a pattern)")
+    flags = 0 if task.case_sensitive else re.IGNORECASE
+    try:
+        pattern = re.compile(task.answer, flags)
+    except re.error as error:
+        return cannot_grade(f"the task's pattern {task.answer!r} does not compile: {error}")
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", output)).strip()
+    match = pattern.search(text[:20_000])
+    if match is None:
+        return wrong(f"pattern not found in {text[:80]!r}")
+    return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}")
+
+
+# --- code ------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
+_PYTHON_TAGS = {"python", "py", "python3", "py3"}
+_CODE_START = re.compile(r"^(?:def |class |import |from |@|async def )", re.MULTILINE)
+
+
+def extract_code(output: str) -> str | None:
+    """The Python in a reply: fenced python blocks that parse (joined), else the raw code."""
+    if not output.strip():
+        return None
+    blocks = [(m.group("language").lower(), m.group("code")) for m in _FENCE.finditer(output)]
+    if blocks:
+        tagged = [code for language, code in blocks if language in _PYTHON_TAGS]
+        candidates = tagged or [code for language, code in blocks if not language]
+        if candidates:
+            parsing = [code for code in candidates if _parses(code)]
+            return "\n\n".join(parsing) if parsing else candidates[-1]
+    if _parses(output):
+        return output
+    start = _CODE_START.search(output)
+    if start is None:
+        return output
+    lines = output[start.start() :].splitlines()
+    for end in range(len(lines), 0, -1):
+        code = "\n".join(lines[:end])
+        if _parses(code):
+            return code
+    return output
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return bool(code.strip())
+
+
+async def grade_code(task: Task, output: str, limits: SandboxLimits | None = None) -> Grade:
+    if not task.tests:
+        return cannot_grade("the code grader needs the task's tests")
+    code = extract_code(output)
+    if code is None:
+        return wrong("no code in the output")
+    result = await run_python_tests(code, task.tests, limits)
+    if result.status == "internal_error":
+        return cannot_grade(f"the code sandbox failed: {result.detail}")
+    if result.total == 0:
+        return cannot_grade("the task's tests hold no test")
+    if result.status == "ok":
+        failure = next((t for t in result.tests if not t.passed), None)
+        detail = result.detail
+        if failure is not None:
+            detail += f"; first failure: {failure.name}: {failure.error}"
+        return Grade(score=result.passed / result.total, detail=detail[:1000])
+    return wrong(f"{result.status}: {result.detail}"[:1000])
+
+
+# --- judge -----------------------------------------------------------------------------------
+
+DEFAULT_RUBRIC = (
+    "Is the response correct, complete, and does it do what the task asks? "
+    "Penalise wrong facts, wrong results and ignored instructions."
+)
+JUDGE_SYSTEM = "You are a strict, fair grader. You score one response to one task."
+MAX_JUDGED_CHARS = 6000
+_SCORE_LINE = re.compile(
+    r"score\s*(?:\(0-10\))?\s*[:=]?\s*\**\s*(?P<value>-?\d+(?:\.\d+)?)\s*\**"
+    r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?",
+    re.IGNORECASE,
+)
+_RATIO = re.compile(r"(?P<value>-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(?P<scale>10|100|5)\b")
+
+
+def judge_messages(task: Task, output: str) -> list[dict[str, str]]:
+    response = output
+    if len(response) > MAX_JUDGED_CHARS:
+        response = response[:MAX_JUDGED_CHARS] + "\n[... response truncated ...]"
+    parts = [
+        "Score the RESPONSE to the TASK below.",
+        f"Rubric: {task.rubric or DEFAULT_RUBRIC}",
+        f"TASK:\n<<<\n{task.prompt_text()}\n>>>",
+    ]
+    if task.answer:
+        parts.append(f"REFERENCE ANSWER:\n<<<\n{task.answer}\n>>>")
+    parts.append(f"RESPONSE:\n<<<\n{response}\n>>>")
+    parts.append(
+        "Think briefly if you need to, then end with one line of the form `SCORE: N`, "
+        "where N is an integer from 0 (wrong or useless) to 10 (fully correct and complete)."
+    )
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def parse_judge_score(reply: str) -> float | None:
+    """A 0-1 score from the judge's reply, or None when none can be read.
+
+    Read on a 0-10 scale ("SCORE: 7", "7/10"); an explicit scale ("4/5", "80/100") is
+    honoured, and a decimal between 0 and 1 ("SCORE: 0.8") is read on a 0-1 scale.
+    """
+    text = unicodedata.normalize("NFKC", reply or "")
+    match = None
+    for pattern in (_SCORE_LINE, _RATIO):
+        matches = list(pattern.finditer(text))
+        if matches:
+            match = matches[-1]
+            break
+    if match is not None:
+        value_text, scale_text = match.group("value"), match.group("scale")
+    elif re.fullmatch(r"\s*\**\s*-?\d+(?:\.\d+)?\s*\**\s*\.?\s*", text):
+        value_text, scale_text = text.strip(" *.\n\t"), None
+    else:
+        return None
+    value = float(value_text)
+    if scale_text is not None:
+        scale = float(scale_text)
+    elif "." in value_text and 0 < value < 1:
+        scale = 1.0
+    else:
+        scale = 10.0
+    if scale <= 0 or not 0 <= value <= scale:
+        return None
+    return value / scale
+
+
+async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
+    if judge is None:
+        return cannot_grade("the judge grader needs a judge (a worker of the pool); none given")
+    try:
+        reply = await judge(judge_messages(task, output))
+    except Exception as error:
+        return cannot_grade(f"the judge failed: {type(error).__name__}: {error}")
+    if not isinstance(reply, str):
+        return cannot_grade(f"the judge replied {type(reply).__name__}, not text")
+    score = parse_judge_score(reply)
+    if score is None:
+        return cannot_grade(f"could not read a score in the judge's reply: {reply[-200:]!r}")
+    return Grade(score=score, detail=f"judge score {score:.2f}: {reply.strip()[-160:]}")
+
+
+SIMPLE_GRADERS: dict[str, Callable[[Task, str], Grade]] = {
+    "number": grade_number,
+    "choice": grade_choice,
+    "exact": grade_exact,
+    "regex": grade_regex,
+}

@@ -1,0 +1,1 @@
+"""Test helpers that ship with the package: a real in-process OpenAI-compatible server."""

@@ -1,0 +1,275 @@
+"""A minimal OpenAI-compatible chat server on 127.0.0.1, run in a thread of the caller.
+
+It speaks real HTTP (FastAPI + uvicorn), so clients are tested through their real network
+path. Tests and benches script it: a reply function, a latency, and failure modes that are
+consumed one per request (`fail_next("500", "429")`) or applied to every request (`mode`):
+
+- "500" / "503": a server error; "429": rate limited (with a Retry-After header);
+- "400" / "401" / "404": client errors that must not be retried;
+- "hang": answer nothing until the client gives up (or the stub stops);
+- "close": send the headers, then drop the connection mid-body;
+- "leak": a 500 whose body echoes the request's Authorization header, as a careless
+  server might; clients must not pass the key on into their errors or logs;
+- "ok": a normal answer.
+
+It records what it received (bodies, Authorization headers), requests in flight and the
+peak, so tests can check concurrency limits and what a client sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+Reply = Callable[[list[dict[str, Any]]], str]
+MODES = ("ok", "500", "503", "429", "400", "401", "404", "hang", "close", "leak")
+
+
+def echo_reply(messages: list[dict[str, Any]]) -> str:
+    last = str(messages[-1].get("content", "")) if messages else ""
+    return f"stub answer to: {last}"
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace tokens: enough to make usage and cost checkable."""
+    return len(text.split())
+
+
+class StubWorker:
+    """`with StubWorker() as stub: ... stub.base_url ...`"""
+
+    def __init__(
+        self,
+        reply: str | Reply = echo_reply,
+        *,
+        latency_s: float = 0.0,
+        mode: str = "ok",
+        model: str = "stub-model",
+        retry_after_s: float = 0.0,
+        hang_s: float = 600.0,
+        stream_chunk_delay_s: float = 0.0,
+    ) -> None:
+        _check_mode(mode)
+        self.reply = reply
+        self.latency_s = latency_s
+        self.mode = mode
+        self.model = model
+        self.retry_after_s = retry_after_s
+        self.hang_s = hang_s
+        self.stream_chunk_delay_s = stream_chunk_delay_s
+        self.failures: deque[str] = deque()
+        self.bodies: list[dict[str, Any]] = []
+        self.auth_headers: list[str | None] = []
+        self.modes_served: list[str] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each chat request
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self.app = self._build_app()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> StubWorker:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: no Nagle + delayed-ACK 40 ms stalls per request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app,
+            # "close" mode drops connections on purpose; uvicorn would log each as an error.
+            log_level="critical",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            daemon=True,
+            name=f"stub-worker-{self.port}",
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the stub worker did not start within 10 s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> StubWorker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- scripting -------------------------------------------------------------------
+
+    def fail_next(self, *modes: str) -> None:
+        """The next requests get these modes, one each, then `mode` again."""
+        for mode in modes:
+            _check_mode(mode)
+        with self._lock:
+            self.failures.extend(modes)
+
+    def _next_mode(self) -> str:
+        with self._lock:
+            return self.failures.popleft() if self.failures else self.mode
+
+    # -- the app ---------------------------------------------------------------------
+
+    def _build_app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Response:
+            body = await request.json()
+            auth = request.headers.get("authorization")
+            mode = self._next_mode()
+            with self._lock:
+                self.arrivals.append(time.monotonic())
+                self.bodies.append(body)
+                self.auth_headers.append(auth)
+                self.modes_served.append(mode)
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                return await self._respond(mode, body, auth)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+
+        return app
+
+    async def _respond(self, mode: str, body: dict[str, Any], auth: str | None) -> Response:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if mode == "hang":
+            deadline = time.monotonic() + self.hang_s
+            while time.monotonic() < deadline and not self._stopping.is_set():
+                await asyncio.sleep(0.02)
+            return _error(503, "stub stopped while hanging")
+        if mode == "close":
+            return StreamingResponse(_truncated_body(), media_type="application/json")
+        if mode == "leak":
+            return _error(500, f"upstream rejected credentials {auth}")
+        if mode in ("500", "503"):
+            return _error(int(mode), "stub server error")
+        if mode == "429":
+            return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
+        if mode in ("400", "401", "404"):
+            return _error(int(mode), f"stub client error {mode}")
+        messages = body.get("messages") or []
+        text = self.reply if isinstance(self.reply, str) else self.reply(messages)
+        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": count_tokens(text),
+            "total_tokens": prompt_tokens + count_tokens(text),
+        }
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                self._stream(text, usage if include_usage else None),
+                media_type="text/event-stream",
+            )
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+            }
+        )
+
+    async def _stream(self, text: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None, **extra: Any) -> bytes:
+            payload = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""}, None)
+        words = text.split(" ")
+        for index, word in enumerate(words):
+            if self.stream_chunk_delay_s:
+                await asyncio.sleep(self.stream_chunk_delay_s)
+            yield chunk({"content": word if index == 0 else " " + word}, None)
+        yield chunk({}, "stop")
+        if usage is not None:
+            final = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage,
+            }
+            yield f"data: {json.dumps(final)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+
+async def _truncated_body() -> AsyncIterator[bytes]:
+    yield b'{"id": "chatcmpl-broken", "choices": ['
+    raise ConnectionResetError("stub dropped the connection on purpose")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"message": message, "type": "stub_error", "code": status}},
+        status_code=status,
+        headers=headers,
+    )
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown stub mode {mode!r}; use one of {', '.join(MODES)}")

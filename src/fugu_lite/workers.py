@@ -1,0 +1,408 @@
+"""The worker pool: calls to OpenAI-compatible chat endpoints, with limits, retries and cost.
+
+`async with WorkerPool(config) as pool:` starts the pool's local llama.cpp servers (and
+stops them on the way out), then `await pool.chat(worker_id, messages)` returns a
+`CallResult` (never raises for a failed call: the error is in the result) and
+`pool.stream_chat(...)` yields OpenAI chunk dicts.
+
+Every call goes through the official `openai` SDK, with the SDK's own retries off: the
+pool retries 429, 5xx, 408, connection errors and timeouts itself, with exponential
+backoff and jitter (honouring Retry-After), and never retries other 4xx. Each worker has
+its own concurrency limit. API keys are read from the environment variable the worker
+names; they are scrubbed from every error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletionChunk
+from pydantic import BaseModel
+
+from .local_server import LocalServer, start_local_servers, stop_local_servers
+from .pool import (  # re-exported: the pool's config types belong to this interface too
+    LocalServerConfig,
+    PoolConfig,
+    WorkerConfig,
+    embedded_pool_config,
+    load_pool_config,
+)
+
+__all__ = [
+    "CallResult",
+    "Judge",
+    "LocalServerConfig",
+    "PoolConfig",
+    "PoolStartError",
+    "Usage",
+    "WorkerCallError",
+    "WorkerConfig",
+    "WorkerPool",
+    "embedded_pool_config",
+    "judge_from_pool",
+    "load_pool_config",
+]
+logger = logging.getLogger(__name__)
+
+NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open servers)
+MAX_RETRY_AFTER_S = 60.0
+MAX_ERROR_CHARS = 600
+RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
+CHAT_PATH = "/chat/completions"
+try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
+    from httpx2 import Response as SDKResponse
+except ImportError:  # pragma: no cover - older openai
+    from httpx import Response as SDKResponse
+
+Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class CallResult(BaseModel):
+    worker_id: str
+    output: str | None
+    usage: Usage | None
+    cost: float | None
+    latency_s: float
+    error: str | None
+    error_kind: str | None
+    attempts: int
+    raw: dict | None = None
+    started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
+    finished_at: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class WorkerCallError(RuntimeError):
+    """A call failed; `kind` is timeout, connection, rate_limit, server or client."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class PoolStartError(RuntimeError):
+    """The pool could not start: a missing API key variable, or a local server that failed."""
+
+
+class WorkerPool:
+    """An async context manager over the configured workers."""
+
+    def __init__(self, config: PoolConfig) -> None:
+        self.config = config
+        self.worker_ids: list[str] = config.worker_ids
+        self._workers = {worker.id: worker for worker in config.workers}
+        self._clients: dict[str, AsyncOpenAI] = {}
+        self._keys: dict[str, str] = {}
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self.servers: dict[str, LocalServer] = {}
+
+    async def __aenter__(self) -> WorkerPool:
+        self._keys = {worker.id: _read_key(worker) for worker in self.config.workers}
+        self.servers = await start_local_servers(self.config.workers)
+        try:
+            for worker in self.config.workers:
+                self._clients[worker.id] = AsyncOpenAI(
+                    api_key=self._keys[worker.id],
+                    base_url=self.base_url(worker.id),
+                    max_retries=0,
+                    timeout=worker.timeout_s,
+                )
+                self._semaphores[worker.id] = asyncio.Semaphore(worker.max_concurrency)
+        except BaseException:
+            stop_local_servers(self.servers.values())
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            for client in self._clients.values():
+                await client.close()
+        finally:
+            self._clients.clear()
+            stop_local_servers(self.servers.values())
+
+    # -- lookup -----------------------------------------------------------------------
+
+    def worker(self, worker_id: str) -> WorkerConfig:
+        try:
+            return self._workers[worker_id]
+        except KeyError:
+            raise KeyError(
+                f"unknown worker {worker_id!r}; the pool has {', '.join(self.worker_ids)}"
+            ) from None
+
+    def base_url(self, worker_id: str) -> str:
+        worker = self.worker(worker_id)
+        if worker.is_local:
+            return self.servers[worker_id].base_url
+        assert worker.base_url is not None
+        return worker.base_url
+
+    def is_alive(self, worker_id: str) -> bool:
+        """False only when we know the worker is gone: its local server process exited."""
+        server = self.servers.get(worker_id)
+        return server is None or server.is_alive()
+
+    def cost(self, worker_id: str, usage: Usage) -> float:
+        worker = self.worker(worker_id)
+        return (
+            usage.prompt_tokens * worker.input_price_per_mtok
+            + usage.completion_tokens * worker.output_price_per_mtok
+        ) / 1e6
+
+    def request_messages(
+        self, worker_id: str, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The messages as sent: the worker's system prompt goes first (merged with a
+        system message the caller already has)."""
+        system = self.worker(worker_id).system_prompt
+        if not system:
+            return list(messages)
+        if messages and messages[0].get("role") == "system":
+            first = dict(messages[0])
+            first["content"] = f"{system}\n\n{first.get('content') or ''}".rstrip()
+            return [first, *messages[1:]]
+        return [{"role": "system", "content": system}, *messages]
+
+    # -- calls ------------------------------------------------------------------------
+
+    async def chat(
+        self, worker_id: str, messages: list[dict[str, Any]], **params: Any
+    ) -> CallResult:
+        """One chat completion; failures come back as a CallResult with `error` set."""
+        worker = self.worker(worker_id)
+        client = self._client(worker_id)
+        body = self.request_body(worker, messages, params)
+        async with self._semaphores[worker_id]:
+            started_at = time.time()
+            start = time.perf_counter()
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    async with asyncio.timeout(worker.timeout_s):
+                        # The SDK's generic post: its auth, errors and timeouts, without
+                        # the typed-params transform, which costs ~1 ms per call.
+                        response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
+                        raw = json.loads(response.content)
+                    output, usage = _parse_completion(raw)
+                    cost = None if usage is None else self.cost(worker_id, usage)
+                    return CallResult(
+                        worker_id=worker_id, output=output, usage=usage, cost=cost,
+                        latency_s=time.perf_counter() - start, error=None, error_kind=None,
+                        attempts=attempt, raw=raw, started_at=started_at,
+                        finished_at=time.time(),
+                    )  # fmt: skip
+                except Exception as error:
+                    kind, message, retry_after = self._describe(worker_id, error)
+                    if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
+                        logger.info(
+                            "worker %s failed after %d attempt(s): %s", worker_id, attempt, message
+                        )
+                        return CallResult(
+                            worker_id=worker_id, output=None, usage=None, cost=None,
+                            latency_s=time.perf_counter() - start, error=message,
+                            error_kind=kind, attempts=attempt, started_at=started_at,
+                            finished_at=time.time(),
+                        )  # fmt: skip
+                    await asyncio.sleep(_backoff(worker, attempt, retry_after))
+
+    async def stream_chat(
+        self, worker_id: str, messages: list[dict[str, Any]], **params: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Yield chat.completion.chunk dicts as they arrive.
+
+        Opening the stream (up to and including the first chunk) is retried like `chat`;
+        if it still fails, WorkerCallError is raised before anything is yielded, so a
+        caller can fall back to another worker. A failure after the first chunk raises
+        WorkerCallError too. The worker's slot is held until the stream ends: iterate to
+        the end or close the generator (`contextlib.aclosing`)."""
+        worker = self.worker(worker_id)
+        client = self._client(worker_id)
+        body = self.request_body(worker, messages, params)
+        async with self._semaphores[worker_id]:
+            attempt = 0
+            while True:
+                attempt += 1
+                stream = None
+                try:
+                    async with asyncio.timeout(worker.timeout_s):
+                        stream = await client.post(
+                            CHAT_PATH,
+                            cast_to=ChatCompletionChunk,
+                            body={**body, "stream": True},
+                            stream=True,
+                            stream_cls=AsyncStream[ChatCompletionChunk],
+                        )
+                        iterator = stream.__aiter__()
+                        first = await iterator.__anext__()
+                    break
+                except StopAsyncIteration:
+                    await _close(stream)
+                    raise WorkerCallError(
+                        "server", f"worker {worker_id}: the stream ended before any chunk"
+                    ) from None
+                except Exception as error:
+                    await _close(stream)
+                    kind, message, retry_after = self._describe(worker_id, error)
+                    if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
+                        raise WorkerCallError(kind, message) from None
+                    await asyncio.sleep(_backoff(worker, attempt, retry_after))
+            try:
+                yield first.model_dump(exclude_unset=True)
+                async for chunk in iterator:
+                    yield chunk.model_dump(exclude_unset=True)
+            except Exception as error:
+                kind, message, _ = self._describe(worker_id, error)
+                raise WorkerCallError(kind, f"{message} (after the stream started)") from None
+            finally:
+                await _close(stream)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _client(self, worker_id: str) -> AsyncOpenAI:
+        self.worker(worker_id)
+        client = self._clients.get(worker_id)
+        if client is None:
+            raise RuntimeError("the pool is not started: use `async with WorkerPool(config)`")
+        return client
+
+    def request_body(
+        self, worker: WorkerConfig, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The JSON body sent: the worker's params, overridden by the call's."""
+        merged = {**worker.params, **params}
+        merged.pop("stream", None)
+        return {
+            "model": merged.pop("model", worker.model),
+            "messages": self.request_messages(worker.id, messages),
+            **merged,
+        }
+
+    def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
+        kind, detail, retry_after = classify_error(error)
+        message = f"worker {worker_id}: {kind}: {detail}"
+        return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+def classify_error(error: BaseException) -> tuple[str, str, float | None]:
+    """(kind, detail, retry-after seconds) for an exception raised by a call."""
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        detail = f"HTTP {status}: {_status_message(error)}"
+        if status == 429:
+            return "rate_limit", detail, _retry_after(error)
+        if status == 408:
+            return "timeout", detail, None
+        if status >= 500:
+            return "server", detail, _retry_after(error)
+        return "client", detail, None
+    if isinstance(error, (openai.APITimeoutError, TimeoutError)):
+        return "timeout", "no answer within the worker's timeout_s", None
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__
+        reason = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return "connection", f"could not reach the server{reason}", None
+    if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):
+        return "server", f"malformed response: {type(error).__name__}: {error}", None
+    return "server", f"{type(error).__name__}: {error}", None
+
+
+def redact(text: str, secret: str | None) -> str:
+    text = text[:MAX_ERROR_CHARS]
+    if secret and secret != NO_KEY and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _status_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        return json.dumps(body)[:MAX_ERROR_CHARS]
+    return str(body or error.message)
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    value = error.response.headers.get("retry-after")
+    try:
+        return None if value is None else max(0.0, min(float(value), MAX_RETRY_AFTER_S))
+    except ValueError:
+        return None
+
+
+def _backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
+    """Exponential with full-range jitter (0.5x-1.5x); at least the server's Retry-After."""
+    delay = worker.retry_backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+    return max(delay, retry_after or 0.0)
+
+
+def _parse_completion(raw: Any) -> tuple[str, Usage | None]:
+    if not isinstance(raw, dict) or not raw.get("choices"):
+        raise ValueError(f"no choices in the response: {str(raw)[:200]}")
+    message = raw["choices"][0].get("message") or {}
+    content = message.get("content")
+    if content is None:
+        content = ""
+    usage_raw = raw.get("usage")
+    usage = None
+    if isinstance(usage_raw, dict) and "prompt_tokens" in usage_raw:
+        usage = Usage(
+            prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
+            completion_tokens=int(usage_raw.get("completion_tokens") or 0),
+        )
+    return str(content), usage
+
+
+def _read_key(worker: WorkerConfig) -> str:
+    if worker.api_key_env is None:
+        return NO_KEY
+    key = os.environ.get(worker.api_key_env)
+    if not key:
+        raise PoolStartError(
+            f"worker {worker.id!r} reads its API key from the environment variable "
+            f"{worker.api_key_env}, which is not set; `export {worker.api_key_env}=...` "
+            "first, or remove the worker from the pool"
+        )
+    return key
+
+
+async def _close(stream: Any) -> None:
+    if stream is not None:
+        try:
+            await stream.close()
+        except Exception:  # closing a broken connection may fail again; nothing to add
+            logger.debug("closing a failed stream raised", exc_info=True)
+
+
+def judge_from_pool(pool: WorkerPool, worker_id: str, **params: Any) -> Judge:
+    """A grader's LLM judge backed by one worker of the pool (defaults to temperature 0)."""
+    pool.worker(worker_id)
+    params.setdefault("temperature", 0.0)
+
+    async def judge(messages: list[dict[str, str]]) -> str:
+        result = await pool.chat(worker_id, list(messages), **params)
+        if result.error is not None or result.output is None:
+            raise WorkerCallError(result.error_kind or "server", result.error or "no output")
+        return result.output
+
+    return judge

@@ -1,0 +1,469 @@
+"""Reward collection: against the in-process OpenAI-compatible stub (unit), and against real
+llama.cpp servers with faults: a worker server killed mid-run, the collector killed with
+kill -9 mid-run and resumed (integration)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fugu_lite import collect as collect_module
+from fugu_lite.cli import app
+from fugu_lite.collect import CollectError, collect, default_log_path
+from fugu_lite.pool import PoolConfig, embedded_pool_config
+from fugu_lite.schemas import RewardRecord, prompt_hash, read_records
+from fugu_lite.scoring import Grade
+from fugu_lite.tasks import Task, generate_tasks, write_tasks
+from fugu_lite.testing.stub_worker import StubWorker
+
+PROJECT = Path(__file__).resolve().parents[1]
+FUGU = str(Path(sys.executable).with_name("fugu-lite"))
+
+
+def number_tasks(n: int = 6) -> list[Task]:
+    return [
+        Task(id=f"add-{i}", prompt=f"What is {i} + {i + 1}?", answer=str(2 * i + 1),
+             grader="number", task="arithmetic")
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def solver(tasks: list[Task]):
+    answers = {task.prompt: task.answer for task in tasks}
+    return lambda messages: f"The answer is {answers[messages[-1]['content']]}."
+
+
+def stub_pool(*stubs: tuple[str, StubWorker], **overrides) -> PoolConfig:
+    workers = [
+        {"id": worker_id, "model": "stub-model", "base_url": stub.base_url,
+         "input_price_per_mtok": 1.0, "output_price_per_mtok": 2.0, "max_concurrency": 2,
+         "retry_backoff_s": 0.01, "max_retries": 1, "timeout_s": 5.0, **overrides}
+        for worker_id, stub in stubs
+    ]  # fmt: skip
+    return PoolConfig.model_validate({"workers": workers})
+
+
+def run(config: PoolConfig, tasks: list[Task], output: Path, **options):
+    return asyncio.run(collect(config, tasks, output, show_progress=False, **options))
+
+
+def log_lines(output: Path) -> list[dict]:
+    path = default_log_path(output)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def record_ids(output: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in output.read_text().splitlines()]
+
+
+# -- unit: the stub -------------------------------------------------------------------------
+
+
+def test_collect_writes_records_and_a_call_log(tmp_path: Path) -> None:
+    tasks = number_tasks(6)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as good, StubWorker("No idea, sorry.") as bad:
+        summary = run(stub_pool(("good", good), ("bad", bad)), tasks, output)
+
+    assert summary.complete and summary.records_written == 6
+    records = read_records(output)
+    assert sorted(r.id for r in records) == sorted(t.id for t in tasks)
+    by_id = {task.id: task for task in tasks}
+    for record in records:
+        task = by_id[record.id]
+        assert record.worker_ids == ["good", "bad"] and record.rewards == [1.0, 0.0]
+        assert record.task == "arithmetic" and record.prompt == task.prompt
+        assert record.split == task.resolved_split()
+        # whitespace tokens: "What is i + j?" 5 in; "The answer is N." 4 / "No idea, sorry." 3 out
+        assert record.costs == pytest.approx([(5 + 2 * 4) / 1e6, (5 + 2 * 3) / 1e6])
+    calls = [line for line in log_lines(output) if line["event"] == "call"]
+    grades = [line for line in log_lines(output) if line["event"] == "grade"]
+    assert len(calls) == 12 and len(grades) == 12
+    for call in calls:
+        assert call["prompt_hash"] == prompt_hash(by_id[call["task_id"]].prompt_text())
+        assert call["usage"]["prompt_tokens"] == 5 and call["latency_s"] > 0
+        assert call["output"]
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["good"].mean_score == 1.0 and stats["bad"].mean_score == 0.0
+    assert stats["good"].done == 6 and stats["good"].errors == 0
+
+
+def test_rerun_skips_finished_cells(tmp_path: Path) -> None:
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    everything = solver(number_tasks(6))
+    with StubWorker(everything) as a, StubWorker(everything) as b:
+        config = stub_pool(("a", a), ("b", b))
+        run(config, tasks, output)
+        before = output.read_bytes()
+        summary = run(config, tasks, output)
+        assert len(a.bodies) == 4 and len(b.bodies) == 4  # nothing was called again
+        assert summary.records_written == 0 and summary.complete
+        assert output.read_bytes() == before
+
+        more = [*tasks, *number_tasks(6)[4:]]  # two new tasks: only they are called
+        summary = run(config, more, output)
+    assert len(a.bodies) == 6 and summary.records_written == 2
+    assert sorted(record_ids(output)) == sorted(t.id for t in more)
+
+
+def test_a_down_worker_is_reported_and_retried_next_run_not_scored_zero(tmp_path: Path) -> None:
+    tasks = number_tasks(8)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as up:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # nothing listens on its port any more
+        config = PoolConfig.model_validate(
+            {
+                "workers": [
+                    stub_pool(("up", up)).workers[0].model_dump(),
+                    {**stub_pool(("up", up)).workers[0].model_dump(), "id": "down",
+                     "base_url": down_url, "max_concurrency": 1},
+                ]
+            }
+        )  # fmt: skip
+        summary = run(config, tasks, output, down_after=2)
+        stats = {worker.worker_id: worker for worker in summary.workers}
+        assert stats["down"].down and "in a row failed" in stats["down"].down
+        assert stats["down"].calls == 2  # then it was taken as down; no more calls
+        assert stats["down"].pending == 8 and stats["down"].done == 0
+        assert stats["up"].done == 8 and stats["up"].pending == 0
+        assert not summary.complete and summary.records_total == 0
+        assert not output.exists() or output.read_text() == ""  # no record with a 0 for it
+
+        with StubWorker(solver(tasks)) as back:
+            config.workers[1].base_url = back.base_url
+            summary = run(config, tasks, output)
+            assert len(back.bodies) == 8
+        assert len(up.bodies) == 8  # the up worker's answers were kept, not asked again
+    assert summary.complete
+    records = read_records(output)
+    assert len(records) == 8 and all(r.rewards == [1.0, 1.0] for r in records)
+
+
+def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    real_grade = collect_module.grade
+
+    async def broken_sandbox(task, output_text, judge=None):  # a grader that cannot run
+        if task.id == "add-1":
+            return Grade(score=None, error="sandbox unavailable")
+        return await real_grade(task, output_text, judge)
+
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        monkeypatch.setattr(collect_module, "grade", broken_sandbox)
+        summary = run(config, tasks, output)
+        assert summary.records_total == 2 and "add-1" not in record_ids(output)
+        assert summary.workers[0].errors == 1 and summary.workers[0].pending == 1
+        failed = [line for line in log_lines(output) if line.get("grade_error")]
+        assert failed and failed[0]["task_id"] == "add-1" and "score" not in failed[0]
+
+        monkeypatch.setattr(collect_module, "grade", real_grade)
+        summary = run(config, tasks, output)
+        assert len(stub.bodies) == 3  # regraded from the logged answer
+    assert summary.complete and sorted(record_ids(output)) == ["add-0", "add-1", "add-2"]
+
+
+def test_failed_calls_are_logged_and_retried_next_run(tmp_path: Path) -> None:
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub), max_concurrency=1, max_retries=0)
+        stub.fail_next("400")  # a client error: not retried in this run, not scored 0
+        summary = run(config, tasks, output)
+        assert summary.records_total == 2 and summary.workers[0].errors == 1
+        errors = [line for line in log_lines(output) if line.get("error")]
+        assert len(errors) == 1 and errors[0]["error_kind"] == "client"
+        summary = run(config, tasks, output)
+    assert summary.complete and len(stub.bodies) == 4
+
+
+def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run(config, tasks, output)
+        lines = output.read_text().splitlines(keepends=True)
+        torn_id = json.loads(lines[-1])["id"]
+        output.write_text("".join(lines[:-1]) + lines[-1][:25])  # kill -9 mid-write
+        log = default_log_path(output)
+        log.write_text(log.read_text() + '{"event": "call", "task_')
+        summary = run(config, tasks, output)
+        assert len(stub.bodies) == 4  # the torn record is rebuilt from the call log
+    assert len(summary.torn_lines) == 2 and str(output) in summary.torn_lines[0]
+    ids = record_ids(output)
+    assert sorted(ids) == sorted(t.id for t in tasks) and ids[-1] == torn_id
+    assert Path(str(output) + ".torn").read_text().startswith(lines[-1][:25])
+    log_lines(output)  # every line of the log is whole JSON again
+
+
+def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    output.write_text("not json\n{}\n")
+    with StubWorker(solver(tasks)) as stub, pytest.raises(Exception, match="line 1"):
+        run(stub_pool(("w", stub)), tasks, output)
+
+
+def test_other_workers_in_the_output_are_refused(tmp_path: Path) -> None:
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        run(stub_pool(("a", stub), ("b", stub)), tasks, output)
+        with pytest.raises(CollectError, match="new --output"):
+            run(stub_pool(("a", stub), ("c", stub)), tasks, output)
+
+
+def test_a_changed_request_is_asked_again(tmp_path: Path) -> None:
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        run(stub_pool(("w", stub)), [tasks[0]], output)
+        # Same worker id, new system prompt: the old answer to tasks[1] would not count.
+        run(stub_pool(("w", stub), system_prompt="Be brief."), tasks, output)
+    assert len(stub.bodies) == 2
+    assert stub.bodies[1]["messages"][0]["content"] == "Be brief."
+
+
+def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
+    tasks = [Task(id="j", prompt="Write a haiku.", grader="judge", task="poetry")]
+    with StubWorker("Score: 0.8") as stub:
+        config = stub_pool(("w", stub))
+        with pytest.raises(CollectError, match="--judge"):
+            run(config, tasks, tmp_path / "r.jsonl")
+        summary = run(config, tasks, tmp_path / "r.jsonl", judge_worker="w")
+    assert summary.complete
+    assert [line["event"] for line in log_lines(tmp_path / "r.jsonl")].count("judge") == 1
+
+
+def test_cli_collect(tmp_path: Path) -> None:
+    tasks = number_tasks(3)
+    tasks_path = tmp_path / "tasks.jsonl"
+    write_tasks(tasks_path, tasks)
+    output = tmp_path / "rewards.jsonl"
+    runner = CliRunner()
+    with StubWorker(solver(tasks)) as stub:
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
+        result = runner.invoke(app, [*args, "--no-progress"])
+        assert result.exit_code == 0, result.output
+        assert "3/3 records" in result.output
+        stub.mode = "500"
+        result = runner.invoke(app, [*args, "--no-progress", "-t", str(tmp_path / "more.jsonl")])
+        assert result.exit_code == 2 and "more.jsonl" in result.output
+
+        write_tasks(tasks_path, number_tasks(5))
+        result = runner.invoke(app, [*args, "--no-progress"])
+    assert result.exit_code == 1, result.output  # two tasks could not be answered
+    assert "run the same command again" in result.output
+    assert len(record_ids(output)) == 3
+
+
+def test_cli_bad_pool_file(tmp_path: Path) -> None:
+    (tmp_path / "pool.yaml").write_text("workers:\n  - {id: a, model: m}\n")
+    write_tasks(tmp_path / "t.jsonl", number_tasks(1))
+    result = CliRunner().invoke(
+        app,
+        ["collect", "--pool", str(tmp_path / "pool.yaml"), "-t", str(tmp_path / "t.jsonl"),
+         "-o", str(tmp_path / "r.jsonl")],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "needs a base_url" in result.output
+
+
+# -- integration: real llama.cpp servers -------------------------------------------------------
+
+
+def small_local_pool(path: Path, n_workers: int = 3, max_tokens: int = 12) -> Path:
+    """The embedded pool with small token budgets (and distinct model names, so a test can
+    tell the server processes apart)."""
+    workers = []
+    for worker in embedded_pool_config().workers[:n_workers]:
+        data = worker.model_dump(mode="json", exclude_none=True)
+        data["params"] = {**data["params"], "max_tokens": max_tokens}
+        data["model"] = f"model-{worker.id}"
+        data["timeout_s"] = 30
+        data["max_retries"] = 1
+        data["retry_backoff_s"] = 0.1
+        workers.append(data)
+    path.write_text(yaml.safe_dump({"workers": workers}))
+    return path
+
+
+def easy_tasks(path: Path, n_per_family: int) -> list[Task]:
+    tasks = [t for t in generate_tasks(n_per_family, seed=3) if t.grader != "code"]
+    write_tasks(path, tasks)
+    return tasks
+
+
+def start_collect(tmp_path: Path, pool: Path, tasks: Path, output: Path) -> subprocess.Popen:
+    command = [FUGU, "collect", "--pool", str(pool), "--tasks", str(tasks), "-o", str(output),
+               "--no-progress"]  # fmt: skip
+    return subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "COLUMNS": "160"},
+    )  # fmt: skip
+
+
+def wait_for(condition, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the collector ended early:\n{process.stdout.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def count_lines(path: Path, event: str | None = None) -> int:
+    if not path.exists():
+        return 0
+    lines = [line for line in path.read_text().splitlines() if line.endswith("}")]
+    return sum(event is None or f'"event":"{event}"' in line for line in lines)
+
+
+def server_of(collector: subprocess.Popen, model: str) -> psutil.Process:
+    for child in psutil.Process(collector.pid).children(recursive=True):
+        if model in child.cmdline():
+            return child
+    raise AssertionError(f"no llama.cpp server for {model}")
+
+
+@pytest.mark.integration
+def test_collect_with_real_llama_cpp_workers(tmp_path: Path) -> None:
+    pool = small_local_pool(tmp_path / "pool.yaml", n_workers=3, max_tokens=12)
+    tasks = easy_tasks(tmp_path / "tasks.jsonl", 1)
+    output = tmp_path / "rewards.jsonl"
+    result = CliRunner().invoke(
+        app,
+        ["collect", "--pool", str(pool), "--tasks", str(tmp_path / "tasks.jsonl"),
+         "-o", str(output), "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    records = read_records(output)
+    assert len(records) == len(tasks)
+    assert records[0].worker_ids == [w.id for w in embedded_pool_config().workers[:3]]
+    for record in records:
+        assert all(reward in (0.0, 1.0) for reward in record.rewards)  # 0/1 graders here
+        assert record.costs is not None and all(cost > 0 for cost in record.costs)
+    calls = [line for line in log_lines(output) if line["event"] == "call"]
+    assert len(calls) == 3 * len(tasks)
+    assert all(0 < line["usage"]["completion_tokens"] <= 12 for line in calls)
+
+
+@pytest.mark.integration
+def test_killed_worker_server_mid_run_is_retried_next_run(tmp_path: Path) -> None:
+    pool = small_local_pool(tmp_path / "pool.yaml", n_workers=2, max_tokens=10)
+    tasks = easy_tasks(tmp_path / "tasks.jsonl", 2)
+    output = tmp_path / "rewards.jsonl"
+    log = default_log_path(output)
+    victim_id, survivor_id = (w.id for w in embedded_pool_config().workers[:2])
+
+    collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
+    wait_for(lambda: count_lines(log, "call") >= 4, 120, collector)
+    server_of(collector, f"model-{victim_id}").kill()
+    text, _ = collector.communicate(timeout=120)
+
+    assert collector.returncode == 1, text
+    assert f"worker {victim_id} is down" in text and "retried when you run this again" in text
+    first_run = [json.loads(line) for line in log.read_text().splitlines()]
+    victim_fails = [
+        e for e in first_run if e["worker_id"] == victim_id and e["event"] == "call"
+        and e.get("error")
+    ]  # fmt: skip
+    assert victim_fails and all(e["error_kind"] in ("connection", "timeout") for e in victim_fails)
+    assert all(e.get("score") is not None or e.get("grade_error") for e in first_run
+               if e["event"] == "grade")  # fmt: skip
+    written = record_ids(output) if output.exists() else []
+    assert len(written) < len(tasks)
+
+    collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
+    text, _ = collector.communicate(timeout=180)
+    assert collector.returncode == 0, text
+    ids = record_ids(output)
+    assert sorted(ids) == sorted(t.id for t in tasks) and ids[: len(written)] == written
+    calls = Counter(
+        (e["task_id"], e["worker_id"]) for e in log_lines(output)
+        if e["event"] == "call" and not e.get("error")
+    )  # fmt: skip
+    assert all(count == 1 for count in calls.values())  # nobody answered a cell twice
+    assert {w for _, w in calls} == {victim_id, survivor_id}
+
+
+def running(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def whole_lines(path: Path) -> bytes:
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1]
+
+
+@pytest.mark.integration
+def test_ctrl_c_then_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    pool = small_local_pool(tmp_path / "pool.yaml", n_workers=2, max_tokens=10)
+    tasks = easy_tasks(tmp_path / "tasks.jsonl", 4)
+    output = tmp_path / "rewards.jsonl"
+
+    # 1. Ctrl-C (SIGINT): a clean stop, servers shut down, every line whole.
+    collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
+    wait_for(lambda: count_lines(output) >= 2, 180, collector)
+    servers = [child.pid for child in psutil.Process(collector.pid).children(recursive=True)]
+    collector.send_signal(signal.SIGINT)
+    text, _ = collector.communicate(timeout=30)
+    assert collector.returncode == 130 and "run the same command again" in text
+    assert running(servers) == []
+    after_interrupt = output.read_bytes()
+    assert after_interrupt.endswith(b"\n")
+    n_interrupted = len(after_interrupt.splitlines())
+
+    # 2. kill -9 mid-run: the servers die with it; whatever was fully written stays.
+    collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
+    wait_for(lambda: count_lines(output) >= n_interrupted + 2, 180, collector)
+    servers = [child.pid for child in psutil.Process(collector.pid).children(recursive=True)]
+    os.kill(collector.pid, signal.SIGKILL)
+    collector.wait(timeout=10)
+    complete = whole_lines(output)
+    assert complete.startswith(after_interrupt)
+    kept = [RewardRecord.model_validate_json(line) for line in complete.splitlines()]
+    assert n_interrupted + 2 <= len(kept) < len(tasks)
+    wait_for(lambda: running(servers) == [], 15)
+
+    # 3. Resume to the end.
+    collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
+    text, _ = collector.communicate(timeout=180)
+    assert collector.returncode == 0, text
+    assert output.read_bytes().startswith(complete)  # nothing written was lost or rewritten
+    ids = record_ids(output)
+    assert len(ids) == len(set(ids)) == len(tasks)
+    assert set(ids) == {task.id for task in tasks}
+    answered = Counter(
+        (e["task_id"], e["worker_id"]) for e in log_lines(output)
+        if e["event"] == "call" and not e.get("error")
+    )  # fmt: skip
+    assert len(answered) == 2 * len(tasks) and set(answered.values()) == {1}

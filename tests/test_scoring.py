@@ -1,0 +1,483 @@
+"""Every grader on good, bad and adversarial real-looking outputs, and the code sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fugu_lite.sandbox import SandboxLimits, run_python_tests
+from fugu_lite.scoring import (
+    Grade,
+    extract_code,
+    grade,
+    judge_messages,
+    parse_judge_score,
+)
+from fugu_lite.tasks import Task
+
+FAST = SandboxLimits(timeout_s=1.5, memory_mb=256)
+
+
+def run(task: Task, output: str, judge=None, sandbox: SandboxLimits | None = FAST) -> Grade:
+    return asyncio.run(grade(task, output, judge, sandbox=sandbox))
+
+
+def number_task(answer: str) -> Task:
+    return Task(id="n", prompt="How many?", answer=answer, grader="number", task="math")
+
+
+COT = (
+    "Let's think step by step. Tom starts with 12 apples. He buys 3 bags of 4 apples, "
+    "so 3 * 4 = 12 more apples. 12 + 12 = 24. He gives 5 to Ann: 24 - 5 = 19."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("19", COT),
+        ("19", COT + "\nThe answer is 19."),
+        ("19", COT + " So the answer is 19 apples (he had 12 at first)."),
+        ("19", "Final answer: 19"),
+        ("19", r"Adding up we get \boxed{19}. Checking: 19 - 7 = 12."),
+        ("1234", "The total is $1,234."),
+        ("1234.5", "It costs \\boxed{\\$1{,}234.50}"),
+        ("1500", "Natalia sold 48 clips in April... #### 1,500"),
+        ("-7", "The temperature dropped to −7 degrees."),
+        ("-7", "x = -7"),
+        ("25", "25% of the students"),
+        ("0.75", r"The probability is \boxed{\frac{3}{4}}"),
+        ("0.75", "The answer is 3/4."),
+        ("3/4", "That is 0.75 of the cake."),
+        ("0.3333", "The answer is 1/3"),
+        ("1/3", "about 0.33"),
+        ("2.5", "The answer is 2.50."),
+        ("12", "**12**"),
+        ("8", "The answer is 5 + 3 = 8. Then we double check 8 + 1 = 9 is wrong."),
+        ("42", "The answer is 42. This is because 6 * 7 = 42, not 41."),
+        ("300", "300 km"),
+        ("5", "The answer is: 5"),
+        ("1", "The letter 'i' appears only once in the word 'rabbit'."),
+        ("2", "Two."),
+    ],
+)
+def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+    assert result.error is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("19", COT + " Oh wait, he also eats 2, so 17.", "'17'"),
+        ("19", "The answer is 20.", "'20'"),
+        ("19", "I am not sure how to solve this.", "no number"),
+        ("19", "", "no number"),
+        ("19", r"\boxed{18} (even though 19 came up before)", "'18'"),
+        ("1/3", "about 0.3", "'0.3'"),
+        ("7", "-7", "'-7'"),
+        ("1000", "10.00", "'10.00'"),
+        ("12", "The answer is twelve, not 11.", "'11'"),
+    ],
+)
+def test_number_grader_wrong_answers_score_zero_with_reason(
+    answer: str, output: str, why: str
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 0.0
+    assert result.error is None
+    assert why in result.detail
+
+
+def test_subtraction_is_not_a_negative_number() -> None:
+    assert run(number_task("5"), "10-5=5").score == 1.0
+    assert run(number_task("3"), "So we compute 15-3").score == 1.0
+
+
+def choice_task(answer: str) -> Task:
+    prompt = "Who is the tallest?\n(A) Ann\n(B) Bob\n(C) Cal\nAnswer with the letter."
+    return Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "(B)",
+        "B",
+        "Answer: B",
+        "The correct option is b.",
+        "B) Bob",
+        "B. Bob is the tallest.",
+        "**B**",
+        "Ann is shorter than Bob, and Cal is shorter than Ann.\nSo the answer is (B).",
+        "I first considered (A) Ann, but the answer is B.",
+        "Let me think.\nBob is taller than both.\nB",
+        "Bob",
+        "the answer is a bit tricky, but the answer is B",
+        "B is the correct answer.",
+        "(A) is wrong because Ann is shorter, and (B) is correct.",
+    ],
+)
+def test_choice_grader_finds_the_letter(output: str) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        ("(A)", "extracted A"),
+        ("The answer is c.", "extracted C"),
+        ("The answer is A or B", "ambiguous"),
+        ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
+        ("Bob or Cal", "ambiguous"),
+        ("I don't know.", "no option letter"),
+        ("", "empty output"),
+    ],
+)
+def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == 0.0
+    assert why in result.detail
+
+
+def exact_task(answer: str, case_sensitive: bool = False) -> Task:
+    return Task(
+        id="e",
+        prompt="Reverse 'hello'.",
+        answer=answer,
+        grader="exact",
+        task="string",
+        case_sensitive=case_sensitive,
+    )
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "olleh",
+        "  Olleh.  ",
+        '"olleh"',
+        "`olleh`",
+        "**olleh**",
+        "Answer: olleh",
+        "The answer is 'olleh'.",
+        "olleh\n\nReversing the letters h-e-l-l-o gives this word.",
+        "Reversing h, e, l, l, o one letter at a time:\nolleh",
+        "The word 'hello' reversed is 'olleh'.",
+        "Reversed, it is: olleh",
+    ],
+)
+def test_exact_grader_normalises(output: str) -> None:
+    result = run(exact_task("olleh"), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "hello",
+        "olle h",
+        "olleh olleh",
+        "The word is olleh and also hello",
+        "The word 'olleh' reversed is 'hello'.",
+        "",
+    ],
+)
+def test_exact_grader_rejects(output: str) -> None:
+    assert run(exact_task("olleh"), output).score == 0.0
+
+
+def test_exact_grader_case_sensitivity() -> None:
+    assert run(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
+    assert run(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
+    assert run(exact_task("TREE"), "tree").score == 1.0
+
+
+def regex_task(pattern: str, case_sensitive: bool = False) -> Task:
+    return Task(
+        id="r",
+        prompt="Sort [3, 1, 2].",
+        answer=pattern,
+        grader="regex",
+        task="list",
+        case_sensitive=case_sensitive,
+    )
+
+
+def test_regex_grader_searches_collapsed_output() -> None:
+    sorted_list = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?![\d.])"
+    assert run(regex_task(sorted_list), "The sorted list is [1, 2, 3].").score == 1.0
+    assert run(regex_task(sorted_list), "1 2\n 3").score == 1.0
+    assert run(regex_task(sorted_list), "[3, 1, 2]").score == 0.0
+    assert run(regex_task(sorted_list), "[11, 2, 3]").score == 0.0
+    assert run(regex_task(r"^yes$"), "Yes").score == 1.0
+    assert run(regex_task(r"^yes$"), "yes, because").score == 0.0
+    assert run(regex_task(r"^yes$", case_sensitive=True), "Yes").score == 0.0
+
+
+# --- code -------------------------------------------------------------------------------------
+
+ADD_TESTS = """
+import math
+assert add(1, 2) == 3
+assert add(-1, 1) == 0
+def test_floats():
+    assert math.isclose(add(0.1, 0.2), 0.3)
+def test_strings():
+    assert add("a", "b") == "ab"
+"""
+
+
+def code_task(tests: str = ADD_TESTS) -> Task:
+    return Task(id="k", prompt="Write add(a, b).", tests=tests, grader="code", task="code")
+
+
+def test_code_grader_runs_fenced_code() -> None:
+    output = (
+        "Sure! Here is the function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+        "Example:\n```python\nprint(add(2, 3))  # 5\n```\nThis works for numbers and strings."
+    )
+    result = run(code_task(), output)
+    assert result.score == 1.0, result.detail
+    assert result.detail == "4/4 tests passed"
+
+
+def test_code_grader_takes_raw_code_after_prose() -> None:
+    output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
+    assert extract_code(output) == "def add(a, b):\n    return a + b"
+    assert run(code_task(), output).score == 1.0
+
+
+def test_code_grader_unclosed_fence_and_partial_credit() -> None:
+    output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
+    result = run(code_task(), output)
+    assert result.score == 0.75  # the string test fails
+    assert "first failure: test_strings" in result.detail
+
+
+def test_code_grader_wrong_code_and_no_code() -> None:
+    assert run(code_task(), "def add(a, b):\n    return a - b").score == 0.0
+    syntax = run(code_task(), "```python\ndef add(a, b) return a + b\n```")
+    assert syntax.score == 0.0
+    assert "SyntaxError" in syntax.detail
+    missing = run(code_task(), "   ")
+    assert (missing.score, missing.detail) == (0.0, "no code in the output")
+
+
+def test_infinite_loop_times_out_with_score_zero() -> None:
+    started = time.perf_counter()
+    result = run(code_task(), "def add(a, b):\n    while True:\n        pass\n")
+    assert result.score == 0.0
+    assert result.error is None
+    assert "timeout" in result.detail
+    assert time.perf_counter() - started < FAST.timeout_s + 3
+
+
+def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
+    code = (
+        "import os, sys\nprint('x' * 20_000_000)\nsys.stderr.write('e' * 5_000_000)\n"
+        "os.write(1, b'z' * 3_000_000)\ndef add(a, b):\n    return a + b\n"
+    )
+    result = asyncio.run(run_python_tests(code, ADD_TESTS, FAST))
+    assert (result.status, result.passed, result.total) == ("ok", 4, 4)
+    assert len(result.stdout) <= FAST.output_bytes
+    assert len(result.stderr) <= FAST.output_bytes
+    assert result.stdout.startswith("xxxx")
+
+
+def test_endless_printing_times_out() -> None:
+    result = run(code_task(), "def add(a, b):\n    while True:\n        print('spam' * 100)\n")
+    assert result.score == 0.0
+    assert "timeout" in result.detail
+
+
+@pytest.mark.parametrize("isolation", ["auto", "hook"])
+def test_opening_a_socket_is_blocked(isolation: str) -> None:
+    code = (
+        "import socket\ndef add(a, b):\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1).close()\n    return a + b\n"
+    )
+    limits = FAST.model_copy(update={"network_isolation": isolation})
+    result = run(code_task(), code, sandbox=limits)
+    assert result.score == 0.0
+    assert "not allowed" in result.detail
+
+
+def test_network_namespace_when_available() -> None:
+    code = "def add(a, b):\n    return a + b\n"
+    result = asyncio.run(run_python_tests(code, ADD_TESTS, FAST))
+    assert result.network_isolation in {"unshare", "hook"}
+    if result.network_isolation == "hook":
+        pytest.skip("unprivileged user namespaces are not available here: audit hook only")
+    # /proc/net follows the reader's network namespace: only loopback inside the sandbox
+    probe = (
+        "lines = open('/proc/net/dev').read().splitlines()[2:]\n"
+        "INTERFACES = sorted(line.split(':')[0].strip() for line in lines)\n"
+    )
+    host_lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    if sorted(line.split(":")[0].strip() for line in host_lines) == ["lo"]:
+        pytest.skip("this machine has no network interface to hide")
+    checked = asyncio.run(run_python_tests(probe, "assert INTERFACES == ['lo'], INTERFACES\n"))
+    assert checked.passed == 1, checked.tests
+
+
+def test_memory_hog_is_stopped() -> None:
+    result = run(
+        code_task(), "def add(a, b):\n    big = bytearray(2 * 1024 ** 3)\n    return a + b"
+    )
+    assert result.score == 0.0
+    assert "MemoryError" in result.detail
+    at_import = run(code_task(), "hog = [0] * (10 ** 9)\ndef add(a, b):\n    return a + b")
+    assert at_import.score == 0.0
+    assert "MemoryError" in at_import.detail
+
+
+def test_fork_bomb_and_subprocesses_are_refused() -> None:
+    before = set(os.listdir("/proc"))
+    bomb = run(code_task(), "import os\nwhile True:\n    os.fork()\n")
+    assert bomb.score == 0.0
+    assert "os.fork is not allowed" in bomb.detail
+    spawn = run(code_task(), "import subprocess\nsubprocess.run(['sleep', '30'])\n")
+    assert spawn.score == 0.0
+    assert "not allowed" in spawn.detail
+    assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
+
+
+def _is_sandbox(pid: str) -> bool:
+    """A sandbox process started by this test process that is still alive."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return b"fugu-sandbox-" in cmdline and parent == os.getpid()
+
+
+def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
+    target = tmp_path / "written.txt"
+    code = f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b\n"
+    result = run(code_task(), code)
+    assert result.score == 0.0
+    assert "only the working folder is writable" in result.detail
+    assert not target.exists()
+    local = "open('scratch.txt', 'w').write('x')\ndef add(a, b):\n    return a + b\n"
+    assert run(code_task(), local).score == 1.0
+
+
+def test_exiting_early_is_the_models_fault() -> None:
+    exit_call = run(code_task(), "import sys\nsys.exit(0)")
+    assert (exit_call.score, "SystemExit" in exit_call.detail) == (0.0, True)
+    hard_exit = run(code_task(), "import os\ndef add(a, b):\n    os._exit(0)\n")
+    assert hard_exit.score == 0.0
+    assert "crashed" in hard_exit.detail
+
+
+def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
+    broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
+    result = run(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)
+    assert result.score is None
+    assert "could not start the sandbox" in (result.error or "")
+
+
+def test_concurrent_sandboxes_all_finish() -> None:
+    async def many() -> list[Grade]:
+        good = "def add(a, b):\n    return a + b"
+        return await asyncio.gather(*(grade(code_task(), good, sandbox=FAST) for _ in range(6)))
+
+    assert [g.score for g in asyncio.run(many())] == [1.0] * 6
+
+
+# --- judge ------------------------------------------------------------------------------------
+
+
+def judge_task() -> Task:
+    return Task(
+        id="j",
+        prompt="Name the capital of France.",
+        answer="Paris",
+        grader="judge",
+        task="chat",
+        rubric="Full marks only if the city named is the capital.",
+    )
+
+
+async def reference_judge(messages: list[dict[str, str]]) -> str:
+    """Our own judge: compares the response with the reference answer in the prompt."""
+    text = messages[-1]["content"]
+    reference = text.split("REFERENCE ANSWER:\n<<<\n")[1].split("\n>>>")[0]
+    response = text.split("RESPONSE:\n<<<\n")[1].split("\n>>>")[0]
+    verdict = 9 if reference.lower() in response.lower() else 1
+    return f"The response {'names' if verdict == 9 else 'misses'} the city.\nSCORE: {verdict}"
+
+
+def test_judge_scores_with_the_rubric_and_reference() -> None:
+    good = run(judge_task(), "The capital of France is Paris.", judge=reference_judge)
+    assert good.score == pytest.approx(0.9)
+    bad = run(judge_task(), "It is Lyon.", judge=reference_judge)
+    assert bad.score == pytest.approx(0.1)
+    content = judge_messages(judge_task(), "x" * 10_000)[-1]["content"]
+    assert "Full marks only if the city named is the capital." in content
+    assert "response truncated" in content
+
+
+def test_judge_failures_are_errors_not_zeros() -> None:
+    async def down(messages: list[dict[str, str]]) -> str:
+        raise ConnectionError("worker judge-1 is down")
+
+    async def rambling(messages: list[dict[str, str]]) -> str:
+        return "What a lovely answer! I really enjoyed reading it."
+
+    async def out_of_range(messages: list[dict[str, str]]) -> str:
+        return "SCORE: 15"
+
+    for judge, expected in [
+        (None, "needs a judge"),
+        (down, "ConnectionError: worker judge-1 is down"),
+        (rambling, "could not read a score"),
+        (out_of_range, "could not read a score"),
+    ]:
+        result = run(judge_task(), "Paris", judge=judge)
+        assert result.score is None
+        assert expected in (result.error or "")
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [
+        ("SCORE: 7", 0.7),
+        ("Reasoning: mostly right.\n**Score:** 8/10", 0.8),
+        ("score = 10", 1.0),
+        ("I'd give it 3 out of 10.", 0.3),
+        ("4/5", 0.8),
+        ("6", 0.6),
+        ("Score: 0.8", 0.8),
+        ("SCORE: 2\n...actually, on reflection, SCORE: 9", 0.9),
+        ("SCORE: N", None),
+        ("Score: -1", None),
+        ("", None),
+    ],
+)
+def test_parse_judge_score(reply: str, score: float | None) -> None:
+    parsed = parse_judge_score(reply)
+    assert parsed == (None if score is None else pytest.approx(score))
+
+
+# --- dispatch ---------------------------------------------------------------------------------
+
+
+def test_a_grader_that_cannot_run_records_an_error() -> None:
+    no_answer = Task.model_construct(
+        id="x", prompt="2+2?", answer=None, grader="number", task="math", case_sensitive=False
+    )
+    assert run(no_answer, "4").error == "the task's answer None is not a number"
+    unknown = Task.model_construct(id="x", prompt="?", answer="4", grader="vibes", task="math")
+    assert run(unknown, "4").score is None
+    bad_output = asyncio.run(grade(number_task("4"), None))  # type: ignore[arg-type]
+    assert bad_output.score is None
+    assert "expected the worker's output as text" in (bad_output.error or "")

@@ -1,0 +1,220 @@
+"""The task format, its reader's errors, and the generator (deterministic, self-gradable)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app
+from fugu_lite.datasets import standard_split
+from fugu_lite.sandbox import SandboxLimits
+from fugu_lite.schemas import RewardRecord
+from fugu_lite.scoring import grade
+from fugu_lite.tasks import (
+    FAMILIES,
+    Task,
+    TaskFileError,
+    generate_tasks,
+    read_tasks,
+    write_tasks,
+)
+
+GOOD = {"id": "q1", "prompt": "What is 2 + 3?", "answer": "5", "grader": "number", "task": "math"}
+CODE_TESTS = "assert add(1, 2) == 3\n"
+
+
+def write_lines(path: Path, rows: list[dict | str]) -> Path:
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_error(tmp_path: Path, rows: list[dict | str]) -> str:
+    path = write_lines(tmp_path / "tasks.jsonl", rows)
+    with pytest.raises(TaskFileError) as caught:
+        read_tasks(path)
+    return str(caught.value)
+
+
+def test_read_tasks_round_trip(tmp_path: Path) -> None:
+    tasks = [
+        Task.model_validate(GOOD),
+        Task(
+            id="q2",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"},
+            ],
+            grader="judge",
+            task="chat",
+            rubric="Is it polite?",
+        ),
+        Task(id="q3", prompt="Write add(a, b).", tests=CODE_TESTS, grader="code", task="code"),
+    ]
+    path = tmp_path / "tasks.jsonl"
+    assert write_tasks(path, tasks) == 3
+    assert read_tasks(path) == tasks
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "t.jsonl", [GOOD, "", "   ", {**GOOD, "id": "q2"}])
+    assert [task.id for task in read_tasks(path)] == ["q1", "q2"]
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({**GOOD, "messages": [{"role": "user", "content": "x"}]}, "exactly one of 'prompt'"),
+        ({k: v for k, v in GOOD.items() if k != "prompt"}, "none was given"),
+        ({**GOOD, "prompt": "   "}, "'prompt' is empty"),
+        ({**GOOD, "prompt": None, "messages": []}, "empty list"),
+        ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
+        ({**GOOD, "answer": "five"}, "is not a number"),
+        ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
+        ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
+        ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
+        ({**GOOD, "grader": "code", "tests": "assert f(1) ==\n"}, "not valid Python (line 1"),
+        ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
+        ({**GOOD, "grader": "nubmer"}, "unknown grader 'nubmer'; did you mean 'number'?"),
+        ({**GOOD, "grader": "llm"}, "known graders: number, choice, exact, regex, code, judge"),
+        ({**GOOD, "anwser": "5"}, "unknown field 'anwser': did you mean 'answer'?"),
+        ({k: v for k, v in GOOD.items() if k != "task"}, "missing field 'task'"),
+        ({**GOOD, "split": "dev"}, "unknown split 'dev'; allowed values: train, validation, test"),
+        ({**GOOD, "id": ""}, "id"),
+        ({**GOOD, "difficulty": 7}, "difficulty"),
+    ],
+)
+def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expected: str) -> None:
+    message = read_error(tmp_path, [{**GOOD, "id": "ok"}, row])
+    assert "tasks.jsonl, line 2:" in message
+    assert expected in message
+
+
+def test_bad_json_and_non_objects(tmp_path: Path) -> None:
+    assert "line 2: not valid JSON" in read_error(tmp_path, [GOOD, "{'id': 'q2'"])
+    assert "line 1: expected a JSON object, got list" in read_error(tmp_path, [[GOOD]])
+
+
+def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
+    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q9"}, {**GOOD, "prompt": "Other?"}])
+    assert "line 3: id 'q1' was already used on line 1" in message
+
+
+def test_empty_and_missing_files(tmp_path: Path) -> None:
+    assert "holds no tasks" in read_error(tmp_path, [""])
+    with pytest.raises(TaskFileError, match="file not found"):
+        read_tasks(tmp_path / "absent.jsonl")
+
+
+def test_prompt_text_and_split_agree_with_reward_records() -> None:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+    task = Task(id="m", messages=messages, answer="4", grader="number", task="math")
+    record = RewardRecord(
+        prompt=task.record_prompt(), split=task.resolved_split(), worker_ids=["a"], rewards=[1.0]
+    )
+    assert task.prompt_text() == record.prompt_text == "system: Be brief.\nuser: 2+2?"
+    assert task.resolved_split() == standard_split(record.prompt_text)
+    assert task.chat_messages() == messages
+    plain = Task.model_validate(GOOD)
+    assert plain.chat_messages() == [{"role": "user", "content": "What is 2 + 3?"}]
+    assert plain.model_copy(update={"split": "test"}).resolved_split() == "test"
+
+
+def test_generator_is_deterministic_and_varied() -> None:
+    first = generate_tasks(n_per_family=12, seed=3)
+    assert first == generate_tasks(n_per_family=12, seed=3)
+    other = generate_tasks(n_per_family=12, seed=4)
+    assert {t.prompt for t in first} != {t.prompt for t in other}
+    assert Counter(task.task for task in first) == {family: 12 for family in FAMILIES}
+    assert len({task.id for task in first}) == len({task.prompt for task in first}) == len(first)
+    for task in first:
+        assert task.split == standard_split(task.prompt_text())
+
+
+def test_generator_mixes_difficulties_mostly_easy() -> None:
+    tasks = generate_tasks(n_per_family=60, seed=0)
+    levels = Counter(task.difficulty for task in tasks)
+    assert levels[1] > levels[2] > levels[3] > 0
+    graders = Counter(task.grader for task in tasks)
+    assert set(graders) == {"number", "choice", "exact", "regex", "code"}
+    assert Counter(task.split for task in tasks)["test"] > 0.1 * len(tasks)
+
+
+def test_generator_scales_to_many_tasks_per_family() -> None:
+    tasks = generate_tasks(n_per_family=150, seed=1)
+    assert len({task.prompt for task in tasks}) == 6 * 150
+
+
+def test_generator_refuses_impossible_requests() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        generate_tasks(-1)
+    assert generate_tasks(0) == []
+
+
+def reference_output(task: Task) -> str:
+    """A realistic reply holding the task's reference answer."""
+    answer = task.answer or ""
+    if task.grader == "number":
+        return f"Let me work it out step by step.\nSo the answer is {answer}."
+    if task.grader == "choice":
+        return f"Thinking about the options... The correct option is ({answer})."
+    if task.grader == "regex":
+        values = [int(v) for v in re.findall(r"-?\d+", task.prompt_text().split("]")[0])]
+        descending = "largest to smallest" in task.prompt_text()
+        return f"The sorted list is {sorted(values, reverse=descending)}."
+    if task.grader == "code":
+        return f"Here is the function:\n```python\n{answer}```\nIt handles every case."
+    return answer
+
+
+def wrong_output(task: Task) -> str:
+    answer = task.answer or ""
+    if task.grader == "number":
+        return f"The answer is {float(answer) + 1:g}."
+    if task.grader == "choice":
+        return "Answer: " + ("B" if answer != "B" else "A")
+    if task.grader == "regex":  # echoing the unsorted input is wrong
+        return task.prompt_text().split("[")[1].split("]")[0]
+    if task.grader == "code":
+        return "```python\ndef unrelated():\n    return None\n```"
+    if task.case_sensitive:
+        return answer.swapcase()
+    return answer + "x"
+
+
+async def grade_all(tasks: list[Task], make_output) -> list[float | None]:
+    limits = SandboxLimits(timeout_s=10)
+    grades = await asyncio.gather(*(grade(t, make_output(t), sandbox=limits) for t in tasks))
+    for task, result in zip(tasks, grades, strict=True):
+        assert result.error is None, (task.id, result.error)
+    return [result.score for result in grades]
+
+
+def test_every_generated_task_grades_its_reference_1_and_a_wrong_answer_0() -> None:
+    tasks = generate_tasks(n_per_family=15, seed=11)
+    right = asyncio.run(grade_all(tasks, reference_output))
+    assert [t.id for t, s in zip(tasks, right, strict=True) if s != 1.0] == []
+    wrong = asyncio.run(grade_all(tasks, wrong_output))
+    assert [t.id for t, s in zip(tasks, wrong, strict=True) if s != 0.0] == []
+
+
+def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = tmp_path / "tasks.jsonl"
+    made = runner.invoke(app, ["tasks", "generate", "-o", str(path), "--per-family", "4"])
+    assert made.exit_code == 0, made.output
+    assert "wrote 24 tasks" in made.output
+    assert read_tasks(path) == generate_tasks(4, seed=0)
+    assert runner.invoke(app, ["tasks", "check", str(path)]).exit_code == 0
+    bad = write_lines(tmp_path / "bad.jsonl", [{**GOOD, "grader": "nubmer"}])
+    checked = runner.invoke(app, ["tasks", "check", str(bad)])
+    assert checked.exit_code == 2
+    assert "line 1: unknown grader 'nubmer'; did you mean 'number'?" in " ".join(
+        checked.output.split()
+    )

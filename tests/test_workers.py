@@ -1,0 +1,532 @@
+"""The worker pool against real HTTP servers: the in-process OpenAI-compatible stub (unit)
+and real llama.cpp servers on the shipped GGUF (integration)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from fugu_lite.config import ConfigError
+from fugu_lite.local_server import LocalServerError
+from fugu_lite.pool import (
+    PoolConfig,
+    embedded_pool_config,
+    load_pool_config,
+    resolve_gguf,
+)
+from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers import CallResult, PoolStartError, WorkerCallError, WorkerPool
+
+SECRET = "sk-test-9f8e7d6c5b4a39281706"
+KEY_ENV = "FUGU_TEST_WORKER_KEY"
+USER = [{"role": "user", "content": "what is two plus two"}]
+
+
+def pool_config(base_url: str, **overrides: Any) -> PoolConfig:
+    worker = {
+        "id": "w",
+        "model": "stub-model",
+        "base_url": base_url,
+        "retry_backoff_s": 0.01,
+        "timeout_s": 5.0,
+        "max_retries": 2,
+    }
+    worker.update(overrides)
+    return PoolConfig.model_validate({"workers": [worker]})
+
+
+async def one_call(config: PoolConfig, messages=USER, **params: Any) -> CallResult:
+    async with WorkerPool(config) as pool:
+        return await pool.chat("w", messages, **params)
+
+
+@pytest.fixture
+def stub():
+    with StubWorker() as server:
+        yield server
+
+
+# -- successful calls ---------------------------------------------------------------------
+
+
+def test_chat_returns_output_usage_cost_and_latency(stub: StubWorker) -> None:
+    config = pool_config(
+        stub.base_url,
+        input_price_per_mtok=2.0,
+        output_price_per_mtok=10.0,
+        system_prompt="Be brief.",
+        params={"temperature": 0.3, "max_tokens": 7, "top_k": 5},
+    )
+    result = asyncio.run(one_call(config, temperature=0.9))
+
+    assert result.ok and result.attempts == 1
+    assert result.output == "stub answer to: what is two plus two"
+    # The stub counts whitespace tokens: system "Be brief." (2) + user (5) in, 8 out.
+    assert result.usage is not None
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (7, 8)
+    assert result.cost == pytest.approx((7 * 2.0 + 8 * 10.0) / 1e6)
+    assert result.latency_s > 0 and result.finished_at >= result.started_at
+    assert result.raw is not None and result.raw["choices"][0]["message"]["content"]
+    body = stub.bodies[0]
+    assert body["model"] == "stub-model"
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert body["temperature"] == 0.9  # the call's params override the worker's
+    assert body["max_tokens"] == 7
+    assert body["top_k"] == 5  # not an OpenAI parameter: passed through as extra body
+
+
+def test_worker_system_prompt_merges_with_a_callers_system_message(stub: StubWorker) -> None:
+    config = pool_config(stub.base_url, system_prompt="Be brief.")
+    messages = [{"role": "system", "content": "You are terse."}, *USER]
+    asyncio.run(one_call(config, messages))
+    sent = stub.bodies[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert sent[0]["content"] == "Be brief.\n\nYou are terse."
+
+
+def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
+    original = stub._respond
+
+    async def without_usage(mode: str, body: dict, auth: str | None):
+        response = await original(mode, body, auth)
+        import json
+
+        from fastapi.responses import JSONResponse
+
+        payload = json.loads(response.body)
+        payload.pop("usage")
+        return JSONResponse(payload)
+
+    stub._respond = without_usage  # type: ignore[method-assign]
+    result = asyncio.run(one_call(pool_config(stub.base_url, input_price_per_mtok=1.0)))
+    assert result.ok and result.usage is None and result.cost is None
+
+
+# -- retries and errors ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failures", [("500",), ("503", "500"), ("429", "500"), ("close",)])
+def test_retries_server_errors_then_succeeds(stub: StubWorker, failures: tuple[str, ...]) -> None:
+    stub.fail_next(*failures)
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=2)))
+    assert result.ok, result.error
+    assert result.attempts == len(failures) + 1
+    assert stub.modes_served == [*failures, "ok"]
+
+
+@pytest.mark.parametrize("status", ["400", "401", "404"])
+def test_client_errors_are_not_retried(stub: StubWorker, status: str) -> None:
+    stub.fail_next(status, status, status)
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=3)))
+    assert not result.ok
+    assert result.error_kind == "client" and result.attempts == 1
+    assert f"HTTP {status}" in (result.error or "")
+    assert len(stub.bodies) == 1
+
+
+def test_gives_up_after_max_retries(stub: StubWorker) -> None:
+    stub.mode = "500"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=3)))
+    assert not result.ok and result.error_kind == "server"
+    assert result.attempts == 4 and len(stub.bodies) == 4
+    assert result.output is None and result.cost is None
+
+
+def test_backoff_is_exponential_with_jitter(stub: StubWorker) -> None:
+    stub.mode = "503"
+    base = 0.08
+    asyncio.run(one_call(pool_config(stub.base_url, max_retries=3, retry_backoff_s=base)))
+    gaps = [later - earlier for earlier, later in pairwise(stub.arrivals)]
+    assert len(gaps) == 3
+    for index, gap in enumerate(gaps):
+        nominal = base * 2**index
+        assert 0.5 * nominal <= gap <= 1.5 * nominal + 0.15, (index, gap)
+    assert gaps[2] > gaps[0]
+
+
+def test_rate_limit_waits_at_least_retry_after(stub: StubWorker) -> None:
+    stub.retry_after_s = 0.4
+    stub.fail_next("429")
+    result = asyncio.run(one_call(pool_config(stub.base_url, retry_backoff_s=0.0)))
+    assert result.ok and result.attempts == 2
+    assert stub.arrivals[1] - stub.arrivals[0] >= 0.4
+
+
+def test_a_hanging_server_times_out(stub: StubWorker) -> None:
+    stub.mode = "hang"
+    start = time.perf_counter()
+    result = asyncio.run(one_call(pool_config(stub.base_url, timeout_s=0.3, max_retries=1)))
+    elapsed = time.perf_counter() - start
+    assert result.error_kind == "timeout" and result.attempts == 2
+    assert 0.6 <= elapsed < 3.0
+
+
+def test_an_unreachable_server_is_a_connection_error() -> None:
+    from fugu_lite.local_server import free_port
+
+    config = pool_config(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
+    result = asyncio.run(one_call(config))
+    assert result.error_kind == "connection" and result.attempts == 2
+    assert "could not reach" in (result.error or "")
+
+
+# -- concurrency ----------------------------------------------------------------------------
+
+
+def test_concurrency_limit_per_worker(stub: StubWorker) -> None:
+    stub.latency_s = 0.15
+    config = PoolConfig.model_validate(
+        {
+            "workers": [
+                {"id": "a", "model": "m", "base_url": stub.base_url, "max_concurrency": 2},
+                {"id": "b", "model": "m", "base_url": stub.base_url, "max_concurrency": 1},
+            ]
+        }
+    )
+
+    async def run() -> list[CallResult]:
+        async with WorkerPool(config) as pool:
+            return await asyncio.gather(*(pool.chat("a", USER) for _ in range(6)))
+
+    start = time.perf_counter()
+    results = asyncio.run(run())
+    elapsed = time.perf_counter() - start
+    assert all(result.ok for result in results)
+    assert stub.max_in_flight == 2
+    assert elapsed >= 3 * 0.15  # 6 calls, 2 at a time
+
+    stub.max_in_flight = 0
+
+    async def both() -> None:
+        async with WorkerPool(config) as pool:
+            await asyncio.gather(pool.chat("a", USER), pool.chat("b", USER))
+
+    asyncio.run(both())
+    assert stub.max_in_flight == 2  # the limits are per worker: a and b run together
+
+
+# -- secrets --------------------------------------------------------------------------------
+
+
+def test_api_key_is_sent_but_never_leaked(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    caplog.set_level(logging.DEBUG)
+    config = pool_config(stub.base_url, api_key_env=KEY_ENV, max_retries=1)
+    stub.fail_next("leak", "leak")  # a server that echoes the Authorization header
+    failed = asyncio.run(one_call(config))
+    ok = asyncio.run(one_call(config))
+
+    assert stub.auth_headers[0] == f"Bearer {SECRET}"
+    assert not failed.ok and failed.error_kind == "server"
+    assert "***" in (failed.error or "")
+    for text in (failed.model_dump_json(), repr(failed), ok.model_dump_json(), caplog.text):
+        assert SECRET not in text
+    assert SECRET not in config.model_dump_json()
+
+
+def test_stream_errors_do_not_leak_the_key(stub: StubWorker, monkeypatch) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    stub.mode = "leak"
+
+    async def run() -> WorkerCallError:
+        async with WorkerPool(pool_config(stub.base_url, api_key_env=KEY_ENV)) as pool:
+            with pytest.raises(WorkerCallError) as caught:
+                async for _ in pool.stream_chat("w", USER):
+                    pass
+            return caught.value
+
+    error = asyncio.run(run())
+    assert SECRET not in str(error) and "***" in str(error)
+
+
+def test_missing_key_variable_is_a_clear_error(stub: StubWorker, monkeypatch) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(PoolStartError, match=f"{KEY_ENV}, which is not set"):
+        asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
+
+
+# -- streaming ------------------------------------------------------------------------------
+
+
+def collect_stream(config: PoolConfig, **params: Any) -> list[dict]:
+    async def run() -> list[dict]:
+        async with WorkerPool(config) as pool:
+            return [chunk async for chunk in pool.stream_chat("w", USER, **params)]
+
+    return asyncio.run(run())
+
+
+def test_stream_chat_yields_openai_chunks(stub: StubWorker) -> None:
+    chunks = collect_stream(pool_config(stub.base_url), stream_options={"include_usage": True})
+    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    text = "".join(
+        choice["delta"].get("content") or "" for chunk in chunks for choice in chunk["choices"]
+    )
+    assert text == "stub answer to: what is two plus two"
+    assert chunks[-1]["usage"]["completion_tokens"] == 8
+    assert stub.bodies[0]["stream"] is True
+
+
+def test_stream_retries_before_the_first_chunk(stub: StubWorker) -> None:
+    stub.fail_next("500", "close")
+    chunks = collect_stream(pool_config(stub.base_url, max_retries=2))
+    assert chunks and stub.modes_served == ["500", "close", "ok"]
+
+
+@pytest.mark.parametrize(("mode", "kind", "requests"), [("500", "server", 2), ("400", "client", 1)])
+def test_stream_failure_raises_before_any_chunk(
+    stub: StubWorker, mode: str, kind: str, requests: int
+) -> None:
+    stub.mode = mode
+    received: list[dict] = []
+
+    async def run() -> None:
+        async with WorkerPool(pool_config(stub.base_url, max_retries=1)) as pool:
+            async for chunk in pool.stream_chat("w", USER):
+                received.append(chunk)
+
+    with pytest.raises(WorkerCallError) as caught:
+        asyncio.run(run())
+    assert caught.value.kind == kind and received == []
+    assert len(stub.bodies) == requests
+
+
+def test_unknown_worker_and_unstarted_pool_are_clear_errors(stub: StubWorker) -> None:
+    pool = WorkerPool(pool_config(stub.base_url))
+    with pytest.raises(RuntimeError, match="async with"):
+        asyncio.run(pool.chat("w", USER))
+    with pytest.raises(KeyError, match="the pool has w"):
+        asyncio.run(pool.chat("nope", USER))
+
+
+# -- pool config ----------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pool.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    path = write(
+        tmp_path,
+        """
+        workers:
+          - id: remote
+            model: gpt-4o-mini
+            base_url: https://api.example.com/v1
+            api_key_env: EXAMPLE_KEY
+            input_price_per_mtok: 0.15
+            output_price_per_mtok: 0.6
+            params: {temperature: 0}
+          - id: mine
+            model: tiny
+            local: {gguf: models/tiny.gguf}
+        opt_out: [remote]
+        """,
+    )
+    config = load_pool_config(path)
+    assert config.worker_ids == ["remote", "mine"]
+    assert config.worker("mine").local.gguf == str(tmp_path / "models" / "tiny.gguf")
+    assert config.opt_out == ["remote"]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("- {id: a, model: m}", "needs a base_url"),
+        ("- {id: a, model: m, base_url: 'http://x', local: {gguf: a.gguf}}", "remove base_url"),
+        ("- {id: a, model: m, base_url: 'http://x', api_key: abc}", "api_key_env"),
+        ("- {id: a, model: m, base_url: 'http://x', max_concurency: 2}", "max_concurrency"),
+        ("- {id: a, model: m, base_url: 'http://x', params: {model: x}}", "may not set model"),
+        ("- {id: a, model: m, base_url: 'http://x'}\n  - {id: a, model: n, base_url: 'http://y'}",
+         "repeated: a"),
+        ("- {id: a, model: m, base_url: 'http://x', max_concurrency: 0}", "max_concurrency"),
+    ],
+)  # fmt: skip
+def test_bad_pool_configs_say_what_to_fix(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, f"workers:\n  {body}\n")
+    with pytest.raises(ConfigError, match=expected) as caught:
+        load_pool_config(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"workers:\n  - {{id: a, model: m, base_url: 'http://x', api_key_env: '{SECRET}'}}\n",
+    )
+    with pytest.raises(ConfigError, match="NAME of the environment variable") as caught:
+        load_pool_config(path)
+    assert SECRET not in str(caught.value)
+
+
+def test_missing_pool_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="embedded local pool"):
+        load_pool_config(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_pool_config(write(tmp_path, "workers: [\n"))
+
+
+def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
+    config = embedded_pool_config()
+    assert len(config.workers) >= 2
+    assert all(worker.local is not None for worker in config.workers)
+    assert resolve_gguf("embedded:smollm2").stat().st_size > 10_000_000
+    settings = {
+        (worker.system_prompt, tuple(sorted(worker.params.items()))) for worker in config.workers
+    }
+    assert len(settings) == len(config.workers)  # every variant differs
+    prices = {(w.input_price_per_mtok, w.output_price_per_mtok) for w in config.workers}
+    assert len(prices) == len(config.workers)
+    assert load_pool_config(None) == config
+
+
+def test_unknown_embedded_model_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="embedded:smollm2"):
+        resolve_gguf("embedded:llama-70b")
+
+
+# -- real llama.cpp servers -----------------------------------------------------------------
+
+
+def two_local_workers() -> PoolConfig:
+    config = embedded_pool_config()
+    workers = [
+        w.model_copy(update={"params": {**w.params, "max_tokens": 8}}) for w in config.workers
+    ]
+    return PoolConfig(workers=workers[:2])
+
+
+def alive(pids: list[int]) -> list[int]:
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+@pytest.mark.integration
+def test_local_llama_cpp_workers_answer_and_are_stopped() -> None:
+    config = two_local_workers()
+
+    async def run() -> tuple[list[CallResult], list[int], list[dict]]:
+        async with WorkerPool(config) as pool:
+            pids = [server.pid for server in pool.servers.values()]
+            assert len(set(pids)) == 2 and all(pool.is_alive(w) for w in pool.worker_ids)
+            results = await asyncio.gather(
+                *(pool.chat(w, [{"role": "user", "content": "What is 2 + 3?"}])
+                  for w in pool.worker_ids)
+            )  # fmt: skip
+            chunks = [
+                chunk
+                async for chunk in pool.stream_chat(
+                    pool.worker_ids[0], [{"role": "user", "content": "Say hi."}]
+                )
+            ]
+            return results, pids, chunks
+
+    results, pids, chunks = asyncio.run(run())
+    for result, worker in zip(results, config.workers, strict=True):
+        assert result.ok, result.error
+        assert result.output and result.usage and 0 < result.usage.completion_tokens <= 8
+        expected = (
+            result.usage.prompt_tokens * worker.input_price_per_mtok
+            + result.usage.completion_tokens * worker.output_price_per_mtok
+        ) / 1e6
+        assert result.cost == pytest.approx(expected)
+    # The variants' system prompts reach the model: greedy decoding, different answers.
+    assert results[0].output != results[1].output
+    assert any(choice["delta"].get("content") for c in chunks for choice in c["choices"])
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(pids) == []
+
+
+@pytest.mark.integration
+def test_servers_stop_when_the_body_raises() -> None:
+    config = two_local_workers()
+    pids: list[int] = []
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            pids.extend(server.pid for server in pool.servers.values())
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        asyncio.run(run())
+    assert len(pids) == 2 and alive(pids) == []
+
+
+@pytest.mark.integration
+def test_a_server_that_cannot_load_its_model_fails_with_its_log(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a gguf file" * 100)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "broken", "model": "m", "local": {"gguf": str(bad)}}]}
+    )
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(LocalServerError, match="exited with code") as caught:
+        asyncio.run(one_call(config))
+    assert "broken" in str(caught.value) and "last lines of its log" in str(caught.value)
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []
+
+
+@pytest.mark.integration
+def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    """kill -9 of the process that started the servers leaves no orphan behind."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import asyncio, sys
+            from fugu_lite.pool import PoolConfig, embedded_pool_config
+            from fugu_lite.workers import WorkerPool
+
+            async def main():
+                config = PoolConfig(workers=embedded_pool_config().workers[:1])
+                async with WorkerPool(config) as pool:
+                    print(*(s.pid for s in pool.servers.values()), flush=True)
+                    await asyncio.sleep(600)
+
+            asyncio.run(main())
+            """
+        )
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        pids = [int(pid) for pid in line.split()]
+        assert pids and alive(pids) == pids
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(pids) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
