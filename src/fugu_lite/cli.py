@@ -379,13 +379,37 @@ def demo_command(
     data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o")] = Path("runs/demo"),
     config: ConfigOption = None,
+    pool: Annotated[
+        Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
+    ] = None,
+    tasks_per_family: Annotated[
+        int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
+    ] = 12,
+    llmrouter: Annotated[
+        bool, typer.Option(help="Also train and evaluate on the LLMRouter data, when found.")
+    ] = True,
+    serve: Annotated[
+        bool, typer.Option(help="End by serving the router and asking it a few questions.")
+    ] = True,
 ) -> None:
-    """The main job: import LLMRouter, train SFT -> RL, evaluate on test, print the table."""
-    from .pipeline import run_demo
+    """The main job: LLMRouter train + eval, then the local loop (embedded llama.cpp pool,
+    generated tasks, collect, train SFT -> RL, evaluate), then serve and ask via openai."""
+    from .demo import DemoSettings, run_demo
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
+    settings = DemoSettings(
+        data_dir=data_dir,
+        output=output,
+        pool=pool,
+        tasks_per_family=tasks_per_family,
+        llmrouter=llmrouter,
+        serve=serve,
+    )
     try:
-        run_demo(data_dir, output, cfg)
+        run_demo(settings, cfg)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted:[/yellow] rerun `make demo`; collection resumes")
+        raise typer.Exit(code=130) from None
     except (ValueError, RuntimeError, OSError) as error:
         fail(str(error))
 
@@ -430,6 +454,9 @@ def serve_command(
     breaker_cooldown_s: Annotated[
         float, typer.Option(help="Seconds a worker is skipped once its circuit opens.")
     ] = 30.0,
+    torch_threads: Annotated[
+        int, typer.Option(help="Threads for the routing forward pass (0 = torch's default).")
+    ] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
@@ -446,7 +473,7 @@ def serve_command(
             log_content=log_content, max_body_bytes=max_body_bytes,
             max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,
             max_batch_size=max_batch_size, breaker_failures=breaker_failures,
-            breaker_cooldown_s=breaker_cooldown_s,
+            breaker_cooldown_s=breaker_cooldown_s, torch_threads=torch_threads or None,
         )  # fmt: skip
         serve(settings, log_level=log_level)
     except (ApiKeyError, ConfigError, CheckpointError, ValidationError, ValueError) as error:

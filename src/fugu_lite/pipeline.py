@@ -26,7 +26,7 @@ from .evaluation import (
 )
 from .io import write_json
 from .model import RouterModel, load_router
-from .schemas import RewardRecord, records_in_split, write_records
+from .schemas import RewardRecord, records_in_split
 from .train_rl import train_rl
 from .train_sft import train_sft
 
@@ -132,22 +132,4 @@ def run_pareto_evaluation(
     write_pareto(report, Path(output_dir))
     print_pareto(report, console)
     console.print(f"cost-quality report written to {output_dir}")
-    return report
-
-
-def run_demo(data_dir: Path | None, output_dir: Path, config: PipelineConfig) -> dict:
-    """Import LLMRouter, train SFT -> RL, evaluate on test: the README's main job."""
-    from .datasets import import_dataset, resolve_data_dir
-
-    started = time.perf_counter()
-    root = resolve_data_dir(str(data_dir) if data_dir else None)
-    records = import_dataset("llmrouter", root)
-    output_dir = Path(output_dir)
-    write_records(output_dir / "records.jsonl", records)
-    console.print(f"imported {len(records)} LLMRouter records from {root}")
-    training = train_pipeline(records, config, output_dir / "router")
-    report = run_evaluation(
-        Path(training["checkpoint"]), records, "test", output_dir / "evaluation"
-    )
-    console.print(f"demo finished in {time.perf_counter() - started:.0f} s")
     return report

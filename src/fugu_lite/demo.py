@@ -1,0 +1,140 @@
+"""The README's main job, end to end on embedded defaults (no keys, no internet).
+
+1. LLMRouter (when the data is found): import, train SFT -> RL, evaluate on test.
+2. The local loop: start the pool (by default the embedded llama.cpp workers), generate
+   checkable tasks, collect rewards, train SFT -> RL on them, evaluate on their test split.
+3. Serve the coordinator just trained in front of the local pool and send a few requests
+   through the official `openai` SDK, printing which worker answered each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from .config import PipelineConfig
+from .datasets import DataNotFoundError, import_dataset, resolve_data_dir
+from .pipeline import run_evaluation, train_pipeline
+from .pool import PoolConfig, load_pool_config
+from .schemas import read_records, write_records
+from .tasks import generate_tasks, write_tasks
+
+console = Console()
+
+DEMO_QUESTIONS = (
+    "What is 17 + 25? Answer with the number.",
+    "Reverse the word 'router'.",
+    "Write a Python function is_even(n) that returns True when n is even.",
+    "Which is heavier, a kilogram of feathers or a kilogram of iron? A) feathers B) iron "
+    "C) they weigh the same",
+)
+
+
+class DemoSettings(BaseModel):
+    data_dir: Path | None = None
+    output: Path = Path("runs/demo")
+    pool: Path | None = None  # None = the embedded local pool
+    tasks_per_family: int = 12
+    task_seed: int = 0
+    llmrouter: bool = True
+    serve: bool = True
+
+
+def run_demo(settings: DemoSettings, config: PipelineConfig) -> dict:
+    """Every stage in turn; returns the evaluation reports and what the server answered."""
+    started = time.perf_counter()
+    results: dict = {}
+    if settings.llmrouter:
+        llmrouter_dir = settings.output / "llmrouter"
+        results["llmrouter"] = run_llmrouter(settings.data_dir, llmrouter_dir, config)
+    pool_config = load_pool_config(settings.pool)
+    local = run_local_loop(pool_config, settings, config)
+    results["local"] = local["evaluation"]
+    if settings.serve:
+        results["served"] = serve_and_ask(Path(local["checkpoint"]), pool_config)
+    console.print(f"demo finished in {time.perf_counter() - started:.0f} s")
+    return results
+
+
+def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfig) -> dict | None:
+    """Import LLMRouter, train SFT -> RL, evaluate on test; skipped when the data is absent."""
+    console.rule("1/3 LLMRouter: import, train SFT -> RL, evaluate")
+    try:
+        root = resolve_data_dir(str(data_dir) if data_dir else None)
+    except DataNotFoundError as error:
+        console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {error}")
+        return None
+    records = import_dataset("llmrouter", root)
+    write_records(output_dir / "records.jsonl", records)
+    console.print(f"imported {len(records)} LLMRouter records from {root}")
+    training = train_pipeline(records, config, output_dir / "router")
+    return run_evaluation(Path(training["checkpoint"]), records, "test", output_dir / "evaluation")
+
+
+def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: PipelineConfig) -> dict:
+    """Generate tasks, collect the local pool's rewards, train and evaluate on them."""
+    from .collect import CollectError, collect, summary_table
+
+    output_dir = settings.output / "local"
+    console.rule("2/3 local pool: generate tasks, collect rewards, train, evaluate")
+    tasks = generate_tasks(settings.tasks_per_family, settings.task_seed)
+    write_tasks(output_dir / "tasks.jsonl", tasks)
+    rewards_path = output_dir / "rewards.jsonl"
+    summary = asyncio.run(collect(pool_config, tasks, rewards_path))
+    console.print(summary_table(summary))
+    if not summary.complete:
+        raise CollectError(
+            f"only {summary.records_total} of {summary.tasks} tasks were answered and graded by "
+            "every worker (see the table); run `make demo` again to retry the rest"
+        )
+    records = read_records(rewards_path)
+    training = train_pipeline(records, config, output_dir / "router")
+    evaluation = run_evaluation(
+        Path(training["checkpoint"]), records, "test", output_dir / "evaluation"
+    )
+    return {"checkpoint": training["checkpoint"], "evaluation": evaluation}
+
+
+def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
+    """Start `fugu-lite serve` in-process on the local pool; ask through the openai SDK."""
+    from openai import OpenAI
+
+    from .server import WORKER_HEADER, ServeSettings, create_app
+    from .server_thread import ServerThread
+
+    console.rule("3/3 serve: the coordinator in front of the local pool, asked via openai")
+    app = create_app(ServeSettings(checkpoint=checkpoint, port=0), pool_config=pool_config)
+    answers = []
+    with ServerThread(app) as running:
+        client = OpenAI(base_url=running.base_url, api_key="not-needed-locally")
+        for question in DEMO_QUESTIONS:
+            raw = client.chat.completions.with_raw_response.create(
+                model="fugu-lite",
+                messages=[{"role": "user", "content": question}],
+                max_tokens=64,
+            )
+            completion = raw.parse()
+            answers.append(
+                {
+                    "question": question,
+                    "worker": raw.headers.get(WORKER_HEADER, "?"),
+                    "answer": completion.choices[0].message.content or "",
+                }
+            )
+    console.print(answers_table(answers, running.base_url))
+    return answers
+
+
+def answers_table(answers: list[dict], base_url: str) -> Table:
+    table = Table(title=f"fugu-lite at {base_url}: who answered", show_lines=True)
+    table.add_column("question", max_width=40)
+    table.add_column("worker")
+    table.add_column("answer", max_width=60)
+    for answer in answers:
+        table.add_row(answer["question"], answer["worker"], answer["answer"].strip()[:300])
+    return table

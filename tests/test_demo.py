@@ -1,0 +1,55 @@
+"""The README's main job, end to end: real llama.cpp workers, collection, training,
+evaluation, and the served router asked through the openai SDK (integration)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app
+from fugu_lite.demo import DEMO_QUESTIONS
+from fugu_lite.pool import embedded_pool_config
+from fugu_lite.schemas import read_records
+
+
+def short_answer_pool(path: Path) -> Path:
+    """The embedded pool with small token budgets, so the test takes tens of seconds."""
+    workers = []
+    for worker in embedded_pool_config().workers:
+        data = worker.model_dump(mode="json", exclude_none=True)
+        data["params"] = {**data["params"], "max_tokens": 16}
+        workers.append(data)
+    path.write_text(yaml.safe_dump({"workers": workers}))
+    return path
+
+
+@pytest.mark.integration
+def test_demo_runs_the_whole_local_loop(tmp_path: Path) -> None:
+    output = tmp_path / "demo"
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--no-llmrouter", "--tasks-per-family", "4", "-o", str(output),
+         "--pool", str(short_answer_pool(tmp_path / "pool.yaml"))],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    worker_ids = embedded_pool_config().worker_ids
+
+    records = read_records(output / "local" / "rewards.jsonl")
+    assert len(records) == 6 * 4  # every generated task, answered by every worker
+    assert all(record.worker_ids == worker_ids for record in records)
+    assert all(record.costs is not None for record in records)
+
+    report = json.loads((output / "local" / "evaluation" / "evaluation_report.json").read_text())
+    assert report["split"] == "test"
+    methods = report["methods"]
+    assert 0.0 <= methods["router"]["mean_reward"] <= methods["oracle"]["mean_reward"] <= 1.0
+
+    assert "who answered" in result.output
+    answered = [line for line in result.output.splitlines() if any(w in line for w in worker_ids)]
+    assert len(answered) >= len(DEMO_QUESTIONS)
+    assert "demo finished" in result.output
