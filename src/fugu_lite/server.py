@@ -1,0 +1,666 @@
+"""`fugu-lite serve`: one OpenAI-compatible endpoint in front of the worker pool.
+
+POST /v1/chat/completions routes each conversation with the coordinator, calls the chosen
+worker (falling back to the next-best one while nothing was sent yet), and answers as the
+router's model name, streaming or not. GET /v1/models, /health and /metrics (Prometheus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .costs import RouterFamily, load_family_or_single
+from .local_server import check_llama_cpp_installed
+from .pool import PoolConfig, load_pool_config, resolve_gguf
+from .server_auth import ApiKeyChecker, Redactor, worker_secrets
+from .server_batching import BatcherClosedError, MicroBatcher
+from .server_breaker import CircuitBreaker
+from .server_dispatch import (
+    AllWorkersFailedError,
+    Attempt,
+    Dispatcher,
+    WorkerRejectedError,
+)
+from .server_log import DecisionLog, DecisionLogEntry, conversation_hash
+from .server_metrics import Metrics
+from .server_routing import RouteRequest, RouteResult, RouterService
+from .server_schemas import ApiError, ChatCompletionRequest, parse_request
+from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
+from .workers import Usage, WorkerPool
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+WORKER_HEADER = "x-fugu-worker"
+PROBABILITIES_HEADER = "x-fugu-probabilities"
+ATTEMPTS_HEADER = "x-fugu-attempts"
+REQUEST_ID_HEADER = "x-request-id"
+
+
+class ServeSettings(BaseModel):
+    """Everything `fugu-lite serve` is started with."""
+
+    checkpoint: Path
+    pool: Path | None = Field(default=None, description="Pool YAML; None = the embedded pool.")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    model_name: str = Field(default="fugu-lite", min_length=1)
+    api_keys: list[str] = Field(default_factory=list, repr=False)
+    log_requests: Path | None = None
+    log_content: bool = False
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    max_tokens_limit: int = Field(default=32_768, ge=1)
+    batch_window_ms: float = Field(default=2.0, ge=0)
+    max_batch_size: int = Field(default=32, ge=1)
+    breaker_failures: int = Field(default=3, ge=1)
+    breaker_cooldown_s: float = Field(default=30.0, ge=0)
+    torch_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="Intra-op threads for the routing forward (None = torch's default). "
+        "One keeps the other cores for the event loop and local workers; on a busy 2-core "
+        "machine two threads make routing many times slower (OpenMP spin-waits).",
+    )
+
+
+class ClientDisconnectedError(Exception):
+    """The client closed the connection before the answer was ready."""
+
+
+@dataclass
+class Routed:
+    request_id: str
+    chat: ChatCompletionRequest
+    route: RouteResult
+    started: float
+    routing_s: float
+    messages: list[dict[str, Any]]
+
+
+class FuguServer:
+    """The state behind the app: router, pool, batcher, breaker, metrics, log."""
+
+    def __init__(
+        self, settings: ServeSettings, family: RouterFamily, pool_config: PoolConfig
+    ) -> None:
+        self.settings = settings
+        check_workers_match(family.worker_ids, pool_config)
+        preflight(pool_config)
+        self.router = RouterService(
+            family, [w for w in pool_config.opt_out if w in family.worker_ids]
+        )
+        self.pool_config = pool_config
+        self.pool = WorkerPool(pool_config)
+        self.metrics = Metrics(self.router.worker_ids)
+        self.breaker = CircuitBreaker(
+            self.router.worker_ids, settings.breaker_failures, settings.breaker_cooldown_s
+        )
+        self.redact = Redactor(
+            [*worker_secrets(w.api_key_env for w in pool_config.workers), *settings.api_keys]
+        )
+        self.auth = ApiKeyChecker(settings.api_keys)
+        self.dispatcher = Dispatcher(self.pool, self.breaker, self.metrics, self.redact)
+        self.log = DecisionLog(settings.log_requests, settings.log_content)
+        self.in_flight = 0
+        self.batcher: MicroBatcher[RouteRequest, RouteResult] | None = None
+        self.startup_error: BaseException | None = None
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException as error:
+            self.startup_error = error
+            logger.error("fugu-lite could not start: %s", error)
+            if self.batcher is not None:
+                await self.batcher.stop()
+            raise
+
+    async def _start(self) -> None:
+        self.batcher = MicroBatcher(
+            self.router.route_batch,
+            window_s=self.settings.batch_window_ms / 1000,
+            max_batch=self.settings.max_batch_size,
+            # A lone request is never held back: wait only when others are being served.
+            should_wait=lambda waiting: self.in_flight > waiting,
+            on_batch=lambda size, _: self.metrics.routing_batch_size.observe(size),
+        )
+        self.batcher.start()
+        await self.batcher.run_in_thread(self.router.warm_up)
+        await self.pool.__aenter__()
+
+    async def stop(self) -> None:
+        try:
+            if self.batcher is not None:
+                await self.batcher.stop()
+        finally:
+            await self.pool.__aexit__(None, None, None)
+            self.log.close()
+
+    def enter(self) -> None:
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        self.metrics.in_flight.dec()
+
+    async def route(self, request: RouteRequest) -> RouteResult:
+        if self.batcher is None:
+            raise ApiError(503, "the server is starting", type="server_error")
+        try:
+            return await self.batcher.submit(request)
+        except BatcherClosedError as error:
+            raise ApiError(503, str(error), type="server_error", code="shutting_down") from error
+
+
+def check_workers_match(router_workers: list[str], pool_config: PoolConfig) -> None:
+    """Every worker the router can choose must be in the pool, under the same id."""
+    missing = [worker for worker in router_workers if worker not in pool_config.worker_ids]
+    if missing:
+        raise ValueError(
+            f"the router was trained for workers {router_workers}, but the pool has no "
+            f"worker {missing} (it has {pool_config.worker_ids}); give the pool workers with "
+            "exactly these ids, or train a router on records with the pool's worker ids"
+        )
+    extra = [worker for worker in pool_config.worker_ids if worker not in router_workers]
+    if extra:
+        logger.warning("pool workers %s are unknown to the router and never chosen", extra)
+
+
+def preflight(pool_config: PoolConfig) -> None:
+    """What would make the pool fail to start, found before the server listens: a missing
+    API-key variable, a missing GGUF file, llama.cpp's server not installed."""
+    for worker in pool_config.workers:
+        if worker.api_key_env and not os.environ.get(worker.api_key_env):
+            raise ValueError(
+                f"worker {worker.id!r} reads its API key from ${worker.api_key_env}, which is "
+                f"not set; `export {worker.api_key_env}=...` first, or remove the worker"
+            )
+        if worker.local is not None:
+            check_llama_cpp_installed()
+            resolve_gguf(worker.local.gguf)
+
+
+# --- app --------------------------------------------------------------------------------------
+
+
+def create_app(
+    settings: ServeSettings,
+    *,
+    family: RouterFamily | None = None,
+    pool_config: PoolConfig | None = None,
+) -> FastAPI:
+    """Load and check the router and the pool config now (errors surface before the server
+    listens); the pool's local servers and the batcher start with the app's lifespan."""
+    server = FuguServer(
+        settings,
+        family or load_family_or_single(settings.checkpoint),
+        pool_config or load_pool_config(settings.pool),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await server.start()
+        try:
+            yield
+        finally:
+            await server.stop()
+
+    app = FastAPI(title="fugu-lite", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.fugu = server
+    install_error_handlers(app, server)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        workers = server.breaker.snapshot()
+        for worker, state in workers.items():
+            state["alive"] = server.pool.is_alive(worker)
+        usable = [
+            w
+            for w, s in workers.items()
+            if s["circuit"] != "open" and w not in server.router.opt_out
+        ]
+        return {
+            "status": "ok" if usable else "degraded",
+            "model": settings.model_name,
+            "workers": workers,
+            "opt_out": server.router.opt_out,
+        }
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        server.auth.check(request.headers.get("authorization"))
+        return Response(server.metrics.render(), media_type=server.metrics.content_type)
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        server.auth.check(request.headers.get("authorization"))
+        return {"object": "list", "data": [model_card(server)]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str, request: Request) -> dict[str, Any]:
+        server.auth.check(request.headers.get("authorization"))
+        check_model(server, model_id)
+        return model_card(server)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        server.auth.check(request.headers.get("authorization"))
+        body = await read_body(request, settings.max_body_bytes)
+        chat = parse_request(body, settings.max_tokens_limit)
+        check_model(server, chat.model)
+        allowed = server.router.allowed_workers(
+            chat.exclude_workers, chat.workers, chat.cost_weight
+        )
+        server.enter()
+        response: Response | None = None
+        try:
+            response = await answer(server, request, chat, allowed)
+            return response
+        finally:
+            # A stream is still being served: its relay calls leave() when it ends.
+            if not isinstance(response, StreamingResponse):
+                server.leave()
+
+    return app
+
+
+def model_card(server: FuguServer) -> dict[str, Any]:
+    return {
+        "id": server.settings.model_name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "fugu-lite",
+        "workers": server.router.worker_ids,
+        "cost_weights": server.router.family.cost_weights
+        if server.router.supports_cost_weight
+        else None,
+    }
+
+
+def check_model(server: FuguServer, model: str) -> None:
+    if model != server.settings.model_name:
+        raise ApiError(
+            404,
+            f"the model {model!r} does not exist on this server; it serves "
+            f"{server.settings.model_name!r} (see GET /v1/models)",
+            param="model",
+            code="model_not_found",
+        )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed the limit."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(size: int, limit: int) -> ApiError:
+    return ApiError(
+        413,
+        f"the request body is {size} bytes, more than this server accepts ({limit} bytes); "
+        "shorten the conversation, or start the server with a larger --max-body-bytes",
+        code="request_too_large",
+    )
+
+
+# --- answering ----------------------------------------------------------------------------------
+
+
+async def answer(
+    server: FuguServer, request: Request, chat: ChatCompletionRequest, allowed: tuple[str, ...]
+) -> Response:
+    started = time.perf_counter()
+    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    try:
+        route = await until_disconnected(
+            request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))
+        )
+    except ClientDisconnectedError:
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    routing_s = time.perf_counter() - started
+    server.metrics.routing_latency.observe(routing_s)
+    server.metrics.worker_choices.labels(route.ranking[0]).inc()
+    routed = Routed(request_id, chat, route, started, routing_s, chat.message_dicts())
+    if chat.stream:
+        return await answer_streaming(server, request, routed)
+    return await answer_once(server, request, routed)
+
+
+async def answer_once(server: FuguServer, request: Request, routed: Routed) -> Response:
+    try:
+        result, attempts = await until_disconnected(
+            request,
+            server.dispatcher.complete(
+                routed.route.ranking, routed.messages, routed.chat.worker_params()
+            ),
+        )
+    except ClientDisconnectedError:
+        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    except (AllWorkersFailedError, WorkerRejectedError) as error:
+        raise failure(server, routed, error) from None
+    usage = result.usage.model_dump() if result.usage else None
+    body = server.redact.scrub(dict(result.raw or completion_body(result.output or "", usage)))
+    assert isinstance(body, dict)
+    body["id"] = routed.request_id
+    body["model"] = server.settings.model_name
+    if routed.chat.include_routing:
+        body["fugu"] = routing_field(routed, attempts, result.cost)
+    finish(server, routed, attempts, usage, "ok", 200, cost=result.cost)
+    return JSONResponse(body, headers=routing_headers(routed, attempts))
+
+
+async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
+    params = routed.chat.worker_params()
+    # Ask for usage always (for metrics and cost); the client gets it only if it asked.
+    params["stream_options"] = {"include_usage": True}
+    try:
+        opened = await until_disconnected(
+            request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
+        )
+    except ClientDisconnectedError:
+        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    except (AllWorkersFailedError, WorkerRejectedError) as error:
+        raise failure(server, routed, error) from None
+
+    def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
+        cost = stream_cost(server, opened.worker, usage)
+        finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
+        server.leave()
+
+    relay = RelayedStream(
+        opened,
+        request_id=routed.request_id,
+        model=server.settings.model_name,
+        include_usage=routed.chat.include_usage,
+        messages=routed.messages,
+        idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
+        redact=server.redact,
+        on_done=done,
+        on_worker_failure=server.breaker.record_failure,
+        first_extra=routing_field(routed, opened.attempts, None)
+        if routed.chat.include_routing
+        else None,
+    )
+    return StreamingResponse(
+        relay.events(),
+        media_type="text/event-stream",
+        headers={**routing_headers(routed, opened.attempts), "Cache-Control": "no-cache"},
+        background=BackgroundTask(relay.finalize),
+    )
+
+
+def stream_cost(server: FuguServer, worker: str, usage: dict[str, Any] | None) -> float | None:
+    if usage is None:
+        return None
+    return server.pool.cost(
+        worker,
+        Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+    )
+
+
+def completion_body(output: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A chat.completion for a worker whose raw response the pool did not keep."""
+    return {
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": output},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+# --- routing information, failures, bookkeeping ------------------------------------------------
+
+
+def routing_headers(routed: Routed, attempts: list[Attempt]) -> dict[str, str]:
+    answered = next((a.worker for a in attempts if a.outcome == "ok"), "")
+    return {
+        WORKER_HEADER: answered,
+        PROBABILITIES_HEADER: json.dumps(
+            {w: round(p, 4) for w, p in routed.route.probabilities.items()}, separators=(",", ":")
+        ),
+        ATTEMPTS_HEADER: ",".join(f"{a.worker}:{a.outcome}" for a in attempts),
+        REQUEST_ID_HEADER: routed.request_id,
+    }
+
+
+def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -> dict[str, Any]:
+    """The opt-in `fugu` body field (request key include_routing)."""
+    return {
+        "worker": next((a.worker for a in attempts if a.outcome == "ok"), None),
+        "chosen": routed.route.ranking[0],
+        "probabilities": routed.route.probabilities,
+        "ranking": routed.route.ranking,
+        "attempts": [
+            {"worker": a.worker, "outcome": a.outcome, "latency_ms": round(a.latency_s * 1000, 3)}
+            for a in attempts
+        ],
+        "cost_weight": routed.route.cost_weight,
+        "cost": cost,
+        "routing_ms": round(routed.routing_s * 1000, 3),
+    }
+
+
+def failure(
+    server: FuguServer, routed: Routed, error: AllWorkersFailedError | WorkerRejectedError
+) -> ApiError:
+    """502 naming what was tried; 503 when every allowed worker's circuit is open; the
+    worker's own 4xx as a 400 when it rejected the request itself."""
+    attempts = error.attempts
+    tried = [attempt.summary() for attempt in attempts]
+    if isinstance(error, WorkerRejectedError):
+        api_error = ApiError(
+            400,
+            f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
+            param="messages",
+            code="worker_rejected_request",
+            extra={"tried": tried},
+        )
+    elif error.only_open_circuits:
+        retry = server.breaker.retry_after_s(a.worker for a in attempts)
+        api_error = ApiError(
+            503,
+            "every allowed worker is cooling down after repeated failures (circuit open: "
+            f"{', '.join(a.worker for a in attempts)}); retry in {retry:.0f} s",
+            type="server_error",
+            code="workers_unavailable",
+            extra={"tried": tried},
+            headers={"Retry-After": str(max(1, round(retry)))},
+        )
+    else:
+        parts = [
+            f"{a.worker} (circuit open, skipped)"
+            if a.outcome == "circuit_open"
+            else f"{a.worker} ({a.message or a.outcome})"
+            for a in attempts
+        ]
+        api_error = ApiError(
+            502,
+            f"every worker failed: {'; '.join(parts)}",
+            type="upstream_error",
+            code="all_workers_failed",
+            extra={"tried": tried},
+        )
+    api_error.headers.update(routing_headers(routed, attempts))
+    finish(server, routed, attempts, None, "error", api_error.status)
+    api_error.recorded = True
+    return api_error
+
+
+def finish(
+    server: FuguServer,
+    routed: Routed,
+    attempts: list[Attempt],
+    usage: dict[str, Any] | None,
+    outcome: str,
+    status: int,
+    cost: float | None = None,
+) -> None:
+    """Metrics and the decision log line for a routed request."""
+    answered = next((a.worker for a in attempts if a.outcome == "ok"), None)
+    metrics = server.metrics
+    metrics.requests.labels(str(status), str(routed.chat.stream).lower()).inc()
+    if outcome != "ok":
+        metrics.errors.labels(outcome).inc()
+    if answered is not None:
+        metrics.record_usage(answered, usage, cost)
+        if answered != routed.route.ranking[0]:
+            metrics.fallbacks.inc()
+    worker_ids = server.router.worker_ids
+    entry = DecisionLogEntry(
+        request_id=routed.request_id,
+        model=server.settings.model_name,
+        prompt_hash=conversation_hash(routed.chat.messages),
+        worker_ids=worker_ids,
+        probabilities=[routed.route.probabilities[w] for w in worker_ids],
+        chosen=routed.route.ranking[0],
+        worker=answered,
+        fallback=answered is not None and answered != routed.route.ranking[0],
+        outcome=outcome,
+        status=status,
+        attempts=[attempt.summary() for attempt in attempts],
+        stream=routed.chat.stream,
+        ranking=list(routed.route.ranking),
+        cost_weight=routed.route.cost_weight,
+        routing_latency_s=routed.routing_s,
+        latency_s=time.perf_counter() - routed.started,
+        usage=usage,
+        cost=cost,
+    )
+    messages = server.redact.scrub(routed.messages) if server.log.log_content else None
+    server.log.write(entry, messages)  # type: ignore[arg-type]
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it if the client disconnects first (uvicorn does not
+    cancel a handler whose client went away)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    raise ClientDisconnectedError()
+
+
+async def wait_for_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
+    """Every error leaves in OpenAI's shape; nothing internal leaks out of a 500."""
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        if not error.recorded:  # refused before routing: bad input, auth, unknown model...
+            server.metrics.requests.labels(str(error.status), "unknown").inc()
+            server.metrics.errors.labels(error.code or error.type).inc()
+        body = server.redact.scrub(error.body())
+        return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        return JSONResponse(ApiError(400, f"invalid request: {problems}").body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            message = (
+                f"no route {request.method} {request.url.path}; this server answers POST "
+                "/v1/chat/completions, GET /v1/models, /health and /metrics"
+            )
+        elif error.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(error.detail)
+        return JSONResponse(
+            ApiError(error.status_code, message, code=str(error.status_code)).body(),
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        logger.exception("unexpected error while serving a request")
+        return JSONResponse(
+            ApiError(
+                500,
+                "internal error in fugu-lite (logged on the server); please report it",
+                type="server_error",
+            ).body(),
+            status_code=500,
+        )
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def serve(settings: ServeSettings, log_level: str = "info") -> None:
+    """Build the app (loading and checking everything first) and run it under uvicorn."""
+    import torch
+    import uvicorn
+
+    if settings.torch_threads is not None:
+        torch.set_num_threads(settings.torch_threads)
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=10,
+    )

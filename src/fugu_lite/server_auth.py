@@ -1,0 +1,131 @@
+"""Endpoint API keys (Bearer, compared in constant time) and keeping secrets out of output."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from .server_schemas import ApiError
+
+REDACTED = "[redacted]"
+# Shorter "secrets" would redact ordinary words out of messages.
+MIN_SECRET_LENGTH = 6
+
+
+class ApiKeyError(ValueError):
+    """The endpoint's API keys could not be loaded."""
+
+
+def parse_keys(text: str) -> list[str]:
+    """Keys separated by commas, spaces or newlines; `#` starts a comment line."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return [key for key in re.split(r"[\s,]+", "\n".join(lines)) if key]
+
+
+def load_api_keys(env_var: str | None = None, file: str | Path | None = None) -> list[str]:
+    """The keys from an environment variable and/or a file; none of either = no auth."""
+    keys: list[str] = []
+    if env_var:
+        value = os.environ.get(env_var)
+        if not value or not parse_keys(value):
+            raise ApiKeyError(
+                f"--api-keys-env {env_var}: the environment variable {env_var} is not set or "
+                "empty; export it with one or more keys (comma-separated)"
+            )
+        keys += parse_keys(value)
+    if file:
+        path = Path(file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ApiKeyError(
+                f"--api-keys-file {path}: cannot read it ({error.strerror})"
+            ) from error
+        if not parse_keys(text):
+            raise ApiKeyError(f"--api-keys-file {path}: holds no key (one key a line)")
+        keys += parse_keys(text)
+    short = [key for key in keys if len(key) < MIN_SECRET_LENGTH]
+    if short:
+        raise ApiKeyError(
+            f"{len(short)} API key(s) are shorter than {MIN_SECRET_LENGTH} characters; use "
+            "long random keys (e.g. `python -c 'import secrets; print(secrets.token_urlsafe())'`)"
+        )
+    return keys
+
+
+class ApiKeyChecker:
+    """Checks `Authorization: Bearer KEY` against every configured key in constant time."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self._keys = [key.encode("utf-8") for key in keys]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._keys)
+
+    def check(self, authorization: str | None) -> None:
+        if not self.enabled:
+            return
+        if not authorization:
+            raise unauthorized(
+                "missing API key: send it as `Authorization: Bearer YOUR_KEY` (the openai "
+                "SDK's api_key)"
+            )
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthorized("the Authorization header must be `Bearer YOUR_KEY`")
+        given = token.strip().encode("utf-8")
+        # No early exit: every key is compared, whatever matches.
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(given, key)
+        if not matched:
+            raise unauthorized("invalid API key")
+
+
+def unauthorized(message: str) -> ApiError:
+    return ApiError(
+        401,
+        message,
+        type="invalid_request_error",
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+class Redactor:
+    """Replaces known secrets (worker API keys, endpoint keys) by [redacted] in any text
+    leaving the server: error messages, logs, response bodies."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        kept = sorted(
+            {secret for secret in secrets if len(secret) >= MIN_SECRET_LENGTH},
+            key=len,
+            reverse=True,
+        )
+        self._pattern = re.compile("|".join(re.escape(secret) for secret in kept)) if kept else None
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(REDACTED, text)
+
+    def scrub(self, value: object) -> object:
+        """The same for every string inside a JSON-like value."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {key: self.scrub(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(item) for item in value]
+        return value
+
+
+def worker_secrets(api_key_envs: Iterable[str | None]) -> list[str]:
+    """The values of the workers' API-key environment variables, to redact."""
+    return [os.environ[name] for name in api_key_envs if name and os.environ.get(name)]

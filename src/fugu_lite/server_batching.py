@@ -1,0 +1,131 @@
+"""Micro-batching: requests arriving within a short window share one forward pass, which
+runs in a worker thread so the event loop never waits for the backbone (torch releases
+the GIL during its kernels)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class BatcherClosedError(RuntimeError):
+    """submit() after stop()."""
+
+
+class MicroBatcher(Generic[T, R]):
+    """`await batcher.submit(item)` -> `fn([items...])[i]`.
+
+    A batch starts with the first waiting item and takes whatever else is waiting, up to
+    `max_batch`; when `should_wait()` says more requests are on their way it first waits
+    up to `window_s` for them (a lone request is never held back). Items arriving while
+    a batch runs form the next batch, so batches grow with load.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[list[T]], list[R]],
+        window_s: float = 0.002,
+        max_batch: int = 32,
+        should_wait: Callable[[int], bool] | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        if window_s < 0:
+            raise ValueError("the batching window must be >= 0 seconds")
+        self.fn = fn
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self.should_wait = should_wait or (lambda waiting: True)
+        self.on_batch = on_batch
+        self._pending: deque[tuple[T, asyncio.Future[R]]] = deque()
+        self._arrived = asyncio.Event()
+        self._full = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fugu-router")
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="micro-batcher")
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(BatcherClosedError("the server is shutting down"))
+        self._executor.shutdown(wait=True)
+
+    async def run_in_thread(self, fn: Callable[[], R]) -> R:
+        """Run a one-off job (e.g. the warm-up) on the batcher's thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def submit(self, item: T) -> R:
+        if self._closed:
+            raise BatcherClosedError("the server is shutting down")
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        self._arrived.set()
+        if len(self._pending) >= self.max_batch:
+            self._full.set()
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            while not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            await self._gather_window()
+            batch = self._take_batch()
+            if batch:
+                await self._process(batch)
+
+    async def _gather_window(self) -> None:
+        waiting = len(self._pending)
+        if self.window_s <= 0 or waiting >= self.max_batch or not self.should_wait(waiting):
+            return
+        self._full.clear()
+        try:
+            async with asyncio.timeout(self.window_s):
+                await self._full.wait()
+        except TimeoutError:
+            pass
+
+    def _take_batch(self) -> list[tuple[T, asyncio.Future[R]]]:
+        batch = []
+        while self._pending and len(batch) < self.max_batch:
+            item, future = self._pending.popleft()
+            if not future.cancelled():  # its client went away while it waited
+                batch.append((item, future))
+        return batch
+
+    async def _process(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        items = [item for item, _ in batch]
+        started = time.perf_counter()
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.fn, items
+            )
+        except Exception as error:  # one bad batch fails its requests, not the batcher
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        if self.on_batch is not None:
+            self.on_batch(len(batch), time.perf_counter() - started)
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)

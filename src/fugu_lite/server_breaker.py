@@ -1,0 +1,100 @@
+"""A circuit breaker per worker: skip a worker that keeps failing, try it again later.
+
+closed --(N consecutive failures)--> open --(cool-down elapsed)--> half-open
+half-open: one probe request is let through; success closes, failure re-opens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+State = Literal["closed", "open", "half_open"]
+
+
+@dataclass
+class WorkerCircuit:
+    state: State = "closed"
+    consecutive_failures: int = 0
+    opened_at: float = 0.0
+    probe_in_flight: bool = False
+    times_opened: int = 0
+
+
+class CircuitBreaker:
+    def __init__(
+        self,
+        worker_ids: Iterable[str],
+        failure_threshold: int = 3,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if failure_threshold < 1:
+            raise ValueError("the circuit breaker's failure threshold must be at least 1")
+        if cooldown_s < 0:
+            raise ValueError("the circuit breaker's cool-down must be >= 0 seconds")
+        self.failure_threshold = failure_threshold
+        self.cooldown_s = cooldown_s
+        self.clock = clock
+        self.circuits = {worker: WorkerCircuit() for worker in worker_ids}
+
+    def state(self, worker: str) -> State:
+        circuit = self.circuits[worker]
+        if circuit.state == "open" and self.clock() - circuit.opened_at >= self.cooldown_s:
+            circuit.state = "half_open"
+            circuit.probe_in_flight = False
+        return circuit.state
+
+    def acquire(self, worker: str) -> bool:
+        """May a request go to this worker now? In half-open state only one probe may."""
+        state = self.state(worker)
+        if state == "closed":
+            return True
+        if state == "open":
+            return False
+        circuit = self.circuits[worker]
+        if circuit.probe_in_flight:
+            return False
+        circuit.probe_in_flight = True
+        return True
+
+    def record_success(self, worker: str) -> None:
+        circuit = self.circuits[worker]
+        circuit.state = "closed"
+        circuit.consecutive_failures = 0
+        circuit.probe_in_flight = False
+
+    def record_failure(self, worker: str) -> None:
+        circuit = self.circuits[worker]
+        circuit.consecutive_failures += 1
+        half_open = self.state(worker) == "half_open"
+        if half_open or circuit.consecutive_failures >= self.failure_threshold:
+            circuit.state = "open"
+            circuit.opened_at = self.clock()
+            circuit.times_opened += 1
+        circuit.probe_in_flight = False
+
+    def release(self, worker: str) -> None:
+        """The call ended without a verdict (e.g. the client went away): free the probe."""
+        self.circuits[worker].probe_in_flight = False
+
+    def retry_after_s(self, workers: Iterable[str]) -> float:
+        """Seconds until the first of these open circuits turns half-open."""
+        waits = [
+            max(0.0, self.cooldown_s - (self.clock() - self.circuits[worker].opened_at))
+            for worker in workers
+            if self.circuits[worker].state == "open"
+        ]
+        return min(waits, default=0.0)
+
+    def snapshot(self) -> dict[str, dict[str, object]]:
+        return {
+            worker: {
+                "circuit": self.state(worker),
+                "consecutive_failures": circuit.consecutive_failures,
+                "times_opened": circuit.times_opened,
+            }
+            for worker, circuit in self.circuits.items()
+        }

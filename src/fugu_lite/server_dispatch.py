@@ -1,0 +1,225 @@
+"""Calling the routed worker, falling back to the next-best one while nothing was sent to
+the client yet, and keeping each worker's circuit breaker up to date."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .server_auth import Redactor
+from .server_breaker import CircuitBreaker
+from .server_metrics import Metrics
+from .workers import CallResult, WorkerCallError, WorkerPool
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_KINDS = frozenset({"timeout", "connection", "rate_limit", "server", "worker_config"})
+# A worker answering 401/403/404 is misconfigured (key, model name, URL): the request is
+# fine, so it goes to the next worker like any other worker failure.
+WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
+# Retries back off between attempts; the safety-net deadline leaves room for that.
+BACKOFF_MARGIN_S = 5.0
+
+
+@dataclass
+class Attempt:
+    worker: str
+    outcome: str
+    """"ok", an error kind (timeout, connection, rate_limit, server, client), or
+    "circuit_open" (skipped without a call)."""
+    message: str | None = None
+    latency_s: float = 0.0
+    calls: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "outcome": self.outcome,
+            "message": self.message,
+            "latency_s": round(self.latency_s, 6),
+            "calls": self.calls,
+        }
+
+
+class AllWorkersFailedError(Exception):
+    def __init__(self, attempts: list[Attempt]) -> None:
+        super().__init__("every worker failed")
+        self.attempts = attempts
+
+    @property
+    def only_open_circuits(self) -> bool:
+        return all(attempt.outcome == "circuit_open" for attempt in self.attempts)
+
+
+class WorkerRejectedError(Exception):
+    """The worker refused the request itself (a 4xx other than 429): the request, not the
+    worker, is at fault, so no other worker is tried."""
+
+    def __init__(self, attempts: list[Attempt]) -> None:
+        super().__init__(attempts[-1].message or "the worker rejected the request")
+        self.attempts = attempts
+
+
+@dataclass
+class OpenedStream:
+    worker: str
+    first_chunk: dict[str, Any]
+    chunks: AsyncIterator[dict[str, Any]]
+    attempts: list[Attempt] = field(default_factory=list)
+    opened_s: float = 0.0
+
+
+class Dispatcher:
+    def __init__(
+        self, pool: WorkerPool, breaker: CircuitBreaker, metrics: Metrics, redactor: Redactor
+    ) -> None:
+        self.pool = pool
+        self.breaker = breaker
+        self.metrics = metrics
+        self.redact = redactor
+
+    def deadline_s(self, worker: str) -> float:
+        """Upper bound on one call with all its retries: nothing waits forever, even if a
+        worker's slot is held or the pool's own timeout does not fire."""
+        config = self.pool.worker(worker)
+        return config.timeout_s * (config.max_retries + 1) + BACKOFF_MARGIN_S
+
+    async def complete(
+        self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> tuple[CallResult, list[Attempt]]:
+        """The first worker in ranking order that answers; AllWorkersFailedError when none."""
+        attempts: list[Attempt] = []
+        for worker in ranking:
+            if not self.breaker.acquire(worker):
+                attempts.append(Attempt(worker, "circuit_open"))
+                continue
+            if self._process_exited(worker, attempts):
+                continue
+            try:
+                async with asyncio.timeout(self.deadline_s(worker)):
+                    result = await self.pool.chat(worker, messages, **params)
+            except TimeoutError:
+                result = self._timed_out(worker)
+            except asyncio.CancelledError:
+                self.breaker.release(worker)
+                raise
+            attempt = Attempt(
+                worker,
+                "ok" if result.error is None else refine_kind(result.error_kind, result.error),
+                self.redact(result.error) if result.error else None,
+                result.latency_s,
+                result.attempts,
+            )
+            attempts.append(attempt)
+            self._record(attempt)
+            if result.error is None:
+                return result, attempts
+            if attempt.outcome not in FALLBACK_KINDS:
+                raise WorkerRejectedError(attempts)
+        raise AllWorkersFailedError(attempts)
+
+    async def open_stream(
+        self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> OpenedStream:
+        """Open the first worker's stream that yields a chunk; until that chunk nothing has
+        gone to the client, so a failure moves on to the next worker."""
+        attempts: list[Attempt] = []
+        for worker in ranking:
+            if not self.breaker.acquire(worker):
+                attempts.append(Attempt(worker, "circuit_open"))
+                continue
+            if self._process_exited(worker, attempts):
+                continue
+            started = time.perf_counter()
+            chunks = self.pool.stream_chat(worker, messages, **params)
+            try:
+                async with asyncio.timeout(self.deadline_s(worker)):
+                    first = await anext(chunks)
+            except (WorkerCallError, TimeoutError, StopAsyncIteration) as error:
+                await close_quietly(chunks)
+                kind, message = describe_stream_error(worker, error)
+                attempt = Attempt(
+                    worker, kind, self.redact(message), time.perf_counter() - started, 1
+                )
+                attempts.append(attempt)
+                self._record(attempt)
+                if kind not in FALLBACK_KINDS:
+                    raise WorkerRejectedError(attempts) from None
+                continue
+            except BaseException:
+                self.breaker.release(worker)
+                await close_quietly(chunks)
+                raise
+            opened_s = time.perf_counter() - started
+            attempt = Attempt(worker, "ok", None, opened_s, 1)
+            attempts.append(attempt)
+            self._record(attempt)
+            return OpenedStream(worker, first, chunks, attempts, opened_s)
+        raise AllWorkersFailedError(attempts)
+
+    def _process_exited(self, worker: str, attempts: list[Attempt]) -> bool:
+        """A local worker whose llama.cpp process has exited fails at once, without a call
+        (and without the pool's retries against a closed port)."""
+        if self.pool.is_alive(worker):
+            return False
+        attempt = Attempt(worker, "connection", f"worker {worker}: its local server has exited")
+        attempts.append(attempt)
+        self._record(attempt)
+        return True
+
+    def _record(self, attempt: Attempt) -> None:
+        """Breaker and metrics for one finished call. A client error says the worker is up."""
+        if attempt.outcome in FALLBACK_KINDS:
+            self.breaker.record_failure(attempt.worker)
+        else:
+            self.breaker.record_success(attempt.worker)
+        self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
+        self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
+        state = self.breaker.state(attempt.worker)
+        self.metrics.circuit_open.labels(attempt.worker).set(0 if state == "closed" else 1)
+        if attempt.outcome != "ok":
+            logger.warning("worker %s failed: %s", attempt.worker, attempt.message)
+
+    def _timed_out(self, worker: str) -> CallResult:
+        deadline = self.deadline_s(worker)
+        return CallResult(
+            worker_id=worker, output=None, usage=None, cost=None, latency_s=deadline,
+            error=f"worker {worker}: timeout: no answer within {deadline:g} s",
+            error_kind="timeout", attempts=1,
+        )  # fmt: skip
+
+
+def refine_kind(kind: str | None, message: str | None) -> str:
+    """The pool's error kind, with "client" split into the request's fault ("client") and
+    the worker's configuration ("worker_config"), read from the HTTP status in the message
+    (CallResult has no status field)."""
+    if kind != "client":
+        return kind or "server"
+    match = re.search(r"HTTP (\d{3})", message or "")
+    if match and int(match.group(1)) in WORKER_CONFIG_STATUSES:
+        return "worker_config"
+    return "client"
+
+
+def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:
+    if isinstance(error, WorkerCallError):
+        return refine_kind(error.kind, str(error)), str(error)
+    if isinstance(error, TimeoutError):
+        return "timeout", f"worker {worker}: timeout: no first chunk in time"
+    return "server", f"worker {worker}: server: the stream ended before any chunk"
+
+
+async def close_quietly(chunks: AsyncIterator[dict[str, Any]]) -> None:
+    """Close an upstream stream (releasing its connection and worker slot), even while
+    the surrounding task is being cancelled."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is None:
+        return
+    with contextlib.suppress(Exception):
+        await asyncio.shield(aclose())

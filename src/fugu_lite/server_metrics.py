@@ -1,0 +1,91 @@
+"""Prometheus metrics of one server (its own registry, so several apps can live in a process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+
+# The `*_created` series double the output and say nothing a scraper needs.
+disable_created_metrics()
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, worker_ids: Iterable[str]) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "fugu_requests", "Requests answered, by HTTP status and streaming (unknown: refused "
+            "before the request was parsed).",
+            ["status", "stream"], registry=r,
+        )  # fmt: skip
+        self.errors = Counter(
+            "fugu_errors",
+            "Requests that ended in an error, by error code or outcome.",
+            ["code"],
+            registry=r,
+        )
+        self.worker_choices = Counter(
+            "fugu_worker_choices", "The router's first choice per request.", ["worker"], registry=r
+        )
+        self.worker_calls = Counter(
+            "fugu_worker_calls", "Upstream calls by worker and outcome (ok or the error kind).",
+            ["worker", "outcome"], registry=r,
+        )  # fmt: skip
+        self.fallbacks = Counter(
+            "fugu_fallbacks", "Requests answered by another worker than the router's first choice.",
+            registry=r,
+        )  # fmt: skip
+        self.routing_latency = Histogram(
+            "fugu_routing_latency_seconds", "Time from a request's routing submit to its decision "
+            "(queueing in the micro-batcher included).", buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.routing_batch_size = Histogram(
+            "fugu_routing_batch_size", "Prompts per routing forward pass.", buckets=BATCH_BUCKETS,
+            registry=r,
+        )  # fmt: skip
+        self.upstream_latency = Histogram(
+            "fugu_upstream_latency_seconds", "Upstream call time (to the first token when "
+            "streaming), by worker.", ["worker"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "fugu_tokens", "Tokens by worker and kind (prompt or completion).",
+            ["worker", "kind"], registry=r,
+        )  # fmt: skip
+        self.cost = Counter(
+            "fugu_cost", "Cost from the workers' prices (price units per million tokens).",
+            ["worker"], registry=r,
+        )  # fmt: skip
+        self.circuit_open = Gauge(
+            "fugu_circuit_open", "1 while a worker's circuit breaker is open or half-open.",
+            ["worker"], registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge(
+            "fugu_requests_in_flight", "Chat completion requests being served.", registry=r
+        )
+        for worker in worker_ids:
+            self.circuit_open.labels(worker).set(0)
+            self.worker_choices.labels(worker)
+
+    def record_usage(self, worker: str, usage: dict | None, cost: float | None) -> None:
+        if usage:
+            self.tokens.labels(worker, "prompt").inc(int(usage.get("prompt_tokens") or 0))
+            self.tokens.labels(worker, "completion").inc(int(usage.get("completion_tokens") or 0))
+        if cost:
+            self.cost.labels(worker).inc(cost)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,153 @@
+"""Routing for the server: which workers a request may use, and batched routing decisions
+(one backbone pass for the batch, then each request's head and worker mask)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .costs import RouterFamily, nearest_cost_weight
+from .model import RouterModel
+from .schemas import ChatMessage
+from .server_schemas import ApiError
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    prompt: list[ChatMessage]
+    allowed: tuple[str, ...]
+    cost_weight: float | None = None
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    ranking: list[str]
+    """The allowed workers, most probable first: the choice, then the fallbacks."""
+    probabilities: dict[str, float]
+    """Over every router worker; excluded workers have 0."""
+    cost_weight: float | None
+    """The cost weight the head used was trained for (None for a plain checkpoint)."""
+    batch_size: int
+    forward_s: float
+
+
+class RouterService:
+    """A loaded router (a plain checkpoint or a family over cost weights) and the
+    server-wide opt-out list."""
+
+    def __init__(self, family: RouterFamily, opt_out: Sequence[str] = ()) -> None:
+        self.family = family
+        self.worker_ids = list(family.worker_ids)
+        unknown = sorted(set(opt_out) - set(self.worker_ids))
+        if unknown:
+            raise ValueError(
+                f"opt_out names {unknown}, which the router does not know; its workers are "
+                f"{', '.join(self.worker_ids)}"
+            )
+        self.opt_out = [worker for worker in self.worker_ids if worker in set(opt_out)]
+        if len(self.opt_out) == len(self.worker_ids):
+            raise ValueError(
+                f"opt_out lists every worker ({', '.join(self.opt_out)}); leave at least one"
+            )
+        for router in family.routers:
+            router.eval()
+
+    @property
+    def supports_cost_weight(self) -> bool:
+        return self.family.kind == "family"
+
+    def allowed_workers(
+        self,
+        exclude: Sequence[str] | None,
+        allow: Sequence[str] | None,
+        cost_weight: float | None,
+    ) -> tuple[str, ...]:
+        """The workers a request may be routed to, or a 400 saying why none/what is wrong."""
+        known = ", ".join(self.worker_ids)
+        for param, names in (("exclude_workers", exclude), ("workers", allow)):
+            unknown = sorted(set(names or ()) - set(self.worker_ids))
+            if unknown:
+                raise ApiError(
+                    400,
+                    f"{param} names unknown worker(s) {unknown}; this router's workers: {known}",
+                    param=param,
+                    code="unknown_worker",
+                )
+        if allow is not None and not allow:
+            raise ApiError(400, f"workers is empty; name one or more of: {known}", param="workers")
+        if cost_weight is not None and not self.supports_cost_weight:
+            trained = self.family.cost_weights[0]
+            raise ApiError(
+                400,
+                f"cost_weight is not supported by this server: its router is a single "
+                f"checkpoint (trained with cost weight {trained:g}); leave cost_weight out, or "
+                "serve a router family trained with `fugu-lite train pipeline --cost-weights "
+                "0,0.25,0.5,1`",
+                param="cost_weight",
+                code="cost_weight_unsupported",
+            )
+        removed = set(self.opt_out) | set(exclude or ())
+        allowed = tuple(
+            worker
+            for worker in self.worker_ids
+            if worker not in removed and (allow is None or worker in allow)
+        )
+        if not allowed:
+            reasons = []
+            if self.opt_out:
+                reasons.append(f"opted out server-wide: {', '.join(self.opt_out)}")
+            if exclude:
+                reasons.append(f"exclude_workers: {', '.join(exclude)}")
+            if allow is not None:
+                reasons.append(f"workers allows only: {', '.join(allow)}")
+            raise ApiError(
+                400,
+                "no worker is left to answer (" + "; ".join(reasons) + "); allow at least one "
+                f"of: {', '.join(w for w in self.worker_ids if w not in self.opt_out)}",
+                param="exclude_workers" if exclude else "workers",
+                code="no_worker_left",
+            )
+        return allowed
+
+    def member_for(self, cost_weight: float | None) -> tuple[RouterModel, float | None]:
+        """The head trained for the nearest cost weight (the smallest when None)."""
+        if not self.supports_cost_weight:
+            return self.family.routers[0], None
+        weights = self.family.cost_weights
+        used = min(weights) if cost_weight is None else nearest_cost_weight(weights, cost_weight)
+        return self.family.routers[weights.index(used)], used
+
+    def route_batch(self, requests: list[RouteRequest]) -> list[RouteResult]:
+        """One backbone pass for every prompt (family members share the backbone), then
+        one head pass per cost-weight member, each row with its own worker mask."""
+        started = time.perf_counter()
+        members: dict[float | None, list[int]] = {}
+        for index, request in enumerate(requests):
+            members.setdefault(self.member_for(request.cost_weight)[1], []).append(index)
+        probabilities: list[list[float]] = [[] for _ in requests]
+        with torch.inference_mode():
+            extractor = self.family.routers[0].backbone_extractor()
+            features = extractor.encode([request.prompt for request in requests])
+            for used, indices in members.items():
+                router = self.member_for(used)[0]
+                logits = router(features=features[indices].to(router.device_ref))
+                mask = torch.stack([router.worker_mask(requests[i].allowed) for i in indices])
+                rows = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1).tolist()
+                for index, row in zip(indices, rows, strict=True):
+                    probabilities[index] = row
+        forward_s = time.perf_counter() - started
+        results = []
+        for request, row in zip(requests, probabilities, strict=True):
+            values = dict(zip(self.worker_ids, row, strict=True))
+            ranking = sorted(request.allowed, key=lambda worker: -values[worker])
+            used = self.member_for(request.cost_weight)[1]
+            results.append(RouteResult(ranking, values, used, len(requests), forward_s))
+        return results
+
+    def warm_up(self) -> None:
+        """Load the backbone and run one pass, so the first request is not slow."""
+        allowed = tuple(w for w in self.worker_ids if w not in self.opt_out)
+        self.route_batch([RouteRequest([ChatMessage(role="user", content="warm-up")], allowed)])

@@ -1,0 +1,202 @@
+"""The OpenAI chat-completions request as fugu-lite accepts it, and OpenAI-shaped errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .schemas import ChatMessage
+
+# Request keys that fugu-lite reads itself (sent through the SDK's `extra_body`); they are
+# never forwarded to a worker.
+FUGU_KEYS = ("exclude_workers", "workers", "cost_weight", "include_routing")
+# Keys handled by fugu-lite and so not forwarded as worker parameters.
+NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUGU_KEYS})
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.extra = extra or {}
+        self.headers = headers or {}
+        self.recorded = False  # already counted in the metrics and the decision log
+
+    def body(self) -> dict[str, Any]:
+        error = {"message": self.message, "type": self.type, "param": self.param}
+        error["code"] = self.code
+        error.update(self.extra)
+        return {"error": error}
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's request; unknown OpenAI parameters (tools, top_p, seed, response_format...)
+    are kept and passed through to the worker."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    n: int | None = None
+    stop: str | list[str] | None = None
+    # fugu-lite's own keys (`extra_body` in the openai SDK)
+    exclude_workers: list[str] | None = None
+    workers: list[str] | None = None
+    cost_weight: float | None = Field(default=None, ge=0)
+    include_routing: bool = False
+
+    @field_validator("n")
+    @classmethod
+    def _single_choice(cls, value: int | None) -> int | None:
+        if value is not None and value != 1:
+            raise ValueError(
+                f"n={value} is not supported: fugu-lite routes each request to one worker and "
+                "returns one choice; send n=1 (or leave it out) and repeat the request instead"
+            )
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _at_most_four_stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError(f"stop has {len(value)} sequences; give at most 4")
+        return value
+
+    @field_validator("cost_weight")
+    @classmethod
+    def _finite_cost_weight(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("cost_weight must be a finite number >= 0, e.g. 0.5")
+        return value
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    def max_output_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def worker_params(self) -> dict[str, Any]:
+        """What the worker gets besides the messages: everything the client set except
+        fugu-lite's own keys; max_completion_tokens travels as max_tokens (what llama.cpp
+        and most OpenAI-compatible servers read)."""
+        params = {
+            key: value
+            for key, value in self.model_dump(exclude_unset=True).items()
+            if key not in NOT_FORWARDED
+        }
+        if "max_completion_tokens" in params:
+            params["max_tokens"] = params.pop("max_completion_tokens")
+        return params
+
+    def message_dicts(self) -> list[dict[str, Any]]:
+        return [message.model_dump(exclude_none=True) for message in self.messages]
+
+
+def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
+    """The request body -> a validated request, or an ApiError saying what to fix."""
+    if not body.strip():
+        raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
+                       "`messages`")  # fmt: skip
+    try:
+        payload = json.loads(body)
+    except UnicodeDecodeError as error:
+        raise ApiError(400, f"the request body is not UTF-8 text: {error.reason}") from error
+    except json.JSONDecodeError as error:
+        raise ApiError(
+            400,
+            f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
+            f"column {error.colno}",
+        ) from error
+    if not isinstance(payload, dict):
+        raise ApiError(
+            400,
+            f"the request body must be a JSON object with `model` and `messages`, got a JSON "
+            f"{type(payload).__name__}",
+        )
+    try:
+        request = ChatCompletionRequest.model_validate(payload)
+    except ValidationError as error:
+        raise validation_api_error(error) from error
+    wanted = request.max_output_tokens()
+    if wanted is not None and wanted > max_tokens_limit:
+        field = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
+        raise ApiError(
+            400,
+            f"{field}={wanted} is more than this server allows ({max_tokens_limit}); ask for "
+            f"at most {max_tokens_limit} tokens",
+            param=field,
+            code="max_tokens_too_large",
+        )
+    return request
+
+
+def validation_api_error(error: ValidationError) -> ApiError:
+    """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
+    problems, first_param = [], None
+    for item in error.errors():
+        param = field_path(item["loc"])
+        first_param = first_param or param
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            message = "is required"
+        elif item["type"] == "too_short" and param == "messages":
+            message = "must hold at least one message"
+        elif "input" in item and item["type"] != "missing":
+            message = f"{message} (got {compact(item['input'])})"
+        problems.append(f"{param or 'body'}: {message}")
+    return ApiError(400, "invalid request: " + "; ".join(problems), param=first_param)
+
+
+def field_path(location: tuple | list) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped)."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not is_union_tag(str(part)):
+            path += f".{part}" if path else str(part)
+    return path
+
+
+UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def is_union_tag(part: str) -> bool:
+    """pydantic names the branch of a union that failed ('str', 'list[str]', ...)."""
+    return part in UNION_TAGS or any(char in part for char in "[](-")
+
+
+def compact(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

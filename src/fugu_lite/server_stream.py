@@ -1,0 +1,155 @@
+"""Relaying a worker's stream to the client as server-sent events in OpenAI's chunk format,
+re-labelled as the router's model, with usage as the client asked and `data: [DONE]`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from .server_auth import Redactor
+from .server_dispatch import OpenedStream, close_quietly
+from .server_schemas import ApiError
+from .workers import WorkerCallError
+
+CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
+
+# (usage, outcome, HTTP status) once the stream is over, however it ended.
+DoneCallback = Callable[[dict[str, Any] | None, str, int], None]
+
+
+class RelayedStream:
+    """`events()` feeds a StreamingResponse; `finalize()` (its background task) makes sure
+    the upstream stream is closed and the outcome recorded even when the client left
+    before the first event was sent."""
+
+    def __init__(
+        self,
+        opened: OpenedStream,
+        *,
+        request_id: str,
+        model: str,
+        include_usage: bool,
+        messages: list[dict[str, Any]],
+        idle_timeout_s: float,
+        redact: Redactor,
+        on_done: DoneCallback,
+        on_worker_failure: Callable[[str], None],
+        first_extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.opened = opened
+        self.request_id = request_id
+        self.model = model
+        self.include_usage = include_usage
+        self.messages = messages
+        self.idle_timeout_s = idle_timeout_s
+        self.redact = redact
+        self.on_done = on_done
+        self.on_worker_failure = on_worker_failure
+        self.first_extra = first_extra
+        self.usage: dict[str, Any] | None = None
+        self._done = False
+
+    async def events(self) -> AsyncIterator[str]:
+        outcome, status = "client_disconnected", CLIENT_CLOSED_STATUS
+        try:
+            async for event in self._relay():
+                yield event
+            outcome, status = "ok", 200
+        except (WorkerCallError, TimeoutError) as error:
+            outcome, status = "stream_error", 502
+            self.on_worker_failure(self.opened.worker)
+            yield sse(self._interrupted(error))
+        finally:
+            self._record(outcome, status)
+            await close_quietly(self.opened.chunks)
+
+    async def finalize(self) -> None:
+        self._record("client_disconnected", CLIENT_CLOSED_STATUS)
+        await close_quietly(self.opened.chunks)
+
+    async def _relay(self) -> AsyncIterator[str]:
+        worker_usage: dict[str, Any] | None = None
+        content_chunks = 0
+        chunk: dict[str, Any] | None = self.opened.first_chunk
+        first = True
+        while chunk is not None:
+            if isinstance(chunk.get("usage"), dict):
+                worker_usage = chunk["usage"]
+            content_chunks += has_content(chunk)
+            relabelled = self._relabel(chunk)
+            if first and self.first_extra is not None:
+                relabelled["fugu"] = self.first_extra
+            first = False
+            # A usage-only chunk (no choices) goes only to a client that asked for usage.
+            if relabelled.get("choices") or self.include_usage:
+                yield sse(self.redact.scrub(relabelled))
+            async with asyncio.timeout(self.idle_timeout_s):
+                chunk = await anext(self.opened.chunks, None)
+        self.usage = worker_usage or estimated_usage(self.messages, content_chunks)
+        if self.include_usage and worker_usage is None:
+            yield sse(self._usage_chunk(self.usage))
+        yield "data: [DONE]\n\n"
+
+    def _relabel(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        relabelled = dict(chunk)
+        relabelled["id"] = self.request_id
+        relabelled["model"] = self.model
+        if not self.include_usage:
+            relabelled.pop("usage", None)
+        return relabelled
+
+    def _usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": self.request_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [],
+            "usage": usage,
+        }
+
+    def _interrupted(self, error: BaseException) -> dict[str, Any]:
+        if isinstance(error, WorkerCallError):
+            message = str(error)
+        else:
+            message = f"worker {self.opened.worker}: no chunk for {self.idle_timeout_s:g} s"
+        return ApiError(
+            502,
+            self.redact(f"the worker failed after the answer started: {message}"),
+            type="upstream_error",
+            code="stream_interrupted",
+        ).body()
+
+    def _record(self, outcome: str, status: int) -> None:
+        if not self._done:
+            self._done = True
+            self.on_done(self.usage, outcome, status)
+
+
+def has_content(chunk: dict[str, Any]) -> int:
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls"):
+            return 1
+    return 0
+
+
+def estimated_usage(messages: list[dict[str, Any]], content_chunks: int) -> dict[str, Any]:
+    """For workers that report no usage when streaming (llama.cpp's server): one token per
+    content chunk (what llama.cpp streams) and ~4 characters per prompt token. Marked
+    `fugu_estimated` so nobody mistakes it for a count."""
+    characters = sum(len(json.dumps(message.get("content") or "")) for message in messages)
+    prompt_tokens = max(1, characters // 4)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": content_chunks,
+        "total_tokens": prompt_tokens + content_chunks,
+        "fugu_estimated": True,
+    }
+
+
+def sse(payload: dict[str, Any] | object) -> str:
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"

@@ -1,0 +1,83 @@
+"""Run a fugu-lite app under real uvicorn in a background thread (tests, benches, demos).
+
+with ServerThread(create_app(settings)) as running:
+    client = OpenAI(base_url=running.base_url, api_key="...")
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+
+class ServerThread:
+    def __init__(
+        self,
+        app: FastAPI,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout_s: float = 300.0,
+        log_level: str = "warning",
+    ) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.startup_timeout_s = startup_timeout_s
+        self.log_level = log_level
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """What an OpenAI client takes as base_url."""
+        return f"{self.url}/v1"
+
+    def start(self) -> ServerThread:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=5
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+            name=f"fugu-server-{self.port}",
+        )  # fmt: skip
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive():
+                sock.close()
+                raise RuntimeError(f"fugu-lite did not start: {self.startup_error()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"fugu-lite did not start within {self.startup_timeout_s} s")
+            time.sleep(0.01)
+        return self
+
+    def startup_error(self) -> str:
+        state = getattr(self.app.state, "fugu", None)
+        error = getattr(state, "startup_error", None)
+        return str(error) if error else "see the log above"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

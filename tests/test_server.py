@@ -1,0 +1,1093 @@
+"""`fugu-lite serve` against in-process stub workers (real HTTP, real uvicorn, the openai SDK)
+with a router trained on the tiny random backbone: routing, fallback, circuit breaker,
+auth, bad input, streaming, disconnects, metrics and the decision log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from conftest import WORKERS, generated_records
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app as cli_app
+from fugu_lite.config import (
+    ModelConfig,
+    PipelineConfig,
+    RLTrainingConfig,
+    SFTConfig,
+    SFTTrainingConfig,
+)
+from fugu_lite.costs import RouterFamily, load_family_or_single, train_router_family
+from fugu_lite.pool import PoolConfig, WorkerConfig
+from fugu_lite.schemas import ChatMessage, RewardRecord
+from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server_batching import MicroBatcher
+from fugu_lite.server_breaker import CircuitBreaker
+from fugu_lite.server_routing import RouteRequest, RouterService
+from fugu_lite.server_thread import ServerThread
+from fugu_lite.testing.stub_worker import StubWorker, count_tokens
+from fugu_lite.train_sft import train_sft
+
+pytestmark = pytest.mark.timeout(120)
+
+MODEL = "fugu-lite"
+MATH = "compute the sum of the numbers 4242 item 7"
+CODE = "write a python function that 4242 item 7"
+ENDPOINT_KEY = "sk-fugu-endpoint-test-key-0123456789"
+WORKER_KEY = "sk-worker-secret-do-not-leak-987654321"
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+class InFlightCounter:
+    """ASGI middleware around a stub's app: HTTP exchanges open right now, streaming
+    bodies included (the stub's own counter stops when the handler returns)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.active = 0
+        self.lock = threading.Lock()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.lock:
+            self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def counted_stub(**kwargs: Any) -> tuple[StubWorker, InFlightCounter]:
+    stub = StubWorker(**kwargs)
+    counter = InFlightCounter(stub.app)
+    stub.app = counter  # type: ignore[assignment]
+    return stub.start(), counter
+
+
+@dataclass
+class Stubs:
+    workers: dict[str, StubWorker]
+    counters: dict[str, InFlightCounter]
+
+    def reset(self) -> None:
+        for worker, stub in self.workers.items():
+            stub.mode = "ok"
+            stub.failures.clear()
+            stub.bodies.clear()
+            stub.auth_headers.clear()
+            stub.latency_s = 0.0
+            stub.stream_chunk_delay_s = 0.0
+            stub.reply = f"answer from {worker}"
+
+
+@pytest.fixture(scope="module")
+def stubs() -> Iterator[Stubs]:
+    made = {worker: counted_stub() for worker in WORKERS}
+    yield Stubs({w: s for w, (s, _) in made.items()}, {w: c for w, (_, c) in made.items()})
+    for stub, _ in made.values():
+        stub.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stubs(request: pytest.FixtureRequest) -> None:
+    if "stubs" in request.fixturenames:
+        request.getfixturevalue("stubs").reset()
+
+
+def tiny_config(cache_dir: Path) -> ModelConfig:
+    return ModelConfig(
+        backbone="tiny-random", layer=-1, head="linear", max_tokens=32, cache_dir=str(cache_dir)
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("router")
+    training = SFTTrainingConfig(epochs=8, batch_size=16, learning_rate=0.05)
+    config = SFTConfig(model=tiny_config(root / "cache"), training=training)
+    return Path(train_sft(generated_records(), config, root / "sft")["checkpoint"])
+
+
+@pytest.fixture(scope="module")
+def family(checkpoint: Path) -> RouterFamily:
+    return load_family_or_single(checkpoint)
+
+
+def pool_for(
+    stubs: Stubs, *, opt_out: tuple[str, ...] = (), overrides: dict[str, dict] | None = None
+) -> PoolConfig:
+    workers = []
+    for worker, stub in stubs.workers.items():
+        fields: dict[str, Any] = {
+            "id": worker, "model": f"model-{worker}", "base_url": stub.base_url,
+            "max_retries": 0, "timeout_s": 10.0, "max_concurrency": 16,
+            "input_price_per_mtok": 1.0, "output_price_per_mtok": 2.0,
+        }  # fmt: skip
+        fields.update((overrides or {}).get(worker, {}))
+        workers.append(WorkerConfig(**fields))
+    return PoolConfig(workers=workers, opt_out=list(opt_out))
+
+
+@dataclass
+class Running:
+    thread: ServerThread
+    settings: ServeSettings
+    app: Any
+
+    @property
+    def url(self) -> str:
+        return self.thread.url
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.fugu
+
+    def client(self, api_key: str = "unused", **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=self.thread.base_url, api_key=api_key, max_retries=0, **kwargs
+        )
+
+    def async_client(self, api_key: str = "unused") -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.thread.base_url, api_key=api_key, max_retries=0)
+
+    def post(
+        self, body: Any, headers: dict[str, str] | None = None, timeout: float = 30
+    ) -> httpx.Response:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return httpx.post(
+            f"{self.url}/v1/chat/completions",
+            content=content,
+            headers={"content-type": "application/json", **(headers or {})},
+            timeout=timeout,
+        )
+
+    def log_lines(self) -> list[dict]:
+        self.state.log.flush()
+        path = self.settings.log_requests
+        assert path is not None
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def metrics(self, api_key: str | None = None) -> str:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        return httpx.get(f"{self.url}/metrics", headers=headers).text
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.url}/health").json()
+
+
+@pytest.fixture
+def serve(
+    family: RouterFamily, checkpoint: Path, tmp_path: Path
+) -> Iterator[Callable[..., Running]]:
+    """serve(pool_config, **settings) -> a running fugu-lite server, stopped after the test."""
+    started: list[ServerThread] = []
+
+    def start(
+        pool_config: PoolConfig, router: RouterFamily | None = None, **settings: Any
+    ) -> Running:
+        settings.setdefault("log_requests", tmp_path / f"decisions-{len(started)}.jsonl")
+        serve_settings = ServeSettings(checkpoint=checkpoint, **settings)
+        app = create_app(serve_settings, family=router or family, pool_config=pool_config)
+        thread = ServerThread(app).start()
+        started.append(thread)
+        return Running(thread, serve_settings, app)
+
+    yield start
+    for thread in started:
+        thread.stop()
+
+
+def ranking_for(family: RouterFamily, prompt: str, allowed: tuple[str, ...] = tuple(WORKERS)):
+    service = RouterService(family)
+    request = RouteRequest([ChatMessage(role="user", content=prompt)], allowed)
+    return service.route_batch([request])[0]
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """One sample of the Prometheus text exposition, 0 when absent."""
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        match = re.match(r"([a-zA-Z_:]+)(\{[^}]*\})? (\S+)$", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(found.get(key) == value for key, value in labels.items()):
+            return float(match.group(3))
+    return 0.0
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+# --- the OpenAI surface -------------------------------------------------------------------------
+
+
+def test_a_request_is_answered_by_the_routed_worker_under_the_router_name(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    client = running.client()
+    for prompt in (MATH, CODE):
+        expected = ranking_for(family, prompt)
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user(prompt), extra_body={"include_routing": True}
+        )
+        completion = raw.parse()
+        worker = expected.ranking[0]
+        assert completion.model == MODEL
+        assert completion.choices[0].message.content == f"answer from {worker}"
+        assert raw.headers["x-fugu-worker"] == worker
+        probabilities = json.loads(raw.headers["x-fugu-probabilities"])
+        assert probabilities == pytest.approx(expected.probabilities, abs=1e-3)
+        routing = completion.model_extra["fugu"]
+        assert routing["worker"] == worker and routing["chosen"] == worker
+        assert routing["ranking"] == expected.ranking
+        assert sum(routing["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        assert completion.usage is not None and completion.usage.completion_tokens == 3
+        assert stubs.workers[worker].bodies[-1]["model"] == f"model-{worker}"
+    # The two prompts are of kinds the router learned to send to different workers.
+    assert ranking_for(family, MATH).ranking[0] == "mathematician"
+    assert ranking_for(family, CODE).ranking[0] == "coder"
+
+
+def test_routing_field_is_opt_in(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    completion = running.client().chat.completions.create(model=MODEL, messages=user(MATH))
+    assert "fugu" not in (completion.model_extra or {})
+
+
+def test_streaming_relabels_chunks_and_honours_include_usage(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    stubs.workers[worker].reply = "one two three four five"
+    client = running.client()
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=user(CODE), stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert {chunk.model for chunk in chunks} == {MODEL}
+    assert len({chunk.id for chunk in chunks}) == 1
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "one two three four five"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 5
+    assert sum(chunk.usage is not None for chunk in chunks) == 1
+
+    plain = list(client.chat.completions.create(model=MODEL, messages=user(CODE), stream=True))
+    assert all(chunk.usage is None for chunk in plain)
+    assert all(chunk.choices for chunk in plain)
+    # the worker was asked for usage anyway, for metrics and cost
+    assert stubs.workers[worker].bodies[-1]["stream_options"] == {"include_usage": True}
+    tokens = metric_value(running.metrics(), "fugu_tokens_total", worker=worker, kind="completion")
+    assert tokens == 10
+
+
+def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    body = {"model": MODEL, "messages": user(MATH), "stream": True, "include_routing": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-fugu-worker"] == ranking_for(family, MATH).ranking[0]
+        events = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "data: [DONE]"
+    first = json.loads(events[0].removeprefix("data: "))
+    assert first["fugu"]["worker"] == response.headers["x-fugu-worker"]
+
+
+def test_async_client_and_concurrent_requests_share_routing_batches(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs), batch_window_ms=20)
+    for stub in stubs.workers.values():
+        stub.latency_s = 0.2  # the requests overlap in the server
+    prompts = [f"{MATH} {index}" if index % 2 else f"{CODE} {index}" for index in range(24)]
+
+    async def ask_all() -> list:
+        async with running.async_client() as client:
+            return await asyncio.gather(
+                *(client.chat.completions.create(model=MODEL, messages=user(p)) for p in prompts)
+            )
+
+    completions = asyncio.run(ask_all())
+    assert all(c.choices[0].message.content.startswith("answer from") for c in completions)
+    metrics = running.metrics()
+    assert metric_value(metrics, "fugu_routing_batch_size_sum") == 24
+    batches = metric_value(metrics, "fugu_routing_batch_size_count")
+    assert batches < 24, f"{batches} routing passes for 24 concurrent requests: no batching"
+    assert metric_value(metrics, "fugu_requests_total", status="200", stream="false") == 24
+
+
+def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    client = running.client()
+    assert [model.id for model in client.models.list()] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+    health = running.health()
+    assert health["status"] == "ok"
+    assert {w: s["circuit"] for w, s in health["workers"].items()} == dict.fromkeys(
+        WORKERS, "closed"
+    )
+    client.chat.completions.create(model=MODEL, messages=user(MATH))
+    metrics = running.metrics()
+    chosen = ranking_for(running.state.router.family, MATH).ranking[0]
+    assert metric_value(metrics, "fugu_worker_choices_total", worker=chosen) == 1
+    assert metric_value(metrics, "fugu_worker_calls_total", worker=chosen, outcome="ok") == 1
+    assert metric_value(metrics, "fugu_routing_latency_seconds_count") == 1
+    assert metric_value(metrics, "fugu_upstream_latency_seconds_count", worker=chosen) == 1
+    # the stub counts whitespace tokens; prices are 1 (input) and 2 (output) per million
+    prompt_tokens, completion_tokens = count_tokens(MATH), count_tokens(f"answer from {chosen}")
+    assert metric_value(metrics, "fugu_tokens_total", worker=chosen, kind="prompt") == (
+        prompt_tokens
+    )
+    assert metric_value(metrics, "fugu_cost_total", worker=chosen) == pytest.approx(
+        (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6
+    )
+    assert "# TYPE fugu_routing_latency_seconds histogram" in metrics
+
+
+def test_openai_parameters_and_tools_are_passed_through(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "description": "add two numbers",
+                "parameters": {"type": "object", "properties": {"a": {"type": "number"}}},
+            },
+        }
+    ]
+    running.client().chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "system", "content": "be brief"}, *user(MATH)],
+        temperature=0.3,
+        top_p=0.9,
+        seed=7,
+        stop=["\n\n"],
+        max_completion_tokens=64,
+        tools=tools,
+        tool_choice="auto",
+        extra_body={"exclude_workers": ["coder"], "include_routing": True},
+    )
+    worker = ranking_for(family, MATH, ("cheap-small", "mathematician")).ranking[0]
+    sent = stubs.workers[worker].bodies[-1]
+    assert sent["tools"] == tools and sent["tool_choice"] == "auto"
+    assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (
+        0.3, 0.9, 7, ["\n\n"],
+    )  # fmt: skip
+    assert sent["max_tokens"] == 64 and "max_completion_tokens" not in sent
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    for key in ("exclude_workers", "include_routing", "workers", "cost_weight"):
+        assert key not in sent
+
+
+# --- per-request and server-wide worker selection ----------------------------------------------
+
+
+def test_exclude_workers_routes_to_the_best_remaining_worker(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH), extra_body={"exclude_workers": [first]}
+    )
+    assert raw.headers["x-fugu-worker"] == second
+    probabilities = json.loads(raw.headers["x-fugu-probabilities"])
+    assert probabilities[first] == 0
+    assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+    assert not stubs.workers[first].bodies
+
+
+def test_excluding_every_worker_or_an_unknown_one_is_a_clear_400(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    client = running.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"exclude_workers": WORKERS}
+        )
+    assert error.value.body["code"] == "no_worker_left"
+    assert "no worker is left" in error.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"exclude_workers": ["gpt-5"]}
+        )
+    assert "gpt-5" in error.value.body["message"] and "coder" in error.value.body["message"]
+    assert error.value.body["param"] == "exclude_workers"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_workers_allow_list(serve, stubs: Stubs, family: RouterFamily) -> None:
+    running = serve(pool_for(stubs))
+    client = running.client()
+    for allowed in (["cheap-small"], ["cheap-small", "coder"]):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user(MATH), extra_body={"workers": allowed}
+        )
+        expected = ranking_for(family, MATH, tuple(allowed)).ranking[0]
+        assert raw.headers["x-fugu-worker"] == expected
+        probabilities = json.loads(raw.headers["x-fugu-probabilities"])
+        assert {w for w, p in probabilities.items() if p > 0} == set(allowed)
+    assert not stubs.workers["mathematician"].bodies
+
+
+def test_server_wide_opt_out_is_never_routed_to(serve, stubs: Stubs, family: RouterFamily) -> None:
+    favourite = ranking_for(family, MATH).ranking[0]
+    running = serve(pool_for(stubs, opt_out=(favourite,)))
+    client = running.client()
+    for _ in range(3):
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+        assert raw.headers["x-fugu-worker"] != favourite
+    assert not stubs.workers[favourite].bodies
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"workers": [favourite]}
+        )
+    assert "opted out server-wide" in error.value.body["message"]
+    assert running.health()["opt_out"] == [favourite]
+
+
+def test_cost_weight_needs_a_router_family(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    with pytest.raises(openai.BadRequestError) as error:
+        running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"cost_weight": 0.5}
+        )
+    assert error.value.body["code"] == "cost_weight_unsupported"
+    assert "--cost-weights" in error.value.body["message"]
+
+
+@pytest.fixture(scope="module")
+def router_family(tmp_path_factory: pytest.TempPathFactory) -> RouterFamily:
+    root = tmp_path_factory.mktemp("family")
+    config = PipelineConfig(
+        model=tiny_config(root / "cache"),
+        sft=SFTTrainingConfig(epochs=6, batch_size=16, learning_rate=0.05),
+        rl=RLTrainingConfig(epochs=1, batch_size=16, learning_rate=0.01),
+    )
+    train_router_family(generated_records(), config, root / "family", [0.0, 10.0])
+    return load_family_or_single(root / "family")
+
+
+def test_cost_weight_picks_the_head_for_the_nearest_trained_weight(
+    serve, stubs: Stubs, router_family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs), router=router_family)
+    client = running.client()
+
+    def routed(cost_weight: float | None) -> dict:
+        extra: dict[str, Any] = {"include_routing": True}
+        if cost_weight is not None:
+            extra["cost_weight"] = cost_weight
+        completion = client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body=extra
+        )
+        return completion.model_extra["fugu"]
+
+    assert routed(None)["cost_weight"] == 0.0
+    assert routed(2.0)["cost_weight"] == 0.0
+    expensive = routed(0.0)
+    cheap = routed(8.0)
+    assert cheap["cost_weight"] == 10.0
+    # At lambda 10 the cheap worker's 0.1 cost beats the others' rewards on every prompt.
+    assert cheap["worker"] == "cheap-small"
+    assert expensive["worker"] == "mathematician"
+    assert client.models.retrieve(MODEL).model_extra["cost_weights"] == [0.0, 10.0]
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"cost_weight": -1}
+        )
+    assert error.value.body["param"] == "cost_weight"
+
+
+# --- fallback and the circuit breaker -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401"])
+def test_a_failing_worker_falls_back_to_the_next_best(
+    serve, stubs: Stubs, family: RouterFamily, failure: str
+) -> None:
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = failure
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH), extra_body={"include_routing": True}
+    )
+    assert raw.headers["x-fugu-worker"] == second
+    assert raw.parse().choices[0].message.content == f"answer from {second}"
+    assert raw.headers["x-fugu-attempts"].split(",")[-1] == f"{second}:ok"
+    assert len(stubs.workers[first].bodies) == 1
+    [line] = running.log_lines()
+    assert (line["chosen"], line["worker"], line["fallback"]) == (first, second, True)
+    assert line["attempts"][0]["worker"] == first and line["attempts"][0]["outcome"] != "ok"
+    assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
+
+
+def test_killing_the_chosen_worker_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
+    first, second = ranking_for(family, CODE).ranking[:2]
+    doomed, _ = counted_stub(reply="answer from the doomed worker")
+    running = serve(pool_for(stubs, overrides={first: {"base_url": doomed.base_url}}))
+    client = running.client()
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(CODE))
+    assert raw.headers["x-fugu-worker"] == first
+    doomed.stop()
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(CODE))
+    assert raw.headers["x-fugu-worker"] == second
+    assert raw.headers["x-fugu-attempts"] == f"{first}:connection,{second}:ok"
+    stream = client.chat.completions.create(model=MODEL, messages=user(CODE), stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == f"answer from {second}"
+
+
+def test_streaming_falls_back_before_the_first_chunk(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = "503"
+    body = {"model": MODEL, "messages": user(MATH), "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        assert response.headers["x-fugu-worker"] == second
+        assert response.headers["x-fugu-attempts"] == f"{first}:server,{second}:ok"
+        events = [line for line in response.iter_lines() if line.startswith("data: {")]
+    text = "".join(
+        json.loads(event[6:])["choices"][0]["delta"].get("content") or "" for event in events
+    )
+    assert text == f"answer from {second}"
+
+
+def broken_stream_app() -> FastAPI:
+    """An OpenAI-style upstream whose stream dies after two chunks."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            for delta in ({"role": "assistant", "content": ""}, {"content": "half an"}):
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                         "model": "m", "choices": [{"index": 0, "delta": delta}]}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                await asyncio.sleep(0.05)
+            raise ConnectionResetError("the worker crashed mid-answer")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return upstream
+
+
+def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        stream = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), stream=True
+        )
+        received = []
+        with pytest.raises(openai.APIError, match="after the answer started"):
+            for chunk in stream:
+                received.append(chunk.choices[0].delta.content)
+    assert "half an" in received  # what was streamed stays streamed; no silent fallback
+    [line] = running.log_lines()
+    assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, first)
+    assert running.health()["workers"][first]["consecutive_failures"] == 1
+
+
+def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    for stub in stubs.workers.values():
+        stub.mode = "500"
+    client = running.client()
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as error:
+            client.chat.completions.create(model=MODEL, messages=user(MATH), stream=stream)
+        assert error.value.status_code == 502
+        body = error.value.body
+        assert body["code"] == "all_workers_failed" and body["type"] == "upstream_error"
+        assert {attempt["worker"] for attempt in body["tried"]} == set(WORKERS)
+        for worker in WORKERS:
+            assert worker in body["message"]
+    lines = running.log_lines()
+    assert [line["outcome"] for line in lines] == ["error", "error"]
+    assert all(line["worker"] is None and line["status"] == 502 for line in lines)
+
+
+def test_a_slow_worker_times_out_and_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
+    first, second = ranking_for(family, MATH).ranking[:2]
+    running = serve(pool_for(stubs, overrides={first: {"timeout_s": 0.3}}))
+    stubs.workers[first].mode = "hang"
+    stubs.workers[first].hang_s = 3.0
+    started = time.monotonic()
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH)
+    )
+    assert time.monotonic() - started < 2.5
+    assert raw.headers["x-fugu-attempts"] == f"{first}:timeout,{second}:ok"
+
+
+def test_circuit_breaker_opens_after_repeated_failures_and_closes_after_cooldown(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs), breaker_failures=2, breaker_cooldown_s=1.0)
+    client = running.client()
+    first, second = ranking_for(family, MATH).ranking[:2]
+    bad = stubs.workers[first]
+    bad.mode = "500"
+
+    def ask() -> str:
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+        assert raw.headers["x-fugu-worker"] == second
+        return raw.headers["x-fugu-attempts"]
+
+    assert ask() == f"{first}:server,{second}:ok"
+    assert running.health()["workers"][first]["circuit"] == "closed"
+    assert ask() == f"{first}:server,{second}:ok"
+    assert running.health()["workers"][first]["circuit"] == "open"
+    assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 1
+    calls = len(bad.bodies)
+    assert ask() == f"{first}:circuit_open,{second}:ok"  # skipped without a call
+    assert len(bad.bodies) == calls
+
+    bad.mode = "ok"
+    assert wait_until(lambda: running.health()["workers"][first]["circuit"] == "half_open", 3)
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+    assert raw.headers["x-fugu-worker"] == first  # the probe went through and succeeded
+    assert running.health()["workers"][first]["circuit"] == "closed"
+    assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 0
+
+
+def test_every_allowed_circuit_open_is_a_503_with_retry_after(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=30)
+    stubs.workers["coder"].mode = "500"
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(body).status_code == 502
+    response = running.post(body)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "workers_unavailable"
+    assert 1 <= int(response.headers["retry-after"]) <= 30
+    assert len(stubs.workers["coder"].bodies) == 1
+
+
+def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    first = ranking_for(family, MATH).ranking[0]
+    stubs.workers[first].mode = "400"
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "worker_rejected_request" and "stub client error" in error["message"]
+    assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 1
+    assert running.health()["workers"][first]["consecutive_failures"] == 0
+
+
+# --- disconnecting clients ----------------------------------------------------------------------
+
+
+def test_a_disconnecting_streaming_client_leaves_no_upstream_stream(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    stubs.workers[worker].reply = " ".join(f"word{i}" for i in range(400))
+    stubs.workers[worker].stream_chunk_delay_s = 0.02  # ~8 s to stream it all
+    counter = stubs.counters[worker]
+    body = {"model": MODEL, "messages": user(CODE), "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        lines = response.iter_lines()
+        received = [next(lines) for _ in range(6)]
+        assert counter.active == 1  # the upstream stream is open while we read
+        assert running.state.in_flight == 1
+    assert any(line.startswith("data: {") for line in received)
+    assert wait_until(lambda: counter.active == 0, 3), "the upstream stream was left open"
+    assert wait_until(lambda: running.state.in_flight == 0, 3)
+    [line] = running.log_lines()
+    assert line["outcome"] == "client_disconnected" and line["worker"] == worker
+
+
+def test_a_disconnecting_client_cancels_its_upstream_call(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    worker = ranking_for(family, MATH).ranking[0]
+    # One call at a time: a call left running would hold the worker's only slot.
+    running = serve(pool_for(stubs, overrides={worker: {"max_concurrency": 1}}))
+    stubs.workers[worker].latency_s = 4.0
+    with pytest.raises(httpx.ReadTimeout):
+        running.post({"model": MODEL, "messages": user(MATH)}, timeout=0.5)
+    assert wait_until(lambda: running.state.in_flight == 0, 2)
+    [line] = running.log_lines()
+    assert line["outcome"] == "client_disconnected" and line["status"] == 499
+    stubs.workers[worker].latency_s = 0.0
+    started = time.monotonic()
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.status_code == 200 and response.headers["x-fugu-worker"] == worker
+    assert time.monotonic() - started < 2.0, "the abandoned call still held the worker's slot"
+
+
+# --- auth and secrets ---------------------------------------------------------------------------
+
+
+def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs), api_keys=[ENDPOINT_KEY, "sk-second-key-abcdef"])
+    with pytest.raises(openai.AuthenticationError) as error:
+        running.client(api_key="sk-wrong-key-000000").chat.completions.create(
+            model=MODEL, messages=user(MATH)
+        )
+    assert error.value.body["code"] == "invalid_api_key"
+    for headers in ({}, {"authorization": "Basic abc"}, {"authorization": "Bearer"}):
+        response = running.post({"model": MODEL, "messages": user(MATH)}, headers=headers)
+        assert response.status_code == 401
+        assert set(response.json()["error"]) >= {"message", "type", "param", "code"}
+        assert ENDPOINT_KEY not in response.text
+    for key in (ENDPOINT_KEY, "sk-second-key-abcdef"):
+        completion = running.client(api_key=key).chat.completions.create(
+            model=MODEL, messages=user(MATH)
+        )
+        assert completion.model == MODEL
+    assert httpx.get(f"{running.url}/metrics").status_code == 401
+    assert httpx.get(f"{running.url}/v1/models").status_code == 401
+    assert "fugu_requests_total" in running.metrics(api_key=ENDPOINT_KEY)
+    assert httpx.get(f"{running.url}/health").status_code == 200
+
+
+def test_worker_keys_never_reach_responses_or_logs(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("FUGU_TEST_WORKER_KEY", WORKER_KEY)
+    running = serve(
+        pool_for(stubs, overrides={"coder": {"api_key_env": "FUGU_TEST_WORKER_KEY"}}),
+        log_content=True,
+    )
+    stubs.workers["coder"].mode = "leak"  # its 500 echoes the Authorization header back
+    for stream in (False, True):
+        body = {"model": MODEL, "messages": user(CODE), "workers": ["coder"], "stream": stream}
+        response = running.post(body)
+        assert response.status_code == 502
+        assert WORKER_KEY not in response.text
+        assert "coder" in response.json()["error"]["message"]
+    assert stubs.workers["coder"].auth_headers[-1] == f"Bearer {WORKER_KEY}"  # it was sent
+    running.state.log.flush()
+    assert WORKER_KEY not in running.settings.log_requests.read_text()
+    assert WORKER_KEY not in caplog.text
+    assert WORKER_KEY not in running.metrics()
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+VALID = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+BAD_INPUTS = [
+    ("not json", b"{not json", 400, "not valid JSON"),
+    ("empty body", b"", 400, "empty"),
+    ("array body", b"[1, 2]", 400, "JSON object"),
+    ("not utf-8", b'{"model": "\xff"}', 400, "not UTF-8"),
+    ("missing messages", {"model": MODEL}, 400, "messages: is required"),
+    ("missing model", {"messages": VALID["messages"]}, 400, "model: is required"),
+    ("empty messages", {**VALID, "messages": []}, 400, "at least one message"),
+    ("messages not a list", {**VALID, "messages": "hi"}, 400, "messages"),
+    ("wrong role", {**VALID, "messages": [{"role": "robot", "content": "x"}]}, 400,
+     "messages[0].role"),
+    ("message without role", {**VALID, "messages": [{"content": "x"}]}, 400,
+     "messages[0].role: is required"),
+    ("unknown model", {**VALID, "model": "gpt-4o"}, 404, "does not exist"),
+    ("absurd max_tokens", {**VALID, "max_tokens": 10**9}, 400, "max_tokens=1000000000"),
+    ("absurd max_completion_tokens", {**VALID, "max_completion_tokens": 10**7}, 400,
+     "max_completion_tokens"),
+    ("zero max_tokens", {**VALID, "max_tokens": 0}, 400, "max_tokens"),
+    ("max_tokens not a number", {**VALID, "max_tokens": "lots"}, 400, "max_tokens"),
+    ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
+    ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
+    ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
+    ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
+    ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def shared_server(family: RouterFamily, checkpoint: Path, stubs: Stubs) -> Iterator[Running]:
+    settings = ServeSettings(checkpoint=checkpoint, max_body_bytes=4096, max_tokens_limit=4096)
+    app = create_app(settings, family=family, pool_config=pool_for(stubs))
+    with ServerThread(app) as thread:
+        yield Running(thread, settings, app)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [case[1:] for case in BAD_INPUTS],
+    ids=[case[0] for case in BAD_INPUTS],
+)
+def test_bad_input_gets_a_clear_4xx(
+    shared_server: Running, stubs: Stubs, body: Any, status: int, fragment: str
+) -> None:
+    response = shared_server.post(body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
+    big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
+    response = shared_server.post(big)
+    assert response.status_code == 413
+    assert "4096 bytes" in response.json()["error"]["message"]
+
+    def chunked():  # no Content-Length: the limit applies while reading
+        yield json.dumps(big).encode()
+
+    response = httpx.post(
+        f"{shared_server.url}/v1/chat/completions",
+        content=chunked(),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Running) -> None:
+    response = httpx.post(f"{shared_server.url}/v1/completions", json=VALID)
+    assert response.status_code == 404
+    assert "/v1/chat/completions" in response.json()["error"]["message"]
+    response = httpx.get(f"{shared_server.url}/v1/chat/completions")
+    assert response.status_code == 405
+    assert "error" in response.json()
+
+
+def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> None:
+    before = shared_server.metrics()
+    shared_server.post(b"{broken")
+    shared_server.post({**VALID, "model": "gpt-4o"})
+    after = shared_server.metrics()
+
+    def delta(name: str, **labels: str) -> float:
+        return metric_value(after, name, **labels) - metric_value(before, name, **labels)
+
+    assert delta("fugu_requests_total", status="400", stream="unknown") == 1
+    assert delta("fugu_requests_total", status="404", stream="unknown") == 1
+    assert delta("fugu_errors_total", code="invalid_request_error") == 1
+    assert delta("fugu_errors_total", code="model_not_found") == 1
+
+
+def test_sdk_surfaces_bad_input_as_its_exceptions(shared_server: Running) -> None:
+    client = shared_server.client()
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=user("hi"))
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "wizard", "content": "x"}])
+    assert "messages[0].role" in error.value.body["message"]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=MODEL, messages=user("hi"), max_tokens=10**6)
+
+
+# --- the decision log ---------------------------------------------------------------------------
+
+
+def test_decision_log_lines_are_ready_to_become_training_records(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    messages = [{"role": "system", "content": "be brief"}, *user("secret plans for " + MATH)]
+    running.client().chat.completions.create(model=MODEL, messages=messages)
+    [line] = running.log_lines()
+    record = RewardRecord(
+        prompt=[ChatMessage(**m) for m in messages],
+        split="train",
+        worker_ids=line["worker_ids"],
+        rewards=[1.0 if w == line["worker"] else 0.0 for w in line["worker_ids"]],
+    )
+    assert line["prompt_hash"] == record.prompt_hash
+    assert line["worker_ids"] == WORKERS
+    assert sum(line["probabilities"]) == pytest.approx(1.0, abs=1e-5)
+    assert line["outcome"] == "ok" and line["status"] == 200
+    prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+    assert line["usage"] == {"prompt_tokens": prompt_tokens, "completion_tokens": 3}
+    assert line["cost"] == pytest.approx((prompt_tokens * 1.0 + 3 * 2.0) / 1e6)
+    assert line["latency_s"] >= line["routing_latency_s"] > 0
+    assert "secret plans" not in json.dumps(line) and "messages" not in line
+
+    with_content = serve(pool_for(stubs), log_content=True)
+    with_content.client().chat.completions.create(model=MODEL, messages=messages)
+    [line] = with_content.log_lines()
+    assert line["messages"] == messages
+
+
+# --- units: batcher, breaker, CLI ---------------------------------------------------------------
+
+
+def test_micro_batcher_groups_waiting_requests_and_keeps_the_loop_free() -> None:
+    asyncio.run(batcher_groups_waiting_requests_and_keeps_the_loop_free())
+
+
+async def batcher_groups_waiting_requests_and_keeps_the_loop_free() -> None:
+    batches: list[list[int]] = []
+
+    def slow_double(items: list[int]) -> list[int]:
+        batches.append(items)
+        time.sleep(0.2)  # a forward pass: must not block the event loop
+        return [item * 2 for item in items]
+
+    batcher = MicroBatcher(slow_double, window_s=0.05, max_batch=8)
+    batcher.start()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(20)))
+    ticking.cancel()
+    await batcher.stop()
+    assert results == [i * 2 for i in range(20)]
+    assert [len(batch) for batch in batches] == [8, 8, 4]
+    assert ticks >= 30  # ~0.6 s of forward passes, and the loop kept ticking
+
+
+def test_micro_batcher_does_not_hold_back_a_lone_request() -> None:
+    asyncio.run(batcher_does_not_hold_back_a_lone_request())
+
+
+async def batcher_does_not_hold_back_a_lone_request() -> None:
+    batcher = MicroBatcher(lambda items: items, window_s=1.0, should_wait=lambda n: False)
+    batcher.start()
+    started = time.perf_counter()
+    assert await batcher.submit("x") == "x"
+    assert time.perf_counter() - started < 0.5
+    await batcher.stop()
+
+
+def test_micro_batcher_fails_the_batch_not_the_batcher() -> None:
+    asyncio.run(batcher_fails_the_batch_not_the_batcher())
+
+
+async def batcher_fails_the_batch_not_the_batcher() -> None:
+    def picky(items: list[int]) -> list[int]:
+        if 13 in items:
+            raise ValueError("unlucky batch")
+        return items
+
+    batcher = MicroBatcher(picky, window_s=0.0)
+    batcher.start()
+    with pytest.raises(ValueError, match="unlucky"):
+        await batcher.submit(13)
+    assert await batcher.submit(7) == 7
+    await batcher.stop()
+
+
+def test_circuit_breaker_states() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(["a", "b"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    breaker.record_failure("a")
+    assert breaker.acquire("a") and breaker.state("a") == "closed"
+    breaker.record_success("a")  # a success resets the count
+    breaker.record_failure("a")
+    assert breaker.state("a") == "closed"
+    breaker.record_failure("a")
+    assert breaker.state("a") == "open" and not breaker.acquire("a")
+    assert breaker.retry_after_s(["a"]) == 10
+    now[0] = 9.9
+    assert not breaker.acquire("a")
+    now[0] = 10.0
+    assert breaker.state("a") == "half_open"
+    assert breaker.acquire("a")  # the one probe
+    assert not breaker.acquire("a")  # nobody else meanwhile
+    breaker.record_failure("a")  # the probe failed: open again, a new cool-down
+    assert breaker.state("a") == "open"
+    now[0] = 20.0
+    assert breaker.acquire("a")
+    breaker.release("a")  # the probe's client left: someone else may probe
+    assert breaker.acquire("a")
+    breaker.record_success("a")
+    assert breaker.state("a") == "closed" and breaker.acquire("a")
+    assert breaker.snapshot()["a"]["times_opened"] == 2
+    assert breaker.state("b") == "closed"
+
+
+runner = CliRunner()
+
+
+def test_serve_command_refuses_bad_setups_before_listening(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = runner.invoke(cli_app, ["serve", "--checkpoint", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2
+    assert "not a fugu-lite router checkpoint" in " ".join(missing.output.split())
+
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "workers:\n  - {id: alpha, model: a, base_url: 'http://127.0.0.1:9/v1'}\n",
+        encoding="utf-8",
+    )
+    mismatch = runner.invoke(
+        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool)]
+    )
+    assert mismatch.exit_code == 2
+    assert "has no worker" in " ".join(mismatch.output.split())
+
+    keyless = tmp_path / "keyless.yaml"
+    keyless.write_text(
+        "workers:\n"
+        + "".join(
+            f"  - {{id: {w}, model: m, base_url: 'http://127.0.0.1:9/v1', "
+            "api_key_env: FUGU_UNSET_WORKER_KEY}\n"
+            for w in WORKERS
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("FUGU_UNSET_WORKER_KEY", raising=False)
+    unset = runner.invoke(
+        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(keyless)]
+    )
+    assert unset.exit_code == 2
+    assert "FUGU_UNSET_WORKER_KEY" in unset.output
+
+    monkeypatch.delenv("FUGU_NO_SUCH_KEYS", raising=False)
+    no_keys = runner.invoke(
+        cli_app,
+        ["serve", "--checkpoint", str(checkpoint), "--api-keys-env", "FUGU_NO_SUCH_KEYS"],
+    )
+    assert no_keys.exit_code == 2
+    assert "FUGU_NO_SUCH_KEYS" in no_keys.output

@@ -1,0 +1,245 @@
+"""fugu-lite under real uvicorn on 127.0.0.1 in front of two real llama.cpp workers (the
+shipped SmolLM2-135M GGUF, started by the pool), driven by the official openai SDK: sync,
+async and streaming; opt-out and allow-list; a hung worker tripping the circuit breaker
+and coming back; a disconnecting stream; auth and bad input; a killed worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from conftest import generated_records
+
+from fugu_lite.config import ModelConfig, SFTConfig, SFTTrainingConfig
+from fugu_lite.pool import PoolConfig
+from fugu_lite.schemas import RewardRecord
+from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server_thread import ServerThread
+from fugu_lite.train_sft import train_sft
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+MODEL = "fugu-lite"
+KEY = "sk-fugu-integration-key-42"
+WORKERS = ["smol-a", "smol-b"]
+CODE = "write a python function that 4242 item 7"
+MATH = "compute the sum of the numbers 4242 item 7"
+COOLDOWN_S = 4.0
+
+
+def two_worker_records() -> list[RewardRecord]:
+    """The generated records with two workers: smol-a is best at code, smol-b at math."""
+    records = []
+    for record in generated_records():
+        rewards = [record.reward_of("coder"), record.reward_of("mathematician")]
+        records.append(record.model_copy(update={"worker_ids": WORKERS, "rewards": rewards,
+                                                 "costs": None}))  # fmt: skip
+    return records
+
+
+def local_pool() -> PoolConfig:
+    local = {"gguf": "embedded:smollm2", "n_ctx": 512, "n_threads": 1}
+    worker = {
+        "model": "smollm2", "local": local, "max_concurrency": 1, "timeout_s": 3.0,
+        "max_retries": 0, "params": {"temperature": 0.0, "max_tokens": 12},
+        "input_price_per_mtok": 0.1, "output_price_per_mtok": 0.2,
+    }  # fmt: skip
+    return PoolConfig.model_validate({"workers": [{"id": w, **worker} for w in WORKERS]})
+
+
+@dataclass
+class Live:
+    thread: ServerThread
+    app: object
+    log_path: Path
+
+    @property
+    def state(self):
+        return self.app.state.fugu  # type: ignore[attr-defined]
+
+    def client(self, api_key: str = KEY) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.thread.base_url, api_key=api_key, max_retries=0)
+
+    def async_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.thread.base_url, api_key=KEY, max_retries=0)
+
+    def health(self) -> dict:
+        return httpx.get(f"{self.thread.url}/health").json()
+
+    def log_lines(self) -> list[dict]:
+        self.state.log.flush()
+        return [json.loads(line) for line in self.log_path.read_text().splitlines()]
+
+    def llama_pid(self, worker: str) -> int:
+        pid = self.state.pool.servers[worker].pid
+        assert pid is not None
+        return pid
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    root = tmp_path_factory.mktemp("live")
+    model = ModelConfig(backbone="tiny-random", layer=-1, head="linear", max_tokens=32,
+                        cache_dir=str(root / "cache"))  # fmt: skip
+    training = SFTTrainingConfig(epochs=8, batch_size=16, learning_rate=0.05)
+    checkpoint = train_sft(two_worker_records(), SFTConfig(model=model, training=training),
+                           root / "router")["checkpoint"]  # fmt: skip
+    settings = ServeSettings(
+        checkpoint=checkpoint, api_keys=[KEY], log_requests=root / "decisions.jsonl",
+        breaker_failures=2, breaker_cooldown_s=COOLDOWN_S,
+    )  # fmt: skip
+    app = create_app(settings, pool_config=local_pool())
+    with ServerThread(app, startup_timeout_s=240) as thread:
+        yield Live(thread, app, root / "decisions.jsonl")
+
+
+def ask(client: openai.OpenAI, prompt: str, **kwargs):
+    return client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": prompt}], **kwargs
+    )
+
+
+def test_sync_sdk_gets_a_routed_answer_from_a_real_worker(live: Live) -> None:
+    for prompt, expected in ((CODE, "smol-a"), (MATH, "smol-b")):
+        raw = ask(live.client(), prompt, extra_body={"include_routing": True})
+        completion = raw.parse()
+        assert raw.headers["x-fugu-worker"] == expected
+        assert completion.model == MODEL
+        assert completion.choices[0].message.content
+        assert completion.usage is not None and 0 < completion.usage.completion_tokens <= 12
+        assert completion.model_extra["fugu"]["worker"] == expected
+
+
+def test_async_sdk_concurrent_requests(live: Live) -> None:
+    async def run() -> list:
+        async with live.async_client() as client:
+            return await asyncio.gather(
+                *(client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": f"{p} {i}"}])
+                  for i, p in enumerate([CODE, MATH, CODE, MATH]))
+            )  # fmt: skip
+
+    completions = asyncio.run(run())
+    assert all(c.model == MODEL and c.choices[0].message.content for c in completions)
+
+
+def test_streaming_sdk_with_usage(live: Live) -> None:
+    stream = live.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": MATH}], stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    chunks = list(stream)
+    assert {chunk.model for chunk in chunks} == {MODEL}
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert content and "".join(c.choices[0].delta.content for c in content).strip()
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens > 0
+    # llama.cpp's server reports no usage when streaming: fugu-lite says it estimated it
+    assert usage.model_extra.get("fugu_estimated") is True
+    assert usage.completion_tokens == len(content)
+
+
+def test_allow_list_and_opt_out_with_real_workers(live: Live) -> None:
+    client = live.client()
+    assert ask(client, CODE, extra_body={"workers": ["smol-b"]}).headers["x-fugu-worker"] == (
+        "smol-b"
+    )
+    raw = ask(client, CODE, extra_body={"exclude_workers": ["smol-a"]})
+    assert raw.headers["x-fugu-worker"] == "smol-b"
+    assert json.loads(raw.headers["x-fugu-probabilities"])["smol-a"] == 0
+    with pytest.raises(openai.BadRequestError) as error:
+        ask(client, CODE, extra_body={"exclude_workers": WORKERS})
+    assert error.value.body["code"] == "no_worker_left"
+
+
+def test_auth_and_bad_input_through_the_sdk(live: Live) -> None:
+    with pytest.raises(openai.AuthenticationError):
+        ask(live.client(api_key="sk-not-the-key-123"), MATH)
+    client = live.client()
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match=r"messages\[0\]\.role"):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "oracle", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        ask(client, MATH, max_tokens=10**8)
+    with pytest.raises(openai.BadRequestError, match="cost_weight"):
+        ask(client, MATH, extra_body={"cost_weight": 1.0})
+
+
+def test_a_disconnecting_stream_frees_the_worker(live: Live) -> None:
+    body = {
+        "model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}],
+        "stream": True, "max_tokens": 400, "workers": ["smol-a"],
+    }  # fmt: skip
+    headers = {"authorization": f"Bearer {KEY}"}
+    url = f"{live.thread.url}/v1/chat/completions"
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as response:
+        lines = response.iter_lines()
+        first = [next(lines) for _ in range(4)]
+        assert live.state.in_flight == 1  # being streamed
+    assert any(line.startswith("data: {") for line in first)
+    deadline = time.monotonic() + 5
+    while live.state.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert live.state.in_flight == 0
+    line = live.log_lines()[-1]
+    assert line["outcome"] == "client_disconnected" and line["stream"]
+    # The worker's only slot is free again: a new request to it is answered at once.
+    started = time.monotonic()
+    assert (
+        ask(live.client(), MATH, extra_body={"workers": ["smol-a"]}).headers["x-fugu-worker"]
+        == "smol-a"
+    )
+    assert time.monotonic() - started < 3.0
+
+
+def test_a_hung_worker_trips_the_circuit_breaker_and_comes_back(live: Live) -> None:
+    client = live.client()
+    pid = live.llama_pid("smol-b")
+    os.kill(pid, signal.SIGSTOP)  # the process hangs: connections open, nothing answers
+    try:
+        for _ in range(2):
+            raw = ask(client, MATH)
+            assert raw.headers["x-fugu-attempts"] == "smol-b:timeout,smol-a:ok"
+        assert live.health()["workers"]["smol-b"]["circuit"] == "open"
+        started = time.monotonic()
+        raw = ask(client, MATH)
+        assert raw.headers["x-fugu-attempts"] == "smol-b:circuit_open,smol-a:ok"
+        assert time.monotonic() - started < 2.5  # no 3 s timeout spent on smol-b
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(COOLDOWN_S + 0.2)
+    assert live.health()["workers"]["smol-b"]["circuit"] == "half_open"
+    raw = ask(client, MATH, timeout=30)
+    assert raw.headers["x-fugu-worker"] == "smol-b"
+    assert live.health()["workers"]["smol-b"]["circuit"] == "closed"
+
+
+def test_killing_the_chosen_worker_falls_back_to_the_other(live: Live) -> None:
+    client = live.client()
+    assert ask(client, CODE).headers["x-fugu-worker"] == "smol-a"
+    live.state.pool.servers["smol-a"].stop()  # the llama.cpp process is gone
+    raw = ask(client, CODE)
+    assert raw.headers["x-fugu-worker"] == "smol-b"
+    assert raw.headers["x-fugu-attempts"] == "smol-a:connection,smol-b:ok"
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": CODE}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip()
+    line = live.log_lines()[-1]
+    assert (line["chosen"], line["worker"], line["fallback"]) == ("smol-a", "smol-b", True)
+    # once both are dead, a 502 names what was tried
+    live.state.pool.servers["smol-b"].stop()
+    with pytest.raises(openai.APIStatusError) as error:
+        ask(client, CODE)
+    assert error.value.status_code == 502
+    assert "smol-a" in error.value.message and "smol-b" in error.value.message
