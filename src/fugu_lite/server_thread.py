@@ -22,12 +22,18 @@ class ServerThread:
         port: int = 0,
         startup_timeout_s: float = 300.0,
         log_level: str = "warning",
+        lifespan: str = "auto",
+        graceful_timeout_s: int = 5,
+        name: str = "fugu-server",
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.startup_timeout_s = startup_timeout_s
         self.log_level = log_level
+        self.lifespan = lifespan
+        self.graceful_timeout_s = graceful_timeout_s
+        self.name = name
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -43,15 +49,21 @@ class ServerThread:
     def start(self) -> ServerThread:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: no Nagle + delayed-ACK 40 ms stalls per request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self.port))
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
-            self.app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=5
+            self.app,
+            log_level=self.log_level,
+            access_log=False,
+            lifespan=self.lifespan,
+            timeout_graceful_shutdown=self.graceful_timeout_s,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-            name=f"fugu-server-{self.port}",
+            name=f"{self.name}-{self.port}",
         )  # fmt: skip
         self._thread.start()
         deadline = time.monotonic() + self.startup_timeout_s

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import uuid
@@ -28,9 +27,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ..server_thread import ServerThread
 
 Reply = Callable[[list[dict[str, Any]]], str]
 MODES = ("ok", "500", "503", "429", "400", "401", "404", "hang", "close", "leak")
@@ -77,8 +77,7 @@ class StubWorker:
         self.max_in_flight = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._runner: ServerThread | None = None
         self.port = 0
         self.app = self._build_app()
 
@@ -89,41 +88,22 @@ class StubWorker:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> StubWorker:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit it: no Nagle + delayed-ACK 40 ms stalls per request.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
+        self._runner = ServerThread(
             self.app,
             # "close" mode drops connections on purpose; uvicorn would log each as an error.
             log_level="critical",
-            access_log=False,
             lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            daemon=True,
-            name=f"stub-worker-{self.port}",
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the stub worker did not start within 10 s")
-            time.sleep(0.01)
+            graceful_timeout_s=1,
+            startup_timeout_s=10,
+            name="stub-worker",
+        ).start()
+        self.port = self._runner.port
         return self
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._runner is not None:
+            self._runner.stop()
 
     def __enter__(self) -> StubWorker:
         return self.start()
