@@ -40,6 +40,9 @@ ConfigOption = Annotated[
 ]
 RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
 OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folder.")]
+PoolOption = Annotated[
+    Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
+]
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a config key, e.g. --set training.epochs=5 (repeatable)."),
@@ -318,9 +321,7 @@ def route_command(
 def collect_command(
     tasks: Annotated[Path, typer.Option("--tasks", "-t", help="Task JSONL file.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="RewardRecord JSONL to add to.")],
-    pool: Annotated[
-        Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
-    ] = None,
+    pool: PoolOption = None,
     log: Annotated[
         Path | None, typer.Option(help="Call log JSONL; default <output stem>.calls.jsonl.")
     ] = None,
@@ -379,9 +380,7 @@ def demo_command(
     data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o")] = Path("runs/demo"),
     config: ConfigOption = None,
-    pool: Annotated[
-        Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
-    ] = None,
+    pool: PoolOption = None,
     tasks_per_family: Annotated[
         int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
     ] = 12,
@@ -419,9 +418,7 @@ def serve_command(
     checkpoint: Annotated[
         Path, typer.Option(help="Router checkpoint folder, or a router family folder.")
     ],
-    pool: Annotated[
-        Path | None, typer.Option(help="Pool YAML; omitted = the embedded local pool.")
-    ] = None,
+    pool: PoolOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     model_name: Annotated[
