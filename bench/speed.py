@@ -9,9 +9,11 @@ peak-RSS figure) measures, with the two paths interleaved so they share the mach
 
 - the latency of one routing decision (64- and 256-token prompts): the routing path
   (`FeatureExtractor.encode`, which runs only the blocks up to the chosen layer and never
-  computes LM logits, then the `RouterModel` head) vs the plain path (the full
-  `AutoModelForCausalLM` / `AutoModel` forward with `output_hidden_states=True`, the same
-  hidden state pooled the same way, the same head);
+  computes LM logits, in the runtime the config picks (`model.runtime`: ONNX Runtime by
+  default, see fugu_lite/onnx_runtime.py), then the `RouterModel` head) vs the plain path
+  (the full `AutoModelForCausalLM` / `AutoModel` fp32 forward in PyTorch with
+  `output_hidden_states=True`, the same hidden state pooled the same way, the same head);
+  also the same cut backbone on the torch runtime, for reference;
 - feature throughput (batches of 16 prompts of mixed lengths);
 - that both paths route the same (max feature difference, argmax agreement, reward delta),
   on the LLMRouter test split when `../shared/data` exists, else on synthetic prompts;
@@ -168,17 +170,29 @@ def plain_hf_model(backbone: LoadedBackbone) -> PreTrainedModel:
 
 
 class Paths:
-    """The routing path and the plain path for one config; both end in the same head."""
+    """The routing path and the plain path for one config; both end in the same head.
+
+    `extractor` is fugu-lite's routing path as configured (its runtime from the config);
+    `torch_extractor`, when given, is the same cut backbone forced onto torch (a reference)."""
 
     def __init__(
-        self, extractor: FeatureExtractor, plain: PreTrainedModel | None, router: RouterModel
+        self,
+        extractor: FeatureExtractor,
+        plain: PreTrainedModel | None,
+        router: RouterModel,
+        torch_extractor: FeatureExtractor | None = None,
     ):
         self.extractor = extractor
         self.plain = plain
         self.router = router
+        self.torch_extractor = torch_extractor
 
     def routing_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
         return self.extractor.encode(prompts)
+
+    def route_torch(self, prompts: Sequence[Prompt]) -> torch.Tensor:
+        assert self.torch_extractor is not None
+        return self.decide(self.torch_extractor.encode(prompts))
 
     @torch.inference_mode()
     def plain_features(self, prompts: Sequence[Prompt]) -> torch.Tensor:
@@ -222,43 +236,66 @@ def peak_rss_mb() -> float:
 
 
 def interleaved_timings(
-    first: Callable[[], object], second: Callable[[], object], reps: int, warmup: int
-) -> tuple[list[float], list[float]]:
-    """Alternate which path goes first, so slow phases of the machine hit both alike."""
+    functions: Sequence[Callable[[], object]], reps: int, warmup: int
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Wall and CPU seconds of each path (CPU = the whole process, every thread).
+
+    Rotate which path goes first, so slow phases of the machine hit all of them alike."""
     for _ in range(warmup):
-        first()
-        second()
-    times: tuple[list[float], list[float]] = ([], [])
-    functions = (first, second)
+        for function in functions:
+            function()
+    wall: list[list[float]] = [[] for _ in functions]
+    cpu: list[list[float]] = [[] for _ in functions]
+    order = list(range(len(functions)))
     for rep in range(reps):
-        for which in (0, 1) if rep % 2 == 0 else (1, 0):
-            start = time.perf_counter()
+        rotated = order[rep % len(order) :] + order[: rep % len(order)]
+        for which in rotated if rep % 2 == 0 else rotated[::-1]:
+            start, start_cpu = time.perf_counter(), time.process_time()
             functions[which]()
-            times[which].append(time.perf_counter() - start)
-    return times
+            cpu[which].append(time.process_time() - start_cpu)
+            wall[which].append(time.perf_counter() - start)
+    return wall, cpu
 
 
-def latency_figures(routing: list[float], plain: list[float]) -> dict:
-    routing_ms, plain_ms = np.array(routing) * 1e3, np.array(plain) * 1e3
+def latency_figures(wall: list[list[float]], cpu: list[list[float]]) -> dict:
+    """Figures of the routing, plain and torch-runtime routing paths (in that order)."""
+    routing_ms, plain_ms, torch_ms = (np.array(times) * 1e3 for times in wall)
+    routing_cpu, plain_cpu, torch_cpu = (float(np.median(times)) * 1e3 for times in cpu)
     return {
-        "reps": len(routing),
+        "reps": len(routing_ms),
         "routing_p50_ms": float(np.percentile(routing_ms, 50)),
         "routing_p95_ms": float(np.percentile(routing_ms, 95)),
         "plain_p50_ms": float(np.percentile(plain_ms, 50)),
         "plain_p95_ms": float(np.percentile(plain_ms, 95)),
         "speedup_p50": float(np.percentile(plain_ms, 50) / np.percentile(routing_ms, 50)),
-        # Each rep's pair ran back to back; the median of their ratios is robust to drift.
+        # Each rep's paths ran back to back; the median of their ratios is robust to drift.
         "speedup_paired_median": float(np.median(plain_ms / routing_ms)),
+        "torch_routing_p50_ms": float(np.percentile(torch_ms, 50)),
+        "torch_routing_speedup_p50": float(
+            np.percentile(plain_ms, 50) / np.percentile(torch_ms, 50)
+        ),
+        # CPU time counts the work, not the waiting: it hardly moves with the machine's load.
+        "routing_cpu_ms": routing_cpu,
+        "plain_cpu_ms": plain_cpu,
+        "torch_routing_cpu_ms": torch_cpu,
+        "work_ratio": plain_cpu / routing_cpu,
+        "torch_work_ratio": plain_cpu / torch_cpu,
     }
 
 
 def measure_latency(paths: Paths, prompts: dict[int, str], reps: int, warmup: int) -> dict:
     results = {}
     for n_tokens, prompt in prompts.items():
-        routing, plain = interleaved_timings(
-            lambda p=prompt: paths.route([p]), lambda p=prompt: paths.route_plain([p]), reps, warmup
+        wall, cpu = interleaved_timings(
+            [
+                lambda p=prompt: paths.route([p]),
+                lambda p=prompt: paths.route_plain([p]),
+                lambda p=prompt: paths.route_torch([p]),
+            ],
+            reps,
+            warmup,
         )
-        figures = latency_figures(routing, plain)
+        figures = latency_figures(wall, cpu)
         figures["tokens"] = int(paths.extractor.tokenize([prompt])["input_ids"].shape[1])
         results[str(n_tokens)] = figures
     return results
@@ -501,6 +538,9 @@ def run_backbone(name: str, options: argparse.Namespace) -> dict:
     quality_cfg, source = settings_for(name)
     speed_cfg = quality_cfg.model_copy(update={"max_tokens": SPEED_MAX_TOKENS})
     extractor = FeatureExtractor(backbone, speed_cfg)
+    runtime = extractor.runtime  # exports the cut backbone on the first run (then cached)
+    lap("routing runtime (export or load)")
+    torch_extractor = FeatureExtractor(backbone, speed_cfg.model_copy(update={"runtime": "torch"}))
     router = random_router(speed_cfg, extractor.dim)
     rng = random.Random(0)
     latency_prompts = {n: prompt_with_tokens(extractor, n, rng) for n in LATENCY_TOKENS}
@@ -511,7 +551,7 @@ def run_backbone(name: str, options: argparse.Namespace) -> dict:
     ]
     lap("make prompts")
 
-    paths = Paths(extractor, None, router)
+    paths = Paths(extractor, None, router, torch_extractor)
     for _ in range(options.warmup):
         paths.route([latency_prompts[max(LATENCY_TOKENS)]])
     routing_only_rss = peak_rss_mb()
@@ -546,6 +586,10 @@ def run_backbone(name: str, options: argparse.Namespace) -> dict:
         "parameters": sum(p.numel() for p in backbone.model.parameters()),
         "plain_model": type(paths.plain).__name__,
         "routing_model": type(backbone.model).__name__,
+        "runtime": runtime.name,
+        "runtime_setting": speed_cfg.runtime,
+        "runtime_description": runtime.describe(),
+        "runtime_s": runtime.export_s,
         "latency": latency,
         "throughput": throughput,
         "quality": quality,
@@ -570,6 +614,9 @@ def summary(result: dict) -> dict:
         "speedup": round(latency["speedup_p50"], 3),
         "quality_delta": round(delta, 4),
         "peak_rss_mb": round(result["peak_rss_mb"], 1),
+        "runtime": result["runtime"],
+        "torch_runtime_speedup": round(latency["torch_routing_speedup_p50"], 3),
+        "work_ratio_256": round(latency["work_ratio"], 3),
         "target_met": latency["speedup_p50"] >= TARGET_SPEEDUP
         and abs(delta) <= TARGET_QUALITY_DELTA,
     }
@@ -585,7 +632,14 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
         ("settings from", lambda r: r["settings_source"]),
         ("layer", lambda r: f"hidden_states[{r['layer']}] of {r['n_layers']} blocks"),
         ("routing path runs", lambda r: f"{r['blocks_run']}/{r['n_layers']} blocks, no LM head"),
-        ("plain path runs", lambda r: f"{r['plain_model']} fp32, all blocks, all hidden states"),
+        (
+            "routing runtime (model.runtime)",
+            lambda r: f"{r['runtime_setting']} -> {r['runtime_description']}",
+        ),
+        (
+            "plain path runs",
+            lambda r: f"{r['plain_model']} fp32 in torch, all blocks, all hidden states",
+        ),
         ("pooling", lambda r: f"{r['pooling_setting']} -> {r['pooling']}"),
         ("head", lambda r: f"{r['head']}, {N_WORKERS} workers"),
         (
@@ -608,7 +662,7 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
 
     latency = Table(
         title="Routing decision latency, one prompt (ms; paths interleaved; "
-        "speedup = plain / routing)"
+        "speedup = plain / routing; last two columns: the same cut backbone on torch)"
     )
     for column in (
         "backbone",
@@ -620,6 +674,8 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
         "plain HF p95",
         "speedup p50",
         "paired median",
+        "torch-runtime p50",
+        "its speedup",
     ):
         latency.add_column(column, justify="right" if column != "backbone" else "left")
     for name in names:
@@ -634,8 +690,37 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
                 f"{figures['plain_p95_ms']:.1f}",
                 f"{figures['speedup_p50']:.2f}x",
                 f"{figures['speedup_paired_median']:.2f}x",
+                f"{figures['torch_routing_p50_ms']:.1f}",
+                f"{figures['torch_routing_speedup_p50']:.2f}x",
             )
     console.print(latency)
+
+    work = Table(
+        title="CPU time per decision (ms; the process, all threads; median of the same reps): "
+        "the work each path does, which the machine's load hardly changes"
+    )
+    for column in (
+        "backbone",
+        "tokens",
+        "routing",
+        "plain HF",
+        "work ratio",
+        "torch-runtime routing",
+        "its work ratio",
+    ):
+        work.add_column(column, justify="right" if column != "backbone" else "left")
+    for name in names:
+        for figures in results[name]["latency"].values():
+            work.add_row(
+                name,
+                str(figures["tokens"]),
+                f"{figures['routing_cpu_ms']:.1f}",
+                f"{figures['plain_cpu_ms']:.1f}",
+                f"{figures['work_ratio']:.2f}x",
+                f"{figures['torch_routing_cpu_ms']:.1f}",
+                f"{figures['torch_work_ratio']:.2f}x",
+            )
+    console.print(work)
 
     throughput = Table(
         title=f"Feature throughput (batches of {THROUGHPUT_BATCH}, "
@@ -763,7 +848,8 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
 
 
 def run_children(options: argparse.Namespace, default: str) -> tuple[dict, dict]:
-    order = [default, *(name for name in BACKBONES if name != default)]
+    order = [name for name in [default, *BACKBONES] if name in options.backbones]
+    order = list(dict.fromkeys(order))
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -827,6 +913,13 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--synthetic", action="store_true", help="use synthetic prompts even if the data exists"
     )
+    parser.add_argument(
+        "--backbones",
+        nargs="+",
+        choices=BACKBONES,
+        default=list(BACKBONES),
+        help="measure only these (for iteration; the headline needs the default backbone)",
+    )
     parser.add_argument("--child", choices=BACKBONES, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -841,6 +934,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     load_before = " ".join(f"{value:.2f}" for value in os.getloadavg())
     default = load_config(DEFAULT_CONFIG, PipelineConfig).model.backbone
+    if default not in options.backbones:
+        raise SystemExit(
+            f"--backbones must include the default backbone {default!r} (the headline figures "
+            "are its); add it, e.g. --backbones " + " ".join([default, *options.backbones])
+        )
     results, child_times = run_children(options, default)
     wall = {
         "children": child_times,

@@ -380,6 +380,17 @@ def test_loading_with_the_training_config_and_workers_is_accepted(
         assert torch.equal(loaded.state_dict()[name], tensor), name
 
 
+def test_loading_takes_the_runtime_settings_of_the_given_config(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    trained_cfg = tiny_model_cfg.model_copy(update={"runtime": "auto", "feature_batch_size": 8})
+    train_briefly(records, trained_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    wanted = tiny_model_cfg.model_copy(update={"runtime": "torch", "feature_batch_size": 3})
+    loaded = load_router(tmp_path / "ckpt", wanted)
+    assert loaded.model_cfg.runtime == "torch"
+    assert loaded.model_cfg.feature_batch_size == 3
+
+
 def test_loading_with_other_workers_names_both_lists(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

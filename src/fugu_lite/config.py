@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -38,8 +38,31 @@ class ModelConfig(StrictModel):
         "Empty = frozen backbone with cached features; set = features are not cached.",
     )
     device: str = "cpu"
+    runtime: Literal["auto", "torch", "onnx"] = Field(
+        default="auto",
+        description="What runs the frozen backbone for features and routing: 'onnx' = an ONNX "
+        "export of the truncated backbone in ONNX Runtime (exported once, cached, checked "
+        "against torch; the features are the same to float tolerance), 'torch' = PyTorch, "
+        "'auto' = onnx when onnxruntime is installed, the device is cpu and SVF is off, else "
+        "torch (and torch, with a log line, if the export fails). Gradients and SVF always "
+        "use torch.",
+    )
     feature_batch_size: int = Field(default=16, ge=1)
     cache_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _onnx_runtime_is_possible(self) -> ModelConfig:
+        if self.runtime == "onnx" and self.svf_targets:
+            raise ValueError(
+                "runtime 'onnx' runs a fixed export of the backbone, so it cannot apply SVF "
+                "offsets (svf_targets is set): use runtime 'auto' or 'torch'"
+            )
+        if self.runtime == "onnx" and self.device != "cpu":
+            raise ValueError(
+                f"runtime 'onnx' runs on the CPU only (device is {self.device!r}): use runtime "
+                "'auto' or 'torch'"
+            )
+        return self
 
 
 class CostAware(StrictModel):

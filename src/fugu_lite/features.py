@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from torch.func import functional_call
 
 from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
 from .config import ModelConfig
+from .onnx_runtime import LoadedRuntime, load_runtime
 from .schemas import ChatMessage, message_text, prompt_hash
 
 FEATURE_FORMAT_VERSION = 1
@@ -36,6 +38,9 @@ class FeatureExtractor:
 
     Cutting the backbone after the chosen layer (and never computing LM logits) is what
     makes routing cheaper than a plain forward; `plain_features` is the reference path.
+    `encode` runs the cut backbone in ONNX Runtime when `model_cfg.runtime` resolves to onnx
+    (see onnx_runtime.py; resolved, and exported if needed, on first use); with SVF weights,
+    and for gradients (`__call__`), it always runs torch.
     """
 
     def __init__(self, backbone: LoadedBackbone, model_cfg: ModelConfig) -> None:
@@ -48,10 +53,28 @@ class FeatureExtractor:
         backbone.tokenizer.padding_side = "right"
         if backbone.tokenizer.pad_token is None:
             backbone.tokenizer.pad_token = backbone.tokenizer.eos_token
+        self._runtime: LoadedRuntime | None = None
+        self._runtime_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
         return self.backbone.hidden_size
+
+    @property
+    def runtime(self) -> LoadedRuntime:
+        """What runs `encode` without SVF weights (torch or ONNX Runtime), resolved once."""
+        if self._runtime is None:
+            with self._runtime_lock:
+                if self._runtime is None:
+                    self._runtime = load_runtime(
+                        self.model_cfg,
+                        self.backbone.name,
+                        self.backbone.identity,
+                        self.layer,
+                        self.truncated,
+                        self.tokenize,
+                    )
+        return self._runtime
 
     def tokenize(self, prompts: Sequence[Prompt]) -> dict[str, torch.Tensor]:
         texts = [render_prompt(prompt, self.backbone, self.model_cfg) for prompt in prompts]
@@ -88,8 +111,13 @@ class FeatureExtractor:
     def encode(
         self, prompts: Sequence[Prompt], weights: dict[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
+        tokens = self.tokenize(prompts)
+        onnx = None if weights else self.runtime.onnx
+        if onnx is not None:
+            hidden = onnx.hidden_states(tokens["input_ids"], tokens["attention_mask"])
+            return pool(hidden, tokens["attention_mask"], self.pooling).float()
         device = next(self.truncated.parameters()).device
-        inputs = {key: value.to(device) for key, value in self.tokenize(prompts).items()}
+        inputs = {key: value.to(device) for key, value in tokens.items()}
         return self(inputs["input_ids"], inputs["attention_mask"], weights).float().cpu()
 
     @torch.inference_mode()

@@ -279,6 +279,7 @@ def load_router(
             "cache_dir": requested.cache_dir,
             "feature_batch_size": requested.feature_batch_size,
             "svf_targets": requested.svf_targets,
+            "runtime": requested.runtime,
         }
     )
     model = RouterModel(

@@ -1,0 +1,329 @@
+"""The truncated backbone in ONNX Runtime: exported once per backbone and layer, cached on
+disk, checked against torch on every load, then used for the frozen-backbone forward
+(features and routing). Gradients and SVF stay on torch (`FeatureExtractor.__call__`).
+
+Why: the routing forward is a handful of fp32 GEMMs; ONNX Runtime's CPU kernels and thread
+pool run them faster than PyTorch eager on this kind of machine (bench/speed.py measures it),
+with the same features to float tolerance, so the feature cache is shared by both runtimes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import shutil
+import tempfile
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.markup import escape
+from torch import nn
+
+from .backbones import cache_root
+from .config import ModelConfig
+
+EXPORT_FORMAT_VERSION = 1
+OPSET_VERSION = 17
+MODEL_FILE = "model.onnx"
+SETTINGS_FILE = "settings.json"
+# Largest |onnx - torch| on the check batch, relative to the largest |hidden state| (measured:
+# about 4e-7 for MiniLM and SmolLM2, fp32 both ways).
+TOLERANCE = 1e-4
+REQUIRED_PACKAGES = ("onnxruntime", "onnx")  # onnx: torch's exporter writes the file with it
+# The trace batch is padded on purpose: HF skips the attention mask when it is all ones, and a
+# trace would bake that in. The check batch has other shapes, so baked-in shapes show too.
+TRACE_PROMPTS = ("A short probe.", "A longer probe prompt, so the batch needs some padding here.")
+CHECK_PROMPTS = (
+    "Check one.",
+    "The second check prompt is a little longer than the first one is.",
+    "A third check prompt, of middling length.",
+)
+Tokenize = Callable[[Sequence[str]], dict[str, torch.Tensor]]
+console = Console(stderr=True)
+
+
+class OnnxRuntimeError(RuntimeError):
+    """model.runtime is 'onnx' but ONNX Runtime cannot run this backbone."""
+
+
+@dataclass(frozen=True)
+class RuntimeChoice:
+    """What runs the frozen backbone, and why."""
+
+    runtime: Literal["torch", "onnx"]
+    reason: str
+
+
+def missing_packages() -> list[str]:
+    return [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+def requested_runtime(model_cfg: ModelConfig) -> RuntimeChoice:
+    """The runtime the config asks for, before any export: 'auto' resolves to onnx when it can."""
+    if model_cfg.runtime == "torch":
+        return RuntimeChoice("torch", "model.runtime is 'torch'")
+    if model_cfg.svf_targets:
+        return RuntimeChoice("torch", "SVF is on (its offsets change the backbone's weights)")
+    if model_cfg.device != "cpu":
+        return RuntimeChoice("torch", f"device {model_cfg.device!r} (ONNX Runtime runs on cpu)")
+    missing = missing_packages()
+    if missing:
+        if model_cfg.runtime == "onnx":
+            raise OnnxRuntimeError(
+                f"model.runtime is 'onnx' but {' and '.join(missing)} is not installed: "
+                f"`pip install {' '.join(missing)}`, or set model.runtime to 'torch' or 'auto'"
+            )
+        return RuntimeChoice("torch", f"{' and '.join(missing)} not installed")
+    return RuntimeChoice("onnx", f"model.runtime is {model_cfg.runtime!r}")
+
+
+def export_folder(backbone_name: str, identity: str, layer: int) -> Path:
+    """Where the export of this backbone (keyed by its weights' identity and the versions that
+    shape the graph) cut at this layer is cached: beside the dequantized GGUF copies, in the
+    fugu-lite cache (FUGU_LITE_CACHE_DIR), since it depends on the backbone only."""
+    settings = export_settings(identity, layer)
+    key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    readable = "".join(char if char.isalnum() else "_" for char in backbone_name)[-40:]
+    return cache_root() / "onnx" / f"{readable}-layer{layer}-{key}"
+
+
+def export_settings(identity: str, layer: int) -> dict:
+    return {
+        "backbone": identity,
+        "layer": layer,
+        "format": EXPORT_FORMAT_VERSION,
+        "opset": OPSET_VERSION,
+        "torch": torch.__version__,
+        "transformers": importlib.metadata.version("transformers"),
+    }
+
+
+class HiddenStates(nn.Module):
+    """The truncated backbone's last hidden state as a plain tensor (what gets exported)."""
+
+    def __init__(self, backbone: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        accepted = inspect.signature(backbone.forward).parameters
+        self.extra = {"use_cache": False} if "use_cache" in accepted else {}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        output = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **self.extra)
+        return output.last_hidden_state
+
+
+def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target: Path) -> None:
+    """Trace a copy of the truncated backbone to ONNX (dynamic batch and length) and move it
+    into `target` only once complete (a concurrent exporter's finished copy wins)."""
+    module = copy.deepcopy(truncated)
+    # 'eager' attention traces to MatMul/Softmax, which ONNX Runtime ran fastest here (MiniLM,
+    # 4 blocks, 256 tokens, 1 thread: 51 ms of CPU vs 55 ms for the SDPA trace).
+    for submodule in module.modules():
+        config = getattr(submodule, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = "eager"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would hide the cache from other users of the folder
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer warnings about Python-level branches
+            torch.onnx.export(
+                HiddenStates(module).eval(),
+                (trace["input_ids"], trace["attention_mask"]),
+                str(staging / MODEL_FILE),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["hidden"],
+                dynamic_axes={
+                    "input_ids": {0: "batch", 1: "tokens"},
+                    "attention_mask": {0: "batch", 1: "tokens"},
+                    "hidden": {0: "batch", 1: "tokens"},
+                },
+                opset_version=OPSET_VERSION,
+                dynamo=False,  # the TorchScript exporter: no onnxscript needed, and it is fast
+            )
+        if not (staging / MODEL_FILE).exists():
+            raise OnnxRuntimeError("torch.onnx.export wrote no file")
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / MODEL_FILE).exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class OnnxBackbone:
+    """An ONNX Runtime session over an exported truncated backbone (thread-safe to run)."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Spin-waiting pool threads steal the cores on a shared machine, as OpenMP's do
+        # (measured here under load: 83 ms passive vs 137 ms spinning for the same forward).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.path = path
+        self.threads = threads
+        self.version = ort.__version__
+        # The exporter drops unused inputs (layer 0 = the embeddings never read the mask).
+        self.input_names = {node.name for node in self.session.get_inputs()}
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        feed = {
+            name: np.ascontiguousarray(value.cpu().numpy(), dtype=np.int64)
+            for name, value in inputs.items()
+            if name in self.input_names
+        }
+        (hidden,) = self.session.run(["hidden"], feed)
+        return torch.from_numpy(hidden)
+
+
+_SESSIONS: weakref.WeakValueDictionary[tuple[Path, int], OnnxBackbone] = (
+    weakref.WeakValueDictionary()
+)
+_SESSIONS_LOCK = threading.Lock()
+
+
+def shared_session(path: Path, threads: int) -> OnnxBackbone:
+    """One session per export and thread count in a process, while anything uses it: the
+    extractors of one backbone (several configs, a family of routers) share its weights."""
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get((path, threads))
+        if session is None:
+            session = OnnxBackbone(path, threads)
+            _SESSIONS[(path, threads)] = session
+        return session
+
+
+def relative_difference(
+    onnx: OnnxBackbone, truncated: nn.Module, batch: dict[str, torch.Tensor]
+) -> float:
+    """max |onnx - torch| over the real (unpadded) tokens, relative to the largest |value|."""
+    with torch.inference_mode():
+        expected = HiddenStates(truncated)(batch["input_ids"], batch["attention_mask"]).float()
+    got = onnx.hidden_states(batch["input_ids"], batch["attention_mask"])
+    if got.shape != expected.shape:
+        raise OnnxRuntimeError(
+            f"the export returns shape {tuple(got.shape)}, torch {tuple(expected.shape)}"
+        )
+    real = batch["attention_mask"].unsqueeze(-1).bool()
+    difference = ((got - expected).abs() * real).max().item()
+    scale = (expected.abs() * real).max().item()
+    return difference / max(scale, 1e-6)
+
+
+@dataclass
+class LoadedRuntime:
+    """The resolved runtime of one FeatureExtractor: the session (None = torch) and why."""
+
+    onnx: OnnxBackbone | None
+    reason: str
+    export_s: float = 0.0
+
+    @property
+    def name(self) -> Literal["torch", "onnx"]:
+        return "torch" if self.onnx is None else "onnx"
+
+    def describe(self) -> str:
+        if self.onnx is None:
+            return f"torch ({self.reason})"
+        return f"onnx (onnxruntime {self.onnx.version}, {self.onnx.threads} threads; {self.reason})"
+
+
+def load_runtime(
+    model_cfg: ModelConfig,
+    backbone_name: str,
+    identity: str,
+    layer: int,
+    truncated: nn.Module,
+    tokenize: Tokenize,
+) -> LoadedRuntime:
+    """The runtime for a frozen backbone: ONNX Runtime over the cached export (exported now if
+    missing, re-exported once if the cached copy is unusable), checked against torch.
+
+    With runtime 'auto', any failure falls back to torch with a log line; with 'onnx' it raises.
+    """
+    choice = requested_runtime(model_cfg)
+    if choice.runtime == "torch":
+        return LoadedRuntime(None, choice.reason)
+    folder = export_folder(backbone_name, identity, layer)
+    cached = (folder / MODEL_FILE).exists()
+    started = time.perf_counter()
+    attempt = partial(_checked_session, folder, backbone_name, identity, layer, truncated, tokenize)
+    try:
+        try:
+            onnx, how = attempt()
+        except Exception as first_error:
+            if not cached:
+                raise
+            console.print(
+                f"[yellow]The cached ONNX export in {escape(str(folder))} is unusable "
+                f"({escape(str(first_error))}); exporting it again.[/yellow]"
+            )
+            shutil.rmtree(folder, ignore_errors=True)
+            with _SESSIONS_LOCK:
+                for key in [key for key in _SESSIONS if key[0] == folder / MODEL_FILE]:
+                    _SESSIONS.pop(key, None)
+            onnx, how = attempt()
+    except Exception as error:
+        if model_cfg.runtime == "onnx":
+            raise OnnxRuntimeError(
+                f"model.runtime is 'onnx' but ONNX Runtime cannot run backbone {backbone_name!r} "
+                f"cut at layer {layer}: {error}. Set model.runtime to 'torch' (or 'auto', "
+                "which falls back to torch)."
+            ) from error
+        console.print(
+            f"[yellow]ONNX Runtime cannot run backbone {backbone_name!r} cut at layer {layer} "
+            f"({type(error).__name__}: {escape(str(error))}); using the torch runtime instead. Set "
+            "model.runtime: torch to skip the attempt.[/yellow]"
+        )
+        return LoadedRuntime(None, f"ONNX export failed: {type(error).__name__}")
+    return LoadedRuntime(onnx, f"{how} {folder}", time.perf_counter() - started)
+
+
+def _checked_session(
+    folder: Path,
+    backbone_name: str,
+    identity: str,
+    layer: int,
+    truncated: nn.Module,
+    tokenize: Tokenize,
+) -> tuple[OnnxBackbone, str]:
+    how = "cached in"
+    if not (folder / MODEL_FILE).exists():
+        console.print(
+            f"[dim]Exporting backbone {backbone_name!r} ({layer} blocks) to ONNX once; "
+            f"cached in {escape(str(folder))}[/dim]"
+        )
+        export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
+        (folder / SETTINGS_FILE).write_text(json.dumps(export_settings(identity, layer), indent=2))
+        how = "exported to"
+    onnx = shared_session(folder / MODEL_FILE, torch.get_num_threads())
+    difference = relative_difference(onnx, truncated, tokenize(CHECK_PROMPTS))
+    if not difference <= TOLERANCE:
+        raise OnnxRuntimeError(
+            f"its hidden states differ from torch's by {difference:.2g} (relative; at most "
+            f"{TOLERANCE:g} allowed)"
+        )
+    return onnx, how

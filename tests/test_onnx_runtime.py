@@ -1,0 +1,301 @@
+"""The ONNX Runtime backend of the frozen backbone: same features as torch, cached export,
+fallback to torch with a log line, SVF and gradients staying on torch.
+
+Unit tests use the tiny random backbone, with the export cache (FUGU_LITE_CACHE_DIR) in a
+temporary folder; the integration test exports the real MiniLM cut at the default layer.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+import fugu_lite.onnx_runtime as onnx_module
+from fugu_lite.backbones import LoadedBackbone, load_backbone, tiny_random_backbone
+from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
+from fugu_lite.features import FeatureExtractor, compute_features, feature_cache_key
+from fugu_lite.onnx_runtime import (
+    MODEL_FILE,
+    OnnxRuntimeError,
+    export_backbone,
+    export_folder,
+    requested_runtime,
+)
+
+for _package in ("onnxruntime", "onnx"):
+    pytest.importorskip(_package, reason="the onnx runtime needs `pip install onnxruntime onnx`")
+
+PROMPTS = [
+    "hi",
+    "write a python function that adds two numbers",
+    "compute the sum of 1 2 3 and then a much longer tail to make padding matter a lot more",
+    "say hello politely to the whole team",
+]
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh fugu-lite cache: every test starts without an export."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    return tmp_path / "fugu-cache"
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cache for the tests that only need an export to exist (exported once)."""
+    folder = tmp_path_factory.mktemp("fugu-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FUGU_LITE_CACHE_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def tiny() -> LoadedBackbone:
+    return load_backbone("tiny-random")
+
+
+def extractor_for(backbone: LoadedBackbone, **settings: object) -> FeatureExtractor:
+    cfg = ModelConfig.model_validate({"backbone": backbone.name, "max_tokens": 64, **settings})
+    return FeatureExtractor(backbone, cfg)
+
+
+def count_exports(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    calls: list[Path] = []
+    real = onnx_module.export_backbone
+
+    def counting(truncated: torch.nn.Module, trace: dict, target: Path) -> None:
+        calls.append(target)
+        real(truncated, trace, target)
+
+    monkeypatch.setattr(onnx_module, "export_backbone", counting)
+    return calls
+
+
+# --- the same features ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layer", "pooling"), [(-1, "penultimate"), (3, "mean"), (2, "last"), (0, "mean")]
+)
+def test_onnx_features_equal_torch_features(
+    tiny: LoadedBackbone, shared_cache: Path, layer: int, pooling: str
+) -> None:
+    onnx = extractor_for(tiny, layer=layer, pooling=pooling)
+    reference = extractor_for(tiny, layer=layer, pooling=pooling, runtime="torch")
+    assert onnx.runtime.name == "onnx"
+    assert reference.runtime.name == "torch"
+    batched = onnx.encode(PROMPTS)  # padded batch
+    torch.testing.assert_close(batched, reference.encode(PROMPTS), rtol=1e-5, atol=1e-5)
+    alone = torch.cat([onnx.encode([prompt]) for prompt in PROMPTS])  # no padding
+    torch.testing.assert_close(alone, batched, rtol=1e-5, atol=1e-5)
+    # the truncated backbone's own forward (gradients, SVF) is still torch
+    tokens = onnx.tokenize(PROMPTS)
+    with torch.no_grad():
+        direct = onnx(tokens["input_ids"], tokens["attention_mask"])
+    torch.testing.assert_close(direct, batched, rtol=1e-5, atol=1e-5)
+
+
+def test_the_feature_cache_is_shared_by_both_runtimes(tmp_path: Path, shared_cache: Path) -> None:
+    cfg = ModelConfig(backbone="tiny-random", max_tokens=64, cache_dir=str(tmp_path / "features"))
+    as_torch = cfg.model_copy(update={"runtime": "torch"})
+    assert feature_cache_key(cfg) == feature_cache_key(as_torch)
+    from_onnx, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None and extractor.runtime.name == "onnx"
+    fresh_torch, _ = compute_features(PROMPTS, as_torch, use_cache=False)
+    torch.testing.assert_close(from_onnx, fresh_torch, rtol=1e-5, atol=1e-5)
+    from_cache, loaded = compute_features(PROMPTS, as_torch)
+    assert loaded is None  # the torch config reads what the onnx runtime wrote
+    assert torch.equal(from_cache, from_onnx)
+
+
+def test_svf_weights_run_torch_even_when_onnx_is_on(
+    tiny: LoadedBackbone, shared_cache: Path
+) -> None:
+    extractor = extractor_for(tiny, layer=2, pooling="mean")
+    assert extractor.runtime.name == "onnx"
+    name = "layers.1.mlp.down_proj.weight"
+    original = dict(tiny.model.named_parameters())[name]
+    unchanged = extractor.encode(PROMPTS, weights={name: original})
+    torch.testing.assert_close(unchanged, extractor.encode(PROMPTS), rtol=1e-5, atol=1e-5)
+    changed = extractor.encode(PROMPTS, weights={name: original * 3.0})
+    assert not torch.allclose(changed, unchanged, atol=1e-3)
+
+
+# --- which runtime --------------------------------------------------------------------------
+
+
+def test_auto_picks_torch_when_svf_is_on_or_not_on_cpu() -> None:
+    svf = ModelConfig(backbone="tiny-random", svf_targets=["layers.0.mlp.down_proj"])
+    choice = requested_runtime(svf)
+    assert choice.runtime == "torch" and "SVF" in choice.reason
+    assert requested_runtime(ModelConfig(device="cuda")).runtime == "torch"
+    assert requested_runtime(ModelConfig(runtime="torch")).runtime == "torch"
+    assert requested_runtime(ModelConfig()).runtime == "onnx"
+
+
+def test_an_svf_extractor_runs_torch(tiny: LoadedBackbone, cache: Path) -> None:
+    extractor = extractor_for(tiny, svf_targets=["layers.0.mlp.down_proj"])
+    assert extractor.runtime.name == "torch"
+    extractor.encode(PROMPTS[:2])
+    assert not (cache / "onnx").exists()  # nothing was exported
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"svf_targets": ["layers.0.mlp.down_proj"]}, "cannot apply SVF offsets"),
+        ({"device": "cuda"}, "runs on the CPU only"),
+    ],
+)
+def test_runtime_onnx_refuses_what_it_cannot_run(settings: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ModelConfig(runtime="onnx", **settings)
+
+
+def test_without_onnxruntime_auto_uses_torch_and_onnx_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(onnx_module, "missing_packages", lambda: ["onnxruntime"])
+    choice = requested_runtime(ModelConfig())
+    assert choice.runtime == "torch" and "onnxruntime not installed" in choice.reason
+    with pytest.raises(OnnxRuntimeError, match="pip install onnxruntime"):
+        requested_runtime(ModelConfig(runtime="onnx"))
+
+
+def test_the_runtime_setting_is_validated() -> None:
+    with pytest.raises(ValidationError, match="runtime"):
+        ModelConfig(runtime="tensorrt")
+    assert load_config(DEFAULT_CONFIG, PipelineConfig).model.runtime == "auto"
+
+
+# --- the export cache -----------------------------------------------------------------------
+
+
+def test_the_export_is_cached_and_reused(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exports = count_exports(monkeypatch)
+    first = extractor_for(tiny, layer=3)
+    assert first.runtime.name == "onnx"
+    folder = export_folder(tiny.name, tiny.identity, 3)
+    assert exports == [folder]
+    assert (folder / MODEL_FILE).is_file() and folder.parent == cache / "onnx"
+    expected = first.encode(PROMPTS)
+    del first
+    gc.collect()  # its session goes: the next extractor loads the file (a new process would)
+    again = extractor_for(tiny, layer=3, pooling="auto", max_tokens=32)  # other settings
+    torch.testing.assert_close(again.encode(PROMPTS[:1]), expected[:1], rtol=1e-5, atol=1e-5)
+    assert exports == [folder]  # not exported again
+    other_layer = extractor_for(tiny, layer=2)
+    assert other_layer.runtime.name == "onnx"
+    assert exports == [folder, export_folder(tiny.name, tiny.identity, 2)]
+    assert export_folder(tiny.name, tiny.identity, 2) != folder
+
+
+def test_concurrent_first_calls_export_once(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exports = count_exports(monkeypatch)
+    extractor = extractor_for(tiny, layer=1)
+    barrier = threading.Barrier(4)
+
+    def encode(prompt: str) -> torch.Tensor:
+        barrier.wait()
+        return extractor.encode([prompt])
+
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(encode, PROMPTS))
+    assert len(exports) == 1
+    reference = extractor_for(tiny, layer=1, runtime="torch").encode(PROMPTS)
+    torch.testing.assert_close(torch.cat(rows), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_a_wrong_cached_export_is_replaced(
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check against torch catches an export of other weights under this key."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    impostor = extractor_for(tiny_random_backbone(seed=1), layer=2, runtime="torch")
+    export_backbone(impostor.truncated, impostor.tokenize(PROMPTS[:2]), folder)
+    extractor = extractor_for(tiny, layer=2)
+    assert extractor.runtime.name == "onnx"
+    assert "unusable" in capsys.readouterr().err
+    reference = extractor_for(tiny, layer=2, runtime="torch").encode(PROMPTS)
+    torch.testing.assert_close(extractor.encode(PROMPTS), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_a_damaged_cached_file_is_exported_again(
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = export_folder(tiny.name, tiny.identity, 4)
+    folder.mkdir(parents=True)
+    (folder / MODEL_FILE).write_bytes(b"not an onnx file")
+    extractor = extractor_for(tiny, layer=4)
+    assert extractor.runtime.name == "onnx"
+    assert "unusable" in capsys.readouterr().err
+    assert (folder / MODEL_FILE).stat().st_size > 1000
+
+
+# --- failures -------------------------------------------------------------------------------
+
+
+def refuse_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise RuntimeError("unsupported operator aten::made_up")
+
+    monkeypatch.setattr(onnx_module, "export_backbone", refuse)
+
+
+def test_a_failed_export_falls_back_to_torch_with_a_log_line(
+    tiny: LoadedBackbone,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    refuse_export(monkeypatch)
+    extractor = extractor_for(tiny, layer=5)
+    features = extractor.encode(PROMPTS)
+    assert extractor.runtime.name == "torch"
+    assert "export failed" in extractor.runtime.describe()
+    err = " ".join(capsys.readouterr().err.split())
+    assert "aten::made_up" in err and "using the torch runtime instead" in err
+    reference = extractor_for(tiny, layer=5, runtime="torch").encode(PROMPTS)
+    assert torch.equal(features, reference)
+    assert not (export_folder(tiny.name, tiny.identity, 5) / MODEL_FILE).exists()
+
+
+def test_runtime_onnx_raises_when_the_export_fails(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refuse_export(monkeypatch)
+    extractor = extractor_for(tiny, layer=5, runtime="onnx")
+    with pytest.raises(OnnxRuntimeError, match=r"aten::made_up\. Set model\.runtime to 'torch'"):
+        extractor.encode(PROMPTS)
+
+
+# --- the real default backbone ----------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_minilm_default_config_runs_onnx_with_the_same_features(cache: Path) -> None:
+    cfg = load_config(DEFAULT_CONFIG, PipelineConfig).model
+    backbone = load_backbone(cfg.backbone)
+    onnx = FeatureExtractor(backbone, cfg)
+    reference = FeatureExtractor(backbone, cfg.model_copy(update={"runtime": "torch"}))
+    assert onnx.runtime.name == "onnx"
+    assert (export_folder(backbone.name, backbone.identity, onnx.layer) / MODEL_FILE).is_file()
+    long_prompt = " ".join(["a routing prompt that runs past the token limit"] * 60)
+    prompts = [*PROMPTS, long_prompt]
+    assert onnx.tokenize([long_prompt])["input_ids"].shape[1] == cfg.max_tokens
+    got, expected = onnx.encode(prompts), reference.encode(prompts)
+    scale = float(expected.abs().max())
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * scale)
+    alone = torch.cat([onnx.encode([prompt]) for prompt in prompts])
+    torch.testing.assert_close(alone, expected, rtol=1e-5, atol=1e-5 * scale)
