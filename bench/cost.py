@@ -1,12 +1,15 @@
-"""Cost-aware routing on LLMRouter (standard split): a router family over cost weights
-against kNN and ridge on the same features, on the test split.
+"""Cost-aware routing on LLMRouter (standard split): the router's cost-quality curve against
+kNN and ridge on the same features, on the test split.
 
-Run from the project root: `.venv/bin/python bench/cost.py`. The model and training
-settings are the shipped default config; the router family is trained for every
-candidate cost weight, and the cost weights kept are those whose validation operating
-points lie on the validation hull (the test split is only evaluated). kNN and ridge get
-every candidate cost weight. Costs are the importer's USD estimates (prices x tokens).
-The last line is one JSON object.
+Run from the project root: `.venv/bin/python bench/cost.py`. The router is the reward head
+(`fugu-lite train reward-head`: one head predicting each worker's reward and cost, so it
+answers any cost weight), fitted on the train split with its default settings; its curve,
+and the kNN and ridge curves (predicted reward - lambda x predicted cost / reference, k and
+alpha chosen on validation), are traced over the same cost weights (SERVED_COST_WEIGHTS).
+Beside them, unless --no-family: the router family (one SFT -> RL router per cost weight,
+the shipped default config; members kept when their validation points are hull vertices).
+Validation AIQs are printed next to the test ones; nothing is chosen on the test split.
+Costs are the importer's USD estimates (prices x tokens). The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.table import Table
 
-from fugu_lite import train_rl, training_common
+from fugu_lite import pipeline, train_rl, training_common
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
 from fugu_lite.costs import (
     load_router_family,
@@ -29,45 +33,42 @@ from fugu_lite.costs import (
     write_family_manifest,
 )
 from fugu_lite.datasets import import_dataset, resolve_data_dir
-from fugu_lite.evaluation import non_decreasing_hull, reward_table
+from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
 from fugu_lite.evaluation.pareto import OperatingPoint, router_curve
 from fugu_lite.pipeline import run_pareto_evaluation
+from fugu_lite.reward_head import SERVED_COST_WEIGHTS, RewardHeadConfig, train_reward_head
 from fugu_lite.schemas import RewardRecord, records_in_split
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 console = Console()
-# lambda = 1 charges one reward point per mean train cost; on LLMRouter the 49-51B models
-# cost ~2.1x the mean and the 7-9B ones ~0.24-0.47x, with mean rewards within ~0.1.
-CANDIDATE_COST_WEIGHTS = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+# The family's grid: lambda = 1 charges one reward point per mean train cost; on LLMRouter
+# the 49-51B models cost ~2.1x the mean and the 7-9B ones ~0.24-0.47x.
+FAMILY_COST_WEIGHTS = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 TARGET_COST_FRACTION = 0.60
 
 
-def validation_points(family_dir: Path, records: list[RewardRecord]) -> list[OperatingPoint]:
+def family_points(
+    family_dir: Path, records: list[RewardRecord], split: str
+) -> list[OperatingPoint]:
     family = load_router_family(family_dir)
-    validation = records_in_split(records, "validation")
-    features = family.routers[0].features_for([record.prompt for record in validation])
+    selected = records_in_split(records, split)
+    features = family.routers[0].features_for([record.prompt for record in selected])
     probabilities = {
         weight: router.probabilities(features).cpu().numpy()
         for weight, router in zip(family.cost_weights, family.routers, strict=True)
     }
-    return router_curve(reward_table(validation), probabilities)
+    return router_curve(reward_table(selected), probabilities)
 
 
 def keep_validation_hull(family_dir: Path, records: list[RewardRecord]) -> list[float]:
     """Restrict the family to the cost weights whose validation points are hull vertices."""
-    points = validation_points(family_dir, records)
+    points = family_points(family_dir, records, "validation")
     vertices = set(non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points]))
     kept: list[float | None] = []
     for point in points:  # by cost weight; of equal points the smallest weight stays
         if (point.mean_cost, point.mean_reward) in vertices:
             vertices.discard((point.mean_cost, point.mean_reward))
             kept.append(point.cost_weight)
-    for point in points:
-        mark = "kept" if point.cost_weight in kept else "dropped"
-        console.print(
-            f"validation lambda={point.cost_weight:g}: cost {point.mean_cost:.4g}, "
-            f"reward {point.mean_reward:.4f} -> {mark}"
-        )
     manifest = read_family_manifest(family_dir)
     members = [member for member in manifest.members if member.cost_weight in kept]
     candidates = ",".join(f"{weight:g}" for weight in manifest.cost_weights)
@@ -83,27 +84,55 @@ def keep_validation_hull(family_dir: Path, records: list[RewardRecord]) -> list[
     return [float(weight) for weight in kept if weight is not None]
 
 
-def headline(report: dict) -> dict:
-    curves = report["curves"]
+def curve_figures(points: list[OperatingPoint], report: dict) -> dict:
+    """AIQ and cost share at the target for a curve not in `report`, on its cost range."""
+    hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
+    reach = cost_to_reach(hull, report["target_reward"])
+    best_cost = report["best_single"]["mean_cost"]
     return {
-        "router_aiq": round(curves["router"]["aiq"], 4),
-        "knn_aiq": round(curves["knn"]["aiq"], 4),
-        "ridge_aiq": round(curves["ridge"]["aiq"], 4),
-        "workers_aiq": round(curves["workers"]["aiq"], 4),
-        "cost_fraction_at_95pct": _rounded(curves["router"]["cost_fraction_at_target"]),
-        "knn_cost_fraction_at_95pct": _rounded(curves["knn"]["cost_fraction_at_target"]),
-        "ridge_cost_fraction_at_95pct": _rounded(curves["ridge"]["cost_fraction_at_target"]),
+        "aiq": aiq(hull, *report["cost_range"]),
+        "cost_fraction_at_target": None if reach is None else reach / best_cost,
     }
+
+
+def train_family(records: list[RewardRecord], config: PipelineConfig, output: Path) -> list[float]:
+    # Per-epoch logs of a dozen trainings would bury the tables; each stage's
+    # training_report.json keeps them.
+    train_rl.console.quiet = training_common.console.quiet = True
+    training = train_router_family(records, config, output, FAMILY_COST_WEIGHTS)
+    train_rl.console.quiet = training_common.console.quiet = False
+    kept = keep_validation_hull(output, records)
+    console.print(
+        f"router family: {len(FAMILY_COST_WEIGHTS)} SFT -> RL routers in "
+        f"{training['seconds']:.0f} s; kept on validation: {kept}"
+    )
+    return kept
+
+
+def quiet_pareto(checkpoint: Path, records: list[RewardRecord], output: Path) -> dict:
+    """The validation report, written but not printed."""
+    pipeline.console.quiet = True
+    try:
+        return run_pareto_evaluation(checkpoint, records, "validation", output)
+    finally:
+        pipeline.console.quiet = False
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
+def _percent(value: float | None) -> str:
+    return "never" if value is None else f"{100 * value:.1f}%"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--output", default="bench/results/cost")
+    parser.add_argument(
+        "--no-family", action="store_true", help="Skip the router family (saves a few minutes)."
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     if "OMP_NUM_THREADS" not in os.environ:
@@ -113,43 +142,71 @@ def main() -> None:
     records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     output = Path(args.output)
-    family_dir = output / "family"
-    # Per-epoch logs of len(CANDIDATE_COST_WEIGHTS) trainings would bury the tables; each
-    # stage's training_report.json keeps them.
-    train_rl.console.quiet = training_common.console.quiet = True
-    training = train_router_family(records, config, family_dir, CANDIDATE_COST_WEIGHTS)
-    train_rl.console.quiet = training_common.console.quiet = False
-    console.print(
-        f"trained {len(CANDIDATE_COST_WEIGHTS)} routers in {training['seconds']:.0f} s; "
-        f"reference cost {training['reference_cost']:.4g} (mean train cost)"
-    )
-    kept = keep_validation_hull(family_dir, records)
-    report = run_pareto_evaluation(
-        family_dir, records, "test", output / "pareto", baseline_cost_weights=CANDIDATE_COST_WEIGHTS
-    )
 
-    figures = headline(report)
-    best = report["best_single"]
-    beats = figures["router_aiq"] > max(figures["knn_aiq"], figures["ridge_aiq"])
-    fraction = figures["cost_fraction_at_95pct"]
-    cheap_enough = fraction is not None and fraction <= TARGET_COST_FRACTION
-    console.print(f"cost weights kept on validation: {kept}")
+    head_dir = output / "reward_head"
+    training = train_reward_head(records, RewardHeadConfig(model=config.model), head_dir)
     console.print(
-        f"AIQ: router {figures['router_aiq']:.4f} vs kNN {figures['knn_aiq']:.4f}, ridge "
-        f"{figures['ridge_aiq']:.4f} (single workers {figures['workers_aiq']:.4f}) -> router "
-        f"above both: {'MET' if beats else 'NOT MET'}"
+        f"reward head fitted in {training['seconds']:.0f} s on {training['n_train']} train "
+        f"prompts; reference cost {training['reference_cost']:.4g} (mean train cost)"
     )
-    reached = "never" if fraction is None else f"{100 * fraction:.1f}% of its cost"
+    validation = quiet_pareto(head_dir, records, output / "pareto-validation")
+    family_dir = output / "family"
+    kept = None if args.no_family else train_family(records, config, family_dir)
+    report = run_pareto_evaluation(head_dir, records, "test", output / "pareto")
+
+    curves = {name: report["curves"][name] for name in ("router", "knn", "ridge", "workers")}
+    validation_aiq = {name: validation["curves"][name]["aiq"] for name in curves}
+    if kept is not None:
+        curves["family"] = curve_figures(family_points(family_dir, records, "test"), report)
+        validation_aiq["family"] = curve_figures(
+            family_points(family_dir, records, "validation"), validation
+        )["aiq"]
+    table = Table("curve", "validation AIQ", "test AIQ", "test: cost at 95% of best single",
+                  title="Cost-aware routing on LLMRouter")  # fmt: skip
+    labels = {
+        "router": "router: reward head (any lambda)",
+        "family": "router family (SFT -> RL per lambda)",
+        "knn": report["curves"]["knn"]["label"],
+        "ridge": report["curves"]["ridge"]["label"],
+        "workers": "single workers",
+    }
+    for name, curve in curves.items():
+        table.add_row(
+            labels[name],
+            f"{validation_aiq[name]:.4f}",
+            f"{curve['aiq']:.4f}",
+            _percent(curve["cost_fraction_at_target"]),
+        )
+    console.print(table)
+
+    router, knn, ridge = (curves[name]["aiq"] for name in ("router", "knn", "ridge"))
+    beats = router > max(knn, ridge)
+    fraction = curves["router"]["cost_fraction_at_target"]
+    cheap_enough = fraction is not None and fraction <= TARGET_COST_FRACTION
+    best = report["best_single"]
+    console.print(
+        f"AIQ: router {router:.4f} vs kNN {knn:.4f}, ridge {ridge:.4f} -> router above both: "
+        f"{'MET' if beats else 'NOT MET'}"
+    )
     console.print(
         f"95% of the best single worker's quality ({best['worker']}, "
-        f"{report['target_reward']:.4f}): {reached}; target <= "
+        f"{report['target_reward']:.4f}): {_percent(fraction)} of its cost; target <= "
         f"{100 * TARGET_COST_FRACTION:.0f}% -> {'MET' if cheap_enough else 'NOT MET'}"
     )
     console.print(f"finished in {time.perf_counter() - started:.0f} s")
     summary = {
-        **figures,
-        "router_cost_weights": kept,
-        "candidate_cost_weights": list(CANDIDATE_COST_WEIGHTS),
+        "router_aiq": round(router, 4),
+        "knn_aiq": round(knn, 4),
+        "ridge_aiq": round(ridge, 4),
+        "workers_aiq": round(curves["workers"]["aiq"], 4),
+        "cost_fraction_at_95pct": _rounded(fraction),
+        "knn_cost_fraction_at_95pct": _rounded(curves["knn"]["cost_fraction_at_target"]),
+        "ridge_cost_fraction_at_95pct": _rounded(curves["ridge"]["cost_fraction_at_target"]),
+        "family_aiq": _rounded(curves["family"]["aiq"]) if "family" in curves else None,
+        "validation_aiq": {name: round(value, 4) for name, value in validation_aiq.items()},
+        "router": "reward head",
+        "cost_weights": list(SERVED_COST_WEIGHTS),
+        "family_cost_weights_kept": kept,
         "reference_cost": report["reference_cost"],
         "best_single": best["worker"],
         "target_aiq_above_baselines_met": beats,

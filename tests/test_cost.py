@@ -1,4 +1,5 @@
-"""Cost-aware training, router families, cost-quality curves (AIQ, cost at 95%), and the CLI."""
+"""Cost-aware training, router families, reward heads, cost-quality curves (AIQ, cost at
+95%), and the CLI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app
@@ -26,19 +28,33 @@ from fugu_lite.costs import (
     apply_cost_weight,
     cost_weighting_summary,
     default_reference_cost,
+    load_family_or_single,
     load_router_family,
     nearest_cost_weight,
     parse_cost_weights,
     read_family_manifest,
+    route_checkpoint,
     route_with_cost_weight,
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
 from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at
 from fugu_lite.evaluation.table import reward_table
-from fugu_lite.model import load_router
+from fugu_lite.model import CheckpointError, load_router
+from fugu_lite.reward_head import (
+    SERVED_COST_WEIGHTS,
+    CostAwareRouter,
+    RewardCostHead,
+    RewardHeadConfig,
+    RewardHeadTraining,
+    effective_cluster_count,
+    fit_cluster_mixture,
+    load_reward_head,
+    train_reward_head,
+)
 from fugu_lite.routing import route_prompts
-from fugu_lite.schemas import RewardRecord, write_records
+from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
+from fugu_lite.server_routing import RouteRequest, RouterService
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 
@@ -424,3 +440,191 @@ def test_eval_pareto_on_a_plain_checkpoint_gives_its_single_point(family: Family
     assert report["reference_cost"] == pytest.approx(0.55)  # the mean train cost
     for curve in report["curves"].values():
         check_curve(curve)
+
+
+# --- the reward head: per-worker reward and cost, any cost weight ----------------------------
+
+
+def blob_case(n_per_blob: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two well-separated blobs of 8-d features; worker 0 is good on blob A, worker 1 on B."""
+    rng = np.random.default_rng(seed)
+    centres = np.zeros((2, 8))
+    centres[0, 0], centres[1, 1] = 6.0, 6.0
+    features = np.vstack([centre + rng.normal(size=(n_per_blob, 8)) for centre in centres])
+    rewards = np.vstack(
+        [np.tile([0.9, 0.2], (n_per_blob, 1)), np.tile([0.2, 0.9], (n_per_blob, 1))]
+    ) + rng.uniform(-0.05, 0.05, size=(2 * n_per_blob, 2))
+    return features, rewards
+
+
+def test_a_cluster_mixture_predicts_each_clusters_mean_reward() -> None:
+    features, rewards = blob_case(40, seed=0)
+    standardised = (features - features.mean(axis=0)) / features.std(axis=0)
+    mixture = fit_cluster_mixture(features, standardised, rewards, 2, seed=0,
+                                  assignment_c=1.0, restarts=2)  # fmt: skip
+    # sklearn's binary logistic form is turned into a two-row softmax layer
+    assert mixture.weight.shape == (2, 8) and mixture.rewards.shape == (2, 2)
+    head = RewardCostHead(8, 2, [2])
+    head.assign_weight.copy_(torch.from_numpy(mixture.weight).float())
+    head.assign_bias.copy_(torch.from_numpy(mixture.bias).float())
+    head.cluster_rewards.copy_(torch.from_numpy(mixture.rewards).float())
+    new_features, new_rewards = blob_case(10, seed=1)
+    new_standardised = (new_features - features.mean(axis=0)) / features.std(axis=0)
+    predicted, costs = head(torch.from_numpy(new_standardised).float())
+    assert np.abs(predicted.numpy() - new_rewards).max() < 0.1
+    assert torch.all(costs == 0)  # no cost model fitted: zero weights
+
+    one = fit_cluster_mixture(features, standardised, rewards, 1, 0, 1.0, 1)
+    assert one.rewards == pytest.approx(rewards.mean(axis=0, keepdims=True))
+    assert effective_cluster_count(80, n_train=70, n_distinct=70, per=10) == 7
+    assert effective_cluster_count(80, n_train=5, n_distinct=5, per=10) == 1
+    assert effective_cluster_count(30, n_train=900, n_distinct=12, per=10) == 12
+
+
+@dataclass
+class Head:
+    root: Path
+    records: list[RewardRecord]
+    records_path: Path
+    head: Path
+
+    def test_prompts(self) -> list[str]:
+        return [r.prompt for r in self.records if r.split == "test"]
+
+
+@pytest.fixture(scope="module")
+def reward_head(tmp_path_factory: pytest.TempPathFactory) -> Head:
+    root = tmp_path_factory.mktemp("reward-head")
+    records = cost_case_records()
+    records_path = root / "records.jsonl"
+    write_records(records_path, records)
+    config = root / "config.yaml"
+    config.write_text(CONFIG.format(cache_dir=root / "cache"), encoding="utf-8")
+    output = ok(invoke("train", "reward-head", "--records", records_path, "--config", config,
+                       "--output", root / "head"))  # fmt: skip
+    assert f"checkpoint written to {root / 'head'}" in flat(output)
+    return Head(root, records, records_path, root / "head")
+
+
+def test_the_reward_head_predicts_rewards_and_costs_and_reports_validation(
+    reward_head: Head,
+) -> None:
+    report = json.loads((reward_head.head / "training_report.json").read_text())
+    assert report["stage"] == "reward_head" and report["predicts_costs"] is True
+    assert report["reference_cost"] == pytest.approx(0.55)  # mean train cost
+    n_train = sum(r.split == "train" for r in reward_head.records)
+    assert [c["clusters"] for c in report["clusterings"]] == [n_train // 10] * 6
+    validation = report["validation"]
+    assert validation["reward_at_cost_weight_0"] == pytest.approx(1.0)  # premium every time
+    assert 0.0 < validation["aiq"] <= 1.0
+
+    head = load_reward_head(reward_head.head, worker_ids=[CHEAP, PREMIUM])
+    features = head.features_for(reward_head.test_prompts())
+    rewards, costs = head.predict(features)
+    assert rewards[:, 0].numpy() == pytest.approx(0.85, abs=0.05)
+    assert rewards[:, 1].numpy() == pytest.approx(1.0, abs=0.02)
+    assert costs.numpy() == pytest.approx(np.tile([0.1, 1.0], (len(features), 1)), abs=0.02)
+    # the utility trade: premium until lambda ~ 0.15 * 0.55 / 0.9 ~ 0.09, then cheap
+    assert head.utilities(features, 0.0).argmax(dim=1).tolist() == [1] * len(features)
+    assert head.utilities(features, 0.5).argmax(dim=1).tolist() == [0] * len(features)
+    with pytest.raises(CheckpointError, match="workers: checkpoint"):
+        load_reward_head(reward_head.head, worker_ids=[PREMIUM, CHEAP])
+
+
+def test_the_reward_head_answers_any_cost_weight_through_route(reward_head: Head) -> None:
+    prompt = reward_head.test_prompts()[0]
+    result = invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "0.37",
+                    "--json", prompt)  # fmt: skip
+    decision = json.loads(ok(result).strip().splitlines()[-1])
+    assert decision["worker"] == CHEAP
+    assert decision["cost_weight"] == decision["requested_cost_weight"] == 0.37  # exactly
+    assert decision["predicted_rewards"][PREMIUM] == pytest.approx(1.0, abs=0.02)
+    assert decision["predicted_costs"][CHEAP] == pytest.approx(0.1, abs=0.02)
+    assert decision["probabilities"][CHEAP] > 0.5
+
+    output = flat(ok(invoke("route", "--checkpoint", reward_head.head, prompt)))
+    assert "cost weight: 0 (reward head: answered exactly)" in output
+    assert "chosen worker: premium" in output and "predicted reward" in output
+    output = flat(ok(invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "2",
+                            "--exclude", CHEAP, prompt)))  # fmt: skip
+    assert "chosen worker: premium" in output
+    result = invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "-1", prompt)
+    assert result.exit_code == 2 and "finite number >= 0" in flat(result.output)
+
+
+def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
+    reward_head: Head,
+) -> None:
+    family = load_family_or_single(reward_head.head)
+    assert family.kind == "family" and family.reward_head is not None
+    assert family.cost_weights == list(SERVED_COST_WEIGHTS)
+    assert family.reference_cost == pytest.approx(0.55)
+    prompts = reward_head.test_prompts()
+    quality = route_with_cost_weight(family, prompts, None)
+    assert {d.worker for d in quality} == {PREMIUM} and quality[0].cost_weight == 0.0
+    thrifty = route_with_cost_weight(family, prompts, 0.3)
+    assert {d.worker for d in thrifty} == {CHEAP} and thrifty[0].cost_weight == 0.3
+
+    # A view at a listed weight computes what the head does at that weight.
+    view = family.routers[family.cost_weights.index(1.0)]
+    features = view.features_for(prompts)
+    expected = family.reward_head.utilities(features, 1.0) / family.reward_head.temperature
+    assert torch.allclose(view(features=features), expected)
+
+    # The server's batched routing (nearest listed weight; one backbone pass per batch).
+    service = RouterService(family)
+    assert service.supports_cost_weight
+    requests = [
+        RouteRequest([ChatMessage(role="user", content=prompts[0])], (CHEAP, PREMIUM), weight)
+        for weight in (None, 0.0, 1.0)
+    ]
+    results = service.route_batch(requests)
+    assert [r.ranking[0] for r in results] == [PREMIUM, PREMIUM, CHEAP]
+    assert [r.cost_weight for r in results] == [0.0, 0.0, 1.0]
+
+
+def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
+    output = tmp_path / "pareto"
+    ok(invoke("eval", "--checkpoint", reward_head.head, "--records", reward_head.records_path,
+              "--pareto", "--output", output))  # fmt: skip
+    report = json.loads((output / "pareto_report.json").read_text())
+    assert report["router_cost_weights"] == list(SERVED_COST_WEIGHTS)
+    assert report["baseline_cost_weights"] == list(SERVED_COST_WEIGHTS)
+    for curve in report["curves"].values():
+        check_curve(curve)
+    router_costs = {round(p["mean_cost"], 6) for p in report["curves"]["router"]["points"]}
+    assert router_costs == {0.1, 1.0}  # all premium at small lambda, all cheap beyond ~0.09
+    result = invoke("eval", "--checkpoint", reward_head.head, "--records",
+                    reward_head.records_path)  # fmt: skip
+    assert result.exit_code == 2 and "is a reward head" in flat(result.output)
+
+
+def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path) -> None:
+    records = [r.model_copy(update={"costs": None}) for r in cost_case_records()]
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path))
+    report = train_reward_head(records, config, tmp_path / "head")
+    assert report["predicts_costs"] is False and report["reference_cost"] is None
+    assert "aiq" not in report["validation"]
+    family = load_family_or_single(tmp_path / "head")
+    assert family.kind == "single" and family.cost_weights == [0.0]
+    prompt = next(r.prompt for r in records if r.split == "test")
+    assert route_checkpoint(tmp_path / "head", prompt).worker == PREMIUM
+    with pytest.raises(CostWeightError, match="trained on records without costs"):
+        route_checkpoint(tmp_path / "head", prompt, cost_weight=0.5)
+
+
+def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="is not a reward-head checkpoint"):
+        load_reward_head(tmp_path)
+    (tmp_path / "reward_head.safetensors").write_bytes(b"")
+    (tmp_path / "reward_head.json").write_text('{"format": "fugu-lite-reward-head"}')
+    with pytest.raises(CheckpointError, match="is damaged"):
+        load_reward_head(tmp_path)
+    with pytest.raises(ValueError, match="cluster counts must be >= 1"):
+        RewardHeadTraining(cluster_counts=[30, 0])
+    svf = tiny_cfg(tmp_path).model_copy(update={"svf_targets": ["layers.0.mlp.down_proj"]})
+    with pytest.raises(ValueError, match="cannot use SVF"):
+        CostAwareRouter(svf, [CHEAP, PREMIUM], 8, [1], 0.5, 0.05)
+    result = invoke("train", "reward-head", "--records", tmp_path / "none.jsonl", "--output",
+                    tmp_path / "out", "--set", "training.clusters=3")  # fmt: skip
+    assert result.exit_code == 2 and "unknown key 'training.clusters'" in flat(result.output)

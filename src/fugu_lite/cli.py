@@ -219,6 +219,21 @@ def train_pipeline_command(
     run_stage(lambda: train_pipeline(read_records_or_fail(records), cfg, output))
 
 
+@train_app.command("reward-head")
+def train_reward_head_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Cost-aware reward head: predicts each worker's reward and cost, so `route` and `serve`
+    answer any --cost-weight / cost_weight (a pipeline file's `model` section is used)."""
+    from .reward_head import RewardHeadConfig, train_reward_head
+
+    cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
+    run_stage(lambda: train_reward_head(read_records_or_fail(records), cfg, output))
+
+
 def run_stage(stage) -> None:
     from .model import CheckpointError
 
@@ -261,6 +276,13 @@ def eval_command(
         except ValueError as error:
             fail(str(error))
         return
+    from .reward_head import is_reward_head
+
+    if is_reward_head(checkpoint):
+        fail(
+            f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
+            "which draws its cost-quality curve"
+        )
     if is_router_family(checkpoint):
         fail(
             f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
@@ -286,8 +308,8 @@ def route_command(
         float | None,
         typer.Option(
             "--cost-weight",
-            help="Trade quality for cost (needs a router family checkpoint): the head trained "
-            "for the nearest cost weight answers.",
+            help="Trade quality for cost (needs a router family or a reward head): a family's "
+            "head trained for the nearest cost weight answers; a reward head answers any.",
         ),
     ] = None,
 ) -> None:
@@ -304,16 +326,28 @@ def route_command(
     if as_json:
         print(json.dumps(decision.model_dump()))
         return
-    if isinstance(decision, CostRoutingDecision):
+    if isinstance(decision, CostRoutingDecision) and decision.predicted_rewards is not None:
+        console.print(f"cost weight: {decision.cost_weight:g} (reward head: answered exactly)")
+    elif isinstance(decision, CostRoutingDecision):
         requested = decision.requested_cost_weight
         console.print(
             f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
             f"trained for {decision.cost_weight:g}"
         )
     console.print(f"chosen worker: [bold]{decision.worker}[/bold]")
+    is_cost = isinstance(decision, CostRoutingDecision)
+    rewards = decision.predicted_rewards if is_cost else None
+    costs = (decision.predicted_costs if is_cost else None) or {}
     table = Table("worker", "probability")
+    if rewards:
+        table.add_column("predicted reward")
+        table.add_column("predicted cost")
     for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
-        table.add_row(worker, f"{probability:.4f}")
+        cells = [f"{probability:.4f}"]
+        if rewards:
+            cost = costs.get(worker)
+            cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
+        table.add_row(worker, *cells)
     console.print(table)
 
 

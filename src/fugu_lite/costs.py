@@ -9,6 +9,12 @@ train prompt x every worker), so lambda = 1 charges one reward point for a worke
 average cost. A router family is one router per lambda, trained on the same cached
 features, with a manifest (`router_family.json`) naming each member; a request may then
 ask for its own lambda and gets the head trained for the nearest one.
+
+A reward head (`reward_head.py`, `fugu-lite train reward-head`) is the other kind of
+cost-aware checkpoint: one head predicting per-worker reward and cost, so any lambda is
+answered exactly. `load_family_or_single` loads it as a family whose members are views
+of that head at `SERVED_COST_WEIGHTS` (what a server picks the nearest of), with
+`RouterFamily.reward_head` set; `route_with_cost_weight` then uses the exact lambda.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,8 +33,11 @@ from .config import CostAware, PipelineConfig
 from .features import Prompt
 from .io import RecordFileError, read_json, write_json
 from .model import CheckpointError, RouterModel, load_router, read_checkpoint_metadata
-from .routing import RoutingDecision, route_prompts
+from .routing import RoutingDecision, allowed_workers, route_prompts
 from .schemas import RewardRecord, records_in_split
+
+if TYPE_CHECKING:
+    from .reward_head import CostAwareRouter, CostWeightedView
 
 FAMILY_FILE = "router_family.json"
 FAMILY_FORMAT = "fugu-lite-router-family"
@@ -137,12 +146,14 @@ class FamilyManifest(BaseModel):
 @dataclass
 class RouterFamily:
     """Loaded routers, sorted by cost weight; `kind` is "single" for a plain checkpoint
-    wrapped as a one-member family (used by evaluation, never by routing)."""
+    wrapped as a one-member family (used by evaluation, never by routing). For a reward
+    head, `reward_head` is the head and `routers` are its views at the listed weights."""
 
     directory: Path
     manifest: FamilyManifest
-    routers: list[RouterModel]
+    routers: list[RouterModel] | list[CostWeightedView]
     kind: Literal["family", "single"] = "family"
+    reward_head: CostAwareRouter | None = None
 
     @property
     def cost_weights(self) -> list[float]:
@@ -211,11 +222,16 @@ def load_router_family(path: str | Path) -> RouterFamily:
 
 
 def load_family_or_single(path: str | Path) -> RouterFamily:
-    """A family as is; a plain checkpoint as a one-member family at the cost weight it was
-    trained with (0 when its metadata does not say)."""
+    """A family as is; a reward head as a family of its views (see the module docstring);
+    a plain checkpoint as a one-member family at the cost weight it was trained with (0
+    when its metadata does not say)."""
+    from .reward_head import is_reward_head
+
     directory = Path(path)
     if is_router_family(directory):
         return load_router_family(directory)
+    if is_reward_head(directory):
+        return load_reward_head_family(directory)
     trained = trained_cost_weighting(directory)
     router = load_router(directory)
     manifest = FamilyManifest(
@@ -225,6 +241,29 @@ def load_family_or_single(path: str | Path) -> RouterFamily:
         selection="a single checkpoint",
     )
     return RouterFamily(directory=directory, manifest=manifest, routers=[router], kind="single")
+
+
+def load_reward_head_family(path: str | Path) -> RouterFamily:
+    """A reward head as a family: its views at SERVED_COST_WEIGHTS, or (when it predicts no
+    costs) one view at 0 as a "single" family, which refuses cost weights."""
+    from .reward_head import SERVED_COST_WEIGHTS, load_reward_head
+
+    directory = Path(path)
+    head = load_reward_head(directory)
+    weights = list(SERVED_COST_WEIGHTS) if head.predicts_costs else [0.0]
+    manifest = FamilyManifest(
+        worker_ids=head.worker_ids,
+        reference_cost=head.reference_cost,
+        members=[FamilyMember(cost_weight=weight, checkpoint=".") for weight in weights],
+        selection="a reward head: any cost weight (these are the ones a server offers)",
+    )
+    return RouterFamily(
+        directory=directory,
+        manifest=manifest,
+        routers=[head.at_cost_weight(weight) for weight in weights],
+        kind="family" if head.predicts_costs else "single",
+        reward_head=head,
+    )
 
 
 def trained_cost_weighting(checkpoint: str | Path) -> dict:
@@ -322,7 +361,16 @@ def train_router_family(
 
 class CostRoutingDecision(RoutingDecision):
     requested_cost_weight: float | None
-    cost_weight: float = Field(description="The cost weight the chosen head was trained for.")
+    cost_weight: float = Field(
+        description="The cost weight the answer used: the one the family member was trained "
+        "for, or the requested one itself for a reward head."
+    )
+    predicted_rewards: dict[str, float] | None = Field(
+        default=None, description="A reward head's predicted reward per worker."
+    )
+    predicted_costs: dict[str, float] | None = Field(
+        default=None, description="A reward head's predicted cost per worker."
+    )
 
 
 def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> float:
@@ -340,7 +388,10 @@ def route_with_cost_weight(
     exclude: Sequence[str] = (),
 ) -> list[CostRoutingDecision]:
     """Route prompts with the member trained for the nearest cost weight (see
-    `nearest_cost_weight`); None uses the family's smallest cost weight."""
+    `nearest_cost_weight`); None uses the family's smallest cost weight. A reward head
+    answers the requested cost weight exactly (None = 0)."""
+    if family.reward_head is not None:
+        return route_with_reward_head(family.reward_head, prompts, cost_weight, exclude)
     if family.kind != "family":
         raise CostWeightError(f"{family.directory} is a single checkpoint, not a router family")
     used = (
@@ -357,13 +408,56 @@ def route_with_cost_weight(
     ]
 
 
+def route_with_reward_head(
+    head: CostAwareRouter,
+    prompts: Sequence[Prompt],
+    cost_weight: float | None,
+    exclude: Sequence[str] = (),
+) -> list[CostRoutingDecision]:
+    """argmax of predicted reward - cost_weight * predicted cost / reference over the allowed
+    workers, with the predictions and softmax(utility / temperature) as probabilities."""
+    import torch
+
+    used = 0.0 if cost_weight is None else float(cost_weight)
+    allowed = allowed_workers(head.worker_ids, exclude)
+    view = head.at_cost_weight(used)
+    features = head.features_for(list(prompts), use_cache=False)
+    probabilities = view.probabilities(features, allowed).cpu()
+    with torch.inference_mode():
+        rewards, costs = (value.cpu() for value in head.predict(features))
+    decisions = []
+    for row, reward_row, cost_row in zip(probabilities, rewards, costs, strict=True):
+        decisions.append(
+            CostRoutingDecision(
+                worker=head.worker_ids[int(row.argmax())],
+                probabilities=dict(zip(head.worker_ids, row.tolist(), strict=True)),
+                excluded=list(exclude),
+                requested_cost_weight=cost_weight,
+                cost_weight=used,
+                predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),
+                predicted_costs=(
+                    dict(zip(head.worker_ids, cost_row.tolist(), strict=True))
+                    if head.predicts_costs
+                    else None
+                ),
+            )
+        )
+    return decisions
+
+
 def route_checkpoint(
     checkpoint: str | Path,
     prompt: Prompt,
     exclude: Sequence[str] = (),
     cost_weight: float | None = None,
 ) -> RoutingDecision:
-    """Route one prompt with a plain checkpoint or a family; a cost weight needs a family."""
+    """Route one prompt with a plain checkpoint, a family or a reward head; a cost weight
+    needs a family or a reward head (trained on records with costs)."""
+    from .reward_head import is_reward_head, load_reward_head
+
+    if is_reward_head(checkpoint):
+        head = load_reward_head(checkpoint)
+        return route_with_reward_head(head, [prompt], cost_weight, exclude)[0]
     if is_router_family(checkpoint):
         family = load_router_family(checkpoint)
         return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
@@ -372,7 +466,8 @@ def route_checkpoint(
         raise CostWeightError(
             f"{checkpoint} is a single router checkpoint (trained with cost weight "
             f"{trained:g}), so it cannot serve cost weight {cost_weight:g}; train a router "
-            "family with `fugu-lite train pipeline ... --cost-weights 0,0.25,0.5,1` and pass "
-            "its folder, or leave out --cost-weight"
+            "family with `fugu-lite train pipeline ... --cost-weights 0,0.25,0.5,1` or a "
+            "reward head with `fugu-lite train reward-head ...` and pass its folder, or leave "
+            "out --cost-weight"
         )
     return route_prompts(load_router(checkpoint), [prompt], exclude)[0]

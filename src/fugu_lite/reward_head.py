@@ -1,0 +1,584 @@
+"""A cost-aware reward head: one checkpoint that answers any cost weight at routing time.
+
+The head predicts, for a prompt, every worker's reward and cost; a request with cost
+weight lambda gets
+
+    utility_w = predicted_reward_w - lambda * predicted_cost_w / reference_cost
+
+and the worker with the highest utility (the same trade as the training stages'
+reward' = reward - lambda * cost / reference_cost, decided per prompt). The routing
+"probabilities" are softmax(utility / temperature): a ranking for fallbacks, not a
+calibrated distribution.
+
+Predicted reward: an ensemble of cluster mixtures. Each member clusters the train
+prompts' backbone features (k-means on unit-length features), learns to assign a prompt
+to those clusters (multinomial logistic regression on standardised features), and
+predicts the assignment-weighted mean train reward of each cluster. Why clusters: on
+LLMRouter a worker's reward is mostly a property of the kind of prompt, so pooling whole
+clusters estimates it with less noise than the k nearest prompts or a regression on
+single prompts (5-fold cross-validation over train + validation, bench/README.md).
+Predicted cost: ridge regression on the standardised features (costs are prices x
+tokens, so they follow the prompt).
+
+Everything is fitted in closed form or by sklearn on cached features (no gradient
+steps), stored as tensors in `reward_head.safetensors` + `reward_head.json`; routing is a
+torch forward pass like any other head.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import Field, field_validator
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from safetensors.torch import load_file, save_file
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
+from torch import nn
+
+from . import __version__
+from .config import ModelConfig, StrictModel
+from .costs import CostWeightError, default_reference_cost
+from .evaluation.pareto import aiq, non_decreasing_hull, operating_point, worker_points
+from .evaluation.table import argmax_choices, reward_table
+from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
+from .io import write_json
+from .model import CheckpointError, RouterModel
+from .schemas import RewardRecord, check_same_workers, records_in_split
+
+HEAD_FILE = "reward_head.safetensors"
+META_FILE = "reward_head.json"
+HEAD_FORMAT = "fugu-lite-reward-head"
+# The cost weights a server (which picks the nearest listed weight) can ask for: 0, then
+# 10 per decade from 1e-3 to 100 (neighbours 26% apart). `route_with_cost_weight` and
+# `fugu-lite route` use the exact requested weight.
+SERVED_COST_WEIGHTS: tuple[float, ...] = (
+    0.0,
+    *(float(f"{10 ** (step / 10):.3g}") for step in range(-30, 21)),
+)
+
+console = Console(stderr=True)
+
+
+class RewardHeadTraining(StrictModel):
+    """How the reward head is fitted (defaults chosen by cross-validation on LLMRouter's
+    train + validation splits; see bench/README.md)."""
+
+    cluster_counts: list[int] = Field(
+        default_factory=lambda: [30, 50, 80],
+        min_length=1,
+        description="k-means cluster counts; each gives `clusterings_per_count` members.",
+    )
+    clusterings_per_count: int = Field(default=2, ge=1)
+    min_cluster_prompts: int = Field(
+        default=10, ge=1, description="Fewer clusters on small data: at most n_train / this."
+    )
+    assignment_c: float = Field(
+        default=0.1, gt=0, description="Inverse L2 strength of the cluster assignment."
+    )
+    kmeans_restarts: int = Field(default=4, ge=1)
+    cost_alpha: float = Field(default=1e4, gt=0, description="Ridge strength of the cost head.")
+    temperature: float = Field(
+        default=0.05, gt=0, description="Routing probabilities = softmax(utility / this)."
+    )
+    reference_cost: float | None = Field(
+        default=None, gt=0, description="None = mean cost over the train split's cells."
+    )
+    seed: int = 0
+
+    @field_validator("cluster_counts")
+    @classmethod
+    def _positive_counts(cls, counts: list[int]) -> list[int]:
+        if any(count < 1 for count in counts):
+            raise ValueError(f"cluster counts must be >= 1, got {counts}")
+        return counts
+
+
+class RewardHeadConfig(StrictModel):
+    model: ModelConfig = ModelConfig()
+    training: RewardHeadTraining = RewardHeadTraining()
+
+
+# --- the head -------------------------------------------------------------------------------
+
+
+class RewardCostHead(nn.Module):
+    """Standardised features -> (predicted rewards [N, W], predicted costs [N, W]).
+
+    `assign_*` stack every member's cluster-assignment layer (member i owns
+    `group_sizes[i]` consecutive rows); `cluster_rewards` holds each cluster's mean train
+    reward per worker; `cost_*` is the linear cost model (absolute cost units)."""
+
+    def __init__(self, feature_dim: int, n_workers: int, group_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self.group_sizes = [int(size) for size in group_sizes]
+        total = sum(self.group_sizes)
+        self.register_buffer("assign_weight", torch.zeros(total, feature_dim))
+        self.register_buffer("assign_bias", torch.zeros(total))
+        self.register_buffer("cluster_rewards", torch.zeros(total, n_workers))
+        self.register_buffer("cost_weight", torch.zeros(n_workers, feature_dim))
+        self.register_buffer("cost_bias", torch.zeros(n_workers))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = features @ self.assign_weight.T + self.assign_bias
+        members = [
+            torch.softmax(group, dim=-1) @ rewards
+            for group, rewards in zip(
+                logits.split(self.group_sizes, dim=-1),
+                self.cluster_rewards.split(self.group_sizes, dim=0),
+                strict=True,
+            )
+        ]
+        rewards = torch.stack(members).mean(dim=0)
+        costs = (features @ self.cost_weight.T + self.cost_bias).clamp(min=0.0)
+        return rewards, costs
+
+
+class CostAwareRouter(RouterModel):
+    """A RouterModel (same backbone features, normaliser, checkpoint discipline) whose head
+    predicts per-worker reward and cost. Called like any router it returns the logits at
+    cost weight 0; `at_cost_weight(lambda)` gives a view that routes at another weight."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        worker_ids: Sequence[str],
+        feature_dim: int,
+        group_sizes: Sequence[int],
+        reference_cost: float | None,
+        temperature: float,
+        backbone_parameters: int = 0,
+        extractor: FeatureExtractor | None = None,
+    ) -> None:
+        if model_cfg.svf_targets:
+            raise ValueError(
+                "the reward head is fitted on cached (frozen-backbone) features, so it cannot "
+                f"use SVF (svf_targets={model_cfg.svf_targets}); leave svf_targets empty"
+            )
+        # The head's layers are fitted on standardised features.
+        cfg = model_cfg.model_copy(update={"normalize_features": True})
+        super().__init__(cfg, worker_ids, feature_dim, backbone_parameters, extractor)
+        self.head = RewardCostHead(feature_dim, len(self.worker_ids), group_sizes)
+        self.reference_cost = reference_cost
+        self.temperature = temperature
+
+    @property
+    def predicts_costs(self) -> bool:
+        return self.reference_cost is not None
+
+    def forward(
+        self,
+        features: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if features is None:
+            if input_ids is None or attention_mask is None:
+                raise ValueError("CostAwareRouter needs features, or input_ids and attention_mask")
+            features = self.backbone_features(input_ids, attention_mask)
+        return self.logits_at(features, 0.0)
+
+    def predict(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(predicted rewards, predicted costs), each [N, W]."""
+        return self.head(self.normalize(features.to(self.device_ref)))
+
+    def utilities(self, features: torch.Tensor, cost_weight: float) -> torch.Tensor:
+        """predicted reward - cost_weight * predicted cost / reference cost, [N, W]."""
+        check_cost_weight(cost_weight)
+        rewards, costs = self.predict(features)
+        if cost_weight == 0:
+            return rewards
+        if self.reference_cost is None:
+            raise CostWeightError(
+                f"this reward head was trained on records without costs, so it predicts no "
+                f"costs and cannot serve cost weight {cost_weight:g}; retrain it on records "
+                "with `costs`, or leave the cost weight out"
+            )
+        return rewards - cost_weight * costs / self.reference_cost
+
+    def logits_at(self, features: torch.Tensor, cost_weight: float) -> torch.Tensor:
+        return self.utilities(features, cost_weight) / self.temperature
+
+    def at_cost_weight(self, cost_weight: float) -> CostWeightedView:
+        check_cost_weight(cost_weight)
+        return CostWeightedView(self, cost_weight)
+
+    def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {
+            name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
+        }
+        partial = directory / f".{HEAD_FILE}.partial"
+        save_file(tensors, partial, metadata={"format": "pt"})
+        partial.rename(directory / HEAD_FILE)
+        write_json(
+            directory / META_FILE,
+            {
+                "format": HEAD_FORMAT,
+                "package_version": __version__,
+                "worker_ids": self.worker_ids,
+                "feature_dim": self.feature_dim,
+                "backbone_parameters": self.backbone_parameters,
+                "model": self.model_cfg.model_dump(),
+                "group_sizes": self.head.group_sizes,
+                "reference_cost": self.reference_cost,
+                "temperature": self.temperature,
+                "metadata": metadata or {},
+            },
+        )
+        return directory
+
+
+def check_cost_weight(cost_weight: float) -> None:
+    if not math.isfinite(cost_weight) or cost_weight < 0:
+        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {cost_weight}")
+
+
+@dataclass
+class CostWeightedView:
+    """The reward head at one cost weight, with the parts of the RouterModel interface that
+    routing, evaluation and the server use (they hold one of these per listed weight)."""
+
+    router: CostAwareRouter
+    cost_weight: float
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return self.router.worker_ids
+
+    @property
+    def model_cfg(self) -> ModelConfig:
+        return self.router.model_cfg
+
+    @property
+    def feature_dim(self) -> int:
+        return self.router.feature_dim
+
+    @property
+    def device_ref(self) -> torch.device:
+        return self.router.device_ref
+
+    def __call__(
+        self,
+        features: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if features is None:
+            if input_ids is None or attention_mask is None:
+                raise ValueError("the reward head needs features, or input_ids and attention_mask")
+            features = self.router.backbone_features(input_ids, attention_mask)
+        return self.router.logits_at(features, self.cost_weight)
+
+    @torch.inference_mode()
+    def probabilities(
+        self, features: torch.Tensor, allowed: Sequence[str] | None = None
+    ) -> torch.Tensor:
+        logits = self(features=features.to(self.device_ref))
+        if allowed is not None:
+            logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
+        return torch.softmax(logits, dim=-1)
+
+    def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
+        return self.router.features_for(prompts, use_cache)
+
+    def backbone_extractor(self) -> FeatureExtractor:
+        return self.router.backbone_extractor()
+
+    def worker_mask(self, allowed: Sequence[str]) -> torch.Tensor:
+        return self.router.worker_mask(allowed)
+
+    def eval(self) -> CostWeightedView:
+        self.router.eval()
+        return self
+
+    def train(self, mode: bool = True) -> CostWeightedView:
+        self.router.train(mode)
+        return self
+
+    def to(self, device: str | torch.device) -> CostWeightedView:
+        self.router.to(device)
+        return self
+
+
+# --- fitting --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterMixture:
+    """One member: assignment logits = standardised features @ weight.T + bias over its
+    clusters, and each cluster's mean train reward per worker."""
+
+    weight: np.ndarray  # [K, D]
+    bias: np.ndarray  # [K]
+    rewards: np.ndarray  # [K, W]
+
+
+def effective_cluster_count(requested: int, n_train: int, n_distinct: int, per: int) -> int:
+    """At most n_train / per clusters, and no more than distinct feature rows."""
+    return max(1, min(requested, n_train // per, n_distinct))
+
+
+def fit_cluster_mixture(
+    raw: np.ndarray,
+    standardised: np.ndarray,
+    rewards: np.ndarray,
+    n_clusters: int,
+    seed: int,
+    assignment_c: float,
+    restarts: int,
+) -> ClusterMixture:
+    """k-means on the unit-length raw features (cosine geometry, like the kNN baseline),
+    then a logistic assignment to the clusters on the standardised ones."""
+    if n_clusters == 1:
+        return ClusterMixture(
+            weight=np.zeros((1, standardised.shape[1])),
+            bias=np.zeros(1),
+            rewards=rewards.mean(axis=0, keepdims=True),
+        )
+    unit = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate rows: fewer clusters
+        labels = KMeans(n_clusters, n_init=restarts, random_state=seed).fit(unit).labels_
+        classes = np.unique(labels)
+        if len(classes) == 1:
+            return fit_cluster_mixture(raw, standardised, rewards, 1, seed, assignment_c, restarts)
+        assignment = LogisticRegression(C=assignment_c, max_iter=3000).fit(standardised, labels)
+    weight, bias = assignment.coef_, assignment.intercept_
+    if len(classes) == 2:  # sklearn's binary form: p(class 1) = sigmoid(z) = softmax([0, z])
+        weight = np.vstack([np.zeros_like(weight), weight])
+        bias = np.concatenate([[0.0], bias])
+    table = np.stack([rewards[labels == label].mean(axis=0) for label in assignment.classes_])
+    return ClusterMixture(weight=weight, bias=bias, rewards=table)
+
+
+def fit_cost_model(
+    standardised: np.ndarray, costs: np.ndarray, reference: float, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge on standardised features for cost / reference; returned in cost units."""
+    ridge = Ridge(alpha=alpha).fit(standardised, costs / reference)
+    return ridge.coef_ * reference, np.asarray(ridge.intercept_) * reference
+
+
+def train_reward_head(
+    records: list[RewardRecord], config: RewardHeadConfig, output_dir: str | Path
+) -> dict:
+    """Fit the reward head on the train split's cached features; report validation figures
+    (mean reward at cost weight 0, and AIQ over `SERVED_COST_WEIGHTS` when there are costs);
+    write the checkpoint and training_report.json into OUTPUT."""
+    started = time.perf_counter()
+    settings = config.training
+    output = Path(output_dir)
+    worker_ids = check_same_workers(records)
+    train = records_in_split(records, "train")
+    if not train:
+        raise ValueError("the reward head is fitted on the train split, but there is none")
+    has_costs = all(record.costs is not None for record in records)
+    if not has_costs:
+        console.print(
+            "[yellow]reward head: some records have no costs, so the head predicts rewards "
+            "only and serves cost weight 0 only[/yellow]"
+        )
+    reference = None
+    if has_costs:
+        reference = settings.reference_cost or default_reference_cost(records)
+
+    shape, extractor = backbone_shape(config.model)
+    features, loaded = compute_features(
+        [record.prompt for record in train], config.model, extractor
+    )
+    router = CostAwareRouter(
+        config.model,
+        worker_ids,
+        shape.hidden_size,
+        [1],
+        reference,
+        settings.temperature,
+        shape.parameters,
+        loaded or extractor,
+    )
+    router.fit_normalizer(features)
+    raw = features.numpy().astype(np.float64)
+    standardised = router.normalize(features).numpy().astype(np.float64)
+    table = reward_table(train)
+    n_train, n_distinct = len(train), len(np.unique(standardised, axis=0))
+    plan = [
+        (effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts), index)
+        for count in settings.cluster_counts
+        for index in range(settings.clusterings_per_count)
+    ]
+    members = []
+    with _progress() as progress:
+        task = progress.add_task("clusterings", total=len(plan), status="")
+        for member_index, (count, _) in enumerate(plan):
+            progress.update(task, status=f"k={count}")
+            members.append(
+                fit_cluster_mixture(
+                    raw,
+                    standardised,
+                    table.rewards,
+                    count,
+                    settings.seed + member_index,
+                    settings.assignment_c,
+                    settings.kmeans_restarts,
+                )
+            )
+            progress.advance(task)
+    head = RewardCostHead(shape.hidden_size, len(worker_ids), [len(m.bias) for m in members])
+    head.assign_weight.copy_(_tensor(np.vstack([m.weight for m in members])))
+    head.assign_bias.copy_(_tensor(np.concatenate([m.bias for m in members])))
+    head.cluster_rewards.copy_(_tensor(np.vstack([m.rewards for m in members])))
+    if reference is not None and table.costs is not None:
+        weight, bias = fit_cost_model(standardised, table.costs, reference, settings.cost_alpha)
+        head.cost_weight.copy_(_tensor(weight))
+        head.cost_bias.copy_(_tensor(bias))
+    router.head = head
+    router.eval()
+
+    validation = validation_summary(router, records)
+    report = {
+        "stage": "reward_head",
+        "checkpoint": str(output),
+        "worker_ids": worker_ids,
+        "n_train": n_train,
+        "clusterings": [
+            {"clusters": len(m.bias), "seed": settings.seed + i} for i, m in enumerate(members)
+        ],
+        "reference_cost": reference,
+        "predicts_costs": reference is not None,
+        "settings": settings.model_dump(),
+        "validation": validation,
+        "seconds": time.perf_counter() - started,
+    }
+    router.save_checkpoint(output, metadata={k: v for k, v in report.items() if k != "seconds"})
+    write_json(output / "training_report.json", report)
+    console.print(f"reward head: {_describe(validation)}", markup=False)
+    return report
+
+
+def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> dict | None:
+    """Validation mean reward at cost weight 0, the prediction errors, and (with costs) the
+    AIQ over SERVED_COST_WEIGHTS on the validation cost range of the single workers."""
+    validation = records_in_split(records, "validation")
+    if not validation:
+        return None
+    table = reward_table(validation)
+    features = router.features_for([record.prompt for record in validation])
+    with torch.inference_mode():
+        rewards, costs = (value.cpu().numpy() for value in router.predict(features))
+    summary: dict = {
+        "n_prompts": table.n_prompts,
+        "reward_at_cost_weight_0": float(
+            table.rewards[np.arange(table.n_prompts), argmax_choices(rewards)].mean()
+        ),
+        "reward_mean_abs_error": float(np.abs(rewards - table.rewards).mean()),
+    }
+    if router.reference_cost is None or table.costs is None:
+        return summary
+    points = [
+        operating_point(
+            table,
+            argmax_choices(rewards - weight * costs / router.reference_cost),
+            cost_weight=weight,
+        )
+        for weight in SERVED_COST_WEIGHTS
+    ]
+    workers = worker_points(table)
+    worker_costs = [point.mean_cost for point in workers]
+    summary["cost_mean_abs_relative_error"] = float(
+        np.abs(costs - table.costs).mean() / table.costs.mean()
+    )
+    summary["aiq"] = aiq(
+        non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points]),
+        min(worker_costs),
+        max(worker_costs),
+    )
+    return summary
+
+
+def _describe(validation: dict | None) -> str:
+    if validation is None:
+        return "no validation split"
+    text = (
+        f"validation reward at cost weight 0: {validation['reward_at_cost_weight_0']:.4f} "
+        f"({validation['n_prompts']} prompts)"
+    )
+    if "aiq" in validation:
+        text += f"; validation AIQ {validation['aiq']:.4f}"
+    return text
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(array, dtype=np.float32))
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("reward head"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+    )
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def is_reward_head(path: str | Path) -> bool:
+    return (Path(path) / META_FILE).is_file()
+
+
+def load_reward_head(
+    directory: str | Path, worker_ids: Sequence[str] | None = None
+) -> CostAwareRouter:
+    """Load a reward-head checkpoint; with workers given, refuse one trained for others."""
+    directory = Path(directory)
+    meta_path = directory / META_FILE
+    if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():
+        raise CheckpointError(
+            f"{directory} is not a reward-head checkpoint: it needs {HEAD_FILE} and {META_FILE} "
+            "(written by `fugu-lite train reward-head`)"
+        )
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != HEAD_FORMAT:
+            raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
+        model_cfg = ModelConfig.model_validate(meta["model"])
+        router = CostAwareRouter(
+            model_cfg,
+            meta["worker_ids"],
+            int(meta["feature_dim"]),
+            meta["group_sizes"],
+            meta["reference_cost"],
+            float(meta["temperature"]),
+            int(meta["backbone_parameters"]),
+        )
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{meta_path} is damaged ({error}); retrain with `fugu-lite train reward-head`"
+        ) from error
+    if worker_ids is not None and list(worker_ids) != router.worker_ids:
+        raise CheckpointError(
+            f"reward head {directory} does not match: workers: checkpoint {router.worker_ids} "
+            f"vs records {list(worker_ids)}"
+        )
+    try:
+        router.load_state_dict(load_file(directory / HEAD_FILE), strict=True)
+    except RuntimeError as error:
+        raise CheckpointError(
+            f"reward head {directory} does not fit its metadata: {error}"
+        ) from error
+    return router.to(model_cfg.device).eval()
