@@ -93,11 +93,22 @@ class RouterModel(nn.Module):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if features is None:
-            if input_ids is None or attention_mask is None:
-                raise ValueError("RouterModel needs features, or input_ids and attention_mask")
-            features = self.backbone_features(input_ids, attention_mask)
-        return self.head(self.normalize(features))
+        return self.head(self.normalize(self.resolve_features(features, input_ids, attention_mask)))
+
+    def resolve_features(
+        self,
+        features: torch.Tensor | None,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The given features, or the backbone's features of the given tokens."""
+        if features is not None:
+            return features
+        if input_ids is None or attention_mask is None:
+            raise ValueError(
+                f"{type(self).__name__} needs features, or input_ids and attention_mask"
+            )
+        return self.backbone_features(input_ids, attention_mask)
 
     def backbone_features(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor

@@ -182,11 +182,7 @@ class CostAwareRouter(RouterModel):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if features is None:
-            if input_ids is None or attention_mask is None:
-                raise ValueError("CostAwareRouter needs features, or input_ids and attention_mask")
-            features = self.backbone_features(input_ids, attention_mask)
-        return self.logits_at(features, 0.0)
+        return self.logits_at(self.resolve_features(features, input_ids, attention_mask), 0.0)
 
     def predict(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted rewards, predicted costs), each [N, W]."""
@@ -275,10 +271,7 @@ class CostWeightedView:
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if features is None:
-            if input_ids is None or attention_mask is None:
-                raise ValueError("the reward head needs features, or input_ids and attention_mask")
-            features = self.router.backbone_features(input_ids, attention_mask)
+        features = self.router.resolve_features(features, input_ids, attention_mask)
         return self.router.logits_at(features, self.cost_weight)
 
     @torch.inference_mode()
