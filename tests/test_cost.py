@@ -55,6 +55,7 @@ from fugu_lite.reward_head import (
 from fugu_lite.routing import route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
 from fugu_lite.server_routing import RouteRequest, RouterService
+from fugu_lite.server_schemas import ApiError
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 
@@ -571,16 +572,19 @@ def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
     expected = family.reward_head.utilities(features, 1.0) / family.reward_head.temperature
     assert torch.allclose(view(features=features), expected)
 
-    # The server's batched routing (nearest listed weight; one backbone pass per batch).
+    # The server's batched routing: the exact requested weight, one backbone pass per batch.
     service = RouterService(family)
     assert service.supports_cost_weight
     requests = [
         RouteRequest([ChatMessage(role="user", content=prompts[0])], (CHEAP, PREMIUM), weight)
-        for weight in (None, 0.0, 1.0)
+        for weight in (None, 0.0, 0.037, 1.0)
     ]
     results = service.route_batch(requests)
-    assert [r.ranking[0] for r in results] == [PREMIUM, PREMIUM, CHEAP]
-    assert [r.cost_weight for r in results] == [0.0, 0.0, 1.0]
+    assert [r.ranking[0] for r in results] == [PREMIUM, PREMIUM, PREMIUM, CHEAP]
+    assert [r.cost_weight for r in results] == [0.0, 0.0, 0.037, 1.0]
+    # 0.037 is not a listed weight: its probabilities are the head's at exactly 0.037.
+    exact = torch.softmax(family.reward_head.logits_at(features[:1], 0.037), dim=-1)[0]
+    assert results[2].probabilities[CHEAP] == pytest.approx(float(exact[0]), abs=1e-5)
 
 
 def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
@@ -611,6 +615,10 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     assert route_checkpoint(tmp_path / "head", prompt).worker == PREMIUM
     with pytest.raises(CostWeightError, match="trained on records without costs"):
         route_checkpoint(tmp_path / "head", prompt, cost_weight=0.5)
+    service = RouterService(family)
+    with pytest.raises(ApiError, match="reward head was trained on records without costs"):
+        service.allowed_workers(None, None, 0.5)
+    assert service.allowed_workers(None, None, None) == (CHEAP, PREMIUM)
 
 
 def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ ask for its own lambda and gets the head trained for the nearest one.
 A reward head (`reward_head.py`, `fugu-lite train reward-head`) is the other kind of
 cost-aware checkpoint: one head predicting per-worker reward and cost, so any lambda is
 answered exactly. `load_family_or_single` loads it as a family whose members are views
-of that head at `SERVED_COST_WEIGHTS` (what a server picks the nearest of), with
-`RouterFamily.reward_head` set; `route_with_cost_weight` then uses the exact lambda.
+of that head at `SERVED_COST_WEIGHTS` (what `eval --pareto` sweeps), with
+`RouterFamily.reward_head` set; `route_with_cost_weight` and the server then use the exact
+lambda.
 """
 
 from __future__ import annotations

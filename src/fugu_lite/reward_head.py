@@ -59,9 +59,8 @@ from .schemas import RewardRecord, check_same_workers, records_in_split
 HEAD_FILE = "reward_head.safetensors"
 META_FILE = "reward_head.json"
 HEAD_FORMAT = "fugu-lite-reward-head"
-# The cost weights a server (which picks the nearest listed weight) can ask for: 0, then
-# 10 per decade from 1e-3 to 100 (neighbours 26% apart). `route_with_cost_weight` and
-# `fugu-lite route` use the exact requested weight.
+# The cost weights `eval --pareto` sweeps and a server lists: 0, then 10 per decade from
+# 1e-3 to 100 (neighbours 26% apart). Routing (`route`, `serve`) uses any requested weight.
 SERVED_COST_WEIGHTS: tuple[float, ...] = (
     0.0,
     *(float(f"{10 ** (step / 10):.3g}") for step in range(-30, 21)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,6 +14,9 @@ from .costs import RouterFamily, nearest_cost_weight
 from .model import RouterModel
 from .schemas import ChatMessage
 from .server_schemas import ApiError
+
+if TYPE_CHECKING:
+    from .reward_head import CostWeightedView
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class RouteResult:
     probabilities: dict[str, float]
     """Over every router worker; excluded workers have 0."""
     cost_weight: float | None
-    """The cost weight the head used was trained for (None for a plain checkpoint)."""
+    """The cost weight the head used was trained for (a reward head: the requested one;
+    None for a plain checkpoint)."""
     batch_size: int
     forward_s: float
 
@@ -79,13 +84,9 @@ class RouterService:
         if allow is not None and not allow:
             raise ApiError(400, f"workers is empty; name one or more of: {known}", param="workers")
         if cost_weight is not None and not self.supports_cost_weight:
-            trained = self.family.cost_weights[0]
             raise ApiError(
                 400,
-                f"cost_weight is not supported by this server: its router is a single "
-                f"checkpoint (trained with cost weight {trained:g}); leave cost_weight out, or "
-                "serve a router family trained with `fugu-lite train pipeline --cost-weights "
-                "0,0.25,0.5,1`",
+                f"cost_weight is not supported by this server: {self.cost_weight_refusal()}",
                 param="cost_weight",
                 code="cost_weight_unsupported",
             )
@@ -112,10 +113,29 @@ class RouterService:
             )
         return allowed
 
-    def member_for(self, cost_weight: float | None) -> tuple[RouterModel, float | None]:
-        """The head trained for the nearest cost weight (the smallest when None)."""
+    def cost_weight_refusal(self) -> str:
+        if self.family.reward_head is not None:
+            return (
+                "its reward head was trained on records without costs, so it predicts none; "
+                "leave cost_weight out, or serve a reward head trained on records with `costs`"
+            )
+        return (
+            f"its router is a single checkpoint (trained with cost weight "
+            f"{self.family.cost_weights[0]:g}); leave cost_weight out, or serve a router family "
+            "(`fugu-lite train pipeline --cost-weights 0,0.25,0.5,1`) or a reward head "
+            "(`fugu-lite train reward-head`)"
+        )
+
+    def member_for(
+        self, cost_weight: float | None
+    ) -> tuple[RouterModel | CostWeightedView, float | None]:
+        """The head trained for the nearest cost weight (the smallest when None); a reward
+        head answers the requested weight itself (0 when None)."""
         if not self.supports_cost_weight:
             return self.family.routers[0], None
+        if self.family.reward_head is not None:
+            used = 0.0 if cost_weight is None else float(cost_weight)
+            return self.family.reward_head.at_cost_weight(used), used
         weights = self.family.cost_weights
         used = min(weights) if cost_weight is None else nearest_cost_weight(weights, cost_weight)
         return self.family.routers[weights.index(used)], used
