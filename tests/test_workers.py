@@ -133,6 +133,7 @@ def test_client_errors_are_not_retried(stub: StubWorker, status: str) -> None:
     assert not result.ok
     assert result.error_kind == "client" and result.attempts == 1
     assert f"HTTP {status}" in (result.error or "")
+    assert result.status_code == int(status)
     assert len(stub.bodies) == 1
 
 
@@ -302,6 +303,7 @@ def test_stream_failure_raises_before_any_chunk(
     with pytest.raises(WorkerCallError) as caught:
         asyncio.run(run())
     assert caught.value.kind == kind and received == []
+    assert caught.value.status_code == int(mode)
     assert len(stub.bodies) == requests
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -109,9 +108,12 @@ class Dispatcher:
             except asyncio.CancelledError:
                 self.breaker.release(worker)
                 raise
+            outcome = (
+                "ok" if result.error is None else refine_kind(result.error_kind, result.status_code)
+            )
             attempt = Attempt(
                 worker,
-                "ok" if result.error is None else refine_kind(result.error_kind, result.error),
+                outcome,
                 self.redact(result.error) if result.error else None,
                 result.latency_s,
                 result.attempts,
@@ -195,21 +197,17 @@ class Dispatcher:
         )  # fmt: skip
 
 
-def refine_kind(kind: str | None, message: str | None) -> str:
+def refine_kind(kind: str | None, status_code: int | None) -> str:
     """The pool's error kind, with "client" split into the request's fault ("client") and
-    the worker's configuration ("worker_config"), read from the HTTP status in the message
-    (CallResult has no status field)."""
+    the worker's configuration ("worker_config": 401/403/404 from the worker)."""
     if kind != "client":
         return kind or "server"
-    match = re.search(r"HTTP (\d{3})", message or "")
-    if match and int(match.group(1)) in WORKER_CONFIG_STATUSES:
-        return "worker_config"
-    return "client"
+    return "worker_config" if status_code in WORKER_CONFIG_STATUSES else "client"
 
 
 def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:
     if isinstance(error, WorkerCallError):
-        return refine_kind(error.kind, str(error)), str(error)
+        return refine_kind(error.kind, error.status_code), str(error)
     if isinstance(error, TimeoutError):
         return "timeout", f"worker {worker}: timeout: no first chunk in time"
     return "server", f"worker {worker}: server: the stream ended before any chunk"

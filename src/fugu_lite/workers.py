@@ -80,6 +80,7 @@ class CallResult(BaseModel):
     error: str | None
     error_kind: str | None
     attempts: int
+    status_code: int | None = None  # the worker's HTTP status when it answered with an error
     raw: dict | None = None
     started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
     finished_at: float = 0.0
@@ -90,11 +91,13 @@ class CallResult(BaseModel):
 
 
 class WorkerCallError(RuntimeError):
-    """A call failed; `kind` is timeout, connection, rate_limit, server or client."""
+    """A call failed; `kind` is timeout, connection, rate_limit, server or client;
+    `status_code` the worker's HTTP status when it answered with an error."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.status_code = status_code
 
 
 class PoolStartError(RuntimeError):
@@ -220,7 +223,7 @@ class WorkerPool:
                             worker_id=worker_id, output=None, usage=None, cost=None,
                             latency_s=time.perf_counter() - start, error=message,
                             error_kind=kind, attempts=attempt, started_at=started_at,
-                            finished_at=time.time(),
+                            finished_at=time.time(), status_code=status_code(error),
                         )  # fmt: skip
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
 
@@ -263,7 +266,7 @@ class WorkerPool:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
-                        raise WorkerCallError(kind, message) from None
+                        raise WorkerCallError(kind, message, status_code(error)) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
             try:
                 yield first.model_dump(exclude_unset=True)
@@ -271,7 +274,8 @@ class WorkerPool:
                     yield chunk.model_dump(exclude_unset=True)
             except Exception as error:
                 kind, message, _ = self._describe(worker_id, error)
-                raise WorkerCallError(kind, f"{message} (after the stream started)") from None
+                message = f"{message} (after the stream started)"
+                raise WorkerCallError(kind, message, status_code(error)) from None
             finally:
                 await _close(stream)
 
@@ -300,6 +304,10 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+def status_code(error: BaseException) -> int | None:
+    return error.status_code if isinstance(error, openai.APIStatusError) else None
 
 
 def classify_error(error: BaseException) -> tuple[str, str, float | None]:
