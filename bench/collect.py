@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from itertools import pairwise
@@ -42,7 +43,7 @@ from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import WorkerPool
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
 MESSAGES = [{"role": "user", "content": "What is 17 + 25? Answer with just the number."}]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from fugu_lite.reward_head import SERVED_COST_WEIGHTS, RewardHeadConfig, train_r
 from fugu_lite.schemas import RewardRecord, records_in_split
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
 # The family's grid: lambda = 1 charges one reward point per mean train cost; on LLMRouter
 # the 49-51B models cost ~2.1x the mean and the 7-9B ones ~0.24-0.47x.
 FAMILY_COST_WEIGHTS = (0.0, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)

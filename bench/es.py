@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
 
 # The grid, judged on validation; iterations is an upper bound (each run keeps its best
 # generation on validation). Batch: 1,000 of the ~3,800 train prompts per generation (the

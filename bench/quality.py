@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.pipeline import run_evaluation, train_pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
 TARGET_REWARD = 0.676  # per-task best worker with task labels known (DESIGN.md)
 
 # The second embedded backbone: a decoder, so the penultimate token of the chat
