@@ -374,11 +374,15 @@ class CostRoutingDecision(RoutingDecision):
     )
 
 
+def check_cost_weight(cost_weight: float) -> None:
+    if not math.isfinite(cost_weight) or cost_weight < 0:
+        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {cost_weight}")
+
+
 def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> float:
     """The trained cost weight nearest to the requested one; a tie goes to the smaller
     (quality-first) weight, and requests beyond either end get that end."""
-    if not math.isfinite(requested) or requested < 0:
-        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {requested}")
+    check_cost_weight(requested)
     return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
 
 

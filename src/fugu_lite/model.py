@@ -49,6 +49,11 @@ class RouterModel(nn.Module):
     offsets, when `model_cfg.svf_targets` names matrices: then the backbone is loaded at
     construction and its parameters are the head's followed by the offsets)."""
 
+    # Where a checkpoint's tensors and metadata go, and its format tag (subclasses differ).
+    tensor_file = HEAD_FILE
+    metadata_file = META_FILE
+    checkpoint_format = "fugu-lite-router"
+
     def __init__(
         self,
         model_cfg: ModelConfig,
@@ -183,25 +188,29 @@ class RouterModel(nn.Module):
         svf_total = self.svf.offset_count() if self.svf is not None else 0
         return trainable, head_total + svf_total + self.backbone_parameters
 
+    def checkpoint_fields(self) -> dict:
+        """What this kind of router adds to the checkpoint's metadata."""
+        return {"svf_matrices": self.svf.shapes() if self.svf is not None else {}}
+
     def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
-        partial = directory / f".{HEAD_FILE}.partial"
+        partial = directory / f".{self.tensor_file}.partial"
         save_file(tensors, partial, metadata={"format": "pt"})
-        partial.rename(directory / HEAD_FILE)
+        partial.rename(directory / self.tensor_file)
         write_json(
-            directory / META_FILE,
+            directory / self.metadata_file,
             {
-                "format": "fugu-lite-router",
+                "format": self.checkpoint_format,
                 "package_version": __version__,
                 "worker_ids": self.worker_ids,
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,
                 "model": self.model_cfg.model_dump(),
-                "svf_matrices": self.svf.shapes() if self.svf is not None else {},
+                **self.checkpoint_fields(),
                 "metadata": metadata or {},
             },
         )

@@ -28,7 +28,6 @@ torch forward pass like any other head.
 from __future__ import annotations
 
 import json
-import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -40,16 +39,15 @@ import torch
 from pydantic import Field, field_validator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from torch import nn
 
-from . import __version__
 from .config import ModelConfig, StrictModel
-from .costs import CostWeightError, default_reference_cost
-from .evaluation.pareto import aiq, non_decreasing_hull, operating_point, worker_points
+from .costs import CostWeightError, check_cost_weight, default_reference_cost
+from .evaluation.pareto import aiq, baseline_curve, non_decreasing_hull, worker_points
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
@@ -148,6 +146,10 @@ class CostAwareRouter(RouterModel):
     predicts per-worker reward and cost. Called like any router it returns the logits at
     cost weight 0; `at_cost_weight(lambda)` gives a view that routes at another weight."""
 
+    tensor_file = HEAD_FILE
+    metadata_file = META_FILE
+    checkpoint_format = HEAD_FORMAT
+
     def __init__(
         self,
         model_cfg: ModelConfig,
@@ -208,36 +210,12 @@ class CostAwareRouter(RouterModel):
         check_cost_weight(cost_weight)
         return CostWeightedView(self, cost_weight)
 
-    def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensors = {
-            name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
+    def checkpoint_fields(self) -> dict:
+        return {
+            "group_sizes": self.head.group_sizes,
+            "reference_cost": self.reference_cost,
+            "temperature": self.temperature,
         }
-        partial = directory / f".{HEAD_FILE}.partial"
-        save_file(tensors, partial, metadata={"format": "pt"})
-        partial.rename(directory / HEAD_FILE)
-        write_json(
-            directory / META_FILE,
-            {
-                "format": HEAD_FORMAT,
-                "package_version": __version__,
-                "worker_ids": self.worker_ids,
-                "feature_dim": self.feature_dim,
-                "backbone_parameters": self.backbone_parameters,
-                "model": self.model_cfg.model_dump(),
-                "group_sizes": self.head.group_sizes,
-                "reference_cost": self.reference_cost,
-                "temperature": self.temperature,
-                "metadata": metadata or {},
-            },
-        )
-        return directory
-
-
-def check_cost_weight(cost_weight: float) -> None:
-    if not math.isfinite(cost_weight) or cost_weight < 0:
-        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {cost_weight}")
 
 
 @dataclass
@@ -406,14 +384,14 @@ def train_reward_head(
     table = reward_table(train)
     n_train, n_distinct = len(train), len(np.unique(standardised, axis=0))
     plan = [
-        (effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts), index)
+        effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts)
         for count in settings.cluster_counts
-        for index in range(settings.clusterings_per_count)
+        for _ in range(settings.clusterings_per_count)
     ]
     members = []
     with _progress() as progress:
         task = progress.add_task("clusterings", total=len(plan), status="")
-        for member_index, (count, _) in enumerate(plan):
+        for member_index, count in enumerate(plan):
             progress.update(task, status=f"k={count}")
             members.append(
                 fit_cluster_mixture(
@@ -478,14 +456,7 @@ def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> 
     }
     if router.reference_cost is None or table.costs is None:
         return summary
-    points = [
-        operating_point(
-            table,
-            argmax_choices(rewards - weight * costs / router.reference_cost),
-            cost_weight=weight,
-        )
-        for weight in SERVED_COST_WEIGHTS
-    ]
+    points = baseline_curve(table, rewards, costs, SERVED_COST_WEIGHTS, router.reference_cost)
     workers = worker_points(table)
     worker_costs = [point.mean_cost for point in workers]
     summary["cost_mean_abs_relative_error"] = float(

@@ -144,9 +144,10 @@ class RouterService:
         """One backbone pass for every prompt (family members share the backbone), then
         one head pass per cost-weight member, each row with its own worker mask."""
         started = time.perf_counter()
+        used_weights = [self.member_for(request.cost_weight)[1] for request in requests]
         members: dict[float | None, list[int]] = {}
-        for index, request in enumerate(requests):
-            members.setdefault(self.member_for(request.cost_weight)[1], []).append(index)
+        for index, used in enumerate(used_weights):
+            members.setdefault(used, []).append(index)
         probabilities: list[list[float]] = [[] for _ in requests]
         with torch.inference_mode():
             extractor = self.family.routers[0].backbone_extractor()
@@ -160,10 +161,9 @@ class RouterService:
                     probabilities[index] = row
         forward_s = time.perf_counter() - started
         results = []
-        for request, row in zip(requests, probabilities, strict=True):
+        for request, row, used in zip(requests, probabilities, used_weights, strict=True):
             values = dict(zip(self.worker_ids, row, strict=True))
             ranking = sorted(request.allowed, key=lambda worker: -values[worker])
-            used = self.member_for(request.cost_weight)[1]
             results.append(RouteResult(ranking, values, used, len(requests), forward_s))
         return results
 
