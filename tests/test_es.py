@@ -34,15 +34,19 @@ from fugu_lite.train_es import (
     population_fitness,
     population_logits,
     read_es_state,
+    restrict_search,
+    searches_output_weights_only,
     set_parameter_vector,
     state_path,
     train_es,
 )
+from fugu_lite.training_common import make_model
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3]])
 TINY_TRAINING = {
     "population_size": 8,
     "sigma0": 0.5,
+    "samples": 0,
     "iterations": 12,
     "batch_size": 32,
     "validate_every": 3,
@@ -94,6 +98,32 @@ def test_population_logits_are_each_candidates_own_logits(head: str) -> None:
     for candidate, batched in zip(candidates, logits, strict=True):
         set_parameter_vector(model, candidate.double().numpy())
         torch.testing.assert_close(batched, model.eval()(features=features))
+
+
+def test_output_layer_search_scores_each_candidate_on_the_fixed_hidden_layer() -> None:
+    torch.manual_seed(0)
+    model_cfg = ModelConfig(head="mlp", head_hidden=6, head_dropout=0.3)
+    model = RouterModel(model_cfg, ["a", "b", "c"], feature_dim=5)
+    model.fit_normalizer(torch.randn(50, 5) * 3 + 1)
+    hidden_before = model.head[0].weight.detach().clone()
+    restrict_search(model, "output_layer")
+    assert searches_output_weights_only(model)
+    features = torch.randn(7, 5)
+    candidates = torch.randn(4, 3 * 6)  # the output layer only: 3 workers x 6 hidden units
+    logits = population_logits(model, candidates, {"features": features})
+    for candidate, batched in zip(candidates, logits, strict=True):
+        set_parameter_vector(model, candidate.double().numpy())
+        torch.testing.assert_close(batched, model.eval()(features=features))
+    torch.testing.assert_close(model.head[0].weight, hidden_before)
+
+
+def test_restrict_search_head_keeps_every_head_weight_searched() -> None:
+    model = RouterModel(ModelConfig(head="mlp", head_hidden=6), ["a", "b", "c"], feature_dim=5)
+    restrict_search(model, "head")
+    assert not searches_output_weights_only(model)
+    linear = RouterModel(ModelConfig(head="linear"), ["a", "b", "c"], feature_dim=5)
+    restrict_search(linear, "output_layer")  # a linear head is its own output layer
+    assert searches_output_weights_only(linear)
 
 
 def test_fitness_scores_the_argmax_choice_plus_the_entropy_bonus() -> None:
@@ -208,6 +238,37 @@ def test_train_es_writes_a_report_and_a_checkpoint_load_router_reads(
     assert report["cost_weighting"] == {"cost_weight": 0.0, "reference_cost": None}
     assert meta["metadata"]["cost_weighting"] == report["cost_weighting"]
     assert report["svf_matrices"] == []
+
+
+def test_an_output_layer_run_keeps_the_start_checkpoints_hidden_layer(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model_cfg = tiny_model_cfg.model_copy(update={"layer": -1, "head": "mlp", "head_hidden": 8})
+    start = make_model(model_cfg, records[0].worker_ids)
+    start.save_checkpoint(tmp_path / "start")
+    config = ESConfig(
+        model=model_cfg, training=ESTrainingConfig(**TINY_TRAINING, search="output_layer")
+    )
+    report = train_es(records, config, tmp_path / "es", str(tmp_path / "start"))
+
+    assert report["trainable_parameters"] == start.head[-1].weight.numel() == 8 * 3
+    evolved = load_router(tmp_path / "es", model_cfg, records[0].worker_ids)
+    torch.testing.assert_close(evolved.head[0].weight, start.head[0].weight)
+    torch.testing.assert_close(evolved.head[0].bias, start.head[0].bias)
+    if report["best_generation"]:
+        assert not torch.equal(evolved.head[-1].weight, start.head[-1].weight)
+
+
+def test_output_layer_search_from_zero_with_an_mlp_head_warns(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_cfg = tiny_model_cfg.model_copy(update={"layer": -1, "head": "mlp", "head_hidden": 8})
+    training = {**TINY_TRAINING, "iterations": 2, "search": "output_layer"}
+    train_es(records, ESConfig(model=model_cfg, training=ESTrainingConfig(**training)), tmp_path)
+    assert "search=output_layer from zero" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_cost_weighted_run_records_its_cost_weighting(

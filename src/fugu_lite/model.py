@@ -122,6 +122,16 @@ class RouterModel(nn.Module):
         weights = self.svf.weights() if self.svf is not None else None
         return self.backbone_extractor()(input_ids, attention_mask, weights)
 
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The head's last linear layer: the whole head when it is linear."""
+        return self.head if isinstance(self.head, nn.Linear) else self.head[-1]
+
+    def output_layer_inputs(self, features: torch.Tensor) -> torch.Tensor:
+        """What the output layer sees: the normalised features through the layers before it."""
+        normalized = self.normalize(features)
+        return normalized if isinstance(self.head, nn.Linear) else self.head[:-1](normalized)
+
     def normalize(self, features: torch.Tensor) -> torch.Tensor:
         if not self.model_cfg.normalize_features:
             return features

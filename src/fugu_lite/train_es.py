@@ -1,5 +1,6 @@
-"""Evolution stage: sep-CMA-ES over the router's trainable parameters: the head's weights,
-followed by the SVF offsets when `model.svf_targets` is set.
+"""Evolution stage: sep-CMA-ES over the router's trainable parameters: the head's weights
+(`search: head`) or only its output layer (`search: output_layer`), followed by the SVF
+offsets when `model.svf_targets` is set.
 
 Each generation draws one train mini-batch, scores the whole population on it (fitness =
 mean reward of the policy's choice + entropy bonus), and tells CMA the negated fitness.
@@ -118,15 +119,12 @@ def population_logits(
     model.eval()
     if model.svf is not None:
         return _population_logits_in_turn(model, candidates, inputs)
+    if searches_output_weights_only(model) and set(inputs) == {"features"}:
+        # Everything before the output layer is fixed: run it once, then one einsum.
+        hidden = model.output_layer_inputs(inputs["features"])
+        weights = candidates.view(len(candidates), *model.output_layer.weight.shape)
+        return torch.einsum("bd,pwd->pbw", hidden, weights)
     names = trainable_names(model)
-    if (
-        names == ["head.weight"]
-        and isinstance(model.head, nn.Linear)
-        and set(inputs) == {"features"}
-    ):
-        features = model.normalize(inputs["features"])
-        weights = candidates.view(len(candidates), *model.head.weight.shape)
-        return torch.einsum("bd,pwd->pbw", features, weights)
     shapes = [parameter.shape for parameter in optimizer_parameters(model)]
     pieces = torch.split(candidates, [shape.numel() for shape in shapes], dim=1)
     stacked = {
@@ -134,6 +132,24 @@ def population_logits(
         for name, piece, shape in zip(names, pieces, shapes, strict=True)
     }
     return torch.func.vmap(lambda params: functional_call(model, params, (), inputs))(stacked)
+
+
+def searches_output_weights_only(model: RouterModel) -> bool:
+    """True when the search vector is exactly the bias-free output layer's weight."""
+    searched = list(optimizer_parameters(model))
+    output = model.output_layer
+    return len(searched) == 1 and searched[0] is output.weight and output.bias is None
+
+
+def restrict_search(model: RouterModel, search: str) -> None:
+    """search='output_layer': freeze the head's layers before its output layer, so only the
+    output layer's weights (and the SVF offsets, when enabled) evolve."""
+    if search == "head":
+        return
+    searched = {id(parameter) for parameter in model.output_layer.parameters()}
+    for parameter in model.head.parameters():
+        if id(parameter) not in searched:
+            parameter.requires_grad_(False)
 
 
 def _population_logits_in_turn(
@@ -422,7 +438,8 @@ def evolve(
         console.print("[yellow]ES: no validation split; keeping the final mean[/yellow]")
     svf = f" (SVF offsets {model.svf.offset_count():,})" if model.svf is not None else ""
     console.print(
-        f"ES device={model.device_ref}; parameters={state.optimizer.dim:,}{svf}; "
+        f"ES device={model.device_ref}; search={training.search}; "
+        f"parameters={state.optimizer.dim:,}{svf}; "
         f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
     )
     seconds: list[float] = []
@@ -473,6 +490,17 @@ def train_es(
     seed_everything(config.training.seed)
     worker_ids = records[0].worker_ids
     model = make_model(config.model, worker_ids, checkpoint)
+    restrict_search(model, config.training.search)
+    if (
+        checkpoint is None
+        and config.training.search == "output_layer"
+        and model.output_layer is not model.head
+    ):
+        console.print(
+            "[yellow]ES: search=output_layer from zero leaves the MLP head's hidden layer at "
+            "its random start; pass --checkpoint (e.g. SFT's) or set training.search: head"
+            "[/yellow]"
+        )
     train = split_data(records, model, "train")
     try:
         validation = split_data(records, model, "validation")
