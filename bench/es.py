@@ -62,24 +62,16 @@ def split_metrics(checkpoint: str | Path, records: list[RewardRecord], split: st
     return policy_metrics(model, split_data(records, model, split))
 
 
-def run_es_grid(
-    records: list[RewardRecord], config: PipelineConfig, sft: str, output: Path
-) -> tuple[list[dict], dict]:
-    """ES from the SFT checkpoint for each setting of the grid (here: the shipped defaults);
-    the run with the best validation reward is the chosen one."""
-    grid = [config.es.model_dump(include=set(ES_SETTINGS))]
-    runs = []
-    for index, settings in enumerate(grid):
-        training = config.es.model_copy(update={**settings, "log_every": 50})
-        es_config = ESConfig(model=config.model, training=training)
-        console.rule(f"ES {index + 1}/{len(grid)}: {settings}")
-        started = time.perf_counter()
-        report = train_es(records, es_config, output / f"es-{index}", sft, resume=False)
-        runs.append(
-            {"settings": settings, "report": report, "seconds": time.perf_counter() - started}
-        )
-    chosen = max(runs, key=lambda run: run["report"]["best_validation_reward"])
-    return runs, chosen
+def run_es(records: list[RewardRecord], config: PipelineConfig, sft: str, output: Path) -> dict:
+    """One ES run from the SFT checkpoint with the shipped ES settings."""
+    training = config.es.model_copy(update={"log_every": 50})
+    settings = training.model_dump(include=set(ES_SETTINGS))
+    console.rule(f"ES: {settings}")
+    started = time.perf_counter()
+    report = train_es(
+        records, ESConfig(model=config.model, training=training), output / "es", sft, resume=False
+    )
+    return {"settings": settings, "report": report, "seconds": time.perf_counter() - started}
 
 
 @torch.no_grad()
@@ -97,15 +89,17 @@ def paired_difference(first: torch.Tensor, second: torch.Tensor) -> tuple[float,
     return float(difference.mean()), float(difference.std() / len(difference) ** 0.5)
 
 
-def time_generations(records: list[RewardRecord], sft: str, settings: dict) -> dict[str, float]:
+def time_generations(
+    records: list[RewardRecord], sft: str, search: str, samples: int
+) -> dict[str, float]:
     """Seconds per generation (median) on cached features, for the default head searched as
-    `settings` say (search, samples), population and batch as in TIMING."""
+    given, population and batch as in TIMING."""
     model = load_router(sft, worker_ids=records[0].worker_ids)
     training = ESTrainingConfig(
         population_size=TIMING["population_size"],
         batch_size=TIMING["batch_size"],
-        search=settings.get("search", "head"),
-        samples=settings.get("samples", 0),
+        search=search,
+        samples=samples,
     )
     restrict_search(model, training.search)
     train = split_data(records, model, "train")
@@ -133,26 +127,24 @@ def oracle_and_best_single(records: list[RewardRecord], split: str) -> tuple[flo
     return float(rows.max(dim=1).values.mean()), float(rows[:, best].mean())
 
 
-def print_tables(rows: dict[str, dict], runs: list[dict], chosen: dict) -> None:
+def print_tables(rows: dict[str, dict], run: dict) -> None:
     grid = Table(title="ES from the SFT checkpoint (best generation on validation)")
     columns = ("search", "samples", "sigma0", "pop", "batch", "iters", "best gen", "val reward")
     for column in (*columns, "s/gen", "s"):
         grid.add_column(column, justify="right")
-    for run in runs:
-        settings, report = run["settings"], run["report"]
-        marker = " *" if run is chosen else ""
-        grid.add_row(
-            f"{settings['search']}{marker}",
-            str(settings["samples"]),
-            f"{settings['sigma0']:g}",
-            str(settings["population_size"]),
-            str(settings["batch_size"]),
-            str(settings["iterations"]),
-            str(report["best_generation"]),
-            f"{report['best_validation_reward']:.4f}",
-            f"{report['seconds_per_generation']:.3f}",
-            f"{run['seconds']:.0f}",
-        )
+    settings, report = run["settings"], run["report"]
+    grid.add_row(
+        settings["search"],
+        str(settings["samples"]),
+        f"{settings['sigma0']:g}",
+        str(settings["population_size"]),
+        str(settings["batch_size"]),
+        str(settings["iterations"]),
+        str(report["best_generation"]),
+        f"{report['best_validation_reward']:.4f}",
+        f"{report['seconds_per_generation']:.3f}",
+        f"{run['seconds']:.0f}",
+    )
     console.print(grid)
     table = Table(title="LLMRouter: reward of the argmax choice")
     for column in ("router", "validation", "test", "test expected", "train s"):
@@ -185,12 +177,12 @@ def main() -> None:
     started = time.perf_counter()
     rl = train_rl(records, config.rl_config(), output / "rl", sft)["checkpoint"]
     rl_seconds = time.perf_counter() - started
-    runs, chosen = run_es_grid(records, config, sft, output)
+    es = run_es(records, config, sft, output)
 
     checkpoints = {
         "SFT": (sft, sft_seconds),
         "SFT -> RL": (rl, rl_seconds),
-        "SFT -> ES": (chosen["report"]["checkpoint"], chosen["seconds"]),
+        "SFT -> ES": (es["report"]["checkpoint"], es["seconds"]),
     }
     rows = {
         name: {
@@ -200,10 +192,10 @@ def main() -> None:
         }
         for name, (path, seconds) in checkpoints.items()
     }
-    settings = chosen["settings"]
-    timing = time_generations(records, sft, settings)
-    whole_head = time_generations(records, sft, {"search": "head", "samples": 0})
-    print_tables(rows, runs, chosen)
+    settings = es["settings"]
+    timing = time_generations(records, sft, settings["search"], settings["samples"])
+    whole_head = time_generations(records, sft, search="head", samples=0)
+    print_tables(rows, es)
     oracle, best_single = oracle_and_best_single(records, "test")
     console.print(
         f"test: best single worker (chosen on train) {best_single:.4f}, oracle {oracle:.4f}"
@@ -212,8 +204,8 @@ def main() -> None:
         f"ES generation, population {TIMING['population_size']} on {TIMING['batch_size']} "
         f"prompts, {timing['parameters']:,} parameters, {timing['threads']} threads: "
         f"median {timing['median']:.3f} s (max {timing['max']:.3f} s) vs target < 1 s -> "
-        f"{'MET' if timing['median'] < 1 else 'NOT MET'} (the chosen run's search "
-        f"{settings.get('search', 'head')}, samples {settings.get('samples', 0)}); "
+        f"{'MET' if timing['median'] < 1 else 'NOT MET'} (the ES run's search "
+        f"{settings['search']}, samples {settings['samples']}); "
         f"the whole head ({whole_head['parameters']:,} parameters, argmax): median "
         f"{whole_head['median']:.3f} s"
     )
@@ -225,8 +217,7 @@ def main() -> None:
     console.print(
         f"target: SFT -> ES test reward {es_reward:.4f} >= SFT -> RL {rl_reward:.4f} -> "
         f"{'MET' if es_reward >= rl_reward else 'NOT MET'}; paired difference on test "
-        f"{difference:+.4f} ± {error:.4f} (standard error); ES chosen on validation: "
-        f"{chosen['settings']}"
+        f"{difference:+.4f} ± {error:.4f} (standard error); ES settings: {settings}"
     )
     summary = {
         "sft_test_reward": round(rows["SFT"]["test"]["reward"], 4),
@@ -238,8 +229,8 @@ def main() -> None:
         "es_minus_rl_test_standard_error": round(error, 4),
         "speed_target_met": timing["median"] < 1,
         "es_seconds_per_generation_whole_head": round(whole_head["median"], 4),
-        "es_chosen": chosen["settings"],
-        "es_best_generation": chosen["report"]["best_generation"],
+        "es_chosen": settings,
+        "es_best_generation": es["report"]["best_generation"],
         "validation_rewards": {
             name: round(row["validation"]["reward"], 4) for name, row in rows.items()
         },

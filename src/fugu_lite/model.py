@@ -68,7 +68,7 @@ class RouterModel(nn.Module):
         self.feature_dim = feature_dim
         self.backbone_parameters = backbone_parameters
         self.head = build_head(model_cfg, feature_dim, len(self.worker_ids))
-        nn.init.zeros_(self._last_linear().weight)  # uniform policy until trained
+        nn.init.zeros_(self.output_layer.weight)  # uniform policy until trained
         self.register_buffer("feature_mean", torch.zeros(feature_dim))
         self.register_buffer("feature_scale", torch.ones(feature_dim))
         self.register_buffer("normalizer_fitted", torch.tensor(False))
@@ -84,9 +84,6 @@ class RouterModel(nn.Module):
                 model_cfg.layer,
             )
         self._announced_uncached = False
-
-    def _last_linear(self) -> nn.Linear:
-        return self.head if isinstance(self.head, nn.Linear) else self.head[-1]
 
     @property
     def device_ref(self) -> torch.device:

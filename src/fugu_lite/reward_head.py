@@ -38,7 +38,6 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from safetensors.torch import load_file
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
@@ -53,6 +52,7 @@ from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
 from .model import CheckpointError, RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split
+from .training_common import stage_progress
 
 HEAD_FILE = "reward_head.safetensors"
 META_FILE = "reward_head.json"
@@ -389,7 +389,7 @@ def train_reward_head(
         for _ in range(settings.clusterings_per_count)
     ]
     members = []
-    with _progress() as progress:
+    with stage_progress("reward head", console) as progress:
         task = progress.add_task("clusterings", total=len(plan), status="")
         for member_index, count in enumerate(plan):
             progress.update(task, status=f"k={count}")
@@ -484,17 +484,6 @@ def _describe(validation: dict | None) -> str:
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.asarray(array, dtype=np.float32))
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("reward head"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-        console=console,
-    )
 
 
 # --- loading --------------------------------------------------------------------------------

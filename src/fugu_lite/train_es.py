@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from cmaes import SepCMA
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from torch import nn
 from torch.func import functional_call
 
@@ -41,6 +40,7 @@ from .training_common import (
     move_batch,
     optimizer_parameters,
     seed_everything,
+    stage_progress,
 )
 
 STATE_DIR = "es_state"
@@ -443,7 +443,7 @@ def evolve(
         f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
     )
     seconds: list[float] = []
-    with generation_progress() as progress:
+    with stage_progress("ES generations") as progress:
         task = progress.add_task(
             "es", total=training.iterations, completed=state.generation, status=""
         )
@@ -564,17 +564,6 @@ def write_outputs(
     }
     write_json(output / "training_report.json", report)
     return report
-
-
-def generation_progress() -> Progress:
-    return Progress(
-        TextColumn("ES generations"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-        console=console,
-    )
 
 
 def _status(entry: dict) -> str:

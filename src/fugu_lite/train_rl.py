@@ -10,13 +10,13 @@ from .costs import apply_cost_weight, cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
-    epoch_progress,
     evaluate_loader,
     make_loader,
     make_model,
     move_batch,
     optimizer_parameters,
     seed_everything,
+    stage_progress,
 )
 
 console = Console()
@@ -96,7 +96,7 @@ def train_rl(
     history: list[dict] = []
     global_step = 0
     optimizer.zero_grad(set_to_none=True)
-    with epoch_progress("RL", config.training.epochs) as progress:
+    with stage_progress("RL epochs") as progress:
         task = progress.add_task("rl", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()

@@ -14,13 +14,13 @@ from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     console,
-    epoch_progress,
     evaluate_loader,
     make_loader,
     make_model,
     move_batch,
     optimizer_parameters,
     seed_everything,
+    stage_progress,
 )
 
 
@@ -93,7 +93,7 @@ def train_sft(
 
     history: list[dict] = []
     best_state, best_epoch, best_reward = None, 0, float("-inf")
-    with epoch_progress("SFT", config.training.epochs) as progress:
+    with stage_progress("SFT epochs") as progress:
         task = progress.add_task("sft", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()

@@ -153,12 +153,13 @@ def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
     return (parameter for parameter in model.parameters() if parameter.requires_grad)
 
 
-def epoch_progress(stage: str, epochs: int) -> Progress:
+def stage_progress(label: str, output: Console = console) -> Progress:
+    """The progress bar of a training stage: label, bar, n/total, elapsed, a status field."""
     return Progress(
-        TextColumn(f"{stage} epochs"),
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("{task.fields[status]}"),
-        console=console,
+        console=output,
     )
