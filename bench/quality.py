@@ -26,10 +26,17 @@ console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in 
 TARGET_REWARD = 0.676  # per-task best worker with task labels known (DESIGN.md)
 
 # The second embedded backbone: a decoder, so the penultimate token of the chat
-# rendering; a middle layer, so half the blocks are never run.
+# rendering; a middle layer, so half the blocks are never run; fp32 (default.yaml's int8 was
+# chosen for MiniLM only).
 BACKBONE_OVERRIDES = {
     "minilm": {},
-    "smollm2": {"backbone": "smollm2", "layer": 15, "pooling": "penultimate", "max_tokens": 64},
+    "smollm2": {
+        "backbone": "smollm2",
+        "layer": 15,
+        "pooling": "penultimate",
+        "max_tokens": 64,
+        "quantization": "none",
+    },
 }
 
 

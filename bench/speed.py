@@ -9,14 +9,16 @@ peak-RSS figure) measures, with the two paths interleaved so they share the mach
 
 - the latency of one routing decision (64- and 256-token prompts): the routing path
   (`FeatureExtractor.encode`, which runs only the blocks up to the chosen layer and never
-  computes LM logits, in the runtime the config picks (`model.runtime`: ONNX Runtime by
-  default, see fugu_lite/onnx_runtime.py), then the `RouterModel` head) vs the plain path
-  (the full `AutoModelForCausalLM` / `AutoModel` fp32 forward in PyTorch with
+  computes LM logits, in the runtime and precision the config picks (`model.runtime`: ONNX
+  Runtime by default; `model.quantization`: int8 in the shipped default.yaml; see
+  fugu_lite/onnx_runtime.py), then the `RouterModel` head) vs the plain path (the full
+  `AutoModelForCausalLM` / `AutoModel` fp32 forward in PyTorch with
   `output_hidden_states=True`, the same hidden state pooled the same way, the same head);
-  also the same cut backbone on the torch runtime, for reference;
+  also the same cut backbone in fp32 on the torch runtime, for reference;
 - feature throughput (batches of 16 prompts of mixed lengths);
-- that both paths route the same (max feature difference, argmax agreement, reward delta),
-  on the LLMRouter test split when `../shared/data` exists, else on synthetic prompts;
+- that both paths route as well (max feature difference, argmax agreement, reward delta),
+  on the LLMRouter test split when `../shared/data` exists, else on synthetic prompts; for
+  an int8 routing path also with each path's own head, on the whole splits;
 - SFT training throughput on cached (random) features;
 - peak RSS.
 
@@ -66,7 +68,7 @@ BACKBONES = ("smollm2", "minilm")
 # The non-default backbone's routing settings (the default backbone's come from
 # configs/default.yaml); smollm2's match bench/quality.py's.
 BENCH_SETTINGS: dict[str, dict] = {
-    "smollm2": {"layer": 15, "pooling": "auto", "max_tokens": 64},
+    "smollm2": {"layer": 15, "pooling": "auto", "max_tokens": 64, "quantization": "none"},
     "minilm": {"layer": 4, "pooling": "auto", "max_tokens": 256},
 }
 N_WORKERS = 9
@@ -352,8 +354,16 @@ def measure_quality(
     quality_cfg: ModelConfig,
     options: argparse.Namespace,
 ) -> dict:
-    """Features both ways on the same prompts; one head on both; reward of its choices."""
+    """Features both ways on the same prompts; one head on both; reward of its choices.
+
+    An int8 routing path (model.quantization) gives features a few percent off the plain
+    path's, so one head on both asks the wrong question: a router is trained on its own path's
+    features. Then each path also gets its own ridge head, fit on its own features of the whole
+    train split and scored on the whole test split, and `quality_delta` compares those two
+    (with its paired standard error); the same-head delta stays in the report.
+    """
     extractor = FeatureExtractor(backbone, quality_cfg)
+    quantized = quality_cfg.quantization != "none"
     head = random_router(quality_cfg, extractor.dim, seed=1)
     paths = Paths(extractor, plain, head)
     data_dir = Path(options.data_dir)
@@ -363,8 +373,10 @@ def measure_quality(
         from fugu_lite.datasets import import_dataset
 
         records = import_dataset("llmrouter", data_dir)
-        test = [record for record in records if record.split == "test"][: options.quality_prompts]
-        train = [record for record in records if record.split == "train"][: options.train_prompts]
+        n_test = None if quantized else options.quality_prompts  # None = the whole split
+        n_train = None if quantized else options.train_prompts
+        test = [record for record in records if record.split == "test"][:n_test]
+        train = [record for record in records if record.split == "train"][:n_train]
         prompts: list[Prompt] = [record.prompt for record in test]
         rewards = np.array([record.rewards for record in test], dtype=np.float64)
         train_prompts = [record.prompt for record in train]
@@ -409,9 +421,8 @@ def measure_quality(
     random_routing = paths.decide(routing_features).numpy()
     random_plain = paths.decide(plain_features).numpy()
     if real:
-        choice_routing, choice_plain, head_name = ridge_choices(
-            train_features, train_rewards, routing_features, plain_features
-        )
+        choose, head_name = ridge_chooser(train_features, train_rewards)
+        choice_routing, choice_plain = choose(routing_features), choose(plain_features)
     else:
         choice_routing, choice_plain, head_name = random_routing, random_plain, "random linear"
     rows = np.arange(len(prompts))
@@ -436,17 +447,29 @@ def measure_quality(
         routing_features_s=routing_s,
         plain_features_s=plain_s,
     )
+    if real and quantized:
+        start = time.perf_counter()
+        train_lengths = [prompt_chars(prompt) for prompt in train_prompts]
+        plain_train = batched_features(paths.plain_features, train_prompts, train_lengths)
+        choose_plain, _ = ridge_chooser(plain_train, train_rewards)
+        own_plain = choose_plain(plain_features)
+        paired = rewards[rows, choice_routing] - rewards[rows, own_plain]
+        result.update(
+            same_head_quality_delta=result["quality_delta"],
+            own_head_reward_plain=float(rewards[rows, own_plain].mean()),
+            own_head_agreement=float((choice_routing == own_plain).mean()),
+            quality_delta=float(paired.mean()),
+            quality_delta_se=float(paired.std(ddof=1) / np.sqrt(len(paired))),
+            plain_train_features_s=time.perf_counter() - start,
+        )
     return result
 
 
-def ridge_choices(
-    train_features: torch.Tensor,
-    train_rewards: np.ndarray,
-    routing_features: torch.Tensor,
-    plain_features: torch.Tensor,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """A ridge head (per-worker reward regression on standardised features) fit on the
-    routing path's train features, applied to the test features of both paths."""
+def ridge_chooser(
+    train_features: torch.Tensor, train_rewards: np.ndarray
+) -> tuple[Callable[[torch.Tensor], np.ndarray], str]:
+    """A ridge head (per-worker reward regression on standardised features) fit on these
+    train features: its argmax choice for any features, and its description."""
     from sklearn.linear_model import RidgeCV
 
     train = train_features.numpy().astype(np.float64)
@@ -459,8 +482,7 @@ def ridge_choices(
         standardised = (features.numpy().astype(np.float64) - mean) / scale
         return ridge.predict(standardised).argmax(axis=1)
 
-    name = f"ridge (alpha={ridge.alpha_:g}, fit on {len(train)} train prompts)"
-    return choose(routing_features), choose(plain_features), name
+    return choose, f"ridge (alpha={ridge.alpha_:g}, fit on {len(train)} train prompts)"
 
 
 def measure_training(model_cfg: ModelConfig, dim: int, rows: int, batch_size: int) -> dict:
@@ -540,7 +562,8 @@ def run_backbone(name: str, options: argparse.Namespace) -> dict:
     extractor = FeatureExtractor(backbone, speed_cfg)
     runtime = extractor.runtime  # exports the cut backbone on the first run (then cached)
     lap("routing runtime (export or load)")
-    torch_extractor = FeatureExtractor(backbone, speed_cfg.model_copy(update={"runtime": "torch"}))
+    fp32_torch = {"runtime": "torch", "quantization": "none"}  # the fp32 cut, on torch
+    torch_extractor = FeatureExtractor(backbone, speed_cfg.model_copy(update=fp32_torch))
     router = random_router(speed_cfg, extractor.dim)
     rng = random.Random(0)
     latency_prompts = {n: prompt_with_tokens(extractor, n, rng) for n in LATENCY_TOKENS}
@@ -613,6 +636,11 @@ def summary(result: dict) -> dict:
         "plain_hf_p50_ms_256": round(latency["plain_p50_ms"], 2),
         "speedup": round(latency["speedup_p50"], 3),
         "quality_delta": round(delta, 4),
+        **(
+            {"quality_delta_se": round(result["quality"]["quality_delta_se"], 4)}
+            if "quality_delta_se" in result["quality"]
+            else {}
+        ),
         "peak_rss_mb": round(result["peak_rss_mb"], 1),
         "runtime": result["runtime"],
         "torch_runtime_speedup": round(latency["torch_routing_speedup_p50"], 3),
@@ -771,7 +799,19 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
     )
     quality_row("mean reward, routing path", lambda x: f"{x['reward_routing']:.4f}")
     quality_row("mean reward, plain path", lambda x: f"{x['reward_plain']:.4f}")
-    quality_row("quality_delta (routing - plain)", lambda x: f"{x['quality_delta']:+.4f}")
+    quality_row(
+        "quality_delta, same head (routing - plain)",
+        lambda x: f"{x.get('same_head_quality_delta', x['quality_delta']):+.4f}",
+    )
+    quality_row(
+        "int8: each path its own head (whole splits)",
+        lambda x: (
+            f"plain {x['own_head_reward_plain']:.4f}, agreement {x['own_head_agreement']:.1%}, "
+            f"delta {x['quality_delta']:+.4f} ± {x['quality_delta_se']:.4f}"
+            if "quality_delta_se" in x
+            else "- (exact path)"
+        ),
+    )
     quality_row(
         "best single / oracle (same prompts)",
         lambda x: f"{x['best_single']:.3f} / {x['oracle']:.3f}",

@@ -23,6 +23,7 @@ from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_c
 from fugu_lite.features import FeatureExtractor, compute_features, feature_cache_key
 from fugu_lite.onnx_runtime import (
     MODEL_FILE,
+    QUANTIZED_FILE,
     OnnxRuntimeError,
     export_backbone,
     export_folder,
@@ -280,12 +281,99 @@ def test_runtime_onnx_raises_when_the_export_fails(
         extractor.encode(PROMPTS)
 
 
+# --- int8 quantization ----------------------------------------------------------------------
+
+
+def relative_gap(got: torch.Tensor, expected: torch.Tensor) -> float:
+    return float((got - expected).abs().max() / expected.abs().max())
+
+
+def test_int8_features_are_near_fp32_and_do_not_depend_on_the_batch(
+    tiny: LoadedBackbone, shared_cache: Path
+) -> None:
+    int8 = extractor_for(tiny, layer=3, pooling="mean", quantization="int8")
+    fp32 = extractor_for(tiny, layer=3, pooling="mean")
+    assert int8.runtime.onnx is not None and int8.runtime.onnx.quantized
+    assert "int8" in int8.runtime.describe() and "fp32" in fp32.runtime.describe()
+    assert (export_folder(tiny.name, tiny.identity, 3) / QUANTIZED_FILE).is_file()
+    batched = int8.encode(PROMPTS)
+    gap = relative_gap(batched, fp32.encode(PROMPTS))
+    assert 1e-6 < gap < 0.1  # really int8, and still the same features to a few percent
+    alone = torch.cat([int8.encode([prompt]) for prompt in PROMPTS])
+    assert torch.equal(alone, batched)  # each prompt runs on its own, so batch mates don't count
+
+
+def test_int8_features_have_their_own_cache(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fp32_cfg = ModelConfig(backbone=tiny.name, max_tokens=64)
+    int8_cfg = fp32_cfg.model_copy(update={"quantization": "int8"})
+    assert feature_cache_key(int8_cfg) != feature_cache_key(fp32_cfg)
+    fp32_rows, _ = compute_features(PROMPTS, fp32_cfg, FeatureExtractor(tiny, fp32_cfg))
+    int8_rows, _ = compute_features(PROMPTS, int8_cfg, FeatureExtractor(tiny, int8_cfg))
+    assert not torch.equal(int8_rows, fp32_rows)  # computed afresh, not read from fp32's cache
+    monkeypatch.setattr(FeatureExtractor, "encode", None)  # a cache hit never runs the backbone
+    again, extractor = compute_features(PROMPTS, int8_cfg)
+    assert extractor is None and torch.equal(again, int8_rows)
+
+
+def test_the_quantized_file_is_made_once(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Path] = []
+    real = onnx_module.quantize_export
+
+    def counting(source: Path, target: Path) -> None:
+        made.append(target)
+        real(source, target)
+
+    monkeypatch.setattr(onnx_module, "quantize_export", counting)
+    expected = extractor_for(tiny, layer=2, quantization="int8").encode(PROMPTS)
+    gc.collect()
+    again = extractor_for(tiny, layer=2, quantization="int8", max_tokens=32).encode(PROMPTS[:1])
+    assert made == [export_folder(tiny.name, tiny.identity, 2) / QUANTIZED_FILE]
+    torch.testing.assert_close(again, expected[:1])
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"runtime": "torch"}, {"svf_targets": ["layers.0.mlp.down_proj"]}, {"device": "cuda"}],
+)
+def test_int8_refuses_what_it_cannot_run(settings: dict) -> None:
+    with pytest.raises(ValidationError, match="quantization 'int8' runs an int8 ONNX Runtime"):
+        ModelConfig(quantization="int8", **settings)
+    with pytest.raises(ValidationError, match="quantization"):
+        ModelConfig(quantization="fp16")
+
+
+def test_int8_without_onnxruntime_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(onnx_module, "missing_packages", lambda: ["onnxruntime"])
+    with pytest.raises(OnnxRuntimeError, match=r"quantization is 'int8'.*pip install onnxruntime"):
+        requested_runtime(ModelConfig(quantization="int8"))
+
+
+def test_int8_never_falls_back_to_torch(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch would give fp32 features under the int8 cache key: the failure is raised."""
+
+    def refuse(source: Path, target: Path) -> None:
+        raise RuntimeError("no int8 kernels here")
+
+    monkeypatch.setattr(onnx_module, "quantize_export", refuse)
+    extractor = extractor_for(tiny, layer=1, quantization="int8")
+    with pytest.raises(OnnxRuntimeError, match=r"no int8 kernels here.*quantization to 'none'"):
+        extractor.encode(PROMPTS)
+
+
 # --- the real default backbone ----------------------------------------------------------------
 
 
 @pytest.mark.integration
-def test_minilm_default_config_runs_onnx_with_the_same_features(cache: Path) -> None:
-    cfg = load_config(DEFAULT_CONFIG, PipelineConfig).model
+def test_minilm_default_config_in_fp32_runs_onnx_with_the_same_features(cache: Path) -> None:
+    cfg = load_config(DEFAULT_CONFIG, PipelineConfig).model.model_copy(
+        update={"quantization": "none"}
+    )
     backbone = load_backbone(cfg.backbone)
     onnx = FeatureExtractor(backbone, cfg)
     reference = FeatureExtractor(backbone, cfg.model_copy(update={"runtime": "torch"}))
@@ -299,3 +387,15 @@ def test_minilm_default_config_runs_onnx_with_the_same_features(cache: Path) -> 
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * scale)
     alone = torch.cat([onnx.encode([prompt]) for prompt in prompts])
     torch.testing.assert_close(alone, expected, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.integration
+def test_minilm_default_int8_features_are_near_fp32(shared_cache: Path) -> None:
+    cfg = load_config(DEFAULT_CONFIG, PipelineConfig).model
+    assert cfg.quantization == "int8"  # the shipped default
+    backbone = load_backbone(cfg.backbone)
+    int8 = FeatureExtractor(backbone, cfg.model_copy(update={"quantization": "int8"}))
+    fp32 = FeatureExtractor(backbone, cfg.model_copy(update={"quantization": "none"}))
+    got, expected = int8.encode(PROMPTS), fp32.encode(PROMPTS)
+    assert 1e-4 < relative_gap(got, expected) < 0.15
+    assert torch.nn.functional.cosine_similarity(got, expected).min() > 0.98

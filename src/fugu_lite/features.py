@@ -219,6 +219,8 @@ def feature_cache_key(model_cfg: ModelConfig) -> str:
         "chat_template": model_cfg.chat_template,
         "version": FEATURE_FORMAT_VERSION,
     }
+    if model_cfg.quantization != "none":  # absent for fp32, so older caches stay valid
+        settings["quantization"] = model_cfg.quantization
     return hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 

@@ -267,6 +267,7 @@ def checkpoint_mismatches(
         "pooling",
         "max_tokens",
         "chat_template",
+        "quantization",
         "head",
         "head_hidden",
     ):

@@ -15,10 +15,12 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import logging
 import shutil
 import tempfile
 import threading
 import time
+import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -39,10 +41,14 @@ from .config import ModelConfig
 EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
 MODEL_FILE = "model.onnx"
+QUANTIZED_FILE = "model-int8.onnx"  # model.quantization: int8, beside the fp32 file
 SETTINGS_FILE = "settings.json"
 # Largest |onnx - torch| on the check batch, relative to the largest |hidden state| (measured:
 # about 4e-7 for MiniLM and SmolLM2, fp32 both ways).
 TOLERANCE = 1e-4
+# int8 hidden states sit a few percent of that range off fp32's (MiniLM layer 4: 5-9%); this
+# bound only catches a broken quantized file.
+INT8_TOLERANCE = 0.25
 REQUIRED_PACKAGES = ("onnxruntime", "onnx")  # onnx: torch's exporter writes the file with it
 # The trace batch is padded on purpose: HF skips the attention mask when it is all ones, and a
 # trace would bake that in. The check batch has other shapes, so baked-in shapes show too.
@@ -82,6 +88,11 @@ def requested_runtime(model_cfg: ModelConfig) -> RuntimeChoice:
         return RuntimeChoice("torch", f"device {model_cfg.device!r} (ONNX Runtime runs on cpu)")
     missing = missing_packages()
     if missing:
+        if model_cfg.quantization == "int8":
+            raise OnnxRuntimeError(
+                f"model.quantization is 'int8' but {' and '.join(missing)} is not installed: "
+                f"`pip install {' '.join(missing)}`, or set model.quantization to 'none'"
+            )
         if model_cfg.runtime == "onnx":
             raise OnnxRuntimeError(
                 f"model.runtime is 'onnx' but {' and '.join(missing)} is not installed: "
@@ -167,10 +178,38 @@ def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target
         shutil.rmtree(staging, ignore_errors=True)
 
 
-class OnnxBackbone:
-    """An ONNX Runtime session over an exported truncated backbone (thread-safe to run)."""
+def quantize_export(source: Path, target: Path) -> None:
+    """Dynamic int8 of every MatMul with a weight (per-channel weights; reduce_range, which
+    CPUs without VNNI need against overflow of the u8 x s8 products), written atomically."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    def __init__(self, path: Path, threads: int) -> None:
+    staging = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+    console.print(f"[dim]Quantizing the ONNX export to int8 once: {escape(str(target))}[/dim]")
+    logging.disable(logging.WARNING)  # its advice to pre-process is for static quantization
+    try:
+        quantize_dynamic(
+            str(source),
+            str(staging),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+            reduce_range=True,
+        )
+        staging.replace(target)
+    finally:
+        logging.disable(logging.NOTSET)
+        staging.unlink(missing_ok=True)
+
+
+class OnnxBackbone:
+    """An ONNX Runtime session over an exported truncated backbone (thread-safe to run).
+
+    A quantized (int8) session runs each prompt on its own, unpadded: dynamic int8 scales each
+    activation by its whole tensor's range, so in a batch a prompt's features would depend on
+    its batch mates (and on padding), and cached features would differ from routing-time ones.
+    """
+
+    def __init__(self, path: Path, threads: int, quantized: bool = False) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -184,11 +223,25 @@ class OnnxBackbone:
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.path = path
         self.threads = threads
+        self.quantized = quantized
         self.version = ort.__version__
         # The exporter drops unused inputs (layer 0 = the embeddings never read the mask).
         self.input_names = {node.name for node in self.session.get_inputs()}
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if not self.quantized:
+            return self._run(input_ids, attention_mask)
+        real = attention_mask.bool()
+        rows = [
+            self._run(ids[mask].unsqueeze(0), attention[mask].unsqueeze(0))[0]
+            for ids, attention, mask in zip(input_ids, attention_mask, real, strict=True)
+        ]
+        hidden = torch.zeros(*input_ids.shape, rows[0].shape[-1])
+        for index, row in enumerate(rows):
+            hidden[index, real[index]] = row
+        return hidden
+
+    def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         feed = {
             name: np.ascontiguousarray(value.cpu().numpy(), dtype=np.int64)
@@ -199,20 +252,20 @@ class OnnxBackbone:
         return torch.from_numpy(hidden)
 
 
-_SESSIONS: weakref.WeakValueDictionary[tuple[Path, int], OnnxBackbone] = (
+_SESSIONS: weakref.WeakValueDictionary[tuple[Path, int, bool], OnnxBackbone] = (
     weakref.WeakValueDictionary()
 )
 _SESSIONS_LOCK = threading.Lock()
 
 
-def shared_session(path: Path, threads: int) -> OnnxBackbone:
+def shared_session(path: Path, threads: int, quantized: bool = False) -> OnnxBackbone:
     """One session per export and thread count in a process, while anything uses it: the
     extractors of one backbone (several configs, a family of routers) share its weights."""
     with _SESSIONS_LOCK:
-        session = _SESSIONS.get((path, threads))
+        session = _SESSIONS.get((path, threads, quantized))
         if session is None:
-            session = OnnxBackbone(path, threads)
-            _SESSIONS[(path, threads)] = session
+            session = OnnxBackbone(path, threads, quantized)
+            _SESSIONS[(path, threads, quantized)] = session
         return session
 
 
@@ -248,7 +301,11 @@ class LoadedRuntime:
     def describe(self) -> str:
         if self.onnx is None:
             return f"torch ({self.reason})"
-        return f"onnx (onnxruntime {self.onnx.version}, {self.onnx.threads} threads; {self.reason})"
+        precision = "int8" if self.onnx.quantized else "fp32"
+        return (
+            f"onnx (onnxruntime {self.onnx.version}, {precision}, {self.onnx.threads} threads; "
+            f"{self.reason})"
+        )
 
 
 def load_runtime(
@@ -262,7 +319,8 @@ def load_runtime(
     """The runtime for a frozen backbone: ONNX Runtime over the cached export (exported now if
     missing, re-exported once if the cached copy is unusable), checked against torch.
 
-    With runtime 'auto', any failure falls back to torch with a log line; with 'onnx' it raises.
+    With runtime 'auto', any failure falls back to torch with a log line; with 'onnx', or
+    with int8 quantization (whose features torch cannot give), it raises.
     """
     choice = requested_runtime(model_cfg)
     if choice.runtime == "torch":
@@ -270,7 +328,16 @@ def load_runtime(
     folder = export_folder(backbone_name, identity, layer)
     cached = (folder / MODEL_FILE).exists()
     started = time.perf_counter()
-    attempt = partial(_checked_session, folder, backbone_name, identity, layer, truncated, tokenize)
+    attempt = partial(
+        _checked_session,
+        folder,
+        backbone_name,
+        identity,
+        layer,
+        truncated,
+        tokenize,
+        model_cfg.quantization,
+    )
     try:
         try:
             onnx, how = attempt()
@@ -283,10 +350,16 @@ def load_runtime(
             )
             shutil.rmtree(folder, ignore_errors=True)
             with _SESSIONS_LOCK:
-                for key in [key for key in _SESSIONS if key[0] == folder / MODEL_FILE]:
+                for key in [key for key in _SESSIONS if key[0].parent == folder]:
                     _SESSIONS.pop(key, None)
             onnx, how = attempt()
     except Exception as error:
+        if model_cfg.quantization == "int8":
+            raise OnnxRuntimeError(
+                f"model.quantization is 'int8' but ONNX Runtime cannot run backbone "
+                f"{backbone_name!r} cut at layer {layer} in int8: {error}. Set "
+                "model.quantization to 'none' (and train the router again: its features change)."
+            ) from error
         if model_cfg.runtime == "onnx":
             raise OnnxRuntimeError(
                 f"model.runtime is 'onnx' but ONNX Runtime cannot run backbone {backbone_name!r} "
@@ -309,6 +382,7 @@ def _checked_session(
     layer: int,
     truncated: nn.Module,
     tokenize: Tokenize,
+    quantization: str = "none",
 ) -> tuple[OnnxBackbone, str]:
     how = "cached in"
     if not (folder / MODEL_FILE).exists():
@@ -319,11 +393,22 @@ def _checked_session(
         export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
         (folder / SETTINGS_FILE).write_text(json.dumps(export_settings(identity, layer), indent=2))
         how = "exported to"
-    onnx = shared_session(folder / MODEL_FILE, torch.get_num_threads())
-    difference = relative_difference(onnx, truncated, tokenize(CHECK_PROMPTS))
-    if not difference <= TOLERANCE:
-        raise OnnxRuntimeError(
-            f"its hidden states differ from torch's by {difference:.2g} (relative; at most "
-            f"{TOLERANCE:g} allowed)"
-        )
+    onnx = _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE)
+    if quantization == "int8":
+        if not (folder / QUANTIZED_FILE).exists():
+            quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
+        onnx = _compared_session(folder / QUANTIZED_FILE, True, truncated, tokenize, INT8_TOLERANCE)
     return onnx, how
+
+
+def _compared_session(
+    path: Path, quantized: bool, truncated: nn.Module, tokenize: Tokenize, tolerance: float
+) -> OnnxBackbone:
+    onnx = shared_session(path, torch.get_num_threads(), quantized)
+    difference = relative_difference(onnx, truncated, tokenize(CHECK_PROMPTS))
+    if not difference <= tolerance:
+        raise OnnxRuntimeError(
+            f"the hidden states of {path.name} differ from torch's by {difference:.2g} "
+            f"(relative; at most {tolerance:g} allowed)"
+        )
+    return onnx
