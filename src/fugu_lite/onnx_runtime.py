@@ -187,7 +187,8 @@ def quantize_export(source: Path, target: Path) -> None:
 
     staging = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
     console.print(f"[dim]Quantizing the ONNX export to int8 once: {escape(str(target))}[/dim]")
-    logging.disable(logging.WARNING)  # its advice to pre-process is for static quantization
+    advice = _WithoutMessage("pre-processing before quantization")  # for static quantization
+    logging.getLogger().addFilter(advice)
     try:
         quantize_dynamic(
             str(source),
@@ -199,8 +200,17 @@ def quantize_export(source: Path, target: Path) -> None:
         )
         staging.replace(target)
     finally:
-        logging.disable(logging.NOTSET)
+        logging.getLogger().removeFilter(advice)
         staging.unlink(missing_ok=True)
+
+
+class _WithoutMessage(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 class OnnxBackbone:
