@@ -405,12 +405,14 @@ def _checked_session(
         export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
         (folder / SETTINGS_FILE).write_text(json.dumps(export_settings(identity, layer), indent=2))
         how = "exported to"
-    onnx = _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE)
-    if quantization == "int8":
-        if not (folder / QUANTIZED_FILE).exists():
-            quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
-        onnx = _compared_session(folder / QUANTIZED_FILE, True, truncated, tokenize, INT8_TOLERANCE)
-    return onnx, how
+    if quantization != "int8":
+        return _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE), how
+    if not (folder / QUANTIZED_FILE).exists():
+        # The fp32 file is checked once, before it is quantized; later loads open only int8.
+        _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE)
+        quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
+    int8 = _compared_session(folder / QUANTIZED_FILE, True, truncated, tokenize, INT8_TOLERANCE)
+    return int8, how
 
 
 def _compared_session(
