@@ -305,6 +305,24 @@ def test_train_sft_without_a_validation_split_keeps_the_last_epoch(
     assert all("reward" in epoch["train"] for epoch in report["history"])
 
 
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_a_broken_validation_split_is_an_error_not_a_missing_one(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+) -> None:
+    # Validation rows over other workers must not be skipped silently as "no validation".
+    broken = [
+        r.model_copy(update={"worker_ids": [f"other-{w}" for w in r.worker_ids]})
+        if r.split == "validation"
+        else r
+        for r in records
+    ]
+    with pytest.raises(ValueError, match="validation split"):
+        if stage == "sft":
+            train_sft(broken, SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING), tmp_path)
+        else:
+            train_rl(broken, RLConfig(model=tiny_model_cfg), tmp_path)
+
+
 def test_train_rl_from_scratch_beats_the_uniform_router(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -29,18 +29,17 @@ from torch import nn
 from torch.func import functional_call
 
 from .config import ESConfig, ESTrainingConfig
-from .costs import apply_cost_weight, cost_weighting_summary
+from .costs import cost_weighting_summary
 from .io import write_bytes_atomic, write_json
 from .model import RouterModel
-from .schemas import RewardRecord
+from .schemas import RewardRecord, records_in_split
 from .training_common import (
     console,
     make_loader,
-    make_model,
     move_batch,
     optimizer_parameters,
-    seed_everything,
     stage_progress,
+    start_stage,
 )
 
 STATE_DIR = "es_state"
@@ -486,10 +485,7 @@ def train_es(
     """sep-CMA-ES from a checkpoint (typically SFT's) or from zero; keeps the best mean on
     validation; writes the checkpoint and training_report.json, and continues an
     interrupted run in the same output dir unless resume=False."""
-    records = apply_cost_weight(records, config.training)
-    seed_everything(config.training.seed)
-    worker_ids = records[0].worker_ids
-    model = make_model(config.model, worker_ids, checkpoint)
+    records, model = start_stage(records, config.model, config.training, checkpoint)
     restrict_search(model, config.training.search)
     if (
         checkpoint is None
@@ -502,10 +498,11 @@ def train_es(
             "[/yellow]"
         )
     train = split_data(records, model, "train")
-    try:
-        validation = split_data(records, model, "validation")
-    except ValueError:
-        validation = None
+    validation = (
+        split_data(records, model, "validation")
+        if records_in_split(records, "validation")
+        else None
+    )
     state, seconds = evolve(model, train, validation, config, output_dir, resume)
     cost_weighting = cost_weighting_summary(records, config.training)
     return write_outputs(

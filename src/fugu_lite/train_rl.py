@@ -6,17 +6,17 @@ import torch
 from rich.console import Console
 
 from .config import RLConfig
-from .costs import apply_cost_weight, cost_weighting_summary
+from .costs import cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     evaluate_loader,
     make_loader,
-    make_model,
     move_batch,
     optimizer_parameters,
-    seed_everything,
+    optional_loader,
     stage_progress,
+    start_stage,
 )
 
 console = Console()
@@ -71,17 +71,10 @@ def train_rl(
     output_dir: str | Path,
     checkpoint: str | None = None,
 ) -> dict:
-    records = apply_cost_weight(records, config.training)
-    seed_everything(config.training.seed)
+    records, model = start_stage(records, config.model, config.training, checkpoint)
     worker_ids = records[0].worker_ids
-    model = make_model(config.model, worker_ids, checkpoint)
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
-    try:
-        validation_loader = make_loader(
-            records, model, "validation", config.training.batch_size, shuffle=False
-        )
-    except ValueError:
-        validation_loader = None
+    validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
     optimizer = torch.optim.AdamW(
         optimizer_parameters(model),
         lr=config.training.learning_rate,

@@ -9,18 +9,18 @@ import torch
 import torch.nn.functional as F
 
 from .config import SFTConfig
-from .costs import apply_cost_weight, cost_weighting_summary
+from .costs import cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     console,
     evaluate_loader,
     make_loader,
-    make_model,
     move_batch,
     optimizer_parameters,
-    seed_everything,
+    optional_loader,
     stage_progress,
+    start_stage,
 )
 
 
@@ -68,17 +68,11 @@ def train_sft(
 ) -> dict:
     """Train, keep the epoch with the best validation reward (if there is a validation
     split), write the checkpoint and training_report.json."""
-    records = apply_cost_weight(records, config.training)
-    seed_everything(config.training.seed)
+    records, model = start_stage(records, config.model, config.training, checkpoint)
     worker_ids = records[0].worker_ids
-    model = make_model(config.model, worker_ids, checkpoint)
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
-    try:
-        validation_loader = make_loader(
-            records, model, "validation", config.training.batch_size, shuffle=False
-        )
-    except ValueError:
-        validation_loader = None
+    validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
+    if validation_loader is None:
         console.print("[yellow]SFT: no validation split; keeping the last epoch[/yellow]")
     optimizer = torch.optim.AdamW(
         optimizer_parameters(model),

@@ -19,7 +19,8 @@ from rich.progress import (
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .config import ModelConfig
+from .config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
+from .costs import apply_cost_weight
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .model import RouterModel, load_router
 from .schemas import RewardRecord, check_same_workers, records_in_split
@@ -50,6 +51,18 @@ def make_model(
     return model.to(model_cfg.device)
 
 
+def start_stage(
+    records: list[RewardRecord],
+    model_cfg: ModelConfig,
+    training: SFTTrainingConfig | RLTrainingConfig | ESTrainingConfig,
+    checkpoint: str | None = None,
+) -> tuple[list[RewardRecord], RouterModel]:
+    """What every stage does first: cost-weight the rewards, seed, build or continue the model."""
+    records = apply_cost_weight(records, training)
+    seed_everything(training.seed)
+    return records, make_model(model_cfg, records[0].worker_ids, checkpoint)
+
+
 def make_loader(
     records: list[RewardRecord],
     model: RouterModel,
@@ -70,7 +83,8 @@ def make_loader(
     check_same_workers(selected, source=f"{split} split")
     if selected[0].worker_ids != model.worker_ids:
         raise ValueError(
-            f"records have workers {selected[0].worker_ids}, the model {model.worker_ids}"
+            f"the {split} split's records have workers {selected[0].worker_ids}, the model "
+            f"{model.worker_ids}: every split must list the model's workers in the same order"
         )
     prompts = [record.prompt for record in selected]
     rewards = torch.tensor([record.rewards for record in selected], dtype=torch.float32)
@@ -96,6 +110,16 @@ def make_loader(
         generator=generator,
         collate_fn=_collate,
     )
+
+
+def optional_loader(
+    records: list[RewardRecord], model: RouterModel, split: str, batch_size: int
+) -> DataLoader | None:
+    """`make_loader` for a split that may be absent (validation): None when it has no records.
+    Any other problem with the split (other workers, ...) still raises."""
+    if not records_in_split(records, split):
+        return None
+    return make_loader(records, model, split, batch_size, shuffle=False)
 
 
 def _collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> Batch:
