@@ -308,10 +308,11 @@ def chosen(output: str) -> str:
     return match.group(1)
 
 
-def probability_rows(output: str) -> dict[str, float]:
+def probability_rows(output: str) -> dict[str, float | str]:
+    """worker -> probability, or the word "excluded" for an opted-out worker."""
     return {
-        worker: float(value)
-        for worker, value in re.findall(r"│\s*([\w-]+)\s*│\s*([0-9.]+)\s*│", output)
+        worker: value if value == "excluded" else float(value)
+        for worker, value in re.findall(r"│\s*([\w-]+)\s*│\s*([0-9.]+|excluded)\s*│", output)
     }
 
 
@@ -329,7 +330,9 @@ def test_route_picks_the_best_worker_and_honours_opt_outs(run: Run) -> None:
         invoke("route", "--checkpoint", run.checkpoint, "--exclude", best, math_prompt.prompt)
     )
     assert chosen(output) != best
-    assert probability_rows(output)[best] == 0.0
+    rows = probability_rows(output)
+    assert rows[best] == "excluded"
+    assert sum(p for w, p in rows.items() if w != best) == pytest.approx(1.0, abs=2e-4)
 
     both = ["--exclude", best, "--exclude", chosen(output)]
     output = ok(invoke("route", "--checkpoint", run.checkpoint, *both, math_prompt.prompt))

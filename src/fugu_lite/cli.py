@@ -28,7 +28,10 @@ app = typer.Typer(
     no_args_is_help=True, help="fugu-lite: a learned router in front of a pool of LLMs."
 )
 data_app = typer.Typer(no_args_is_help=True, help="Import and inspect reward records.")
-train_app = typer.Typer(no_args_is_help=True, help="Train the coordinator: sft, rl, or both.")
+train_app = typer.Typer(
+    no_args_is_help=True,
+    help="Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head.",
+)
 app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task files.")
@@ -343,7 +346,7 @@ def route_command(
         table.add_column("predicted reward")
         table.add_column("predicted cost")
     for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
-        cells = [f"{probability:.4f}"]
+        cells = ["excluded" if worker in decision.excluded else f"{probability:.4f}"]
         if rewards:
             cost = costs.get(worker)
             cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
