@@ -254,55 +254,66 @@ def timed_stream(client: openai.OpenAI, model: str, prompt: str, extra: dict) ->
     return ttft, first
 
 
+def timed_side(
+    client: openai.OpenAI, side: str, routed: dict, index: int, kind: int
+) -> dict[str, float]:
+    """One timed call of a pair (kind 0: non-streaming, 1: streaming), with fugu-lite's own
+    routing figures when it went through fugu-lite."""
+    model, extra = (LLAMA, {}) if side == "direct" else (MODEL, routed)
+    prompt = unique(PROMPTS[index % len(PROMPTS)], index, side, kind)
+    if kind == 0:
+        seconds, completion = timed_call(client, model, prompt, extra)
+        if side == "direct":
+            return {"direct": seconds}
+        routing = completion.model_extra["fugu"]
+        return {
+            "via": seconds,
+            "routing": routing["routing_ms"] / 1000,
+            "upstream": routing["attempts"][0]["latency_ms"] / 1000,
+        }
+    seconds, first = timed_stream(client, model, prompt, extra)
+    if side == "direct":
+        return {"ttft_direct": seconds}
+    return {"ttft_via": seconds, "routing_stream": first.model_extra["fugu"]["routing_ms"] / 1000}
+
+
 def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any]:
     """Pairs of the same request (same text but for the marker) sent directly and through
-    fugu-lite back to back, alternating which goes first; the added latency of a pair is
-    via - direct, and its median is the p50 added latency."""
+    fugu-lite back to back, alternating which goes first, all non-streaming pairs and then
+    all streaming ones; the added latency of a pair is via - direct, and its median is the
+    p50 added latency."""
     direct = openai.OpenAI(base_url=llama_url, api_key="none", max_retries=0)
     via = openai.OpenAI(base_url=f"{fugu_url}/v1", api_key="none", max_retries=0)
     routed = {"workers": [LLAMA], "include_routing": True}
     keys = ("direct", "via", "added", "ttft_direct", "ttft_via", "ttft_added", "routing",
             "unexplained")  # fmt: skip
     rows: dict[str, list[float]] = {key: [] for key in keys}
-    # The first call of a pair pays more, whichever side it is (2026-12-03: 7-20 ms at time
-    # to first token); the order alternates, so this keeps each order's pairs apart.
+    # Each order's pairs apart, to show any penalty the first (or second) call of a pair pays.
     by_order: dict[str, dict[str, list[float]]] = {
         key: {"direct_first": [], "via_first": []} for key in ("added", "ttft_added")
     }
     warmup = 3
-    for index in range(pairs + warmup):
-        base = PROMPTS[index % len(PROMPTS)]
-        measured: dict[str, float] = {}
-        for kind in (0, 1):  # 0: non-streaming, 1: streaming
-            first_direct = (index + kind) % 2 == 0  # neither side always goes first
+    measured: list[dict[str, float]] = [{} for _ in range(pairs + warmup)]
+    # One block per kind: llama-cpp-python answers any call that follows a streaming call
+    # 25-30 ms slower (measured 2026-12-03), so mixing the kinds would make whichever call
+    # of a pair came after a stream pay for it. In a block, both calls follow the same kind.
+    for kind in (0, 1):  # 0: non-streaming, 1: streaming
+        for index, figures in enumerate(measured):
+            first_direct = index % 2 == 0  # neither side always goes first
             for side in ("direct", "via") if first_direct else ("via", "direct"):
-                client, model, extra = (
-                    (direct, LLAMA, {}) if side == "direct" else (via, MODEL, routed)
+                figures.update(
+                    timed_side(direct if side == "direct" else via, side, routed, index, kind)
                 )
-                prompt = unique(base, index, side, kind)
-                if kind == 0:
-                    seconds, completion = timed_call(client, model, prompt, extra)
-                    measured[side] = seconds
-                    if side == "via":
-                        routing = completion.model_extra["fugu"]
-                        measured["routing"] = routing["routing_ms"] / 1000
-                        measured["upstream"] = routing["attempts"][0]["latency_ms"] / 1000
-                else:
-                    seconds, first = timed_stream(client, model, prompt, extra)
-                    measured[f"ttft_{side}"] = seconds
-                    if side == "via":
-                        measured["routing_stream"] = first.model_extra["fugu"]["routing_ms"] / 1000
-        if index < warmup:
-            continue
+    for index, figures in enumerate(measured[warmup:], start=warmup):
         for key in ("direct", "via", "ttft_direct", "ttft_via"):
-            rows[key].append(measured[key])
-        rows["added"].append(measured["via"] - measured["direct"])
-        rows["ttft_added"].append(measured["ttft_via"] - measured["ttft_direct"])
-        for kind, key in ((0, "added"), (1, "ttft_added")):
-            order = "direct_first" if (index + kind) % 2 == 0 else "via_first"
+            rows[key].append(figures[key])
+        rows["added"].append(figures["via"] - figures["direct"])
+        rows["ttft_added"].append(figures["ttft_via"] - figures["ttft_direct"])
+        order = "direct_first" if index % 2 == 0 else "via_first"
+        for key in ("added", "ttft_added"):
             by_order[key][order].append(rows[key][-1])
-        rows["routing"] += [measured["routing"], measured["routing_stream"]]
-        rows["unexplained"].append(measured["via"] - measured["routing"] - measured["upstream"])
+        rows["routing"] += [figures["routing"], figures["routing_stream"]]
+        rows["unexplained"].append(figures["via"] - figures["routing"] - figures["upstream"])
     p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
     return {
         "pairs": pairs,
