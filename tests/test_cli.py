@@ -121,10 +121,16 @@ def test_import_writes_the_records_with_the_standard_split(run: Run) -> None:
             assert copy.reward_of(worker) == pytest.approx(original.reward_of(worker))
 
 
-def test_data_stats_prints_split_sizes(run: Run) -> None:
-    output = ok(invoke("data", "stats", run.records_path))
+def test_data_stats_prints_split_sizes_and_each_workers_mean_reward(run: Run) -> None:
+    output = flat(ok(invoke("data", "stats", run.records_path)))
     for split in ("train", "validation", "test"):
-        assert re.search(rf"{split}\s*│\s*{len(run.split(split))}\b", output), output
+        assert re.search(rf"\b{split} {len(run.split(split))}\b", output), output
+    train = run.split("train")
+    for worker in WORKERS:
+        mean = sum(record.reward_of(worker) for record in train) / len(train)
+        assert re.search(rf"{re.escape(worker)}\s*│\s*{mean:.3f}\s*│", output), output
+    oracle = sum(max(record.rewards) for record in train) / len(train)
+    assert re.search(rf"oracle\s*│\s*{oracle:.3f}\s*│", output), output
 
 
 def test_data_commands_report_bad_files(tmp_path: Path) -> None:

@@ -324,6 +324,25 @@ def test_unknown_override_key_is_reported_like_a_file_key() -> None:
 
 
 @pytest.mark.parametrize(
+    ("config_type", "key", "hint"),
+    [
+        (ESConfig, "iterations", "training.iterations"),
+        (SFTConfig, "epochz", "training.epochs"),
+        (SFTConfig, "layer", "model.layer"),
+        (PipelineConfig, "temperatur", "sft.temperature"),
+    ],
+)
+def test_a_key_given_one_section_too_high_suggests_its_dotted_path(
+    config_type: type, key: str, hint: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(None, config_type, {key: 3})
+    message = str(error.value)
+    assert message.startswith("overrides of the defaults: ")
+    assert f"unknown key {key!r}: did you mean {hint!r}?" in message
+
+
+@pytest.mark.parametrize(
     ("text", "key", "shown"),
     [
         ("sft:\n  epochs: many\n", "sft.epochs", "'many'"),

@@ -517,3 +517,18 @@ def test_print_evaluation_shows_both_tables() -> None:
     assert "Mean reward per task" in text
     for label in ("router", "kNN (k=", "ridge (alpha=", "oracle", "random", "trivia|qa"):
         assert label in text
+
+
+def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:
+    report, _, _ = full_report()
+    long_names = ["agentverse-logicgrid", "agentverse-mgsm", "commonsense_qa_long_name"]
+    for row, name in zip(report["per_task"], long_names, strict=False):
+        row["task"] = name
+    console = Console(record=True, width=80)
+    print_evaluation(report, console)
+    text = console.export_text()
+    per_task = text[text.index("Mean reward per task") :]
+    assert "…" not in per_task
+    cells = "".join(line.split("│")[1].strip() for line in per_task.splitlines() if "│" in line)
+    for name in long_names[: len(report["per_task"])]:
+        assert name in cells, per_task

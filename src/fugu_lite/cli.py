@@ -108,23 +108,35 @@ def read_records_or_fail(path: Path) -> list:
 
 
 def print_record_summary(records: list) -> None:
+    """One row per worker (full names fit any terminal), one column per split: mean reward;
+    mean cost when the records carry costs; the oracle (best worker per prompt) last."""
     from .schemas import SPLITS
 
-    table = Table(title="records")
-    table.add_column("split")
-    table.add_column("prompts", justify="right")
-    worker_ids = records[0].worker_ids
-    for worker in worker_ids:
-        table.add_column(worker[:18], justify="right")
-    for split in SPLITS:
-        selected = [record for record in records if record.split == split]
-        if not selected:
-            continue
-        means = [
-            sum(r.rewards[i] for r in selected) / len(selected) for i in range(len(worker_ids))
-        ]
-        table.add_row(split, str(len(selected)), *(f"{mean:.3f}" for mean in means))
+    by_split = {split: [r for r in records if r.split == split] for split in SPLITS}
+    by_split = {split: selected for split, selected in by_split.items() if selected}
+    tasks = {record.task for record in records if record.task}
+    sizes = " · ".join(f"{split} {len(selected):,}" for split, selected in by_split.items())
+    table = Table(
+        title=f"{len(records):,} records ({sizes}), {len(tasks)} tasks: mean reward per worker"
+    )
+    table.add_column("worker")
+    for split in by_split:
+        table.add_column(split, justify="right")
+    costed = [record for record in records if record.costs is not None]
+    if costed:
+        table.add_column("mean cost", justify="right")
+    for index, worker in enumerate(records[0].worker_ids):
+        means = [_mean(r.rewards[index] for r in selected) for selected in by_split.values()]
+        cost = [f"{_mean(r.costs[index] for r in costed):.3g}"] if costed else []
+        table.add_row(worker, *(f"{mean:.3f}" for mean in means), *cost)
+    oracle = [_mean(max(r.rewards) for r in selected) for selected in by_split.values()]
+    table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
     console.print(table)
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def load_or_fail(path: Path | None, config_type: type, overrides: dict):

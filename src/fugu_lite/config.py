@@ -194,7 +194,7 @@ class ConfigError(ValueError):
 def load_config(path: str | Path | None, config_type: type[C], overrides: dict | None = None) -> C:
     """Load a YAML config; unknown keys and bad values name the key and the fix."""
     data: dict = {}
-    source = "defaults"
+    source = "overrides of the defaults" if overrides else "defaults"
     if path is not None:
         source = str(path)
         data = _read_yaml_mapping(Path(path))
@@ -274,6 +274,7 @@ def _describe_config_error(
         if item["type"] == "extra_forbidden":
             known = _known_keys(config_type, item["loc"][:-1])
             close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
+            close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
             hint = f"did you mean {close[0]!r}? " if close else ""
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         else:
@@ -282,10 +283,28 @@ def _describe_config_error(
 
 
 def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
+    model = _section_type(config_type, location)
+    return list(model.model_fields) if model is not None else []
+
+
+def _section_type(config_type: type[BaseModel], location: tuple) -> type[BaseModel] | None:
     model: type[BaseModel] = config_type
     for part in location:
         annotation = model.model_fields[str(part)].annotation
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
+            return None
         model = annotation
-    return list(model.model_fields)
+    return model
+
+
+def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
+    """Dotted paths, relative to `location`, of keys one section down that are (close to)
+    `key`: `iterations` at the top of a stage config -> `training.iterations`."""
+    section = _section_type(config_type, location)
+    if section is None:
+        return []
+    candidates = []
+    for name in section.model_fields:
+        inner = _known_keys(section, (name,))
+        candidates += [f"{name}.{match}" for match in difflib.get_close_matches(key, inner, n=1)]
+    return candidates

@@ -191,7 +191,9 @@ def print_evaluation(report: dict, console: Console) -> None:
     if report["per_task"]:
         columns = _per_task_columns(report)
         per_task = Table(title=f"Mean reward per task ({report['split']})")
-        per_task.add_column("Task")
+        # On a narrow terminal fold long task names rather than cut them with an ellipsis
+        # (two tasks can share a 10-character prefix).
+        per_task.add_column("Task", overflow="fold")
         per_task.add_column("n", justify="right")
         for name in columns:
             per_task.add_column(escape(report["methods"][name]["short_label"]), justify="right")
