@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib.image
@@ -508,7 +509,7 @@ def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     assert "No task labels" in (tmp_path / "evaluation_report.md").read_text()
 
 
-def test_print_evaluation_shows_both_tables() -> None:
+def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
     report, _, _ = full_report()
     console = Console(record=True, width=200)
     print_evaluation(report, console)
@@ -517,6 +518,13 @@ def test_print_evaluation_shows_both_tables() -> None:
     assert "Mean reward per task" in text
     for label in ("router", "kNN (k=", "ridge (alpha=", "oracle", "random", "trivia|qa"):
         assert label in text
+    choices = text[text.index("Which worker answers") :]
+    for worker in WORKERS:
+        shares = [report["choices"][name]["shares"][worker] for name in ("router", "knn", "ridge")]
+        cells = r"\s*│\s*".join(re.escape(f"{100 * share:.1f}%") for share in shares)
+        assert re.search(rf"│ {worker}\s*│\s*{cells}\s*│", choices), choices
+    same = report["router_vs_best_single"]["same_choice"]
+    assert f"on {100 * same:.1f}% of prompts" in " ".join(text.split())
 
 
 def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:

@@ -110,15 +110,9 @@ def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
         "",
         *_markdown_table(header, rows, right_aligned=list(range(1, len(names) + 1))),
     ]
-    comparison = report["router_vs_best_single"]
-    if comparison is not None:
-        lines += [
-            f"The router picks the best single worker ({report['best_single']['worker']}) on "
-            f"{_percent(comparison['same_choice'])} of prompts; its choice earns more on "
-            f"{_percent(comparison['router_better'])} and less on "
-            f"{_percent(comparison['router_worse'])}.",
-            "",
-        ]
+    sentence = _router_vs_best_single(report)
+    if sentence is not None:
+        lines += [sentence, ""]
     return lines + _image(CHOICES_PLOT, "Router choices", plots)
 
 
@@ -168,7 +162,8 @@ def _image(name: str, title: str, plots: list[str]) -> list[str]:
 
 
 def print_evaluation(report: dict, console: Console) -> None:
-    """The main comparison and the per-task table as rich tables."""
+    """The main comparison, the per-task table and the workers each method picks, as rich
+    tables."""
     sizes = report["sizes"]
     main = Table(
         title=f"Evaluation on {report['split']} ({sizes['evaluated']} prompts; "
@@ -202,8 +197,28 @@ def print_evaluation(report: dict, console: Console) -> None:
             per_task.add_row(escape(row["task"]), str(row["n"]), *cells)
         console.print(per_task)
 
+    if report["choices"]:
+        console.print(_choices_table(report))
+    sentence = _router_vs_best_single(report)
+    if sentence is not None:
+        console.print(sentence, markup=False)
+
     for note in report["notes"]:
         console.print(f"[dim]note: {escape(note)}[/dim]")
+
+
+def _choices_table(report: dict) -> Table:
+    """Share of the evaluated prompts each learned method sends to each worker (the best
+    single worker's column is one 100%, the oracle's depends on its tie-breaking)."""
+    names = [name for name in report["choices"] if name not in ("best_single", "oracle")]
+    table = Table(title=f"Which worker answers: share of prompts ({report['split']})")
+    table.add_column("Worker", overflow="fold")
+    for name in names:
+        table.add_column(escape(report["methods"][name]["short_label"]), justify="right")
+    for worker in report["worker_ids"]:
+        shares = [report["choices"][name]["shares"][worker] for name in names]
+        table.add_row(escape(worker), *(_percent(share) for share in shares))
+    return table
 
 
 # --- formatting shared by both ------------------------------------------------
@@ -213,6 +228,18 @@ def _per_task_columns(report: dict) -> list[str]:
     """Methods in the per-task rows, in the order of the main table (random has no choices)."""
     first_row = report["per_task"][0]
     return [name for name in report["methods"] if name in first_row]
+
+
+def _router_vs_best_single(report: dict) -> str | None:
+    comparison = report["router_vs_best_single"]
+    if comparison is None:
+        return None
+    return (
+        f"The router picks the best single worker ({report['best_single']['worker']}) on "
+        f"{_percent(comparison['same_choice'])} of prompts; its choice earns more on "
+        f"{_percent(comparison['router_better'])} and less on "
+        f"{_percent(comparison['router_worse'])}."
+    )
 
 
 def _reward(value: float | None) -> str:
