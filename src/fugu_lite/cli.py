@@ -110,10 +110,15 @@ def read_records_or_fail(path: Path) -> list:
 def print_record_summary(records: list) -> None:
     """One row per worker (full names fit any terminal), one column per split: mean reward;
     mean cost when the records carry costs; the oracle (best worker per prompt) last."""
+    from statistics import fmean
+
     from .schemas import SPLITS
 
-    by_split = {split: [r for r in records if r.split == split] for split in SPLITS}
-    by_split = {split: selected for split, selected in by_split.items() if selected}
+    by_split = {
+        split: selected
+        for split in SPLITS
+        if (selected := [record for record in records if record.split == split])
+    }
     tasks = {record.task for record in records if record.task}
     sizes = " · ".join(f"{split} {len(selected):,}" for split, selected in by_split.items())
     table = Table(
@@ -126,17 +131,12 @@ def print_record_summary(records: list) -> None:
     if costed:
         table.add_column("mean cost", justify="right")
     for index, worker in enumerate(records[0].worker_ids):
-        means = [_mean(r.rewards[index] for r in selected) for selected in by_split.values()]
-        cost = [f"{_mean(r.costs[index] for r in costed):.3g}"] if costed else []
+        means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
+        cost = [f"{fmean(r.costs[index] for r in costed):.3g}"] if costed else []
         table.add_row(worker, *(f"{mean:.3f}" for mean in means), *cost)
-    oracle = [_mean(max(r.rewards) for r in selected) for selected in by_split.values()]
+    oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
     console.print(table)
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
 
 
 def load_or_fail(path: Path | None, config_type: type, overrides: dict):
