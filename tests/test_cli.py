@@ -169,6 +169,16 @@ def test_train_pipeline_writes_both_stages(run: Run) -> None:
     assert config["training"]["epochs"] == 8
 
 
+def test_train_pipeline_prints_one_line_per_epoch(run: Run) -> None:
+    output = flat(run.train_output)
+    for stage, epochs, train_metric in (("SFT", 8, "loss"), ("RL", 3, "sampled reward")):
+        pattern = rf"{stage} epoch (\d+)/{epochs}: train {train_metric} -?[\d.]+"
+        assert [int(epoch) for epoch in re.findall(pattern, output)] == list(range(1, epochs + 1))
+    rewards = re.findall(r"\| validation reward ([\d.]+)", output)
+    assert len(rewards) == 8 + 3 and all(0.0 <= float(reward) <= 1.0 for reward in rewards)
+    assert "{'epoch'" not in output
+
+
 @pytest.mark.parametrize(
     ("config_text", "extra", "expected"),
     [

@@ -352,6 +352,8 @@ def test_a_killed_run_continues_from_its_last_saved_generation(
     report = json.loads((output / "training_report.json").read_text())
     assert report["stage"] == "es"
     assert report["resumed_from"] == [saved["generation"]]
+    kept = f"kept generation {report['best_generation']} (validation reward "
+    assert f"{kept}{report['best_validation_reward']:.4f})" in text
     assert [entry["generation"] for entry in report["history"]] == list(range(1, ITERATIONS + 1))
     load_router(output)
 

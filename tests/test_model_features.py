@@ -206,6 +206,31 @@ def test_only_missing_prompts_go_through_the_backbone(
     assert set(FeatureCache(tiny_model_cfg).rows()) == {prompt_key(p) for p in PROMPTS}
 
 
+def test_a_progress_bar_only_for_more_than_one_batch(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compute_features(PROMPTS[:1], tiny_model_cfg)  # one prompt, as `route` and `serve` do
+    assert "Backbone features" not in capsys.readouterr().err
+    prompts = prompts_of(records)[: tiny_model_cfg.feature_batch_size + 1]
+    compute_features(prompts, tiny_model_cfg)
+    assert "Backbone features" in capsys.readouterr().err
+
+
+def test_a_local_backbone_loads_without_transformers_weight_bar(
+    tiny_backbone, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from transformers.utils import logging as transformers_logging
+
+    tiny_backbone.model.save_pretrained(tmp_path)
+    tiny_backbone.tokenizer.save_pretrained(tmp_path)
+    capfd.readouterr()
+    loaded = load_backbone(str(tmp_path))
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()  # restored for downloads
+    for name, tensor in tiny_backbone.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], tensor), name
+
+
 def test_cache_key_follows_the_feature_settings_only() -> None:
     base = ModelConfig(backbone="tiny-random")
     key = feature_cache_key(base)

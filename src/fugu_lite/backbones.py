@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from transformers import (
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
 )
+from transformers.utils import logging as transformers_logging
 
 console = Console(stderr=True)
 
@@ -161,9 +164,25 @@ def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
 def _load_pretrained(
     name: str, source: str, extra: dict, identity: str | None = None
 ) -> LoadedBackbone:
-    tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-    model = AutoModel.from_pretrained(source, dtype=torch.float32, **extra)
+    with _weight_bar_hidden(Path(source).is_dir() and "gguf_file" not in extra):
+        tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+        model = AutoModel.from_pretrained(source, dtype=torch.float32, **extra)
     return LoadedBackbone(name, identity or backbone_identity(name), model, tokenizer)
+
+
+@contextmanager
+def _weight_bar_hidden(hidden: bool) -> Iterator[None]:
+    """transformers' "Loading weights" bar is noise on a local safetensors load, which takes
+    well under a second (`route` would print it before every answer); downloads and GGUF
+    dequantizing keep their bars."""
+    if not hidden or not transformers_logging.is_progress_bar_enabled():
+        yield
+        return
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.enable_progress_bar()
 
 
 def _load_hub(name: str) -> LoadedBackbone:

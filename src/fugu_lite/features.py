@@ -305,7 +305,7 @@ def compute_features(
         )
         # Sorting by length keeps padding, and so wasted compute, small.
         missing.sort(key=lambda key: len(_text_of(prompts[first_index[key]])))
-        with _progress() as progress:
+        with _progress(shown=len(missing) > model_cfg.feature_batch_size) as progress:
             task = progress.add_task(f"Backbone {description}", total=len(missing))
             for start in range(0, len(missing), CACHE_CHUNK):
                 chunk = missing[start : start + CACHE_CHUNK]
@@ -336,7 +336,7 @@ def uncached_features(
     order = sorted(range(len(prompts)), key=lambda index: len(_text_of(prompts[index])))
     if not order:
         return torch.zeros(0, extractor.dim)
-    with torch.no_grad(), _progress() as progress:
+    with torch.no_grad(), _progress(shown=len(order) > batch_size) as progress:
         task = progress.add_task(f"Backbone {description} (uncached)", total=len(order))
         rows = _encode_in_batches(
             [prompts[index] for index in order],
@@ -377,11 +377,14 @@ def _text_of(prompt: Prompt) -> str:
     return prompt if isinstance(prompt, str) else " ".join(message_text(m) for m in prompt)
 
 
-def _progress() -> Progress:
+def _progress(shown: bool) -> Progress:
+    """A bar only for more than one batch: a single prompt (`route`, a served request)
+    would otherwise print a bar for every decision."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=console,
+        disable=not shown,
     )

@@ -467,7 +467,7 @@ def evolve(
             if generation % training.save_every == 0 or last:
                 state.save(output_dir)
             if generation % training.log_every == 0:
-                console.print(f"ES {_status(entry)}")
+                console.print(f"ES gen {generation} {_status(entry)}")
             progress.update(task, completed=generation, status=_status(entry))
     if validation is None:
         state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
@@ -533,7 +533,7 @@ def write_outputs(
     if state.best_generation:
         console.print(
             f"ES: kept generation {state.best_generation} "
-            f"(validation reward {state.best_validation_reward})"
+            f"(validation reward {state.best_validation_reward:.4f})"
         )
     else:
         console.print("ES: no generation beat the starting point on validation; kept it")
@@ -565,7 +565,7 @@ def write_outputs(
 
 def _status(entry: dict) -> str:
     status = (
-        f"gen {entry['generation']} fitness best {entry['train']['fitness_best']:.4f} "
+        f"fitness best {entry['train']['fitness_best']:.4f} "
         f"mean {entry['train']['fitness_mean']:.4f}"
     )
     if "validation" in entry:

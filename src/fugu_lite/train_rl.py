@@ -10,8 +10,10 @@ from .costs import cost_weighting_summary
 from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
+    epoch_line,
     evaluate_loader,
     make_loader,
+    metrics_line,
     move_batch,
     optimizer_parameters,
     optional_loader,
@@ -20,6 +22,7 @@ from .training_common import (
 )
 
 console = Console()
+TRAIN_KEYS = ("sampled_reward", "entropy")
 
 
 def contextual_bandit_loss(
@@ -120,7 +123,7 @@ def train_rl(
                     optimizer.zero_grad(set_to_none=True)
                     global_step += 1
                     if global_step % config.training.log_every == 0:
-                        console.print(f"RL step={global_step} {metrics}")
+                        console.print(f"RL step {global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
             averaged = {
                 key: sum(item[key] for item in epoch_metrics) / max(1, len(epoch_metrics))
                 for key in epoch_metrics[0]
@@ -129,7 +132,7 @@ def train_rl(
             if validation_loader is not None:
                 epoch_report["validation"] = evaluate_loader(model, validation_loader)
             history.append(epoch_report)
-            console.print(epoch_report)
+            console.print(epoch_line("RL", epoch_report, config.training.epochs, TRAIN_KEYS))
             progress.update(task, advance=1)
 
     output = Path(output_dir)

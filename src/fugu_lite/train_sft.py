@@ -14,6 +14,7 @@ from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     console,
+    epoch_line,
     evaluate_loader,
     make_loader,
     move_batch,
@@ -22,6 +23,8 @@ from .training_common import (
     stage_progress,
     start_stage,
 )
+
+TRAIN_KEYS = ("loss", "reward")
 
 
 def soft_targets(rewards: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -116,7 +119,8 @@ def train_sft(
                     best_reward = report["validation"]["reward"]
                     best_epoch, best_state = epoch + 1, copy.deepcopy(model.state_dict())
             history.append(report)
-            progress.update(task, advance=1, status=_status(report))
+            console.print(epoch_line("SFT", report, config.training.epochs, TRAIN_KEYS))
+            progress.update(task, advance=1)
 
     if best_state is not None:
         model.load_state_dict(best_state)
@@ -149,10 +153,3 @@ def train_sft(
 
 def _average(items: list[dict[str, float]]) -> dict[str, float]:
     return {key: sum(item[key] for item in items) / max(1, len(items)) for key in items[0]}
-
-
-def _status(report: dict) -> str:
-    status = f"train reward {report['train']['reward']:.4f}"
-    if "validation" in report:
-        status += f" · validation reward {report['validation']['reward']:.4f}"
-    return status
