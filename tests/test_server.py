@@ -380,6 +380,41 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
     assert "# TYPE fugu_routing_latency_seconds histogram" in metrics
 
 
+def test_health_says_degraded_or_unavailable_when_workers_are_down(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = serve(pool_for(stubs))
+    dead: set[str] = set()
+    monkeypatch.setattr(running.state.pool, "is_alive", lambda worker: worker not in dead)
+    dead.add(WORKERS[0])  # e.g. its llama.cpp process exited
+    response = httpx.get(f"{running.url}/health")
+    assert (response.status_code, response.json()["status"]) == (200, "degraded")
+    assert response.json()["workers"][WORKERS[0]]["alive"] is False
+    dead.update(WORKERS)
+    response = httpx.get(f"{running.url}/health")
+    assert (response.status_code, response.json()["status"]) == (503, "unavailable")
+
+
+def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = serve(pool_for(stubs))
+
+    def broken(*args: Any) -> tuple[str, ...]:
+        raise RuntimeError("a bug in fugu-lite")
+
+    monkeypatch.setattr(running.state, "workers_reading", broken)
+    response = running.post(VALID)
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "internal_error"
+    assert "a bug" not in response.text  # nothing internal leaks
+    metrics = running.metrics()
+    assert metric_value(metrics, "fugu_requests_total", status="500") == 1
+    assert metric_value(metrics, "fugu_errors_total", code="internal_error") == 1
+    monkeypatch.undo()
+    assert running.post(VALID).status_code == 200
+
+
 def test_openai_parameters_and_tools_are_passed_through(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
@@ -628,10 +663,19 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
         with pytest.raises(openai.APIError, match="after the answer started"):
             for chunk in stream:
                 received.append(chunk.choices[0].delta.content)
-    assert "half an" in received  # what was streamed stays streamed; no silent fallback
-    [line] = running.log_lines()
-    assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, first)
-    assert running.health()["workers"][first]["consecutive_failures"] == 1
+        assert "half an" in received  # what was streamed stays streamed; no silent fallback
+        [line] = running.log_lines()
+        assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, first)
+        assert running.health()["workers"][first]["consecutive_failures"] == 1
+        # a first chunk is no success: failing mid-stream every time opens the circuit
+        for _ in range(2):
+            with pytest.raises(openai.APIError):
+                list(
+                    running.client().chat.completions.create(
+                        model=MODEL, messages=user(MATH), stream=True
+                    )
+                )
+        assert running.health()["workers"][first]["circuit"] == "open"
 
 
 def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs) -> None:
@@ -843,6 +887,12 @@ BAD_INPUTS = [
     ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
     ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
+    ("text part not a string", {**VALID, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),
+    ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
+        {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
+    ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
+     + b"}", 400, "nested too deeply"),
 ]  # fmt: skip
 
 
@@ -901,15 +951,17 @@ def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> 
     before = shared_server.metrics()
     shared_server.post(b"{broken")
     shared_server.post({**VALID, "model": "gpt-4o"})
+    httpx.post(f"{shared_server.url}/v1/completions", json=VALID)  # no such route
     after = shared_server.metrics()
 
     def delta(name: str, **labels: str) -> float:
         return metric_value(after, name, **labels) - metric_value(before, name, **labels)
 
     assert delta("fugu_requests_total", status="400", stream="unknown") == 1
-    assert delta("fugu_requests_total", status="404", stream="unknown") == 1
+    assert delta("fugu_requests_total", status="404", stream="unknown") == 2
     assert delta("fugu_errors_total", code="invalid_request_error") == 1
     assert delta("fugu_errors_total", code="model_not_found") == 1
+    assert delta("fugu_errors_total", code="404") == 1
 
 
 def test_sdk_surfaces_bad_input_as_its_exceptions(shared_server: Running) -> None:
@@ -1017,6 +1069,16 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     with pytest.raises(ValueError, match="unlucky"):
         await batcher.submit(13)
     assert await batcher.submit(7) == 7
+    await batcher.stop()
+
+    # in one batch, the bad item fails alone: its batch mates are answered
+    batches: list[int] = []
+    batcher = MicroBatcher(picky, window_s=0.2, on_batch=lambda size, _: batches.append(size))
+    batcher.start()
+    results = await asyncio.gather(*(batcher.submit(i) for i in (5, 13, 7)), return_exceptions=True)
+    assert results[0] == 5 and results[2] == 7
+    assert isinstance(results[1], ValueError)
+    assert batches == [1, 1]  # the batch of 3 failed, then 5 and 7 ran on their own
     await batcher.stop()
 
 

@@ -34,6 +34,7 @@ WORKERS = ["smol-a", "smol-b"]
 CODE = "write a python function that 4242 item 7"
 MATH = "compute the sum of the numbers 4242 item 7"
 COOLDOWN_S = 4.0
+SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 
 
 def two_worker_records() -> list[RewardRecord]:
@@ -50,6 +51,7 @@ def local_pool() -> PoolConfig:
     local = {"gguf": "embedded:smollm2", "n_ctx": 512, "n_threads": 1}
     worker = {
         "model": "smollm2", "local": local, "max_concurrency": 1, "timeout_s": 3.0,
+        "system_prompt": SYSTEM_PROMPT,
         "max_retries": 0, "params": {"temperature": 0.0, "max_tokens": 12},
         "input_price_per_mtok": 0.1, "output_price_per_mtok": 0.2,
     }  # fmt: skip
@@ -146,6 +148,32 @@ def test_streaming_sdk_with_usage(live: Live) -> None:
     # llama.cpp's server reports no usage when streaming: fugu-lite says it estimated it
     assert usage.model_extra.get("fugu_estimated") is True
     assert usage.completion_tokens == len(content)
+    # the estimate counts what the worker was sent: its system prompt too
+    assert usage.prompt_tokens >= (len(SYSTEM_PROMPT) + len(MATH)) // 4
+
+
+def test_content_parts_and_the_developer_role_reach_a_real_worker(live: Live) -> None:
+    """llama.cpp's chat template takes neither: text parts travel as one string, developer
+    as system; an image part is refused before any worker is tried."""
+    client = live.client()
+    for _ in range(3):  # as many as would open a circuit if the worker failed each
+        completion = client.chat.completions.create(
+            model=MODEL,
+            messages=[
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "What is"},
+                                             {"type": "text", "text": "2 + 3?"}]},
+            ],
+        )  # fmt: skip
+        assert completion.choices[0].message.content
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": [image]}])
+    assert error.value.body["code"] == "unsupported_content"
+    assert "image_url" in error.value.body["message"]
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
 def test_allow_list_and_opt_out_with_real_workers(live: Live) -> None:
@@ -228,6 +256,7 @@ def test_killing_the_chosen_worker_falls_back_to_the_other(live: Live) -> None:
     client = live.client()
     assert ask(client, CODE).headers["x-fugu-worker"] == "smol-a"
     live.state.pool.servers["smol-a"].stop()  # the llama.cpp process is gone
+    assert live.health()["status"] == "degraded"
     raw = ask(client, CODE)
     assert raw.headers["x-fugu-worker"] == "smol-b"
     assert raw.headers["x-fugu-attempts"] == "smol-a:connection,smol-b:ok"
@@ -243,3 +272,5 @@ def test_killing_the_chosen_worker_falls_back_to_the_other(live: Live) -> None:
         ask(client, CODE)
     assert error.value.status_code == 502
     assert "smol-a" in error.value.message and "smol-b" in error.value.message
+    response = httpx.get(f"{live.thread.url}/health")
+    assert (response.status_code, response.json()["status"]) == (503, "unavailable")

@@ -96,6 +96,35 @@ def test_worker_system_prompt_merges_with_a_callers_system_message(stub: StubWor
     assert sent[0]["content"] == "Be brief.\n\nYou are terse."
 
 
+def test_a_callers_system_message_in_content_parts_merges_as_a_part(stub: StubWorker) -> None:
+    config = pool_config(stub.base_url, system_prompt="Be brief.")
+    parts = [{"type": "text", "text": "You are a pirate."}]
+    sent = WorkerPool(config).request_messages("w", [{"role": "system", "content": parts}])
+    assert sent[0]["content"] == [{"type": "text", "text": "Be brief."}, *parts]
+
+
+def test_local_workers_get_plain_string_content_and_no_developer_role() -> None:
+    local = {"gguf": "embedded:smollm2"}
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "llama", "model": "m", "local": local, "system_prompt": "Be brief."},
+                     {"id": "remote", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )  # fmt: skip
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    messages = [
+        {"role": "developer", "content": [{"type": "text", "text": "Answer in French."}]},
+        {"role": "user", "content": [{"type": "text", "text": "What is"},
+                                     {"type": "text", "text": "2 + 3?"}]},
+        {"role": "user", "content": [image]},
+    ]  # fmt: skip
+    pool = WorkerPool(config)
+    assert pool.request_messages("llama", messages) == [
+        {"role": "system", "content": "Be brief.\n\nAnswer in French."},
+        {"role": "user", "content": "What is\n2 + 3?"},
+        {"role": "user", "content": [image]},  # not text: left for the server to refuse
+    ]
+    assert pool.request_messages("remote", messages) == messages  # OpenAI reads parts
+
+
 def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
     original = stub._respond
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .io import RecordFileError, read_models, write_jsonl
 
@@ -21,6 +21,30 @@ class ChatMessage(BaseModel):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _parts_are_typed(cls, content: str | list | None) -> str | list | None:
+        """OpenAI's content parts: objects with a string `type`; a text part's `text` is a
+        string."""
+        for index, part in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise ValueError(
+                    f"content[{index}] must be an object with a string 'type', e.g. "
+                    '{"type": "text", "text": "..."}'
+                )
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise ValueError(f"content[{index}] is a text part whose 'text' is not a string")
+        return content
+
+
+def text_only(content: list) -> bool:
+    """Content parts that are all text (so they can travel as one string)."""
+    return all(part.get("type") == "text" for part in content)
+
+
+def parts_text(content: list) -> str:
+    return "\n".join(part["text"] for part in content if part.get("type") == "text")
+
 
 def message_text(message: ChatMessage) -> str:
     """Plain text of a message; multi-part content keeps only its text parts."""
@@ -28,8 +52,7 @@ def message_text(message: ChatMessage) -> str:
         return ""
     if isinstance(message.content, str):
         return message.content
-    parts = [part.get("text", "") for part in message.content if isinstance(part, dict)]
-    return "\n".join(part for part in parts if part)
+    return parts_text(message.content)
 
 
 class RewardRecord(BaseModel):

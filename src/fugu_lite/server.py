@@ -162,6 +162,34 @@ class FuguServer:
         self.in_flight -= 1
         self.metrics.in_flight.dec()
 
+    def workers_reading(
+        self, chat: ChatCompletionRequest, allowed: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        """Local llama.cpp workers read text only: a conversation with other content parts
+        (images, audio, files) may go only to the other workers."""
+        kinds = sorted(
+            {
+                part["type"]
+                for message in chat.messages
+                if isinstance(message.content, list)
+                for part in message.content
+                if part["type"] != "text"
+            }
+        )
+        if not kinds:
+            return allowed
+        readers = tuple(w for w in allowed if self.pool.worker(w).local is None)
+        if not readers:
+            raise ApiError(
+                400,
+                f"the conversation has {', '.join(kinds)} content parts, but the workers it "
+                f"may go to ({', '.join(allowed)}) are local llama.cpp servers that read "
+                "text only; send text parts only, or allow a remote worker that reads them",
+                param="messages",
+                code="unsupported_content",
+            )
+        return readers
+
     async def route(self, request: RouteRequest) -> RouteResult:
         if self.batcher is None:
             raise ApiError(503, "the server is starting", type="server_error")
@@ -229,21 +257,22 @@ def create_app(
     install_error_handlers(app, server)
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> JSONResponse:
+        """ "ok" when every worker the router may choose can take a request, "degraded" when
+        some can, "unavailable" (HTTP 503, for load balancers) when none can."""
         workers = server.breaker.snapshot()
         for worker, state in workers.items():
             state["alive"] = server.pool.is_alive(worker)
-        usable = [
-            w
-            for w, s in workers.items()
-            if s["circuit"] != "open" and w not in server.router.opt_out
-        ]
-        return {
-            "status": "ok" if usable else "degraded",
+        choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
+        usable = [w for w in choosable if workers[w]["circuit"] != "open" and workers[w]["alive"]]
+        status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
+        body = {
+            "status": status,
             "model": settings.model_name,
             "workers": workers,
             "opt_out": server.router.opt_out,
         }
+        return JSONResponse(body, status_code=503 if status == "unavailable" else 200)
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -270,6 +299,7 @@ def create_app(
         allowed = server.router.allowed_workers(
             chat.exclude_workers, chat.workers, chat.cost_weight
         )
+        allowed = server.workers_reading(chat, allowed)
         server.enter()
         response: Response | None = None
         try:
@@ -392,6 +422,7 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         raise failure(server, routed, error) from None
 
     def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
+        server.dispatcher.stream_ended(opened.worker, outcome)
         cost = stream_cost(server, opened.worker, usage)
         finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
         server.leave()
@@ -401,11 +432,10 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         request_id=routed.request_id,
         model=server.settings.model_name,
         include_usage=routed.chat.include_usage,
-        messages=routed.messages,
+        messages=server.pool.request_messages(opened.worker, routed.messages),
         idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
         redact=server.redact,
         on_done=done,
-        on_worker_failure=server.breaker.record_failure,
         first_extra=routing_field(routed, opened.attempts, None)
         if routed.chat.include_routing
         else None,
@@ -601,11 +631,16 @@ async def wait_for_disconnect(request: Request) -> None:
 def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
     """Every error leaves in OpenAI's shape; nothing internal leaks out of a 500."""
 
+    def count_refused(error: ApiError) -> None:
+        """Metrics for a request answered without a decision log line: refused before
+        routing (bad input, auth, unknown model or path) or failed inside fugu-lite."""
+        server.metrics.requests.labels(str(error.status), "unknown").inc()
+        server.metrics.errors.labels(error.code or error.type).inc()
+
     @app.exception_handler(ApiError)
     async def api_error(_: Request, error: ApiError) -> JSONResponse:
-        if not error.recorded:  # refused before routing: bad input, auth, unknown model...
-            server.metrics.requests.labels(str(error.status), "unknown").inc()
-            server.metrics.errors.labels(error.code or error.type).inc()
+        if not error.recorded:
+            count_refused(error)
         body = server.redact.scrub(error.body())
         return JSONResponse(body, status_code=error.status, headers=error.headers)
 
@@ -614,7 +649,9 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
-        return JSONResponse(ApiError(400, f"invalid request: {problems}").body(), status_code=400)
+        refused = ApiError(400, f"invalid request: {problems}")
+        count_refused(refused)
+        return JSONResponse(refused.body(), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -627,8 +664,10 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
             message = f"{request.method} is not allowed on {request.url.path}"
         else:
             message = str(error.detail)
+        refused = ApiError(error.status_code, message, code=str(error.status_code))
+        count_refused(refused)
         return JSONResponse(
-            ApiError(error.status_code, message, code=str(error.status_code)).body(),
+            refused.body(),
             status_code=error.status_code,
             headers=getattr(error, "headers", None),
         )
@@ -636,14 +675,14 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
     @app.exception_handler(Exception)
     async def unexpected(_: Request, error: Exception) -> JSONResponse:
         logger.exception("unexpected error while serving a request")
-        return JSONResponse(
-            ApiError(
-                500,
-                "internal error in fugu-lite (logged on the server); please report it",
-                type="server_error",
-            ).body(),
-            status_code=500,
+        internal = ApiError(
+            500,
+            "internal error in fugu-lite (logged on the server); please report it",
+            type="server_error",
+            code="internal_error",
         )
+        count_refused(internal)
+        return JSONResponse(internal.body(), status_code=500)
 
 
 # --- running ---------------------------------------------------------------------------------

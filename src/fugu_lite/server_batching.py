@@ -119,10 +119,14 @@ class MicroBatcher(Generic[T, R]):
             results = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.fn, items
             )
-        except Exception as error:  # one bad batch fails its requests, not the batcher
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
+        except Exception as error:
+            if len(batch) > 1:  # find the bad item: it alone fails, not its batch mates
+                for single in batch:
+                    await self._process([single])
+                return
+            _, future = batch[0]
+            if not future.done():
+                future.set_exception(error)
             return
         if self.on_batch is not None:
             self.on_batch(len(batch), time.perf_counter() - started)

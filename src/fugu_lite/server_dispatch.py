@@ -161,7 +161,9 @@ class Dispatcher:
             opened_s = time.perf_counter() - started
             attempt = Attempt(worker, "ok", None, opened_s, 1)
             attempts.append(attempt)
-            self._record(attempt)
+            # The breaker's verdict waits for the stream's end (stream_ended): a worker that
+            # always fails after its first chunk must still open its circuit.
+            self._record(attempt, judged=False)
             return OpenedStream(worker, first, chunks, attempts, opened_s)
         raise AllWorkersFailedError(attempts)
 
@@ -175,18 +177,33 @@ class Dispatcher:
         self._record(attempt)
         return True
 
-    def _record(self, attempt: Attempt) -> None:
-        """Breaker and metrics for one finished call. A client error says the worker is up."""
-        if attempt.outcome in FALLBACK_KINDS:
-            self.breaker.record_failure(attempt.worker)
+    def stream_ended(self, worker: str, outcome: str) -> None:
+        """The breaker's verdict on a relayed stream: "ok" is a success, "stream_error" a
+        failure; anything else (the client left) frees the worker's probe without one."""
+        if outcome == "ok":
+            self.breaker.record_success(worker)
+        elif outcome == "stream_error":
+            self.breaker.record_failure(worker)
         else:
+            self.breaker.release(worker)
+        self._show_circuit(worker)
+
+    def _record(self, attempt: Attempt, judged: bool = True) -> None:
+        """Breaker (when `judged`) and metrics for one call. A client error says the worker
+        is up."""
+        if judged and attempt.outcome in FALLBACK_KINDS:
+            self.breaker.record_failure(attempt.worker)
+        elif judged:
             self.breaker.record_success(attempt.worker)
         self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
         self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
-        state = self.breaker.state(attempt.worker)
-        self.metrics.circuit_open.labels(attempt.worker).set(0 if state == "closed" else 1)
+        self._show_circuit(attempt.worker)
         if attempt.outcome != "ok":
             logger.warning("worker %s failed: %s", attempt.worker, attempt.message)
+
+    def _show_circuit(self, worker: str) -> None:
+        state = self.breaker.state(worker)
+        self.metrics.circuit_open.labels(worker).set(0 if state == "closed" else 1)
 
     def _timed_out(self, worker: str) -> CallResult:
         deadline = self.deadline_s(worker)

@@ -138,6 +138,12 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
             f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
             f"column {error.colno}",
         ) from error
+    except RecursionError as error:
+        raise ApiError(
+            400,
+            "the request body is nested too deeply to be a chat request; send `model` "
+            "and `messages` as OpenAI's API describes them",
+        ) from error
     if not isinstance(payload, dict):
         raise ApiError(
             400,

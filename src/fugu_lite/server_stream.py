@@ -36,7 +36,6 @@ class RelayedStream:
         idle_timeout_s: float,
         redact: Redactor,
         on_done: DoneCallback,
-        on_worker_failure: Callable[[str], None],
         first_extra: dict[str, Any] | None = None,
     ) -> None:
         self.opened = opened
@@ -47,7 +46,6 @@ class RelayedStream:
         self.idle_timeout_s = idle_timeout_s
         self.redact = redact
         self.on_done = on_done
-        self.on_worker_failure = on_worker_failure
         self.first_extra = first_extra
         self.usage: dict[str, Any] | None = None
         self._done = False
@@ -60,7 +58,6 @@ class RelayedStream:
             outcome, status = "ok", 200
         except (WorkerCallError, TimeoutError) as error:
             outcome, status = "stream_error", 502
-            self.on_worker_failure(self.opened.worker)
             yield sse(self._interrupted(error))
         finally:
             self._record(outcome, status)

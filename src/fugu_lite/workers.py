@@ -36,6 +36,7 @@ from .pool import (  # re-exported: the pool's config types belong to this inter
     embedded_pool_config,
     load_pool_config,
 )
+from .schemas import parts_text, text_only
 
 __all__ = [
     "CallResult",
@@ -102,6 +103,19 @@ class WorkerCallError(RuntimeError):
 
 class PoolStartError(RuntimeError):
     """The pool could not start: a missing API key variable, or a local server that failed."""
+
+
+def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's chat templates take string content and no `developer` role: text parts
+    become one string, `developer` becomes `system` (OpenAI's own mapping for older
+    models)."""
+    plain = dict(message)
+    if plain.get("role") == "developer":
+        plain["role"] = "system"
+    content = plain.get("content")
+    if isinstance(content, list) and text_only(content):
+        plain["content"] = parts_text(content)
+    return plain
 
 
 class WorkerPool:
@@ -173,14 +187,22 @@ class WorkerPool:
     def request_messages(
         self, worker_id: str, messages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """The messages as sent: the worker's system prompt goes first (merged with a
-        system message the caller already has)."""
-        system = self.worker(worker_id).system_prompt
+        """The messages as sent: for a local llama.cpp worker in the plain form its chat
+        template takes; the worker's system prompt goes first (merged with a system message
+        the caller already has)."""
+        worker = self.worker(worker_id)
+        if worker.local is not None:
+            messages = [llama_cpp_message(message) for message in messages]
+        system = worker.system_prompt
         if not system:
             return list(messages)
         if messages and messages[0].get("role") == "system":
             first = dict(messages[0])
-            first["content"] = f"{system}\n\n{first.get('content') or ''}".rstrip()
+            content = first.get("content")
+            if isinstance(content, list):
+                first["content"] = [{"type": "text", "text": system}, *content]
+            else:
+                first["content"] = f"{system}\n\n{content or ''}".rstrip()
             return [first, *messages[1:]]
         return [{"role": "system", "content": system}, *messages]
 
