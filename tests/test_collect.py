@@ -154,6 +154,31 @@ def test_a_down_worker_is_reported_and_retried_next_run_not_scored_zero(tmp_path
     assert len(records) == 8 and all(r.rewards == [1.0, 1.0] for r in records)
 
 
+def test_a_fixed_answer_key_regrades_saved_answers_without_new_calls(tmp_path: Path) -> None:
+    tasks = number_tasks(2)
+    wrong_key = [tasks[0].model_copy(update={"answer": "99"}), tasks[1]]
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as up:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written while it is down: the cells stay pending
+        worker = stub_pool(("up", up)).workers[0].model_dump()
+        config = PoolConfig.model_validate(
+            {"workers": [worker, {**worker, "id": "down", "base_url": down_url}]}
+        )
+        run(config, wrong_key, output, down_after=1)
+        graded = {line["task_id"]: line["score"] for line in log_lines(output)
+                  if line["event"] == "grade"}  # fmt: skip
+        assert graded == {"add-0": 0.0, "add-1": 1.0}  # against the wrong key
+
+        with StubWorker(solver(tasks)) as back:
+            config.workers[1].base_url = back.base_url
+            summary = run(config, tasks, output)  # the key is fixed
+        assert len(up.bodies) == 2  # its saved answers were graded again, not asked again
+    assert summary.complete
+    assert all(record.rewards == [1.0, 1.0] for record in read_records(output))
+
+
 def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,6 +312,15 @@ def test_cli_bad_pool_file(tmp_path: Path) -> None:
          "-o", str(tmp_path / "r.jsonl")],
     )  # fmt: skip
     assert result.exit_code == 2 and "needs a base_url" in result.output
+    no_scheme = "workers:\n  - {id: a, model: m, base_url: 127.0.0.1:9/v1}\n"
+    (tmp_path / "pool.yaml").write_text(no_scheme)
+    result = CliRunner().invoke(
+        app,
+        ["collect", "--pool", str(tmp_path / "pool.yaml"), "-t", str(tmp_path / "t.jsonl"),
+         "-o", str(tmp_path / "r.jsonl")],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "needs its scheme, e.g. http://127.0.0.1:9/v1" in " ".join(result.output.split())
 
 
 # -- integration: real llama.cpp servers -------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -99,6 +101,12 @@ def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("3"), "So we compute 15-3").score == 1.0
 
 
+def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:
+    result = run(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
+    assert (result.score, result.error) == (0.0, None)
+    assert run(number_task("7"), "-" + "9" * 400 + " so the answer is 7").score == 1.0
+
+
 def choice_task(answer: str) -> Task:
     prompt = "Who is the tallest?\n(A) Ann\n(B) Bob\n(C) Cal\nAnswer with the letter."
     return Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
@@ -121,6 +129,9 @@ def choice_task(answer: str) -> Task:
         "the answer is a bit tricky, but the answer is B",
         "B is the correct answer.",
         "(A) is wrong because Ann is shorter, and (B) is correct.",
+        "Option A is wrong; B is correct.",
+        "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
+        "The tallest is Bob.",
     ],
 )
 def test_choice_grader_finds_the_letter(output: str) -> None:
@@ -137,6 +148,8 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
         ("Bob or Cal", "ambiguous"),
         ("I don't know.", "no option letter"),
+        ("I have no idea how tall Bob is, sorry.", "no option letter"),  # names, not answers
+        ("A\n\nBecause (B) Bob and (C) Cal are shorter.", "extracted A"),
         ("", "empty output"),
     ],
 )
@@ -346,17 +359,56 @@ def test_fork_bomb_and_subprocesses_are_refused() -> None:
     spawn = run(code_task(), "import subprocess\nsubprocess.run(['sleep', '30'])\n")
     assert spawn.score == 0.0
     assert "not allowed" in spawn.detail
+    direct = "import _posixsubprocess\n_posixsubprocess.fork_exec(['sleep', '30'])\n"
+    assert "starting a process is not allowed" in run(code_task(), direct).detail
     assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
 
 
-def _is_sandbox(pid: str) -> bool:
-    """A sandbox process started by this test process that is still alive."""
+def test_importing_subprocess_or_asyncio_is_allowed() -> None:
+    """They import _posixsubprocess; only starting a process is refused."""
+    for module in ("asyncio", "subprocess"):
+        result = run(code_task(), f"import {module}\ndef add(a, b):\n    return a + b\n")
+        assert result.score == 1.0, result.detail
+
+
+def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
+    """A sandbox process started by this test process (or by parent_pid) that is alive."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return False
-    return b"fugu-sandbox-" in cmdline and parent == os.getpid()
+    return b"fugu-sandbox-" in cmdline and parent == (parent_pid or os.getpid())
+
+
+def test_the_sandbox_dies_with_a_killed_grading_process() -> None:
+    script = (
+        "import asyncio\n"
+        "from fugu_lite.sandbox import SandboxLimits, run_python_tests\n"
+        "asyncio.run(run_python_tests('import time\\ntime.sleep(1000)\\n', 'assert True\\n',"
+        " SandboxLimits(timeout_s=600)))\n"
+    )
+    grader = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    sandbox: list[str] = []
+    while not sandbox:
+        assert time.monotonic() < deadline, "no sandbox process started"
+        time.sleep(0.05)
+        sandbox = [pid for pid in os.listdir("/proc") if _is_sandbox(pid, grader.pid)]
+    grader.kill()  # kill -9: no cleanup code runs in the grading process
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _running(sandbox[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(sandbox[0]), "the sandbox outlived the process that started it"
+
+
+def _running(pid: str) -> bool:
+    """Alive and not a zombie waiting for its new parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:

@@ -76,6 +76,7 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "prompt": None, "messages": []}, "empty list"),
         ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
+        ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float
         ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
         ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),

@@ -58,6 +58,7 @@ class LogEntry(BaseModel):
     task_id: str
     worker_id: str
     request_hash: str
+    grading_hash: str | None = None  # grade events: what the grade was computed against
     prompt_hash: str | None = None
     output: str | None = None
     usage: dict[str, int] | None = None
@@ -115,6 +116,13 @@ def request_hash(worker: WorkerConfig, task: Task) -> str:
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def grading_hash(task: Task) -> str:
+    """What a grade depends on besides the answer: after a fix to a task's answer, tests or
+    grader, its saved answers are graded again on resume (no new calls)."""
+    payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 # -- durable files ------------------------------------------------------------------------
 
 
@@ -155,6 +163,7 @@ class CollectState:
             for task in tasks
             for worker in config.workers
         }
+        self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
         self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
         self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score
         self.recorded: set[str] = set()
@@ -206,7 +215,12 @@ class CollectState:
             if entry.event == "call" and entry.error is None and entry.output is not None:
                 self.calls[cell] = entry
                 self.grades.pop(cell, None)  # a newer answer needs its own grade
-            elif entry.event == "grade" and entry.score is not None and cell in self.calls:
+            elif (
+                entry.event == "grade"
+                and entry.score is not None
+                and cell in self.calls
+                and entry.grading_hash == self.grading_hashes[entry.task_id]
+            ):
                 self.grades[cell] = entry
 
     # -- queries ----------------------------------------------------------------------
@@ -380,6 +394,7 @@ class Collector:
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,
                 request_hash=call.request_hash, prompt_hash=call.prompt_hash,
+                grading_hash=self.state.grading_hashes[task_id],
                 score=verdict.score, grade_error=verdict.error, detail=verdict.detail,
             )
         )  # fmt: skip

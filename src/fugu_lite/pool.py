@@ -86,6 +86,15 @@ class WorkerConfig(StrictModel):
             )
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url {value!r} needs its scheme, e.g. http://{value.split('://')[-1]}"
+            )
+        return value
+
     @field_validator("params")
     @classmethod
     def _check_params(cls, value: dict[str, Any]) -> dict[str, Any]:

@@ -204,9 +204,18 @@ def _numbers(text: str) -> list[FoundNumber]:
             value = -value
         decimals = len(body.split(".")[1]) if "." in body and not match.group("denominator") else 0
         found.append(
-            FoundNumber(value=float(value), text=match.group(0).strip(), decimals=decimals)
+            FoundNumber(value=_as_float(value), text=match.group(0).strip(), decimals=decimals)
         )
     return found
+
+
+def _as_float(value: Fraction) -> float:
+    """A run of hundreds of digits (small models repeat them) is a number no answer equals,
+    not a grading failure."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _normalise_number_text(text: str) -> str:
@@ -249,6 +258,10 @@ _LETTER_IS_CORRECT = re.compile(
 _OPTION_LINE = re.compile(
     r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
 )
+_REJECTED = re.compile(
+    r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b",
+    re.IGNORECASE,
+)
 _OR_ANOTHER = re.compile(r"^\s*(?:or|and|/)\s*\(?(?:option\s*)?[A-E](?![a-z])", re.IGNORECASE)
 
 
@@ -274,12 +287,17 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         letter, after = match.group("letter"), match.group("after")
         if letter == "a" and re.match(r"\s+[A-Za-z]", text[match.end("letter") :]):
             continue  # "the answer is a bit..." is the article, not option a
+        if _REJECTED.match(after):
+            continue  # "option A is wrong" names a letter, but not as the answer
         if _OR_ANOTHER.match(after):
             return None, f"ambiguous: {match.group(0).strip()!r}"
         return letter.upper(), "after an answer marker"
     is_correct = list(_LETTER_IS_CORRECT.finditer(text))
     if is_correct:
         return is_correct[-1].group("letter"), "'X is correct'"
+    first_line = choice_letter(text.splitlines()[0].strip("*_ `"))
+    if first_line:  # "C" then an explanation that mentions other options
+        return first_line, "a first line holding only a letter"
     bracketed = {m.upper() for m in re.findall(r"\(([A-Ea-e])\)", text)}
     if len(bracketed) > 1:
         return None, f"ambiguous: mentions {', '.join(sorted(bracketed))}"
@@ -291,17 +309,31 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     lines = [line for line in text.splitlines() if choice_letter(line.strip("*_ `"))]
     if lines:
         return choice_letter(lines[-1].strip("*_ `")), "a line holding only a letter"
-    options = {m.group("letter"): m.group("text").strip() for m in _OPTION_LINE.finditer(prompt)}
+    return _choice_by_option_text(text, prompt)
+
+
+def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
+    """An answer that is one option's text ("Bob", "The tallest is Bob."): the text must
+    be the whole answer, not a word inside prose ("No idea" does not choose option "No")."""
+    options = {
+        letter: _normalise(option)
+        for letter, option in (
+            (m.group("letter"), m.group("text").strip()) for m in _OPTION_LINE.finditer(prompt)
+        )
+        if option
+    }
+    answers = {_normalise(candidate) for candidate in answer_candidates(text).values()}
+    answered = [letter for letter, option in options.items() if option in answers]
+    if len(answered) == 1:
+        return answered[0], f"the answer is option {answered[0]}'s text"
     said = _normalise(text)
     named = [
         letter
         for letter, option in options.items()
-        if option and re.search(rf"(?<!\w){re.escape(_normalise(option))}(?!\w)", said)
+        if re.search(rf"(?<!\w){re.escape(option)}(?!\w)", said)
     ]
-    if len(named) == 1:
-        return named[0], f"the output names option {named[0]}'s text"
-    if len(named) > 1:
-        return None, f"ambiguous: names the text of options {', '.join(named)}"
+    if len(answered) > 1 or len(named) > 1:
+        return None, f"ambiguous: names the text of options {', '.join(answered or named)}"
     return None, "no option letter in the output"
 
 

@@ -160,7 +160,7 @@ def parse_number(text: str) -> float | None:
     cleaned = cleaned.rstrip("%").strip().rstrip(".")
     try:
         return float(Fraction(cleaned))
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError, OverflowError):
         return None
 
 
