@@ -357,6 +357,16 @@ def test_select_on_validation_flags_a_choice_at_the_edge_of_the_grid() -> None:
     assert "edge of the grid" in selection.note
 
 
+def test_a_grid_where_every_value_ties_is_not_flagged_as_at_its_edge() -> None:
+    validation = np.array([[1.0, 0.0]])
+    selection = select_on_validation(
+        lambda value: np.array([[0.0, 1.0]]), [1.0, 2.0, 3.0], validation, 1.0, "k"
+    )
+    assert selection.chosen == 1.0
+    assert not selection.at_grid_edge
+    assert "every grid value scored the same" in selection.note
+
+
 def test_select_on_validation_falls_back_to_the_default() -> None:
     def never_called(value: float) -> np.ndarray:
         raise AssertionError("no validation: nothing to predict")

@@ -364,6 +364,12 @@ def test_fork_bomb_and_subprocesses_are_refused() -> None:
     assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
 
 
+def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
+    output = "1. Define it:\n\n   ```python\n   def add(a, b):\n       return a + b\n   ```\n"
+    result = run(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
     """They import _posixsubprocess; only starting a process is refused."""
     for module in ("asyncio", "subprocess"):

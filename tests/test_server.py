@@ -882,6 +882,9 @@ BAD_INPUTS = [
      "max_completion_tokens"),
     ("zero max_tokens", {**VALID, "max_tokens": 0}, 400, "max_tokens"),
     ("max_tokens not a number", {**VALID, "max_tokens": "lots"}, 400, "max_tokens"),
+    ("max_tokens a boolean", {**VALID, "max_tokens": True}, 400, "max_tokens"),
+    ("stream a string", {**VALID, "stream": "yes"}, 400, "stream: Input should be a valid boolean"),
+    ("n a string", {**VALID, "n": "1"}, 400, "n: Input should be a valid integer"),
     ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
     ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
     ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
@@ -935,6 +938,7 @@ def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 413
+    assert "more than this server accepts (4096 bytes)" in response.json()["error"]["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 

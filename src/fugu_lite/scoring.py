@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import textwrap
 import unicodedata
 from collections.abc import Awaitable, Callable
 from fractions import Fraction
@@ -417,7 +418,11 @@ def extract_code(output: str) -> str | None:
     """The Python in a reply: fenced python blocks that parse (joined), else the raw code."""
     if not output.strip():
         return None
-    blocks = [(m.group("language").lower(), m.group("code")) for m in _FENCE.finditer(output)]
+    # A fence inside a list item is indented as a whole; the code itself is not.
+    blocks = [
+        (m.group("language").lower(), textwrap.dedent(m.group("code")))
+        for m in _FENCE.finditer(output)
+    ]
     if blocks:
         tagged = [code for language, code in blocks if language in _PYTHON_TAGS]
         candidates = tagged or [code for language, code in blocks if not language]

@@ -346,16 +346,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise too_large(size, limit)
+            raise too_large(None, limit)  # reading stopped here: the real size is unknown
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def too_large(size: int, limit: int) -> ApiError:
+def too_large(size: int | None, limit: int) -> ApiError:
+    body = "the request body is" + (f" {size} bytes," if size is not None else "")
     return ApiError(
         413,
-        f"the request body is {size} bytes, more than this server accepts ({limit} bytes); "
-        "shorten the conversation, or start the server with a larger --max-body-bytes",
+        f"{body} more than this server accepts ({limit} bytes); shorten the conversation, "
+        "or start the server with a larger --max-body-bytes",
         code="request_too_large",
     )
 

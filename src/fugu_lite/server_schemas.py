@@ -61,19 +61,20 @@ class ChatCompletionRequest(BaseModel):
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    # Strict like OpenAI's API: "stream": "yes" or "max_tokens": true is a client's mistake.
+    stream: bool = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    n: int | None = None
+    n: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None
     cost_weight: float | None = Field(default=None, ge=0)
-    include_routing: bool = False
+    include_routing: bool = Field(default=False, strict=True)
 
     @field_validator("n")
     @classmethod

@@ -86,11 +86,14 @@ def select_on_validation(
     best_index = int(np.argmax(scores))
     chosen = values[best_index]
     # A best value at either end of the grid suggests the grid should be wider.
-    at_edge = len(values) > 1 and best_index in (0, len(values) - 1)
+    tied = len(set(scores)) == 1  # then no value is better: the edge means nothing
+    at_edge = len(values) > 1 and not tied and best_index in (0, len(values) - 1)
     n_validation = len(validation_rewards)
     note = f"{parameter}={_format_value(chosen)} chosen on validation ({n_validation} prompts)"
     if at_edge:
         note += "; it is at the edge of the grid, a wider grid might do better"
+    elif tied and len(values) > 1:
+        note += "; every grid value scored the same there, so this is the first of them"
     return Selection(
         parameter=parameter,
         chosen=chosen,
