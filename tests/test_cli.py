@@ -154,6 +154,113 @@ def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     assert not (tmp_path / "out.jsonl").exists()
 
 
+ROUTERBENCH_HEADER = "prompt,eval_name,m1,m1|total_cost\n"
+
+
+@pytest.mark.parametrize(
+    ("format", "name", "content", "options", "expected"),
+    [
+        ("routerbench", "rb.csv", ROUTERBENCH_HEADER, [], "has a header but no data rows"),
+        ("routerbench", "rb.csv", ROUTERBENCH_HEADER + "p,t,,0.1\n", ["on_missing=drop"],
+         'on_missing="drop" leaves no records'),
+        ("zeroeval", "ze.jsonl", json.dumps({"id": 1, "task": "gsm", "question": " ",
+         "scores": {"a": 1}, "out_chars": {"a": 3}}) + "\n", [], "1 row(s) have an empty question"),
+    ],
+)  # fmt: skip
+def test_import_without_records_fails_and_writes_nothing(
+    tmp_path: Path, format: str, name: str, content: str, options: list[str], expected: str
+) -> None:
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    output = tmp_path / "out" / "records.jsonl"
+    extra = [part for option in options for part in ("--option", option)]
+    result = invoke("data", "import", format, source, "-o", output, *extra)
+    assert result.exit_code == 2, result.output
+    assert f"{source}" in flat(result.output) and expected in flat(result.output)
+    assert not output.exists()
+
+
+def test_record_summary_of_no_records_does_not_crash() -> None:
+    from fugu_lite.cli import print_record_summary
+
+    print_record_summary([])
+
+
+def test_import_option_values_are_checked_and_strings_stay_strings(tmp_path: Path) -> None:
+    source = tmp_path / "rb.csv"
+    source.write_text(
+        "sample_id,prompt,eval_name,m1,m1|total_cost,2024\n007,42,t,1,0.1,test\n",
+        encoding="utf-8",
+    )
+    output = tmp_path / "rb.jsonl"
+    options = ("--option", "split_column=2024")
+    ok(invoke("data", "import", "routerbench", source, "-o", output, *options))
+    (imported,) = read_records(output)
+    assert (imported.id, imported.prompt, imported.split) == ("007", "42", "test")
+    result = invoke("data", "import", "llmrouter", tmp_path / "llmrouter", "-o",
+                    tmp_path / "o.jsonl", "--option", "output_tokens=abc")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "option output_tokens='abc' is not valid: expected a number" in flat(result.output)
+
+
+def test_import_refuses_to_overwrite_its_source(tmp_path: Path) -> None:
+    source = tmp_path / "same.jsonl"
+    content = '{"prompt":"hi","worker":"a","reward":1}\n{"prompt":"hi","worker":"b","reward":0}\n'
+    source.write_text(content, encoding="utf-8")
+    result = invoke("data", "import", "long", source, "-o", source)
+    assert result.exit_code == 2, result.output
+    assert "is the source file itself" in flat(result.output)
+    assert source.read_text(encoding="utf-8") == content
+    (tmp_path / "zeroeval").mkdir()
+    result = invoke("data", "import", "zeroeval", tmp_path, "-o", tmp_path / "zeroeval" / "o.jsonl")
+    assert result.exit_code == 2, result.output
+    assert f"lies inside the source folder {tmp_path}" in flat(result.output)
+
+
+def test_unreadable_inputs_give_a_clear_error(tmp_path: Path) -> None:
+    records = tmp_path / "r.jsonl"
+    records.write_bytes(b'{"prompt":"h\xe9","split":"train","worker_ids":["a"],"rewards":[1]}\n')
+    result = invoke("data", "stats", records)
+    assert result.exit_code == 2, result.output
+    assert "r.jsonl, line 1: not UTF-8 text" in flat(result.output)
+    result = invoke("data", "stats", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "is a directory, not a file" in flat(result.output)
+    tasks = tmp_path / "t.jsonl"
+    row = '{"id":"q1","prompt":"x","answer":"1","grader":"number","task":"a"}\n'
+    tasks.write_bytes(row.encode() + b"\xff\xfe\n")
+    result = invoke("tasks", "check", tasks)
+    assert result.exit_code == 2, result.output
+    assert "t.jsonl, line 2: not UTF-8 text" in flat(result.output)
+    config = tmp_path / "c.yaml"
+    config.write_bytes(b"model:\n  backbone: caf\xe9\n")
+    for bad_config, expected in ((config, "c.yaml, line 2: not UTF-8"), (tmp_path, "directory")):
+        result = invoke("train", "sft", "-r", records, "-o", tmp_path / "out", "-c", bad_config)
+        assert result.exit_code == 2, result.output
+        assert expected in flat(result.output)
+
+
+def test_unusable_output_paths_fail_before_any_work(tmp_path: Path) -> None:
+    source = tmp_path / "long.csv"
+    source.write_text("prompt,worker,reward\nhi,a,1\nhi,b,0\n", encoding="utf-8")
+    a_file = tmp_path / "afile"
+    a_file.touch()
+    records = tmp_path / "records.jsonl"  # never read: the output is checked first
+    attempts = [
+        (("data", "import", "long", source, "-o", a_file / "x.jsonl"), "afile is a file, so"),
+        (("data", "import", "long", source, "-o", tmp_path), "is a directory; give a file path"),
+        (("train", "sft", "-r", records, "-o", a_file), "afile is a file, not a folder"),
+        (("train", "pipeline", "-r", records, "-o", a_file / "run"), "afile is a file, so"),
+        (("eval", "--checkpoint", tmp_path, "-r", records, "-o", a_file), "is a file, not a"),
+        (("eval", "--checkpoint", tmp_path, "-r", records, "-o", a_file, "--pareto"),
+         "is a file, not a folder"),
+    ]  # fmt: skip
+    for args, expected in attempts:
+        result = invoke(*args)
+        assert result.exit_code == 2, (args, result.output, result.exception)
+        assert expected in flat(result.output), args
+
+
 # --- train ----------------------------------------------------------------------------------
 
 
@@ -210,6 +317,20 @@ def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert "needs the form key=value" in flat(result.output)
+
+
+def test_set_and_option_errors_name_their_flag(run: Run, tmp_path: Path) -> None:
+    result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "out",
+                    "--set", "training.epochs=[1")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--set training.epochs=[1: the value '[1' is not valid YAML" in flat(result.output)
+    assert not (tmp_path / "out").exists()
+    result = invoke("data", "import", "long", run.records_path, "-o", tmp_path / "o.jsonl",
+                    "--option", "use_split_column")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    message = flat(result.output)
+    assert "--option 'use_split_column' needs the form key=value, e.g. --option " in message
+    assert "--set" not in message and "training.epochs" not in message
 
 
 def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_path: Path) -> None:

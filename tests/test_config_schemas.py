@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -185,10 +187,30 @@ def test_records_with_different_worker_lists_name_the_record(tmp_path: Path) -> 
         read_records(path)
     message = str(error.value)
     assert str(path) in message
-    assert "record 3" in message
+    assert "line 3" in message
     assert "odd-one" in message
     assert "['a', 'b', 'z']" in message
     assert "['a', 'b', 'c']" in message
+
+
+def test_a_worker_mismatch_names_the_file_line_not_the_record_number(tmp_path: Path) -> None:
+    first = json.dumps(good_row(1))
+    swapped = json.dumps(good_row(2, worker_ids=["b", "a", "c"]))
+    path = write_lines(tmp_path / "r.jsonl", [first, "", swapped])
+    with pytest.raises(RecordFileError, match=r"r\.jsonl, line 3 \(id=None\) has workers"):
+        read_records(path)
+
+
+def test_a_records_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(json.dumps(good_row(1)).encode() + b'\n{"prompt": "h\xe9"}\n')
+    with pytest.raises(RecordFileError, match=r"r\.jsonl, line 2: not UTF-8 text .*re-save"):
+        read_records(path)
+
+
+def test_a_directory_is_not_a_records_file(tmp_path: Path) -> None:
+    with pytest.raises(RecordFileError, match="is a directory, not a file"):
+        read_records(tmp_path)
 
 
 def test_same_workers_in_another_order_are_different_workers() -> None:
@@ -389,6 +411,15 @@ def test_missing_unparsable_and_non_mapping_files(tmp_path: Path) -> None:
     assert load_config(empty, PipelineConfig) == PipelineConfig()
 
 
+def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"model:\n  backbone: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml, line 2: not UTF-8 text .*re-save"):
+        load_config(path, PipelineConfig)
+    with pytest.raises(ConfigError, match="is a directory, not a config file"):
+        load_stage_config(tmp_path, SFTConfig, "sft")
+
+
 def test_override_into_an_empty_yaml_section(tmp_path: Path) -> None:
     # `model:` with every key under it commented out loads as None
     path = write_yaml(tmp_path / "c.yaml", "model:\n  # layer: 4\nsft:\n  epochs: 3\n")
@@ -444,6 +475,13 @@ def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> 
         load_stage_config(stage_file, RLConfig, "rl")
 
 
+@pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])
+def test_a_pipeline_section_that_is_not_a_mapping_is_refused(tmp_path: Path, text: str) -> None:
+    path = write_yaml(tmp_path / "p.yaml", text)
+    with pytest.raises(ConfigError, match=r"p\.yaml: section '(sft|model)' must be a mapping"):
+        load_stage_config(path, SFTConfig, "sft")
+
+
 # --- atomic writes --------------------------------------------------------------------------
 
 
@@ -459,3 +497,18 @@ def test_atomic_writes_replace_the_file_whole_or_not_at_all(tmp_path: Path) -> N
         write_bytes_atomic(path, "not bytes")  # type: ignore[arg-type]
     assert path.read_bytes() == b"\x00second"
     assert sorted(p.name for p in path.parent.iterdir()) == ["state.bin"]  # no temporary left
+
+
+def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.txt"
+    old_umask = os.umask(0o022)
+    try:
+        write_text_atomic(fresh, "new\n")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+    existing = tmp_path / "existing.txt"
+    existing.write_text("old\n")
+    existing.chmod(0o640)
+    write_text_atomic(existing, "replaced\n")
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o640

@@ -91,6 +91,12 @@ def test_apply_standard_split_drops_duplicates_keeping_the_first() -> None:
     assert [r.split for r in result] == [standard_split("x"), standard_split("y")]
 
 
+def test_dropped_duplicates_are_a_visible_warning(caplog) -> None:
+    with caplog.at_level(logging.WARNING):
+        apply_standard_split([record("same", [1, 0]), record("same", [0, 1])])
+    assert "dropped 1 records whose prompt already appeared" in caplog.text
+
+
 def test_apply_given_split_keeps_valid_values_and_dedupes() -> None:
     records = [record("x", [1, 0]), record("y", [0, 1]), record("x", [0, 0])]
     result = apply_given_split(records, ["test", "validation", "train"], ["r1", "r2", "r3"])
@@ -324,6 +330,12 @@ def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
         import_zeroeval(path)
 
 
+def test_zeroeval_with_only_empty_questions_is_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row(""), zeroeval_row(" ")])
+    with pytest.raises(RecordFileError, match=r"no row is left to import: 2 row\(s\) have an"):
+        import_zeroeval(path)
+
+
 def test_zeroeval_split_column(tmp_path: Path) -> None:
     rows = [zeroeval_row("a", fold="test"), zeroeval_row("b", fold="train")]
     path = write_jsonl(tmp_path / "z.jsonl", rows)
@@ -404,6 +416,69 @@ def test_routerbench_bad_tables(tmp_path: Path) -> None:
     (tmp_path / "rb.parquet").write_bytes(b"")
     with pytest.raises(RecordFileError, match=r"expected a \.pkl or \.csv"):
         import_routerbench(tmp_path / "rb.parquet")
+
+
+def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        "sample_id,prompt,eval_name,m1,m1|total_cost\n"
+        "007,42,t,1,0.1\n008,NA,t,0,0.1\n009,null,t,NaN,0.1\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RecordFileError, match=r"row 3 \(sample_id=009\): score or total_cost"):
+        import_routerbench(path)
+    records = import_routerbench(path, on_missing="drop")
+    assert [(r.id, r.prompt) for r in records] == [("007", "42"), ("008", "NA")]
+    assert [r.rewards for r in records] == [[1.0], [0.0]]
+
+
+def test_routerbench_split_column_named_like_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    routerbench_table(**{"2024": ["train", "test", "test"]}).to_csv(path, index=False)
+    records = import_dataset("routerbench", path, split_column="2024")
+    assert [r.split for r in records] == ["train", "test", "test"]
+
+
+def test_routerbench_with_no_records_left_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    path.write_text("prompt,eval_name,m1,m1|total_cost\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"rb\.csv: has a header but no data rows"):
+        import_routerbench(path)
+    path.write_text("prompt,eval_name,m1,m1|total_cost\np,t,,0.1\nq,t,1,NA\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"every one of its 2 rows misses a score or cost"):
+        import_routerbench(path, on_missing="drop")
+
+
+RB_HEADER = b"prompt,eval_name,m,m|total_cost\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("rb.csv", b"", r"rb\.csv: the file is empty"),
+        ("rb.csv", RB_HEADER + b'"open,t,1,0.1\n', r"rb\.csv: not a readable CSV"),
+        ("rb.csv", RB_HEADER + b"h\xe9,t,1,0.1\n", r"rb\.csv, line 2: not UTF-8 text"),
+        ("rb.pkl", b"garbage, not a pickle", r"rb\.pkl: not a readable pandas pickle"),
+        ("rb.pkl", b"", r"rb\.pkl: not a readable pandas pickle"),
+    ],
+)  # fmt: skip
+def test_routerbench_unreadable_files_name_the_file(
+    tmp_path: Path, name: str, content: bytes, expected: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(RecordFileError, match=expected):
+        import_routerbench(tmp_path / name)
+
+
+def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "rb.csv"
+    routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0]}).to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        records = import_routerbench(path)
+    assert records[0].worker_ids == sorted(ROUTERBENCH_MODELS)
+    assert "['claude-v2'] hold numbers but have no cost column" in caplog.text
+    assert "claude-v2|total_cost" in caplog.text
+    assert "sample_id" not in caplog.text.split("hold numbers")[0]
 
 
 # --- the long format -----------------------------------------------------------------------
@@ -496,6 +571,23 @@ def test_long_format_split_column(tmp_path: Path) -> None:
         import_long(path, use_split_column=True)
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"prompt,worker,reward\np1,w1,1\nh\xe9,w1,1\n", r"long\.csv, line 3: not UTF-8 text"),
+        (b'prompt,worker,reward\np1,w1,1\n"open,w1,1\np2,w1,1\n',
+         r"long\.csv, line 3: not readable as CSV \(unexpected end of data\); check the quoting"),
+    ],
+)  # fmt: skip
+def test_long_format_unreadable_csv_names_file_and_line(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "long.csv"
+    path.write_bytes(content)
+    with pytest.raises(RecordFileError, match=expected):
+        import_long(path)
+
+
 def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
     rows = long_rows()
     del rows[3]["cost"]
@@ -525,6 +617,42 @@ def test_import_dataset_rejects_unknown_formats_and_options(tmp_path: Path) -> N
         import_dataset("long", tmp_path / "x.csv", split="test")
     path = write_jsonl(tmp_path / "long.jsonl", long_rows())
     assert import_dataset("long", path) == import_long(path)
+
+
+@pytest.mark.parametrize(
+    ("format", "option", "value", "expected"),
+    [
+        ("llmrouter", "output_tokens", "abc", r"output_tokens='abc' is not valid: "
+         r"expected a number"),
+        ("llmrouter", "output_tokens", "-500", r"output_tokens='-500' is not valid: .*greater "
+         r"than or equal to 0"),
+        ("zeroeval", "prices", "{a: 1, b: 2}", r"prices='\{a: 1, b: 2\}' is not valid: "
+         r"expected a mapping \{a string: \[a number, a number\]\} or null"),
+        ("zeroeval", "prices", "{a: [1", r"prices: '\{a: \[1' is not valid YAML"),
+        ("zeroeval", "on_missing", "dro", r"on_missing='dro' is not valid: expected one of "
+         r"error, drop"),
+        ("long", "use_split_column", "maybe", r"use_split_column='maybe' is not valid: expected "
+         r"true or false"),
+    ],
+)  # fmt: skip
+def test_import_dataset_checks_option_values(
+    tmp_path: Path, format: str, option: str, value: str, expected: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"the {format} importer's option {expected}"):
+        import_dataset(format, tmp_path, **{option: value})
+
+
+def test_import_dataset_converts_command_line_strings(tmp_path: Path) -> None:
+    rows = [{**row, "split": "test"} for row in long_rows()]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    assert {r.split for r in import_dataset("long", path, use_split_column="true")} == {"test"}
+    zeroeval = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q")])
+    priced = import_dataset("zeroeval", zeroeval, prices="{m1: [1, 2], m2: [3, 4]}")
+    assert priced == import_zeroeval(zeroeval, prices={"m1": (1, 2), "m2": (3, 4)})
+    routerbench = tmp_path / "rb.csv"
+    routerbench_table().to_csv(routerbench, index=False)
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['false'\]"):
+        import_dataset("routerbench", routerbench, split_column="false")
 
 
 # --- the real data in ../shared/data -------------------------------------------------------

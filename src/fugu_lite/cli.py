@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -58,14 +59,64 @@ def fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-def parse_overrides(pairs: list[str] | None) -> dict:
-    overrides = {}
+def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, str]:
+    """key=value strings as given, e.g. `--option on_missing=drop` -> {"on_missing": "drop"}."""
+    parsed = {}
     for pair in pairs or []:
         if "=" not in pair:
-            fail(f"--set {pair!r} needs the form key=value, e.g. training.epochs=5")
+            fail(f"{flag} {pair!r} needs the form key=value, e.g. {flag} {example}")
         key, value = pair.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+        parsed[key.strip()] = value
+    return parsed
+
+
+def parse_overrides(pairs: list[str] | None) -> dict:
+    """--set key=value pairs, each value read as YAML (5 -> int, [a, b] -> list)."""
+    overrides = {}
+    for key, value in parse_pairs(pairs, "--set", "training.epochs=5").items():
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or error
+            fail(
+                f"--set {key}={value}: the value {value!r} is not valid YAML ({problem}); give "
+                "a number, a word, or a list like [a, b] (quote text holding YAML syntax)"
+            )
     return overrides
+
+
+def check_output(path: Path, flag: str, kind: str) -> None:
+    """Fail now, before any long work, when `path` cannot become the output `kind` ("file"
+    or "folder")."""
+    path = path.absolute()
+    if kind == "file" and path.is_dir():
+        fail(f"{flag} {path} is a directory; give a file path, e.g. {path / 'records.jsonl'}")
+    if kind == "folder" and path.exists() and not path.is_dir():
+        fail(f"{flag} {path} is a file, not a folder; give a folder path (created if needed)")
+    existing = path if kind == "folder" else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{flag} {path}: {existing} is a file, so nothing can be created inside it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"{flag} {path}: no permission to write in {existing}; choose another path")
+
+
+def check_not_source(source: Path, output: Path) -> None:
+    """The output must not replace the source file, nor land inside a source folder."""
+    source_path, output_path = source.resolve(), output.resolve()
+    if output_path == source_path or (
+        output_path.exists() and source_path.exists() and output_path.samefile(source_path)
+    ):
+        fail(
+            f"-o {output} is the source file itself, which the import would overwrite; "
+            f"write the records to another file, e.g. -o {output.with_suffix('')}.records.jsonl"
+        )
+    if source_path.is_dir() and output_path.is_relative_to(source_path):
+        fail(
+            f"-o {output} lies inside the source folder {source}; write the records outside "
+            "it, so the dataset stays as downloaded"
+        )
 
 
 @data_app.command("import")
@@ -82,11 +133,22 @@ def data_import(
     from .datasets import import_dataset
     from .schemas import write_records
 
+    options = parse_pairs(option, "--option", "on_missing=drop")
+    check_not_source(source, output)
+    check_output(output, "-o", "file")
     try:
-        records = import_dataset(format, source, **parse_overrides(option))
+        records = import_dataset(format, source, **options)
     except (ValueError, OSError) as error:
         fail(str(error))
-    count = write_records(output, records)
+    if not records:
+        fail(
+            f"{source}: the {format} import yields no records (the source has no data rows, "
+            f"or every row was dropped: see the warnings above); nothing was written to {output}"
+        )
+    try:
+        count = write_records(output, records)
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
     console.print(f"wrote {count} records to {output}")
     print_record_summary(records)
 
@@ -114,6 +176,9 @@ def print_record_summary(records: list) -> None:
 
     from .schemas import SPLITS
 
+    if not records:
+        console.print("0 records")
+        return
     by_split = {
         split: selected
         for split in SPLITS
@@ -165,7 +230,7 @@ def train_sft_command(
     from .train_sft import train_sft
 
     cfg = load_stage_or_fail(config, SFTConfig, "sft", parse_overrides(set_))
-    run_stage(lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
+    run_stage(output, lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
 
 
 @train_app.command("rl")
@@ -180,7 +245,7 @@ def train_rl_command(
     from .train_rl import train_rl
 
     cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
-    run_stage(lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
+    run_stage(output, lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
 
 
 @train_app.command("es")
@@ -201,7 +266,9 @@ def train_es_command(
     from .train_es import train_es
 
     cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
-    run_stage(lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume))
+    run_stage(
+        output, lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume)
+    )
 
 
 @train_app.command("pipeline")
@@ -229,9 +296,11 @@ def train_pipeline_command(
             weights = parse_cost_weights(cost_weights)
         except ValueError as error:
             fail(str(error))
-        run_stage(lambda: train_router_family(read_records_or_fail(records), cfg, output, weights))
+        run_stage(
+            output, lambda: train_router_family(read_records_or_fail(records), cfg, output, weights)
+        )
         return
-    run_stage(lambda: train_pipeline(read_records_or_fail(records), cfg, output))
+    run_stage(output, lambda: train_pipeline(read_records_or_fail(records), cfg, output))
 
 
 @train_app.command("reward-head")
@@ -246,16 +315,19 @@ def train_reward_head_command(
     from .reward_head import RewardHeadConfig, train_reward_head
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
-    run_stage(lambda: train_reward_head(read_records_or_fail(records), cfg, output))
+    run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
 
 
-def run_stage(stage) -> None:
+def run_stage(output: Path, stage) -> None:
     from .model import CheckpointError
 
+    check_output(output, "-o", "folder")
     try:
         report = stage()
     except (CheckpointError, ValueError, RuntimeError) as error:
         fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the output in {output}: {error}; choose another -o folder")
     console.print(f"checkpoint written to {report['checkpoint']}")
 
 
@@ -281,15 +353,14 @@ def eval_command(
     from .pipeline import run_evaluation, run_pareto_evaluation
 
     if pareto:
+        report_dir = output or checkpoint / f"pareto-{split}"
+        check_output(report_dir, "--output", "folder")
         try:
-            run_pareto_evaluation(
-                checkpoint,
-                read_records_or_fail(records),
-                split,
-                output or checkpoint / f"pareto-{split}",
-            )
+            run_pareto_evaluation(checkpoint, read_records_or_fail(records), split, report_dir)
         except ValueError as error:
             fail(str(error))
+        except OSError as error:
+            fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
         return
     from .reward_head import is_reward_head
 
@@ -303,12 +374,14 @@ def eval_command(
             f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
             "member checkpoint (listed in its router_family.json)"
         )
+    report_dir = output or checkpoint / f"eval-{split}"
+    check_output(report_dir, "--output", "folder")
     try:
-        run_evaluation(
-            checkpoint, read_records_or_fail(records), split, output or checkpoint / f"eval-{split}"
-        )
+        run_evaluation(checkpoint, read_records_or_fail(records), split, report_dir)
     except ValueError as error:
         fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
 
 
 @app.command("route")

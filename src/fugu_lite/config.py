@@ -230,6 +230,13 @@ def load_stage_config(
             f"top-level key(s) {', '.join(hints)}. A single-stage file has `model` and "
             "`training` instead; do not mix the two shapes."
         )
+    for section in ("model", stage):
+        if data.get(section) is not None and not isinstance(data[section], dict):
+            raise ConfigError(
+                f"{path}: section {section!r} must be a mapping of keys (e.g. `{section}:` "
+                f"followed by indented `key: value` lines), got {data[section]!r}; fix it or "
+                "delete the section to use the defaults"
+            )
     data = {"model": data.get("model") or {}, "training": data.get(stage) or {}}
     for dotted_key, value in (overrides or {}).items():
         _set_dotted(data, dotted_key, value)
@@ -242,8 +249,20 @@ def load_stage_config(
 def _read_yaml_mapping(path: Path) -> dict:
     if not path.exists():
         raise ConfigError(f"config file {path} not found")
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        payload = path.read_bytes()
+        text = payload.decode("utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from error
+    except UnicodeDecodeError as error:
+        line = payload[: error.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}, line {line}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
+        ) from error
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from error
     if data is None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,10 +25,12 @@ def write_json(path: str | Path, payload: Any) -> None:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
+    payload = read_file_bytes(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise RecordFileError(f"{path}: file not found") from error
+        return json.loads(payload.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        line = payload[: error.start].count(b"\n") + 1
+        raise RecordFileError(not_utf8_message(path, line, error)) from error
     except json.JSONDecodeError as error:
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
@@ -39,13 +42,50 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def read_file_bytes(path: Path) -> bytes:
+    with open_for_reading(path) as stream:
+        return stream.read()
+
+
+def open_for_reading(path: Path) -> BinaryIO:
+    """The file opened in binary mode; a missing path, a folder or an unreadable file is a
+    RecordFileError naming it."""
+    if path.is_dir():
+        raise RecordFileError(f"{path} is a directory, not a file; give the path of the file")
+    try:
+        return path.open("rb")
+    except FileNotFoundError as error:
+        raise RecordFileError(f"{path}: file not found") from error
+    except OSError as error:
+        raise RecordFileError(f"{path}: cannot be read ({error.strerror or error})") from error
+
+
+def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
+    return f"{path}, line {line}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
+
+
+def utf8_error_message(path: Path, error: UnicodeDecodeError) -> str:
+    """Name the first line of `path` that is not UTF-8 (a reader's own error often only
+    knows a position in some buffer)."""
+    with path.open("rb") as stream:
+        for line_number, raw in enumerate(stream, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as line_error:
+                return not_utf8_message(path, line_number, line_error)
+    return f"{path}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
+
+
 def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target:
-    a crash or kill leaves the old file or the new one, never a torn one."""
+    a crash or kill leaves the old file or the new one, never a torn one. The file keeps
+    the mode of the file it replaces; a new file gets the usual 0o666 minus the umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, mode)  # mkstemp creates 0o600
         with os.fdopen(handle, "wb") as stream:
             stream.write(payload)
             stream.flush()
@@ -54,6 +94,26 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    # /proc avoids os.umask's set-and-restore, which races with other threads creating files
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
@@ -83,10 +143,12 @@ def _json_line(row: dict | BaseModel) -> str:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad JSON names file and line."""
     path = Path(path)
-    if not path.exists():
-        raise RecordFileError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as stream:
-        for line_number, line in enumerate(stream, start=1):
+    with open_for_reading(path) as stream:
+        for line_number, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise RecordFileError(not_utf8_message(path, line_number, error)) from error
             if not line.strip():
                 continue
             try:
@@ -106,16 +168,19 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
 
 def read_models(path: str | Path, model: type[M]) -> list[M]:
     """Read a JSONL file of pydantic models; a bad line names the file, line and field."""
-    items: list[M] = []
+    return [item for _, item in iter_models(path, model)]
+
+
+def iter_models(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
+    """Yield (line number, model) for each non-blank line of a JSONL file."""
     for line_number, value in iter_jsonl(path):
         try:
-            items.append(model.model_validate(value))
+            yield line_number, model.model_validate(value)
         except ValidationError as error:
             raise RecordFileError(
                 f"{path}, line {line_number}: not a valid {model.__name__}: "
                 f"{_describe_validation_error(error)}"
             ) from error
-    return items
 
 
 def _describe_validation_error(error: ValidationError) -> str:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .io import RecordFileError, read_models, write_jsonl
+from .io import RecordFileError, iter_models, write_jsonl
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -122,10 +122,11 @@ def prompt_hash(text: str) -> str:
 
 def read_records(path: str | Path) -> list[RewardRecord]:
     """Read a RewardRecord JSONL file and check that every record has the same workers."""
-    records = read_models(path, RewardRecord)
-    if not records:
+    numbered = list(iter_models(path, RewardRecord))
+    if not numbered:
         raise RecordFileError(f"{path}: holds no records")
-    check_same_workers(records, source=str(path))
+    records = [record for _, record in numbered]
+    check_same_workers(records, source=str(path), lines=[line for line, _ in numbered])
     return records
 
 
@@ -133,12 +134,17 @@ def write_records(path: str | Path, records: list[RewardRecord]) -> int:
     return write_jsonl(path, records)
 
 
-def check_same_workers(records: list[RewardRecord], source: str = "records") -> list[str]:
+def check_same_workers(
+    records: list[RewardRecord], source: str = "records", lines: list[int] | None = None
+) -> list[str]:
+    """The workers of the first record, after checking every record has them; `lines` (the
+    file line of each record) makes the error name the line instead of the record number."""
     worker_ids = records[0].worker_ids
     for index, record in enumerate(records):
         if record.worker_ids != worker_ids:
+            where = f"{source}, line {lines[index]}" if lines else f"{source}: record {index + 1}"
             raise RecordFileError(
-                f"{source}: record {index + 1} (id={record.id}) has workers {record.worker_ids}, "
+                f"{where} (id={record.id}) has workers {record.worker_ids}, "
                 f"but the first record has {worker_ids}; every record needs the same workers "
                 "in the same order"
             )

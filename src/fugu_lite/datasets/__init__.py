@@ -7,9 +7,13 @@ Each importer reads one source and returns RewardRecords with the standard split
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
 
 from ..schemas import RewardRecord
 from .data_dir import DATA_DIR_ENV, DataNotFoundError, download_llmrouter, resolve_data_dir
@@ -53,7 +57,58 @@ def import_dataset(format: str, source: str | Path, **options: Any) -> list[Rewa
             f"the {format} importer has no option(s) {unknown}; its options: "
             f"{', '.join(accepted) or 'none'}"
         )
-    return importer(Path(source), **options)
+    hints = get_type_hints(importer, include_extras=True)
+    checked = {
+        name: _check_option(format, name, value, hints.get(name, Any))
+        for name, value in options.items()
+    }
+    return importer(Path(source), **checked)
+
+
+def _check_option(format: str, name: str, value: Any, annotation: Any) -> Any:
+    """The option value checked against the importer's annotation. A string (from the command
+    line) is kept as is when the parameter takes strings, else read as YAML: `2024` stays the
+    column name "2024" for split_column, `300` becomes a number for output_tokens."""
+    adapter = TypeAdapter(annotation)
+    given = value
+    if isinstance(value, str):
+        try:
+            return adapter.validate_python(value, strict=True)
+        except ValidationError:
+            pass
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or error
+            raise ValueError(
+                f"the {format} importer's option {name}: {value!r} is not valid YAML "
+                f"({problem}); expected {describe_type(annotation)}"
+            ) from error
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
+        raise ValueError(
+            f"the {format} importer's option {name}={given!r} is not valid: expected "
+            f"{describe_type(annotation)} ({problem})"
+        ) from error
+
+
+def describe_type(annotation: Any) -> str:
+    """A type annotation in words, for error messages: `float | None` -> "a number or null"."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return describe_type(args[0])
+    if origin is Literal:
+        return "one of " + ", ".join(str(arg) for arg in args)
+    if origin in (Union, UnionType):
+        return " or ".join(describe_type(arg) for arg in args)
+    if origin in (dict, Mapping):
+        return f"a mapping {{{describe_type(args[0])}: {describe_type(args[1])}}}"
+    if origin is tuple:
+        return "[" + ", ".join(describe_type(arg) for arg in args) + "]"
+    names = {type(None): "null", bool: "true or false", int: "an integer", float: "a number"}
+    return names.get(annotation, "a string" if annotation is str else str(annotation))
 
 
 __all__ = [

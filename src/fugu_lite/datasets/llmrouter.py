@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from ..io import RecordFileError, iter_jsonl, read_json
 from ..schemas import RewardRecord
@@ -40,7 +43,9 @@ def llmrouter_root(source: str | Path) -> Path:
 
 
 def import_llmrouter(
-    source: str | Path, *, output_tokens: float = DEFAULT_OUTPUT_TOKENS
+    source: str | Path,
+    *,
+    output_tokens: Annotated[float, Field(ge=0)] = DEFAULT_OUTPUT_TOKENS,
 ) -> list[RewardRecord]:
     """Score rows of train then test, deduplicated, with the standard split.
 
@@ -49,6 +54,8 @@ def import_llmrouter(
     a typical short reasoning answer). With one fixed answer length the cost ranking of the
     workers on a prompt follows their prices; only the input part varies between prompts.
     """
+    if output_tokens < 0:
+        raise ValueError(f"output_tokens must be at least 0, got {output_tokens}")
     root = llmrouter_root(source)
     tasks = read_llmrouter_tasks(root)
     prices = read_llmrouter_prices(root / PRICE_FILE)

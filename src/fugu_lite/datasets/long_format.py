@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..io import RecordFileError, iter_jsonl
+from ..io import RecordFileError, iter_jsonl, utf8_error_message
 from ..schemas import RewardRecord
 from .common import build_record, require_float, require_text, short, stable_id
 from .split import apply_given_split, apply_standard_split, parse_split
@@ -97,15 +97,25 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
     with path.open(encoding="utf-8-sig", newline="") as stream:
-        reader = csv.DictReader(stream)
-        absent = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-        if absent:
+        reader = csv.DictReader(stream, strict=True)
+        try:
+            absent = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if absent:
+                raise RecordFileError(
+                    f"{path}: missing column(s) {absent} in the header {reader.fieldnames}"
+                )
+            for row in reader:
+                cells = {key: (value if value != "" else None) for key, value in row.items()}
+                yield f"{path}, line {reader.line_num}", cells
+        except UnicodeDecodeError as error:
+            raise RecordFileError(utf8_error_message(path, error)) from error
+        except csv.Error as error:
             raise RecordFileError(
-                f"{path}: missing column(s) {absent} in the header {reader.fieldnames}"
-            )
-        for row in reader:
-            cells = {key: (value if value != "" else None) for key, value in row.items()}
-            yield f"{path}, line {reader.line_num}", cells
+                # line_num is where the last good row ended; the bad one starts after it
+                f"{path}, line {reader.line_num + 1}: not readable as CSV ({error}); check the "
+                "quoting there: a field holding a comma, a quote or a line break must be in "
+                'double quotes, inner quotes doubled ("")'
+            ) from error
 
 
 def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:

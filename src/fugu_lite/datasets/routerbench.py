@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 
 import pandas as pd
 
-from ..io import RecordFileError
+from ..io import RecordFileError, utf8_error_message
 from ..schemas import RewardRecord
 from .common import (
     MissingPolicy,
@@ -23,22 +24,61 @@ logger = logging.getLogger(__name__)
 
 COST_SUFFIX = "|total_cost"
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
+NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
+BLANKS: tuple[str, ...] = ("", "nan", "na", "<na>", "n/a", "null", "none", "nat")
 
 
 def read_routerbench_table(path: str | Path) -> pd.DataFrame:
-    """Read a .pkl or .csv table. A pickle can run code when loaded: load only trusted files."""
+    """Read a .pkl or .csv table. A pickle can run code when loaded: load only trusted files.
+
+    A CSV is read as text throughout, so pandas' type guessing cannot change the data
+    (sample_id 007 -> 7, a prompt "42" -> 42, a prompt "NA" -> NaN); scores and costs are
+    parsed by the importer, and "", "NaN", "NA" there count as missing."""
     path = Path(path)
+    if path.is_dir():
+        raise RecordFileError(f"{path} is a directory; give the .pkl or .csv table inside it")
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
     if path.suffix == ".pkl":
-        table = pd.read_pickle(path)
+        table = _read_pickle(path)
     elif path.suffix == ".csv":
-        table = pd.read_csv(path)
+        table = _read_csv(path)
     else:
         raise RecordFileError(f"{path}: expected a .pkl or .csv RouterBench table")
     if not isinstance(table, pd.DataFrame):
         raise RecordFileError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
     return table
+
+
+def _read_pickle(path: Path) -> object:
+    try:
+        return pd.read_pickle(path)
+    # a damaged or foreign pickle can fail in many ways while it is being rebuilt
+    except (
+        pickle.UnpicklingError, EOFError, ImportError, AttributeError, ValueError, TypeError,
+        IndexError, KeyError,
+    ) as error:  # fmt: skip
+        raise RecordFileError(
+            f"{path}: not a readable pandas pickle ({type(error).__name__}: {error}); "
+            "re-export the table with DataFrame.to_pickle, or as a .csv"
+        ) from error
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise RecordFileError(utf8_error_message(path, error)) from error
+    except pd.errors.EmptyDataError as error:
+        raise RecordFileError(
+            f"{path}: the file is empty; a RouterBench CSV needs a header line with prompt, "
+            f"eval_name and, per model, `<model>` and `<model>{COST_SUFFIX}` columns"
+        ) from error
+    except pd.errors.ParserError as error:
+        raise RecordFileError(
+            f"{path}: not a readable CSV ({error}); check the quoting there: a field holding "
+            'a comma, a quote or a line break must be in double quotes, inner quotes doubled ("")'
+        ) from error
 
 
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
@@ -75,6 +115,15 @@ def import_routerbench(
     if absent:
         raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
     workers = routerbench_models(table, path)
+    if table.empty:
+        raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
+    skipped = _unpriced_numeric_columns(table, workers, split_column)
+    if skipped:
+        logger.warning(
+            "%s: column(s) %s hold numbers but have no cost column %s, so they are not "
+            "imported as models; add the cost column(s) to import them",
+            path, skipped, [column + COST_SUFFIX for column in skipped],
+        )  # fmt: skip
     has_sample_id = "sample_id" in table.columns
     records: list[RewardRecord] = []
     splits: list[object] = []
@@ -110,8 +159,36 @@ def import_routerbench(
         if split_column is not None:
             splits.append(row[split_column])
             names.append(where)
+    if incomplete and not records:
+        raise RecordFileError(
+            f"{path}: every one of its {incomplete} rows misses a score or cost, so "
+            'on_missing="drop" leaves no records; fill in the missing values'
+        )
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)
     if split_column is None:
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _unpriced_numeric_columns(
+    table: pd.DataFrame, workers: list[str], split_column: str | None
+) -> list[str]:
+    """Columns that look like model scores but have no cost column (so they are skipped)."""
+    known = {*NON_MODEL_COLUMNS, *workers, split_column}
+    return sorted(
+        str(column)
+        for column in table.columns
+        if str(column) not in known and "|" not in str(column) and _numeric(table[column])
+    )
+
+
+def _numeric(values: pd.Series) -> bool:
+    """Every value a number or blank, and at least one number."""
+    found = False
+    for value in values:
+        if to_float(value) is not None:
+            found = True
+        elif str(value).strip().lower() not in BLANKS:
+            return False
+    return found

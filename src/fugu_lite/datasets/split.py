@@ -47,7 +47,7 @@ def dedupe_prompts(records: Sequence[RewardRecord]) -> list[RewardRecord]:
         kept.append(record)
     dropped = len(records) - len(kept)
     if dropped:
-        logger.info("dropped %d records whose prompt already appeared earlier", dropped)
+        logger.warning("dropped %d records whose prompt already appeared earlier", dropped)
     return kept
 
 

@@ -107,6 +107,12 @@ def import_zeroeval(
         if split_column is not None:
             splits.append(row.get(split_column))
             names.append(where)
+    if not records:
+        raise RecordFileError(
+            f"{path}: no row is left to import: {empty} row(s) have an empty question (an empty "
+            f"prompt cannot be routed) and {incomplete} row(s) miss a model's score or out_chars; "
+            "give the rows their question text and every model's values"
+        )
     if empty:
         logger.warning("%s: dropped %d rows with an empty question", path, empty)
     if incomplete:
