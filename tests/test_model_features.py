@@ -438,6 +438,7 @@ def test_loading_with_other_workers_names_both_lists(
         ({"max_tokens": 16}, "model.max_tokens: checkpoint 32 vs config 16"),
         ({"head": "mlp"}, "model.head: checkpoint 'linear' vs config 'mlp'"),
         ({"backbone": "minilm"}, "model.backbone: checkpoint 'tiny-random' vs config 'minilm'"),
+        ({"normalize_features": False}, "normalize_features: checkpoint True vs config False"),
     ],
 )
 def test_loading_with_another_model_config_names_what_differs(
@@ -491,6 +492,41 @@ def test_tensors_that_do_not_fit_the_metadata_are_refused(
     (directory / META_FILE).write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="missing tensors"):
         load_router(directory)
+
+
+def test_a_damaged_tensor_file_is_a_checkpoint_error(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    whole = (directory / HEAD_FILE).read_bytes()
+    (directory / HEAD_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(CheckpointError, match=f"{HEAD_FILE} is damaged or incomplete"):
+        load_router(directory)
+
+
+def test_a_family_folder_given_as_a_checkpoint_says_what_it_is(tmp_path: Path) -> None:
+    (tmp_path / "router_family.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="it is a router family: pass one member's folder"):
+        load_router(tmp_path)
+
+
+def test_continuing_from_a_checkpoint_takes_the_configs_head_dropout(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8, "head_dropout": 0.3})
+    train_briefly(records, cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    more = load_router(tmp_path / "ckpt", cfg.model_copy(update={"head_dropout": 0.9}))
+    assert more.model_cfg.head_dropout == 0.9
+    dropouts = [m.p for m in more.modules() if isinstance(m, torch.nn.Dropout)]
+    assert dropouts == [0.9]
+
+
+def test_one_train_prompt_gives_a_finite_normaliser(tiny_model_cfg: ModelConfig) -> None:
+    model = RouterModel(tiny_model_cfg, ["a", "b"], feature_dim=4)
+    model.fit_normalizer(torch.tensor([[1.0, -2.0, 3.0, 0.5]]))
+    assert torch.equal(model.feature_scale, torch.ones(4))
+    logits = model(features=torch.tensor([[1.0, -2.0, 3.0, 0.5]]))
+    assert torch.isfinite(logits).all()
 
 
 def test_a_damaged_metadata_file_is_a_checkpoint_error(

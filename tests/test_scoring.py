@@ -145,6 +145,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("(A)", "extracted A"),
         ("The answer is c.", "extracted C"),
         ("The answer is A or B", "ambiguous"),
+        ("A or B", "ambiguous"),
         ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
         ("Bob or Cal", "ambiguous"),
         ("I don't know.", "no option letter"),

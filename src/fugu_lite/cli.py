@@ -40,7 +40,13 @@ app.add_typer(tasks_app, name="tasks")
 console = Console()
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config; omitted keys keep defaults.")
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML config; omitted keys keep the code defaults (config.py: fp32). For the "
+        "shipped int8 setup pass src/fugu_lite/configs/default.yaml.",
+    ),
 ]
 RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
 OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folder.")]
@@ -49,7 +55,11 @@ PoolOption = Annotated[
 ]
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config key, e.g. --set training.epochs=5 (repeatable)."),
+    typer.Option(
+        "--set",
+        help="Override a config key (repeatable): e.g. training.epochs=5 (sft, rl), "
+        "training.iterations=300 (es), sft.epochs=5 (pipeline).",
+    ),
 ]
 
 
@@ -129,7 +139,8 @@ def data_import(
         typer.Option("--option", help="Importer option key=value (repeatable)."),
     ] = None,
 ) -> None:
-    """Import a public routing dataset into RewardRecords, with the standard split."""
+    """Import a routing dataset (LLMRouter, ZeroEval, RouterBench, or your own long table)
+    into RewardRecords, with the standard split."""
     from .datasets import import_dataset
     from .schemas import write_records
 
@@ -241,7 +252,7 @@ def train_rl_command(
     checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
     set_: SetOption = None,
 ) -> None:
-    """Contextual-bandit RL stage (the seed's train_rl)."""
+    """Contextual-bandit RL stage, typically continuing from an SFT checkpoint."""
     from .train_rl import train_rl
 
     cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
@@ -310,8 +321,10 @@ def train_reward_head_command(
     config: ConfigOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Cost-aware reward head: predicts each worker's reward and cost, so `route` and `serve`
-    answer any --cost-weight / cost_weight (a pipeline file's `model` section is used)."""
+    """Cost-aware reward head: each worker's reward and cost, for any --cost-weight.
+
+    `route` and `serve` then answer any cost weight; a pipeline file's `model` section is
+    used."""
     from .reward_head import RewardHeadConfig, train_reward_head
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
@@ -333,7 +346,9 @@ def run_stage(output: Path, stage) -> None:
 
 @app.command("eval")
 def eval_command(
-    checkpoint: Annotated[Path, typer.Option(help="Router checkpoint folder.")],
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+    ],
     records: RecordsOption,
     split: Annotated[
         str, typer.Option(help="Split to evaluate: train, validation or test.")
@@ -386,7 +401,9 @@ def eval_command(
 
 @app.command("route")
 def route_command(
-    checkpoint: Annotated[Path, typer.Option(help="Router checkpoint folder.")],
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+    ],
     prompt: Annotated[str, typer.Argument(help="The prompt to route ('-' reads stdin).")],
     exclude: Annotated[
         list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
@@ -500,8 +517,13 @@ def collect_command(
 @app.command("demo")
 def demo_command(
     data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o")] = Path("runs/demo"),
-    config: ConfigOption = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
+    ] = Path("runs/demo"),
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Pipeline YAML; default: configs/default.yaml."),
+    ] = None,
     pool: PoolOption = None,
     tasks_per_family: Annotated[
         int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
@@ -513,8 +535,10 @@ def demo_command(
         bool, typer.Option(help="End by serving the router and asking it a few questions.")
     ] = True,
 ) -> None:
-    """The main job: LLMRouter train + eval, then the local loop (embedded llama.cpp pool,
-    generated tasks, collect, train SFT -> RL, evaluate), then serve and ask via openai."""
+    """The main job: LLMRouter train + eval, the local loop, then serving.
+
+    The local loop: the embedded llama.cpp pool answers generated tasks, collect, train
+    SFT -> RL, evaluate; then serve the router and ask it via openai."""
     from .demo import DemoSettings, run_demo
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})

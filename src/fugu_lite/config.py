@@ -213,6 +213,7 @@ def load_stage_config(
     file (`model`, `sft`, `rl`, `es`): its `model` and its `stage` section, which may be
     absent (then the stage's defaults). Overrides use the stage file's keys
     (`training.epochs=3`)."""
+    _check_stage_overrides(overrides or {}, stage)
     if path is None:
         return load_config(None, config_type, overrides)
     data = _read_yaml_mapping(Path(path))
@@ -244,6 +245,18 @@ def load_stage_config(
         return config_type.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_describe_config_error(error, config_type, str(path))) from error
+
+
+def _check_stage_overrides(overrides: dict, stage: str) -> None:
+    """A one-stage command's --set keys live under model. and training., even when its -c
+    file is a pipeline file (`sft.epochs=5` there is `training.epochs=5` here)."""
+    for dotted_key in overrides:
+        section, _, rest = str(dotted_key).partition(".")
+        if section == stage and rest:
+            raise ConfigError(
+                f"--set {dotted_key}: a single stage's keys are model.* and training.*; "
+                f"use training.{rest}"
+            )
 
 
 def _read_yaml_mapping(path: Path) -> dict:
@@ -295,6 +308,8 @@ def _describe_config_error(
             close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
             close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
             hint = f"did you mean {close[0]!r}? " if close else ""
+            if key == "training" and "sft" in known:
+                hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         else:
             lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")

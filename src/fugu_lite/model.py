@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -138,7 +139,10 @@ class RouterModel(nn.Module):
         """Per-dimension standardisation from the training features (hidden states of
         small LMs have a few huge-magnitude dimensions that would dominate the head)."""
         self.feature_mean.copy_(train_features.mean(dim=0))
-        self.feature_scale.copy_(train_features.std(dim=0).clamp(min=1e-4))
+        if len(train_features) > 1:
+            self.feature_scale.copy_(train_features.std(dim=0).clamp(min=1e-4))
+        else:  # one prompt has no spread (its std is NaN): centre it, keep the scale
+            self.feature_scale.fill_(1.0)
         self.normalizer_fitted.fill_(True)
 
     def backbone_extractor(self) -> FeatureExtractor:
@@ -236,7 +240,7 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     if not (directory / HEAD_FILE).exists() or not meta_path.exists():
         raise CheckpointError(
             f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
-            f"{META_FILE} (written by `fugu-lite train ...`)"
+            f"{META_FILE} (written by `fugu-lite train ...`){_what_it_is(directory)}"
         )
     try:
         metadata = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -270,6 +274,7 @@ def checkpoint_mismatches(
         "quantization",
         "head",
         "head_hidden",
+        "normalize_features",
     ):
         saved_value, given_value = getattr(saved, field), getattr(model_cfg, field)
         if saved_value != given_value:
@@ -308,13 +313,14 @@ def load_router(
             "feature_batch_size": requested.feature_batch_size,
             "svf_targets": requested.svf_targets,
             "runtime": requested.runtime,
+            "head_dropout": requested.head_dropout,  # a training setting, not the model's
         }
     )
     model = RouterModel(
         cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
     )
     _check_svf_matrices(directory, metadata, model)
-    state = load_file(Path(directory) / HEAD_FILE)
+    state = read_tensors(Path(directory) / HEAD_FILE)
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:
@@ -332,6 +338,30 @@ def load_router(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
         )
     return model.to(cfg.device).eval()
+
+
+def _what_it_is(directory: Path) -> str:
+    """A hint when the folder holds another fugu-lite artefact (file names as written by
+    costs.py and reward_head.py)."""
+    if (directory / "router_family.json").exists():
+        return (
+            "; it is a router family: pass one member's folder, e.g. "
+            f"{directory / 'lambda-0' / 'rl'} (listed in router_family.json)"
+        )
+    if (directory / "reward_head.json").exists():
+        return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
+    return ""
+
+
+def read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """A checkpoint's safetensors file; a damaged one is a CheckpointError saying so."""
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError) as error:
+        raise CheckpointError(
+            f"{path} is damaged or incomplete ({error}); copy the checkpoint folder again, "
+            "or retrain it"
+        ) from error
 
 
 def _check_svf_matrices(directory: str | Path, metadata: dict, model: RouterModel) -> None:

@@ -185,8 +185,9 @@ def load_pool_config(path: str | Path | None = None) -> PoolConfig:
 def _read_yaml(path: Path) -> dict:
     if not path.exists():
         raise ConfigError(
-            f"pool file {path} not found; write one (see `fugu-lite collect --help`) or leave "
-            "--pool out to use the embedded local pool"
+            f"pool file {path} not found; write one (README 'Workers and collection', or "
+            "copy src/fugu_lite/configs/pool.yaml) or leave --pool out to use the embedded "
+            "local pool"
         )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

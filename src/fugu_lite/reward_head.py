@@ -38,7 +38,6 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 from rich.console import Console
-from safetensors.torch import load_file
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -50,7 +49,7 @@ from .evaluation.pareto import aiq, baseline_curve, non_decreasing_hull, worker_
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
-from .model import CheckpointError, RouterModel
+from .model import CheckpointError, RouterModel, read_tensors
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .training_common import stage_progress
 
@@ -528,7 +527,7 @@ def load_reward_head(
             f"vs records {list(worker_ids)}"
         )
     try:
-        router.load_state_dict(load_file(directory / HEAD_FILE), strict=True)
+        router.load_state_dict(read_tensors(directory / HEAD_FILE), strict=True)
     except RuntimeError as error:
         raise CheckpointError(
             f"reward head {directory} does not fit its metadata: {error}"

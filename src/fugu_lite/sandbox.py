@@ -167,7 +167,7 @@ def _collect(
     if timed_out:
         return SandboxResult(
             status="timeout",
-            detail=f"timeout: still running after {limits.timeout_s:g} s",
+            detail=f"still running after {limits.timeout_s:g} s",
             **common,
         )
     load_error = next((e for e in events if e.get("event") == "load_error"), None)

@@ -263,6 +263,7 @@ _REJECTED = re.compile(
     r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b",
     re.IGNORECASE,
 )
+_LETTER_OR_LETTER = re.compile(r"(?<![\w'])\(?[A-E]\)?\s*(?:or|/)\s*\(?[A-E]\)?(?![\w'])")
 _OR_ANOTHER = re.compile(r"^\s*(?:or|and|/)\s*\(?(?:option\s*)?[A-E](?![a-z])", re.IGNORECASE)
 
 
@@ -310,6 +311,9 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     lines = [line for line in text.splitlines() if choice_letter(line.strip("*_ `"))]
     if lines:
         return choice_letter(lines[-1].strip("*_ `")), "a line holding only a letter"
+    either = _LETTER_OR_LETTER.search(text)
+    if either:
+        return None, f"ambiguous: {either.group(0)!r}"
     return _choice_by_option_text(text, prompt)
 
 

@@ -66,7 +66,7 @@ class Metrics:
             ["worker", "kind"], registry=r,
         )  # fmt: skip
         self.cost = Counter(
-            "fugu_cost", "Cost from the workers' prices (price units per million tokens).",
+            "fugu_cost", "Cost from the workers' prices (in the units of those prices).",
             ["worker"], registry=r,
         )  # fmt: skip
         self.circuit_open = Gauge(

@@ -425,6 +425,12 @@ def evolve(
     if not resume:
         state_path(output_dir).unlink(missing_ok=True)
     state = resumed_state(output_dir, fingerprint) if resume else None
+    if state is not None and state.generation > training.iterations:
+        raise ESResumeError(
+            f"{state_path(output_dir)} is already at generation {state.generation}, past "
+            f"iterations={training.iterations}; raise training.iterations to continue it, or "
+            "start over with --no-resume (or another --output)"
+        )
     if state is not None:
         state.resumed_from.append(state.generation)
         console.print(
@@ -468,7 +474,9 @@ def evolve(
                 state.save(output_dir)
             if generation % training.log_every == 0:
                 console.print(f"ES gen {generation} {_status(entry)}")
-            progress.update(task, completed=generation, status=_status(entry))
+            best = state.best_validation_reward
+            status = f"best validation {best:.4f}" if best is not None else ""
+            progress.update(task, completed=generation, status=status)  # short: 80 columns
     if validation is None:
         state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
     set_parameter_vector(model, state.best_parameters)
@@ -530,7 +538,9 @@ def write_outputs(
         "resumed_from": state.resumed_from,
         "seconds_per_generation": sum(all_seconds) / max(1, len(all_seconds)),
     }
-    if state.best_generation:
+    if state.best_generation and state.best_validation_reward is None:
+        console.print(f"ES: kept generation {state.best_generation}, the last one")
+    elif state.best_generation:
         console.print(
             f"ES: kept generation {state.best_generation} "
             f"(validation reward {state.best_validation_reward:.4f})"

@@ -151,6 +151,7 @@ def train_rl(
         "checkpoint": str(output),
         "worker_ids": worker_ids,
         "global_step": global_step,
+        "config": config.model_dump(),
         "cost_weighting": cost_weighting,
         "history": history,
     }

@@ -131,7 +131,7 @@ def train_sft(
         output,
         metadata={
             "stage": "sft",
-            "best_epoch": best_epoch,
+            "best_epoch": best_epoch or config.training.epochs,
             "history": history,
             "cost_weighting": cost_weighting,
         },
