@@ -180,10 +180,11 @@ def test_import_without_records_fails_and_writes_nothing(
     assert not output.exists()
 
 
-def test_record_summary_of_no_records_does_not_crash() -> None:
+def test_record_summary_of_no_records_does_not_crash(capsys: pytest.CaptureFixture[str]) -> None:
     from fugu_lite.cli import print_record_summary
 
     print_record_summary([])
+    assert capsys.readouterr().out.strip() == "0 records"
 
 
 def test_import_option_values_are_checked_and_strings_stay_strings(tmp_path: Path) -> None:

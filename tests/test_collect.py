@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -257,26 +258,46 @@ def test_other_workers_in_the_output_are_refused(tmp_path: Path) -> None:
             run(stub_pool(("a", stub), ("c", stub)), tasks, output)
 
 
-def test_a_changed_request_is_asked_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"system_prompt": "Be brief."}, {"params": {"temperature": 0.7}}, {"model": "other"}],
+)
+def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
+    """A saved answer counts only for the same request: system prompt, params and model."""
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
-        run(stub_pool(("w", stub)), [tasks[0]], output)
-        # Same worker id, new system prompt: the old answer to tasks[1] would not count.
-        run(stub_pool(("w", stub), system_prompt="Be brief."), tasks, output)
-    assert len(stub.bodies) == 2
-    assert stub.bodies[1]["messages"][0]["content"] == "Be brief."
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written, so both cells of `w` stay pending
+
+        def pool(**worker_change: Any) -> PoolConfig:
+            worker = stub_pool(("w", stub)).workers[0].model_dump()
+            closed = {**worker, "id": "down", "base_url": down_url}
+            return PoolConfig.model_validate({"workers": [{**worker, **worker_change}, closed]})
+
+        run(pool(), tasks, output, down_after=1)
+        assert len(stub.bodies) == 2
+        run(pool(**change), tasks, output, down_after=1)
+    assert len(stub.bodies) == (2 if not change else 4)
+    for body in stub.bodies[2:]:
+        assert body["messages"][0]["content"] == "Be brief." or "system_prompt" not in change
+        assert body.get("temperature") == 0.7 or "params" not in change
+        assert body["model"] == "other" or "model" not in change
 
 
 def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
     tasks = [Task(id="j", prompt="Write a haiku.", grader="judge", task="poetry")]
-    with StubWorker("Score: 0.8") as stub:
+    with StubWorker("Autumn wind.\nSCORE: 8") as stub:  # the answer, and the judge's verdict
         config = stub_pool(("w", stub))
         with pytest.raises(CollectError, match="--judge"):
             run(config, tasks, tmp_path / "r.jsonl")
         summary = run(config, tasks, tmp_path / "r.jsonl", judge_worker="w")
+        judge_request = json.dumps(stub.bodies[-1]["messages"])
     assert summary.complete
     assert [line["event"] for line in log_lines(tmp_path / "r.jsonl")].count("judge") == 1
+    assert read_records(tmp_path / "r.jsonl")[0].rewards == [pytest.approx(0.8)]  # 8 / 10
+    assert "Write a haiku." in judge_request and "Autumn wind." in judge_request
 
 
 def test_cli_collect(tmp_path: Path) -> None:

@@ -277,8 +277,21 @@ def workers_of(records: list[RewardRecord]) -> list[str]:
 # --- configs -------------------------------------------------------------------------------
 
 
-def test_defaults_without_a_file() -> None:
-    assert load_config(None, PipelineConfig) == PipelineConfig()
+def test_defaults_without_a_file_differ_from_the_shipped_file_as_documented() -> None:
+    """README: without -c the code defaults apply, which are default.yaml except
+    `quantization: none` and `pooling: auto` (mean on MiniLM)."""
+    bare = load_config(None, PipelineConfig).model_dump()
+    shipped = load_config(DEFAULT_CONFIG, PipelineConfig).model_dump()
+    differences = {
+        f"{section}.{key}": (value, shipped[section][key])
+        for section, values in bare.items()
+        for key, value in values.items()
+        if value != shipped[section][key]
+    }
+    assert differences == {
+        "model.pooling": ("auto", "mean"),
+        "model.quantization": ("none", "int8"),
+    }
 
 
 def test_the_shipped_default_config_loads_as_written() -> None:

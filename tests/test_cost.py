@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from fugu_lite.cli import app
 from fugu_lite.config import (
     CostAware,
+    ESConfig,
+    ESTrainingConfig,
     ModelConfig,
     RLConfig,
     RLTrainingConfig,
@@ -56,6 +58,7 @@ from fugu_lite.routing import route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
 from fugu_lite.server_routing import RouteRequest, RouterService
 from fugu_lite.server_schemas import ApiError
+from fugu_lite.train_es import train_es
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 
@@ -191,7 +194,7 @@ def test_parse_and_nearest_cost_weights() -> None:
         nearest_cost_weight(grid, -0.5)
 
 
-@pytest.mark.parametrize("stage", ["sft", "rl"])
+@pytest.mark.parametrize("stage", ["sft", "rl", "es"])
 def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path: Path) -> None:
     records = cost_case_records()
     test_prompts = [r.prompt for r in records if r.split == "test"]
@@ -208,11 +211,17 @@ def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path
                 cost_weight=cost_weight,
             )
             report = train_sft(records, SFTConfig(model=cfg, training=training), output)
-        else:
+        elif stage == "rl":
             training = RLTrainingConfig(
                 epochs=6, batch_size=16, learning_rate=0.01, cost_weight=cost_weight
             )
             report = train_rl(records, RLConfig(model=cfg, training=training), output)
+        else:
+            es_training = ESTrainingConfig(
+                population_size=8, sigma0=0.5, samples=0, iterations=30, batch_size=64,
+                validate_every=5, cost_weight=cost_weight,
+            )  # fmt: skip
+            report = train_es(records, ESConfig(model=cfg, training=es_training), output)
         expected_reference = None if cost_weight == 0 else pytest.approx(0.55)
         assert report["cost_weighting"] == {
             "cost_weight": cost_weight,

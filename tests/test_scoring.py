@@ -371,6 +371,19 @@ def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    ("code", "refused"),
+    [
+        ("import os, signal\nos.kill(os.getppid(), signal.SIGTERM)\n", "os.kill"),
+        ("import ctypes\n", "importing ctypes"),
+    ],
+)
+def test_signals_and_ctypes_are_refused(code: str, refused: str) -> None:
+    result = run(code_task(), code + "def add(a, b):\n    return a + b\n")
+    assert result.score == 0.0
+    assert f"{refused} is not allowed" in result.detail  # and this process is still here
+
+
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
     """They import _posixsubprocess; only starting a process is refused."""
     for module in ("asyncio", "subprocess"):

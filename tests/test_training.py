@@ -368,6 +368,26 @@ def test_gradient_accumulation_counts_optimizer_steps(
     assert report["global_step"] == 2 * math.ceil(batches / 4)
 
 
+def test_the_sft_stage_passes_its_tie_handling_to_the_loss(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Every third train row made an all-way tie: `skip` and `uniform` train differently."""
+    tied = [
+        record.model_copy(update={"rewards": [0.5] * len(record.rewards)})
+        if record.split == "train" and index % 3 == 0
+        else record
+        for index, record in enumerate(records)
+    ]
+    first_losses = {}
+    for handling in ("uniform", "skip"):
+        training = SFT_TRAINING.model_copy(update={"epochs": 1, "tie_handling": handling})
+        config = SFTConfig(model=tiny_model_cfg, training=training)
+        report = train_sft(tied, config, tmp_path / handling)
+        first_losses[handling] = report["history"][0]["train"]["loss"]
+        assert report["history"][0]["train"]["tie_fraction"] > 0.2
+    assert first_losses["uniform"] != pytest.approx(first_losses["skip"], rel=1e-3)
+
+
 def test_pipeline_runs_sft_then_rl_from_the_sft_checkpoint(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
@@ -394,6 +414,16 @@ def test_pipeline_runs_sft_then_rl_from_the_sft_checkpoint(
     rl_model = load_router(tmp_path / "rl")
     assert torch.equal(sft_model.feature_mean, rl_model.feature_mean)  # one normaliser
     assert not torch.equal(sft_model.head.weight, rl_model.head.weight)  # RL trained it
+
+    # With a vanishing RL step, RL's head is SFT's: it started there, not from zero.
+    still = config.model_copy(
+        update={"rl": config.rl.model_copy(update={"epochs": 1, "learning_rate": 1e-9})}
+    )
+    train_pipeline(records, still, tmp_path / "still")
+    sft_head = load_router(tmp_path / "still" / "sft").head.weight
+    rl_head = load_router(tmp_path / "still" / "rl").head.weight
+    assert sft_head.abs().max() > 0.1
+    torch.testing.assert_close(rl_head, sft_head, atol=1e-4, rtol=0)
 
 
 def test_continuing_from_a_checkpoint_with_another_config_is_refused(
