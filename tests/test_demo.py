@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from fugu_lite import demo
 from fugu_lite.cli import app
 from fugu_lite.demo import DEMO_QUESTIONS
 from fugu_lite.pool import embedded_pool_config
@@ -28,7 +29,17 @@ def short_answer_pool(path: Path) -> Path:
 
 
 @pytest.mark.integration
-def test_demo_runs_the_whole_local_loop(tmp_path: Path) -> None:
+def test_demo_runs_the_whole_local_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `fugu-lite demo` prints its results and returns nothing: keep what the real run_demo
+    # returned (called unchanged) to check the served answers and the report exactly.
+    returned: list[dict] = []
+    run_demo = demo.run_demo
+
+    def recording_run_demo(*args: object, **kwargs: object) -> dict:
+        returned.append(run_demo(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(demo, "run_demo", recording_run_demo)
     output = tmp_path / "demo"
     result = CliRunner().invoke(
         app,
@@ -37,6 +48,7 @@ def test_demo_runs_the_whole_local_loop(tmp_path: Path) -> None:
         env={"COLUMNS": "200"},
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    [results] = returned
     worker_ids = embedded_pool_config().worker_ids
 
     records = read_records(output / "local" / "rewards.jsonl")
@@ -46,10 +58,20 @@ def test_demo_runs_the_whole_local_loop(tmp_path: Path) -> None:
 
     report = json.loads((output / "local" / "evaluation" / "evaluation_report.json").read_text())
     assert report["split"] == "test"
+    assert report["sizes"] == results["local"]["sizes"]
+    test_records = [record for record in records if record.split == "test"]
+    assert report["sizes"]["evaluated"] == len(test_records) > 0
     methods = report["methods"]
+    assert {"router", "knn", "ridge", "best_single", "oracle"} <= set(methods)
     assert 0.0 <= methods["router"]["mean_reward"] <= methods["oracle"]["mean_reward"] <= 1.0
 
-    assert "who answered" in result.output
-    answered = [line for line in result.output.splitlines() if any(w in line for w in worker_ids)]
-    assert len(answered) >= len(DEMO_QUESTIONS)
-    assert "demo finished" in result.output
+    router = json.loads((Path(report["checkpoint"]) / "router.json").read_text())
+    served = results["served"]
+    assert [answer["question"] for answer in served] == list(DEMO_QUESTIONS)
+    for answer in served:
+        assert answer["worker"] in router["worker_ids"], answer
+        assert answer["answer"].strip(), answer
+    serving = result.output.split("3/3 serve")[1]  # what the serving step printed
+    assert "who answered" in serving
+    assert all(answer["worker"] in serving for answer in served)
+    assert "demo finished" in serving

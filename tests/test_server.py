@@ -34,6 +34,7 @@ from fugu_lite.costs import RouterFamily, load_family_or_single, train_router_fa
 from fugu_lite.pool import PoolConfig, WorkerConfig
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server_auth import load_api_keys
 from fugu_lite.server_batching import MicroBatcher
 from fugu_lite.server_breaker import CircuitBreaker
 from fugu_lite.server_routing import RouteRequest, RouterService
@@ -329,6 +330,32 @@ def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
     assert first["fugu"]["worker"] == response.headers["x-fugu-worker"]
 
 
+def test_every_answer_carries_its_request_id(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    client = running.client()
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+    completion = raw.parse()
+    assert raw.headers["x-request-id"] == completion.id
+
+    streamed = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(CODE), stream=True
+    )
+    chunks = list(streamed.parse())
+    assert len(chunks) > 1
+    assert {chunk.id for chunk in chunks} == {streamed.headers["x-request-id"]}
+
+    stubs.workers["coder"].mode = "500"
+    failed = running.post({"model": MODEL, "messages": user(CODE), "workers": ["coder"]})
+    assert failed.status_code == 502  # an error is an answer too
+
+    ids = [raw.headers["x-request-id"], streamed.headers["x-request-id"]]
+    ids.append(failed.headers["x-request-id"])
+    assert len(set(ids)) == 3 and all(i.startswith("chatcmpl-") for i in ids)
+    # the id joins an answer to its decision log line
+    assert wait_until(lambda: len(running.log_lines()) == 3)
+    assert {line["request_id"] for line in running.log_lines()} == set(ids)
+
+
 def test_async_client_and_concurrent_requests_share_routing_batches(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs), batch_window_ms=20)
     for stub in stubs.workers.values():
@@ -385,6 +412,8 @@ def test_health_says_degraded_or_unavailable_when_workers_are_down(
 ) -> None:
     running = serve(pool_for(stubs))
     dead: set[str] = set()
+    # Stub workers are remote (no local process to die here); the real-process version is
+    # tests/test_server_llama.py::test_killing_the_chosen_worker_falls_back_to_the_other.
     monkeypatch.setattr(running.state.pool, "is_alive", lambda worker: worker not in dead)
     dead.add(WORKERS[0])  # e.g. its llama.cpp process exited
     response = httpx.get(f"{running.url}/health")
@@ -678,6 +707,27 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
         assert running.health()["workers"][first]["circuit"] == "open"
 
 
+def test_a_stream_that_stalls_for_timeout_s_is_cut(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    worker = ranking_for(family, MATH).ranking[0]
+    running = serve(pool_for(stubs, overrides={worker: {"timeout_s": 0.5}}))
+    stubs.workers[worker].stream_chunk_delay_s = 2.0  # the role chunk, then 2 s before each word
+    started = time.monotonic()
+    stream = running.client().chat.completions.create(model=MODEL, messages=user(MATH), stream=True)
+    received = []
+    with pytest.raises(openai.APIError, match=re.escape(f"worker {worker}: no chunk for 0.5 s")):
+        for chunk in stream:
+            received.append(chunk)
+    elapsed = time.monotonic() - started
+    assert [chunk.choices[0].delta.role for chunk in received] == ["assistant"]
+    # cut after about timeout_s: the stub's first word alone would take 2 s, its answer 6 s
+    assert 0.45 <= elapsed < 1.5, f"the stalled stream ended after {elapsed:.2f} s"
+    [line] = running.log_lines()
+    assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, worker)
+    assert wait_until(lambda: stubs.counters[worker].active == 0, 3), "upstream left open"
+
+
 def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs))
     for stub in stubs.workers.values():
@@ -836,6 +886,28 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
     assert httpx.get(f"{running.url}/v1/models").status_code == 401
     assert "fugu_requests_total" in running.metrics(api_key=ENDPOINT_KEY)
     assert httpx.get(f"{running.url}/health").status_code == 200
+
+
+def test_api_keys_come_from_a_file_one_a_line_and_an_env_var_comma_separated(
+    serve, stubs: Stubs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(f"# the endpoint's keys\n{ENDPOINT_KEY}\n\nsk-second-key-abcdef\n")
+    assert load_api_keys(file=keys_file) == [ENDPOINT_KEY, "sk-second-key-abcdef"]
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", "sk-env-key-one-1234,sk-env-key-two-5678")
+    keys = load_api_keys("FUGU_TEST_ENDPOINT_KEYS", keys_file)
+    assert keys == ["sk-env-key-one-1234", "sk-env-key-two-5678", ENDPOINT_KEY,
+                    "sk-second-key-abcdef"]  # fmt: skip
+    running = serve(pool_for(stubs), api_keys=keys)
+    for key in keys:
+        completion = running.client(api_key=key).chat.completions.create(
+            model=MODEL, messages=user(MATH)
+        )
+        assert completion.model == MODEL
+    with pytest.raises(openai.AuthenticationError):
+        running.client(api_key="# the endpoint's keys").chat.completions.create(
+            model=MODEL, messages=user(MATH)
+        )
 
 
 def test_worker_keys_never_reach_responses_or_logs(
@@ -1160,3 +1232,49 @@ def test_serve_command_refuses_bad_setups_before_listening(
     )
     assert no_keys.exit_code == 2
     assert "FUGU_NO_SUCH_KEYS" in no_keys.output
+
+
+def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pool the checkpoint does not match: keys wrongly accepted would stop `serve` there
+    # ("has no worker") rather than let it listen, so this test cannot hang.
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "workers:\n  - {id: alpha, model: a, base_url: 'http://127.0.0.1:9/v1'}\n",
+        encoding="utf-8",
+    )
+
+    def serve_with(*options: str) -> tuple[int, str]:
+        result = runner.invoke(
+            cli_app,
+            ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool), *options],
+            env={"COLUMNS": "1000"},  # paths in the messages stay on one line
+        )
+        return result.exit_code, result.output
+
+    short = tmp_path / "short-keys.txt"
+    short.write_text(f"{ENDPOINT_KEY}\nzq7x5\n", encoding="utf-8")
+    code, output = serve_with("--api-keys-file", str(short))
+    assert code == 2
+    assert "1 API key(s) are shorter than 6 characters" in output
+    assert "zq7x5" not in output  # the refusal does not print the key
+
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", f"{ENDPOINT_KEY},abc12")
+    code, output = serve_with("--api-keys-env", "FUGU_TEST_ENDPOINT_KEYS")
+    assert code == 2 and "shorter than 6 characters" in output
+
+    empty = tmp_path / "empty-keys.txt"
+    for text in ("", "\n\n", "# no key yet\n"):
+        empty.write_text(text, encoding="utf-8")
+        code, output = serve_with("--api-keys-file", str(empty))
+        assert code == 2
+        assert f"--api-keys-file {empty}: holds no key" in output
+
+    code, output = serve_with("--api-keys-file", str(tmp_path / "no-such-file.txt"))
+    assert code == 2 and "no-such-file.txt: cannot read it" in output
+
+    good = tmp_path / "keys.txt"
+    good.write_text(f"{ENDPOINT_KEY}\nsk-second-key-abcdef\n", encoding="utf-8")
+    code, output = serve_with("--api-keys-file", str(good))
+    assert code == 2 and "has no worker" in output  # past the keys, stopped by the tripwire
