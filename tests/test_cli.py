@@ -525,6 +525,13 @@ def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None
     assert "is not a fugu-lite router checkpoint" in flat(result.output)
 
 
+def test_route_refuses_an_empty_prompt(run: Run) -> None:
+    for prompt, stdin in (("", None), ("   ", None), ("-", "\n")):
+        result = invoke("route", "--checkpoint", run.checkpoint, prompt, input=stdin)
+        assert result.exit_code == 2
+        assert "the prompt is empty" in flat(result.output)
+
+
 def test_route_json_carries_the_decision(run: Run) -> None:
     result = invoke("route", "--checkpoint", run.checkpoint, "--json", "--exclude", "coder", "hi")
     ok(result)

@@ -324,6 +324,20 @@ def test_cli_collect(tmp_path: Path) -> None:
     assert len(record_ids(output)) == 3
 
 
+def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) -> None:
+    write_tasks(tmp_path / "t.jsonl", number_tasks(1))
+    (tmp_path / "afile").write_text("x")
+    for flag, path in (("-o", tmp_path), ("-o", tmp_path / "afile" / "r.jsonl"),
+                       ("--log", tmp_path)):  # fmt: skip
+        output = tmp_path / "r.jsonl" if flag == "--log" else path
+        extra = ["--log", str(path)] if flag == "--log" else []
+        result = CliRunner().invoke(
+            app, ["collect", "-t", str(tmp_path / "t.jsonl"), "-o", str(output), *extra]
+        )
+        assert result.exit_code == 2, result.output
+        assert f"{flag} {path}" in " ".join(result.output.split())
+
+
 def test_cli_bad_pool_file(tmp_path: Path) -> None:
     (tmp_path / "pool.yaml").write_text("workers:\n  - {id: a, model: m}\n")
     write_tasks(tmp_path / "t.jsonl", number_tasks(1))

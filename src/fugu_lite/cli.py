@@ -424,6 +424,8 @@ def route_command(
     from .routing import NoWorkerLeftError
 
     text = sys.stdin.read() if prompt == "-" else prompt
+    if not text.strip():
+        fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     try:
         decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight)
     except (CheckpointError, NoWorkerLeftError) as error:
@@ -481,6 +483,9 @@ def collect_command(
     from .tasks import read_tasks
     from .workers import PoolStartError
 
+    check_output(output, "-o", "file")
+    if log is not None:
+        check_output(log, "--log", "file")
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
