@@ -525,6 +525,19 @@ def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None
     assert "is not a fugu-lite router checkpoint" in flat(result.output)
 
 
+def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    result = invoke("tasks", "generate", "-o", tmp_path)  # a folder, not a file
+    assert result.exit_code == 2 and f"-o {tmp_path} is a directory" in flat(result.output)
+    result = invoke("tasks", "generate", "-o", tmp_path / "afile" / "t.jsonl")
+    assert result.exit_code == 2 and "is a file, so nothing can be created" in flat(result.output)
+    result = invoke("demo", "--no-serve", "-o", tmp_path / "afile")
+    assert result.exit_code == 2 and "is a file, not a folder" in flat(result.output)
+    result = invoke("demo", "--no-serve", "-o", tmp_path / "d", "--pool", tmp_path / "no.yaml")
+    assert result.exit_code == 2 and "pool file" in flat(result.output)
+    assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
+
+
 def test_route_refuses_an_empty_prompt(run: Run) -> None:
     for prompt, stdin in (("", None), ("   ", None), ("-", "\n")):
         result = invoke("route", "--checkpoint", run.checkpoint, prompt, input=stdin)

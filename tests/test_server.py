@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -1188,6 +1189,27 @@ def test_circuit_breaker_states() -> None:
 
 
 runner = CliRunner()
+
+
+def test_serve_command_refuses_bad_flags_before_loading_anything(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    def serve_with(*flags: str) -> str:
+        result = runner.invoke(cli_app, ["serve", "--checkpoint", str(checkpoint), *flags])
+        assert result.exit_code == 2, result.output
+        return " ".join(result.output.split())
+
+    assert "--log-level 'bogus' is not a log level" in serve_with("--log-level", "bogus")
+    assert "--model-name is empty" in serve_with("--model-name", " ")
+    assert "--log-requests" in serve_with("--log-requests", str(tmp_path))  # a folder
+    for flag, value in (("--max-body-bytes", "0"), ("--port", "70000"), ("--torch-threads", "-2"),
+                        ("--max-batch-size", "0"), ("--breaker-failures", "0")):  # fmt: skip
+        assert f"Invalid value for '{flag}'" in serve_with(flag, value)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert f"cannot listen on 127.0.0.1:{port}" in serve_with("--port", str(port))
 
 
 def test_serve_command_refuses_bad_setups_before_listening(

@@ -545,8 +545,15 @@ def demo_command(
     The local loop: the embedded llama.cpp pool answers generated tasks, collect, train
     SFT -> RL, evaluate; then serve the router and ask it via openai."""
     from .demo import DemoSettings, run_demo
+    from .pool import load_pool_config
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
+    check_output(output, "-o", "folder")
+    if pool is not None:  # checked now, not after the LLMRouter stage
+        try:
+            load_pool_config(pool)
+        except ConfigError as error:
+            fail(str(error))
     settings = DemoSettings(
         data_dir=data_dir,
         output=output,
@@ -564,6 +571,25 @@ def demo_command(
         fail(str(error))
 
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail now, before the router and the pool load, when the address cannot be bound."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        fail(
+            f"cannot listen on {host}:{port} ({error.strerror or error}); the port is in use "
+            "or the host is not an address of this machine: choose another --port or --host"
+        )
+
+
 @app.command("serve")
 def serve_command(
     checkpoint: Annotated[
@@ -571,7 +597,7 @@ def serve_command(
     ],
     pool: PoolOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
     model_name: Annotated[
         str, typer.Option(help="The model name clients send and get back.")
     ] = "fugu-lite",
@@ -588,24 +614,29 @@ def serve_command(
     log_content: Annotated[
         bool, typer.Option(help="Also log the messages (off: only their hash).")
     ] = False,
-    max_body_bytes: Annotated[int, typer.Option(help="Largest request body accepted.")] = 1_000_000,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body accepted.", min=1024)
+    ] = 1_000_000,
     max_tokens_limit: Annotated[
-        int, typer.Option(help="Largest max_tokens a request may ask for.")
+        int, typer.Option(help="Largest max_tokens a request may ask for.", min=1)
     ] = 32_768,
     batch_window_ms: Annotated[
-        float, typer.Option(help="Micro-batching window for routing concurrent requests.")
+        float, typer.Option(help="Micro-batching window for routing concurrent requests.", min=0)
     ] = 2.0,
-    max_batch_size: Annotated[int, typer.Option(help="Most prompts per routing pass.")] = 32,
+    max_batch_size: Annotated[int, typer.Option(help="Most prompts per routing pass.", min=1)] = 32,
     breaker_failures: Annotated[
-        int, typer.Option(help="Consecutive failures that open a worker's circuit breaker.")
+        int, typer.Option(help="Consecutive failures that open a worker's circuit breaker.", min=1)
     ] = 3,
     breaker_cooldown_s: Annotated[
-        float, typer.Option(help="Seconds a worker is skipped once its circuit opens.")
+        float, typer.Option(help="Seconds a worker is skipped once its circuit opens.", min=0)
     ] = 30.0,
     torch_threads: Annotated[
-        int, typer.Option(help="Threads for the routing forward pass (0 = torch's default).")
+        int,
+        typer.Option(help="Threads for the routing forward pass (0 = torch's default).", min=0),
     ] = 1,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(help=f"uvicorn log level: {', '.join(LOG_LEVELS)}.")
+    ] = "info",
 ) -> None:
     """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
     from pydantic import ValidationError
@@ -614,6 +645,13 @@ def serve_command(
     from .server import ServeSettings, serve
     from .server_auth import ApiKeyError, load_api_keys
 
+    if log_level not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    if not model_name.strip():
+        fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
+    if log_requests is not None:
+        check_output(log_requests, "--log-requests", "file")
+    check_port_free(host, port)
     try:
         settings = ServeSettings(
             checkpoint=checkpoint, pool=pool, host=host, port=port, model_name=model_name,
@@ -639,11 +677,15 @@ def tasks_generate(
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
     from .tasks import generate_tasks, write_tasks
 
+    check_output(output, "-o", "file")
     try:
         tasks = generate_tasks(per_family, seed)
+        written = write_tasks(output, tasks)
     except ValueError as error:
         fail(str(error))
-    console.print(f"wrote {write_tasks(output, tasks)} tasks to {output}")
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+    console.print(f"wrote {written} tasks to {output}")
     print_task_summary(tasks)
 
 
