@@ -366,33 +366,23 @@ def eval_command(
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
     from .costs import is_router_family
     from .pipeline import run_evaluation, run_pareto_evaluation
-
-    if pareto:
-        report_dir = output or checkpoint / f"pareto-{split}"
-        check_output(report_dir, "--output", "folder")
-        try:
-            run_pareto_evaluation(checkpoint, read_records_or_fail(records), split, report_dir)
-        except ValueError as error:
-            fail(str(error))
-        except OSError as error:
-            fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
-        return
     from .reward_head import is_reward_head
 
-    if is_reward_head(checkpoint):
+    if not pareto and is_reward_head(checkpoint):
         fail(
             f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
             "which draws its cost-quality curve"
         )
-    if is_router_family(checkpoint):
+    if not pareto and is_router_family(checkpoint):
         fail(
             f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
             "member checkpoint (listed in its router_family.json)"
         )
-    report_dir = output or checkpoint / f"eval-{split}"
+    evaluate = run_pareto_evaluation if pareto else run_evaluation
+    report_dir = output or checkpoint / f"{'pareto' if pareto else 'eval'}-{split}"
     check_output(report_dir, "--output", "folder")
     try:
-        run_evaluation(checkpoint, read_records_or_fail(records), split, report_dir)
+        evaluate(checkpoint, read_records_or_fail(records), split, report_dir)
     except ValueError as error:
         fail(str(error))
     except OSError as error:

@@ -113,13 +113,17 @@ def request_hash(worker: WorkerConfig, task: Task) -> str:
         "params": worker.params,
         "messages": task.chat_messages(),
     }
-    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+    return _json_sha1(payload)
 
 
 def grading_hash(task: Task) -> str:
     """What a grade depends on besides the answer: after a fix to a task's answer, tests or
     grader, its saved answers are graded again on resume (no new calls)."""
     payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
+    return _json_sha1(payload)
+
+
+def _json_sha1(payload: dict) -> str:
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 
 

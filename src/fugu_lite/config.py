@@ -9,6 +9,8 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .io import RecordFileError, read_utf8_text
+
 C = TypeVar("C", bound=BaseModel)
 
 
@@ -265,15 +267,9 @@ def _read_yaml_mapping(path: Path) -> dict:
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
     try:
-        payload = path.read_bytes()
-        text = payload.decode("utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from error
-    except UnicodeDecodeError as error:
-        line = payload[: error.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path}, line {line}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
-        ) from error
+        text = read_utf8_text(path)
+    except RecordFileError as error:
+        raise ConfigError(str(error)) from error
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -25,12 +25,9 @@ def write_json(path: str | Path, payload: Any) -> None:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
-    payload = read_file_bytes(path)
+    text = read_utf8_text(path)
     try:
-        return json.loads(payload.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        line = payload[: error.start].count(b"\n") + 1
-        raise RecordFileError(not_utf8_message(path, line, error)) from error
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
@@ -42,9 +39,15 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def read_file_bytes(path: Path) -> bytes:
+def read_utf8_text(path: Path) -> str:
+    """The whole file as text; a file that is not UTF-8 is a RecordFileError naming the line."""
     with open_for_reading(path) as stream:
-        return stream.read()
+        payload = stream.read()
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = payload[: error.start].count(b"\n") + 1
+        raise RecordFileError(not_utf8_message(path, line, error)) from error
 
 
 def open_for_reading(path: Path) -> BinaryIO:

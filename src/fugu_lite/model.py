@@ -341,14 +341,16 @@ def load_router(
 
 
 def _what_it_is(directory: Path) -> str:
-    """A hint when the folder holds another fugu-lite artefact (file names as written by
-    costs.py and reward_head.py)."""
-    if (directory / "router_family.json").exists():
+    """A hint when the folder holds another fugu-lite artefact."""
+    from .costs import is_router_family  # both import this module: import them when asked
+    from .reward_head import is_reward_head
+
+    if is_router_family(directory):
         return (
             "; it is a router family: pass one member's folder, e.g. "
             f"{directory / 'lambda-0' / 'rl'} (listed in router_family.json)"
         )
-    if (directory / "reward_head.json").exists():
+    if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
     return ""
 

@@ -15,6 +15,12 @@ MissingPolicy = Literal["error", "drop"]
 MISSING_POLICIES: tuple[str, ...] = ("error", "drop")
 
 
+CSV_QUOTING_HINT = (
+    "check the quoting there: a field holding a comma, a quote or a line break must be in "
+    'double quotes, inner quotes doubled ("")'
+)
+
+
 def short(text: str, limit: int = 60) -> str:
     """A prompt shortened for an error message."""
     flat = " ".join(text.split())

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..io import RecordFileError, iter_jsonl, utf8_error_message
 from ..schemas import RewardRecord
-from .common import build_record, require_float, require_text, short, stable_id
+from .common import CSV_QUOTING_HINT, build_record, require_float, require_text, short, stable_id
 from .split import apply_given_split, apply_standard_split, parse_split
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
@@ -112,9 +112,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
         except csv.Error as error:
             raise RecordFileError(
                 # line_num is where the last good row ended; the bad one starts after it
-                f"{path}, line {reader.line_num + 1}: not readable as CSV ({error}); check the "
-                "quoting there: a field holding a comma, a quote or a line break must be in "
-                'double quotes, inner quotes doubled ("")'
+                f"{path}, line {reader.line_num + 1}: not readable as CSV ({error}); "
+                f"{CSV_QUOTING_HINT}"
             ) from error
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from ..io import RecordFileError, utf8_error_message
 from ..schemas import RewardRecord
 from .common import (
+    CSV_QUOTING_HINT,
     MissingPolicy,
     build_record,
     check_missing_policy,
@@ -76,8 +77,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         ) from error
     except pd.errors.ParserError as error:
         raise RecordFileError(
-            f"{path}: not a readable CSV ({error}); check the quoting there: a field holding "
-            'a comma, a quote or a line break must be in double quotes, inner quotes doubled ("")'
+            f"{path}: not a readable CSV ({error}); {CSV_QUOTING_HINT}"
         ) from error
 
 
