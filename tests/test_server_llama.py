@@ -176,6 +176,35 @@ def test_content_parts_and_the_developer_role_reach_a_real_worker(live: Live) ->
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> None:
+    """The SDK sends an assistant turn holding only tool_calls with `content: null`, and
+    structured outputs as response_format json_schema: llama.cpp's server answered both
+    with a 500, so every worker failed (502) and a few such requests opened every circuit."""
+    client = live.client()
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}  # fmt: skip
+    conversation = [
+        {"role": "user", "content": "Add 2 and 3 with the tool."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+    ]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    json_schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    for _ in range(3):  # as many as would open a circuit if the workers failed each
+        completion = client.chat.completions.create(model=MODEL, messages=conversation)
+        assert completion.choices[0].message.content is not None
+        completion = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Give a number as JSON."}],
+            response_format=json_schema,  # type: ignore[arg-type]
+            max_tokens=40,
+        )
+        assert isinstance(json.loads(completion.choices[0].message.content or "")["a"], int)
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_allow_list_and_opt_out_with_real_workers(live: Live) -> None:
     client = live.client()
     assert ask(client, CODE, extra_body={"workers": ["smol-b"]}).headers["x-fugu-worker"] == (

@@ -125,6 +125,35 @@ def test_local_workers_get_plain_string_content_and_no_developer_role() -> None:
     assert pool.request_messages("remote", messages) == messages  # OpenAI reads parts
 
 
+def test_local_workers_get_tool_call_turns_and_json_schema_in_llama_cpp_form() -> None:
+    """llama.cpp's server answers 500 to `content: null` (an assistant turn holding only
+    tool_calls, as the SDK sends it back) and to response_format json_schema."""
+    local = {"gguf": "embedded:smollm2"}
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "llama", "model": "m", "local": local},
+                     {"id": "remote", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )  # fmt: skip
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "Add 2 and 3."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+    ]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    json_schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    pool = WorkerPool(config)
+    body = pool.request_body(pool.worker("llama"), messages, {"response_format": json_schema})
+    assert [m["content"] for m in body["messages"]] == ["Add 2 and 3.", "", "", "5"]
+    assert body["messages"][1]["tool_calls"] == [call]
+    assert body["response_format"] == {"type": "json_object", "schema": schema}
+    remote = pool.request_body(pool.worker("remote"), messages, {"response_format": json_schema})
+    assert remote["messages"] == messages and remote["response_format"] == json_schema
+    plain = {"type": "json_object"}
+    kept = pool.request_body(pool.worker("llama"), [], {"response_format": plain})
+    assert kept["response_format"] == plain
+
+
 def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
     original = stub._respond
 

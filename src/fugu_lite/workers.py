@@ -108,14 +108,33 @@ class PoolStartError(RuntimeError):
 def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
     """llama.cpp's chat templates take string content and no `developer` role: text parts
     become one string, `developer` becomes `system` (OpenAI's own mapping for older
-    models)."""
+    models), and a message without content (an assistant turn holding only tool_calls,
+    which OpenAI sends as `content: null`) gets an empty string, since llama.cpp's server
+    answers those with a 500."""
     plain = dict(message)
     if plain.get("role") == "developer":
         plain["role"] = "system"
     content = plain.get("content")
-    if isinstance(content, list) and text_only(content):
+    if content is None:
+        plain["content"] = ""
+    elif isinstance(content, list) and text_only(content):
         plain["content"] = parts_text(content)
     return plain
+
+
+def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's server knows `response_format` types text and json_object only (a 500
+    otherwise): OpenAI's `{"type": "json_schema", "json_schema": {"schema": S}}` travels as
+    its equivalent `{"type": "json_object", "schema": S}`."""
+    response_format = params.get("response_format")
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return params
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    converted: dict[str, Any] = {"type": "json_object"}
+    if schema is not None:
+        converted["schema"] = schema
+    return {**params, "response_format": converted}
 
 
 class WorkerPool:
@@ -313,9 +332,12 @@ class WorkerPool:
     def request_body(
         self, worker: WorkerConfig, messages: list[dict[str, Any]], params: dict[str, Any]
     ) -> dict[str, Any]:
-        """The JSON body sent: the worker's params, overridden by the call's."""
+        """The JSON body sent: the worker's params, overridden by the call's (in the form
+        llama.cpp's server takes for a local worker)."""
         merged = {**worker.params, **params}
         merged.pop("stream", None)
+        if worker.local is not None:
+            merged = llama_cpp_params(merged)
         return {
             "model": merged.pop("model", worker.model),
             "messages": self.request_messages(worker.id, messages),
