@@ -483,6 +483,29 @@ def test_openai_parameters_and_tools_are_passed_through(
         assert key not in sent
 
 
+def test_null_parameters_leave_the_workers_own_params_in_place(serve, stubs: Stubs) -> None:
+    """OpenAI reads null as "the default": a client's `"temperature": null` must neither
+    reach the worker (llama.cpp's server answers it with a 500) nor erase the pool's
+    `params` (max_tokens: null lifted the worker's cap)."""
+    params = {"temperature": 0.0, "max_tokens": 24}
+    running = serve(pool_for(stubs, overrides={w: {"params": params} for w in WORKERS}))
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=user(MATH),
+        temperature=None,
+        max_tokens=5,
+        max_completion_tokens=None,
+        top_p=None,
+        stop=None,
+        seed=None,
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["temperature"] == 0.0 and sent["max_tokens"] == 5
+    assert not {"top_p", "stop", "seed", "max_completion_tokens"} & sent.keys()
+    running.post({"model": MODEL, "messages": user(MATH), "max_tokens": None})
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["max_tokens"] == 24
+
+
 # --- per-request and server-wide worker selection ----------------------------------------------
 
 

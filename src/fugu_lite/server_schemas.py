@@ -109,12 +109,14 @@ class ChatCompletionRequest(BaseModel):
 
     def worker_params(self) -> dict[str, Any]:
         """What the worker gets besides the messages: everything the client set except
-        fugu-lite's own keys; max_completion_tokens travels as max_tokens (what llama.cpp
-        and most OpenAI-compatible servers read)."""
+        fugu-lite's own keys and nulls (OpenAI's "use the default": the worker's own
+        params then apply, and llama.cpp's server answers `"temperature": null` with a
+        500); max_completion_tokens travels as max_tokens (what llama.cpp and most
+        OpenAI-compatible servers read)."""
         params = {
             key: value
             for key, value in self.model_dump(exclude_unset=True).items()
-            if key not in NOT_FORWARDED
+            if key not in NOT_FORWARDED and value is not None
         }
         if "max_completion_tokens" in params:
             params["max_tokens"] = params.pop("max_completion_tokens")
