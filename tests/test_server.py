@@ -502,7 +502,12 @@ def test_null_parameters_leave_the_workers_own_params_in_place(serve, stubs: Stu
     sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
     assert sent["temperature"] == 0.0 and sent["max_tokens"] == 5
     assert not {"top_p", "stop", "seed", "max_completion_tokens"} & sent.keys()
-    running.post({"model": MODEL, "messages": user(MATH), "max_tokens": None})
+    response = running.post(
+        {"model": MODEL, "messages": user(MATH), "max_tokens": None, "stream": None,
+         "include_routing": None}
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.json()["object"] == "chat.completion" and "fugu" not in response.json()
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["max_tokens"] == 24
 
 

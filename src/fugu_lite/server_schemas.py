@@ -76,6 +76,13 @@ class ChatCompletionRequest(BaseModel):
     cost_weight: float | None = Field(default=None, ge=0)
     include_routing: bool = Field(default=False, strict=True)
 
+    @field_validator("stream", "include_routing", mode="before")
+    @classmethod
+    def _null_is_false(cls, value: Any) -> Any:
+        """OpenAI's `"stream": null` means the default, false (strings and numbers are
+        still refused)."""
+        return False if value is None else value
+
     @field_validator("n")
     @classmethod
     def _single_choice(cls, value: int | None) -> int | None:
