@@ -995,6 +995,8 @@ BAD_INPUTS = [
         {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),
     ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
         {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
+    ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
+     b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
     ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
      + b"}", 400, "nested too deeply"),
 ]  # fmt: skip

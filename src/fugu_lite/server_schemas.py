@@ -160,6 +160,7 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
             f"the request body must be a JSON object with `model` and `messages`, got a JSON "
             f"{type(payload).__name__}",
         )
+    check_unicode(body, payload)
     try:
         request = ChatCompletionRequest.model_validate(payload)
     except ValidationError as error:
@@ -175,6 +176,29 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
             code="max_tokens_too_large",
         )
     return request
+
+
+# How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
+# start with 0xED); without any of these the decoded payload need not be checked.
+SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
+
+
+def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
+    """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
+    tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400."""
+    if not any(mark in body for mark in SURROGATE_MARKS):
+        return
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        raise ApiError(
+            400,
+            f"the request body holds a lone UTF-16 surrogate ({bad}), which is not valid "
+            "Unicode text; escape characters beyond U+FFFF as a complete surrogate pair, or "
+            "send them as UTF-8",
+            code="invalid_unicode",
+        ) from error
 
 
 def validation_api_error(error: ValidationError) -> ApiError:
