@@ -267,6 +267,33 @@ def test_changed_settings_never_reuse_stale_features(
     torch.testing.assert_close(other, fresh)
 
 
+@pytest.mark.parametrize("edit", ["chat_template", "tokenizer"])
+def test_an_edited_local_backbone_folder_never_reuses_stale_features(
+    tiny_backbone, tmp_path: Path, edit: str
+) -> None:
+    folder = tmp_path / "backbone"
+    tiny_backbone.model.save_pretrained(folder)
+    tiny_backbone.tokenizer.save_pretrained(folder)
+    cfg = ModelConfig(
+        backbone=str(folder), layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path)
+    )
+    first, _ = compute_features(PROMPTS, cfg)
+    if edit == "chat_template":  # same weights, a new template in tokenizer_config.json
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        settings["chat_template"] = "{% for m in messages %}Q: {{ m['content'] }} A:{% endfor %}"
+        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    else:  # same weights, another tokenizer (a few more bytes in tokenizer.json)
+        (folder / "tokenizer.json").write_text((folder / "tokenizer.json").read_text() + "\n")
+        fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+        torch.testing.assert_close(fresh, first)  # the edit itself changes nothing here
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the edited folder had to run
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(again, fresh)
+    if edit == "chat_template":
+        assert not torch.allclose(first, again)
+
+
 def test_backbone_shape_comes_from_the_cache_the_second_time(
     tiny_model_cfg: ModelConfig, tiny_backbone, monkeypatch: pytest.MonkeyPatch
 ) -> None:

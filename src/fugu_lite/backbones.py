@@ -108,8 +108,10 @@ def backbone_identity(name: str) -> str:
         return f"{name}:" + ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
     path = Path(name).expanduser()
     if path.exists():
-        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
-        stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
+        # Every file of the folder, not only the weights: the tokenizer and its chat template
+        # (tokenizer_config.json) and config.json change the features too.
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in files)
         return f"{path.resolve()}:{stamp}"
     return f"hub:{name}"
 
