@@ -417,6 +417,25 @@ def test_checkpoint_round_trip_gives_identical_logits(
     assert torch.equal(before, after)
 
 
+def test_checkpoint_and_cache_files_are_readable_by_other_users(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """safetensors creates 0o600 files: a checkpoint or cache shared with a service user (or
+    a colleague) would be unreadable. They get the umask's mode, like every other file."""
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        compute_features(PROMPTS, tiny_model_cfg)
+        directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    finally:
+        os.umask(previous)
+    shards = list(FeatureCache(tiny_model_cfg).folder.glob("shard-*"))
+    assert len(shards) == 2  # the features and their keys
+    for path in [directory / HEAD_FILE, directory / META_FILE, *shards]:
+        assert path.stat().st_mode & 0o777 == 0o644, path.name
+
+
 def test_loading_with_the_training_config_and_workers_is_accepted(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -25,6 +25,8 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
+from .io import give_new_file_mode
+
 console = Console(stderr=True)
 
 TINY_RANDOM = "tiny-random"
@@ -158,6 +160,7 @@ def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
     loaded.tokenizer.save_pretrained(partial)
     state = {key: value.detach().contiguous() for key, value in loaded.model.state_dict().items()}
     save_file(state, partial / "model.safetensors", metadata={"format": "pt"})
+    give_new_file_mode(partial / "model.safetensors")
     if target.exists():
         return
     partial.rename(target)

@@ -13,12 +13,13 @@ import torch
 from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 from torch.func import functional_call
 
 from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
 from .config import ModelConfig
+from .io import write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
 from .schemas import ChatMessage, message_text, prompt_hash
 
@@ -269,14 +270,13 @@ class FeatureCache:
 
     def add(self, keys: list[str], features: torch.Tensor) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "settings.json").write_text(self.model_cfg.model_dump_json(indent=2))
+        write_text_atomic(self.folder / "settings.json", self.model_cfg.model_dump_json(indent=2))
         name = f"shard-{time.time_ns()}"
-        keys_path = self.folder / f"{name}.json"
-        tensor_path = self.folder / f"{name}.safetensors"
-        partial = self.folder / f".{name}.partial"
-        save_file({"features": features.contiguous()}, partial)
-        keys_path.write_text(json.dumps(keys))
-        partial.rename(tensor_path)  # the shard counts only once both files are complete
+        write_text_atomic(self.folder / f"{name}.json", json.dumps(keys))
+        # The shard counts only once both files are complete: the tensors appear last.
+        write_tensors_atomic(
+            self.folder / f"{name}.safetensors", {"features": features.contiguous()}
+        )
         self.rows().update(zip(keys, features, strict=True))
 
 

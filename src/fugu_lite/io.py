@@ -99,6 +99,22 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
         raise
 
 
+def write_tensors_atomic(
+    path: str | Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None
+) -> None:
+    """A safetensors file written like write_bytes_atomic. (safetensors' own save_file
+    creates 0o600 files, which the other users of a shared checkpoint or cache cannot read.)"""
+    from safetensors.torch import save  # imports torch: only for the callers that have it
+
+    write_bytes_atomic(path, save(tensors, metadata=metadata))
+
+
+def give_new_file_mode(path: str | Path) -> None:
+    """Set the mode a new file gets from the umask (0o666 minus it) on a file that some
+    library created 0o600."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
 def _mode_for(path: Path) -> int:
     try:
         return stat.S_IMODE(path.stat().st_mode)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from . import __version__
@@ -21,7 +21,7 @@ from .features import (
     console,
     uncached_features,
 )
-from .io import write_json
+from .io import write_json, write_tensors_atomic
 from .svf import SVF
 
 HEAD_FILE = "router_head.safetensors"
@@ -209,9 +209,7 @@ class RouterModel(nn.Module):
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
-        partial = directory / f".{self.tensor_file}.partial"
-        save_file(tensors, partial, metadata={"format": "pt"})
-        partial.rename(directory / self.tensor_file)
+        write_tensors_atomic(directory / self.tensor_file, tensors, metadata={"format": "pt"})
         write_json(
             directory / self.metadata_file,
             {
