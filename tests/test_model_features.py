@@ -294,6 +294,42 @@ def test_an_edited_local_backbone_folder_never_reuses_stale_features(
         assert not torch.allclose(first, again)
 
 
+@pytest.mark.parametrize("damage", ["empty", "torn", "torn keys", "no keys", "other keys"])
+def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
+    tiny_model_cfg: ModelConfig, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    (shard,) = FeatureCache(tiny_model_cfg).folder.glob("shard-*.safetensors")
+    keys = shard.with_suffix(".json")
+    if damage == "empty":
+        shard.write_bytes(b"")
+    elif damage == "torn":
+        shard.write_bytes(shard.read_bytes()[:40])
+    elif damage == "torn keys":
+        keys.write_text(keys.read_text()[:30])
+    elif damage == "no keys":
+        keys.unlink()
+    else:
+        keys.write_text(json.dumps(["only-one-key"]))
+    again, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None
+    torch.testing.assert_close(again, first)
+    assert "is damaged" in capsys.readouterr().err
+    assert shard.with_name(shard.name + ".damaged").exists()
+    _, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is None  # the recomputed shard serves the next run
+    assert "damaged" not in capsys.readouterr().err
+
+
+def test_a_damaged_backbone_shape_file_is_measured_again(tiny_model_cfg: ModelConfig) -> None:
+    shape, _ = backbone_shape(tiny_model_cfg)
+    FeatureCache(tiny_model_cfg).shape_path.write_text("")
+    again, extractor = backbone_shape(tiny_model_cfg)
+    assert again == shape
+    assert extractor is not None
+    assert backbone_shape(tiny_model_cfg) == (shape, None)
+
+
 def test_backbone_shape_comes_from_the_cache_the_second_time(
     tiny_model_cfg: ModelConfig, tiny_backbone, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -10,9 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 from torch.func import functional_call
@@ -234,16 +237,24 @@ def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtrac
     """The backbone's width and size, from the feature cache if it has seen this backbone,
     else from loading it (and then the loaded extractor is returned for reuse)."""
     cache = FeatureCache(model_cfg)
-    if cache.shape_path.exists():
-        return BackboneShape.model_validate_json(cache.shape_path.read_text()), None
+    known = _read_shape(cache.shape_path)
+    if known is not None:
+        return known, None
     backbone = load_backbone(model_cfg.backbone, model_cfg.device)
     shape = BackboneShape(
         hidden_size=backbone.hidden_size,
         parameters=sum(parameter.numel() for parameter in backbone.model.parameters()),
     )
-    cache.folder.mkdir(parents=True, exist_ok=True)
-    cache.shape_path.write_text(shape.model_dump_json())
+    write_text_atomic(cache.shape_path, shape.model_dump_json())
     return shape, FeatureExtractor(backbone, model_cfg)
+
+
+def _read_shape(path: Path) -> BackboneShape | None:
+    """The cached backbone shape; None when absent or damaged (then it is measured again)."""
+    try:
+        return BackboneShape.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
 
 
 class FeatureCache:
@@ -263,9 +274,7 @@ class FeatureCache:
         if self._rows is None:
             self._rows = {}
             for shard in sorted(self.folder.glob("shard-*.safetensors")):
-                tensors = load_file(shard)
-                keys = json.loads(shard.with_suffix(".json").read_text())
-                self._rows.update(zip(keys, tensors["features"], strict=True))
+                self._rows.update(_read_shard(shard))
         return self._rows
 
     def add(self, keys: list[str], features: torch.Tensor) -> None:
@@ -278,6 +287,26 @@ class FeatureCache:
             self.folder / f"{name}.safetensors", {"features": features.contiguous()}
         )
         self.rows().update(zip(keys, features, strict=True))
+
+
+def _read_shard(shard: Path) -> dict[str, torch.Tensor]:
+    """One shard's rows by prompt key. A damaged shard (a torn or emptied file, keys that do
+    not match the rows) is set aside with a warning: its prompts are computed again."""
+    keys_path = shard.with_suffix(".json")
+    try:
+        features = load_file(shard)["features"]
+        keys = json.loads(keys_path.read_text(encoding="utf-8"))
+        return dict(zip(keys, features, strict=True))
+    except (SafetensorError, OSError, KeyError, TypeError, ValueError) as error:
+        console.print(
+            f"[yellow]Feature cache: {escape(str(shard))} is damaged ({escape(str(error))}); "
+            "ignoring it (renamed *.damaged): its prompts' features are computed again."
+            "[/yellow]"
+        )
+        for path in (shard, keys_path):
+            with contextlib.suppress(OSError):  # a read-only cache: ignored every time
+                path.rename(path.with_name(path.name + ".damaged"))
+        return {}
 
 
 def compute_features(
