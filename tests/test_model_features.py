@@ -321,6 +321,21 @@ def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
     assert "damaged" not in capsys.readouterr().err
 
 
+def test_an_unwritable_cache_folder_is_said_once_and_the_run_goes_on(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # root ignores permission bits, so a file where the cache's folder should be stands in
+    # for a read-only or foreign cache folder (both are OSErrors on mkdir / write).
+    (tmp_path / "blocked").write_text("")
+    cfg = tiny_model_cfg.model_copy(update={"cache_dir": str(tmp_path / "blocked")})
+    shape, _ = backbone_shape(cfg)
+    features, _ = compute_features(PROMPTS, cfg)
+    torch.testing.assert_close(features, compute_features(PROMPTS, cfg, use_cache=False)[0])
+    assert shape.hidden_size == features.shape[1]
+    err = capsys.readouterr().err
+    assert err.count("cannot be written") == 1 and "model.cache_dir" in err
+
+
 def test_a_damaged_backbone_shape_file_is_measured_again(tiny_model_cfg: ModelConfig) -> None:
     shape, _ = backbone_shape(tiny_model_cfg)
     FeatureCache(tiny_model_cfg).shape_path.write_text("")

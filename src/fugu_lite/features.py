@@ -245,7 +245,7 @@ def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtrac
         hidden_size=backbone.hidden_size,
         parameters=sum(parameter.numel() for parameter in backbone.model.parameters()),
     )
-    write_text_atomic(cache.shape_path, shape.model_dump_json())
+    cache.write(lambda: write_text_atomic(cache.shape_path, shape.model_dump_json()))
     return shape, FeatureExtractor(backbone, model_cfg)
 
 
@@ -255,6 +255,9 @@ def _read_shape(path: Path) -> BackboneShape | None:
         return BackboneShape.model_validate_json(path.read_bytes())
     except (OSError, ValidationError):
         return None
+
+
+_UNWRITABLE_FOLDERS: set[Path] = set()  # feature cache folders a write failed in, said once
 
 
 class FeatureCache:
@@ -278,7 +281,10 @@ class FeatureCache:
         return self._rows
 
     def add(self, keys: list[str], features: torch.Tensor) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.write(lambda: self._write_shard(keys, features))
+        self.rows().update(zip(keys, features, strict=True))
+
+    def _write_shard(self, keys: list[str], features: torch.Tensor) -> None:
         write_text_atomic(self.folder / "settings.json", self.model_cfg.model_dump_json(indent=2))
         name = f"shard-{time.time_ns()}"
         write_text_atomic(self.folder / f"{name}.json", json.dumps(keys))
@@ -286,7 +292,22 @@ class FeatureCache:
         write_tensors_atomic(
             self.folder / f"{name}.safetensors", {"features": features.contiguous()}
         )
-        self.rows().update(zip(keys, features, strict=True))
+
+    def write(self, action: Callable[[], None]) -> None:
+        """Run a write into the cache folder. A folder that cannot be written (read-only,
+        another user's) is said once per process; the run goes on with its features uncached."""
+        if self.folder in _UNWRITABLE_FOLDERS:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            action()
+        except OSError as error:
+            _UNWRITABLE_FOLDERS.add(self.folder)
+            console.print(
+                f"[yellow]Feature cache {escape(str(self.folder))} cannot be written "
+                f"({escape(str(error))}); going on without caching these features. Set "
+                "model.cache_dir (or FUGU_LITE_CACHE_DIR) to a writable folder.[/yellow]"
+            )
 
 
 def _read_shard(shard: Path) -> dict[str, torch.Tensor]:
