@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from conftest import WORKERS, generated_records
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app
+from fugu_lite.config import ModelConfig
 from fugu_lite.schemas import RewardRecord, read_records, write_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -523,6 +525,29 @@ def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None
     result = invoke("route", "--checkpoint", tmp_path, "hello")
     assert result.exit_code == 2
     assert "is not a fugu-lite router checkpoint" in flat(result.output)
+
+
+def test_route_says_why_a_checkpoint_cannot_load_without_a_traceback(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.model import RouterModel
+
+    backbone = load_backbone("tiny-random")
+    backbone.model.save_pretrained(tmp_path / "backbone")
+    backbone.tokenizer.save_pretrained(tmp_path / "backbone")
+    cfg = tiny_model_cfg.model_copy(update={"backbone": str(tmp_path / "backbone")})
+    checkpoint = RouterModel(cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    shutil.rmtree(tmp_path / "backbone")  # the backbone folder moved away
+    result = invoke("route", "--checkpoint", checkpoint, "hello")
+    assert result.exit_code == 2, result.output
+    assert "could not load backbone" in flat(result.output)
+    meta = json.loads((checkpoint / "router.json").read_text())
+    meta["model"]["speculative_layers"] = 2  # written by a newer fugu-lite
+    (checkpoint / "router.json").write_text(json.dumps(meta))
+    result = invoke("route", "--checkpoint", checkpoint, "hello")
+    assert result.exit_code == 2, result.output
+    assert "unknown key 'speculative_layers'" in flat(result.output)
 
 
 def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path: Path) -> None:

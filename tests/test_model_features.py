@@ -635,6 +635,18 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
         load_router(directory)
 
 
+def test_a_newer_versions_model_setting_is_a_checkpoint_error_naming_it(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["package_version"] = "9.0.0"
+    meta["model"]["speculative_layers"] = 2
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"(?s)fugu-lite 9\.0\.0.*'speculative_layers'"):
+        load_router(directory)
+
+
 def test_a_loaded_router_is_deterministic_with_head_dropout(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

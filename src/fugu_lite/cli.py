@@ -410,15 +410,13 @@ def route_command(
 ) -> None:
     """Print the worker the router picks for one prompt, and the probabilities."""
     from .costs import CostRoutingDecision, route_checkpoint
-    from .model import CheckpointError
-    from .routing import NoWorkerLeftError
 
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     try:
         decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight)
-    except (CheckpointError, NoWorkerLeftError) as error:
+    except (ValueError, RuntimeError, OSError) as error:  # a checkpoint or its backbone
         fail(str(error))
     if as_json:
         print(json.dumps(decision.model_dump()))

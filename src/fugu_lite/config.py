@@ -205,7 +205,7 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
     try:
         return config_type.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(_describe_config_error(error, config_type, source)) from error
+        raise ConfigError(describe_config_error(error, config_type, source)) from error
 
 
 def load_stage_config(
@@ -246,7 +246,7 @@ def load_stage_config(
     try:
         return config_type.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(_describe_config_error(error, config_type, str(path))) from error
+        raise ConfigError(describe_config_error(error, config_type, str(path))) from error
 
 
 def _check_stage_overrides(overrides: dict, stage: str) -> None:
@@ -293,9 +293,7 @@ def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
     node[leaf] = value
 
 
-def _describe_config_error(
-    error: ValidationError, config_type: type[BaseModel], source: str
-) -> str:
+def describe_config_error(error: ValidationError, config_type: type[BaseModel], source: str) -> str:
     lines = [f"{source}: invalid {config_type.__name__}:"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])

@@ -7,12 +7,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
+from pydantic import ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
 from . import __version__
-from .config import ModelConfig
+from .config import ModelConfig, describe_config_error
 from .features import (
     FeatureExtractor,
     Prompt,
@@ -250,7 +251,23 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
+    saved_model_config(metadata, meta_path)
     return metadata
+
+
+def saved_model_config(metadata: dict, meta_path: Path) -> ModelConfig:
+    """A checkpoint's model config; one this version cannot read (a newer version's setting,
+    a bad value) is a CheckpointError naming the file, the key and the writing version."""
+    try:
+        return ModelConfig.model_validate(metadata["model"])
+    except ValidationError as error:
+        details = describe_config_error(error, ModelConfig, str(meta_path)).partition("\n")[2]
+        writer = metadata.get("package_version", "an unknown version")
+        raise CheckpointError(
+            f"{meta_path}: its model config, written by fugu-lite {writer}, does not fit "
+            f"fugu-lite {__version__}:\n{details}\nLoad it with the fugu-lite version that "
+            "wrote it, or retrain the checkpoint with this one."
+        ) from error
 
 
 def checkpoint_mismatches(
@@ -262,7 +279,7 @@ def checkpoint_mismatches(
         problems.append(
             f"workers: checkpoint {metadata['worker_ids']} vs records {list(worker_ids)}"
         )
-    saved = ModelConfig.model_validate(metadata["model"])
+    saved = ModelConfig.model_validate(metadata["model"])  # checked by read_checkpoint_metadata
     for field in (
         "backbone",
         "layer",

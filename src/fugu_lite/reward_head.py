@@ -49,7 +49,7 @@ from .evaluation.pareto import aiq, baseline_curve, non_decreasing_hull, worker_
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
-from .model import CheckpointError, RouterModel, read_tensors
+from .model import CheckpointError, RouterModel, read_tensors, saved_model_config
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .training_common import stage_progress
 
@@ -507,7 +507,7 @@ def load_reward_head(
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != HEAD_FORMAT:
             raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
-        model_cfg = ModelConfig.model_validate(meta["model"])
+        model_cfg = saved_model_config(meta, meta_path)
         router = CostAwareRouter(
             model_cfg,
             meta["worker_ids"],
@@ -517,6 +517,8 @@ def load_reward_head(
             float(meta["temperature"]),
             int(meta["backbone_parameters"]),
         )
+    except CheckpointError:
+        raise
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
         raise CheckpointError(
             f"{meta_path} is damaged ({error}); retrain with `fugu-lite train reward-head`"
