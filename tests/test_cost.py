@@ -40,7 +40,7 @@ from fugu_lite.costs import (
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
-from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at
+from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at, write_pareto
 from fugu_lite.evaluation.table import reward_table
 from fugu_lite.model import CheckpointError, load_router
 from fugu_lite.reward_head import (
@@ -297,6 +297,22 @@ def test_pareto_report_on_a_known_case() -> None:
     assert report["cost_range"] == [1.0, 2.0]
     assert workers["aiq"] == pytest.approx(0.75)
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
+
+
+def test_a_free_best_single_worker_gives_no_cost_share_instead_of_crashing(
+    tmp_path: Path,
+) -> None:
+    """A local worker (price 0) that is also the best single one: its mean cost is 0, so a
+    share of it is undefined (it divided by zero)."""
+    train = reward_table([record("train", [1.0, 0.5], [0.0, 2.0], "t1")])
+    evaluated = reward_table([record("test", [1.0, 0.0], [0.0, 2.0], "e1")])
+    probabilities = np.array([[0.9, 0.1]])
+    report = pareto_report(train, evaluated, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    router = report["curves"]["router"]
+    assert router["cost_at_target"] == 0.0 and router["cost_fraction_at_target"] is None
+    write_pareto(report, tmp_path)
+    markdown = (tmp_path / "pareto_report.md").read_text()
+    assert "— (best single costs 0)" in markdown and "not reached" not in markdown
 
 
 def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:

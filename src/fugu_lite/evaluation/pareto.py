@@ -277,7 +277,7 @@ def pareto_report(
             "hull": [list(vertex) for vertex in hull],
             "aiq": aiq(hull, cost_min, cost_max),
             "cost_at_target": reach,
-            "cost_fraction_at_target": None if reach is None else reach / best_cost,
+            "cost_fraction_at_target": _cost_fraction(reach, best_cost),
         }
     return {
         "split": split_name,
@@ -309,9 +309,17 @@ def pareto_report(
             "flat beyond its most expensive); [c_min, c_max] spans every point of every curve",
             "cost_at_target": f"least cost on the hull reaching {quality_fraction:g} x the best "
             "single worker's mean reward (interpolated); fraction = that cost / the best "
-            "single worker's mean cost",
+            "single worker's mean cost (none when that worker is free)",
         },
     }
+
+
+def _cost_fraction(cost: float | None, best_cost: float) -> float | None:
+    """cost / the best single worker's mean cost; None when the target is not reached or
+    the best single worker is free (a share of nothing)."""
+    if cost is None or best_cost <= 0:
+        return None
+    return cost / best_cost
 
 
 def _curve_label(name: str, n_points: int, info: Mapping | None) -> str:
@@ -354,7 +362,7 @@ def summary_rows(report: dict) -> list[list[str]]:
             curve["label"],
             f"{curve['aiq']:.4f}",
             _cost(curve["cost_at_target"]),
-            _percent(curve["cost_fraction_at_target"]),
+            _share(curve, report["best_single"]["mean_cost"]),
         ]
         for curve in report["curves"].values()
     ]
@@ -511,5 +519,9 @@ def _cost(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def _percent(value: float | None) -> str:
-    return "not reached" if value is None else f"{100 * value:.1f}%"
+def _share(curve: dict, best_cost: float) -> str:
+    if curve["cost_at_target"] is None:
+        return "not reached"
+    if curve["cost_fraction_at_target"] is None:
+        return f"— (best single costs {best_cost:g})"
+    return f"{100 * curve['cost_fraction_at_target']:.1f}%"
