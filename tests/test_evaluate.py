@@ -20,6 +20,7 @@ from fugu_lite.evaluation import (
     fit_ridge,
     knn_baseline,
     knn_predict,
+    pareto_report,
     print_evaluation,
     reward_table,
     ridge_baseline,
@@ -27,7 +28,9 @@ from fugu_lite.evaluation import (
     run_baselines,
     select_on_validation,
     write_evaluation,
+    write_pareto,
 )
+from fugu_lite.evaluation.plots import plain_text
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
 WORKERS = ["a", "b", "c"]
@@ -506,6 +509,26 @@ def test_write_evaluation_writes_parseable_files_and_png_plots(tmp_path: Path, c
         image = matplotlib.image.imread(path)
         assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
         assert f"]({name})" in markdown
+
+
+def test_dollar_signs_in_worker_and_task_names_are_drawn_as_text(tmp_path: Path) -> None:
+    """Names with two `$` were parsed as matplotlib math: `$\\bad$` stopped every plot."""
+    workers = ["tier $\\bad$", "plan $5 or $10", "c"]
+    rng = np.random.default_rng(1)
+    table = make_table(
+        rng.random((6, 3)), costs=rng.random((6, 3)), tasks=["cost in $ and $$"] * 6,
+        workers=workers,
+    )  # fmt: skip
+    probabilities = np.full((6, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
+    assert sorted(path.name for path in (tmp_path / "eval").glob("*.png")) == [
+        "mean_reward.png", "per_task_reward.png", "router_choices.png",
+    ]  # fmt: skip
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    write_pareto(pareto, tmp_path / "pareto")
+    assert (tmp_path / "pareto" / "cost_quality.png").read_bytes()[:4] == b"\x89PNG"
+    assert plain_text(workers[0]) == "tier \\$\\bad\\$"
 
 
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:

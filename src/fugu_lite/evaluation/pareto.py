@@ -48,6 +48,7 @@ from rich.table import Table
 
 from ..io import write_json, write_text_atomic
 from .baselines import fit_ridge, knn_predict
+from .plots import plain_text
 from .report import best_single_worker, oracle_choices
 from .table import RewardTable, argmax_choices, picked
 
@@ -483,14 +484,17 @@ def plot_pareto(report: dict) -> Figure:
         color = colors.get(name, "black")
         hull = np.array(curve["hull"])
         axes.plot(
-            hull[:, 0], hull[:, 1], color=color, label=f"{curve['label']}, AIQ {curve['aiq']:.3f}"
+            hull[:, 0],
+            hull[:, 1],
+            color=color,
+            label=plain_text(f"{curve['label']}, AIQ {curve['aiq']:.3f}"),
         )
         axes.plot([hull[-1, 0], cost_max], [hull[-1, 1]] * 2, color=color, linestyle=":")
         points = np.array([[p["mean_cost"], p["mean_reward"]] for p in curve["points"]])
         axes.scatter(points[:, 0], points[:, 1], color=color, s=18, zorder=3)
     for point in report["curves"]["workers"]["points"]:
         axes.annotate(
-            point["label"],
+            plain_text(point["label"]),
             (point["mean_cost"], point["mean_reward"]),
             fontsize=6,
             xytext=(3, 3),
@@ -506,7 +510,9 @@ def plot_pareto(report: dict) -> Figure:
         color="tab:red",
         linestyle="--",
         linewidth=0.8,
-        label=f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})",
+        label=plain_text(
+            f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
+        ),
     )
     axes.set_xlabel("mean cost per prompt")
     axes.set_ylabel("mean reward")

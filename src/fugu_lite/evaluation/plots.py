@@ -14,6 +14,12 @@ PER_TASK_PLOT = "per_task_reward.png"
 _DPI = 120
 
 
+def plain_text(text: str) -> str:
+    """`text` as matplotlib shows it verbatim: a worker or task name holding two `$` would
+    otherwise be parsed as math (and one like `$\\x$` stops the plot with an error)."""
+    return text.replace("$", r"\$")
+
+
 def write_plots(report: dict, output_dir: Path) -> list[str]:
     """Write every plot the report has data for; returns the file names written."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -36,7 +42,8 @@ def plot_mean_reward(report: dict) -> Figure:
     values = [methods[name]["mean_reward"] for name in names]
     figure = Figure(figsize=(max(5.0, 1.3 * len(names) + 2.0), 4.0), layout="constrained")
     axes = figure.add_subplot()
-    bars = axes.bar([methods[name]["label"] for name in names], values, color="tab:blue")
+    labels = [plain_text(methods[name]["label"]) for name in names]
+    bars = axes.bar(labels, values, color="tab:blue")
     axes.bar_label(bars, fmt="%.3f", fontsize=8)
     axes.axhline(
         methods["oracle"]["mean_reward"], color="tab:green", linestyle="--", label="oracle"
@@ -45,7 +52,7 @@ def plot_mean_reward(report: dict) -> Figure:
         methods["best_single"]["mean_reward"],
         color="tab:red",
         linestyle=":",
-        label=methods["best_single"]["label"],
+        label=plain_text(methods["best_single"]["label"]),
     )
     axes.set_ylabel("mean reward")
     axes.set_title(f"Mean reward per method ({report['split']}, n={report['sizes']['evaluated']})")
@@ -61,15 +68,14 @@ def plot_router_choices(report: dict) -> Figure:
     best = report["best_single"]["worker"]
     router = [report["choices"]["router"]["shares"][worker] for worker in workers]
     oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
+    names = [plain_text(f"{w}\n(best single)" if w == best else w) for w in workers]
     positions = np.arange(len(workers))
     width = 0.4
     figure = Figure(figsize=(max(5.0, 0.9 * len(workers) + 2.0), 4.0), layout="constrained")
     axes = figure.add_subplot()
     axes.bar(positions - width / 2, router, width, label="router", color="tab:blue")
     axes.bar(positions + width / 2, oracle, width, label="oracle", color="tab:green", alpha=0.6)
-    axes.set_xticks(
-        positions, [f"{w}\n(best single)" if w == best else w for w in workers], fontsize=8
-    )
+    axes.set_xticks(positions, names, fontsize=8)
     axes.tick_params(axis="x", labelrotation=20)
     axes.set_ylabel("share of prompts")
     axes.set_ylim(0.0, 1.05)
@@ -82,7 +88,7 @@ def plot_per_task(report: dict) -> Figure:
     """Per task: router (when present), best single and oracle, as horizontal grouped bars."""
     rows = report["per_task"]
     series = [
-        (name, report["methods"][name]["label"], color)
+        (name, plain_text(report["methods"][name]["label"]), color)
         for name, color in (
             ("router", "tab:blue"),
             ("best_single", "tab:red"),
@@ -90,7 +96,7 @@ def plot_per_task(report: dict) -> Figure:
         )
         if name in report["methods"]
     ]
-    tasks = [f"{row['task']} (n={row['n']})" for row in rows]
+    tasks = [plain_text(f"{row['task']} (n={row['n']})") for row in rows]
     positions = np.arange(len(rows))
     height = 0.8 / len(series)
     figure = Figure(figsize=(8.0, max(3.0, 0.2 * len(rows) * len(series) + 1.5)))
