@@ -585,3 +585,22 @@ def test_route_json_prints_only_json(run: Run) -> None:
     result = invoke("route", "--checkpoint", run.checkpoint, "--json", "hello")
     ok(result)
     assert json.loads(result.stdout)["worker"] in WORKERS
+
+
+def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path: Path) -> None:
+    """`qwen[awq]` lost its `[awq]` to rich markup and `m[/x]` stopped stats and route with
+    a MarkupError."""
+    names = {"cheap-small": "qwen[awq]", "coder": "m[/x]", "mathematician": "[bold]z[/bold]"}
+    records = [
+        record.model_copy(update={"worker_ids": [names[worker] for worker in record.worker_ids]})
+        for record in run.records
+    ]
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    stats = ok(invoke("data", "stats", records_path))
+    assert all(name in stats for name in names.values()), stats
+    ok(invoke("train", "sft", "--records", records_path, "--output", tmp_path / "sft",
+              "--config", run.config_path, "--set", "training.epochs=1"))  # fmt: skip
+    output = ok(invoke("route", "--checkpoint", tmp_path / "sft", "hello"))
+    assert all(name in output for name in names.values()), output
+    assert re.search(r"chosen worker: (qwen\[awq\]|m\[/x\]|\[bold\]z\[/bold\])\n", output)

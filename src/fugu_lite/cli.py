@@ -209,7 +209,7 @@ def print_record_summary(records: list) -> None:
     for index, worker in enumerate(records[0].worker_ids):
         means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
         cost = [f"{fmean(r.costs[index] for r in costed):.3g}"] if costed else []
-        table.add_row(worker, *(f"{mean:.3f}" for mean in means), *cost)
+        table.add_row(escape(worker), *(f"{mean:.3f}" for mean in means), *cost)
     oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
     console.print(table)
@@ -429,7 +429,7 @@ def route_command(
             f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
             f"trained for {decision.cost_weight:g}"
         )
-    console.print(f"chosen worker: [bold]{decision.worker}[/bold]")
+    console.print(f"chosen worker: [bold]{escape(decision.worker)}[/bold]")
     is_cost = isinstance(decision, CostRoutingDecision)
     rewards = decision.predicted_rewards if is_cost else None
     costs = (decision.predicted_costs if is_cost else None) or {}
@@ -442,7 +442,7 @@ def route_command(
         if rewards:
             cost = costs.get(worker)
             cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
-        table.add_row(worker, *cells)
+        table.add_row(escape(worker), *cells)
     console.print(table)
 
 
