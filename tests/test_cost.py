@@ -468,6 +468,24 @@ def test_eval_pareto_on_a_plain_checkpoint_gives_its_single_point(family: Family
         check_curve(curve)
 
 
+def test_eval_pareto_without_usable_costs_says_what_to_do(family: Family, tmp_path: Path) -> None:
+    """Free workers (all costs 0) or costs on some records only: the advice was to 'leave
+    cost_weight at 0' (eval has none) or claimed the records had no costs at all."""
+    free = [r.model_copy(update={"costs": [0.0, 0.0]}) for r in family.records]
+    some = [r.model_copy(update={"costs": None}) if i % 3 else r for i, r in enumerate(free)]
+    for name, records in (("free", free), ("some", some)):
+        path = tmp_path / f"{name}.jsonl"
+        write_records(path, records)
+        result = invoke("eval", "--checkpoint", family.plain, "--records", path, "--pareto",
+                        "--output", tmp_path / name)  # fmt: skip
+        assert result.exit_code == 2, result.output
+        text = flat(result.output)
+        assert "give the records their costs, or evaluate without --pareto" in text, text
+        assert "cost_weight" not in text
+    missing = sum(1 for r in some if r.costs is None and r.split in ("train", "test"))
+    assert f"{missing} of " in text
+
+
 # --- the reward head: per-worker reward and cost, any cost weight ----------------------------
 
 
@@ -626,6 +644,19 @@ def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: P
     result = invoke("eval", "--checkpoint", reward_head.head, "--records",
                     reward_head.records_path)  # fmt: skip
     assert result.exit_code == 2 and "is a reward head" in flat(result.output)
+
+
+def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> None:
+    """Every train cost 0 (a pool without prices): the advice was to 'leave cost_weight at
+    0', which a reward head does not have."""
+    records = [r.model_copy(update={"costs": [0.0, 0.0]}) for r in cost_case_records()]
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path))
+    with pytest.raises(ValueError, match="every train cost is 0") as error:
+        train_reward_head(records, config, tmp_path / "head")
+    assert "set training.reference_cost" in str(error.value)
+    assert "cost_weight at 0" not in str(error.value)
+    config.training.reference_cost = 1.0
+    assert train_reward_head(records, config, tmp_path / "head")["reference_cost"] == 1.0
 
 
 def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path) -> None:

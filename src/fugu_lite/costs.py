@@ -52,22 +52,23 @@ class CostWeightError(CheckpointError):
 # --- cost-weighted rewards ------------------------------------------------------------------
 
 
-def default_reference_cost(records: Sequence[RewardRecord]) -> float:
-    """Mean cost over every (train prompt, worker) cell."""
+TRAINING_FIX = "set reference_cost explicitly or leave cost_weight at 0"
+
+
+def default_reference_cost(records: Sequence[RewardRecord], fix: str = TRAINING_FIX) -> float:
+    """Mean cost over every (train prompt, worker) cell; `fix` ends the errors with what the
+    caller's user can do."""
     train = records_in_split(list(records), "train")
     if not train:
         raise ValueError(
             "the default reference cost is the mean train cost, but there are no train "
             "records; set reference_cost explicitly"
         )
-    require_costs(train, "the default reference cost")
+    require_costs(train, "the default reference cost", fix)
     cells = [cost for record in train for cost in record.costs or []]
     mean = math.fsum(cells) / len(cells)
     if mean <= 0:
-        raise ValueError(
-            "every train cost is 0, so costs cannot be scaled by their mean; set "
-            "reference_cost explicitly or leave cost_weight at 0"
-        )
+        raise ValueError(f"every train cost is 0, so costs cannot be scaled by their mean; {fix}")
     return mean
 
 
@@ -78,16 +79,22 @@ def resolve_reference_cost(records: Sequence[RewardRecord], settings: CostAware)
     return default_reference_cost(records)
 
 
-def require_costs(records: Sequence[RewardRecord], purpose: str) -> None:
-    """Refuse records without per-worker costs, naming the first one."""
-    for index, record in enumerate(records):
-        if record.costs is None:
-            name = f"id={record.id!r}" if record.id is not None else f"number {index + 1}"
-            raise ValueError(
-                f"{purpose} needs per-worker costs, but record {name} ({record.split} split, "
-                f"prompt {record.prompt_text[:60]!r}) has none; give every record `costs` or "
-                "set cost_weight to 0"
-            )
+def require_costs(
+    records: Sequence[RewardRecord],
+    purpose: str,
+    fix: str = "give every record `costs` or set cost_weight to 0",
+) -> None:
+    """Refuse records without per-worker costs, naming the first one and the count."""
+    missing = [index for index, record in enumerate(records) if record.costs is None]
+    if not missing:
+        return
+    record = records[missing[0]]
+    name = f"id={record.id!r}" if record.id is not None else f"number {missing[0] + 1}"
+    raise ValueError(
+        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} records have "
+        f"none, the first is record {name} ({record.split} split, prompt "
+        f"{record.prompt_text[:60]!r}); {fix}"
+    )
 
 
 def apply_cost_weight(records: list[RewardRecord], settings: CostAware) -> list[RewardRecord]:

@@ -11,7 +11,7 @@ import torch
 from rich.console import Console
 
 from .config import PipelineConfig
-from .costs import default_reference_cost, load_family_or_single
+from .costs import default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
     baseline_cost_predictions,
     evaluation_report,
@@ -31,6 +31,10 @@ from .train_rl import train_rl
 from .train_sft import train_sft
 
 console = Console()
+PARETO_COST_FIX = (
+    "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
+    "give the records their costs, or evaluate without --pareto"
+)
 
 
 def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_dir: Path) -> dict:
@@ -97,6 +101,7 @@ def run_pareto_evaluation(
     train_records = records_in_split(records, "train")
     if not evaluated_records or not train_records:
         raise ValueError(f"cost-quality evaluation needs train and {split!r} records")
+    require_costs(train_records + evaluated_records, "eval --pareto", PARETO_COST_FIX)
     family = load_family_or_single(checkpoint)
     if family.worker_ids != records[0].worker_ids:
         raise ValueError(
@@ -124,7 +129,7 @@ def run_pareto_evaluation(
         probabilities,
         baseline_cost_predictions(train_x, train, evaluated_x, info),
         weights,
-        family.reference_cost or default_reference_cost(records),
+        family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
         info,
     )
     report["checkpoint"] = str(checkpoint)

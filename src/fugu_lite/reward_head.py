@@ -100,6 +100,12 @@ class RewardHeadTraining(StrictModel):
         return counts
 
 
+HEAD_COST_FIX = (
+    "set training.reference_cost (e.g. --set training.reference_cost=1: every cost weight "
+    "then routes as 0 does), or give the records their real costs"
+)
+
+
 class RewardHeadConfig(StrictModel):
     model: ModelConfig = ModelConfig()
     training: RewardHeadTraining = RewardHeadTraining()
@@ -361,7 +367,7 @@ def train_reward_head(
         )
     reference = None
     if has_costs:
-        reference = settings.reference_cost or default_reference_cost(records)
+        reference = settings.reference_cost or default_reference_cost(records, HEAD_COST_FIX)
 
     shape, extractor = backbone_shape(config.model)
     features, loaded = compute_features(
