@@ -452,6 +452,18 @@ def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) 
     assert "workers:" in message
 
 
+def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: Path) -> None:
+    no_validation = [r for r in run.records if r.split != "validation"]
+    path = tmp_path / "records.jsonl"
+    write_records(path, no_validation)
+    sizes = f"train {len(run.split('train'))} · test {len(run.split('test'))}"
+    for pareto in ([], ["--pareto"]):
+        result = invoke("eval", "--checkpoint", run.checkpoint, "--records", path, "--split",
+                        "validation", "--output", tmp_path / "eval", *pareto)  # fmt: skip
+        assert result.exit_code == 2
+        assert f"(the records hold {sizes}); choose another one with --split" in flat(result.output)
+
+
 # --- route ----------------------------------------------------------------------------------
 
 

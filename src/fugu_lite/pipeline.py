@@ -26,7 +26,7 @@ from .evaluation import (
 )
 from .io import write_json
 from .model import RouterModel, load_router
-from .schemas import RewardRecord, records_in_split
+from .schemas import RewardRecord, records_in_split, split_sizes
 from .train_rl import train_rl
 from .train_sft import train_sft
 
@@ -60,16 +60,30 @@ def split_features(model: RouterModel, records: list[RewardRecord], split: str) 
     return model.features_for([record.prompt for record in selected]).numpy()
 
 
+def evaluated_and_train(
+    records: list[RewardRecord], split: str
+) -> tuple[list[RewardRecord], list[RewardRecord]]:
+    """The evaluated split's records and the train split's (best single and the baselines
+    fit on it); an empty one is refused, naming the splits the records do have."""
+    evaluated, train = records_in_split(records, split), records_in_split(records, "train")
+    if not evaluated:
+        raise ValueError(
+            f"no records in the {split!r} split to evaluate (the records hold "
+            f"{split_sizes(records)}); choose another one with --split"
+        )
+    if not train:
+        raise ValueError(
+            f"evaluation needs a train split (best single and the baselines fit on it), but "
+            f"the records hold {split_sizes(records)}; give some records the train split"
+        )
+    return evaluated, train
+
+
 def run_evaluation(
     checkpoint: Path, records: list[RewardRecord], split: str, output_dir: Path
 ) -> dict:
     """Evaluate a checkpoint on one split beside baselines fitted on the train split."""
-    evaluated_records = records_in_split(records, split)
-    train_records = records_in_split(records, "train")
-    if not evaluated_records:
-        raise ValueError(f"no records in the {split!r} split to evaluate")
-    if not train_records:
-        raise ValueError("evaluation needs a train split (best single and baselines fit on it)")
+    evaluated_records, train_records = evaluated_and_train(records, split)
     model = load_router(checkpoint, worker_ids=records[0].worker_ids)
     validation_records = records_in_split(records, "validation")
     train_x = split_features(model, records, "train")
@@ -97,10 +111,7 @@ def run_pareto_evaluation(
     """Cost-quality curves on one split: each member of a router family (a plain checkpoint
     gives its one point), kNN and ridge over the family's cost weights (or the ones given),
     the single workers and the oracle; writes pareto_report.json/.md and a plot."""
-    evaluated_records = records_in_split(records, split)
-    train_records = records_in_split(records, "train")
-    if not evaluated_records or not train_records:
-        raise ValueError(f"cost-quality evaluation needs train and {split!r} records")
+    evaluated_records, train_records = evaluated_and_train(records, split)
     require_costs(train_records + evaluated_records, "eval --pareto", PARETO_COST_FIX)
     family = load_family_or_single(checkpoint)
     if family.worker_ids != records[0].worker_ids:

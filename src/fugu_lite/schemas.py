@@ -155,3 +155,9 @@ def records_in_split(records: list[RewardRecord], split: str) -> list[RewardReco
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     return [record for record in records if record.split == split]
+
+
+def split_sizes(records: list[RewardRecord]) -> str:
+    """How many records each split holds, e.g. "train 24 · test 8" (empty splits left out)."""
+    counts = {split: sum(1 for record in records if record.split == split) for split in SPLITS}
+    return " · ".join(f"{split} {count}" for split, count in counts.items() if count)

@@ -23,7 +23,7 @@ from .config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTraining
 from .costs import apply_cost_weight
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .model import RouterModel, load_router
-from .schemas import RewardRecord, check_same_workers, records_in_split
+from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 
 console = Console()
 
@@ -79,7 +79,9 @@ def make_loader(
     """
     selected = records_in_split(records, split)
     if not selected:
-        raise ValueError(f"no records in the {split!r} split ({len(records)} records in all)")
+        raise ValueError(
+            f"no records in the {split!r} split (the records hold {split_sizes(records)})"
+        )
     check_same_workers(selected, source=f"{split} split")
     if selected[0].worker_ids != model.worker_ids:
         raise ValueError(
