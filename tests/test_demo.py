@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from fugu_lite import demo
@@ -75,3 +76,12 @@ def test_demo_runs_the_whole_local_loop(tmp_path: Path, monkeypatch: pytest.Monk
     assert "who answered" in serving
     assert all(answer["worker"] in serving for answer in served)
     assert "demo finished" in serving
+
+
+def test_the_answers_table_prints_a_models_brackets_as_text() -> None:
+    """A small model's answer like `ok [/INST]` was read as rich markup: MarkupError at the
+    very end of the demo."""
+    console = Console(record=True, width=200)
+    answer = {"question": "q [b]", "worker": "w", "answer": "ok [/INST] [bold]x[/bold]"}
+    console.print(demo.answers_table([answer], "http://127.0.0.1:8000"))
+    assert "ok [/INST] [bold]x[/bold]" in console.export_text()

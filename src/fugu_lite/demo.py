@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .config import PipelineConfig
@@ -136,5 +137,6 @@ def answers_table(answers: list[dict], base_url: str) -> Table:
     table.add_column("worker")
     table.add_column("answer", max_width=60)
     for answer in answers:
-        table.add_row(answer["question"], answer["worker"], answer["answer"].strip()[:300])
+        cells = (answer["question"], answer["worker"], answer["answer"].strip()[:300])
+        table.add_row(*(escape(cell) for cell in cells))  # a model's text is not markup
     return table
