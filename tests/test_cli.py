@@ -156,6 +156,15 @@ def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     assert not (tmp_path / "out.jsonl").exists()
 
 
+def test_records_sharing_an_id_are_read_with_a_warning(run: Run, tmp_path: Path) -> None:
+    unique = flat(ok(invoke("data", "stats", run.records_path)))
+    assert "warning" not in unique
+    doubled = tmp_path / "doubled.jsonl"
+    write_records(doubled, run.records + run.records[:2])
+    output = flat(ok(invoke("data", "stats", doubled)))
+    assert f"2 record ids occur more than once (first: {run.records[0].id})" in output
+
+
 ROUTERBENCH_HEADER = "prompt,eval_name,m1,m1|total_cost\n"
 
 

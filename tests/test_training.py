@@ -25,7 +25,12 @@ from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_rl import contextual_bandit_loss, train_rl
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
-from fugu_lite.training_common import evaluate_loader, make_loader, make_model
+from fugu_lite.training_common import (
+    evaluate_loader,
+    make_loader,
+    make_model,
+    nothing_to_learn,
+)
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3], [0.2, 0.4, 1.0], [0.5, 0.5, 0.5]])
 BEST = [1, 0, 2]  # best worker of the first three rows; the last row is a tie
@@ -444,3 +449,27 @@ def test_sft_loss_matches_torch_kl_div_on_random_batches() -> None:
         torch.log_softmax(logits, -1), torch.softmax(rewards / 0.7, -1), reduction="batchmean"
     )
     assert float(loss) == pytest.approx(float(reference), rel=1e-5)
+
+
+def test_training_warns_when_the_train_split_cannot_teach_a_choice(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert nothing_to_learn([r for r in records if r.split == "train"]) is None
+    tied = [r.model_copy(update={"rewards": [0.5, 0.5, 0.5]}) for r in records]
+    single = [
+        r.model_copy(update={"worker_ids": ["only"], "rewards": [1.0], "costs": None})
+        for r in records
+    ]
+    assert "all workers the same reward" in nothing_to_learn(tied)
+    assert "one worker (only)" in nothing_to_learn(single)
+
+    # A tie only on the raw rewards is not one after the cost weight: costs differ.
+    weighted = SFT_TRAINING.model_copy(update={"epochs": 1, "cost_weight": 1.0})
+    train_sft(tied, SFTConfig(model=tiny_model_cfg, training=weighted), tmp_path / "weighted")
+    assert "warning" not in capsys.readouterr().out
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    train_sft(tied, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "tied")
+    assert "nothing to learn" in " ".join(capsys.readouterr().out.split())

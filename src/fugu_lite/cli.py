@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -174,10 +175,23 @@ def read_records_or_fail(path: Path) -> list:
     from .schemas import read_records
 
     try:
-        return read_records(path)
+        records = read_records(path)
     except RecordFileError as error:
         fail(str(error))
-    raise AssertionError("unreachable")
+    repeated = repeated_ids(records)
+    if repeated:
+        console.print(
+            f"[yellow]warning:[/yellow] {escape(str(path))}: {len(repeated)} record ids occur "
+            f"more than once (first: {escape(repeated[0])}); predictions.jsonl will not tell "
+            "those records apart by id (its prompt_hash still does): give each record its own id"
+        )
+    return records
+
+
+def repeated_ids(records: list) -> list[str]:
+    """The ids given to more than one record, in file order (records without an id aside)."""
+    counts = Counter(record.id for record in records if record.id is not None)
+    return [record_id for record_id, count in counts.items() if count > 1]
 
 
 def print_record_summary(records: list) -> None:

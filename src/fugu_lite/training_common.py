@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -59,8 +60,31 @@ def start_stage(
 ) -> tuple[list[RewardRecord], RouterModel]:
     """What every stage does first: cost-weight the rewards, seed, build or continue the model."""
     records = apply_cost_weight(records, training)
+    warning = nothing_to_learn(records_in_split(records, "train"))
+    if warning:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     seed_everything(training.seed)
     return records, make_model(model_cfg, records[0].worker_ids, checkpoint)
+
+
+def nothing_to_learn(train: list[RewardRecord]) -> str | None:
+    """Why the train split cannot teach any choice (one worker, or every prompt's workers
+    tie), or None; training still runs, but the user should know before reading a report."""
+    if not train:
+        return None
+    workers = train[0].worker_ids
+    if len(workers) == 1:
+        return (
+            f"the records have one worker ({workers[0]}): the router can only ever choose it; "
+            "add the other workers' rewards to learn a choice"
+        )
+    if all(min(record.rewards) == max(record.rewards) for record in train):
+        return (
+            f"every one of the {len(train)} train prompts gives all workers the same reward "
+            "(after the cost weight): there is nothing to learn about which to choose; "
+            "check how the rewards were graded"
+        )
+    return None
 
 
 def make_loader(
