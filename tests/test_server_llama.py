@@ -205,6 +205,19 @@ def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> N
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Live) -> None:
+    """llama-cpp-python's server answers a streamed prompt longer than its context with an
+    empty 200 stream: it was a 502 that charged every worker's circuit."""
+    client = live.client()
+    too_long = [{"role": "user", "content": "word " * 1500}]  # the pool's n_ctx is 512
+    for stream in (True, False, True):
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 512"):
+            client.chat.completions.create(model=MODEL, messages=too_long, stream=stream)
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_allow_list_and_opt_out_with_real_workers(live: Live) -> None:
     client = live.client()
     assert ask(client, CODE, extra_body={"workers": ["smol-b"]}).headers["x-fugu-worker"] == (

@@ -300,9 +300,7 @@ class WorkerPool:
                     break
                 except StopAsyncIteration:
                     await _close(stream)
-                    raise WorkerCallError(
-                        "server", f"worker {worker_id}: the stream ended before any chunk"
-                    ) from None
+                    raise await self._empty_stream_error(worker, client, body) from None
                 except Exception as error:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
@@ -319,6 +317,29 @@ class WorkerPool:
                 raise WorkerCallError(kind, message, status_code(error)) from None
             finally:
                 await _close(stream)
+
+    async def _empty_stream_error(
+        self, worker: WorkerConfig, client: AsyncOpenAI, body: dict[str, Any]
+    ) -> WorkerCallError:
+        """Why a stream ended before its first chunk. llama-cpp-python's server answers a
+        request it refuses (a prompt longer than its context) with an empty 200 stream; a
+        local worker is asked once more without streaming, which gives the real error (a
+        400 context_length_exceeded): the client gets it, and the worker is not blamed.
+        That aborted stream also resets its keep-alive connection, so a connection error
+        on the first try is tried once more, on a new connection."""
+        empty = WorkerCallError("server", f"worker {worker.id}: the stream ended before any chunk")
+        if worker.local is None:
+            return empty
+        for attempt in (1, 2):
+            try:
+                async with asyncio.timeout(worker.timeout_s):
+                    await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
+                return empty
+            except Exception as error:
+                kind, message, _ = self._describe(worker.id, error)
+                if kind != "connection" or attempt == 2:
+                    return WorkerCallError(kind, message, status_code(error))
+        return empty
 
     # -- helpers ----------------------------------------------------------------------
 
