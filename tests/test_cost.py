@@ -656,7 +656,12 @@ def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> 
     assert "set training.reference_cost" in str(error.value)
     assert "cost_weight at 0" not in str(error.value)
     config.training.reference_cost = 1.0
-    assert train_reward_head(records, config, tmp_path / "head")["reference_cost"] == 1.0
+    report = train_reward_head(records, config, tmp_path / "head")
+    assert report["reference_cost"] == 1.0
+    # strict JSON: no NaN for the relative cost error of free workers
+    written = (tmp_path / "head" / "training_report.json").read_text()
+    json.loads(written, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
+    assert report["validation"]["cost_mean_abs_relative_error"] is None
 
 
 def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path) -> None:

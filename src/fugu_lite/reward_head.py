@@ -464,9 +464,10 @@ def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> 
     points = baseline_curve(table, rewards, costs, SERVED_COST_WEIGHTS, router.reference_cost)
     workers = worker_points(table)
     worker_costs = [point.mean_cost for point in workers]
-    summary["cost_mean_abs_relative_error"] = float(
-        np.abs(costs - table.costs).mean() / table.costs.mean()
-    )
+    # Relative to the mean cost; None (not NaN in the JSON report) when every cost is 0.
+    mean_cost = float(table.costs.mean())
+    cost_error = float(np.abs(costs - table.costs).mean())
+    summary["cost_mean_abs_relative_error"] = cost_error / mean_cost if mean_cost > 0 else None
     summary["aiq"] = aiq(
         non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points]),
         min(worker_costs),
