@@ -107,6 +107,29 @@ def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> 
     assert run(number_task("7"), "-" + "9" * 400 + " so the answer is 7").score == 1.0
 
 
+def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -> None:
+    result = run(number_task("7"), "The answer is " + "1" * 100_000)  # past int's 4300 digits
+    assert (result.score, result.error) == (0.0, None)
+    assert len(result.detail) < 200
+    assert run(number_task("7"), "1" * 5000 + "\nThe answer is 7.").score == 1.0
+    assert run(number_task("7"), "7/" + "1" * 5000).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The answer is 7. " + "The answer is " * 10_000,  # a small model stuck in a loop
+        "Answer: 7\n" + "Answer: = " * 10_000,
+        "1 " * 200_000 + "so the result is 7",
+        "1/" * 200_000 + "\n#### 7",
+    ],
+)
+def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:
+    started = time.perf_counter()
+    assert run(number_task("7"), output).score == 1.0
+    assert time.perf_counter() - started < 3.0
+
+
 def choice_task(answer: str) -> Task:
     prompt = "Who is the tallest?\n(A) Ann\n(B) Bob\n(C) Cal\nAnswer with the letter."
     return Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
@@ -207,6 +230,12 @@ def test_exact_grader_rejects(output: str) -> None:
     assert run(exact_task("olleh"), output).score == 0.0
 
 
+def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
+    started = time.perf_counter()
+    assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0
+    assert time.perf_counter() - started < 3.0
+
+
 def test_exact_grader_case_sensitivity() -> None:
     assert run(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
     assert run(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
@@ -282,6 +311,26 @@ def test_code_grader_wrong_code_and_no_code() -> None:
     assert "SyntaxError" in syntax.detail
     missing = run(code_task(), "   ")
     assert (missing.score, missing.detail) == (0.0, "no code in the output")
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "`" * 100_000,  # no fence: each "```" used to scan to the end of the output
+        "def f(:\n" * 20_000,  # used to parse every run of lines, one line shorter each time
+        "Here:\ndef add(a, b):\n    return a + b\n" + "This is prose (\n" * 20_000,
+        "(" * 100_000,  # the parser runs out of memory: not a grading failure
+        "-" * 100_000,
+        "(A) (B) " * 20_000,
+    ],
+)
+def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: str) -> None:
+    started = time.perf_counter()
+    code = extract_code(output)
+    assert time.perf_counter() - started < 3.0
+    assert code is not None
+    if "def add" in output:
+        assert code == "def add(a, b):\n    return a + b"
 
 
 def test_infinite_loop_times_out_with_score_zero() -> None:

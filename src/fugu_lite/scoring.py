@@ -30,6 +30,7 @@ grade (no reference answer, judge down or unparseable, sandbox broken), `score` 
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import re
 import textwrap
@@ -110,7 +111,8 @@ def grade_number(task: Task, output: str) -> Grade:
     found, source = extract_number(output)
     if found is None:
         return wrong("no number in the output")
-    detail = f"extracted {found.text!r} ({source}); expected {task.answer}"
+    shown = found.text if len(found.text) <= 40 else found.text[:40] + "..."
+    detail = f"extracted {shown!r} ({source}); expected {task.answer}"
     matched = numbers_match(found, reference, _decimals(task.answer or ""))
     return Grade(score=1.0 if matched else 0.0, detail=detail)
 
@@ -122,29 +124,48 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     if boxed is not None:
         numbers = _numbers(_unlatex(boxed))
         if numbers:
-            return numbers[-1], "\\boxed{}"
+            return _found(numbers[-1]), "\\boxed{}"
     hashes = text.rfind("####")
     if hashes >= 0:
         numbers = _numbers(text[hashes + 4 :])
         if numbers:
-            return numbers[0], "after ####"
-    for marker in reversed(list(_ANSWER_MARKER.finditer(text))):
-        rest = text[marker.end() :]
-        end = _SENTENCE_END.search(rest)
-        sentence = rest[: end.start()] if end else rest
-        if "=" in sentence:
-            sentence = sentence[sentence.rfind("=") + 1 :]
-        numbers = _numbers(sentence)
-        if numbers:
-            return numbers[0], f"after {marker.group(0).strip()!r}"
+            return _found(numbers[0]), "after ####"
     numbers = _numbers(text)
+    after_marker = _number_after_marker(text, numbers)
+    if after_marker is not None:
+        return after_marker
     if numbers:
-        return numbers[-1], "the last number"
+        return _found(numbers[-1]), "the last number"
     words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
     if words:  # only when no digit at all: "The letter 'i' appears once."
         word = words[-1].lower()
         return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
     return None, ""
+
+
+def _number_after_marker(text: str, numbers: list[re.Match[str]]) -> tuple[FoundNumber, str] | None:
+    """The first number in the sentence of the last answer marker that has one (after the
+    sentence's last '=' when it holds one). Positions are looked up, not searched again
+    for each marker: an output repeating "the answer is" 100,000 times takes linear time."""
+    starts = [number.start() for number in numbers]
+    sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
+    equals = [equal.start() for equal in re.finditer("=", text)]
+    for marker in reversed(list(_ANSWER_MARKER.finditer(text))):
+        start = marker.end()
+        index = bisect.bisect_left(sentence_ends, start)
+        end = sentence_ends[index] if index < len(sentence_ends) else len(text)
+        index = bisect.bisect_left(equals, end) - 1
+        if index >= 0 and equals[index] >= start:
+            start = equals[index] + 1
+        index = bisect.bisect_left(starts, start)
+        if index == len(numbers) or starts[index] >= end:
+            continue
+        number = numbers[index]
+        if number.end() > end:  # "3\n/4": only the part inside the sentence counts
+            number = _NUMBER.match(text, number.start(), end) or number
+        if _is_number(number):
+            return _found(number), f"after {marker.group(0).strip()!r}"
+    return None
 
 
 NUMBER_WORDS: dict[str, int] = {
@@ -192,25 +213,38 @@ def _decimals(text: str) -> int:
     return len(match.group(1)) if match else 0
 
 
-def _numbers(text: str) -> list[FoundNumber]:
-    found = []
-    for match in _NUMBER.finditer(text):
-        body = match.group("body").replace(",", "")
-        value = Fraction(body)
-        if match.group("denominator"):
-            if int(match.group("denominator")) == 0:
-                continue
-            value /= int(match.group("denominator"))
-        if match.group("sign"):
-            value = -value
-        decimals = len(body.split(".")[1]) if "." in body and not match.group("denominator") else 0
-        found.append(
-            FoundNumber(value=_as_float(value), text=match.group(0).strip(), decimals=decimals)
-        )
-    return found
+def _numbers(text: str) -> list[re.Match[str]]:
+    """The numbers of `text`, in order; only the one chosen is converted (`_found`)."""
+    return [match for match in _NUMBER.finditer(text) if _is_number(match)]
 
 
-def _as_float(value: Fraction) -> float:
+def _is_number(match: re.Match[str]) -> bool:
+    """False for a zero denominator ("1/0")."""
+    denominator = match.group("denominator")
+    return denominator is None or denominator.strip("0") != ""
+
+
+def _found(match: re.Match[str]) -> FoundNumber:
+    body = match.group("body").replace(",", "")
+    value = _exact_value(body)
+    if match.group("denominator"):
+        value /= _exact_value(match.group("denominator"))
+    if match.group("sign"):
+        value = -value
+    decimals = len(body.split(".")[1]) if "." in body and not match.group("denominator") else 0
+    return FoundNumber(value=_as_float(value), text=match.group(0).strip(), decimals=decimals)
+
+
+def _exact_value(body: str) -> Fraction | float:
+    """Python refuses to read integers of more than 4300 digits (a model repeating "1"s):
+    such a number is read as a float (inf for a huge integer)."""
+    try:
+        return Fraction(body)
+    except ValueError:
+        return float(body)
+
+
+def _as_float(value: Fraction | float) -> float:
     """A run of hundreds of digits (small models repeat them) is a number no answer equals,
     not a grading failure."""
     try:
@@ -350,15 +384,15 @@ _PREFIX = re.compile(
 )
 _MARKER_SEGMENT = re.compile(r"(?:answer|result)\s*(?:is|:|=)\s*(?P<rest>[^\n]*)", re.IGNORECASE)
 _WRAPPERS = "\"'`*_“”‘’「」«» \t"
+_WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace())
 
 
 def _normalise(text: str, case_sensitive: bool = False) -> str:
     text = unicodedata.normalize("NFKC", text).strip()
     text = _PREFIX.sub("", text)
-    previous = None
-    while previous != text:
-        previous = text
-        text = text.strip(_WRAPPERS).rstrip(".!,;:").strip()
+    # one strip each side (stripping wrappers, then dots, then spaces in turn until nothing
+    # changes took a pass per character on ". . . . ." a million times over)
+    text = text.lstrip(_WRAPPERS + _WHITESPACE).rstrip(_WRAPPERS + _WHITESPACE + ".!,;:")
     text = re.sub(r"\s+", " ", text)
     return text if case_sensitive else text.casefold()
 
@@ -413,7 +447,9 @@ def grade_regex(task: Task, output: str) -> Grade:
 
 # --- code ------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
+# The info string holds no backtick (as in CommonMark): "`" * 100_000 is no fence, and
+# rejecting it takes linear time.
+_FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n`]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _CODE_START = re.compile(r"^(?:def |class |import |from |@|async def )", re.MULTILINE)
 
@@ -439,19 +475,31 @@ def extract_code(output: str) -> str | None:
     if start is None:
         return output
     lines = output[start.start() :].splitlines()
-    for end in range(len(lines), 0, -1):
+    end = len(lines)
+    while end > 0:  # the longest run of lines from there that parses (prose may follow)
         code = "\n".join(lines[:end])
-        if _parses(code):
-            return code
+        error_line = _syntax_error_line(code)
+        if error_line is None:
+            return code if code.strip() else output
+        # every run that holds the faulty line fails too: one parse per error, not per line
+        end = min(end, error_line) - 1
     return output
 
 
 def _parses(code: str) -> bool:
+    return _syntax_error_line(code) is None and bool(code.strip())
+
+
+def _syntax_error_line(code: str) -> int | None:
+    """None when `code` parses, else the line of the error (the end when unknown). Deep
+    nesting ("((((...") makes the parser run out of stack or memory: a syntax error too."""
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return bool(code.strip())
+    except SyntaxError as error:
+        return error.lineno or code.count("\n") + 1
+    except (ValueError, MemoryError, RecursionError):
+        return code.count("\n") + 1
+    return None
 
 
 async def grade_code(task: Task, output: str, limits: SandboxLimits | None = None) -> Grade:
