@@ -65,6 +65,10 @@ COT = (
         ("5", "The answer is: 5"),
         ("1", "The letter 'i' appears only once in the word 'rabbit'."),
         ("2", "Two."),
+        ("0.5", "The answer is $\\frac{1}{2}$."),  # LaTeX outside a \boxed{}
+        ("0.5", "$\\dfrac{1}{2}$"),
+        ("0.75", r"\boxed{\frac34}"),
+        ("1.5", r"\boxed{1\frac{1}{2}}"),  # a mixed number, not 11/2
     ],
 )
 def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
@@ -154,6 +158,10 @@ def choice_task(answer: str) -> Task:
         "(A) is wrong because Ann is shorter, and (B) is correct.",
         "Option A is wrong; B is correct.",
         "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
+        r"\boxed{B}",
+        r"The answer is $\boxed{\text{B}}$",
+        "<answer>B</answer>",
+        "The answer is $B$.",
         "The tallest is Bob.",
     ],
 )
@@ -208,6 +216,9 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         "Reversing h, e, l, l, o one letter at a time:\nolleh",
         "The word 'hello' reversed is 'olleh'.",
         "Reversed, it is: olleh",
+        r"\boxed{olleh}",
+        r"The reversed word is \boxed{\text{olleh}}",
+        "<think>hello backwards</think>\n<answer>olleh</answer>",
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
@@ -259,6 +270,9 @@ def test_regex_grader_searches_collapsed_output() -> None:
     assert run(regex_task(sorted_list), "1 2\n 3").score == 1.0
     assert run(regex_task(sorted_list), "[3, 1, 2]").score == 0.0
     assert run(regex_task(sorted_list), "[11, 2, 3]").score == 0.0
+    assert run(regex_task(sorted_list.replace("1", "-1")), "[\u22121, 2, 3]").score == 1.0
+    long_reply = "Let me sort the list step by step. " * 1000 + "Sorted: [1, 2, 3]"
+    assert run(regex_task(sorted_list), long_reply).score == 1.0  # the answer is at the end
     assert run(regex_task(r"^yes$"), "Yes").score == 1.0
     assert run(regex_task(r"^yes$"), "yes, because").score == 0.0
     assert run(regex_task(r"^yes$", case_sensitive=True), "Yes").score == 0.0

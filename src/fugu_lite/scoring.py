@@ -5,17 +5,21 @@
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
   then the number after the last "answer is" / "Answer:" marker (after its last `=` when the
   marker's sentence holds an equation), else the last number in the output. Commas between
-  thousands, `$`, `%`, units and a trailing period are ignored; `3/4` and `\\frac{3}{4}` are
-  fractions. Equal when within 1e-6 relative, or when the output rounds the reference at the
-  number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
-- choice: the option letter (A-E): "Answer: B", "The correct option is b.", "(B)", "B) foo",
-  a line holding just "B", or the text of exactly one option. Two different letters with no
+  thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
+  `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number. Equal when within 1e-6 relative,
+  or when the output rounds the reference at the number of decimals it shows (2 or more),
+  e.g. 0.33 for 1/3.
+- choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
+  "The correct option is b.", "(B)", "B) foo", a line holding just "B", or the text of
+  exactly one option. Two different letters with no
   answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, an "Answer:" prefix; case too unless `task.case_sensitive`). The whole output,
-  the text after the last answer marker, and the first and last non-empty lines are tried.
+  the text after the last answer marker, the last `\\boxed{}`, the text in `<answer>` tags,
+  and the first and last non-empty lines are tried.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
-  (ignoring case unless `task.case_sensitive`); anchor the pattern with ^...$ for a full match.
+  (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
+  anchor the pattern with ^...$ for a full match.
 - code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
@@ -255,7 +259,23 @@ def _as_float(value: Fraction | float) -> float:
 
 def _normalise_number_text(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
-    return text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+    return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
+
+
+_MIXED_NUMBER = re.compile(
+    r"(?<![\d.,/])(?P<whole>\d{1,9})\s*\\[dt]?frac\{(?P<over>\d{1,9})\}\{(?P<under>\d{1,9})\}"
+)
+
+
+def _latex_fractions(text: str) -> str:
+    """\\frac{3}{4}, \\dfrac{3}{4} and \\frac34 -> 3/4; the mixed number 1\\frac{1}{2} -> 3/2."""
+    text = _MIXED_NUMBER.sub(
+        lambda m: f"{int(m['whole']) * int(m['under']) + int(m['over'])}/{m['under']}", text
+    )
+    text = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
+    text = re.sub(r"\\[dt]?frac\s*(\d)(\d)(?!\d)", r"(\1)/(\2)", text)
+    return re.sub(r"\((-?[\d.,]+)\)/\(([\d.,]+)\)", r"\1/\2", text)
 
 
 def last_boxed(text: str) -> str | None:
@@ -273,16 +293,15 @@ def last_boxed(text: str) -> str | None:
 
 
 def _unlatex(text: str) -> str:
-    text = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
-    text = re.sub(r"\((-?[\d.,]+)\)/\(([\d.,]+)\)", r"\1/\2", text)
+    text = _latex_fractions(text)
     return re.sub(r"\\[a-zA-Z]+|[{}]", " ", text.replace("\\%", "%").replace("\\$", "$"))
 
 
 # --- choice ----------------------------------------------------------------------------------
 
 _CHOICE_MARKER = re.compile(
-    r"(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=\-])?\s*"
-    r"(?:option|choice|letter)?\s*[:\-]?\s*\**\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
+    r"(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?\s*"  # > : <answer>B
+    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?P<after>[^\n]{0,12})",
     re.IGNORECASE,
 )
@@ -319,6 +338,9 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     text = unicodedata.normalize("NFKC", output).strip()
     if not text:
         return None, "empty output"
+    boxed = _boxed_letter(text)
+    if boxed is not None:
+        return boxed, "\\boxed{}"
     for match in reversed(list(_CHOICE_MARKER.finditer(text))):
         letter, after = match.group("letter"), match.group("after")
         if letter == "a" and re.match(r"\s+[A-Za-z]", text[match.end("letter") :]):
@@ -349,6 +371,15 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if either:
         return None, f"ambiguous: {either.group(0)!r}"
     return _choice_by_option_text(text, prompt)
+
+
+def _boxed_letter(text: str) -> str | None:
+    """The letter of "\\boxed{B}", "\\boxed{(b)}", "\\boxed{\\text{B}}" or "\\boxed{B) Bob}"."""
+    boxed = last_boxed(text)
+    if boxed is None:
+        return None
+    leading = _LEADING_LETTER.match(_unlatex(boxed).strip("*_ `$"))
+    return leading.group("letter").upper() if leading else None
 
 
 def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
@@ -383,6 +414,7 @@ _PREFIX = re.compile(
     re.IGNORECASE,
 )
 _MARKER_SEGMENT = re.compile(r"(?:answer|result)\s*(?:is|:|=)\s*(?P<rest>[^\n]*)", re.IGNORECASE)
+_ANSWER_TAG = re.compile(r"<answer>([^<]*)</answer>", re.IGNORECASE)
 _WRAPPERS = "\"'`*_“”‘’「」«» \t"
 _WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace())
 
@@ -403,6 +435,12 @@ def answer_candidates(output: str) -> dict[str, str]:
     markers = list(_MARKER_SEGMENT.finditer(output))
     if markers:
         candidates["the text after the answer marker"] = markers[-1].group("rest")
+    boxed = last_boxed(output)
+    if boxed is not None:  # "\\boxed{olleh}", "\\boxed{\\text{olleh}}"
+        candidates["the boxed text"] = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", boxed)
+    tagged = _ANSWER_TAG.findall(output)
+    if tagged:
+        candidates["the text in <answer> tags"] = tagged[-1]
     lines = [line for line in output.splitlines() if line.strip()]
     if len(lines) > 1:
         candidates["the first line"] = lines[0]
@@ -430,6 +468,9 @@ def grade_exact(task: Task, output: str) -> Grade:
     return wrong(f"no match for {task.answer!r} in {shown[:80]!r}")
 
 
+REGEX_WINDOW = 20_000
+
+
 def grade_regex(task: Task, output: str) -> Grade:
     if task.answer is None:
         return cannot_grade("the regex grader needs the task's answer (a pattern)")
@@ -439,7 +480,10 @@ def grade_regex(task: Task, output: str) -> Grade:
     except re.error as error:
         return cannot_grade(f"the task's pattern {task.answer!r} does not compile: {error}")
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", output)).strip()
-    match = pattern.search(text[:20_000])
+    text = text.replace("\u2212", "-")  # "[−3, 5]": the minus sign NFKC keeps
+    # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may
+    # backtrack); the final answer of a long reply is at its end.
+    match = pattern.search(text[:REGEX_WINDOW]) or pattern.search(text[-REGEX_WINDOW:])
     if match is None:
         return wrong(f"pattern not found in {text[:80]!r}")
     return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}")
