@@ -447,6 +447,13 @@ def test_signals_and_ctypes_are_refused(code: str, refused: str) -> None:
     assert f"{refused} is not allowed" in result.detail  # and this process is still here
 
 
+def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
+    code = "import signal, time\nsignal.alarm(1)\ntime.sleep(5)\n"  # no handler: SIGALRM kills
+    result = run(code_task(), code, sandbox=FAST.model_copy(update={"timeout_s": 4.0}))
+    assert (result.score, result.error) == (0.0, None)
+    assert "killed by signal SIGALRM" in result.detail
+
+
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
     """They import _posixsubprocess; only starting a process is refused."""
     for module in ("asyncio", "subprocess"):

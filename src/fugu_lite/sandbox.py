@@ -181,11 +181,18 @@ def _collect(
 def _describe_exit(returncode: int | None) -> str:
     if returncode is not None and returncode < 0:
         number = -returncode
-        name = signal.Signals(number).name if number in signal.Signals else str(number)
         if number == signal.SIGXCPU:
             return "killed: CPU time limit exceeded"
-        return f"killed by signal {name}"
+        return f"killed by signal {_signal_name(number)}"
     return f"the process exited (code {returncode}) before the tests finished"
+
+
+def _signal_name(number: int) -> str:
+    """SIGALRM for 14 (`number in signal.Signals` raises TypeError before Python 3.12)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
 
 
 def _read_events(path: Path) -> list[dict]:
