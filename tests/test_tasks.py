@@ -20,6 +20,7 @@ from fugu_lite.tasks import (
     FAMILIES,
     Task,
     TaskFileError,
+    _list_regex,
     generate_tasks,
     read_tasks,
     write_tasks,
@@ -195,6 +196,26 @@ async def grade_all(tasks: list[Task], make_output) -> list[float | None]:
     for task, result in zip(tasks, grades, strict=True):
         assert result.error is None, (task.id, result.error)
     return [result.score for result in grades]
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("The sorted list is [-3, 5, 12].", 1.0),
+        ("Sorted: -3 5 12. Done.", 1.0),
+        ("[-3, 5, 12], three numbers", 1.0),
+        ("[-3, 5, 12, 12]", 0.0),  # an element too many, after or before
+        ("[-7, -3, 5, 12]", 0.0),
+        ("-3 5 12 40", 0.0),
+        ("[-3, 5, 12.5]", 0.0),
+    ],
+)
+def test_a_sorted_list_task_wants_exactly_the_list(output: str, score: float) -> None:
+    prompt = "Sort the list [12, -3, 5] from smallest to largest."
+    task = Task(
+        id="s1", prompt=prompt, answer=_list_regex([-3, 5, 12]), grader="regex", task="sort"
+    )
+    assert asyncio.run(grade(task, output)).score == score
 
 
 def test_every_generated_task_grades_its_reference_1_and_a_wrong_answer_0() -> None:

@@ -322,10 +322,14 @@ def _choice(rng: random.Random, question: str, correct: str, wrong: list[str]) -
 
 
 def _list_regex(values: list[int]) -> str:
-    """Matches the list in this order, with commas or spaces, optional brackets."""
+    """Matches the list in this order, with commas or spaces, optional brackets, and no
+    other element: "[0, 5, 12]" or "5 12 40" is not the list [5, 12]. (The grader
+    collapses whitespace, so one space stands for any run of it.)"""
     separator = r"(?:\s*[,;]\s*|\s+)"
     body = separator.join(re.escape(str(value)) for value in values)
-    return rf"(?<![\d.-])\[?\s*{body}\s*\]?(?![\d.])"
+    starts = r"(?:\[\s*|(?<![\d.,;-])(?<![\d,;] ))"  # a bracket, or no number before
+    ends = r"(?:\s*\]|(?!\s?[,;]?\s?-?\d|\.\d))"  # a bracket, or no number after
+    return rf"{starts}{body}{ends}"
 
 
 def _show(values: list[int]) -> str:
