@@ -6,11 +6,13 @@ import json
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 import yaml
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -25,6 +27,11 @@ from .config import (
     load_stage_config,
 )
 from .io import RecordFileError
+
+if TYPE_CHECKING:
+    from .schemas import RewardRecord
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 app = typer.Typer(
     no_args_is_help=True, help="fugu-lite: a learned router in front of a pool of LLMs."
@@ -64,7 +71,7 @@ SetOption = Annotated[
 ]
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
     console.print(f"[bold red]error:[/bold red] {escape(message)}")
     raise typer.Exit(code=2)
@@ -171,7 +178,7 @@ def data_stats(records_path: Annotated[Path, typer.Argument(help="RewardRecord J
     print_record_summary(read_records_or_fail(records_path))
 
 
-def read_records_or_fail(path: Path) -> list:
+def read_records_or_fail(path: Path) -> list[RewardRecord]:
     from .schemas import read_records
 
     try:
@@ -229,14 +236,16 @@ def print_record_summary(records: list) -> None:
     console.print(table)
 
 
-def load_or_fail(path: Path | None, config_type: type, overrides: dict):
+def load_or_fail(path: Path | None, config_type: type[ConfigT], overrides: dict) -> ConfigT:
     try:
         return load_config(path, config_type, overrides)
     except ConfigError as error:
         fail(str(error))
 
 
-def load_stage_or_fail(path: Path | None, config_type: type, stage: str, overrides: dict):
+def load_stage_or_fail(
+    path: Path | None, config_type: type[ConfigT], stage: str, overrides: dict
+) -> ConfigT:
     try:
         return load_stage_config(path, config_type, stage, overrides)
     except ConfigError as error:
@@ -345,7 +354,7 @@ def train_reward_head_command(
     run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
 
 
-def run_stage(output: Path, stage) -> None:
+def run_stage(output: Path, stage: Callable[[], dict]) -> None:
     from .model import CheckpointError
 
     check_output(output, "-o", "folder")
@@ -444,9 +453,10 @@ def route_command(
             f"trained for {decision.cost_weight:g}"
         )
     console.print(f"chosen worker: [bold]{escape(decision.worker)}[/bold]")
-    is_cost = isinstance(decision, CostRoutingDecision)
-    rewards = decision.predicted_rewards if is_cost else None
-    costs = (decision.predicted_costs if is_cost else None) or {}
+    rewards: dict[str, float] | None = None
+    costs: dict[str, float] = {}
+    if isinstance(decision, CostRoutingDecision):
+        rewards, costs = decision.predicted_rewards, decision.predicted_costs or {}
     table = Table("worker", "probability")
     if rewards:
         table.add_column("predicted reward")

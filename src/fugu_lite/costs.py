@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .reward_head import CostAwareRouter, CostWeightedView
 
 FAMILY_FILE = "router_family.json"
-FAMILY_FORMAT = "fugu-lite-router-family"
+FAMILY_FORMAT: Final = "fugu-lite-router-family"
 
 
 class CostWeightError(CheckpointError):
@@ -159,7 +159,7 @@ class RouterFamily:
 
     directory: Path
     manifest: FamilyManifest
-    routers: list[RouterModel] | list[CostWeightedView]
+    routers: Sequence[RouterModel | CostWeightedView]
     kind: Literal["family", "single"] = "family"
     reward_head: CostAwareRouter | None = None
 

@@ -55,6 +55,9 @@ class RouterModel(nn.Module):
     tensor_file = HEAD_FILE
     metadata_file = META_FILE
     checkpoint_format = "fugu-lite-router"
+    feature_mean: torch.Tensor  # buffers, registered in __init__
+    feature_scale: torch.Tensor
+    normalizer_fitted: torch.Tensor
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,6 +31,9 @@ from .schemas import RewardRecord, records_in_split, split_sizes
 from .train_rl import train_rl
 from .train_sft import train_sft
 
+if TYPE_CHECKING:
+    from .reward_head import CostWeightedView
+
 console = Console()
 PARETO_COST_FIX = (
     "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
@@ -53,7 +57,9 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     return report
 
 
-def split_features(model: RouterModel, records: list[RewardRecord], split: str) -> np.ndarray:
+def split_features(
+    model: RouterModel | CostWeightedView, records: list[RewardRecord], split: str
+) -> np.ndarray:
     selected = records_in_split(records, split)
     if not selected:
         return np.zeros((0, model.feature_dim), dtype=np.float32)

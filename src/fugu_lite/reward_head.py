@@ -121,6 +121,12 @@ class RewardCostHead(nn.Module):
     `group_sizes[i]` consecutive rows); `cluster_rewards` holds each cluster's mean train
     reward per worker; `cost_*` is the linear cost model (absolute cost units)."""
 
+    assign_weight: torch.Tensor  # buffers, registered in __init__
+    assign_bias: torch.Tensor
+    cluster_rewards: torch.Tensor
+    cost_weight: torch.Tensor
+    cost_bias: torch.Tensor
+
     def __init__(self, feature_dim: int, n_workers: int, group_sizes: Sequence[int]) -> None:
         super().__init__()
         self.group_sizes = [int(size) for size in group_sizes]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from .features import Prompt
 from .model import RouterModel
+
+if TYPE_CHECKING:
+    from .reward_head import CostWeightedView
 
 
 class NoWorkerLeftError(ValueError):
@@ -37,7 +41,7 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
 
 
 def route_prompts(
-    model: RouterModel, prompts: Sequence[Prompt], exclude: Sequence[str] = ()
+    model: RouterModel | CostWeightedView, prompts: Sequence[Prompt], exclude: Sequence[str] = ()
 ) -> list[RoutingDecision]:
     """Route a batch; excluded workers get probability 0 and the rest are renormalised."""
     allowed = allowed_workers(model.worker_ids, exclude)

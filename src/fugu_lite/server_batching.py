@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+V = TypeVar("V")
 
 
 class BatcherClosedError(RuntimeError):
@@ -69,7 +70,7 @@ class MicroBatcher(Generic[T, R]):
                 future.set_exception(BatcherClosedError("the server is shutting down"))
         self._executor.shutdown(wait=True)
 
-    async def run_in_thread(self, fn: Callable[[], R]) -> R:
+    async def run_in_thread(self, fn: Callable[[], V]) -> V:
         """Run a one-off job (e.g. the warm-up) on the batcher's thread."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
@@ -105,7 +106,7 @@ class MicroBatcher(Generic[T, R]):
             pass
 
     def _take_batch(self) -> list[tuple[T, asyncio.Future[R]]]:
-        batch = []
+        batch: list[tuple[T, asyncio.Future[R]]] = []
         while self._pending and len(batch) < self.max_batch:
             item, future = self._pending.popleft()
             if not future.cancelled():  # its client went away while it waited

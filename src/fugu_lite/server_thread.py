@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Literal
 
 import uvicorn
 from fastapi import FastAPI
@@ -22,7 +23,7 @@ class ServerThread:
         port: int = 0,
         startup_timeout_s: float = 300.0,
         log_level: str = "warning",
-        lifespan: str = "auto",
+        lifespan: Literal["auto", "on", "off"] = "auto",
         graceful_timeout_s: int = 5,
         name: str = "fugu-server",
     ) -> None:

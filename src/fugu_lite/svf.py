@@ -96,6 +96,11 @@ def _key(name: str) -> str:
 class SingularValueOffsets(nn.Module):
     """The offsets d of one matrix, and the matrix W' they give."""
 
+    weight: torch.Tensor  # buffers, registered in __init__
+    u: torch.Tensor
+    s: torch.Tensor
+    vh: torch.Tensor
+
     def __init__(self, weight: torch.Tensor) -> None:
         super().__init__()
         weight = weight.detach()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -111,7 +112,7 @@ def train_sft(
                 optimizer.step()
                 scheduler.step()
                 epoch_metrics.append(metrics)
-            report = {"epoch": epoch + 1, "train": _average(epoch_metrics)}
+            report: dict[str, Any] = {"epoch": epoch + 1, "train": _average(epoch_metrics)}
             report["train"].update(evaluate_loader(model, train_loader))
             if validation_loader is not None:
                 report["validation"] = evaluate_loader(model, validation_loader)
