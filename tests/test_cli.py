@@ -571,6 +571,20 @@ def test_route_says_why_a_checkpoint_cannot_load_without_a_traceback(
     assert "unknown key 'speculative_layers'" in flat(result.output)
 
 
+@pytest.mark.parametrize(
+    ("kind", "tensors"), [("router", "router_head"), ("reward_head", "reward_head")]
+)
+@pytest.mark.parametrize("content", ["[]", "null", '"a string"'])
+def test_route_refuses_checkpoint_metadata_that_is_not_a_json_object(
+    tmp_path: Path, kind: str, tensors: str, content: str
+) -> None:
+    (tmp_path / f"{tensors}.safetensors").write_bytes(b"")
+    (tmp_path / f"{kind}.json").write_text(content)
+    result = invoke("route", "--checkpoint", tmp_path, "hello")
+    assert result.exit_code == 2, result.output
+    assert f"{kind}.json is damaged (a JSON " in flat(result.output)
+
+
 def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     result = invoke("tasks", "generate", "-o", tmp_path)  # a folder, not a file

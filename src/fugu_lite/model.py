@@ -244,17 +244,27 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
             f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
             f"{META_FILE} (written by `fugu-lite train ...`){_what_it_is(directory)}"
         )
-    try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise CheckpointError(
-            f"{meta_path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); "
-            "retrain or restore the checkpoint"
-        ) from error
+    metadata = read_metadata_object(meta_path, "retrain or restore the checkpoint")
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
     saved_model_config(metadata, meta_path)
+    return metadata
+
+
+def read_metadata_object(meta_path: Path, fix: str) -> dict:
+    """A checkpoint's JSON metadata; not JSON, or JSON that is not an object, is a
+    CheckpointError naming the file and ending with `fix`."""
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise CheckpointError(
+            f"{meta_path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); {fix}"
+        ) from error
+    if not isinstance(metadata, dict):
+        raise CheckpointError(
+            f"{meta_path} is damaged (a JSON {type(metadata).__name__}, not an object); {fix}"
+        )
     return metadata
 
 

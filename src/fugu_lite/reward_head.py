@@ -49,7 +49,13 @@ from .evaluation.pareto import aiq, baseline_curve, non_decreasing_hull, worker_
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
-from .model import CheckpointError, RouterModel, read_tensors, saved_model_config
+from .model import (
+    CheckpointError,
+    RouterModel,
+    read_metadata_object,
+    read_tensors,
+    saved_model_config,
+)
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .training_common import stage_progress
 
@@ -517,7 +523,7 @@ def load_reward_head(
             "(written by `fugu-lite train reward-head`)"
         )
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = read_metadata_object(meta_path, "retrain with `fugu-lite train reward-head`")
         if meta.get("format") != HEAD_FORMAT:
             raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
         model_cfg = saved_model_config(meta, meta_path)
