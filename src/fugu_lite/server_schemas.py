@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -53,9 +53,16 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["text", "json_object", "json_schema"]
+
+
 class ChatCompletionRequest(BaseModel):
-    """OpenAI's request; unknown OpenAI parameters (tools, top_p, seed, response_format...)
-    are kept and passed through to the worker."""
+    """OpenAI's request. OpenAI's common sampling and output parameters are typed as OpenAI
+    types them, so a client's mistake is its 400 here rather than a worker's 500 (which
+    would count against the worker's circuit); other parameters are passed through."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -70,6 +77,17 @@ class ChatCompletionRequest(BaseModel):
     top_p: float | None = Field(default=None, ge=0, le=1)
     n: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    seed: int | None = Field(default=None, strict=True)
+    logprobs: bool | None = Field(default=None, strict=True)
+    top_logprobs: int | None = Field(default=None, ge=0, le=20, strict=True)
+    response_format: ResponseFormat | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = Field(default=None, strict=True)
+    user: str | None = None
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None
