@@ -147,7 +147,6 @@ def _collect(
     events = _read_events(folder / "results.jsonl")
     stdout = _read_capped(folder / "stdout", limits.output_bytes)
     stderr = _read_capped(folder / "stderr", limits.output_bytes)
-    kinds = {event.get("event") for event in events}
     outcomes = [
         TestOutcome(name=str(e["name"]), passed=bool(e["passed"]), error=e.get("error"))
         for e in events
@@ -155,27 +154,45 @@ def _collect(
     ]
     total = next((int(e["total"]) for e in events if e.get("event") == "ready"), 0)
     passed = sum(outcome.passed for outcome in outcomes)
-    common = {"passed": passed, "total": total, "tests": outcomes}
-    common |= {"stdout": stdout, "stderr": stderr}
+    tally = f"{passed}/{total} tests passed"
+    status, detail = _verdict(events, returncode, timed_out, stderr, limits, tally)
+    return SandboxResult(
+        status=status,
+        detail=detail,
+        passed=passed,
+        total=total,
+        tests=outcomes,
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+def _verdict(
+    events: list[dict],
+    returncode: int | None,
+    timed_out: bool,
+    stderr: str,
+    limits: SandboxLimits,
+    tally: str,
+) -> tuple[Status, str]:
+    """The run's status and its detail, from the harness's events and the exit (`tally`
+    is the detail of a run that finished)."""
+    kinds = {event.get("event") for event in events}
     if "ready" not in kinds:
         if timed_out:
-            detail = "the sandbox did not start within the time limit (machine overloaded?)"
-        else:
-            detail = f"the sandbox failed before running the code (exit {returncode}): "
-            detail += stderr[-1500:].strip() or "no output"
-        return SandboxResult(status="internal_error", detail=detail, **common)
+            return "internal_error", (
+                "the sandbox did not start within the time limit (machine overloaded?)"
+            )
+        detail = f"the sandbox failed before running the code (exit {returncode}): "
+        return "internal_error", detail + (stderr[-1500:].strip() or "no output")
     if timed_out:
-        return SandboxResult(
-            status="timeout",
-            detail=f"still running after {limits.timeout_s:g} s",
-            **common,
-        )
+        return "timeout", f"still running after {limits.timeout_s:g} s"
     load_error = next((e for e in events if e.get("event") == "load_error"), None)
     if load_error is not None:
-        return SandboxResult(status="load_error", detail=str(load_error["error"]), **common)
+        return "load_error", str(load_error["error"])
     if "done" not in kinds:
-        return SandboxResult(status="crashed", detail=_describe_exit(returncode), **common)
-    return SandboxResult(status="ok", detail=f"{passed}/{total} tests passed", **common)
+        return "crashed", _describe_exit(returncode)
+    return "ok", tally
 
 
 def _describe_exit(returncode: int | None) -> str:
