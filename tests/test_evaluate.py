@@ -334,6 +334,19 @@ def test_ridge_standardises_with_train_statistics() -> None:
     np.testing.assert_allclose(model.predict(np.array([[5.0]])), [[0.5]], atol=1e-6)
 
 
+@pytest.mark.parametrize("baseline", [knn_baseline, ridge_baseline])
+def test_baselines_say_what_is_wrong_with_the_validation_split(baseline) -> None:
+    rng = np.random.default_rng(5)
+    features, rewards = rng.standard_normal((10, 4)), rng.random((10, 3))
+    with pytest.raises(ValueError, match="without validation_features"):
+        baseline(features, rewards, features, None, rewards)
+    with pytest.raises(ValueError, match="5 rows but validation_rewards has 10"):
+        baseline(features, rewards, features, features[:5], rewards)
+    # Features without rewards are ignored: the default is used.
+    selection = baseline(features, rewards, features, features, None).selection
+    assert selection.selected_on == "default"
+
+
 def test_select_on_validation_reports_every_score_and_breaks_ties_early() -> None:
     validation = np.array([[1.0, 0.0], [0.0, 1.0]])
     predictions = {

@@ -187,8 +187,9 @@ def knn_baseline(
     default_k: int = DEFAULT_K,
 ) -> BaselineResult:
     n_train = len(train_features)
+    query = _validation_query(validation_features, validation_rewards)
     selection = select_on_validation(
-        lambda k: knn_predict(train_features, train_rewards, validation_features, int(k)),
+        lambda k: knn_predict(train_features, train_rewards, query, int(k)),
         knn_grid_for(n_train, grid),
         validation_rewards,
         default=min(default_k, n_train),
@@ -208,8 +209,9 @@ def ridge_baseline(
     grid: Sequence[float] = RIDGE_GRID,
     default_alpha: float = DEFAULT_ALPHA,
 ) -> BaselineResult:
+    query = _validation_query(validation_features, validation_rewards)
     selection = select_on_validation(
-        lambda alpha: fit_ridge(train_features, train_rewards, alpha).predict(validation_features),
+        lambda alpha: fit_ridge(train_features, train_rewards, alpha).predict(query),
         grid,
         validation_rewards,
         default=default_alpha,
@@ -217,6 +219,23 @@ def ridge_baseline(
     )
     model = fit_ridge(train_features, train_rewards, selection.chosen)
     return BaselineResult(predictions=model.predict(evaluated_features), selection=selection)
+
+
+def _validation_query(features: np.ndarray | None, rewards: np.ndarray | None) -> np.ndarray:
+    """The validation features the grid is scored on; without validation rewards nothing is
+    scored (the default is used), so no features are needed."""
+    if rewards is None or len(rewards) == 0:
+        return np.empty((0, 0))
+    if features is None:
+        raise ValueError(
+            "validation_rewards were given without validation_features: pass both, or neither"
+        )
+    if len(features) != len(rewards):
+        raise ValueError(
+            f"validation_features has {len(features)} rows but validation_rewards has "
+            f"{len(rewards)}: they must describe the same prompts, in the same order"
+        )
+    return features
 
 
 def run_baselines(
