@@ -126,6 +126,13 @@ def test_restrict_search_head_keeps_every_head_weight_searched() -> None:
     assert searches_output_weights_only(linear)
 
 
+def test_output_layer_of_a_head_without_one_says_so() -> None:
+    model = RouterModel(ModelConfig(head="linear"), ["a", "b"], feature_dim=5)
+    model.head = torch.nn.Identity()  # e.g. a subclass's own head
+    with pytest.raises(TypeError, match="has no linear output layer"):
+        restrict_search(model, "output_layer")
+
+
 def test_fitness_scores_the_argmax_choice_plus_the_entropy_bonus() -> None:
     logits = torch.tensor([[[0.0, 5.0, 0.0], [5.0, 0.0, 0.0]], [[0.0, 0.0, 5.0], [0.0, 0.0, 0.0]]])
     scores = population_fitness(logits, REWARDS, samples=0, entropy_coefficient=0.5)

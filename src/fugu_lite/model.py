@@ -127,12 +127,25 @@ class RouterModel(nn.Module):
     @property
     def output_layer(self) -> nn.Linear:
         """The head's last linear layer: the whole head when it is linear."""
-        return self.head if isinstance(self.head, nn.Linear) else self.head[-1]
+        return self._split_head()[1]
 
     def output_layer_inputs(self, features: torch.Tensor) -> torch.Tensor:
         """What the output layer sees: the normalised features through the layers before it."""
-        normalized = self.normalize(features)
-        return normalized if isinstance(self.head, nn.Linear) else self.head[:-1](normalized)
+        before, _ = self._split_head()
+        return before(self.normalize(features))
+
+    def _split_head(self) -> tuple[nn.Module, nn.Linear]:
+        """(the layers before the output layer, the output layer) of a build_head head."""
+        if isinstance(self.head, nn.Linear):
+            return nn.Identity(), self.head
+        if isinstance(self.head, nn.Sequential):
+            output = self.head[-1]
+            if isinstance(output, nn.Linear):
+                return self.head[:-1], output
+        raise TypeError(
+            f"{type(self).__name__}'s head ({type(self.head).__name__}) has no linear output "
+            "layer: only build_head's linear and MLP heads have one"
+        )
 
     def normalize(self, features: torch.Tensor) -> torch.Tensor:
         if not self.model_cfg.normalize_features:
