@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -142,14 +143,15 @@ class SVF(nn.Module):
         return cls(names, {name: modules[name].weight for name in names})
 
     def matrix(self, name: str) -> SingularValueOffsets:
-        return self.matrices[_key(name)]
+        return cast(SingularValueOffsets, self.matrices[_key(name)])
 
     def weights(self) -> dict[str, torch.Tensor]:
         """{"<module>.weight": W'} for `functional_call` on the backbone."""
         return {f"{name}.weight": self.matrix(name)() for name in self.names}
 
     def offset_count(self) -> int:
-        return sum(module.offsets.numel() for module in self.matrices.values())
+        matrices = cast(Iterable[SingularValueOffsets], self.matrices.values())
+        return sum(matrix.offsets.numel() for matrix in matrices)
 
     def shapes(self) -> dict[str, list[int]]:
         return {name: list(self.matrix(name).weight.shape) for name in self.names}
