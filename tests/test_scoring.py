@@ -620,6 +620,6 @@ def test_a_grader_that_cannot_run_records_an_error() -> None:
     assert run(no_answer, "4").error == "the task's answer None is not a number"
     unknown = Task.model_construct(id="x", prompt="?", answer="4", grader="vibes", task="math")
     assert run(unknown, "4").score is None
-    bad_output = asyncio.run(grade(number_task("4"), None))  # type: ignore[arg-type]
+    bad_output = asyncio.run(grade(number_task("4"), None))
     assert bad_output.score is None
     assert "expected the worker's output as text" in (bad_output.error or "")

@@ -66,12 +66,13 @@ def cannot_grade(error: str) -> Grade:
 
 async def grade(
     task: Task,
-    output: str,
+    output: object,
     judge: Judge | None = None,
     *,
     sandbox: SandboxLimits | None = None,
 ) -> Grade:
-    """Score `output` (a worker's reply to `task`) with the task's grader."""
+    """Score `output` (a worker's reply to `task`) with the task's grader (anything but
+    text is recorded as ungradable)."""
     if not isinstance(output, str):
         return cannot_grade(f"expected the worker's output as text, got {type(output).__name__}")
     try:
@@ -639,7 +640,7 @@ async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
     if judge is None:
         return cannot_grade("the judge grader needs a judge (a worker of the pool); none given")
     try:
-        reply = await judge(judge_messages(task, output))
+        reply: object = await judge(judge_messages(task, output))  # a user's judge: any type
     except Exception as error:
         return cannot_grade(f"the judge failed: {type(error).__name__}: {error}")
     if not isinstance(reply, str):
