@@ -834,7 +834,7 @@ def _code_count_char(rng: random.Random) -> Draft:
 
 def _code_sum_above(rng: random.Random) -> Draft:
     t = rng.randint(0, 10)
-    lists = ([1, 5, 12, 20], [], [t, t + 1, t - 1], [-5, 30])
+    lists: tuple[list[int], ...] = ([1, 5, 12, 20], [], [t, t + 1, t - 1], [-5, 30])
     return _code(
         "sum_above(xs)",
         f"returns the sum of the numbers in the list xs that are greater than {t}",
@@ -913,7 +913,7 @@ def _code_digit_powers(rng: random.Random) -> Draft:
 
 def _code_chunks(rng: random.Random) -> Draft:
     k = rng.randint(2, 4)
-    lists = (list(range(1, 8)), [], [5] * k)
+    lists: tuple[list[int], ...] = (list(range(1, 8)), [], [5] * k)
     return _code(
         "chunks(xs)",
         f"splits the list xs into consecutive lists of {k} items (the last one may be "
