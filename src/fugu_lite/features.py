@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 from pydantic import BaseModel, ValidationError
@@ -19,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 from torch.func import functional_call
+from transformers import PreTrainedModel
 
 from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
 from .config import ModelConfig
@@ -150,9 +152,9 @@ def truncated_backbone(model: nn.Module, layer: int) -> nn.Module:
         return model
     import copy
 
-    truncated = copy.copy(model)
+    truncated = cast(PreTrainedModel, copy.copy(model))  # a transformers backbone
     truncated._modules = dict(model._modules)
-    truncated.config = copy.copy(model.config)
+    truncated.config = copy.copy(truncated.config)
     truncated.config.num_hidden_layers = layer
     _replace_blocks(truncated, nn.ModuleList(list(blocks)[:layer]))
     # hidden_states[layer] for an inner layer is taken before the final norm.
@@ -169,7 +171,7 @@ def _replace_blocks(model: nn.Module, blocks: nn.ModuleList) -> None:
     if "encoder" in model._modules:
         import copy
 
-        encoder = copy.copy(model._modules["encoder"])
+        encoder = copy.copy(model.get_submodule("encoder"))
         encoder._modules = dict(encoder._modules)
         encoder._modules["layer"] = blocks
         model._modules["encoder"] = encoder
@@ -202,7 +204,8 @@ def render_prompt(prompt: Prompt, backbone: LoadedBackbone, model_cfg: ModelConf
     )
     tokenizer = backbone.tokenizer
     if model_cfg.chat_template and getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, tokenize=False)
+        # tokenize=False returns the text; the stubs give the union of every return type.
+        return cast(str, tokenizer.apply_chat_template(messages, tokenize=False))
     return "\n".join(m["content"] for m in messages)
 
 
