@@ -94,7 +94,8 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
         loaded = _load_pretrained(name, str(Path(name).expanduser().resolve()), {})
     else:
         loaded = _load_hub(name)
-    loaded.model.to(device).eval()
+    # transformers wraps `to` with functools.wraps(nn.Module.to), which types it unbound.
+    loaded.model.to(device).eval()  # type: ignore[arg-type]
     for parameter in loaded.model.parameters():
         parameter.requires_grad_(False)
     return loaded

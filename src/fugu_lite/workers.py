@@ -62,7 +62,7 @@ CHAT_PATH = "/chat/completions"
 try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
     from httpx2 import Response as SDKResponse
 except ImportError:  # pragma: no cover - older openai
-    from httpx import Response as SDKResponse
+    from httpx import Response as SDKResponse  # type: ignore[assignment]  # the other library
 
 Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
 
