@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from rich.console import Console
 
 from fugu_lite.evaluation import (
@@ -522,6 +523,49 @@ def test_write_evaluation_writes_parseable_files_and_png_plots(tmp_path: Path, c
         image = matplotlib.image.imread(path)
         assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
         assert f"]({name})" in markdown
+
+
+def stop_while_saving_a_plot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while matplotlib writes a PNG, after it wrote part of the image."""
+
+    def interrupted(figure: Figure, target: object, **options: object) -> None:
+        partial = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
+        if hasattr(target, "write"):
+            target.write(partial)
+        else:
+            Path(str(target)).write_bytes(partial)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+
+
+def test_an_interrupted_rewrite_leaves_no_report_beside_the_old_runs_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-run stopped half-way wrote its JSON report beside the last run's predictions,
+    plots and Markdown (or a torn PNG): the JSON now comes last, the old files go first."""
+    out, pareto_out = tmp_path / "eval", tmp_path / "pareto"
+    old, predictions, _ = full_report(costs=True)
+    write_evaluation(old, predictions, out)
+    table = make_table([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5]], costs=[[1, 2, 3], [1, 2, 3]])
+    router = {0.0: np.full((2, 3), 1 / 3)}
+    write_pareto(pareto_report(table, table, "test", router, {}, [0.0], 1.0), pareto_out)
+    new, new_predictions, _ = full_report(costs=False)
+
+    stop_while_saving_a_plot(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        write_evaluation(new, new_predictions, out)
+    with pytest.raises(KeyboardInterrupt):
+        write_pareto(pareto_report(table, table, "test", router, {}, [0.5], 1.0), pareto_out)
+    for folder, report in ((out, "evaluation_report"), (pareto_out, "pareto_report")):
+        assert not (folder / f"{report}.json").exists()
+        assert not (folder / f"{report}.md").exists()
+        for image in folder.glob("*.png"):
+            matplotlib.image.imread(image)  # a whole PNG, never a torn one
+
+    monkeypatch.undo()
+    write_evaluation(new, new_predictions, out)  # the same command again: a complete folder
+    assert json.loads((out / "evaluation_report.json").read_text()) == new
 
 
 def test_dollar_signs_in_worker_and_task_names_are_drawn_as_text(tmp_path: Path) -> None:

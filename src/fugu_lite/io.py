@@ -99,6 +99,12 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
         raise
 
 
+def remove_files(folder: str | Path, names: Iterable[str]) -> None:
+    """Delete these files of `folder` where present (the previous run's outputs)."""
+    for name in names:
+        (Path(folder) / name).unlink(missing_ok=True)
+
+
 def write_tensors_atomic(
     path: str | Path, tensors: dict[str, Any], metadata: dict[str, str] | None = None
 ) -> None:

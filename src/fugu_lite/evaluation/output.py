@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..io import write_json, write_jsonl, write_text_atomic
-from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, write_plots
+from ..io import remove_files, write_json, write_jsonl, write_text_atomic
+from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -17,13 +17,18 @@ PREDICTIONS_JSONL = "predictions.jsonl"
 
 
 def write_evaluation(report: dict, predictions: list[dict], output_dir: Path) -> None:
-    """Write the report (JSON and Markdown), the per-prompt predictions and the plots."""
+    """Write the per-prompt predictions, the plots and the report (Markdown, then JSON).
+
+    The JSON report marks a complete folder: the previous run's files go first and the JSON
+    comes last, so a run stopped half-way (Ctrl-C, kill) never leaves a report beside
+    another run's predictions or plots."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(output_dir / REPORT_JSON, report)
+    remove_files(output_dir, [REPORT_JSON, REPORT_MARKDOWN, PREDICTIONS_JSONL, *PLOTS])
     write_jsonl(output_dir / PREDICTIONS_JSONL, predictions)
     plots = write_plots(report, output_dir)
     write_text_atomic(output_dir / REPORT_MARKDOWN, evaluation_markdown(report, plots))
+    write_json(output_dir / REPORT_JSON, report)
 
 
 # --- Markdown -----------------------------------------------------------------

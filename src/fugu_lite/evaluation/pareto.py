@@ -40,15 +40,14 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..io import write_json, write_text_atomic
+from ..io import remove_files, write_json, write_text_atomic
 from .baselines import fit_ridge, knn_predict
-from .plots import plain_text
+from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
 from .table import RewardTable, argmax_choices, picked
 
@@ -57,7 +56,6 @@ PARETO_MARKDOWN = "pareto_report.md"
 PARETO_PLOT = "cost_quality.png"
 QUALITY_FRACTION = 0.95
 CURVE_LABELS = {"router": "router", "knn": "kNN", "ridge": "ridge", "workers": "single workers"}
-_DPI = 120
 
 Hull = list[tuple[float, float]]
 
@@ -345,15 +343,18 @@ def _require_costs(table: RewardTable) -> np.ndarray:
 
 
 def write_pareto(report: dict, output_dir: Path) -> list[str]:
-    """Write pareto_report.json, pareto_report.md and the cost-quality plot; returns names."""
+    """Write the cost-quality plot, pareto_report.md, then pareto_report.json; returns names.
+
+    Like write_evaluation: the previous run's files go first and the JSON comes last, so a
+    run stopped half-way never leaves a report beside another run's plot."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(output_dir / PARETO_JSON, report)
-    figure = plot_pareto(report)
-    FigureCanvasAgg(figure)
-    figure.savefig(output_dir / PARETO_PLOT, dpi=_DPI, format="png")
+    names = [PARETO_JSON, PARETO_MARKDOWN, PARETO_PLOT]
+    remove_files(output_dir, names)
+    save_png(plot_pareto(report), output_dir / PARETO_PLOT)
     write_text_atomic(output_dir / PARETO_MARKDOWN, pareto_markdown(report))
-    return [PARETO_JSON, PARETO_MARKDOWN, PARETO_PLOT]
+    write_json(output_dir / PARETO_JSON, report)
+    return names
 
 
 def summary_rows(report: dict) -> list[list[str]]:

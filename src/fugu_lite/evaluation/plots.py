@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..io import write_bytes_atomic
+
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"
 PER_TASK_PLOT = "per_task_reward.png"
+PLOTS = (MEAN_REWARD_PLOT, CHOICES_PLOT, PER_TASK_PLOT)
 _DPI = 120
 
 
@@ -24,13 +28,13 @@ def write_plots(report: dict, output_dir: Path) -> list[str]:
     """Write every plot the report has data for; returns the file names written."""
     output_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    _save(plot_mean_reward(report), output_dir / MEAN_REWARD_PLOT)
+    save_png(plot_mean_reward(report), output_dir / MEAN_REWARD_PLOT)
     written.append(MEAN_REWARD_PLOT)
     if "router" in report["choices"]:
-        _save(plot_router_choices(report), output_dir / CHOICES_PLOT)
+        save_png(plot_router_choices(report), output_dir / CHOICES_PLOT)
         written.append(CHOICES_PLOT)
     if report["per_task"]:
-        _save(plot_per_task(report), output_dir / PER_TASK_PLOT)
+        save_png(plot_per_task(report), output_dir / PER_TASK_PLOT)
         written.append(PER_TASK_PLOT)
     return written
 
@@ -113,6 +117,9 @@ def plot_per_task(report: dict) -> Figure:
     return figure
 
 
-def _save(figure: Figure, path: Path) -> None:
+def save_png(figure: Figure, path: Path) -> None:
+    """The figure as a PNG file, written atomically: a reader never sees half an image."""
     FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=_DPI, format="png")
+    image = BytesIO()
+    figure.savefig(image, dpi=_DPI, format="png")
+    write_bytes_atomic(path, image.getvalue())
