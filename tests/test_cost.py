@@ -19,6 +19,7 @@ from fugu_lite.config import (
     ESConfig,
     ESTrainingConfig,
     ModelConfig,
+    PipelineConfig,
     RLConfig,
     RLTrainingConfig,
     SFTConfig,
@@ -30,6 +31,7 @@ from fugu_lite.costs import (
     apply_cost_weight,
     cost_weighting_summary,
     default_reference_cost,
+    is_router_family,
     load_family_or_single,
     load_router_family,
     nearest_cost_weight,
@@ -37,6 +39,7 @@ from fugu_lite.costs import (
     read_family_manifest,
     route_checkpoint,
     route_with_cost_weight,
+    train_router_family,
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
@@ -383,6 +386,41 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
     (tmp_path / FAMILY_FILE).write_text('{"worker_ids": ["a"], "members": []}', encoding="utf-8")
     with pytest.raises(CostWeightError, match="is damaged"):
         load_router_family(tmp_path)
+
+
+def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-training a family in place and stopping it after its first member kept the old
+    router_family.json: it loaded silently, its reference cost no longer the members'."""
+    import fugu_lite.pipeline as pipeline
+
+    config = PipelineConfig(
+        model=tiny_cfg(tmp_path),
+        sft=SFTTrainingConfig(epochs=1, batch_size=16),
+        rl=RLTrainingConfig(epochs=1, batch_size=16),
+    )
+    output = tmp_path / "family"
+    train_router_family(cost_case_records(), config, output, [0.0, 1.0])
+    assert is_router_family(output)
+
+    real_train_pipeline = pipeline.train_pipeline
+
+    def stopped_after_the_first_member(records, member_config, member_output) -> dict:
+        if member_config.sft.cost_weight > 0:
+            raise KeyboardInterrupt
+        return real_train_pipeline(records, member_config, member_output)
+
+    pricier = [
+        r.model_copy(update={"costs": [10 * c for c in r.costs]}) for r in cost_case_records()
+    ]
+    monkeypatch.setattr(pipeline, "train_pipeline", stopped_after_the_first_member)
+    with pytest.raises(KeyboardInterrupt):
+        train_router_family(pricier, config, output, [0.0, 1.0])
+    assert not is_router_family(output)
+    assert not (output / "training_report.json").exists()
+    with pytest.raises(CheckpointError, match="interrupted; run it again"):
+        load_family_or_single(output)
 
 
 def test_route_with_a_cost_weight_through_the_cli(family: Family) -> None:

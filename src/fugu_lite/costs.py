@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from . import __version__
 from .config import CostAware, PipelineConfig
 from .features import Prompt
-from .io import RecordFileError, read_json, write_json
+from .io import RecordFileError, read_json, remove_files, write_json
 from .model import CheckpointError, RouterModel, load_router, read_checkpoint_metadata
 from .routing import RoutingDecision, allowed_workers, route_prompts
 from .schemas import RewardRecord, records_in_split
@@ -335,6 +335,9 @@ def train_router_family(
     if any(weight > 0 for weight in weights):
         require_costs(records, f"a family with cost weights {weights}")
     reference = family_reference_cost(records, config)
+    # An earlier family here lists members this run retrains in place: a run stopped
+    # half-way must leave no manifest, not one that mixes two runs' members.
+    remove_files(output, [FAMILY_FILE, "training_report.json"])
     members, reports = [], {}
     for weight in weights:
         settings = {"cost_weight": weight, "reference_cost": reference}

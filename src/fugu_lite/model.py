@@ -383,7 +383,8 @@ def load_router(
 
 def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
-    from .costs import is_router_family  # both import this module: import them when asked
+    # both import this module: import them when asked
+    from .costs import FAMILY_FILE, is_router_family
     from .reward_head import is_reward_head
 
     if is_router_family(directory):
@@ -393,6 +394,11 @@ def _what_it_is(directory: Path) -> str:
         )
     if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
+    if any(directory.glob("lambda-*/rl")):
+        return (
+            f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
+            "--cost-weights` run that writes it was interrupted; run it again"
+        )
     return ""
 
 
