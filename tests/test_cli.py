@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -639,3 +642,73 @@ def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path:
     output = ok(invoke("route", "--checkpoint", tmp_path / "sft", "hello"))
     assert all(name in output for name in names.values()), output
     assert re.search(r"chosen worker: (qwen\[awq\]|m\[/x\]|\[bold\]z\[/bold\])\n", output)
+
+
+# --- interruptions ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "target", "kept"),
+    [
+        (["train", "sft"], "fugu_lite.train_sft.train_sft", "starts over: run the same command"),
+        (
+            ["train", "es"],
+            "fugu_lite.train_es.train_es",
+            "run the same command again to continue from the last one saved",
+        ),
+        (
+            ["train", "es", "--no-resume"],
+            "fugu_lite.train_es.train_es",
+            "run the command without --no-resume again to continue",
+        ),
+    ],
+)
+def test_ctrl_c_during_training_says_what_was_kept_and_how_to_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], target: str, kept: str
+) -> None:
+    """Ctrl-C ended a stage with exit 130 and not a word about what was saved."""
+
+    def interrupted(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, interrupted)
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=3))
+    result = invoke(*command, "-r", records, "-o", tmp_path / "out")
+    assert result.exit_code == 130, result.output
+    text = flat(result.output)
+    assert text.startswith("interrupted:") and kept in text
+
+
+SIGTERM_WHILE_WRITING = """\
+import os, signal, sys
+import fugu_lite.io
+
+def terminated(source, target):
+    os.kill(os.getpid(), signal.SIGTERM)  # `kill PID` while the new file is being written
+
+fugu_lite.io.os.replace = terminated
+from fugu_lite.cli import app
+sys.argv = ["fugu-lite", *sys.argv[1:]]
+app()
+"""
+
+
+def test_sigterm_while_writing_keeps_the_old_file_and_leaves_no_temporary_one(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM killed `tasks generate` (or `data import`) mid-write without a word, leaving
+    a hidden temporary file beside the output on every kill."""
+    output = tmp_path / "tasks.jsonl"
+    output.write_text("the old tasks\n", encoding="utf-8")
+    child = subprocess.run(
+        [sys.executable, "-c", SIGTERM_WHILE_WRITING, "tasks", "generate", "-o", str(output)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert child.returncode == 130, child.stdout + child.stderr
+    assert "interrupted:" in child.stdout and "run the same command again" in child.stdout
+    assert output.read_text(encoding="utf-8") == "the old tasks\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["tasks.jsonl"]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
@@ -75,6 +77,28 @@ def fail(message: str) -> NoReturn:
     # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
     console.print(f"[bold red]error:[/bold red] {escape(message)}")
     raise typer.Exit(code=2)
+
+
+@contextmanager
+def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
+    traceback. SIGTERM is raised as KeyboardInterrupt meanwhile, so that the atomic writers
+    remove their temporary files as they do on Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
+        raise typer.Exit(code=130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def written_whole(output: Path) -> str:
+    return (
+        f"{output} holds its old content or the complete new one, never a half-written "
+        "file; run the same command again"
+    )
 
 
 def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, str]:
@@ -155,19 +179,21 @@ def data_import(
     options = parse_pairs(option, "--option", "on_missing=drop")
     check_not_source(source, output)
     check_output(output, "-o", "file")
-    try:
-        records = import_dataset(format, source, **options)
-    except (ValueError, OSError) as error:
-        fail(str(error))
-    if not records:
-        fail(
-            f"{source}: the {format} import yields no records (the source has no data rows, "
-            f"or every row was dropped: see the warnings above); nothing was written to {output}"
-        )
-    try:
-        count = write_records(output, records)
-    except OSError as error:
-        fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+    with stopped_cleanly(written_whole(output)):
+        try:
+            records = import_dataset(format, source, **options)
+        except (ValueError, OSError) as error:
+            fail(str(error))
+        if not records:
+            fail(
+                f"{source}: the {format} import yields no records (the source has no data "
+                "rows, or every row was dropped: see the warnings above); nothing was written "
+                f"to {output}"
+            )
+        try:
+            count = write_records(output, records)
+        except OSError as error:
+            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
     console.print(f"wrote {count} records to {output}")
     print_record_summary(records)
 
@@ -300,8 +326,15 @@ def train_es_command(
     from .train_es import train_es
 
     cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
+    again = "the same command" if resume else "the command without --no-resume"
+    kept = (
+        f"the search state is saved every {cfg.training.save_every} generations in "
+        f"{output / 'es_state'}; run {again} again to continue from the last one saved"
+    )
     run_stage(
-        output, lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume)
+        output,
+        lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume),
+        kept,
     )
 
 
@@ -354,16 +387,23 @@ def train_reward_head_command(
     run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
 
 
-def run_stage(output: Path, stage: Callable[[], dict]) -> None:
+STARTS_OVER = (
+    "the run stopped before its checkpoint was written, and this stage starts over: run the "
+    "same command again (the backbone features computed so far are cached)"
+)
+
+
+def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STARTS_OVER) -> None:
     from .model import CheckpointError
 
     check_output(output, "-o", "folder")
-    try:
-        report = stage()
-    except (CheckpointError, ValueError, RuntimeError) as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write the output in {output}: {error}; choose another -o folder")
+    with stopped_cleanly(what_was_kept):  # outside: typer.Exit is a RuntimeError
+        try:
+            report = stage()
+        except (CheckpointError, ValueError, RuntimeError) as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write the output in {output}: {error}; choose another -o folder")
     console.print(f"checkpoint written to {report['checkpoint']}")
 
 
@@ -388,6 +428,8 @@ def eval_command(
 ) -> None:
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
     from .costs import is_router_family
+    from .evaluation.output import REPORT_JSON
+    from .evaluation.pareto import PARETO_JSON
     from .pipeline import run_evaluation, run_pareto_evaluation
     from .reward_head import is_reward_head
 
@@ -404,12 +446,18 @@ def eval_command(
     evaluate = run_pareto_evaluation if pareto else run_evaluation
     report_dir = output or checkpoint / f"{'pareto' if pareto else 'eval'}-{split}"
     check_output(report_dir, "--output", "folder")
-    try:
-        evaluate(checkpoint, read_records_or_fail(records), split, report_dir)
-    except ValueError as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
+    report_file = PARETO_JSON if pareto else REPORT_JSON
+    kept = (
+        f"the report in {report_dir} is not complete until it holds {report_file}; run the "
+        "same command again"
+    )
+    with stopped_cleanly(kept):
+        try:
+            evaluate(checkpoint, read_records_or_fail(records), split, report_dir)
+        except ValueError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
 
 
 @app.command("route")
@@ -690,13 +738,14 @@ def tasks_generate(
     from .tasks import generate_tasks, write_tasks
 
     check_output(output, "-o", "file")
-    try:
-        tasks = generate_tasks(per_family, seed)
-        written = write_tasks(output, tasks)
-    except ValueError as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+    with stopped_cleanly(written_whole(output)):
+        try:
+            tasks = generate_tasks(per_family, seed)
+            written = write_tasks(output, tasks)
+        except ValueError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
     console.print(f"wrote {written} tasks to {output}")
     print_task_summary(tasks)
 
