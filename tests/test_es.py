@@ -319,6 +319,21 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+@pytest.mark.parametrize("damage", ["cut short", "emptied"])
+def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, damage: str
+) -> None:
+    """A state file cut short or emptied (a copy stopped half-way, a full disk elsewhere)
+    raised UnpicklingError with a traceback, or EOFError, which the CLI printed as 'Aborted.'."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+    train_es(records, config, tmp_path)
+    saved = state_path(tmp_path).read_bytes()
+    state_path(tmp_path).write_bytes(saved[: len(saved) // 2] if damage == "cut short" else b"")
+    with pytest.raises(ESResumeError, match=r"state\.pkl is damaged .*--no-resume"):
+        train_es(records, config, tmp_path)
+    assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
+
+
 def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -238,11 +238,24 @@ def state_path(output_dir: str | Path) -> Path:
 
 
 def read_es_state(output_dir: str | Path) -> dict | None:
-    """The saved search state of an ES run (our own pickle), or None if there is none."""
+    """The saved search state of an ES run (our own pickle), or None if there is none; a
+    damaged one (emptied, cut short, copied half-way) is an ESResumeError saying so."""
     path = state_path(output_dir)
     if not path.exists():
         return None
-    return pickle.loads(path.read_bytes())
+    try:
+        saved = pickle.loads(path.read_bytes())
+    except Exception as error:  # a damaged pickle raises almost anything
+        raise ESResumeError(
+            f"{path} is damaged ({type(error).__name__}: {error}), so the run cannot continue "
+            "from it; start over there with --no-resume, or use a new output dir"
+        ) from error
+    if not isinstance(saved, dict):
+        raise ESResumeError(
+            f"{path} is not an ES search state; start over there with --no-resume, or use a "
+            "new output dir"
+        )
+    return saved
 
 
 def run_fingerprint(config: ESConfig, model: nn.Module, splits: list[SplitData | None]) -> dict:
