@@ -308,6 +308,11 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     changed[first_train] = records[first_train].model_copy(update={"rewards": [0.5, 0.5, 0.5]})
     with pytest.raises(ESResumeError, match="the train/validation records"):
         train_es(changed, config, tmp_path)
+    # Another train prompt: without a --checkpoint, the start model differs only by the
+    # feature normaliser fitted on the train records, which the message must say.
+    changed[first_train] = records[first_train].model_copy(update={"prompt": "another prompt"})
+    with pytest.raises(ESResumeError, match="normaliser fitted on the train records"):
+        train_es(changed, config, tmp_path)
 
     longer = train_es(records, tiny_config(tiny_model_cfg, iterations=10), tmp_path)
     assert longer["resumed_from"] == [6]

@@ -292,7 +292,10 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
         if before != now:
             problems.append(f"{key}: saved {before!r} vs now {now!r}")
     if saved["start_model"] != current["start_model"]:
-        problems.append("the starting model (checkpoint) differs")
+        problems.append(
+            "the starting model differs (the --checkpoint, or the feature normaliser "
+            "fitted on the train records)"
+        )
     if saved["data"] != current["data"]:
         problems.append("the train/validation records or their features differ")
     return problems
