@@ -999,6 +999,8 @@ BAD_INPUTS = [
     ("penalty out of range", {**VALID, "presence_penalty": 3}, 400, "presence_penalty"),
     ("seed a string", {**VALID, "seed": "5"}, 400, "seed"),
     ("tools not a list", {**VALID, "tools": {"type": "function"}}, 400, "tools"),
+    ("stream_options without a stream", {**VALID, "stream_options": {"include_usage": True}},
+     400, "stream_options is only allowed with stream: true"),
     ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
     ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),

@@ -6,7 +6,14 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .schemas import ChatMessage
 
@@ -117,6 +124,14 @@ class ChatCompletionRequest(BaseModel):
         if isinstance(value, list) and len(value) > 4:
             raise ValueError(f"stop has {len(value)} sequences; give at most 4")
         return value
+
+    @model_validator(mode="after")
+    def _stream_options_need_a_stream(self) -> ChatCompletionRequest:
+        if self.stream_options is not None and not self.stream:
+            raise ValueError(
+                "stream_options is only allowed with stream: true; drop it or set stream: true"
+            )
+        return self
 
     @field_validator("cost_weight")
     @classmethod
