@@ -221,7 +221,7 @@ def read_records_or_fail(path: Path) -> list[RewardRecord]:
     return records
 
 
-def repeated_ids(records: list) -> list[str]:
+def repeated_ids(records: list[RewardRecord]) -> list[str]:
     """The ids given to more than one record, in file order (records without an id aside)."""
     counts = Counter(record.id for record in records if record.id is not None)
     return [record_id for record_id, count in counts.items() if count > 1]

@@ -176,8 +176,16 @@ class RouterFamily:
         return self.manifest.worker_ids
 
 
+MEMBER_PREFIX = "lambda-"
+
+
 def member_folder(cost_weight: float) -> str:
-    return f"lambda-{cost_weight:g}"
+    return f"{MEMBER_PREFIX}{cost_weight:g}"
+
+
+def has_family_members(path: str | Path) -> bool:
+    """Whether the folder holds trained family members (with or without the manifest)."""
+    return any(Path(path).glob(f"{MEMBER_PREFIX}*/rl"))
 
 
 def is_router_family(path: str | Path) -> bool:

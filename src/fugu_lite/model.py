@@ -384,17 +384,17 @@ def load_router(
 def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
     # both import this module: import them when asked
-    from .costs import FAMILY_FILE, is_router_family
+    from .costs import FAMILY_FILE, has_family_members, is_router_family, member_folder
     from .reward_head import is_reward_head
 
     if is_router_family(directory):
         return (
             "; it is a router family: pass one member's folder, e.g. "
-            f"{directory / 'lambda-0' / 'rl'} (listed in router_family.json)"
+            f"{directory / member_folder(0) / 'rl'} (listed in {FAMILY_FILE})"
         )
     if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
-    if any(directory.glob("lambda-*/rl")):
+    if has_family_members(directory):
         return (
             f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
             "--cost-weights` run that writes it was interrupted; run it again"

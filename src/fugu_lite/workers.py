@@ -330,16 +330,22 @@ class WorkerPool:
         empty = WorkerCallError("server", f"worker {worker.id}: the stream ended before any chunk")
         if worker.local is None:
             return empty
-        for attempt in (1, 2):
-            try:
-                async with asyncio.timeout(worker.timeout_s):
-                    await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
-                return empty
-            except Exception as error:
-                kind, message, _ = self._describe(worker.id, error)
-                if kind != "connection" or attempt == 2:
-                    return WorkerCallError(kind, message, status_code(error))
-        return empty
+        refused = await self._unstreamed_error(worker, client, body)
+        if refused is not None and refused.kind == "connection":
+            refused = await self._unstreamed_error(worker, client, body)
+        return refused or empty
+
+    async def _unstreamed_error(
+        self, worker: WorkerConfig, client: AsyncOpenAI, body: dict[str, Any]
+    ) -> WorkerCallError | None:
+        """The error of the same request sent without streaming; None if it succeeds."""
+        try:
+            async with asyncio.timeout(worker.timeout_s):
+                await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
+        except Exception as error:
+            kind, message, _ = self._describe(worker.id, error)
+            return WorkerCallError(kind, message, status_code(error))
+        return None
 
     # -- helpers ----------------------------------------------------------------------
 
