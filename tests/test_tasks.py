@@ -98,6 +98,20 @@ def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expect
     assert expected in message
 
 
+def test_a_file_saved_with_a_bom_and_crlf_line_endings_reads_as_written(tmp_path: Path) -> None:
+    """Windows editors write a UTF-8 BOM and CRLF: the file means the same tasks."""
+    path = tmp_path / "tasks.jsonl"
+    lines = [json.dumps(GOOD), json.dumps({**GOOD, "id": "q2"})]
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    assert [task.id for task in read_tasks(path)] == ["q1", "q2"]
+    checked = CliRunner().invoke(app, ["tasks", "check", str(path)])
+    assert checked.exit_code == 0, checked.output
+    # a BOM anywhere but the start of the file is still a character the line cannot hold
+    path.write_bytes("\r\n".join(lines).encode() + b"\r\n\xef\xbb\xbf" + lines[0].encode())
+    with pytest.raises(TaskFileError, match="line 3: not valid JSON"):
+        read_tasks(path)
+
+
 def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     assert "line 2: not valid JSON" in read_error(tmp_path, [GOOD, "{'id': 'q2'"])
     assert "line 1: expected a JSON object, got list" in read_error(tmp_path, [[GOOD]])

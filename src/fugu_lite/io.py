@@ -174,6 +174,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise RecordFileError(not_utf8_message(path, line_number, error)) from error
+            if line_number == 1:
+                line = line.removeprefix("\ufeff")  # the UTF-8 BOM some editors write
             if not line.strip():
                 continue
             try:
