@@ -112,6 +112,30 @@ def test_a_file_saved_with_a_bom_and_crlf_line_endings_reads_as_written(tmp_path
         read_tasks(path)
 
 
+def test_a_numeric_answer_or_id_written_as_a_json_number_is_read_as_its_text(
+    tmp_path: Path,
+) -> None:
+    rows: list[dict | str] = [
+        {**GOOD, "id": 1, "answer": 5},
+        {**GOOD, "id": 2, "answer": 0.25, "prompt": "What is 1/4?"},
+        {**GOOD, "id": 3, "answer": -12, "grader": "exact", "prompt": "Say -12."},
+    ]
+    tasks = read_tasks(write_lines(tmp_path / "tasks.jsonl", rows))
+    assert [(task.id, task.answer) for task in tasks] == [("1", "5"), ("2", "0.25"), ("3", "-12")]
+    assert asyncio.run(grade(tasks[1], "It is 0.25.")).score == 1.0
+    assert asyncio.run(grade(tasks[1], "It is 0.5.")).score == 0.0
+
+
+@pytest.mark.parametrize("answer", [True, ["5"], {"value": 5}])
+def test_an_answer_that_is_not_text_or_a_number_is_refused_saying_how_to_write_it(
+    tmp_path: Path, answer: object
+) -> None:
+    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", "answer": answer}])
+    assert f"tasks.jsonl, line 2: 'answer' must be text, got {answer!r}; write it in quotes" in (
+        message
+    )
+
+
 def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     assert "line 2: not valid JSON" in read_error(tmp_path, [GOOD, "{'id': 'q2'"])
     assert "line 1: expected a JSON object, got list" in read_error(tmp_path, [[GOOD]])

@@ -25,7 +25,14 @@ from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .datasets.split import standard_split
 from .io import RecordFileError, iter_jsonl, write_jsonl
@@ -58,6 +65,15 @@ class Task(BaseModel):
     """exact / regex graders: compare case-sensitively (default: ignore case)."""
     difficulty: int | None = Field(default=None, ge=1, le=3)
     """1 easy, 2 medium, 3 hard (set by the generator; informative only)."""
+
+    @field_validator("id", "answer", mode="before")
+    @classmethod
+    def _number_as_text(cls, value: object) -> object:
+        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7" (a bool is
+        not a number here: `true` stays an error)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Task:
@@ -225,6 +241,10 @@ def _describe_task_error(error: ValidationError) -> str:
             parts.append(
                 f"unknown split {item.get('input')!r}; allowed values: {', '.join(SPLITS)} "
                 "(or leave 'split' out to get the standard split)"
+            )
+        elif item["type"] == "string_type":
+            parts.append(
+                f"{location!r} must be text, got {item.get('input')!r}; write it in quotes"
             )
         else:
             parts.append(f"{location}: {item['msg']} (got {item.get('input')!r})")
