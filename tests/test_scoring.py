@@ -100,6 +100,46 @@ def test_number_grader_wrong_answers_score_zero_with_reason(
     assert why in result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("1000000", "1e6"),
+        ("1000000", "The answer is 1.0E+06."),
+        ("0.001", "1e-3"),
+        ("1500000", "About 1.5 × 10^6 people."),
+        ("1500000", "1.5×10⁶"),  # superscripts, which NFKC would turn into 1.5×106
+        ("1500000", r"\boxed{1.5 \times 10^{6}}"),
+        ("1500000", r"$1.5 \cdot 10^{6}$"),
+        ("1000000", "10^6"),
+        ("0.001", "10⁻³"),
+        ("1024", "The answer is 2^10."),
+        ("1024", "2**10"),
+        ("25", "5²"),
+        ("3", "x^2 = 9, so x = 3"),
+    ],
+)
+def test_number_grader_reads_scientific_notation_and_powers(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("1", "1e6", "'1e6'"),  # the mantissa alone is not the number
+        ("6", "1 × 10^6", "'1 × 10^6'"),
+        ("106", "10⁶", "'10^6'"),
+        ("1", "1e999999", "'1e999999'"),  # too large for a float: a wrong answer, no error
+        ("2", "2^1000000", "'2^1000000'"),
+        ("10", "The answer is 2^10.", "'2^10'"),
+    ],
+)
+def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
     assert run(number_task("3"), "So we compute 15-3").score == 1.0

@@ -6,7 +6,8 @@
   then the number after the last "answer is" / "Answer:" marker (after its last `=` when the
   marker's sentence holds an equation), else the last number in the output. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
-  `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number. Equal when within 1e-6 relative,
+  `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number; `1e6`, `1.5 x 10^6` (`10⁶`) and
+  `2^10` are their values. Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
@@ -93,6 +94,10 @@ async def grade(
 _NUMBER = re.compile(
     r"(?<![\w.])(?P<sign>-)?(?:\$\s?)?"
     r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    # 1e6, 1.5 x 10^6, 2^10, 10**3
+    r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
+    r"|\s?(?:×|x|\*|·|⋅|\\times|\\cdot)\s?10\s?(?:\^|\*\*)\s?\{?\s?(?P<ten_power>[+-]?\d+)\}?"
+    r"|\s?(?:\^|\*\*)\s?\{?\s?(?P<power>[+-]?\d+)\}?)?(?!\d)"
     r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
 )
 _ANSWER_MARKER = re.compile(
@@ -224,20 +229,47 @@ def _numbers(text: str) -> list[re.Match[str]]:
 
 
 def _is_number(match: re.Match[str]) -> bool:
-    """False for a zero denominator ("1/0")."""
+    """False for a zero denominator ("1/0") or zero to a negative power ("0^-1")."""
     denominator = match.group("denominator")
-    return denominator is None or denominator.strip("0") != ""
+    if denominator is not None and denominator.strip("0") == "":
+        return False
+    power = match.group("power")
+    zero = match.group("body").replace(",", "").strip("0.") == ""
+    return not (zero and power is not None and int(power) < 0)
 
 
 def _found(match: re.Match[str]) -> FoundNumber:
     body = match.group("body").replace(",", "")
     value = _exact_value(body)
+    power = match.group("e_power") or match.group("ten_power")
+    if power is not None:
+        value *= _power(Fraction(10), int(power))
+    elif match.group("power") is not None:
+        value = _power(value, int(match.group("power")))
     if match.group("denominator"):
         value /= _exact_value(match.group("denominator"))
     if match.group("sign"):
         value = -value
-    decimals = len(body.split(".")[1]) if "." in body and not match.group("denominator") else 0
-    return FoundNumber(value=_as_float(value), text=match.group(0).strip(), decimals=decimals)
+    decimals = 0
+    if "." in body and not match.group("denominator") and match.group("power") is None:
+        decimals = max(0, len(body.split(".")[1]) - int(power or 0))
+    return FoundNumber(
+        value=_as_float(value),
+        text=match.group(0).strip(),
+        decimals=decimals,
+    )
+
+
+def _power(base: Fraction | float, exponent: int) -> Fraction | float:
+    """base ** exponent, exact while it stays small; else a float (inf when it overflows):
+    "1e999999" or a run of thousands of digits to a power is no answer, not an error."""
+    small = isinstance(base, Fraction) and max(base.numerator, base.denominator) < 10**20
+    if small and abs(exponent) <= 1000:
+        return base**exponent
+    try:
+        return float(base) ** exponent
+    except (OverflowError, ZeroDivisionError):  # 0.0 ** -n for a zero too long to check
+        return math.inf
 
 
 def _exact_value(body: str) -> Fraction | float:
@@ -258,7 +290,13 @@ def _as_float(value: Fraction | float) -> float:
         return math.inf if value > 0 else -math.inf
 
 
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_POWER = re.compile(r"(?<=\d)\s?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
+
+
 def _normalise_number_text(text: str) -> str:
+    # "10⁶" is 10^6 (NFKC would make it 106)
+    text = _SUPERSCRIPT_POWER.sub(lambda m: "^" + m.group(1).translate(_SUPERSCRIPTS), text)
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
@@ -294,7 +332,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def _unlatex(text: str) -> str:
-    text = _latex_fractions(text)
+    text = _latex_fractions(text).replace("\\times", "×").replace("\\cdot", "·")
     return re.sub(r"\\[a-zA-Z]+|[{}]", " ", text.replace("\\%", "%").replace("\\$", "$"))
 
 
