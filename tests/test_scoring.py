@@ -140,6 +140,29 @@ def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str,
     assert why in result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("0.5", "50%", 1.0),  # a probability or share written as a percentage
+        ("0.25", "The probability is 25 percent.", 1.0),
+        ("1/3", "About 33.3%.", 1.0),
+        ("50", "50%", 1.0),  # "what percent ...?" with the reference written without %
+        ("50%", "50", 1.0),
+        ("50%", "The answer is 50 %.", 1.0),
+        ("0.5%", "0.5%", 1.0),
+        ("0.5%", "50%", 0.0),  # a reference written with % is a percentage: 50% is not 0.5%
+        ("50%", "0.5", 0.0),  # ambiguous: 0.5 could be 0.5 percent
+        ("0.5", "5%", 0.0),
+        ("5", "0.05", 0.0),  # only a number written with % is read both ways
+    ],
+)
+def test_number_grader_reads_a_percentage_as_its_share_too(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
     assert run(number_task("3"), "So we compute 15-3").score == 1.0

@@ -99,6 +99,7 @@ _NUMBER = re.compile(
     r"|\s?(?:×|x|\*|·|⋅|\\times|\\cdot)\s?10\s?(?:\^|\*\*)\s?\{?\s?(?P<ten_power>[+-]?\d+)\}?"
     r"|\s?(?:\^|\*\*)\s?\{?\s?(?P<power>[+-]?\d+)\}?)?(?!\d)"
     r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
+    r"(?P<percent>\s?(?:%|percent\b|per cent\b))?"
 )
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
@@ -112,6 +113,8 @@ class FoundNumber(BaseModel):
     value: float
     text: str
     decimals: int
+    percent: bool = False
+    """Written with a percent sign: "50%" is also read as 0.5 (see `numbers_match`)."""
 
 
 def grade_number(task: Task, output: str) -> Grade:
@@ -123,7 +126,8 @@ def grade_number(task: Task, output: str) -> Grade:
         return wrong("no number in the output")
     shown = found.text if len(found.text) <= 40 else found.text[:40] + "..."
     detail = f"extracted {shown!r} ({source}); expected {task.answer}"
-    matched = numbers_match(found, reference, _decimals(task.answer or ""))
+    answer = (task.answer or "").strip()
+    matched = numbers_match(found, reference, _decimals(answer), answer.endswith("%"))
     return Grade(score=1.0 if matched else 0.0, detail=detail)
 
 
@@ -208,13 +212,30 @@ NUMBER_WORDS: dict[str, int] = {
 } | {"once": 1, "twice": 2, "thrice": 3}
 
 
-def numbers_match(found: FoundNumber, reference: float, reference_decimals: int = 0) -> bool:
-    if math.isclose(found.value, reference, rel_tol=1e-6, abs_tol=1e-9):
+def numbers_match(
+    found: FoundNumber,
+    reference: float,
+    reference_decimals: int = 0,
+    reference_percent: bool = False,
+) -> bool:
+    """Equal within 1e-6 relative, or at the decimals shown. "50%" matches a reference of
+    50 and, unless the reference itself is written with "%", one of 0.5 (a reference
+    "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
+    readings = [(found.value, found.decimals)]
+    if found.percent and not reference_percent:
+        readings.append((found.value / 100, found.decimals + 2))
+    return any(
+        _equal(value, decimals, reference, reference_decimals) for value, decimals in readings
+    )
+
+
+def _equal(value: float, decimals: int, reference: float, reference_decimals: int) -> bool:
+    if math.isclose(value, reference, rel_tol=1e-6, abs_tol=1e-9):
         return True
     # "0.33" for 1/3 (or 1/3 for a reference written 0.3333): equal at the precision shown
-    decimals = max(found.decimals, reference_decimals)
-    if min(found.decimals, reference_decimals) == 0 and decimals >= 2:
-        return abs(found.value - reference) <= 0.5 * 10**-decimals + 1e-12
+    shown = max(decimals, reference_decimals)
+    if min(decimals, reference_decimals) == 0 and shown >= 2:
+        return abs(value - reference) <= 0.5 * 10**-shown + 1e-12
     return False
 
 
@@ -257,6 +278,7 @@ def _found(match: re.Match[str]) -> FoundNumber:
         value=_as_float(value),
         text=match.group(0).strip(),
         decimals=decimals,
+        percent=match.group("percent") is not None,
     )
 
 
