@@ -78,6 +78,8 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
         ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float
+        ({**GOOD, "answer": "2,5"}, "a comma only separates thousands"),  # not 25
+        ({**GOOD, "answer": "1.234,5"}, "a comma only separates thousands"),  # not 1.2345
         ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
         ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
@@ -134,6 +136,14 @@ def test_an_answer_that_is_not_text_or_a_number_is_refused_saying_how_to_write_i
     assert f"tasks.jsonl, line 2: 'answer' must be text, got {answer!r}; write it in quotes" in (
         message
     )
+
+
+@pytest.mark.parametrize(
+    ("answer", "value"), [("1,200", 1200.0), ("-1,234.5", -1234.5), ("$1,000,000", 1e6)]
+)
+def test_a_number_answer_with_thousands_commas_is_read_whole(answer: str, value: float) -> None:
+    task = Task.model_validate({**GOOD, "answer": answer})
+    assert asyncio.run(grade(task, f"It is {value}.")).score == 1.0
 
 
 def test_bad_json_and_non_objects(tmp_path: Path) -> None:

@@ -136,6 +136,11 @@ def _answer_problems(task: Task) -> list[str]:
         return [
             f"answer {answer!r} is not a number; the number grader needs a number such as "
             "'42', '-3.5', '1,200' or '3/4'"
+            + (
+                " (a comma only separates thousands: write a decimal with a point)"
+                if "," in answer
+                else ""
+            )
         ]
     if task.grader == "choice" and choice_letter(answer) is None:
         return [f"answer {answer!r} is not an option letter; the choice grader needs one of A-E"]
@@ -170,10 +175,18 @@ def count_tests(tree: ast.Module) -> int:
     )
 
 
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
+
+
 def parse_number(text: str) -> float | None:
-    """A number written as '42', '-3.5', '1,200', '$5', '50%', '3/4'; None otherwise."""
-    cleaned = text.strip().replace("\u2212", "-").replace("$", "").replace(",", "")
+    """A number written as '42', '-3.5', '1,200', '$5', '50%', '3/4'; None otherwise. A
+    comma must separate thousands: '2,5' or '1.234,5' (a decimal comma) is None, not 25."""
+    cleaned = text.strip().replace("\u2212", "-").replace("$", "")
     cleaned = cleaned.rstrip("%").strip().rstrip(".")
+    if "," in cleaned:
+        if not _THOUSANDS.fullmatch(cleaned):
+            return None
+        cleaned = cleaned.replace(",", "")
     try:
         return float(Fraction(cleaned))
     except (ValueError, ZeroDivisionError, OverflowError):
