@@ -163,6 +163,41 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
     assert (result.score, result.error) == (score, None), result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("1234", "1\u202f234"),  # narrow no-break space between thousands (fr, SI)
+        ("1234", "The answer is 1\u00a0234."),
+        ("1234567", "1\u2009234\u2009567"),
+        ("1234.5", "1\u202f234,5"),  # such spaces go with a decimal comma
+        ("1234.5", "1.234,5"),
+        ("1234567", "The population is 1.234.567."),
+        ("1234567.89", "1.234.567,89"),
+        ("0.5", "½"),
+        ("1.5", "1½ cups"),
+        ("1.5", "1 ½"),
+    ],
+)
+def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("1234", "1.234", "'1.234'"),  # a decimal point, as in English
+        ("1.234", "1.234.567", "'1234567'"),
+        ("15", "1½", "'3/2'"),  # not 1 then 1/2, nor 11/2
+        ("1", "1 ½", "'3/2'"),
+    ],
+)
+def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
     assert run(number_task("3"), "So we compute 15-3").score == 1.0

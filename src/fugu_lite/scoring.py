@@ -316,9 +316,34 @@ _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+
 _SUPERSCRIPT_POWER = re.compile(r"(?<=\d)\s?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
 
 
+# Unambiguous locale formats, written out plainly before NFKC (which turns the thin and
+# no-break spaces into spaces and "½" into "1⁄2"): "1 234,5" (those spaces between
+# thousands), "1.234,5" and "1.234.567" (dots between thousands), "1½".
+_SPACED_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u00a0\u2009\u202f]\d{3})+(?:,\d+)?(?!\d)")
+_DOTTED_DECIMAL = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+,\d+(?!\d|[.,]\d)")
+_DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|[.,]\d)")
+_VULGAR_FRACTION = re.compile(r"(?:(?<![\d.,])(?P<whole>\d{1,9})\s?)?(?P<fraction>[¼½¾⅐-⅞])")
+
+
+def _plain_locale_number(match: re.Match[str], thousands: str) -> str:
+    whole, _, decimals = match.group(0).partition(",")
+    digits = re.sub(rf"[{thousands}]", "", whole)
+    return f"{digits}.{decimals}" if decimals else digits
+
+
+def _vulgar_fraction(match: re.Match[str]) -> str:
+    value = Fraction(unicodedata.numeric(match.group("fraction"))).limit_denominator(10)
+    value += int(match.group("whole") or 0)
+    return f"{value.numerator}/{value.denominator}"
+
+
 def _normalise_number_text(text: str) -> str:
     # "10⁶" is 10^6 (NFKC would make it 106)
     text = _SUPERSCRIPT_POWER.sub(lambda m: "^" + m.group(1).translate(_SUPERSCRIPTS), text)
+    text = _SPACED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "\u00a0\u2009\u202f"), text)
+    text = _DOTTED_DECIMAL.sub(lambda m: _plain_locale_number(m, "."), text)
+    text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
+    text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
