@@ -198,6 +198,27 @@ def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: st
     assert why in result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "score_for_12", "score_for_14"),
+    [
+        ("The answer is 12. Wait, no: it is 14.", 0.0, 1.0),
+        ("The answer is 12. Sorry, I meant 14.", 0.0, 1.0),
+        ("The answer is 12. Actually, it's 14.", 0.0, 1.0),
+        ("The answer is 12. Correction: 14.", 0.0, 1.0),
+        ("12. No, it's 14 apples.", 0.0, 1.0),
+        # no correction: the answer stands
+        ("The answer is 12. No, it's not 14.", 1.0, 0.0),
+        ("The answer is 12. No, 14 does not work.", 1.0, 0.0),
+        ("The answer is 12. Wait, let me check: 14 - 2 = 12. Yes.", 1.0, 0.0),
+    ],
+)
+def test_number_grader_follows_a_self_correction(
+    output: str, score_for_12: float, score_for_14: float
+) -> None:
+    assert run(number_task("12"), output).score == score_for_12
+    assert run(number_task("14"), output).score == score_for_14
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
     assert run(number_task("3"), "So we compute 15-3").score == 1.0

@@ -3,7 +3,8 @@
 `await grade(task, output, judge)` dispatches on `task.grader`:
 
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
-  then the number after the last "answer is" / "Answer:" marker (after its last `=` when the
+  then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
+  no: it is 14") (after its last `=` when the
   marker's sentence holds an equation), else the last number in the output. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
   `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number; `1e6`, `1.5 x 10^6` (`10⁶`) and
@@ -103,7 +104,11 @@ _NUMBER = re.compile(
 )
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
-    r"solution is|total is)",
+    r"solution is|total is|correction\s*:|"
+    # a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's 14"
+    r"\b(?:wait|no|sorry|oops|actually)\b[\s,:;!.-]{0,3}(?:(?:no|sorry)\b[\s,:;!.-]{0,3})?"
+    r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
+    r"(?!\s*not\b))",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
