@@ -88,11 +88,12 @@ def keep_validation_hull(family_dir: Path, records: list[RewardRecord]) -> list[
 def curve_figures(points: list[OperatingPoint], report: dict) -> dict:
     """AIQ and cost share at the target for a curve not in `report`, on its cost range."""
     hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
-    reach = cost_to_reach(hull, report["target_reward"])
+    target = report["target_reward"]
+    reach = None if target is None else cost_to_reach(hull, target)
     best_cost = report["best_single"]["mean_cost"]
     return {
-        "aiq": aiq(hull, *report["cost_range"]),
-        "cost_fraction_at_target": None if reach is None else reach / best_cost,
+        "aiq": aiq(hull, *report["cost_range"], report["aiq_floor"]),
+        "cost_fraction_at_target": None if reach is None or best_cost <= 0 else reach / best_cost,
     }
 
 

@@ -44,7 +44,7 @@ from fugu_lite.costs import (
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
 from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at, write_pareto
-from fugu_lite.evaluation.table import reward_table
+from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.model import CheckpointError, load_router
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
@@ -58,7 +58,7 @@ from fugu_lite.reward_head import (
     train_reward_head,
 )
 from fugu_lite.routing import route_prompts
-from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
+from fugu_lite.schemas import ChatMessage, RewardRecord, records_in_split, write_records
 from fugu_lite.server_routing import RouteRequest, RouterService
 from fugu_lite.server_schemas import ApiError
 from fugu_lite.train_es import train_es
@@ -300,6 +300,105 @@ def test_pareto_report_on_a_known_case() -> None:
     assert report["cost_range"] == [1.0, 2.0]
     assert workers["aiq"] == pytest.approx(0.75)
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
+
+
+def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
+    # [1, 2] at the floor -1, then (0.6 + 0.9) / 2 * 2 on [2, 4]: (-1 + 1.5) / 3
+    assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0, floor=-1.0) == pytest.approx(0.5 / 3)
+    assert aiq([(3.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # the whole range below it
+    assert hull_reward_at([(1.0, 0.5)], 0.5, floor=-1.0) == -1.0
+
+
+def known_case_tables(scale: float, shift: float) -> tuple[RewardTable, RewardTable]:
+    """test_pareto_report_on_a_known_case's records with rewards mapped to r * scale + shift."""
+
+    def rewards(values: list[float]) -> list[float]:
+        return [value * scale + shift for value in values]
+
+    train = reward_table(
+        [
+            record("train", rewards([0.0, 1.0]), [1.0, 2.0], "t1"),
+            record("train", rewards([0.4, 1.0]), [1.0, 2.0], "t2"),
+        ]
+    )
+    evaluated = reward_table(
+        [
+            record("test", rewards([0.0, 1.0]), [1.0, 2.0], "e1"),
+            record("test", rewards([1.0, 1.0]), [1.0, 2.0], "e2"),
+        ]
+    )
+    return train, evaluated
+
+
+def test_aiq_of_rewards_scored_minus_1_to_1_ranks_curves_as_the_same_rewards_in_0_to_1() -> None:
+    """Some datasets score -1..1. Below its cheapest point a curve used to earn 0, which is
+    mid-scale there: a curve that cannot run cheaply gained from it. The floor is now the
+    lowest reward, so AIQ moves with the rewards (2 r - 1 gives 2 AIQ - 1)."""
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    unit = pareto_report(*known_case_tables(1.0, 0.0), "test", perfect, {}, [0.0], 1.5)
+    signed = pareto_report(*known_case_tables(2.0, -1.0), "test", perfect, {}, [0.0], 1.5)
+    assert (unit["aiq_floor"], signed["aiq_floor"]) == (0.0, -1.0)
+    for name in ("router", "workers"):
+        assert signed["curves"][name]["aiq"] == pytest.approx(2 * unit["curves"][name]["aiq"] - 1)
+    assert signed["curves"]["router"]["aiq"] == pytest.approx(0.0)  # -1 on [1, 1.5], 1 after
+
+
+@pytest.mark.parametrize(
+    ("train_rewards", "test_rewards", "costs"),
+    [
+        ([-1.0, -0.5], [-0.8, -0.2], [1.0, 2.0]),  # every reward negative
+        ([0.0, 0.0], [0.0, 0.0], [1.0, 2.0]),  # every reward 0: the best single has 0
+        ([-1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]),  # free workers as well
+    ],
+)
+def test_a_best_single_worker_at_or_below_0_has_no_target_and_a_note(
+    tmp_path: Path, train_rewards: list[float], test_rewards: list[float], costs: list[float]
+) -> None:
+    """95% of a reward <= 0 is no quality target (95% of -0.5 is above -0.5): the target and
+    the costs read off it are null with a note, not a figure that means nothing."""
+    train = reward_table([record("train", train_rewards, costs, "t1")])
+    evaluated = reward_table([record("test", test_rewards, costs, "e1")])
+    probabilities = {0.0: np.array([[0.2, 0.8]]), 1.0: np.array([[0.8, 0.2]])}
+    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], 1.0)
+    assert report["target_reward"] is None
+    for curve in report["curves"].values():
+        assert curve["cost_at_target"] is None and curve["cost_fraction_at_target"] is None
+    assert "no quality target" in report["notes"][0]
+    write_pareto(report, tmp_path)
+    json.loads((tmp_path / "pareto_report.json").read_text(), parse_constant=pytest.fail)
+    markdown = (tmp_path / "pareto_report.md").read_text()
+    assert "x its reward = undefined (see the notes)" in markdown
+    assert "no quality target" in markdown
+
+
+@pytest.mark.parametrize(
+    ("rewards", "costs", "note"),
+    [
+        ([[1.0, 1.0], [1.0, 1.0]], [[1.0, 2.0], [1.0, 2.0]], None),  # every reward equal
+        ([[1.0, 0.0], [0.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]], "every point costs 0"),
+        ([[0.5, -1.0], [1.0, 0.0]], [[0.0, 3.0], [0.0, 1.0]], "costs nothing"),
+    ],
+)
+def test_degenerate_cost_quality_tables_give_a_report_without_nan(
+    tmp_path: Path, rewards: list[list[float]], costs: list[list[float]], note: str | None
+) -> None:
+    records = [
+        record(split, row, cost, f"{split}{index}")
+        for split in ("train", "test")
+        for index, (row, cost) in enumerate(zip(rewards, costs, strict=True))
+    ]
+    train, evaluated = (reward_table(records_in_split(records, name)) for name in ("train", "test"))
+    probabilities = {0.0: np.array([[0.9, 0.1], [0.1, 0.9]])}
+    predictions = {"knn": (evaluated.rewards, evaluated.costs)}
+    report = pareto_report(train, evaluated, "test", probabilities, predictions, [0.0, 1.0], 1.0)
+    write_pareto(report, tmp_path)
+    json.loads((tmp_path / "pareto_report.json").read_text(), parse_constant=pytest.fail)
+    assert report["target_reward"] is not None
+    assert all(np.isfinite(curve["aiq"]) for curve in report["curves"].values())
+    if note is None:
+        assert report["notes"] == []
+    else:
+        assert any(note in line for line in report["notes"])
 
 
 def test_a_free_best_single_worker_gives_no_cost_share_instead_of_crashing(

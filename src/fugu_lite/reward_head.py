@@ -45,7 +45,13 @@ from torch import nn
 
 from .config import ModelConfig, StrictModel
 from .costs import CostWeightError, check_cost_weight, default_reference_cost
-from .evaluation.pareto import aiq, baseline_curve, non_decreasing_hull, worker_points
+from .evaluation.pareto import (
+    aiq,
+    baseline_curve,
+    non_decreasing_hull,
+    reward_floor,
+    worker_points,
+)
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
@@ -484,6 +490,7 @@ def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> 
         non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points]),
         min(worker_costs),
         max(worker_costs),
+        reward_floor(table.rewards),
     )
     return summary
 

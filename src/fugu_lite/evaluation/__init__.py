@@ -36,6 +36,7 @@ from .pareto import (
     non_decreasing_hull,
     pareto_report,
     print_pareto,
+    reward_floor,
     write_pareto,
 )
 from .plots import write_plots
@@ -78,6 +79,7 @@ __all__ = [
     "picked",
     "print_evaluation",
     "print_pareto",
+    "reward_floor",
     "reward_table",
     "ridge_baseline",
     "router_predictions",

@@ -27,9 +27,15 @@ AIQ (RouterBench's average improvement in quality, arXiv 2403.12031), as impleme
 where [c_min, c_max] spans every operating point of every compared curve (router, kNN,
 ridge, single workers; not the oracle), and H is the curve's hull, linearly interpolated
 between its vertices, extended flat (at its best reward) beyond its most expensive vertex
-and 0 below its cheapest vertex (a method earns no quality at costs it cannot run at;
-RouterBench's code likewise integrates from each curve's first point). When every point
-costs the same, AIQ is H at that cost.
+and at the floor below its cheapest vertex (a method earns no quality at costs it cannot
+run at; RouterBench's code likewise integrates from each curve's first point). The floor
+is 0, or the lowest reward of the evaluated split when rewards go below 0 (-1..1 scores):
+a curve that cannot run cheaply must never gain from it. When every point costs the same,
+AIQ is H at that cost.
+
+The target is `quality_fraction` x the best single worker's mean reward; when that reward
+is <= 0 a share of it is no quality target, and the target and the costs read off it are
+None with a note.
 """
 
 from __future__ import annotations
@@ -190,27 +196,34 @@ def _turn(a: tuple[float, float], b: tuple[float, float], c: tuple[float, float]
     return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
 
 
-def hull_reward_at(hull: Hull, cost: float) -> float:
-    """H(cost): interpolated on the hull, flat beyond its end, 0 below its start."""
+def hull_reward_at(hull: Hull, cost: float, floor: float = 0.0) -> float:
+    """H(cost): interpolated on the hull, flat beyond its end, `floor` below its start."""
     costs, rewards = zip(*hull, strict=True)
     if cost < costs[0]:
-        return 0.0
+        return floor
     return float(np.interp(cost, costs, rewards))
 
 
-def aiq(hull: Hull, cost_min: float, cost_max: float) -> float:
-    """The mean of H over [cost_min, cost_max] (see the module docstring)."""
+def aiq(hull: Hull, cost_min: float, cost_max: float, floor: float = 0.0) -> float:
+    """The mean of H over [cost_min, cost_max] (see the module docstring); `floor` is H
+    below the hull's cheapest point (`reward_floor`)."""
     if cost_max < cost_min:
         raise ValueError(f"cost range [{cost_min}, {cost_max}] is empty")
     if cost_max == cost_min:
-        return hull_reward_at(hull, cost_max)
+        return hull_reward_at(hull, cost_max, floor)
     start = max(cost_min, hull[0][0])
     if start >= cost_max:
-        return 0.0
+        return floor
     knots = sorted({start, cost_max, *(cost for cost, _ in hull if start < cost < cost_max)})
-    values = [hull_reward_at(hull, knot) for knot in knots]
-    area = np.trapezoid(values, knots)
+    values = [hull_reward_at(hull, knot, floor) for knot in knots]
+    area = np.trapezoid(values, knots) + floor * (start - cost_min)
     return float(area / (cost_max - cost_min))
+
+
+def reward_floor(rewards: np.ndarray) -> float:
+    """H below a hull's cheapest point: 0, or the lowest reward when rewards go below 0,
+    so that no curve gains from costs it cannot run at."""
+    return min(0.0, float(rewards.min()))
 
 
 def cost_to_reach(hull: Hull, target_reward: float) -> float | None:
@@ -263,18 +276,19 @@ def pareto_report(
     best = best_single_worker(train.rewards)
     best_cost = float(evaluated_costs[:, best].mean())
     best_reward = float(evaluated.rewards[:, best].mean())
-    target = quality_fraction * best_reward
+    target = quality_fraction * best_reward if best_reward > 0 else None
+    floor = reward_floor(evaluated.rewards)
     oracle = operating_point(evaluated, oracle_choices(evaluated.rewards, evaluated_costs))
 
     entries = {}
     for name, points in curves.items():
         hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
-        reach = cost_to_reach(hull, target)
+        reach = None if target is None else cost_to_reach(hull, target)
         entries[name] = {
             "label": _curve_label(name, len(points), info.get(name)),
             "points": [point.as_dict() for point in points],
             "hull": [list(vertex) for vertex in hull],
-            "aiq": aiq(hull, cost_min, cost_max),
+            "aiq": aiq(hull, cost_min, cost_max, floor),
             "cost_at_target": reach,
             "cost_fraction_at_target": _cost_fraction(reach, best_cost),
         }
@@ -294,6 +308,7 @@ def pareto_report(
         },
         "quality_fraction": quality_fraction,
         "target_reward": target,
+        "aiq_floor": floor,
         "oracle": {
             "mean_cost": oracle.mean_cost,
             "mean_reward": oracle.mean_reward,
@@ -301,16 +316,42 @@ def pareto_report(
         },
         "curves": entries,
         "baselines": {name: dict(value) for name, value in info.items()},
+        "notes": _pareto_notes(best_reward, best_cost, cost_min, cost_max, quality_fraction),
         "definitions": {
             "hull": "non-decreasing concave upper hull of the curve's (mean cost, mean reward) "
             "points",
-            "aiq": "mean over [c_min, c_max] of the hull's reward (0 below its cheapest point, "
-            "flat beyond its most expensive); [c_min, c_max] spans every point of every curve",
+            "aiq": f"mean over [c_min, c_max] of the hull's reward ({floor:g} below its cheapest "
+            "point: 0, or the lowest reward when rewards go below 0; flat beyond its most "
+            "expensive); [c_min, c_max] spans every point of every curve",
             "cost_at_target": f"least cost on the hull reaching {quality_fraction:g} x the best "
             "single worker's mean reward (interpolated); fraction = that cost / the best "
             "single worker's mean cost (none when that worker is free)",
         },
     }
+
+
+def _pareto_notes(
+    best_reward: float,
+    best_cost: float,
+    cost_min: float,
+    cost_max: float,
+    quality_fraction: float,
+) -> list[str]:
+    """Where a figure of the report is undefined, and why."""
+    notes = []
+    if best_reward <= 0:
+        notes.append(
+            f"the best single worker's mean reward is {best_reward:g} (<= 0): "
+            f"{quality_fraction:g} x it is no quality target, so the target and the cost "
+            "to reach it are undefined (null)"
+        )
+    elif best_cost <= 0:
+        notes.append(
+            "the best single worker costs nothing: a share of its cost is undefined (null)"
+        )
+    if cost_min == cost_max:
+        notes.append(f"every point costs {cost_max:g}: AIQ is each hull's reward at that cost")
+    return notes
 
 
 def _cost_fraction(cost: float | None, best_cost: float) -> float | None:
@@ -364,7 +405,7 @@ def summary_rows(report: dict) -> list[list[str]]:
             curve["label"],
             f"{curve['aiq']:.4f}",
             _cost(curve["cost_at_target"]),
-            _share(curve, report["best_single"]["mean_cost"]),
+            _share(curve, report),
         ]
         for curve in report["curves"].values()
     ]
@@ -416,7 +457,7 @@ def pareto_markdown(report: dict) -> str:
         f"(lambda = 1 charges one reward point per reference cost) · best single worker "
         f"{best['worker']} (chosen on {best['chosen_on']}): mean reward "
         f"{best['mean_reward']:.4f} at mean cost {best['mean_cost']:.4g} · target "
-        f"{report['quality_fraction']:g} x its reward = {report['target_reward']:.4f}.",
+        f"{report['quality_fraction']:g} x its reward = {_target(report)}.",
         "",
         "## Summary",
         "",
@@ -432,6 +473,11 @@ def pareto_markdown(report: dict) -> str:
         "## Single workers and oracle",
         "",
         *_markdown_table(["Worker", "Mean cost", "Mean reward"], reference_rows(report)),
+        *(
+            ["## Notes", "", *[f"- {note}" for note in report["notes"]], ""]
+            if report["notes"]
+            else []
+        ),
         "## Definitions",
         "",
         *[f"- **{name}**: {text}" for name, text in report["definitions"].items()],
@@ -468,11 +514,13 @@ def print_pareto(report: dict, console: Console) -> None:
         "cost at target",
         "share of best single's cost",
         title=f"AIQ and cost to reach {report['quality_fraction']:g} x best single's reward "
-        f"({report['target_reward']:.4f})",
+        f"({_target(report)})",
     )
     for row in summary_rows(report):
         summary.add_row(*(escape(cell) for cell in row))
     console.print(summary)
+    for note in report["notes"]:
+        console.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def plot_pareto(report: dict) -> Figure:
@@ -506,15 +554,16 @@ def plot_pareto(report: dict) -> Figure:
         [oracle["mean_cost"]], [oracle["mean_reward"]], marker="*", s=120, color="tab:green",
         label="oracle (cheapest correct)", zorder=4,
     )  # fmt: skip
-    axes.axhline(
-        report["target_reward"],
-        color="tab:red",
-        linestyle="--",
-        linewidth=0.8,
-        label=plain_text(
-            f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
-        ),
-    )
+    if report["target_reward"] is not None:
+        axes.axhline(
+            report["target_reward"],
+            color="tab:red",
+            linestyle="--",
+            linewidth=0.8,
+            label=plain_text(
+                f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
+            ),
+        )
     axes.set_xlabel("mean cost per prompt")
     axes.set_ylabel("mean reward")
     axes.set_title(f"Cost vs quality ({report['split']}, n={report['n_prompts']})")
@@ -526,9 +575,16 @@ def _cost(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def _share(curve: dict, best_cost: float) -> str:
+def _target(report: dict) -> str:
+    target = report["target_reward"]
+    return "undefined (see the notes)" if target is None else f"{target:.4f}"
+
+
+def _share(curve: dict, report: dict) -> str:
+    if report["target_reward"] is None:
+        return "— (no target)"
     if curve["cost_at_target"] is None:
         return "not reached"
     if curve["cost_fraction_at_target"] is None:
-        return f"— (best single costs {best_cost:g})"
+        return f"— (best single costs {report['best_single']['mean_cost']:g})"
     return f"{100 * curve['cost_fraction_at_target']:.1f}%"
