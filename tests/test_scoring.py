@@ -219,6 +219,26 @@ def test_number_grader_follows_a_self_correction(
     assert run(number_task("14"), output).score == score_for_14
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 1.0),  # not the last 1
+        ("12", "**12 apples**\nThat is 3 more than 9.", 1.0),
+        ("8", "8\n(step 2 of 2)", 1.0),
+        ("1", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 0.0),
+        # a first line that is not only a number leaves the last number as the answer
+        ("2", "Step 1\nAdd them: 1 + 1 = 2", 1.0),
+        ("14", "1. First, 7 * 2 = 14\n2. Check: 14 / 7 = 2\nSo 14", 1.0),
+        ("14", "12\nWait, no: it is 14.", 1.0),  # an answer marker still comes first
+    ],
+)
+def test_number_grader_reads_a_first_line_holding_only_a_number(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
     assert run(number_task("3"), "So we compute 15-3").score == 1.0

@@ -153,6 +153,9 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     after_marker = _number_after_marker(text, numbers)
     if after_marker is not None:
         return after_marker
+    first_line = _lone_first_line(text)
+    if first_line is not None:
+        return _found(first_line), "a first line holding only a number"
     if numbers:
         return _found(numbers[-1]), "the last number"
     words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
@@ -185,6 +188,26 @@ def _number_after_marker(text: str, numbers: list[re.Match[str]]) -> tuple[Found
         if _is_number(number):
             return _found(number), f"after {marker.group(0).strip()!r}"
     return None
+
+
+_LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
+_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}[\s*_`.!]*")
+
+
+def _lone_first_line(text: str) -> re.Match[str] | None:
+    """The number of a first line that holds only it (and a unit or two) when more lines
+    follow: "5\n\nExplanation: 2 + 3 = 5, checked in 1 step." answers 5, not 1."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    numbers = _numbers(lines[0])
+    if len(numbers) != 1:
+        return None
+    number = numbers[0]
+    lone = _LONE_NUMBER_PREFIX.fullmatch(lines[0][: number.start()]) and (
+        _LONE_NUMBER_SUFFIX.fullmatch(lines[0][number.end() :])
+    )
+    return number if lone else None
 
 
 NUMBER_WORDS: dict[str, int] = {
