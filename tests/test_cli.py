@@ -375,6 +375,8 @@ def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_pat
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "model.layer: checkpoint -1 vs config 1" in flat(result.output)
+    assert "Use the model config the checkpoint was trained with" in flat(result.output)
+    assert "records with the checkpoint's workers" not in flat(result.output)
     assert not (tmp_path / "out").exists()
 
 
@@ -462,6 +464,9 @@ def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) 
     message = flat(result.output)
     assert "does not match" in message
     assert "workers:" in message
+    # eval takes no model config: the advice is about the records, not a config to change
+    assert "Use records with the checkpoint's workers" in message
+    assert "config" not in message.partition("workers:")[2]
 
 
 def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: Path) -> None:

@@ -331,6 +331,23 @@ def checkpoint_mismatches(
     return problems
 
 
+def mismatch_fix(problems: Sequence[str]) -> str:
+    """What to do about `checkpoint_mismatches`: other workers need other records, another
+    model config needs the checkpoint's own config (its router.json `model`)."""
+    fixes = []
+    if any(problem.startswith("workers:") for problem in problems):
+        fixes.append(
+            "Use records with the checkpoint's workers (the same ids in the same order), or "
+            "train a new checkpoint on these records."
+        )
+    if any(problem.startswith("model.") for problem in problems):
+        fixes.append(
+            "Use the model config the checkpoint was trained with (the `model` of its "
+            "router.json), or train a new checkpoint."
+        )
+    return " ".join(fixes)
+
+
 def load_router(
     directory: str | Path,
     model_cfg: ModelConfig | None = None,
@@ -344,7 +361,7 @@ def load_router(
         raise CheckpointError(
             f"checkpoint {directory} does not match: "
             + "; ".join(problems)
-            + ". Train a new checkpoint, or use the config the checkpoint was trained with."
+            + f". {mismatch_fix(problems)}"
         )
     requested = model_cfg or saved_cfg
     cfg = saved_cfg.model_copy(
