@@ -487,6 +487,24 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
         load_router_family(tmp_path)
 
 
+@pytest.mark.parametrize("costs", [None, [0.0, 0.0]])
+def test_a_family_without_usable_costs_says_what_to_do(
+    tmp_path: Path, costs: list[float] | None
+) -> None:
+    """The advice was a single stage's ('set cost_weight to 0', 'leave cost_weight at 0'):
+    a family has no cost_weight key; its weights come from --cost-weights."""
+    records = [r.model_copy(update={"costs": costs}) for r in cost_case_records()]
+    config = PipelineConfig(model=tiny_cfg(tmp_path))
+    with pytest.raises(ValueError) as raised:
+        train_router_family(records, config, tmp_path / "family", [0.0, 1.0])
+    message = str(raised.value)
+    assert "give the records their real costs, or train one router (without --cost-weights)" in (
+        message
+    )
+    assert "cost_weight" not in message
+    assert not (tmp_path / "family").exists()
+
+
 def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,6 +53,7 @@ class CostWeightError(CheckpointError):
 
 
 TRAINING_FIX = "set reference_cost explicitly or leave cost_weight at 0"
+FAMILY_FIX = "give the records their real costs, or train one router (without --cost-weights)"
 
 
 def default_reference_cost(records: Sequence[RewardRecord], fix: str = TRAINING_FIX) -> float:
@@ -324,7 +325,7 @@ def family_reference_cost(records: Sequence[RewardRecord], config: PipelineConfi
         return configured
     if all(record.costs is None for record in records):
         return None
-    return default_reference_cost(records)
+    return default_reference_cost(records, FAMILY_FIX)
 
 
 def train_router_family(
@@ -341,7 +342,7 @@ def train_router_family(
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)
     if any(weight > 0 for weight in weights):
-        require_costs(records, f"a family with cost weights {weights}")
+        require_costs(records, f"a family with cost weights {weights}", FAMILY_FIX)
     reference = family_reference_cost(records, config)
     # An earlier family here lists members this run retrains in place: a run stopped
     # half-way must leave no manifest, not one that mixes two runs' members.
