@@ -343,6 +343,9 @@ def test_zeroeval_split_column(tmp_path: Path) -> None:
     write_jsonl(path, [zeroeval_row("a", fold="holdout")])
     with pytest.raises(SplitError, match=r"line 1: unknown split 'holdout'"):
         import_zeroeval(path, split_column="fold")
+    # A column name the rows do not have: it said "unknown split None"
+    with pytest.raises(SplitError, match=r"line 1: no split value \(the split column is absent"):
+        import_zeroeval(path, split_column="folds")
 
 
 # --- RouterBench ---------------------------------------------------------------------------
@@ -565,6 +568,10 @@ def test_long_format_split_column(tmp_path: Path) -> None:
     write_jsonl(path, rows)
     with pytest.raises(SplitError, match=r"line 3: unknown split 'dev'; allowed values: train"):
         import_long(path, use_split_column=True)
+    without = write_jsonl(tmp_path / "without.jsonl", long_rows())
+    with pytest.raises(SplitError, match="line 1: no split value") as raised:
+        import_long(without, use_split_column=True)
+    assert "import without --option split_column=... / use_split_column=true" in str(raised.value)
     rows[2]["split"] = "test"
     write_jsonl(path, rows)
     with pytest.raises(RecordFileError, match="prompt 'p2' has different split values"):

@@ -62,9 +62,15 @@ def parse_split(value: object, where: str) -> Split:
     """Check one user-given split value; `where` names the file and row for the error."""
     if isinstance(value, str) and value.strip() in SPLITS:
         return cast(Split, value.strip())
+    # None: the row has no such column (or an empty cell); say so rather than "split None"
+    problem = (
+        "no split value (the split column is absent or empty here)"
+        if value is None or (isinstance(value, str) and not value.strip())
+        else f"unknown split {value!r}"
+    )
     raise SplitError(
-        f"{where}: unknown split {value!r}; allowed values: {', '.join(SPLITS)} "
-        "(fix the value, or import without a split column to get the standard split)"
+        f"{where}: {problem}; allowed values: {', '.join(SPLITS)} (fix the value, or import "
+        "without --option split_column=... / use_split_column=true to get the standard split)"
     )
 
 
