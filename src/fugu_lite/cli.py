@@ -416,7 +416,14 @@ def eval_command(
     split: Annotated[
         str, typer.Option(help="Split to evaluate: train, validation or test.")
     ] = "test",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Report folder.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Report folder; default CHECKPOINT/eval-SPLIT (CHECKPOINT/pareto-SPLIT).",
+        ),
+    ] = None,
     pareto: Annotated[
         bool,
         typer.Option(
@@ -653,7 +660,7 @@ def check_port_free(host: str, port: int) -> None:
 @app.command("serve")
 def serve_command(
     checkpoint: Annotated[
-        Path, typer.Option(help="Router checkpoint folder, or a router family folder.")
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
     ],
     pool: PoolOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
