@@ -451,6 +451,29 @@ def test_sft_loss_matches_torch_kl_div_on_random_batches() -> None:
     assert float(loss) == pytest.approx(float(reference), rel=1e-5)
 
 
+def test_sft_and_rl_print_a_line_every_log_every_steps(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SFT's log_every was accepted and documented but never used: no step lines."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    steps = len(make_loader(records, model, "train", 16, shuffle=False))
+    sft = SFT_TRAINING.model_copy(update={"epochs": 2, "log_every": 1})
+    train_sft(records, SFTConfig(model=tiny_model_cfg, training=sft), tmp_path / "sft")
+    output = capsys.readouterr().out
+    assert [line.split(":")[0] for line in output.splitlines() if "step" in line] == [
+        f"SFT step {step}" for step in range(1, 2 * steps + 1)
+    ]
+    rl = RL_TRAINING.model_copy(update={"epochs": 1, "log_every": 2})
+    train_rl(records, RLConfig(model=tiny_model_cfg, training=rl), tmp_path / "rl")
+    output = capsys.readouterr().out
+    assert [line.split(":")[0] for line in output.splitlines() if "step" in line] == [
+        f"RL step {step}" for step in range(2, steps + 1, 2)
+    ]
+
+
 def test_training_warns_when_the_train_split_cannot_teach_a_choice(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

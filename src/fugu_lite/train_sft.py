@@ -18,6 +18,7 @@ from .training_common import (
     epoch_line,
     evaluate_loader,
     make_loader,
+    metrics_line,
     move_batch,
     optimizer_parameters,
     optional_loader,
@@ -90,6 +91,7 @@ def train_sft(
     console.print(f"SFT device={model.device_ref}; trainable={trainable:,}/{total:,}")
 
     history: list[dict] = []
+    global_step = 0
     best_state, best_epoch, best_reward = None, 0, float("-inf")
     with stage_progress("SFT epochs") as progress:
         task = progress.add_task("sft", total=config.training.epochs, status="")
@@ -112,6 +114,9 @@ def train_sft(
                 optimizer.step()
                 scheduler.step()
                 epoch_metrics.append(metrics)
+                global_step += 1
+                if global_step % config.training.log_every == 0:
+                    console.print(f"SFT step {global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
             report: dict[str, Any] = {"epoch": epoch + 1, "train": _average(epoch_metrics)}
             report["train"].update(evaluate_loader(model, train_loader))
             if validation_loader is not None:
