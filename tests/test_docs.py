@@ -1,0 +1,113 @@
+"""The README's config tables against the pydantic models (every key listed, none invented,
+each documented default the code's) and its importer table against the importers' options."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
+from fugu_lite.datasets import IMPORTERS
+from fugu_lite.pool import LocalServerConfig, PoolConfig, WorkerConfig
+from fugu_lite.reward_head import RewardHeadTraining
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ABSENT = "—"
+
+
+def readme_table(first_column: str) -> list[list[str]]:
+    """The body rows of the README table whose header starts with `| first_column |`."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(f"| {first_column} |")]
+    assert len(starts) == 1, f"README: expected one table headed {first_column!r}"
+    rows = []
+    for line in lines[starts[0] + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+        rows.append([cell.strip() for cell in cells])
+    return rows
+
+
+def documented_key(cell: str) -> str:
+    match = re.fullmatch(r"`([a-z_0-9]+)`", cell)
+    assert match, f"README: a key cell should be one `key`, got {cell!r}"
+    return match.group(1)
+
+
+def documented_default(cell: str) -> Any:
+    """`4` -> 4, `null` -> None, `[30, 50, 80]` -> a list; 'required' stays a marker."""
+    if cell == "required":
+        return cell
+    match = re.fullmatch(r"`(.*)`", cell)
+    assert match, f"README: a default cell should be one `value` or 'required', got {cell!r}"
+    return yaml.safe_load(match.group(1))
+
+
+def code_default(model: type[BaseModel], key: str) -> Any:
+    field = model.model_fields[key]
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    return None if value is None else _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, BaseModel) else value
+
+
+@pytest.mark.parametrize(
+    ("first_column", "model"),
+    [
+        ("model key", ModelConfig),
+        ("reward-head key", RewardHeadTraining),
+        ("pool key", PoolConfig),
+        ("worker key", WorkerConfig),
+        ("local key", LocalServerConfig),
+    ],
+)
+def test_a_config_table_lists_every_key_with_the_code_default(
+    first_column: str, model: type[BaseModel]
+) -> None:
+    documented = {
+        documented_key(row[0]): documented_default(row[1]) for row in readme_table(first_column)
+    }
+    assert set(documented) == set(model.model_fields)
+    assert documented == {key: code_default(model, key) for key in documented}
+
+
+def test_the_training_table_lists_each_stages_keys_with_the_code_defaults() -> None:
+    stages: dict[str, type[BaseModel]] = {
+        "sft": SFTTrainingConfig,
+        "rl": RLTrainingConfig,
+        "es": ESTrainingConfig,
+    }
+    rows = readme_table("training key")
+    for column, (stage, model) in enumerate(stages.items(), start=1):
+        documented = {
+            documented_key(row[0]): documented_default(row[column])
+            for row in rows
+            if row[column] != ABSENT
+        }
+        assert set(documented) == set(model.model_fields), stage
+        assert documented == {key: code_default(model, key) for key in documented}, stage
+
+
+def test_every_importer_option_is_in_its_readme_row() -> None:
+    rows = {documented_key(row[0]): " ".join(row[1:]) for row in readme_table("format")}
+    assert set(rows) == set(IMPORTERS)
+    for format, importer in IMPORTERS.items():
+        options = [
+            name
+            for name, parameter in inspect.signature(importer).parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        assert options, format
+        for name in options:
+            assert f"{name}=" in rows[format], f"README: the {format} row lacks --option {name}="
