@@ -375,7 +375,14 @@ def train_reward_head_command(
     records: RecordsOption,
     output: OutputOption,
     config: ConfigOption = None,
-    set_: SetOption = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a config key (repeatable): e.g. training.cluster_counts=[10,20], "
+            "model.layer=3.",
+        ),
+    ] = None,
 ) -> None:
     """Cost-aware reward head: each worker's reward and cost, for any --cost-weight.
 
