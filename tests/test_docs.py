@@ -1,21 +1,29 @@
-"""The README's config tables against the pydantic models (every key listed, none invented,
-each documented default the code's) and its importer table against the importers' options."""
+"""The README against the code: its config tables against the pydantic models (every key
+listed, none invented, each documented default the code's), its importer table against the
+importers' options, its command lines against the CLI, its JSON/YAML examples against the
+schemas."""
 
 from __future__ import annotations
 
 import inspect
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from pydantic import BaseModel
+from typer.core import TyperGroup
 
+from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import IMPORTERS
 from fugu_lite.pool import LocalServerConfig, PoolConfig, WorkerConfig
 from fugu_lite.reward_head import RewardHeadTraining
+from fugu_lite.schemas import RewardRecord
+from fugu_lite.tasks import Task
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ABSENT = "—"
@@ -111,3 +119,50 @@ def test_every_importer_option_is_in_its_readme_row() -> None:
         assert options, format
         for name in options:
             assert f"{name}=" in rows[format], f"README: the {format} row lacks --option {name}="
+
+
+def readme_blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README.read_text("utf-8"), re.M | re.S)
+
+
+def readme_commands() -> list[list[str]]:
+    """Every `fugu-lite ...` line of the README's bash blocks (continuations joined), as
+    words after `fugu-lite`."""
+    commands = []
+    for block in readme_blocks("bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words and words[0] == "fugu-lite":
+                commands.append(words[1:])
+    return commands
+
+
+def test_every_readme_command_and_option_exists() -> None:
+    """A renamed or misspelt option in the README examples fails here, not for a user."""
+    root = typer.main.get_command(app)
+    commands = readme_commands()
+    assert len(commands) > 10
+    for words in commands:
+        command, path = root, ["fugu-lite"]
+        while isinstance(command, TyperGroup) and words and not words[0].startswith("-"):
+            path.append(words[0])
+            command = command.commands.get(words.pop(0))
+            assert command is not None, f"README: no command {' '.join(path)}"
+        known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        for word in words:
+            if word.startswith("-") and word != "-":
+                assert word in known, f"README: {' '.join(path)} has no option {word}"
+
+
+def test_the_readme_examples_of_records_tasks_and_pools_are_valid() -> None:
+    records = [block for block in readme_blocks("json") if '"worker_ids"' in block]
+    tasks = [block for block in readme_blocks("json") if '"grader"' in block]
+    assert records and tasks
+    for block in records:  # one record, wrapped over lines
+        RewardRecord.model_validate_json(block)
+    for line in (line for block in tasks for line in block.splitlines()):
+        Task.model_validate_json(line)
+    pools = [block for block in readme_blocks("yaml") if block.startswith("workers:")]
+    assert pools
+    for block in pools:
+        PoolConfig.model_validate(yaml.safe_load(block))
