@@ -23,7 +23,9 @@ class ModelConfig(StrictModel):
 
     The defaults are the shipped configs/default.yaml, chosen on LLMRouter validation, except
     `quantization`: default.yaml picks int8 for MiniLM (chosen by cross-validation); without
-    the key a config gets fp32, which any backbone and runtime can run."""
+    the key a config gets fp32, which any backbone and runtime can run. And `pooling`:
+    default.yaml says `mean`, the default `auto` is mean on MiniLM too (penultimate on
+    decoders)."""
 
     backbone: str = "minilm"
     layer: int = 4
