@@ -20,9 +20,11 @@ import pytest
 from conftest import generated_records
 
 from fugu_lite.config import ModelConfig, SFTConfig, SFTTrainingConfig
+from fugu_lite.costs import load_family_or_single
 from fugu_lite.pool import PoolConfig
-from fugu_lite.schemas import RewardRecord
+from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server_routing import RouteRequest, RouterService
 from fugu_lite.server_thread import ServerThread
 from fugu_lite.train_sft import train_sft
 
@@ -47,15 +49,20 @@ def two_worker_records() -> list[RewardRecord]:
     return records
 
 
-def local_pool() -> PoolConfig:
-    local = {"gguf": "embedded:smollm2", "n_ctx": 512, "n_threads": 1}
+def local_pool(n_ctx: dict[str, int] | None = None, timeout_s: float = 3.0) -> PoolConfig:
+    """smol-a and smol-b, each with a 512-token context unless `n_ctx` says otherwise."""
     worker = {
-        "model": "smollm2", "local": local, "max_concurrency": 1, "timeout_s": 3.0,
+        "model": "smollm2", "max_concurrency": 1, "timeout_s": timeout_s,
         "system_prompt": SYSTEM_PROMPT,
         "max_retries": 0, "params": {"temperature": 0.0, "max_tokens": 12},
         "input_price_per_mtok": 0.1, "output_price_per_mtok": 0.2,
     }  # fmt: skip
-    return PoolConfig.model_validate({"workers": [{"id": w, **worker} for w in WORKERS]})
+    workers = [
+        {"id": w, "local": {"gguf": "embedded:smollm2", "n_threads": 1,
+                            "n_ctx": (n_ctx or {}).get(w, 512)}, **worker}
+        for w in WORKERS
+    ]  # fmt: skip
+    return PoolConfig.model_validate({"workers": workers})
 
 
 @dataclass
@@ -88,13 +95,18 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    root = tmp_path_factory.mktemp("live")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("router")
     model = ModelConfig(backbone="tiny-random", layer=-1, head="linear", max_tokens=32,
                         cache_dir=str(root / "cache"))  # fmt: skip
     training = SFTTrainingConfig(epochs=8, batch_size=16, learning_rate=0.05)
-    checkpoint = train_sft(two_worker_records(), SFTConfig(model=model, training=training),
-                           root / "router")["checkpoint"]  # fmt: skip
+    return Path(train_sft(two_worker_records(), SFTConfig(model=model, training=training),
+                          root / "router")["checkpoint"])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> Iterator[Live]:
+    root = tmp_path_factory.mktemp("live")
     settings = ServeSettings(
         checkpoint=checkpoint, api_keys=[KEY], log_requests=root / "decisions.jsonl",
         breaker_failures=2, breaker_cooldown_s=COOLDOWN_S,
@@ -216,6 +228,59 @@ def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Li
     health = live.health()
     assert health["status"] == "ok"
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
+def test_a_prompt_over_one_workers_context_goes_to_a_worker_with_a_larger_one(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """The router's first choice has a 512-token context, the other 2048: a ~750-token
+    conversation was the client's 400 although the other worker could answer it."""
+    prompt = "word " * 700 + CODE
+    ranking = ranking_for(checkpoint, prompt)
+    short, long = ranking
+    settings = ServeSettings(checkpoint=checkpoint, api_keys=[KEY], breaker_failures=2,
+                             log_requests=tmp_path / "decisions.jsonl")  # fmt: skip
+    pool = local_pool(n_ctx={short: 512, long: 2048}, timeout_s=60.0)
+    app = create_app(settings, pool_config=pool)
+    with ServerThread(app, startup_timeout_s=240) as thread:
+        live = Live(thread, app, tmp_path / "decisions.jsonl")
+        client = live.client()
+        for _ in range(2):  # as many as would open a circuit if they counted as failures
+            raw = ask(client, prompt, extra_body={"include_routing": True})
+            assert raw.headers["x-fugu-worker"] == long
+            assert raw.headers["x-fugu-attempts"] == f"{short}:context_length_exceeded,{long}:ok"
+            assert raw.parse().choices[0].finish_reason in ("stop", "length")
+            assert raw.parse().model_extra["fugu"]["worker"] == long
+            streamed = ask(client, prompt, stream=True)
+            chunks = [chunk for chunk in streamed.parse() if chunk.choices]
+            assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+            assert streamed.headers["x-fugu-worker"] == long
+            assert streamed.headers["x-fugu-attempts"] == (
+                f"{short}:context_length_exceeded,{long}:ok"
+            )
+        line = live.log_lines()[-1]
+        assert (line["chosen"], line["worker"], line["fallback"]) == (short, long, True)
+        # Longer than both: the client's 400, naming each worker's limit.
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "word " * 2500}],
+                    stream=stream,
+                )  # fmt: skip
+            body = error.value.body
+            assert body["code"] == "context_length_exceeded"
+            assert "maximum context length is 512" in body["message"]
+            assert "maximum context length is 2048" in body["message"]
+            assert [a["outcome"] for a in body["tried"]] == ["context_length_exceeded"] * 2
+        health = live.health()
+        assert health["status"] == "ok"
+        assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
+def ranking_for(checkpoint: Path, prompt: str) -> list[str]:
+    service = RouterService(load_family_or_single(checkpoint))
+    request = RouteRequest([ChatMessage(role="user", content=prompt)], tuple(WORKERS))
+    return list(service.route_batch([request])[0].ranking)
 
 
 def test_allow_list_and_opt_out_with_real_workers(live: Live) -> None:

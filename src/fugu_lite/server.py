@@ -512,8 +512,9 @@ def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -
 def failure(
     server: FuguServer, routed: Routed, error: AllWorkersFailedError | WorkerRejectedError
 ) -> ApiError:
-    """502 naming what was tried; 503 when every allowed worker's circuit is open; the
-    worker's own 4xx as a 400 when it rejected the request itself."""
+    """502 naming what was tried; 503 when every allowed worker's circuit is open; a 400
+    context_length_exceeded when the conversation exceeds every allowed worker's context;
+    the worker's own 4xx as a 400 when it rejected the request itself."""
     attempts = error.attempts
     tried = [attempt.summary() for attempt in attempts]
     if isinstance(error, WorkerRejectedError):
@@ -522,6 +523,17 @@ def failure(
             f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
             param="messages",
             code="worker_rejected_request",
+            extra={"tried": tried},
+        )
+    elif error.only_too_long:
+        limits = "; ".join(f"{a.worker}: {a.message}" for a in attempts)
+        api_error = ApiError(
+            400,
+            "the conversation is longer than the context of every worker it may go to "
+            f"({limits}); shorten the messages or max_tokens, or allow a worker with a "
+            "larger context",
+            param="messages",
+            code="context_length_exceeded",
             extra={"tried": tried},
         )
     elif error.only_open_circuits:

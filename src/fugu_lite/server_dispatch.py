@@ -22,6 +22,9 @@ FALLBACK_KINDS = frozenset({"timeout", "connection", "rate_limit", "server", "wo
 # A worker answering 401/403/404 is misconfigured (key, model name, URL): the request is
 # fine, so it goes to the next worker like any other worker failure.
 WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
+# A worker refusing a conversation longer than its context: the next worker may have a
+# larger one, so it is tried; the worker itself is fine (its circuit is not charged).
+CONTEXT_LENGTH = "context_length_exceeded"
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -30,7 +33,8 @@ BACKOFF_MARGIN_S = 5.0
 class Attempt:
     worker: str
     outcome: str
-    """"ok", an error kind (timeout, connection, rate_limit, server, client), or
+    """"ok", an error kind (timeout, connection, rate_limit, server, worker_config, client),
+    "context_length_exceeded" (the conversation is longer than the worker's context), or
     "circuit_open" (skipped without a call)."""
     message: str | None = None
     latency_s: float = 0.0
@@ -54,6 +58,12 @@ class AllWorkersFailedError(Exception):
     @property
     def only_open_circuits(self) -> bool:
         return all(attempt.outcome == "circuit_open" for attempt in self.attempts)
+
+    @property
+    def only_too_long(self) -> bool:
+        """Every allowed worker was asked and each said the conversation exceeds its
+        context: the client's 400, not a failure of the workers."""
+        return all(attempt.outcome == CONTEXT_LENGTH for attempt in self.attempts)
 
 
 class WorkerRejectedError(Exception):
@@ -109,7 +119,9 @@ class Dispatcher:
                 self.breaker.release(worker)
                 raise
             outcome = (
-                "ok" if result.error is None else refine_kind(result.error_kind, result.status_code)
+                "ok"
+                if result.error is None
+                else refine_kind(result.error_kind, result.status_code, result.error_code)
             )
             attempt = Attempt(
                 worker,
@@ -122,7 +134,7 @@ class Dispatcher:
             self._record(attempt)
             if result.error is None:
                 return result, attempts
-            if attempt.outcome not in FALLBACK_KINDS:
+            if attempt.outcome not in FALLBACK_KINDS and attempt.outcome != CONTEXT_LENGTH:
                 raise WorkerRejectedError(attempts)
         raise AllWorkersFailedError(attempts)
 
@@ -151,7 +163,7 @@ class Dispatcher:
                 )
                 attempts.append(attempt)
                 self._record(attempt)
-                if kind not in FALLBACK_KINDS:
+                if kind not in FALLBACK_KINDS and kind != CONTEXT_LENGTH:
                     raise WorkerRejectedError(attempts) from None
                 continue
             except BaseException:
@@ -214,17 +226,20 @@ class Dispatcher:
         )  # fmt: skip
 
 
-def refine_kind(kind: str | None, status_code: int | None) -> str:
-    """The pool's error kind, with "client" split into the request's fault ("client") and
-    the worker's configuration ("worker_config": 401/403/404 from the worker)."""
+def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:
+    """The pool's error kind, with "client" split into the request's fault ("client"), a
+    conversation longer than this worker's context ("context_length_exceeded") and the
+    worker's configuration ("worker_config": 401/403/404 from the worker)."""
     if kind != "client":
         return kind or "server"
+    if code == CONTEXT_LENGTH:
+        return CONTEXT_LENGTH
     return "worker_config" if status_code in WORKER_CONFIG_STATUSES else "client"
 
 
 def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:
     if isinstance(error, WorkerCallError):
-        return refine_kind(error.kind, error.status_code), str(error)
+        return refine_kind(error.kind, error.status_code, error.code), str(error)
     if isinstance(error, TimeoutError):
         return "timeout", f"worker {worker}: timeout: no first chunk in time"
     return "server", f"worker {worker}: server: the stream ended before any chunk"

@@ -82,6 +82,7 @@ class CallResult(BaseModel):
     error_kind: str | None
     attempts: int
     status_code: int | None = None  # the worker's HTTP status when it answered with an error
+    error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
     raw: dict | None = None
     started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
     finished_at: float = 0.0
@@ -93,12 +94,16 @@ class CallResult(BaseModel):
 
 class WorkerCallError(RuntimeError):
     """A call failed; `kind` is timeout, connection, rate_limit, server or client;
-    `status_code` the worker's HTTP status when it answered with an error."""
+    `status_code` the worker's HTTP status when it answered with an error, `code` the
+    `code` of its error body (e.g. context_length_exceeded)."""
 
-    def __init__(self, kind: str, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self, kind: str, message: str, status_code: int | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
+        self.code = code
 
 
 class PoolStartError(RuntimeError):
@@ -265,6 +270,7 @@ class WorkerPool:
                             latency_s=time.perf_counter() - start, error=message,
                             error_kind=kind, attempts=attempt, started_at=started_at,
                             finished_at=time.time(), status_code=status_code(error),
+                            error_code=error_code(error),
                         )  # fmt: skip
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
 
@@ -305,7 +311,9 @@ class WorkerPool:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
-                        raise WorkerCallError(kind, message, status_code(error)) from None
+                        raise WorkerCallError(
+                            kind, message, status_code(error), error_code(error)
+                        ) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
             try:
                 yield first.model_dump(exclude_unset=True)
@@ -314,7 +322,9 @@ class WorkerPool:
             except Exception as error:
                 kind, message, _ = self._describe(worker_id, error)
                 message = f"{message} (after the stream started)"
-                raise WorkerCallError(kind, message, status_code(error)) from None
+                raise WorkerCallError(
+                    kind, message, status_code(error), error_code(error)
+                ) from None
             finally:
                 await _close(stream)
 
@@ -324,7 +334,7 @@ class WorkerPool:
         """Why a stream ended before its first chunk. llama-cpp-python's server answers a
         request it refuses (a prompt longer than its context) with an empty 200 stream; a
         local worker is asked once more without streaming, which gives the real error (a
-        400 context_length_exceeded): the client gets it, and the worker is not blamed.
+        400 context_length_exceeded), so the worker is not blamed for it.
         That aborted stream also resets its keep-alive connection, so a connection error
         on the first try is tried once more, on a new connection."""
         empty = WorkerCallError("server", f"worker {worker.id}: the stream ended before any chunk")
@@ -344,7 +354,7 @@ class WorkerPool:
                 await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
         except Exception as error:
             kind, message, _ = self._describe(worker.id, error)
-            return WorkerCallError(kind, message, status_code(error))
+            return WorkerCallError(kind, message, status_code(error), error_code(error))
         return None
 
     # -- helpers ----------------------------------------------------------------------
@@ -379,6 +389,11 @@ class WorkerPool:
 
 def status_code(error: BaseException) -> int | None:
     return error.status_code if isinstance(error, openai.APIStatusError) else None
+
+
+def error_code(error: BaseException) -> str | None:
+    """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...)."""
+    return error.code if isinstance(error, openai.APIStatusError) else None
 
 
 def classify_error(error: BaseException) -> tuple[str, str, float | None]:
