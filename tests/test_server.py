@@ -964,6 +964,7 @@ def test_worker_keys_never_reach_responses_or_logs(
 # --- bad input ----------------------------------------------------------------------------------
 
 VALID = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
 BAD_INPUTS = [
     ("not json", b"{not json", 400, "not valid JSON"),
     ("empty body", b"", 400, "empty"),
@@ -1002,6 +1003,29 @@ BAD_INPUTS = [
     ("stream_options without a stream", {**VALID, "stream_options": {"include_usage": True}},
      400, "stream_options is only allowed with stream: true"),
     ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
+    ("logit_bias key not a token id", {**VALID, "logit_bias": {"hello": 5}}, 400,
+     "logit_bias keys are token ids"),
+    ("logit_bias out of range", {**VALID, "logit_bias": {"42": 200}}, 400,
+     "is outside -100..100"),
+    ("tool without a function name", {**VALID, "tools": [{"type": "function"}]}, 400,
+     "tools[0] is a function tool without"),
+    ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
+        "type": "function", "function": {"name": "mul"}}}, 400,
+     "names the function 'mul', which is not among the tools (add)"),
+    ("tool_choice required without tools", {**VALID, "tool_choice": "required"}, 400,
+     "needs `tools`"),
+    ("unknown tool_choice", {**VALID, "tools": [TOOL], "tool_choice": "always"}, 400,
+     "tool_choice 'always' is not one of"),
+    ("tool message without its call id", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
+     "messages[1] is a tool message without a string tool_call_id"),
+    ("tool call arguments not a string", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls[0] must be an object"),
+    ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
+     "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
     ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
     ("text part not a string", {**VALID, "messages": [{"role": "user", "content": [

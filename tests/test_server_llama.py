@@ -217,6 +217,48 @@ def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> N
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> None:
+    """llama.cpp's server returned no logprobs for `logprobs: true` alone, answered in text
+    despite tool_choice "required", and answered a function tool without `parameters` or a
+    non-integer logit_bias key with a 500, which counted against the workers' circuits."""
+    client = live.client()
+    tool = {"type": "function", "function": {"name": "add"}}  # parameters are optional
+    for _ in range(2):  # as many as would open a circuit if the workers failed each
+        # (few tokens: llama-cpp-python computes logprobs slowly, and timeout_s is 3 s)
+        completion = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": MATH}], logprobs=True,
+            max_tokens=3,
+        )  # fmt: skip
+        logprobs = completion.choices[0].logprobs
+        assert logprobs is not None and logprobs.content
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": MATH}], logprobs=True,
+            max_tokens=3, stream=True,
+        )  # fmt: skip
+        assert any(c.choices and c.choices[0].logprobs for c in stream)
+        completion = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Add 2 and 3."}],
+            tools=[tool], tool_choice="required", max_tokens=30,  # type: ignore[list-item]
+        )  # fmt: skip
+        calls = completion.choices[0].message.tool_calls
+        assert calls and calls[0].function.name == "add"  # type: ignore[union-attr]
+        with pytest.raises(openai.BadRequestError, match="logit_bias keys are token ids"):
+            ask(client, MATH, logit_bias={"hello": 5})
+    other = {"type": "function", "function": {"name": "mul"}}
+    refused = [
+        {"tools": [tool, other], "tool_choice": "required"},
+        {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},
+        {"tools": [{"type": "custom", "custom": {"name": "grep"}}]},
+    ]
+    for params in refused:  # local workers would answer in text or fail: only remote ones
+        with pytest.raises(openai.BadRequestError) as error:
+            ask(client, MATH, **params)
+        assert error.value.body["code"] == "unsupported_parameter"
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Live) -> None:
     """llama-cpp-python's server answers a streamed prompt longer than its context with an
     empty 200 stream: it was a 502 that charged every worker's circuit."""

@@ -44,7 +44,7 @@ from .server_metrics import Metrics
 from .server_routing import RouteRequest, RouteResult, RouterService
 from .server_schemas import ApiError, ChatCompletionRequest, parse_request
 from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
-from .workers import Usage, WorkerPool
+from .workers import Usage, WorkerPool, local_worker_gaps
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -165,8 +165,9 @@ class FuguServer:
     def workers_reading(
         self, chat: ChatCompletionRequest, allowed: tuple[str, ...]
     ) -> tuple[str, ...]:
-        """Local llama.cpp workers read text only: a conversation with other content parts
-        (images, audio, files) may go only to the other workers."""
+        """Local llama.cpp workers read text only, and cannot give some things a request
+        may ask (`local_worker_gaps`: audio output, non-function tools, ...): such a request
+        may go only to the other workers."""
         kinds = sorted(
             {
                 part["type"]
@@ -176,9 +177,18 @@ class FuguServer:
                 if part["type"] != "text"
             }
         )
-        if not kinds:
+        gaps = local_worker_gaps(chat.worker_params())
+        if not kinds and not gaps:
             return allowed
         readers = tuple(w for w in allowed if self.pool.worker(w).local is None)
+        if not readers and not kinds:
+            raise ApiError(
+                400,
+                f"the request asks for {'; '.join(gaps)}, which the workers it may go to "
+                f"({', '.join(allowed)}) cannot give: they are local llama.cpp servers; drop "
+                "it, or allow a remote worker that gives it",
+                code="unsupported_parameter",
+            )
         if not readers:
             raise ApiError(
                 400,

@@ -54,6 +54,47 @@ class ApiError(Exception):
         return {"error": error}
 
 
+TOOL_CHOICE_MODES = ("none", "auto", "required")
+
+
+def named_function(choice: str | dict[str, Any]) -> str | None:
+    """The function a tool_choice object names ({"type": "function", "function": {"name":
+    ...}}), None for the string modes and other kinds of choice."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return None
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise ValueError('tool_choice {"type": "function"} needs "function": {"name": "..."}')
+    return name
+
+
+def check_tool_calls(index: int, calls: Any) -> None:
+    """An assistant turn's tool_calls as OpenAI shapes them: a list of {id, type: function,
+    function: {name, arguments (a JSON string)}}."""
+    example = (
+        '[{"id": "call_1", "type": "function", "function": {"name": "add", '
+        '"arguments": "{\\"a\\": 2}"}}]'
+    )
+    if not isinstance(calls, list):
+        raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("id"), str)
+            or call.get("type") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str)
+        ):
+            raise ValueError(
+                f"messages[{index}].tool_calls[{number}] must be an object with a string "
+                'id, type "function" and function {name, arguments (a JSON string)}, '
+                f"e.g. {example}"
+            )
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -125,6 +166,92 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(f"stop has {len(value)} sequences; give at most 4")
         return value
 
+    @field_validator("messages")
+    @classmethod
+    def _tool_turns_are_complete(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """OpenAI's shape for tool turns (llama.cpp's server answers others with a 500)."""
+        for index, message in enumerate(messages):
+            extra = message.model_extra or {}
+            if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
+                raise ValueError(
+                    f"messages[{index}] is a tool message without a string tool_call_id; "
+                    "give the id of the assistant's tool call it answers"
+                )
+            calls = extra.get("tool_calls")
+            if message.role == "assistant" and calls is not None:
+                check_tool_calls(index, calls)
+        return messages
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_id_biases(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for token, bias in (value or {}).items():
+            if not token.isdigit():
+                raise ValueError(
+                    f"logit_bias keys are token ids (integers written as strings, e.g. "
+                    f'"50256"); got {token!r}'
+                )
+            if not -100 <= bias <= 100:
+                raise ValueError(f"logit_bias[{token!r}] = {bias:g} is outside -100..100")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_are_typed(cls, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        for index, tool in enumerate(tools or []):
+            if not isinstance(tool.get("type"), str):
+                raise ValueError(f"tools[{index}] needs a string 'type', e.g. \"function\"")
+            if tool["type"] != "function":
+                continue
+            function = tool.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise ValueError(
+                    f"tools[{index}] is a function tool without a 'function' object holding "
+                    'its \'name\', e.g. {"type": "function", "function": {"name": "add", '
+                    '"parameters": {...}}}'
+                )
+            if not isinstance(function.get("parameters", {}), dict):
+                raise ValueError(f"tools[{index}].function.parameters must be a JSON schema object")
+        return tools
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _known_tool_choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if isinstance(value, str) and value not in TOOL_CHOICE_MODES:
+            raise ValueError(
+                f"tool_choice {value!r} is not one of {', '.join(TOOL_CHOICE_MODES)} or an "
+                'object such as {"type": "function", "function": {"name": "add"}}'
+            )
+        if isinstance(value, dict) and not isinstance(value.get("type"), str):
+            raise ValueError("tool_choice as an object needs a string 'type', e.g. \"function\"")
+        return value
+
+    @model_validator(mode="after")
+    def _tool_choice_names_a_tool(self) -> ChatCompletionRequest:
+        choice = self.tool_choice
+        if choice is None or choice in ("none", "auto"):
+            return self
+        if not self.tools:
+            raise ValueError(
+                f"tool_choice {compact(choice)} needs `tools` to choose from; give the tools, "
+                "or drop tool_choice"
+            )
+        named = named_function(choice)
+        if named is not None and named not in self.function_names():
+            raise ValueError(
+                f"tool_choice names the function {named!r}, which is not among the tools "
+                f"({', '.join(self.function_names()) or 'no function tools'})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _top_logprobs_need_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs is not None and self.logprobs is not True:
+            raise ValueError(
+                "top_logprobs needs logprobs: true; set logprobs: true or drop top_logprobs"
+            )
+        return self
+
     @model_validator(mode="after")
     def _stream_options_need_a_stream(self) -> ChatCompletionRequest:
         if self.stream_options is not None and not self.stream:
@@ -139,6 +266,9 @@ class ChatCompletionRequest(BaseModel):
         if value is not None and not math.isfinite(value):
             raise ValueError("cost_weight must be a finite number >= 0, e.g. 0.5")
         return value
+
+    def function_names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools or [] if tool["type"] == "function"]
 
     @property
     def include_usage(self) -> bool:

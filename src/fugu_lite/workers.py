@@ -128,18 +128,70 @@ def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
-    """llama.cpp's server knows `response_format` types text and json_object only (a 500
-    otherwise): OpenAI's `{"type": "json_schema", "json_schema": {"schema": S}}` travels as
-    its equivalent `{"type": "json_object", "schema": S}`."""
+    """OpenAI's parameters in the form llama.cpp's server honours:
+
+    - `response_format` json_schema (a 500 there) as its `{"type": "json_object",
+      "schema": S}`;
+    - `logprobs: true` alone returns no logprobs there: it needs `top_logprobs` (0 = the
+      chosen tokens' only, OpenAI's default);
+    - a function tool without `parameters` (optional in OpenAI's API, a 500 there) gets
+      the empty object schema;
+    - `tool_choice: "required"` is ignored there (the model may answer in text); with a
+      single function tool it is the same as naming that tool, which llama.cpp enforces.
+      (Several tools, or tools other than functions, go to other workers: see
+      `local_worker_gaps`.)"""
+    converted = dict(params)
     response_format = params.get("response_format")
-    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
-        return params
-    spec = response_format.get("json_schema")
-    schema = spec.get("schema") if isinstance(spec, dict) else None
-    converted: dict[str, Any] = {"type": "json_object"}
-    if schema is not None:
-        converted["schema"] = schema
-    return {**params, "response_format": converted}
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        converted["response_format"] = {"type": "json_object"}
+        if schema is not None:
+            converted["response_format"]["schema"] = schema
+    if params.get("logprobs") is True and params.get("top_logprobs") is None:
+        converted["top_logprobs"] = 0
+    tools = params.get("tools")
+    if isinstance(tools, list):
+        converted["tools"] = [with_parameters(tool) for tool in tools]
+        if params.get("tool_choice") == "required" and len(tools) == 1:
+            name = tools[0].get("function", {}).get("name")
+            converted["tool_choice"] = {"type": "function", "function": {"name": name}}
+    return converted
+
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def with_parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    if tool.get("type") != "function" or not isinstance(function, dict):
+        return tool
+    if "parameters" in function:
+        return tool
+    return {**tool, "function": {**function, "parameters": EMPTY_PARAMETERS}}
+
+
+def local_worker_gaps(params: dict[str, Any]) -> list[str]:
+    """What a request asks that a local llama.cpp worker cannot give (it would answer
+    something else, or a 500): audio output, tools other than functions, a tool_choice
+    that is not a mode or a named function, tool_choice "required" among several tools."""
+    gaps = []
+    modalities = params.get("modalities")
+    if params.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
+        gaps.append('audio output (`audio` / `modalities: ["audio"]`)')
+    tools = params.get("tools") or []
+    kinds = sorted({str(tool.get("type")) for tool in tools if tool.get("type") != "function"})
+    if kinds:
+        gaps.append(f"tools of type {', '.join(kinds)} (only function tools)")
+    choice = params.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") != "function":
+        gaps.append(f"tool_choice of type {choice.get('type')}")
+    if choice == "required" and len(tools) > 1:
+        gaps.append(
+            'tool_choice "required" among several tools (it would answer in text; name '
+            "one tool in tool_choice instead)"
+        )
+    return gaps
 
 
 class WorkerPool:
