@@ -1024,6 +1024,10 @@ BAD_INPUTS = [
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
      "messages[1].tool_calls[0] must be an object"),
+    ("a schema no value matches", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            "enum": {"anyOf": []}, "b": {"const": {"enum": []}}}}}}}, 400,
+     "response_format.json_schema.schema.properties.enum.anyOf is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),

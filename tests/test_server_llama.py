@@ -259,6 +259,35 @@ def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> Non
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live: Live) -> None:
+    """llama.cpp turns an empty enum/anyOf/type into an empty grammar rule, and its server
+    process died on it (and on an invalid `grammar`): one request, falling back from worker
+    to worker, killed every local worker."""
+    client = live.client()
+    nothing = {"type": "object", "properties": {"a": {"enum": []}}}
+    tool = {"type": "function", "function": {"name": "add", "parameters": nothing}}
+    requests = [
+        {"response_format": {"type": "json_schema",
+                             "json_schema": {"name": "x", "schema": {"type": []}}}},
+        {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": "add"}}},
+    ]  # fmt: skip
+    for params in requests:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError, match="no value could match"):
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": MATH}], stream=stream,
+                    **params,
+                )  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as error:
+        ask(client, MATH, extra_body={"grammar": "root ::= nope"})
+    assert error.value.body["code"] == "unsupported_parameter"
+    assert "grammar" in error.value.body["message"]
+    time.sleep(0.5)  # a crashed server takes a moment to exit
+    assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
+    assert live.health()["status"] == "ok"
+    assert ask(client, MATH).parse().choices[0].message.content
+
+
 def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Live) -> None:
     """llama-cpp-python's server answers a streamed prompt longer than its context with an
     empty 200 stream: it was a 502 that charged every worker's circuit."""

@@ -69,6 +69,32 @@ def named_function(choice: str | dict[str, Any]) -> str | None:
     return name
 
 
+CHOICE_KEYWORDS = ("enum", "anyOf", "oneOf", "type")
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas
+SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def empty_choice(schema: Any) -> str | None:
+    """The path (".properties.a.enum") of the first empty enum/anyOf/oneOf/type list in a
+    JSON schema, None when there is none."""
+    pending: list[tuple[str, Any]] = [("", schema)]
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, dict):
+            for keyword in CHOICE_KEYWORDS:
+                if node.get(keyword) == []:
+                    return f"{path}.{keyword}"
+            for key, value in node.items():
+                if key in SCHEMA_MAPS and isinstance(value, dict):
+                    # names, not keywords: a property may be called "enum"
+                    pending.extend((f"{path}.{key}.{name}", sub) for name, sub in value.items())
+                elif key not in DATA_KEYWORDS:
+                    pending.append((f"{path}.{key}", value))
+        elif isinstance(node, list):
+            pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+    return None
+
+
 def check_tool_calls(index: int, calls: Any) -> None:
     """An assistant turn's tool_calls as OpenAI shapes them: a list of {id, type: function,
     function: {name, arguments (a JSON string)}}."""
@@ -245,6 +271,19 @@ class ChatCompletionRequest(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _schemas_can_match(self) -> ChatCompletionRequest:
+        """A JSON schema with an empty enum/anyOf/oneOf/type matches no value; llama.cpp
+        turns it into an empty grammar rule and its server process crashes on that."""
+        for where, schema in self.json_schemas():
+            empty = empty_choice(schema)
+            if empty is not None:
+                raise ValueError(
+                    f"{where}{empty} is empty, so no value could match the schema; give at "
+                    "least one choice, or drop the keyword"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> ChatCompletionRequest:
         if self.top_logprobs is not None and self.logprobs is not True:
             raise ValueError(
@@ -266,6 +305,22 @@ class ChatCompletionRequest(BaseModel):
         if value is not None and not math.isfinite(value):
             raise ValueError("cost_weight must be a finite number >= 0, e.g. 0.5")
         return value
+
+    def json_schemas(self) -> list[tuple[str, Any]]:
+        """(where, schema) for each JSON schema the request holds: response_format's and each
+        function tool's parameters."""
+        schemas: list[tuple[str, Any]] = []
+        extra = self.response_format.model_extra if self.response_format else None
+        if extra and isinstance(extra.get("json_schema"), dict):
+            schema = extra["json_schema"].get("schema")
+            schemas.append(("response_format.json_schema.schema", schema))
+        if extra and "schema" in extra:
+            schemas.append(("response_format.schema", extra["schema"]))
+        for index, tool in enumerate(self.tools or []):
+            if tool["type"] == "function":
+                where = f"tools[{index}].function.parameters"
+                schemas.append((where, tool["function"].get("parameters")))
+        return schemas
 
     def function_names(self) -> list[str]:
         return [tool["function"]["name"] for tool in self.tools or [] if tool["type"] == "function"]

@@ -173,9 +173,15 @@ def with_parameters(tool: dict[str, Any]) -> dict[str, Any]:
 
 def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     """What a request asks that a local llama.cpp worker cannot give (it would answer
-    something else, or a 500): audio output, tools other than functions, a tool_choice
-    that is not a mode or a named function, tool_choice "required" among several tools."""
+    something else, a 500, or crash): audio output, tools other than functions, a
+    tool_choice that is not a mode or a named function, tool_choice "required" among
+    several tools, a raw GBNF `grammar`."""
     gaps = []
+    if params.get("grammar") is not None:
+        gaps.append(
+            "llama.cpp's `grammar` (llama-cpp-python's server crashes on an invalid one; "
+            "use response_format json_schema)"
+        )
     modalities = params.get("modalities")
     if params.get("audio") is not None or (isinstance(modalities, list) and "audio" in modalities):
         gaps.append('audio output (`audio` / `modalities: ["audio"]`)')
