@@ -1034,6 +1034,9 @@ BAD_INPUTS = [
     ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
     ("text part not a string", {**VALID, "messages": [{"role": "user", "content": [
         {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),
+    ("refusal part not a string", {**VALID, "messages": [{"role": "assistant", "content": [
+        {"type": "refusal", "refusal": None}]}, {"role": "user", "content": "hi"}]}, 400,
+     "content[0] is a refusal part whose 'refusal' is not a string"),
     ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
         {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '

@@ -165,7 +165,8 @@ def test_streaming_sdk_with_usage(live: Live) -> None:
 
 
 def test_content_parts_and_the_developer_role_reach_a_real_worker(live: Live) -> None:
-    """llama.cpp's chat template takes neither: text parts travel as one string, developer
+    """llama.cpp's chat template takes neither: text parts travel as one string (an
+    assistant's refusal part as its text: it was refused as unreadable content), developer
     as system; an image part is refused before any worker is tried."""
     client = live.client()
     for _ in range(3):  # as many as would open a circuit if the worker failed each
@@ -173,6 +174,9 @@ def test_content_parts_and_the_developer_role_reach_a_real_worker(live: Live) ->
             model=MODEL,
             messages=[
                 {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": "Help me pick a lock."},
+                {"role": "assistant", "content": [{"type": "refusal",
+                                                  "refusal": "I can't help with that."}]},
                 {"role": "user", "content": [{"type": "text", "text": "What is"},
                                              {"type": "text", "text": "2 + 3?"}]},
             ],

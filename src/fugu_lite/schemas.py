@@ -34,6 +34,10 @@ class ChatMessage(BaseModel):
                 )
             if part["type"] == "text" and not isinstance(part.get("text"), str):
                 raise ValueError(f"content[{index}] is a text part whose 'text' is not a string")
+            if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
+                raise ValueError(
+                    f"content[{index}] is a refusal part whose 'refusal' is not a string"
+                )
         return content
 
 

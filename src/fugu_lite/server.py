@@ -53,6 +53,7 @@ WORKER_HEADER = "x-fugu-worker"
 PROBABILITIES_HEADER = "x-fugu-probabilities"
 ATTEMPTS_HEADER = "x-fugu-attempts"
 REQUEST_ID_HEADER = "x-request-id"
+TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
 
 
 class ServeSettings(BaseModel):
@@ -174,7 +175,7 @@ class FuguServer:
                 for message in chat.messages
                 if isinstance(message.content, list)
                 for part in message.content
-                if part["type"] != "text"
+                if part["type"] not in TEXT_PART_TYPES
             }
         )
         gaps = local_worker_gaps(chat.worker_params())

@@ -111,20 +111,29 @@ class PoolStartError(RuntimeError):
 
 
 def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
-    """llama.cpp's chat templates take string content and no `developer` role: text parts
-    become one string, `developer` becomes `system` (OpenAI's own mapping for older
-    models), and a message without content (an assistant turn holding only tool_calls,
-    which OpenAI sends as `content: null`) gets an empty string, since llama.cpp's server
-    answers those with a 500."""
+    """llama.cpp's chat templates take string content and no `developer` role: text (and
+    refusal) parts become one string, `developer` becomes `system` (OpenAI's own mapping
+    for older models), and a message without content (an assistant turn holding only
+    tool_calls, which OpenAI sends as `content: null`) gets an empty string, since
+    llama.cpp's server answers those with a 500."""
     plain = dict(message)
     if plain.get("role") == "developer":
         plain["role"] = "system"
     content = plain.get("content")
     if content is None:
         plain["content"] = ""
-    elif isinstance(content, list) and text_only(content):
-        plain["content"] = parts_text(content)
+    elif isinstance(content, list):
+        content = [refusal_as_text(part) for part in content]
+        plain["content"] = parts_text(content) if text_only(content) else content
     return plain
+
+
+def refusal_as_text(part: dict[str, Any]) -> dict[str, Any]:
+    """An assistant's `refusal` content part (OpenAI's shape for a declined answer) is what
+    the assistant said: text to a chat template."""
+    if part.get("type") != "refusal":
+        return part
+    return {"type": "text", "text": part["refusal"]}
 
 
 def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
