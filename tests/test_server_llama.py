@@ -263,6 +263,32 @@ def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> Non
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_request_llama_cpp_refuses_is_a_400_that_charges_no_circuit(live: Live) -> None:
+    """llama-cpp-python's server answers a request failing its own validation (its own
+    parameters of the wrong type, the deprecated `functions` without a name or without
+    `parameters`) with a 500: a 502 to the client, and two such requests opened every
+    circuit."""
+    client = live.client()
+    refused = [
+        ({"top_k": "many"}, "top_k"),
+        ({"functions": [{"parameters": {"type": "object"}}]}, "functions.0.name"),
+        ({"functions": [{"name": "add"}], "function_call": "always"}, "function_call"),
+    ]
+    for _ in range(2):  # as many as would open a circuit if the workers failed each
+        for extra, field in refused:
+            for stream in (False, True):
+                with pytest.raises(openai.BadRequestError, match=field):
+                    ask(client, MATH, extra_body=extra, stream=stream)
+        completion = ask(
+            client, "Add 2 and 3.", max_tokens=30,
+            extra_body={"functions": [{"name": "add"}], "function_call": {"name": "add"}},
+        ).parse()  # fmt: skip
+        assert completion.choices[0].message.function_call is not None
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live: Live) -> None:
     """llama.cpp turns an empty enum/anyOf/type into an empty grammar rule, and its server
     process died on it (and on an invalid `grammar`): one request, falling back from worker

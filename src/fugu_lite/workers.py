@@ -15,6 +15,7 @@ names; they are scrubbed from every error message.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .local_server import LocalServer, start_local_servers, stop_local_servers
 from .pool import (  # re-exported: the pool's config types belong to this interface too
@@ -143,8 +144,8 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
       "schema": S}`;
     - `logprobs: true` alone returns no logprobs there: it needs `top_logprobs` (0 = the
       chosen tokens' only, OpenAI's default);
-    - a function tool without `parameters` (optional in OpenAI's API, a 500 there) gets
-      the empty object schema;
+    - a function tool (or a deprecated `functions` entry) without `parameters` (optional
+      in OpenAI's API, a 500 there) gets the empty object schema;
     - `tool_choice: "required"` is ignored there (the model may answer in text); with a
       single function tool it is the same as naming that tool, which llama.cpp enforces.
       (Several tools, or tools other than functions, go to other workers: see
@@ -159,6 +160,12 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
             converted["response_format"]["schema"] = schema
     if params.get("logprobs") is True and params.get("top_logprobs") is None:
         converted["top_logprobs"] = 0
+    functions = params.get("functions")
+    if isinstance(functions, list):
+        converted["functions"] = [
+            {"parameters": EMPTY_PARAMETERS, **function} if isinstance(function, dict) else function
+            for function in functions
+        ]
     tools = params.get("tools")
     if isinstance(tools, list):
         converted["tools"] = [with_parameters(tool) for tool in tools]
@@ -169,6 +176,32 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+MAX_PROBLEMS = 3
+
+
+@functools.cache
+def llama_cpp_request_model() -> type[BaseModel]:
+    """llama-cpp-python's server request model (imported on first use: ~0.4 s)."""
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    return CreateChatCompletionRequest
+
+
+def llama_cpp_request_problem(body: dict[str, Any]) -> str | None:
+    """What llama-cpp-python's server would refuse in a request body (checked with its own
+    request model), None when it takes it."""
+    try:
+        llama_cpp_request_model().model_validate(body)
+    except ValidationError as error:
+        # A message is tried against every role's model: "role should be 'system'" and
+        # the like say nothing about what is wrong.
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+            for item in error.errors()
+            if not (item["type"] == "literal_error" and item["loc"][-1:] == ("role",))
+        ]
+        return "; ".join(problems[:MAX_PROBLEMS]) or str(error).splitlines()[0]
+    return None
 
 
 def with_parameters(tool: dict[str, Any]) -> dict[str, Any]:
@@ -224,6 +257,8 @@ class WorkerPool:
     async def __aenter__(self) -> WorkerPool:
         self._keys = {worker.id: _read_key(worker) for worker in self.config.workers}
         self.servers = await start_local_servers(self.config.workers)
+        if self.servers:
+            llama_cpp_request_model()  # now, not on the event loop of the first request
         try:
             for worker in self.config.workers:
                 self._clients[worker.id] = AsyncOpenAI(
@@ -306,6 +341,13 @@ class WorkerPool:
         worker = self.worker(worker_id)
         client = self._client(worker_id)
         body = self.request_body(worker, messages, params)
+        refused = self.refused_locally(worker, body)
+        if refused is not None:
+            return CallResult(
+                worker_id=worker_id, output=None, usage=None, cost=None, latency_s=0.0,
+                error=str(refused), error_kind=refused.kind, attempts=0,
+                status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
+            )  # fmt: skip
         async with self._semaphores[worker_id]:
             started_at = time.time()
             start = time.perf_counter()
@@ -354,6 +396,9 @@ class WorkerPool:
         worker = self.worker(worker_id)
         client = self._client(worker_id)
         body = self.request_body(worker, messages, params)
+        refused = self.refused_locally(worker, body)
+        if refused is not None:
+            raise refused
         async with self._semaphores[worker_id]:
             attempt = 0
             while True:
@@ -447,6 +492,20 @@ class WorkerPool:
             "messages": self.request_messages(worker.id, messages),
             **merged,
         }
+
+    def refused_locally(self, worker: WorkerConfig, body: dict[str, Any]) -> WorkerCallError | None:
+        """A local worker's request that llama-cpp-python's server would refuse, as the 400
+        it is: that server answers a request failing its own validation with a 500, which
+        would count against the worker as if it had failed."""
+        if worker.local is None:
+            return None
+        problem = llama_cpp_request_problem(body)
+        if problem is None:
+            return None
+        message = (
+            f"worker {worker.id}: client: llama.cpp's server cannot take this request: {problem}"
+        )
+        return WorkerCallError("client", message, 400)
 
     def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
         kind, detail, retry_after = classify_error(error)
