@@ -460,6 +460,22 @@ def test_a_hung_worker_trips_the_circuit_breaker_and_comes_back(live: Live) -> N
     assert live.health()["workers"]["smol-b"]["circuit"] == "closed"
 
 
+def test_a_crashed_worker_is_started_again(live: Live) -> None:
+    """A local worker whose llama.cpp process died (a crash, the OOM killer) stayed down
+    until fugu-lite was restarted."""
+    pid = live.llama_pid("smol-a")
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+        live.llama_pid("smol-a") != pid and live.health()["workers"]["smol-a"]["alive"]
+    ):
+        time.sleep(0.2)
+    assert live.llama_pid("smol-a") != pid
+    assert live.health()["status"] == "ok"
+    raw = ask(live.client(), CODE, extra_body={"workers": ["smol-a"]}, timeout=30)
+    assert raw.headers["x-fugu-worker"] == "smol-a"
+
+
 def test_killing_the_chosen_worker_falls_back_to_the_other(live: Live) -> None:
     client = live.client()
     assert ask(client, CODE).headers["x-fugu-worker"] == "smol-a"

@@ -97,6 +97,7 @@ class LocalServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.command: list[str] = []
+        self.stopped = False  # stopped on purpose (not to be restarted)
 
     @property
     def base_url(self) -> str:
@@ -108,6 +109,11 @@ class LocalServer:
 
     def is_alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def crashed(self) -> bool:
+        """The process exited without being stopped (a crash, the OOM killer, kill -9)."""
+        return self.process is not None and not self.stopped and not self.is_alive()
 
     def launch(self) -> None:
         """Start the process (returns at once; `wait_ready` waits for it to answer)."""
@@ -166,6 +172,7 @@ class LocalServer:
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Terminate, wait up to grace_s, then kill. Safe to call twice."""
+        self.stopped = True
         process = self.process
         if process is not None and process.poll() is None:
             _signal_group(process, signal.SIGTERM)

@@ -53,6 +53,8 @@ WORKER_HEADER = "x-fugu-worker"
 PROBABILITIES_HEADER = "x-fugu-probabilities"
 ATTEMPTS_HEADER = "x-fugu-attempts"
 REQUEST_ID_HEADER = "x-request-id"
+RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for
+RESTART_MAX_WAIT_S = 300.0
 TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
 
 
@@ -123,6 +125,7 @@ class FuguServer:
         self.in_flight = 0
         self.batcher: MicroBatcher[RouteRequest, RouteResult] | None = None
         self.startup_error: BaseException | None = None
+        self.supervisor: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         try:
@@ -146,9 +149,40 @@ class FuguServer:
         self.batcher.start()
         await self.batcher.run_in_thread(self.router.warm_up)
         await self.pool.__aenter__()
+        if self.pool.servers:
+            self.supervisor = asyncio.create_task(self.supervise_local_workers())
+
+    async def supervise_local_workers(self) -> None:
+        """Start a local worker's llama.cpp server again when its process exits on its own
+        (a crash, the OOM killer): without this it stayed down until fugu-lite restarted.
+        A server that will not come up is tried again later, waiting twice as long each
+        time (up to RESTART_MAX_WAIT_S)."""
+        waits: dict[str, float] = {}
+        next_try: dict[str, float] = {}
+        while True:
+            await asyncio.sleep(RESTART_CHECK_S)
+            for worker in self.pool.crashed_servers():
+                if time.monotonic() < next_try.get(worker, 0.0):
+                    continue
+                try:
+                    await self.pool.restart(worker)
+                except Exception as error:  # LocalServerError, or the launch itself failing
+                    waits[worker] = min(2 * waits.get(worker, RESTART_CHECK_S), RESTART_MAX_WAIT_S)
+                    next_try[worker] = time.monotonic() + waits[worker]
+                    logger.error(
+                        "local worker %s did not start again (next try in %.0f s): %s",
+                        worker, waits[worker], error,
+                    )  # fmt: skip
+                    continue
+                waits.pop(worker, None)
+                logger.warning("local worker %s is serving again", worker)
 
     async def stop(self) -> None:
         try:
+            if self.supervisor is not None:
+                self.supervisor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.supervisor
             if self.batcher is not None:
                 await self.batcher.stop()
         finally:

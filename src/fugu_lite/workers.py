@@ -261,12 +261,7 @@ class WorkerPool:
             llama_cpp_request_model()  # now, not on the event loop of the first request
         try:
             for worker in self.config.workers:
-                self._clients[worker.id] = AsyncOpenAI(
-                    api_key=self._keys[worker.id],
-                    base_url=self.base_url(worker.id),
-                    max_retries=0,
-                    timeout=worker.timeout_s,
-                )
+                self._clients[worker.id] = self._new_client(worker)
                 self._semaphores[worker.id] = asyncio.Semaphore(worker.max_concurrency)
         except BaseException:
             stop_local_servers(self.servers.values())
@@ -280,6 +275,45 @@ class WorkerPool:
         finally:
             self._clients.clear()
             stop_local_servers(self.servers.values())
+
+    def _new_client(self, worker: WorkerConfig) -> AsyncOpenAI:
+        return AsyncOpenAI(
+            api_key=self._keys[worker.id],
+            base_url=self.base_url(worker.id),
+            max_retries=0,
+            timeout=worker.timeout_s,
+        )
+
+    def crashed_servers(self) -> list[str]:
+        """Local workers whose llama.cpp process exited without being stopped."""
+        return [worker_id for worker_id, server in self.servers.items() if server.crashed]
+
+    async def restart(self, worker_id: str) -> None:
+        """Start a local worker's llama.cpp server again (on a new port) after its process
+        exited; the tail of the old one's log goes to the log first. LocalServerError if
+        the new one does not come up."""
+        old = self.servers[worker_id]
+        code = None if old.process is None else old.process.returncode
+        logger.warning(
+            "local worker %s: its llama.cpp server exited (code %s); starting it again. "
+            "Last lines of its log:\n%s",
+            worker_id, code, old.log_tail(),
+        )  # fmt: skip
+        old.stop()
+        server = LocalServer(self.worker(worker_id))
+        try:
+            server.launch()
+            await server.wait_ready()
+        except BaseException:
+            server.stop()
+            server.stopped = False  # still to be restarted later
+            self.servers[worker_id] = server
+            raise
+        self.servers[worker_id] = server
+        previous = self._clients.get(worker_id)
+        self._clients[worker_id] = self._new_client(self.worker(worker_id))
+        if previous is not None:
+            await previous.close()
 
     # -- lookup -----------------------------------------------------------------------
 
