@@ -29,6 +29,7 @@ from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.train_sft import sft_loss
 from fugu_lite.training_common import make_loader, make_model, seed_everything
 
+WORKERS_OF_TEST = ["cheap-small", "coder", "mathematician"]
 PROMPTS = [
     "hi",
     "write a python function that adds two numbers",
@@ -599,6 +600,61 @@ def test_a_damaged_tensor_file_is_a_checkpoint_error(
     (directory / HEAD_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
     with pytest.raises(CheckpointError, match=f"{HEAD_FILE} is damaged or incomplete"):
         load_router(directory)
+
+
+def test_a_save_stopped_between_its_two_files_never_loads_silently(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kill after the new tensors were written but before the new metadata: the old
+    metadata must not load the new tensors."""
+    import fugu_lite.model as model_module
+
+    directory = RouterModel(tiny_model_cfg, WORKERS_OF_TEST, 32).save_checkpoint(tmp_path / "c")
+    trained = train_briefly(records, tiny_model_cfg, epochs=1)
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_module, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        trained.save_checkpoint(directory, metadata={"stage": "sft"})
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError, match="stopped while writing the checkpoint; run it again"):
+        load_router(directory)
+
+
+def test_tensors_from_another_save_than_the_metadata_are_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Same shapes, other weights: a folder holding one save's metadata and another's tensors
+    (a copy or a sync that stopped half-way) would route with the wrong head."""
+    first = RouterModel(tiny_model_cfg, WORKERS_OF_TEST, 32).save_checkpoint(tmp_path / "a")
+    second = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "b")
+    (first / HEAD_FILE).write_bytes((second / HEAD_FILE).read_bytes())
+    with pytest.raises(CheckpointError) as error:
+        load_router(first)
+    assert f"{first / HEAD_FILE} is not the tensor file {META_FILE} was written with" in str(
+        error.value
+    )
+
+
+def test_a_reward_head_with_another_saves_tensors_is_refused(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    from fugu_lite.reward_head import HEAD_FILE as REWARD_HEAD_FILE
+    from fugu_lite.reward_head import CostAwareRouter, load_reward_head
+
+    heads = [CostAwareRouter(tiny_model_cfg, WORKERS_OF_TEST, 32, [2], 0.5, 0.05) for _ in "ab"]
+    with torch.no_grad():
+        heads[1].feature_mean.fill_(1.0)
+    first = heads[0].save_checkpoint(tmp_path / "a")
+    second = heads[1].save_checkpoint(tmp_path / "b")
+    (first / REWARD_HEAD_FILE).write_bytes((second / REWARD_HEAD_FILE).read_bytes())
+    with pytest.raises(CheckpointError, match=r"is not the tensor file reward_head\.json was"):
+        load_reward_head(first)
 
 
 def test_a_family_folder_given_as_a_checkpoint_says_what_it_is(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import torch
 from pydantic import ValidationError
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load
 from torch import nn
 
 from . import __version__
@@ -28,6 +29,8 @@ from .svf import SVF
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
 REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model")
+# The metadata's digest of the tensor file it was written with (older checkpoints lack it).
+TENSOR_DIGEST_KEY = "tensor_file_sha256"
 
 
 class CheckpointError(ValueError):
@@ -226,11 +229,16 @@ class RouterModel(nn.Module):
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
+        # The metadata goes first and comes back last, naming the digest of the tensors it
+        # belongs with: a save stopped in between leaves no metadata (or, copied from two
+        # saves, a digest that does not match), never new tensors read with old metadata.
+        (directory / self.metadata_file).unlink(missing_ok=True)
         write_tensors_atomic(directory / self.tensor_file, tensors, metadata={"format": "pt"})
         write_json(
             directory / self.metadata_file,
             {
                 "format": self.checkpoint_format,
+                TENSOR_DIGEST_KEY: file_digest(directory / self.tensor_file),
                 "package_version": __version__,
                 "worker_ids": self.worker_ids,
                 "feature_dim": self.feature_dim,
@@ -378,7 +386,7 @@ def load_router(
         cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
     )
     _check_svf_matrices(directory, metadata, model)
-    state = read_tensors(Path(directory) / HEAD_FILE)
+    state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:
@@ -402,6 +410,8 @@ def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
     # both import this module: import them when asked
     from .costs import FAMILY_FILE, has_family_members, is_router_family, member_folder
+    from .reward_head import HEAD_FILE as REWARD_HEAD_FILE
+    from .reward_head import META_FILE as REWARD_META_FILE
     from .reward_head import is_reward_head
 
     if is_router_family(directory):
@@ -411,6 +421,12 @@ def _what_it_is(directory: Path) -> str:
         )
     if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
+    for tensors, meta in ((HEAD_FILE, META_FILE), (REWARD_HEAD_FILE, REWARD_META_FILE)):
+        if (directory / tensors).exists() and not (directory / meta).exists():
+            return (
+                f"; it holds {tensors} without {meta}: the training that saved it was "
+                "stopped while writing the checkpoint; run it again"
+            )
     if has_family_members(directory):
         return (
             f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
@@ -419,15 +435,30 @@ def _what_it_is(directory: Path) -> str:
     return ""
 
 
-def read_tensors(path: Path) -> dict[str, torch.Tensor]:
-    """A checkpoint's safetensors file; a damaged one is a CheckpointError saying so."""
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch.Tensor]:
+    """A checkpoint's safetensors file; a damaged one, or one other than the file its metadata
+    was written with, is a CheckpointError saying so."""
     try:
-        return load_file(path)
+        payload = path.read_bytes()
+        tensors = load(payload)
     except (SafetensorError, OSError) as error:
         raise CheckpointError(
             f"{path} is damaged or incomplete ({error}); copy the checkpoint folder again, "
             "or retrain it"
         ) from error
+    expected = metadata.get(TENSOR_DIGEST_KEY)
+    if expected is not None and hashlib.sha256(payload).hexdigest() != expected:
+        raise CheckpointError(
+            f"{path} is not the tensor file {meta_path.name} was written with (its SHA-256 "
+            "differs): the checkpoint was saved again and that save was stopped half-way, or "
+            "its files come from two different saves. Retrain it, or copy the whole "
+            "checkpoint folder again"
+        )
+    return tensors
 
 
 def _check_svf_matrices(directory: str | Path, metadata: dict, model: RouterModel) -> None:

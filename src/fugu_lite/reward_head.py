@@ -555,7 +555,7 @@ def load_reward_head(
             f"vs records {list(worker_ids)}"
         )
     try:
-        router.load_state_dict(read_tensors(directory / HEAD_FILE), strict=True)
+        router.load_state_dict(read_tensors(directory / HEAD_FILE, meta, meta_path), strict=True)
     except RuntimeError as error:
         raise CheckpointError(
             f"reward head {directory} does not fit its metadata: {error}"
