@@ -570,13 +570,40 @@ def test_route_says_why_a_checkpoint_cannot_load_without_a_traceback(
     shutil.rmtree(tmp_path / "backbone")  # the backbone folder moved away
     result = invoke("route", "--checkpoint", checkpoint, "hello")
     assert result.exit_code == 2, result.output
-    assert "could not load backbone" in flat(result.output)
+    assert "which is not there" in flat(result.output)
     meta = json.loads((checkpoint / "router.json").read_text())
     meta["model"]["speculative_layers"] = 2  # written by a newer fugu-lite
     (checkpoint / "router.json").write_text(json.dumps(meta))
     result = invoke("route", "--checkpoint", checkpoint, "hello")
     assert result.exit_code == 2, result.output
     assert "unknown key 'speculative_layers'" in flat(result.output)
+
+
+def test_route_and_eval_take_the_backbone_where_it_is_now(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """A checkpoint copied to another machine, whose backbone folder is at another path."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.model import RouterModel
+
+    backbone = load_backbone("tiny-random")
+    backbone.model.save_pretrained(tmp_path / "backbone")
+    backbone.tokenizer.save_pretrained(tmp_path / "backbone")
+    cfg = tiny_model_cfg.model_copy(
+        update={"backbone": str(tmp_path / "backbone"), "runtime": "torch"}
+    )
+    checkpoint = RouterModel(cfg, WORKERS, 32).save_checkpoint(tmp_path / "c")
+    (tmp_path / "backbone").rename(tmp_path / "models-here")
+    result = invoke("route", "--checkpoint", checkpoint, "hello")
+    assert result.exit_code == 2, result.output
+    assert "Give the folder it is in now: `--backbone PATH`" in flat(result.output)
+    moved = ["--backbone", tmp_path / "models-here"]
+    decision = json.loads(ok(invoke("route", "--checkpoint", checkpoint, *moved, "--json", "hi")))
+    assert decision["worker"] in WORKERS
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=6))
+    ok(invoke("eval", "--checkpoint", checkpoint, "-r", records, *moved, "-o", tmp_path / "e"))
+    assert (tmp_path / "e" / "evaluation_report.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -761,3 +763,91 @@ def test_a_loaded_router_routes_without_the_training_cache(
     loaded = load_router(tmp_path / "ckpt")
     prompt = next(r.prompt for r in records if r.task == "math")
     assert route_prompt(loaded, prompt).worker == route_prompt(model, prompt).worker
+
+
+# --- checkpoints that travel ----------------------------------------------------------------
+
+
+def project_with_checkpoint(
+    tiny_backbone, records: list[RewardRecord], root: Path, backbone: str
+) -> tuple[Path, torch.Tensor]:
+    """A project folder holding a local backbone `bb` and a router trained with `backbone`
+    (a spelling of bb relative to the project) and a relative cache_dir, run from inside it;
+    returns the checkpoint and its logits on PROMPTS."""
+    root.mkdir()
+    tiny_backbone.model.save_pretrained(root / "bb")
+    tiny_backbone.tokenizer.save_pretrained(root / "bb")
+    previous = Path.cwd()
+    os.chdir(root)
+    try:
+        cfg = ModelConfig(
+            backbone=backbone, layer=-1, head="linear", max_tokens=32, runtime="torch",
+            cache_dir="cache",
+        )  # fmt: skip
+        model = train_briefly(records, cfg, epochs=2)
+        with torch.no_grad():
+            logits = model(features=model.features_for(PROMPTS))
+        directory = model.save_checkpoint(Path("runs") / "rl")
+    finally:
+        os.chdir(previous)
+    return root / directory, logits
+
+
+@pytest.mark.parametrize("spelling", ["bb", "./bb"])
+def test_a_checkpoint_with_relative_paths_loads_from_another_working_directory(
+    tiny_backbone,
+    records: list[RewardRecord],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spelling: str,
+) -> None:
+    checkpoint, logits = project_with_checkpoint(
+        tiny_backbone, records, tmp_path / "project", spelling
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    forbid_backbone_loading(monkeypatch)  # the project's feature cache answers
+    loaded = load_router(checkpoint)
+    assert loaded.model_cfg.backbone == str(tmp_path / "project" / "bb")
+    with torch.no_grad():
+        assert torch.equal(loaded(features=loaded.features_for(PROMPTS)), logits)
+    assert not (elsewhere / "cache").exists()
+
+
+def test_a_moved_project_finds_its_backbone_beside_the_checkpoint(
+    tiny_backbone, records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "default-cache"))
+    checkpoint, logits = project_with_checkpoint(tiny_backbone, records, tmp_path / "old", "bb")
+    (tmp_path / "old").rename(tmp_path / "new")
+    moved = tmp_path / "new" / checkpoint.relative_to(tmp_path / "old")
+    loaded = load_router(moved)
+    assert loaded.model_cfg.backbone == str(tmp_path / "new" / "bb")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_a_backbone_found_nowhere_is_named_and_backbone_points_at_it(
+    tiny_backbone, records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another machine: the checkpoint arrives alone, the backbone lives at another path."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "default-cache"))
+    checkpoint, logits = project_with_checkpoint(tiny_backbone, records, tmp_path / "a", "bb")
+    copied = tmp_path / "machine-b" / "router"
+    shutil.copytree(checkpoint, copied)
+    (tmp_path / "a" / "bb").rename(tmp_path / "machine-b-models")
+    shutil.rmtree(tmp_path / "a")
+    with pytest.raises(CheckpointError) as error:
+        load_router(copied)
+    message = str(error.value)
+    assert f"backbone folder {tmp_path / 'a' / 'bb'}, which is not there" in message
+    assert "--backbone PATH" in message
+    loaded = load_router(copied, backbone=str(tmp_path / "machine-b-models"))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    # continuing training: the config says where the backbone is now
+    cfg = loaded.model_cfg.model_copy(update={"backbone": str(tmp_path / "machine-b-models")})
+    assert load_router(copied, cfg).model_cfg.backbone == str(tmp_path / "machine-b-models")
+    with pytest.raises(CheckpointError, match="--backbone /nowhere/bb: no such file or folder"):
+        load_router(copied, backbone="/nowhere/bb")

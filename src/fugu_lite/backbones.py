@@ -84,6 +84,29 @@ def cache_root() -> Path:
     return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
 
 
+def local_backbone_path(name: str) -> Path | None:
+    """The absolute path of a local backbone folder (or file) that exists; None for embedded
+    names, hub ids and paths that are not there."""
+    if name == TINY_RANDOM or name in EMBEDDED_BACKBONES:
+        return None
+    path = Path(name).expanduser()
+    return path.resolve() if path.exists() else None
+
+
+def canonical_backbone(name: str) -> str:
+    """A local backbone as its absolute path, so that every spelling of one folder (`bb`,
+    `./bb`, `/abs/bb`), from any working directory, names the same backbone; embedded
+    names and hub ids as given."""
+    local = local_backbone_path(name)
+    return str(local) if local is not None else name
+
+
+def names_a_path(name: str) -> bool:
+    """Whether a backbone name can only be a local path (a hub id such as `org/model` is
+    relative-looking, so only absolute, `./`, `../` and `~` names count)."""
+    return name.startswith(("/", "./", "../", "~")) or Path(name).is_absolute()
+
+
 def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
     """Load a backbone by embedded name, local folder, or hub id (fp32, eval mode)."""
     if name == TINY_RANDOM:
@@ -198,7 +221,8 @@ def _load_hub(name: str) -> LoadedBackbone:
         raise RuntimeError(
             f"could not load backbone {name!r}: it is not an embedded name "
             f"({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
-            f"serve it ({error}). Offline, use an embedded backbone or a local folder."
+            f"serve it ({error}). Offline, use an embedded backbone or a local folder; for a "
+            "checkpoint whose backbone folder moved, pass the folder with --backbone PATH."
         ) from error
 
 

@@ -63,6 +63,14 @@ OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folde
 PoolOption = Annotated[
     Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
 ]
+BackboneOption = Annotated[
+    str | None,
+    typer.Option(
+        "--backbone",
+        help="Where the checkpoint's backbone folder is now, when it moved (another machine, "
+        "another path); default: where the checkpoint says.",
+    ),
+]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -439,6 +447,7 @@ def eval_command(
             "beside kNN, ridge, single workers and oracle; AIQ and cost at 95% of best single.",
         ),
     ] = False,
+    backbone: BackboneOption = None,
 ) -> None:
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
     from .costs import is_router_family
@@ -467,7 +476,9 @@ def eval_command(
     )
     with stopped_cleanly(kept):
         try:
-            evaluate(checkpoint, read_records_or_fail(records), split, report_dir)
+            evaluate(
+                checkpoint, read_records_or_fail(records), split, report_dir, backbone=backbone
+            )
         except ValueError as error:
             fail(str(error))
         except OSError as error:
@@ -492,6 +503,7 @@ def route_command(
             "head trained for the nearest cost weight answers; a reward head answers any.",
         ),
     ] = None,
+    backbone: BackboneOption = None,
 ) -> None:
     """Print the worker the router picks for one prompt, and the probabilities."""
     from .costs import CostRoutingDecision, route_checkpoint
@@ -500,7 +512,7 @@ def route_command(
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     try:
-        decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight)
+        decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight, backbone)
     except (ValueError, RuntimeError, OSError) as error:  # a checkpoint or its backbone
         fail(str(error))
     if as_json:
@@ -669,6 +681,7 @@ def serve_command(
     checkpoint: Annotated[
         Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
     ],
+    backbone: BackboneOption = None,
     pool: PoolOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
@@ -728,7 +741,8 @@ def serve_command(
     check_port_free(host, port)
     try:
         settings = ServeSettings(
-            checkpoint=checkpoint, pool=pool, host=host, port=port, model_name=model_name,
+            checkpoint=checkpoint, backbone=backbone, pool=pool, host=host, port=port,
+            model_name=model_name,
             api_keys=load_api_keys(api_keys_env, api_keys_file), log_requests=log_requests,
             log_content=log_content, max_body_bytes=max_body_bytes,
             max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,

@@ -216,14 +216,17 @@ def read_family_manifest(directory: str | Path) -> FamilyManifest:
     return manifest
 
 
-def load_router_family(path: str | Path) -> RouterFamily:
-    """Load every member of a family, checking they share the workers and the model config."""
+def load_router_family(path: str | Path, backbone: str | None = None) -> RouterFamily:
+    """Load every member of a family, checking they share the workers and the model config
+    (`backbone`: where their backbone is now, see model.locate_backbone)."""
     directory = Path(path)
     manifest = read_family_manifest(directory)
     members = sorted(manifest.members, key=lambda member: member.cost_weight)
     manifest = manifest.model_copy(update={"members": members})
     routers = [
-        load_router(directory / member.checkpoint, worker_ids=manifest.worker_ids)
+        load_router(
+            directory / member.checkpoint, worker_ids=manifest.worker_ids, backbone=backbone
+        )
         for member in members
     ]
     first = routers[0].model_cfg
@@ -238,19 +241,20 @@ def load_router_family(path: str | Path) -> RouterFamily:
     return RouterFamily(directory=directory, manifest=manifest, routers=routers)
 
 
-def load_family_or_single(path: str | Path) -> RouterFamily:
+def load_family_or_single(path: str | Path, backbone: str | None = None) -> RouterFamily:
     """A family as is; a reward head as a family of its views (see the module docstring);
     a plain checkpoint as a one-member family at the cost weight it was trained with (0
-    when its metadata does not say)."""
+    when its metadata does not say). `backbone`: where its backbone is now (see
+    model.locate_backbone)."""
     from .reward_head import is_reward_head
 
     directory = Path(path)
     if is_router_family(directory):
-        return load_router_family(directory)
+        return load_router_family(directory, backbone)
     if is_reward_head(directory):
-        return load_reward_head_family(directory)
+        return load_reward_head_family(directory, backbone)
     trained = trained_cost_weighting(directory)
-    router = load_router(directory)
+    router = load_router(directory, backbone=backbone)
     manifest = FamilyManifest(
         worker_ids=router.worker_ids,
         reference_cost=trained["reference_cost"],
@@ -260,13 +264,13 @@ def load_family_or_single(path: str | Path) -> RouterFamily:
     return RouterFamily(directory=directory, manifest=manifest, routers=[router], kind="single")
 
 
-def load_reward_head_family(path: str | Path) -> RouterFamily:
+def load_reward_head_family(path: str | Path, backbone: str | None = None) -> RouterFamily:
     """A reward head as a family: its views at SERVED_COST_WEIGHTS, or (when it predicts no
     costs) one view at 0 as a "single" family, which refuses cost weights."""
     from .reward_head import SERVED_COST_WEIGHTS, load_reward_head
 
     directory = Path(path)
-    head = load_reward_head(directory)
+    head = load_reward_head(directory, backbone=backbone)
     weights = list(SERVED_COST_WEIGHTS) if head.predicts_costs else [0.0]
     manifest = FamilyManifest(
         worker_ids=head.worker_ids,
@@ -474,16 +478,18 @@ def route_checkpoint(
     prompt: Prompt,
     exclude: Sequence[str] = (),
     cost_weight: float | None = None,
+    backbone: str | None = None,
 ) -> RoutingDecision:
     """Route one prompt with a plain checkpoint, a family or a reward head; a cost weight
-    needs a family or a reward head (trained on records with costs)."""
+    needs a family or a reward head (trained on records with costs). `backbone`: where the
+    checkpoint's backbone is now (see model.locate_backbone)."""
     from .reward_head import is_reward_head, load_reward_head
 
     if is_reward_head(checkpoint):
-        head = load_reward_head(checkpoint)
+        head = load_reward_head(checkpoint, backbone=backbone)
         return route_with_reward_head(head, [prompt], cost_weight, exclude)[0]
     if is_router_family(checkpoint):
-        family = load_router_family(checkpoint)
+        family = load_router_family(checkpoint, backbone)
         return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
     if cost_weight is not None:
         trained = trained_cost_weighting(checkpoint)["cost_weight"]
@@ -494,4 +500,4 @@ def route_checkpoint(
             "reward head with `fugu-lite train reward-head ...` and pass its folder, or leave "
             "out --cost-weight"
         )
-    return route_prompts(load_router(checkpoint), [prompt], exclude)[0]
+    return route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]

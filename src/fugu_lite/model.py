@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from safetensors.torch import load
 from torch import nn
 
 from . import __version__
+from .backbones import canonical_backbone, local_backbone_path, names_a_path
 from .config import ModelConfig, describe_config_error
 from .features import (
     FeatureExtractor,
@@ -29,6 +31,9 @@ from .svf import SVF
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
 REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model")
+# Where a local backbone folder was, relative to the checkpoint folder (found there when the
+# project moved, or was copied with its checkpoints, and its absolute path is gone).
+BACKBONE_RELATIVE_KEY = "backbone_relative_to_checkpoint"
 # The metadata's digest of the tensor file it was written with (older checkpoints lack it).
 TENSOR_DIGEST_KEY = "tensor_file_sha256"
 
@@ -234,6 +239,7 @@ class RouterModel(nn.Module):
         # saves, a digest that does not match), never new tensors read with old metadata.
         (directory / self.metadata_file).unlink(missing_ok=True)
         write_tensors_atomic(directory / self.tensor_file, tensors, metadata={"format": "pt"})
+        model, location = portable_model_config(self.model_cfg, directory)
         write_json(
             directory / self.metadata_file,
             {
@@ -243,12 +249,75 @@ class RouterModel(nn.Module):
                 "worker_ids": self.worker_ids,
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,
-                "model": self.model_cfg.model_dump(),
+                "model": model,
+                **location,
                 **self.checkpoint_fields(),
                 "metadata": metadata or {},
             },
         )
         return directory
+
+
+def portable_model_config(model_cfg: ModelConfig, directory: Path) -> tuple[dict, dict]:
+    """The model config as a checkpoint stores it, with a local backbone folder and the
+    cache folder as absolute paths (a relative one would depend on the working directory of
+    whoever loads it), and where the backbone folder is relative to the checkpoint."""
+    model = model_cfg.model_dump()
+    model["backbone"] = canonical_backbone(model_cfg.backbone)
+    if model_cfg.cache_dir is not None:
+        model["cache_dir"] = str(Path(model_cfg.cache_dir).expanduser().absolute())
+    local = local_backbone_path(model_cfg.backbone)
+    if local is None:
+        return model, {}
+    return model, {BACKBONE_RELATIVE_KEY: os.path.relpath(local, directory.resolve())}
+
+
+def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None) -> str:
+    """The checkpoint's backbone as it can be loaded here: `backbone` when given (the
+    caller says where it is now), else the stored name; a local folder that is not where it
+    was is looked for relative to the checkpoint folder, and found nowhere is a
+    CheckpointError saying how to point at it."""
+    if backbone is not None:
+        if names_a_path(backbone) and local_backbone_path(backbone) is None:
+            raise CheckpointError(f"--backbone {backbone}: no such file or folder")
+        return canonical_backbone(backbone)
+    stored = str(metadata["model"]["backbone"])
+    if local_backbone_path(stored) is not None:
+        return canonical_backbone(stored)
+    relative = metadata.get(BACKBONE_RELATIVE_KEY)
+    beside = directory / relative if isinstance(relative, str) else None
+    if beside is not None and beside.exists():
+        return str(beside.resolve())
+    if beside is None and not names_a_path(stored):
+        return stored  # an embedded name or a hub id
+    also = f", nor at {beside} (where it was relative to the checkpoint)" if beside else ""
+    raise CheckpointError(
+        f"checkpoint {directory} was trained with the backbone folder {stored}, which is not "
+        f"there{also}. Give the folder it is in now: `--backbone PATH` (route, eval, serve), "
+        "model.backbone in the config (train --checkpoint), or backbone= in Python"
+    )
+
+
+def _cache_dir_here(cache_dir: str | None) -> str | None:
+    """A checkpoint's cache folder where it exists, else the default cache: the one it names
+    belongs to the machine (and working directory) it was trained on."""
+    if cache_dir is None or not Path(cache_dir).expanduser().is_dir():
+        return None
+    return cache_dir
+
+
+def loadable_model_config(
+    metadata: dict, meta_path: Path, backbone: str | None = None
+) -> ModelConfig:
+    """The checkpoint's model config with its backbone located (see locate_backbone) and a
+    cache folder that is not here replaced by the default one."""
+    saved = saved_model_config(metadata, meta_path)
+    return saved.model_copy(
+        update={
+            "backbone": locate_backbone(metadata, meta_path.parent, backbone),
+            "cache_dir": _cache_dir_here(saved.cache_dir),
+        }
+    )
 
 
 def _load_extractor(model_cfg: ModelConfig) -> FeatureExtractor:
@@ -360,10 +429,25 @@ def load_router(
     directory: str | Path,
     model_cfg: ModelConfig | None = None,
     worker_ids: Sequence[str] | None = None,
+    backbone: str | None = None,
 ) -> RouterModel:
-    """Load a checkpoint; with a config or workers given, refuse one that does not match."""
+    """Load a checkpoint; with a config or workers given, refuse one that does not match.
+
+    `backbone` says where the checkpoint's backbone is now (see locate_backbone); a given
+    config's local backbone folder does too, when the checkpoint's is found nowhere."""
     metadata = read_checkpoint_metadata(directory)
-    saved_cfg = ModelConfig.model_validate(metadata["model"])
+    meta_path = Path(directory) / META_FILE
+    try:
+        saved_cfg = loadable_model_config(metadata, meta_path, backbone)
+    except CheckpointError:
+        if model_cfg is None or local_backbone_path(model_cfg.backbone) is None:
+            raise
+        saved_cfg = loadable_model_config(metadata, meta_path, model_cfg.backbone)
+    metadata = {**metadata, "model": saved_cfg.model_dump()}
+    if model_cfg is not None:
+        model_cfg = model_cfg.model_copy(
+            update={"backbone": canonical_backbone(model_cfg.backbone)}
+        )
     problems = checkpoint_mismatches(metadata, model_cfg or saved_cfg, worker_ids)
     if problems:
         raise CheckpointError(

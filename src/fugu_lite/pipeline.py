@@ -86,11 +86,16 @@ def evaluated_and_train(
 
 
 def run_evaluation(
-    checkpoint: Path, records: list[RewardRecord], split: str, output_dir: Path
+    checkpoint: Path,
+    records: list[RewardRecord],
+    split: str,
+    output_dir: Path,
+    backbone: str | None = None,
 ) -> dict:
-    """Evaluate a checkpoint on one split beside baselines fitted on the train split."""
+    """Evaluate a checkpoint on one split beside baselines fitted on the train split
+    (`backbone`: where its backbone is now, see model.locate_backbone)."""
     evaluated_records, train_records = evaluated_and_train(records, split)
-    model = load_router(checkpoint, worker_ids=records[0].worker_ids)
+    model = load_router(checkpoint, worker_ids=records[0].worker_ids, backbone=backbone)
     validation_records = records_in_split(records, "validation")
     train_x = split_features(model, records, "train")
     evaluated_x = split_features(model, records, split)
@@ -113,13 +118,14 @@ def run_pareto_evaluation(
     split: str,
     output_dir: Path,
     baseline_cost_weights: Sequence[float] | None = None,
+    backbone: str | None = None,
 ) -> dict:
     """Cost-quality curves on one split: each member of a router family (a plain checkpoint
     gives its one point), kNN and ridge over the family's cost weights (or the ones given),
     the single workers and the oracle; writes pareto_report.json/.md and a plot."""
     evaluated_records, train_records = evaluated_and_train(records, split)
     require_costs(train_records + evaluated_records, "eval --pareto", PARETO_COST_FIX)
-    family = load_family_or_single(checkpoint)
+    family = load_family_or_single(checkpoint, backbone)
     if family.worker_ids != records[0].worker_ids:
         raise ValueError(
             f"checkpoint {checkpoint} does not match: workers: checkpoint {family.worker_ids} "

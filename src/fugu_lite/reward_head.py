@@ -58,9 +58,9 @@ from .io import write_json
 from .model import (
     CheckpointError,
     RouterModel,
+    loadable_model_config,
     read_metadata_object,
     read_tensors,
-    saved_model_config,
 )
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .training_common import stage_progress
@@ -519,9 +519,10 @@ def is_reward_head(path: str | Path) -> bool:
 
 
 def load_reward_head(
-    directory: str | Path, worker_ids: Sequence[str] | None = None
+    directory: str | Path, worker_ids: Sequence[str] | None = None, backbone: str | None = None
 ) -> CostAwareRouter:
-    """Load a reward-head checkpoint; with workers given, refuse one trained for others."""
+    """Load a reward-head checkpoint; with workers given, refuse one trained for others.
+    `backbone` says where its backbone is now (see model.locate_backbone)."""
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():
@@ -533,7 +534,7 @@ def load_reward_head(
         meta = read_metadata_object(meta_path, "retrain with `fugu-lite train reward-head`")
         if meta.get("format") != HEAD_FORMAT:
             raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
-        model_cfg = saved_model_config(meta, meta_path)
+        model_cfg = loadable_model_config(meta, meta_path, backbone)
         router = CostAwareRouter(
             model_cfg,
             meta["worker_ids"],

@@ -62,6 +62,11 @@ class ServeSettings(BaseModel):
     """Everything `fugu-lite serve` is started with."""
 
     checkpoint: Path
+    backbone: str | None = Field(
+        default=None,
+        description="Where the checkpoint's backbone is now (a local folder that moved); "
+        "None = where the checkpoint says.",
+    )
     pool: Path | None = Field(default=None, description="Pool YAML; None = the embedded pool.")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -285,7 +290,7 @@ def create_app(
     listens); the pool's local servers and the batcher start with the app's lifespan."""
     server = FuguServer(
         settings,
-        family or load_family_or_single(settings.checkpoint),
+        family or load_family_or_single(settings.checkpoint, settings.backbone),
         pool_config or load_pool_config(settings.pool),
     )
 
