@@ -851,3 +851,22 @@ def test_a_backbone_found_nowhere_is_named_and_backbone_points_at_it(
     assert load_router(copied, cfg).model_cfg.backbone == str(tmp_path / "machine-b-models")
     with pytest.raises(CheckpointError, match="--backbone /nowhere/bb: no such file or folder"):
         load_router(copied, backbone="/nowhere/bb")
+
+
+def test_every_spelling_of_a_backbone_folder_shares_its_features_and_onnx_export(
+    tiny_backbone, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    tiny_backbone.model.save_pretrained(tmp_path / "bb")
+    tiny_backbone.tokenizer.save_pretrained(tmp_path / "bb")
+    monkeypatch.chdir(tmp_path)
+    spellings = ["bb", "./bb", str(tmp_path / "bb"), "../" + tmp_path.name + "/bb"]
+    configs = [
+        ModelConfig(backbone=name, layer=-1, max_tokens=32, runtime="onnx", cache_dir="features")
+        for name in spellings
+    ]
+    assert len({feature_cache_key(cfg) for cfg in configs}) == 1
+    for cfg in configs:
+        compute_features(PROMPTS, cfg, use_cache=False)  # loads the backbone each time
+    exports = list((tmp_path / "fugu-cache" / "onnx").iterdir())
+    assert len(exports) == 1, [path.name for path in exports]

@@ -113,8 +113,8 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
         loaded = tiny_random_backbone()
     elif name in EMBEDDED_BACKBONES:
         loaded = _load_embedded(name)
-    elif Path(name).expanduser().exists():
-        loaded = _load_pretrained(name, str(Path(name).expanduser().resolve()), {})
+    elif (local := local_backbone_path(name)) is not None:
+        loaded = _load_pretrained(str(local), str(local), {})
     else:
         loaded = _load_hub(name)
     # transformers wraps `to` with functools.wraps(nn.Module.to), which types it unbound.
