@@ -870,3 +870,44 @@ def test_every_spelling_of_a_backbone_folder_shares_its_features_and_onnx_export
         compute_features(PROMPTS, cfg, use_cache=False)  # loads the backbone each time
     exports = list((tmp_path / "fugu-cache" / "onnx").iterdir())
     assert len(exports) == 1, [path.name for path in exports]
+
+
+def fake_hub_snapshot(hub_cache: Path, repo: str, commit: str, seed: int) -> None:
+    """The Hugging Face cache layout (models--org--name/snapshots/<commit>/, refs/main) of
+    a tiny random model, as a download of revision `commit` leaves it."""
+    from fugu_lite.backbones import tiny_random_backbone
+
+    backbone = tiny_random_backbone(seed)
+    folder = hub_cache / f"models--{repo.replace('/', '--')}"
+    backbone.model.save_pretrained(folder / "snapshots" / commit)
+    backbone.tokenizer.save_pretrained(folder / "snapshots" / commit)
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+
+
+def test_an_updated_hub_model_never_reuses_the_old_revisions_features(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(hub_cache, repo, "a" * 40, seed=0)
+    cfg = ModelConfig(
+        backbone=repo, layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path / "c")
+    )
+    old_key = feature_cache_key(cfg)
+    old, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None
+    assert extractor.backbone.identity == f"hub:{repo}@{'a' * 40}"
+
+    fake_hub_snapshot(hub_cache, repo, "b" * 40, seed=1)  # the model was updated
+    assert feature_cache_key(cfg) != old_key
+    new, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the new revision ran
+    assert not torch.allclose(old, new)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)

@@ -139,7 +139,24 @@ def backbone_identity(name: str) -> str:
         files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
         stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in files)
         return f"{path.resolve()}:{stamp}"
-    return f"hub:{name}"
+    revision = hub_revision(name)
+    return f"hub:{name}@{revision}" if revision else f"hub:{name}"
+
+
+def hub_revision(name: str) -> str | None:
+    """The commit of a hub model's snapshot in the local Hugging Face cache (what its
+    `refs/main` points at), read offline; None when the model is not cached. fugu-lite loads
+    that snapshot, and the feature cache key names it, so a newer download of the model is
+    never mixed with features of the old one."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    try:
+        folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=name, repo_type="model")
+        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+    except (ValueError, OSError):  # not a valid repo id, or not in the cache
+        return None
+    return commit if commit and (folder / "snapshots" / commit).is_dir() else None
 
 
 def embedded_path(name: str) -> Path:
@@ -215,8 +232,9 @@ def _weight_bar_hidden(hidden: bool) -> Iterator[None]:
 
 
 def _load_hub(name: str) -> LoadedBackbone:
+    revision = hub_revision(name)
     try:
-        return _load_pretrained(name, name, {})
+        return _load_pretrained(name, name, {"revision": revision} if revision else {})
     except OSError as error:
         raise RuntimeError(
             f"could not load backbone {name!r}: it is not an embedded name "
