@@ -606,6 +606,20 @@ def test_route_and_eval_take_the_backbone_where_it_is_now(
     assert (tmp_path / "e" / "evaluation_report.json").exists()
 
 
+def test_eval_says_why_a_backbone_cannot_load_without_a_traceback(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    from fugu_lite.model import RouterModel
+
+    cfg = tiny_model_cfg.model_copy(update={"backbone": "fugu-test/not-downloaded"})
+    checkpoint = RouterModel(cfg, WORKERS, 32).save_checkpoint(tmp_path / "c")
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=4))
+    result = invoke("eval", "--checkpoint", checkpoint, "-r", records, "-o", tmp_path / "e")
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "could not load backbone 'fugu-test/not-downloaded'" in flat(result.output)
+
+
 @pytest.mark.parametrize(
     ("kind", "tensors"), [("router", "router_head"), ("reward_head", "reward_head")]
 )

@@ -475,11 +475,10 @@ def eval_command(
         "same command again"
     )
     with stopped_cleanly(kept):
+        loaded = read_records_or_fail(records)
         try:
-            evaluate(
-                checkpoint, read_records_or_fail(records), split, report_dir, backbone=backbone
-            )
-        except ValueError as error:
+            evaluate(checkpoint, loaded, split, report_dir, backbone=backbone)
+        except (ValueError, RuntimeError) as error:  # a checkpoint or its backbone
             fail(str(error))
         except OSError as error:
             fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
