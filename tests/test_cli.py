@@ -698,6 +698,11 @@ def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path:
     [
         (["train", "sft"], "fugu_lite.train_sft.train_sft", "starts over: run the same command"),
         (
+            ["train", "pipeline"],
+            "fugu_lite.pipeline.train_sft",
+            "a finished SFT stays and is not trained again when you run the same command again",
+        ),
+        (
             ["train", "es"],
             "fugu_lite.train_es.train_es",
             "run the same command again to continue from the last one saved",

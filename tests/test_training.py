@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -9,9 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import generated_records
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
+import fugu_lite.model as model_module
+import fugu_lite.pipeline as pipeline_module
 from fugu_lite.config import (
     ModelConfig,
     PipelineConfig,
@@ -30,6 +34,7 @@ from fugu_lite.training_common import (
     make_loader,
     make_model,
     nothing_to_learn,
+    records_digest,
 )
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3], [0.2, 0.4, 1.0], [0.5, 0.5, 0.5]])
@@ -496,3 +501,89 @@ def test_training_warns_when_the_train_split_cannot_teach_a_choice(
     training = SFT_TRAINING.model_copy(update={"epochs": 1})
     train_sft(tied, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "tied")
     assert "nothing to learn" in " ".join(capsys.readouterr().out.split())
+
+
+def pipeline_config(tiny_model_cfg: ModelConfig) -> PipelineConfig:
+    return PipelineConfig(
+        model=tiny_model_cfg,
+        sft=SFT_TRAINING.model_copy(update={"epochs": 2}),
+        rl=RL_TRAINING.model_copy(update={"epochs": 1}),
+    )
+
+
+def test_a_pipeline_rerun_stopped_in_rl_leaves_no_rl_of_the_earlier_sft(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Re-running the pipeline into a finished one with other records and stopping it in RL
+    left the new SFT beside the old RL, which `route`/`eval --checkpoint OUT/rl` loaded."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    other = generated_records(seed=1)
+
+    def stopped(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline_module, "train_rl", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        train_pipeline(other, config, tmp_path)
+    with pytest.raises(CheckpointError, match="stopped before its RL stage finished"):
+        load_router(tmp_path / "rl")
+    assert not (tmp_path / "rl" / "training_report.json").exists()
+    assert not (tmp_path / "training_report.json").exists()  # no finished pipeline here
+    sft_inputs = json.loads((tmp_path / "sft" / "router.json").read_text())["metadata"]["inputs"]
+    assert sft_inputs["records_sha1"] == records_digest(other)
+
+
+def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    sft_head = (tmp_path / "sft" / "router_head.safetensors").read_bytes()
+    trained = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append(args) or train_sft(*args)
+    )
+    capsys.readouterr()
+    train_pipeline(records, config, tmp_path)  # e.g. after a stop in RL
+    assert trained == [] and "already holds the SFT" in " ".join(capsys.readouterr().out.split())
+    assert (tmp_path / "sft" / "router_head.safetensors").read_bytes() == sft_head
+    rl = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
+    assert rl["continued_from"]["sha1"] == hashlib.sha1(sft_head).hexdigest()
+    assert (tmp_path / "training_report.json").exists()
+
+    # another SFT setting, or other records: SFT is trained again
+    more = config.model_copy(update={"sft": config.sft.model_copy(update={"epochs": 3})})
+    train_pipeline(records, more, tmp_path)
+    train_pipeline(generated_records(seed=1), more, tmp_path)
+    assert len(trained) == 2
+
+
+def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kill between the tensors and router.json left the new tensors read with the old
+    run's metadata (its history, stage, cost weighting) as one checkpoint."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    model.save_checkpoint(tmp_path, metadata={"stage": "sft"})
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_module, "write_json", killed)
+    with torch.no_grad():
+        model.head.weight.add_(1.0)
+    with pytest.raises(KeyboardInterrupt):
+        model.save_checkpoint(tmp_path, metadata={"stage": "rl"})
+    with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
+        load_router(tmp_path)

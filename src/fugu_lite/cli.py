@@ -372,10 +372,14 @@ def train_pipeline_command(
         except ValueError as error:
             fail(str(error))
         run_stage(
-            output, lambda: train_router_family(read_records_or_fail(records), cfg, output, weights)
+            output,
+            lambda: train_router_family(read_records_or_fail(records), cfg, output, weights),
+            PIPELINE_KEPT,
         )
         return
-    run_stage(output, lambda: train_pipeline(read_records_or_fail(records), cfg, output))
+    run_stage(
+        output, lambda: train_pipeline(read_records_or_fail(records), cfg, output), PIPELINE_KEPT
+    )
 
 
 @train_app.command("reward-head")
@@ -405,6 +409,12 @@ def train_reward_head_command(
 STARTS_OVER = (
     "the run stopped before its checkpoint was written, and this stage starts over: run the "
     "same command again (the backbone features computed so far are cached)"
+)
+
+PIPELINE_KEPT = (
+    "a finished SFT stays and is not trained again when you run the same command again; RL "
+    "starts over, and no earlier run's RL checkpoint is left in the output (the backbone "
+    "features computed so far are cached)"
 )
 
 

@@ -25,7 +25,7 @@ from .features import (
     console,
     uncached_features,
 )
-from .io import write_json, write_tensors_atomic
+from .io import remove_files, write_json, write_tensors_atomic
 from .svf import SVF
 
 HEAD_FILE = "router_head.safetensors"
@@ -229,15 +229,17 @@ class RouterModel(nn.Module):
         return {"svf_matrices": self.svf.shapes() if self.svf is not None else {}}
 
     def save_checkpoint(self, directory: str | Path, metadata: dict | None = None) -> Path:
+        """The tensors, then the metadata that makes the folder a checkpoint. An older
+        checkpoint's metadata goes first and the new one comes back last, naming the digest
+        of the tensors it belongs with: a save stopped in between leaves no checkpoint (and
+        files copied from two saves a digest that does not match), never new tensors read
+        with another run's metadata."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        remove_files(directory, [self.metadata_file])
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
-        # The metadata goes first and comes back last, naming the digest of the tensors it
-        # belongs with: a save stopped in between leaves no metadata (or, copied from two
-        # saves, a digest that does not match), never new tensors read with old metadata.
-        (directory / self.metadata_file).unlink(missing_ok=True)
         write_tensors_atomic(directory / self.tensor_file, tensors, metadata={"format": "pt"})
         model, location = portable_model_config(self.model_cfg, directory)
         write_json(
@@ -505,6 +507,16 @@ def _what_it_is(directory: Path) -> str:
         )
     if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
+    pipeline = directory.parent
+    if (
+        directory.name == "rl"
+        and (pipeline / "sft" / META_FILE).is_file()
+        and not (pipeline / "training_report.json").exists()
+    ):
+        return (
+            "; the `train pipeline` run that writes it stopped before its RL stage finished: "
+            "run it again (a finished SFT is kept)"
+        )
     for tensors, meta in ((HEAD_FILE, META_FILE), (REWARD_HEAD_FILE, REWARD_META_FILE)):
         if (directory / tensors).exists() and not (directory / meta).exists():
             return (

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
+from . import __version__
 from .config import PipelineConfig
 from .costs import default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
@@ -25,11 +26,12 @@ from .evaluation import (
     write_evaluation,
     write_pareto,
 )
-from .io import write_json
-from .model import RouterModel, load_router
+from .io import read_json, remove_files, write_json
+from .model import RouterModel, load_router, read_checkpoint_metadata
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .train_rl import train_rl
 from .train_sft import train_sft
+from .training_common import STAGE_REPORT, remove_stage, stage_inputs
 
 if TYPE_CHECKING:
     from .reward_head import CostWeightedView
@@ -42,19 +44,48 @@ PARETO_COST_FIX = (
 
 
 def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_dir: Path) -> dict:
-    """SFT into OUTPUT/sft, then RL from that checkpoint into OUTPUT/rl."""
+    """SFT into OUTPUT/sft, then RL from that checkpoint into OUTPUT/rl.
+
+    An earlier run's RL checkpoint and pipeline report are deleted first, so a run stopped
+    half-way never leaves an RL trained from another SFT. A finished SFT of the same config
+    and records (an earlier run that stopped in RL) is kept, not trained again."""
     output_dir = Path(output_dir)
     started = time.perf_counter()
-    sft_report = train_sft(records, config.sft_config(), output_dir / "sft")
-    rl_report = train_rl(records, config.rl_config(), output_dir / "rl", sft_report["checkpoint"])
+    remove_files(output_dir, [STAGE_REPORT])
+    remove_stage(output_dir / "rl")
+    sft_config, sft_dir, rl_dir = config.sft_config(), output_dir / "sft", output_dir / "rl"
+    if finished_stage(sft_dir, stage_inputs(sft_config, records, None)):
+        console.print(
+            f"SFT: {sft_dir} already holds the SFT of this config and these records; kept it "
+            "(delete that folder to train it again)"
+        )
+    else:
+        train_sft(records, sft_config, sft_dir)
+    train_rl(records, config.rl_config(), rl_dir, str(sft_dir))
     report = {
         "stage": "pipeline",
-        "checkpoint": rl_report["checkpoint"],
-        "stages": {"sft": sft_report["checkpoint"], "rl": rl_report["checkpoint"]},
+        "checkpoint": str(rl_dir),
+        "stages": {"sft": str(sft_dir), "rl": str(rl_dir)},
         "seconds": time.perf_counter() - started,
     }
-    write_json(output_dir / "training_report.json", report)
+    write_json(output_dir / STAGE_REPORT, report)
     return report
+
+
+def finished_stage(folder: Path, inputs: dict) -> bool:
+    """Whether `folder` holds a complete checkpoint (and its report) that this version
+    trained from exactly these inputs (see stage_inputs)."""
+    try:
+        metadata = read_checkpoint_metadata(folder)
+        read_json(folder / STAGE_REPORT)
+    except (OSError, ValueError):  # no checkpoint, or a damaged one: train it again
+        return False
+    saved = metadata.get("metadata")
+    return (
+        metadata.get("package_version") == __version__
+        and isinstance(saved, dict)
+        and saved.get("inputs") == inputs
+    )
 
 
 def split_features(

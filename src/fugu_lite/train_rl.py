@@ -7,7 +7,6 @@ from rich.console import Console
 
 from .config import RLConfig
 from .costs import cost_weighting_summary
-from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     epoch_line,
@@ -17,6 +16,8 @@ from .training_common import (
     move_batch,
     optimizer_parameters,
     optional_loader,
+    save_stage,
+    stage_inputs,
     stage_progress,
     start_stage,
 )
@@ -74,7 +75,9 @@ def train_rl(
     output_dir: str | Path,
     checkpoint: str | None = None,
 ) -> dict:
+    records_read = records
     records, model = start_stage(records, config.model, config.training, checkpoint)
+    given = stage_inputs(config, records_read, checkpoint)
     worker_ids = records[0].worker_ids
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
     validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
@@ -137,15 +140,13 @@ def train_rl(
 
     output = Path(output_dir)
     cost_weighting = cost_weighting_summary(records, config.training)
-    model.save_checkpoint(
-        output,
-        metadata={
-            "stage": "rl",
-            "global_step": global_step,
-            "history": history,
-            "cost_weighting": cost_weighting,
-        },
-    )
+    metadata = {
+        "stage": "rl",
+        "global_step": global_step,
+        "history": history,
+        "cost_weighting": cost_weighting,
+        "inputs": given,
+    }
     report = {
         "stage": "rl",
         "checkpoint": str(output),
@@ -155,5 +156,5 @@ def train_rl(
         "cost_weighting": cost_weighting,
         "history": history,
     }
-    write_json(output / "training_report.json", report)
+    save_stage(model, output, metadata, report)
     return report

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from .config import SFTConfig
 from .costs import cost_weighting_summary
-from .io import write_json
 from .schemas import RewardRecord
 from .training_common import (
     console,
@@ -22,6 +21,8 @@ from .training_common import (
     move_batch,
     optimizer_parameters,
     optional_loader,
+    save_stage,
+    stage_inputs,
     stage_progress,
     start_stage,
 )
@@ -73,7 +74,9 @@ def train_sft(
 ) -> dict:
     """Train, keep the epoch with the best validation reward (if there is a validation
     split), write the checkpoint and training_report.json."""
+    records_read = records
     records, model = start_stage(records, config.model, config.training, checkpoint)
+    given = stage_inputs(config, records_read, checkpoint)
     worker_ids = records[0].worker_ids
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
     validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
@@ -133,15 +136,13 @@ def train_sft(
         console.print(f"SFT: kept epoch {best_epoch} (validation reward {best_reward:.4f})")
     output = Path(output_dir)
     cost_weighting = cost_weighting_summary(records, config.training)
-    model.save_checkpoint(
-        output,
-        metadata={
-            "stage": "sft",
-            "best_epoch": best_epoch or config.training.epochs,
-            "history": history,
-            "cost_weighting": cost_weighting,
-        },
-    )
+    metadata = {
+        "stage": "sft",
+        "best_epoch": best_epoch or config.training.epochs,
+        "history": history,
+        "cost_weighting": cost_weighting,
+        "inputs": given,
+    }
     report = {
         "stage": "sft",
         "checkpoint": str(output),
@@ -153,7 +154,7 @@ def train_sft(
         "svf_matrices": model.svf.names if model.svf is not None else [],
         "history": history,
     }
-    write_json(output / "training_report.json", report)
+    save_stage(model, output, metadata, report)
     return report
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,15 +22,26 @@ from rich.progress import (
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
+from .config import (
+    ESTrainingConfig,
+    ModelConfig,
+    RLConfig,
+    RLTrainingConfig,
+    SFTConfig,
+    SFTTrainingConfig,
+)
 from .costs import apply_cost_weight
 from .features import FeatureExtractor, Prompt, backbone_shape
-from .model import RouterModel, load_router
+from .io import remove_files, write_json
+from .model import HEAD_FILE, META_FILE, RouterModel, load_router
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 
 console = Console()
 
 Batch = dict[str, torch.Tensor]
+STAGE_REPORT = "training_report.json"
+# Where features are cached and how many are computed at once do not change a trained model.
+RESULT_NEUTRAL_MODEL_KEYS = ("cache_dir", "feature_batch_size")
 
 
 def seed_everything(seed: int) -> None:
@@ -65,6 +78,45 @@ def start_stage(
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     seed_everything(training.seed)
     return records, make_model(model_cfg, records[0].worker_ids, checkpoint)
+
+
+def records_digest(records: list[RewardRecord]) -> str:
+    """sha1 of the records as read, in order (every field: prompt, split, rewards, costs...)."""
+    digest = hashlib.sha1()
+    for record in records:
+        digest.update(record.model_dump_json().encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def stage_inputs(
+    config: SFTConfig | RLConfig, records: list[RewardRecord], checkpoint: str | None
+) -> dict:
+    """What a gradient stage's result depends on, saved in its checkpoint's metadata: the
+    config (less RESULT_NEUTRAL_MODEL_KEYS), the records' digest, and the checkpoint it
+    continued from (its path and the sha1 of its tensors) or None."""
+    dumped = config.model_dump(mode="json")
+    for key in RESULT_NEUTRAL_MODEL_KEYS:
+        dumped["model"].pop(key, None)
+    start = None
+    if checkpoint is not None:
+        tensors = (Path(checkpoint) / HEAD_FILE).read_bytes()
+        start = {"checkpoint": str(checkpoint), "sha1": hashlib.sha1(tensors).hexdigest()}
+    return {"config": dumped, "records_sha1": records_digest(records), "continued_from": start}
+
+
+def save_stage(model: RouterModel, output: Path, metadata: dict, report: dict) -> None:
+    """The checkpoint, then its training_report.json. The old report goes first: a run
+    killed while saving never leaves another run's report beside the new checkpoint."""
+    remove_files(output, [STAGE_REPORT])
+    model.save_checkpoint(output, metadata)
+    write_json(output / STAGE_REPORT, report)
+
+
+def remove_stage(folder: Path) -> None:
+    """Delete a stage's checkpoint and report (the metadata first, so that even a kill half-way
+    leaves no loadable checkpoint)."""
+    remove_files(folder, [META_FILE, HEAD_FILE, STAGE_REPORT])
 
 
 def nothing_to_learn(train: list[RewardRecord]) -> str | None:
