@@ -763,3 +763,50 @@ def test_sigterm_while_writing_keeps_the_old_file_and_leaves_no_temporary_one(
     assert "interrupted:" in child.stdout and "run the same command again" in child.stdout
     assert output.read_text(encoding="utf-8") == "the old tasks\n"
     assert [path.name for path in tmp_path.iterdir()] == ["tasks.jsonl"]
+
+
+CTRL_C_WHILE_IMPORTING = """\
+import builtins, os, signal, sys, tomllib
+from importlib import import_module
+
+module_name, argv = sys.argv[1], sys.argv[2:]
+real_import = builtins.__import__
+
+
+def interrupting(name, *args, **kwargs):
+    if name == module_name:  # Ctrl-C while this module is being imported
+        builtins.__import__ = real_import
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+
+
+with open("pyproject.toml", "rb") as stream:  # the installed `fugu-lite` script calls this
+    target = tomllib.load(stream)["project"]["scripts"]["fugu-lite"]
+sys.argv = ["fugu-lite", *argv]
+builtins.__import__ = interrupting
+entry_module, _, entry = target.partition(":")
+getattr(import_module(entry_module), entry)()
+"""
+
+
+@pytest.mark.parametrize("module", ["typer", "torch"])
+def test_ctrl_c_while_the_command_line_imports_says_so_in_one_line(
+    tmp_path: Path, module: str
+) -> None:
+    """Ctrl-C in the first second of `fugu-lite train ...` printed a KeyboardInterrupt
+    traceback (while the CLI imported typer) or ended without a word (torch)."""
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=3))
+    argv = ["train", "sft", "-r", str(records), "-o", str(tmp_path / "out")]
+    child = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module, *argv],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert child.returncode == 130, child.stdout + child.stderr
+    output = child.stdout + child.stderr
+    assert "Traceback" not in output and "interrupted:" in output, output
+    assert not (tmp_path / "out").exists()

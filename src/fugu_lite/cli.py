@@ -87,6 +87,20 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(code=2)
 
 
+_interruptions_reported: list[str] = []
+
+
+def report_interruption(what_was_kept: str) -> None:
+    """The one line a stopped command prints: what was kept and how to go on."""
+    console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
+    _interruptions_reported.append(what_was_kept)
+
+
+def interruption_reported() -> bool:
+    """Whether a command said what its interruption kept (the entry point says it otherwise)."""
+    return bool(_interruptions_reported)
+
+
 @contextmanager
 def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
@@ -96,7 +110,7 @@ def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
+        report_interruption(what_was_kept)
         raise typer.Exit(code=130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -590,9 +604,8 @@ def collect_command(
             collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
         )
     except KeyboardInterrupt:
-        console.print(
-            "[yellow]interrupted:[/yellow] everything finished so far is saved; run the same "
-            "command again to continue"
+        report_interruption(
+            "everything finished so far is saved; run the same command again to continue"
         )
         raise typer.Exit(code=130) from None
     except (ConfigError, RecordFileError, CollectError, LocalServerError, PoolStartError) as error:
@@ -660,7 +673,7 @@ def demo_command(
     try:
         run_demo(settings, cfg)
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted:[/yellow] rerun `make demo`; collection resumes")
+        report_interruption("rerun `make demo`; collection resumes")
         raise typer.Exit(code=130) from None
     except (ValueError, RuntimeError, OSError) as error:
         fail(str(error))
