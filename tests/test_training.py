@@ -556,7 +556,7 @@ def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(
     assert trained == [] and "already holds the SFT" in " ".join(capsys.readouterr().out.split())
     assert (tmp_path / "sft" / "router_head.safetensors").read_bytes() == sft_head
     rl = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
-    assert rl["continued_from"]["sha1"] == hashlib.sha1(sft_head).hexdigest()
+    assert rl["continued_from"]["sha256"] == hashlib.sha256(sft_head).hexdigest()
     assert (tmp_path / "training_report.json").exists()
 
     # another SFT setting, or other records: SFT is trained again
