@@ -300,6 +300,28 @@ def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
     assert "Write a haiku." in judge_request and "Autumn wind." in judge_request
 
 
+def haiku_tasks(n: int) -> list[Task]:
+    return [Task(id=f"h{i}", prompt=f"Write haiku {i}.", grader="judge", task="poetry")
+            for i in range(n)]  # fmt: skip
+
+
+def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain.\nSCORE: 8") as a, StubWorker("Snow.\nSCORE: 6") as b:
+        config = stub_pool(("a", a), ("b", b))
+        run(config, tasks, output, judge_worker="a")
+        summary = run(config, tasks, output, judge_worker="a")  # reads its own judge lines
+    assert summary.complete and summary.records_written == 0
+    lines = log_lines(output)
+    answers = {(x["task_id"], x["worker_id"]): x for x in lines if x["event"] == "call"}
+    judged = [line for line in lines if line["event"] == "judge"]
+    assert sorted((x["task_id"], x["judged_worker_id"]) for x in judged) == sorted(answers)
+    for line in judged:
+        answer = answers[(line["task_id"], line["judged_worker_id"])]
+        assert line["worker_id"] == "a" and line["judged_request_hash"] == answer["request_hash"]
+
+
 def test_cli_collect(tmp_path: Path) -> None:
     tasks = number_tasks(3)
     tasks_path = tmp_path / "tasks.jsonl"

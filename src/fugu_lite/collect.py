@@ -4,8 +4,9 @@ scores become RewardRecords.
 Two append-only JSONL files, each line flushed and fsynced as soon as it is known:
 
 - the call log (default `<output stem>.calls.jsonl`): one `call` line per worker call
-  (prompt hash, worker, output, usage, cost, latency, error) and one `grade` line per
-  graded answer (score or grading error);
+  (prompt hash, worker, output, usage, cost, latency, error), one `judge` line per call to
+  the judge (the task, the judged worker and the request hash of the answer it judged) and
+  one `grade` line per graded answer (score or grading error);
 - the output: one RewardRecord per task, written once every worker's answer is graded.
 
 So a run can stop at any moment (Ctrl-C, kill -9) and the next run with the same files
@@ -59,6 +60,8 @@ class LogEntry(BaseModel):
     worker_id: str
     request_hash: str
     grading_hash: str | None = None  # grade events: what the grade was computed against
+    judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
+    judged_request_hash: str | None = None  # judge events: the request hash of that answer
     prompt_hash: str | None = None
     output: str | None = None
     usage: dict[str, int] | None = None
@@ -213,6 +216,8 @@ class CollectState:
                     f"{self.log}, line {line_number}: not a call-log entry "
                     f"({error.errors()[0]['msg']}); fix or delete that line"
                 ) from error
+            if entry.event == "judge":
+                continue  # what the judge said is in its grade line
             cell = (entry.task_id, entry.worker_id)
             if self.hashes.get(cell) != entry.request_hash:
                 continue  # another task set, another worker, or a changed request
@@ -304,14 +309,14 @@ class Collector:
         pool: WorkerPool,
         state: CollectState,
         *,
-        judge: Judge | None = None,
+        judge_worker: str | None = None,
         down_after: int = DOWN_AFTER,
         grade_concurrency: int = 2,
         progress: Progress | None = None,
     ) -> None:
         self.pool = pool
         self.state = state
-        self.judge = judge
+        self.judge_worker = judge_worker
         self.down_after = down_after
         self.grade_slots = asyncio.Semaphore(grade_concurrency)
         self.progress = progress
@@ -383,9 +388,14 @@ class Collector:
         cell = (task_id, worker_id)
         call = self.state.calls[cell]
         task = self.state.tasks[task_id]
+        judge = (
+            None
+            if self.judge_worker is None
+            else logging_judge(self.pool, self.judge_worker, self.state, cell)
+        )
         async with self.grade_slots:
             try:
-                verdict = await grade(task, call.output or "", self.judge)
+                verdict = await grade(task, call.output or "", judge)
             except Exception as error:  # a grader bug must not end the run or score 0
                 verdict = Grade(score=None, error=f"grader raised {type(error).__name__}: {error}")
         if verdict.score is not None and not (
@@ -434,19 +444,24 @@ class Collector:
         self.progress.update(self.bars[worker_id], advance=1, status=status)
 
 
-def logging_judge(pool: WorkerPool, worker_id: str, state: CollectState) -> Judge:
-    """The LLM judge for the judge grader: a pool worker, its calls logged as `judge`."""
-    pool.worker(worker_id)
+def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Cell) -> Judge:
+    """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
+    naming the task, the judged worker and the request hash of the judged answer."""
+    pool.worker(judge_id)
+    task_id, worker_id = cell
+    judged_request_hash = state.calls[cell].request_hash
 
     async def judge(messages: list[dict[str, str]]) -> str:
-        result = await pool.chat(worker_id, list(messages), temperature=0.0)
+        result = await pool.chat(judge_id, list(messages), temperature=0.0)
         state.add(
             LogEntry(
-                event="judge", task_id="", worker_id=worker_id,
+                event="judge", task_id=task_id, worker_id=judge_id,
+                judged_worker_id=worker_id, judged_request_hash=judged_request_hash,
                 request_hash=hashlib.sha1(json.dumps(messages).encode()).hexdigest(),
                 output=result.output, cost=result.cost, latency_s=result.latency_s,
                 usage=None if result.usage is None else result.usage.model_dump(),
                 error=result.error, error_kind=result.error_kind, attempts=result.attempts,
+                started_at=result.started_at, finished_at=result.finished_at,
             )
         )  # fmt: skip
         if result.error is not None or result.output is None:
@@ -476,10 +491,9 @@ async def collect(
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {message}")
     async with WorkerPool(config) as pool:
-        judge = None if judge_worker is None else logging_judge(pool, judge_worker, state)
         with _progress(show_progress, console) as progress:
             collector = Collector(
-                pool, state, judge=judge, down_after=down_after, progress=progress
+                pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
             )
             await collector.run()
     return summarize(state, collector.counters)
