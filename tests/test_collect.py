@@ -322,6 +322,43 @@ def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) ->
         assert line["worker_id"] == "a" and line["judged_request_hash"] == answer["request_hash"]
 
 
+def test_an_unreadable_judge_is_explained_retried_and_never_scored_zero(tmp_path: Path) -> None:
+    tasks = haiku_tasks(1)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("w", worker), ("judge", judge))
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        assert result.exit_code == 1 and not output.exists()
+        assert "1 answer of w could not be graded" in result.output
+        assert "`SCORE: N`" in result.output and "stronger --judge" in result.output
+        assert "'I like it.'" in result.output
+        failed = [line for line in log_lines(output) if line["event"] == "grade"]
+        assert all("`SCORE: N`" in line["grade_error"] for line in failed)
+
+        judge.reply = "Good.\nSCORE: 7"
+        summary = run(config, tasks, output, judge_worker="judge")
+        assert len(worker.bodies) == 1  # the saved answer is judged again, not asked again
+    assert summary.complete and read_records(output)[0].rewards == [pytest.approx(0.7)] * 2
+    assert summary.workers[0].ungraded == 0 and summary.workers[0].grade_error is None
+
+
+def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:
+    tasks = haiku_tasks(1)
+    with StubWorker("Rain.") as worker, StubWorker("The response is") as judge:
+        judge.finish_reason = "length"
+        config = stub_pool(("w", worker), ("judge", judge), params={"max_tokens": 24})
+        summary = run(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    assert not summary.complete and summary.workers[0].ungraded == 1
+    assert "task h0: the judge failed" in (summary.workers[0].grade_error or "")
+    assert "(max_tokens 24)" in (summary.workers[0].grade_error or "")
+    assert "raise params.max_tokens of worker judge" in (summary.workers[0].grade_error or "")
+
+
 def test_cli_collect(tmp_path: Path) -> None:
     tasks = number_tasks(3)
     tasks_path = tmp_path / "tasks.jsonl"

@@ -613,6 +613,13 @@ def collect_command(
     console.print(summary_table(summary))
     console.print(f"records: {summary.output} · call log: {summary.log}")
     for worker in summary.workers:
+        if worker.grade_error:
+            console.print(
+                f"[yellow]{worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
+                f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
+                f"without new calls, when you run this again); the first: "
+                f"{escape(worker.grade_error)}"
+            )
         if worker.down:
             console.print(
                 f"[red]worker {worker.worker_id} is down[/red] ({worker.down}); its "

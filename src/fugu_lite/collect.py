@@ -37,7 +37,7 @@ from rich.table import Table
 from .io import RecordFileError, append_jsonl, iter_jsonl
 from .pool import PoolConfig, WorkerConfig
 from .schemas import RewardRecord, prompt_hash
-from .scoring import Grade, grade
+from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
 from .workers import CallResult, Judge, WorkerCallError, WorkerPool
 
@@ -83,6 +83,8 @@ class WorkerSummary(BaseModel):
     pending: int
     calls: int  # this run
     errors: int  # this run: failed calls and grading errors
+    ungraded: int = 0  # this run: answers the grader (or judge) could not score
+    grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
     cost: float
     mean_latency_s: float | None
@@ -298,6 +300,8 @@ class RunCounters:
     def __init__(self, worker_ids: list[str]) -> None:
         self.calls = dict.fromkeys(worker_ids, 0)
         self.errors = dict.fromkeys(worker_ids, 0)
+        self.ungraded = dict.fromkeys(worker_ids, 0)
+        self.grade_error: dict[str, str] = {}
         self.consecutive_down = dict.fromkeys(worker_ids, 0)
         self.down: dict[str, str] = {}
         self.records_written = 0
@@ -404,6 +408,8 @@ class Collector:
             verdict = Grade(score=None, error=f"grader returned {verdict.score}, not in [0, 1]")
         if verdict.score is None:
             self.counters.errors[worker_id] += 1
+            self.counters.ungraded[worker_id] += 1
+            self.counters.grade_error.setdefault(worker_id, f"task {task_id}: {verdict.error}")
         self.state.add(
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,
@@ -444,10 +450,14 @@ class Collector:
         self.progress.update(self.bars[worker_id], advance=1, status=status)
 
 
+class JudgeReplyCut(RuntimeError):
+    """The judge's reply hit its token limit before it gave a score."""
+
+
 def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Cell) -> Judge:
     """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
     naming the task, the judged worker and the request hash of the judged answer."""
-    pool.worker(judge_id)
+    judge_worker = pool.worker(judge_id)
     task_id, worker_id = cell
     judged_request_hash = state.calls[cell].request_hash
 
@@ -466,9 +476,21 @@ def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Ce
         )  # fmt: skip
         if result.error is not None or result.output is None:
             raise WorkerCallError(result.error_kind or "server", result.error or "no output")
+        if _hit_token_limit(result) and parse_judge_score(result.output) is None:
+            limit = judge_worker.params.get("max_tokens", "the server's default")
+            raise JudgeReplyCut(
+                f"its reply stopped at its token limit (max_tokens {limit}) before a "
+                f"`SCORE: N` line; raise params.max_tokens of worker {judge_id} (the judge "
+                "may reason before it scores) or judge with another worker (--judge)"
+            )
         return result.output
 
     return judge
+
+
+def _hit_token_limit(result: CallResult) -> bool:
+    choices = (result.raw or {}).get("choices") or [{}]
+    return isinstance(choices[0], dict) and choices[0].get("finish_reason") == "length"
 
 
 async def collect(
@@ -544,6 +566,8 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
                 calls=counters.calls[worker_id],
                 errors=counters.errors[worker_id],
+                ungraded=counters.ungraded[worker_id],
+                grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
                 cost=sum(call.cost or 0.0 for call in calls),
                 mean_latency_s=sum(latencies) / len(latencies) if latencies else None,

@@ -760,7 +760,11 @@ async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
         return cannot_grade(f"the judge replied {type(reply).__name__}, not text")
     score = parse_judge_score(reply)
     if score is None:
-        return cannot_grade(f"could not read a score in the judge's reply: {reply[-200:]!r}")
+        return cannot_grade(
+            f"could not read a score in the judge's reply (it should end with a line "
+            f"`SCORE: N`, N from 0 to 10): {reply.strip()[-120:]!r}; judge with a model that "
+            "follows this format (a stronger --judge worker)"
+        )
     return Grade(score=score, detail=f"judge score {score:.2f}: {reply.strip()[-160:]}")
 
 

@@ -68,6 +68,7 @@ class StubWorker:
         self.retry_after_s = retry_after_s
         self.hang_s = hang_s
         self.stream_chunk_delay_s = stream_chunk_delay_s
+        self.finish_reason = "stop"  # "length": replies as if cut at the token limit
         self.failures: deque[str] = deque()
         self.bodies: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
@@ -195,7 +196,7 @@ class StubWorker:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
+                        "finish_reason": self.finish_reason,
                     }
                 ],
                 "usage": usage,
