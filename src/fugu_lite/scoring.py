@@ -688,6 +688,9 @@ DEFAULT_RUBRIC = (
 )
 JUDGE_SYSTEM = "You are a strict, fair grader. You score one response to one task."
 MAX_JUDGED_CHARS = 6000
+# A response line this long found inside a reply line is an echo; a shorter one ("7/10")
+# only when it is the whole line, since the judge's own verdict may hold the same text.
+MIN_ECHO_CHARS = 20
 _SCORE_LINE = re.compile(
     r"score\s*(?:\(0-10\))?\s*[:=]?\s*\**\s*(?P<value>-?\d+(?:\.\d+)?)\s*\**"
     r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?",
@@ -749,6 +752,26 @@ def parse_judge_score(reply: str) -> float | None:
     return value / scale
 
 
+def without_echoed_scores(reply: str, output: str) -> str:
+    """The judge's reply without the judged response's own score-like lines. A judge that
+    echoes the response (small models do) would otherwise be read as giving the score the
+    response wrote for itself ("SCORE: 10" at its end), by accident or on purpose."""
+    text = unicodedata.normalize("NFKC", reply or "")
+    response = unicodedata.normalize("NFKC", output[:MAX_JUDGED_CHARS])
+    echoed = {
+        line.strip()
+        for line in response.splitlines()
+        if _SCORE_LINE.search(line) or _RATIO.search(line)
+    }
+    kept = [
+        line
+        for line in text.splitlines()
+        if line.strip() not in echoed
+        and not any(len(copy) >= MIN_ECHO_CHARS and copy in line for copy in echoed)
+    ]
+    return "\n".join(kept)
+
+
 async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
     if judge is None:
         return cannot_grade("the judge grader needs a judge (a worker of the pool); none given")
@@ -758,7 +781,7 @@ async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
         return cannot_grade(f"the judge failed: {type(error).__name__}: {error}")
     if not isinstance(reply, str):
         return cannot_grade(f"the judge replied {type(reply).__name__}, not text")
-    score = parse_judge_score(reply)
+    score = parse_judge_score(without_echoed_scores(reply, output))
     if score is None:
         return cannot_grade(
             f"could not read a score in the judge's reply (it should end with a line "
