@@ -324,6 +324,34 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+def test_a_run_killed_right_after_its_checkpoint_leaves_no_earlier_report(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kill between the new checkpoint and its training_report.json left the previous
+    run's report (its history, best generation) beside the new checkpoint."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    assert (tmp_path / "training_report.json").exists()
+    save_checkpoint = RouterModel.save_checkpoint
+
+    def killed_after_saving(self: RouterModel, *args: object, **kwargs: object) -> None:
+        save_checkpoint(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RouterModel, "save_checkpoint", killed_after_saving)
+    with pytest.raises(KeyboardInterrupt):
+        train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
+    assert json.loads((tmp_path / "router.json").read_text())["metadata"]["generations"] == 8
+    assert not (tmp_path / "training_report.json").exists()
+
+    monkeypatch.undo()  # the same command again continues and writes the report
+    report = train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
+    assert report["generations"] == 8
+    assert json.loads((tmp_path / "training_report.json").read_text())["generations"] == 8
+
+
 @pytest.mark.parametrize("damage", ["cut short", "emptied"])
 def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, damage: str

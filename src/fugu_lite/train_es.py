@@ -30,7 +30,7 @@ from torch.func import functional_call
 
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
-from .io import write_bytes_atomic, write_json
+from .io import write_bytes_atomic
 from .model import RouterModel
 from .schemas import RewardRecord, records_in_split
 from .training_common import (
@@ -38,6 +38,7 @@ from .training_common import (
     make_loader,
     move_batch,
     optimizer_parameters,
+    save_stage,
     stage_progress,
     start_stage,
 )
@@ -563,15 +564,12 @@ def write_outputs(
         )
     else:
         console.print("ES: no generation beat the starting point on validation; kept it")
-    model.save_checkpoint(
-        output,
-        metadata={
-            "stage": "es",
-            **summary,
-            "history": state.history,
-            "cost_weighting": cost_weighting,
-        },
-    )
+    metadata = {
+        "stage": "es",
+        **summary,
+        "history": state.history,
+        "cost_weighting": cost_weighting,
+    }
     report = {
         "stage": "es",
         "checkpoint": str(output),
@@ -585,7 +583,7 @@ def write_outputs(
         "cost_weighting": cost_weighting,
         "history": state.history,
     }
-    write_json(output / "training_report.json", report)
+    save_stage(model, output, metadata, report)
     return report
 
 
