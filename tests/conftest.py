@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,21 @@ def require_shared_data() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI needs the shared data at {SHARED_DATA}")
     pytest.skip(f"real data not found at {SHARED_DATA} (put ../shared/data beside the project)")
+
+
+def writer_temporary(name: str, pid: int) -> str:
+    """How a writer with this pid on this host names its temporary copy of `name`
+    (io.writer_prefix; spelt out here because runs of other versions must read it too)."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32]
+    return f".{name}.w-{host}-{pid}.k1ll3d"
+
+
+def finished_pid() -> int:
+    """The pid of a process that has ended (and been waited for)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
+    return int(done.stdout)
 
 
 def generated_records(n_per_topic: int = 40, seed: int = 0) -> list[RewardRecord]:

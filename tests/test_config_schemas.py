@@ -6,6 +6,9 @@ import json
 import math
 import os
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,7 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import RecordFileError, write_bytes_atomic, write_text_atomic
+from fugu_lite.io import RecordFileError, write_bytes_atomic, write_json, write_text_atomic
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -510,6 +513,69 @@ def test_atomic_writes_replace_the_file_whole_or_not_at_all(tmp_path: Path) -> N
         write_bytes_atomic(path, "not bytes")  # type: ignore[arg-type]
     assert path.read_bytes() == b"\x00second"
     assert sorted(p.name for p in path.parent.iterdir()) == ["state.bin"]  # no temporary left
+
+
+STOPPED_WRITER = """\
+import os, sys, time
+import fugu_lite.io as io
+if sys.argv[2] == "dies":
+    os.replace = lambda *args: os._exit(9)  # dies with its temporary file written, as on kill -9
+else:
+    os.replace = lambda *args: time.sleep(600)  # still writing
+io.write_json(sys.argv[1], {"from": "a stopped writer"})
+"""
+
+
+def stopped_writer(path: Path, how: str) -> subprocess.Popen:
+    """A `write_json(path)` in another process, stopped just before its rename."""
+    return subprocess.Popen([sys.executable, "-c", STOPPED_WRITER, str(path), how])
+
+
+def temporaries_of(folder: Path, name: str, count: int = 1) -> set[str]:
+    """The temporary files a writer of `name` has in `folder`, once there are `count`."""
+    deadline = time.monotonic() + 60
+    while True:
+        found = {p.name for p in folder.iterdir() if p.name.startswith(f".{name}.")}
+        if len(found) >= count:
+            return found
+        assert time.monotonic() < deadline, f"no temporary file of {name} in {folder}"
+        time.sleep(0.05)
+
+
+def test_a_write_removes_the_temporary_files_of_killed_writers_not_of_live_ones(
+    tmp_path: Path,
+) -> None:
+    """A run killed in an atomic write left its hidden *.tmp file in the folder (a feature
+    cache shard, a checkpoint) and no later run removed it."""
+    dead = stopped_writer(tmp_path / "shard.safetensors", "dies")
+    assert dead.wait(60) == 9  # waited for: its pid is not running any more
+    live = stopped_writer(tmp_path / "settings.json", "waits")
+    try:
+        dead_files = temporaries_of(tmp_path, "shard.safetensors")
+        live_files = temporaries_of(tmp_path, "settings.json")
+        write_json(tmp_path / "report.json", {"run": "later"})
+        left = {p.name for p in tmp_path.iterdir()}
+        assert not dead_files & left
+        assert live_files <= left  # a run still writing there keeps its file
+        assert live.poll() is None
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_temporary_file_a_day_old_is_removed_even_if_its_pid_runs(tmp_path: Path) -> None:
+    """A pid reused since (or another machine's writer on a shared cache) must not keep a
+    leftover forever."""
+    live = stopped_writer(tmp_path / "shard.safetensors", "waits")
+    try:
+        (name,) = temporaries_of(tmp_path, "shard.safetensors")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        os.utime(tmp_path / name, (two_days_ago, two_days_ago))
+        write_json(tmp_path / "report.json", {"run": "later"})
+        assert not (tmp_path / name).exists()
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:

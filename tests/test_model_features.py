@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import finished_pid, writer_temporary
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
@@ -232,6 +234,31 @@ def test_a_local_backbone_loads_without_transformers_weight_bar(
     assert transformers_logging.is_progress_bar_enabled()  # restored for downloads
     for name, tensor in tiny_backbone.model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[name], tensor), name
+
+
+def test_a_dequantized_backbone_copy_removes_what_killed_copies_left(
+    tiny_backbone, tmp_path: Path
+) -> None:
+    """A run killed while caching the fp32 copy of a GGUF backbone (about 540 MB for
+    SmolLM2) left its staging folder, which a later run removed only if it reused the name;
+    a run that found the copy made by another kept its own staging folder forever."""
+    folder = tmp_path / "backbones"
+    target = folder / "smollm2"
+    dead = folder / f"{writer_temporary(target.name, finished_pid())}.partial"
+    live = folder / f"{writer_temporary('other', os.getpid())}.partial"  # this run: running
+    unnamed = folder / "smollm2.partial"  # earlier versions' staging folder, two days old
+    for staging in (dead, live, unnamed):
+        staging.mkdir(parents=True)
+        (staging / "model.safetensors").write_bytes(b"half a copy")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(unnamed, (two_days_ago, two_days_ago))
+    backbones_module._save_plain_copy(tiny_backbone, target)
+    assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
+    assert load_backbone(str(target)).model.config.hidden_size == (
+        tiny_backbone.model.config.hidden_size
+    )
+    backbones_module._save_plain_copy(tiny_backbone, target)  # another run's copy is there
+    assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
 
 
 def test_cache_key_follows_the_feature_settings_only() -> None:

@@ -8,13 +8,16 @@ temporary folder; the integration test exports the real MiniLM cut at the defaul
 from __future__ import annotations
 
 import gc
+import os
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import finished_pid, writer_temporary
 from pydantic import ValidationError
 
 import fugu_lite.onnx_runtime as onnx_module
@@ -242,6 +245,39 @@ def test_a_damaged_cached_file_is_exported_again(
     assert extractor.runtime.name == "onnx"
     assert "unusable" in capsys.readouterr().err
     assert (folder / MODEL_FILE).stat().st_size > 1000
+
+
+def leftover(folder: Path, name: str, pid: int, suffix: str = "") -> Path:
+    """Where a writer with this pid stages `name` (as export_backbone/quantize_export do)."""
+    return folder / f"{writer_temporary(name, pid)}{suffix}"
+
+
+def test_loading_an_export_removes_what_killed_exports_left_not_live_ones(
+    tiny: LoadedBackbone, cache: Path
+) -> None:
+    """kill -9 during an export or its int8 copy left a hidden staging folder or *.partial file
+    (about 90 MB each for MiniLM) in the shared cache, which no run removed."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    dead = finished_pid()
+    dead_export = leftover(folder.parent, folder.name, dead)
+    live_export = leftover(folder.parent, folder.name, os.getpid())
+    for staging in (dead_export, live_export):
+        staging.mkdir()
+        (staging / MODEL_FILE).write_bytes(b"half an export")
+    dead_int8 = leftover(folder, QUANTIZED_FILE, dead, ".partial")
+    live_int8 = leftover(folder, QUANTIZED_FILE, os.getpid(), ".partial")
+    unnamed_int8 = folder / f".{QUANTIZED_FILE}.{'0' * 32}.partial"  # earlier versions' name
+    for partial in (dead_int8, live_int8, unnamed_int8):
+        partial.write_bytes(b"half an int8 copy")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(unnamed_int8, (two_days_ago, two_days_ago))
+
+    assert extractor_for(tiny, layer=2, quantization="int8").runtime.name == "onnx"
+    assert not dead_export.exists() and not dead_int8.exists() and not unnamed_int8.exists()
+    assert (live_export / MODEL_FILE).exists() and live_int8.exists()  # a run still writing
+    assert (folder / QUANTIZED_FILE).exists()
 
 
 # --- failures -------------------------------------------------------------------------------

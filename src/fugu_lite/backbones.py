@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import shutil
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from .io import give_new_file_mode
+from .io import STALE_AFTER_S, give_new_file_mode, remove_dead_writers_files, writer_prefix
 
 console = Console(stderr=True)
 
@@ -192,19 +195,43 @@ def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) ->
 
 
 def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
-    partial = target.with_name(target.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    config = copy.deepcopy(loaded.model.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config.save_pretrained(partial)
-    loaded.tokenizer.save_pretrained(partial)
-    state = {key: value.detach().contiguous() for key, value in loaded.model.state_dict().items()}
-    save_file(state, partial / "model.safetensors", metadata={"format": "pt"})
-    give_new_file_mode(partial / "model.safetensors")
-    if target.exists():
+    """Write the copy into this process's own staging folder (writer_prefix: a run killed
+    here leaves it for a later run to remove) and move it into place once complete; a
+    concurrent run's finished copy wins."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_writers_files(target.parent)
+    _remove_stale_unnamed_copy(target.with_name(target.name + ".partial"))
+    staging = target.with_name(f"{writer_prefix(target.name)}{uuid.uuid4().hex[:8]}.partial")
+    try:
+        staging.mkdir()
+        config = copy.deepcopy(loaded.model.config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(staging)
+        loaded.tokenizer.save_pretrained(staging)
+        state = {
+            key: value.detach().contiguous() for key, value in loaded.model.state_dict().items()
+        }
+        save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
+        give_new_file_mode(staging / "model.safetensors")
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "model.safetensors").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_stale_unnamed_copy(folder: Path) -> None:
+    """Earlier versions staged every run's copy in one folder, `<target>.partial`; one a day
+    old is a killed run's (about 540 MB for SmolLM2)."""
+    try:
+        stale = time.time() - folder.stat().st_mtime > STALE_AFTER_S
+    except OSError:
         return
-    partial.rename(target)
+    if stale:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _load_pretrained(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -85,8 +90,11 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     the mode of the file it replaces; a new file gets the usual 0o666 minus the umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_writers_files(path.parent)
     mode = _mode_for(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=writer_prefix(path.name), suffix=".tmp"
+    )
     try:
         os.fchmod(handle, mode)  # mkstemp creates 0o600
         with os.fdopen(handle, "wb") as stream:
@@ -97,6 +105,76 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+# A temporary file or folder named by writer_prefix: its writer's host and pid.
+_WRITER_NAME = re.compile(r"^\..+\.w-(?P<host>[A-Za-z0-9-]*)-(?P<pid>[0-9]+)\.")
+# What earlier versions named them (without the writer): removed only once STALE_AFTER_S old.
+_UNNAMED_WRITER = re.compile(
+    r"^\..+(\.[a-z0-9_]{8}\.tmp|\.[0-9a-f]{32}\.partial|-layer-?[0-9]+-[0-9a-f]{16}\.[a-z0-9_]{8})$"
+)
+STALE_AFTER_S = 24 * 3600  # no write takes this long: older temporaries are leftovers
+_SWEPT_FOLDERS: set[Path] = set()
+
+
+def writer_prefix(name: str) -> str:
+    """The start of a temporary name for `name` written by this process: hidden, naming this
+    host and pid, so that a later run can tell a killed writer's leftover from a live one's."""
+    return f".{name}.w-{_host()}-{os.getpid()}."
+
+
+def remove_dead_writers_files(folder: str | Path) -> None:
+    """Delete the temporary files and folders (writer_prefix) in `folder` that a killed run
+    left: those of a pid not running on this host, and any older than STALE_AFTER_S (a pid
+    reused since, another host's). Runs sharing the folder keep their own. Once per process
+    and folder; a file that cannot be removed stays."""
+    folder = Path(folder)
+    if folder in _SWEPT_FOLDERS:
+        return
+    _SWEPT_FOLDERS.add(folder)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not _is_leftover(entry.name, entry.path):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):  # another user's, in a shared folder
+                Path(entry.path).unlink(missing_ok=True)
+
+
+def _is_leftover(name: str, path: str) -> bool:
+    written = _WRITER_NAME.match(name)
+    if written is None and _UNNAMED_WRITER.match(name) is None:
+        return False
+    try:
+        age = time.time() - os.lstat(path).st_mtime
+    except OSError:
+        return False
+    if age > STALE_AFTER_S:
+        return True
+    if written is None or written["host"] != _host():
+        return False
+    return not _pid_alive(int(written["pid"]))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, OSError):  # not a pid this system can have
+        return False
+    return True
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32]
 
 
 def remove_files(folder: str | Path, names: Iterable[str]) -> None:

@@ -39,6 +39,7 @@ from torch import nn
 
 from .backbones import cache_root
 from .config import ModelConfig
+from .io import remove_dead_writers_files, writer_prefix
 
 EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
@@ -150,7 +151,7 @@ def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target
         if config is not None and hasattr(config, "_attn_implementation"):
             config._attn_implementation = "eager"
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = Path(tempfile.mkdtemp(prefix=writer_prefix(target.name), dir=target.parent))
     staging.chmod(0o755)  # mkdtemp's 0700 would hide the cache from other users of the folder
     try:
         with torch.no_grad(), warnings.catch_warnings():
@@ -185,7 +186,7 @@ def quantize_export(source: Path, target: Path) -> None:
     CPUs without VNNI need against overflow of the u8 x s8 products), written atomically."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    staging = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+    staging = target.with_name(f"{writer_prefix(target.name)}{uuid.uuid4().hex}.partial")
     console.print(f"[dim]Quantizing the ONNX export to int8 once: {escape(str(target))}[/dim]")
     advice = _WithoutMessage("pre-processing before quantization")  # for static quantization
     logging.getLogger().addFilter(advice)
@@ -397,6 +398,8 @@ def _checked_session(
     quantization: str = "none",
 ) -> tuple[OnnxBackbone, str]:
     how = "cached in"
+    for parent in (folder.parent, folder):  # what killed exports left (~90 MB for MiniLM)
+        remove_dead_writers_files(parent)
     if not (folder / MODEL_FILE).exists():
         console.print(
             f"[dim]Exporting backbone {backbone_name!r} ({layer} blocks) to ONNX once; "
