@@ -593,6 +593,47 @@ def test_every_difference_is_listed(
     assert "workers:" in message and "model.layer:" in message
 
 
+@pytest.mark.parametrize(
+    ("backbone", "auto_means", "other"),
+    [("minilm", "mean", "penultimate"), ("tiny-random", "penultimate", "mean")],
+)
+def test_pooling_auto_loads_with_the_pooling_it_means_and_no_other(
+    tmp_path: Path, backbone: str, auto_means: str, other: str
+) -> None:
+    """A checkpoint trained without -c (pooling auto) was refused with -c
+    configs/default.yaml (pooling mean), although auto is mean on MiniLM: the same features."""
+    trained = ModelConfig(backbone=backbone, head="linear", cache_dir=str(tmp_path / "cache"))
+    RouterModel(trained, ["a", "b"], 8, 0).save_checkpoint(tmp_path / "ckpt")
+    for pooling in ("auto", auto_means):
+        given = trained.model_copy(update={"pooling": pooling})
+        assert load_router(tmp_path / "ckpt", given).model_cfg.pooling == "auto"
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", trained.model_copy(update={"pooling": other}))
+    expected = f"model.pooling: checkpoint 'auto' vs config '{other}' (auto = {auto_means} on"
+    assert expected in str(error.value)
+
+    # and the other way round: a checkpoint of the explicit pooling loads with auto
+    explicit = trained.model_copy(update={"pooling": auto_means})
+    RouterModel(explicit, ["a", "b"], 8, 0).save_checkpoint(tmp_path / "explicit")
+    load_router(tmp_path / "explicit", trained)
+
+
+def test_pooling_auto_and_what_it_means_share_the_feature_cache(
+    tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert tiny_model_cfg.pooling == "auto"
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    explicit = tiny_model_cfg.model_copy(update={"pooling": "penultimate"})
+    assert feature_cache_key(explicit) == feature_cache_key(tiny_model_cfg)
+    monkeypatch.setattr(FeatureExtractor, "encode", None)  # a cache hit never runs the backbone
+    again, extractor = compute_features(PROMPTS, explicit)
+    assert extractor is None and torch.equal(again, first)
+    for other in ("mean", "last"):
+        assert feature_cache_key(tiny_model_cfg.model_copy(update={"pooling": other})) != (
+            feature_cache_key(tiny_model_cfg)
+        )
+
+
 def test_a_folder_without_checkpoint_files_is_refused(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import shutil
 import time
@@ -70,9 +71,8 @@ class LoadedBackbone:
 
     @property
     def is_decoder(self) -> bool:
-        return not getattr(self.model.config, "is_encoder_decoder", False) and (
-            self.model.config.model_type not in {"bert", "roberta", "distilbert", "mpnet"}
-        )
+        config = self.model.config
+        return is_decoder_type(config.model_type, getattr(config, "is_encoder_decoder", False))
 
     @property
     def n_layers(self) -> int:
@@ -85,6 +85,52 @@ class LoadedBackbone:
 
 def cache_root() -> Path:
     return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
+
+
+ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "mpnet"})
+
+
+def is_decoder_type(model_type: str, is_encoder_decoder: bool) -> bool:
+    return not is_encoder_decoder and model_type not in ENCODER_TYPES
+
+
+def backbone_is_decoder(name: str) -> bool | None:
+    """Whether a backbone is a decoder (what pooling `auto` means for it), read from its
+    config.json without loading it; None when there is none to read (the backbone is not
+    here, or a single file)."""
+    if name == TINY_RANDOM:
+        return True  # a small Llama
+    embedded = EMBEDDED_BACKBONES.get(name)
+    if embedded is not None and embedded.gguf_file is not None:
+        return True  # SmolLM2: its GGUF folder has no config.json
+    try:
+        folder = embedded_path(name) if embedded is not None else local_backbone_path(name)
+    except RuntimeError:  # its package is not installed
+        return None
+    if folder is None:
+        folder = _hub_snapshot(name)
+    if folder is None:
+        return None
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        return is_decoder_type(str(config["model_type"]), bool(config.get("is_encoder_decoder")))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _hub_snapshot(name: str) -> Path | None:
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    revision = hub_revision(name)
+    if revision is None:
+        return None
+    return (
+        Path(constants.HF_HUB_CACHE)
+        / repo_folder_name(repo_id=name, repo_type="model")
+        / "snapshots"
+        / revision
+    )
 
 
 def local_backbone_path(name: str) -> Path | None:

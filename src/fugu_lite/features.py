@@ -22,7 +22,14 @@ from torch import nn
 from torch.func import functional_call
 from transformers import PreTrainedModel
 
-from .backbones import LoadedBackbone, backbone_identity, cache_root, layer_list, load_backbone
+from .backbones import (
+    LoadedBackbone,
+    backbone_identity,
+    backbone_is_decoder,
+    cache_root,
+    layer_list,
+    load_backbone,
+)
 from .config import ModelConfig
 from .io import write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
@@ -37,6 +44,14 @@ def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:
     if model_cfg.pooling != "auto":
         return model_cfg.pooling
     return "penultimate" if is_decoder else "mean"
+
+
+def configured_pooling(model_cfg: ModelConfig) -> str:
+    """The pooling a config means on its backbone, found without loading it: `auto` resolved
+    (mean on MiniLM), so `auto` and what it means compare equal; `auto` when the backbone's
+    config.json cannot be read."""
+    is_decoder = backbone_is_decoder(model_cfg.backbone) if model_cfg.pooling == "auto" else None
+    return model_cfg.pooling if is_decoder is None else resolved_pooling(model_cfg, is_decoder)
 
 
 class FeatureExtractor:
@@ -221,7 +236,7 @@ def feature_cache_key(model_cfg: ModelConfig) -> str:
     settings = {
         "backbone": backbone_identity(model_cfg.backbone),
         "layer": model_cfg.layer,
-        "pooling": model_cfg.pooling,
+        "pooling": configured_pooling(model_cfg),  # auto and what it means share a cache
         "max_tokens": model_cfg.max_tokens,
         "chat_template": model_cfg.chat_template,
         "version": FEATURE_FORMAT_VERSION,

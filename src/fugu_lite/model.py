@@ -22,6 +22,7 @@ from .features import (
     Prompt,
     announce_uncached_features,
     compute_features,
+    configured_pooling,
     console,
     uncached_features,
 )
@@ -385,10 +386,16 @@ def checkpoint_mismatches(
             f"workers: checkpoint {metadata['worker_ids']} vs records {list(worker_ids)}"
         )
     saved = ModelConfig.model_validate(metadata["model"])  # checked by read_checkpoint_metadata
+    # `auto` is compared as what it means on the backbone: the same features.
+    saved_pooling, given_pooling = configured_pooling(saved), configured_pooling(model_cfg)
+    if saved_pooling != given_pooling:
+        problems.append(
+            f"model.pooling: checkpoint {saved.pooling!r} vs config {model_cfg.pooling!r}"
+            + _meaning(saved, saved_pooling, model_cfg, given_pooling)
+        )
     for field in (
         "backbone",
         "layer",
-        "pooling",
         "max_tokens",
         "chat_template",
         "quantization",
@@ -408,6 +415,16 @@ def checkpoint_mismatches(
             f"{model_cfg.svf_targets!r}{dropped}"
         )
     return problems
+
+
+def _meaning(saved: ModelConfig, saved_pooling: str, given: ModelConfig, given_pooling: str) -> str:
+    """' (auto = penultimate on this backbone)' where an `auto` was resolved, else ''."""
+    resolved = [
+        f"{cfg.pooling} = {pooling}"
+        for cfg, pooling in ((saved, saved_pooling), (given, given_pooling))
+        if cfg.pooling != pooling
+    ]
+    return f" ({', '.join(resolved)} on this backbone)" if resolved else ""
 
 
 def mismatch_fix(problems: Sequence[str]) -> str:
