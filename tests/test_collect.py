@@ -27,7 +27,7 @@ from fugu_lite.pool import PoolConfig, embedded_pool_config
 from fugu_lite.schemas import RewardRecord, prompt_hash, read_records
 from fugu_lite.scoring import Grade
 from fugu_lite.tasks import Task, generate_tasks, write_tasks
-from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.testing.stub_worker import Reply, StubWorker
 
 PROJECT = Path(__file__).resolve().parents[1]
 FUGU = str(Path(sys.executable).with_name("fugu-lite"))
@@ -286,9 +286,19 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
         assert body["model"] == "other" or "model" not in change
 
 
+def answer_or_verdict(answer: str, verdict: str) -> Reply:
+    """A stub worker's reply: `verdict` when it is asked to judge, else `answer` (a judge
+    echoing the response's own score line is not read as its verdict)."""
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        return verdict if "Score the RESPONSE" in str(messages[-1]["content"]) else answer
+
+    return reply
+
+
 def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
     tasks = [Task(id="j", prompt="Write a haiku.", grader="judge", task="poetry")]
-    with StubWorker("Autumn wind.\nSCORE: 8") as stub:  # the answer, and the judge's verdict
+    with StubWorker(answer_or_verdict("Autumn wind.", "SCORE: 8")) as stub:
         config = stub_pool(("w", stub))
         with pytest.raises(CollectError, match="--judge"):
             run(config, tasks, tmp_path / "r.jsonl")
@@ -308,7 +318,10 @@ def haiku_tasks(n: int) -> list[Task]:
 def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
     tasks = haiku_tasks(2)
     output = tmp_path / "r.jsonl"
-    with StubWorker("Rain.\nSCORE: 8") as a, StubWorker("Snow.\nSCORE: 6") as b:
+    with (
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 8")) as a,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 6")) as b,
+    ):
         config = stub_pool(("a", a), ("b", b))
         run(config, tasks, output, judge_worker="a")
         summary = run(config, tasks, output, judge_worker="a")  # reads its own judge lines
