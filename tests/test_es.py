@@ -324,6 +324,20 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """tiny-random is a decoder: `auto` means `penultimate`, the same features."""
+    assert tiny_config(tiny_model_cfg).model.pooling == "auto"
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    spelt = tiny_model_cfg.model_copy(update={"pooling": "penultimate"})
+    resumed = train_es(records, tiny_config(spelt, iterations=6), tmp_path)
+    assert resumed["resumed_from"] == [4]
+    other = tiny_model_cfg.model_copy(update={"pooling": "mean"})
+    with pytest.raises(ESResumeError, match=r"model\.pooling: saved 'penultimate' vs now 'mean'"):
+        train_es(records, tiny_config(other, iterations=8), tmp_path)
+
+
 def test_a_run_killed_right_after_its_checkpoint_leaves_no_earlier_report(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
