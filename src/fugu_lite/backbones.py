@@ -108,7 +108,7 @@ def backbone_is_decoder(name: str) -> bool | None:
     except RuntimeError:  # its package is not installed
         return None
     if folder is None:
-        folder = _hub_snapshot(name)
+        folder = hub_snapshot(name)
     if folder is None:
         return None
     try:
@@ -116,21 +116,6 @@ def backbone_is_decoder(name: str) -> bool | None:
         return is_decoder_type(str(config["model_type"]), bool(config.get("is_encoder_decoder")))
     except (OSError, ValueError, KeyError):
         return None
-
-
-def _hub_snapshot(name: str) -> Path | None:
-    from huggingface_hub import constants
-    from huggingface_hub.file_download import repo_folder_name
-
-    revision = hub_revision(name)
-    if revision is None:
-        return None
-    return (
-        Path(constants.HF_HUB_CACHE)
-        / repo_folder_name(repo_id=name, repo_type="model")
-        / "snapshots"
-        / revision
-    )
 
 
 def local_backbone_path(name: str) -> Path | None:
@@ -181,13 +166,13 @@ def backbone_identity(name: str) -> str:
         folder = embedded_path(name)
         files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
         return f"{name}:" + ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
-    path = Path(name).expanduser()
-    if path.exists():
+    path = local_backbone_path(name)
+    if path is not None:
         # Every file of the folder, not only the weights: the tokenizer and its chat template
         # (tokenizer_config.json) and config.json change the features too.
         files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
         stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in files)
-        return f"{path.resolve()}:{stamp}"
+        return f"{path}:{stamp}"
     revision = hub_revision(name)
     return f"hub:{name}@{revision}" if revision else f"hub:{name}"
 
@@ -197,6 +182,13 @@ def hub_revision(name: str) -> str | None:
     `refs/main` points at), read offline; None when the model is not cached. fugu-lite loads
     that snapshot, and the feature cache key names it, so a newer download of the model is
     never mixed with features of the old one."""
+    snapshot = hub_snapshot(name)
+    return snapshot.name if snapshot is not None else None
+
+
+def hub_snapshot(name: str) -> Path | None:
+    """The folder of the snapshot `refs/main` names in the local Hugging Face cache; None when
+    the model is not cached (or `name` is not a repo id)."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import repo_folder_name
 
@@ -205,7 +197,8 @@ def hub_revision(name: str) -> str | None:
         commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
     except (ValueError, OSError):  # not a valid repo id, or not in the cache
         return None
-    return commit if commit and (folder / "snapshots" / commit).is_dir() else None
+    snapshot = folder / "snapshots" / commit
+    return snapshot if commit and snapshot.is_dir() else None
 
 
 def embedded_path(name: str) -> Path:

@@ -25,6 +25,7 @@ WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
 # A worker refusing a conversation longer than its context: the next worker may have a
 # larger one, so it is tried; the worker itself is fine (its circuit is not charged).
 CONTEXT_LENGTH = "context_length_exceeded"
+NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH}  # outcomes that try the next worker
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -134,7 +135,7 @@ class Dispatcher:
             self._record(attempt)
             if result.error is None:
                 return result, attempts
-            if attempt.outcome not in FALLBACK_KINDS and attempt.outcome != CONTEXT_LENGTH:
+            if attempt.outcome not in NEXT_WORKER_OUTCOMES:
                 raise WorkerRejectedError(attempts)
         raise AllWorkersFailedError(attempts)
 
@@ -163,7 +164,7 @@ class Dispatcher:
                 )
                 attempts.append(attempt)
                 self._record(attempt)
-                if kind not in FALLBACK_KINDS and kind != CONTEXT_LENGTH:
+                if kind not in NEXT_WORKER_OUTCOMES:
                     raise WorkerRejectedError(attempts) from None
                 continue
             except BaseException:

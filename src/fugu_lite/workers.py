@@ -162,13 +162,15 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
         converted["top_logprobs"] = 0
     functions = params.get("functions")
     if isinstance(functions, list):
-        converted["functions"] = [
-            {"parameters": EMPTY_PARAMETERS, **function} if isinstance(function, dict) else function
-            for function in functions
-        ]
+        converted["functions"] = [with_parameters(function) for function in functions]
     tools = params.get("tools")
     if isinstance(tools, list):
-        converted["tools"] = [with_parameters(tool) for tool in tools]
+        converted["tools"] = [
+            {**tool, "function": with_parameters(tool["function"])}
+            if tool.get("type") == "function" and "function" in tool
+            else tool
+            for tool in tools
+        ]
         if params.get("tool_choice") == "required" and len(tools) == 1:
             name = tools[0].get("function", {}).get("name")
             converted["tool_choice"] = {"type": "function", "function": {"name": name}}
@@ -204,13 +206,12 @@ def llama_cpp_request_problem(body: dict[str, Any]) -> str | None:
     return None
 
 
-def with_parameters(tool: dict[str, Any]) -> dict[str, Any]:
-    function = tool.get("function")
-    if tool.get("type") != "function" or not isinstance(function, dict):
-        return tool
-    if "parameters" in function:
-        return tool
-    return {**tool, "function": {**function, "parameters": EMPTY_PARAMETERS}}
+def with_parameters(function: object) -> object:
+    """A function definition (of a tool, or a deprecated `functions` entry) with the empty
+    object schema where it has no `parameters`."""
+    if not isinstance(function, dict) or "parameters" in function:
+        return function
+    return {**function, "parameters": EMPTY_PARAMETERS}
 
 
 def local_worker_gaps(params: dict[str, Any]) -> list[str]:
