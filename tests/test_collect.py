@@ -456,11 +456,13 @@ def easy_tasks(path: Path, n_per_family: int) -> list[Task]:
 
 
 def start_collect(tmp_path: Path, pool: Path, tasks: Path, output: Path) -> subprocess.Popen:
+    """`fugu-lite collect` with `tmp_path/tmp` as its system temp folder."""
     command = [FUGU, "collect", "--pool", str(pool), "--tasks", str(tasks), "-o", str(output),
                "--no-progress"]  # fmt: skip
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "COLUMNS": "160"},
+        env={**os.environ, "COLUMNS": "160", "TMPDIR": str(tmp_path / "tmp")},
     )  # fmt: skip
 
 
@@ -594,8 +596,11 @@ def test_ctrl_c_then_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: P
     kept = [RewardRecord.model_validate_json(line) for line in complete.splitlines()]
     assert n_interrupted + 2 <= len(kept) < len(tasks)
     wait_for(lambda: running(servers) == [], 15)
+    temp = tmp_path / "tmp" / f"fugu-lite-{os.getuid()}"
+    left = sorted(path.name.split(".w-")[0] for path in temp.iterdir())
+    assert left == sorted(f".llama-{w.id}" for w in embedded_pool_config().workers[:2])
 
-    # 3. Resume to the end.
+    # 3. Resume to the end: its server starts remove the killed run's logs.
     collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
     text, _ = collector.communicate(timeout=180)
     assert collector.returncode == 0, text
@@ -608,3 +613,4 @@ def test_ctrl_c_then_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: P
         if e["event"] == "call" and not e.get("error")
     )  # fmt: skip
     assert len(answered) == 2 * len(tasks) and set(answered.values()) == {1}
+    assert list(temp.iterdir()) == []

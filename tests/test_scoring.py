@@ -6,10 +6,12 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from conftest import finished_pid, writer_temporary
 
 from fugu_lite.sandbox import SandboxLimits, run_python_tests
 from fugu_lite.scoring import (
@@ -607,17 +609,22 @@ def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
         parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return False
-    return b"fugu-sandbox-" in cmdline and parent == (parent_pid or os.getpid())
+    return b"harness.py" in cmdline and parent == (parent_pid or os.getpid())
 
 
-def test_the_sandbox_dies_with_a_killed_grading_process() -> None:
+def test_the_sandbox_dies_with_a_killed_grading_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """...and the folder it left in the system temp folder goes with the next sandbox run
+    (it stayed in /tmp for good)."""
     script = (
         "import asyncio\n"
         "from fugu_lite.sandbox import SandboxLimits, run_python_tests\n"
         "asyncio.run(run_python_tests('import time\\ntime.sleep(1000)\\n', 'assert True\\n',"
         " SandboxLimits(timeout_s=600)))\n"
     )
-    grader = subprocess.Popen([sys.executable, "-c", script])
+    env = os.environ | {"TMPDIR": str(tmp_path)}
+    grader = subprocess.Popen([sys.executable, "-c", script], env=env)
     deadline = time.monotonic() + 60
     sandbox: list[str] = []
     while not sandbox:
@@ -630,6 +637,72 @@ def test_the_sandbox_dies_with_a_killed_grading_process() -> None:
     while _running(sandbox[0]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(sandbox[0]), "the sandbox outlived the process that started it"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    assert [path.name for path in tmp_path.iterdir()] == [folder.name]
+    assert list(folder.iterdir()) == []
+
+
+def test_a_sandbox_run_removes_killed_runs_folders_not_live_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    someone_elses = tmp_path / ".X0.tmp.abcdefgh.tmp"  # another program's, in /tmp itself
+    someone_elses.write_text("x")
+    live_writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = folder / writer_temporary("sandbox", finished_pid())
+    live = folder / writer_temporary("sandbox", live_writer.pid)
+    try:
+        for leftover in (dead, live):
+            leftover.mkdir()
+            (leftover / "solution.py").write_text("x = 1\n")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        for path in (someone_elses, live):
+            os.utime(path, (two_days_ago, two_days_ago))
+        assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    finally:
+        live_writer.kill()
+        live_writer.wait()
+    assert not dead.exists()
+    assert list(folder.iterdir()) == [live]  # a run still grading keeps its folder
+    assert someone_elses.exists()
+
+
+@pytest.mark.parametrize("taken_as", ["symlink", "folder of another user", "file"])
+def test_a_temp_folder_name_taken_by_someone_else_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, taken_as: str
+) -> None:
+    """Another user can make fugu-lite-UID first in a shared /tmp, e.g. as a symlink to a
+    folder of theirs: the sandbox must neither write there nor fail."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    name = tmp_path / f"fugu-lite-{os.getuid()}"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    if taken_as == "symlink":
+        name.symlink_to(theirs)
+    elif taken_as == "file":
+        name.write_text("")
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        theirs = name
+        theirs.mkdir(mode=0o777)
+        os.chown(theirs, 65534, 65534)
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert list(theirs.iterdir()) == []
+    assert f"{name} is not a private folder of this user" in caplog.text
+
+
+def test_the_temp_folder_is_made_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # made by hand, say
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert folder.stat().st_mode & 0o777 == 0o700
 
 
 def _running(pid: str) -> bool:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from itertools import pairwise
@@ -17,11 +18,13 @@ from typing import Any
 
 import psutil
 import pytest
+from conftest import finished_pid, writer_temporary
 
 from fugu_lite.config import ConfigError
-from fugu_lite.local_server import LocalServerError
+from fugu_lite.local_server import LocalServer, LocalServerError
 from fugu_lite.pool import (
     PoolConfig,
+    WorkerConfig,
     embedded_pool_config,
     load_pool_config,
     resolve_gguf,
@@ -554,8 +557,9 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(tmp_path: Path) 
 
 
 @pytest.mark.integration
-def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
-    """kill -9 of the process that started the servers leaves no orphan behind."""
+def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 of the process that started the servers leaves no orphan behind, and the next
+    server start removes the log it left in the system temp folder (it stayed in /tmp)."""
     script = tmp_path / "parent.py"
     script.write_text(
         textwrap.dedent(
@@ -575,7 +579,10 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
         )
     )
     parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
     )
     try:
         line = parent.stdout.readline() if parent.stdout else ""
@@ -590,3 +597,71 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path) -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = launched(embedded_pool_config().workers[0])
+    server.stop()
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([folder.name, script.name])
+    assert list(folder.iterdir()) == []
+
+
+def launched(worker: WorkerConfig) -> LocalServer:
+    """A local server started (not waited for: its log is made at the start)."""
+    server = LocalServer(worker)
+    try:
+        server.launch()
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.mark.integration
+def test_a_server_start_removes_killed_runs_logs_not_live_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    live_writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = folder / f"{writer_temporary('llama-w', finished_pid())}.log"
+    live = folder / f"{writer_temporary('llama-w', live_writer.pid)}.log"
+    try:
+        for log in (dead, live):
+            log.write_text("INFO: started\n")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        os.utime(live, (two_days_ago, two_days_ago))  # a `serve` running for days: quiet log
+        server = launched(embedded_pool_config().workers[0])
+        log_path = server.log_path
+        assert log_path is not None and log_path.parent == folder and log_path.exists()
+        server.stop()
+    finally:
+        live_writer.kill()
+        live_writer.wait()
+    assert not dead.exists() and not log_path.exists()
+    assert list(folder.iterdir()) == [live]
+
+
+@pytest.mark.integration
+def test_a_restarted_workers_old_log_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    config = PoolConfig(workers=embedded_pool_config().workers[:1])
+    worker_id = config.workers[0].id
+
+    async def crash_and_restart() -> tuple[Path | None, Path | None]:
+        async with WorkerPool(config) as pool:
+            old = pool.servers[worker_id]
+            assert old.process is not None
+            os.kill(old.process.pid, signal.SIGKILL)  # the OOM killer
+            old.process.wait(timeout=10)
+            assert pool.crashed_servers() == [worker_id]
+            await pool.restart(worker_id)
+            new = pool.servers[worker_id]
+            assert new.log_path is not None and new.log_path.exists()
+            return old.log_path, new.log_path
+
+    old_log, new_log = asyncio.run(crash_and_restart())
+    assert old_log is not None and new_log is not None and old_log != new_log
+    assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == []

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -18,6 +20,7 @@ from typing import Any, BinaryIO, TypeVar
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+logger = logging.getLogger(__name__)
 
 
 class RecordFileError(ValueError):
@@ -123,11 +126,14 @@ def writer_prefix(name: str) -> str:
     return f".{name}.w-{_host()}-{os.getpid()}."
 
 
-def remove_dead_writers_files(folder: str | Path) -> None:
+def remove_dead_writers_files(
+    folder: str | Path, stale_after_s: float | None = STALE_AFTER_S
+) -> None:
     """Delete the temporary files and folders (writer_prefix) in `folder` that a killed run
-    left: those of a pid not running on this host, and any older than STALE_AFTER_S (a pid
-    reused since, another host's). Runs sharing the folder keep their own. Once per process
-    and folder; a file that cannot be removed stays."""
+    left: those of a pid not running on this host, and any older than `stale_after_s` (a pid
+    reused since, another host's; None: never by age, for a folder holding files that live
+    as long as their run, like a server's log). Runs sharing the folder keep their own. Once
+    per process and folder; a file that cannot be removed stays."""
     folder = Path(folder)
     if folder in _SWEPT_FOLDERS:
         return
@@ -137,7 +143,7 @@ def remove_dead_writers_files(folder: str | Path) -> None:
     except OSError:
         return
     for entry in entries:
-        if not _is_leftover(entry.name, entry.path):
+        if not _is_leftover(entry.name, entry.path, stale_after_s):
             continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -146,19 +152,70 @@ def remove_dead_writers_files(folder: str | Path) -> None:
                 Path(entry.path).unlink(missing_ok=True)
 
 
-def _is_leftover(name: str, path: str) -> bool:
+def _is_leftover(name: str, path: str, stale_after_s: float | None) -> bool:
     written = _WRITER_NAME.match(name)
-    if written is None and _UNNAMED_WRITER.match(name) is None:
+    if written is None and (stale_after_s is None or _UNNAMED_WRITER.match(name) is None):
         return False
     try:
         age = time.time() - os.lstat(path).st_mtime
     except OSError:
         return False
-    if age > STALE_AFTER_S:
+    if stale_after_s is not None and age > stale_after_s:
         return True
     if written is None or written["host"] != _host():
         return False
     return not _pid_alive(int(written["pid"]))
+
+
+def user_temp_folder() -> Path:
+    """This user's fugu-lite folder in the system temp folder (`fugu-lite-UID` in
+    tempfile.gettempdir(), mode 0o700), for temporaries named by writer_prefix that are not
+    beside an output (sandbox folders, server logs); what killed runs left there is removed
+    first. Never /tmp itself: other programs' files there are none of our business."""
+    folder = Path(tempfile.gettempdir()) / f"fugu-lite-{os.getuid()}"
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700)
+    if not _is_private_folder(folder):
+        folder = _own_temp_folder(folder)
+    remove_dead_writers_files(folder, stale_after_s=None)
+    return folder
+
+
+def _is_private_folder(folder: Path) -> bool:
+    """A folder (not a symlink) of this user, made 0o700 if it was not: in a shared /tmp,
+    another user can have made the name first, as a folder or a symlink."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(handle)
+        if info.st_uid != os.getuid():
+            return False
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(handle, 0o700)
+        return True
+    finally:
+        os.close(handle)
+
+
+_OWN_TEMP_FOLDERS: dict[Path, Path] = {}
+
+
+def _own_temp_folder(taken: Path) -> Path:
+    """A new private folder for this process alone, used when `taken` is not ours."""
+    if taken not in _OWN_TEMP_FOLDERS:
+        logger.warning(
+            "%s is not a private folder of this user (another user made it?): this run keeps "
+            "its temporary files in a folder of its own, which a run killed outright leaves "
+            "behind. Remove %s, or set TMPDIR to a folder of yours.",
+            taken,
+            taken,
+        )
+        folder = Path(tempfile.mkdtemp(prefix=f"{taken.name}-", dir=taken.parent))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _OWN_TEMP_FOLDERS[taken] = folder
+    return _OWN_TEMP_FOLDERS[taken]
 
 
 def _pid_alive(pid: int) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from .io import user_temp_folder, writer_prefix
 from .pool import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
@@ -122,7 +123,9 @@ class LocalServer:
         self.port = free_port()
         self.command = server_command(gguf, self.model, self.port, self.config)
         handle, log_name = tempfile.mkstemp(
-            prefix=f"fugu-llama-{_safe(self.worker_id)}-", suffix=".log"
+            prefix=writer_prefix(f"llama-{_safe(self.worker_id)}"),
+            suffix=".log",
+            dir=user_temp_folder(),
         )
         self.log_path = Path(log_name)
         parent = os.getpid()

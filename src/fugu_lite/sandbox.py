@@ -8,7 +8,7 @@ Layers, from the kernel up:
 - a network namespace with no interfaces (`unshare -rn`) when unprivileged user namespaces
   work on this machine (probed once), so no socket can reach anything;
 - `python -I -S -B` (isolated, standard library only, no .pyc writes) in a temporary
-  working folder;
+  working folder (in io.user_temp_folder: a killed run's is removed by the next run);
 - an audit hook installed before the code runs that refuses sockets, subprocesses, fork,
   exec, signals to other processes, ctypes, raising rlimits, and writing or deleting files
   outside the working folder;
@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .io import user_temp_folder, writer_prefix
 
 Status = Literal["ok", "load_error", "timeout", "crashed", "internal_error"]
 
@@ -85,7 +87,10 @@ async def run_python_tests(
     """Run `code`, then `tests` in the same namespace, in a limited subprocess."""
     limits = limits or SandboxLimits()
     async with _slot(limits):
-        with tempfile.TemporaryDirectory(prefix="fugu-sandbox-") as folder:
+        # writer-named, so that the next run removes it if this process is killed
+        with tempfile.TemporaryDirectory(
+            prefix=writer_prefix("sandbox"), dir=user_temp_folder()
+        ) as folder:
             return await _run_in(Path(folder), code, tests, limits)
 
 
