@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -542,7 +543,12 @@ def test_servers_stop_when_the_body_raises() -> None:
 
 
 @pytest.mark.integration
-def test_a_server_that_cannot_load_its_model_fails_with_its_log(tmp_path: Path) -> None:
+def test_a_server_that_cannot_load_its_model_fails_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log the error names is there to read (it was deleted as the error was raised),
+    until the next server start after this run."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"this is not a gguf file" * 100)
     config = PoolConfig.model_validate(
@@ -554,6 +560,11 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(tmp_path: Path) 
     assert "broken" in str(caught.value) and "last lines of its log" in str(caught.value)
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert alive(list(after - before)) == []
+    named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
+    assert named is not None
+    log = Path(named[1])
+    assert log.parent == tmp_path / f"fugu-lite-{os.getuid()}"
+    assert log.read_text(encoding="utf-8").strip().splitlines()[-1] in str(caught.value)
 
 
 @pytest.mark.integration
@@ -665,3 +676,36 @@ def test_a_restarted_workers_old_log_is_removed(
     old_log, new_log = asyncio.run(crash_and_restart())
     assert old_log is not None and new_log is not None and old_log != new_log
     assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == []
+
+
+@pytest.mark.integration
+def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    worker = embedded_pool_config().workers[0]
+    local = worker.local.model_copy(update={"gguf": str(gguf)}) if worker.local else None
+    config = PoolConfig(workers=[worker.model_copy(update={"local": local})])
+
+    async def fail_then_restart() -> Path:
+        async with WorkerPool(config) as pool:
+            server = pool.servers[worker.id]
+            assert server.process is not None
+            server.process.kill()
+            server.process.wait(timeout=10)
+            gguf.unlink()
+            gguf.write_bytes(b"not a gguf file" * 100)  # the disk file got corrupted, say
+            with pytest.raises(LocalServerError, match="exited with code") as caught:
+                await pool.restart(worker.id)
+            named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
+            assert named is not None and Path(named[1]).exists()  # there to read
+            gguf.unlink()
+            gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+            await pool.restart(worker.id)
+            assert not Path(named[1]).exists()
+            return Path(named[1])
+
+    failed_log = asyncio.run(fail_then_restart())
+    assert list(failed_log.parent.iterdir()) == []

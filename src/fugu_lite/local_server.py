@@ -99,6 +99,7 @@ class LocalServer:
         self.log_path: Path | None = None
         self.command: list[str] = []
         self.stopped = False  # stopped on purpose (not to be restarted)
+        self.keep_log = False  # its start failed: the error names the log, for users to read
 
     @property
     def base_url(self) -> str:
@@ -141,7 +142,15 @@ class LocalServer:
         _running.add(self)
 
     async def wait_ready(self) -> None:
-        """Poll GET /v1/models until it answers 200; fail clearly if the process dies."""
+        """Poll GET /v1/models until it answers 200; fail clearly if the process dies (the
+        log that the error names is then kept: see remove_log)."""
+        try:
+            await self._poll_until_ready()
+        except LocalServerError:
+            self.keep_log = True
+            raise
+
+    async def _poll_until_ready(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
         delay = 0.05
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
@@ -185,6 +194,12 @@ class LocalServer:
                 _signal_group(process, signal.SIGKILL)
                 process.wait(timeout=grace_s)
         _running.discard(self)
+        if not self.keep_log:
+            self.remove_log()
+
+    def remove_log(self) -> None:
+        """Delete the log, also one kept after a failed start (a log kept when the process
+        exits is removed by the next server start, see io.user_temp_folder)."""
         if self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
 

@@ -301,6 +301,7 @@ class WorkerPool:
             worker_id, code, old.log_tail(),
         )  # fmt: skip
         old.stop()
+        old.remove_log()
         server = LocalServer(self.worker(worker_id))
         try:
             server.launch()
