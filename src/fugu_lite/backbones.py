@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import json
 import os
@@ -10,7 +11,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,13 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from .io import STALE_AFTER_S, give_new_file_mode, remove_dead_writers_files, writer_prefix
+from .io import (
+    STALE_AFTER_S,
+    give_new_file_mode,
+    remove_dead_writers_files,
+    write_text_atomic,
+    writer_prefix,
+)
 
 console = Console(stderr=True)
 
@@ -175,6 +182,115 @@ def backbone_identity(name: str) -> str:
         return f"{path}:{stamp}"
     revision = hub_revision(name)
     return f"hub:{name}@{revision}" if revision else f"hub:{name}"
+
+
+# The files a folder's weights load from, by preference: the first pattern that matches is
+# what transformers reads (a hub clone often holds model.safetensors and pytorch_model.bin of
+# the same weights; deleting the unused one changes nothing).
+WEIGHT_PATTERNS = ("model*.safetensors", "*.safetensors", "pytorch_model*.bin", "*.bin")
+
+
+def backbone_fingerprint(name: str) -> dict | None:
+    """What identifies the weights a backbone name loads, as a checkpoint records it: the
+    SHA-256 of its weight files (`weights_sha256`, the file's own SHA-256 for a single file;
+    `weight_files`, their names) and, for a hub id, the commit of its cached snapshot
+    (`hub_commit`). None when there are no files to read (tiny-random, a hub id not in the
+    local cache). File digests are cached (see file_sha256), so this reads ~100 MB of weights
+    once per file, not per load."""
+    fingerprint = weights_fingerprint(name)
+    commit = hub_commit(name)
+    if fingerprint is not None and commit is not None:
+        fingerprint["hub_commit"] = commit
+    return fingerprint
+
+
+def weights_fingerprint(name: str) -> dict | None:
+    """`weights_sha256` and `weight_files` of backbone_fingerprint; None without files (or
+    files that cannot be read: a finished training is saved all the same)."""
+    files = weight_files(name)
+    if not files:
+        return None
+    try:
+        digests = sorted(file_sha256(path) for path in files)
+    except OSError:
+        return None
+    combined = digests[0] if len(digests) == 1 else _sha256_text("\n".join(digests))
+    return {"weights_sha256": combined, "weight_files": [path.name for path in files]}
+
+
+def hub_commit(name: str) -> str | None:
+    """The cached snapshot commit of a hub id; None for every other kind of name."""
+    if name == TINY_RANDOM or name in EMBEDDED_BACKBONES or local_backbone_path(name):
+        return None
+    return hub_revision(name)
+
+
+def weight_files(name: str) -> list[Path] | None:
+    """The files a backbone's weights load from; None when there are none here (tiny-random,
+    a hub id not in the local cache, an embedded package not installed)."""
+    if name == TINY_RANDOM:
+        return None
+    embedded = EMBEDDED_BACKBONES.get(name)
+    if embedded is not None:
+        try:
+            folder = embedded_path(name)
+        except RuntimeError:
+            return None
+        if embedded.gguf_file is not None:
+            return [folder / embedded.gguf_file]
+    else:
+        local = local_backbone_path(name)
+        found = local if local is not None else hub_snapshot(name)
+        if found is None:
+            return None
+        if not found.is_dir():
+            return [found]
+        folder = found
+    for pattern in WEIGHT_PATTERNS:
+        files = sorted(path for path in folder.glob(pattern) if path.is_file())
+        if files:
+            return files
+    return None
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode) in this process and
+    in cache_root()/digests, so a backbone's weights are read once, not on every load; a file
+    written again (another size, mtime or inode) is read again. A cache folder that cannot be
+    written only costs the reading."""
+    resolved = path.resolve()  # a hub snapshot's files are links into its blobs
+    info = resolved.stat()
+    stamp = [str(resolved), info.st_size, info.st_mtime_ns, info.st_ino]
+    key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
+    if key in _FILE_DIGESTS:
+        return _FILE_DIGESTS[key]
+    entry = cache_root() / "digests" / f"{_sha256_text(str(resolved))[:24]}.json"
+    digest = _cached_digest(entry, stamp)
+    if digest is None:
+        with resolved.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        with suppress(OSError):  # an unwritable cache only costs reading the file again
+            write_text_atomic(entry, json.dumps({"stamp": stamp, "sha256": digest}))
+    _FILE_DIGESTS[key] = digest
+    return digest
+
+
+def _cached_digest(entry: Path, stamp: list) -> str | None:
+    try:
+        saved = json.loads(entry.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("stamp") != stamp:
+        return None
+    digest = saved.get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def hub_revision(name: str) -> str | None:

@@ -68,7 +68,8 @@ BackboneOption = Annotated[
     typer.Option(
         "--backbone",
         help="Where the checkpoint's backbone folder is now, when it moved (another machine, "
-        "another path); default: where the checkpoint says.",
+        "another path); it must hold the weights the checkpoint was trained on (checked). "
+        "Default: where the checkpoint says.",
     ),
 ]
 SetOption = Annotated[

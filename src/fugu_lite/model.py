@@ -15,7 +15,17 @@ from safetensors.torch import load
 from torch import nn
 
 from . import __version__
-from .backbones import canonical_backbone, local_backbone_path, names_a_path
+from .backbones import (
+    EMBEDDED_BACKBONES,
+    backbone_fingerprint,
+    canonical_backbone,
+    embedded_path,
+    hub_commit,
+    hub_snapshot,
+    local_backbone_path,
+    names_a_path,
+    weights_fingerprint,
+)
 from .config import ModelConfig, describe_config_error
 from .features import (
     FeatureExtractor,
@@ -37,6 +47,9 @@ REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model"
 BACKBONE_RELATIVE_KEY = "backbone_relative_to_checkpoint"
 # The metadata's digest of the tensor file it was written with (older checkpoints lack it).
 TENSOR_DIGEST_KEY = "tensor_file_sha256"
+# What identifies the backbone weights the head was trained on (backbones.backbone_fingerprint);
+# null when nothing could be read, absent in checkpoints written before it was recorded.
+BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
 
 
 class CheckpointError(ValueError):
@@ -253,6 +266,7 @@ class RouterModel(nn.Module):
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,
                 "model": model,
+                BACKBONE_FINGERPRINT_KEY: backbone_fingerprint(model["backbone"]),
                 **location,
                 **self.checkpoint_fields(),
                 "metadata": metadata or {},
@@ -315,11 +329,98 @@ def loadable_model_config(
     """The checkpoint's model config with its backbone located (see locate_backbone) and a
     cache folder that is not here replaced by the default one."""
     saved = saved_model_config(metadata, meta_path)
+    located = locate_backbone(metadata, meta_path.parent, backbone)
+    check_backbone_weights(metadata, meta_path, located)
     return saved.model_copy(
-        update={
-            "backbone": locate_backbone(metadata, meta_path.parent, backbone),
-            "cache_dir": _cache_dir_here(saved.cache_dir),
-        }
+        update={"backbone": located, "cache_dir": _cache_dir_here(saved.cache_dir)}
+    )
+
+
+def check_backbone_weights(metadata: dict, meta_path: Path, backbone: str) -> None:
+    """Refuse a backbone whose weights are not the ones the checkpoint was trained on (another
+    fine-tune of the same size, a folder updated in place, a newer hub download): its head
+    would route silently wrong. A checkpoint written before fingerprints were recorded loads,
+    with a note."""
+    if BACKBONE_FINGERPRINT_KEY not in metadata:
+        _note_unchecked_backbone(metadata, meta_path)
+        return
+    stored = metadata[BACKBONE_FINGERPRINT_KEY]
+    if stored is not None and not isinstance(stored, dict):
+        raise CheckpointError(
+            f"{meta_path} is damaged ({BACKBONE_FINGERPRINT_KEY} is not an object); retrain or "
+            "restore the checkpoint"
+        )
+    difference = backbone_weights_difference(stored, backbone)
+    if difference is not None:
+        trained, found = difference
+        trained_on = str(metadata["model"]["backbone"])
+        raise CheckpointError(
+            f"checkpoint {meta_path.parent} was trained on the backbone {_where(trained_on)} "
+            f"with {trained}, but {_where(backbone)} now has {found}. Its head routes well "
+            "only on the weights it was trained on: point at a backbone with those weights "
+            "(`--backbone PATH` for route, eval and serve, model.backbone in the config for "
+            "train --checkpoint, backbone= in Python), or retrain the checkpoint on this one"
+        )
+
+
+def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str, str] | None:
+    """(what the checkpoint was trained on, what `backbone` has now) when `backbone`'s weights
+    differ from the checkpoint's fingerprint (see backbones.backbone_fingerprint); None when
+    they are the same or cannot be compared (no fingerprint, a hub id not in the local
+    cache). A hub id is compared by its snapshot commit, which reads no weights."""
+    if not stored:
+        return None
+    stored_commit = stored.get("hub_commit")
+    found_commit = hub_commit(backbone)
+    if stored_commit and found_commit:
+        if stored_commit == found_commit:
+            return None
+        old = hub_snapshot(backbone)
+        still = old.parent / stored_commit if old is not None else None
+        kept = (
+            f" (the trained snapshot is still at {still}: `--backbone {still}` loads it)"
+            if still is not None and still.is_dir()
+            else ""
+        )
+        return (
+            f"snapshot commit {stored_commit}",
+            f"snapshot commit {found_commit} in the local Hugging Face cache{kept}",
+        )
+    stored_digest = stored.get("weights_sha256")
+    found = weights_fingerprint(backbone)
+    if not stored_digest or found is None or found["weights_sha256"] == stored_digest:
+        return None
+    return (
+        f"weights of SHA-256 {stored_digest} ({', '.join(stored.get('weight_files') or [])})",
+        f"weights of SHA-256 {found['weights_sha256']} ({', '.join(found['weight_files'])})",
+    )
+
+
+def _where(backbone: str) -> str:
+    """A backbone name with the folder an embedded one is in."""
+    if backbone not in EMBEDDED_BACKBONES:
+        return backbone
+    try:
+        return f"{backbone} ({embedded_path(backbone)})"
+    except RuntimeError:  # its package is not installed
+        return backbone
+
+
+_NOTED_UNCHECKED: set[str] = set()  # backbones said once per process to be unchecked
+
+
+def _note_unchecked_backbone(metadata: dict, meta_path: Path) -> None:
+    backbone = str(metadata["model"]["backbone"])
+    if backbone in _NOTED_UNCHECKED:
+        return
+    _NOTED_UNCHECKED.add(backbone)
+    writer = metadata.get("package_version", "an earlier version")
+    console.print(
+        f"note: {meta_path.parent} was written by fugu-lite {writer}, which did not record "
+        "its backbone's weights, so whether the backbone holds the weights it was trained on "
+        "is not checked (retrain it to have that checked)",
+        markup=False,
+        style="dim",
     )
 
 
