@@ -587,3 +587,34 @@ def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(
         model.save_checkpoint(tmp_path, metadata={"stage": "rl"})
     with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
         load_router(tmp_path)
+
+
+def test_a_pipeline_rerun_trains_sft_again_when_the_backbone_folder_was_updated(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same config and records, but the backbone folder now holds other weights: the kept
+    SFT (trained on the old weights) made RL refuse to continue from it."""
+    from fugu_lite.backbones import tiny_random_backbone
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+
+    def save_backbone(seed: int) -> None:
+        backbone = tiny_random_backbone(seed)
+        backbone.model.save_pretrained(tmp_path / "bb")
+        backbone.tokenizer.save_pretrained(tmp_path / "bb")
+
+    save_backbone(seed=0)
+    cfg = ModelConfig(
+        backbone=str(tmp_path / "bb"), layer=-1, head="linear", max_tokens=32,
+        runtime="torch", cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    config = pipeline_config(cfg)
+    train_pipeline(records, config, tmp_path / "run")
+    save_backbone(seed=1)
+    trained = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append(args) or train_sft(*args)
+    )
+    train_pipeline(records, config, tmp_path / "run")
+    assert len(trained) == 1
+    assert load_router(tmp_path / "run" / "rl").model_cfg.backbone == str(tmp_path / "bb")

@@ -27,7 +27,13 @@ from .evaluation import (
     write_pareto,
 )
 from .io import read_json, remove_files, write_json
-from .model import RouterModel, load_router, read_checkpoint_metadata
+from .model import (
+    BACKBONE_FINGERPRINT_KEY,
+    RouterModel,
+    backbone_weights_difference,
+    load_router,
+    read_checkpoint_metadata,
+)
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .train_rl import train_rl
 from .train_sft import train_sft
@@ -85,6 +91,17 @@ def finished_stage(folder: Path, inputs: dict) -> bool:
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
         and saved.get("inputs") == inputs
+        and _same_backbone_weights(metadata)
+    )
+
+
+def _same_backbone_weights(metadata: dict) -> bool:
+    """Whether the checkpoint's backbone still holds the weights it was trained on (a folder
+    updated in place has the same name in the config, but other features)."""
+    fingerprint = metadata.get(BACKBONE_FINGERPRINT_KEY)
+    backbone = str(metadata["model"]["backbone"])
+    return not isinstance(fingerprint, dict) or (
+        backbone_weights_difference(fingerprint, backbone) is None
     )
 
 
