@@ -372,6 +372,163 @@ def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:
     assert "raise params.max_tokens of worker judge" in (summary.workers[0].grade_error or "")
 
 
+def judge_pool(down_url: str, **stubs: StubWorker) -> PoolConfig:
+    """The stubs as workers (each answers and may judge), plus `down`: nothing listens on its
+    port, so with down_after=1 no record is written and every task stays pending."""
+    workers = stub_pool(*stubs.items()).model_dump()["workers"]
+    closed = {**workers[0], "id": "down", "base_url": down_url}
+    return PoolConfig.model_validate({"workers": [*workers, closed]})
+
+
+def closed_url() -> str:
+    down = StubWorker("").start()
+    down.stop()
+    return down.base_url
+
+
+def judged(output: Path, judged_worker: str) -> list[dict]:
+    return [line for line in log_lines(output)
+            if line["event"] == "judge" and line["judged_worker_id"] == judged_worker]  # fmt: skip
+
+
+def graded(output: Path) -> Counter:
+    return Counter(line["task_id"] for line in log_lines(output) if line["event"] == "grade")
+
+
+def test_another_judge_regrades_saved_answers_calling_only_the_judge(tmp_path: Path) -> None:
+    """A resume with another --judge judges the saved answers of unfinished tasks again (and
+    says so); answers are not asked again, other graders' grades stay; the same judge next
+    time redoes nothing."""
+    tasks = [*haiku_tasks(2), *number_tasks(1)]
+    output = tmp_path / "r.jsonl"
+    with (
+        StubWorker(answer_or_verdict("Rain. The answer is 1.", "SCORE: 9")) as w,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 2")) as a,
+        StubWorker(answer_or_verdict("Sun.", "SCORE: 6")) as b,
+    ):
+        config = judge_pool(closed_url(), w=w, a=a, b=b)
+        run(config, tasks, output, judge_worker="a", down_after=1)
+        answers = len(w.bodies)
+        summary = run(config, tasks, output, judge_worker="b", down_after=1)
+        assert len(w.bodies) == answers  # its saved answers were judged again, not asked again
+        assert len(judged(output, "w")) == 4  # 2 by a, then 2 by b
+        assert [line["worker_id"] for line in judged(output, "w")[2:]] == ["b", "b"]
+        assert graded(output)["add-0"] == 3  # the number task's grades were kept
+        assert summary.regrades == [
+            "6 saved answers are graded again, without asking their workers again: they were "
+            "judged by a, this run judges with b"
+        ]
+        again = run(config, tasks, output, judge_worker="b", down_after=1)
+        assert again.regrades == [] and len(judged(output, "w")) == 4  # the same judge: none
+
+        config.workers[3].base_url = w.base_url  # the down worker is back
+        summary = run(config, tasks, output, judge_worker="b")
+    assert summary.complete and summary.regrades == []
+    rewards = {record.id: record.rewards for record in read_records(output)}
+    assert rewards["h0"] == [pytest.approx(0.6)] * 4 and rewards["add-0"] == [1.0, 0, 0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("change", "regraded"),
+    [
+        ({}, False),
+        ({"params": {"temperature": 0.7}}, False),  # a judge call is always temperature 0
+        ({"params": {"max_tokens": 64}}, True),
+        ({"system_prompt": "Be strict."}, True),
+        ({"model": "another-model"}, True),
+        ({"base_url": "moved"}, True),
+    ],
+)
+def test_a_judge_whose_settings_changed_judges_again(
+    tmp_path: Path, change: dict, regraded: bool
+) -> None:
+    tasks = haiku_tasks(1)
+    output = tmp_path / "r.jsonl"
+    with (
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 9")) as w,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 2")) as judge,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 3")) as moved,
+    ):
+        config = judge_pool(closed_url(), w=w, judge=judge)
+        run(config, tasks, output, judge_worker="judge", down_after=1)
+        settings = {**change, "base_url": moved.base_url} if "base_url" in change else change
+        changed = config.model_copy(deep=True)
+        changed.workers[1] = changed.workers[1].model_copy(update=settings)
+        summary = run(changed, tasks, output, judge_worker="judge", down_after=1)
+    assert len(w.bodies) == 1  # never asked again
+    assert len(judged(output, "w")) == (2 if regraded else 1)
+    if not regraded:
+        assert summary.regrades == []
+        return
+    # the judge's own answer too when it stays the same request (it answers as a worker)
+    count = (
+        "2 saved answers are graded again, without asking their workers"
+        if "base_url" in change
+        else "1 saved answer is graded again, without asking its worker"
+    )
+    assert summary.regrades == [
+        f"{count} again: the settings of judge "
+        "judge that shape its verdict (model, base_url or local, system_prompt, params) "
+        "changed since it judged them"
+    ]
+
+
+def test_grades_of_an_older_log_without_their_judge_are_judged_again_once(
+    tmp_path: Path,
+) -> None:
+    """Grade lines from before the judge was logged: the judge cells of unfinished tasks are
+    judged again with a note saying why, other graders' grades are kept."""
+    tasks = [*haiku_tasks(1), *number_tasks(1)]
+    output = tmp_path / "r.jsonl"
+    log = default_log_path(output)
+    with (
+        StubWorker(answer_or_verdict("The answer is 1.", "SCORE: 9")) as w,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 2")) as judge,
+    ):
+        config = judge_pool(closed_url(), w=w, judge=judge)
+        run(config, tasks, output, judge_worker="judge", down_after=1)
+        old = [{k: v for k, v in line.items() if k not in ("judge_worker_id", "judge_hash")}
+               for line in log_lines(output)]  # fmt: skip
+        log.write_text("".join(json.dumps(line) + "\n" for line in old))
+        summary = run(config, tasks, output, judge_worker="judge", down_after=1)
+        assert len(judged(output, "w")) == 2 and graded(output)["add-0"] == 2  # kept
+        assert len(summary.regrades) == 1
+        assert summary.regrades[0].startswith("2 saved answers are graded again")
+        assert "an older fugu-lite did not log which judge gave them" in summary.regrades[0]
+        summary = run(config, tasks, output, judge_worker="judge", down_after=1)
+    assert summary.regrades == [] and len(judged(output, "w")) == 2
+
+
+def test_written_records_of_another_judge_are_reported_with_the_way_out(tmp_path: Path) -> None:
+    tasks = haiku_tasks(2)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    with (
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 9")) as a,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 2")) as b,
+    ):
+        config = stub_pool(("a", a), ("b", b))
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        run(config, tasks, output, judge_worker="a")
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--judge", "b", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        assert "2 records already written keep grades that this run would give differently" in text
+        assert "they were judged by a, this run judges with b" in text
+        assert f"a new -o with --log {default_log_path(output)}" in text
+        summary = run(config, tasks, output, judge_worker="b")
+        assert [w.done for w in summary.workers] == [2, 2]  # the written records' grades
+        assert len(a.bodies) == 2 + 4 and len(b.bodies) == 2  # nothing was called again
+
+        fresh = tmp_path / "fresh.jsonl"  # the way out: one judge throughout
+        summary = run(config, tasks, fresh, log=default_log_path(output), judge_worker="b")
+    assert summary.complete and len(a.bodies) == 6 and len(b.bodies) == 2 + 4
+    assert all(r.rewards == [pytest.approx(0.2)] * 2 for r in read_records(fresh))
+
+
 def test_cli_collect(tmp_path: Path) -> None:
     tasks = number_tasks(3)
     tasks_path = tmp_path / "tasks.jsonl"

@@ -11,9 +11,13 @@ Two append-only JSONL files, each line flushed and fsynced as soon as it is know
 
 So a run can stop at any moment (Ctrl-C, kill -9) and the next run with the same files
 continues: graded cells are reused, answers that were not graded yet are graded again
-without a new call, and only missing cells are called. A torn last line (kill -9 during a
-write) is cut off and reported. A worker that is down, a failed call and a grader that
-cannot run leave their cells pending for the next run; nothing is ever scored 0 for them.
+without a new call, and only missing cells are called. A grade counts only for the grading
+that gave it: the task's answer key and, for the judge grader, the judge (its worker id and
+the settings that shape its verdict); after a change, the saved answers of unfinished tasks
+are graded again (only the judge is called) and the run says how many and why. A torn
+last line (kill -9 during a write) is cut off and reported. A worker that is down, a failed
+call and a grader that cannot run leave their cells pending for the next run; nothing is
+ever scored 0 for them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +48,11 @@ from .workers import CallResult, Judge, WorkerCallError, WorkerPool
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
+JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
+UNKNOWN_JUDGE = (
+    "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
+    "another judge's"
+)
 Cell = tuple[str, str]  # (task id, worker id)
 
 
@@ -60,6 +70,8 @@ class LogEntry(BaseModel):
     worker_id: str
     request_hash: str
     grading_hash: str | None = None  # grade events: what the grade was computed against
+    judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
+    judge_hash: str | None = None  # ... and the settings that shaped its verdict
     judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
     judged_request_hash: str | None = None  # judge events: the request hash of that answer
     prompt_hash: str | None = None
@@ -98,6 +110,7 @@ class CollectSummary(BaseModel):
     records_total: int
     records_written: int  # this run
     torn_lines: list[str] = []
+    regrades: list[str] = []  # why saved grades were not reused (regrade_notes)
     workers: list[WorkerSummary]
 
     @property
@@ -125,6 +138,23 @@ def grading_hash(task: Task) -> str:
     """What a grade depends on besides the answer: after a fix to a task's answer, tests or
     grader, its saved answers are graded again on resume (no new calls)."""
     payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
+    return _json_sha1(payload)
+
+
+def judge_hash(judge: WorkerConfig) -> str:
+    """What shapes a judge's verdict besides the task and the judged answer: its model, where
+    it runs, its system prompt and the params of a judge call. A grade given by another
+    judge, or by this one with other settings, is judged again on resume (no new answer)."""
+    local = judge.local
+    payload = {
+        "model": judge.model,
+        "base_url": judge.base_url,
+        "local": None
+        if local is None
+        else local.model_dump(include={"gguf", "n_ctx", "chat_format", "extra_args"}),
+        "system_prompt": judge.system_prompt,
+        "params": {**judge.params, **JUDGE_PARAMS},
+    }
     return _json_sha1(payload)
 
 
@@ -158,7 +188,14 @@ def repair_torn_tail(path: Path) -> str | None:
 class CollectState:
     """What is already done, rebuilt from the two files."""
 
-    def __init__(self, config: PoolConfig, tasks: list[Task], output: Path, log: Path) -> None:
+    def __init__(
+        self,
+        config: PoolConfig,
+        tasks: list[Task],
+        output: Path,
+        log: Path,
+        judge_worker: str | None = None,
+    ) -> None:
         self.config = config
         self.tasks = {task.id: task for task in tasks}
         self.order = [task.id for task in tasks]
@@ -173,8 +210,14 @@ class CollectState:
             for worker in config.workers
         }
         self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
+        self.judge = (
+            None
+            if judge_worker is None
+            else (judge_worker, judge_hash(config.worker(judge_worker)))
+        )
         self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
-        self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score
+        self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score, of this grading
+        self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
         self.recorded: set[str] = set()
         self.torn: list[str] = []
 
@@ -226,13 +269,69 @@ class CollectState:
             if entry.event == "call" and entry.error is None and entry.output is not None:
                 self.calls[cell] = entry
                 self.grades.pop(cell, None)  # a newer answer needs its own grade
-            elif (
-                entry.event == "grade"
-                and entry.score is not None
-                and cell in self.calls
-                and entry.grading_hash == self.grading_hashes[entry.task_id]
-            ):
-                self.grades[cell] = entry
+                self.stale.pop(cell, None)
+            elif entry.event == "grade" and entry.score is not None and cell in self.calls:
+                if self.grade_mismatch(entry) is None:
+                    self.grades[cell] = entry
+                else:
+                    self.stale[cell] = entry
+
+    def grade_mismatch(self, entry: LogEntry) -> str | None:
+        """Why a logged grade is not one of this run's grading, or None when it is."""
+        task = self.tasks[entry.task_id]
+        if entry.grading_hash != self.grading_hashes[task.id]:
+            return "the task's answer key (answer, tests, grader, rubric) changed"
+        if task.grader != "judge" or self.judge is None:
+            return None
+        judge_id, judge_settings = self.judge
+        if entry.judge_worker_id is None:
+            return UNKNOWN_JUDGE
+        if entry.judge_worker_id != judge_id:
+            return f"they were judged by {entry.judge_worker_id}, this run judges with {judge_id}"
+        if entry.judge_hash != judge_settings:
+            return (
+                f"the settings of judge {judge_id} that shape its verdict (model, base_url or "
+                "local, system_prompt, params) changed since it judged them"
+            )
+        return None
+
+    def judge_of(self, task_id: str) -> tuple[str | None, str | None]:
+        """The judge worker id and judge hash a grade line of this task carries (None, None
+        for graders other than the judge)."""
+        if self.judge is None or self.tasks[task_id].grader != "judge":
+            return None, None
+        return self.judge
+
+    def regrade_notes(self) -> list[str]:
+        """Why saved grades are not reused this run: per reason, how many answers of
+        unfinished tasks are graded again, and how many written records keep such grades."""
+        pending = set(self.pending_tasks())
+        regraded: Counter[str] = Counter()
+        written: dict[str, set[str]] = {}
+        for cell, entry in self.stale.items():
+            if cell in self.grades or cell[0] not in self.tasks:
+                continue
+            reason = self.grade_mismatch(entry)
+            if reason is None:
+                continue
+            if cell[0] in pending:
+                regraded[reason] += 1
+            elif reason != UNKNOWN_JUDGE:  # said on every run, for records nobody can check
+                written.setdefault(reason, set()).add(cell[0])
+        notes = [
+            f"{count} saved answer{'s are' if count != 1 else ' is'} graded again, without "
+            f"asking {'their workers' if count != 1 else 'its worker'} again: {reason}"
+            for reason, count in regraded.items()
+        ]
+        notes += [
+            f"{len(task_ids)} record{'s' * (len(task_ids) != 1)} already written "
+            f"keep{'s' * (len(task_ids) == 1)} "
+            f"grades that this run would give differently ({reason}); records are never "
+            f"rewritten: to have one grading throughout, collect into a new -o with --log "
+            f"{self.log} (saved answers are reused, only the grading is redone)"
+            for reason, task_ids in written.items()
+        ]
+        return notes
 
     # -- queries ----------------------------------------------------------------------
 
@@ -281,6 +380,7 @@ class CollectState:
         if entry.event == "call" and entry.error is None and entry.output is not None:
             self.calls[cell] = entry
             self.grades.pop(cell, None)
+            self.stale.pop(cell, None)
         elif entry.event == "grade" and entry.score is not None:
             self.grades[cell] = entry
 
@@ -390,6 +490,7 @@ class Collector:
 
     async def _grade(self, task_id: str, worker_id: str) -> None:
         cell = (task_id, worker_id)
+        judge_worker_id, judge_settings = self.state.judge_of(task_id)
         call = self.state.calls[cell]
         task = self.state.tasks[task_id]
         judge = (
@@ -415,6 +516,7 @@ class Collector:
                 event="grade", task_id=task_id, worker_id=worker_id,
                 request_hash=call.request_hash, prompt_hash=call.prompt_hash,
                 grading_hash=self.state.grading_hashes[task_id],
+                judge_worker_id=judge_worker_id, judge_hash=judge_settings,
                 score=verdict.score, grade_error=verdict.error, detail=verdict.detail,
             )
         )  # fmt: skip
@@ -462,7 +564,7 @@ def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Ce
     judged_request_hash = state.calls[cell].request_hash
 
     async def judge(messages: list[dict[str, str]]) -> str:
-        result = await pool.chat(judge_id, list(messages), temperature=0.0)
+        result = await pool.chat(judge_id, list(messages), **JUDGE_PARAMS)
         state.add(
             LogEntry(
                 event="judge", task_id=task_id, worker_id=judge_id,
@@ -508,17 +610,20 @@ async def collect(
     output = Path(output)
     log_path = Path(log) if log is not None else default_log_path(output)
     check_judge(config, tasks, judge_worker)
-    state = CollectState(config, tasks, output, log_path).load()
+    state = CollectState(config, tasks, output, log_path, judge_worker).load()
     console = console or Console(stderr=True)
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {message}")
+    regrades = state.regrade_notes()
+    for message in regrades:
+        console.print(f"[yellow]note:[/yellow] {message}")
     async with WorkerPool(config) as pool:
         with _progress(show_progress, console) as progress:
             collector = Collector(
                 pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
             )
             await collector.run()
-    return summarize(state, collector.counters)
+    return summarize(state, collector.counters).model_copy(update={"regrades": regrades})
 
 
 def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
@@ -554,9 +659,12 @@ def _progress(show: bool, console: Console) -> Iterator[Progress | None]:
 def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
     workers = []
     pending_tasks = state.pending_tasks()
+    # a written record's grades, even those this run's grading would give differently
+    written = {cell: entry for cell, entry in state.stale.items() if cell[0] in state.recorded}
+    grades = {**written, **state.grades}
     for worker_id in state.worker_ids:
-        graded = [cell for cell in state.grades if cell[1] == worker_id and cell[0] in state.tasks]
-        scores = [float(state.grades[cell].score or 0.0) for cell in graded]
+        graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
+        scores = [float(grades[cell].score or 0.0) for cell in graded]
         calls = [state.calls[cell] for cell in graded]
         latencies = [call.latency_s for call in calls if call.latency_s is not None]
         workers.append(
