@@ -278,12 +278,47 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
 
         run(pool(), tasks, output, down_after=1)
         assert len(stub.bodies) == 2
-        run(pool(**change), tasks, output, down_after=1)
+        summary = run(pool(**change), tasks, output, down_after=1)
     assert len(stub.bodies) == (2 if not change else 4)
+    assert summary.reasks == (
+        []
+        if not change
+        else [
+            "2 saved answers of w are not reused and asked again: its request (model, "
+            "system_prompt, params, or the task's prompt) changed since they were answered"
+        ]
+    )
     for body in stub.bodies[2:]:
         assert body["messages"][0]["content"] == "Be brief." or "system_prompt" not in change
         assert body.get("temperature") == 0.7 or "params" not in change
         assert body["model"] == "other" or "model" not in change
+
+
+def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> None:
+    """Records are never rewritten: after a worker's params change, the run says how many
+    written records keep its answers to the earlier request, and how to get one request."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub), ("v", stub))
+        run(config, tasks[:2], output)
+        changed = config.model_copy(deep=True)
+        changed.workers[0].params = {"temperature": 0.7}
+        summary = run(changed, tasks, output)  # one more task: asked with the new params
+        assert len(stub.bodies) == 4 + 2
+        assert summary.complete and summary.reasks == [
+            "2 records already written keep w's answers to its earlier request (its request "
+            "(model, system_prompt, params, or the task's prompt) changed since they were "
+            "answered); records are never rewritten: to have one request throughout, collect "
+            f"into a new -o with --log {default_log_path(output)} (answers to the current "
+            "requests are reused)"
+        ]
+        assert run(config, tasks[:2], output).reasks == []  # the earlier request again
+
+        fresh = tmp_path / "fresh.jsonl"  # the way out: w asked again with the new params
+        summary = run(changed, tasks, fresh, log=default_log_path(output))
+    assert summary.complete and len(stub.bodies) == 6 + 2
+    assert [body.get("temperature") for body in stub.bodies[6:]] == [0.7, 0.7]
 
 
 def answer_or_verdict(answer: str, verdict: str) -> Reply:

@@ -110,6 +110,7 @@ class CollectSummary(BaseModel):
     records_total: int
     records_written: int  # this run
     torn_lines: list[str] = []
+    reasks: list[str] = []  # why saved answers were not reused (reask_notes)
     regrades: list[str] = []  # why saved grades were not reused (regrade_notes)
     workers: list[WorkerSummary]
 
@@ -218,6 +219,7 @@ class CollectState:
         self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
         self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score, of this grading
         self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
+        self.asked_otherwise: set[Cell] = set()  # answered, but to another request
         self.recorded: set[str] = set()
         self.torn: list[str] = []
 
@@ -264,9 +266,12 @@ class CollectState:
             if entry.event == "judge":
                 continue  # what the judge said is in its grade line
             cell = (entry.task_id, entry.worker_id)
+            answered = entry.event == "call" and entry.error is None and entry.output is not None
             if self.hashes.get(cell) != entry.request_hash:
+                if answered and cell in self.hashes:  # a changed request: not its answer
+                    self.asked_otherwise.add(cell)
                 continue  # another task set, another worker, or a changed request
-            if entry.event == "call" and entry.error is None and entry.output is not None:
+            if answered:
                 self.calls[cell] = entry
                 self.grades.pop(cell, None)  # a newer answer needs its own grade
                 self.stale.pop(cell, None)
@@ -294,6 +299,36 @@ class CollectState:
                 "local, system_prompt, params) changed since it judged them"
             )
         return None
+
+    def reask_notes(self) -> list[str]:
+        """Per worker whose request changed since its answers were logged: how many cells
+        of unfinished tasks it is asked again, and how many written records keep its
+        answers to the earlier request."""
+        pending = set(self.pending_tasks())
+        changed = [cell for cell in self.asked_otherwise if cell not in self.calls]
+        notes = []
+        for worker_id in self.worker_ids:
+            cells = [cell for cell in changed if cell[1] == worker_id]
+            asked = sum(task_id in pending for task_id, _ in cells)
+            written = len(cells) - asked
+            why = (
+                f"its request (model, system_prompt, params, or the task's prompt) changed "
+                f"since {'they were' if len(cells) != 1 else 'it was'} answered"
+            )
+            if asked:
+                notes.append(
+                    f"{asked} saved answer{'s' * (asked != 1)} of {worker_id} "
+                    f"{'are' if asked != 1 else 'is'} not reused and asked again: {why}"
+                )
+            if written:
+                notes.append(
+                    f"{written} record{'s' * (written != 1)} already written "
+                    f"keep{'s' * (written == 1)} "
+                    f"{worker_id}'s answers to its earlier request ({why}); records are never "
+                    f"rewritten: to have one request throughout, collect into a new -o with "
+                    f"--log {self.log} (answers to the current requests are reused)"
+                )
+        return notes
 
     def judge_of(self, task_id: str) -> tuple[str | None, str | None]:
         """The judge worker id and judge hash a grade line of this task carries (None, None
@@ -614,8 +649,9 @@ async def collect(
     console = console or Console(stderr=True)
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {message}")
+    reasks = state.reask_notes()
     regrades = state.regrade_notes()
-    for message in regrades:
+    for message in [*reasks, *regrades]:
         console.print(f"[yellow]note:[/yellow] {message}")
     async with WorkerPool(config) as pool:
         with _progress(show_progress, console) as progress:
@@ -623,7 +659,9 @@ async def collect(
                 pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
             )
             await collector.run()
-    return summarize(state, collector.counters).model_copy(update={"regrades": regrades})
+    return summarize(state, collector.counters).model_copy(
+        update={"reasks": reasks, "regrades": regrades}
+    )
 
 
 def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
