@@ -285,7 +285,8 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
         if not change
         else [
             "2 saved answers of w are not reused and asked again: its request (model, "
-            "system_prompt, params, or the task's prompt) changed since they were answered"
+            "system_prompt, params, a local worker's gguf or chat_format, or the task's "
+            "prompt) changed since they were answered"
         ]
     )
     for body in stub.bodies[2:]:
@@ -308,8 +309,9 @@ def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> N
         assert len(stub.bodies) == 4 + 2
         assert summary.complete and summary.reasks == [
             "2 records already written keep w's answers to its earlier request (its request "
-            "(model, system_prompt, params, or the task's prompt) changed since they were "
-            "answered); records are never rewritten: to have one request throughout, collect "
+            "(model, system_prompt, params, a local worker's gguf or chat_format, or the "
+            "task's prompt) changed since they were answered); records are never rewritten: "
+            "to have one request throughout, collect "
             f"into a new -o with --log {default_log_path(output)} (answers to the current "
             "requests are reused)"
         ]
@@ -319,6 +321,37 @@ def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> N
         summary = run(changed, tasks, fresh, log=default_log_path(output))
     assert summary.complete and len(stub.bodies) == 6 + 2
     assert [body.get("temperature") for body in stub.bodies[6:]] == [0.7, 0.7]
+
+
+def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
+    """A local worker's `model` is only a label: an answer of another GGUF file (or chat
+    format) is not reused. Call lines of older versions, which do not name the file, are."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    def local_pool(gguf: str, chat_format: str | None = None) -> PoolConfig:
+        local = {"gguf": gguf, "chat_format": chat_format}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    def state(config: PoolConfig) -> collect_module.CollectState:
+        return collect_module.CollectState(config, [task], tmp_path / "r.jsonl", log).load()
+
+    first = local_pool(str(tmp_path / "q4.gguf"))
+    worker = first.workers[0]
+    answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
+              "request_hash": collect_module.request_hash(worker, task)}  # fmt: skip
+    log.write_text(json.dumps({**answer, "local_hash": collect_module.local_hash(worker)}) + "\n")
+    assert state(first).cells_to_call("loc") == []
+    for changed in (local_pool(str(tmp_path / "q8.gguf")), local_pool(worker.local.gguf, "chatml")):
+        again = state(changed)
+        assert again.cells_to_call("loc") == [task.id]
+        assert again.reask_notes() == [
+            "1 saved answer of loc is not reused and asked again: its request (model, "
+            "system_prompt, params, a local worker's gguf or chat_format, or the task's "
+            "prompt) changed since it was answered"
+        ]
+    log.write_text(json.dumps(answer) + "\n")  # an older version's line
+    assert state(local_pool(str(tmp_path / "q8.gguf"))).cells_to_call("loc") == []
 
 
 def answer_or_verdict(answer: str, verdict: str) -> Reply:
@@ -702,6 +735,8 @@ def test_collect_with_real_llama_cpp_workers(tmp_path: Path) -> None:
     calls = [line for line in log_lines(output) if line["event"] == "call"]
     assert len(calls) == 3 * len(tasks)
     assert all(0 < line["usage"]["completion_tokens"] <= 12 for line in calls)
+    model_files = {line["worker_id"]: line["local_hash"] for line in calls}  # all one GGUF
+    assert len(model_files) == 3 and len(set(model_files.values())) == 1
 
 
 @pytest.mark.integration

@@ -69,6 +69,7 @@ class LogEntry(BaseModel):
     task_id: str
     worker_id: str
     request_hash: str
+    local_hash: str | None = None  # call events of a local worker: its model file
     grading_hash: str | None = None  # grade events: what the grade was computed against
     judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
     judge_hash: str | None = None  # ... and the settings that shaped its verdict
@@ -135,6 +136,14 @@ def request_hash(worker: WorkerConfig, task: Task) -> str:
     return _json_sha1(payload)
 
 
+def local_hash(worker: WorkerConfig) -> str | None:
+    """A local worker's model: its GGUF file and chat format, which its request does not
+    name (its `model` is only a label). None for a remote worker."""
+    if worker.local is None:
+        return None
+    return _json_sha1(worker.local.model_dump(include={"gguf", "chat_format"}))
+
+
 def grading_hash(task: Task) -> str:
     """What a grade depends on besides the answer: after a fix to a task's answer, tests or
     grader, its saved answers are graded again on resume (no new calls)."""
@@ -146,13 +155,10 @@ def judge_hash(judge: WorkerConfig) -> str:
     """What shapes a judge's verdict besides the task and the judged answer: its model, where
     it runs, its system prompt and the params of a judge call. A grade given by another
     judge, or by this one with other settings, is judged again on resume (no new answer)."""
-    local = judge.local
     payload = {
         "model": judge.model,
         "base_url": judge.base_url,
-        "local": None
-        if local is None
-        else local.model_dump(include={"gguf", "n_ctx", "chat_format", "extra_args"}),
+        "local": local_hash(judge),
         "system_prompt": judge.system_prompt,
         "params": {**judge.params, **JUDGE_PARAMS},
     }
@@ -210,6 +216,7 @@ class CollectState:
             for task in tasks
             for worker in config.workers
         }
+        self.local_hashes = {worker.id: local_hash(worker) for worker in config.workers}
         self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
         self.judge = (
             None
@@ -267,7 +274,9 @@ class CollectState:
                 continue  # what the judge said is in its grade line
             cell = (entry.task_id, entry.worker_id)
             answered = entry.event == "call" and entry.error is None and entry.output is not None
-            if self.hashes.get(cell) != entry.request_hash:
+            if self.hashes.get(cell) != entry.request_hash or (
+                answered and not self._same_local_model(entry)
+            ):
                 if answered and cell in self.hashes:  # a changed request: not its answer
                     self.asked_otherwise.add(cell)
                 continue  # another task set, another worker, or a changed request
@@ -280,6 +289,10 @@ class CollectState:
                     self.grades[cell] = entry
                 else:
                     self.stale[cell] = entry
+
+    def _same_local_model(self, entry: LogEntry) -> bool:
+        # call lines of older versions do not name the model file: taken as the same
+        return entry.local_hash is None or entry.local_hash == self.local_hashes[entry.worker_id]
 
     def grade_mismatch(self, entry: LogEntry) -> str | None:
         """Why a logged grade is not one of this run's grading, or None when it is."""
@@ -311,9 +324,10 @@ class CollectState:
             cells = [cell for cell in changed if cell[1] == worker_id]
             asked = sum(task_id in pending for task_id, _ in cells)
             written = len(cells) - asked
+            answered = "they were" if len(cells) != 1 else "it was"
             why = (
-                f"its request (model, system_prompt, params, or the task's prompt) changed "
-                f"since {'they were' if len(cells) != 1 else 'it was'} answered"
+                "its request (model, system_prompt, params, a local worker's gguf or "
+                f"chat_format, or the task's prompt) changed since {answered} answered"
             )
             if asked:
                 notes.append(
@@ -563,6 +577,7 @@ class Collector:
             task_id=task.id,
             worker_id=result.worker_id,
             request_hash=self.state.hashes[(task.id, result.worker_id)],
+            local_hash=self.state.local_hashes[result.worker_id],
             prompt_hash=prompt_hash(task.prompt_text()),
             output=result.output,
             usage=None if result.usage is None else result.usage.model_dump(),
