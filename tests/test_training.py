@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -564,6 +565,72 @@ def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(
     train_pipeline(records, more, tmp_path)
     train_pipeline(generated_records(seed=1), more, tmp_path)
     assert len(trained) == 2
+
+
+def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_sft(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A re-run of a finished pipeline trained RL again although OUT/rl already held the RL
+    of the same config, records and SFT."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    rl_head = (tmp_path / "rl" / "router_head.safetensors").read_bytes()
+    trained: list[str] = []
+
+    def counted(stage: str, train: Callable[..., dict]) -> Callable[..., dict]:
+        return lambda *args: trained.append(stage) or train(*args)
+
+    monkeypatch.setattr(pipeline_module, "train_sft", counted("sft", train_sft))
+    monkeypatch.setattr(pipeline_module, "train_rl", counted("rl", train_rl))
+    capsys.readouterr()
+    train_pipeline(records, config, tmp_path)
+    assert trained == []
+    assert "already holds the RL" in " ".join(capsys.readouterr().out.split())
+    assert (tmp_path / "rl" / "router_head.safetensors").read_bytes() == rl_head
+    assert (tmp_path / "training_report.json").exists()
+
+    # another RL setting: RL only; other records, or another SFT: both, RL from the new SFT
+    slower = config.model_copy(update={"rl": config.rl.model_copy(update={"epochs": 2})})
+    train_pipeline(records, slower, tmp_path)
+    assert trained == ["rl"]
+    train_pipeline(generated_records(seed=1), slower, tmp_path)
+    more = slower.model_copy(update={"sft": config.sft.model_copy(update={"epochs": 3})})
+    train_pipeline(generated_records(seed=1), more, tmp_path)
+    assert trained == ["rl", "sft", "rl", "sft", "rl"]
+    sft_head = (tmp_path / "sft" / "router_head.safetensors").read_bytes()
+    rl = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
+    assert rl["continued_from"]["sha256"] == hashlib.sha256(sft_head).hexdigest()
+
+    # another package version trains both again
+    monkeypatch.setattr(pipeline_module, "__version__", "0.0.0+other")
+    train_pipeline(generated_records(seed=1), more, tmp_path)
+    assert trained[5:] == ["sft", "rl"]
+
+
+def test_a_pipeline_rerun_stopped_while_retraining_sft_leaves_no_rl(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The finished RL is kept only when its SFT is: one whose SFT is trained again goes
+    before that SFT changes, so a stop in SFT leaves no RL of the earlier SFT."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+
+    def stopped(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline_module, "train_sft", stopped)
+    more = config.model_copy(update={"sft": config.sft.model_copy(update={"epochs": 3})})
+    with pytest.raises(KeyboardInterrupt):
+        train_pipeline(records, more, tmp_path)
+    with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
+        load_router(tmp_path / "rl")
 
 
 def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(

@@ -376,7 +376,10 @@ def train_pipeline_command(
         ),
     ] = None,
 ) -> None:
-    """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl."""
+    """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
+
+    Run again with the same config and records, a finished stage is kept (RL only when it
+    continued from that very SFT)."""
     from .costs import parse_cost_weights, train_router_family
     from .pipeline import train_pipeline
 
@@ -427,9 +430,9 @@ STARTS_OVER = (
 )
 
 PIPELINE_KEPT = (
-    "a finished SFT stays and is not trained again when you run the same command again; RL "
-    "starts over, and no earlier run's RL checkpoint is left in the output (the backbone "
-    "features computed so far are cached)"
+    "a finished SFT stays and is not trained again when you run the same command again; an "
+    "unfinished RL starts over, and no RL trained from another SFT is left in the output (the "
+    "backbone features computed so far are cached)"
 )
 
 

@@ -52,26 +52,39 @@ PARETO_COST_FIX = (
 def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_dir: Path) -> dict:
     """SFT into OUTPUT/sft, then RL from that checkpoint into OUTPUT/rl.
 
-    An earlier run's RL checkpoint and pipeline report are deleted first, so a run stopped
-    half-way never leaves an RL trained from another SFT. A finished SFT of the same config
-    and records (an earlier run that stopped in RL) is kept, not trained again."""
+    A finished SFT of the same config and records (an earlier run that stopped in RL) is
+    kept, not trained again, and so is a finished RL of the same config and records trained
+    from that very SFT (the SHA-256 of its tensors). Any other RL is deleted before SFT may
+    change, so a run stopped half-way never leaves an RL trained from another SFT."""
     output_dir = Path(output_dir)
     started = time.perf_counter()
     remove_files(output_dir, [STAGE_REPORT])
-    remove_stage(output_dir / "rl")
     sft_config, sft_dir, rl_dir = config.sft_config(), output_dir / "sft", output_dir / "rl"
-    if finished_stage(sft_dir, stage_inputs(sft_config, records, None)):
+    keep_sft = finished_stage(sft_dir, stage_inputs(sft_config, records, None))
+    keep_rl = keep_sft and finished_stage(
+        rl_dir, stage_inputs(config.rl_config(), records, str(sft_dir))
+    )
+    if not keep_rl:
+        remove_stage(rl_dir)
+    if keep_sft:
         console.print(
             f"SFT: {sft_dir} already holds the SFT of this config and these records; kept it "
             "(delete that folder to train it again)"
         )
     else:
         train_sft(records, sft_config, sft_dir)
-    train_rl(records, config.rl_config(), rl_dir, str(sft_dir))
+    if keep_rl:
+        console.print(
+            f"RL: {rl_dir} already holds the RL of this config and these records, trained "
+            f"from {sft_dir}; kept it (delete that folder to train it again)"
+        )
+    else:
+        train_rl(records, config.rl_config(), rl_dir, str(sft_dir))
     report = {
         "stage": "pipeline",
         "checkpoint": str(rl_dir),
         "stages": {"sft": str(sft_dir), "rl": str(rl_dir)},
+        "kept": [name for name, kept in (("sft", keep_sft), ("rl", keep_rl)) if kept],
         "seconds": time.perf_counter() - started,
     }
     write_json(output_dir / STAGE_REPORT, report)
