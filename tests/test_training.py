@@ -633,6 +633,34 @@ def test_a_pipeline_rerun_stopped_while_retraining_sft_leaves_no_rl(
         load_router(tmp_path / "rl")
 
 
+def test_a_pipeline_rerun_takes_pooling_auto_as_what_it_means(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spelling `pooling: auto` as what it means on the backbone (penultimate on this small
+    Llama) trained SFT (and RL) again on the same features; another pooling still does."""
+    config = pipeline_config(tiny_model_cfg)
+    assert config.model.pooling == "auto"
+    train_pipeline(records, config, tmp_path)
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    spelt = config.model_copy(
+        update={"model": tiny_model_cfg.model_copy(update={"pooling": "penultimate"})}
+    )
+    train_pipeline(records, spelt, tmp_path)
+    train_pipeline(records, config, tmp_path)
+    assert trained == []
+    other = config.model_copy(
+        update={"model": tiny_model_cfg.model_copy(update={"pooling": "mean"})}
+    )
+    train_pipeline(records, other, tmp_path)
+    assert trained == ["sft"]
+
+
 def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

@@ -54,6 +54,14 @@ def configured_pooling(model_cfg: ModelConfig) -> str:
     return model_cfg.pooling if is_decoder is None else resolved_pooling(model_cfg, is_decoder)
 
 
+def pooling_meant(model: dict) -> str:
+    """configured_pooling of a dumped model config (a saved run's or checkpoint's), so a
+    saved `auto` and what it means on the backbone (mean on MiniLM) compare equal."""
+    return configured_pooling(
+        ModelConfig(backbone=model["backbone"], pooling=model.get("pooling", "auto"))
+    )
+
+
 class FeatureExtractor:
     """Runs only the blocks up to the chosen layer and pools one vector per prompt.
 

@@ -26,6 +26,7 @@ from .evaluation import (
     write_evaluation,
     write_pareto,
 )
+from .features import pooling_meant
 from .io import read_json, remove_files, write_json
 from .model import (
     BACKBONE_FINGERPRINT_KEY,
@@ -103,7 +104,7 @@ def finished_stage(folder: Path, inputs: dict) -> bool:
     return (
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
-        and saved.get("inputs") == inputs
+        and comparable_inputs(saved.get("inputs")) == comparable_inputs(inputs)
         and _same_backbone_weights(metadata)
     )
 
@@ -116,6 +117,21 @@ def _same_backbone_weights(metadata: dict) -> bool:
     return not isinstance(fingerprint, dict) or (
         backbone_weights_difference(fingerprint, backbone) is None
     )
+
+
+def comparable_inputs(inputs: object) -> object:
+    """Stage inputs with `model.pooling` as what it means on the backbone (see pooling_meant):
+    `auto` and its meaning give the same features, hence the same stage."""
+    if not isinstance(inputs, dict) or not isinstance(inputs.get("config"), dict):
+        return inputs
+    model = inputs["config"].get("model")
+    if not isinstance(model, dict):
+        return inputs
+    try:
+        pooling = pooling_meant(model)
+    except (KeyError, ValueError):  # not a model config this version reads: compared as it is
+        return inputs
+    return {**inputs, "config": {**inputs["config"], "model": {**model, "pooling": pooling}}}
 
 
 def split_features(

@@ -28,9 +28,9 @@ from cmaes import SepCMA
 from torch import nn
 from torch.func import functional_call
 
-from .config import ESConfig, ESTrainingConfig, ModelConfig
+from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
-from .features import configured_pooling
+from .features import pooling_meant
 from .io import write_bytes_atomic
 from .model import RouterModel
 from .schemas import RewardRecord, records_in_split
@@ -288,7 +288,7 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     problems = []
     saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
     for flat, config in ((saved_config, saved["config"]), (current_config, current["config"])):
-        flat["model.pooling"] = _pooling_meant(config["model"])
+        flat["model.pooling"] = pooling_meant(config["model"])
     for key in sorted(set(saved_config) | set(current_config)):
         if key in RESUMABLE_KEYS:
             continue
@@ -303,14 +303,6 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     if saved["data"] != current["data"]:
         problems.append("the train/validation records or their features differ")
     return problems
-
-
-def _pooling_meant(model: dict) -> str:
-    """`auto` as what it means on the backbone (mean on MiniLM): the same features either way,
-    so a run resumes whichever of the two its config spells."""
-    return configured_pooling(
-        ModelConfig(backbone=model["backbone"], pooling=model.get("pooling", "auto"))
-    )
 
 
 def _flatten(mapping: dict, prefix: str = "") -> dict:
