@@ -520,6 +520,8 @@ def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
     output = tmp_path / "family"
     train_router_family(cost_case_records(), config, output, [0.0, 1.0])
     assert is_router_family(output)
+    (output / "pareto-test").mkdir()  # `eval --checkpoint FAMILY --pareto`'s report
+    (output / "pareto-test" / "pareto_report.json").write_text("{}")
 
     real_train_pipeline = pipeline.train_pipeline
 
@@ -536,6 +538,7 @@ def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
         train_router_family(pricier, config, output, [0.0, 1.0])
     assert not is_router_family(output)
     assert not (output / "training_report.json").exists()
+    assert not (output / "pareto-test").exists()  # the earlier family's cost-quality report
     with pytest.raises(CheckpointError, match="interrupted; run it again"):
         load_family_or_single(output)
 
@@ -817,6 +820,19 @@ def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> 
     written = (tmp_path / "head" / "training_report.json").read_text()
     json.loads(written, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
     assert report["validation"]["cost_mean_abs_relative_error"] is None
+
+
+def test_training_a_reward_head_again_removes_its_old_pareto_report(tmp_path: Path) -> None:
+    """`eval --pareto` writes HEAD/pareto-SPLIT; training the head again into that folder
+    left the report of the earlier head beside the new one."""
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path))
+    train_reward_head(cost_case_records(), config, tmp_path / "head")
+    report = tmp_path / "head" / "pareto-test"
+    report.mkdir()
+    (report / "pareto_report.json").write_text("{}")
+    (report / "cost_quality.png").write_bytes(b"png")
+    train_reward_head(cost_case_records(), config, tmp_path / "head")
+    assert not report.exists()
 
 
 def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path) -> None:

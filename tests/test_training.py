@@ -26,7 +26,7 @@ from fugu_lite.config import (
     SFTTrainingConfig,
 )
 from fugu_lite.model import CheckpointError, load_router
-from fugu_lite.pipeline import train_pipeline
+from fugu_lite.pipeline import run_evaluation, train_pipeline
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_rl import contextual_bandit_loss, train_rl
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
@@ -659,6 +659,75 @@ def test_a_pipeline_rerun_takes_pooling_auto_as_what_it_means(
     )
     train_pipeline(records, other, tmp_path)
     assert trained == ["sft"]
+
+
+def evaluated(checkpoint: Path, records: list[RewardRecord]) -> Path:
+    """`fugu-lite eval`'s default report folder (CHECKPOINT/eval-test), written, plus a file
+    of the user's own in it."""
+    run_evaluation(checkpoint, records, "test", checkpoint / "eval-test")
+    (checkpoint / "eval-test" / "my-notes.txt").write_text("mine")
+    return checkpoint / "eval-test"
+
+
+def test_a_pipeline_rerun_removes_the_eval_reports_of_the_stages_it_trains_again(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`eval` writes into CHECKPOINT/eval-SPLIT by default; a re-run that trained the stage
+    again left that report of a model that no longer exists."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    sft_eval, rl_eval = evaluated(tmp_path / "sft", records), evaluated(tmp_path / "rl", records)
+    pareto = tmp_path / "rl" / "pareto-test"
+    pareto.mkdir()
+    (pareto / "pareto_report.json").write_text("{}")  # as `eval --pareto` leaves it
+    elsewhere = tmp_path / "my-eval"
+    run_evaluation(tmp_path / "rl", records, "test", elsewhere)
+
+    train_pipeline(records, config, tmp_path)  # both kept: so are their reports
+    assert (sft_eval / "evaluation_report.json").exists()
+    assert (rl_eval / "evaluation_report.json").exists()
+    capsys.readouterr()
+
+    slower = config.model_copy(update={"rl": config.rl.model_copy(update={"epochs": 2})})
+    train_pipeline(records, slower, tmp_path)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "removed the evaluation reports of the earlier checkpoint" in said
+    assert "eval-test" in said and "pareto-test" in said
+    assert sorted(path.name for path in rl_eval.iterdir()) == ["my-notes.txt"]
+    assert not pareto.exists()
+    assert (sft_eval / "evaluation_report.json").exists()  # SFT kept
+    assert (elsewhere / "evaluation_report.json").exists()  # the user's own folder
+
+    train_pipeline(generated_records(seed=1), slower, tmp_path)
+    assert sorted(path.name for path in sft_eval.iterdir()) == ["my-notes.txt"]
+
+
+def test_training_a_stage_into_its_folder_again_removes_its_eval_reports(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """`train sft|rl -o DIR` over an earlier checkpoint left DIR/eval-test of the old one."""
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    sft = SFTConfig(model=tiny_model_cfg, training=training)
+    train_sft(records, sft, tmp_path / "sft")
+    report = evaluated(tmp_path / "sft", records)
+    train_sft(records, sft.model_copy(update={"training": SFT_TRAINING}), tmp_path / "sft")
+    assert sorted(path.name for path in report.iterdir()) == ["my-notes.txt"]
+
+    rl = RLConfig(model=tiny_model_cfg, training=RL_TRAINING.model_copy(update={"epochs": 1}))
+    train_rl(records, rl, tmp_path / "rl", str(tmp_path / "sft"))
+    report = evaluated(tmp_path / "rl", records)
+    (report / "my-notes.txt").unlink()
+    named = tmp_path / "rl" / "mine"  # `eval -o CHECKPOINT/mine`: a report of this checkpoint
+    run_evaluation(tmp_path / "rl", records, "validation", named)
+    other = tmp_path / "rl" / "eval-of-sft"  # a report of another checkpoint put here
+    run_evaluation(tmp_path / "sft", records, "test", other)
+    train_rl(records, rl, tmp_path / "rl", str(tmp_path / "sft"))
+    assert not report.exists() and not named.exists()  # emptied: the folder goes too
+    assert (other / "evaluation_report.json").exists()
+    assert (tmp_path / "rl" / "router.json").exists()
 
 
 def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(

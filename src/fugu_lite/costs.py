@@ -341,6 +341,7 @@ def train_router_family(
     """Train the SFT -> RL pipeline once per cost weight into OUTPUT/lambda-<w>/ (every run
     after the first reads only the feature cache), then write OUTPUT/router_family.json."""
     from .pipeline import train_pipeline  # the pipeline's stages import this module
+    from .training_common import remove_stale_evaluations
 
     started = time.perf_counter()
     output = Path(output_dir)
@@ -349,8 +350,10 @@ def train_router_family(
         require_costs(records, f"a family with cost weights {weights}", FAMILY_FIX)
     reference = family_reference_cost(records, config)
     # An earlier family here lists members this run retrains in place: a run stopped
-    # half-way must leave no manifest, not one that mixes two runs' members.
+    # half-way must leave no manifest, not one that mixes two runs' members, nor the
+    # `eval --pareto` report of the earlier family.
     remove_files(output, [FAMILY_FILE, "training_report.json"])
+    remove_stale_evaluations(output)
     members, reports = [], {}
     for weight in weights:
         settings = {"cost_weight": weight, "reference_cost": reference}

@@ -63,7 +63,7 @@ from .model import (
     read_tensors,
 )
 from .schemas import RewardRecord, check_same_workers, records_in_split
-from .training_common import stage_progress
+from .training_common import remove_stale_evaluations, stage_progress
 
 HEAD_FILE = "reward_head.safetensors"
 META_FILE = "reward_head.json"
@@ -454,6 +454,7 @@ def train_reward_head(
         "validation": validation,
         "seconds": time.perf_counter() - started,
     }
+    remove_stale_evaluations(output)
     router.save_checkpoint(output, metadata={k: v for k, v in report.items() if k != "seconds"})
     write_json(output / "training_report.json", report)
     console.print(f"reward head: {_describe(validation)}", markup=False)

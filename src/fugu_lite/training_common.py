@@ -31,6 +31,7 @@ from .config import (
     SFTTrainingConfig,
 )
 from .costs import apply_cost_weight
+from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
 from .model import HEAD_FILE, META_FILE, RouterModel, file_digest, load_router
@@ -105,17 +106,32 @@ def stage_inputs(
 
 
 def save_stage(model: RouterModel, output: Path, metadata: dict, report: dict) -> None:
-    """The checkpoint, then its training_report.json. The old report goes first: a run
-    killed while saving never leaves another run's report beside the new checkpoint."""
+    """The checkpoint, then its training_report.json. The old report and the old checkpoint's
+    evaluation reports go first: a run killed while saving never leaves another run's
+    report beside the new checkpoint."""
     remove_files(output, [STAGE_REPORT])
+    remove_stale_evaluations(output)
     model.save_checkpoint(output, metadata)
     write_json(output / STAGE_REPORT, report)
 
 
 def remove_stage(folder: Path) -> None:
-    """Delete a stage's checkpoint and report (the metadata first, so that even a kill half-way
-    leaves no loadable checkpoint)."""
+    """Delete a stage's checkpoint, report and evaluation reports (the metadata first, so that
+    even a kill half-way leaves no loadable checkpoint)."""
     remove_files(folder, [META_FILE, HEAD_FILE, STAGE_REPORT])
+    remove_stale_evaluations(folder)
+
+
+def remove_stale_evaluations(folder: Path) -> None:
+    """Delete the `eval` reports inside a checkpoint folder whose checkpoint is being replaced
+    or deleted (see remove_evaluations), and say which."""
+    cleared = remove_evaluations(folder)
+    if cleared:
+        console.print(
+            f"removed the evaluation reports of the earlier checkpoint in {folder}: "
+            f"{', '.join(cleared)} (they describe a model that is no longer there)",
+            markup=False,
+        )
 
 
 def nothing_to_learn(train: list[RewardRecord]) -> str | None:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..io import remove_files, write_json, write_jsonl, write_text_atomic
+from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
+from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
 PREDICTIONS_JSONL = "predictions.jsonl"
+EVALUATION_FILES = (REPORT_JSON, REPORT_MARKDOWN, PREDICTIONS_JSONL, *PLOTS)
+# `eval`'s default report folders inside the checkpoint: CHECKPOINT/eval-SPLIT, pareto-SPLIT
+DEFAULT_REPORT_PREFIXES = ("eval-", "pareto-")
 
 
 def write_evaluation(report: dict, predictions: list[dict], output_dir: Path) -> None:
@@ -24,11 +29,53 @@ def write_evaluation(report: dict, predictions: list[dict], output_dir: Path) ->
     another run's predictions or plots."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    remove_files(output_dir, [REPORT_JSON, REPORT_MARKDOWN, PREDICTIONS_JSONL, *PLOTS])
+    remove_files(output_dir, EVALUATION_FILES)
     write_jsonl(output_dir / PREDICTIONS_JSONL, predictions)
     plots = write_plots(report, output_dir)
     write_text_atomic(output_dir / REPORT_MARKDOWN, evaluation_markdown(report, plots))
     write_json(output_dir / REPORT_JSON, report)
+
+
+def remove_evaluations(checkpoint: Path) -> list[str]:
+    """Delete the reports `eval` wrote of a checkpoint inside its folder (the default
+    eval-SPLIT and pareto-SPLIT, and any subfolder whose report names this checkpoint):
+    they describe the checkpoint about to be replaced. A report naming another checkpoint
+    that exists stays, whatever its folder's name. Only the files `eval` writes go, and a
+    folder they leave empty; anything else is kept. Returns the names of the folders cleared."""
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_dir():
+        return []
+    cleared = []
+    # a linked folder is somewhere else, whatever its name
+    for folder in sorted(p for p in checkpoint.iterdir() if p.is_dir() and not p.is_symlink()):
+        evaluated = evaluated_checkpoint(folder)
+        if evaluated is None:
+            ours = folder.name.startswith(DEFAULT_REPORT_PREFIXES)
+        else:
+            ours = evaluated == checkpoint.resolve()
+        names = [path.name for path in folder.iterdir()]
+        written = [name for name in (*EVALUATION_FILES, *PARETO_FILES) if name in names]
+        if not ours or not written:
+            continue
+        remove_files(folder, written)
+        with contextlib.suppress(OSError):  # the user's own files are still there
+            folder.rmdir()
+        cleared.append(folder.name)
+    return cleared
+
+
+def evaluated_checkpoint(folder: Path) -> Path | None:
+    """The folder of the checkpoint a report in `folder` evaluated (its `checkpoint`, as
+    given to `eval`, resolved from here); None without a readable report, or when that
+    folder is not found from here."""
+    for name in (REPORT_JSON, PARETO_JSON):
+        try:
+            named = read_json(folder / name).get("checkpoint")
+        except (OSError, ValueError, AttributeError):  # none, damaged, or not an object
+            continue
+        if isinstance(named, str) and Path(named).is_dir():
+            return Path(named).resolve()
+    return None
 
 
 # --- Markdown -----------------------------------------------------------------

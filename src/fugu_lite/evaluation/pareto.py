@@ -60,6 +60,7 @@ from .table import RewardTable, argmax_choices, picked
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"
 PARETO_PLOT = "cost_quality.png"
+PARETO_FILES = (PARETO_JSON, PARETO_MARKDOWN, PARETO_PLOT)
 QUALITY_FRACTION = 0.95
 CURVE_LABELS = {"router": "router", "knn": "kNN", "ridge": "ridge", "workers": "single workers"}
 
@@ -390,7 +391,7 @@ def write_pareto(report: dict, output_dir: Path) -> list[str]:
     run stopped half-way never leaves a report beside another run's plot."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    names = [PARETO_JSON, PARETO_MARKDOWN, PARETO_PLOT]
+    names = list(PARETO_FILES)
     remove_files(output_dir, names)
     save_png(plot_pareto(report), output_dir / PARETO_PLOT)
     write_text_atomic(output_dir / PARETO_MARKDOWN, pareto_markdown(report))
