@@ -730,6 +730,33 @@ def test_training_a_stage_into_its_folder_again_removes_its_eval_reports(
     assert (tmp_path / "rl" / "router.json").exists()
 
 
+def test_rl_reads_and_hashes_its_starting_checkpoint_once(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RL read the SFT's tensor file twice at its start: once to load it (checked against the
+    SHA-256 its router.json names), once more to hash it for metadata.inputs."""
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    train_sft(records, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "sft")
+    head = tmp_path / "sft" / "router_head.safetensors"
+    reads: list[Path] = []
+    read_bytes = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        if path == head:
+            reads.append(path)
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    rl = RLConfig(model=tiny_model_cfg, training=RL_TRAINING.model_copy(update={"epochs": 1}))
+    train_rl(records, rl, tmp_path / "rl", str(tmp_path / "sft"))
+    assert len(reads) == 1
+    inputs = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
+    assert inputs["continued_from"]["sha256"] == hashlib.sha256(read_bytes(head)).hexdigest()
+
+
 def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

@@ -653,6 +653,14 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def tensor_digest(directory: str | Path) -> str:
+    """The SHA-256 of a checkpoint's tensor file, as its router.json names it (load_router
+    refuses a file that differs, so a stage that loaded it need not hash it again); hashed
+    from the file for a checkpoint whose metadata does not name it."""
+    named = read_checkpoint_metadata(directory).get(TENSOR_DIGEST_KEY)
+    return named if isinstance(named, str) else file_digest(Path(directory) / HEAD_FILE)
+
+
 def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch.Tensor]:
     """A checkpoint's safetensors file; a damaged one, or one other than the file its metadata
     was written with, is a CheckpointError saying so."""

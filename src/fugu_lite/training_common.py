@@ -34,7 +34,7 @@ from .costs import apply_cost_weight
 from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
-from .model import HEAD_FILE, META_FILE, RouterModel, file_digest, load_router
+from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 
 console = Console()
@@ -95,13 +95,14 @@ def stage_inputs(
 ) -> dict:
     """What a gradient stage's result depends on, saved in its checkpoint's metadata: the
     config (less RESULT_NEUTRAL_MODEL_KEYS), the records' digest, and the checkpoint it
-    continued from (its path and the SHA-256 of its tensors) or None."""
+    continued from (its path and the SHA-256 of its tensors, as its metadata names it) or
+    None."""
     dumped = config.model_dump(mode="json")
     for key in RESULT_NEUTRAL_MODEL_KEYS:
         dumped["model"].pop(key, None)
     start = None
     if checkpoint is not None:
-        start = {"checkpoint": str(checkpoint), "sha256": file_digest(Path(checkpoint) / HEAD_FILE)}
+        start = {"checkpoint": str(checkpoint), "sha256": tensor_digest(checkpoint)}
     return {"config": dumped, "records_sha1": records_digest(records), "continued_from": start}
 
 
