@@ -224,6 +224,32 @@ def test_number_grader_follows_a_self_correction(
 @pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
+        # the grader does not compute: an answer stated as arithmetic is no number
+        ("3", "Actually, it's 3 more than 9.", 0.0),
+        ("9", "Actually, it's 3 more than 9.", 0.0),
+        ("12", "The answer is 12. Actually, it's 3 more than 9, so 12.", 1.0),
+        ("3", "The answer is 12. Actually, it's 3 more than 9, so 12.", 0.0),
+        ("10", "The answer is 10. Actually, it's 3 more than 9.", 0.0),  # retracted
+        ("5", "The answer is 5 + 3.", 0.0),
+        ("4", "The result is 4 times 3, which gives 12 cookies.", 0.0),
+        ("12", "The result is 4 times 3, which gives 12 cookies.", 1.0),
+        # not arithmetic: the number stands
+        ("3", "The answer is 3 more than yesterday.", 1.0),
+        ("3", "The answer is 3 times.", 1.0),
+        ("42", "The answer is 42 plus tax.", 1.0),
+        ("12", "The answer is 12 (3 more than 9).", 1.0),
+    ],
+)
+def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
         ("5", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 1.0),  # not the last 1
         ("12", "**12 apples**\nThat is 3 more than 9.", 1.0),
         ("8", "8\n(step 2 of 2)", 1.0),

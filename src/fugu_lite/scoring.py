@@ -5,7 +5,8 @@
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
   then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
   no: it is 14") (after its last `=` when the
-  marker's sentence holds an equation), else the last number in the output. Commas between
+  marker's sentence holds an equation; "3 more than 9" there is arithmetic, not 3), else
+  the last number in the output. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
   `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number; `1e6`, `1.5 x 10^6` (`10⁶`) and
   `2^10` are their values. Equal when within 1e-6 relative,
@@ -112,6 +113,12 @@ _ANSWER_MARKER = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+# between an answer's number and the next one: the answer is arithmetic, not a number
+_OPERATOR = re.compile(
+    r"\s*(?:(?:more|less|fewer|greater|larger|smaller|bigger|higher|lower)\s+than|plus|minus|"
+    r"times|multiplied\s+by|divided\s+by|[+*×·÷x])\s*",
+    re.IGNORECASE,
+)
 
 
 class FoundNumber(BaseModel):
@@ -128,7 +135,7 @@ def grade_number(task: Task, output: str) -> Grade:
         return cannot_grade(f"the task's answer {task.answer!r} is not a number")
     found, source = extract_number(output)
     if found is None:
-        return wrong("no number in the output")
+        return wrong(source or "no number in the output")
     shown = found.text if len(found.text) <= 40 else found.text[:40] + "..."
     detail = f"extracted {shown!r} ({source}); expected {task.answer}"
     answer = (task.answer or "").strip()
@@ -137,7 +144,8 @@ def grade_number(task: Task, output: str) -> Grade:
 
 
 def extract_number(output: str) -> tuple[FoundNumber | None, str]:
-    """The final answer's number and where it was found."""
+    """The final answer's number and where it was found, or None and why not ("" when
+    the output holds no number)."""
     text = _normalise_number_text(output)
     boxed = last_boxed(text)
     if boxed is not None:
@@ -165,9 +173,13 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     return None, ""
 
 
-def _number_after_marker(text: str, numbers: list[re.Match[str]]) -> tuple[FoundNumber, str] | None:
+def _number_after_marker(
+    text: str, numbers: list[re.Match[str]]
+) -> tuple[FoundNumber | None, str] | None:
     """The first number in the sentence of the last answer marker that has one (after the
-    sentence's last '=' when it holds one). Positions are looked up, not searched again
+    sentence's last '=' when it holds one); (None, why) when that number is an operand of
+    arithmetic ("3 more than 9") with no number after it; None when no marker has one, or
+    a number follows such an expression. Positions are looked up, not searched again
     for each marker: an output repeating "the answer is" 100,000 times takes linear time."""
     starts = [number.start() for number in numbers]
     sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
@@ -185,8 +197,19 @@ def _number_after_marker(text: str, numbers: list[re.Match[str]]) -> tuple[Found
         number = numbers[index]
         if number.end() > end:  # "3\n/4": only the part inside the sentence counts
             number = _NUMBER.match(text, number.start(), end) or number
-        if _is_number(number):
+        if not _is_number(number):
+            continue
+        following = numbers[index + 1] if index + 1 < len(numbers) else None
+        if following is None or following.start() >= end:
             return _found(number), f"after {marker.group(0).strip()!r}"
+        if _OPERATOR.fullmatch(text[number.end() : following.start()]):
+            # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
+            # a number after the expression (", so 12") is found by the usual rules
+            if index + 2 < len(numbers):
+                return None
+            shown = text[number.start() : following.end()]
+            return None, f"the answer is an expression, not a number: {shown!r}"
+        return _found(number), f"after {marker.group(0).strip()!r}"
     return None
 
 
