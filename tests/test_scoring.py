@@ -166,6 +166,35 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("1000000", "1 million", 1.0),
+        ("2500000000", "The company earned $2.5 billion.", 1.0),
+        ("1500", "1.5k", 1.0),
+        ("3000", "The answer is 3 thousand.", 1.0),
+        ("1500000", "The answer is 1.5 Million people.", 1.0),
+        ("3000000", "It sold for $3M.", 1.0),
+        ("2500", r"\boxed{\$2.5k}", 1.0),
+        ("2.5", "Revenue was 2.5 million dollars.", 1.0),  # a reference counted in millions
+        ("1250000", "About 1.3 million.", 0.0),  # no credit for rounding a large number
+        # units and other letters are no magnitude
+        ("1000", "1 kg", 0.0),
+        ("5000", "5 km", 0.0),
+        ("1000", "1kB", 0.0),
+        ("2000000", "2M", 0.0),  # 2 molar, 2 metres: only "$2M" is money
+        ("3000", "n = 3k+1", 0.0),
+        ("3000000", "the 3 millionth visitor", 0.0),
+        ("12000", "12k_1", 0.0),
+    ],
+)
+def test_number_grader_reads_magnitude_words_and_suffixes(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output"),
     [
         ("1234", "1\u202f234"),  # narrow no-break space between thousands (fr, SI)

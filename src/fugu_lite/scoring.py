@@ -9,7 +9,8 @@
   the last number in the output. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
   `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number; `1e6`, `1.5 x 10^6` (`10⁶`) and
-  `2^10` are their values. Equal when within 1e-6 relative,
+  `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read as written:
+  2.5 matches a reference in millions). Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
@@ -94,15 +95,20 @@ async def grade(
 # --- number ----------------------------------------------------------------------------------
 
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<sign>-)?(?:\$\s?)?"
+    r"(?<![\w.])(?P<sign>-)?(?P<dollar>\$\s?)?"
     r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     # 1e6, 1.5 x 10^6, 2^10, 10**3
     r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
     r"|\s?(?:×|x|\*|·|⋅|\\times|\\cdot)\s?10\s?(?:\^|\*\*)\s?\{?\s?(?P<ten_power>[+-]?\d+)\}?"
     r"|\s?(?:\^|\*\*)\s?\{?\s?(?P<power>[+-]?\d+)\}?)?(?!\d)"
     r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
-    r"(?P<percent>\s?(?:%|percent\b|per cent\b))?"
+    r"(?:(?P<percent>\s?(?:%|percent\b|per cent\b))"
+    # "2.5 million", "1.5k", "$3M": "1 kg", "5 km", "1kB" and "3k+1" are no thousands
+    r"|\s?(?P<magnitude_word>(?i:hundred|thousand|million|billion|trillion)\b)"
+    r"|(?P<magnitude>(?(dollar)(?:[kKmMbB]|bn|mn)|k))(?!\w|\s?[+*/^=(]))?"
 )
+_MAGNITUDES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_MAGNITUDES |= {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
     r"solution is|total is|correction\s*:|"
@@ -127,6 +133,9 @@ class FoundNumber(BaseModel):
     decimals: int
     percent: bool = False
     """Written with a percent sign: "50%" is also read as 0.5 (see `numbers_match`)."""
+    as_written: tuple[float, int] | None = None
+    """The value and decimals before a magnitude word or suffix (2.5 of "2.5 million"), also
+    read: an answer in millions matches a reference counted in millions."""
 
 
 def grade_number(task: Task, output: str) -> Grade:
@@ -273,6 +282,8 @@ def numbers_match(
     50 and, unless the reference itself is written with "%", one of 0.5 (a reference
     "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
     readings = [(found.value, found.decimals)]
+    if found.as_written is not None:
+        readings.append(found.as_written)
     if found.percent and not reference_percent:
         readings.append((found.value / 100, found.decimals + 2))
     return any(
@@ -325,11 +336,20 @@ def _found(match: re.Match[str]) -> FoundNumber:
     decimals = 0
     if "." in body and not match.group("denominator") and match.group("power") is None:
         decimals = max(0, len(body.split(".")[1]) - int(power or 0))
+    magnitude = match.group("magnitude_word") or match.group("magnitude")
+    if magnitude is None:
+        return FoundNumber(
+            value=_as_float(value),
+            text=match.group(0).strip(),
+            decimals=decimals,
+            percent=match.group("percent") is not None,
+        )
+    digits = _MAGNITUDES[magnitude.lower()]
     return FoundNumber(
-        value=_as_float(value),
+        value=_as_float(value * _power(Fraction(10), digits)),
         text=match.group(0).strip(),
-        decimals=decimals,
-        percent=match.group("percent") is not None,
+        decimals=max(0, decimals - digits),
+        as_written=(_as_float(value), decimals),
     )
 
 
