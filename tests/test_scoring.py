@@ -230,6 +230,25 @@ def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: st
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("1.5", "1 1/2", 1.0),  # as "1½" is
+        ("2.5", "The answer is 2 1/2 hours.", 1.0),
+        ("-1.5", "x = -1 1/2", 1.0),
+        ("12.25", "The answer is 12 1/4 inches.", 1.0),
+        ("2.5", r"\boxed{2 1/2}", 1.0),
+        ("0.5", "1 1/2", 0.0),  # not the fraction alone
+        ("5.5", "1 1/2", 0.0),  # nor 11/2
+        ("3.5", "2 3/2", 0.0),  # not a proper fraction: two numbers
+        ("0.5", "The fractions are 1/3 and 1/2", 1.0),
+    ],
+)
+def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("output", "score_for_12", "score_for_14"),
     [
         ("The answer is 12. Wait, no: it is 14.", 0.0, 1.0),

@@ -8,8 +8,8 @@
   marker's sentence holds an equation; "3 more than 9" there is arithmetic, not 3), else
   the last number in the output. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
-  `\\frac34` are fractions, `1\\frac{1}{2}` a mixed number; `1e6`, `1.5 x 10^6` (`10⁶`) and
-  `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read as written:
+  `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6`
+  (`10⁶`) and `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read as written:
   2.5 matches a reference in millions). Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
@@ -417,7 +417,21 @@ def _normalise_number_text(text: str) -> str:
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+    text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
     return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
+
+
+# "1 1/2" is 3/2 as "1½" is; "2 3/2" (not a proper fraction) stays two numbers
+_ASCII_MIXED_NUMBER = re.compile(
+    r"(?<![\w.,/])(?P<whole>\d{1,9}) (?P<over>\d{1,9})/(?P<under>\d{1,9})(?![\w/]|[.,]\d)"
+)
+
+
+def _ascii_mixed_number(match: re.Match[str]) -> str:
+    whole, over, under = int(match["whole"]), int(match["over"]), int(match["under"])
+    if not 0 < over < under:
+        return match.group(0)
+    return f"{whole * under + over}/{under}"
 
 
 _MIXED_NUMBER = re.compile(
