@@ -240,7 +240,7 @@ def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: st
         ("0.5", "1 1/2", 0.0),  # not the fraction alone
         ("5.5", "1 1/2", 0.0),  # nor 11/2
         ("3.5", "2 3/2", 0.0),  # not a proper fraction: two numbers
-        ("0.5", "The fractions are 1/3 and 1/2", 1.0),
+        ("0.5", "He ate 1/3, she ate 1/2", 1.0),
     ],
 )
 def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, score: float) -> None:
@@ -313,6 +313,42 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
 ) -> None:
     result = run(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("5", "The answer is 5 or 7.", "'5 or 7'"),
+        ("5", "Final Answer: The final answer is $5$ and $7$. I hope it is correct.", "and"),
+        ("7", "The answer is **5** or **7**.", "or"),
+        ("5", "The answer is 5-7 days.", "'5-7'"),  # a range, or a subtraction not done
+        ("7", "Between 5 and 7", "'5 and 7'"),
+        ("7", r"\boxed{5 \text{ or } 7}", "or"),
+        ("5", "#### 5 or 7", "'5 or 7'"),
+        ("3", "The answer is 3:30.", "time"),  # a time is not its hour
+        ("30", "He arrives at 3:30.", "time"),
+        ("30", r"\boxed{3:30}", "time"),
+    ],
+)
+def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("12", "The answer is 12 and the remainder is 3."),
+        ("6", "We need 5 or more boxes, so 6."),
+        ("2", "The ratio is 2:1, so the answer is 2."),
+        ("3", "So we compute 15-3"),  # a sum done at the end of a chain
+        ("-7", r"\boxed{-7}"),
+    ],
+)
+def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
 
 
 def test_subtraction_is_not_a_negative_number() -> None:

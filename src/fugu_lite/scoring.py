@@ -6,7 +6,8 @@
   then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
   no: it is 14") (after its last `=` when the
   marker's sentence holds an equation; "3 more than 9" there is arithmetic, not 3), else
-  the last number in the output. Commas between
+  the last number in the output. Two numbers as the answer ("5 or 7", "5 and 7", "5-7"
+  after a marker or in a box) and times or ratios ("3:30") are ambiguous. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
   `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6`
   (`10⁶`) and `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read as written:
@@ -145,8 +146,7 @@ def grade_number(task: Task, output: str) -> Grade:
     found, source = extract_number(output)
     if found is None:
         return wrong(source or "no number in the output")
-    shown = found.text if len(found.text) <= 40 else found.text[:40] + "..."
-    detail = f"extracted {shown!r} ({source}); expected {task.answer}"
+    detail = f"extracted {_clip(found.text)!r} ({source}); expected {task.answer}"
     answer = (task.answer or "").strip()
     matched = numbers_match(found, reference, _decimals(answer), answer.endswith("%"))
     return Grade(score=1.0 if matched else 0.0, detail=detail)
@@ -158,12 +158,18 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     text = _normalise_number_text(output)
     boxed = last_boxed(text)
     if boxed is not None:
-        numbers = _numbers(_unlatex(boxed))
+        boxed = _unlatex(boxed)
+        numbers = _numbers(boxed)
+        if len(numbers) > 1 and (hedge := _not_one_number(boxed, numbers[-2], numbers[-1])):
+            return None, f"{hedge} in \\boxed{{}}"
         if numbers:
             return _found(numbers[-1]), "\\boxed{}"
     hashes = text.rfind("####")
     if hashes >= 0:
-        numbers = _numbers(text[hashes + 4 :])
+        after = text[hashes + 4 :]
+        numbers = _numbers(after)
+        if len(numbers) > 1 and (hedge := _not_one_number(after, numbers[0], numbers[1])):
+            return None, f"{hedge} after ####"
         if numbers:
             return _found(numbers[0]), "after ####"
     numbers = _numbers(text)
@@ -173,6 +179,8 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     first_line = _lone_first_line(text)
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
+    if len(numbers) > 1 and (hedge := _not_one_number(text, *numbers[-2:], dash=False)):
+        return None, f"{hedge} at the end"  # "15-3" there is a sum done, answering 3
     if numbers:
         return _found(numbers[-1]), "the last number"
     words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
@@ -216,10 +224,37 @@ def _number_after_marker(
             # a number after the expression (", so 12") is found by the usual rules
             if index + 2 < len(numbers):
                 return None
-            shown = text[number.start() : following.end()]
+            shown = _clip(text[number.start() : following.end()])
             return None, f"the answer is an expression, not a number: {shown!r}"
+        hedge = _not_one_number(text, number, following)
+        if hedge is not None:
+            return None, f"{hedge} after {marker.group(0).strip()!r}"
         return _found(number), f"after {marker.group(0).strip()!r}"
     return None
+
+
+_ALTERNATIVE = re.compile(r"[\s$*]*\b(?:or|and)\b[\s$*]*", re.IGNORECASE)
+_RANGE = re.compile(r"[\s$*]*-[\s$*]*")
+
+
+def _not_one_number(
+    text: str, first: re.Match[str], second: re.Match[str], *, dash: bool = True
+) -> str | None:
+    """Why two numbers side by side are no single answer ("5 or 7", "5 and 7", "3:30", and
+    with `dash` "5-7", a range or a sum not done), or None."""
+    if second.start() - first.end() > 20:
+        return None
+    between = text[first.end() : second.start()]
+    shown = _clip(text[first.start() : second.end()])
+    if between == ":":
+        return f"a time or ratio, not a number: {shown!r}"
+    if _ALTERNATIVE.fullmatch(between) or (dash and _RANGE.fullmatch(between)):
+        return f"two numbers, not one answer: {shown!r}"
+    return None
+
+
+def _clip(text: str, size: int = 40) -> str:
+    return text if len(text) <= size else text[:size] + "..."
 
 
 _LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
