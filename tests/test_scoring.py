@@ -126,6 +126,21 @@ def test_number_grader_reads_scientific_notation_and_powers(answer: str, output:
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("25", r"The area is \boxed{25 \text{ cm}^2}.", 1.0),
+        ("25", "The area is 25 cm^2.", 1.0),
+        ("12", r"So the area is $12\,\text{m}^2$.", 1.0),
+        ("2", r"\boxed{25 \text{ cm}^2}", 0.0),  # the unit's exponent is no answer
+        ("1024", r"\boxed{2^{10}}", 1.0),
+    ],
+)
+def test_the_exponent_of_a_unit_is_not_a_number(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output", "why"),
     [
         ("1", "1e6", "'1e6'"),  # the mantissa alone is not the number
