@@ -313,6 +313,25 @@ def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
 @pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
+        ("18", "Answer:\n18\n\nExplanation: she sells 16 - 3 - 4 = 9 eggs at $2 each.", 1.0),
+        ("18", "**Final Answer:**\n\n$18$\n\n(9 eggs at $2 each)", 1.0),
+        ("18", "The final answer is:\n\n18 dollars\n\nShe sells 9 eggs at $2 each.", 1.0),
+        ("18", "The answer is\n\\[\n18\n\\]\nsince 9 * 2 = 18 and 2 + 3", 1.0),
+        ("2", "Answer:\n18\n\nExplanation: she sells 9 eggs at $2 each.", 0.0),
+        # a next line that is more than a number: the usual rules
+        ("18", "**Answer:**\n\n1. She has 16 eggs.\n2. She sells 9.\n\nSo she makes $18.", 1.0),
+    ],
+)
+def test_number_grader_reads_the_answer_on_the_line_after_its_marker(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
         ("5", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 1.0),  # not the last 1
         ("12", "**12 apples**\nThat is 3 more than 9.", 1.0),
         ("8", "8\n(step 2 of 2)", 1.0),
@@ -392,6 +411,7 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
         "Answer: 7\n" + "Answer: = " * 10_000,
         "1 " * 200_000 + "so the result is 7",
         "1/" * 200_000 + "\n#### 7",
+        "Answer:\n" * 100_000 + "7",
     ],
 )
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:

@@ -5,7 +5,8 @@
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
   then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
   no: it is 14") (after its last `=` when the
-  marker's sentence holds an equation; "3 more than 9" there is arithmetic, not 3), else
+  marker's sentence holds an equation, or a number alone on the line after a marker ending
+  its line; "3 more than 9" there is arithmetic, not 3), else
   the last number in the output. Two numbers as the answer ("5 or 7", "5 and 7", "5-7"
   after a marker or in a box) and times or ratios ("3:30") are ambiguous. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
@@ -119,6 +120,8 @@ _ANSWER_MARKER = re.compile(
     r"(?!\s*not\b))",
     re.IGNORECASE,
 )
+_MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
+_BLANK_OR_MARKUP = re.compile(rf"{_MARKUP}(?:(?:is|was)\b{_MARKUP})?", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # between an answer's number and the next one: the answer is arithmetic, not a number
 _OPERATOR = re.compile(
@@ -203,6 +206,13 @@ def _number_after_marker(
     equals = [equal.start() for equal in re.finditer("=", text)]
     for marker in reversed(list(_ANSWER_MARKER.finditer(text))):
         start = marker.end()
+        blank = _BLANK_OR_MARKUP.match(text, start)
+        line_start = blank.end() if blank else start
+        if text.find("\n", start, line_start) >= 0:  # "Answer:\n\n18\n\nExplanation: ..."
+            on_next_line = _lone_number_at(text, line_start)
+            if on_next_line is not None:
+                return _found(on_next_line), f"on the line after {marker.group(0).strip()!r}"
+            continue
         index = bisect.bisect_left(sentence_ends, start)
         end = sentence_ends[index] if index < len(sentence_ends) else len(text)
         index = bisect.bisect_left(equals, end) - 1
@@ -258,7 +268,17 @@ def _clip(text: str, size: int = 40) -> str:
 
 
 _LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
-_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}[\s*_`.!]*")
+_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}[\s*_`.!$]*")
+
+
+def _lone_number_at(text: str, position: int) -> re.Match[str] | None:
+    """The number at `position` when the rest of its line is only a unit or two."""
+    line_end = text.find("\n", position)
+    line_end = len(text) if line_end < 0 else line_end
+    number = _NUMBER.match(text, position, line_end)
+    if number is None or not _is_number(number):
+        return None
+    return number if _LONE_NUMBER_SUFFIX.fullmatch(text, number.end(), line_end) else None
 
 
 def _lone_first_line(text: str) -> re.Match[str] | None:
