@@ -332,6 +332,24 @@ def test_number_grader_reads_the_answer_on_the_line_after_its_marker(
 @pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
+        ("41", "The answer is not 41.", 0.0),
+        ("41", "The answer is not 41, it is 42.", 0.0),
+        ("42", "The answer is not 41, it is 42.", 1.0),
+        ("5", "So the answer is not 5. Let me recompute: 3 + 4 = 7.", 0.0),
+        ("7", "So the answer is not 5. Let me recompute: 3 + 4 = 7.", 1.0),
+        ("9", "The answer is not obvious, so check: 12 - 3 = 9.", 1.0),
+    ],
+)
+def test_a_number_an_answer_marker_rules_out_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
         ("5", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 1.0),  # not the last 1
         ("12", "**12 apples**\nThat is 3 more than 9.", 1.0),
         ("8", "8\n(step 2 of 2)", 1.0),

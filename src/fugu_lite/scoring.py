@@ -122,6 +122,7 @@ _ANSWER_MARKER = re.compile(
 )
 _MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
 _BLANK_OR_MARKUP = re.compile(rf"{_MARKUP}(?:(?:is|was)\b{_MARKUP})?", re.IGNORECASE)
+_NEGATED = re.compile(r"[\s:*]*not\b[\s*]*", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # between an answer's number and the next one: the answer is arithmetic, not a number
 _OPERATOR = re.compile(
@@ -226,6 +227,11 @@ def _number_after_marker(
             number = _NUMBER.match(text, number.start(), end) or number
         if not _is_number(number):
             continue
+        negated = _NEGATED.match(text, marker.end(), number.start() + 1)
+        if negated and negated.end() == number.start():  # "The answer is not 41": ruled out
+            if index + 1 < len(numbers):
+                return None  # ", it is 42": the usual rules find it
+            return None, f"the answer rules out {_clip(number.group(0).strip())!r}"
         following = numbers[index + 1] if index + 1 < len(numbers) else None
         if following is None or following.start() >= end:
             return _found(number), f"after {marker.group(0).strip()!r}"
