@@ -380,6 +380,8 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("3", "The answer is 3:30.", "time"),  # a time is not its hour
         ("30", "He arrives at 3:30.", "time"),
         ("30", r"\boxed{3:30}", "time"),
+        ("3", r"The roots are \boxed{-2, 3}", "'-2, 3'"),  # a list where one number goes
+        ("7", "#### 5, 7", "'5, 7'"),
     ],
 )
 def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
@@ -396,6 +398,8 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("2", "The ratio is 2:1, so the answer is 2."),
         ("3", "So we compute 15-3"),  # a sum done at the end of a chain
         ("-7", r"\boxed{-7}"),
+        ("1000", r"\boxed{1,000}"),
+        ("18", "The answer is 18, 2 more than 16."),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

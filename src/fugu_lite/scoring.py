@@ -4,15 +4,15 @@
 
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
   then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
-  no: it is 14") (after its last `=` when the
-  marker's sentence holds an equation, or a number alone on the line after a marker ending
-  its line; "3 more than 9" there is arithmetic, not 3), else
-  the last number in the output. Two numbers as the answer ("5 or 7", "5 and 7", "5-7"
-  after a marker or in a box) and times or ratios ("3:30") are ambiguous. Commas between
+  no: it is 14") (after its last `=` when the marker's sentence holds an equation, or alone
+  on the next line when the marker ends its line; not one the marker rules out, "answer is
+  not 41", nor the first operand of arithmetic, "3 more than 9"), else the last number in
+  the output. Two numbers as the answer ("5 or 7", "5 and 7"; "5-7" after a marker or in a
+  box; "-2, 3" in a box) and times or ratios ("3:30") are ambiguous. Commas between
   thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
   `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6`
-  (`10⁶`) and `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read as written:
-  2.5 matches a reference in millions). Equal when within 1e-6 relative,
+  (`10⁶`) and `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read
+  as written: 2.5 matches a reference in millions). Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
@@ -164,7 +164,8 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     if boxed is not None:
         boxed = _unlatex(boxed)
         numbers = _numbers(boxed)
-        if len(numbers) > 1 and (hedge := _not_one_number(boxed, numbers[-2], numbers[-1])):
+        hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
+        if hedge is not None:
             return None, f"{hedge} in \\boxed{{}}"
         if numbers:
             return _found(numbers[-1]), "\\boxed{}"
@@ -172,7 +173,8 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     if hashes >= 0:
         after = text[hashes + 4 :]
         numbers = _numbers(after)
-        if len(numbers) > 1 and (hedge := _not_one_number(after, numbers[0], numbers[1])):
+        hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
+        if hedge is not None:
             return None, f"{hedge} after ####"
         if numbers:
             return _found(numbers[0]), "after ####"
@@ -183,7 +185,8 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     first_line = _lone_first_line(text)
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
-    if len(numbers) > 1 and (hedge := _not_one_number(text, *numbers[-2:], dash=False)):
+    hedge = _not_one_number(text, numbers[-2:], _AT_THE_END)
+    if hedge is not None:
         return None, f"{hedge} at the end"  # "15-3" there is a sum done, answering 3
     if numbers:
         return _found(numbers[-1]), "the last number"
@@ -242,29 +245,32 @@ def _number_after_marker(
                 return None
             shown = _clip(text[number.start() : following.end()])
             return None, f"the answer is an expression, not a number: {shown!r}"
-        hedge = _not_one_number(text, number, following)
+        hedge = _not_one_number(text, [number, following], _AFTER_A_MARKER)
         if hedge is not None:
             return None, f"{hedge} after {marker.group(0).strip()!r}"
         return _found(number), f"after {marker.group(0).strip()!r}"
     return None
 
 
-_ALTERNATIVE = re.compile(r"[\s$*]*\b(?:or|and)\b[\s$*]*", re.IGNORECASE)
-_RANGE = re.compile(r"[\s$*]*-[\s$*]*")
+# What joins two numbers given as one answer, where the answer is: "5 or 7", "5 and 7" at
+# the end of a chain ("15-3" there is a sum done, answering 3); also "5-7" (a range, or a
+# sum not done) after a marker; also a list "-2, 3" alone in a box or after ####.
+_AT_THE_END = re.compile(r"[\s$*]*\b(?:or|and)\b[\s$*]*", re.IGNORECASE)
+_AFTER_A_MARKER = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-)[\s$*]*", re.IGNORECASE)
+_IN_A_BOX = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-|,)[\s$*]*", re.IGNORECASE)
 
 
-def _not_one_number(
-    text: str, first: re.Match[str], second: re.Match[str], *, dash: bool = True
-) -> str | None:
-    """Why two numbers side by side are no single answer ("5 or 7", "5 and 7", "3:30", and
-    with `dash` "5-7", a range or a sum not done), or None."""
-    if second.start() - first.end() > 20:
+def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[str]) -> str | None:
+    """Why a pair of numbers side by side is no single answer (joined by `joiners`, or a
+    time or ratio "3:30"), or None (also when `pair` holds a single number)."""
+    if len(pair) < 2 or pair[1].start() - pair[0].end() > 20:
         return None
+    first, second = pair
     between = text[first.end() : second.start()]
     shown = _clip(text[first.start() : second.end()])
     if between == ":":
         return f"a time or ratio, not a number: {shown!r}"
-    if _ALTERNATIVE.fullmatch(between) or (dash and _RANGE.fullmatch(between)):
+    if joiners.fullmatch(between):
         return f"two numbers, not one answer: {shown!r}"
     return None
 
