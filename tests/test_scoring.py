@@ -400,6 +400,8 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("-7", r"\boxed{-7}"),
         ("1000", r"\boxed{1,000}"),
         ("18", "The answer is 18, 2 more than 16."),
+        ("0.25", "The answer is 1/4 or 25%."),  # one value written two ways
+        ("0.25", r"\boxed{\frac{1}{4} \text{ or } 25\%}"),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

@@ -270,9 +270,16 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
     shown = _clip(text[first.start() : second.end()])
     if between == ":":
         return f"a time or ratio, not a number: {shown!r}"
-    if joiners.fullmatch(between):
+    if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
         return f"two numbers, not one answer: {shown!r}"
     return None
+
+
+def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:
+    one, other = _found(first), _found(second)
+    return numbers_match(one, other.value, other.decimals) or numbers_match(
+        other, one.value, one.decimals
+    )
 
 
 def _clip(text: str, size: int = 40) -> str:
