@@ -50,6 +50,9 @@ COT = (
         ("19", r"Adding up we get \boxed{19}. Checking: 19 - 7 = 12."),
         ("1234", "The total is $1,234."),
         ("1234.5", "It costs \\boxed{\\$1{,}234.50}"),
+        ("10000", r"\boxed{10,\!000}"),  # LaTeX spacing between thousands (the MATH data set)
+        ("1000000", r"The answer is $\$1,\!000,\!000$."),
+        ("1234567", r"\boxed{1\,234\,567}"),
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
@@ -91,6 +94,7 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
         ("7", "-7", "'-7'"),
         ("1000", "10.00", "'10.00'"),
         ("12", "The answer is twelve, not 11.", "'11'"),
+        ("0", r"\boxed{10,\!000}", "'10,000'"),
     ],
 )
 def test_number_grader_wrong_answers_score_zero_with_reason(

@@ -9,9 +9,10 @@
   not 41", nor the first operand of arithmetic, "3 more than 9"), else the last number in
   the output. Two numbers as the answer ("5 or 7", "5 and 7"; "5-7" after a marker or in a
   box; "-2, 3" in a box) and times or ratios ("3:30") are ambiguous. Commas between
-  thousands, `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}` and
-  `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6`
-  (`10⁶`) and `2^10` are their values, as are "2.5 million", "1.5k" and "$3M" (also read
+  thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
+  `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
+  numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
+  "1.5k" and "$3M" (also read
   as written: 2.5 matches a reference in millions). Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
@@ -491,10 +492,13 @@ def _normalise_number_text(text: str) -> str:
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+    text = _LATEX_THOUSANDS.sub(",", text)
     text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
     return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
 
 
+# LaTeX spacing between thousands, as in the MATH data set: "10,\\!000", "1\\,234\\,567"
+_LATEX_THOUSANDS = re.compile(r"(?<=\d),?\s?\\[,;:!]\s?(?=\d{3}(?!\d))")
 # "1 1/2" is 3/2 as "1½" is; "2 3/2" (not a proper fraction) stays two numbers
 _ASCII_MIXED_NUMBER = re.compile(
     r"(?<![\w.,/])(?P<whole>\d{1,9}) (?P<over>\d{1,9})/(?P<under>\d{1,9})(?![\w/]|[.,]\d)"
