@@ -56,6 +56,7 @@ COT = (
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
+        ("-7", "The answer is negative 7."),
         ("25", "25% of the students"),
         ("0.75", r"The probability is \boxed{\frac{3}{4}}"),
         ("0.75", "The answer is 3/4."),
@@ -95,6 +96,8 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
         ("1000", "10.00", "'10.00'"),
         ("12", "The answer is twelve, not 11.", "'11'"),
         ("0", r"\boxed{10,\!000}", "'10,000'"),
+        ("7", "The answer is negative 7.", "'negative 7'"),
+        ("-5", "The count must be non-negative 5", "'5'"),
     ],
 )
 def test_number_grader_wrong_answers_score_zero_with_reason(

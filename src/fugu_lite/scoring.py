@@ -12,8 +12,8 @@
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
-  "1.5k" and "$3M" (also read
-  as written: 2.5 matches a reference in millions). Equal when within 1e-6 relative,
+  "1.5k" and "$3M" (also read as written: 2.5 matches a reference in millions), and
+  "negative 7" is -7. Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
@@ -98,7 +98,8 @@ async def grade(
 # --- number ----------------------------------------------------------------------------------
 
 _NUMBER = re.compile(
-    r"(?<![\w.])(?<!\^)(?<!\^\s)(?P<sign>-)?(?P<dollar>\$\s?)?"  # "cm^2" has no number 2
+    r"(?<![\w.])(?<!\^)(?<!\^\s)"  # "cm^2" has no number 2
+    r"(?P<sign>-|(?<![\w-])(?i:negative)\s)?(?P<dollar>\$\s?)?"
     r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     # 1e6, 1.5 x 10^6, 2^10, 10**3
     r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
