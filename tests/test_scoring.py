@@ -324,6 +324,7 @@ def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
         ("18", "**Final Answer:**\n\n$18$\n\n(9 eggs at $2 each)", 1.0),
         ("18", "The final answer is:\n\n18 dollars\n\nShe sells 9 eggs at $2 each.", 1.0),
         ("18", "The answer is\n\\[\n18\n\\]\nsince 9 * 2 = 18 and 2 + 3", 1.0),
+        ("260", "Answer:\n\\[ 260 \\]\n\nSeattle has 20, Charleston 4 times as many.", 1.0),
         ("2", "Answer:\n18\n\nExplanation: she sells 9 eggs at $2 each.", 0.0),
         # a next line that is more than a number: the usual rules
         ("18", "**Answer:**\n\n1. She has 16 eggs.\n2. She sells 9.\n\nSo she makes $18.", 1.0),

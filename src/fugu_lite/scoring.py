@@ -289,7 +289,7 @@ def _clip(text: str, size: int = 40) -> str:
 
 
 _LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
-_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}[\s*_`.!$]*")
+_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}(?:[\s*_`.!$]|\\[\])])*")  # "\\[ 260 \\]"
 
 
 def _lone_number_at(text: str, position: int) -> re.Match[str] | None:
