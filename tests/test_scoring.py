@@ -509,6 +509,26 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
     assert why in result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # a list of the options is no answer: its first letter (A) is not chosen
+        ("A", "Let me consider each option:\nA) Ann - short\nB) Bob - tall\nC) Cal - medium", 0.0),
+        ("A", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 0.0),
+        ("B", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 1.0),
+        ("B", "Options:\n(A) Ann: short\n(B) Bob: tall\n\nThe answer is (B).", 1.0),
+        # one letter after the marker is still the answer
+        ("A", "Answer: A) Ann", 1.0),
+        ("A", "A) Ann\n\nShe is the tallest of the three.", 1.0),
+    ],
+)
+def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(choice_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def exact_task(answer: str, case_sensitive: bool = False) -> Task:
     return Task(
         id="e",

@@ -599,6 +599,8 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
             continue  # "option A is wrong" names a letter, but not as the answer
         if _OR_ANOTHER.match(after):
             return None, f"ambiguous: {match.group(0).strip()!r}"
+        if _begins_a_list(text, letter, match.end("letter")):
+            continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
     is_correct = list(_LETTER_IS_CORRECT.finditer(text))
     if is_correct:
@@ -610,7 +612,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if len(bracketed) > 1:
         return None, f"ambiguous: mentions {', '.join(sorted(bracketed))}"
     leading = _LEADING_LETTER.match(text)
-    if leading:
+    if leading and not _begins_a_list(text, leading.group("letter"), leading.end("letter")):
         return leading.group("letter").upper(), "at the start of the output"
     if bracketed:
         return bracketed.pop(), "the only bracketed letter"
@@ -621,6 +623,18 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if either:
         return None, f"ambiguous: {either.group(0)!r}"
     return _choice_by_option_text(text, prompt)
+
+
+def _begins_a_list(text: str, letter: str, end: int) -> bool:
+    """Whether the option letter ending at `end` begins a list of the options ("A) Ann\nB)
+    Bob", "A: Ann is 150 cm, B: Bob ..."): the next letter follows with the same delimiter
+    at the start of a line or after a comma, within a few lines (a bounded look: linear)."""
+    delimiter = text[end : end + 1]
+    if delimiter not in {")", "]", ":", "."} or letter.upper() == "E":
+        return False
+    following = chr(ord(letter.upper()) + 1)
+    pattern = rf"(?:\n[\s*_]*|[,;]\s*)[(\[]?{following}{re.escape(delimiter)}"
+    return re.search(pattern, text[end : end + 300]) is not None
 
 
 def _boxed_letter(text: str) -> str | None:
