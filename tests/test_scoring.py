@@ -529,6 +529,13 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
     assert (result.score, result.error) == (score, None), result.detail
 
 
+def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
+    started = time.perf_counter()
+    output = "the answer is a bit long, " * 100_000 + "\nB"
+    assert run(choice_task("B"), output).score == 1.0
+    assert time.perf_counter() - started < 3.0
+
+
 def exact_task(answer: str, case_sensitive: bool = False) -> Task:
     return Task(
         id="e",

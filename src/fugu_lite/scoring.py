@@ -555,6 +555,7 @@ _CHOICE_MARKER = re.compile(
     r"(?P<after>[^\n]{0,12})",
     re.IGNORECASE,
 )
+_ARTICLE_A = re.compile(r"\s+[A-Za-z]")
 _LEADING_LETTER = re.compile(r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s*$)")
 _LETTER_IS_CORRECT = re.compile(
     r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer)\b"
@@ -593,7 +594,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         return boxed, "\\boxed{}"
     for match in reversed(list(_CHOICE_MARKER.finditer(text))):
         letter, after = match.group("letter"), match.group("after")
-        if letter == "a" and re.match(r"\s+[A-Za-z]", text[match.end("letter") :]):
+        if letter == "a" and _ARTICLE_A.match(text, match.end("letter")):
             continue  # "the answer is a bit..." is the article, not option a
         if _REJECTED.match(after):
             continue  # "option A is wrong" names a letter, but not as the answer
