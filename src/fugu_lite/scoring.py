@@ -203,10 +203,13 @@ def _number_after_marker(
     text: str, numbers: list[re.Match[str]]
 ) -> tuple[FoundNumber | None, str] | None:
     """The first number in the sentence of the last answer marker that has one (after the
-    sentence's last '=' when it holds one); (None, why) when that number is an operand of
-    arithmetic ("3 more than 9") with no number after it; None when no marker has one, or
-    a number follows such an expression. Positions are looked up, not searched again
-    for each marker: an output repeating "the answer is" 100,000 times takes linear time."""
+    sentence's last '=' when it holds one), or alone on the next line when the marker ends
+    its line. (None, why) when that number is no answer by itself: one of two ("5 or 7",
+    "3:30"), or, with no number after it, an operand ("3 more than 9") or a number the
+    marker rules out ("not 41"). None when no marker has one, or when the usual rules
+    should find the number after such an operand or ruled-out number. Positions are looked
+    up, not searched again for each marker: an output repeating "the answer is" 100,000
+    times takes linear time."""
     starts = [number.start() for number in numbers]
     sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
     equals = [equal.start() for equal in re.finditer("=", text)]
