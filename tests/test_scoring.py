@@ -529,6 +529,23 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
     assert (result.score, result.error) == (score, None), result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        ("The answer is (B).\n\nWait, actually it's (C).", "C"),
+        ("I'd say A. Actually, no, it's B.", "B"),
+        ("Answer: B. Wait, it's C.", "C"),
+        ("Sorry, I meant C", "C"),
+        ("The answer is B. No, it's not C.", "B"),  # no correction: the answer stands
+        ("Actually, it's a tough one. The answer is B.", "B"),
+    ],
+)
+def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:
+    for expected in "BC":
+        result = run(choice_task(expected), output)
+        assert result.score == (1.0 if expected == letter else 0.0), result.detail
+
+
 def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
     started = time.perf_counter()
     output = "the answer is a bit long, " * 100_000 + "\nB"

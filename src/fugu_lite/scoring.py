@@ -16,7 +16,8 @@
   "negative 7" is -7. Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
-- choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>",
+- choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
+  last self-correction ("Wait, actually it's (C)"),
   "The correct option is b.", "(B)", "B) foo", a line holding just "B", or the text of
   exactly one option. Two different letters with no
   answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
@@ -113,13 +114,15 @@ _NUMBER = re.compile(
 )
 _MAGNITUDES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _MAGNITUDES |= {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
-_ANSWER_MARKER = re.compile(
-    r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
-    r"solution is|total is|correction\s*:|"
-    # a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's 14"
+# a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's (C)"
+_SELF_CORRECTION = (
     r"\b(?:wait|no|sorry|oops|actually)\b[\s,:;!.-]{0,3}(?:(?:no|sorry)\b[\s,:;!.-]{0,3})?"
     r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
-    r"(?!\s*not\b))",
+    r"(?!\s*not\b)"
+)
+_ANSWER_MARKER = re.compile(
+    r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
+    rf"solution is|total is|correction\s*:|{_SELF_CORRECTION})",
     re.IGNORECASE,
 )
 _MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
@@ -553,9 +556,10 @@ def _unlatex(text: str) -> str:
 # --- choice ----------------------------------------------------------------------------------
 
 _CHOICE_MARKER = re.compile(
-    r"(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?\s*"  # > : <answer>B
+    r"(?:(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?"  # <answer>B
+    rf"|{_SELF_CORRECTION})\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
-    r"(?P<after>[^\n]{0,12})",
+    r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
 _ARTICLE_A = re.compile(r"\s+[A-Za-z]")
@@ -602,7 +606,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         if _REJECTED.match(after):
             continue  # "option A is wrong" names a letter, but not as the answer
         if _OR_ANOTHER.match(after):
-            return None, f"ambiguous: {match.group(0).strip()!r}"
+            return None, f"ambiguous: {(match.group(0) + after).strip()!r}"
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
