@@ -447,9 +447,10 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
     ],
 )
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:
-    started = time.perf_counter()
+    # CPU time, not wall time: a loaded CI machine must not fail it; a quadratic pass still does
+    started = time.process_time()
     assert run(number_task("7"), output).score == 1.0
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
 
 
 def choice_task(answer: str) -> Task:
@@ -547,10 +548,10 @@ def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> No
 
 
 def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     output = "the answer is a bit long, " * 100_000 + "\nB"
     assert run(choice_task("B"), output).score == 1.0
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
 
 
 def exact_task(answer: str, case_sensitive: bool = False) -> Task:
@@ -604,9 +605,9 @@ def test_exact_grader_rejects(output: str) -> None:
 
 
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
 
 
 def test_exact_grader_case_sensitivity() -> None:
@@ -701,9 +702,9 @@ def test_code_grader_wrong_code_and_no_code() -> None:
     ],
 )
 def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     code = extract_code(output)
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
     assert code is not None
     if "def add" in output:
         assert code == "def add(a, b):\n    return a + b"
