@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import socket
 import threading
@@ -846,6 +847,36 @@ def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     assert error["code"] == "worker_rejected_request" and "stub client error" in error["message"]
     assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 1
     assert running.health()["workers"][first]["consecutive_failures"] == 0
+
+
+def test_a_context_refusal_is_logged_as_a_note_and_a_real_failure_as_a_warning(
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker refusing a conversation longer than its context, before the next worker
+    answered it, was logged at WARNING as "worker ... failed": the logs showed failures
+    where nothing failed."""
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = "context"
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    client = running.client()
+    for stream in (False, True):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user(MATH), stream=stream
+        )
+        assert raw.headers["x-fugu-attempts"] == f"{first}:context_length_exceeded,{second}:ok"
+    notes = [r for r in caplog.records if r.name.startswith("fugu_lite") and first in r.message]
+    assert len(notes) == 2
+    for note in notes:
+        assert note.levelno == logging.INFO
+        assert "failed" not in note.message
+        assert "longer than its context of 100 tokens" in note.message
+        assert "trying the next allowed worker" in note.message
+    caplog.clear()
+    stubs.workers[first].mode = "500"
+    assert client.chat.completions.create(model=MODEL, messages=user(MATH))
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"worker {first} failed" in warning.message
 
 
 # --- disconnecting clients ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 from .server_auth import Redactor
 from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
-from .workers import CallResult, WorkerCallError, WorkerPool
+from .workers import CONTEXT_LENGTH_EXCEEDED, CallResult, WorkerCallError, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -24,8 +25,10 @@ FALLBACK_KINDS = frozenset({"timeout", "connection", "rate_limit", "server", "wo
 WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
 # A worker refusing a conversation longer than its context: the next worker may have a
 # larger one, so it is tried; the worker itself is fine (its circuit is not charged).
-CONTEXT_LENGTH = "context_length_exceeded"
+CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH}  # outcomes that try the next worker
+# How OpenAI and llama.cpp's server state a context length in a context_length_exceeded error.
+CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -105,7 +108,8 @@ class Dispatcher:
     ) -> tuple[CallResult, list[Attempt]]:
         """The first worker in ranking order that answers; AllWorkersFailedError when none."""
         attempts: list[Attempt] = []
-        for worker in ranking:
+        for index, worker in enumerate(ranking):
+            last = index == len(ranking) - 1
             if not self.breaker.acquire(worker):
                 attempts.append(Attempt(worker, "circuit_open"))
                 continue
@@ -132,7 +136,7 @@ class Dispatcher:
                 result.attempts,
             )
             attempts.append(attempt)
-            self._record(attempt)
+            self._record(attempt, last=last)
             if result.error is None:
                 return result, attempts
             if attempt.outcome not in NEXT_WORKER_OUTCOMES:
@@ -145,7 +149,8 @@ class Dispatcher:
         """Open the first worker's stream that yields a chunk; until that chunk nothing has
         gone to the client, so a failure moves on to the next worker."""
         attempts: list[Attempt] = []
-        for worker in ranking:
+        for index, worker in enumerate(ranking):
+            last = index == len(ranking) - 1
             if not self.breaker.acquire(worker):
                 attempts.append(Attempt(worker, "circuit_open"))
                 continue
@@ -163,7 +168,7 @@ class Dispatcher:
                     worker, kind, self.redact(message), time.perf_counter() - started, 1
                 )
                 attempts.append(attempt)
-                self._record(attempt)
+                self._record(attempt, last=last)
                 if kind not in NEXT_WORKER_OUTCOMES:
                     raise WorkerRejectedError(attempts) from None
                 continue
@@ -201,9 +206,9 @@ class Dispatcher:
             self.breaker.release(worker)
         self._show_circuit(worker)
 
-    def _record(self, attempt: Attempt, judged: bool = True) -> None:
-        """Breaker (when `judged`) and metrics for one call. A client error says the worker
-        is up."""
+    def _record(self, attempt: Attempt, judged: bool = True, last: bool = False) -> None:
+        """Breaker (when `judged`), metrics and log for one call (`last`: no worker follows
+        it in the ranking). A client error says the worker is up."""
         if judged and attempt.outcome in FALLBACK_KINDS:
             self.breaker.record_failure(attempt.worker)
         elif judged:
@@ -211,8 +216,29 @@ class Dispatcher:
         self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
         self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
         self._show_circuit(attempt.worker)
-        if attempt.outcome != "ok":
+        if attempt.outcome == CONTEXT_LENGTH:
+            # Not a failure: the worker is fine, the conversation does not fit it.
+            logger.info("%s", self._too_long_note(attempt, last))
+        elif attempt.outcome != "ok":
             logger.warning("worker %s failed: %s", attempt.worker, attempt.message)
+
+    def context_limit(self, attempt: Attempt) -> int | None:
+        """The context length, in tokens, of the worker that refused a conversation as too
+        long: a local worker's n_ctx, else what its error message states, if it does."""
+        local = self.pool.worker(attempt.worker).local
+        if local is not None:
+            return local.n_ctx
+        found = CONTEXT_LIMIT.search(attempt.message or "")
+        return int(found.group(1)) if found else None
+
+    def _too_long_note(self, attempt: Attempt, last: bool) -> str:
+        limit = self.context_limit(attempt)
+        size = f" of {limit} tokens" if limit is not None else ""
+        then = "no other allowed worker is left" if last else "trying the next allowed worker"
+        return (
+            f"worker {attempt.worker}: the conversation is longer than its context{size}; "
+            f"{then} ({attempt.message})"
+        )
 
     def _show_circuit(self, worker: str) -> None:
         state = self.breaker.state(worker)

@@ -60,6 +60,7 @@ MAX_RETRY_AFTER_S = 60.0
 MAX_ERROR_CHARS = 600
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 CHAT_PATH = "/chat/completions"
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
 try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
     from httpx2 import Response as SDKResponse
 except ImportError:  # pragma: no cover - older openai
@@ -407,9 +408,12 @@ class WorkerPool:
                 except Exception as error:
                     kind, message, retry_after = self._describe(worker_id, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
-                        logger.info(
-                            "worker %s failed after %d attempt(s): %s", worker_id, attempt, message
-                        )
+                        # A prompt over the worker's context is no failure of the worker.
+                        too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
+                        logger.log(
+                            logging.DEBUG if too_long else logging.INFO,
+                            "worker %s failed after %d attempt(s): %s", worker_id, attempt, message,
+                        )  # fmt: skip
                         return CallResult(
                             worker_id=worker_id, output=None, usage=None, cost=None,
                             latency_s=time.perf_counter() - start, error=message,

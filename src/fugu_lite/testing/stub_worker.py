@@ -6,6 +6,8 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "404": client errors that must not be retried;
+- "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
+  llama.cpp's and OpenAI's shape), which the next worker may take;
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
@@ -33,7 +35,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..server_thread import ServerThread
 
 Reply = Callable[[list[dict[str, Any]]], str]
-MODES = ("ok", "500", "503", "429", "400", "401", "404", "hang", "close", "leak")
+MODES = ("ok", "500", "503", "429", "400", "401", "404", "context", "hang", "close", "leak")
 
 
 def echo_reply(messages: list[dict[str, Any]]) -> str:
@@ -69,6 +71,7 @@ class StubWorker:
         self.hang_s = hang_s
         self.stream_chunk_delay_s = stream_chunk_delay_s
         self.finish_reason = "stop"  # "length": replies as if cut at the token limit
+        self.context_tokens = 100  # the limit a "context" refusal names
         self.failures: deque[str] = deque()
         self.bodies: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
@@ -172,6 +175,12 @@ class StubWorker:
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
         if mode in ("400", "401", "404"):
             return _error(int(mode), f"stub client error {mode}")
+        if mode == "context":
+            message = (
+                f"This model's maximum context length is {self.context_tokens} tokens. "
+                "Please reduce the length of the messages or completion."
+            )
+            return _error(400, message, code="context_length_exceeded")
         messages = body.get("messages") or []
         text = self.reply if isinstance(self.reply, str) else self.reply(messages)
         prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
@@ -243,9 +252,14 @@ async def _truncated_body() -> AsyncIterator[bytes]:
     raise ConnectionResetError("stub dropped the connection on purpose")
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    code: str | int | None = None,
+) -> JSONResponse:
     return JSONResponse(
-        {"error": {"message": message, "type": "stub_error", "code": status}},
+        {"error": {"message": message, "type": "stub_error", "code": code or status}},
         status_code=status,
         headers=headers,
     )
