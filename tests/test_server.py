@@ -879,6 +879,35 @@ def test_a_context_refusal_is_logged_as_a_note_and_a_real_failure_as_a_warning(
     assert f"worker {first} failed" in warning.message
 
 
+def test_a_conversation_too_long_for_some_workers_while_the_rest_are_down_is_retriable(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """One worker refusing the conversation as too long and the other down was a 502 that
+    did not say the down worker may take it once back; with its circuit open it is a 503
+    with Retry-After, naming both facts (a client retries 5xx; a 400 would say never)."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=30)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    pair = {"model": MODEL, "messages": user(MATH), "workers": [first, second]}
+    stubs.workers[first].mode = "context"
+    stubs.workers[second].mode = "500"
+    response = running.post(pair)
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "all_workers_failed"
+    assert f"longer than the context of {first}" in error["message"]
+    assert f"{second} (worker {second}: server" in error["message"]
+    response = running.post(pair)  # second's circuit is open now
+    assert response.status_code == 503
+    assert 1 <= int(response.headers["retry-after"]) <= 30
+    error = response.json()["error"]
+    assert error["code"] == "workers_unavailable"
+    assert [a["outcome"] for a in error["tried"]] == ["context_length_exceeded", "circuit_open"]
+    assert f"longer than the context of {first}" in error["message"]
+    assert "maximum context length is 100 tokens" in error["message"]
+    assert f"({second}) are cooling down" in error["message"]
+    assert running.health()["workers"][first]["consecutive_failures"] == 0
+
+
 # --- disconnecting clients ----------------------------------------------------------------------
 
 

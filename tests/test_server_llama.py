@@ -331,6 +331,30 @@ def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Li
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_prompt_over_the_context_while_a_no_larger_worker_is_down_is_still_a_400(
+    live: Live,
+) -> None:
+    """One worker refusing a prompt as too long while the other (the same GGUF, the same
+    n_ctx) was down was a 502, which clients retry, although that worker could never take
+    it: it is the client's 400 context_length_exceeded."""
+    client = live.client()
+    too_long = [{"role": "user", "content": "word " * 1500}]  # the pool's n_ctx is 512
+    breaker = live.state.breaker
+    try:
+        for stream in (False, True):
+            for _ in range(breaker.failure_threshold):  # (re)opened: the cool-down is short
+                breaker.record_failure("smol-b")
+            with pytest.raises(openai.BadRequestError) as error:
+                client.chat.completions.create(model=MODEL, messages=too_long, stream=stream)
+            body = error.value.body
+            assert body["code"] == "context_length_exceeded"
+            outcomes = {a["worker"]: a["outcome"] for a in body["tried"]}
+            assert outcomes == {"smol-a": "context_length_exceeded", "smol-b": "circuit_open"}
+            assert "smol-b (down) has no larger a context" in body["message"]
+    finally:
+        breaker.record_success("smol-b")
+
+
 def test_a_prompt_over_one_workers_context_goes_to_a_worker_with_a_larger_one(
     checkpoint: Path, tmp_path: Path
 ) -> None:
@@ -376,6 +400,16 @@ def test_a_prompt_over_one_workers_context_goes_to_a_worker_with_a_larger_one(
         health = live.health()
         assert health["status"] == "ok"
         assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+        # Too long for the short one while the long one is down: the client may retry.
+        for _ in range(2):
+            live.state.breaker.record_failure(long)
+        for stream in (False, True):
+            with pytest.raises(openai.APIStatusError) as failed:
+                ask(client, prompt, stream=stream)
+            assert failed.value.status_code == 503
+            assert failed.value.body["code"] == "workers_unavailable"
+            assert int(failed.value.response.headers["retry-after"]) >= 1
+            assert f"({long}) are cooling down" in failed.value.body["message"]
 
 
 def ranking_for(checkpoint: Path, prompt: str) -> list[str]:

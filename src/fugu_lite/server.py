@@ -562,59 +562,91 @@ def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -
 def failure(
     server: FuguServer, routed: Routed, error: AllWorkersFailedError | WorkerRejectedError
 ) -> ApiError:
-    """502 naming what was tried; 503 when every allowed worker's circuit is open; a 400
-    context_length_exceeded when the conversation exceeds every allowed worker's context;
-    the worker's own 4xx as a 400 when it rejected the request itself."""
+    """The worker's own 4xx as a 400 when it rejected the request itself; else what the
+    workers' answers mean for the client (`workers_failed`)."""
     attempts = error.attempts
-    tried = [attempt.summary() for attempt in attempts]
     if isinstance(error, WorkerRejectedError):
         api_error = ApiError(
             400,
             f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
             param="messages",
             code="worker_rejected_request",
-            extra={"tried": tried},
+            extra={"tried": [attempt.summary() for attempt in attempts]},
         )
-    elif error.only_too_long:
-        limits = "; ".join(f"{a.worker}: {a.message}" for a in attempts)
-        api_error = ApiError(
+    else:
+        api_error = workers_failed(server, error)
+    api_error.headers.update(routing_headers(routed, attempts))
+    finish(server, routed, attempts, None, "error", api_error.status)
+    api_error.recorded = True
+    return api_error
+
+
+def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
+    """No allowed worker answered. The client's 400 context_length_exceeded when the
+    conversation exceeds the context of every worker that was asked, and of every worker
+    that is down as far as is known (a smaller context); otherwise a retriable 5xx (a
+    worker that is down may take it once back): 503 with Retry-After when every worker
+    that is down is cooling down (circuit open), else 502. A message names both facts."""
+    tried = [attempt.summary() for attempt in error.attempts]
+    too_long, down = error.too_long, error.down
+    refused_by = [attempt.worker for attempt in too_long]
+    limits = "; ".join(f"{a.worker}: {a.message}" for a in too_long)
+    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
+    if too_long and all(server.dispatcher.would_refuse_too(a.worker, refused_by) for a in down):
+        smaller = (
+            f"; {', '.join(a.worker for a in down)} (down) {'has' if len(down) == 1 else 'have'}"
+            " no larger a context"
+            if down
+            else ""
+        )
+        return ApiError(
             400,
             "the conversation is longer than the context of every worker it may go to "
-            f"({limits}); shorten the messages or max_tokens, or allow a worker with a "
-            "larger context",
+            f"({limits}{smaller}); shorten the messages or max_tokens, or allow a worker "
+            "with a larger context",
             param="messages",
             code="context_length_exceeded",
             extra={"tried": tried},
         )
-    elif error.only_open_circuits:
-        retry = server.breaker.retry_after_s(a.worker for a in attempts)
-        api_error = ApiError(
+    # A worker that is down may take the conversation once back: the client may retry.
+    names = ", ".join(a.worker for a in down)
+    if all(attempt.outcome == "circuit_open" for attempt in down):
+        retry = server.breaker.retry_after_s(a.worker for a in down)
+        reason = (
+            f"the conversation is longer than the context of {refusals}, and the other workers "
+            f"it may go to ({names}) are cooling down after repeated failures (circuit open) "
+            "and may take it once back"
+            if too_long
+            else "every allowed worker is cooling down after repeated failures (circuit "
+            f"open: {names})"
+        )
+        return ApiError(
             503,
-            "every allowed worker is cooling down after repeated failures (circuit open: "
-            f"{', '.join(a.worker for a in attempts)}); retry in {retry:.0f} s",
+            f"{reason}; retry in {retry:.0f} s",
             type="server_error",
             code="workers_unavailable",
             extra={"tried": tried},
             headers={"Retry-After": str(max(1, round(retry)))},
         )
-    else:
-        parts = [
-            f"{a.worker} (circuit open, skipped)"
-            if a.outcome == "circuit_open"
-            else f"{a.worker} ({a.message or a.outcome})"
-            for a in attempts
-        ]
-        api_error = ApiError(
-            502,
-            f"every worker failed: {'; '.join(parts)}",
-            type="upstream_error",
-            code="all_workers_failed",
-            extra={"tried": tried},
-        )
-    api_error.headers.update(routing_headers(routed, attempts))
-    finish(server, routed, attempts, None, "error", api_error.status)
-    api_error.recorded = True
-    return api_error
+    parts = [
+        f"{a.worker} (circuit open, skipped)"
+        if a.outcome == "circuit_open"
+        else f"{a.worker} ({a.message or a.outcome})"
+        for a in down
+    ]
+    reason = (
+        f"the conversation is longer than the context of {refusals}, and every other worker it "
+        "may go to failed (they may take it once back)"
+        if too_long
+        else "every worker failed"
+    )
+    return ApiError(
+        502,
+        f"{reason}: {'; '.join(parts)}",
+        type="upstream_error",
+        code="all_workers_failed",
+        extra={"tried": tried},
+    )
 
 
 def finish(

@@ -60,14 +60,14 @@ class AllWorkersFailedError(Exception):
         self.attempts = attempts
 
     @property
-    def only_open_circuits(self) -> bool:
-        return all(attempt.outcome == "circuit_open" for attempt in self.attempts)
+    def too_long(self) -> list[Attempt]:
+        """The workers that said the conversation exceeds their context."""
+        return [attempt for attempt in self.attempts if attempt.outcome == CONTEXT_LENGTH]
 
     @property
-    def only_too_long(self) -> bool:
-        """Every allowed worker was asked and each said the conversation exceeds its
-        context: the client's 400, not a failure of the workers."""
-        return all(attempt.outcome == CONTEXT_LENGTH for attempt in self.attempts)
+    def down(self) -> list[Attempt]:
+        """The workers that could not answer at all (failed, or skipped: circuit open)."""
+        return [attempt for attempt in self.attempts if attempt.outcome != CONTEXT_LENGTH]
 
 
 class WorkerRejectedError(Exception):
@@ -239,6 +239,21 @@ class Dispatcher:
             f"worker {attempt.worker}: the conversation is longer than its context{size}; "
             f"{then} ({attempt.message})"
         )
+
+    def would_refuse_too(self, worker: str, refused_by: list[str]) -> bool:
+        """Is `worker` known to refuse a conversation that the workers `refused_by` refused
+        as longer than their context? Only for a local worker whose n_ctx is no larger than
+        that of a local worker on the same GGUF that refused it: llama.cpp refuses a prompt
+        of n_ctx tokens or more, counted by the model's own tokenizer. Any other worker's
+        context is unknown here, so it may take the conversation."""
+        local = self.pool.worker(worker).local
+        if local is None:
+            return False
+        for other in refused_by:
+            refuser = self.pool.worker(other).local
+            if refuser is not None and refuser.gguf == local.gguf and refuser.n_ctx >= local.n_ctx:
+                return True
+        return False
 
     def _show_circuit(self, worker: str) -> None:
         state = self.breaker.state(worker)
