@@ -263,6 +263,17 @@ def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> Non
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_an_empty_stop_string_is_ignored_as_openai_does(live: Live) -> None:
+    """llama.cpp stops at an empty stop string before the first token: `stop: [""]` or
+    `stop: ""` (which OpenAI ignores) gave an empty answer."""
+    client = live.client()
+    for stop in ("", [""], ["", "zzzz"]):
+        completion = ask(client, MATH, stop=stop).parse()
+        assert completion.choices[0].message.content
+        stream = ask(client, MATH, stop=stop, stream=True).parse()
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
 def test_a_request_llama_cpp_refuses_is_a_400_that_charges_no_circuit(live: Live) -> None:
     """llama-cpp-python's server answers a request failing its own validation (its own
     parameters of the wrong type, the deprecated `functions` without a name or without

@@ -150,8 +150,14 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
     - `tool_choice: "required"` is ignored there (the model may answer in text); with a
       single function tool it is the same as naming that tool, which llama.cpp enforces.
       (Several tools, or tools other than functions, go to other workers: see
-      `local_worker_gaps`.)"""
+      `local_worker_gaps`.)
+    - an empty stop string, which OpenAI ignores, stops llama.cpp before the first token
+      (an empty answer): it is left out."""
     converted = dict(params)
+    stop = params.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop
+    if isinstance(stops, list) and "" in stops:
+        converted["stop"] = [text for text in stops if text != ""]
     response_format = params.get("response_format")
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         spec = response_format.get("json_schema")
