@@ -484,6 +484,30 @@ def test_openai_parameters_and_tools_are_passed_through(
         assert key not in sent
 
 
+def test_the_deprecated_function_role_reaches_the_worker_unchanged(serve, stubs: Stubs) -> None:
+    """OpenAI still takes legacy function calling (an assistant `function_call`, then a
+    `function` message with the function's name and result): fugu-lite refused the role."""
+    running = serve(pool_for(stubs))
+    called = {"name": "weather", "arguments": '{"city": "Paris"}'}
+    conversation = [
+        *user("What is the weather in Paris?"),
+        {"role": "assistant", "content": None, "function_call": called},
+        {"role": "function", "name": "weather", "content": "sunny"},
+    ]
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=conversation
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["messages"][-2:] == [
+        {"role": "assistant", "function_call": called},
+        {"role": "function", "name": "weather", "content": "sunny"},
+    ]
+    nameless = {"model": MODEL, "messages": [*user("hi"), {"role": "function", "content": "x"}]}
+    response = running.post(nameless)
+    assert response.status_code == 400
+    assert "messages[1] is a function message without a string name" in response.text
+
+
 def test_null_parameters_leave_the_workers_own_params_in_place(serve, stubs: Stubs) -> None:
     """OpenAI reads null as "the default": a client's `"temperature": null` must neither
     reach the worker (llama.cpp's server answers it with a 500) nor erase the pool's

@@ -221,6 +221,26 @@ def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> N
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_legacy_function_call_turn_reaches_a_real_worker(live: Live) -> None:
+    """OpenAI's deprecated function calling: an assistant `function_call` (content null),
+    then a `function` message with the result; fugu-lite refused the role."""
+    client = live.client()
+    conversation = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+        {"role": "function", "name": "weather", "content": "sunny"},
+    ]  # fmt: skip
+    for _ in range(2):  # as many as would open a circuit if the workers failed each
+        completion = client.chat.completions.create(model=MODEL, messages=conversation)
+        assert completion.choices[0].message.content
+        stream = client.chat.completions.create(model=MODEL, messages=conversation, stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    health = live.health()
+    assert health["status"] == "ok"
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> None:
     """llama.cpp's server returned no logprobs for `logprobs: true` alone, answered in text
     despite tool_choice "required", and answered a function tool without `parameters` or a

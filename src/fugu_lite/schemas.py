@@ -18,7 +18,8 @@ SPLITS: tuple[str, ...] = ("train", "validation", "test")
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: Literal["system", "user", "assistant", "tool", "developer"]
+    # "function": OpenAI's deprecated function calling, which its API still takes.
+    role: Literal["system", "user", "assistant", "tool", "developer", "function"]
     content: str | list | None = None
 
     @field_validator("content")

@@ -195,7 +195,8 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("messages")
     @classmethod
     def _tool_turns_are_complete(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """OpenAI's shape for tool turns (llama.cpp's server answers others with a 500)."""
+        """OpenAI's shape for tool and function turns (llama.cpp's server answers others
+        with a 500)."""
         for index, message in enumerate(messages):
             extra = message.model_extra or {}
             if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
@@ -206,6 +207,12 @@ class ChatCompletionRequest(BaseModel):
             calls = extra.get("tool_calls")
             if message.role == "assistant" and calls is not None:
                 check_tool_calls(index, calls)
+            if message.role == "function" and not isinstance(extra.get("name"), str):
+                raise ValueError(
+                    f"messages[{index}] is a function message without a string name; give "
+                    "the name of the function whose result it holds, e.g. "
+                    '{"role": "function", "name": "weather", "content": "sunny"}'
+                )
         return messages
 
     @field_validator("logit_bias")
