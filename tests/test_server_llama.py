@@ -331,6 +331,7 @@ def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live:
         {"response_format": {"type": "json_schema",
                              "json_schema": {"name": "x", "schema": {"type": []}}}},
         {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": "add"}}},
+        {"functions": [tool["function"]], "function_call": {"name": "add"}},  # deprecated
     ]  # fmt: skip
     for params in requests:
         for stream in (False, True):

@@ -314,8 +314,8 @@ class ChatCompletionRequest(BaseModel):
         return value
 
     def json_schemas(self) -> list[tuple[str, Any]]:
-        """(where, schema) for each JSON schema the request holds: response_format's and each
-        function tool's parameters."""
+        """(where, schema) for each JSON schema the request holds: response_format's, each
+        function tool's parameters and each deprecated `functions` entry's."""
         schemas: list[tuple[str, Any]] = []
         extra = self.response_format.model_extra if self.response_format else None
         if extra and isinstance(extra.get("json_schema"), dict):
@@ -327,6 +327,10 @@ class ChatCompletionRequest(BaseModel):
             if tool["type"] == "function":
                 where = f"tools[{index}].function.parameters"
                 schemas.append((where, tool["function"].get("parameters")))
+        functions = (self.model_extra or {}).get("functions")
+        for index, function in enumerate(functions if isinstance(functions, list) else []):
+            if isinstance(function, dict):
+                schemas.append((f"functions[{index}].parameters", function.get("parameters")))
         return schemas
 
     def function_names(self) -> list[str]:
