@@ -344,6 +344,21 @@ def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live:
         ask(client, MATH, extra_body={"grammar": "root ::= nope"})
     assert error.value.body["code"] == "unsupported_parameter"
     assert "grammar" in error.value.body["message"]
+    # A double quote in a property name or an enum/const string: a valid schema that
+    # llama-cpp-python's grammar converter breaks, crashing its server; remote workers only.
+    sizes = {"type": "object", "properties": {"size": {"enum": ['6" pipe', '8" pipe']}}}
+    quoted = {"type": "function", "function": {"name": "pick", "parameters": sizes}}
+    for params in [
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": sizes}}},
+        {"tools": [quoted], "tool_choice": {"type": "function", "function": {"name": "pick"}}},
+        {"response_format": {"type": "json_object"},
+         "extra_body": {"response_format": {"type": "json_object", "schema": {
+             "type": "object", "properties": {'say "hi"': {"type": "string"}}}}}},
+    ]:  # fmt: skip
+        with pytest.raises(openai.BadRequestError) as error:
+            ask(client, MATH, **params)
+        assert error.value.body["code"] == "unsupported_parameter"
+        assert "double quote" in error.value.body["message"]
     time.sleep(0.5)  # a crashed server takes a moment to exit
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"

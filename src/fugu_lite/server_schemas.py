@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import (
@@ -74,16 +75,14 @@ DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, n
 SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
-def empty_choice(schema: Any) -> str | None:
-    """The path (".properties.a.enum") of the first empty enum/anyOf/oneOf/type list in a
-    JSON schema, None when there is none."""
+def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, node) for each object in a JSON schema that is a schema itself (not a value
+    of enum/const/default/examples, nor a name in properties/$defs)."""
     pending: list[tuple[str, Any]] = [("", schema)]
     while pending:
         path, node = pending.pop()
         if isinstance(node, dict):
-            for keyword in CHOICE_KEYWORDS:
-                if node.get(keyword) == []:
-                    return f"{path}.{keyword}"
+            yield path, node
             for key, value in node.items():
                 if key in SCHEMA_MAPS and isinstance(value, dict):
                     # names, not keywords: a property may be called "enum"
@@ -92,6 +91,15 @@ def empty_choice(schema: Any) -> str | None:
                     pending.append((f"{path}.{key}", value))
         elif isinstance(node, list):
             pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+
+
+def empty_choice(schema: Any) -> str | None:
+    """The path (".properties.a.enum") of the first empty enum/anyOf/oneOf/type list in a
+    JSON schema, None when there is none."""
+    for path, node in schema_nodes(schema):
+        for keyword in CHOICE_KEYWORDS:
+            if node.get(keyword) == []:
+                return f"{path}.{keyword}"
     return None
 
 

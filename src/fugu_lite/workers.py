@@ -38,6 +38,7 @@ from .pool import (  # re-exported: the pool's config types belong to this inter
     load_pool_config,
 )
 from .schemas import parts_text, text_only
+from .server_schemas import schema_nodes
 
 __all__ = [
     "CallResult",
@@ -242,12 +243,67 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     choice = params.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") != "function":
         gaps.append(f"tool_choice of type {choice.get('type')}")
+    for where, schema in grammar_schemas(params):
+        quoted = quote_in_literal(schema)
+        if quoted is not None:
+            gaps.append(
+                f'a JSON schema with a double quote (") in a property name or an enum/const '
+                f"string ({where}{quoted}; llama-cpp-python's server crashes on it)"
+            )
     if choice == "required" and len(tools) > 1:
         gaps.append(
             'tool_choice "required" among several tools (it would answer in text; name '
             "one tool in tool_choice instead)"
         )
     return gaps
+
+
+def grammar_schemas(params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(where, schema) for each JSON schema that llama.cpp's server turns into a grammar:
+    response_format's, and the parameters of the tool (or deprecated function) that
+    tool_choice (or function_call) names; `"required"` with one tool names that tool."""
+    schemas: list[tuple[str, Any]] = []
+    response_format = params.get("response_format")
+    if isinstance(response_format, dict):
+        spec = response_format.get("json_schema")
+        if isinstance(spec, dict) and "schema" in spec:
+            schemas.append(("response_format.json_schema.schema", spec["schema"]))
+        if "schema" in response_format:
+            schemas.append(("response_format.schema", response_format["schema"]))
+    tools = [tool for tool in params.get("tools") or [] if isinstance(tool, dict)]
+    choice, call = params.get("tool_choice"), params.get("function_call")
+    named = set()
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        named.add(choice["function"].get("name"))
+    if choice == "required" and len(tools) == 1 and isinstance(tools[0].get("function"), dict):
+        named.add(tools[0]["function"].get("name"))
+    if isinstance(call, dict):
+        named.add(call.get("name"))
+    functions = params.get("functions")
+    entries = [(f"tools[{i}].function", tool.get("function")) for i, tool in enumerate(tools)]
+    if isinstance(functions, list):
+        entries += [(f"functions[{i}]", function) for i, function in enumerate(functions)]
+    for where, function in entries:
+        if isinstance(function, dict) and function.get("name") in named:
+            schemas.append((f"{where}.parameters", function.get("parameters")))
+    return schemas
+
+
+def quote_in_literal(schema: Any) -> str | None:
+    """The path of the first property name or enum/const string holding a double quote:
+    llama-cpp-python's grammar converter escapes its JSON form badly, the grammar does not
+    parse, and its server process crashes."""
+    for path, node in schema_nodes(schema):
+        properties = node.get("properties")
+        for name in properties if isinstance(properties, dict) else {}:
+            if '"' in name:
+                return f"{path}.properties.{name}"
+        enum = node.get("enum")
+        values = enum if isinstance(enum, list) else []
+        for keyword, value in [*(("enum", v) for v in values), ("const", node.get("const"))]:
+            if '\\"' in json.dumps(value):
+                return f"{path}.{keyword}"
+    return None
 
 
 class WorkerPool:
