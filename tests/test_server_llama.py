@@ -304,6 +304,8 @@ def test_a_request_llama_cpp_refuses_is_a_400_that_charges_no_circuit(live: Live
         ({"top_k": "many"}, "top_k"),
         ({"functions": [{"parameters": {"type": "object"}}]}, "functions.0.name"),
         ({"functions": [{"name": "add"}], "function_call": "always"}, "function_call"),
+        # llama.cpp: "Tool choice 'mul' not found in tools", a 500
+        ({"functions": [{"name": "add"}], "function_call": {"name": "mul"}}, "function_call"),
     ]
     for _ in range(2):  # as many as would open a circuit if the workers failed each
         for extra, field in refused:

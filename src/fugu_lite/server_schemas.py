@@ -286,6 +286,27 @@ class ChatCompletionRequest(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _function_call_names_a_function(self) -> ChatCompletionRequest:
+        """The deprecated `function_call` naming a function: one of `functions` (OpenAI
+        refuses others; llama.cpp's server answers them with a 500)."""
+        extra = self.model_extra or {}
+        call, functions = extra.get("function_call"), extra.get("functions")
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return self
+        names = [
+            function.get("name")
+            for function in (functions if isinstance(functions, list) else [])
+            if isinstance(function, dict)
+        ]
+        if call["name"] not in names:
+            listed = ", ".join(str(name) for name in names) or "no functions given"
+            raise ValueError(
+                f"function_call names the function {call['name']!r}, which is not among the "
+                f'functions ({listed}); name one of them, or use "auto" or "none"'
+            )
+        return self
+
+    @model_validator(mode="after")
     def _schemas_can_match(self) -> ChatCompletionRequest:
         """A JSON schema with an empty enum/anyOf/oneOf/type matches no value; llama.cpp
         turns it into an empty grammar rule and its server process crashes on that."""
