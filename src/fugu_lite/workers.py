@@ -226,7 +226,8 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     """What a request asks that a local llama.cpp worker cannot give (it would answer
     something else, a 500, or crash): audio output, tools other than functions, a
     tool_choice that is not a mode or a named function, tool_choice "required" among
-    several tools, a raw GBNF `grammar`."""
+    several tools, a raw GBNF `grammar`, both tools and functions, a schema with a double
+    quote in a name or literal."""
     gaps = []
     if params.get("grammar") is not None:
         gaps.append(
@@ -243,6 +244,11 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     choice = params.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") != "function":
         gaps.append(f"tool_choice of type {choice.get('type')}")
+    if tools and params.get("functions"):
+        gaps.append(
+            "both `tools` and the deprecated `functions` (llama-cpp-python's server replaces "
+            "the tools with the functions; send the functions as tools)"
+        )
     for where, schema in grammar_schemas(params):
         quoted = quote_in_literal(schema)
         if quoted is not None:
