@@ -35,7 +35,7 @@ from fugu_lite.config import (
 from fugu_lite.costs import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.pool import PoolConfig, WorkerConfig
 from fugu_lite.schemas import ChatMessage, RewardRecord
-from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server import ServeSettings, create_app, show_package_logs
 from fugu_lite.server_auth import load_api_keys
 from fugu_lite.server_batching import MicroBatcher
 from fugu_lite.server_breaker import CircuitBreaker
@@ -1458,3 +1458,30 @@ def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
     good.write_text(f"{ENDPOINT_KEY}\nsk-second-key-abcdef\n", encoding="utf-8")
     code, output = serve_with("--api-keys-file", str(good))
     assert code == 2 and "has no worker" in output  # past the keys, stopped by the tripwire
+
+
+@pytest.fixture
+def package_logger() -> Iterator[logging.Logger]:
+    package = logging.getLogger("fugu_lite")
+    handlers, level = list(package.handlers), package.level
+    yield package
+    package.handlers, package.level = handlers, level
+
+
+def test_serve_prints_fugu_lites_own_notes_at_its_log_level(
+    package_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dispatch = logging.getLogger("fugu_lite.server_dispatch")
+    show_package_logs("info")
+    show_package_logs("info")  # set up twice (a second serve in one process): one line each
+    dispatch.info("worker a: the conversation is longer than its context")
+    dispatch.warning("worker b failed: timeout")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "INFO:     worker a: the conversation is longer than its context",
+        "WARNING:  worker b failed: timeout",
+    ]
+    show_package_logs("warning")
+    dispatch.info("hidden")
+    dispatch.warning("shown")
+    assert capsys.readouterr().err.splitlines() == ["WARNING:  shown"]

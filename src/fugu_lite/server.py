@@ -790,6 +790,7 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
 
     if settings.torch_threads is not None:
         torch.set_num_threads(settings.torch_threads)
+    show_package_logs(log_level)
     app = create_app(settings)
     uvicorn.run(
         app,
@@ -798,3 +799,18 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         log_level=log_level,
         timeout_graceful_shutdown=10,
     )
+
+
+def show_package_logs(log_level: str) -> None:
+    """Print fugu-lite's own log lines (a worker failed, a context refusal, a local worker
+    restarted) at `log_level` and above, formatted like uvicorn's. uvicorn sets up only its
+    own loggers, so without this only warnings reached stderr, unformatted."""
+    from uvicorn.logging import DefaultFormatter
+
+    package = logging.getLogger("fugu_lite")
+    package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_serve", False)]
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+    handler.fugu_lite_serve = True  # type: ignore[attr-defined]
+    package.addHandler(handler)
+    package.setLevel(5 if log_level == "trace" else log_level.upper())  # uvicorn's TRACE is 5
