@@ -733,6 +733,24 @@ def test_a_family_folder_given_as_a_checkpoint_says_what_it_is(tmp_path: Path) -
         load_router(tmp_path)
 
 
+def test_a_folder_beside_a_checkpoint_says_where_the_checkpoint_is(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    pipeline = tmp_path / "router"
+    for stage in ("sft", "rl"):
+        train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(pipeline / stage)
+    (pipeline / "rl" / "es_state").mkdir()
+    expected = {
+        pipeline: f"pass {pipeline / 'rl'} (the final router) or {pipeline / 'sft'}",
+        pipeline / "rl" / "es_state": f"the checkpoint is the folder holding it: {pipeline / 'rl'}",
+        tmp_path / "absent": "that folder does not exist",
+    }
+    for folder, hint in expected.items():
+        with pytest.raises(CheckpointError) as error:
+            load_router(folder)
+        assert hint in str(error.value)
+
+
 def test_continuing_from_a_checkpoint_takes_the_configs_head_dropout(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -646,6 +646,22 @@ def _what_it_is(directory: Path) -> str:
             f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
             "--cost-weights` run that writes it was interrupted; run it again"
         )
+    return _where_the_checkpoint_is(directory)
+
+
+def _where_the_checkpoint_is(directory: Path) -> str:
+    """A hint for a folder that is not a checkpoint but sits beside or above one: a missing
+    folder, a `train pipeline` output folder (its checkpoints are `sft/` and `rl/`), or the
+    ES search state inside a checkpoint."""
+    if not directory.exists():
+        return "; that folder does not exist"
+    stages = [stage for stage in ("rl", "sft") if (directory / stage / META_FILE).is_file()]
+    if stages:
+        final = {"rl": " (the final router)", "sft": ""}
+        named = [f"{directory / stage}{final[stage]}" for stage in stages]
+        return "; it is a `train pipeline` output folder: pass " + " or ".join(named)
+    if (directory.parent / META_FILE).is_file() and (directory.parent / HEAD_FILE).is_file():
+        return f"; the checkpoint is the folder holding it: {directory.parent}"
     return ""
 
 
