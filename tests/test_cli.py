@@ -469,6 +469,18 @@ def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) 
     assert "config" not in message.partition("workers:")[2]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["sft"], ["rl"], ["es"], ["reward-head"], ["pipeline"], ["pipeline", "--cost-weights", "0,1"]],
+)
+def test_training_on_bad_records_prints_one_error(command: list[str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = invoke("train", command[0], "-r", empty, "-o", tmp_path / "out", *command[1:])
+    assert result.exit_code == 2
+    assert flat(result.output) == f"error: {empty}: holds no records"
+
+
 def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: Path) -> None:
     no_validation = [r for r in run.records if r.split != "validation"]
     path = tmp_path / "records.jsonl"

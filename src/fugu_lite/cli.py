@@ -443,6 +443,8 @@ def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STAR
     with stopped_cleanly(what_was_kept):  # outside: typer.Exit is a RuntimeError
         try:
             report = stage()
+        except typer.Exit:  # a RuntimeError: the stage's own fail() (e.g. bad records) said why
+            raise
         except (CheckpointError, ValueError, RuntimeError) as error:
             fail(str(error))
         except OSError as error:
