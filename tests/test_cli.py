@@ -683,6 +683,13 @@ def test_route_json_prints_only_json(run: Run) -> None:
     assert json.loads(result.stdout)["worker"] in WORKERS
 
 
+def test_route_json_errors_go_to_stderr_not_into_the_json(run: Run) -> None:
+    result = invoke("route", "--checkpoint", run.checkpoint, "--json", "--exclude", "nope", "hi")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "cannot exclude unknown worker(s) ['nope']" in flat(result.stderr)
+
+
 def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path: Path) -> None:
     """`qwen[awq]` lost its `[awq]` to rich markup and `m[/x]` stopped stats and route with
     a MarkupError."""
@@ -772,7 +779,7 @@ def test_sigterm_while_writing_keeps_the_old_file_and_leaves_no_temporary_one(
         timeout=120,
     )
     assert child.returncode == 130, child.stdout + child.stderr
-    assert "interrupted:" in child.stdout and "run the same command again" in child.stdout
+    assert "interrupted:" in child.stderr and "run the same command again" in child.stderr
     assert output.read_text(encoding="utf-8") == "the old tasks\n"
     assert [path.name for path in tmp_path.iterdir()] == ["tasks.jsonl"]
 

@@ -48,6 +48,8 @@ app.add_typer(train_app, name="train")
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task files.")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
+# errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
+err_console = Console(stderr=True)
 
 ConfigOption = Annotated[
     Path | None,
@@ -84,7 +86,7 @@ SetOption = Annotated[
 
 def fail(message: str) -> NoReturn:
     # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
-    console.print(f"[bold red]error:[/bold red] {escape(message)}")
+    err_console.print(f"[bold red]error:[/bold red] {escape(message)}")
     raise typer.Exit(code=2)
 
 
@@ -93,7 +95,7 @@ _interruptions_reported: list[str] = []
 
 def report_interruption(what_was_kept: str) -> None:
     """The one line a stopped command prints: what was kept and how to go on."""
-    console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
+    err_console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
     _interruptions_reported.append(what_was_kept)
 
 
@@ -236,7 +238,7 @@ def read_records_or_fail(path: Path) -> list[RewardRecord]:
         fail(str(error))
     repeated = repeated_ids(records)
     if repeated:
-        console.print(
+        err_console.print(
             f"[yellow]warning:[/yellow] {escape(str(path))}: {len(repeated)} record ids occur "
             f"more than once (first: {escape(repeated[0])}); predictions.jsonl will not tell "
             "those records apart by id (its prompt_hash still does): give each record its own id"
