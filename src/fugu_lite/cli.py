@@ -339,7 +339,11 @@ def train_es_command(
     output: OutputOption,
     config: ConfigOption = None,
     checkpoint: Annotated[
-        str | None, typer.Option(help="Start from this checkpoint (typically SFT's).")
+        str | None,
+        typer.Option(
+            help="Start from this checkpoint (typically SFT's); omitted: a fresh head (then set "
+            "training.search=head)."
+        ),
     ] = None,
     set_: SetOption = None,
     resume: Annotated[
@@ -531,7 +535,8 @@ def route_command(
         typer.Option(
             "--cost-weight",
             help="Trade quality for cost (needs a router family or a reward head): a family's "
-            "head trained for the nearest cost weight answers; a reward head answers any.",
+            "head trained for the nearest cost weight answers; a reward head answers any. "
+            "Omitted: the smallest cost weight (0 for a reward head).",
         ),
     ] = None,
     backbone: BackboneOption = None,
