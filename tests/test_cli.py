@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import os
 import re
@@ -657,6 +658,23 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     result = invoke("demo", "--no-serve", "-o", tmp_path / "d", "--pool", tmp_path / "no.yaml")
     assert result.exit_code == 2 and "pool file" in flat(result.output)
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
+
+
+def test_help_paragraphs_are_not_broken_mid_sentence() -> None:
+    """typer prints a docstring's line breaks as they are (in the command list too), so a
+    wrapped paragraph showed as a line cut after a few words."""
+    import click
+    import typer
+
+    def commands(command: click.Command, name: str) -> list[tuple[str, click.Command]]:
+        found = [(name, command)]
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            found += commands(sub, f"{name} {sub_name}")
+        return found
+
+    for name, command in commands(typer.main.get_command(app), "fugu-lite"):
+        paragraphs = inspect.cleandoc(command.help or "").split("\n\n")
+        assert not [p for p in paragraphs if "\n" in p], name
 
 
 def test_route_refuses_an_empty_prompt(run: Run) -> None:

@@ -196,8 +196,9 @@ def data_import(
         typer.Option("--option", help="Importer option key=value (repeatable)."),
     ] = None,
 ) -> None:
-    """Import a routing dataset (LLMRouter, ZeroEval, RouterBench, or your own long table)
-    into RewardRecords, with the standard split."""
+    """Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords.
+
+    The standard split applies, unless a split column is used (--option)."""
     from .datasets import import_dataset
     from .schemas import write_records
 
@@ -422,8 +423,7 @@ def train_reward_head_command(
 ) -> None:
     """Cost-aware reward head: each worker's reward and cost, for any --cost-weight.
 
-    `route` and `serve` then answer any cost weight; a pipeline file's `model` section is
-    used."""
+    `route` and `serve` then answer any cost weight; -c with a pipeline file uses its model."""
     from .reward_head import RewardHeadConfig, train_reward_head
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
@@ -670,8 +670,9 @@ def demo_command(
 ) -> None:
     """The main job: LLMRouter train + eval, the local loop, then serving.
 
-    The local loop: the embedded llama.cpp pool answers generated tasks, collect, train
-    SFT -> RL, evaluate; then serve the router and ask it via openai."""
+    The local loop: the embedded llama.cpp pool answers tasks, then SFT -> RL and eval.
+
+    Last, the router is served and asked a few questions through the openai SDK."""
     from .demo import DemoSettings, run_demo
     from .pool import load_pool_config
 
