@@ -660,6 +660,24 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
 
 
+def test_a_task_file_and_a_record_file_given_for_each_other_say_so(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    ok(invoke("tasks", "generate", "-o", tasks, "--per-family", "1"))
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=2))
+    result = invoke("train", "sft", "-r", tasks, "-o", tmp_path / "sft")
+    assert result.exit_code == 2
+    assert "this is a task (it has 'grader'), not a RewardRecord" in flat(result.stderr)
+    assert "fugu-lite collect --tasks FILE" in flat(result.stderr)
+    for command in (
+        ["tasks", "check", records],
+        ["collect", "-t", records, "-o", tmp_path / "out.jsonl"],
+    ):
+        result = invoke(*command)
+        assert result.exit_code == 2
+        assert "this is a RewardRecord (it has 'rewards'), not a task" in flat(result.stderr)
+
+
 def test_help_paragraphs_are_not_broken_mid_sentence() -> None:
     """typer prints a docstring's line breaks as they are (in the command list too), so a
     wrapped paragraph showed as a line cut after a few words."""

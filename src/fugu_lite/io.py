@@ -13,7 +13,7 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -333,16 +333,20 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
     return [item for _, item in iter_models(path, model)]
 
 
-def iter_models(path: str | Path, model: type[M]) -> Iterator[tuple[int, M]]:
-    """Yield (line number, model) for each non-blank line of a JSONL file."""
+def iter_models(
+    path: str | Path, model: type[M], other_kind: Callable[[dict], str | None] | None = None
+) -> Iterator[tuple[int, M]]:
+    """Yield (line number, model) for each non-blank line of a JSONL file. `other_kind`:
+    for a line that does not validate, what kind of file it looks like instead (and what
+    to do), said in place of the field errors; None when it does not tell."""
     for line_number, value in iter_jsonl(path):
         try:
             yield line_number, model.model_validate(value)
         except ValidationError as error:
-            raise RecordFileError(
-                f"{path}, line {line_number}: not a valid {model.__name__}: "
-                f"{_describe_validation_error(error)}"
-            ) from error
+            problem = (other_kind and other_kind(value)) or (
+                f"not a valid {model.__name__}: {_describe_validation_error(error)}"
+            )
+            raise RecordFileError(f"{path}, line {line_number}: {problem}") from error
 
 
 def _describe_validation_error(error: ValidationError) -> str:

@@ -127,12 +127,23 @@ def prompt_hash(text: str) -> str:
 
 def read_records(path: str | Path) -> list[RewardRecord]:
     """Read a RewardRecord JSONL file and check that every record has the same workers."""
-    numbered = list(iter_models(path, RewardRecord))
+    numbered = list(iter_models(path, RewardRecord, _task_file_hint))
     if not numbered:
         raise RecordFileError(f"{path}: holds no records")
     records = [record for _, record in numbered]
     check_same_workers(records, source=str(path), lines=[line for line, _ in numbered])
     return records
+
+
+def _task_file_hint(row: dict) -> str | None:
+    """A task line (the step before records) given where records are expected."""
+    if "grader" in row and "rewards" not in row:
+        return (
+            "this is a task (it has 'grader'), not a RewardRecord: a task file is "
+            "collect's input; `fugu-lite collect --tasks FILE -o records.jsonl` makes the "
+            "records to use here"
+        )
+    return None
 
 
 def write_records(path: str | Path, records: list[RewardRecord]) -> int:

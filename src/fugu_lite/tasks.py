@@ -216,6 +216,12 @@ def read_tasks(path: str | Path) -> list[Task]:
         try:
             task = Task.model_validate(row)
         except ValidationError as error:
+            if "rewards" in row and "worker_ids" in row:
+                raise TaskFileError(
+                    f"{where}: this is a RewardRecord (it has 'rewards'), not a task: a record "
+                    "file is what collect writes; give a task file (`fugu-lite tasks generate` "
+                    "writes one; README 'Tasks and graders')"
+                ) from error
             raise TaskFileError(f"{where}: {_describe_task_error(error)}") from error
         if task.id in first_line_of_id:
             raise TaskFileError(
