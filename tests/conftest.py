@@ -52,6 +52,15 @@ def finished_pid() -> int:
     return int(done.stdout)
 
 
+def save_tiny_backbone(folder: Path, seed: int = 0) -> None:
+    """A tiny random backbone (tiny_random_backbone(seed)) saved as a local model folder."""
+    from fugu_lite.backbones import tiny_random_backbone
+
+    backbone = tiny_random_backbone(seed)
+    backbone.model.save_pretrained(folder)
+    backbone.tokenizer.save_pretrained(folder)
+
+
 def generated_records(n_per_topic: int = 40, seed: int = 0) -> list[RewardRecord]:
     """Prompts of three kinds; on each kind a different worker is best (a little noise)."""
     rng = random.Random(seed)

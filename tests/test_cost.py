@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import save_tiny_backbone
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app
@@ -873,22 +874,14 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
 def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fugu_lite.backbones import tiny_random_backbone
-
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
-
-    def save_backbone(seed: int) -> None:
-        backbone = tiny_random_backbone(seed)
-        backbone.model.save_pretrained(tmp_path / "bb")
-        backbone.tokenizer.save_pretrained(tmp_path / "bb")
-
-    save_backbone(seed=0)
+    save_tiny_backbone(tmp_path / "bb", seed=0)
     records = cost_case_records()
     cfg = tiny_cfg(tmp_path).model_copy(update={"backbone": str(tmp_path / "bb")})
     train_reward_head(records, RewardHeadConfig(model=cfg), tmp_path / "head")
     prompt = next(r.prompt for r in records if r.split == "test")
     ok(invoke("route", "--checkpoint", tmp_path / "head", prompt))
-    save_backbone(seed=1)  # another model of the same architecture, in the same folder
+    save_tiny_backbone(tmp_path / "bb", seed=1)  # other weights, same architecture
     result = invoke("route", "--checkpoint", tmp_path / "head", prompt)
     assert result.exit_code != 0
     message = flat(result.output)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import finished_pid, writer_temporary
+from conftest import finished_pid, save_tiny_backbone, writer_temporary
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
@@ -1014,14 +1014,6 @@ def router_on_folder(
     with torch.no_grad():
         logits = model(features=model.features_for(PROMPTS))
     return model.save_checkpoint(tmp_path / "router"), logits
-
-
-def save_tiny_backbone(folder: Path, seed: int) -> None:
-    from fugu_lite.backbones import tiny_random_backbone
-
-    backbone = tiny_random_backbone(seed)
-    backbone.model.save_pretrained(folder)
-    backbone.tokenizer.save_pretrained(folder)
 
 
 def test_a_checkpoint_records_its_backbone_weights_and_loads_on_the_same_ones(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import generated_records
+from conftest import generated_records, save_tiny_backbone
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
@@ -785,23 +785,15 @@ def test_a_pipeline_rerun_trains_sft_again_when_the_backbone_folder_was_updated(
 ) -> None:
     """The same config and records, but the backbone folder now holds other weights: the kept
     SFT (trained on the old weights) made RL refuse to continue from it."""
-    from fugu_lite.backbones import tiny_random_backbone
-
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
-
-    def save_backbone(seed: int) -> None:
-        backbone = tiny_random_backbone(seed)
-        backbone.model.save_pretrained(tmp_path / "bb")
-        backbone.tokenizer.save_pretrained(tmp_path / "bb")
-
-    save_backbone(seed=0)
+    save_tiny_backbone(tmp_path / "bb", seed=0)
     cfg = ModelConfig(
         backbone=str(tmp_path / "bb"), layer=-1, head="linear", max_tokens=32,
         runtime="torch", cache_dir=str(tmp_path / "cache"),
     )  # fmt: skip
     config = pipeline_config(cfg)
     train_pipeline(records, config, tmp_path / "run")
-    save_backbone(seed=1)
+    save_tiny_backbone(tmp_path / "bb", seed=1)
     trained = []
     monkeypatch.setattr(
         pipeline_module, "train_sft", lambda *args: trained.append(args) or train_sft(*args)
