@@ -385,8 +385,7 @@ def train_pipeline_command(
 ) -> None:
     """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
 
-    Run again with the same config and records, a finished stage is kept (RL only when it
-    continued from that very SFT)."""
+    A re-run keeps each stage already trained from the same config, records and SFT."""
     from .costs import parse_cost_weights, train_router_family
     from .pipeline import train_pipeline
 
