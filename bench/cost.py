@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,8 @@ def curve_figures(points: list[OperatingPoint], report: dict) -> dict:
 def train_family(records: list[RewardRecord], config: PipelineConfig, output: Path) -> list[float]:
     # Per-epoch logs of a dozen trainings would bury the tables; each stage's
     # training_report.json keeps them.
+    # a bench measures this code: a family re-run would keep an earlier run's members
+    shutil.rmtree(output, ignore_errors=True)
     train_rl.console.quiet = training_common.console.quiet = True
     training = train_router_family(records, config, output, FAMILY_COST_WEIGHTS)
     train_rl.console.quiet = training_common.console.quiet = False

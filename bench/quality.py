@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,7 +51,10 @@ def run_backbone(backbone: str, records: list, output: Path) -> dict:
     config = config_for(backbone)
     console.rule(f"{backbone}: {config.model.model_dump(exclude={'device', 'cache_dir'})}")
     started = time.perf_counter()
-    training = train_pipeline(records, config, output / backbone / "router")
+    router_dir = output / backbone / "router"
+    # a bench measures this code: a pipeline re-run would keep an earlier run's stages
+    shutil.rmtree(router_dir, ignore_errors=True)
+    training = train_pipeline(records, config, router_dir)
     report = run_evaluation(
         Path(training["checkpoint"]), records, "test", output / backbone / "evaluation"
     )
