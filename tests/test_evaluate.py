@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib.image
@@ -586,6 +587,37 @@ def test_dollar_signs_in_worker_and_task_names_are_drawn_as_text(tmp_path: Path)
     write_pareto(pareto, tmp_path / "pareto")
     assert (tmp_path / "pareto" / "cost_quality.png").read_bytes()[:4] == b"\x89PNG"
     assert plain_text(workers[0]) == "tier \\$\\bad\\$"
+
+
+def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_whole(
+    tmp_path: Path,
+) -> None:
+    """A task or worker name holding a line break ended its table row half-way, so the rest
+    of that row fell out of the table in evaluation_report.md and pareto_report.md."""
+    workers = ["gpt | large", "two\nlines", "c"]
+    tasks = ["reading\ncomprehension", "a|b", None, "x"]
+    rng = np.random.default_rng(2)
+    table = make_table(rng.random((8, 3)), costs=rng.random((8, 3)), tasks=tasks * 2,
+                       workers=workers)  # fmt: skip
+    probabilities = np.full((8, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    write_pareto(pareto, tmp_path / "pareto")
+    for path in (
+        tmp_path / "eval" / "evaluation_report.md",
+        tmp_path / "pareto" / "pareto_report.md",
+    ):
+        lines = path.read_text().splitlines()
+        for previous, line in pairwise(lines):
+            # a table ends only at a blank line: a row is never continued on the next line
+            assert not previous.startswith("|") or line == "" or line.startswith("| "), line
+            assert not line.startswith("|") or line.endswith(" |"), line
+    markdown = (tmp_path / "eval" / "evaluation_report.md").read_text()
+    assert "| reading<br>comprehension | 2 |" in markdown
+    assert "| a\\|b | 2 |" in markdown
+    assert "| gpt \\| large |" in markdown and "| two<br>lines |" in markdown
+    assert "| two<br>lines " in (tmp_path / "pareto" / "pareto_report.md").read_text()
 
 
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
+from .table import markdown_cell
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -203,7 +204,7 @@ def _markdown_table(
 
 
 def _markdown_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    return "| " + " | ".join(markdown_cell(cell) for cell in cells) + " |"
 
 
 def _image(name: str, title: str, plots: list[str]) -> list[str]:

@@ -55,7 +55,7 @@ from ..io import remove_files, write_json, write_text_atomic
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
-from .table import RewardTable, argmax_choices, picked
+from .table import RewardTable, argmax_choices, markdown_cell, picked
 
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"
@@ -490,9 +490,9 @@ def pareto_markdown(report: dict) -> str:
 def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     separator = ["---"] + ["---:"] * (len(header) - 1)
     return [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(markdown_cell(cell) for cell in header) + " |",
         "| " + " | ".join(separator) + " |",
-        *["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows],
+        *["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows],
         "",
     ]
 

@@ -86,3 +86,9 @@ def argmax_choices(scores: np.ndarray) -> np.ndarray:
 def picked(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
     """values[i, choices[i]] for every row i."""
     return np.take_along_axis(values, choices[:, None], axis=1)[:, 0]
+
+
+def markdown_cell(text: str) -> str:
+    """`text` as one Markdown table cell: a `|` would split the cell and a line break would
+    end the row (task names and worker ids are the user's own strings)."""
+    return "<br>".join(text.replace("|", "\\|").splitlines())
