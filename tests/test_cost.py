@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import save_tiny_backbone
+from conftest import generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app
@@ -47,6 +47,7 @@ from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto
 from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at, write_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.model import CheckpointError, load_router
+from fugu_lite.pipeline import run_pareto_evaluation
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
     CostAwareRouter,
@@ -643,6 +644,28 @@ def test_eval_pareto_without_usable_costs_says_what_to_do(family: Family, tmp_pa
         assert "cost_weight" not in text
     missing = sum(1 for r in some if r.costs is None and r.split in ("train", "test"))
     assert f"{missing} of " in text
+
+
+@pytest.mark.parametrize(
+    ("split", "expected"),
+    [("test", "of the train and test splits"), ("train", "of the train split")],
+)
+def test_eval_pareto_counts_the_records_of_the_splits_it_names(
+    tmp_path: Path, split: str, expected: str
+) -> None:
+    """Without costs the message said "N of N records" for the train and evaluated splits
+    only (a reviewer's 480-record file gave "400 of 400"), and with --split train it counted
+    each train record twice."""
+    records = [r.model_copy(update={"costs": None}) for r in generated_records()]
+    sizes = {name: sum(r.split == name for r in records) for name in ("train", "test")}
+    assert any(r.split == "validation" for r in records)
+    used = sizes["train"] + (sizes["test"] if split == "test" else 0)
+    with pytest.raises(ValueError) as raised:
+        # refused before the checkpoint is read
+        run_pareto_evaluation(tmp_path / "no-checkpoint", records, split, tmp_path / "out")
+    message = str(raised.value)
+    assert f"{used} of {used} records {expected} have none" in message, message
+    assert not (tmp_path / "out").exists()
 
 
 # --- the reward head: per-worker reward and cost, any cost weight ----------------------------

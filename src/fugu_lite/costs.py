@@ -84,15 +84,17 @@ def require_costs(
     records: Sequence[RewardRecord],
     purpose: str,
     fix: str = "give every record `costs` or set cost_weight to 0",
+    counted: str = "records",
 ) -> None:
-    """Refuse records without per-worker costs, naming the first one and the count."""
+    """Refuse records without per-worker costs, naming the first one and the count;
+    `counted` says what `records` are (e.g. the splits they were taken from)."""
     missing = [index for index, record in enumerate(records) if record.costs is None]
     if not missing:
         return
     record = records[missing[0]]
     name = f"id={record.id!r}" if record.id is not None else f"number {missing[0] + 1}"
     raise ValueError(
-        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} records have "
+        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} {counted} have "
         f"none, the first is record {name} ({record.split} split, prompt "
         f"{record.prompt_text[:60]!r}); {fix}"
     )

@@ -162,6 +162,15 @@ def evaluated_and_train(
     return evaluated, train
 
 
+def require_pareto_costs(records: list[RewardRecord], split: str) -> None:
+    """Refuse records of the train or evaluated split without costs; the count names those
+    splits (the others are not used), and a record in both (split train) counts once."""
+    splits = list(dict.fromkeys(("train", split)))
+    used = [record for record in records if record.split in splits]
+    counted = f"records of the {' and '.join(splits)} split{'s' if len(splits) > 1 else ''}"
+    require_costs(used, "eval --pareto", PARETO_COST_FIX, counted)
+
+
 def run_evaluation(
     checkpoint: Path,
     records: list[RewardRecord],
@@ -201,7 +210,7 @@ def run_pareto_evaluation(
     gives its one point), kNN and ridge over the family's cost weights (or the ones given),
     the single workers and the oracle; writes pareto_report.json/.md and a plot."""
     evaluated_records, train_records = evaluated_and_train(records, split)
-    require_costs(train_records + evaluated_records, "eval --pareto", PARETO_COST_FIX)
+    require_pareto_costs(records, split)
     family = load_family_or_single(checkpoint, backbone)
     if family.worker_ids != records[0].worker_ids:
         raise ValueError(
