@@ -620,6 +620,20 @@ def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_who
     assert "| two<br>lines " in (tmp_path / "pareto" / "pareto_report.md").read_text()
 
 
+def test_the_router_choices_plot_of_30_workers_stays_readable(tmp_path: Path) -> None:
+    """One column per worker made a 3480 x 480 px strip for 30 workers: shrunk to a page in
+    the Markdown report, its labels and bars could not be read."""
+    workers = [f"provider/model-{index}-instruct" for index in range(30)]
+    rng = np.random.default_rng(3)
+    table = make_table(rng.random((12, 30)), workers=workers)
+    probabilities = one_hot(np.zeros(12, dtype=np.int64), 30)  # 29 workers never picked
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path)
+    height, width = matplotlib.image.imread(tmp_path / "router_choices.png").shape[:2]
+    assert width <= 1200, (width, height)
+    assert height >= 30 * 30, (width, height)  # room for one labelled row per worker
+
+
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     table = make_table([[1, 0, 0], [0, 1, 0]])
     report = evaluation_report(table, table, "train", None, {}, {})

@@ -67,24 +67,27 @@ def plot_mean_reward(report: dict) -> Figure:
 
 
 def plot_router_choices(report: dict) -> Figure:
-    """Share of prompts sent to each worker by the router, next to the oracle's shares."""
+    """Share of prompts sent to each worker by the router, next to the oracle's shares.
+
+    Horizontal bars, one row per worker: the figure grows in height with the pool, so 30
+    workers stay readable (columns made it a 29-inch-wide strip)."""
     workers = report["worker_ids"]
     best = report["best_single"]["worker"]
     router = [report["choices"]["router"]["shares"][worker] for worker in workers]
     oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
-    names = [plain_text(f"{w}\n(best single)" if w == best else w) for w in workers]
+    names = [plain_text(f"{w} (best single)" if w == best else w) for w in workers]
     positions = np.arange(len(workers))
-    width = 0.4
-    figure = Figure(figsize=(max(5.0, 0.9 * len(workers) + 2.0), 4.0), layout="constrained")
+    height = 0.4
+    figure = Figure(figsize=(8.0, max(3.0, 0.35 * len(workers) + 1.5)), layout="constrained")
     axes = figure.add_subplot()
-    axes.bar(positions - width / 2, router, width, label="router", color="tab:blue")
-    axes.bar(positions + width / 2, oracle, width, label="oracle", color="tab:green", alpha=0.6)
-    axes.set_xticks(positions, names, fontsize=8)
-    axes.tick_params(axis="x", labelrotation=20)
-    axes.set_ylabel("share of prompts")
-    axes.set_ylim(0.0, 1.05)
+    axes.barh(positions - height / 2, router, height, label="router", color="tab:blue")
+    axes.barh(positions + height / 2, oracle, height, label="oracle", color="tab:green", alpha=0.6)
+    axes.set_yticks(positions, names, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("share of prompts")
+    axes.set_xlim(0.0, 1.05)
     axes.set_title(f"Which worker answers ({report['split']})")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="lower right")
     return figure
 
 
