@@ -93,6 +93,20 @@ def test_reward_table_drops_costs_unless_every_record_has_them() -> None:
     assert table.costs is None
 
 
+def test_a_split_with_costs_on_some_prompts_says_how_many_not_unknown() -> None:
+    """With costs on 2 of 3 records the report said "costs unknown on this split"."""
+    table = reward_table(
+        [record(0, [1, 0, 0], [1, 2, 3]), record(1, [0, 1, 0]), record(2, [0, 0, 1], [1, 2, 3])]
+    )
+    report = evaluation_report(table, table, "test", None, {}, {})
+    assert report["methods"]["oracle"]["mean_cost"] is None
+    assert any("costs known on only 2 of 3 prompts" in note for note in report["notes"])
+    assert not any("costs unknown" in note for note in report["notes"])
+    bare = reward_table([record(0, [1, 0, 0]), record(1, [0, 1, 0])])
+    notes = evaluation_report(bare, bare, "test", None, {}, {})["notes"]
+    assert "costs unknown on this split: no mean costs" in notes
+
+
 def test_reward_table_rejects_empty_and_mixed_workers() -> None:
     with pytest.raises(ValueError, match="zero records"):
         reward_table([])

@@ -332,7 +332,13 @@ def _notes(
     notes = []
     if router_probabilities is None:
         notes.append("no router probabilities were given: only references and baselines")
-    if evaluated.costs is None:
+    if evaluated.costs is None and evaluated.n_with_costs > 0:
+        notes.append(
+            f"costs known on only {evaluated.n_with_costs} of {evaluated.n_prompts} prompts of "
+            "this split: no mean costs (a mean over some prompts would not compare the methods "
+            "on the same prompts); give every record its costs to see them"
+        )
+    elif evaluated.costs is None:
         notes.append("costs unknown on this split: no mean costs")
     if methods["oracle"]["gap_closed"] is None:
         notes.append("oracle equals best single on this split: gap closed is undefined")

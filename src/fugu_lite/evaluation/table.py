@@ -19,6 +19,8 @@ class RewardTable:
     ids: list[str | None]
     prompt_hashes: list[str]
     worker_ids: list[str]
+    # Prompts whose record had costs; with some but not all, `costs` is None (see reward_table).
+    n_with_costs: int = 0
 
     def __post_init__(self) -> None:
         if self.rewards.ndim != 2:
@@ -73,6 +75,7 @@ def reward_table(records: list[RewardRecord]) -> RewardTable:
         ids=[record.id for record in records],
         prompt_hashes=[record.prompt_hash for record in records],
         worker_ids=list(worker_ids),
+        n_with_costs=sum(record.costs is not None for record in records),
     )
 
 
