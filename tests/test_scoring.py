@@ -604,6 +604,37 @@ def test_exact_grader_rejects(output: str) -> None:
     assert run(exact_task("olleh"), output).score == 0.0
 
 
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The answer is cta, not 'olleh'.",
+        "olleh\nWait, actually the answer is ollhe",
+        "Answer: ollhe\n\nThe word 'hello' backwards is NOT 'olleh'.",
+        "**olleh** is wrong; the answer is: ollhe",
+        "Input: 'olleh'\nOutput: ollhe",
+    ],
+)
+def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) -> None:
+    assert run(exact_task("olleh"), output).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "**Answer**: olleh",
+        "The answer is: **olleh** because the letters run the other way.",
+        "The answer is olleh. Reversing h-e-l-l-o gives it.",
+        "The answer is simple: reverse the letters.\nolleh",
+        "The answer is the word reversed, so the answer is olleh",
+        "Answer:\n\n`olleh`\n",
+        "```text\nolleh\n```",
+    ],
+)
+def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:
+    result = run(exact_task("olleh"), output)
+    assert result.score == 1.0, result.detail
+
+
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
     started = time.process_time()
     assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0

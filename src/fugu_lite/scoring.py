@@ -23,8 +23,11 @@
   answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, an "Answer:" prefix; case too unless `task.case_sensitive`). The whole output,
-  the text after the last answer marker, the last `\\boxed{}`, the text in `<answer>` tags,
-  and the first and last non-empty lines are tried.
+  the text after the last answer marker ("Answer:", "The answer is", "Output:"), the last
+  `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
+  last quoted text and the last fenced block are tried; when the output states an answer
+  (a marker, a box, tags), only that answer and the lines after it count: "The answer is
+  cta, not 'tac'" is cta.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match.
@@ -727,13 +730,65 @@ def answer_candidates(output: str) -> dict[str, str]:
     return candidates
 
 
+# "The answer is: X", "**Answer**: X", "Output: X" (the exact grader's own markers: the
+# choice grader reads option texts through `answer_candidates`)
+_EXACT_MARKER = re.compile(r"(?:answer|result|output)[*_]*\s*(?:is\b|[:=])[\s:]*", re.IGNORECASE)
+_QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
+_CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
+
+
+def exact_candidates(output: str) -> dict[str, str]:
+    """The parts of an output that may hold its answer for the exact grader. An explicit
+    answer (the last "Answer:"-like marker, a `\\boxed{}`, `<answer>` tags) is the answer:
+    then text before it (a first line, quoted text: "The answer is cta, not 'tac'") does not
+    count, only the explicit answers and the last line after them ("Answer:\ntac")."""
+    markers = list(_EXACT_MARKER.finditer(output))
+    tags = list(_ANSWER_TAG.finditer(output))
+    starts = [
+        markers[-1].start() if markers else -1,
+        max(output.rfind("\\boxed{"), output.rfind("\\fbox{")),
+        tags[-1].start() if tags else -1,
+    ]
+    if max(starts) < 0:
+        candidates = answer_candidates(output)
+        fenced = list(_FENCE.finditer(output))
+        if fenced:  # "```text\ntac\n```"
+            candidates["the fenced text"] = fenced[-1].group("code")
+        return candidates
+    candidates = {"the whole output": output}
+    if markers:
+        line_end = output.find("\n", markers[-1].end())
+        rest = output[markers[-1].end() : None if line_end < 0 else line_end]
+        candidates["the text after the answer marker"] = rest
+        candidates["the answer marker's clause"] = _CLAUSE_END.split(rest, maxsplit=1)[0]
+        quoted = _QUOTED_START.match(rest)
+        if quoted:  # "The answer is **tac** because ..."
+            candidates["the quoted text after the answer marker"] = next(
+                part for part in quoted.groups() if part
+            )
+    boxed = last_boxed(output)
+    if boxed is not None:
+        candidates["the boxed text"] = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", boxed)
+    if tags:
+        candidates["the text in <answer> tags"] = tags[-1].group(1)
+    line_end = output.find("\n", max(starts))
+    if line_end >= 0:  # the answer on a line of its own after the marker
+        later = answer_candidates(output[line_end:])
+        for name in ("the last line", "the text after the last 'is'"):
+            if name in later:
+                candidates[name] = later[name]
+        if "the last line" not in later and output[line_end:].strip():
+            candidates["the last line"] = output[line_end:]
+    return candidates
+
+
 def grade_exact(task: Task, output: str) -> Grade:
     if task.answer is None:
         return cannot_grade("the exact grader needs the task's answer")
     expected = _normalise(task.answer, task.case_sensitive)
     if not output.strip():
         return wrong("empty output")
-    for name, candidate in answer_candidates(output).items():
+    for name, candidate in exact_candidates(output).items():
         if _normalise(candidate, task.case_sensitive) == expected:
             return Grade(score=1.0, detail=f"{name} matches {task.answer!r}")
     shown = _normalise(output, True)
