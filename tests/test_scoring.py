@@ -685,6 +685,9 @@ def test_strings():
 """
 
 
+ADD = "def add(a, b):\n    return a + b\n"
+
+
 def code_task(tests: str = ADD_TESTS) -> Task:
     return Task(id="k", prompt="Write add(a, b).", tests=tests, grader="code", task="code")
 
@@ -697,6 +700,14 @@ def test_code_grader_runs_fenced_code() -> None:
     result = run(code_task(), output)
     assert result.score == 1.0, result.detail
     assert result.detail == "4/4 tests passed"
+
+
+def test_a_function_in_an_untagged_fence_counts_next_to_a_python_usage_example() -> None:
+    function = "```\ndef add(a, b):\n    return a + b\n```\n"
+    usage = "Usage:\n```python\nprint(add(2, 3))\n```\nOutput:\n```\nFive\n```"
+    assert run(code_task(), function + usage).score == 1.0
+    wrong_again = "```\ndef add(a, b):\n    return a - b\n```"  # the last definition counts
+    assert run(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
 
 
 def test_code_grader_takes_raw_code_after_prose() -> None:

@@ -826,7 +826,8 @@ _CODE_START = re.compile(r"^(?:def |class |import |from |@|async def )", re.MULT
 
 
 def extract_code(output: str) -> str | None:
-    """The Python in a reply: fenced python blocks that parse (joined), else the raw code."""
+    """The Python in a reply: fenced python blocks that parse (joined, with untagged blocks
+    that define a function or class), else untagged blocks, else the raw code."""
     if not output.strip():
         return None
     # A fence inside a list item is indented as a whole; the code itself is not.
@@ -835,8 +836,15 @@ def extract_code(output: str) -> str | None:
         for m in _FENCE.finditer(output)
     ]
     if blocks:
-        tagged = [code for language, code in blocks if language in _PYTHON_TAGS]
-        candidates = tagged or [code for language, code in blocks if not language]
+        candidates = [code for language, code in blocks if language in _PYTHON_TAGS]
+        if not candidates:
+            candidates = [code for language, code in blocks if not language]
+        else:  # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
+            candidates = [
+                code
+                for language, code in blocks
+                if language in _PYTHON_TAGS or (not language and _defines(code))
+            ]
         if candidates:
             parsing = [code for code in candidates if _parses(code)]
             return "\n\n".join(parsing) if parsing else candidates[-1]
@@ -855,6 +863,18 @@ def extract_code(output: str) -> str | None:
         # every run that holds the faulty line fails too: one parse per error, not per line
         end = min(end, error_line) - 1
     return output
+
+
+def _defines(code: str) -> bool:
+    """Whether `code` parses and defines a function or class at its top level (an untagged
+    block of output, "Fizz", parses too but defines nothing)."""
+    if not _parses(code):
+        return False
+    tree = ast.parse(code)
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for node in tree.body
+    )
 
 
 def _parses(code: str) -> bool:
