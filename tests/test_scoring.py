@@ -710,6 +710,12 @@ def test_a_function_in_an_untagged_fence_counts_next_to_a_python_usage_example()
     assert run(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
 
 
+@pytest.mark.parametrize("tag", ["python", "Python3", "py"])
+def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
+    # the name `python` would raise NameError before any test ran
+    assert run(code_task(), f"{tag}\n{ADD}").score == 1.0
+
+
 def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"

@@ -822,6 +822,7 @@ def grade_regex(task: Task, output: str) -> Grade:
 # rejecting it takes linear time.
 _FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n`]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
+_LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
 _CODE_START = re.compile(r"^(?:def |class |import |from |@|async def )", re.MULTILINE)
 
 
@@ -848,6 +849,7 @@ def extract_code(output: str) -> str | None:
         if candidates:
             parsing = [code for code in candidates if _parses(code)]
             return "\n\n".join(parsing) if parsing else candidates[-1]
+    output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
     if _parses(output):
         return output
     start = _CODE_START.search(output)
