@@ -635,6 +635,20 @@ def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Reversed: olleh", 1.0),
+        ("h-e-l-l-o -> o-l-l-e-h → olleh", 1.0),
+        ("The answer is: h, e, l, l, o → olleh", 1.0),
+        ("olleh: no wait, ollhe", 0.0),
+        ("Reversed: ollhe", 0.0),
+    ],
+)
+def test_exact_grader_reads_the_text_after_a_label_or_arrow(output: str, score: float) -> None:
+    assert run(exact_task("olleh"), output).score == score
+
+
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
     started = time.process_time()
     assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0

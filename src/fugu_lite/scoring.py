@@ -25,7 +25,8 @@
   punctuation, an "Answer:" prefix; case too unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
-  last quoted text and the last fenced block are tried; when the output states an answer
+  last quoted text, the last fenced block and the text after the last line's label or
+  arrow ("Reversed: tac", "c-a-t → tac") are tried; when the output states an answer
   (a marker, a box, tags), only that answer and the lines after it count: "The answer is
   cta, not 'tac'" is cta.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
@@ -735,6 +736,13 @@ def answer_candidates(output: str) -> dict[str, str]:
 _EXACT_MARKER = re.compile(r"(?:answer|result|output)[*_]*\s*(?:is\b|[:=])[\s:]*", re.IGNORECASE)
 _QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
 _CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
+_LABEL_END = re.compile(r":\s|→|->|=>|⇒")  # "Reversed: tac", "c-a-t → tac"
+
+
+def _after_label(line: str) -> str | None:
+    """The text after a line's last label or arrow, or None when it has none."""
+    ends = list(_LABEL_END.finditer(line))
+    return line[ends[-1].end() :] if ends else None
 
 
 def exact_candidates(output: str) -> dict[str, str]:
@@ -754,6 +762,10 @@ def exact_candidates(output: str) -> dict[str, str]:
         fenced = list(_FENCE.finditer(output))
         if fenced:  # "```text\ntac\n```"
             candidates["the fenced text"] = fenced[-1].group("code")
+        lines = output.strip().splitlines()
+        labelled = _after_label(lines[-1]) if lines else None
+        if labelled is not None:
+            candidates["the text after the last line's label"] = labelled
         return candidates
     candidates = {"the whole output": output}
     if markers:
@@ -761,6 +773,9 @@ def exact_candidates(output: str) -> dict[str, str]:
         rest = output[markers[-1].end() : None if line_end < 0 else line_end]
         candidates["the text after the answer marker"] = rest
         candidates["the answer marker's clause"] = _CLAUSE_END.split(rest, maxsplit=1)[0]
+        labelled = _after_label(rest)
+        if labelled is not None:  # "The answer is: e, e, r, t → eert"
+            candidates["the text after the answer's last label"] = labelled
         quoted = _QUOTED_START.match(rest)
         if quoted:  # "The answer is **tac** because ..."
             candidates["the quoted text after the answer marker"] = next(
