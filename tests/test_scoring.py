@@ -649,6 +649,20 @@ def test_exact_grader_reads_the_text_after_a_label_or_arrow(output: str, score: 
     assert run(exact_task("olleh"), output).score == score
 
 
+def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
+    task = Task(
+        id="f",
+        prompt="Which is a fruit: 'chair' or 'apple'?",
+        answer="apple",
+        grader="exact",
+        task="words",
+    )
+    assert run(task, "Is it 'chair' or 'apple'? Hard to say.").score == 0.0
+    assert run(task, "Which is a fruit: 'chair' or 'apple'?\nchair").score == 0.0
+    assert run(task, "The fruit is 'apple'.").score == 1.0
+    assert run(task, "**apple**").score == 1.0
+
+
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
     started = time.process_time()
     assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0

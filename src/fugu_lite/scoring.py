@@ -725,10 +725,16 @@ def answer_candidates(output: str) -> dict[str, str]:
     verdict = list(re.finditer(r"\b(?:is|are|be)\s*:?\s+", last_line, re.IGNORECASE))
     if verdict:  # "The last letter of 'cat' is 't'."
         candidates["the text after the last 'is'"] = last_line[verdict[-1].end() :]
-    quoted = re.findall(r"(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)", output)
+    quoted = _quoted_texts(output)
     if quoted:
-        candidates["the last quoted text"] = next(part for part in quoted[-1] if part)
+        candidates["the last quoted text"] = quoted[-1]
     return candidates
+
+
+def _quoted_texts(text: str) -> list[str]:
+    """The texts in 'quotes', "double quotes", `backticks` or **bold**, in order."""
+    found = re.findall(r"(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)", text)
+    return [next(part for part in parts if part) for parts in found]
 
 
 # "The answer is: X", "**Answer**: X", "Output: X" (the exact grader's own markers: the
@@ -745,11 +751,13 @@ def _after_label(line: str) -> str | None:
     return line[ends[-1].end() :] if ends else None
 
 
-def exact_candidates(output: str) -> dict[str, str]:
+def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
     """The parts of an output that may hold its answer for the exact grader. An explicit
     answer (the last "Answer:"-like marker, a `\\boxed{}`, `<answer>` tags) is the answer:
     then text before it (a first line, quoted text: "The answer is cta, not 'tac'") does not
-    count, only the explicit answers and the last line after them ("Answer:\ntac")."""
+    count, only the explicit answers and the last line after them ("Answer:\ntac"). Text
+    quoted in `prompt` and echoed last ("Write 'tac' backwards." -> "Write 'tac' backwards: cat")
+    is the question's, not a quoted answer."""
     markers = list(_EXACT_MARKER.finditer(output))
     tags = list(_ANSWER_TAG.finditer(output))
     starts = [
@@ -759,6 +767,9 @@ def exact_candidates(output: str) -> dict[str, str]:
     ]
     if max(starts) < 0:
         candidates = answer_candidates(output)
+        asked = {_normalise(text) for text in _quoted_texts(prompt)}
+        if _normalise(candidates.get("the last quoted text", "")) in asked:
+            del candidates["the last quoted text"]
         fenced = list(_FENCE.finditer(output))
         if fenced:  # "```text\ntac\n```"
             candidates["the fenced text"] = fenced[-1].group("code")
@@ -803,7 +814,7 @@ def grade_exact(task: Task, output: str) -> Grade:
     expected = _normalise(task.answer, task.case_sensitive)
     if not output.strip():
         return wrong("empty output")
-    for name, candidate in exact_candidates(output).items():
+    for name, candidate in exact_candidates(output, task.prompt_text()).items():
         if _normalise(candidate, task.case_sensitive) == expected:
             return Grade(score=1.0, detail=f"{name} matches {task.answer!r}")
     shown = _normalise(output, True)
