@@ -628,6 +628,8 @@ def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) ->
         "The answer is the word reversed, so the answer is olleh",
         "Answer:\n\n`olleh`\n",
         "```text\nolleh\n```",
+        "The answer is:\n```\nolleh\n```",
+        "Answer:\n```text\nolleh\n```\nDone.",
     ],
 )
 def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:

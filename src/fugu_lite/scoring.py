@@ -797,6 +797,9 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         candidates["the boxed text"] = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", boxed)
     if tags:
         candidates["the text in <answer> tags"] = tags[-1].group(1)
+    fenced_after = _FENCE.search(output, max(starts))
+    if fenced_after is not None:  # "Answer:\n```text\ntac\n```"
+        candidates["the fenced text after the answer marker"] = fenced_after.group("code")
     line_end = output.find("\n", max(starts))
     if line_end >= 0:  # the answer on a line of its own after the marker
         later = answer_candidates(output[line_end:])
