@@ -24,6 +24,7 @@ from fugu_lite.config import (
     ModelConfig,
     load_stage_config,
 )
+from fugu_lite.evaluation.output import REPORT_JSON
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.schemas import RewardRecord, write_records
 from fugu_lite.train_es import (
@@ -387,6 +388,34 @@ def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
     train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
     with pytest.raises(ESResumeError, match="already at generation 8, past iterations=4"):
         train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+
+
+def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluations(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same command after a finished run said 'resuming from generation 6 of 6', wrote
+    the checkpoint again (deleting its eval reports) and reported resumed_from [6]."""
+    config = tiny_config(tiny_model_cfg, iterations=6)
+    first = train_es(records, config, tmp_path)
+    evaluation = tmp_path / "eval-test"
+    evaluation.mkdir()
+    (evaluation / REPORT_JSON).write_text("{}")
+    router_written = (tmp_path / "router.json").stat().st_mtime_ns
+    capsys.readouterr()
+
+    again = train_es(records, config, tmp_path)
+    assert again == json.loads(json.dumps(first))
+    assert again["resumed_from"] == []
+    text = " ".join(capsys.readouterr().out.split())
+    assert "has already finished its 6 generations" in text
+    assert "raise training.iterations to continue it" in text and "--no-resume" in text
+    assert "resuming" not in text
+    assert (tmp_path / "router.json").stat().st_mtime_ns == router_written
+    assert (evaluation / REPORT_JSON).exists()
+    assert read_es_state(tmp_path)["resumed_from"] == []
 
 
 def test_without_a_validation_split_es_keeps_the_last_generation(

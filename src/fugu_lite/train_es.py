@@ -31,10 +31,11 @@ from torch.func import functional_call
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
 from .features import pooling_meant
-from .io import write_bytes_atomic
-from .model import RouterModel
+from .io import read_json, write_bytes_atomic
+from .model import RouterModel, read_checkpoint_metadata
 from .schemas import RewardRecord, records_in_split
 from .training_common import (
+    STAGE_REPORT,
     console,
     make_loader,
     move_batch,
@@ -451,7 +452,13 @@ def evolve(
             f"iterations={training.iterations}; raise training.iterations to continue it, or "
             "start over with --no-resume (or another --output)"
         )
-    if state is not None:
+    if state is not None and state.generation == training.iterations:
+        console.print(
+            f"ES: the run saved in {state_path(output_dir)} has already finished its "
+            f"{training.iterations} generations; raise training.iterations to continue it, "
+            "or start over with --no-resume (or another --output)"
+        )
+    elif state is not None:
         state.resumed_from.append(state.generation)
         console.print(
             f"ES: resuming from generation {state.generation} of {training.iterations} "
@@ -532,10 +539,28 @@ def train_es(
         else None
     )
     state, seconds = evolve(model, train, validation, config, output_dir, resume)
+    if not seconds:
+        report = finished_report(Path(output_dir), state)
+        if report is not None:
+            console.print(f"ES: kept the checkpoint and report already in {output_dir}")
+            return report
     cost_weighting = cost_weighting_summary(records, config.training)
     return write_outputs(
         model, state, seconds, config, Path(output_dir), checkpoint, cost_weighting
     )
+
+
+def finished_report(output: Path, state: SearchState) -> dict | None:
+    """The training_report.json of the finished run whose state this is, beside its
+    checkpoint; None when the run was stopped before writing them (then they are written)."""
+    try:
+        read_checkpoint_metadata(output)
+        report = read_json(output / STAGE_REPORT)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or report.get("generations") != state.generation:
+        return None
+    return report
 
 
 def write_outputs(
