@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import cmaes
 import pytest
 import torch
 from conftest import generated_records
 from typer.testing import CliRunner
 
+import fugu_lite
 from fugu_lite.cli import app
 from fugu_lite.config import (
     ConfigError,
@@ -323,6 +326,27 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     fresh = train_es(records, other, tmp_path, resume=False)
     assert fresh["resumed_from"] == []
     assert fresh["config"]["training"]["sigma0"] == 0.1
+
+
+def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A state from another fugu-lite (or cmaes) version was continued as if the same code
+    had saved it, mixing two versions' searches in one run."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+    train_es(records, config, tmp_path)
+    saved = read_es_state(tmp_path)
+    assert saved is not None
+    saved["fingerprint"]["versions"] = {"fugu-lite": "0.0.1-older", "cmaes": cmaes.__version__}
+    state_path(tmp_path).write_bytes(pickle.dumps(saved))
+    longer = tiny_config(tiny_model_cfg, iterations=6)
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, longer, tmp_path)
+    message = str(error.value)
+    assert f"fugu-lite version: saved 0.0.1-older vs now {fugu_lite.__version__}" in message
+    assert "cmaes" not in message
+    assert "--no-resume" in message
+    assert train_es(records, longer, tmp_path, resume=False)["resumed_from"] == []
 
 
 def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(

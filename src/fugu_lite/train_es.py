@@ -22,12 +22,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import cmaes
 import numpy as np
 import torch
 from cmaes import SepCMA
 from torch import nn
 from torch.func import functional_call
 
+from . import __version__
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
 from .features import pooling_meant
@@ -264,6 +266,7 @@ def read_es_state(output_dir: str | Path) -> dict | None:
 def run_fingerprint(config: ESConfig, model: nn.Module, splits: list[SplitData | None]) -> dict:
     """What must not change between an interrupted run and its continuation."""
     return {
+        "versions": {"fugu-lite": __version__, "cmaes": cmaes.__version__},
         "config": config.model_dump(mode="json"),
         "start_model": _tensor_digest(list(model.state_dict().values())),
         "data": _tensor_digest(
@@ -287,6 +290,12 @@ def _tensor_digest(tensors: list[torch.Tensor]) -> str:
 
 def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     problems = []
+    # Another version may score, search or pickle differently: its state is another run's.
+    saved_versions = saved.get("versions", {})
+    for package, now in current["versions"].items():
+        before = saved_versions.get(package, "unknown (an earlier fugu-lite)")
+        if before != now:
+            problems.append(f"{package} version: saved {before} vs now {now}")
     saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
     for flat, config in ((saved_config, saved["config"]), (current_config, current["config"])):
         flat["model.pooling"] = pooling_meant(config["model"])
