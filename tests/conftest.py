@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,9 @@ from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import standard_split
 from fugu_lite.schemas import RewardRecord
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Never the network, even when the shell says HF_HUB_OFFLINE=0: a hub id that is not here
+# (tests name some on purpose) was looked up online, a minute of retries without a network.
+os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -97,6 +103,43 @@ def tiny_model_cfg(tmp_path: Path) -> ModelConfig:
         max_tokens=32,
         cache_dir=str(tmp_path / "cache"),
     )
+
+
+USER_CACHE = os.environ.get("FUGU_LITE_CACHE_DIR")
+SESSION_CACHE: list[Path] = []  # made by the first unit test, removed when pytest ends
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A unit test's feature caches, ONNX exports and file digests go to a folder of this
+    session, never to the user's ~/.cache/fugu-lite (or $FUGU_LITE_CACHE_DIR): they left
+    files there on every run, and could read what an earlier run or version left. Integration
+    tests keep the real cache, which holds the downloaded backbones and their exports. Set
+    before the test's fixtures, module-wide ones included, are made."""
+    if item.get_closest_marker("integration") is None:
+        if not SESSION_CACHE:
+            SESSION_CACHE.append(Path(tempfile.mkdtemp(prefix="fugu-lite-test-cache-")))
+        os.environ["FUGU_LITE_CACHE_DIR"] = str(SESSION_CACHE[0])
+    elif USER_CACHE is None:
+        os.environ.pop("FUGU_LITE_CACHE_DIR", None)
+    else:
+        os.environ["FUGU_LITE_CACHE_DIR"] = USER_CACHE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in SESSION_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _package_logger_as_it_was() -> Iterator[None]:
+    """`serve` (the command, or show_package_logs) gives the fugu_lite logger a handler and a
+    level for the rest of its process: in a test, for every later test of the session (INFO
+    notes reaching caplog, lines written to a test's finished stderr)."""
+    package = logging.getLogger("fugu_lite")
+    handlers, level = list(package.handlers), package.level
+    yield
+    package.handlers, package.level = handlers, level
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,6 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,12 +51,16 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One cache for the tests that only need an export to exist (exported once)."""
-    folder = tmp_path_factory.mktemp("fugu-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FUGU_LITE_CACHE_DIR", str(folder))
-        yield folder
+def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fugu-cache")
+
+
+@pytest.fixture
+def shared_cache(module_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One cache for the tests that only need an export to exist (exported once). Set per
+    test, after conftest's session cache, which a module-wide setting would not override."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(module_cache))
+    return module_cache
 
 
 @pytest.fixture(scope="module")

@@ -91,13 +91,22 @@ class Stubs:
     counters: dict[str, InFlightCounter]
 
     def reset(self) -> None:
+        """Every setting a test may change, back to StubWorker's default (hang_s stayed at
+        one test's 3 s for every later test of the module)."""
         for worker, stub in self.workers.items():
             stub.mode = "ok"
             stub.failures.clear()
             stub.bodies.clear()
             stub.auth_headers.clear()
+            stub.modes_served.clear()
+            stub.arrivals.clear()
+            stub.max_in_flight = 0
             stub.latency_s = 0.0
+            stub.hang_s = 600.0
+            stub.retry_after_s = 0.0
             stub.stream_chunk_delay_s = 0.0
+            stub.finish_reason = "stop"
+            stub.context_tokens = 100
             stub.reply = f"answer from {worker}"
 
 
@@ -772,11 +781,13 @@ def test_a_stream_that_stalls_for_timeout_s_is_cut(
     received = []
     with pytest.raises(openai.APIError, match=re.escape(f"worker {worker}: no chunk for 0.5 s")):
         for chunk in stream:
-            received.append(chunk)
-    elapsed = time.monotonic() - started
-    assert [chunk.choices[0].delta.role for chunk in received] == ["assistant"]
-    # cut after about timeout_s: the stub's first word alone would take 2 s, its answer 6 s
-    assert 0.45 <= elapsed < 1.5, f"the stalled stream ended after {elapsed:.2f} s"
+            received.append((time.monotonic(), chunk))
+    ended = time.monotonic()
+    assert [chunk.choices[0].delta.role for _, chunk in received] == ["assistant"]
+    # cut after about timeout_s (the stub's first word comes 2 s after its role chunk), timed
+    # from the role chunk: the time to route and connect on a busy machine does not count
+    stalled = ended - received[0][0]
+    assert ended - started >= 0.45 and stalled < 1.2, f"cut after {stalled:.2f} s of silence"
     [line] = running.log_lines()
     assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, worker)
     assert wait_until(lambda: stubs.counters[worker].active == 0, 3), "upstream left open"
@@ -1281,11 +1292,12 @@ def test_micro_batcher_does_not_hold_back_a_lone_request() -> None:
 
 
 async def batcher_does_not_hold_back_a_lone_request() -> None:
-    batcher = MicroBatcher(lambda items: items, window_s=1.0, should_wait=lambda n: False)
+    # a window far longer than the bound: a loaded machine's delays never come near it
+    batcher = MicroBatcher(lambda items: items, window_s=10.0, should_wait=lambda n: False)
     batcher.start()
     started = time.perf_counter()
     assert await batcher.submit("x") == "x"
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 3.0
     await batcher.stop()
 
 
@@ -1460,16 +1472,8 @@ def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
     assert code == 2 and "has no worker" in output  # past the keys, stopped by the tripwire
 
 
-@pytest.fixture
-def package_logger() -> Iterator[logging.Logger]:
-    package = logging.getLogger("fugu_lite")
-    handlers, level = list(package.handlers), package.level
-    yield package
-    package.handlers, package.level = handlers, level
-
-
 def test_serve_prints_fugu_lites_own_notes_at_its_log_level(
-    package_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     dispatch = logging.getLogger("fugu_lite.server_dispatch")
     show_package_logs("info")
