@@ -419,6 +419,7 @@ def test_an_unreadable_judge_is_explained_retried_and_never_scored_zero(tmp_path
         assert "`SCORE: N`" in result.output and "stronger --judge" in result.output
         assert "'I like it.'" in result.output
         failed = [line for line in log_lines(output) if line["event"] == "grade"]
+        assert sorted(line["worker_id"] for line in failed) == ["judge", "w"]  # both answers
         assert all("`SCORE: N`" in line["grade_error"] for line in failed)
 
         judge.reply = "Good.\nSCORE: 7"

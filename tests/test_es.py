@@ -328,8 +328,13 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+@pytest.mark.parametrize(("changed", "other"), [("fugu-lite", "cmaes"), ("cmaes", "fugu-lite")])
 def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
-    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    changed: str,
+    other: str,
 ) -> None:
     """A state from another fugu-lite (or cmaes) version was continued as if the same code
     had saved it, mixing two versions' searches in one run."""
@@ -337,14 +342,15 @@ def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
     train_es(records, config, tmp_path)
     saved = read_es_state(tmp_path)
     assert saved is not None
-    saved["fingerprint"]["versions"] = {"fugu-lite": "0.0.1-older", "cmaes": cmaes.__version__}
+    now = {"fugu-lite": fugu_lite.__version__, "cmaes": cmaes.__version__}
+    saved["fingerprint"]["versions"] = {**now, changed: "0.0.1-older"}
     state_path(tmp_path).write_bytes(pickle.dumps(saved))
     longer = tiny_config(tiny_model_cfg, iterations=6)
     with pytest.raises(ESResumeError) as error:
         train_es(records, longer, tmp_path)
     message = str(error.value)
-    assert f"fugu-lite version: saved 0.0.1-older vs now {fugu_lite.__version__}" in message
-    assert "cmaes" not in message
+    assert f"{changed} version: saved 0.0.1-older vs now {now[changed]}" in message
+    assert f"{other} version" not in message
     assert "--no-resume" in message
     assert train_es(records, longer, tmp_path, resume=False)["resumed_from"] == []
 
