@@ -7,7 +7,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -569,21 +568,13 @@ def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None
     assert "is not a fugu-lite router checkpoint" in flat(result.output)
 
 
-def test_route_says_why_a_checkpoint_cannot_load_without_a_traceback(
+def test_route_says_why_a_newer_versions_checkpoint_cannot_load_without_a_traceback(
     tmp_path: Path, tiny_model_cfg: ModelConfig
 ) -> None:
-    from fugu_lite.backbones import load_backbone
+    """(A checkpoint whose backbone folder moved: test_route_and_eval_take_the_backbone_...)"""
     from fugu_lite.model import RouterModel
 
-    backbone = load_backbone("tiny-random")
-    backbone.model.save_pretrained(tmp_path / "backbone")
-    backbone.tokenizer.save_pretrained(tmp_path / "backbone")
-    cfg = tiny_model_cfg.model_copy(update={"backbone": str(tmp_path / "backbone")})
-    checkpoint = RouterModel(cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
-    shutil.rmtree(tmp_path / "backbone")  # the backbone folder moved away
-    result = invoke("route", "--checkpoint", checkpoint, "hello")
-    assert result.exit_code == 2, result.output
-    assert "which is not there" in flat(result.output)
+    checkpoint = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
     meta = json.loads((checkpoint / "router.json").read_text())
     meta["model"]["speculative_layers"] = 2  # written by a newer fugu-lite
     (checkpoint / "router.json").write_text(json.dumps(meta))

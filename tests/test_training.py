@@ -15,7 +15,6 @@ from conftest import generated_records, save_tiny_backbone
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
-import fugu_lite.model as model_module
 import fugu_lite.pipeline as pipeline_module
 from fugu_lite.config import (
     ModelConfig,
@@ -755,29 +754,6 @@ def test_rl_reads_and_hashes_its_starting_checkpoint_once(
     assert len(reads) == 1
     inputs = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
     assert inputs["continued_from"]["sha256"] == hashlib.sha256(read_bytes(head)).hexdigest()
-
-
-def test_a_checkpoint_save_killed_before_its_metadata_leaves_no_checkpoint(
-    records: list[RewardRecord],
-    tiny_model_cfg: ModelConfig,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A kill between the tensors and router.json left the new tensors read with the old
-    run's metadata (its history, stage, cost weighting) as one checkpoint."""
-    model = make_model(tiny_model_cfg, records[0].worker_ids)
-    model.save_checkpoint(tmp_path, metadata={"stage": "sft"})
-
-    def killed(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(model_module, "write_json", killed)
-    with torch.no_grad():
-        model.head.weight.add_(1.0)
-    with pytest.raises(KeyboardInterrupt):
-        model.save_checkpoint(tmp_path, metadata={"stage": "rl"})
-    with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
-        load_router(tmp_path)
 
 
 def test_a_pipeline_rerun_trains_sft_again_when_the_backbone_folder_was_updated(
