@@ -13,9 +13,11 @@ import torch
 import torch.nn.functional as F
 from conftest import generated_records, save_tiny_backbone
 
+import fugu_lite
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
 import fugu_lite.pipeline as pipeline_module
+from fugu_lite import sources_digest
 from fugu_lite.config import (
     ModelConfig,
     PipelineConfig,
@@ -608,6 +610,53 @@ def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_s
     monkeypatch.setattr(pipeline_module, "__version__", "0.0.0+other")
     train_pipeline(generated_records(seed=1), more, tmp_path)
     assert trained[5:] == ["sft", "rl"]
+
+
+def test_a_pipeline_rerun_trains_again_the_stages_other_code_of_this_version_trained(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A checkout (or an editable install) changed since the run keeps its version string:
+    the re-run kept the SFT and RL that the older code trained."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    meta = tmp_path / "sft" / "router.json"
+    saved = json.loads(meta.read_text())
+    assert saved["package_code_sha256"] == sources_digest(Path(fugu_lite.__file__).parent)
+    meta.write_text(json.dumps({**saved, "package_code_sha256": "0" * 64}))  # older code's
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    capsys.readouterr()
+    train_pipeline(records, config, tmp_path)
+    assert trained == ["sft", "rl"]
+    said = " ".join(capsys.readouterr().out.split())
+    assert "with other sources trained it" in said and "training it again" in said
+    train_pipeline(records, config, tmp_path)  # the code unchanged since: both kept
+    assert trained == ["sft", "rl"]
+
+
+def test_the_code_digest_changes_with_any_python_file_of_the_package(tmp_path: Path) -> None:
+    package = tmp_path / "fugu_lite"
+    (package / "evaluation").mkdir(parents=True)
+    (package / "model.py").write_text("X = 1\n")
+    (package / "evaluation" / "report.py").write_text("Y = 2\n")
+    (package / "notes.txt").write_text("not code")
+    first = sources_digest(package)
+    (package / "notes.txt").write_text("other notes")
+    assert sources_digest(package) == first
+    (package / "evaluation" / "report.py").write_text("Y = 3\n")
+    assert sources_digest(package) != first
+    (package / "evaluation" / "report.py").write_text("Y = 2\n")
+    (package / "evaluation" / "report.py").rename(package / "report.py")
+    assert sources_digest(package) != first
 
 
 def test_a_pipeline_rerun_stopped_while_retraining_sft_leaves_no_rl(

@@ -14,7 +14,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 from torch import nn
 
-from . import __version__
+from . import __version__, code_digest
 from .backbones import (
     EMBEDDED_BACKBONES,
     backbone_fingerprint,
@@ -50,6 +50,8 @@ TENSOR_DIGEST_KEY = "tensor_file_sha256"
 # What identifies the backbone weights the head was trained on (backbones.backbone_fingerprint);
 # null when nothing could be read, absent in checkpoints written before it was recorded.
 BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
+# The SHA-256 of the sources of the fugu-lite that wrote the checkpoint (see code_digest).
+CODE_DIGEST_KEY = "package_code_sha256"
 
 
 class CheckpointError(ValueError):
@@ -262,6 +264,7 @@ class RouterModel(nn.Module):
                 "format": self.checkpoint_format,
                 TENSOR_DIGEST_KEY: file_digest(directory / self.tensor_file),
                 "package_version": __version__,
+                CODE_DIGEST_KEY: code_digest(),
                 "worker_ids": self.worker_ids,
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
-from . import __version__
+from . import __version__, code_digest
 from .config import PipelineConfig
 from .costs import default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
@@ -30,6 +30,7 @@ from .features import pooling_meant
 from .io import read_json, remove_files, write_json
 from .model import (
     BACKBONE_FINGERPRINT_KEY,
+    CODE_DIGEST_KEY,
     RouterModel,
     backbone_weights_difference,
     load_router,
@@ -61,9 +62,9 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     started = time.perf_counter()
     remove_files(output_dir, [STAGE_REPORT])
     sft_config, sft_dir, rl_dir = config.sft_config(), output_dir / "sft", output_dir / "rl"
-    keep_sft = finished_stage(sft_dir, stage_inputs(sft_config, records, None))
+    keep_sft = finished_stage(sft_dir, stage_inputs(sft_config, records, None), "SFT")
     keep_rl = keep_sft and finished_stage(
-        rl_dir, stage_inputs(config.rl_config(), records, str(sft_dir))
+        rl_dir, stage_inputs(config.rl_config(), records, str(sft_dir)), "RL"
     )
     if not keep_rl:
         remove_stage(rl_dir)
@@ -92,21 +93,31 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     return report
 
 
-def finished_stage(folder: Path, inputs: dict) -> bool:
-    """Whether `folder` holds a complete checkpoint (and its report) that this version
-    trained from exactly these inputs (see stage_inputs)."""
+def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
+    """Whether `folder` holds a complete checkpoint (and its report) that this code (version
+    and sources, see code_digest) trained from exactly these inputs (see stage_inputs). A
+    stage that only other code of this version trained is said to be trained again."""
     try:
         metadata = read_checkpoint_metadata(folder)
         read_json(folder / STAGE_REPORT)
     except (OSError, ValueError):  # no checkpoint, or a damaged one: train it again
         return False
     saved = metadata.get("metadata")
-    return (
+    same = (
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
         and comparable_inputs(saved.get("inputs")) == comparable_inputs(inputs)
         and _same_backbone_weights(metadata)
     )
+    if same and metadata.get(CODE_DIGEST_KEY) != code_digest():
+        console.print(
+            f"{stage}: {folder} holds the {stage} of this config and these records, but "
+            f"fugu-lite {__version__} with other sources trained it (the code changed since, "
+            "e.g. in a checkout or an editable install); training it again",
+            markup=False,
+        )
+        return False
+    return same
 
 
 def _same_backbone_weights(metadata: dict) -> bool:
