@@ -643,6 +643,31 @@ def test_a_pipeline_rerun_trains_again_the_stages_other_code_of_this_version_tra
     assert trained == ["sft", "rl"]
 
 
+def test_a_pipeline_rerun_keeps_the_rl_whatever_the_spelling_or_place_of_the_output(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kept RL named its SFT by its path as `-o` spelt it: `-o run` one time and
+    `-o /abs/run` (or the run folder moved) the next trained RL again from the same SFT."""
+    monkeypatch.chdir(tmp_path)
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, Path("run"))
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    report = train_pipeline(records, config, tmp_path / "run")
+    assert trained == [] and report["kept"] == ["sft", "rl"]
+    (tmp_path / "run").rename(tmp_path / "moved")
+    assert train_pipeline(records, config, tmp_path / "moved")["kept"] == ["sft", "rl"]
+    assert trained == []
+
+
 def test_the_code_digest_changes_with_any_python_file_of_the_package(tmp_path: Path) -> None:
     package = tmp_path / "fugu_lite"
     (package / "evaluation").mkdir(parents=True)

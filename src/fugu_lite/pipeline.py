@@ -132,8 +132,15 @@ def _same_backbone_weights(metadata: dict) -> bool:
 
 def comparable_inputs(inputs: object) -> object:
     """Stage inputs with `model.pooling` as what it means on the backbone (see pooling_meant):
-    `auto` and its meaning give the same features, hence the same stage."""
-    if not isinstance(inputs, dict) or not isinstance(inputs.get("config"), dict):
+    `auto` and its meaning give the same features, hence the same stage; and the checkpoint
+    continued from by the SHA-256 of its tensors only, not its path as `-o` spelt it
+    (`runs/x`, `./runs/x` and `/abs/runs/x`, or the run folder moved, are one SFT)."""
+    if not isinstance(inputs, dict):
+        return inputs
+    start = inputs.get("continued_from")
+    if isinstance(start, dict):
+        inputs = {**inputs, "continued_from": {"sha256": start.get("sha256")}}
+    if not isinstance(inputs.get("config"), dict):
         return inputs
     model = inputs["config"].get("model")
     if not isinstance(model, dict):
