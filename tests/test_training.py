@@ -668,6 +668,30 @@ def test_a_pipeline_rerun_keeps_the_rl_whatever_the_spelling_or_place_of_the_out
     assert trained == []
 
 
+def test_a_pipeline_rerun_trains_again_a_finished_stage_whose_tensors_are_damaged(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A finished SFT whose tensor file was emptied (a disk filled while copying the run) was
+    kept, and so was the RL it names, though neither `eval` nor RL can load that SFT."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    head = tmp_path / "sft" / "router_head.safetensors"
+    head.write_bytes(b"")
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    assert train_pipeline(records, config, tmp_path)["kept"] == []
+    assert trained == ["sft", "rl"]
+    load_router(tmp_path / "sft")
+
+
 def test_the_code_digest_changes_with_any_python_file_of_the_package(tmp_path: Path) -> None:
     package = tmp_path / "fugu_lite"
     (package / "evaluation").mkdir(parents=True)

@@ -31,10 +31,13 @@ from .io import read_json, remove_files, write_json
 from .model import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,
+    HEAD_FILE,
+    META_FILE,
     RouterModel,
     backbone_weights_difference,
     load_router,
     read_checkpoint_metadata,
+    read_tensors,
 )
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .train_rl import train_rl
@@ -99,6 +102,7 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
     stage that only other code of this version trained is said to be trained again."""
     try:
         metadata = read_checkpoint_metadata(folder)
+        read_tensors(folder / HEAD_FILE, metadata, folder / META_FILE)
         read_json(folder / STAGE_REPORT)
     except (OSError, ValueError):  # no checkpoint, or a damaged one: train it again
         return False
