@@ -692,6 +692,41 @@ def test_a_pipeline_rerun_trains_again_a_finished_stage_whose_tensors_are_damage
     load_router(tmp_path / "sft")
 
 
+def test_a_pipeline_rerun_names_a_local_backbone_by_its_folder_not_its_spelling(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`backbone: bb` then `./bb` (or its absolute path) trained both stages again on the
+    same features; `bb` from another working directory, another folder with other weights,
+    kept the stages trained on the first one. A project moved with its backbone folder and
+    runs still keeps them."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "project" / "bb", seed=0)
+    save_tiny_backbone(tmp_path / "elsewhere" / "bb", seed=1)
+
+    def config(backbone: str) -> PipelineConfig:
+        cache = str(tmp_path / "cache")
+        model = ModelConfig(backbone=backbone, layer=-1, max_tokens=32, cache_dir=cache)
+        return pipeline_config(model)
+
+    monkeypatch.chdir(tmp_path / "project")
+    train_pipeline(records, config("bb"), Path("run"))
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    for spelt in ("./bb", str(tmp_path / "project" / "bb")):
+        assert train_pipeline(records, config(spelt), Path("run"))["kept"] == ["sft", "rl"]
+    assert trained == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "project").rename(tmp_path / "moved")
+    monkeypatch.chdir(tmp_path / "moved")
+    assert train_pipeline(records, config("bb"), Path("run"))["kept"] == ["sft", "rl"]
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert train_pipeline(records, config("bb"), tmp_path / "moved" / "run")["kept"] == []
+    rl = load_router(tmp_path / "moved" / "run" / "rl")
+    assert rl.model_cfg.backbone == str(tmp_path / "elsewhere" / "bb")
+
+
 def test_the_code_digest_changes_with_any_python_file_of_the_package(tmp_path: Path) -> None:
     package = tmp_path / "fugu_lite"
     (package / "evaluation").mkdir(parents=True)

@@ -33,9 +33,11 @@ from .model import (
     CODE_DIGEST_KEY,
     HEAD_FILE,
     META_FILE,
+    CheckpointError,
     RouterModel,
     backbone_weights_difference,
     load_router,
+    locate_backbone,
     read_checkpoint_metadata,
     read_tensors,
 )
@@ -107,11 +109,16 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
     except (OSError, ValueError):  # no checkpoint, or a damaged one: train it again
         return False
     saved = metadata.get("metadata")
+    try:
+        backbone = locate_backbone(metadata, folder)
+    except CheckpointError:  # its backbone folder is nowhere: not the config's
+        return False
     same = (
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
-        and comparable_inputs(saved.get("inputs")) == comparable_inputs(inputs)
-        and _same_backbone_weights(metadata)
+        and comparable_inputs(with_backbone(saved.get("inputs"), backbone))
+        == comparable_inputs(inputs)
+        and _same_backbone_weights(metadata, backbone)
     )
     if same and metadata.get(CODE_DIGEST_KEY) != code_digest():
         console.print(
@@ -124,14 +131,26 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
     return same
 
 
-def _same_backbone_weights(metadata: dict) -> bool:
-    """Whether the checkpoint's backbone still holds the weights it was trained on (a folder
-    updated in place has the same name in the config, but other features)."""
+def _same_backbone_weights(metadata: dict, backbone: str) -> bool:
+    """Whether the checkpoint's backbone (where it is now) still holds the weights it was
+    trained on (a folder updated in place has the same name in the config, but other
+    features)."""
     fingerprint = metadata.get(BACKBONE_FINGERPRINT_KEY)
-    backbone = str(metadata["model"]["backbone"])
     return not isinstance(fingerprint, dict) or (
         backbone_weights_difference(fingerprint, backbone) is None
     )
+
+
+def with_backbone(inputs: object, backbone: str) -> object:
+    """Saved stage inputs naming the backbone where the checkpoint's backbone is now (see
+    locate_backbone): a local folder moved with the project, or spelt relative to another
+    working directory, is compared as the folder it is."""
+    if not isinstance(inputs, dict) or not isinstance(inputs.get("config"), dict):
+        return inputs
+    model = inputs["config"].get("model")
+    if not isinstance(model, dict):
+        return inputs
+    return {**inputs, "config": {**inputs["config"], "model": {**model, "backbone": backbone}}}
 
 
 def comparable_inputs(inputs: object) -> object:

@@ -22,6 +22,7 @@ from rich.progress import (
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from .backbones import canonical_backbone
 from .config import (
     ESTrainingConfig,
     ModelConfig,
@@ -94,12 +95,14 @@ def stage_inputs(
     config: SFTConfig | RLConfig, records: list[RewardRecord], checkpoint: str | None
 ) -> dict:
     """What a gradient stage's result depends on, saved in its checkpoint's metadata: the
-    config (less RESULT_NEUTRAL_MODEL_KEYS), the records' digest, and the checkpoint it
-    continued from (its path and the SHA-256 of its tensors, as its metadata names it) or
-    None."""
+    config (less RESULT_NEUTRAL_MODEL_KEYS; a local backbone folder as its absolute path, so
+    `bb` and `./bb` are one backbone, and `bb` from another folder another), the records'
+    digest, and the checkpoint it continued from (its path and the SHA-256 of its tensors,
+    as its metadata names it) or None."""
     dumped = config.model_dump(mode="json")
     for key in RESULT_NEUTRAL_MODEL_KEYS:
         dumped["model"].pop(key, None)
+    dumped["model"]["backbone"] = canonical_backbone(config.model.backbone)
     start = None
     if checkpoint is not None:
         start = {"checkpoint": str(checkpoint), "sha256": tensor_digest(checkpoint)}
