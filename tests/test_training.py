@@ -594,6 +594,16 @@ def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_s
     assert (tmp_path / "rl" / "router_head.safetensors").read_bytes() == rl_head
     assert (tmp_path / "training_report.json").exists()
 
+    # how often a step's line is printed changes no result: both kept
+    chatty = config.model_copy(
+        update={
+            "sft": config.sft.model_copy(update={"log_every": 1}),
+            "rl": config.rl.model_copy(update={"log_every": 1}),
+        }
+    )
+    assert train_pipeline(records, chatty, tmp_path)["kept"] == ["sft", "rl"]
+    assert trained == []
+
     # another RL setting: RL only; other records, or another SFT: both, RL from the new SFT
     slower = config.model_copy(update={"rl": config.rl.model_copy(update={"epochs": 2})})
     train_pipeline(records, slower, tmp_path)

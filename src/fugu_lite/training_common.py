@@ -44,6 +44,8 @@ Batch = dict[str, torch.Tensor]
 STAGE_REPORT = "training_report.json"
 # Where features are cached and how many are computed at once do not change a trained model.
 RESULT_NEUTRAL_MODEL_KEYS = ("cache_dir", "feature_batch_size")
+# How often a step's line is printed does not either.
+RESULT_NEUTRAL_TRAINING_KEYS = ("log_every",)
 
 
 def seed_everything(seed: int) -> None:
@@ -95,13 +97,15 @@ def stage_inputs(
     config: SFTConfig | RLConfig, records: list[RewardRecord], checkpoint: str | None
 ) -> dict:
     """What a gradient stage's result depends on, saved in its checkpoint's metadata: the
-    config (less RESULT_NEUTRAL_MODEL_KEYS; a local backbone folder as its absolute path, so
-    `bb` and `./bb` are one backbone, and `bb` from another folder another), the records'
+    config (less the RESULT_NEUTRAL_ keys; a local backbone folder as its absolute path,
+    so `bb` and `./bb` are one backbone, and `bb` from another folder another), the records'
     digest, and the checkpoint it continued from (its path and the SHA-256 of its tensors,
     as its metadata names it) or None."""
     dumped = config.model_dump(mode="json")
     for key in RESULT_NEUTRAL_MODEL_KEYS:
         dumped["model"].pop(key, None)
+    for key in RESULT_NEUTRAL_TRAINING_KEYS:
+        dumped["training"].pop(key, None)
     dumped["model"]["backbone"] = canonical_backbone(config.model.backbone)
     start = None
     if checkpoint is not None:
