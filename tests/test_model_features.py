@@ -973,6 +973,44 @@ def fake_hub_snapshot(hub_cache: Path, repo: str, commit: str, seed: int) -> Non
     (folder / "refs" / "main").write_text(commit)
 
 
+def test_a_hub_model_downloaded_by_the_run_caches_its_features_under_its_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Features of a hub id not downloaded yet were cached under a key without a revision:
+    the next run (the snapshot now known) computed them all again, and a later first run
+    (the Hugging Face cache cleared, the model updated since) was served the old ones."""
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    repo = "fugu-test/tiny-model"
+    upstream = {"commit": "a" * 40, "seed": 0}
+    load_hub = backbones_module._load_hub
+
+    def downloading(name: str) -> object:  # what loading a hub id does online
+        fake_hub_snapshot(hub_cache, name, str(upstream["commit"]), int(upstream["seed"]))
+        return load_hub(name)
+
+    monkeypatch.setattr(backbones_module, "_load_hub", downloading)
+    cfg = ModelConfig(
+        backbone=repo, layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path / "c")
+    )
+    first, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is None  # read from the cache: the backbone was not loaded
+    torch.testing.assert_close(again, first)
+
+    shutil.rmtree(hub_cache)  # the Hugging Face cache cleared; the model updated since
+    upstream.update(commit="b" * 40, seed=1)
+    new, _ = compute_features(PROMPTS, cfg)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)
+    assert not torch.allclose(new, first)
+
+
 def test_an_updated_hub_model_never_reuses_the_old_revisions_features(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -323,6 +323,14 @@ def _sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def awaits_download(name: str) -> bool:
+    """Whether `name` is a hub id with no snapshot in the local Hugging Face cache: which
+    weights it loads is known only once loading downloads them."""
+    if name == TINY_RANDOM or name in EMBEDDED_BACKBONES or local_backbone_path(name):
+        return False
+    return hub_snapshot(name) is None
+
+
 def hub_revision(name: str) -> str | None:
     """The commit of a hub model's snapshot in the local Hugging Face cache (what its
     `refs/main` points at), read offline; None when the model is not cached. fugu-lite loads

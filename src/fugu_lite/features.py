@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 
 from .backbones import (
     LoadedBackbone,
+    awaits_download,
     backbone_identity,
     backbone_is_decoder,
     cache_root,
@@ -263,7 +264,7 @@ def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtrac
     """The backbone's width and size, from the feature cache if it has seen this backbone,
     else from loading it (and then the loaded extractor is returned for reuse)."""
     cache = FeatureCache(model_cfg)
-    known = _read_shape(cache.shape_path)
+    known = _read_shape(cache.shape_path) if cache.pinned else None
     if known is not None:
         return known, None
     backbone = load_backbone(model_cfg.backbone, model_cfg.device)
@@ -271,6 +272,7 @@ def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtrac
         hidden_size=backbone.hidden_size,
         parameters=sum(parameter.numel() for parameter in backbone.model.parameters()),
     )
+    cache = FeatureCache(model_cfg)  # a hub id just downloaded: the cache of its snapshot
     cache.write(lambda: write_text_atomic(cache.shape_path, shape.model_dump_json()))
     return shape, FeatureExtractor(backbone, model_cfg)
 
@@ -287,12 +289,16 @@ _UNWRITABLE_FOLDERS: set[Path] = set()  # feature cache folders a write failed i
 
 
 class FeatureCache:
-    """Features of a frozen backbone, one folder per settings key, appended as shards."""
+    """Features of a frozen backbone, one folder per settings key, appended as shards.
+
+    A hub id not downloaded yet has no key naming its weights (see awaits_download): its
+    cache reads and writes nothing; once loaded, a new FeatureCache is its snapshot's."""
 
     def __init__(self, model_cfg: ModelConfig) -> None:
         root = Path(model_cfg.cache_dir) if model_cfg.cache_dir else cache_root()
         self.folder = root / "features" / feature_cache_key(model_cfg)
         self.model_cfg = model_cfg
+        self.pinned = not awaits_download(model_cfg.backbone)
         self._rows: dict[str, torch.Tensor] | None = None
 
     @property
@@ -302,7 +308,8 @@ class FeatureCache:
     def rows(self) -> dict[str, torch.Tensor]:
         if self._rows is None:
             self._rows = {}
-            for shard in sorted(self.folder.glob("shard-*.safetensors")):
+            shards = self.folder.glob("shard-*.safetensors") if self.pinned else []
+            for shard in sorted(shards):
                 self._rows.update(_read_shard(shard))
         return self._rows
 
@@ -322,7 +329,7 @@ class FeatureCache:
     def write(self, action: Callable[[], None]) -> None:
         """Run a write into the cache folder. A folder that cannot be written (read-only,
         another user's) is said once per process; the run goes on with its features uncached."""
-        if self.folder in _UNWRITABLE_FOLDERS:
+        if self.folder in _UNWRITABLE_FOLDERS or not self.pinned:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -379,6 +386,10 @@ def compute_features(
         extractor = extractor or FeatureExtractor(
             load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
         )
+        if cache is not None and not cache.pinned:
+            cache = FeatureCache(model_cfg)  # the hub id downloaded: its snapshot's cache
+            known.update(cache.rows())
+            missing = [key for key in missing if key not in known]
         # Sorting by length keeps padding, and so wasted compute, small.
         missing.sort(key=lambda key: len(_text_of(prompts[first_index[key]])))
         with _progress(shown=len(missing) > model_cfg.feature_batch_size) as progress:
