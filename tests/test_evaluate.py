@@ -634,6 +634,33 @@ def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_who
     assert "| two<br>lines " in (tmp_path / "pareto" / "pareto_report.md").read_text()
 
 
+def test_worker_ids_with_line_breaks_pipes_or_escapes_keep_the_summary_lines_whole(
+    tmp_path: Path,
+) -> None:
+    """The one-line summary at the top of evaluation_report.md and pareto_report.md (and the
+    router-vs-best-single sentence) printed worker ids as they were: a line break in one
+    started a new paragraph (or a heading, a table), an ESC reached the reader's terminal."""
+    workers = ["two\nlines", "x|y", "esc\x1b[31m"]
+    rewards = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]] * 3)  # best single: two\nlines
+    table = make_table(rewards, costs=np.ones((6, 3)), workers=workers)
+    probabilities = np.full((6, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    write_pareto(pareto, tmp_path / "pareto")
+    for name in ("eval/evaluation_report.md", "pareto/pareto_report.md"):
+        text = (tmp_path / name).read_text()
+        assert "\x1b" not in text
+        lines = text.splitlines()
+        assert lines[1] == "" and lines[3] == "", lines[:4]  # the summary is line 3, whole
+        assert "two<br>lines" in lines[2], lines[2]
+        assert "| esc\\x1b[31m |" in text  # the tables show it too
+    summary = (tmp_path / "eval" / "evaluation_report.md").read_text().splitlines()[2]
+    assert "workers: 3 (two<br>lines, x\\|y, esc\\x1b[31m)" in summary
+    markdown = (tmp_path / "eval" / "evaluation_report.md").read_text()
+    assert "The router picks the best single worker (two<br>lines) on" in markdown
+
+
 def test_the_router_choices_plot_of_30_workers_stays_readable(tmp_path: Path) -> None:
     """One column per worker made a 3480 x 480 px strip for 30 workers: shrunk to a page in
     the Markdown report, its labels and bars could not be read."""

@@ -90,7 +90,7 @@ def evaluation_markdown(report: dict, plots: list[str]) -> str:
         f"Evaluated prompts: {sizes['evaluated']} ({report['split']}) · train prompts: "
         f"{sizes['train']} · validation prompts: {sizes['validation'] or 'none'} · "
         f"workers: {len(report['worker_ids'])} "
-        f"({', '.join(report['worker_ids'])}) · costs known: "
+        f"({', '.join(markdown_cell(worker) for worker in report['worker_ids'])}) · costs known: "
         f"{'yes' if report['costs_known'] else 'no'}",
         "",
         "Gap closed = (method − best single) / (oracle − best single); "
@@ -163,7 +163,7 @@ def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
         "",
         *_markdown_table(header, rows, right_aligned=list(range(1, len(names) + 1))),
     ]
-    sentence = _router_vs_best_single(report)
+    sentence = _router_vs_best_single(report, markdown_cell(report["best_single"]["worker"]))
     if sentence is not None:
         lines += [sentence, ""]
     return lines + _image(CHOICES_PLOT, "Router choices", plots)
@@ -252,7 +252,7 @@ def print_evaluation(report: dict, console: Console) -> None:
 
     if report["choices"]:
         console.print(_choices_table(report))
-    sentence = _router_vs_best_single(report)
+    sentence = _router_vs_best_single(report, report["best_single"]["worker"])
     if sentence is not None:
         console.print(sentence, markup=False)
 
@@ -283,12 +283,14 @@ def _per_task_columns(report: dict) -> list[str]:
     return [name for name in report["methods"] if name in first_row]
 
 
-def _router_vs_best_single(report: dict) -> str | None:
+def _router_vs_best_single(report: dict, best_single: str) -> str | None:
+    """The sentence comparing the router with the best single worker, named `best_single`
+    (as the output shows it)."""
     comparison = report["router_vs_best_single"]
     if comparison is None:
         return None
     return (
-        f"The router picks the best single worker ({report['best_single']['worker']}) on "
+        f"The router picks the best single worker ({best_single}) on "
         f"{_percent(comparison['same_choice'])} of prompts; its choice earns more on "
         f"{_percent(comparison['router_better'])} and less on "
         f"{_percent(comparison['router_worse'])}."

@@ -456,7 +456,7 @@ def pareto_markdown(report: dict) -> str:
         "",
         f"{report['n_prompts']} prompts · reference cost {report['reference_cost']:.4g} "
         f"(lambda = 1 charges one reward point per reference cost) · best single worker "
-        f"{best['worker']} (chosen on {best['chosen_on']}): mean reward "
+        f"{markdown_cell(best['worker'])} (chosen on {best['chosen_on']}): mean reward "
         f"{best['mean_reward']:.4f} at mean cost {best['mean_cost']:.4g} · target "
         f"{report['quality_fraction']:g} x its reward = {_target(report)}.",
         "",

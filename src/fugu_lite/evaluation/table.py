@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +93,15 @@ def picked(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
 
 
 def markdown_cell(text: str) -> str:
-    """`text` as one Markdown table cell: a `|` would split the cell and a line break would
-    end the row (task names and worker ids are the user's own strings)."""
-    return "<br>".join(text.replace("|", "\\|").splitlines())
+    """`text` as one Markdown table cell, or inline in a one-line paragraph: a `|` would
+    split the cell and a line break would end the row or the line (task names and worker
+    ids are the user's own strings); other control characters are shown as escapes."""
+    lines = text.replace("|", "\\|").splitlines()
+    return "<br>".join(_visible_controls(line) for line in lines)
+
+
+def _visible_controls(text: str) -> str:
+    """Control characters (an escape sequence's ESC, a NUL, a tab) as `\\x1b`-style text."""
+    return "".join(
+        ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
+    )
