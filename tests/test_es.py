@@ -328,6 +328,41 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+def test_a_resume_from_another_checkpoint_is_refused_naming_both_and_what_to_do(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A resume whose --checkpoint differs from the saved search's start was refused with
+    'the starting model differs (the --checkpoint, or ...)': neither folder was named."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+
+    def save_start(name: str, weight: float) -> str:
+        model = make_model(config.model, records[0].worker_ids)
+        torch.nn.init.constant_(model.output_layer.weight, weight)
+        model.save_checkpoint(tmp_path / name)
+        return str((tmp_path / name).resolve())
+
+    starts = {"sft-a": save_start("sft-a", 0.1), "sft-b": save_start("sft-b", 0.2)}
+    output = tmp_path / "es"
+    train_es(records, config, output, str(tmp_path / "sft-a"))
+    longer = tiny_config(tiny_model_cfg, iterations=6)
+
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, longer, output, str(tmp_path / "sft-b"))
+    message = " ".join(str(error.value).split())
+    assert (
+        f"the saved search started from --checkpoint {starts['sft-a']}, this run from "
+        f"--checkpoint {starts['sft-b']}" in message
+    )
+    assert f"run it with --checkpoint {starts['sft-a']}" in message and "--no-resume" in message
+    with pytest.raises(ESResumeError, match=r"started from --checkpoint .*, this run from a fresh"):
+        train_es(records, longer, output)
+
+    save_start("sft-a", 0.3)  # the same folder, trained again
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, longer, output, str(tmp_path / "sft-a"))
+    assert f"the checkpoint {starts['sft-a']} changed since" in " ".join(str(error.value).split())
+
+
 @pytest.mark.parametrize(("changed", "other"), [("fugu-lite", "cmaes"), ("cmaes", "fugu-lite")])
 def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
     records: list[RewardRecord],

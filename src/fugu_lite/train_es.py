@@ -263,12 +263,19 @@ def read_es_state(output_dir: str | Path) -> dict | None:
     return saved
 
 
-def run_fingerprint(config: ESConfig, model: nn.Module, splits: list[SplitData | None]) -> dict:
-    """What must not change between an interrupted run and its continuation."""
+def run_fingerprint(
+    config: ESConfig,
+    model: nn.Module,
+    splits: list[SplitData | None],
+    checkpoint: str | Path | None = None,
+) -> dict:
+    """What must not change between an interrupted run and its continuation (the start
+    checkpoint's folder is there to name it when the start model differs)."""
     return {
         "versions": {"fugu-lite": __version__, "cmaes": cmaes.__version__},
         "config": config.model_dump(mode="json"),
         "start_model": _tensor_digest(list(model.state_dict().values())),
+        "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
         "data": _tensor_digest(
             [
                 tensor
@@ -306,13 +313,44 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
         if before != now:
             problems.append(f"{key}: saved {before!r} vs now {now!r}")
     if saved["start_model"] != current["start_model"]:
-        problems.append(
-            "the starting model differs (the --checkpoint, or the feature normaliser "
-            "fitted on the train records)"
-        )
+        problems.append(_start_model_difference(saved, current))
     if saved["data"] != current["data"]:
         problems.append("the train/validation records or their features differ")
     return problems
+
+
+def _start_model_difference(saved: dict, current: dict) -> str:
+    """Why the start models differ, naming the two --checkpoint folders when they do."""
+    if "start_checkpoint" not in saved:  # a state saved before the folder was recorded
+        return (
+            "the starting model differs (the --checkpoint, or the feature normaliser "
+            "fitted on the train records)"
+        )
+    before, now = saved["start_checkpoint"], current["start_checkpoint"]
+    if before != now:
+        return (
+            f"the saved search started from {_start_name(before)}, this run from "
+            f"{_start_name(now)}: to continue the saved search, run it with "
+            f"{_checkpoint_option(before)}; to start over from {_start_name(now)}, add "
+            "--no-resume (or give another -o)"
+        )
+    if now is None:
+        return (
+            "the starting model differs: the feature normaliser fitted on the train records "
+            "(no --checkpoint) is another"
+        )
+    return (
+        f"the starting model differs: the checkpoint {now} changed since the saved search "
+        "started from it (it was trained again or replaced)"
+    )
+
+
+def _start_name(checkpoint: str | None) -> str:
+    return "a fresh head (no --checkpoint)" if checkpoint is None else f"--checkpoint {checkpoint}"
+
+
+def _checkpoint_option(checkpoint: str | None) -> str:
+    return "no --checkpoint" if checkpoint is None else f"--checkpoint {checkpoint}"
 
 
 def _flatten(mapping: dict, prefix: str = "") -> dict:
@@ -444,14 +482,16 @@ def evolve(
     config: ESConfig,
     output_dir: str | Path,
     resume: bool = True,
+    checkpoint: str | Path | None = None,
 ) -> tuple[SearchState, list[float]]:
-    """Run (or continue) the search; leaves the best parameters in `model`.
+    """Run (or continue) the search; leaves the best parameters in `model`, which started
+    from `checkpoint` (None: a fresh head).
 
     Returns the final state and the seconds of the generations run in this call.
     """
     training = config.training
     output_dir = Path(output_dir)
-    fingerprint = run_fingerprint(config, model, [train, validation])
+    fingerprint = run_fingerprint(config, model, [train, validation], checkpoint)
     if not resume:
         state_path(output_dir).unlink(missing_ok=True)
     state = resumed_state(output_dir, fingerprint) if resume else None
@@ -547,7 +587,7 @@ def train_es(
         if records_in_split(records, "validation")
         else None
     )
-    state, seconds = evolve(model, train, validation, config, output_dir, resume)
+    state, seconds = evolve(model, train, validation, config, output_dir, resume, checkpoint)
     if not seconds:
         report = finished_report(Path(output_dir), state)
         if report is not None:
