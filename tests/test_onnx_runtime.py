@@ -29,6 +29,7 @@ from fugu_lite.onnx_runtime import (
     OnnxRuntimeError,
     export_backbone,
     export_folder,
+    quantize_export,
     requested_runtime,
 )
 
@@ -372,6 +373,29 @@ def test_the_quantized_file_is_made_once(
     again = extractor_for(tiny, layer=2, quantization="int8", max_tokens=32).encode(PROMPTS[:1])
     assert made == [export_folder(tiny.name, tiny.identity, 2) / QUANTIZED_FILE]
     torch.testing.assert_close(again, expected[:1])
+
+
+def test_quantizing_leaves_the_export_folder_to_other_runs(
+    tiny: LoadedBackbone, cache: Path
+) -> None:
+    """onnxruntime's quantize_dynamic wrote `model-inferred.onnx` beside the export and then
+    deleted it: two runs quantizing the same export at once overwrote and deleted each
+    other's (and a killed run's copy stayed there for good)."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    another_runs = folder / "model-inferred.onnx"
+    another_runs.write_bytes(b"another run's shape-inferred copy")
+    with ThreadPoolExecutor(2) as pool:  # two at once, as two processes would
+        targets = [folder / QUANTIZED_FILE, folder / f"second-{QUANTIZED_FILE}"]
+        list(pool.map(quantize_export, [folder / MODEL_FILE] * 2, targets))
+    assert another_runs.read_bytes() == b"another run's shape-inferred copy"
+    assert sorted(path.name for path in folder.iterdir()) == sorted(
+        [MODEL_FILE, QUANTIZED_FILE, f"second-{QUANTIZED_FILE}", another_runs.name]
+    )
+    assert (folder / MODEL_FILE).stat().st_nlink == 1  # no link to it left behind
+    session = onnx_module.OnnxBackbone(folder / QUANTIZED_FILE, 1, quantized=True)
+    assert session.path.stat().st_size > 1000
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,11 @@ import importlib.util
 import inspect
 import json
 import logging
+import os
 import shutil
 import tempfile
 import threading
 import time
-import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -183,26 +183,35 @@ def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target
 
 def quantize_export(source: Path, target: Path) -> None:
     """Dynamic int8 of every MatMul with a weight (per-channel weights; reduce_range, which
-    CPUs without VNNI need against overflow of the u8 x s8 products), written atomically."""
+    CPUs without VNNI need against overflow of the u8 x s8 products), written atomically.
+
+    It runs in a private staging folder on a link to `source`: quantize_dynamic writes its
+    shape-inferred copy beside its input under a fixed name (`model-inferred.onnx`), which
+    two runs quantizing the same export at once would overwrite and delete under each other."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    staging = target.with_name(f"{writer_prefix(target.name)}{uuid.uuid4().hex}.partial")
     console.print(f"[dim]Quantizing the ONNX export to int8 once: {escape(str(target))}[/dim]")
+    staging = Path(tempfile.mkdtemp(prefix=writer_prefix(target.name), dir=target.parent))
     advice = _WithoutMessage("pre-processing before quantization")  # for static quantization
     logging.getLogger().addFilter(advice)
     try:
+        private_source = staging / source.name
+        try:
+            os.link(source, private_source)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(source, private_source)
         quantize_dynamic(
-            str(source),
-            str(staging),
+            str(private_source),
+            str(staging / target.name),
             weight_type=QuantType.QInt8,
             op_types_to_quantize=["MatMul"],
             per_channel=True,
             reduce_range=True,
         )
-        staging.replace(target)
+        (staging / target.name).replace(target)
     finally:
         logging.getLogger().removeFilter(advice)
-        staging.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 class _WithoutMessage(logging.Filter):
