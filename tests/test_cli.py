@@ -304,6 +304,46 @@ def test_train_pipeline_prints_one_line_per_epoch(run: Run) -> None:
 
 
 @pytest.mark.parametrize(
+    ("stage", "options", "progress"),
+    [
+        ("sft", ["--set", "training.epochs=1"], "SFT epoch 1/1"),
+        ("rl", ["--set", "training.epochs=1"], "RL epoch 1/1"),
+        ("es", ["--set", "training.iterations=2", "--set", "training.search=head"], "ES device"),
+        ("reward-head", ["--set", "model.layer=-1"], "reward head"),
+    ],
+)
+def test_training_prints_its_result_on_stdout_and_progress_and_warnings_on_stderr(
+    run: Run, tmp_path: Path, stage: str, options: list[str], progress: str
+) -> None:
+    """Progress bars, per-epoch lines, notes and warnings of `train ...` went to stdout with
+    the result, so `fugu-lite train ... > log` or a script reading the result got them all."""
+    tied = [record.model_copy(update={"rewards": [0.5, 0.5, 0.5]}) for record in run.records]
+    records_path = tmp_path / "tied.jsonl"
+    write_records(records_path, tied)
+    output = tmp_path / stage
+    result = runner.invoke(
+        app,
+        ["train", stage, "-r", str(records_path), "-o", str(output), "-c", str(run.config_path),
+         *options],
+    )  # fmt: skip
+    ok(result)
+    assert flat(result.stdout) == f"checkpoint written to {output}"
+    assert progress in flat(result.stderr)
+    if stage != "reward-head":  # its own note on ties; the gradient stages warn
+        assert "warning: every one of the" in flat(result.stderr)
+
+
+def test_train_pipeline_prints_only_its_result_on_stdout(run: Run, tmp_path: Path) -> None:
+    output = tmp_path / "pipeline"
+    shutil.copytree(run.run_dir, output)  # both stages kept: their notes are said too
+    result = invoke("train", "pipeline", "-r", run.records_path, "-o", output,
+                    "-c", run.config_path)  # fmt: skip
+    ok(result)
+    assert flat(result.stdout) == f"checkpoint written to {output / 'rl'}"
+    assert "already holds the SFT" in flat(result.stderr)
+
+
+@pytest.mark.parametrize(
     ("config_text", "extra", "expected"),
     [
         ("sft:\n  epoch: 3\n", [], "unknown key 'sft.epoch': did you mean 'epochs'?"),

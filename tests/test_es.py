@@ -279,7 +279,7 @@ def test_output_layer_search_from_zero_with_an_mlp_head_warns(
     model_cfg = tiny_model_cfg.model_copy(update={"layer": -1, "head": "mlp", "head_hidden": 8})
     training = {**TINY_TRAINING, "iterations": 2, "search": "output_layer"}
     train_es(records, ESConfig(model=model_cfg, training=ESTrainingConfig(**training)), tmp_path)
-    assert "search=output_layer from zero" in " ".join(capsys.readouterr().out.split())
+    assert "search=output_layer from zero" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_cost_weighted_run_records_its_cost_weighting(
@@ -474,7 +474,7 @@ def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluatio
     again = train_es(records, config, tmp_path)
     assert again == json.loads(json.dumps(first))
     assert again["resumed_from"] == []
-    text = " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().err.split())
     assert "has already finished its 6 generations" in text
     assert "raise training.iterations to continue it" in text and "--no-resume" in text
     assert "resuming" not in text
@@ -492,7 +492,7 @@ def test_without_a_validation_split_es_keeps_the_last_generation(
     train_only = [record for record in records if record.split != "validation"]
     report = train_es(train_only, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
     assert report["best_generation"] == 6 and report["best_validation_reward"] is None
-    assert "kept generation 6, the last one" in " ".join(capsys.readouterr().out.split())
+    assert "kept generation 6, the last one" in " ".join(capsys.readouterr().err.split())
     load_router(tmp_path)
 
 

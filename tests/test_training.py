@@ -469,13 +469,13 @@ def test_sft_and_rl_print_a_line_every_log_every_steps(
     steps = len(make_loader(records, model, "train", 16, shuffle=False))
     sft = SFT_TRAINING.model_copy(update={"epochs": 2, "log_every": 1})
     train_sft(records, SFTConfig(model=tiny_model_cfg, training=sft), tmp_path / "sft")
-    output = capsys.readouterr().out
+    output = capsys.readouterr().err
     assert [line.split(":")[0] for line in output.splitlines() if "step" in line] == [
         f"SFT step {step}" for step in range(1, 2 * steps + 1)
     ]
     rl = RL_TRAINING.model_copy(update={"epochs": 1, "log_every": 2})
     train_rl(records, RLConfig(model=tiny_model_cfg, training=rl), tmp_path / "rl")
-    output = capsys.readouterr().out
+    output = capsys.readouterr().err
     assert [line.split(":")[0] for line in output.splitlines() if "step" in line] == [
         f"RL step {step}" for step in range(2, steps + 1, 2)
     ]
@@ -499,10 +499,10 @@ def test_training_warns_when_the_train_split_cannot_teach_a_choice(
     # A tie only on the raw rewards is not one after the cost weight: costs differ.
     weighted = SFT_TRAINING.model_copy(update={"epochs": 1, "cost_weight": 1.0})
     train_sft(tied, SFTConfig(model=tiny_model_cfg, training=weighted), tmp_path / "weighted")
-    assert "warning" not in capsys.readouterr().out
+    assert "warning" not in capsys.readouterr().err
     training = SFT_TRAINING.model_copy(update={"epochs": 1})
     train_sft(tied, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "tied")
-    assert "nothing to learn" in " ".join(capsys.readouterr().out.split())
+    assert "nothing to learn" in " ".join(capsys.readouterr().err.split())
 
 
 def pipeline_config(tiny_model_cfg: ModelConfig) -> PipelineConfig:
@@ -555,7 +555,7 @@ def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(
     )
     capsys.readouterr()
     train_pipeline(records, config, tmp_path)  # e.g. after a stop in RL
-    assert trained == [] and "already holds the SFT" in " ".join(capsys.readouterr().out.split())
+    assert trained == [] and "already holds the SFT" in " ".join(capsys.readouterr().err.split())
     assert (tmp_path / "sft" / "router_head.safetensors").read_bytes() == sft_head
     rl = json.loads((tmp_path / "rl" / "router.json").read_text())["metadata"]["inputs"]
     assert rl["continued_from"]["sha256"] == hashlib.sha256(sft_head).hexdigest()
@@ -590,7 +590,7 @@ def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_s
     capsys.readouterr()
     train_pipeline(records, config, tmp_path)
     assert trained == []
-    assert "already holds the RL" in " ".join(capsys.readouterr().out.split())
+    assert "already holds the RL" in " ".join(capsys.readouterr().err.split())
     assert (tmp_path / "rl" / "router_head.safetensors").read_bytes() == rl_head
     assert (tmp_path / "training_report.json").exists()
 
@@ -835,7 +835,7 @@ def test_a_pipeline_rerun_removes_the_eval_reports_of_the_stages_it_trains_again
 
     slower = config.model_copy(update={"rl": config.rl.model_copy(update={"epochs": 2})})
     train_pipeline(records, slower, tmp_path)
-    said = " ".join(capsys.readouterr().out.split())
+    said = " ".join(capsys.readouterr().err.split())
     assert "removed the evaluation reports of the earlier checkpoint" in said
     assert "eval-test" in said and "pareto-test" in said
     assert sorted(path.name for path in rl_eval.iterdir()) == ["my-notes.txt"]

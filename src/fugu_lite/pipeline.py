@@ -49,7 +49,8 @@ from .training_common import STAGE_REPORT, remove_stage, stage_inputs
 if TYPE_CHECKING:
     from .reward_head import CostWeightedView
 
-console = Console()
+console = Console()  # an evaluation's tables: the result of `eval`
+notes = Console(stderr=True)  # what training says on the way (as training_common.console)
 PARETO_COST_FIX = (
     "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
     "give the records their costs, or evaluate without --pareto"
@@ -74,14 +75,14 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     if not keep_rl:
         remove_stage(rl_dir)
     if keep_sft:
-        console.print(
+        notes.print(
             f"SFT: {sft_dir} already holds the SFT of this config and these records; kept it "
             "(delete that folder to train it again)"
         )
     else:
         train_sft(records, sft_config, sft_dir)
     if keep_rl:
-        console.print(
+        notes.print(
             f"RL: {rl_dir} already holds the RL of this config and these records, trained "
             f"from {sft_dir}; kept it (delete that folder to train it again)"
         )

@@ -22,7 +22,7 @@ from .training_common import (
     start_stage,
 )
 
-console = Console()
+console = Console(stderr=True)  # progress and notes; see training_common.console
 TRAIN_KEYS = ("sampled_reward", "entropy")
 
 
