@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import pairwise
+from itertools import combinations, pairwise
 from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation, Text
 from rich.console import Console
 
 from fugu_lite.evaluation import (
@@ -32,7 +34,8 @@ from fugu_lite.evaluation import (
     write_evaluation,
     write_pareto,
 )
-from fugu_lite.evaluation.plots import plain_text
+from fugu_lite.evaluation.pareto import plot_pareto
+from fugu_lite.evaluation.plots import plain_text, save_png
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
 WORKERS = ["a", "b", "c"]
@@ -673,6 +676,37 @@ def test_the_router_choices_plot_of_30_workers_stays_readable(tmp_path: Path) ->
     height, width = matplotlib.image.imread(tmp_path / "router_choices.png").shape[:2]
     assert width <= 1200, (width, height)
     assert height >= 30 * 30, (width, height)  # room for one labelled row per worker
+
+
+def test_the_cost_quality_plot_labels_close_workers_without_overlap(tmp_path: Path) -> None:
+    """Each worker's label was printed 3 points up-right of its point: workers of about the
+    same cost and reward (a pool of variants of one model) wrote their names over each
+    other, and the cost_quality.png labels could not be read."""
+    workers = [f"provider/model-{index}-instruct" for index in range(14)] + ["far"]
+    close = np.array([0.50 + 0.002 * index for index in range(14)] + [0.9])
+    rewards = np.tile(close, (4, 1))
+    costs = np.tile(np.array([1.0 + 0.003 * index for index in range(14)] + [3.0]), (4, 1))
+    table = make_table(rewards, costs=costs, workers=workers)
+    probabilities = np.full((4, 15), 1 / 15)
+    report = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    figure = plot_pareto(report)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    axes = figure.axes[0]
+    labels = {}
+    for text in axes.texts:
+        assert isinstance(text, Annotation)
+        text.update_positions(renderer)
+        labels[text.get_text()] = Text.get_window_extent(text, renderer)
+    assert sorted(labels) == sorted(workers)
+    for (first, one), (second, other) in combinations(labels.items(), 2):
+        assert not one.overlaps(other), (first, second, one, other)
+    figure_box = figure.bbox
+    for name, box in labels.items():  # nothing cut off at the image's edge
+        assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, name
+        assert figure_box.y0 <= box.y0 and box.y1 <= figure_box.y1, name
+    save_png(figure, tmp_path / "cost_quality.png")
+    assert (tmp_path / "cost_quality.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
