@@ -343,6 +343,24 @@ def test_train_pipeline_prints_only_its_result_on_stdout(run: Run, tmp_path: Pat
     assert "already holds the SFT" in flat(result.stderr)
 
 
+def test_result_lines_print_their_paths_whole_and_as_they_are(run: Run, tmp_path: Path) -> None:
+    """Piped (80 columns), `checkpoint written to PATH` and `report written to PATH` were
+    folded inside a long path, and a `[x]` in it was eaten as rich markup, so a script
+    reading the result got another path (and so did the notes naming a folder)."""
+    output = tmp_path / "runs[x]" / ("a-rather-long-folder-name-" * 3) / "pipeline"
+    shutil.copytree(run.run_dir, output)
+    result = invoke("train", "pipeline", "-r", run.records_path, "-o", output,
+                    "-c", run.config_path)  # fmt: skip
+    ok(result)
+    assert result.stdout == f"checkpoint written to {output / 'rl'}\n"
+    said = "".join(result.stderr.split())  # notes for people may fold a long path
+    assert "".join(f"SFT: {output / 'sft'} already holds".split()) in said
+    report = output / "eval[test]"
+    result = invoke("eval", "--checkpoint", output / "rl", "-r", run.records_path, "-o", report)
+    ok(result)
+    assert result.stdout.endswith(f"\nreport written to {report}\n")
+
+
 @pytest.mark.parametrize(
     ("config_text", "extra", "expected"),
     [

@@ -84,6 +84,12 @@ SetOption = Annotated[
 ]
 
 
+def print_result(line: str) -> None:
+    """A command's result line (`checkpoint written to PATH`) as it is: never folded at the
+    terminal's width (80 columns when piped) nor read as rich markup (`runs/[x]`)."""
+    console.print(line, markup=False, soft_wrap=True)
+
+
 def fail(message: str) -> NoReturn:
     # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
     err_console.print(f"[bold red]error:[/bold red] {escape(message)}")
@@ -220,7 +226,7 @@ def data_import(
             count = write_records(output, records)
         except OSError as error:
             fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
-    console.print(f"wrote {count} records to {output}")
+    print_result(f"wrote {count} records to {output}")
     print_record_summary(records)
 
 
@@ -454,7 +460,7 @@ def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STAR
             fail(str(error))
         except OSError as error:
             fail(f"cannot write the output in {output}: {error}; choose another -o folder")
-    console.print(f"checkpoint written to {report['checkpoint']}")
+    print_result(f"checkpoint written to {report['checkpoint']}")
 
 
 @app.command("eval")
@@ -623,7 +629,7 @@ def collect_command(
     except (ConfigError, RecordFileError, CollectError, LocalServerError, PoolStartError) as error:
         fail(str(error))
     console.print(summary_table(summary))
-    console.print(f"records: {summary.output} · call log: {summary.log}")
+    print_result(f"records: {summary.output} · call log: {summary.log}")
     for worker in summary.workers:
         if worker.grade_error:
             console.print(
@@ -816,7 +822,7 @@ def tasks_generate(
             fail(str(error))
         except OSError as error:
             fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
-    console.print(f"wrote {written} tasks to {output}")
+    print_result(f"wrote {written} tasks to {output}")
     print_task_summary(tasks)
 
 

@@ -77,14 +77,16 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     if keep_sft:
         notes.print(
             f"SFT: {sft_dir} already holds the SFT of this config and these records; kept it "
-            "(delete that folder to train it again)"
+            "(delete that folder to train it again)",
+            markup=False,
         )
     else:
         train_sft(records, sft_config, sft_dir)
     if keep_rl:
         notes.print(
             f"RL: {rl_dir} already holds the RL of this config and these records, trained "
-            f"from {sft_dir}; kept it (delete that folder to train it again)"
+            f"from {sft_dir}; kept it (delete that folder to train it again)",
+            markup=False,
         )
     else:
         train_rl(records, config.rl_config(), rl_dir, str(sft_dir))
@@ -236,7 +238,7 @@ def run_evaluation(
     report["checkpoint"] = str(checkpoint)
     write_evaluation(report, router_predictions(evaluated, probabilities), Path(output_dir))
     print_evaluation(report, console)
-    console.print(f"report written to {output_dir}")
+    console.print(f"report written to {output_dir}", markup=False, soft_wrap=True)
     return report
 
 
@@ -287,5 +289,5 @@ def run_pareto_evaluation(
     report["router_kind"] = family.kind
     write_pareto(report, Path(output_dir))
     print_pareto(report, console)
-    console.print(f"cost-quality report written to {output_dir}")
+    console.print(f"cost-quality report written to {output_dir}", markup=False, soft_wrap=True)
     return report

@@ -505,13 +505,15 @@ def evolve(
         console.print(
             f"ES: the run saved in {state_path(output_dir)} has already finished its "
             f"{training.iterations} generations; raise training.iterations to continue it, "
-            "or start over with --no-resume (or another --output)"
+            "or start over with --no-resume (or another --output)",
+            markup=False,
         )
     elif state is not None:
         state.resumed_from.append(state.generation)
         console.print(
             f"ES: resuming from generation {state.generation} of {training.iterations} "
-            f"({state_path(output_dir)})"
+            f"({state_path(output_dir)})",
+            markup=False,
         )
     else:
         state = fresh_state(model, training, fingerprint, validation)
@@ -591,7 +593,9 @@ def train_es(
     if not seconds:
         report = finished_report(Path(output_dir), state)
         if report is not None:
-            console.print(f"ES: kept the checkpoint and report already in {output_dir}")
+            console.print(
+                f"ES: kept the checkpoint and report already in {output_dir}", markup=False
+            )
             return report
     cost_weighting = cost_weighting_summary(records, config.training)
     return write_outputs(
