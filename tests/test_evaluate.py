@@ -34,7 +34,7 @@ from fugu_lite.evaluation import (
     write_evaluation,
     write_pareto,
 )
-from fugu_lite.evaluation.pareto import plot_pareto
+from fugu_lite.evaluation.pareto import plot_pareto, print_pareto
 from fugu_lite.evaluation.plots import plain_text, save_png
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
@@ -736,6 +736,27 @@ def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
         assert re.search(rf"│ {worker}\s*│\s*{cells}\s*│", choices), choices
     same = report["router_vs_best_single"]["same_choice"]
     assert f"on {100 * same:.1f}% of prompts" in " ".join(text.split())
+
+
+def test_the_console_tables_never_cut_a_worker_id_on_a_narrow_terminal() -> None:
+    """`best single (organisation-na…` in eval's table and `organisation-name/very-long-m…`
+    in eval --pareto's: cut short, the best single worker could be any of several."""
+    worker = "organisation-name/very-long-model-name-70b-instruct-awq-v2"
+    rng = np.random.default_rng(0)
+    rewards = rng.random((20, 3))
+    rewards[:, 0] += 0.5  # the long one is the best single worker
+    table = make_table(rewards, costs=rng.random((20, 3)), workers=[worker, "b", "c"])
+    probabilities = np.full((20, 3), 1 / 3)
+    console = Console(record=True, width=60)
+    print_evaluation(evaluation_report(table, table, "test", probabilities, {}, {}), console)
+    print_pareto(pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0), console)
+    text = console.export_text()
+    assert "…" not in text, text
+    for title in ("Evaluation on test", "Single workers and oracle"):
+        part = text[text.index(title) :]
+        first_cells = "".join(line.split("│")[1].strip() for line in part.splitlines()
+                              if line.startswith("│"))  # fmt: skip
+        assert worker in first_cells, part
 
 
 def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:

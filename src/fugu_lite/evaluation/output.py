@@ -222,7 +222,7 @@ def print_evaluation(report: dict, console: Console) -> None:
         title=f"Evaluation on {report['split']} ({sizes['evaluated']} prompts; "
         f"train {sizes['train']})"
     )
-    main.add_column("Method")
+    main.add_column("Method", overflow="fold")  # "best single (WORKER)": never cut
     main.add_column("Mean reward", justify="right")
     main.add_column("Gap closed", justify="right")
     main.add_column("Mean cost", justify="right")

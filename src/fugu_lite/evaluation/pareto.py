@@ -53,7 +53,7 @@ from matplotlib.legend import Legend
 from matplotlib.transforms import Bbox
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
 from .baselines import fit_ridge, knn_predict
@@ -509,7 +509,12 @@ def print_pareto(report: dict, console: Console) -> None:
     for row in rows:
         per_weight.add_row(*row)
     console.print(per_weight)
-    references = Table("worker", "mean cost", "mean reward", title="Single workers and oracle")
+    references = Table(
+        Column("worker", overflow="fold"),  # a worker cut short with "…" could be anyone
+        "mean cost",
+        "mean reward",
+        title="Single workers and oracle",
+    )
     for row in reference_rows(report):
         references.add_row(*(escape(cell) for cell in row))
     console.print(references)
