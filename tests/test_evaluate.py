@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from itertools import combinations, pairwise
 from pathlib import Path
 
@@ -757,6 +758,30 @@ def test_the_console_tables_never_cut_a_worker_id_on_a_narrow_terminal() -> None
         first_cells = "".join(line.split("│")[1].strip() for line in part.splitlines()
                               if line.startswith("│"))  # fmt: skip
         assert worker in first_cells, part
+
+
+def test_control_characters_in_names_never_reach_the_terminal_or_the_plots(
+    tmp_path: Path,
+) -> None:
+    """An ESC in a worker id or task name went raw to the terminal from eval's tables (and
+    restyled it: `\\x1b[31m` turned the rest red), and each plot warned 'Glyph 27 missing'."""
+    workers = ["esc\x1b[31mred", "bell\x07", "c"]
+    rng = np.random.default_rng(4)
+    table = make_table(rng.random((6, 3)), costs=rng.random((6, 3)), tasks=["t\x1b[2J"] * 6,
+                       workers=workers)  # fmt: skip
+    probabilities = np.full((6, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    print_pareto(pareto, console)
+    text = console.export_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "esc\\x1b[31mred" in text and "bell\\x07" in text and "t\\x1b[2J" in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a glyph no font has
+        write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
+        write_pareto(pareto, tmp_path / "pareto")
 
 
 def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:

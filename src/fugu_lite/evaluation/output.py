@@ -6,13 +6,12 @@ import contextlib
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
-from .table import markdown_cell
+from .table import console_text, markdown_cell, visible_controls
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -228,7 +227,7 @@ def print_evaluation(report: dict, console: Console) -> None:
     main.add_column("Mean cost", justify="right")
     for name, method in report["methods"].items():
         main.add_row(
-            escape(method["label"]),
+            console_text(method["label"]),
             _reward(method["mean_reward"]),
             _reward(method["gap_closed"]),
             _cost(method["mean_cost"]),
@@ -244,20 +243,22 @@ def print_evaluation(report: dict, console: Console) -> None:
         per_task.add_column("Task", overflow="fold")
         per_task.add_column("n", justify="right")
         for name in columns:
-            per_task.add_column(escape(report["methods"][name]["short_label"]), justify="right")
+            per_task.add_column(
+                console_text(report["methods"][name]["short_label"]), justify="right"
+            )
         for row in report["per_task"]:
             cells = [_reward(row[name]) for name in columns]
-            per_task.add_row(escape(row["task"]), str(row["n"]), *cells)
+            per_task.add_row(console_text(row["task"]), str(row["n"]), *cells)
         console.print(per_task)
 
     if report["choices"]:
         console.print(_choices_table(report))
-    sentence = _router_vs_best_single(report, report["best_single"]["worker"])
+    sentence = _router_vs_best_single(report, visible_controls(report["best_single"]["worker"]))
     if sentence is not None:
         console.print(sentence, markup=False)
 
     for note in report["notes"]:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        console.print(f"[dim]note: {console_text(note)}[/dim]")
 
 
 def _choices_table(report: dict) -> Table:
@@ -267,10 +268,10 @@ def _choices_table(report: dict) -> Table:
     table = Table(title=f"Which worker answers: share of prompts ({report['split']})")
     table.add_column("Worker", overflow="fold")
     for name in names:
-        table.add_column(escape(report["methods"][name]["short_label"]), justify="right")
+        table.add_column(console_text(report["methods"][name]["short_label"]), justify="right")
     for worker in report["worker_ids"]:
         shares = [report["choices"][name]["shares"][worker] for name in names]
-        table.add_row(escape(worker), *(_percent(share) for share in shares))
+        table.add_row(console_text(worker), *(_percent(share) for share in shares))
     return table
 
 

@@ -52,14 +52,13 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import Bbox
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
-from .table import RewardTable, argmax_choices, markdown_cell, picked
+from .table import RewardTable, argmax_choices, console_text, markdown_cell, picked
 
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"
@@ -505,7 +504,7 @@ def print_pareto(report: dict, console: Console) -> None:
     header, rows = cost_weight_rows(report)
     per_weight = Table(title=f"Cost and reward per cost weight ({report['split']})")
     for index, column in enumerate(header):
-        per_weight.add_column(escape(column), justify="left" if index == 0 else "right")
+        per_weight.add_column(console_text(column), justify="left" if index == 0 else "right")
     for row in rows:
         per_weight.add_row(*row)
     console.print(per_weight)
@@ -516,7 +515,7 @@ def print_pareto(report: dict, console: Console) -> None:
         title="Single workers and oracle",
     )
     for row in reference_rows(report):
-        references.add_row(*(escape(cell) for cell in row))
+        references.add_row(*(console_text(cell) for cell in row))
     console.print(references)
     summary = Table(
         "curve",
@@ -527,10 +526,10 @@ def print_pareto(report: dict, console: Console) -> None:
         f"({_target(report)})",
     )
     for row in summary_rows(report):
-        summary.add_row(*(escape(cell) for cell in row))
+        summary.add_row(*(console_text(cell) for cell in row))
     console.print(summary)
     for note in report["notes"]:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        console.print(f"[yellow]note:[/] {console_text(note)}")
 
 
 def plot_pareto(report: dict) -> Figure:

@@ -10,6 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..io import write_bytes_atomic
+from .table import visible_controls
 
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"
@@ -20,8 +21,10 @@ _DPI = 120
 
 def plain_text(text: str) -> str:
     """`text` as matplotlib shows it verbatim: a worker or task name holding two `$` would
-    otherwise be parsed as math (and one like `$\\x$` stops the plot with an error)."""
-    return text.replace("$", r"\$")
+    otherwise be parsed as math (and one like `$\\x$` stops the plot with an error); control
+    characters, which no font draws, as escapes (`\\x1b`); line breaks stay."""
+    shown = "\n".join(visible_controls(line) for line in text.splitlines())
+    return shown.replace("$", r"\$")
 
 
 def write_plots(report: dict, output_dir: Path) -> list[str]:

@@ -6,6 +6,7 @@ import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
+from rich.markup import escape
 
 from ..schemas import RewardRecord, check_same_workers
 
@@ -97,10 +98,17 @@ def markdown_cell(text: str) -> str:
     split the cell and a line break would end the row or the line (task names and worker
     ids are the user's own strings); other control characters are shown as escapes."""
     lines = text.replace("|", "\\|").splitlines()
-    return "<br>".join(_visible_controls(line) for line in lines)
+    return "<br>".join(visible_controls(line) for line in lines)
 
 
-def _visible_controls(text: str) -> str:
+def console_text(text: str) -> str:
+    """`text` for a rich console: markup escaped (`qwen[awq]`), and control characters but
+    line breaks shown as escapes: an ESC in a worker id would otherwise reach the terminal
+    and restyle it."""
+    return escape("\n".join(visible_controls(line) for line in text.splitlines()))
+
+
+def visible_controls(text: str) -> str:
     """Control characters (an escape sequence's ESC, a NUL, a tab) as `\\x1b`-style text."""
     return "".join(
         ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
