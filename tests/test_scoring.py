@@ -418,7 +418,38 @@ def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str)
 
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
-    assert run(number_task("3"), "So we compute 15-3").score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("7", "It takes 5-7 days"),  # a range hedges
+        ("7", "It takes 5 - 7 days."),
+        ("7", "Between $5-$7"),
+        ("3", "So we compute 15-3"),  # a subtraction not done answers neither number
+        ("12", "So we compute 15 \u2013 3"),
+    ],
+)
+def test_a_range_or_subtraction_at_the_end_is_no_answer(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert "two numbers" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("-3", "x = -3"),
+        ("-3", "2x + 6 = 0, so x = -3"),
+        ("-3", "The temperature went from 5 to -3"),
+        ("-3", "The values are 5, then -3"),
+        ("12", "15 - 3 = 12"),
+        ("5", "5-5"),  # one value twice is one answer
+    ],
+)
+def test_negative_numbers_and_done_subtractions_still_count(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
 
 
 def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:

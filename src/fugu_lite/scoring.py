@@ -7,8 +7,8 @@
   no: it is 14") (after its last `=` when the marker's sentence holds an equation, or alone
   on the next line when the marker ends its line; not one the marker rules out, "answer is
   not 41", nor the first operand of arithmetic, "3 more than 9"), else the last number in
-  the output. Two numbers as the answer ("5 or 7", "5 and 7"; "5-7" after a marker or in a
-  box; "-2, 3" in a box) and times or ratios ("3:30") are ambiguous. Commas between
+  the output. Two numbers as the answer ("5 or 7", "5 and 7", a range or an undone subtraction
+  "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are ambiguous. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
@@ -194,9 +194,9 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     first_line = _lone_first_line(text)
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
-    hedge = _not_one_number(text, numbers[-2:], _AT_THE_END)
+    hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
-        return None, f"{hedge} at the end"  # "15-3" there is a sum done, answering 3
+        return None, f"{hedge} at the end"
     if numbers:
         return _found(numbers[-1]), "the last number"
     words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
@@ -257,18 +257,18 @@ def _number_after_marker(
                 return None
             shown = _clip(text[number.start() : following.end()])
             return None, f"the answer is an expression, not a number: {shown!r}"
-        hedge = _not_one_number(text, [number, following], _AFTER_A_MARKER)
+        hedge = _not_one_number(text, [number, following], _JOINED)
         if hedge is not None:
             return None, f"{hedge} after {marker.group(0).strip()!r}"
         return _found(number), f"after {marker.group(0).strip()!r}"
     return None
 
 
-# What joins two numbers given as one answer, where the answer is: "5 or 7", "5 and 7" at
-# the end of a chain ("15-3" there is a sum done, answering 3); also "5-7" (a range, or a
-# sum not done) after a marker; also a list "-2, 3" alone in a box or after ####.
-_AT_THE_END = re.compile(r"[\s$*]*\b(?:or|and)\b[\s$*]*", re.IGNORECASE)
-_AFTER_A_MARKER = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-)[\s$*]*", re.IGNORECASE)
+# What joins two numbers given as one answer, where the answer is: "5 or 7", "5 and 7",
+# "5-7" (a range, or a subtraction not done: "So we compute 15-3" does not answer 3) at the
+# end of the output or after a marker; also a list "-2, 3" alone in a box or after ####.
+# A negative number is no pair: "x = -3", "from 5 to -3", "5 -3" (a sign, not a joiner).
+_JOINED = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-)[\s$*]*", re.IGNORECASE)
 _IN_A_BOX = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-|,)[\s$*]*", re.IGNORECASE)
 
 
