@@ -193,6 +193,18 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
         ("1000000", "1 million", 1.0),
         ("2500000000", "The company earned $2.5 billion.", 1.0),
         ("1500", "1.5k", 1.0),
+        ("1500", "It earned 1.5K dollars.", 1.0),
+        ("300", "The temperature is 300K.", 1.0),  # Kelvin: read as written too
+        ("1000000", "The answer is a million.", 1.0),
+        ("1000000", "One million", 1.0),
+        ("1000000", "It grew from 800 thousand to a million.", 1.0),
+        ("2000000", "two million people", 1.0),
+        ("100", "a hundred percent", 1.0),
+        # part of a longer number in words: not read as its first part
+        ("100", "one hundred and twenty", 0.0),
+        ("1000000", "half a million", 0.0),
+        ("1000", "one thousand two hundred", 0.0),
+        ("1000000", "The odds are one in a million", 0.0),
         ("3000", "The answer is 3 thousand.", 1.0),
         ("1500000", "The answer is 1.5 Million people.", 1.0),
         ("3000000", "It sold for $3M.", 1.0),
@@ -416,6 +428,22 @@ def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str)
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("0.25", "1 in 4", 1.0),
+        ("1/4", "The probability is 1 in 4.", 1.0),
+        ("0.25", "There is a one in four chance.", 1.0),
+        ("4", "1 in 4", 0.0),  # a chance is not its last number
+        ("10", "She did it 7 in 10 days", 1.0),  # not a chance
+        ("3", "The answer is 3 in 4 cases", 1.0),
+    ],
+)
+def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
 
@@ -474,6 +502,8 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
         "1 " * 200_000 + "so the result is 7",
         "1/" * 200_000 + "\n#### 7",
         "Answer:\n" * 100_000 + "7",
+        "one a million " * 50_000 + "\nThe answer is 7",
+        "1 in 4 " * 50_000 + "1 in" + " " * 100_000 + "\nThe answer is 7",
     ],
 )
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:

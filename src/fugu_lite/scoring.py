@@ -12,8 +12,8 @@
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
-  "1.5k" and "$3M" (also read as written: 2.5 matches a reference in millions), and
-  "negative 7" is -7. Equal when within 1e-6 relative,
+  "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a reference in
+  millions), "1 in 4" (a chance: 1/4) and "negative 7" is -7. Equal when within 1e-6 relative,
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
@@ -112,9 +112,9 @@ _NUMBER = re.compile(
     r"|\s?(?:\^|\*\*)\s?\{?\s?(?P<power>[+-]?\d+)\}?)?(?!\d)"
     r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
     r"(?:(?P<percent>\s?(?:%|percent\b|per cent\b))"
-    # "2.5 million", "1.5k", "$3M": "1 kg", "5 km", "1kB" and "3k+1" are no thousands
+    # "2.5 million", "1.5k", "1.5K", "$3M": "1 kg", "5 km", "1kB" and "3k+1" are no thousands
     r"|\s?(?P<magnitude_word>(?i:hundred|thousand|million|billion|trillion)\b)"
-    r"|(?P<magnitude>(?(dollar)(?:[kKmMbB]|bn|mn)|k))(?!\w|\s?[+*/^=(]))?"
+    r"|(?P<magnitude>(?(dollar)(?:[kKmMbB]|bn|mn)|[kK]))(?!\w|\s?[+*/^=(]))?"
 )
 _MAGNITUDES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _MAGNITUDES |= {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
@@ -505,7 +505,56 @@ def _normalise_number_text(text: str) -> str:
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     text = _LATEX_THOUSANDS.sub(",", text)
     text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
+    text = _WORDED_MAGNITUDE.sub(_worded_magnitude, text)
+    text = _ONE_IN_N.sub(_one_in_n, text)
     return _latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
+
+
+_SMALL_NUMBER_WORDS = {word: value for word, value in NUMBER_WORDS.items() if 1 <= value <= 20}
+_SMALL_NUMBER = rf"(?:\d{{1,9}}|{'|'.join(_SMALL_NUMBER_WORDS)})"
+# "a million", "one thousand", "two million" (read as "2 million"); not a part of a longer
+# number in words ("twenty-two thousand", "one hundred and five", "half a million", "one in
+# a million"): those are left as they are, not misread.
+_WORDED_MAGNITUDE = re.compile(
+    rf"(?<![\w-])(?P<word>a|{'|'.join(_SMALL_NUMBER_WORDS)})(?P<space>[ -])"
+    r"(?P<magnitude>hundred|thousand|million|billion|trillion)\b",
+    re.IGNORECASE,
+)
+_WORD_BEFORE = re.compile(r"(?:^|\W)(?P<word>\w+)[\s-]*$")
+_WORD_AFTER = re.compile(r"[\s-]*(?:and[\s-]+)?(?P<word>\w+)")
+_NUMBER_PARTS = set(NUMBER_WORDS) | {"half", "quarter", "third", "of", "in", "per"}
+_NUMBER_PARTS |= {"thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+_NUMBER_PARTS |= {"hundred", "thousand", "million", "billion", "trillion"}
+
+
+def _worded_magnitude(match: re.Match[str]) -> str:
+    text, start, end = match.string, match.start(), match.end()
+    before = _WORD_BEFORE.search(text, max(0, start - 30), start)
+    after = _WORD_AFTER.match(text, end, end + 30)
+    for word in (before, after):
+        if word is not None and (
+            word["word"].lower() in _NUMBER_PARTS or word["word"][0].isdigit()
+        ):
+            return match.group(0)
+    value = _SMALL_NUMBER_WORDS.get(match["word"].lower(), 1)
+    return f"{value} {match['magnitude']}"
+
+
+# "1 in 4", "one in four chance": a probability, 1/4 (not the number 4), when it ends the
+# clause or is a chance or odds; "7 in 10 days" is left as it is
+_ONE_IN_N = re.compile(
+    rf"(?<![\w.,/-])(?P<over>{_SMALL_NUMBER}) in (?P<under>{_SMALL_NUMBER})"
+    r"(?![\w/]|[.,]\d)(?=(?:\s+(?:chance|odds)\b)?\s*(?:[.,;:!?)\]*_]|$))",
+    re.IGNORECASE,
+)
+
+
+def _one_in_n(match: re.Match[str]) -> str:
+    over, under = (
+        int(part) if part[0].isdigit() else _SMALL_NUMBER_WORDS[part.lower()]
+        for part in (match["over"], match["under"])
+    )
+    return f"{over}/{under}" if 0 < over < under else match.group(0)
 
 
 # LaTeX spacing between thousands, as in the MATH data set: "10,\\!000", "1\\,234\\,567"
