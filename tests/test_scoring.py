@@ -762,6 +762,50 @@ def test_regex_grader_searches_collapsed_output() -> None:
     assert run(regex_task(r"^yes$", case_sensitive=True), "Yes").score == 0.0
 
 
+SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?![\d.])"
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        # an earlier right list is not the answer the reply settles on
+        ("Sorted: [1, 2, 3]. Wait, let me double check. Final answer: [1, 3, 2]", 0.0),
+        ("First try: 1, 2, 3? No.\n\n**Answer:** [3, 2, 1]", 0.0),
+        ("The final answer is [1, 2, 3].", 1.0),
+        ("**Final Answer:** $[1, 2, 3]$", 1.0),
+        ("Final Answer: The final answer is $1, 2, 3$. I hope it is correct.", 1.0),
+        ("The answer is:\n\n[1, 2, 3]\n\nExplanation: 1 moves to the front.", 1.0),
+        # a marker with no text after it, or a remark on an answer given before
+        ("[1, 2, 3]\n\nThis is my final answer.", 1.0),
+        ("[1, 2, 3]\n\nThe answer is correct because each number is smaller than the next.", 1.0),
+        ("Answer: [1, 2, 3]. The answer is correct.", 1.0),
+    ],
+)
+def test_regex_grader_grades_the_final_answer(output: str, score: float) -> None:
+    result = run(regex_task(SORTED_123), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
+    assert run(regex_task(r"^yes$"), "Answer: yes").score == 1.0
+    assert run(regex_task(r"^yes$"), "**Answer:** yes.").score == 1.0
+    assert run(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Answer: " * 200_000 + "yes",
+        "The answer is" + "*" * 200_000 + " yes",
+        "answer:" + ":*" * 200_000 + " yes",
+    ],
+)
+def test_regex_grader_takes_linear_time_on_repeated_markers(output: str) -> None:
+    started = time.process_time()
+    assert run(regex_task(r"yes"), output).score == 1.0
+    assert time.process_time() - started < 3.0
+
+
 # --- code -------------------------------------------------------------------------------------
 
 ADD_TESTS = """

@@ -31,7 +31,11 @@
   cta, not 'tac'" is cta.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
-  anchor the pattern with ^...$ for a full match.
+  anchor the pattern with ^...$ for a full match. When the output gives a final answer
+  ("The answer is", "Answer:", "Final answer"), only the text after the last one is
+  searched (without markdown around it or a closing period), so a right list written before
+  a different final one does not count; a marker followed by nothing or by a remark ("The
+  answer is correct.") is no final answer.
 - code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
@@ -886,12 +890,41 @@ def grade_regex(task: Task, output: str) -> Grade:
         return cannot_grade(f"the task's pattern {task.answer!r} does not compile: {error}")
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", output)).strip()
     text = text.replace("\u2212", "-")  # "[−3, 5]": the minus sign NFKC keeps
+    text, where = _final_answer_part(text)
     # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may
     # backtrack); the final answer of a long reply is at its end.
     match = pattern.search(text[:REGEX_WINDOW]) or pattern.search(text[-REGEX_WINDOW:])
     if match is None:
-        return wrong(f"pattern not found in {text[:80]!r}")
-    return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}")
+        return wrong(f"pattern not found in {text[:80]!r}{where}")
+    return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}{where}")
+
+
+# Markers of a final answer (the number grader's, without its "result is" / "total is" and
+# self-corrections, which also begin remarks: "The result is sorted.", "Actually, it is
+# correct.")
+_FINAL_ANSWER_MARKER = re.compile(
+    r"(?:final answer|answer)(?:\s*(?:is|was|would be)\b|\s*[:=])|final answer", re.IGNORECASE
+)
+# a remark on an answer given before, not an answer: "The answer is correct because ..."
+_VERDICT = re.compile(
+    r"[\s:*_#>`$]*+(?:(?:not\s+)?(?:correct|right|wrong|incorrect|valid|accurate|above|shown|"
+    r"given|sorted|the\s+same)\b|\W*+$)",
+    re.IGNORECASE,
+)
+
+
+def _final_answer_part(text: str) -> tuple[str, str]:
+    """The text after the last final-answer marker ("The answer is [1, 2, 3]"), without
+    markdown around it or a closing period, and where it was found; else the whole text. A
+    pattern searched in the whole reply would credit a right list the reply wrote before it
+    answered another one. A marker followed by no text ("[1, 2, 3] is my final answer.") or
+    a remark ("The answer is correct.") is no final answer."""
+    for marker in reversed(list(_FINAL_ANSWER_MARKER.finditer(text))):
+        if _VERDICT.match(text, marker.end()):
+            continue
+        rest = text[marker.end() :].strip(" :*_#>`$").rstrip(" .*_`$")
+        return rest, f" (the text after {marker.group(0).strip()!r})"
+    return text, ""
 
 
 # --- code ------------------------------------------------------------------------------------
