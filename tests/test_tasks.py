@@ -82,6 +82,9 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "answer": "1.234,5"}, "a comma only separates thousands"),  # not 1.2345
         ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
         ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
+        ({**GOOD, "grader": "regex", "answer": r"\d*"}, "matches the empty string"),
+        ({**GOOD, "grader": "regex", "answer": "yes|"}, "every reply would score 1"),
+        ({**GOOD, "grader": "regex", "answer": "[^]x]*"}, "matches the empty string"),
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
         ({**GOOD, "grader": "code", "tests": "assert f(1) ==\n"}, "not valid Python (line 1"),
         ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
@@ -98,6 +101,23 @@ def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expect
     message = read_error(tmp_path, [{**GOOD, "id": "ok"}, row])
     assert "tasks.jsonl, line 2:" in message
     assert expected in message
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"\d+", r"^(?!.*\bwrong\b)", r"(?=.*foo)(?=.*bar)", r"\bno\b|^$", r"[$^]?x", "yes"],
+)
+def test_a_pattern_matching_the_empty_string_only_through_a_check_is_kept(pattern: str) -> None:
+    task = Task(id="r", prompt="Say it.", answer=pattern, grader="regex", task="t")
+    assert task.answer == pattern
+
+
+def test_an_empty_reply_scores_0_even_for_a_pattern_that_matches_it() -> None:
+    task = Task(id="r", prompt="Say it.", answer=r"^(?!.*wrong)", grader="regex", task="t")
+    assert asyncio.run(grade(task, "It is right.")).score == 1.0
+    assert asyncio.run(grade(task, "It is wrong.")).score == 0.0
+    result = asyncio.run(grade(task, " \n "))
+    assert (result.score, result.detail) == (0.0, "empty output")
 
 
 def test_a_file_saved_with_a_bom_and_crlf_line_endings_reads_as_written(tmp_path: Path) -> None:

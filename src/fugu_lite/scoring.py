@@ -35,7 +35,7 @@
   ("The answer is", "Answer:", "Final answer"), only the text after the last one is
   searched (without markdown around it or a closing period), so a right list written before
   a different final one does not count; a marker followed by nothing or by a remark ("The
-  answer is correct.") is no final answer.
+  answer is correct.") is no final answer. An empty output scores 0.
 - code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
@@ -889,6 +889,8 @@ def grade_regex(task: Task, output: str) -> Grade:
     except re.error as error:
         return cannot_grade(f"the task's pattern {task.answer!r} does not compile: {error}")
     text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", output)).strip()
+    if not text:  # a pattern that checks only what is absent, "^(?!.*no)", matches ""
+        return wrong("empty output")
     text = text.replace("\u2212", "-")  # "[−3, 5]": the minus sign NFKC keeps
     text, where = _final_answer_part(text)
     # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may

@@ -146,10 +146,52 @@ def _answer_problems(task: Task) -> list[str]:
         return [f"answer {answer!r} is not an option letter; the choice grader needs one of A-E"]
     if task.grader == "regex":
         try:
-            re.compile(answer)
+            pattern = re.compile(answer)
         except re.error as error:
             return [f"answer {answer!r} is not a valid regular expression: {error}"]
+        if pattern.search("") is not None and not _has_assertion(answer):
+            return [
+                f"answer {answer!r} matches the empty string, so every reply would score 1 "
+                "(it matches at any place of any text); make it require some text, e.g. "
+                "'\\d+' rather than '\\d*', 'yes' rather than 'yes|'"
+            ]
     return []
+
+
+_LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def _has_assertion(pattern: str) -> bool:
+    """Whether a pattern holds an anchor (^ $ \\A \\Z), a word boundary (\\b \\B) or a
+    lookaround outside its character classes. Without one, a pattern that matches the empty
+    string matches it everywhere; with one, it may depend on the text ("^(?!.*no)" is a
+    real check). Read conservatively: a comment holding "^" counts as an anchor."""
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            if pattern[index + 1 : index + 2] in ("b", "B", "A", "Z"):
+                return True
+            index += 2
+        elif char == "[":
+            index = _class_end(pattern, index)
+        elif char in "^$" or pattern.startswith(_LOOKAROUNDS, index):
+            return True
+        else:
+            index += 1
+    return False
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the character class opening at `start` ("[^]x]" holds "]" and "x")."""
+    index = start + 1
+    if pattern[index : index + 1] == "^":
+        index += 1
+    if pattern[index : index + 1] == "]":
+        index += 1
+    while index < len(pattern) and pattern[index] != "]":
+        index += 2 if pattern[index] == "\\" else 1
+    return index + 1
 
 
 def _tests_problems(tests: str | None) -> list[str]:
