@@ -642,6 +642,11 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         r"\boxed{olleh}",
         r"The reversed word is \boxed{\text{olleh}}",
         "<think>hello backwards</think>\n<answer>olleh</answer>",
+        "- olleh",  # a markdown bullet or quote
+        "> olleh",
+        "• olleh",
+        "Sure! Here is the reversed word:\n\n- olleh",
+        "> **Answer:** olleh",
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
@@ -723,6 +728,18 @@ def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
     assert run(task, "Which is a fruit: 'chair' or 'apple'?\nchair").score == 0.0
     assert run(task, "The fruit is 'apple'.").score == 1.0
     assert run(task, "**apple**").score == 1.0
+
+
+def test_a_minus_sign_is_no_bullet() -> None:
+    assert run(exact_task("-5"), "-5").score == 1.0
+    assert run(exact_task("5"), "-5").score == 0.0
+    assert run(exact_task("-5"), "- 5").score == 0.0
+
+
+def test_exact_grader_takes_linear_time_on_a_long_run_of_bullets() -> None:
+    started = time.process_time()
+    assert run(exact_task("olleh"), "- > " * 200_000 + "olleh").score == 1.0
+    assert time.process_time() - started < 3.0
 
 
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:

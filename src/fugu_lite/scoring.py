@@ -22,7 +22,8 @@
   exactly one option. Two different letters with no
   answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
-  punctuation, an "Answer:" prefix; case too unless `task.case_sensitive`). The whole output,
+  punctuation, a leading bullet or quote "- tac", "> tac", an "Answer:" prefix; case too
+  unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
   last quoted text, the last fenced block and the text after the last line's label or
@@ -748,9 +749,14 @@ _WRAPPERS = "\"'`*_“”‘’「」«» \t"
 _WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace())
 
 
+# a markdown bullet or quote before an answer: "- tac", "> tac", "• tac" (a "-" only with a
+# space after it: "-5" is a negative number)
+_BULLET = re.compile(r"^(?:[-+•]\s+|>\s*)+")
+
+
 def _normalise(text: str, case_sensitive: bool = False) -> str:
     text = unicodedata.normalize("NFKC", text).strip()
-    text = _PREFIX.sub("", text)
+    text = _PREFIX.sub("", _BULLET.sub("", text))
     # one strip each side (stripping wrappers, then dots, then spaces in turn until nothing
     # changes took a pass per character on ". . . . ." a million times over)
     text = text.lstrip(_WRAPPERS + _WHITESPACE).rstrip(_WRAPPERS + _WHITESPACE + ".!,;:")
