@@ -290,6 +290,9 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
         ("The answer is 12. Actually, it's 14.", 0.0, 1.0),
         ("The answer is 12. Correction: 14.", 0.0, 1.0),
         ("12. No, it's 14 apples.", 0.0, 1.0),
+        ("The answer is 12. Hmm, actually, let me recount. The answer should be 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nOn second thought, the answer must be 14.", 0.0, 1.0),
+        ("Answer: 12 ❌ → Corrected: 14", 0.0, 1.0),
         # no correction: the answer stands
         ("The answer is 12. No, it's not 14.", 1.0, 0.0),
         ("The answer is 12. No, 14 does not work.", 1.0, 0.0),
@@ -787,6 +790,7 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
     [
         # an earlier right list is not the answer the reply settles on
         ("Sorted: [1, 2, 3]. Wait, let me double check. Final answer: [1, 3, 2]", 0.0),
+        ("The answer is [1, 2, 3]? Let me check again. The answer should be [1, 3, 2].", 0.0),
         ("First try: 1, 2, 3? No.\n\n**Answer:** [3, 2, 1]", 0.0),
         ("The final answer is [1, 2, 3].", 1.0),
         ("**Final Answer:** $[1, 2, 3]$", 1.0),

@@ -3,12 +3,13 @@
 `await grade(task, output, judge)` dispatches on `task.grader`:
 
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
-  then the number after the last "answer is" / "Answer:" marker or self-correction ("Wait,
-  no: it is 14") (after its last `=` when the marker's sentence holds an equation, or alone
-  on the next line when the marker ends its line; not one the marker rules out, "answer is
-  not 41", nor the first operand of arithmetic, "3 more than 9"), else the last number in
-  the output. Two numbers as the answer ("5 or 7", "5 and 7", a range or an undone subtraction
-  "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are ambiguous. Commas between
+  then the number after the last "answer is" / "Answer:" / "answer should be" marker or
+  self-correction ("Wait, no: it is 14", "Corrected: 14") (after its last `=` when the
+  marker's sentence holds an equation, or alone on the next line when the marker ends its
+  line; not one the marker rules out, "answer is not 41", nor the first operand of
+  arithmetic, "3 more than 9"), else the last number in the output. Two numbers as the
+  answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
+  and times or ratios ("3:30") are ambiguous. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
@@ -33,10 +34,10 @@
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
-  ("The answer is", "Answer:", "Final answer"), only the text after the last one is
-  searched (without markdown around it or a closing period), so a right list written before
-  a different final one does not count; a marker followed by nothing or by a remark ("The
-  answer is correct.") is no final answer. An empty output scores 0.
+  ("The answer is", "Answer:", "Final answer", "The answer should be"), only the text after
+  the last one is searched (without markdown around it or a closing period), so a right
+  list written before a different final one does not count; a marker followed by nothing or
+  by a remark ("The answer is correct.") is no final answer. An empty output scores 0.
 - code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
@@ -130,8 +131,8 @@ _SELF_CORRECTION = (
     r"(?!\s*not\b)"
 )
 _ANSWER_MARKER = re.compile(
-    r"(?:final answer|answer is|answer\s*[:=]|answer would be|result is|result\s*:|"
-    rf"solution is|total is|correction\s*:|{_SELF_CORRECTION})",
+    r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
+    rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{_SELF_CORRECTION})",
     re.IGNORECASE,
 )
 _MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
@@ -911,7 +912,9 @@ def grade_regex(task: Task, output: str) -> Grade:
 # self-corrections, which also begin remarks: "The result is sorted.", "Actually, it is
 # correct.")
 _FINAL_ANSWER_MARKER = re.compile(
-    r"(?:final answer|answer)(?:\s*(?:is|was|would be)\b|\s*[:=])|final answer", re.IGNORECASE
+    r"(?:final answer|answer)(?:\s*(?:is|was|(?:would|should|must|will) be)\b|\s*[:=])"
+    r"|final answer",
+    re.IGNORECASE,
 )
 # a remark on an answer given before, not an answer: "The answer is correct because ..."
 _VERDICT = re.compile(
