@@ -318,6 +318,11 @@ def test_number_grader_follows_a_self_correction(
         ("5", "The answer is 5 + 3.", 0.0),
         ("4", "The result is 4 times 3, which gives 12 cookies.", 0.0),
         ("12", "The result is 4 times 3, which gives 12 cookies.", 1.0),
+        ("12", "The answer is the sum of 5 and 7, which is 12.", 1.0),
+        ("7", "The answer is the sum of 5 and 7, which is 12.", 0.0),
+        ("12", "The answer is the product of 3 and 4, so 12 apples.", 1.0),
+        ("7", "The answer is the sum of 5 and 7.", 0.0),
+        ("6", "The answer is the average of 4 and 8: 6", 1.0),
         # not arithmetic: the number stands
         ("3", "The answer is 3 more than yesterday.", 1.0),
         ("3", "The answer is 3 times.", 1.0),

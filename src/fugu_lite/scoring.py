@@ -147,6 +147,13 @@ _OPERATOR = re.compile(
 )
 
 
+# between a marker and its first number: the numbers are operands ("the sum of 5 and 7")
+_OPERATION = re.compile(
+    r"\b(?:sum|product|difference|total|quotient|average|mean)\s+(?:of|between)\b",
+    re.IGNORECASE,
+)
+
+
 class FoundNumber(BaseModel):
     value: float
     text: str
@@ -264,6 +271,12 @@ def _number_after_marker(
             shown = _clip(text[number.start() : following.end()])
             return None, f"the answer is an expression, not a number: {shown!r}"
         hedge = _not_one_number(text, [number, following], _JOINED)
+        if hedge is not None and _OPERATION.search(text, marker.end(), number.start()):
+            # "The answer is the sum of 5 and 7, which is 12": operands, not two answers
+            if index + 2 < len(numbers):
+                return None
+            shown = _clip(text[marker.end() : following.end()].strip())
+            return None, f"the answer is an expression, not a number: {shown!r}"
         if hedge is not None:
             return None, f"{hedge} after {marker.group(0).strip()!r}"
         return _found(number), f"after {marker.group(0).strip()!r}"
