@@ -579,6 +579,24 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        ("I would choose B.", "B"),
+        ("Comparing heights, I pick B because Bob is the tallest.", "B"),
+        ("Answer: The tallest is Bob, so B.", "B"),
+        ("A) Ann - no\nB) Bob - yes\nC) Cal - no\n\nSo B.", "B"),
+        ("Ann is 150 and Cal 170, so C is taller than A. Bob is 190. Thus, **B**.", "B"),
+        # "so" before a letter inside a sentence is no conclusion
+        ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
+    ],
+)
+def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == (1.0 if letter == "B" else 0.0), result.detail
+    assert f"extracted {letter}" in result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
         # a list of the options is no answer: its first letter (A) is not chosen

@@ -18,10 +18,10 @@
   or when the output rounds the reference at the number of decimals it shows (2 or more),
   e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
-  last self-correction ("Wait, actually it's (C)"),
-  "The correct option is b.", "(B)", "B) foo", a line holding just "B", or the text of
-  exactly one option. Two different letters with no
-  answer marker ("A or B", "(A) ... (C)") are ambiguous and score 0.
+  last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
+  choose B", "So B.", "(B)", "B) foo", a line holding just "B", or the text of exactly one
+  option. Two different letters with no answer marker ("A or B", "(A) ... (C)") are
+  ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, a leading bullet or quote "- tac", "> tac", an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
@@ -629,12 +629,15 @@ def _unlatex(text: str) -> str:
 
 _CHOICE_MARKER = re.compile(
     r"(?:(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?"  # <answer>B
+    r"|\b(?:choose|select|pick|go with)\b"  # "I would choose B"
+    r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     rf"|{_SELF_CORRECTION})\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
 _ARTICLE_A = re.compile(r"\s+[A-Za-z]")
+_CONCLUSION_END = re.compile(r"[*_]*\s*(?:[.!]|$)")
 _LEADING_LETTER = re.compile(r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s*$)")
 _LETTER_IS_CORRECT = re.compile(
     r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer)\b"
@@ -677,6 +680,8 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
             continue  # "the answer is a bit..." is the article, not option a
         if _REJECTED.match(after):
             continue  # "option A is wrong" names a letter, but not as the answer
+        if match.group("conclusion") and not _CONCLUSION_END.match(after):
+            continue  # "so C is taller than A": a letter in a sentence, not its conclusion
         if _OR_ANOTHER.match(after):
             return None, f"ambiguous: {(match.group(0) + after).strip()!r}"
         if _begins_a_list(text, letter, match.end("letter")):
