@@ -28,9 +28,9 @@
   the text after the last answer marker ("Answer:", "The answer is", "Output:"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
   last quoted text, the last fenced block and the text after the last line's label or
-  arrow ("Reversed: tac", "c-a-t → tac") are tried; when the output states an answer
-  (a marker, a box, tags), only that answer and the lines after it count: "The answer is
-  cta, not 'tac'" is cta.
+  arrow or "=" ("Reversed: tac", "c-a-t → tac", "S + C + D = SCD") are tried; when the
+  output states an answer (a marker, a box, tags), only that answer and the lines after it
+  count: "The answer is cta, not 'tac'" is cta.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
@@ -820,7 +820,8 @@ def _quoted_texts(text: str) -> list[str]:
 _EXACT_MARKER = re.compile(r"(?:answer|result|output)[*_]*\s*(?:is\b|[:=])[\s:]*", re.IGNORECASE)
 _QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
 _CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
-_LABEL_END = re.compile(r":\s|→|->|=>|⇒")  # "Reversed: tac", "c-a-t → tac"
+# "Reversed: tac", "c-a-t → tac", "S + C + D = SCD" (not "==", "<=", ">=")
+_LABEL_END = re.compile(r":\s|→|->|=>|⇒|(?<![<>=!])=(?![=>])")
 
 
 def _after_label(line: str) -> str | None:
