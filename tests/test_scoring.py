@@ -452,6 +452,26 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
     assert (result.score, result.error) == (score, None), result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "x = 5 (since 2x = 10)", 1.0),
+        ("12", "She has 12 apples left (15 - 3).", 1.0),
+        ("18", "Janet makes $18 per day ($9 × 2).", 1.0),
+        ("3", "She has 12 apples left (15 - 3).", 0.0),
+        # a parenthetical that gives the answer stays
+        ("12", "Total: 5 + 7 (= 12)", 1.0),
+        ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
+        ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
+    ],
+)
+def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
 
@@ -512,6 +532,8 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
         "Answer:\n" * 100_000 + "7",
         "one a million " * 50_000 + "\nThe answer is 7",
         "1 in 4 " * 50_000 + "1 in" + " " * 100_000 + "\nThe answer is 7",
+        "7 (" + "1 + " * 100_000 + "1)",
+        "(" * 100_000 + "7",
     ],
 )
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:

@@ -7,7 +7,8 @@
   self-correction ("Wait, no: it is 14", "Corrected: 14") (after its last `=` when the
   marker's sentence holds an equation, or alone on the next line when the marker ends its
   line; not one the marker rules out, "answer is not 41", nor the first operand of
-  arithmetic, "3 more than 9"), else the last number in the output. Two numbers as the
+  arithmetic, "3 more than 9"), else the last number in the output (before a closing
+  parenthetical that shows the working: "12 apples (15 - 3)."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
   and times or ratios ("3:30") are ambiguous. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
@@ -207,6 +208,9 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     first_line = _lone_first_line(text)
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
+    working = _working_at_the_end(text)
+    if working is not None and any(number.end() <= working for number in numbers):
+        numbers = [number for number in numbers if number.end() <= working]
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
         return None, f"{hedge} at the end"
@@ -217,6 +221,21 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
         word = words[-1].lower()
         return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
     return None, ""
+
+
+# A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
+# "x = 5 (since 2x = 10)". One that restates the answer, "(= 12)", "(i.e. 12)", stays.
+_WORKING = re.compile(
+    r"\((?:\s*(?:since|because|as|from)\b[^()]*"
+    r"|\s*\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+\s*)\)[\s.!*_$]*",
+    re.IGNORECASE,
+)
+
+
+def _working_at_the_end(text: str) -> int | None:
+    """Where a parenthetical ending the output that only shows the working starts."""
+    start = text.rfind("(")
+    return start if start >= 0 and _WORKING.fullmatch(text, start) else None
 
 
 def _number_after_marker(
