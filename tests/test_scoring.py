@@ -725,6 +725,8 @@ def test_exact_grader_rejects(output: str) -> None:
         "Answer: ollhe\n\nThe word 'hello' backwards is NOT 'olleh'.",
         "**olleh** is wrong; the answer is: ollhe",
         "Input: 'olleh'\nOutput: ollhe",
+        "olleh\n\nWait, no, it's ollhe.",  # a self-correction is the answer
+        'olleh\n\nHmm, let me reconsider: actually it is "ollhe".',
     ],
 )
 def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) -> None:
@@ -743,6 +745,10 @@ def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) ->
         "```text\nolleh\n```",
         "The answer is:\n```\nolleh\n```",
         "Answer:\n```text\nolleh\n```\nDone.",
+        "ollhe\n\nWait, no, it's olleh.",
+        "The answer is ollhe. Wait, it should be olleh.",
+        "Sorry, I meant olleh.",
+        "Actually, it's simple: reverse the letters.\nolleh",
     ],
 )
 def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:

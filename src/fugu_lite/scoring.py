@@ -26,7 +26,8 @@
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, a leading bullet or quote "- tac", "> tac", an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
-  the text after the last answer marker ("Answer:", "The answer is", "Output:"), the last
+  the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
+  self-correction "Wait, no, it's tac"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
   last quoted text, the last fenced block and the text after the last line's label or
   arrow or "=" ("Reversed: tac", "c-a-t → tac", "S + C + D = SCD") are tried; when the
@@ -836,7 +837,10 @@ def _quoted_texts(text: str) -> list[str]:
 
 # "The answer is: X", "**Answer**: X", "Output: X" (the exact grader's own markers: the
 # choice grader reads option texts through `answer_candidates`)
-_EXACT_MARKER = re.compile(r"(?:answer|result|output)[*_]*\s*(?:is\b|[:=])[\s:]*", re.IGNORECASE)
+# and a self-correction ("tca\n\nWait, no, it's tac.": the correction is the answer)
+_EXACT_MARKER = re.compile(
+    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{_SELF_CORRECTION})[\s:]*", re.IGNORECASE
+)
 _QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
 _CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
 # "Reversed: tac", "c-a-t → tac", "S + C + D = SCD" (not "==", "<=", ">=")
