@@ -762,6 +762,8 @@ def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:
         ("Reversed: olleh", 1.0),
         ("h-e-l-l-o -> o-l-l-e-h → olleh", 1.0),
         ("o + l + l + e + h = olleh", 1.0),
+        ("**Reversed word:** olleh", 1.0),
+        ("__Reversed:__ olleh", 1.0),
         ("The answer is: o+l+l+e+h = olleh", 1.0),
         ("reverse(hello) == olleh", 0.0),  # a comparison, not a result
         ("olleh = ollhe", 0.0),

@@ -844,7 +844,7 @@ _EXACT_MARKER = re.compile(
 _QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
 _CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
 # "Reversed: tac", "c-a-t → tac", "S + C + D = SCD" (not "==", "<=", ">=")
-_LABEL_END = re.compile(r":\s|→|->|=>|⇒|(?<![<>=!])=(?![=>])")
+_LABEL_END = re.compile(r":[*_]*\s|→|->|=>|⇒|(?<![<>=!])=(?![=>])")  # "**Reversed:** tac"
 
 
 def _after_label(line: str) -> str | None:
