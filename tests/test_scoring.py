@@ -790,6 +790,26 @@ def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
     assert run(task, "**apple**").score == 1.0
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("olleh", "The answer is olleh (o-l-l-e-h).", 1.0),
+        ("olleh", "olleh (hello reversed)", 1.0),
+        ("o", "o (as in hello)", 1.0),
+        ("olleh", "**olleh** (o-l-l-e-h)", 1.0),
+        # a note that may take the answer back or give another
+        ("ollhe", "ollhe (no wait, olleh)", 0.0),
+        ("olleh", "olleh (or maybe ollhe)", 0.0),
+        ("ollhe", "ollhe (the answer is olleh)", 0.0),
+    ],
+)
+def test_exact_grader_reads_an_answer_before_a_closing_note(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(exact_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_a_minus_sign_is_no_bullet() -> None:
     assert run(exact_task("-5"), "-5").score == 1.0
     assert run(exact_task("5"), "-5").score == 0.0

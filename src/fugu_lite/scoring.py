@@ -24,7 +24,8 @@
   option. Two different letters with no answer marker ("A or B", "(A) ... (C)") are
   ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
-  punctuation, a leading bullet or quote "- tac", "> tac", an "Answer:" prefix; case too
+  punctuation, a leading bullet or quote "- tac", "> tac", a closing note "tac (reversed)"
+  unless it may retract the answer, an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
   self-correction "Wait, no, it's tac"), the last
@@ -913,6 +914,25 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
     return candidates
 
 
+# A note that may take the answer back or give another: "tca (no wait, tac)", "tac (or cta)"
+_RETRACTING_NOTE = re.compile(
+    r"\b(?:no|not|wait|actually|sorry|correct\w*|or|rather|instead|but|answer\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def _without_closing_note(text: str) -> str | None:
+    """The text before a closing parenthetical note ("tac (reversed from cat)." -> "tac"),
+    or None when there is none, or when the note may retract or change the answer."""
+    text = text.rstrip().rstrip(".!*_ ")
+    start = text.rfind("(")
+    if not text.endswith(")") or start <= 0 or ")" in text[start:-1]:
+        return None
+    if _RETRACTING_NOTE.search(text, start):
+        return None
+    return text[:start]
+
+
 def grade_exact(task: Task, output: str) -> Grade:
     if task.answer is None:
         return cannot_grade("the exact grader needs the task's answer")
@@ -922,6 +942,9 @@ def grade_exact(task: Task, output: str) -> Grade:
     for name, candidate in exact_candidates(output, task.prompt_text()).items():
         if _normalise(candidate, task.case_sensitive) == expected:
             return Grade(score=1.0, detail=f"{name} matches {task.answer!r}")
+        noted = _without_closing_note(candidate)
+        if noted is not None and _normalise(noted, task.case_sensitive) == expected:
+            return Grade(score=1.0, detail=f"{name}, without its note, matches {task.answer!r}")
     shown = _normalise(output, True)
     return wrong(f"no match for {task.answer!r} in {shown[:80]!r}")
 
