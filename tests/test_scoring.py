@@ -293,6 +293,13 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
         ("The answer is 12. Hmm, actually, let me recount. The answer should be 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOn second thought, the answer must be 14.", 0.0, 1.0),
         ("Answer: 12 ❌ → Corrected: 14", 0.0, 1.0),
+        # a retraction takes back the answer before it, a first line's or a marker's
+        ("12\n\nWait, actually 14.", 0.0, 1.0),
+        ("12\n\nNo wait, 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
+        ("The answer is 12. Wait, no, I made a mistake: 10 + 4 = 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nWait, let me verify: 12 apples + 2 pears = 14 fruits.", 1.0, 0.0),
+        ("The answer is 12. If you got 14, that's wrong.", 1.0, 0.0),
         # no correction: the answer stands
         ("The answer is 12. No, it's not 14.", 1.0, 0.0),
         ("The answer is 12. No, 14 does not work.", 1.0, 0.0),

@@ -204,10 +204,11 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
         if numbers:
             return _found(numbers[0]), "after ####"
     numbers = _numbers(text)
-    after_marker = _number_after_marker(text, numbers)
+    retracted = _retracted_before(text, numbers)
+    after_marker = _number_after_marker(text, numbers, retracted)
     if after_marker is not None:
         return after_marker
-    first_line = _lone_first_line(text)
+    first_line = _lone_first_line(text) if retracted == 0 else None
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
     working = _working_at_the_end(text)
@@ -240,21 +241,41 @@ def _working_at_the_end(text: str) -> int | None:
     return start if start >= 0 and _WORKING.fullmatch(text, start) else None
 
 
+# The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
+# Oops, I miscounted: there are 5." (not a mere check: "Wait, let me verify: 1 + 2 = 3")
+_RETRACTION = re.compile(
+    r"\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
+    r"|I\s+(?:miscounted|miscalculated)|(?:that's|that\s+is|this\s+is|I\s+was)\s+(?:wrong|"
+    r"incorrect))\b",
+    re.IGNORECASE,
+)
+
+
+def _retracted_before(text: str, numbers: list[re.Match[str]]) -> int:
+    """Where the last retraction followed by a number starts (0 when none): answers given
+    before it (a marker's, a first line's) are taken back."""
+    retractions = list(_RETRACTION.finditer(text))
+    if not retractions or not numbers or numbers[-1].start() < retractions[-1].end():
+        return 0
+    return retractions[-1].start()
+
+
 def _number_after_marker(
-    text: str, numbers: list[re.Match[str]]
+    text: str, numbers: list[re.Match[str]], retracted: int = 0
 ) -> tuple[FoundNumber | None, str] | None:
     """The first number in the sentence of the last answer marker that has one (after the
     sentence's last '=' when it holds one), or alone on the next line when the marker ends
     its line. (None, why) when that number is no answer by itself: one of two ("5 or 7",
     "3:30"), or, with no number after it, an operand ("3 more than 9") or a number the
-    marker rules out ("not 41"). None when no marker has one, or when the usual rules
+    marker rules out ("not 41"). Markers before `retracted` are taken back. None when no
+    marker has one, or when the usual rules
     should find the number after such an operand or ruled-out number. Positions are looked
     up, not searched again for each marker: an output repeating "the answer is" 100,000
     times takes linear time."""
     starts = [number.start() for number in numbers]
     sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
     equals = [equal.start() for equal in re.finditer("=", text)]
-    for marker in reversed(list(_ANSWER_MARKER.finditer(text))):
+    for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
         start = marker.end()
         blank = _BLANK_OR_MARKUP.match(text, start)
         line_start = blank.end() if blank else start
