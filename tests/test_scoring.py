@@ -615,6 +615,9 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("Answer: The tallest is Bob, so B.", "B"),
         ("A) Ann - no\nB) Bob - yes\nC) Cal - no\n\nSo B.", "B"),
         ("Ann is 150 and Cal 170, so C is taller than A. Bob is 190. Thus, **B**.", "B"),
+        ("B (Bob is the tallest)", "B"),
+        ("Result: B", "B"),
+        ("The result is B.", "B"),
         # "so" before a letter inside a sentence is no conclusion
         ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
     ],

@@ -671,6 +671,7 @@ def _unlatex(text: str) -> str:
 
 _CHOICE_MARKER = re.compile(
     r"(?:(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?"  # <answer>B
+    r"|result\s*(?:is|:)"
     r"|\b(?:choose|select|pick|go with)\b"  # "I would choose B"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     rf"|{_SELF_CORRECTION})\s*"
@@ -732,7 +733,10 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     is_correct = list(_LETTER_IS_CORRECT.finditer(text))
     if is_correct:
         return is_correct[-1].group("letter"), "'X is correct'"
-    first_line = choice_letter(text.splitlines()[0].strip("*_ `"))
+    line = text.splitlines()[0]
+    first_line = choice_letter(line.strip("*_ `")) or choice_letter(
+        (_without_closing_note(line) or "").strip("*_ `")
+    )  # "B (Bob is the tallest)"
     if first_line:  # "C" then an explanation that mentions other options
         return first_line, "a first line holding only a letter"
     bracketed = {m.upper() for m in re.findall(r"\(([A-Ea-e])\)", text)}
