@@ -479,6 +479,27 @@ def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
     assert (result.score, result.error) == (score, None), result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # the grader does not compute π or roots: their coefficient or radicand is no answer
+        ("4", r"The answer is $\boxed{4\pi}$.", 0.0),
+        ("3", r"\boxed{2\sqrt{3}}", 0.0),
+        ("4", "The area is 4π.", 0.0),
+        ("3", "x = 2√3", 0.0),
+        ("2", r"x = \sqrt{2}", 0.0),
+        # a value given after them counts
+        ("12.566", "The area is 4π ≈ 12.566.", 1.0),
+        ("12.57", r"The area is $4\pi \approx 12.57$.", 1.0),
+        ("9", r"The answer is \sqrt{81} = 9.", 1.0),
+        ("3", "The answer is √9 = 3", 1.0),
+    ],
+)
+def test_a_symbolic_answer_is_not_its_coefficient(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_subtraction_is_not_a_negative_number() -> None:
     assert run(number_task("5"), "10-5=5").score == 1.0
 

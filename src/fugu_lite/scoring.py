@@ -15,9 +15,9 @@
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
   "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a reference in
-  millions), "1 in 4" (a chance: 1/4) and "negative 7" is -7. Equal when within 1e-6 relative,
-  or when the output rounds the reference at the number of decimals it shows (2 or more),
-  e.g. 0.33 for 1/3.
+  millions), "1 in 4" (a chance: 1/4) and "negative 7" is -7. A symbolic answer ("4π",
+  "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative, or when the output
+  rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
   choose B", "So B.", "(B)", "B) foo", a line holding just "B", or the text of exactly one
@@ -163,6 +163,8 @@ class FoundNumber(BaseModel):
     decimals: int
     percent: bool = False
     """Written with a percent sign: "50%" is also read as 0.5 (see `numbers_match`)."""
+    symbolic: bool = False
+    """A coefficient or radicand of π or a root ("4π", "2√3", "\\sqrt{2}"): no answer."""
     as_written: tuple[float, int] | None = None
     """The value and decimals before a magnitude word or suffix (2.5 of "2.5 million"), also
     read: an answer in millions matches a reference counted in millions."""
@@ -176,6 +178,8 @@ def grade_number(task: Task, output: str) -> Grade:
     if found is None:
         return wrong(source or "no number in the output")
     detail = f"extracted {_clip(found.text)!r} ({source}); expected {task.answer}"
+    if found.symbolic:  # "4π", "2√3": the grader does not compute them
+        return wrong(f"{detail}; it is part of a symbolic answer (π or a root), not a number")
     answer = (task.answer or "").strip()
     matched = numbers_match(found, reference, _decimals(answer), answer.endswith("%"))
     return Grade(score=1.0 if matched else 0.0, detail=detail)
@@ -187,6 +191,9 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     text = _normalise_number_text(output)
     boxed = last_boxed(text)
     if boxed is not None:
+        if _SYMBOL_AFTER.search(boxed):
+            shown = _clip(boxed.strip())
+            return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
         boxed = _unlatex(boxed)
         numbers = _numbers(boxed)
         hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
@@ -468,6 +475,18 @@ def _is_number(match: re.Match[str]) -> bool:
     return not (zero and power is not None and int(power) < 0)
 
 
+_SYMBOL_AFTER = re.compile(r"\s?(?:π|√|\\pi(?![a-zA-Z])|\\sqrt)")
+_SYMBOL_BEFORE = re.compile(r"(?:√|\\sqrt\s?(?:\[\d+\])?\{?)\s?$")
+
+
+def _is_symbolic(match: re.Match[str]) -> bool:
+    text = match.string
+    return bool(
+        _SYMBOL_AFTER.match(text, match.end())
+        or _SYMBOL_BEFORE.search(text, max(0, match.start() - 12), match.start())
+    )
+
+
 def _found(match: re.Match[str]) -> FoundNumber:
     body = match.group("body").replace(",", "")
     value = _exact_value(body)
@@ -490,6 +509,7 @@ def _found(match: re.Match[str]) -> FoundNumber:
             text=match.group(0).strip(),
             decimals=decimals,
             percent=match.group("percent") is not None,
+            symbolic=_is_symbolic(match),
         )
     digits = _MAGNITUDES[magnitude.lower()]
     return FoundNumber(
