@@ -505,6 +505,22 @@ def test_subtraction_is_not_a_negative_number() -> None:
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("-7", "The temperature is minus 7 degrees.", 1.0),
+        ("-7", "The answer is minus 7.", 1.0),
+        ("7", "The answer is minus 7.", 0.0),
+        ("3", "10 minus 7 is 3.", 1.0),  # a subtraction, not a sign
+        ("10", "The answer is 10  minus 7.", 0.0),
+        ("3", "$10 minus $7 = $3", 1.0),
+    ],
+)
+def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output"),
     [
         ("7", "It takes 5-7 days"),  # a range hedges

@@ -15,7 +15,7 @@
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
   "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a reference in
-  millions), "1 in 4" (a chance: 1/4) and "negative 7" is -7. A symbolic answer ("4π",
+  millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7. A symbolic answer ("4π",
   "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative, or when the output
   rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
@@ -113,7 +113,8 @@ async def grade(
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?<!\^)(?<!\^\s)"  # "cm^2" has no number 2
-    r"(?P<sign>-|(?<![\w-])(?i:negative)\s)?(?P<dollar>\$\s?)?"
+    # "negative 7", "minus 7" ("10 minus 7" is a subtraction)
+    r"(?P<sign>-|(?<![\w-])(?<!\d\s)(?<!\d\s\s)(?i:negative|minus)\s)?(?P<dollar>\$\s?)?"
     r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     # 1e6, 1.5 x 10^6, 2^10, 10**3
     r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
