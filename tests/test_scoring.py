@@ -655,6 +655,11 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("B (Bob is the tallest)", "B"),
         ("Result: B", "B"),
         ("The result is B.", "B"),
+        # a choice ruled out is not the answer
+        ("I cannot choose A because Ann is short. (B) Bob.", "B"),
+        ("I wouldn't pick A. (B) Bob.", "B"),
+        ("Don't select A; B is correct.", "B"),
+        ("We should not go with C. B is the answer.", "B"),
         # "so" before a letter inside a sentence is no conclusion
         ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
     ],

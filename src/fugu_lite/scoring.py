@@ -693,7 +693,8 @@ def _unlatex(text: str) -> str:
 _CHOICE_MARKER = re.compile(
     r"(?:(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?"  # <answer>B
     r"|result\s*(?:is|:)"
-    r"|\b(?:choose|select|pick|go with)\b"  # "I would choose B"
+    # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
+    r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     rf"|{_SELF_CORRECTION})\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
