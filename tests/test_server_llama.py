@@ -289,6 +289,25 @@ def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> Non
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_null_optional_fields_of_a_function_are_absent_as_openai_reads_them(live: Live) -> None:
+    """OpenAI reads `"description": null` (and `"parameters": null`) in a function
+    definition as no description (no parameters); llama.cpp's server refuses the null, so a
+    local worker's answer was a 400 (and `"parameters": null` was refused by fugu-lite)."""
+    client = live.client()
+    add = {"name": "add", "description": None, "parameters": None, "strict": None}
+    tool = {"type": "function", "function": add}
+    for stream in (False, True):
+        for params in [
+            {"tools": [tool]},
+            {"tools": [tool], "tool_choice": {"type": "function", "function": {"name": "add"}}},
+            {"extra_body": {"functions": [add], "function_call": {"name": "add"}}},
+        ]:
+            raw = ask(client, "Add 2 and 3.", max_tokens=30, stream=stream, **params)
+            assert raw.headers["x-fugu-worker"] in WORKERS
+    health = live.health()
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_an_empty_stop_string_is_ignored_as_openai_does(live: Live) -> None:
     """llama.cpp stops at an empty stop string before the first token: `stop: [""]` or
     `stop: ""` (which OpenAI ignores) gave an empty answer."""

@@ -251,7 +251,8 @@ class ChatCompletionRequest(BaseModel):
                     'its \'name\', e.g. {"type": "function", "function": {"name": "add", '
                     '"parameters": {...}}}'
                 )
-            if not isinstance(function.get("parameters", {}), dict):
+            parameters = function.get("parameters")  # null: absent, as OpenAI reads it
+            if parameters is not None and not isinstance(parameters, dict):
                 raise ValueError(f"tools[{index}].function.parameters must be a JSON schema object")
         return tools
 

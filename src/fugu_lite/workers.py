@@ -147,7 +147,8 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
     - `logprobs: true` alone returns no logprobs there: it needs `top_logprobs` (0 = the
       chosen tokens' only, OpenAI's default);
     - a function tool (or a deprecated `functions` entry) without `parameters` (optional
-      in OpenAI's API, a 500 there) gets the empty object schema;
+      in OpenAI's API, a 500 there) gets the empty object schema, and its null keys
+      (`"description": null`, OpenAI's "absent") are left out;
     - `tool_choice: "required"` is ignored there (the model may answer in text); with a
       single function tool it is the same as naming that tool, which llama.cpp enforces.
       (Several tools, or tools other than functions, go to other workers: see
@@ -215,11 +216,13 @@ def llama_cpp_request_problem(body: dict[str, Any]) -> str | None:
 
 
 def with_parameters(function: object) -> object:
-    """A function definition (of a tool, or a deprecated `functions` entry) with the empty
-    object schema where it has no `parameters`."""
-    if not isinstance(function, dict) or "parameters" in function:
+    """A function definition (of a tool, or a deprecated `functions` entry) without its null
+    keys (OpenAI reads `"description": null` as no description; llama.cpp's server refuses
+    it) and with the empty object schema where it has no `parameters`."""
+    if not isinstance(function, dict):
         return function
-    return {**function, "parameters": EMPTY_PARAMETERS}
+    present = {key: value for key, value in function.items() if value is not None}
+    return present if "parameters" in present else {**present, "parameters": EMPTY_PARAMETERS}
 
 
 def local_worker_gaps(params: dict[str, Any]) -> list[str]:
