@@ -392,6 +392,49 @@ def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live:
     assert ask(client, MATH).parse().choices[0].message.content
 
 
+def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: Live) -> None:
+    """llama-cpp-python's grammar converter writes a name's or value's JSON form into the
+    grammar with its backslashes unescaped: a newline or tab in a property name or enum
+    came out raw (the answer was not valid JSON), a backslash or an emoji gave another
+    value, and a backspace made the grammar fail to parse, killing the server process."""
+    client = live.client()
+
+    def answer(schema: dict) -> dict:
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        return {"response_format": spec, "max_tokens": 30}
+
+    one_of = {"type": "object", "properties": {"v": {"enum": ["C:\\temp", "D:\\temp"]}},
+              "required": ["v"]}  # fmt: skip
+    cases = [
+        (answer({"type": "object", "properties": {"a\nb": {"type": "string"}}}),
+         ".properties.a\\nb", "a control character (\\n)"),
+        (answer({"type": "object", "properties": {"v": {"enum": ["a\tb", "c"]}}}),
+         ".properties.v.enum", "a control character (\\t)"),
+        (answer(one_of), ".properties.v.enum", "a backslash (\\)"),
+        (answer({"type": "object", "properties": {"v": {"const": "smile \U0001f600"}}}),
+         ".properties.v.const", "a character beyond U+FFFF"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a\bb": {"type": "string"}}}}}],
+          "tool_choice": {"type": "function", "function": {"name": "f"}}},
+         "tools[0].function.parameters.properties.a\\bb", "a control character (\\b)"),
+    ]  # fmt: skip
+    for params, where, character in cases:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, stream=stream, **params)
+            assert error.value.body["code"] == "unsupported_parameter"
+            assert where in error.value.body["message"]
+            assert character in error.value.body["message"]
+    # What the converter renders well still reaches a worker: non-ASCII below U+10000.
+    fine = answer({"type": "object", "properties": {"v": {"enum": ["caf\u00e9", "th\u00e9"]}},
+                   "required": ["v"]})  # fmt: skip
+    completion = ask(client, "Pick one.", **fine).parse()
+    assert json.loads(completion.choices[0].message.content or "")["v"] in ("caf\u00e9", "th\u00e9")
+    time.sleep(0.5)  # a crashed server takes a moment to exit
+    assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
+    assert live.health()["status"] == "ok"
+
+
 def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Live) -> None:
     """llama-cpp-python's server answers a streamed prompt longer than its context with an
     empty 200 stream: it was a 502 that charged every worker's circuit."""

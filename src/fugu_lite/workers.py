@@ -21,7 +21,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import openai
@@ -229,8 +229,8 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     """What a request asks that a local llama.cpp worker cannot give (it would answer
     something else, a 500, or crash): audio output, tools other than functions, a
     tool_choice that is not a mode or a named function, tool_choice "required" among
-    several tools, a raw GBNF `grammar`, both tools and functions, a schema with a double
-    quote in a name or literal."""
+    several tools, a raw GBNF `grammar`, both tools and functions, a schema with a name or
+    literal that llama.cpp's grammar converter mangles (`unrenderable_literal`)."""
     gaps = []
     if params.get("grammar") is not None:
         gaps.append(
@@ -253,11 +253,13 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
             "the tools with the functions; send the functions as tools)"
         )
     for where, schema in grammar_schemas(params):
-        quoted = quote_in_literal(schema)
-        if quoted is not None:
+        found = unrenderable_literal(schema)
+        if found is not None:
+            path, character = found
             gaps.append(
-                f'a JSON schema with a double quote (") in a property name or an enum/const '
-                f"string ({where}{quoted}; llama-cpp-python's server crashes on it)"
+                f"a JSON schema with {character} in a property name or an enum/const string "
+                f"({where}{path}; llama-cpp-python's grammar converter mangles it: its server "
+                "crashes, or answers invalid JSON or another name or value)"
             )
     if choice == "required" and len(tools) > 1:
         gaps.append(
@@ -298,20 +300,57 @@ def grammar_schemas(params: dict[str, Any]) -> list[tuple[str, Any]]:
     return schemas
 
 
-def quote_in_literal(schema: Any) -> str | None:
-    """The path of the first property name or enum/const string holding a double quote:
-    llama-cpp-python's grammar converter escapes its JSON form badly, the grammar does not
-    parse, and its server process crashes."""
+def unrenderable_literal(schema: Any) -> tuple[str, str] | None:
+    """(path, the character) of the first property name or enum/const string that
+    llama-cpp-python's grammar converter mangles, None when there is none. It writes the
+    JSON form of the text into a GBNF literal without escaping its backslashes, so GBNF
+    reads JSON's escapes as its own: a double quote ends the literal early and `\\b` or
+    `\\f` are unknown escapes (the grammar does not parse; its server process crashes), a
+    newline, tab or other control character becomes the raw character (the answer is not
+    valid JSON), a backslash escapes the next character, and a character beyond U+FFFF
+    (an emoji: a surrogate pair in JSON) is lost (the answer holds another name or value)."""
     for path, node in schema_nodes(schema):
         properties = node.get("properties")
         for name in properties if isinstance(properties, dict) else {}:
-            if '"' in name:
-                return f"{path}.properties.{name}"
+            character = unrenderable_character(name)
+            if character is not None:
+                shown = json.dumps(name, ensure_ascii=False)[1:-1]
+                return f"{path}.properties.{shown}", character
         enum = node.get("enum")
         values = enum if isinstance(enum, list) else []
         for keyword, value in [*(("enum", v) for v in values), ("const", node.get("const"))]:
-            if '\\"' in json.dumps(value):
-                return f"{path}.{keyword}"
+            for text in json_texts(value):
+                character = unrenderable_character(text)
+                if character is not None:
+                    return f"{path}.{keyword}", character
+    return None
+
+
+def json_texts(value: Any) -> Iterator[str]:
+    """Every string in a JSON value: itself, its items, its objects' keys and values."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from json_texts(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from json_texts(item)
+
+
+def unrenderable_character(text: str) -> str | None:
+    """The first character of `text` that llama-cpp-python's grammar converter mangles in
+    a literal (see unrenderable_literal), described for a user; None when there is none."""
+    for character in text:
+        if character == '"':
+            return 'a double quote (")'
+        if character == "\\":
+            return "a backslash (\\)"
+        if ord(character) < 0x20:
+            return f"a control character ({json.dumps(character)[1:-1]})"
+        if ord(character) > 0xFFFF:
+            return f"a character beyond U+FFFF ({character}, U+{ord(character):X})"
     return None
 
 
