@@ -308,6 +308,24 @@ def test_null_optional_fields_of_a_function_are_absent_as_openai_reads_them(live
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_logit_bias_key_beyond_the_vocabulary_is_refused(live: Live) -> None:
+    """llama.cpp's server ignored a logit_bias holding a token id beyond its model's
+    vocabulary (SmolLM2's 49152 tokens), and with it every other bias of the request, where
+    OpenAI answers 400."""
+    client = live.client()
+    for stream in (False, True):
+        for bias in ({"49152": 5}, {"198": -100, "99999999": 1}):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, logit_bias=bias, stream=stream)
+            message = error.value.body["message"]
+            assert max(bias, key=int) in message and "49152 tokens" in message
+    # The last token id of the vocabulary is one: a bias on it is honoured.
+    for stream in (False, True):
+        assert ask(client, MATH, logit_bias={"49151": 1}, stream=stream).headers["x-fugu-worker"]
+    health = live.health()
+    assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
+
+
 def test_an_empty_stop_string_is_ignored_as_openai_does(live: Live) -> None:
     """llama.cpp stops at an empty stop string before the first token: `stop: [""]` or
     `stop: ""` (which OpenAI ignores) gave an empty answer."""

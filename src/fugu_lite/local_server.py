@@ -13,7 +13,9 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import functools
 import importlib.util
+import logging
 import os
 import signal
 import socket
@@ -51,6 +53,29 @@ def check_llama_cpp_installed() -> None:
             "`.venv/bin/pip install 'llama-cpp-python[server]'` (builds from source, a few "
             "minutes), or give the worker a remote base_url instead of `local:`"
         )
+
+
+@functools.cache
+def vocab_size(gguf: Path) -> int | None:
+    """How many tokens the GGUF's vocabulary has (its vocabulary only is loaded, ~0.3 s),
+    None if llama.cpp cannot read it."""
+    import llama_cpp
+
+    quiet = logging.getLogger("llama-cpp-python")  # llama.cpp's load log goes through it
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        model = llama_cpp.llama_model_load_from_file(str(gguf).encode(), params)
+        if not model:
+            return None
+        try:
+            return int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)))
+        finally:
+            llama_cpp.llama_model_free(model)
+    finally:
+        quiet.setLevel(level)
 
 
 def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig) -> list[str]:

@@ -29,13 +29,14 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
 from pydantic import BaseModel, ValidationError
 
-from .local_server import LocalServer, start_local_servers, stop_local_servers
+from .local_server import LocalServer, start_local_servers, stop_local_servers, vocab_size
 from .pool import (  # re-exported: the pool's config types belong to this interface too
     LocalServerConfig,
     PoolConfig,
     WorkerConfig,
     embedded_pool_config,
     load_pool_config,
+    resolve_gguf,
 )
 from .schemas import parts_text, text_only
 from .server_schemas import schema_nodes
@@ -365,12 +366,16 @@ class WorkerPool:
         self._keys: dict[str, str] = {}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self.servers: dict[str, LocalServer] = {}
+        self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
 
     async def __aenter__(self) -> WorkerPool:
         self._keys = {worker.id: _read_key(worker) for worker in self.config.workers}
         self.servers = await start_local_servers(self.config.workers)
         if self.servers:
             llama_cpp_request_model()  # now, not on the event loop of the first request
+        for worker_id, server in self.servers.items():
+            gguf = resolve_gguf(server.config.gguf)
+            self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
         try:
             for worker in self.config.workers:
                 self._clients[worker.id] = self._new_client(worker)
@@ -646,16 +651,34 @@ class WorkerPool:
     def refused_locally(self, worker: WorkerConfig, body: dict[str, Any]) -> WorkerCallError | None:
         """A local worker's request that llama-cpp-python's server would refuse, as the 400
         it is: that server answers a request failing its own validation with a 500, which
-        would count against the worker as if it had failed."""
+        would count against the worker as if it had failed; and one with a logit_bias key
+        beyond its model's vocabulary, which it would silently ignore."""
         if worker.local is None:
             return None
-        problem = llama_cpp_request_problem(body)
+        problem = llama_cpp_request_problem(body) or self.unknown_token(worker, body)
         if problem is None:
             return None
         message = (
             f"worker {worker.id}: client: llama.cpp's server cannot take this request: {problem}"
         )
         return WorkerCallError("client", message, 400)
+
+    def unknown_token(self, worker: WorkerConfig, body: dict[str, Any]) -> str | None:
+        """A logit_bias key beyond the local worker's vocabulary: llama.cpp's server
+        ignores the whole logit_bias then (every bias of the request), where OpenAI refuses
+        the request."""
+        size = self.vocab_sizes.get(worker.id)
+        bias = body.get("logit_bias")
+        if size is None or not isinstance(bias, dict):
+            return None
+        for key in bias:
+            if str(key).isdigit() and int(key) >= size:
+                return (
+                    f"logit_bias key {key!r} is not a token id of its model, whose vocabulary "
+                    f"has {size} tokens (ids 0 to {size - 1}); use its token ids, or drop the "
+                    "key (llama.cpp would ignore every bias of the request)"
+                )
+        return None
 
     def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
         kind, detail, retry_after = classify_error(error)
