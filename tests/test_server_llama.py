@@ -607,6 +607,29 @@ def test_a_disconnecting_stream_frees_the_worker(live: Live) -> None:
     assert time.monotonic() - started < 3.0
 
 
+def test_a_client_leaving_a_long_answer_does_not_hold_up_the_next(live: Live) -> None:
+    """llama.cpp's server goes on generating a non-streamed answer whose client has gone
+    (it serves one request at a time): the next request to that worker waited for the
+    abandoned answer (here longer than the worker's 3 s timeout: a 502)."""
+    no_end = {"2": -100}  # SmolLM2's <|im_end|>: the answer runs to max_tokens
+    body = {
+        "model": MODEL, "messages": [{"role": "user", "content": "Count from 1 to 1000."}],
+        "max_tokens": 440, "logit_bias": no_end, "workers": ["smol-a"],
+    }  # fmt: skip
+    headers = {"authorization": f"Bearer {KEY}"}
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up: its connection closes
+        httpx.post(f"{live.thread.url}/v1/chat/completions", json=body, headers=headers,
+                   timeout=1.5)  # fmt: skip
+    deadline = time.monotonic() + 5
+    while live.state.in_flight and time.monotonic() < deadline:
+        time.sleep(0.02)
+    line = live.log_lines()[-1]
+    assert line["outcome"] == "client_disconnected" and not line["stream"]
+    raw = ask(live.client(), MATH, max_tokens=5, extra_body={"workers": ["smol-a"]}, timeout=60)
+    assert raw.headers["x-fugu-attempts"] == "smol-a:ok"
+    assert live.health()["workers"]["smol-a"]["consecutive_failures"] == 0
+
+
 def test_a_hung_worker_trips_the_circuit_breaker_and_comes_back(live: Live) -> None:
     client = live.client()
     pid = live.llama_pid("smol-b")

@@ -222,6 +222,18 @@ class LocalServer:
         if not self.keep_log:
             self.remove_log()
 
+    def kill(self) -> None:
+        """Stop at once (SIGKILL), dropping whatever the server is doing: SIGTERM lets
+        uvicorn finish the answer being generated first."""
+        self.stopped = True
+        process = self.process
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGKILL)
+            process.wait(timeout=5.0)
+        _running.discard(self)
+        if not self.keep_log:
+            self.remove_log()
+
     def remove_log(self) -> None:
         """Delete the log, also one kept after a failed start (a log kept when the process
         exits is removed by the next server start, see io.user_temp_folder)."""

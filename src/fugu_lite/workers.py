@@ -15,6 +15,7 @@ names; they are scrubbed from every error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -367,6 +368,8 @@ class WorkerPool:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self.servers: dict[str, LocalServer] = {}
         self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
+        self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
+        self._closing = False
 
     async def __aenter__(self) -> WorkerPool:
         self._keys = {worker.id: _read_key(worker) for worker in self.config.workers}
@@ -386,6 +389,11 @@ class WorkerPool:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._closing = True
+        for task in list(self._restarting.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         try:
             for client in self._clients.values():
                 await client.close()
@@ -416,6 +424,10 @@ class WorkerPool:
             "Last lines of its log:\n%s",
             worker_id, code, old.log_tail(),
         )  # fmt: skip
+        await self._start_again(worker_id)
+
+    async def _start_again(self, worker_id: str) -> None:
+        old = self.servers[worker_id]
         old.stop()
         old.remove_log()
         server = LocalServer(self.worker(worker_id))
@@ -432,6 +444,40 @@ class WorkerPool:
         self._clients[worker_id] = self._new_client(self.worker(worker_id))
         if previous is not None:
             await previous.close()
+
+    def stop_abandoned_answer(self, worker_id: str) -> None:
+        """A non-streamed call to a local worker was cancelled (its client left) while
+        llama.cpp generated the answer. Its server goes on generating it (it notices only a
+        stream's client leaving) and serves one request at a time, so every later request
+        to it waited for that answer: its process is killed and started again (about 2 s,
+        which later calls wait for; see `_ready_client`)."""
+        server = self.servers.get(worker_id)
+        if self._closing or worker_id in self._restarting or server is None:
+            return
+        if not server.is_alive():
+            return
+        logger.info(
+            "local worker %s: the caller of the answer it was generating is gone; its "
+            "llama.cpp server is started again to stop it", worker_id,
+        )  # fmt: skip
+        server.kill()
+        task = asyncio.create_task(self._start_again(worker_id))
+        self._restarting[worker_id] = task
+        task.add_done_callback(lambda done: self._restarted(worker_id, done))
+
+    def _restarted(self, worker_id: str, task: asyncio.Task[None]) -> None:
+        self._restarting.pop(worker_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("local worker %s did not start again: %s", worker_id, task.exception())
+
+    async def _ready_client(self, worker_id: str) -> AsyncOpenAI:
+        """The worker's client, once a restart of its server (stop_abandoned_answer) is
+        over."""
+        restarting = self._restarting.get(worker_id)
+        if restarting is not None:
+            with contextlib.suppress(Exception):  # it failed: the call says so
+                await asyncio.shield(restarting)
+        return self._client(worker_id)
 
     # -- lookup -----------------------------------------------------------------------
 
@@ -451,9 +497,10 @@ class WorkerPool:
         return worker.base_url
 
     def is_alive(self, worker_id: str) -> bool:
-        """False only when we know the worker is gone: its local server process exited."""
+        """False only when we know the worker is gone: its local server process exited
+        (and is not being started again after a call was abandoned)."""
         server = self.servers.get(worker_id)
-        return server is None or server.is_alive()
+        return server is None or server.is_alive() or worker_id in self._restarting
 
     def cost(self, worker_id: str, usage: Usage) -> float:
         worker = self.worker(worker_id)
@@ -506,6 +553,8 @@ class WorkerPool:
             attempt = 0
             while True:
                 attempt += 1
+                client = await self._ready_client(worker_id)
+                response = None
                 try:
                     async with asyncio.timeout(worker.timeout_s):
                         # The SDK's generic post: its auth, errors and timeouts, without
@@ -520,6 +569,10 @@ class WorkerPool:
                         attempts=attempt, raw=raw, started_at=started_at,
                         finished_at=time.time(),
                     )  # fmt: skip
+                except asyncio.CancelledError:
+                    if worker.local is not None and response is None:
+                        self.stop_abandoned_answer(worker_id)
+                    raise
                 except Exception as error:
                     kind, message, retry_after = self._describe(worker_id, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
@@ -558,6 +611,7 @@ class WorkerPool:
             attempt = 0
             while True:
                 attempt += 1
+                client = await self._ready_client(worker_id)
                 stream = None
                 try:
                     async with asyncio.timeout(worker.timeout_s):
