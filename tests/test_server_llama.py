@@ -326,6 +326,15 @@ def test_a_logit_bias_key_beyond_the_vocabulary_is_refused(live: Live) -> None:
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_an_empty_message_is_routed_and_answered(live: Live) -> None:
+    """`"content": ""` (OpenAI answers it) rendered to no tokens at all on a backbone that
+    adds none of its own: the router's forward pass failed, a 500 internal error."""
+    client = live.client()
+    for stream in (False, True):
+        raw = ask(client, "", stream=stream)
+        assert raw.headers["x-fugu-worker"] in WORKERS
+
+
 def test_an_empty_stop_string_is_ignored_as_openai_does(live: Live) -> None:
     """llama.cpp stops at an empty stop string before the first token: `stop: [""]` or
     `stop: ""` (which OpenAI ignores) gave an empty answer."""

@@ -107,7 +107,10 @@ class FeatureExtractor:
         return self._runtime
 
     def tokenize(self, prompts: Sequence[Prompt]) -> dict[str, torch.Tensor]:
-        texts = [render_prompt(prompt, self.backbone, self.model_cfg) for prompt in prompts]
+        # An empty conversation (`"content": ""`) would be no tokens at all on a backbone
+        # that adds none of its own (a decoder without its chat template): the forward pass
+        # fails on that alone, and pools padding beside other prompts. A space is one token.
+        texts = [render_prompt(prompt, self.backbone, self.model_cfg) or " " for prompt in prompts]
         return self.backbone.tokenizer(
             texts,
             padding=True,
