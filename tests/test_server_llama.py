@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -457,6 +458,39 @@ def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: L
                    "required": ["v"]})  # fmt: skip
     completion = ask(client, "Pick one.", **fine).parse()
     assert json.loads(completion.choices[0].message.content or "")["v"] in ("caf\u00e9", "th\u00e9")
+    time.sleep(0.5)  # a crashed server takes a moment to exit
+    assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
+    assert live.health()["status"] == "ok"
+
+
+def test_a_schema_pattern_llama_cpp_cannot_convert_never_reaches_a_worker(live: Live) -> None:
+    """llama-cpp-python's grammar converter copies a `pattern` into the grammar as it is:
+    `\\d` made the grammar fail to parse, and one request (falling back from worker to
+    worker) killed every local worker; it dropped the whole schema for a pattern not
+    anchored with ^ and $ (the answer was free JSON); a double quote gave invalid JSON."""
+    client = live.client()
+
+    def answer(pattern: str) -> dict:
+        schema = {"type": "object", "required": ["a"],
+                  "properties": {"a": {"type": "string", "pattern": pattern}}}  # fmt: skip
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        return {"response_format": spec, "max_tokens": 20}
+
+    for pattern, problem in [
+        ("^\\d{3}$", "backslash escape"),
+        ("[a-z]+", "not anchored"),
+        ('^"x$', "double quote"),
+    ]:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, stream=stream, **answer(pattern))
+            assert error.value.body["code"] == "unsupported_parameter"
+            message = error.value.body["message"]
+            assert "response_format.json_schema.schema.properties.a.pattern" in message
+            assert problem in message
+    # A pattern the converter takes still reaches a worker, which follows it.
+    completion = ask(client, "Give a word.", **answer("^[a-z]+$")).parse()
+    assert re.fullmatch("[a-z]+", json.loads(completion.choices[0].message.content or "")["a"])
     time.sleep(0.5)  # a crashed server takes a moment to exit
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"

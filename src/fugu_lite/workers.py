@@ -231,8 +231,9 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     """What a request asks that a local llama.cpp worker cannot give (it would answer
     something else, a 500, or crash): audio output, tools other than functions, a
     tool_choice that is not a mode or a named function, tool_choice "required" among
-    several tools, a raw GBNF `grammar`, both tools and functions, a schema with a name or
-    literal that llama.cpp's grammar converter mangles (`unrenderable_literal`)."""
+    several tools, a raw GBNF `grammar`, both tools and functions, a schema with a name,
+    literal or pattern that llama.cpp's grammar converter mangles (`unrenderable_literal`,
+    `unconvertible_pattern`)."""
     gaps = []
     if params.get("grammar") is not None:
         gaps.append(
@@ -263,6 +264,10 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 f"({where}{path}; llama-cpp-python's grammar converter mangles it: its server "
                 "crashes, or answers invalid JSON or another name or value)"
             )
+        found = unconvertible_pattern(schema)
+        if found is not None:
+            path, problem = found
+            gaps.append(f"a JSON schema `pattern` {problem} ({where}{path}.pattern)")
     if choice == "required" and len(tools) > 1:
         gaps.append(
             'tool_choice "required" among several tools (it would answer in text; name '
@@ -325,6 +330,36 @@ def unrenderable_literal(schema: Any) -> tuple[str, str] | None:
                 character = unrenderable_character(text)
                 if character is not None:
                     return f"{path}.{keyword}", character
+    return None
+
+
+def unconvertible_pattern(schema: Any) -> tuple[str, str] | None:
+    """(path, what is wrong and what llama.cpp does with it) of the first string `pattern`
+    that llama-cpp-python's grammar converter cannot turn into a grammar, None when there
+    is none. It takes only a pattern anchored with ^ and $ (it drops the whole schema for
+    another: the answer is free JSON), and copies a pattern's backslash escapes and
+    double quotes into the grammar as they are: `\\d` or `\\w` make the grammar fail to
+    parse (its server process crashes), others a raw newline or another character, and a
+    double quote invalid JSON."""
+    for path, node in schema_nodes(schema):
+        pattern = node.get("pattern")
+        if not isinstance(pattern, str):
+            continue
+        if not (pattern.startswith("^") and pattern.endswith("$")):
+            return path, (
+                "not anchored with ^ and $ (llama-cpp-python's grammar converter ignores the "
+                "whole schema then)"
+            )
+        if "\\" in pattern:
+            return path, (
+                "with a backslash escape, such as \\d or \\w (llama-cpp-python's grammar "
+                "converter mangles it: its server crashes, or answers another value)"
+            )
+        if '"' in pattern:
+            return path, (
+                "with a double quote (\") (llama-cpp-python's grammar converter mangles it: "
+                "the answer is not valid JSON)"
+            )
     return None
 
 
