@@ -496,6 +496,37 @@ def test_a_schema_pattern_llama_cpp_cannot_convert_never_reaches_a_worker(live: 
     assert live.health()["status"] == "ok"
 
 
+def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
+    """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
+    maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one
+    request (falling back from worker to worker) killed every local worker."""
+    client = live.client()
+
+    def answer(field: dict) -> dict:
+        schema = {"type": "object", "properties": {"a": field}, "required": ["a"]}
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        return {"response_format": spec, "max_tokens": 10}
+
+    for field, where, what in [
+        ({"type": "string", "maxLength": 3000}, ".a.maxLength", "0 to 3000 characters"),
+        ({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 10000},
+         ".a.maxItems", "2 to 10000 items"),
+        ({"type": "string", "pattern": "^[a-z]{1,5000}$"}, ".a.pattern", "{1,5000}"),
+    ]:  # fmt: skip
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, stream=stream, **answer(field))
+            assert error.value.body["code"] == "unsupported_parameter"
+            assert where in error.value.body["message"] and what in error.value.body["message"]
+    # A long but fixed length, or a thousand optional ones, still reach a worker.
+    for field in ({"type": "string", "minLength": 5000, "maxLength": 5000},
+                  {"type": "string", "maxLength": 1000}):  # fmt: skip
+        assert ask(client, MATH, **answer(field)).headers["x-fugu-worker"] in WORKERS
+    time.sleep(0.5)  # a crashed server takes a moment to exit
+    assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
+    assert live.health()["status"] == "ok"
+
+
 def test_a_prompt_over_the_context_is_the_clients_error_streamed_or_not(live: Live) -> None:
     """llama-cpp-python's server answers a streamed prompt longer than its context with an
     empty 200 stream: it was a 502 that charged every worker's circuit."""

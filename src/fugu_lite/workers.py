@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -268,6 +269,13 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
         if found is not None:
             path, problem = found
             gaps.append(f"a JSON schema `pattern` {problem} ({where}{path}.pattern)")
+        deep = deep_repetition(schema)
+        if deep is not None:
+            gaps.append(
+                f"a JSON schema allowing {deep[1]} ({where}{deep[0]}; llama-cpp-python nests "
+                f"one grammar group per optional repetition and its server crashes on more "
+                f"than about {MAX_OPTIONAL_REPEATS}; drop the limit or narrow it)"
+            )
     if choice == "required" and len(tools) > 1:
         gaps.append(
             'tool_choice "required" among several tools (it would answer in text; name '
@@ -361,6 +369,33 @@ def unconvertible_pattern(schema: Any) -> tuple[str, str] | None:
                 "the answer is not valid JSON)"
             )
     return None
+
+
+MAX_OPTIONAL_REPEATS = 1000  # 1000 worked with SmolLM2's server; 1500 crashed it
+BOUNDED_QUANTIFIER = re.compile(r"\{(\d+),(\d+)\}")  # a pattern's {m,n}
+LENGTH_LIMITS = (("minLength", "maxLength", "characters"), ("minItems", "maxItems", "items"))
+
+
+def deep_repetition(schema: Any) -> tuple[str, str] | None:
+    """(path, what) of the first string length, array size or pattern quantifier {m,n}
+    whose maximum exceeds its minimum by more than MAX_OPTIONAL_REPEATS, None when there is
+    none: llama-cpp-python writes each optional repetition as a group nested in the last,
+    and its grammar parser overflows its stack on a deep nesting (maxLength 1500)."""
+    for path, node in schema_nodes(schema):
+        for low_key, high_key, unit in LENGTH_LIMITS:
+            low, high = node.get(low_key, 0), node.get(high_key)
+            if is_count(high) and is_count(low) and high - low > MAX_OPTIONAL_REPEATS:
+                return f"{path}.{high_key}", f"{low} to {high} {unit}"
+        pattern = node.get("pattern")
+        quantifiers = BOUNDED_QUANTIFIER.findall(pattern) if isinstance(pattern, str) else []
+        for low_text, high_text in quantifiers:
+            if int(high_text) - int(low_text) > MAX_OPTIONAL_REPEATS:
+                return f"{path}.pattern", f"{{{low_text},{high_text}}} repetitions"
+    return None
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def json_texts(value: Any) -> Iterator[str]:
