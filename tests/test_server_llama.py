@@ -222,6 +222,28 @@ def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> N
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_streamed_tool_call_is_named_once_as_openai_streams_it(live: Live) -> None:
+    """llama.cpp's server repeats a streamed tool call's id, type and name in every delta;
+    OpenAI sends them in the first only, and the openai SDK's stream helper joins what the
+    deltas hold: the tool was called "addaddadd..." (so was a deprecated function_call)."""
+    client = live.client()
+    parameters = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    tool = {"type": "function", "function": {"name": "add", "parameters": parameters}}
+    with client.chat.completions.stream(
+        model=MODEL, messages=[{"role": "user", "content": "Add 2 and 3."}], max_tokens=20,
+        tools=[tool], tool_choice={"type": "function", "function": {"name": "add"}},  # type: ignore[list-item]
+    ) as stream:  # fmt: skip
+        calls = stream.get_final_completion().choices[0].message.tool_calls
+    assert calls and calls[0].function.name == "add"  # type: ignore[union-attr]
+    assert calls[0].id.count("call") == 1
+    with client.chat.completions.stream(
+        model=MODEL, messages=[{"role": "user", "content": "Add 2 and 3."}], max_tokens=20,
+        extra_body={"functions": [tool["function"]], "function_call": {"name": "add"}},
+    ) as stream:  # fmt: skip
+        message = stream.get_final_completion().choices[0].message
+    assert message.function_call is not None and message.function_call.name == "add"
+
+
 def test_a_legacy_function_call_turn_reaches_a_real_worker(live: Live) -> None:
     """OpenAI's deprecated function calling: an assistant `function_call` (content null),
     then a `function` message with the result; fugu-lite refused the role."""

@@ -706,10 +706,12 @@ class WorkerPool:
                             kind, message, status_code(error), error_code(error)
                         ) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
+            named: set[tuple[Any, Any]] = set()
+            shape = functools.partial(named_once, named=named) if worker.local else dict
             try:
-                yield first.model_dump(exclude_unset=True)
+                yield shape(first.model_dump(exclude_unset=True))
                 async for chunk in iterator:
-                    yield chunk.model_dump(exclude_unset=True)
+                    yield shape(chunk.model_dump(exclude_unset=True))
             except Exception as error:
                 kind, message, _ = self._describe(worker_id, error)
                 message = f"{message} (after the stream started)"
@@ -808,6 +810,30 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+def named_once(chunk: dict[str, Any], named: set[tuple[Any, Any]]) -> dict[str, Any]:
+    """A llama.cpp stream chunk with a tool call's id, type and function name (and a
+    deprecated function_call's name) left out after its first delta (`named` holds the
+    calls seen so far), as OpenAI streams them: llama.cpp repeats them in every delta, and
+    clients join what the deltas hold (the openai SDK's stream helper named the tool
+    "addaddadd...")."""
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        calls = [(call.get("index"), call) for call in delta.get("tool_calls") or []]
+        if isinstance(delta.get("function_call"), dict):
+            calls.append(("function_call", delta["function_call"]))
+        for index, call in calls:
+            key = (choice.get("index"), index)
+            if key not in named:
+                named.add(key)
+                continue
+            call.pop("id", None)
+            call.pop("type", None)
+            call.pop("name", None)  # a function_call's
+            if isinstance(call.get("function"), dict):
+                call["function"].pop("name", None)
+    return chunk
 
 
 def status_code(error: BaseException) -> int | None:
