@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
