@@ -124,7 +124,7 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
         and _same_backbone_weights(metadata, backbone)
     )
     if same and metadata.get(CODE_DIGEST_KEY) != code_digest():
-        console.print(
+        notes.print(
             f"{stage}: {folder} holds the {stage} of this config and these records, but "
             f"fugu-lite {__version__} with other sources trained it (the code changed since, "
             "e.g. in a checkout or an editable install); training it again",
