@@ -515,20 +515,22 @@ class WorkerPool:
         if previous is not None:
             await previous.close()
 
-    def stop_abandoned_answer(self, worker_id: str) -> None:
-        """A non-streamed call to a local worker was cancelled (its client left) while
-        llama.cpp generated the answer. Its server goes on generating it (it notices only a
-        stream's client leaving) and serves one request at a time, so every later request
-        to it waited for that answer: its process is killed and started again (about 2 s,
-        which later calls wait for; see `_ready_client`)."""
+    def stop_abandoned_answer(
+        self, worker_id: str, why: str = "the caller of the answer it was generating is gone"
+    ) -> None:
+        """A non-streamed call to a local worker was abandoned (its client left, or it timed
+        out) while llama.cpp generated the answer. Its server goes on generating it (it
+        notices only a stream's client leaving) and serves one request at a time, so every
+        later request to it waited for that answer: its process is killed and started again
+        (about 2 s, which later calls wait for; see `_ready_client`)."""
         server = self.servers.get(worker_id)
         if self._closing or worker_id in self._restarting or server is None:
             return
         if not server.is_alive():
             return
         logger.info(
-            "local worker %s: the caller of the answer it was generating is gone; its "
-            "llama.cpp server is started again to stop it", worker_id,
+            "local worker %s: %s; its llama.cpp server is started again to stop it",
+            worker_id, why,
         )  # fmt: skip
         server.kill()
         task = asyncio.create_task(self._start_again(worker_id))
@@ -645,6 +647,11 @@ class WorkerPool:
                     raise
                 except Exception as error:
                     kind, message, retry_after = self._describe(worker_id, error)
+                    if kind == "timeout" and worker.local is not None and not status_code(error):
+                        # Abandoned like a caller leaving: a retry or the next call would
+                        # wait behind the answer llama.cpp goes on generating.
+                        why = f"the answer it was generating took over {worker.timeout_s:g} s"
+                        self.stop_abandoned_answer(worker_id, why)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
