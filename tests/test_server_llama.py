@@ -245,6 +245,24 @@ def test_a_streamed_tool_call_is_named_once_as_openai_streams_it(live: Live) -> 
     assert message.function_call is not None and message.function_call.name == "add"
 
 
+def test_a_function_call_without_functions_leaves_tool_choice_alone(live: Live) -> None:
+    """A deprecated `function_call` ("auto" or "none") beside `tools` (clients that send both
+    styles) governs no function, but llama.cpp's server put it in place of tool_choice: a
+    tool named in tool_choice (or "required" with one tool) was answered in text."""
+    client = live.client()
+    parameters = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    tool = {"type": "function", "function": {"name": "add", "parameters": parameters}}
+    named = {"type": "function", "function": {"name": "add"}}
+    for choice, call in [(named, "none"), (named, "auto"), ("required", "none")]:
+        completion = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Add 2 and 3."}], max_tokens=20,
+            tools=[tool], tool_choice=choice, extra_body={"function_call": call},  # type: ignore[arg-type, list-item]
+        )  # fmt: skip
+        calls = completion.choices[0].message.tool_calls
+        assert calls and calls[0].function.name == "add", (choice, call)  # type: ignore[union-attr]
+        assert isinstance(json.loads(calls[0].function.arguments)["a"], int)  # type: ignore[union-attr]
+
+
 def test_a_legacy_function_call_turn_reaches_a_real_worker(live: Live) -> None:
     """OpenAI's deprecated function calling: an assistant `function_call` (content null),
     then a `function` message with the result; fugu-lite refused the role."""

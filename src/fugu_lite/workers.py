@@ -157,8 +157,13 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
       (Several tools, or tools other than functions, go to other workers: see
       `local_worker_gaps`.)
     - an empty stop string, which OpenAI ignores, stops llama.cpp before the first token
-      (an empty answer): it is left out."""
+      (an empty answer): it is left out;
+    - the deprecated `function_call` ("none" or "auto": a name must be among `functions`)
+      without `functions` governs nothing, but llama.cpp's server puts it in place of
+      `tool_choice` (a named tool was not called): it is left out."""
     converted = dict(params)
+    if params.get("function_call") is not None and not params.get("functions"):
+        del converted["function_call"]
     stop = params.get("stop")
     stops = [stop] if isinstance(stop, str) else stop
     if isinstance(stops, list) and "" in stops:
