@@ -283,6 +283,26 @@ def test_a_legacy_function_call_turn_reaches_a_real_worker(live: Live) -> None:
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_a_malformed_legacy_function_call_turn_is_the_clients_400(live: Live) -> None:
+    """An assistant `function_call` without its arguments (or not an object) was sent to a
+    local worker, whose refusal named the wrong message (messages.2: counting the worker's
+    system prompt) beside the fields of every other role ("tool_call_id: Field required")."""
+    client = live.client()
+    for call in [{"name": "weather"}, "weather", {"name": "weather", "arguments": {"a": 1}}]:
+        conversation = [
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": None, "function_call": call},
+            {"role": "function", "name": "weather", "content": "sunny"},
+        ]
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(model=MODEL, messages=conversation)  # type: ignore[arg-type]
+        message = error.value.message
+        assert "messages[1].function_call must be an object with a string name and arguments" in (
+            message
+        )
+        assert "tool_call_id" not in message and "worker" not in message
+
+
 def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> None:
     """llama.cpp's server returned no logprobs for `logprobs: true` alone, answered in text
     despite tool_choice "required", and answered a function tool without `parameters` or a

@@ -129,6 +129,23 @@ def check_tool_calls(index: int, calls: Any) -> None:
             )
 
 
+def check_function_call(index: int, call: Any) -> None:
+    """An assistant turn's deprecated function_call as OpenAI shapes it: {name, arguments
+    (a JSON string)}."""
+    if call is None:
+        return
+    if (
+        not isinstance(call, dict)
+        or not isinstance(call.get("name"), str)
+        or not isinstance(call.get("arguments"), str)
+    ):
+        raise ValueError(
+            f"messages[{index}].function_call must be an object with a string name and "
+            'arguments (a JSON string), e.g. {"name": "add", "arguments": "{\\"a\\": 2}"}; '
+            f"got {compact(call)}"
+        )
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -215,6 +232,8 @@ class ChatCompletionRequest(BaseModel):
             calls = extra.get("tool_calls")
             if message.role == "assistant" and calls is not None:
                 check_tool_calls(index, calls)
+            if message.role == "assistant":
+                check_function_call(index, extra.get("function_call"))
             if message.role == "function" and not isinstance(extra.get("name"), str):
                 raise ValueError(
                     f"messages[{index}] is a function message without a string name; give "
