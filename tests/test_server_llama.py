@@ -557,6 +557,37 @@ def test_a_schema_pattern_llama_cpp_cannot_convert_never_reaches_a_worker(live: 
     assert live.health()["status"] == "ok"
 
 
+def test_a_schema_llama_cpp_drops_or_misreads_never_reaches_a_worker(live: Live) -> None:
+    """llama-cpp-python's grammar converter fails on a `$ref` other than "#/..." or a `not`,
+    and its server then answered free JSON, ignoring the schema ('{"123456": 123456.00}' for
+    an object of a `name`); an empty property name made that property's value the whole
+    answer (the string '"1024"' where an object was asked)."""
+    client = live.client()
+
+    def answer(properties: dict) -> dict:
+        schema = {"type": "object", "properties": properties, "required": list(properties)}
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        return {"response_format": spec, "max_tokens": 20}
+
+    for properties, problem in [
+        ({"name": {"type": "string"}, "child": {"$ref": "#"}}, "Unsupported ref #"),
+        ({"a": {"not": {"type": "string"}}}, "cannot read"),
+        ({"": {"type": "string"}, "a": {"type": "integer"}}, 'properties[""]'),
+    ]:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, stream=stream, **answer(properties))
+            assert error.value.body["code"] == "unsupported_parameter"
+            assert problem in error.value.body["message"]
+    # A `$ref` to "#/$defs/..." converts, so it still reaches a worker, which follows it.
+    params = answer({"p": {"$ref": "#/$defs/P"}})
+    params["response_format"]["json_schema"]["schema"]["$defs"] = {
+        "P": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    }
+    completion = ask(client, "Give a point.", **params).parse()
+    assert isinstance(json.loads(completion.choices[0].message.content or "")["p"]["x"], int)
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

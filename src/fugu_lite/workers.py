@@ -262,6 +262,7 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
             "the tools with the functions; send the functions as tools)"
         )
     for where, schema in grammar_schemas(params):
+        known = len(gaps)
         found = unrenderable_literal(schema)
         if found is not None:
             path, character = found
@@ -281,6 +282,21 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 f"one grammar group per optional repetition and its server crashes on more "
                 f"than about {MAX_OPTIONAL_REPEATS}; drop the limit or narrow it)"
             )
+        empty = empty_property_name(schema)
+        if empty is not None:
+            gaps.append(
+                f"a JSON schema with an empty property name ({where}{empty}; "
+                "llama-cpp-python's grammar converter makes that property's value the whole "
+                "answer, not an object)"
+            )
+        if len(gaps) == known:  # else its problem is said already
+            unread = unconvertible_schema(schema)
+            if unread is not None:
+                gaps.append(
+                    f"a JSON schema that llama-cpp-python's grammar converter cannot read "
+                    f"({where}: {unread}; its server then ignores the whole schema and "
+                    "answers any JSON)"
+                )
     if choice == "required" and len(tools) > 1:
         gaps.append(
             'tool_choice "required" among several tools (it would answer in text; name '
@@ -373,6 +389,35 @@ def unconvertible_pattern(schema: Any) -> tuple[str, str] | None:
                 "with a double quote (\") (llama-cpp-python's grammar converter mangles it: "
                 "the answer is not valid JSON)"
             )
+    return None
+
+
+def empty_property_name(schema: Any) -> str | None:
+    """The path of the first `properties` holding an empty name, None when there is none:
+    llama-cpp-python names a property's grammar rule after it, and the empty name's is the
+    root rule, so the answer is that property's value alone."""
+    for path, node in schema_nodes(schema):
+        properties = node.get("properties")
+        if isinstance(properties, dict) and "" in properties:
+            return f'{path}.properties[""]'
+    return None
+
+
+def unconvertible_schema(schema: Any) -> str | None:
+    """What llama-cpp-python's grammar converter fails on in a JSON schema object (a `$ref`
+    other than to "#/...", a `not`, a sub-schema it does not recognise), None when it
+    converts it. Its server answers such a schema with free JSON."""
+    if not isinstance(schema, dict):
+        return None  # none (a function without parameters) gets the empty object schema
+    try:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+    except ImportError:  # without llama-cpp-python there are no local workers
+        return None
+    try:
+        json_schema_to_gbnf(json.dumps(schema))
+    except Exception as error:  # it fails with assertions and any error of its code
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return detail[:200]
     return None
 
 
