@@ -588,6 +588,28 @@ def test_a_schema_llama_cpp_drops_or_misreads_never_reaches_a_worker(live: Live)
     assert isinstance(json.loads(completion.choices[0].message.content or "")["p"]["x"], int)
 
 
+def test_a_schema_field_of_any_value_is_followed_by_a_real_worker(live: Live) -> None:
+    """A property holding annotations only (pydantic's `Any` field: {"title": "Notes"}) or
+    `true` means any value; llama-cpp-python's grammar converter failed on it and its
+    server ignored the whole schema (free JSON, the required keys missing)."""
+    client = live.client()
+    for notes in [{"title": "Notes"}, {"description": "anything"}, True]:
+        schema = {"type": "object", "required": ["a", "notes"],
+                  "properties": {"a": {"type": "integer"}, "notes": notes}}  # fmt: skip
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        completion = ask(client, "Give a number and notes.", response_format=spec,
+                         max_tokens=40).parse()  # fmt: skip
+        answer = json.loads(completion.choices[0].message.content or "")
+        assert isinstance(answer["a"], int) and "notes" in answer, answer
+        tool = {"type": "function", "function": {"name": "note", "parameters": schema}}
+        choice = {"type": "function", "function": {"name": "note"}}
+        completion = ask(client, "Give a number and notes.", tools=[tool], max_tokens=40,
+                         tool_choice=choice).parse()  # fmt: skip
+        [call] = completion.choices[0].message.tool_calls or []
+        arguments = json.loads(call.function.arguments)  # type: ignore[union-attr]
+        assert isinstance(arguments["a"], int) and "notes" in arguments, arguments
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

@@ -41,7 +41,7 @@ from .pool import (  # re-exported: the pool's config types belong to this inter
     resolve_gguf,
 )
 from .schemas import parts_text, text_only
-from .server_schemas import schema_nodes
+from .server_schemas import SCHEMA_MAPS, schema_nodes
 
 __all__ = [
     "CallResult",
@@ -146,7 +146,8 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
     """OpenAI's parameters in the form llama.cpp's server honours:
 
     - `response_format` json_schema (a 500 there) as its `{"type": "json_object",
-      "schema": S}`;
+      "schema": S}`, S (and a named tool's or function's parameters) in the form its
+      grammar converter reads as meant (`llama_cpp_schema`);
     - `logprobs: true` alone returns no logprobs there: it needs `top_logprobs` (0 = the
       chosen tokens' only, OpenAI's default);
     - a function tool (or a deprecated `functions` entry) without `parameters` (optional
@@ -174,7 +175,12 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
         schema = spec.get("schema") if isinstance(spec, dict) else None
         converted["response_format"] = {"type": "json_object"}
         if schema is not None:
-            converted["response_format"]["schema"] = schema
+            converted["response_format"]["schema"] = llama_cpp_schema(schema)
+    elif isinstance(response_format, dict) and "schema" in response_format:
+        converted["response_format"] = {
+            **response_format,
+            "schema": llama_cpp_schema(response_format["schema"]),
+        }
     if params.get("logprobs") is True and params.get("top_logprobs") is None:
         converted["top_logprobs"] = 0
     functions = params.get("functions")
@@ -226,11 +232,14 @@ def llama_cpp_request_problem(body: dict[str, Any]) -> str | None:
 def with_parameters(function: object) -> object:
     """A function definition (of a tool, or a deprecated `functions` entry) without its null
     keys (OpenAI reads `"description": null` as no description; llama.cpp's server refuses
-    it) and with the empty object schema where it has no `parameters`."""
+    it) and with the empty object schema where it has no `parameters` (its parameters in
+    the form llama.cpp's grammar converter reads, `llama_cpp_schema`)."""
     if not isinstance(function, dict):
         return function
     present = {key: value for key, value in function.items() if value is not None}
-    return present if "parameters" in present else {**present, "parameters": EMPTY_PARAMETERS}
+    if "parameters" not in present:
+        return {**present, "parameters": EMPTY_PARAMETERS}
+    return {**present, "parameters": llama_cpp_schema(present["parameters"])}
 
 
 def local_worker_gaps(params: dict[str, Any]) -> list[str]:
@@ -290,7 +299,7 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 "answer, not an object)"
             )
         if len(gaps) == known:  # else its problem is said already
-            unread = unconvertible_schema(schema)
+            unread = unconvertible_schema(llama_cpp_schema(schema))
             if unread is not None:
                 gaps.append(
                     f"a JSON schema that llama-cpp-python's grammar converter cannot read "
@@ -390,6 +399,38 @@ def unconvertible_pattern(schema: Any) -> tuple[str, str] | None:
                 "the answer is not valid JSON)"
             )
     return None
+
+
+ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
+     "writeOnly"}
+)  # fmt: skip
+ANY_JSON_TYPES = ["string", "number", "boolean", "object", "array", "null"]
+SUBSCHEMA_KEYS = frozenset({"items", "prefixItems", "anyOf", "oneOf", "allOf"})
+
+
+def llama_cpp_schema(schema: Any) -> Any:
+    """A JSON schema in the form llama-cpp-python's grammar converter reads as meant: a
+    sub-schema holding annotations only (pydantic's `Any` field, `{"title": "Notes"}`) or
+    `true` stands for any value, on which the converter fails (its server then ignores the
+    whole schema and answers any JSON); it gets every JSON type instead."""
+    if schema is True:
+        return {"type": ANY_JSON_TYPES}
+    if isinstance(schema, list):
+        return [llama_cpp_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema and set(schema) <= ANNOTATIONS:
+        return {**schema, "type": ANY_JSON_TYPES}
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            converted[key] = {name: llama_cpp_schema(sub) for name, sub in value.items()}
+        elif key in SUBSCHEMA_KEYS:
+            converted[key] = llama_cpp_schema(value)
+        else:
+            converted[key] = value
+    return converted
 
 
 def empty_property_name(schema: Any) -> str | None:
