@@ -610,6 +610,36 @@ def test_a_schema_field_of_any_value_is_followed_by_a_real_worker(live: Live) ->
         assert isinstance(arguments["a"], int) and "notes" in arguments, arguments
 
 
+def test_a_schema_constraint_llama_cpp_leaves_out_never_reaches_a_worker(live: Live) -> None:
+    """llama-cpp-python's grammar converter leaves numbers' bounds, most string formats and
+    `required` names missing from `properties` out of the grammar: a real worker answered
+    {"n": 1} for a minimum of 1000, "123-456-7890" for an email, and left out a required
+    key."""
+    client = live.client()
+
+    def answer(properties: dict, required: list[str]) -> dict:
+        schema = {"type": "object", "properties": properties, "required": required}
+        spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        return {"response_format": spec, "max_tokens": 20}
+
+    for properties, required, problem in [
+        ({"n": {"type": "integer", "minimum": 1000, "maximum": 2000}}, ["n"], ".n.minimum"),
+        ({"p": {"type": "number", "exclusiveMinimum": 0}}, ["p"], ".p.exclusiveMinimum"),
+        ({"e": {"type": "string", "format": "email"}}, ["e"], '`format: "email"`'),
+        ({"a": {"type": "integer"}}, ["a", "b"], "`required` 'b'"),
+    ]:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                ask(client, MATH, stream=stream, **answer(properties, required))
+            assert error.value.body["code"] == "unsupported_parameter"
+            assert problem in error.value.body["message"]
+    # A format the converter writes into the grammar still reaches a worker, which keeps it.
+    dated = answer({"d": {"type": "string", "format": "date"}}, ["d"])
+    completion = ask(client, "When?", **dated).parse()
+    date = json.loads(completion.choices[0].message.content or "")["d"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", date)
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

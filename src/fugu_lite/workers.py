@@ -298,6 +298,12 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 "llama-cpp-python's grammar converter makes that property's value the whole "
                 "answer, not an object)"
             )
+        ignored = ignored_constraint(schema)
+        if ignored is not None:
+            gaps.append(
+                f"a JSON schema with {ignored[1]} ({where}{ignored[0]}; llama-cpp-python's "
+                "grammar converter leaves it out of the grammar, so the answer may break it)"
+            )
         if len(gaps) == known:  # else its problem is said already
             unread = unconvertible_schema(llama_cpp_schema(schema))
             if unread is not None:
@@ -431,6 +437,40 @@ def llama_cpp_schema(schema: Any) -> Any:
         else:
             converted[key] = value
     return converted
+
+
+IGNORED_KEYWORDS = (
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "uniqueItems", "minProperties", "maxProperties", "dependentRequired", "contains",
+)  # fmt: skip
+CONVERTED_FORMATS = re.compile(r"^(date|time|date-time|uuid[1-5]?)$")
+
+
+def ignored_constraint(schema: Any) -> tuple[str, str] | None:
+    """(path, what) of the first constraint that llama-cpp-python's grammar converter leaves
+    out of the grammar, None when there is none: bounds and multiples of numbers, string
+    formats other than date, time, date-time and uuid (any format beside a list of types),
+    unique items, property counts and dependencies, and `required` names missing from
+    `properties` (never written). A local worker's answer breaks them freely ({"n": 1} for
+    a minimum of 1000, a phone number for an email)."""
+    for path, node in schema_nodes(schema):
+        for keyword in IGNORED_KEYWORDS:
+            value = node.get(keyword)
+            if value is not None and value is not False:  # minimum 0 is a bound
+                return f"{path}.{keyword}", f"`{keyword}`"
+        form, kind = node.get("format"), node.get("type")
+        converted = kind in (None, "string") and CONVERTED_FORMATS.match(str(form))
+        # A type list becomes one alternative per type, each without the format.
+        string = kind in (None, "string") or (isinstance(kind, list) and "string" in kind)
+        if isinstance(form, str) and string and not converted:
+            return f"{path}.format", f'`format: "{form}"`'
+        properties = node.get("properties")
+        required = node.get("required")
+        if isinstance(properties, dict) and isinstance(required, list):
+            missing = [name for name in required if name not in properties]
+            if missing:
+                return f"{path}.required", f"`required` {missing[0]!r} (not in its properties)"
+    return None
 
 
 def empty_property_name(schema: Any) -> str | None:
