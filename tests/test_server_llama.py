@@ -881,6 +881,22 @@ def test_a_hung_worker_times_out_and_is_started_again(live: Live) -> None:
     assert raw.headers["x-fugu-attempts"] == "smol-b:ok"
     assert live.llama_pid("smol-b") != pid
     assert live.health()["workers"]["smol-b"]["circuit"] == "closed"
+    # The same for a stream that gets no first chunk: it stayed hung (each stream timed out).
+    pid = live.llama_pid("smol-b")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(openai.APIStatusError) as error:
+            ask(client, MATH, stream=True, extra_body={"workers": ["smol-b"]}, timeout=30)
+        assert error.value.status_code == 502 and "timeout" in error.value.message
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": MATH}], stream=True, timeout=30,
+            extra_body={"workers": ["smol-b"]},
+        )  # fmt: skip
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert live.llama_pid("smol-b") != pid
 
 
 def test_a_crashed_worker_is_started_again(live: Live) -> None:

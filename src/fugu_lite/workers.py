@@ -668,6 +668,14 @@ class WorkerPool:
         self._restarting[worker_id] = task
         task.add_done_callback(lambda done: self._restarted(worker_id, done))
 
+    def _stop_timed_out(self, worker: WorkerConfig, kind: str, error: Exception) -> None:
+        """A local worker's call (or stream's first chunk) that timed out is abandoned like
+        one whose caller left: a retry or the next call would wait behind what llama.cpp
+        goes on doing for it (generating the answer, or hanging)."""
+        if kind == "timeout" and worker.local is not None and status_code(error) is None:
+            why = f"it gave no answer within its timeout_s of {worker.timeout_s:g} s"
+            self.stop_abandoned_answer(worker.id, why)
+
     def _restarted(self, worker_id: str, task: asyncio.Task[None]) -> None:
         self._restarting.pop(worker_id, None)
         if not task.cancelled() and task.exception() is not None:
@@ -778,11 +786,7 @@ class WorkerPool:
                     raise
                 except Exception as error:
                     kind, message, retry_after = self._describe(worker_id, error)
-                    if kind == "timeout" and worker.local is not None and not status_code(error):
-                        # Abandoned like a caller leaving: a retry or the next call would
-                        # wait behind the answer llama.cpp goes on generating.
-                        why = f"the answer it was generating took over {worker.timeout_s:g} s"
-                        self.stop_abandoned_answer(worker_id, why)
+                    self._stop_timed_out(worker, kind, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
@@ -839,6 +843,7 @@ class WorkerPool:
                 except Exception as error:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
+                    self._stop_timed_out(worker, kind, error)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error)
