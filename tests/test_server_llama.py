@@ -263,6 +263,44 @@ def test_a_function_call_without_functions_leaves_tool_choice_alone(live: Live) 
         assert isinstance(json.loads(calls[0].function.arguments)["a"], int)  # type: ignore[union-attr]
 
 
+def test_a_call_comes_in_the_style_it_was_asked_in(live: Live) -> None:
+    """llama.cpp's server answers a function call with both `tool_calls` and `function_call`
+    and finish_reason "tool_calls": a client of the deprecated functions waiting for
+    finish_reason "function_call" missed the call, and one checking `function_call` first
+    took a tool call for a legacy one. OpenAI answers each style in its own form."""
+    client = live.client()
+    parameters = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    function = {"name": "add", "parameters": parameters}
+    legacy = {"functions": [function], "function_call": {"name": "add"}}
+    tools = {"tools": [{"type": "function", "function": function}],
+             "tool_choice": {"type": "function", "function": {"name": "add"}}}  # fmt: skip
+    for style in (legacy, tools):
+        completion = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Add 2 and 3."}],
+            max_tokens=20,
+            **style,  # type: ignore[arg-type]
+        )
+        [choice] = completion.choices
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Add 2 and 3."}], max_tokens=20,
+            stream=True, **style,  # type: ignore[arg-type]
+        )  # fmt: skip
+        chunks = [chunk.choices[0] for chunk in stream if chunk.choices]
+        deltas = [chunk.delta for chunk in chunks]
+        if style is legacy:
+            assert choice.finish_reason == "function_call" and choice.message.tool_calls is None
+            assert choice.message.function_call and choice.message.function_call.name == "add"
+            assert chunks[-1].finish_reason == "function_call"
+            assert not any(delta.tool_calls for delta in deltas)
+            assert any(delta.function_call for delta in deltas)
+        else:
+            assert choice.finish_reason == "tool_calls" and choice.message.function_call is None
+            assert choice.message.tool_calls
+            assert not any(delta.function_call for delta in deltas)
+            assert any(delta.tool_calls for delta in deltas)
+
+
 def test_a_legacy_function_call_turn_reaches_a_real_worker(live: Live) -> None:
     """OpenAI's deprecated function calling: an assistant `function_call` (content null),
     then a `function` message with the result; fugu-lite refused the role."""

@@ -772,6 +772,8 @@ class WorkerPool:
                         # the typed-params transform, which costs ~1 ms per call.
                         response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
                         raw = json.loads(response.content)
+                    if worker.local is not None and isinstance(raw, dict):
+                        raw = one_call_style(raw, legacy=bool(body.get("functions")))
                     output, usage = _parse_completion(raw)
                     cost = None if usage is None else self.cost(worker_id, usage)
                     return CallResult(
@@ -850,7 +852,13 @@ class WorkerPool:
                         ) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
             named: set[tuple[Any, Any]] = set()
-            shape = functools.partial(named_once, named=named) if worker.local else dict
+            legacy = bool(body.get("functions"))
+
+            def shape(chunk: dict[str, Any]) -> dict[str, Any]:
+                if worker.local is None:
+                    return chunk
+                return named_once(one_call_style(chunk, legacy), named)
+
             try:
                 yield shape(first.model_dump(exclude_unset=True))
                 async for chunk in iterator:
@@ -953,6 +961,23 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+def one_call_style(payload: dict[str, Any], legacy: bool) -> dict[str, Any]:
+    """A local worker's completion (or stream chunk) in the calling style of its request.
+    llama.cpp's server gives a function call as both `tool_calls` and the deprecated
+    `function_call`, with finish_reason "tool_calls"; OpenAI answers a request with tools
+    with `tool_calls` only, and one with the deprecated `functions` (`legacy`) with
+    `function_call` only and finish_reason "function_call", which clients of that style
+    look for (one checking `function_call` first took a tool call for a legacy one)."""
+    for choice in payload.get("choices") or []:
+        for key in ("message", "delta"):
+            part = choice.get(key)
+            if isinstance(part, dict):
+                part.pop("tool_calls" if legacy else "function_call", None)
+        if legacy and choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "function_call"
+    return payload
 
 
 def named_once(chunk: dict[str, Any], named: set[tuple[Any, Any]]) -> dict[str, Any]:
