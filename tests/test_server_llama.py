@@ -446,6 +446,20 @@ def test_an_empty_stop_string_is_ignored_as_openai_does(live: Live) -> None:
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 
+def test_a_request_key_named_like_a_pool_argument_reaches_the_worker(live: Live) -> None:
+    """A top-level key `worker_id` or `self` (forwarded like any other key a client adds)
+    collided with the pool's own arguments: a 500 internal error, streamed or not."""
+    client = live.client()
+    for extra in ({"worker_id": "mine"}, {"self": 1}):
+        raw = ask(client, MATH, max_tokens=4, extra_body=extra)
+        assert raw.parse().choices[0].message.content is not None
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": MATH}], max_tokens=4,
+            stream=True, extra_body=extra,
+        )  # fmt: skip
+        assert [chunk for chunk in stream if chunk.choices]
+
+
 def test_a_request_llama_cpp_refuses_is_a_400_that_charges_no_circuit(live: Live) -> None:
     """llama-cpp-python's server answers a request failing its own validation (its own
     parameters of the wrong type, the deprecated `functions` without a name or without

@@ -745,9 +745,10 @@ class WorkerPool:
     # -- calls ------------------------------------------------------------------------
 
     async def chat(
-        self, worker_id: str, messages: list[dict[str, Any]], **params: Any
+        self, worker_id: str, messages: list[dict[str, Any]], /, **params: Any
     ) -> CallResult:
-        """One chat completion; failures come back as a CallResult with `error` set."""
+        """One chat completion; failures come back as a CallResult with `error` set.
+        (Positional-only arguments: any request key, `worker_id` or `self` too, is a param.)"""
         worker = self.worker(worker_id)
         client = self._client(worker_id)
         body = self.request_body(worker, messages, params)
@@ -806,7 +807,7 @@ class WorkerPool:
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
 
     async def stream_chat(
-        self, worker_id: str, messages: list[dict[str, Any]], **params: Any
+        self, worker_id: str, messages: list[dict[str, Any]], /, **params: Any
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield chat.completion.chunk dicts as they arrive.
 
