@@ -916,6 +916,35 @@ def test_an_answer_over_timeout_s_does_not_hold_up_the_next(live: Live) -> None:
     assert live.health()["workers"]["smol-a"]["circuit"] == "closed"
 
 
+def test_a_burst_queued_for_a_busy_worker_does_not_open_its_circuit(live: Live) -> None:
+    """Requests that waited their whole deadline (timeout_s + 5 s here) for the worker's one
+    slot, while it answered the others one by one, counted as its failures: a burst opened
+    the circuit of a healthy worker (the next requests were refused or sent elsewhere)."""
+    client = live.async_client()
+
+    async def one(index: int) -> str:
+        try:
+            raw = await client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=[{"role": "user", "content": f"Tell me about {index}."}],
+                max_tokens=40, extra_body={"workers": ["smol-a"]}, timeout=120,
+            )  # fmt: skip
+        except openai.APIStatusError as error:
+            assert error.status_code == 502, error.message
+            assert "busy: no free slot" in error.message and "max_concurrency" in error.message
+            return "busy"
+        return raw.headers["x-fugu-attempts"]
+
+    async def burst() -> list[str]:
+        return await asyncio.gather(*(one(index) for index in range(30)))
+
+    outcomes = asyncio.run(burst())
+    assert "busy" in outcomes and "smol-a:ok" in outcomes  # the deadline was reached
+    state = live.health()["workers"]["smol-a"]
+    assert state["circuit"] == "closed" and state["consecutive_failures"] == 0
+    raw = ask(live.client(), MATH, extra_body={"workers": ["smol-a"]}, timeout=30)
+    assert raw.headers["x-fugu-attempts"] == "smol-a:ok"
+
+
 def test_a_hung_worker_times_out_and_is_started_again(live: Live) -> None:
     """A local worker's llama.cpp server that hangs (connections open, nothing answers)
     fails over on its timeout, and is killed and started again: it answers the next

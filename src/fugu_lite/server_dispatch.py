@@ -26,7 +26,10 @@ WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
 # A worker refusing a conversation longer than its context: the next worker may have a
 # larger one, so it is tried; the worker itself is fine (its circuit is not charged).
 CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
-NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH}  # outcomes that try the next worker
+# A call that waited its whole deadline for one of the worker's max_concurrency slots: the
+# worker is busy, not failing, so its circuit is not charged.
+BUSY = "busy"
+NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
 # How OpenAI and llama.cpp's server state a context length in a context_length_exceeded error.
 CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 # Retries back off between attempts; the safety-net deadline leaves room for that.
@@ -52,6 +55,22 @@ class Attempt:
             "latency_s": round(self.latency_s, 6),
             "calls": self.calls,
         }
+
+
+@dataclass
+class SlotWait:
+    """The deadline of one call to a worker, first over its wait for one of the worker's
+    max_concurrency slots, then (called when it has one) over the call itself: a call that
+    got its slot late is not cut short, and one that never got it was busy, not failing."""
+
+    deadline_s: float
+    limit: asyncio.Timeout | None = None
+    had_slot: bool = False
+
+    def __call__(self) -> None:
+        self.had_slot = True
+        if self.limit is not None:
+            self.limit.reschedule(asyncio.get_running_loop().time() + self.deadline_s)
 
 
 class AllWorkersFailedError(Exception):
@@ -115,11 +134,12 @@ class Dispatcher:
                 continue
             if self._process_exited(worker, attempts):
                 continue
+            wait = SlotWait(self.deadline_s(worker))
             try:
-                async with asyncio.timeout(self.deadline_s(worker)):
-                    result = await self.pool.chat(worker, messages, **params)
+                async with asyncio.timeout(wait.deadline_s) as wait.limit:
+                    result = await self.pool.chat(worker, messages, wait, **params)
             except TimeoutError:
-                result = self._timed_out(worker)
+                result = self._timed_out(worker, wait.had_slot)
             except asyncio.CancelledError:
                 self.breaker.release(worker)
                 raise
@@ -157,13 +177,16 @@ class Dispatcher:
             if self._process_exited(worker, attempts):
                 continue
             started = time.perf_counter()
-            chunks = self.pool.stream_chat(worker, messages, **params)
+            wait = SlotWait(self.deadline_s(worker))
+            chunks = self.pool.stream_chat(worker, messages, wait, **params)
             try:
-                async with asyncio.timeout(self.deadline_s(worker)):
+                async with asyncio.timeout(wait.deadline_s) as wait.limit:
                     first = await anext(chunks)
             except (WorkerCallError, TimeoutError, StopAsyncIteration) as error:
                 await close_quietly(chunks)
                 kind, message = describe_stream_error(worker, error)
+                if isinstance(error, TimeoutError) and not wait.had_slot:
+                    kind, message = BUSY, self.busy_message(worker)
                 attempt = Attempt(
                     worker, kind, self.redact(message), time.perf_counter() - started, 1
                 )
@@ -211,6 +234,8 @@ class Dispatcher:
         it in the ranking). A client error says the worker is up."""
         if judged and attempt.outcome in FALLBACK_KINDS:
             self.breaker.record_failure(attempt.worker)
+        elif judged and attempt.outcome == BUSY:
+            self.breaker.release(attempt.worker)
         elif judged:
             self.breaker.record_success(attempt.worker)
         self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
@@ -259,13 +284,22 @@ class Dispatcher:
         state = self.breaker.state(worker)
         self.metrics.circuit_open.labels(worker).set(0 if state == "closed" else 1)
 
-    def _timed_out(self, worker: str) -> CallResult:
+    def _timed_out(self, worker: str, had_slot: bool) -> CallResult:
         deadline = self.deadline_s(worker)
+        error = f"worker {worker}: timeout: no answer within {deadline:g} s"
         return CallResult(
             worker_id=worker, output=None, usage=None, cost=None, latency_s=deadline,
-            error=f"worker {worker}: timeout: no answer within {deadline:g} s",
-            error_kind="timeout", attempts=1,
+            error=error if had_slot else self.busy_message(worker),
+            error_kind="timeout" if had_slot else BUSY, attempts=1 if had_slot else 0,
         )  # fmt: skip
+
+    def busy_message(self, worker: str) -> str:
+        config = self.pool.worker(worker)
+        return (
+            f"worker {worker}: busy: no free slot within {self.deadline_s(worker):g} s (all "
+            f"{config.max_concurrency} of its max_concurrency taken by other requests); raise "
+            "its max_concurrency or timeout_s, or add workers"
+        )
 
 
 def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:

@@ -745,9 +745,16 @@ class WorkerPool:
     # -- calls ------------------------------------------------------------------------
 
     async def chat(
-        self, worker_id: str, messages: list[dict[str, Any]], /, **params: Any
+        self,
+        worker_id: str,
+        messages: list[dict[str, Any]],
+        on_slot: Callable[[], None] | None = None,
+        /,
+        **params: Any,
     ) -> CallResult:
         """One chat completion; failures come back as a CallResult with `error` set.
+        `on_slot` is called once the call has one of the worker's max_concurrency slots (a
+        caller giving up before then knows the worker was busy, not failing).
         (Positional-only arguments: any request key, `worker_id` or `self` too, is a param.)"""
         worker = self.worker(worker_id)
         client = self._client(worker_id)
@@ -760,6 +767,8 @@ class WorkerPool:
                 status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
             )  # fmt: skip
         async with self._semaphores[worker_id]:
+            if on_slot is not None:
+                on_slot()
             started_at = time.time()
             start = time.perf_counter()
             attempt = 0
@@ -807,15 +816,21 @@ class WorkerPool:
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
 
     async def stream_chat(
-        self, worker_id: str, messages: list[dict[str, Any]], /, **params: Any
+        self,
+        worker_id: str,
+        messages: list[dict[str, Any]],
+        on_slot: Callable[[], None] | None = None,
+        /,
+        **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield chat.completion.chunk dicts as they arrive.
 
         Opening the stream (up to and including the first chunk) is retried like `chat`;
         if it still fails, WorkerCallError is raised before anything is yielded, so a
         caller can fall back to another worker. A failure after the first chunk raises
-        WorkerCallError too. The worker's slot is held until the stream ends: iterate to
-        the end or close the generator (`contextlib.aclosing`)."""
+        WorkerCallError too. The worker's slot is held until the stream ends (`on_slot` is
+        called once it has it, as for `chat`): iterate to the end or close the generator
+        (`contextlib.aclosing`)."""
         worker = self.worker(worker_id)
         client = self._client(worker_id)
         body = self.request_body(worker, messages, params)
@@ -823,6 +838,8 @@ class WorkerPool:
         if refused is not None:
             raise refused
         async with self._semaphores[worker_id]:
+            if on_slot is not None:
+                on_slot()
             attempt = 0
             while True:
                 attempt += 1
