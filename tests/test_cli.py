@@ -795,6 +795,41 @@ def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path:
     assert re.search(r"chosen worker: (qwen\[awq\]|m\[/x\]|\[bold\]z\[/bold\])\n", output)
 
 
+def test_control_characters_in_names_are_shown_as_escapes(run: Run, tmp_path: Path) -> None:
+    """An ESC in a worker id, task name or record id went raw to the terminal from `data
+    stats`, `route`, `tasks check` and their warnings and errors (`\x1b[31m` turned the rest
+    red), and a newline in a worker id read as two rows; a task name holding markup lost it."""
+    names = {"cheap-small": "red\x1b[31mx", "coder": "two\nlines", "mathematician": "m"}
+    records = [
+        record.model_copy(
+            update={"worker_ids": [names[worker] for worker in record.worker_ids], "id": "i\x1b[1m"}
+        )
+        for record in run.records
+    ]
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    shown = [r"red\x1b[31mx", r"two\nlines"]
+    stats = invoke("data", "stats", records_path)
+    assert "\x1b" not in ok(stats) and all(name in stats.output for name in shown), stats.output
+    assert "lines " not in stats.output.replace(r"two\nlines", ""), stats.output
+    assert r"(first: i\x1b[1m)" in flat(stats.output)
+
+    ok(invoke("train", "sft", "--records", records_path, "--output", tmp_path / "sft",
+              "--config", run.config_path, "--set", "training.epochs=1"))  # fmt: skip
+    routed = ok(invoke("route", "--checkpoint", tmp_path / "sft", "hello"))
+    assert "\x1b" not in routed and all(name in routed for name in shown), routed
+    assert re.search(r"chosen worker: (red\\x1b\[31mx|two\\nlines|m)\n", routed), routed
+    refused = invoke("route", "--checkpoint", tmp_path / "sft", "hello", "--exclude", "nope")
+    assert refused.exit_code == 2 and r"red\x1b[31mx" in refused.output, refused.output
+    assert "\x1b" not in refused.output
+
+    tasks = tmp_path / "tasks.jsonl"
+    task = {"id": "q\x1b[2J", "prompt": "2+2?", "answer": "4", "grader": "number"}
+    tasks.write_text(json.dumps({**task, "task": "[red]math\x1b[31m"}) + "\n", encoding="utf-8")
+    checked = ok(invoke("tasks", "check", tasks))
+    assert r"[red]math\x1b[31m" in flat(checked) and "\x1b" not in checked, checked
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

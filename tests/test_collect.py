@@ -429,6 +429,28 @@ def test_an_unreadable_judge_is_explained_retried_and_never_scored_zero(tmp_path
     assert summary.workers[0].ungraded == 0 and summary.workers[0].grade_error is None
 
 
+def test_collect_shows_task_ids_and_paths_as_they_are(tmp_path: Path) -> None:
+    """A task id holding an ESC went raw to the terminal in the line naming an answer that
+    could not be graded, and an output folder named `[bold]runs` lost its name to rich
+    markup in the warning about a torn line."""
+    task = Task(id="h\x1b[31m0", prompt="Write a haiku.", grader="judge", task="poetry")
+    write_tasks(tmp_path / "tasks.jsonl", [task])
+    output = tmp_path / "[bold]runs" / "r.jsonl"
+    output.parent.mkdir()
+    output.write_text('{"prompt": "torn')
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("w", worker), ("judge", judge))
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "\x1b" not in result.output
+    assert r"the first: task h\x1b[31m0: could not read a score" in result.output
+    assert f"{output}: cut an unfinished last line" in result.output, result.output
+
+
 def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:
     tasks = haiku_tasks(1)
     with StubWorker("Rain.") as worker, StubWorker("The response is") as judge:

@@ -16,7 +16,6 @@ import typer
 import yaml
 from pydantic import BaseModel
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from .config import (
@@ -29,6 +28,7 @@ from .config import (
     load_stage_config,
 )
 from .io import RecordFileError
+from .text import console_name, console_text
 
 if TYPE_CHECKING:
     from .schemas import RewardRecord
@@ -91,8 +91,9 @@ def print_result(line: str) -> None:
 
 
 def fail(message: str) -> NoReturn:
-    # escape: messages quote user input (e.g. a glob like `[qk]_proj`) that rich would eat
-    err_console.print(f"[bold red]error:[/bold red] {escape(message)}")
+    # messages quote user input: a glob like `[qk]_proj` that rich would eat, a worker id
+    # holding an ESC that would restyle the terminal
+    err_console.print(f"[bold red]error:[/bold red] {console_text(message)}")
     raise typer.Exit(code=2)
 
 
@@ -101,7 +102,7 @@ _interruptions_reported: list[str] = []
 
 def report_interruption(what_was_kept: str) -> None:
     """The one line a stopped command prints: what was kept and how to go on."""
-    err_console.print(f"[yellow]interrupted:[/yellow] {escape(what_was_kept)}")
+    err_console.print(f"[yellow]interrupted:[/yellow] {console_text(what_was_kept)}")
     _interruptions_reported.append(what_was_kept)
 
 
@@ -246,9 +247,10 @@ def read_records_or_fail(path: Path) -> list[RewardRecord]:
     repeated = repeated_ids(records)
     if repeated:
         err_console.print(
-            f"[yellow]warning:[/yellow] {escape(str(path))}: {len(repeated)} record ids occur "
-            f"more than once (first: {escape(repeated[0])}); predictions.jsonl will not tell "
-            "those records apart by id (its prompt_hash still does): give each record its own id"
+            f"[yellow]warning:[/yellow] {console_name(str(path))}: {len(repeated)} record ids "
+            f"occur more than once (first: {console_name(repeated[0])}); predictions.jsonl "
+            "will not tell those records apart by id (its prompt_hash still does): give each "
+            "record its own id"
         )
     return records
 
@@ -288,7 +290,7 @@ def print_record_summary(records: list) -> None:
     for index, worker in enumerate(records[0].worker_ids):
         means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
         cost = [f"{fmean(r.costs[index] for r in costed):.3g}"] if costed else []
-        table.add_row(escape(worker), *(f"{mean:.3f}" for mean in means), *cost)
+        table.add_row(console_name(worker), *(f"{mean:.3f}" for mean in means), *cost)
     oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
     console.print(table)
@@ -567,7 +569,7 @@ def route_command(
             f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
             f"trained for {decision.cost_weight:g}"
         )
-    console.print(f"chosen worker: [bold]{escape(decision.worker)}[/bold]")
+    console.print(f"chosen worker: [bold]{console_name(decision.worker)}[/bold]")
     rewards: dict[str, float] | None = None
     costs: dict[str, float] = {}
     if isinstance(decision, CostRoutingDecision):
@@ -581,7 +583,7 @@ def route_command(
         if rewards:
             cost = costs.get(worker)
             cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
-        table.add_row(escape(worker), *cells)
+        table.add_row(console_name(worker), *cells)
     console.print(table)
 
 
@@ -636,7 +638,7 @@ def collect_command(
                 f"[yellow]{worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
                 f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
                 f"without new calls, when you run this again); the first: "
-                f"{escape(worker.grade_error)}"
+                f"{console_text(worker.grade_error)}"
             )
         if worker.down:
             console.print(
@@ -845,7 +847,7 @@ def print_task_summary(tasks: list) -> None:
     table = Table("task", "grader", "train", "validation", "test", title="tasks")
     for family, grader in sorted({(f, g) for f, g, _ in counts}):
         splits = [str(counts[family, grader, split]) for split in ("train", "validation", "test")]
-        table.add_row(family, grader, *splits)
+        table.add_row(console_name(family), grader, *splits)
     console.print(table)
 
 

@@ -44,6 +44,7 @@ from .pool import PoolConfig, WorkerConfig
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
+from .text import console_text
 from .workers import CallResult, Judge, WorkerCallError, WorkerPool
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
@@ -663,11 +664,11 @@ async def collect(
     state = CollectState(config, tasks, output, log_path, judge_worker).load()
     console = console or Console(stderr=True)
     for message in state.torn:
-        console.print(f"[yellow]warning:[/yellow] {message}")
+        console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
     reasks = state.reask_notes()
     regrades = state.regrade_notes()
     for message in [*reasks, *regrades]:
-        console.print(f"[yellow]note:[/yellow] {message}")
+        console.print(f"[yellow]note:[/yellow] {console_text(message)}")
     async with WorkerPool(config) as pool:
         with _progress(show_progress, console) as progress:
             collector = Collector(

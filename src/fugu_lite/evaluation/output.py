@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
+from ..text import console_text, visible_controls
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
-from .table import console_text, markdown_cell, visible_controls
+from .table import markdown_cell
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"

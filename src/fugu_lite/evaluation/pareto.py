@@ -55,10 +55,11 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
+from ..text import console_text
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
-from .table import RewardTable, argmax_choices, console_text, markdown_cell, picked
+from .table import RewardTable, argmax_choices, markdown_cell, picked
 
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"

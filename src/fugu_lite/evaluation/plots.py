@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..io import write_bytes_atomic
-from .table import visible_controls
+from ..text import visible_controls
 
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
-from rich.markup import escape
 
 from ..schemas import RewardRecord, check_same_workers
+from ..text import visible_controls
 
 
 @dataclass(frozen=True)
@@ -99,17 +98,3 @@ def markdown_cell(text: str) -> str:
     ids are the user's own strings); other control characters are shown as escapes."""
     lines = text.replace("|", "\\|").splitlines()
     return "<br>".join(visible_controls(line) for line in lines)
-
-
-def console_text(text: str) -> str:
-    """`text` for a rich console: markup escaped (`qwen[awq]`), and control characters but
-    line breaks shown as escapes: an ESC in a worker id would otherwise reach the terminal
-    and restyle it."""
-    return escape("\n".join(visible_controls(line) for line in text.splitlines()))
-
-
-def visible_controls(text: str) -> str:
-    """Control characters (an escape sequence's ESC, a NUL, a tab) as `\\x1b`-style text."""
-    return "".join(
-        ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
-    )

@@ -1,0 +1,28 @@
+"""User strings (worker ids, task names, prompts, paths) as a terminal should show them."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from rich.markup import escape
+
+
+def console_text(text: str) -> str:
+    """`text` for a rich console: markup escaped (`qwen[awq]`), and control characters but
+    line breaks shown as escapes: an ESC in a worker id would otherwise reach the terminal
+    and restyle it."""
+    return escape("\n".join(visible_controls(line) for line in text.splitlines()))
+
+
+def console_name(text: str) -> str:
+    """A worker id, task name or record id for a rich console, on one line: markup escaped
+    and every control character, line breaks too, shown as an escape (`\\n`, `\\x1b`), so a
+    name holding a newline does not read as two rows or two names."""
+    return escape(visible_controls(text))
+
+
+def visible_controls(text: str) -> str:
+    """Control characters (an escape sequence's ESC, a NUL, a tab) as `\\x1b`-style text."""
+    return "".join(
+        ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
+    )
