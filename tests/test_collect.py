@@ -451,6 +451,25 @@ def test_collect_shows_task_ids_and_paths_as_they_are(tmp_path: Path) -> None:
     assert f"{output}: cut an unfinished last line" in result.output, result.output
 
 
+def test_collect_prints_its_result_on_stdout_and_its_warnings_on_stderr(tmp_path: Path) -> None:
+    """The end-of-run warnings (answers that could not be graded, a worker down, tasks still
+    missing) went to stdout with the table, where errors, notes and every other command's
+    warnings go to stderr: `collect ... > summary.txt` hid them from the terminal."""
+    write_tasks(tmp_path / "tasks.jsonl", haiku_tasks(3))
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        pool_path = tmp_path / "pool.yaml"
+        config = judge_pool(closed_url(), w=worker, judge=judge)
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "0/3 records" in result.stdout and f"records: {output}" in result.stdout
+    for warning in ("could not be graded", "worker down is down", "3 of 3 tasks still wait"):
+        assert warning not in result.stdout and warning in result.stderr, result.output
+
+
 def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:
     tasks = haiku_tasks(1)
     with StubWorker("Rain.") as worker, StubWorker("The response is") as judge:

@@ -634,20 +634,21 @@ def collect_command(
     print_result(f"records: {summary.output} · call log: {summary.log}")
     for worker in summary.workers:
         if worker.grade_error:
-            console.print(
-                f"[yellow]{worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
+            err_console.print(
+                f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
                 f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
                 f"without new calls, when you run this again); the first: "
                 f"{console_text(worker.grade_error)}"
             )
         if worker.down:
-            console.print(
-                f"[red]worker {worker.worker_id} is down[/red] ({worker.down}); its "
-                f"{worker.pending} pending cells are retried when you run this again"
+            err_console.print(
+                f"[red]warning: worker {worker.worker_id} is down[/red] "
+                f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
+                "when you run this again"
             )
     if not summary.complete:
         missing = summary.tasks - summary.records_total
-        console.print(
+        err_console.print(
             f"[yellow]{missing} of {summary.tasks} tasks still wait for an answer or a grade; "
             "run the same command again to retry them[/yellow]"
         )
