@@ -284,6 +284,28 @@ def test_loading_an_export_removes_what_killed_exports_left_not_live_ones(
     assert (folder / QUANTIZED_FILE).exists()
 
 
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_loading_an_export_removes_the_inferred_copy_earlier_versions_left(
+    tiny: LoadedBackbone, cache: Path, quantization: str
+) -> None:
+    """A killed int8 quantization of earlier versions left onnxruntime's shape-inferred copy,
+    `model-inferred.onnx` (as large as the export, ~76 MB for MiniLM), beside the export for
+    good: no run removed it. An old one goes now; a recent one may be a run still at work."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    inferred = folder / "model-inferred.onnx"
+    inferred.write_bytes(b"an earlier version's shape-inferred copy")
+    recent = extractor_for(tiny, layer=2, quantization=quantization)
+    assert recent.runtime.name == "onnx" and inferred.exists()
+
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(inferred, (two_hours_ago, two_hours_ago))
+    assert extractor_for(tiny, layer=2, quantization=quantization).runtime.name == "onnx"
+    assert not inferred.exists()
+    assert (folder / MODEL_FILE).exists()
+
+
 # --- failures -------------------------------------------------------------------------------
 
 

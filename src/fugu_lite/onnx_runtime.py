@@ -45,6 +45,10 @@ EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
 MODEL_FILE = "model.onnx"
 QUANTIZED_FILE = "model-int8.onnx"  # model.quantization: int8, beside the fp32 file
+# quantize_dynamic's shape-inferred fp32 copy, which versions before the staging folder of
+# quantize_export wrote beside the export; a killed run left it there (as large as the export)
+LEGACY_INFERRED_FILE = "model-inferred.onnx"
+LEGACY_INFERRED_STALE_S = 3600  # no quantizing takes this long: an older copy is no run's
 SETTINGS_FILE = "settings.json"
 # Largest |onnx - torch| on the check batch, relative to the largest |hidden state| (measured:
 # about 4e-7 for MiniLM and SmolLM2, fp32 both ways).
@@ -409,6 +413,7 @@ def _checked_session(
     how = "cached in"
     for parent in (folder.parent, folder):  # what killed exports left (~90 MB for MiniLM)
         remove_dead_writers_files(parent)
+    remove_legacy_inferred_copy(folder)
     if not (folder / MODEL_FILE).exists():
         console.print(
             f"[dim]Exporting backbone {backbone_name!r} ({layer} blocks) to ONNX once; "
@@ -425,6 +430,17 @@ def _checked_session(
         quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
     int8 = _compared_session(folder / QUANTIZED_FILE, True, truncated, tokenize, INT8_TOLERANCE)
     return int8, how
+
+
+def remove_legacy_inferred_copy(folder: Path) -> None:
+    """Delete the shape-inferred copy an earlier fugu-lite's killed int8 quantization left in
+    the export folder, once it is too old to belong to one still running."""
+    inferred = folder / LEGACY_INFERRED_FILE
+    try:
+        if time.time() - inferred.stat().st_mtime > LEGACY_INFERRED_STALE_S:
+            inferred.unlink()
+    except OSError:  # none there, or another user's in a shared cache
+        pass
 
 
 def _compared_session(
