@@ -390,6 +390,45 @@ def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
     assert train_es(records, longer, tmp_path, resume=False)["resumed_from"] == []
 
 
+@pytest.mark.parametrize("saved_code", ["0" * 64, None])
+def test_a_state_saved_by_other_sources_of_this_version_is_refused(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    saved_code: str | None,
+) -> None:
+    """A checkout or an editable install changes the code under one version string: its
+    saved search was continued as if this code had run it (and a finished run's checkpoint
+    kept), where `train pipeline` trains such a stage again."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+    train_es(records, config, tmp_path)
+    saved = read_es_state(tmp_path)
+    assert saved is not None
+    if saved_code is None:  # a state saved before the sources were recorded
+        saved["fingerprint"].pop("code", None)
+    else:
+        saved["fingerprint"]["code"] = saved_code
+    state_path(tmp_path).write_bytes(pickle.dumps(saved))
+    for iterations in (4, 6):  # the finished run kept, or continued
+        with pytest.raises(ESResumeError) as error:
+            train_es(records, tiny_config(tiny_model_cfg, iterations=iterations), tmp_path)
+        message = " ".join(str(error.value).split())
+        expected = (
+            "with other sources saved it (the code changed since"
+            if saved_code
+            else "a fugu-lite that did not record its sources saved it"
+        )
+        assert expected in message and "--no-resume" in message, message
+        assert "version" not in message, message
+    longer = tiny_config(tiny_model_cfg, iterations=6)
+    assert train_es(records, longer, tmp_path, resume=False)["resumed_from"] == []
+    assert train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)[
+        "resumed_from"
+    ] == [6]
+    resumed = read_es_state(tmp_path)
+    assert resumed is not None and resumed["fingerprint"]["code"] == fugu_lite.code_digest()
+
+
 def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

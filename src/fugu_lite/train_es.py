@@ -29,7 +29,7 @@ from cmaes import SepCMA
 from torch import nn
 from torch.func import functional_call
 
-from . import __version__
+from . import __version__, code_digest
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
 from .features import pooling_meant
@@ -273,6 +273,7 @@ def run_fingerprint(
     checkpoint's folder is there to name it when the start model differs)."""
     return {
         "versions": {"fugu-lite": __version__, "cmaes": cmaes.__version__},
+        "code": code_digest(),
         "config": config.model_dump(mode="json"),
         "start_model": _tensor_digest(list(model.state_dict().values())),
         "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
@@ -303,6 +304,15 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
         before = saved_versions.get(package, "unknown (an earlier fugu-lite)")
         if before != now:
             problems.append(f"{package} version: saved {before} vs now {now}")
+    if not problems and saved.get("code") != current["code"]:
+        # As `train pipeline` trains again a stage that other sources trained: the search's
+        # scoring or pickled state may have changed under one version string.
+        problems.append(
+            f"fugu-lite {__version__} with other sources saved it (the code changed since, e.g. "
+            "in a checkout or an editable install; restore that code to continue it)"
+            if "code" in saved
+            else "a fugu-lite that did not record its sources saved it"
+        )
     saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
     for flat, config in ((saved_config, saved["config"]), (current_config, current["config"])):
         flat["model.pooling"] = pooling_meant(config["model"])
