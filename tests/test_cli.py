@@ -830,6 +830,30 @@ def test_control_characters_in_names_are_shown_as_escapes(run: Run, tmp_path: Pa
     assert r"[red]math\x1b[31m" in flat(checked) and "\x1b" not in checked, checked
 
 
+def test_errors_warnings_and_progress_lines_are_one_line_each_when_piped(
+    run: Run, tmp_path: Path
+) -> None:
+    """Piped or redirected (`2> log`), stderr was folded at 80 columns: `error:` stood alone
+    on its line, a long path was cut in two mid-name, and an epoch line lost its end to the
+    next line, so neither grep nor a copied path worked."""
+    missing = tmp_path / ("experiment_runs_" * 6) / "missing_records_file.jsonl"
+    result = invoke("data", "stats", missing)
+    assert result.exit_code == 2
+    assert f"error: {missing}: file not found\n" in result.stderr, result.stderr
+    tied = [record.model_copy(update={"id": "same"}) for record in run.records]
+    records_path = tmp_path / ("records_" * 8 + ".jsonl")
+    write_records(records_path, tied)
+    result = invoke("train", "rl", "-r", records_path, "-o", tmp_path / "rl",
+                    "-c", run.config_path, "--set", "training.epochs=1")  # fmt: skip
+    lines = ok(result) and result.stderr.splitlines()
+    assert any(
+        line.startswith(f"warning: {records_path}: ") and line.endswith("its own id")
+        for line in lines
+    ), result.stderr
+    assert any(re.fullmatch(r"RL epoch 1/1: .* \| validation reward [\d.]+", line)
+               for line in lines), result.stderr  # fmt: skip
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from .io import (
     writer_prefix,
 )
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 TINY_RANDOM = "tiny-random"
 

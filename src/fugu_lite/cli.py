@@ -49,7 +49,7 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task file
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 # errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Path | None,

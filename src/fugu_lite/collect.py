@@ -662,7 +662,7 @@ async def collect(
     log_path = Path(log) if log is not None else default_log_path(output)
     check_judge(config, tasks, judge_worker)
     state = CollectState(config, tasks, output, log_path, judge_worker).load()
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
     reasks = state.reask_notes()

@@ -38,7 +38,7 @@ from .schemas import ChatMessage, message_text, prompt_hash
 
 FEATURE_FORMAT_VERSION = 1
 Prompt = str | list[ChatMessage]
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:

@@ -66,7 +66,7 @@ CHECK_PROMPTS = (
     "A third check prompt, of middling length.",
 )
 Tokenize = Callable[[Sequence[str]], dict[str, torch.Tensor]]
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 class OnnxRuntimeError(RuntimeError):

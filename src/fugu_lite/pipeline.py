@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from .reward_head import CostWeightedView
 
 console = Console()  # an evaluation's tables: the result of `eval`
-notes = Console(stderr=True)  # what training says on the way (as training_common.console)
+# what training says on the way (as training_common.console)
+notes = Console(stderr=True, soft_wrap=True)
 PARETO_COST_FIX = (
     "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
     "give the records their costs, or evaluate without --pareto"

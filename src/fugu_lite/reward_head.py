@@ -75,7 +75,7 @@ SERVED_COST_WEIGHTS: tuple[float, ...] = (
     *(float(f"{10 ** (step / 10):.3g}") for step in range(-30, 21)),
 )
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 class RewardHeadTraining(StrictModel):

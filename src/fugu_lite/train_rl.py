@@ -22,7 +22,8 @@ from .training_common import (
     start_stage,
 )
 
-console = Console(stderr=True)  # progress and notes; see training_common.console
+# progress and notes; see training_common.console
+console = Console(stderr=True, soft_wrap=True)
 TRAIN_KEYS = ("sampled_reward", "entropy")
 
 

@@ -40,7 +40,7 @@ from .schemas import RewardRecord, check_same_workers, records_in_split, split_s
 
 # Progress bars, per-step lines, warnings and notes of the training stages: stderr, so a
 # stage's stdout holds only its result (`checkpoint written to ...`), as in `route --json`.
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 Batch = dict[str, torch.Tensor]
 STAGE_REPORT = "training_report.json"
