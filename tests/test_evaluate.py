@@ -784,6 +784,27 @@ def test_control_characters_in_names_never_reach_the_terminal_or_the_plots(
         write_pareto(pareto, tmp_path / "pareto")
 
 
+def test_a_line_break_in_a_name_does_not_read_as_another_row_of_the_console_tables() -> None:
+    """A worker id or task name holding a newline was printed on two lines of its cell: in
+    tables without row lines, `mid` and `line` read as two workers (the second with no
+    numbers), as they did in data stats and route."""
+    workers = ["mid\nline", "b", "c"]
+    rng = np.random.default_rng(5)
+    table = make_table(rng.random((6, 3)), costs=rng.random((6, 3)), tasks=["two\nrows"] * 6,
+                       workers=workers)  # fmt: skip
+    probabilities = np.full((6, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    print_pareto(pareto, console)
+    lines = console.export_text().splitlines()
+    assert not [line for line in lines if re.search(r"│ (line|rows)\b", line)], lines
+    assert any("mid\\nline" in line for line in lines) and any(
+        "two\\nrows" in line for line in lines
+    )
+
+
 def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:
     report, _, _ = full_report()
     long_names = ["agentverse-logicgrid", "agentverse-mgsm", "commonsense_qa_long_name"]

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
-from ..text import console_text, visible_controls
+from ..text import console_name, console_text, visible_controls
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
 from .table import markdown_cell
@@ -228,7 +228,7 @@ def print_evaluation(report: dict, console: Console) -> None:
     main.add_column("Mean cost", justify="right")
     for name, method in report["methods"].items():
         main.add_row(
-            console_text(method["label"]),
+            console_name(method["label"]),
             _reward(method["mean_reward"]),
             _reward(method["gap_closed"]),
             _cost(method["mean_cost"]),
@@ -245,11 +245,11 @@ def print_evaluation(report: dict, console: Console) -> None:
         per_task.add_column("n", justify="right")
         for name in columns:
             per_task.add_column(
-                console_text(report["methods"][name]["short_label"]), justify="right"
+                console_name(report["methods"][name]["short_label"]), justify="right"
             )
         for row in report["per_task"]:
             cells = [_reward(row[name]) for name in columns]
-            per_task.add_row(console_text(row["task"]), str(row["n"]), *cells)
+            per_task.add_row(console_name(row["task"]), str(row["n"]), *cells)
         console.print(per_task)
 
     if report["choices"]:
@@ -269,10 +269,10 @@ def _choices_table(report: dict) -> Table:
     table = Table(title=f"Which worker answers: share of prompts ({report['split']})")
     table.add_column("Worker", overflow="fold")
     for name in names:
-        table.add_column(console_text(report["methods"][name]["short_label"]), justify="right")
+        table.add_column(console_name(report["methods"][name]["short_label"]), justify="right")
     for worker in report["worker_ids"]:
         shares = [report["choices"][name]["shares"][worker] for name in names]
-        table.add_row(console_text(worker), *(_percent(share) for share in shares))
+        table.add_row(console_name(worker), *(_percent(share) for share in shares))
     return table
 
 

@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
-from ..text import console_text
+from ..text import console_name, console_text
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
@@ -505,7 +505,7 @@ def print_pareto(report: dict, console: Console) -> None:
     header, rows = cost_weight_rows(report)
     per_weight = Table(title=f"Cost and reward per cost weight ({report['split']})")
     for index, column in enumerate(header):
-        per_weight.add_column(console_text(column), justify="left" if index == 0 else "right")
+        per_weight.add_column(console_name(column), justify="left" if index == 0 else "right")
     for row in rows:
         per_weight.add_row(*row)
     console.print(per_weight)
@@ -516,7 +516,7 @@ def print_pareto(report: dict, console: Console) -> None:
         title="Single workers and oracle",
     )
     for row in reference_rows(report):
-        references.add_row(*(console_text(cell) for cell in row))
+        references.add_row(*(console_name(cell) for cell in row))
     console.print(references)
     summary = Table(
         "curve",
@@ -527,7 +527,7 @@ def print_pareto(report: dict, console: Console) -> None:
         f"({_target(report)})",
     )
     for row in summary_rows(report):
-        summary.add_row(*(console_text(cell) for cell in row))
+        summary.add_row(*(console_name(cell) for cell in row))
     console.print(summary)
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {console_text(note)}")
