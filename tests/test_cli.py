@@ -854,6 +854,22 @@ def test_errors_warnings_and_progress_lines_are_one_line_each_when_piped(
                for line in lines), result.stderr  # fmt: skip
 
 
+def test_the_one_worker_warning_shows_the_worker_id_as_it_is(run: Run, tmp_path: Path) -> None:
+    """Training on records of one worker warned with its id raw: an ESC in it restyled the
+    terminal."""
+    solo = [
+        record.model_copy(update={"worker_ids": ["solo\x1b[31m"], "rewards": record.rewards[:1],
+                                  "costs": None})
+        for record in run.records
+    ]  # fmt: skip
+    records_path = tmp_path / "solo.jsonl"
+    write_records(records_path, solo)
+    result = invoke("train", "sft", "-r", records_path, "-o", tmp_path / "sft",
+                    "-c", run.config_path, "--set", "training.epochs=1")  # fmt: skip
+    ok(result)
+    assert r"one worker (solo\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -37,6 +36,7 @@ from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
 from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
+from .text import console_text
 
 # Progress bars, per-step lines, warnings and notes of the training stages: stderr, so a
 # stage's stdout holds only its result (`checkpoint written to ...`), as in `route --json`.
@@ -81,7 +81,7 @@ def start_stage(
     records = apply_cost_weight(records, training)
     warning = nothing_to_learn(records_in_split(records, "train"))
     if warning:
-        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     seed_everything(training.seed)
     return records, make_model(model_cfg, records[0].worker_ids, checkpoint)
 
