@@ -663,6 +663,33 @@ def test_cli_collect(tmp_path: Path) -> None:
     assert len(record_ids(output)) == 3
 
 
+def test_a_finished_collection_is_summarised_without_starting_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running `collect` again on a finished collection (to see its table) started every
+    worker: each local llama.cpp server loaded its model (minutes for a large GGUF), and a
+    worker's API key had to be exported again although no worker was called."""
+    tasks = number_tasks(3)
+    tasks_path = tmp_path / "tasks.jsonl"
+    write_tasks(tasks_path, tasks)
+    output = tmp_path / "rewards.jsonl"
+    monkeypatch.setenv("STUB_KEY", "stub-key-123")
+    with StubWorker(solver(tasks)) as stub:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("w", stub), api_key_env="STUB_KEY")
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tasks_path), "-o", str(output),
+                "--no-progress"]  # fmt: skip
+        assert CliRunner().invoke(app, args).exit_code == 0
+        monkeypatch.delenv("STUB_KEY")
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "3/3 records" in result.stdout and len(stub.bodies) == 3
+        write_tasks(tasks_path, number_tasks(4))  # one more task: the pool is needed again
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "STUB_KEY, which is not set" in result.output
+
+
 def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) -> None:
     write_tasks(tmp_path / "t.jsonl", number_tasks(1))
     (tmp_path / "afile").write_text("x")

@@ -23,6 +23,7 @@ ever scored 0 for them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -669,7 +670,14 @@ async def collect(
     regrades = state.regrade_notes()
     for message in [*reasks, *regrades]:
         console.print(f"[yellow]note:[/yellow] {console_text(message)}")
-    async with WorkerPool(config) as pool:
+    pool = WorkerPool(config)
+    # A finished collection calls no worker: its summary needs neither their local servers
+    # (minutes to load a large GGUF) nor their API keys.
+    started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
+    local = [worker.id for worker in config.workers if worker.local is not None]
+    if started is pool and local:  # silent otherwise for as long as the models load
+        console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
+    async with started:
         with _progress(show_progress, console) as progress:
             collector = Collector(
                 pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
