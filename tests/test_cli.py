@@ -139,6 +139,18 @@ def test_data_stats_prints_split_sizes_and_each_workers_mean_reward(run: Run) ->
     assert re.search(rf"oracle\s*│\s*{oracle:.3f}\s*│", output), output
 
 
+def test_data_stats_says_how_many_records_on_one_line_above_a_narrow_table(
+    tmp_path: Path,
+) -> None:
+    """The summary was the table's title, folded to the width of a narrow table (two short
+    worker ids): '1 records (test' / '1), 0 tasks: mean' / 'reward per worker'."""
+    records_path = tmp_path / "one.jsonl"
+    write_records(records_path, [RewardRecord(prompt="hello", split="test", worker_ids=["a", "b"],
+                                               rewards=[1.0, 0.0])])  # fmt: skip
+    lines = ok(invoke("data", "stats", records_path)).splitlines()
+    assert lines[0] == "1 record (test 1), 0 tasks: mean reward per worker", lines
+
+
 def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text(

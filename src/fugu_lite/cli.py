@@ -278,9 +278,13 @@ def print_record_summary(records: list) -> None:
     }
     tasks = {record.task for record in records if record.task}
     sizes = " · ".join(f"{split} {len(selected):,}" for split, selected in by_split.items())
-    table = Table(
-        title=f"{len(records):,} records ({sizes}), {len(tasks)} tasks: mean reward per worker"
+    # a line of its own: as the table's title it was folded to the width of a narrow table
+    console.print(
+        f"{len(records):,} record{'s' * (len(records) != 1)} ({sizes}), {len(tasks)} "
+        f"task{'s' * (len(tasks) != 1)}: mean reward per worker",
+        soft_wrap=True,
     )
+    table = Table()
     table.add_column("worker")
     for split in by_split:
         table.add_column(split, justify="right")
