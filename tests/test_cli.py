@@ -151,6 +151,22 @@ def test_data_stats_says_how_many_records_on_one_line_above_a_narrow_table(
     assert lines[0] == "1 record (test 1), 0 tasks: mean reward per worker", lines
 
 
+def test_data_stats_says_when_the_mean_cost_leaves_records_out(tmp_path: Path) -> None:
+    """The mean cost column averaged only the records that have costs and did not say so:
+    one costed record of three showed as the workers' mean cost."""
+    records = [
+        RewardRecord(prompt=f"p{index}", split="train", worker_ids=["a", "b"],
+                     rewards=[1.0, 0.0], costs=[1.0, 2.0] if index == 0 else None)
+        for index in range(3)
+    ]  # fmt: skip
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    output = flat(ok(invoke("data", "stats", records_path)))
+    assert "mean cost: over the records that have costs, 1 of 3" in output, output
+    write_records(records_path, [r.model_copy(update={"costs": [1.0, 2.0]}) for r in records])
+    assert "that have costs" not in ok(invoke("data", "stats", records_path))
+
+
 def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text(

@@ -298,6 +298,11 @@ def print_record_summary(records: list) -> None:
     oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
     console.print(table)
+    if costed and len(costed) < len(records):
+        console.print(
+            f"mean cost: over the records that have costs, {len(costed):,} of {len(records):,}",
+            soft_wrap=True,
+        )
 
 
 def load_or_fail(path: Path | None, config_type: type[ConfigT], overrides: dict) -> ConfigT:
