@@ -624,6 +624,7 @@ def collect_command(
     check_output(output, "-o", "file")
     if log is not None:
         check_output(log, "--log", "file")
+    check_collect_files(tasks, output, log)
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -662,6 +663,33 @@ def collect_command(
             "run the same command again to retry them[/yellow]"
         )
         raise typer.Exit(code=1)
+
+
+def check_collect_files(tasks: Path, output: Path, log: Path | None) -> None:
+    """The task file, the records and the call log must be three files: the call log
+    written into the records file made it unreadable, and a task file given as -o was
+    refused with advice to delete its lines."""
+    from .collect import default_log_path
+
+    def same(first: Path, second: Path) -> bool:
+        if first.resolve() == second.resolve():
+            return True
+        return first.exists() and second.exists() and first.samefile(second)
+
+    call_log = log if log is not None else default_log_path(output)
+    if same(output, tasks):
+        fail(
+            f"-o {output} is the task file (--tasks) itself; give the records a file of "
+            f"their own, e.g. -o {output.with_name(output.stem + '.rewards.jsonl')}"
+        )
+    if same(call_log, output):
+        fail(
+            f"--log {call_log} is the records file (-o) itself, so the call log would be "
+            "mixed into the records; leave --log out (the default is "
+            f"{default_log_path(output)}) or give another file"
+        )
+    if same(call_log, tasks):
+        fail(f"the call log {call_log} is the task file (--tasks) itself; give --log another file")
 
 
 @app.command("demo")
