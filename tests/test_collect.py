@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,11 +19,19 @@ from typing import Any
 import psutil
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from fugu_lite import collect as collect_module
 from fugu_lite.cli import app
-from fugu_lite.collect import CollectError, collect, default_log_path
+from fugu_lite.collect import (
+    CollectError,
+    CollectSummary,
+    WorkerSummary,
+    collect,
+    default_log_path,
+    summary_table,
+)
 from fugu_lite.pool import PoolConfig, embedded_pool_config
 from fugu_lite.schemas import RewardRecord, prompt_hash, read_records
 from fugu_lite.scoring import Grade
@@ -688,6 +697,30 @@ def test_a_finished_collection_is_summarised_without_starting_the_pool(
         write_tasks(tasks_path, number_tasks(4))  # one more task: the pool is needed again
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "STUB_KEY, which is not set" in result.output
+
+
+def test_the_summary_table_keeps_its_numbers_whole_beside_long_worker_ids() -> None:
+    """Piped (80 columns), the table of a pool with long worker ids, as remote models have
+    them, cut every number to '…' (and the ids too): nothing of the summary could be read."""
+    ids = ["meta-llama/Llama-3.1-70B-Instruct-Turbo", "openrouter/anthropic/claude-3.5-sonnet"]
+    workers = [
+        WorkerSummary(worker_id=worker_id, done=1200, pending=10, calls=1210, errors=3,
+                      ungraded=0, mean_score=0.5, cost=0.0123, mean_latency_s=12.25)
+        for worker_id in ids
+    ]  # fmt: skip
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=1300,
+                             records_total=1200, records_written=0, workers=workers)  # fmt: skip
+    console = Console(width=80, record=True)
+    console.print(summary_table(summary))
+    text = console.export_text()
+    assert "…" not in text, text
+    rows = [line for line in text.splitlines() if "1210" in line]
+    assert len(rows) == 2 and all(re.search(r"1200 +10 +1210 +3 +0\.500 +0\.012 +12\.25s", row)
+                                  for row in rows), text  # fmt: skip
+    lines = text.splitlines()
+    width = next(line.index(" done") for line in lines if " done" in line)
+    first_column = "".join(line[:width].strip() for line in lines)
+    assert all(worker_id in first_column for worker_id in ids), text
 
 
 def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) -> None:

@@ -764,7 +764,7 @@ def summary_table(summary: CollectSummary) -> Table:
         pad_edge=False,
         collapse_padding=True,  # fits 80 columns
     )
-    table.add_column("worker", no_wrap=True)
+    table.add_column("worker", overflow="fold", min_width=12)  # folds; the numbers stay whole
     for column in ("done", "pending", "calls", "errors", "score", "cost", "latency"):
         table.add_column(column, justify="right", no_wrap=True)
     for worker in summary.workers:
