@@ -898,6 +898,29 @@ def test_the_one_worker_warning_shows_the_worker_id_as_it_is(run: Run, tmp_path:
     assert r"one worker (solo\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
 
 
+def test_stats_and_route_never_cut_a_long_worker_id(run: Run, tmp_path: Path) -> None:
+    """Piped (80 columns), `data stats` and `route` cut long worker ids with '…'
+    ('openrouter/meta-llama/llama-3.1-40…'), so ids sharing a long prefix could not be told
+    apart; a long id now folds over lines, as eval's tables do."""
+    prefix = "openrouter/meta-llama/llama-3.1-405b-instruct-turbo-"
+    names = {worker: f"{prefix}{worker}" for worker in WORKERS}
+    records = [
+        record.model_copy(update={"worker_ids": [names[worker] for worker in record.worker_ids]})
+        for record in run.records
+    ]
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    stats = ok(invoke("data", "stats", records_path))
+    ok(invoke("train", "sft", "--records", records_path, "--output", tmp_path / "sft",
+              "--config", run.config_path, "--set", "training.epochs=1"))  # fmt: skip
+    routed = ok(invoke("route", "--checkpoint", tmp_path / "sft", "hello"))
+    for output in (stats, routed):
+        assert "…" not in output, output
+        cells = "".join(line.split("│")[1].strip() for line in output.splitlines()
+                        if line.count("│") > 2)  # fmt: skip
+        assert all(name in cells for name in names.values()), output
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

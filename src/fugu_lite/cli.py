@@ -16,7 +16,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from .config import (
     DEFAULT_CONFIG,
@@ -285,7 +285,7 @@ def print_record_summary(records: list) -> None:
         soft_wrap=True,
     )
     table = Table()
-    table.add_column("worker")
+    table.add_column("worker", overflow="fold")  # never cut: ids may share a long prefix
     for split in by_split:
         table.add_column(split, justify="right")
     costed = [record for record in records if record.costs is not None]
@@ -583,7 +583,7 @@ def route_command(
     costs: dict[str, float] = {}
     if isinstance(decision, CostRoutingDecision):
         rewards, costs = decision.predicted_rewards, decision.predicted_costs or {}
-    table = Table("worker", "probability")
+    table = Table(Column("worker", overflow="fold"), "probability")  # ids never cut
     if rewards:
         table.add_column("predicted reward")
         table.add_column("predicted cost")
