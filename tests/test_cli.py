@@ -921,6 +921,23 @@ def test_stats_and_route_never_cut_a_long_worker_id(run: Run, tmp_path: Path) ->
         assert all(name in cells for name in names.values()), output
 
 
+def test_tasks_check_never_cuts_a_long_family_name(tmp_path: Path) -> None:
+    """Piped (80 columns), two families sharing a long prefix were both cut to the same
+    'agentverse-logicgrid-extremely-long-fa…'."""
+    families = [f"agentverse-logicgrid-extremely-long-family-name-{n}" for n in ("one", "two")]
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [
+        {"id": f"q{n}", "prompt": f"{n} + 1?", "answer": str(n + 1), "grader": "number",
+         "task": family}
+        for n, family in enumerate(families)
+    ]  # fmt: skip
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    output = ok(invoke("tasks", "check", tasks))
+    cells = "".join(line.split("│")[1].strip() for line in output.splitlines()
+                    if line.count("│") > 2)  # fmt: skip
+    assert "…" not in output and all(family in cells for family in families), output
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

@@ -882,7 +882,9 @@ def print_task_summary(tasks: list) -> None:
     from collections import Counter
 
     counts = Counter((task.task, task.grader, task.resolved_split()) for task in tasks)
-    table = Table("task", "grader", "train", "validation", "test", title="tasks")
+    table = Table(
+        Column("task", overflow="fold"), "grader", "train", "validation", "test", title="tasks"
+    )  # a long family name is folded, never cut: two may share a long prefix
     for family, grader in sorted({(f, g) for f, g, _ in counts}):
         splits = [str(counts[family, grader, split]) for split in ("train", "validation", "test")]
         table.add_row(console_name(family), grader, *splits)
