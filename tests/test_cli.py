@@ -631,6 +631,25 @@ def test_route_reads_the_prompt_from_stdin(run: Run) -> None:
     assert from_stdin == from_argument == "coder"
 
 
+def test_route_reading_a_terminal_says_what_it_waits_for(run: Run) -> None:
+    """`route ... -` with nothing piped in waited for stdin without a word: it looked hung."""
+    import pty
+
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fugu_lite", "route", "--checkpoint", str(run.checkpoint), "-"],
+        stdin=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    os.close(child)
+    os.write(parent, b"write a python function\n\x04")
+    stdout, stderr = process.communicate(timeout=120)
+    os.close(parent)
+    assert process.returncode == 0, stderr
+    assert "type the prompt to route, then Ctrl-D" in stderr
+    assert chosen(stdout) in WORKERS
+
+
 def test_route_refuses_excluding_every_worker(run: Run) -> None:
     excludes = [part for worker in WORKERS for part in ("--exclude", worker)]
     result = invoke("route", "--checkpoint", run.checkpoint, *excludes, "hello")

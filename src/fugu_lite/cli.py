@@ -560,6 +560,8 @@ def route_command(
     """Print the worker the router picks for one prompt, and the probabilities."""
     from .costs import CostRoutingDecision, route_checkpoint
 
+    if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
+        err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
