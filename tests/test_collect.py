@@ -723,6 +723,23 @@ def test_the_summary_table_keeps_its_numbers_whole_beside_long_worker_ids() -> N
     assert all(worker_id in first_column for worker_id in ids), text
 
 
+def test_cli_collect_shows_its_progress_in_a_log(tmp_path: Path) -> None:
+    """With stderr piped (a CI log, `2> log`, nohup), rich drew the progress bars only once
+    the run ended: hours of collection said nothing until then."""
+    tasks = number_tasks(20)
+    tasks_path = tmp_path / "tasks.jsonl"
+    write_tasks(tasks_path, tasks)
+    with StubWorker(solver(tasks)) as stub:
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tasks_path),
+                "-o", str(tmp_path / "rewards.jsonl")]  # fmt: skip
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("w: ")]
+    assert lines == [f"w: {done}/20 cells" for done in range(2, 21, 2)], result.stderr
+
+
 def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) -> None:
     write_tasks(tmp_path / "t.jsonl", number_tasks(1))
     (tmp_path / "afile").write_text("x")

@@ -467,7 +467,7 @@ class Collector:
         judge_worker: str | None = None,
         down_after: int = DOWN_AFTER,
         grade_concurrency: int = 2,
-        progress: Progress | None = None,
+        progress: Progress | LineProgress | None = None,
     ) -> None:
         self.pool = pool
         self.state = state
@@ -701,10 +701,38 @@ def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None)
         )
 
 
+class LineProgress:
+    """Collection progress where bars cannot be redrawn (stderr piped, a CI log): a line per
+    worker each time another tenth of its cells is done, so a long run shows it is moving."""
+
+    STEPS = 10
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bars: list[tuple[str, int]] = []  # (worker id, cells to do)
+        self.done: list[int] = []
+
+    def add_task(self, description: str, total: int, status: str = "") -> int:
+        self.bars.append((description, total))
+        self.done.append(0)
+        return len(self.bars) - 1
+
+    def update(self, bar: int, advance: int = 1, status: str = "") -> None:
+        worker_id, total = self.bars[bar]
+        before, self.done[bar] = self.done[bar], self.done[bar] + advance
+        if self.done[bar] * self.STEPS // total > before * self.STEPS // total:
+            self.console.print(
+                f"{worker_id}: {self.done[bar]}/{total} cells{f' ({status})' if status else ''}"
+            )
+
+
 @contextmanager
-def _progress(show: bool, console: Console) -> Iterator[Progress | None]:
+def _progress(show: bool, console: Console) -> Iterator[Progress | LineProgress | None]:
     if not show:
         yield None
+        return
+    if not console.is_terminal:  # a log: rich draws its bars only once, at the end
+        yield LineProgress(console)
         return
     progress = Progress(
         TextColumn("{task.description:<24}"),
