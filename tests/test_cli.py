@@ -957,6 +957,17 @@ def test_tasks_check_never_cuts_a_long_family_name(tmp_path: Path) -> None:
     assert "…" not in output and all(family in cells for family in families), output
 
 
+def test_feature_progress_is_shown_in_a_log(run: Run, tmp_path: Path) -> None:
+    """With stderr piped (a CI log, `2> log`), rich drew the backbone features' bar only
+    once they were all computed: minutes on a cold cache said nothing until then."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.format(cache_dir=tmp_path / "cold-cache"), encoding="utf-8")
+    result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "sft",
+                    "-c", config, "--set", "training.epochs=1")  # fmt: skip
+    lines = re.findall(r"^Backbone features: (\d+)/(\d+)$", ok(result) and result.stderr, re.M)
+    assert len(lines) >= 5 and lines[-1][0] == lines[-1][1], result.stderr
+
+
 # --- interruptions ----------------------------------------------------------------------------
 
 

@@ -737,7 +737,7 @@ def test_cli_collect_shows_its_progress_in_a_log(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("w: ")]
-    assert lines == [f"w: {done}/20 cells" for done in range(2, 21, 2)], result.stderr
+    assert lines == [f"w: {done}/20" for done in range(2, 21, 2)], result.stderr
 
 
 def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from rich.table import Table
 
 from .io import RecordFileError, append_jsonl, iter_jsonl
 from .pool import PoolConfig, WorkerConfig
+from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
@@ -699,31 +700,6 @@ def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None)
             "some tasks use the judge grader; name the pool worker that judges with --judge "
             "WORKER_ID"
         )
-
-
-class LineProgress:
-    """Collection progress where bars cannot be redrawn (stderr piped, a CI log): a line per
-    worker each time another tenth of its cells is done, so a long run shows it is moving."""
-
-    STEPS = 10
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.bars: list[tuple[str, int]] = []  # (worker id, cells to do)
-        self.done: list[int] = []
-
-    def add_task(self, description: str, total: int, status: str = "") -> int:
-        self.bars.append((description, total))
-        self.done.append(0)
-        return len(self.bars) - 1
-
-    def update(self, bar: int, advance: int = 1, status: str = "") -> None:
-        worker_id, total = self.bars[bar]
-        before, self.done[bar] = self.done[bar], self.done[bar] + advance
-        if self.done[bar] * self.STEPS // total > before * self.STEPS // total:
-            self.console.print(
-                f"{worker_id}: {self.done[bar]}/{total} cells{f' ({status})' if status else ''}"
-            )
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from .backbones import (
 from .config import ModelConfig
 from .io import write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
+from .progress import LineProgress
 from .schemas import ChatMessage, message_text, prompt_hash
 
 FEATURE_FORMAT_VERSION = 1
@@ -467,9 +468,11 @@ def _text_of(prompt: Prompt) -> str:
     return prompt if isinstance(prompt, str) else " ".join(message_text(m) for m in prompt)
 
 
-def _progress(shown: bool) -> Progress:
+def _progress(shown: bool) -> Progress | LineProgress:
     """A bar only for more than one batch: a single prompt (`route`, a served request)
-    would otherwise print a bar for every decision."""
+    would otherwise print a bar for every decision. Lines where bars are not redrawn."""
+    if shown and not console.is_terminal:
+        return LineProgress(console)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
