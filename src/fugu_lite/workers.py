@@ -270,6 +270,7 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
             "both `tools` and the deprecated `functions` (llama-cpp-python's server replaces "
             "the tools with the functions; send the functions as tools)"
         )
+    strict = strict_schema_places(params)
     for where, schema in grammar_schemas(params):
         known = len(gaps)
         found = unrenderable_literal(schema)
@@ -298,11 +299,12 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 "llama-cpp-python's grammar converter makes that property's value the whole "
                 "answer, not an object)"
             )
-        ignored = ignored_constraint(schema)
+        ignored = ignored_constraint(schema) if where in strict else None
         if ignored is not None:
             gaps.append(
-                f"a JSON schema with {ignored[1]} ({where}{ignored[0]}; llama-cpp-python's "
-                "grammar converter leaves it out of the grammar, so the answer may break it)"
+                f"a strict JSON schema with {ignored[1]} ({where}{ignored[0]}; "
+                "llama-cpp-python's grammar converter leaves it out of the grammar, so the "
+                "answer may break it; without `strict: true` a local worker may answer)"
             )
         if len(gaps) == known:  # else its problem is said already
             unread = unconvertible_schema(llama_cpp_schema(schema))
@@ -318,6 +320,23 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
             "one tool in tool_choice instead)"
         )
     return gaps
+
+
+def strict_schema_places(params: dict[str, Any]) -> set[str]:
+    """The places (as grammar_schemas names them) of the schemas sent with `strict: true`:
+    response_format's json_schema and function tools. OpenAI holds an answer to every
+    constraint of those only; without it a schema is a guide the answer may break, as a
+    local worker's does with the constraints llama.cpp leaves out (ignored_constraint)."""
+    places = set()
+    response_format = params.get("response_format")
+    spec = response_format.get("json_schema") if isinstance(response_format, dict) else None
+    if isinstance(spec, dict) and spec.get("strict") is True:
+        places.add("response_format.json_schema.schema")
+    for i, tool in enumerate(params.get("tools") or []):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("strict") is True:
+            places.add(f"tools[{i}].function.parameters")
+    return places
 
 
 def grammar_schemas(params: dict[str, Any]) -> list[tuple[str, Any]]:
