@@ -1397,6 +1397,20 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("SCORE: N", None),
         ("Score: -1", None),
         ("", None),
+        # a score in words, or a label in bold or with its scale, as judges write them
+        ("The answer is right but terse. I'd give it a score of 7", 0.7),
+        ("I'd give it a 7.", 0.7),
+        ("I would rate this response a 9 (it cites 2 of the 3 facts).", 0.9),
+        ("My score is 6.", 0.6),
+        ("**Score**: 7", 0.7),
+        ("Score (out of 10): 7", 0.7),
+        ("Rating: 8", 0.8),
+        ("Accuracy: 8/10\nClarity: 6/10\nOverall: 7/10", 0.7),
+        # "SCORE: N" wins over a remark after it; ratios that disagree are no verdict
+        ("SCORE: 7/10\n\nA perfect response would score 10/10.", 0.7),
+        ("It deserves a 6/10 rather than 10/10.", None),
+        ("7/10. Yes, 7/10.", 0.7),
+        ("Score: 7 out of 10.\n\nIt misses 1 of the 3 steps, 2/3 done.", 0.7),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:

@@ -45,7 +45,8 @@
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
 - judge: an LLM judge (an async callable messages -> reply) scores 0-10 with the task's
-  rubric; the score is divided by 10.
+  rubric ("SCORE: 7", else "a score of 7", else agreeing ratios "7/10"); the score is
+  divided by 10.
 
 A score of 0.0 means the answer is wrong or missing (`detail` says why). When we cannot
 grade (no reference answer, judge down or unparseable, sandbox broken), `score` is None and
@@ -1160,12 +1161,27 @@ MAX_JUDGED_CHARS = 6000
 # A response line this long found inside a reply line is an echo; a shorter one ("7/10")
 # only when it is the whole line, since the judge's own verdict may hold the same text.
 MIN_ECHO_CHARS = 20
+_SCORE_VALUE = (
+    r"[*_]*+\s*+(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_]*"
+    r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?"
+)
+# The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10")
 _SCORE_LINE = re.compile(
-    r"score\s*(?:\(0-10\))?\s*[:=]?\s*\**\s*(?P<value>-?\d+(?:\.\d+)?)\s*\**"
-    r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?",
+    r"\b(?:score|rating|grade|overall|total)[*_]*+(?:\s*\([^()\n]{0,20}\))?[*_]*+\s*[:=]\s*+"
+    + _SCORE_VALUE,
+    re.IGNORECASE,
+)
+# A score in words: "I'd give it a score of 7", "My score is 7.", "I'd give it a 7", "I would
+# rate this response a 9", "SCORE 7"; read when no "SCORE: N" is given (a remark such as "a
+# perfect answer would score 10/10" after "SCORE: 7/10" is no verdict)
+_SCORE_PHRASE = re.compile(
+    r"(?:\b(?:score|rating|grade)\s+(?:is|of|would\s+be|will\s+be)(?:\s+an?)?"
+    r"|\b(?:give|rate|score|award)\s+(?:it|this(?:\s+(?:response|answer|reply))?)(?:\s+an?)?"
+    r"|\bscore)\s*+" + _SCORE_VALUE,
     re.IGNORECASE,
 )
 _RATIO = re.compile(r"(?P<value>-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(?P<scale>10|100|5)\b")
+_SCORE_PATTERNS = (_SCORE_LINE, _SCORE_PHRASE, _RATIO)
 
 
 def judge_messages(task: Task, output: str) -> list[dict[str, str]]:
@@ -1193,22 +1209,27 @@ def judge_messages(task: Task, output: str) -> list[dict[str, str]]:
 def parse_judge_score(reply: str) -> float | None:
     """A 0-1 score from the judge's reply, or None when none can be read.
 
-    Read on a 0-10 scale ("SCORE: 7", "7/10"); an explicit scale ("4/5", "80/100") is
-    honoured, and a decimal between 0 and 1 ("SCORE: 0.8") is read on a 0-1 scale.
+    Read on a 0-10 scale; an explicit scale ("4/5", "80/100") is honoured, and a decimal
+    between 0 and 1 ("SCORE: 0.8") is read on a 0-1 scale. The last "SCORE: 7" (or
+    "Rating: 7", "Overall: 7/10") counts, else the last score in words ("a score of 7",
+    "I'd give it a 7"), else a ratio ("7/10", "7 out of 10") when all the reply's ratios
+    agree ("6/10 rather than 10/10" is no verdict), else a reply that is only a number.
     """
     text = unicodedata.normalize("NFKC", reply or "")
-    match = None
-    for pattern in (_SCORE_LINE, _RATIO):
+    for pattern in (_SCORE_LINE, _SCORE_PHRASE):
         matches = list(pattern.finditer(text))
         if matches:
-            match = matches[-1]
-            break
-    if match is not None:
-        value_text, scale_text = match.group("value"), match.group("scale")
-    elif re.fullmatch(r"\s*\**\s*-?\d+(?:\.\d+)?\s*\**\s*\.?\s*", text):
-        value_text, scale_text = text.strip(" *.\n\t"), None
-    else:
-        return None
+            return _score(matches[-1].group("value"), matches[-1].group("scale"))
+    ratios = {_score(m.group("value"), m.group("scale")) for m in _RATIO.finditer(text)}
+    if ratios:
+        return ratios.pop() if len(ratios) == 1 else None
+    if re.fullmatch(r"\s*\**\s*-?\d+(?:\.\d+)?\s*\**\s*\.?\s*", text):
+        return _score(text.strip(" *.\n\t"), None)
+    return None
+
+
+def _score(value_text: str, scale_text: str | None) -> float | None:
+    """value / scale in [0, 1] (scale 10 unless given, or 1 for "0.8"), or None outside it."""
     value = float(value_text)
     if scale_text is not None:
         scale = float(scale_text)
@@ -1230,7 +1251,7 @@ def without_echoed_scores(reply: str, output: str) -> str:
     echoed = {
         line.strip()
         for line in response.splitlines()
-        if _SCORE_LINE.search(line) or _RATIO.search(line)
+        if any(pattern.search(line) for pattern in _SCORE_PATTERNS)
     }
     kept = [
         line
