@@ -929,6 +929,18 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("[1, 2, 3]\n\nThis is my final answer.", 1.0),
         ("[1, 2, 3]\n\nThe answer is correct because each number is smaller than the next.", 1.0),
         ("Answer: [1, 2, 3]. The answer is correct.", 1.0),
+        # the answer ends with its sentence or line: the explanation after it is not graded
+        ("The answer is [3, 2, 1]. That is the list [1, 2, 3] in reverse.", 0.0),
+        ("Final answer: [3, 2, 1]\n\nExplanation: sorting gives [1, 2, 3] ascending.", 0.0),
+        ("Final answer: [1, 2, 3]\n\nExplanation: 3 moves to the end.", 1.0),
+        ("The answer is as follows:\n[1, 2, 3]", 1.0),
+        ("The answer is:\n\n```text\n[1, 2, 3]\n```", 1.0),
+        ("Answer: [1,\n 2,\n 3]\n\nThe input was [3, 2, 1].", 1.0),
+        ("The answer is [1.5, 2]. Then [1, 2, 3].", 0.0),
+        # a self-correction is the final answer
+        ("The answer is [1, 3, 2]. Wait, no, it's [1, 2, 3].", 1.0),
+        ("The sorted list is [1, 2, 3]. Wait, no, it's [1, 3, 2].", 0.0),
+        ("The answer is [1, 2, 3]. No wait, it's fine.", 1.0),
     ],
 )
 def test_regex_grader_grades_the_final_answer(output: str, score: float) -> None:
@@ -940,6 +952,8 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
     assert run(regex_task(r"^yes$"), "Answer: yes").score == 1.0
     assert run(regex_task(r"^yes$"), "**Answer:** yes.").score == 1.0
     assert run(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
+    assert run(regex_task(r"^yes$"), "Answer: yes. Because 5 is greater than 3.").score == 1.0
+    assert run(regex_task(r"^no$"), "**Answer:** No\n\n7 is not greater than 9.").score == 1.0
 
 
 @pytest.mark.parametrize(

@@ -37,10 +37,12 @@
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
-  ("The answer is", "Answer:", "Final answer", "The answer should be"), only the text after
-  the last one is searched (without markdown around it or a closing period), so a right
-  list written before a different final one does not count; a marker followed by nothing or
-  by a remark ("The answer is correct.") is no final answer. An empty output scores 0.
+  ("The answer is", "Answer:", "Final answer", "The answer should be", a self-correction),
+  only the answer after the last one is searched: the rest of its line (or the next line)
+  up to the end of its sentence, without markdown around it or a closing period, so a
+  right list written before a different final one, or named by the explanation after it,
+  does not count; a marker followed by nothing or by a remark ("The answer is correct.")
+  is no final answer. An empty output scores 0.
 - code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
@@ -1008,11 +1010,11 @@ def grade_regex(task: Task, output: str) -> Grade:
         pattern = re.compile(task.answer, flags)
     except re.error as error:
         return cannot_grade(f"the task's pattern {task.answer!r} does not compile: {error}")
-    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", output)).strip()
-    if not text:  # a pattern that checks only what is absent, "^(?!.*no)", matches ""
+    text = unicodedata.normalize("NFKC", output).replace("\u2212", "-")  # "[−3, 5]"
+    if not text.strip():  # a pattern that checks only what is absent, "^(?!.*no)", matches ""
         return wrong("empty output")
-    text = text.replace("\u2212", "-")  # "[−3, 5]": the minus sign NFKC keeps
     text, where = _final_answer_part(text)
+    text = re.sub(r"\s+", " ", text).strip()
     # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may
     # backtrack); the final answer of a long reply is at its end.
     match = pattern.search(text[:REGEX_WINDOW]) or pattern.search(text[-REGEX_WINDOW:])
@@ -1021,34 +1023,74 @@ def grade_regex(task: Task, output: str) -> Grade:
     return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}{where}")
 
 
-# Markers of a final answer (the number grader's, without its "result is" / "total is" and
-# self-corrections, which also begin remarks: "The result is sorted.", "Actually, it is
-# correct.")
+# Markers of a final answer (the number grader's, without its "result is" / "total is",
+# which also begin remarks: "The result is sorted."), and self-corrections ("[1, 3, 2].
+# Wait, no, it's [1, 2, 3].") unless a remark follows them ("Actually, it is correct.")
 _FINAL_ANSWER_MARKER = re.compile(
     r"(?:final answer|answer)(?:\s*(?:is|was|(?:would|should|must|will) be)\b|\s*[:=])"
-    r"|final answer",
+    rf"|final answer|{_SELF_CORRECTION}",
     re.IGNORECASE,
 )
 # a remark on an answer given before, not an answer: "The answer is correct because ..."
 _VERDICT = re.compile(
     r"[\s:*_#>`$]*+(?:(?:not\s+)?(?:correct|right|wrong|incorrect|valid|accurate|above|shown|"
-    r"given|sorted|the\s+same)\b|\W*+$)",
+    r"given|sorted|the\s+same|fine|ok|okay|good)\b|\W*+$)",
     re.IGNORECASE,
 )
 
 
+# Where the answer after a marker starts: past markdown, and a fence opening on its own line
+_ANSWER_START = re.compile(r"(?:[\s:*_#>`$]|(?<=```)[\w+#.-]+(?=\n))*+")
+# The end of the answer's sentence: "[3, 2, 1]. That is [1, 2, 3] sorted." ("[1.5, 2]" is one)
+_ANSWER_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")
+MAX_ANSWER_CONTINUATION = 2_000
+
+
 def _final_answer_part(text: str) -> tuple[str, str]:
-    """The text after the last final-answer marker ("The answer is [1, 2, 3]"), without
+    """The answer after the last final-answer marker ("The answer is [1, 2, 3]"), without
     markdown around it or a closing period, and where it was found; else the whole text. A
     pattern searched in the whole reply would credit a right list the reply wrote before it
-    answered another one. A marker followed by no text ("[1, 2, 3] is my final answer.") or
-    a remark ("The answer is correct.") is no final answer."""
+    answered another one, or one its explanation names after it. A marker followed by no
+    text ("[1, 2, 3] is my final answer.") or a remark ("The answer is correct.") is no final
+    answer."""
     for marker in reversed(list(_FINAL_ANSWER_MARKER.finditer(text))):
         if _VERDICT.match(text, marker.end()):
             continue
-        rest = text[marker.end() :].strip(" :*_#>`$").rstrip(" .*_`$")
-        return rest, f" (the text after {marker.group(0).strip()!r})"
+        answer = _answer_at(text, marker.end()).strip(" :*_#>`$").rstrip(" .*_`$")
+        return answer, f" (the answer after {marker.group(0).strip()!r})"
     return text, ""
+
+
+def _answer_at(text: str, start: int) -> str:
+    """The answer starting at `start`: the rest of its line (the next line when the marker
+    ends its line, or its line is a lead-in ending in ':'), up to the end of its sentence;
+    a list whose bracket the line leaves open ("[1,\n2,\n3]") runs to its closing one."""
+    start = _ANSWER_START.match(text, start).end()  # type: ignore[union-attr]
+    end = _line_end(text, start)
+    if text[start:end].rstrip(" *_").endswith(":"):  # "The answer is as follows:\n[1, 2, 3]"
+        start = _ANSWER_START.match(text, end).end()  # type: ignore[union-attr]
+        end = _line_end(text, start)
+    depth = text.count("[", start, end) - text.count("]", start, end)
+    if depth > 0:
+        closing = _closing_bracket(text, end, depth)
+        end = end if closing is None else closing + 1
+    answer = text[start:end]
+    sentence_end = _ANSWER_SENTENCE_END.search(answer)
+    return answer if sentence_end is None else answer[: sentence_end.start()]
+
+
+def _line_end(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end
+
+
+def _closing_bracket(text: str, start: int, depth: int) -> int | None:
+    """Where the `depth` brackets left open before `start` close (a bounded look)."""
+    for index in range(start, min(len(text), start + MAX_ANSWER_CONTINUATION)):
+        depth += {"[": 1, "]": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    return None
 
 
 # --- code ------------------------------------------------------------------------------------
