@@ -1445,3 +1445,38 @@ def test_a_grader_that_cannot_run_records_an_error() -> None:
     bad_output = asyncio.run(grade(number_task("4"), None))
     assert bad_output.score is None
     assert "expected the worker's output as text" in (bad_output.error or "")
+
+
+REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the number."
+APPLES = "Sam has 15 apples and gives away 3. How many apples does Sam have now?"
+SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # a closing clause restating the question's numbers is not the answer
+        (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "3", 1.0),
+        (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "4", 0.0),
+        (APPLES, "Sam has 12 apples left after giving away 3.", "12", 1.0),
+        (APPLES, "Sam has 12 apples left after giving away 3.", "3", 0.0),
+        (APPLES, "Sam now has 12 apples, since he started with 15 and gave away 3.", "12", 1.0),
+        # a clause with a number of its own may hold the answer
+        (SAVINGS, "He will have $20 after 4 weeks.", "4", 1.0),
+        (REMAINDER, "When 15 is divided by 4, the remainder is 3.", "3", 1.0),
+    ],
+)
+def test_a_closing_clause_restating_the_question_is_not_the_answer(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_a_closing_clause_takes_linear_time() -> None:
+    task = Task(id="n", prompt="What is 1 + 1?", answer="2", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "It is 2" + " when 1 is added to 1" * 100_000).score is not None
+    assert run(task, "It is 2" + " when 1" * 100_000 + ".").score is not None
+    assert time.process_time() - started < 3.0

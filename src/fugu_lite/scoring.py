@@ -8,7 +8,8 @@
   marker's sentence holds an equation, or alone on the next line when the marker ends its
   line; not one the marker rules out, "answer is not 41", nor the first operand of
   arithmetic, "3 more than 9"), else the last number in the output (before a closing
-  parenthetical that shows the working: "12 apples (15 - 3)."). Two numbers as the
+  parenthetical that shows the working: "12 apples (15 - 3).", or a closing clause that
+  restates the question's numbers: "3 when 15 is divided by 4"). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
   and times or ratios ("3:30") are ambiguous. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
@@ -178,7 +179,7 @@ def grade_number(task: Task, output: str) -> Grade:
     reference = parse_number(task.answer or "")
     if reference is None:
         return cannot_grade(f"the task's answer {task.answer!r} is not a number")
-    found, source = extract_number(output)
+    found, source = extract_number(output, task.prompt_text())
     if found is None:
         return wrong(source or "no number in the output")
     detail = f"extracted {_clip(found.text)!r} ({source}); expected {task.answer}"
@@ -189,9 +190,10 @@ def grade_number(task: Task, output: str) -> Grade:
     return Grade(score=1.0 if matched else 0.0, detail=detail)
 
 
-def extract_number(output: str) -> tuple[FoundNumber | None, str]:
+def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, str]:
     """The final answer's number and where it was found, or None and why not ("" when
-    the output holds no number)."""
+    the output holds no number). `prompt`'s numbers tell a closing clause that restates the
+    question ("3 when 15 is divided by 4") from the answer."""
     text = _normalise_number_text(output)
     boxed = last_boxed(text)
     if boxed is not None:
@@ -223,6 +225,8 @@ def extract_number(output: str) -> tuple[FoundNumber | None, str]:
     if first_line is not None:
         return _found(first_line), "a first line holding only a number"
     working = _working_at_the_end(text)
+    if working is None:
+        working = _question_at_the_end(text, numbers, _normalise_number_text(prompt))
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
@@ -250,6 +254,41 @@ def _working_at_the_end(text: str) -> int | None:
     """Where a parenthetical ending the output that only shows the working starts."""
     start = text.rfind("(")
     return start if start >= 0 and _WORKING.fullmatch(text, start) else None
+
+
+MAX_RESTATED_NUMBERS = 4
+# A closing clause that restates the question's numbers after the answer: "The remainder is
+# 3 when 15 is divided by 4.", "Sam has 12 apples left after giving away 3."
+_CLOSING_CLAUSE = re.compile(
+    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s",
+    re.IGNORECASE,
+)
+
+
+def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
+    """Where a closing clause of the last sentence starts when a number comes before it in
+    that sentence and the few numbers in it are all the question's (a clause with a number
+    of its own, "He has $20 after 4 weeks." for "how many weeks", may hold the answer)."""
+    if not numbers or not prompt:
+        return None
+    last = numbers[-1].start()
+    sentence_start = 0
+    for end in _SENTENCE_END.finditer(text, 0, last):
+        sentence_start = end.end()
+    starts = [number.start() for number in numbers]
+    first = bisect.bisect_left(starts, sentence_start)
+    clause = _CLOSING_CLAUSE.search(text, numbers[first].end(), last)
+    if clause is None:
+        return None
+    inside = numbers[bisect.bisect_left(starts, clause.start()) :]
+    if len(inside) > MAX_RESTATED_NUMBERS:
+        return None
+    asked = [_found(number) for number in _numbers(prompt)]
+    restated = all(
+        any(numbers_match(_found(number), question.value) for question in asked)
+        for number in inside
+    )
+    return clause.start() if restated else None
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
