@@ -11,7 +11,9 @@
   parenthetical that shows the working: "12 apples (15 - 3).", or a closing clause that
   restates the question's numbers: "3 when 15 is divided by 4"). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
-  and times or ratios ("3:30") are ambiguous. Commas between
+  and times or ratios ("3:30") are ambiguous; a quantity in two units ("2 hours and 30
+  minutes") is read in the one unit of its kind the question asks for ("to hours": 2.5),
+  else (or when it is the question's own) is ambiguous too. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
@@ -70,7 +72,7 @@ from fractions import Fraction
 from pydantic import BaseModel
 
 from .sandbox import SandboxLimits, run_python_tests
-from .tasks import Task, choice_letter, parse_number
+from .tasks import Task, choice_letter, format_number, parse_number
 
 Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
 
@@ -194,7 +196,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     """The final answer's number and where it was found, or None and why not ("" when
     the output holds no number). `prompt`'s numbers tell a closing clause that restates the
     question ("3 when 15 is divided by 4") from the answer."""
-    text = _normalise_number_text(output)
+    text = _in_the_unit_asked(_normalise_number_text(output), _normalise_number_text(prompt))
     boxed = last_boxed(text)
     if boxed is not None:
         if _SYMBOL_AFTER.search(boxed):
@@ -393,6 +395,8 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
     shown = _clip(text[first.start() : second.end()])
     if between == ":":
         return f"a time or ratio, not a number: {shown!r}"
+    if _in_two_units(text, first, second):
+        return f"a quantity in two units, not one number: {shown!r}"
     if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
         return f"two numbers, not one answer: {shown!r}"
     return None
@@ -403,6 +407,99 @@ def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:
     return numbers_match(one, other.value, other.decimals) or numbers_match(
         other, one.value, one.decimals
     )
+
+
+# A quantity in two units, "2 hours and 30 minutes", "5 feet 3 inches": its value depends
+# on the unit the question asks for. Surface form -> (kind, size in the kind's smallest unit).
+_UNIT_SIZES: dict[str, tuple[str, int]] = {
+    **dict.fromkeys(("week", "weeks"), ("time", 604_800)),
+    **dict.fromkeys(("day", "days"), ("time", 86_400)),
+    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), ("time", 3_600)),
+    **dict.fromkeys(("minute", "minutes", "min", "mins"), ("time", 60)),
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), ("time", 1)),
+    **dict.fromkeys(("yard", "yards", "yd"), ("imperial length", 36)),
+    **dict.fromkeys(("foot", "feet", "ft"), ("imperial length", 12)),
+    **dict.fromkeys(("inch", "inches"), ("imperial length", 1)),
+    **dict.fromkeys(
+        ("kilometer", "kilometers", "kilometre", "kilometres", "km"), ("length", 100_000)
+    ),
+    **dict.fromkeys(("meter", "meters", "metre", "metres", "m"), ("length", 100)),
+    **dict.fromkeys(
+        ("centimeter", "centimeters", "centimetre", "centimetres", "cm"), ("length", 1)
+    ),
+    **dict.fromkeys(("kilogram", "kilograms", "kg"), ("mass", 1_000)),
+    **dict.fromkeys(("gram", "grams", "g"), ("mass", 1)),
+    **dict.fromkeys(("pound", "pounds", "lb", "lbs"), ("imperial mass", 16)),
+    **dict.fromkeys(("ounce", "ounces", "oz"), ("imperial mass", 1)),
+}
+_UNIT = "|".join(sorted(_UNIT_SIZES, key=len, reverse=True))
+_UNIT_PART = rf"(?<![\w.,/])\d{{1,9}}(?:\.\d+)?\s?(?:{_UNIT})\b"
+_COMPOUND_QUANTITY = re.compile(
+    rf"{_UNIT_PART}(?:,?\s(?:and\s)?{_UNIT_PART}){{1,2}}", re.IGNORECASE
+)
+_QUANTITY_PART = re.compile(rf"(?P<value>\d{{1,9}}(?:\.\d+)?)\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
+# the unit a question asks for: "Convert 150 minutes to hours.", "How many minutes are ...?"
+_UNIT_ASKED = re.compile(
+    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?P<unit>{_UNIT})\b", re.IGNORECASE
+)
+_UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b,?\s(?:and\s)?", re.IGNORECASE)
+_UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
+
+
+def _quantity(text: str) -> tuple[str, Fraction] | None:
+    """The kind and size (in the kind's smallest unit) of "2 hours and 30 minutes", or None
+    when its parts are of different kinds or not from the largest unit down."""
+    parts = [
+        (_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"]))
+        for m in _QUANTITY_PART.finditer(text)
+    ]
+    kinds = {kind for (kind, _), _ in parts}
+    sizes = [size for (_, size), _ in parts]
+    if len(kinds) != 1 or sizes != sorted(set(sizes), reverse=True):
+        return None
+    return kinds.pop(), sum((size * value for (_, size), value in parts), Fraction(0))
+
+
+def _in_the_unit_asked(text: str, prompt: str) -> str:
+    """`text` with each quantity in two units ("2 hours and 30 minutes") written in the one
+    unit of its kind the question asks for ("2.5 hours" for "Convert 150 minutes to hours."),
+    unless the question holds that very quantity (an echo of it answers nothing). Left as it
+    is when the question asks for no unit of its kind: it is then no single number."""
+    asked: dict[str, set[str]] = {}
+    for match in _UNIT_ASKED.finditer(prompt):
+        unit = match["unit"].lower()
+        asked.setdefault(_UNIT_SIZES[unit][0], set()).add(unit)
+    if not asked:
+        return text
+    in_question = {_quantity(m.group(0)) for m in _COMPOUND_QUANTITY.finditer(prompt)}
+
+    def convert(match: re.Match[str]) -> str:
+        quantity = _quantity(match.group(0))
+        if quantity is None or quantity in in_question:
+            return match.group(0)
+        kind, size = quantity
+        units = asked.get(kind, set())
+        if len({_UNIT_SIZES[unit][1] for unit in units}) != 1:
+            return match.group(0)
+        unit = sorted(units)[-1]
+        value = size / _UNIT_SIZES[unit][1]
+        shown = format_number(value) if value == Fraction(format_number(value)) else str(value)
+        return f"{shown} {unit}"
+
+    return _COMPOUND_QUANTITY.sub(convert, text)
+
+
+def _in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
+    """Whether two numbers side by side are one quantity in two units ("2 hours and 30
+    minutes"): the larger unit after the first, a smaller one of its kind after the second."""
+    between = _UNITS_BETWEEN.fullmatch(text, first.end(), second.start())
+    after = _UNIT_AFTER.match(text, second.end())
+    if between is None or after is None:
+        return False
+    (kind, size), (other_kind, other_size) = (
+        _UNIT_SIZES[match["unit"].lower()] for match in (between, after)
+    )
+    return kind == other_kind and size > other_size
 
 
 def _clip(text: str, size: int = 40) -> str:
