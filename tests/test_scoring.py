@@ -1450,6 +1450,8 @@ def test_a_grader_that_cannot_run_records_an_error() -> None:
 REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the number."
 APPLES = "Sam has 15 apples and gives away 3. How many apples does Sam have now?"
 SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
+BUY = "Tom has 12 apples. He gets 8 more and gives away 5. How many apples does he have now?"
+LARGEST = "What is the second largest number in the list [12, 45, 7]?"
 
 
 @pytest.mark.parametrize(
@@ -1464,6 +1466,15 @@ SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
         # a clause with a number of its own may hold the answer
         (SAVINGS, "He will have $20 after 4 weeks.", "4", 1.0),
         (REMAINDER, "When 15 is divided by 4, the remainder is 3.", "3", 1.0),
+        # an explanation after a dash, a colon, in parentheses or in a note, alike
+        (BUY, "15 (Tom had 12, got 8, gave 5)", "15", 1.0),
+        (BUY, "15 (Tom had 12, got 8, gave 5)", "5", 0.0),
+        (BUY, "15 — Tom had 12, got 8 more, and gave away 5.", "15", 1.0),
+        (BUY, "Tom has 15 apples: he had 12, got 8, and gave away 5.", "15", 1.0),
+        (BUY, "He has 15.\nNote: Tom started with 12.", "15", 1.0),
+        # with no explanation before them, the question's numbers may be the answer
+        (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
+        (BUY, "12 + 8 = 20 - 5", "20", 0.0),
     ],
 )
 def test_a_closing_clause_restating_the_question_is_not_the_answer(

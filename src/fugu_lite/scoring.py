@@ -8,8 +8,9 @@
   marker's sentence holds an equation, or alone on the next line when the marker ends its
   line; not one the marker rules out, "answer is not 41", nor the first operand of
   arithmetic, "3 more than 9"), else the last number in the output (before a closing
-  parenthetical that shows the working: "12 apples (15 - 3).", or a closing clause that
-  restates the question's numbers: "3 when 15 is divided by 4"). Two numbers as the
+  parenthetical that shows the working: "12 apples (15 - 3).", or an explanation that
+  restates the question's numbers: "3 when 15 is divided by 4", "15 (he had 12, got 8,
+  gave 5)", "15 — he had 12 ..."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
   and times or ratios ("3:30") are ambiguous; a quantity in two units ("2 hours and 30
   minutes") is read in the one unit of its kind the question asks for ("to hours": 2.5),
@@ -259,38 +260,37 @@ def _working_at_the_end(text: str) -> int | None:
 
 
 MAX_RESTATED_NUMBERS = 4
-# A closing clause that restates the question's numbers after the answer: "The remainder is
-# 3 when 15 is divided by 4.", "Sam has 12 apples left after giving away 3."
-_CLOSING_CLAUSE = re.compile(
-    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s",
+# What begins an explanation after the answer: a closing clause ("The remainder is 3 when 15
+# is divided by 4.", "12 apples left after giving away 3"), a dash, colon or parenthesis ("15
+# (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a note ("15.\nNote: ...")
+_EXPLANATION_START = re.compile(
+    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s"
+    r"|\s*(?:[—–]|--)\s|:\s|;\s|\s\("
+    r"|[.!]?\s+(?:this\s+is\s+)?(?:because|since|note|explanation|reasoning)\b",
     re.IGNORECASE,
 )
+EXPLANATION_GAP = 200
 
 
 def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
-    """Where a closing clause of the last sentence starts when a number comes before it in
-    that sentence and the few numbers in it are all the question's (a clause with a number
-    of its own, "He has $20 after 4 weeks." for "how many weeks", may hold the answer)."""
+    """Where an explanation after the answer starts when the few numbers after it are all
+    the question's: the last number that is not the question's, then an explanation (a
+    clause, a dash, a colon, a note) restating them. A clause with a number of its own ("He
+    has $20 after 4 weeks." for "how many weeks") may hold the answer, and one restating the
+    question's numbers with no explanation before it ("..., so the largest is 45") too."""
     if not numbers or not prompt:
         return None
-    last = numbers[-1].start()
-    sentence_start = 0
-    for end in _SENTENCE_END.finditer(text, 0, last):
-        sentence_start = end.end()
-    starts = [number.start() for number in numbers]
-    first = bisect.bisect_left(starts, sentence_start)
-    clause = _CLOSING_CLAUSE.search(text, numbers[first].end(), last)
-    if clause is None:
-        return None
-    inside = numbers[bisect.bisect_left(starts, clause.start()) :]
-    if len(inside) > MAX_RESTATED_NUMBERS:
-        return None
     asked = [_found(number) for number in _numbers(prompt)]
-    restated = all(
-        any(numbers_match(_found(number), question.value) for question in asked)
-        for number in inside
-    )
-    return clause.start() if restated else None
+    tail = numbers[-(MAX_RESTATED_NUMBERS + 1) :]
+    index = len(tail) - 1
+    while index >= 0 and any(numbers_match(_found(tail[index]), q.value) for q in asked):
+        index -= 1
+    if index < 0 or index == len(tail) - 1:
+        return None
+    answer, restated = tail[index], tail[index + 1]
+    end = min(restated.start(), answer.end() + EXPLANATION_GAP)
+    explanation = _EXPLANATION_START.search(text, answer.end(), end)
+    return None if explanation is None else explanation.start()
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
