@@ -1533,3 +1533,23 @@ def test_quantities_in_two_units_take_linear_time() -> None:
     assert run(task, "2 hours and 30 minutes, " * 30_000).score is not None
     assert run(task, "2 hours " * 100_000).score is not None
     assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("It's 42, not 32.", "42", 1.0),
+        ("It's 42, not 32.", "32", 0.0),
+        ("The sum is 42 rather than 32.", "42", 1.0),
+        ("I think it's 42, but I'm not 100% sure.", "42", 1.0),
+        ("I think it's 42, but I'm not 100% sure.", "100", 0.0),
+        ("42\nConfidence: 95%", "42", 1.0),
+        ("Not 32.", "32", 0.0),
+        ("100% sure: 42", "42", 1.0),
+    ],
+)
+def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail

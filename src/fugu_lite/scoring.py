@@ -12,7 +12,8 @@
   restates the question's numbers: "3 when 15 is divided by 4", "15 (he had 12, got 8,
   gave 5)", "15 — he had 12 ..."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
-  and times or ratios ("3:30") are ambiguous; a quantity in two units ("2 hours and 30
+  and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32") or a
+  confidence ("not 100% sure") is no answer; a quantity in two units ("2 hours and 30
   minutes") is read in the one unit of its kind the question asks for ("to hours": 2.5),
   else (or when it is the question's own) is ambiguous too. Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
@@ -232,6 +233,10 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         working = _question_at_the_end(text, numbers, _normalise_number_text(prompt))
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
+    said = [number for number in numbers if not _is_aside(number)]
+    if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
+        return None, f"the output rules out {_clip(numbers[-1].group(0).strip())!r}"
+    numbers = said or numbers
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
         return None, f"{hedge} at the end"
@@ -291,6 +296,27 @@ def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -
     end = min(restated.start(), answer.end() + EXPLANATION_GAP)
     explanation = _EXPLANATION_START.search(text, answer.end(), end)
     return None if explanation is None else explanation.start()
+
+
+# A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
+# rather than 32") or its confidence ("I'm not 100% sure", "Confidence: 95%")
+_RULED_OUT_BEFORE = re.compile(r"\b(?:not|rather\s+than|instead\s+of)\s+\$?$", re.IGNORECASE)
+_CONFIDENCE_BEFORE = re.compile(r"\bconfidence\W{0,4}$", re.IGNORECASE)
+_CONFIDENCE_AFTER = re.compile(r"\s+(?:sure|certain|confident)\b", re.IGNORECASE)
+
+
+def _is_aside(number: re.Match[str]) -> bool:
+    text, start = number.string, number.start()
+    return bool(
+        _is_ruled_out(number)
+        or _CONFIDENCE_BEFORE.search(text[max(0, start - 20) : start])
+        or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
+    )
+
+
+def _is_ruled_out(number: re.Match[str]) -> bool:
+    start = number.start()
+    return _RULED_OUT_BEFORE.search(number.string[max(0, start - 20) : start]) is not None
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
