@@ -616,6 +616,8 @@ def choice_task(answer: str) -> Task:
         "<answer>B</answer>",
         "The answer is $B$.",
         "The tallest is Bob.",
+        "B - Bob",
+        "B — Bob is the tallest.",
     ],
 )
 def test_choice_grader_finds_the_letter(output: str) -> None:
@@ -635,6 +637,8 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("I don't know.", "no option letter"),
         ("I have no idea how tall Bob is, sorry.", "no option letter"),  # names, not answers
         ("A\n\nBecause (B) Bob and (C) Cal are shorter.", "extracted A"),
+        ("B - no wait, the tallest is Cal.", "extracted C"),
+        ("B. Oops, I made a mistake: Cal is taller.", "no option letter"),
         ("", "empty output"),
     ],
 )

@@ -25,7 +25,8 @@
   rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
-  choose B", "So B.", "(B)", "B) foo", a line holding just "B", or the text of exactly one
+  choose B", "So B.", "(B)", "B) foo", "B - foo" (unless its line retracts it: "B - no
+  wait, ..."), a line holding just "B", or the text of exactly one
   option. Two different letters with no answer marker ("A or B", "(A) ... (C)") are
   ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
@@ -868,7 +869,10 @@ _CHOICE_MARKER = re.compile(
 )
 _ARTICLE_A = re.compile(r"\s+[A-Za-z]")
 _CONCLUSION_END = re.compile(r"[*_]*\s*(?:[.!]|$)")
-_LEADING_LETTER = re.compile(r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s*$)")
+# "B", "(B)", "B) Bob", "B. Bob", "B: Bob", "B - Bob", "B — Bob"
+_LEADING_LETTER = re.compile(
+    r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s+[-–—]\s|\s*$)"
+)
 _LETTER_IS_CORRECT = re.compile(
     r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer)\b"
 )
@@ -930,7 +934,11 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if len(bracketed) > 1:
         return None, f"ambiguous: mentions {', '.join(sorted(bracketed))}"
     leading = _LEADING_LETTER.match(text)
-    if leading and not _begins_a_list(text, leading.group("letter"), leading.end("letter")):
+    if (
+        leading
+        and not _begins_a_list(text, leading.group("letter"), leading.end("letter"))
+        and not _RETRACTION.search(text, leading.end(), _line_end(text, leading.end()))
+    ):  # "A - no wait, B" takes A back
         return leading.group("letter").upper(), "at the start of the output"
     if bracketed:
         return bracketed.pop(), "the only bracketed letter"
