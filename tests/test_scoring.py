@@ -664,14 +664,19 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("I wouldn't pick A. (B) Bob.", "B"),
         ("Don't select A; B is correct.", "B"),
         ("We should not go with C. B is the answer.", "B"),
+        # "it's" / "it must be" before a letter
+        ("It's not A or C, so it must be B.", "B"),
+        ("I think it is B because Bob is the tallest.", "B"),
+        ("It's A, no wait, it's B.", "B"),
+        ("It's B or C.", None),
         # "so" before a letter inside a sentence is no conclusion
         ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
     ],
 )
-def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str) -> None:
+def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:
     result = run(choice_task("B"), output)
     assert result.score == (1.0 if letter == "B" else 0.0), result.detail
-    assert f"extracted {letter}" in result.detail
+    assert (f"extracted {letter}" if letter else "ambiguous") in result.detail
 
 
 @pytest.mark.parametrize(
@@ -1534,8 +1539,8 @@ def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
 def test_quantities_in_two_units_take_linear_time() -> None:
     task = Task(id="n", prompt=TO_HOURS, answer="2.5", grader="number", task="units")
     started = time.process_time()
-    assert run(task, "2 hours and 30 minutes, " * 30_000).score is not None
-    assert run(task, "2 hours " * 100_000).score is not None
+    assert run(task, "2 hours and 30 minutes, " * 15_000).score is not None
+    assert run(task, "2 hours " * 40_000).score is not None
     assert time.process_time() - started < 3.0
 
 

@@ -25,10 +25,10 @@
   rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
-  choose B", "So B.", "(B)", "B) foo", "B - foo" (unless its line retracts it: "B - no
-  wait, ..."), a line holding just "B", or the text of exactly one
-  option. Two different letters with no answer marker ("A or B", "(A) ... (C)") are
-  ambiguous and score 0.
+  choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
+  its line retracts it: "B - no wait, ..."), a line holding just "B", or the text of
+  exactly one option. Two different letters with no answer marker ("A or B", "(A) ...
+  (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, a leading bullet or quote "- tac", "> tac", a closing note "tac (reversed)"
   unless it may retract the answer, an "Answer:" prefix; case too
@@ -862,6 +862,7 @@ _CHOICE_MARKER = re.compile(
     # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
+    r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
     rf"|{_SELF_CORRECTION})\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
