@@ -1562,3 +1562,30 @@ def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
 ) -> None:
     result = run(number_task(answer), output)
     assert result.score == score, result.detail
+
+
+SYLLOGISM = (
+    "All wugs are daxes. All daxes are feps. Are all wugs feps?\n(A) No\n(B) Cannot tell\n"
+    "(C) Yes\nAnswer with the letter of the correct option."
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Yes, all wugs are feps.", 1.0),
+        ("Since all wugs are daxes and all daxes are feps, all wugs are feps. Yes.", 1.0),
+        ("Yes!\n\nEvery wug is a dax, and every dax is a fep.", 1.0),
+        ("No, not all wugs are feps.", 0.0),
+        # another option named too, or the option inside a clause: no answer
+        ("Yes, but I cannot tell for sure.", 0.0),
+        ("No, wait. Yes.", 0.0),
+        ("No idea, sorry.", 0.0),
+    ],
+)
+def test_choice_grader_reads_an_option_text_opening_or_closing_the_reply(
+    output: str, score: float
+) -> None:
+    task = Task(id="c", prompt=SYLLOGISM, answer="C", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail

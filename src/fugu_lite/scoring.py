@@ -27,7 +27,8 @@
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
   its line retracts it: "B - no wait, ..."), a line holding just "B", or the text of
-  exactly one option. Two different letters with no answer marker ("A or B", "(A) ...
+  exactly one option (the answer, or its first or last clause when no other option is
+  named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
   (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, a leading bullet or quote "- tac", "> tac", a closing note "tac (reversed)"
@@ -973,6 +974,9 @@ def _boxed_letter(text: str) -> str | None:
     return leading.group("letter").upper() if leading else None
 
 
+_CLAUSES = re.compile(r"[,.;:!?\n]+")
+
+
 def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     """An answer that is one option's text ("Bob", "The tallest is Bob."): the text must
     be the whole answer, not a word inside prose ("No idea" does not choose option "No")."""
@@ -995,6 +999,10 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     ]
     if len(answered) > 1 or len(named) > 1:
         return None, f"ambiguous: names the text of options {', '.join(answered or named)}"
+    clauses = [clause for clause in _CLAUSES.split(text) if clause.strip(_WRAPPERS)]
+    if named and clauses and options[named[0]] in {_normalise(clauses[0]), _normalise(clauses[-1])}:
+        # "Yes, all wugs are feps.", "..., so all wugs are feps. Yes.": the only option named
+        return named[0], f"the first or last clause is option {named[0]}'s text"
     return None, "no option letter in the output"
 
 
