@@ -1589,3 +1589,30 @@ def test_choice_grader_reads_an_option_text_opening_or_closing_the_reply(
     task = Task(id="c", prompt=SYLLOGISM, answer="C", grader="choice", task="logic")
     result = run(task, output)
     assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("### olleh", 1.0),
+        ("## **olleh**", 1.0),
+        ("olleh ✅", 1.0),
+        ("olleh 🎉🎉", 1.0),
+        ("$\\text{olleh}$", 1.0),
+        ("\\(\\mathrm{olleh}\\)", 1.0),
+        ("### hello", 0.0),
+        ("olleh ✅\n\nWait, no, it's ollhe.", 0.0),
+    ],
+)
+def test_exact_grader_ignores_a_heading_a_closing_emoji_and_latex_text(
+    output: str, score: float
+) -> None:
+    result = run(exact_task("olleh"), output)
+    assert result.score == score, result.detail
+
+
+def test_exact_grader_normalises_in_linear_time() -> None:
+    started = time.process_time()
+    assert run(exact_task("olleh"), "olleh" + " ✅" * 200_000).score == 1.0
+    assert run(exact_task("olleh"), "$\\text{" * 100_000 + "olleh").score == 0.0
+    assert time.process_time() - started < 3.0

@@ -31,7 +31,8 @@
   named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
   (C)") are ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
-  punctuation, a leading bullet or quote "- tac", "> tac", a closing note "tac (reversed)"
+  punctuation, a leading bullet, quote or heading "- tac", "> tac", "### tac", closing
+  emoji "tac ✅", LaTeX text "$\\text{tac}$", a closing note "tac (reversed)"
   unless it may retract the answer, an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
@@ -1020,11 +1021,23 @@ _WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace()
 
 # a markdown bullet or quote before an answer: "- tac", "> tac", "• tac" (a "-" only with a
 # space after it: "-5" is a negative number)
-_BULLET = re.compile(r"^(?:[-+•]\s+|>\s*)+")
+_BULLET = re.compile(r"^(?:[-+•]\s+|>\s*|#{1,6}\s+)+")  # and a heading: "### tac"
+# LaTeX text around an answer: "$\\text{tac}$", "\\(\\mathrm{tac}\\)"
+_LATEX_TEXT = re.compile(r"^(?:\$|\\\()\s*\\(?:text|mathrm|textbf)\{([^{}]*)\}\s*(?:\$|\\\))$")
+# a closing check mark or emoji: "tac ✅" (stripped, not searched: linear on any text)
+_CLOSING_SYMBOLS = (
+    "".join(
+        chr(code)
+        for low, high in ((0x2600, 0x27BF), (0x1F300, 0x1FAFF))
+        for code in range(low, high + 1)
+    )
+    + "\ufe0f"
+)
 
 
 def _normalise(text: str, case_sensitive: bool = False) -> str:
     text = unicodedata.normalize("NFKC", text).strip()
+    text = _LATEX_TEXT.sub(r"\1", text.rstrip(_CLOSING_SYMBOLS + _WHITESPACE))
     text = _PREFIX.sub("", _BULLET.sub("", text))
     # one strip each side (stripping wrappers, then dots, then spaces in turn until nothing
     # changes took a pass per character on ". . . . ." a million times over)
