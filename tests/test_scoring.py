@@ -1616,3 +1616,29 @@ def test_exact_grader_normalises_in_linear_time() -> None:
     assert run(exact_task("olleh"), "olleh" + " ✅" * 200_000).score == 1.0
     assert run(exact_task("olleh"), "$\\text{" * 100_000 + "olleh").score == 0.0
     assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Reversing 'hello' gives us olleh.", 1.0),
+        ("Read it from right to left: o, l, l, e, h. That gives olleh.", 1.0),
+        ("It's olleh.", 1.0),
+        ("I think it's olleh.", 1.0),
+        ("olleh is the reversed word.", 1.0),
+        ("OLLEH is the answer.", 1.0),
+        ("Reversing 'hello' gives us ollhe.", 0.0),
+        ("It's ollhe.", 0.0),
+        ("ollhe is the reversed word.", 0.0),
+    ],
+)
+def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float) -> None:
+    result = run(exact_task("olleh"), output)
+    assert result.score == score, result.detail
+
+
+def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
+    started = time.process_time()
+    for output in ["x" + " " * 200_000 + "y", "olleh" + " is" * 100_000, "gives us " * 100_000]:
+        assert run(exact_task("olleh"), output).score == 0.0
+    assert time.process_time() - started < 3.0

@@ -36,7 +36,8 @@
   unless it may retract the answer, an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
-  self-correction "Wait, no, it's tac"), the last
+  self-correction "Wait, no, it's tac") or the last line's last "is" / "gives us" / "it's",
+  the text before "is the answer" ("tac is the reversed word."), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
   last quoted text, the last fenced block and the text after the last line's label or
   arrow or "=" ("Reversed: tac", "c-a-t → tac", "S + C + D = SCD") are tried; when the
@@ -1046,6 +1047,20 @@ def _normalise(text: str, case_sensitive: bool = False) -> str:
     return text if case_sensitive else text.casefold()
 
 
+# what states the answer after it: "... is t", "... gives us tac", "It's tac."
+_VERDICT_VERB = re.compile(
+    r"(?:\b(?:is|are|be|gives(?:\s+us)?|becomes|yields)\b|\b(?:it|that|this|here)['’]s)\s*:?\s+",
+    re.IGNORECASE,
+)
+# an answer stated before what it is: "tac is the reversed word.", "TAC is the answer."
+_STATED_FIRST = re.compile(
+    r"(?P<answer>\S[^\n]*?)(?<!\s)\s+(?:is|would\s+be)\s+(?:the\s+|my\s+)?"
+    r"(?:(?:final|correct|right)\s+)?(?:answer|result|output|reversed|acronym|uppercase|"
+    r"lowercase)\b",
+    re.IGNORECASE,
+)
+
+
 def answer_candidates(output: str) -> dict[str, str]:
     """The parts of an output that may hold the answer, by name."""
     candidates = {"the whole output": output}
@@ -1063,9 +1078,13 @@ def answer_candidates(output: str) -> dict[str, str]:
         candidates["the first line"] = lines[0]
         candidates["the last line"] = lines[-1]
     last_line = lines[-1] if lines else ""
-    verdict = list(re.finditer(r"\b(?:is|are|be)\s*:?\s+", last_line, re.IGNORECASE))
-    if verdict:  # "The last letter of 'cat' is 't'."
+    verdict = list(_VERDICT_VERB.finditer(last_line))
+    if verdict:  # "The last letter of 'cat' is 't'.", "Reversing 'cat' gives us tac."
         candidates["the text after the last 'is'"] = last_line[verdict[-1].end() :]
+    for line in lines[:1] + lines[-1:]:
+        stated = _STATED_FIRST.match(line)
+        if stated:  # "tac is the reversed word."
+            candidates["the text before 'is the answer'"] = stated.group("answer")
     quoted = _quoted_texts(output)
     if quoted:
         candidates["the last quoted text"] = quoted[-1]
