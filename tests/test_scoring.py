@@ -1029,6 +1029,18 @@ def test_code_grader_takes_raw_code_after_prose() -> None:
     assert run(code_task(), output).score == 1.0
 
 
+@pytest.mark.parametrize(
+    "output",
+    [
+        "    def add(a, b):\n        return a + b\n",
+        "Here you go:\n\n    def add(a, b):\n        return a + b\n\nThat is all.",
+        "Here you go:\n\n\tdef add(a, b):\n\t\treturn a + b",
+    ],
+)
+def test_code_grader_takes_code_indented_as_a_markdown_code_block(output: str) -> None:
+    assert run(code_task(), output).score == 1.0
+
+
 def test_code_grader_unclosed_fence_and_partial_credit() -> None:
     output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
     result = run(code_task(), output)

@@ -52,7 +52,8 @@
   right list written before a different final one, or named by the explanation after it,
   does not count; a marker followed by nothing or by a remark ("The answer is correct.")
   is no final answer. An empty output scores 0.
-- code: the Python in the output (fenced blocks or raw) runs against `task.tests` in the
+- code: the Python in the output (fenced blocks, or raw, dedented when the reply indents it
+  as a markdown code block) runs against `task.tests` in the
   sandbox (see sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a
   refused operation is the model's fault: 0 with the reason in `detail`.
 - judge: an LLM judge (an async callable messages -> reply) scores 0-10 with the task's
@@ -1311,7 +1312,7 @@ def _closing_bracket(text: str, start: int, depth: int) -> int | None:
 _FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n`]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
-_CODE_START = re.compile(r"^(?:def |class |import |from |@|async def )", re.MULTILINE)
+_CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
 
 
 def extract_code(output: str) -> str | None:
@@ -1344,15 +1345,28 @@ def extract_code(output: str) -> str | None:
     if start is None:
         return output
     lines = output[start.start() :].splitlines()
-    end = len(lines)
+    end = _indented_block_end(lines)
     while end > 0:  # the longest run of lines from there that parses (prose may follow)
-        code = "\n".join(lines[:end])
+        # dedented: a markdown code block is indented as a whole ("    def add(...)")
+        code = textwrap.dedent("\n".join(lines[:end]))
         error_line = _syntax_error_line(code)
         if error_line is None:
             return code if code.strip() else output
         # every run that holds the faulty line fails too: one parse per error, not per line
         end = min(end, error_line) - 1
     return output
+
+
+def _indented_block_end(lines: list[str]) -> int:
+    """How many lines an indented first line's block holds (up to the first non-empty line
+    indented less: the prose after it); all of them when the first line is not indented."""
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    if indent == 0:
+        return len(lines)
+    for index, line in enumerate(lines):
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            return index
+    return len(lines)
 
 
 def _defines(code: str) -> bool:
