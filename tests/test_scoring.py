@@ -1654,3 +1654,19 @@ def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
     for output in ["x" + " " * 200_000 + "y", "olleh" + " is" * 100_000, "gives us " * 100_000]:
         assert run(exact_task("olleh"), output).score == 0.0
     assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("3 kilograms is equal to 3000 grams because 1 kilogram equals 1000 grams.", "3000", 1.0),
+        ("3 kilograms is equal to 3000 grams because 1 kilogram equals 1000 grams.", "1000", 0.0),
+        ("2 hours is 7200 seconds, since each hour has 3600 seconds.", "7200", 1.0),
+        # a reason that goes on to a result, or one with no number before it
+        ("He has 20, since 12 + 8 = 20, and after giving 5 he has 15.", "15", 1.0),
+        ("Since each hour has 3600 seconds, 2 hours is 7200 seconds.", "7200", 1.0),
+    ],
+)
+def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail

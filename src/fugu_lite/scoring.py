@@ -10,7 +10,8 @@
   arithmetic, "3 more than 9"), else the last number in the output (before a closing
   parenthetical that shows the working: "12 apples (15 - 3).", or an explanation that
   restates the question's numbers: "3 when 15 is divided by 4", "15 (he had 12, got 8,
-  gave 5)", "15 — he had 12 ..."). Two numbers as the
+  gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams because 1 kilogram is
+  1000 grams."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
   and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32") or a
   confidence ("not 100% sure") is no answer; a quantity in two units ("2 hours and 30
@@ -236,6 +237,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     working = _working_at_the_end(text)
     if working is None:
         working = _question_at_the_end(text, numbers, _normalise_number_text(prompt))
+    if working is None:
+        working = _reason_at_the_end(text, numbers)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
     said = [number for number in numbers if not _is_aside(number)]
@@ -322,6 +325,27 @@ def _is_aside(number: re.Match[str]) -> bool:
 def _is_ruled_out(number: re.Match[str]) -> bool:
     start = number.start()
     return _RULED_OUT_BEFORE.search(number.string[max(0, start - 20) : start]) is not None
+
+
+_REASON = re.compile(r",?\s+(?:because|since)\s", re.IGNORECASE)
+_GOES_ON = re.compile(r"[,;:]\s|\b(?:so|then|thus|therefore|hence)\b", re.IGNORECASE)
+
+
+def _reason_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
+    """Where a closing "because" / "since" clause of the last sentence starts when a number
+    comes before it in that sentence: "3 kilograms is 3000 grams because 1 kilogram is 1000
+    grams." gives its reason after the answer."""
+    if not numbers:
+        return None
+    last = numbers[-1].start()
+    sentence_start = 0
+    for end in _SENTENCE_END.finditer(text, 0, last):
+        sentence_start = end.end()
+    first = bisect.bisect_left([number.start() for number in numbers], sentence_start)
+    reason = _REASON.search(text, numbers[first].end(), last)
+    if reason is None or _GOES_ON.search(text, reason.end()):
+        return None  # "20, since 12 + 8 = 20, and after giving 5 he has 15": more follows
+    return reason.start()
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
