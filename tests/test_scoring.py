@@ -946,6 +946,9 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("The answer is:\n\n```text\n[1, 2, 3]\n```", 1.0),
         ("Answer: [1,\n 2,\n 3]\n\nThe input was [3, 2, 1].", 1.0),
         ("The answer is [1.5, 2]. Then [1, 2, 3].", 0.0),
+        # a bullet list is its items
+        ("The answer is:\n- 1\n- 2\n- 3\n\nThe input was [3, 1, 2].", 1.0),
+        ("Final answer:\n\n- 1\n- 3\n- 2", 0.0),
         # a self-correction is the final answer
         ("The answer is [1, 3, 2]. Wait, no, it's [1, 2, 3].", 1.0),
         ("The sorted list is [1, 2, 3]. Wait, no, it's [1, 3, 2].", 0.0),

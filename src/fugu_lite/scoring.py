@@ -1300,12 +1300,16 @@ def _final_answer_part(text: str) -> tuple[str, str]:
 def _answer_at(text: str, start: int) -> str:
     """The answer starting at `start`: the rest of its line (the next line when the marker
     ends its line, or its line is a lead-in ending in ':'), up to the end of its sentence;
-    a list whose bracket the line leaves open ("[1,\n2,\n3]") runs to its closing one."""
+    a list whose bracket the line leaves open ("[1,\n2,\n3]") runs to its closing one, and
+    a bullet list is its items."""
     start = _ANSWER_START.match(text, start).end()  # type: ignore[union-attr]
     end = _line_end(text, start)
     if text[start:end].rstrip(" *_").endswith(":"):  # "The answer is as follows:\n[1, 2, 3]"
         start = _ANSWER_START.match(text, end).end()  # type: ignore[union-attr]
         end = _line_end(text, start)
+    items = _bullet_items(text, start)
+    if len(items) > 1:  # "The answer is:\n- 3\n- 9\n- 14": the list of its items
+        return " ".join(items)
     depth = text.count("[", start, end) - text.count("]", start, end)
     if depth > 0:
         closing = _closing_bracket(text, end, depth)
@@ -1313,6 +1317,20 @@ def _answer_at(text: str, start: int) -> str:
     answer = text[start:end]
     sentence_end = _ANSWER_SENTENCE_END.search(answer)
     return answer if sentence_end is None else answer[: sentence_end.start()]
+
+
+_BULLET_ITEM = re.compile(r"[ \t]*[-•+][ \t]+(?P<item>[^\n]*)(?:\n|\Z)")
+
+
+def _bullet_items(text: str, start: int) -> list[str]:
+    """The items of a markdown bullet list starting at `start`, one a line."""
+    items: list[str] = []
+    item = _BULLET_ITEM.match(text, start)
+    while item is not None and item.end() > start:
+        items.append(item.group("item").strip())
+        start = item.end()
+        item = _BULLET_ITEM.match(text, start)
+    return items
 
 
 def _line_end(text: str, start: int) -> int:
