@@ -1449,6 +1449,9 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("It deserves a 6/10 rather than 10/10.", None),
         ("7/10. Yes, 7/10.", 0.7),
         ("Score: 7 out of 10.\n\nIt misses 1 of the 3 steps, 2/3 done.", 0.7),
+        ("The response scores a 6.", 0.6),
+        ("Overall, I'd rate it as 6.", 0.6),
+        ("SCORE: `7`", 0.7),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:

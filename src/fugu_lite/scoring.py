@@ -1471,7 +1471,7 @@ MAX_JUDGED_CHARS = 6000
 # only when it is the whole line, since the judge's own verdict may hold the same text.
 MIN_ECHO_CHARS = 20
 _SCORE_VALUE = (
-    r"[*_]*+\s*+(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_]*"
+    r"[*_`]*+\s*+(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
     r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?"
 )
 # The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10")
@@ -1481,12 +1481,14 @@ _SCORE_LINE = re.compile(
     re.IGNORECASE,
 )
 # A score in words: "I'd give it a score of 7", "My score is 7.", "I'd give it a 7", "I would
-# rate this response a 9", "SCORE 7"; read when no "SCORE: N" is given (a remark such as "a
-# perfect answer would score 10/10" after "SCORE: 7/10" is no verdict)
+# rate this response a 9", "rate it as 6", "It scores a 6", "SCORE 7"; read when no
+# "SCORE: N" is given (a remark such as "a perfect answer would score 10/10" after "SCORE:
+# 7/10" is no verdict)
 _SCORE_PHRASE = re.compile(
     r"(?:\b(?:score|rating|grade)\s+(?:is|of|would\s+be|will\s+be)(?:\s+an?)?"
-    r"|\b(?:give|rate|score|award)\s+(?:it|this(?:\s+(?:response|answer|reply))?)(?:\s+an?)?"
-    r"|\bscore)\s*+" + _SCORE_VALUE,
+    r"|\b(?:give|rate|score|award)\s+(?:it|this(?:\s+(?:response|answer|reply))?)"
+    r"(?:\s+as)?(?:\s+an?)?"
+    r"|\b(?:scores?|scored|rated)(?:\s+an?)?)\s*+" + _SCORE_VALUE,
     re.IGNORECASE,
 )
 _RATIO = re.compile(r"(?P<value>-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(?P<scale>10|100|5)\b")
