@@ -1478,7 +1478,9 @@ REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the
 APPLES = "Sam has 15 apples and gives away 3. How many apples does Sam have now?"
 SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
 BUY = "Tom has 12 apples. He gets 8 more and gives away 5. How many apples does he have now?"
-LARGEST = "What is the second largest number in the list [12, 45, 7]?"
+LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
+EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
+MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
 
 
 @pytest.mark.parametrize(
@@ -1499,6 +1501,16 @@ LARGEST = "What is the second largest number in the list [12, 45, 7]?"
         (BUY, "15 — Tom had 12, got 8 more, and gave away 5.", "15", 1.0),
         (BUY, "Tom has 15 apples: he had 12, got 8, and gave away 5.", "15", 1.0),
         (BUY, "He has 15.\nNote: Tom started with 12.", "15", 1.0),
+        # also when the answer is one of the question's numbers
+        (EVENS, "There are 3 even numbers: 8, 10, and 12.", "3", 1.0),
+        (EVENS, "3 (8, 10, 12)", "3", 1.0),
+        (EVENS, "3 (8, 10, 12)", "12", 0.0),
+        (LARGEST, "33 (the largest is 45)", "33", 1.0),
+        (LARGEST, "The second largest number is 33, after 45.", "33", 1.0),
+        (EVENS, "The even numbers are 8, 10, and 12. So there are 3 even numbers.", "3", 1.0),
+        # the answer stated again after a colon is no explanation
+        (MAXIMUM, "Comparing 3 and 9: 9 is larger.", "9", 1.0),
+        (MAXIMUM, "Comparing: 3 < 9, 4 < 9. The largest: 9", "9", 1.0),
         # with no explanation before them, the question's numbers may be the answer
         (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
         (BUY, "12 + 8 = 20 - 5", "20", 0.0),

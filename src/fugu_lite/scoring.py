@@ -287,23 +287,28 @@ EXPLANATION_GAP = 200
 
 def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
     """Where an explanation after the answer starts when the few numbers after it are all
-    the question's: the last number that is not the question's, then an explanation (a
-    clause, a dash, a colon, a note) restating them. A clause with a number of its own ("He
-    has $20 after 4 weeks." for "how many weeks") may hold the answer, and one restating the
-    question's numbers with no explanation before it ("..., so the largest is 45") too."""
-    if not numbers or not prompt:
+    the question's: a number, then an explanation start (a clause, a dash, a colon, a
+    parenthesis, a note), then only the question's numbers ("3 even numbers: 8, 10 and 12"
+    also when the answer is one of them). A clause with a number of its own ("He has $20
+    after 4 weeks." for "how many weeks") may hold the answer, and the question's numbers
+    with no explanation start before them ("..., so the largest is 45") too."""
+    if len(numbers) < 2 or not prompt:
         return None
     asked = [_found(number) for number in _numbers(prompt)]
-    tail = numbers[-(MAX_RESTATED_NUMBERS + 1) :]
-    index = len(tail) - 1
-    while index >= 0 and any(numbers_match(_found(tail[index]), q.value) for q in asked):
-        index -= 1
-    if index < 0 or index == len(tail) - 1:
-        return None
-    answer, restated = tail[index], tail[index + 1]
-    end = min(restated.start(), answer.end() + EXPLANATION_GAP)
-    explanation = _EXPLANATION_START.search(text, answer.end(), end)
-    return None if explanation is None else explanation.start()
+    found = None  # the earliest: "3 when 15 is divided by 4" restates from "when", not "by"
+    restated: list[FoundNumber] = []
+    for index in range(len(numbers) - 1, max(0, len(numbers) - 1 - MAX_RESTATED_NUMBERS), -1):
+        restated.append(_found(numbers[index]))
+        if not any(numbers_match(restated[-1], q.value) for q in asked):
+            break  # a number of the reply's own follows: the usual rules decide
+        answer = numbers[index - 1]
+        if any(numbers_match(_found(answer), number.value) for number in restated):
+            continue  # "Comparing 3 and 9: 9 is larger." states its answer again: no explanation
+        end = min(numbers[index].start(), answer.end() + EXPLANATION_GAP)
+        explanation = _EXPLANATION_START.search(text, answer.end(), end)
+        if explanation is not None:
+            found = explanation.start()
+    return found
 
 
 # A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
