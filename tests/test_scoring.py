@@ -1688,3 +1688,19 @@ def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
 def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: float) -> None:
     result = run(number_task(answer), output)
     assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("68°F (using F = C × 9/5 + 32)", "68", 1.0),
+        ("68°F (using F = C × 9/5 + 32)", "32", 0.0),
+        ("5 kilometers = 5,000 meters.\n\n(1 kilometer = 1,000 meters)", "5000", 1.0),
+        ("The area is 12 (where the width is 3)", "12", 1.0),
+    ],
+)
+def test_a_closing_note_on_the_method_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail

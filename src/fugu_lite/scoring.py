@@ -258,10 +258,13 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
 
 
 # A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
-# "x = 5 (since 2x = 10)". One that restates the answer, "(= 12)", "(i.e. 12)", stays.
+# "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
+# restates the answer, "(= 12)", "(i.e. 12)", stays.
 _WORKING = re.compile(
-    r"\((?:\s*(?:since|because|as|from)\b[^()]*"
-    r"|\s*\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+\s*)\)[\s.!*_$]*",
+    r"\((?:\s*(?:since|because|as|from|using|via|where|given)\b[^()]*"
+    r"|\s*\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+\s*"
+    # a unit's conversion fact: "(1 kilometer = 1,000 meters)"
+    r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*)\)[\s.!*_$]*",
     re.IGNORECASE,
 )
 
