@@ -1704,3 +1704,28 @@ def test_a_closing_note_on_the_method_is_not_the_answer(
 ) -> None:
     result = run(number_task(answer), output)
     assert result.score == score, result.detail
+
+
+SMALLEST = (
+    "Which number is the smallest?\n(A) 42\n(B) 17\n(C) 35\n"
+    "Answer with the letter of the correct option."
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("B is the smallest.", 1.0),
+        ("17 is the smallest.", 1.0),
+        ("42 is the smallest.", 0.0),
+        # another superlative than the one asked is no answer
+        ("A is the largest, so the smallest is B.", 0.0),
+        ("42 is the largest.", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks(
+    output: str, score: float
+) -> None:
+    task = Task(id="c", prompt=SMALLEST, answer="B", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail

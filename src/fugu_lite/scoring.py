@@ -911,8 +911,12 @@ _LEADING_LETTER = re.compile(
     r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s+[-–—]\s|\s*$)"
 )
 _LETTER_IS_CORRECT = re.compile(
-    r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer)\b"
+    r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer"
+    r"|(?P<most>[a-z]+est))\b"  # "B is the smallest." answers "Which ... is the smallest?"
 )
+# an option's text said to be what the question asks: "17 is the smallest."
+_IS_THE_MOST = re.compile(r"\s+is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
+_THE_MOST = re.compile(r"\bthe\s+([a-z]+est)\b", re.IGNORECASE)
 _OPTION_LINE = re.compile(
     r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
 )
@@ -958,7 +962,12 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
-    is_correct = list(_LETTER_IS_CORRECT.finditer(text))
+    asked = {most.lower() for most in _THE_MOST.findall(prompt)}  # "the smallest"
+    is_correct = [
+        match
+        for match in _LETTER_IS_CORRECT.finditer(text)
+        if match.group("most") is None or match.group("most").lower() in asked
+    ]
     if is_correct:
         return is_correct[-1].group("letter"), "'X is correct'"
     line = text.splitlines()[0]
@@ -1034,7 +1043,12 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     ]
     if len(answered) > 1 or len(named) > 1:
         return None, f"ambiguous: names the text of options {', '.join(answered or named)}"
-    clauses = [clause for clause in _CLAUSES.split(text) if clause.strip(_WRAPPERS)]
+    asked = {most.lower() for most in _THE_MOST.findall(prompt)}
+    clauses = [
+        _IS_THE_MOST.sub(lambda m: "" if m["most"].lower() in asked else m.group(0), clause)
+        for clause in _CLAUSES.split(text)
+        if clause.strip(_WRAPPERS)
+    ]
     if named and clauses and options[named[0]] in {_normalise(clauses[0]), _normalise(clauses[-1])}:
         # "Yes, all wugs are feps.", "..., so all wugs are feps. Yes.": the only option named
         return named[0], f"the first or last clause is option {named[0]}'s text"
