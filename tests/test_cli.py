@@ -823,16 +823,21 @@ def test_route_json_errors_go_to_stderr_not_into_the_json(run: Run) -> None:
     assert "cannot exclude unknown worker(s) ['nope']" in flat(result.stderr)
 
 
-def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path: Path) -> None:
-    """`qwen[awq]` lost its `[awq]` to rich markup and `m[/x]` stopped stats and route with
-    a MarkupError."""
-    names = {"cheap-small": "qwen[awq]", "coder": "m[/x]", "mathematician": "[bold]z[/bold]"}
+def with_worker_ids_renamed(run: Run, names: dict[str, str], path: Path) -> Path:
+    """The run's records with each worker id renamed by `names`, written to `path`."""
     records = [
         record.model_copy(update={"worker_ids": [names[worker] for worker in record.worker_ids]})
         for record in run.records
     ]
-    records_path = tmp_path / "records.jsonl"
-    write_records(records_path, records)
+    write_records(path, records)
+    return path
+
+
+def test_worker_ids_holding_brackets_are_printed_as_they_are(run: Run, tmp_path: Path) -> None:
+    """`qwen[awq]` lost its `[awq]` to rich markup and `m[/x]` stopped stats and route with
+    a MarkupError."""
+    names = {"cheap-small": "qwen[awq]", "coder": "m[/x]", "mathematician": "[bold]z[/bold]"}
+    records_path = with_worker_ids_renamed(run, names, tmp_path / "records.jsonl")
     stats = ok(invoke("data", "stats", records_path))
     assert all(name in stats for name in names.values()), stats
     ok(invoke("train", "sft", "--records", records_path, "--output", tmp_path / "sft",
@@ -923,12 +928,7 @@ def test_stats_and_route_never_cut_a_long_worker_id(run: Run, tmp_path: Path) ->
     apart; a long id now folds over lines, as eval's tables do."""
     prefix = "openrouter/meta-llama/llama-3.1-405b-instruct-turbo-"
     names = {worker: f"{prefix}{worker}" for worker in WORKERS}
-    records = [
-        record.model_copy(update={"worker_ids": [names[worker] for worker in record.worker_ids]})
-        for record in run.records
-    ]
-    records_path = tmp_path / "records.jsonl"
-    write_records(records_path, records)
+    records_path = with_worker_ids_renamed(run, names, tmp_path / "records.jsonl")
     stats = ok(invoke("data", "stats", records_path))
     ok(invoke("train", "sft", "--records", records_path, "--output", tmp_path / "sft",
               "--config", run.config_path, "--set", "training.epochs=1"))  # fmt: skip

@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from fugu_lite import collect as collect_module
 from fugu_lite.cli import app
@@ -67,6 +67,16 @@ def stub_pool(*stubs: tuple[str, StubWorker], **overrides) -> PoolConfig:
 
 def run(config: PoolConfig, tasks: list[Task], output: Path, **options):
     return asyncio.run(collect(config, tasks, output, show_progress=False, **options))
+
+
+def collect_with_judge(config: PoolConfig, tmp_path: Path, output: Path) -> Result:
+    """`fugu-lite collect` of tmp_path/tasks.jsonl into `output` by the pool `config`, graded
+    by its worker `judge`, through the CLI (a wide terminal, no progress bars)."""
+    pool_path = tmp_path / "pool.yaml"
+    pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+            "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
+    return CliRunner().invoke(app, args, env={"COLUMNS": "400"})
 
 
 def log_lines(output: Path) -> list[dict]:
@@ -417,12 +427,8 @@ def test_an_unreadable_judge_is_explained_retried_and_never_scored_zero(tmp_path
     write_tasks(tmp_path / "tasks.jsonl", tasks)
     output = tmp_path / "r.jsonl"
     with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
-        pool_path = tmp_path / "pool.yaml"
         config = stub_pool(("w", worker), ("judge", judge))
-        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
-                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
-        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        result = collect_with_judge(config, tmp_path, output)
         assert result.exit_code == 1 and not output.exists()
         assert "1 answer of w could not be graded" in result.output
         assert "`SCORE: N`" in result.output and "stronger --judge" in result.output
@@ -448,12 +454,8 @@ def test_collect_shows_task_ids_and_paths_as_they_are(tmp_path: Path) -> None:
     output.parent.mkdir()
     output.write_text('{"prompt": "torn')
     with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
-        pool_path = tmp_path / "pool.yaml"
         config = stub_pool(("w", worker), ("judge", judge))
-        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
-                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
-        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        result = collect_with_judge(config, tmp_path, output)
     assert result.exit_code == 1, result.output
     assert "\x1b" not in result.output
     assert r"the first: task h\x1b[31m0: could not read a score" in result.output
@@ -467,12 +469,8 @@ def test_collect_prints_its_result_on_stdout_and_its_warnings_on_stderr(tmp_path
     write_tasks(tmp_path / "tasks.jsonl", haiku_tasks(3))
     output = tmp_path / "r.jsonl"
     with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
-        pool_path = tmp_path / "pool.yaml"
         config = judge_pool(closed_url(), w=worker, judge=judge)
-        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
-                "-o", str(output), "--judge", "judge", "--no-progress"]  # fmt: skip
-        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        result = collect_with_judge(config, tmp_path, output)
     assert result.exit_code == 1, result.output
     assert "0/3 records" in result.stdout and f"records: {output}" in result.stdout
     for warning in ("could not be graded", "worker down is down", "3 of 3 tasks still wait"):
