@@ -760,22 +760,36 @@ def test_the_console_tables_never_cut_a_worker_id_on_a_narrow_terminal() -> None
         assert worker in first_cells, part
 
 
+def named_reports(
+    workers: list[str], task: str, seed: int
+) -> tuple[RewardTable, np.ndarray, dict, dict]:
+    """6 random prompts of `task` over `workers`, a uniform router's probabilities on them,
+    and their evaluation and cost-quality reports."""
+    rng = np.random.default_rng(seed)
+    table = make_table(rng.random((6, 3)), costs=rng.random((6, 3)), tasks=[task] * 6,
+                       workers=workers)  # fmt: skip
+    probabilities = np.full((6, 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    return table, probabilities, report, pareto
+
+
+def printed_tables(report: dict, pareto: dict) -> str:
+    """What eval and eval --pareto print for the reports on a 200-column console."""
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    print_pareto(pareto, console)
+    return console.export_text()
+
+
 def test_control_characters_in_names_never_reach_the_terminal_or_the_plots(
     tmp_path: Path,
 ) -> None:
     """An ESC in a worker id or task name went raw to the terminal from eval's tables (and
     restyled it: `\\x1b[31m` turned the rest red), and each plot warned 'Glyph 27 missing'."""
     workers = ["esc\x1b[31mred", "bell\x07", "c"]
-    rng = np.random.default_rng(4)
-    table = make_table(rng.random((6, 3)), costs=rng.random((6, 3)), tasks=["t\x1b[2J"] * 6,
-                       workers=workers)  # fmt: skip
-    probabilities = np.full((6, 3), 1 / 3)
-    report = evaluation_report(table, table, "test", probabilities, {}, {})
-    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
-    console = Console(record=True, width=200)
-    print_evaluation(report, console)
-    print_pareto(pareto, console)
-    text = console.export_text()
+    table, probabilities, report, pareto = named_reports(workers, "t\x1b[2J", seed=4)
+    text = printed_tables(report, pareto)
     assert "\x1b" not in text and "\x07" not in text
     assert "esc\\x1b[31mred" in text and "bell\\x07" in text and "t\\x1b[2J" in text
     with warnings.catch_warnings():
@@ -788,17 +802,8 @@ def test_a_line_break_in_a_name_does_not_read_as_another_row_of_the_console_tabl
     """A worker id or task name holding a newline was printed on two lines of its cell: in
     tables without row lines, `mid` and `line` read as two workers (the second with no
     numbers), as they did in data stats and route."""
-    workers = ["mid\nline", "b", "c"]
-    rng = np.random.default_rng(5)
-    table = make_table(rng.random((6, 3)), costs=rng.random((6, 3)), tasks=["two\nrows"] * 6,
-                       workers=workers)  # fmt: skip
-    probabilities = np.full((6, 3), 1 / 3)
-    report = evaluation_report(table, table, "test", probabilities, {}, {})
-    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
-    console = Console(record=True, width=200)
-    print_evaluation(report, console)
-    print_pareto(pareto, console)
-    lines = console.export_text().splitlines()
+    _, _, report, pareto = named_reports(["mid\nline", "b", "c"], "two\nrows", seed=5)
+    lines = printed_tables(report, pareto).splitlines()
     assert not [line for line in lines if re.search(r"│ (line|rows)\b", line)], lines
     assert any("mid\\nline" in line for line in lines) and any(
         "two\\nrows" in line for line in lines

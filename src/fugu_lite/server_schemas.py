@@ -103,6 +103,16 @@ def empty_choice(schema: Any) -> str | None:
     return None
 
 
+def is_function_call(call: Any) -> bool:
+    """Whether `call` is a function call as OpenAI shapes it: {name, arguments (a JSON
+    string)}."""
+    return (
+        isinstance(call, dict)
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("arguments"), str)
+    )
+
+
 def check_tool_calls(index: int, calls: Any) -> None:
     """An assistant turn's tool_calls as OpenAI shapes them: a list of {id, type: function,
     function: {name, arguments (a JSON string)}}."""
@@ -113,14 +123,11 @@ def check_tool_calls(index: int, calls: Any) -> None:
     if not isinstance(calls, list):
         raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
     for number, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, dict) else None
         if (
             not isinstance(call, dict)
             or not isinstance(call.get("id"), str)
             or call.get("type") != "function"
-            or not isinstance(function, dict)
-            or not isinstance(function.get("name"), str)
-            or not isinstance(function.get("arguments"), str)
+            or not is_function_call(call.get("function"))
         ):
             raise ValueError(
                 f"messages[{index}].tool_calls[{number}] must be an object with a string "
@@ -134,11 +141,7 @@ def check_function_call(index: int, call: Any) -> None:
     (a JSON string)}."""
     if call is None:
         return
-    if (
-        not isinstance(call, dict)
-        or not isinstance(call.get("name"), str)
-        or not isinstance(call.get("arguments"), str)
-    ):
+    if not is_function_call(call):
         raise ValueError(
             f"messages[{index}].function_call must be an object with a string name and "
             'arguments (a JSON string), e.g. {"name": "add", "arguments": "{\\"a\\": 2}"}; '
