@@ -204,7 +204,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     """The final answer's number and where it was found, or None and why not ("" when
     the output holds no number). `prompt`'s numbers tell a closing clause that restates the
     question ("3 when 15 is divided by 4") from the answer."""
-    text = _in_the_unit_asked(_normalise_number_text(output), _normalise_number_text(prompt))
+    question = _normalise_number_text(prompt)
+    text = _in_the_unit_asked(_normalise_number_text(output), question)
     boxed = last_boxed(text)
     if boxed is not None:
         if _SYMBOL_AFTER.search(boxed):
@@ -236,7 +237,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         return _found(first_line), "a first line holding only a number"
     working = _working_at_the_end(text)
     if working is None:
-        working = _question_at_the_end(text, numbers, _normalise_number_text(prompt))
+        working = _question_at_the_end(text, numbers, question)
     if working is None:
         working = _reason_at_the_end(text, numbers)
     if working is not None and any(number.end() <= working for number in numbers):

@@ -776,7 +776,7 @@ class WorkerPool:
         caller giving up before then knows the worker was busy, not failing).
         (Positional-only arguments: any request key, `worker_id` or `self` too, is a param.)"""
         worker = self.worker(worker_id)
-        client = self._client(worker_id)
+        self._client(worker_id)  # the pool is started (the call's client: _ready_client)
         body = self.request_body(worker, messages, params)
         refused = self.refused_locally(worker, body)
         if refused is not None:
@@ -851,7 +851,7 @@ class WorkerPool:
         called once it has it, as for `chat`): iterate to the end or close the generator
         (`contextlib.aclosing`)."""
         worker = self.worker(worker_id)
-        client = self._client(worker_id)
+        self._client(worker_id)  # the pool is started (the call's client: _ready_client)
         body = self.request_body(worker, messages, params)
         refused = self.refused_locally(worker, body)
         if refused is not None:
