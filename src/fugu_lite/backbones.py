@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from rich.console import Console
 from safetensors.torch import save_file
 from torch import nn
 from transformers import (
@@ -37,8 +36,9 @@ from .io import (
     write_text_atomic,
     writer_prefix,
 )
+from .text import notes_console
 
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 
 TINY_RANDOM = "tiny-random"
 

@@ -28,7 +28,7 @@ from .config import (
     load_stage_config,
 )
 from .io import RecordFileError
-from .text import console_name, console_text
+from .text import console_name, console_text, notes_console
 
 if TYPE_CHECKING:
     from .schemas import RewardRecord
@@ -49,7 +49,7 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task file
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 # errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = notes_console()
 
 ConfigOption = Annotated[
     Path | None,

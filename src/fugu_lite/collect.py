@@ -46,7 +46,7 @@ from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
-from .text import console_text
+from .text import console_text, notes_console
 from .workers import CallResult, Judge, WorkerCallError, WorkerPool
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
@@ -664,7 +664,7 @@ async def collect(
     log_path = Path(log) if log is not None else default_log_path(output)
     check_judge(config, tasks, judge_worker)
     state = CollectState(config, tasks, output, log_path, judge_worker).load()
-    console = console or Console(stderr=True, soft_wrap=True)
+    console = console or notes_console()
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
     reasks = state.reask_notes()

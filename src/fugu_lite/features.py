@@ -13,7 +13,6 @@ from typing import cast
 
 import torch
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from safetensors import SafetensorError
@@ -36,10 +35,11 @@ from .io import write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
 from .progress import LineProgress
 from .schemas import ChatMessage, message_text, prompt_hash
+from .text import notes_console
 
 FEATURE_FORMAT_VERSION = 1
 Prompt = str | list[ChatMessage]
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 
 
 def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:

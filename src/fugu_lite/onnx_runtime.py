@@ -33,13 +33,13 @@ from typing import Literal
 
 import numpy as np
 import torch
-from rich.console import Console
 from rich.markup import escape
 from torch import nn
 
 from .backbones import cache_root
 from .config import ModelConfig
 from .io import remove_dead_writers_files, writer_prefix
+from .text import notes_console
 
 EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
@@ -66,7 +66,7 @@ CHECK_PROMPTS = (
     "A third check prompt, of middling length.",
 )
 Tokenize = Callable[[Sequence[str]], dict[str, torch.Tensor]]
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 
 
 class OnnxRuntimeError(RuntimeError):

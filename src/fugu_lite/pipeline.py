@@ -42,6 +42,7 @@ from .model import (
     read_tensors,
 )
 from .schemas import RewardRecord, records_in_split, split_sizes
+from .text import notes_console
 from .train_rl import train_rl
 from .train_sft import train_sft
 from .training_common import STAGE_REPORT, remove_stage, stage_inputs
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 console = Console()  # an evaluation's tables: the result of `eval`
 # what training says on the way (as training_common.console)
-notes = Console(stderr=True, soft_wrap=True)
+notes = notes_console()
 PARETO_COST_FIX = (
     "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
     "give the records their costs, or evaluate without --pareto"

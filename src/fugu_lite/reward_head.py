@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from pydantic import Field, field_validator
-from rich.console import Console
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -63,6 +62,7 @@ from .model import (
     read_tensors,
 )
 from .schemas import RewardRecord, check_same_workers, records_in_split
+from .text import notes_console
 from .training_common import remove_stale_evaluations, stage_progress
 
 HEAD_FILE = "reward_head.safetensors"
@@ -75,7 +75,7 @@ SERVED_COST_WEIGHTS: tuple[float, ...] = (
     *(float(f"{10 ** (step / 10):.3g}") for step in range(-30, 21)),
 )
 
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 
 
 class RewardHeadTraining(StrictModel):

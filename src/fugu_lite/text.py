@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from rich.console import Console
 from rich.markup import escape
 
 
@@ -26,3 +27,10 @@ def visible_controls(text: str) -> str:
     return "".join(
         ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
     )
+
+
+def notes_console() -> Console:
+    """A console for what a command says on the way (progress, notes, warnings, errors): on
+    stderr, so stdout holds only its result, and each message on one line however narrow
+    the terminal or pipe (a log's reader greps whole lines; rich would fold at 80 columns)."""
+    return Console(stderr=True, soft_wrap=True)

@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from rich.console import Console
 
 from .config import RLConfig
 from .costs import cost_weighting_summary
 from .schemas import RewardRecord
+from .text import notes_console
 from .training_common import (
     epoch_line,
     evaluate_loader,
@@ -23,7 +23,7 @@ from .training_common import (
 )
 
 # progress and notes; see training_common.console
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 TRAIN_KEYS = ("sampled_reward", "entropy")
 
 

@@ -36,11 +36,11 @@ from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
 from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
-from .text import console_text
+from .text import console_text, notes_console
 
 # Progress bars, per-step lines, warnings and notes of the training stages: stderr, so a
 # stage's stdout holds only its result (`checkpoint written to ...`), as in `route --json`.
-console = Console(stderr=True, soft_wrap=True)
+console = notes_console()
 
 Batch = dict[str, torch.Tensor]
 STAGE_REPORT = "training_report.json"
