@@ -552,6 +552,28 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         import_long(path)
 
 
+def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, caplog) -> None:
+    """A header written ` Cost` or `TASK` (spaces after commas, a spreadsheet's capitals) is
+    the cost and task column, not a column to skip: their values were dropped silently."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "Prompt, Worker, Reward, Cost, TASK, notes\np1,w1,1,0.1,t,x\np1,w2,0,0.2,t,y\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        (result,) = import_long(path)
+    assert (result.rewards, result.costs, result.task) == ([1.0, 0.0], [0.1, 0.2], "t")
+    assert "column(s) [' notes'] are not read" in caplog.text
+    rows = [{key.upper(): value for key, value in row.items()} for row in long_rows()]
+    assert import_long(write_jsonl(tmp_path / "long.jsonl", rows))[0].costs == [0.1, 0.2]
+    path.write_text("prompt,worker,reward,cost,Cost\np1,w1,1,0.1,0.2\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"\['cost'\] are named more than once"):
+        import_long(path)
+    path.write_text("prompt;worker;reward\np1;w1;1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"the header is one column: .* separated by commas"):
+        import_long(path)
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

@@ -1,14 +1,16 @@
 """The generic long format: one CSV or JSONL row per (prompt, worker).
 
-Columns: prompt, worker, reward, and optionally cost, task, id, split. Every prompt must
-have every worker exactly once; workers come out sorted by name.
+Columns: prompt, worker, reward, and optionally cost, task, id, split (a header name is read
+without case and surrounding spaces: ` Cost` is cost). Every prompt must have every worker
+exactly once; workers come out sorted by name.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -18,7 +20,10 @@ from ..schemas import RewardRecord
 from .common import CSV_QUOTING_HINT, build_record, require_float, require_text, short, stable_id
 from .split import apply_given_split, apply_standard_split, parse_split
 
+logger = logging.getLogger(__name__)
+
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
+COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "cost", "task", "split", "id")
 
 
 class LongRow(BaseModel):
@@ -44,7 +49,9 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
     """
     path = Path(source)
     groups: dict[str, dict[str, LongRow]] = {}
+    ignored: dict[str, None] = {}
     for where, raw in _raw_rows(path):
+        ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
         row = _parse_row(raw, where, use_split_column)
         key = _prompt_key(row.prompt)
         cells_by_worker = groups.setdefault(key, {})
@@ -57,6 +64,12 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
         cells_by_worker[row.worker] = row
     if not groups:
         raise RecordFileError(f"{path}: holds no rows")
+    if ignored:
+        logger.warning(
+            "%s: column(s) %s are not read (the long format's columns: %s); rename a column "
+            "that holds one of those",
+            path, list(ignored), ", ".join(COLUMNS),
+        )  # fmt: skip
     workers = sorted({worker for cells_by_worker in groups.values() for worker in cells_by_worker})
     records: list[RewardRecord] = []
     splits: list[object] = []
@@ -88,33 +101,70 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
         yield from _csv_rows(path)
     elif path.suffix in (".jsonl", ".json"):
         for line_number, row in iter_jsonl(path):
-            yield f"{path}, line {line_number}", row
+            where = f"{path}, line {line_number}"
+            yield where, dict(zip(_column_names(list(row), where), row.values(), strict=True))
     else:
         raise RecordFileError(f"{path}: expected a .csv or .jsonl file in the long format")
+
+
+def _column_names(names: Sequence[str], where: str) -> list[str]:
+    """The names as read: a known column's name in any case and with surrounding spaces
+    (`Cost`, ` cost`) is that column; the others stay as they are. Two names of one column
+    are an error (which one to read is not known)."""
+    read = []
+    for name in names:
+        folded = name.strip().casefold()
+        read.append(folded if folded in COLUMNS else name)
+    repeated = sorted({column for column in read if column in COLUMNS and read.count(column) > 1})
+    if repeated:
+        spellings = [name for name, column in zip(names, read, strict=True) if column in repeated]
+        raise RecordFileError(
+            f"{where}: the column(s) {repeated} are named more than once ({spellings}); keep "
+            "one of each"
+        )
+    return read
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
     with path.open(encoding="utf-8-sig", newline="") as stream:
-        reader = csv.DictReader(stream, strict=True)
+        reader = csv.reader(stream, strict=True)
+        good_until = 0  # the line where the last good row ended
         try:
-            absent = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            header = next(reader, [])
+            good_until = reader.line_num
+            columns = _column_names(header, f"{path}, line 1")
+            absent = [c for c in REQUIRED_COLUMNS if c not in columns]
             if absent:
                 raise RecordFileError(
-                    f"{path}: missing column(s) {absent} in the header {reader.fieldnames}"
+                    f"{path}: missing column(s) {absent} in the header {header}"
+                    + _separator_hint(header)
                 )
-            for row in reader:
-                cells = {key: (value if value != "" else None) for key, value in row.items()}
-                yield f"{path}, line {reader.line_num}", cells
+            for cells in reader:
+                good_until = reader.line_num
+                if not cells:
+                    continue
+                row = {
+                    column: (value if value != "" else None)
+                    for column, value in zip(columns, cells, strict=False)
+                }
+                yield f"{path}, line {reader.line_num}", row
         except UnicodeDecodeError as error:
             raise RecordFileError(utf8_error_message(path, error)) from error
         except csv.Error as error:
             raise RecordFileError(
-                # line_num is where the last good row ended; the bad one starts after it
-                f"{path}, line {reader.line_num + 1}: not readable as CSV ({error}); "
-                f"{CSV_QUOTING_HINT}"
+                f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
             ) from error
+
+
+def _separator_hint(header: list[str]) -> str:
+    if len(header) == 1 and any(separator in header[0] for separator in ";\t|"):
+        return (
+            "; the header is one column: the long format's CSV is separated by commas (save "
+            "it again as CSV with commas)"
+        )
+    return ""
 
 
 def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
