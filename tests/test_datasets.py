@@ -574,6 +574,21 @@ def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, 
         import_long(path)
 
 
+def test_long_format_row_longer_than_the_header_is_an_error(tmp_path: Path) -> None:
+    """An unquoted comma in the last column shifted the row and its rest was dropped."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt,worker,reward,task\np1,w1,1,maths, algebra\np1,w2,0,maths\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        RecordFileError,
+        match=r"long\.csv, line 2: 5 fields but the header has 4 \(\[' algebra'\] are left",
+    ):
+        import_long(path)
+    path.write_text("prompt,worker,reward,task\np1,w1,1,t,,\np1,w2,0,t\n", encoding="utf-8")
+    assert import_long(path)[0].task == "t"  # empty trailing cells, as spreadsheets write
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

@@ -145,6 +145,12 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
                 good_until = reader.line_num
                 if not cells:
                     continue
+                if any(extra.strip() for extra in cells[len(columns) :]):
+                    raise RecordFileError(
+                        f"{path}, line {reader.line_num}: {len(cells)} fields but the header has "
+                        f"{len(columns)} ({cells[len(columns) :]} are left over); "
+                        f"{CSV_QUOTING_HINT}"
+                    )
                 row = {
                     column: (value if value != "" else None)
                     for column, value in zip(columns, cells, strict=False)
