@@ -384,6 +384,18 @@ def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
     assert all(r.split == standard_split(r.prompt_text) for r in records)
 
 
+def test_routerbench_csv_of_boolean_scores_is_read_as_the_pickle(tmp_path: Path) -> None:
+    """DataFrame.to_csv writes a boolean score column as True/False: every row of such a CSV
+    was refused as missing a score, while the same table pickled was read."""
+    models = sorted(ROUTERBENCH_MODELS)
+    table = routerbench_table(**{models[0]: [True, False, True], models[1]: [False, True, True]})
+    table.to_pickle(tmp_path / "rb.pkl")
+    table.to_csv(tmp_path / "rb.csv", index=False)
+    from_csv = import_routerbench(tmp_path / "rb.csv")
+    assert from_csv == import_routerbench(tmp_path / "rb.pkl")
+    assert [record.rewards[:2] for record in from_csv] == [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+
+
 def test_routerbench_nan_score_names_the_row(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.pkl"
     routerbench_table(**{ROUTERBENCH_MODELS[1]: [1.0, math.nan, 0.0]}).to_pickle(path)
@@ -587,6 +599,12 @@ def test_long_format_row_longer_than_the_header_is_an_error(tmp_path: Path) -> N
         import_long(path)
     path.write_text("prompt,worker,reward,task\np1,w1,1,t,,\np1,w2,0,t\n", encoding="utf-8")
     assert import_long(path)[0].task == "t"  # empty trailing cells, as spreadsheets write
+
+
+def test_long_format_reads_true_and_false_rewards(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,True\np1,w2, FALSE\n", encoding="utf-8")
+    assert import_long(path)[0].rewards == [1.0, 0.0]
 
 
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:

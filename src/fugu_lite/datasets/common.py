@@ -40,13 +40,20 @@ def check_missing_policy(on_missing: str) -> MissingPolicy:
     return on_missing  # type: ignore[return-value]
 
 
+BOOLEAN_TEXT: dict[str, float] = {"true": 1.0, "false": 0.0}
+
+
 def to_float(value: object) -> float | None:
-    """The value as a finite float, or None when it is missing, not a number, NaN or infinite."""
+    """The value as a finite float, or None when it is missing, not a number, NaN or infinite.
+    A boolean is 1 or 0, and so is its text in a CSV (`True`, `false`: what pandas' to_csv
+    writes for a boolean column), as a JSON true/false is."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
+        if value.strip().casefold() in BOOLEAN_TEXT:
+            return BOOLEAN_TEXT[value.strip().casefold()]
         try:
             number = float(value.strip())
         except ValueError:
