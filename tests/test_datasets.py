@@ -307,6 +307,18 @@ def test_zeroeval_prices_give_usd(tmp_path: Path) -> None:
         import_zeroeval(path, prices={"m1": (1.0, 2.0)})
 
 
+def test_zeroeval_negative_or_nan_prices_are_refused(tmp_path: Path) -> None:
+    """A negative input price was taken: the output price hid it, and the costs came out
+    wrong but positive, with no word."""
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("What is 2+2?")])
+    negative, nan = {"m1": (-1.0, 2.0), "m2": (1.0, 2.0)}, {"m1": (1.0, 2.0), "m2": (1.0, math.nan)}
+    for prices in (negative, nan):
+        with pytest.raises(ValueError, match="prices must be finite numbers of at least 0"):
+            import_zeroeval(path, prices=prices)
+    with pytest.raises(ValueError, match=r"option prices=.* is not valid: .*greater than or equal"):
+        import_dataset("zeroeval", path, prices="{m1: [-1, 2], m2: [1, 2]}")
+
+
 def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
     rows = [zeroeval_row("a"), zeroeval_row("b", scores={"m1": 1}), zeroeval_row("c")]
     path = write_jsonl(tmp_path / "z.jsonl", rows)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
+
+from pydantic import NonNegativeFloat
 
 from ..io import RecordFileError, iter_jsonl
 from ..schemas import RewardRecord
@@ -36,7 +39,7 @@ def zeroeval_file(source: str | Path) -> Path:
 def import_zeroeval(
     source: str | Path,
     *,
-    prices: Mapping[str, tuple[float, float]] | None = None,
+    prices: Mapping[str, tuple[NonNegativeFloat, NonNegativeFloat]] | None = None,
     on_missing: MissingPolicy = "error",
     split_column: str | None = None,
 ) -> list[RewardRecord]:
@@ -148,3 +151,13 @@ def _check_prices(worker_ids: list[str], prices: Mapping[str, tuple[float, float
     missing = [w for w in worker_ids if w not in prices]
     if missing:
         raise ValueError(f"prices has no (input, output) USD per 1M tokens for {missing}")
+    bad = {
+        w: tuple(prices[w])
+        for w in worker_ids
+        if not all(math.isfinite(price) and price >= 0 for price in prices[w])
+    }
+    if bad:
+        raise ValueError(
+            f"prices must be finite numbers of at least 0 (USD per 1M tokens), got {bad}; "
+            "a negative price would lower the cost"
+        )
