@@ -436,6 +436,23 @@ def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
         load_stage_config(tmp_path, SFTConfig, "sft")
 
 
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """A second `sft:` section (or `layer:` twice) replaced the first with no word: here the
+    first section's epochs: 2 was lost."""
+    text = "sft:\n  epochs: 2\nrl:\n  epochs: 3\nsft:\n  seed: 1\n"
+    path = write_yaml(tmp_path / "c.yaml", text)
+    twice = r"the key 'sft' is given twice in one mapping \(first on line 1, again on line 5\)"
+    with pytest.raises(ConfigError, match=twice):
+        load_config(path, PipelineConfig)
+    with pytest.raises(ConfigError, match=r"c\.yaml: not valid YAML: " + twice):
+        load_stage_config(path, SFTConfig, "sft")
+    write_yaml(path, "model:\n  layer: 3\n  head: linear\n  layer: 5\n")
+    with pytest.raises(ConfigError, match=r"'layer' is given twice .*line 2, again on line 4"):
+        load_config(path, SFTConfig)
+    write_yaml(path, "model:\n  <<: {layer: 2, head: linear}\n  layer: 3\n")
+    assert load_config(path, SFTConfig).model.layer == 3  # a key over a merge is no repeat
+
+
 def test_override_into_an_empty_yaml_section(tmp_path: Path) -> None:
     # `model:` with every key under it commented out loads as None
     path = write_yaml(tmp_path / "c.yaml", "model:\n  # layer: 4\nsft:\n  epochs: 3\n")

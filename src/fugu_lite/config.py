@@ -273,7 +273,7 @@ def _read_yaml_mapping(path: Path) -> dict:
     except RecordFileError as error:
         raise ConfigError(str(error)) from error
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from error
     if data is None:
@@ -281,6 +281,31 @@ def _read_yaml_mapping(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
     return data
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, refusing a key given twice in one mapping: plain YAML keeps
+    the last, so a second `sft:` section silently replaced the first with all its keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_line: dict[object, int] = {}
+        for key_node, _ in node.value:
+            # `<<: *base` merges keys that the mapping's own may override: no repeat
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in one mapping (first on line "
+                    f"{first_line[key]}, again on line {line}), and only the last would count; "
+                    "keep one, with every setting you mean under it",
+                    key_node.start_mark,
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
