@@ -619,6 +619,21 @@ def test_long_format_reads_true_and_false_rewards(tmp_path: Path) -> None:
     assert import_long(path)[0].rewards == [1.0, 0.0]
 
 
+def test_long_format_reads_a_json_list_of_rows(tmp_path: Path) -> None:
+    """A .json file holding one list of rows (what json.dump of a list writes) was refused
+    as bad JSON on line 1, or as "expected a JSON object, got list"."""
+    path = tmp_path / "long.json"
+    for text in (json.dumps(long_rows(), indent=2), json.dumps(long_rows())):
+        path.write_text(text, encoding="utf-8-sig")  # with a BOM, as some editors save
+        assert import_long(path) == import_long(write_jsonl(tmp_path / "long.jsonl", long_rows()))
+    path.write_text(json.dumps([*long_rows(), "p3"]), encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.json, item 5: expected an object"):
+        import_long(path)
+    path.write_text(json.dumps(long_rows())[:-1], encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.json: not valid JSON at line 1"):
+        import_long(path)
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

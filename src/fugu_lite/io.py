@@ -33,7 +33,7 @@ def write_json(path: str | Path, payload: Any) -> None:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
-    text = read_utf8_text(path)
+    text = read_utf8_text(path).removeprefix("\ufeff")  # the UTF-8 BOM some editors write
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..io import RecordFileError, iter_jsonl, utf8_error_message
+from ..io import RecordFileError, iter_jsonl, open_for_reading, read_json, utf8_error_message
 from ..schemas import RewardRecord
 from .common import CSV_QUOTING_HINT, build_record, require_float, require_text, short, stable_id
 from .split import apply_given_split, apply_standard_split, parse_split
@@ -100,11 +100,38 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
     if path.suffix == ".csv":
         yield from _csv_rows(path)
     elif path.suffix in (".jsonl", ".json"):
-        for line_number, row in iter_jsonl(path):
-            where = f"{path}, line {line_number}"
+        for where, row in _json_array_rows(path) if _is_json_array(path) else _jsonl_rows(path):
             yield where, dict(zip(_column_names(list(row), where), row.values(), strict=True))
     else:
-        raise RecordFileError(f"{path}: expected a .csv or .jsonl file in the long format")
+        raise RecordFileError(f"{path}: expected a .csv, .jsonl or .json file in the long format")
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    for line_number, row in iter_jsonl(path):
+        yield f"{path}, line {line_number}", row
+
+
+def _is_json_array(path: Path) -> bool:
+    """A .json file may hold one JSON list of row objects rather than one object a line."""
+    if path.suffix != ".json":
+        return False
+    with open_for_reading(path) as stream:
+        start = stream.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return start.lstrip().startswith("[")
+
+
+def _json_array_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    items = read_json(path)
+    if not isinstance(items, list):
+        raise RecordFileError(f"{path}: expected a JSON list of row objects")
+    for number, item in enumerate(items, start=1):
+        where = f"{path}, item {number}"
+        if not isinstance(item, dict):
+            raise RecordFileError(
+                f"{where}: expected an object with prompt, worker and reward, got "
+                f"{type(item).__name__}"
+            )
+        yield where, item
 
 
 def _column_names(names: Sequence[str], where: str) -> list[str]:
