@@ -634,6 +634,31 @@ def test_long_format_reads_a_json_list_of_rows(tmp_path: Path) -> None:
         import_long(path)
 
 
+def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
+    """A file's own split column was ignored without a word, unless its option was given:
+    the user's held-out test prompts then went to train by the standard split."""
+    rows = [{**row, "split": "test"} for row in long_rows()]
+    long = write_jsonl(tmp_path / "long.jsonl", rows)
+    zeroeval = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q", Split="test")])
+    routerbench = tmp_path / "rb.csv"
+    routerbench_table(split=["test"] * 3).to_csv(routerbench, index=False)
+    for importer, path, option in (
+        (import_long, long, "use_split_column=true"),
+        (import_zeroeval, zeroeval, "split_column=Split"),
+        (import_routerbench, routerbench, "split_column=split"),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            importer(path)
+        assert f"{path} has a split column, which is not used" in caplog.text
+        assert f"pass --option {option} to keep the file's split" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        import_long(long, use_split_column=True)
+        import_long(write_jsonl(tmp_path / "plain.jsonl", long_rows()))
+    assert "split column" not in caplog.text
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import math
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -10,6 +12,8 @@ from pydantic import ValidationError
 from ..io import RecordFileError
 from ..schemas import RewardRecord, prompt_hash
 from .split import PLACEHOLDER_SPLIT
+
+logger = logging.getLogger(__name__)
 
 MissingPolicy = Literal["error", "drop"]
 MISSING_POLICIES: tuple[str, ...] = ("error", "drop")
@@ -91,3 +95,13 @@ def build_record(where: str, **fields: Any) -> RewardRecord:
             for item in error.errors()
         )
         raise RecordFileError(f"{where}: not a valid record: {problems}") from error
+
+
+def warn_unused_split_column(path: Path, option: str) -> None:
+    """The file has its own split column, but the standard split was asked for (the default):
+    say so, since a held-out test split of the user's would otherwise reach training."""
+    logger.warning(
+        "%s has a split column, which is not used: the standard split applies (pass --option "
+        "%s to keep the file's split)",
+        path, option,
+    )  # fmt: skip

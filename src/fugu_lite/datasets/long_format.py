@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ..io import RecordFileError, iter_jsonl, open_for_reading, read_json, utf8_error_message
 from ..schemas import RewardRecord
-from .common import CSV_QUOTING_HINT, build_record, require_float, require_text, short, stable_id
+from .common import (
+    CSV_QUOTING_HINT,
+    build_record,
+    require_float,
+    require_text,
+    short,
+    stable_id,
+    warn_unused_split_column,
+)
 from .split import apply_given_split, apply_standard_split, parse_split
 
 logger = logging.getLogger(__name__)
@@ -50,7 +58,9 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
     path = Path(source)
     groups: dict[str, dict[str, LongRow]] = {}
     ignored: dict[str, None] = {}
+    has_split = False
     for where, raw in _raw_rows(path):
+        has_split = has_split or raw.get("split") is not None
         ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
         row = _parse_row(raw, where, use_split_column)
         key = _prompt_key(row.prompt)
@@ -93,6 +103,8 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
         names.append(first)
     if use_split_column:
         return apply_given_split(records, splits, names)
+    if has_split:
+        warn_unused_split_column(path, "use_split_column=true")
     return apply_standard_split(records)
 
 

@@ -18,6 +18,7 @@ from .common import (
     require_text,
     stable_id,
     to_float,
+    warn_unused_split_column,
 )
 from .split import apply_given_split, apply_standard_split
 
@@ -167,6 +168,8 @@ def import_routerbench(
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)
     if split_column is None:
+        for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
+            warn_unused_split_column(path, f"split_column={column}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
 

@@ -18,6 +18,7 @@ from .common import (
     require_float,
     require_text,
     short,
+    warn_unused_split_column,
 )
 from .split import apply_given_split, apply_standard_split
 
@@ -121,6 +122,8 @@ def import_zeroeval(
     if incomplete:
         logger.warning("%s: dropped %d rows missing a model's score or out_chars", path, incomplete)
     if split_column is None:
+        for key in {key for _, row in rows for key in row if key.strip().casefold() == "split"}:
+            warn_unused_split_column(path, f"split_column={key}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
 
