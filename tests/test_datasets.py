@@ -659,6 +659,15 @@ def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
     assert "split column" not in caplog.text
 
 
+def test_file_suffixes_in_capitals_are_read(tmp_path: Path) -> None:
+    """Files saved on Windows as LONG.CSV or RB.PKL were refused as not .csv / .pkl."""
+    path = write_long_csv(tmp_path / "LONG.CSV", long_rows())
+    assert import_long(path) == import_long(write_long_csv(tmp_path / "long.csv", long_rows()))
+    assert len(import_long(write_jsonl(tmp_path / "LONG.JSONL", long_rows()))) == 2
+    routerbench_table().to_pickle(tmp_path / "RB.PKL")
+    assert len(import_routerbench(tmp_path / "RB.PKL")) == 3
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

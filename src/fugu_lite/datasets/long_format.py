@@ -109,9 +109,9 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
 
 
 def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
-    if path.suffix == ".csv":
+    if path.suffix.lower() == ".csv":
         yield from _csv_rows(path)
-    elif path.suffix in (".jsonl", ".json"):
+    elif path.suffix.lower() in (".jsonl", ".json"):
         for where, row in _json_array_rows(path) if _is_json_array(path) else _jsonl_rows(path):
             yield where, dict(zip(_column_names(list(row), where), row.values(), strict=True))
     else:
@@ -125,7 +125,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
 
 def _is_json_array(path: Path) -> bool:
     """A .json file may hold one JSON list of row objects rather than one object a line."""
-    if path.suffix != ".json":
+    if path.suffix.lower() != ".json":
         return False
     with open_for_reading(path) as stream:
         start = stream.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")

@@ -41,9 +41,9 @@ def read_routerbench_table(path: str | Path) -> pd.DataFrame:
         raise RecordFileError(f"{path} is a directory; give the .pkl or .csv table inside it")
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
-    if path.suffix == ".pkl":
+    if path.suffix.lower() == ".pkl":
         table = _read_pickle(path)
-    elif path.suffix == ".csv":
+    elif path.suffix.lower() == ".csv":
         table = _read_csv(path)
     else:
         raise RecordFileError(f"{path}: expected a .pkl or .csv RouterBench table")
