@@ -668,6 +668,19 @@ def test_file_suffixes_in_capitals_are_read(tmp_path: Path) -> None:
     assert len(import_routerbench(tmp_path / "RB.PKL")) == 3
 
 
+def test_long_format_strips_spaces_around_worker_task_and_id(tmp_path: Path) -> None:
+    """A CSV written with a space after each comma made the workers ' w1' and ' w2', ids no
+    pool names, and the task ' t'."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt, worker, reward, task, id\np1, w1, 1, t, q1\np1, w2 , 0, t ,q1\n",
+        encoding="utf-8",
+    )
+    (result,) = import_long(path)
+    assert (result.worker_ids, result.task, result.id) == (["w1", "w2"], "t", "q1")
+    assert result.prompt == "p1"
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

@@ -223,7 +223,8 @@ def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
     return LongRow(
         where=where,
         prompt=prompt,
-        worker=require_text(raw["worker"], "worker", where),
+        # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
+        worker=require_text(raw["worker"], "worker", where).strip(),
         reward=require_float(raw["reward"], "reward", where),
         cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
@@ -233,7 +234,8 @@ def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
 
 
 def _optional_text(value: object) -> str | None:
-    return None if value is None else str(value)
+    text = None if value is None else str(value).strip()
+    return text or None
 
 
 def _prompt_key(prompt: str | list) -> str:
