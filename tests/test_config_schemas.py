@@ -27,7 +27,13 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import RecordFileError, write_bytes_atomic, write_json, write_text_atomic
+from fugu_lite.io import (
+    RecordFileError,
+    read_json,
+    write_bytes_atomic,
+    write_json,
+    write_text_atomic,
+)
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -202,6 +208,22 @@ def test_a_worker_mismatch_names_the_file_line_not_the_record_number(tmp_path: P
     path = write_lines(tmp_path / "r.jsonl", [first, "", swapped])
     with pytest.raises(RecordFileError, match=r"r\.jsonl, line 3 \(id=None\) has workers"):
         read_records(path)
+
+
+def test_a_lone_surrogate_escape_names_the_file_and_line(tmp_path: Path) -> None:
+    """A prompt holding "\\ud83d" (half an emoji) was read, then failed when it was hashed
+    or written: "'utf-8' codec can't encode character", no file or line named."""
+    pair = json.dumps(good_row(1, prompt="smile \U0001f600"))  # escaped as a whole pair: fine
+    lone = json.dumps(good_row(2)).replace("prompt 2", "smile \\ud83d")
+    path = write_lines(tmp_path / "r.jsonl", [pair, lone])
+    with pytest.raises(
+        RecordFileError, match=r"r\.jsonl, line 2: holds a lone UTF-16 surrogate escape \(\\ud83d\)"
+    ):
+        read_records(path)
+    assert read_records(write_lines(path, [pair]))[0].prompt == "smile \U0001f600"
+    (tmp_path / "p.json").write_text('{"a": ["\\udc00"]}', encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"p\.json: holds a lone UTF-16 surrogate"):
+        read_json(tmp_path / "p.json")
 
 
 def test_a_records_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:

@@ -35,10 +35,27 @@ def read_json(path: str | Path) -> Any:
     path = Path(path)
     text = read_utf8_text(path).removeprefix("\ufeff")  # the UTF-8 BOM some editors write
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as error:
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+        ) from error
+    check_no_lone_surrogate(text, value, str(path))
+    return value
+
+
+def check_no_lone_surrogate(text: str, value: Any, where: str) -> None:
+    """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
+    hashing or writing such a prompt failed later with no file or line named."""
+    if "\\ud" not in text and "\\uD" not in text:
+        return
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        raise RecordFileError(
+            f"{where}: holds a lone UTF-16 surrogate escape ({bad}), which is not Unicode text "
+            "(half of a pair, such as an emoji cut in two); fix the text or delete it"
         ) from error
 
 
@@ -325,6 +342,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                     f"{path}, line {line_number}: expected a JSON object, got "
                     f"{type(value).__name__}"
                 )
+            check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
             yield line_number, value
 
 
