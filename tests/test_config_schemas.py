@@ -617,6 +617,21 @@ def test_a_temporary_file_a_day_old_is_removed_even_if_its_pid_runs(tmp_path: Pa
         live.wait()
 
 
+def test_an_atomic_write_never_replaces_a_device_or_a_pipe(tmp_path: Path) -> None:
+    """`-o /dev/stdout` (or a link to /dev/null, a FIFO) was replaced by a plain file: the
+    reader got nothing, and as root /dev/stdout itself was gone for every later program."""
+    link = tmp_path / "stdout"
+    link.symlink_to(os.devnull)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (link, fifo):
+        with pytest.raises(OSError, match="is a device, pipe or socket, not a file"):
+            write_text_atomic(target, "{}\n")
+    assert link.is_symlink() and os.readlink(link) == os.devnull
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo", "stdout"]
+
+
 def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.txt"
     old_umask = os.umask(0o022)

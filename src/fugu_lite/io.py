@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -109,6 +110,13 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     a crash or kill leaves the old file or the new one, never a torn one. The file keeps
     the mode of the file it replaces; a new file gets the usual 0o666 minus the umask."""
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # os.replace would put a plain file in place of /dev/stdout or a FIFO (as root, for
+        # every later user of /dev/stdout too), and nothing would reach the reader
+        raise OSError(
+            errno.EINVAL,
+            f"{path} is a device, pipe or socket, not a file (a write would replace it)",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_writers_files(path.parent)
     mode = _mode_for(path)
