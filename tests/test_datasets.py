@@ -29,6 +29,7 @@ from fugu_lite.datasets import (
     resolve_data_dir,
     standard_split,
 )
+from fugu_lite.datasets.common import stable_id
 from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import RewardRecord
 
@@ -430,6 +431,21 @@ def test_routerbench_without_sample_id_and_with_split_column(tmp_path: Path) -> 
         import_routerbench(path, split_column="fold")
     with pytest.raises(RecordFileError, match=r"missing column\(s\) \['nope'\]"):
         import_routerbench(path, split_column="nope")
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_rows_without_a_sample_id_get_an_id_of_their_prompt(
+    tmp_path: Path, suffix: str
+) -> None:
+    """An empty sample_id cell (NaN in a pickle) became the id "" (or "nan") of every such
+    record, so their predictions could not be told apart by id."""
+    path = tmp_path / f"rb{suffix}"
+    table = routerbench_table(sample_id=["mmlu.0", None, None])
+    table.to_pickle(path) if suffix == ".pkl" else table.to_csv(path, index=False)
+    ids = {record.prompt: record.id for record in import_routerbench(path)}
+    assert ids["['What is 2+2?']"] == "mmlu.0"
+    assert ids["Tom has 3 apples."] == stable_id("routerbench", "Tom has 3 apples.")
+    assert ids["Write a poem."] == stable_id("routerbench", "Write a poem.")
 
 
 def test_routerbench_bad_tables(tmp_path: Path) -> None:

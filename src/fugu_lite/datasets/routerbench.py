@@ -154,7 +154,7 @@ def import_routerbench(
                 rewards=rewards,
                 costs=costs,
                 task=require_text(row["eval_name"], "eval_name", where),
-                id=str(row["sample_id"]) if has_sample_id else stable_id("routerbench", prompt),
+                id=_record_id(row, has_sample_id, prompt),
             )
         )
         if split_column is not None:
@@ -172,6 +172,14 @@ def import_routerbench(
             warn_unused_split_column(path, f"split_column={column}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _record_id(row: dict, has_sample_id: bool, prompt: str) -> str:
+    """sample_id, or an id made from the prompt where it has none (an empty cell, NaN): ""
+    or "nan" shared by many records could not tell them apart."""
+    if has_sample_id and str(row["sample_id"]).strip().lower() not in BLANKS:
+        return str(row["sample_id"])
+    return stable_id("routerbench", prompt)
 
 
 def _unpriced_numeric_columns(
