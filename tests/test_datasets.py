@@ -566,6 +566,23 @@ def test_long_format_missing_cell_names_prompt_and_worker(tmp_path: Path) -> Non
         import_long(path)
 
 
+def test_long_format_can_drop_prompts_missing_a_worker(tmp_path: Path, caplog) -> None:
+    """A worker that failed on some prompts left no way to import the rest but editing the
+    file, while zeroeval and routerbench take on_missing=drop."""
+    rows = [*long_rows(), {"prompt": "p3", "worker": "w2", "reward": 1, "cost": 0.1}]
+    path = write_long_csv(tmp_path / "long.csv", rows[:3] + rows[4:])
+    with pytest.raises(RecordFileError, match=r"line 4: prompt 'p2' has no row for .*on_missing"):
+        import_long(path)
+    with caplog.at_level(logging.WARNING):
+        records = import_dataset("long", path, on_missing="drop")
+    assert [record.prompt for record in records] == ["p1"]
+    assert "dropped 2 of 3 prompts without a row for every worker" in caplog.text
+    assert "{'w2': 1, 'w1': 1}" in caplog.text
+    lonely = write_long_csv(tmp_path / "lonely.csv", [rows[0], rows[2]])
+    with pytest.raises(RecordFileError, match="every one of its 2 prompts misses a row"):
+        import_long(lonely, on_missing="drop")
+
+
 def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
     rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
     path = write_long_csv(tmp_path / "long.csv", rows)

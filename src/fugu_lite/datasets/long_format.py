@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from ..io import RecordFileError, iter_jsonl, open_for_reading, read_json, utf8_
 from ..schemas import RewardRecord
 from .common import (
     CSV_QUOTING_HINT,
+    MissingPolicy,
     build_record,
+    check_missing_policy,
     require_float,
     require_text,
     short,
@@ -49,13 +52,17 @@ class LongRow(BaseModel):
     split: str | None = None
 
 
-def import_long(source: str | Path, *, use_split_column: bool = False) -> list[RewardRecord]:
+def import_long(
+    source: str | Path, *, use_split_column: bool = False, on_missing: MissingPolicy = "error"
+) -> list[RewardRecord]:
     """Group rows by prompt (first-appearance order) into records.
 
     With use_split_column=True every row's `split` must be train, validation or test;
-    otherwise the standard split is applied.
+    otherwise the standard split is applied. A prompt without a row for some worker is an
+    error by default; on_missing="drop" drops such prompts, logging how many per worker.
     """
     path = Path(source)
+    policy = check_missing_policy(on_missing)
     groups: dict[str, dict[str, LongRow]] = {}
     ignored: dict[str, None] = {}
     has_split = False
@@ -84,9 +91,20 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
     records: list[RewardRecord] = []
     splits: list[object] = []
     names: list[str] = []
+    dropped: Counter[str] = Counter()
     for key, cells_by_worker in groups.items():
-        cells = _complete_cells(path, key, cells_by_worker, workers)
         first = next(iter(cells_by_worker.values())).where
+        missing = [worker for worker in workers if worker not in cells_by_worker]
+        if missing and policy == "error":
+            raise RecordFileError(
+                f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
+                "prompt needs one row per worker (add the rows, drop the prompt, or pass "
+                "--option on_missing=drop)"
+            )
+        if missing:
+            dropped.update(missing)
+            continue
+        cells = [cells_by_worker[worker] for worker in workers]
         split = _one_value(key, "split", cells)
         records.append(
             build_record(
@@ -101,6 +119,18 @@ def import_long(source: str | Path, *, use_split_column: bool = False) -> list[R
         )
         splits.append(split)
         names.append(first)
+    if dropped and not records:
+        raise RecordFileError(
+            f"{path}: every one of its {len(groups)} prompts misses a row for some worker "
+            f"(prompts without each: {dict(dropped)}), so on_missing=drop leaves no records; "
+            "add the missing rows"
+        )
+    if dropped:
+        logger.warning(
+            "%s: dropped %d of %d prompts without a row for every worker (prompts without "
+            "each: %s)",
+            path, len(groups) - len(records), len(groups), dict(dropped),
+        )  # fmt: skip
     if use_split_column:
         return apply_given_split(records, splits, names)
     if has_split:
@@ -240,18 +270,6 @@ def _optional_text(value: object) -> str | None:
 
 def _prompt_key(prompt: str | list) -> str:
     return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True)
-
-
-def _complete_cells(
-    path: Path, key: str, cells_by_worker: dict[str, LongRow], workers: list[str]
-) -> list[LongRow]:
-    missing = [worker for worker in workers if worker not in cells_by_worker]
-    if missing:
-        raise RecordFileError(
-            f"{path}: prompt {short(key)} has no row for worker(s) {missing}; every prompt "
-            "needs one row per worker (add the rows, or drop the prompt)"
-        )
-    return [cells_by_worker[worker] for worker in workers]
 
 
 def _one_value(key: str, column: str, cells: list[LongRow]) -> str | None:
