@@ -515,6 +515,19 @@ def test_a_pipeline_file_may_hold_every_stage_section(tmp_path: Path) -> None:
     assert rl.model.layer == 2 and rl.training == RLConfig().training
 
 
+def test_a_stage_names_a_pipeline_files_bad_key_as_the_file_does(tmp_path: Path) -> None:
+    """`train sft -c pipeline.yaml` with a typo under `sft:` said 'training.learning_rat',
+    a key the file does not have, so the user looked for a `training:` section."""
+    path = write_yaml(tmp_path / "p.yaml", "sft:\n  learning_rat: 0.1\n  epochs: five\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft", {"training.seed": "x"})
+    message = str(error.value)
+    assert "unknown key 'sft.learning_rat': did you mean 'learning_rate'?" in message
+    assert "  sft.epochs: Input should be a valid integer" in message
+    assert "  training.seed: Input should be a valid integer" in message  # as --set said it
+    assert "training.learning_rat" not in message and "training.epochs" not in message
+
+
 def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nesx: {}\n")
     with pytest.raises(ConfigError) as error:

@@ -248,7 +248,10 @@ def load_stage_config(
     try:
         return config_type.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_config_error(error, config_type, str(path))) from error
+        # the file says `sft:` where the stage's config says `training` (--set keys aside)
+        file_keys = {"training": stage}
+        message = describe_config_error(error, config_type, str(path), file_keys, overrides)
+        raise ConfigError(message) from error
 
 
 def _check_stage_overrides(overrides: dict, stage: str) -> None:
@@ -320,10 +323,21 @@ def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
     node[leaf] = value
 
 
-def describe_config_error(error: ValidationError, config_type: type[BaseModel], source: str) -> str:
+def describe_config_error(
+    error: ValidationError,
+    config_type: type[BaseModel],
+    source: str,
+    file_keys: dict[str, str] | None = None,
+    overrides: dict | None = None,
+) -> str:
+    """One line per problem, naming the dotted key; `file_keys` renames a key's section as
+    the file names it (`training` -> `sft`), except for the keys given as `overrides`."""
     lines = [f"{source}: invalid {config_type.__name__}:"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
+        section, _, rest = key.partition(".")
+        if file_keys and section in file_keys and rest and key not in (overrides or {}):
+            key = f"{file_keys[section]}.{rest}"
         if item["type"] == "extra_forbidden":
             known = _known_keys(config_type, item["loc"][:-1])
             close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
