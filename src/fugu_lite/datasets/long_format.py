@@ -10,11 +10,11 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict
+from typing import NamedTuple
 
 from ..io import RecordFileError, iter_jsonl, open_for_reading, read_json, utf8_error_message
 from ..schemas import RewardRecord
@@ -37,19 +37,18 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
 COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "cost", "task", "split", "id")
 
 
-class LongRow(BaseModel):
-    """One checked (prompt, worker) cell; `where` names its file and line."""
-
-    model_config = ConfigDict(frozen=True)
+class LongRow(NamedTuple):
+    """One checked (prompt, worker) cell; `where` names its file and line. A tuple, and its
+    prompt kept once beside the prompt's cells: a file of 10 workers held each prompt 10 times
+    in pydantic objects, about 10x the file's size in memory."""
 
     where: str
-    prompt: str | list
     worker: str
     reward: float
-    cost: float | None = None
-    task: str | None = None
-    id: str | None = None
-    split: str | None = None
+    cost: float | None
+    task: str | None
+    id: str | None
+    split: str | None
 
 
 def import_long(
@@ -64,13 +63,15 @@ def import_long(
     path = Path(source)
     policy = check_missing_policy(on_missing)
     groups: dict[str, dict[str, LongRow]] = {}
+    prompts: dict[str, str | list] = {}
     ignored: dict[str, None] = {}
     has_split = False
     for where, raw in _raw_rows(path):
         has_split = has_split or raw.get("split") is not None
         ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
-        row = _parse_row(raw, where, use_split_column)
-        key = _prompt_key(row.prompt)
+        prompt, row = _parse_row(raw, where, use_split_column)
+        key = _prompt_key(prompt)
+        prompts.setdefault(key, prompt)
         cells_by_worker = groups.setdefault(key, {})
         if row.worker in cells_by_worker:
             raise RecordFileError(
@@ -109,7 +110,7 @@ def import_long(
         records.append(
             build_record(
                 first,
-                prompt=cells[0].prompt,
+                prompt=prompts[key],
                 worker_ids=workers,
                 rewards=[cell.reward for cell in cells],
                 costs=_costs(key, cells),
@@ -242,7 +243,7 @@ def _separator_hint(header: list[str]) -> str:
     return ""
 
 
-def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
+def _parse_row(raw: dict, where: str, use_split_column: bool) -> tuple[str | list, LongRow]:
     absent = [c for c in REQUIRED_COLUMNS if raw.get(c) is None]
     if absent:
         raise RecordFileError(f"{where}: no value for {absent}")
@@ -250,11 +251,10 @@ def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
     if not isinstance(prompt, list):
         prompt = require_text(prompt, "prompt", where)
     cost = raw.get("cost")
-    return LongRow(
+    return prompt, LongRow(
         where=where,
-        prompt=prompt,
         # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
-        worker=require_text(raw["worker"], "worker", where).strip(),
+        worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
         reward=require_float(raw["reward"], "reward", where),
         cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
@@ -264,8 +264,9 @@ def _parse_row(raw: dict, where: str, use_split_column: bool) -> LongRow:
 
 
 def _optional_text(value: object) -> str | None:
+    """The text, stripped; one string object for each value (a task repeats on every row)."""
     text = None if value is None else str(value).strip()
-    return text or None
+    return sys.intern(text) if text else None
 
 
 def _prompt_key(prompt: str | list) -> str:
