@@ -428,6 +428,16 @@ def test_bad_value_names_the_key_and_the_value(
     )
 
 
+def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
+    """`batch_size: 1e3` is text to YAML, so the error said "unable to parse string as an
+    integer (got '1e3')" about what the user wrote as a number."""
+    path = write_yaml(tmp_path / "c.yaml", "sft:\n  batch_size: 1e3\n  learning_rate: 1e-3\n")
+    with pytest.raises(ConfigError, match=r"\(got '1e3'\); YAML reads 1e3 as text: write 1000$"):
+        load_config(path, PipelineConfig)
+    write_yaml(path, "sft:\n  batch_size: 1000\n  learning_rate: 1e-3\n")
+    assert load_config(path, PipelineConfig).sft.learning_rate == 0.001
+
+
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nsft:\n  epochs: many\n")
     with pytest.raises(ConfigError) as error:

@@ -347,8 +347,22 @@ def describe_config_error(
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         else:
-            lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
+            given = item.get("input")
+            lines.append(f"  {key}: {item['msg']} (got {given!r}){_exponent_hint(given)}")
     return "\n".join(lines)
+
+
+def _exponent_hint(given: object) -> str:
+    """YAML reads `1e3` (no dot) as text, which an integer key refuses as "a string"."""
+    if not isinstance(given, str) or "e" not in given.lower():
+        return ""
+    try:
+        number = float(given)
+    except ValueError:
+        return ""
+    if not number.is_integer():
+        return ""
+    return f"; YAML reads {given} as text: write {int(number)}"
 
 
 def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
