@@ -95,9 +95,16 @@ def test_apply_standard_split_drops_duplicates_keeping_the_first() -> None:
 
 
 def test_dropped_duplicates_are_a_visible_warning(caplog) -> None:
+    """The warning said neither which record of a prompt is kept nor that the dropped ones
+    held other rewards (conflicting data a user would want to look at)."""
+    repeated = [record("same", [1, 0]), record("same", [0, 1]), record("same", [1, 0])]
     with caplog.at_level(logging.WARNING):
-        apply_standard_split([record("same", [1, 0]), record("same", [0, 1])])
-    assert "dropped 1 records whose prompt already appeared" in caplog.text
+        assert apply_standard_split(repeated)[0].rewards == [1, 0]
+    assert "dropped 2 records whose prompt already appeared" in caplog.text
+    assert "the first record of a prompt is kept (1 of the dropped had other rewards" in (
+        caplog.text
+    )
+    assert "prompt 'same'" in caplog.text
 
 
 def test_apply_given_split_keeps_valid_values_and_dedupes() -> None:

@@ -37,18 +37,24 @@ def standard_split(prompt_text: str) -> Split:
 
 def dedupe_prompts(records: Sequence[RewardRecord]) -> list[RewardRecord]:
     """Keep the first record of each exact prompt text, so no prompt can sit in two splits."""
-    seen: set[str] = set()
-    kept: list[RewardRecord] = []
+    first_of: dict[str, RewardRecord] = {}
+    dropped: list[RewardRecord] = []
+    other_rewards = 0
     for record in records:
         text = record.prompt_text
-        if text in seen:
+        if text in first_of:
+            dropped.append(record)
+            other_rewards += first_of[text].rewards != record.rewards
             continue
-        seen.add(text)
-        kept.append(record)
-    dropped = len(records) - len(kept)
+        first_of[text] = record
     if dropped:
-        logger.warning("dropped %d records whose prompt already appeared earlier", dropped)
-    return kept
+        logger.warning(
+            "dropped %d records whose prompt already appeared earlier: the first record of a "
+            "prompt is kept (%d of the dropped had other rewards than it; the first dropped: "
+            "id %r, prompt %r)",
+            len(dropped), other_rewards, dropped[0].id, dropped[0].prompt_text[:60],
+        )  # fmt: skip
+    return list(first_of.values())
 
 
 def apply_standard_split(records: Sequence[RewardRecord]) -> list[RewardRecord]:
