@@ -438,6 +438,17 @@ def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
     assert load_config(path, PipelineConfig).sft.learning_rate == 0.001
 
 
+def test_a_cache_dir_under_home_is_the_home_folders(tmp_path: Path, monkeypatch) -> None:
+    """`cache_dir: ~/fugu-cache` made a folder named `~` in the working directory."""
+    from fugu_lite.features import FeatureCache
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  cache_dir: ~/fugu-cache\n")
+    model = load_config(path, SFTConfig).model
+    assert model.cache_dir == str(tmp_path / "home" / "fugu-cache")
+    assert FeatureCache(model).folder.is_relative_to(tmp_path / "home" / "fugu-cache")
+
+
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nsft:\n  epochs: many\n")
     with pytest.raises(ConfigError) as error:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .io import RecordFileError, read_utf8_text
 
@@ -63,6 +63,13 @@ class ModelConfig(StrictModel):
     )
     feature_batch_size: int = Field(default=16, ge=1)
     cache_dir: str | None = None
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _expand_home(cls, cache_dir: str | None) -> str | None:
+        """`~/cache` is the home folder's: the feature cache read it literally, making a
+        folder named `~` in the working directory (where `rm -rf ~` is a trap)."""
+        return None if cache_dir is None else str(Path(cache_dir).expanduser())
 
     @model_validator(mode="after")
     def _onnx_runtime_is_possible(self) -> ModelConfig:
