@@ -342,6 +342,23 @@ def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
         import_zeroeval(path, on_missing="skip")  # type: ignore[arg-type]
 
 
+def test_zeroeval_null_or_nan_score_counts_as_missing(tmp_path: Path, caplog) -> None:
+    """A score given as null (or NaN) failed as "must be a finite number" even with
+    on_missing=drop, which dropped only rows whose key was absent."""
+    rows = [
+        zeroeval_row("a"),
+        zeroeval_row("b", scores={"m1": None, "m2": 1}),
+        zeroeval_row("c", out_chars={"m1": math.nan, "m2": 3}),
+        zeroeval_row("d"),
+    ]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(RecordFileError, match=r"line 2: no score or out_chars for \['m1'\]"):
+        import_zeroeval(path)
+    with caplog.at_level(logging.WARNING):
+        assert [r.prompt for r in import_zeroeval(path, on_missing="drop")] == ["a", "d"]
+    assert "dropped 2 rows missing" in caplog.text
+
+
 def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
     path = tmp_path / "z.jsonl"
     path.write_text(json.dumps(zeroeval_row("a")) + "\n{not json\n")

@@ -84,7 +84,7 @@ def import_zeroeval(
         if not question.strip():
             empty += 1
             continue
-        missing = [w for w in worker_ids if w not in scores or w not in out_chars]
+        missing = [w for w in worker_ids if _absent(scores.get(w)) or _absent(out_chars.get(w))]
         if missing and policy == "error":
             raise RecordFileError(
                 f"{where}: no score or out_chars for {missing} (question {short(question)}); "
@@ -126,6 +126,11 @@ def import_zeroeval(
             warn_unused_split_column(path, f"split_column={key}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _absent(value: object) -> bool:
+    """No value: the key is missing, null or NaN (what pandas' to_json writes for one)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _mapping(row: dict, key: str, where: str) -> dict:
