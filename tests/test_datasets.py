@@ -602,11 +602,29 @@ def test_long_format_can_drop_prompts_missing_a_worker(tmp_path: Path, caplog) -
     with caplog.at_level(logging.WARNING):
         records = import_dataset("long", path, on_missing="drop")
     assert [record.prompt for record in records] == ["p1"]
-    assert "dropped 2 of 3 prompts without a row for every worker" in caplog.text
+    assert "dropped 2 of 3 prompts without a row and a reward for every worker" in caplog.text
     assert "{'w2': 1, 'w1': 1}" in caplog.text
     lonely = write_long_csv(tmp_path / "lonely.csv", [rows[0], rows[2]])
     with pytest.raises(RecordFileError, match="every one of its 2 prompts misses a row"):
         import_long(lonely, on_missing="drop")
+
+
+def test_long_format_drops_prompts_with_a_blank_reward_on_request(tmp_path: Path, caplog) -> None:
+    """A blank reward (an empty cell, null, NaN, NA) failed even with on_missing=drop, which
+    zeroeval and routerbench apply to a missing score as well as to a missing row."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt,worker,reward\np1,w1,1\np1,w2,0\np2,w1,\np2,w2,1\np3,w1,NA\np3,w2,0\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RecordFileError, match=r"line 4: no value for \['reward'\] \(or pass"):
+        import_long(path)
+    with caplog.at_level(logging.WARNING):
+        assert [record.prompt for record in import_long(path, on_missing="drop")] == ["p1"]
+    assert "dropped 2 of 3 prompts" in caplog.text and "{'w1': 2}" in caplog.text
+    path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,oops\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match="reward must be a finite number, got 'oops'"):
+        import_long(path, on_missing="drop")  # a bad value is no missing one
 
 
 def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:

@@ -45,6 +45,14 @@ def check_missing_policy(on_missing: str) -> MissingPolicy:
 
 
 BOOLEAN_TEXT: dict[str, float] = {"true": 1.0, "false": 0.0}
+BLANKS: tuple[str, ...] = ("", "nan", "na", "<na>", "n/a", "null", "none", "nat")
+
+
+def is_blank(value: object) -> bool:
+    """No value: None, NaN, or a text that spreadsheets and pandas write for one ("", "NA")."""
+    if isinstance(value, float):
+        return math.isnan(value)
+    return value is None or (isinstance(value, str) and value.strip().lower() in BLANKS)
 
 
 def to_float(value: object) -> float | None:

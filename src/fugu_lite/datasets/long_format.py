@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -23,6 +24,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    is_blank,
     require_float,
     require_text,
     short,
@@ -69,7 +71,7 @@ def import_long(
     for where, raw in _raw_rows(path):
         has_split = has_split or raw.get("split") is not None
         ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
-        prompt, row = _parse_row(raw, where, use_split_column)
+        prompt, row = _parse_row(raw, where, use_split_column, policy == "drop")
         key = _prompt_key(prompt)
         prompts.setdefault(key, prompt)
         cells_by_worker = groups.setdefault(key, {})
@@ -95,7 +97,11 @@ def import_long(
     dropped: Counter[str] = Counter()
     for key, cells_by_worker in groups.items():
         first = next(iter(cells_by_worker.values())).where
-        missing = [worker for worker in workers if worker not in cells_by_worker]
+        missing = [
+            worker
+            for worker in workers
+            if worker not in cells_by_worker or math.isnan(cells_by_worker[worker].reward)
+        ]
         if missing and policy == "error":
             raise RecordFileError(
                 f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
@@ -122,14 +128,14 @@ def import_long(
         names.append(first)
     if dropped and not records:
         raise RecordFileError(
-            f"{path}: every one of its {len(groups)} prompts misses a row for some worker "
-            f"(prompts without each: {dict(dropped)}), so on_missing=drop leaves no records; "
-            "add the missing rows"
+            f"{path}: every one of its {len(groups)} prompts misses a row or a reward for some "
+            f"worker (prompts without each: {dict(dropped)}), so on_missing=drop leaves no "
+            "records; add the missing rows and rewards"
         )
     if dropped:
         logger.warning(
-            "%s: dropped %d of %d prompts without a row for every worker (prompts without "
-            "each: %s)",
+            "%s: dropped %d of %d prompts without a row and a reward for every worker (prompts "
+            "without each: %s)",
             path, len(groups) - len(records), len(groups), dict(dropped),
         )  # fmt: skip
     if use_split_column:
@@ -243,10 +249,16 @@ def _separator_hint(header: list[str]) -> str:
     return ""
 
 
-def _parse_row(raw: dict, where: str, use_split_column: bool) -> tuple[str | list, LongRow]:
+def _parse_row(
+    raw: dict, where: str, use_split_column: bool, reward_may_miss: bool
+) -> tuple[str | list, LongRow]:
+    """The row's prompt and cell; a blank reward is NaN when `reward_may_miss` (on_missing=drop
+    then drops its prompt), else an error."""
     absent = [c for c in REQUIRED_COLUMNS if raw.get(c) is None]
-    if absent:
-        raise RecordFileError(f"{where}: no value for {absent}")
+    if absent and not (reward_may_miss and absent == ["reward"]):
+        hint = "" if absent != ["reward"] else " (or pass --option on_missing=drop)"
+        raise RecordFileError(f"{where}: no value for {absent}{hint}")
+    reward = raw.get("reward")
     prompt = raw["prompt"]
     if not isinstance(prompt, list):
         prompt = require_text(prompt, "prompt", where)
@@ -255,7 +267,11 @@ def _parse_row(raw: dict, where: str, use_split_column: bool) -> tuple[str | lis
         where=where,
         # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
         worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
-        reward=require_float(raw["reward"], "reward", where),
+        reward=(
+            math.nan
+            if reward_may_miss and is_blank(reward)
+            else require_float(reward, "reward", where)
+        ),
         cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
         id=_optional_text(raw.get("id")),

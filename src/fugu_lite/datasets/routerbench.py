@@ -15,6 +15,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    is_blank,
     require_text,
     stable_id,
     to_float,
@@ -27,7 +28,6 @@ logger = logging.getLogger(__name__)
 COST_SUFFIX = "|total_cost"
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
-BLANKS: tuple[str, ...] = ("", "nan", "na", "<na>", "n/a", "null", "none", "nat")
 
 
 def read_routerbench_table(path: str | Path) -> pd.DataFrame:
@@ -177,7 +177,7 @@ def import_routerbench(
 def _record_id(row: dict, has_sample_id: bool, prompt: str) -> str:
     """sample_id, or an id made from the prompt where it has none (an empty cell, NaN): ""
     or "nan" shared by many records could not tell them apart."""
-    if has_sample_id and str(row["sample_id"]).strip().lower() not in BLANKS:
+    if has_sample_id and not is_blank(str(row["sample_id"])):
         return str(row["sample_id"])
     return stable_id("routerbench", prompt)
 
@@ -200,6 +200,6 @@ def _numeric(values: pd.Series) -> bool:
     for value in values:
         if to_float(value) is not None:
             found = True
-        elif str(value).strip().lower() not in BLANKS:
+        elif not is_blank(str(value)):
             return False
     return found
