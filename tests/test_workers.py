@@ -448,6 +448,15 @@ def test_missing_pool_file_and_bad_yaml(tmp_path: Path) -> None:
         load_pool_config(write(tmp_path, "workers: [\n"))
 
 
+def test_a_pool_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """A second `workers:` list (workers added at the end of the file) replaced the first
+    one's workers with no word."""
+    worker = "  - {{id: {}, model: m, base_url: 'http://x'}}\n"
+    text = "workers:\n" + worker.format("a") + "workers:\n" + worker.format("b")
+    with pytest.raises(ConfigError, match=r"'workers' is given twice .*line 1, again on line 3"):
+        load_pool_config(write(tmp_path, text))
+
+
 def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
     config = embedded_pool_config()
     assert len(config.workers) >= 2

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config import ConfigError
+from .config import ConfigError, UniqueKeyLoader
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).
@@ -190,7 +190,7 @@ def _read_yaml(path: Path) -> dict:
             "local pool"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from error
     if not isinstance(data, dict):
