@@ -778,6 +778,19 @@ def test_long_format_holds_each_prompt_once_in_memory(tmp_path: Path) -> None:
     assert peak < 3.5 * path.stat().st_size
 
 
+def test_long_format_reads_a_prompt_longer_than_128_kib(tmp_path: Path) -> None:
+    """A valid CSV holding a 200 KB prompt was refused as "not readable as CSV (field larger
+    than field limit (131072)); check the quoting there", though its quoting was right."""
+    prompt = "long document. " * 14_000
+    rows = [
+        {"prompt": prompt, "worker": "w1", "reward": 1},
+        {"prompt": prompt, "worker": "w2", "reward": 0},
+    ]
+    (result,) = import_long(write_long_csv(tmp_path / "long.csv", rows))
+    assert result.prompt == prompt
+    assert csv.field_size_limit() == 131072  # the csv module's limit is left as it was
+
+
 def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")

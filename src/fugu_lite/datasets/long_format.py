@@ -7,6 +7,7 @@ exactly once; workers come out sorted by name.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
@@ -204,7 +205,7 @@ def _column_names(names: Sequence[str], where: str) -> list[str]:
 def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
-    with path.open(encoding="utf-8-sig", newline="") as stream:
+    with path.open(encoding="utf-8-sig", newline="") as stream, _long_fields():
         reader = csv.reader(stream, strict=True)
         good_until = 0  # the line where the last good row ended
         try:
@@ -238,6 +239,19 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
             raise RecordFileError(
                 f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
             ) from error
+
+
+# csv refuses a field over 128 KiB by default: a long prompt (a document, a code file) is one
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
+@contextlib.contextmanager
+def _long_fields() -> Iterator[None]:
+    previous = csv.field_size_limit(CSV_FIELD_LIMIT)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _separator_hint(header: list[str]) -> str:
