@@ -474,6 +474,25 @@ def test_routerbench_rows_without_a_sample_id_get_an_id_of_their_prompt(
     assert ids["Write a poem."] == stable_id("routerbench", "Write a poem.")
 
 
+def test_routerbench_reads_its_fixed_columns_in_any_case(tmp_path: Path) -> None:
+    """A header ' Sample_ID' (a spreadsheet's) was not the sample_id column: the ids were
+    replaced by prompt-made ones without a word; ' Prompt' failed as a missing column."""
+    table = routerbench_table()
+    expected = import_routerbench(_to_csv(table, tmp_path / "plain.csv"))
+    renamed = table.rename(columns={"sample_id": " Sample_ID", "prompt": "Prompt "})
+    records = import_routerbench(_to_csv(renamed, tmp_path / "rb.csv"))
+    assert records == expected and records[0].id == "mmlu.0"
+    assert records[0].worker_ids == sorted(ROUTERBENCH_MODELS)  # model names keep their case
+    doubled = table.assign(PROMPT=table["prompt"])
+    with pytest.raises(RecordFileError, match=r"\['prompt'\] are named more than once"):
+        import_routerbench(_to_csv(doubled, tmp_path / "doubled.csv"))
+
+
+def _to_csv(table: pd.DataFrame, path: Path) -> Path:
+    table.to_csv(path, index=False)
+    return path
+
+
 def test_routerbench_bad_tables(tmp_path: Path) -> None:
     path = tmp_path / "rb.csv"
     pd.DataFrame({"prompt": ["p"], "eval_name": ["e"], "m": [1.0]}).to_csv(path, index=False)

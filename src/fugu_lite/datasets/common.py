@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,3 +114,21 @@ def warn_unused_split_column(path: Path, option: str) -> None:
         "%s to keep the file's split)",
         path, option,
     )  # fmt: skip
+
+
+def known_column_names(names: Sequence[str], known: Sequence[str], where: str) -> list[str]:
+    """The names as read: a known column's name in any case and with surrounding spaces
+    (`Cost`, ` cost`) is that column; the others stay as they are. Two names of one column
+    are an error (which one to read is not known)."""
+    read = []
+    for name in names:
+        folded = name.strip().casefold()
+        read.append(folded if folded in known else name)
+    repeated = sorted({column for column in read if column in known and read.count(column) > 1})
+    if repeated:
+        spellings = [name for name, column in zip(names, read, strict=True) if column in repeated]
+        raise RecordFileError(
+            f"{where}: the column(s) {repeated} are named more than once ({spellings}); keep "
+            "one of each"
+        )
+    return read

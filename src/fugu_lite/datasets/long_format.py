@@ -14,7 +14,7 @@ import logging
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +26,7 @@ from .common import (
     build_record,
     check_missing_policy,
     is_blank,
+    known_column_names,
     require_float,
     require_text,
     short,
@@ -151,7 +152,8 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
         yield from _csv_rows(path)
     elif path.suffix.lower() in (".jsonl", ".json"):
         for where, row in _json_array_rows(path) if _is_json_array(path) else _jsonl_rows(path):
-            yield where, dict(zip(_column_names(list(row), where), row.values(), strict=True))
+            columns = known_column_names(list(row), COLUMNS, where)
+            yield where, dict(zip(columns, row.values(), strict=True))
     else:
         raise RecordFileError(f"{path}: expected a .csv, .jsonl or .json file in the long format")
 
@@ -184,24 +186,6 @@ def _json_array_rows(path: Path) -> Iterator[tuple[str, dict]]:
         yield where, item
 
 
-def _column_names(names: Sequence[str], where: str) -> list[str]:
-    """The names as read: a known column's name in any case and with surrounding spaces
-    (`Cost`, ` cost`) is that column; the others stay as they are. Two names of one column
-    are an error (which one to read is not known)."""
-    read = []
-    for name in names:
-        folded = name.strip().casefold()
-        read.append(folded if folded in COLUMNS else name)
-    repeated = sorted({column for column in read if column in COLUMNS and read.count(column) > 1})
-    if repeated:
-        spellings = [name for name, column in zip(names, read, strict=True) if column in repeated]
-        raise RecordFileError(
-            f"{where}: the column(s) {repeated} are named more than once ({spellings}); keep "
-            "one of each"
-        )
-    return read
-
-
 def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
@@ -211,7 +195,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
         try:
             header = next(reader, [])
             good_until = reader.line_num
-            columns = _column_names(header, f"{path}, line 1")
+            columns = known_column_names(header, COLUMNS, f"{path}, line 1")
             absent = [c for c in REQUIRED_COLUMNS if c not in columns]
             if absent:
                 raise RecordFileError(

@@ -16,6 +16,7 @@ from .common import (
     build_record,
     check_missing_policy,
     is_blank,
+    known_column_names,
     require_text,
     stable_id,
     to_float,
@@ -111,7 +112,7 @@ def import_routerbench(
     """
     path = Path(source)
     policy = check_missing_policy(on_missing)
-    table = read_routerbench_table(path)
+    table = _with_known_column_names(read_routerbench_table(path), path)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
     if absent:
         raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
@@ -172,6 +173,15 @@ def import_routerbench(
             warn_unused_split_column(path, f"split_column={column}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """` Prompt` or `Sample_ID` (a spreadsheet's header) is prompt or sample_id: a sample_id
+    column named otherwise was skipped silently, its ids lost. Model columns keep their case."""
+    names = [str(column) for column in table.columns]
+    read = known_column_names(names, NON_MODEL_COLUMNS, str(path))
+    renamed = {old: new for old, new in zip(table.columns, read, strict=True) if str(old) != new}
+    return table.rename(columns=renamed) if renamed else table
 
 
 def _record_id(row: dict, has_sample_id: bool, prompt: str) -> str:
