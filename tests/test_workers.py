@@ -457,6 +457,14 @@ def test_a_pool_key_given_twice_is_refused(tmp_path: Path) -> None:
         load_pool_config(write(tmp_path, text))
 
 
+def test_a_pool_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    """A pool.yaml saved as Latin-1 failed with a bare UnicodeDecodeError, no file named."""
+    path = tmp_path / "pool.yaml"
+    path.write_bytes(b"workers:\n  - {id: caf\xe9, model: m, base_url: 'http://x'}\n")
+    with pytest.raises(ConfigError, match=r"pool\.yaml, line 2: not UTF-8 text"):
+        load_pool_config(path)
+
+
 def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
     config = embedded_pool_config()
     assert len(config.workers) >= 2

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .config import ConfigError, UniqueKeyLoader
+from .io import RecordFileError, read_utf8_text
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).
@@ -190,7 +191,11 @@ def _read_yaml(path: Path) -> dict:
             "local pool"
         )
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+        text = read_utf8_text(path)
+    except RecordFileError as error:
+        raise ConfigError(str(error)) from error
+    try:
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from error
     if not isinstance(data, dict):
