@@ -7,13 +7,13 @@ import hashlib
 import json
 import logging
 import math
-import os
 import tracemalloc
 from pathlib import Path
 
 import httpx
 import pandas as pd
 import pytest
+from conftest import require_shared_data
 
 import fugu_lite.datasets.data_dir as data_dir_module
 from fugu_lite.datasets import (
@@ -34,9 +34,6 @@ from fugu_lite.datasets import (
 from fugu_lite.datasets.common import stable_id
 from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import RewardRecord
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -923,26 +920,14 @@ def test_import_dataset_converts_command_line_strings(tmp_path: Path) -> None:
 # --- the real data in ../shared/data -------------------------------------------------------
 
 
-def shared_folder(name: str) -> Path:
-    folder = SHARED_DATA / name
-    if folder.is_dir():
-        return folder
-    message = (
-        f"{folder} is absent: the real routing data lives in ../shared/data next to the project"
-    )
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def llmrouter_records() -> list[RewardRecord]:
-    return import_llmrouter(shared_folder("llmrouter"))
+    return import_llmrouter(require_shared_data() / "llmrouter")
 
 
 @pytest.fixture(scope="module")
 def zeroeval_records() -> list[RewardRecord]:
-    return import_zeroeval(shared_folder("zeroeval"))
+    return import_zeroeval(require_shared_data() / "zeroeval")
 
 
 @pytest.mark.integration
@@ -972,7 +957,7 @@ def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
     count, best, best_mean, oracle, random = split_figures(zeroeval_records, "test")
     # The same figures straight from the file, without the importer: rows with a question,
     # test = the first sha1 bucket rule of DESIGN.md.
-    path = shared_folder("zeroeval") / "scores_compact.jsonl"
+    path = require_shared_data() / "zeroeval" / "scores_compact.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     test = [
         row for row in rows
