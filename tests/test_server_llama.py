@@ -90,6 +90,11 @@ class Live:
         self.state.log.flush()
         return [json.loads(line) for line in self.log_path.read_text().splitlines()]
 
+    def worker_calls(self) -> float:
+        """Upstream calls made so far, to any worker, whatever their outcome."""
+        (family,) = self.state.metrics.worker_calls.collect()
+        return sum(sample.value for sample in family.samples if sample.name.endswith("_total"))
+
     def llama_pid(self, worker: str) -> int:
         pid = self.state.pool.servers[worker].pid
         assert pid is not None
@@ -492,7 +497,7 @@ def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live:
     """llama.cpp turns an empty enum/anyOf/type into an empty grammar rule, and its server
     process died on it (and on an invalid `grammar`): one request, falling back from worker
     to worker, killed every local worker."""
-    client = live.client()
+    client, calls = live.client(), live.worker_calls()
     nothing = {"type": "object", "properties": {"a": {"enum": []}}}
     tool = {"type": "function", "function": {"name": "add", "parameters": nothing}}
     requests = [
@@ -527,7 +532,7 @@ def test_a_schema_or_grammar_that_crashed_llama_cpp_never_reaches_a_worker(live:
             ask(client, MATH, **params)
         assert error.value.body["code"] == "unsupported_parameter"
         assert "double quote" in error.value.body["message"]
-    time.sleep(0.5)  # a crashed server takes a moment to exit
+    assert live.worker_calls() == calls  # refused before any worker: none could crash
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"
     assert ask(client, MATH).parse().choices[0].message.content
@@ -538,7 +543,7 @@ def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: L
     grammar with its backslashes unescaped: a newline or tab in a property name or enum
     came out raw (the answer was not valid JSON), a backslash or an emoji gave another
     value, and a backspace made the grammar fail to parse, killing the server process."""
-    client = live.client()
+    client, calls = live.client(), live.worker_calls()
 
     def answer(schema: dict) -> dict:
         spec = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
@@ -566,12 +571,12 @@ def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: L
             assert error.value.body["code"] == "unsupported_parameter"
             assert where in error.value.body["message"]
             assert character in error.value.body["message"]
+    assert live.worker_calls() == calls  # refused before any worker: none could crash
     # What the converter renders well still reaches a worker: non-ASCII below U+10000.
     fine = answer({"type": "object", "properties": {"v": {"enum": ["caf\u00e9", "th\u00e9"]}},
                    "required": ["v"]})  # fmt: skip
     completion = ask(client, "Pick one.", **fine).parse()
     assert json.loads(completion.choices[0].message.content or "")["v"] in ("caf\u00e9", "th\u00e9")
-    time.sleep(0.5)  # a crashed server takes a moment to exit
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"
 
@@ -581,7 +586,7 @@ def test_a_schema_pattern_llama_cpp_cannot_convert_never_reaches_a_worker(live: 
     `\\d` made the grammar fail to parse, and one request (falling back from worker to
     worker) killed every local worker; it dropped the whole schema for a pattern not
     anchored with ^ and $ (the answer was free JSON); a double quote gave invalid JSON."""
-    client = live.client()
+    client, calls = live.client(), live.worker_calls()
 
     def answer(pattern: str) -> dict:
         schema = {"type": "object", "required": ["a"],
@@ -601,10 +606,10 @@ def test_a_schema_pattern_llama_cpp_cannot_convert_never_reaches_a_worker(live: 
             message = error.value.body["message"]
             assert "response_format.json_schema.schema.properties.a.pattern" in message
             assert problem in message
+    assert live.worker_calls() == calls  # refused before any worker: none could crash
     # A pattern the converter takes still reaches a worker, which follows it.
     completion = ask(client, "Give a word.", **answer("^[a-z]+$")).parse()
     assert re.fullmatch("[a-z]+", json.loads(completion.choices[0].message.content or "")["a"])
-    time.sleep(0.5)  # a crashed server takes a moment to exit
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"
 
@@ -701,7 +706,7 @@ def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: L
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one
     request (falling back from worker to worker) killed every local worker."""
-    client = live.client()
+    client, calls = live.client(), live.worker_calls()
 
     def answer(field: dict) -> dict:
         schema = {"type": "object", "properties": {"a": field}, "required": ["a"]}
@@ -719,11 +724,11 @@ def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: L
                 ask(client, MATH, stream=stream, **answer(field))
             assert error.value.body["code"] == "unsupported_parameter"
             assert where in error.value.body["message"] and what in error.value.body["message"]
+    assert live.worker_calls() == calls  # refused before any worker: none could crash
     # A long but fixed length, or a thousand optional ones, still reach a worker.
     for field in ({"type": "string", "minLength": 5000, "maxLength": 5000},
                   {"type": "string", "maxLength": 1000}):  # fmt: skip
         assert ask(client, MATH, **answer(field)).headers["x-fugu-worker"] in WORKERS
-    time.sleep(0.5)  # a crashed server takes a moment to exit
     assert all(live.state.pool.is_alive(worker) for worker in WORKERS)
     assert live.health()["status"] == "ok"
 
