@@ -324,6 +324,36 @@ def test_an_edited_local_backbone_folder_never_reuses_stale_features(
         assert not torch.allclose(first, again)
 
 
+def test_a_backbone_file_rewritten_at_the_same_size_in_the_same_second_is_a_new_backbone(
+    tiny_backbone, tmp_path: Path
+) -> None:
+    """The folder was keyed by its files' sizes and mtimes in whole seconds: a script that
+    saves a model and then fixes its chat template (a word for another of the same length)
+    within a second got the features of the first template."""
+    folder = tmp_path / "backbone"
+    tiny_backbone.model.save_pretrained(folder)
+    tiny_backbone.tokenizer.save_pretrained(folder)
+    settings_path = folder / "tokenizer_config.json"
+    settings = json.loads(settings_path.read_text())
+    second = (int(time.time()) - 60) * 1_000_000_000
+
+    def write_template(template: str, within_second_ns: int) -> None:
+        settings_path.write_text(json.dumps({**settings, "chat_template": template}))
+        os.utime(settings_path, ns=(second + within_second_ns, second + within_second_ns))
+
+    cfg = ModelConfig(
+        backbone=str(folder), layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path)
+    )
+    write_template("{% for m in messages %}Q: {{ m['content'] }} A:{% endfor %}", 100_000_000)
+    first, _ = compute_features(PROMPTS, cfg)
+    write_template("{% for m in messages %}U: {{ m['content'] }} B:{% endfor %}", 600_000_000)
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the rewritten folder had to run
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(again, fresh)
+    assert not torch.allclose(first, again)
+
+
 @pytest.mark.parametrize("damage", ["empty", "torn", "torn keys", "no keys", "other keys"])
 def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
     tiny_model_cfg: ModelConfig, damage: str, capsys: pytest.CaptureFixture[str]

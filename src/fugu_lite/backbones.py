@@ -174,10 +174,10 @@ def backbone_identity(name: str) -> str:
     path = local_backbone_path(name)
     if path is not None:
         # Every file of the folder, not only the weights: the tokenizer and its chat template
-        # (tokenizer_config.json) and config.json change the features too.
+        # (tokenizer_config.json) and config.json change the features too. By content: a size
+        # and an mtime in whole seconds missed an edit of the same size within that second.
         files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-        stamp = ",".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in files)
-        return f"{path}:{stamp}"
+        return f"{path}:" + ",".join(f"{p.name}:{file_sha256(p)}" for p in files)
     revision = hub_revision(name)
     return f"hub:{name}@{revision}" if revision else f"hub:{name}"
 
