@@ -284,6 +284,74 @@ def test_cache_key_follows_the_feature_settings_only() -> None:
         assert feature_cache_key(base.model_copy(update=changes)) == key, changes
 
 
+# The row sums of the features of GOLDEN_PROMPTS on golden_backbone(), by the
+# FEATURE_FORMAT_VERSION they were computed under: (chat template, pooling, layer) -> sums.
+GOLDEN_FEATURE_SUMS = {
+    1: {
+        (True, "penultimate", 2): [-0.927, -3.458, 5.849],
+        (True, "penultimate", -1): [-1.514, -1.644, 1.688],
+        (True, "last", 2): [3.215, -3.511, 12.018],
+        (True, "last", -1): [-0.728, -1.147, 0.838],
+        (True, "mean", 2): [-1.627, -5.16, 9.399],
+        (True, "mean", -1): [-1.476, -1.67, 1.239],
+        (False, "penultimate", 2): [15.312, -5.364, 15.925],
+        (False, "penultimate", -1): [-0.447, -1.208, 1.06],
+        (False, "last", 2): [1.105, -3.087, 2.695],
+        (False, "last", -1): [-0.091, -1.318, 2.75],
+        (False, "mean", 2): [-1.572, -5.011, 4.526],
+        (False, "mean", -1): [-0.194, -1.081, 1.02],
+    }
+}
+GOLDEN_PROMPTS = [
+    "What is 2 + 2?",
+    [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Red?")],
+    "a long prompt " * 10,  # over max_tokens: truncated
+]
+
+
+def golden_backbone():
+    """tiny-random with weights of our own drawing (not transformers' initialisation) and a
+    chat template: what it computes moves only with the feature code and the Llama forward."""
+    from fugu_lite.backbones import tiny_random_backbone
+
+    backbone = tiny_random_backbone()
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for _, parameter in sorted(backbone.model.named_parameters()):
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    backbone.tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    )
+    return backbone
+
+
+def test_features_change_only_with_the_feature_format_version() -> None:
+    """Cached features are reused while FEATURE_FORMAT_VERSION (in their key) stays: a change
+    to how features are computed (rendering, truncation, the cut, pooling; or a transformers
+    release computing the Llama forward otherwise) that does not bump it would route on
+    stale features. This fails on any such change."""
+    golden = GOLDEN_FEATURE_SUMS.get(features_module.FEATURE_FORMAT_VERSION)
+    assert golden is not None, "record the GOLDEN_FEATURE_SUMS of the new FEATURE_FORMAT_VERSION"
+    backbone = golden_backbone()
+    changed = {}
+    for (template, pooling, layer), expected in golden.items():
+        cfg = ModelConfig(
+            backbone="tiny-random",
+            layer=layer,
+            pooling=pooling,
+            max_tokens=24,
+            chat_template=template,
+            runtime="torch",
+        )
+        sums = FeatureExtractor(backbone, cfg).encode(GOLDEN_PROMPTS).sum(dim=1)
+        if not torch.allclose(sums, torch.tensor(expected), atol=2e-3):
+            changed[(template, pooling, layer)] = [round(value, 3) for value in sums.tolist()]
+    assert not changed, (
+        f"the features changed: {changed}. Bump FEATURE_FORMAT_VERSION in features.py (every "
+        "feature cache is then computed again) and record these sums under it"
+    )
+
+
 @pytest.mark.parametrize("changes", [{"layer": 1}, {"pooling": "mean"}, {"max_tokens": 8}], ids=str)
 def test_changed_settings_never_reuse_stale_features(
     tiny_model_cfg: ModelConfig, changes: dict

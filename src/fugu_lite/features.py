@@ -37,6 +37,8 @@ from .progress import LineProgress
 from .schemas import ChatMessage, message_text, prompt_hash
 from .text import notes_console
 
+# In every feature cache key: bump it when the features change (a test of their values,
+# GOLDEN_FEATURE_SUMS in tests/test_model_features.py, fails until it is).
 FEATURE_FORMAT_VERSION = 1
 Prompt = str | list[ChatMessage]
 console = notes_console()
