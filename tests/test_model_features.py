@@ -1346,3 +1346,49 @@ def test_an_embedded_backbone_whose_package_weights_changed_is_refused(
     message = str(error.value)
     assert f"tiny-embedded ({package / 'model'}) now has weights of SHA-256" in message
     assert stored["weights_sha256"] in message
+
+
+# --- `fugu-lite cache list|clear` -----------------------------------------------------------
+
+
+def test_cache_clear_removes_only_what_this_installation_never_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each backbone folder edited or removed, and each torch or transformers upgrade, left
+    its feature cache or ONNX export (~90 MB for MiniLM) on disk for good."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    def cache(*args: str) -> str:
+        result = CliRunner().invoke(app, ["cache", *args], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, (result.output, result.exception)
+        return " ".join(result.output.split())
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    folder = tmp_path / "backbone"
+    save_tiny_backbone(folder)
+    removed = ModelConfig(backbone=str(folder), layer=-1, max_tokens=32, runtime="onnx")
+    kept = ModelConfig(backbone="tiny-random", layer=-1, max_tokens=32, runtime="onnx")
+    compute_features(PROMPTS, removed)
+    expected, _ = compute_features(PROMPTS, kept)
+    current = {FeatureCache(kept).folder, *(root / "onnx").glob("tiny_random-*")}
+    shutil.rmtree(folder)
+    (export,) = (root / "onnx").glob("tiny_random-*")  # as exported by another torch release
+    older = export.with_name(export.name + "-older-torch")
+    shutil.copytree(export, older)
+    settings = json.loads((older / "settings.json").read_text())
+    (older / "settings.json").write_text(json.dumps({**settings, "torch": "2.0.0"}))
+
+    listed = cache("list")
+    assert "stale (never read again by this installation): 3" in listed, listed
+    assert "stale (its backbone folder is gone)" in listed
+    assert "stale (made for another torch)" in listed
+    assert "removed 3 cached items" in cache("clear")
+    remaining = {path for kind in ("features", "onnx") for path in (root / kind).iterdir()}
+    assert remaining == current
+    forbid_backbone_loading(monkeypatch)
+    torch.testing.assert_close(compute_features(PROMPTS, kept)[0], expected)
+    assert "removed 2 cached items" in cache("clear", "--all")
+    assert "nothing cached in" in cache("list")

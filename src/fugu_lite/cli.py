@@ -47,6 +47,11 @@ app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
 tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task files.")
 app.add_typer(tasks_app, name="tasks")
+cache_app = typer.Typer(
+    no_args_is_help=True,
+    help="See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones).",
+)
+app.add_typer(cache_app, name="cache")
 console = Console()
 # errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
 err_console = notes_console()
@@ -891,6 +896,60 @@ def print_task_summary(tasks: list) -> None:
         splits = [str(counts[family, grader, split]) for split in ("train", "validation", "test")]
         table.add_row(console_name(family), grader, *splits)
     console.print(table)
+
+
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="The cache folder: default $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite (a "
+        "config's model.cache_dir holds only that config's features).",
+    ),
+]
+
+
+def cache_folder_or_fail(cache_dir: Path | None) -> Path:
+    from .backbones import cache_root
+
+    root = cache_dir or cache_root()
+    if root.exists() and not root.is_dir():
+        fail(f"--cache-dir {root} is a file, not a folder; give the cache folder")
+    return root
+
+
+@cache_app.command("list")
+def cache_list(cache_dir: CacheDirOption = None) -> None:
+    """Every cached item, its size and whether this installation still reads it."""
+    from .caches import cache_entries, print_entries
+
+    root = cache_folder_or_fail(cache_dir)
+    print_entries(cache_entries(root), root, console)
+
+
+@cache_app.command("clear")
+def cache_clear(
+    cache_dir: CacheDirOption = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Remove every feature cache, export and copy, not only the stale ones (each "
+            "is made again when next needed: SmolLM2's features over LLMRouter take ~45 min).",
+        ),
+    ] = False,
+) -> None:
+    """Remove the cached items this installation never reads again (`cache list`: stale)."""
+    from .caches import cache_entries, megabytes, remove_entries
+
+    root = cache_folder_or_fail(cache_dir)
+    entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
+    freed = remove_entries(entries)
+    kept = [entry for entry in entries if entry.path.exists()]
+    for entry in kept:
+        err_console.print(f"[yellow]warning:[/yellow] {console_text(str(entry.path))} could not "
+                          "be removed (another user's?); remove it by hand")  # fmt: skip
+    removed = len(entries) - len(kept)
+    print_result(f"removed {removed} cached items ({megabytes(freed)}) from {root}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from .backbones import (
     backbone_identity,
     backbone_is_decoder,
     cache_root,
+    canonical_backbone,
     layer_list,
     load_backbone,
 )
@@ -324,7 +325,6 @@ class FeatureCache:
         self.rows().update(zip(keys, features, strict=True))
 
     def _write_shard(self, keys: list[str], features: torch.Tensor) -> None:
-        write_text_atomic(self.folder / "settings.json", self.model_cfg.model_dump_json(indent=2))
         name = f"shard-{time.time_ns()}"
         write_text_atomic(self.folder / f"{name}.json", json.dumps(keys))
         # The shard counts only once both files are complete: the tensors appear last.
@@ -339,6 +339,12 @@ class FeatureCache:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+            # What the folder holds, for `fugu-lite cache list`: a local backbone folder by its
+            # absolute path, which names it from any working directory.
+            named = self.model_cfg.model_copy(
+                update={"backbone": canonical_backbone(self.model_cfg.backbone)}
+            )
+            write_text_atomic(self.folder / "settings.json", named.model_dump_json(indent=2))
             action()
         except OSError as error:
             _UNWRITABLE_FOLDERS.add(self.folder)

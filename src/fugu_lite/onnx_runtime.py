@@ -38,7 +38,7 @@ from torch import nn
 
 from .backbones import cache_root
 from .config import ModelConfig
-from .io import remove_dead_writers_files, writer_prefix
+from .io import remove_dead_writers_files, write_text_atomic, writer_prefix
 from .text import notes_console
 
 EXPORT_FORMAT_VERSION = 1
@@ -420,7 +420,9 @@ def _checked_session(
             f"cached in {escape(str(folder))}[/dim]"
         )
         export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
-        (folder / SETTINGS_FILE).write_text(json.dumps(export_settings(identity, layer), indent=2))
+        # backbone_name: what it was exported from, for `fugu-lite cache list`
+        settings = {**export_settings(identity, layer), "backbone_name": backbone_name}
+        write_text_atomic(folder / SETTINGS_FILE, json.dumps(settings, indent=2))
         how = "exported to"
     if quantization != "int8":
         return _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE), how

@@ -1,0 +1,192 @@
+"""What fugu-lite keeps in its cache folder, and which of it this installation can no longer
+read (`fugu-lite cache list|clear`).
+
+Every cache is keyed by what it was computed from, so nothing is ever overwritten: a backbone
+folder edited or removed, a newer hub download or embedded package, another torch or
+transformers release, or a new feature format each start a new entry beside the old one,
+which stays on disk (an ONNX export is ~90 MB for MiniLM, a dequantized SmolLM2 540 MB).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from .backbones import (
+    EMBEDDED_BACKBONES,
+    TINY_RANDOM,
+    _safe_name,
+    backbone_identity,
+    hub_snapshot,
+)
+from .config import ModelConfig
+from .features import feature_cache_key
+from .onnx_runtime import SETTINGS_FILE, export_folder, export_settings
+
+Status = Literal["current", "stale", "unknown"]
+Kind = Literal["features", "onnx", "backbones"]
+CACHE_KINDS: tuple[Kind, ...] = ("features", "onnx", "backbones")
+
+
+class CacheEntry(BaseModel):
+    """One cached item: `stale` = this installation never reads it again (its key is not the
+    one its settings give now); `unknown` = it cannot tell (written by another version, or its
+    backbone's package is not installed), so only `clear --all` removes it."""
+
+    kind: Kind
+    path: Path
+    size_bytes: int
+    what: str
+    status: Status
+    reason: str = ""
+
+
+def cache_entries(root: Path) -> list[CacheEntry]:
+    """Every feature cache, ONNX export and dequantized backbone copy under `root`."""
+    judges = {"features": _feature_entry, "onnx": _export_entry, "backbones": _copy_entry}
+    entries = []
+    for kind in CACHE_KINDS:
+        try:
+            children = sorted((root / kind).iterdir())
+        except OSError:  # none of this kind, or a folder this user cannot read
+            children = []
+        for child in children:
+            if child.is_dir() and not child.name.startswith("."):  # a writer's temporary
+                status, what, reason = judges[kind](child)
+                entries.append(CacheEntry(kind=kind, path=child, size_bytes=_size(child),
+                                          what=what, status=status, reason=reason))  # fmt: skip
+    return entries
+
+
+def remove_entries(entries: list[CacheEntry]) -> int:
+    """Delete these entries; the bytes freed."""
+    freed = 0
+    for entry in entries:
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not entry.path.exists():
+            freed += entry.size_bytes
+    return freed
+
+
+def _feature_entry(folder: Path) -> tuple[Status, str, str]:
+    try:
+        settings = json.loads((folder / "settings.json").read_text(encoding="utf-8"))
+        cfg = ModelConfig.model_validate(settings)
+    except (OSError, ValueError, ValidationError):
+        return "unknown", "?", "no settings this version reads"
+    what = f"{cfg.backbone}, layer {cfg.layer}, {cfg.pooling}, {cfg.quantization}"
+    absent = _backbone_absent(cfg.backbone)
+    if absent is not None:
+        return absent[0], what, absent[1]
+    try:
+        key = feature_cache_key(cfg)
+    except (OSError, RuntimeError) as error:
+        return "unknown", what, str(error)
+    if key != folder.name:
+        return "stale", what, "its backbone or the feature format changed since"
+    return "current", what, ""
+
+
+def _export_entry(folder: Path) -> tuple[Status, str, str]:
+    try:
+        settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+        layer = int(settings["layer"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown", "?", "no settings this version reads"
+    name = settings.get("backbone_name") or _embedded_name_of(folder.name.split("-layer")[0])
+    what = f"{name or '?'}, layer {layer}"
+    now = export_settings("", layer)
+    versions = [key for key in ("torch", "transformers", "format", "opset")
+                if settings.get(key) != now[key]]  # fmt: skip
+    if versions:
+        return "stale", what, f"made for another {', '.join(versions)}"
+    if name is None:
+        return "unknown", what, "its backbone is not named in its settings"
+    absent = _backbone_absent(name)
+    if absent is not None:
+        return absent[0], what, absent[1]
+    if export_folder(name, backbone_identity(name), layer) != folder:
+        return "stale", what, "its backbone changed since"
+    return "current", what, ""
+
+
+def _copy_entry(folder: Path) -> tuple[Status, str, str]:
+    """A dequantized copy of an embedded GGUF backbone (backbones._load_gguf_cached)."""
+    for name, embedded in EMBEDDED_BACKBONES.items():
+        if embedded.gguf_file is None or not folder.name.startswith(f"{name}_"):
+            continue
+        absent = _backbone_absent(name)
+        if absent is not None:
+            return absent[0], name, absent[1]
+        if folder.name == _safe_name(backbone_identity(name)):
+            return "current", name, ""
+        return "stale", name, "its package's weights changed since"
+    return "unknown", "?", "not a backbone this version embeds"
+
+
+def _backbone_absent(name: str) -> tuple[Status, str] | None:
+    """Why a cache of this backbone cannot be judged or read here; None when it can. A name
+    that is neither embedded nor an absolute folder is a hub id (or a folder relative to a
+    working directory of an earlier version): judged only while its snapshot is here."""
+    embedded = EMBEDDED_BACKBONES.get(name)
+    if embedded is not None:
+        found = importlib.util.find_spec(embedded.package) is not None
+        return None if found else ("unknown", f"package {embedded.package} not installed")
+    if name == TINY_RANDOM:
+        return None
+    if Path(name).is_absolute():
+        return None if Path(name).exists() else ("stale", "its backbone folder is gone")
+    if hub_snapshot(name) is None:
+        return "unknown", "not in the local Hugging Face cache"
+    return None
+
+
+def _embedded_name_of(readable: str) -> str | None:
+    """The backbone of an export folder named before its settings named it (embedded ones)."""
+    names = [*EMBEDDED_BACKBONES, TINY_RANDOM]
+    return next((name for name in names if readable == name.replace("-", "_")), None)
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> None:
+    """One row per cached item, then what `fugu-lite cache clear` would free."""
+    if not entries:
+        console.print(f"nothing cached in {root}", markup=False, soft_wrap=True)
+        return
+    table = Table()
+    for column in ("status", "kind", "size", "made for", "folder"):
+        table.add_column(column, overflow="fold", justify="right" if column == "size" else "left")
+    for entry in entries:
+        status = f"{entry.status} ({entry.reason})" if entry.reason else entry.status
+        table.add_row(status, entry.kind, megabytes(entry.size_bytes), entry.what, entry.path.name)
+    console.print(table)
+    stale = [entry for entry in entries if entry.status == "stale"]
+    total = sum(entry.size_bytes for entry in entries)
+    console.print(
+        f"{len(entries)} cached items in {root}, {megabytes(total)}; stale (never read again by "
+        f"this installation): {len(stale)}, {megabytes(sum(e.size_bytes for e in stale))}"
+        + (": `fugu-lite cache clear` removes them" if stale else ""),
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
