@@ -201,7 +201,8 @@ def test_only_missing_prompts_go_through_the_backbone(
 ) -> None:
     extractor = CountingExtractor(tiny_backbone, tiny_model_cfg)
     compute_features(PROMPTS[:2], tiny_model_cfg, extractor)
-    assert sorted(extractor.seen) == sorted(PROMPTS[:2])
+    # and, once per cache, the probe of the versions that computed it
+    assert extractor.seen == [*features_module.PROBE_PROMPTS, *PROMPTS[:2]]
     extractor.seen.clear()
     features, _ = compute_features([*PROMPTS, PROMPTS[3], PROMPTS[0]], tiny_model_cfg, extractor)
     assert sorted(extractor.seen) == sorted(PROMPTS[2:])  # each new prompt once
@@ -327,9 +328,10 @@ def golden_backbone():
 
 def test_features_change_only_with_the_feature_format_version() -> None:
     """Cached features are reused while FEATURE_FORMAT_VERSION (in their key) stays: a change
-    to how features are computed (rendering, truncation, the cut, pooling; or a transformers
-    release computing the Llama forward otherwise) that does not bump it would route on
-    stale features. This fails on any such change."""
+    to how fugu-lite computes features (rendering, truncation, the cut, pooling) that does not
+    bump it would route on stale features. This fails on any such change (and on a torch or
+    transformers release that computes the Llama forward otherwise: caches check those
+    versions themselves, see PROBE_PROMPTS, so then only these sums need updating)."""
     golden = GOLDEN_FEATURE_SUMS.get(features_module.FEATURE_FORMAT_VERSION)
     assert golden is not None, "record the GOLDEN_FEATURE_SUMS of the new FEATURE_FORMAT_VERSION"
     backbone = golden_backbone()
@@ -347,8 +349,9 @@ def test_features_change_only_with_the_feature_format_version() -> None:
         if not torch.allclose(sums, torch.tensor(expected), atol=2e-3):
             changed[(template, pooling, layer)] = [round(value, 3) for value in sums.tolist()]
     assert not changed, (
-        f"the features changed: {changed}. Bump FEATURE_FORMAT_VERSION in features.py (every "
-        "feature cache is then computed again) and record these sums under it"
+        f"the features changed: {changed}. If fugu-lite's feature code changed, bump "
+        "FEATURE_FORMAT_VERSION in features.py (every feature cache is then computed again) and "
+        "record these sums under it; if only torch or transformers did, update the sums"
     )
 
 
@@ -1392,3 +1395,36 @@ def test_cache_clear_removes_only_what_this_installation_never_reads_again(
     torch.testing.assert_close(compute_features(PROMPTS, kept)[0], expected)
     assert "removed 2 cached items" in cache("clear", "--all")
     assert "nothing cached in" in cache("list")
+
+
+@pytest.mark.parametrize("features_moved", [True, False], ids=["moved", "same"])
+def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only_if_equal(
+    tiny_model_cfg: ModelConfig,
+    features_moved: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A transformers (or tokenizers, torch, onnxruntime) upgrade that computes other
+    features reused the cache of the old ones: training saw the old features, routing the
+    new. Here the cache is as an older installation left it: made under transformers
+    4.0.0, whose features (kept ones and probe alike) were 1.5 times today's, or the same."""
+    from safetensors.torch import load_file, save_file
+
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    cache = FeatureCache(tiny_model_cfg)
+    factor = 1.5 if features_moved else 1.0
+    for path in cache.folder.glob("*.safetensors"):
+        tensors = {name: value * factor for name, value in load_file(path).items()}
+        versions = {**features_module.computation_versions(), "transformers": "4.0.0"}
+        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
+        save_file(tensors, path, metadata=metadata)
+    assert FeatureCache(tiny_model_cfg).computed_under_other_versions()
+
+    again, _ = compute_features(PROMPTS, tiny_model_cfg)
+    torch.testing.assert_close(again, expected)
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("transformers 4.0.0 ->" in said) == features_moved, said
+    assert ("train it again" in said) == features_moved
+    assert len(list(cache.folder.parent.glob("*.stale-*"))) == int(features_moved)
+    forbid_backbone_loading(monkeypatch)  # checked once: the versions are today's now
+    torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)

@@ -89,6 +89,8 @@ def _feature_entry(folder: Path) -> tuple[Status, str, str]:
         key = feature_cache_key(cfg)
     except (OSError, RuntimeError) as error:
         return "unknown", what, str(error)
+    if ".stale-" in folder.name:
+        return "stale", what, "set aside: the features moved with an upgrade"
     if key != folder.name:
         return "stale", what, "its backbone or the feature format changed since"
     return "current", what, ""

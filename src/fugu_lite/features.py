@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import threading
 import time
@@ -15,7 +16,7 @@ import torch
 from pydantic import BaseModel, ValidationError
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import nn
 from torch.func import functional_call
@@ -43,6 +44,32 @@ from .text import notes_console
 FEATURE_FORMAT_VERSION = 1
 Prompt = str | list[ChatMessage]
 console = notes_console()
+# Features of a few prompts kept in each cache folder with the versions that computed them: a
+# run under other versions (a transformers upgrade) computes them again, once, and sets the
+# cache aside if they moved. FEATURE_FORMAT_VERSION only covers fugu-lite's own code.
+PROBE_FILE = "probe.safetensors"
+PROBE_TOLERANCE = 1e-3  # relative to the largest |value|: onnx vs torch differ by ~1e-6
+PROBE_PROMPTS: list[Prompt] = [
+    "What is 17 * 23?",
+    [
+        ChatMessage(role="system", content="Answer in one word."),
+        ChatMessage(role="user", content="Which colour is the sky on a clear day?"),
+    ],
+    "A long prompt that goes on and on, " * 40,  # truncated at any usual max_tokens
+]
+VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "onnxruntime")
+
+
+def computation_versions() -> dict[str, str]:
+    """The versions of the packages that compute features (the backbone's forward, its
+    tokenizer and chat template, ONNX Runtime's kernels)."""
+    versions = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
 
 
 def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:
@@ -312,6 +339,65 @@ class FeatureCache:
     def shape_path(self) -> Path:
         return self.folder / "backbone.json"
 
+    def _read_probe(self) -> tuple[torch.Tensor, dict[str, str]] | None:
+        """The probe features and the versions they were computed under; None when absent
+        (a cache of an earlier fugu-lite: recorded the next time its backbone runs) or
+        damaged (recorded again)."""
+        if not self.pinned:
+            return None
+        try:
+            with safe_open(self.folder / PROBE_FILE, framework="pt") as probe:
+                versions = json.loads((probe.metadata() or {})["versions"])
+                return probe.get_tensor("features"), versions
+        except (SafetensorError, OSError, KeyError, TypeError, ValueError):
+            return None
+
+    def computed_under_other_versions(self) -> bool:
+        probe = self._read_probe()
+        return probe is not None and probe[1] != computation_versions()
+
+    def record_probe(self, extractor: FeatureExtractor) -> None:
+        """Keep the probe features, once: the versions that computed this cache's features."""
+        if self._read_probe() is None:
+            self._write_probe(extractor.encode(PROBE_PROMPTS))
+
+    def _write_probe(self, features: torch.Tensor) -> None:
+        metadata = {"versions": json.dumps(computation_versions(), sort_keys=True)}
+        tensors = {"features": features.contiguous()}
+        self.write(lambda: write_tensors_atomic(self.folder / PROBE_FILE, tensors, metadata))
+
+    def check_versions(self, extractor: FeatureExtractor) -> None:
+        """After an upgrade (see computed_under_other_versions): the probe computed now equal
+        to the kept one keeps the cache, under the new versions; else the folder is set aside
+        (`fugu-lite cache clear` removes it) and its features are computed again."""
+        probe = self._read_probe()
+        if probe is None:
+            return
+        kept, versions = probe
+        now = extractor.encode(PROBE_PROMPTS)
+        scale = max(kept.abs().max().item(), 1e-6)
+        difference = (now - kept).abs().max().item() / scale if now.shape == kept.shape else 1.0
+        if difference <= PROBE_TOLERANCE:
+            self._write_probe(kept)
+            return
+        changed = computation_versions()
+        moved = ", ".join(f"{k} {versions.get(k)} -> {v}" for k, v in changed.items()
+                          if versions.get(k) != v)  # fmt: skip
+        aside = self.folder.with_name(f"{self.folder.name}.stale-{time.time_ns()}")
+        try:
+            self.folder.rename(aside)
+            where = f"set aside as {escape(str(aside))}"
+        except OSError:  # read-only: never read again by this process
+            _UNWRITABLE_FOLDERS.add(self.folder)
+            where = "ignored"
+        self._rows = {}
+        console.print(
+            f"[yellow]Feature cache {escape(str(self.folder))}: its features were computed "
+            f"under {escape(moved)} and differ from this installation's by {difference:.2g} "
+            f"(relative): {where}, computed again. A router trained on the old features "
+            "routes on other ones now: train it again.[/yellow]"
+        )
+
     def rows(self) -> dict[str, torch.Tensor]:
         if self._rows is None:
             self._rows = {}
@@ -390,6 +476,11 @@ def compute_features(
     resumes where it stopped.
     """
     cache = FeatureCache(model_cfg) if use_cache else None
+    if cache is not None and cache.computed_under_other_versions():
+        extractor = extractor or FeatureExtractor(
+            load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
+        )
+        cache.check_versions(extractor)
     keys = [prompt_key(prompt) for prompt in prompts]
     known = dict(cache.rows()) if cache else {}
     first_index = {key: index for index, key in reversed(list(enumerate(keys)))}
@@ -402,6 +493,8 @@ def compute_features(
             cache = FeatureCache(model_cfg)  # the hub id downloaded: its snapshot's cache
             known.update(cache.rows())
             missing = [key for key in missing if key not in known]
+        if cache is not None:
+            cache.record_probe(extractor)
         # Sorting by length keeps padding, and so wasted compute, small.
         missing.sort(key=lambda key: len(_text_of(prompts[first_index[key]])))
         with _progress(shown=len(missing) > model_cfg.feature_batch_size) as progress:
