@@ -739,6 +739,37 @@ def test_a_pipeline_rerun_names_a_local_backbone_by_its_folder_not_its_spelling(
     assert rl.model_cfg.backbone == str(tmp_path / "elsewhere" / "bb")
 
 
+def test_a_pipeline_rerun_trains_again_the_stages_trained_under_other_package_versions(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After a transformers upgrade whose features differ, the re-run kept the SFT and RL
+    trained on the old features (nothing read the feature cache, whose check would see it)."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    meta = tmp_path / "sft" / "router.json"
+    saved = json.loads(meta.read_text())
+    versions = {**saved["feature_package_versions"], "transformers": "4.0.0"}
+    meta.write_text(json.dumps({**saved, "feature_package_versions": versions}))
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    capsys.readouterr()
+    train_pipeline(records, config, tmp_path)
+    assert trained == ["sft", "rl"]
+    said = " ".join(capsys.readouterr().err.split())
+    assert "other package versions (transformers 4.0.0 ->" in said, said
+    train_pipeline(records, config, tmp_path)  # the same versions since: both kept
+    assert trained == ["sft", "rl"]
+
+
 def test_the_code_digest_changes_with_any_python_file_of_the_package(tmp_path: Path) -> None:
     package = tmp_path / "fugu_lite"
     (package / "evaluation").mkdir(parents=True)

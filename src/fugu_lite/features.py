@@ -72,6 +72,17 @@ def computation_versions() -> dict[str, str]:
     return versions
 
 
+def versions_moved(saved: object) -> str:
+    """What differs between versions saved by computation_versions and today's (`transformers
+    4.45.0 -> 4.57.1`); '' when none do."""
+    before = saved if isinstance(saved, dict) else {}
+    return ", ".join(
+        f"{name} {before.get(name, '?')} -> {version}"
+        for name, version in computation_versions().items()
+        if before.get(name) != version
+    )
+
+
 def resolved_pooling(model_cfg: ModelConfig, is_decoder: bool) -> str:
     if model_cfg.pooling != "auto":
         return model_cfg.pooling
@@ -380,9 +391,7 @@ class FeatureCache:
         if difference <= PROBE_TOLERANCE:
             self._write_probe(kept)
             return
-        changed = computation_versions()
-        moved = ", ".join(f"{k} {versions.get(k)} -> {v}" for k, v in changed.items()
-                          if versions.get(k) != v)  # fmt: skip
+        moved = versions_moved(versions)
         aside = self.folder.with_name(f"{self.folder.name}.stale-{time.time_ns()}")
         try:
             self.folder.rename(aside)

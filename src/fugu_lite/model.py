@@ -31,6 +31,7 @@ from .features import (
     FeatureExtractor,
     Prompt,
     announce_uncached_features,
+    computation_versions,
     compute_features,
     configured_pooling,
     console,
@@ -52,6 +53,8 @@ TENSOR_DIGEST_KEY = "tensor_file_sha256"
 BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
 # The SHA-256 of the sources of the fugu-lite that wrote the checkpoint (see code_digest).
 CODE_DIGEST_KEY = "package_code_sha256"
+# The versions of the packages that computed its features (features.computation_versions).
+FEATURE_VERSIONS_KEY = "feature_package_versions"
 
 
 class CheckpointError(ValueError):
@@ -265,6 +268,7 @@ class RouterModel(nn.Module):
                 TENSOR_DIGEST_KEY: file_digest(directory / self.tensor_file),
                 "package_version": __version__,
                 CODE_DIGEST_KEY: code_digest(),
+                FEATURE_VERSIONS_KEY: computation_versions(),
                 "worker_ids": self.worker_ids,
                 "feature_dim": self.feature_dim,
                 "backbone_parameters": self.backbone_parameters,

@@ -26,11 +26,12 @@ from .evaluation import (
     write_evaluation,
     write_pareto,
 )
-from .features import pooling_meant
+from .features import pooling_meant, versions_moved
 from .io import read_json, remove_files, write_json
 from .model import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,
+    FEATURE_VERSIONS_KEY,
     HEAD_FILE,
     META_FILE,
     CheckpointError,
@@ -130,6 +131,15 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
             f"{stage}: {folder} holds the {stage} of this config and these records, but "
             f"fugu-lite {__version__} with other sources trained it (the code changed since, "
             "e.g. in a checkout or an editable install); training it again",
+            markup=False,
+        )
+        return False
+    moved = versions_moved(metadata.get(FEATURE_VERSIONS_KEY))
+    if same and moved:
+        notes.print(
+            f"{stage}: {folder} holds the {stage} of this config and these records, but its "
+            f"features were computed under other package versions ({moved}), which may compute "
+            "other ones; training it again",
             markup=False,
         )
         return False
