@@ -702,6 +702,41 @@ def test_a_schema_constraint_llama_cpp_leaves_out_never_reaches_a_worker(live: L
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", date)
 
 
+def test_a_small_integer_range_is_kept_by_a_real_worker(live: Live) -> None:
+    """llama.cpp's grammar converter leaves an integer's bounds out of the grammar, so a
+    strict schema with a rating of 1 to 5 was refused with a 400 when only local workers
+    could answer; the range goes to the worker as the enum of its values, which the grammar
+    keeps, strict or not, streamed or not (a larger range under strict is still refused)."""
+    client = live.client()
+    rating = {"type": "integer", "minimum": 1, "maximum": 5}
+    tens = {"type": "integer", "exclusiveMinimum": 0, "maximum": 90, "multipleOf": 30}
+    schema = {"type": "object", "properties": {"rating": rating, "tens": tens},
+              "required": ["rating", "tens"], "additionalProperties": False}  # fmt: skip
+    prompt = 'Answer with the JSON {"rating": 42, "tens": 7}.'
+    for strict in (True, False):
+        spec = {"type": "json_schema",
+                "json_schema": {"name": "r", "schema": schema, "strict": strict}}  # fmt: skip
+        text = ask(client, prompt, response_format=spec, max_tokens=24).parse()
+        answer = json.loads(text.choices[0].message.content or "")
+        assert answer["rating"] in range(1, 6) and answer["tens"] in (30, 60, 90), answer
+        streamed = "".join(
+            chunk.choices[0].delta.content or ""
+            for chunk in client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": prompt}],
+                response_format=spec, max_tokens=24, stream=True,
+            )
+            if chunk.choices
+        )  # fmt: skip
+        assert json.loads(streamed)["rating"] in range(1, 6)
+    wide = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+            "maximum": 1000}}, "required": ["n"]}  # fmt: skip
+    spec = {"type": "json_schema", "json_schema": {"name": "n", "schema": wide, "strict": True}}
+    with pytest.raises(openai.BadRequestError) as error:
+        ask(client, MATH, response_format=spec, max_tokens=12)
+    assert error.value.body["code"] == "unsupported_parameter"
+    assert ".n.minimum" in error.value.body["message"]
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

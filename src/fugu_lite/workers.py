@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -299,7 +300,7 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 "llama-cpp-python's grammar converter makes that property's value the whole "
                 "answer, not an object)"
             )
-        ignored = ignored_constraint(schema) if where in strict else None
+        ignored = ignored_constraint(llama_cpp_schema(schema)) if where in strict else None
         if ignored is not None:
             gaps.append(
                 f"a strict JSON schema with {ignored[1]} ({where}{ignored[0]}; "
@@ -438,7 +439,8 @@ def llama_cpp_schema(schema: Any) -> Any:
     """A JSON schema in the form llama-cpp-python's grammar converter reads as meant: a
     sub-schema holding annotations only (pydantic's `Any` field, `{"title": "Notes"}`) or
     `true` stands for any value, on which the converter fails (its server then ignores the
-    whole schema and answers any JSON); it gets every JSON type instead."""
+    whole schema and answers any JSON); it gets every JSON type instead. A small integer
+    range (`integer_range_as_enum`) becomes the enum of its values, which it enforces."""
     if schema is True:
         return {"type": ANY_JSON_TYPES}
     if isinstance(schema, list):
@@ -455,7 +457,57 @@ def llama_cpp_schema(schema: Any) -> Any:
             converted[key] = llama_cpp_schema(value)
         else:
             converted[key] = value
-    return converted
+    return integer_range_as_enum(converted)
+
+
+MAX_INTEGER_ENUM = 256  # the largest integer range written out as an enum
+RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def integer_range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
+    """An integer schema bounded on both sides (minimum/exclusiveMinimum and maximum/
+    exclusiveMaximum, perhaps a multipleOf) with at most MAX_INTEGER_ENUM values, as the
+    enum of those values: llama-cpp-python's grammar converter leaves the bounds out of
+    the grammar (a rating of 1 to 5 could be answered 7), but writes an enum into it."""
+    if node.get("type") != "integer" or "enum" in node or "const" in node:
+        return node
+    low = integer_bound(node, "minimum", "exclusiveMinimum", 1)
+    top = integer_bound(node, "maximum", "exclusiveMaximum", -1)
+    step = node.get("multipleOf")
+    if low is None or top is None or top - low >= MAX_INTEGER_ENUM:
+        return node
+    if step is not None and (not is_number(step) or step <= 0 or step != int(step)):
+        return node  # a fractional multipleOf is left to the strict-schema check
+    values = [n for n in range(low, top + 1) if step is None or n % int(step) == 0]
+    if not values:
+        return node  # matches nothing: left as it is, so the request is refused as such
+    kept = {key: value for key, value in node.items() if key not in RANGE_KEYWORDS}
+    return {**kept, "enum": values}
+
+
+def integer_bound(
+    node: dict[str, Any], inclusive: str, exclusive: str, direction: int
+) -> int | None:
+    """The tightest integer bound of a node's inclusive and exclusive keywords (lower for
+    direction 1, upper for -1); None when it has none, or one is not a finite number."""
+    bounds = []
+    for key, strict in ((inclusive, False), (exclusive, True)):
+        value = node.get(key)
+        if value is None:
+            continue
+        if not is_number(value) or not math.isfinite(value):
+            return None
+        edge = math.ceil(value) if direction == 1 else math.floor(value)
+        if strict and edge == value:
+            edge += direction
+        bounds.append(edge)
+    if not bounds:
+        return None
+    return max(bounds) if direction == 1 else min(bounds)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 IGNORED_KEYWORDS = (
