@@ -871,6 +871,46 @@ def test_every_allowed_circuit_open_is_a_503_with_retry_after(
     assert len(stubs.workers["coder"].bodies) == 1
 
 
+def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that waited its whole deadline for a slot of a busy worker was a 502
+    `all_workers_failed` (a gateway error, with no hint of when to come back); nothing
+    failed, so it is a 503 with Retry-After, which the openai SDK waits for and retries."""
+    monkeypatch.setattr("fugu_lite.server_dispatch.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
+    one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
+    running = serve(pool_for(stubs, overrides={"coder": one_slot}))
+    stubs.workers["coder"].latency_s = 0.7
+    body = {"model": MODEL, "messages": user(CODE), "workers": ["coder"]}
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            url = f"{running.url}/v1/chat/completions"
+            return await asyncio.gather(*(client.post(url, json=body) for _ in range(3)))
+
+    responses = asyncio.run(burst())
+    assert sorted(r.status_code for r in responses)[0] == 200
+    [busy, *_] = [r for r in responses if r.status_code != 200]
+    assert busy.status_code == 503, busy.text
+    assert busy.headers["retry-after"] == "1"
+    error = busy.json()["error"]
+    assert error["code"] == "workers_busy" and "busy" in error["message"]
+    assert [a["outcome"] for a in error["tried"]] == ["busy"]
+    assert running.health()["workers"]["coder"]["consecutive_failures"] == 0
+
+    async def retried() -> list[str]:
+        client = openai.AsyncOpenAI(base_url=running.thread.base_url, api_key="unused",
+                                    max_retries=3)  # fmt: skip
+        answers = await asyncio.gather(
+            *(client.chat.completions.create(model=MODEL, messages=user(CODE),
+                                             extra_body={"workers": ["coder"]})
+              for _ in range(3))
+        )  # fmt: skip
+        return [answer.choices[0].message.content or "" for answer in answers]
+
+    assert asyncio.run(retried()) == ["answer from coder"] * 3
+
+
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

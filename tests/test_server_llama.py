@@ -974,8 +974,9 @@ def test_a_burst_queued_for_a_busy_worker_does_not_open_its_circuit(live: Live) 
                 max_tokens=40, extra_body={"workers": ["smol-a"]}, timeout=120,
             )  # fmt: skip
         except openai.APIStatusError as error:
-            assert error.status_code == 502, error.message
-            assert "busy: no free slot" in error.message and "max_concurrency" in error.message
+            assert error.status_code == 503, error.message  # retriable: nothing failed
+            assert error.response.headers["retry-after"] == "1"
+            assert "busy" in error.message and "max_concurrency" in error.message
             return "busy"
         return raw.headers["x-fugu-attempts"]
 

@@ -34,6 +34,7 @@ from .server_auth import ApiKeyChecker, Redactor, worker_secrets
 from .server_batching import BatcherClosedError, MicroBatcher
 from .server_breaker import CircuitBreaker
 from .server_dispatch import (
+    BUSY,
     AllWorkersFailedError,
     Attempt,
     Dispatcher,
@@ -56,6 +57,8 @@ REQUEST_ID_HEADER = "x-request-id"
 RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for
 RESTART_MAX_WAIT_S = 300.0
 TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
+# A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
+BUSY_RETRY_AFTER_S = 1.0
 
 
 class ServeSettings(BaseModel):
@@ -586,7 +589,8 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
     conversation exceeds the context of every worker that was asked, and of every worker
     that is down as far as is known (a smaller context); otherwise a retriable 5xx (a
     worker that is down may take it once back): 503 with Retry-After when every worker
-    that is down is cooling down (circuit open), else 502. A message names both facts."""
+    that is down is cooling down (circuit open) or busy, else 502. A message names both
+    facts."""
     tried = [attempt.summary() for attempt in error.attempts]
     too_long, down = error.too_long, error.down
     refused_by = [attempt.worker for attempt in too_long]
@@ -609,25 +613,8 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
             extra={"tried": tried},
         )
     # A worker that is down may take the conversation once back: the client may retry.
-    names = ", ".join(a.worker for a in down)
-    if all(attempt.outcome == "circuit_open" for attempt in down):
-        retry = server.breaker.retry_after_s(a.worker for a in down)
-        reason = (
-            f"the conversation is longer than the context of {refusals}, and the other workers "
-            f"it may go to ({names}) are cooling down after repeated failures (circuit open) "
-            "and may take it once back"
-            if too_long
-            else "every allowed worker is cooling down after repeated failures (circuit "
-            f"open: {names})"
-        )
-        return ApiError(
-            503,
-            f"{reason}; retry in {retry:.0f} s",
-            type="server_error",
-            code="workers_unavailable",
-            extra={"tried": tried},
-            headers={"Retry-After": str(max(1, round(retry)))},
-        )
+    if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
+        return workers_unavailable(server, error)
     parts = [
         f"{a.worker} (circuit open, skipped)"
         if a.outcome == "circuit_open"
@@ -646,6 +633,38 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
         type="upstream_error",
         code="all_workers_failed",
         extra={"tried": tried},
+    )
+
+
+def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
+    """A 503 with Retry-After (which OpenAI's SDKs and other clients retry after that
+    wait) when no worker that could take the conversation failed: each is cooling down
+    after repeated failures (circuit open), or busy (all its max_concurrency slots taken
+    for the whole deadline; worth trying again at once)."""
+    too_long, down = error.too_long, error.down
+    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
+    cooling = [a.worker for a in down if a.outcome == "circuit_open"]
+    busy = [a.worker for a in down if a.outcome == BUSY]
+    states = []
+    if cooling:
+        states.append(f"cooling down after repeated failures (circuit open: {', '.join(cooling)})")
+    if busy:
+        states.append(f"busy (every max_concurrency slot taken: {', '.join(busy)})")
+    names = ", ".join(a.worker for a in down)
+    reason = (
+        f"the conversation is longer than the context of {refusals}, and the other workers "
+        f"it may go to ({names}) are {' or '.join(states)} and may take it once back"
+        if too_long
+        else f"every allowed worker is {' or '.join(states)}"
+    )
+    retry = BUSY_RETRY_AFTER_S if busy else server.breaker.retry_after_s(cooling)
+    return ApiError(
+        503,
+        f"{reason}; retry in {retry:.0f} s",
+        type="server_error",
+        code="workers_busy" if busy else "workers_unavailable",
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
+        headers={"Retry-After": str(max(1, round(retry)))},
     )
 
 
