@@ -228,6 +228,36 @@ def test_a_tool_call_turn_and_a_json_schema_reach_a_real_worker(live: Live) -> N
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_an_assistant_turns_calls_reach_a_real_workers_prompt(live: Live) -> None:
+    """SmolLM2's chat template renders a message's role and content only: an assistant
+    turn's tool_calls (or deprecated function_call) were dropped from the prompt, so the
+    model saw an empty turn, then the tool's result, not knowing what it had called. They
+    are written into that turn's text (the prompt grows by them)."""
+    client = live.client()
+    call = {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}
+    question = {"role": "user", "content": "What is the weather in Paris?"}
+    turns = {
+        "none": [{"role": "assistant", "content": None},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+        "tool_calls": [{"role": "assistant", "content": None, "tool_calls": [
+                           {"id": "call_1", "type": "function", "function": call}]},
+                       {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+        "function_call": [{"role": "assistant", "content": None, "function_call": call},
+                          {"role": "function", "name": "get_weather", "content": "sunny"}],
+    }  # fmt: skip
+    prompt_tokens = {}
+    for kind, conversation in turns.items():
+        completion = client.chat.completions.create(
+            model=MODEL, messages=[question, *conversation], max_tokens=1,
+            extra_body={"workers": ["smol-a"]},
+        )  # fmt: skip
+        assert completion.usage is not None
+        prompt_tokens[kind] = completion.usage.prompt_tokens
+    # '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}'
+    assert prompt_tokens["tool_calls"] >= prompt_tokens["none"] + 15, prompt_tokens
+    assert prompt_tokens["function_call"] >= prompt_tokens["none"] + 15, prompt_tokens
+
+
 def test_a_streamed_tool_call_is_named_once_as_openai_streams_it(live: Live) -> None:
     """llama.cpp's server repeats a streamed tool call's id, type and name in every delta;
     OpenAI sends them in the first only, and the openai SDK's stream helper joins what the

@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -55,10 +56,10 @@ def check_llama_cpp_installed() -> None:
         )
 
 
-@functools.cache
-def vocab_size(gguf: Path) -> int | None:
-    """How many tokens the GGUF's vocabulary has (its vocabulary only is loaded, ~0.3 s),
-    None if llama.cpp cannot read it."""
+@contextlib.contextmanager
+def vocab_only_model(gguf: Path) -> Iterator[Any]:
+    """llama.cpp's model of a GGUF with its vocabulary and metadata only (~0.3 s, quietly),
+    None if llama.cpp cannot read it; freed on the way out."""
     import llama_cpp
 
     quiet = logging.getLogger("llama-cpp-python")  # llama.cpp's load log goes through it
@@ -68,14 +69,43 @@ def vocab_size(gguf: Path) -> int | None:
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         model = llama_cpp.llama_model_load_from_file(str(gguf).encode(), params)
-        if not model:
-            return None
         try:
-            return int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)))
+            yield model or None
         finally:
-            llama_cpp.llama_model_free(model)
+            if model:
+                llama_cpp.llama_model_free(model)
     finally:
         quiet.setLevel(level)
+
+
+@functools.cache
+def vocab_size(gguf: Path) -> int | None:
+    """How many tokens the GGUF's vocabulary has, None if llama.cpp cannot read it."""
+    import llama_cpp
+
+    with vocab_only_model(gguf) as model:
+        if model is None:
+            return None
+        return int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)))
+
+
+@functools.cache
+def chat_template(gguf: Path) -> str | None:
+    """The GGUF's own chat template (`tokenizer.chat_template`, which llama.cpp's server
+    renders prompts with when the worker sets no chat_format), None when it has none or
+    llama.cpp cannot read the file."""
+    import llama_cpp
+
+    key = b"tokenizer.chat_template"
+    with vocab_only_model(gguf) as model:
+        if model is None:
+            return None
+        size = llama_cpp.llama_model_meta_val_str(model, key, ctypes.create_string_buffer(1), 1)
+        if size < 0:
+            return None
+        buffer = ctypes.create_string_buffer(size + 1)
+        llama_cpp.llama_model_meta_val_str(model, key, buffer, size + 1)
+        return buffer.value.decode("utf-8", errors="replace")
 
 
 def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig) -> list[str]:

@@ -32,7 +32,13 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
 from pydantic import BaseModel, ValidationError
 
-from .local_server import LocalServer, start_local_servers, stop_local_servers, vocab_size
+from .local_server import (
+    LocalServer,
+    chat_template,
+    start_local_servers,
+    stop_local_servers,
+    vocab_size,
+)
 from .pool import (  # re-exported: the pool's config types belong to this interface too
     LocalServerConfig,
     PoolConfig,
@@ -117,12 +123,14 @@ class PoolStartError(RuntimeError):
     """The pool could not start: a missing API key variable, or a local server that failed."""
 
 
-def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
+def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> dict[str, Any]:
     """llama.cpp's chat templates take string content and no `developer` role: text (and
     refusal) parts become one string, `developer` becomes `system` (OpenAI's own mapping
     for older models), and a message without content (an assistant turn holding only
     tool_calls, which OpenAI sends as `content: null`) gets an empty string, since
-    llama.cpp's server answers those with a 500."""
+    llama.cpp's server answers those with a 500. With `calls_as_text` (a chat template
+    that renders no tool calls, such as SmolLM2's), an assistant's tool_calls or
+    function_call are written into its content too (`call_lines`)."""
     plain = dict(message)
     if plain.get("role") == "developer":
         plain["role"] = "system"
@@ -132,7 +140,40 @@ def llama_cpp_message(message: dict[str, Any]) -> dict[str, Any]:
     elif isinstance(content, list):
         content = [refusal_as_text(part) for part in content]
         plain["content"] = parts_text(content) if text_only(content) else content
+    calls = call_lines(plain) if calls_as_text and plain.get("role") == "assistant" else []
+    if calls and isinstance(plain["content"], str):
+        plain["content"] = "\n".join(text for text in (plain["content"], *calls) if text)
     return plain
+
+
+def call_lines(message: dict[str, Any]) -> list[str]:
+    """An assistant turn's function calls (tool_calls, or a deprecated function_call) as
+    one JSON line each, `{"name": ..., "arguments": {...}}` (the arguments as JSON when
+    they are): a chat template that renders no tool calls drops them, so the model saw an
+    empty turn before the tool's result, not knowing what it had called."""
+    functions = [call.get("function") for call in message.get("tool_calls") or []]
+    functions.append(message.get("function_call"))
+    lines = []
+    for function in functions:
+        if not isinstance(function, dict):
+            continue
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                arguments = json.loads(arguments)
+        lines.append(json.dumps({"name": function.get("name"), "arguments": arguments},
+                                ensure_ascii=False))  # fmt: skip
+    return lines
+
+
+def renders_tool_calls(local: LocalServerConfig) -> bool:
+    """Whether a local worker's prompts show an assistant's tool calls: llama-cpp-python's
+    server renders them with a chat_format made for function calling, or a GGUF chat
+    template that reads `tool_calls` (SmolLM2's, like the fallback formats, does not)."""
+    if local.chat_format is not None:
+        return "function" in local.chat_format  # chatml-function-calling, functionary...
+    template = chat_template(resolve_gguf(local.gguf))
+    return template is not None and "tool_calls" in template
 
 
 def refusal_as_text(part: dict[str, Any]) -> dict[str, Any]:
@@ -640,6 +681,7 @@ class WorkerPool:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self.servers: dict[str, LocalServer] = {}
         self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
+        self.calls_as_text: dict[str, bool] = {}  # local workers whose prompts drop tool calls
         self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
         self._closing = False
 
@@ -651,6 +693,8 @@ class WorkerPool:
         for worker_id, server in self.servers.items():
             gguf = resolve_gguf(server.config.gguf)
             self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
+            renders = await asyncio.to_thread(renders_tool_calls, server.config)
+            self.calls_as_text[worker_id] = not renders
         try:
             for worker in self.config.workers:
                 self._clients[worker.id] = self._new_client(worker)
@@ -799,7 +843,8 @@ class WorkerPool:
         the caller already has)."""
         worker = self.worker(worker_id)
         if worker.local is not None:
-            messages = [llama_cpp_message(message) for message in messages]
+            as_text = self.calls_as_text.get(worker_id, False)
+            messages = [llama_cpp_message(message, as_text) for message in messages]
         system = worker.system_prompt
         if not system:
             return list(messages)
