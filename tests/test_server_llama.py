@@ -975,6 +975,40 @@ def test_a_client_leaving_a_long_answer_does_not_hold_up_the_next(live: Live) ->
     assert live.health()["workers"]["smol-a"]["consecutive_failures"] == 0
 
 
+def test_a_client_leaving_a_queued_answer_does_not_cut_the_one_being_generated(
+    checkpoint: Path,
+) -> None:
+    """With max_concurrency 2, a second request waits in llama.cpp's queue while the first
+    is generated; its client leaving killed and restarted the server (meant to stop an
+    abandoned answer being generated), which cut the first client's stream. llama.cpp
+    skips a queued request whose client left, so the server is left alone."""
+    pool = local_pool(timeout_s=30.0)
+    for worker in pool.workers:
+        worker.max_concurrency = 2
+    app = create_app(ServeSettings(checkpoint=checkpoint), pool_config=pool)
+    no_end = {"2": -100}  # SmolLM2's <|im_end|>: the answer runs to max_tokens
+    with ServerThread(app, startup_timeout_s=240) as thread:
+        client = openai.OpenAI(base_url=thread.base_url, api_key="unused", max_retries=0)
+        pid = app.state.fugu.pool.servers["smol-a"].pid  # type: ignore[attr-defined]
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Count from 1 to 1000."}],
+            max_tokens=150, logit_bias=no_end, stream=True, extra_body={"workers": ["smol-a"]},
+        )  # fmt: skip
+        chunks = iter(stream)
+        first = next(chunks)
+        queued = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+                  "workers": ["smol-a"]}  # fmt: skip
+        with pytest.raises(httpx.ReadTimeout):  # its client gives up while it is queued
+            httpx.post(f"{thread.base_url}/chat/completions", json=queued, timeout=1.0)
+        rest = list(chunks)
+        assert rest[-1].choices[0].finish_reason == "length"
+        text = "".join(c.choices[0].delta.content or "" for c in [first, *rest] if c.choices)
+        assert len(text) > 100
+        assert app.state.fugu.pool.servers["smol-a"].pid == pid  # type: ignore[attr-defined]
+        raw = ask(client, MATH, max_tokens=5, extra_body={"workers": ["smol-a"]}, timeout=60)
+        assert raw.headers["x-fugu-attempts"] == "smol-a:ok"
+
+
 def test_an_answer_over_timeout_s_does_not_hold_up_the_next(live: Live) -> None:
     """llama.cpp's server went on generating a non-streamed answer that fugu-lite gave up
     on after the worker's timeout_s: the next requests to that worker waited behind it and

@@ -683,6 +683,8 @@ class WorkerPool:
         self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
         self.calls_as_text: dict[str, bool] = {}  # local workers whose prompts drop tool calls
         self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
+        # Each worker's calls sent and not yet answered, oldest first (see _queued_behind).
+        self._sent: dict[str, list[object]] = {}
         self._closing = False
 
     async def __aenter__(self) -> WorkerPool:
@@ -762,17 +764,22 @@ class WorkerPool:
             await previous.close()
 
     def stop_abandoned_answer(
-        self, worker_id: str, why: str = "the caller of the answer it was generating is gone"
+        self,
+        worker_id: str,
+        why: str = "the caller of the answer it was generating is gone",
+        call: object | None = None,
     ) -> None:
         """A non-streamed call to a local worker was abandoned (its client left, or it timed
         out) while llama.cpp generated the answer. Its server goes on generating it (it
         notices only a stream's client leaving) and serves one request at a time, so every
         later request to it waited for that answer: its process is killed and started again
-        (about 2 s, which later calls wait for; see `_ready_client`)."""
+        (about 2 s, which later calls wait for; see `_ready_client`). Not for a `call` still
+        queued behind another (max_concurrency > 1): llama.cpp skips a request whose client
+        left when its turn comes, and the kill would cut the answer being generated."""
         server = self.servers.get(worker_id)
         if self._closing or worker_id in self._restarting or server is None:
             return
-        if not server.is_alive():
+        if not server.is_alive() or (call is not None and self._queued_behind(worker_id, call)):
             return
         logger.info(
             "local worker %s: %s; its llama.cpp server is started again to stop it",
@@ -783,13 +790,32 @@ class WorkerPool:
         self._restarting[worker_id] = task
         task.add_done_callback(lambda done: self._restarted(worker_id, done))
 
-    def _stop_timed_out(self, worker: WorkerConfig, kind: str, error: Exception) -> None:
+    def _stop_timed_out(
+        self, worker: WorkerConfig, kind: str, error: Exception, call: object
+    ) -> None:
         """A local worker's call (or stream's first chunk) that timed out is abandoned like
         one whose caller left: a retry or the next call would wait behind what llama.cpp
         goes on doing for it (generating the answer, or hanging)."""
         if kind == "timeout" and worker.local is not None and status_code(error) is None:
             why = f"it gave no answer within its timeout_s of {worker.timeout_s:g} s"
-            self.stop_abandoned_answer(worker.id, why)
+            self.stop_abandoned_answer(worker.id, why, call)
+
+    def _sent_call(self, worker_id: str) -> object:
+        """Note a call sent to the worker (until `_answered`); its token."""
+        call = object()
+        self._sent.setdefault(worker_id, []).append(call)
+        return call
+
+    def _answered(self, worker_id: str, call: object | None) -> None:
+        sent = self._sent.get(worker_id, [])
+        if call in sent:
+            sent.remove(call)
+
+    def _queued_behind(self, worker_id: str, call: object) -> bool:
+        """Whether an older call to the worker is still unanswered: llama.cpp's server
+        answers one request at a time, in the order they came, so this one is waiting."""
+        sent = self._sent.get(worker_id, [])
+        return call in sent and sent[0] is not call
 
     def _restarted(self, worker_id: str, task: asyncio.Task[None]) -> None:
         self._restarting.pop(worker_id, None)
@@ -892,6 +918,7 @@ class WorkerPool:
                 attempt += 1
                 client = await self._ready_client(worker_id)
                 response = None
+                call = self._sent_call(worker_id)
                 try:
                     async with asyncio.timeout(worker.timeout_s):
                         # The SDK's generic post: its auth, errors and timeouts, without
@@ -910,11 +937,12 @@ class WorkerPool:
                     )  # fmt: skip
                 except asyncio.CancelledError:
                     if worker.local is not None and response is None:
-                        self.stop_abandoned_answer(worker_id)
+                        self.stop_abandoned_answer(worker_id, call=call)
                     raise
                 except Exception as error:
                     kind, message, retry_after = self._describe(worker_id, error)
-                    self._stop_timed_out(worker, kind, error)
+                    self._stop_timed_out(worker, kind, error, call)
+                    self._answered(worker_id, call)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
@@ -930,6 +958,8 @@ class WorkerPool:
                             error_code=error_code(error),
                         )  # fmt: skip
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
+                finally:
+                    self._answered(worker_id, call)
 
     async def stream_chat(
         self,
@@ -961,6 +991,7 @@ class WorkerPool:
                 attempt += 1
                 client = await self._ready_client(worker_id)
                 stream = None
+                call = self._sent_call(worker_id)  # answered when the stream ends
                 try:
                     async with asyncio.timeout(worker.timeout_s):
                         stream = await client.post(
@@ -975,16 +1006,21 @@ class WorkerPool:
                     break
                 except StopAsyncIteration:
                     await _close(stream)
+                    self._answered(worker_id, call)
                     raise await self._empty_stream_error(worker, client, body) from None
                 except Exception as error:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
-                    self._stop_timed_out(worker, kind, error)
+                    self._stop_timed_out(worker, kind, error, call)
+                    self._answered(worker_id, call)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error)
                         ) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
+                except BaseException:
+                    self._answered(worker_id, call)
+                    raise
             named: set[tuple[Any, Any]] = set()
             legacy = bool(body.get("functions"))
 
@@ -1004,6 +1040,7 @@ class WorkerPool:
                     kind, message, status_code(error), error_code(error)
                 ) from None
             finally:
+                self._answered(worker_id, call)
                 await _close(stream)
 
     async def _empty_stream_error(
