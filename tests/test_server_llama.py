@@ -424,6 +424,37 @@ def test_openai_parameters_a_real_worker_ignored_or_failed_on(live: Live) -> Non
     assert all(state["consecutive_failures"] == 0 for state in health["workers"].values())
 
 
+def test_top_logprobs_hold_as_many_tokens_as_asked(live: Live) -> None:
+    """llama.cpp adds the chosen token to a token's top_logprobs when it is not among the
+    N most likely: `top_logprobs: 0` (and `logprobs: true` alone) gave one alternative
+    each, OpenAI none, and N gave N + 1 where the model chose an unlikely token."""
+    client = live.client()
+    question = [{"role": "user", "content": "Name a colour."}]
+    for top, sampling in ((None, {}), (0, {}), (2, {"temperature": 2.0, "seed": 3})):
+        asked = {} if top is None else {"top_logprobs": top}
+        completion = client.chat.completions.create(
+            model=MODEL, messages=question, logprobs=True, max_tokens=4, **asked, **sampling
+        )  # type: ignore[call-overload]
+        tokens = completion.choices[0].logprobs.content  # type: ignore[union-attr]
+        assert tokens and all(len(t.top_logprobs) == (top or 0) for t in tokens), tokens
+        for t in tokens:  # the most likely first, as OpenAI lists them
+            assert [e.logprob for e in t.top_logprobs] == sorted(
+                (e.logprob for e in t.top_logprobs), reverse=True
+            )
+        stream = client.chat.completions.create(
+            model=MODEL,
+            messages=question,
+            logprobs=True,
+            max_tokens=4,
+            stream=True,
+            **asked,
+            **sampling,
+        )  # type: ignore[call-overload]
+        streamed = [t for c in stream if c.choices and c.choices[0].logprobs
+                    for t in c.choices[0].logprobs.content or []]  # fmt: skip
+        assert streamed and all(len(t.top_logprobs) == (top or 0) for t in streamed)
+
+
 def test_null_optional_fields_of_a_function_are_absent_as_openai_reads_them(live: Live) -> None:
     """OpenAI reads `"description": null` (and `"parameters": null`) in a function
     definition as no description (no parameters); llama.cpp's server refuses the null, so a

@@ -927,6 +927,7 @@ class WorkerPool:
                         raw = json.loads(response.content)
                     if worker.local is not None and isinstance(raw, dict):
                         raw = one_call_style(raw, legacy=bool(body.get("functions")))
+                        raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
                     output, usage = _parse_completion(raw)
                     cost = None if usage is None else self.cost(worker_id, usage)
                     return CallResult(
@@ -1027,6 +1028,7 @@ class WorkerPool:
             def shape(chunk: dict[str, Any]) -> dict[str, Any]:
                 if worker.local is None:
                     return chunk
+                chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
                 return named_once(one_call_style(chunk, legacy), named)
 
             try:
@@ -1149,6 +1151,28 @@ def one_call_style(payload: dict[str, Any], legacy: bool) -> dict[str, Any]:
         if legacy and choice.get("finish_reason") == "tool_calls":
             choice["finish_reason"] = "function_call"
     return payload
+
+
+def top_logprobs_as_asked(payload: dict[str, Any], wanted: Any) -> dict[str, Any]:
+    """A local worker's completion (or stream chunk) with each token's `top_logprobs`
+    holding the `wanted` most likely tokens, as OpenAI's do: llama.cpp adds the chosen
+    token when it is not among them (N + 1 alternatives; one, not none, for
+    `top_logprobs: 0`, and so for `logprobs: true` alone)."""
+    if not isinstance(wanted, int):
+        return payload
+    for choice in payload.get("choices") or []:
+        logprobs = choice.get("logprobs")
+        tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
+        for token in tokens if isinstance(tokens, list) else []:
+            top = token.get("top_logprobs") if isinstance(token, dict) else None
+            if isinstance(top, list) and len(top) > wanted:
+                token["top_logprobs"] = sorted(top, key=logprob, reverse=True)[:wanted]
+    return payload
+
+
+def logprob(entry: Any) -> float:
+    value = entry.get("logprob") if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, (int, float)) else -math.inf
 
 
 def named_once(chunk: dict[str, Any], named: set[tuple[Any, Any]]) -> dict[str, Any]:
