@@ -455,6 +455,44 @@ def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
     assert running.post(VALID).status_code == 200
 
 
+def test_an_internal_error_keeps_the_connection_and_is_logged_once(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The 500 was re-raised after it was sent: uvicorn logged the traceback a second
+    time ("Exception in ASGI application") and closed the client's keep-alive connection,
+    so the next request on it found it closed."""
+    running = serve(pool_for(stubs))
+
+    def broken(*args: Any) -> tuple[str, ...]:
+        raise RuntimeError("a bug in fugu-lite")
+
+    monkeypatch.setattr(running.state, "workers_reading", broken)
+    body = json.dumps(VALID).encode()
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        f"\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    host, port = running.url.removeprefix("http://").split(":")
+    caplog.set_level(logging.ERROR)
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        for _ in range(2):  # the second request goes on the same connection
+            connection.sendall(request)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                received = connection.recv(65536)
+                assert received, "the server closed the connection"
+                head += received
+            header, _, rest = head.partition(b"\r\n\r\n")
+            assert header.startswith(b"HTTP/1.1 500")
+            length = int(re.search(rb"content-length: (\d+)", header.lower()).group(1))  # type: ignore[union-attr]
+            while len(rest) < length:
+                rest += connection.recv(65536)
+            assert json.loads(rest)["error"]["code"] == "internal_error"
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 2  # one for each request
+    assert all(r.name.startswith("fugu_lite") for r in tracebacks)
+
+
 def test_openai_parameters_and_tools_are_passed_through(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .costs import RouterFamily, load_family_or_single
 from .local_server import check_llama_cpp_installed
@@ -786,8 +787,7 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
             headers=getattr(error, "headers", None),
         )
 
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+    def unexpected() -> JSONResponse:
         logger.exception("unexpected error while serving a request")
         internal = ApiError(
             500,
@@ -797,6 +797,37 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         )
         count_refused(internal)
         return JSONResponse(internal.body(), status_code=500)
+
+    app.add_middleware(InternalErrorMiddleware, answer=unexpected)
+
+
+class InternalErrorMiddleware:
+    """Answers an unexpected exception with `answer()` (the OpenAI-shaped 500) and stops
+    it there. Starlette's handler for Exception re-raises it after the answer, so uvicorn
+    logged the traceback a second time and closed the client's keep-alive connection. An
+    exception after the answer started (a stream) still goes up: it cannot be answered."""
+
+    def __init__(self, app: ASGIApp, answer: Callable[[], Response]) -> None:
+        self.app = app
+        self.answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_noting_start(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_start)
+        except Exception:
+            if started:
+                raise
+            await self.answer()(scope, receive, send)
 
 
 # --- running ---------------------------------------------------------------------------------
