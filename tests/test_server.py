@@ -1152,6 +1152,12 @@ BAD_INPUTS = [
      "messages[0].role"),
     ("message without role", {**VALID, "messages": [{"content": "x"}]}, 400,
      "messages[0].role: is required"),
+    # OpenAI refuses them; a local worker read "" and a remote one refused (routing decided)
+    ("a user turn with null content", {**VALID, "messages": [{"role": "user", "content": None}]},
+     400, "messages[0] is a user message without content"),
+    ("a tool turn without content", {**VALID, "messages": [
+        *VALID["messages"], {"role": "tool", "tool_call_id": "c1"}]}, 400,
+     "messages[1] is a tool message without content"),
     ("unknown model", {**VALID, "model": "gpt-4o"}, 404, "does not exist"),
     ("absurd max_tokens", {**VALID, "max_tokens": 10**9}, 400, "max_tokens=1000000000"),
     ("absurd max_completion_tokens", {**VALID, "max_completion_tokens": 10**7}, 400,

@@ -56,6 +56,9 @@ class ApiError(Exception):
 
 
 TOOL_CHOICE_MODES = ("none", "auto", "required")
+# Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
+# hold only tool_calls, and a deprecated function result may be null).
+CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
 
 
 def named_function(choice: str | dict[str, Any]) -> str | None:
@@ -227,6 +230,12 @@ class ChatCompletionRequest(BaseModel):
         with a 500)."""
         for index, message in enumerate(messages):
             extra = message.model_extra or {}
+            if message.content is None and message.role in CONTENT_REQUIRED:
+                raise ValueError(
+                    f"messages[{index}] is a {message.role} message without content (null or "
+                    'missing); give its text ("" for none) or content parts, as OpenAI\'s '
+                    "API requires (only an assistant turn, or a function result, may have none)"
+                )
             if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
                 raise ValueError(
                     f"messages[{index}] is a tool message without a string tool_call_id; "
