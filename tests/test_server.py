@@ -949,6 +949,32 @@ def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     assert asyncio.run(retried()) == ["answer from coder"] * 3
 
 
+def test_every_worker_rate_limited_is_the_sdks_rate_limit_error(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Every allowed worker answering 429 (after the pool's retries) was a 502
+    all_workers_failed: the openai SDK raised a generic APIStatusError, not the
+    RateLimitError that clients catch to back off and try later."""
+    running = serve(pool_for(stubs), breaker_failures=5)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    for stub in stubs.workers.values():
+        stub.mode = "429"
+    client = running.client()
+    pair = {"workers": [first, second]}
+    for stream in (False, True):
+        with pytest.raises(openai.RateLimitError) as error:
+            client.chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=stream, extra_body=pair
+            )
+        body = error.value.body
+        assert isinstance(body, dict) and body["code"] == "rate_limit_exceeded"
+        assert f"{first} (worker {first}: rate_limit: HTTP 429" in body["message"]
+    assert [a["outcome"] for a in body["tried"]] == ["rate_limit", "rate_limit"]
+    stubs.workers[second].mode = "500"  # a real failure among them: a 502, as before
+    response = running.post({"model": MODEL, "messages": user(MATH), **pair})
+    assert response.status_code == 502
+
+
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

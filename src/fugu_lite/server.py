@@ -60,6 +60,7 @@ RESTART_MAX_WAIT_S = 300.0
 TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
 # A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
 BUSY_RETRY_AFTER_S = 1.0
+RATE_LIMITED = "rate_limit"  # a worker's 429, after the pool's retries
 
 
 class ServeSettings(BaseModel):
@@ -590,8 +591,8 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
     conversation exceeds the context of every worker that was asked, and of every worker
     that is down as far as is known (a smaller context); otherwise a retriable 5xx (a
     worker that is down may take it once back): 503 with Retry-After when every worker
-    that is down is cooling down (circuit open) or busy, else 502. A message names both
-    facts."""
+    that is down is cooling down (circuit open) or busy, 429 when some are rate-limited by
+    their providers instead, else 502. A message names both facts."""
     tried = [attempt.summary() for attempt in error.attempts]
     too_long, down = error.too_long, error.down
     refused_by = [attempt.worker for attempt in too_long]
@@ -616,6 +617,8 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
     # A worker that is down may take the conversation once back: the client may retry.
     if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
         return workers_unavailable(server, error)
+    if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in down):
+        return workers_rate_limited(error)
     parts = [
         f"{a.worker} (circuit open, skipped)"
         if a.outcome == "circuit_open"
@@ -666,6 +669,27 @@ def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> Api
         code="workers_busy" if busy else "workers_unavailable",
         extra={"tried": [attempt.summary() for attempt in error.attempts]},
         headers={"Retry-After": str(max(1, round(retry)))},
+    )
+
+
+def workers_rate_limited(error: AllWorkersFailedError) -> ApiError:
+    """A 429 `rate_limit_exceeded`, OpenAI's shape, when the workers that could take the
+    conversation were rate-limited by their providers (after the pool's retries) or were
+    cooling down or busy: the openai SDK raises it as RateLimitError, which clients back off
+    on and retry later; a 502 read as a broken gateway."""
+    limited = "; ".join(
+        f"{a.worker} ({a.message or a.outcome})" for a in error.down if a.outcome == RATE_LIMITED
+    )
+    others = [f"{a.worker} ({a.outcome})" for a in error.down if a.outcome != RATE_LIMITED]
+    refusals = [f"{a.worker} (longer than its context)" for a in error.too_long]
+    rest = f"; the others: {', '.join(others + refusals)}" if others or refusals else ""
+    return ApiError(
+        429,
+        f"every allowed worker that could answer is rate-limited by its provider: {limited}"
+        f"{rest}; retry later",
+        type="requests",
+        code="rate_limit_exceeded",
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
     )
 
 
