@@ -639,6 +639,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("A\n\nBecause (B) Bob and (C) Cal are shorter.", "extracted A"),
         ("B - no wait, the tallest is Cal.", "extracted C"),
         ("B. Oops, I made a mistake: Cal is taller.", "no option letter"),
+        ("Ruled out: B", "no option letter"),
         ("", "empty output"),
     ],
 )
@@ -671,6 +672,10 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("It's B or C.", None),
         # "so" before a letter inside a sentence is no conclusion
         ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
+        # a letter after a label that ends its line
+        ("It is easy: B", "B"),
+        ("Bob is taller than Ann and Cal.\nMy pick: **(B)**.", "B"),
+        ("Easy: B\n\nWrong: A", "B"),
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:

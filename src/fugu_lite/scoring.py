@@ -926,6 +926,11 @@ _REJECTED = re.compile(
     re.IGNORECASE,
 )
 _LETTER_OR_LETTER = re.compile(r"(?<![\w'])\(?[A-E]\)?\s*(?:or|/)\s*\(?[A-E]\)?(?![\w'])")
+# a line ending in a label and its letter: "It is easy: C", "My pick: **(B)**." (not "Wrong: A")
+_REJECTING_LABEL = re.compile(
+    r"\b(?:not|wrong|incorrect|false|eliminated|ruled\s+out)\b", re.IGNORECASE
+)
+_LABELLED_LETTER = re.compile(r":[*_]*[ \t]+[*_$]*[(\[]?(?P<letter>[A-E])[)\]]?[*_$]*[.!]?[ \t]*$")
 _OR_ANOTHER = re.compile(r"^\s*(?:or|and|/)\s*\(?(?:option\s*)?[A-E](?![a-z])", re.IGNORECASE)
 
 
@@ -995,6 +1000,13 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     either = _LETTER_OR_LETTER.search(text)
     if either:
         return None, f"ambiguous: {either.group(0)!r}"
+    labelled = [
+        match
+        for match in map(_LABELLED_LETTER.search, text.splitlines())
+        if match and not _REJECTING_LABEL.search(match.string, 0, match.start())
+    ]
+    if labelled:
+        return labelled[-1].group("letter"), "a letter after a label ending its line"
     return _choice_by_option_text(text, prompt)
 
 
