@@ -1665,6 +1665,16 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("Reversing 'hello' gives us ollhe.", 0.0),
         ("It's ollhe.", 0.0),
         ("ollhe is the reversed word.", 0.0),
+        # the answer, then the word it reverses
+        ("'olleh' is 'hello' reversed", 1.0),
+        ('"olleh" is "hello" spelled backwards.', 1.0),
+        ("olleh is hello in reverse.", 1.0),
+        ("'ollhe' is 'hello' reversed.", 0.0),
+        # an answer ruled out, then the answer
+        ("The answer is not ollhe, it is olleh.", 1.0),
+        ("The answer is not ollhe but olleh.", 1.0),
+        ("The answer is not olleh, it's ollhe.", 0.0),
+        ("The answer is not olleh.", 0.0),
     ],
 )
 def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float) -> None:

@@ -1116,7 +1116,16 @@ _VERDICT_VERB = re.compile(
 _STATED_FIRST = re.compile(
     r"(?P<answer>\S[^\n]*?)(?<!\s)\s+(?:is|would\s+be)\s+(?:the\s+|my\s+)?"
     r"(?:(?:final|correct|right)\s+)?(?:answer|result|output|reversed|acronym|uppercase|"
-    r"lowercase)\b",
+    r"lowercase)\b"
+    # "'tac' is 'cat' reversed", "tac is cat spelled backwards"
+    r"|(?P<stated>\S[^\n]*?)(?<!\s)\s+is\s+(?:'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"|\S+)\s+"
+    r"(?:reversed|backwards|(?:spelled|written|read)\s+backwards|in\s+reverse)\b",
+    re.IGNORECASE,
+)
+# an answer ruled out and then given: "The answer is not act, it is tac." -> "tac."
+_NOT_THIS_BUT = re.compile(
+    r"not\b[^\n]*?(?:\bbut\b|[,;.]\s*(?:it|that)(?:\s+is|['’]s)\b|[,;.]\s*rather\b)\s*:?\s*"
+    r"(?P<answer>[^\n]+)",
     re.IGNORECASE,
 )
 
@@ -1143,8 +1152,10 @@ def answer_candidates(output: str) -> dict[str, str]:
         candidates["the text after the last 'is'"] = last_line[verdict[-1].end() :]
     for line in lines[:1] + lines[-1:]:
         stated = _STATED_FIRST.match(line)
-        if stated:  # "tac is the reversed word."
+        if stated and stated.group("answer"):  # "tac is the reversed word."
             candidates["the text before 'is the answer'"] = stated.group("answer")
+        elif stated:  # "'tac' is 'cat' reversed"
+            candidates["the text before 'is ... reversed'"] = stated.group("stated")
     quoted = _quoted_texts(output)
     if quoted:
         candidates["the last quoted text"] = quoted[-1]
@@ -1208,6 +1219,9 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         rest = output[markers[-1].end() : None if line_end < 0 else line_end]
         candidates["the text after the answer marker"] = rest
         candidates["the answer marker's clause"] = _CLAUSE_END.split(rest, maxsplit=1)[0]
+        corrected = _NOT_THIS_BUT.match(rest.lstrip(" :*_"))
+        if corrected:  # "The answer is not act, it is tac."
+            candidates["the answer given after the one ruled out"] = corrected.group("answer")
         labelled = _after_label(rest)
         if labelled is not None:  # "The answer is: e, e, r, t → eert"
             candidates["the text after the answer's last label"] = labelled
