@@ -1457,6 +1457,10 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("The response scores a 6.", 0.6),
         ("Overall, I'd rate it as 6.", 0.6),
         ("SCORE: `7`", 0.7),
+        # a dash for the colon
+        ("Good answer.\nFinal score - 7", 0.7),
+        ("**Score** — 8/10", 0.8),
+        ("Score -1", None),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:

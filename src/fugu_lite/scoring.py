@@ -1523,10 +1523,11 @@ _SCORE_VALUE = (
     r"[*_`]*+\s*+(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
     r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?"
 )
-# The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10")
+# The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10",
+# "Final score - 7"; a dash with a space after it: "Score -1" is no score of 1)
 _SCORE_LINE = re.compile(
-    r"\b(?:score|rating|grade|overall|total)[*_]*+(?:\s*\([^()\n]{0,20}\))?[*_]*+\s*[:=]\s*+"
-    + _SCORE_VALUE,
+    r"\b(?:score|rating|grade|overall|total)[*_]*+(?:\s*\([^()\n]{0,20}\))?[*_]*+"
+    r"(?:\s*[:=]|\s+[-–—](?=\s))\s*+" + _SCORE_VALUE,
     re.IGNORECASE,
 )
 # A score in words: "I'd give it a score of 7", "My score is 7.", "I'd give it a 7", "I would
