@@ -241,6 +241,11 @@ def test_number_grader_reads_magnitude_words_and_suffixes(
         ("0.5", "½"),
         ("1.5", "1½ cups"),
         ("1.5", "1 ½"),
+        # plain spaces where no two numbers can be meant: a group written with a leading 0
+        ("3000", "3 000 grams"),
+        ("3000", "The answer is 3 000 grams."),
+        ("1050000", "1 050 000"),
+        ("1234567", "About 1 234 567 people."),
     ],
 )
 def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
@@ -255,6 +260,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("1.234", "1.234.567", "'1234567'"),
         ("15", "1½", "'3/2'"),  # not 1 then 1/2, nor 11/2
         ("1", "1 ½", "'3/2'"),
+        ("1234", "1 234", "'234'"),  # plain spaces: two numbers, as in a list
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:
