@@ -476,6 +476,15 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
         ("12", "Total: 5 + 7 (= 12)", 1.0),
         ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
         ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
+        # closing instructions for the computation, with no result, are working too
+        ("10", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 1.0),
+        ("10", "10 m/s\n\nTo convert, multiply 36 by 1000 and divide by 3600.", 1.0),
+        ("2.5", "2.5 hours. Just divide 150 by 60.", 1.0),
+        ("3600", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 0.0),
+        # instructions that reach a result end with it
+        ("10", "36 km/h. Multiply 36 by 1000 and divide by 3600, giving 10 m/s.", 1.0),
+        ("10", "Multiply 36 by 1000 and divide by 3600 to get 10.", 1.0),
+        ("17", "12 apples. Add 5 more and you have 17.", 1.0),
     ],
 )
 def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(

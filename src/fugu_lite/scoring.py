@@ -237,6 +237,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         return _found(first_line), "a first line holding only a number"
     working = _working_at_the_end(text)
     if working is None:
+        working = _method_at_the_end(text, numbers)
+    if working is None:
         working = _question_at_the_end(text, numbers, question)
     if working is None:
         working = _reason_at_the_end(text, numbers)
@@ -274,6 +276,38 @@ def _working_at_the_end(text: str) -> int | None:
     """Where a parenthetical ending the output that only shows the working starts."""
     start = text.rfind("(")
     return start if start >= 0 and _WORKING.fullmatch(text, start) else None
+
+
+# Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
+# divide by 3600." (their numbers are operands), unless a result follows ("..., giving 10")
+_METHOD = re.compile(
+    r"(?:^|(?<=[.!?])\s+|\n\s*)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
+    r",\s*)?(?:(?:first|just|simply|you|we)\s+)?(?:multiply|divide|add|subtract)\b",
+    re.IGNORECASE,
+)
+_RESULT = re.compile(
+    r"[=≈:→⇒]|->|\b(?:equals?|gives?|giving|gets?|obtain|is|are|was|makes?|leaves?|results?"
+    r"|yields?|so|thus|hence|therefore)\b",
+    re.IGNORECASE,
+)
+
+
+_OPERAND_BEFORE = re.compile(
+    r"\b(?:by|from|to|with|into|multiply|divide|add|subtract)\s+\$?$", re.IGNORECASE
+)
+
+
+def _method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
+    """Where closing instructions start after a number, when they end on an operand ("...
+    divide by 3600.") and give no result ("Add 5 and you have 17." gives 17)."""
+    methods = list(_METHOD.finditer(text))
+    if not methods or not numbers or numbers[0].end() > methods[-1].start():
+        return None
+    method, last = methods[-1], numbers[-1]
+    if _RESULT.search(text, method.end()) or last.start() < method.end():
+        return None
+    operand = _OPERAND_BEFORE.search(text, max(method.end(), last.start() - 20), last.start())
+    return method.start() if operand else None
 
 
 MAX_RESTATED_NUMBERS = 4
