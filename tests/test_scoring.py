@@ -466,6 +466,31 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
 
 
 @pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("three even numbers (8, 10, 12)", 1.0),
+        ("There are three even numbers: 8, 10 and 12.", 1.0),
+        ("The answer is three (8, 10, 12).", 1.0),
+        ("Two: 8 and 10.", 0.0),
+        ("There are three: 8, 10, 12, 7.", 0.0),  # not the count of the list
+        ("Three of them are even, 8 and 12 and 10 - 2.", 0.0),  # more than a list
+    ],
+)
+def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
+    output: str, score: float
+) -> None:
+    task = Task(
+        id="n",
+        prompt="How many even numbers are in the list [3, 8, 10, 12, 7]?",
+        answer="3",
+        grader="number",
+        task="lists",
+    )
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
         ("5", "x = 5 (since 2x = 10)", 1.0),

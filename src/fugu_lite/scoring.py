@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import itertools
 import math
 import re
 import textwrap
@@ -228,6 +229,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         if numbers:
             return _found(numbers[0]), "after ####"
     numbers = _numbers(text)
+    counted = _count_in_words(text, numbers)
+    if counted is not None:
+        return counted, "a number word counting the numbers listed after it"
     retracted = _retracted_before(text, numbers)
     after_marker = _number_after_marker(text, numbers, retracted)
     if after_marker is not None:
@@ -258,6 +262,29 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         word = words[-1].lower()
         return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
     return None, ""
+
+
+_LIST_GAP = re.compile(r"[\s,;:()\[\].!*_]*(?:\band\b[\s,;:()\[\].!*_]*)?")
+
+
+def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | None:
+    """A count in words followed by the numbers it counts and nothing else: "three even
+    numbers (8, 10, 12)" answers 3 (the listed numbers are no answer then)."""
+    if len(numbers) < 2 or len(numbers) > 20:
+        return None
+    before = text[: numbers[0].start()]
+    words = list(re.finditer(rf"\b({'|'.join(NUMBER_WORDS)})\b", before, re.IGNORECASE))
+    if not words or NUMBER_WORDS[words[-1].group(1).lower()] != len(numbers):
+        return None
+    word = words[-1]
+    if not _EXPLANATION_START.search(text, word.end(), numbers[0].start()):
+        return None
+    gaps = [text[a.end() : b.start()] for a, b in itertools.pairwise(numbers)]
+    gaps.append(text[numbers[-1].end() :])
+    if not all(_LIST_GAP.fullmatch(gap) for gap in gaps):
+        return None
+    value = NUMBER_WORDS[word.group(1).lower()]
+    return FoundNumber(value=value, text=word.group(1), decimals=0)
 
 
 # A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
