@@ -466,6 +466,33 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
 
 
 @pytest.mark.parametrize(
+    ("prompt", "answer", "output", "score"),
+    [
+        # a reference rounded to many decimals: an answer rounded to fewer counts...
+        ("What is 4 divided by 3?", "1.333333", "1.33", 1.0),
+        ("What is 2 divided by 3?", "0.666667", "0.67", 1.0),
+        ("What is 2 divided by 3?", "0.666667", "0.66", 0.0),  # not its rounding
+        ("What is 4 divided by 3?", "1.333333", "1.3", 0.0),  # one decimal is too coarse
+        # ...unless the question asks for more decimals than it gives
+        ("What is 4/3 to 6 decimal places?", "1.333333", "1.33", 0.0),
+        # a more precise answer that rounds to the reference counts
+        ("What is 4 divided by 3?", "1.33", "1.333333", 1.0),
+        ("Round 4/3 to two decimal places.", "1.33", "1.333333", 1.0),
+        ("What is 2/3 to the nearest hundredth?", "0.67", "0.6667", 1.0),
+        # an exact reference of few digits is no rounding
+        ("What is 0.1 times 0.5?", "0.05", "0.054", 0.0),
+        ("What is 0.06 times 0.9?", "0.054", "0.05", 0.0),
+    ],
+)
+def test_number_grader_accepts_a_rounding_at_the_precision_shown_or_asked(
+    prompt: str, answer: str, output: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("output", "score"),
     [
         ("three even numbers (8, 10, 12)", 1.0),

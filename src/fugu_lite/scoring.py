@@ -197,7 +197,8 @@ def grade_number(task: Task, output: str) -> Grade:
     if found.symbolic:  # "4π", "2√3": the grader does not compute them
         return wrong(f"{detail}; it is part of a symbolic answer (π or a root), not a number")
     answer = (task.answer or "").strip()
-    matched = numbers_match(found, reference, _decimals(answer), answer.endswith("%"))
+    asked = decimals_asked(task.prompt_text())
+    matched = numbers_match(found, reference, _decimals(answer), answer.endswith("%"), asked)
     return Grade(score=1.0 if matched else 0.0, detail=detail)
 
 
@@ -696,28 +697,75 @@ def numbers_match(
     reference: float,
     reference_decimals: int = 0,
     reference_percent: bool = False,
+    decimals_asked: int | None = None,
 ) -> bool:
-    """Equal within 1e-6 relative, or at the decimals shown. "50%" matches a reference of
-    50 and, unless the reference itself is written with "%", one of 0.5 (a reference
-    "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
+    """Equal within 1e-6 relative, or at the decimals shown (see `_equal`). "50%" matches a
+    reference of 50 and, unless the reference itself is written with "%", one of 0.5 (a
+    reference "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
     readings = [(found.value, found.decimals)]
     if found.as_written is not None:
         readings.append(found.as_written)
     if found.percent and not reference_percent:
         readings.append((found.value / 100, found.decimals + 2))
     return any(
-        _equal(value, decimals, reference, reference_decimals) for value, decimals in readings
+        _equal(value, decimals, reference, reference_decimals, decimals_asked)
+        for value, decimals in readings
     )
 
 
-def _equal(value: float, decimals: int, reference: float, reference_decimals: int) -> bool:
+MIN_ROUNDED_REFERENCE_DECIMALS = 4
+
+
+def _equal(
+    value: float,
+    decimals: int,
+    reference: float,
+    reference_decimals: int,
+    decimals_asked: int | None = None,
+) -> bool:
+    """Equal, or one side the other rounded to its two or more decimals: "0.33" for 1/3 (or
+    1/3 for a reference written 0.3333); "1.33" for a reference 1.333333, which is itself
+    rounded, unless the question asks for more decimals than the answer gives; "1.333333"
+    for a reference 1.33 of three significant digits or more, or of the decimals asked
+    ("0.054" is no answer for a reference 0.05)."""
     if math.isclose(value, reference, rel_tol=1e-6, abs_tol=1e-9):
         return True
-    # "0.33" for 1/3 (or 1/3 for a reference written 0.3333): equal at the precision shown
-    shown = max(decimals, reference_decimals)
-    if min(decimals, reference_decimals) == 0 and shown >= 2:
-        return abs(value - reference) <= 0.5 * 10**-shown + 1e-12
-    return False
+    coarse = min(decimals, reference_decimals)
+    if coarse == 0:
+        rounded = max(decimals, reference_decimals) >= 2
+    elif decimals < reference_decimals:
+        rounded = (
+            coarse >= 2
+            and reference_decimals >= MIN_ROUNDED_REFERENCE_DECIMALS
+            and (decimals_asked is None or decimals >= decimals_asked)
+        )
+    elif decimals > reference_decimals:
+        digits = f"{abs(reference):.{coarse}f}".replace(".", "").lstrip("0")
+        rounded = coarse >= 2 and (len(digits) >= 3 or decimals_asked == coarse)
+    else:
+        rounded = False
+    shown = max(decimals, reference_decimals) if coarse == 0 else coarse
+    return rounded and abs(value - reference) <= 0.5 * 10**-shown + 1e-12
+
+
+_PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_DECIMALS_ASKED = re.compile(
+    rf"\b(?P<places>\d|{'|'.join(_PLACES)})\s+(?:decimal\s+(?:places?|digits?)|d\.\s?p\.)"
+    r"|\bnearest\s+(?P<unit>tenth|hundredth|thousandth)\b",
+    re.IGNORECASE,
+)
+
+
+def decimals_asked(prompt: str) -> int | None:
+    """The decimals a question asks the answer to be given to ("to 2 decimal places", "to
+    the nearest hundredth"), or None."""
+    match = _DECIMALS_ASKED.search(prompt)
+    if match is None:
+        return None
+    if match.group("unit"):
+        return {"tenth": 1, "hundredth": 2, "thousandth": 3}[match.group("unit").lower()]
+    places = match.group("places").lower()
+    return int(places) if places.isdigit() else _PLACES[places]
 
 
 def _decimals(text: str) -> int:
