@@ -1611,6 +1611,8 @@ def test_a_closing_clause_takes_linear_time() -> None:
 TO_HOURS = "Convert 150 minutes to hours. Answer with just the number."
 TO_MINUTES = "How many minutes are 2 hours and 30 minutes? Answer with just the number."
 TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
+BOTH_UNITS = "How many hours and how many minutes are in 150 minutes?"
+TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
 
 
 @pytest.mark.parametrize(
@@ -1632,6 +1634,15 @@ TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
         (TRIP, "The trip takes 2 hours and 30 minutes.", "30", 0.0),
         (TRIP, "The trip takes 2 hours and 30 minutes.", "2.5", 0.0),
         (TRIP, "It takes 2 hours and 30 minutes, so 150 minutes.", "150", 1.0),
+        # two units asked: the quantity in either
+        (BOTH_UNITS, "2 hours and 30 minutes", "2.5", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes or 9000 seconds", "150", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes (9000 seconds)", "9000", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes or 9500 seconds", "150", 0.0),  # not one quantity
+        # one of them asked: the quantity in that one
+        ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "150", 1.0),
+        ("Convert 2.5 hours to minutes.", "9000 seconds, i.e. 150 minutes", "150", 1.0),
+        ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "9000", 0.0),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

@@ -184,6 +184,9 @@ class FoundNumber(BaseModel):
     as_written: tuple[float, int] | None = None
     """The value and decimals before a magnitude word or suffix (2.5 of "2.5 million"), also
     read: an answer in millions matches a reference counted in millions."""
+    in_other_unit: tuple[float, int] | None = None
+    """The same quantity given in another unit the question asks for, also read: "150
+    minutes (9000 seconds)" for "... in minutes and seconds" matches 150 and 9000."""
 
 
 def grade_number(task: Task, output: str) -> Grade:
@@ -253,6 +256,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
         return None, f"the output rules out {_clip(numbers[-1].group(0).strip())!r}"
     numbers = said or numbers
+    twice = _one_quantity_in_two_units(text, numbers[-2:], units_asked(question))
+    if twice is not None:
+        return twice, "the unit asked of one quantity in two units"
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
         return None, f"{hedge} at the end"
@@ -568,6 +574,13 @@ _QUANTITY_PART = re.compile(rf"(?P<value>\d{{1,9}}(?:\.\d+)?)\s?(?P<unit>{_UNIT}
 _UNIT_ASKED = re.compile(
     rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?P<unit>{_UNIT})\b", re.IGNORECASE
 )
+# every unit asked, also those joined to the first: "to hours and minutes", "in g or in oz"
+_UNITS_ASKED_CHAIN = re.compile(
+    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?:{_UNIT})\b"
+    rf"(?:,?\s+(?:and|or)\s+(?:(?:in|to|how\s+many)\s+)?(?:{_UNIT})\b)*",
+    re.IGNORECASE,
+)
+_UNIT_WORD = re.compile(rf"\b(?:{_UNIT})\b", re.IGNORECASE)
 _UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b,?\s(?:and\s)?", re.IGNORECASE)
 _UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
 
@@ -605,14 +618,55 @@ def _in_the_unit_asked(text: str, prompt: str) -> str:
             return match.group(0)
         kind, size = quantity
         units = asked.get(kind, set())
-        if len({_UNIT_SIZES[unit][1] for unit in units}) != 1:
+        if not units:
             return match.group(0)
-        unit = sorted(units)[-1]
+        # "How many hours and how many minutes ...?": the largest unit asked, as for "to
+        # hours and minutes" (the same quantity in any of them)
+        unit = max(sorted(units), key=lambda name: _UNIT_SIZES[name][1])
         value = size / _UNIT_SIZES[unit][1]
         shown = format_number(value) if value == Fraction(format_number(value)) else str(value)
         return f"{shown} {unit}"
 
     return _COMPOUND_QUANTITY.sub(convert, text)
+
+
+def units_asked(prompt: str) -> set[str]:
+    """Every unit the question asks for ("Convert 2.5 hours to minutes and seconds.")."""
+    return {
+        unit.lower()
+        for chain in _UNITS_ASKED_CHAIN.finditer(prompt)
+        for unit in _UNIT_WORD.findall(chain.group(0))
+    }
+
+
+_BETWEEN_UNITS = re.compile(r"\s?(?:,|\(|=|or|i\.e\.,?|that\s+is,?)?\s?", re.IGNORECASE)
+
+
+def _one_quantity_in_two_units(
+    text: str, pair: list[re.Match[str]], asked: set[str]
+) -> FoundNumber | None:
+    """Two numbers that give one quantity in two units ("150 minutes (9000 seconds)", "150
+    minutes or 9000 seconds"): the one in the unit the question asks for, or the first read
+    in both when it asks for both, or None."""
+    if len(pair) != 2 or not asked:
+        return None
+    unit, other_unit = (_UNIT_AFTER.match(text, number.end()) for number in pair)
+    if unit is None or other_unit is None:
+        return None
+    names = [unit["unit"].lower(), other_unit["unit"].lower()]
+    if names[0] == names[1] or not asked & set(names):
+        return None
+    if not _BETWEEN_UNITS.fullmatch(text, unit.end(), pair[1].start()):
+        return None
+    (kind, size), (other_kind, other_size) = (_UNIT_SIZES[name] for name in names)
+    first, second = _found(pair[0]), _found(pair[1])
+    if kind != other_kind or not math.isclose(first.value * size, second.value * other_size):
+        return None
+    if names[0] not in asked:
+        return second
+    if names[1] not in asked:
+        return first
+    return first.model_copy(update={"in_other_unit": (second.value, second.decimals)})
 
 
 def _in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
@@ -705,6 +759,8 @@ def numbers_match(
     readings = [(found.value, found.decimals)]
     if found.as_written is not None:
         readings.append(found.as_written)
+    if found.in_other_unit is not None:
+        readings.append(found.in_other_unit)
     if found.percent and not reference_percent:
         readings.append((found.value / 100, found.decimals + 2))
     return any(
