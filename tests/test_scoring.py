@@ -1123,6 +1123,26 @@ def test_code_grader_unclosed_fence_and_partial_credit() -> None:
     assert "first failure: test_strings" in result.detail
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        f"{ADD}\na, b = map(int, input().split())\nprint(add(a, b))\n",  # at load time
+        "def add(a, b):\n    input('Press enter')\n    return a + b\n",  # in each test
+    ],
+)
+def test_code_that_reads_standard_input_scores_0_and_says_why(code: str) -> None:
+    started = time.monotonic()
+    result = run(code_task(), f"```python\n{code}```")
+    assert (result.score, result.error) == (0.0, None)
+    assert "EOFError" in result.detail and "reads standard input" in result.detail
+    assert time.monotonic() - started < 5.0  # nothing waits for input
+
+
+def test_input_under_a_main_guard_does_not_count() -> None:
+    guarded = f"{ADD}\nif __name__ == '__main__':\n    print(add(*map(int, input().split())))\n"
+    assert run(code_task(), f"```python\n{guarded}```").score == 1.0
+
+
 def test_code_grader_wrong_code_and_no_code() -> None:
     assert run(code_task(), "def add(a, b):\n    return a - b").score == 0.0
     syntax = run(code_task(), "```python\ndef add(a, b) return a + b\n```")

@@ -319,7 +319,13 @@ def emit(**event):
 
 def short_error(error):
     lines = traceback.format_exception_only(type(error), error)
-    return "".join(lines).strip()[-800:]
+    text = "".join(lines).strip()[-800:]
+    if isinstance(error, EOFError):  # input() with nothing to read
+        text += (
+            " (the code reads standard input, which is empty when graded: the tests call"
+            " its functions, so input belongs under `if __name__ == \"__main__\":`)"
+        )
+    return text
 
 
 def exit_with_parent(parent):
