@@ -1777,6 +1777,11 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("The answer is not ollhe but olleh.", 1.0),
         ("The answer is not olleh, it's ollhe.", 0.0),
         ("The answer is not olleh.", 0.0),
+        # a label ending its line, the answer on the next one, then a note
+        ("The reversed word is:\n\nolleh\n\n(h-e-l-l-o backwards)", 1.0),
+        ("**Reversed:**\n`olleh`\n\nI read the letters from the end.", 1.0),
+        ("Reversed:\nollhe\n\nI read 'hello' from the end: olleh? No.", 0.0),
+        ("Tried:\nolleh\nollhe\nFinal: ollhe", 0.0),
     ],
 )
 def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float) -> None:

@@ -1389,6 +1389,14 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         labelled = _after_label(lines[-1]) if lines else None
         if labelled is not None:
             candidates["the text after the last line's label"] = labelled
+        filled = [line for line in lines if line.strip()]
+        label_lines = [
+            i for i, line in enumerate(filled[:-1]) if line.rstrip("*_ \t").endswith(":")
+        ]
+        after = label_lines[-1] + 1 if label_lines else 0
+        if label_lines and all(_after_label(line) is None for line in filled[after:]):
+            # "The reversed word is:\n\ntac\n\n(c-a-t backwards)" (not "Tried:\ntac\nFinal: cta")
+            candidates["the line after the last label line"] = filled[after]
         return candidates
     candidates = {"the whole output": output}
     if markers:
