@@ -1025,6 +1025,16 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("The answer is [1, 3, 2]. Wait, no, it's [1, 2, 3].", 1.0),
         ("The sorted list is [1, 2, 3]. Wait, no, it's [1, 3, 2].", 0.0),
         ("The answer is [1, 2, 3]. No wait, it's fine.", 1.0),
+        # a retraction takes back the answers before it
+        ("[1, 2, 3]? No wait: [1, 3, 2].", 0.0),
+        ("The answer is [1, 3, 2]. Oops, I made a mistake: [1, 2, 3].", 1.0),
+        ("The answer is [1, 2, 3]. Wait, actually [1, 3, 2].", 0.0),
+        ("[1, 3, 2]\n\nNo wait, [1, 2, 3].", 1.0),
+        # an answer ruled out is no answer
+        ("The answer is not [1, 2, 3].", 0.0),
+        ("The answer is not [1, 2, 3], it is [1, 3, 2].", 0.0),
+        ("The answer is not [1, 3, 2], it is [1, 2, 3].", 1.0),
+        ("The answer is not [1, 3, 2]. It's [1, 2, 3].", 1.0),
     ],
 )
 def test_regex_grader_grades_the_final_answer(output: str, score: float) -> None:

@@ -1485,6 +1485,8 @@ def grade_regex(task: Task, output: str) -> Grade:
         return wrong("empty output")
     text, where = _final_answer_part(text)
     text = re.sub(r"\s+", " ", text).strip()
+    if not text:
+        return wrong(f"no answer{where}")
     # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may
     # backtrack); the final answer of a long reply is at its end.
     match = pattern.search(text[:REGEX_WINDOW]) or pattern.search(text[-REGEX_WINDOW:])
@@ -1523,12 +1525,37 @@ def _final_answer_part(text: str) -> tuple[str, str]:
     answered another one, or one its explanation names after it. A marker followed by no
     text ("[1, 2, 3] is my final answer.") or a remark ("The answer is correct.") is no final
     answer."""
-    for marker in reversed(list(_FINAL_ANSWER_MARKER.finditer(text))):
+    retracted = _answer_retracted_before(text)
+    for marker in reversed(list(_FINAL_ANSWER_MARKER.finditer(text, retracted))):
         if _VERDICT.match(text, marker.end()):
             continue
+        where = f" (the answer after {marker.group(0).strip()!r})"
+        line = text[marker.end() : _line_end(text, marker.end())].lstrip(" :*_#>`$")
+        if re.match(r"not\b", line, re.IGNORECASE):  # "The answer is not [3, 2, 1], ..."
+            corrected = _NOT_THIS_BUT.match(line)
+            if corrected is None:
+                return "", f" ({marker.group(0).strip()!r} {_clip(line.strip())!r} rules it out)"
+            return corrected.group("answer").rstrip(" .*_`$"), where
         answer = _answer_at(text, marker.end()).strip(" :*_#>`$").rstrip(" .*_`$")
-        return answer, f" (the answer after {marker.group(0).strip()!r})"
+        return answer, where
+    if retracted:
+        return text[retracted:], " (after the retraction)"
     return text, ""
+
+
+_RETRACTION_REMARK = re.compile(r"[\s,:;.!?-]*(?:(?:it|that)(?:['’]s|\s+is)\s+)?")
+
+
+def _answer_retracted_before(text: str) -> int:
+    """Where the text after the last retraction starts ("[1, 2, 3]? No wait: [1, 3, 2]."),
+    when more than a remark follows it ("No wait, it's fine."); else 0."""
+    retractions = list(_RETRACTION.finditer(text))
+    if not retractions:
+        return 0
+    after = _RETRACTION_REMARK.match(text, retractions[-1].end()).end()  # type: ignore[union-attr]
+    if _VERDICT.match(text, after):
+        return 0
+    return retractions[-1].end()
 
 
 def _answer_at(text: str, start: int) -> str:
