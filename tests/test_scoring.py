@@ -528,6 +528,10 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("12", "Total: 5 + 7 (= 12)", 1.0),
         ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
         ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
+        ("391", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 1.0),
+        ("391", "391 trees (17 x 20 = 340 and 17 x 3 = 51)", 1.0),
+        ("51", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 0.0),
+        ("391", "The product is (17 × 20 = 340, 17 × 3 = 51) 391.", 1.0),
         # closing instructions for the computation, with no result, are working too
         ("10", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 1.0),
         ("10", "10 m/s\n\nTo convert, multiply 36 by 1000 and divide by 3600.", 1.0),
@@ -644,6 +648,8 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
         "one a million " * 50_000 + "\nThe answer is 7",
         "1 in 4 " * 50_000 + "1 in" + " " * 100_000 + "\nThe answer is 7",
         "7 (" + "1 + " * 100_000 + "1)",
+        "7 (" + "1 + 1 = 1,1, " * 30_000 + "1 + 1 = 2)",  # steps of the working
+        "7 (" + "1 x 1 = 1, " * 20_000 + "1 x 1 = 1)",
         "(" * 100_000 + "7",
     ],
 )

@@ -295,11 +295,19 @@ def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | No
 
 
 # A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
+# "391 (17 × 20 = 340, 17 × 3 = 51)",
 # "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
 # restates the answer, "(= 12)", "(i.e. 12)", stays.
+_ARITHMETIC = r"\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+"
+# "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
+# into steps in every way, which took quadratic time)
+_STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
+_STEP = rf"{_STEP_NUMBER}(?:\s*[-+*/×x·÷]\s*{_STEP_NUMBER})+\s*=\s*{_STEP_NUMBER}"
 _WORKING = re.compile(
     r"\((?:\s*(?:since|because|as|from|using|via|where|given)\b[^()]*"
-    r"|\s*\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+\s*"
+    rf"|\s*{_ARITHMETIC}\s*"
+    # the steps: "391 (17 × 20 = 340, 17 × 3 = 51)"
+    rf"|\s*{_STEP}(?:\s*(?:[,;]|\band\b)\s*{_STEP})*\s*"
     # a unit's conversion fact: "(1 kilometer = 1,000 meters)"
     r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*)\)[\s.!*_$]*",
     re.IGNORECASE,
