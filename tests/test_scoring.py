@@ -529,6 +529,8 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
         ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
         ("391", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 1.0),
+        ("18", "She makes 18 dollars. (Note: this assumes all 9 eggs sell at $2.)", 1.0),
+        ("18", "She makes $18 a day (assuming 9 eggs sell at $2 each).", 1.0),
         ("391", "391 trees (17 x 20 = 340 and 17 x 3 = 51)", 1.0),
         ("51", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 0.0),
         ("391", "The product is (17 × 20 = 340, 17 × 3 = 51) 391.", 1.0),

@@ -304,7 +304,7 @@ _ARITHMETIC = r"\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+"
 _STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
 _STEP = rf"{_STEP_NUMBER}(?:\s*[-+*/×x·÷]\s*{_STEP_NUMBER})+\s*=\s*{_STEP_NUMBER}"
 _WORKING = re.compile(
-    r"\((?:\s*(?:since|because|as|from|using|via|where|given)\b[^()]*"
+    r"\((?:\s*(?:since|because|as|from|using|via|where|given|note|assuming)\b[^()]*"
     rf"|\s*{_ARITHMETIC}\s*"
     # the steps: "391 (17 × 20 = 340, 17 × 3 = 51)"
     rf"|\s*{_STEP}(?:\s*(?:[,;]|\band\b)\s*{_STEP})*\s*"
