@@ -465,6 +465,38 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
     assert (result.score, result.error) == (score, None), result.detail
 
 
+GIVE_AWAY = "Tom has 8 apples and gives away 3. How many apples does he have left?"
+LARGER_OF_TWO = "Which is larger, 9 or 3?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "output", "score"),
+    [
+        (GIVE_AWAY, "5", "5 apples. Tom started with 8 and gave away 3.", 1.0),
+        (GIVE_AWAY, "5", "**5** apples remain.\n\nTom started with 8 and gave away 3.", 1.0),
+        (GIVE_AWAY, "3", "5 apples. Tom started with 8 and gave away 3.", 0.0),
+        # a closing sentence with a result, or after a question's number, may be the answer
+        (GIVE_AWAY, "5", "He gives away 3 of 8. So he has 8 - 3 = 5.", 1.0),
+        (LARGER_OF_TWO, "9", "Compare 9 and 3. The larger is 9.", 1.0),
+        (LARGER_OF_TWO, "9", "The difference is 6. Of 3 and 9, 9 is larger.", 1.0),
+    ],
+)
+def test_a_closing_sentence_restating_the_question_is_not_the_answer(
+    prompt: str, answer: str, output: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+def test_closing_sentences_are_read_in_linear_time() -> None:
+    task = Task(id="n", prompt=GIVE_AWAY, answer="5", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
+    assert run(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
+    assert time.process_time() - started < 3.0
+
+
 @pytest.mark.parametrize(
     ("prompt", "answer", "output", "score"),
     [

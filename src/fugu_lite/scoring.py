@@ -250,6 +250,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         working = _question_at_the_end(text, numbers, question)
     if working is None:
         working = _reason_at_the_end(text, numbers)
+    if working is None:
+        working = _setup_at_the_end(text, numbers, question)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
     said = [number for number in numbers if not _is_aside(number)]
@@ -389,6 +391,32 @@ def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -
         if explanation is not None:
             found = explanation.start()
     return found
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
+
+
+def _setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
+    """Where a closing sentence that only restates the question's setup starts: two or more
+    numbers, all the question's, and no result ("5 apples. Tom started with 8 and gave away
+    3."), after an answer of the reply's own (the question's number before it may be the
+    answer: "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
+    if len(numbers) < 3 or not prompt:
+        return None
+    starts = [m.end() for m in _SENTENCE_BREAK.finditer(text, 0, numbers[-1].start())]
+    if not starts:
+        return None
+    start = starts[-1]
+    restated = [number for number in numbers if number.start() >= start]
+    before = [number for number in numbers if number.end() <= start]
+    if len(restated) < 2 or not before or _RESULT.search(text, start):
+        return None
+    asked = [_found(number).value for number in _numbers(prompt)]
+    if not all(any(numbers_match(_found(n), q) for q in asked) for n in restated):
+        return None
+    if any(numbers_match(_found(before[-1]), q) for q in asked):
+        return None
+    return start
 
 
 # A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
