@@ -518,6 +518,20 @@ def test_eval_writes_sane_reports(run: Run, tmp_path: Path) -> None:
     assert "# Evaluation on `test`" in (output_dir / "evaluation_report.md").read_text()
 
 
+def test_eval_prints_each_sentence_and_path_on_one_line_when_piped(
+    run: Run, tmp_path: Path
+) -> None:
+    """`eval > report.txt` (stdout piped: 80 columns) folded the sentence under the tables,
+    each note and the report's path, so a grep for them or a copied path failed."""
+    output_dir = tmp_path / ("evaluation_reports_" * 5) / "eval"
+    result = invoke("eval", "--checkpoint", run.checkpoint, "-r", run.records_path,
+                    "-o", output_dir)  # fmt: skip
+    lines = ok(result) and result.stdout.splitlines()
+    assert f"report written to {output_dir}" in lines, result.stdout
+    sentence = r"The router picks the best single worker \(.+\) on .+ and less on [\d.]+%\."
+    assert any(re.fullmatch(sentence, line) for line in lines), result.stdout
+
+
 def test_eval_defaults_to_a_folder_beside_the_checkpoint(run: Run) -> None:
     ok(
         invoke(

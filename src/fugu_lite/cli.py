@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 import yaml
 from pydantic import BaseModel
-from rich.console import Console
 from rich.table import Column, Table
 
 from .config import (
@@ -28,7 +27,7 @@ from .config import (
     load_stage_config,
 )
 from .io import RecordFileError
-from .text import console_name, console_text, notes_console
+from .text import console_name, console_text, notes_console, results_console
 
 if TYPE_CHECKING:
     from .schemas import RewardRecord
@@ -52,7 +51,7 @@ cache_app = typer.Typer(
     help="See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones).",
 )
 app.add_typer(cache_app, name="cache")
-console = Console()
+console = results_console()
 # errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
 err_console = notes_console()
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from rich.console import Console
 
 from . import __version__, code_digest
 from .config import PipelineConfig
@@ -43,7 +42,7 @@ from .model import (
     read_tensors,
 )
 from .schemas import RewardRecord, records_in_split, split_sizes
-from .text import notes_console
+from .text import notes_console, results_console
 from .train_rl import train_rl
 from .train_sft import train_sft
 from .training_common import STAGE_REPORT, remove_stage, stage_inputs
@@ -51,7 +50,7 @@ from .training_common import STAGE_REPORT, remove_stage, stage_inputs
 if TYPE_CHECKING:
     from .reward_head import CostWeightedView
 
-console = Console()  # an evaluation's tables: the result of `eval`
+console = results_console()  # an evaluation's tables: the result of `eval`
 # what training says on the way (as training_common.console)
 notes = notes_console()
 PARETO_COST_FIX = (

@@ -34,3 +34,11 @@ def notes_console() -> Console:
     stderr, so stdout holds only its result, and each message on one line however narrow
     the terminal or pipe (a log's reader greps whole lines; rich would fold at 80 columns)."""
     return Console(stderr=True, soft_wrap=True)
+
+
+def results_console() -> Console:
+    """A console for a command's result on stdout (`eval`'s tables and notes, `route`'s
+    decision, `data stats`): each sentence on one line however narrow the terminal or pipe,
+    as notes_console's (piped, rich folds at 80 columns: `eval > report.txt` cut a note or a
+    path in two)."""
+    return Console(soft_wrap=True)
