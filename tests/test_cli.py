@@ -888,6 +888,16 @@ def test_control_characters_in_names_are_shown_as_escapes(run: Run, tmp_path: Pa
     refused = invoke("route", "--checkpoint", tmp_path / "sft", "hello", "--exclude", "nope")
     assert refused.exit_code == 2 and r"red\x1b[31mx" in refused.output, refused.output
     assert "\x1b" not in refused.output
+    everyone = [arg for name in names.values() for arg in ("--exclude", name)]
+    for exclude in (["--exclude", "nope"], everyone):  # one line: the id's newline as `\n`
+        refused = invoke("route", "--checkpoint", tmp_path / "sft", "hello", *exclude)
+        assert refused.exit_code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert r"two\nlines, " in refused.stderr, refused.stderr
+    other = records[1].model_copy(update={"id": "x\ny", "worker_ids": ["p", "q", "r"]})
+    write_records(records_path, [records[0], other])
+    refused = invoke("data", "stats", records_path)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert r"line 2 (id=x\ny)" in refused.stderr, refused.stderr
 
     tasks = tmp_path / "tasks.jsonl"
     task = {"id": "q\x1b[2J", "prompt": "2+2?", "answer": "4", "grader": "number"}

@@ -448,7 +448,7 @@ def test_collect_shows_task_ids_and_paths_as_they_are(tmp_path: Path) -> None:
     """A task id holding an ESC went raw to the terminal in the line naming an answer that
     could not be graded, and an output folder named `[bold]runs` lost its name to rich
     markup in the warning about a torn line."""
-    task = Task(id="h\x1b[31m0", prompt="Write a haiku.", grader="judge", task="poetry")
+    task = Task(id="h\x1b[31m\n0", prompt="Write a haiku.", grader="judge", task="poetry")
     write_tasks(tmp_path / "tasks.jsonl", [task])
     output = tmp_path / "[bold]runs" / "r.jsonl"
     output.parent.mkdir()
@@ -458,7 +458,7 @@ def test_collect_shows_task_ids_and_paths_as_they_are(tmp_path: Path) -> None:
         result = collect_with_judge(config, tmp_path, output)
     assert result.exit_code == 1, result.output
     assert "\x1b" not in result.output
-    assert r"the first: task h\x1b[31m0: could not read a score" in result.output
+    assert r"the first: task h\x1b[31m\n0: could not read a score" in result.output
     assert f"{output}: cut an unfinished last line" in result.output, result.output
 
 

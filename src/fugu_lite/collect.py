@@ -46,7 +46,7 @@ from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
-from .text import console_text, notes_console
+from .text import console_text, notes_console, visible_controls
 from .workers import CallResult, Judge, WorkerCallError, WorkerPool
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
@@ -562,7 +562,8 @@ class Collector:
         if verdict.score is None:
             self.counters.errors[worker_id] += 1
             self.counters.ungraded[worker_id] += 1
-            self.counters.grade_error.setdefault(worker_id, f"task {task_id}: {verdict.error}")
+            failure = f"task {visible_controls(task_id)}: {verdict.error}"
+            self.counters.grade_error.setdefault(worker_id, failure)
         self.state.add(
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from .features import Prompt
 from .model import RouterModel
+from .text import names_line
 
 if TYPE_CHECKING:
     from .reward_head import CostWeightedView
@@ -29,13 +30,13 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
     if unknown:
         raise NoWorkerLeftError(
             f"cannot exclude unknown worker(s) {unknown}; this router's workers: "
-            f"{', '.join(worker_ids)}"
+            f"{names_line(worker_ids)}"
         )
     allowed = [worker for worker in worker_ids if worker not in set(exclude)]
     if not allowed:
         raise NoWorkerLeftError(
-            f"every worker is excluded ({', '.join(exclude)}); leave at least one of "
-            f"{', '.join(worker_ids)}"
+            f"every worker is excluded ({names_line(exclude)}); leave at least one of "
+            f"{names_line(worker_ids)}"
         )
     return allowed
 

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .io import RecordFileError, iter_models, write_jsonl
+from .text import visible_controls
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -160,7 +161,7 @@ def check_same_workers(
         if record.worker_ids != worker_ids:
             where = f"{source}, line {lines[index]}" if lines else f"{source}: record {index + 1}"
             raise RecordFileError(
-                f"{where} (id={record.id}) has workers {record.worker_ids}, "
+                f"{where} (id={visible_controls(str(record.id))}) has workers {record.worker_ids}, "
                 f"but the first record has {worker_ids}; every record needs the same workers "
                 "in the same order"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +21,12 @@ def console_name(text: str) -> str:
     and every control character, line breaks too, shown as an escape (`\\n`, `\\x1b`), so a
     name holding a newline does not read as two rows or two names."""
     return escape(visible_controls(text))
+
+
+def names_line(names: Iterable[str]) -> str:
+    """Worker ids (or task names) for a message, comma-separated, each with its control
+    characters shown as escapes: a newline in one would split a one-line `error:` in two."""
+    return ", ".join(visible_controls(name) for name in names)
 
 
 def visible_controls(text: str) -> str:
