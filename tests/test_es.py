@@ -306,7 +306,9 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     message = str(error.value)
     assert "training.sigma0: saved 0.5 vs now 0.1" in message
     assert "training.samples: saved 0 vs now 4" in message
-    assert "new output dir" in message and "--no-resume" in message
+    # what to type at `fugu-lite train es`: it said "--no-resume (resume=False)"
+    assert message.endswith("; start over there with --no-resume, or give another -o folder")
+    assert "resume=False" not in message
     first_train = next(index for index, record in enumerate(records) if record.split == "train")
     changed = list(records)
     changed[first_train] = records[first_train].model_copy(update={"rewards": [0.5, 0.5, 0.5]})
@@ -515,7 +517,8 @@ def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluatio
     assert again["resumed_from"] == []
     text = " ".join(capsys.readouterr().err.split())
     assert "has already finished its 6 generations" in text
-    assert "raise training.iterations to continue it" in text and "--no-resume" in text
+    assert "raise training.iterations to continue it (--set training.iterations=N)" in text
+    assert "--no-resume" in text
     assert "resuming" not in text
     assert (tmp_path / "router.json").stat().st_mtime_ns == router_written
     assert (evaluation / REPORT_JSON).exists()

@@ -50,6 +50,9 @@ from .training_common import (
 STATE_DIR = "es_state"
 STATE_FILE = "state.pkl"
 STATE_FORMAT = 1
+# what to type: the messages reach users of `fugu-lite train es`
+START_OVER = "start over there with --no-resume, or give another -o folder"
+RAISE_ITERATIONS = "raise training.iterations to continue it (--set training.iterations=N)"
 # Keys that may change between an interrupted run and its continuation: they change how
 # long the run goes, how it logs, or where it runs, not the search itself.
 RESUMABLE_KEYS = frozenset(
@@ -253,13 +256,10 @@ def read_es_state(output_dir: str | Path) -> dict | None:
     except Exception as error:  # a damaged pickle raises almost anything
         raise ESResumeError(
             f"{path} is damaged ({type(error).__name__}: {error}), so the run cannot continue "
-            "from it; start over there with --no-resume, or use a new output dir"
+            f"from it; {START_OVER}"
         ) from error
     if not isinstance(saved, dict):
-        raise ESResumeError(
-            f"{path} is not an ES search state; start over there with --no-resume, or use a "
-            "new output dir"
-        )
+        raise ESResumeError(f"{path} is not an ES search state; {START_OVER}")
     return saved
 
 
@@ -429,14 +429,12 @@ def resumed_state(output_dir: Path, fingerprint: dict) -> SearchState | None:
     if saved.get("format") != STATE_FORMAT:
         raise ESResumeError(
             f"{path} has state format {saved.get('format')}, this version writes "
-            f"{STATE_FORMAT}; use a new output dir, or --no-resume to start over"
+            f"{STATE_FORMAT}; {START_OVER}"
         )
     problems = fingerprint_mismatches(saved["fingerprint"], fingerprint)
     if problems:
         raise ESResumeError(
-            f"{path} belongs to a different ES run: "
-            + "; ".join(problems)
-            + ". Use a new output dir, or --no-resume (resume=False) to start over there."
+            f"{path} belongs to a different ES run: " + "; ".join(problems) + f"; {START_OVER}"
         )
     saved.pop("format")
     saved["fingerprint"] = fingerprint  # the resumable keys may have changed
@@ -508,14 +506,12 @@ def evolve(
     if state is not None and state.generation > training.iterations:
         raise ESResumeError(
             f"{state_path(output_dir)} is already at generation {state.generation}, past "
-            f"iterations={training.iterations}; raise training.iterations to continue it, or "
-            "start over with --no-resume (or another --output)"
+            f"iterations={training.iterations}; {RAISE_ITERATIONS}, or {START_OVER}"
         )
     if state is not None and state.generation == training.iterations:
         console.print(
             f"ES: the run saved in {state_path(output_dir)} has already finished its "
-            f"{training.iterations} generations; raise training.iterations to continue it, "
-            "or start over with --no-resume (or another --output)",
+            f"{training.iterations} generations; {RAISE_ITERATIONS}, or {START_OVER}",
             markup=False,
         )
     elif state is not None:
