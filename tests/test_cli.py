@@ -223,6 +223,18 @@ def test_import_without_records_fails_and_writes_nothing(
     assert not output.exists()
 
 
+def test_import_warnings_carry_the_warning_prefix(tmp_path: Path) -> None:
+    """An importer's warning (rows dropped) reached stderr bare, where every other
+    command's warnings start with `warning:`, so a grep for warnings missed it."""
+    source = tmp_path / "ze.jsonl"
+    rows = [{"id": n, "task": "gsm", "question": question, "scores": {"a": 1},
+             "out_chars": {"a": 3}} for n, question in enumerate([" ", "q"])]  # fmt: skip
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    result = invoke("data", "import", "zeroeval", source, "-o", tmp_path / "records.jsonl")
+    ok(result)
+    assert f"warning: {source}: dropped 1 rows with an empty question\n" in result.stderr
+
+
 def test_record_summary_of_no_records_does_not_crash(capsys: pytest.CaptureFixture[str]) -> None:
     from fugu_lite.cli import print_record_summary
 

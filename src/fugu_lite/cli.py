@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -86,6 +87,27 @@ SetOption = Annotated[
         "training.iterations=300 (es), sft.epochs=5 (pipeline).",
     ),
 ]
+
+
+class WarningLines(logging.Handler):
+    """fugu-lite's logged warnings (an importer's dropped rows, a temporary folder taken by
+    another user) said as the commands' own: `warning: ...` on stderr, one message a line.
+    Without it Python printed them bare, unlike every other warning."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(
+            f"[yellow]{record.levelname.lower()}:[/yellow] {console_text(record.getMessage())}"
+        )
+
+
+@app.callback()
+def print_logged_warnings(context: typer.Context) -> None:
+    # `serve` prints fugu-lite's log lines its own way, formatted as uvicorn's
+    if context.invoked_subcommand == "serve":
+        return
+    package = logging.getLogger("fugu_lite")
+    if not any(isinstance(handler, WarningLines) for handler in package.handlers):
+        package.addHandler(WarningLines(logging.WARNING))
 
 
 def print_result(line: str) -> None:
