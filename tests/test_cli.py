@@ -342,6 +342,24 @@ def test_train_pipeline_prints_one_line_per_epoch(run: Run) -> None:
     rewards = re.findall(r"\| validation reward ([\d.]+)", output)
     assert len(rewards) == 8 + 3 and all(0.0 <= float(reward) <= 1.0 for reward in rewards)
     assert "{'epoch'" not in output
+    assert "━" not in run.train_output  # the epoch lines say it: no bar drawn at the end
+
+
+def test_reward_head_and_es_progress_is_shown_in_a_log(run: Run, tmp_path: Path) -> None:
+    """With stderr piped (a CI log, `2> log`), rich drew the reward head's and ES's bars only
+    once they were done, so their long runs said nothing until then."""
+    head = invoke("train", "reward-head", "-r", run.records_path, "-o", tmp_path / "head",
+                  "-c", run.config_path)  # fmt: skip
+    lines = re.findall(r"^reward head: (\d+)/(\d+) \(k=\d+\)$", ok(head) and head.stderr, re.M)
+    assert len(lines) >= 2 and lines[-1][0] == lines[-1][1], head.stderr
+    es = invoke("train", "es", "-r", run.records_path, "-o", tmp_path / "es",
+                "--checkpoint", run.run_dir / "sft", "-c", run.config_path,
+                "--set", "training.iterations=20", "--set", "training.population_size=4",
+                "--set", "training.log_every=100")  # fmt: skip
+    line = r"^ES generations: (\d+)/20 \(best validation [\d.]+\)$"
+    done = re.findall(line, ok(es) and es.stderr, re.M)
+    assert [int(count) for count in done] == list(range(2, 21, 2)), es.stderr
+    assert "━" not in head.stderr + es.stderr
 
 
 @pytest.mark.parametrize(

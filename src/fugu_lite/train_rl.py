@@ -96,7 +96,7 @@ def train_rl(
     history: list[dict] = []
     global_step = 0
     optimizer.zero_grad(set_to_none=True)
-    with stage_progress("RL epochs") as progress:
+    with stage_progress("RL epochs", each_step_printed=True) as progress:
         task = progress.add_task("rl", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()

@@ -96,7 +96,7 @@ def train_sft(
     history: list[dict] = []
     global_step = 0
     best_state, best_epoch, best_reward = None, 0, float("-inf")
-    with stage_progress("SFT epochs") as progress:
+    with stage_progress("SFT epochs", each_step_printed=True) as progress:
         task = progress.add_task("sft", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()

@@ -35,6 +35,7 @@ from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
 from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
+from .progress import LineProgress
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 from .text import console_text, notes_console
 
@@ -299,8 +300,15 @@ def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
     return (parameter for parameter in model.parameters() if parameter.requires_grad)
 
 
-def stage_progress(label: str, output: Console = console) -> Progress:
-    """The progress bar of a training stage: label, bar, n/total, elapsed, a status field."""
+def stage_progress(
+    label: str, output: Console = console, each_step_printed: bool = False
+) -> Progress | LineProgress:
+    """The progress bar of a training stage: label, bar, n/total, elapsed, a status field.
+    Where bars are not redrawn (stderr piped) rich drew it only at the end: there it is a
+    line each tenth (see LineProgress), or nothing when the stage prints a line for each
+    step anyway (`SFT epoch 3/8: ...`)."""
+    if not output.is_terminal:
+        return Progress(disable=True) if each_step_printed else LineProgress(output, label)
     return Progress(
         TextColumn(label),
         BarColumn(),
