@@ -219,6 +219,24 @@ def check_not_source(source: Path, output: Path) -> None:
         )
 
 
+def same_path(first: Path, second: Path) -> bool:
+    """Whether two paths name one file or folder (`run`, `./run`, a link to it)."""
+    if first.resolve() == second.resolve():
+        return True
+    return first.exists() and second.exists() and first.samefile(second)
+
+
+def check_not_checkpoint(checkpoint: str | None, output: Path, stage: str) -> None:
+    """A stage must not write over the checkpoint it starts from: the SFT an RL continued
+    from was replaced, and an ES search saved there no longer matched its start."""
+    if checkpoint is not None and same_path(Path(checkpoint), output):
+        fail(
+            f"-o {output} is the --checkpoint this stage starts from, which training would "
+            f"overwrite; give the {stage} checkpoint a folder of its own, e.g. -o "
+            f"{output.with_name(output.name + '-' + stage)}"
+        )
+
+
 @data_app.command("import")
 def data_import(
     format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
@@ -359,6 +377,7 @@ def train_sft_command(
     from .train_sft import train_sft
 
     cfg = load_stage_or_fail(config, SFTConfig, "sft", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "sft")
     run_stage(output, lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
 
 
@@ -374,6 +393,7 @@ def train_rl_command(
     from .train_rl import train_rl
 
     cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "rl")
     run_stage(output, lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
 
 
@@ -399,6 +419,7 @@ def train_es_command(
     from .train_es import train_es
 
     cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "es")
     again = "the same command" if resume else "the command without --no-resume"
     kept = (
         f"the search state is saved every {cfg.training.save_every} generations in "
@@ -699,11 +720,7 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None) -> None:
     refused with advice to delete its lines."""
     from .collect import default_log_path
 
-    def same(first: Path, second: Path) -> bool:
-        if first.resolve() == second.resolve():
-            return True
-        return first.exists() and second.exists() and first.samefile(second)
-
+    same = same_path
     call_log = log if log is not None else default_log_path(output)
     if same(output, tasks):
         fail(
