@@ -462,6 +462,14 @@ def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
         "--set sft.epochs: a single stage's keys are model.* and training.*; use "
         "training.epochs" in flat(result.output)
     )
+    # a bad value given by --set was reported as the -c file's, where the user looked for it
+    for pair, expected in (
+        ("training.epochs=0", "--set training.epochs: Input should be greater than or equal"),
+        ("training.epoch=2", "log_every (given by --set training.epoch)\n"),
+    ):
+        result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "out",
+                        "-c", run.config_path, "--set", pair)  # fmt: skip
+        assert result.exit_code == 2 and expected in result.stderr, result.stderr
 
 
 def test_set_and_option_errors_name_their_flag(run: Run, tmp_path: Path) -> None:

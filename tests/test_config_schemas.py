@@ -545,7 +545,7 @@ def test_a_stage_names_a_pipeline_files_bad_key_as_the_file_does(tmp_path: Path)
     message = str(error.value)
     assert "unknown key 'sft.learning_rat': did you mean 'learning_rate'?" in message
     assert "  sft.epochs: Input should be a valid integer" in message
-    assert "  training.seed: Input should be a valid integer" in message  # as --set said it
+    assert "  --set training.seed: Input should be a valid integer" in message
     assert "training.learning_rat" not in message and "training.epochs" not in message
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -214,7 +215,9 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
     try:
         return config_type.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(describe_config_error(error, config_type, source)) from error
+        raise ConfigError(
+            describe_config_error(error, config_type, source, overrides=overrides)
+        ) from error
 
 
 def load_stage_config(
@@ -257,7 +260,9 @@ def load_stage_config(
     except ValidationError as error:
         # the file says `sft:` where the stage's config says `training` (--set keys aside)
         file_keys = {"training": stage}
-        message = describe_config_error(error, config_type, str(path), file_keys, overrides)
+        message = describe_config_error(
+            error, config_type, str(path), file_keys, overrides=overrides
+        )
         raise ConfigError(message) from error
 
 
@@ -335,16 +340,23 @@ def describe_config_error(
     config_type: type[BaseModel],
     source: str,
     file_keys: dict[str, str] | None = None,
-    overrides: dict | None = None,
+    overrides: Mapping[str, object] | None = None,
 ) -> str:
     """One line per problem, naming the dotted key; `file_keys` renames a key's section as
-    the file names it (`training` -> `sft`), except for the keys given as `overrides`."""
+    the file names it (`training` -> `sft`), and a key set by --set (`overrides`) says so, or
+    `-c FILE --set training.epochs=-1` sent the user to look for it in FILE."""
     lines = [f"{source}: invalid {config_type.__name__}:"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
+        given = next(
+            (dotted for dotted in overrides or {} if f"{key}.".startswith(f"{dotted}.")), None
+        )
         section, _, rest = key.partition(".")
-        if file_keys and section in file_keys and rest and key not in (overrides or {}):
+        if file_keys and section in file_keys and rest and given is None:
             key = f"{file_keys[section]}.{rest}"
+        shown = (
+            key if given is None else f"--set {key}" if given == key else f"{key} (--set {given})"
+        )
         if item["type"] == "extra_forbidden":
             known = _known_keys(config_type, item["loc"][:-1])
             close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
@@ -352,10 +364,11 @@ def describe_config_error(
             hint = f"did you mean {close[0]!r}? " if close else ""
             if key == "training" and "sft" in known:
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
-            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
+            where = "" if given is None else f" (given by --set {given})"
+            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}{where}")
         else:
-            given = item.get("input")
-            lines.append(f"  {key}: {item['msg']} (got {given!r}){_exponent_hint(given)}")
+            value = item.get("input")
+            lines.append(f"  {shown}: {item['msg']} (got {value!r}){_exponent_hint(value)}")
     return "\n".join(lines)
 
 
