@@ -729,6 +729,17 @@ def test_route_refuses_excluding_every_worker(run: Run) -> None:
     assert "chosen worker" not in message
 
 
+@pytest.mark.parametrize("weight", ["-1", "nan"])
+def test_route_refuses_a_cost_weight_no_router_could_take(run: Run, weight: str) -> None:
+    """`route --cost-weight -1` on a single checkpoint advised training a router family for
+    cost weight -1, which that family then refused as well."""
+    result = invoke("route", "--checkpoint", run.checkpoint, "hi", "--cost-weight", weight)
+    assert result.exit_code == 2, result.output
+    assert f"error: a cost weight must be a finite number >= 0, got {float(weight)}\n" == (
+        result.stderr
+    )
+
+
 def test_route_refuses_an_unknown_worker(run: Run) -> None:
     result = invoke("route", "--checkpoint", run.checkpoint, "--exclude", "nobody", "hello")
     assert result.exit_code == 2

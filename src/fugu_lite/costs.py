@@ -490,6 +490,8 @@ def route_checkpoint(
     checkpoint's backbone is now (see model.locate_backbone)."""
     from .reward_head import is_reward_head, load_reward_head
 
+    if cost_weight is not None:  # before any loading, and for a single checkpoint too
+        check_cost_weight(cost_weight)
     if is_reward_head(checkpoint):
         head = load_reward_head(checkpoint, backbone=backbone)
         return route_with_reward_head(head, [prompt], cost_weight, exclude)[0]
