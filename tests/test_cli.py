@@ -1099,6 +1099,21 @@ def test_ctrl_c_during_training_says_what_was_kept_and_how_to_go_on(
     assert text.startswith("interrupted:") and kept in text
 
 
+def test_ctrl_c_during_the_demo_says_to_run_the_same_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fugu-lite demo -o elsewhere` stopped with 'rerun `make demo`', which runs another
+    output folder and options."""
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fugu_lite.demo.run_demo", interrupted)
+    result = invoke("demo", "-o", tmp_path / "demo", "--no-serve")
+    assert result.exit_code == 130, result.output
+    assert result.stderr.startswith("interrupted: run the same command again (or `make demo`)")
+
+
 SIGTERM_WHILE_WRITING = """\
 import os, signal, sys
 import fugu_lite.io

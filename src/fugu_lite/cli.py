@@ -784,7 +784,10 @@ def demo_command(
     try:
         run_demo(settings, cfg)
     except KeyboardInterrupt:
-        report_interruption("rerun `make demo`; collection resumes")
+        report_interruption(
+            "run the same command again (or `make demo`): the answers collected so far are "
+            "kept and collection continues; the other stages start over, on cached features"
+        )
         raise typer.Exit(code=130) from None
     except (ValueError, RuntimeError, OSError) as error:
         fail(str(error))

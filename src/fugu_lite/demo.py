@@ -91,7 +91,8 @@ def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: Pipe
     if not summary.complete:
         raise CollectError(
             f"only {summary.records_total} of {summary.tasks} tasks were answered and graded by "
-            "every worker (see the table); run `make demo` again to retry the rest"
+            "every worker (see the table); run the same command again (or `make demo`) to retry "
+            "the rest"
         )
     records = read_records(rewards_path)
     training = train_pipeline(records, config, output_dir / "router")
