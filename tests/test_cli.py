@@ -463,12 +463,16 @@ def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
         "training.epochs" in flat(result.output)
     )
     # a bad value given by --set was reported as the -c file's, where the user looked for it
-    for pair, expected in (
-        ("training.epochs=0", "--set training.epochs: Input should be greater than or equal"),
-        ("training.epoch=2", "log_every (given by --set training.epoch)\n"),
+    for pairs, expected in (
+        (["training.epochs=0"], "--set training.epochs: Input should be greater than or equal"),
+        (["training.epoch=2"], "log_every (given by --set training.epoch)\n"),
+        (["training.epochs.x=2"], "--set training.epochs.x: 'epochs' is a value here, not a"),
+        (["=2"], "--set '=2' has no key before '='; e.g. --set training.epochs=5\n"),
+        (["training=5", "training.epochs=2"], "--set training.epochs: 'training' is a value"),
     ):
+        sets = [part for pair in pairs for part in ("--set", pair)]
         result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "out",
-                        "-c", run.config_path, "--set", pair)  # fmt: skip
+                        "-c", run.config_path, *sets)  # fmt: skip
         assert result.exit_code == 2 and expected in result.stderr, result.stderr
 
 

@@ -166,6 +166,8 @@ def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, s
         if "=" not in pair:
             fail(f"{flag} {pair!r} needs the form key=value, e.g. {flag} {example}")
         key, value = pair.split("=", 1)
+        if not key.strip():
+            fail(f"{flag} {pair!r} has no key before '='; e.g. {flag} {example}")
         parsed[key.strip()] = value
     return parsed
 

@@ -330,7 +330,9 @@ def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
         if node.get(part) is None:
             node[part] = {}
         if not isinstance(node[part], dict):
-            raise ConfigError(f"{dotted_key}: {part!r} is a value, not a section")
+            raise ConfigError(
+                f"--set {dotted_key}: {part!r} is a value here, not a section of keys"
+            )
         node = node[part]
     node[leaf] = value
 
@@ -349,7 +351,12 @@ def describe_config_error(
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
         given = next(
-            (dotted for dotted in overrides or {} if f"{key}.".startswith(f"{dotted}.")), None
+            (
+                dotted
+                for dotted in overrides or {}
+                if f"{key}.".startswith(f"{dotted}.") or f"{dotted}.".startswith(f"{key}.")
+            ),
+            None,
         )
         section, _, rest = key.partition(".")
         if file_keys and section in file_keys and rest and given is None:
