@@ -85,3 +85,17 @@ def test_the_answers_table_prints_a_models_brackets_as_text() -> None:
     answer = {"question": "q [b]", "worker": "w", "answer": "ok [/INST] [bold]x[/bold]"}
     console.print(demo.answers_table([answer], "http://127.0.0.1:8000"))
     assert "ok [/INST] [bold]x[/bold]" in console.export_text()
+
+
+def test_the_skipped_llmrouter_stage_names_the_data_dir_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped, the line saying why the LLMRouter stage was skipped was folded at 80 columns,
+    and a `[red]` in the --data-dir path was eaten as rich markup."""
+    from fugu_lite.config import PipelineConfig
+
+    missing = tmp_path / "[red]data" / ("a_long_folder_name_" * 4)
+    assert demo.run_llmrouter(missing, tmp_path / "out", PipelineConfig()) is None
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("skipping the LLMRouter stage:") and str(missing) in line
+               for line in lines), lines  # fmt: skip

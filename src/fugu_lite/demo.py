@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,8 +23,9 @@ from .pipeline import run_evaluation, train_pipeline
 from .pool import PoolConfig, load_pool_config
 from .schemas import read_records, write_records
 from .tasks import generate_tasks, write_tasks
+from .text import console_text, results_console
 
-console = Console()
+console = results_console()
 
 DEMO_QUESTIONS = (
     "What is 17 + 25? Answer with the number.",
@@ -68,7 +68,7 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
     try:
         root = resolve_data_dir(str(data_dir) if data_dir else None)
     except DataNotFoundError as error:
-        console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {error}")
+        console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {console_text(str(error))}")
         return None
     records = import_dataset("llmrouter", root)
     write_records(output_dir / "records.jsonl", records)
