@@ -755,7 +755,7 @@ def test_cli_collect_refuses_an_unusable_output_before_starting(tmp_path: Path) 
 def test_cli_collect_refuses_one_file_for_two_roles(tmp_path: Path) -> None:
     """`--log` naming the records file wrote the call log into it (the records could no
     longer be read), and the task file given as -o was refused with advice to 'fix or
-    delete that line' of the task file."""
+    delete that line' of the task file (and of the pool file)."""
     tasks_path = tmp_path / "tasks.jsonl"
     write_tasks(tasks_path, number_tasks(2))
     tasks_text = tasks_path.read_text()
@@ -763,6 +763,7 @@ def test_cli_collect_refuses_one_file_for_two_roles(tmp_path: Path) -> None:
     with StubWorker("The answer is 1.") as stub:
         pool_path = tmp_path / "pool.yaml"
         pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        pool_text = pool_path.read_text()
         base = ["collect", "--pool", str(pool_path), "-t", str(tasks_path), "--no-progress"]
         cases = [
             (["-o", str(output), "--log", str(output)], "is the records file (-o) itself"),
@@ -770,12 +771,15 @@ def test_cli_collect_refuses_one_file_for_two_roles(tmp_path: Path) -> None:
             (["-o", str(output), "--log", str(tasks_path)], "is the task file (--tasks) itself"),
             (["-o", str(tmp_path / "tasks.calls.jsonl"), "--log", str(tmp_path / "x" / ".." /
               "tasks.calls.jsonl")], "is the records file (-o) itself"),
+            # it said "pool.yaml, line 1: not valid JSON ...; fix or delete that line"
+            (["-o", str(pool_path)], "is the pool file (--pool) itself"),
+            (["-o", str(output), "--log", str(pool_path)], "is the pool file (--pool) itself"),
         ]  # fmt: skip
         for args, expected in cases:
             result = CliRunner().invoke(app, [*base, *args], env={"COLUMNS": "400"})
             assert result.exit_code == 2 and expected in result.output, result.output
         assert not stub.bodies
-    assert tasks_path.read_text() == tasks_text
+    assert tasks_path.read_text() == tasks_text and pool_path.read_text() == pool_text
     assert sorted(path.name for path in tmp_path.iterdir()) == ["pool.yaml", "tasks.jsonl"]
 
 

@@ -675,7 +675,7 @@ def collect_command(
     check_output(output, "-o", "file")
     if log is not None:
         check_output(log, "--log", "file")
-    check_collect_files(tasks, output, log)
+    check_collect_files(tasks, output, log, pool)
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -716,10 +716,10 @@ def collect_command(
         raise typer.Exit(code=1)
 
 
-def check_collect_files(tasks: Path, output: Path, log: Path | None) -> None:
+def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path | None) -> None:
     """The task file, the records and the call log must be three files: the call log
-    written into the records file made it unreadable, and a task file given as -o was
-    refused with advice to delete its lines."""
+    written into the records file made it unreadable, and a task file (or the pool file)
+    given as -o or --log was refused with advice to delete its lines."""
     from .collect import default_log_path
 
     same = same_path
@@ -737,6 +737,13 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None) -> None:
         )
     if same(call_log, tasks):
         fail(f"the call log {call_log} is the task file (--tasks) itself; give --log another file")
+    if pool is not None and same(output, pool):
+        fail(
+            f"-o {output} is the pool file (--pool) itself; give the records a file of their "
+            f"own, e.g. -o {output.with_name(output.stem + '.rewards.jsonl')}"
+        )
+    if pool is not None and same(call_log, pool):
+        fail(f"the call log {call_log} is the pool file (--pool) itself; give --log another file")
 
 
 @app.command("demo")
