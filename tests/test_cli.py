@@ -841,6 +841,21 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
 
 
+@pytest.mark.parametrize("flag", ["--pool", "--api-keys-file"])
+def test_serve_refuses_a_decision_log_that_is_one_of_its_inputs(
+    run: Run, tmp_path: Path, flag: str
+) -> None:
+    """`serve --pool pool.yaml --log-requests pool.yaml` appended its JSON lines to the pool
+    file (the next start failed on it), and to a keys file each line became an API key."""
+    shared = tmp_path / "shared.txt"
+    shared.write_text("workers: []\n", encoding="utf-8")
+    result = invoke("serve", "--checkpoint", run.checkpoint, flag, shared,
+                    "--log-requests", shared)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"--log-requests {shared} is the {flag} file itself" in result.stderr, result.stderr
+    assert shared.read_text(encoding="utf-8") == "workers: []\n"
+
+
 def test_a_task_file_and_a_record_file_given_for_each_other_say_so(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     ok(invoke("tasks", "generate", "-o", tasks, "--per-family", "1"))

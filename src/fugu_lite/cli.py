@@ -883,6 +883,13 @@ def serve_command(
         fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
     if log_requests is not None:
         check_output(log_requests, "--log-requests", "file")
+        for flag, read in (("--pool", pool), ("--api-keys-file", api_keys_file)):
+            if read is not None and same_path(log_requests, read):
+                fail(
+                    f"--log-requests {log_requests} is the {flag} file itself, which the "
+                    "decision log would be appended to; give the log a file of its own, e.g. "
+                    "--log-requests requests.jsonl"
+                )
     check_port_free(host, port)
     try:
         settings = ServeSettings(
