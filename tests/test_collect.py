@@ -475,6 +475,8 @@ def test_collect_prints_its_result_on_stdout_and_its_warnings_on_stderr(tmp_path
     assert "0/3 records" in result.stdout and f"records: {output}" in result.stdout
     for warning in ("could not be graded", "worker down is down", "3 of 3 tasks still wait"):
         assert warning not in result.stdout and warning in result.stderr, result.output
+    # each a `warning:` line, as every command's warnings (the last one had no prefix)
+    assert [line.split(":")[0] for line in result.stderr.splitlines()[-3:]] == ["warning"] * 3
 
 
 def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:

@@ -710,8 +710,8 @@ def collect_command(
     if not summary.complete:
         missing = summary.tasks - summary.records_total
         err_console.print(
-            f"[yellow]{missing} of {summary.tasks} tasks still wait for an answer or a grade; "
-            "run the same command again to retry them[/yellow]"
+            f"[yellow]warning: {missing} of {summary.tasks} tasks still wait for an answer or a "
+            "grade; run the same command again to retry them[/yellow]"
         )
         raise typer.Exit(code=1)
 
