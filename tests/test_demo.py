@@ -87,15 +87,36 @@ def test_the_answers_table_prints_a_models_brackets_as_text() -> None:
     assert "ok [/INST] [bold]x[/bold]" in console.export_text()
 
 
-def test_the_skipped_llmrouter_stage_names_the_data_dir_whole(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Piped, the line saying why the LLMRouter stage was skipped was folded at 80 columns,
-    and a `[red]` in the --data-dir path was eaten as rich markup."""
+def test_a_named_data_dir_is_named_whole_in_the_error(tmp_path: Path) -> None:
+    """A `[red]` in the --data-dir path was eaten as rich markup, and the line folded."""
     from fugu_lite.config import PipelineConfig
+    from fugu_lite.datasets import DataNotFoundError
 
     missing = tmp_path / "[red]data" / ("a_long_folder_name_" * 4)
-    assert demo.run_llmrouter(missing, tmp_path / "out", PipelineConfig()) is None
-    lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("skipping the LLMRouter stage:") and str(missing) in line
-               for line in lines), lines  # fmt: skip
+    with pytest.raises(DataNotFoundError) as error:
+        demo.run_llmrouter(missing, tmp_path / "out", PipelineConfig())
+    assert str(missing) in str(error.value)
+
+
+@pytest.mark.parametrize("named_by", ["--data-dir", "FUGU_LITE_DATA_DIR"])
+def test_a_data_folder_without_llmrouter_stops_the_demo_before_the_local_loop(
+    tmp_path: Path, named_by: str
+) -> None:
+    """A --data-dir (or $FUGU_LITE_DATA_DIR) with a typo skipped the LLMRouter stage with a
+    note that scrolled away, and the demo went on for minutes without the stage asked for."""
+    typo = tmp_path / "shared-dta"
+    typo.mkdir()
+    unreachable = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({"workers": [unreachable]}))
+    options = ["--data-dir", str(typo)] if named_by == "--data-dir" else []
+    result = CliRunner().invoke(
+        app,
+        ["demo", *options, "--no-serve", "-o", str(tmp_path / "demo"), "--pool", str(pool)],
+        env={"FUGU_LITE_DATA_DIR": str(typo) if named_by != "--data-dir" else ""},
+    )
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert f"error: {named_by} points to {typo}, which has no llmrouter/ folder inside" in message
+    assert "--no-llmrouter" in message
+    assert not (tmp_path / "demo" / "local").exists(), result.output

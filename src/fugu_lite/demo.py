@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .config import PipelineConfig
-from .datasets import DataNotFoundError, import_dataset, resolve_data_dir
+from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
 from .pipeline import run_evaluation, train_pipeline
 from .pool import PoolConfig, load_pool_config
 from .schemas import read_records, write_records
@@ -68,6 +69,12 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
     try:
         root = resolve_data_dir(str(data_dir) if data_dir else None)
     except DataNotFoundError as error:
+        if data_dir is not None or os.environ.get(DATA_DIR_ENV):
+            # a folder the user named (a typo): stop now, not skip the stage they asked for
+            raise DataNotFoundError(
+                f"{error}; name the folder that holds llmrouter/ (e.g. ../shared/data), or "
+                "pass --no-llmrouter"
+            ) from error
         console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {console_text(str(error))}")
         return None
     records = import_dataset("llmrouter", root)
