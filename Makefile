@@ -38,5 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
+# runs/demo only: the rest of runs/ holds what the README's commands write there (collected
+# rewards, paid for with API calls, and trained checkpoints)
 clean:
-	rm -rf runs .pytest_cache .ruff_cache .mypy_cache
+	rm -rf runs/demo .pytest_cache .ruff_cache .mypy_cache

@@ -8,6 +8,8 @@ from __future__ import annotations
 import inspect
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +168,21 @@ def test_the_readme_examples_of_records_tasks_and_pools_are_valid() -> None:
     assert pools
     for block in pools:
         PoolConfig.model_validate(yaml.safe_load(block))
+
+
+def test_make_clean_keeps_what_the_readme_commands_write_in_runs(tmp_path: Path) -> None:
+    """`make clean` deleted all of runs/, where the README's commands write collected rewards
+    (paid API calls) and trained checkpoints, not only what `make demo` wrote there."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(README.parent / "Makefile", project / "Makefile")
+    collected = project / "runs" / "rewards.jsonl"
+    demo = project / "runs" / "demo" / "local" / "rewards.jsonl"
+    for path in (collected, demo):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n", encoding="utf-8")
+    subprocess.run(["make", "-s", "clean"], cwd=project, check=True, capture_output=True)
+    assert collected.exists()
+    assert not demo.parent.parent.exists()
