@@ -186,3 +186,21 @@ def test_make_clean_keeps_what_the_readme_commands_write_in_runs(tmp_path: Path)
     subprocess.run(["make", "-s", "clean"], cwd=project, check=True, capture_output=True)
     assert collected.exists()
     assert not demo.parent.parent.exists()
+
+
+def test_make_test_checks_all_that_make_lint_checks(tmp_path: Path) -> None:
+    """`make test` ("as CI runs it") left out `ruff format --check`, so code that `make lint`
+    refuses passed it."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    shutil.copy(README.parent / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").touch()
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / ".installed").touch()  # set up already: only the target's own lines
+
+    def commands(target: str) -> list[str]:
+        dry_run = ["make", "-s", "-n", target]
+        return subprocess.run(dry_run, cwd=tmp_path, check=True, capture_output=True,
+                              text=True).stdout.splitlines()  # fmt: skip
+
+    assert set(commands("lint")) <= set(commands("test"))
