@@ -94,6 +94,8 @@ class WarningLines(logging.Handler):
     another user) said as the commands' own: `warning: ...` on stderr, one message a line.
     Without it Python printed them bare, unlike every other warning."""
 
+    fugu_lite_console = True  # replaced by serve's handler, and the other way round
+
     def emit(self, record: logging.LogRecord) -> None:
         err_console.print(
             f"[yellow]{record.levelname.lower()}:[/yellow] {console_text(record.getMessage())}"
@@ -106,8 +108,8 @@ def print_logged_warnings(context: typer.Context) -> None:
     if context.invoked_subcommand == "serve":
         return
     package = logging.getLogger("fugu_lite")
-    if not any(isinstance(handler, WarningLines) for handler in package.handlers):
-        package.addHandler(WarningLines(logging.WARNING))
+    package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_console", False)]
+    package.addHandler(WarningLines(logging.WARNING))
 
 
 def print_result(line: str) -> None:

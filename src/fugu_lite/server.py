@@ -882,9 +882,10 @@ def show_package_logs(log_level: str) -> None:
     from uvicorn.logging import DefaultFormatter
 
     package = logging.getLogger("fugu_lite")
-    package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_serve", False)]
+    # one way of printing them per process: serve's replaces the other commands' (cli.py)
+    package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_console", False)]
     handler = logging.StreamHandler()
     handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
-    handler.fugu_lite_serve = True  # type: ignore[attr-defined]
+    handler.fugu_lite_console = True  # type: ignore[attr-defined]
     package.addHandler(handler)
     package.setLevel(5 if log_level == "trace" else log_level.upper())  # uvicorn's TRACE is 5
