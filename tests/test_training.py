@@ -622,6 +622,18 @@ def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_s
     assert trained[5:] == ["sft", "rl"]
 
 
+def record_stage_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pipeline stages trained from now on, in order ("sft", "rl")."""
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    return trained
+
+
 def test_a_pipeline_rerun_trains_again_the_stages_other_code_of_this_version_trained(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
@@ -637,13 +649,7 @@ def test_a_pipeline_rerun_trains_again_the_stages_other_code_of_this_version_tra
     saved = json.loads(meta.read_text())
     assert saved["package_code_sha256"] == sources_digest(Path(fugu_lite.__file__).parent)
     meta.write_text(json.dumps({**saved, "package_code_sha256": "0" * 64}))  # older code's
-    trained: list[str] = []
-    monkeypatch.setattr(
-        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
-    )
-    monkeypatch.setattr(
-        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
-    )
+    trained = record_stage_runs(monkeypatch)
     capsys.readouterr()
     train_pipeline(records, config, tmp_path)
     assert trained == ["sft", "rl"]
@@ -666,13 +672,7 @@ def test_a_pipeline_rerun_keeps_the_rl_whatever_the_spelling_or_place_of_the_out
     monkeypatch.chdir(tmp_path)
     config = pipeline_config(tiny_model_cfg)
     train_pipeline(records, config, Path("run"))
-    trained: list[str] = []
-    monkeypatch.setattr(
-        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
-    )
-    monkeypatch.setattr(
-        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
-    )
+    trained = record_stage_runs(monkeypatch)
     report = train_pipeline(records, config, tmp_path / "run")
     assert trained == [] and report["kept"] == ["sft", "rl"]
     (tmp_path / "run").rename(tmp_path / "moved")
@@ -692,13 +692,7 @@ def test_a_pipeline_rerun_trains_again_a_finished_stage_whose_tensors_are_damage
     train_pipeline(records, config, tmp_path)
     head = tmp_path / "sft" / "router_head.safetensors"
     head.write_bytes(b"")
-    trained: list[str] = []
-    monkeypatch.setattr(
-        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
-    )
-    monkeypatch.setattr(
-        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
-    )
+    trained = record_stage_runs(monkeypatch)
     assert train_pipeline(records, config, tmp_path)["kept"] == []
     assert trained == ["sft", "rl"]
     load_router(tmp_path / "sft")
@@ -754,13 +748,7 @@ def test_a_pipeline_rerun_trains_again_the_stages_trained_under_other_package_ve
     saved = json.loads(meta.read_text())
     versions = {**saved["feature_package_versions"], "transformers": "4.0.0"}
     meta.write_text(json.dumps({**saved, "feature_package_versions": versions}))
-    trained: list[str] = []
-    monkeypatch.setattr(
-        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
-    )
-    monkeypatch.setattr(
-        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
-    )
+    trained = record_stage_runs(monkeypatch)
     capsys.readouterr()
     train_pipeline(records, config, tmp_path)
     assert trained == ["sft", "rl"]
