@@ -112,8 +112,8 @@ def test_apply_given_split_keeps_valid_values_and_dedupes() -> None:
 
 def test_apply_given_split_names_row_and_allowed_values() -> None:
     records = [record("x", [1, 0]), record("y", [0, 1])]
-    with pytest.raises(SplitError, match=r"data\.csv, line 3: unknown split 'dev'.*train"):
-        apply_given_split(records, ["train", "dev"], ["data.csv, line 2", "data.csv, line 3"])
+    with pytest.raises(SplitError, match=r"data\.csv, line 3: unknown split 'holdout'.*train"):
+        apply_given_split(records, ["train", "holdout"], ["data.csv, line 2", "data.csv, line 3"])
     with pytest.raises(ValueError, match="one split"):
         apply_given_split(records, ["train"], ["r1"])
 
@@ -449,8 +449,11 @@ def test_routerbench_without_sample_id_and_with_split_column(tmp_path: Path) -> 
     records = import_routerbench(path, split_column="fold")
     assert [r.split for r in records] == ["train", "test", "validation"]
     assert all(r.id is not None and r.id.startswith("routerbench:") for r in records)
-    routerbench_table(fold=["train", "TEST", "test"]).to_csv(path, index=False)
-    with pytest.raises(SplitError, match=r"row 2 \(sample_id=gsm\.1\): unknown split 'TEST'"):
+    routerbench_table(fold=["train", "TEST", "Dev"]).to_csv(path, index=False)
+    records = import_routerbench(path, split_column="fold")
+    assert [r.split for r in records] == ["train", "test", "validation"]
+    routerbench_table(fold=["train", "holdout", "test"]).to_csv(path, index=False)
+    with pytest.raises(SplitError, match=r"row 2 \(sample_id=gsm\.1\): unknown split 'holdout'"):
         import_routerbench(path, split_column="fold")
     with pytest.raises(RecordFileError, match=r"missing column\(s\) \['nope'\]"):
         import_routerbench(path, split_column="nope")
@@ -814,14 +817,32 @@ def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
         import_long(path)
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("TRAIN", "train"), ("Training", "train"), (" Test ", "test"), ("testing", "test"),
+        ("val", "validation"), ("valid", "validation"), ("Dev", "validation"),
+        ("VALIDATION", "validation"),
+    ],
+)  # fmt: skip
+def test_a_split_column_takes_the_usual_names_of_splits_in_any_case(
+    tmp_path: Path, given: str, expected: str
+) -> None:
+    """`dev`, `val` and `Test` (what benchmarks and spreadsheets call their splits) were refused
+    as unknown splits, so users had to edit the whole column."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward,split\nq,a,1,{given}\nq,b,0,{given}\n")
+    assert [r.split for r in import_long(path, use_split_column=True)] == [expected]
+
+
 def test_long_format_split_column(tmp_path: Path) -> None:
     rows = [{**row, "split": "test" if row["prompt"] == "p1" else "train"} for row in long_rows()]
     path = write_jsonl(tmp_path / "long.jsonl", rows)
     assert [r.split for r in import_long(path, use_split_column=True)] == ["test", "train"]
     assert [r.split for r in import_long(path)] == [standard_split("p1"), standard_split("p2")]
-    rows[2]["split"] = "dev"
+    rows[2]["split"] = "holdout"
     write_jsonl(path, rows)
-    with pytest.raises(SplitError, match=r"line 3: unknown split 'dev'; allowed values: train"):
+    with pytest.raises(SplitError, match=r"line 3: unknown split 'holdout'; allowed values: train"):
         import_long(path, use_split_column=True)
     without = write_jsonl(tmp_path / "without.jsonl", long_rows())
     with pytest.raises(SplitError, match="line 1: no split value") as raised:

@@ -22,6 +22,17 @@ class SplitError(ValueError):
     """A user-given split value is not one of train / validation / test."""
 
 
+# What datasets call their splits besides our names (read without case): `dev` and `val` are
+# the validation split of most benchmarks, so refusing them only made users edit their file.
+SPLIT_ALIASES: dict[str, Split] = {
+    "training": "train",
+    "val": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "testing": "test",
+}
+
+
 def _bucket(salt: str, prompt_text: str) -> int:
     return int(hashlib.sha1((salt + prompt_text).encode("utf-8")).hexdigest(), 16) % 10
 
@@ -65,9 +76,13 @@ def apply_standard_split(records: Sequence[RewardRecord]) -> list[RewardRecord]:
 
 
 def parse_split(value: object, where: str) -> Split:
-    """Check one user-given split value; `where` names the file and row for the error."""
-    if isinstance(value, str) and value.strip() in SPLITS:
-        return cast(Split, value.strip())
+    """Check one user-given split value (train, validation, test or an alias of SPLIT_ALIASES,
+    in any case); `where` names the file and row for the error."""
+    folded = value.strip().casefold() if isinstance(value, str) else None
+    if folded in SPLITS:
+        return cast(Split, folded)
+    if folded in SPLIT_ALIASES:
+        return SPLIT_ALIASES[folded]
     # None: the row has no such column (or an empty cell); say so rather than "split None"
     problem = (
         "no split value (the split column is absent or empty here)"
@@ -75,8 +90,9 @@ def parse_split(value: object, where: str) -> Split:
         else f"unknown split {value!r}"
     )
     raise SplitError(
-        f"{where}: {problem}; allowed values: {', '.join(SPLITS)} (fix the value, or import "
-        "without --option split_column=... / use_split_column=true to get the standard split)"
+        f"{where}: {problem}; allowed values: {', '.join(SPLITS)} (in any case; also "
+        f"{', '.join(SPLIT_ALIASES)}); fix the value, or import "
+        "without --option split_column=... / use_split_column=true to get the standard split"
     )
 
 
