@@ -992,3 +992,36 @@ def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
     assert best_mean == pytest.approx(means[expected_best])
     assert oracle == pytest.approx(sum(max(row["scores"].values()) for row in test) / len(test))
     assert random == pytest.approx(sum(means.values()) / len(means))
+
+
+def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
+    """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
+    number; it is the fraction it shows."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b, 2.5 %\nr,a,0.5\nr,b,0\n")
+    assert [r.rewards for r in import_long(path)] == [[0.85, 0.025], [0.5, 0.0]]
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,x%\n")
+    with pytest.raises(RecordFileError, match=r"line 3: reward must be a finite number, got 'x%'"):
+        import_long(path)
+
+
+def test_long_format_refuses_percentages_beside_plain_numbers_above_one(tmp_path: Path) -> None:
+    """`85%` on one row and `85` on another were read as 0.85 and 85: two scales silently."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,0\nr,a,85\nr,b,0\n")
+    with pytest.raises(RecordFileError, match=r"percentages \(.*line 2\) and as plain numbers "):
+        import_long(path)
+
+
+def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog) -> None:
+    """A 0-100 column was read as is without a word, training on near one-hot targets."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85\nq,b,40\n")
+    with caplog.at_level(logging.WARNING):
+        assert [r.rewards for r in import_long(path)] == [[85.0, 40.0]]
+    assert "some lie outside 0-1 (" in caplog.text and "line 2: 85)" in caplog.text
+    caplog.clear()
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,0.4\n")
+    with caplog.at_level(logging.WARNING):
+        import_long(path)
+    assert "outside 0-1" not in caplog.text

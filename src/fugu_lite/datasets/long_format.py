@@ -31,6 +31,7 @@ from .common import (
     require_text,
     short,
     stable_id,
+    to_float,
     warn_unused_split_column,
 )
 from .split import apply_given_split, apply_standard_split, parse_split
@@ -70,10 +71,16 @@ def import_long(
     prompts: dict[str, str | list] = {}
     ignored: dict[str, None] = {}
     has_split = False
+    percent_at: str | None = None  # the first row whose reward is written as a percentage
+    plain_beyond_one: LongRow | None = None  # the first row whose plain reward is not in [0, 1]
     for where, raw in _raw_rows(path):
         has_split = has_split or raw.get("split") is not None
         ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
         prompt, row = _parse_row(raw, where, use_split_column, policy == "drop")
+        if _is_percentage(raw.get("reward")):
+            percent_at = percent_at or where
+        elif plain_beyond_one is None and (row.reward < 0.0 or row.reward > 1.0):
+            plain_beyond_one = row
         key = _prompt_key(prompt)
         prompts.setdefault(key, prompt)
         cells_by_worker = groups.setdefault(key, {})
@@ -86,6 +93,7 @@ def import_long(
         cells_by_worker[row.worker] = row
     if not groups:
         raise RecordFileError(f"{path}: holds no rows")
+    _check_reward_scale(path, percent_at, plain_beyond_one)
     if ignored:
         logger.warning(
             "%s: column(s) %s are not read (the long format's columns: %s); rename a column "
@@ -265,16 +273,48 @@ def _parse_row(
         where=where,
         # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
         worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
-        reward=(
-            math.nan
-            if reward_may_miss and is_blank(reward)
-            else require_float(reward, "reward", where)
-        ),
+        reward=math.nan if reward_may_miss and is_blank(reward) else _reward(reward, where),
         cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
         id=_optional_text(raw.get("id")),
         split=parse_split(raw.get("split"), where) if use_split_column else None,
     )
+
+
+def _is_percentage(value: object) -> bool:
+    return isinstance(value, str) and value.strip().endswith("%")
+
+
+def _reward(value: object, where: str) -> float:
+    """The reward; `85%` (a spreadsheet's percentage format) is 0.85."""
+    if not _is_percentage(value):
+        return require_float(value, "reward", where)
+    number = to_float(str(value).strip().removesuffix("%"))
+    if number is None:
+        raise RecordFileError(f"{where}: reward must be a finite number, got {value!r}")
+    return number / 100
+
+
+def _check_reward_scale(path: Path, percent_at: str | None, beyond: LongRow | None) -> None:
+    """Percentages beside plain numbers above 1 mean two scales in one column (85% and 85 would
+    both be read, as 0.85 and 85): refused. Plain rewards outside [0, 1] alone are read as
+    given, with a warning: the graders score 0-1 and the training defaults assume that scale,
+    so a 0-100 column would train very differently (near one-hot SFT targets)."""
+    if beyond is None:
+        return
+    if percent_at is not None:
+        raise RecordFileError(
+            f"{path}: rewards are written both as percentages ({percent_at}) and as plain "
+            f"numbers outside 0-1 ({beyond.where}: {beyond.reward:g}), so they are on two "
+            "scales; write every reward as a fraction (0.85) or every one as a percentage (85%)"
+        )
+    logger.warning(
+        "%s: rewards are read as written, and some lie outside 0-1 (%s: %g); fugu-lite's "
+        "graders score 0-1 and its training defaults (SFT temperature 1, cost weights) assume "
+        "that scale: if the column holds percentages, write them as fractions (0.85) or with "
+        "a percent sign (85%%)",
+        path, beyond.where, beyond.reward,
+    )  # fmt: skip
 
 
 def _optional_text(value: object) -> str | None:
