@@ -1025,3 +1025,24 @@ def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING):
         import_long(path)
     assert "outside 0-1" not in caplog.text
+
+
+@pytest.mark.parametrize("format", ["long", "routerbench"])
+def test_a_csv_saved_with_crlf_line_ends_gives_the_records_of_its_lf_copy(
+    tmp_path: Path, format: str
+) -> None:
+    """A CSV saved with CRLF line ends (Excel, a Windows editor, git's autocrlf) kept `\\r\\n`
+    inside its quoted multi-line prompts: other prompts than its LF copy, so other ids, another
+    standard split and other features for the same data."""
+    lf = {
+        "long": 'prompt,worker,reward\n"Solve:\nx + 1 = 3",a,1\n"Solve:\nx + 1 = 3",b,0\n',
+        "routerbench": (
+            'prompt,eval_name,a,a|total_cost,b,b|total_cost\n"Solve:\nx + 1 = 3",t,1,0.1,0,0.2\n'
+        ),
+    }[format]
+    paths = [tmp_path / "lf.csv", tmp_path / "crlf.csv"]
+    paths[0].write_bytes(lf.encode())
+    paths[1].write_bytes(lf.replace("\n", "\r\n").encode())
+    lf_records, crlf_records = (import_dataset(format, path) for path in paths)
+    assert lf_records[0].prompt == "Solve:\nx + 1 = 3"
+    assert crlf_records == lf_records

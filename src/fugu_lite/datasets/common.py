@@ -26,6 +26,13 @@ CSV_QUOTING_HINT = (
 )
 
 
+def csv_line_breaks(text: str) -> str:
+    """A quoted CSV field's line breaks as `\n`: a file saved with CRLF line ends (Excel,
+    Windows editors, git's autocrlf) holds them as `\r\n` inside fields too, which made
+    another prompt (hash, id, split, features) than the same file's LF copy."""
+    return text.replace("\r\n", "\n")
+
+
 def short(text: str, limit: int = 60) -> str:
     """A prompt shortened for an error message."""
     flat = " ".join(text.split())

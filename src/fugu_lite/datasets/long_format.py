@@ -25,6 +25,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    csv_line_breaks,
     is_blank,
     known_column_names,
     require_float,
@@ -221,7 +222,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
                         f"{CSV_QUOTING_HINT}"
                     )
                 row = {
-                    column: (value if value != "" else None)
+                    column: csv_line_breaks(value) if value != "" else None
                     for column, value in zip(columns, cells, strict=False)
                 }
                 yield f"{path}, line {reader.line_num}", row

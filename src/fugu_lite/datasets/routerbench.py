@@ -15,6 +15,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    csv_line_breaks,
     is_blank,
     known_column_names,
     require_text,
@@ -127,6 +128,7 @@ def import_routerbench(
             path, skipped, [column + COST_SUFFIX for column in skipped],
         )  # fmt: skip
     has_sample_id = "sample_id" in table.columns
+    from_csv = path.suffix.lower() == ".csv"
     records: list[RewardRecord] = []
     splits: list[object] = []
     names: list[str] = []
@@ -136,6 +138,8 @@ def import_routerbench(
         if has_sample_id:
             where += f" (sample_id={row['sample_id']})"
         prompt = require_text(row["prompt"], "prompt", where)
+        if from_csv:
+            prompt = csv_line_breaks(prompt)
         rewards = [to_float(row[w]) for w in workers]
         costs = [to_float(row[w + COST_SUFFIX]) for w in workers]
         bad = [w for w, r, c in zip(workers, rewards, costs, strict=True) if r is None or c is None]
