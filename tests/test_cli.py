@@ -205,7 +205,7 @@ ROUTERBENCH_HEADER = "prompt,eval_name,m1,m1|total_cost\n"
     [
         ("routerbench", "rb.csv", ROUTERBENCH_HEADER, [], "has a header but no data rows"),
         ("routerbench", "rb.csv", ROUTERBENCH_HEADER + "p,t,,0.1\n", ["on_missing=drop"],
-         'on_missing="drop" leaves no records'),
+         "--option on_missing=drop leaves no records"),
         ("zeroeval", "ze.jsonl", json.dumps({"id": 1, "task": "gsm", "question": " ",
          "scores": {"a": 1}, "out_chars": {"a": 3}}) + "\n", [], "1 row(s) have an empty question"),
     ],

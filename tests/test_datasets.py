@@ -329,8 +329,13 @@ def test_zeroeval_negative_or_nan_prices_are_refused(tmp_path: Path) -> None:
 def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
     rows = [zeroeval_row("a"), zeroeval_row("b", scores={"m1": 1}), zeroeval_row("c")]
     path = write_jsonl(tmp_path / "z.jsonl", rows)
-    with pytest.raises(RecordFileError, match=r"z\.jsonl, line 2: no score or out_chars for"):
+    with pytest.raises(
+        RecordFileError, match=r"z\.jsonl, line 2: no score or out_chars for"
+    ) as raised:
         import_zeroeval(path)
+    assert str(raised.value).endswith(
+        "pass --option on_missing=drop"
+    )  # as the command line takes it
     with caplog.at_level(logging.WARNING):
         records = import_zeroeval(path, on_missing="drop")
     assert [r.prompt for r in records] == ["a", "c"]
@@ -435,8 +440,13 @@ def test_routerbench_csv_of_boolean_scores_is_read_as_the_pickle(tmp_path: Path)
 def test_routerbench_nan_score_names_the_row(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.pkl"
     routerbench_table(**{ROUTERBENCH_MODELS[1]: [1.0, math.nan, 0.0]}).to_pickle(path)
-    with pytest.raises(RecordFileError, match=r"rb\.pkl, row 2 \(sample_id=gsm\.1\): score or"):
+    with pytest.raises(
+        RecordFileError, match=r"rb\.pkl, row 2 \(sample_id=gsm\.1\): score or"
+    ) as raised:
         import_routerbench(path)
+    assert str(raised.value).endswith(
+        "pass --option on_missing=drop"
+    )  # as the command line takes it
     with caplog.at_level(logging.WARNING):
         assert len(import_routerbench(path, on_missing="drop")) == 2
     assert "dropped 1 rows" in caplog.text

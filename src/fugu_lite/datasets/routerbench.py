@@ -146,7 +146,7 @@ def import_routerbench(
         if bad and policy == "error":
             raise RecordFileError(
                 f"{where}: score or total_cost of {bad} is missing, NaN or not a number; "
-                'fix the row, delete it, or pass on_missing="drop"'
+                "fix the row, delete it, or pass --option on_missing=drop"
             )
         if bad:
             incomplete += 1
@@ -168,7 +168,7 @@ def import_routerbench(
     if incomplete and not records:
         raise RecordFileError(
             f"{path}: every one of its {incomplete} rows misses a score or cost, so "
-            'on_missing="drop" leaves no records; fill in the missing values'
+            "--option on_missing=drop leaves no records; fill in the missing values"
         )
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)

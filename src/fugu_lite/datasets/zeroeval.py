@@ -88,7 +88,7 @@ def import_zeroeval(
         if missing and policy == "error":
             raise RecordFileError(
                 f"{where}: no score or out_chars for {missing} (question {short(question)}); "
-                'complete the row, delete it, or pass on_missing="drop"'
+                "complete the row, delete it, or pass --option on_missing=drop"
             )
         if missing:
             incomplete += 1
