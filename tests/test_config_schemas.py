@@ -30,6 +30,7 @@ from fugu_lite.config import (
 from fugu_lite.io import (
     RecordFileError,
     read_json,
+    remove_dead_writers_files,
     write_bytes_atomic,
     write_json,
     write_text_atomic,
@@ -649,6 +650,32 @@ def test_a_temporary_file_a_day_old_is_removed_even_if_its_pid_runs(tmp_path: Pa
     finally:
         live.kill()
         live.wait()
+
+
+def test_the_sweep_of_killed_writers_files_leaves_a_users_own_hidden_files(
+    tmp_path: Path,
+) -> None:
+    """A write into a user's folder (`data import -o runs/x.jsonl`) deleted their hidden files
+    a day old whose names only looked like a temporary's (`.notes.20241201.tmp`, an earlier
+    version's shape, or `.report.w-2024-12.txt`), while a killed writer's is still removed."""
+    dead = stopped_writer(tmp_path / "shard.safetensors", "dies")
+    assert dead.wait(60) == 9
+    (killed,) = temporaries_of(tmp_path, "shard.safetensors")
+    users = [".notes.20241201.tmp", ".report.w-2024-12.txt", ".plan.w-laptop-7.draft"]
+    two_days_ago = time.time() - 2 * 24 * 3600
+    for name in [*users, killed]:
+        (tmp_path / name).touch()
+        os.utime(tmp_path / name, (two_days_ago, two_days_ago))
+    write_json(tmp_path / "report.json", {"run": "later"})
+    left = {p.name for p in tmp_path.iterdir()}
+    assert killed not in left
+    assert set(users) <= left
+    cache = tmp_path / "cache"  # a folder of fugu-lite's own: earlier versions' names go too
+    cache.mkdir()
+    (cache / users[0]).touch()
+    os.utime(cache / users[0], (two_days_ago, two_days_ago))
+    remove_dead_writers_files(cache, earlier_versions=True)
+    assert not (cache / users[0]).exists()
 
 
 def test_an_atomic_write_never_replaces_a_device_or_a_pipe(tmp_path: Path) -> None:

@@ -392,7 +392,7 @@ def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
     here leaves it for a later run to remove) and move it into place once complete; a
     concurrent run's finished copy wins."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_writers_files(target.parent)
+    remove_dead_writers_files(target.parent, earlier_versions=True)
     _remove_stale_unnamed_copy(target.with_name(target.name + ".partial"))
     staging = target.with_name(f"{writer_prefix(target.name)}{uuid.uuid4().hex[:8]}.partial")
     try:

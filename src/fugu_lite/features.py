@@ -33,7 +33,7 @@ from .backbones import (
     load_backbone,
 )
 from .config import ModelConfig
-from .io import write_tensors_atomic, write_text_atomic
+from .io import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
 from .progress import LineProgress
 from .schemas import ChatMessage, message_text, prompt_hash
@@ -434,6 +434,7 @@ class FeatureCache:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+            remove_dead_writers_files(self.folder, earlier_versions=True)
             # What the folder holds, for `fugu-lite cache list`: a local backbone folder by its
             # absolute path, which names it from any working directory.
             named = self.model_cfg.model_copy(

@@ -135,14 +135,21 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
         raise
 
 
-# A temporary file or folder named by writer_prefix: its writer's host and pid.
-_WRITER_NAME = re.compile(r"^\..+\.w-(?P<host>[A-Za-z0-9-]*)-(?P<pid>[0-9]+)\.")
-# What earlier versions named them (without the writer): removed only once STALE_AFTER_S old.
+# A temporary file or folder named by writer_prefix: its writer's host and pid, then the 8
+# random characters of mkstemp/mkdtemp (or 8 hex digits) and the suffix fugu-lite gives it. The
+# whole name must match: a user's own hidden file beside an output (`.report.w-2024-12.txt`)
+# is none of ours.
+_WRITER_NAME = re.compile(
+    r"^\..+\.w-(?P<host>[A-Za-z0-9-]*)-(?P<pid>[0-9]+)\.[a-z0-9_]{8}(?:\.tmp|\.partial|\.log)?$"
+)
+# What earlier versions named them (without the writer): removed only once STALE_AFTER_S old,
+# and only in fugu-lite's own cache folders (earlier_versions=True): beside a user's output, a
+# `.notes.20241201.tmp` of theirs has this shape too.
 _UNNAMED_WRITER = re.compile(
     r"^\..+(\.[a-z0-9_]{8}\.tmp|\.[0-9a-f]{32}\.partial|-layer-?[0-9]+-[0-9a-f]{16}\.[a-z0-9_]{8})$"
 )
 STALE_AFTER_S = 24 * 3600  # no write takes this long: older temporaries are leftovers
-_SWEPT_FOLDERS: set[Path] = set()
+_SWEPT_FOLDERS: set[tuple[Path, bool]] = set()
 
 
 def writer_prefix(name: str) -> str:
@@ -152,23 +159,28 @@ def writer_prefix(name: str) -> str:
 
 
 def remove_dead_writers_files(
-    folder: str | Path, stale_after_s: float | None = STALE_AFTER_S
+    folder: str | Path,
+    stale_after_s: float | None = STALE_AFTER_S,
+    *,
+    earlier_versions: bool = False,
 ) -> None:
     """Delete the temporary files and folders (writer_prefix) in `folder` that a killed run
     left: those of a pid not running on this host, and any older than `stale_after_s` (a pid
     reused since, another host's; None: never by age, for a folder holding files that live
-    as long as their run, like a server's log). Runs sharing the folder keep their own. Once
-    per process and folder; a file that cannot be removed stays."""
+    as long as their run, like a server's log). Runs sharing the folder keep their own.
+    `earlier_versions`: also the unnamed temporaries of earlier versions once `stale_after_s`
+    old, for a folder that only fugu-lite writes in (a cache). Once per process and folder; a
+    file that cannot be removed stays."""
     folder = Path(folder)
-    if folder in _SWEPT_FOLDERS:
+    if (folder, earlier_versions) in _SWEPT_FOLDERS:
         return
-    _SWEPT_FOLDERS.add(folder)
+    _SWEPT_FOLDERS.add((folder, earlier_versions))
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return
     for entry in entries:
-        if not _is_leftover(entry.name, entry.path, stale_after_s):
+        if not _is_leftover(entry.name, entry.path, stale_after_s, earlier_versions):
             continue
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -177,9 +189,10 @@ def remove_dead_writers_files(
                 Path(entry.path).unlink(missing_ok=True)
 
 
-def _is_leftover(name: str, path: str, stale_after_s: float | None) -> bool:
+def _is_leftover(name: str, path: str, stale_after_s: float | None, earlier_versions: bool) -> bool:
     written = _WRITER_NAME.match(name)
-    if written is None and (stale_after_s is None or _UNNAMED_WRITER.match(name) is None):
+    unnamed = earlier_versions and stale_after_s is not None and _UNNAMED_WRITER.match(name)
+    if written is None and not unnamed:
         return False
     try:
         age = time.time() - os.lstat(path).st_mtime
