@@ -667,7 +667,7 @@ def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> N
 def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
     path = tmp_path / "long.csv"
     path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,NaN\n", encoding="utf-8")
-    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: reward must be a finite"):
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: no value for \['reward'\]"):
         import_long(path)
     path.write_text("prompt,worker,reward\np1,w1,good\n", encoding="utf-8")
     with pytest.raises(
@@ -1056,3 +1056,20 @@ def test_a_csv_saved_with_crlf_line_ends_gives_the_records_of_its_lf_copy(
     lf_records, crlf_records = (import_dataset(format, path) for path in paths)
     assert lf_records[0].prompt == "Solve:\nx + 1 = 3"
     assert crlf_records == lf_records
+
+
+@pytest.mark.parametrize("reward", ["NaN", "NA", "null", "n/a"])
+def test_a_long_reward_written_as_nan_or_na_points_to_on_missing(
+    tmp_path: Path, reward: str
+) -> None:
+    """A reward cell of NaN or NA (pandas' na_rep, a spreadsheet's #N/A export) failed with
+    'reward must be a finite number', never naming the option that drops such prompts, unlike
+    an empty cell."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward\nq,a,1\nq,b,{reward}\nr,a,1\nr,b,0\n")
+    with pytest.raises(RecordFileError, match=r"line 3: no value for \['reward'\]") as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        f"(the reward is {reward!r}) (or pass --option on_missing=drop)"
+    )
+    assert [r.prompt for r in import_long(path, on_missing="drop")] == ["r"]

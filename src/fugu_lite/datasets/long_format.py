@@ -261,10 +261,19 @@ def _parse_row(
 ) -> tuple[str | list, LongRow]:
     """The row's prompt and cell; a blank reward is NaN when `reward_may_miss` (on_missing=drop
     then drops its prompt), else an error."""
-    absent = [c for c in REQUIRED_COLUMNS if raw.get(c) is None]
+    # a reward of NaN, "NA" or "null" (what pandas and spreadsheets write for none) is missing
+    # too, so its error points to on_missing as an empty cell's does
+    absent = [
+        c for c in REQUIRED_COLUMNS if raw.get(c) is None or (c == "reward" and is_blank(raw[c]))
+    ]
     if absent and not (reward_may_miss and absent == ["reward"]):
         hint = "" if absent != ["reward"] else " (or pass --option on_missing=drop)"
-        raise RecordFileError(f"{where}: no value for {absent}{hint}")
+        given = (
+            f" (the reward is {raw['reward']!r})"
+            if "reward" in absent and raw.get("reward") is not None
+            else ""
+        )
+        raise RecordFileError(f"{where}: no value for {absent}{given}{hint}")
     reward = raw.get("reward")
     prompt = raw["prompt"]
     if not isinstance(prompt, list):
