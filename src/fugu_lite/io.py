@@ -109,6 +109,15 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target:
     a crash or kill leaves the old file or the new one, never a torn one. The file keeps
     the mode of the file it replaces; a new file gets the usual 0o666 minus the umask."""
+    with atomic_output(path) as stream:
+        stream.write(payload)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary stream that becomes `path` as write_bytes_atomic writes it, once the block ends
+    without an error (an error or Ctrl-C leaves the old file): for output written piece by
+    piece, never held whole in memory."""
     path = Path(path)
     if path.exists() and not path.is_file() and not path.is_dir():
         # os.replace would put a plain file in place of /dev/stdout or a FIFO (as root, for
@@ -126,7 +135,7 @@ def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
     try:
         os.fchmod(handle, mode)  # mkstemp creates 0o600
         with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
+            yield stream
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
@@ -315,9 +324,14 @@ def _umask() -> int:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
-    lines = [_json_line(row) for row in rows]
-    write_text_atomic(path, "".join(lines))
-    return len(lines)
+    """Write one JSON object a line, atomically, a line at a time (the file's text was held
+    three times in memory: the lines, joined, encoded)."""
+    count = 0
+    with atomic_output(path) as stream:
+        for row in rows:
+            stream.write(_json_line(row).encode("utf-8"))
+            count += 1
+    return count
 
 
 def append_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
