@@ -1091,3 +1091,23 @@ def test_writing_records_does_not_hold_the_file_in_memory(tmp_path: Path) -> Non
         tracemalloc.stop()
     assert read_records(path) == records
     assert peak < 0.2 * path.stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("format", "header", "rows"),
+    [
+        ("long", "prompt,worker,reward,task", ["q,a,1,t", "q,b,0,t", "r,a,0,t", "r,b,1,t"]),
+        ("routerbench", "prompt,eval_name,a,a|total_cost", ["q,t,1,0.1", "r,t,0,0.2"]),
+    ],
+)
+def test_a_spreadsheets_empty_rows_are_skipped_like_blank_lines(
+    tmp_path: Path, format: str, header: str, rows: list[str]
+) -> None:
+    """A spreadsheet exports the empty rows below (or between) its data as ",,,", which failed
+    the import with "no value for ['prompt', 'worker', 'reward']" (or "prompt must be a
+    non-empty string") on a row the user never wrote."""
+    empty = "," * header.count(",")
+    plain, exported = tmp_path / "plain.csv", tmp_path / "exported.csv"
+    plain.write_text("\n".join([header, *rows]) + "\n")
+    exported.write_text("\n".join([header, rows[0], empty, *rows[1:], empty, " , ,", empty]) + "\n")
+    assert import_dataset(format, exported) == import_dataset(format, plain)

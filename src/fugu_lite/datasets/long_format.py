@@ -213,8 +213,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
                 )
             for cells in reader:
                 good_until = reader.line_num
-                if not cells:
-                    continue
+                if not any(cell.strip() for cell in cells):
+                    continue  # a blank line, or a spreadsheet's empty row (",,,")
                 if any(extra.strip() for extra in cells[len(columns) :]):
                     raise RecordFileError(
                         f"{path}, line {reader.line_num}: {len(cells)} fields but the header has "

@@ -134,6 +134,8 @@ def import_routerbench(
     names: list[str] = []
     incomplete = 0
     for position, row in enumerate(table.to_dict("records"), start=1):
+        if from_csv and not any(str(value).strip() for value in row.values()):
+            continue  # a spreadsheet's empty row (",,,")
         where = f"{path}, row {position}"
         if has_sample_id:
             where += f" (sample_id={row['sample_id']})"
