@@ -414,6 +414,11 @@ def test_a_key_given_one_section_too_high_suggests_its_dotted_path(
         ("rl:\n  rollouts_per_prompt: 0\n", "rl.rollouts_per_prompt", "0"),
         ("sft:\n  learning_rate: -1\n", "sft.learning_rate", "-1"),
         ("model: 3\n", "model", "3"),
+        # infinity passed every `> 0` bound and trained a router of NaN weights
+        ("sft:\n  learning_rate: .inf\n", "sft.learning_rate", "inf"),
+        ("rl:\n  cost_weight: .inf\n", "rl.cost_weight", "inf"),
+        ("sft:\n  temperature: .inf\n", "sft.temperature", "inf"),
+        ("es:\n  sigma0: .inf\n", "es.sigma0", "inf"),
     ],
 )
 def test_bad_value_names_the_key_and_the_value(

@@ -16,7 +16,9 @@ C = TypeVar("C", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # allow_inf_nan=False: YAML's `.inf` (or --set ...=inf) passed every `> 0` bound, and a
+    # learning rate, temperature or cost weight of infinity trained a router of NaN weights
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
 
 class ModelConfig(StrictModel):
