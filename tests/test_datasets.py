@@ -1111,3 +1111,26 @@ def test_a_spreadsheets_empty_rows_are_skipped_like_blank_lines(
     plain.write_text("\n".join([header, *rows]) + "\n")
     exported.write_text("\n".join([header, rows[0], empty, *rows[1:], empty, " , ,", empty]) + "\n")
     assert import_dataset(format, exported) == import_dataset(format, plain)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_table_written_by_columns_says_to_write_it_by_rows(
+    tmp_path: Path, indent: int | None
+) -> None:
+    """pandas' DataFrame.to_json writes {column: {index: value}} by default: the import said
+    "prompt must be a non-empty string, got {'0': 'q', ...}", or for an indented file "line
+    1: not valid JSON; fix or delete that line", advice that would damage a valid file."""
+    table = pd.DataFrame({"prompt": ["q", "q"], "worker": ["a", "b"], "reward": [1, 0]})
+    path = tmp_path / "long.json"
+    table.to_json(path, indent=indent)
+    with pytest.raises(RecordFileError, match="holds the table by columns") as raised:
+        import_long(path)
+    assert "to_json(path, orient='records')" in str(raised.value)
+    table.to_json(path, orient="records", indent=indent)
+    assert [r.rewards for r in import_long(path)] == [[1.0, 0.0]]
+
+
+def test_a_json_file_holding_one_indented_row_object_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"prompt": "q", "worker": "a", "reward": 1}, indent=2))
+    assert [r.rewards for r in import_long(path)] == [[1.0]]

@@ -162,14 +162,49 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
     elif path.suffix.lower() in (".jsonl", ".json"):
         for where, row in _json_array_rows(path) if _is_json_array(path) else _jsonl_rows(path):
             columns = known_column_names(list(row), COLUMNS, where)
-            yield where, dict(zip(columns, row.values(), strict=True))
+            named = dict(zip(columns, row.values(), strict=True))
+            _refuse_columns_layout(named, where)
+            yield where, named
     else:
         raise RecordFileError(f"{path}: expected a .csv, .jsonl or .json file in the long format")
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
+    if path.suffix.lower() == ".json" and not _first_line_is_json(path):
+        # one object over several lines (pretty-printed): "line 1: not valid JSON; fix or
+        # delete that line" would be wrong advice about a valid file
+        value = read_json(path)
+        if not isinstance(value, dict):
+            raise RecordFileError(f"{path}: expected a JSON list of row objects")
+        yield str(path), value
+        return
     for line_number, row in iter_jsonl(path):
         yield f"{path}, line {line_number}", row
+
+
+def _first_line_is_json(path: Path) -> bool:
+    with open_for_reading(path) as stream:
+        for raw in stream:
+            if raw.strip():
+                try:
+                    json.loads(raw.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+                except json.JSONDecodeError:
+                    return False
+                return True
+    return True
+
+
+def _refuse_columns_layout(row: dict, where: str) -> None:
+    """pandas' DataFrame.to_json writes {column: {index: value}} by default (and
+    to_dict("list") gives {column: [values]}): one object of columns, not rows, which read as
+    one row whose prompt was a mapping."""
+    if all(isinstance(row.get(column), dict | list) for column in ("worker", "reward")):
+        raise RecordFileError(
+            f"{where}: holds the table by columns ({', '.join(map(str, row))} each map to all "
+            "their values), as pandas' DataFrame.to_json writes by default; the long format "
+            "takes one object per row: write it with to_json(path, orient='records') for a "
+            ".json, or to_json(path, orient='records', lines=True) for a .jsonl"
+        )
 
 
 def _is_json_array(path: Path) -> bool:
