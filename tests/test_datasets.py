@@ -1134,3 +1134,15 @@ def test_a_json_file_holding_one_indented_row_object_is_read(tmp_path: Path) -> 
     path = tmp_path / "long.json"
     path.write_text(json.dumps({"prompt": "q", "worker": "a", "reward": 1}, indent=2))
     assert [r.rewards for r in import_long(path)] == [[1.0]]
+
+
+def test_a_prompt_differing_only_in_spaces_is_named_in_the_missing_worker_error(
+    tmp_path: Path,
+) -> None:
+    """A trailing space in one cell made two prompts, and the error said "prompt 'q' has no
+    row for worker(s) ['b']" although the file has a row q,b: the shortened prompt hid why."""
+    path = tmp_path / "long.csv"
+    path.write_text('prompt,worker,reward\nq,a,1\n"q ",b,0\n')
+    with pytest.raises(RecordFileError, match=r"line 2: prompt 'q' has no row for") as raised:
+        import_long(path)
+    assert "line 3 has the prompt 'q ', which differs from 'q' only in spaces" in str(raised.value)

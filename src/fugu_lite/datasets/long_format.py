@@ -117,7 +117,7 @@ def import_long(
             raise RecordFileError(
                 f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
                 "prompt needs one row per worker (add the rows, drop the prompt, or pass "
-                "--option on_missing=drop)"
+                "--option on_missing=drop)" + _spacing_hint(key, groups)
             )
         if missing:
             dropped.update(missing)
@@ -154,6 +154,22 @@ def import_long(
     if has_split:
         warn_unused_split_column(path, "use_split_column=true")
     return apply_standard_split(records)
+
+
+def _spacing_hint(key: str, groups: dict[str, dict[str, LongRow]]) -> str:
+    """Where another prompt differs from `key` only in spaces or line breaks (a trailing space
+    in a spreadsheet cell), say so: the error's shortened prompt shows the two alike."""
+    flat = " ".join(key.split())
+    for other, cells in groups.items():
+        if other != key and " ".join(other.split()) == flat:
+            where = next(iter(cells.values())).where
+            shown = f" {other!r}" if len(other) <= 80 else ""
+            against = f" {key!r}" if len(key) <= 80 else " this one"
+            return (
+                f"; {where} has the prompt{shown}, which differs from{against} only in spaces or "
+                "line breaks: a prompt is read as written, so make the two the same"
+            )
+    return ""
 
 
 def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
