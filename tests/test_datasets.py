@@ -1146,3 +1146,16 @@ def test_a_prompt_differing_only_in_spaces_is_named_in_the_missing_worker_error(
     with pytest.raises(RecordFileError, match=r"line 2: prompt 'q' has no row for") as raised:
         import_long(path)
     assert "line 3 has the prompt 'q ', which differs from 'q' only in spaces" in str(raised.value)
+
+
+@pytest.mark.parametrize("empty", [math.nan, pd.NA, None])
+def test_a_pickled_tables_empty_split_cell_is_called_empty(tmp_path: Path, empty: object) -> None:
+    """An empty split cell of a pickled RouterBench table (NaN, pd.NA) was refused as "unknown
+    split nan", as if nan were a name the user had written."""
+    path = tmp_path / "rb.pkl"
+    table = routerbench_table(fold=["train", "test", "validation"])
+    table["fold"] = table["fold"].astype(object)
+    table.loc[1, "fold"] = empty
+    table.to_pickle(path)
+    with pytest.raises(SplitError, match=r"row 2 .*: no split value \(the split column is absent"):
+        import_routerbench(path, split_column="fold")

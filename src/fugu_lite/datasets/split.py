@@ -86,7 +86,7 @@ def parse_split(value: object, where: str) -> Split:
     # None: the row has no such column (or an empty cell); say so rather than "split None"
     problem = (
         "no split value (the split column is absent or empty here)"
-        if value is None or (isinstance(value, str) and not value.strip())
+        if _no_value(value)
         else f"unknown split {value!r}"
     )
     raise SplitError(
@@ -94,6 +94,19 @@ def parse_split(value: object, where: str) -> Split:
         f"{', '.join(SPLIT_ALIASES)}); fix the value, or import "
         "without --option split_column=... / use_split_column=true to get the standard split"
     )
+
+
+def _no_value(value: object) -> bool:
+    """None, an empty text, or NaN or pandas' NA (a pickled table's empty cell, which was
+    called "unknown split nan")."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return True
+    try:
+        return bool(value != value)  # only NaN differs from itself
+    except TypeError:  # pandas' NA has no truth value
+        return True
+    except ValueError:  # an array
+        return False
 
 
 def apply_given_split(
