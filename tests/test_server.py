@@ -21,7 +21,7 @@ import openai
 import pytest
 from conftest import WORKERS, generated_records
 from fastapi import FastAPI
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
@@ -973,6 +973,52 @@ def test_every_worker_rate_limited_is_the_sdks_rate_limit_error(
     stubs.workers[second].mode = "500"  # a real failure among them: a 502, as before
     response = running.post({"model": MODEL, "messages": user(MATH), **pair})
     assert response.status_code == 502
+
+
+def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """fugu-lite's 429 carried no Retry-After when its workers' 429s did: the openai SDK
+    then retried after its own half-second backoff, long before the providers' limits
+    ended. It now passes on the soonest worker's wait, streamed or not."""
+    running = serve(pool_for(stubs), breaker_failures=5)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].retry_after_s = 40.0
+    stubs.workers[second].retry_after_s = 7.0
+    pair = {"model": MODEL, "messages": user(MATH), "workers": [first, second]}
+    for stream in (False, True):
+        stubs.workers[first].fail_next("429")
+        stubs.workers[second].fail_next("429")
+        response = running.post({**pair, "stream": stream})
+        assert response.status_code == 429, response.text
+        assert response.headers["retry-after"] == "7"
+        assert "retry in 7 s" in response.json()["error"]["message"]
+
+    # The SDK waits that long before it asks again (its own backoff was ~0.5 s).
+    stubs.workers[second].retry_after_s = 2.0
+    stubs.workers[first].fail_next("429")
+    stubs.workers[second].fail_next("429")
+    started = time.monotonic()
+    client = openai.OpenAI(base_url=running.thread.base_url, api_key="unused", max_retries=1)
+    answer = client.chat.completions.create(
+        model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
+    )
+    assert answer.choices[0].message.content == f"answer from {first}"
+    assert time.monotonic() - started >= 1.5
+
+    # A worker whose 429 does not say how long: the soonest wait is not known, none is given.
+    silent = FastAPI()
+
+    @silent.post("/v1/chat/completions")
+    async def limited() -> JSONResponse:
+        return JSONResponse({"error": {"message": "slow down", "code": 429}}, status_code=429)
+
+    with ServerThread(silent) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        stubs.workers[second].fail_next("429")
+        response = running.post(pair)
+    assert response.status_code == 429 and "retry-after" not in response.headers
+    assert "retry later" in response.json()["error"]["message"]
 
 
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(

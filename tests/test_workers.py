@@ -4,6 +4,7 @@ and real llama.cpp servers on the shipped GGUF (integration)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import re
@@ -13,10 +14,12 @@ import sys
 import tempfile
 import textwrap
 import time
+from email.utils import formatdate
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import openai
 import psutil
 import pytest
 from conftest import finished_pid, writer_temporary
@@ -31,7 +34,13 @@ from fugu_lite.pool import (
     resolve_gguf,
 )
 from fugu_lite.testing.stub_worker import StubWorker
-from fugu_lite.workers import CallResult, PoolStartError, WorkerCallError, WorkerPool
+from fugu_lite.workers import (
+    CallResult,
+    PoolStartError,
+    WorkerCallError,
+    WorkerPool,
+    classify_error,
+)
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"
@@ -726,3 +735,44 @@ def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
 
     failed_log = asyncio.run(fail_then_restart())
     assert list(failed_log.parent.iterdir()) == []
+
+
+def test_a_rate_limited_call_says_how_long_the_worker_asked_to_wait(stub: StubWorker) -> None:
+    """The worker's Retry-After was used for the pool's own backoff only (and cut at 60 s):
+    the caller (fugu-lite serve's 429) could not pass it on to its client."""
+    stub.retry_after_s = 90.0
+    stub.mode = "429"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=0)))
+    assert result.error_kind == "rate_limit" and result.retry_after_s == 90.0
+
+
+def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
+    """A 429 as the openai SDK raises it (in its own HTTP library's types)."""
+    from fugu_lite.workers import SDKResponse
+
+    http = importlib.import_module(SDKResponse.__module__.split(".")[0])
+    request = http.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = SDKResponse(429, headers=headers, request=request)
+    return openai.RateLimitError("rate limited", response=response, body=None)
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "12"}, 12.0),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_as_the_openai_sdk_reads_it(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert classify_error(sdk_rate_limit(headers))[2] == seconds
+
+
+def test_retry_after_as_an_http_date_is_the_seconds_until_then() -> None:
+    later = formatdate(time.time() + 30, usegmt=True)
+    waited = classify_error(sdk_rate_limit({"retry-after": later}))[2]
+    assert waited is not None and 27 <= waited <= 30

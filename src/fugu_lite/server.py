@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -618,7 +619,7 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
     if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
         return workers_unavailable(server, error)
     if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in down):
-        return workers_rate_limited(error)
+        return workers_rate_limited(server, error)
     parts = [
         f"{a.worker} (circuit open, skipped)"
         if a.outcome == "circuit_open"
@@ -672,25 +673,49 @@ def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> Api
     )
 
 
-def workers_rate_limited(error: AllWorkersFailedError) -> ApiError:
+def workers_rate_limited(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
     """A 429 `rate_limit_exceeded`, OpenAI's shape, when the workers that could take the
     conversation were rate-limited by their providers (after the pool's retries) or were
     cooling down or busy: the openai SDK raises it as RateLimitError, which clients back off
-    on and retry later; a 502 read as a broken gateway."""
+    on and retry later; a 502 read as a broken gateway. Its Retry-After is the soonest any
+    of them may take a request again, as far as known (`retry_after_s`)."""
     limited = "; ".join(
         f"{a.worker} ({a.message or a.outcome})" for a in error.down if a.outcome == RATE_LIMITED
     )
     others = [f"{a.worker} ({a.outcome})" for a in error.down if a.outcome != RATE_LIMITED]
     refusals = [f"{a.worker} (longer than its context)" for a in error.too_long]
     rest = f"; the others: {', '.join(others + refusals)}" if others or refusals else ""
+    retry = retry_after_s(server, error.down)
     return ApiError(
         429,
         f"every allowed worker that could answer is rate-limited by its provider: {limited}"
-        f"{rest}; retry later",
+        f"{rest}; retry {'later' if retry is None else f'in {retry} s'}",
         type="requests",
         code="rate_limit_exceeded",
         extra={"tried": [attempt.summary() for attempt in error.attempts]},
+        headers={} if retry is None else {"Retry-After": str(retry)},
     )
+
+
+def retry_after_s(server: FuguServer, down: list[Attempt]) -> int | None:
+    """Whole seconds until the first of these workers may take a request again: a
+    rate-limited one when its provider's Retry-After ends, a busy one at once (1 s), one
+    cooling down when its circuit turns half-open. None when that is not known (a 429
+    without Retry-After): the client then backs off as it does by itself."""
+    now = time.monotonic()
+    waits = []
+    for attempt in down:
+        if attempt.outcome == RATE_LIMITED and attempt.retry_at is None:
+            return None
+        if attempt.outcome == RATE_LIMITED and attempt.retry_at is not None:
+            waits.append(attempt.retry_at - now)
+        elif attempt.outcome == BUSY:
+            waits.append(BUSY_RETRY_AFTER_S)
+        elif attempt.outcome == "circuit_open":
+            waits.append(server.breaker.retry_after_s([attempt.worker]))
+    if not waits:
+        return None
+    return max(1, math.ceil(min(waits)))
 
 
 def finish(

@@ -46,6 +46,8 @@ class Attempt:
     message: str | None = None
     latency_s: float = 0.0
     calls: int = 0
+    retry_at: float | None = None
+    """time.monotonic() at which the worker's Retry-After (on its last error) ends."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -154,6 +156,7 @@ class Dispatcher:
                 self.redact(result.error) if result.error else None,
                 result.latency_s,
                 result.attempts,
+                retry_at(result.retry_after_s),
             )
             attempts.append(attempt)
             self._record(attempt, last=last)
@@ -187,8 +190,14 @@ class Dispatcher:
                 kind, message = describe_stream_error(worker, error)
                 if isinstance(error, TimeoutError) and not wait.had_slot:
                     kind, message = BUSY, self.busy_message(worker)
+                waited = error.retry_after_s if isinstance(error, WorkerCallError) else None
                 attempt = Attempt(
-                    worker, kind, self.redact(message), time.perf_counter() - started, 1
+                    worker,
+                    kind,
+                    self.redact(message),
+                    time.perf_counter() - started,
+                    1,
+                    retry_at(waited),
                 )
                 attempts.append(attempt)
                 self._record(attempt, last=last)
@@ -300,6 +309,10 @@ class Dispatcher:
             f"{config.max_concurrency} of its max_concurrency taken by other requests); raise "
             "its max_concurrency or timeout_s, or add workers"
         )
+
+
+def retry_at(retry_after_s: float | None) -> float | None:
+    return None if retry_after_s is None else time.monotonic() + retry_after_s
 
 
 def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:

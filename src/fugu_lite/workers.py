@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import functools
 import json
 import logging
@@ -96,6 +97,7 @@ class CallResult(BaseModel):
     attempts: int
     status_code: int | None = None  # the worker's HTTP status when it answered with an error
     error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
+    retry_after_s: float | None = None  # the worker's Retry-After on its last error, if any
     raw: dict | None = None
     started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
     finished_at: float = 0.0
@@ -108,15 +110,22 @@ class CallResult(BaseModel):
 class WorkerCallError(RuntimeError):
     """A call failed; `kind` is timeout, connection, rate_limit, server or client;
     `status_code` the worker's HTTP status when it answered with an error, `code` the
-    `code` of its error body (e.g. context_length_exceeded)."""
+    `code` of its error body (e.g. context_length_exceeded), `retry_after_s` the seconds its
+    Retry-After asked to wait (a 429 or 5xx that said)."""
 
     def __init__(
-        self, kind: str, message: str, status_code: int | None = None, code: str | None = None
+        self,
+        kind: str,
+        message: str,
+        status_code: int | None = None,
+        code: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
         self.code = code
+        self.retry_after_s = retry_after_s
 
 
 class PoolStartError(RuntimeError):
@@ -956,7 +965,7 @@ class WorkerPool:
                             latency_s=time.perf_counter() - start, error=message,
                             error_kind=kind, attempts=attempt, started_at=started_at,
                             finished_at=time.time(), status_code=status_code(error),
-                            error_code=error_code(error),
+                            error_code=error_code(error), retry_after_s=retry_after,
                         )  # fmt: skip
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
                 finally:
@@ -1016,7 +1025,7 @@ class WorkerPool:
                     self._answered(worker_id, call)
                     if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
                         raise WorkerCallError(
-                            kind, message, status_code(error), error_code(error)
+                            kind, message, status_code(error), error_code(error), retry_after
                         ) from None
                     await asyncio.sleep(_backoff(worker, attempt, retry_after))
                 except BaseException:
@@ -1249,17 +1258,39 @@ def _status_message(error: openai.APIStatusError) -> str:
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
-    value = error.response.headers.get("retry-after")
+    """The seconds a worker's error asks to wait before trying again, as the openai SDK reads
+    them: `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date; None when it
+    says nothing readable."""
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds: float | None
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            seconds = _seconds_until(value) if scale == 1.0 else None
+        if seconds is not None and math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
+
+
+def _seconds_until(http_date: str) -> float | None:
     try:
-        return None if value is None else max(0.0, min(float(value), MAX_RETRY_AFTER_S))
-    except ValueError:
+        moment = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
         return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp() - time.time()
 
 
 def _backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
-    """Exponential with full-range jitter (0.5x-1.5x); at least the server's Retry-After."""
+    """Exponential with full-range jitter (0.5x-1.5x); at least the server's Retry-After (up
+    to MAX_RETRY_AFTER_S: a longer wait is left to the caller, who is told it)."""
     delay = worker.retry_backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-    return max(delay, retry_after or 0.0)
+    return max(delay, min(retry_after or 0.0, MAX_RETRY_AFTER_S))
 
 
 def _parse_completion(raw: Any) -> tuple[str, Usage | None]:
