@@ -515,11 +515,16 @@ RANGE_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", 
 
 
 def integer_range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
-    """An integer schema bounded on both sides (minimum/exclusiveMinimum and maximum/
-    exclusiveMaximum, perhaps a multipleOf) with at most MAX_INTEGER_ENUM values, as the
-    enum of those values: llama-cpp-python's grammar converter leaves the bounds out of
-    the grammar (a rating of 1 to 5 could be answered 7), but writes an enum into it."""
-    if node.get("type") != "integer" or "enum" in node or "const" in node:
+    """An integer schema (or a nullable one: type ["integer", "null"]) bounded on both sides
+    (minimum/exclusiveMinimum and maximum/exclusiveMaximum, perhaps a multipleOf) with at
+    most MAX_INTEGER_ENUM values, as the enum of those values (and null, when allowed):
+    llama-cpp-python's grammar converter leaves the bounds out of the grammar (a rating of
+    1 to 5 could be answered 7), but writes an enum into it."""
+    kind = node.get("type")
+    types = kind if isinstance(kind, list) else [kind]
+    if "integer" not in types or not set(types) <= {"integer", "null"}:
+        return node
+    if "enum" in node or "const" in node:
         return node
     low = integer_bound(node, "minimum", "exclusiveMinimum", 1)
     top = integer_bound(node, "maximum", "exclusiveMaximum", -1)
@@ -528,10 +533,17 @@ def integer_range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
         return node
     if step is not None and (not is_number(step) or step <= 0 or step != int(step)):
         return node  # a fractional multipleOf is left to the strict-schema check
-    values = [n for n in range(low, top + 1) if step is None or n % int(step) == 0]
+    values: list[int | None] = [
+        n for n in range(low, top + 1) if step is None or n % int(step) == 0
+    ]
     if not values:
         return node  # matches nothing: left as it is, so the request is refused as such
     kept = {key: value for key, value in node.items() if key not in RANGE_KEYWORDS}
+    if isinstance(kind, list):
+        # The converter reads a list of types before an enum (and would drop the enum).
+        del kept["type"]
+        if "null" in types:
+            values.append(None)
     return {**kept, "enum": values}
 
 
