@@ -802,6 +802,25 @@ def test_a_small_integer_range_is_kept_by_a_real_worker(live: Live) -> None:
     assert ".n.minimum" in error.value.body["message"]
 
 
+def test_an_enum_beside_a_list_of_types_is_kept_by_a_real_worker(live: Live) -> None:
+    """OpenAI's strict form of an optional choice, `"type": ["string", "null"], "enum":
+    ["red", "blue", null]`: llama-cpp-python's grammar converter reads the list of types
+    before the enum and left the enum out, so a local worker answered any string ("green"),
+    strict or not. The enum (or const) now goes without the list of types."""
+    client = live.client()
+    color = {"type": ["string", "null"], "enum": ["red", "blue", None]}
+    shade = {"type": ["string", "null"], "const": "dark"}
+    schema = {"type": "object", "properties": {"color": color, "shade": shade},
+              "required": ["color", "shade"], "additionalProperties": False}  # fmt: skip
+    prompt = 'Answer with the JSON {"color": "green", "shade": "light"}.'
+    for strict in (True, False):
+        spec = {"type": "json_schema",
+                "json_schema": {"name": "c", "schema": schema, "strict": strict}}  # fmt: skip
+        text = ask(client, prompt, response_format=spec, max_tokens=24).parse()
+        answer = json.loads(text.choices[0].message.content or "")
+        assert answer["color"] in ("red", "blue", None) and answer["shade"] == "dark", answer
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

@@ -507,7 +507,7 @@ def llama_cpp_schema(schema: Any) -> Any:
             converted[key] = llama_cpp_schema(value)
         else:
             converted[key] = value
-    return integer_range_as_enum(converted)
+    return enum_without_type_list(integer_range_as_enum(converted))
 
 
 MAX_INTEGER_ENUM = 256  # the largest integer range written out as an enum
@@ -539,11 +539,8 @@ def integer_range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
     if not values:
         return node  # matches nothing: left as it is, so the request is refused as such
     kept = {key: value for key, value in node.items() if key not in RANGE_KEYWORDS}
-    if isinstance(kind, list):
-        # The converter reads a list of types before an enum (and would drop the enum).
-        del kept["type"]
-        if "null" in types:
-            values.append(None)
+    if "null" in types:
+        values.append(None)  # the list of types goes: enum_without_type_list
     return {**kept, "enum": values}
 
 
@@ -570,6 +567,40 @@ def integer_bound(
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "null": lambda value: value is None,
+    "boolean": lambda value: isinstance(value, bool),
+    "integer": lambda value: is_number(value) and (isinstance(value, int) or value.is_integer()),
+    "number": is_number,
+    "string": lambda value: isinstance(value, str),
+    "array": lambda value: isinstance(value, list),
+    "object": lambda value: isinstance(value, dict),
+}
+
+
+def enum_without_type_list(node: dict[str, Any]) -> dict[str, Any]:
+    """An `enum` or `const` beside a list of types (`"type": ["string", "null"], "enum":
+    ["red", "blue", null]`, OpenAI's strict form of an optional choice) as the values alone
+    that have one of those types: llama-cpp-python's grammar converter reads a list of types
+    before an enum or const and leaves these out (any string was answered)."""
+    kind = node.get("type")
+    if not isinstance(kind, list) or not ("enum" in node or "const" in node):
+        return node
+    if not all(isinstance(name, str) and name in JSON_TYPES for name in kind):
+        return node  # an unknown type: left for the converter to refuse
+
+    def typed(value: Any) -> bool:
+        return any(JSON_TYPES[name](value) for name in kind)
+
+    kept = {key: value for key, value in node.items() if key != "type"}
+    if "const" in node:
+        return kept if typed(node["const"]) else node
+    enum = node["enum"]
+    if not isinstance(enum, list) or not any(typed(value) for value in enum):
+        return node  # matches nothing: left as it is
+    return {**kept, "enum": [value for value in enum if typed(value)]}
 
 
 IGNORED_KEYWORDS = (
