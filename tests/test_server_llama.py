@@ -821,6 +821,37 @@ def test_an_enum_beside_a_list_of_types_is_kept_by_a_real_worker(live: Live) -> 
         assert answer["color"] in ("red", "blue", None) and answer["shade"] == "dark", answer
 
 
+def test_a_list_of_types_keeps_its_other_keywords_with_a_real_worker(live: Live) -> None:
+    """OpenAI's strict form of an optional object, array or string is a list of types
+    beside their keywords (`"type": ["object", "null"], "properties": ...`): llama-cpp-
+    python's grammar converter made a bare type of each, so a local worker answered any
+    object (without the required key), an array of strings for one of integers, and a
+    string breaking its pattern or date format. Each type now goes as an alternative with
+    those keywords, strict or not."""
+    client = live.client()
+    point = {"type": ["object", "null"], "properties": {"x": {"type": "integer"}},
+             "required": ["x"], "additionalProperties": False}  # fmt: skip
+    numbers = {"type": ["array", "null"], "items": {"type": "integer"}, "maxItems": 3}
+    word = {"type": ["string", "null"], "pattern": "^[a-z]+$"}
+    day = {"type": ["string", "null"], "format": "date"}
+    cases = [
+        (point, '{"v": {"y": "up"}}', lambda v: v is None or set(v) == {"x"}),
+        (numbers, '{"v": ["one", "two"]}', lambda v: v is None or {type(n) for n in v} <= {int}),
+        (word, '{"v": "Hello World 42"}', lambda v: v is None or re.fullmatch("[a-z]+", v)),
+        (day, '{"v": "next Monday"}', lambda v: v is None or re.fullmatch(r"\d{4}-\d\d-\d\d", v)),
+    ]  # fmt: skip
+    for field, example, keeps in cases:
+        schema = {"type": "object", "properties": {"v": field}, "required": ["v"],
+                  "additionalProperties": False}  # fmt: skip
+        for strict in (True, False):
+            spec = {"type": "json_schema",
+                    "json_schema": {"name": "t", "schema": schema, "strict": strict}}  # fmt: skip
+            text = ask(client, f"Answer with the JSON {example}.", response_format=spec,
+                       max_tokens=24).parse()  # fmt: skip
+            answer = json.loads(text.choices[0].message.content or "")
+            assert keeps(answer["v"]), (field, answer)
+
+
 def test_a_schema_with_a_long_optional_repetition_never_reaches_a_worker(live: Live) -> None:
     """llama-cpp-python nests one grammar group per optional repetition: a maxLength (or
     maxItems, or a pattern's {m,n}) over about a thousand crashed its server, and one

@@ -350,7 +350,8 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
                 "llama-cpp-python's grammar converter makes that property's value the whole "
                 "answer, not an object)"
             )
-        ignored = ignored_constraint(llama_cpp_schema(schema)) if where in strict else None
+        readable = llama_cpp_schema(schema, split_types=False)
+        ignored = ignored_constraint(readable) if where in strict else None
         if ignored is not None:
             gaps.append(
                 f"a strict JSON schema with {ignored[1]} ({where}{ignored[0]}; "
@@ -485,16 +486,19 @@ ANY_JSON_TYPES = ["string", "number", "boolean", "object", "array", "null"]
 SUBSCHEMA_KEYS = frozenset({"items", "prefixItems", "anyOf", "oneOf", "allOf"})
 
 
-def llama_cpp_schema(schema: Any) -> Any:
+def llama_cpp_schema(schema: Any, *, split_types: bool = True) -> Any:
     """A JSON schema in the form llama-cpp-python's grammar converter reads as meant: a
     sub-schema holding annotations only (pydantic's `Any` field, `{"title": "Notes"}`) or
     `true` stands for any value, on which the converter fails (its server then ignores the
     whole schema and answers any JSON); it gets every JSON type instead. A small integer
-    range (`integer_range_as_enum`) becomes the enum of its values, which it enforces."""
+    range (`integer_range_as_enum`) becomes the enum of its values, which it enforces, an
+    enum beside a list of types loses the list (`enum_without_type_list`), and a list of
+    types beside other keywords becomes an anyOf (`type_list_as_any_of`; `split_types`
+    False leaves it, so that a problem found is named at its place in the client's schema)."""
     if schema is True:
         return {"type": ANY_JSON_TYPES}
     if isinstance(schema, list):
-        return [llama_cpp_schema(item) for item in schema]
+        return [llama_cpp_schema(item, split_types=split_types) for item in schema]
     if not isinstance(schema, dict):
         return schema
     if schema and set(schema) <= ANNOTATIONS:
@@ -502,12 +506,15 @@ def llama_cpp_schema(schema: Any) -> Any:
     converted: dict[str, Any] = {}
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):
-            converted[key] = {name: llama_cpp_schema(sub) for name, sub in value.items()}
+            converted[key] = {
+                name: llama_cpp_schema(sub, split_types=split_types) for name, sub in value.items()
+            }
         elif key in SUBSCHEMA_KEYS:
-            converted[key] = llama_cpp_schema(value)
+            converted[key] = llama_cpp_schema(value, split_types=split_types)
         else:
             converted[key] = value
-    return enum_without_type_list(integer_range_as_enum(converted))
+    converted = enum_without_type_list(integer_range_as_enum(converted))
+    return type_list_as_any_of(converted) if split_types else converted
 
 
 MAX_INTEGER_ENUM = 256  # the largest integer range written out as an enum
@@ -542,6 +549,27 @@ def integer_range_as_enum(node: dict[str, Any]) -> dict[str, Any]:
     if "null" in types:
         values.append(None)  # the list of types goes: enum_without_type_list
     return {**kept, "enum": values}
+
+
+def type_list_as_any_of(node: dict[str, Any]) -> dict[str, Any]:
+    """A list of types beside other keywords (`"type": ["object", "null"], "properties":
+    ...`, OpenAI's strict form of an optional object; `["string", "null"]` with a `pattern`)
+    as the `anyOf` of one schema per type, each with those keywords: llama-cpp-python's
+    grammar converter makes a bare type of each (any object, any string), leaving the
+    properties, items, pattern or format out of the grammar."""
+    kind = node.get("type")
+    if not isinstance(kind, list) or not all(isinstance(name, str) for name in kind):
+        return node
+    if any(key in node for key in ("enum", "const", "anyOf", "oneOf", "allOf", "$ref")):
+        return node  # the converter reads these before the types
+    rest = {key: value for key, value in node.items() if key != "type" and key not in ANNOTATIONS}
+    if not kind or not rest:
+        return node  # a bare list of types is read as meant
+    outer = {key: value for key, value in node.items() if key in ANNOTATIONS}
+    branches = [integer_range_as_enum({**rest, "type": name}) for name in kind]
+    if len(branches) == 1:
+        return {**outer, **branches[0]}
+    return {**outer, "anyOf": branches}
 
 
 def integer_bound(
@@ -613,20 +641,19 @@ CONVERTED_FORMATS = re.compile(r"^(date|time|date-time|uuid[1-5]?)$")
 def ignored_constraint(schema: Any) -> tuple[str, str] | None:
     """(path, what) of the first constraint that llama-cpp-python's grammar converter leaves
     out of the grammar, None when there is none: bounds and multiples of numbers, string
-    formats other than date, time, date-time and uuid (any format beside a list of types),
-    unique items, property counts and dependencies, and `required` names missing from
-    `properties` (never written). A local worker's answer breaks them freely ({"n": 1} for
-    a minimum of 1000, a phone number for an email)."""
+    formats other than date, time, date-time and uuid, unique items, property counts and
+    dependencies, and `required` names missing from `properties` (never written). A local
+    worker's answer breaks them freely ({"n": 1} for a minimum of 1000, a phone number for
+    an email)."""
     for path, node in schema_nodes(schema):
         for keyword in IGNORED_KEYWORDS:
             value = node.get(keyword)
             if value is not None and value is not False:  # minimum 0 is a bound
                 return f"{path}.{keyword}", f"`{keyword}`"
         form, kind = node.get("format"), node.get("type")
-        converted = kind in (None, "string") and CONVERTED_FORMATS.match(str(form))
-        # A type list becomes one alternative per type, each without the format.
+        # A list of types is sent as one alternative per type, the string one with its format.
         string = kind in (None, "string") or (isinstance(kind, list) and "string" in kind)
-        if isinstance(form, str) and string and not converted:
+        if isinstance(form, str) and string and not CONVERTED_FORMATS.match(form):
             return f"{path}.format", f'`format: "{form}"`'
         properties = node.get("properties")
         required = node.get("required")
