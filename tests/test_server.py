@@ -1350,6 +1350,22 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Runnin
     assert "error" in response.json()
 
 
+def test_head_is_answered_where_get_is(shared_server: Running) -> None:
+    """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
+    routes do not take HEAD) and reported the server down; HEAD answers as GET would,
+    status and headers, without a body."""
+    for path, status in [("/health", 200), ("/v1/models", 200), ("/metrics", 200),
+                         (f"/v1/models/{MODEL}", 200), ("/v1/models/gpt-4o", 404)]:  # fmt: skip
+        response = httpx.head(f"{shared_server.url}{path}")
+        assert response.status_code == status, (path, response.status_code)
+        assert response.content == b""
+        assert response.headers["content-type"].startswith(
+            httpx.get(f"{shared_server.url}{path}").headers["content-type"]
+        )
+    response = httpx.head(f"{shared_server.url}/v1/chat/completions")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+
+
 def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> None:
     before = shared_server.metrics()
     shared_server.post(b"{broken")

@@ -312,7 +312,9 @@ def create_app(
     app.state.fugu = server
     install_error_handlers(app, server)
 
-    @app.get("/health")
+    # HEAD too: uptime monitors and load balancers probe with it (FastAPI's GET routes
+    # answered it with a 405, read as the server being down).
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> JSONResponse:
         """ "ok" when every worker the router may choose can take a request, "degraded" when
         some can, "unavailable" (HTTP 503, for load balancers) when none can."""
@@ -330,17 +332,17 @@ def create_app(
         }
         return JSONResponse(body, status_code=503 if status == "unavailable" else 200)
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
         server.auth.check(request.headers.get("authorization"))
         return Response(server.metrics.render(), media_type=server.metrics.content_type)
 
-    @app.get("/v1/models")
+    @app.api_route("/v1/models", methods=["GET", "HEAD"])
     async def models(request: Request) -> dict[str, Any]:
         server.auth.check(request.headers.get("authorization"))
         return {"object": "list", "data": [model_card(server)]}
 
-    @app.get("/v1/models/{model_id:path}")
+    @app.api_route("/v1/models/{model_id:path}", methods=["GET", "HEAD"])
     async def model(model_id: str, request: Request) -> dict[str, Any]:
         server.auth.check(request.headers.get("authorization"))
         check_model(server, model_id)
