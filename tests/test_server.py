@@ -341,6 +341,41 @@ def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
     assert first["fugu"]["worker"] == response.headers["x-fugu-worker"]
 
 
+def test_the_routing_field_comes_on_the_first_chunk_sent(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker whose stream opens with a chunk without choices (Azure OpenAI's content
+    filter results) had the `fugu` field put on that chunk, which a client that did not
+    ask for usage never gets: include_routing gave no routing at all."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            head = {"id": "", "object": "", "created": 0, "model": "", "choices": [],
+                    "prompt_filter_results": [{"prompt_index": 0}]}  # fmt: skip
+            yield f"data: {json.dumps(head)}\n\n".encode()
+            for delta in ({"role": "assistant", "content": ""}, {"content": "hello"}):
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                         "model": "m", "choices": [{"index": 0, "delta": delta}]}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(upstream) as azure:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": azure.base_url}}))
+        chunks = list(
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True, extra_body={"include_routing": True}
+            )
+        )
+    assert all(chunk.choices for chunk in chunks)
+    assert chunks[0].model_extra is not None and chunks[0].model_extra["fugu"]["worker"] == first
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "hello"
+
+
 def test_every_answer_carries_its_request_id(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs))
     client = running.client()

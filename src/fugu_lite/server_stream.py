@@ -77,11 +77,12 @@ class RelayedStream:
                 worker_usage = chunk["usage"]
             content_chunks += has_content(chunk)
             relabelled = self._relabel(chunk)
-            if first and self.first_extra is not None:
-                relabelled["fugu"] = self.first_extra
-            first = False
-            # A usage-only chunk (no choices) goes only to a client that asked for usage.
+            # A chunk without choices (usage only; Azure's first, with its content filter
+            # results) goes only to a client that asked for usage.
             if relabelled.get("choices") or self.include_usage:
+                if first and self.first_extra is not None:
+                    relabelled["fugu"] = self.first_extra  # on the first chunk sent
+                first = False
                 yield sse(self.redact.scrub(relabelled))
             async with asyncio.timeout(self.idle_timeout_s):
                 chunk = await anext(self.opened.chunks, None)
