@@ -376,6 +376,42 @@ def test_the_routing_field_comes_on_the_first_chunk_sent(
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "hello"
 
 
+def test_browser_origins_given_with_cors_origin_may_call_the_endpoint(serve, stubs: Stubs) -> None:
+    """A web page (a chat UI on another origin) could not call fugu-lite at all: the
+    browser's CORS preflight got a 405. Origins given with --cors-origin get CORS headers,
+    the routing headers readable by the page; others, and every origin by default, none."""
+    app = "http://localhost:3000"
+    running = serve(pool_for(stubs), cors_origins=[app], api_keys=[ENDPOINT_KEY])
+    url = f"{running.url}/v1/chat/completions"
+    preflight = {"origin": app, "access-control-request-method": "POST",
+                 "access-control-request-headers": "authorization, content-type"}  # fmt: skip
+    response = httpx.options(url, headers=preflight)
+    assert response.status_code == 200, response.text
+    assert response.headers["access-control-allow-origin"] == app
+    assert "authorization" in response.headers["access-control-allow-headers"].lower()
+    other = httpx.options(url, headers={**preflight, "origin": "http://evil.test"})
+    assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+
+    auth = {"authorization": f"Bearer {ENDPOINT_KEY}", "origin": app}
+    answer = running.post({"model": MODEL, "messages": user(MATH)}, headers=auth)
+    assert answer.status_code == 200
+    assert answer.headers["access-control-allow-origin"] == app
+    exposed = answer.headers["access-control-expose-headers"].lower()
+    assert "x-fugu-worker" in exposed and "retry-after" in exposed
+    refused = running.post({"model": "gpt-4o", "messages": user(MATH)}, headers=auth)
+    assert refused.status_code == 404 and refused.headers["access-control-allow-origin"] == app
+
+    closed = serve(pool_for(stubs))
+    response = httpx.options(f"{closed.url}/v1/chat/completions", headers=preflight)
+    assert response.status_code == 405 and "access-control-allow-origin" not in response.headers
+    assert (
+        "access-control-allow-origin"
+        not in closed.post(
+            {"model": MODEL, "messages": user(MATH)}, headers={"origin": app}
+        ).headers
+    )
+
+
 def test_every_answer_carries_its_request_id(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs))
     client = running.client()
@@ -1580,6 +1616,9 @@ def test_serve_command_refuses_bad_flags_before_loading_anything(
     assert "--log-level 'bogus' is not a log level" in serve_with("--log-level", "bogus")
     assert "--model-name is empty" in serve_with("--model-name", " ")
     assert "--log-requests" in serve_with("--log-requests", str(tmp_path))  # a folder
+    assert "--cors-origin 'localhost:3000' is not an origin" in serve_with(
+        "--cors-origin", "localhost:3000"
+    )
     for flag, value in (("--max-body-bytes", "0"), ("--port", "70000"), ("--torch-threads", "-2"),
                         ("--max-batch-size", "0"), ("--breaker-failures", "0")):  # fmt: skip
         assert f"Invalid value for '{flag}'" in serve_with(flag, value)

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 import yaml
@@ -823,6 +823,13 @@ def check_port_free(host: str, port: int) -> None:
         )
 
 
+def settings_problem(item: Any) -> str:
+    """One problem of a pydantic ValidationError: a validator's own message as it is."""
+    if item["type"] == "value_error":
+        return str(item["msg"]).removeprefix("Value error, ")
+    return f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+
+
 @app.command("serve")
 def serve_command(
     checkpoint: Annotated[
@@ -868,6 +875,13 @@ def serve_command(
         int,
         typer.Option(help="Threads for the routing forward pass (0 = torch's default).", min=0),
     ] = 1,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A browser origin allowed to call the endpoint (CORS), e.g. "
+            "http://localhost:3000, or * for any; repeat for more. None by default."
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option(help=f"uvicorn log level: {', '.join(LOG_LEVELS)}.")
     ] = "info",
@@ -902,9 +916,12 @@ def serve_command(
             max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,
             max_batch_size=max_batch_size, breaker_failures=breaker_failures,
             breaker_cooldown_s=breaker_cooldown_s, torch_threads=torch_threads or None,
+            cors_origins=cors_origin or [],
         )  # fmt: skip
         serve(settings, log_level=log_level)
-    except (ApiKeyError, ConfigError, CheckpointError, ValidationError, ValueError) as error:
+    except ValidationError as error:  # the settings' own messages, without pydantic's frame
+        fail("; ".join(settings_problem(item) for item in error.errors()))
+    except (ApiKeyError, ConfigError, CheckpointError, ValueError) as error:
         fail(str(error))
     except (RuntimeError, OSError) as error:  # a pool that failed to start, a busy port
         fail(str(error))

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,8 +24,9 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,11 +58,13 @@ WORKER_HEADER = "x-fugu-worker"
 PROBABILITIES_HEADER = "x-fugu-probabilities"
 ATTEMPTS_HEADER = "x-fugu-attempts"
 REQUEST_ID_HEADER = "x-request-id"
+ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST_ID_HEADER)
 RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for
 RESTART_MAX_WAIT_S = 300.0
 TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
 # A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
 BUSY_RETRY_AFTER_S = 1.0
+ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
 RATE_LIMITED = "rate_limit"  # a worker's 429, after the pool's retries
 
 
@@ -86,6 +90,11 @@ class ServeSettings(BaseModel):
     max_batch_size: int = Field(default=32, ge=1)
     breaker_failures: int = Field(default=3, ge=1)
     breaker_cooldown_s: float = Field(default=30.0, ge=0)
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (https://app.example.com, or *) allowed to call the "
+        "endpoint (CORS); none by default, so no web page can use a server on the machine.",
+    )
     torch_threads: int | None = Field(
         default=1,
         ge=1,
@@ -93,6 +102,18 @@ class ServeSettings(BaseModel):
         "One keeps the other cores for the event loop and local workers; on a busy 2-core "
         "machine two threads make routing many times slower (OpenMP spin-waits).",
     )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        """A browser sends its origin as scheme://host[:port]; anything else never matches."""
+        for origin in origins:
+            if origin != "*" and not ORIGIN.match(origin):
+                raise ValueError(
+                    f"--cors-origin {origin!r} is not an origin; give scheme://host[:port] "
+                    "without a path or trailing slash, e.g. http://localhost:3000, or *"
+                )
+        return origins
 
 
 class ClientDisconnectedError(Exception):
@@ -311,6 +332,15 @@ def create_app(
     app = FastAPI(title="fugu-lite", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.fugu = server
     install_error_handlers(app, server)
+    if settings.cors_origins:
+        # Added last, so outermost: its headers reach errors too.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "HEAD", "POST"],
+            allow_headers=["*"],
+            expose_headers=[*ROUTING_HEADERS, "Retry-After"],
+        )
 
     # HEAD too: uptime monitors and load balancers probe with it (FastAPI's GET routes
     # answered it with a 405, read as the server being down).
