@@ -1318,6 +1318,9 @@ BAD_INPUTS = [
     ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
     ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
      "response_format.type"),
+    ("json_schema without its object", {**VALID, "response_format": {
+        "type": "json_schema", "schema": {"type": "object"}}}, 400,
+     'type "json_schema" needs a `json_schema` object'),
     ("too many top_logprobs", {**VALID, "logprobs": True, "top_logprobs": 50}, 400,
      "top_logprobs"),
     ("penalty out of range", {**VALID, "presence_penalty": 3}, 400, "presence_penalty"),

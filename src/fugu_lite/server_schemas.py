@@ -163,6 +163,23 @@ class ResponseFormat(BaseModel):
 
     type: Literal["text", "json_object", "json_schema"]
 
+    @model_validator(mode="after")
+    def _json_schema_is_given(self) -> ResponseFormat:
+        """OpenAI refuses type json_schema without its `json_schema` object; a local worker
+        answered free JSON (a schema given beside it, not inside, was dropped)."""
+        spec = (self.model_extra or {}).get("json_schema")
+        if self.type == "json_schema" and not isinstance(spec, dict):
+            beside = (
+                "; the schema goes inside it, not beside it"
+                if "schema" in (self.model_extra or {})
+                else ""
+            )
+            raise ValueError(
+                'type "json_schema" needs a `json_schema` object, e.g. {"type": "json_schema", '
+                '"json_schema": {"name": "answer", "schema": {"type": "object", ...}}}' + beside
+            )
+        return self
+
 
 class ChatCompletionRequest(BaseModel):
     """OpenAI's request. OpenAI's common sampling and output parameters are typed as OpenAI
