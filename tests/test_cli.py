@@ -273,6 +273,32 @@ def test_import_refuses_to_overwrite_its_source(tmp_path: Path) -> None:
     assert f"lies inside the source folder {tmp_path}" in flat(result.output)
 
 
+def test_import_and_generate_refuse_to_replace_an_existing_file_without_force(
+    tmp_path: Path,
+) -> None:
+    """`data import -o runs/rewards.jsonl` (or `tasks generate -o`) over the records that
+    `collect` had gathered with paid calls replaced them without a word."""
+    source = tmp_path / "long.csv"
+    source.write_text("prompt,worker,reward\nhi,a,1\nhi,b,0\n", encoding="utf-8")
+    output = tmp_path / "rewards.jsonl"
+    collected = '{"collected": "by paid calls"}\n'
+    commands = [
+        ("data", "import", "long", source, "-o", output),
+        ("tasks", "generate", "-o", output, "--per-family", "1"),
+    ]
+    for command in commands:
+        output.write_text(collected, encoding="utf-8")
+        result = invoke(*command)
+        assert result.exit_code == 2, result.output
+        assert f"error: -o {output} already exists" in flat(result.stderr)
+        assert "pass --force to replace it" in flat(result.stderr)
+        assert output.read_text(encoding="utf-8") == collected
+        ok(invoke(*command, "--force"))
+        assert output.read_text(encoding="utf-8") != collected
+    output.write_text("", encoding="utf-8")  # an empty file holds nothing to lose
+    ok(invoke("tasks", "generate", "-o", output, "--per-family", "1"))
+
+
 def test_unreadable_inputs_give_a_clear_error(tmp_path: Path) -> None:
     records = tmp_path / "r.jsonl"
     records.write_bytes(b'{"prompt":"h\xe9","split":"train","worker_ids":["a"],"rewards":[1]}\n')
@@ -1155,7 +1181,16 @@ def test_sigterm_while_writing_keeps_the_old_file_and_leaves_no_temporary_one(
     output = tmp_path / "tasks.jsonl"
     output.write_text("the old tasks\n", encoding="utf-8")
     child = subprocess.run(
-        [sys.executable, "-c", SIGTERM_WHILE_WRITING, "tasks", "generate", "-o", str(output)],
+        [
+            sys.executable,
+            "-c",
+            SIGTERM_WHILE_WRITING,
+            "tasks",
+            "generate",
+            "--force",
+            "-o",
+            str(output),
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "200"},

@@ -79,6 +79,9 @@ BackboneOption = Annotated[
         "Default: where the checkpoint says.",
     ),
 ]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the -o file if it exists (refused otherwise).")
+]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -206,6 +209,17 @@ def check_output(path: Path, flag: str, kind: str) -> None:
         fail(f"{flag} {path}: no permission to write in {existing}; choose another path")
 
 
+def check_not_replacing(output: Path, force: bool) -> None:
+    """An existing output file is replaced only with --force: `data import -o` over the
+    records `collect` had gathered (paid calls) destroyed them without a word."""
+    if force or not output.is_file() or output.stat().st_size == 0:
+        return
+    fail(
+        f"-o {output} already exists and would be replaced; pass --force to replace it, or "
+        "give another -o path"
+    )
+
+
 def check_not_source(source: Path, output: Path) -> None:
     """The output must not replace the source file, nor land inside a source folder."""
     source_path, output_path = source.resolve(), output.resolve()
@@ -250,6 +264,7 @@ def data_import(
         list[str] | None,
         typer.Option("--option", help="Importer option key=value (repeatable)."),
     ] = None,
+    force: ForceOption = False,
 ) -> None:
     """Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords.
 
@@ -260,6 +275,7 @@ def data_import(
     options = parse_pairs(option, "--option", "on_missing=drop")
     check_not_source(source, output)
     check_output(output, "-o", "file")
+    check_not_replacing(output, force)
     with stopped_cleanly(written_whole(output)):
         try:
             records = import_dataset(format, source, **options)
@@ -932,11 +948,13 @@ def tasks_generate(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
     per_family: Annotated[int, typer.Option(help="Tasks per family.", min=1)] = 10,
     seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
+    force: ForceOption = False,
 ) -> None:
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
     from .tasks import generate_tasks, write_tasks
 
     check_output(output, "-o", "file")
+    check_not_replacing(output, force)
     with stopped_cleanly(written_whole(output)):
         try:
             tasks = generate_tasks(per_family, seed)
