@@ -1247,3 +1247,14 @@ def test_ctrl_c_while_the_command_line_imports_says_so_in_one_line(
     output = child.stdout + child.stderr
     assert "Traceback" not in output and "interrupted:" in output, output
     assert not (tmp_path / "out").exists()
+
+
+def test_serve_help_says_what_each_log_level_shows() -> None:
+    """`serve --help` said only "uvicorn log level: critical, error, ...", so a user could
+    not tell which level hides the access lines or shows a failed worker call."""
+    from fugu_lite.cli import LOG_LEVELS
+
+    shown = flat(ok(runner.invoke(app, ["serve", "--help"])).replace("│", " "))
+    for level in LOG_LEVELS:
+        assert re.search(rf"\b{level}\b[^;]*\(", shown), f"{level} is not explained"
+    assert "access line per request" in shown and "failed worker calls" in shown

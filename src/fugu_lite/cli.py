@@ -821,6 +821,13 @@ def demo_command(
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LOG_LEVEL_HELP = (
+    "What serve logs, each level adding to the one before: critical (almost nothing); error "
+    "(a pool or local worker that will not start, unexpected request errors); warning "
+    "(failed worker calls, crashed local workers); info, the default (start-up, notes such "
+    "as a conversation too long for a worker, and one access line per request, on stdout); "
+    "debug (a little more); trace (every HTTP connection and ASGI message)."
+)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -898,9 +905,7 @@ def serve_command(
             "http://localhost:3000, or * for any; repeat for more. None by default."
         ),
     ] = None,
-    log_level: Annotated[
-        str, typer.Option(help=f"uvicorn log level: {', '.join(LOG_LEVELS)}.")
-    ] = "info",
+    log_level: Annotated[str, typer.Option(help=LOG_LEVEL_HELP)] = "info",
 ) -> None:
     """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
     from pydantic import ValidationError
