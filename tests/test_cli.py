@@ -1258,3 +1258,37 @@ def test_serve_help_says_what_each_log_level_shows() -> None:
     for level in LOG_LEVELS:
         assert re.search(rf"\b{level}\b[^;]*\(", shown), f"{level} is not explained"
     assert "access line per request" in shown and "failed worker calls" in shown
+
+
+def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache list` and `cache clear` left out digests/, where every weight file ever checked
+    (each test run's, each backbone folder since deleted) left a digest for good."""
+    from fugu_lite.backbones import file_sha256
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    weights = {name: tmp_path / f"{name}.safetensors" for name in ("kept", "gone", "changed")}
+    for path in weights.values():
+        path.write_bytes(b"weights")
+        file_sha256(path)
+    weights["gone"].unlink()
+    weights["changed"].write_bytes(b"other weights")
+    foreign = root / "digests" / "notes.json"  # not fugu-lite's: never listed nor removed
+    foreign.write_text("mine", encoding="utf-8")
+
+    def cache(*args: str) -> str:
+        shown = ok(runner.invoke(app, ["cache", *args], env={"COLUMNS": "300"}))
+        return flat(shown.replace("│", " "))
+
+    listed = cache("list")
+    assert "current digests 0.0 MB 1 weight file digests/" in listed, listed
+    assert "stale (its file is gone) digests" in listed
+    assert "stale (its file changed since) digests" in listed
+    assert "removed 2 cached items" in cache("clear")
+    (left,) = (root / "digests").glob("*[0-9a-f].json")
+    assert json.loads(left.read_text())["stamp"][0] == str(weights["kept"].resolve())
+    assert "removed 1 cached items" in cache("clear", "--all")
+    assert "nothing cached in" in cache("list")
+    assert [path.name for path in (root / "digests").iterdir()] == ["notes.json"]

@@ -1385,10 +1385,12 @@ def test_cache_clear_removes_only_what_this_installation_never_reads_again(
     (older / "settings.json").write_text(json.dumps({**settings, "torch": "2.0.0"}))
 
     listed = cache("list")
-    assert "stale (never read again by this installation): 3" in listed, listed
+    # and the digests of the removed folder's 4 files
+    assert "stale (never read again by this installation): 7" in listed, listed
     assert "stale (its backbone folder is gone)" in listed
     assert "stale (made for another torch)" in listed
-    assert "removed 3 cached items" in cache("clear")
+    assert "stale (its file is gone) │ digests" in listed
+    assert "removed 7 cached items" in cache("clear")
     remaining = {path for kind in ("features", "onnx") for path in (root / kind).iterdir()}
     assert remaining == current
     forbid_backbone_loading(monkeypatch)

@@ -5,13 +5,17 @@ Every cache is keyed by what it was computed from, so nothing is ever overwritte
 folder edited or removed, a newer hub download or embedded package, another torch or
 transformers release, or a new feature format each start a new entry beside the old one,
 which stays on disk (an ONNX export is ~90 MB for MiniLM, a dequantized SmolLM2 540 MB).
+`digests/` remembers the SHA-256 of backbone weight files by path, size and modification time:
+one small file per weight file ever checked, read again only while that file is unchanged.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +27,7 @@ from .backbones import (
     EMBEDDED_BACKBONES,
     TINY_RANDOM,
     _safe_name,
+    _sha256_text,
     backbone_identity,
     hub_snapshot,
 )
@@ -31,8 +36,9 @@ from .features import feature_cache_key
 from .onnx_runtime import SETTINGS_FILE, export_folder, export_settings
 
 Status = Literal["current", "stale", "unknown"]
-Kind = Literal["features", "onnx", "backbones"]
-CACHE_KINDS: tuple[Kind, ...] = ("features", "onnx", "backbones")
+Kind = Literal["features", "onnx", "backbones", "digests"]
+CACHE_KINDS: tuple[Kind, ...] = ("features", "onnx", "backbones", "digests")
+DIGEST_NAME = re.compile(r"^[0-9a-f]{24}\.json$")
 
 
 class CacheEntry(BaseModel):
@@ -49,8 +55,10 @@ class CacheEntry(BaseModel):
 
 
 def cache_entries(root: Path) -> list[CacheEntry]:
-    """Every feature cache, ONNX export and dequantized backbone copy under `root`."""
-    judges = {"features": _feature_entry, "onnx": _export_entry, "backbones": _copy_entry}
+    """Every feature cache, ONNX export, dequantized backbone copy and weight-file digest
+    under `root`."""
+    judges = {"features": _feature_entry, "onnx": _export_entry, "backbones": _copy_entry,
+              "digests": _digest_entry}  # fmt: skip
     entries = []
     for kind in CACHE_KINDS:
         try:
@@ -58,18 +66,30 @@ def cache_entries(root: Path) -> list[CacheEntry]:
         except OSError:  # none of this kind, or a folder this user cannot read
             children = []
         for child in children:
-            if child.is_dir() and not child.name.startswith("."):  # a writer's temporary
+            if _is_item(kind, child):
                 status, what, reason = judges[kind](child)
                 entries.append(CacheEntry(kind=kind, path=child, size_bytes=_size(child),
                                           what=what, status=status, reason=reason))  # fmt: skip
     return entries
 
 
+def _is_item(kind: Kind, child: Path) -> bool:
+    """A folder (a writer's temporary one starts with "."), or for digests a file named as
+    backbones.file_sha256 names them: nothing else in a --cache-dir is taken for one."""
+    if kind == "digests":
+        return DIGEST_NAME.match(child.name) is not None and child.is_file()
+    return child.is_dir() and not child.name.startswith(".")
+
+
 def remove_entries(entries: list[CacheEntry]) -> int:
     """Delete these entries; the bytes freed."""
     freed = 0
     for entry in entries:
-        shutil.rmtree(entry.path, ignore_errors=True)
+        if entry.path.is_dir():
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with suppress(OSError):
+                entry.path.unlink()
         if not entry.path.exists():
             freed += entry.size_bytes
     return freed
@@ -133,6 +153,27 @@ def _copy_entry(folder: Path) -> tuple[Status, str, str]:
     return "unknown", "?", "not a backbone this version embeds"
 
 
+def _digest_entry(path: Path) -> tuple[Status, str, str]:
+    """A weight file's SHA-256 as backbones.file_sha256 keeps it: read again only while the
+    file at its path keeps its size, modification time and inode (else computed anew)."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        file_path, size, mtime_ns, inode = saved["stamp"]
+    except OSError as error:
+        return "unknown", "?", f"cannot be read ({error.strerror or error})"
+    except (ValueError, KeyError, TypeError):
+        return "stale", "?", "not a digest this version reads"
+    if path.name != f"{_sha256_text(str(file_path))[:24]}.json":
+        return "stale", str(file_path), "not a digest this version reads"
+    try:
+        info = Path(file_path).stat()
+    except OSError:
+        return "stale", str(file_path), "its file is gone"
+    if [info.st_size, info.st_mtime_ns, info.st_ino] != [size, mtime_ns, inode]:
+        return "stale", str(file_path), "its file changed since"
+    return "current", str(file_path), ""
+
+
 def _backbone_absent(name: str) -> tuple[Status, str] | None:
     """Why a cache of this backbone cannot be judged or read here; None when it can. A name
     that is neither embedded nor an absolute folder is a hub id (or a folder relative to a
@@ -157,6 +198,8 @@ def _embedded_name_of(readable: str) -> str | None:
 
 
 def _size(folder: Path) -> int:
+    if folder.is_file():  # a digest
+        return folder.stat().st_size
     total = 0
     for path in folder.rglob("*"):
         try:
@@ -175,9 +218,17 @@ def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> No
     table = Table()
     for column in ("status", "kind", "size", "made for", "folder"):
         table.add_column(column, overflow="fold", justify="right" if column == "size" else "left")
+    digests: dict[tuple[Status, str], list[CacheEntry]] = {}
     for entry in entries:
-        status = f"{entry.status} ({entry.reason})" if entry.reason else entry.status
-        table.add_row(status, entry.kind, megabytes(entry.size_bytes), entry.what, entry.path.name)
+        if entry.kind == "digests":  # hundreds of tiny files: one row per status and reason
+            digests.setdefault((entry.status, entry.reason), []).append(entry)
+            continue
+        table.add_row(_status(entry.status, entry.reason), entry.kind,
+                      megabytes(entry.size_bytes), entry.what, entry.path.name)  # fmt: skip
+    for (status, reason), group in sorted(digests.items()):
+        size = megabytes(sum(entry.size_bytes for entry in group))
+        what = f"{len(group)} weight file{'s' * (len(group) != 1)}"
+        table.add_row(_status(status, reason), "digests", size, what, "digests/")
     console.print(table)
     stale = [entry for entry in entries if entry.status == "stale"]
     total = sum(entry.size_bytes for entry in entries)
@@ -188,6 +239,10 @@ def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> No
         markup=False,
         soft_wrap=True,
     )
+
+
+def _status(status: Status, reason: str) -> str:
+    return f"{status} ({reason})" if reason else status
 
 
 def megabytes(size: int) -> str:

@@ -49,7 +49,8 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task file
 app.add_typer(tasks_app, name="tasks")
 cache_app = typer.Typer(
     no_args_is_help=True,
-    help="See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones).",
+    help="See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones, "
+    "weight-file digests).",
 )
 app.add_typer(cache_app, name="cache")
 console = results_console()
@@ -1032,8 +1033,9 @@ def cache_clear(
         bool,
         typer.Option(
             "--all",
-            help="Remove every feature cache, export and copy, not only the stale ones (each "
-            "is made again when next needed: SmolLM2's features over LLMRouter take ~45 min).",
+            help="Remove every feature cache, export, copy and digest, not only the stale ones "
+            "(each is made again when next needed: SmolLM2's features over LLMRouter take ~45 "
+            "min).",
         ),
     ] = False,
 ) -> None:
