@@ -467,13 +467,38 @@ def test_missing_unparsable_and_non_mapping_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml", PipelineConfig)
     broken = write_yaml(tmp_path / "broken.yaml", "model: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"broken\.yaml: not valid YAML"):
+    with pytest.raises(ConfigError, match=r"broken\.yaml, line 2, column 1: not valid YAML"):
         load_config(broken, PipelineConfig)
     listing = write_yaml(tmp_path / "list.yaml", "- a\n- b\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(listing, PipelineConfig)
     empty = write_yaml(tmp_path / "empty.yaml", "# nothing set\n")
     assert load_config(empty, PipelineConfig) == PipelineConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model:\n  layer: [1\n", "c.yaml, line 3, column 1: not valid YAML: expected ',' or "
+         "']', but got '<stream end>' (while parsing a flow sequence at line 2, column 10)"),
+        ("model:\n\tlayer: 2\n", "c.yaml, line 2, column 1: not valid YAML: found character "
+         "'\\t' that cannot start any token (while scanning for the next token); YAML indents "
+         "with spaces, not tabs"),
+        ("model:\n  backbone: a: b\n", "c.yaml, line 2, column 14: not valid YAML: mapping "
+         "values are not allowed here (a value holding ': ' needs quotes"),
+    ],
+)  # fmt: skip
+def test_a_yaml_syntax_error_names_the_file_line_and_column_on_one_line(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    """PyYAML's message put the position on lines of its own, in "<unicode string>" rather
+    than the file, under a first line naming the file but no line."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / expected}"), message
+    assert "\n" not in message and "<unicode string>" not in message
 
 
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
@@ -493,7 +518,7 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
     twice = r"the key 'sft' is given twice in one mapping \(first on line 1, again on line 5\)"
     with pytest.raises(ConfigError, match=twice):
         load_config(path, PipelineConfig)
-    with pytest.raises(ConfigError, match=r"c\.yaml: not valid YAML: " + twice):
+    with pytest.raises(ConfigError, match=r"c\.yaml, line 5, column 1: not valid YAML: " + twice):
         load_stage_config(path, SFTConfig, "sft")
     write_yaml(path, "model:\n  layer: 3\n  head: linear\n  layer: 5\n")
     with pytest.raises(ConfigError, match=r"'layer' is given twice .*line 2, again on line 4"):

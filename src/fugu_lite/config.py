@@ -292,12 +292,32 @@ def _read_yaml_mapping(path: Path) -> dict:
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+        raise ConfigError(describe_yaml_error(path, error)) from error
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
     return data
+
+
+def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """One line naming the file, line and column: PyYAML's own text placed them on lines of
+    their own, in "<unicode string>" (the text it was given), not in the file."""
+    problem_mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if problem_mark is None or problem is None:
+        return f"{path}: not valid YAML: {' '.join(str(error).split())}"
+    where = f"{path}, line {problem_mark.line + 1}, column {problem_mark.column + 1}"
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    if "'\\t'" in problem:
+        problem += "; YAML indents with spaces, not tabs"
+    if problem == "mapping values are not allowed here":
+        problem += " (a value holding ': ' needs quotes, and a key its own line)"
+    return f"{where}: not valid YAML: {problem}"
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config import ConfigError, UniqueKeyLoader
+from .config import ConfigError, UniqueKeyLoader, describe_yaml_error
 from .io import RecordFileError, read_utf8_text
 
 EMBEDDED_PREFIX = "embedded:"
@@ -197,7 +197,7 @@ def _read_yaml(path: Path) -> dict:
     try:
         data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: not valid YAML: {error}") from error
+        raise ConfigError(describe_yaml_error(path, error)) from error
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: the top level must be a mapping with a `workers:` list, got "
