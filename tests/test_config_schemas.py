@@ -736,3 +736,17 @@ def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None
     existing.chmod(0o640)
     write_text_atomic(existing, "replaced\n")
     assert stat.S_IMODE(existing.stat().st_mode) == 0o640
+
+
+def test_a_sections_own_check_reads_without_pydantics_words_or_the_whole_section(
+    tmp_path: Path,
+) -> None:
+    """`runtime: onnx` with `device: cuda` read "model: Value error, runtime 'onnx' runs on
+    the CPU only ... (got {'runtime': 'onnx', 'device': 'cuda', ...})": pydantic's word and
+    a dump of the whole section after the sentence that says what is wrong."""
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  runtime: onnx\n  device: cuda\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert "\n  model: runtime 'onnx' runs on the CPU only (device is 'cuda')" in message
+    assert "Value error" not in message and "{" not in message, message

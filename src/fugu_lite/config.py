@@ -397,7 +397,11 @@ def describe_config_error(
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}{where}")
         else:
             value = item.get("input")
-            lines.append(f"  {shown}: {item['msg']} (got {value!r}){_exponent_hint(value)}")
+            # a section's own check (runtime with device) says what is wrong in its message;
+            # its input is the whole section, and "Value error," is pydantic's word
+            message = str(item["msg"]).removeprefix("Value error, ")
+            got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+            lines.append(f"  {shown}: {message}{got}")
     return "\n".join(lines)
 
 
