@@ -1292,3 +1292,31 @@ def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(
     assert "removed 1 cached items" in cache("clear", "--all")
     assert "nothing cached in" in cache("list")
     assert [path.name for path in (root / "digests").iterdir()] == ["notes.json"]
+
+
+def test_dash_for_stdin_or_stdout_is_refused_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-o -` wrote a file (or a training folder) named `-` into the working directory, and
+    `data stats -` (stdin, as `route -` reads) said only "-: file not found"."""
+    monkeypatch.chdir(tmp_path)
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=2))
+    refused_outputs = [
+        (("tasks", "generate", "-o", "-"), "-o -: the output is a file, whole or not at all, not"),
+        (("data", "import", "long", "x.csv", "-o", "-"), "-o -: the output is a file"),
+        (("train", "sft", "-r", records, "-o", "-"), "-o -: the output is a folder, not stdout"),
+    ]
+    for command, expected in refused_outputs:
+        result = invoke(*command)
+        assert result.exit_code == 2, result.output
+        assert expected in flat(result.stderr)
+    refused_inputs = [("data", "stats", "-"), ("tasks", "check", "-"),
+                      ("train", "sft", "-r", "-", "-o", tmp_path / "sft")]  # fmt: skip
+    for command in refused_inputs:
+        result = invoke(*command)
+        assert result.exit_code == 2, result.output
+        assert "- (standard input) is not read here" in flat(result.stderr)
+    result = invoke("data", "import", "long", "-", "-o", tmp_path / "out.jsonl")
+    assert "the source - (standard input) is not read" in flat(result.stderr)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["records.jsonl"]

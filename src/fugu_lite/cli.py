@@ -196,6 +196,9 @@ def parse_overrides(pairs: list[str] | None) -> dict:
 def check_output(path: Path, flag: str, kind: str) -> None:
     """Fail now, before any long work, when `path` cannot become the output `kind` ("file"
     or "folder")."""
+    if str(path) == "-":  # it made a file (or folder) named "-" in the working directory
+        written = "a file, whole or not at all" if kind == "file" else "a folder"
+        fail(f"{flag} -: the output is {written}, not stdout; give a {kind} path")
     path = path.absolute()
     if kind == "file" and path.is_dir():
         fail(f"{flag} {path} is a directory; give a file path, e.g. {path / 'records.jsonl'}")
@@ -274,6 +277,8 @@ def data_import(
     from .schemas import write_records
 
     options = parse_pairs(option, "--option", "on_missing=drop")
+    if str(source) == "-" and not source.exists():
+        fail("the source - (standard input) is not read: give the dataset's file or folder path")
     check_not_source(source, output)
     check_output(output, "-o", "file")
     check_not_replacing(output, force)

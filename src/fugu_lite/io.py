@@ -81,6 +81,10 @@ def open_for_reading(path: Path) -> BinaryIO:
     RecordFileError naming it."""
     if path.is_dir():
         raise RecordFileError(f"{path} is a directory, not a file; give the path of the file")
+    if str(path) == "-" and not path.exists():  # "-: file not found" left users puzzled
+        raise RecordFileError(
+            "- (standard input) is not read here: save the input to a file and give its path"
+        )
     try:
         return path.open("rb")
     except FileNotFoundError as error:
