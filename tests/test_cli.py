@@ -858,6 +858,11 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     (tmp_path / "afile").write_text("x")
     result = invoke("tasks", "generate", "-o", tmp_path)  # a folder, not a file
     assert result.exit_code == 2 and f"-o {tmp_path} is a directory" in flat(result.output)
+    # the example is a task file's name: "e.g. DIR/records.jsonl" named a task file records
+    assert f"give a file path, e.g. {tmp_path / 'tasks.jsonl'}" in flat(result.output)
+    tasks = tmp_path / "t.jsonl"
+    result = invoke("collect", "-t", tasks, "-o", tmp_path / "r.jsonl", "--log", tmp_path)
+    assert f"e.g. {tmp_path / 'calls.jsonl'}" in flat(result.output)
     result = invoke("tasks", "generate", "-o", tmp_path / "afile" / "t.jsonl")
     assert result.exit_code == 2 and "is a file, so nothing can be created" in flat(result.output)
     result = invoke("demo", "--no-serve", "-o", tmp_path / "afile")

@@ -193,15 +193,15 @@ def parse_overrides(pairs: list[str] | None) -> dict:
     return overrides
 
 
-def check_output(path: Path, flag: str, kind: str) -> None:
+def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl") -> None:
     """Fail now, before any long work, when `path` cannot become the output `kind` ("file"
-    or "folder")."""
+    or "folder"); `example` names such a file in the advice for a folder given instead."""
     if str(path) == "-":  # it made a file (or folder) named "-" in the working directory
         written = "a file, whole or not at all" if kind == "file" else "a folder"
         fail(f"{flag} -: the output is {written}, not stdout; give a {kind} path")
     path = path.absolute()
     if kind == "file" and path.is_dir():
-        fail(f"{flag} {path} is a directory; give a file path, e.g. {path / 'records.jsonl'}")
+        fail(f"{flag} {path} is a directory; give a file path, e.g. {path / example}")
     if kind == "folder" and path.exists() and not path.is_dir():
         fail(f"{flag} {path} is a file, not a folder; give a folder path (created if needed)")
     existing = path if kind == "folder" else path.parent
@@ -698,7 +698,7 @@ def collect_command(
 
     check_output(output, "-o", "file")
     if log is not None:
-        check_output(log, "--log", "file")
+        check_output(log, "--log", "file", "calls.jsonl")
     check_collect_files(tasks, output, log, pool)
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -925,7 +925,7 @@ def serve_command(
     if not model_name.strip():
         fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
     if log_requests is not None:
-        check_output(log_requests, "--log-requests", "file")
+        check_output(log_requests, "--log-requests", "file", "requests.jsonl")
         for flag, read in (("--pool", pool), ("--api-keys-file", api_keys_file)):
             if read is not None and same_path(log_requests, read):
                 fail(
@@ -964,7 +964,7 @@ def tasks_generate(
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
     from .tasks import generate_tasks, write_tasks
 
-    check_output(output, "-o", "file")
+    check_output(output, "-o", "file", "tasks.jsonl")
     check_not_replacing(output, force)
     with stopped_cleanly(written_whole(output)):
         try:
