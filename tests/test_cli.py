@@ -1325,3 +1325,18 @@ def test_dash_for_stdin_or_stdout_is_refused_saying_so(
     result = invoke("data", "import", "long", "-", "-o", tmp_path / "out.jsonl")
     assert "the source - (standard input) is not read" in flat(result.stderr)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["records.jsonl"]
+
+
+def test_serve_takes_a_log_level_in_capitals(tmp_path: Path) -> None:
+    """`--log-level INFO` (or `DEBUG`, as Python's logging writes them) was refused as "not a
+    log level", though uvicorn's own command line takes it."""
+    import socket
+
+    with socket.socket() as probe:  # a port no other test run holds
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = invoke("serve", "--checkpoint", tmp_path / "none", "--log-level", "DEBUG",
+                    "--port", str(port))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "not a log level" not in flat(result.stderr)
+    assert "is not a fugu-lite router checkpoint" in flat(result.stderr)

@@ -920,6 +920,7 @@ def serve_command(
     from .server import ServeSettings, serve
     from .server_auth import ApiKeyError, load_api_keys
 
+    log_level = log_level.lower()  # `INFO`, as Python's logging names it, is uvicorn's `info`
     if log_level not in LOG_LEVELS:
         fail(f"--log-level {log_level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
     if not model_name.strip():
