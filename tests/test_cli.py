@@ -730,6 +730,19 @@ def test_route_reads_the_prompt_from_stdin(run: Run) -> None:
     assert from_stdin == from_argument == "coder"
 
 
+def test_route_reads_an_echoed_prompt_as_the_same_prompt(run: Run) -> None:
+    """`echo PROMPT | fugu-lite route -` routed the prompt with echo's line break: other
+    features, other probabilities than `route PROMPT`."""
+    prompt = run.split("test")[0].prompt
+    assert isinstance(prompt, str)
+    args = ("route", "--checkpoint", run.checkpoint, "--json")
+    from_argument = json.loads(ok(invoke(*args, prompt)))
+    for piped in (f"{prompt}\n", f"{prompt}\r\n"):
+        assert json.loads(ok(invoke(*args, "-", input=piped))) == from_argument
+    kept = json.loads(ok(invoke(*args, "-", input=f"{prompt}\n\n")))  # a line of its own
+    assert kept["probabilities"] != from_argument["probabilities"]
+
+
 def test_route_reading_a_terminal_says_what_it_waits_for(run: Run) -> None:
     """`route ... -` with nothing piped in waited for stdin without a word: it looked hung."""
     import pty

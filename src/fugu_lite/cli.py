@@ -614,7 +614,9 @@ def route_command(
     checkpoint: Annotated[
         Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
     ],
-    prompt: Annotated[str, typer.Argument(help="The prompt to route ('-' reads stdin).")],
+    prompt: Annotated[
+        str, typer.Argument(help="The prompt to route ('-' reads stdin, less its last line break).")
+    ],
     exclude: Annotated[
         list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
     ] = None,
@@ -635,7 +637,9 @@ def route_command(
 
     if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
         err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
-    text = sys.stdin.read() if prompt == "-" else prompt
+    # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
+    # routed with it, its probabilities differed from `route PROMPT`'s
+    text = strip_line_end(sys.stdin.read()) if prompt == "-" else prompt
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     try:
@@ -669,6 +673,11 @@ def route_command(
             cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
         table.add_row(console_name(worker), *cells)
     console.print(table)
+
+
+def strip_line_end(text: str) -> str:
+    """`text` without the one line break that ends it, if any (`\n` or `\r\n`)."""
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
 
 
 @app.command("collect")
