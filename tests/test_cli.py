@@ -1353,3 +1353,20 @@ def test_serve_takes_a_log_level_in_capitals(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "not a log level" not in flat(result.stderr)
     assert "is not a fugu-lite router checkpoint" in flat(result.stderr)
+
+
+def test_cache_clear_refuses_a_folder_that_holds_more_than_caches(tmp_path: Path) -> None:
+    """`cache clear --all --cache-dir .` in a project with a `features/` folder of its own
+    deleted every folder inside it, as if they were feature caches."""
+    project = tmp_path / "project"
+    own = project / "features" / "login"
+    own.mkdir(parents=True)
+    (project / "README.md").write_text("mine", encoding="utf-8")
+    result = invoke("cache", "clear", "--all", "--cache-dir", project)
+    assert result.exit_code == 2, result.output
+    assert f"error: {project} holds more than fugu-lite's caches (README.md)" in flat(result.stderr)
+    assert "nothing was removed" in flat(result.stderr) and own.is_dir()
+    cache = tmp_path / "cache"
+    (cache / "features" / "old").mkdir(parents=True)
+    (cache / "data").mkdir()  # the downloaded datasets live beside the caches
+    assert "removed 1 cached items" in ok(invoke("cache", "clear", "--all", "--cache-dir", cache))

@@ -81,6 +81,17 @@ def _is_item(kind: Kind, child: Path) -> bool:
     return child.is_dir() and not child.name.startswith(".")
 
 
+def foreign_names(root: Path) -> list[str]:
+    """What `root` holds besides fugu-lite's caches (and `data/`, the downloaded datasets):
+    a folder given as --cache-dir by mistake (a project with a `features/` folder of its
+    own), which `clear --all` must not empty."""
+    try:
+        names = sorted(child.name for child in root.iterdir())
+    except OSError:
+        return []
+    return [n for n in names if n not in (*CACHE_KINDS, "data") and not n.startswith(".")]
+
+
 def remove_entries(entries: list[CacheEntry]) -> int:
     """Delete these entries; the bytes freed."""
     freed = 0

@@ -1055,9 +1055,17 @@ def cache_clear(
     ] = False,
 ) -> None:
     """Remove the cached items this installation never reads again (`cache list`: stale)."""
-    from .caches import cache_entries, megabytes, remove_entries
+    from .caches import CACHE_KINDS, cache_entries, foreign_names, megabytes, remove_entries
 
     root = cache_folder_or_fail(cache_dir)
+    foreign = foreign_names(root)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        fail(
+            f"{root} holds more than fugu-lite's caches ({shown}), so it may be another folder "
+            f"whose {'/, '.join(CACHE_KINDS)}/ are not caches; nothing was removed. Give the "
+            "cache folder itself with --cache-dir (it holds only those folders and data/)"
+        )
     entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
     freed = remove_entries(entries)
     kept = [entry for entry in entries if entry.path.exists()]
