@@ -175,6 +175,17 @@ def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     result = invoke("data", "stats", broken)
     assert result.exit_code == 2
     assert "line 2: not valid JSON" in flat(result.output)
+    assert "fix or delete that line" in flat(result.output)
+    # the table itself given for the records: its header is no line to fix or delete
+    table = tmp_path / "scores.csv"
+    table.write_text("prompt,worker,reward\nhi,a,1\n", encoding="utf-8")
+    for command in (("data", "stats", table), ("train", "sft", "-r", table, "-o", tmp_path / "o")):
+        result = invoke(*command)
+        assert result.exit_code == 2
+        shown = flat(result.stderr)
+        assert "scores.csv, line 1: not valid JSON" in shown
+        assert "does not start as JSON Lines" in shown and "fugu-lite data import" in shown
+        assert "delete" not in shown
 
     result = invoke("data", "import", "parquet", broken, "--output", tmp_path / "out.jsonl")
     assert result.exit_code == 2

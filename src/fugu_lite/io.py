@@ -359,6 +359,7 @@ def _json_line(row: dict | BaseModel) -> str:
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line; bad JSON names file and line."""
     path = Path(path)
+    first = True  # a first line that is no JSON: another kind of file, not a line to delete
     with open_for_reading(path) as stream:
         for line_number, raw in enumerate(stream, start=1):
             try:
@@ -372,10 +373,18 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as error:
+                advice = (
+                    "the file does not start as JSON Lines (one JSON object a line): check that "
+                    "it is the file meant (a CSV or other table is imported with `fugu-lite data "
+                    "import` first), or fix that line"
+                    if first
+                    else "fix or delete that line"
+                )
                 raise RecordFileError(
                     f"{path}, line {line_number}: not valid JSON ({error.msg} at column "
-                    f"{error.colno}); fix or delete that line"
+                    f"{error.colno}); {advice}"
                 ) from error
+            first = False
             if not isinstance(value, dict):
                 raise RecordFileError(
                     f"{path}, line {line_number}: expected a JSON object, got "
