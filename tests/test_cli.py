@@ -741,6 +741,15 @@ def test_route_reads_the_prompt_from_stdin(run: Run) -> None:
     assert from_stdin == from_argument == "coder"
 
 
+def test_route_help_says_how_to_give_a_prompt_that_starts_with_a_dash(run: Run) -> None:
+    """`route --checkpoint DIR '-5 + 3?'` failed with click's "No such option: -5", and
+    nothing said that such a prompt goes after `--`."""
+    shown = flat(ok(runner.invoke(app, ["route", "--help"])).replace("│", " "))
+    assert "starts with '-' goes after '--'" in shown, shown
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, "--", "-5 + 3?"))
+    assert chosen(output) in WORKERS
+
+
 def test_route_reads_an_echoed_prompt_as_the_same_prompt(run: Run) -> None:
     """`echo PROMPT | fugu-lite route -` routed the prompt with echo's line break: other
     features, other probabilities than `route PROMPT`."""

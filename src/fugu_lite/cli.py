@@ -615,7 +615,11 @@ def route_command(
         Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
     ],
     prompt: Annotated[
-        str, typer.Argument(help="The prompt to route ('-' reads stdin, less its last line break).")
+        str,
+        typer.Argument(
+            help="The prompt to route ('-' reads stdin, less its last line break); one that "
+            "starts with '-' goes after '--': route --checkpoint DIR -- '-5 + 3?'."
+        ),
     ],
     exclude: Annotated[
         list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
