@@ -4,6 +4,11 @@ evaluation, and the served router asked through the openai SDK (integration)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,7 @@ from fugu_lite.cli import app
 from fugu_lite.demo import DEMO_QUESTIONS
 from fugu_lite.pool import embedded_pool_config
 from fugu_lite.schemas import read_records
+from fugu_lite.testing.stub_worker import StubWorker
 
 
 def short_answer_pool(path: Path) -> Path:
@@ -120,3 +126,28 @@ def test_a_data_folder_without_llmrouter_stops_the_demo_before_the_local_loop(
     assert f"error: {named_by} points to {typo}, which has no llmrouter/ folder inside" in message
     assert "--no-llmrouter" in message
     assert not (tmp_path / "demo" / "local").exists(), result.output
+
+
+def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
+    """`timeout 600 fugu-lite demo` (or a cancelled CI job) killed the demo without a word:
+    no `interrupted:` line saying that the answers collected so far are kept."""
+    with StubWorker(mode="hang") as stub:
+        pool = tmp_path / "pool.yaml"
+        worker = {"id": "slow", "model": "stub-model", "base_url": stub.base_url,
+                  "timeout_s": 60.0, "max_retries": 0}  # fmt: skip
+        pool.write_text(yaml.safe_dump({"workers": [worker]}))
+        output = tmp_path / "demo"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fugu_lite", "demo", "--no-llmrouter", "--no-serve",
+             "--pool", str(pool), "-o", str(output), "--tasks-per-family", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not stub.bodies and time.monotonic() < deadline:  # collecting now
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stdout + stderr
+    assert "interrupted: run the same command again" in " ".join(stderr.split()), stderr
+    assert "Traceback" not in stderr

@@ -827,16 +827,16 @@ def demo_command(
         llmrouter=llmrouter,
         serve=serve,
     )
-    try:
-        run_demo(settings, cfg)
-    except KeyboardInterrupt:
-        report_interruption(
-            "run the same command again (or `make demo`): the answers collected so far are "
-            "kept and collection continues; the other stages start over, on cached features"
-        )
-        raise typer.Exit(code=130) from None
-    except (ValueError, RuntimeError, OSError) as error:
-        fail(str(error))
+    kept = (
+        "run the same command again (or `make demo`): the answers collected so far are kept "
+        "and collection continues; the other stages start over, on cached features"
+    )
+    # SIGTERM too (`timeout`, a cancelled CI job): it ended the demo without a word
+    with stopped_cleanly(kept):
+        try:
+            run_demo(settings, cfg)
+        except (ValueError, RuntimeError, OSError) as error:
+            fail(str(error))
 
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
