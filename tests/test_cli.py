@@ -811,6 +811,18 @@ def test_route_refuses_an_unknown_worker(run: Run) -> None:
     assert "cheap-small, coder, mathematician" in message
 
 
+def test_eval_of_a_file_given_as_checkpoint_names_the_checkpoint(tmp_path: Path) -> None:
+    """`eval --checkpoint records.jsonl` (a file) was refused as "--output
+    records.jsonl/eval-test: records.jsonl is a file", an option the user never gave."""
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=2))
+    result = invoke("eval", "--checkpoint", records, "-r", records)
+    assert result.exit_code == 2, result.output
+    shown = flat(result.stderr)
+    assert f"--checkpoint {records} is a file, not a checkpoint folder" in shown
+    assert "--output" not in shown
+
+
 def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None:
     result = invoke("route", "--checkpoint", tmp_path, "hello")
     assert result.exit_code == 2

@@ -581,6 +581,11 @@ def eval_command(
     from .pipeline import run_evaluation, run_pareto_evaluation
     from .reward_head import is_reward_head
 
+    if checkpoint.is_file():  # said as the default report folder's problem: "--output ..."
+        fail(
+            f"--checkpoint {checkpoint} is a file, not a checkpoint folder (one holding "
+            "router.json, written by `fugu-lite train ...`)"
+        )
     if not pareto and is_reward_head(checkpoint):
         fail(
             f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
