@@ -32,11 +32,13 @@ from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_rl import contextual_bandit_loss, train_rl
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
 from fugu_lite.training_common import (
+    TrainingDiverged,
     evaluate_loader,
     make_loader,
     make_model,
     nothing_to_learn,
     records_digest,
+    save_stage,
 )
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3], [0.2, 0.4, 1.0], [0.5, 0.5, 0.5]])
@@ -378,6 +380,52 @@ def test_gradient_accumulation_counts_optimizer_steps(
     report = train_rl(records, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
     batches = math.ceil(sum(r.split == "train" for r in records) / 16)
     assert report["global_step"] == 2 * math.ceil(batches / 4)
+
+
+def test_rl_whose_weights_blow_up_on_its_last_step_stops_and_writes_no_checkpoint(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    # One step and no validation split: nothing after the step read the NaN weights, which
+    # went into the checkpoint (and every route then chose the first worker).
+    no_validation = [r.model_copy(update={"split": "train"}) for r in records]
+    training = RL_TRAINING.model_copy(
+        update={"epochs": 1, "batch_size": len(records), "learning_rate": math.inf}
+    )
+    with pytest.raises(TrainingDiverged, match=r"RL diverged at epoch 1, step 1: its weights"):
+        train_rl(no_validation, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
+    assert not (tmp_path / "router.json").exists()
+    assert not (tmp_path / "training_report.json").exists()
+
+
+def test_sft_whose_loss_turns_nan_stops_with_what_to_change_and_keeps_the_earlier_checkpoint(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    training = SFT_TRAINING.model_copy(update={"epochs": 2})
+    train_sft(records, SFTConfig(model=tiny_model_cfg, training=training), tmp_path)
+    files = ("router.json", "router_head.safetensors", "training_report.json")
+    before = {name: (tmp_path / name).read_bytes() for name in files}
+    # rewards / 1e-40 overflow float32: the soft targets are NaN (torch stopped on its own
+    # validation of a distribution, dumping the whole NaN tensor as the error)
+    cold = training.model_copy(update={"temperature": 1e-40})
+    with pytest.raises(TrainingDiverged) as raised:
+        train_sft(records, SFTConfig(model=tiny_model_cfg, training=cold), tmp_path)
+    message = str(raised.value)
+    assert message.startswith("SFT diverged at epoch 1, step 1: its loss became NaN or infinite")
+    assert "training.temperature (now 1e-40)" in message
+    assert "\n" not in message and "tensor(" not in message
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    load_router(tmp_path, tiny_model_cfg, records[0].worker_ids)
+
+
+def test_a_checkpoint_with_nan_weights_is_never_saved(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    with torch.no_grad():
+        model.output_layer.weight[0, 0] = math.nan
+    with pytest.raises(TrainingDiverged, match=r"ES diverged .*head\.weight"):
+        save_stage(model, tmp_path / "es", {"stage": "es"}, {"stage": "es"})
+    assert not (tmp_path / "es").exists()
 
 
 def test_the_sft_stage_passes_its_tie_handling_to_the_loss(

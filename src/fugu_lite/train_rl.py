@@ -16,6 +16,8 @@ from .training_common import (
     move_batch,
     optimizer_parameters,
     optional_loader,
+    require_finite,
+    require_finite_weights,
     save_stage,
     stage_inputs,
     stage_progress,
@@ -93,6 +95,7 @@ def train_rl(
         f"({100 * trainable / total:.4f}%)"
     )
 
+    fix = f"lower training.learning_rate (now {config.training.learning_rate:g}) and run it again"
     history: list[dict] = []
     global_step = 0
     optimizer.zero_grad(set_to_none=True)
@@ -102,8 +105,10 @@ def train_rl(
             model.train()
             epoch_metrics: list[dict[str, float]] = []
             for step, batch in enumerate(train_loader):
+                where = f"epoch {epoch + 1}, step {global_step + 1}"
                 inputs, rewards = move_batch(batch, model.device_ref)
                 logits = model(**inputs)
+                require_finite("RL", where, fix, logits=logits)
                 loss, metrics = contextual_bandit_loss(
                     logits,
                     rewards,
@@ -124,6 +129,7 @@ def train_rl(
                         list(optimizer_parameters(model)), config.training.max_grad_norm
                     )
                     optimizer.step()
+                    require_finite_weights(model, "RL", where, fix)
                     optimizer.zero_grad(set_to_none=True)
                     global_step += 1
                     if global_step % config.training.log_every == 0:

@@ -21,6 +21,8 @@ from .training_common import (
     move_batch,
     optimizer_parameters,
     optional_loader,
+    require_finite,
+    require_finite_weights,
     save_stage,
     stage_inputs,
     stage_progress,
@@ -93,6 +95,10 @@ def train_sft(
     trainable, total = model.trainable_parameter_counts()
     console.print(f"SFT device={model.device_ref}; trainable={trainable:,}/{total:,}")
 
+    fix = (
+        f"lower training.learning_rate (now {config.training.learning_rate:g}) or raise "
+        f"training.temperature (now {config.training.temperature:g}), and run it again"
+    )
     history: list[dict] = []
     global_step = 0
     best_state, best_epoch, best_reward = None, 0, float("-inf")
@@ -102,19 +108,20 @@ def train_sft(
             model.train()
             epoch_metrics = []
             for batch in train_loader:
+                where = f"epoch {epoch + 1}, step {global_step + 1}"
                 inputs, rewards = move_batch(batch, model.device_ref)
+                logits = model(**inputs)
                 loss, metrics = sft_loss(
-                    model(**inputs),
-                    rewards,
-                    config.training.temperature,
-                    config.training.tie_handling,
+                    logits, rewards, config.training.temperature, config.training.tie_handling
                 )
+                require_finite("SFT", where, fix, logits=logits, loss=loss)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(
                     list(optimizer_parameters(model)), config.training.max_grad_norm
                 )
                 optimizer.step()
+                require_finite_weights(model, "SFT", where, fix)
                 scheduler.step()
                 epoch_metrics.append(metrics)
                 global_step += 1

@@ -51,6 +51,38 @@ RESULT_NEUTRAL_MODEL_KEYS = ("cache_dir", "feature_batch_size")
 RESULT_NEUTRAL_TRAINING_KEYS = ("log_every",)
 
 
+class TrainingDiverged(ValueError):
+    """A stage's logits, loss or weights became NaN or infinite: it stops before a checkpoint."""
+
+
+def require_finite(stage: str, where: str, fix: str, **tensors: torch.Tensor) -> None:
+    """Stop a stage whose numbers blew up (a learning rate or temperature out of range): left
+    to run, NaN weights reach the checkpoint, or torch stops it with a dump of the tensor."""
+    bad = [name for name, tensor in tensors.items() if not bool(torch.isfinite(tensor).all())]
+    if bad:
+        raise TrainingDiverged(
+            f"{stage} diverged at {where}: its {' and '.join(bad)} became NaN or infinite, so "
+            f"it stopped and wrote no checkpoint; {fix}"
+        )
+
+
+def require_finite_weights(model: nn.Module, stage: str, where: str, fix: str) -> None:
+    """require_finite over every tensor of the model's state, naming those that blew up."""
+    bad = [
+        name
+        for name, tensor in model.state_dict().items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if bad:
+        raise TrainingDiverged(
+            f"{stage} diverged at {where}: its weights ({', '.join(bad)}) became NaN or "
+            f"infinite, so it stopped and wrote no checkpoint; {fix}"
+        )
+
+
+DIVERGED_FIX = "lower training.learning_rate (ES: training.sigma0) and run it again"
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -120,6 +152,9 @@ def save_stage(model: RouterModel, output: Path, metadata: dict, report: dict) -
     """The checkpoint, then its training_report.json. The old report and the old checkpoint's
     evaluation reports go first: a run killed while saving never leaves another run's
     report beside the new checkpoint."""
+    require_finite_weights(
+        model, str(metadata.get("stage", "training")).upper(), "the end", DIVERGED_FIX
+    )
     remove_files(output, [STAGE_REPORT])
     remove_stale_evaluations(output)
     model.save_checkpoint(output, metadata)
