@@ -580,6 +580,20 @@ def test_a_stage_names_a_pipeline_files_bad_key_as_the_file_does(tmp_path: Path)
     assert "training.learning_rat" not in message and "training.epochs" not in message
 
 
+def test_an_infinite_setting_is_refused_naming_its_key(tmp_path: Path) -> None:
+    """`inf` passed every `> 0` bound: cost_weight=inf trained on -inf rewards (NaN targets),
+    reference_cost=inf silently ignored every cost, and reports held `Infinity`."""
+    for key in ("training.cost_weight", "training.reference_cost", "training.learning_rate"):
+        with pytest.raises(ConfigError, match=f"--set {key}: Input should be a finite number"):
+            load_stage_config(None, SFTConfig, "sft", {key: "inf"})
+    path = write_yaml(tmp_path / "p.yaml", "es:\n  sigma0: .inf\n")
+    with pytest.raises(ConfigError, match=r"es\.sigma0: Input should be a finite number"):
+        load_stage_config(path, ESConfig, "es")
+    # an infinite max_grad_norm is torch's way of not clipping: still allowed
+    unclipped = load_stage_config(None, RLConfig, "rl", {"training.max_grad_norm": "inf"})
+    assert unclipped.training.max_grad_norm == math.inf
+
+
 def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nesx: {}\n")
     with pytest.raises(ConfigError) as error:

@@ -16,8 +16,8 @@ C = TypeVar("C", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    # allow_inf_nan=False: YAML's `.inf` (or --set ...=inf) passed every `> 0` bound, and a
-    # learning rate, temperature or cost weight of infinity trained a router of NaN weights
+    # `inf` (`--set training.cost_weight=inf`, `1e999`) passed every bound and trained on
+    # -inf rewards, or wrote `Infinity` into reports that JSON readers refuse.
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
 
@@ -114,7 +114,7 @@ class SFTTrainingConfig(CostAware):
     epochs: int = Field(default=10, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     tie_handling: Literal["uniform", "skip"] = "uniform"
-    max_grad_norm: float = Field(default=1.0, gt=0)
+    max_grad_norm: float = Field(default=1.0, gt=0, allow_inf_nan=True)  # .inf: no clipping
     log_every: int = Field(default=50, ge=1)
 
 
@@ -129,7 +129,7 @@ class RLTrainingConfig(CostAware):
     entropy_coefficient: float = Field(default=0.01, ge=0)
     normalize_advantage: bool = False
     gradient_accumulation_steps: int = Field(default=1, ge=1)
-    max_grad_norm: float = Field(default=1.0, gt=0)
+    max_grad_norm: float = Field(default=1.0, gt=0, allow_inf_nan=True)  # .inf: no clipping
     log_every: int = Field(default=50, ge=1)
 
 
