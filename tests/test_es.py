@@ -15,7 +15,7 @@ from pathlib import Path
 import cmaes
 import pytest
 import torch
-from conftest import generated_records
+from conftest import generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
 import fugu_lite
@@ -443,6 +443,28 @@ def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(
     other = tiny_model_cfg.model_copy(update={"pooling": "mean"})
     with pytest.raises(ESResumeError, match=r"model\.pooling: saved 'penultimate' vs now 'mean'"):
         train_es(records, tiny_config(other, iterations=8), tmp_path)
+
+
+def test_resuming_takes_every_spelling_of_a_backbone_folder_as_that_folder(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`bb` then `/abs/bb` (as `train pipeline` takes them) was refused as another config,
+    telling the user to start the search over; `bb` from another folder is another backbone."""
+    save_tiny_backbone(tmp_path / "bb")
+    monkeypatch.chdir(tmp_path)
+    relative = tiny_model_cfg.model_copy(update={"backbone": "bb"})
+    train_es(records, tiny_config(relative, iterations=4), tmp_path / "es")
+    absolute = tiny_model_cfg.model_copy(update={"backbone": str(tmp_path / "bb")})
+    resumed = train_es(records, tiny_config(absolute, iterations=6), tmp_path / "es")
+    assert resumed["resumed_from"] == [4]
+    save_tiny_backbone(tmp_path / "elsewhere" / "bb", seed=1)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    other = r"model\.backbone: saved '/.*/bb' vs now '/.*/elsewhere/bb'"
+    with pytest.raises(ESResumeError, match=other):
+        train_es(records, tiny_config(relative, iterations=8), tmp_path / "es")
 
 
 def test_a_run_killed_right_after_its_checkpoint_leaves_no_earlier_report(

@@ -30,6 +30,7 @@ from torch import nn
 from torch.func import functional_call
 
 from . import __version__, code_digest
+from .backbones import canonical_backbone
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
 from .features import pooling_meant
@@ -271,10 +272,13 @@ def run_fingerprint(
 ) -> dict:
     """What must not change between an interrupted run and its continuation (the start
     checkpoint's folder is there to name it when the start model differs)."""
+    dumped = config.model_dump(mode="json")
+    # `bb`, `./bb` and `/abs/bb` are one backbone folder (as `train pipeline` compares them)
+    dumped["model"]["backbone"] = canonical_backbone(config.model.backbone)
     return {
         "versions": {"fugu-lite": __version__, "cmaes": cmaes.__version__},
         "code": code_digest(),
-        "config": config.model_dump(mode="json"),
+        "config": dumped,
         "start_model": _tensor_digest(list(model.state_dict().values())),
         "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
         "data": _tensor_digest(
