@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -770,6 +771,19 @@ def test_a_damaged_tensor_file_is_a_checkpoint_error(
     whole = (directory / HEAD_FILE).read_bytes()
     (directory / HEAD_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
     with pytest.raises(CheckpointError, match=f"{HEAD_FILE} is damaged or incomplete"):
+        load_router(directory)
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_naming_them(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Earlier versions saved a run whose weights blew up: it routed every prompt to the first
+    worker, with NaN probabilities."""
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    with torch.no_grad():
+        model.output_layer.weight[1, 2] = math.nan
+    directory = model.save_checkpoint(tmp_path / "c")
+    with pytest.raises(CheckpointError, match=r"holds NaN or infinite weights \(head\.weight\)"):
         load_router(directory)
 
 

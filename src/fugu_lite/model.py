@@ -703,6 +703,18 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "its files come from two different saves. Retrain it, or copy the whole "
             "checkpoint folder again"
         )
+    blown = [
+        name
+        for name, tensor in tensors.items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if blown:
+        # Written by a version that saved a diverged run: it would route every prompt to
+        # the first worker and send NaN probabilities.
+        raise CheckpointError(
+            f"{path} holds NaN or infinite weights ({', '.join(blown)}): the training that "
+            "wrote it diverged. Train it again with a lower training.learning_rate"
+        )
     return tensors
 
 
