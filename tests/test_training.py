@@ -19,6 +19,8 @@ import fugu_lite.features as features_module
 import fugu_lite.pipeline as pipeline_module
 from fugu_lite import sources_digest
 from fugu_lite.config import (
+    ESConfig,
+    ESTrainingConfig,
     ModelConfig,
     PipelineConfig,
     RLConfig,
@@ -29,6 +31,7 @@ from fugu_lite.config import (
 from fugu_lite.model import CheckpointError, load_router
 from fugu_lite.pipeline import run_evaluation, train_pipeline
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.train_es import train_es
 from fugu_lite.train_rl import contextual_bandit_loss, train_rl
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
 from fugu_lite.training_common import (
@@ -546,11 +549,30 @@ def test_training_warns_when_the_train_split_cannot_teach_a_choice(
 
     # A tie only on the raw rewards is not one after the cost weight: costs differ.
     weighted = SFT_TRAINING.model_copy(update={"epochs": 1, "cost_weight": 1.0})
-    train_sft(tied, SFTConfig(model=tiny_model_cfg, training=weighted), tmp_path / "weighted")
+    report = train_sft(
+        tied, SFTConfig(model=tiny_model_cfg, training=weighted), tmp_path / "weighted"
+    )
     assert "warning" not in capsys.readouterr().err
+    assert report["warnings"] == []
     training = SFT_TRAINING.model_copy(update={"epochs": 1})
     train_sft(tied, SFTConfig(model=tiny_model_cfg, training=training), tmp_path / "tied")
     assert "nothing to learn" in " ".join(capsys.readouterr().err.split())
+
+    # ... and the report says so too, read long after stderr scrolled away (an ES run on
+    # such records kept its start "because no generation beat it", with no why)
+    rl = RLConfig(model=tiny_model_cfg, training=RL_TRAINING.model_copy(update={"epochs": 1}))
+    es = ESConfig(model=tiny_model_cfg, training=ESTrainingConfig(iterations=2))
+    for stage, run in (
+        ("tied", None),
+        ("rl", lambda: train_rl(single, rl, tmp_path / "rl")),
+        ("es", lambda: train_es(tied, es, tmp_path / "es")),
+    ):
+        if run is not None:
+            run()
+        written = json.loads((tmp_path / stage / "training_report.json").read_text())
+        train = [r for r in (single if stage == "rl" else tied) if r.split == "train"]
+        expected = nothing_to_learn(train)
+        assert written["warnings"] == [expected]
 
 
 def pipeline_config(tiny_model_cfg: ModelConfig) -> PipelineConfig:

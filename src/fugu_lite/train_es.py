@@ -581,7 +581,7 @@ def train_es(
     """sep-CMA-ES from a checkpoint (typically SFT's) or from zero; keeps the best mean on
     validation; writes the checkpoint and training_report.json, and continues an
     interrupted run in the same output dir unless resume=False."""
-    records, model = start_stage(records, config.model, config.training, checkpoint)
+    records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     restrict_search(model, config.training.search)
     if (
         checkpoint is None
@@ -609,7 +609,7 @@ def train_es(
             return report
     cost_weighting = cost_weighting_summary(records, config.training)
     return write_outputs(
-        model, state, seconds, config, Path(output_dir), checkpoint, cost_weighting
+        model, state, seconds, config, Path(output_dir), checkpoint, cost_weighting, warnings
     )
 
 
@@ -634,6 +634,7 @@ def write_outputs(
     output: Path,
     start_checkpoint: str | None,
     cost_weighting: dict,
+    warnings: list[str],
 ) -> dict:
     all_seconds = [entry["seconds"] for entry in state.history]
     summary = {
@@ -672,6 +673,7 @@ def write_outputs(
         "svf_matrices": model.svf.names if model.svf is not None else [],
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
+        "warnings": warnings,
         "history": state.history,
     }
     save_stage(model, output, metadata, report)

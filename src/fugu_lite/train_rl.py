@@ -79,7 +79,7 @@ def train_rl(
     checkpoint: str | None = None,
 ) -> dict:
     records_read = records
-    records, model = start_stage(records, config.model, config.training, checkpoint)
+    records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     given = stage_inputs(config, records_read, checkpoint)
     worker_ids = records[0].worker_ids
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
@@ -161,6 +161,7 @@ def train_rl(
         "global_step": global_step,
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
+        "warnings": warnings,
         "history": history,
     }
     save_stage(model, output, metadata, report)

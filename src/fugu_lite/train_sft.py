@@ -77,7 +77,7 @@ def train_sft(
     """Train, keep the epoch with the best validation reward (if there is a validation
     split), write the checkpoint and training_report.json."""
     records_read = records
-    records, model = start_stage(records, config.model, config.training, checkpoint)
+    records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     given = stage_inputs(config, records_read, checkpoint)
     worker_ids = records[0].worker_ids
     train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
@@ -159,6 +159,7 @@ def train_sft(
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
         "svf_matrices": model.svf.names if model.svf is not None else [],
+        "warnings": warnings,
         "history": history,
     }
     save_stage(model, output, metadata, report)

@@ -109,14 +109,17 @@ def start_stage(
     model_cfg: ModelConfig,
     training: SFTTrainingConfig | RLTrainingConfig | ESTrainingConfig,
     checkpoint: str | None = None,
-) -> tuple[list[RewardRecord], RouterModel]:
-    """What every stage does first: cost-weight the rewards, seed, build or continue the model."""
+) -> tuple[list[RewardRecord], RouterModel, list[str]]:
+    """What every stage does first: cost-weight the rewards, warn when the train split cannot
+    teach a choice (the warnings are returned for the stage's report), seed, build or
+    continue the model."""
     records = apply_cost_weight(records, training)
     warning = nothing_to_learn(records_in_split(records, "train"))
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     seed_everything(training.seed)
-    return records, make_model(model_cfg, records[0].worker_ids, checkpoint)
+    model = make_model(model_cfg, records[0].worker_ids, checkpoint)
+    return records, model, [warning] if warning else []
 
 
 def records_digest(records: list[RewardRecord]) -> str:
