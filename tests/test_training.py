@@ -420,6 +420,33 @@ def test_sft_whose_loss_turns_nan_stops_with_what_to_change_and_keeps_the_earlie
     load_router(tmp_path, tiny_model_cfg, records[0].worker_ids)
 
 
+@pytest.mark.parametrize("stage", ["sft", "es"])
+def test_a_backbone_giving_nan_features_is_named_not_the_learning_rate(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+) -> None:
+    """A damaged backbone: SFT stopped at its first step with 'diverged: lower
+    training.learning_rate', which could never help."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    weights = load_file(folder / "model.safetensors")
+    name = next(key for key in weights if "embed_tokens" in key)
+    weights[name][3:] = math.nan
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    cfg = tiny_model_cfg.model_copy(update={"backbone": str(folder), "runtime": "torch"})
+    with pytest.raises(ValueError) as raised:
+        if stage == "sft":
+            train_sft(records, SFTConfig(model=cfg, training=SFT_TRAINING), tmp_path / "out")
+        else:
+            es = ESConfig(model=cfg, training=ESTrainingConfig(iterations=2))
+            train_es(records, es, tmp_path / "out")
+    message = str(raised.value)
+    assert message.startswith(f"the backbone {folder} gives NaN or infinite features for ")
+    assert "train prompts (the first: " in message and "learning_rate" not in message
+    assert not (tmp_path / "out" / "router.json").exists()
+
+
 def test_a_checkpoint_with_nan_weights_is_never_saved(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -243,6 +243,7 @@ def make_loader(
             collate_fn=TokenizingCollate(prompts, model.backbone_extractor()),
         )
     features = model.features_for(prompts)
+    require_finite_features(features, selected, model.model_cfg.backbone, split)
     if split == "train" and not bool(model.normalizer_fitted):
         model.fit_normalizer(features.to(model.device_ref))
     return DataLoader(
@@ -252,6 +253,22 @@ def make_loader(
         generator=generator,
         collate_fn=_collate,
     )
+
+
+def require_finite_features(
+    features: torch.Tensor, records: list[RewardRecord], backbone: str, split: str
+) -> None:
+    """Refuse NaN or infinite backbone features: training on them stopped at its first step
+    blaming the learning rate, which no setting of it could fix."""
+    bad = (~torch.isfinite(features)).flatten(1).any(dim=1).nonzero().flatten().tolist()
+    if bad:
+        first = records[bad[0]]
+        raise ValueError(
+            f"the backbone {backbone} gives NaN or infinite features for {len(bad)} of the "
+            f"{len(records)} {split} prompts (the first: {first.prompt_text[:60]!r}): its "
+            "weights are damaged or overflow; check model.backbone (a local folder: its weight "
+            "files), or choose another backbone"
+        )
 
 
 def optional_loader(
