@@ -268,13 +268,25 @@ def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
         run(stub_pool(("w", stub)), tasks, output)
 
 
-def test_other_workers_in_the_output_are_refused(tmp_path: Path) -> None:
+def test_other_workers_in_the_output_are_refused_with_a_way_out_that_keeps_the_answers(
+    tmp_path: Path,
+) -> None:
+    """A worker added to (or removed from) the pool: the refusal said only "write to a new
+    --output", whose default call log is new too, so every saved answer was paid for again.
+    It now names the old call log to pass with --log, which reuses them."""
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
-    with StubWorker(solver(tasks)) as stub:
+    with StubWorker(solver(tasks)) as stub, StubWorker(solver(tasks)) as added:
         run(stub_pool(("a", stub), ("b", stub)), tasks, output)
-        with pytest.raises(CollectError, match="new --output"):
-            run(stub_pool(("a", stub), ("c", stub)), tasks, output)
+        assert len(stub.bodies) == 4
+        grown = stub_pool(("a", stub), ("b", stub), ("c", added))
+        with pytest.raises(CollectError) as refused:
+            run(grown, tasks, output)
+        assert f"a new -o with --log {default_log_path(output)}" in str(refused.value)
+        summary = run(grown, tasks, tmp_path / "grown.jsonl", log=default_log_path(output))
+        assert summary.complete and len(stub.bodies) == 4 and len(added.bodies) == 2
+        with pytest.raises(CollectError, match="another order"):
+            run(stub_pool(("b", stub), ("a", stub)), tasks, output)
 
 
 @pytest.mark.parametrize(

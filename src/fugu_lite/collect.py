@@ -257,12 +257,24 @@ class CollectState:
                     f"({error.errors()[0]['msg']}); fix or delete that line"
                 ) from error
             if record.worker_ids != self.worker_ids:
-                raise CollectError(
-                    f"{self.output} was collected with workers {record.worker_ids}, but this pool "
-                    f"has {self.worker_ids}; write to a new --output, or use the same pool"
-                )
+                raise CollectError(self._other_workers(record.worker_ids))
             if record.id is not None:
                 self.recorded.add(record.id)
+
+    def _other_workers(self, recorded: list[str]) -> str:
+        """Why records of another pool cannot be continued, and the way out that keeps the
+        saved answers (a new -o alone would start a new call log and pay for them again)."""
+        mismatch = f"{self.output} was collected with workers {recorded}, but this pool has "
+        if sorted(recorded) == sorted(self.worker_ids):
+            return (
+                f"{mismatch}them in another order ({self.worker_ids}); list the pool's workers "
+                "in the order of the records"
+            )
+        return (
+            f"{mismatch}{self.worker_ids}; use the same pool, or collect into a new -o with "
+            f"--log {self.log}: the saved answers of the workers in both are reused, only the "
+            "other cells are called"
+        )
 
     def _load_log(self) -> None:
         for line_number, value in iter_jsonl(self.log):
