@@ -240,6 +240,27 @@ def test_failed_calls_are_logged_and_retried_next_run(tmp_path: Path) -> None:
     assert summary.complete and len(stub.bodies) == 4
 
 
+@pytest.mark.parametrize(("mode", "refused"), [("404", True), ("500", False)])
+def test_failed_calls_are_explained_at_the_end(tmp_path: Path, mode: str, refused: bool) -> None:
+    """A worker whose every call failed (a wrong model name: 404; a 500 after the retries)
+    showed only an `errors` count and "run the same command again", which for a refused
+    request fails the same way again: the reason was only in the call log."""
+    tasks = number_tasks(2)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    with StubWorker(solver(tasks)) as good, StubWorker(solver(tasks), mode=mode) as bad:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("good", good), ("bad", bad), max_concurrency=1)
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(tmp_path / "r.jsonl"), "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "2 calls to bad failed" in result.stderr and "calls to good" not in result.stderr
+    kind = "client" if refused else "server"
+    assert f"the first: task add-0: worker bad: {kind}: HTTP {mode}" in result.stderr
+    assert ("refused again until the worker's settings" in result.stderr) == refused
+
+
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"

@@ -736,6 +736,13 @@ def collect_command(
     console.print(summary_table(summary))
     print_result(f"records: {summary.output} · call log: {summary.log}")
     for worker in summary.workers:
+        if worker.call_error and not worker.down:  # a down worker's line says why
+            err_console.print(
+                f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
+                f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
+                f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
+                f"the first: {console_text(worker.call_error)}"
+            )
         if worker.grade_error:
             err_console.print(
                 f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
@@ -844,6 +851,11 @@ def demo_command(
             fail(str(error))
 
 
+# A 4xx other than 408 and 429: the worker refused the request itself.
+CLIENT_ERROR_HINT = (
+    "; a refused request is refused again until the worker's settings in the pool (model, "
+    "params, api_key_env) or the task are fixed"
+)
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 LOG_LEVEL_HELP = (
     "What serve logs, each level adding to the one before: critical (almost nothing); error "

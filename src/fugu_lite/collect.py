@@ -99,6 +99,9 @@ class WorkerSummary(BaseModel):
     pending: int
     calls: int  # this run
     errors: int  # this run: failed calls and grading errors
+    failed_calls: int = 0  # this run: calls that gave no answer (after the pool's retries)
+    call_error: str | None = None  # this run: why the first of them failed
+    call_error_kind: str | None = None  # ... its kind (timeout, connection, client, ...)
     ungraded: int = 0  # this run: answers the grader (or judge) could not score
     grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
@@ -464,6 +467,8 @@ class RunCounters:
     def __init__(self, worker_ids: list[str]) -> None:
         self.calls = dict.fromkeys(worker_ids, 0)
         self.errors = dict.fromkeys(worker_ids, 0)
+        self.failed_calls = dict.fromkeys(worker_ids, 0)
+        self.call_error: dict[str, tuple[str, str | None]] = {}  # the first: message, kind
         self.ungraded = dict.fromkeys(worker_ids, 0)
         self.grade_error: dict[str, str] = {}
         self.consecutive_down = dict.fromkeys(worker_ids, 0)
@@ -539,6 +544,9 @@ class Collector:
             graded.add_done_callback(self.grading.discard)
         else:
             self.counters.errors[worker_id] += 1
+            self.counters.failed_calls[worker_id] += 1
+            failure = f"task {visible_controls(task_id)}: {result.error}"
+            self.counters.call_error.setdefault(worker_id, (failure, result.error_kind))
             self._check_down(worker_id, result)
         self._advance(worker_id)
 
@@ -753,6 +761,9 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
                 calls=counters.calls[worker_id],
                 errors=counters.errors[worker_id],
+                failed_calls=counters.failed_calls[worker_id],
+                call_error=counters.call_error.get(worker_id, (None, None))[0],
+                call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
                 ungraded=counters.ungraded[worker_id],
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
