@@ -261,6 +261,46 @@ def test_failed_calls_are_explained_at_the_end(tmp_path: Path, mode: str, refuse
     assert ("refused again until the worker's settings" in result.stderr) == refused
 
 
+def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) -> None:
+    """A prompt longer than a worker's context (its 400 context_length_exceeded) was a
+    failed call left pending: asked again on every run and refused again, the task never got
+    a record and `collect` exited 1 for ever, telling the user to run it again."""
+    tasks = number_tasks(3)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    everything = solver(number_tasks(4))
+    with StubWorker(everything) as short, StubWorker(everything) as long:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("short", short), ("long", long), max_concurrency=1)
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--no-progress"]  # fmt: skip
+        short.fail_next("context")  # add-0 is over its context
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        assert "1 prompt is longer than the context of short" in result.stderr
+        assert "the first: task add-0: worker short: client: HTTP 400: This model's" in (
+            result.stderr
+        )
+        records = {record.id: record for record in read_records(output)}
+        assert records["add-0"].rewards == [0.0, 1.0] and records["add-1"].rewards == [1, 1]
+        assert records["add-0"].costs is not None and records["add-0"].costs[0] == 0.0
+        grade = next(
+            line
+            for line in log_lines(output)
+            if line["event"] == "grade"
+            and (line["task_id"], line["worker_id"]) == ("add-0", "short")
+        )
+        assert grade["score"] == 0.0 and grade["detail"].startswith("refused: worker short")
+
+        write_tasks(tmp_path / "tasks.jsonl", number_tasks(4))  # add-0's refusal is reused
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert len(short.bodies) == 4 and "longer than the context" not in result.stderr
+    summary = {worker.worker_id: worker for worker in run(config, number_tasks(4), output).workers}
+    assert summary["short"].done == 4 and summary["short"].mean_score == 0.75
+
+
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"
@@ -920,6 +960,52 @@ def test_collect_with_real_llama_cpp_workers(tmp_path: Path) -> None:
     assert all(0 < line["usage"]["completion_tokens"] <= 12 for line in calls)
     model_files = {line["worker_id"]: line["local_hash"] for line in calls}  # all one GGUF
     assert len(model_files) == 3 and len(set(model_files.values())) == 1
+
+
+@pytest.mark.integration
+def test_a_prompt_over_a_local_workers_n_ctx_is_scored_0_until_n_ctx_is_raised(
+    tmp_path: Path,
+) -> None:
+    """llama.cpp's server refuses a prompt over its n_ctx (400 context_length_exceeded): the
+    task got a record with 0 for that worker instead of staying pending for ever; with a
+    larger n_ctx the refusal is not reused and the prompt is asked again."""
+    pool = small_local_pool(tmp_path / "pool.yaml", n_workers=1, max_tokens=8)
+    config = yaml.safe_load(pool.read_text())
+    config["workers"][0]["local"]["n_ctx"] = 256
+    pool.write_text(yaml.safe_dump(config))
+    filler = "Read this sentence and then forget it again please. " * 40  # ~400 tokens
+    tasks = [
+        Task(id="short", prompt="What is 2 + 2?", answer="4", grader="number", task="arithmetic"),
+        Task(
+            id="long",
+            prompt=f"{filler}What is 2 + 2?",
+            answer="4",
+            grader="number",
+            task="arithmetic",
+        ),
+    ]
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "rewards.jsonl"
+    args = ["collect", "--pool", str(pool), "--tasks", str(tmp_path / "tasks.jsonl"),
+            "--no-progress"]  # fmt: skip
+    result = CliRunner().invoke(app, [*args, "-o", str(output)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "1 prompt is longer than the context of smollm2-direct" in result.stderr
+    assert "maximum context length is 256 tokens" in result.stderr
+    assert {r.id: r.rewards for r in read_records(output)}["long"] == [0.0]
+
+    config["workers"][0]["local"]["n_ctx"] = 1024
+    pool.write_text(yaml.safe_dump(config))
+    larger = tmp_path / "larger.jsonl"
+    log = default_log_path(output)
+    result = CliRunner().invoke(app, [*args, "-o", str(larger), "--log", str(log)])
+    assert result.exit_code == 0, result.output
+    calls = [line for line in log_lines(output) if line["event"] == "call"]
+    assert [line["task_id"] for line in calls if line.get("output") is not None] == [
+        "short",
+        "long",
+    ]  # the short answer was reused, the long prompt asked again
+    assert "longer than the context" not in result.stderr
 
 
 @pytest.mark.integration

@@ -743,6 +743,16 @@ def collect_command(
                 f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
                 f"the first: {console_text(worker.call_error)}"
             )
+        if worker.refusal:
+            many = worker.refused != 1
+            err_console.print(
+                f"[yellow]warning: {worker.refused} prompt{'s' * many} "
+                f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
+                f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
+                f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
+                "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
+                f"with --log {summary.log}; the first: {console_text(worker.refusal)}"
+            )
         if worker.grade_error:
             err_console.print(
                 f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "

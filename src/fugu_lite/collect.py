@@ -17,7 +17,10 @@ the settings that shape its verdict); after a change, the saved answers of unfin
 are graded again (only the judge is called) and the run says how many and why. A torn
 last line (kill -9 during a write) is cut off and reported. A worker that is down, a failed
 call and a grader that cannot run leave their cells pending for the next run; nothing is
-ever scored 0 for them.
+ever scored 0 for them. A prompt longer than the worker's context (its 400
+context_length_exceeded) is the one failure that never goes away by asking again: it is the
+worker's answer, scored 0 (as routing it there gives nothing), and reused on resume while
+the worker's n_ctx is the same.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
 from .text import console_text, notes_console, visible_controls
-from .workers import CallResult, Judge, WorkerCallError, WorkerPool
+from .workers import CONTEXT_LENGTH_EXCEEDED, CallResult, Judge, WorkerCallError, WorkerPool
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
@@ -85,6 +88,8 @@ class LogEntry(BaseModel):
     latency_s: float | None = None
     error: str | None = None
     error_kind: str | None = None
+    error_code: str | None = None  # the `code` of the worker's error body
+    n_ctx: int | None = None  # context refusals of a local worker: its n_ctx then
     attempts: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -103,6 +108,8 @@ class WorkerSummary(BaseModel):
     call_error: str | None = None  # this run: why the first of them failed
     call_error_kind: str | None = None  # ... its kind (timeout, connection, client, ...)
     ungraded: int = 0  # this run: answers the grader (or judge) could not score
+    refused: int = 0  # this run: prompts over the worker's context, scored 0
+    refusal: str | None = None  # this run: the worker's words on the first of them
     grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
     cost: float
@@ -223,6 +230,10 @@ class CollectState:
             for worker in config.workers
         }
         self.local_hashes = {worker.id: local_hash(worker) for worker in config.workers}
+        self.contexts = {
+            worker.id: None if worker.local is None else worker.local.n_ctx
+            for worker in config.workers
+        }
         self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
         self.judge = (
             None
@@ -291,7 +302,7 @@ class CollectState:
             if entry.event == "judge":
                 continue  # what the judge said is in its grade line
             cell = (entry.task_id, entry.worker_id)
-            answered = entry.event == "call" and entry.error is None and entry.output is not None
+            answered = self.answers(entry)
             if self.hashes.get(cell) != entry.request_hash or (
                 answered and not self._same_local_model(entry)
             ):
@@ -307,6 +318,15 @@ class CollectState:
                     self.grades[cell] = entry
                 else:
                     self.stale[cell] = entry
+
+    def answers(self, entry: LogEntry) -> bool:
+        """Whether a log line gives its cell an answer to grade: a call with an output, or
+        the worker's refusal of a prompt over its context (at the n_ctx it still has)."""
+        if entry.event != "call":
+            return False
+        if entry.error_code == CONTEXT_LENGTH_EXCEEDED:
+            return entry.n_ctx == self.contexts.get(entry.worker_id)
+        return entry.error is None and entry.output is not None
 
     def _same_local_model(self, entry: LogEntry) -> bool:
         # call lines of older versions do not name the model file: taken as the same
@@ -444,7 +464,7 @@ class CollectState:
     def add(self, entry: LogEntry) -> None:
         append_jsonl(self.log, [entry])
         cell = (entry.task_id, entry.worker_id)
-        if entry.event == "call" and entry.error is None and entry.output is not None:
+        if self.answers(entry):
             self.calls[cell] = entry
             self.grades.pop(cell, None)
             self.stale.pop(cell, None)
@@ -470,6 +490,8 @@ class RunCounters:
         self.failed_calls = dict.fromkeys(worker_ids, 0)
         self.call_error: dict[str, tuple[str, str | None]] = {}  # the first: message, kind
         self.ungraded = dict.fromkeys(worker_ids, 0)
+        self.refused = dict.fromkeys(worker_ids, 0)
+        self.refusal: dict[str, str] = {}
         self.grade_error: dict[str, str] = {}
         self.consecutive_down = dict.fromkeys(worker_ids, 0)
         self.down: dict[str, str] = {}
@@ -537,7 +559,12 @@ class Collector:
         result = await self.pool.chat(worker_id, task.chat_messages())
         self.counters.calls[worker_id] += 1
         self.state.add(self._call_entry(task, result))
-        if result.error is None:
+        refused = result.error_code == CONTEXT_LENGTH_EXCEEDED
+        if refused:
+            self.counters.refused[worker_id] += 1
+            failure = f"task {visible_controls(task_id)}: {result.error}"
+            self.counters.refusal.setdefault(worker_id, failure)
+        if result.error is None or refused:
             self.counters.consecutive_down[worker_id] = 0
             graded = asyncio.create_task(self._grade(task_id, worker_id))
             self.grading.add(graded)
@@ -572,7 +599,10 @@ class Collector:
         )
         async with self.grade_slots:
             try:
-                verdict = await grade(task, call.output or "", judge)
+                if call.error_code == CONTEXT_LENGTH_EXCEEDED:
+                    verdict = Grade(score=0.0, detail=f"refused: {call.error}")
+                else:
+                    verdict = await grade(task, call.output or "", judge)
             except Exception as error:  # a grader bug must not end the run or score 0
                 verdict = Grade(score=None, error=f"grader raised {type(error).__name__}: {error}")
         if verdict.score is not None and not (
@@ -596,6 +626,7 @@ class Collector:
         self.counters.records_written += self.state.write_ready_record(task_id)
 
     def _call_entry(self, task: Task, result: CallResult) -> LogEntry:
+        refused = result.error_code == CONTEXT_LENGTH_EXCEEDED
         return LogEntry(
             event="call",
             task_id=task.id,
@@ -605,10 +636,12 @@ class Collector:
             prompt_hash=prompt_hash(task.prompt_text()),
             output=result.output,
             usage=None if result.usage is None else result.usage.model_dump(),
-            cost=result.cost,
+            cost=0.0 if refused else result.cost,  # nothing generated, nothing billed
             latency_s=round(result.latency_s, 6),
             error=result.error,
             error_kind=result.error_kind,
+            error_code=result.error_code,
+            n_ctx=self.state.contexts[result.worker_id] if refused else None,
             attempts=result.attempts,
             started_at=result.started_at,
             finished_at=result.finished_at,
@@ -765,6 +798,8 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 call_error=counters.call_error.get(worker_id, (None, None))[0],
                 call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
                 ungraded=counters.ungraded[worker_id],
+                refused=counters.refused[worker_id],
+                refusal=counters.refusal.get(worker_id),
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
                 cost=sum(call.cost or 0.0 for call in calls),
