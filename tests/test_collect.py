@@ -301,6 +301,33 @@ def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) ->
     assert summary["short"].done == 4 and summary["short"].mean_score == 0.75
 
 
+def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:
+    """An answer that stopped at the worker's max_tokens (finish_reason "length": a step by
+    step answer cut before its final line) was graded as it was, scoring 0, with nothing in
+    the call log or the output to tell it from a wrong answer."""
+    tasks = number_tasks(3)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as whole, StubWorker("Let us think. First,") as cut:
+        cut.finish_reason = "length"
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("whole", whole), ("cut", cut), params={"max_tokens": 24})
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        note = "3 of the 3 graded answers of cut stopped at its token limit (max_tokens 24)"
+        assert note in result.stderr and "answers of whole" not in result.stderr
+        calls = [line for line in log_lines(output) if line["event"] == "call"]
+        assert {line["worker_id"]: line["finish_reason"] for line in calls} == {
+            "whole": "stop", "cut": "length"
+        }  # fmt: skip
+        again = CliRunner().invoke(app, args, env={"COLUMNS": "400"})  # resumed: still said
+    assert again.exit_code == 0 and note in again.stderr
+    assert all(record.rewards == [1.0, 0.0] for record in read_records(output))
+
+
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"

@@ -743,6 +743,16 @@ def collect_command(
                 f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
                 f"the first: {console_text(worker.call_error)}"
             )
+        if worker.cut:
+            params = pool_config.worker(worker.worker_id).params
+            limit = params.get("max_completion_tokens", params.get("max_tokens"))
+            err_console.print(
+                f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
+                f"{console_name(worker.worker_id)} stopped at its token limit (max_tokens "
+                f"{limit if limit is not None else 'of its server'}) and were graded as they "
+                "are, often without their final answer; for whole answers raise its "
+                "params.max_tokens (a new request: unfinished tasks are asked again)"
+            )
         if worker.refusal:
             many = worker.refused != 1
             err_console.print(

@@ -83,6 +83,7 @@ class LogEntry(BaseModel):
     judged_request_hash: str | None = None  # judge events: the request hash of that answer
     prompt_hash: str | None = None
     output: str | None = None
+    finish_reason: str | None = None  # call events: "length" = cut at the token limit
     usage: dict[str, int] | None = None
     cost: float | None = None
     latency_s: float | None = None
@@ -109,6 +110,7 @@ class WorkerSummary(BaseModel):
     call_error_kind: str | None = None  # ... its kind (timeout, connection, client, ...)
     ungraded: int = 0  # this run: answers the grader (or judge) could not score
     refused: int = 0  # this run: prompts over the worker's context, scored 0
+    cut: int = 0  # graded answers (all runs) that stopped at the worker's token limit
     refusal: str | None = None  # this run: the worker's words on the first of them
     grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
@@ -635,6 +637,7 @@ class Collector:
             local_hash=self.state.local_hashes[result.worker_id],
             prompt_hash=prompt_hash(task.prompt_text()),
             output=result.output,
+            finish_reason=finish_reason(result),
             usage=None if result.usage is None else result.usage.model_dump(),
             cost=0.0 if refused else result.cost,  # nothing generated, nothing billed
             latency_s=round(result.latency_s, 6),
@@ -698,8 +701,14 @@ def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Ce
 
 
 def _hit_token_limit(result: CallResult) -> bool:
+    return finish_reason(result) == "length"
+
+
+def finish_reason(result: CallResult) -> str | None:
+    """Why the worker's answer ended ("stop", "length": cut at its token limit, ...)."""
     choices = (result.raw or {}).get("choices") or [{}]
-    return isinstance(choices[0], dict) and choices[0].get("finish_reason") == "length"
+    reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 async def collect(
@@ -799,6 +808,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
                 ungraded=counters.ungraded[worker_id],
                 refused=counters.refused[worker_id],
+                cut=sum(call.finish_reason == "length" for call in calls),
                 refusal=counters.refusal.get(worker_id),
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
