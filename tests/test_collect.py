@@ -502,6 +502,21 @@ def haiku_tasks(n: int) -> list[Task]:
             for i in range(n)]  # fmt: skip
 
 
+@pytest.mark.parametrize("empty", ["", " \n\t "])
+def test_an_empty_answer_scores_0_without_asking_the_judge(tmp_path: Path, empty: str) -> None:
+    """An empty (or whitespace) answer to a judge task was sent to the judge, which was paid
+    for and could score nothing at all above 0 (a lenient judge said `SCORE: 7`)."""
+    tasks = haiku_tasks(2)
+    with StubWorker(empty) as silent, StubWorker(answer_or_verdict("Rain.", "SCORE: 7")) as judge:
+        config = stub_pool(("silent", silent), ("judge", judge))
+        summary = run(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    assert summary.complete
+    assert [record.rewards for record in read_records(tmp_path / "r.jsonl")] == [[0.0, 0.7]] * 2
+    assert len(judge.bodies) == 2 + 2  # its own answers and their judging, never silent's
+    grades = [line for line in log_lines(tmp_path / "r.jsonl") if line["event"] == "grade"]
+    assert {line["detail"] for line in grades if line["worker_id"] == "silent"} == {"empty output"}
+
+
 def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
     tasks = haiku_tasks(2)
     output = tmp_path / "r.jsonl"

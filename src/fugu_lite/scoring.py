@@ -59,7 +59,7 @@
   refused operation is the model's fault: 0 with the reason in `detail`.
 - judge: an LLM judge (an async callable messages -> reply) scores 0-10 with the task's
   rubric ("SCORE: 7", else "a score of 7", else agreeing ratios "7/10"); the score is
-  divided by 10.
+  divided by 10. An empty (or whitespace) output scores 0 without asking the judge.
 
 A score of 0.0 means the answer is wrong or missing (`detail` says why). When we cannot
 grade (no reference answer, judge down or unparseable, sandbox broken), `score` is None and
@@ -1874,6 +1874,8 @@ def without_echoed_scores(reply: str, output: str) -> str:
 async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
     if judge is None:
         return cannot_grade("the judge grader needs a judge (a worker of the pool); none given")
+    if not output.strip():  # a lenient judge scored nothing at all as half right
+        return wrong("empty output")
     try:
         reply: object = await judge(judge_messages(task, output))  # a user's judge: any type
     except Exception as error:
