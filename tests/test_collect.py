@@ -328,6 +328,41 @@ def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:
     assert all(record.rewards == [1.0, 0.0] for record in read_records(output))
 
 
+def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `collect` runs on one -o (started twice by mistake, in two terminals) both called
+    every worker for every task and both appended each record: every record twice in the
+    output and every call paid twice."""
+    tasks = number_tasks(4)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks), latency_s=0.2) as stub:
+        config = stub_pool(("w", stub), max_concurrency=1)
+
+        async def twice(second_output: Path, log: Path | None = None) -> list[Any]:
+            first = asyncio.create_task(collect(config, tasks, output, show_progress=False))
+            await asyncio.sleep(0.1)  # the first is running: its calls take 0.2 s each
+            second = collect(config, tasks, second_output, log, show_progress=False)
+            return await asyncio.gather(first, second, return_exceptions=True)
+
+        first, second = asyncio.run(twice(output))
+        assert isinstance(first, CollectSummary) and first.complete
+        assert isinstance(second, CollectError) and f"{output} is in use by another" in str(second)
+        assert sorted(record_ids(output)) == [t.id for t in tasks] and len(stub.bodies) == 4
+        output.unlink()
+        default_log_path(output).unlink()  # so that the first run calls again
+        other = tmp_path / "other.jsonl"  # another -o, but the same call log: refused too
+        first, second = asyncio.run(twice(other, default_log_path(output)))
+        assert isinstance(second, CollectError) and "calls.jsonl is in use" in str(second)
+        assert not other.exists()  # the refused run left no empty file behind
+
+        monkeypatch.delenv("NO_SUCH_KEY", raising=False)  # a run that cannot start: no files
+        keyed = stub_pool(("w", stub), api_key_env="NO_SUCH_KEY")
+        with pytest.raises(Exception, match="NO_SUCH_KEY"):
+            run(keyed, tasks, tmp_path / "new" / "r.jsonl")
+    assert list((tmp_path / "new").iterdir()) == []
+
+
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"

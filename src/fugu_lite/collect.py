@@ -31,9 +31,10 @@ import hashlib
 import json
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -205,6 +206,41 @@ def repair_torn_tail(path: Path) -> str | None:
     with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
         torn.write(fragment + "\n")
     return fragment
+
+
+@contextmanager
+def exclusive_files(paths: list[Path]) -> Iterator[None]:
+    """Hold an exclusive lock on the records and the call log (each created if missing, and
+    removed again if the run leaves it empty): a second `collect` on either would append
+    every record twice and pay for every call twice. The lock goes with the process, so a
+    run killed outright never leaves one behind."""
+    if sys.platform == "win32":  # pragma: no cover - no flock there: unlocked, as before
+        yield
+        return
+    import fcntl
+
+    with ExitStack() as stack:
+        for path in dict.fromkeys(path.absolute() for path in paths):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            created = not path.exists()
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+            stack.callback(os.close, descriptor)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CollectError(
+                    f"{path} is in use by another `fugu-lite collect`; wait for it to finish "
+                    "(or stop it), then run this again: two runs on one records file or call "
+                    "log would write every record twice and pay for every call twice"
+                ) from None
+            if created:  # removed before the lock goes, so no other run holds it
+                stack.callback(_remove_if_empty, path)
+        yield
+
+
+def _remove_if_empty(path: Path) -> None:
+    if path.exists() and path.stat().st_size == 0:
+        path.unlink()
 
 
 class CollectState:
@@ -726,30 +762,31 @@ async def collect(
     output = Path(output)
     log_path = Path(log) if log is not None else default_log_path(output)
     check_judge(config, tasks, judge_worker)
-    state = CollectState(config, tasks, output, log_path, judge_worker).load()
-    console = console or notes_console()
-    for message in state.torn:
-        console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
-    reasks = state.reask_notes()
-    regrades = state.regrade_notes()
-    for message in [*reasks, *regrades]:
-        console.print(f"[yellow]note:[/yellow] {console_text(message)}")
-    pool = WorkerPool(config)
-    # A finished collection calls no worker: its summary needs neither their local servers
-    # (minutes to load a large GGUF) nor their API keys.
-    started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
-    local = [worker.id for worker in config.workers if worker.local is not None]
-    if started is pool and local:  # silent otherwise for as long as the models load
-        console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
-    async with started:
-        with _progress(show_progress, console) as progress:
-            collector = Collector(
-                pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
-            )
-            await collector.run()
-    return summarize(state, collector.counters).model_copy(
-        update={"reasks": reasks, "regrades": regrades}
-    )
+    with exclusive_files([output, log_path]):
+        state = CollectState(config, tasks, output, log_path, judge_worker).load()
+        console = console or notes_console()
+        for message in state.torn:
+            console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
+        reasks = state.reask_notes()
+        regrades = state.regrade_notes()
+        for message in [*reasks, *regrades]:
+            console.print(f"[yellow]note:[/yellow] {console_text(message)}")
+        pool = WorkerPool(config)
+        # A finished collection calls no worker: its summary needs neither their local servers
+        # (minutes to load a large GGUF) nor their API keys.
+        started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
+        local = [worker.id for worker in config.workers if worker.local is not None]
+        if started is pool and local:  # silent otherwise for as long as the models load
+            console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
+        async with started:
+            with _progress(show_progress, console) as progress:
+                collector = Collector(
+                    pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
+                )
+                await collector.run()
+        return summarize(state, collector.counters).model_copy(
+            update={"reasks": reasks, "regrades": regrades}
+        )
 
 
 def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
