@@ -5,6 +5,7 @@ kill -9 mid-run and resumed (integration)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -1083,6 +1084,34 @@ def test_a_prompt_over_a_local_workers_n_ctx_is_scored_0_until_n_ctx_is_raised(
         "long",
     ]  # the short answer was reused, the long prompt asked again
     assert "longer than the context" not in result.stderr
+
+
+@pytest.mark.integration
+def test_a_local_worker_is_sent_one_call_at_a_time(tmp_path: Path) -> None:
+    """A local worker with max_concurrency 4 had 4 calls sent at once to its llama.cpp
+    server, which answers one at a time: the others waited in its queue while their
+    timeout_s ran, timed out, got the server restarted and the healthy worker taken as down
+    (2 of 6 tasks done with answers of ~4 s and timeout_s 10 on 2 busy cores)."""
+    pool = small_local_pool(tmp_path / "pool.yaml", n_workers=1, max_tokens=8)
+    config = yaml.safe_load(pool.read_text())
+    config["workers"][0]["max_concurrency"] = 4
+    pool.write_text(yaml.safe_dump(config))
+    tasks = easy_tasks(tmp_path / "tasks.jsonl", 1)[:4]
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "rewards.jsonl"
+    args = ["collect", "--pool", str(pool), "--tasks", str(tmp_path / "tasks.jsonl"),
+            "-o", str(output), "--no-progress"]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    calls = sorted(
+        (line["started_at"], line["finished_at"])
+        for line in log_lines(output)
+        if line["event"] == "call"
+    )
+    assert len(calls) == 4
+    # each call was sent after the one before it was answered, never queued behind it
+    assert all(finished <= started for (_, finished), (started, _) in itertools.pairwise(calls))
+    assert "smollm2-direct is sent one call at a time, not max_concurrency 4" in result.stderr
 
 
 @pytest.mark.integration

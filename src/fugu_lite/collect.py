@@ -771,10 +771,12 @@ async def collect(
         regrades = state.regrade_notes()
         for message in [*reasks, *regrades]:
             console.print(f"[yellow]note:[/yellow] {console_text(message)}")
-        pool = WorkerPool(config)
+        pool = WorkerPool(one_call_at_a_time(config))
         # A finished collection calls no worker: its summary needs neither their local servers
         # (minutes to load a large GGUF) nor their API keys.
         started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
+        for message in queued_locally(config) if started is pool else []:
+            console.print(f"[yellow]note:[/yellow] {console_text(message)}")
         local = [worker.id for worker in config.workers if worker.local is not None]
         if started is pool and local:  # silent otherwise for as long as the models load
             console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
@@ -787,6 +789,27 @@ async def collect(
         return summarize(state, collector.counters).model_copy(
             update={"reasks": reasks, "regrades": regrades}
         )
+
+
+def one_call_at_a_time(config: PoolConfig) -> PoolConfig:
+    """The pool with each local worker's max_concurrency at 1: its llama.cpp server answers
+    one request at a time, so more calls in flight only wait in its queue, where their
+    timeout_s runs out (a healthy worker timed out, was restarted and taken as down)."""
+    workers = [
+        worker.model_copy(update={"max_concurrency": 1}) if worker.is_local else worker
+        for worker in config.workers
+    ]
+    return config.model_copy(update={"workers": workers})
+
+
+def queued_locally(config: PoolConfig) -> list[str]:
+    return [
+        f"local worker {worker.id} is sent one call at a time, not max_concurrency "
+        f"{worker.max_concurrency}: its llama.cpp server answers one at a time, and the others "
+        "would wait in its queue, where their timeout_s runs out"
+        for worker in config.workers
+        if worker.is_local and worker.max_concurrency > 1
+    ]
 
 
 def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
