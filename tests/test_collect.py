@@ -553,6 +553,26 @@ def test_an_empty_answer_scores_0_without_asking_the_judge(tmp_path: Path, empty
     assert {line["detail"] for line in grades if line["worker_id"] == "silent"} == {"empty output"}
 
 
+def test_the_judges_calls_and_cost_are_shown_under_the_table(tmp_path: Path) -> None:
+    """A paid judge's calls were in no count and no cost: the table's cost is the graded
+    answers' (the records'), so what judging cost could only be summed from the call log."""
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(answer_or_verdict("Rain on the roof.", "SCORE: 8")) as stub:
+        config = stub_pool(("w", stub), ("judge", stub))
+        summary = run(config, tasks, output, judge_worker="judge")
+        again = run(config, tasks, output, judge_worker="judge")  # finished: from the log
+    judged = [line for line in log_lines(output) if line["event"] == "judge"]
+    assert len(judged) == 4 and all(line["cost"] > 0 for line in judged)
+    cost = sum(line["cost"] for line in judged)
+    for result in (summary, again):
+        assert [(j.worker_id, j.calls) for j in result.judges] == [("judge", 4)]
+        assert result.judges[0].cost == pytest.approx(cost)
+    console = Console(width=100, record=True)
+    console.print(summary_table(again))
+    assert f"judge judge: 4 calls, cost {cost:.2g}" in console.export_text()
+
+
 def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
     tasks = haiku_tasks(2)
     output = tmp_path / "r.jsonl"

@@ -120,6 +120,12 @@ class WorkerSummary(BaseModel):
     down: str | None = None  # why the worker was taken as down this run
 
 
+class JudgeSummary(BaseModel):
+    worker_id: str
+    calls: int  # judge calls in the call log (all runs)
+    cost: float  # their cost
+
+
 class CollectSummary(BaseModel):
     output: str
     log: str
@@ -130,6 +136,7 @@ class CollectSummary(BaseModel):
     reasks: list[str] = []  # why saved answers were not reused (reask_notes)
     regrades: list[str] = []  # why saved grades were not reused (regrade_notes)
     workers: list[WorkerSummary]
+    judges: list[JudgeSummary] = []
 
     @property
     def complete(self) -> bool:
@@ -284,6 +291,7 @@ class CollectState:
         self.asked_otherwise: set[Cell] = set()  # answered, but to another request
         self.recorded: set[str] = set()
         self.torn: list[str] = []
+        self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
 
     def load(self) -> CollectState:
         for path in (self.output, self.log):
@@ -338,6 +346,7 @@ class CollectState:
                     f"({error.errors()[0]['msg']}); fix or delete that line"
                 ) from error
             if entry.event == "judge":
+                self._count_judging(entry)
                 continue  # what the judge said is in its grade line
             cell = (entry.task_id, entry.worker_id)
             answered = self.answers(entry)
@@ -356,6 +365,13 @@ class CollectState:
                     self.grades[cell] = entry
                 else:
                     self.stale[cell] = entry
+
+    def _count_judging(self, entry: LogEntry) -> None:
+        judge = self.judging.setdefault(
+            entry.worker_id, JudgeSummary(worker_id=entry.worker_id, calls=0, cost=0.0)
+        )
+        judge.calls += 1
+        judge.cost += entry.cost or 0.0
 
     def answers(self, entry: LogEntry) -> bool:
         """Whether a log line gives its cell an answer to grade: a call with an output, or
@@ -501,6 +517,8 @@ class CollectState:
 
     def add(self, entry: LogEntry) -> None:
         append_jsonl(self.log, [entry])
+        if entry.event == "judge":
+            self._count_judging(entry)
         cell = (entry.task_id, entry.worker_id)
         if self.answers(entry):
             self.calls[cell] = entry
@@ -885,17 +903,25 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
         records_written=counters.records_written,
         torn_lines=state.torn,
         workers=workers,
+        judges=list(state.judging.values()),
     )
 
 
 def summary_table(summary: CollectSummary) -> Table:
     """Per worker: graded cells (all runs), pending cells, this run's calls and errors, the
-    mean score and total cost of the graded answers, and their mean latency."""
+    mean score and total cost of the graded answers, and their mean latency; under it, the
+    judge's calls in the call log and their cost (paid, but in no record)."""
     table = Table(
         title=f"collection: {summary.records_total}/{summary.tasks} records",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,  # fits 80 columns
+        caption="; ".join(
+            f"judge {console_text(judge.worker_id)}: {judge.calls} "
+            f"call{'s' * (judge.calls != 1)}, cost {judge.cost:.2g}"
+            for judge in summary.judges
+        )
+        or None,
     )
     table.add_column("worker", overflow="fold", min_width=12)  # folds; the numbers stay whole
     for column in ("done", "pending", "calls", "errors", "score", "cost", "latency"):
