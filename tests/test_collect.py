@@ -364,6 +364,28 @@ def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
     assert list((tmp_path / "new").iterdir()) == []
 
 
+def test_prices_fixed_between_runs_cost_every_record_still_to_write(tmp_path: Path) -> None:
+    """Prices fixed in the pool file (per 1k tokens given as per million, say) between runs:
+    a saved answer of a task still pending kept its cost at the old prices, so one record
+    mixed two price lists, and nothing said the records already written hold the old ones."""
+    tasks = number_tasks(3)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as a, StubWorker(solver(tasks)) as b:
+        b.fail_next("400")  # add-0 waits for b: a's answer to it is saved, its record not
+        run(stub_pool(("a", a), ("b", b), max_concurrency=1), tasks, output)
+        assert sorted(record_ids(output)) == ["add-1", "add-2"]
+        fixed = stub_pool(("a", a), ("b", b), input_price_per_mtok=10.0, output_price_per_mtok=20.0)
+        console = Console(record=True, width=400)
+        summary = run(fixed, tasks, output, console=console)
+        assert len(a.bodies) == 3  # a's answer to add-0 was reused
+    # whitespace tokens: "What is i + j?" 5 in, "The answer is N." 4 out
+    record = {r.id: r for r in read_records(output)}["add-0"]
+    assert record.costs == pytest.approx([(5 * 10 + 4 * 20) / 1e6] * 2)
+    assert summary.workers[0].cost == pytest.approx(((5 * 10 + 4 * 20) / 1e6) * 3)
+    assert "2 records already written hold costs at other prices" in console.export_text()
+    assert summary.reprices and f"--log {default_log_path(output)}" in summary.reprices[0]
+
+
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"

@@ -51,7 +51,15 @@ from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
 from .text import console_text, notes_console, visible_controls
-from .workers import CONTEXT_LENGTH_EXCEEDED, CallResult, Judge, WorkerCallError, WorkerPool
+from .workers import (
+    CONTEXT_LENGTH_EXCEEDED,
+    CallResult,
+    Judge,
+    Usage,
+    WorkerCallError,
+    WorkerPool,
+    usage_cost,
+)
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
@@ -135,6 +143,7 @@ class CollectSummary(BaseModel):
     torn_lines: list[str] = []
     reasks: list[str] = []  # why saved answers were not reused (reask_notes)
     regrades: list[str] = []  # why saved grades were not reused (regrade_notes)
+    reprices: list[str] = []  # written records whose costs other prices gave (reprice_notes)
     workers: list[WorkerSummary]
     judges: list[JudgeSummary] = []
 
@@ -290,6 +299,7 @@ class CollectState:
         self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
         self.asked_otherwise: set[Cell] = set()  # answered, but to another request
         self.recorded: set[str] = set()
+        self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
         self.torn: list[str] = []
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
 
@@ -320,6 +330,7 @@ class CollectState:
                 raise CollectError(self._other_workers(record.worker_ids))
             if record.id is not None:
                 self.recorded.add(record.id)
+                self.written_costs[record.id] = record.costs
 
     def _other_workers(self, recorded: list[str]) -> str:
         """Why records of another pool cannot be continued, and the way out that keeps the
@@ -436,6 +447,44 @@ class CollectState:
                 )
         return notes
 
+    def cost_of(self, cell: Cell) -> float | None:
+        """What the cell's answer costs at the pool's prices now (its tokens, from the call
+        log): prices fixed in the pool file between runs count for every record still to
+        write, not only for answers still to ask. None without token counts."""
+        call = self.calls[cell]
+        if call.error_code == CONTEXT_LENGTH_EXCEEDED:
+            return 0.0  # nothing generated, nothing billed
+        if call.usage is None:
+            return call.cost
+        return usage_cost(self.config.worker(cell[1]), Usage.model_validate(call.usage))
+
+    def reprice_notes(self) -> list[str]:
+        """How many written records hold costs that the pool's prices now would not give."""
+        repriced = 0
+        for task_id, written in self.written_costs.items():
+            cells = [(task_id, worker_id) for worker_id in self.worker_ids]
+            if (
+                written is None
+                or task_id not in self.tasks
+                or not all(cell in self.calls for cell in cells)
+            ):
+                continue
+            costs = [self.cost_of(cell) for cell in cells]
+            if any(
+                cost is not None and not math.isclose(cost, old, rel_tol=1e-9, abs_tol=1e-15)
+                for cost, old in zip(costs, written, strict=True)
+            ):
+                repriced += 1
+        if not repriced:
+            return []
+        return [
+            f"{repriced} record{'s' * (repriced != 1)} already written "
+            f"hold{'s' * (repriced == 1)} costs at other prices than the pool's now "
+            "(input_price_per_mtok or output_price_per_mtok changed since); records are never "
+            f"rewritten: for one price list throughout, collect into a new -o with --log "
+            f"{self.log} (answers are reused, their costs computed at the current prices)"
+        ]
+
     def judge_of(self, task_id: str) -> tuple[str | None, str | None]:
         """The judge worker id and judge hash a grade line of this task carries (None, None
         for graders other than the judge)."""
@@ -502,7 +551,7 @@ class CollectState:
         if task_id in self.recorded or not all(cell in self.grades for cell in cells):
             return None
         task = self.tasks[task_id]
-        costs = [self.calls[cell].cost for cell in cells]
+        costs = [self.cost_of(cell) for cell in cells]
         return RewardRecord(
             prompt=task.record_prompt(),
             split=task.resolved_split(),
@@ -787,7 +836,8 @@ async def collect(
             console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
         reasks = state.reask_notes()
         regrades = state.regrade_notes()
-        for message in [*reasks, *regrades]:
+        reprices = state.reprice_notes()
+        for message in [*reasks, *regrades, *reprices]:
             console.print(f"[yellow]note:[/yellow] {console_text(message)}")
         pool = WorkerPool(one_call_at_a_time(config))
         # A finished collection calls no worker: its summary needs neither their local servers
@@ -805,7 +855,7 @@ async def collect(
                 )
                 await collector.run()
         return summarize(state, collector.counters).model_copy(
-            update={"reasks": reasks, "regrades": regrades}
+            update={"reasks": reasks, "regrades": regrades, "reprices": reprices}
         )
 
 
@@ -890,7 +940,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 refusal=counters.refusal.get(worker_id),
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
-                cost=sum(call.cost or 0.0 for call in calls),
+                cost=sum(state.cost_of(cell) or 0.0 for cell in graded),
                 mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
                 down=counters.down.get(worker_id),
             )

@@ -934,11 +934,7 @@ class WorkerPool:
         return server is None or server.is_alive() or worker_id in self._restarting
 
     def cost(self, worker_id: str, usage: Usage) -> float:
-        worker = self.worker(worker_id)
-        return (
-            usage.prompt_tokens * worker.input_price_per_mtok
-            + usage.completion_tokens * worker.output_price_per_mtok
-        ) / 1e6
+        return usage_cost(self.worker(worker_id), usage)
 
     def request_messages(
         self, worker_id: str, messages: list[dict[str, Any]]
@@ -1308,6 +1304,14 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):
         return "server", f"malformed response: {type(error).__name__}: {error}", None
     return "server", f"{type(error).__name__}: {error}", None
+
+
+def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
+    """USD: the worker's prices per million tokens times the call's tokens."""
+    return (
+        usage.prompt_tokens * worker.input_price_per_mtok
+        + usage.completion_tokens * worker.output_price_per_mtok
+    ) / 1e6
 
 
 def redact(text: str, secret: str | None) -> str:
