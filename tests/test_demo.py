@@ -151,3 +151,24 @@ def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     assert process.returncode == 130, stdout + stderr
     assert "interrupted: run the same command again" in " ".join(stderr.split()), stderr
     assert "Traceback" not in stderr
+
+
+def test_the_demos_failed_collection_says_why(tmp_path: Path) -> None:
+    """The demo's collection of a pool whose worker refused every call (a wrong model name:
+    404) stopped with "see the table", whose errors column gave a count and no reason: the
+    lines saying why were printed by `fugu-lite collect` only."""
+    from fugu_lite.testing.stub_worker import StubWorker
+
+    with StubWorker(mode="404") as stub:
+        worker = {"id": "w", "model": "m", "base_url": stub.base_url, "max_retries": 0}
+        pool = tmp_path / "pool.yaml"
+        pool.write_text(yaml.safe_dump({"workers": [worker]}))
+        result = CliRunner().invoke(
+            app,
+            ["demo", "--no-llmrouter", "--no-serve", "--tasks-per-family", "2",
+             "-o", str(tmp_path / "demo"), "--pool", str(pool)],
+            env={"COLUMNS": "400"},
+        )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "calls to w failed" in result.stderr and "HTTP 404" in result.stderr
+    assert "the lines after it" in result.stderr

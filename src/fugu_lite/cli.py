@@ -708,7 +708,7 @@ def collect_command(
     import asyncio
     import signal
 
-    from .collect import CollectError, collect, summary_table
+    from .collect import CollectError, collect, end_of_run_lines, summary_table
     from .local_server import LocalServerError
     from .pool import load_pool_config
     from .tasks import read_tasks
@@ -735,47 +735,8 @@ def collect_command(
         fail(str(error))
     console.print(summary_table(summary))
     print_result(f"records: {summary.output} · call log: {summary.log}")
-    for worker in summary.workers:
-        if worker.call_error and not worker.down:  # a down worker's line says why
-            err_console.print(
-                f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
-                f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
-                f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
-                f"the first: {console_text(worker.call_error)}"
-            )
-        if worker.cut:
-            params = pool_config.worker(worker.worker_id).params
-            limit = params.get("max_completion_tokens", params.get("max_tokens"))
-            err_console.print(
-                f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
-                f"{console_name(worker.worker_id)} stopped at its token limit (max_tokens "
-                f"{limit if limit is not None else 'of its server'}) and were graded as they "
-                "are, often without their final answer; for whole answers raise its "
-                "params.max_tokens (a new request: unfinished tasks are asked again)"
-            )
-        if worker.refusal:
-            many = worker.refused != 1
-            err_console.print(
-                f"[yellow]warning: {worker.refused} prompt{'s' * many} "
-                f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
-                f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
-                f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
-                "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
-                f"with --log {summary.log}; the first: {console_text(worker.refusal)}"
-            )
-        if worker.grade_error:
-            err_console.print(
-                f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
-                f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
-                f"without new calls, when you run this again); the first: "
-                f"{console_text(worker.grade_error)}"
-            )
-        if worker.down:
-            err_console.print(
-                f"[red]warning: worker {worker.worker_id} is down[/red] "
-                f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
-                "when you run this again"
-            )
+    for line in end_of_run_lines(summary, pool_config):
+        err_console.print(line)
     if not summary.complete:
         missing = summary.tasks - summary.records_total
         err_console.print(
@@ -871,11 +832,6 @@ def demo_command(
             fail(str(error))
 
 
-# A 4xx other than 408 and 429: the worker refused the request itself.
-CLIENT_ERROR_HINT = (
-    "; a refused request is refused again until the worker's settings in the pool (model, "
-    "params, api_key_env) or the task are fixed"
-)
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 LOG_LEVEL_HELP = (
     "What serve logs, each level adding to the one before: critical (almost nothing); error "

@@ -50,7 +50,7 @@ from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
-from .text import console_text, notes_console, visible_controls
+from .text import console_name, console_text, notes_console, visible_controls
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
     CallResult,
@@ -955,6 +955,62 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
         workers=workers,
         judges=list(state.judging.values()),
     )
+
+
+# A 4xx other than 408 and 429: the worker refused the request itself.
+CLIENT_ERROR_HINT = (
+    "; a refused request is refused again until the worker's settings in the pool (model, "
+    "params, api_key_env) or the task are fixed"
+)
+
+
+def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
+    """What to say after the table (on stderr), per worker: why its calls failed, how many
+    answers were cut at its token limit or refused as too long, why answers could not be
+    graded, why it was taken as down."""
+    lines: list[str] = []
+    for worker in summary.workers:
+        if worker.call_error and not worker.down:  # a down worker's line says why
+            lines.append(
+                f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
+                f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
+                f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
+                f"the first: {console_text(worker.call_error)}"
+            )
+        if worker.cut:
+            params = config.worker(worker.worker_id).params
+            limit = params.get("max_completion_tokens", params.get("max_tokens"))
+            lines.append(
+                f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
+                f"{console_name(worker.worker_id)} stopped at its token limit (max_tokens "
+                f"{limit if limit is not None else 'of its server'}) and were graded as they "
+                "are, often without their final answer; for whole answers raise its "
+                "params.max_tokens (a new request: unfinished tasks are asked again)"
+            )
+        if worker.refusal:
+            many = worker.refused != 1
+            lines.append(
+                f"[yellow]warning: {worker.refused} prompt{'s' * many} "
+                f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
+                f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
+                f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
+                "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
+                f"with --log {console_text(summary.log)}; the first: {console_text(worker.refusal)}"
+            )
+        if worker.grade_error:
+            lines.append(
+                f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
+                f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
+                f"without new calls, when you run this again); the first: "
+                f"{console_text(worker.grade_error)}"
+            )
+        if worker.down:
+            lines.append(
+                f"[red]warning: worker {worker.worker_id} is down[/red] "
+                f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
+                "when you run this again"
+            )
+    return lines
 
 
 def summary_table(summary: CollectSummary) -> Table:

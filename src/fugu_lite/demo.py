@@ -24,7 +24,7 @@ from .pipeline import run_evaluation, train_pipeline
 from .pool import PoolConfig, load_pool_config
 from .schemas import read_records, write_records
 from .tasks import generate_tasks, write_tasks
-from .text import console_text, results_console
+from .text import console_text, notes_console, results_console
 
 console = results_console()
 
@@ -86,7 +86,7 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
 
 def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: PipelineConfig) -> dict:
     """Generate tasks, collect the local pool's rewards, train and evaluate on them."""
-    from .collect import CollectError, collect, summary_table
+    from .collect import CollectError, collect, end_of_run_lines, summary_table
 
     output_dir = settings.output / "local"
     console.rule("2/3 local pool: generate tasks, collect rewards, train, evaluate")
@@ -95,11 +95,13 @@ def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: Pipe
     rewards_path = output_dir / "rewards.jsonl"
     summary = asyncio.run(collect(pool_config, tasks, rewards_path))
     console.print(summary_table(summary))
+    for line in end_of_run_lines(summary, pool_config):
+        notes_console().print(line)
     if not summary.complete:
         raise CollectError(
             f"only {summary.records_total} of {summary.tasks} tasks were answered and graded by "
-            "every worker (see the table); run the same command again (or `make demo`) to retry "
-            "the rest"
+            "every worker (see the table and the lines after it); run the same command again "
+            "(or `make demo`) to retry the rest"
         )
     records = read_records(rewards_path)
     training = train_pipeline(records, config, output_dir / "router")
