@@ -227,6 +227,19 @@ def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(
     assert summary.complete and sorted(record_ids(output)) == ["add-0", "add-1", "add-2"]
 
 
+def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None:
+    """OpenAI's 429 insufficient_quota (no credit left) was a rate limit like any other: every
+    task's call was sent and retried with backoff, for a refusal that could not change."""
+    tasks = number_tasks(6)
+    with StubWorker(solver(tasks)) as good, StubWorker(mode="quota") as broke:
+        config = stub_pool(("good", good), ("broke", broke), max_concurrency=1)
+        summary = run(config, tasks, tmp_path / "r.jsonl")
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["broke"].calls == 1 and len(broke.bodies) == 2  # one call, and its retry
+    assert "quota is used up" in (stats["broke"].down or "")
+    assert stats["broke"].pending == 6 and stats["good"].done == 6 and not summary.complete
+
+
 def test_failed_calls_are_logged_and_retried_next_run(tmp_path: Path) -> None:
     tasks = number_tasks(3)
     output = tmp_path / "rewards.jsonl"

@@ -63,6 +63,7 @@ from .workers import (
 
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
+NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -687,6 +688,11 @@ class Collector:
             self.counters.consecutive_down[worker_id] += 1
         if not self.pool.is_alive(worker_id):
             self.counters.down[worker_id] = "its local server process exited"
+        elif result.error_code == NO_QUOTA:  # every later call would be refused alike
+            self.counters.down[worker_id] = (
+                f"its provider says the account's quota is used up ({result.error}); add "
+                "credit or raise the limit"
+            )
         elif self.counters.consecutive_down[worker_id] >= self.down_after:
             self.counters.down[worker_id] = (
                 f"{self.down_after} calls in a row failed ({result.error_kind}): {result.error}"

@@ -6,6 +6,7 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "404": client errors that must not be retried;
+- "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
 - "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
   llama.cpp's and OpenAI's shape), which the next worker may take;
 - "hang": answer nothing until the client gives up (or the stub stops);
@@ -35,7 +36,20 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..server_thread import ServerThread
 
 Reply = Callable[[list[dict[str, Any]]], str]
-MODES = ("ok", "500", "503", "429", "400", "401", "404", "context", "hang", "close", "leak")
+MODES = (
+    "ok",
+    "500",
+    "503",
+    "429",
+    "quota",
+    "400",
+    "401",
+    "404",
+    "context",
+    "hang",
+    "close",
+    "leak",
+)
 
 
 def echo_reply(messages: list[dict[str, Any]]) -> str:
@@ -175,6 +189,9 @@ class StubWorker:
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
         if mode in ("400", "401", "404"):
             return _error(int(mode), f"stub client error {mode}")
+        if mode == "quota":
+            message = "You exceeded your current quota, please check your plan and billing."
+            return _error(429, message, code="insufficient_quota")
         if mode == "context":
             message = (
                 f"This model's maximum context length is {self.context_tokens} tokens. "
