@@ -157,8 +157,6 @@ def test_the_demos_failed_collection_says_why(tmp_path: Path) -> None:
     """The demo's collection of a pool whose worker refused every call (a wrong model name:
     404) stopped with "see the table", whose errors column gave a count and no reason: the
     lines saying why were printed by `fugu-lite collect` only."""
-    from fugu_lite.testing.stub_worker import StubWorker
-
     with StubWorker(mode="404") as stub:
         worker = {"id": "w", "model": "m", "base_url": stub.base_url, "max_retries": 0}
         pool = tmp_path / "pool.yaml"
