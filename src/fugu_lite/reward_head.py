@@ -63,6 +63,7 @@ from .model import (
 )
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .text import notes_console
+from .threads import fit_threads
 from .training_common import remove_stale_evaluations, stage_progress
 
 HEAD_FILE = "reward_head.safetensors"
@@ -341,7 +342,7 @@ def fit_cluster_mixture(
             rewards=rewards.mean(axis=0, keepdims=True),
         )
     unit = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
-    with warnings.catch_warnings():
+    with fit_threads(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate rows: fewer clusters
         labels = KMeans(n_clusters, n_init=restarts, random_state=seed).fit(unit).labels_
         classes = np.unique(labels)
@@ -360,7 +361,8 @@ def fit_cost_model(
     standardised: np.ndarray, costs: np.ndarray, reference: float, alpha: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ridge on standardised features for cost / reference; returned in cost units."""
-    ridge = Ridge(alpha=alpha).fit(standardised, costs / reference)
+    with fit_threads():
+        ridge = Ridge(alpha=alpha).fit(standardised, costs / reference)
     return ridge.coef_ * reference, np.asarray(ridge.intercept_) * reference
 
 

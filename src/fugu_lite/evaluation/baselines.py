@@ -17,6 +17,7 @@ from scipy.linalg import LinAlgWarning
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
+from ..threads import fit_threads
 from .table import RewardTable, argmax_choices, picked
 
 KNN_GRID: tuple[int, ...] = (5, 10, 20, 50, 100, 200, 300, 500, 1000)
@@ -264,22 +265,23 @@ def run_baselines(
             )
     validation_rewards = validation.rewards if validation is not None else None
     _check_feature_width(train_features, evaluated_features, "evaluated")
-    knn = knn_baseline(
-        train_features,
-        train.rewards,
-        evaluated_features,
-        validation_features,
-        validation_rewards,
-        grid=knn_grid,
-    )
-    ridge = ridge_baseline(
-        train_features,
-        train.rewards,
-        evaluated_features,
-        validation_features,
-        validation_rewards,
-        grid=ridge_grid,
-    )
+    with fit_threads():
+        knn = knn_baseline(
+            train_features,
+            train.rewards,
+            evaluated_features,
+            validation_features,
+            validation_rewards,
+            grid=knn_grid,
+        )
+        ridge = ridge_baseline(
+            train_features,
+            train.rewards,
+            evaluated_features,
+            validation_features,
+            validation_rewards,
+            grid=ridge_grid,
+        )
     predictions = {"knn": knn.predictions, "ridge": ridge.predictions}
     info = {"knn": knn.selection.as_dict(), "ridge": ridge.selection.as_dict()}
     return predictions, info

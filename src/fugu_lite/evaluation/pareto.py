@@ -56,6 +56,7 @@ from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
 from ..text import console_name, console_text
+from ..threads import fit_threads
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
 from .report import best_single_worker, oracle_choices
@@ -167,8 +168,9 @@ def baseline_cost_predictions(
     n_workers = train.n_workers
     k = int(baseline_info["knn"]["chosen"])
     alpha = float(baseline_info["ridge"]["chosen"])
-    knn = knn_predict(train_features, targets, evaluated_features, k)
-    ridge = fit_ridge(train_features, targets, alpha).predict(evaluated_features)
+    with fit_threads():
+        knn = knn_predict(train_features, targets, evaluated_features, k)
+        ridge = fit_ridge(train_features, targets, alpha).predict(evaluated_features)
     return {
         "knn": (knn[:, :n_workers], knn[:, n_workers:]),
         "ridge": (ridge[:, :n_workers], ridge[:, n_workers:]),

@@ -1,0 +1,35 @@
+"""The thread pools of the native numeric libraries (OpenBLAS, OpenMP) during the fits that
+numpy and sklearn run on cached features: the reward head's k-means, logistic regressions
+and ridge, and the kNN and ridge baselines of `eval`.
+
+Those fits are thousands of small BLAS calls (a logistic regression on ~4,000 x 384
+features, kNN similarity blocks), too small for a second thread to pay. With one thread
+per core, each call waits for all of them, so when another process holds one core the
+others spin until it is scheduled: on 2 cores with one of them busy, `train reward-head`'s
+logistic regressions ran ~13x slower than in one thread (bench/threads.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from threadpoolctl import threadpool_limits
+
+# BLAS/OpenMP threads inside `fit_threads()`; None leaves the pools as they are (what
+# bench/threads.py measures as "before").
+FIT_THREADS: int | None = 1
+# When one of these is set, the pools were sized on purpose: they are left as set.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def fit_threads() -> Iterator[None]:
+    """Run the block with at most FIT_THREADS BLAS and OpenMP threads, as they were after,
+    unless one of THREAD_VARIABLES is set."""
+    if FIT_THREADS is None or any(name in os.environ for name in THREAD_VARIABLES):
+        yield
+        return
+    with threadpool_limits(limits=FIT_THREADS):
+        yield

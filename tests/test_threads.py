@@ -1,0 +1,90 @@
+"""The sklearn/numpy fits run with one BLAS/OpenMP thread (fugu_lite.threads), and leave the
+pools as they were."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression, Ridge
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from fugu_lite import threads
+from fugu_lite.evaluation import baselines, pareto, reward_table, run_baselines
+from fugu_lite.reward_head import fit_cluster_mixture, fit_cost_model
+from fugu_lite.schemas import RewardRecord
+
+
+def pool_threads() -> dict[str, int]:
+    """Threads of each BLAS and OpenMP pool loaded, by library file."""
+    return {pool["filepath"]: pool["num_threads"] for pool in threadpool_info()}
+
+
+@pytest.fixture
+def two_thread_pools(monkeypatch: pytest.MonkeyPatch):
+    """Every pool at 2 threads, as on a 2-core machine, and no thread variable set."""
+    for name in threads.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with threadpool_limits(limits=2):
+        yield
+
+
+def seen_in_fit(cls: type, seen: list[dict[str, int]]) -> type:
+    """`cls`, fitting as usual, that notes the pools' threads while it fits."""
+
+    def fit(self, *args, **kwargs):
+        seen.append(pool_threads())
+        return cls.fit(self, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"fit": fit})
+
+
+def test_fit_threads_runs_its_block_in_one_thread_and_restores_the_pools(
+    two_thread_pools: None,
+) -> None:
+    before = pool_threads()
+    assert before and set(before.values()) == {2}
+    with threads.fit_threads():
+        assert set(pool_threads().values()) == {1}
+    assert pool_threads() == before
+
+
+def test_a_thread_variable_set_by_the_user_leaves_the_pools_as_set(
+    two_thread_pools: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    with threads.fit_threads():
+        assert set(pool_threads().values()) == {2}
+
+
+def test_the_reward_head_and_baseline_fits_run_in_one_thread(
+    two_thread_pools: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[dict[str, int]] = []
+    monkeypatch.setattr("fugu_lite.reward_head.KMeans", seen_in_fit(KMeans, seen))
+    monkeypatch.setattr(
+        "fugu_lite.reward_head.LogisticRegression", seen_in_fit(LogisticRegression, seen)
+    )
+    monkeypatch.setattr("fugu_lite.reward_head.Ridge", seen_in_fit(Ridge, seen))
+    monkeypatch.setattr(baselines, "Ridge", seen_in_fit(Ridge, seen))
+    rng = np.random.default_rng(0)
+    features = rng.standard_normal((80, 6))
+    rewards, costs = rng.random((80, 2)), rng.random((80, 2))
+    fit_cluster_mixture(features, features, rewards, 3, seed=0, assignment_c=1.0, restarts=1)
+    fit_cost_model(features, costs, reference=1.0, alpha=1.0)
+    records = [
+        RewardRecord(
+            prompt=f"p{i}",
+            split=split,
+            worker_ids=["a", "b"],
+            rewards=list(rewards[i]),
+            costs=list(costs[i]),
+        )
+        for i, split in enumerate(["train"] * 60 + ["validation"] * 20)
+    ]
+    train, validation = reward_table(records[:60]), reward_table(records[60:])
+    _, info = run_baselines(features[:60], train, features[60:], features[60:], validation)
+    pareto.baseline_cost_predictions(features[:60], train, features[60:], info)
+    assert len(seen) == 3 + len(baselines.RIDGE_GRID) + 2  # and every one in 1 thread:
+    assert [set(pools.values()) for pools in seen] == [{1}] * len(seen)
+    assert set(pool_threads().values()) == {2}
