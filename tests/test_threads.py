@@ -1,15 +1,20 @@
-"""The sklearn/numpy fits run with one BLAS/OpenMP thread (fugu_lite.threads), and leave the
-pools as they were."""
+"""The fits on cached features run with one BLAS/OpenMP/torch thread (fugu_lite.threads), and
+leave the pools as they were."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pytest
+import torch
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from fugu_lite import threads
+from fugu_lite import threads, train_rl, train_sft
+from fugu_lite.config import ModelConfig, RLConfig, RLTrainingConfig, SFTConfig, SFTTrainingConfig
 from fugu_lite.evaluation import baselines, pareto, reward_table, run_baselines
 from fugu_lite.reward_head import fit_cluster_mixture, fit_cost_model
 from fugu_lite.schemas import RewardRecord
@@ -88,3 +93,45 @@ def test_the_reward_head_and_baseline_fits_run_in_one_thread(
     assert len(seen) == 3 + len(baselines.RIDGE_GRID) + 2  # and every one in 1 thread:
     assert [set(pools.values()) for pools in seen] == [{1}] * len(seen)
     assert set(pool_threads().values()) == {2}
+
+
+def noting_torch_threads(function: Callable, seen: list[int]) -> Callable:
+    """`function`, run as usual, that notes torch's intra-op threads at each call."""
+
+    def noted(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return function(*args, **kwargs)
+
+    return noted
+
+
+def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in threads.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    seen: list[int] = []
+    monkeypatch.setattr(train_sft, "sft_loss", noting_torch_threads(train_sft.sft_loss, seen))
+    monkeypatch.setattr(
+        train_rl,
+        "contextual_bandit_loss",
+        noting_torch_threads(train_rl.contextual_bandit_loss, seen),
+    )
+    training = {"epochs": 1, "batch_size": 64}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sft = SFTConfig(model=tiny_model_cfg, training=SFTTrainingConfig(**training))
+        train_sft.train_sft(records, sft, tmp_path / "sft")
+        rl = RLConfig(model=tiny_model_cfg, training=RLTrainingConfig(**training))
+        train_rl.train_rl(records, rl, tmp_path / "rl", checkpoint=str(tmp_path / "sft"))
+        after = torch.get_num_threads()
+        with threads.torch_fit_threads(runs_backbone=True):  # SVF: the backbone runs
+            with_backbone = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+    assert len(seen) >= 2 and set(seen) == {1}
+    assert after == with_backbone == 2

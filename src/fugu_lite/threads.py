@@ -1,12 +1,13 @@
-"""The thread pools of the native numeric libraries (OpenBLAS, OpenMP) during the fits that
-numpy and sklearn run on cached features: the reward head's k-means, logistic regressions
-and ridge, and the kNN and ridge baselines of `eval`.
+"""The thread pools of the native numeric libraries (OpenBLAS, OpenMP, torch's intra-op
+pool) during the fits on cached features: the reward head's k-means, logistic regressions
+and ridge, the kNN and ridge baselines of `eval`, and the SFT, RL and ES heads.
 
 Those fits are thousands of small BLAS calls (a logistic regression on ~4,000 x 384
 features, kNN similarity blocks), too small for a second thread to pay. With one thread
 per core, each call waits for all of them, so when another process holds one core the
 others spin until it is scheduled: on 2 cores with one of them busy, `train reward-head`'s
-logistic regressions ran ~13x slower than in one thread (bench/threads.py).
+logistic regressions ran ~13x slower than in one thread (bench/threads.py), and SFT on
+LLMRouter's cached features ~15x slower in two torch threads than in one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
 from threadpoolctl import threadpool_limits
 
 # BLAS/OpenMP threads inside `fit_threads()`; None leaves the pools as they are (what
@@ -24,12 +26,32 @@ FIT_THREADS: int | None = 1
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def pools_sized_by_user() -> bool:
+    return any(name in os.environ for name in THREAD_VARIABLES)
+
+
 @contextmanager
 def fit_threads() -> Iterator[None]:
     """Run the block with at most FIT_THREADS BLAS and OpenMP threads, as they were after,
     unless one of THREAD_VARIABLES is set."""
-    if FIT_THREADS is None or any(name in os.environ for name in THREAD_VARIABLES):
+    if FIT_THREADS is None or pools_sized_by_user():
         yield
         return
     with threadpool_limits(limits=FIT_THREADS):
         yield
+
+
+@contextmanager
+def torch_fit_threads(runs_backbone: bool) -> Iterator[None]:
+    """Train a head on cached features in FIT_THREADS torch threads, as many as before after.
+    A stage whose steps run the backbone (SVF) is left alone (not measured: its matmuls are
+    far larger), and so is a process whose THREAD_VARIABLES are set."""
+    if runs_backbone or FIT_THREADS is None or pools_sized_by_user():
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(FIT_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -37,6 +37,7 @@ from .features import pooling_meant
 from .io import read_json, write_bytes_atomic
 from .model import RouterModel, read_checkpoint_metadata
 from .schemas import RewardRecord, records_in_split
+from .threads import torch_fit_threads
 from .training_common import (
     STAGE_REPORT,
     console,
@@ -536,7 +537,7 @@ def evolve(
         f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
     )
     seconds: list[float] = []
-    with stage_progress("ES generations") as progress:
+    with torch_fit_threads(model.svf is not None), stage_progress("ES generations") as progress:
         task = progress.add_task(
             "es", total=training.iterations, completed=state.generation, status=""
         )

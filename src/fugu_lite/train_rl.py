@@ -8,6 +8,7 @@ from .config import RLConfig
 from .costs import cost_weighting_summary
 from .schemas import RewardRecord
 from .text import notes_console
+from .threads import torch_fit_threads
 from .training_common import (
     epoch_line,
     evaluate_loader,
@@ -99,7 +100,10 @@ def train_rl(
     history: list[dict] = []
     global_step = 0
     optimizer.zero_grad(set_to_none=True)
-    with stage_progress("RL epochs", each_step_printed=True) as progress:
+    with (
+        torch_fit_threads(model.svf is not None),
+        stage_progress("RL epochs", each_step_printed=True) as progress,
+    ):
         task = progress.add_task("rl", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from .config import SFTConfig
 from .costs import cost_weighting_summary
 from .schemas import RewardRecord
+from .threads import torch_fit_threads
 from .training_common import (
     console,
     epoch_line,
@@ -102,7 +103,10 @@ def train_sft(
     history: list[dict] = []
     global_step = 0
     best_state, best_epoch, best_reward = None, 0, float("-inf")
-    with stage_progress("SFT epochs", each_step_printed=True) as progress:
+    with (
+        torch_fit_threads(model.svf is not None),
+        stage_progress("SFT epochs", each_step_printed=True) as progress,
+    ):
         task = progress.add_task("sft", total=config.training.epochs, status="")
         for epoch in range(config.training.epochs):
             model.train()
