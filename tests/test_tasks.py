@@ -308,3 +308,32 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert "line 1: unknown grader 'nubmer'; did you mean 'number'?" in " ".join(
         checked.output.split()
     )
+
+
+def listed(task: Task) -> list[int]:
+    return [int(value) for value in re.findall(r"-?\d+", task.prompt_text().split("]")[0])]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_generated_list_task_answers_the_list_its_prompt_shows(seed: int) -> None:
+    """The answer key is computed again from the list shown: an average task once showed
+    two numbers, [48, 0], with the answer 16 (their sum divided by 3)."""
+    answers = {
+        "average": lambda values: sum(values) / len(values),
+        "second largest": lambda values: sorted(values)[-2],  # before "largest"
+        "largest number in": max,
+        "smallest number in": min,
+        "sum of the numbers": sum,
+        "How many numbers": len,
+        "How many even": lambda values: sum(value % 2 == 0 for value in values),
+    }
+    tasks = [t for t in generate_tasks(n_per_family=60, seed=seed) if t.grader == "number"]
+    checked = 0
+    for task in tasks:
+        for words, answer in answers.items():
+            if words in task.prompt_text() and task.task == "list":
+                values = listed(task)
+                assert float(task.answer or "") == pytest.approx(answer(values)), task.prompt
+                checked += 1
+                break
+    assert checked > 20

@@ -713,8 +713,8 @@ def _count_even(rng: random.Random) -> Draft:
 
 def _average(rng: random.Random) -> Draft:
     count, mean = rng.randint(3, 5), rng.randint(5, 30)
-    values = [0]
-    while not 1 <= count * mean - sum(values) <= 99:
+    values = _numbers(rng, count - 1, 1, 2 * mean)
+    while not 1 <= count * mean - sum(values) <= 99:  # the last value, which sets the mean
         values = _numbers(rng, count - 1, 1, 2 * mean)
     values.append(count * mean - sum(values))
     rng.shuffle(values)
