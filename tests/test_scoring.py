@@ -241,7 +241,10 @@ def test_number_grader_reads_magnitude_words_and_suffixes(
         ("0.5", "½"),
         ("1.5", "1½ cups"),
         ("1.5", "1 ½"),
-        # plain spaces where no two numbers can be meant: a group written with a leading 0
+        # plain spaces between thousands
+        ("2500", "2 500 grams"),
+        ("2500", "The answer is 2 500 g."),
+        ("12345", "$12 345"),
         ("3000", "3 000 grams"),
         ("3000", "The answer is 3 000 grams."),
         ("1050000", "1 050 000"),
@@ -260,7 +263,9 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("1.234", "1.234.567", "'1234567'"),
         ("15", "1½", "'3/2'"),  # not 1 then 1/2, nor 11/2
         ("1", "1 ½", "'3/2'"),
-        ("1234", "1 234", "'234'"),  # plain spaces: two numbers, as in a list
+        ("234", "1 234", "'1234'"),  # plain spaces between thousands: not 234
+        ("500", "The bag holds 2 500 grams.", "'2500'"),
+        ("5", "Sorted: 1 5 120 346", "'346'"),  # a list, no thousands: "120 346" is not 120346
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:

@@ -963,10 +963,12 @@ _SUPERSCRIPT_POWER = re.compile(r"(?<=\d)\s?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸�
 # no-break spaces into spaces and "½" into "1⁄2"): "1 234,5" (those spaces between
 # thousands), "1.234,5" and "1.234.567" (dots between thousands), "1½".
 _SPACED_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u00a0\u2009\u202f]\d{3})+(?:,\d+)?(?!\d)")
-# Plain spaces between thousands only where no two numbers can be meant: a group starting
-# with 0 ("3 000 grams", no number is written "000") or three groups and more ("1 234 567");
-# "1 234" stays two numbers, and so does a list's tail ("1 2 345 678").
-_PLAIN_SPACED_THOUSANDS = re.compile(r"(?<![\w.,])(?<!\d )\d{1,3}(?: \d{3})++(?!\w| \d|[.,/]\d)")
+# Plain spaces between thousands too ("2 500 grams", "1 234 567"): read as two numbers, "2
+# 500" answered 500, a wrong answer for 2500 scored right against 500. Not a list's tail or
+# head ("1 2 345 678", "12 345 6"), nor a first group written with a leading 0.
+_PLAIN_SPACED_THOUSANDS = re.compile(
+    r"(?<![\w.,])(?<!\d )[1-9]\d{0,2}(?: \d{3})++(?!\w| \d|[.,/]\d)"
+)
 _DOTTED_DECIMAL = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+,\d+(?!\d|[.,]\d)")
 _DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|[.,]\d)")
 _VULGAR_FRACTION = re.compile(r"(?:(?<![\d.,])(?P<whole>\d{1,9})\s?)?(?P<fraction>[¼½¾⅐-⅞])")
@@ -976,13 +978,6 @@ def _plain_locale_number(match: re.Match[str], thousands: str) -> str:
     whole, _, decimals = match.group(0).partition(",")
     digits = re.sub(rf"[{thousands}]", "", whole)
     return f"{digits}.{decimals}" if decimals else digits
-
-
-def _plain_spaced_thousands(match: re.Match[str]) -> str:
-    groups = match.group(0).split(" ")
-    if len(groups) > 2 or any(group.startswith("0") for group in groups[1:]):
-        return "".join(groups)
-    return match.group(0)
 
 
 def _vulgar_fraction(match: re.Match[str]) -> str:
@@ -995,7 +990,7 @@ def _normalise_number_text(text: str) -> str:
     # "10⁶" is 10^6 (NFKC would make it 106)
     text = _SUPERSCRIPT_POWER.sub(lambda m: "^" + m.group(1).translate(_SUPERSCRIPTS), text)
     text = _SPACED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "\u00a0\u2009\u202f"), text)
-    text = _PLAIN_SPACED_THOUSANDS.sub(_plain_spaced_thousands, text)
+    text = _PLAIN_SPACED_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), text)
     text = _DOTTED_DECIMAL.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
