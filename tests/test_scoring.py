@@ -1736,6 +1736,46 @@ def test_quantities_in_two_units_take_linear_time() -> None:
     assert time.process_time() - started < 3.0
 
 
+PER_WEEK = "A worker earns $18 a day. How much does she earn per week (7 days)?"
+PER_DAY = "A worker earns $126 a week. How much does she earn per day?"
+TO_M_PER_S = "Convert 90 kilometers per hour to meters per second."
+HOURLY = "What is her hourly wage if she earns $120 in 8 hours?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # one amount at two rates: the rate the question asks for, first or second
+        (PER_WEEK, "She earns $126 a week, or $18 a day.", "126", 1.0),
+        (PER_WEEK, "The answer is $18 a day, or $126 a week.", "126", 1.0),
+        (PER_WEEK, "The answer is $126 a day, or $882 a week.", "126", 0.0),
+        (PER_WEEK, "$880 a week, or $126 a day", "126", 0.0),
+        (PER_WEEK, "18 dollars daily, so 126 dollars weekly.", "126", 1.0),
+        (PER_DAY, "$18 a day, or $126 a week.", "18", 1.0),
+        (PER_DAY, "She earns $126 a week, i.e. $20 a day.", "18", 0.0),
+        (TO_M_PER_S, "25 m/s = 90 km/h", "25", 1.0),
+        (TO_M_PER_S, "90 km/h = 25 m/s", "90", 0.0),
+        (HOURLY, "$15 an hour, or $120 a day", "15", 1.0),
+        # no rate asked: the usual rules
+        ("She earns $18 a day. How much in 7 days?", "$18 a day, or $126 a week", "126", 1.0),
+    ],
+)
+def test_an_amount_at_two_rates_is_read_at_the_rate_asked(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="rates")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_amounts_at_two_rates_take_linear_time() -> None:
+    task = Task(id="n", prompt=PER_WEEK, answer="126", grader="number", task="rates")
+    started = time.process_time()
+    assert run(task, "$18 a day, or " * 20_000).score is not None
+    assert run(task, "1," * 100_000 + " a day").score is not None
+    assert time.process_time() - started < 3.0
+
+
 @pytest.mark.parametrize(
     ("output", "answer", "score"),
     [

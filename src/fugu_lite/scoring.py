@@ -16,7 +16,8 @@
   and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32") or a
   confidence ("not 100% sure") is no answer; a quantity in two units ("2 hours and 30
   minutes") is read in the one unit of its kind the question asks for ("to hours": 2.5),
-  else (or when it is the question's own) is ambiguous too. Commas between
+  else (or when it is the question's own) is ambiguous too; one amount at two rates ("$18 a
+  day, or $126 a week") is read at the rate asked ("per week"). Commas between
   thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are ignored;
   `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed
   numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5 million",
@@ -210,7 +211,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     the output holds no number). `prompt`'s numbers tell a closing clause that restates the
     question ("3 when 15 is divided by 4") from the answer."""
     question = _normalise_number_text(prompt)
-    text = _in_the_unit_asked(_normalise_number_text(output), question)
+    text = _in_the_rate_asked(
+        _in_the_unit_asked(_normalise_number_text(output), question), question
+    )
     boxed = last_boxed(text)
     if boxed is not None:
         if _SYMBOL_AFTER.search(boxed):
@@ -664,6 +667,85 @@ def _in_the_unit_asked(text: str, prompt: str) -> str:
         return f"{shown} {unit}"
 
     return _COMPOUND_QUANTITY.sub(convert, text)
+
+
+# One amount given at two rates: "$18 a day, or $126 a week", "25 m/s (90 km/h)". Surface
+# form -> the rate's unit.
+_RATE_UNITS = {
+    **dict.fromkeys(("hour", "hours", "hr", "hrs"), "hour"),
+    **dict.fromkeys(("minute", "minutes", "min", "mins"), "minute"),
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), "second"),
+    **dict.fromkeys(("day", "days"), "day"),
+    **dict.fromkeys(("week", "weeks", "wk"), "week"),
+    **dict.fromkeys(("month", "months"), "month"),
+    **dict.fromkeys(("year", "years", "yr"), "year"),
+}
+_RATE_ADVERBS = {
+    "hourly": "hour",
+    "daily": "day",
+    "weekly": "week",
+    "monthly": "month",
+    "yearly": "year",
+    "annually": "year",
+}
+_RATE_UNIT = "|".join(sorted(_RATE_UNITS, key=len, reverse=True))
+_RATE_ADVERB = "|".join(_RATE_ADVERBS)
+# "a day", "per day", "each day", "/day", "/h", "daily"
+_RATE = (
+    rf"(?:\s+(?:a|an|per|each|every)\s+(?P<{{0}}>{_RATE_UNIT})\b"
+    rf"|\s?/\s?(?P<{{0}}_short>{_RATE_UNIT}|h|s)\b|\s+(?P<{{0}}_adverb>{_RATE_ADVERB})\b)"
+)
+_RATE_AMOUNT = r"(?<![\w.,])-?\$?\d[\d,]*+(?:\.\d+)?(?:\s?[^\W\d]+){0,2}?"
+_TWO_RATES = re.compile(
+    rf"(?P<first>{_RATE_AMOUNT}{_RATE.format('unit')})"
+    r"\s?(?:[,;]\s?)?(?:\(|=|or\b|i\.e\.,?|that\s+is,?|which\s+is|so\b)?\s?"
+    rf"(?P<second>{_RATE_AMOUNT}{_RATE.format('other')})",
+    re.IGNORECASE,
+)
+# a rate in the question: asked ("How much per week?", "in a week", "her hourly wage"), or
+# given with its amount ("She earns $18 a day", "90 kilometers per hour")
+_RATE_IN_QUESTION = re.compile(
+    rf"(?:\s+(?:a|an|per|each|every|in\s+(?:a|an|one))\s+(?P<unit>{_RATE_UNIT})\b"
+    rf"|\s?/\s?(?P<short>{_RATE_UNIT})\b|\s+(?P<adverb>{_RATE_ADVERB})\b)",
+    re.IGNORECASE,
+)
+_AMOUNT_BEFORE = re.compile(r"\d(?:\s?[^\W\d]+){0,2}$")
+
+
+def _rate_unit(match: re.Match[str], name: str) -> str:
+    unit = match[name] or match[f"{name}_short"]
+    if unit is not None:
+        return {"h": "hour", "s": "second"}.get(unit.lower()) or _RATE_UNITS[unit.lower()]
+    return _RATE_ADVERBS[match[f"{name}_adverb"].lower()]
+
+
+def rates_asked(prompt: str) -> set[str]:
+    """The time units of the rates a question asks for ("How much does she earn per week?":
+    week), not those it gives with their amount ("She earns $18 a day")."""
+    asked = set()
+    for match in _RATE_IN_QUESTION.finditer(prompt):
+        if _AMOUNT_BEFORE.search(prompt, max(0, match.start() - 40), match.start()):
+            continue
+        unit = match["unit"] or match["short"]
+        asked.add(_RATE_UNITS[unit.lower()] if unit else _RATE_ADVERBS[match["adverb"].lower()])
+    return asked
+
+
+def _in_the_rate_asked(text: str, prompt: str) -> str:
+    """`text` with one amount given at two rates ("$18 a day, or $126 a week") cut to the
+    rate the question asks for ("$126 a week" for "How much per week?"); left as it is when
+    the question asks for neither or both."""
+    asked = rates_asked(prompt)
+    if not asked:
+        return text
+
+    def cut(match: re.Match[str]) -> str:
+        first, second = _rate_unit(match, "unit"), _rate_unit(match, "other")
+        if first == second or (first in asked) == (second in asked):
+            return match.group(0)
+        return match["first"] if first in asked else match["second"]
+
+    return _TWO_RATES.sub(cut, text)
 
 
 def units_asked(prompt: str) -> set[str]:
