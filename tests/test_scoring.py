@@ -1946,3 +1946,36 @@ def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks(
     task = Task(id="c", prompt=SMALLEST, answer="B", grader="choice", task="logic")
     result = run(task, output)
     assert result.score == score, result.detail
+
+
+TALLER = "Ann is taller than Bob. Who is taller?\n(A) Bob\n(B) Ann\n"
+LARGER = "Which number is larger?\n(A) 54\n(B) 9\nAnswer with the letter of the correct option."
+EVEN = "Which of these numbers is even?\n(A) 7\n(B) 12\n(C) 33\n"
+TALLEST = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?\n(A) Bob\n(B) Ann\n"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # the conclusion names the answer, not the first option named
+        (TALLER, "Between A and B, B is taller.", "B", 1.0),
+        (TALLER, "Between A and B, B is taller.", "A", 0.0),
+        (TALLER, "Ann is taller than Bob.", "B", 1.0),
+        (LARGER, "B is smaller, A is larger.", "A", 1.0),
+        (LARGER, "B is smaller, A is larger.", "B", 0.0),
+        (LARGER, "54 is larger than 9.", "A", 1.0),
+        (LARGER, "The larger number is 54, not 9.", "A", 1.0),
+        (LARGER, "The larger number is 54, not 9.", "B", 0.0),
+        (EVEN, "7 is odd, 12 is even, 33 is odd.", "B", 1.0),
+        (TALLEST, "Bob is taller than Cy, and Ann is the tallest.", "B", 1.0),
+        # a comparative of the facts, not of the question, answers nothing
+        (TALLEST, "A is taller than Cy.", "A", 0.0),
+        (TALLER, "Bob is taller than Ann? No. Ann is taller.", "A", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks_for(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail

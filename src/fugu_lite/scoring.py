@@ -28,7 +28,9 @@
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
-  its line retracts it: "B - no wait, ..."), a line holding just "B", or the text of
+  its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the
+  word after the question's "is"; "54 is larger than 9" alike for an option's text), a
+  line holding just "B", or the text of
   exactly one option (the answer, or its first or last clause when no other option is
   named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
   (C)") are ambiguous and score 0.
@@ -1202,12 +1204,42 @@ _LEADING_LETTER = re.compile(
     r"^\W{0,3}[(\[]?(?P<letter>[A-Ea-e])(?:[)\]:]|\.(?!\w)|\s+[-–—]\s|\s*$)"
 )
 _LETTER_IS_CORRECT = re.compile(
-    r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+)?(?:correct|right|true|answer"
-    r"|(?P<most>[a-z]+est))\b"  # "B is the smallest." answers "Which ... is the smallest?"
+    r"(?<![\w'])\(?(?P<letter>[A-E])\)?\s+is\s+(?:the\s+|an?\s+)?(?:correct|right|true|answer"
+    # what the question asks: "B is the smallest." ("Which ... is the smallest?"), "Between A
+    # and B, B is taller." ("Who is taller?")
+    r"|(?P<most>[a-z]+))\b"
 )
 # an option's text said to be what the question asks: "17 is the smallest."
 _IS_THE_MOST = re.compile(r"\s+is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
 _THE_MOST = re.compile(r"\bthe\s+([a-z]+est)\b", re.IGNORECASE)
+# what a question asks an option to be: "Which number is larger?", "Who is taller, A or B?",
+# "Which of these numbers is even?" (the word after its "is")
+_ASKED_PREDICATE = re.compile(
+    r"\b(?:is|are)\s+(?:the\s+|an?\s+)?(?P<word>[a-z]+)\b(?=[^.?!\n]*\?)", re.IGNORECASE
+)
+_NO_PREDICATE = {"not", "it", "this", "that", "there", "he", "she", "they", "one"}
+# an option's text said to be what the question asks, or the reverse: "54 is larger than
+# 9", "The larger number is 54"
+_CLAUSE_LEAD = r"\s*(?:(?:and|so|but|thus|hence|therefore|then)\s+)?"
+_SAID_TO_BE = re.compile(
+    rf"{_CLAUSE_LEAD}(?P<subject>\S.*?)\s+(?:is|are)\s+(?:the\s+|an?\s+)?(?P<word>[a-z]+)\b",
+    re.IGNORECASE,
+)
+_ASKED_ONE_IS = re.compile(
+    rf"{_CLAUSE_LEAD}(?:the\s+)?(?P<word>[a-z]+)(?:\s+[a-z]+)?\s+(?:is|are)\s+"
+    r"(?P<subject>\S.*?)\s*$",
+    re.IGNORECASE,
+)
+
+
+def predicates_asked(prompt: str) -> set[str]:
+    """What a question asks an option to be: its superlatives ("the tallest") and the word
+    after the "is" of its question ("Which number is larger?": larger)."""
+    words = {most.lower() for most in _THE_MOST.findall(prompt)}
+    words |= {match["word"].lower() for match in _ASKED_PREDICATE.finditer(prompt)}
+    return words - _NO_PREDICATE
+
+
 _OPTION_LINE = re.compile(
     r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
 )
@@ -1258,7 +1290,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
-    asked = {most.lower() for most in _THE_MOST.findall(prompt)}  # "the smallest"
+    asked = predicates_asked(prompt)  # "the smallest", "Which number is larger?"
     is_correct = [
         match
         for match in _LETTER_IS_CORRECT.finditer(text)
@@ -1344,9 +1376,17 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
         for letter, option in options.items()
         if re.search(rf"(?<!\w){re.escape(option)}(?!\w)", said)
     ]
+    asked = predicates_asked(prompt)
+    said_to_be = {
+        letter
+        for clause in _CLAUSES.split(text)
+        for letter in _option_said_to_be(clause, options, asked)
+    }
+    if len(said_to_be) == 1:  # "54 is larger than 9." for "Which number is larger?"
+        letter = said_to_be.pop()
+        return letter, f"option {letter}'s text is said to be what the question asks"
     if len(answered) > 1 or len(named) > 1:
         return None, f"ambiguous: names the text of options {', '.join(answered or named)}"
-    asked = {most.lower() for most in _THE_MOST.findall(prompt)}
     clauses = [
         _IS_THE_MOST.sub(lambda m: "" if m["most"].lower() in asked else m.group(0), clause)
         for clause in _CLAUSES.split(text)
@@ -1356,6 +1396,17 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
         # "Yes, all wugs are feps.", "..., so all wugs are feps. Yes.": the only option named
         return named[0], f"the first or last clause is option {named[0]}'s text"
     return None, "no option letter in the output"
+
+
+def _option_said_to_be(clause: str, options: dict[str, str], asked: set[str]) -> list[str]:
+    """The option a clause says is what the question asks ("54 is larger than 9", "the
+    larger number is 54"), as a list of at most one letter."""
+    for pattern in (_SAID_TO_BE, _ASKED_ONE_IS):
+        said = pattern.match(clause)
+        if said is not None and said["word"].lower() in asked:
+            text = _normalise(said["subject"])
+            return [letter for letter, option in options.items() if option == text][:1]
+    return []
 
 
 # --- exact / regex ---------------------------------------------------------------------------
