@@ -1979,3 +1979,48 @@ def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks_for(
     task = Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
     result = run(task, output)
     assert result.score == score, result.detail
+
+
+WHO_IS_TALLER = "Ann is 150 cm tall and Bob is 160 cm tall. Who is taller?"
+FIRST_LETTER = "What is the first letter of the word 'banana'?"
+DIVISIBLE = "Which number is divisible by 3?\n(A) 12\n(B) 10\n"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        (WHO_IS_TALLER, "Between Ann and Bob, Bob is taller.", "Bob", 1.0),
+        (WHO_IS_TALLER, "Between Ann and Bob, Bob is taller.", "Ann", 0.0),
+        (WHO_IS_TALLER, "Bob is taller than Ann.", "Bob", 1.0),
+        (WHO_IS_TALLER, "Bob is taller than Ann.", "Ann", 0.0),
+        (WHO_IS_TALLER, "Ann is not taller; Bob is.", "Ann", 0.0),
+        (FIRST_LETTER, "b is the first letter.", "b", 1.0),
+        (FIRST_LETTER, "The first letter is b, and a is the first vowel.", "a", 0.0),
+    ],
+)
+def test_exact_grader_reads_what_the_reply_says_is_what_the_question_asks(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="e", prompt=prompt, answer=answer, grader="exact", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_only_the_predicate_the_question_asks() -> None:
+    """ "divisible by 4" is not "divisible by 3": the reply names two options, no answer."""
+    task = Task(id="c", prompt=DIVISIBLE, answer="A", grader="choice", task="logic")
+    result = run(task, "12 is divisible by 4, 10 is divisible by 3.")
+    assert result.score == 0.0, result.detail
+    assert run(task, "10 is divisible by 5, 12 is divisible by 3.").score == 1.0
+
+
+def test_what_the_question_asks_is_read_in_linear_time() -> None:
+    choice = Task(id="c", prompt="is " * 50_000 + "?\n(A) Bob\n(B) Ann\n", answer="A",
+                  grader="choice", task="logic")  # fmt: skip
+    exact = Task(id="e", prompt=WHO_IS_TALLER, answer="Bob", grader="exact", task="logic")
+    started = time.process_time()
+    assert run(choice, "Ann is tall").score is not None
+    assert run(Task(**{**choice.model_dump(), "prompt": TALLER}), "A is taller " * 50_000).score
+    assert run(exact, "x" + " " * 200_000 + " is taller").score == 0.0
+    assert run(exact, "Bob is taller " * 50_000).score == 1.0
+    assert time.process_time() - started < 3.0

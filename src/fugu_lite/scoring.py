@@ -41,7 +41,8 @@
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
   self-correction "Wait, no, it's tac") or the last line's last "is" / "gives us" / "it's",
-  the text before "is the answer" ("tac is the reversed word."), the last
+  the text before "is the answer" ("tac is the reversed word."), the subject of the last
+  line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
   last quoted text, the last fenced block and the text after the last line's label or
   arrow or "=" ("Reversed: tac", "c-a-t → tac", "S + C + D = SCD") are tried; when the
@@ -1213,31 +1214,58 @@ _LETTER_IS_CORRECT = re.compile(
 _IS_THE_MOST = re.compile(r"\s+is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
 _THE_MOST = re.compile(r"\bthe\s+([a-z]+est)\b", re.IGNORECASE)
 # what a question asks an option to be: "Which number is larger?", "Who is taller, A or B?",
-# "Which of these numbers is even?" (the word after its "is")
+# "Which of these numbers is even?", "What is the first letter of ...?" (after its "is")
+_QUESTION = re.compile(r"(?:^|(?<=[.?!\n]))[^.?!\n]*+\?")  # tried at sentence starts only
 _ASKED_PREDICATE = re.compile(
-    r"\b(?:is|are)\s+(?:the\s+|an?\s+)?(?P<word>[a-z]+)\b(?=[^.?!\n]*\?)", re.IGNORECASE
+    r"\b(?:is|are)\s+(?:the\s+|an?\s+)?(?P<phrase>[a-z][a-z0-9']*(?:[ \t]+[a-z0-9']+){0,2})",
+    re.IGNORECASE,
 )
 _NO_PREDICATE = {"not", "it", "this", "that", "there", "he", "she", "they", "one"}
+_PREDICATE_WORD = re.compile(r"[a-z0-9']+", re.IGNORECASE)
+PREDICATE_WORDS = 3
+MAX_PREDICATE_CHARS = 200
 # an option's text said to be what the question asks, or the reverse: "54 is larger than
 # 9", "The larger number is 54"
 _CLAUSE_LEAD = r"\s*(?:(?:and|so|but|thus|hence|therefore|then)\s+)?"
 _SAID_TO_BE = re.compile(
-    rf"{_CLAUSE_LEAD}(?P<subject>\S.*?)\s+(?:is|are)\s+(?:the\s+|an?\s+)?(?P<word>[a-z]+)\b",
+    rf"{_CLAUSE_LEAD}(?P<subject>\S.*?)(?<!\s)\s++(?:is|are)\s++(?:the\s+|an?\s+)?"
+    r"(?P<predicate>[a-z].*)",
     re.IGNORECASE,
 )
 _ASKED_ONE_IS = re.compile(
-    rf"{_CLAUSE_LEAD}(?:the\s+)?(?P<word>[a-z]+)(?:\s+[a-z]+)?\s+(?:is|are)\s+"
-    r"(?P<subject>\S.*?)\s*$",
+    rf"{_CLAUSE_LEAD}(?:the\s+)?(?P<predicate>[a-z]+(?:\s+[a-z]+)?)\s+(?:is|are)\s+"
+    r"(?P<subject>\S(?:.*\S)?)\s*$",
     re.IGNORECASE,
 )
+Predicate = tuple[str, ...]
 
 
-def predicates_asked(prompt: str) -> set[str]:
-    """What a question asks an option to be: its superlatives ("the tallest") and the word
-    after the "is" of its question ("Which number is larger?": larger)."""
-    words = {most.lower() for most in _THE_MOST.findall(prompt)}
-    words |= {match["word"].lower() for match in _ASKED_PREDICATE.finditer(prompt)}
-    return words - _NO_PREDICATE
+def _predicate(text: str) -> Predicate:
+    """The first words of a predicate, lowercased: "Taller than Ann" -> ("taller", "than")."""
+    words = itertools.islice(_PREDICATE_WORD.finditer(text), PREDICATE_WORDS)
+    return tuple(word.group(0).lower() for word in words)
+
+
+def predicates_asked(prompt: str) -> set[Predicate]:
+    """What a question asks an answer to be: its superlatives ("the tallest") and the first
+    words after the "is" of its question ("Which number is larger?": larger; "What is the
+    first letter of ...?": first letter)."""
+    asked: set[Predicate] = {(most.lower(),) for most in _THE_MOST.findall(prompt)}
+    asked |= {
+        _predicate(match["phrase"])
+        for question in _QUESTION.finditer(prompt)
+        for match in _ASKED_PREDICATE.finditer(question.group(0))
+    }
+    return {predicate for predicate in asked if predicate and predicate[0] not in _NO_PREDICATE}
+
+
+def is_asked(text: str, asked: set[Predicate]) -> bool:
+    """Whether the predicate `text` is what the question asks: the words of one start the
+    other's ("taller than Ann" for "taller"; not "first vowel" for "first letter")."""
+    said = _predicate(text)
+    return bool(said) and any(
+        said[: len(predicate)] == predicate[: len(said)] for predicate in asked
+    )
 
 
 _OPTION_LINE = re.compile(
@@ -1294,7 +1322,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     is_correct = [
         match
         for match in _LETTER_IS_CORRECT.finditer(text)
-        if match.group("most") is None or match.group("most").lower() in asked
+        if match.group("most") is None or is_asked(_clause_at(text, match.start("most")), asked)
     ]
     if is_correct:
         return is_correct[-1].group("letter"), "'X is correct'"
@@ -1388,7 +1416,7 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     if len(answered) > 1 or len(named) > 1:
         return None, f"ambiguous: names the text of options {', '.join(answered or named)}"
     clauses = [
-        _IS_THE_MOST.sub(lambda m: "" if m["most"].lower() in asked else m.group(0), clause)
+        _IS_THE_MOST.sub(lambda m: "" if is_asked(m["most"], asked) else m.group(0), clause)
         for clause in _CLAUSES.split(text)
         if clause.strip(_WRAPPERS)
     ]
@@ -1398,12 +1426,17 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     return None, "no option letter in the output"
 
 
-def _option_said_to_be(clause: str, options: dict[str, str], asked: set[str]) -> list[str]:
+def _clause_at(text: str, start: int) -> str:
+    """The clause starting at `start`, up to its first punctuation (a bounded look)."""
+    return _CLAUSES.split(text[start : start + MAX_PREDICATE_CHARS], maxsplit=1)[0]
+
+
+def _option_said_to_be(clause: str, options: dict[str, str], asked: set[Predicate]) -> list[str]:
     """The option a clause says is what the question asks ("54 is larger than 9", "the
     larger number is 54"), as a list of at most one letter."""
     for pattern in (_SAID_TO_BE, _ASKED_ONE_IS):
         said = pattern.match(clause)
-        if said is not None and said["word"].lower() in asked:
+        if said is not None and is_asked(said["predicate"], asked):
             text = _normalise(said["subject"])
             return [letter for letter, option in options.items() if option == text][:1]
     return []
@@ -1561,6 +1594,9 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         if label_lines and all(_after_label(line) is None for line in filled[after:]):
             # "The reversed word is:\n\ntac\n\n(c-a-t backwards)" (not "Tried:\ntac\nFinal: cta")
             candidates["the line after the last label line"] = filled[after]
+        subject = _said_to_be_asked(filled[-1] if filled else "", predicates_asked(prompt))
+        if subject is not None:  # "Between Ann and Bob, Bob is taller." for "Who is taller?"
+            candidates["what the last line says is what the question asks"] = subject
         return candidates
     candidates = {"the whole output": output}
     if markers:
@@ -1596,6 +1632,16 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         if "the last line" not in later and output[line_end:].strip():
             candidates["the last line"] = output[line_end:]
     return candidates
+
+
+def _said_to_be_asked(line: str, asked: set[Predicate]) -> str | None:
+    """What the last clause of `line` that says something is what the question asks says it
+    of ("Bob" of "Between Ann and Bob, Bob is taller." for "Who is taller?"), or None."""
+    for clause in reversed(_CLAUSES.split(line)):
+        said = _SAID_TO_BE.match(clause)
+        if said is not None and is_asked(said["predicate"], asked):
+            return said["subject"]
+    return None
 
 
 # A note that may take the answer back or give another: "tca (no wait, tac)", "tac (or cta)"
