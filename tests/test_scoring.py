@@ -2024,3 +2024,11 @@ def test_what_the_question_asks_is_read_in_linear_time() -> None:
     assert run(exact, "x" + " " * 200_000 + " is taller").score == 0.0
     assert run(exact, "Bob is taller " * 50_000).score == 1.0
     assert time.process_time() - started < 3.0
+
+
+def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() -> None:
+    task = Task(id="c", prompt=TALLEST, answer="B", grader="choice", task="logic")
+    started = time.process_time()
+    assert run(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
+    assert run(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
+    assert time.process_time() - started < 3.0

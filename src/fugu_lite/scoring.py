@@ -1210,8 +1210,9 @@ _LETTER_IS_CORRECT = re.compile(
     # and B, B is taller." ("Who is taller?")
     r"|(?P<most>[a-z]+))\b"
 )
-# an option's text said to be what the question asks: "17 is the smallest."
-_IS_THE_MOST = re.compile(r"\s+is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
+# an option's text said to be what the question asks: "17 is the smallest." (tried where a
+# run of spaces starts: a reply of 200,000 spaces took minutes)
+_IS_THE_MOST = re.compile(r"(?<!\s)\s++is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
 _THE_MOST = re.compile(r"\bthe\s+([a-z]+est)\b", re.IGNORECASE)
 # what a question asks an option to be: "Which number is larger?", "Who is taller, A or B?",
 # "Which of these numbers is even?", "What is the first letter of ...?" (after its "is")
