@@ -2032,3 +2032,39 @@ def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() ->
     assert run(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
     assert run(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
     assert time.process_time() - started < 3.0
+
+
+SHARE = (
+    "20 candies are shared equally among 5 children. Each child then eats 2 of them. How many "
+    "candies does each child have left? Answer with just the number."
+)
+WHAT_IS = "What is 9 * 11 + 27? Answer with just the number."
+SHARED = "20 candies are shared equally among 5 children. Each child then eats 2 of them."
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # a copy of the question is no answer, though its last number is the reference
+        (WHAT_IS, "What is 9 * 11 + 27?", "27", 0.0),
+        (SHARE, SHARED, "2", 0.0),
+        (SHARE, "Each child gets 4. Each child then eats 2 of them.", "2", 0.0),
+        # the answer after the copy counts
+        (WHAT_IS, "What is 9 * 11 + 27? 126", "126", 1.0),
+        (SHARE, "Each child then eats 2 of them. So 4 - 2 = 2 are left.", "2", 1.0),
+    ],
+)
+def test_number_grader_does_not_read_a_copy_of_the_question_as_the_answer(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_copies_of_the_question_are_found_in_linear_time() -> None:
+    task = Task(id="n", prompt=SHARE, answer="2", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "Each child then eats " * 20_000).score is not None
+    assert run(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
+    assert time.process_time() - started < 3.0

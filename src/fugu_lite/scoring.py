@@ -13,8 +13,9 @@
   gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams because 1 kilogram is
   1000 grams."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
-  and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32") or a
-  confidence ("not 100% sure") is no answer; a quantity in two units ("2 hours and 30
+  and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a
+  confidence ("not 100% sure") or one inside a copy of a sentence of the question ("What
+  is 9 * 11 + 27?") is no answer; a quantity in two units ("2 hours and 30
   minutes") is read in the one unit of its kind the question asks for ("to hours": 2.5),
   else (or when it is the question's own) is ambiguous too; one amount at two rates ("$18 a
   day, or $126 a week") is read at the rate asked ("per week"). Commas between
@@ -260,6 +261,11 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         working = _setup_at_the_end(text, numbers, question)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
+    echoes = _echoes_of_the_question(text, question)
+    if echoes and numbers:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
+        numbers = [number for number in numbers if not _inside(number.start(), echoes)]
+        if not numbers:
+            return None, "the output only restates the question, with no answer"
     said = [number for number in numbers if not _is_aside(number)]
     if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
         return None, f"the output rules out {_clip(numbers[-1].group(0).strip())!r}"
@@ -277,6 +283,39 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         word = words[-1].lower()
         return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
     return None, ""
+
+
+# A sentence of the question with a number in it, copied into the output
+_QUESTION_SENTENCE = re.compile(r"[^.?!\n]*\d[^.?!\n]*[.?!]?")
+MIN_ECHO_SENTENCE_CHARS = 12
+MAX_ECHO_SENTENCES = 20
+
+
+def _echoes_of_the_question(text: str, question: str) -> list[tuple[int, int]]:
+    """Where `text` copies a sentence of the question that holds a number (ignoring case
+    and runs of whitespace): its numbers are the question's, no answer."""
+    sentences = [
+        sentence.group(0).strip()
+        for sentence in _QUESTION_SENTENCE.finditer(question)
+        if len(sentence.group(0).strip()) >= MIN_ECHO_SENTENCE_CHARS
+    ][-MAX_ECHO_SENTENCES:]
+    spans = []
+    for sentence in sentences:
+        pattern = r"\s+".join(re.escape(word) for word in sentence.split())
+        spans += [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether `position` lies in one of `spans` (sorted, disjoint)."""
+    index = bisect.bisect_right(spans, (position, math.inf)) - 1
+    return index >= 0 and position < spans[index][1]
 
 
 _LIST_GAP = re.compile(r"[\s,;:()\[\].!*_]*(?:\band\b[\s,;:()\[\].!*_]*)?")
