@@ -2068,3 +2068,21 @@ def test_copies_of_the_question_are_found_in_linear_time() -> None:
     assert run(task, "Each child then eats " * 20_000).score is not None
     assert run(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
     assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("twenty-six", "26", 1.0),
+        ("Twenty six", "26", 1.0),
+        ("twenty-six", "6", 0.0),  # not its last word
+        ("One hundred twenty-six", "6", 0.0),  # nor a part of a longer number in words
+        ("one hundred and five", "5", 0.0),
+        ("forty", "40", 1.0),
+    ],
+)
+def test_number_grader_reads_a_number_in_words_whole(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail

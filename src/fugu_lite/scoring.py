@@ -278,10 +278,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         return None, f"{hedge} at the end"
     if numbers:
         return _found(numbers[-1]), "the last number"
-    words = re.findall(rf"\b({'|'.join(NUMBER_WORDS)})\b", text, re.IGNORECASE)
+    words = list(_WORDED_NUMBER.finditer(text))
     if words:  # only when no digit at all: "The letter 'i' appears once."
-        word = words[-1].lower()
-        return FoundNumber(value=NUMBER_WORDS[word], text=word, decimals=0), "a number word"
+        return _worded_number(words[-1])
     return None, ""
 
 
@@ -904,6 +903,37 @@ NUMBER_WORDS: dict[str, int] = {
         ]
     )
 } | {"once": 1, "twice": 2, "thrice": 3}
+
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+_TENS |= {"sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_UNITS = "one|two|three|four|five|six|seven|eight|nine"
+# "twenty-six" is 26 (not six); a part of a longer number in words, "one hundred twenty-six",
+# is not read
+_LARGER_BEFORE = re.compile(
+    r"\b(?:hundred|thousand|million|billion)(?:[\s-]+and)?[\s-]+$", re.IGNORECASE
+)
+_WORDED_NUMBER = re.compile(
+    rf"\b(?:(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{_UNITS}))?"
+    rf"|(?P<word>{'|'.join(NUMBER_WORDS)}))\b"
+    r"(?P<larger_after>[\s-]+(?:hundred|thousand|million|billion)\b)?",
+    re.IGNORECASE,
+)
+
+
+def _worded_number(match: re.Match[str]) -> tuple[FoundNumber | None, str]:
+    """The value of a number in words ("twelve", "twenty-six", "once"), or None and why
+    when it is a part of a longer one ("one hundred twenty-six")."""
+    shown = match.group(0).strip()
+    text, start = match.string, match.start()
+    if match["larger_after"] or _LARGER_BEFORE.search(text, max(0, start - 30), start):
+        return None, f"a number in words the grader does not read: {_clip(shown)!r}"
+    if match["tens"]:
+        value = _TENS[match["tens"].lower()]
+        if match["unit"]:
+            value += NUMBER_WORDS[match["unit"].lower()]
+    else:
+        value = NUMBER_WORDS[match["word"].lower()]
+    return FoundNumber(value=value, text=shown.lower(), decimals=0), "a number word"
 
 
 def numbers_match(
