@@ -240,6 +240,36 @@ def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None
     assert stats["broke"].pending == 6 and stats["good"].done == 6 and not summary.complete
 
 
+@pytest.mark.parametrize("status", ["401", "403", "404"])
+def test_a_worker_refusing_every_call_for_its_settings_is_down_after_3(
+    tmp_path: Path, status: str
+) -> None:
+    """A bad key (401), no access (403) or a wrong model name (404) refuses every call alike:
+    each task's call was still sent, failed and logged, to the end of the run. (A paid
+    remote API with a wrong key, faked by the stub.)"""
+    tasks = number_tasks(8)
+    with StubWorker(solver(tasks)) as good, StubWorker(mode=status) as bad:
+        config = stub_pool(("good", good), ("bad", bad), max_concurrency=1)
+        summary = run(config, tasks, tmp_path / "r.jsonl")
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["bad"].calls == 3 and len(bad.bodies) == 3  # then taken as down: no more
+    assert f"its last 3 calls were refused with HTTP {status}" in (stats["bad"].down or "")
+    assert stats["bad"].pending == 8 and stats["good"].done == 8 and not summary.complete
+    lines = collect_module.end_of_run_lines(summary, config)
+    assert any("worker bad is down" in line and "fix " in line for line in lines)
+
+
+def test_refusals_not_in_a_row_or_of_other_statuses_keep_the_worker_up(tmp_path: Path) -> None:
+    """A proxy's stray 401 or 404 must not take a healthy worker down for the run."""
+    tasks = number_tasks(8)
+    with StubWorker(solver(tasks)) as flaky:
+        config = stub_pool(("flaky", flaky), max_concurrency=1, max_retries=0)
+        flaky.fail_next("401", "401", "ok", "404", "404", "401", "400", "404")
+        summary = run(config, tasks, tmp_path / "r.jsonl")
+    worker = summary.workers[0]
+    assert worker.down is None and worker.calls == 8 and worker.failed_calls == 7
+
+
 def test_failed_calls_are_logged_and_retried_next_run(tmp_path: Path) -> None:
     tasks = number_tasks(3)
     output = tmp_path / "rewards.jsonl"

@@ -64,6 +64,14 @@ from .workers import (
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
 NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
+# A worker refusing every call alike for its own settings: a bad key (401), no access (403), a
+# wrong model name or base_url (404). Not at the first one: a proxy may answer one by mistake.
+REFUSED_AFTER = 3  # consecutive calls refused with one of these statuses = worker down
+WORKER_REFUSALS = {
+    401: "its API key is missing or not accepted: fix api_key_env or the key in that variable",
+    403: "its API key has no access to this model or endpoint: fix api_key_env or model",
+    404: "its model or endpoint is not found: fix model or base_url",
+}
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -600,6 +608,8 @@ class RunCounters:
         self.refusal: dict[str, str] = {}
         self.grade_error: dict[str, str] = {}
         self.consecutive_down = dict.fromkeys(worker_ids, 0)
+        # the status of the worker's last refusals in a row (401/403/404) and how many
+        self.consecutive_refused: dict[str, tuple[int | None, int]] = {}
         self.down: dict[str, str] = {}
         self.records_written = 0
 
@@ -672,6 +682,7 @@ class Collector:
             self.counters.refusal.setdefault(worker_id, failure)
         if result.error is None or refused:
             self.counters.consecutive_down[worker_id] = 0
+            self.counters.consecutive_refused.pop(worker_id, None)
             graded = asyncio.create_task(self._grade(task_id, worker_id))
             self.grading.add(graded)
             graded.add_done_callback(self.grading.discard)
@@ -686,6 +697,7 @@ class Collector:
     def _check_down(self, worker_id: str, result: CallResult) -> None:
         if result.error_kind in DOWN_KINDS:
             self.counters.consecutive_down[worker_id] += 1
+        refusals = self._count_refusal(worker_id, result)
         if not self.pool.is_alive(worker_id):
             self.counters.down[worker_id] = "its local server process exited"
         elif result.error_code == NO_QUOTA:  # every later call would be refused alike
@@ -697,6 +709,22 @@ class Collector:
             self.counters.down[worker_id] = (
                 f"{self.down_after} calls in a row failed ({result.error_kind}): {result.error}"
             )
+        elif refusals >= REFUSED_AFTER and result.status_code in WORKER_REFUSALS:
+            self.counters.down[worker_id] = (
+                f"its last {refusals} calls were refused with HTTP {result.status_code}: "
+                f"{WORKER_REFUSALS[result.status_code]} in the pool; the last: {result.error}"
+            )
+
+    def _count_refusal(self, worker_id: str, result: CallResult) -> int:
+        """How many of the worker's calls in a row, this one the last, were refused with this
+        call's status (401/403/404); 0 for any other failure."""
+        if result.error_kind != "client" or result.status_code not in WORKER_REFUSALS:
+            self.counters.consecutive_refused.pop(worker_id, None)
+            return 0
+        status, count = self.counters.consecutive_refused.get(worker_id, (None, 0))
+        count = count + 1 if status == result.status_code else 1
+        self.counters.consecutive_refused[worker_id] = (result.status_code, count)
+        return count
 
     async def _grade(self, task_id: str, worker_id: str) -> None:
         cell = (task_id, worker_id)

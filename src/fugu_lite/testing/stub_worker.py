@@ -5,7 +5,7 @@ path. Tests and benches script it: a reply function, a latency, and failure mode
 consumed one per request (`fail_next("500", "429")`) or applied to every request (`mode`):
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
-- "400" / "401" / "404": client errors that must not be retried;
+- "400" / "401" / "403" / "404": client errors that must not be retried;
 - "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
 - "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
   llama.cpp's and OpenAI's shape), which the next worker may take;
@@ -44,6 +44,7 @@ MODES = (
     "quota",
     "400",
     "401",
+    "403",
     "404",
     "context",
     "hang",
@@ -187,7 +188,7 @@ class StubWorker:
             return _error(int(mode), "stub server error")
         if mode == "429":
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
-        if mode in ("400", "401", "404"):
+        if mode in ("400", "401", "403", "404"):
             return _error(int(mode), f"stub client error {mode}")
         if mode == "quota":
             message = "You exceeded your current quota, please check your plan and billing."
