@@ -345,6 +345,41 @@ def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) ->
     assert summary["short"].done == 4 and summary["short"].mean_score == 0.75
 
 
+@pytest.mark.parametrize("mode", ["vllm_context", "prompt_too_long"])
+def test_a_context_refusal_without_its_code_is_scored_0_not_left_pending(
+    tmp_path: Path, mode: str
+) -> None:
+    """vLLM (and Anthropic's compatible API, faked by the stub) refuse a prompt over the
+    context with a 400 holding no context_length_exceeded code: the cell was a failed call,
+    asked again and refused again on every run, so the task never got a record."""
+    tasks = number_tasks(3)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as short, StubWorker(solver(tasks)) as long:
+        config = stub_pool(("short", short), ("long", long), max_concurrency=1)
+        short.fail_next(mode)  # add-0 is over its context
+        summary = run(config, tasks, output)
+        assert summary.complete and len(short.bodies) == 3
+        refused = summary.workers[0]
+        assert refused.refused == 1 and refused.failed_calls == 0 and refused.mean_score == 2 / 3
+        records = {record.id: record for record in read_records(output)}
+        assert records["add-0"].rewards == [0.0, 1.0]
+        assert run(config, tasks, output).complete and len(short.bodies) == 3  # reused
+
+
+def test_a_max_tokens_as_long_as_the_context_is_no_prompt_refusal(tmp_path: Path) -> None:
+    """vLLM's same words when the worker's own max_tokens fills its context: every prompt
+    is refused alike, for a setting to fix, so none is scored 0 for it."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks), mode="vllm_context") as stub:
+        stub.context_tokens = 64
+        config = stub_pool(("w", stub), max_concurrency=1, params={"max_tokens": 64})
+        summary = run(config, tasks, output)
+    worker = summary.workers[0]
+    assert worker.refused == 0 and worker.failed_calls == 2 and worker.pending == 2
+    assert worker.call_error is not None and "64 in the completion" in worker.call_error
+
+
 def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:
     """An answer that stopped at the worker's max_tokens (finish_reason "length": a step by
     step answer cut before its final line) was graded as it was, scoring 0, with nothing in

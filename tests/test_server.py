@@ -1106,15 +1106,17 @@ def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     assert running.health()["workers"][first]["consecutive_failures"] == 0
 
 
+@pytest.mark.parametrize("refusal", ["context", "vllm_context"])
 def test_a_context_refusal_is_logged_as_a_note_and_a_real_failure_as_a_warning(
-    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture, refusal: str
 ) -> None:
     """A worker refusing a conversation longer than its context, before the next worker
     answered it, was logged at WARNING as "worker ... failed": the logs showed failures
-    where nothing failed."""
+    where nothing failed. vLLM's refusal (a 400 without the context_length_exceeded code)
+    was the client's fault: no other worker was tried."""
     running = serve(pool_for(stubs))
     first, second = ranking_for(family, MATH).ranking[:2]
-    stubs.workers[first].mode = "context"
+    stubs.workers[first].mode = refusal
     caplog.set_level(logging.INFO, logger="fugu_lite")
     client = running.client()
     for stream in (False, True):

@@ -40,6 +40,7 @@ from fugu_lite.workers import (
     WorkerCallError,
     WorkerPool,
     classify_error,
+    refuses_as_too_long,
 )
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
@@ -206,6 +207,52 @@ def test_client_errors_are_not_retried(stub: StubWorker, status: str) -> None:
     assert f"HTTP {status}" in (result.error or "")
     assert result.status_code == int(status)
     assert len(stub.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "params", "code"),
+    [
+        ("vllm_context", {}, "context_length_exceeded"),
+        ("prompt_too_long", {}, "context_length_exceeded"),
+        ("context", {}, "context_length_exceeded"),
+        ("vllm_context", {"max_tokens": 100}, "400"),  # max_tokens alone fills the context
+        ("400", {}, "400"),
+    ],
+)
+def test_a_prompt_over_the_context_without_its_code_is_context_length_exceeded(
+    stub: StubWorker, mode: str, params: dict[str, Any], code: str
+) -> None:
+    """vLLM and Anthropic's compatible API refuse a prompt over the context with a 400 that has
+    no context_length_exceeded code: it was a client error like any other."""
+    stub.mode = mode
+    result = asyncio.run(one_call(pool_config(stub.base_url, params=params)))
+    assert result.error_kind == "client" and result.status_code == 400
+    assert result.error_code == code and len(stub.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "too_long"),
+    [
+        ("This model's maximum context length is 4096 tokens. However, your request has 5000 "
+         "input tokens. Please reduce the length of the input messages.", True),
+        ("'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum "
+         "context length is 4096 tokens and your request has 3900 input tokens "
+         "(256 > 4096 - 3900).", True),
+        ("'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum "
+         "context length is 4096 tokens and your request has 30 input tokens "
+         "(8000 > 4096 - 30).", False),
+        ("The decoder prompt (length 5000) is longer than the maximum model length of 4096. "
+         "Make sure that `max_model_len` is no smaller than the number of text tokens.", True),
+        ("the request exceeds the available context size, try increasing it", True),
+        ("prompt is too long: 208310 tokens > 200000 maximum", True),
+        ("Invalid value for 'temperature': must be between 0 and 2.", False),
+        ("The model `gpt-4o-mni` does not exist or you do not have access to it.", False),
+    ],
+)  # fmt: skip
+def test_context_refusals_are_read_from_the_servers_real_words(
+    message: str, too_long: bool
+) -> None:
+    assert refuses_as_too_long(message) == too_long
 
 
 def test_gives_up_after_max_retries(stub: StubWorker) -> None:

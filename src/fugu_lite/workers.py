@@ -73,6 +73,17 @@ MAX_ERROR_CHARS = 600
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 CHAT_PATH = "/chat/completions"
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
+# How servers that give a 400 no such code say a prompt is over the context: vLLM ("This
+# model's maximum context length is 4096 tokens. However, you requested ..."), Anthropic's and
+# others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer".
+CONTEXT_REFUSAL = re.compile(
+    r"maximum context length is \d+ tokens|\bprompt is too long\b"
+    r"|exceeds the available context size|longer than the maximum model length",
+    re.IGNORECASE,
+)
+CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens", re.IGNORECASE)
+# vLLM's words for the completion asked (max_tokens) in such a refusal.
+COMPLETION_ASKED = re.compile(r"is too large: (\d+)|(\d+) in the completion", re.IGNORECASE)
 try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
     from httpx2 import Response as SDKResponse
 except ImportError:  # pragma: no cover - older openai
@@ -1279,8 +1290,29 @@ def status_code(error: BaseException) -> int | None:
 
 
 def error_code(error: BaseException) -> str | None:
-    """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...)."""
-    return error.code if isinstance(error, openai.APIStatusError) else None
+    """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...); a
+    400 with no such code (none, or its HTTP status) that says the prompt is over the
+    context is given context_length_exceeded."""
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    code = error.code
+    uncoded = code is None or str(code) == "400"  # vLLM's body gives its status as `code`
+    if error.status_code == 400 and uncoded and refuses_as_too_long(_status_message(error)):
+        return CONTEXT_LENGTH_EXCEEDED
+    return code
+
+
+def refuses_as_too_long(message: str) -> bool:
+    """Whether an error message says the prompt is over the model's context. Not when the
+    completion asked (max_tokens) is itself as long as the context: every prompt would be
+    refused alike, for the worker's settings, not for this prompt."""
+    if CONTEXT_REFUSAL.search(message) is None:
+        return False
+    limit = CONTEXT_LIMIT.search(message)
+    asked = COMPLETION_ASKED.search(message)
+    if limit is None or asked is None:
+        return True
+    return int(asked.group(1) or asked.group(2)) < int(limit.group(1))
 
 
 def classify_error(error: BaseException) -> tuple[str, str, float | None]:

@@ -9,6 +9,11 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 - "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
 - "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
   llama.cpp's and OpenAI's shape), which the next worker may take;
+- "vllm_context": the same refusal as vLLM words it: a 400 with no such code (its body's
+  `code` is 400, at the top level), "This model's maximum context length is N tokens.
+  However, you requested T tokens (P in the messages, C in the completion). ...", C the
+  request's max_tokens (16 when it has none);
+- "prompt_too_long": Anthropic's: a 400 "prompt is too long: T tokens > N maximum", no code;
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
@@ -47,6 +52,8 @@ MODES = (
     "403",
     "404",
     "context",
+    "vllm_context",
+    "prompt_too_long",
     "hang",
     "close",
     "leak",
@@ -200,8 +207,10 @@ class StubWorker:
             )
             return _error(400, message, code="context_length_exceeded")
         messages = body.get("messages") or []
-        text = self.reply if isinstance(self.reply, str) else self.reply(messages)
         prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+        if mode in ("vllm_context", "prompt_too_long"):
+            return self._plain_context_refusal(mode, body, prompt_tokens)
+        text = self.reply if isinstance(self.reply, str) else self.reply(messages)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": count_tokens(text),
@@ -229,6 +238,27 @@ class StubWorker:
                 "usage": usage,
             }
         )
+
+    def _plain_context_refusal(
+        self, mode: str, body: dict[str, Any], prompt_tokens: int
+    ) -> JSONResponse:
+        limit = self.context_tokens
+        completion = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        prompt = max(prompt_tokens, limit + 1 - completion)  # over the limit, as refused
+        if mode == "prompt_too_long":
+            message = f"prompt is too long: {prompt + completion} tokens > {limit} maximum"
+            error = {"type": "invalid_request_error", "message": message}
+            return JSONResponse({"type": "error", "error": error}, status_code=400)
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+        return JSONResponse(
+            {"object": "error", "message": message, "type": "BadRequestError", "param": None,
+             "code": 400},
+            status_code=400,
+        )  # fmt: skip
 
     async def _stream(self, text: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
