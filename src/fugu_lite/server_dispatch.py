@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -15,7 +14,13 @@ from typing import Any
 from .server_auth import Redactor
 from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
-from .workers import CONTEXT_LENGTH_EXCEEDED, CallResult, WorkerCallError, WorkerPool
+from .workers import (
+    CONTEXT_LENGTH_EXCEEDED,
+    CONTEXT_LIMIT,
+    CallResult,
+    WorkerCallError,
+    WorkerPool,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +36,6 @@ CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
 BUSY = "busy"
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
 # How OpenAI and llama.cpp's server state a context length in a context_length_exceeded error.
-CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens")
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
