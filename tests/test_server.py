@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 from conftest import WORKERS, generated_records
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from typer.testing import CliRunner
 
@@ -596,10 +596,70 @@ def test_openai_parameters_and_tools_are_passed_through(
     assert (sent["temperature"], sent["top_p"], sent["seed"], sent["stop"]) == (
         0.3, 0.9, 7, ["\n\n"],
     )  # fmt: skip
-    assert sent["max_tokens"] == 64 and "max_completion_tokens" not in sent
+    assert sent["max_completion_tokens"] == 64 and "max_tokens" not in sent
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
     for key in ("exclude_workers", "include_routing", "workers", "cost_weight"):
         assert key not in sent
+
+
+def reasoning_model_app(bodies: list[dict[str, Any]]) -> FastAPI:
+    """A fake of OpenAI's o-series endpoint (a paid remote API): it refuses `max_tokens` as
+    OpenAI does and answers anything else."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        bodies.append(body)
+        if "max_tokens" in body:
+            message = (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
+            error = {"message": message, "type": "invalid_request_error",
+                     "param": "max_tokens", "code": "unsupported_parameter"}  # fmt: skip
+            return JSONResponse({"error": error}, status_code=400)
+        return JSONResponse(
+            {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+             "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": "reasoned"}}]}
+        )  # fmt: skip
+
+    return upstream
+
+
+def test_the_output_limit_reaches_each_worker_under_the_name_it_reads(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A client's max_completion_tokens reached every worker as max_tokens, which OpenAI's
+    o-series refuse: a correct request was a worker_rejected_request. It now keeps the
+    client's name, or the name the worker's own params use."""
+    first = ranking_for(family, MATH).ranking[0]
+    bodies: list[dict[str, Any]] = []
+    with ServerThread(reasoning_model_app(bodies)) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        completion = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), max_completion_tokens=40
+        )
+        assert completion.choices[0].message.content == "reasoned"
+        assert bodies[-1]["max_completion_tokens"] == 40 and "max_tokens" not in bodies[-1]
+        # the pool names the worker's limit: a client's max_tokens goes under that name
+        pinned = {"base_url": upstream.base_url, "params": {"max_completion_tokens": 100}}
+        running = serve(pool_for(stubs, overrides={first: pinned}))
+        completion = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), max_tokens=7
+        )
+        assert completion.choices[0].message.content == "reasoned"
+        assert bodies[-1]["max_completion_tokens"] == 7 and "max_tokens" not in bodies[-1]
+        running.client().chat.completions.create(model=MODEL, messages=user(MATH))
+        assert bodies[-1]["max_completion_tokens"] == 100 and "max_tokens" not in bodies[-1]
+    # and a worker whose params say max_tokens gets the client's max_completion_tokens so
+    running = serve(pool_for(stubs, overrides={first: {"params": {"max_tokens": 24}}}))
+    running.client().chat.completions.create(
+        model=MODEL, messages=user(MATH), max_completion_tokens=9
+    )
+    sent = stubs.workers[first].bodies[-1]
+    assert sent["max_tokens"] == 9 and "max_completion_tokens" not in sent
 
 
 def test_the_deprecated_function_role_reaches_the_worker_unchanged(serve, stubs: Stubs) -> None:

@@ -40,6 +40,7 @@ from fugu_lite.workers import (
     WorkerCallError,
     WorkerPool,
     classify_error,
+    llama_cpp_request_model,
     refuses_as_too_long,
 )
 
@@ -166,6 +167,27 @@ def test_local_workers_get_tool_call_turns_and_json_schema_in_llama_cpp_form() -
     plain = {"type": "json_object"}
     kept = pool.request_body(pool.worker("llama"), [], {"response_format": plain})
     assert kept["response_format"] == plain
+
+
+def test_a_local_worker_gets_the_output_limit_as_max_tokens() -> None:
+    """llama-cpp-python's server reads only max_tokens (it ignores max_completion_tokens
+    and generated up to the context's end), from a client or from the worker's params."""
+    local = {"gguf": "embedded:smollm2"}
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "llama", "model": "m", "local": local},
+                     {"id": "capped", "model": "m", "local": local,
+                      "params": {"max_completion_tokens": 30}}]}
+    )  # fmt: skip
+    pool = WorkerPool(config)
+    messages = [{"role": "user", "content": "hi"}]
+    for worker, params, limit in (
+        ("llama", {"max_completion_tokens": 5}, 5),
+        ("capped", {}, 30),
+        ("capped", {"max_tokens": 8}, 8),
+    ):
+        body = pool.request_body(pool.worker(worker), messages, params)
+        assert "max_completion_tokens" not in body
+        assert llama_cpp_request_model().model_validate(body).max_tokens == limit
 
 
 def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:

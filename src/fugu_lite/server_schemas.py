@@ -425,16 +425,13 @@ class ChatCompletionRequest(BaseModel):
         """What the worker gets besides the messages: everything the client set except
         fugu-lite's own keys and nulls (OpenAI's "use the default": the worker's own
         params then apply, and llama.cpp's server answers `"temperature": null` with a
-        500); max_completion_tokens travels as max_tokens (what llama.cpp and most
-        OpenAI-compatible servers read)."""
-        params = {
+        500). The output-token limit keeps the client's name here; the pool sends it under
+        the name each worker reads (`workers.output_limit_name`)."""
+        return {
             key: value
             for key, value in self.model_dump(exclude_unset=True).items()
             if key not in NOT_FORWARDED and value is not None
         }
-        if "max_completion_tokens" in params:
-            params["max_tokens"] = params.pop("max_completion_tokens")
-        return params
 
     def message_dicts(self) -> list[dict[str, Any]]:
         return [message.model_dump(exclude_none=True) for message in self.messages]

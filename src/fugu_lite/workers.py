@@ -1174,7 +1174,7 @@ class WorkerPool:
     ) -> dict[str, Any]:
         """The JSON body sent: the worker's params, overridden by the call's (in the form
         llama.cpp's server takes for a local worker)."""
-        merged = {**worker.params, **params}
+        merged = with_output_limit(worker, params)
         merged.pop("stream", None)
         if worker.local is not None:
             merged = llama_cpp_params(merged)
@@ -1220,6 +1220,37 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+OUTPUT_LIMITS = ("max_completion_tokens", "max_tokens")  # OpenAI's names for one limit
+
+
+def output_limit_name(worker: WorkerConfig, params: dict[str, Any]) -> str:
+    """The name a worker gets its output-token limit under: `max_tokens` for a local
+    worker (llama-cpp-python's server reads no other), the name the worker's own params
+    use (the pool knows its server: OpenAI's o-series refuse `max_tokens`, some servers
+    read only `max_tokens`), else the name the caller used."""
+    if worker.local is not None:
+        return "max_tokens"
+    named = [name for name in OUTPUT_LIMITS if name in worker.params] or [
+        name for name in OUTPUT_LIMITS if params.get(name) is not None
+    ]
+    return named[0] if named else "max_tokens"
+
+
+def with_output_limit(worker: WorkerConfig, params: dict[str, Any]) -> dict[str, Any]:
+    """The worker's params overridden by the call's, with one output-token limit (the
+    call's, max_completion_tokens first, else the worker's) under the worker's name for
+    it: `max_tokens` beside the worker's `max_completion_tokens` would be two limits."""
+    merged = {**worker.params, **params}
+    for source in (params, worker.params):
+        limits = [source[name] for name in OUTPUT_LIMITS if source.get(name) is not None]
+        if limits:
+            for name in OUTPUT_LIMITS:
+                merged.pop(name, None)
+            merged[output_limit_name(worker, params)] = limits[0]
+            break
+    return merged
 
 
 def one_call_style(payload: dict[str, Any], legacy: bool) -> dict[str, Any]:
