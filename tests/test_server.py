@@ -1376,6 +1376,17 @@ BAD_INPUTS = [
     ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
     # OpenAI's parameters typed as OpenAI types them: llama.cpp's server answers these 500
     ("temperature a word", {**VALID, "temperature": "hot"}, 400, "temperature"),
+    # OpenAI's types, not pydantic's lax reading: each reached the worker as 1.0, true, []
+    ("temperature a boolean", {**VALID, "temperature": True}, 400,
+     "temperature: Input should be a valid number (got true)"),
+    ("top_p a numeric string", {**VALID, "top_p": "0.5"}, 400, "top_p: Input should be a valid"),
+    ("logit_bias a boolean", {**VALID, "logit_bias": {"42": True}}, 400, "logit_bias"),
+    ("include_usage a word", {**VALID, "stream": True, "stream_options": {
+        "include_usage": "yes"}}, 400, "stream_options.include_usage: Input should be a valid "
+     "boolean"),
+    ("no tools", {**VALID, "tools": []}, 400, "tools: is an empty list"),
+    ("cost_weight a boolean", {**VALID, "cost_weight": True}, 400,
+     "cost_weight: Input should be a valid number"),
     ("logit_bias not a map", {**VALID, "logit_bias": "x"}, 400, "logit_bias"),
     ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
     ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
@@ -1456,6 +1467,31 @@ def test_bad_input_gets_a_clear_4xx(
     assert fragment in error["message"]
     assert error["type"] == "invalid_request_error"
     assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_loosely_typed_parameters_are_refused_naming_the_parameter(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """`temperature: true`, `include_usage: "yes"` and `tools: []` were read by pydantic's
+    lax rules and sent on; OpenAI answers them 400 naming the parameter. Integers are
+    numbers there, as in OpenAI's API."""
+    for extra, param in (
+        ({"temperature": True}, "temperature"),
+        ({"frequency_penalty": "1"}, "frequency_penalty"),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
+        ({"tools": []}, "tools"),
+    ):
+        response = shared_server.post({**VALID, **extra})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == param
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = shared_server.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), temperature=1, top_p=1, presence_penalty=0,
+        logit_bias={"42": 5},
+    )  # fmt: skip
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert (sent["temperature"], sent["top_p"], sent["presence_penalty"]) == (1, 1, 0)
+    assert sent["logit_bias"] == {"42": 5}
 
 
 def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:

@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     ValidationError,
     field_validator,
     model_validator,
@@ -155,7 +156,7 @@ def check_function_call(index: int, call: Any) -> None:
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    include_usage: bool = False
+    include_usage: bool = Field(default=False, strict=True)
 
 
 class ResponseFormat(BaseModel):
@@ -190,18 +191,19 @@ class ChatCompletionRequest(BaseModel):
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
-    # Strict like OpenAI's API: "stream": "yes" or "max_tokens": true is a client's mistake.
+    # Strict like OpenAI's API: "stream": "yes", "max_tokens": true or "temperature": true
+    # is a client's mistake (an integer is a number, as there).
     stream: bool = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1, strict=True)
     max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
     n: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    logit_bias: dict[str, StrictFloat] | None = None
     seed: int | None = Field(default=None, strict=True)
     logprobs: bool | None = Field(default=None, strict=True)
     top_logprobs: int | None = Field(default=None, ge=0, le=20, strict=True)
@@ -213,7 +215,7 @@ class ChatCompletionRequest(BaseModel):
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None
-    cost_weight: float | None = Field(default=None, ge=0)
+    cost_weight: float | None = Field(default=None, ge=0, strict=True)
     include_routing: bool = Field(default=False, strict=True)
 
     @field_validator("stream", "include_routing", mode="before")
@@ -287,6 +289,11 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("tools")
     @classmethod
     def _tools_are_typed(cls, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if tools == []:
+            raise ValueError(
+                "is an empty list, which OpenAI's API refuses too; give at least one tool, "
+                "or leave tools out"
+            )
         for index, tool in enumerate(tools or []):
             if not isinstance(tool.get("type"), str):
                 raise ValueError(f"tools[{index}] needs a string 'type', e.g. \"function\"")
