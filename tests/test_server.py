@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -21,7 +22,7 @@ import openai
 import pytest
 from conftest import WORKERS, generated_records
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
@@ -938,6 +939,72 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
                     )
                 )
         assert running.health()["workers"][first]["circuit"] == "open"
+
+
+def non_finite_logprobs_app() -> FastAPI:
+    """An upstream answering with numbers no JSON holds, as Python's json writes them:
+    llama.cpp's logprob of a token its grammar or logit_bias ruled out is -Infinity (and a
+    remote server may send NaN)."""
+    upstream = FastAPI()
+    token = {"token": "4", "bytes": [52], "logprob": -math.inf,
+             "top_logprobs": [{"token": "4", "bytes": [52], "logprob": -math.inf}]}  # fmt: skip
+    choice = {"index": 0, "logprobs": {"content": [token]}, "score": math.nan}
+
+    @upstream.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        if not (await request.json()).get("stream"):
+            body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{**choice, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "4"}}]}  # fmt: skip
+            return Response(json.dumps(body), media_type="application/json")
+
+        async def events() -> AsyncIterator[bytes]:
+            for delta, finish in (({"role": "assistant", "content": "4"}, None), ({}, "stop")):
+                streamed = {**choice, "delta": delta, "finish_reason": finish}
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                         "model": "m", "choices": [streamed]}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return upstream
+
+
+def strict_json(text: str) -> Any:
+    """JSON as the standard has it (and JavaScript's JSON.parse): no NaN, no Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_worker_answer_holding_infinity_is_passed_on_as_json(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A logprob of -Infinity in a worker's answer made a 500 (Starlette refuses to write
+    it: the answer was lost) and went into a stream as `-Infinity`, which JSON parsers
+    refuse. It is now OpenAI's -9999.0 ("very unlikely"); another such number is null."""
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(non_finite_logprobs_app()) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        request = {"model": MODEL, "messages": user(MATH), "logprobs": True}
+        response = running.post(request)
+        assert response.status_code == 200, response.text
+        [choice] = strict_json(response.text)["choices"]
+        [token] = choice["logprobs"]["content"]
+        assert token["logprob"] == -9999.0 and token["top_logprobs"][0]["logprob"] == -9999.0
+        assert choice["score"] is None and choice["message"]["content"] == "4"
+        streamed = running.post({**request, "stream": True})
+        events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        chunks = [strict_json(event) for event in events[:-1]]
+        assert events[-1] == "[DONE]" and len(chunks) == 2
+        assert chunks[0]["choices"][0]["logprobs"]["content"][0]["logprob"] == -9999.0
+        completion = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), logprobs=True
+        )
+        assert completion.choices[0].logprobs.content[0].logprob == -9999.0
 
 
 def test_a_stream_that_stalls_for_timeout_s_is_cut(

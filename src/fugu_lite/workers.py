@@ -1011,6 +1011,8 @@ class WorkerPool:
                         # the typed-params transform, which costs ~1 ms per call.
                         response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
                         raw = json.loads(response.content)
+                    if NON_FINITE_MARK.search(response.content):
+                        raw = json_safe(raw)
                     if worker.local is not None and isinstance(raw, dict):
                         raw = one_call_style(raw, legacy=bool(body.get("functions")))
                         raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
@@ -1112,6 +1114,7 @@ class WorkerPool:
             legacy = bool(body.get("functions"))
 
             def shape(chunk: dict[str, Any]) -> dict[str, Any]:
+                chunk = json_safe(chunk)
                 if worker.local is None:
                     return chunk
                 chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
@@ -1220,6 +1223,26 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+# Python's json reads NaN and +-Infinity, which no JSON holds (bytes: a worker's answer).
+NON_FINITE_MARK = re.compile(rb"NaN|Infinity")
+VERY_UNLIKELY_LOGPROB = -9999.0  # OpenAI's logprob of a token too unlikely to rank
+
+
+def json_safe(value: Any, key: str | None = None) -> Any:
+    """A worker's answer with each number JSON cannot hold (llama.cpp's logprob of a token
+    its grammar or logit_bias ruled out is -Infinity) as OpenAI answers instead: a
+    `logprob` of -inf is -9999.0, its "very unlikely"; any other is null. Starlette
+    refuses to write them (a 500 for an answer the worker gave), and a stream carried
+    `-Infinity`, which JSON parsers refuse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return VERY_UNLIKELY_LOGPROB if key == "logprob" and value < 0 else None
+    if isinstance(value, dict):
+        return {name: json_safe(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    return value
 
 
 OUTPUT_LIMITS = ("max_completion_tokens", "max_tokens")  # OpenAI's names for one limit
