@@ -2086,3 +2086,40 @@ def test_number_grader_reads_a_number_in_words_whole(
 ) -> None:
     result = run(number_task(answer), output)
     assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("The answer is 125. Hmm, actually 126.", "126", 1.0),
+        ("The answer is 125. Hmm, actually 126.", "125", 0.0),
+        ("The answer is 125. Wait, 126.", "126", 1.0),
+        ("The answer is 125. I mean 126.", "126", 1.0),
+        ("The answer is 125. Actually, 126 apples.", "126", 1.0),
+        ("The answer is 125. Actually no, 126.", "126", 1.0),
+        ("125\nActually 126.", "126", 1.0),
+        ("The answer is 125. Actually 126.", "125", 0.0),
+        # no correction: a remark, a question or more than a unit after the number
+        ("The answer is 125. Wait, 126 is wrong.", "125", 1.0),
+        ("The answer is 125. Wait, 126? No, 125 it is.", "126", 0.0),
+        ("The answer is 125. Actually 3 more.", "3", 0.0),
+        ("The answer is 20 apples. There are actually 5 boxes.", "5", 0.0),
+        ("The answer is 20. I had to wait, 5 minutes passed.", "5", 0.0),
+        ("The answer is 125. Actually 126 or 127.", "125", 0.0),
+        ("The answer is 125. Actually 126 or 127.", "126", 0.0),
+        # numbers after the correction: a check ending on it, or an aside, leave it the answer
+        ("The answer is 125. Hmm, actually 126. Check: 5 * 25 + 1 = 126.", "126", 1.0),
+        ("The answer is 125. Actually 126. Confidence: 90%.", "126", 1.0),
+        # ... another value after it makes it a step of the working
+        ("Let's count: 1, 2, 3, 4. Wait, 5 boxes. Each holds 4, so 20 apples.", "5", 0.0),
+        ("The answer is 125. Wait, 125 apples. Let me double-check with 5 * 25.", "25", 0.0),
+    ],
+)
+def test_number_grader_reads_a_bare_correction(output: str, answer: str, score: float) -> None:
+    assert run(number_task(answer), output).score == score
+
+
+def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() -> None:
+    task = Task(id="r", prompt="Sort [3, 1, 2].", answer=r"\[1, 2, 3\]", grader="regex", task="t")
+    assert run(task, "The answer is [1, 2, 3]. Actually 3 numbers are listed.").score == 1.0
+    assert run(task, "The answer is [3, 2, 1]. Actually 3 numbers are listed.").score == 0.0

@@ -4,7 +4,8 @@
 
 - number: the final number (GSM8K style). Priority: the last `\\boxed{}`, then `#### X`,
   then the number after the last "answer is" / "Answer:" / "answer should be" marker or
-  self-correction ("Wait, no: it is 14", "Corrected: 14") (after its last `=` when the
+  self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.", "Wait, 14.",
+  "I mean 14." when the number is the whole sentence and the last) (after its last `=` when the
   marker's sentence holds an equation, or alone on the next line when the marker ends its
   line; not one the marker rules out, "answer is not 41", nor the first operand of
   arithmetic, "3 more than 9"), else the last number in the output (before a closing
@@ -154,9 +155,27 @@ _SELF_CORRECTION = (
     r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
     r"(?!\s*not\b)"
 )
+# a bare correction of a number starting a clause, "Hmm, actually 126.", "Wait, 126.", "I
+# mean 126." (not "There are actually 5 boxes."): the number grader's only, and only when
+# the number is the whole of its sentence (see `_CORRECTED_NUMBER_END`); to the regex
+# grader, "Actually 3 numbers are listed." is a remark
+_BARE_CORRECTION = (
+    r"(?:(?<![\w'’] )|(?<=hmm )|(?<=oh )|(?<=ah ))"
+    r"\b(?:actually\b|wait\b\s*[,:;!.—–-]|I\s+mean\b)[\s,:;!.—–-]{0,3}"
+    r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?(?=[$-]?\d|\.\d)"
+)
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
-    rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{_SELF_CORRECTION})",
+    rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{_SELF_CORRECTION}"
+    rf"|(?P<bare>{_BARE_CORRECTION}))",
+    re.IGNORECASE,
+)
+# what may follow a number given by a bare correction to the end of its sentence: a unit
+# ("Actually 126 apples."), not a clause ("Wait, 126 is wrong.", "Actually 3 more.", "Wait,
+# 126? No, 125.")
+_CORRECTED_NUMBER_END = re.compile(
+    r"(?:\s+(?!(?:is|was|are|were|isn|wasn|would|will|could|should|might|may|seems?|looks?|"
+    r"not|more|less|fewer|times|or|and|to|of|out|than|plus|minus)\b)[^\W\d_]+)?[\s*_!.)]*",
     re.IGNORECASE,
 )
 _MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
@@ -539,6 +558,7 @@ def _number_after_marker(
     starts = [number.start() for number in numbers]
     sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
     equals = [equal.start() for equal in re.finditer("=", text)]
+    last_said = next((number for number in reversed(numbers) if not _is_aside(number)), None)
     for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
         start = marker.end()
         blank = _BLANK_OR_MARKUP.match(text, start)
@@ -567,6 +587,14 @@ def _number_after_marker(
                 return None  # ", it is 42": the usual rules find it
             return None, f"the answer rules out {_clip(number.group(0).strip())!r}"
         following = numbers[index + 1] if index + 1 < len(numbers) else None
+        if marker["bare"] and not _CORRECTED_NUMBER_END.fullmatch(text, number.end(), end):
+            two = [number, following] if following and following.start() < end else [number]
+            hedge = _not_one_number(text, two, _JOINED)
+            if hedge is not None:  # "Actually 126 or 127.": no single answer
+                return None, f"{hedge} after {marker.group(0).strip()!r}"
+            continue  # "Wait, 126 is wrong.": no correction, an earlier answer stands
+        if marker["bare"] and not _stands_to_the_end(number, last_said):
+            continue  # "Wait, 5 boxes. Each holds 4, so 20.": a step of the working
         if following is None or following.start() >= end:
             return _found(number), f"after {marker.group(0).strip()!r}"
         if _OPERATOR.fullmatch(text[number.end() : following.start()]):
@@ -587,6 +615,15 @@ def _number_after_marker(
             return None, f"{hedge} after {marker.group(0).strip()!r}"
         return _found(number), f"after {marker.group(0).strip()!r}"
     return None
+
+
+def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -> bool:
+    """Whether nothing after `number` gives another value: `last_said`, the output's last
+    number that is no aside ("Confidence: 90%"), is it or comes before it, or ends on its
+    value again ("Check: 5 * 25 + 1 = 126")."""
+    return (
+        last_said is None or last_said.start() <= number.start() or _same_value(number, last_said)
+    )
 
 
 # What joins two numbers given as one answer, where the answer is: "5 or 7", "5 and 7",
