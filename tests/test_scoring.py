@@ -2123,3 +2123,20 @@ def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() 
     task = Task(id="r", prompt="Sort [3, 1, 2].", answer=r"\[1, 2, 3\]", grader="regex", task="t")
     assert run(task, "The answer is [1, 2, 3]. Actually 3 numbers are listed.").score == 1.0
     assert run(task, "The answer is [3, 2, 1]. Actually 3 numbers are listed.").score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("It's 5 kilograms (5000 grams / 1000).", "5", 1.0),
+        ("It's 5 kilograms (5000 grams / 1000).", "1000", 0.0),
+        ("It's 4 kilograms (5000 grams / 1000).", "5", 0.0),
+        ("12 apples (15 apples - 3 apples).", "12", 1.0),
+        ("12 apples (15 apples - 3 apples).", "3", 0.0),
+        ("It is 12 (3 boxes x 4).", "4", 0.0),
+    ],
+)
+def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    assert run(number_task(answer), output).score == score

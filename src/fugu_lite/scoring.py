@@ -9,10 +9,10 @@
   marker's sentence holds an equation, or alone on the next line when the marker ends its
   line; not one the marker rules out, "answer is not 41", nor the first operand of
   arithmetic, "3 more than 9"), else the last number in the output (before a closing
-  parenthetical that shows the working: "12 apples (15 - 3).", or an explanation that
-  restates the question's numbers: "3 when 15 is divided by 4", "15 (he had 12, got 8,
-  gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams because 1 kilogram is
-  1000 grams."). Two numbers as the
+  parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g / 1000).", or
+  an explanation that restates the question's numbers: "3 when 15 is divided by 4", "15
+  (he had 12, got 8, gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams
+  because 1 kilogram is 1000 grams."). Two numbers as the
   answer ("5 or 7", "5 and 7", a range or an undone subtraction "5-7"; "-2, 3" in a box)
   and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a
   confidence ("not 100% sure") or one inside a copy of a sentence of the question ("What
@@ -363,7 +363,9 @@ def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | No
 # "391 (17 × 20 = 340, 17 × 3 = 51)",
 # "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
 # restates the answer, "(= 12)", "(i.e. 12)", stays.
-_ARITHMETIC = r"\$?\d[\d.,]*%?(?:\s*[-+*/×x·÷]\s*\$?\d[\d.,]*%?)+"
+# (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5)
+_OPERAND = r"\$?\d[\d.,]*%?(?:\s?[^\W\d_]+)?"
+_ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
 # "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
 # into steps in every way, which took quadratic time)
 _STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
