@@ -2140,3 +2140,35 @@ def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
     output: str, answer: str, score: float
 ) -> None:
     assert run(number_task(answer), output).score == score
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Not A, not C. B.", 1.0),
+        ("Not A, not C. **B**.", 1.0),
+        ("Ann is shorter than Bob; Cal is the shortest. B!", 1.0),
+        ("Not B, not C. A.", 0.0),
+        ("Not A, not C. B?", 0.0),  # a question, not an answer
+        ("It is not A. Wrong: B.", 0.0),
+        ("A is not the tallest; B is.", 1.0),
+        ("A isn't the tallest, but B is.", 1.0),
+        ("A is not correct; B is.", 1.0),
+        ("B is not the tallest; A is.", 0.0),
+        ("A is not the tallest; B is not either.", 0.0),
+        ("A is not the shortest; B is.", 0.0),  # "the shortest" is not what is asked
+        ("A is not wrong; B is.", 0.0),
+    ],
+)
+def test_choice_grader_reads_a_letter_left_after_the_others_are_ruled_out(
+    output: str, score: float
+) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
+    started = time.perf_counter()
+    for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
+        assert run(choice_task("B"), output).score == 0.0
+    assert time.perf_counter() - started < 5

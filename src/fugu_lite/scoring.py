@@ -31,8 +31,9 @@
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
   its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the
-  word after the question's "is"; "54 is larger than 9" alike for an option's text), a
-  line holding just "B", or the text of
+  word after the question's "is"; "54 is larger than 9" alike for an option's text), "A
+  is not the tallest; B is.", a line holding just "B", a last sentence holding just a
+  letter ("Not A, not C. B."), or the text of
   exactly one option (the answer, or its first or last clause when no other option is
   named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
   (C)") are ambiguous and score 0.
@@ -1318,6 +1319,16 @@ _LETTER_IS_CORRECT = re.compile(
     # and B, B is taller." ("Who is taller?")
     r"|(?P<most>[a-z]+))\b"
 )
+# an option said not to be what the question asks, then another said to be: "A is not the
+# tallest; B is.", "A isn't taller, but B is."
+_NOT_THIS_ONE_IS = re.compile(
+    r"(?<![\w'])\(?(?P<other>[A-E])\)?\s+(?:is\s+not|isn['’]t)\s+(?:the\s+|an?\s+)?"
+    r"(?P<most>[a-z][^,;:.!?\n]{0,80}?)\s*(?:[,;:—–-]|\.\s)\s*(?:but\s+|while\s+|whereas\s+)?"
+    r"\(?(?P<letter>[A-E])\)?\s+is\b[*_]*\s*(?:[.!]|$)"
+)
+_CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
+# a reply whose last sentence is only a letter: "Not A, not C. B." (not "Wrong: A.")
+_LAST_SENTENCE_LETTER = re.compile(r"[.!?;]\s++[*_]*\(?(?P<letter>[A-E])\)?[*_]*[.!]?[*_]*\s*$")
 # an option's text said to be what the question asks: "17 is the smallest." (tried where a
 # run of spaces starts: a reply of 200,000 spaces took minutes)
 _IS_THE_MOST = re.compile(r"(?<!\s)\s++is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
@@ -1435,6 +1446,14 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     ]
     if is_correct:
         return is_correct[-1].group("letter"), "'X is correct'"
+    not_this = [
+        match
+        for match in _NOT_THIS_ONE_IS.finditer(text)
+        if match["letter"] != match["other"]
+        and (match["most"].lower() in _CORRECT_WORDS or is_asked(match["most"], asked))
+    ]
+    if not_this:  # "A is not the tallest; B is."
+        return not_this[-1].group("letter"), "'X is not ...; Y is'"
     line = text.splitlines()[0]
     first_line = choice_letter(line.strip("*_ `")) or choice_letter(
         (_without_closing_note(line) or "").strip("*_ `")
@@ -1456,6 +1475,9 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     lines = [line for line in text.splitlines() if choice_letter(line.strip("*_ `"))]
     if lines:
         return choice_letter(lines[-1].strip("*_ `")), "a line holding only a letter"
+    last_sentence = _LAST_SENTENCE_LETTER.search(text.rsplit("\n", 1)[-1])
+    if last_sentence:  # "Not A, not C. B."
+        return last_sentence.group("letter"), "a last sentence holding only a letter"
     either = _LETTER_OR_LETTER.search(text)
     if either:
         return None, f"ambiguous: {either.group(0)!r}"
