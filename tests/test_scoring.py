@@ -2172,3 +2172,37 @@ def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
     for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
         assert run(choice_task("B"), output).score == 0.0
     assert time.perf_counter() - started < 5
+
+
+SORT_LETTERS = (
+    "Sort the letters of the word 'silver' in alphabetical order. Reply with only the result."
+)
+REVERSE_WORDS = (
+    "Reverse the order of the words in: 'apple banana cherry'. Reply with only the result."
+)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "output", "score"),
+    [
+        (SORT_LETTERS, "eilrsv", "e, i, l, r, s, v", 1.0),
+        (SORT_LETTERS, "eilrsv", "Sorted: e, i, l, r, s, v.", 1.0),
+        (SORT_LETTERS, "eilrsv", "The sorted letters are e i l r s v.", 1.0),
+        (SORT_LETTERS, "eilrsv", "e, i, l, s, r, v", 0.0),
+        (SORT_LETTERS, "eilrsv", "e, i, l, r, s", 0.0),
+        (SORT_LETTERS, "eilrsv", "e, i, l, r, s, v, x", 0.0),
+        (REVERSE_WORDS, "cherry banana apple", "Reversed: cherry, banana, apple", 1.0),
+        (REVERSE_WORDS, "cherry banana apple", "'cherry', 'banana', 'apple'", 1.0),
+        (REVERSE_WORDS, "cherry banana apple", "Reversed: banana, cherry, apple", 0.0),
+        (REVERSE_WORDS, "cherry banana apple", "cherry, banana, apple, pear", 0.0),
+        # a question asking no order of letters or words: the items stay as written
+        ("Write the word 'cat' backwards.", "tac", "t, a, c", 0.0),
+        ("Name the city and its country.", "Paris France", "Paris, France", 0.0),
+    ],
+)
+def test_exact_grader_reads_ordered_letters_or_words_listed_one_by_one(
+    prompt: str, answer: str, output: str, score: float
+) -> None:
+    task = Task(id="e", prompt=prompt, answer=answer, grader="exact", task="strings")
+    result = run(task, output)
+    assert result.score == score, result.detail

@@ -50,7 +50,9 @@
   last quoted text, the last fenced block and the text after the last line's label or
   arrow or "=" ("Reversed: tac", "c-a-t → tac", "S + C + D = SCD") are tried; when the
   output states an answer (a marker, a box, tags), only that answer and the lines after it
-  count: "The answer is cta, not 'tac'" is cta.
+  count: "The answer is cta, not 'tac'" is cta. When the question asks for letters or
+  words in an order ("Sort the letters of ..."), a candidate listing them one by one is
+  also read joined: "e, i, l, r, s, v" is eilrsv, "cherry, banana, apple" cherry banana apple.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
@@ -1794,18 +1796,57 @@ def _without_closing_note(text: str) -> str | None:
     return text[:start]
 
 
+# a question that asks for letters or words in an order: "Sort the letters of the word
+# 'silver' in alphabetical order.", "Reverse the order of the words in: '...'."
+_LETTERS_ORDERED = re.compile(
+    r"\bsort\w*\s+(?:the\s+)?letters\b|\bletters\b[^.?!\n]{0,80}\b(?:alphabetical|sorted)",
+    re.IGNORECASE,
+)
+_WORDS_ORDERED = re.compile(
+    r"\b(?:revers|sort|order|arrang)\w*\b[^.?!\n]{0,40}\bwords\b", re.IGNORECASE
+)
+# those items listed one by one: "e, i, l, r, s, v", "e i l r s v"; "cherry, banana, apple"
+_LISTED_LETTERS = re.compile(r"[^\W\d_](?:(?:\s*[,;-]\s*|\s+)[^\W\d_])+")
+_LISTED_WORDS = re.compile(r"[^\s,;]+(?:\s*[,;]\s*[^\s,;]+)+")
+
+
+def _items_asked(prompt: str) -> str | None:
+    """ "letters" or "words" when the question asks for them in an order, else None."""
+    if _LETTERS_ORDERED.search(prompt):
+        return "letters"
+    if _WORDS_ORDERED.search(prompt):
+        return "words"
+    return None
+
+
+def _joined_items(text: str, items: str) -> str | None:
+    """The letters or words `text` lists one by one, joined as an answer writes them
+    ("e, i, l, r, s, v" -> "eilrsv", "cherry, banana, apple" -> "cherry banana apple"), or
+    None when it is no such list."""
+    if items == "letters" and _LISTED_LETTERS.fullmatch(text):
+        return re.sub(r"[\s,;-]", "", text)
+    if items == "words" and _LISTED_WORDS.fullmatch(text):
+        return " ".join(word.strip(_WRAPPERS) for word in re.split(r"\s*[,;]\s*", text))
+    return None
+
+
 def grade_exact(task: Task, output: str) -> Grade:
     if task.answer is None:
         return cannot_grade("the exact grader needs the task's answer")
     expected = _normalise(task.answer, task.case_sensitive)
     if not output.strip():
         return wrong("empty output")
+    items = _items_asked(task.prompt_text())
     for name, candidate in exact_candidates(output, task.prompt_text()).items():
-        if _normalise(candidate, task.case_sensitive) == expected:
+        normalised = _normalise(candidate, task.case_sensitive)
+        if normalised == expected:
             return Grade(score=1.0, detail=f"{name} matches {task.answer!r}")
         noted = _without_closing_note(candidate)
         if noted is not None and _normalise(noted, task.case_sensitive) == expected:
             return Grade(score=1.0, detail=f"{name}, without its note, matches {task.answer!r}")
+        joined = _joined_items(normalised, items) if items else None
+        if joined is not None and joined == expected:  # "e, i, l, r, s, v" for "eilrsv"
+            return Grade(score=1.0, detail=f"{name}, its {items} joined, matches {task.answer!r}")
     shown = _normalise(output, True)
     return wrong(f"no match for {task.answer!r} in {shown[:80]!r}")
 
