@@ -53,6 +53,7 @@ from .tasks import Task
 from .text import console_name, console_text, notes_console, visible_controls
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
+    WORKER_REFUSALS,
     CallResult,
     Judge,
     Usage,
@@ -64,14 +65,10 @@ from .workers import (
 DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
 DOWN_KINDS = frozenset({"connection", "timeout"})
 NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
-# A worker refusing every call alike for its own settings: a bad key (401), no access (403), a
-# wrong model name or base_url (404). Not at the first one: a proxy may answer one by mistake.
-REFUSED_AFTER = 3  # consecutive calls refused with one of these statuses = worker down
-WORKER_REFUSALS = {
-    401: "its API key is missing or not accepted: fix api_key_env or the key in that variable",
-    403: "its API key has no access to this model or endpoint: fix api_key_env or model",
-    404: "its model or endpoint is not found: fix model or base_url",
-}
+# A worker refusing every call alike for its own settings (workers.WORKER_REFUSALS: a bad key,
+# no access, a wrong model name or base_url) is down after this many in a row; not at the
+# first one: a proxy may answer one by mistake.
+REFUSED_AFTER = 3
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "

@@ -17,6 +17,7 @@ from .server_metrics import Metrics
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
     CONTEXT_LIMIT,
+    WORKER_REFUSALS,
     CallResult,
     WorkerCallError,
     WorkerPool,
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 FALLBACK_KINDS = frozenset({"timeout", "connection", "rate_limit", "server", "worker_config"})
 # A worker answering 401/403/404 is misconfigured (key, model name, URL): the request is
 # fine, so it goes to the next worker like any other worker failure.
-WORKER_CONFIG_STATUSES = frozenset({401, 403, 404})
+WORKER_CONFIG_STATUSES = frozenset(WORKER_REFUSALS)
 # A worker refusing a conversation longer than its context: the next worker may have a
 # larger one, so it is tried; the worker itself is fine (its circuit is not charged).
 CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED

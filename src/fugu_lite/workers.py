@@ -1225,6 +1225,15 @@ class WorkerPool:
         return kind, redact(message, self._keys.get(worker_id)), retry_after
 
 
+# A worker's refusal of a call for its own settings, which no later call changes (collect
+# takes the worker down after a few; serve tries the next worker), and what to fix.
+WORKER_REFUSALS = {
+    401: "its API key is missing or not accepted: fix api_key_env or the key in that variable",
+    403: "its API key has no access to this model or endpoint: fix api_key_env or model",
+    404: "its model or endpoint is not found: fix model or base_url",
+}
+
+
 # Python's json reads NaN and +-Infinity, which no JSON holds (bytes: a worker's answer).
 NON_FINITE_MARK = re.compile(rb"NaN|Infinity")
 VERY_UNLIKELY_LOGPROB = -9999.0  # OpenAI's logprob of a token too unlikely to rank
