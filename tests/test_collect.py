@@ -259,6 +259,27 @@ def test_a_worker_refusing_every_call_for_its_settings_is_down_after_3(
     assert any("worker bad is down" in line and "fix " in line for line in lines)
 
 
+def test_a_worker_failing_every_call_with_a_5xx_is_down_after_3(tmp_path: Path) -> None:
+    """A gateway whose model is gone answers every call with a 500 or 503: each task's call
+    was still sent and retried with backoff to the end of the run (three timeouts in a row
+    took a worker down, three 5xx never did)."""
+    tasks = number_tasks(8)
+    with StubWorker(solver(tasks)) as good, StubWorker(mode="503") as broken:
+        config = stub_pool(("good", good), ("broken", broken), max_concurrency=1)
+        summary = run(config, tasks, tmp_path / "r.jsonl")
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["broken"].calls == 3 and len(broken.bodies) == 6  # each call and its retry
+    assert "3 calls in a row failed (server): worker broken: server: HTTP 503" in (
+        stats["broken"].down or ""
+    )
+    assert stats["broken"].pending == 8 and stats["good"].done == 8 and not summary.complete
+    with StubWorker(solver(tasks)) as flaky:  # 5xx not in a row: up, every task asked
+        flaky.fail_next("500", "500", "ok", "500", "500", "ok", "500", "500", "ok", "500", "500")
+        config = stub_pool(("flaky", flaky), max_concurrency=1, max_retries=0)
+        summary = run(config, tasks, tmp_path / "flaky.jsonl")
+    assert summary.workers[0].down is None and summary.workers[0].calls == 8
+
+
 def test_refusals_not_in_a_row_or_of_other_statuses_keep_the_worker_up(tmp_path: Path) -> None:
     """A proxy's stray 401 or 404 must not take a healthy worker down for the run."""
     tasks = number_tasks(8)

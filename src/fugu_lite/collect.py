@@ -62,8 +62,9 @@ from .workers import (
     usage_cost,
 )
 
-DOWN_AFTER = 3  # consecutive connection/timeout failures (after retries) = worker down
-DOWN_KINDS = frozenset({"connection", "timeout"})
+DOWN_AFTER = 3  # consecutive failures of these kinds (after the pool's retries) = worker down
+# A 5xx counts too: a gateway whose model is gone (502/503) answers every call alike.
+DOWN_KINDS = frozenset({"connection", "timeout", "server"})
 NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
 # A worker refusing every call alike for its own settings (workers.WORKER_REFUSALS: a bad key,
 # no access, a wrong model name or base_url) is down after this many in a row; not at the
