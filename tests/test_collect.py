@@ -28,6 +28,7 @@ from fugu_lite.cli import app
 from fugu_lite.collect import (
     CollectError,
     CollectSummary,
+    JudgeSummary,
     WorkerSummary,
     collect,
     default_log_path,
@@ -691,7 +692,29 @@ def test_the_judges_calls_and_cost_are_shown_under_the_table(tmp_path: Path) -> 
         assert result.judges[0].cost == pytest.approx(cost)
     console = Console(width=100, record=True)
     console.print(summary_table(again))
-    assert f"judge judge: 4 calls, cost {cost:.2g}" in console.export_text()
+    caption = re.search(r"judge judge: 4 calls, cost \$(0\.0*\d\d)\b", console.export_text())
+    assert caption is not None and float(caption[1]) == pytest.approx(cost, rel=0.05)
+
+
+def test_the_summary_table_shows_money_as_money() -> None:
+    """Costs were printed with two significant digits in e-notation where large or small:
+    $123.40 as '1.2e+02' (read at a glance as 1.2) and $0.0000156 as '1.6e-05'."""
+    workers = [
+        WorkerSummary(worker_id=worker_id, done=1, pending=0, calls=1, errors=0,
+                      mean_score=1.0, cost=cost, mean_latency_s=1.0)
+        for worker_id, cost in (("big", 1234.5), ("dear", 123.4), ("cheap", 0.0000156),
+                                ("free", 0.0))
+    ]  # fmt: skip
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=1, records_total=1,
+                             records_written=1, workers=workers,
+                             judges=[JudgeSummary(worker_id="j", calls=3, cost=0.25)])  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(summary_table(summary))
+    text = console.export_text()
+    costs = {line.split()[0]: line.split()[-2] for line in text.splitlines()
+             if line.split()[:1] in (["big"], ["dear"], ["cheap"], ["free"])}  # fmt: skip
+    assert costs == {"big": "$1,234.50", "dear": "$123.40", "cheap": "$0.000016", "free": "$0"}
+    assert "judge j: 3 calls, cost $0.25" in text and "e+" not in text and "e-0" not in text
 
 
 def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
@@ -1007,7 +1030,7 @@ def test_the_summary_table_keeps_its_numbers_whole_beside_long_worker_ids() -> N
     text = console.export_text()
     assert "…" not in text, text
     rows = [line for line in text.splitlines() if "1210" in line]
-    assert len(rows) == 2 and all(re.search(r"1200 +10 +1210 +3 +0\.500 +0\.012 +12\.25s", row)
+    assert len(rows) == 2 and all(re.search(r"1200 +10 +1210 +3 +0\.500 +\$0\.012 +12\.25s", row)
                                   for row in rows), text  # fmt: skip
     lines = text.splitlines()
     width = next(line.index(" done") for line in lines if " done" in line)

@@ -50,7 +50,7 @@ from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
 from .tasks import Task
-from .text import console_name, console_text, notes_console, visible_controls
+from .text import console_name, console_text, notes_console, usd, visible_controls
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
     WORKER_REFUSALS,
@@ -1056,7 +1056,7 @@ def summary_table(summary: CollectSummary) -> Table:
         collapse_padding=True,  # fits 80 columns
         caption="; ".join(
             f"judge {console_text(judge.worker_id)}: {judge.calls} "
-            f"call{'s' * (judge.calls != 1)}, cost {judge.cost:.2g}"
+            f"call{'s' * (judge.calls != 1)}, cost {usd(judge.cost)}"
             for judge in summary.judges
         )
         or None,
@@ -1072,7 +1072,7 @@ def summary_table(summary: CollectSummary) -> Table:
             str(worker.calls),
             str(worker.errors),
             "-" if worker.mean_score is None else f"{worker.mean_score:.3f}",
-            f"{worker.cost:.2g}",
+            usd(worker.cost),
             "-" if worker.mean_latency_s is None else f"{worker.mean_latency_s:.2f}s",
         )
     return table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Iterable
 
@@ -34,6 +35,17 @@ def visible_controls(text: str) -> str:
     return "".join(
         ascii(char)[1:-1] if unicodedata.category(char) == "Cc" else char for char in text
     )
+
+
+def usd(amount: float) -> str:
+    """An amount of US dollars as people write it: cents from a dollar up ($1,234.50), two
+    significant digits below ($0.0012), never in e-notation ("1.2e+02" reads as 1.2)."""
+    if amount == 0 or not math.isfinite(amount):
+        return f"${amount:g}"
+    if abs(amount) >= 1:
+        return f"${amount:,.2f}"
+    decimals = max(2, 1 - math.floor(math.log10(abs(amount))))
+    return f"${amount:.{decimals}f}"
 
 
 def notes_console() -> Console:
