@@ -429,6 +429,24 @@ def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:
     assert all(record.rewards == [1.0, 0.0] for record in read_records(output))
 
 
+def test_answers_cut_at_max_completion_tokens_name_that_limit() -> None:
+    """A worker limited by max_completion_tokens (OpenAI's o-series refuse max_tokens) was
+    told to raise its params.max_tokens, which it does not have."""
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "o", "model": "o4-mini", "base_url": "http://127.0.0.1:9/v1",
+                      "params": {"max_completion_tokens": 300}}]}
+    )  # fmt: skip
+    worker = WorkerSummary(worker_id="o", done=4, pending=0, calls=4, errors=0, cut=2,
+                           mean_score=0.5, cost=0.0, mean_latency_s=1.0)  # fmt: skip
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=4, records_total=4,
+                             records_written=4, workers=[worker])  # fmt: skip
+    [note] = collect_module.end_of_run_lines(summary, config)
+    assert "stopped at its token limit (max_completion_tokens 300)" in note
+    assert "raise its params.max_completion_tokens" in note and "max_tokens" not in note.replace(
+        "max_completion_tokens", ""
+    )
+
+
 def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -794,16 +812,19 @@ def test_collect_prints_its_result_on_stdout_and_its_warnings_on_stderr(tmp_path
     assert [line.split(":")[0] for line in result.stderr.splitlines()[-3:]] == ["warning"] * 3
 
 
-def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("limit", ["max_tokens", "max_completion_tokens"])
+def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path, limit: str) -> None:
+    """A judge limited by max_completion_tokens (OpenAI's o-series refuse max_tokens) was
+    said to stop at 'max_tokens the server's default', to be raised where it was not set."""
     tasks = haiku_tasks(1)
     with StubWorker("Rain.") as worker, StubWorker("The response is") as judge:
         judge.finish_reason = "length"
-        config = stub_pool(("w", worker), ("judge", judge), params={"max_tokens": 24})
+        config = stub_pool(("w", worker), ("judge", judge), params={limit: 24})
         summary = run(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
     assert not summary.complete and summary.workers[0].ungraded == 1
     assert "task h0: the judge failed" in (summary.workers[0].grade_error or "")
-    assert "(max_tokens 24)" in (summary.workers[0].grade_error or "")
-    assert "raise params.max_tokens of worker judge" in (summary.workers[0].grade_error or "")
+    assert f"({limit} 24)" in (summary.workers[0].grade_error or "")
+    assert f"raise params.{limit} of worker judge" in (summary.workers[0].grade_error or "")
 
 
 def judge_pool(down_url: str, **stubs: StubWorker) -> PoolConfig:

@@ -59,6 +59,7 @@ from .workers import (
     Usage,
     WorkerCallError,
     WorkerPool,
+    output_limit,
     usage_cost,
 )
 
@@ -824,10 +825,10 @@ def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Ce
         if result.error is not None or result.output is None:
             raise WorkerCallError(result.error_kind or "server", result.error or "no output")
         if _hit_token_limit(result) and parse_judge_score(result.output) is None:
-            limit = judge_worker.params.get("max_tokens", "the server's default")
+            name, limit = output_limit(judge_worker.params) or ("max_tokens", "of its server")
             raise JudgeReplyCut(
-                f"its reply stopped at its token limit (max_tokens {limit}) before a "
-                f"`SCORE: N` line; raise params.max_tokens of worker {judge_id} (the judge "
+                f"its reply stopped at its token limit ({name} {limit}) before a "
+                f"`SCORE: N` line; raise params.{name} of worker {judge_id} (the judge "
                 "may reason before it scores) or judge with another worker (--judge)"
             )
         return result.output
@@ -1011,13 +1012,13 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
             )
         if worker.cut:
             params = config.worker(worker.worker_id).params
-            limit = params.get("max_completion_tokens", params.get("max_tokens"))
+            name, limit = output_limit(params) or ("max_tokens", "of its server")
             lines.append(
                 f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
-                f"{console_name(worker.worker_id)} stopped at its token limit (max_tokens "
-                f"{limit if limit is not None else 'of its server'}) and were graded as they "
-                "are, often without their final answer; for whole answers raise its "
-                "params.max_tokens (a new request: unfinished tasks are asked again)"
+                f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
+                f"{limit}) and were graded as they are, often without their final answer; for "
+                f"whole answers raise its params.{name} (a new request: unfinished tasks are "
+                "asked again)"
             )
         if worker.refusal:
             many = worker.refused != 1

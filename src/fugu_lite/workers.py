@@ -1257,6 +1257,14 @@ def json_safe(value: Any, key: str | None = None) -> Any:
 OUTPUT_LIMITS = ("max_completion_tokens", "max_tokens")  # OpenAI's names for one limit
 
 
+def output_limit(params: dict[str, Any]) -> tuple[str, Any] | None:
+    """The output-token limit that params set, as (its name, its value), None for none."""
+    for name in OUTPUT_LIMITS:
+        if params.get(name) is not None:
+            return name, params[name]
+    return None
+
+
 def output_limit_name(worker: WorkerConfig, params: dict[str, Any]) -> str:
     """The name a worker gets its output-token limit under: `max_tokens` for a local
     worker (llama-cpp-python's server reads no other), the name the worker's own params
