@@ -367,13 +367,14 @@ def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) ->
     assert summary["short"].done == 4 and summary["short"].mean_score == 0.75
 
 
-@pytest.mark.parametrize("mode", ["vllm_context", "prompt_too_long"])
+@pytest.mark.parametrize("mode", ["vllm_context", "prompt_too_long", "tgi_context"])
 def test_a_context_refusal_without_its_code_is_scored_0_not_left_pending(
     tmp_path: Path, mode: str
 ) -> None:
     """vLLM (and Anthropic's compatible API, faked by the stub) refuse a prompt over the
-    context with a 400 holding no context_length_exceeded code: the cell was a failed call,
-    asked again and refused again on every run, so the task never got a record."""
+    context with a 400 holding no context_length_exceeded code, Hugging Face TGI with a 422
+    `Input validation error`: the cell was a failed call, asked again and refused again on
+    every run, so the task never got a record."""
     tasks = number_tasks(3)
     output = tmp_path / "r.jsonl"
     with StubWorker(solver(tasks)) as short, StubWorker(solver(tasks)) as long:
@@ -388,18 +389,23 @@ def test_a_context_refusal_without_its_code_is_scored_0_not_left_pending(
         assert run(config, tasks, output).complete and len(short.bodies) == 3  # reused
 
 
-def test_a_max_tokens_as_long_as_the_context_is_no_prompt_refusal(tmp_path: Path) -> None:
-    """vLLM's same words when the worker's own max_tokens fills its context: every prompt
-    is refused alike, for a setting to fix, so none is scored 0 for it."""
+@pytest.mark.parametrize(
+    ("mode", "asked"), [("vllm_context", "64 in the completion"), ("tgi_context", "64 `max_new")]
+)
+def test_a_max_tokens_as_long_as_the_context_is_no_prompt_refusal(
+    tmp_path: Path, mode: str, asked: str
+) -> None:
+    """vLLM's (or TGI's) same words when the worker's own max_tokens fills its context: every
+    prompt is refused alike, for a setting to fix, so none is scored 0 for it."""
     tasks = number_tasks(2)
     output = tmp_path / "r.jsonl"
-    with StubWorker(solver(tasks), mode="vllm_context") as stub:
+    with StubWorker(solver(tasks), mode=mode) as stub:
         stub.context_tokens = 64
         config = stub_pool(("w", stub), max_concurrency=1, params={"max_tokens": 64})
         summary = run(config, tasks, output)
     worker = summary.workers[0]
     assert worker.refused == 0 and worker.failed_calls == 2 and worker.pending == 2
-    assert worker.call_error is not None and "64 in the completion" in worker.call_error
+    assert worker.call_error is not None and asked in worker.call_error
 
 
 def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:

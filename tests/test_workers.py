@@ -239,17 +239,22 @@ def test_client_errors_are_not_retried(stub: StubWorker, status: str) -> None:
         ("context", {}, "context_length_exceeded"),
         ("vllm_context", {"max_tokens": 100}, "400"),  # max_tokens alone fills the context
         ("400", {}, "400"),
+        ("tgi_context", {}, "context_length_exceeded"),
+        ("tgi_context", {"max_tokens": 100}, None),  # max_tokens alone fills the context
     ],
 )
 def test_a_prompt_over_the_context_without_its_code_is_context_length_exceeded(
-    stub: StubWorker, mode: str, params: dict[str, Any], code: str
+    stub: StubWorker, mode: str, params: dict[str, Any], code: str | None
 ) -> None:
     """vLLM and Anthropic's compatible API refuse a prompt over the context with a 400 that has
-    no context_length_exceeded code: it was a client error like any other."""
+    no context_length_exceeded code, Hugging Face TGI with a 422 `Input validation error`: it
+    was a client error like any other."""
     stub.mode = mode
     result = asyncio.run(one_call(pool_config(stub.base_url, params=params)))
-    assert result.error_kind == "client" and result.status_code == 400
+    assert result.error_kind == "client"
+    assert result.status_code == (422 if mode == "tgi_context" else 400)
     assert result.error_code == code and len(stub.bodies) == 1
+    assert "Input validation error" in (result.error or "") or mode != "tgi_context"
 
 
 @pytest.mark.parametrize(
@@ -267,6 +272,12 @@ def test_a_prompt_over_the_context_without_its_code_is_context_length_exceeded(
          "Make sure that `max_model_len` is no smaller than the number of text tokens.", True),
         ("the request exceeds the available context size, try increasing it", True),
         ("prompt is too long: 208310 tokens > 200000 maximum", True),
+        ("Input validation error: `inputs` must have less than 4096 tokens. Given: 4545", True),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "4000 `inputs` tokens and 200 `max_new_tokens`", True),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "30 `inputs` tokens and 4096 `max_new_tokens`", False),
+        ("Input validation error: `max_new_tokens` must be <= 192. Given: 256", False),
         ("Invalid value for 'temperature': must be between 0 and 2.", False),
         ("The model `gpt-4o-mni` does not exist or you do not have access to it.", False),
     ],

@@ -16,11 +16,11 @@ from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
-    CONTEXT_LIMIT,
     WORKER_REFUSALS,
     CallResult,
     WorkerCallError,
     WorkerPool,
+    context_limit,
 )
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,6 @@ CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
 # worker is busy, not failing, so its circuit is not charged.
 BUSY = "busy"
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
-# How OpenAI and llama.cpp's server state a context length in a context_length_exceeded error.
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -267,8 +266,7 @@ class Dispatcher:
         local = self.pool.worker(attempt.worker).local
         if local is not None:
             return local.n_ctx
-        found = CONTEXT_LIMIT.search(attempt.message or "")
-        return int(found.group(1)) if found else None
+        return context_limit(attempt.message or "")
 
     def _too_long_note(self, attempt: Attempt, last: bool) -> str:
         limit = self.context_limit(attempt)

@@ -75,15 +75,25 @@ CHAT_PATH = "/chat/completions"
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
 # How servers that give a 400 no such code say a prompt is over the context: vLLM ("This
 # model's maximum context length is 4096 tokens. However, you requested ..."), Anthropic's and
-# others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer".
+# others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer";
+# and Hugging Face TGI's 422 ("Input validation error: `inputs` must have less than 4096
+# tokens. Given: 4545", or "`inputs` tokens + `max_new_tokens` must be <= 4096. Given: ...").
 CONTEXT_REFUSAL = re.compile(
     r"maximum context length is \d+ tokens|\bprompt is too long\b"
-    r"|exceeds the available context size|longer than the maximum model length",
+    r"|exceeds the available context size|longer than the maximum model length"
+    r"|`inputs` must have less than \d+ tokens|`inputs` tokens \+ `max_new_tokens` must be <=",
     re.IGNORECASE,
 )
-CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens", re.IGNORECASE)
-# vLLM's words for the completion asked (max_tokens) in such a refusal.
-COMPLETION_ASKED = re.compile(r"is too large: (\d+)|(\d+) in the completion", re.IGNORECASE)
+CONTEXT_REFUSAL_STATUSES = frozenset({400, 422})  # 422: TGI's
+CONTEXT_LIMIT = re.compile(
+    r"(?:maximum context length is|`inputs` must have less than) (\d+) tokens"
+    r"|`max_new_tokens` must be <= (\d+)",
+    re.IGNORECASE,
+)
+# vLLM's and TGI's words for the completion asked (max_tokens) in such a refusal.
+COMPLETION_ASKED = re.compile(
+    r"is too large: (\d+)|(\d+) in the completion|(\d+) `max_new_tokens`", re.IGNORECASE
+)
 try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
     from httpx2 import Response as SDKResponse
 except ImportError:  # pragma: no cover - older openai
@@ -1362,13 +1372,17 @@ def status_code(error: BaseException) -> int | None:
 
 def error_code(error: BaseException) -> str | None:
     """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...); a
-    400 with no such code (none, or its HTTP status) that says the prompt is over the
-    context is given context_length_exceeded."""
+    400 (or TGI's 422) with no such code (none, or its HTTP status) that says the prompt is
+    over the context is given context_length_exceeded."""
     if not isinstance(error, openai.APIStatusError):
         return None
     code = error.code
-    uncoded = code is None or str(code) == "400"  # vLLM's body gives its status as `code`
-    if error.status_code == 400 and uncoded and refuses_as_too_long(_status_message(error)):
+    uncoded = code is None or str(code) == str(error.status_code)  # vLLM's gives its status
+    if (
+        error.status_code in CONTEXT_REFUSAL_STATUSES
+        and uncoded
+        and refuses_as_too_long(_status_message(error))
+    ):
         return CONTEXT_LENGTH_EXCEEDED
     return code
 
@@ -1379,11 +1393,21 @@ def refuses_as_too_long(message: str) -> bool:
     refused alike, for the worker's settings, not for this prompt."""
     if CONTEXT_REFUSAL.search(message) is None:
         return False
-    limit = CONTEXT_LIMIT.search(message)
-    asked = COMPLETION_ASKED.search(message)
-    if limit is None or asked is None:
-        return True
-    return int(asked.group(1) or asked.group(2)) < int(limit.group(1))
+    limit = context_limit(message)
+    asked = first_number(COMPLETION_ASKED, message)
+    return limit is None or asked is None or asked < limit
+
+
+def context_limit(message: str) -> int | None:
+    """The context length (tokens) a context refusal's message states, None if none."""
+    return first_number(CONTEXT_LIMIT, message)
+
+
+def first_number(pattern: re.Pattern[str], message: str) -> int | None:
+    """The number the first group that matched of pattern's first match holds, None if none."""
+    found = pattern.search(message)
+    number = next((group for group in found.groups() if group), None) if found else None
+    return None if number is None else int(number)
 
 
 def classify_error(error: BaseException) -> tuple[str, str, float | None]:

@@ -14,6 +14,10 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   However, you requested T tokens (P in the messages, C in the completion). ...", C the
   request's max_tokens (16 when it has none);
 - "prompt_too_long": Anthropic's: a 400 "prompt is too long: T tokens > N maximum", no code;
+- "tgi_context": Hugging Face TGI's: a 422 `{"error": "Input validation error: ...",
+  "error_type": "validation"}`, "`inputs` tokens + `max_new_tokens` must be <= N. Given: P
+  `inputs` tokens and C `max_new_tokens`" when the request has a max_tokens C, else
+  "`inputs` must have less than N tokens. Given: P";
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
@@ -54,6 +58,7 @@ MODES = (
     "context",
     "vllm_context",
     "prompt_too_long",
+    "tgi_context",
     "hang",
     "close",
     "leak",
@@ -208,7 +213,7 @@ class StubWorker:
             return _error(400, message, code="context_length_exceeded")
         messages = body.get("messages") or []
         prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
-        if mode in ("vllm_context", "prompt_too_long"):
+        if mode in ("vllm_context", "prompt_too_long", "tgi_context"):
             return self._plain_context_refusal(mode, body, prompt_tokens)
         text = self.reply if isinstance(self.reply, str) else self.reply(messages)
         usage = {
@@ -249,6 +254,15 @@ class StubWorker:
             message = f"prompt is too long: {prompt + completion} tokens > {limit} maximum"
             error = {"type": "invalid_request_error", "message": message}
             return JSONResponse({"type": "error", "error": error}, status_code=400)
+        if mode == "tgi_context":
+            message = (
+                f"`inputs` tokens + `max_new_tokens` must be <= {limit}. Given: {prompt} "
+                f"`inputs` tokens and {completion} `max_new_tokens`"
+                if body.get("max_tokens") is not None
+                else f"`inputs` must have less than {limit} tokens. Given: {max(prompt, limit)}"
+            )
+            tgi = {"error": f"Input validation error: {message}", "error_type": "validation"}
+            return JSONResponse(tgi, status_code=422)
         message = (
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the "
