@@ -389,6 +389,37 @@ def test_a_context_refusal_without_its_code_is_scored_0_not_left_pending(
         assert run(config, tasks, output).complete and len(short.bodies) == 3  # reused
 
 
+@pytest.mark.parametrize("mode", ["vllm_context", "tgi_context"])
+def test_a_prompt_refused_for_the_workers_max_tokens_says_to_lower_it(
+    tmp_path: Path, mode: str
+) -> None:
+    """A prompt that fits the context, refused because the worker's own max_tokens does not
+    fit beside it, was said to be 'longer than the context', to be given a longer context,
+    where lowering max_tokens has it answered."""
+    tasks = number_tasks(3)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as greedy, StubWorker(solver(tasks)) as long:
+        greedy.context_tokens = 100
+        greedy.fail_next(mode, "context")  # add-0: max_tokens 90 over; add-1: the prompt over
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("greedy", greedy), ("long", long), max_concurrency=1,
+                           params={"max_tokens": 90})  # fmt: skip
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "greedy" in line]
+    assert any("1 prompt fits the context of greedy, but not beside its max_tokens of 90" in line
+               and "lower its params.max_tokens" in line and "task add-0" in line
+               for line in said), result.stderr  # fmt: skip
+    assert any("1 prompt is longer than the context of greedy" in line and "task add-1" in line
+               for line in said), result.stderr  # fmt: skip
+    records = {record.id: record.rewards for record in read_records(output)}
+    assert records == {"add-0": [0.0, 1.0], "add-1": [0.0, 1.0], "add-2": [1.0, 1.0]}
+
+
 @pytest.mark.parametrize(
     ("mode", "asked"), [("vllm_context", "64 in the completion"), ("tgi_context", "64 `max_new")]
 )

@@ -41,6 +41,7 @@ from fugu_lite.workers import (
     WorkerPool,
     classify_error,
     llama_cpp_request_model,
+    refused_for_max_tokens,
     refuses_as_too_long,
 )
 
@@ -286,6 +287,30 @@ def test_context_refusals_are_read_from_the_servers_real_words(
     message: str, too_long: bool
 ) -> None:
     assert refuses_as_too_long(message) == too_long
+
+
+@pytest.mark.parametrize(
+    ("message", "for_max_tokens"),
+    [
+        ("'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum "
+         "context length is 4096 tokens and your request has 3900 input tokens "
+         "(256 > 4096 - 3900).", True),
+        ("This model's maximum context length is 4096 tokens. However, you requested 4200 "
+         "tokens (200 in the messages, 4000 in the completion).", True),
+        ("This model's maximum context length is 4096 tokens. However, you requested 5000 "
+         "tokens (4990 in the messages, 10 in the completion).", False),
+        ("This model's maximum context length is 4096 tokens. However, your request has 5000 "
+         "input tokens. Please reduce the length of the input messages.", False),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "4000 `inputs` tokens and 200 `max_new_tokens`", True),
+        ("Input validation error: `inputs` must have less than 4096 tokens. Given: 4545", False),
+        ("prompt is too long: 208310 tokens > 200000 maximum", False),
+    ],
+)  # fmt: skip
+def test_a_refusal_for_the_completion_asked_is_told_from_a_prompt_too_long(
+    message: str, for_max_tokens: bool
+) -> None:
+    assert refused_for_max_tokens(message) == for_max_tokens
 
 
 def test_gives_up_after_max_retries(stub: StubWorker) -> None:

@@ -60,6 +60,7 @@ from .workers import (
     WorkerCallError,
     WorkerPool,
     output_limit,
+    refused_for_max_tokens,
     usage_cost,
 )
 
@@ -127,8 +128,10 @@ class WorkerSummary(BaseModel):
     call_error_kind: str | None = None  # ... its kind (timeout, connection, client, ...)
     ungraded: int = 0  # this run: answers the grader (or judge) could not score
     refused: int = 0  # this run: prompts over the worker's context, scored 0
+    over_max_tokens: int = 0  # ... of them, prompts that fit it but not beside its max_tokens
     cut: int = 0  # graded answers (all runs) that stopped at the worker's token limit
     refusal: str | None = None  # this run: the worker's words on the first of them
+    max_tokens_refusal: str | None = None  # ... on the first of those over_max_tokens
     grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
     cost: float
@@ -604,7 +607,10 @@ class RunCounters:
         self.call_error: dict[str, tuple[str, str | None]] = {}  # the first: message, kind
         self.ungraded = dict.fromkeys(worker_ids, 0)
         self.refused = dict.fromkeys(worker_ids, 0)
-        self.refusal: dict[str, str] = {}
+        self.refusal: dict[str, str] = {}  # the first prompt over the context
+        # refusals of prompts that fit the context, but not beside the worker's max_tokens
+        self.over_max_tokens = dict.fromkeys(worker_ids, 0)
+        self.max_tokens_refusal: dict[str, str] = {}
         self.grade_error: dict[str, str] = {}
         self.consecutive_down = dict.fromkeys(worker_ids, 0)
         # the status of the worker's last refusals in a row (401/403/404) and how many
@@ -678,7 +684,11 @@ class Collector:
         if refused:
             self.counters.refused[worker_id] += 1
             failure = f"task {visible_controls(task_id)}: {result.error}"
-            self.counters.refusal.setdefault(worker_id, failure)
+            if self._over_max_tokens(worker_id, result.error or ""):
+                self.counters.over_max_tokens[worker_id] += 1
+                self.counters.max_tokens_refusal.setdefault(worker_id, failure)
+            else:
+                self.counters.refusal.setdefault(worker_id, failure)
         if result.error is None or refused:
             self.counters.consecutive_down[worker_id] = 0
             self.counters.consecutive_refused.pop(worker_id, None)
@@ -692,6 +702,12 @@ class Collector:
             self.counters.call_error.setdefault(worker_id, (failure, result.error_kind))
             self._check_down(worker_id, result)
         self._advance(worker_id)
+
+    def _over_max_tokens(self, worker_id: str, refusal: str) -> bool:
+        """Whether the worker refused a prompt that fits its context only for the output
+        limit its params set (prompt + max_tokens over the context)."""
+        limited = output_limit(self.pool.worker(worker_id).params) is not None
+        return limited and refused_for_max_tokens(refusal)
 
     def _check_down(self, worker_id: str, result: CallResult) -> None:
         if result.error_kind in DOWN_KINDS:
@@ -971,6 +987,8 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 refused=counters.refused[worker_id],
                 cut=sum(call.finish_reason == "length" for call in calls),
                 refusal=counters.refusal.get(worker_id),
+                over_max_tokens=counters.over_max_tokens[worker_id],
+                max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
                 cost=sum(state.cost_of(cell) or 0.0 for cell in graded),
@@ -1021,14 +1039,28 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
                 "asked again)"
             )
         if worker.refusal:
-            many = worker.refused != 1
+            over_context = worker.refused - worker.over_max_tokens
+            many = over_context != 1
             lines.append(
-                f"[yellow]warning: {worker.refused} prompt{'s' * many} "
+                f"[yellow]warning: {over_context} prompt{'s' * many} "
                 f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
                 f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
                 f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
                 "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
                 f"with --log {console_text(summary.log)}; the first: {console_text(worker.refusal)}"
+            )
+        if worker.max_tokens_refusal:
+            name, limit = output_limit(config.worker(worker.worker_id).params) or ("", "")
+            many = worker.over_max_tokens != 1
+            lines.append(
+                f"[yellow]warning: {worker.over_max_tokens} prompt{'s' * many} "
+                f"{'fit' if many else 'fits'} the context of {worker.worker_id}, but not "
+                f"beside its {name} of {limit}[/yellow], and it refused "
+                f"{'them' if many else 'it'}: scored 0 as a prompt over its context; to have "
+                f"{'them' if many else 'it'} answered, lower its params.{name} (a new request: "
+                "unfinished tasks are asked again; for the written records, collect into a new "
+                f"-o with --log {console_text(summary.log)}); the first: "
+                f"{console_text(worker.max_tokens_refusal)}"
             )
         if worker.grade_error:
             lines.append(

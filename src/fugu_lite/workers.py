@@ -90,7 +90,11 @@ CONTEXT_LIMIT = re.compile(
     r"|`max_new_tokens` must be <= (\d+)",
     re.IGNORECASE,
 )
-# vLLM's and TGI's words for the completion asked (max_tokens) in such a refusal.
+# vLLM's and TGI's words for the prompt and the completion asked (max_tokens) in such a refusal.
+PROMPT_ASKED = re.compile(
+    r"(\d+) in the messages|Given: (\d+) `inputs` tokens|your request has (\d+) input tokens",
+    re.IGNORECASE,
+)
 COMPLETION_ASKED = re.compile(
     r"is too large: (\d+)|(\d+) in the completion|(\d+) `max_new_tokens`", re.IGNORECASE
 )
@@ -1396,6 +1400,15 @@ def refuses_as_too_long(message: str) -> bool:
     limit = context_limit(message)
     asked = first_number(COMPLETION_ASKED, message)
     return limit is None or asked is None or asked < limit
+
+
+def refused_for_max_tokens(message: str) -> bool:
+    """Whether a context refusal's message shows that the prompt fits the context and only
+    the completion asked (max_tokens) does not fit beside it: a lower max_tokens would have
+    it answered."""
+    limit = context_limit(message)
+    prompt = first_number(PROMPT_ASKED, message)
+    return limit is not None and prompt is not None and prompt < limit
 
 
 def context_limit(message: str) -> int | None:
