@@ -864,6 +864,33 @@ def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path, limit: str) -> N
     assert f"raise params.{limit} of worker judge" in (summary.workers[0].grade_error or "")
 
 
+def test_a_judge_refusing_every_call_is_down_and_its_answers_wait(tmp_path: Path) -> None:
+    """A judge with a bad key (a paid remote API, faked by the stub) refused every verdict
+    alike: each answer was sent to it, failed and logged one by one to the end of the run. It
+    is now taken as down as a worker is, the other answers are not sent to it and wait,
+    saved, for the next run, which judges them without asking their worker again."""
+    tasks = haiku_tasks(8)
+    output = tmp_path / "r.jsonl"
+    verdict = answer_or_verdict("Snow.", "SCORE: 7")
+    with StubWorker("Rain.") as worker, StubWorker(verdict, mode="401") as judge:
+        config = stub_pool(("w", worker), ("judge", judge), max_concurrency=1)
+        summary = run(config, tasks, output, judge_worker="judge")
+        stats = {worker.worker_id: worker for worker in summary.workers}
+        assert "its last 3 calls were refused with HTTP 401" in (stats["judge"].down or "")
+        # 3 refusals in a row, and at most the 2 others already sent when it went down
+        assert 3 <= len(judge.bodies) <= 5, len(judge.bodies)
+        assert stats["w"].calls == 8 and stats["w"].ungraded == 8 and not summary.complete
+        judged = [line for line in log_lines(output) if line["event"] == "judge"]
+        assert len(judged) < 8
+        assert any("worker judge is down (its last 3 calls" in (line.get("grade_error") or "")
+                   for line in log_lines(output))  # fmt: skip
+
+        judge.mode = "ok"  # the key is fixed
+        summary = run(config, tasks, output, judge_worker="judge")
+    assert summary.complete and len(worker.bodies) == 8  # the saved answers were judged
+    assert all(record.rewards == [pytest.approx(0.7)] * 2 for record in read_records(output))
+
+
 def judge_pool(down_url: str, **stubs: StubWorker) -> PoolConfig:
     """The stubs as workers (each answers and may judge), plus `down`: nothing listens on its
     port, so with down_after=1 no record is written and every task stays pending."""

@@ -33,7 +33,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -690,8 +690,7 @@ class Collector:
             else:
                 self.counters.refusal.setdefault(worker_id, failure)
         if result.error is None or refused:
-            self.counters.consecutive_down[worker_id] = 0
-            self.counters.consecutive_refused.pop(worker_id, None)
+            self._answered(worker_id)
             graded = asyncio.create_task(self._grade(task_id, worker_id))
             self.grading.add(graded)
             graded.add_done_callback(self.grading.discard)
@@ -703,6 +702,30 @@ class Collector:
             self._check_down(worker_id, result)
         self._advance(worker_id)
 
+    def _judge(self, judge_id: str, cell: Cell) -> Judge:
+        """The judge of one answer: not asked once its worker is down (a bad key refuses every
+        verdict alike), and taken as down as a worker is, by its failed calls."""
+        judge = logging_judge(self.pool, judge_id, self.state, cell, self._judged)
+
+        async def checked(messages: list[dict[str, str]]) -> str:
+            down = self.counters.down.get(judge_id)
+            if down is not None:
+                raise JudgeDown(f"worker {judge_id} is down ({down}); not asked")
+            return await judge(messages)
+
+        return checked
+
+    def _judged(self, result: CallResult) -> None:
+        if result.error is None:
+            self._answered(result.worker_id)
+        else:
+            self._check_down(result.worker_id, result)
+
+    def _answered(self, worker_id: str) -> None:
+        """A call the worker answered: its failures in a row start again from 0."""
+        self.counters.consecutive_down[worker_id] = 0
+        self.counters.consecutive_refused.pop(worker_id, None)
+
     def _over_max_tokens(self, worker_id: str, refusal: str) -> bool:
         """Whether the worker refused a prompt that fits its context only for the output
         limit its params set (prompt + max_tokens over the context)."""
@@ -713,6 +736,8 @@ class Collector:
         if result.error_kind in DOWN_KINDS:
             self.counters.consecutive_down[worker_id] += 1
         refusals = self._count_refusal(worker_id, result)
+        if worker_id in self.counters.down:  # a call in flight when it went down
+            return
         if not self.pool.is_alive(worker_id):
             self.counters.down[worker_id] = "its local server process exited"
         elif result.error_code == NO_QUOTA:  # every later call would be refused alike
@@ -746,11 +771,7 @@ class Collector:
         judge_worker_id, judge_settings = self.state.judge_of(task_id)
         call = self.state.calls[cell]
         task = self.state.tasks[task_id]
-        judge = (
-            None
-            if self.judge_worker is None
-            else logging_judge(self.pool, self.judge_worker, self.state, cell)
-        )
+        judge = None if self.judge_worker is None else self._judge(self.judge_worker, cell)
         async with self.grade_slots:
             try:
                 if call.error_code == CONTEXT_LENGTH_EXCEEDED:
@@ -818,9 +839,20 @@ class JudgeReplyCut(RuntimeError):
     """The judge's reply hit its token limit before it gave a score."""
 
 
-def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Cell) -> Judge:
+class JudgeDown(RuntimeError):
+    """The judge's worker is down: the answer is not sent to it (graded on the next run)."""
+
+
+def logging_judge(
+    pool: WorkerPool,
+    judge_id: str,
+    state: CollectState,
+    cell: Cell,
+    on_result: Callable[[CallResult], None] | None = None,
+) -> Judge:
     """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
-    naming the task, the judged worker and the request hash of the judged answer."""
+    naming the task, the judged worker and the request hash of the judged answer; each call's
+    result goes to `on_result` too."""
     judge_worker = pool.worker(judge_id)
     task_id, worker_id = cell
     judged_request_hash = state.calls[cell].request_hash
@@ -838,6 +870,8 @@ def logging_judge(pool: WorkerPool, judge_id: str, state: CollectState, cell: Ce
                 started_at=result.started_at, finished_at=result.finished_at,
             )
         )  # fmt: skip
+        if on_result is not None:
+            on_result(result)
         if result.error is not None or result.output is None:
             raise WorkerCallError(result.error_kind or "server", result.error or "no output")
         if _hit_token_limit(result) and parse_judge_score(result.output) is None:
