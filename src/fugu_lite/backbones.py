@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +29,11 @@ from transformers.utils import logging as transformers_logging
 
 from .io import (
     STALE_AFTER_S,
+    _sha256_text,
+    cache_root,
+    file_sha256,
     give_new_file_mode,
     remove_dead_writers_files,
-    write_text_atomic,
     writer_prefix,
 )
 from .text import notes_console
@@ -88,10 +88,6 @@ class LoadedBackbone:
     @property
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
 
 
 ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "mpnet"})
@@ -281,46 +277,6 @@ def weight_files(name: str) -> list[Path] | None:
         if files:
             return files
     return None
-
-
-_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode) in this process and
-    in cache_root()/digests, so a backbone's weights are read once, not on every load; a file
-    written again (another size, mtime or inode) is read again. A cache folder that cannot be
-    written only costs the reading."""
-    resolved = path.resolve()  # a hub snapshot's files are links into its blobs
-    info = resolved.stat()
-    stamp = [str(resolved), info.st_size, info.st_mtime_ns, info.st_ino]
-    key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
-    if key in _FILE_DIGESTS:
-        return _FILE_DIGESTS[key]
-    entry = cache_root() / "digests" / f"{_sha256_text(str(resolved))[:24]}.json"
-    digest = _cached_digest(entry, stamp)
-    if digest is None:
-        with resolved.open("rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
-        with suppress(OSError):  # an unwritable cache only costs reading the file again
-            write_text_atomic(entry, json.dumps({"stamp": stamp, "sha256": digest}))
-    _FILE_DIGESTS[key] = digest
-    return digest
-
-
-def _cached_digest(entry: Path, stamp: list) -> str | None:
-    try:
-        saved = json.loads(entry.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(saved, dict) or saved.get("stamp") != stamp:
-        return None
-    digest = saved.get("sha256")
-    return digest if isinstance(digest, str) else None
-
-
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def awaits_download(name: str) -> bool:

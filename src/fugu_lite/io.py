@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -26,6 +27,10 @@ logger = logging.getLogger(__name__)
 
 class RecordFileError(ValueError):
     """A data file could not be read; the message names the file and the line."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
 
 
 def write_json(path: str | Path, payload: Any) -> None:
@@ -421,3 +426,43 @@ def _describe_validation_error(error: ValidationError) -> str:
         location = ".".join(str(part) for part in item["loc"]) or "record"
         parts.append(f"{location}: {item['msg']}")
     return "; ".join(parts)
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode) in this process and
+    in cache_root()/digests, so a weight file (a backbone's, a local worker's GGUF) is read
+    once, not on every load; a file written again (another size, mtime or inode) is read
+    again. A cache folder that cannot be written only costs the reading."""
+    resolved = path.resolve()  # a hub snapshot's files are links into its blobs
+    info = resolved.stat()
+    stamp = [str(resolved), info.st_size, info.st_mtime_ns, info.st_ino]
+    key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
+    if key in _FILE_DIGESTS:
+        return _FILE_DIGESTS[key]
+    entry = cache_root() / "digests" / f"{_sha256_text(str(resolved))[:24]}.json"
+    digest = _cached_digest(entry, stamp)
+    if digest is None:
+        with resolved.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        with contextlib.suppress(OSError):  # an unwritable cache costs only reading again
+            write_text_atomic(entry, json.dumps({"stamp": stamp, "sha256": digest}))
+    _FILE_DIGESTS[key] = digest
+    return digest
+
+
+def _cached_digest(entry: Path, stamp: list) -> str | None:
+    try:
+        saved = json.loads(entry.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("stamp") != stamp:
+        return None
+    digest = saved.get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
