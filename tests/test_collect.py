@@ -5,6 +5,7 @@ kill -9 mid-run and resumed (integration)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import os
@@ -34,7 +35,7 @@ from fugu_lite.collect import (
     default_log_path,
     summary_table,
 )
-from fugu_lite.pool import PoolConfig, embedded_pool_config
+from fugu_lite.pool import PoolConfig, embedded_pool_config, resolve_gguf
 from fugu_lite.schemas import RewardRecord, prompt_hash, read_records
 from fugu_lite.scoring import Grade
 from fugu_lite.tasks import Task, generate_tasks, write_tasks
@@ -686,6 +687,40 @@ def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -
     assert state(local_pool(str(tmp_path / "q8.gguf"))).cells_to_call("loc") == []
 
 
+def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another GGUF downloaded under the same file name (another quant, another model) gave
+    the same local_hash, which names the path only: the old file's answers were reused and
+    mixed with the new one's in the records. Call lines now hold the file's SHA-256."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    task = number_tasks(1)[0]
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF q4 weights")
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "loc", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    log = tmp_path / "r.calls.jsonl"
+
+    def state() -> collect_module.CollectState:
+        return collect_module.CollectState(config, [task], tmp_path / "r.jsonl", log).load()
+
+    worker = config.workers[0]
+    answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
+              "request_hash": collect_module.request_hash(worker, task),
+              "local_hash": collect_module.local_hash(worker)}  # fmt: skip
+    digest = collect_module.gguf_sha256(worker)
+    assert digest == hashlib.sha256(b"GGUF q4 weights").hexdigest()
+    log.write_text(json.dumps({**answer, "gguf_sha256": digest}) + "\n")
+    assert state().cells_to_call("loc") == []
+
+    gguf.write_bytes(b"GGUF q8 weights, another file")  # replaced under the same name
+    again = state()
+    assert again.cells_to_call("loc") == [task.id] and len(again.reask_notes()) == 1
+    log.write_text(json.dumps(answer) + "\n")  # an older version's line: taken as the same
+    assert state().cells_to_call("loc") == []
+
+
 def answer_or_verdict(answer: str, verdict: str) -> Reply:
     """A stub worker's reply: `verdict` when it is asked to judge, else `answer` (a judge
     echoing the response's own score line is not read as its verdict)."""
@@ -1287,6 +1322,10 @@ def test_collect_with_real_llama_cpp_workers(tmp_path: Path) -> None:
     assert all(0 < line["usage"]["completion_tokens"] <= 12 for line in calls)
     model_files = {line["worker_id"]: line["local_hash"] for line in calls}  # all one GGUF
     assert len(model_files) == 3 and len(set(model_files.values())) == 1
+    gguf = resolve_gguf(embedded_pool_config().workers[0].local.gguf)
+    assert {line["gguf_sha256"] for line in calls} == {
+        hashlib.sha256(gguf.read_bytes()).hexdigest()
+    }
 
 
 @pytest.mark.integration

@@ -44,8 +44,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .io import RecordFileError, append_jsonl, iter_jsonl
-from .pool import PoolConfig, WorkerConfig
+from .config import ConfigError
+from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
+from .pool import PoolConfig, WorkerConfig, resolve_gguf
 from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
@@ -94,6 +95,7 @@ class LogEntry(BaseModel):
     worker_id: str
     request_hash: str
     local_hash: str | None = None  # call events of a local worker: its model file
+    gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
     grading_hash: str | None = None  # grade events: what the grade was computed against
     judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
     judge_hash: str | None = None  # ... and the settings that shaped its verdict
@@ -185,6 +187,19 @@ def local_hash(worker: WorkerConfig) -> str | None:
     if worker.local is None:
         return None
     return _json_sha1(worker.local.model_dump(include={"gguf", "chat_format"}))
+
+
+def gguf_sha256(worker: WorkerConfig) -> str | None:
+    """The SHA-256 of a local worker's GGUF file (read once per version of the file, see
+    io.file_sha256): its path names no content, and a file replaced in place (another quant
+    or model downloaded under the same name) gives other answers. None for a remote worker
+    and for a file not found, whose worker answers nothing (it cannot start)."""
+    if worker.local is None:
+        return None
+    try:
+        return file_sha256(resolve_gguf(worker.local.gguf))
+    except (ConfigError, OSError):
+        return None
 
 
 def grading_hash(task: Task) -> str:
@@ -295,6 +310,7 @@ class CollectState:
             for worker in config.workers
         }
         self.local_hashes = {worker.id: local_hash(worker) for worker in config.workers}
+        self.gguf_digests = {worker.id: gguf_sha256(worker) for worker in config.workers}
         self.contexts = {
             worker.id: None if worker.local is None else worker.local.n_ctx
             for worker in config.workers
@@ -405,8 +421,12 @@ class CollectState:
         return entry.error is None and entry.output is not None
 
     def _same_local_model(self, entry: LogEntry) -> bool:
-        # call lines of older versions do not name the model file: taken as the same
-        return entry.local_hash is None or entry.local_hash == self.local_hashes[entry.worker_id]
+        # call lines of older versions do not name the model file (or its content): taken as
+        # the same
+        if entry.local_hash is not None and entry.local_hash != self.local_hashes[entry.worker_id]:
+            return False
+        digest = self.gguf_digests[entry.worker_id]
+        return entry.gguf_sha256 is None or digest is None or entry.gguf_sha256 == digest
 
     def grade_mismatch(self, entry: LogEntry) -> str | None:
         """Why a logged grade is not one of this run's grading, or None when it is."""
@@ -808,6 +828,7 @@ class Collector:
             worker_id=result.worker_id,
             request_hash=self.state.hashes[(task.id, result.worker_id)],
             local_hash=self.state.local_hashes[result.worker_id],
+            gguf_sha256=self.state.gguf_digests[result.worker_id],
             prompt_hash=prompt_hash(task.prompt_text()),
             output=result.output,
             finish_reason=finish_reason(result),
