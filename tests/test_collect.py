@@ -1403,7 +1403,10 @@ def test_a_local_worker_is_sent_one_call_at_a_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_killed_worker_server_mid_run_is_retried_next_run(tmp_path: Path) -> None:
+def test_a_worker_server_killed_mid_run_is_started_again(tmp_path: Path) -> None:
+    """A local worker's llama.cpp server that exited mid-run (a crash, the OOM killer) took
+    the worker down for the rest of the run: every later cell of it waited for the next run.
+    It is now started again and answers the rest; only the calls it failed wait."""
     pool = small_local_pool(tmp_path / "pool.yaml", n_workers=2, max_tokens=10)
     tasks = easy_tasks(tmp_path / "tasks.jsonl", 2)
     output = tmp_path / "rewards.jsonl"
@@ -1412,21 +1415,22 @@ def test_killed_worker_server_mid_run_is_retried_next_run(tmp_path: Path) -> Non
 
     collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
     wait_for(lambda: count_lines(log, "call") >= 4, 120, collector)
-    server_of(collector, f"model-{victim_id}").kill()
-    text, _ = collector.communicate(timeout=120)
+    killed = server_of(collector, f"model-{victim_id}")
+    killed.kill()
+    killed_at = time.time()
+    text, _ = collector.communicate(timeout=240)
 
-    assert collector.returncode == 1, text
-    assert f"worker {victim_id} is down" in text and "retried when you run this again" in text
     first_run = [json.loads(line) for line in log.read_text().splitlines()]
-    victim_fails = [
-        e for e in first_run if e["worker_id"] == victim_id and e["event"] == "call"
-        and e.get("error")
-    ]  # fmt: skip
-    assert victim_fails and all(e["error_kind"] in ("connection", "timeout") for e in victim_fails)
-    assert all(e.get("score") is not None or e.get("grade_error") for e in first_run
-               if e["event"] == "grade")  # fmt: skip
+    victim_calls = [e for e in first_run if e["worker_id"] == victim_id and e["event"] == "call"]
+    failed = [e for e in victim_calls if e.get("error")]
+    assert collector.returncode == (1 if failed else 0), text
+    assert all(e["error_kind"] in ("connection", "timeout") for e in failed)
+    assert f"worker {victim_id} is down" not in text
+    assert f"the llama.cpp server of {victim_id} exited 1 time this run" in text, text
+    answered_after = [e for e in victim_calls if not e.get("error") and e["started_at"] > killed_at]
+    assert answered_after  # the server started again answered the rest in this run
     written = record_ids(output) if output.exists() else []
-    assert len(written) < len(tasks)
+    assert len(written) == len(tasks) - len({e["task_id"] for e in failed})
 
     collector = start_collect(tmp_path, pool, tmp_path / "tasks.jsonl", output)
     text, _ = collector.communicate(timeout=180)

@@ -33,7 +33,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -73,6 +73,9 @@ NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit l
 # no access, a wrong model name or base_url) is down after this many in a row; not at the
 # first one: a proxy may answer one by mistake.
 REFUSED_AFTER = 3
+# A local worker's llama.cpp server that exits on its own (a crash, the OOM killer) is started
+# again, at most this often per run: a prompt that crashes it would otherwise do so for ever.
+MAX_RESTARTS = 3
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -139,6 +142,7 @@ class WorkerSummary(BaseModel):
     cost: float
     mean_latency_s: float | None
     down: str | None = None  # why the worker was taken as down this run
+    restarts: int = 0  # this run: its local server exited on its own and was started again
 
 
 class JudgeSummary(BaseModel):
@@ -636,6 +640,7 @@ class RunCounters:
         # the status of the worker's last refusals in a row (401/403/404) and how many
         self.consecutive_refused: dict[str, tuple[int | None, int]] = {}
         self.down: dict[str, str] = {}
+        self.restarts = dict.fromkeys(worker_ids, 0)  # local servers started again this run
         self.records_written = 0
 
 
@@ -655,6 +660,7 @@ class Collector:
         self.judge_worker = judge_worker
         self.down_after = down_after
         self.grade_slots = asyncio.Semaphore(grade_concurrency)
+        self.restarting = {worker_id: asyncio.Lock() for worker_id in state.worker_ids}
         self.progress = progress
         self.counters = RunCounters(state.worker_ids)
         self.bars: dict[str, Any] = {}
@@ -719,7 +725,7 @@ class Collector:
             self.counters.failed_calls[worker_id] += 1
             failure = f"task {visible_controls(task_id)}: {result.error}"
             self.counters.call_error.setdefault(worker_id, (failure, result.error_kind))
-            self._check_down(worker_id, result)
+            await self._failed(worker_id, result)
         self._advance(worker_id)
 
     def _judge(self, judge_id: str, cell: Cell) -> Judge:
@@ -735,11 +741,36 @@ class Collector:
 
         return checked
 
-    def _judged(self, result: CallResult) -> None:
+    async def _judged(self, result: CallResult) -> None:
         if result.error is None:
             self._answered(result.worker_id)
         else:
-            self._check_down(result.worker_id, result)
+            await self._failed(result.worker_id, result)
+
+    async def _failed(self, worker_id: str, result: CallResult) -> None:
+        """A call that failed (after the pool's retries): a local worker whose llama.cpp
+        server exited is started again (up to MAX_RESTARTS times), else is it down?"""
+        if not await self._restarted(worker_id):
+            self._check_down(worker_id, result)
+
+    async def _restarted(self, worker_id: str) -> bool:
+        """Whether the worker's llama.cpp server had exited on its own and is started again
+        (or by now taken as down, when it would not start)."""
+        async with self.restarting[worker_id]:  # one restart for the calls it failed at once
+            if worker_id not in self.pool.crashed_servers():
+                return False
+            if self.counters.restarts[worker_id] >= MAX_RESTARTS:
+                return False
+            self.counters.restarts[worker_id] += 1
+            try:
+                await self.pool.restart(worker_id)
+            except Exception as error:  # LocalServerError, or the launch itself failing
+                self.counters.down[worker_id] = (
+                    f"its local server process exited and did not start again: {error}"
+                )
+                return True
+            self._answered(worker_id)
+            return True
 
     def _answered(self, worker_id: str) -> None:
         """A call the worker answered: its failures in a row start again from 0."""
@@ -759,7 +790,10 @@ class Collector:
         if worker_id in self.counters.down:  # a call in flight when it went down
             return
         if not self.pool.is_alive(worker_id):
-            self.counters.down[worker_id] = "its local server process exited"
+            restarts = self.counters.restarts[worker_id]
+            self.counters.down[worker_id] = "its local server process exited" + (
+                f" again after {restarts} restarts this run" if restarts else ""
+            )
         elif result.error_code == NO_QUOTA:  # every later call would be refused alike
             self.counters.down[worker_id] = (
                 f"its provider says the account's quota is used up ({result.error}); add "
@@ -869,7 +903,7 @@ def logging_judge(
     judge_id: str,
     state: CollectState,
     cell: Cell,
-    on_result: Callable[[CallResult], None] | None = None,
+    on_result: Callable[[CallResult], Awaitable[None]] | None = None,
 ) -> Judge:
     """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
     naming the task, the judged worker and the request hash of the judged answer; each call's
@@ -892,7 +926,7 @@ def logging_judge(
             )
         )  # fmt: skip
         if on_result is not None:
-            on_result(result)
+            await on_result(result)
         if result.error is not None or result.output is None:
             raise WorkerCallError(result.error_kind or "server", result.error or "no output")
         if _hit_token_limit(result) and parse_judge_score(result.output) is None:
@@ -1049,6 +1083,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 cost=sum(state.cost_of(cell) or 0.0 for cell in graded),
                 mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
                 down=counters.down.get(worker_id),
+                restarts=counters.restarts[worker_id],
             )
         )
     return CollectSummary(
@@ -1123,6 +1158,14 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
                 f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
                 f"without new calls, when you run this again); the first: "
                 f"{console_text(worker.grade_error)}"
+            )
+        if worker.restarts and not worker.down:
+            many = worker.restarts != 1
+            lines.append(
+                f"[yellow]warning: the llama.cpp server of {worker.worker_id} exited "
+                f"{worker.restarts} time{'s' * many} this run[/yellow] and was started again "
+                f"(the last lines of its log are above); the calls it failed then are asked "
+                "again when you run this again"
             )
         if worker.down:
             lines.append(
