@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -560,6 +561,25 @@ def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     assert sorted(ids) == sorted(t.id for t in tasks) and ids[-1] == torn_id
     assert Path(str(output) + ".torn").read_text().startswith(lines[-1][:25])
     log_lines(output)  # every line of the log is whole JSON again
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n", b'{"event": "call", "task_', b"\xe2\x82"])
+def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -> None:
+    """Checking a call log for a torn last line read the whole file into memory on every
+    start: gigabytes for the log of a long collection, to look at its last bytes."""
+    log = tmp_path / "r.calls.jsonl"
+    whole = b'{"event": "call", "output": "' + b"x" * (20 << 20) + b'"}\n'
+    log.write_bytes(whole + tail)
+    tracemalloc.start()
+    try:
+        fragment = collect_module.repair_torn_tail(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # a few blocks, not the 20 MB line
+    whole_lines = tail in (b"", b"\n")  # nothing torn: the file is left as it is
+    assert log.read_bytes() == (whole + tail if whole_lines else whole)
+    assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
 
 
 def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:

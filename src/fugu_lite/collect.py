@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich import box
@@ -237,21 +237,42 @@ def _json_sha1(payload: dict) -> str:
 def repair_torn_tail(path: Path) -> str | None:
     """Cut an unterminated last line (a write killed half-way) and return it, or None.
 
-    Every complete line ends with a newline because each append writes whole lines."""
+    Every complete line ends with a newline because each append writes whole lines. Only
+    the file's tail is read: a call log of a long collection holds gigabytes of answers."""
     if not path.exists() or path.stat().st_size == 0:
         return None
     with path.open("rb+") as stream:
-        data = stream.read()
-        if data.endswith(b"\n"):
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(size - 1)
+        if stream.read(1) == b"\n":
             return None
-        keep = data.rfind(b"\n") + 1
+        keep = last_line_start(stream, size)
+        stream.seek(keep)
+        tail = stream.read()
         stream.truncate(keep)
         stream.flush()
         os.fsync(stream.fileno())
-    fragment = data[keep:].decode("utf-8", errors="replace")
+    fragment = tail.decode("utf-8", errors="replace")
     with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
         torn.write(fragment + "\n")
     return fragment
+
+
+TAIL_BLOCK = 1 << 16
+
+
+def last_line_start(stream: BinaryIO, size: int) -> int:
+    """The offset just after the last newline of a file of `size` bytes (0 for none), read
+    backwards a block at a time."""
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_BLOCK)
+        stream.seek(start)
+        found = stream.read(end - start).rfind(b"\n")
+        if found != -1:
+            return start + found + 1
+        end = start
+    return 0
 
 
 @contextmanager
