@@ -741,6 +741,48 @@ def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
     assert state().cells_to_call("loc") == []
 
 
+def test_grades_of_a_local_judge_whose_model_file_was_replaced_are_judged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local judge's GGUF replaced under the same name gave the same judge_hash (its path
+    only): the old model's verdicts were reused beside the new one's. Grade lines now hold
+    the judge's file SHA-256, and a grade of other content is judged again."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    task = haiku_tasks(1)[0]
+    gguf = tmp_path / "judge.gguf"
+    gguf.write_bytes(b"GGUF judge one")
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+                     {"id": "judge", "model": "j", "local": {"gguf": str(gguf)}}]}
+    )  # fmt: skip
+    log = tmp_path / "r.calls.jsonl"
+
+    def state() -> collect_module.CollectState:
+        return collect_module.CollectState(
+            config, [task], tmp_path / "r.jsonl", log, judge_worker="judge"
+        ).load()
+
+    cell = {"task_id": task.id, "worker_id": "w",
+            "request_hash": collect_module.request_hash(config.workers[0], task)}  # fmt: skip
+    call = {**cell, "event": "call", "output": "Rain."}
+    grade = {**cell, "event": "grade", "score": 0.7, "judge_worker_id": "judge",
+             "grading_hash": collect_module.grading_hash(task),
+             "judge_hash": collect_module.judge_hash(config.workers[1])}  # fmt: skip
+    digest = collect_module.gguf_sha256(config.workers[1])
+    log.write_text(f"{json.dumps(call)}\n{json.dumps({**grade, 'judge_gguf_sha256': digest})}\n")
+    assert state().cells_to_grade() == []
+
+    gguf.write_bytes(b"GGUF judge two, another model")  # replaced under the same name
+    again = state()
+    assert again.cells_to_grade() == [(task.id, "w")]
+    assert again.regrade_notes() == [
+        "1 saved answer is graded again, without asking its worker again: the model file of "
+        "judge judge (its gguf) changed since it judged them"
+    ]
+    log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")  # an older version's lines
+    assert state().cells_to_grade() == []
+
+
 def answer_or_verdict(answer: str, verdict: str) -> Reply:
     """A stub worker's reply: `verdict` when it is asked to judge, else `answer` (a judge
     echoing the response's own score line is not read as its verdict)."""

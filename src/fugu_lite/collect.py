@@ -102,6 +102,7 @@ class LogEntry(BaseModel):
     grading_hash: str | None = None  # grade events: what the grade was computed against
     judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
     judge_hash: str | None = None  # ... and the settings that shaped its verdict
+    judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content
     judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
     judged_request_hash: str | None = None  # judge events: the request hash of that answer
     prompt_hash: str | None = None
@@ -470,6 +471,9 @@ class CollectState:
                 f"the settings of judge {judge_id} that shape its verdict (model, base_url or "
                 "local, system_prompt, params) changed since it judged them"
             )
+        digest = self.gguf_digests[judge_id]
+        if entry.judge_gguf_sha256 not in (None, digest) and digest is not None:
+            return f"the model file of judge {judge_id} (its gguf) changed since it judged them"
         return None
 
     def reask_notes(self) -> list[str]:
@@ -870,6 +874,7 @@ class Collector:
                 request_hash=call.request_hash, prompt_hash=call.prompt_hash,
                 grading_hash=self.state.grading_hashes[task_id],
                 judge_worker_id=judge_worker_id, judge_hash=judge_settings,
+                judge_gguf_sha256=self.state.gguf_digests.get(judge_worker_id or ""),
                 score=verdict.score, grade_error=verdict.error, detail=verdict.detail,
             )
         )  # fmt: skip
