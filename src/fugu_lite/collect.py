@@ -774,7 +774,8 @@ class Collector:
 
     async def _failed(self, worker_id: str, result: CallResult) -> None:
         """A call that failed (after the pool's retries): a local worker whose llama.cpp
-        server exited is started again (up to MAX_RESTARTS times), else is it down?"""
+        server exited is started again (up to MAX_RESTARTS times); else the failure counts
+        towards taking the worker down (_check_down)."""
         if not await self._restarted(worker_id):
             self._check_down(worker_id, result)
 
