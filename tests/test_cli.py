@@ -642,13 +642,27 @@ def test_eval_defaults_to_a_folder_beside_the_checkpoint(run: Run) -> None:
     assert report["sizes"]["evaluated"] == len(run.split("validation"))
 
 
+def test_eval_split_takes_the_aliases_the_importers_read(run: Run) -> None:
+    """`eval --split dev` was refused as an unknown split, though `data import` reads dev
+    (and val, valid) as the validation split."""
+    ok(invoke("eval", "--checkpoint", run.checkpoint, "--records", run.records_path,
+              "--split", "Dev"))  # fmt: skip
+    report = json.loads((run.checkpoint / "eval-validation" / "evaluation_report.json").read_text())
+    assert report["split"] == "validation"
+    assert report["sizes"]["evaluated"] == len(run.split("validation"))
+    assert not (run.checkpoint / "eval-Dev").exists()
+
+
 def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) -> None:
     result = invoke(
-        "eval", "--checkpoint", run.checkpoint, "--records", run.records_path, "--split", "dev",
-        "--output", tmp_path / "eval",
+        "eval", "--checkpoint", run.checkpoint, "--records", run.records_path, "--split",
+        "holdout", "--output", tmp_path / "eval",
     )  # fmt: skip
     assert result.exit_code == 2
-    assert "unknown split 'dev'" in flat(result.output)
+    assert "--split 'holdout': unknown split; use one of train, validation, test" in flat(
+        result.output
+    )
+    assert not (tmp_path / "eval").exists()
 
     renamed = [
         r.model_copy(update={"worker_ids": ["w1", "w2", "w3"]})

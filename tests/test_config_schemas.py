@@ -158,7 +158,9 @@ def test_nan_or_negative_costs_are_refused() -> None:
 
 
 def test_unknown_split_names_line_and_field(tmp_path: Path) -> None:
-    path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2), good_row(3, split="dev")])
+    path = write_rows(
+        tmp_path / "r.jsonl", [good_row(1), good_row(2), good_row(3, split="holdout")]
+    )
     with pytest.raises(RecordFileError) as error:
         read_records(path)
     message = str(error.value)
@@ -258,9 +260,29 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
 def test_records_in_split_refuses_an_unknown_split(records: list[RewardRecord]) -> None:
     assert len(records_in_split(records, "train")) == sum(r.split == "train" for r in records)
     with pytest.raises(
-        ValueError, match=r"unknown split 'dev'; use one of train, validation, test"
+        ValueError, match=r"unknown split 'holdout'; use one of train, validation, test"
     ):
-        records_in_split(records, "dev")
+        records_in_split(records, "holdout")
+
+
+def test_split_aliases_name_the_same_split_in_records_as_in_importers(
+    tmp_path: Path, records: list[RewardRecord]
+) -> None:
+    """`data import` read dev, val, valid, training and testing (any case) as splits, but a
+    record file's `"split": "dev"` was refused and records_in_split (eval --split) said
+    "unknown split 'dev'"."""
+    validation = [r for r in records if r.split == "validation"]
+    assert validation and records_in_split(records, "Dev") == validation
+    path = write_rows(
+        tmp_path / "r.jsonl",
+        [good_row(1, split="dev"), good_row(2, split="VAL"), good_row(3, split="testing")],
+    )
+    assert [record.split for record in read_records(path)] == ["validation", "validation", "test"]
+    written = tmp_path / "written.jsonl"
+    write_records(written, read_records(path))
+    assert [json.loads(line)["split"] for line in written.read_text().splitlines()] == [
+        "validation", "validation", "test",
+    ]  # fmt: skip
 
 
 # --- make_loader on bad records ------------------------------------------------------------

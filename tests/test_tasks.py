@@ -92,7 +92,11 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "llm"}, "known graders: number, choice, exact, regex, code, judge"),
         ({**GOOD, "anwser": "5"}, "unknown field 'anwser': did you mean 'answer'?"),
         ({k: v for k, v in GOOD.items() if k != "task"}, "missing field 'task'"),
-        ({**GOOD, "split": "dev"}, "unknown split 'dev'; allowed values: train, validation, test"),
+        (
+            {**GOOD, "split": "holdout"},
+            "unknown split 'holdout'; allowed values: train, validation, test (in any case; "
+            "also training, val, valid, dev, testing)",
+        ),
         ({**GOOD, "id": ""}, "id"),
         ({**GOOD, "difficulty": 7}, "difficulty"),
     ],
@@ -101,6 +105,21 @@ def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expect
     message = read_error(tmp_path, [{**GOOD, "id": "ok"}, row])
     assert "tasks.jsonl, line 2:" in message
     assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("given", "split"),
+    [("dev", "validation"), ("Val", "validation"), (" TEST ", "test"), ("training", "train")],
+)
+def test_a_task_split_may_be_written_as_the_importers_read_it(
+    tmp_path: Path, given: str, split: str
+) -> None:
+    """A task file's `"split": "dev"` was refused as an unknown split, while `data import`
+    reads dev, val, valid, training and testing (in any case) from a split column."""
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({**GOOD, "split": given}) + "\n", encoding="utf-8")
+    [task] = read_tasks(path)
+    assert task.split == split and task.resolved_split() == split
 
 
 @pytest.mark.parametrize(

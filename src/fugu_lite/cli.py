@@ -554,7 +554,11 @@ def eval_command(
     ],
     records: RecordsOption,
     split: Annotated[
-        str, typer.Option(help="Split to evaluate: train, validation or test.")
+        str,
+        typer.Option(
+            help="Split to evaluate: train, validation or test (also val, valid, dev, "
+            "training, testing)."
+        ),
     ] = "test",
     output: Annotated[
         Path | None,
@@ -580,7 +584,12 @@ def eval_command(
     from .evaluation.pareto import PARETO_JSON
     from .pipeline import run_evaluation, run_pareto_evaluation
     from .reward_head import is_reward_head
+    from .schemas import SPLIT_VALUES_TEXT, canonical_split
 
+    split_name = canonical_split(split)
+    if split_name is None:
+        fail(f"--split {split!r}: unknown split; use one of {SPLIT_VALUES_TEXT}")
+    split = split_name  # `--split dev` reports into eval-validation, as the records name it
     if checkpoint.is_file():  # said as the default report folder's problem: "--output ..."
         fail(
             f"--checkpoint {checkpoint} is a file, not a checkpoint folder (one holding "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -14,6 +14,34 @@ from .text import visible_controls
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
+# What datasets call their splits besides our names (read without case): `dev` and `val` are
+# the validation split of most benchmarks, so refusing them only made users edit their file.
+# The one table for every split a user gives: an importer's split column, a task's or a
+# record's `split`, `eval --split`.
+SPLIT_ALIASES: dict[str, Split] = {
+    "training": "train",
+    "val": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "testing": "test",
+}
+SPLIT_VALUES_TEXT = f"{', '.join(SPLITS)} (in any case; also {', '.join(SPLIT_ALIASES)})"
+
+
+def canonical_split(value: object) -> Split | None:
+    """The split a user's value names (`Dev` -> validation), or None when it names none."""
+    if not isinstance(value, str):
+        return None
+    folded = value.strip().casefold()
+    if folded in SPLITS:
+        return cast(Split, folded)
+    return SPLIT_ALIASES.get(folded)
+
+
+def split_alias_to_name(value: object) -> object:
+    """A pydantic before-validator's step: a split alias becomes its name, any other value
+    stays for the Literal to accept or refuse."""
+    return canonical_split(value) or value
 
 
 class ChatMessage(BaseModel):
@@ -73,6 +101,11 @@ class RewardRecord(BaseModel):
     costs: list[float] | None = None
     task: str | None = None
     id: str | None = None
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _split_alias(cls, value: object) -> object:
+        return split_alias_to_name(value)
 
     @model_validator(mode="after")
     def _check_lengths_and_values(self) -> RewardRecord:
@@ -169,9 +202,10 @@ def check_same_workers(
 
 
 def records_in_split(records: list[RewardRecord], split: str) -> list[RewardRecord]:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
-    return [record for record in records if record.split == split]
+    name = canonical_split(split)
+    if name is None:
+        raise ValueError(f"unknown split {split!r}; use one of {SPLIT_VALUES_TEXT}")
+    return [record for record in records if record.split == name]
 
 
 def split_sizes(records: list[RewardRecord]) -> str:

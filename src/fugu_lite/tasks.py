@@ -36,7 +36,7 @@ from pydantic import (
 
 from .datasets.split import standard_split
 from .io import RecordFileError, iter_jsonl, write_jsonl
-from .schemas import SPLITS, ChatMessage, Split, message_text
+from .schemas import SPLIT_VALUES_TEXT, ChatMessage, Split, message_text, split_alias_to_name
 
 GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex", "code", "judge")
 ANSWER_GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex")
@@ -65,6 +65,11 @@ class Task(BaseModel):
     """exact / regex graders: compare case-sensitively (default: ignore case)."""
     difficulty: int | None = Field(default=None, ge=1, le=3)
     """1 easy, 2 medium, 3 hard (set by the generator; informative only)."""
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _split_alias(cls, value: object) -> object:
+        return split_alias_to_name(value)
 
     @field_validator("id", "answer", mode="before")
     @classmethod
@@ -300,7 +305,7 @@ def _describe_task_error(error: ValidationError) -> str:
             parts.append(str(item["msg"]).removeprefix("Value error, "))
         elif location == "split":
             parts.append(
-                f"unknown split {item.get('input')!r}; allowed values: {', '.join(SPLITS)} "
+                f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "
                 "(or leave 'split' out to get the standard split)"
             )
         elif item["type"] == "string_type":

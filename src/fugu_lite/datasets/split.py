@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from typing import cast
 
-from ..schemas import SPLITS, RewardRecord, Split
+from ..schemas import SPLIT_VALUES_TEXT, RewardRecord, Split, canonical_split
 
 logger = logging.getLogger(__name__)
 
@@ -20,17 +19,6 @@ VALIDATION_SALT = "validation:"
 
 class SplitError(ValueError):
     """A user-given split value is not one of train / validation / test."""
-
-
-# What datasets call their splits besides our names (read without case): `dev` and `val` are
-# the validation split of most benchmarks, so refusing them only made users edit their file.
-SPLIT_ALIASES: dict[str, Split] = {
-    "training": "train",
-    "val": "validation",
-    "valid": "validation",
-    "dev": "validation",
-    "testing": "test",
-}
 
 
 def _bucket(salt: str, prompt_text: str) -> int:
@@ -76,13 +64,11 @@ def apply_standard_split(records: Sequence[RewardRecord]) -> list[RewardRecord]:
 
 
 def parse_split(value: object, where: str) -> Split:
-    """Check one user-given split value (train, validation, test or an alias of SPLIT_ALIASES,
+    """Check one user-given split value (canonical_split: train, validation, test or an alias,
     in any case); `where` names the file and row for the error."""
-    folded = value.strip().casefold() if isinstance(value, str) else None
-    if folded in SPLITS:
-        return cast(Split, folded)
-    if folded in SPLIT_ALIASES:
-        return SPLIT_ALIASES[folded]
+    name = canonical_split(value)
+    if name is not None:
+        return name
     # None: the row has no such column (or an empty cell); say so rather than "split None"
     problem = (
         "no split value (the split column is absent or empty here)"
@@ -90,8 +76,7 @@ def parse_split(value: object, where: str) -> Split:
         else f"unknown split {value!r}"
     )
     raise SplitError(
-        f"{where}: {problem}; allowed values: {', '.join(SPLITS)} (in any case; also "
-        f"{', '.join(SPLIT_ALIASES)}); fix the value, or import "
+        f"{where}: {problem}; allowed values: {SPLIT_VALUES_TEXT}; fix the value, or import "
         "without --option split_column=... / use_split_column=true to get the standard split"
     )
 
