@@ -361,6 +361,27 @@ def test_zeroeval_null_or_nan_score_counts_as_missing(tmp_path: Path, caplog) ->
     assert "dropped 2 rows missing" in caplog.text
 
 
+def test_zeroeval_score_written_as_nan_text_counts_as_missing(tmp_path: Path, caplog) -> None:
+    """A score or out_chars given as the string "NaN" (or "NA", "") failed as "must be a
+    finite number, got 'NaN'" without a word of on_missing, and on_missing=drop failed too."""
+    rows = [
+        zeroeval_row("a"),
+        zeroeval_row("b", scores={"m1": "NaN", "m2": 1}),
+        zeroeval_row("c", out_chars={"m1": 40, "m2": "NA"}),
+        zeroeval_row("d", scores={"m1": "0", "m2": " 1 "}),  # numbers as text stay numbers
+    ]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(
+        RecordFileError, match=r"line 2: no score or out_chars for \['m1'\]"
+    ) as raised:
+        import_zeroeval(path)
+    assert str(raised.value).endswith("pass --option on_missing=drop")
+    with caplog.at_level(logging.WARNING):
+        records = import_zeroeval(path, on_missing="drop")
+    assert [(r.prompt, r.rewards) for r in records] == [("a", [0.0, 1.0]), ("d", [0.0, 1.0])]
+    assert "dropped 2 rows missing" in caplog.text
+
+
 def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
     path = tmp_path / "z.jsonl"
     path.write_text(json.dumps(zeroeval_row("a")) + "\n{not json\n")

@@ -15,6 +15,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    is_blank,
     require_float,
     require_text,
     short,
@@ -84,7 +85,9 @@ def import_zeroeval(
         if not question.strip():
             empty += 1
             continue
-        missing = [w for w in worker_ids if _absent(scores.get(w)) or _absent(out_chars.get(w))]
+        # absent, null, NaN, or a text written for none ("NaN", "NA"): a string "NaN" failed
+        # as "must be a finite number" with no word of on_missing, even with on_missing=drop
+        missing = [w for w in worker_ids if is_blank(scores.get(w)) or is_blank(out_chars.get(w))]
         if missing and policy == "error":
             raise RecordFileError(
                 f"{where}: no score or out_chars for {missing} (question {short(question)}); "
@@ -126,11 +129,6 @@ def import_zeroeval(
             warn_unused_split_column(path, f"split_column={key}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
-
-
-def _absent(value: object) -> bool:
-    """No value: the key is missing, null or NaN (what pandas' to_json writes for one)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _mapping(row: dict, key: str, where: str) -> dict:
