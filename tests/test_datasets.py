@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import logging
@@ -446,6 +447,23 @@ def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
     assert all(r.split == standard_split(r.prompt_text) for r in records)
 
 
+@pytest.mark.parametrize(
+    "name", ["rb.pkl.gz", "rb.PKL.bz2", "rb.pkl.xz", "rb.csv.gz", "rb.csv.zip"]
+)
+def test_routerbench_reads_a_compressed_table_as_pandas_does(tmp_path: Path, name: str) -> None:
+    """`routerbench_0shot.pkl.gz` (pandas reads and writes compressed pickles and CSVs, the
+    compression taken from the name) was refused as "expected a .pkl or .csv"."""
+    table = routerbench_table(prompt=["a\r\nb", "Tom has 3 apples.", "Write a poem."])
+    compressed, from_csv = tmp_path / name, ".csv" in name
+    plain = tmp_path / ("plain.csv" if from_csv else "plain.pkl")
+    for path in (plain, compressed):
+        table.to_csv(path, index=False) if from_csv else table.to_pickle(path)
+    assert compressed.read_bytes()[:2] != plain.read_bytes()[:2]  # compressed indeed
+    records = import_routerbench(compressed)
+    assert records == import_routerbench(plain)
+    assert records[0].prompt == ("a\nb" if from_csv else "a\r\nb")  # a CSV's line breaks
+
+
 def test_routerbench_csv_of_boolean_scores_is_read_as_the_pickle(tmp_path: Path) -> None:
     """DataFrame.to_csv writes a boolean score column as True/False: every row of such a CSV
     was refused as missing a score, while the same table pickled was read."""
@@ -579,6 +597,11 @@ RB_HEADER = b"prompt,eval_name,m,m|total_cost\n"
         ("rb.csv", RB_HEADER + b"h\xe9,t,1,0.1\n", r"rb\.csv, line 2: not UTF-8 text"),
         ("rb.pkl", b"garbage, not a pickle", r"rb\.pkl: not a readable pandas pickle"),
         ("rb.pkl", b"", r"rb\.pkl: not a readable pandas pickle"),
+        # compressed: gzip's own "Not a gzipped file" named no file
+        ("rb.pkl.gz", b"not gzip", r"rb\.pkl\.gz: cannot be read .*; is it really \.gz-compressed"),
+        ("rb.csv.zip", b"not zip", r"rb\.csv\.zip: cannot be read .*\.zip-compressed"),
+        ("rb.csv.gz", gzip.compress(RB_HEADER + b"h\xe9,t,1,0\n"), r"rb\.csv\.gz: not UTF-8"),
+        ("rb.json.gz", b"", r"rb\.json\.gz: expected a \.pkl or \.csv .*compressed: \.gz"),
     ],
 )  # fmt: skip
 def test_routerbench_unreadable_files_name_the_file(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import lzma
 import pickle
+import zipfile
 from pathlib import Path
+from typing import Literal, cast
 
 import pandas as pd
 
@@ -32,8 +35,28 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
 
 
+# What pandas reads (and infers from the name) with the standard library alone:
+# `routerbench_0shot.pkl.gz` was refused as "expected a .pkl or .csv".
+COMPRESSIONS: tuple[str, ...] = (".gz", ".bz2", ".xz", ".zip")
+TableKind = Literal[".pkl", ".csv"]
+
+
+def table_kind(path: Path) -> tuple[TableKind, str | None]:
+    """(".pkl" or ".csv", the compression suffix or None) of a RouterBench table's name."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    compression = suffixes.pop() if suffixes and suffixes[-1] in COMPRESSIONS else None
+    kind = suffixes[-1] if suffixes else ""
+    if kind not in (".pkl", ".csv"):
+        raise RecordFileError(
+            f"{path}: expected a .pkl or .csv RouterBench table (either one may be compressed: "
+            f"{', '.join(COMPRESSIONS)})"
+        )
+    return cast(TableKind, kind), compression
+
+
 def read_routerbench_table(path: str | Path) -> pd.DataFrame:
-    """Read a .pkl or .csv table. A pickle can run code when loaded: load only trusted files.
+    """Read a .pkl or .csv table, either one possibly compressed (.pkl.gz). A pickle can run
+    code when loaded: load only trusted files.
 
     A CSV is read as text throughout, so pandas' type guessing cannot change the data
     (sample_id 007 -> 7, a prompt "42" -> 42, a prompt "NA" -> NaN); scores and costs are
@@ -43,12 +66,16 @@ def read_routerbench_table(path: str | Path) -> pd.DataFrame:
         raise RecordFileError(f"{path} is a directory; give the .pkl or .csv table inside it")
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
-    if path.suffix.lower() == ".pkl":
-        table = _read_pickle(path)
-    elif path.suffix.lower() == ".csv":
-        table = _read_csv(path)
-    else:
-        raise RecordFileError(f"{path}: expected a .pkl or .csv RouterBench table")
+    kind, compression = table_kind(path)
+    try:
+        table = _read_pickle(path) if kind == ".pkl" else _read_csv(path, compression)
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as error:
+        # a damaged archive, or another format under the name: gzip's "Not a gzipped file"
+        # named no file
+        raise RecordFileError(
+            f"{path}: cannot be read ({type(error).__name__}: {error})"
+            + (f"; is it really {compression}-compressed?" if compression else "")
+        ) from error
     if not isinstance(table, pd.DataFrame):
         raise RecordFileError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
     return table
@@ -68,10 +95,14 @@ def _read_pickle(path: Path) -> object:
         ) from error
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
     try:
         return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
     except UnicodeDecodeError as error:
+        if compression:  # the file's own lines are compressed bytes: no line to name
+            raise RecordFileError(
+                f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
+            ) from error
         raise RecordFileError(utf8_error_message(path, error)) from error
     except pd.errors.EmptyDataError as error:
         raise RecordFileError(
@@ -82,6 +113,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise RecordFileError(
             f"{path}: not a readable CSV ({error}); {CSV_QUOTING_HINT}"
         ) from error
+    except ValueError as error:  # a .zip of several files
+        raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
 
 
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
@@ -128,7 +161,7 @@ def import_routerbench(
             path, skipped, [column + COST_SUFFIX for column in skipped],
         )  # fmt: skip
     has_sample_id = "sample_id" in table.columns
-    from_csv = path.suffix.lower() == ".csv"
+    from_csv = table_kind(path)[0] == ".csv"
     records: list[RewardRecord] = []
     splits: list[object] = []
     names: list[str] = []
