@@ -653,6 +653,25 @@ def test_long_format_groups_rows_by_prompt(tmp_path: Path, suffix: str) -> None:
     assert records[0].id is not None and records[0].id.startswith("long:")
 
 
+@pytest.mark.parametrize("use_split_column", [False, True])
+def test_ids_given_to_several_prompts_are_reported_at_import(
+    tmp_path: Path, caplog, use_split_column: bool
+) -> None:
+    """Two prompts sharing one id from the user's id column were imported without a word;
+    only `data stats` or training said so later, once the records were written."""
+    rows = [{**row, "id": "q1", "split": "train"} for row in long_rows()]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        records = import_long(path, use_split_column=use_split_column)
+    assert [(r.prompt, r.id) for r in records] == [("p1", "q1"), ("p2", "q1")]  # nothing lost
+    assert "record ids repeat: 1 of them are each given to more than one prompt" in caplog.text
+    assert "(first: id 'q1', on the prompts 'p1' and 'p2')" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        import_long(write_jsonl(path, [{**row, "id": row["prompt"]} for row in long_rows()]))
+    assert "record ids repeat" not in caplog.text
+
+
 def test_long_format_without_costs(tmp_path: Path) -> None:
     rows = [{k: v for k, v in row.items() if k != "cost"} for row in long_rows()]
     records = import_long(write_jsonl(tmp_path / "long.jsonl", rows))

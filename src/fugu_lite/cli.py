@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -308,7 +307,7 @@ def data_stats(records_path: Annotated[Path, typer.Argument(help="RewardRecord J
 
 
 def read_records_or_fail(path: Path) -> list[RewardRecord]:
-    from .schemas import read_records
+    from .schemas import read_records, repeated_ids
 
     try:
         records = read_records(path)
@@ -323,12 +322,6 @@ def read_records_or_fail(path: Path) -> list[RewardRecord]:
             "record its own id"
         )
     return records
-
-
-def repeated_ids(records: list[RewardRecord]) -> list[str]:
-    """The ids given to more than one record, in file order (records without an id aside)."""
-    counts = Counter(record.id for record in records if record.id is not None)
-    return [record_id for record_id, count in counts.items() if count > 1]
 
 
 def print_record_summary(records: list) -> None:

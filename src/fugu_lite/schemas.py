@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, cast
 
@@ -199,6 +201,12 @@ def check_same_workers(
                 "in the same order"
             )
     return worker_ids
+
+
+def repeated_ids(records: Sequence[RewardRecord]) -> list[str]:
+    """The ids given to more than one record, in file order (records without an id aside)."""
+    counts = Counter(record.id for record in records if record.id is not None)
+    return [record_id for record_id, count in counts.items() if count > 1]
 
 
 def records_in_split(records: list[RewardRecord], split: str) -> list[RewardRecord]:

@@ -6,7 +6,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 
-from ..schemas import SPLIT_VALUES_TEXT, RewardRecord, Split, canonical_split
+from ..schemas import SPLIT_VALUES_TEXT, RewardRecord, Split, canonical_split, repeated_ids
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +57,27 @@ def dedupe_prompts(records: Sequence[RewardRecord]) -> list[RewardRecord]:
 
 
 def apply_standard_split(records: Sequence[RewardRecord]) -> list[RewardRecord]:
-    return [
+    split = [
         record.model_copy(update={"split": standard_split(record.prompt_text)})
         for record in dedupe_prompts(records)
     ]
+    warn_repeated_ids(split)
+    return split
+
+
+def warn_repeated_ids(records: Sequence[RewardRecord]) -> None:
+    """Ids that several imported prompts share (a user's id column, a RouterBench sample_id):
+    said at import, where the source can still be fixed, not first by `data stats`."""
+    repeated = repeated_ids(records)
+    if not repeated:
+        return
+    prompts = [repr(record.prompt_text[:60]) for record in records if record.id == repeated[0]]
+    logger.warning(
+        "record ids repeat: %d of them are each given to more than one prompt (first: id %r, "
+        "on the prompts %s); predictions.jsonl will not tell those records apart by id: give "
+        "each prompt its own id in the source",
+        len(repeated), repeated[0], " and ".join(prompts[:2]),
+    )  # fmt: skip
 
 
 def parse_split(value: object, where: str) -> Split:
@@ -108,4 +125,6 @@ def apply_given_split(
         record.model_copy(update={"split": split})
         for record, split in zip(records, checked, strict=True)
     ]
-    return dedupe_prompts(assigned)
+    deduped = dedupe_prompts(assigned)
+    warn_repeated_ids(deduped)
+    return deduped
