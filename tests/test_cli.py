@@ -1353,7 +1353,9 @@ def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(
     assert "removed 2 cached items" in cache("clear")
     (left,) = (root / "digests").glob("*[0-9a-f].json")
     assert json.loads(left.read_text())["stamp"][0] == str(weights["kept"].resolve())
-    assert "removed 1 cached items" in cache("clear", "--all")
+    listed = cache("list")
+    assert "1 cached item in" in listed and "items" not in listed, listed
+    assert "removed 1 cached item (" in cache("clear", "--all")
     assert "nothing cached in" in cache("list")
     assert [path.name for path in (root / "digests").iterdir()] == ["notes.json"]
 
@@ -1415,4 +1417,5 @@ def test_cache_clear_refuses_a_folder_that_holds_more_than_caches(tmp_path: Path
     cache = tmp_path / "cache"
     (cache / "features" / "old").mkdir(parents=True)
     (cache / "data").mkdir()  # the downloaded datasets live beside the caches
-    assert "removed 1 cached items" in ok(invoke("cache", "clear", "--all", "--cache-dir", cache))
+    cleared = flat(ok(invoke("cache", "clear", "--all", "--cache-dir", cache)))
+    assert f"removed 1 cached item (0.0 MB) from {cache}" in cleared

@@ -244,8 +244,9 @@ def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> No
     stale = [entry for entry in entries if entry.status == "stale"]
     total = sum(entry.size_bytes for entry in entries)
     console.print(
-        f"{len(entries)} cached items in {root}, {megabytes(total)}; stale (never read again by "
-        f"this installation): {len(stale)}, {megabytes(sum(e.size_bytes for e in stale))}"
+        f"{len(entries)} cached item{'s' * (len(entries) != 1)} in {root}, {megabytes(total)}; "
+        "stale (never read again by this installation): "
+        f"{len(stale)}, {megabytes(sum(e.size_bytes for e in stale))}"
         + (": `fugu-lite cache clear` removes them" if stale else ""),
         markup=False,
         soft_wrap=True,

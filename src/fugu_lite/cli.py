@@ -1072,7 +1072,9 @@ def cache_clear(
         err_console.print(f"[yellow]warning:[/yellow] {console_text(str(entry.path))} could not "
                           "be removed (another user's?); remove it by hand")  # fmt: skip
     removed = len(entries) - len(kept)
-    print_result(f"removed {removed} cached items ({megabytes(freed)}) from {root}")
+    print_result(
+        f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
+    )
 
 
 if __name__ == "__main__":
