@@ -1403,6 +1403,31 @@ def test_serve_takes_a_log_level_in_capitals(tmp_path: Path) -> None:
     assert "is not a fugu-lite router checkpoint" in flat(result.stderr)
 
 
+def test_ctrl_c_during_cache_clear_says_what_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during `cache clear` ended without a word (or, from the fugu-lite script, with
+    "stopped before any output was written", though items were already removed)."""
+    import fugu_lite.caches
+
+    remove = fugu_lite.caches.remove_entries
+
+    def interrupted(entries: list) -> int:
+        remove(entries[:1])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fugu_lite.caches, "remove_entries", interrupted)
+    cache = tmp_path / "cache"
+    for name in ("old", "older"):
+        (cache / "features" / name).mkdir(parents=True)
+    result = invoke("cache", "clear", "--all", "--cache-dir", cache)
+    assert result.exit_code == 130, result.output
+    assert flat(result.stderr).startswith(
+        "interrupted: the cached items removed so far are gone and the others are still there"
+    )
+    assert len(list((cache / "features").iterdir())) == 1
+
+
 def test_cache_clear_refuses_a_folder_that_holds_more_than_caches(tmp_path: Path) -> None:
     """`cache clear --all --cache-dir .` in a project with a `features/` folder of its own
     deleted every folder inside it, as if they were feature caches."""

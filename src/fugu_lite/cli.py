@@ -1066,7 +1066,13 @@ def cache_clear(
             "cache folder itself with --cache-dir (it holds only those folders and data/)"
         )
     entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
-    freed = remove_entries(entries)
+    # the entry point's "stopped before any output was written" was wrong here
+    gone_so_far = (
+        "the cached items removed so far are gone and the others are still there; run the "
+        "same command again to remove the rest"
+    )
+    with stopped_cleanly(gone_so_far):
+        freed = remove_entries(entries)
     kept = [entry for entry in entries if entry.path.exists()]
     for entry in kept:
         err_console.print(f"[yellow]warning:[/yellow] {console_text(str(entry.path))} could not "
