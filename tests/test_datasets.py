@@ -325,6 +325,13 @@ def test_zeroeval_negative_or_nan_prices_are_refused(tmp_path: Path) -> None:
             import_zeroeval(path, prices=prices)
     with pytest.raises(ValueError, match=r"option prices=.* is not valid: .*greater than or equal"):
         import_dataset("zeroeval", path, prices="{m1: [-1, 2], m2: [1, 2]}")
+    # every problem at its place: only the first was said, and not where
+    with pytest.raises(ValueError) as raised:
+        import_dataset("zeroeval", path, prices="{m1: [1, x], m2: [2]}")
+    assert str(raised.value).endswith(
+        "(m1.1: Input should be a valid number, unable to parse string as a number; "
+        "m2.1: Field required)"
+    )
 
 
 def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:

@@ -87,7 +87,14 @@ def _check_option(format: str, name: str, value: Any, annotation: Any) -> Any:
     try:
         return adapter.validate_python(value)
     except ValidationError as error:
-        problem = error.errors()[0]["msg"]
+        # every problem, each at its place: only the first was said, without saying where
+        # ("Input should be a valid number" for one price of many)
+        problem = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+            if item["loc"]
+            else item["msg"]
+            for item in error.errors()
+        )
         raise ValueError(
             f"the {format} importer's option {name}={given!r} is not valid: expected "
             f"{describe_type(annotation)} ({problem})"
