@@ -895,6 +895,9 @@ def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"long\.jsonl, line 2: not valid JSON"):
         import_long(path)
+    path.write_text('{"prompt": "p1",\n' + json.dumps(long_rows()[0]) + "\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.jsonl, line 1: not valid JSON \("):
+        import_long(path)
 
 
 @pytest.mark.parametrize(
@@ -1183,15 +1186,18 @@ def test_a_spreadsheets_empty_rows_are_skipped_like_blank_lines(
     assert import_dataset(format, exported) == import_dataset(format, plain)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
 @pytest.mark.parametrize("indent", [None, 2])
 def test_a_table_written_by_columns_says_to_write_it_by_rows(
-    tmp_path: Path, indent: int | None
+    tmp_path: Path, indent: int | None, suffix: str
 ) -> None:
     """pandas' DataFrame.to_json writes {column: {index: value}} by default: the import said
     "prompt must be a non-empty string, got {'0': 'q', ...}", or for an indented file "line
-    1: not valid JSON; fix or delete that line", advice that would damage a valid file."""
+    1: not valid JSON; fix or delete that line", advice that would damage a valid file. A
+    .jsonl written by to_json(orient='records') without lines=True (one list) was refused as
+    "line 1: expected a JSON object, got list"."""
     table = pd.DataFrame({"prompt": ["q", "q"], "worker": ["a", "b"], "reward": [1, 0]})
-    path = tmp_path / "long.json"
+    path = tmp_path / f"long{suffix}"
     table.to_json(path, indent=indent)
     with pytest.raises(RecordFileError, match="holds the table by columns") as raised:
         import_long(path)

@@ -186,14 +186,20 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
-    if path.suffix.lower() == ".json" and not _first_line_is_json(path):
-        # one object over several lines (pretty-printed): "line 1: not valid JSON; fix or
-        # delete that line" would be wrong advice about a valid file
-        value = read_json(path)
-        if not isinstance(value, dict):
+    if not _first_line_is_json(path):
+        # one object over several lines (pretty-printed, in a .jsonl too): "line 1: not valid
+        # JSON; fix or delete that line" would be wrong advice about a valid file
+        try:
+            value = read_json(path)
+        except RecordFileError:
+            if path.suffix.lower() == ".json":
+                raise
+            value = None  # JSON Lines with a bad first line: iter_jsonl names it below
+        if isinstance(value, dict):
+            yield str(path), value
+            return
+        if value is not None:
             raise RecordFileError(f"{path}: expected a JSON list of row objects")
-        yield str(path), value
-        return
     for line_number, row in iter_jsonl(path):
         yield f"{path}, line {line_number}", row
 
@@ -224,9 +230,9 @@ def _refuse_columns_layout(row: dict, where: str) -> None:
 
 
 def _is_json_array(path: Path) -> bool:
-    """A .json file may hold one JSON list of row objects rather than one object a line."""
-    if path.suffix.lower() != ".json":
-        return False
+    """The file holds one JSON list of row objects rather than one object a line: a .json,
+    or a .jsonl that pandas' to_json(orient='records') wrote without lines=True (refused as
+    "line 1: expected a JSON object, got list")."""
     with open_for_reading(path) as stream:
         start = stream.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")
     return start.lstrip().startswith("[")
