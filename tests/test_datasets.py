@@ -400,6 +400,25 @@ def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
         import_zeroeval(path)
 
 
+@pytest.mark.parametrize(
+    ("name", "importer"),
+    [("rb.csv", "`data import long`"), ("rb.pkl", "`data import routerbench`"),
+     ("Sheet.XLSX", "saved as CSV")],
+)  # fmt: skip
+def test_zeroeval_given_a_table_names_the_importer_to_use(
+    tmp_path: Path, name: str, importer: str
+) -> None:
+    """`data import zeroeval table.csv` said "not valid JSON ...: a CSV or other table is
+    imported with `fugu-lite data import` first" to a user running data import."""
+    path = tmp_path / name
+    routerbench_table().to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset("zeroeval", path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: the zeroeval importer reads ZeroEval's scores_compact")
+    assert importer in message and "first" not in message
+
+
 def test_zeroeval_with_only_empty_questions_is_an_error(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row(""), zeroeval_row(" ")])
     with pytest.raises(RecordFileError, match=r"no row is left to import: 2 row\(s\) have an"):

@@ -29,9 +29,29 @@ FILE_NAME = "scores_compact.jsonl"
 CHARS_PER_TOKEN = 4.0
 
 
+# Tables that other importers read: given here, iter_jsonl's "a CSV or other table is
+# imported with `fugu-lite data import` first" was said to a user running data import
+TABLE_IMPORTS = (
+    "`data import long` (a row per prompt and worker) or `routerbench` (a row per prompt)"
+)
+OTHER_FORMATS: dict[str, str] = {
+    ".csv": TABLE_IMPORTS,
+    ".pkl": "`data import routerbench`",
+    ".tsv": f"{TABLE_IMPORTS}, saved as CSV",
+    ".parquet": f"{TABLE_IMPORTS}, saved as CSV",
+    ".xlsx": f"{TABLE_IMPORTS}, saved as CSV",
+}
+
+
 def zeroeval_file(source: str | Path) -> Path:
     """Accept the JSONL file, its folder, or a data folder that contains `zeroeval/`."""
     source = Path(source)
+    other = OTHER_FORMATS.get(source.suffix.lower())
+    if other is not None and source.is_file():
+        raise RecordFileError(
+            f"{source}: the zeroeval importer reads ZeroEval's {FILE_NAME} (JSON Lines), not a "
+            f"{source.suffix} table; import this one with {other}"
+        )
     for path in (source, source / FILE_NAME, source / "zeroeval" / FILE_NAME):
         if path.is_file():
             return path
