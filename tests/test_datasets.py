@@ -745,6 +745,29 @@ def test_long_format_drops_prompts_with_a_blank_reward_on_request(tmp_path: Path
         import_long(path, on_missing="drop")  # a bad value is no missing one
 
 
+def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path) -> None:
+    """`data import long` on a ZeroEval file (or rows with a `text` key) said only "line 1: no
+    value for ['prompt', 'worker', 'reward']", with no word of what the rows do hold."""
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("What is 2+2?")])
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 1: no value for ['prompt', 'worker', 'reward']; the row's keys are task, "
+        "id, question, gold, scores, out_chars, the long format's prompt, worker, reward, cost, "
+        "task, split, id: rename the keys, or import the file with its own format (zeroeval, "
+        "routerbench)"
+    )
+    # a CSV row short of cells has every column, its missing cells empty: no keys to name
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward,cost\np1,w1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert (
+        str(raised.value)
+        == f"{path}, line 2: no value for ['reward'] (or pass --option on_missing=drop)"
+    )
+
+
 def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
     rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
     path = write_long_csv(tmp_path / "long.csv", rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import json
 import logging
 import math
@@ -278,9 +279,10 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
                         f"{len(columns)} ({cells[len(columns) :]} are left over); "
                         f"{CSV_QUOTING_HINT}"
                     )
+                # a short row's missing cells are empty ones (None), as its blank cells are
                 row = {
-                    column: csv_line_breaks(value) if value != "" else None
-                    for column, value in zip(columns, cells, strict=False)
+                    column: csv_line_breaks(value) if value else None
+                    for column, value in itertools.zip_longest(columns, cells[: len(columns)])
                 }
                 yield f"{path}, line {reader.line_num}", row
         except UnicodeDecodeError as error:
@@ -330,7 +332,7 @@ def _parse_row(
             if "reward" in absent and raw.get("reward") is not None
             else ""
         )
-        raise RecordFileError(f"{where}: no value for {absent}{given}{hint}")
+        raise RecordFileError(f"{where}: no value for {absent}{given}{hint}{_keys_hint(raw)}")
     reward = raw.get("reward")
     prompt = raw["prompt"]
     if not isinstance(prompt, list):
@@ -345,6 +347,18 @@ def _parse_row(
         task=_optional_text(raw.get("task")),
         id=_optional_text(raw.get("id")),
         split=parse_split(raw.get("split"), where) if use_split_column else None,
+    )
+
+
+def _keys_hint(raw: dict) -> str:
+    """A JSON row without the long format's keys: its own keys, which tell another format
+    (ZeroEval's question and scores) or a misnamed column (text, model)."""
+    if all(column in raw for column in REQUIRED_COLUMNS):
+        return ""
+    keys = ", ".join(map(str, raw)) or "none"
+    return (
+        f"; the row's keys are {keys}, the long format's {', '.join(COLUMNS)}: rename the "
+        "keys, or import the file with its own format (zeroeval, routerbench)"
     )
 
 
