@@ -996,6 +996,32 @@ def test_long_format_unreadable_csv_names_file_and_line(
         import_long(path)
 
 
+@pytest.mark.parametrize("name", ["long.csv", "long.jsonl", "rb.csv"])
+def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
+    """A file saved as Excel's "Unicode Text" or by Windows PowerShell's `>` (UTF-16 with a
+    byte-order mark) was "not UTF-8 text (invalid start byte)", which names no encoding."""
+    format = "routerbench" if name.startswith("rb") else "long"
+    table = routerbench_table() if format == "routerbench" else pd.DataFrame(long_rows())
+    path = tmp_path / name
+    text = (
+        table.to_csv(index=False)
+        if name.endswith(".csv")
+        else table.to_json(orient="records", lines=True)
+    )
+    path.write_bytes(text.encode("utf-16"))
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset(format, path)
+    assert str(raised.value) == (
+        f"{path}, line 1: not UTF-8 text (invalid start byte): it looks UTF-16 encoded (Excel's "
+        "'Unicode Text', Windows PowerShell's `>`); re-save the file as UTF-8"
+    )
+    path.write_bytes(("\u00e9" + text).encode("cp1252"))  # not UTF-8, nor UTF-16
+    with pytest.raises(
+        RecordFileError, match=r"not UTF-8 text \(invalid continuation byte\); re-save"
+    ):
+        import_dataset(format, path)
+
+
 def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
     rows = long_rows()
     del rows[3]["cost"]

@@ -99,7 +99,20 @@ def open_for_reading(path: Path) -> BinaryIO:
 
 
 def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
-    return f"{path}, line {line}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
+    return (
+        f"{path}, line {line}: not UTF-8 text ({error.reason}){_utf16_hint(error.object)}; "
+        "re-save the file as UTF-8"
+    )
+
+
+def _utf16_hint(payload: bytes) -> str:
+    """UTF-16 (a byte-order mark, or a NUL byte beside each ASCII character), the encoding of
+    Excel's "Unicode Text" and of Windows PowerShell's `>`: said, since "invalid start byte"
+    at line 1 does not tell the user which encoding to move away from."""
+    start = bytes(payload[:200])
+    if start.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in start:
+        return ": it looks UTF-16 encoded (Excel's 'Unicode Text', Windows PowerShell's `>`)"
+    return ""
 
 
 def utf8_error_message(path: Path, error: UnicodeDecodeError) -> str:
