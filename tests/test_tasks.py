@@ -90,7 +90,7 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
         ({**GOOD, "grader": "nubmer"}, "unknown grader 'nubmer'; did you mean 'number'?"),
         ({**GOOD, "grader": "llm"}, "known graders: number, choice, exact, regex, code, judge"),
-        ({**GOOD, "anwser": "5"}, "unknown field 'anwser': did you mean 'answer'?"),
+        ({**GOOD, "anwser": "5"}, "unknown field 'anwser' (did you mean 'answer'?): known fields"),
         ({k: v for k, v in GOOD.items() if k != "task"}, "missing field 'task'"),
         (
             {**GOOD, "split": "holdout"},
@@ -105,6 +105,18 @@ def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expect
     message = read_error(tmp_path, [{**GOOD, "id": "ok"}, row])
     assert "tasks.jsonl, line 2:" in message
     assert expected in message
+
+
+def test_several_unknown_fields_are_named_in_one_sentence(tmp_path: Path) -> None:
+    """A line with four unknown fields (another kind of file given to `tasks check`) listed
+    every known field four times, once per unknown field."""
+    message = read_error(tmp_path, [{**GOOD, "question": "q", "gold": "1", "anwser": "5"}])
+    assert message.endswith(
+        "line 1: unknown fields 'question', 'gold', 'anwser' (did you mean 'answer'?): known "
+        "fields: id, prompt, messages, answer, tests, grader, task, split, rubric, "
+        "case_sensitive, difficulty"
+    )
+    assert message.count("known fields:") == 1
 
 
 @pytest.mark.parametrize(

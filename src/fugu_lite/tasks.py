@@ -293,12 +293,12 @@ def write_tasks(path: str | Path, tasks: Iterable[Task]) -> int:
 def _describe_task_error(error: ValidationError) -> str:
     fields = list(Task.model_fields)
     parts: list[str] = []
+    unknown: list[str] = []
     for item in error.errors():
         location = ".".join(str(part) for part in item["loc"])
         if item["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(item["loc"][-1]), fields, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            parts.append(f"unknown field {location!r}: {hint}known fields: {', '.join(fields)}")
+            unknown.append(f"{location!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         elif item["type"] == "missing":
             parts.append(f"missing field {location!r}; add it")
         elif item["type"] == "value_error":
@@ -314,6 +314,11 @@ def _describe_task_error(error: ValidationError) -> str:
             )
         else:
             parts.append(f"{location}: {item['msg']} (got {item.get('input')!r})")
+    if unknown:  # one list of the known fields, not one per unknown field
+        parts.append(
+            f"unknown field{'s' * (len(unknown) > 1)} {', '.join(unknown)}: known fields: "
+            f"{', '.join(fields)}"
+        )
     return "; ".join(parts)
 
 
