@@ -170,6 +170,30 @@ def test_unknown_split_names_line_and_field(tmp_path: Path) -> None:
         assert split in message
 
 
+@pytest.mark.parametrize(
+    ("row", "format"),
+    [
+        ({"prompt": "p", "worker": "a", "reward": 1, "cost": 0.1}, "long"),
+        ({"task": "gsm", "id": 1, "question": "q", "scores": {"m": 1}, "out_chars": {"m": 9}},
+         "zeroeval"),
+    ],
+)  # fmt: skip
+def test_a_dataset_not_yet_imported_given_as_records_says_to_import_it(
+    tmp_path: Path, row: dict, format: str
+) -> None:
+    """A long or ZeroEval file given to `data stats` or `train` was refused as "not a valid
+    RewardRecord: split: Field required; worker_ids: Field required; ...", which does not
+    say that the file only needs importing."""
+    path = write_rows(tmp_path / "data.jsonl", [row])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    keys = ", ".join(map(repr, row))
+    assert str(error.value) == (
+        f"{path}, line 1: this is a {format} dataset's row (it has {keys}), not a RewardRecord: "
+        f"`fugu-lite data import {format} FILE -o records.jsonl` makes the records to use here"
+    )
+
+
 def test_misspelled_record_field_is_named(tmp_path: Path) -> None:
     row = good_row(1)
     row["reward"] = row.pop("rewards")

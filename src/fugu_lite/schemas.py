@@ -163,7 +163,7 @@ def prompt_hash(text: str) -> str:
 
 def read_records(path: str | Path) -> list[RewardRecord]:
     """Read a RewardRecord JSONL file and check that every record has the same workers."""
-    numbered = list(iter_models(path, RewardRecord, _task_file_hint))
+    numbered = list(iter_models(path, RewardRecord, _other_file_hint))
     if not numbered:
         raise RecordFileError(f"{path}: holds no records")
     records = [record for _, record in numbered]
@@ -171,14 +171,28 @@ def read_records(path: str | Path) -> list[RewardRecord]:
     return records
 
 
-def _task_file_hint(row: dict) -> str | None:
-    """A task line (the step before records) given where records are expected."""
-    if "grader" in row and "rewards" not in row:
+def _other_file_hint(row: dict) -> str | None:
+    """A task line (the step before records), or a dataset's row not yet imported, given
+    where records are expected: said as such, not as a list of missing and extra fields."""
+    if "rewards" in row:
+        return None
+    if "grader" in row:
         return (
             "this is a task (it has 'grader'), not a RewardRecord: a task file is "
             "collect's input; `fugu-lite collect --tasks FILE -o records.jsonl` makes the "
             "records to use here"
         )
+    imports = {
+        "long": all(key in row for key in ("prompt", "worker", "reward")),
+        "zeroeval": "question" in row and "scores" in row,
+    }
+    for format, matches in imports.items():
+        if matches:
+            return (
+                f"this is a {format} dataset's row (it has {', '.join(map(repr, row))}), "
+                f"not a RewardRecord: `fugu-lite data import {format} FILE -o records.jsonl` "
+                "makes the records to use here"
+            )
     return None
 
 
