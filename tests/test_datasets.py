@@ -581,6 +581,20 @@ def test_routerbench_bad_tables(tmp_path: Path) -> None:
         import_routerbench(tmp_path / "rb.parquet")
 
 
+def test_routerbench_csv_with_pandas_index_column_is_read_without_a_warning(
+    tmp_path: Path, caplog
+) -> None:
+    """DataFrame.to_csv writes the index as a first column with an empty header by default:
+    the import warned that column "Unnamed: 0" holds numbers but has no cost column, and to
+    add an "Unnamed: 0|total_cost" column to import it as a model."""
+    routerbench_table().to_csv(tmp_path / "indexed.csv")
+    routerbench_table().to_csv(tmp_path / "plain.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        records = import_routerbench(tmp_path / "indexed.csv")
+    assert records == import_routerbench(tmp_path / "plain.csv")
+    assert "Unnamed" not in caplog.text
+
+
 def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
     path = tmp_path / "rb.csv"
     path.write_text(

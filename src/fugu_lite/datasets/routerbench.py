@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import lzma
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Literal, cast
@@ -31,6 +32,9 @@ from .split import apply_given_split, apply_standard_split
 logger = logging.getLogger(__name__)
 
 COST_SUFFIX = "|total_cost"
+# what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
+# default (0, 1, 2 ...), which was warned about as a model score "without a cost column"
+UNNAMED_COLUMN = re.compile(r"Unnamed: \d+")
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
 
@@ -239,7 +243,10 @@ def _unpriced_numeric_columns(
     return sorted(
         str(column)
         for column in table.columns
-        if str(column) not in known and "|" not in str(column) and _numeric(table[column])
+        if str(column) not in known
+        and "|" not in str(column)
+        and not UNNAMED_COLUMN.fullmatch(str(column))
+        and _numeric(table[column])
     )
 
 
