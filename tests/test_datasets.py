@@ -782,6 +782,17 @@ def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path
     )
 
 
+def test_long_format_cost_written_as_na_is_no_cost(tmp_path: Path) -> None:
+    """A missing cost written as "NA" (R's write.csv) or "NaN" failed as "cost must be a
+    finite number, got 'NA'", while an empty cell (pandas' to_csv) meant no cost."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,NA\np1,w2,0,NaN\np2,w1,1,\np2,w2,0, \n")
+    assert [record.costs for record in import_long(path)] == [None, None]
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,0.5\np1,w2,0,NA\n")
+    with pytest.raises(RecordFileError, match=r"line 3: prompt 'p1' has a cost for some workers"):
+        import_long(path)
+
+
 def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
     rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
     path = write_long_csv(tmp_path / "long.csv", rows)

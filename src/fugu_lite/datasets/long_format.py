@@ -343,7 +343,8 @@ def _parse_row(
         # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
         worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
         reward=math.nan if reward_may_miss and is_blank(reward) else _reward(reward, where),
-        cost=None if cost is None else require_float(cost, "cost", where, minimum=0.0),
+        # "NA" (R's write.csv), "NaN", "null": no cost, as an empty cell is, not a bad number
+        cost=None if is_blank(cost) else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
         id=_optional_text(raw.get("id")),
         split=parse_split(raw.get("split"), where) if use_split_column else None,
