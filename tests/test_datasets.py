@@ -793,6 +793,20 @@ def test_long_format_cost_written_as_na_is_no_cost(tmp_path: Path) -> None:
         import_long(path)
 
 
+def test_long_format_task_and_id_written_as_na_are_none(tmp_path: Path, caplog) -> None:
+    """A missing id or task written as "NA" (R's write.csv) or NaN was the text "NA" (or
+    "nan"): one id of every such prompt, and a task named NA."""
+    path = tmp_path / "long.jsonl"
+    rows = [{**row, "id": "NA" if row["prompt"] == "p1" else math.nan, "task": "NA"}
+            for row in long_rows()]  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        records = import_long(write_jsonl(path, rows))
+    assert [(r.id, r.task) for r in records] == [
+        (stable_id("long", "p1"), None), (stable_id("long", "p2"), None),
+    ]  # fmt: skip
+    assert "record ids repeat" not in caplog.text
+
+
 def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
     rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
     path = write_long_csv(tmp_path / "long.csv", rows)

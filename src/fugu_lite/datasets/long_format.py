@@ -400,9 +400,10 @@ def _check_reward_scale(path: Path, percent_at: str | None, beyond: LongRow | No
 
 
 def _optional_text(value: object) -> str | None:
-    """The text, stripped; one string object for each value (a task repeats on every row)."""
-    text = None if value is None else str(value).strip()
-    return sys.intern(text) if text else None
+    """The text, stripped; one string object for each value (a task repeats on every row).
+    No value (None, NaN, "NA", "null": R's write.csv, pandas) is None: as text, "NA" was the
+    id of every such prompt and a task of its own."""
+    return None if is_blank(value) else sys.intern(str(value).strip())
 
 
 def _prompt_key(prompt: str | list) -> str:
