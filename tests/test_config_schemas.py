@@ -114,6 +114,22 @@ def test_a_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
         read_records(path)
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_list_of_records_is_called_a_list(tmp_path: Path, indent: int | None) -> None:
+    """Records saved as one JSON list were refused as "line 1: expected a JSON object, got
+    list", or (indented) as "not valid JSON ... check that it is the file meant ... or fix
+    that line", neither of which says what to change."""
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps([good_row(1), good_row(2)], indent=indent), encoding="utf-8")
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 1: the file holds a JSON list, not JSON Lines (one JSON object a line, "
+        "no enclosing [ ]); write each object on a line of its own, e.g. jq -c '.[]' "
+        "records.json > records.lines.jsonl"
+    )
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

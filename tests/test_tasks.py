@@ -199,7 +199,9 @@ def test_a_number_answer_with_thousands_commas_is_read_whole(answer: str, value:
 
 def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     assert "line 2: not valid JSON" in read_error(tmp_path, [GOOD, "{'id': 'q2'"])
-    assert "line 1: expected a JSON object, got list" in read_error(tmp_path, [[GOOD]])
+    # a list of tasks on line 1 (a .json): "expected a JSON object, got list" did not say
+    assert "line 1: the file holds a JSON list, not JSON Lines" in read_error(tmp_path, [[GOOD]])
+    assert "line 2: expected a JSON object, got list" in read_error(tmp_path, [GOOD, [GOOD]])
 
 
 def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:

@@ -388,6 +388,14 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 line = line.removeprefix("\ufeff")  # the UTF-8 BOM some editors write
             if not line.strip():
                 continue
+            if first and line.lstrip().startswith("["):
+                # a JSON list (a .json saved under this name, or pretty-printed): "expected a
+                # JSON object, got list" or "not valid JSON; fix that line" did not say so
+                raise RecordFileError(
+                    f"{path}, line {line_number}: the file holds a JSON list, not JSON Lines "
+                    "(one JSON object a line, no enclosing [ ]); write each object on a line "
+                    f"of its own, e.g. jq -c '.[]' {path.name} > {path.stem}.lines.jsonl"
+                )
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as error:
