@@ -223,8 +223,15 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
         if item["type"] == "extra_forbidden":
             known = _known_keys(item["loc"][:-1])
             close = difflib.get_close_matches(location[-1], known, n=1)
-            hint = _HINTS.get(location[-1]) or (f"did you mean {close[0]!r}?" if close else "")
-            lines.append(f"  unknown key {key!r}: {hint} known keys here: {', '.join(known)}")
+            # "...the variable's NAME known keys here" and ":  known keys" (no hint) ran on
+            hint = (
+                f"{_HINTS[location[-1]]}; "
+                if location[-1] in _HINTS
+                else f"did you mean {close[0]!r}? "
+                if close
+                else ""
+            )
+            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
             lines.append(f"  {key}: {message}")
         else:
