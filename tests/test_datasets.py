@@ -609,6 +609,25 @@ def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
     assert [r.rewards for r in records] == [[1.0], [0.0]]
 
 
+def test_routerbench_score_that_is_no_number_is_not_dropped_as_missing(tmp_path: Path) -> None:
+    """A score written "0,5" (a decimal comma) or "85%" counted as missing: on_missing=drop
+    dropped its row without a word of the value, while the long importer refuses such a
+    reward whatever on_missing says."""
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        'prompt,eval_name,m1,m1|total_cost\np,t,1,0.1\nr,t,"0,5",0.1\nq,t,,0.1\n',
+        encoding="utf-8",
+    )
+    for policy in ("error", "drop"):
+        with pytest.raises(RecordFileError) as raised:
+            import_routerbench(path, on_missing=policy)  # type: ignore[arg-type]
+        assert str(raised.value) == (
+            f"{path}, row 2: the score of m1 must be a finite number, got '0,5'"
+        )
+    path.write_text(path.read_text().replace('"0,5"', "0.5"), encoding="utf-8")
+    assert [r.prompt for r in import_routerbench(path, on_missing="drop")] == ["p", "r"]
+
+
 def test_routerbench_split_column_named_like_a_number(tmp_path: Path) -> None:
     path = tmp_path / "rb.csv"
     routerbench_table(**{"2024": ["train", "test", "test"]}).to_csv(path, index=False)

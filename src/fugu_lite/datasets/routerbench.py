@@ -22,6 +22,7 @@ from .common import (
     csv_line_breaks,
     is_blank,
     known_column_names,
+    require_float,
     require_text,
     stable_id,
     to_float,
@@ -179,12 +180,12 @@ def import_routerbench(
         prompt = require_text(row["prompt"], "prompt", where)
         if from_csv:
             prompt = csv_line_breaks(prompt)
-        rewards = [to_float(row[w]) for w in workers]
-        costs = [to_float(row[w + COST_SUFFIX]) for w in workers]
+        rewards = [_number(row[w], f"the score of {w}", where) for w in workers]
+        costs = [_number(row[w + COST_SUFFIX], f"the total_cost of {w}", where) for w in workers]
         bad = [w for w, r, c in zip(workers, rewards, costs, strict=True) if r is None or c is None]
         if bad and policy == "error":
             raise RecordFileError(
-                f"{where}: score or total_cost of {bad} is missing, NaN or not a number; "
+                f"{where}: score or total_cost of {bad} is missing or NaN; "
                 "fix the row, delete it, or pass --option on_missing=drop"
             )
         if bad:
@@ -216,6 +217,15 @@ def import_routerbench(
             warn_unused_split_column(path, f"split_column={column}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _number(value: object, what: str, where: str) -> float | None:
+    """The cell's number, or None when it has none (empty, NaN, "NA", pandas' NA). Any other
+    text that is no number ("0,5", "85%") is an error: on_missing=drop dropped its row as if
+    the score were missing, without a word of the value."""
+    if is_blank(str(value)):
+        return None
+    return require_float(value, what, where)
 
 
 def _with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
