@@ -628,6 +628,20 @@ def test_routerbench_score_that_is_no_number_is_not_dropped_as_missing(tmp_path:
     assert [r.prompt for r in import_routerbench(path, on_missing="drop")] == ["p", "r"]
 
 
+def test_a_routerbench_csv_given_to_the_long_importer_names_routerbench(tmp_path: Path) -> None:
+    """`data import long rb.csv` said only "missing column(s) ['worker', 'reward']", with no
+    word of the importer that reads the table."""
+    path = tmp_path / "rb.csv"
+    routerbench_table().to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset("long", path)
+    assert str(raised.value).endswith(
+        "its `<model>|total_cost` columns make it a RouterBench table (a row per prompt, a "
+        "column per model): import it with `fugu-lite data import routerbench`"
+    )
+    assert "missing column(s) ['worker', 'reward']" in str(raised.value)
+
+
 def test_routerbench_split_column_named_like_a_number(tmp_path: Path) -> None:
     path = tmp_path / "rb.csv"
     routerbench_table(**{"2024": ["train", "test", "test"]}).to_csv(path, index=False)

@@ -267,7 +267,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
             if absent:
                 raise RecordFileError(
                     f"{path}: missing column(s) {absent} in the header {header}"
-                    + _separator_hint(header)
+                    + _header_hint(header)
                 )
             for cells in reader:
                 good_until = reader.line_num
@@ -306,11 +306,19 @@ def _long_fields() -> Iterator[None]:
         csv.field_size_limit(previous)
 
 
-def _separator_hint(header: list[str]) -> str:
+def _header_hint(header: list[str]) -> str:
+    """What a header without the long format's columns is instead: another separator, or a
+    RouterBench table."""
     if len(header) == 1 and any(separator in header[0] for separator in ";\t|"):
         return (
             "; the header is one column: the long format's CSV is separated by commas (save "
             "it again as CSV with commas)"
+        )
+    if any(cell.strip().endswith("|total_cost") for cell in header):
+        # a RouterBench table (one score column per model) given to the long importer
+        return (
+            "; its `<model>|total_cost` columns make it a RouterBench table (a row per prompt, "
+            "a column per model): import it with `fugu-lite data import routerbench`"
         )
     return ""
 
