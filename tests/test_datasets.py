@@ -622,7 +622,8 @@ def test_routerbench_score_that_is_no_number_is_not_dropped_as_missing(tmp_path:
         with pytest.raises(RecordFileError) as raised:
             import_routerbench(path, on_missing=policy)  # type: ignore[arg-type]
         assert str(raised.value) == (
-            f"{path}, row 2: the score of m1 must be a finite number, got '0,5'"
+            f"{path}, row 2: the score of m1 must be a finite number, got '0,5' (write "
+            "numbers with a decimal point and no thousands separator: 0.5, 1000)"
         )
     path.write_text(path.read_text().replace('"0,5"', "0.5"), encoding="utf-8")
     assert [r.prompt for r in import_routerbench(path, on_missing="drop")] == ["p", "r"]
@@ -855,9 +856,17 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         import_long(path)
     path.write_text("prompt,worker,reward\np1,w1,good\n", encoding="utf-8")
     with pytest.raises(
-        RecordFileError, match=r"line 2: reward must be a finite number, got 'good'"
+        RecordFileError, match=r"line 2: reward must be a finite number, got 'good'$"
     ):
         import_long(path)
+    # a spreadsheet's decimal comma: said how to write the number
+    path.write_text('prompt,worker,reward\np1,w1,"0,5"\n', encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "line 2: reward must be a finite number, got '0,5' (write numbers with a decimal point "
+        "and no thousands separator: 0.5, 1000)"
+    )
     path.write_text("prompt,worker,reward\np1,w1,\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"line 2: no value for \['reward'\]"):
         import_long(path)

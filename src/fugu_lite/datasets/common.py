@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -89,10 +90,20 @@ def to_float(value: object) -> float | None:
 def require_float(value: object, what: str, where: str, minimum: float | None = None) -> float:
     number = to_float(value)
     if number is None:
-        raise RecordFileError(f"{where}: {what} must be a finite number, got {value!r}")
+        raise RecordFileError(
+            f"{where}: {what} must be a finite number, got {value!r}{_comma_hint(value)}"
+        )
     if minimum is not None and number < minimum:
         raise RecordFileError(f"{where}: {what} must be at least {minimum}, got {number}")
     return number
+
+
+def _comma_hint(value: object) -> str:
+    """A spreadsheet's decimal comma ("0,5") or thousands separator ("1,000"), which a number
+    here cannot hold: say how to write it."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9.]*[0-9],[0-9][0-9,.]*\s*", value):
+        return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
+    return ""
 
 
 def require_text(value: object, what: str, where: str) -> str:
