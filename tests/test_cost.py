@@ -240,6 +240,47 @@ def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path
     assert chosen(0.5) == {CHEAP}
 
 
+@pytest.mark.parametrize("stage", ["sft", "rl", "es"])
+def test_a_cost_weight_needs_costs_on_the_splits_a_stage_trains_on_only(
+    stage: str, tmp_path: Path
+) -> None:
+    """Test records without costs stopped every cost-weighted stage ('16 of 60 records have
+    none ... (test split ...)'), though no stage reads the test split."""
+    records = cost_case_records()
+    no_test_costs = [
+        r.model_copy(update={"costs": None}) if r.split == "test" else r for r in records
+    ]
+    cfg = tiny_cfg(tmp_path)
+
+    def train(given: list[RewardRecord], output: Path) -> dict:
+        if stage == "sft":
+            training = SFTTrainingConfig(epochs=1, batch_size=16, cost_weight=0.5)
+            return train_sft(given, SFTConfig(model=cfg, training=training), output)
+        if stage == "rl":
+            rl_training = RLTrainingConfig(epochs=1, batch_size=16, cost_weight=0.5)
+            return train_rl(given, RLConfig(model=cfg, training=rl_training), output)
+        es_training = ESTrainingConfig(population_size=4, iterations=2, samples=0, cost_weight=0.5)
+        return train_es(given, ESConfig(model=cfg, training=es_training), output)
+
+    trained = train(no_test_costs, tmp_path / "trained")
+    same = train(records, tmp_path / "with-test-costs")
+    assert trained["cost_weighting"] == same["cost_weighting"]
+    assert torch.equal(
+        load_router(tmp_path / "trained").output_layer.weight,
+        load_router(tmp_path / "with-test-costs").output_layer.weight,
+    )
+    no_validation_costs = [
+        r.model_copy(update={"costs": None}) if r.split == "validation" else r for r in records
+    ]
+    with pytest.raises(ValueError, match=r"\(validation split, prompt"):
+        train(no_validation_costs, tmp_path / "refused")
+    only_test = [r for r in records if r.split == "test"]
+    with pytest.raises(
+        ValueError, match=r"no records in the 'train' split \(the records hold test"
+    ):
+        train(only_test, tmp_path / "refused")
+
+
 # --- hulls, AIQ, cost to reach a quality ----------------------------------------------------
 
 

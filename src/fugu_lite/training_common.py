@@ -45,6 +45,8 @@ console = notes_console()
 
 Batch = dict[str, torch.Tensor]
 STAGE_REPORT = "training_report.json"
+# The splits a training stage reads (train to fit, validation to choose and report).
+STAGE_SPLITS = ("train", "validation")
 # Where features are cached and how many are computed at once do not change a trained model.
 RESULT_NEUTRAL_MODEL_KEYS = ("cache_dir", "feature_batch_size")
 # How often a step's line is printed does not either.
@@ -110,10 +112,13 @@ def start_stage(
     training: SFTTrainingConfig | RLTrainingConfig | ESTrainingConfig,
     checkpoint: str | None = None,
 ) -> tuple[list[RewardRecord], RouterModel, list[str]]:
-    """What every stage does first: cost-weight the rewards, warn when the train split cannot
-    teach a choice (the warnings are returned for the stage's report), seed, build or
-    continue the model."""
-    records = apply_cost_weight(records, training)
+    """What every stage does first: keep the records of the splits it reads (train and
+    validation) and cost-weight their rewards, warn when the train split cannot teach a
+    choice (the warnings are returned for the stage's report), seed, build or continue the
+    model."""
+    require_split(records, "train")
+    # The test split is evaluation's: its records need no costs for a cost weight.
+    records = apply_cost_weight([r for r in records if r.split in STAGE_SPLITS], training)
     warning = nothing_to_learn(records_in_split(records, "train"))
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
@@ -217,11 +222,7 @@ def make_loader(
     The first train loader of an unfitted model also fits its feature normaliser, so
     every later stage (and routing) uses the training split's statistics.
     """
-    selected = records_in_split(records, split)
-    if not selected:
-        raise ValueError(
-            f"no records in the {split!r} split (the records hold {split_sizes(records)})"
-        )
+    selected = require_split(records, split)
     check_same_workers(selected, source=f"{split} split")
     if selected[0].worker_ids != model.worker_ids:
         raise ValueError(
@@ -269,6 +270,16 @@ def require_finite_features(
             "weights are damaged or overflow; check model.backbone (a local folder: its weight "
             "files), or choose another backbone"
         )
+
+
+def require_split(records: list[RewardRecord], split: str) -> list[RewardRecord]:
+    """The records of `split`; a ValueError naming the splits there are when it is empty."""
+    selected = records_in_split(records, split)
+    if not selected:
+        raise ValueError(
+            f"no records in the {split!r} split (the records hold {split_sizes(records)})"
+        )
+    return selected
 
 
 def optional_loader(
