@@ -635,6 +635,24 @@ def test_a_wrong_key_in_the_yaml_is_a_clear_config_error(tmp_path: Path) -> None
     assert not (tmp_path / "out").exists()
 
 
+def test_an_absurd_sigma0_is_a_config_error_not_an_assertion_in_cmaes(tmp_path: Path) -> None:
+    """sigma0=1e300 (or any step past cmaes's 1e32) stopped the first generation with
+    cmaes's bare 'AssertionError: Abs of all param values must be less than 1e+32'."""
+    path = tmp_path / "es.yaml"
+    path.write_text(CONFIG.format(cache_dir=tmp_path / "cache", iterations=2))
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, generated_records(n_per_topic=3))
+    for sigma0 in ("1e300", "1e40"):
+        output = tmp_path / f"out-{sigma0}"
+        command = ["train", "es", "-r", str(records_path), "-o", str(output), "-c", str(path)]
+        result = CliRunner().invoke(app, [*command, "--set", f"training.sigma0={sigma0}"])
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert "--set training.sigma0: Input should be less than or equal to 1000000" in said
+        assert not output.exists()
+    assert load_stage_config(path, ESConfig, "es", {"training.sigma0": 1e6}).training.sigma0 == 1e6
+
+
 def test_train_es_reads_a_pipeline_config_without_an_es_section(
     records: list[RewardRecord], tmp_path: Path
 ) -> None:

@@ -133,6 +133,13 @@ class RLTrainingConfig(CostAware):
     log_every: int = Field(default=50, ge=1)
 
 
+# sep-CMA-ES's initial step size at most: the searched weights act on standardised features,
+# where a step of 10 already saturates the softmax; far larger ones (a typo like 3e2, 1e300)
+# overflowed the search: cmaes stopped with an AssertionError at values past 1e32, and an MLP
+# head's float32 logits turn infinite well before that.
+MAX_SIGMA0 = 1e6
+
+
 class ESTrainingConfig(CostAware):
     """sep-CMA-ES over the trainable parameters (head, and SVF offsets when enabled).
 
@@ -141,7 +148,13 @@ class ESTrainingConfig(CostAware):
 
     seed: int = 0
     population_size: int = Field(default=32, ge=4)
-    sigma0: float = Field(default=0.03, gt=0)
+    sigma0: float = Field(
+        default=0.03,
+        gt=0,
+        le=MAX_SIGMA0,
+        description="Initial step size on the searched weights (they act on standardised "
+        "features).",
+    )
     iterations: int = Field(default=600, ge=1)
     batch_size: int = Field(default=1000, ge=1)
     samples: int = Field(
