@@ -548,6 +548,30 @@ def test_a_family_without_usable_costs_says_what_to_do(
     assert not (tmp_path / "family").exists()
 
 
+def test_a_family_needs_costs_on_the_train_and_validation_records_only(tmp_path: Path) -> None:
+    """Test records without costs stopped `train pipeline --cost-weights`, though no member
+    reads the test split."""
+    records = [
+        r.model_copy(update={"costs": None}) if r.split == "test" else r
+        for r in cost_case_records()
+    ]
+    config = PipelineConfig(
+        model=tiny_cfg(tmp_path),
+        sft=SFTTrainingConfig(epochs=1, batch_size=16),
+        rl=RLTrainingConfig(epochs=1, batch_size=16),
+    )
+    report = train_router_family(records, config, tmp_path / "family", [0.5])
+    assert report["reference_cost"] == pytest.approx(0.55)
+    assert is_router_family(tmp_path / "family")
+    no_validation_costs = [
+        r.model_copy(update={"costs": None}) if r.split == "validation" else r
+        for r in cost_case_records()
+    ]
+    with pytest.raises(ValueError, match=r"records of the train and validation splits have none"):
+        train_router_family(no_validation_costs, config, tmp_path / "refused", [0.5])
+    assert not (tmp_path / "refused").exists()
+
+
 def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

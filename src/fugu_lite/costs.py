@@ -52,6 +52,8 @@ class CostWeightError(CheckpointError):
 # --- cost-weighted rewards ------------------------------------------------------------------
 
 
+# The splits the training stages read (the test split is evaluation's: it needs no costs).
+TRAINING_SPLITS = ("train", "validation")
 TRAINING_FIX = "set reference_cost explicitly or leave cost_weight at 0"
 FAMILY_FIX = "give the records their real costs, or train one router (without --cost-weights)"
 
@@ -78,6 +80,12 @@ def resolve_reference_cost(records: Sequence[RewardRecord], settings: CostAware)
     if settings.reference_cost is not None:
         return settings.reference_cost
     return default_reference_cost(records)
+
+
+def training_records(records: Sequence[RewardRecord]) -> list[RewardRecord]:
+    """The records the training stages read: the train split (to fit) and the validation
+    split (to choose and report); the test split is evaluation's."""
+    return [record for record in records if record.split in TRAINING_SPLITS]
 
 
 def require_costs(
@@ -349,7 +357,12 @@ def train_router_family(
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)
     if any(weight > 0 for weight in weights):
-        require_costs(records, f"a family with cost weights {weights}", FAMILY_FIX)
+        require_costs(
+            training_records(records),
+            f"a family with cost weights {weights}",
+            FAMILY_FIX,
+            "records of the train and validation splits",
+        )
     reference = family_reference_cost(records, config)
     # An earlier family here lists members this run retrains in place: a run stopped
     # half-way must leave no manifest, not one that mixes two runs' members, nor the

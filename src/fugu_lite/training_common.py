@@ -30,7 +30,7 @@ from .config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from .costs import apply_cost_weight
+from .costs import apply_cost_weight, training_records
 from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import remove_files, write_json
@@ -45,8 +45,6 @@ console = notes_console()
 
 Batch = dict[str, torch.Tensor]
 STAGE_REPORT = "training_report.json"
-# The splits a training stage reads (train to fit, validation to choose and report).
-STAGE_SPLITS = ("train", "validation")
 # Where features are cached and how many are computed at once do not change a trained model.
 RESULT_NEUTRAL_MODEL_KEYS = ("cache_dir", "feature_batch_size")
 # How often a step's line is printed does not either.
@@ -118,7 +116,7 @@ def start_stage(
     model."""
     require_split(records, "train")
     # The test split is evaluation's: its records need no costs for a cost weight.
-    records = apply_cost_weight([r for r in records if r.split in STAGE_SPLITS], training)
+    records = apply_cost_weight(training_records(records), training)
     warning = nothing_to_learn(records_in_split(records, "train"))
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
