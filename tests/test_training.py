@@ -990,6 +990,38 @@ def test_training_a_stage_into_its_folder_again_removes_its_eval_reports(
     assert (tmp_path / "rl" / "router.json").exists()
 
 
+def test_eval_on_validation_says_when_the_router_was_kept_for_its_validation_reward(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """On the validation split the report marked kNN's and ridge's scores optimistic (their
+    k and alpha chosen there) but not the router's, though SFT keeps its best epoch there and
+    ES its best generation: the router looked fairly compared."""
+
+    def router_notes(checkpoint: Path, split: str) -> list[str]:
+        report = run_evaluation(checkpoint, records, split, tmp_path / f"{checkpoint.name}-{split}")
+        return [note for note in report["notes"] if note.startswith("router:")]
+
+    sft = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 2}))
+    train_sft(records, sft, tmp_path / "sft")
+    [note] = router_notes(tmp_path / "sft", "validation")
+    assert "its SFT epoch was kept for its reward on the validation split" in note
+    assert "optimistic" in note
+    assert router_notes(tmp_path / "sft", "test") == []
+    rl = RLConfig(model=tiny_model_cfg, training=RL_TRAINING.model_copy(update={"epochs": 1}))
+    train_rl(records, rl, tmp_path / "rl", str(tmp_path / "sft"))
+    assert router_notes(tmp_path / "rl", "validation") == []  # RL keeps its last epoch
+    es = ESConfig(
+        model=tiny_model_cfg,
+        training=ESTrainingConfig(population_size=4, iterations=2, samples=0, search="head"),
+    )
+    train_es(records, es, tmp_path / "es")
+    [note] = router_notes(tmp_path / "es", "validation")
+    assert "its ES generation was kept for its reward on the validation split" in note
+    without_validation = [r for r in records if r.split != "validation"]
+    train_sft(without_validation, sft, tmp_path / "sft-last")
+    assert router_notes(tmp_path / "sft-last", "validation") == []  # it kept its last epoch
+
+
 def test_rl_reads_and_hashes_its_starting_checkpoint_once(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

@@ -247,10 +247,38 @@ def run_evaluation(
     predictions, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
     report = evaluation_report(train, evaluated, split, probabilities, predictions, info)
     report["checkpoint"] = str(checkpoint)
+    report["notes"] += router_selection_notes(checkpoint, split)
     write_evaluation(report, router_predictions(evaluated, probabilities), Path(output_dir))
     print_evaluation(report, console)
     console.print(f"report written to {output_dir}", markup=False, soft_wrap=True)
     return report
+
+
+# What a stage keeps by its validation reward (RL keeps its last epoch).
+KEPT_ON_VALIDATION = {"sft": "epoch", "es": "generation"}
+
+
+def router_selection_notes(checkpoint: Path, split: str) -> list[str]:
+    """On the validation split, a note when the checkpoint's stage kept its epoch or
+    generation by the validation reward: the router's score there is as optimistic as that
+    of a baseline whose hyperparameter was chosen on it, which the report says."""
+    if split != "validation":
+        return []
+    saved = read_checkpoint_metadata(checkpoint).get("metadata")
+    if not isinstance(saved, dict) or saved.get("stage") not in KEPT_ON_VALIDATION:
+        return []
+    history = saved.get("history")
+    validated = isinstance(history, list) and any(
+        isinstance(entry, dict) and "validation" in entry for entry in history
+    )
+    if not validated:
+        return []
+    stage = str(saved["stage"])
+    return [
+        f"router: its {stage.upper()} {KEPT_ON_VALIDATION[stage]} was kept for its reward on "
+        "the validation split of the records it was trained on: on those records its score "
+        "here is optimistic"
+    ]
 
 
 def run_pareto_evaluation(
