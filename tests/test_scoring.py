@@ -1075,6 +1075,14 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("The answer is [1, 3, 2]. Oops, I made a mistake: [1, 2, 3].", 1.0),
         ("The answer is [1, 2, 3]. Wait, actually [1, 3, 2].", 0.0),
         ("[1, 3, 2]\n\nNo wait, [1, 2, 3].", 1.0),
+        # a bare correction giving a list is the final answer when the list is its sentence
+        ("[1, 2, 3]. Actually [1, 3, 2].", 0.0),
+        ("[1, 2, 3]\n\nWait, [1, 3, 2].", 0.0),
+        ("[1, 2, 3]. Hmm, actually, 1, 3, 2.", 0.0),
+        ("Sorted: [1, 2, 3]. I mean [2, 1, 3]!", 0.0),
+        ("[1, 3, 2]. Actually [1, 2, 3].", 1.0),
+        ("[1, 2, 3]. Wait, [1, 2, 3] is right.", 1.0),
+        ("[1, 2, 3]. There are actually [3, 2, 1] in the input.", 1.0),
         # an answer ruled out is no answer
         ("The answer is not [1, 2, 3].", 0.0),
         ("The answer is not [1, 2, 3], it is [1, 3, 2].", 0.0),

@@ -56,8 +56,9 @@
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
-  ("The answer is", "Answer:", "Final answer", "The answer should be", a self-correction),
-  only the answer after the last one is searched: the rest of its line (or the next line)
+  ("The answer is", "Answer:", "Final answer", "The answer should be", a self-correction, a
+  bare "Actually [1, 3, 2]." whose list is its whole sentence), only the answer after the
+  last one is searched: the rest of its line (or the next line)
   up to the end of its sentence, without markdown around it or a closing period, so a
   right list written before a different final one, or named by the explanation after it,
   does not count; a marker followed by nothing or by a remark ("The answer is correct.")
@@ -162,11 +163,12 @@ _SELF_CORRECTION = (
 # mean 126." (not "There are actually 5 boxes."): the number grader's only, and only when
 # the number is the whole of its sentence (see `_CORRECTED_NUMBER_END`); to the regex
 # grader, "Actually 3 numbers are listed." is a remark
-_BARE_CORRECTION = (
+_BARE_CORRECTION_LEAD = (
     r"(?:(?<![\w'’] )|(?<=hmm )|(?<=oh )|(?<=ah ))"
     r"\b(?:actually\b|wait\b\s*[,:;!.—–-]|I\s+mean\b)[\s,:;!.—–-]{0,3}"
-    r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?(?=[$-]?\d|\.\d)"
+    r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
 )
+_BARE_CORRECTION = rf"{_BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
     rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{_SELF_CORRECTION}"
@@ -1880,10 +1882,17 @@ def grade_regex(task: Task, output: str) -> Grade:
 # Markers of a final answer (the number grader's, without its "result is" / "total is",
 # which also begin remarks: "The result is sorted."), and self-corrections ("[1, 3, 2].
 # Wait, no, it's [1, 2, 3].") unless a remark follows them ("Actually, it is correct.")
+# and a bare correction giving a list of numbers ("[1, 2, 3]. Actually [1, 3, 2].", "Wait,
+# 1, 3, 2."), taken only when the list is the whole of its sentence (see `_LIST_ANSWER`)
 _FINAL_ANSWER_MARKER = re.compile(
     r"(?:final answer|answer)(?:\s*(?:is|was|(?:would|should|must|will) be)\b|\s*[:=])"
-    rf"|final answer|{_SELF_CORRECTION}",
+    rf"|final answer|{_SELF_CORRECTION}"
+    rf"|(?P<bare>{_BARE_CORRECTION_LEAD}(?=[\[(]\s*-?\d|-?\d+(?:\.\d+)?\s*[,;]\s*-?\d))",
     re.IGNORECASE,
+)
+# a list of numbers and nothing else: not "[1, 2, 3] is right" nor "[1, 2, 3]? No, [1, 3, 2]"
+_LIST_ANSWER = re.compile(
+    r"[\[(]?\s*-?\d+(?:\.\d+)?(?:(?:\s*[,;]\s*|\s+)-?\d+(?:\.\d+)?)*\s*[\])]?"
 )
 # a remark on an answer given before, not an answer: "The answer is correct because ..."
 _VERDICT = re.compile(
@@ -1918,7 +1927,9 @@ def _final_answer_part(text: str) -> tuple[str, str]:
             if corrected is None:
                 return "", f" ({marker.group(0).strip()!r} {_clip(line.strip())!r} rules it out)"
             return corrected.group("answer").rstrip(" .*_`$"), where
-        answer = _answer_at(text, marker.end()).strip(" :*_#>`$").rstrip(" .*_`$")
+        answer = _answer_at(text, marker.end()).strip(" :*_#>`$").rstrip(" .!*_`$")
+        if marker["bare"] and not _LIST_ANSWER.fullmatch(answer):
+            continue  # "Actually [1, 2, 3] is right.": a remark, no new answer
         return answer, where
     if retracted:
         return text[retracted:], " (after the retraction)"
