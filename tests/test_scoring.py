@@ -1696,6 +1696,7 @@ TO_MINUTES = "How many minutes are 2 hours and 30 minutes? Answer with just the 
 TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
 BOTH_UNITS = "How many hours and how many minutes are in 150 minutes?"
 TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
+IN_GRAMS = "A bag holds 2 kg of rice and another 3 kg. How many grams of rice are there?"
 
 
 @pytest.mark.parametrize(
@@ -1726,6 +1727,17 @@ TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
         ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "150", 1.0),
         ("Convert 2.5 hours to minutes.", "9000 seconds, i.e. 150 minutes", "150", 1.0),
         ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "9000", 0.0),
+        # a unit abbreviated on either side, markdown, "(or ...)", "(i.e. ...)"
+        (IN_GRAMS, "5000 g (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5 kg (5000 g)", "5000", 1.0),
+        (IN_GRAMS, "**5000 grams** (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (or 5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (i.e. 5 kg).", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (that is, 5 kilograms)", "5000", 1.0),
+        (IN_GRAMS, "5000 g (5 kg)", "5", 0.0),
+        (IN_GRAMS, "4000 g (5 kg)", "5000", 0.0),  # not one quantity: the last number
+        (IN_GRAMS, "**5000 grams** (4 kg)", "5000", 0.0),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

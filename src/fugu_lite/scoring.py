@@ -842,7 +842,10 @@ def units_asked(prompt: str) -> set[str]:
     }
 
 
-_BETWEEN_UNITS = re.compile(r"\s?(?:,|\(|=|or|i\.e\.,?|that\s+is,?)?\s?", re.IGNORECASE)
+# "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg"
+_BETWEEN_UNITS = re.compile(
+    r"[*_]*\s?,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is)?\s?[*_]*", re.IGNORECASE
+)
 
 
 def _one_quantity_in_two_units(
@@ -856,18 +859,20 @@ def _one_quantity_in_two_units(
     unit, other_unit = (_UNIT_AFTER.match(text, number.end()) for number in pair)
     if unit is None or other_unit is None:
         return None
-    names = [unit["unit"].lower(), other_unit["unit"].lower()]
-    if names[0] == names[1] or not asked & set(names):
+    # "g" and "grams" are one unit: compared by kind and size
+    units = [_UNIT_SIZES[unit["unit"].lower()], _UNIT_SIZES[other_unit["unit"].lower()]]
+    sizes_asked = {_UNIT_SIZES[name] for name in asked}
+    if units[0] == units[1] or not sizes_asked & set(units):
         return None
     if not _BETWEEN_UNITS.fullmatch(text, unit.end(), pair[1].start()):
         return None
-    (kind, size), (other_kind, other_size) = (_UNIT_SIZES[name] for name in names)
+    (kind, size), (other_kind, other_size) = units
     first, second = _found(pair[0]), _found(pair[1])
     if kind != other_kind or not math.isclose(first.value * size, second.value * other_size):
         return None
-    if names[0] not in asked:
+    if units[0] not in sizes_asked:
         return second
-    if names[1] not in asked:
+    if units[1] not in sizes_asked:
         return first
     return first.model_copy(update={"in_other_unit": (second.value, second.decimals)})
 
