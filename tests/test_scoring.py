@@ -1955,8 +1955,10 @@ SMALLEST = (
         ("B is the smallest.", 1.0),
         ("17 is the smallest.", 1.0),
         ("42 is the smallest.", 0.0),
-        # another superlative than the one asked is no answer
-        ("A is the largest, so the smallest is B.", 0.0),
+        # another superlative than the one asked is no answer (the one asked after it is)
+        ("A is the largest.", 0.0),
+        ("A is the largest, so the smallest is B.", 1.0),
+        ("B is the largest, so the smallest is A.", 0.0),
         ("42 is the largest.", 0.0),
     ],
 )
@@ -2191,6 +2193,32 @@ def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
     started = time.perf_counter()
     for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
         assert run(choice_task("B"), output).score == 0.0
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Ann is the shortest, so the tallest is B.", 1.0),
+        ("The tallest is B.", 1.0),
+        ("The tallest one is **(B)**.", 1.0),
+        ("A is the tallest. Wait, the tallest is B.", 1.0),
+        ("Bob is taller than Ann, so the tallest is A.", 0.0),
+        ("The shortest is B.", 0.0),  # not what the question asks
+        ("The tallest is B? No, A is the tallest.", 0.0),
+        ("The tallest is not B.", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_letter_said_to_be_what_the_question_asks(
+    output: str, score: float
+) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
+    started = time.perf_counter()
+    assert run(choice_task("B"), "the tallest is " * 50_000).score == 0.0
     assert time.perf_counter() - started < 5
 
 

@@ -31,9 +31,10 @@
   last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
   its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the
-  word after the question's "is"; "54 is larger than 9" alike for an option's text), "A
-  is not the tallest; B is.", a line holding just "B", a last sentence holding just a
-  letter ("Not A, not C. B."), or the text of
+  word after the question's "is"; "54 is larger than 9" alike for an option's text), "...,
+  so the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", a
+  line holding just "B", a last sentence holding just a letter ("Not A, not C. B."), or
+  the text of
   exactly one option (the answer, or its first or last clause when no other option is
   named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
   (C)") are ambiguous and score 0.
@@ -1335,6 +1336,12 @@ _NOT_THIS_ONE_IS = re.compile(
     r"(?P<most>[a-z][^,;:.!?\n]{0,80}?)\s*(?:[,;:—–-]|\.\s)\s*(?:but\s+|while\s+|whereas\s+)?"
     r"\(?(?P<letter>[A-E])\)?\s+is\b[*_]*\s*(?:[.!]|$)"
 )
+# what the question asks said to be an option: "..., so the smallest is B.", "The tallest
+# one is (C)."
+_ASKED_IS_LETTER = re.compile(
+    r"\b(?:[Tt]he\s+)?(?P<most>[a-z]+(?:\s+[a-z]+)?)\s+(?:one\s+)?is\s+(?:option\s+)?[*_]*\(?"
+    r"(?P<letter>[A-E])\)?[*_]*(?=\s*(?:[.!,;\n]|$))"
+)
 _CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
 # a reply whose last sentence is only a letter: "Not A, not C. B." (not "Wrong: A.")
 _LAST_SENTENCE_LETTER = re.compile(r"[.!?;]\s++[*_]*\(?(?P<letter>[A-E])\)?[*_]*[.!]?[*_]*\s*$")
@@ -1452,9 +1459,10 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         match
         for match in _LETTER_IS_CORRECT.finditer(text)
         if match.group("most") is None or is_asked(_clause_at(text, match.start("most")), asked)
-    ]
-    if is_correct:
-        return is_correct[-1].group("letter"), "'X is correct'"
+    ] + [match for match in _ASKED_IS_LETTER.finditer(text) if is_asked(match["most"], asked)]
+    if is_correct:  # "B is the smallest.", "..., so the smallest is B."
+        last = max(is_correct, key=lambda match: match.start())
+        return last.group("letter"), "'X is correct'"
     not_this = [
         match
         for match in _NOT_THIS_ONE_IS.finditer(text)
