@@ -2169,6 +2169,9 @@ def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
     [
         ("Not A, not C. B.", 1.0),
         ("Not A, not C. **B**.", 1.0),
+        ("not a, not c. b.", 1.0),
+        ("not a, not c. b", 1.0),
+        ("not b, not c. a.", 0.0),
         ("Ann is shorter than Bob; Cal is the shortest. B!", 1.0),
         ("Not B, not C. A.", 0.0),
         ("Not A, not C. B?", 0.0),  # a question, not an answer

@@ -1343,8 +1343,9 @@ _ASKED_IS_LETTER = re.compile(
     r"(?P<letter>[A-E])\)?[*_]*(?=\s*(?:[.!,;\n]|$))"
 )
 _CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
-# a reply whose last sentence is only a letter: "Not A, not C. B." (not "Wrong: A.")
-_LAST_SENTENCE_LETTER = re.compile(r"[.!?;]\s++[*_]*\(?(?P<letter>[A-E])\)?[*_]*[.!]?[*_]*\s*$")
+# a reply whose last sentence is only a letter: "Not A, not C. B.", "not a, not c. b."
+# (not "Wrong: A.")
+_LAST_SENTENCE_LETTER = re.compile(r"[.!?;]\s++[*_]*\(?(?P<letter>[A-Ea-e])\)?[*_]*[.!]?[*_]*\s*$")
 # an option's text said to be what the question asks: "17 is the smallest." (tried where a
 # run of spaces starts: a reply of 200,000 spaces took minutes)
 _IS_THE_MOST = re.compile(r"(?<!\s)\s++is\s+the\s+(?P<most>[a-z]+est)$", re.IGNORECASE)
@@ -1494,7 +1495,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         return choice_letter(lines[-1].strip("*_ `")), "a line holding only a letter"
     last_sentence = _LAST_SENTENCE_LETTER.search(text.rsplit("\n", 1)[-1])
     if last_sentence:  # "Not A, not C. B."
-        return last_sentence.group("letter"), "a last sentence holding only a letter"
+        return last_sentence.group("letter").upper(), "a last sentence holding only a letter"
     either = _LETTER_OR_LETTER.search(text)
     if either:
         return None, f"ambiguous: {either.group(0)!r}"
