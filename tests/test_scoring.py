@@ -2225,6 +2225,34 @@ def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
     assert time.perf_counter() - started < 5
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("[x] B  [ ] C", 1.0),
+        ("- [ ] A\n- [x] B\n- [ ] C", 1.0),
+        ("- [ ] (A) Ann\n- [X] (B) Bob\n- [ ] (C) Cal", 1.0),
+        ("☐ A\n☑ B\n☐ C", 1.0),
+        ("A) Ann ❌\nB) Bob ✅\nC) Cal ❌", 1.0),
+        ("A ❌ B ✅ C ❌", 1.0),
+        ("**B** ✅", 1.0),
+        ("- [x] A\n- [ ] B", 0.0),
+        ("[x] A [x] B", 0.0),  # two options checked
+        ("✅ Option A is wrong", 0.0),  # the mark is next to no letter
+        ("A ✅ B", 0.0),  # one mark for two letters
+    ],
+)
+def test_choice_grader_reads_the_option_checked(output: str, score: float) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_one() -> None:
+    prompt = "Which of these numbers is NOT odd?\n(A) 5\n(B) 4\n(C) 9\nAnswer with the letter."
+    task = Task(id="c", prompt=prompt, answer="A", grader="choice", task="logic")
+    assert run(task, "A) 5 ✅\nB) 4 ❌\nC) 9 ✅").score == 0.0  # ticks the odd ones
+    assert run(task, "- [x] A").score == 0.0
+
+
 SORT_LETTERS = (
     "Sort the letters of the word 'silver' in alphabetical order. Reply with only the result."
 )

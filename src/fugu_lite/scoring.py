@@ -32,12 +32,12 @@
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
   its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the
   word after the question's "is"; "54 is larger than 9" alike for an option's text), "...,
-  so the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", a
-  line holding just "B", a last sentence holding just a letter ("Not A, not C. B."), or
-  the text of
-  exactly one option (the answer, or its first or last clause when no other option is
-  named: "Yes, all wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ...
-  (C)") are ambiguous and score 0.
+  so the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", the
+  one option checked ("- [x] B", "B) Bob ✅"), a line holding just "B", a last sentence
+  holding just a letter ("Not A, not C. B."), or the text of exactly one option (the
+  answer, or its first or last clause when no other option is named: "Yes, all wugs are
+  feps."). Two different letters with no answer marker ("A or B", "(A) ... (C)") are
+  ambiguous and score 0.
 - exact: normalised string equality (whitespace, surrounding quotes / markdown / trailing
   punctuation, a leading bullet, quote or heading "- tac", "> tac", "### tac", closing
   emoji "tac ✅", LaTeX text "$\\text{tac}$", a closing note "tac (reversed)"
@@ -1342,6 +1342,14 @@ _ASKED_IS_LETTER = re.compile(
     r"\b(?:[Tt]he\s+)?(?P<most>[a-z]+(?:\s+[a-z]+)?)\s+(?:one\s+)?is\s+(?:option\s+)?[*_]*\(?"
     r"(?P<letter>[A-E])\)?[*_]*(?=\s*(?:[.!,;\n]|$))"
 )
+# an option marked chosen on its line: "- [x] B", "☑ B", "(B) 3 ✅", "B ✔" (a line also
+# holding a box left empty or a cross, "[x] B  [ ] C", "A ❌ B ✅", is read by its marks)
+_CHECK_MARK = re.compile(r"\[[xX✓✔]\]|[☑✅✔✓]")
+_LINE_MARKS = re.compile(
+    r"(?P<check>\[[xX✓✔]\]|[☑✅✔✓])|(?P<cross>\[\s\]|[☐❌✗✘❎])"
+    # a letter starting its line or right after a mark ("✅ Option A is wrong" marks no A)
+    r"|(?:^|(?<=[\]☑✅✔✓☐❌✗✘❎\ufe0f]))[\s>*_•+-]*[(\[]?(?P<letter>[A-E])(?![\w'])"
+)
 _CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
 # a reply whose last sentence is only a letter: "Not A, not C. B.", "not a, not c. b."
 # (not "Wrong: A.")
@@ -1455,6 +1463,11 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
+    checked = _checked_letters(text) if not _asks_for_a_wrong_one(prompt) else set()
+    if len(checked) == 1:
+        return checked.pop(), "the option checked"
+    if checked:
+        return None, f"ambiguous: checks {', '.join(sorted(checked))}"
     asked = predicates_asked(prompt)  # "the smallest", "Which number is larger?"
     is_correct = [
         match
@@ -1507,6 +1520,35 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if labelled:
         return labelled[-1].group("letter"), "a letter after a label ending its line"
     return _choice_by_option_text(text, prompt)
+
+
+# a question asking for the option that is not so: a check mark may then mark the others
+_WRONG_ONE = re.compile(r"\b(?:not|false|incorrect|wrong|untrue|invalid|except)\b", re.IGNORECASE)
+
+
+def _asks_for_a_wrong_one(prompt: str) -> bool:
+    """Whether a question of `prompt` asks for the option that is not so ("Which of these
+    is NOT even?"): a reply ticking the true statements then ticks the wrong options."""
+    return any(_WRONG_ONE.search(question.group(0)) for question in _QUESTION.finditer(prompt))
+
+
+def _checked_letters(text: str) -> set[str]:
+    """The option letters marked chosen: on each line with a check mark ("[x]", "☑", "✅",
+    "✔"), the letter next to it, before ("B ✅") or after ("- [x] (B) 3"); a line's marks
+    are paired with its letters in order when it holds as many of both ("[x] B  [ ] C")."""
+    checked: set[str] = set()
+    for line in text.splitlines():
+        if not _CHECK_MARK.search(line):
+            continue
+        marks, letters = [], []
+        for match in _LINE_MARKS.finditer(line):
+            if match["letter"]:
+                letters.append(match["letter"])
+            else:
+                marks.append(match["check"] is not None)
+        if len(letters) == len(marks):
+            checked |= {letter for letter, check in zip(letters, marks, strict=True) if check}
+    return checked
 
 
 def _begins_a_list(text: str, letter: str, end: int) -> bool:
