@@ -2259,6 +2259,7 @@ SORT_LETTERS = (
 REVERSE_WORDS = (
     "Reverse the order of the words in: 'apple banana cherry'. Reply with only the result."
 )
+SALT_AND_PEPPER = "Reverse the order of the words in: 'salt and pepper'."
 
 
 @pytest.mark.parametrize(
@@ -2274,6 +2275,12 @@ REVERSE_WORDS = (
         (REVERSE_WORDS, "cherry banana apple", "'cherry', 'banana', 'apple'", 1.0),
         (REVERSE_WORDS, "cherry banana apple", "Reversed: banana, cherry, apple", 0.0),
         (REVERSE_WORDS, "cherry banana apple", "cherry, banana, apple, pear", 0.0),
+        (REVERSE_WORDS, "cherry banana apple", "Cherry, banana, and apple.", 1.0),
+        (REVERSE_WORDS, "cherry banana apple", "Reversed: cherry, banana and apple", 1.0),
+        (REVERSE_WORDS, "cherry banana apple", "cherry, apple, and banana", 0.0),
+        (REVERSE_WORDS, "cherry banana apple", "cherry, banana, and", 0.0),
+        (SALT_AND_PEPPER, "pepper and salt", "pepper, and, salt", 1.0),  # "and" a word asked
+        (SALT_AND_PEPPER, "pepper and salt", "pepper, salt", 0.0),
         # a question asking no order of letters or words: the items stay as written
         ("Write the word 'cat' backwards.", "tac", "t, a, c", 0.0),
         ("Name the city and its country.", "Paris France", "Paris, France", 0.0),

@@ -53,7 +53,8 @@
   output states an answer (a marker, a box, tags), only that answer and the lines after it
   count: "The answer is cta, not 'tac'" is cta. When the question asks for letters or
   words in an order ("Sort the letters of ..."), a candidate listing them one by one is
-  also read joined: "e, i, l, r, s, v" is eilrsv, "cherry, banana, apple" cherry banana apple.
+  also read joined: "e, i, l, r, s, v" is eilrsv, "cherry, banana, (and) apple" cherry banana
+  apple.
 - regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
   (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
   anchor the pattern with ^...$ for a full match. When the output gives a final answer
@@ -1863,9 +1864,11 @@ _LETTERS_ORDERED = re.compile(
 _WORDS_ORDERED = re.compile(
     r"\b(?:revers|sort|order|arrang)\w*\b[^.?!\n]{0,40}\bwords\b", re.IGNORECASE
 )
-# those items listed one by one: "e, i, l, r, s, v", "e i l r s v"; "cherry, banana, apple"
+# those items listed one by one: "e, i, l, r, s, v", "e i l r s v"; "cherry, banana, apple",
+# "cherry, banana, and apple"
 _LISTED_LETTERS = re.compile(r"[^\W\d_](?:(?:\s*[,;-]\s*|\s+)[^\W\d_])+")
-_LISTED_WORDS = re.compile(r"[^\s,;]+(?:\s*[,;]\s*[^\s,;]+)+")
+_WORD_SEPARATOR = r"\s*[,;]\s*(?:and\s+)?|\s+and\s+"
+_LISTED_WORDS = re.compile(rf"[^\s,;]+(?:(?:{_WORD_SEPARATOR})[^\s,;]+)+")
 
 
 def _items_asked(prompt: str) -> str | None:
@@ -1884,7 +1887,7 @@ def _joined_items(text: str, items: str) -> str | None:
     if items == "letters" and _LISTED_LETTERS.fullmatch(text):
         return re.sub(r"[\s,;-]", "", text)
     if items == "words" and _LISTED_WORDS.fullmatch(text):
-        return " ".join(word.strip(_WRAPPERS) for word in re.split(r"\s*[,;]\s*", text))
+        return " ".join(word.strip(_WRAPPERS) for word in re.split(_WORD_SEPARATOR, text))
     return None
 
 
