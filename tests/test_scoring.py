@@ -825,6 +825,14 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("Sorry, I meant C", "C"),
         ("The answer is B. No, it's not C.", "B"),  # no correction: the answer stands
         ("Actually, it's a tough one. The answer is B.", "B"),
+        # a bare correction whose letter ends its sentence
+        ("Answer: B. Wait, actually C.", "C"),
+        ("The answer is B. Hmm, actually, (C).", "C"),
+        ("B\n\nWait, C.", "C"),
+        ("Answer: B. I mean C!", "C"),
+        ("Answer: B. Actually, C is wrong too.", "B"),
+        ("Answer: B. Wait, C or A?", "B"),
+        ("The answer is B. There are actually 3 options.", "B"),
     ],
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:

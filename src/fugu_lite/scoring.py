@@ -28,7 +28,8 @@
   "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative, or when the output
   rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 - choice: the option letter (A-E): "\\boxed{B}", "Answer: B", "<answer>B</answer>", the
-  last self-correction ("Wait, actually it's (C)"), "The correct option is b.", "I would
+  last self-correction ("Wait, actually it's (C)", "Wait, actually C."), "The correct
+  option is b.", "I would
   choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
   its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the
   word after the question's "is"; "54 is larger than 9" alike for an option's text), "...,
@@ -1313,7 +1314,8 @@ _CHOICE_MARKER = re.compile(
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
-    rf"|{_SELF_CORRECTION})\s*"
+    # a bare correction: "Answer: A. Wait, actually B." (the letter ends it, as a conclusion's)
+    rf"|{_SELF_CORRECTION}|(?P<bare>{_BARE_CORRECTION_LEAD}))\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
@@ -1457,7 +1459,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
             continue  # "the answer is a bit..." is the article, not option a
         if _REJECTED.match(after):
             continue  # "option A is wrong" names a letter, but not as the answer
-        if match.group("conclusion") and not _CONCLUSION_END.match(after):
+        if (match["conclusion"] or match["bare"]) and not _CONCLUSION_END.match(after):
             continue  # "so C is taller than A": a letter in a sentence, not its conclusion
         if _OR_ANOTHER.match(after):
             return None, f"ambiguous: {(match.group(0) + after).strip()!r}"
