@@ -2164,6 +2164,12 @@ def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() 
         ("12 apples (15 apples - 3 apples).", "12", 1.0),
         ("12 apples (15 apples - 3 apples).", "3", 0.0),
         ("It is 12 (3 boxes x 4).", "4", 0.0),
+        # degrees, and the working's own parentheses
+        ("68 °F (20 °C × 9/5 + 32)", "68", 1.0),
+        ("68°F (20°C x 1.8 + 32).", "32", 0.0),
+        ("10°C ((50°F - 32) × 5/9)", "10", 1.0),
+        ("10°C ((50°F - 32) × 5/9)", "5/9", 0.0),
+        ("68°F ((20°C × 9/5) + 32).", "68", 1.0),
     ],
 )
 def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
@@ -2198,6 +2204,13 @@ def test_choice_grader_reads_a_letter_left_after_the_others_are_ruled_out(
 ) -> None:
     result = run(choice_task("B"), output)
     assert result.score == score, result.detail
+
+
+def test_number_grader_reads_nested_closing_parentheses_in_linear_time() -> None:
+    started = time.process_time()
+    output = "It is 12 " + "(" * 100_000 + "3 x 4" + ")" * 100_000
+    assert run(number_task("12"), output).score is not None
+    assert time.process_time() - started < 3.0
 
 
 def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:

@@ -371,8 +371,9 @@ def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | No
 # "391 (17 × 20 = 340, 17 × 3 = 51)",
 # "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
 # restates the answer, "(= 12)", "(i.e. 12)", stays.
-# (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5)
-_OPERAND = r"\$?\d[\d.,]*%?(?:\s?[^\W\d_]+)?"
+# (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5, "68°F
+# (20°C × 9/5 + 32)" 68)
+_OPERAND = r"\$?\d[\d.,]*%?(?:\s?°?\s?[^\W\d_]+|°)?"
 _ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
 # "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
 # into steps in every way, which took quadratic time)
@@ -390,9 +391,19 @@ _WORKING = re.compile(
 
 
 def _working_at_the_end(text: str) -> int | None:
-    """Where a parenthetical ending the output that only shows the working starts."""
-    start = text.rfind("(")
-    return start if start >= 0 and _WORKING.fullmatch(text, start) else None
+    """Where a parenthetical ending the output that only shows the working starts (its
+    own parentheses read as plain working: "10°C ((50°F - 32) × 5/9)")."""
+    end = text.rfind(")")
+    depth, start = 0, end
+    while start >= 0:
+        depth += {")": 1, "(": -1}.get(text[start], 0)
+        if depth == 0:
+            break
+        start -= 1
+    if end < 0 or start < 0:
+        return None
+    inside = text[start + 1 : end].replace("(", "").replace(")", "")
+    return start if _WORKING.fullmatch(f"({inside}{text[end:]}") else None
 
 
 # Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
