@@ -1905,11 +1905,26 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("**Reversed:**\n`olleh`\n\nI read the letters from the end.", 1.0),
         ("Reversed:\nollhe\n\nI read 'hello' from the end: olleh? No.", 0.0),
         ("Tried:\nolleh\nollhe\nFinal: ollhe", 0.0),
+        # the answer named by its kind
+        ("Reversed, 'hello' is the word 'olleh'.", 1.0),
+        ("The result is the word olleh.", 1.0),
+        ("Answer: the word **olleh**", 1.0),
+        ("Reversed, 'hello' is the word ollhe.", 0.0),
+        ("The result is the word ollhe, not olleh.", 0.0),
     ],
 )
 def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float) -> None:
     result = run(exact_task("olleh"), output)
     assert result.score == score, result.detail
+
+
+def test_exact_grader_reads_a_letter_named_by_its_kind() -> None:
+    prompt = "What is the last letter of the word 'banana'? Reply with only the result."
+    task = Task(id="e", prompt=prompt, answer="a", grader="exact", task="strings")
+    assert run(task, "The last letter of the word banana is the letter a.").score == 1.0
+    assert run(task, 'The last letter is the letter "A".').score == 1.0
+    assert run(task, "The last letter of the word banana is the letter n.").score == 0.0
+    assert run(task, "The last letter is the letter n, not a.").score == 0.0
 
 
 def test_exact_grader_reads_stated_answers_in_linear_time() -> None:

@@ -45,7 +45,8 @@
   unless it may retract the answer, an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
-  self-correction "Wait, no, it's tac") or the last line's last "is" / "gives us" / "it's",
+  self-correction "Wait, no, it's tac") or the last line's last "is" / "gives us" / "it's"
+  (also without a "the letter" / "the word" naming it: "... is the letter a"),
   the text before "is the answer" ("tac is the reversed word."), the subject of the last
   line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
@@ -1691,6 +1692,16 @@ _VERDICT_VERB = re.compile(
     r"(?:\b(?:is|are|be|gives(?:\s+us)?|becomes|yields)\b|\b(?:it|that|this|here)['’]s)\s*:?\s+",
     re.IGNORECASE,
 )
+# the answer named by its kind: "... is the letter a", "... is the word 'tac'"
+_LETTER_OR_WORD_NAMED = re.compile(r"[\s:*_]*(?:the\s+)?(?:letter|word)\s+(?=\S)", re.IGNORECASE)
+
+
+def _without_its_kind(text: str) -> str | None:
+    """The answer after "the letter" / "the word" starting `text`, or None."""
+    named = _LETTER_OR_WORD_NAMED.match(text)
+    return text[named.end() :] if named else None
+
+
 # an answer stated before what it is: "tac is the reversed word.", "TAC is the answer."
 _STATED_FIRST = re.compile(
     r"(?P<answer>\S[^\n]*?)(?<!\s)\s+(?:is|would\s+be)\s+(?:the\s+|my\s+)?"
@@ -1728,7 +1739,11 @@ def answer_candidates(output: str) -> dict[str, str]:
     last_line = lines[-1] if lines else ""
     verdict = list(_VERDICT_VERB.finditer(last_line))
     if verdict:  # "The last letter of 'cat' is 't'.", "Reversing 'cat' gives us tac."
-        candidates["the text after the last 'is'"] = last_line[verdict[-1].end() :]
+        said = last_line[verdict[-1].end() :]
+        candidates["the text after the last 'is'"] = said
+        named = _without_its_kind(said)
+        if named is not None:  # "The last letter of the word banana is the letter a."
+            candidates["the letter or word named after the last 'is'"] = named
     for line in lines[:1] + lines[-1:]:
         stated = _STATED_FIRST.match(line)
         if stated and stated.group("answer"):  # "tac is the reversed word."
@@ -1809,6 +1824,9 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
         rest = output[markers[-1].end() : None if line_end < 0 else line_end]
         candidates["the text after the answer marker"] = rest
         candidates["the answer marker's clause"] = _CLAUSE_END.split(rest, maxsplit=1)[0]
+        named = _without_its_kind(rest)
+        if named is not None:  # "The result is the word tac."
+            candidates["the letter or word named after the answer marker"] = named
         corrected = _NOT_THIS_BUT.match(rest.lstrip(" :*_"))
         if corrected:  # "The answer is not act, it is tac."
             candidates["the answer given after the one ruled out"] = corrected.group("answer")
