@@ -309,6 +309,8 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
         ("12\n\nNo wait, 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
         ("The answer is 12. Wait, no, I made a mistake: 10 + 4 = 14.", 0.0, 1.0),
+        ("The answer is 12? No: 14.", 0.0, 1.0),
+        ("**Answer:** 12? No, 14 apples.", 0.0, 1.0),
         ("The answer is 12.\n\nWait, let me verify: 12 apples + 2 pears = 14 fruits.", 1.0, 0.0),
         ("The answer is 12. If you got 14, that's wrong.", 1.0, 0.0),
         # no correction: the answer stands
@@ -1083,6 +1085,9 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("The answer is [1, 3, 2]. Oops, I made a mistake: [1, 2, 3].", 1.0),
         ("The answer is [1, 2, 3]. Wait, actually [1, 3, 2].", 0.0),
         ("[1, 3, 2]\n\nNo wait, [1, 2, 3].", 1.0),
+        ("Sorted: [1, 2, 3]? No: [1, 3, 2].", 0.0),
+        ("[1, 3, 2]? No, [1, 2, 3].", 1.0),
+        ("[1, 2, 3]? No. It is fine.", 1.0),
         # a bare correction giving a list is the final answer when the list is its sentence
         ("[1, 2, 3]. Actually [1, 3, 2].", 0.0),
         ("[1, 2, 3]\n\nWait, [1, 3, 2].", 0.0),

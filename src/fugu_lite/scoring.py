@@ -547,9 +547,11 @@ def _reason_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
-# Oops, I miscounted: there are 5." (not a mere check: "Wait, let me verify: 1 + 2 = 3")
+# Oops, I miscounted: there are 5.", "[1, 2, 3]? No: [1, 3, 2]." (not a mere check: "Wait,
+# let me verify: 1 + 2 = 3")
 _RETRACTION = re.compile(
-    r"\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
+    r"(?<=\?)\s*no(?=[,:;.!—–-])"
+    r"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
     r"|I\s+(?:miscounted|miscalculated)|(?:that's|that\s+is|this\s+is|I\s+was)\s+(?:wrong|"
     r"incorrect))\b",
     re.IGNORECASE,
@@ -2026,7 +2028,7 @@ def _final_answer_part(text: str) -> tuple[str, str]:
     return text, ""
 
 
-_RETRACTION_REMARK = re.compile(r"[\s,:;.!?-]*(?:(?:it|that)(?:['’]s|\s+is)\s+)?")
+_RETRACTION_REMARK = re.compile(r"[\s,:;.!?-]*(?:(?:it|that)(?:['’]s|\s+is)\s+)?", re.IGNORECASE)
 
 
 def _answer_retracted_before(text: str) -> int:
