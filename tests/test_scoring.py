@@ -2294,6 +2294,27 @@ def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_on
     assert run(task, "- [x] A").score == 0.0
 
 
+LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the correct option."
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Option A (42) is larger than option B (17).", 1.0),
+        ("I pick option A over option B.", 1.0),
+        ("Option B is smaller, so option A.", 1.0),
+        ("Option B is wrong, option A is right.", 1.0),
+        ("Option B (17) is smaller than option A (42).", 0.0),  # a comparison, no choice
+        ("Option B (17) is the larger.", 0.0),
+        ("Option A (42) is smaller than option B (17).", 0.0),
+    ],
+)
+def test_choice_grader_does_not_read_an_option_only_compared(output: str, score: float) -> None:
+    task = Task(id="c", prompt=LARGER, answer="A", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
 SORT_LETTERS = (
     "Sort the letters of the word 'silver' in alphabetical order. Reply with only the result."
 )

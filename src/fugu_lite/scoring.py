@@ -1322,7 +1322,7 @@ def _unlatex(text: str) -> str:
 # --- choice ----------------------------------------------------------------------------------
 
 _CHOICE_MARKER = re.compile(
-    r"(?:(?:answer|option|choice)\s*(?:is|would be|will be|should be|[:=>\-])?"  # <answer>B
+    r"(?:(?:answer|(?P<option>option|choice))\s*(?P<said>is|would be|will be|should be|[:=>\-])?"
     r"|result\s*(?:is|:)"
     # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
@@ -1335,6 +1335,12 @@ _CHOICE_MARKER = re.compile(
     re.IGNORECASE,
 )
 _ARTICLE_A = re.compile(r"\s+[A-Za-z]")
+# an option named in a comparison, not chosen: "Option A (42) is larger than option B (17)."
+# (what follows "option B", and what comes before "option B")
+_OPTION_SAID_TO_BE = re.compile(
+    r"[)\]]?\s*(?:\([^()\n]{0,40}\)\s*)?(?:is|are)\s+(?:the\s+)?(?P<most>[a-z]+)", re.IGNORECASE
+)
+_COMPARED_TO = re.compile(r"\b(?:than|to|with|and|or|over|vs\.?|versus)\s+$", re.IGNORECASE)
 _CONCLUSION_END = re.compile(r"[*_]*\s*(?:[.!]|$)")
 # "B", "(B)", "B) Bob", "B. Bob", "B: Bob", "B - Bob", "B — Bob"
 _LEADING_LETTER = re.compile(
@@ -1467,8 +1473,11 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     boxed = _boxed_letter(text)
     if boxed is not None:
         return boxed, "\\boxed{}"
+    asked = predicates_asked(prompt)  # "the smallest", "Which number is larger?"
     for match in reversed(list(_CHOICE_MARKER.finditer(text))):
         letter, after = match.group("letter"), match.group("after")
+        if match["option"] and not match["said"] and _only_compared(text, match, asked):
+            continue  # "Option A (42) is larger than option B (17).": B is no answer
         if letter == "a" and _ARTICLE_A.match(text, match.end("letter")):
             continue  # "the answer is a bit..." is the article, not option a
         if _REJECTED.match(after):
@@ -1485,7 +1494,6 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         return checked.pop(), "the option checked"
     if checked:
         return None, f"ambiguous: checks {', '.join(sorted(checked))}"
-    asked = predicates_asked(prompt)  # "the smallest", "Which number is larger?"
     is_correct = [
         match
         for match in _LETTER_IS_CORRECT.finditer(text)
@@ -1547,6 +1555,21 @@ def _asks_for_a_wrong_one(prompt: str) -> bool:
     """Whether a question of `prompt` asks for the option that is not so ("Which of these
     is NOT even?"): a reply ticking the true statements then ticks the wrong options."""
     return any(_WRONG_ONE.search(question.group(0)) for question in _QUESTION.finditer(prompt))
+
+
+def _only_compared(text: str, match: re.Match[str], asked: set[Predicate]) -> bool:
+    """Whether an option named as "option B" is only compared, not chosen: it follows
+    "than" / "to" / "and" ... ("larger than option B"), or is said to be something other
+    than what the question asks ("Option B is smaller ..." for "Which is larger?")."""
+    if _COMPARED_TO.search(text, max(0, match.start() - 12), match.start()):
+        return True
+    said = _OPTION_SAID_TO_BE.match(text, match.end("letter"))
+    return bool(
+        said
+        and asked
+        and said["most"].lower() not in _CORRECT_WORDS
+        and not is_asked(said["most"], asked)
+    )
 
 
 def _checked_letters(text: str) -> set[str]:
