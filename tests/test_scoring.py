@@ -30,8 +30,8 @@ def run(task: Task, output: str, judge=None, sandbox: SandboxLimits | None = FAS
     return asyncio.run(grade(task, output, judge, sandbox=sandbox))
 
 
-def number_task(answer: str) -> Task:
-    return Task(id="n", prompt="How many?", answer=answer, grader="number", task="math")
+def number_task(answer: str, prompt: str = "How many?") -> Task:
+    return Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
 
 
 COT = (
@@ -2230,6 +2230,36 @@ def test_number_grader_reads_nested_closing_parentheses_in_linear_time() -> None
     started = time.process_time()
     output = "It is 12 " + "(" * 100_000 + "3 x 4" + ")" * 100_000
     assert run(number_task("12"), output).score is not None
+    assert time.process_time() - started < 3.0
+
+
+LARGEST = "What is the largest number in the list [-5, 12, -30, 7, 0]?"
+SECOND_LARGEST = "What is the second largest number in the list [12, 45, 7, 33, 90, 21]?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        (LARGEST, "The largest is 12, and the smallest is -30.", "12", 1.0),
+        (LARGEST, "The largest is 12, and the smallest is -30.", "-30", 0.0),
+        (LARGEST, "12 is the largest, -30 is the smallest.", "12", 1.0),
+        (LARGEST, "The largest is 7, and the smallest is -30.", "12", 0.0),
+        (LARGEST, "The smallest is -30.", "-30", 1.0),  # no largest said: the last number
+        (SECOND_LARGEST, "The second largest is 45, the largest is 90.", "45", 1.0),
+        (SECOND_LARGEST, "The second largest is 45, the largest is 90.", "90", 0.0),
+    ],
+)
+def test_number_grader_reads_the_number_said_to_be_what_the_question_asks(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer, prompt), output)
+    assert result.score == score, result.detail
+
+
+def test_number_grader_reads_superlatives_in_linear_time() -> None:
+    started = time.process_time()
+    output = "the largest is 7 " * 50_000 + "and the smallest is -30."
+    assert run(number_task("12", LARGEST), output).score == 0.0
     assert time.process_time() - started < 3.0
 
 

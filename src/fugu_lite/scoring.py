@@ -298,6 +298,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
         return None, f"the output rules out {_clip(numbers[-1].group(0).strip())!r}"
     numbers = said or numbers
+    stated = _said_to_be_the_one_asked(text, numbers, question)
+    if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
+        return _found(stated), "the number said to be what the question asks"
     twice = _one_quantity_in_two_units(text, numbers[-2:], units_asked(question))
     if twice is not None:
         return twice, "the unit asked of one quantity in two units"
@@ -337,6 +340,39 @@ def _echoes_of_the_question(text: str, question: str) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+# a superlative a question asks for, "the (second) largest", and one said of a number:
+# "the smallest is -30", "the smallest number is **2**", "-30 is the smallest"
+_SUPERLATIVE = r"(?:(?:second|third)\s+)?[a-z]+est"
+_THE_SUPERLATIVE = re.compile(rf"\bthe\s+(?P<most>{_SUPERLATIVE})\b", re.IGNORECASE)
+_SUPERLATIVE_BEFORE = re.compile(
+    rf"\bthe\s+(?P<most>{_SUPERLATIVE})(?:\s+(?:number|one|value))?\s+(?:is|was)\s*[:*_$]*$",
+    re.IGNORECASE,
+)
+_SUPERLATIVE_AFTER = re.compile(rf"[*_$]*\s+is\s+the\s+(?P<most>{_SUPERLATIVE})\b", re.IGNORECASE)
+
+
+def _said_to_be_the_one_asked(
+    text: str, numbers: list[re.Match[str]], prompt: str
+) -> re.Match[str] | None:
+    """When the last number is said to be another superlative than the one the question
+    asks ("The largest is 12, and the smallest is -30." for "What is the largest ...?"),
+    the last number said to be the one asked (12); else None."""
+    asked = {" ".join(m["most"].lower().split()) for m in _THE_SUPERLATIVE.finditer(prompt)}
+    if len(asked) != 1 or not numbers:
+        return None
+
+    def said_of(number: re.Match[str]) -> str | None:
+        before = _SUPERLATIVE_BEFORE.search(text, max(0, number.start() - 60), number.start())
+        after = _SUPERLATIVE_AFTER.match(text, number.end())
+        said = before or after
+        return " ".join(said["most"].lower().split()) if said else None
+
+    last = said_of(numbers[-1])
+    if last is None or last in asked:
+        return None
+    return next((n for n in reversed(numbers[:-1]) if said_of(n) in asked), None)
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
