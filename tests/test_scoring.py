@@ -2190,6 +2190,11 @@ def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() 
         ("10°C ((50°F - 32) × 5/9)", "10", 1.0),
         ("10°C ((50°F - 32) × 5/9)", "5/9", 0.0),
         ("68°F ((20°C × 9/5) + 32).", "68", 1.0),
+        # what is counted, listed
+        ("4 times (positions 3, 4, 6, 7)", "4", 1.0),
+        ("4 times (positions 3, 4, 6, 7)", "7", 0.0),
+        ("It appears 4 times (at 3, 4, 6 and 7).", "4", 1.0),
+        ("4 (or 5, 6)", "4", 0.0),  # a hedge, not a list
     ],
 )
 def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(

@@ -422,7 +422,12 @@ _WORKING = re.compile(
     # the steps: "391 (17 × 20 = 340, 17 × 3 = 51)"
     rf"|\s*{_STEP}(?:\s*(?:[,;]|\band\b)\s*{_STEP})*\s*"
     # a unit's conversion fact: "(1 kilometer = 1,000 meters)"
-    r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*)\)[\s.!*_$]*",
+    r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*"
+    # what is counted, listed: "4 times (positions 3, 4, 6, 7)", "3 (at 2, 5 and 9)"
+    # (not a hedge: "4 (or 5, 6)")
+    r"|\s*(?:(?!(?:or|not|maybe|perhaps|possibly|else)\b)[^\W\d_]+\s+){0,3}"
+    r"\d+(?:\s*,\s*\d+)*(?:\s*,\s*|\s*,?\s+and\s+)\d+\s*)"
+    r"\)[\s.!*_$]*",
     re.IGNORECASE,
 )
 
