@@ -1923,6 +1923,24 @@ def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float)
     assert result.score == score, result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("olleh\n\nWait, actually ollhe.", 0.0),
+        ("olleh\n\nActually, ollhe.", 0.0),
+        ("olleh\n\nNo wait, ollhe.", 0.0),
+        ("ollhe\n\nWait, actually olleh.", 1.0),
+        ("ollhe\n\nNo wait, **olleh**!", 1.0),
+        # a remark, not a correction: the answer stands
+        ("olleh\n\nActually, this was easy.", 1.0),
+        ("olleh\n\nActually, yes.", 1.0),
+    ],
+)
+def test_exact_grader_follows_a_bare_correction(output: str, score: float) -> None:
+    result = run(exact_task("olleh"), output)
+    assert result.score == score, result.detail
+
+
 def test_exact_grader_reads_a_letter_named_by_its_kind() -> None:
     prompt = "What is the last letter of the word 'banana'? Reply with only the result."
     task = Task(id="e", prompt=prompt, answer="a", grader="exact", task="strings")

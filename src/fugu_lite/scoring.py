@@ -45,8 +45,8 @@
   unless it may retract the answer, an "Answer:" prefix; case too
   unless `task.case_sensitive`). The whole output,
   the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
-  self-correction "Wait, no, it's tac") or the last line's last "is" / "gives us" / "it's"
-  (also without a "the letter" / "the word" naming it: "... is the letter a"),
+  self-correction "Wait, no, it's tac", "Wait, actually tac.") or the last line's last "is"
+  / "gives us" / "it's" (also without a "the letter" / "the word" naming it: "... is the letter a"),
   the text before "is the answer" ("tac is the reversed word."), the subject of the last
   line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
   `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
@@ -1831,8 +1831,14 @@ def _quoted_texts(text: str) -> list[str]:
 # "The answer is: X", "**Answer**: X", "Output: X" (the exact grader's own markers: the
 # choice grader reads option texts through `answer_candidates`)
 # and a self-correction ("tca\n\nWait, no, it's tac.": the correction is the answer)
+# and a bare one giving a single word as its whole sentence ("tac\n\nWait, actually tca.",
+# "No wait, tca."; not "Actually, this was easy.")
 _EXACT_MARKER = re.compile(
-    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{_SELF_CORRECTION})[\s:]*", re.IGNORECASE
+    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{_SELF_CORRECTION}"
+    rf"|(?:{_BARE_CORRECTION_LEAD}|\bno,?\s+wait\b[\s,:;!.—–-]{{0,3}})"
+    r"(?!(?:yes|no|right|correct|true|fine|ok|okay|sure|hmm|wait)\b)"  # "Actually, yes."
+    r"(?=[*_'\"`“‘]*[^\W_][^\s.,;:!?*_'\"`”’]*[*_'\"`”’]*(?:[.!]+(?=\s|$)|[ \t]*(?:\n|$))))[\s:]*",
+    re.IGNORECASE,
 )
 _QUOTED_START = re.compile(r"\s*(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)")
 _CLAUSE_END = re.compile(r"[.,;!?](?=\s|$)")
