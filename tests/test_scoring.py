@@ -1941,6 +1941,12 @@ def test_exact_grader_follows_a_bare_correction(output: str, score: float) -> No
     assert result.score == score, result.detail
 
 
+def test_exact_grader_does_not_read_quoted_text_said_to_be_wrong() -> None:
+    assert run(exact_task("olleh"), "'olleh' is wrong; it is ollhe.").score == 0.0
+    assert run(exact_task("olleh"), '"olleh" is incorrect.').score == 0.0
+    assert run(exact_task("olleh"), "'ollhe' is wrong, 'olleh' is right.").score == 1.0
+
+
 def test_exact_grader_reads_a_letter_named_by_its_kind() -> None:
     prompt = "What is the last letter of the word 'banana'? Reply with only the result."
     task = Task(id="e", prompt=prompt, answer="a", grader="exact", task="strings")

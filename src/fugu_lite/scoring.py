@@ -1823,9 +1823,14 @@ def answer_candidates(output: str) -> dict[str, str]:
 
 
 def _quoted_texts(text: str) -> list[str]:
-    """The texts in 'quotes', "double quotes", `backticks` or **bold**, in order."""
-    found = re.findall(r"(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)", text)
-    return [next(part for part in parts if part) for parts in found]
+    """The texts in 'quotes', "double quotes", `backticks` or **bold**, in order, but those
+    said to be wrong ("'tobor' is wrong; it is tobro.")."""
+    found = re.finditer(r"(?:'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`|\*\*([^*\n]+)\*\*)", text)
+    return [
+        next(part for part in match.groups() if part)
+        for match in found
+        if not _REJECTED.match(text[match.end() : match.end() + 40])
+    ]
 
 
 # "The answer is: X", "**Answer**: X", "Output: X" (the exact grader's own markers: the
