@@ -2219,6 +2219,11 @@ def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() 
         ("4 times (positions 3, 4, 6, 7)", "7", 0.0),
         ("It appears 4 times (at 3, 4, 6 and 7).", "4", 1.0),
         ("4 (or 5, 6)", "4", 0.0),  # a hedge, not a list
+        # a number in words before the working
+        ("She has fourteen apples (12 + 5 - 3).", "14", 1.0),
+        ("She has fourteen apples (12 + 5 - 3).", "3", 0.0),
+        ("Fifteen (12 + 5 - 3 = 14)", "14", 0.0),
+        ("She has some apples (12 + 5 - 3).", "3", 0.0),
     ],
 )
 def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(

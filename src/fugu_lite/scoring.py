@@ -289,6 +289,10 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         working = _setup_at_the_end(text, numbers, question)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
+    elif working is not None:  # "She has fourteen apples (12 + 5 - 3)."
+        words = list(_WORDED_NUMBER.finditer(text, 0, working))
+        if words:
+            return _worded_number(words[-1])
     echoes = _echoes_of_the_question(text, question)
     if echoes and numbers:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
         numbers = [number for number in numbers if not _inside(number.start(), echoes)]
