@@ -843,6 +843,22 @@ def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> No
         assert result.score == (1.0 if expected == letter else 0.0), result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("I'm not sure, but I think B.", 1.0),
+        ("I guess B!", 1.0),
+        ("I believe, (B).", 1.0),
+        ("I think A is tall, but B is the tallest.", 1.0),
+        ("I think A.", 0.0),
+        ("I think B? Or A?", 0.0),
+    ],
+)
+def test_choice_grader_reads_a_guess(output: str, score: float) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
 def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
     started = time.process_time()
     output = "the answer is a bit long, " * 100_000 + "\nB"

@@ -1373,8 +1373,9 @@ _CHOICE_MARKER = re.compile(
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
-    # a bare correction: "Answer: A. Wait, actually B." (the letter ends it, as a conclusion's)
-    rf"|{_SELF_CORRECTION}|(?P<bare>{_BARE_CORRECTION_LEAD}))\s*"
+    # a bare correction: "Answer: A. Wait, actually B." (the letter ends it, as a conclusion's),
+    # and a guess: "I'm not sure, but I think B."
+    rf"|{_SELF_CORRECTION}|(?P<bare>{_BARE_CORRECTION_LEAD}|\bI\s+(?:think|guess|believe)\b,?))\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
