@@ -1388,6 +1388,34 @@ def test_dash_for_stdin_or_stdout_is_refused_saying_so(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["records.jsonl"]
 
 
+def test_dash_for_a_config_pool_or_key_file_is_refused_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cat config.yaml | ... -c -` said "config file - not found", `--pool -` "pool file -
+    not found", `--api-keys-file -` "cannot read it (No such file or directory)": none said
+    that stdin is not read there, as the record and task files' `-` does."""
+    from fugu_lite.local_server import free_port
+
+    monkeypatch.chdir(tmp_path)
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=2))
+    tasks = tmp_path / "tasks.jsonl"
+    ok(invoke("tasks", "generate", "-o", tasks, "--per-family", "1"))
+    commands = {
+        "-c": ("train", "sft", "-r", records, "-o", tmp_path / "sft", "-c", "-"),
+        "--pool": ("collect", "--tasks", tasks, "-o", tmp_path / "rewards.jsonl", "--pool", "-"),
+        "--api-keys-file": (
+            "serve", "--checkpoint", tmp_path / "router", "--port", str(free_port()),
+            "--api-keys-file", "-",
+        ),
+    }  # fmt: skip
+    for flag, command in commands.items():
+        result = invoke(*command)
+        assert result.exit_code == 2, result.output
+        assert f"{flag} - (standard input) is not read here" in flat(result.stderr)
+    assert not (tmp_path / "sft").exists() and not (tmp_path / "rewards.jsonl").exists()
+
+
 def test_serve_takes_a_log_level_in_capitals(tmp_path: Path) -> None:
     """`--log-level INFO` (or `DEBUG`, as Python's logging writes them) was refused as "not a
     log level", though uvicorn's own command line takes it."""

@@ -10,7 +10,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .io import RecordFileError, read_utf8_text
+from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -294,6 +294,8 @@ def _check_stage_overrides(overrides: dict, stage: str) -> None:
 
 
 def _read_yaml_mapping(path: Path) -> dict:
+    if means_stdin(path):
+        raise ConfigError(f"-c {STDIN_NOT_READ}")
     if not path.exists():
         raise ConfigError(f"config file {path} not found")
     if path.is_dir():

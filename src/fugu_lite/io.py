@@ -33,6 +33,15 @@ def cache_root() -> Path:
     return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
 
 
+STDIN_NOT_READ = "- (standard input) is not read here: save the input to a file and give its path"
+
+
+def means_stdin(path: Path) -> bool:
+    """`-` given as a file to read where no file has that name: stdin was meant, which only
+    `route -` reads ("-: file not found" left users puzzled)."""
+    return str(path) == "-" and not path.exists()
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -86,10 +95,8 @@ def open_for_reading(path: Path) -> BinaryIO:
     RecordFileError naming it."""
     if path.is_dir():
         raise RecordFileError(f"{path} is a directory, not a file; give the path of the file")
-    if str(path) == "-" and not path.exists():  # "-: file not found" left users puzzled
-        raise RecordFileError(
-            "- (standard input) is not read here: save the input to a file and give its path"
-        )
+    if means_stdin(path):
+        raise RecordFileError(STDIN_NOT_READ)
     try:
         return path.open("rb")
     except FileNotFoundError as error:

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .config import ConfigError, UniqueKeyLoader, describe_yaml_error
-from .io import RecordFileError, read_utf8_text
+from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).
@@ -184,6 +184,8 @@ def load_pool_config(path: str | Path | None = None) -> PoolConfig:
 
 
 def _read_yaml(path: Path) -> dict:
+    if means_stdin(path):
+        raise ConfigError(f"--pool {STDIN_NOT_READ}")
     if not path.exists():
         raise ConfigError(
             f"pool file {path} not found; write one (README 'Workers and collection', or "

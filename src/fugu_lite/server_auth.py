@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from .io import STDIN_NOT_READ, means_stdin
 from .server_schemas import ApiError
 
 REDACTED = "[redacted]"
@@ -38,6 +39,8 @@ def load_api_keys(env_var: str | None = None, file: str | Path | None = None) ->
         keys += parse_keys(value)
     if file:
         path = Path(file)
+        if means_stdin(path):
+            raise ApiKeyError(f"--api-keys-file {STDIN_NOT_READ}")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
