@@ -5,6 +5,7 @@ schemas."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import shlex
@@ -25,6 +26,7 @@ from fugu_lite.datasets import IMPORTERS
 from fugu_lite.pool import LocalServerConfig, PoolConfig, WorkerConfig
 from fugu_lite.reward_head import RewardHeadTraining
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.server_schemas import FUGU_KEYS
 from fugu_lite.tasks import Task
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -32,8 +34,9 @@ ABSENT = "—"
 
 
 def readme_table(first_column: str) -> list[list[str]]:
-    """The body rows of the README table whose header starts with `| first_column |`."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """The body rows of the README table whose header starts with `| first_column |` (indented
+    too, as in a list item)."""
+    lines = [line.lstrip() for line in README.read_text(encoding="utf-8").splitlines()]
     starts = [i for i, line in enumerate(lines) if line.startswith(f"| {first_column} |")]
     assert len(starts) == 1, f"README: expected one table headed {first_column!r}"
     rows = []
@@ -202,6 +205,39 @@ def test_every_option_of_every_command_is_in_the_readme() -> None:
         )
     ]
     assert not missing, f"README: options no line of it names: {missing}"
+
+
+BENCH_README = README.parent / "bench" / "README.md"
+
+
+def test_every_fugu_lite_name_the_docs_give_exists() -> None:
+    """`fugu_lite.costs.load_router_family`, `fugu_lite.server_thread.ServerThread`, ... and
+    the source files named (`train_sft.py`, `bench/cost.py`) are what a reader imports or
+    opens; a rename in the code would leave them pointing at nothing."""
+    text = README.read_text("utf-8") + BENCH_README.read_text("utf-8")
+    dotted = set(re.findall(r"\bfugu_lite(?:\.\w+)+", text))
+    assert len(dotted) > 5
+    for name in dotted:
+        parts = name.split(".")
+        for split in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                target: Any = importlib.import_module(".".join(parts[:split]))
+            except ModuleNotFoundError:
+                continue
+            for attribute in parts[split:]:
+                assert hasattr(target, attribute), f"docs: {name} does not exist"
+                target = getattr(target, attribute)
+            break
+    package = README.parent / "src" / "fugu_lite"
+    files = set(re.findall(r"`((?:[\w/]+/)?\w+\.py)`", text))
+    assert files
+    for file in files:
+        assert (README.parent / file).is_file() or (package / file).is_file(), f"docs: {file}?"
+
+
+def test_the_request_key_table_lists_fugu_lites_own_keys() -> None:
+    documented = [documented_key(row[0]) for row in readme_table("key")]
+    assert documented == list(FUGU_KEYS)
 
 
 def test_the_readme_examples_of_records_tasks_and_pools_are_valid() -> None:
