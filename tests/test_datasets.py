@@ -257,6 +257,21 @@ def test_resolve_data_dir_offline_error_says_what_to_do(tmp_path: Path, monkeypa
         resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
 
 
+def test_the_llmrouter_download_lives_in_the_cache_dir_that_fugu_lite_cache_dir_names(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """$FUGU_LITE_CACHE_DIR moved every cache (features, exports, digests) but the LLMRouter
+    download, which `demo` still looked for and wrote in ~/.cache/fugu-lite/data: with a home
+    that is read-only or too small, the reason to set it, the download failed."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    make_llmrouter(tmp_path / "cache" / "data")
+    (tmp_path / "cache" / "data" / "llmrouter" / "LICENSE").write_text("MIT\n")
+    found = resolve_data_dir(None, search_paths=[], download=False)
+    assert found == tmp_path / "cache" / "data"
+    assert import_llmrouter(found)
+
+
 def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     requested: list[str] = []

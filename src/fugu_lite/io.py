@@ -30,6 +30,7 @@ class RecordFileError(ValueError):
 
 
 def cache_root() -> Path:
+    """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite."""
     return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
 
 

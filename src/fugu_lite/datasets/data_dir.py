@@ -8,11 +8,10 @@ from pathlib import Path
 
 import httpx
 
-from ..io import write_text_atomic
+from ..io import cache_root, write_text_atomic
 from .llmrouter import LLMROUTER_FILES
 
 DATA_DIR_ENV = "FUGU_LITE_DATA_DIR"
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "fugu-lite" / "data"
 LLMROUTER_REPO = "ulab-uiuc/LLMRouter"
 LLMROUTER_COMMIT = "4e7a796942ce26e9d5f2b93191c7c2585c99c2e3"
 LLMROUTER_DOWNLOADS: tuple[str, ...] = (*LLMROUTER_FILES, "LICENSE")
@@ -36,7 +35,7 @@ def resolve_data_dir(
     *,
     dataset: str = "llmrouter",
     search_paths: Sequence[Path] | None = None,
-    cache_dir: Path = DEFAULT_CACHE_DIR,
+    cache_dir: Path | None = None,
     download: bool = True,
     timeout: float = 60.0,
 ) -> Path:
@@ -44,8 +43,10 @@ def resolve_data_dir(
 
     Order: `data_dir`, then $FUGU_LITE_DATA_DIR (either one, when given, must hold the
     dataset), then `search_paths`, then the cache; for llmrouter, last, a download of the
-    MIT-licensed files from GitHub into the cache.
+    MIT-licensed files from GitHub into the cache (`cache_dir`, default the `data/` folder of
+    fugu-lite's cache: $FUGU_LITE_CACHE_DIR/data when set, as for every other cache).
     """
+    cache_dir = cache_dir or cache_root() / "data"
     explicit_choices = ((data_dir, "--data-dir"), (os.environ.get(DATA_DIR_ENV), DATA_DIR_ENV))
     for explicit, origin in explicit_choices:
         if explicit:
