@@ -1324,6 +1324,14 @@ def test_serve_help_says_what_each_log_level_shows() -> None:
     assert "access line per request" in shown and "failed worker calls" in shown
 
 
+def test_demo_help_says_where_the_llmrouter_data_is_found_without_data_dir() -> None:
+    """`demo --help` said only "Folder holding llmrouter/.", so a user could not tell that
+    the option may be left out, nor where the demo then looks (the README's order)."""
+    shown = flat(ok(runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "200"})))
+    assert "$FUGU_LITE_DATA_DIR, else ../shared/data, else a download" in shown
+    assert "skipped" in shown
+
+
 def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

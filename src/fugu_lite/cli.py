@@ -780,7 +780,13 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path 
 
 @app.command("demo")
 def demo_command(
-    data_dir: Annotated[Path | None, typer.Option(help="Folder holding llmrouter/.")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder holding llmrouter/. Default: $FUGU_LITE_DATA_DIR, else ../shared/data, "
+            "else a download into the cache (online; offline the LLMRouter stage is skipped)."
+        ),
+    ] = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
     ] = Path("runs/demo"),
