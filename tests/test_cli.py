@@ -1324,6 +1324,31 @@ def test_serve_help_says_what_each_log_level_shows() -> None:
     assert "access line per request" in shown and "failed worker calls" in shown
 
 
+def test_every_help_names_each_option_whole_at_80_columns() -> None:
+    """At 80 columns (a terminal's default; piped too) rich's option table cut what did not
+    fit its column: `serve --help` listed `--max-body-byt…`, `--breaker-cool…`, `demo --help`
+    `--tasks-per-fami…`, and `train es --help` `src/fugu_lite/configs/defa…` for -c; and
+    the summaries in a group's list must not be cut either ("... random, kNN,...")."""
+    import typer
+
+    root = typer.main.get_command(app)
+    groups: list[tuple[list[str], typer.core.TyperGroup]] = [([], root)]
+    while groups:
+        path, group = groups.pop()
+        listing = ok(runner.invoke(app, [*path, "--help"], terminal_width=80))
+        assert not re.search(r"\.\.\.$|…", listing.split("Commands:")[1], re.M), listing
+        for name, command in getattr(group, "commands", {}).items():
+            if getattr(command, "commands", None):
+                groups.append(([*path, name], command))
+                continue
+            shown = ok(runner.invoke(app, [*path, name, "--help"], terminal_width=80))
+            assert "…" not in shown, f"{' '.join([*path, name])} --help cuts text:\n{shown}"
+            for param in command.params:
+                for option in (*param.opts, *param.secondary_opts):
+                    if option.startswith("--"):
+                        assert re.search(rf"{re.escape(option)}(?![\w-])", shown), (path, option)
+
+
 def test_demo_help_says_where_the_llmrouter_data_is_found_without_data_dir() -> None:
     """`demo --help` said only "Folder holding llmrouter/.", so a user could not tell that
     the option may be left out, nor where the demo then looks (the README's order)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -34,22 +35,25 @@ if TYPE_CHECKING:
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
-app = typer.Typer(
-    no_args_is_help=True, help="fugu-lite: a learned router in front of a pool of LLMs."
-)
-data_app = typer.Typer(no_args_is_help=True, help="Import and inspect reward records.")
-train_app = typer.Typer(
-    no_args_is_help=True,
-    help="Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head.",
+
+def command_group(help: str) -> typer.Typer:
+    # plain (click) help: rich's option tables cut the names that do not fit their column, so
+    # at 80 columns (or piped) `serve --help` listed `--max-body-byt…` and `--breaker-cool…`
+    return typer.Typer(no_args_is_help=True, help=help, rich_markup_mode=None)
+
+
+app = command_group("fugu-lite: a learned router in front of a pool of LLMs.")
+data_app = command_group("Import and inspect reward records.")
+train_app = command_group(
+    "Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head."
 )
 app.add_typer(data_app, name="data")
 app.add_typer(train_app, name="train")
-tasks_app = typer.Typer(no_args_is_help=True, help="Generate and check task files.")
+tasks_app = command_group("Generate and check task files.")
 app.add_typer(tasks_app, name="tasks")
-cache_app = typer.Typer(
-    no_args_is_help=True,
-    help="See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones, "
-    "weight-file digests).",
+cache_app = command_group(
+    "See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones, "
+    "weight-file digests)."
 )
 app.add_typer(cache_app, name="cache")
 console = results_console()
@@ -1088,6 +1092,21 @@ def cache_clear(
         f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
     )
 
+
+def whole_summaries(group: typer.Typer) -> None:
+    """Plain help cut a command's summary in its group's list at the terminal's width
+    ("Evaluate a router against best single, oracle, random, kNN,..."); one given as
+    `short_help` is wrapped whole instead."""
+    for command in group.registered_commands:
+        if command.short_help is None and command.callback and command.callback.__doc__:
+            command.short_help = inspect.cleandoc(command.callback.__doc__).split("\n\n")[0]
+    for subgroup in group.registered_groups:
+        if subgroup.typer_instance is not None:
+            subgroup.short_help = subgroup.typer_instance.info.help
+            whole_summaries(subgroup.typer_instance)
+
+
+whole_summaries(app)
 
 if __name__ == "__main__":
     app()
