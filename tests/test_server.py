@@ -1219,6 +1219,35 @@ def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     assert "retry later" in response.json()["error"]["message"]
 
 
+def test_a_rate_limited_worker_hands_the_request_on_at_once(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's 429 was retried by the pool (max_retries times, each after its
+    Retry-After) before the next worker was asked: with Retry-After 2 s the client waited
+    4 s for an answer the next worker gave at once. The pool retries a 429 only for the
+    last worker of the ranking now."""
+    retrying = {"max_retries": 2, "retry_backoff_s": 0.01}
+    running = serve(pool_for(stubs, overrides={w: retrying for w in stubs.workers}))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    limited = stubs.workers[first]
+    limited.mode, limited.retry_after_s = "429", 2.0
+    for stream in (False, True):
+        started = time.monotonic()
+        response = running.post({"model": MODEL, "messages": user(MATH), "stream": stream})
+        assert response.status_code == 200, response.text
+        assert time.monotonic() - started < 1.5
+        assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    assert len(limited.bodies) == 2  # one call per request, no retries
+
+    # The last worker left still gets the pool's retries, honouring its Retry-After.
+    limited.mode, limited.retry_after_s = "ok", 0.3
+    limited.fail_next("429")
+    started = time.monotonic()
+    response = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert response.status_code == 200 and response.headers["x-fugu-attempts"] == f"{first}:ok"
+    assert time.monotonic() - started >= 0.3 and len(limited.bodies) == 4
+
+
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

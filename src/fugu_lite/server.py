@@ -65,7 +65,7 @@ TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as 
 # A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
 BUSY_RETRY_AFTER_S = 1.0
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
-RATE_LIMITED = "rate_limit"  # a worker's 429, after the pool's retries
+RATE_LIMITED = "rate_limit"  # a worker's 429 (retried by the pool for the last worker only)
 
 
 class ServeSettings(BaseModel):
@@ -707,10 +707,10 @@ def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> Api
 
 def workers_rate_limited(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
     """A 429 `rate_limit_exceeded`, OpenAI's shape, when the workers that could take the
-    conversation were rate-limited by their providers (after the pool's retries) or were
-    cooling down or busy: the openai SDK raises it as RateLimitError, which clients back off
-    on and retry later; a 502 read as a broken gateway. Its Retry-After is the soonest any
-    of them may take a request again, as far as known (`retry_after_s`)."""
+    conversation were rate-limited by their providers or were cooling down or busy: the
+    openai SDK raises it as RateLimitError, which clients back off on and retry later; a
+    502 read as a broken gateway. Its Retry-After is the soonest any of them may take a
+    request again, as far as known (`retry_after_s`)."""
     limited = "; ".join(
         f"{a.worker} ({a.message or a.outcome})" for a in error.down if a.outcome == RATE_LIMITED
     )

@@ -16,6 +16,7 @@ from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
+    RETRYABLE_KINDS,
     WORKER_REFUSALS,
     CallResult,
     WorkerCallError,
@@ -36,6 +37,9 @@ CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
 # worker is busy, not failing, so its circuit is not charged.
 BUSY = "busy"
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
+# A worker rate-limited by its provider (429) asks to wait, often seconds (its Retry-After):
+# while another worker may answer, the client is not held through those waits.
+RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {"rate_limit"}
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -143,7 +147,9 @@ class Dispatcher:
             wait = SlotWait(self.deadline_s(worker))
             try:
                 async with asyncio.timeout(wait.deadline_s) as wait.limit:
-                    result = await self.pool.chat(worker, messages, wait, **params)
+                    result = await self.pool.chat(
+                        worker, messages, wait, retried_kinds(last), **params
+                    )
             except TimeoutError:
                 result = self._timed_out(worker, wait.had_slot)
             except asyncio.CancelledError:
@@ -185,7 +191,7 @@ class Dispatcher:
                 continue
             started = time.perf_counter()
             wait = SlotWait(self.deadline_s(worker))
-            chunks = self.pool.stream_chat(worker, messages, wait, **params)
+            chunks = self.pool.stream_chat(worker, messages, wait, retried_kinds(last), **params)
             try:
                 async with asyncio.timeout(wait.deadline_s) as wait.limit:
                     first = await anext(chunks)
@@ -312,6 +318,11 @@ class Dispatcher:
             f"{config.max_concurrency} of its max_concurrency taken by other requests); raise "
             "its max_concurrency or timeout_s, or add workers"
         )
+
+
+def retried_kinds(last: bool) -> frozenset[str]:
+    """The errors the pool tries a worker again on: a 429 only when no worker follows."""
+    return RETRYABLE_KINDS if last else RETRIED_BEFORE_NEXT
 
 
 def retry_at(retry_after_s: float | None) -> float | None:

@@ -991,12 +991,15 @@ class WorkerPool:
         worker_id: str,
         messages: list[dict[str, Any]],
         on_slot: Callable[[], None] | None = None,
+        retried: frozenset[str] = RETRYABLE_KINDS,
         /,
         **params: Any,
     ) -> CallResult:
         """One chat completion; failures come back as a CallResult with `error` set.
         `on_slot` is called once the call has one of the worker's max_concurrency slots (a
-        caller giving up before then knows the worker was busy, not failing).
+        caller giving up before then knows the worker was busy, not failing); `retried`:
+        the error kinds tried again (up to max_retries), e.g. all but rate_limit for a
+        caller with another worker to ask.
         (Positional-only arguments: any request key, `worker_id` or `self` too, is a param.)"""
         worker = self.worker(worker_id)
         self._client(worker_id)  # the pool is started (the call's client: _ready_client)
@@ -1046,7 +1049,7 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
-                    if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
+                    if kind not in retried or attempt > worker.max_retries:
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
                         logger.log(
@@ -1069,6 +1072,7 @@ class WorkerPool:
         worker_id: str,
         messages: list[dict[str, Any]],
         on_slot: Callable[[], None] | None = None,
+        retried: frozenset[str] = RETRYABLE_KINDS,
         /,
         **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
@@ -1078,8 +1082,8 @@ class WorkerPool:
         if it still fails, WorkerCallError is raised before anything is yielded, so a
         caller can fall back to another worker. A failure after the first chunk raises
         WorkerCallError too. The worker's slot is held until the stream ends (`on_slot` is
-        called once it has it, as for `chat`): iterate to the end or close the generator
-        (`contextlib.aclosing`)."""
+        called once it has it, and `retried` read, as for `chat`): iterate to the end or
+        close the generator (`contextlib.aclosing`)."""
         worker = self.worker(worker_id)
         self._client(worker_id)  # the pool is started (the call's client: _ready_client)
         body = self.request_body(worker, messages, params)
@@ -1116,7 +1120,7 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
-                    if kind not in RETRYABLE_KINDS or attempt > worker.max_retries:
+                    if kind not in retried or attempt > worker.max_retries:
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
                         ) from None
