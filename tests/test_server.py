@@ -715,6 +715,23 @@ def test_null_parameters_leave_the_workers_own_params_in_place(serve, stubs: Stu
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["max_tokens"] == 24
 
 
+def test_a_null_include_usage_streams_without_usage(serve, stubs: Stubs) -> None:
+    """`"stream_options": {"include_usage": null}` (clients that write every unset field
+    as null) was a 400 "Input should be a valid boolean", where null means the default,
+    as `"stream": null` does: the stream now comes, without the usage chunk."""
+    running = serve(pool_for(stubs))
+    body = {"model": MODEL, "messages": user(MATH), "stream": True,
+            "stream_options": {"include_usage": None}}  # fmt: skip
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200, response.read()
+        events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert chunks and all(chunk["choices"] and "usage" not in chunk for chunk in chunks)
+    text = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks)
+    assert text.startswith("answer from ")
+
+
 # --- per-request and server-wide worker selection ----------------------------------------------
 
 

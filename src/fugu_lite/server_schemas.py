@@ -153,10 +153,18 @@ def check_function_call(index: int, call: Any) -> None:
         )
 
 
+def null_is_false(value: Any) -> Any:
+    """OpenAI's null for a boolean flag (`"stream": null`) means its default, false;
+    strings and numbers are still refused."""
+    return False if value is None else value
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     include_usage: bool = Field(default=False, strict=True)
+
+    _null_is_false = field_validator("include_usage", mode="before")(null_is_false)
 
 
 class ResponseFormat(BaseModel):
@@ -218,12 +226,7 @@ class ChatCompletionRequest(BaseModel):
     cost_weight: float | None = Field(default=None, ge=0, strict=True)
     include_routing: bool = Field(default=False, strict=True)
 
-    @field_validator("stream", "include_routing", mode="before")
-    @classmethod
-    def _null_is_false(cls, value: Any) -> Any:
-        """OpenAI's `"stream": null` means the default, false (strings and numbers are
-        still refused)."""
-        return False if value is None else value
+    _null_is_false = field_validator("stream", "include_routing", mode="before")(null_is_false)
 
     @field_validator("n")
     @classmethod
