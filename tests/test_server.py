@@ -1528,6 +1528,13 @@ BAD_INPUTS = [
      "needs `tools`"),
     ("unknown tool_choice", {**VALID, "tools": [TOOL], "tool_choice": "always"}, 400,
      "tool_choice 'always' is not one of"),
+    # A worker got them as sent: OpenAI refused them, a local worker ignored the name
+    ("a name not a string", {**VALID, "messages": [{"role": "user", "content": "hi",
+        "name": 5}]}, 400, "messages[0].name must be a string (the participant's name"),
+    ("an assistant's name an object", {**VALID, "messages": [{"role": "assistant",
+        "content": "hi", "name": {"first": "Al"}}, {"role": "user", "content": "hi"}]}, 400,
+     'messages[0].name must be a string (the participant\'s name, e.g. "alice"), as OpenAI\'s'
+     ' API requires; got {"first": "Al"}'),
     ("tool message without its call id", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
      "messages[1] is a tool message without a string tool_call_id"),

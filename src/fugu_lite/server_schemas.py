@@ -274,6 +274,12 @@ class ChatCompletionRequest(BaseModel):
                     "the name of the function whose result it holds, e.g. "
                     '{"role": "function", "name": "weather", "content": "sunny"}'
                 )
+            name = extra.get("name")
+            if name is not None and not isinstance(name, str):
+                raise ValueError(
+                    f"messages[{index}].name must be a string (the participant's name, e.g. "
+                    f'"alice"), as OpenAI\'s API requires; got {compact(name)}'
+                )
         return messages
 
     @field_validator("logit_bias")
