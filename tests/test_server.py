@@ -1535,6 +1535,10 @@ BAD_INPUTS = [
         "content": "hi", "name": {"first": "Al"}}, {"role": "user", "content": "hi"}]}, 400,
      'messages[0].name must be a string (the participant\'s name, e.g. "alice"), as OpenAI\'s'
      ' API requires; got {"first": "Al"}'),
+    ("an assistant turn's empty tool_calls", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "content": "no tool",
+                                             "tool_calls": []}, *VALID["messages"]]}, 400,
+     "messages[1].tool_calls is an empty list, which OpenAI's API refuses too"),
     ("tool message without its call id", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
      "messages[1] is a tool message without a string tool_call_id"),

@@ -126,6 +126,11 @@ def check_tool_calls(index: int, calls: Any) -> None:
     )
     if not isinstance(calls, list):
         raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
+    if not calls:
+        raise ValueError(
+            f"messages[{index}].tool_calls is an empty list, which OpenAI's API refuses too; "
+            "leave tool_calls out of a turn that called no tool"
+        )
     for number, call in enumerate(calls):
         if (
             not isinstance(call, dict)
