@@ -1094,6 +1094,44 @@ def test_a_client_leaving_a_queued_answer_does_not_cut_the_one_being_generated(
         assert raw.headers["x-fugu-attempts"] == "smol-a:ok"
 
 
+def test_a_local_worker_is_sent_one_call_at_a_time(
+    checkpoint: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A local worker with max_concurrency 3 had a request sent to its llama.cpp server
+    while another's answer was being streamed: it waited in llama.cpp's queue while its
+    timeout_s ran, and was a 502 timeout charged to the healthy worker's circuit. serve
+    now sends a local worker one call at a time (as collect does) and says so; the next
+    waits for its slot, within its deadline, and is answered."""
+    pool = local_pool(timeout_s=2.0)
+    pool.workers[0].max_concurrency = 3
+    app = create_app(ServeSettings(checkpoint=checkpoint), pool_config=pool)
+    assert "local worker smol-a is sent one call at a time, not max_concurrency 3" in caplog.text
+    no_end = {"2": -100}  # SmolLM2's <|im_end|>: the answer runs to max_tokens
+    with ServerThread(app, startup_timeout_s=240) as thread:
+        client = openai.OpenAI(base_url=thread.base_url, api_key="unused", max_retries=0)
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Count from 1 to 1000."}],
+            max_tokens=400, logit_bias=no_end, stream=True, extra_body={"workers": ["smol-a"]},
+        )  # fmt: skip
+        next(iter(stream))
+
+        async def meanwhile() -> openai.types.chat.ChatCompletion:
+            async with openai.AsyncOpenAI(base_url=thread.base_url, api_key="unused",
+                                          max_retries=0) as other:  # fmt: skip
+                asked = asyncio.create_task(other.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=5,
+                    extra_body={"workers": ["smol-a"]}, timeout=60,
+                ))  # fmt: skip
+                await asyncio.sleep(3.0)  # longer than timeout_s, while the stream is held
+                stream.close()
+                return await asked
+
+        answer = asyncio.run(meanwhile())
+        assert answer.choices[0].message.content is not None
+        state = httpx.get(f"{thread.url}/health").json()["workers"]["smol-a"]
+        assert state["consecutive_failures"] == 0
+
+
 def test_an_answer_over_timeout_s_does_not_hold_up_the_next(live: Live) -> None:
     """llama.cpp's server went on generating a non-streamed answer that fugu-lite gave up
     on after the worker's timeout_s: the next requests to that worker waited behind it and

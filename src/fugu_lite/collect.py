@@ -46,7 +46,7 @@ from rich.table import Table
 
 from .config import ConfigError
 from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
-from .pool import PoolConfig, WorkerConfig, resolve_gguf
+from .pool import PoolConfig, WorkerConfig, one_call_at_a_time, queued_locally, resolve_gguf
 from .progress import LineProgress
 from .schemas import RewardRecord, prompt_hash
 from .scoring import Grade, grade, parse_judge_score
@@ -1022,27 +1022,6 @@ async def collect(
         return summarize(state, collector.counters).model_copy(
             update={"reasks": reasks, "regrades": regrades, "reprices": reprices}
         )
-
-
-def one_call_at_a_time(config: PoolConfig) -> PoolConfig:
-    """The pool with each local worker's max_concurrency at 1: its llama.cpp server answers
-    one request at a time, so more calls in flight only wait in its queue, where their
-    timeout_s runs out (a healthy worker timed out, was restarted and taken as down)."""
-    workers = [
-        worker.model_copy(update={"max_concurrency": 1}) if worker.is_local else worker
-        for worker in config.workers
-    ]
-    return config.model_copy(update={"workers": workers})
-
-
-def queued_locally(config: PoolConfig) -> list[str]:
-    return [
-        f"local worker {worker.id} is sent one call at a time, not max_concurrency "
-        f"{worker.max_concurrency}: its llama.cpp server answers one at a time, and the others "
-        "would wait in its queue, where their timeout_s runs out"
-        for worker in config.workers
-        if worker.is_local and worker.max_concurrency > 1
-    ]
 
 
 def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:

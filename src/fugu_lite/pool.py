@@ -154,6 +154,27 @@ class PoolConfig(StrictModel):
         raise KeyError(f"unknown worker {worker_id!r}; the pool has {', '.join(self.worker_ids)}")
 
 
+def one_call_at_a_time(config: PoolConfig) -> PoolConfig:
+    """The pool with each local worker's max_concurrency at 1: its llama.cpp server answers
+    one request at a time, so more calls in flight only wait in its queue, where their
+    timeout_s runs out (a healthy worker timed out, was restarted and taken as down)."""
+    workers = [
+        worker.model_copy(update={"max_concurrency": 1}) if worker.is_local else worker
+        for worker in config.workers
+    ]
+    return config.model_copy(update={"workers": workers})
+
+
+def queued_locally(config: PoolConfig) -> list[str]:
+    return [
+        f"local worker {worker.id} is sent one call at a time, not max_concurrency "
+        f"{worker.max_concurrency}: its llama.cpp server answers one at a time, and the others "
+        "would wait in its queue, where their timeout_s runs out"
+        for worker in config.workers
+        if worker.is_local and worker.max_concurrency > 1
+    ]
+
+
 def embedded_pool_path() -> Path:
     return Path(str(resources.files("fugu_lite") / "configs" / "pool.yaml"))
 

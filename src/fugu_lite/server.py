@@ -33,7 +33,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .costs import RouterFamily, load_family_or_single
 from .local_server import check_llama_cpp_installed
-from .pool import PoolConfig, load_pool_config, resolve_gguf
+from .pool import (
+    PoolConfig,
+    load_pool_config,
+    one_call_at_a_time,
+    queued_locally,
+    resolve_gguf,
+)
 from .server_auth import ApiKeyChecker, Redactor, worker_secrets
 from .server_batching import BatcherClosedError, MicroBatcher
 from .server_breaker import CircuitBreaker
@@ -139,6 +145,9 @@ class FuguServer:
         self.settings = settings
         check_workers_match(family.worker_ids, pool_config)
         preflight(pool_config)
+        for note in queued_locally(pool_config):
+            logger.warning("%s", note)
+        pool_config = one_call_at_a_time(pool_config)
         self.router = RouterService(
             family, [w for w in pool_config.opt_out if w in family.worker_ids]
         )

@@ -313,10 +313,16 @@ class Dispatcher:
 
     def busy_message(self, worker: str) -> str:
         config = self.pool.worker(worker)
+        busy = f"worker {worker}: busy: no free slot within {self.deadline_s(worker):g} s"
+        if config.local is not None:
+            return (
+                f"{busy} (its llama.cpp server answers one request at a time, so it is sent "
+                "one call at a time whatever its max_concurrency, and other requests held "
+                "it); raise its timeout_s, or add workers"
+            )
         return (
-            f"worker {worker}: busy: no free slot within {self.deadline_s(worker):g} s (all "
-            f"{config.max_concurrency} of its max_concurrency taken by other requests); raise "
-            "its max_concurrency or timeout_s, or add workers"
+            f"{busy} (all {config.max_concurrency} of its max_concurrency taken by other "
+            "requests); raise its max_concurrency or timeout_s, or add workers"
         )
 
 
