@@ -1196,12 +1196,12 @@ def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     """fugu-lite's 429 carried no Retry-After when its workers' 429s did: the openai SDK
     then retried after its own half-second backoff, long before the providers' limits
     ended. It now passes on the soonest worker's wait, streamed or not."""
-    running = serve(pool_for(stubs), breaker_failures=5)
     first, second = ranking_for(family, MATH).ranking[:2]
     stubs.workers[first].retry_after_s = 40.0
     stubs.workers[second].retry_after_s = 7.0
     pair = {"model": MODEL, "messages": user(MATH), "workers": [first, second]}
     for stream in (False, True):
+        running = serve(pool_for(stubs))  # of its own: each worker is held for its wait
         stubs.workers[first].fail_next("429")
         stubs.workers[second].fail_next("429")
         response = running.post({**pair, "stream": stream})
@@ -1209,7 +1209,9 @@ def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
         assert response.headers["retry-after"] == "7"
         assert "retry in 7 s" in response.json()["error"]["message"]
 
-    # The SDK waits that long before it asks again (its own backoff was ~0.5 s).
+    # The SDK waits that long before it asks again (its own backoff was ~0.5 s), and is
+    # answered by the worker whose wait is over (the other asked for 40 s).
+    running = serve(pool_for(stubs))
     stubs.workers[second].retry_after_s = 2.0
     stubs.workers[first].fail_next("429")
     stubs.workers[second].fail_next("429")
@@ -1218,7 +1220,7 @@ def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     answer = client.chat.completions.create(
         model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
     )
-    assert answer.choices[0].message.content == f"answer from {first}"
+    assert answer.choices[0].message.content == f"answer from {second}"
     assert time.monotonic() - started >= 1.5
 
     # A worker whose 429 does not say how long: the soonest wait is not known, none is given.
@@ -1244,11 +1246,12 @@ def test_a_rate_limited_worker_hands_the_request_on_at_once(
     4 s for an answer the next worker gave at once. The pool retries a 429 only for the
     last worker of the ranking now."""
     retrying = {"max_retries": 2, "retry_backoff_s": 0.01}
-    running = serve(pool_for(stubs, overrides={w: retrying for w in stubs.workers}))
+    pool = pool_for(stubs, overrides={w: retrying for w in stubs.workers})
     first, second = ranking_for(family, MATH).ranking[:2]
     limited = stubs.workers[first]
     limited.mode, limited.retry_after_s = "429", 2.0
     for stream in (False, True):
+        running = serve(pool)  # a server of its own: a 429 holds the worker for 2 s
         started = time.monotonic()
         response = running.post({"model": MODEL, "messages": user(MATH), "stream": stream})
         assert response.status_code == 200, response.text
@@ -1260,9 +1263,47 @@ def test_a_rate_limited_worker_hands_the_request_on_at_once(
     limited.mode, limited.retry_after_s = "ok", 0.3
     limited.fail_next("429")
     started = time.monotonic()
-    response = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    response = serve(pool).post({"model": MODEL, "messages": user(MATH), "workers": [first]})
     assert response.status_code == 200 and response.headers["x-fugu-attempts"] == f"{first}:ok"
     assert time.monotonic() - started >= 0.3 and len(limited.bodies) == 4
+
+
+def test_a_rate_limited_worker_is_skipped_for_its_retry_after_not_taken_as_broken(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Each 429 counted as a failure of the worker: a burst over the provider's rate limit
+    opened the circuit of a healthy worker (skipped for the whole cool-down, 30 s, when the
+    provider asked for 1 s, and /health said degraded). A 429 now leaves the circuit alone;
+    the worker is skipped until its Retry-After ends, then asked again. A 429
+    insufficient_quota (no credit left) still counts: it does not pass by itself."""
+    running = serve(pool_for(stubs), breaker_failures=2)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    limited = stubs.workers[first]
+    limited.mode = "429"  # Retry-After: 0
+    for _ in range(3):
+        response = running.post({"model": MODEL, "messages": user(MATH)})
+        assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    state = running.health()["workers"][first]
+    assert (state["circuit"], state["consecutive_failures"]) == ("closed", 0)
+    assert running.health()["status"] == "ok"
+
+    limited.retry_after_s = 1.0
+    running.post({"model": MODEL, "messages": user(MATH)})
+    calls = len(limited.bodies)
+    limited.mode = "ok"
+    response = running.post({"model": MODEL, "messages": user(MATH), "stream": True})
+    assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    assert len(limited.bodies) == calls  # skipped without a call while its limit lasts
+    alone = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert alone.status_code == 429 and alone.headers["retry-after"] == "1"
+    time.sleep(1.1)
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:ok"
+
+    limited.mode = "quota"
+    for _ in range(2):
+        running.post({"model": MODEL, "messages": user(MATH)})
+    assert running.health()["workers"][first]["circuit"] == "open"
 
 
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(

@@ -54,6 +54,7 @@ from .tasks import Task
 from .text import console_name, console_text, notes_console, usd, visible_controls
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
+    NO_QUOTA,
     WORKER_REFUSALS,
     CallResult,
     Judge,
@@ -68,7 +69,6 @@ from .workers import (
 DOWN_AFTER = 3  # consecutive failures of these kinds (after the pool's retries) = worker down
 # A 5xx counts too: a gateway whose model is gone (502/503) answers every call alike.
 DOWN_KINDS = frozenset({"connection", "timeout", "server"})
-NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
 # A worker refusing every call alike for its own settings (workers.WORKER_REFUSALS: a bad key,
 # no access, a wrong model name or base_url) is down after this many in a row; not at the
 # first one: a proxy may answer one by mistake.

@@ -45,6 +45,7 @@ from .server_batching import BatcherClosedError, MicroBatcher
 from .server_breaker import CircuitBreaker
 from .server_dispatch import (
     BUSY,
+    RATE_LIMITED,
     AllWorkersFailedError,
     Attempt,
     Dispatcher,
@@ -71,7 +72,6 @@ TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as 
 # A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
 BUSY_RETRY_AFTER_S = 1.0
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
-RATE_LIMITED = "rate_limit"  # a worker's 429 (retried by the pool for the last worker only)
 
 
 class ServeSettings(BaseModel):

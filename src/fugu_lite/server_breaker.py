@@ -21,6 +21,7 @@ class WorkerCircuit:
     opened_at: float = 0.0
     probe_in_flight: bool = False
     times_opened: int = 0
+    limited_until: float = 0.0  # clock() at which the provider's rate limit (429) ends
 
 
 class CircuitBreaker:
@@ -75,6 +76,18 @@ class CircuitBreaker:
             circuit.opened_at = self.clock()
             circuit.times_opened += 1
         circuit.probe_in_flight = False
+
+    def rate_limited(self, worker: str, until: float | None) -> None:
+        """A 429 from the worker's provider: no verdict on the worker (its probe is freed);
+        it is skipped until `until` (a clock() time: its Retry-After), when that is known."""
+        circuit = self.circuits[worker]
+        circuit.probe_in_flight = False
+        if until is not None:
+            circuit.limited_until = max(circuit.limited_until, until)
+
+    def limited_for(self, worker: str) -> float:
+        """Seconds left of the worker's rate limit; 0 when it has none."""
+        return max(0.0, self.circuits[worker].limited_until - self.clock())
 
     def release(self, worker: str) -> None:
         """The call ended without a verdict (e.g. the client went away): free the probe."""

@@ -16,6 +16,7 @@ from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
 from .workers import (
     CONTEXT_LENGTH_EXCEEDED,
+    NO_QUOTA,
     RETRYABLE_KINDS,
     WORKER_REFUSALS,
     CallResult,
@@ -38,8 +39,10 @@ CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
 BUSY = "busy"
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
 # A worker rate-limited by its provider (429) asks to wait, often seconds (its Retry-After):
-# while another worker may answer, the client is not held through those waits.
-RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {"rate_limit"}
+# while another worker may answer, the client is not held through those waits. Nor is it
+# broken: its circuit is not charged, but for a 429 insufficient_quota (no credit left).
+RATE_LIMITED = "rate_limit"
+RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
 # Retries back off between attempts; the safety-net deadline leaves room for that.
 BACKOFF_MARGIN_S = 5.0
 
@@ -56,6 +59,8 @@ class Attempt:
     calls: int = 0
     retry_at: float | None = None
     """time.monotonic() at which the worker's Retry-After (on its last error) ends."""
+    code: str | None = None
+    """The `code` of the worker's error body (insufficient_quota, ...)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -139,6 +144,8 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
+            if self._still_rate_limited(worker, attempts):
+                continue
             if not self.breaker.acquire(worker):
                 attempts.append(Attempt(worker, "circuit_open"))
                 continue
@@ -167,6 +174,7 @@ class Dispatcher:
                 result.latency_s,
                 result.attempts,
                 retry_at(result.retry_after_s),
+                result.error_code,
             )
             attempts.append(attempt)
             self._record(attempt, last=last)
@@ -184,6 +192,8 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
+            if self._still_rate_limited(worker, attempts):
+                continue
             if not self.breaker.acquire(worker):
                 attempts.append(Attempt(worker, "circuit_open"))
                 continue
@@ -200,14 +210,15 @@ class Dispatcher:
                 kind, message = describe_stream_error(worker, error)
                 if isinstance(error, TimeoutError) and not wait.had_slot:
                     kind, message = BUSY, self.busy_message(worker)
-                waited = error.retry_after_s if isinstance(error, WorkerCallError) else None
+                failed = error if isinstance(error, WorkerCallError) else None
                 attempt = Attempt(
                     worker,
                     kind,
                     self.redact(message),
                     time.perf_counter() - started,
                     1,
-                    retry_at(waited),
+                    retry_at(failed.retry_after_s if failed else None),
+                    failed.code if failed else None,
                 )
                 attempts.append(attempt)
                 self._record(attempt, last=last)
@@ -226,6 +237,16 @@ class Dispatcher:
             self._record(attempt, judged=False)
             return OpenedStream(worker, first, chunks, attempts, opened_s)
         raise AllWorkersFailedError(attempts)
+
+    def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
+        """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
+        is skipped without a call."""
+        wait_s = self.breaker.limited_for(worker)
+        if wait_s <= 0:
+            return False
+        message = f"worker {worker}: rate-limited by its provider for {wait_s:.1f} s more"
+        attempts.append(Attempt(worker, RATE_LIMITED, message, retry_at=retry_at(wait_s)))
+        return True
 
     def _process_exited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A local worker whose llama.cpp process has exited fails at once, without a call
@@ -251,7 +272,9 @@ class Dispatcher:
     def _record(self, attempt: Attempt, judged: bool = True, last: bool = False) -> None:
         """Breaker (when `judged`), metrics and log for one call (`last`: no worker follows
         it in the ranking). A client error says the worker is up."""
-        if judged and attempt.outcome in FALLBACK_KINDS:
+        if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
+            self.breaker.rate_limited(attempt.worker, attempt.retry_at)
+        elif judged and attempt.outcome in FALLBACK_KINDS:
             self.breaker.record_failure(attempt.worker)
         elif judged and attempt.outcome == BUSY:
             self.breaker.release(attempt.worker)

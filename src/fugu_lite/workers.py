@@ -73,6 +73,7 @@ MAX_ERROR_CHARS = 600
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 CHAT_PATH = "/chat/completions"
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
+NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
 # How servers that give a 400 no such code say a prompt is over the context: vLLM ("This
 # model's maximum context length is 4096 tokens. However, you requested ..."), Anthropic's and
 # others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer";
