@@ -1102,7 +1102,7 @@ def test_a_local_worker_is_sent_one_call_at_a_time(
     timeout_s ran, and was a 502 timeout charged to the healthy worker's circuit. serve
     now sends a local worker one call at a time (as collect does) and says so; the next
     waits for its slot, within its deadline, and is answered."""
-    pool = local_pool(timeout_s=2.0)
+    pool = local_pool(timeout_s=4.0)
     pool.workers[0].max_concurrency = 3
     app = create_app(ServeSettings(checkpoint=checkpoint), pool_config=pool)
     assert "local worker smol-a is sent one call at a time, not max_concurrency 3" in caplog.text
@@ -1111,7 +1111,7 @@ def test_a_local_worker_is_sent_one_call_at_a_time(
         client = openai.OpenAI(base_url=thread.base_url, api_key="unused", max_retries=0)
         stream = client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "Count from 1 to 1000."}],
-            max_tokens=400, logit_bias=no_end, stream=True, extra_body={"workers": ["smol-a"]},
+            max_tokens=440, logit_bias=no_end, stream=True, extra_body={"workers": ["smol-a"]},
         )  # fmt: skip
         next(iter(stream))
 
@@ -1122,7 +1122,7 @@ def test_a_local_worker_is_sent_one_call_at_a_time(
                     model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=5,
                     extra_body={"workers": ["smol-a"]}, timeout=60,
                 ))  # fmt: skip
-                await asyncio.sleep(3.0)  # longer than timeout_s, while the stream is held
+                await asyncio.sleep(5.0)  # longer than timeout_s, while the stream is held
                 stream.close()
                 return await asked
 
