@@ -835,6 +835,10 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("Answer: B. Actually, C is wrong too.", "B"),
         ("Answer: B. Wait, C or A?", "B"),
         ("The answer is B. There are actually 3 options.", "B"),
+        # a "No" answering the reply's own question takes the letter before it back
+        ("The answer is B? No: C.", "C"),
+        ("The answer is **B**? No, it is C.", "C"),
+        ("The answer is B? Yes: B.", "B"),
     ],
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:

@@ -1486,7 +1486,8 @@ _OPTION_LINE = re.compile(
     r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
 )
 _REJECTED = re.compile(
-    r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b",
+    r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b"
+    r"|^[\s*_)]*\?\s*no(?=[,:;.!—–-])",  # "The answer is B? No: C." asks, then takes B back
     re.IGNORECASE,
 )
 _LETTER_OR_LETTER = re.compile(r"(?<![\w'])\(?[A-E]\)?\s*(?:or|/)\s*\(?[A-E]\)?(?![\w'])")
