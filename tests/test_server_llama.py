@@ -1151,14 +1151,17 @@ def test_an_answer_over_timeout_s_does_not_hold_up_the_next(live: Live) -> None:
 def test_a_burst_queued_for_a_busy_worker_does_not_open_its_circuit(live: Live) -> None:
     """Requests that waited their whole deadline (timeout_s + 5 s here) for the worker's one
     slot, while it answered the others one by one, counted as its failures: a burst opened
-    the circuit of a healthy worker (the next requests were refused or sent elsewhere)."""
-    client = live.async_client()
+    the circuit of a healthy worker (the next requests were refused or sent elsewhere).
+    Each answer is short (8 tokens), far inside timeout_s on a loaded machine, so no call
+    really times out; the burst doubles until one request is queued past its deadline, so
+    a fast machine that answers 30 in time still reaches it."""
+    opened_before = live.health()["workers"]["smol-a"]["times_opened"]
 
-    async def one(index: int) -> str:
+    async def one(client: openai.AsyncOpenAI, index: int) -> str:
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=MODEL, messages=[{"role": "user", "content": f"Tell me about {index}."}],
-                max_tokens=40, extra_body={"workers": ["smol-a"]}, timeout=120,
+                max_tokens=8, extra_body={"workers": ["smol-a"]}, timeout=120,
             )  # fmt: skip
         except openai.APIStatusError as error:
             assert error.status_code == 503, error.message  # retriable: nothing failed
@@ -1167,13 +1170,19 @@ def test_a_burst_queued_for_a_busy_worker_does_not_open_its_circuit(live: Live) 
             return "busy"
         return raw.headers["x-fugu-attempts"]
 
-    async def burst() -> list[str]:
-        return await asyncio.gather(*(one(index) for index in range(30)))
+    async def burst(size: int) -> list[str]:
+        async with live.async_client() as client:  # one per event loop (asyncio.run)
+            return await asyncio.gather(*(one(client, index) for index in range(size)))
 
-    outcomes = asyncio.run(burst())
-    assert "busy" in outcomes and "smol-a:ok" in outcomes  # the deadline was reached
-    state = live.health()["workers"]["smol-a"]
-    assert state["circuit"] == "closed" and state["consecutive_failures"] == 0
+    for size in (30, 60, 120, 240):
+        outcomes = asyncio.run(burst(size))
+        assert set(outcomes) <= {"busy", "smol-a:ok"}, outcomes
+        state = live.health()["workers"]["smol-a"]
+        assert state["circuit"] == "closed" and state["consecutive_failures"] == 0
+        assert state["times_opened"] == opened_before
+        if "busy" in outcomes:  # the deadline was reached
+            break
+    assert "busy" in outcomes and "smol-a:ok" in outcomes, f"{size} requests: {outcomes}"
     raw = ask(live.client(), MATH, extra_body={"workers": ["smol-a"]}, timeout=30)
     assert raw.headers["x-fugu-attempts"] == "smol-a:ok"
 
