@@ -327,6 +327,44 @@ def test_streaming_relabels_chunks_and_honours_include_usage(
     assert tokens == 10
 
 
+def test_a_worker_refusing_stream_options_is_streamed_to_without_them(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """serve asks each worker for the usage of a stream (stream_options), which some
+    providers refuse (an older Azure API version: a 400 "Unrecognized request argument
+    supplied: stream_options"): every streamed request to it was a 400
+    worker_rejected_request naming a parameter the client never sent. The call is made
+    once more without them, later calls to that worker leave them out, and the tokens are
+    estimated as for a worker that reports no usage."""
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    other = next(w for w in WORKERS if w != worker)
+    stub = stubs.workers[worker]
+    stub.mode = "no_stream_options"
+    stub.reply = "one two three four five"
+    client = running.client()
+    for _ in range(2):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user(CODE), stream=True, stream_options={"include_usage": True}
+        )
+        assert raw.headers["x-fugu-attempts"] == f"{worker}:ok"
+        chunks = list(raw.parse())
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "one two three four five"
+        usage = chunks[-1].usage
+        assert usage is not None and usage.completion_tokens == 5
+        assert (usage.model_extra or {}).get("fugu_estimated") is True
+    assert ["stream_options" in body for body in stub.bodies] == [True, False, False]
+    assert stub.modes_served == ["no_stream_options"] * 3
+    assert running.health()["workers"][worker]["consecutive_failures"] == 0
+    tokens = metric_value(running.metrics(), "fugu_tokens_total", worker=worker, kind="completion")
+    assert tokens == 10
+    # Only that worker: another is still asked for its usage.
+    list(client.chat.completions.create(model=MODEL, messages=user(CODE), stream=True,
+                                        extra_body={"workers": [other]}))  # fmt: skip
+    assert stubs.workers[other].bodies[-1]["stream_options"] == {"include_usage": True}
+
+
 def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -787,6 +787,7 @@ class WorkerPool:
         self.servers: dict[str, LocalServer] = {}
         self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
         self.calls_as_text: dict[str, bool] = {}  # local workers whose prompts drop tool calls
+        self.refuses_stream_options: set[str] = set()  # streamed to without them (see stream_chat)
         self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
         # Each worker's calls sent and not yet answered, oldest first (see _queued_behind).
         self._sent: dict[str, list[object]] = {}
@@ -1088,6 +1089,8 @@ class WorkerPool:
         worker = self.worker(worker_id)
         self._client(worker_id)  # the pool is started (the call's client: _ready_client)
         body = self.request_body(worker, messages, params)
+        if worker_id in self.refuses_stream_options:
+            body.pop("stream_options", None)
         refused = self.refused_locally(worker, body)
         if refused is not None:
             raise refused
@@ -1121,6 +1124,10 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
+                    if "stream_options" in body and refuses_stream_options(error):
+                        body = self._without_stream_options(worker_id, body, message)
+                        attempt -= 1  # the same call once more, not a retry of a failure
+                        continue
                     if kind not in retried or attempt > worker.max_retries:
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
@@ -1237,6 +1244,20 @@ class WorkerPool:
                     "key (llama.cpp would ignore every bias of the request)"
                 )
         return None
+
+    def _without_stream_options(
+        self, worker_id: str, body: dict[str, Any], refusal: str
+    ) -> dict[str, Any]:
+        """The body without stream_options, which the worker refused: usage asked for by
+        the caller (serve always asks) is not worth failing the call, and the caller
+        estimates it as for a worker that reports none. Its later calls leave them out."""
+        if worker_id not in self.refuses_stream_options:
+            self.refuses_stream_options.add(worker_id)
+            logger.warning(
+                "worker %s refused stream_options (%s); its streams are asked without them "
+                "from now on, and their token counts are estimated", worker_id, refusal,
+            )  # fmt: skip
+        return {key: value for key, value in body.items() if key != "stream_options"}
 
     def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
         kind, detail, retry_after = classify_error(error)
@@ -1394,6 +1415,17 @@ def error_code(error: BaseException) -> str | None:
     ):
         return CONTEXT_LENGTH_EXCEEDED
     return code
+
+
+def refuses_stream_options(error: BaseException) -> bool:
+    """Whether a worker's error is its refusal of stream_options: an older Azure API
+    version's 400 "Unrecognized request argument supplied: stream_options", a gateway's
+    400 or 422 naming them."""
+    return (
+        isinstance(error, openai.APIStatusError)
+        and error.status_code in (400, 422)
+        and "stream_options" in _status_message(error)
+    )
 
 
 def refuses_as_too_long(message: str) -> bool:

@@ -20,6 +20,9 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   "`inputs` must have less than N tokens. Given: P";
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
+- "no_stream_options": a 400 "Unrecognized request argument supplied: stream_options" (an
+  older Azure API version's, some gateways') to a request that has stream_options; any
+  other request is answered as "ok";
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
   server might; clients must not pass the key on into their errors or logs;
 - "ok": a normal answer.
@@ -62,6 +65,7 @@ MODES = (
     "hang",
     "close",
     "leak",
+    "no_stream_options",
 )
 
 
@@ -196,6 +200,14 @@ class StubWorker:
             return StreamingResponse(_truncated_body(), media_type="application/json")
         if mode == "leak":
             return _error(500, f"upstream rejected credentials {auth}")
+        if mode == "no_stream_options" and "stream_options" in body:
+            error = {
+                "message": "Unrecognized request argument supplied: stream_options",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+            return JSONResponse({"error": error}, status_code=400)
         if mode in ("500", "503"):
             return _error(int(mode), "stub server error")
         if mode == "429":
