@@ -1,7 +1,8 @@
-"""BLAS/OpenMP thread contention in the sklearn/numpy fits, with and without a busy core.
+"""BLAS/OpenMP/torch thread contention in the fits and backbone forwards, with and without
+a busy core.
 
 Run from the project root: `.venv/bin/python bench/threads.py`. On the LLMRouter records
-(standard split) and their cached default features (MiniLM), times two workloads:
+(standard split) and their cached default features (MiniLM), times two fit workloads:
 
 - reward head: `train_reward_head` (`fugu-lite train reward-head`) with one of the default's
   six clusterings (k=30, 4 k-means restarts, the logistic assignment), the ridge cost head
@@ -9,8 +10,21 @@ Run from the project root: `.venv/bin/python bench/threads.py`. On the LLMRouter
 - baselines: `run_baselines` (kNN k and ridge alpha chosen on validation, fitted on train,
   predicted on test) and `baseline_cost_predictions`, the fits of `eval` and `eval --pareto`;
 
-each (a) "before": the BLAS and OpenMP pools as the libraries size them (one thread per
-core), and (b) "after": `fugu_lite.threads.fit_threads()` as shipped (one thread), and
+and, on FORWARD_PROMPTS short generated prompts and the embedded MiniLM, three backbone
+workloads, which no thread limit covers (torch's intra-op pool, or ONNX Runtime's, sized from
+it when the session opens):
+
+- forward_onnx: their features, uncached, as the default config computes them with a cold
+  cache (`eval`, `train`: ONNX Runtime, int8, one prompt per run);
+- forward_torch: the same with `runtime: torch` (batches of 16; also an SVF router's
+  uncached features, without the offsets);
+- svf_step: SVF_STEPS training steps (batch 16) of a router with SVF on one matrix
+  (SVF_TARGET): backbone forward with the offsets, SFT loss, backward, AdamW;
+
+each (a) "before": the BLAS and OpenMP pools as the libraries size them, and torch's intra-op
+pool as torch does (one thread per core), and (b) "after": one thread (`fit_threads()` as
+shipped for the fits; `torch_fit_threads` as if the path were a head fit for the backbone
+workloads), and
 each (i) "idle": nothing started by this script, and (ii) "busy": one busy-loop process
 pinned to each core but the first, started by this script. The four cells are
 interleaved in every repeat (which variant goes first alternates), so slow drifts of the
@@ -29,22 +43,26 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
+import torch
 from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_info
 
-from fugu_lite import reward_head, threads
+from fugu_lite import features, reward_head, threads
+from fugu_lite.backbones import load_backbone
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluation import reward_table, run_baselines
 from fugu_lite.evaluation.pareto import baseline_cost_predictions
-from fugu_lite.features import compute_features
+from fugu_lite.features import FeatureExtractor, compute_features, uncached_features
+from fugu_lite.model import RouterModel
 from fugu_lite.reward_head import RewardHeadConfig, RewardHeadTraining, train_reward_head
 from fugu_lite.schemas import RewardRecord, records_in_split
+from fugu_lite.train_sft import sft_loss
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
@@ -52,6 +70,15 @@ VARIANTS = {"before": None, "after": threads.FIT_THREADS}
 CONDITIONS = ("idle", "busy")
 SPLITS = ("train", "validation", "test")
 HEAD_TRAINING = RewardHeadTraining(cluster_counts=[30], clusterings_per_count=1)
+FORWARD_PROMPTS = 256
+SVF_TARGET = "encoder.layer.3.output.dense"
+SVF_STEPS = 2
+SVF_BATCH = 16
+WORDS = (
+    *("route", "the", "question", "to", "a", "model", "that", "answers", "math", "code"),
+    *("history", "briefly", "explain", "why", "a", "prime", "number", "cannot", "be", "even"),
+    *("except", "two", "and", "write", "a", "short", "python", "loop", "for", "chemistry"),
+)
 
 
 @contextmanager
@@ -107,6 +134,95 @@ def baselines_workload(records: list[RewardRecord], config: PipelineConfig) -> C
     return run
 
 
+def generated_prompts(count: int, seed: int = 0) -> list[str]:
+    """Short prompts of 6-40 words drawn from WORDS (lengths vary, as real prompts do)."""
+    rng = np.random.default_rng(seed)
+    return [
+        " ".join(rng.choice(WORDS, size=int(rng.integers(6, 41)))).capitalize() + "?"
+        for _ in range(count)
+    ]
+
+
+def torch_extractor(config: PipelineConfig) -> FeatureExtractor:
+    model_cfg = config.model.model_copy(update={"runtime": "torch", "quantization": "none"})
+    return FeatureExtractor(load_backbone(model_cfg.backbone, model_cfg.device), model_cfg)
+
+
+def in_variant_threads() -> AbstractContextManager[None]:
+    """torch's intra-op pool as the variant timed has it: one thread after, as is before."""
+    return threads.torch_fit_threads(runs_backbone=False)
+
+
+def forward_onnx_workload(config: PipelineConfig) -> Callable[[], dict]:
+    """ONNX Runtime sizes its pool from torch's when the session opens: one session per
+    variant, each opened under that variant's torch threads."""
+    prompts = generated_prompts(FORWARD_PROMPTS)
+    extractors: dict[int | None, FeatureExtractor] = {}
+    for fit_threads in VARIANTS.values():
+        threads.FIT_THREADS = fit_threads
+        extractor = FeatureExtractor(load_backbone(config.model.backbone), config.model)
+        with in_variant_threads():
+            if extractor.runtime.onnx is None:
+                sys.exit("error: forward_onnx needs onnxruntime and the MiniLM export")
+            extractor.encode(prompts[:1])
+        extractors[fit_threads] = extractor
+    threads.FIT_THREADS = VARIANTS["after"]
+
+    def run() -> dict:
+        extractor = extractors[threads.FIT_THREADS]
+        rows = uncached_features(prompts, extractor, None, config.model.feature_batch_size)
+        return {"feature_sum": round(float(rows.sum()), 1)}
+
+    return run
+
+
+def forward_torch_workload(config: PipelineConfig) -> Callable[[], dict]:
+    prompts = generated_prompts(FORWARD_PROMPTS)
+    extractor = torch_extractor(config)
+
+    def run() -> dict:
+        with in_variant_threads():
+            rows = uncached_features(prompts, extractor, None, config.model.feature_batch_size)
+        return {"feature_sum": round(float(rows.sum()), 1)}
+
+    return run
+
+
+def svf_step_workload(config: PipelineConfig) -> Callable[[], dict]:
+    """SVF_STEPS SFT steps from the same start each run (fresh offsets and head)."""
+    model_cfg = config.model.model_copy(
+        update={"runtime": "torch", "quantization": "none", "svf_targets": [SVF_TARGET]}
+    )
+    extractor = FeatureExtractor(load_backbone(model_cfg.backbone), model_cfg)
+    prompts = generated_prompts(SVF_STEPS * SVF_BATCH, seed=1)
+    batches = [
+        extractor.tokenize(prompts[start : start + SVF_BATCH])
+        for start in range(0, len(prompts), SVF_BATCH)
+    ]
+    workers = ["a", "b", "c"]
+    rewards = torch.rand(SVF_BATCH, len(workers), generator=torch.Generator().manual_seed(0))
+
+    def run() -> dict:
+        torch.manual_seed(0)
+        model = RouterModel(model_cfg, workers, extractor.dim, extractor=extractor)
+        model.train()
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+        losses = []
+        with in_variant_threads():
+            for tokens in batches:
+                logits = model(
+                    input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"]
+                )
+                loss, _ = sft_loss(logits, rewards, temperature=1.0)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(round(loss.item(), 3))
+        return {"losses": losses}
+
+    return run
+
+
 def timed(run: Callable[[], dict], fit_threads: int | None) -> tuple[float, dict]:
     threads.FIT_THREADS = fit_threads
     try:
@@ -140,11 +256,18 @@ def main() -> None:
     n_train = len(records_in_split(records, "train"))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     reward_head.console.quiet = True  # its progress bar and validation line, per run
+    features.console.quiet = True  # the forwards' progress bars, per run
     workloads = {
         "reward_head": reward_head_workload(records, config),
         "baselines": baselines_workload(records, config),
+        "forward_onnx": forward_onnx_workload(config),
+        "forward_torch": forward_torch_workload(config),
+        "svf_step": svf_step_workload(config),
     }
-    console.print(f"CPUs {len(os.sched_getaffinity(0))}; thread pools: {pool_sizes()}")
+    console.print(
+        f"CPUs {len(os.sched_getaffinity(0))}; thread pools: {pool_sizes()}, "
+        f"torch {torch.get_num_threads()}"
+    )
     seconds: dict[tuple[str, str, str], list[float]] = {}
     results: dict[tuple[str, str], set[str]] = {}
     for repeat in range(args.repeats):
@@ -211,7 +334,9 @@ def main() -> None:
         "repeats": args.repeats,
         "cpus": len(os.sched_getaffinity(0)),
         "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
-        "data": f"llmrouter standard split ({n_train} train prompts), default features",
+        "data": f"llmrouter standard split ({n_train} train prompts), default features; "
+        f"{FORWARD_PROMPTS} generated prompts for the forwards, {SVF_STEPS} SVF steps of "
+        f"batch {SVF_BATCH} on {SVF_TARGET}",
     }
     console.print(f"finished in {time.perf_counter() - started:.0f} s")
     print(json.dumps(summary))
