@@ -44,8 +44,9 @@ def fit_threads() -> Iterator[None]:
 @contextmanager
 def torch_fit_threads(runs_backbone: bool) -> Iterator[None]:
     """Train a head on cached features in FIT_THREADS torch threads, as many as before after.
-    A stage whose steps run the backbone (SVF) is left alone (not measured: its matmuls are
-    far larger), and so is a process whose THREAD_VARIABLES are set."""
+    A stage whose steps run the backbone (SVF) is left alone (its matmuls are far larger:
+    one thread was 30% slower on free cores, bench/threads.py svf_step), and so is a process
+    whose THREAD_VARIABLES are set."""
     if runs_backbone or FIT_THREADS is None or pools_sized_by_user():
         yield
         return
