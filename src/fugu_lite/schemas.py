@@ -7,9 +7,16 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Annotated, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from .io import RecordFileError, iter_models, write_jsonl
 from .text import visible_controls
@@ -44,6 +51,11 @@ def split_alias_to_name(value: object) -> object:
     """A pydantic before-validator's step: a split alias becomes its name, any other value
     stays for the Literal to accept or refuse."""
     return canonical_split(value) or value
+
+
+# A split field of a model: an alias (`dev`) is read as its name, anything else is left for
+# the Literal to accept or refuse.
+SplitField = Annotated[Split, BeforeValidator(split_alias_to_name)]
 
 
 class ChatMessage(BaseModel):
@@ -97,17 +109,12 @@ class RewardRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt: str | list[ChatMessage]
-    split: Split
+    split: SplitField
     worker_ids: list[str] = Field(min_length=1)
     rewards: list[float]
     costs: list[float] | None = None
     task: str | None = None
     id: str | None = None
-
-    @field_validator("split", mode="before")
-    @classmethod
-    def _split_alias(cls, value: object) -> object:
-        return split_alias_to_name(value)
 
     @model_validator(mode="after")
     def _check_lengths_and_values(self) -> RewardRecord:

@@ -36,7 +36,7 @@ from pydantic import (
 
 from .datasets.split import standard_split
 from .io import RecordFileError, iter_jsonl, write_jsonl
-from .schemas import SPLIT_VALUES_TEXT, ChatMessage, Split, message_text, split_alias_to_name
+from .schemas import SPLIT_VALUES_TEXT, ChatMessage, Split, SplitField, message_text
 
 GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex", "code", "judge")
 ANSWER_GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex")
@@ -59,17 +59,12 @@ class Task(BaseModel):
     tests: str | None = None
     grader: str
     task: str = Field(min_length=1)
-    split: Split | None = None
+    split: SplitField | None = None
     rubric: str | None = None
     case_sensitive: bool = False
     """exact / regex graders: compare case-sensitively (default: ignore case)."""
     difficulty: int | None = Field(default=None, ge=1, le=3)
     """1 easy, 2 medium, 3 hard (set by the generator; informative only)."""
-
-    @field_validator("split", mode="before")
-    @classmethod
-    def _split_alias(cls, value: object) -> object:
-        return split_alias_to_name(value)
 
     @field_validator("id", "answer", mode="before")
     @classmethod
