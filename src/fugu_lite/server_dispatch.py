@@ -28,9 +28,6 @@ from .workers import (
 logger = logging.getLogger(__name__)
 
 FALLBACK_KINDS = frozenset({"timeout", "connection", "rate_limit", "server", "worker_config"})
-# A worker answering 401/403/404 is misconfigured (key, model name, URL): the request is
-# fine, so it goes to the next worker like any other worker failure.
-WORKER_CONFIG_STATUSES = frozenset(WORKER_REFUSALS)
 # A worker refusing a conversation longer than its context: the next worker may have a
 # larger one, so it is tried; the worker itself is fine (its circuit is not charged).
 CONTEXT_LENGTH = CONTEXT_LENGTH_EXCEEDED
@@ -366,7 +363,9 @@ def refine_kind(kind: str | None, status_code: int | None, code: str | None = No
         return kind or "server"
     if code == CONTEXT_LENGTH:
         return CONTEXT_LENGTH
-    return "worker_config" if status_code in WORKER_CONFIG_STATUSES else "client"
+    # A worker answering 401/403/404 is misconfigured (key, model name, URL): the request
+    # is fine, so it goes to the next worker like any other worker failure.
+    return "worker_config" if status_code in WORKER_REFUSALS else "client"
 
 
 def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:

@@ -1323,13 +1323,11 @@ def with_output_limit(worker: WorkerConfig, params: dict[str, Any]) -> dict[str,
     call's, max_completion_tokens first, else the worker's) under the worker's name for
     it: `max_tokens` beside the worker's `max_completion_tokens` would be two limits."""
     merged = {**worker.params, **params}
-    for source in (params, worker.params):
-        limits = [source[name] for name in OUTPUT_LIMITS if source.get(name) is not None]
-        if limits:
-            for name in OUTPUT_LIMITS:
-                merged.pop(name, None)
-            merged[output_limit_name(worker, params)] = limits[0]
-            break
+    limit = output_limit(params) or output_limit(worker.params)
+    if limit is not None:
+        for name in OUTPUT_LIMITS:
+            merged.pop(name, None)
+        merged[output_limit_name(worker, params)] = limit[1]
     return merged
 
 
