@@ -467,8 +467,8 @@ def file_sha256(path: Path) -> str:
     again. A cache folder that cannot be written only costs the reading."""
     resolved = path.resolve()  # a hub snapshot's files are links into its blobs
     info = resolved.stat()
-    stamp = [str(resolved), info.st_size, info.st_mtime_ns, info.st_ino]
     key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
+    stamp = list(key)  # as JSON writes it back
     if key in _FILE_DIGESTS:
         return _FILE_DIGESTS[key]
     entry = cache_root() / "digests" / f"{_sha256_text(str(resolved))[:24]}.json"
