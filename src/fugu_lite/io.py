@@ -444,16 +444,18 @@ def iter_models(
             yield line_number, model.model_validate(value)
         except ValidationError as error:
             problem = (other_kind and other_kind(value)) or (
-                f"not a valid {model.__name__}: {_describe_validation_error(error)}"
+                f"not a valid {model.__name__}: {describe_validation_error(error)}"
             )
             raise RecordFileError(f"{path}, line {line_number}: {problem}") from error
 
 
-def _describe_validation_error(error: ValidationError) -> str:
+def describe_validation_error(error: ValidationError, whole: str | None = "record") -> str:
+    """Every problem of a pydantic error at its place ("rewards.1: ...; split: ..."); one of
+    the whole object is put under `whole`, or said alone when `whole` is None."""
     parts = []
     for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"]) or "record"
-        parts.append(f"{location}: {item['msg']}")
+        location = ".".join(str(part) for part in item["loc"]) or whole
+        parts.append(f"{location}: {item['msg']}" if location else str(item["msg"]))
     return "; ".join(parts)
 
 

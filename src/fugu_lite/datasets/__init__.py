@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
+from ..io import describe_validation_error
 from ..schemas import RewardRecord
 from .data_dir import DATA_DIR_ENV, DataNotFoundError, download_llmrouter, resolve_data_dir
 from .llmrouter import import_llmrouter, llmrouter_root
@@ -89,12 +90,7 @@ def _check_option(format: str, name: str, value: Any, annotation: Any) -> Any:
     except ValidationError as error:
         # every problem, each at its place: only the first was said, without saying where
         # ("Input should be a valid number" for one price of many)
-        problem = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
-            if item["loc"]
-            else item["msg"]
-            for item in error.errors()
-        )
+        problem = describe_validation_error(error, whole=None)
         raise ValueError(
             f"the {format} importer's option {name}={given!r} is not valid: expected "
             f"{describe_type(annotation)} ({problem})"

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ..io import RecordFileError
+from ..io import RecordFileError, describe_validation_error
 from ..schemas import RewardRecord, prompt_hash
 from .split import PLACEHOLDER_SPLIT
 
@@ -117,10 +117,7 @@ def build_record(where: str, **fields: Any) -> RewardRecord:
     try:
         return RewardRecord(split=PLACEHOLDER_SPLIT, **fields)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc']) or 'record'}: {item['msg']}"
-            for item in error.errors()
-        )
+        problems = describe_validation_error(error)
         raise RecordFileError(f"{where}: not a valid record: {problems}") from error
 
 
