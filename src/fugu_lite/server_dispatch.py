@@ -141,12 +141,7 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
-            if self._still_rate_limited(worker, attempts):
-                continue
-            if not self.breaker.acquire(worker):
-                attempts.append(Attempt(worker, "circuit_open"))
-                continue
-            if self._process_exited(worker, attempts):
+            if not self._may_call(worker, attempts):
                 continue
             wait = SlotWait(self.deadline_s(worker))
             try:
@@ -189,12 +184,7 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
-            if self._still_rate_limited(worker, attempts):
-                continue
-            if not self.breaker.acquire(worker):
-                attempts.append(Attempt(worker, "circuit_open"))
-                continue
-            if self._process_exited(worker, attempts):
+            if not self._may_call(worker, attempts):
                 continue
             started = time.perf_counter()
             wait = SlotWait(self.deadline_s(worker))
@@ -234,6 +224,17 @@ class Dispatcher:
             self._record(attempt, judged=False)
             return OpenedStream(worker, first, chunks, attempts, opened_s)
         raise AllWorkersFailedError(attempts)
+
+    def _may_call(self, worker: str, attempts: list[Attempt]) -> bool:
+        """Whether the worker is called now: not while its provider's rate limit lasts, its
+        circuit is open or its local process has exited (each noted in `attempts`). A True
+        holds the worker's circuit probe, when it is half-open, for this call."""
+        if self._still_rate_limited(worker, attempts):
+            return False
+        if not self.breaker.acquire(worker):
+            attempts.append(Attempt(worker, "circuit_open"))
+            return False
+        return not self._process_exited(worker, attempts)
 
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
