@@ -1,7 +1,10 @@
-"""Shared fixtures: small generated records and the tiny random backbone."""
+"""Shared fixtures: small generated records, the tiny random backbone, and reward collection
+against stub workers."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 import random
@@ -16,9 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from fugu_lite.collect import collect
+from fugu_lite.collect_state import default_log_path
 from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import standard_split
+from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.tasks import Task
+from fugu_lite.testing.stub_worker import StubWorker
 
 # Never the network, even when the shell says HF_HUB_OFFLINE=0: a hub id that is not here
 # (tests name some on purpose) was looked up online, a minute of retries without a network.
@@ -155,3 +163,42 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+# -- reward collection against stub workers ----------------------------------------------
+
+
+def number_tasks(n: int = 6) -> list[Task]:
+    return [
+        Task(id=f"add-{i}", prompt=f"What is {i} + {i + 1}?", answer=str(2 * i + 1),
+             grader="number", task="arithmetic")
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def solver(tasks: list[Task]):
+    answers = {task.prompt: task.answer for task in tasks}
+    return lambda messages: f"The answer is {answers[messages[-1]['content']]}."
+
+
+def stub_pool(*stubs: tuple[str, StubWorker], **overrides) -> PoolConfig:
+    workers = [
+        {"id": worker_id, "model": "stub-model", "base_url": stub.base_url,
+         "input_price_per_mtok": 1.0, "output_price_per_mtok": 2.0, "max_concurrency": 2,
+         "retry_backoff_s": 0.01, "max_retries": 1, "timeout_s": 5.0, **overrides}
+        for worker_id, stub in stubs
+    ]  # fmt: skip
+    return PoolConfig.model_validate({"workers": workers})
+
+
+def run_collect(config: PoolConfig, tasks: list[Task], output: Path, **options):
+    return asyncio.run(collect(config, tasks, output, show_progress=False, **options))
+
+
+def log_lines(output: Path) -> list[dict]:
+    path = default_log_path(output)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def record_ids(output: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in output.read_text().splitlines()]

@@ -1,0 +1,91 @@
+"""The LLM judge of a collection: each call logged as a `judge` line of the call log, a
+reply cut at the judge's token limit said as such, and the check that a run needing a judge
+names one of the pool's workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+
+from .collect_state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
+from .pool import PoolConfig
+from .scoring import parse_judge_score
+from .tasks import Task
+from .workers import CallResult, Judge, WorkerCallError, WorkerPool, output_limit
+
+
+class JudgeReplyCut(RuntimeError):
+    """The judge's reply hit its token limit before it gave a score."""
+
+
+class JudgeDown(RuntimeError):
+    """The judge's worker is down: the answer is not sent to it (graded on the next run)."""
+
+
+def logging_judge(
+    pool: WorkerPool,
+    judge_id: str,
+    state: CollectState,
+    cell: Cell,
+    on_result: Callable[[CallResult], Awaitable[None]] | None = None,
+) -> Judge:
+    """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
+    naming the task, the judged worker and the request hash of the judged answer; each call's
+    result goes to `on_result` too."""
+    judge_worker = pool.worker(judge_id)
+    task_id, worker_id = cell
+    judged_request_hash = state.calls[cell].request_hash
+
+    async def judge(messages: list[dict[str, str]]) -> str:
+        result = await pool.chat(judge_id, list(messages), **JUDGE_PARAMS)
+        state.add(
+            LogEntry(
+                event="judge", task_id=task_id, worker_id=judge_id,
+                judged_worker_id=worker_id, judged_request_hash=judged_request_hash,
+                request_hash=hashlib.sha1(json.dumps(messages).encode()).hexdigest(),
+                output=result.output, cost=result.cost, latency_s=result.latency_s,
+                usage=None if result.usage is None else result.usage.model_dump(),
+                error=result.error, error_kind=result.error_kind, attempts=result.attempts,
+                started_at=result.started_at, finished_at=result.finished_at,
+            )
+        )  # fmt: skip
+        if on_result is not None:
+            await on_result(result)
+        if result.error is not None or result.output is None:
+            raise WorkerCallError(result.error_kind or "server", result.error or "no output")
+        if _hit_token_limit(result) and parse_judge_score(result.output) is None:
+            name, limit = output_limit(judge_worker.params) or ("max_tokens", "of its server")
+            raise JudgeReplyCut(
+                f"its reply stopped at its token limit ({name} {limit}) before a "
+                f"`SCORE: N` line; raise params.{name} of worker {judge_id} (the judge "
+                "may reason before it scores) or judge with another worker (--judge)"
+            )
+        return result.output
+
+    return judge
+
+
+def _hit_token_limit(result: CallResult) -> bool:
+    return finish_reason(result) == "length"
+
+
+def finish_reason(result: CallResult) -> str | None:
+    """Why the worker's answer ended ("stop", "length": cut at its token limit, ...)."""
+    choices = (result.raw or {}).get("choices") or [{}]
+    reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def check_judge(config: PoolConfig, tasks: list[Task], judge_worker: str | None) -> None:
+    if judge_worker is not None and judge_worker not in config.worker_ids:
+        raise CollectError(
+            f"--judge {judge_worker!r} is not in the pool; pick one of "
+            f"{', '.join(config.worker_ids)}"
+        )
+    if judge_worker is None and any(task.grader == "judge" for task in tasks):
+        raise CollectError(
+            "some tasks use the judge grader; name the pool worker that judges with --judge "
+            "WORKER_ID"
+        )

@@ -1,0 +1,557 @@
+"""The state of a reward collection on disk: its call log's entries, the hashes that say
+whether a saved answer or grade still fits this run (request_hash, local_hash, gguf_sha256,
+grading_hash, judge_hash), torn-line repair, the exclusive lock on the run's files, and
+CollectState, what is already done, rebuilt from the records and the call log (see
+fugu_lite.collect for the files and how a run resumes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .config import ConfigError
+from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
+from .pool import PoolConfig, WorkerConfig, resolve_gguf
+from .schemas import RewardRecord
+from .tasks import Task
+from .workers import CONTEXT_LENGTH_EXCEEDED, Usage, usage_cost
+
+JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
+UNKNOWN_JUDGE = (
+    "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
+    "another judge's"
+)
+Cell = tuple[str, str]  # (task id, worker id)
+
+
+class CollectError(RuntimeError):
+    """The output files do not fit this pool or these tasks; the message says how to fix it."""
+
+
+class LogEntry(BaseModel):
+    """One line of the call log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event: Literal["call", "grade", "judge"]
+    task_id: str
+    worker_id: str
+    request_hash: str
+    local_hash: str | None = None  # call events of a local worker: its model file
+    gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
+    grading_hash: str | None = None  # grade events: what the grade was computed against
+    judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
+    judge_hash: str | None = None  # ... and the settings that shaped its verdict
+    judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content
+    judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
+    judged_request_hash: str | None = None  # judge events: the request hash of that answer
+    prompt_hash: str | None = None
+    output: str | None = None
+    finish_reason: str | None = None  # call events: "length" = cut at the token limit
+    usage: dict[str, int] | None = None
+    cost: float | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    error_code: str | None = None  # the `code` of the worker's error body
+    n_ctx: int | None = None  # context refusals of a local worker: its n_ctx then
+    attempts: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    score: float | None = None
+    grade_error: str | None = None
+    detail: str | None = None
+
+
+class JudgeSummary(BaseModel):
+    """A judge's calls in the call log, counted as it is read and written."""
+
+    worker_id: str
+    calls: int  # judge calls in the call log (all runs)
+    cost: float  # their cost
+
+
+def default_log_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.calls.jsonl")
+
+
+def request_hash(worker: WorkerConfig, task: Task) -> str:
+    """What the worker is asked, including its system prompt and decoding params: an
+    answer is reused on resume only if the request would be the same."""
+    payload = {
+        "model": worker.model,
+        "system_prompt": worker.system_prompt,
+        "params": worker.params,
+        "messages": task.chat_messages(),
+    }
+    return _json_sha1(payload)
+
+
+def local_hash(worker: WorkerConfig) -> str | None:
+    """A local worker's model: its GGUF file and chat format, which its request does not
+    name (its `model` is only a label). None for a remote worker."""
+    if worker.local is None:
+        return None
+    return _json_sha1(worker.local.model_dump(include={"gguf", "chat_format"}))
+
+
+def gguf_sha256(worker: WorkerConfig) -> str | None:
+    """The SHA-256 of a local worker's GGUF file (read once per version of the file, see
+    io.file_sha256): its path names no content, and a file replaced in place (another quant
+    or model downloaded under the same name) gives other answers. None for a remote worker
+    and for a file not found, whose worker answers nothing (it cannot start)."""
+    if worker.local is None:
+        return None
+    try:
+        return file_sha256(resolve_gguf(worker.local.gguf))
+    except (ConfigError, OSError):
+        return None
+
+
+def grading_hash(task: Task) -> str:
+    """What a grade depends on besides the answer: after a fix to a task's answer, tests or
+    grader, its saved answers are graded again on resume (no new calls)."""
+    payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
+    return _json_sha1(payload)
+
+
+def judge_hash(judge: WorkerConfig) -> str:
+    """What shapes a judge's verdict besides the task and the judged answer: its model, where
+    it runs, its system prompt and the params of a judge call. A grade given by another
+    judge, or by this one with other settings, is judged again on resume (no new answer)."""
+    payload = {
+        "model": judge.model,
+        "base_url": judge.base_url,
+        "local": local_hash(judge),
+        "system_prompt": judge.system_prompt,
+        "params": {**judge.params, **JUDGE_PARAMS},
+    }
+    return _json_sha1(payload)
+
+
+def _json_sha1(payload: dict) -> str:
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+# -- durable files ------------------------------------------------------------------------
+
+
+def repair_torn_tail(path: Path) -> str | None:
+    """Cut an unterminated last line (a write killed half-way) and return it, or None.
+
+    Every complete line ends with a newline because each append writes whole lines. Only
+    the file's tail is read: a call log of a long collection holds gigabytes of answers."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb+") as stream:
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(size - 1)
+        if stream.read(1) == b"\n":
+            return None
+        keep = last_line_start(stream, size)
+        stream.seek(keep)
+        tail = stream.read()
+        stream.truncate(keep)
+        stream.flush()
+        os.fsync(stream.fileno())
+    fragment = tail.decode("utf-8", errors="replace")
+    with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
+        torn.write(fragment + "\n")
+    return fragment
+
+
+TAIL_BLOCK = 1 << 16
+
+
+def last_line_start(stream: BinaryIO, size: int) -> int:
+    """The offset just after the last newline of a file of `size` bytes (0 for none), read
+    backwards a block at a time."""
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_BLOCK)
+        stream.seek(start)
+        found = stream.read(end - start).rfind(b"\n")
+        if found != -1:
+            return start + found + 1
+        end = start
+    return 0
+
+
+@contextmanager
+def exclusive_files(paths: list[Path]) -> Iterator[None]:
+    """Hold an exclusive lock on the records and the call log (each created if missing, and
+    removed again if the run leaves it empty): a second `collect` on either would append
+    every record twice and pay for every call twice. The lock goes with the process, so a
+    run killed outright never leaves one behind."""
+    if sys.platform == "win32":  # pragma: no cover - no flock there: unlocked, as before
+        yield
+        return
+    import fcntl
+
+    with ExitStack() as stack:
+        for path in dict.fromkeys(path.absolute() for path in paths):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            created = not path.exists()
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+            stack.callback(os.close, descriptor)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise CollectError(
+                    f"{path} is in use by another `fugu-lite collect`; wait for it to finish "
+                    "(or stop it), then run this again: two runs on one records file or call "
+                    "log would write every record twice and pay for every call twice"
+                ) from None
+            if created:  # removed before the lock goes, so no other run holds it
+                stack.callback(_remove_if_empty, path)
+        yield
+
+
+def _remove_if_empty(path: Path) -> None:
+    if path.exists() and path.stat().st_size == 0:
+        path.unlink()
+
+
+class CollectState:
+    """What is already done, rebuilt from the two files."""
+
+    def __init__(
+        self,
+        config: PoolConfig,
+        tasks: list[Task],
+        output: Path,
+        log: Path,
+        judge_worker: str | None = None,
+    ) -> None:
+        self.config = config
+        self.tasks = {task.id: task for task in tasks}
+        self.order = [task.id for task in tasks]
+        if len(self.tasks) != len(tasks):
+            raise CollectError("task ids must be unique; read the tasks with read_tasks")
+        self.output = output
+        self.log = log
+        self.worker_ids = config.worker_ids
+        self.hashes = {
+            (task.id, worker.id): request_hash(worker, task)
+            for task in tasks
+            for worker in config.workers
+        }
+        self.local_hashes = {worker.id: local_hash(worker) for worker in config.workers}
+        self.gguf_digests = {worker.id: gguf_sha256(worker) for worker in config.workers}
+        self.contexts = {
+            worker.id: None if worker.local is None else worker.local.n_ctx
+            for worker in config.workers
+        }
+        self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
+        self.judge = (
+            None
+            if judge_worker is None
+            else (judge_worker, judge_hash(config.worker(judge_worker)))
+        )
+        self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
+        self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score, of this grading
+        self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
+        self.asked_otherwise: set[Cell] = set()  # answered, but to another request
+        self.recorded: set[str] = set()
+        self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
+        self.torn: list[str] = []
+        self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
+
+    def load(self) -> CollectState:
+        for path in (self.output, self.log):
+            fragment = repair_torn_tail(path)
+            if fragment is not None:
+                self.torn.append(
+                    f"{path}: cut an unfinished last line ({len(fragment)} characters, kept "
+                    f"in {path.name}.torn); its cell is redone"
+                )
+        if self.output.exists():
+            self._load_records()
+        if self.log.exists():
+            self._load_log()
+        return self
+
+    def _load_records(self) -> None:
+        for line_number, value in iter_jsonl(self.output):
+            try:
+                record = RewardRecord.model_validate(value)
+            except ValidationError as error:
+                raise RecordFileError(
+                    f"{self.output}, line {line_number}: not a RewardRecord "
+                    f"({error.errors()[0]['msg']}); fix or delete that line"
+                ) from error
+            if record.worker_ids != self.worker_ids:
+                raise CollectError(self._other_workers(record.worker_ids))
+            if record.id is not None:
+                self.recorded.add(record.id)
+                self.written_costs[record.id] = record.costs
+
+    def _other_workers(self, recorded: list[str]) -> str:
+        """Why records of another pool cannot be continued, and the way out that keeps the
+        saved answers (a new -o alone would start a new call log and pay for them again)."""
+        mismatch = f"{self.output} was collected with workers {recorded}, but this pool has "
+        if sorted(recorded) == sorted(self.worker_ids):
+            return (
+                f"{mismatch}them in another order ({self.worker_ids}); list the pool's workers "
+                "in the order of the records"
+            )
+        return (
+            f"{mismatch}{self.worker_ids}; use the same pool, or collect into a new -o with "
+            f"--log {self.log}: the saved answers of the workers in both are reused, only the "
+            "other cells are called"
+        )
+
+    def _load_log(self) -> None:
+        for line_number, value in iter_jsonl(self.log):
+            try:
+                entry = LogEntry.model_validate(value)
+            except ValidationError as error:
+                raise RecordFileError(
+                    f"{self.log}, line {line_number}: not a call-log entry "
+                    f"({error.errors()[0]['msg']}); fix or delete that line"
+                ) from error
+            if entry.event == "judge":
+                self._count_judging(entry)
+                continue  # what the judge said is in its grade line
+            cell = (entry.task_id, entry.worker_id)
+            answered = self.answers(entry)
+            if self.hashes.get(cell) != entry.request_hash or (
+                answered and not self._same_local_model(entry)
+            ):
+                if answered and cell in self.hashes:  # a changed request: not its answer
+                    self.asked_otherwise.add(cell)
+                continue  # another task set, another worker, or a changed request
+            if answered:
+                self.calls[cell] = entry
+                self.grades.pop(cell, None)  # a newer answer needs its own grade
+                self.stale.pop(cell, None)
+            elif entry.event == "grade" and entry.score is not None and cell in self.calls:
+                if self.grade_mismatch(entry) is None:
+                    self.grades[cell] = entry
+                else:
+                    self.stale[cell] = entry
+
+    def _count_judging(self, entry: LogEntry) -> None:
+        judge = self.judging.setdefault(
+            entry.worker_id, JudgeSummary(worker_id=entry.worker_id, calls=0, cost=0.0)
+        )
+        judge.calls += 1
+        judge.cost += entry.cost or 0.0
+
+    def answers(self, entry: LogEntry) -> bool:
+        """Whether a log line gives its cell an answer to grade: a call with an output, or
+        the worker's refusal of a prompt over its context (at the n_ctx it still has)."""
+        if entry.event != "call":
+            return False
+        if entry.error_code == CONTEXT_LENGTH_EXCEEDED:
+            return entry.n_ctx == self.contexts.get(entry.worker_id)
+        return entry.error is None and entry.output is not None
+
+    def _same_local_model(self, entry: LogEntry) -> bool:
+        # call lines of older versions do not name the model file (or its content): taken as
+        # the same
+        if entry.local_hash is not None and entry.local_hash != self.local_hashes[entry.worker_id]:
+            return False
+        digest = self.gguf_digests[entry.worker_id]
+        return entry.gguf_sha256 is None or digest is None or entry.gguf_sha256 == digest
+
+    def grade_mismatch(self, entry: LogEntry) -> str | None:
+        """Why a logged grade is not one of this run's grading, or None when it is."""
+        task = self.tasks[entry.task_id]
+        if entry.grading_hash != self.grading_hashes[task.id]:
+            return "the task's answer key (answer, tests, grader, rubric) changed"
+        if task.grader != "judge" or self.judge is None:
+            return None
+        judge_id, judge_settings = self.judge
+        if entry.judge_worker_id is None:
+            return UNKNOWN_JUDGE
+        if entry.judge_worker_id != judge_id:
+            return f"they were judged by {entry.judge_worker_id}, this run judges with {judge_id}"
+        if entry.judge_hash != judge_settings:
+            return (
+                f"the settings of judge {judge_id} that shape its verdict (model, base_url or "
+                "local, system_prompt, params) changed since it judged them"
+            )
+        digest = self.gguf_digests[judge_id]
+        if entry.judge_gguf_sha256 not in (None, digest) and digest is not None:
+            return f"the model file of judge {judge_id} (its gguf) changed since it judged them"
+        return None
+
+    def reask_notes(self) -> list[str]:
+        """Per worker whose request changed since its answers were logged: how many cells
+        of unfinished tasks it is asked again, and how many written records keep its
+        answers to the earlier request."""
+        pending = set(self.pending_tasks())
+        changed = [cell for cell in self.asked_otherwise if cell not in self.calls]
+        notes = []
+        for worker_id in self.worker_ids:
+            cells = [cell for cell in changed if cell[1] == worker_id]
+            asked = sum(task_id in pending for task_id, _ in cells)
+            written = len(cells) - asked
+            answered = "they were" if len(cells) != 1 else "it was"
+            why = (
+                "its request (model, system_prompt, params, a local worker's gguf or "
+                f"chat_format, or the task's prompt) changed since {answered} answered"
+            )
+            if asked:
+                notes.append(
+                    f"{asked} saved answer{'s' * (asked != 1)} of {worker_id} "
+                    f"{'are' if asked != 1 else 'is'} not reused and asked again: {why}"
+                )
+            if written:
+                notes.append(
+                    f"{written} record{'s' * (written != 1)} already written "
+                    f"keep{'s' * (written == 1)} "
+                    f"{worker_id}'s answers to its earlier request ({why}); records are never "
+                    f"rewritten: to have one request throughout, collect into a new -o with "
+                    f"--log {self.log} (answers to the current requests are reused)"
+                )
+        return notes
+
+    def cost_of(self, cell: Cell) -> float | None:
+        """What the cell's answer costs at the pool's prices now (its tokens, from the call
+        log): prices fixed in the pool file between runs count for every record still to
+        write, not only for answers still to ask. None without token counts."""
+        call = self.calls[cell]
+        if call.error_code == CONTEXT_LENGTH_EXCEEDED:
+            return 0.0  # nothing generated, nothing billed
+        if call.usage is None:
+            return call.cost
+        return usage_cost(self.config.worker(cell[1]), Usage.model_validate(call.usage))
+
+    def reprice_notes(self) -> list[str]:
+        """How many written records hold costs that the pool's prices now would not give."""
+        repriced = 0
+        for task_id, written in self.written_costs.items():
+            cells = [(task_id, worker_id) for worker_id in self.worker_ids]
+            if (
+                written is None
+                or task_id not in self.tasks
+                or not all(cell in self.calls for cell in cells)
+            ):
+                continue
+            costs = [self.cost_of(cell) for cell in cells]
+            if any(
+                cost is not None and not math.isclose(cost, old, rel_tol=1e-9, abs_tol=1e-15)
+                for cost, old in zip(costs, written, strict=True)
+            ):
+                repriced += 1
+        if not repriced:
+            return []
+        return [
+            f"{repriced} record{'s' * (repriced != 1)} already written "
+            f"hold{'s' * (repriced == 1)} costs at other prices than the pool's now "
+            "(input_price_per_mtok or output_price_per_mtok changed since); records are never "
+            f"rewritten: for one price list throughout, collect into a new -o with --log "
+            f"{self.log} (answers are reused, their costs computed at the current prices)"
+        ]
+
+    def judge_of(self, task_id: str) -> tuple[str | None, str | None]:
+        """The judge worker id and judge hash a grade line of this task carries (None, None
+        for graders other than the judge)."""
+        if self.judge is None or self.tasks[task_id].grader != "judge":
+            return None, None
+        return self.judge
+
+    def regrade_notes(self) -> list[str]:
+        """Why saved grades are not reused this run: per reason, how many answers of
+        unfinished tasks are graded again, and how many written records keep such grades."""
+        pending = set(self.pending_tasks())
+        regraded: Counter[str] = Counter()
+        written: dict[str, set[str]] = {}
+        for cell, entry in self.stale.items():
+            if cell in self.grades or cell[0] not in self.tasks:
+                continue
+            reason = self.grade_mismatch(entry)
+            if reason is None:
+                continue
+            if cell[0] in pending:
+                regraded[reason] += 1
+            elif reason != UNKNOWN_JUDGE:  # said on every run, for records nobody can check
+                written.setdefault(reason, set()).add(cell[0])
+        notes = [
+            f"{count} saved answer{'s are' if count != 1 else ' is'} graded again, without "
+            f"asking {'their workers' if count != 1 else 'its worker'} again: {reason}"
+            for reason, count in regraded.items()
+        ]
+        notes += [
+            f"{len(task_ids)} record{'s' * (len(task_ids) != 1)} already written "
+            f"keep{'s' * (len(task_ids) == 1)} "
+            f"grades that this run would give differently ({reason}); records are never "
+            f"rewritten: to have one grading throughout, collect into a new -o with --log "
+            f"{self.log} (saved answers are reused, only the grading is redone)"
+            for reason, task_ids in written.items()
+        ]
+        return notes
+
+    # -- queries ----------------------------------------------------------------------
+
+    def is_graded(self, cell: Cell) -> bool:
+        return cell in self.grades
+
+    def pending_tasks(self) -> list[str]:
+        return [task_id for task_id in self.order if task_id not in self.recorded]
+
+    def cells_to_grade(self) -> list[Cell]:
+        """Answered but not graded yet (stopped mid-grade, or the grader failed)."""
+        return [
+            (task_id, worker_id)
+            for task_id in self.pending_tasks()
+            for worker_id in self.worker_ids
+            if (task_id, worker_id) in self.calls and (task_id, worker_id) not in self.grades
+        ]
+
+    def cells_to_call(self, worker_id: str) -> list[str]:
+        return [
+            task_id for task_id in self.pending_tasks() if (task_id, worker_id) not in self.calls
+        ]
+
+    def record_for(self, task_id: str) -> RewardRecord | None:
+        """The task's RewardRecord when every worker has a graded answer, else None."""
+        cells = [(task_id, worker_id) for worker_id in self.worker_ids]
+        if task_id in self.recorded or not all(cell in self.grades for cell in cells):
+            return None
+        task = self.tasks[task_id]
+        costs = [self.cost_of(cell) for cell in cells]
+        return RewardRecord(
+            prompt=task.record_prompt(),
+            split=task.resolved_split(),
+            worker_ids=self.worker_ids,
+            rewards=[float(self.grades[cell].score or 0.0) for cell in cells],
+            costs=None if any(cost is None for cost in costs) else [float(c or 0) for c in costs],
+            task=task.task,
+            id=task_id,
+        )
+
+    # -- writes (each line durable before the state changes) --------------------------
+
+    def add(self, entry: LogEntry) -> None:
+        append_jsonl(self.log, [entry])
+        if entry.event == "judge":
+            self._count_judging(entry)
+        cell = (entry.task_id, entry.worker_id)
+        if self.answers(entry):
+            self.calls[cell] = entry
+            self.grades.pop(cell, None)
+            self.stale.pop(cell, None)
+        elif entry.event == "grade" and entry.score is not None:
+            self.grades[cell] = entry
+
+    def write_ready_record(self, task_id: str) -> bool:
+        record = self.record_for(task_id)
+        if record is None:
+            return False
+        append_jsonl(self.output, [record])
+        self.recorded.add(task_id)
+        return True

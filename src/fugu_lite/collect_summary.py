@@ -1,0 +1,234 @@
+"""What a collection run did: its counters (RunCounters), the summary built from them and
+the run's state (summarize), the table printed at the end and the lines said under it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from rich import box
+from rich.table import Table
+
+from .collect_state import CollectState, JudgeSummary
+from .pool import PoolConfig
+from .text import console_name, console_text, usd
+from .workers import output_limit
+
+
+class WorkerSummary(BaseModel):
+    worker_id: str
+    done: int  # graded cells over all runs
+    pending: int
+    calls: int  # this run
+    errors: int  # this run: failed calls and grading errors
+    failed_calls: int = 0  # this run: calls that gave no answer (after the pool's retries)
+    call_error: str | None = None  # this run: why the first of them failed
+    call_error_kind: str | None = None  # ... its kind (timeout, connection, client, ...)
+    ungraded: int = 0  # this run: answers the grader (or judge) could not score
+    refused: int = 0  # this run: prompts over the worker's context, scored 0
+    over_max_tokens: int = 0  # ... of them, prompts that fit it but not beside its max_tokens
+    cut: int = 0  # graded answers (all runs) that stopped at the worker's token limit
+    refusal: str | None = None  # this run: the worker's words on the first of them
+    max_tokens_refusal: str | None = None  # ... on the first of those over_max_tokens
+    grade_error: str | None = None  # this run: why the first of them could not be scored
+    mean_score: float | None
+    cost: float
+    mean_latency_s: float | None
+    down: str | None = None  # why the worker was taken as down this run
+    restarts: int = 0  # this run: its local server exited on its own and was started again
+
+
+class CollectSummary(BaseModel):
+    output: str
+    log: str
+    tasks: int
+    records_total: int
+    records_written: int  # this run
+    torn_lines: list[str] = []
+    reasks: list[str] = []  # why saved answers were not reused (reask_notes)
+    regrades: list[str] = []  # why saved grades were not reused (regrade_notes)
+    reprices: list[str] = []  # written records whose costs other prices gave (reprice_notes)
+    workers: list[WorkerSummary]
+    judges: list[JudgeSummary] = []
+
+    @property
+    def complete(self) -> bool:
+        return self.records_total == self.tasks
+
+
+class RunCounters:
+    def __init__(self, worker_ids: list[str]) -> None:
+        self.calls = dict.fromkeys(worker_ids, 0)
+        self.errors = dict.fromkeys(worker_ids, 0)
+        self.failed_calls = dict.fromkeys(worker_ids, 0)
+        self.call_error: dict[str, tuple[str, str | None]] = {}  # the first: message, kind
+        self.ungraded = dict.fromkeys(worker_ids, 0)
+        self.refused = dict.fromkeys(worker_ids, 0)
+        self.refusal: dict[str, str] = {}  # the first prompt over the context
+        # refusals of prompts that fit the context, but not beside the worker's max_tokens
+        self.over_max_tokens = dict.fromkeys(worker_ids, 0)
+        self.max_tokens_refusal: dict[str, str] = {}
+        self.grade_error: dict[str, str] = {}
+        self.consecutive_down = dict.fromkeys(worker_ids, 0)
+        # the status of the worker's last refusals in a row (401/403/404) and how many
+        self.consecutive_refused: dict[str, tuple[int | None, int]] = {}
+        self.down: dict[str, str] = {}
+        self.restarts = dict.fromkeys(worker_ids, 0)  # local servers started again this run
+        self.records_written = 0
+
+
+def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
+    workers = []
+    pending_tasks = state.pending_tasks()
+    # a written record's grades, even those this run's grading would give differently
+    written = {cell: entry for cell, entry in state.stale.items() if cell[0] in state.recorded}
+    grades = {**written, **state.grades}
+    for worker_id in state.worker_ids:
+        graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
+        scores = [float(grades[cell].score or 0.0) for cell in graded]
+        calls = [state.calls[cell] for cell in graded]
+        latencies = [call.latency_s for call in calls if call.latency_s is not None]
+        workers.append(
+            WorkerSummary(
+                worker_id=worker_id,
+                done=len(graded),
+                pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
+                calls=counters.calls[worker_id],
+                errors=counters.errors[worker_id],
+                failed_calls=counters.failed_calls[worker_id],
+                call_error=counters.call_error.get(worker_id, (None, None))[0],
+                call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
+                ungraded=counters.ungraded[worker_id],
+                refused=counters.refused[worker_id],
+                cut=sum(call.finish_reason == "length" for call in calls),
+                refusal=counters.refusal.get(worker_id),
+                over_max_tokens=counters.over_max_tokens[worker_id],
+                max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
+                grade_error=counters.grade_error.get(worker_id),
+                mean_score=sum(scores) / len(scores) if scores else None,
+                cost=sum(state.cost_of(cell) or 0.0 for cell in graded),
+                mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
+                down=counters.down.get(worker_id),
+                restarts=counters.restarts[worker_id],
+            )
+        )
+    return CollectSummary(
+        output=str(state.output),
+        log=str(state.log),
+        tasks=len(state.tasks),
+        records_total=len(state.recorded & set(state.tasks)),
+        records_written=counters.records_written,
+        torn_lines=state.torn,
+        workers=workers,
+        judges=list(state.judging.values()),
+    )
+
+
+# A 4xx other than 408 and 429: the worker refused the request itself.
+CLIENT_ERROR_HINT = (
+    "; a refused request is refused again until the worker's settings in the pool (model, "
+    "params, api_key_env) or the task are fixed"
+)
+
+
+def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
+    """What to say after the table (on stderr), per worker: why its calls failed, how many
+    answers were cut at its token limit or refused as too long, why answers could not be
+    graded, why it was taken as down."""
+    lines: list[str] = []
+    for worker in summary.workers:
+        if worker.call_error and not worker.down:  # a down worker's line says why
+            lines.append(
+                f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
+                f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
+                f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
+                f"the first: {console_text(worker.call_error)}"
+            )
+        if worker.cut:
+            params = config.worker(worker.worker_id).params
+            name, limit = output_limit(params) or ("max_tokens", "of its server")
+            lines.append(
+                f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
+                f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
+                f"{limit}) and were graded as they are, often without their final answer; for "
+                f"whole answers raise its params.{name} (a new request: unfinished tasks are "
+                "asked again)"
+            )
+        if worker.refusal:
+            over_context = worker.refused - worker.over_max_tokens
+            many = over_context != 1
+            lines.append(
+                f"[yellow]warning: {over_context} prompt{'s' * many} "
+                f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
+                f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
+                f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
+                "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
+                f"with --log {console_text(summary.log)}; the first: {console_text(worker.refusal)}"
+            )
+        if worker.max_tokens_refusal:
+            name, limit = output_limit(config.worker(worker.worker_id).params) or ("", "")
+            many = worker.over_max_tokens != 1
+            lines.append(
+                f"[yellow]warning: {worker.over_max_tokens} prompt{'s' * many} "
+                f"{'fit' if many else 'fits'} the context of {worker.worker_id}, but not "
+                f"beside its {name} of {limit}[/yellow], and it refused "
+                f"{'them' if many else 'it'}: scored 0 as a prompt over its context; to have "
+                f"{'them' if many else 'it'} answered, lower its params.{name} (a new request: "
+                "unfinished tasks are asked again; for the written records, collect into a new "
+                f"-o with --log {console_text(summary.log)}); the first: "
+                f"{console_text(worker.max_tokens_refusal)}"
+            )
+        if worker.grade_error:
+            lines.append(
+                f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
+                f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
+                f"without new calls, when you run this again); the first: "
+                f"{console_text(worker.grade_error)}"
+            )
+        if worker.restarts and not worker.down:
+            many = worker.restarts != 1
+            lines.append(
+                f"[yellow]warning: the llama.cpp server of {worker.worker_id} exited "
+                f"{worker.restarts} time{'s' * many} this run[/yellow] and was started again "
+                f"(the last lines of its log are above); the calls it failed then are asked "
+                "again when you run this again"
+            )
+        if worker.down:
+            lines.append(
+                f"[red]warning: worker {worker.worker_id} is down[/red] "
+                f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
+                "when you run this again"
+            )
+    return lines
+
+
+def summary_table(summary: CollectSummary) -> Table:
+    """Per worker: graded cells (all runs), pending cells, this run's calls and errors, the
+    mean score and total cost of the graded answers, and their mean latency; under it, the
+    judge's calls in the call log and their cost (paid, but in no record)."""
+    table = Table(
+        title=f"collection: {summary.records_total}/{summary.tasks} records",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,  # fits 80 columns
+        caption="; ".join(
+            f"judge {console_text(judge.worker_id)}: {judge.calls} "
+            f"call{'s' * (judge.calls != 1)}, cost {usd(judge.cost)}"
+            for judge in summary.judges
+        )
+        or None,
+    )
+    table.add_column("worker", overflow="fold", min_width=12)  # folds; the numbers stay whole
+    for column in ("done", "pending", "calls", "errors", "score", "cost", "latency"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for worker in summary.workers:
+        table.add_row(
+            f"[red]{worker.worker_id} (down)[/red]" if worker.down else worker.worker_id,
+            str(worker.done),
+            str(worker.pending),
+            str(worker.calls),
+            str(worker.errors),
+            "-" if worker.mean_score is None else f"{worker.mean_score:.3f}",
+            usd(worker.cost),
+            "-" if worker.mean_latency_s is None else f"{worker.mean_latency_s:.2f}s",
+        )
+    return table

@@ -1,0 +1,279 @@
+"""A collection's files: the lock on them, torn and corrupt lines, records of another pool,
+and the hashes that say whether a saved answer still fits (a changed request, a local
+worker's model file)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import log_lines, number_tasks, record_ids, run_collect, solver, stub_pool
+from rich.console import Console
+
+from fugu_lite import collect_state
+from fugu_lite.collect import collect
+from fugu_lite.collect_state import CollectError, default_log_path
+from fugu_lite.collect_summary import CollectSummary
+from fugu_lite.pool import PoolConfig
+from fugu_lite.schemas import read_records
+from fugu_lite.testing.stub_worker import StubWorker
+
+
+def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `collect` runs on one -o (started twice by mistake, in two terminals) both called
+    every worker for every task and both appended each record: every record twice in the
+    output and every call paid twice."""
+    tasks = number_tasks(4)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks), latency_s=0.2) as stub:
+        config = stub_pool(("w", stub), max_concurrency=1)
+
+        async def twice(second_output: Path, log: Path | None = None) -> list[Any]:
+            first = asyncio.create_task(collect(config, tasks, output, show_progress=False))
+            await asyncio.sleep(0.1)  # the first is running: its calls take 0.2 s each
+            second = collect(config, tasks, second_output, log, show_progress=False)
+            return await asyncio.gather(first, second, return_exceptions=True)
+
+        first, second = asyncio.run(twice(output))
+        assert isinstance(first, CollectSummary) and first.complete
+        assert isinstance(second, CollectError) and f"{output} is in use by another" in str(second)
+        assert sorted(record_ids(output)) == [t.id for t in tasks] and len(stub.bodies) == 4
+        output.unlink()
+        default_log_path(output).unlink()  # so that the first run calls again
+        other = tmp_path / "other.jsonl"  # another -o, but the same call log: refused too
+        first, second = asyncio.run(twice(other, default_log_path(output)))
+        assert isinstance(second, CollectError) and "calls.jsonl is in use" in str(second)
+        assert not other.exists()  # the refused run left no empty file behind
+
+        monkeypatch.delenv("NO_SUCH_KEY", raising=False)  # a run that cannot start: no files
+        keyed = stub_pool(("w", stub), api_key_env="NO_SUCH_KEY")
+        with pytest.raises(Exception, match="NO_SUCH_KEY"):
+            run_collect(keyed, tasks, tmp_path / "new" / "r.jsonl")
+    assert list((tmp_path / "new").iterdir()) == []
+
+
+def test_prices_fixed_between_runs_cost_every_record_still_to_write(tmp_path: Path) -> None:
+    """Prices fixed in the pool file (per 1k tokens given as per million, say) between runs:
+    a saved answer of a task still pending kept its cost at the old prices, so one record
+    mixed two price lists, and nothing said the records already written hold the old ones."""
+    tasks = number_tasks(3)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as a, StubWorker(solver(tasks)) as b:
+        b.fail_next("400")  # add-0 waits for b: a's answer to it is saved, its record not
+        run_collect(stub_pool(("a", a), ("b", b), max_concurrency=1), tasks, output)
+        assert sorted(record_ids(output)) == ["add-1", "add-2"]
+        fixed = stub_pool(("a", a), ("b", b), input_price_per_mtok=10.0, output_price_per_mtok=20.0)
+        console = Console(record=True, width=400)
+        summary = run_collect(fixed, tasks, output, console=console)
+        assert len(a.bodies) == 3  # a's answer to add-0 was reused
+    # whitespace tokens: "What is i + j?" 5 in, "The answer is N." 4 out
+    record = {r.id: r for r in read_records(output)}["add-0"]
+    assert record.costs == pytest.approx([(5 * 10 + 4 * 20) / 1e6] * 2)
+    assert summary.workers[0].cost == pytest.approx(((5 * 10 + 4 * 20) / 1e6) * 3)
+    assert "2 records already written hold costs at other prices" in console.export_text()
+    assert summary.reprices and f"--log {default_log_path(output)}" in summary.reprices[0]
+
+
+def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        lines = output.read_text().splitlines(keepends=True)
+        torn_id = json.loads(lines[-1])["id"]
+        output.write_text("".join(lines[:-1]) + lines[-1][:25])  # kill -9 mid-write
+        log = default_log_path(output)
+        log.write_text(log.read_text() + '{"event": "call", "task_')
+        summary = run_collect(config, tasks, output)
+        assert len(stub.bodies) == 4  # the torn record is rebuilt from the call log
+    assert len(summary.torn_lines) == 2 and str(output) in summary.torn_lines[0]
+    ids = record_ids(output)
+    assert sorted(ids) == sorted(t.id for t in tasks) and ids[-1] == torn_id
+    assert Path(str(output) + ".torn").read_text().startswith(lines[-1][:25])
+    log_lines(output)  # every line of the log is whole JSON again
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n", b'{"event": "call", "task_', b"\xe2\x82"])
+def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -> None:
+    """Checking a call log for a torn last line read the whole file into memory on every
+    start: gigabytes for the log of a long collection, to look at its last bytes."""
+    log = tmp_path / "r.calls.jsonl"
+    whole = b'{"event": "call", "output": "' + b"x" * (20 << 20) + b'"}\n'
+    log.write_bytes(whole + tail)
+    tracemalloc.start()
+    try:
+        fragment = collect_state.repair_torn_tail(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # a few blocks, not the 20 MB line
+    whole_lines = tail in (b"", b"\n")  # nothing torn: the file is left as it is
+    assert log.read_bytes() == (whole + tail if whole_lines else whole)
+    assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
+
+
+def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    output.write_text("not json\n{}\n")
+    with StubWorker(solver(tasks)) as stub, pytest.raises(Exception, match="line 1"):
+        run_collect(stub_pool(("w", stub)), tasks, output)
+
+
+def test_other_workers_in_the_output_are_refused_with_a_way_out_that_keeps_the_answers(
+    tmp_path: Path,
+) -> None:
+    """A worker added to (or removed from) the pool: the refusal said only "write to a new
+    --output", whose default call log is new too, so every saved answer was paid for again.
+    It now names the old call log to pass with --log, which reuses them."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub, StubWorker(solver(tasks)) as added:
+        run_collect(stub_pool(("a", stub), ("b", stub)), tasks, output)
+        assert len(stub.bodies) == 4
+        grown = stub_pool(("a", stub), ("b", stub), ("c", added))
+        with pytest.raises(CollectError) as refused:
+            run_collect(grown, tasks, output)
+        assert f"a new -o with --log {default_log_path(output)}" in str(refused.value)
+        summary = run_collect(grown, tasks, tmp_path / "grown.jsonl", log=default_log_path(output))
+        assert summary.complete and len(stub.bodies) == 4 and len(added.bodies) == 2
+        with pytest.raises(CollectError, match="another order"):
+            run_collect(stub_pool(("b", stub), ("a", stub)), tasks, output)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"system_prompt": "Be brief."}, {"params": {"temperature": 0.7}}, {"model": "other"}],
+)
+def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
+    """A saved answer counts only for the same request: system prompt, params and model."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written, so both cells of `w` stay pending
+
+        def pool(**worker_change: Any) -> PoolConfig:
+            worker = stub_pool(("w", stub)).workers[0].model_dump()
+            closed = {**worker, "id": "down", "base_url": down_url}
+            return PoolConfig.model_validate({"workers": [{**worker, **worker_change}, closed]})
+
+        run_collect(pool(), tasks, output, down_after=1)
+        assert len(stub.bodies) == 2
+        summary = run_collect(pool(**change), tasks, output, down_after=1)
+    assert len(stub.bodies) == (2 if not change else 4)
+    assert summary.reasks == (
+        []
+        if not change
+        else [
+            "2 saved answers of w are not reused and asked again: its request (model, "
+            "system_prompt, params, a local worker's gguf or chat_format, or the task's "
+            "prompt) changed since they were answered"
+        ]
+    )
+    for body in stub.bodies[2:]:
+        assert body["messages"][0]["content"] == "Be brief." or "system_prompt" not in change
+        assert body.get("temperature") == 0.7 or "params" not in change
+        assert body["model"] == "other" or "model" not in change
+
+
+def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> None:
+    """Records are never rewritten: after a worker's params change, the run says how many
+    written records keep its answers to the earlier request, and how to get one request."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub), ("v", stub))
+        run_collect(config, tasks[:2], output)
+        changed = config.model_copy(deep=True)
+        changed.workers[0].params = {"temperature": 0.7}
+        summary = run_collect(changed, tasks, output)  # one more task: asked with the new params
+        assert len(stub.bodies) == 4 + 2
+        assert summary.complete and summary.reasks == [
+            "2 records already written keep w's answers to its earlier request (its request "
+            "(model, system_prompt, params, a local worker's gguf or chat_format, or the "
+            "task's prompt) changed since they were answered); records are never rewritten: "
+            "to have one request throughout, collect "
+            f"into a new -o with --log {default_log_path(output)} (answers to the current "
+            "requests are reused)"
+        ]
+        assert run_collect(config, tasks[:2], output).reasks == []  # the earlier request again
+
+        fresh = tmp_path / "fresh.jsonl"  # the way out: w asked again with the new params
+        summary = run_collect(changed, tasks, fresh, log=default_log_path(output))
+    assert summary.complete and len(stub.bodies) == 6 + 2
+    assert [body.get("temperature") for body in stub.bodies[6:]] == [0.7, 0.7]
+
+
+def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
+    """A local worker's `model` is only a label: an answer of another GGUF file (or chat
+    format) is not reused. Call lines of older versions, which do not name the file, are."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    def local_pool(gguf: str, chat_format: str | None = None) -> PoolConfig:
+        local = {"gguf": gguf, "chat_format": chat_format}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    def state(config: PoolConfig) -> collect_state.CollectState:
+        return collect_state.CollectState(config, [task], tmp_path / "r.jsonl", log).load()
+
+    first = local_pool(str(tmp_path / "q4.gguf"))
+    worker = first.workers[0]
+    answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
+              "request_hash": collect_state.request_hash(worker, task)}  # fmt: skip
+    log.write_text(json.dumps({**answer, "local_hash": collect_state.local_hash(worker)}) + "\n")
+    assert state(first).cells_to_call("loc") == []
+    for changed in (local_pool(str(tmp_path / "q8.gguf")), local_pool(worker.local.gguf, "chatml")):
+        again = state(changed)
+        assert again.cells_to_call("loc") == [task.id]
+        assert again.reask_notes() == [
+            "1 saved answer of loc is not reused and asked again: its request (model, "
+            "system_prompt, params, a local worker's gguf or chat_format, or the task's "
+            "prompt) changed since it was answered"
+        ]
+    log.write_text(json.dumps(answer) + "\n")  # an older version's line
+    assert state(local_pool(str(tmp_path / "q8.gguf"))).cells_to_call("loc") == []
+
+
+def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another GGUF downloaded under the same file name (another quant, another model) gave
+    the same local_hash, which names the path only: the old file's answers were reused and
+    mixed with the new one's in the records. Call lines now hold the file's SHA-256."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    task = number_tasks(1)[0]
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF q4 weights")
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "loc", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    log = tmp_path / "r.calls.jsonl"
+
+    def state() -> collect_state.CollectState:
+        return collect_state.CollectState(config, [task], tmp_path / "r.jsonl", log).load()
+
+    worker = config.workers[0]
+    answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
+              "request_hash": collect_state.request_hash(worker, task),
+              "local_hash": collect_state.local_hash(worker)}  # fmt: skip
+    digest = collect_state.gguf_sha256(worker)
+    assert digest == hashlib.sha256(b"GGUF q4 weights").hexdigest()
+    log.write_text(json.dumps({**answer, "gguf_sha256": digest}) + "\n")
+    assert state().cells_to_call("loc") == []
+
+    gguf.write_bytes(b"GGUF q8 weights, another file")  # replaced under the same name
+    again = state()
+    assert again.cells_to_call("loc") == [task.id] and len(again.reask_notes()) == 1
+    log.write_text(json.dumps(answer) + "\n")  # an older version's line: taken as the same
+    assert state().cells_to_call("loc") == []
