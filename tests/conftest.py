@@ -24,7 +24,9 @@ from fugu_lite.collect_state import default_log_path
 from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import standard_split
 from fugu_lite.pool import PoolConfig
+from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.scoring import Grade, grade
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
 
@@ -202,3 +204,22 @@ def log_lines(output: Path) -> list[dict]:
 
 def record_ids(output: Path) -> list[str]:
     return [json.loads(line)["id"] for line in output.read_text().splitlines()]
+
+
+# -- graders -------------------------------------------------------------------------------
+
+# What the graders' tests (test_scoring*.py) share: running a grader on a task's output with
+# a fast sandbox, and the tasks and prompts more than one of them grade
+
+FAST = SandboxLimits(timeout_s=1.5, memory_mb=256)
+
+
+def run(task: Task, output: str, judge=None, sandbox: SandboxLimits | None = FAST) -> Grade:
+    return asyncio.run(grade(task, output, judge, sandbox=sandbox))
+
+
+def number_task(answer: str, prompt: str = "How many?") -> Task:
+    return Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+
+
+WHO_IS_TALLER = "Ann is 150 cm tall and Bob is 160 cm tall. Who is taller?"

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from .collect_state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
 from .pool import PoolConfig
-from .scoring import parse_judge_score
+from .scoring.judge import parse_judge_score
 from .tasks import Task
 from .workers import CallResult, Judge, WorkerCallError, WorkerPool, output_limit
 

@@ -1,0 +1,124 @@
+"""The code grader: the Python in the output (fenced blocks, or raw, dedented when the reply
+indents it as a markdown code block) runs against `task.tests` in the sandbox (see
+sandbox.py); score = fraction of tests passed. An infinite loop, a crash or a refused
+operation is the model's fault: 0 with the reason in `detail`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+from ..sandbox import SandboxLimits, run_python_tests
+from ..tasks import Task
+from .common import Grade, cannot_grade, wrong
+
+# The info string holds no backtick (as in CommonMark): "`" * 100_000 is no fence, and
+# rejecting it takes linear time.
+FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n`]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
+_PYTHON_TAGS = {"python", "py", "python3", "py3"}
+_LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
+_CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
+
+
+def extract_code(output: str) -> str | None:
+    """The Python in a reply: fenced python blocks that parse (joined, with untagged blocks
+    that define a function or class), else untagged blocks, else the raw code."""
+    if not output.strip():
+        return None
+    # A fence inside a list item is indented as a whole; the code itself is not.
+    blocks = [
+        (m.group("language").lower(), textwrap.dedent(m.group("code")))
+        for m in FENCE.finditer(output)
+    ]
+    if blocks:
+        candidates = [code for language, code in blocks if language in _PYTHON_TAGS]
+        if not candidates:
+            candidates = [code for language, code in blocks if not language]
+        else:  # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
+            candidates = [
+                code
+                for language, code in blocks
+                if language in _PYTHON_TAGS or (not language and _defines(code))
+            ]
+        if candidates:
+            parsing = [code for code in candidates if _parses(code)]
+            return "\n\n".join(parsing) if parsing else candidates[-1]
+    output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
+    if _parses(output):
+        return output
+    start = _CODE_START.search(output)
+    if start is None:
+        return output
+    lines = output[start.start() :].splitlines()
+    end = _indented_block_end(lines)
+    while end > 0:  # the longest run of lines from there that parses (prose may follow)
+        # dedented: a markdown code block is indented as a whole ("    def add(...)")
+        code = textwrap.dedent("\n".join(lines[:end]))
+        error_line = _syntax_error_line(code)
+        if error_line is None:
+            return code if code.strip() else output
+        # every run that holds the faulty line fails too: one parse per error, not per line
+        end = min(end, error_line) - 1
+    return output
+
+
+def _indented_block_end(lines: list[str]) -> int:
+    """How many lines an indented first line's block holds (up to the first non-empty line
+    indented less: the prose after it); all of them when the first line is not indented."""
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    if indent == 0:
+        return len(lines)
+    for index, line in enumerate(lines):
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            return index
+    return len(lines)
+
+
+def _defines(code: str) -> bool:
+    """Whether `code` parses and defines a function or class at its top level (an untagged
+    block of output, "Fizz", parses too but defines nothing)."""
+    if not _parses(code):
+        return False
+    tree = ast.parse(code)
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for node in tree.body
+    )
+
+
+def _parses(code: str) -> bool:
+    return _syntax_error_line(code) is None and bool(code.strip())
+
+
+def _syntax_error_line(code: str) -> int | None:
+    """None when `code` parses, else the line of the error (the end when unknown). Deep
+    nesting ("((((...") makes the parser run out of stack or memory: a syntax error too."""
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        return error.lineno or code.count("\n") + 1
+    except (ValueError, MemoryError, RecursionError):
+        return code.count("\n") + 1
+    return None
+
+
+async def grade_code(task: Task, output: str, limits: SandboxLimits | None = None) -> Grade:
+    if not task.tests:
+        return cannot_grade("the code grader needs the task's tests")
+    code = extract_code(output)
+    if code is None:
+        return wrong("no code in the output")
+    result = await run_python_tests(code, task.tests, limits)
+    if result.status == "internal_error":
+        return cannot_grade(f"the code sandbox failed: {result.detail}")
+    if result.total == 0:
+        return cannot_grade("the task's tests hold no test")
+    if result.status == "ok":
+        failure = next((t for t in result.tests if not t.passed), None)
+        detail = result.detail
+        if failure is not None:
+            detail += f"; first failure: {failure.name}: {failure.error}"
+        return Grade(score=result.passed / result.total, detail=detail[:1000])
+    return wrong(f"{result.status}: {result.detail}"[:1000])

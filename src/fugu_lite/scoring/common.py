@@ -1,0 +1,102 @@
+"""What the graders share: the Grade they return, and the text helpers more than one of them
+reads an answer with (self-corrections and retractions, LaTeX, boxed answers, line ends).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+
+class Grade(BaseModel):
+    score: float | None
+    error: str | None = None
+    detail: str = ""
+
+
+def wrong(detail: str) -> Grade:
+    return Grade(score=0.0, detail=detail)
+
+
+def cannot_grade(error: str) -> Grade:
+    return Grade(score=None, error=error)
+
+
+# a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's (C)"
+SELF_CORRECTION = (
+    r"\b(?:wait|no|sorry|oops|actually)\b[\s,:;!.-]{0,3}(?:(?:no|sorry)\b[\s,:;!.-]{0,3})?"
+    r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
+    r"(?!\s*not\b)"
+)
+# a bare correction of a number starting a clause, "Hmm, actually 126.", "Wait, 126.", "I
+# mean 126." (not "There are actually 5 boxes."): the number grader's only, and only when
+# the number is the whole of its sentence (see `_CORRECTED_NUMBER_END`); to the regex
+# grader, "Actually 3 numbers are listed." is a remark
+BARE_CORRECTION_LEAD = (
+    r"(?:(?<![\w'’] )|(?<=hmm )|(?<=oh )|(?<=ah ))"
+    r"\b(?:actually\b|wait\b\s*[,:;!.—–-]|I\s+mean\b)[\s,:;!.—–-]{0,3}"
+    r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
+)
+
+
+# The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
+# Oops, I miscounted: there are 5.", "[1, 2, 3]? No: [1, 3, 2]." (not a mere check: "Wait,
+# let me verify: 1 + 2 = 3")
+RETRACTION = re.compile(
+    r"(?<=\?)\s*no(?=[,:;.!—–-])"
+    r"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
+    r"|I\s+(?:miscounted|miscalculated)|(?:that's|that\s+is|this\s+is|I\s+was)\s+(?:wrong|"
+    r"incorrect))\b",
+    re.IGNORECASE,
+)
+
+
+def clip(text: str, size: int = 40) -> str:
+    return text if len(text) <= size else text[:size] + "..."
+
+
+_MIXED_NUMBER = re.compile(
+    r"(?<![\d.,/])(?P<whole>\d{1,9})\s*\\[dt]?frac\{(?P<over>\d{1,9})\}\{(?P<under>\d{1,9})\}"
+)
+
+
+def latex_fractions(text: str) -> str:
+    """\\frac{3}{4}, \\dfrac{3}{4} and \\frac34 -> 3/4; the mixed number 1\\frac{1}{2} -> 3/2."""
+    text = _MIXED_NUMBER.sub(
+        lambda m: f"{int(m['whole']) * int(m['under']) + int(m['over'])}/{m['under']}", text
+    )
+    text = re.sub(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
+    text = re.sub(r"\\[dt]?frac\s*(\d)(\d)(?!\d)", r"(\1)/(\2)", text)
+    return re.sub(r"\((-?[\d.,]+)\)/\(([\d.,]+)\)", r"\1/\2", text)
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} (or \\fbox{...}), braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    position = text.index("{", start) + 1
+    depth = 1
+    for index in range(position, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[position:index]
+    return text[position:]
+
+
+def unlatex(text: str) -> str:
+    text = latex_fractions(text).replace("\\times", "×").replace("\\cdot", "·")
+    return re.sub(r"\\[a-zA-Z]+|[{}]", " ", text.replace("\\%", "%").replace("\\$", "$"))
+
+
+REJECTED = re.compile(
+    r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b"
+    r"|^[\s*_)]*\?\s*no(?=[,:;.!—–-])",  # "The answer is B? No: C." asks, then takes B back
+    re.IGNORECASE,
+)
+
+
+def end_of_line(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end

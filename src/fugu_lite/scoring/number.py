@@ -1,0 +1,842 @@
+"""The number grader: the final number of a worker's output (GSM8K style), compared with the
+task's answer (number_values.py reads a number's text and compares it). Priority: the last
+`\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
+should be" marker or self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually
+14.", "Wait, 14.", "I mean 14." when the number is the whole sentence and the last) (after
+its last `=` when the marker's sentence holds an equation, or alone on the next line when
+the marker ends its line; not one the marker rules out, "answer is not 41", nor the first
+operand of arithmetic, "3 more than 9"), else the last number in the output (before a
+closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g /
+1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
+4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams
+because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", a range
+or an undone subtraction "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are
+ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100% sure") or one inside a
+copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a quantity in two
+units ("2 hours and 30 minutes") is read in the one unit of its kind the question asks for
+("to hours": 2.5), else (or when it is the question's own) is ambiguous too; one amount at
+two rates ("$18 a day, or $126 a week") is read at the rate asked ("per week"). Commas
+between thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are
+ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2`
+mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
+million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
+reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7. A
+symbolic answer ("4π", "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative,
+or when the output rounds the reference at the number of decimals it shows (2 or more), e.g.
+0.33 for 1/3.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import re
+from fractions import Fraction
+
+from ..tasks import Task, format_number, parse_number
+from .common import (
+    BARE_CORRECTION_LEAD,
+    RETRACTION,
+    SELF_CORRECTION,
+    Grade,
+    cannot_grade,
+    clip,
+    last_boxed,
+    unlatex,
+    wrong,
+)
+from .number_values import (
+    NUMBER,
+    NUMBER_WORDS,
+    SYMBOL_AFTER,
+    WORDED_NUMBER,
+    FoundNumber,
+    decimals_asked,
+    decimals_shown,
+    find_numbers,
+    found_number,
+    is_number,
+    normalise_number_text,
+    numbers_match,
+    worded_number,
+)
+
+_BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
+_ANSWER_MARKER = re.compile(
+    r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
+    rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{SELF_CORRECTION}"
+    rf"|(?P<bare>{_BARE_CORRECTION}))",
+    re.IGNORECASE,
+)
+# what may follow a number given by a bare correction to the end of its sentence: a unit
+# ("Actually 126 apples."), not a clause ("Wait, 126 is wrong.", "Actually 3 more.", "Wait,
+# 126? No, 125.")
+_CORRECTED_NUMBER_END = re.compile(
+    r"(?:\s+(?!(?:is|was|are|were|isn|wasn|would|will|could|should|might|may|seems?|looks?|"
+    r"not|more|less|fewer|times|or|and|to|of|out|than|plus|minus)\b)[^\W\d_]+)?[\s*_!.)]*",
+    re.IGNORECASE,
+)
+_MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
+_BLANK_OR_MARKUP = re.compile(rf"{_MARKUP}(?:(?:is|was)\b{_MARKUP})?", re.IGNORECASE)
+_NEGATED = re.compile(r"[\s:*]*not\b[\s*]*", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+# between an answer's number and the next one: the answer is arithmetic, not a number
+_OPERATOR = re.compile(
+    r"\s*(?:(?:more|less|fewer|greater|larger|smaller|bigger|higher|lower)\s+than|plus|minus|"
+    r"times|multiplied\s+by|divided\s+by|[+*×·÷x])\s*",
+    re.IGNORECASE,
+)
+
+
+# between a marker and its first number: the numbers are operands ("the sum of 5 and 7")
+_OPERATION = re.compile(
+    r"\b(?:sum|product|difference|total|quotient|average|mean)\s+(?:of|between)\b",
+    re.IGNORECASE,
+)
+
+
+def grade_number(task: Task, output: str) -> Grade:
+    reference = parse_number(task.answer or "")
+    if reference is None:
+        return cannot_grade(f"the task's answer {task.answer!r} is not a number")
+    found, source = extract_number(output, task.prompt_text())
+    if found is None:
+        return wrong(source or "no number in the output")
+    detail = f"extracted {clip(found.text)!r} ({source}); expected {task.answer}"
+    if found.symbolic:  # "4π", "2√3": the grader does not compute them
+        return wrong(f"{detail}; it is part of a symbolic answer (π or a root), not a number")
+    answer = (task.answer or "").strip()
+    asked = decimals_asked(task.prompt_text())
+    matched = numbers_match(found, reference, decimals_shown(answer), answer.endswith("%"), asked)
+    return Grade(score=1.0 if matched else 0.0, detail=detail)
+
+
+def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, str]:
+    """The final answer's number and where it was found, or None and why not ("" when
+    the output holds no number). `prompt`'s numbers tell a closing clause that restates the
+    question ("3 when 15 is divided by 4") from the answer."""
+    question = normalise_number_text(prompt)
+    text = _in_the_rate_asked(_in_the_unit_asked(normalise_number_text(output), question), question)
+    boxed = last_boxed(text)
+    if boxed is not None:
+        if SYMBOL_AFTER.search(boxed):
+            shown = clip(boxed.strip())
+            return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
+        boxed = unlatex(boxed)
+        numbers = find_numbers(boxed)
+        hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
+        if hedge is not None:
+            return None, f"{hedge} in \\boxed{{}}"
+        if numbers:
+            return found_number(numbers[-1]), "\\boxed{}"
+    hashes = text.rfind("####")
+    if hashes >= 0:
+        after = text[hashes + 4 :]
+        numbers = find_numbers(after)
+        hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
+        if hedge is not None:
+            return None, f"{hedge} after ####"
+        if numbers:
+            return found_number(numbers[0]), "after ####"
+    numbers = find_numbers(text)
+    counted = _count_in_words(text, numbers)
+    if counted is not None:
+        return counted, "a number word counting the numbers listed after it"
+    retracted = _retracted_before(text, numbers)
+    after_marker = _number_after_marker(text, numbers, retracted)
+    if after_marker is not None:
+        return after_marker
+    first_line = _lone_first_line(text) if retracted == 0 else None
+    if first_line is not None:
+        return found_number(first_line), "a first line holding only a number"
+    working = _working_at_the_end(text)
+    if working is None:
+        working = _method_at_the_end(text, numbers)
+    if working is None:
+        working = _question_at_the_end(text, numbers, question)
+    if working is None:
+        working = _reason_at_the_end(text, numbers)
+    if working is None:
+        working = _setup_at_the_end(text, numbers, question)
+    if working is not None and any(number.end() <= working for number in numbers):
+        numbers = [number for number in numbers if number.end() <= working]
+    elif working is not None:  # "She has fourteen apples (12 + 5 - 3)."
+        words = list(WORDED_NUMBER.finditer(text, 0, working))
+        if words:
+            return worded_number(words[-1])
+    echoes = _echoes_of_the_question(text, question)
+    if echoes and numbers:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
+        numbers = [number for number in numbers if not _inside(number.start(), echoes)]
+        if not numbers:
+            return None, "the output only restates the question, with no answer"
+    said = [number for number in numbers if not _is_aside(number)]
+    if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
+        return None, f"the output rules out {clip(numbers[-1].group(0).strip())!r}"
+    numbers = said or numbers
+    stated = _said_to_be_the_one_asked(text, numbers, question)
+    if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
+        return found_number(stated), "the number said to be what the question asks"
+    twice = _one_quantity_in_two_units(text, numbers[-2:], units_asked(question))
+    if twice is not None:
+        return twice, "the unit asked of one quantity in two units"
+    hedge = _not_one_number(text, numbers[-2:], _JOINED)
+    if hedge is not None:
+        return None, f"{hedge} at the end"
+    if numbers:
+        return found_number(numbers[-1]), "the last number"
+    words = list(WORDED_NUMBER.finditer(text))
+    if words:  # only when no digit at all: "The letter 'i' appears once."
+        return worded_number(words[-1])
+    return None, ""
+
+
+# A sentence of the question with a number in it, copied into the output
+_QUESTION_SENTENCE = re.compile(r"[^.?!\n]*\d[^.?!\n]*[.?!]?")
+MIN_ECHO_SENTENCE_CHARS = 12
+MAX_ECHO_SENTENCES = 20
+
+
+def _echoes_of_the_question(text: str, question: str) -> list[tuple[int, int]]:
+    """Where `text` copies a sentence of the question that holds a number (ignoring case
+    and runs of whitespace): its numbers are the question's, no answer."""
+    sentences = [
+        sentence.group(0).strip()
+        for sentence in _QUESTION_SENTENCE.finditer(question)
+        if len(sentence.group(0).strip()) >= MIN_ECHO_SENTENCE_CHARS
+    ][-MAX_ECHO_SENTENCES:]
+    spans = []
+    for sentence in sentences:
+        pattern = r"\s+".join(re.escape(word) for word in sentence.split())
+        spans += [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+# a superlative a question asks for, "the (second) largest", and one said of a number:
+# "the smallest is -30", "the smallest number is **2**", "-30 is the smallest"
+_SUPERLATIVE = r"(?:(?:second|third)\s+)?[a-z]+est"
+_THE_SUPERLATIVE = re.compile(rf"\bthe\s+(?P<most>{_SUPERLATIVE})\b", re.IGNORECASE)
+_SUPERLATIVE_BEFORE = re.compile(
+    rf"\bthe\s+(?P<most>{_SUPERLATIVE})(?:\s+(?:number|one|value))?\s+(?:is|was)\s*[:*_$]*$",
+    re.IGNORECASE,
+)
+_SUPERLATIVE_AFTER = re.compile(rf"[*_$]*\s+is\s+the\s+(?P<most>{_SUPERLATIVE})\b", re.IGNORECASE)
+
+
+def _said_to_be_the_one_asked(
+    text: str, numbers: list[re.Match[str]], prompt: str
+) -> re.Match[str] | None:
+    """When the last number is said to be another superlative than the one the question
+    asks ("The largest is 12, and the smallest is -30." for "What is the largest ...?"),
+    the last number said to be the one asked (12); else None."""
+    asked = {" ".join(m["most"].lower().split()) for m in _THE_SUPERLATIVE.finditer(prompt)}
+    if len(asked) != 1 or not numbers:
+        return None
+
+    def said_of(number: re.Match[str]) -> str | None:
+        before = _SUPERLATIVE_BEFORE.search(text, max(0, number.start() - 60), number.start())
+        after = _SUPERLATIVE_AFTER.match(text, number.end())
+        said = before or after
+        return " ".join(said["most"].lower().split()) if said else None
+
+    last = said_of(numbers[-1])
+    if last is None or last in asked:
+        return None
+    return next((n for n in reversed(numbers[:-1]) if said_of(n) in asked), None)
+
+
+def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether `position` lies in one of `spans` (sorted, disjoint)."""
+    index = bisect.bisect_right(spans, (position, math.inf)) - 1
+    return index >= 0 and position < spans[index][1]
+
+
+_LIST_GAP = re.compile(r"[\s,;:()\[\].!*_]*(?:\band\b[\s,;:()\[\].!*_]*)?")
+
+
+def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | None:
+    """A count in words followed by the numbers it counts and nothing else: "three even
+    numbers (8, 10, 12)" answers 3 (the listed numbers are no answer then)."""
+    if len(numbers) < 2 or len(numbers) > 20:
+        return None
+    before = text[: numbers[0].start()]
+    words = list(re.finditer(rf"\b({'|'.join(NUMBER_WORDS)})\b", before, re.IGNORECASE))
+    if not words or NUMBER_WORDS[words[-1].group(1).lower()] != len(numbers):
+        return None
+    word = words[-1]
+    if not _EXPLANATION_START.search(text, word.end(), numbers[0].start()):
+        return None
+    gaps = [text[a.end() : b.start()] for a, b in itertools.pairwise(numbers)]
+    gaps.append(text[numbers[-1].end() :])
+    if not all(_LIST_GAP.fullmatch(gap) for gap in gaps):
+        return None
+    value = NUMBER_WORDS[word.group(1).lower()]
+    return FoundNumber(value=value, text=word.group(1), decimals=0)
+
+
+# A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
+# "391 (17 × 20 = 340, 17 × 3 = 51)",
+# "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
+# restates the answer, "(= 12)", "(i.e. 12)", stays.
+# (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5, "68°F
+# (20°C × 9/5 + 32)" 68)
+_OPERAND = r"\$?\d[\d.,]*%?(?:\s?°?\s?[^\W\d_]+|°)?"
+_ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
+# "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
+# into steps in every way, which took quadratic time)
+_STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
+_STEP = rf"{_STEP_NUMBER}(?:\s*[-+*/×x·÷]\s*{_STEP_NUMBER})+\s*=\s*{_STEP_NUMBER}"
+_WORKING = re.compile(
+    r"\((?:\s*(?:since|because|as|from|using|via|where|given|note|assuming)\b[^()]*"
+    rf"|\s*{_ARITHMETIC}\s*"
+    # the steps: "391 (17 × 20 = 340, 17 × 3 = 51)"
+    rf"|\s*{_STEP}(?:\s*(?:[,;]|\band\b)\s*{_STEP})*\s*"
+    # a unit's conversion fact: "(1 kilometer = 1,000 meters)"
+    r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*"
+    # what is counted, listed: "4 times (positions 3, 4, 6, 7)", "3 (at 2, 5 and 9)"
+    # (not a hedge: "4 (or 5, 6)")
+    r"|\s*(?:(?!(?:or|not|maybe|perhaps|possibly|else)\b)[^\W\d_]+\s+){0,3}"
+    r"\d+(?:\s*,\s*\d+)*(?:\s*,\s*|\s*,?\s+and\s+)\d+\s*)"
+    r"\)[\s.!*_$]*",
+    re.IGNORECASE,
+)
+
+
+def _working_at_the_end(text: str) -> int | None:
+    """Where a parenthetical ending the output that only shows the working starts (its
+    own parentheses read as plain working: "10°C ((50°F - 32) × 5/9)")."""
+    end = text.rfind(")")
+    depth, start = 0, end
+    while start >= 0:
+        depth += {")": 1, "(": -1}.get(text[start], 0)
+        if depth == 0:
+            break
+        start -= 1
+    if end < 0 or start < 0:
+        return None
+    inside = text[start + 1 : end].replace("(", "").replace(")", "")
+    return start if _WORKING.fullmatch(f"({inside}{text[end:]}") else None
+
+
+# Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
+# divide by 3600." (their numbers are operands), unless a result follows ("..., giving 10")
+_METHOD = re.compile(
+    r"(?:^|(?<=[.!?])\s+|\n\s*)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
+    r",\s*)?(?:(?:first|just|simply|you|we)\s+)?(?:multiply|divide|add|subtract)\b",
+    re.IGNORECASE,
+)
+_RESULT = re.compile(
+    r"[=≈:→⇒]|->|\b(?:equals?|gives?|giving|gets?|obtain|is|are|was|makes?|leaves?|results?"
+    r"|yields?|so|thus|hence|therefore)\b",
+    re.IGNORECASE,
+)
+
+
+_OPERAND_BEFORE = re.compile(
+    r"\b(?:by|from|to|with|into|multiply|divide|add|subtract)\s+\$?$", re.IGNORECASE
+)
+
+
+def _method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
+    """Where closing instructions start after a number, when they end on an operand ("...
+    divide by 3600.") and give no result ("Add 5 and you have 17." gives 17)."""
+    methods = list(_METHOD.finditer(text))
+    if not methods or not numbers or numbers[0].end() > methods[-1].start():
+        return None
+    method, last = methods[-1], numbers[-1]
+    if _RESULT.search(text, method.end()) or last.start() < method.end():
+        return None
+    operand = _OPERAND_BEFORE.search(text, max(method.end(), last.start() - 20), last.start())
+    return method.start() if operand else None
+
+
+MAX_RESTATED_NUMBERS = 4
+# What begins an explanation after the answer: a closing clause ("The remainder is 3 when 15
+# is divided by 4.", "12 apples left after giving away 3"), a dash, colon or parenthesis ("15
+# (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a note ("15.\nNote: ...")
+_EXPLANATION_START = re.compile(
+    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s"
+    r"|\s*(?:[—–]|--)\s|:\s|;\s|\s\("
+    r"|[.!]?\s+(?:this\s+is\s+)?(?:because|since|note|explanation|reasoning)\b",
+    re.IGNORECASE,
+)
+EXPLANATION_GAP = 200
+
+
+def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
+    """Where an explanation after the answer starts when the few numbers after it are all
+    the question's: a number, then an explanation start (a clause, a dash, a colon, a
+    parenthesis, a note), then only the question's numbers ("3 even numbers: 8, 10 and 12"
+    also when the answer is one of them). A clause with a number of its own ("He has $20
+    after 4 weeks." for "how many weeks") may hold the answer, and the question's numbers
+    with no explanation start before them ("..., so the largest is 45") too."""
+    if len(numbers) < 2 or not prompt:
+        return None
+    asked = [found_number(number) for number in find_numbers(prompt)]
+    found = None  # the earliest: "3 when 15 is divided by 4" restates from "when", not "by"
+    restated: list[FoundNumber] = []
+    for index in range(len(numbers) - 1, max(0, len(numbers) - 1 - MAX_RESTATED_NUMBERS), -1):
+        restated.append(found_number(numbers[index]))
+        if not any(numbers_match(restated[-1], q.value) for q in asked):
+            break  # a number of the reply's own follows: the usual rules decide
+        answer = numbers[index - 1]
+        if any(numbers_match(found_number(answer), number.value) for number in restated):
+            continue  # "Comparing 3 and 9: 9 is larger." states its answer again: no explanation
+        end = min(numbers[index].start(), answer.end() + EXPLANATION_GAP)
+        explanation = _EXPLANATION_START.search(text, answer.end(), end)
+        if explanation is not None:
+            found = explanation.start()
+    return found
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
+
+
+def _setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
+    """Where a closing sentence that only restates the question's setup starts: two or more
+    numbers, all the question's, and no result ("5 apples. Tom started with 8 and gave away
+    3."), after an answer of the reply's own (the question's number before it may be the
+    answer: "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
+    if len(numbers) < 3 or not prompt:
+        return None
+    starts = [m.end() for m in _SENTENCE_BREAK.finditer(text, 0, numbers[-1].start())]
+    if not starts:
+        return None
+    start = starts[-1]
+    restated = [number for number in numbers if number.start() >= start]
+    before = [number for number in numbers if number.end() <= start]
+    if len(restated) < 2 or not before or _RESULT.search(text, start):
+        return None
+    asked = [found_number(number).value for number in find_numbers(prompt)]
+    if not all(any(numbers_match(found_number(n), q) for q in asked) for n in restated):
+        return None
+    if any(numbers_match(found_number(before[-1]), q) for q in asked):
+        return None
+    return start
+
+
+# A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
+# rather than 32") or its confidence ("I'm not 100% sure", "Confidence: 95%")
+_RULED_OUT_BEFORE = re.compile(r"\b(?:not|rather\s+than|instead\s+of)\s+\$?$", re.IGNORECASE)
+_CONFIDENCE_BEFORE = re.compile(r"\bconfidence\W{0,4}$", re.IGNORECASE)
+_CONFIDENCE_AFTER = re.compile(r"\s+(?:sure|certain|confident)\b", re.IGNORECASE)
+
+
+def _is_aside(number: re.Match[str]) -> bool:
+    text, start = number.string, number.start()
+    return bool(
+        _is_ruled_out(number)
+        or _CONFIDENCE_BEFORE.search(text[max(0, start - 20) : start])
+        or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
+    )
+
+
+def _is_ruled_out(number: re.Match[str]) -> bool:
+    start = number.start()
+    return _RULED_OUT_BEFORE.search(number.string[max(0, start - 20) : start]) is not None
+
+
+_REASON = re.compile(r",?\s+(?:because|since)\s", re.IGNORECASE)
+_GOES_ON = re.compile(r"[,;:]\s|\b(?:so|then|thus|therefore|hence)\b", re.IGNORECASE)
+
+
+def _reason_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
+    """Where a closing "because" / "since" clause of the last sentence starts when a number
+    comes before it in that sentence: "3 kilograms is 3000 grams because 1 kilogram is 1000
+    grams." gives its reason after the answer."""
+    if not numbers:
+        return None
+    last = numbers[-1].start()
+    sentence_start = 0
+    for end in _SENTENCE_END.finditer(text, 0, last):
+        sentence_start = end.end()
+    first = bisect.bisect_left([number.start() for number in numbers], sentence_start)
+    reason = _REASON.search(text, numbers[first].end(), last)
+    if reason is None or _GOES_ON.search(text, reason.end()):
+        return None  # "20, since 12 + 8 = 20, and after giving 5 he has 15": more follows
+    return reason.start()
+
+
+def _retracted_before(text: str, numbers: list[re.Match[str]]) -> int:
+    """Where the last retraction followed by a number starts (0 when none): answers given
+    before it (a marker's, a first line's) are taken back."""
+    retractions = list(RETRACTION.finditer(text))
+    if not retractions or not numbers or numbers[-1].start() < retractions[-1].end():
+        return 0
+    return retractions[-1].start()
+
+
+def _number_after_marker(
+    text: str, numbers: list[re.Match[str]], retracted: int = 0
+) -> tuple[FoundNumber | None, str] | None:
+    """The first number in the sentence of the last answer marker that has one (after the
+    sentence's last '=' when it holds one), or alone on the next line when the marker ends
+    its line. (None, why) when that number is no answer by itself: one of two ("5 or 7",
+    "3:30"), or, with no number after it, an operand ("3 more than 9") or a number the
+    marker rules out ("not 41"). Markers before `retracted` are taken back. None when no
+    marker has one, or when the usual rules
+    should find the number after such an operand or ruled-out number. Positions are looked
+    up, not searched again for each marker: an output repeating "the answer is" 100,000
+    times takes linear time."""
+    starts = [number.start() for number in numbers]
+    sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
+    equals = [equal.start() for equal in re.finditer("=", text)]
+    last_said = next((number for number in reversed(numbers) if not _is_aside(number)), None)
+    for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
+        start = marker.end()
+        blank = _BLANK_OR_MARKUP.match(text, start)
+        line_start = blank.end() if blank else start
+        if text.find("\n", start, line_start) >= 0:  # "Answer:\n\n18\n\nExplanation: ..."
+            on_next_line = _lone_number_at(text, line_start)
+            if on_next_line is not None:
+                return found_number(on_next_line), f"on the line after {marker.group(0).strip()!r}"
+            continue
+        index = bisect.bisect_left(sentence_ends, start)
+        end = sentence_ends[index] if index < len(sentence_ends) else len(text)
+        index = bisect.bisect_left(equals, end) - 1
+        if index >= 0 and equals[index] >= start:
+            start = equals[index] + 1
+        index = bisect.bisect_left(starts, start)
+        if index == len(numbers) or starts[index] >= end:
+            continue
+        number = numbers[index]
+        if number.end() > end:  # "3\n/4": only the part inside the sentence counts
+            number = NUMBER.match(text, number.start(), end) or number
+        if not is_number(number):
+            continue
+        negated = _NEGATED.match(text, marker.end(), number.start() + 1)
+        if negated and negated.end() == number.start():  # "The answer is not 41": ruled out
+            if index + 1 < len(numbers):
+                return None  # ", it is 42": the usual rules find it
+            return None, f"the answer rules out {clip(number.group(0).strip())!r}"
+        following = numbers[index + 1] if index + 1 < len(numbers) else None
+        if marker["bare"] and not _CORRECTED_NUMBER_END.fullmatch(text, number.end(), end):
+            two = [number, following] if following and following.start() < end else [number]
+            hedge = _not_one_number(text, two, _JOINED)
+            if hedge is not None:  # "Actually 126 or 127.": no single answer
+                return None, f"{hedge} after {marker.group(0).strip()!r}"
+            continue  # "Wait, 126 is wrong.": no correction, an earlier answer stands
+        if marker["bare"] and not _stands_to_the_end(number, last_said):
+            continue  # "Wait, 5 boxes. Each holds 4, so 20.": a step of the working
+        if following is None or following.start() >= end:
+            return found_number(number), f"after {marker.group(0).strip()!r}"
+        if _OPERATOR.fullmatch(text[number.end() : following.start()]):
+            # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
+            # a number after the expression (", so 12") is found by the usual rules
+            if index + 2 < len(numbers):
+                return None
+            shown = clip(text[number.start() : following.end()])
+            return None, f"the answer is an expression, not a number: {shown!r}"
+        hedge = _not_one_number(text, [number, following], _JOINED)
+        if hedge is not None and _OPERATION.search(text, marker.end(), number.start()):
+            # "The answer is the sum of 5 and 7, which is 12": operands, not two answers
+            if index + 2 < len(numbers):
+                return None
+            shown = clip(text[marker.end() : following.end()].strip())
+            return None, f"the answer is an expression, not a number: {shown!r}"
+        if hedge is not None:
+            return None, f"{hedge} after {marker.group(0).strip()!r}"
+        return found_number(number), f"after {marker.group(0).strip()!r}"
+    return None
+
+
+def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -> bool:
+    """Whether nothing after `number` gives another value: `last_said`, the output's last
+    number that is no aside ("Confidence: 90%"), is it or comes before it, or ends on its
+    value again ("Check: 5 * 25 + 1 = 126")."""
+    return (
+        last_said is None or last_said.start() <= number.start() or _same_value(number, last_said)
+    )
+
+
+# What joins two numbers given as one answer, where the answer is: "5 or 7", "5 and 7",
+# "5-7" (a range, or a subtraction not done: "So we compute 15-3" does not answer 3) at the
+# end of the output or after a marker; also a list "-2, 3" alone in a box or after ####.
+# A negative number is no pair: "x = -3", "from 5 to -3", "5 -3" (a sign, not a joiner).
+_JOINED = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-)[\s$*]*", re.IGNORECASE)
+_IN_A_BOX = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-|,)[\s$*]*", re.IGNORECASE)
+
+
+def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[str]) -> str | None:
+    """Why a pair of numbers side by side is no single answer (joined by `joiners`, or a
+    time or ratio "3:30"), or None (also when `pair` holds a single number)."""
+    if len(pair) < 2 or pair[1].start() - pair[0].end() > 20:
+        return None
+    first, second = pair
+    between = text[first.end() : second.start()]
+    shown = clip(text[first.start() : second.end()])
+    if between == ":":
+        return f"a time or ratio, not a number: {shown!r}"
+    if _in_two_units(text, first, second):
+        return f"a quantity in two units, not one number: {shown!r}"
+    if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
+        return f"two numbers, not one answer: {shown!r}"
+    return None
+
+
+def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:
+    one, other = found_number(first), found_number(second)
+    return numbers_match(one, other.value, other.decimals) or numbers_match(
+        other, one.value, one.decimals
+    )
+
+
+# A quantity in two units, "2 hours and 30 minutes", "5 feet 3 inches": its value depends
+# on the unit the question asks for. Surface form -> (kind, size in the kind's smallest unit).
+_UNIT_SIZES: dict[str, tuple[str, int]] = {
+    **dict.fromkeys(("week", "weeks"), ("time", 604_800)),
+    **dict.fromkeys(("day", "days"), ("time", 86_400)),
+    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), ("time", 3_600)),
+    **dict.fromkeys(("minute", "minutes", "min", "mins"), ("time", 60)),
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), ("time", 1)),
+    **dict.fromkeys(("yard", "yards", "yd"), ("imperial length", 36)),
+    **dict.fromkeys(("foot", "feet", "ft"), ("imperial length", 12)),
+    **dict.fromkeys(("inch", "inches"), ("imperial length", 1)),
+    **dict.fromkeys(
+        ("kilometer", "kilometers", "kilometre", "kilometres", "km"), ("length", 100_000)
+    ),
+    **dict.fromkeys(("meter", "meters", "metre", "metres", "m"), ("length", 100)),
+    **dict.fromkeys(
+        ("centimeter", "centimeters", "centimetre", "centimetres", "cm"), ("length", 1)
+    ),
+    **dict.fromkeys(("kilogram", "kilograms", "kg"), ("mass", 1_000)),
+    **dict.fromkeys(("gram", "grams", "g"), ("mass", 1)),
+    **dict.fromkeys(("pound", "pounds", "lb", "lbs"), ("imperial mass", 16)),
+    **dict.fromkeys(("ounce", "ounces", "oz"), ("imperial mass", 1)),
+}
+_UNIT = "|".join(sorted(_UNIT_SIZES, key=len, reverse=True))
+_UNIT_PART = rf"(?<![\w.,/])\d{{1,9}}(?:\.\d+)?\s?(?:{_UNIT})\b"
+_COMPOUND_QUANTITY = re.compile(
+    rf"{_UNIT_PART}(?:,?\s(?:and\s)?{_UNIT_PART}){{1,2}}", re.IGNORECASE
+)
+_QUANTITY_PART = re.compile(rf"(?P<value>\d{{1,9}}(?:\.\d+)?)\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
+# the unit a question asks for: "Convert 150 minutes to hours.", "How many minutes are ...?"
+_UNIT_ASKED = re.compile(
+    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?P<unit>{_UNIT})\b", re.IGNORECASE
+)
+# every unit asked, also those joined to the first: "to hours and minutes", "in g or in oz"
+_UNITS_ASKED_CHAIN = re.compile(
+    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?:{_UNIT})\b"
+    rf"(?:,?\s+(?:and|or)\s+(?:(?:in|to|how\s+many)\s+)?(?:{_UNIT})\b)*",
+    re.IGNORECASE,
+)
+_UNIT_WORD = re.compile(rf"\b(?:{_UNIT})\b", re.IGNORECASE)
+_UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b,?\s(?:and\s)?", re.IGNORECASE)
+_UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
+
+
+def _quantity(text: str) -> tuple[str, Fraction] | None:
+    """The kind and size (in the kind's smallest unit) of "2 hours and 30 minutes", or None
+    when its parts are of different kinds or not from the largest unit down."""
+    parts = [
+        (_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"]))
+        for m in _QUANTITY_PART.finditer(text)
+    ]
+    kinds = {kind for (kind, _), _ in parts}
+    sizes = [size for (_, size), _ in parts]
+    if len(kinds) != 1 or sizes != sorted(set(sizes), reverse=True):
+        return None
+    return kinds.pop(), sum((size * value for (_, size), value in parts), Fraction(0))
+
+
+def _in_the_unit_asked(text: str, prompt: str) -> str:
+    """`text` with each quantity in two units ("2 hours and 30 minutes") written in the one
+    unit of its kind the question asks for ("2.5 hours" for "Convert 150 minutes to hours."),
+    unless the question holds that very quantity (an echo of it answers nothing). Left as it
+    is when the question asks for no unit of its kind: it is then no single number."""
+    asked: dict[str, set[str]] = {}
+    for match in _UNIT_ASKED.finditer(prompt):
+        unit = match["unit"].lower()
+        asked.setdefault(_UNIT_SIZES[unit][0], set()).add(unit)
+    if not asked:
+        return text
+    in_question = {_quantity(m.group(0)) for m in _COMPOUND_QUANTITY.finditer(prompt)}
+
+    def convert(match: re.Match[str]) -> str:
+        quantity = _quantity(match.group(0))
+        if quantity is None or quantity in in_question:
+            return match.group(0)
+        kind, size = quantity
+        units = asked.get(kind, set())
+        if not units:
+            return match.group(0)
+        # "How many hours and how many minutes ...?": the largest unit asked, as for "to
+        # hours and minutes" (the same quantity in any of them)
+        unit = max(sorted(units), key=lambda name: _UNIT_SIZES[name][1])
+        value = size / _UNIT_SIZES[unit][1]
+        shown = format_number(value) if value == Fraction(format_number(value)) else str(value)
+        return f"{shown} {unit}"
+
+    return _COMPOUND_QUANTITY.sub(convert, text)
+
+
+# One amount given at two rates: "$18 a day, or $126 a week", "25 m/s (90 km/h)". Surface
+# form -> the rate's unit.
+_RATE_UNITS = {
+    **dict.fromkeys(("hour", "hours", "hr", "hrs"), "hour"),
+    **dict.fromkeys(("minute", "minutes", "min", "mins"), "minute"),
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), "second"),
+    **dict.fromkeys(("day", "days"), "day"),
+    **dict.fromkeys(("week", "weeks", "wk"), "week"),
+    **dict.fromkeys(("month", "months"), "month"),
+    **dict.fromkeys(("year", "years", "yr"), "year"),
+}
+_RATE_ADVERBS = {
+    "hourly": "hour",
+    "daily": "day",
+    "weekly": "week",
+    "monthly": "month",
+    "yearly": "year",
+    "annually": "year",
+}
+_RATE_UNIT = "|".join(sorted(_RATE_UNITS, key=len, reverse=True))
+_RATE_ADVERB = "|".join(_RATE_ADVERBS)
+# "a day", "per day", "each day", "/day", "/h", "daily"
+_RATE = (
+    rf"(?:\s+(?:a|an|per|each|every)\s+(?P<{{0}}>{_RATE_UNIT})\b"
+    rf"|\s?/\s?(?P<{{0}}_short>{_RATE_UNIT}|h|s)\b|\s+(?P<{{0}}_adverb>{_RATE_ADVERB})\b)"
+)
+_RATE_AMOUNT = r"(?<![\w.,])-?\$?\d[\d,]*+(?:\.\d+)?(?:\s?[^\W\d]+){0,2}?"
+_TWO_RATES = re.compile(
+    rf"(?P<first>{_RATE_AMOUNT}{_RATE.format('unit')})"
+    r"\s?(?:[,;]\s?)?(?:\(|=|or\b|i\.e\.,?|that\s+is,?|which\s+is|so\b)?\s?"
+    rf"(?P<second>{_RATE_AMOUNT}{_RATE.format('other')})",
+    re.IGNORECASE,
+)
+# a rate in the question: asked ("How much per week?", "in a week", "her hourly wage"), or
+# given with its amount ("She earns $18 a day", "90 kilometers per hour")
+_RATE_IN_QUESTION = re.compile(
+    rf"(?:\s+(?:a|an|per|each|every|in\s+(?:a|an|one))\s+(?P<unit>{_RATE_UNIT})\b"
+    rf"|\s?/\s?(?P<short>{_RATE_UNIT})\b|\s+(?P<adverb>{_RATE_ADVERB})\b)",
+    re.IGNORECASE,
+)
+_AMOUNT_BEFORE = re.compile(r"\d(?:\s?[^\W\d]+){0,2}$")
+
+
+def _rate_unit(match: re.Match[str], name: str) -> str:
+    unit = match[name] or match[f"{name}_short"]
+    if unit is not None:
+        return {"h": "hour", "s": "second"}.get(unit.lower()) or _RATE_UNITS[unit.lower()]
+    return _RATE_ADVERBS[match[f"{name}_adverb"].lower()]
+
+
+def rates_asked(prompt: str) -> set[str]:
+    """The time units of the rates a question asks for ("How much does she earn per week?":
+    week), not those it gives with their amount ("She earns $18 a day")."""
+    asked = set()
+    for match in _RATE_IN_QUESTION.finditer(prompt):
+        if _AMOUNT_BEFORE.search(prompt, max(0, match.start() - 40), match.start()):
+            continue
+        unit = match["unit"] or match["short"]
+        asked.add(_RATE_UNITS[unit.lower()] if unit else _RATE_ADVERBS[match["adverb"].lower()])
+    return asked
+
+
+def _in_the_rate_asked(text: str, prompt: str) -> str:
+    """`text` with one amount given at two rates ("$18 a day, or $126 a week") cut to the
+    rate the question asks for ("$126 a week" for "How much per week?"); left as it is when
+    the question asks for neither or both."""
+    asked = rates_asked(prompt)
+    if not asked:
+        return text
+
+    def cut(match: re.Match[str]) -> str:
+        first, second = _rate_unit(match, "unit"), _rate_unit(match, "other")
+        if first == second or (first in asked) == (second in asked):
+            return match.group(0)
+        return match["first"] if first in asked else match["second"]
+
+    return _TWO_RATES.sub(cut, text)
+
+
+def units_asked(prompt: str) -> set[str]:
+    """Every unit the question asks for ("Convert 2.5 hours to minutes and seconds.")."""
+    return {
+        unit.lower()
+        for chain in _UNITS_ASKED_CHAIN.finditer(prompt)
+        for unit in _UNIT_WORD.findall(chain.group(0))
+    }
+
+
+# "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg"
+_BETWEEN_UNITS = re.compile(
+    r"[*_]*\s?,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is)?\s?[*_]*", re.IGNORECASE
+)
+
+
+def _one_quantity_in_two_units(
+    text: str, pair: list[re.Match[str]], asked: set[str]
+) -> FoundNumber | None:
+    """Two numbers that give one quantity in two units ("150 minutes (9000 seconds)", "150
+    minutes or 9000 seconds"): the one in the unit the question asks for, or the first read
+    in both when it asks for both, or None."""
+    if len(pair) != 2 or not asked:
+        return None
+    unit, other_unit = (_UNIT_AFTER.match(text, number.end()) for number in pair)
+    if unit is None or other_unit is None:
+        return None
+    # "g" and "grams" are one unit: compared by kind and size
+    units = [_UNIT_SIZES[unit["unit"].lower()], _UNIT_SIZES[other_unit["unit"].lower()]]
+    sizes_asked = {_UNIT_SIZES[name] for name in asked}
+    if units[0] == units[1] or not sizes_asked & set(units):
+        return None
+    if not _BETWEEN_UNITS.fullmatch(text, unit.end(), pair[1].start()):
+        return None
+    (kind, size), (other_kind, other_size) = units
+    first, second = found_number(pair[0]), found_number(pair[1])
+    if kind != other_kind or not math.isclose(first.value * size, second.value * other_size):
+        return None
+    if units[0] not in sizes_asked:
+        return second
+    if units[1] not in sizes_asked:
+        return first
+    return first.model_copy(update={"in_other_unit": (second.value, second.decimals)})
+
+
+def _in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
+    """Whether two numbers side by side are one quantity in two units ("2 hours and 30
+    minutes"): the larger unit after the first, a smaller one of its kind after the second."""
+    between = _UNITS_BETWEEN.fullmatch(text, first.end(), second.start())
+    after = _UNIT_AFTER.match(text, second.end())
+    if between is None or after is None:
+        return False
+    (kind, size), (other_kind, other_size) = (
+        _UNIT_SIZES[match["unit"].lower()] for match in (between, after)
+    )
+    return kind == other_kind and size > other_size
+
+
+_LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
+_LONE_NUMBER_SUFFIX = re.compile(r"(?:\s+[^\W\d]+){0,2}(?:[\s*_`.!$]|\\[\])])*")  # "\\[ 260 \\]"
+
+
+def _lone_number_at(text: str, position: int) -> re.Match[str] | None:
+    """The number at `position` when the rest of its line is only a unit or two."""
+    line_end = text.find("\n", position)
+    line_end = len(text) if line_end < 0 else line_end
+    number = NUMBER.match(text, position, line_end)
+    if number is None or not is_number(number):
+        return None
+    return number if _LONE_NUMBER_SUFFIX.fullmatch(text, number.end(), line_end) else None
+
+
+def _lone_first_line(text: str) -> re.Match[str] | None:
+    """The number of a first line that holds only it (and a unit or two) when more lines
+    follow: "5\n\nExplanation: 2 + 3 = 5, checked in 1 step." answers 5, not 1."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    numbers = find_numbers(lines[0])
+    if len(numbers) != 1:
+        return None
+    number = numbers[0]
+    lone = _LONE_NUMBER_PREFIX.fullmatch(lines[0][: number.start()]) and (
+        _LONE_NUMBER_SUFFIX.fullmatch(lines[0][number.end() :])
+    )
+    return number if lone else None

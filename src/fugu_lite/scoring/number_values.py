@@ -1,0 +1,393 @@
+"""What a number written in text is worth: the ways numbers are written (thousands
+separators, locale formats, LaTeX, fractions, powers, magnitude words, numbers in words),
+one number's value, and whether it matches a reference answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from fractions import Fraction
+
+from pydantic import BaseModel
+
+from .common import clip, latex_fractions
+
+NUMBER = re.compile(
+    r"(?<![\w.])(?<!\^)(?<!\^\s)"  # "cm^2" has no number 2
+    # "negative 7", "minus 7" ("10 minus 7" is a subtraction)
+    r"(?P<sign>-|(?<![\w-])(?<!\d\s)(?<!\d\s\s)(?i:negative|minus)\s)?(?P<dollar>\$\s?)?"
+    r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    # 1e6, 1.5 x 10^6, 2^10, 10**3
+    r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
+    r"|\s?(?:×|x|\*|·|⋅|\\times|\\cdot)\s?10\s?(?:\^|\*\*)\s?\{?\s?(?P<ten_power>[+-]?\d+)\}?"
+    r"|\s?(?:\^|\*\*)\s?\{?\s?(?P<power>[+-]?\d+)\}?)?(?!\d)"
+    r"(?:\s?/\s?(?P<denominator>\d+)(?!\d|[.,]\d|\s?/))?"
+    r"(?:(?P<percent>\s?(?:%|percent\b|per cent\b))"
+    # "2.5 million", "1.5k", "1.5K", "$3M": "1 kg", "5 km", "1kB" and "3k+1" are no thousands
+    r"|\s?(?P<magnitude_word>(?i:hundred|thousand|million|billion|trillion)\b)"
+    r"|(?P<magnitude>(?(dollar)(?:[kKmMbB]|bn|mn)|[kK]))(?!\w|\s?[+*/^=(]))?"
+)
+_MAGNITUDES = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_MAGNITUDES |= {"k": 3, "m": 6, "mn": 6, "b": 9, "bn": 9}
+
+
+class FoundNumber(BaseModel):
+    value: float
+    text: str
+    decimals: int
+    percent: bool = False
+    """Written with a percent sign: "50%" is also read as 0.5 (see `numbers_match`)."""
+    symbolic: bool = False
+    """A coefficient or radicand of π or a root ("4π", "2√3", "\\sqrt{2}"): no answer."""
+    as_written: tuple[float, int] | None = None
+    """The value and decimals before a magnitude word or suffix (2.5 of "2.5 million"), also
+    read: an answer in millions matches a reference counted in millions."""
+    in_other_unit: tuple[float, int] | None = None
+    """The same quantity given in another unit the question asks for, also read: "150
+    minutes (9000 seconds)" for "... in minutes and seconds" matches 150 and 9000."""
+
+
+NUMBER_WORDS: dict[str, int] = {
+    word: value
+    for value, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+} | {"once": 1, "twice": 2, "thrice": 3}
+
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+_TENS |= {"sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_UNITS = "one|two|three|four|five|six|seven|eight|nine"
+# "twenty-six" is 26 (not six); a part of a longer number in words, "one hundred twenty-six",
+# is not read
+_LARGER_BEFORE = re.compile(
+    r"\b(?:hundred|thousand|million|billion)(?:[\s-]+and)?[\s-]+$", re.IGNORECASE
+)
+WORDED_NUMBER = re.compile(
+    rf"\b(?:(?P<tens>{'|'.join(_TENS)})(?:[-\s](?P<unit>{_UNITS}))?"
+    rf"|(?P<word>{'|'.join(NUMBER_WORDS)}))\b"
+    r"(?P<larger_after>[\s-]+(?:hundred|thousand|million|billion)\b)?",
+    re.IGNORECASE,
+)
+
+
+def worded_number(match: re.Match[str]) -> tuple[FoundNumber | None, str]:
+    """The value of a number in words ("twelve", "twenty-six", "once"), or None and why
+    when it is a part of a longer one ("one hundred twenty-six")."""
+    shown = match.group(0).strip()
+    text, start = match.string, match.start()
+    if match["larger_after"] or _LARGER_BEFORE.search(text, max(0, start - 30), start):
+        return None, f"a number in words the grader does not read: {clip(shown)!r}"
+    if match["tens"]:
+        value = _TENS[match["tens"].lower()]
+        if match["unit"]:
+            value += NUMBER_WORDS[match["unit"].lower()]
+    else:
+        value = NUMBER_WORDS[match["word"].lower()]
+    return FoundNumber(value=value, text=shown.lower(), decimals=0), "a number word"
+
+
+def numbers_match(
+    found: FoundNumber,
+    reference: float,
+    reference_decimals: int = 0,
+    reference_percent: bool = False,
+    decimals_asked: int | None = None,
+) -> bool:
+    """Equal within 1e-6 relative, or at the decimals shown (see `_equal`). "50%" matches a
+    reference of 50 and, unless the reference itself is written with "%", one of 0.5 (a
+    reference "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
+    readings = [(found.value, found.decimals)]
+    if found.as_written is not None:
+        readings.append(found.as_written)
+    if found.in_other_unit is not None:
+        readings.append(found.in_other_unit)
+    if found.percent and not reference_percent:
+        readings.append((found.value / 100, found.decimals + 2))
+    return any(
+        _equal(value, decimals, reference, reference_decimals, decimals_asked)
+        for value, decimals in readings
+    )
+
+
+MIN_ROUNDED_REFERENCE_DECIMALS = 4
+
+
+def _equal(
+    value: float,
+    decimals: int,
+    reference: float,
+    reference_decimals: int,
+    decimals_asked: int | None = None,
+) -> bool:
+    """Equal, or one side the other rounded to its two or more decimals: "0.33" for 1/3 (or
+    1/3 for a reference written 0.3333); "1.33" for a reference 1.333333, which is itself
+    rounded, unless the question asks for more decimals than the answer gives; "1.333333"
+    for a reference 1.33 of three significant digits or more, or of the decimals asked
+    ("0.054" is no answer for a reference 0.05)."""
+    if math.isclose(value, reference, rel_tol=1e-6, abs_tol=1e-9):
+        return True
+    coarse = min(decimals, reference_decimals)
+    if coarse == 0:
+        rounded = max(decimals, reference_decimals) >= 2
+    elif decimals < reference_decimals:
+        rounded = (
+            coarse >= 2
+            and reference_decimals >= MIN_ROUNDED_REFERENCE_DECIMALS
+            and (decimals_asked is None or decimals >= decimals_asked)
+        )
+    elif decimals > reference_decimals:
+        digits = f"{abs(reference):.{coarse}f}".replace(".", "").lstrip("0")
+        rounded = coarse >= 2 and (len(digits) >= 3 or decimals_asked == coarse)
+    else:
+        rounded = False
+    shown = max(decimals, reference_decimals) if coarse == 0 else coarse
+    return rounded and abs(value - reference) <= 0.5 * 10**-shown + 1e-12
+
+
+_PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_DECIMALS_ASKED = re.compile(
+    rf"\b(?P<places>\d|{'|'.join(_PLACES)})\s+(?:decimal\s+(?:places?|digits?)|d\.\s?p\.)"
+    r"|\bnearest\s+(?P<unit>tenth|hundredth|thousandth)\b",
+    re.IGNORECASE,
+)
+
+
+def decimals_asked(prompt: str) -> int | None:
+    """The decimals a question asks the answer to be given to ("to 2 decimal places", "to
+    the nearest hundredth"), or None."""
+    match = _DECIMALS_ASKED.search(prompt)
+    if match is None:
+        return None
+    if match.group("unit"):
+        return {"tenth": 1, "hundredth": 2, "thousandth": 3}[match.group("unit").lower()]
+    places = match.group("places").lower()
+    return int(places) if places.isdigit() else _PLACES[places]
+
+
+def decimals_shown(text: str) -> int:
+    match = re.search(r"\.(\d+)\s*%?\s*$", text.strip())
+    return len(match.group(1)) if match else 0
+
+
+def find_numbers(text: str) -> list[re.Match[str]]:
+    """The numbers of `text`, in order; only the one chosen is converted (`found_number`)."""
+    return [match for match in NUMBER.finditer(text) if is_number(match)]
+
+
+def is_number(match: re.Match[str]) -> bool:
+    """False for a zero denominator ("1/0") or zero to a negative power ("0^-1")."""
+    denominator = match.group("denominator")
+    if denominator is not None and denominator.strip("0") == "":
+        return False
+    power = match.group("power")
+    zero = match.group("body").replace(",", "").strip("0.") == ""
+    return not (zero and power is not None and int(power) < 0)
+
+
+SYMBOL_AFTER = re.compile(r"\s?(?:π|√|\\pi(?![a-zA-Z])|\\sqrt)")
+_SYMBOL_BEFORE = re.compile(r"(?:√|\\sqrt\s?(?:\[\d+\])?\{?)\s?$")
+
+
+def _is_symbolic(match: re.Match[str]) -> bool:
+    text = match.string
+    return bool(
+        SYMBOL_AFTER.match(text, match.end())
+        or _SYMBOL_BEFORE.search(text, max(0, match.start() - 12), match.start())
+    )
+
+
+def found_number(match: re.Match[str]) -> FoundNumber:
+    body = match.group("body").replace(",", "")
+    value = _exact_value(body)
+    power = match.group("e_power") or match.group("ten_power")
+    if power is not None:
+        value *= _power(Fraction(10), int(power))
+    elif match.group("power") is not None:
+        value = _power(value, int(match.group("power")))
+    if match.group("denominator"):
+        value /= _exact_value(match.group("denominator"))
+    if match.group("sign"):
+        value = -value
+    decimals = 0
+    if "." in body and not match.group("denominator") and match.group("power") is None:
+        decimals = max(0, len(body.split(".")[1]) - int(power or 0))
+    magnitude = match.group("magnitude_word") or match.group("magnitude")
+    if magnitude is None:
+        return FoundNumber(
+            value=_as_float(value),
+            text=match.group(0).strip(),
+            decimals=decimals,
+            percent=match.group("percent") is not None,
+            symbolic=_is_symbolic(match),
+        )
+    digits = _MAGNITUDES[magnitude.lower()]
+    return FoundNumber(
+        value=_as_float(value * _power(Fraction(10), digits)),
+        text=match.group(0).strip(),
+        decimals=max(0, decimals - digits),
+        as_written=(_as_float(value), decimals),
+    )
+
+
+def _power(base: Fraction | float, exponent: int) -> Fraction | float:
+    """base ** exponent, exact while it stays small; else a float (inf when it overflows):
+    "1e999999" or a run of thousands of digits to a power is no answer, not an error."""
+    small = isinstance(base, Fraction) and max(base.numerator, base.denominator) < 10**20
+    if small and abs(exponent) <= 1000:
+        return base**exponent
+    try:
+        return float(base) ** exponent
+    except (OverflowError, ZeroDivisionError):  # 0.0 ** -n for a zero too long to check
+        return math.inf
+
+
+def _exact_value(body: str) -> Fraction | float:
+    """Python refuses to read integers of more than 4300 digits (a model repeating "1"s):
+    such a number is read as a float (inf for a huge integer)."""
+    try:
+        return Fraction(body)
+    except ValueError:
+        return float(body)
+
+
+def _as_float(value: Fraction | float) -> float:
+    """A run of hundreds of digits (small models repeat them) is a number no answer equals,
+    not a grading failure."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_POWER = re.compile(r"(?<=\d)\s?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)")
+
+
+# Unambiguous locale formats, written out plainly before NFKC (which turns the thin and
+# no-break spaces into spaces and "½" into "1⁄2"): "1 234,5" (those spaces between
+# thousands), "1.234,5" and "1.234.567" (dots between thousands), "1½".
+_SPACED_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u00a0\u2009\u202f]\d{3})+(?:,\d+)?(?!\d)")
+# Plain spaces between thousands too ("2 500 grams", "1 234 567"): read as two numbers, "2
+# 500" answered 500, a wrong answer for 2500 scored right against 500. Not a list's tail or
+# head ("1 2 345 678", "12 345 6"), nor a first group written with a leading 0.
+_PLAIN_SPACED_THOUSANDS = re.compile(
+    r"(?<![\w.,])(?<!\d )[1-9]\d{0,2}(?: \d{3})++(?!\w| \d|[.,/]\d)"
+)
+_DOTTED_DECIMAL = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+,\d+(?!\d|[.,]\d)")
+_DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|[.,]\d)")
+_VULGAR_FRACTION = re.compile(r"(?:(?<![\d.,])(?P<whole>\d{1,9})\s?)?(?P<fraction>[¼½¾⅐-⅞])")
+
+
+def _plain_locale_number(match: re.Match[str], thousands: str) -> str:
+    whole, _, decimals = match.group(0).partition(",")
+    digits = re.sub(rf"[{thousands}]", "", whole)
+    return f"{digits}.{decimals}" if decimals else digits
+
+
+def _vulgar_fraction(match: re.Match[str]) -> str:
+    value = Fraction(unicodedata.numeric(match.group("fraction"))).limit_denominator(10)
+    value += int(match.group("whole") or 0)
+    return f"{value.numerator}/{value.denominator}"
+
+
+def normalise_number_text(text: str) -> str:
+    # "10⁶" is 10^6 (NFKC would make it 106)
+    text = _SUPERSCRIPT_POWER.sub(lambda m: "^" + m.group(1).translate(_SUPERSCRIPTS), text)
+    text = _SPACED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "\u00a0\u2009\u202f"), text)
+    text = _PLAIN_SPACED_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), text)
+    text = _DOTTED_DECIMAL.sub(lambda m: _plain_locale_number(m, "."), text)
+    text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
+    text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
+    text = _LATEX_THOUSANDS.sub(",", text)
+    text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
+    text = _WORDED_MAGNITUDE.sub(_worded_magnitude, text)
+    text = _ONE_IN_N.sub(_one_in_n, text)
+    return latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
+
+
+_SMALL_NUMBER_WORDS = {word: value for word, value in NUMBER_WORDS.items() if 1 <= value <= 20}
+_SMALL_NUMBER = rf"(?:\d{{1,9}}|{'|'.join(_SMALL_NUMBER_WORDS)})"
+# "a million", "one thousand", "two million" (read as "2 million"); not a part of a longer
+# number in words ("twenty-two thousand", "one hundred and five", "half a million", "one in
+# a million"): those are left as they are, not misread.
+_WORDED_MAGNITUDE = re.compile(
+    rf"(?<![\w-])(?P<word>a|{'|'.join(_SMALL_NUMBER_WORDS)})(?P<space>[ -])"
+    r"(?P<magnitude>hundred|thousand|million|billion|trillion)\b",
+    re.IGNORECASE,
+)
+_WORD_BEFORE = re.compile(r"(?:^|\W)(?P<word>\w+)[\s-]*$")
+_WORD_AFTER = re.compile(r"[\s-]*(?:and[\s-]+)?(?P<word>\w+)")
+_NUMBER_PARTS = set(NUMBER_WORDS) | {"half", "quarter", "third", "of", "in", "per"}
+_NUMBER_PARTS |= {"thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+_NUMBER_PARTS |= {"hundred", "thousand", "million", "billion", "trillion"}
+
+
+def _worded_magnitude(match: re.Match[str]) -> str:
+    text, start, end = match.string, match.start(), match.end()
+    before = _WORD_BEFORE.search(text, max(0, start - 30), start)
+    after = _WORD_AFTER.match(text, end, end + 30)
+    for word in (before, after):
+        if word is not None and (
+            word["word"].lower() in _NUMBER_PARTS or word["word"][0].isdigit()
+        ):
+            return match.group(0)
+    value = _SMALL_NUMBER_WORDS.get(match["word"].lower(), 1)
+    return f"{value} {match['magnitude']}"
+
+
+# "1 in 4", "one in four chance": a probability, 1/4 (not the number 4), when it ends the
+# clause or is a chance or odds; "7 in 10 days" is left as it is
+_ONE_IN_N = re.compile(
+    rf"(?<![\w.,/-])(?P<over>{_SMALL_NUMBER}) in (?P<under>{_SMALL_NUMBER})"
+    r"(?![\w/]|[.,]\d)(?=(?:\s+(?:chance|odds)\b)?\s*(?:[.,;:!?)\]*_]|$))",
+    re.IGNORECASE,
+)
+
+
+def _one_in_n(match: re.Match[str]) -> str:
+    over, under = (
+        int(part) if part[0].isdigit() else _SMALL_NUMBER_WORDS[part.lower()]
+        for part in (match["over"], match["under"])
+    )
+    return f"{over}/{under}" if 0 < over < under else match.group(0)
+
+
+# LaTeX spacing between thousands, as in the MATH data set: "10,\\!000", "1\\,234\\,567"
+_LATEX_THOUSANDS = re.compile(r"(?<=\d),?\s?\\[,;:!]\s?(?=\d{3}(?!\d))")
+# "1 1/2" is 3/2 as "1½" is; "2 3/2" (not a proper fraction) stays two numbers
+_ASCII_MIXED_NUMBER = re.compile(
+    r"(?<![\w.,/])(?P<whole>\d{1,9}) (?P<over>\d{1,9})/(?P<under>\d{1,9})(?![\w/]|[.,]\d)"
+)
+
+
+def _ascii_mixed_number(match: re.Match[str]) -> str:
+    whole, over, under = int(match["whole"]), int(match["over"]), int(match["under"])
+    if not 0 < over < under:
+        return match.group(0)
+    return f"{whole * under + over}/{under}"

@@ -1,0 +1,407 @@
+"""The choice grader on good, bad and adversarial real-looking outputs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import WHO_IS_TALLER, run
+
+from fugu_lite.tasks import Task
+
+
+def choice_task(answer: str) -> Task:
+    prompt = "Who is the tallest?\n(A) Ann\n(B) Bob\n(C) Cal\nAnswer with the letter."
+    return Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "(B)",
+        "B",
+        "Answer: B",
+        "The correct option is b.",
+        "B) Bob",
+        "B. Bob is the tallest.",
+        "**B**",
+        "Ann is shorter than Bob, and Cal is shorter than Ann.\nSo the answer is (B).",
+        "I first considered (A) Ann, but the answer is B.",
+        "Let me think.\nBob is taller than both.\nB",
+        "Bob",
+        "the answer is a bit tricky, but the answer is B",
+        "B is the correct answer.",
+        "(A) is wrong because Ann is shorter, and (B) is correct.",
+        "Option A is wrong; B is correct.",
+        "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
+        r"\boxed{B}",
+        r"The answer is $\boxed{\text{B}}$",
+        "<answer>B</answer>",
+        "The answer is $B$.",
+        "The tallest is Bob.",
+        "B - Bob",
+        "B — Bob is the tallest.",
+    ],
+)
+def test_choice_grader_finds_the_letter(output: str) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        ("(A)", "extracted A"),
+        ("The answer is c.", "extracted C"),
+        ("The answer is A or B", "ambiguous"),
+        ("A or B", "ambiguous"),
+        ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
+        ("Bob or Cal", "ambiguous"),
+        ("I don't know.", "no option letter"),
+        ("I have no idea how tall Bob is, sorry.", "no option letter"),  # names, not answers
+        ("A\n\nBecause (B) Bob and (C) Cal are shorter.", "extracted A"),
+        ("B - no wait, the tallest is Cal.", "extracted C"),
+        ("B. Oops, I made a mistake: Cal is taller.", "no option letter"),
+        ("Ruled out: B", "no option letter"),
+        ("", "empty output"),
+    ],
+)
+def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == 0.0
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        ("I would choose B.", "B"),
+        ("Comparing heights, I pick B because Bob is the tallest.", "B"),
+        ("Answer: The tallest is Bob, so B.", "B"),
+        ("A) Ann - no\nB) Bob - yes\nC) Cal - no\n\nSo B.", "B"),
+        ("Ann is 150 and Cal 170, so C is taller than A. Bob is 190. Thus, **B**.", "B"),
+        ("B (Bob is the tallest)", "B"),
+        ("Result: B", "B"),
+        ("The result is B.", "B"),
+        # a choice ruled out is not the answer
+        ("I cannot choose A because Ann is short. (B) Bob.", "B"),
+        ("I wouldn't pick A. (B) Bob.", "B"),
+        ("Don't select A; B is correct.", "B"),
+        ("We should not go with C. B is the answer.", "B"),
+        # "it's" / "it must be" before a letter
+        ("It's not A or C, so it must be B.", "B"),
+        ("I think it is B because Bob is the tallest.", "B"),
+        ("It's A, no wait, it's B.", "B"),
+        ("It's B or C.", None),
+        # "so" before a letter inside a sentence is no conclusion
+        ("Ann is 150 cm, so C is taller than A.\n(B)", "B"),
+        # a letter after a label that ends its line
+        ("It is easy: B", "B"),
+        ("Bob is taller than Ann and Cal.\nMy pick: **(B)**.", "B"),
+        ("Easy: B\n\nWrong: A", "B"),
+    ],
+)
+def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == (1.0 if letter == "B" else 0.0), result.detail
+    assert (f"extracted {letter}" if letter else "ambiguous") in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # a list of the options is no answer: its first letter (A) is not chosen
+        ("A", "Let me consider each option:\nA) Ann - short\nB) Bob - tall\nC) Cal - medium", 0.0),
+        ("A", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 0.0),
+        ("B", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 1.0),
+        ("B", "Options:\n(A) Ann: short\n(B) Bob: tall\n\nThe answer is (B).", 1.0),
+        # one letter after the marker is still the answer
+        ("A", "Answer: A) Ann", 1.0),
+        ("A", "A) Ann\n\nShe is the tallest of the three.", 1.0),
+    ],
+)
+def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(choice_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        ("The answer is (B).\n\nWait, actually it's (C).", "C"),
+        ("I'd say A. Actually, no, it's B.", "B"),
+        ("Answer: B. Wait, it's C.", "C"),
+        ("Sorry, I meant C", "C"),
+        ("The answer is B. No, it's not C.", "B"),  # no correction: the answer stands
+        ("Actually, it's a tough one. The answer is B.", "B"),
+        # a bare correction whose letter ends its sentence
+        ("Answer: B. Wait, actually C.", "C"),
+        ("The answer is B. Hmm, actually, (C).", "C"),
+        ("B\n\nWait, C.", "C"),
+        ("Answer: B. I mean C!", "C"),
+        ("Answer: B. Actually, C is wrong too.", "B"),
+        ("Answer: B. Wait, C or A?", "B"),
+        ("The answer is B. There are actually 3 options.", "B"),
+        # a "No" answering the reply's own question takes the letter before it back
+        ("The answer is B? No: C.", "C"),
+        ("The answer is **B**? No, it is C.", "C"),
+        ("The answer is B? Yes: B.", "B"),
+    ],
+)
+def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:
+    for expected in "BC":
+        result = run(choice_task(expected), output)
+        assert result.score == (1.0 if expected == letter else 0.0), result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("I'm not sure, but I think B.", 1.0),
+        ("I guess B!", 1.0),
+        ("I believe, (B).", 1.0),
+        ("I think A is tall, but B is the tallest.", 1.0),
+        ("I think A.", 0.0),
+        ("I think B? Or A?", 0.0),
+    ],
+)
+def test_choice_grader_reads_a_guess(output: str, score: float) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
+    started = time.process_time()
+    output = "the answer is a bit long, " * 100_000 + "\nB"
+    assert run(choice_task("B"), output).score == 1.0
+    assert time.process_time() - started < 3.0
+
+
+SYLLOGISM = (
+    "All wugs are daxes. All daxes are feps. Are all wugs feps?\n(A) No\n(B) Cannot tell\n"
+    "(C) Yes\nAnswer with the letter of the correct option."
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Yes, all wugs are feps.", 1.0),
+        ("Since all wugs are daxes and all daxes are feps, all wugs are feps. Yes.", 1.0),
+        ("Yes!\n\nEvery wug is a dax, and every dax is a fep.", 1.0),
+        ("No, not all wugs are feps.", 0.0),
+        # another option named too, or the option inside a clause: no answer
+        ("Yes, but I cannot tell for sure.", 0.0),
+        ("No, wait. Yes.", 0.0),
+        ("No idea, sorry.", 0.0),
+    ],
+)
+def test_choice_grader_reads_an_option_text_opening_or_closing_the_reply(
+    output: str, score: float
+) -> None:
+    task = Task(id="c", prompt=SYLLOGISM, answer="C", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+SMALLEST = (
+    "Which number is the smallest?\n(A) 42\n(B) 17\n(C) 35\n"
+    "Answer with the letter of the correct option."
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("B is the smallest.", 1.0),
+        ("17 is the smallest.", 1.0),
+        ("42 is the smallest.", 0.0),
+        # another superlative than the one asked is no answer (the one asked after it is)
+        ("A is the largest.", 0.0),
+        ("A is the largest, so the smallest is B.", 1.0),
+        ("B is the largest, so the smallest is A.", 0.0),
+        ("42 is the largest.", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks(
+    output: str, score: float
+) -> None:
+    task = Task(id="c", prompt=SMALLEST, answer="B", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+TALLER = "Ann is taller than Bob. Who is taller?\n(A) Bob\n(B) Ann\n"
+LARGER = "Which number is larger?\n(A) 54\n(B) 9\nAnswer with the letter of the correct option."
+EVEN = "Which of these numbers is even?\n(A) 7\n(B) 12\n(C) 33\n"
+TALLEST = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?\n(A) Bob\n(B) Ann\n"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # the conclusion names the answer, not the first option named
+        (TALLER, "Between A and B, B is taller.", "B", 1.0),
+        (TALLER, "Between A and B, B is taller.", "A", 0.0),
+        (TALLER, "Ann is taller than Bob.", "B", 1.0),
+        (LARGER, "B is smaller, A is larger.", "A", 1.0),
+        (LARGER, "B is smaller, A is larger.", "B", 0.0),
+        (LARGER, "54 is larger than 9.", "A", 1.0),
+        (LARGER, "The larger number is 54, not 9.", "A", 1.0),
+        (LARGER, "The larger number is 54, not 9.", "B", 0.0),
+        (EVEN, "7 is odd, 12 is even, 33 is odd.", "B", 1.0),
+        (TALLEST, "Bob is taller than Cy, and Ann is the tallest.", "B", 1.0),
+        # a comparative of the facts, not of the question, answers nothing
+        (TALLEST, "A is taller than Cy.", "A", 0.0),
+        (TALLER, "Bob is taller than Ann? No. Ann is taller.", "A", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks_for(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+DIVISIBLE = "Which number is divisible by 3?\n(A) 12\n(B) 10\n"
+
+
+def test_choice_grader_reads_only_the_predicate_the_question_asks() -> None:
+    """ "divisible by 4" is not "divisible by 3": the reply names two options, no answer."""
+    task = Task(id="c", prompt=DIVISIBLE, answer="A", grader="choice", task="logic")
+    result = run(task, "12 is divisible by 4, 10 is divisible by 3.")
+    assert result.score == 0.0, result.detail
+    assert run(task, "10 is divisible by 5, 12 is divisible by 3.").score == 1.0
+
+
+def test_what_the_question_asks_is_read_in_linear_time() -> None:
+    choice = Task(id="c", prompt="is " * 50_000 + "?\n(A) Bob\n(B) Ann\n", answer="A",
+                  grader="choice", task="logic")  # fmt: skip
+    exact = Task(id="e", prompt=WHO_IS_TALLER, answer="Bob", grader="exact", task="logic")
+    started = time.process_time()
+    assert run(choice, "Ann is tall").score is not None
+    assert run(Task(**{**choice.model_dump(), "prompt": TALLER}), "A is taller " * 50_000).score
+    assert run(exact, "x" + " " * 200_000 + " is taller").score == 0.0
+    assert run(exact, "Bob is taller " * 50_000).score == 1.0
+    assert time.process_time() - started < 3.0
+
+
+def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() -> None:
+    task = Task(id="c", prompt=TALLEST, answer="B", grader="choice", task="logic")
+    started = time.process_time()
+    assert run(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
+    assert run(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
+    assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Not A, not C. B.", 1.0),
+        ("Not A, not C. **B**.", 1.0),
+        ("not a, not c. b.", 1.0),
+        ("not a, not c. b", 1.0),
+        ("not b, not c. a.", 0.0),
+        ("Ann is shorter than Bob; Cal is the shortest. B!", 1.0),
+        ("Not B, not C. A.", 0.0),
+        ("Not A, not C. B?", 0.0),  # a question, not an answer
+        ("It is not A. Wrong: B.", 0.0),
+        ("A is not the tallest; B is.", 1.0),
+        ("A isn't the tallest, but B is.", 1.0),
+        ("A is not correct; B is.", 1.0),
+        ("B is not the tallest; A is.", 0.0),
+        ("A is not the tallest; B is not either.", 0.0),
+        ("A is not the shortest; B is.", 0.0),  # "the shortest" is not what is asked
+        ("A is not wrong; B is.", 0.0),
+    ],
+)
+def test_choice_grader_reads_a_letter_left_after_the_others_are_ruled_out(
+    output: str, score: float
+) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
+    started = time.perf_counter()
+    for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
+        assert run(choice_task("B"), output).score == 0.0
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Ann is the shortest, so the tallest is B.", 1.0),
+        ("The tallest is B.", 1.0),
+        ("The tallest one is **(B)**.", 1.0),
+        ("A is the tallest. Wait, the tallest is B.", 1.0),
+        ("Bob is taller than Ann, so the tallest is A.", 0.0),
+        ("The shortest is B.", 0.0),  # not what the question asks
+        ("The tallest is B? No, A is the tallest.", 0.0),
+        ("The tallest is not B.", 0.0),
+    ],
+)
+def test_choice_grader_reads_the_letter_said_to_be_what_the_question_asks(
+    output: str, score: float
+) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
+    started = time.perf_counter()
+    assert run(choice_task("B"), "the tallest is " * 50_000).score == 0.0
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("[x] B  [ ] C", 1.0),
+        ("- [ ] A\n- [x] B\n- [ ] C", 1.0),
+        ("- [ ] (A) Ann\n- [X] (B) Bob\n- [ ] (C) Cal", 1.0),
+        ("☐ A\n☑ B\n☐ C", 1.0),
+        ("A) Ann ❌\nB) Bob ✅\nC) Cal ❌", 1.0),
+        ("A ❌ B ✅ C ❌", 1.0),
+        ("**B** ✅", 1.0),
+        ("- [x] A\n- [ ] B", 0.0),
+        ("[x] A [x] B", 0.0),  # two options checked
+        ("✅ Option A is wrong", 0.0),  # the mark is next to no letter
+        ("A ✅ B", 0.0),  # one mark for two letters
+    ],
+)
+def test_choice_grader_reads_the_option_checked(output: str, score: float) -> None:
+    result = run(choice_task("B"), output)
+    assert result.score == score, result.detail
+
+
+def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_one() -> None:
+    prompt = "Which of these numbers is NOT odd?\n(A) 5\n(B) 4\n(C) 9\nAnswer with the letter."
+    task = Task(id="c", prompt=prompt, answer="A", grader="choice", task="logic")
+    assert run(task, "A) 5 ✅\nB) 4 ❌\nC) 9 ✅").score == 0.0  # ticks the odd ones
+    assert run(task, "- [x] A").score == 0.0
+
+
+LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the correct option."
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("Option A (42) is larger than option B (17).", 1.0),
+        ("I pick option A over option B.", 1.0),
+        ("Option B is smaller, so option A.", 1.0),
+        ("Option B is wrong, option A is right.", 1.0),
+        ("Option B (17) is smaller than option A (42).", 0.0),  # a comparison, no choice
+        ("Option B (17) is the larger.", 0.0),
+        ("Option A (42) is smaller than option B (17).", 0.0),
+    ],
+)
+def test_choice_grader_does_not_read_an_option_only_compared(output: str, score: float) -> None:
+    task = Task(id="c", prompt=LARGER, answer="A", grader="choice", task="logic")
+    result = run(task, output)
+    assert result.score == score, result.detail

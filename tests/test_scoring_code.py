@@ -1,0 +1,393 @@
+"""The code grader and its sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FAST, finished_pid, run, writer_temporary
+
+from fugu_lite.sandbox import run_python_tests
+from fugu_lite.scoring import Grade, grade
+from fugu_lite.scoring.code import extract_code
+from fugu_lite.tasks import Task
+
+ADD_TESTS = """
+import math
+assert add(1, 2) == 3
+assert add(-1, 1) == 0
+def test_floats():
+    assert math.isclose(add(0.1, 0.2), 0.3)
+def test_strings():
+    assert add("a", "b") == "ab"
+"""
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def code_task(tests: str = ADD_TESTS) -> Task:
+    return Task(id="k", prompt="Write add(a, b).", tests=tests, grader="code", task="code")
+
+
+def test_code_grader_runs_fenced_code() -> None:
+    output = (
+        "Sure! Here is the function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+        "Example:\n```python\nprint(add(2, 3))  # 5\n```\nThis works for numbers and strings."
+    )
+    result = run(code_task(), output)
+    assert result.score == 1.0, result.detail
+    assert result.detail == "4/4 tests passed"
+
+
+def test_a_function_in_an_untagged_fence_counts_next_to_a_python_usage_example() -> None:
+    function = "```\ndef add(a, b):\n    return a + b\n```\n"
+    usage = "Usage:\n```python\nprint(add(2, 3))\n```\nOutput:\n```\nFive\n```"
+    assert run(code_task(), function + usage).score == 1.0
+    wrong_again = "```\ndef add(a, b):\n    return a - b\n```"  # the last definition counts
+    assert run(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
+
+
+@pytest.mark.parametrize("tag", ["python", "Python3", "py"])
+def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
+    # the name `python` would raise NameError before any test ran
+    assert run(code_task(), f"{tag}\n{ADD}").score == 1.0
+
+
+def test_code_grader_takes_raw_code_after_prose() -> None:
+    output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
+    assert extract_code(output) == "def add(a, b):\n    return a + b"
+    assert run(code_task(), output).score == 1.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "    def add(a, b):\n        return a + b\n",
+        "Here you go:\n\n    def add(a, b):\n        return a + b\n\nThat is all.",
+        "Here you go:\n\n\tdef add(a, b):\n\t\treturn a + b",
+    ],
+)
+def test_code_grader_takes_code_indented_as_a_markdown_code_block(output: str) -> None:
+    assert run(code_task(), output).score == 1.0
+
+
+def test_code_grader_unclosed_fence_and_partial_credit() -> None:
+    output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
+    result = run(code_task(), output)
+    assert result.score == 0.75  # the string test fails
+    assert "first failure: test_strings" in result.detail
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        f"{ADD}\na, b = map(int, input().split())\nprint(add(a, b))\n",  # at load time
+        "def add(a, b):\n    input('Press enter')\n    return a + b\n",  # in each test
+    ],
+)
+def test_code_that_reads_standard_input_scores_0_and_says_why(code: str) -> None:
+    started = time.monotonic()
+    result = run(code_task(), f"```python\n{code}```")
+    assert (result.score, result.error) == (0.0, None)
+    assert "EOFError" in result.detail and "reads standard input" in result.detail
+    assert time.monotonic() - started < 5.0  # nothing waits for input
+
+
+def test_input_under_a_main_guard_does_not_count() -> None:
+    guarded = f"{ADD}\nif __name__ == '__main__':\n    print(add(*map(int, input().split())))\n"
+    assert run(code_task(), f"```python\n{guarded}```").score == 1.0
+
+
+def test_code_grader_wrong_code_and_no_code() -> None:
+    assert run(code_task(), "def add(a, b):\n    return a - b").score == 0.0
+    syntax = run(code_task(), "```python\ndef add(a, b) return a + b\n```")
+    assert syntax.score == 0.0
+    assert "SyntaxError" in syntax.detail
+    missing = run(code_task(), "   ")
+    assert (missing.score, missing.detail) == (0.0, "no code in the output")
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "`" * 100_000,  # no fence: each "```" used to scan to the end of the output
+        "def f(:\n" * 20_000,  # used to parse every run of lines, one line shorter each time
+        "Here:\ndef add(a, b):\n    return a + b\n" + "This is prose (\n" * 20_000,
+        "(" * 100_000,  # the parser runs out of memory: not a grading failure
+        "-" * 100_000,
+        "(A) (B) " * 20_000,
+    ],
+)
+def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: str) -> None:
+    started = time.process_time()
+    code = extract_code(output)
+    assert time.process_time() - started < 3.0
+    assert code is not None
+    if "def add" in output:
+        assert code == "def add(a, b):\n    return a + b"
+
+
+def test_infinite_loop_times_out_with_score_zero() -> None:
+    started = time.perf_counter()
+    result = run(code_task(), "def add(a, b):\n    while True:\n        pass\n")
+    assert result.score == 0.0
+    assert result.error is None
+    assert "timeout" in result.detail
+    assert time.perf_counter() - started < FAST.timeout_s + 3
+
+
+def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
+    code = (
+        "import os, sys\nprint('x' * 20_000_000)\nsys.stderr.write('e' * 5_000_000)\n"
+        "os.write(1, b'z' * 3_000_000)\ndef add(a, b):\n    return a + b\n"
+    )
+    result = asyncio.run(run_python_tests(code, ADD_TESTS, FAST))
+    assert (result.status, result.passed, result.total) == ("ok", 4, 4)
+    assert len(result.stdout) <= FAST.output_bytes
+    assert len(result.stderr) <= FAST.output_bytes
+    assert result.stdout.startswith("xxxx")
+
+
+def test_endless_printing_times_out() -> None:
+    result = run(code_task(), "def add(a, b):\n    while True:\n        print('spam' * 100)\n")
+    assert result.score == 0.0
+    assert "timeout" in result.detail
+
+
+@pytest.mark.parametrize("isolation", ["auto", "hook"])
+def test_opening_a_socket_is_blocked(isolation: str) -> None:
+    code = (
+        "import socket\ndef add(a, b):\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1).close()\n    return a + b\n"
+    )
+    limits = FAST.model_copy(update={"network_isolation": isolation})
+    result = run(code_task(), code, sandbox=limits)
+    assert result.score == 0.0
+    assert "not allowed" in result.detail
+
+
+def test_network_namespace_when_available() -> None:
+    code = "def add(a, b):\n    return a + b\n"
+    result = asyncio.run(run_python_tests(code, ADD_TESTS, FAST))
+    assert result.network_isolation in {"unshare", "hook"}
+    if result.network_isolation == "hook":
+        pytest.skip("unprivileged user namespaces are not available here: audit hook only")
+    # /proc/net follows the reader's network namespace: only loopback inside the sandbox
+    probe = (
+        "lines = open('/proc/net/dev').read().splitlines()[2:]\n"
+        "INTERFACES = sorted(line.split(':')[0].strip() for line in lines)\n"
+    )
+    host_lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    if sorted(line.split(":")[0].strip() for line in host_lines) == ["lo"]:
+        pytest.skip("this machine has no network interface to hide")
+    checked = asyncio.run(run_python_tests(probe, "assert INTERFACES == ['lo'], INTERFACES\n"))
+    assert checked.passed == 1, checked.tests
+
+
+def test_memory_hog_is_stopped() -> None:
+    result = run(
+        code_task(), "def add(a, b):\n    big = bytearray(2 * 1024 ** 3)\n    return a + b"
+    )
+    assert result.score == 0.0
+    assert "MemoryError" in result.detail
+    at_import = run(code_task(), "hog = [0] * (10 ** 9)\ndef add(a, b):\n    return a + b")
+    assert at_import.score == 0.0
+    assert "MemoryError" in at_import.detail
+
+
+def test_fork_bomb_and_subprocesses_are_refused() -> None:
+    before = set(os.listdir("/proc"))
+    bomb = run(code_task(), "import os\nwhile True:\n    os.fork()\n")
+    assert bomb.score == 0.0
+    assert "os.fork is not allowed" in bomb.detail
+    spawn = run(code_task(), "import subprocess\nsubprocess.run(['sleep', '30'])\n")
+    assert spawn.score == 0.0
+    assert "not allowed" in spawn.detail
+    direct = "import _posixsubprocess\n_posixsubprocess.fork_exec(['sleep', '30'])\n"
+    assert "starting a process is not allowed" in run(code_task(), direct).detail
+    assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
+
+
+def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
+    output = "1. Define it:\n\n   ```python\n   def add(a, b):\n       return a + b\n   ```\n"
+    result = run(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("code", "refused"),
+    [
+        ("import os, signal\nos.kill(os.getppid(), signal.SIGTERM)\n", "os.kill"),
+        ("import ctypes\n", "importing ctypes"),
+    ],
+)
+def test_signals_and_ctypes_are_refused(code: str, refused: str) -> None:
+    result = run(code_task(), code + "def add(a, b):\n    return a + b\n")
+    assert result.score == 0.0
+    assert f"{refused} is not allowed" in result.detail  # and this process is still here
+
+
+def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
+    code = "import signal, time\nsignal.alarm(1)\ntime.sleep(5)\n"  # no handler: SIGALRM kills
+    result = run(code_task(), code, sandbox=FAST.model_copy(update={"timeout_s": 4.0}))
+    assert (result.score, result.error) == (0.0, None)
+    assert "killed by signal SIGALRM" in result.detail
+
+
+def test_importing_subprocess_or_asyncio_is_allowed() -> None:
+    """They import _posixsubprocess; only starting a process is refused."""
+    for module in ("asyncio", "subprocess"):
+        result = run(code_task(), f"import {module}\ndef add(a, b):\n    return a + b\n")
+        assert result.score == 1.0, result.detail
+
+
+def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
+    """A sandbox process started by this test process (or by parent_pid) that is alive."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return b"harness.py" in cmdline and parent == (parent_pid or os.getpid())
+
+
+def test_the_sandbox_dies_with_a_killed_grading_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """...and the folder it left in the system temp folder goes with the next sandbox run
+    (it stayed in /tmp for good)."""
+    script = (
+        "import asyncio\n"
+        "from fugu_lite.sandbox import SandboxLimits, run_python_tests\n"
+        "asyncio.run(run_python_tests('import time\\ntime.sleep(1000)\\n', 'assert True\\n',"
+        " SandboxLimits(timeout_s=600)))\n"
+    )
+    env = os.environ | {"TMPDIR": str(tmp_path)}
+    grader = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 60
+    sandbox: list[str] = []
+    while not sandbox:
+        assert time.monotonic() < deadline, "no sandbox process started"
+        time.sleep(0.05)
+        sandbox = [pid for pid in os.listdir("/proc") if _is_sandbox(pid, grader.pid)]
+    grader.kill()  # kill -9: no cleanup code runs in the grading process
+    grader.wait()
+    deadline = time.monotonic() + 10
+    while _running(sandbox[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(sandbox[0]), "the sandbox outlived the process that started it"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    assert [path.name for path in tmp_path.iterdir()] == [folder.name]
+    assert list(folder.iterdir()) == []
+
+
+def test_a_sandbox_run_removes_killed_runs_folders_not_live_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    someone_elses = tmp_path / ".X0.tmp.abcdefgh.tmp"  # another program's, in /tmp itself
+    someone_elses.write_text("x")
+    live_writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = folder / writer_temporary("sandbox", finished_pid())
+    live = folder / writer_temporary("sandbox", live_writer.pid)
+    try:
+        for leftover in (dead, live):
+            leftover.mkdir()
+            (leftover / "solution.py").write_text("x = 1\n")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        for path in (someone_elses, live):
+            os.utime(path, (two_days_ago, two_days_ago))
+        assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    finally:
+        live_writer.kill()
+        live_writer.wait()
+    assert not dead.exists()
+    assert list(folder.iterdir()) == [live]  # a run still grading keeps its folder
+    assert someone_elses.exists()
+
+
+@pytest.mark.parametrize("taken_as", ["symlink", "folder of another user", "file"])
+def test_a_temp_folder_name_taken_by_someone_else_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, taken_as: str
+) -> None:
+    """Another user can make fugu-lite-UID first in a shared /tmp, e.g. as a symlink to a
+    folder of theirs: the sandbox must neither write there nor fail."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    name = tmp_path / f"fugu-lite-{os.getuid()}"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    if taken_as == "symlink":
+        name.symlink_to(theirs)
+    elif taken_as == "file":
+        name.write_text("")
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        theirs = name
+        theirs.mkdir(mode=0o777)
+        os.chown(theirs, 65534, 65534)
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert list(theirs.iterdir()) == []
+    assert f"{name} is not a private folder of this user" in caplog.text
+
+
+def test_the_temp_folder_is_made_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # made by hand, say
+    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def _running(pid: str) -> bool:
+    """Alive and not a zombie waiting for its new parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
+    target = tmp_path / "written.txt"
+    code = f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b\n"
+    result = run(code_task(), code)
+    assert result.score == 0.0
+    assert "only the working folder is writable" in result.detail
+    assert not target.exists()
+    local = "open('scratch.txt', 'w').write('x')\ndef add(a, b):\n    return a + b\n"
+    assert run(code_task(), local).score == 1.0
+
+
+def test_exiting_early_is_the_models_fault() -> None:
+    exit_call = run(code_task(), "import sys\nsys.exit(0)")
+    assert (exit_call.score, "SystemExit" in exit_call.detail) == (0.0, True)
+    hard_exit = run(code_task(), "import os\ndef add(a, b):\n    os._exit(0)\n")
+    assert hard_exit.score == 0.0
+    assert "crashed" in hard_exit.detail
+
+
+def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
+    broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
+    result = run(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)
+    assert result.score is None
+    assert "could not start the sandbox" in (result.error or "")
+
+
+def test_concurrent_sandboxes_all_finish() -> None:
+    async def many() -> list[Grade]:
+        good = "def add(a, b):\n    return a + b"
+        return await asyncio.gather(*(grade(code_task(), good, sandbox=FAST) for _ in range(6)))
+
+    assert [g.score for g in asyncio.run(many())] == [1.0] * 6

@@ -1,0 +1,1046 @@
+"""The number grader on good, bad and adversarial real-looking outputs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import number_task, run
+
+from fugu_lite.tasks import Task
+
+COT = (
+    "Let's think step by step. Tom starts with 12 apples. He buys 3 bags of 4 apples, "
+    "so 3 * 4 = 12 more apples. 12 + 12 = 24. He gives 5 to Ann: 24 - 5 = 19."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("19", COT),
+        ("19", COT + "\nThe answer is 19."),
+        ("19", COT + " So the answer is 19 apples (he had 12 at first)."),
+        ("19", "Final answer: 19"),
+        ("19", r"Adding up we get \boxed{19}. Checking: 19 - 7 = 12."),
+        ("1234", "The total is $1,234."),
+        ("1234.5", "It costs \\boxed{\\$1{,}234.50}"),
+        ("10000", r"\boxed{10,\!000}"),  # LaTeX spacing between thousands (the MATH data set)
+        ("1000000", r"The answer is $\$1,\!000,\!000$."),
+        ("1234567", r"\boxed{1\,234\,567}"),
+        ("1500", "Natalia sold 48 clips in April... #### 1,500"),
+        ("-7", "The temperature dropped to −7 degrees."),
+        ("-7", "x = -7"),
+        ("-7", "The answer is negative 7."),
+        ("25", "25% of the students"),
+        ("0.75", r"The probability is \boxed{\frac{3}{4}}"),
+        ("0.75", "The answer is 3/4."),
+        ("3/4", "That is 0.75 of the cake."),
+        ("0.3333", "The answer is 1/3"),
+        ("1/3", "about 0.33"),
+        ("2.5", "The answer is 2.50."),
+        ("12", "**12**"),
+        ("8", "The answer is 5 + 3 = 8. Then we double check 8 + 1 = 9 is wrong."),
+        ("42", "The answer is 42. This is because 6 * 7 = 42, not 41."),
+        ("300", "300 km"),
+        ("5", "The answer is: 5"),
+        ("1", "The letter 'i' appears only once in the word 'rabbit'."),
+        ("2", "Two."),
+        ("0.5", "The answer is $\\frac{1}{2}$."),  # LaTeX outside a \boxed{}
+        ("0.5", "$\\dfrac{1}{2}$"),
+        ("0.75", r"\boxed{\frac34}"),
+        ("1.5", r"\boxed{1\frac{1}{2}}"),  # a mixed number, not 11/2
+    ],
+)
+def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+    assert result.error is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("19", COT + " Oh wait, he also eats 2, so 17.", "'17'"),
+        ("19", "The answer is 20.", "'20'"),
+        ("19", "I am not sure how to solve this.", "no number"),
+        ("19", "", "no number"),
+        ("19", r"\boxed{18} (even though 19 came up before)", "'18'"),
+        ("1/3", "about 0.3", "'0.3'"),
+        ("7", "-7", "'-7'"),
+        ("1000", "10.00", "'10.00'"),
+        ("12", "The answer is twelve, not 11.", "'11'"),
+        ("0", r"\boxed{10,\!000}", "'10,000'"),
+        ("7", "The answer is negative 7.", "'negative 7'"),
+        ("-5", "The count must be non-negative 5", "'5'"),
+    ],
+)
+def test_number_grader_wrong_answers_score_zero_with_reason(
+    answer: str, output: str, why: str
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 0.0
+    assert result.error is None
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("1000000", "1e6"),
+        ("1000000", "The answer is 1.0E+06."),
+        ("0.001", "1e-3"),
+        ("1500000", "About 1.5 × 10^6 people."),
+        ("1500000", "1.5×10⁶"),  # superscripts, which NFKC would turn into 1.5×106
+        ("1500000", r"\boxed{1.5 \times 10^{6}}"),
+        ("1500000", r"$1.5 \cdot 10^{6}$"),
+        ("1000000", "10^6"),
+        ("0.001", "10⁻³"),
+        ("1024", "The answer is 2^10."),
+        ("1024", "2**10"),
+        ("25", "5²"),
+        ("3", "x^2 = 9, so x = 3"),
+    ],
+)
+def test_number_grader_reads_scientific_notation_and_powers(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("25", r"The area is \boxed{25 \text{ cm}^2}.", 1.0),
+        ("25", "The area is 25 cm^2.", 1.0),
+        ("12", r"So the area is $12\,\text{m}^2$.", 1.0),
+        ("2", r"\boxed{25 \text{ cm}^2}", 0.0),  # the unit's exponent is no answer
+        ("1024", r"\boxed{2^{10}}", 1.0),
+    ],
+)
+def test_the_exponent_of_a_unit_is_not_a_number(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("1", "1e6", "'1e6'"),  # the mantissa alone is not the number
+        ("6", "1 × 10^6", "'1 × 10^6'"),
+        ("106", "10⁶", "'10^6'"),
+        ("1", "1e999999", "'1e999999'"),  # too large for a float: a wrong answer, no error
+        ("2", "2^1000000", "'2^1000000'"),
+        ("10", "The answer is 2^10.", "'2^10'"),
+    ],
+)
+def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("0.5", "50%", 1.0),  # a probability or share written as a percentage
+        ("0.25", "The probability is 25 percent.", 1.0),
+        ("1/3", "About 33.3%.", 1.0),
+        ("50", "50%", 1.0),  # "what percent ...?" with the reference written without %
+        ("50%", "50", 1.0),
+        ("50%", "The answer is 50 %.", 1.0),
+        ("0.5%", "0.5%", 1.0),
+        ("0.5%", "50%", 0.0),  # a reference written with % is a percentage: 50% is not 0.5%
+        ("50%", "0.5", 0.0),  # ambiguous: 0.5 could be 0.5 percent
+        ("0.5", "5%", 0.0),
+        ("5", "0.05", 0.0),  # only a number written with % is read both ways
+    ],
+)
+def test_number_grader_reads_a_percentage_as_its_share_too(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("1000000", "1 million", 1.0),
+        ("2500000000", "The company earned $2.5 billion.", 1.0),
+        ("1500", "1.5k", 1.0),
+        ("1500", "It earned 1.5K dollars.", 1.0),
+        ("300", "The temperature is 300K.", 1.0),  # Kelvin: read as written too
+        ("1000000", "The answer is a million.", 1.0),
+        ("1000000", "One million", 1.0),
+        ("1000000", "It grew from 800 thousand to a million.", 1.0),
+        ("2000000", "two million people", 1.0),
+        ("100", "a hundred percent", 1.0),
+        # part of a longer number in words: not read as its first part
+        ("100", "one hundred and twenty", 0.0),
+        ("1000000", "half a million", 0.0),
+        ("1000", "one thousand two hundred", 0.0),
+        ("1000000", "The odds are one in a million", 0.0),
+        ("3000", "The answer is 3 thousand.", 1.0),
+        ("1500000", "The answer is 1.5 Million people.", 1.0),
+        ("3000000", "It sold for $3M.", 1.0),
+        ("2500", r"\boxed{\$2.5k}", 1.0),
+        ("2.5", "Revenue was 2.5 million dollars.", 1.0),  # a reference counted in millions
+        ("1250000", "About 1.3 million.", 0.0),  # no credit for rounding a large number
+        # units and other letters are no magnitude
+        ("1000", "1 kg", 0.0),
+        ("5000", "5 km", 0.0),
+        ("1000", "1kB", 0.0),
+        ("2000000", "2M", 0.0),  # 2 molar, 2 metres: only "$2M" is money
+        ("3000", "n = 3k+1", 0.0),
+        ("3000000", "the 3 millionth visitor", 0.0),
+        ("12000", "12k_1", 0.0),
+    ],
+)
+def test_number_grader_reads_magnitude_words_and_suffixes(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("1234", "1\u202f234"),  # narrow no-break space between thousands (fr, SI)
+        ("1234", "The answer is 1\u00a0234."),
+        ("1234567", "1\u2009234\u2009567"),
+        ("1234.5", "1\u202f234,5"),  # such spaces go with a decimal comma
+        ("1234.5", "1.234,5"),
+        ("1234567", "The population is 1.234.567."),
+        ("1234567.89", "1.234.567,89"),
+        ("0.5", "½"),
+        ("1.5", "1½ cups"),
+        ("1.5", "1 ½"),
+        # plain spaces between thousands
+        ("2500", "2 500 grams"),
+        ("2500", "The answer is 2 500 g."),
+        ("12345", "$12 345"),
+        ("3000", "3 000 grams"),
+        ("3000", "The answer is 3 000 grams."),
+        ("1050000", "1 050 000"),
+        ("1234567", "About 1 234 567 people."),
+    ],
+)
+def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("1234", "1.234", "'1.234'"),  # a decimal point, as in English
+        ("1.234", "1.234.567", "'1234567'"),
+        ("15", "1½", "'3/2'"),  # not 1 then 1/2, nor 11/2
+        ("1", "1 ½", "'3/2'"),
+        ("234", "1 234", "'1234'"),  # plain spaces between thousands: not 234
+        ("500", "The bag holds 2 500 grams.", "'2500'"),
+        ("5", "Sorted: 1 5 120 346", "'346'"),  # a list, no thousands: "120 346" is not 120346
+    ],
+)
+def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("1.5", "1 1/2", 1.0),  # as "1½" is
+        ("2.5", "The answer is 2 1/2 hours.", 1.0),
+        ("-1.5", "x = -1 1/2", 1.0),
+        ("12.25", "The answer is 12 1/4 inches.", 1.0),
+        ("2.5", r"\boxed{2 1/2}", 1.0),
+        ("0.5", "1 1/2", 0.0),  # not the fraction alone
+        ("5.5", "1 1/2", 0.0),  # nor 11/2
+        ("3.5", "2 3/2", 0.0),  # not a proper fraction: two numbers
+        ("0.5", "He ate 1/3, she ate 1/2", 1.0),
+    ],
+)
+def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score_for_12", "score_for_14"),
+    [
+        ("The answer is 12. Wait, no: it is 14.", 0.0, 1.0),
+        ("The answer is 12. Sorry, I meant 14.", 0.0, 1.0),
+        ("The answer is 12. Actually, it's 14.", 0.0, 1.0),
+        ("The answer is 12. Correction: 14.", 0.0, 1.0),
+        ("12. No, it's 14 apples.", 0.0, 1.0),
+        ("The answer is 12. Hmm, actually, let me recount. The answer should be 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nOn second thought, the answer must be 14.", 0.0, 1.0),
+        ("Answer: 12 ❌ → Corrected: 14", 0.0, 1.0),
+        # a retraction takes back the answer before it, a first line's or a marker's
+        ("12\n\nWait, actually 14.", 0.0, 1.0),
+        ("12\n\nNo wait, 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
+        ("The answer is 12. Wait, no, I made a mistake: 10 + 4 = 14.", 0.0, 1.0),
+        ("The answer is 12? No: 14.", 0.0, 1.0),
+        ("**Answer:** 12? No, 14 apples.", 0.0, 1.0),
+        ("The answer is 12.\n\nWait, let me verify: 12 apples + 2 pears = 14 fruits.", 1.0, 0.0),
+        ("The answer is 12. If you got 14, that's wrong.", 1.0, 0.0),
+        # no correction: the answer stands
+        ("The answer is 12. No, it's not 14.", 1.0, 0.0),
+        ("The answer is 12. No, 14 does not work.", 1.0, 0.0),
+        ("The answer is 12. Wait, let me check: 14 - 2 = 12. Yes.", 1.0, 0.0),
+    ],
+)
+def test_number_grader_follows_a_self_correction(
+    output: str, score_for_12: float, score_for_14: float
+) -> None:
+    assert run(number_task("12"), output).score == score_for_12
+    assert run(number_task("14"), output).score == score_for_14
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # the grader does not compute: an answer stated as arithmetic is no number
+        ("3", "Actually, it's 3 more than 9.", 0.0),
+        ("9", "Actually, it's 3 more than 9.", 0.0),
+        ("12", "The answer is 12. Actually, it's 3 more than 9, so 12.", 1.0),
+        ("3", "The answer is 12. Actually, it's 3 more than 9, so 12.", 0.0),
+        ("10", "The answer is 10. Actually, it's 3 more than 9.", 0.0),  # retracted
+        ("5", "The answer is 5 + 3.", 0.0),
+        ("4", "The result is 4 times 3, which gives 12 cookies.", 0.0),
+        ("12", "The result is 4 times 3, which gives 12 cookies.", 1.0),
+        ("12", "The answer is the sum of 5 and 7, which is 12.", 1.0),
+        ("7", "The answer is the sum of 5 and 7, which is 12.", 0.0),
+        ("12", "The answer is the product of 3 and 4, so 12 apples.", 1.0),
+        ("7", "The answer is the sum of 5 and 7.", 0.0),
+        ("6", "The answer is the average of 4 and 8: 6", 1.0),
+        # not arithmetic: the number stands
+        ("3", "The answer is 3 more than yesterday.", 1.0),
+        ("3", "The answer is 3 times.", 1.0),
+        ("42", "The answer is 42 plus tax.", 1.0),
+        ("12", "The answer is 12 (3 more than 9).", 1.0),
+    ],
+)
+def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("18", "Answer:\n18\n\nExplanation: she sells 16 - 3 - 4 = 9 eggs at $2 each.", 1.0),
+        ("18", "**Final Answer:**\n\n$18$\n\n(9 eggs at $2 each)", 1.0),
+        ("18", "The final answer is:\n\n18 dollars\n\nShe sells 9 eggs at $2 each.", 1.0),
+        ("18", "The answer is\n\\[\n18\n\\]\nsince 9 * 2 = 18 and 2 + 3", 1.0),
+        ("260", "Answer:\n\\[ 260 \\]\n\nSeattle has 20, Charleston 4 times as many.", 1.0),
+        ("2", "Answer:\n18\n\nExplanation: she sells 9 eggs at $2 each.", 0.0),
+        # a next line that is more than a number: the usual rules
+        ("18", "**Answer:**\n\n1. She has 16 eggs.\n2. She sells 9.\n\nSo she makes $18.", 1.0),
+    ],
+)
+def test_number_grader_reads_the_answer_on_the_line_after_its_marker(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("41", "The answer is not 41.", 0.0),
+        ("41", "The answer is not 41, it is 42.", 0.0),
+        ("42", "The answer is not 41, it is 42.", 1.0),
+        ("5", "So the answer is not 5. Let me recompute: 3 + 4 = 7.", 0.0),
+        ("7", "So the answer is not 5. Let me recompute: 3 + 4 = 7.", 1.0),
+        ("9", "The answer is not obvious, so check: 12 - 3 = 9.", 1.0),
+    ],
+)
+def test_a_number_an_answer_marker_rules_out_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 1.0),  # not the last 1
+        ("12", "**12 apples**\nThat is 3 more than 9.", 1.0),
+        ("8", "8\n(step 2 of 2)", 1.0),
+        ("1", "5\n\nExplanation: 2 + 3 = 5, checked in 1 step.", 0.0),
+        # a first line that is not only a number leaves the last number as the answer
+        ("2", "Step 1\nAdd them: 1 + 1 = 2", 1.0),
+        ("14", "1. First, 7 * 2 = 14\n2. Check: 14 / 7 = 2\nSo 14", 1.0),
+        ("14", "12\nWait, no: it is 14.", 1.0),  # an answer marker still comes first
+    ],
+)
+def test_number_grader_reads_a_first_line_holding_only_a_number(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "why"),
+    [
+        ("5", "The answer is 5 or 7.", "'5 or 7'"),
+        ("5", "Final Answer: The final answer is $5$ and $7$. I hope it is correct.", "and"),
+        ("7", "The answer is **5** or **7**.", "or"),
+        ("5", "The answer is 5-7 days.", "'5-7'"),  # a range, or a subtraction not done
+        ("7", "Between 5 and 7", "'5 and 7'"),
+        ("7", r"\boxed{5 \text{ or } 7}", "or"),
+        ("5", "#### 5 or 7", "'5 or 7'"),
+        ("3", "The answer is 3:30.", "time"),  # a time is not its hour
+        ("30", "He arrives at 3:30.", "time"),
+        ("30", r"\boxed{3:30}", "time"),
+        ("3", r"The roots are \boxed{-2, 3}", "'-2, 3'"),  # a list where one number goes
+        ("7", "#### 5, 7", "'5, 7'"),
+    ],
+)
+def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("12", "The answer is 12 and the remainder is 3."),
+        ("6", "We need 5 or more boxes, so 6."),
+        ("2", "The ratio is 2:1, so the answer is 2."),
+        ("-7", r"\boxed{-7}"),
+        ("1000", r"\boxed{1,000}"),
+        ("18", "The answer is 18, 2 more than 16."),
+        ("0.25", "The answer is 1/4 or 25%."),  # one value written two ways
+        ("0.25", r"\boxed{\frac{1}{4} \text{ or } 25\%}"),
+    ],
+)
+def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("0.25", "1 in 4", 1.0),
+        ("1/4", "The probability is 1 in 4.", 1.0),
+        ("0.25", "There is a one in four chance.", 1.0),
+        ("4", "1 in 4", 0.0),  # a chance is not its last number
+        ("10", "She did it 7 in 10 days", 1.0),  # not a chance
+        ("3", "The answer is 3 in 4 cases", 1.0),
+    ],
+)
+def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+GIVE_AWAY = "Tom has 8 apples and gives away 3. How many apples does he have left?"
+LARGER_OF_TWO = "Which is larger, 9 or 3?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "output", "score"),
+    [
+        (GIVE_AWAY, "5", "5 apples. Tom started with 8 and gave away 3.", 1.0),
+        (GIVE_AWAY, "5", "**5** apples remain.\n\nTom started with 8 and gave away 3.", 1.0),
+        (GIVE_AWAY, "3", "5 apples. Tom started with 8 and gave away 3.", 0.0),
+        # a closing sentence with a result, or after a question's number, may be the answer
+        (GIVE_AWAY, "5", "He gives away 3 of 8. So he has 8 - 3 = 5.", 1.0),
+        (LARGER_OF_TWO, "9", "Compare 9 and 3. The larger is 9.", 1.0),
+        (LARGER_OF_TWO, "9", "The difference is 6. Of 3 and 9, 9 is larger.", 1.0),
+    ],
+)
+def test_a_closing_sentence_restating_the_question_is_not_the_answer(
+    prompt: str, answer: str, output: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+def test_closing_sentences_are_read_in_linear_time() -> None:
+    task = Task(id="n", prompt=GIVE_AWAY, answer="5", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
+    assert run(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
+    assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "output", "score"),
+    [
+        # a reference rounded to many decimals: an answer rounded to fewer counts...
+        ("What is 4 divided by 3?", "1.333333", "1.33", 1.0),
+        ("What is 2 divided by 3?", "0.666667", "0.67", 1.0),
+        ("What is 2 divided by 3?", "0.666667", "0.66", 0.0),  # not its rounding
+        ("What is 4 divided by 3?", "1.333333", "1.3", 0.0),  # one decimal is too coarse
+        # ...unless the question asks for more decimals than it gives
+        ("What is 4/3 to 6 decimal places?", "1.333333", "1.33", 0.0),
+        # a more precise answer that rounds to the reference counts
+        ("What is 4 divided by 3?", "1.33", "1.333333", 1.0),
+        ("Round 4/3 to two decimal places.", "1.33", "1.333333", 1.0),
+        ("What is 2/3 to the nearest hundredth?", "0.67", "0.6667", 1.0),
+        # an exact reference of few digits is no rounding
+        ("What is 0.1 times 0.5?", "0.05", "0.054", 0.0),
+        ("What is 0.06 times 0.9?", "0.054", "0.05", 0.0),
+    ],
+)
+def test_number_grader_accepts_a_rounding_at_the_precision_shown_or_asked(
+    prompt: str, answer: str, output: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("three even numbers (8, 10, 12)", 1.0),
+        ("There are three even numbers: 8, 10 and 12.", 1.0),
+        ("The answer is three (8, 10, 12).", 1.0),
+        ("Two: 8 and 10.", 0.0),
+        ("There are three: 8, 10, 12, 7.", 0.0),  # not the count of the list
+        ("Three of them are even, 8 and 12 and 10 - 2.", 0.0),  # more than a list
+    ],
+)
+def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
+    output: str, score: float
+) -> None:
+    task = Task(
+        id="n",
+        prompt="How many even numbers are in the list [3, 8, 10, 12, 7]?",
+        answer="3",
+        grader="number",
+        task="lists",
+    )
+    result = run(task, output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "x = 5 (since 2x = 10)", 1.0),
+        ("12", "She has 12 apples left (15 - 3).", 1.0),
+        ("18", "Janet makes $18 per day ($9 × 2).", 1.0),
+        ("3", "She has 12 apples left (15 - 3).", 0.0),
+        # a parenthetical that gives the answer stays
+        ("12", "Total: 5 + 7 (= 12)", 1.0),
+        ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
+        ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
+        ("391", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 1.0),
+        ("18", "She makes 18 dollars. (Note: this assumes all 9 eggs sell at $2.)", 1.0),
+        ("18", "She makes $18 a day (assuming 9 eggs sell at $2 each).", 1.0),
+        ("391", "391 trees (17 x 20 = 340 and 17 x 3 = 51)", 1.0),
+        ("51", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 0.0),
+        ("391", "The product is (17 × 20 = 340, 17 × 3 = 51) 391.", 1.0),
+        # closing instructions for the computation, with no result, are working too
+        ("10", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 1.0),
+        ("10", "10 m/s\n\nTo convert, multiply 36 by 1000 and divide by 3600.", 1.0),
+        ("2.5", "2.5 hours. Just divide 150 by 60.", 1.0),
+        ("3600", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 0.0),
+        # instructions that reach a result end with it
+        ("10", "36 km/h. Multiply 36 by 1000 and divide by 3600, giving 10 m/s.", 1.0),
+        ("10", "Multiply 36 by 1000 and divide by 3600 to get 10.", 1.0),
+        ("17", "12 apples. Add 5 more and you have 17.", 1.0),
+    ],
+)
+def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # the grader does not compute π or roots: their coefficient or radicand is no answer
+        ("4", r"The answer is $\boxed{4\pi}$.", 0.0),
+        ("3", r"\boxed{2\sqrt{3}}", 0.0),
+        ("4", "The area is 4π.", 0.0),
+        ("3", "x = 2√3", 0.0),
+        ("2", r"x = \sqrt{2}", 0.0),
+        # a value given after them counts
+        ("12.566", "The area is 4π ≈ 12.566.", 1.0),
+        ("12.57", r"The area is $4\pi \approx 12.57$.", 1.0),
+        ("9", r"The answer is \sqrt{81} = 9.", 1.0),
+        ("3", "The answer is √9 = 3", 1.0),
+    ],
+)
+def test_a_symbolic_answer_is_not_its_coefficient(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+def test_subtraction_is_not_a_negative_number() -> None:
+    assert run(number_task("5"), "10-5=5").score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("-7", "The temperature is minus 7 degrees.", 1.0),
+        ("-7", "The answer is minus 7.", 1.0),
+        ("7", "The answer is minus 7.", 0.0),
+        ("3", "10 minus 7 is 3.", 1.0),  # a subtraction, not a sign
+        ("10", "The answer is 10  minus 7.", 0.0),
+        ("3", "$10 minus $7 = $3", 1.0),
+    ],
+)
+def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("7", "It takes 5-7 days"),  # a range hedges
+        ("7", "It takes 5 - 7 days."),
+        ("7", "Between $5-$7"),
+        ("3", "So we compute 15-3"),  # a subtraction not done answers neither number
+        ("12", "So we compute 15 \u2013 3"),
+    ],
+)
+def test_a_range_or_subtraction_at_the_end_is_no_answer(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert "two numbers" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("-3", "x = -3"),
+        ("-3", "2x + 6 = 0, so x = -3"),
+        ("-3", "The temperature went from 5 to -3"),
+        ("-3", "The values are 5, then -3"),
+        ("12", "15 - 3 = 12"),
+        ("5", "5-5"),  # one value twice is one answer
+    ],
+)
+def test_negative_numbers_and_done_subtractions_still_count(answer: str, output: str) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == 1.0, result.detail
+
+
+def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:
+    result = run(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
+    assert (result.score, result.error) == (0.0, None)
+    assert run(number_task("7"), "-" + "9" * 400 + " so the answer is 7").score == 1.0
+
+
+def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -> None:
+    result = run(number_task("7"), "The answer is " + "1" * 100_000)  # past int's 4300 digits
+    assert (result.score, result.error) == (0.0, None)
+    assert len(result.detail) < 200
+    assert run(number_task("7"), "1" * 5000 + "\nThe answer is 7.").score == 1.0
+    assert run(number_task("7"), "7/" + "1" * 5000).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The answer is 7. " + "The answer is " * 10_000,  # a small model stuck in a loop
+        "Answer: 7\n" + "Answer: = " * 10_000,
+        "1 " * 200_000 + "so the result is 7",
+        "1/" * 200_000 + "\n#### 7",
+        "Answer:\n" * 100_000 + "7",
+        "one a million " * 50_000 + "\nThe answer is 7",
+        "1 in 4 " * 50_000 + "1 in" + " " * 100_000 + "\nThe answer is 7",
+        "7 (" + "1 + " * 100_000 + "1)",
+        "7 (" + "1 + 1 = 1,1, " * 30_000 + "1 + 1 = 2)",  # steps of the working
+        "7 (" + "1 x 1 = 1, " * 20_000 + "1 x 1 = 1)",
+        "(" * 100_000 + "7",
+    ],
+)
+def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:
+    # CPU time, not wall time: a loaded CI machine must not fail it; a quadratic pass still does
+    started = time.process_time()
+    assert run(number_task("7"), output).score == 1.0
+    assert time.process_time() - started < 3.0
+
+
+REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the number."
+APPLES = "Sam has 15 apples and gives away 3. How many apples does Sam have now?"
+SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
+BUY = "Tom has 12 apples. He gets 8 more and gives away 5. How many apples does he have now?"
+LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
+EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
+MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # a closing clause restating the question's numbers is not the answer
+        (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "3", 1.0),
+        (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "4", 0.0),
+        (APPLES, "Sam has 12 apples left after giving away 3.", "12", 1.0),
+        (APPLES, "Sam has 12 apples left after giving away 3.", "3", 0.0),
+        (APPLES, "Sam now has 12 apples, since he started with 15 and gave away 3.", "12", 1.0),
+        # a clause with a number of its own may hold the answer
+        (SAVINGS, "He will have $20 after 4 weeks.", "4", 1.0),
+        (REMAINDER, "When 15 is divided by 4, the remainder is 3.", "3", 1.0),
+        # an explanation after a dash, a colon, in parentheses or in a note, alike
+        (BUY, "15 (Tom had 12, got 8, gave 5)", "15", 1.0),
+        (BUY, "15 (Tom had 12, got 8, gave 5)", "5", 0.0),
+        (BUY, "15 — Tom had 12, got 8 more, and gave away 5.", "15", 1.0),
+        (BUY, "Tom has 15 apples: he had 12, got 8, and gave away 5.", "15", 1.0),
+        (BUY, "He has 15.\nNote: Tom started with 12.", "15", 1.0),
+        # also when the answer is one of the question's numbers
+        (EVENS, "There are 3 even numbers: 8, 10, and 12.", "3", 1.0),
+        (EVENS, "3 (8, 10, 12)", "3", 1.0),
+        (EVENS, "3 (8, 10, 12)", "12", 0.0),
+        (LARGEST, "33 (the largest is 45)", "33", 1.0),
+        (LARGEST, "The second largest number is 33, after 45.", "33", 1.0),
+        (EVENS, "The even numbers are 8, 10, and 12. So there are 3 even numbers.", "3", 1.0),
+        # the answer stated again after a colon is no explanation
+        (MAXIMUM, "Comparing 3 and 9: 9 is larger.", "9", 1.0),
+        (MAXIMUM, "Comparing: 3 < 9, 4 < 9. The largest: 9", "9", 1.0),
+        # with no explanation before them, the question's numbers may be the answer
+        (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
+        (BUY, "12 + 8 = 20 - 5", "20", 0.0),
+    ],
+)
+def test_a_closing_clause_restating_the_question_is_not_the_answer(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_a_closing_clause_takes_linear_time() -> None:
+    task = Task(id="n", prompt="What is 1 + 1?", answer="2", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "It is 2" + " when 1 is added to 1" * 30_000).score is not None
+    assert run(task, "It is 2" + " when 1" * 50_000 + ".").score is not None
+    assert time.process_time() - started < 3.0
+
+
+TO_HOURS = "Convert 150 minutes to hours. Answer with just the number."
+TO_MINUTES = "How many minutes are 2 hours and 30 minutes? Answer with just the number."
+TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
+BOTH_UNITS = "How many hours and how many minutes are in 150 minutes?"
+TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
+IN_GRAMS = "A bag holds 2 kg of rice and another 3 kg. How many grams of rice are there?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # in the unit the question asks for, a quantity in two units is its value
+        (TO_HOURS, "2 hours and 30 minutes", "2.5", 1.0),
+        (TO_HOURS, "150 minutes is 2 hours and 30 minutes.", "2.5", 1.0),
+        (TO_HOURS, "The answer is 2 hours and 30 minutes.", "2", 0.0),
+        (TO_HOURS, "The answer is 2 hours and 30 minutes.", "30", 0.0),
+        ("Convert 63 inches to feet.", "63 inches = 5 feet 3 inches", "5.25", 1.0),
+        ("Convert 63 inches to feet.", "63 inches = 5 feet 3 inches", "3", 0.0),
+        ("Convert 80 minutes to hours.", "1 hour and 20 minutes", "4/3", 1.0),
+        # the question's own quantity echoed is no answer; the number after it is
+        (TO_MINUTES, "2 hours and 30 minutes is 150 minutes.", "150", 1.0),
+        (TO_MINUTES, "2 hours and 30 minutes", "150", 0.0),
+        (TO_MINUTES, "2 hours and 30 minutes", "30", 0.0),
+        # no unit asked: a quantity in two units is no single number
+        (TRIP, "The trip takes 2 hours and 30 minutes.", "30", 0.0),
+        (TRIP, "The trip takes 2 hours and 30 minutes.", "2.5", 0.0),
+        (TRIP, "It takes 2 hours and 30 minutes, so 150 minutes.", "150", 1.0),
+        # two units asked: the quantity in either
+        (BOTH_UNITS, "2 hours and 30 minutes", "2.5", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes or 9000 seconds", "150", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes (9000 seconds)", "9000", 1.0),
+        (TO_MINUTES_AND_SECONDS, "150 minutes or 9500 seconds", "150", 0.0),  # not one quantity
+        # one of them asked: the quantity in that one
+        ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "150", 1.0),
+        ("Convert 2.5 hours to minutes.", "9000 seconds, i.e. 150 minutes", "150", 1.0),
+        ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "9000", 0.0),
+        # a unit abbreviated on either side, markdown, "(or ...)", "(i.e. ...)"
+        (IN_GRAMS, "5000 g (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5 kg (5000 g)", "5000", 1.0),
+        (IN_GRAMS, "**5000 grams** (5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (or 5 kg)", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (i.e. 5 kg).", "5000", 1.0),
+        (IN_GRAMS, "5000 grams (that is, 5 kilograms)", "5000", 1.0),
+        (IN_GRAMS, "5000 g (5 kg)", "5", 0.0),
+        (IN_GRAMS, "4000 g (5 kg)", "5000", 0.0),  # not one quantity: the last number
+        (IN_GRAMS, "**5000 grams** (4 kg)", "5000", 0.0),
+    ],
+)
+def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="units")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_quantities_in_two_units_take_linear_time() -> None:
+    task = Task(id="n", prompt=TO_HOURS, answer="2.5", grader="number", task="units")
+    started = time.process_time()
+    assert run(task, "2 hours and 30 minutes, " * 15_000).score is not None
+    assert run(task, "2 hours " * 40_000).score is not None
+    assert time.process_time() - started < 3.0
+
+
+PER_WEEK = "A worker earns $18 a day. How much does she earn per week (7 days)?"
+PER_DAY = "A worker earns $126 a week. How much does she earn per day?"
+TO_M_PER_S = "Convert 90 kilometers per hour to meters per second."
+HOURLY = "What is her hourly wage if she earns $120 in 8 hours?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # one amount at two rates: the rate the question asks for, first or second
+        (PER_WEEK, "She earns $126 a week, or $18 a day.", "126", 1.0),
+        (PER_WEEK, "The answer is $18 a day, or $126 a week.", "126", 1.0),
+        (PER_WEEK, "The answer is $126 a day, or $882 a week.", "126", 0.0),
+        (PER_WEEK, "$880 a week, or $126 a day", "126", 0.0),
+        (PER_WEEK, "18 dollars daily, so 126 dollars weekly.", "126", 1.0),
+        (PER_DAY, "$18 a day, or $126 a week.", "18", 1.0),
+        (PER_DAY, "She earns $126 a week, i.e. $20 a day.", "18", 0.0),
+        (TO_M_PER_S, "25 m/s = 90 km/h", "25", 1.0),
+        (TO_M_PER_S, "90 km/h = 25 m/s", "90", 0.0),
+        (HOURLY, "$15 an hour, or $120 a day", "15", 1.0),
+        # no rate asked: the usual rules
+        ("She earns $18 a day. How much in 7 days?", "$18 a day, or $126 a week", "126", 1.0),
+    ],
+)
+def test_an_amount_at_two_rates_is_read_at_the_rate_asked(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="rates")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_amounts_at_two_rates_take_linear_time() -> None:
+    task = Task(id="n", prompt=PER_WEEK, answer="126", grader="number", task="rates")
+    started = time.process_time()
+    assert run(task, "$18 a day, or " * 20_000).score is not None
+    assert run(task, "1," * 100_000 + " a day").score is not None
+    assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("It's 42, not 32.", "42", 1.0),
+        ("It's 42, not 32.", "32", 0.0),
+        ("The sum is 42 rather than 32.", "42", 1.0),
+        ("I think it's 42, but I'm not 100% sure.", "42", 1.0),
+        ("I think it's 42, but I'm not 100% sure.", "100", 0.0),
+        ("42\nConfidence: 95%", "42", 1.0),
+        ("Not 32.", "32", 0.0),
+        ("100% sure: 42", "42", 1.0),
+    ],
+)
+def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("3 kilograms is equal to 3000 grams because 1 kilogram equals 1000 grams.", "3000", 1.0),
+        ("3 kilograms is equal to 3000 grams because 1 kilogram equals 1000 grams.", "1000", 0.0),
+        ("2 hours is 7200 seconds, since each hour has 3600 seconds.", "7200", 1.0),
+        # a reason that goes on to a result, or one with no number before it
+        ("He has 20, since 12 + 8 = 20, and after giving 5 he has 15.", "15", 1.0),
+        ("Since each hour has 3600 seconds, 2 hours is 7200 seconds.", "7200", 1.0),
+    ],
+)
+def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: float) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("68°F (using F = C × 9/5 + 32)", "68", 1.0),
+        ("68°F (using F = C × 9/5 + 32)", "32", 0.0),
+        ("5 kilometers = 5,000 meters.\n\n(1 kilometer = 1,000 meters)", "5000", 1.0),
+        ("The area is 12 (where the width is 3)", "12", 1.0),
+    ],
+)
+def test_a_closing_note_on_the_method_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail
+
+
+SHARE = (
+    "20 candies are shared equally among 5 children. Each child then eats 2 of them. How many "
+    "candies does each child have left? Answer with just the number."
+)
+WHAT_IS = "What is 9 * 11 + 27? Answer with just the number."
+SHARED = "20 candies are shared equally among 5 children. Each child then eats 2 of them."
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # a copy of the question is no answer, though its last number is the reference
+        (WHAT_IS, "What is 9 * 11 + 27?", "27", 0.0),
+        (SHARE, SHARED, "2", 0.0),
+        (SHARE, "Each child gets 4. Each child then eats 2 of them.", "2", 0.0),
+        # the answer after the copy counts
+        (WHAT_IS, "What is 9 * 11 + 27? 126", "126", 1.0),
+        (SHARE, "Each child then eats 2 of them. So 4 - 2 = 2 are left.", "2", 1.0),
+    ],
+)
+def test_number_grader_does_not_read_a_copy_of_the_question_as_the_answer(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
+    result = run(task, output)
+    assert result.score == score, result.detail
+
+
+def test_copies_of_the_question_are_found_in_linear_time() -> None:
+    task = Task(id="n", prompt=SHARE, answer="2", grader="number", task="math")
+    started = time.process_time()
+    assert run(task, "Each child then eats " * 20_000).score is not None
+    assert run(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
+    assert time.process_time() - started < 3.0
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("twenty-six", "26", 1.0),
+        ("Twenty six", "26", 1.0),
+        ("twenty-six", "6", 0.0),  # not its last word
+        ("One hundred twenty-six", "6", 0.0),  # nor a part of a longer number in words
+        ("one hundred and five", "5", 0.0),
+        ("forty", "40", 1.0),
+    ],
+)
+def test_number_grader_reads_a_number_in_words_whole(
+    output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer), output)
+    assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("The answer is 125. Hmm, actually 126.", "126", 1.0),
+        ("The answer is 125. Hmm, actually 126.", "125", 0.0),
+        ("The answer is 125. Wait, 126.", "126", 1.0),
+        ("The answer is 125. I mean 126.", "126", 1.0),
+        ("The answer is 125. Actually, 126 apples.", "126", 1.0),
+        ("The answer is 125. Actually no, 126.", "126", 1.0),
+        ("125\nActually 126.", "126", 1.0),
+        ("The answer is 125. Actually 126.", "125", 0.0),
+        # no correction: a remark, a question or more than a unit after the number
+        ("The answer is 125. Wait, 126 is wrong.", "125", 1.0),
+        ("The answer is 125. Wait, 126? No, 125 it is.", "126", 0.0),
+        ("The answer is 125. Actually 3 more.", "3", 0.0),
+        ("The answer is 20 apples. There are actually 5 boxes.", "5", 0.0),
+        ("The answer is 20. I had to wait, 5 minutes passed.", "5", 0.0),
+        ("The answer is 125. Actually 126 or 127.", "125", 0.0),
+        ("The answer is 125. Actually 126 or 127.", "126", 0.0),
+        # numbers after the correction: a check ending on it, or an aside, leave it the answer
+        ("The answer is 125. Hmm, actually 126. Check: 5 * 25 + 1 = 126.", "126", 1.0),
+        ("The answer is 125. Actually 126. Confidence: 90%.", "126", 1.0),
+        # ... another value after it makes it a step of the working
+        ("Let's count: 1, 2, 3, 4. Wait, 5 boxes. Each holds 4, so 20 apples.", "5", 0.0),
+        ("The answer is 125. Wait, 125 apples. Let me double-check with 5 * 25.", "25", 0.0),
+    ],
+)
+def test_number_grader_reads_a_bare_correction(output: str, answer: str, score: float) -> None:
+    assert run(number_task(answer), output).score == score
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "score"),
+    [
+        ("It's 5 kilograms (5000 grams / 1000).", "5", 1.0),
+        ("It's 5 kilograms (5000 grams / 1000).", "1000", 0.0),
+        ("It's 4 kilograms (5000 grams / 1000).", "5", 0.0),
+        ("12 apples (15 apples - 3 apples).", "12", 1.0),
+        ("12 apples (15 apples - 3 apples).", "3", 0.0),
+        ("It is 12 (3 boxes x 4).", "4", 0.0),
+        # degrees, and the working's own parentheses
+        ("68 °F (20 °C × 9/5 + 32)", "68", 1.0),
+        ("68°F (20°C x 1.8 + 32).", "32", 0.0),
+        ("10°C ((50°F - 32) × 5/9)", "10", 1.0),
+        ("10°C ((50°F - 32) × 5/9)", "5/9", 0.0),
+        ("68°F ((20°C × 9/5) + 32).", "68", 1.0),
+        # what is counted, listed
+        ("4 times (positions 3, 4, 6, 7)", "4", 1.0),
+        ("4 times (positions 3, 4, 6, 7)", "7", 0.0),
+        ("It appears 4 times (at 3, 4, 6 and 7).", "4", 1.0),
+        ("4 (or 5, 6)", "4", 0.0),  # a hedge, not a list
+        # a number in words before the working
+        ("She has fourteen apples (12 + 5 - 3).", "14", 1.0),
+        ("She has fourteen apples (12 + 5 - 3).", "3", 0.0),
+        ("Fifteen (12 + 5 - 3 = 14)", "14", 0.0),
+        ("She has some apples (12 + 5 - 3).", "3", 0.0),
+    ],
+)
+def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
+    output: str, answer: str, score: float
+) -> None:
+    assert run(number_task(answer), output).score == score
+
+
+def test_number_grader_reads_nested_closing_parentheses_in_linear_time() -> None:
+    started = time.process_time()
+    output = "It is 12 " + "(" * 100_000 + "3 x 4" + ")" * 100_000
+    assert run(number_task("12"), output).score is not None
+    assert time.process_time() - started < 3.0
+
+
+LARGEST = "What is the largest number in the list [-5, 12, -30, 7, 0]?"
+SECOND_LARGEST = "What is the second largest number in the list [12, 45, 7, 33, 90, 21]?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        (LARGEST, "The largest is 12, and the smallest is -30.", "12", 1.0),
+        (LARGEST, "The largest is 12, and the smallest is -30.", "-30", 0.0),
+        (LARGEST, "12 is the largest, -30 is the smallest.", "12", 1.0),
+        (LARGEST, "The largest is 7, and the smallest is -30.", "12", 0.0),
+        (LARGEST, "The smallest is -30.", "-30", 1.0),  # no largest said: the last number
+        (SECOND_LARGEST, "The second largest is 45, the largest is 90.", "45", 1.0),
+        (SECOND_LARGEST, "The second largest is 45, the largest is 90.", "90", 0.0),
+    ],
+)
+def test_number_grader_reads_the_number_said_to_be_what_the_question_asks(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer, prompt), output)
+    assert result.score == score, result.detail
+
+
+def test_number_grader_reads_superlatives_in_linear_time() -> None:
+    started = time.process_time()
+    output = "the largest is 7 " * 50_000 + "and the smallest is -30."
+    assert run(number_task("12", LARGEST), output).score == 0.0
+    assert time.process_time() - started < 3.0
