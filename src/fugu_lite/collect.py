@@ -50,22 +50,20 @@ from .collect_state import (
     exclusive_files,
 )
 from .collect_summary import CollectSummary, RunCounters, end_of_run_lines, summarize, summary_table
+from .output_limits import output_limit
 from .pool import PoolConfig, one_call_at_a_time, queued_locally
 from .progress import LineProgress
 from .schemas import prompt_hash
 from .scoring import Grade, grade
 from .tasks import Task
 from .text import console_text, notes_console, visible_controls
-from .workers import (
+from .worker_errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
     WORKER_REFUSALS,
-    CallResult,
-    Judge,
-    WorkerPool,
-    output_limit,
     refused_for_max_tokens,
 )
+from .workers import CallResult, Judge, WorkerPool
 
 # what the CLI and the demo take from here
 __all__ = [
@@ -80,9 +78,9 @@ __all__ = [
 DOWN_AFTER = 3  # consecutive failures of these kinds (after the pool's retries) = worker down
 # A 5xx counts too: a gateway whose model is gone (502/503) answers every call alike.
 DOWN_KINDS = frozenset({"connection", "timeout", "server"})
-# A worker refusing every call alike for its own settings (workers.WORKER_REFUSALS: a bad key,
-# no access, a wrong model name or base_url) is down after this many in a row; not at the
-# first one: a proxy may answer one by mistake.
+# A worker refusing every call alike for its own settings (worker_errors.WORKER_REFUSALS: a
+# bad key, no access, a wrong model name or base_url) is down after this many in a row; not
+# at the first one: a proxy may answer one by mistake.
 REFUSED_AFTER = 3
 # A local worker's llama.cpp server that exits on its own (a crash, the OOM killer) is started
 # again, at most this often per run: a prompt that crashes it would otherwise do so for ever.

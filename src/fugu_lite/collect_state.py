@@ -25,7 +25,8 @@ from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
 from .pool import PoolConfig, WorkerConfig, resolve_gguf
 from .schemas import RewardRecord
 from .tasks import Task
-from .workers import CONTEXT_LENGTH_EXCEEDED, Usage, usage_cost
+from .worker_errors import CONTEXT_LENGTH_EXCEEDED
+from .workers import Usage, usage_cost
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (

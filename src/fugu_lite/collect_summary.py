@@ -9,9 +9,9 @@ from rich import box
 from rich.table import Table
 
 from .collect_state import CollectState, JudgeSummary
+from .output_limits import output_limit
 from .pool import PoolConfig
 from .text import console_name, console_text, usd
-from .workers import output_limit
 
 
 class WorkerSummary(BaseModel):

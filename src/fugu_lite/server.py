@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .costs import RouterFamily, load_family_or_single
+from .llama_cpp_requests import local_worker_gaps
 from .local_server import check_llama_cpp_installed
 from .pool import (
     PoolConfig,
@@ -56,7 +57,7 @@ from .server_metrics import Metrics
 from .server_routing import RouteRequest, RouteResult, RouterService
 from .server_schemas import ApiError, ChatCompletionRequest, parse_request
 from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
-from .workers import Usage, WorkerPool, local_worker_gaps
+from .workers import Usage, WorkerPool
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,16 +14,14 @@ from typing import Any
 from .server_auth import Redactor
 from .server_breaker import CircuitBreaker
 from .server_metrics import Metrics
-from .workers import (
+from .worker_errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
-    RETRYABLE_KINDS,
     WORKER_REFUSALS,
-    CallResult,
     WorkerCallError,
-    WorkerPool,
     context_limit,
 )
+from .workers import RETRYABLE_KINDS, CallResult, WorkerPool
 
 logger = logging.getLogger(__name__)
 

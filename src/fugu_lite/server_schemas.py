@@ -447,7 +447,7 @@ class ChatCompletionRequest(BaseModel):
         fugu-lite's own keys and nulls (OpenAI's "use the default": the worker's own
         params then apply, and llama.cpp's server answers `"temperature": null` with a
         500). The output-token limit keeps the client's name here; the pool sends it under
-        the name each worker reads (`workers.output_limit_name`)."""
+        the name each worker reads (`output_limits.output_limit_name`)."""
         return {
             key: value
             for key, value in self.model_dump(exclude_unset=True).items()

@@ -12,7 +12,7 @@ from typing import Any
 from .server_auth import Redactor
 from .server_dispatch import OpenedStream, close_quietly
 from .server_schemas import ApiError
-from .workers import WorkerCallError
+from .worker_errors import WorkerCallError
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 

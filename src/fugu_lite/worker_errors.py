@@ -1,0 +1,202 @@
+"""What a worker's failed call means: its kind (retried or not), its status and code, its
+Retry-After, and the refusals read from its words (a prompt over the context, stream_options
+it does not take, a refusal for its own settings).
+
+`classify_error` gives (kind, detail, retry-after seconds) for an exception of a call;
+`WorkerCallError` is the error the pool raises for a failed stream.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import re
+import time
+
+import openai
+
+MAX_ERROR_CHARS = 600
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
+NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
+# How servers that give a 400 no such code say a prompt is over the context: vLLM ("This
+# model's maximum context length is 4096 tokens. However, you requested ..."), Anthropic's and
+# others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer";
+# and Hugging Face TGI's 422 ("Input validation error: `inputs` must have less than 4096
+# tokens. Given: 4545", or "`inputs` tokens + `max_new_tokens` must be <= 4096. Given: ...").
+CONTEXT_REFUSAL = re.compile(
+    r"maximum context length is \d+ tokens|\bprompt is too long\b"
+    r"|exceeds the available context size|longer than the maximum model length"
+    r"|`inputs` must have less than \d+ tokens|`inputs` tokens \+ `max_new_tokens` must be <=",
+    re.IGNORECASE,
+)
+CONTEXT_REFUSAL_STATUSES = frozenset({400, 422})  # 422: TGI's
+CONTEXT_LIMIT = re.compile(
+    r"(?:maximum context length is|`inputs` must have less than) (\d+) tokens"
+    r"|`max_new_tokens` must be <= (\d+)",
+    re.IGNORECASE,
+)
+# vLLM's and TGI's words for the prompt and the completion asked (max_tokens) in such a refusal.
+PROMPT_ASKED = re.compile(
+    r"(\d+) in the messages|Given: (\d+) `inputs` tokens|your request has (\d+) input tokens",
+    re.IGNORECASE,
+)
+COMPLETION_ASKED = re.compile(
+    r"is too large: (\d+)|(\d+) in the completion|(\d+) `max_new_tokens`", re.IGNORECASE
+)
+
+
+class WorkerCallError(RuntimeError):
+    """A call failed; `kind` is timeout, connection, rate_limit, server or client;
+    `status_code` the worker's HTTP status when it answered with an error, `code` the
+    `code` of its error body (e.g. context_length_exceeded), `retry_after_s` the seconds its
+    Retry-After asked to wait (a 429 or 5xx that said)."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        status_code: int | None = None,
+        code: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status_code = status_code
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+
+# A worker's refusal of a call for its own settings, which no later call changes (collect
+# takes the worker down after a few; serve tries the next worker), and what to fix.
+WORKER_REFUSALS = {
+    401: "its API key is missing or not accepted: fix api_key_env or the key in that variable",
+    403: "its API key has no access to this model or endpoint: fix api_key_env or model",
+    404: "its model or endpoint is not found: fix model or base_url",
+}
+
+
+def status_code(error: BaseException) -> int | None:
+    return error.status_code if isinstance(error, openai.APIStatusError) else None
+
+
+def error_code(error: BaseException) -> str | None:
+    """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...); a
+    400 (or TGI's 422) with no such code (none, or its HTTP status) that says the prompt is
+    over the context is given context_length_exceeded."""
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    code = error.code
+    uncoded = code is None or str(code) == str(error.status_code)  # vLLM's gives its status
+    if (
+        error.status_code in CONTEXT_REFUSAL_STATUSES
+        and uncoded
+        and refuses_as_too_long(_status_message(error))
+    ):
+        return CONTEXT_LENGTH_EXCEEDED
+    return code
+
+
+def refuses_stream_options(error: BaseException) -> bool:
+    """Whether a worker's error is its refusal of stream_options: an older Azure API
+    version's 400 "Unrecognized request argument supplied: stream_options", a gateway's
+    400 or 422 naming them."""
+    return (
+        isinstance(error, openai.APIStatusError)
+        and error.status_code in (400, 422)
+        and "stream_options" in _status_message(error)
+    )
+
+
+def refuses_as_too_long(message: str) -> bool:
+    """Whether an error message says the prompt is over the model's context. Not when the
+    completion asked (max_tokens) is itself as long as the context: every prompt would be
+    refused alike, for the worker's settings, not for this prompt."""
+    if CONTEXT_REFUSAL.search(message) is None:
+        return False
+    limit = context_limit(message)
+    asked = first_number(COMPLETION_ASKED, message)
+    return limit is None or asked is None or asked < limit
+
+
+def refused_for_max_tokens(message: str) -> bool:
+    """Whether a context refusal's message shows that the prompt fits the context and only
+    the completion asked (max_tokens) does not fit beside it: a lower max_tokens would have
+    it answered."""
+    limit = context_limit(message)
+    prompt = first_number(PROMPT_ASKED, message)
+    return limit is not None and prompt is not None and prompt < limit
+
+
+def context_limit(message: str) -> int | None:
+    """The context length (tokens) a context refusal's message states, None if none."""
+    return first_number(CONTEXT_LIMIT, message)
+
+
+def first_number(pattern: re.Pattern[str], message: str) -> int | None:
+    """The number the first group that matched of pattern's first match holds, None if none."""
+    found = pattern.search(message)
+    number = next((group for group in found.groups() if group), None) if found else None
+    return None if number is None else int(number)
+
+
+def classify_error(error: BaseException) -> tuple[str, str, float | None]:
+    """(kind, detail, retry-after seconds) for an exception raised by a call."""
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        detail = f"HTTP {status}: {_status_message(error)}"
+        if status == 429:
+            return "rate_limit", detail, _retry_after(error)
+        if status == 408:
+            return "timeout", detail, None
+        if status >= 500:
+            return "server", detail, _retry_after(error)
+        return "client", detail, None
+    if isinstance(error, (openai.APITimeoutError, TimeoutError)):
+        return "timeout", "no answer within the worker's timeout_s", None
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__
+        reason = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return "connection", f"could not reach the server{reason}", None
+    if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):
+        return "server", f"malformed response: {type(error).__name__}: {error}", None
+    return "server", f"{type(error).__name__}: {error}", None
+
+
+def _status_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        return json.dumps(body)[:MAX_ERROR_CHARS]
+    return str(body or error.message)
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    """The seconds a worker's error asks to wait before trying again, as the openai SDK reads
+    them: `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date; None when it
+    says nothing readable."""
+    headers = error.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds: float | None
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            seconds = _seconds_until(value) if scale == 1.0 else None
+        if seconds is not None and math.isfinite(seconds):
+            return max(0.0, seconds)
+    return None
+
+
+def _seconds_until(http_date: str) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.timestamp() - time.time()

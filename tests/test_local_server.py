@@ -1,0 +1,269 @@
+"""The pool's local workers on real llama.cpp servers (the shipped GGUF): they answer, and
+their processes and logs never outlive fugu-lite (integration)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import finished_pid, writer_temporary
+
+from fugu_lite.local_server import LocalServer, LocalServerError
+from fugu_lite.pool import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
+from fugu_lite.workers import CallResult, WorkerPool
+
+
+def two_local_workers() -> PoolConfig:
+    config = embedded_pool_config()
+    workers = [
+        w.model_copy(update={"params": {**w.params, "max_tokens": 8}}) for w in config.workers
+    ]
+    return PoolConfig(workers=workers[:2])
+
+
+def alive(pids: list[int]) -> list[int]:
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+async def answer(config: PoolConfig) -> CallResult:
+    async with WorkerPool(config) as pool:
+        return await pool.chat(config.worker_ids[0], [{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.integration
+def test_local_llama_cpp_workers_answer_and_are_stopped() -> None:
+    config = two_local_workers()
+
+    async def run() -> tuple[list[CallResult], list[int], list[dict]]:
+        async with WorkerPool(config) as pool:
+            pids = [server.pid for server in pool.servers.values()]
+            assert len(set(pids)) == 2 and all(pool.is_alive(w) for w in pool.worker_ids)
+            results = await asyncio.gather(
+                *(pool.chat(w, [{"role": "user", "content": "What is 2 + 3?"}])
+                  for w in pool.worker_ids)
+            )  # fmt: skip
+            chunks = [
+                chunk
+                async for chunk in pool.stream_chat(
+                    pool.worker_ids[0], [{"role": "user", "content": "Say hi."}]
+                )
+            ]
+            return results, pids, chunks
+
+    results, pids, chunks = asyncio.run(run())
+    for result, worker in zip(results, config.workers, strict=True):
+        assert result.ok, result.error
+        assert result.output and result.usage and 0 < result.usage.completion_tokens <= 8
+        expected = (
+            result.usage.prompt_tokens * worker.input_price_per_mtok
+            + result.usage.completion_tokens * worker.output_price_per_mtok
+        ) / 1e6
+        assert result.cost == pytest.approx(expected)
+    # The variants' system prompts reach the model: greedy decoding, different answers.
+    assert results[0].output != results[1].output
+    assert any(choice["delta"].get("content") for c in chunks for choice in c["choices"])
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(pids) == []
+
+
+@pytest.mark.integration
+def test_servers_stop_when_the_body_raises() -> None:
+    config = two_local_workers()
+    pids: list[int] = []
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            pids.extend(server.pid for server in pool.servers.values())
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        asyncio.run(run())
+    assert len(pids) == 2 and alive(pids) == []
+
+
+@pytest.mark.integration
+def test_a_server_that_cannot_load_its_model_fails_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log the error names is there to read (it was deleted as the error was raised),
+    until the next server start after this run."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"this is not a gguf file" * 100)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "broken", "model": "m", "local": {"gguf": str(bad)}}]}
+    )
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(LocalServerError, match="exited with code") as caught:
+        asyncio.run(answer(config))
+    assert "broken" in str(caught.value) and "last lines of its log" in str(caught.value)
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []
+    named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
+    assert named is not None
+    log = Path(named[1])
+    assert log.parent == tmp_path / f"fugu-lite-{os.getuid()}"
+    assert log.read_text(encoding="utf-8").strip().splitlines()[-1] in str(caught.value)
+
+
+@pytest.mark.integration
+def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 of the process that started the servers leaves no orphan behind, and the next
+    server start removes the log it left in the system temp folder (it stayed in /tmp)."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import asyncio, sys
+            from fugu_lite.pool import PoolConfig, embedded_pool_config
+            from fugu_lite.workers import WorkerPool
+
+            async def main():
+                config = PoolConfig(workers=embedded_pool_config().workers[:1])
+                async with WorkerPool(config) as pool:
+                    print(*(s.pid for s in pool.servers.values()), flush=True)
+                    await asyncio.sleep(600)
+
+            asyncio.run(main())
+            """
+        )
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+    )
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        pids = [int(pid) for pid in line.split()]
+        assert pids and alive(pids) == pids
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(pids) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = launched(embedded_pool_config().workers[0])
+    server.stop()
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([folder.name, script.name])
+    assert list(folder.iterdir()) == []
+
+
+def launched(worker: WorkerConfig) -> LocalServer:
+    """A local server started (not waited for: its log is made at the start)."""
+    server = LocalServer(worker)
+    try:
+        server.launch()
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.mark.integration
+def test_a_server_start_removes_killed_runs_logs_not_live_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    live_writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = folder / f"{writer_temporary('llama-w', finished_pid())}.log"
+    live = folder / f"{writer_temporary('llama-w', live_writer.pid)}.log"
+    try:
+        for log in (dead, live):
+            log.write_text("INFO: started\n")
+        two_days_ago = time.time() - 2 * 24 * 3600
+        os.utime(live, (two_days_ago, two_days_ago))  # a `serve` running for days: quiet log
+        server = launched(embedded_pool_config().workers[0])
+        log_path = server.log_path
+        assert log_path is not None and log_path.parent == folder and log_path.exists()
+        server.stop()
+    finally:
+        live_writer.kill()
+        live_writer.wait()
+    assert not dead.exists() and not log_path.exists()
+    assert list(folder.iterdir()) == [live]
+
+
+@pytest.mark.integration
+def test_a_restarted_workers_old_log_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    config = PoolConfig(workers=embedded_pool_config().workers[:1])
+    worker_id = config.workers[0].id
+
+    async def crash_and_restart() -> tuple[Path | None, Path | None]:
+        async with WorkerPool(config) as pool:
+            old = pool.servers[worker_id]
+            assert old.process is not None
+            os.kill(old.process.pid, signal.SIGKILL)  # the OOM killer
+            old.process.wait(timeout=10)
+            assert pool.crashed_servers() == [worker_id]
+            await pool.restart(worker_id)
+            new = pool.servers[worker_id]
+            assert new.log_path is not None and new.log_path.exists()
+            return old.log_path, new.log_path
+
+    old_log, new_log = asyncio.run(crash_and_restart())
+    assert old_log is not None and new_log is not None and old_log != new_log
+    assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == []
+
+
+@pytest.mark.integration
+def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    worker = embedded_pool_config().workers[0]
+    local = worker.local.model_copy(update={"gguf": str(gguf)}) if worker.local else None
+    config = PoolConfig(workers=[worker.model_copy(update={"local": local})])
+
+    async def fail_then_restart() -> Path:
+        async with WorkerPool(config) as pool:
+            server = pool.servers[worker.id]
+            assert server.process is not None
+            server.process.kill()
+            server.process.wait(timeout=10)
+            gguf.unlink()
+            gguf.write_bytes(b"not a gguf file" * 100)  # the disk file got corrupted, say
+            with pytest.raises(LocalServerError, match="exited with code") as caught:
+                await pool.restart(worker.id)
+            named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
+            assert named is not None and Path(named[1]).exists()  # there to read
+            gguf.unlink()
+            gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+            await pool.restart(worker.id)
+            assert not Path(named[1]).exists()
+            return Path(named[1])
+
+    failed_log = asyncio.run(fail_then_restart())
+    assert list(failed_log.parent.iterdir()) == []

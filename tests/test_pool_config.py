@@ -1,0 +1,122 @@
+"""The pool config (pool.yaml): loading, the errors that say what to fix, the embedded pool."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fugu_lite.config import ConfigError
+from fugu_lite.pool import embedded_pool_config, load_pool_config, resolve_gguf
+
+SECRET = "sk-test-9f8e7d6c5b4a39281706"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pool.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    path = write(
+        tmp_path,
+        """
+        workers:
+          - id: remote
+            model: gpt-4o-mini
+            base_url: https://api.example.com/v1
+            api_key_env: EXAMPLE_KEY
+            input_price_per_mtok: 0.15
+            output_price_per_mtok: 0.6
+            params: {temperature: 0}
+          - id: mine
+            model: tiny
+            local: {gguf: models/tiny.gguf}
+        opt_out: [remote]
+        """,
+    )
+    config = load_pool_config(path)
+    assert config.worker_ids == ["remote", "mine"]
+    assert config.worker("mine").local.gguf == str(tmp_path / "models" / "tiny.gguf")
+    assert config.opt_out == ["remote"]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("- {id: a, model: m}", "needs a base_url"),
+        ("- {id: a, model: m, base_url: 'http://x', local: {gguf: a.gguf}}", "remove base_url"),
+        ("- {id: a, model: m, base_url: 'http://x', api_key: abc}",
+         r"api_key_env to the variable's NAME; known keys here: id, model,"),
+        ("- {id: a, model: m, base_url: 'http://x', max_concurency: 2}",
+         r"did you mean 'max_concurrency'\? known keys here: id,"),
+        ("- {id: a, model: m, base_url: 'http://x', zzz: 2}",
+         r"unknown key 'workers\.0\.zzz': known keys here: id,"),
+        ("- {id: a, model: m, base_url: 'http://x', params: {model: x}}", "may not set model"),
+        ("- {id: a, model: m, base_url: 'http://x'}\n  - {id: a, model: n, base_url: 'http://y'}",
+         "repeated: a"),
+        ("- {id: a, model: m, base_url: 'http://x', max_concurrency: 0}", "max_concurrency"),
+    ],
+)  # fmt: skip
+def test_bad_pool_configs_say_what_to_fix(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, f"workers:\n  {body}\n")
+    with pytest.raises(ConfigError, match=expected) as caught:
+        load_pool_config(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"workers:\n  - {{id: a, model: m, base_url: 'http://x', api_key_env: '{SECRET}'}}\n",
+    )
+    with pytest.raises(ConfigError, match="NAME of the environment variable") as caught:
+        load_pool_config(path)
+    assert SECRET not in str(caught.value)
+
+
+def test_missing_pool_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="embedded local pool"):
+        load_pool_config(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match=r"\.yaml, line 2, column 1: not valid YAML: ") as error:
+        load_pool_config(write(tmp_path, "workers: [\n"))
+    assert "<unicode string>" not in str(error.value)
+
+
+def test_a_pool_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """A second `workers:` list (workers added at the end of the file) replaced the first
+    one's workers with no word."""
+    worker = "  - {{id: {}, model: m, base_url: 'http://x'}}\n"
+    text = "workers:\n" + worker.format("a") + "workers:\n" + worker.format("b")
+    with pytest.raises(ConfigError, match=r"'workers' is given twice .*line 1, again on line 3"):
+        load_pool_config(write(tmp_path, text))
+
+
+def test_a_pool_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    """A pool.yaml saved as Latin-1 failed with a bare UnicodeDecodeError, no file named."""
+    path = tmp_path / "pool.yaml"
+    path.write_bytes(b"workers:\n  - {id: caf\xe9, model: m, base_url: 'http://x'}\n")
+    with pytest.raises(ConfigError, match=r"pool\.yaml, line 2: not UTF-8 text"):
+        load_pool_config(path)
+
+
+def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
+    config = embedded_pool_config()
+    assert len(config.workers) >= 2
+    assert all(worker.local is not None for worker in config.workers)
+    assert resolve_gguf("embedded:smollm2").stat().st_size > 10_000_000
+    settings = {
+        (worker.system_prompt, tuple(sorted(worker.params.items()))) for worker in config.workers
+    }
+    assert len(settings) == len(config.workers)  # every variant differs
+    prices = {(w.input_price_per_mtok, w.output_price_per_mtok) for w in config.workers}
+    assert len(prices) == len(config.workers)
+    assert load_pool_config(None) == config
+
+
+def test_unknown_embedded_model_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="embedded:smollm2"):
+        resolve_gguf("embedded:llama-70b")

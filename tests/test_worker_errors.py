@@ -1,0 +1,100 @@
+"""Reading a worker's failed call: its refusals (a prompt over the context, a completion
+asked too long) from the words real servers use, and its Retry-After as the openai SDK reads
+it."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from email.utils import formatdate
+
+import openai
+import pytest
+
+from fugu_lite.worker_errors import classify_error, refused_for_max_tokens, refuses_as_too_long
+from fugu_lite.workers import SDKResponse
+
+
+@pytest.mark.parametrize(
+    ("message", "too_long"),
+    [
+        ("This model's maximum context length is 4096 tokens. However, your request has 5000 "
+         "input tokens. Please reduce the length of the input messages.", True),
+        ("'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum "
+         "context length is 4096 tokens and your request has 3900 input tokens "
+         "(256 > 4096 - 3900).", True),
+        ("'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum "
+         "context length is 4096 tokens and your request has 30 input tokens "
+         "(8000 > 4096 - 30).", False),
+        ("The decoder prompt (length 5000) is longer than the maximum model length of 4096. "
+         "Make sure that `max_model_len` is no smaller than the number of text tokens.", True),
+        ("the request exceeds the available context size, try increasing it", True),
+        ("prompt is too long: 208310 tokens > 200000 maximum", True),
+        ("Input validation error: `inputs` must have less than 4096 tokens. Given: 4545", True),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "4000 `inputs` tokens and 200 `max_new_tokens`", True),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "30 `inputs` tokens and 4096 `max_new_tokens`", False),
+        ("Input validation error: `max_new_tokens` must be <= 192. Given: 256", False),
+        ("Invalid value for 'temperature': must be between 0 and 2.", False),
+        ("The model `gpt-4o-mni` does not exist or you do not have access to it.", False),
+    ],
+)  # fmt: skip
+def test_context_refusals_are_read_from_the_servers_real_words(
+    message: str, too_long: bool
+) -> None:
+    assert refuses_as_too_long(message) == too_long
+
+
+@pytest.mark.parametrize(
+    ("message", "for_max_tokens"),
+    [
+        ("'max_tokens' or 'max_completion_tokens' is too large: 256. This model's maximum "
+         "context length is 4096 tokens and your request has 3900 input tokens "
+         "(256 > 4096 - 3900).", True),
+        ("This model's maximum context length is 4096 tokens. However, you requested 4200 "
+         "tokens (200 in the messages, 4000 in the completion).", True),
+        ("This model's maximum context length is 4096 tokens. However, you requested 5000 "
+         "tokens (4990 in the messages, 10 in the completion).", False),
+        ("This model's maximum context length is 4096 tokens. However, your request has 5000 "
+         "input tokens. Please reduce the length of the input messages.", False),
+        ("Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: "
+         "4000 `inputs` tokens and 200 `max_new_tokens`", True),
+        ("Input validation error: `inputs` must have less than 4096 tokens. Given: 4545", False),
+        ("prompt is too long: 208310 tokens > 200000 maximum", False),
+    ],
+)  # fmt: skip
+def test_a_refusal_for_the_completion_asked_is_told_from_a_prompt_too_long(
+    message: str, for_max_tokens: bool
+) -> None:
+    assert refused_for_max_tokens(message) == for_max_tokens
+
+
+def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
+    """A 429 as the openai SDK raises it (in its own HTTP library's types)."""
+    http = importlib.import_module(SDKResponse.__module__.split(".")[0])
+    request = http.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = SDKResponse(429, headers=headers, request=request)
+    return openai.RateLimitError("rate limited", response=response, body=None)
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "12"}, 12.0),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_as_the_openai_sdk_reads_it(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert classify_error(sdk_rate_limit(headers))[2] == seconds
+
+
+def test_retry_after_as_an_http_date_is_the_seconds_until_then() -> None:
+    later = formatdate(time.time() + 30, usegmt=True)
+    waited = classify_error(sdk_rate_limit({"retry-after": later}))[2]
+    assert waited is not None and 27 <= waited <= 30
