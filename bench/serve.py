@@ -167,7 +167,7 @@ def fugu_server(checkpoint: Path, pool: Path, *extra: str) -> Iterator[tuple[str
     command = [
         sys.executable,
         "-m",
-        "fugu_lite.cli",
+        "fugu_lite",
         "serve",
         "--checkpoint",
         str(checkpoint),

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +30,9 @@ from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import Grade, grade
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
+
+if TYPE_CHECKING:
+    from cli_support import Run
 
 # Never the network, even when the shell says HF_HUB_OFFLINE=0: a hub id that is not here
 # (tests name some on purpose) was looked up online, a minute of retries without a network.
@@ -120,6 +124,14 @@ SESSION_CACHE: list[Path] = []  # made by the first unit test, removed when pyte
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(scope="session")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The `fugu-lite` command tests' records, imported and trained on once (cli_support.py)."""
+    from cli_support import trained_run
+
+    return trained_run(tmp_path_factory.mktemp("cli"))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A unit test's feature caches, ONNX exports and file digests go to a folder of this
     session, never to the user's ~/.cache/fugu-lite (or $FUGU_LITE_CACHE_DIR): they left

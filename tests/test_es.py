@@ -574,7 +574,7 @@ def test_a_killed_run_continues_from_its_last_saved_generation(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
     child = subprocess.Popen(
-        [sys.executable, "-m", "fugu_lite.cli", *arguments],
+        [sys.executable, "-m", "fugu_lite", *arguments],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

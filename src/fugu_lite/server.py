@@ -949,7 +949,7 @@ def show_package_logs(log_level: str) -> None:
     from uvicorn.logging import DefaultFormatter
 
     package = logging.getLogger("fugu_lite")
-    # one way of printing them per process: serve's replaces the other commands' (cli.py)
+    # one way of printing them per process: serve's replaces the other commands' (cli/__init__.py)
     package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_console", False)]
     handler = logging.StreamHandler()
     handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))

@@ -1,0 +1,87 @@
+"""`fugu-lite cache list` and `cache clear`: fugu-lite's caches and their status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..text import console_text
+from .common import command_group, console, err_console, fail, print_result, stopped_cleanly
+
+cache_app = command_group(
+    "See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones, "
+    "weight-file digests)."
+)
+
+
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="The cache folder: default $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite (a "
+        "config's model.cache_dir holds only that config's features).",
+    ),
+]
+
+
+def cache_folder_or_fail(cache_dir: Path | None) -> Path:
+    from ..backbones import cache_root
+
+    root = cache_dir or cache_root()
+    if root.exists() and not root.is_dir():
+        fail(f"--cache-dir {root} is a file, not a folder; give the cache folder")
+    return root
+
+
+@cache_app.command("list")
+def cache_list(cache_dir: CacheDirOption = None) -> None:
+    """Every cached item, its size and whether this installation still reads it."""
+    from ..caches import cache_entries, print_entries
+
+    root = cache_folder_or_fail(cache_dir)
+    print_entries(cache_entries(root), root, console)
+
+
+@cache_app.command("clear")
+def cache_clear(
+    cache_dir: CacheDirOption = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Remove every feature cache, export, copy and digest, not only the stale ones "
+            "(each is made again when next needed: SmolLM2's features over LLMRouter take ~45 "
+            "min).",
+        ),
+    ] = False,
+) -> None:
+    """Remove the cached items this installation never reads again (`cache list`: stale)."""
+    from ..caches import CACHE_KINDS, cache_entries, foreign_names, megabytes, remove_entries
+
+    root = cache_folder_or_fail(cache_dir)
+    foreign = foreign_names(root)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        fail(
+            f"{root} holds more than fugu-lite's caches ({shown}), so it may be another folder "
+            f"whose {'/, '.join(CACHE_KINDS)}/ are not caches; nothing was removed. Give the "
+            "cache folder itself with --cache-dir (it holds only those folders and data/)"
+        )
+    entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
+    # the entry point's "stopped before any output was written" was wrong here
+    gone_so_far = (
+        "the cached items removed so far are gone and the others are still there; run the "
+        "same command again to remove the rest"
+    )
+    with stopped_cleanly(gone_so_far):
+        freed = remove_entries(entries)
+    kept = [entry for entry in entries if entry.path.exists()]
+    for entry in kept:
+        err_console.print(f"[yellow]warning:[/yellow] {console_text(str(entry.path))} could not "
+                          "be removed (another user's?); remove it by hand")  # fmt: skip
+    removed = len(entries) - len(kept)
+    print_result(
+        f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
+    )

@@ -1,0 +1,107 @@
+"""`fugu-lite collect`: workers answer tasks, graders score them, rewards are appended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config import ConfigError
+from ..io import RecordFileError
+from .common import (
+    PoolOption,
+    check_output,
+    console,
+    err_console,
+    fail,
+    print_result,
+    report_interruption,
+    same_path,
+)
+
+
+def collect_command(
+    tasks: Annotated[Path, typer.Option("--tasks", "-t", help="Task JSONL file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="RewardRecord JSONL to add to.")],
+    pool: PoolOption = None,
+    log: Annotated[
+        Path | None, typer.Option(help="Call log JSONL; default <output stem>.calls.jsonl.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="Pool worker that judges tasks with the judge grader.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Every worker answers every task, graders score the answers, rewards are appended.
+
+    Resumable: rerun the same command after an interruption and it continues."""
+    import asyncio
+    import signal
+
+    from ..collect import CollectError, collect, end_of_run_lines, summary_table
+    from ..local_server import LocalServerError
+    from ..pool import load_pool_config
+    from ..tasks import read_tasks
+    from ..workers import PoolStartError
+
+    check_output(output, "-o", "file")
+    if log is not None:
+        check_output(log, "--log", "file", "calls.jsonl")
+    check_collect_files(tasks, output, log, pool)
+    # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        pool_config = load_pool_config(pool)
+        task_list = read_tasks(tasks)
+        summary = asyncio.run(
+            collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
+        )
+    except KeyboardInterrupt:
+        report_interruption(
+            "everything finished so far is saved; run the same command again to continue"
+        )
+        raise typer.Exit(code=130) from None
+    except (ConfigError, RecordFileError, CollectError, LocalServerError, PoolStartError) as error:
+        fail(str(error))
+    console.print(summary_table(summary))
+    print_result(f"records: {summary.output} · call log: {summary.log}")
+    for line in end_of_run_lines(summary, pool_config):
+        err_console.print(line)
+    if not summary.complete:
+        missing = summary.tasks - summary.records_total
+        err_console.print(
+            f"[yellow]warning: {missing} of {summary.tasks} tasks still wait for an answer or a "
+            "grade; run the same command again to retry them[/yellow]"
+        )
+        raise typer.Exit(code=1)
+
+
+def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path | None) -> None:
+    """The task file, the records and the call log must be three files: the call log
+    written into the records file made it unreadable, and a task file (or the pool file)
+    given as -o or --log was refused with advice to delete its lines."""
+    from ..collect import default_log_path
+
+    same = same_path
+    call_log = log if log is not None else default_log_path(output)
+    if same(output, tasks):
+        fail(
+            f"-o {output} is the task file (--tasks) itself; give the records a file of "
+            f"their own, e.g. -o {output.with_name(output.stem + '.rewards.jsonl')}"
+        )
+    if same(call_log, output):
+        fail(
+            f"--log {call_log} is the records file (-o) itself, so the call log would be "
+            "mixed into the records; leave --log out (the default is "
+            f"{default_log_path(output)}) or give another file"
+        )
+    if same(call_log, tasks):
+        fail(f"the call log {call_log} is the task file (--tasks) itself; give --log another file")
+    if pool is not None and same(output, pool):
+        fail(
+            f"-o {output} is the pool file (--pool) itself; give the records a file of their "
+            f"own, e.g. -o {output.with_name(output.stem + '.rewards.jsonl')}"
+        )
+    if pool is not None and same(call_log, pool):
+        fail(f"the call log {call_log} is the pool file (--pool) itself; give --log another file")

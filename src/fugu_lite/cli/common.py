@@ -1,0 +1,211 @@
+"""What every `fugu-lite` command uses: the consoles, the shared options, failing with one
+`error:` line, stopping cleanly on Ctrl-C, and the checks of output paths, --set overrides and
+record files made before any long work."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+
+import typer
+import yaml
+from pydantic import BaseModel
+
+from ..config import ConfigError, load_config
+from ..io import RecordFileError
+from ..text import console_name, console_text, notes_console, results_console
+
+if TYPE_CHECKING:
+    from ..schemas import RewardRecord
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def command_group(help: str) -> typer.Typer:
+    # plain (click) help: rich's option tables cut the names that do not fit their column, so
+    # at 80 columns (or piped) `serve --help` listed `--max-body-byt…` and `--breaker-cool…`
+    return typer.Typer(no_args_is_help=True, help=help, rich_markup_mode=None)
+
+
+console = results_console()
+# errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
+err_console = notes_console()
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML config; omitted keys keep the code defaults (config.py: fp32). For the "
+        "shipped int8 setup pass src/fugu_lite/configs/default.yaml.",
+    ),
+]
+RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
+OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folder.")]
+PoolOption = Annotated[
+    Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
+]
+BackboneOption = Annotated[
+    str | None,
+    typer.Option(
+        "--backbone",
+        help="Where the checkpoint's backbone folder is now, when it moved (another machine, "
+        "another path); it must hold the weights the checkpoint was trained on (checked). "
+        "Default: where the checkpoint says.",
+    ),
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the -o file if it exists (refused otherwise).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a config key (repeatable): e.g. training.epochs=5 (sft, rl), "
+        "training.iterations=300 (es), sft.epochs=5 (pipeline).",
+    ),
+]
+
+
+def print_result(line: str) -> None:
+    """A command's result line (`checkpoint written to PATH`) as it is: never folded at the
+    terminal's width (80 columns when piped) nor read as rich markup (`runs/[x]`)."""
+    console.print(line, markup=False, soft_wrap=True)
+
+
+def fail(message: str) -> NoReturn:
+    # messages quote user input: a glob like `[qk]_proj` that rich would eat, a worker id
+    # holding an ESC that would restyle the terminal
+    err_console.print(f"[bold red]error:[/bold red] {console_text(message)}")
+    raise typer.Exit(code=2)
+
+
+_interruptions_reported: list[str] = []
+
+
+def report_interruption(what_was_kept: str) -> None:
+    """The one line a stopped command prints: what was kept and how to go on."""
+    err_console.print(f"[yellow]interrupted:[/yellow] {console_text(what_was_kept)}")
+    _interruptions_reported.append(what_was_kept)
+
+
+def interruption_reported() -> bool:
+    """Whether a command said what its interruption kept (the entry point says it otherwise)."""
+    return bool(_interruptions_reported)
+
+
+@contextmanager
+def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
+    traceback. SIGTERM is raised as KeyboardInterrupt meanwhile, so that the atomic writers
+    remove their temporary files as they do on Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    except KeyboardInterrupt:
+        report_interruption(what_was_kept)
+        raise typer.Exit(code=130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def written_whole(output: Path) -> str:
+    return (
+        f"{output} holds its old content or the complete new one, never a half-written "
+        "file; run the same command again"
+    )
+
+
+def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, str]:
+    """key=value strings as given, e.g. `--option on_missing=drop` -> {"on_missing": "drop"}."""
+    parsed = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            fail(f"{flag} {pair!r} needs the form key=value, e.g. {flag} {example}")
+        key, value = pair.split("=", 1)
+        if not key.strip():
+            fail(f"{flag} {pair!r} has no key before '='; e.g. {flag} {example}")
+        parsed[key.strip()] = value
+    return parsed
+
+
+def parse_overrides(pairs: list[str] | None) -> dict:
+    """--set key=value pairs, each value read as YAML (5 -> int, [a, b] -> list)."""
+    overrides = {}
+    for key, value in parse_pairs(pairs, "--set", "training.epochs=5").items():
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or error
+            fail(
+                f"--set {key}={value}: the value {value!r} is not valid YAML ({problem}); give "
+                "a number, a word, or a list like [a, b] (quote text holding YAML syntax)"
+            )
+    return overrides
+
+
+def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl") -> None:
+    """Fail now, before any long work, when `path` cannot become the output `kind` ("file"
+    or "folder"); `example` names such a file in the advice for a folder given instead."""
+    if str(path) == "-":  # it made a file (or folder) named "-" in the working directory
+        written = "a file, whole or not at all" if kind == "file" else "a folder"
+        fail(f"{flag} -: the output is {written}, not stdout; give a {kind} path")
+    path = path.absolute()
+    if kind == "file" and path.is_dir():
+        fail(f"{flag} {path} is a directory; give a file path, e.g. {path / example}")
+    if kind == "folder" and path.exists() and not path.is_dir():
+        fail(f"{flag} {path} is a file, not a folder; give a folder path (created if needed)")
+    existing = path if kind == "folder" else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        fail(f"{flag} {path}: {existing} is a file, so nothing can be created inside it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        fail(f"{flag} {path}: no permission to write in {existing}; choose another path")
+
+
+def check_not_replacing(output: Path, force: bool) -> None:
+    """An existing output file is replaced only with --force: `data import -o` over the
+    records `collect` had gathered (paid calls) destroyed them without a word."""
+    if force or not output.is_file() or output.stat().st_size == 0:
+        return
+    fail(
+        f"-o {output} already exists and would be replaced; pass --force to replace it, or "
+        "give another -o path"
+    )
+
+
+def same_path(first: Path, second: Path) -> bool:
+    """Whether two paths name one file or folder (`run`, `./run`, a link to it)."""
+    if first.resolve() == second.resolve():
+        return True
+    return first.exists() and second.exists() and first.samefile(second)
+
+
+def read_records_or_fail(path: Path) -> list[RewardRecord]:
+    from ..schemas import read_records, repeated_ids
+
+    try:
+        records = read_records(path)
+    except RecordFileError as error:
+        fail(str(error))
+    repeated = repeated_ids(records)
+    if repeated:
+        err_console.print(
+            f"[yellow]warning:[/yellow] {console_name(str(path))}: {len(repeated)} record ids "
+            f"occur more than once (first: {console_name(repeated[0])}); predictions.jsonl "
+            "will not tell those records apart by id (its prompt_hash still does): give each "
+            "record its own id"
+        )
+    return records
+
+
+def load_or_fail(path: Path | None, config_type: type[ConfigT], overrides: dict) -> ConfigT:
+    try:
+        return load_config(path, config_type, overrides)
+    except ConfigError as error:
+        fail(str(error))

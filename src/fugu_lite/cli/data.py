@@ -1,0 +1,135 @@
+"""`fugu-lite data import` and `data stats`: reward records in, and what they hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..text import console_name
+from .common import (
+    ForceOption,
+    check_not_replacing,
+    check_output,
+    command_group,
+    console,
+    fail,
+    parse_pairs,
+    print_result,
+    read_records_or_fail,
+    stopped_cleanly,
+    written_whole,
+)
+
+data_app = command_group("Import and inspect reward records.")
+
+
+@data_app.command("import")
+def data_import(
+    format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
+    source: Annotated[Path, typer.Argument(help="The dataset file or folder.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", help="Importer option key=value (repeatable)."),
+    ] = None,
+    force: ForceOption = False,
+) -> None:
+    """Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords.
+
+    The standard split applies, unless a split column is used (--option)."""
+    from ..datasets import import_dataset
+    from ..schemas import write_records
+
+    options = parse_pairs(option, "--option", "on_missing=drop")
+    if str(source) == "-" and not source.exists():
+        fail("the source - (standard input) is not read: give the dataset's file or folder path")
+    check_not_source(source, output)
+    check_output(output, "-o", "file")
+    check_not_replacing(output, force)
+    with stopped_cleanly(written_whole(output)):
+        try:
+            records = import_dataset(format, source, **options)
+        except (ValueError, OSError) as error:
+            fail(str(error))
+        if not records:
+            fail(
+                f"{source}: the {format} import yields no records (the source has no data "
+                "rows, or every row was dropped: see the warnings above); nothing was written "
+                f"to {output}"
+            )
+        try:
+            count = write_records(output, records)
+        except OSError as error:
+            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+    print_result(f"wrote {count} records to {output}")
+    print_record_summary(records)
+
+
+@data_app.command("stats")
+def data_stats(records_path: Annotated[Path, typer.Argument(help="RewardRecord JSONL.")]) -> None:
+    """Split sizes and per-worker mean reward of a record file."""
+    print_record_summary(read_records_or_fail(records_path))
+
+
+def print_record_summary(records: list) -> None:
+    """One row per worker (full names fit any terminal), one column per split: mean reward;
+    mean cost when the records carry costs; the oracle (best worker per prompt) last."""
+    from statistics import fmean
+
+    from ..schemas import SPLITS
+
+    if not records:
+        console.print("0 records")
+        return
+    by_split = {
+        split: selected
+        for split in SPLITS
+        if (selected := [record for record in records if record.split == split])
+    }
+    tasks = {record.task for record in records if record.task}
+    sizes = " · ".join(f"{split} {len(selected):,}" for split, selected in by_split.items())
+    # a line of its own: as the table's title it was folded to the width of a narrow table
+    console.print(
+        f"{len(records):,} record{'s' * (len(records) != 1)} ({sizes}), {len(tasks)} "
+        f"task{'s' * (len(tasks) != 1)}: mean reward per worker",
+        soft_wrap=True,
+    )
+    table = Table()
+    table.add_column("worker", overflow="fold")  # never cut: ids may share a long prefix
+    for split in by_split:
+        table.add_column(split, justify="right")
+    costed = [record for record in records if record.costs is not None]
+    if costed:
+        table.add_column("mean cost", justify="right")
+    for index, worker in enumerate(records[0].worker_ids):
+        means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
+        cost = [f"{fmean(r.costs[index] for r in costed):.3g}"] if costed else []
+        table.add_row(console_name(worker), *(f"{mean:.3f}" for mean in means), *cost)
+    oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
+    table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
+    console.print(table)
+    if costed and len(costed) < len(records):
+        console.print(
+            f"mean cost: over the records that have costs, {len(costed):,} of {len(records):,}",
+            soft_wrap=True,
+        )
+
+
+def check_not_source(source: Path, output: Path) -> None:
+    """The output must not replace the source file, nor land inside a source folder."""
+    source_path, output_path = source.resolve(), output.resolve()
+    if output_path == source_path or (
+        output_path.exists() and source_path.exists() and output_path.samefile(source_path)
+    ):
+        fail(
+            f"-o {output} is the source file itself, which the import would overwrite; "
+            f"write the records to another file, e.g. -o {output.with_suffix('')}.records.jsonl"
+        )
+    if source_path.is_dir() and output_path.is_relative_to(source_path):
+        fail(
+            f"-o {output} lies inside the source folder {source}; write the records outside "
+            "it, so the dataset stays as downloaded"
+        )

@@ -1,0 +1,72 @@
+"""`fugu-lite demo`: the main job, end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config import DEFAULT_CONFIG, ConfigError, PipelineConfig
+from .common import PoolOption, check_output, fail, load_or_fail, stopped_cleanly
+
+
+def demo_command(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder holding llmrouter/. Default: $FUGU_LITE_DATA_DIR, else ../shared/data, "
+            "else a download into the cache (online; offline the LLMRouter stage is skipped)."
+        ),
+    ] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
+    ] = Path("runs/demo"),
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Pipeline YAML; default: configs/default.yaml."),
+    ] = None,
+    pool: PoolOption = None,
+    tasks_per_family: Annotated[
+        int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
+    ] = 12,
+    llmrouter: Annotated[
+        bool, typer.Option(help="Also train and evaluate on the LLMRouter data, when found.")
+    ] = True,
+    serve: Annotated[
+        bool, typer.Option(help="End by serving the router and asking it a few questions.")
+    ] = True,
+) -> None:
+    """The main job: LLMRouter train + eval, the local loop, then serving.
+
+    The local loop: the embedded llama.cpp pool answers tasks, then SFT -> RL and eval.
+
+    Last, the router is served and asked a few questions through the openai SDK."""
+    from ..demo import DemoSettings, run_demo
+    from ..pool import load_pool_config
+
+    cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
+    check_output(output, "-o", "folder")
+    if pool is not None:  # checked now, not after the LLMRouter stage
+        try:
+            load_pool_config(pool)
+        except ConfigError as error:
+            fail(str(error))
+    settings = DemoSettings(
+        data_dir=data_dir,
+        output=output,
+        pool=pool,
+        tasks_per_family=tasks_per_family,
+        llmrouter=llmrouter,
+        serve=serve,
+    )
+    kept = (
+        "run the same command again (or `make demo`): the answers collected so far are kept "
+        "and collection continues; the other stages start over, on cached features"
+    )
+    # SIGTERM too (`timeout`, a cancelled CI job): it ended the demo without a word
+    with stopped_cleanly(kept):
+        try:
+            run_demo(settings, cfg)
+        except (ValueError, RuntimeError, OSError) as error:
+            fail(str(error))

@@ -1,0 +1,92 @@
+"""`fugu-lite eval`: a router's report against the baselines, or its cost-quality curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import (
+    BackboneOption,
+    RecordsOption,
+    check_output,
+    fail,
+    read_records_or_fail,
+    stopped_cleanly,
+)
+
+
+def eval_command(
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+    ],
+    records: RecordsOption,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="Split to evaluate: train, validation or test (also val, valid, dev, "
+            "training, testing)."
+        ),
+    ] = "test",
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Report folder; default CHECKPOINT/eval-SPLIT (CHECKPOINT/pareto-SPLIT).",
+        ),
+    ] = None,
+    pareto: Annotated[
+        bool,
+        typer.Option(
+            "--pareto",
+            help="Cost-quality curves instead: a router family's (or one checkpoint's) points "
+            "beside kNN, ridge, single workers and oracle; AIQ and cost at 95% of best single.",
+        ),
+    ] = False,
+    backbone: BackboneOption = None,
+) -> None:
+    """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
+    from ..costs import is_router_family
+    from ..evaluation.output import REPORT_JSON
+    from ..evaluation.pareto import PARETO_JSON
+    from ..pipeline import run_evaluation, run_pareto_evaluation
+    from ..reward_head import is_reward_head
+    from ..schemas import SPLIT_VALUES_TEXT, canonical_split
+
+    split_name = canonical_split(split)
+    if split_name is None:
+        fail(f"--split {split!r}: unknown split; use one of {SPLIT_VALUES_TEXT}")
+    split = split_name  # `--split dev` reports into eval-validation, as the records name it
+    if checkpoint.is_file():  # said as the default report folder's problem: "--output ..."
+        fail(
+            f"--checkpoint {checkpoint} is a file, not a checkpoint folder (one holding "
+            "router.json, written by `fugu-lite train ...`)"
+        )
+    if not pareto and is_reward_head(checkpoint):
+        fail(
+            f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
+            "which draws its cost-quality curve"
+        )
+    if not pareto and is_router_family(checkpoint):
+        fail(
+            f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
+            "member checkpoint (listed in its router_family.json)"
+        )
+    evaluate = run_pareto_evaluation if pareto else run_evaluation
+    report_dir = output or checkpoint / f"{'pareto' if pareto else 'eval'}-{split}"
+    check_output(report_dir, "--output", "folder")
+    report_file = PARETO_JSON if pareto else REPORT_JSON
+    kept = (
+        f"the report in {report_dir} is not complete until it holds {report_file}; run the "
+        "same command again"
+    )
+    with stopped_cleanly(kept):
+        loaded = read_records_or_fail(records)
+        try:
+            evaluate(checkpoint, loaded, split, report_dir, backbone=backbone)
+        except (ValueError, RuntimeError) as error:  # a checkpoint or its backbone
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write the report in {report_dir}: {error}; choose another --output")

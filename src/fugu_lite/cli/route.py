@@ -1,0 +1,88 @@
+"""`fugu-lite route`: the worker a router picks for one prompt."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Column, Table
+
+from ..text import console_name
+from .common import BackboneOption, console, err_console, fail
+
+
+def route_command(
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+    ],
+    prompt: Annotated[
+        str,
+        typer.Argument(
+            help="The prompt to route ('-' reads stdin, less its last line break); one that "
+            "starts with '-' goes after '--': route --checkpoint DIR -- '-5 + 3?'."
+        ),
+    ],
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    cost_weight: Annotated[
+        float | None,
+        typer.Option(
+            "--cost-weight",
+            help="Trade quality for cost (needs a router family or a reward head): a family's "
+            "head trained for the nearest cost weight answers; a reward head answers any. "
+            "Omitted: the smallest cost weight (0 for a reward head).",
+        ),
+    ] = None,
+    backbone: BackboneOption = None,
+) -> None:
+    """Print the worker the router picks for one prompt, and the probabilities."""
+    from ..costs import CostRoutingDecision, route_checkpoint
+
+    if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
+        err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
+    # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
+    # routed with it, its probabilities differed from `route PROMPT`'s
+    text = strip_line_end(sys.stdin.read()) if prompt == "-" else prompt
+    if not text.strip():
+        fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
+    try:
+        decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight, backbone)
+    except (ValueError, RuntimeError, OSError) as error:  # a checkpoint or its backbone
+        fail(str(error))
+    if as_json:
+        print(json.dumps(decision.model_dump()))
+        return
+    if isinstance(decision, CostRoutingDecision) and decision.predicted_rewards is not None:
+        console.print(f"cost weight: {decision.cost_weight:g} (reward head: answered exactly)")
+    elif isinstance(decision, CostRoutingDecision):
+        requested = decision.requested_cost_weight
+        console.print(
+            f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
+            f"trained for {decision.cost_weight:g}"
+        )
+    console.print(f"chosen worker: [bold]{console_name(decision.worker)}[/bold]")
+    rewards: dict[str, float] | None = None
+    costs: dict[str, float] = {}
+    if isinstance(decision, CostRoutingDecision):
+        rewards, costs = decision.predicted_rewards, decision.predicted_costs or {}
+    table = Table(Column("worker", overflow="fold"), "probability")  # ids never cut
+    if rewards:
+        table.add_column("predicted reward")
+        table.add_column("predicted cost")
+    for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
+        cells = ["excluded" if worker in decision.excluded else f"{probability:.4f}"]
+        if rewards:
+            cost = costs.get(worker)
+            cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
+        table.add_row(console_name(worker), *cells)
+    console.print(table)
+
+
+def strip_line_end(text: str) -> str:
+    """`text` without the one line break that ends it, if any (`\n` or `\r\n`)."""
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text

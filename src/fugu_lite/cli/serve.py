@@ -1,0 +1,138 @@
+"""`fugu-lite serve`: the router as an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..config import ConfigError
+from .common import BackboneOption, PoolOption, check_output, fail, same_path
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+LOG_LEVEL_HELP = (
+    "What serve logs, each level adding to the one before: critical (almost nothing); error "
+    "(a pool or local worker that will not start, unexpected request errors); warning "
+    "(failed worker calls, crashed local workers); info, the default (start-up, notes such "
+    "as a conversation too long for a worker, and one access line per request, on stdout); "
+    "debug (a little more); trace (every HTTP connection and ASGI message)."
+)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail now, before the router and the pool load, when the address cannot be bound."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        fail(
+            f"cannot listen on {host}:{port} ({error.strerror or error}); the port is in use "
+            "or the host is not an address of this machine: choose another --port or --host"
+        )
+
+
+def settings_problem(item: Any) -> str:
+    """One problem of a pydantic ValidationError: a validator's own message as it is."""
+    if item["type"] == "value_error":
+        return str(item["msg"]).removeprefix("Value error, ")
+    return f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+
+
+def serve_command(
+    checkpoint: Annotated[
+        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+    ],
+    backbone: BackboneOption = None,
+    pool: PoolOption = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
+    model_name: Annotated[
+        str, typer.Option(help="The model name clients send and get back.")
+    ] = "fugu-lite",
+    api_keys_env: Annotated[
+        str | None,
+        typer.Option(help="Env var holding the endpoint's API key(s), comma-separated."),
+    ] = None,
+    api_keys_file: Annotated[
+        Path | None, typer.Option(help="File with the endpoint's API keys, one a line.")
+    ] = None,
+    log_requests: Annotated[
+        Path | None, typer.Option(help="Append routing decisions and outcomes to this JSONL.")
+    ] = None,
+    log_content: Annotated[
+        bool, typer.Option(help="Also log the messages (off: only their hash).")
+    ] = False,
+    max_body_bytes: Annotated[
+        int, typer.Option(help="Largest request body accepted.", min=1024)
+    ] = 1_000_000,
+    max_tokens_limit: Annotated[
+        int, typer.Option(help="Largest max_tokens a request may ask for.", min=1)
+    ] = 32_768,
+    batch_window_ms: Annotated[
+        float, typer.Option(help="Micro-batching window for routing concurrent requests.", min=0)
+    ] = 2.0,
+    max_batch_size: Annotated[int, typer.Option(help="Most prompts per routing pass.", min=1)] = 32,
+    breaker_failures: Annotated[
+        int, typer.Option(help="Consecutive failures that open a worker's circuit breaker.", min=1)
+    ] = 3,
+    breaker_cooldown_s: Annotated[
+        float, typer.Option(help="Seconds a worker is skipped once its circuit opens.", min=0)
+    ] = 30.0,
+    torch_threads: Annotated[
+        int,
+        typer.Option(help="Threads for the routing forward pass (0 = torch's default).", min=0),
+    ] = 1,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A browser origin allowed to call the endpoint (CORS), e.g. "
+            "http://localhost:3000, or * for any; repeat for more. None by default."
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help=LOG_LEVEL_HELP)] = "info",
+) -> None:
+    """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
+    from pydantic import ValidationError
+
+    from ..model import CheckpointError
+    from ..server import ServeSettings, serve
+    from ..server_auth import ApiKeyError, load_api_keys
+
+    log_level = log_level.lower()  # `INFO`, as Python's logging names it, is uvicorn's `info`
+    if log_level not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    if not model_name.strip():
+        fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
+    if log_requests is not None:
+        check_output(log_requests, "--log-requests", "file", "requests.jsonl")
+        for flag, read in (("--pool", pool), ("--api-keys-file", api_keys_file)):
+            if read is not None and same_path(log_requests, read):
+                fail(
+                    f"--log-requests {log_requests} is the {flag} file itself, which the "
+                    "decision log would be appended to; give the log a file of its own, e.g. "
+                    "--log-requests requests.jsonl"
+                )
+    check_port_free(host, port)
+    try:
+        settings = ServeSettings(
+            checkpoint=checkpoint, backbone=backbone, pool=pool, host=host, port=port,
+            model_name=model_name,
+            api_keys=load_api_keys(api_keys_env, api_keys_file), log_requests=log_requests,
+            log_content=log_content, max_body_bytes=max_body_bytes,
+            max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,
+            max_batch_size=max_batch_size, breaker_failures=breaker_failures,
+            breaker_cooldown_s=breaker_cooldown_s, torch_threads=torch_threads or None,
+            cors_origins=cors_origin or [],
+        )  # fmt: skip
+        serve(settings, log_level=log_level)
+    except ValidationError as error:  # the settings' own messages, without pydantic's frame
+        fail("; ".join(settings_problem(item) for item in error.errors()))
+    except (ApiKeyError, ConfigError, CheckpointError, ValueError) as error:
+        fail(str(error))
+    except (RuntimeError, OSError) as error:  # a pool that failed to start, a busy port
+        fail(str(error))

@@ -1,0 +1,74 @@
+"""`fugu-lite tasks generate` and `tasks check`: checkable task files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Column, Table
+
+from ..io import RecordFileError
+from ..text import console_name
+from .common import (
+    ForceOption,
+    check_not_replacing,
+    check_output,
+    command_group,
+    console,
+    fail,
+    print_result,
+    stopped_cleanly,
+    written_whole,
+)
+
+tasks_app = command_group("Generate and check task files.")
+
+
+@tasks_app.command("generate")
+def tasks_generate(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
+    per_family: Annotated[int, typer.Option(help="Tasks per family.", min=1)] = 10,
+    seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
+    force: ForceOption = False,
+) -> None:
+    """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
+    from ..tasks import generate_tasks, write_tasks
+
+    check_output(output, "-o", "file", "tasks.jsonl")
+    check_not_replacing(output, force)
+    with stopped_cleanly(written_whole(output)):
+        try:
+            tasks = generate_tasks(per_family, seed)
+            written = write_tasks(output, tasks)
+        except ValueError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+    print_result(f"wrote {written} tasks to {output}")
+    print_task_summary(tasks)
+
+
+@tasks_app.command("check")
+def tasks_check(path: Annotated[Path, typer.Argument(help="Task JSONL file.")]) -> None:
+    """Read a task file, report the first problem (file, line, fix) or a summary."""
+    from ..tasks import read_tasks
+
+    try:
+        tasks = read_tasks(path)
+    except RecordFileError as error:
+        fail(str(error))
+    print_task_summary(tasks)
+
+
+def print_task_summary(tasks: list) -> None:
+    from collections import Counter
+
+    counts = Counter((task.task, task.grader, task.resolved_split()) for task in tasks)
+    table = Table(
+        Column("task", overflow="fold"), "grader", "train", "validation", "test", title="tasks"
+    )  # a long family name is folded, never cut: two may share a long prefix
+    for family, grader in sorted({(f, g) for f, g, _ in counts}):
+        splits = [str(counts[family, grader, split]) for split in ("train", "validation", "test")]
+        table.add_row(console_name(family), grader, *splits)
+    console.print(table)

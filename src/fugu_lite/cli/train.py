@@ -1,0 +1,213 @@
+"""`fugu-lite train sft|rl|es|pipeline|reward-head`: one stage (or the pipeline) a command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config import (
+    ConfigError,
+    PipelineConfig,
+    RLConfig,
+    SFTConfig,
+    load_stage_config,
+)
+from .common import (
+    ConfigOption,
+    ConfigT,
+    OutputOption,
+    RecordsOption,
+    SetOption,
+    check_output,
+    command_group,
+    fail,
+    load_or_fail,
+    parse_overrides,
+    print_result,
+    read_records_or_fail,
+    same_path,
+    stopped_cleanly,
+)
+
+train_app = command_group(
+    "Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head."
+)
+
+
+def load_stage_or_fail(
+    path: Path | None, config_type: type[ConfigT], stage: str, overrides: dict
+) -> ConfigT:
+    try:
+        return load_stage_config(path, config_type, stage, overrides)
+    except ConfigError as error:
+        fail(str(error))
+
+
+@train_app.command("sft")
+def train_sft_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Supervised stage: KL toward softmax(rewards / tau)."""
+    from ..train_sft import train_sft
+
+    cfg = load_stage_or_fail(config, SFTConfig, "sft", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "sft")
+    run_stage(output, lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
+
+
+@train_app.command("rl")
+def train_rl_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Contextual-bandit RL stage, typically continuing from an SFT checkpoint."""
+    from ..train_rl import train_rl
+
+    cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "rl")
+    run_stage(output, lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
+
+
+@train_app.command("es")
+def train_es_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Start from this checkpoint (typically SFT's); omitted: a fresh head (then set "
+            "training.search=head)."
+        ),
+    ] = None,
+    set_: SetOption = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the interrupted run saved in OUTPUT/es_state.")
+    ] = True,
+) -> None:
+    """sep-CMA-ES over the trainable parameters; resumable after an interruption."""
+    from ..config import ESConfig
+    from ..train_es import train_es
+
+    cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, "es")
+    again = "the same command" if resume else "the command without --no-resume"
+    kept = (
+        f"the search state is saved every {cfg.training.save_every} generations in "
+        f"{output / 'es_state'}; run {again} again to continue from the last one saved"
+    )
+    run_stage(
+        output,
+        lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume),
+        kept,
+    )
+
+
+@train_app.command("pipeline")
+def train_pipeline_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+    cost_weights: Annotated[
+        str | None,
+        typer.Option(
+            "--cost-weights",
+            help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
+            "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json.",
+        ),
+    ] = None,
+) -> None:
+    """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
+
+    A re-run keeps each stage already trained from the same config, records and SFT."""
+    from ..costs import parse_cost_weights, train_router_family
+    from ..pipeline import train_pipeline
+
+    cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
+    if cost_weights is not None:
+        try:
+            weights = parse_cost_weights(cost_weights)
+        except ValueError as error:
+            fail(str(error))
+        run_stage(
+            output,
+            lambda: train_router_family(read_records_or_fail(records), cfg, output, weights),
+            PIPELINE_KEPT,
+        )
+        return
+    run_stage(
+        output, lambda: train_pipeline(read_records_or_fail(records), cfg, output), PIPELINE_KEPT
+    )
+
+
+@train_app.command("reward-head")
+def train_reward_head_command(
+    records: RecordsOption,
+    output: OutputOption,
+    config: ConfigOption = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a config key (repeatable): e.g. training.cluster_counts=[10,20], "
+            "model.layer=3.",
+        ),
+    ] = None,
+) -> None:
+    """Cost-aware reward head: each worker's reward and cost, for any --cost-weight.
+
+    `route` and `serve` then answer any cost weight; -c with a pipeline file uses its model."""
+    from ..reward_head import RewardHeadConfig, train_reward_head
+
+    cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
+    run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
+
+
+STARTS_OVER = (
+    "the run stopped before its checkpoint was written, and this stage starts over: run the "
+    "same command again (the backbone features computed so far are cached)"
+)
+
+PIPELINE_KEPT = (
+    "a finished SFT stays and is not trained again when you run the same command again; an "
+    "unfinished RL starts over, and no RL trained from another SFT is left in the output (the "
+    "backbone features computed so far are cached)"
+)
+
+
+def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STARTS_OVER) -> None:
+    from ..model import CheckpointError
+
+    check_output(output, "-o", "folder")
+    with stopped_cleanly(what_was_kept):  # outside: typer.Exit is a RuntimeError
+        try:
+            report = stage()
+        except typer.Exit:  # a RuntimeError: the stage's own fail() (e.g. bad records) said why
+            raise
+        except (CheckpointError, ValueError, RuntimeError) as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write the output in {output}: {error}; choose another -o folder")
+    print_result(f"checkpoint written to {report['checkpoint']}")
+
+
+def check_not_checkpoint(checkpoint: str | None, output: Path, stage: str) -> None:
+    """A stage must not write over the checkpoint it starts from: the SFT an RL continued
+    from was replaced, and an ES search saved there no longer matched its start."""
+    if checkpoint is not None and same_path(Path(checkpoint), output):
+        fail(
+            f"-o {output} is the --checkpoint this stage starts from, which training would "
+            f"overwrite; give the {stage} checkpoint a folder of its own, e.g. -o "
+            f"{output.with_name(output.name + '-' + stage)}"
+        )

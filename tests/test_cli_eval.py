@@ -1,0 +1,178 @@
+"""`fugu-lite eval`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cli_support import PNG_MAGIC, Run, flat, invoke, ok
+from conftest import WORKERS, generated_records
+
+from fugu_lite.config import ModelConfig
+from fugu_lite.schemas import read_records, write_records
+
+
+def test_eval_writes_sane_reports(run: Run, tmp_path: Path) -> None:
+    output_dir = tmp_path / "eval"
+    ok(
+        invoke(
+            "eval", "--checkpoint", run.checkpoint, "--records", run.records_path,
+            "--split", "test", "--output", output_dir,
+        )
+    )  # fmt: skip
+    for name in ("evaluation_report.json", "evaluation_report.md", "predictions.jsonl"):
+        assert (output_dir / name).is_file(), name
+    plots = sorted(output_dir.glob("*.png"))
+    assert {p.name for p in plots} >= {"mean_reward.png", "router_choices.png"}
+    for plot in plots:
+        assert plot.read_bytes().startswith(PNG_MAGIC), plot.name
+
+    test = run.split("test")
+    report = json.loads((output_dir / "evaluation_report.json").read_text())
+    assert report["split"] == "test"
+    assert report["checkpoint"] == str(run.checkpoint)
+    assert report["sizes"]["evaluated"] == len(test)
+    assert report["sizes"]["train"] == len(run.split("train"))
+    methods = report["methods"]
+    random_mean = sum(sum(r.rewards) / len(r.rewards) for r in test) / len(test)
+    oracle_mean = sum(max(r.rewards) for r in test) / len(test)
+    assert methods["random"]["mean_reward"] == pytest.approx(random_mean)
+    assert methods["oracle"]["mean_reward"] == pytest.approx(oracle_mean)
+    router = methods["router"]["mean_reward"]
+    assert random_mean + 0.1 < router <= oracle_mean + 1e-9
+    assert router >= methods["best_single"]["mean_reward"]
+
+    by_id = {record.id: record for record in test}
+    predictions = [
+        json.loads(line) for line in (output_dir / "predictions.jsonl").read_text().splitlines()
+    ]
+    assert sorted(p["id"] for p in predictions) == sorted(by_id)
+    for prediction in predictions:
+        record = by_id[prediction["id"]]
+        assert prediction["chosen_worker"] in record.worker_ids
+        assert prediction["reward"] == pytest.approx(record.reward_of(prediction["chosen_worker"]))
+        assert prediction["oracle_reward"] == pytest.approx(max(record.rewards))
+        assert sum(prediction["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        best = max(prediction["probabilities"], key=prediction["probabilities"].get)
+        assert best == prediction["chosen_worker"]
+    mean_prediction = sum(p["reward"] for p in predictions) / len(predictions)
+    assert mean_prediction == pytest.approx(router)
+    assert "# Evaluation on `test`" in (output_dir / "evaluation_report.md").read_text()
+
+
+def test_eval_prints_each_sentence_and_path_on_one_line_when_piped(
+    run: Run, tmp_path: Path
+) -> None:
+    """`eval > report.txt` (stdout piped: 80 columns) folded the sentence under the tables,
+    each note and the report's path, so a grep for them or a copied path failed."""
+    output_dir = tmp_path / ("evaluation_reports_" * 5) / "eval"
+    result = invoke("eval", "--checkpoint", run.checkpoint, "-r", run.records_path,
+                    "-o", output_dir)  # fmt: skip
+    lines = ok(result) and result.stdout.splitlines()
+    assert f"report written to {output_dir}" in lines, result.stdout
+    sentence = r"The router picks the best single worker \(.+\) on .+ and less on [\d.]+%\."
+    assert any(re.fullmatch(sentence, line) for line in lines), result.stdout
+
+
+def test_eval_defaults_to_a_folder_beside_the_checkpoint(run: Run) -> None:
+    ok(
+        invoke(
+            "eval", "--checkpoint", run.run_dir / "sft", "--records", run.records_path,
+            "--split", "validation",
+        )
+    )  # fmt: skip
+    report = json.loads(
+        (run.run_dir / "sft" / "eval-validation" / "evaluation_report.json").read_text()
+    )
+    assert report["split"] == "validation"
+    assert report["sizes"]["evaluated"] == len(run.split("validation"))
+
+
+def test_eval_split_takes_the_aliases_the_importers_read(run: Run) -> None:
+    """`eval --split dev` was refused as an unknown split, though `data import` reads dev
+    (and val, valid) as the validation split."""
+    ok(invoke("eval", "--checkpoint", run.checkpoint, "--records", run.records_path,
+              "--split", "Dev"))  # fmt: skip
+    report = json.loads((run.checkpoint / "eval-validation" / "evaluation_report.json").read_text())
+    assert report["split"] == "validation"
+    assert report["sizes"]["evaluated"] == len(run.split("validation"))
+    assert not (run.checkpoint / "eval-Dev").exists()
+
+
+def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) -> None:
+    result = invoke(
+        "eval", "--checkpoint", run.checkpoint, "--records", run.records_path, "--split",
+        "holdout", "--output", tmp_path / "eval",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--split 'holdout': unknown split; use one of train, validation, test" in flat(
+        result.output
+    )
+    assert not (tmp_path / "eval").exists()
+
+    renamed = [
+        r.model_copy(update={"worker_ids": ["w1", "w2", "w3"]})
+        for r in read_records(run.records_path)
+    ]
+    other = tmp_path / "other.jsonl"
+    write_records(other, renamed)
+    result = invoke("eval", "--checkpoint", run.checkpoint, "--records", other)
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "does not match" in message
+    assert "workers:" in message
+    # eval takes no model config: the advice is about the records, not a config to change
+    assert "Use records with the checkpoint's workers" in message
+    assert "config" not in message.partition("workers:")[2]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["sft"], ["rl"], ["es"], ["reward-head"], ["pipeline"], ["pipeline", "--cost-weights", "0,1"]],
+)
+def test_training_on_bad_records_prints_one_error(command: list[str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = invoke("train", command[0], "-r", empty, "-o", tmp_path / "out", *command[1:])
+    assert result.exit_code == 2
+    assert flat(result.output) == f"error: {empty}: holds no records"
+
+
+def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: Path) -> None:
+    no_validation = [r for r in run.records if r.split != "validation"]
+    path = tmp_path / "records.jsonl"
+    write_records(path, no_validation)
+    sizes = f"train {len(run.split('train'))} · test {len(run.split('test'))}"
+    for pareto in ([], ["--pareto"]):
+        result = invoke("eval", "--checkpoint", run.checkpoint, "--records", path, "--split",
+                        "validation", "--output", tmp_path / "eval", *pareto)  # fmt: skip
+        assert result.exit_code == 2
+        assert f"(the records hold {sizes}); choose another one with --split" in flat(result.output)
+
+
+def test_eval_of_a_file_given_as_checkpoint_names_the_checkpoint(tmp_path: Path) -> None:
+    """`eval --checkpoint records.jsonl` (a file) was refused as "--output
+    records.jsonl/eval-test: records.jsonl is a file", an option the user never gave."""
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=2))
+    result = invoke("eval", "--checkpoint", records, "-r", records)
+    assert result.exit_code == 2, result.output
+    shown = flat(result.stderr)
+    assert f"--checkpoint {records} is a file, not a checkpoint folder" in shown
+    assert "--output" not in shown
+
+
+def test_eval_says_why_a_backbone_cannot_load_without_a_traceback(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    from fugu_lite.model import RouterModel
+
+    cfg = tiny_model_cfg.model_copy(update={"backbone": "fugu-test/not-downloaded"})
+    checkpoint = RouterModel(cfg, WORKERS, 32).save_checkpoint(tmp_path / "c")
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=4))
+    result = invoke("eval", "--checkpoint", checkpoint, "-r", records, "-o", tmp_path / "e")
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "could not load backbone 'fugu-test/not-downloaded'" in flat(result.output)

@@ -1,0 +1,198 @@
+"""`fugu-lite route`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_support import Run, flat, invoke, ok, runner
+from conftest import WORKERS, generated_records
+
+from fugu_lite.cli import app
+from fugu_lite.config import ModelConfig
+from fugu_lite.schemas import write_records
+
+
+def chosen(output: str) -> str:
+    match = re.search(r"chosen worker: (\S+)", output)
+    assert match, output
+    return match.group(1)
+
+
+def probability_rows(output: str) -> dict[str, float | str]:
+    """worker -> probability, or the word "excluded" for an opted-out worker."""
+    return {
+        worker: value if value == "excluded" else float(value)
+        for worker, value in re.findall(r"│\s*([\w-]+)\s*│\s*([0-9.]+|excluded)\s*│", output)
+    }
+
+
+def test_route_picks_the_best_worker_and_honours_opt_outs(run: Run) -> None:
+    math_prompt = next(r for r in run.split("test") if r.task == "math")
+    best = math_prompt.worker_ids[max(range(3), key=lambda i: math_prompt.rewards[i])]
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, math_prompt.prompt))
+    assert chosen(output) == best == "mathematician"
+    probabilities = probability_rows(output)
+    assert set(probabilities) == set(WORKERS)
+    assert max(probabilities, key=probabilities.get) == best
+    assert sum(probabilities.values()) == pytest.approx(1.0, abs=2e-4)
+
+    output = ok(
+        invoke("route", "--checkpoint", run.checkpoint, "--exclude", best, math_prompt.prompt)
+    )
+    assert chosen(output) != best
+    rows = probability_rows(output)
+    assert rows[best] == "excluded"
+    assert sum(p for w, p in rows.items() if w != best) == pytest.approx(1.0, abs=2e-4)
+
+    both = ["--exclude", best, "--exclude", chosen(output)]
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, *both, math_prompt.prompt))
+    (left,) = set(WORKERS) - {best, both[3]}
+    assert chosen(output) == left
+    assert probability_rows(output)[left] == pytest.approx(1.0)
+
+
+def test_route_reads_the_prompt_from_stdin(run: Run) -> None:
+    code_prompt = next(r for r in run.split("test") if r.task == "code")
+    from_argument = chosen(ok(invoke("route", "--checkpoint", run.checkpoint, code_prompt.prompt)))
+    from_stdin = chosen(
+        ok(invoke("route", "--checkpoint", run.checkpoint, "-", input=code_prompt.prompt))
+    )
+    assert from_stdin == from_argument == "coder"
+
+
+def test_route_help_says_how_to_give_a_prompt_that_starts_with_a_dash(run: Run) -> None:
+    """`route --checkpoint DIR '-5 + 3?'` failed with click's "No such option: -5", and
+    nothing said that such a prompt goes after `--`."""
+    shown = flat(ok(runner.invoke(app, ["route", "--help"])).replace("│", " "))
+    assert "starts with '-' goes after '--'" in shown, shown
+    output = ok(invoke("route", "--checkpoint", run.checkpoint, "--", "-5 + 3?"))
+    assert chosen(output) in WORKERS
+
+
+def test_route_reads_an_echoed_prompt_as_the_same_prompt(run: Run) -> None:
+    """`echo PROMPT | fugu-lite route -` routed the prompt with echo's line break: other
+    features, other probabilities than `route PROMPT`."""
+    prompt = run.split("test")[0].prompt
+    assert isinstance(prompt, str)
+    args = ("route", "--checkpoint", run.checkpoint, "--json")
+    from_argument = json.loads(ok(invoke(*args, prompt)))
+    for piped in (f"{prompt}\n", f"{prompt}\r\n"):
+        assert json.loads(ok(invoke(*args, "-", input=piped))) == from_argument
+    kept = json.loads(ok(invoke(*args, "-", input=f"{prompt}\n\n")))  # a line of its own
+    assert kept["probabilities"] != from_argument["probabilities"]
+
+
+def test_route_reading_a_terminal_says_what_it_waits_for(run: Run) -> None:
+    """`route ... -` with nothing piped in waited for stdin without a word: it looked hung."""
+    import pty
+
+    parent, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fugu_lite", "route", "--checkpoint", str(run.checkpoint), "-"],
+        stdin=child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    os.close(child)
+    os.write(parent, b"write a python function\n\x04")
+    stdout, stderr = process.communicate(timeout=120)
+    os.close(parent)
+    assert process.returncode == 0, stderr
+    assert "type the prompt to route, then Ctrl-D" in stderr
+    assert chosen(stdout) in WORKERS
+
+
+def test_route_refuses_excluding_every_worker(run: Run) -> None:
+    excludes = [part for worker in WORKERS for part in ("--exclude", worker)]
+    result = invoke("route", "--checkpoint", run.checkpoint, *excludes, "hello")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "every worker is excluded" in message
+    assert "leave at least one of" in message
+    assert "chosen worker" not in message
+
+
+@pytest.mark.parametrize("weight", ["-1", "nan"])
+def test_route_refuses_a_cost_weight_no_router_could_take(run: Run, weight: str) -> None:
+    """`route --cost-weight -1` on a single checkpoint advised training a router family for
+    cost weight -1, which that family then refused as well."""
+    result = invoke("route", "--checkpoint", run.checkpoint, "hi", "--cost-weight", weight)
+    assert result.exit_code == 2, result.output
+    assert f"error: a cost weight must be a finite number >= 0, got {float(weight)}\n" == (
+        result.stderr
+    )
+
+
+def test_route_refuses_an_unknown_worker(run: Run) -> None:
+    result = invoke("route", "--checkpoint", run.checkpoint, "--exclude", "nobody", "hello")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "cannot exclude unknown worker(s) ['nobody']" in message
+    assert "cheap-small, coder, mathematician" in message
+
+
+def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None:
+    result = invoke("route", "--checkpoint", tmp_path, "hello")
+    assert result.exit_code == 2
+    assert "is not a fugu-lite router checkpoint" in flat(result.output)
+
+
+def test_route_says_why_a_newer_versions_checkpoint_cannot_load_without_a_traceback(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """(A checkpoint whose backbone folder moved: test_route_and_eval_take_the_backbone_...)"""
+    from fugu_lite.model import RouterModel
+
+    checkpoint = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((checkpoint / "router.json").read_text())
+    meta["model"]["speculative_layers"] = 2  # written by a newer fugu-lite
+    (checkpoint / "router.json").write_text(json.dumps(meta))
+    result = invoke("route", "--checkpoint", checkpoint, "hello")
+    assert result.exit_code == 2, result.output
+    assert "unknown key 'speculative_layers'" in flat(result.output)
+
+
+def test_route_and_eval_take_the_backbone_where_it_is_now(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """A checkpoint copied to another machine, whose backbone folder is at another path."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.model import RouterModel
+
+    backbone = load_backbone("tiny-random")
+    backbone.model.save_pretrained(tmp_path / "backbone")
+    backbone.tokenizer.save_pretrained(tmp_path / "backbone")
+    cfg = tiny_model_cfg.model_copy(
+        update={"backbone": str(tmp_path / "backbone"), "runtime": "torch"}
+    )
+    checkpoint = RouterModel(cfg, WORKERS, 32).save_checkpoint(tmp_path / "c")
+    (tmp_path / "backbone").rename(tmp_path / "models-here")
+    result = invoke("route", "--checkpoint", checkpoint, "hello")
+    assert result.exit_code == 2, result.output
+    assert "Give the folder it is in now: `--backbone PATH`" in flat(result.output)
+    moved = ["--backbone", tmp_path / "models-here"]
+    decision = json.loads(ok(invoke("route", "--checkpoint", checkpoint, *moved, "--json", "hi")))
+    assert decision["worker"] in WORKERS
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=6))
+    ok(invoke("eval", "--checkpoint", checkpoint, "-r", records, *moved, "-o", tmp_path / "e"))
+    assert (tmp_path / "e" / "evaluation_report.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "tensors"), [("router", "router_head"), ("reward_head", "reward_head")]
+)
+@pytest.mark.parametrize("content", ["[]", "null", '"a string"'])
+def test_route_refuses_checkpoint_metadata_that_is_not_a_json_object(
+    tmp_path: Path, kind: str, tensors: str, content: str
+) -> None:
+    (tmp_path / f"{tensors}.safetensors").write_bytes(b"")
+    (tmp_path / f"{kind}.json").write_text(content)
+    result = invoke("route", "--checkpoint", tmp_path, "hello")
+    assert result.exit_code == 2, result.output
+    assert f"{kind}.json is damaged (a JSON " in flat(result.output)

@@ -1,0 +1,220 @@
+"""`fugu-lite train ...`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_support import Run, flat, invoke, ok, runner
+
+from fugu_lite.cli import app
+from fugu_lite.schemas import write_records
+
+
+def test_train_pipeline_writes_both_stages(run: Run) -> None:
+    assert f"checkpoint written to {run.checkpoint}" in flat(run.train_output)
+    for stage in ("sft", "rl"):
+        for name in ("router.json", "router_head.safetensors", "training_report.json"):
+            assert (run.run_dir / stage / name).is_file(), f"{stage}/{name}"
+        stage_report = json.loads((run.run_dir / stage / "training_report.json").read_text())
+        assert stage_report["config"]["model"]["backbone"] == "tiny-random"
+    report = json.loads((run.run_dir / "training_report.json").read_text())
+    assert report["checkpoint"] == str(run.checkpoint)
+    config = json.loads((run.run_dir / "sft" / "training_report.json").read_text())["config"]
+    assert config["model"]["backbone"] == "tiny-random"
+    assert config["training"]["epochs"] == 8
+
+
+def test_train_pipeline_prints_one_line_per_epoch(run: Run) -> None:
+    output = flat(run.train_output)
+    for stage, epochs, train_metric in (("SFT", 8, "loss"), ("RL", 3, "sampled reward")):
+        pattern = rf"{stage} epoch (\d+)/{epochs}: train {train_metric} -?[\d.]+"
+        assert [int(epoch) for epoch in re.findall(pattern, output)] == list(range(1, epochs + 1))
+    rewards = re.findall(r"\| validation reward ([\d.]+)", output)
+    assert len(rewards) == 8 + 3 and all(0.0 <= float(reward) <= 1.0 for reward in rewards)
+    assert "{'epoch'" not in output
+    assert "━" not in run.train_output  # the epoch lines say it: no bar drawn at the end
+
+
+def test_reward_head_and_es_progress_is_shown_in_a_log(run: Run, tmp_path: Path) -> None:
+    """With stderr piped (a CI log, `2> log`), rich drew the reward head's and ES's bars only
+    once they were done, so their long runs said nothing until then."""
+    head = invoke("train", "reward-head", "-r", run.records_path, "-o", tmp_path / "head",
+                  "-c", run.config_path)  # fmt: skip
+    lines = re.findall(r"^reward head: (\d+)/(\d+) \(k=\d+\)$", ok(head) and head.stderr, re.M)
+    assert len(lines) >= 2 and lines[-1][0] == lines[-1][1], head.stderr
+    es = invoke("train", "es", "-r", run.records_path, "-o", tmp_path / "es",
+                "--checkpoint", run.run_dir / "sft", "-c", run.config_path,
+                "--set", "training.iterations=20", "--set", "training.population_size=4",
+                "--set", "training.log_every=100")  # fmt: skip
+    line = r"^ES generations: (\d+)/20 \(best validation [\d.]+\)$"
+    done = re.findall(line, ok(es) and es.stderr, re.M)
+    assert [int(count) for count in done] == list(range(2, 21, 2)), es.stderr
+    assert "━" not in head.stderr + es.stderr
+
+
+@pytest.mark.parametrize(
+    ("stage", "options", "progress"),
+    [
+        ("sft", ["--set", "training.epochs=1"], "SFT epoch 1/1"),
+        ("rl", ["--set", "training.epochs=1"], "RL epoch 1/1"),
+        ("es", ["--set", "training.iterations=2", "--set", "training.search=head"], "ES device"),
+        ("reward-head", ["--set", "model.layer=-1"], "reward head"),
+    ],
+)
+def test_training_prints_its_result_on_stdout_and_progress_and_warnings_on_stderr(
+    run: Run, tmp_path: Path, stage: str, options: list[str], progress: str
+) -> None:
+    """Progress bars, per-epoch lines, notes and warnings of `train ...` went to stdout with
+    the result, so `fugu-lite train ... > log` or a script reading the result got them all."""
+    tied = [record.model_copy(update={"rewards": [0.5, 0.5, 0.5]}) for record in run.records]
+    records_path = tmp_path / "tied.jsonl"
+    write_records(records_path, tied)
+    output = tmp_path / stage
+    result = runner.invoke(
+        app,
+        ["train", stage, "-r", str(records_path), "-o", str(output), "-c", str(run.config_path),
+         *options],
+    )  # fmt: skip
+    ok(result)
+    assert flat(result.stdout) == f"checkpoint written to {output}"
+    assert progress in flat(result.stderr)
+    if stage != "reward-head":  # its own note on ties; the gradient stages warn
+        assert "warning: every one of the" in flat(result.stderr)
+
+
+def test_train_pipeline_prints_only_its_result_on_stdout(run: Run, tmp_path: Path) -> None:
+    output = tmp_path / "pipeline"
+    shutil.copytree(run.run_dir, output)  # both stages kept: their notes are said too
+    result = invoke("train", "pipeline", "-r", run.records_path, "-o", output,
+                    "-c", run.config_path)  # fmt: skip
+    ok(result)
+    assert flat(result.stdout) == f"checkpoint written to {output / 'rl'}"
+    assert "already holds the SFT" in flat(result.stderr)
+
+
+def test_result_lines_print_their_paths_whole_and_as_they_are(run: Run, tmp_path: Path) -> None:
+    """Piped (80 columns), `checkpoint written to PATH` and `report written to PATH` were
+    folded inside a long path, and a `[x]` in it was eaten as rich markup, so a script
+    reading the result got another path (and so did the notes naming a folder)."""
+    output = tmp_path / "runs[x]" / ("a-rather-long-folder-name-" * 3) / "pipeline"
+    shutil.copytree(run.run_dir, output)
+    result = invoke("train", "pipeline", "-r", run.records_path, "-o", output,
+                    "-c", run.config_path)  # fmt: skip
+    ok(result)
+    assert result.stdout == f"checkpoint written to {output / 'rl'}\n"
+    said = "".join(result.stderr.split())  # notes for people may fold a long path
+    assert "".join(f"SFT: {output / 'sft'} already holds".split()) in said
+    report = output / "eval[test]"
+    result = invoke("eval", "--checkpoint", output / "rl", "-r", run.records_path, "-o", report)
+    ok(result)
+    assert result.stdout.endswith(f"\nreport written to {report}\n")
+
+
+@pytest.mark.parametrize(
+    ("config_text", "extra", "expected"),
+    [
+        ("sft:\n  epoch: 3\n", [], "unknown key 'sft.epoch': did you mean 'epochs'?"),
+        ("model:\n  backbone: tiny-random\n", ["--set", "rl.estimater=reinforce"],
+         "unknown key 'rl.estimater': did you mean 'estimator'?"),
+        ("sft:\n  epochs: lots\n", [], "sft.epochs: Input should be a valid integer"),
+        ("training:\n  epochs: 2\n", [],
+         "unknown key 'training': a pipeline config puts stage settings under sft:, rl: or es:"),
+    ],
+)  # fmt: skip
+def test_train_with_a_bad_config_exits_2_naming_the_key(
+    run: Run, tmp_path: Path, config_text: str, extra: list[str], expected: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(config_text, encoding="utf-8")
+    result = invoke(
+        "train", "pipeline", "--records", run.records_path, "--output", tmp_path / "out",
+        "--config", config, *extra,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output
+    assert expected in flat(result.output)
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
+    result = invoke(
+        "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",
+        "--set", "training.epochs",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "needs the form key=value" in flat(result.output)
+    result = invoke(
+        "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",
+        "--config", run.config_path, "--set", "sft.epochs=2",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert (
+        "--set sft.epochs: a single stage's keys are model.* and training.*; use "
+        "training.epochs" in flat(result.output)
+    )
+    # a bad value given by --set was reported as the -c file's, where the user looked for it
+    for pairs, expected in (
+        (["training.epochs=0"], "--set training.epochs: Input should be greater than or equal"),
+        (["training.epoch=2"], "log_every (given by --set training.epoch)\n"),
+        (["training.epochs.x=2"], "--set training.epochs.x: 'epochs' is a value here, not a"),
+        (["=2"], "--set '=2' has no key before '='; e.g. --set training.epochs=5\n"),
+        (["training=5", "training.epochs=2"], "--set training.epochs: 'training' is a value"),
+    ):
+        sets = [part for pair in pairs for part in ("--set", pair)]
+        result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "out",
+                        "-c", run.config_path, *sets)  # fmt: skip
+        assert result.exit_code == 2 and expected in result.stderr, result.stderr
+
+
+def test_set_and_option_errors_name_their_flag(run: Run, tmp_path: Path) -> None:
+    result = invoke("train", "sft", "-r", run.records_path, "-o", tmp_path / "out",
+                    "--set", "training.epochs=[1")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--set training.epochs=[1: the value '[1' is not valid YAML" in flat(result.output)
+    assert not (tmp_path / "out").exists()
+    result = invoke("data", "import", "long", run.records_path, "-o", tmp_path / "o.jsonl",
+                    "--option", "use_split_column")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    message = flat(result.output)
+    assert "--option 'use_split_column' needs the form key=value, e.g. --option " in message
+    assert "--set" not in message and "training.epochs" not in message
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl", "es"])
+def test_train_refuses_to_write_over_its_own_checkpoint(
+    run: Run, tmp_path: Path, stage: str
+) -> None:
+    """`train rl -o runs/sft --checkpoint runs/sft` replaced the SFT it continued from, with
+    no word, and `train es` saved its search where its start then changed under it."""
+    checkpoint = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", checkpoint)
+    before = {path.name: path.read_bytes() for path in checkpoint.iterdir()}
+    result = invoke("train", stage, "-r", run.records_path, "-c", run.config_path,
+                    "-o", f"{checkpoint}/", "--checkpoint", checkpoint)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"-o {checkpoint} is the --checkpoint this stage starts from" in result.stderr
+    assert f"e.g. -o {checkpoint}-{stage}\n" in result.stderr, result.stderr
+    assert {path.name: path.read_bytes() for path in checkpoint.iterdir()} == before
+
+
+def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_path: Path) -> None:
+    settings = {
+        "model.backbone": "tiny-random",
+        "model.max_tokens": 32,
+        "model.cache_dir": run.root / "cache",
+        "model.layer": 1,  # the checkpoint was trained on the last layer
+    }
+    sets = [part for key, value in settings.items() for part in ("--set", f"{key}={value}")]
+    result = invoke(
+        "train", "rl", "--records", run.records_path, "--output", tmp_path / "out",
+        "--checkpoint", run.run_dir / "sft", *sets,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "model.layer: checkpoint -1 vs config 1" in flat(result.output)
+    assert "Use the model config the checkpoint was trained with" in flat(result.output)
+    assert "records with the checkpoint's workers" not in flat(result.output)
+    assert not (tmp_path / "out").exists()
