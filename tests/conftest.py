@@ -123,7 +123,6 @@ USER_CACHE = os.environ.get("FUGU_LITE_CACHE_DIR")
 SESSION_CACHE: list[Path] = []  # made by the first unit test, removed when pytest ends
 
 
-@pytest.hookimpl(tryfirst=True)
 @pytest.fixture(scope="session")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The `fugu-lite` command tests' records, imported and trained on once (cli_support.py)."""
@@ -132,6 +131,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return trained_run(tmp_path_factory.mktemp("cli"))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A unit test's feature caches, ONNX exports and file digests go to a folder of this
     session, never to the user's ~/.cache/fugu-lite (or $FUGU_LITE_CACHE_DIR): they left
@@ -226,7 +226,7 @@ def record_ids(output: Path) -> list[str]:
 FAST = SandboxLimits(timeout_s=1.5, memory_mb=256)
 
 
-def run(task: Task, output: str, judge=None, sandbox: SandboxLimits | None = FAST) -> Grade:
+def graded(task: Task, output: str, judge=None, sandbox: SandboxLimits | None = FAST) -> Grade:
     return asyncio.run(grade(task, output, judge, sandbox=sandbox))
 
 

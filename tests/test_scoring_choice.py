@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import WHO_IS_TALLER, run
+from conftest import WHO_IS_TALLER, graded
 
 from fugu_lite.tasks import Task
 
@@ -44,7 +44,7 @@ def choice_task(answer: str) -> Task:
     ],
 )
 def test_choice_grader_finds_the_letter(output: str) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == 1.0, result.detail
 
 
@@ -67,7 +67,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
     ],
 )
 def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == 0.0
     assert why in result.detail
 
@@ -102,7 +102,7 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == (1.0 if letter == "B" else 0.0), result.detail
     assert (f"extracted {letter}" if letter else "ambiguous") in result.detail
 
@@ -123,7 +123,7 @@ def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: s
 def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(choice_task(answer), output)
+    result = graded(choice_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -152,7 +152,7 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:
     for expected in "BC":
-        result = run(choice_task(expected), output)
+        result = graded(choice_task(expected), output)
         assert result.score == (1.0 if expected == letter else 0.0), result.detail
 
 
@@ -168,14 +168,14 @@ def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> No
     ],
 )
 def test_choice_grader_reads_a_guess(output: str, score: float) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == score, result.detail
 
 
 def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
     started = time.process_time()
     output = "the answer is a bit long, " * 100_000 + "\nB"
-    assert run(choice_task("B"), output).score == 1.0
+    assert graded(choice_task("B"), output).score == 1.0
     assert time.process_time() - started < 3.0
 
 
@@ -202,7 +202,7 @@ def test_choice_grader_reads_an_option_text_opening_or_closing_the_reply(
     output: str, score: float
 ) -> None:
     task = Task(id="c", prompt=SYLLOGISM, answer="C", grader="choice", task="logic")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
@@ -229,7 +229,7 @@ def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks(
     output: str, score: float
 ) -> None:
     task = Task(id="c", prompt=SMALLEST, answer="B", grader="choice", task="logic")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
@@ -262,7 +262,7 @@ def test_choice_grader_reads_the_option_said_to_be_what_the_question_asks_for(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="c", prompt=prompt, answer=answer, grader="choice", task="logic")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
@@ -272,9 +272,9 @@ DIVISIBLE = "Which number is divisible by 3?\n(A) 12\n(B) 10\n"
 def test_choice_grader_reads_only_the_predicate_the_question_asks() -> None:
     """ "divisible by 4" is not "divisible by 3": the reply names two options, no answer."""
     task = Task(id="c", prompt=DIVISIBLE, answer="A", grader="choice", task="logic")
-    result = run(task, "12 is divisible by 4, 10 is divisible by 3.")
+    result = graded(task, "12 is divisible by 4, 10 is divisible by 3.")
     assert result.score == 0.0, result.detail
-    assert run(task, "10 is divisible by 5, 12 is divisible by 3.").score == 1.0
+    assert graded(task, "10 is divisible by 5, 12 is divisible by 3.").score == 1.0
 
 
 def test_what_the_question_asks_is_read_in_linear_time() -> None:
@@ -282,18 +282,18 @@ def test_what_the_question_asks_is_read_in_linear_time() -> None:
                   grader="choice", task="logic")  # fmt: skip
     exact = Task(id="e", prompt=WHO_IS_TALLER, answer="Bob", grader="exact", task="logic")
     started = time.process_time()
-    assert run(choice, "Ann is tall").score is not None
-    assert run(Task(**{**choice.model_dump(), "prompt": TALLER}), "A is taller " * 50_000).score
-    assert run(exact, "x" + " " * 200_000 + " is taller").score == 0.0
-    assert run(exact, "Bob is taller " * 50_000).score == 1.0
+    assert graded(choice, "Ann is tall").score is not None
+    assert graded(Task(**{**choice.model_dump(), "prompt": TALLER}), "A is taller " * 50_000).score
+    assert graded(exact, "x" + " " * 200_000 + " is taller").score == 0.0
+    assert graded(exact, "Bob is taller " * 50_000).score == 1.0
     assert time.process_time() - started < 3.0
 
 
 def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() -> None:
     task = Task(id="c", prompt=TALLEST, answer="B", grader="choice", task="logic")
     started = time.process_time()
-    assert run(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
-    assert run(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
+    assert graded(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
+    assert graded(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
     assert time.process_time() - started < 3.0
 
 
@@ -321,14 +321,14 @@ def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() ->
 def test_choice_grader_reads_a_letter_left_after_the_others_are_ruled_out(
     output: str, score: float
 ) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == score, result.detail
 
 
 def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
     started = time.perf_counter()
     for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
-        assert run(choice_task("B"), output).score == 0.0
+        assert graded(choice_task("B"), output).score == 0.0
     assert time.perf_counter() - started < 5
 
 
@@ -348,13 +348,13 @@ def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
 def test_choice_grader_reads_the_letter_said_to_be_what_the_question_asks(
     output: str, score: float
 ) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == score, result.detail
 
 
 def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
     started = time.perf_counter()
-    assert run(choice_task("B"), "the tallest is " * 50_000).score == 0.0
+    assert graded(choice_task("B"), "the tallest is " * 50_000).score == 0.0
     assert time.perf_counter() - started < 5
 
 
@@ -375,15 +375,15 @@ def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
     ],
 )
 def test_choice_grader_reads_the_option_checked(output: str, score: float) -> None:
-    result = run(choice_task("B"), output)
+    result = graded(choice_task("B"), output)
     assert result.score == score, result.detail
 
 
 def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_one() -> None:
     prompt = "Which of these numbers is NOT odd?\n(A) 5\n(B) 4\n(C) 9\nAnswer with the letter."
     task = Task(id="c", prompt=prompt, answer="A", grader="choice", task="logic")
-    assert run(task, "A) 5 ✅\nB) 4 ❌\nC) 9 ✅").score == 0.0  # ticks the odd ones
-    assert run(task, "- [x] A").score == 0.0
+    assert graded(task, "A) 5 ✅\nB) 4 ❌\nC) 9 ✅").score == 0.0  # ticks the odd ones
+    assert graded(task, "- [x] A").score == 0.0
 
 
 LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the correct option."
@@ -403,5 +403,5 @@ LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the
 )
 def test_choice_grader_does_not_read_an_option_only_compared(output: str, score: float) -> None:
     task = Task(id="c", prompt=LARGER, answer="A", grader="choice", task="logic")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail

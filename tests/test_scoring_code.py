@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST, finished_pid, run, writer_temporary
+from conftest import FAST, finished_pid, graded, writer_temporary
 
 from fugu_lite.sandbox import run_python_tests
 from fugu_lite.scoring import Grade, grade
@@ -41,7 +41,7 @@ def test_code_grader_runs_fenced_code() -> None:
         "Sure! Here is the function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
         "Example:\n```python\nprint(add(2, 3))  # 5\n```\nThis works for numbers and strings."
     )
-    result = run(code_task(), output)
+    result = graded(code_task(), output)
     assert result.score == 1.0, result.detail
     assert result.detail == "4/4 tests passed"
 
@@ -49,21 +49,21 @@ def test_code_grader_runs_fenced_code() -> None:
 def test_a_function_in_an_untagged_fence_counts_next_to_a_python_usage_example() -> None:
     function = "```\ndef add(a, b):\n    return a + b\n```\n"
     usage = "Usage:\n```python\nprint(add(2, 3))\n```\nOutput:\n```\nFive\n```"
-    assert run(code_task(), function + usage).score == 1.0
+    assert graded(code_task(), function + usage).score == 1.0
     wrong_again = "```\ndef add(a, b):\n    return a - b\n```"  # the last definition counts
-    assert run(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
+    assert graded(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
 
 
 @pytest.mark.parametrize("tag", ["python", "Python3", "py"])
 def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
     # the name `python` would raise NameError before any test ran
-    assert run(code_task(), f"{tag}\n{ADD}").score == 1.0
+    assert graded(code_task(), f"{tag}\n{ADD}").score == 1.0
 
 
 def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"
-    assert run(code_task(), output).score == 1.0
+    assert graded(code_task(), output).score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -75,12 +75,12 @@ def test_code_grader_takes_raw_code_after_prose() -> None:
     ],
 )
 def test_code_grader_takes_code_indented_as_a_markdown_code_block(output: str) -> None:
-    assert run(code_task(), output).score == 1.0
+    assert graded(code_task(), output).score == 1.0
 
 
 def test_code_grader_unclosed_fence_and_partial_credit() -> None:
     output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
-    result = run(code_task(), output)
+    result = graded(code_task(), output)
     assert result.score == 0.75  # the string test fails
     assert "first failure: test_strings" in result.detail
 
@@ -94,7 +94,7 @@ def test_code_grader_unclosed_fence_and_partial_credit() -> None:
 )
 def test_code_that_reads_standard_input_scores_0_and_says_why(code: str) -> None:
     started = time.monotonic()
-    result = run(code_task(), f"```python\n{code}```")
+    result = graded(code_task(), f"```python\n{code}```")
     assert (result.score, result.error) == (0.0, None)
     assert "EOFError" in result.detail and "reads standard input" in result.detail
     assert time.monotonic() - started < 5.0  # nothing waits for input
@@ -102,15 +102,15 @@ def test_code_that_reads_standard_input_scores_0_and_says_why(code: str) -> None
 
 def test_input_under_a_main_guard_does_not_count() -> None:
     guarded = f"{ADD}\nif __name__ == '__main__':\n    print(add(*map(int, input().split())))\n"
-    assert run(code_task(), f"```python\n{guarded}```").score == 1.0
+    assert graded(code_task(), f"```python\n{guarded}```").score == 1.0
 
 
 def test_code_grader_wrong_code_and_no_code() -> None:
-    assert run(code_task(), "def add(a, b):\n    return a - b").score == 0.0
-    syntax = run(code_task(), "```python\ndef add(a, b) return a + b\n```")
+    assert graded(code_task(), "def add(a, b):\n    return a - b").score == 0.0
+    syntax = graded(code_task(), "```python\ndef add(a, b) return a + b\n```")
     assert syntax.score == 0.0
     assert "SyntaxError" in syntax.detail
-    missing = run(code_task(), "   ")
+    missing = graded(code_task(), "   ")
     assert (missing.score, missing.detail) == (0.0, "no code in the output")
 
 
@@ -136,7 +136,7 @@ def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: s
 
 def test_infinite_loop_times_out_with_score_zero() -> None:
     started = time.perf_counter()
-    result = run(code_task(), "def add(a, b):\n    while True:\n        pass\n")
+    result = graded(code_task(), "def add(a, b):\n    while True:\n        pass\n")
     assert result.score == 0.0
     assert result.error is None
     assert "timeout" in result.detail
@@ -156,7 +156,7 @@ def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
 
 
 def test_endless_printing_times_out() -> None:
-    result = run(code_task(), "def add(a, b):\n    while True:\n        print('spam' * 100)\n")
+    result = graded(code_task(), "def add(a, b):\n    while True:\n        print('spam' * 100)\n")
     assert result.score == 0.0
     assert "timeout" in result.detail
 
@@ -168,7 +168,7 @@ def test_opening_a_socket_is_blocked(isolation: str) -> None:
         "    socket.create_connection(('127.0.0.1', 9), timeout=1).close()\n    return a + b\n"
     )
     limits = FAST.model_copy(update={"network_isolation": isolation})
-    result = run(code_task(), code, sandbox=limits)
+    result = graded(code_task(), code, sandbox=limits)
     assert result.score == 0.0
     assert "not allowed" in result.detail
 
@@ -192,32 +192,32 @@ def test_network_namespace_when_available() -> None:
 
 
 def test_memory_hog_is_stopped() -> None:
-    result = run(
+    result = graded(
         code_task(), "def add(a, b):\n    big = bytearray(2 * 1024 ** 3)\n    return a + b"
     )
     assert result.score == 0.0
     assert "MemoryError" in result.detail
-    at_import = run(code_task(), "hog = [0] * (10 ** 9)\ndef add(a, b):\n    return a + b")
+    at_import = graded(code_task(), "hog = [0] * (10 ** 9)\ndef add(a, b):\n    return a + b")
     assert at_import.score == 0.0
     assert "MemoryError" in at_import.detail
 
 
 def test_fork_bomb_and_subprocesses_are_refused() -> None:
     before = set(os.listdir("/proc"))
-    bomb = run(code_task(), "import os\nwhile True:\n    os.fork()\n")
+    bomb = graded(code_task(), "import os\nwhile True:\n    os.fork()\n")
     assert bomb.score == 0.0
     assert "os.fork is not allowed" in bomb.detail
-    spawn = run(code_task(), "import subprocess\nsubprocess.run(['sleep', '30'])\n")
+    spawn = graded(code_task(), "import subprocess\nsubprocess.run(['sleep', '30'])\n")
     assert spawn.score == 0.0
     assert "not allowed" in spawn.detail
     direct = "import _posixsubprocess\n_posixsubprocess.fork_exec(['sleep', '30'])\n"
-    assert "starting a process is not allowed" in run(code_task(), direct).detail
+    assert "starting a process is not allowed" in graded(code_task(), direct).detail
     assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
 
 
 def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
     output = "1. Define it:\n\n   ```python\n   def add(a, b):\n       return a + b\n   ```\n"
-    result = run(code_task(), output)
+    result = graded(code_task(), output)
     assert result.score == 1.0, result.detail
 
 
@@ -229,14 +229,14 @@ def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
     ],
 )
 def test_signals_and_ctypes_are_refused(code: str, refused: str) -> None:
-    result = run(code_task(), code + "def add(a, b):\n    return a + b\n")
+    result = graded(code_task(), code + "def add(a, b):\n    return a + b\n")
     assert result.score == 0.0
     assert f"{refused} is not allowed" in result.detail  # and this process is still here
 
 
 def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
     code = "import signal, time\nsignal.alarm(1)\ntime.sleep(5)\n"  # no handler: SIGALRM kills
-    result = run(code_task(), code, sandbox=FAST.model_copy(update={"timeout_s": 4.0}))
+    result = graded(code_task(), code, sandbox=FAST.model_copy(update={"timeout_s": 4.0}))
     assert (result.score, result.error) == (0.0, None)
     assert "killed by signal SIGALRM" in result.detail
 
@@ -244,7 +244,7 @@ def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
     """They import _posixsubprocess; only starting a process is refused."""
     for module in ("asyncio", "subprocess"):
-        result = run(code_task(), f"import {module}\ndef add(a, b):\n    return a + b\n")
+        result = graded(code_task(), f"import {module}\ndef add(a, b):\n    return a + b\n")
         assert result.score == 1.0, result.detail
 
 
@@ -284,7 +284,7 @@ def test_the_sandbox_dies_with_a_killed_grading_process(
         time.sleep(0.1)
     assert not _running(sandbox[0]), "the sandbox outlived the process that started it"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert graded(code_task(), "def add(a, b):\n    return a + b").score == 1.0
     folder = tmp_path / f"fugu-lite-{os.getuid()}"
     assert [path.name for path in tmp_path.iterdir()] == [folder.name]
     assert list(folder.iterdir()) == []
@@ -308,7 +308,7 @@ def test_a_sandbox_run_removes_killed_runs_folders_not_live_ones(
         two_days_ago = time.time() - 2 * 24 * 3600
         for path in (someone_elses, live):
             os.utime(path, (two_days_ago, two_days_ago))
-        assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+        assert graded(code_task(), "def add(a, b):\n    return a + b").score == 1.0
     finally:
         live_writer.kill()
         live_writer.wait()
@@ -337,7 +337,7 @@ def test_a_temp_folder_name_taken_by_someone_else_is_not_used(
         theirs = name
         theirs.mkdir(mode=0o777)
         os.chown(theirs, 65534, 65534)
-    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert graded(code_task(), "def add(a, b):\n    return a + b").score == 1.0
     assert list(theirs.iterdir()) == []
     assert f"{name} is not a private folder of this user" in caplog.text
 
@@ -347,7 +347,7 @@ def test_the_temp_folder_is_made_private(tmp_path: Path, monkeypatch: pytest.Mon
     folder = tmp_path / f"fugu-lite-{os.getuid()}"
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)  # made by hand, say
-    assert run(code_task(), "def add(a, b):\n    return a + b").score == 1.0
+    assert graded(code_task(), "def add(a, b):\n    return a + b").score == 1.0
     assert folder.stat().st_mode & 0o777 == 0o700
 
 
@@ -362,25 +362,25 @@ def _running(pid: str) -> bool:
 def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     target = tmp_path / "written.txt"
     code = f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b\n"
-    result = run(code_task(), code)
+    result = graded(code_task(), code)
     assert result.score == 0.0
     assert "only the working folder is writable" in result.detail
     assert not target.exists()
     local = "open('scratch.txt', 'w').write('x')\ndef add(a, b):\n    return a + b\n"
-    assert run(code_task(), local).score == 1.0
+    assert graded(code_task(), local).score == 1.0
 
 
 def test_exiting_early_is_the_models_fault() -> None:
-    exit_call = run(code_task(), "import sys\nsys.exit(0)")
+    exit_call = graded(code_task(), "import sys\nsys.exit(0)")
     assert (exit_call.score, "SystemExit" in exit_call.detail) == (0.0, True)
-    hard_exit = run(code_task(), "import os\ndef add(a, b):\n    os._exit(0)\n")
+    hard_exit = graded(code_task(), "import os\ndef add(a, b):\n    os._exit(0)\n")
     assert hard_exit.score == 0.0
     assert "crashed" in hard_exit.detail
 
 
 def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
     broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
-    result = run(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)
+    result = graded(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)
     assert result.score is None
     assert "could not start the sandbox" in (result.error or "")
 

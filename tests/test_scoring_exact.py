@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import WHO_IS_TALLER, run
+from conftest import WHO_IS_TALLER, graded
 
 from fugu_lite.tasks import Task
 
@@ -46,7 +46,7 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
-    result = run(exact_task("olleh"), output)
+    result = graded(exact_task("olleh"), output)
     assert result.score == 1.0, result.detail
 
 
@@ -62,7 +62,7 @@ def test_exact_grader_normalises(output: str) -> None:
     ],
 )
 def test_exact_grader_rejects(output: str) -> None:
-    assert run(exact_task("olleh"), output).score == 0.0
+    assert graded(exact_task("olleh"), output).score == 0.0
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_exact_grader_rejects(output: str) -> None:
     ],
 )
 def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) -> None:
-    assert run(exact_task("olleh"), output).score == 0.0
+    assert graded(exact_task("olleh"), output).score == 0.0
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) ->
     ],
 )
 def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:
-    result = run(exact_task("olleh"), output)
+    result = graded(exact_task("olleh"), output)
     assert result.score == 1.0, result.detail
 
 
@@ -121,7 +121,7 @@ def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:
     ],
 )
 def test_exact_grader_reads_the_text_after_a_label_or_arrow(output: str, score: float) -> None:
-    assert run(exact_task("olleh"), output).score == score
+    assert graded(exact_task("olleh"), output).score == score
 
 
 def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
@@ -132,10 +132,10 @@ def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
         grader="exact",
         task="words",
     )
-    assert run(task, "Is it 'chair' or 'apple'? Hard to say.").score == 0.0
-    assert run(task, "Which is a fruit: 'chair' or 'apple'?\nchair").score == 0.0
-    assert run(task, "The fruit is 'apple'.").score == 1.0
-    assert run(task, "**apple**").score == 1.0
+    assert graded(task, "Is it 'chair' or 'apple'? Hard to say.").score == 0.0
+    assert graded(task, "Which is a fruit: 'chair' or 'apple'?\nchair").score == 0.0
+    assert graded(task, "The fruit is 'apple'.").score == 1.0
+    assert graded(task, "**apple**").score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -154,32 +154,32 @@ def test_text_quoted_from_the_question_is_not_a_quoted_answer() -> None:
 def test_exact_grader_reads_an_answer_before_a_closing_note(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(exact_task(answer), output)
+    result = graded(exact_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
 def test_a_minus_sign_is_no_bullet() -> None:
-    assert run(exact_task("-5"), "-5").score == 1.0
-    assert run(exact_task("5"), "-5").score == 0.0
-    assert run(exact_task("-5"), "- 5").score == 0.0
+    assert graded(exact_task("-5"), "-5").score == 1.0
+    assert graded(exact_task("5"), "-5").score == 0.0
+    assert graded(exact_task("-5"), "- 5").score == 0.0
 
 
 def test_exact_grader_takes_linear_time_on_a_long_run_of_bullets() -> None:
     started = time.process_time()
-    assert run(exact_task("olleh"), "- > " * 200_000 + "olleh").score == 1.0
+    assert graded(exact_task("olleh"), "- > " * 200_000 + "olleh").score == 1.0
     assert time.process_time() - started < 3.0
 
 
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
     started = time.process_time()
-    assert run(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0
+    assert graded(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0
     assert time.process_time() - started < 3.0
 
 
 def test_exact_grader_case_sensitivity() -> None:
-    assert run(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
-    assert run(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
-    assert run(exact_task("TREE"), "tree").score == 1.0
+    assert graded(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
+    assert graded(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
+    assert graded(exact_task("TREE"), "tree").score == 1.0
 
 
 def regex_task(pattern: str, case_sensitive: bool = False) -> Task:
@@ -195,16 +195,16 @@ def regex_task(pattern: str, case_sensitive: bool = False) -> Task:
 
 def test_regex_grader_searches_collapsed_output() -> None:
     sorted_list = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?![\d.])"
-    assert run(regex_task(sorted_list), "The sorted list is [1, 2, 3].").score == 1.0
-    assert run(regex_task(sorted_list), "1 2\n 3").score == 1.0
-    assert run(regex_task(sorted_list), "[3, 1, 2]").score == 0.0
-    assert run(regex_task(sorted_list), "[11, 2, 3]").score == 0.0
-    assert run(regex_task(sorted_list.replace("1", "-1")), "[\u22121, 2, 3]").score == 1.0
+    assert graded(regex_task(sorted_list), "The sorted list is [1, 2, 3].").score == 1.0
+    assert graded(regex_task(sorted_list), "1 2\n 3").score == 1.0
+    assert graded(regex_task(sorted_list), "[3, 1, 2]").score == 0.0
+    assert graded(regex_task(sorted_list), "[11, 2, 3]").score == 0.0
+    assert graded(regex_task(sorted_list.replace("1", "-1")), "[\u22121, 2, 3]").score == 1.0
     long_reply = "Let me sort the list step by step. " * 1000 + "Sorted: [1, 2, 3]"
-    assert run(regex_task(sorted_list), long_reply).score == 1.0  # the answer is at the end
-    assert run(regex_task(r"^yes$"), "Yes").score == 1.0
-    assert run(regex_task(r"^yes$"), "yes, because").score == 0.0
-    assert run(regex_task(r"^yes$", case_sensitive=True), "Yes").score == 0.0
+    assert graded(regex_task(sorted_list), long_reply).score == 1.0  # the answer is at the end
+    assert graded(regex_task(r"^yes$"), "Yes").score == 1.0
+    assert graded(regex_task(r"^yes$"), "yes, because").score == 0.0
+    assert graded(regex_task(r"^yes$", case_sensitive=True), "Yes").score == 0.0
 
 
 SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?![\d.])"
@@ -264,16 +264,16 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
     ],
 )
 def test_regex_grader_grades_the_final_answer(output: str, score: float) -> None:
-    result = run(regex_task(SORTED_123), output)
+    result = graded(regex_task(SORTED_123), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
 def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
-    assert run(regex_task(r"^yes$"), "Answer: yes").score == 1.0
-    assert run(regex_task(r"^yes$"), "**Answer:** yes.").score == 1.0
-    assert run(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
-    assert run(regex_task(r"^yes$"), "Answer: yes. Because 5 is greater than 3.").score == 1.0
-    assert run(regex_task(r"^no$"), "**Answer:** No\n\n7 is not greater than 9.").score == 1.0
+    assert graded(regex_task(r"^yes$"), "Answer: yes").score == 1.0
+    assert graded(regex_task(r"^yes$"), "**Answer:** yes.").score == 1.0
+    assert graded(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
+    assert graded(regex_task(r"^yes$"), "Answer: yes. Because 5 is greater than 3.").score == 1.0
+    assert graded(regex_task(r"^no$"), "**Answer:** No\n\n7 is not greater than 9.").score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -286,7 +286,7 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
 )
 def test_regex_grader_takes_linear_time_on_repeated_markers(output: str) -> None:
     started = time.process_time()
-    assert run(regex_task(r"yes"), output).score == 1.0
+    assert graded(regex_task(r"yes"), output).score == 1.0
     assert time.process_time() - started < 3.0
 
 
@@ -306,14 +306,14 @@ def test_regex_grader_takes_linear_time_on_repeated_markers(output: str) -> None
 def test_exact_grader_ignores_a_heading_a_closing_emoji_and_latex_text(
     output: str, score: float
 ) -> None:
-    result = run(exact_task("olleh"), output)
+    result = graded(exact_task("olleh"), output)
     assert result.score == score, result.detail
 
 
 def test_exact_grader_normalises_in_linear_time() -> None:
     started = time.process_time()
-    assert run(exact_task("olleh"), "olleh" + " ✅" * 200_000).score == 1.0
-    assert run(exact_task("olleh"), "$\\text{" * 100_000 + "olleh").score == 0.0
+    assert graded(exact_task("olleh"), "olleh" + " ✅" * 200_000).score == 1.0
+    assert graded(exact_task("olleh"), "$\\text{" * 100_000 + "olleh").score == 0.0
     assert time.process_time() - started < 3.0
 
 
@@ -353,7 +353,7 @@ def test_exact_grader_normalises_in_linear_time() -> None:
     ],
 )
 def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float) -> None:
-    result = run(exact_task("olleh"), output)
+    result = graded(exact_task("olleh"), output)
     assert result.score == score, result.detail
 
 
@@ -371,29 +371,29 @@ def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float)
     ],
 )
 def test_exact_grader_follows_a_bare_correction(output: str, score: float) -> None:
-    result = run(exact_task("olleh"), output)
+    result = graded(exact_task("olleh"), output)
     assert result.score == score, result.detail
 
 
 def test_exact_grader_does_not_read_quoted_text_said_to_be_wrong() -> None:
-    assert run(exact_task("olleh"), "'olleh' is wrong; it is ollhe.").score == 0.0
-    assert run(exact_task("olleh"), '"olleh" is incorrect.').score == 0.0
-    assert run(exact_task("olleh"), "'ollhe' is wrong, 'olleh' is right.").score == 1.0
+    assert graded(exact_task("olleh"), "'olleh' is wrong; it is ollhe.").score == 0.0
+    assert graded(exact_task("olleh"), '"olleh" is incorrect.').score == 0.0
+    assert graded(exact_task("olleh"), "'ollhe' is wrong, 'olleh' is right.").score == 1.0
 
 
 def test_exact_grader_reads_a_letter_named_by_its_kind() -> None:
     prompt = "What is the last letter of the word 'banana'? Reply with only the result."
     task = Task(id="e", prompt=prompt, answer="a", grader="exact", task="strings")
-    assert run(task, "The last letter of the word banana is the letter a.").score == 1.0
-    assert run(task, 'The last letter is the letter "A".').score == 1.0
-    assert run(task, "The last letter of the word banana is the letter n.").score == 0.0
-    assert run(task, "The last letter is the letter n, not a.").score == 0.0
+    assert graded(task, "The last letter of the word banana is the letter a.").score == 1.0
+    assert graded(task, 'The last letter is the letter "A".').score == 1.0
+    assert graded(task, "The last letter of the word banana is the letter n.").score == 0.0
+    assert graded(task, "The last letter is the letter n, not a.").score == 0.0
 
 
 def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
     started = time.process_time()
     for output in ["x" + " " * 200_000 + "y", "olleh" + " is" * 100_000, "gives us " * 100_000]:
-        assert run(exact_task("olleh"), output).score == 0.0
+        assert graded(exact_task("olleh"), output).score == 0.0
     assert time.process_time() - started < 3.0
 
 
@@ -416,14 +416,14 @@ def test_exact_grader_reads_what_the_reply_says_is_what_the_question_asks(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="e", prompt=prompt, answer=answer, grader="exact", task="logic")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
 def test_regex_grader_keeps_the_answer_before_a_remark_starting_with_actually() -> None:
     task = Task(id="r", prompt="Sort [3, 1, 2].", answer=r"\[1, 2, 3\]", grader="regex", task="t")
-    assert run(task, "The answer is [1, 2, 3]. Actually 3 numbers are listed.").score == 1.0
-    assert run(task, "The answer is [3, 2, 1]. Actually 3 numbers are listed.").score == 0.0
+    assert graded(task, "The answer is [1, 2, 3]. Actually 3 numbers are listed.").score == 1.0
+    assert graded(task, "The answer is [3, 2, 1]. Actually 3 numbers are listed.").score == 0.0
 
 
 SORT_LETTERS = (
@@ -463,5 +463,5 @@ def test_exact_grader_reads_ordered_letters_or_words_listed_one_by_one(
     prompt: str, answer: str, output: str, score: float
 ) -> None:
     task = Task(id="e", prompt=prompt, answer=answer, grader="exact", task="strings")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import number_task, run
+from conftest import graded, number_task
 
 from fugu_lite.tasks import Task
 
@@ -53,7 +53,7 @@ COT = (
     ],
 )
 def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 1.0, result.detail
     assert result.error is None
 
@@ -78,7 +78,7 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
 def test_number_grader_wrong_answers_score_zero_with_reason(
     answer: str, output: str, why: str
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 0.0
     assert result.error is None
     assert why in result.detail
@@ -103,7 +103,7 @@ def test_number_grader_wrong_answers_score_zero_with_reason(
     ],
 )
 def test_number_grader_reads_scientific_notation_and_powers(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 1.0, result.detail
 
 
@@ -118,7 +118,7 @@ def test_number_grader_reads_scientific_notation_and_powers(answer: str, output:
     ],
 )
 def test_the_exponent_of_a_unit_is_not_a_number(answer: str, output: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -134,7 +134,7 @@ def test_the_exponent_of_a_unit_is_not_a_number(answer: str, output: str, score:
     ],
 )
 def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str, why: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (0.0, None)
     assert why in result.detail
 
@@ -158,7 +158,7 @@ def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str,
 def test_number_grader_reads_a_percentage_as_its_share_too(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -199,7 +199,7 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
 def test_number_grader_reads_magnitude_words_and_suffixes(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -227,7 +227,7 @@ def test_number_grader_reads_magnitude_words_and_suffixes(
     ],
 )
 def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 1.0, result.detail
 
 
@@ -244,7 +244,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (0.0, None)
     assert why in result.detail
 
@@ -264,7 +264,7 @@ def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: st
     ],
 )
 def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -297,8 +297,8 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
 def test_number_grader_follows_a_self_correction(
     output: str, score_for_12: float, score_for_14: float
 ) -> None:
-    assert run(number_task("12"), output).score == score_for_12
-    assert run(number_task("14"), output).score == score_for_14
+    assert graded(number_task("12"), output).score == score_for_12
+    assert graded(number_task("14"), output).score == score_for_14
 
 
 @pytest.mark.parametrize(
@@ -328,7 +328,7 @@ def test_number_grader_follows_a_self_correction(
 def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -348,7 +348,7 @@ def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
 def test_number_grader_reads_the_answer_on_the_line_after_its_marker(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -366,7 +366,7 @@ def test_number_grader_reads_the_answer_on_the_line_after_its_marker(
 def test_a_number_an_answer_marker_rules_out_is_not_the_answer(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -386,7 +386,7 @@ def test_a_number_an_answer_marker_rules_out_is_not_the_answer(
 def test_number_grader_reads_a_first_line_holding_only_a_number(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -408,7 +408,7 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
     ],
 )
 def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (0.0, None)
     assert why in result.detail
 
@@ -427,7 +427,7 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 1.0, result.detail
 
 
@@ -443,7 +443,7 @@ def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str)
     ],
 )
 def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -467,15 +467,15 @@ def test_a_closing_sentence_restating_the_question_is_not_the_answer(
     prompt: str, answer: str, output: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
-    result = run(task, output)
+    result = graded(task, output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
 def test_closing_sentences_are_read_in_linear_time() -> None:
     task = Task(id="n", prompt=GIVE_AWAY, answer="5", grader="number", task="math")
     started = time.process_time()
-    assert run(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
-    assert run(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
+    assert graded(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
+    assert graded(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
     assert time.process_time() - started < 3.0
 
 
@@ -502,7 +502,7 @@ def test_number_grader_accepts_a_rounding_at_the_precision_shown_or_asked(
     prompt: str, answer: str, output: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
-    result = run(task, output)
+    result = graded(task, output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -527,7 +527,7 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         grader="number",
         task="lists",
     )
-    result = run(task, output)
+    result = graded(task, output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -562,7 +562,7 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
 def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
     answer: str, output: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -583,12 +583,12 @@ def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
     ],
 )
 def test_a_symbolic_answer_is_not_its_coefficient(answer: str, output: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
 def test_subtraction_is_not_a_negative_number() -> None:
-    assert run(number_task("5"), "10-5=5").score == 1.0
+    assert graded(number_task("5"), "10-5=5").score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -603,7 +603,7 @@ def test_subtraction_is_not_a_negative_number() -> None:
     ],
 )
 def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
 
 
@@ -618,7 +618,7 @@ def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: floa
     ],
 )
 def test_a_range_or_subtraction_at_the_end_is_no_answer(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert (result.score, result.error) == (0.0, None)
     assert "two numbers" in result.detail
 
@@ -635,22 +635,22 @@ def test_a_range_or_subtraction_at_the_end_is_no_answer(answer: str, output: str
     ],
 )
 def test_negative_numbers_and_done_subtractions_still_count(answer: str, output: str) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == 1.0, result.detail
 
 
 def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:
-    result = run(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
+    result = graded(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
     assert (result.score, result.error) == (0.0, None)
-    assert run(number_task("7"), "-" + "9" * 400 + " so the answer is 7").score == 1.0
+    assert graded(number_task("7"), "-" + "9" * 400 + " so the answer is 7").score == 1.0
 
 
 def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -> None:
-    result = run(number_task("7"), "The answer is " + "1" * 100_000)  # past int's 4300 digits
+    result = graded(number_task("7"), "The answer is " + "1" * 100_000)  # past int's 4300 digits
     assert (result.score, result.error) == (0.0, None)
     assert len(result.detail) < 200
-    assert run(number_task("7"), "1" * 5000 + "\nThe answer is 7.").score == 1.0
-    assert run(number_task("7"), "7/" + "1" * 5000).score == 0.0
+    assert graded(number_task("7"), "1" * 5000 + "\nThe answer is 7.").score == 1.0
+    assert graded(number_task("7"), "7/" + "1" * 5000).score == 0.0
 
 
 @pytest.mark.parametrize(
@@ -672,7 +672,7 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:
     # CPU time, not wall time: a loaded CI machine must not fail it; a quadratic pass still does
     started = time.process_time()
-    assert run(number_task("7"), output).score == 1.0
+    assert graded(number_task("7"), output).score == 1.0
     assert time.process_time() - started < 3.0
 
 
@@ -722,15 +722,15 @@ def test_a_closing_clause_restating_the_question_is_not_the_answer(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
 def test_a_closing_clause_takes_linear_time() -> None:
     task = Task(id="n", prompt="What is 1 + 1?", answer="2", grader="number", task="math")
     started = time.process_time()
-    assert run(task, "It is 2" + " when 1 is added to 1" * 30_000).score is not None
-    assert run(task, "It is 2" + " when 1" * 50_000 + ".").score is not None
+    assert graded(task, "It is 2" + " when 1 is added to 1" * 30_000).score is not None
+    assert graded(task, "It is 2" + " when 1" * 50_000 + ".").score is not None
     assert time.process_time() - started < 3.0
 
 
@@ -787,15 +787,15 @@ def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="units")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
 def test_quantities_in_two_units_take_linear_time() -> None:
     task = Task(id="n", prompt=TO_HOURS, answer="2.5", grader="number", task="units")
     started = time.process_time()
-    assert run(task, "2 hours and 30 minutes, " * 15_000).score is not None
-    assert run(task, "2 hours " * 40_000).score is not None
+    assert graded(task, "2 hours and 30 minutes, " * 15_000).score is not None
+    assert graded(task, "2 hours " * 40_000).score is not None
     assert time.process_time() - started < 3.0
 
 
@@ -827,15 +827,15 @@ def test_an_amount_at_two_rates_is_read_at_the_rate_asked(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="rates")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
 def test_amounts_at_two_rates_take_linear_time() -> None:
     task = Task(id="n", prompt=PER_WEEK, answer="126", grader="number", task="rates")
     started = time.process_time()
-    assert run(task, "$18 a day, or " * 20_000).score is not None
-    assert run(task, "1," * 100_000 + " a day").score is not None
+    assert graded(task, "$18 a day, or " * 20_000).score is not None
+    assert graded(task, "1," * 100_000 + " a day").score is not None
     assert time.process_time() - started < 3.0
 
 
@@ -855,7 +855,7 @@ def test_amounts_at_two_rates_take_linear_time() -> None:
 def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
     output: str, answer: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == score, result.detail
 
 
@@ -871,7 +871,7 @@ def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
     ],
 )
 def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: float) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == score, result.detail
 
 
@@ -887,7 +887,7 @@ def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: flo
 def test_a_closing_note_on_the_method_is_not_the_answer(
     output: str, answer: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == score, result.detail
 
 
@@ -915,15 +915,15 @@ def test_number_grader_does_not_read_a_copy_of_the_question_as_the_answer(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="math")
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail
 
 
 def test_copies_of_the_question_are_found_in_linear_time() -> None:
     task = Task(id="n", prompt=SHARE, answer="2", grader="number", task="math")
     started = time.process_time()
-    assert run(task, "Each child then eats " * 20_000).score is not None
-    assert run(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
+    assert graded(task, "Each child then eats " * 20_000).score is not None
+    assert graded(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
     assert time.process_time() - started < 3.0
 
 
@@ -941,7 +941,7 @@ def test_copies_of_the_question_are_found_in_linear_time() -> None:
 def test_number_grader_reads_a_number_in_words_whole(
     output: str, answer: str, score: float
 ) -> None:
-    result = run(number_task(answer), output)
+    result = graded(number_task(answer), output)
     assert result.score == score, result.detail
 
 
@@ -973,7 +973,7 @@ def test_number_grader_reads_a_number_in_words_whole(
     ],
 )
 def test_number_grader_reads_a_bare_correction(output: str, answer: str, score: float) -> None:
-    assert run(number_task(answer), output).score == score
+    assert graded(number_task(answer), output).score == score
 
 
 @pytest.mark.parametrize(
@@ -1006,13 +1006,13 @@ def test_number_grader_reads_a_bare_correction(output: str, answer: str, score: 
 def test_working_with_units_in_a_closing_parenthetical_is_not_the_answer(
     output: str, answer: str, score: float
 ) -> None:
-    assert run(number_task(answer), output).score == score
+    assert graded(number_task(answer), output).score == score
 
 
 def test_number_grader_reads_nested_closing_parentheses_in_linear_time() -> None:
     started = time.process_time()
     output = "It is 12 " + "(" * 100_000 + "3 x 4" + ")" * 100_000
-    assert run(number_task("12"), output).score is not None
+    assert graded(number_task("12"), output).score is not None
     assert time.process_time() - started < 3.0
 
 
@@ -1035,12 +1035,12 @@ SECOND_LARGEST = "What is the second largest number in the list [12, 45, 7, 33, 
 def test_number_grader_reads_the_number_said_to_be_what_the_question_asks(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
-    result = run(number_task(answer, prompt), output)
+    result = graded(number_task(answer, prompt), output)
     assert result.score == score, result.detail
 
 
 def test_number_grader_reads_superlatives_in_linear_time() -> None:
     started = time.process_time()
     output = "the largest is 7 " * 50_000 + "and the smallest is -30."
-    assert run(number_task("12", LARGEST), output).score == 0.0
+    assert graded(number_task("12", LARGEST), output).score == 0.0
     assert time.process_time() - started < 3.0
