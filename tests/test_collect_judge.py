@@ -437,3 +437,28 @@ def test_written_records_of_another_judge_are_reported_with_the_way_out(tmp_path
         summary = run_collect(config, tasks, fresh, log=default_log_path(output), judge_worker="b")
     assert summary.complete and len(a.bodies) == 6 and len(b.bodies) == 2 + 4
     assert all(r.rewards == [pytest.approx(0.2)] * 2 for r in read_records(fresh))
+
+
+def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) -> None:
+    """A run killed after the judge's reply was logged but before its grade line (kill -9,
+    a power cut) lost the verdict: the judge line was only counted, and the next run paid
+    the judge again for the same answer. The logged reply is now read as the verdict."""
+    tasks = haiku_tasks(3)
+    output = tmp_path / "r.jsonl"
+    log = default_log_path(output)
+    with (
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 6")) as w,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 8")) as judge,
+    ):
+        config = stub_pool(("w", w), ("judge", judge))
+        run_collect(config, tasks, output, judge_worker="judge")
+        whole = read_records(output)
+        lines = log.read_text().splitlines(keepends=True)
+        # as the files were when the run was killed before the grade lines were written
+        log.write_text("".join(line for line in lines if '"event":"grade"' not in line))
+        output.unlink()
+        paid = len(judge.bodies)
+        summary = run_collect(config, tasks, output, judge_worker="judge")
+    assert len(judge.bodies) == paid and len(w.bodies) == 3  # nobody was asked again
+    assert summary.complete and read_records(output) == whole
+    assert summary.judges[0].calls == 6  # each answer judged once, in the first run

@@ -5,7 +5,8 @@ Two append-only JSONL files, each line flushed and fsynced as soon as it is know
 
 - the call log (default `<output stem>.calls.jsonl`): one `call` line per worker call
   (prompt hash, worker, output, usage, cost, latency, error), one `judge` line per call to
-  the judge (the task, the judged worker and the request hash of the answer it judged) and
+  the judge (the task, the judged worker, the request hash of the answer it judged, the
+  judge's settings and its reply, read again by a run that stopped before the grade) and
   one `grade` line per graded answer (score or grading error);
 - the output: one RewardRecord per task, written once every worker's answer is graded.
 
@@ -174,15 +175,13 @@ class Collector:
     def _judge(self, judge_id: str, cell: Cell) -> Judge:
         """The judge of one answer: not asked once its worker is down (a bad key refuses every
         verdict alike), and taken as down as a worker is, by its failed calls."""
-        judge = logging_judge(self.pool, judge_id, self.state, cell, self._judged)
 
-        async def checked(messages: list[dict[str, str]]) -> str:
+        def not_down() -> None:
             down = self.counters.down.get(judge_id)
             if down is not None:
                 raise JudgeDown(f"worker {judge_id} is down ({down}); not asked")
-            return await judge(messages)
 
-        return checked
+        return logging_judge(self.pool, judge_id, self.state, cell, self._judged, not_down)
 
     async def _judged(self, result: CallResult) -> None:
         if result.error is None:

@@ -32,21 +32,33 @@ def logging_judge(
     state: CollectState,
     cell: Cell,
     on_result: Callable[[CallResult], Awaitable[None]] | None = None,
+    before_call: Callable[[], None] | None = None,
 ) -> Judge:
     """The LLM judge of one answer (a cell): a pool worker, its calls logged as `judge` lines
-    naming the task, the judged worker and the request hash of the judged answer; each call's
-    result goes to `on_result` too."""
+    naming the task, the judged worker, the request hash of the judged answer and the judge's
+    settings; each call's result goes to `on_result` too. A reply of this judge to the same
+    messages already in the log (a run stopped before its grade line) is reused, not paid
+    for again; `before_call` runs before a call, and may refuse it by raising."""
     judge_worker = pool.worker(judge_id)
     task_id, worker_id = cell
     judged_request_hash = state.calls[cell].request_hash
+    _, judge_settings = state.judge or (None, None)
 
     async def judge(messages: list[dict[str, str]]) -> str:
+        request_hash = hashlib.sha1(json.dumps(messages).encode()).hexdigest()
+        saved = state.saved_verdict(cell, request_hash)
+        if saved is not None:
+            return saved
+        if before_call is not None:
+            before_call()
         result = await pool.chat(judge_id, list(messages), **JUDGE_PARAMS)
         state.add(
             LogEntry(
                 event="judge", task_id=task_id, worker_id=judge_id,
                 judged_worker_id=worker_id, judged_request_hash=judged_request_hash,
-                request_hash=hashlib.sha1(json.dumps(messages).encode()).hexdigest(),
+                request_hash=request_hash, judge_hash=judge_settings,
+                judge_gguf_sha256=state.gguf_digests.get(judge_id),
+                finish_reason=finish_reason(result),
                 output=result.output, cost=result.cost, latency_s=result.latency_s,
                 usage=None if result.usage is None else result.usage.model_dump(),
                 error=result.error, error_kind=result.error_kind, attempts=result.attempts,

@@ -24,6 +24,7 @@ from .config import ConfigError
 from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
 from .pool import PoolConfig, WorkerConfig, resolve_gguf
 from .schemas import RewardRecord
+from .scoring import parse_judge_score, without_echoed_scores
 from .tasks import Task
 from .worker_errors import CONTEXT_LENGTH_EXCEEDED
 from .workers import Usage, usage_cost
@@ -55,11 +56,12 @@ class LogEntry(BaseModel):
     judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
     judge_hash: str | None = None  # ... and the settings that shaped its verdict
     judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content
+    # (judge events carry the last two as well: the judge's own)
     judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
     judged_request_hash: str | None = None  # judge events: the request hash of that answer
     prompt_hash: str | None = None
     output: str | None = None
-    finish_reason: str | None = None  # call events: "length" = cut at the token limit
+    finish_reason: str | None = None  # call and judge events: "length" = cut at the limit
     usage: dict[str, int] | None = None
     cost: float | None = None
     latency_s: float | None = None
@@ -268,6 +270,8 @@ class CollectState:
         self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
         self.torn: list[str] = []
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
+        # per judged cell: the latest reply of this run's judge (see saved_verdict)
+        self.verdicts: dict[Cell, LogEntry] = {}
 
     def load(self) -> CollectState:
         for path in (self.output, self.log):
@@ -324,7 +328,8 @@ class CollectState:
                 ) from error
             if entry.event == "judge":
                 self._count_judging(entry)
-                continue  # what the judge said is in its grade line
+                self._note_verdict(entry)
+                continue  # what the judge said is in its grade line (or in verdicts)
             cell = (entry.task_id, entry.worker_id)
             answered = self.answers(entry)
             if self.hashes.get(cell) != entry.request_hash or (
@@ -350,6 +355,27 @@ class CollectState:
         judge.calls += 1
         judge.cost += entry.cost or 0.0
 
+    def _note_verdict(self, entry: LogEntry) -> None:
+        if entry.error is not None or entry.output is None or entry.judged_worker_id is None:
+            return
+        if self.judge is None or self.judge_mismatch(
+            entry.worker_id, entry.judge_hash, entry.judge_gguf_sha256
+        ):
+            return  # another judge's, or one of older versions, which did not log its settings
+        self.verdicts[(entry.task_id, entry.judged_worker_id)] = entry
+
+    def saved_verdict(self, cell: Cell, request_hash: str) -> str | None:
+        """The judge's logged reply to this request (its messages: the task and the cell's
+        answer) when this run's judge gave it and it holds a score: a run stopped between
+        the reply and its grade line (kill -9) had paid for it already. None otherwise."""
+        entry = self.verdicts.get(cell)
+        if entry is None or entry.request_hash != request_hash or entry.output is None:
+            return None
+        answer = self.calls[cell].output or ""
+        if parse_judge_score(without_echoed_scores(entry.output, answer)) is None:
+            return None  # it gave no grade: asked again
+        return entry.output
+
     def answers(self, entry: LogEntry) -> bool:
         """Whether a log line gives its cell an answer to grade: a call with an output, or
         the worker's refusal of a prompt over its context (at the n_ctx it still has)."""
@@ -374,18 +400,27 @@ class CollectState:
             return "the task's answer key (answer, tests, grader, rubric) changed"
         if task.grader != "judge" or self.judge is None:
             return None
+        return self.judge_mismatch(entry.judge_worker_id, entry.judge_hash, entry.judge_gguf_sha256)
+
+    def judge_mismatch(
+        self, judge_worker_id: str | None, settings: str | None, gguf_digest: str | None
+    ) -> str | None:
+        """Why a verdict of this judge (its worker id, judge_hash and model file's SHA-256)
+        is not one of this run's judge, or None when it is."""
+        if self.judge is None:
+            return None
         judge_id, judge_settings = self.judge
-        if entry.judge_worker_id is None:
+        if judge_worker_id is None:
             return UNKNOWN_JUDGE
-        if entry.judge_worker_id != judge_id:
-            return f"they were judged by {entry.judge_worker_id}, this run judges with {judge_id}"
-        if entry.judge_hash != judge_settings:
+        if judge_worker_id != judge_id:
+            return f"they were judged by {judge_worker_id}, this run judges with {judge_id}"
+        if settings != judge_settings:
             return (
                 f"the settings of judge {judge_id} that shape its verdict (model, base_url or "
                 "local, system_prompt, params) changed since it judged them"
             )
         digest = self.gguf_digests[judge_id]
-        if entry.judge_gguf_sha256 not in (None, digest) and digest is not None:
+        if gguf_digest not in (None, digest) and digest is not None:
             return f"the model file of judge {judge_id} (its gguf) changed since it judged them"
         return None
 
@@ -541,6 +576,7 @@ class CollectState:
         append_jsonl(self.log, [entry])
         if entry.event == "judge":
             self._count_judging(entry)
+            self._note_verdict(entry)
         cell = (entry.task_id, entry.worker_id)
         if self.answers(entry):
             self.calls[cell] = entry
