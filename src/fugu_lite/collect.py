@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +66,8 @@ from .worker_errors import (
     refused_for_max_tokens,
 )
 from .workers import CallResult, Judge, WorkerPool
+
+logger = logging.getLogger(__name__)
 
 # what the CLI and the demo take from here
 __all__ = [
@@ -233,10 +236,7 @@ class Collector:
         if worker_id in self.counters.down:  # a call in flight when it went down
             return
         if not self.pool.is_alive(worker_id):
-            restarts = self.counters.restarts[worker_id]
-            self.counters.down[worker_id] = "its local server process exited" + (
-                f" again after {restarts} restarts this run" if restarts else ""
-            )
+            self.counters.down[worker_id] = self._server_gone(worker_id)
         elif result.error_code == NO_QUOTA:  # every later call would be refused alike
             self.counters.down[worker_id] = (
                 f"its provider says the account's quota is used up ({result.error}); add "
@@ -251,6 +251,22 @@ class Collector:
                 f"its last {refusals} calls were refused with HTTP {result.status_code}: "
                 f"{WORKER_REFUSALS[result.status_code]} in the pool; the last: {result.error}"
             )
+
+    def _server_gone(self, worker_id: str) -> str:
+        """Why a worker whose llama.cpp server exited, not to be started again this run, is
+        down; the last lines of its log are logged first, as a restart's are: the log is
+        removed when the run ends."""
+        code, tail = self.pool.exit_report(worker_id)
+        restarts = self.counters.restarts[worker_id]
+        again = f" again after {restarts} restarts this run" if restarts else ""
+        logger.warning(
+            "local worker %s: its llama.cpp server exited (code %s)%s; not started again. "
+            "Last lines of its log:\n%s",
+            worker_id, code, again, tail,
+        )  # fmt: skip
+        return (
+            f"its local server process exited (code {code}){again}; its log's last lines are above"
+        )
 
     def _count_refusal(self, worker_id: str, result: CallResult) -> int:
         """How many of the worker's calls in a row, this one the last, were refused with this

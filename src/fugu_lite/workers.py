@@ -192,14 +192,20 @@ class WorkerPool:
         """Start a local worker's llama.cpp server again (on a new port) after its process
         exited; the tail of the old one's log goes to the log first. LocalServerError if
         the new one does not come up."""
-        old = self.servers[worker_id]
-        code = None if old.process is None else old.process.returncode
+        code, tail = self.exit_report(worker_id)
         logger.warning(
             "local worker %s: its llama.cpp server exited (code %s); starting it again. "
             "Last lines of its log:\n%s",
-            worker_id, code, old.log_tail(),
+            worker_id, code, tail,
         )  # fmt: skip
         await self._start_again(worker_id)
+
+    def exit_report(self, worker_id: str) -> tuple[int | None, str]:
+        """A local worker's exited llama.cpp server: its exit code and its log's last lines
+        (read before the log is removed, when the server is stopped or started again)."""
+        server = self.servers[worker_id]
+        code = None if server.process is None else server.process.returncode
+        return code, server.log_tail()
 
     async def _start_again(self, worker_id: str) -> None:
         old = self.servers[worker_id]
