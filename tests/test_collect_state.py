@@ -277,3 +277,35 @@ def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
     assert again.cells_to_call("loc") == [task.id] and len(again.reask_notes()) == 1
     log.write_text(json.dumps(answer) + "\n")  # an older version's line: taken as the same
     assert state().cells_to_call("loc") == []
+
+
+def test_records_without_their_call_log_say_where_the_answers_may_be(tmp_path: Path) -> None:
+    """A collection with --log elsewhere, continued without it (the same command minus one
+    option), found no call log beside the records and paid again for every saved answer of
+    its unfinished tasks. Records whose default call log is missing are now refused while
+    tasks are pending, until --log says which call log to use."""
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    elsewhere = tmp_path / "elsewhere.calls.jsonl"
+    answers = solver(number_tasks(5))
+    with StubWorker(answers) as a, StubWorker(answers) as b:
+        config = stub_pool(("a", a), ("b", b))
+        run_collect(config, tasks[:2], output, log=elsewhere)
+        assert run_collect(config, tasks[:2], output).complete  # finished: nothing to pay
+        b.mode = "500"  # b's answers to the other two wait; a's are saved
+        run_collect(config, tasks, output, log=elsewhere)
+        b.mode = "ok"
+        paid = len(a.bodies)
+        with pytest.raises(CollectError) as refused:
+            run_collect(config, tasks, output)
+        assert len(a.bodies) == paid and not default_log_path(output).exists()
+        summary = run_collect(config, tasks, output, log=elsewhere)
+        assert len(a.bodies) == paid and summary.complete  # a's saved answers were reused
+        more = [*tasks, *number_tasks(5)[4:]]  # a new call log on purpose: said with --log
+        assert run_collect(config, more, output, log=default_log_path(output)).complete
+    message = " ".join(str(refused.value).split())
+    assert (
+        f"{output} holds 2 records, but its call log {default_log_path(output)} is not there"
+        in message
+    )
+    assert f"--log {default_log_path(output)}" in message

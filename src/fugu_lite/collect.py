@@ -365,8 +365,11 @@ async def collect(
     output = Path(output)
     log_path = Path(log) if log is not None else default_log_path(output)
     check_judge(config, tasks, judge_worker)
+    log_missing = log is None and not log_path.exists()
     with exclusive_files([output, log_path]):
         state = CollectState(config, tasks, output, log_path, judge_worker).load()
+        if log_missing and state.recorded and state.pending_tasks():
+            raise CollectError(state.missing_log())
         console = console or notes_console()
         for message in state.torn:
             console.print(f"[yellow]warning:[/yellow] {console_text(message)}")

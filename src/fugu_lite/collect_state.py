@@ -317,6 +317,16 @@ class CollectState:
             "other cells are called"
         )
 
+    def missing_log(self) -> str:
+        """Why records whose default call log is missing are not continued without --log:
+        a run that wrote its call log elsewhere left the answers of unfinished tasks there."""
+        return (
+            f"{self.output} holds {len(self.recorded)} records, but its call log {self.log} is "
+            "not there: if this collection was run with --log, give that call log again (its "
+            "saved answers are reused; without it they are asked, and paid for, again); to "
+            f"start a new call log here, give --log {self.log}"
+        )
+
     def _load_log(self) -> None:
         for line_number, value in iter_jsonl(self.log):
             try:
