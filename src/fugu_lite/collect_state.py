@@ -24,7 +24,7 @@ from .config import ConfigError
 from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
 from .pool import PoolConfig, WorkerConfig, resolve_gguf
 from .schemas import RewardRecord
-from .scoring import parse_judge_score, without_echoed_scores
+from .scoring.judge import parse_judge_score, without_echoed_scores
 from .tasks import Task
 from .worker_errors import CONTEXT_LENGTH_EXCEEDED
 from .workers import Usage, usage_cost
