@@ -176,3 +176,40 @@ def test_eval_says_why_a_backbone_cannot_load_without_a_traceback(
     result = invoke("eval", "--checkpoint", checkpoint, "-r", records, "-o", tmp_path / "e")
     assert result.exit_code == 2, (result.output, result.exception)
     assert "could not load backbone 'fugu-test/not-downloaded'" in flat(result.output)
+
+
+@pytest.mark.parametrize(
+    ("costs", "shown", "e_notation"),
+    [
+        ([0.000012, 0.00004, 0.000075], "0.000040", r"\de-0\d"),
+        ([1200, 25_000, 40_000], "25,000.00", r"\de\+0[34]"),  # not ridge's alpha 1e+06
+    ],
+)
+def test_costs_are_written_without_e_notation(
+    run: Run, tmp_path: Path, costs: list[float], shown: str, e_notation: str
+) -> None:
+    """eval, eval --pareto, route and data stats wrote costs with .4g (.3g): a per-prompt
+    cost of $0.00004 as '4e-05', 25,000 tokens as '2.5e+04', read at a glance as 4 and 2.5.
+    They are now written as collect writes money, without the $ (the unit is the records')."""
+    records = [record.model_copy(update={"costs": costs}) for record in run.records]
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    stats = flat(ok(invoke("data", "stats", records_path)))
+    evaluated = flat(ok(invoke("eval", "--checkpoint", run.checkpoint, "-r", records_path,
+                               "-o", tmp_path / "eval")))  # fmt: skip
+    pareto = flat(ok(invoke("eval", "--checkpoint", run.checkpoint, "-r", records_path,
+                            "--pareto", "-o", tmp_path / "pareto")))  # fmt: skip
+    ok(invoke("train", "reward-head", "-r", records_path, "-o", tmp_path / "head",
+              "-c", run.config_path))  # fmt: skip
+    prompt = run.split("test")[0].prompt
+    routed = flat(ok(invoke("route", "--checkpoint", tmp_path / "head", prompt)))
+    reports = [
+        (tmp_path / "eval" / "evaluation_report.md").read_text(),
+        (tmp_path / "pareto" / "pareto_report.md").read_text(),
+    ]
+    for text in [stats, evaluated, pareto, routed, *reports]:
+        assert not re.search(e_notation, text), text
+    # the best single worker (coder) costs costs[1] on every prompt
+    for text in [stats, evaluated, pareto, *reports]:
+        assert shown in text, text
+    assert "predicted cost" in routed  # the reward head's column, checked above

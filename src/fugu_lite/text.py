@@ -40,12 +40,18 @@ def visible_controls(text: str) -> str:
 def usd(amount: float) -> str:
     """An amount of US dollars as people write it: cents from a dollar up ($1,234.50), two
     significant digits below ($0.0012), never in e-notation ("1.2e+02" reads as 1.2)."""
-    if amount == 0 or not math.isfinite(amount):
-        return f"${amount:g}"
-    if abs(amount) >= 1:
-        return f"${amount:,.2f}"
-    decimals = max(2, 1 - math.floor(math.log10(abs(amount))))
-    return f"${amount:.{decimals}f}"
+    return f"${cost_text(amount)}"
+
+
+def cost_text(cost: float) -> str:
+    """A cost in the records' own unit (USD for most datasets, tokens for ZeroEval without
+    prices, so no $) written as usd() writes dollars: 1,234.50, 0.0012, never 1.2e-05."""
+    if cost == 0 or not math.isfinite(cost):
+        return f"{cost:g}"
+    if abs(cost) >= 1:
+        return f"{cost:,.2f}"
+    decimals = max(2, 1 - math.floor(math.log10(abs(cost))))
+    return f"{cost:.{decimals}f}"
 
 
 def notes_console() -> Console:

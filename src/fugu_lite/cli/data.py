@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..text import console_name
+from ..text import console_name, cost_text
 from .common import (
     ForceOption,
     check_not_replacing,
@@ -106,7 +106,7 @@ def print_record_summary(records: list) -> None:
         table.add_column("mean cost", justify="right")
     for index, worker in enumerate(records[0].worker_ids):
         means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
-        cost = [f"{fmean(r.costs[index] for r in costed):.3g}"] if costed else []
+        cost = [cost_text(fmean(r.costs[index] for r in costed))] if costed else []
         table.add_row(console_name(worker), *(f"{mean:.3f}" for mean in means), *cost)
     oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
-from ..text import console_name
+from ..text import console_name, cost_text
 from .common import BackboneOption, console, err_console, fail
 
 
@@ -78,7 +78,7 @@ def route_command(
         cells = ["excluded" if worker in decision.excluded else f"{probability:.4f}"]
         if rewards:
             cost = costs.get(worker)
-            cells += [f"{rewards[worker]:.4f}", "—" if cost is None else f"{cost:.4g}"]
+            cells += [f"{rewards[worker]:.4f}", "—" if cost is None else cost_text(cost)]
         table.add_row(console_name(worker), *cells)
     console.print(table)
 

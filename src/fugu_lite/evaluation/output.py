@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
-from ..text import console_name, console_text, visible_controls
+from ..text import console_name, console_text, cost_text, visible_controls
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
 from .table import markdown_cell
@@ -304,7 +304,7 @@ def _reward(value: float | None) -> str:
 
 
 def _cost(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
+    return "—" if value is None else cost_text(value)
 
 
 def _percent(value: float) -> str:

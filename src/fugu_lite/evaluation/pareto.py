@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from ..io import remove_files, write_json, write_text_atomic
-from ..text import console_name, console_text
+from ..text import console_name, console_text, cost_text
 from ..threads import fit_threads
 from .baselines import fit_ridge, knn_predict
 from .plots import plain_text, save_png
@@ -357,7 +357,9 @@ def _pareto_notes(
             "the best single worker costs nothing: a share of its cost is undefined (null)"
         )
     if cost_min == cost_max:
-        notes.append(f"every point costs {cost_max:g}: AIQ is each hull's reward at that cost")
+        notes.append(
+            f"every point costs {cost_text(cost_max)}: AIQ is each hull's reward at that cost"
+        )
     return notes
 
 
@@ -460,10 +462,10 @@ def pareto_markdown(report: dict) -> str:
     lines = [
         f"# Cost-quality evaluation on `{report['split']}`",
         "",
-        f"{report['n_prompts']} prompts · reference cost {report['reference_cost']:.4g} "
+        f"{report['n_prompts']} prompts · reference cost {_cost(report['reference_cost'])} "
         f"(lambda = 1 charges one reward point per reference cost) · best single worker "
         f"{markdown_cell(best['worker'])} (chosen on {best['chosen_on']}): mean reward "
-        f"{best['mean_reward']:.4f} at mean cost {best['mean_cost']:.4g} · target "
+        f"{best['mean_reward']:.4f} at mean cost {_cost(best['mean_cost'])} · target "
         f"{report['quality_fraction']:g} x its reward = {_target(report)}.",
         "",
         "## Summary",
@@ -488,7 +490,7 @@ def pareto_markdown(report: dict) -> str:
         "## Definitions",
         "",
         *[f"- **{name}**: {text}" for name, text in report["definitions"].items()],
-        f"- cost range: [{report['cost_range'][0]:.4g}, {report['cost_range'][1]:.4g}]",
+        f"- cost range: [{_cost(report['cost_range'][0])}, {_cost(report['cost_range'][1])}]",
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -699,7 +701,7 @@ def _outside(box: Bbox, bounds: Bbox) -> float:
 
 
 def _cost(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
+    return "—" if value is None else cost_text(value)
 
 
 def _target(report: dict) -> str:
@@ -713,5 +715,5 @@ def _share(curve: dict, report: dict) -> str:
     if curve["cost_at_target"] is None:
         return "not reached"
     if curve["cost_fraction_at_target"] is None:
-        return f"— (best single costs {report['best_single']['mean_cost']:g})"
+        return f"— (best single costs {_cost(report['best_single']['mean_cost'])})"
     return f"{100 * curve['cost_fraction_at_target']:.1f}%"
