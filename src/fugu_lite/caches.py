@@ -4,7 +4,8 @@ read (`fugu-lite cache list|clear`).
 Every cache is keyed by what it was computed from, so nothing is ever overwritten: a backbone
 folder edited or removed, a newer hub download or embedded package, another torch or
 transformers release, or a new feature format each start a new entry beside the old one,
-which stays on disk (an ONNX export is ~90 MB for MiniLM, a dequantized SmolLM2 540 MB).
+which stays on disk (an ONNX export is ~76 MB for MiniLM at layer 4 and its int8 copy ~55 MB,
+a dequantized SmolLM2 540 MB).
 `digests/` remembers the SHA-256 of backbone weight files by path, size and modification time:
 one small file per weight file ever checked, read again only while that file is unchanged.
 """

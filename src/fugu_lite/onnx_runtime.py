@@ -411,7 +411,7 @@ def _checked_session(
     quantization: str = "none",
 ) -> tuple[OnnxBackbone, str]:
     how = "cached in"
-    for parent in (folder.parent, folder):  # what killed exports left (~90 MB for MiniLM)
+    for parent in (folder.parent, folder):  # what killed exports left (~76 MB for MiniLM)
         remove_dead_writers_files(parent, earlier_versions=True)
     remove_legacy_inferred_copy(folder)
     if not (folder / MODEL_FILE).exists():
