@@ -288,3 +288,30 @@ def test_make_test_checks_all_that_make_lint_checks(tmp_path: Path) -> None:
                               text=True).stdout.splitlines()  # fmt: skip
 
     assert set(commands("lint")) <= set(commands("test"))
+
+
+def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> None:
+    """The README's reward head ("~30 s on cached features") and router family examples had
+    no -c after the pipeline example's `-c configs/default.yaml`: they ran the code defaults
+    (fp32 where the shipped config is int8), whose features are cached apart, so the cached
+    features were computed again first, and the curves compared other features."""
+
+    def config_of(words: list[str]) -> str | None:
+        for flag in ("-c", "--config"):
+            if flag in words:
+                return words[words.index(flag) + 1]
+        return None
+
+    commands = readme_commands()
+    (pipeline,) = [
+        w for w in commands if w[:2] == ["train", "pipeline"] and "--cost-weights" not in w
+    ]
+    cost_aware = [
+        words
+        for words in commands
+        if words[:2] == ["train", "reward-head"]
+        or (words[:2] == ["train", "pipeline"] and "--cost-weights" in words)
+    ]
+    assert len(cost_aware) >= 2
+    for words in cost_aware:
+        assert config_of(words) == config_of(pipeline), f"README: fugu-lite {' '.join(words)}"
