@@ -457,6 +457,21 @@ def test_every_help_names_each_option_whole_at_80_columns() -> None:
                         assert re.search(rf"{re.escape(option)}(?![\w-])", shown), (path, option)
 
 
+def test_repeatable_options_show_what_one_takes_not_a_python_type() -> None:
+    """`--set <list[str]>`, `--option <list[str]>`, `--exclude <list[str]>` read as "give a
+    list", as in `--set '[training.epochs=5]'`; each takes one value, repeated."""
+    expected = {
+        ("data", "import"): "--option <key=value>",
+        ("train", "sft"): "--set <key=value>",
+        ("train", "reward-head"): "--set <key=value>",
+        ("route",): "--exclude <worker>",
+        ("serve",): "--cors-origin <origin>",
+    }
+    for path, shown in expected.items():
+        help_text = ok(runner.invoke(app, [*path, "--help"], terminal_width=200))
+        assert shown in help_text and "list[" not in help_text, help_text
+
+
 def test_demo_help_says_where_the_llmrouter_data_is_found_without_data_dir() -> None:
     """`demo --help` said only "Folder holding llmrouter/.", so a user could not tell that
     the option may be left out, nor where the demo then looks (the README's order)."""

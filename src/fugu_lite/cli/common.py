@@ -35,6 +35,9 @@ console = results_console()
 # errors, warnings and interruptions: never mixed into what a command prints (`route --json`)
 err_console = notes_console()
 
+# what one value of a repeatable option is: typer showed its type, `<list[str]>`, which read
+# as "give a list"
+KEY_VALUE = "<key=value>"
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -65,6 +68,7 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
+        metavar=KEY_VALUE,
         help="Override a config key (repeatable): e.g. training.epochs=5 (sft, rl), "
         "training.iterations=300 (es), sft.epochs=5 (pipeline).",
     ),

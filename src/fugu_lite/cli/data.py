@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..text import console_name, cost_text
 from .common import (
+    KEY_VALUE,
     ForceOption,
     check_not_replacing,
     check_output,
@@ -33,7 +34,7 @@ def data_import(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
     option: Annotated[
         list[str] | None,
-        typer.Option("--option", help="Importer option key=value (repeatable)."),
+        typer.Option("--option", metavar=KEY_VALUE, help="Importer option key=value (repeatable)."),
     ] = None,
     force: ForceOption = False,
 ) -> None:

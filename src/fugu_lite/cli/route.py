@@ -26,7 +26,8 @@ def route_command(
         ),
     ],
     exclude: Annotated[
-        list[str] | None, typer.Option("--exclude", help="Worker to opt out of (repeatable).")
+        list[str] | None,
+        typer.Option("--exclude", metavar="<worker>", help="Worker to opt out of (repeatable)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     cost_weight: Annotated[

@@ -90,8 +90,9 @@ def serve_command(
     cors_origin: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="<origin>",
             help="A browser origin allowed to call the endpoint (CORS), e.g. "
-            "http://localhost:3000, or * for any; repeat for more. None by default."
+            "http://localhost:3000, or * for any; repeat for more. None by default.",
         ),
     ] = None,
     log_level: Annotated[str, typer.Option(help=LOG_LEVEL_HELP)] = "info",

@@ -16,6 +16,7 @@ from ..config import (
     load_stage_config,
 )
 from .common import (
+    KEY_VALUE,
     ConfigOption,
     ConfigT,
     OutputOption,
@@ -160,6 +161,7 @@ def train_reward_head_command(
         list[str] | None,
         typer.Option(
             "--set",
+            metavar=KEY_VALUE,
             help="Override a config key (repeatable): e.g. training.cluster_counts=[10,20], "
             "model.layer=3.",
         ),
