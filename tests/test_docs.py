@@ -315,3 +315,19 @@ def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> No
     assert len(cost_aware) >= 2
     for words in cost_aware:
         assert config_of(words) == config_of(pipeline), f"README: fugu-lite {' '.join(words)}"
+
+
+def test_the_collect_examples_read_the_tasks_the_generate_example_writes() -> None:
+    """`tasks generate -o runs/tasks.jsonl`, then `collect --tasks tasks.jsonl` with the
+    embedded pool: run as the README gives them, collect failed on a task file that was not
+    there. (With a pool of your own, the tasks may be yours too.)"""
+
+    def value_of(words: list[str], *flags: str) -> str:
+        (flag,) = [word for word in words if word in flags]
+        return words[words.index(flag) + 1]
+
+    commands = readme_commands()
+    written = {value_of(w, "-o", "--output") for w in commands if w[:2] == ["tasks", "generate"]}
+    embedded_pool = [w for w in commands if w[:1] == ["collect"] and "--pool" not in w]
+    read = [value_of(words, "-t", "--tasks") for words in embedded_pool]
+    assert read and set(read) <= written, f"README: collect reads {read}, generate writes {written}"
