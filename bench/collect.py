@@ -39,7 +39,8 @@ from rich.table import Table
 from fugu_lite.collect import collect
 from fugu_lite.collect_state import default_log_path
 from fugu_lite.pool import PoolConfig, embedded_pool_config
-from fugu_lite.tasks import Task, generate_tasks
+from fugu_lite.task_families import generate_tasks
+from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import WorkerPool
 

@@ -25,7 +25,8 @@ from fugu_lite.cli import app
 from fugu_lite.collect_state import default_log_path
 from fugu_lite.pool import embedded_pool_config, resolve_gguf
 from fugu_lite.schemas import RewardRecord, read_records
-from fugu_lite.tasks import Task, generate_tasks, write_tasks
+from fugu_lite.task_families import generate_tasks
+from fugu_lite.tasks import Task, write_tasks
 
 FUGU = str(Path(sys.executable).with_name("fugu-lite"))
 

@@ -1,11 +1,9 @@
-"""The task format, its reader's errors, and the generator (deterministic, self-gradable)."""
+"""The task format and its reader's errors."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,18 +11,10 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app
 from fugu_lite.datasets import standard_split
-from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import grade
-from fugu_lite.tasks import (
-    FAMILIES,
-    Task,
-    TaskFileError,
-    _list_regex,
-    generate_tasks,
-    read_tasks,
-    write_tasks,
-)
+from fugu_lite.task_families import generate_tasks
+from fugu_lite.tasks import Task, TaskFileError, read_tasks, write_tasks
 
 GOOD = {"id": "q1", "prompt": "What is 2 + 3?", "answer": "5", "grader": "number", "task": "math"}
 CODE_TESTS = "assert add(1, 2) == 3\n"
@@ -229,104 +219,6 @@ def test_prompt_text_and_split_agree_with_reward_records() -> None:
     assert plain.model_copy(update={"split": "test"}).resolved_split() == "test"
 
 
-def test_generator_is_deterministic_and_varied() -> None:
-    first = generate_tasks(n_per_family=12, seed=3)
-    assert first == generate_tasks(n_per_family=12, seed=3)
-    other = generate_tasks(n_per_family=12, seed=4)
-    assert {t.prompt for t in first} != {t.prompt for t in other}
-    assert Counter(task.task for task in first) == {family: 12 for family in FAMILIES}
-    assert len({task.id for task in first}) == len({task.prompt for task in first}) == len(first)
-    for task in first:
-        assert task.split == standard_split(task.prompt_text())
-
-
-def test_generator_mixes_difficulties_mostly_easy() -> None:
-    tasks = generate_tasks(n_per_family=60, seed=0)
-    levels = Counter(task.difficulty for task in tasks)
-    assert levels[1] > levels[2] > levels[3] > 0
-    graders = Counter(task.grader for task in tasks)
-    assert set(graders) == {"number", "choice", "exact", "regex", "code"}
-    assert Counter(task.split for task in tasks)["test"] > 0.1 * len(tasks)
-
-
-def test_generator_scales_to_many_tasks_per_family() -> None:
-    tasks = generate_tasks(n_per_family=150, seed=1)
-    assert len({task.prompt for task in tasks}) == 6 * 150
-
-
-def test_generator_refuses_impossible_requests() -> None:
-    with pytest.raises(ValueError, match=">= 0"):
-        generate_tasks(-1)
-    assert generate_tasks(0) == []
-
-
-def reference_output(task: Task) -> str:
-    """A realistic reply holding the task's reference answer."""
-    answer = task.answer or ""
-    if task.grader == "number":
-        return f"Let me work it out step by step.\nSo the answer is {answer}."
-    if task.grader == "choice":
-        return f"Thinking about the options... The correct option is ({answer})."
-    if task.grader == "regex":
-        values = [int(v) for v in re.findall(r"-?\d+", task.prompt_text().split("]")[0])]
-        descending = "largest to smallest" in task.prompt_text()
-        return f"The sorted list is {sorted(values, reverse=descending)}."
-    if task.grader == "code":
-        return f"Here is the function:\n```python\n{answer}```\nIt handles every case."
-    return answer
-
-
-def wrong_output(task: Task) -> str:
-    answer = task.answer or ""
-    if task.grader == "number":
-        return f"The answer is {float(answer) + 1:g}."
-    if task.grader == "choice":
-        return "Answer: " + ("B" if answer != "B" else "A")
-    if task.grader == "regex":  # echoing the unsorted input is wrong
-        return task.prompt_text().split("[")[1].split("]")[0]
-    if task.grader == "code":
-        return "```python\ndef unrelated():\n    return None\n```"
-    if task.case_sensitive:
-        return answer.swapcase()
-    return answer + "x"
-
-
-async def grade_all(tasks: list[Task], make_output) -> list[float | None]:
-    limits = SandboxLimits(timeout_s=10)
-    grades = await asyncio.gather(*(grade(t, make_output(t), sandbox=limits) for t in tasks))
-    for task, result in zip(tasks, grades, strict=True):
-        assert result.error is None, (task.id, result.error)
-    return [result.score for result in grades]
-
-
-@pytest.mark.parametrize(
-    ("output", "score"),
-    [
-        ("The sorted list is [-3, 5, 12].", 1.0),
-        ("Sorted: -3 5 12. Done.", 1.0),
-        ("[-3, 5, 12], three numbers", 1.0),
-        ("[-3, 5, 12, 12]", 0.0),  # an element too many, after or before
-        ("[-7, -3, 5, 12]", 0.0),
-        ("-3 5 12 40", 0.0),
-        ("[-3, 5, 12.5]", 0.0),
-    ],
-)
-def test_a_sorted_list_task_wants_exactly_the_list(output: str, score: float) -> None:
-    prompt = "Sort the list [12, -3, 5] from smallest to largest."
-    task = Task(
-        id="s1", prompt=prompt, answer=_list_regex([-3, 5, 12]), grader="regex", task="sort"
-    )
-    assert asyncio.run(grade(task, output)).score == score
-
-
-def test_every_generated_task_grades_its_reference_1_and_a_wrong_answer_0() -> None:
-    tasks = generate_tasks(n_per_family=15, seed=11)
-    right = asyncio.run(grade_all(tasks, reference_output))
-    assert [t.id for t, s in zip(tasks, right, strict=True) if s != 1.0] == []
-    wrong = asyncio.run(grade_all(tasks, wrong_output))
-    assert [t.id for t, s in zip(tasks, wrong, strict=True) if s != 0.0] == []
-
-
 def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     runner = CliRunner()
     path = tmp_path / "tasks.jsonl"
@@ -341,32 +233,3 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert "line 1: unknown grader 'nubmer'; did you mean 'number'?" in " ".join(
         checked.output.split()
     )
-
-
-def listed(task: Task) -> list[int]:
-    return [int(value) for value in re.findall(r"-?\d+", task.prompt_text().split("]")[0])]
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_a_generated_list_task_answers_the_list_its_prompt_shows(seed: int) -> None:
-    """The answer key is computed again from the list shown: an average task once showed
-    two numbers, [48, 0], with the answer 16 (their sum divided by 3)."""
-    answers = {
-        "average": lambda values: sum(values) / len(values),
-        "second largest": lambda values: sorted(values)[-2],  # before "largest"
-        "largest number in": max,
-        "smallest number in": min,
-        "sum of the numbers": sum,
-        "How many numbers": len,
-        "How many even": lambda values: sum(value % 2 == 0 for value in values),
-    }
-    tasks = [t for t in generate_tasks(n_per_family=60, seed=seed) if t.grader == "number"]
-    checked = 0
-    for task in tasks:
-        for words, answer in answers.items():
-            if words in task.prompt_text() and task.task == "list":
-                values = listed(task)
-                assert float(task.answer or "") == pytest.approx(answer(values)), task.prompt
-                checked += 1
-                break
-    assert checked > 20

@@ -23,7 +23,8 @@ from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_d
 from .pipeline import run_evaluation, train_pipeline
 from .pool import PoolConfig, load_pool_config
 from .schemas import read_records, write_records
-from .tasks import generate_tasks, write_tasks
+from .task_families import generate_tasks
+from .tasks import write_tasks
 from .text import console_text, notes_console, results_console
 
 console = results_console()

@@ -33,7 +33,8 @@ def tasks_generate(
     force: ForceOption = False,
 ) -> None:
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
-    from ..tasks import generate_tasks, write_tasks
+    from ..task_families import generate_tasks
+    from ..tasks import write_tasks
 
     check_output(output, "-o", "file", "tasks.jsonl")
     check_not_replacing(output, force)
