@@ -1118,6 +1118,36 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
         import_dataset(format, path)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("name", ["long.csv", "long.jsonl", "long.json", "rb.csv", "ze.jsonl"])
+def test_a_utf16_file_without_a_byte_order_mark_is_called_utf16(
+    tmp_path: Path, name: str, encoding: str
+) -> None:
+    """UTF-16 without a byte-order mark decodes as UTF-8 without an error (each ASCII
+    character beside a NUL): it was refused as "not valid JSON ... fix that line" or as a
+    header missing its columns, listing names such as 'p\\x00r\\x00o\\x00...'."""
+    format = {"long": "long", "rb": "routerbench", "ze": "zeroeval"}[name.split(".")[0]]
+    if format == "zeroeval":
+        text = json.dumps(zeroeval_row("What is 2+2?")) + "\n"
+    else:
+        table = routerbench_table() if format == "routerbench" else pd.DataFrame(long_rows())
+        text = (
+            table.to_csv(index=False)
+            if name.endswith(".csv")
+            else table.to_json(orient="records", lines=name.endswith(".jsonl"))
+        )
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset(format, path)
+    assert str(raised.value) == (
+        f"{path}, line 1: not UTF-8 text (it holds NUL bytes): it looks UTF-16 encoded (Excel's "
+        "'Unicode Text', Windows PowerShell's `>`); re-save the file as UTF-8"
+    )
+    path.write_text(text, encoding="utf-8")  # the same text as UTF-8 is read
+    assert import_dataset(format, path)
+
+
 def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
     rows = long_rows()
     del rows[3]["cost"]

@@ -53,6 +53,8 @@ def read_json(path: str | Path) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
+        if "\x00" in text:
+            raise RecordFileError(nul_text_message(f"{path}, line 1")) from error
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
         ) from error
@@ -113,14 +115,24 @@ def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
     )
 
 
+UTF16_HINT = ": it looks UTF-16 encoded (Excel's 'Unicode Text', Windows PowerShell's `>`)"
+
+
 def _utf16_hint(payload: bytes) -> str:
     """UTF-16 (a byte-order mark, or a NUL byte beside each ASCII character), the encoding of
     Excel's "Unicode Text" and of Windows PowerShell's `>`: said, since "invalid start byte"
     at line 1 does not tell the user which encoding to move away from."""
     start = bytes(payload[:200])
     if start.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in start:
-        return ": it looks UTF-16 encoded (Excel's 'Unicode Text', Windows PowerShell's `>`)"
+        return UTF16_HINT
     return ""
+
+
+def nul_text_message(where: str) -> str:
+    """For text that decoded as UTF-8 but holds NUL bytes: UTF-16 without a byte-order mark
+    (its ASCII characters each beside a NUL) decodes without an error, and then failed as
+    "not valid JSON" or as a header of columns named 'p\\x00r\\x00o\\x00...'."""
+    return f"{where}: not UTF-8 text (it holds NUL bytes){UTF16_HINT}; re-save the file as UTF-8"
 
 
 def utf8_error_message(path: Path, error: UnicodeDecodeError) -> str:
@@ -407,6 +419,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as error:
+                where = f"{path}, line {line_number}"
+                if "\x00" in line:
+                    raise RecordFileError(nul_text_message(where)) from error
                 advice = (
                     "the file does not start as JSON Lines (one JSON object a line): check that "
                     "it is the file meant (a CSV or other table is imported with `fugu-lite data "

@@ -19,7 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ..io import RecordFileError, iter_jsonl, open_for_reading, read_json, utf8_error_message
+from ..io import (
+    RecordFileError,
+    iter_jsonl,
+    nul_text_message,
+    open_for_reading,
+    read_json,
+    utf8_error_message,
+)
 from ..schemas import RewardRecord
 from .common import (
     CSV_QUOTING_HINT,
@@ -262,6 +269,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
         try:
             header = next(reader, [])
             good_until = reader.line_num
+            if any("\x00" in cell for cell in header):
+                raise RecordFileError(nul_text_message(f"{path}, line 1"))
             columns = known_column_names(header, COLUMNS, f"{path}, line 1")
             absent = [c for c in REQUIRED_COLUMNS if c not in columns]
             if absent:

@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pandas as pd
 
-from ..io import RecordFileError, utf8_error_message
+from ..io import RecordFileError, nul_text_message, utf8_error_message
 from ..schemas import RewardRecord
 from .common import (
     CSV_QUOTING_HINT,
@@ -83,6 +83,8 @@ def read_routerbench_table(path: str | Path) -> pd.DataFrame:
         ) from error
     if not isinstance(table, pd.DataFrame):
         raise RecordFileError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
+    if kind == ".csv" and any("\x00" in str(column) for column in table.columns):
+        raise RecordFileError(nul_text_message(f"{path}, line 1"))
     return table
 
 
