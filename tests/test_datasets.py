@@ -742,6 +742,35 @@ def test_long_format_groups_rows_by_prompt(tmp_path: Path, suffix: str) -> None:
     assert records[0].id is not None and records[0].id.startswith("long:")
 
 
+@pytest.mark.parametrize("name", ["long.csv.gz", "long.CSV.bz2", "long.csv.xz", "long.ndjson"])
+def test_long_format_reads_a_compressed_csv_and_ndjson(tmp_path: Path, name: str) -> None:
+    """pandas' to_csv("rows.csv.gz") and JSON Lines named .ndjson were refused as "expected a
+    .csv, .jsonl or .json file"; they hold the same rows as the plain .csv."""
+    plain = import_long(write_long_csv(tmp_path / "plain.csv", long_rows()))
+    path = tmp_path / name
+    if name.endswith(".ndjson"):
+        write_jsonl(path, long_rows())
+    else:
+        pd.DataFrame(long_rows()).to_csv(path, index=False)  # compressed as its name says
+    assert path.read_bytes()[:7] != b"prompt,"  # really compressed (or JSON)
+    assert import_long(path) == plain
+
+
+def test_long_format_names_a_bad_archive_and_a_compressed_json(tmp_path: Path) -> None:
+    fake = tmp_path / "long.csv.gz"
+    fake.write_text("prompt,worker,reward\np1,w1,1\n", encoding="utf-8")  # not gzip
+    with pytest.raises(RecordFileError) as raised:
+        import_long(fake)
+    assert str(raised.value).startswith(f"{fake}: cannot be read (BadGzipFile: ")
+    assert str(raised.value).endswith("is it really .gz-compressed?")
+    packed = tmp_path / "long.jsonl.gz"
+    packed.write_bytes(gzip.compress(b'{"prompt": "p1", "worker": "w1", "reward": 1}\n'))
+    with pytest.raises(RecordFileError, match=r"decompress it first \(`gunzip -k long.jsonl.gz`\)"):
+        import_long(packed)
+    with pytest.raises(RecordFileError, match=r"expected a \.csv \(or a compressed \.csv\.gz, "):
+        import_long(tmp_path / "long.tsv")
+
+
 @pytest.mark.parametrize("use_split_column", [False, True])
 def test_ids_given_to_several_prompts_are_reported_at_import(
     tmp_path: Path, caplog, use_split_column: bool

@@ -1,5 +1,8 @@
 """The generic long format: one CSV or JSONL row per (prompt, worker).
 
+A .csv may be compressed (.csv.gz, .csv.bz2, .csv.xz); JSON rows are read from a .jsonl,
+.ndjson or .json file.
+
 Columns: prompt, worker, reward, and optionally cost, task, id, split (a header name is read
 without case and surrounding spaces: ` Cost` is cost). Every prompt must have every worker
 exactly once; workers come out sorted by name.
@@ -7,17 +10,20 @@ exactly once; workers come out sorted by name.
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import csv
+import gzip
 import itertools
 import json
 import logging
+import lzma
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from ..io import (
     RecordFileError,
@@ -180,17 +186,39 @@ def _spacing_hint(key: str, groups: dict[str, dict[str, LongRow]]) -> str:
     return ""
 
 
+# a CSV may be compressed (what pandas' to_csv("rows.csv.gz") writes); `.ndjson` is another
+# name of JSON Lines
+CSV_COMPRESSIONS: dict[str, Callable[..., IO[str]]] = {
+    ".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open,
+}  # fmt: skip
+DECOMPRESS_COMMANDS: dict[str, str] = {".gz": "gunzip", ".bz2": "bunzip2", ".xz": "unxz"}
+JSON_SUFFIXES: tuple[str, ...] = (".jsonl", ".ndjson", ".json")
+FILE_KINDS = (
+    f"a .csv (or a compressed {', '.join('.csv' + suffix for suffix in CSV_COMPRESSIONS)}), "
+    ".jsonl, .ndjson or .json file"
+)
+
+
 def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
-    if path.suffix.lower() == ".csv":
-        yield from _csv_rows(path)
-    elif path.suffix.lower() in (".jsonl", ".json"):
+    suffixes = [suffix.lower() for suffix in path.suffixes[-2:]]
+    compression = suffixes.pop() if suffixes and suffixes[-1] in CSV_COMPRESSIONS else None
+    kind = suffixes[-1] if suffixes else ""
+    if kind == ".csv":
+        yield from _csv_rows(path, compression)
+    elif kind in JSON_SUFFIXES and compression is not None:
+        raise RecordFileError(
+            f"{path}: a compressed JSON file is not read in the long format; decompress it "
+            f"first (`{DECOMPRESS_COMMANDS[compression]} -k {path.name}`), or give the rows as "
+            "a compressed CSV"
+        )
+    elif kind in JSON_SUFFIXES:
         for where, row in _json_array_rows(path) if _is_json_array(path) else _jsonl_rows(path):
             columns = known_column_names(list(row), COLUMNS, where)
             named = dict(zip(columns, row.values(), strict=True))
             _refuse_columns_layout(named, where)
             yield where, named
     else:
-        raise RecordFileError(f"{path}: expected a .csv, .jsonl or .json file in the long format")
+        raise RecordFileError(f"{path}: expected {FILE_KINDS} in the long format")
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
@@ -260,10 +288,11 @@ def _json_array_rows(path: Path) -> Iterator[tuple[str, dict]]:
         yield where, item
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
+def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
-    with path.open(encoding="utf-8-sig", newline="") as stream, _long_fields():
+    opener = CSV_COMPRESSIONS[compression] if compression else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as stream, _long_fields():
         reader = csv.reader(stream, strict=True)
         good_until = 0  # the line where the last good row ended
         try:
@@ -295,10 +324,20 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict]]:
                 }
                 yield f"{path}, line {reader.line_num}", row
         except UnicodeDecodeError as error:
+            if compression:  # the file's own lines are compressed bytes: no line to name
+                raise RecordFileError(
+                    f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
+                ) from error
             raise RecordFileError(utf8_error_message(path, error)) from error
         except csv.Error as error:
             raise RecordFileError(
                 f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
+            ) from error
+        except (OSError, EOFError, lzma.LZMAError) as error:
+            # a damaged archive, or another format under the name ("Not a gzipped file")
+            raise RecordFileError(
+                f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
+                f"{compression}-compressed?"
             ) from error
 
 
