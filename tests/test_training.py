@@ -28,6 +28,7 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
+from fugu_lite.costs import training_records
 from fugu_lite.model import CheckpointError, load_router
 from fugu_lite.pipeline import run_evaluation, train_pipeline
 from fugu_lite.schemas import RewardRecord
@@ -633,7 +634,40 @@ def test_a_pipeline_rerun_stopped_in_rl_leaves_no_rl_of_the_earlier_sft(
     assert not (tmp_path / "rl" / "training_report.json").exists()
     assert not (tmp_path / "training_report.json").exists()  # no finished pipeline here
     sft_inputs = json.loads((tmp_path / "sft" / "router.json").read_text())["metadata"]["inputs"]
-    assert sft_inputs["records_sha1"] == records_digest(other)
+    assert sft_inputs["records_sha1"] == records_digest(training_records(other))
+
+
+def test_a_pipeline_rerun_after_editing_only_test_records_keeps_both_stages(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Training reads the train and validation splits only, but the stages' digest covered
+    every record: editing or adding a test record retrained SFT and RL. An edit to a
+    validation record (which chooses the SFT epoch) still retrains both."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    trained: list[str] = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append("sft") or train_sft(*args)
+    )
+    monkeypatch.setattr(
+        pipeline_module, "train_rl", lambda *args: trained.append("rl") or train_rl(*args)
+    )
+    test_index = next(i for i, r in enumerate(records) if r.split == "test")
+    edited_test = list(records)
+    edited_test[test_index] = records[test_index].model_copy(update={"rewards": [0.0, 0.0, 1.0]})
+    edited_test.append(records[test_index].model_copy(update={"prompt": "another test prompt"}))
+    report = train_pipeline(edited_test, config, tmp_path)
+    assert trained == [] and report["kept"] == ["sft", "rl"]
+    validation_index = next(i for i, r in enumerate(records) if r.split == "validation")
+    edited_validation = list(edited_test)
+    edited_validation[validation_index] = records[validation_index].model_copy(
+        update={"rewards": [0.0, 0.0, 1.0]}
+    )
+    report = train_pipeline(edited_validation, config, tmp_path)
+    assert trained == ["sft", "rl"] and report["kept"] == []
 
 
 def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(

@@ -139,9 +139,10 @@ def stage_inputs(
 ) -> dict:
     """What a gradient stage's result depends on, saved in its checkpoint's metadata: the
     config (less the RESULT_NEUTRAL_ keys; a local backbone folder as its absolute path,
-    so `bb` and `./bb` are one backbone, and `bb` from another folder another), the records'
-    digest, and the checkpoint it continued from (its path and the SHA-256 of its tensors,
-    as its metadata names it) or None."""
+    so `bb` and `./bb` are one backbone, and `bb` from another folder another), the digest
+    of the records it reads (train and validation, see training_records: an edit to a test
+    record alone retrained every stage of a pipeline), and the checkpoint it continued from
+    (its path and the SHA-256 of its tensors, as its metadata names it) or None."""
     dumped = config.model_dump(mode="json")
     for key in RESULT_NEUTRAL_MODEL_KEYS:
         dumped["model"].pop(key, None)
@@ -151,7 +152,11 @@ def stage_inputs(
     start = None
     if checkpoint is not None:
         start = {"checkpoint": str(checkpoint), "sha256": tensor_digest(checkpoint)}
-    return {"config": dumped, "records_sha1": records_digest(records), "continued_from": start}
+    return {
+        "config": dumped,
+        "records_sha1": records_digest(training_records(records)),
+        "continued_from": start,
+    }
 
 
 def save_stage(model: RouterModel, output: Path, metadata: dict, report: dict) -> None:
