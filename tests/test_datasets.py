@@ -1147,6 +1147,43 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
         import_dataset(format, path)
 
 
+@pytest.mark.parametrize("name", ["long.csv", "rb.csv", "long.jsonl", "ze.jsonl"])
+def test_a_file_whose_lines_end_in_cr_alone_is_read_or_refused_saying_so(
+    tmp_path: Path, name: str
+) -> None:
+    """Classic Mac OS line ends (CR alone): a CSV reads as its LF copy; JSON Lines read as one
+    line, refused as "not valid JSON (Extra data at column 46) ... fix that line"."""
+    format = {"long": "long", "rb": "routerbench", "ze": "zeroeval"}[name.split(".")[0]]
+    if format == "zeroeval":
+        rows = [zeroeval_row("What is 2+2?"), zeroeval_row("What is 3+3?")]
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+    elif format == "routerbench":
+        text = routerbench_table().to_csv(index=False)
+    else:
+        table = pd.DataFrame(long_rows())
+        text = (
+            table.to_csv(index=False)
+            if name.endswith(".csv")
+            else table.to_json(orient="records", lines=True)
+        )
+    lf, cr = tmp_path / "lf" / name, tmp_path / "cr" / name
+    for path, line_end in ((lf, "\n"), (cr, "\r")):
+        path.parent.mkdir()
+        path.write_bytes(text.replace("\n", line_end).encode("utf-8"))
+    if name.endswith(".csv"):
+        assert import_dataset(format, cr) == import_dataset(format, lf)
+        return
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset(format, cr)
+    assert str(raised.value) == (
+        f"{cr}, line 1: the lines end in a carriage return alone (CR, the line end of classic "
+        "Mac OS), so the whole file reads as one line; JSON Lines ends each line in LF (or "
+        f"CRLF): re-save the file with LF line ends, e.g. tr '\\r' '\\n' < {name} > "
+        f"{name.replace('.jsonl', '.lf.jsonl')}"
+    )
+    assert import_dataset(format, lf)
+
+
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
 @pytest.mark.parametrize("name", ["long.csv", "long.jsonl", "long.json", "rb.csv", "ze.jsonl"])
 def test_a_utf16_file_without_a_byte_order_mark_is_called_utf16(

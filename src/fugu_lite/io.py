@@ -422,6 +422,13 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 where = f"{path}, line {line_number}"
                 if "\x00" in line:
                     raise RecordFileError(nul_text_message(where)) from error
+                if _ends_lines_with_cr(line):
+                    raise RecordFileError(
+                        f"{where}: the lines end in a carriage return alone (CR, the line end "
+                        "of classic Mac OS), so the whole file reads as one line; JSON Lines "
+                        "ends each line in LF (or CRLF): re-save the file with LF line ends, "
+                        f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
+                    ) from error
                 advice = (
                     "the file does not start as JSON Lines (one JSON object a line): check that "
                     "it is the file meant (a CSV or other table is imported with `fugu-lite data "
@@ -441,6 +448,19 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 )
             check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
             yield line_number, value
+
+
+def _ends_lines_with_cr(line: str) -> bool:
+    """Whether a line that is no JSON is JSON Lines whose lines end in CR alone: its first
+    CR-ended piece is JSON (a raw CR cannot be inside a JSON string, only between values)."""
+    pieces = [piece for piece in line.split("\r") if piece.strip()]
+    if len(pieces) < 2:
+        return False
+    try:
+        json.loads(pieces[0])
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def read_models(path: str | Path, model: type[M]) -> list[M]:
