@@ -488,6 +488,23 @@ def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
     assert all(r.split == standard_split(r.prompt_text) for r in records)
 
 
+@pytest.mark.parametrize("index", [["sample_id"], ["sample_id", "eval_name"], ["Sample_ID"]])
+def test_routerbench_reads_fixed_columns_a_pickle_holds_as_its_index(
+    tmp_path: Path, index: list[str]
+) -> None:
+    """A table saved after set_index("sample_id") holds its ids in the index, not a column:
+    its ids were silently replaced by ones made from the prompts, and with eval_name in the
+    index too it was refused as "missing column(s) ['eval_name']"."""
+    path = tmp_path / "routerbench.pkl"
+    plain = routerbench_table()
+    plain.to_pickle(path)
+    expected = import_routerbench(path)
+    plain.rename(columns={"sample_id": index[0]}).set_index(index).to_pickle(path)
+    assert import_routerbench(path) == expected
+    plain.set_index(pd.Index(["r1", "r2", "r3"], name="row")).to_pickle(path)
+    assert import_routerbench(path) == expected  # an index of no fixed column is not read
+
+
 @pytest.mark.parametrize(
     "name", ["rb.pkl.gz", "rb.PKL.bz2", "rb.pkl.xz", "rb.csv.gz", "rb.csv.zip"]
 )

@@ -153,7 +153,8 @@ def import_routerbench(
     """
     path = Path(source)
     policy = check_missing_policy(on_missing)
-    table = _with_known_column_names(read_routerbench_table(path), path)
+    table = _index_as_columns(read_routerbench_table(path), split_column)
+    table = _with_known_column_names(table, path)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
     if absent:
         raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
@@ -228,6 +229,21 @@ def _number(value: object, what: str, where: str) -> float | None:
     if is_blank(str(value)):
         return None
     return require_float(value, what, where)
+
+
+def _index_as_columns(table: pd.DataFrame, split_column: str | None) -> pd.DataFrame:
+    """Index levels named as a fixed column (a table saved after `set_index("sample_id")`)
+    are that column: the ids were replaced by ones made from the prompts without a word, and
+    an eval_name in the index was "missing". Other index levels (pandas' 0, 1, 2) are not
+    read."""
+    levels = [
+        name
+        for name in table.index.names
+        if name is not None
+        and name not in table.columns
+        and (str(name).strip().casefold() in NON_MODEL_COLUMNS or name == split_column)
+    ]
+    return table.reset_index(level=levels) if levels else table
 
 
 def _with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
