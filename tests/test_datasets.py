@@ -1121,6 +1121,25 @@ def test_long_format_split_column(tmp_path: Path) -> None:
         import_long(path, use_split_column=True)
 
 
+def test_long_format_csv_that_repeats_its_header_names_the_line(tmp_path: Path) -> None:
+    """Two CSV files joined with `cat` hold the second header as a row, which was refused as
+    "reward must be a finite number, got 'reward'"."""
+    first, second = long_rows()[:2], long_rows()[2:]
+    text = pd.DataFrame(first).to_csv(index=False) + pd.DataFrame(second).to_csv(index=False)
+    path = tmp_path / "long.csv"
+    path.write_text(text.replace("prompt,", " Prompt ,", 2), encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 4: repeats the header line (files joined with `cat`?); delete that line, "
+        "or join the files keeping one header (e.g. pandas.concat, or `tail -n +2` for all "
+        "files after the first)"
+    )
+    lines = text.splitlines(keepends=True)
+    path.write_text("".join(lines[:3] + lines[4:]), encoding="utf-8")
+    assert import_long(path) == import_long(write_long_csv(tmp_path / "one.csv", long_rows()))
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
