@@ -1502,6 +1502,33 @@ def test_a_table_written_by_columns_says_to_write_it_by_rows(
     assert [r.rewards for r in import_long(path)] == [[1.0, 0.0]]
 
 
+@pytest.mark.parametrize("orient", ["split", "table", "index", "values"])
+def test_a_table_written_in_another_pandas_layout_says_to_write_it_by_rows(
+    tmp_path: Path, orient: str
+) -> None:
+    """to_json(orient='split' / 'table' / 'index') was refused as a row without prompt,
+    worker and reward whose "keys are columns, index, data ...: rename the keys", advice that
+    fits no such file; orient='values' as "expected an object ..., got list"."""
+    table = pd.DataFrame({"prompt": ["q", "q"], "worker": ["a", "b"], "reward": [1, 0]})
+    path = tmp_path / "long.json"
+    table.to_json(path, orient=orient)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    layout = (
+        "expected an object with prompt, worker and reward, got list (pandas' "
+        "orient='values' writes rows without their column names)"
+        if orient == "values"
+        else f"holds the whole table in pandas' orient='{orient}' layout, as "
+        f"DataFrame.to_json(orient='{orient}') writes"
+    )
+    where = f"{path}, item 1" if orient == "values" else f"{path}, line 1"
+    assert str(raised.value) == (
+        f"{where}: {layout}; the long format takes one object per row: write it with "
+        "to_json(path, orient='records') for a .json, or to_json(path, orient='records', "
+        "lines=True) for a .jsonl"
+    )
+
+
 def test_a_json_file_holding_one_indented_row_object_is_read(tmp_path: Path) -> None:
     path = tmp_path / "long.json"
     path.write_text(json.dumps({"prompt": "q", "worker": "a", "reward": 1}, indent=2))

@@ -252,17 +252,45 @@ def _first_line_is_json(path: Path) -> bool:
     return True
 
 
+WRITE_BY_ROWS = (
+    "the long format takes one object per row: write it with to_json(path, orient='records') "
+    "for a .json, or to_json(path, orient='records', lines=True) for a .jsonl"
+)
+
+
 def _refuse_columns_layout(row: dict, where: str) -> None:
     """pandas' DataFrame.to_json writes {column: {index: value}} by default (and
     to_dict("list") gives {column: [values]}): one object of columns, not rows, which read as
-    one row whose prompt was a mapping."""
+    one row whose prompt was a mapping. Its other whole-table layouts (orient='split',
+    'table', 'index') were refused as a row without prompt, worker and reward, with the
+    advice to rename its keys."""
     if all(isinstance(row.get(column), dict | list) for column in ("worker", "reward")):
         raise RecordFileError(
             f"{where}: holds the table by columns ({', '.join(map(str, row))} each map to all "
-            "their values), as pandas' DataFrame.to_json writes by default; the long format "
-            "takes one object per row: write it with to_json(path, orient='records') for a "
-            ".json, or to_json(path, orient='records', lines=True) for a .jsonl"
+            f"their values), as pandas' DataFrame.to_json writes by default; {WRITE_BY_ROWS}"
         )
+    orient = _pandas_orient(row)
+    if orient is not None:
+        raise RecordFileError(
+            f"{where}: holds the whole table in pandas' orient='{orient}' layout, as "
+            f"DataFrame.to_json(orient='{orient}') writes; {WRITE_BY_ROWS}"
+        )
+
+
+def _pandas_orient(row: dict) -> str | None:
+    """The to_json orient ('split', 'table' or 'index') whose whole table `row` is, if any."""
+    keys = set(row)
+    if isinstance(row.get("data"), list):
+        if isinstance(row.get("columns"), list) and keys <= {"columns", "index", "data"}:
+            return "split"
+        if isinstance(row.get("schema"), dict) and keys == {"schema", "data"}:
+            return "table"
+    values = list(row.values())
+    if values and all(isinstance(value, dict) for value in values):
+        names = {str(name).strip().casefold() for value in values for name in value}
+        if {"prompt", "worker"} <= names:
+            return "index"
+    return None
 
 
 def _is_json_array(path: Path) -> bool:
@@ -281,9 +309,14 @@ def _json_array_rows(path: Path) -> Iterator[tuple[str, dict]]:
     for number, item in enumerate(items, start=1):
         where = f"{path}, item {number}"
         if not isinstance(item, dict):
+            layout = (
+                " (pandas' orient='values' writes rows without their column names)"
+                if isinstance(item, list)
+                else ""
+            )
             raise RecordFileError(
                 f"{where}: expected an object with prompt, worker and reward, got "
-                f"{type(item).__name__}"
+                f"{type(item).__name__}{layout}; {WRITE_BY_ROWS}"
             )
         yield where, item
 
