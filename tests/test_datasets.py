@@ -488,6 +488,23 @@ def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
     assert all(r.split == standard_split(r.prompt_text) for r in records)
 
 
+@pytest.mark.parametrize("index", [False, True])
+def test_routerbench_csv_that_repeats_its_header_names_the_row(tmp_path: Path, index: bool) -> None:
+    """Two CSV files joined with `cat` hold the second header as a row, which was refused as
+    "the score of ... must be a finite number, got '...'" (as in the long format)."""
+    table = routerbench_table()
+    text = table[:1].to_csv(index=index) + table[1:].to_csv(index=index)
+    path = tmp_path / "rb.csv"
+    path.write_text(text.replace("prompt,", " Prompt ,", 2), encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, row 2: repeats the header line (files joined with "
+        "`cat`?); delete that line, or join the files keeping one header (e.g. pandas.concat, "
+        "or `tail -n +2` for all files after the first)"
+    )
+
+
 @pytest.mark.parametrize("index", [["sample_id"], ["sample_id", "eval_name"], ["Sample_ID"]])
 def test_routerbench_reads_fixed_columns_a_pickle_holds_as_its_index(
     tmp_path: Path, index: list[str]

@@ -34,6 +34,29 @@ def csv_line_breaks(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
+def repeated_header(where: str) -> RecordFileError:
+    """A CSV row that repeats the header: files joined with `cat` (it failed as a cell that
+    is no number, e.g. "reward must be a finite number, got 'reward'")."""
+    return RecordFileError(
+        f"{where}: repeats the header line (files joined with `cat`?); delete that line, or "
+        "join the files keeping one header (e.g. pandas.concat, or `tail -n +2` for all files "
+        "after the first)"
+    )
+
+
+def is_header_copy(cells: Sequence[object], header: Sequence[object]) -> bool:
+    """Whether a row's cells are the header's names (without case and surrounding spaces, and
+    without the empty cells a spreadsheet leaves at a row's end)."""
+    return _folded(cells) == _folded(header)
+
+
+def _folded(cells: Sequence[object]) -> list[str]:
+    folded = [str(cell).strip().casefold() for cell in cells]
+    while folded and not folded[-1]:
+        folded.pop()
+    return folded
+
+
 def short(text: str, limit: int = 60) -> str:
     """A prompt shortened for an error message."""
     flat = " ".join(text.split())

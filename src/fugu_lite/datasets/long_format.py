@@ -41,7 +41,9 @@ from .common import (
     check_missing_policy,
     csv_line_breaks,
     is_blank,
+    is_header_copy,
     known_column_names,
+    repeated_header,
     require_float,
     require_text,
     short,
@@ -344,13 +346,8 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                 good_until = reader.line_num
                 if not any(cell.strip() for cell in cells):
                     continue  # a blank line, or a spreadsheet's empty row (",,,")
-                if _folded(cells) == _folded(header):
-                    # files joined with `cat`: was "reward must be a finite number, got 'reward'"
-                    raise RecordFileError(
-                        f"{path}, line {reader.line_num}: repeats the header line (files joined "
-                        "with `cat`?); delete that line, or join the files keeping one header "
-                        "(e.g. pandas.concat, or `tail -n +2` for all files after the first)"
-                    )
+                if is_header_copy(cells, header):
+                    raise repeated_header(f"{path}, line {reader.line_num}")
                 if any(extra.strip() for extra in cells[len(columns) :]):
                     raise RecordFileError(
                         f"{path}, line {reader.line_num}: {len(cells)} fields but the header has "
@@ -379,15 +376,6 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                 f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
                 f"{compression}-compressed?"
             ) from error
-
-
-def _folded(cells: list[str]) -> list[str]:
-    """The cells as a header's names are compared: without case and surrounding spaces, and
-    without the empty cells a spreadsheet leaves at a row's end."""
-    folded = [cell.strip().casefold() for cell in cells]
-    while folded and not folded[-1]:
-        folded.pop()
-    return folded
 
 
 # csv refuses a field over 128 KiB by default: a long prompt (a document, a code file) is one

@@ -21,7 +21,9 @@ from .common import (
     check_missing_policy,
     csv_line_breaks,
     is_blank,
+    is_header_copy,
     known_column_names,
+    repeated_header,
     require_float,
     require_text,
     stable_id,
@@ -178,6 +180,8 @@ def import_routerbench(
         if from_csv and not any(str(value).strip() for value in row.values()):
             continue  # a spreadsheet's empty row (",,,")
         where = f"{path}, row {position}"
+        if from_csv and is_header_copy(*_named_cells(row)):
+            raise repeated_header(where)
         if has_sample_id:
             where += f" (sample_id={row['sample_id']})"
         prompt = require_text(row["prompt"], "prompt", where)
@@ -220,6 +224,14 @@ def import_routerbench(
             warn_unused_split_column(path, f"split_column={column}")
         return apply_standard_split(records)
     return apply_given_split(records, splits, names)
+
+
+def _named_cells(row: dict) -> tuple[list[object], list[str]]:
+    """The row's cells and their column names, less the columns of an empty header cell
+    (pandas' index column, "Unnamed: 0", which a repeated header leaves empty)."""
+    named = [(value, str(name)) for name, value in row.items()]
+    kept = [(value, name) for value, name in named if not UNNAMED_COLUMN.fullmatch(name)]
+    return [value for value, _ in kept], [name for _, name in kept]
 
 
 def _number(value: object, what: str, where: str) -> float | None:
