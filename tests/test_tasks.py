@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -192,6 +193,25 @@ def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     # a list of tasks on line 1 (a .json): "expected a JSON object, got list" did not say
     assert "line 1: the file holds a JSON list, not JSON Lines" in read_error(tmp_path, [[GOOD]])
     assert "line 2: expected a JSON object, got list" in read_error(tmp_path, [GOOD, [GOOD]])
+
+
+def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
+    """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
+    first", which makes reward records, not tasks."""
+    path = tmp_path / "tasks.csv"
+    path.write_text("id,prompt,answer,grader,task\nq1,What is 2 + 3?,5,number,math\n")
+    with pytest.raises(TaskFileError) as raised:
+        read_tasks(path)
+    assert str(raised.value) == (
+        f"{path}: a task file is JSON Lines (one task object a line), not a .csv table; convert "
+        "the table, e.g. with pandas: pandas.read_csv('tasks.csv').to_json('tasks.jsonl', "
+        "orient='records', lines=True) (README 'Tasks and graders')"
+    )
+    assert "data import" not in str(raised.value)
+    pd.read_csv(path).to_json(tmp_path / "tasks.jsonl", orient="records", lines=True)
+    assert read_tasks(tmp_path / "tasks.jsonl") == [Task.model_validate(GOOD)]
+    write_lines(path, [GOOD])  # JSON Lines under a .csv name is still read
+    assert read_tasks(path) == [Task.model_validate(GOOD)]
 
 
 def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:

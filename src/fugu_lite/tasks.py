@@ -40,6 +40,15 @@ ANSWER_GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex")
 CHOICE_LETTERS = "ABCDE"
 
 
+TABLE_SUFFIXES: dict[str, str] = {
+    ".csv": "csv",
+    ".tsv": "table",
+    ".xlsx": "excel",
+    ".parquet": "parquet",
+}
+"""Tables a user may hold tasks in, and the pandas reader of each."""
+
+
 class TaskFileError(RecordFileError):
     """A task file could not be read; the message names the file, the line and the fix."""
 
@@ -258,6 +267,15 @@ def read_tasks(path: str | Path) -> list[Task]:
     try:
         rows = list(iter_jsonl(path))
     except RecordFileError as error:
+        if path.suffix.lower() in TABLE_SUFFIXES:
+            # iter_jsonl's advice, "a CSV ... is imported with `fugu-lite data import`", makes
+            # reward records, not tasks
+            raise TaskFileError(
+                f"{path}: a task file is JSON Lines (one task object a line), not a "
+                f"{path.suffix} table; convert the table, e.g. with pandas: "
+                f"pandas.read_{TABLE_SUFFIXES[path.suffix.lower()]}('{path.name}').to_json("
+                f"'{path.stem}.jsonl', orient='records', lines=True) (README 'Tasks and graders')"
+            ) from error
         raise TaskFileError(str(error)) from error
     for line_number, row in rows:
         where = f"{path}, line {line_number}"
