@@ -488,6 +488,52 @@ def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
     assert all(r.split == standard_split(r.prompt_text) for r in records)
 
 
+def raw_routerbench_table(wide: pd.DataFrame) -> pd.DataFrame:
+    """The wide table in RouterBench's raw, long form (routerbench_raw.pkl): a row per sample
+    and model, with model_name, performance, cost and model_response."""
+    rows = [
+        {
+            "sample_id": row["sample_id"],
+            "model_name": model,
+            "eval_name": row["eval_name"],
+            "prompt": row["prompt"],
+            "model_response": row[f"{model}|model_response"],
+            "performance": row[model],
+            "cost": row[f"{model}|total_cost"],
+        }
+        for _, row in wide.iterrows()
+        for model in reversed(ROUTERBENCH_MODELS)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
+    tmp_path: Path, suffix: str, caplog
+) -> None:
+    """routerbench_raw.pkl (the 5-shot data, a row per sample and model) was refused as "no
+    model columns; each model needs a score column `<model>` and a `<model>|total_cost`"."""
+    wide = routerbench_table()
+    wide.to_pickle(tmp_path / "wide.pkl")
+    path = tmp_path / f"routerbench_raw{suffix}"
+    raw = raw_routerbench_table(wide)
+    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        assert import_routerbench(path) == import_routerbench(tmp_path / "wide.pkl")
+    assert caplog.text == ""
+    raw.drop(index=[1]).to_pickle(tmp_path / "gap.pkl")  # the first sample's second model
+    with pytest.raises(RecordFileError, match=r"row 1 \(sample_id=mmlu.0\): score or total_cost"):
+        import_routerbench(tmp_path / "gap.pkl")
+    assert len(import_routerbench(tmp_path / "gap.pkl", on_missing="drop")) == 2
+    pd.concat([raw, raw[:1]]).to_pickle(tmp_path / "twice.pkl")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(tmp_path / "twice.pkl")
+    assert str(raised.value) == (
+        f"{tmp_path / 'twice.pkl'}: sample_id 'mmlu.0' has more than one row for model "
+        f"{ROUTERBENCH_MODELS[-1]!r}; keep one row per sample and model"
+    )
+
+
 @pytest.mark.parametrize("index", [False, True])
 def test_routerbench_csv_that_repeats_its_header_names_the_row(tmp_path: Path, index: bool) -> None:
     """Two CSV files joined with `cat` hold the second header as a row, which was refused as

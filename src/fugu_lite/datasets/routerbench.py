@@ -126,6 +126,33 @@ def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
         raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
 
 
+# routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
+RAW_COLUMNS: tuple[str, ...] = ("sample_id", "model_name", "performance", "cost")
+
+
+def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> pd.DataFrame:
+    """RouterBench's raw table (a row per sample and model: model_name, performance, cost, as
+    routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
+    a `<model>|total_cost` column per model); it was refused as having "no model columns".
+    A sample without some model's row gets no score for it (see on_missing)."""
+    repeated = table.duplicated(["sample_id", "model_name"])
+    if repeated.any():
+        first = table[repeated].iloc[0]
+        raise RecordFileError(
+            f"{path}: sample_id {first['sample_id']!r} has more than one row for model "
+            f"{first['model_name']!r}; keep one row per sample and model"
+        )
+    kept = [
+        c for c in (*NON_MODEL_COLUMNS, split_column) if c in table.columns and c != "sample_id"
+    ]
+    fixed = table.groupby("sample_id", sort=False)[kept].first()
+    scores = table.pivot(index="sample_id", columns="model_name", values="performance")
+    costs = table.pivot(index="sample_id", columns="model_name", values="cost")
+    scores.columns = [str(model) for model in scores.columns]
+    costs.columns = [f"{model}{COST_SUFFIX}" for model in costs.columns]
+    return fixed.join(scores).join(costs).reset_index()
+
+
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
     """Models are the columns that have a matching `<model>|total_cost` column, sorted."""
     columns = {str(column) for column in table.columns}
@@ -160,6 +187,8 @@ def import_routerbench(
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
     if absent:
         raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
+    if all(column in table.columns for column in RAW_COLUMNS):
+        table = wide_from_raw(table, path, split_column)
     workers = routerbench_models(table, path)
     if table.empty:
         raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
