@@ -1604,7 +1604,7 @@ BAD_INPUTS = [
         "type": "function", "function": {"name": "mul"}}}, 400,
      "names the function 'mul', which is not among the tools (add)"),
     ("tool_choice required without tools", {**VALID, "tool_choice": "required"}, 400,
-     "needs `tools`"),
+     "tool_choice: is only allowed when `tools` are given"),
     ("unknown tool_choice", {**VALID, "tools": [TOOL], "tool_choice": "always"}, 400,
      "tool_choice 'always' is not one of"),
     # A worker got them as sent: OpenAI refused them, a local worker ignored the name
@@ -1669,6 +1669,24 @@ def test_bad_input_gets_a_clear_4xx(
     error = response.json()["error"]
     assert fragment in error["message"]
     assert error["type"] == "invalid_request_error"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+@pytest.mark.parametrize(
+    "choice", ["none", "auto", "required", {"type": "function", "function": {"name": "add"}}]
+)
+def test_tool_choice_without_tools_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, choice: Any
+) -> None:
+    """OpenAI answers any tool_choice without `tools` with a 400 ("'tool_choice' is only
+    allowed when 'tools' are specified"); "none" and "auto" went on to a worker, so whether
+    the request failed depended on the worker routed to."""
+    with pytest.raises(openai.BadRequestError) as error:
+        shared_server.client().chat.completions.create(
+            model=MODEL, messages=user("hi"), tool_choice=choice
+        )
+    assert error.value.body["param"] == "tool_choice"
+    assert "tool_choice: is only allowed when `tools` are given" in error.value.body["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 

@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     StrictFloat,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -327,7 +328,15 @@ class ChatCompletionRequest(BaseModel):
 
     @field_validator("tool_choice")
     @classmethod
-    def _known_tool_choice(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    def _known_tool_choice(
+        cls, value: str | dict[str, Any] | None, info: ValidationInfo
+    ) -> str | dict[str, Any] | None:
+        # tools is validated first: absent from info.data when it was refused itself
+        if value is not None and "tools" in info.data and not info.data["tools"]:
+            raise ValueError(
+                'is only allowed when `tools` are given, as in OpenAI\'s API (even "none" '
+                'or "auto"); give the tools to choose from, or drop tool_choice'
+            )
         if isinstance(value, str) and value not in TOOL_CHOICE_MODES:
             raise ValueError(
                 f"tool_choice {value!r} is not one of {', '.join(TOOL_CHOICE_MODES)} or an "
@@ -339,14 +348,9 @@ class ChatCompletionRequest(BaseModel):
 
     @model_validator(mode="after")
     def _tool_choice_names_a_tool(self) -> ChatCompletionRequest:
-        choice = self.tool_choice
-        if choice is None or choice in ("none", "auto"):
+        choice = self.tool_choice  # given with tools: _known_tool_choice
+        if choice is None:
             return self
-        if not self.tools:
-            raise ValueError(
-                f"tool_choice {compact(choice)} needs `tools` to choose from; give the tools, "
-                "or drop tool_choice"
-            )
         named = named_function(choice)
         if named is not None and named not in self.function_names():
             raise ValueError(
