@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fugu_lite import workers as workers_module
 from fugu_lite.llama_cpp_requests import llama_cpp_request_model
 from fugu_lite.pool import PoolConfig
 from fugu_lite.testing.stub_worker import StubWorker
@@ -399,6 +400,38 @@ def test_stream_failure_raises_before_any_chunk(
     assert caught.value.kind == kind and received == []
     assert caught.value.status_code == int(mode)
     assert len(stub.bodies) == requests
+
+
+def test_a_stream_options_refusal_is_rechecked_after_a_while(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that refused stream_options was streamed to without them until the pool
+    stopped (for serve: until it was restarted), even after the worker behind its base_url
+    was upgraded to take them: its streams' usage stayed estimated. The refusal now holds
+    for STREAM_OPTIONS_RECHECK_S; then they are sent again, and kept once taken."""
+    monkeypatch.setattr(workers_module, "STREAM_OPTIONS_RECHECK_S", 0.3, raising=False)
+    usage = {"stream_options": {"include_usage": True}}
+
+    async def run() -> list[dict]:
+        async with WorkerPool(pool_config(stub.base_url)) as pool:
+
+            async def stream() -> dict:
+                chunks = [chunk async for chunk in pool.stream_chat("w", USER, **usage)]
+                return chunks[-1]
+
+            stub.mode = "no_stream_options"
+            await stream()  # refused, then sent without them
+            await stream()  # without them at once
+            await asyncio.sleep(0.4)
+            await stream()  # asked again: still refused
+            await asyncio.sleep(0.4)
+            stub.mode = "ok"  # the worker was upgraded
+            return [await stream(), await stream()]
+
+    last = asyncio.run(run())
+    sent = ["stream_options" in body for body in stub.bodies]
+    assert sent == [True, False, False, True, False, True, True]
+    assert all(chunk["usage"]["completion_tokens"] == 8 for chunk in last)
 
 
 def test_unknown_worker_and_unstarted_pool_are_clear_errors(stub: StubWorker) -> None:

@@ -87,6 +87,9 @@ NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open se
 MAX_RETRY_AFTER_S = 60.0
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 CHAT_PATH = "/chat/completions"
+# How long a worker's refusal of stream_options holds: its streams are then asked with them
+# again (the server behind its base_url may have been upgraded or replaced since).
+STREAM_OPTIONS_RECHECK_S = 3600.0
 try:  # the SDK's own HTTP library: httpx2 in openai 3.x, httpx before
     from httpx2 import Response as SDKResponse
 except ImportError:  # pragma: no cover - older openai
@@ -138,7 +141,8 @@ class WorkerPool:
         self.servers: dict[str, LocalServer] = {}
         self.vocab_sizes: dict[str, int | None] = {}  # local workers' models' vocabularies
         self.calls_as_text: dict[str, bool] = {}  # local workers whose prompts drop tool calls
-        self.refuses_stream_options: set[str] = set()  # streamed to without them (see stream_chat)
+        # When each worker last refused stream_options (time.monotonic; see stream_chat).
+        self.stream_options_refused_at: dict[str, float] = {}
         self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
         # Each worker's calls sent and not yet answered, oldest first (see _queued_behind).
         self._sent: dict[str, list[object]] = {}
@@ -446,7 +450,7 @@ class WorkerPool:
         worker = self.worker(worker_id)
         self._client(worker_id)  # the pool is started (the call's client: _ready_client)
         body = self.request_body(worker, messages, params)
-        if worker_id in self.refuses_stream_options:
+        if self.stream_options_refused(worker_id):
             body.pop("stream_options", None)
         refused = self.refused_locally(worker, body)
         if refused is not None:
@@ -471,6 +475,8 @@ class WorkerPool:
                         )
                         iterator = stream.__aiter__()
                         first = await iterator.__anext__()
+                    if "stream_options" in body:
+                        self._took_stream_options(worker_id)
                     break
                 except StopAsyncIteration:
                     await _close(stream)
@@ -607,14 +613,27 @@ class WorkerPool:
     ) -> dict[str, Any]:
         """The body without stream_options, which the worker refused: usage asked for by
         the caller (serve always asks) is not worth failing the call, and the caller
-        estimates it as for a worker that reports none. Its later calls leave them out."""
-        if worker_id not in self.refuses_stream_options:
-            self.refuses_stream_options.add(worker_id)
-            logger.warning(
-                "worker %s refused stream_options (%s); its streams are asked without them "
-                "from now on, and their token counts are estimated", worker_id, refusal,
-            )  # fmt: skip
+        estimates it as for a worker that reports none. Its streams leave them out for
+        STREAM_OPTIONS_RECHECK_S, then ask with them again."""
+        again = worker_id in self.stream_options_refused_at  # a re-check it refused again
+        self.stream_options_refused_at[worker_id] = time.monotonic()
+        logger.log(
+            logging.DEBUG if again else logging.WARNING,
+            "worker %s refused stream_options (%s); its streams are asked without them for "
+            "the next %g s, and their token counts are estimated",
+            worker_id, refusal, STREAM_OPTIONS_RECHECK_S,
+        )  # fmt: skip
         return {key: value for key, value in body.items() if key != "stream_options"}
+
+    def stream_options_refused(self, worker_id: str) -> bool:
+        """Whether the worker refused stream_options less than STREAM_OPTIONS_RECHECK_S ago."""
+        refused_at = self.stream_options_refused_at.get(worker_id)
+        return refused_at is not None and time.monotonic() - refused_at < STREAM_OPTIONS_RECHECK_S
+
+    def _took_stream_options(self, worker_id: str) -> None:
+        """A stream asked with stream_options opened: a refusal noted before is over."""
+        if self.stream_options_refused_at.pop(worker_id, None) is not None:
+            logger.info("worker %s now takes stream_options; its streams report usage", worker_id)
 
     def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
         kind, detail, retry_after = classify_error(error)
