@@ -1690,6 +1690,27 @@ def test_tool_choice_without_tools_is_a_400_naming_it(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI answers parallel_tool_calls without `tools` with a 400 ("'parallel_tool_calls'
+    is only allowed when 'tools' are specified"); it went on to a worker, so whether the
+    request failed depended on the worker routed to. With tools it is sent on."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), parallel_tool_calls=False)
+    assert error.value.body["param"] == "parallel_tool_calls"
+    assert "is only allowed when `tools` are given" in error.value.body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=user("hi"),
+        tools=[TOOL],
+        parallel_tool_calls=False,  # type: ignore[list-item]
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
+
+
 def test_loosely_typed_parameters_are_refused_naming_the_parameter(
     shared_server: Running, stubs: Stubs
 ) -> None:

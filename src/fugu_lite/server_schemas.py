@@ -159,6 +159,15 @@ def check_function_call(index: int, call: Any) -> None:
         )
 
 
+ONLY_WITH_TOOLS = "is only allowed when `tools` are given, as in OpenAI's API"
+
+
+def without_tools(info: ValidationInfo) -> bool:
+    """Whether a request field validated after `tools` comes without tools (none, or null);
+    not when `tools` was refused itself (absent from info.data then: its error says it)."""
+    return "tools" in info.data and not info.data["tools"]
+
+
 def null_is_false(value: Any) -> Any:
     """OpenAI's null for a boolean flag (`"stream": null`) means its default, false;
     strings and numbers are still refused."""
@@ -331,11 +340,10 @@ class ChatCompletionRequest(BaseModel):
     def _known_tool_choice(
         cls, value: str | dict[str, Any] | None, info: ValidationInfo
     ) -> str | dict[str, Any] | None:
-        # tools is validated first: absent from info.data when it was refused itself
-        if value is not None and "tools" in info.data and not info.data["tools"]:
+        if value is not None and without_tools(info):
             raise ValueError(
-                'is only allowed when `tools` are given, as in OpenAI\'s API (even "none" '
-                'or "auto"); give the tools to choose from, or drop tool_choice'
+                f'{ONLY_WITH_TOOLS} (even "none" or "auto"); give the tools to choose from, or '
+                "drop tool_choice"
             )
         if isinstance(value, str) and value not in TOOL_CHOICE_MODES:
             raise ValueError(
@@ -344,6 +352,13 @@ class ChatCompletionRequest(BaseModel):
             )
         if isinstance(value, dict) and not isinstance(value.get("type"), str):
             raise ValueError("tool_choice as an object needs a string 'type', e.g. \"function\"")
+        return value
+
+    @field_validator("parallel_tool_calls")
+    @classmethod
+    def _parallel_calls_need_tools(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        if value is not None and without_tools(info):
+            raise ValueError(f"{ONLY_WITH_TOOLS}; give the tools, or drop parallel_tool_calls")
         return value
 
     @model_validator(mode="after")
