@@ -1552,6 +1552,9 @@ BAD_INPUTS = [
     # OpenAI refuses them; a local worker read "" and a remote one refused (routing decided)
     ("a user turn with null content", {**VALID, "messages": [{"role": "user", "content": None}]},
      400, "messages[0] is a user message without content"),
+    # OpenAI's content parts are one at least; a local worker read "" (routing decided)
+    ("a user turn with no content parts", {**VALID, "messages": [{"role": "user", "content": []}]},
+     400, "messages[0].content is an empty list, which OpenAI's API refuses too"),
     ("a tool turn without content", {**VALID, "messages": [
         *VALID["messages"], {"role": "tool", "tool_call_id": "c1"}]}, 400,
      "messages[1] is a tool message without content"),

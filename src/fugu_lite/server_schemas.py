@@ -273,6 +273,11 @@ class ChatCompletionRequest(BaseModel):
                     'missing); give its text ("" for none) or content parts, as OpenAI\'s '
                     "API requires (only an assistant turn, or a function result, may have none)"
                 )
+            if message.content == [] and message.role in CONTENT_REQUIRED:
+                raise ValueError(
+                    f"messages[{index}].content is an empty list, which OpenAI's API refuses "
+                    "too; give at least one content part, or the text as a string"
+                )
             if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
                 raise ValueError(
                     f"messages[{index}] is a tool message without a string tool_call_id; "
