@@ -1586,6 +1586,13 @@ BAD_INPUTS = [
     ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
     ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
      "response_format.type"),
+    # OpenAI's API requires the name; a local worker ignored it (routing decided)
+    ("json_schema without a name", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"schema": {"type": "object"}}}}, 400,
+     "response_format: json_schema.name is required"),
+    ("json_schema name with a space", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "my answer", "schema": {"type": "object"}}}}, 400,
+     'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got "my '),
     ("json_schema without its object", {**VALID, "response_format": {
         "type": "json_schema", "schema": {"type": "object"}}}, 400,
      'type "json_schema" needs a `json_schema` object'),

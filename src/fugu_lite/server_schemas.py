@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -182,6 +183,9 @@ class StreamOptions(BaseModel):
     _null_is_false = field_validator("include_usage", mode="before")(null_is_false)
 
 
+SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for a json_schema's name
+
+
 class ResponseFormat(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -189,10 +193,13 @@ class ResponseFormat(BaseModel):
 
     @model_validator(mode="after")
     def _json_schema_is_given(self) -> ResponseFormat:
-        """OpenAI refuses type json_schema without its `json_schema` object; a local worker
-        answered free JSON (a schema given beside it, not inside, was dropped)."""
+        """OpenAI refuses type json_schema without its `json_schema` object (a local worker
+        answered free JSON: a schema given beside it, not inside, was dropped), or without
+        its `name` of letters, digits, _ and - (a local worker ignored it)."""
         spec = (self.model_extra or {}).get("json_schema")
-        if self.type == "json_schema" and not isinstance(spec, dict):
+        if self.type != "json_schema":
+            return self
+        if not isinstance(spec, dict):
             beside = (
                 "; the schema goes inside it, not beside it"
                 if "schema" in (self.model_extra or {})
@@ -201,6 +208,14 @@ class ResponseFormat(BaseModel):
             raise ValueError(
                 'type "json_schema" needs a `json_schema` object, e.g. {"type": "json_schema", '
                 '"json_schema": {"name": "answer", "schema": {"type": "object", ...}}}' + beside
+            )
+        name = spec.get("name")
+        if name is None:
+            raise ValueError('json_schema.name is required, as in OpenAI\'s API, e.g. "answer"')
+        if not isinstance(name, str) or not SCHEMA_NAME.fullmatch(name):
+            raise ValueError(
+                "json_schema.name must be letters, digits, _ or - (at most 64), e.g. "
+                f'"answer"; got {compact(name)}'
             )
         return self
 
