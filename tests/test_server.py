@@ -1610,6 +1610,11 @@ BAD_INPUTS = [
      "is outside -100..100"),
     ("tool without a function name", {**VALID, "tools": [{"type": "function"}]}, 400,
      "tools[0] is a function tool without"),
+    # OpenAI's API refuses such a name; a local worker took it (routing decided)
+    ("a tool name with a dot", {**VALID, "tools": [{"type": "function", "function": {
+        "name": "weather.get"}}]}, 400,
+     'tools[0].function.name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
+     'got "weather.get"'),
     ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
         "type": "function", "function": {"name": "mul"}}}, 400,
      "names the function 'mul', which is not among the tools (add)"),

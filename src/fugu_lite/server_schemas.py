@@ -183,7 +183,9 @@ class StreamOptions(BaseModel):
     _null_is_false = field_validator("include_usage", mode="before")(null_is_false)
 
 
-SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for a json_schema's name
+# OpenAI's rule for the name of a function tool or a json_schema
+OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+NAME_RULE = "must be letters, digits, _ or - (at most 64)"
 
 
 class ResponseFormat(BaseModel):
@@ -212,11 +214,8 @@ class ResponseFormat(BaseModel):
         name = spec.get("name")
         if name is None:
             raise ValueError('json_schema.name is required, as in OpenAI\'s API, e.g. "answer"')
-        if not isinstance(name, str) or not SCHEMA_NAME.fullmatch(name):
-            raise ValueError(
-                "json_schema.name must be letters, digits, _ or - (at most 64), e.g. "
-                f'"answer"; got {compact(name)}'
-            )
+        if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
+            raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
         return self
 
 
@@ -349,6 +348,11 @@ class ChatCompletionRequest(BaseModel):
                     f"tools[{index}] is a function tool without a 'function' object holding "
                     'its \'name\', e.g. {"type": "function", "function": {"name": "add", '
                     '"parameters": {...}}}'
+                )
+            if not OPENAI_NAME.fullmatch(function["name"]):
+                raise ValueError(
+                    f'tools[{index}].function.name {NAME_RULE}, e.g. "get_weather"; got '
+                    f"{compact(function['name'])}"
                 )
             parameters = function.get("parameters")  # null: absent, as OpenAI reads it
             if parameters is not None and not isinstance(parameters, dict):
