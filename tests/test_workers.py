@@ -409,7 +409,7 @@ def test_a_stream_options_refusal_is_rechecked_after_a_while(
     stopped (for serve: until it was restarted), even after the worker behind its base_url
     was upgraded to take them: its streams' usage stayed estimated. The refusal now holds
     for STREAM_OPTIONS_RECHECK_S; then they are sent again, and kept once taken."""
-    monkeypatch.setattr(workers_module, "STREAM_OPTIONS_RECHECK_S", 0.3, raising=False)
+    monkeypatch.setattr(workers_module, "STREAM_OPTIONS_RECHECK_S", 1.0, raising=False)
     usage = {"stream_options": {"include_usage": True}}
 
     async def run() -> list[dict]:
@@ -422,9 +422,9 @@ def test_a_stream_options_refusal_is_rechecked_after_a_while(
             stub.mode = "no_stream_options"
             await stream()  # refused, then sent without them
             await stream()  # without them at once
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(1.1)
             await stream()  # asked again: still refused
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(1.1)
             stub.mode = "ok"  # the worker was upgraded
             return [await stream(), await stream()]
 
