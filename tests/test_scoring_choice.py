@@ -147,6 +147,7 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         # a "No" answering the reply's own question takes the letter before it back
         ("The answer is B? No: C.", "C"),
         ("The answer is **B**? No, it is C.", "C"),
+        ("The answer is B. No: C.", "C"),  # also a "No:" starting a sentence
         ("The answer is B? Yes: B.", "B"),
     ],
 )

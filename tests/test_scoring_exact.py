@@ -246,6 +246,7 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         ("The answer is [1, 2, 3]. Wait, actually [1, 3, 2].", 0.0),
         ("[1, 3, 2]\n\nNo wait, [1, 2, 3].", 1.0),
         ("Sorted: [1, 2, 3]? No: [1, 3, 2].", 0.0),
+        ("The answer is [1, 2, 3]. No: [1, 3, 2].", 0.0),
         ("[1, 3, 2]? No, [1, 2, 3].", 1.0),
         ("[1, 2, 3]? No. It is fine.", 1.0),
         # a bare correction giving a list is the final answer when the list is its sentence

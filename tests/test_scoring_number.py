@@ -286,6 +286,9 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
         ("The answer is 12. Wait, no, I made a mistake: 10 + 4 = 14.", 0.0, 1.0),
         ("The answer is 12? No: 14.", 0.0, 1.0),
         ("**Answer:** 12? No, 14 apples.", 0.0, 1.0),
+        ("The answer is 12. No: 14.", 0.0, 1.0),  # a "No:" starting a sentence
+        ("The answer is 12.\nNo — 14 apples.", 0.0, 1.0),
+        ("The answer is 12. Note: 14 were seen, 2 twice.", 1.0, 0.0),
         ("The answer is 12.\n\nWait, let me verify: 12 apples + 2 pears = 14 fruits.", 1.0, 0.0),
         ("The answer is 12. If you got 14, that's wrong.", 1.0, 0.0),
         # no correction: the answer stands

@@ -41,10 +41,11 @@ BARE_CORRECTION_LEAD = (
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
-# Oops, I miscounted: there are 5.", "[1, 2, 3]? No: [1, 3, 2]." (not a mere check: "Wait,
-# let me verify: 1 + 2 = 3")
+# Oops, I miscounted: there are 5.", "[1, 2, 3]? No: [1, 3, 2].", "The answer is 5000. No:
+# 500." (not a mere check: "Wait, let me verify: 1 + 2 = 3")
 RETRACTION = re.compile(
     r"(?<=\?)\s*no(?=[,:;.!—–-])"
+    r"|(?:(?<=[.!\n])|(?<=[.!]\s)|(?<=[.!]\s\s))no(?=\s*[:—–])"  # not \s* after: a run of lines
     r"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
     r"|I\s+(?:miscounted|miscalculated)|(?:that's|that\s+is|this\s+is|I\s+was)\s+(?:wrong|"
     r"incorrect))\b",
@@ -92,7 +93,8 @@ def unlatex(text: str) -> str:
 
 REJECTED = re.compile(
     r"^\s*(?:(?:is|was|seems|looks)\s+(?:not|wrong|incorrect|false)|wrong|incorrect|false)\b"
-    r"|^[\s*_)]*\?\s*no(?=[,:;.!—–-])",  # "The answer is B? No: C." asks, then takes B back
+    r"|^[\s*_)]*\?\s*no(?=[,:;.!—–-])"  # "The answer is B? No: C." asks, then takes B back
+    r"|^[\s*_)]*[.!]\s*no(?=\s*[:—–])",  # "The answer is B. No: C."
     re.IGNORECASE,
 )
 
