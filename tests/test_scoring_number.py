@@ -1047,3 +1047,25 @@ def test_number_grader_reads_superlatives_in_linear_time() -> None:
     output = "the largest is 7 " * 50_000 + "and the smallest is -30."
     assert graded(number_task("12", LARGEST), output).score == 0.0
     assert time.process_time() - started < 3.0
+
+
+TOTAL = "A class of students took a test and 12 passed. How many students were there in total?"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        (SHARE, "2 candies left out of 4", "2", 1.0),
+        (SHARE, "Each child has 2 candies left out of the 4.", "2", 1.0),
+        (SHARE, "2 candies left out of 4", "4", 0.0),
+        ("How many apples are left?", "14 apples left out of 17", "14", 1.0),
+        # the whole is the answer when the question asks for it
+        (TOTAL, "12 passed out of 30", "30", 1.0),
+        ("Out of how many?", "14 out of 17", "17", 1.0),
+    ],
+)
+def test_the_whole_a_number_is_out_of_is_not_the_answer(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    result = run(number_task(answer, prompt), output)
+    assert result.score == score, result.detail

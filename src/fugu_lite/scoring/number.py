@@ -11,8 +11,9 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams
 because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", a range
 or an undone subtraction "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are
-ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100% sure") or one inside a
-copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a quantity in two
+ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100% sure"), the whole
+another number is out of ("2 left out of 4", unless a whole is asked) or one inside a copy
+of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a quantity in two
 units ("2 hours and 30 minutes") is read in the one unit of its kind the question asks for
 ("to hours": 2.5), else (or when it is the question's own) is ambiguous too; one amount at
 two rates ("$18 a day, or $126 a week") is read at the rate asked ("per week"). Commas
@@ -173,6 +174,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     said = [number for number in numbers if not _is_aside(number)]
     if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
         return None, f"the output rules out {clip(numbers[-1].group(0).strip())!r}"
+    if not _WHOLE_ASKED.search(question):  # "2 candies left out of 4": the answer is 2
+        said = [number for number in said if not _is_the_whole(number)] or said
     numbers = said or numbers
     stated = _said_to_be_the_one_asked(text, numbers, question)
     if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
@@ -435,6 +438,19 @@ def _is_aside(number: re.Match[str]) -> bool:
         or _CONFIDENCE_BEFORE.search(text[max(0, start - 20) : start])
         or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
     )
+
+
+# The whole a number is a part of, "14 apples left out of 17", "2 out of the 4": not the answer
+# unless the question asks for a whole ("How many in total?", "out of how many?")
+_WHOLE_BEFORE = re.compile(
+    r"\d[^\d.?!\n]{0,40}\bout\s+of\s+(?:the\s+|a\s+total\s+of\s+)?\$?$", re.I
+)
+_WHOLE_ASKED = re.compile(r"\b(?:total|in\s+all|altogether|out\s+of)\b", re.IGNORECASE)
+
+
+def _is_the_whole(number: re.Match[str]) -> bool:
+    start = number.start()
+    return _WHOLE_BEFORE.search(number.string[max(0, start - 60) : start]) is not None
 
 
 def _is_ruled_out(number: re.Match[str]) -> bool:
