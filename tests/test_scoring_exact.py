@@ -7,7 +7,7 @@ import time
 import pytest
 from conftest import WHO_IS_TALLER, graded
 
-from fugu_lite.tasks import Task
+from fugu_lite.tasks import Task, _list_regex
 
 
 def exact_task(answer: str, case_sensitive: bool = False) -> Task:
@@ -275,6 +275,24 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
     assert graded(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
     assert graded(regex_task(r"^yes$"), "Answer: yes. Because 5 is greater than 3.").score == 1.0
     assert graded(regex_task(r"^no$"), "**Answer:** No\n\n7 is not greater than 9.").score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("3, 8, 15, and 22", 1.0),
+        ("The answer is 3, 8, 15 and 22.", 1.0),
+        ("**Sorted:** 3, 8, 15, and 22", 1.0),
+        ("3, 8, 22, and 15", 0.0),
+        ("3, 8, 15, and 22, and 40", 0.0),
+        ("3, 8, and 15", 0.0),
+    ],
+)
+def test_regex_grader_reads_a_list_whose_last_number_follows_and(output: str, score: float) -> None:
+    """A generated sort task's pattern wants commas or spaces between the numbers; "and"
+    before the last one is how people write a list."""
+    result = run(regex_task(_list_regex([3, 8, 15, 22])), output)
+    assert result.score == score, result.detail
 
 
 @pytest.mark.parametrize(

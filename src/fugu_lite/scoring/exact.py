@@ -28,7 +28,8 @@ last one is searched: the rest of its line (or the next line)
 up to the end of its sentence, without markdown around it or a closing period, so a
 right list written before a different final one, or named by the explanation after it,
 does not count; a marker followed by nothing or by a remark ("The answer is correct.")
-is no final answer. An empty output scores 0.
+is no final answer. "3, 8, 15, and 22" is also searched as "3, 8, 15, 22". An empty
+output scores 0.
 """
 
 from __future__ import annotations
@@ -357,6 +358,8 @@ def grade_exact(task: Task, output: str) -> Grade:
 
 
 REGEX_WINDOW = 20_000
+# the "and" before the last number of a list: "3, 8, 15, and 22", "3, 8, 15 and 22"
+_AND_IN_A_LIST = re.compile(r"(?<=\d),?\s+and\s+(?=-?\d)", re.IGNORECASE)
 
 
 def grade_regex(task: Task, output: str) -> Grade:
@@ -377,6 +380,10 @@ def grade_regex(task: Task, output: str) -> Grade:
     # The pattern is searched in at most 2 x 20,000 characters (a task's pattern may
     # backtrack); the final answer of a long reply is at its end.
     match = pattern.search(text[:REGEX_WINDOW]) or pattern.search(text[-REGEX_WINDOW:])
+    listed = _AND_IN_A_LIST.sub(", ", text)
+    if match is None and listed != text:  # "3, 8, 15, and 22" is the list [3, 8, 15, 22]
+        match = pattern.search(listed[:REGEX_WINDOW]) or pattern.search(listed[-REGEX_WINDOW:])
+        where += " (its 'and' read as a comma)"
     if match is None:
         return wrong(f"pattern not found in {text[:80]!r}{where}")
     return Grade(score=1.0, detail=f"matched {match.group(0)[:80]!r}{where}")
