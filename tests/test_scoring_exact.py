@@ -484,3 +484,21 @@ def test_exact_grader_reads_ordered_letters_or_words_listed_one_by_one(
     task = Task(id="e", prompt=prompt, answer=answer, grader="exact", task="strings")
     result = graded(task, output)
     assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("t-o-b-o-r", 1.0),
+        ("Backwards, 'robot' is T-O-B-O-R.", 1.0),
+        ("**Answer:** t-o-b-o-r", 1.0),
+        ("t-o-b-r-o", 0.0),
+        ("r-o-b-o-t", 0.0),
+        ("t-o-b-o-r-s", 0.0),
+    ],
+)
+def test_exact_grader_reads_a_word_spelled_out_letter_by_letter(output: str, score: float) -> None:
+    task = Task(id="e", prompt="Write the word 'robot' backwards.", answer="tobor",
+                grader="exact", task="strings")  # fmt: skip
+    result = run(task, output)
+    assert result.score == score, result.detail

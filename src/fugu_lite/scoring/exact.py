@@ -17,7 +17,7 @@ output states an answer (a marker, a box, tags), only that answer and the lines 
 count: "The answer is cta, not 'tac'" is cta. When the question asks for letters or
 words in an order ("Sort the letters of ..."), a candidate listing them one by one is
 also read joined: "e, i, l, r, s, v" is eilrsv, "cherry, banana, (and) apple" cherry banana
-apple.
+apple. A word spelled out with hyphens is the word: "t-o-b-o-r" is tobor.
 
 regex: `re.search` of `task.answer` in the output with runs of whitespace collapsed
 (ignoring case unless `task.case_sensitive`) in its first and last 20,000 characters;
@@ -316,6 +316,10 @@ _WORD_SEPARATOR = r"\s*[,;]\s*(?:and\s+)?|\s+and\s+"
 _LISTED_WORDS = re.compile(rf"[^\s,;]+(?:(?:{_WORD_SEPARATOR})[^\s,;]+)+")
 
 
+# a word spelled out letter by letter: "t-o-b-o-r" is "tobor" (not a list: "t, a, c")
+_SPELLED = re.compile(r"[^\W\d_](?:-[^\W\d_])+")
+
+
 def _items_asked(prompt: str) -> str | None:
     """ "letters" or "words" when the question asks for them in an order, else None."""
     if _LETTERS_ORDERED.search(prompt):
@@ -353,6 +357,8 @@ def grade_exact(task: Task, output: str) -> Grade:
         joined = _joined_items(normalised, items) if items else None
         if joined is not None and joined == expected:  # "e, i, l, r, s, v" for "eilrsv"
             return Grade(score=1.0, detail=f"{name}, its {items} joined, matches {task.answer!r}")
+        if _SPELLED.fullmatch(normalised) and normalised.replace("-", "") == expected:
+            return Grade(score=1.0, detail=f"{name}, spelled out, matches {task.answer!r}")
     shown = normalise(output, True)
     return wrong(f"no match for {task.answer!r} in {shown[:80]!r}")
 
