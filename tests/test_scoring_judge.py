@@ -92,6 +92,10 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
     ("reply", "score"),
     [
         ("SCORE: 7", 0.7),
+        ("SCORE: [7]", 0.7),  # the form "SCORE: N" read with brackets
+        ("Score: [ 8/10 ]", 0.8),
+        ("SCORE: [N]\n\nSCORE: [6]", 0.6),
+        ("SCORE: [0-10] 4", None),
         ("Reasoning: mostly right.\n**Score:** 8/10", 0.8),
         ("score = 10", 1.0),
         ("I'd give it 3 out of 10.", 0.3),

@@ -24,9 +24,10 @@ MAX_JUDGED_CHARS = 6000
 # A response line this long found inside a reply line is an echo; a shorter one ("7/10")
 # only when it is the whole line, since the judge's own verdict may hold the same text.
 MIN_ECHO_CHARS = 20
+# also in brackets, as the form "SCORE: N" may be read: "SCORE: [7]", "Score: [7/10]"
 _SCORE_VALUE = (
-    r"[*_`]*+\s*+(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
-    r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?"
+    r"[*_`]*+\s*+(?P<bracket>\[\s*)?(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
+    r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?(?(bracket)\s*\])"
 )
 # The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10",
 # "Final score - 7"; a dash with a space after it: "Score -1" is no score of 1)
