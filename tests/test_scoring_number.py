@@ -670,6 +670,7 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
         "7 (" + "1 + 1 = 1,1, " * 30_000 + "1 + 1 = 2)",  # steps of the working
         "7 (" + "1 x 1 = 1, " * 20_000 + "1 x 1 = 1)",
         "(" * 100_000 + "7",
+        "He has 7 apples." + "\n" * 100_000 + "Done.",  # a model stuck on blank lines
     ],
 )
 def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str) -> None:

@@ -330,7 +330,7 @@ def _working_at_the_end(text: str) -> int | None:
 # Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
 # divide by 3600." (their numbers are operands), unless a result follows ("..., giving 10")
 _METHOD = re.compile(
-    r"(?:^|(?<=[.!?])\s+|\n\s*)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
+    r"(?:^|(?<=[.!?])\s++|(?<!\s)[^\S\n]*+\n\s*+)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
     r",\s*)?(?:(?:first|just|simply|you|we)\s+)?(?:multiply|divide|add|subtract)\b",
     re.IGNORECASE,
 )
