@@ -309,9 +309,10 @@ _LETTERS_ORDERED = re.compile(
 _WORDS_ORDERED = re.compile(
     r"\b(?:revers|sort|order|arrang)\w*\b[^.?!\n]{0,40}\bwords\b", re.IGNORECASE
 )
-# those items listed one by one: "e, i, l, r, s, v", "e i l r s v"; "cherry, banana, apple",
+# those items listed one by one: "e, i, l, r, s, v", "e i l r s, and v"; "cherry, banana, apple",
 # "cherry, banana, and apple"
-_LISTED_LETTERS = re.compile(r"[^\W\d_](?:(?:\s*[,;-]\s*|\s+)[^\W\d_])+")
+_LISTED_LETTERS = re.compile(r"[^\W\d_](?:(?:\s*[,;-]\s*|\s+)(?:(?i:and)\s+)?[^\W\d_])+")
+_LETTER = re.compile(r"(?<![^\W\d_])[^\W\d_](?![^\W\d_])")  # a letter standing alone
 _WORD_SEPARATOR = r"\s*[,;]\s*(?:and\s+)?|\s+and\s+"
 _LISTED_WORDS = re.compile(rf"[^\s,;]+(?:(?:{_WORD_SEPARATOR})[^\s,;]+)+")
 
@@ -333,8 +334,8 @@ def _joined_items(text: str, items: str) -> str | None:
     """The letters or words `text` lists one by one, joined as an answer writes them
     ("e, i, l, r, s, v" -> "eilrsv", "cherry, banana, apple" -> "cherry banana apple"), or
     None when it is no such list."""
-    if items == "letters" and _LISTED_LETTERS.fullmatch(text):
-        return re.sub(r"[\s,;-]", "", text)
+    if items == "letters" and _LISTED_LETTERS.fullmatch(text):  # "e, i, l, r, s, and v"
+        return "".join(_LETTER.findall(text))
     if items == "words" and _LISTED_WORDS.fullmatch(text):
         return " ".join(word.strip(WRAPPERS) for word in re.split(_WORD_SEPARATOR, text))
     return None
