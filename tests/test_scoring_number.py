@@ -1059,6 +1059,10 @@ TOTAL = "A class of students took a test and 12 passed. How many students were t
         (SHARE, "2 candies left out of 4", "2", 1.0),
         (SHARE, "Each child has 2 candies left out of the 4.", "2", 1.0),
         (SHARE, "2 candies left out of 4", "4", 0.0),
+        (SHARE, "Each child has 2 of the 4 candies left.", "2", 1.0),
+        (SHARE, "2 of 4 candies are left.", "2", 1.0),
+        ("How many eggs did he buy?", "He bought 3 packs for a total of 12 eggs.", "12", 1.0),
+        ("What is 25% of 80?", "25% of 80 is 20.", "20", 1.0),
         ("How many apples are left?", "14 apples left out of 17", "14", 1.0),
         # the whole is the answer when the question asks for it
         (TOTAL, "12 passed out of 30", "30", 1.0),

@@ -12,14 +12,14 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", a range
 or an undone subtraction "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are
 ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100% sure"), the whole
-another number is out of ("2 left out of 4", unless a whole is asked) or one inside a copy
-of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a quantity in two
-units ("2 hours and 30 minutes") is read in the one unit of its kind the question asks for
-("to hours": 2.5), else (or when it is the question's own) is ambiguous too; one amount at
-two rates ("$18 a day, or $126 a week") is read at the rate asked ("per week"). Commas
-between thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing period are
-ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2`
-mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
+another number is out of ("2 left out of 4", "2 of the 4", unless a whole is asked) or one
+inside a copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a
+quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
+question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
+too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
+week"). Commas between thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing
+period are ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and
+`1 1/2` mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7. A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative,
@@ -440,10 +440,12 @@ def _is_aside(number: re.Match[str]) -> bool:
     )
 
 
-# The whole a number is a part of, "14 apples left out of 17", "2 out of the 4": not the answer
-# unless the question asks for a whole ("How many in total?", "out of how many?")
+# The whole a number is a part of, "14 apples left out of 17", "2 out of the 4", "2 of the 4"
+# (not after more words: "3 packs for a total of 12"): not the answer unless the question
+# asks for a whole ("How many in total?", "out of how many?")
 _WHOLE_BEFORE = re.compile(
-    r"\d[^\d.?!\n]{0,40}\bout\s+of\s+(?:the\s+|a\s+total\s+of\s+)?\$?$", re.I
+    r"\d(?:[^\d.?!\n]{0,40}\bout|(?:\s+[^\W\d]+)?)\s+of\s+(?:the\s+|a\s+total\s+of\s+)?\$?$",
+    re.IGNORECASE,
 )
 _WHOLE_ASKED = re.compile(r"\b(?:total|in\s+all|altogether|out\s+of)\b", re.IGNORECASE)
 
