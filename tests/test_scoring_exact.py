@@ -291,7 +291,7 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
 def test_regex_grader_reads_a_list_whose_last_number_follows_and(output: str, score: float) -> None:
     """A generated sort task's pattern wants commas or spaces between the numbers; "and"
     before the last one is how people write a list."""
-    result = run(regex_task(_list_regex([3, 8, 15, 22])), output)
+    result = graded(regex_task(_list_regex([3, 8, 15, 22])), output)
     assert result.score == score, result.detail
 
 
@@ -503,5 +503,5 @@ def test_exact_grader_reads_ordered_letters_or_words_listed_one_by_one(
 def test_exact_grader_reads_a_word_spelled_out_letter_by_letter(output: str, score: float) -> None:
     task = Task(id="e", prompt="Write the word 'robot' backwards.", answer="tobor",
                 grader="exact", task="strings")  # fmt: skip
-    result = run(task, output)
+    result = graded(task, output)
     assert result.score == score, result.detail

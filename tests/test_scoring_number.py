@@ -1072,5 +1072,5 @@ TOTAL = "A class of students took a test and 12 passed. How many students were t
 def test_the_whole_a_number_is_out_of_is_not_the_answer(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
-    result = run(number_task(answer, prompt), output)
+    result = graded(number_task(answer, prompt), output)
     assert result.score == score, result.detail
