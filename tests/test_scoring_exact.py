@@ -7,7 +7,8 @@ import time
 import pytest
 from conftest import WHO_IS_TALLER, graded
 
-from fugu_lite.tasks import Task, _list_regex
+from fugu_lite.task_families import _list_regex
+from fugu_lite.tasks import Task
 
 
 def exact_task(answer: str, case_sensitive: bool = False) -> Task:
