@@ -452,7 +452,9 @@ _WHOLE_ASKED = re.compile(r"\b(?:total|in\s+all|altogether|out\s+of)\b", re.IGNO
 
 def _is_the_whole(number: re.Match[str]) -> bool:
     start = number.start()
-    return _WHOLE_BEFORE.search(number.string[max(0, start - 60) : start]) is not None
+    before = number.string[max(0, start - 60) : start]
+    # the plain test first: the search tries every start in the window, for every number
+    return "of" in before.lower() and _WHOLE_BEFORE.search(before) is not None
 
 
 def _is_ruled_out(number: re.Match[str]) -> bool:
