@@ -116,7 +116,8 @@ def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     """Start `fugu-lite serve` in-process on the local pool; ask through the openai SDK."""
     from openai import OpenAI
 
-    from .server import WORKER_HEADER, ServeSettings, create_app
+    from .server import ServeSettings, create_app
+    from .server_responses import WORKER_HEADER
     from .server_thread import ServerThread
 
     console.rule("3/3 serve: the coordinator in front of the local pool, asked via openai")

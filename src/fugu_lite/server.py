@@ -3,33 +3,31 @@
 POST /v1/chat/completions routes each conversation with the coordinator, calls the chosen
 worker (falling back to the next-best one while nothing was sent yet), and answers as the
 router's model name, streaming or not. GET /v1/models, /health and /metrics (Prometheus).
+
+This module holds the settings, the server's state (FuguServer), the app and its routes, and
+running it under uvicorn. Answering a chat request is in server_answer.py (routing, then the
+answer at once or streamed: server_stream.py), what an answer carries besides the worker's
+body in server_responses.py, errors in server_errors.py, the body-size limit in
+server_body.py, the request's schema in server_schemas.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
 import os
 import re
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
-from starlette.background import BackgroundTask
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .costs import RouterFamily, load_family_or_single
 from .llama_cpp_requests import local_worker_gaps
@@ -41,37 +39,24 @@ from .pool import (
     queued_locally,
     resolve_gguf,
 )
+from .server_answer import answer
 from .server_auth import ApiKeyChecker, Redactor, worker_secrets
 from .server_batching import BatcherClosedError, MicroBatcher
+from .server_body import read_body
 from .server_breaker import CircuitBreaker
-from .server_dispatch import (
-    BUSY,
-    RATE_LIMITED,
-    AllWorkersFailedError,
-    Attempt,
-    Dispatcher,
-    WorkerRejectedError,
-)
-from .server_log import DecisionLog, DecisionLogEntry, conversation_hash
+from .server_dispatch import Dispatcher
+from .server_errors import install_error_handlers
+from .server_log import DecisionLog
 from .server_metrics import Metrics
+from .server_responses import ROUTING_HEADERS
 from .server_routing import RouteRequest, RouteResult, RouterService
 from .server_schemas import ApiError, ChatCompletionRequest, parse_request
-from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
-from .workers import Usage, WorkerPool
+from .workers import WorkerPool
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-
-WORKER_HEADER = "x-fugu-worker"
-PROBABILITIES_HEADER = "x-fugu-probabilities"
-ATTEMPTS_HEADER = "x-fugu-attempts"
-REQUEST_ID_HEADER = "x-request-id"
-ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST_ID_HEADER)
 RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for
 RESTART_MAX_WAIT_S = 300.0
 TEXT_PART_TYPES = ("text", "refusal")  # content parts a local worker reads (as text)
-# A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
-BUSY_RETRY_AFTER_S = 1.0
 ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]+$")
 
 
@@ -121,20 +106,6 @@ class ServeSettings(BaseModel):
                     "without a path or trailing slash, e.g. http://localhost:3000, or *"
                 )
         return origins
-
-
-class ClientDisconnectedError(Exception):
-    """The client closed the connection before the answer was ready."""
-
-
-@dataclass
-class Routed:
-    request_id: str
-    chat: ChatCompletionRequest
-    route: RouteResult
-    started: float
-    routing_s: float
-    messages: list[dict[str, Any]]
 
 
 class FuguServer:
@@ -433,492 +404,6 @@ def check_model(server: FuguServer, model: str) -> None:
             param="model",
             code="model_not_found",
         )
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed the limit."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(None, limit)  # reading stopped here: the real size is unknown
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def too_large(size: int | None, limit: int) -> ApiError:
-    body = "the request body is" + (f" {size} bytes," if size is not None else "")
-    return ApiError(
-        413,
-        f"{body} more than this server accepts ({limit} bytes); shorten the conversation, "
-        "or start the server with a larger --max-body-bytes",
-        code="request_too_large",
-    )
-
-
-# --- answering ----------------------------------------------------------------------------------
-
-
-async def answer(
-    server: FuguServer, request: Request, chat: ChatCompletionRequest, allowed: tuple[str, ...]
-) -> Response:
-    started = time.perf_counter()
-    request_id = f"chatcmpl-{uuid.uuid4().hex}"
-    try:
-        route = await until_disconnected(
-            request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))
-        )
-    except ClientDisconnectedError:
-        return Response(status_code=CLIENT_CLOSED_STATUS)
-    routing_s = time.perf_counter() - started
-    server.metrics.routing_latency.observe(routing_s)
-    server.metrics.worker_choices.labels(route.ranking[0]).inc()
-    routed = Routed(request_id, chat, route, started, routing_s, chat.message_dicts())
-    if chat.stream:
-        return await answer_streaming(server, request, routed)
-    return await answer_once(server, request, routed)
-
-
-async def answer_once(server: FuguServer, request: Request, routed: Routed) -> Response:
-    try:
-        result, attempts = await until_disconnected(
-            request,
-            server.dispatcher.complete(
-                routed.route.ranking, routed.messages, routed.chat.worker_params()
-            ),
-        )
-    except ClientDisconnectedError:
-        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
-        return Response(status_code=CLIENT_CLOSED_STATUS)
-    except (AllWorkersFailedError, WorkerRejectedError) as error:
-        raise failure(server, routed, error) from None
-    usage = result.usage.model_dump() if result.usage else None
-    body = server.redact.scrub(dict(result.raw or completion_body(result.output or "", usage)))
-    assert isinstance(body, dict)
-    body["id"] = routed.request_id
-    body["model"] = server.settings.model_name
-    if routed.chat.include_routing:
-        body["fugu"] = routing_field(routed, attempts, result.cost)
-    finish(server, routed, attempts, usage, "ok", 200, cost=result.cost)
-    return JSONResponse(body, headers=routing_headers(routed, attempts))
-
-
-async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
-    params = routed.chat.worker_params()
-    # Ask for usage always (for metrics and cost); the client gets it only if it asked.
-    params["stream_options"] = {"include_usage": True}
-    try:
-        opened = await until_disconnected(
-            request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
-        )
-    except ClientDisconnectedError:
-        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
-        return Response(status_code=CLIENT_CLOSED_STATUS)
-    except (AllWorkersFailedError, WorkerRejectedError) as error:
-        raise failure(server, routed, error) from None
-
-    def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
-        server.dispatcher.stream_ended(opened.worker, outcome)
-        cost = stream_cost(server, opened.worker, usage)
-        finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
-        server.leave()
-
-    relay = RelayedStream(
-        opened,
-        request_id=routed.request_id,
-        model=server.settings.model_name,
-        include_usage=routed.chat.include_usage,
-        messages=server.pool.request_messages(opened.worker, routed.messages),
-        idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
-        redact=server.redact,
-        on_done=done,
-        first_extra=routing_field(routed, opened.attempts, None)
-        if routed.chat.include_routing
-        else None,
-    )
-    return StreamingResponse(
-        relay.events(),
-        media_type="text/event-stream",
-        headers={**routing_headers(routed, opened.attempts), "Cache-Control": "no-cache"},
-        background=BackgroundTask(relay.finalize),
-    )
-
-
-def stream_cost(server: FuguServer, worker: str, usage: dict[str, Any] | None) -> float | None:
-    if usage is None:
-        return None
-    return server.pool.cost(
-        worker,
-        Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
-    )
-
-
-def completion_body(output: str, usage: dict[str, Any] | None) -> dict[str, Any]:
-    """A chat.completion for a worker whose raw response the pool did not keep."""
-    return {
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": output},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage,
-    }
-
-
-# --- routing information, failures, bookkeeping ------------------------------------------------
-
-
-def routing_headers(routed: Routed, attempts: list[Attempt]) -> dict[str, str]:
-    answered = next((a.worker for a in attempts if a.outcome == "ok"), "")
-    return {
-        WORKER_HEADER: answered,
-        PROBABILITIES_HEADER: json.dumps(
-            {w: round(p, 4) for w, p in routed.route.probabilities.items()}, separators=(",", ":")
-        ),
-        ATTEMPTS_HEADER: ",".join(f"{a.worker}:{a.outcome}" for a in attempts),
-        REQUEST_ID_HEADER: routed.request_id,
-    }
-
-
-def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -> dict[str, Any]:
-    """The opt-in `fugu` body field (request key include_routing)."""
-    return {
-        "worker": next((a.worker for a in attempts if a.outcome == "ok"), None),
-        "chosen": routed.route.ranking[0],
-        "probabilities": routed.route.probabilities,
-        "ranking": routed.route.ranking,
-        "attempts": [
-            {"worker": a.worker, "outcome": a.outcome, "latency_ms": round(a.latency_s * 1000, 3)}
-            for a in attempts
-        ],
-        "cost_weight": routed.route.cost_weight,
-        "cost": cost,
-        "routing_ms": round(routed.routing_s * 1000, 3),
-    }
-
-
-def failure(
-    server: FuguServer, routed: Routed, error: AllWorkersFailedError | WorkerRejectedError
-) -> ApiError:
-    """The worker's own 4xx as a 400 when it rejected the request itself; else what the
-    workers' answers mean for the client (`workers_failed`)."""
-    attempts = error.attempts
-    if isinstance(error, WorkerRejectedError):
-        api_error = ApiError(
-            400,
-            f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
-            param="messages",
-            code="worker_rejected_request",
-            extra={"tried": [attempt.summary() for attempt in attempts]},
-        )
-    else:
-        api_error = workers_failed(server, error)
-    api_error.headers.update(routing_headers(routed, attempts))
-    finish(server, routed, attempts, None, "error", api_error.status)
-    api_error.recorded = True
-    return api_error
-
-
-def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
-    """No allowed worker answered. The client's 400 context_length_exceeded when the
-    conversation exceeds the context of every worker that was asked, and of every worker
-    that is down as far as is known (a smaller context); otherwise a retriable 5xx (a
-    worker that is down may take it once back): 503 with Retry-After when every worker
-    that is down is cooling down (circuit open) or busy, 429 when some are rate-limited by
-    their providers instead, else 502. A message names both facts."""
-    tried = [attempt.summary() for attempt in error.attempts]
-    too_long, down = error.too_long, error.down
-    refused_by = [attempt.worker for attempt in too_long]
-    limits = "; ".join(f"{a.worker}: {a.message}" for a in too_long)
-    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
-    if too_long and all(server.dispatcher.would_refuse_too(a.worker, refused_by) for a in down):
-        smaller = (
-            f"; {', '.join(a.worker for a in down)} (down) {'has' if len(down) == 1 else 'have'}"
-            " no larger a context"
-            if down
-            else ""
-        )
-        return ApiError(
-            400,
-            "the conversation is longer than the context of every worker it may go to "
-            f"({limits}{smaller}); shorten the messages or max_tokens, or allow a worker "
-            "with a larger context",
-            param="messages",
-            code="context_length_exceeded",
-            extra={"tried": tried},
-        )
-    # A worker that is down may take the conversation once back: the client may retry.
-    if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
-        return workers_unavailable(server, error)
-    if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in down):
-        return workers_rate_limited(server, error)
-    parts = [
-        f"{a.worker} (circuit open, skipped)"
-        if a.outcome == "circuit_open"
-        else f"{a.worker} ({a.message or a.outcome})"
-        for a in down
-    ]
-    reason = (
-        f"the conversation is longer than the context of {refusals}, and every other worker it "
-        "may go to failed (they may take it once back)"
-        if too_long
-        else "every worker failed"
-    )
-    return ApiError(
-        502,
-        f"{reason}: {'; '.join(parts)}",
-        type="upstream_error",
-        code="all_workers_failed",
-        extra={"tried": tried},
-    )
-
-
-def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
-    """A 503 with Retry-After (which OpenAI's SDKs and other clients retry after that
-    wait) when no worker that could take the conversation failed: each is cooling down
-    after repeated failures (circuit open), or busy (all its max_concurrency slots taken
-    for the whole deadline; worth trying again at once)."""
-    too_long, down = error.too_long, error.down
-    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
-    cooling = [a.worker for a in down if a.outcome == "circuit_open"]
-    busy = [a.worker for a in down if a.outcome == BUSY]
-    states = []
-    if cooling:
-        states.append(f"cooling down after repeated failures (circuit open: {', '.join(cooling)})")
-    if busy:
-        states.append(f"busy (every max_concurrency slot taken: {', '.join(busy)})")
-    names = ", ".join(a.worker for a in down)
-    reason = (
-        f"the conversation is longer than the context of {refusals}, and the other workers "
-        f"it may go to ({names}) are {' or '.join(states)} and may take it once back"
-        if too_long
-        else f"every allowed worker is {' or '.join(states)}"
-    )
-    retry = BUSY_RETRY_AFTER_S if busy else server.breaker.retry_after_s(cooling)
-    return ApiError(
-        503,
-        f"{reason}; retry in {retry:.0f} s",
-        type="server_error",
-        code="workers_busy" if busy else "workers_unavailable",
-        extra={"tried": [attempt.summary() for attempt in error.attempts]},
-        headers={"Retry-After": str(max(1, round(retry)))},
-    )
-
-
-def workers_rate_limited(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
-    """A 429 `rate_limit_exceeded`, OpenAI's shape, when the workers that could take the
-    conversation were rate-limited by their providers or were cooling down or busy: the
-    openai SDK raises it as RateLimitError, which clients back off on and retry later; a
-    502 read as a broken gateway. Its Retry-After is the soonest any of them may take a
-    request again, as far as known (`retry_after_s`)."""
-    limited = "; ".join(
-        f"{a.worker} ({a.message or a.outcome})" for a in error.down if a.outcome == RATE_LIMITED
-    )
-    others = [f"{a.worker} ({a.outcome})" for a in error.down if a.outcome != RATE_LIMITED]
-    refusals = [f"{a.worker} (longer than its context)" for a in error.too_long]
-    rest = f"; the others: {', '.join(others + refusals)}" if others or refusals else ""
-    retry = retry_after_s(server, error.down)
-    return ApiError(
-        429,
-        f"every allowed worker that could answer is rate-limited by its provider: {limited}"
-        f"{rest}; retry {'later' if retry is None else f'in {retry} s'}",
-        type="requests",
-        code="rate_limit_exceeded",
-        extra={"tried": [attempt.summary() for attempt in error.attempts]},
-        headers={} if retry is None else {"Retry-After": str(retry)},
-    )
-
-
-def retry_after_s(server: FuguServer, down: list[Attempt]) -> int | None:
-    """Whole seconds until the first of these workers may take a request again: a
-    rate-limited one when its provider's Retry-After ends, a busy one at once (1 s), one
-    cooling down when its circuit turns half-open. None when that is not known (a 429
-    without Retry-After): the client then backs off as it does by itself."""
-    now = time.monotonic()
-    waits = []
-    for attempt in down:
-        if attempt.outcome == RATE_LIMITED and attempt.retry_at is None:
-            return None
-        if attempt.outcome == RATE_LIMITED and attempt.retry_at is not None:
-            waits.append(attempt.retry_at - now)
-        elif attempt.outcome == BUSY:
-            waits.append(BUSY_RETRY_AFTER_S)
-        elif attempt.outcome == "circuit_open":
-            waits.append(server.breaker.retry_after_s([attempt.worker]))
-    if not waits:
-        return None
-    return max(1, math.ceil(min(waits)))
-
-
-def finish(
-    server: FuguServer,
-    routed: Routed,
-    attempts: list[Attempt],
-    usage: dict[str, Any] | None,
-    outcome: str,
-    status: int,
-    cost: float | None = None,
-) -> None:
-    """Metrics and the decision log line for a routed request."""
-    answered = next((a.worker for a in attempts if a.outcome == "ok"), None)
-    metrics = server.metrics
-    metrics.requests.labels(str(status), str(routed.chat.stream).lower()).inc()
-    if outcome != "ok":
-        metrics.errors.labels(outcome).inc()
-    if answered is not None:
-        metrics.record_usage(answered, usage, cost)
-        if answered != routed.route.ranking[0]:
-            metrics.fallbacks.inc()
-    worker_ids = server.router.worker_ids
-    entry = DecisionLogEntry(
-        request_id=routed.request_id,
-        model=server.settings.model_name,
-        prompt_hash=conversation_hash(routed.chat.messages),
-        worker_ids=worker_ids,
-        probabilities=[routed.route.probabilities[w] for w in worker_ids],
-        chosen=routed.route.ranking[0],
-        worker=answered,
-        fallback=answered is not None and answered != routed.route.ranking[0],
-        outcome=outcome,
-        status=status,
-        attempts=[attempt.summary() for attempt in attempts],
-        stream=routed.chat.stream,
-        ranking=list(routed.route.ranking),
-        cost_weight=routed.route.cost_weight,
-        routing_latency_s=routed.routing_s,
-        latency_s=time.perf_counter() - routed.started,
-        usage=usage,
-        cost=cost,
-    )
-    messages = server.redact.scrub(routed.messages) if server.log.log_content else None
-    server.log.write(entry, messages)  # type: ignore[arg-type]
-
-
-async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`, cancelling it if the client disconnects first (uvicorn does not
-    cancel a handler whose client went away)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    raise ClientDisconnectedError()
-
-
-async def wait_for_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-# --- errors ---------------------------------------------------------------------------------
-
-
-def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
-    """Every error leaves in OpenAI's shape; nothing internal leaks out of a 500."""
-
-    def count_refused(error: ApiError) -> None:
-        """Metrics for a request answered without a decision log line: refused before
-        routing (bad input, auth, unknown model or path) or failed inside fugu-lite."""
-        server.metrics.requests.labels(str(error.status), "unknown").inc()
-        server.metrics.errors.labels(error.code or error.type).inc()
-
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, error: ApiError) -> JSONResponse:
-        if not error.recorded:
-            count_refused(error)
-        body = server.redact.scrub(error.body())
-        return JSONResponse(body, status_code=error.status, headers=error.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
-        )
-        refused = ApiError(400, f"invalid request: {problems}")
-        count_refused(refused)
-        return JSONResponse(refused.body(), status_code=400)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 404:
-            message = (
-                f"no route {request.method} {request.url.path}; this server answers POST "
-                "/v1/chat/completions, GET /v1/models, /health and /metrics"
-            )
-        elif error.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
-        else:
-            message = str(error.detail)
-        refused = ApiError(error.status_code, message, code=str(error.status_code))
-        count_refused(refused)
-        return JSONResponse(
-            refused.body(),
-            status_code=error.status_code,
-            headers=getattr(error, "headers", None),
-        )
-
-    def unexpected() -> JSONResponse:
-        logger.exception("unexpected error while serving a request")
-        internal = ApiError(
-            500,
-            "internal error in fugu-lite (logged on the server); please report it",
-            type="server_error",
-            code="internal_error",
-        )
-        count_refused(internal)
-        return JSONResponse(internal.body(), status_code=500)
-
-    app.add_middleware(InternalErrorMiddleware, answer=unexpected)
-
-
-class InternalErrorMiddleware:
-    """Answers an unexpected exception with `answer()` (the OpenAI-shaped 500) and stops
-    it there. Starlette's handler for Exception re-raises it after the answer, so uvicorn
-    logged the traceback a second time and closed the client's keep-alive connection. An
-    exception after the answer started (a stream) still goes up: it cannot be answered."""
-
-    def __init__(self, app: ASGIApp, answer: Callable[[], Response]) -> None:
-        self.app = app
-        self.answer = answer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_noting_start(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_noting_start)
-        except Exception:
-            if started:
-                raise
-            await self.answer()(scope, receive, send)
 
 
 # --- running ---------------------------------------------------------------------------------

@@ -1,0 +1,150 @@
+"""Answering a chat-completions request: routing it (in the micro-batcher), then the
+worker's answer at once or relayed as a stream, and giving up on a client that left."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from .server_dispatch import AllWorkersFailedError, WorkerRejectedError
+from .server_errors import failure
+from .server_responses import (
+    Routed,
+    completion_body,
+    finish,
+    routing_field,
+    routing_headers,
+    stream_cost,
+)
+from .server_routing import RouteRequest
+from .server_schemas import ChatCompletionRequest
+from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
+
+if TYPE_CHECKING:
+    from .server import FuguServer
+
+T = TypeVar("T")
+
+
+class ClientDisconnectedError(Exception):
+    """The client closed the connection before the answer was ready."""
+
+
+async def answer(
+    server: FuguServer, request: Request, chat: ChatCompletionRequest, allowed: tuple[str, ...]
+) -> Response:
+    started = time.perf_counter()
+    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    try:
+        route = await until_disconnected(
+            request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))
+        )
+    except ClientDisconnectedError:
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    routing_s = time.perf_counter() - started
+    server.metrics.routing_latency.observe(routing_s)
+    server.metrics.worker_choices.labels(route.ranking[0]).inc()
+    routed = Routed(request_id, chat, route, started, routing_s, chat.message_dicts())
+    if chat.stream:
+        return await answer_streaming(server, request, routed)
+    return await answer_once(server, request, routed)
+
+
+async def answer_once(server: FuguServer, request: Request, routed: Routed) -> Response:
+    try:
+        result, attempts = await until_disconnected(
+            request,
+            server.dispatcher.complete(
+                routed.route.ranking, routed.messages, routed.chat.worker_params()
+            ),
+        )
+    except ClientDisconnectedError:
+        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    except (AllWorkersFailedError, WorkerRejectedError) as error:
+        raise failure(server, routed, error) from None
+    usage = result.usage.model_dump() if result.usage else None
+    body = server.redact.scrub(dict(result.raw or completion_body(result.output or "", usage)))
+    assert isinstance(body, dict)
+    body["id"] = routed.request_id
+    body["model"] = server.settings.model_name
+    if routed.chat.include_routing:
+        body["fugu"] = routing_field(routed, attempts, result.cost)
+    finish(server, routed, attempts, usage, "ok", 200, cost=result.cost)
+    return JSONResponse(body, headers=routing_headers(routed, attempts))
+
+
+async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
+    params = routed.chat.worker_params()
+    # Ask for usage always (for metrics and cost); the client gets it only if it asked.
+    params["stream_options"] = {"include_usage": True}
+    try:
+        opened = await until_disconnected(
+            request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
+        )
+    except ClientDisconnectedError:
+        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+    except (AllWorkersFailedError, WorkerRejectedError) as error:
+        raise failure(server, routed, error) from None
+
+    def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
+        server.dispatcher.stream_ended(opened.worker, outcome)
+        cost = stream_cost(server, opened.worker, usage)
+        finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
+        server.leave()
+
+    relay = RelayedStream(
+        opened,
+        request_id=routed.request_id,
+        model=server.settings.model_name,
+        include_usage=routed.chat.include_usage,
+        messages=server.pool.request_messages(opened.worker, routed.messages),
+        idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
+        redact=server.redact,
+        on_done=done,
+        first_extra=routing_field(routed, opened.attempts, None)
+        if routed.chat.include_routing
+        else None,
+    )
+    return StreamingResponse(
+        relay.events(),
+        media_type="text/event-stream",
+        headers={**routing_headers(routed, opened.attempts), "Cache-Control": "no-cache"},
+        background=BackgroundTask(relay.finalize),
+    )
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it if the client disconnects first (uvicorn does not
+    cancel a handler whose client went away)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_for_disconnect(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    raise ClientDisconnectedError()
+
+
+async def wait_for_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -1,0 +1,275 @@
+"""Errors in OpenAI's shape: what the workers' failures mean for the client (400, 429,
+502, 503 with Retry-After), and the app's handlers for every other error (bad input, auth,
+unknown routes, an unexpected exception as a 500 that leaks nothing)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .server_dispatch import (
+    BUSY,
+    RATE_LIMITED,
+    AllWorkersFailedError,
+    Attempt,
+    WorkerRejectedError,
+)
+from .server_responses import Routed, finish, routing_headers
+from .server_schemas import ApiError
+
+if TYPE_CHECKING:
+    from .server import FuguServer
+
+logger = logging.getLogger(__name__)
+
+# A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
+BUSY_RETRY_AFTER_S = 1.0
+
+
+def failure(
+    server: FuguServer, routed: Routed, error: AllWorkersFailedError | WorkerRejectedError
+) -> ApiError:
+    """The worker's own 4xx as a 400 when it rejected the request itself; else what the
+    workers' answers mean for the client (`workers_failed`)."""
+    attempts = error.attempts
+    if isinstance(error, WorkerRejectedError):
+        api_error = ApiError(
+            400,
+            f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
+            param="messages",
+            code="worker_rejected_request",
+            extra={"tried": [attempt.summary() for attempt in attempts]},
+        )
+    else:
+        api_error = workers_failed(server, error)
+    api_error.headers.update(routing_headers(routed, attempts))
+    finish(server, routed, attempts, None, "error", api_error.status)
+    api_error.recorded = True
+    return api_error
+
+
+def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
+    """No allowed worker answered. The client's 400 context_length_exceeded when the
+    conversation exceeds the context of every worker that was asked, and of every worker
+    that is down as far as is known (a smaller context); otherwise a retriable 5xx (a
+    worker that is down may take it once back): 503 with Retry-After when every worker
+    that is down is cooling down (circuit open) or busy, 429 when some are rate-limited by
+    their providers instead, else 502. A message names both facts."""
+    tried = [attempt.summary() for attempt in error.attempts]
+    too_long, down = error.too_long, error.down
+    refused_by = [attempt.worker for attempt in too_long]
+    limits = "; ".join(f"{a.worker}: {a.message}" for a in too_long)
+    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
+    if too_long and all(server.dispatcher.would_refuse_too(a.worker, refused_by) for a in down):
+        smaller = (
+            f"; {', '.join(a.worker for a in down)} (down) {'has' if len(down) == 1 else 'have'}"
+            " no larger a context"
+            if down
+            else ""
+        )
+        return ApiError(
+            400,
+            "the conversation is longer than the context of every worker it may go to "
+            f"({limits}{smaller}); shorten the messages or max_tokens, or allow a worker "
+            "with a larger context",
+            param="messages",
+            code="context_length_exceeded",
+            extra={"tried": tried},
+        )
+    # A worker that is down may take the conversation once back: the client may retry.
+    if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
+        return workers_unavailable(server, error)
+    if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in down):
+        return workers_rate_limited(server, error)
+    parts = [
+        f"{a.worker} (circuit open, skipped)"
+        if a.outcome == "circuit_open"
+        else f"{a.worker} ({a.message or a.outcome})"
+        for a in down
+    ]
+    reason = (
+        f"the conversation is longer than the context of {refusals}, and every other worker it "
+        "may go to failed (they may take it once back)"
+        if too_long
+        else "every worker failed"
+    )
+    return ApiError(
+        502,
+        f"{reason}: {'; '.join(parts)}",
+        type="upstream_error",
+        code="all_workers_failed",
+        extra={"tried": tried},
+    )
+
+
+def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
+    """A 503 with Retry-After (which OpenAI's SDKs and other clients retry after that
+    wait) when no worker that could take the conversation failed: each is cooling down
+    after repeated failures (circuit open), or busy (all its max_concurrency slots taken
+    for the whole deadline; worth trying again at once)."""
+    too_long, down = error.too_long, error.down
+    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
+    cooling = [a.worker for a in down if a.outcome == "circuit_open"]
+    busy = [a.worker for a in down if a.outcome == BUSY]
+    states = []
+    if cooling:
+        states.append(f"cooling down after repeated failures (circuit open: {', '.join(cooling)})")
+    if busy:
+        states.append(f"busy (every max_concurrency slot taken: {', '.join(busy)})")
+    names = ", ".join(a.worker for a in down)
+    reason = (
+        f"the conversation is longer than the context of {refusals}, and the other workers "
+        f"it may go to ({names}) are {' or '.join(states)} and may take it once back"
+        if too_long
+        else f"every allowed worker is {' or '.join(states)}"
+    )
+    retry = BUSY_RETRY_AFTER_S if busy else server.breaker.retry_after_s(cooling)
+    return ApiError(
+        503,
+        f"{reason}; retry in {retry:.0f} s",
+        type="server_error",
+        code="workers_busy" if busy else "workers_unavailable",
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
+        headers={"Retry-After": str(max(1, round(retry)))},
+    )
+
+
+def workers_rate_limited(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
+    """A 429 `rate_limit_exceeded`, OpenAI's shape, when the workers that could take the
+    conversation were rate-limited by their providers or were cooling down or busy: the
+    openai SDK raises it as RateLimitError, which clients back off on and retry later; a
+    502 read as a broken gateway. Its Retry-After is the soonest any of them may take a
+    request again, as far as known (`retry_after_s`)."""
+    limited = "; ".join(
+        f"{a.worker} ({a.message or a.outcome})" for a in error.down if a.outcome == RATE_LIMITED
+    )
+    others = [f"{a.worker} ({a.outcome})" for a in error.down if a.outcome != RATE_LIMITED]
+    refusals = [f"{a.worker} (longer than its context)" for a in error.too_long]
+    rest = f"; the others: {', '.join(others + refusals)}" if others or refusals else ""
+    retry = retry_after_s(server, error.down)
+    return ApiError(
+        429,
+        f"every allowed worker that could answer is rate-limited by its provider: {limited}"
+        f"{rest}; retry {'later' if retry is None else f'in {retry} s'}",
+        type="requests",
+        code="rate_limit_exceeded",
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
+        headers={} if retry is None else {"Retry-After": str(retry)},
+    )
+
+
+def retry_after_s(server: FuguServer, down: list[Attempt]) -> int | None:
+    """Whole seconds until the first of these workers may take a request again: a
+    rate-limited one when its provider's Retry-After ends, a busy one at once (1 s), one
+    cooling down when its circuit turns half-open. None when that is not known (a 429
+    without Retry-After): the client then backs off as it does by itself."""
+    now = time.monotonic()
+    waits = []
+    for attempt in down:
+        if attempt.outcome == RATE_LIMITED and attempt.retry_at is None:
+            return None
+        if attempt.outcome == RATE_LIMITED and attempt.retry_at is not None:
+            waits.append(attempt.retry_at - now)
+        elif attempt.outcome == BUSY:
+            waits.append(BUSY_RETRY_AFTER_S)
+        elif attempt.outcome == "circuit_open":
+            waits.append(server.breaker.retry_after_s([attempt.worker]))
+    if not waits:
+        return None
+    return max(1, math.ceil(min(waits)))
+
+
+def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
+    """Every error leaves in OpenAI's shape; nothing internal leaks out of a 500."""
+
+    def count_refused(error: ApiError) -> None:
+        """Metrics for a request answered without a decision log line: refused before
+        routing (bad input, auth, unknown model or path) or failed inside fugu-lite."""
+        server.metrics.requests.labels(str(error.status), "unknown").inc()
+        server.metrics.errors.labels(error.code or error.type).inc()
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        if not error.recorded:
+            count_refused(error)
+        body = server.redact.scrub(error.body())
+        return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        refused = ApiError(400, f"invalid request: {problems}")
+        count_refused(refused)
+        return JSONResponse(refused.body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            message = (
+                f"no route {request.method} {request.url.path}; this server answers POST "
+                "/v1/chat/completions, GET /v1/models, /health and /metrics"
+            )
+        elif error.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(error.detail)
+        refused = ApiError(error.status_code, message, code=str(error.status_code))
+        count_refused(refused)
+        return JSONResponse(
+            refused.body(),
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
+        )
+
+    def unexpected() -> JSONResponse:
+        logger.exception("unexpected error while serving a request")
+        internal = ApiError(
+            500,
+            "internal error in fugu-lite (logged on the server); please report it",
+            type="server_error",
+            code="internal_error",
+        )
+        count_refused(internal)
+        return JSONResponse(internal.body(), status_code=500)
+
+    app.add_middleware(InternalErrorMiddleware, answer=unexpected)
+
+
+class InternalErrorMiddleware:
+    """Answers an unexpected exception with `answer()` (the OpenAI-shaped 500) and stops
+    it there. Starlette's handler for Exception re-raises it after the answer, so uvicorn
+    logged the traceback a second time and closed the client's keep-alive connection. An
+    exception after the answer started (a stream) still goes up: it cannot be answered."""
+
+    def __init__(self, app: ASGIApp, answer: Callable[[], Response]) -> None:
+        self.app = app
+        self.answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_noting_start(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_start)
+        except Exception:
+            if started:
+                raise
+            await self.answer()(scope, receive, send)

@@ -1,0 +1,136 @@
+"""What a routed request's answer carries besides the worker's own body (the routing
+headers, the opt-in `fugu` field, a chat.completion built from an output alone, a stream's
+cost) and its bookkeeping once it ends (`finish`: metrics and the decision log line)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .server_dispatch import Attempt
+from .server_log import DecisionLogEntry, conversation_hash
+from .server_routing import RouteResult
+from .server_schemas import ChatCompletionRequest
+from .workers import Usage
+
+if TYPE_CHECKING:
+    from .server import FuguServer
+
+WORKER_HEADER = "x-fugu-worker"
+PROBABILITIES_HEADER = "x-fugu-probabilities"
+ATTEMPTS_HEADER = "x-fugu-attempts"
+REQUEST_ID_HEADER = "x-request-id"
+ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST_ID_HEADER)
+
+
+@dataclass
+class Routed:
+    request_id: str
+    chat: ChatCompletionRequest
+    route: RouteResult
+    started: float
+    routing_s: float
+    messages: list[dict[str, Any]]
+
+
+def routing_headers(routed: Routed, attempts: list[Attempt]) -> dict[str, str]:
+    answered = next((a.worker for a in attempts if a.outcome == "ok"), "")
+    return {
+        WORKER_HEADER: answered,
+        PROBABILITIES_HEADER: json.dumps(
+            {w: round(p, 4) for w, p in routed.route.probabilities.items()}, separators=(",", ":")
+        ),
+        ATTEMPTS_HEADER: ",".join(f"{a.worker}:{a.outcome}" for a in attempts),
+        REQUEST_ID_HEADER: routed.request_id,
+    }
+
+
+def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -> dict[str, Any]:
+    """The opt-in `fugu` body field (request key include_routing)."""
+    return {
+        "worker": next((a.worker for a in attempts if a.outcome == "ok"), None),
+        "chosen": routed.route.ranking[0],
+        "probabilities": routed.route.probabilities,
+        "ranking": routed.route.ranking,
+        "attempts": [
+            {"worker": a.worker, "outcome": a.outcome, "latency_ms": round(a.latency_s * 1000, 3)}
+            for a in attempts
+        ],
+        "cost_weight": routed.route.cost_weight,
+        "cost": cost,
+        "routing_ms": round(routed.routing_s * 1000, 3),
+    }
+
+
+def completion_body(output: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A chat.completion for a worker whose raw response the pool did not keep."""
+    return {
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": output},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def stream_cost(server: FuguServer, worker: str, usage: dict[str, Any] | None) -> float | None:
+    if usage is None:
+        return None
+    return server.pool.cost(
+        worker,
+        Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+    )
+
+
+def finish(
+    server: FuguServer,
+    routed: Routed,
+    attempts: list[Attempt],
+    usage: dict[str, Any] | None,
+    outcome: str,
+    status: int,
+    cost: float | None = None,
+) -> None:
+    """Metrics and the decision log line for a routed request."""
+    answered = next((a.worker for a in attempts if a.outcome == "ok"), None)
+    metrics = server.metrics
+    metrics.requests.labels(str(status), str(routed.chat.stream).lower()).inc()
+    if outcome != "ok":
+        metrics.errors.labels(outcome).inc()
+    if answered is not None:
+        metrics.record_usage(answered, usage, cost)
+        if answered != routed.route.ranking[0]:
+            metrics.fallbacks.inc()
+    worker_ids = server.router.worker_ids
+    entry = DecisionLogEntry(
+        request_id=routed.request_id,
+        model=server.settings.model_name,
+        prompt_hash=conversation_hash(routed.chat.messages),
+        worker_ids=worker_ids,
+        probabilities=[routed.route.probabilities[w] for w in worker_ids],
+        chosen=routed.route.ranking[0],
+        worker=answered,
+        fallback=answered is not None and answered != routed.route.ranking[0],
+        outcome=outcome,
+        status=status,
+        attempts=[attempt.summary() for attempt in attempts],
+        stream=routed.chat.stream,
+        ranking=list(routed.route.ranking),
+        cost_weight=routed.route.cost_weight,
+        routing_latency_s=routed.routing_s,
+        latency_s=time.perf_counter() - routed.started,
+        usage=usage,
+        cost=cost,
+    )
+    messages = server.redact.scrub(routed.messages) if server.log.log_content else None
+    server.log.write(entry, messages)  # type: ignore[arg-type]
