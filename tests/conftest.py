@@ -32,7 +32,12 @@ from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cli_support import Run
+    from server_support import Running, Stubs
+
+    from fugu_lite.costs import RouterFamily
 
 # Never the network, even when the shell says HF_HUB_OFFLINE=0: a hub id that is not here
 # (tests name some on purpose) was looked up online, a minute of retries without a network.
@@ -177,6 +182,48 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+# -- `fugu-lite serve` against stub workers (test_server*.py; server_support.py) ------------
+
+
+@pytest.fixture(scope="session")
+def stubs() -> Iterator[Stubs]:
+    """One stub worker per WORKERS id, each test starting from their default settings."""
+    from server_support import running_stubs
+
+    yield from running_stubs()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stubs(request: pytest.FixtureRequest) -> None:
+    if "stubs" in request.fixturenames:
+        request.getfixturevalue("stubs").reset()
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The serve tests' router, trained once (a test module may define its own)."""
+    from server_support import trained_checkpoint
+
+    return trained_checkpoint(tmp_path_factory.mktemp("router"))
+
+
+@pytest.fixture(scope="session")
+def family(checkpoint: Path) -> RouterFamily:
+    from fugu_lite.costs import load_family_or_single
+
+    return load_family_or_single(checkpoint)
+
+
+@pytest.fixture
+def serve(
+    family: RouterFamily, checkpoint: Path, tmp_path: Path
+) -> Iterator[Callable[..., Running]]:
+    """serve(pool_config, **settings) -> a running fugu-lite server, stopped after the test."""
+    from server_support import server_starter
+
+    yield from server_starter(family, checkpoint, tmp_path)
 
 
 # -- reward collection against stub workers ----------------------------------------------

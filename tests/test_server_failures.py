@@ -1,0 +1,611 @@
+"""`fugu-lite serve` when workers fail: fallback to the next-best worker, the circuit
+breaker, busy and rate-limited workers, broken or stalled streams, and clients that
+disconnect (server_support.py starts the server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from conftest import WORKERS
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from server_support import (
+    CODE,
+    MATH,
+    MODEL,
+    Stubs,
+    counted_stub,
+    metric_value,
+    pool_for,
+    ranking_for,
+    user,
+    wait_until,
+)
+
+from fugu_lite.costs import RouterFamily
+from fugu_lite.server_thread import ServerThread
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# --- fallback and the circuit breaker -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401"])
+def test_a_failing_worker_falls_back_to_the_next_best(
+    serve, stubs: Stubs, family: RouterFamily, failure: str
+) -> None:
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = failure
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH), extra_body={"include_routing": True}
+    )
+    assert raw.headers["x-fugu-worker"] == second
+    assert raw.parse().choices[0].message.content == f"answer from {second}"
+    assert raw.headers["x-fugu-attempts"].split(",")[-1] == f"{second}:ok"
+    assert len(stubs.workers[first].bodies) == 1
+    [line] = running.log_lines()
+    assert (line["chosen"], line["worker"], line["fallback"]) == (first, second, True)
+    assert line["attempts"][0]["worker"] == first and line["attempts"][0]["outcome"] != "ok"
+    # a 401 from a worker is its configuration, not the caller's fault
+    expected = {"500": "server", "503": "server", "429": "rate_limit", "401": "worker_config",
+                "close": "connection"}  # fmt: skip
+    assert line["attempts"][0]["outcome"] == expected[failure]
+    assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
+
+
+def test_killing_the_chosen_worker_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
+    first, second = ranking_for(family, CODE).ranking[:2]
+    doomed, _ = counted_stub(reply="answer from the doomed worker")
+    running = serve(pool_for(stubs, overrides={first: {"base_url": doomed.base_url}}))
+    client = running.client()
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(CODE))
+    assert raw.headers["x-fugu-worker"] == first
+    doomed.stop()
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(CODE))
+    assert raw.headers["x-fugu-worker"] == second
+    assert raw.headers["x-fugu-attempts"] == f"{first}:connection,{second}:ok"
+    stream = client.chat.completions.create(model=MODEL, messages=user(CODE), stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == f"answer from {second}"
+
+
+def test_streaming_falls_back_before_the_first_chunk(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = "503"
+    body = {"model": MODEL, "messages": user(MATH), "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        assert response.headers["x-fugu-worker"] == second
+        assert response.headers["x-fugu-attempts"] == f"{first}:server,{second}:ok"
+        events = [line for line in response.iter_lines() if line.startswith("data: {")]
+    text = "".join(
+        json.loads(event[6:])["choices"][0]["delta"].get("content") or "" for event in events
+    )
+    assert text == f"answer from {second}"
+
+
+def broken_stream_app() -> FastAPI:
+    """An OpenAI-style upstream whose stream dies after two chunks."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            for delta in ({"role": "assistant", "content": ""}, {"content": "half an"}):
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                         "model": "m", "choices": [{"index": 0, "delta": delta}]}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                await asyncio.sleep(0.05)
+            raise ConnectionResetError("the worker crashed mid-answer")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return upstream
+
+
+def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        stream = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), stream=True
+        )
+        received = []
+        with pytest.raises(openai.APIError, match="after the answer started"):
+            for chunk in stream:
+                received.append(chunk.choices[0].delta.content)
+        assert "half an" in received  # what was streamed stays streamed; no silent fallback
+        [line] = running.log_lines()
+        assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, first)
+        assert running.health()["workers"][first]["consecutive_failures"] == 1
+        # a first chunk is no success: failing mid-stream every time opens the circuit
+        for _ in range(2):
+            with pytest.raises(openai.APIError):
+                list(
+                    running.client().chat.completions.create(
+                        model=MODEL, messages=user(MATH), stream=True
+                    )
+                )
+        assert running.health()["workers"][first]["circuit"] == "open"
+
+
+def non_finite_logprobs_app() -> FastAPI:
+    """An upstream answering with numbers no JSON holds, as Python's json writes them:
+    llama.cpp's logprob of a token its grammar or logit_bias ruled out is -Infinity (and a
+    remote server may send NaN)."""
+    upstream = FastAPI()
+    token = {"token": "4", "bytes": [52], "logprob": -math.inf,
+             "top_logprobs": [{"token": "4", "bytes": [52], "logprob": -math.inf}]}  # fmt: skip
+    choice = {"index": 0, "logprobs": {"content": [token]}, "score": math.nan}
+
+    @upstream.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        if not (await request.json()).get("stream"):
+            body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{**choice, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "4"}}]}  # fmt: skip
+            return Response(json.dumps(body), media_type="application/json")
+
+        async def events() -> AsyncIterator[bytes]:
+            for delta, finish in (({"role": "assistant", "content": "4"}, None), ({}, "stop")):
+                streamed = {**choice, "delta": delta, "finish_reason": finish}
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0,
+                         "model": "m", "choices": [streamed]}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return upstream
+
+
+def strict_json(text: str) -> Any:
+    """JSON as the standard has it (and JavaScript's JSON.parse): no NaN, no Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_worker_answer_holding_infinity_is_passed_on_as_json(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A logprob of -Infinity in a worker's answer made a 500 (Starlette refuses to write
+    it: the answer was lost) and went into a stream as `-Infinity`, which JSON parsers
+    refuse. It is now OpenAI's -9999.0 ("very unlikely"); another such number is null."""
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(non_finite_logprobs_app()) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        request = {"model": MODEL, "messages": user(MATH), "logprobs": True}
+        response = running.post(request)
+        assert response.status_code == 200, response.text
+        [choice] = strict_json(response.text)["choices"]
+        [token] = choice["logprobs"]["content"]
+        assert token["logprob"] == -9999.0 and token["top_logprobs"][0]["logprob"] == -9999.0
+        assert choice["score"] is None and choice["message"]["content"] == "4"
+        streamed = running.post({**request, "stream": True})
+        events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+        chunks = [strict_json(event) for event in events[:-1]]
+        assert events[-1] == "[DONE]" and len(chunks) == 2
+        assert chunks[0]["choices"][0]["logprobs"]["content"][0]["logprob"] == -9999.0
+        completion = running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), logprobs=True
+        )
+        assert completion.choices[0].logprobs.content[0].logprob == -9999.0
+
+
+def test_a_stream_that_stalls_for_timeout_s_is_cut(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    worker = ranking_for(family, MATH).ranking[0]
+    running = serve(pool_for(stubs, overrides={worker: {"timeout_s": 0.5}}))
+    stubs.workers[worker].stream_chunk_delay_s = 2.0  # the role chunk, then 2 s before each word
+    started = time.monotonic()
+    stream = running.client().chat.completions.create(model=MODEL, messages=user(MATH), stream=True)
+    received = []
+    with pytest.raises(openai.APIError, match=re.escape(f"worker {worker}: no chunk for 0.5 s")):
+        for chunk in stream:
+            received.append((time.monotonic(), chunk))
+    ended = time.monotonic()
+    assert [chunk.choices[0].delta.role for _, chunk in received] == ["assistant"]
+    # cut after about timeout_s (the stub's first word comes 2 s after its role chunk), timed
+    # from the role chunk: the time to route and connect on a busy machine does not count
+    stalled = ended - received[0][0]
+    assert ended - started >= 0.45 and stalled < 1.2, f"cut after {stalled:.2f} s of silence"
+    [line] = running.log_lines()
+    assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, worker)
+    assert wait_until(lambda: stubs.counters[worker].active == 0, 3), "upstream left open"
+
+
+def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs) -> None:
+    running = serve(pool_for(stubs))
+    for stub in stubs.workers.values():
+        stub.mode = "500"
+    client = running.client()
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as error:
+            client.chat.completions.create(model=MODEL, messages=user(MATH), stream=stream)
+        assert error.value.status_code == 502
+        body = error.value.body
+        assert body["code"] == "all_workers_failed" and body["type"] == "upstream_error"
+        assert {attempt["worker"] for attempt in body["tried"]} == set(WORKERS)
+        for worker in WORKERS:
+            assert worker in body["message"]
+    lines = running.log_lines()
+    assert [line["outcome"] for line in lines] == ["error", "error"]
+    assert all(line["worker"] is None and line["status"] == 502 for line in lines)
+
+
+def test_a_slow_worker_times_out_and_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
+    first, second = ranking_for(family, MATH).ranking[:2]
+    running = serve(pool_for(stubs, overrides={first: {"timeout_s": 0.3}}))
+    stubs.workers[first].mode = "hang"
+    stubs.workers[first].hang_s = 3.0
+    started = time.monotonic()
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH)
+    )
+    assert time.monotonic() - started < 2.5
+    assert raw.headers["x-fugu-attempts"] == f"{first}:timeout,{second}:ok"
+
+
+def test_circuit_breaker_opens_after_repeated_failures_and_closes_after_cooldown(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs), breaker_failures=2, breaker_cooldown_s=1.0)
+    client = running.client()
+    first, second = ranking_for(family, MATH).ranking[:2]
+    bad = stubs.workers[first]
+    bad.mode = "500"
+
+    def ask() -> str:
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+        assert raw.headers["x-fugu-worker"] == second
+        return raw.headers["x-fugu-attempts"]
+
+    assert ask() == f"{first}:server,{second}:ok"
+    assert running.health()["workers"][first]["circuit"] == "closed"
+    assert ask() == f"{first}:server,{second}:ok"
+    assert running.health()["workers"][first]["circuit"] == "open"
+    assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 1
+    calls = len(bad.bodies)
+    assert ask() == f"{first}:circuit_open,{second}:ok"  # skipped without a call
+    assert len(bad.bodies) == calls
+
+    bad.mode = "ok"
+    assert wait_until(lambda: running.health()["workers"][first]["circuit"] == "half_open", 3)
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+    assert raw.headers["x-fugu-worker"] == first  # the probe went through and succeeded
+    assert running.health()["workers"][first]["circuit"] == "closed"
+    assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 0
+
+
+def test_every_allowed_circuit_open_is_a_503_with_retry_after(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=30)
+    stubs.workers["coder"].mode = "500"
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(body).status_code == 502
+    response = running.post(body)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "workers_unavailable"
+    assert 1 <= int(response.headers["retry-after"]) <= 30
+    assert len(stubs.workers["coder"].bodies) == 1
+
+
+def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that waited its whole deadline for a slot of a busy worker was a 502
+    `all_workers_failed` (a gateway error, with no hint of when to come back); nothing
+    failed, so it is a 503 with Retry-After, which the openai SDK waits for and retries."""
+    monkeypatch.setattr("fugu_lite.server_dispatch.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
+    one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
+    running = serve(pool_for(stubs, overrides={"coder": one_slot}))
+    stubs.workers["coder"].latency_s = 0.7
+    body = {"model": MODEL, "messages": user(CODE), "workers": ["coder"]}
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            url = f"{running.url}/v1/chat/completions"
+            return await asyncio.gather(*(client.post(url, json=body) for _ in range(3)))
+
+    responses = asyncio.run(burst())
+    assert sorted(r.status_code for r in responses)[0] == 200
+    [busy, *_] = [r for r in responses if r.status_code != 200]
+    assert busy.status_code == 503, busy.text
+    assert busy.headers["retry-after"] == "1"
+    error = busy.json()["error"]
+    assert error["code"] == "workers_busy" and "busy" in error["message"]
+    assert [a["outcome"] for a in error["tried"]] == ["busy"]
+    assert running.health()["workers"]["coder"]["consecutive_failures"] == 0
+
+    async def retried() -> list[str]:
+        client = openai.AsyncOpenAI(base_url=running.thread.base_url, api_key="unused",
+                                    max_retries=3)  # fmt: skip
+        answers = await asyncio.gather(
+            *(client.chat.completions.create(model=MODEL, messages=user(CODE),
+                                             extra_body={"workers": ["coder"]})
+              for _ in range(3))
+        )  # fmt: skip
+        return [answer.choices[0].message.content or "" for answer in answers]
+
+    assert asyncio.run(retried()) == ["answer from coder"] * 3
+
+
+def test_every_worker_rate_limited_is_the_sdks_rate_limit_error(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Every allowed worker answering 429 (after the pool's retries) was a 502
+    all_workers_failed: the openai SDK raised a generic APIStatusError, not the
+    RateLimitError that clients catch to back off and try later."""
+    running = serve(pool_for(stubs), breaker_failures=5)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    for stub in stubs.workers.values():
+        stub.mode = "429"
+    client = running.client()
+    pair = {"workers": [first, second]}
+    for stream in (False, True):
+        with pytest.raises(openai.RateLimitError) as error:
+            client.chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=stream, extra_body=pair
+            )
+        body = error.value.body
+        assert isinstance(body, dict) and body["code"] == "rate_limit_exceeded"
+        assert f"{first} (worker {first}: rate_limit: HTTP 429" in body["message"]
+    assert [a["outcome"] for a in body["tried"]] == ["rate_limit", "rate_limit"]
+    stubs.workers[second].mode = "500"  # a real failure among them: a 502, as before
+    response = running.post({"model": MODEL, "messages": user(MATH), **pair})
+    assert response.status_code == 502
+
+
+def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """fugu-lite's 429 carried no Retry-After when its workers' 429s did: the openai SDK
+    then retried after its own half-second backoff, long before the providers' limits
+    ended. It now passes on the soonest worker's wait, streamed or not."""
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].retry_after_s = 40.0
+    stubs.workers[second].retry_after_s = 7.0
+    pair = {"model": MODEL, "messages": user(MATH), "workers": [first, second]}
+    for stream in (False, True):
+        running = serve(pool_for(stubs))  # of its own: each worker is held for its wait
+        stubs.workers[first].fail_next("429")
+        stubs.workers[second].fail_next("429")
+        response = running.post({**pair, "stream": stream})
+        assert response.status_code == 429, response.text
+        assert response.headers["retry-after"] == "7"
+        assert "retry in 7 s" in response.json()["error"]["message"]
+
+    # The SDK waits that long before it asks again (its own backoff was ~0.5 s), and is
+    # answered by the worker whose wait is over (the other asked for 40 s).
+    running = serve(pool_for(stubs))
+    stubs.workers[second].retry_after_s = 2.0
+    stubs.workers[first].fail_next("429")
+    stubs.workers[second].fail_next("429")
+    started = time.monotonic()
+    client = openai.OpenAI(base_url=running.thread.base_url, api_key="unused", max_retries=1)
+    answer = client.chat.completions.create(
+        model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
+    )
+    assert answer.choices[0].message.content == f"answer from {second}"
+    assert time.monotonic() - started >= 1.5
+
+    # A worker whose 429 does not say how long: the soonest wait is not known, none is given.
+    silent = FastAPI()
+
+    @silent.post("/v1/chat/completions")
+    async def limited() -> JSONResponse:
+        return JSONResponse({"error": {"message": "slow down", "code": 429}}, status_code=429)
+
+    with ServerThread(silent) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        stubs.workers[second].fail_next("429")
+        response = running.post(pair)
+    assert response.status_code == 429 and "retry-after" not in response.headers
+    assert "retry later" in response.json()["error"]["message"]
+
+
+def test_a_rate_limited_worker_hands_the_request_on_at_once(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's 429 was retried by the pool (max_retries times, each after its
+    Retry-After) before the next worker was asked: with Retry-After 2 s the client waited
+    4 s for an answer the next worker gave at once. The pool retries a 429 only for the
+    last worker of the ranking now."""
+    retrying = {"max_retries": 2, "retry_backoff_s": 0.01}
+    pool = pool_for(stubs, overrides={w: retrying for w in stubs.workers})
+    first, second = ranking_for(family, MATH).ranking[:2]
+    limited = stubs.workers[first]
+    limited.mode, limited.retry_after_s = "429", 2.0
+    for stream in (False, True):
+        running = serve(pool)  # a server of its own: a 429 holds the worker for 2 s
+        started = time.monotonic()
+        response = running.post({"model": MODEL, "messages": user(MATH), "stream": stream})
+        assert response.status_code == 200, response.text
+        assert time.monotonic() - started < 1.5
+        assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    assert len(limited.bodies) == 2  # one call per request, no retries
+
+    # The last worker left still gets the pool's retries, honouring its Retry-After.
+    limited.mode, limited.retry_after_s = "ok", 0.3
+    limited.fail_next("429")
+    started = time.monotonic()
+    response = serve(pool).post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert response.status_code == 200 and response.headers["x-fugu-attempts"] == f"{first}:ok"
+    assert time.monotonic() - started >= 0.3 and len(limited.bodies) == 4
+
+
+def test_a_rate_limited_worker_is_skipped_for_its_retry_after_not_taken_as_broken(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Each 429 counted as a failure of the worker: a burst over the provider's rate limit
+    opened the circuit of a healthy worker (skipped for the whole cool-down, 30 s, when the
+    provider asked for 1 s, and /health said degraded). A 429 now leaves the circuit alone;
+    the worker is skipped until its Retry-After ends, then asked again. A 429
+    insufficient_quota (no credit left) still counts: it does not pass by itself."""
+    running = serve(pool_for(stubs), breaker_failures=2)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    limited = stubs.workers[first]
+    limited.mode = "429"  # Retry-After: 0
+    for _ in range(3):
+        response = running.post({"model": MODEL, "messages": user(MATH)})
+        assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    state = running.health()["workers"][first]
+    assert (state["circuit"], state["consecutive_failures"]) == ("closed", 0)
+    assert running.health()["status"] == "ok"
+
+    limited.retry_after_s = 1.0
+    running.post({"model": MODEL, "messages": user(MATH)})
+    calls = len(limited.bodies)
+    limited.mode = "ok"
+    response = running.post({"model": MODEL, "messages": user(MATH), "stream": True})
+    assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    assert len(limited.bodies) == calls  # skipped without a call while its limit lasts
+    alone = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert alone.status_code == 429 and alone.headers["retry-after"] == "1"
+    time.sleep(1.1)
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:ok"
+
+    limited.mode = "quota"
+    for _ in range(2):
+        running.post({"model": MODEL, "messages": user(MATH)})
+    assert running.health()["workers"][first]["circuit"] == "open"
+
+
+def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    first = ranking_for(family, MATH).ranking[0]
+    stubs.workers[first].mode = "400"
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "worker_rejected_request" and "stub client error" in error["message"]
+    assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 1
+    assert running.health()["workers"][first]["consecutive_failures"] == 0
+
+
+@pytest.mark.parametrize("refusal", ["context", "vllm_context"])
+def test_a_context_refusal_is_logged_as_a_note_and_a_real_failure_as_a_warning(
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture, refusal: str
+) -> None:
+    """A worker refusing a conversation longer than its context, before the next worker
+    answered it, was logged at WARNING as "worker ... failed": the logs showed failures
+    where nothing failed. vLLM's refusal (a 400 without the context_length_exceeded code)
+    was the client's fault: no other worker was tried."""
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = refusal
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    client = running.client()
+    for stream in (False, True):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user(MATH), stream=stream
+        )
+        assert raw.headers["x-fugu-attempts"] == f"{first}:context_length_exceeded,{second}:ok"
+    notes = [r for r in caplog.records if r.name.startswith("fugu_lite") and first in r.message]
+    assert len(notes) == 2
+    for note in notes:
+        assert note.levelno == logging.INFO
+        assert "failed" not in note.message
+        assert "longer than its context of 100 tokens" in note.message
+        assert "trying the next allowed worker" in note.message
+    caplog.clear()
+    stubs.workers[first].mode = "500"
+    assert client.chat.completions.create(model=MODEL, messages=user(MATH))
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"worker {first} failed" in warning.message
+
+
+def test_a_conversation_too_long_for_some_workers_while_the_rest_are_down_is_retriable(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """One worker refusing the conversation as too long and the other down was a 502 that
+    did not say the down worker may take it once back; with its circuit open it is a 503
+    with Retry-After, naming both facts (a client retries 5xx; a 400 would say never)."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=30)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    pair = {"model": MODEL, "messages": user(MATH), "workers": [first, second]}
+    stubs.workers[first].mode = "context"
+    stubs.workers[second].mode = "500"
+    response = running.post(pair)
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "all_workers_failed"
+    assert f"longer than the context of {first}" in error["message"]
+    assert f"{second} (worker {second}: server" in error["message"]
+    response = running.post(pair)  # second's circuit is open now
+    assert response.status_code == 503
+    assert 1 <= int(response.headers["retry-after"]) <= 30
+    error = response.json()["error"]
+    assert error["code"] == "workers_unavailable"
+    assert [a["outcome"] for a in error["tried"]] == ["context_length_exceeded", "circuit_open"]
+    assert f"longer than the context of {first}" in error["message"]
+    assert "maximum context length is 100 tokens" in error["message"]
+    assert f"({second}) are cooling down" in error["message"]
+    assert running.health()["workers"][first]["consecutive_failures"] == 0
+
+
+# --- disconnecting clients ----------------------------------------------------------------------
+
+
+def test_a_disconnecting_streaming_client_leaves_no_upstream_stream(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    stubs.workers[worker].reply = " ".join(f"word{i}" for i in range(400))
+    stubs.workers[worker].stream_chunk_delay_s = 0.02  # ~8 s to stream it all
+    counter = stubs.counters[worker]
+    body = {"model": MODEL, "messages": user(CODE), "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as response:
+        lines = response.iter_lines()
+        received = [next(lines) for _ in range(6)]
+        assert counter.active == 1  # the upstream stream is open while we read
+        assert running.state.in_flight == 1
+    assert any(line.startswith("data: {") for line in received)
+    assert wait_until(lambda: counter.active == 0, 3), "the upstream stream was left open"
+    assert wait_until(lambda: running.state.in_flight == 0, 3)
+    [line] = running.log_lines()
+    assert line["outcome"] == "client_disconnected" and line["worker"] == worker
+
+
+def test_a_disconnecting_client_cancels_its_upstream_call(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    worker = ranking_for(family, MATH).ranking[0]
+    # One call at a time: a call left running would hold the worker's only slot.
+    running = serve(pool_for(stubs, overrides={worker: {"max_concurrency": 1}}))
+    stubs.workers[worker].latency_s = 4.0
+    with pytest.raises(httpx.ReadTimeout):
+        running.post({"model": MODEL, "messages": user(MATH)}, timeout=0.5)
+    assert wait_until(lambda: running.state.in_flight == 0, 2)
+    [line] = running.log_lines()
+    assert line["outcome"] == "client_disconnected" and line["status"] == 499
+    stubs.workers[worker].latency_s = 0.0
+    started = time.monotonic()
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.status_code == 200 and response.headers["x-fugu-worker"] == worker
+    assert time.monotonic() - started < 2.0, "the abandoned call still held the worker's slot"

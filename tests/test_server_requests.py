@@ -1,0 +1,311 @@
+"""`fugu-lite serve` refusing bad requests: each gets a clear OpenAI-shaped 4xx naming what
+was wrong (invalid parameters, tools, sizes, routes), counted in the metrics and raised by
+the openai SDK as its exceptions (server_support.py starts the server)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from server_support import MODEL, VALID, Running, Stubs, metric_value, pool_for, user
+
+from fugu_lite.costs import RouterFamily
+from fugu_lite.server import ServeSettings, create_app
+from fugu_lite.server_thread import ServerThread
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+BAD_INPUTS = [
+    ("not json", b"{not json", 400, "not valid JSON"),
+    ("empty body", b"", 400, "empty"),
+    ("array body", b"[1, 2]", 400, "JSON object"),
+    ("not utf-8", b'{"model": "\xff"}', 400, "not UTF-8"),
+    ("missing messages", {"model": MODEL}, 400, "messages: is required"),
+    ("missing model", {"messages": VALID["messages"]}, 400, "model: is required"),
+    ("empty messages", {**VALID, "messages": []}, 400, "at least one message"),
+    ("messages not a list", {**VALID, "messages": "hi"}, 400, "messages"),
+    ("wrong role", {**VALID, "messages": [{"role": "robot", "content": "x"}]}, 400,
+     "messages[0].role"),
+    ("message without role", {**VALID, "messages": [{"content": "x"}]}, 400,
+     "messages[0].role: is required"),
+    # OpenAI refuses them; a local worker read "" and a remote one refused (routing decided)
+    ("a user turn with null content", {**VALID, "messages": [{"role": "user", "content": None}]},
+     400, "messages[0] is a user message without content"),
+    # OpenAI's content parts are one at least; a local worker read "" (routing decided)
+    ("a user turn with no content parts", {**VALID, "messages": [{"role": "user", "content": []}]},
+     400, "messages[0].content is an empty list, which OpenAI's API refuses too"),
+    ("a tool turn without content", {**VALID, "messages": [
+        *VALID["messages"], {"role": "tool", "tool_call_id": "c1"}]}, 400,
+     "messages[1] is a tool message without content"),
+    ("unknown model", {**VALID, "model": "gpt-4o"}, 404, "does not exist"),
+    ("absurd max_tokens", {**VALID, "max_tokens": 10**9}, 400, "max_tokens=1000000000"),
+    ("absurd max_completion_tokens", {**VALID, "max_completion_tokens": 10**7}, 400,
+     "max_completion_tokens"),
+    ("zero max_tokens", {**VALID, "max_tokens": 0}, 400, "max_tokens"),
+    ("max_tokens not a number", {**VALID, "max_tokens": "lots"}, 400, "max_tokens"),
+    ("max_tokens a boolean", {**VALID, "max_tokens": True}, 400, "max_tokens"),
+    ("stream a string", {**VALID, "stream": "yes"}, 400, "stream: Input should be a valid boolean"),
+    ("n a string", {**VALID, "n": "1"}, 400, "n: Input should be a valid integer"),
+    ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
+    ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
+    # OpenAI's parameters typed as OpenAI types them: llama.cpp's server answers these 500
+    ("temperature a word", {**VALID, "temperature": "hot"}, 400, "temperature"),
+    # OpenAI's types, not pydantic's lax reading: each reached the worker as 1.0, true, []
+    ("temperature a boolean", {**VALID, "temperature": True}, 400,
+     "temperature: Input should be a valid number (got true)"),
+    ("top_p a numeric string", {**VALID, "top_p": "0.5"}, 400, "top_p: Input should be a valid"),
+    ("logit_bias a boolean", {**VALID, "logit_bias": {"42": True}}, 400, "logit_bias"),
+    ("include_usage a word", {**VALID, "stream": True, "stream_options": {
+        "include_usage": "yes"}}, 400, "stream_options.include_usage: Input should be a valid "
+     "boolean"),
+    ("no tools", {**VALID, "tools": []}, 400, "tools: is an empty list"),
+    ("cost_weight a boolean", {**VALID, "cost_weight": True}, 400,
+     "cost_weight: Input should be a valid number"),
+    ("logit_bias not a map", {**VALID, "logit_bias": "x"}, 400, "logit_bias"),
+    ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
+    ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
+     "response_format.type"),
+    # OpenAI's API requires the name; a local worker ignored it (routing decided)
+    ("json_schema without a name", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"schema": {"type": "object"}}}}, 400,
+     "response_format: json_schema.name is required"),
+    ("json_schema name with a space", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "my answer", "schema": {"type": "object"}}}}, 400,
+     'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got "my '),
+    ("json_schema without its object", {**VALID, "response_format": {
+        "type": "json_schema", "schema": {"type": "object"}}}, 400,
+     'type "json_schema" needs a `json_schema` object'),
+    ("too many top_logprobs", {**VALID, "logprobs": True, "top_logprobs": 50}, 400,
+     "top_logprobs"),
+    ("penalty out of range", {**VALID, "presence_penalty": 3}, 400, "presence_penalty"),
+    ("seed a string", {**VALID, "seed": "5"}, 400, "seed"),
+    ("tools not a list", {**VALID, "tools": {"type": "function"}}, 400, "tools"),
+    ("stream_options without a stream", {**VALID, "stream_options": {"include_usage": True}},
+     400, "stream_options is only allowed with stream: true"),
+    ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
+    ("logit_bias key not a token id", {**VALID, "logit_bias": {"hello": 5}}, 400,
+     "logit_bias keys are token ids"),
+    ("logit_bias out of range", {**VALID, "logit_bias": {"42": 200}}, 400,
+     "is outside -100..100"),
+    ("tool without a function name", {**VALID, "tools": [{"type": "function"}]}, 400,
+     "tools[0] is a function tool without"),
+    # OpenAI's API refuses such a name; a local worker took it (routing decided)
+    ("a tool name with a dot", {**VALID, "tools": [{"type": "function", "function": {
+        "name": "weather.get"}}]}, 400,
+     'tools[0].function.name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
+     'got "weather.get"'),
+    ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
+        "type": "function", "function": {"name": "mul"}}}, 400,
+     "names the function 'mul', which is not among the tools (add)"),
+    ("tool_choice required without tools", {**VALID, "tool_choice": "required"}, 400,
+     "tool_choice: is only allowed when `tools` are given"),
+    ("unknown tool_choice", {**VALID, "tools": [TOOL], "tool_choice": "always"}, 400,
+     "tool_choice 'always' is not one of"),
+    # A worker got them as sent: OpenAI refused them, a local worker ignored the name
+    ("a name not a string", {**VALID, "messages": [{"role": "user", "content": "hi",
+        "name": 5}]}, 400, "messages[0].name must be a string (the participant's name"),
+    ("an assistant's name an object", {**VALID, "messages": [{"role": "assistant",
+        "content": "hi", "name": {"first": "Al"}}, {"role": "user", "content": "hi"}]}, 400,
+     'messages[0].name must be a string (the participant\'s name, e.g. "alice"), as OpenAI\'s'
+     ' API requires; got {"first": "Al"}'),
+    ("an assistant turn's empty tool_calls", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "content": "no tool",
+                                             "tool_calls": []}, *VALID["messages"]]}, 400,
+     "messages[1].tool_calls is an empty list, which OpenAI's API refuses too"),
+    ("tool message without its call id", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
+     "messages[1] is a tool message without a string tool_call_id"),
+    ("tool call arguments not a string", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls[0] must be an object"),
+    ("a schema no value matches", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
+            "enum": {"anyOf": []}, "b": {"const": {"enum": []}}}}}}}, 400,
+     "response_format.json_schema.schema.properties.enum.anyOf is empty"),
+    ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
+     "top_logprobs needs logprobs: true"),
+    ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
+    ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
+    ("text part not a string", {**VALID, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),
+    ("refusal part not a string", {**VALID, "messages": [{"role": "assistant", "content": [
+        {"type": "refusal", "refusal": None}]}, {"role": "user", "content": "hi"}]}, 400,
+     "content[0] is a refusal part whose 'refusal' is not a string"),
+    ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
+        {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
+    ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
+     b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
+    ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
+     + b"}", 400, "nested too deeply"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def shared_server(family: RouterFamily, checkpoint: Path, stubs: Stubs) -> Iterator[Running]:
+    settings = ServeSettings(checkpoint=checkpoint, max_body_bytes=4096, max_tokens_limit=4096)
+    app = create_app(settings, family=family, pool_config=pool_for(stubs))
+    with ServerThread(app) as thread:
+        yield Running(thread, settings, app)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [case[1:] for case in BAD_INPUTS],
+    ids=[case[0] for case in BAD_INPUTS],
+)
+def test_bad_input_gets_a_clear_4xx(
+    shared_server: Running, stubs: Stubs, body: Any, status: int, fragment: str
+) -> None:
+    response = shared_server.post(body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+@pytest.mark.parametrize(
+    "choice", ["none", "auto", "required", {"type": "function", "function": {"name": "add"}}]
+)
+def test_tool_choice_without_tools_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, choice: Any
+) -> None:
+    """OpenAI answers any tool_choice without `tools` with a 400 ("'tool_choice' is only
+    allowed when 'tools' are specified"); "none" and "auto" went on to a worker, so whether
+    the request failed depended on the worker routed to."""
+    with pytest.raises(openai.BadRequestError) as error:
+        shared_server.client().chat.completions.create(
+            model=MODEL, messages=user("hi"), tool_choice=choice
+        )
+    assert error.value.body["param"] == "tool_choice"
+    assert "tool_choice: is only allowed when `tools` are given" in error.value.body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI answers parallel_tool_calls without `tools` with a 400 ("'parallel_tool_calls'
+    is only allowed when 'tools' are specified"); it went on to a worker, so whether the
+    request failed depended on the worker routed to. With tools it is sent on."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), parallel_tool_calls=False)
+    assert error.value.body["param"] == "parallel_tool_calls"
+    assert "is only allowed when `tools` are given" in error.value.body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=user("hi"),
+        tools=[TOOL],
+        parallel_tool_calls=False,  # type: ignore[list-item]
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
+
+
+def test_loosely_typed_parameters_are_refused_naming_the_parameter(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """`temperature: true`, `include_usage: "yes"` and `tools: []` were read by pydantic's
+    lax rules and sent on; OpenAI answers them 400 naming the parameter. Integers are
+    numbers there, as in OpenAI's API."""
+    for extra, param in (
+        ({"temperature": True}, "temperature"),
+        ({"frequency_penalty": "1"}, "frequency_penalty"),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
+        ({"tools": []}, "tools"),
+    ):
+        response = shared_server.post({**VALID, **extra})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == param
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = shared_server.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), temperature=1, top_p=1, presence_penalty=0,
+        logit_bias={"42": 5},
+    )  # fmt: skip
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert (sent["temperature"], sent["top_p"], sent["presence_penalty"]) == (1, 1, 0)
+    assert sent["logit_bias"] == {"42": 5}
+
+
+def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
+    big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
+    response = shared_server.post(big)
+    assert response.status_code == 413
+    assert "4096 bytes" in response.json()["error"]["message"]
+
+    def chunked():  # no Content-Length: the limit applies while reading
+        yield json.dumps(big).encode()
+
+    response = httpx.post(
+        f"{shared_server.url}/v1/chat/completions",
+        content=chunked(),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert "more than this server accepts (4096 bytes)" in response.json()["error"]["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Running) -> None:
+    response = httpx.post(f"{shared_server.url}/v1/completions", json=VALID)
+    assert response.status_code == 404
+    assert "/v1/chat/completions" in response.json()["error"]["message"]
+    response = httpx.get(f"{shared_server.url}/v1/chat/completions")
+    assert response.status_code == 405
+    assert "error" in response.json()
+
+
+def test_head_is_answered_where_get_is(shared_server: Running) -> None:
+    """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
+    routes do not take HEAD) and reported the server down; HEAD answers as GET would,
+    status and headers, without a body."""
+    for path, status in [("/health", 200), ("/v1/models", 200), ("/metrics", 200),
+                         (f"/v1/models/{MODEL}", 200), ("/v1/models/gpt-4o", 404)]:  # fmt: skip
+        response = httpx.head(f"{shared_server.url}{path}")
+        assert response.status_code == status, (path, response.status_code)
+        assert response.content == b""
+        assert response.headers["content-type"].startswith(
+            httpx.get(f"{shared_server.url}{path}").headers["content-type"]
+        )
+    response = httpx.head(f"{shared_server.url}/v1/chat/completions")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+
+
+def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> None:
+    before = shared_server.metrics()
+    shared_server.post(b"{broken")
+    shared_server.post({**VALID, "model": "gpt-4o"})
+    httpx.post(f"{shared_server.url}/v1/completions", json=VALID)  # no such route
+    after = shared_server.metrics()
+
+    def delta(name: str, **labels: str) -> float:
+        return metric_value(after, name, **labels) - metric_value(before, name, **labels)
+
+    assert delta("fugu_requests_total", status="400", stream="unknown") == 1
+    assert delta("fugu_requests_total", status="404", stream="unknown") == 2
+    assert delta("fugu_errors_total", code="invalid_request_error") == 1
+    assert delta("fugu_errors_total", code="model_not_found") == 1
+    assert delta("fugu_errors_total", code="404") == 1
+
+
+def test_sdk_surfaces_bad_input_as_its_exceptions(shared_server: Running) -> None:
+    client = shared_server.client()
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4o", messages=user("hi"))
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "wizard", "content": "x"}])
+    assert "messages[0].role" in error.value.body["message"]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=MODEL, messages=user("hi"), max_tokens=10**6)

@@ -1,0 +1,263 @@
+"""The parts of `fugu-lite serve` tested alone: the micro-batcher, the circuit breaker, and
+the serve command refusing bad flags and setups before it listens."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from conftest import WORKERS
+from server_support import ENDPOINT_KEY
+from typer.testing import CliRunner
+
+from fugu_lite.cli import app as cli_app
+from fugu_lite.server import show_package_logs
+from fugu_lite.server_batching import MicroBatcher
+from fugu_lite.server_breaker import CircuitBreaker
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# --- units: batcher, breaker, CLI ---------------------------------------------------------------
+
+
+def test_micro_batcher_groups_waiting_requests_and_keeps_the_loop_free() -> None:
+    asyncio.run(batcher_groups_waiting_requests_and_keeps_the_loop_free())
+
+
+async def batcher_groups_waiting_requests_and_keeps_the_loop_free() -> None:
+    batches: list[list[int]] = []
+
+    def slow_double(items: list[int]) -> list[int]:
+        batches.append(items)
+        time.sleep(0.2)  # a forward pass: must not block the event loop
+        return [item * 2 for item in items]
+
+    batcher = MicroBatcher(slow_double, window_s=0.05, max_batch=8)
+    batcher.start()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(20)))
+    ticking.cancel()
+    await batcher.stop()
+    assert results == [i * 2 for i in range(20)]
+    assert [len(batch) for batch in batches] == [8, 8, 4]
+    assert ticks >= 30  # ~0.6 s of forward passes, and the loop kept ticking
+
+
+def test_micro_batcher_does_not_hold_back_a_lone_request() -> None:
+    asyncio.run(batcher_does_not_hold_back_a_lone_request())
+
+
+async def batcher_does_not_hold_back_a_lone_request() -> None:
+    # a window far longer than the bound: a loaded machine's delays never come near it
+    batcher = MicroBatcher(lambda items: items, window_s=10.0, should_wait=lambda n: False)
+    batcher.start()
+    started = time.perf_counter()
+    assert await batcher.submit("x") == "x"
+    assert time.perf_counter() - started < 3.0
+    await batcher.stop()
+
+
+def test_micro_batcher_fails_the_batch_not_the_batcher() -> None:
+    asyncio.run(batcher_fails_the_batch_not_the_batcher())
+
+
+async def batcher_fails_the_batch_not_the_batcher() -> None:
+    def picky(items: list[int]) -> list[int]:
+        if 13 in items:
+            raise ValueError("unlucky batch")
+        return items
+
+    batcher = MicroBatcher(picky, window_s=0.0)
+    batcher.start()
+    with pytest.raises(ValueError, match="unlucky"):
+        await batcher.submit(13)
+    assert await batcher.submit(7) == 7
+    await batcher.stop()
+
+    # in one batch, the bad item fails alone: its batch mates are answered
+    batches: list[int] = []
+    batcher = MicroBatcher(picky, window_s=0.2, on_batch=lambda size, _: batches.append(size))
+    batcher.start()
+    results = await asyncio.gather(*(batcher.submit(i) for i in (5, 13, 7)), return_exceptions=True)
+    assert results[0] == 5 and results[2] == 7
+    assert isinstance(results[1], ValueError)
+    assert batches == [1, 1]  # the batch of 3 failed, then 5 and 7 ran on their own
+    await batcher.stop()
+
+
+def test_circuit_breaker_states() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(["a", "b"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    breaker.record_failure("a")
+    assert breaker.acquire("a") and breaker.state("a") == "closed"
+    breaker.record_success("a")  # a success resets the count
+    breaker.record_failure("a")
+    assert breaker.state("a") == "closed"
+    breaker.record_failure("a")
+    assert breaker.state("a") == "open" and not breaker.acquire("a")
+    assert breaker.retry_after_s(["a"]) == 10
+    now[0] = 9.9
+    assert not breaker.acquire("a")
+    now[0] = 10.0
+    assert breaker.state("a") == "half_open"
+    assert breaker.acquire("a")  # the one probe
+    assert not breaker.acquire("a")  # nobody else meanwhile
+    breaker.record_failure("a")  # the probe failed: open again, a new cool-down
+    assert breaker.state("a") == "open"
+    now[0] = 20.0
+    assert breaker.acquire("a")
+    breaker.release("a")  # the probe's client left: someone else may probe
+    assert breaker.acquire("a")
+    breaker.record_success("a")
+    assert breaker.state("a") == "closed" and breaker.acquire("a")
+    assert breaker.snapshot()["a"]["times_opened"] == 2
+    assert breaker.state("b") == "closed"
+
+
+runner = CliRunner()
+
+
+def test_serve_command_refuses_bad_flags_before_loading_anything(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    def serve_with(*flags: str) -> str:
+        result = runner.invoke(cli_app, ["serve", "--checkpoint", str(checkpoint), *flags])
+        assert result.exit_code == 2, result.output
+        return " ".join(result.output.split())
+
+    assert "--log-level 'bogus' is not a log level" in serve_with("--log-level", "bogus")
+    assert "--model-name is empty" in serve_with("--model-name", " ")
+    assert "--log-requests" in serve_with("--log-requests", str(tmp_path))  # a folder
+    assert "--cors-origin 'localhost:3000' is not an origin" in serve_with(
+        "--cors-origin", "localhost:3000"
+    )
+    for flag, value in (("--max-body-bytes", "0"), ("--port", "70000"), ("--torch-threads", "-2"),
+                        ("--max-batch-size", "0"), ("--breaker-failures", "0")):  # fmt: skip
+        assert f"Invalid value for '{flag}'" in serve_with(flag, value)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert f"cannot listen on 127.0.0.1:{port}" in serve_with("--port", str(port))
+
+
+def test_serve_command_refuses_bad_setups_before_listening(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = runner.invoke(cli_app, ["serve", "--checkpoint", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2
+    assert "not a fugu-lite router checkpoint" in " ".join(missing.output.split())
+
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "workers:\n  - {id: alpha, model: a, base_url: 'http://127.0.0.1:9/v1'}\n",
+        encoding="utf-8",
+    )
+    mismatch = runner.invoke(
+        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool)]
+    )
+    assert mismatch.exit_code == 2
+    assert "has no worker" in " ".join(mismatch.output.split())
+
+    keyless = tmp_path / "keyless.yaml"
+    keyless.write_text(
+        "workers:\n"
+        + "".join(
+            f"  - {{id: {w}, model: m, base_url: 'http://127.0.0.1:9/v1', "
+            "api_key_env: FUGU_UNSET_WORKER_KEY}\n"
+            for w in WORKERS
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("FUGU_UNSET_WORKER_KEY", raising=False)
+    unset = runner.invoke(
+        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(keyless)]
+    )
+    assert unset.exit_code == 2
+    assert "FUGU_UNSET_WORKER_KEY" in unset.output
+
+    monkeypatch.delenv("FUGU_NO_SUCH_KEYS", raising=False)
+    no_keys = runner.invoke(
+        cli_app,
+        ["serve", "--checkpoint", str(checkpoint), "--api-keys-env", "FUGU_NO_SUCH_KEYS"],
+    )
+    assert no_keys.exit_code == 2
+    assert "FUGU_NO_SUCH_KEYS" in no_keys.output
+
+
+def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pool the checkpoint does not match: keys wrongly accepted would stop `serve` there
+    # ("has no worker") rather than let it listen, so this test cannot hang.
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "workers:\n  - {id: alpha, model: a, base_url: 'http://127.0.0.1:9/v1'}\n",
+        encoding="utf-8",
+    )
+
+    def serve_with(*options: str) -> tuple[int, str]:
+        result = runner.invoke(
+            cli_app,
+            ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool), *options],
+            env={"COLUMNS": "1000"},  # paths in the messages stay on one line
+        )
+        return result.exit_code, result.output
+
+    short = tmp_path / "short-keys.txt"
+    short.write_text(f"{ENDPOINT_KEY}\nzq7x5\n", encoding="utf-8")
+    code, output = serve_with("--api-keys-file", str(short))
+    assert code == 2
+    assert "1 API key(s) are shorter than 6 characters" in output
+    assert "zq7x5" not in output  # the refusal does not print the key
+
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", f"{ENDPOINT_KEY},abc12")
+    code, output = serve_with("--api-keys-env", "FUGU_TEST_ENDPOINT_KEYS")
+    assert code == 2 and "shorter than 6 characters" in output
+
+    empty = tmp_path / "empty-keys.txt"
+    for text in ("", "\n\n", "# no key yet\n"):
+        empty.write_text(text, encoding="utf-8")
+        code, output = serve_with("--api-keys-file", str(empty))
+        assert code == 2
+        assert f"--api-keys-file {empty}: holds no key" in output
+
+    code, output = serve_with("--api-keys-file", str(tmp_path / "no-such-file.txt"))
+    assert code == 2 and "no-such-file.txt: cannot read it" in output
+
+    good = tmp_path / "keys.txt"
+    good.write_text(f"{ENDPOINT_KEY}\nsk-second-key-abcdef\n", encoding="utf-8")
+    code, output = serve_with("--api-keys-file", str(good))
+    assert code == 2 and "has no worker" in output  # past the keys, stopped by the tripwire
+
+
+def test_serve_prints_fugu_lites_own_notes_at_its_log_level(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dispatch = logging.getLogger("fugu_lite.server_dispatch")
+    show_package_logs("info")
+    show_package_logs("info")  # set up twice (a second serve in one process): one line each
+    dispatch.info("worker a: the conversation is longer than its context")
+    dispatch.warning("worker b failed: timeout")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "INFO:     worker a: the conversation is longer than its context",
+        "WARNING:  worker b failed: timeout",
+    ]
+    show_package_logs("warning")
+    dispatch.info("hidden")
+    dispatch.warning("shown")
+    assert capsys.readouterr().err.splitlines() == ["WARNING:  shown"]
