@@ -193,6 +193,26 @@ def test_tool_choice_without_tools_is_a_400_naming_it(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+@pytest.mark.parametrize("call", ["none", "auto", {"name": "add"}])
+def test_function_call_without_functions_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, call: Any
+) -> None:
+    """OpenAI answers the deprecated function_call without `functions` with a 400
+    ("'function_call' is only allowed when 'functions' are specified"); "none" and "auto"
+    went on to a worker (a local one ignored it), so whether the request failed depended on
+    the worker routed to. With functions it is sent on."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), function_call=call)
+    assert error.value.body["param"] == "function_call"
+    assert "is only allowed when `functions` are given" in error.value.body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), functions=[TOOL["function"]], function_call=call
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["function_call"] == call
+
+
 def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     shared_server: Running, stubs: Stubs
 ) -> None:

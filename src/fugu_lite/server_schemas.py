@@ -248,6 +248,9 @@ class ChatCompletionRequest(BaseModel):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = Field(default=None, strict=True)
+    # the deprecated form of tools and tool_choice
+    functions: list[dict[str, Any]] | None = None
+    function_call: str | dict[str, Any] | None = None
     user: str | None = None
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
@@ -385,6 +388,22 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(f"{ONLY_WITH_TOOLS}; give the tools, or drop parallel_tool_calls")
         return value
 
+    @field_validator("function_call")
+    @classmethod
+    def _function_call_needs_functions(
+        cls, value: str | dict[str, Any] | None, info: ValidationInfo
+    ) -> str | dict[str, Any] | None:
+        """OpenAI refuses a function_call without functions ("none" and "auto" too); one
+        beside `tools` (clients mixing both styles) is left for the workers
+        (llama_cpp_requests drops it for local ones)."""
+        no_functions = "functions" in info.data and not info.data["functions"]
+        if value is not None and no_functions and without_tools(info):
+            raise ValueError(
+                'is only allowed when `functions` are given, as in OpenAI\'s API (even "none" '
+                'or "auto"); give the functions to choose from, or drop function_call'
+            )
+        return value
+
     @model_validator(mode="after")
     def _tool_choice_names_a_tool(self) -> ChatCompletionRequest:
         choice = self.tool_choice  # given with tools: _known_tool_choice
@@ -402,15 +421,10 @@ class ChatCompletionRequest(BaseModel):
     def _function_call_names_a_function(self) -> ChatCompletionRequest:
         """The deprecated `function_call` naming a function: one of `functions` (OpenAI
         refuses others; llama.cpp's server answers them with a 500)."""
-        extra = self.model_extra or {}
-        call, functions = extra.get("function_call"), extra.get("functions")
+        call = self.function_call  # given with functions: _function_call_needs_functions
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return self
-        names = [
-            function.get("name")
-            for function in (functions if isinstance(functions, list) else [])
-            if isinstance(function, dict)
-        ]
+        names = [function.get("name") for function in self.functions or []]
         if call["name"] not in names:
             listed = ", ".join(str(name) for name in names) or "no functions given"
             raise ValueError(
@@ -469,10 +483,8 @@ class ChatCompletionRequest(BaseModel):
             if tool["type"] == "function":
                 where = f"tools[{index}].function.parameters"
                 schemas.append((where, tool["function"].get("parameters")))
-        functions = (self.model_extra or {}).get("functions")
-        for index, function in enumerate(functions if isinstance(functions, list) else []):
-            if isinstance(function, dict):
-                schemas.append((f"functions[{index}].parameters", function.get("parameters")))
+        for index, function in enumerate(self.functions or []):
+            schemas.append((f"functions[{index}].parameters", function.get("parameters")))
         return schemas
 
     def function_names(self) -> list[str]:
