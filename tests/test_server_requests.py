@@ -103,6 +103,12 @@ BAD_INPUTS = [
         "name": "weather.get"}}]}, 400,
      'tools[0].function.name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
      'got "weather.get"'),
+    # the same for the deprecated functions (OpenAI refuses both; a remote worker got them)
+    ("a function name with a space", {**VALID, "functions": [{"name": "get weather"}]}, 400,
+     'functions[0].name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
+     'got "get weather"'),
+    ("a function without a name", {**VALID, "functions": [{"parameters": {}}]}, 400,
+     "functions[0] needs a string 'name'"),
     ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
         "type": "function", "function": {"name": "mul"}}}, 400,
      "names the function 'mul', which is not among the tools (add)"),

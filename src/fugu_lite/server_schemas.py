@@ -188,6 +188,18 @@ OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 NAME_RULE = "must be letters, digits, _ or - (at most 64)"
 
 
+def check_function(where: str, function: dict[str, Any]) -> None:
+    """A function's name by OpenAI's rule, and its parameters a schema object (null: absent,
+    as OpenAI reads it)."""
+    if not OPENAI_NAME.fullmatch(function["name"]):
+        raise ValueError(
+            f'{where}.name {NAME_RULE}, e.g. "get_weather"; got {compact(function["name"])}'
+        )
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise ValueError(f"{where}.parameters must be a JSON schema object")
+
+
 class ResponseFormat(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -352,15 +364,23 @@ class ChatCompletionRequest(BaseModel):
                     'its \'name\', e.g. {"type": "function", "function": {"name": "add", '
                     '"parameters": {...}}}'
                 )
-            if not OPENAI_NAME.fullmatch(function["name"]):
-                raise ValueError(
-                    f'tools[{index}].function.name {NAME_RULE}, e.g. "get_weather"; got '
-                    f"{compact(function['name'])}"
-                )
-            parameters = function.get("parameters")  # null: absent, as OpenAI reads it
-            if parameters is not None and not isinstance(parameters, dict):
-                raise ValueError(f"tools[{index}].function.parameters must be a JSON schema object")
+            check_function(f"tools[{index}].function", function)
         return tools
+
+    @field_validator("functions")
+    @classmethod
+    def _functions_are_named(
+        cls, functions: list[dict[str, Any]] | None
+    ) -> list[dict[str, Any]] | None:
+        """The deprecated `functions` as OpenAI checks them, as it does a function tool."""
+        for index, function in enumerate(functions or []):
+            if not isinstance(function.get("name"), str):
+                raise ValueError(
+                    f"functions[{index}] needs a string 'name', e.g. "
+                    '{"name": "add", "parameters": {...}}'
+                )
+            check_function(f"functions[{index}]", function)
+        return functions
 
     @field_validator("tool_choice")
     @classmethod
