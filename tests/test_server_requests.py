@@ -240,6 +240,28 @@ def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
 
 
+def test_both_output_limits_in_one_request_are_a_400_naming_them(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI refuses max_tokens and max_completion_tokens together ("Setting 'max_tokens'
+    and 'max_completion_tokens' at the same time is not supported"); fugu-lite used
+    max_completion_tokens and dropped the other without a word (max_tokens=5 gave an answer
+    up to 400 tokens long). One of them, or either with the other null, is sent on."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user("hi"), max_tokens=5, max_completion_tokens=400
+        )
+    body = error.value.body
+    assert (body["param"], body["code"]) == ("max_tokens", "invalid_parameter_combination")
+    assert "max_tokens=5 and max_completion_tokens=400 are two names" in body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), max_completion_tokens=400, extra_body={"max_tokens": None}
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["max_completion_tokens"] == 400
+
+
 def test_loosely_typed_parameters_are_refused_naming_the_parameter(
     shared_server: Running, stubs: Stubs
 ) -> None:

@@ -565,6 +565,16 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
         request = ChatCompletionRequest.model_validate(payload)
     except ValidationError as error:
         raise validation_api_error(error) from error
+    if request.max_tokens is not None and request.max_completion_tokens is not None:
+        raise ApiError(
+            400,
+            f"max_tokens={request.max_tokens} and max_completion_tokens="
+            f"{request.max_completion_tokens} are two names for one limit, and OpenAI's API "
+            "refuses both in one request too; send only max_completion_tokens (max_tokens is "
+            "its older name)",
+            param="max_tokens",
+            code="invalid_parameter_combination",
+        )
     wanted = request.max_output_tokens()
     if wanted is not None and wanted > max_tokens_limit:
         field = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
