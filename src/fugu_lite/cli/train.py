@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,6 +33,9 @@ from .common import (
     stopped_cleanly,
 )
 
+if TYPE_CHECKING:
+    from ..schemas import RewardRecord
+
 train_app = command_group(
     "Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head."
 )
@@ -47,20 +50,22 @@ def load_stage_or_fail(
         fail(str(error))
 
 
+# `train sft` and `train rl`: both may continue from a checkpoint
+ContinueOption = Annotated[str | None, typer.Option(help="Continue from this checkpoint.")]
+
+
 @train_app.command("sft")
 def train_sft_command(
     records: RecordsOption,
     output: OutputOption,
     config: ConfigOption = None,
-    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    checkpoint: ContinueOption = None,
     set_: SetOption = None,
 ) -> None:
     """Supervised stage: KL toward softmax(rewards / tau)."""
     from ..train_sft import train_sft
 
-    cfg = load_stage_or_fail(config, SFTConfig, "sft", parse_overrides(set_))
-    check_not_checkpoint(checkpoint, output, "sft")
-    run_stage(output, lambda: train_sft(read_records_or_fail(records), cfg, output, checkpoint))
+    train_continuing_stage("sft", SFTConfig, train_sft, records, output, config, checkpoint, set_)
 
 
 @train_app.command("rl")
@@ -68,15 +73,30 @@ def train_rl_command(
     records: RecordsOption,
     output: OutputOption,
     config: ConfigOption = None,
-    checkpoint: Annotated[str | None, typer.Option(help="Continue from this checkpoint.")] = None,
+    checkpoint: ContinueOption = None,
     set_: SetOption = None,
 ) -> None:
     """Contextual-bandit RL stage, typically continuing from an SFT checkpoint."""
     from ..train_rl import train_rl
 
-    cfg = load_stage_or_fail(config, RLConfig, "rl", parse_overrides(set_))
-    check_not_checkpoint(checkpoint, output, "rl")
-    run_stage(output, lambda: train_rl(read_records_or_fail(records), cfg, output, checkpoint))
+    train_continuing_stage("rl", RLConfig, train_rl, records, output, config, checkpoint, set_)
+
+
+def train_continuing_stage(
+    stage: str,
+    config_type: type[ConfigT],
+    train: Callable[[list[RewardRecord], ConfigT, Path, str | None], dict],
+    records: Path,
+    output: Path,
+    config: Path | None,
+    checkpoint: str | None,
+    set_: list[str] | None,
+) -> None:
+    """A stage that may continue from `checkpoint`: its config (with --set), a check that
+    it does not write over that checkpoint, then the training."""
+    cfg = load_stage_or_fail(config, config_type, stage, parse_overrides(set_))
+    check_not_checkpoint(checkpoint, output, stage)
+    run_stage(output, lambda: train(read_records_or_fail(records), cfg, output, checkpoint))
 
 
 @train_app.command("es")
