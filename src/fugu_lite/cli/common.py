@@ -117,13 +117,6 @@ def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def written_whole(output: Path) -> str:
-    return (
-        f"{output} holds its old content or the complete new one, never a half-written "
-        "file; run the same command again"
-    )
-
-
 def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, str]:
     """key=value strings as given, e.g. `--option on_missing=drop` -> {"on_missing": "drop"}."""
     parsed = {}
@@ -181,6 +174,28 @@ def check_not_replacing(output: Path, force: bool) -> None:
         f"-o {output} already exists and would be replaced; pass --force to replace it, or "
         "give another -o path"
     )
+
+
+def check_file_to_write(output: Path, force: bool, example: str) -> None:
+    """`-o` must be a file that can be written, and an existing one is replaced only with
+    --force; `example` names such a file in the advice for a folder given instead."""
+    check_output(output, "-o", "file", example)
+    check_not_replacing(output, force)
+
+
+@contextmanager
+def writing_file(output: Path) -> Iterator[None]:
+    """Writing the `-o` file whole: Ctrl-C says the old content stays, and a failed write is
+    one `error:` line naming the file."""
+    kept = (
+        f"{output} holds its old content or the complete new one, never a half-written "
+        "file; run the same command again"
+    )
+    with stopped_cleanly(kept):
+        try:
+            yield
+        except OSError as error:
+            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
 
 
 def same_path(first: Path, second: Path) -> bool:

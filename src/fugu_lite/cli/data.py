@@ -12,16 +12,14 @@ from ..text import console_name, cost_text
 from .common import (
     KEY_VALUE,
     ForceOption,
-    check_not_replacing,
-    check_output,
+    check_file_to_write,
     command_group,
     console,
     fail,
     parse_pairs,
     print_result,
     read_records_or_fail,
-    stopped_cleanly,
-    written_whole,
+    writing_file,
 )
 
 data_app = command_group("Import and inspect reward records.")
@@ -48,12 +46,11 @@ def data_import(
     if str(source) == "-" and not source.exists():
         fail("the source - (standard input) is not read: give the dataset's file or folder path")
     check_not_source(source, output)
-    check_output(output, "-o", "file")
-    check_not_replacing(output, force)
-    with stopped_cleanly(written_whole(output)):
+    check_file_to_write(output, force, "records.jsonl")
+    with writing_file(output):
         try:
             records = import_dataset(format, source, **options)
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError) as error:  # reading the source
             fail(str(error))
         if not records:
             fail(
@@ -61,10 +58,7 @@ def data_import(
                 "rows, or every row was dropped: see the warnings above); nothing was written "
                 f"to {output}"
             )
-        try:
-            count = write_records(output, records)
-        except OSError as error:
-            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
+        count = write_records(output, records)
     print_result(f"wrote {count} records to {output}")
     print_record_summary(records)
 

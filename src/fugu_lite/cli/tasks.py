@@ -12,14 +12,12 @@ from ..io import RecordFileError
 from ..text import console_name
 from .common import (
     ForceOption,
-    check_not_replacing,
-    check_output,
+    check_file_to_write,
     command_group,
     console,
     fail,
     print_result,
-    stopped_cleanly,
-    written_whole,
+    writing_file,
 )
 
 tasks_app = command_group("Generate and check task files.")
@@ -36,16 +34,13 @@ def tasks_generate(
     from ..task_families import generate_tasks
     from ..tasks import write_tasks
 
-    check_output(output, "-o", "file", "tasks.jsonl")
-    check_not_replacing(output, force)
-    with stopped_cleanly(written_whole(output)):
+    check_file_to_write(output, force, "tasks.jsonl")
+    with writing_file(output):
         try:
             tasks = generate_tasks(per_family, seed)
             written = write_tasks(output, tasks)
         except ValueError as error:
             fail(str(error))
-        except OSError as error:
-            fail(f"cannot write {output}: {error.strerror or error}; choose another -o path")
     print_result(f"wrote {written} tasks to {output}")
     print_task_summary(tasks)
 
