@@ -133,7 +133,6 @@ def serve_command(
         serve(settings, log_level=log_level)
     except ValidationError as error:  # the settings' own messages, without pydantic's frame
         fail("; ".join(settings_problem(item) for item in error.errors()))
-    except (ApiKeyError, ConfigError, CheckpointError, ValueError) as error:
-        fail(str(error))
-    except (RuntimeError, OSError) as error:  # a pool that failed to start, a busy port
+    # their own messages: a key file, the checkpoint, a pool that failed to start, a busy port
+    except (ApiKeyError, ConfigError, CheckpointError, ValueError, RuntimeError, OSError) as error:
         fail(str(error))
