@@ -118,14 +118,17 @@ def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) 
     ]
     other = tmp_path / "other.jsonl"
     write_records(other, renamed)
-    result = invoke("eval", "--checkpoint", run.checkpoint, "--records", other)
-    assert result.exit_code == 2
-    message = flat(result.output)
-    assert "does not match" in message
-    assert "workers:" in message
-    # eval takes no model config: the advice is about the records, not a config to change
-    assert "Use records with the checkpoint's workers" in message
-    assert "config" not in message.partition("workers:")[2]
+    # --pareto said what differs but not what to do about it
+    for pareto in ([], ["--pareto"]):
+        result = invoke("eval", "--checkpoint", run.checkpoint, "--records", other, *pareto)
+        assert result.exit_code == 2
+        message = flat(result.output)
+        assert "does not match" in message
+        assert "workers:" in message
+        assert "['w1', 'w2', 'w3']" in message
+        # eval takes no model config: the advice is about the records, not a config to change
+        assert "Use records with the checkpoint's workers" in message
+        assert "config" not in message.partition("workers:")[2]
 
 
 @pytest.mark.parametrize(

@@ -490,9 +490,7 @@ def checkpoint_mismatches(
     """What differs between a checkpoint and the config/workers it is loaded with."""
     problems = []
     if worker_ids is not None and list(worker_ids) != metadata["worker_ids"]:
-        problems.append(
-            f"workers: checkpoint {metadata['worker_ids']} vs records {list(worker_ids)}"
-        )
+        problems.append(workers_mismatch(metadata["worker_ids"], worker_ids))
     saved = ModelConfig.model_validate(metadata["model"])  # checked by read_checkpoint_metadata
     # `auto` is compared as what it means on the backbone: the same features.
     saved_pooling, given_pooling = configured_pooling(saved), configured_pooling(model_cfg)
@@ -533,6 +531,11 @@ def _meaning(saved: ModelConfig, saved_pooling: str, given: ModelConfig, given_p
         if cfg.pooling != pooling
     ]
     return f" ({', '.join(resolved)} on this backbone)" if resolved else ""
+
+
+def workers_mismatch(checkpoint_workers: Sequence[str], record_workers: Sequence[str]) -> str:
+    """The `workers:` problem of `checkpoint_mismatches` (see `mismatch_fix`)."""
+    return f"workers: checkpoint {list(checkpoint_workers)} vs records {list(record_workers)}"
 
 
 def mismatch_fix(problems: Sequence[str]) -> str:

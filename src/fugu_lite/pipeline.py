@@ -38,8 +38,10 @@ from .model import (
     backbone_weights_difference,
     load_router,
     locate_backbone,
+    mismatch_fix,
     read_checkpoint_metadata,
     read_tensors,
+    workers_mismatch,
 )
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .text import notes_console, results_console
@@ -296,9 +298,9 @@ def run_pareto_evaluation(
     require_pareto_costs(records, split)
     family = load_family_or_single(checkpoint, backbone)
     if family.worker_ids != records[0].worker_ids:
+        problem = workers_mismatch(family.worker_ids, records[0].worker_ids)
         raise ValueError(
-            f"checkpoint {checkpoint} does not match: workers: checkpoint {family.worker_ids} "
-            f"vs records {records[0].worker_ids}"
+            f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
         )
     model = family.routers[0]  # every member shares the model config, so the features
     validation_records = records_in_split(records, "validation")
