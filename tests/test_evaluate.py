@@ -710,6 +710,33 @@ def test_the_cost_quality_plot_labels_close_workers_without_overlap(tmp_path: Pa
     assert (tmp_path / "cost_quality.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_no_plot_legend_covers_the_bars_or_points() -> None:
+    """The legends sat in the plot's lower right corner: over the last task's bars (a good
+    router's reach 1.0 there), the last method's bar, the last worker's bar, or an
+    expensive, weak worker's point on the cost-quality plot."""
+    from fugu_lite.evaluation.plots import plot_mean_reward, plot_per_task, plot_router_choices
+
+    report, _, evaluated = full_report()
+    probabilities = np.full((evaluated.n_prompts, 3), 1 / 3)
+    pareto = pareto_report(evaluated, evaluated, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    figures = {
+        "mean reward": plot_mean_reward(report),
+        "per task": plot_per_task(report),
+        "router choices": plot_router_choices(report),
+        "cost-quality": plot_pareto(pareto),
+    }
+    for name, figure in figures.items():
+        renderer = FigureCanvasAgg(figure).get_renderer()
+        figure.draw_without_rendering()
+        legends = [*figure.legends, *(axes.get_legend() for axes in figure.axes)]
+        shown = [legend for legend in legends if legend is not None]
+        assert len(shown) == 1, name
+        legend = shown[0].get_window_extent(renderer)
+        plot_area = figure.axes[0].get_window_extent(renderer)
+        assert not legend.overlaps(plot_area), (name, legend, plot_area)
+        assert figure.bbox.contains(legend.x1 - 1, legend.y0 + 1), name  # not cut off
+
+
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     table = make_table([[1, 0, 0], [0, 1, 0]])
     report = evaluation_report(table, table, "train", None, {}, {})

@@ -58,7 +58,7 @@ from ..io import remove_files, write_json, write_text_atomic
 from ..text import console_name, console_text, cost_text
 from ..threads import fit_threads
 from .baselines import fit_ridge, knn_predict
-from .plots import plain_text, save_png
+from .plots import legend_beside, plain_text, save_png
 from .report import best_single_worker, oracle_choices
 from .table import RewardTable, argmax_choices, markdown_cell, picked
 
@@ -573,7 +573,7 @@ def plot_pareto(report: dict) -> Figure:
     axes.set_xlabel("mean cost per prompt")
     axes.set_ylabel("mean reward")
     axes.set_title(f"Cost vs quality ({report['split']}, n={report['n_prompts']})")
-    legend = axes.legend(fontsize=7, loc="lower right")
+    legend = legend_beside(figure, axes, fontsize=7)
     workers = report["curves"]["workers"]["points"]
     label_points(
         figure,

@@ -6,8 +6,10 @@ from io import BytesIO
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 
 from ..io import write_bytes_atomic
 from ..text import visible_controls
@@ -25,6 +27,13 @@ def plain_text(text: str) -> str:
     characters, which no font draws, as escapes (`\\x1b`); line breaks stay."""
     shown = "\n".join(visible_controls(line) for line in text.splitlines())
     return shown.replace("$", r"\$")
+
+
+def legend_beside(figure: Figure, axes: Axes, fontsize: float) -> Legend:
+    """The axes' legend right of the plot (the figure's layout makes room): inside it, in a
+    corner, it hid the bars there (the last task's, the last method's) or a worker's point."""
+    handles, labels = axes.get_legend_handles_labels()
+    return figure.legend(handles, labels, loc="outside right upper", fontsize=fontsize)
 
 
 def write_plots(report: dict, output_dir: Path) -> list[str]:
@@ -65,7 +74,7 @@ def plot_mean_reward(report: dict) -> Figure:
     axes.set_title(f"Mean reward per method ({report['split']}, n={report['sizes']['evaluated']})")
     axes.tick_params(axis="x", labelrotation=20)
     axes.margins(y=0.12)
-    axes.legend(loc="lower right", fontsize=8)
+    legend_beside(figure, axes, fontsize=8)
     return figure
 
 
@@ -90,7 +99,7 @@ def plot_router_choices(report: dict) -> Figure:
     axes.set_xlabel("share of prompts")
     axes.set_xlim(0.0, 1.05)
     axes.set_title(f"Which worker answers ({report['split']})")
-    axes.legend(fontsize=8, loc="lower right")
+    legend_beside(figure, axes, fontsize=8)
     return figure
 
 
@@ -119,7 +128,7 @@ def plot_per_task(report: dict) -> Figure:
     axes.invert_yaxis()
     axes.set_xlabel("mean reward")
     axes.set_title(f"Mean reward per task ({report['split']})")
-    axes.legend(fontsize=8, loc="lower right")
+    legend_beside(figure, axes, fontsize=8)
     return figure
 
 
