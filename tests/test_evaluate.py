@@ -737,6 +737,22 @@ def test_no_plot_legend_covers_the_bars_or_points() -> None:
         assert figure.bbox.contains(legend.x1 - 1, legend.y0 + 1), name  # not cut off
 
 
+def test_a_report_on_the_train_split_says_its_scores_are_optimistic() -> None:
+    """`eval --split train` printed scores of methods fit on those very prompts (kNN with
+    each prompt among its own neighbours) without a word, read like a test score."""
+    rng = np.random.default_rng(2)
+    table = make_table(rng.random((12, 3)), costs=rng.random((12, 3)))
+    probabilities = np.full((12, 3), 1 / 3)
+    for split, flagged in (("train", True), ("test", False), ("validation", False)):
+        report = evaluation_report(table, table, split, probabilities, {}, {})
+        pareto = pareto_report(table, table, split, {0.0: probabilities}, {}, [0.0], 1.0)
+        for notes in (report["notes"], pareto["notes"]):
+            said = [note for note in notes if "optimistic" in note]
+            assert bool(said) == flagged, (split, notes)
+            if flagged:
+                assert "evaluated on train" in said[0] and "test or validation" in said[0]
+
+
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     table = make_table([[1, 0, 0], [0, 1, 0]])
     report = evaluation_report(table, table, "train", None, {}, {})

@@ -59,7 +59,7 @@ from ..text import console_name, console_text, cost_text
 from ..threads import fit_threads
 from .baselines import fit_ridge, knn_predict
 from .plots import legend_beside, plain_text, save_png
-from .report import best_single_worker, oracle_choices
+from .report import best_single_worker, oracle_choices, train_split_notes
 from .table import RewardTable, argmax_choices, markdown_cell, picked
 
 PARETO_JSON = "pareto_report.json"
@@ -323,7 +323,8 @@ def pareto_report(
         },
         "curves": entries,
         "baselines": {name: dict(value) for name, value in info.items()},
-        "notes": _pareto_notes(best_reward, best_cost, cost_min, cost_max, quality_fraction),
+        "notes": train_split_notes(split_name)
+        + _pareto_notes(best_reward, best_cost, cost_min, cost_max, quality_fraction),
         "definitions": {
             "hull": "non-decreasing concave upper hull of the curve's (mean cost, mean reward) "
             "points",
