@@ -514,10 +514,12 @@ def print_pareto(report: dict, console: Console) -> None:
     for row in rows:
         per_weight.add_row(*row)
     console.print(per_weight)
+    # numbers right-aligned, as in the table above: left-aligned, a cost of 25,000.00 and
+    # one of 0.10 began in the same column
     references = Table(
         Column("worker", overflow="fold"),  # a worker cut short with "…" could be anyone
-        "mean cost",
-        "mean reward",
+        Column("mean cost", justify="right"),
+        Column("mean reward", justify="right"),
         title="Single workers and oracle",
     )
     for row in reference_rows(report):
@@ -525,9 +527,9 @@ def print_pareto(report: dict, console: Console) -> None:
     console.print(references)
     summary = Table(
         "curve",
-        "AIQ",
-        "cost at target",
-        "share of best single's cost",
+        Column("AIQ", justify="right"),
+        Column("cost at target", justify="right"),
+        Column("share of best single's cost", justify="right"),
         title=f"AIQ and cost to reach {report['quality_fraction']:g} x best single's reward "
         f"({_target(report)})",
     )
