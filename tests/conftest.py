@@ -270,6 +270,10 @@ def record_ids(output: Path) -> list[str]:
 # What the graders' tests (test_scoring*.py) share: running a grader on a task's output with
 # a fast sandbox, and the tasks and prompts more than one of them grade
 
+# CPU seconds the graders' linear-time tests allow: their inputs take about 2 s when the work
+# is linear, and from 14 s to minutes with the quadratic bugs they guard against; 3 s left too
+# little room on a shared 2-core CI machine (3.6 s seen with the whole suite running)
+LINEAR_CPU_S = 6.0
 FAST = SandboxLimits(timeout_s=1.5, memory_mb=256)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import WHO_IS_TALLER, graded
+from conftest import LINEAR_CPU_S, WHO_IS_TALLER, graded
 
 from fugu_lite.tasks import Task
 
@@ -177,7 +177,7 @@ def test_choice_grader_takes_linear_time_on_a_repeated_article() -> None:
     started = time.process_time()
     output = "the answer is a bit long, " * 100_000 + "\nB"
     assert graded(choice_task("B"), output).score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 SYLLOGISM = (
@@ -287,7 +287,7 @@ def test_what_the_question_asks_is_read_in_linear_time() -> None:
     assert graded(Task(**{**choice.model_dump(), "prompt": TALLER}), "A is taller " * 50_000).score
     assert graded(exact, "x" + " " * 200_000 + " is taller").score == 0.0
     assert graded(exact, "Bob is taller " * 50_000).score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() -> None:
@@ -295,7 +295,7 @@ def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() ->
     started = time.process_time()
     assert graded(task, "The tallest is Ann" + " " * 200_000 + "x").score == 0.0
     assert graded(task, "Ann" + " " * 200_000 + "is the tallest").score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import WHO_IS_TALLER, graded
+from conftest import LINEAR_CPU_S, WHO_IS_TALLER, graded
 
 from fugu_lite.task_families import _list_regex
 from fugu_lite.tasks import Task
@@ -168,13 +168,13 @@ def test_a_minus_sign_is_no_bullet() -> None:
 def test_exact_grader_takes_linear_time_on_a_long_run_of_bullets() -> None:
     started = time.process_time()
     assert graded(exact_task("olleh"), "- > " * 200_000 + "olleh").score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
     started = time.process_time()
     assert graded(exact_task("olleh"), "olleh" + " ." * 400_000).score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 def test_exact_grader_case_sensitivity() -> None:
@@ -307,7 +307,7 @@ def test_regex_grader_reads_a_list_whose_last_number_follows_and(output: str, sc
 def test_regex_grader_takes_linear_time_on_repeated_markers(output: str) -> None:
     started = time.process_time()
     assert graded(regex_task(r"yes"), output).score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -334,7 +334,7 @@ def test_exact_grader_normalises_in_linear_time() -> None:
     started = time.process_time()
     assert graded(exact_task("olleh"), "olleh" + " ✅" * 200_000).score == 1.0
     assert graded(exact_task("olleh"), "$\\text{" * 100_000 + "olleh").score == 0.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -414,7 +414,7 @@ def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
     started = time.process_time()
     for output in ["x" + " " * 200_000 + "y", "olleh" + " is" * 100_000, "gives us " * 100_000]:
         assert graded(exact_task("olleh"), output).score == 0.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 FIRST_LETTER = "What is the first letter of the word 'banana'?"

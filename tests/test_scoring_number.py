@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import graded, number_task
+from conftest import LINEAR_CPU_S, graded, number_task
 
 from fugu_lite.tasks import Task
 
@@ -479,7 +479,7 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
     assert graded(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -677,7 +677,7 @@ def test_number_grader_takes_linear_time_on_long_repetitive_outputs(output: str)
     # CPU time, not wall time: a loaded CI machine must not fail it; a quadratic pass still does
     started = time.process_time()
     assert graded(number_task("7"), output).score == 1.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the number."
@@ -735,7 +735,7 @@ def test_a_closing_clause_takes_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "It is 2" + " when 1 is added to 1" * 30_000).score is not None
     assert graded(task, "It is 2" + " when 1" * 50_000 + ".").score is not None
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 TO_HOURS = "Convert 150 minutes to hours. Answer with just the number."
@@ -800,7 +800,7 @@ def test_quantities_in_two_units_take_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "2 hours and 30 minutes, " * 15_000).score is not None
     assert graded(task, "2 hours " * 40_000).score is not None
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 PER_WEEK = "A worker earns $18 a day. How much does she earn per week (7 days)?"
@@ -840,7 +840,7 @@ def test_amounts_at_two_rates_take_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "$18 a day, or " * 20_000).score is not None
     assert graded(task, "1," * 100_000 + " a day").score is not None
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -928,7 +928,7 @@ def test_copies_of_the_question_are_found_in_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "Each child then eats " * 20_000).score is not None
     assert graded(task, "Each child then eats 2 of them. " * 10_000).score == 0.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -1017,7 +1017,7 @@ def test_number_grader_reads_nested_closing_parentheses_in_linear_time() -> None
     started = time.process_time()
     output = "It is 12 " + "(" * 100_000 + "3 x 4" + ")" * 100_000
     assert graded(number_task("12"), output).score is not None
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 LARGEST = "What is the largest number in the list [-5, 12, -30, 7, 0]?"
@@ -1047,7 +1047,7 @@ def test_number_grader_reads_superlatives_in_linear_time() -> None:
     started = time.process_time()
     output = "the largest is 7 " * 50_000 + "and the smallest is -30."
     assert graded(number_task("12", LARGEST), output).score == 0.0
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 TOTAL = "A class of students took a test and 12 passed. How many students were there in total?"
