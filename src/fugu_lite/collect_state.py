@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -226,6 +226,22 @@ def _remove_if_empty(path: Path) -> None:
         path.unlink()
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
+    """Each line of one of collection's own files (records, call log) as `model`; a line
+    that is not one names the file and line, to be fixed or deleted."""
+    for line_number, value in iter_jsonl(path):
+        try:
+            yield model.model_validate(value)
+        except ValidationError as error:
+            raise RecordFileError(
+                f"{path}, line {line_number}: not {what} "
+                f"({error.errors()[0]['msg']}); fix or delete that line"
+            ) from error
+
+
 class CollectState:
     """What is already done, rebuilt from the two files."""
 
@@ -288,14 +304,7 @@ class CollectState:
         return self
 
     def _load_records(self) -> None:
-        for line_number, value in iter_jsonl(self.output):
-            try:
-                record = RewardRecord.model_validate(value)
-            except ValidationError as error:
-                raise RecordFileError(
-                    f"{self.output}, line {line_number}: not a RewardRecord "
-                    f"({error.errors()[0]['msg']}); fix or delete that line"
-                ) from error
+        for record in validated_lines(self.output, RewardRecord, "a RewardRecord"):
             if record.worker_ids != self.worker_ids:
                 raise CollectError(self._other_workers(record.worker_ids))
             if record.id is not None:
@@ -328,14 +337,7 @@ class CollectState:
         )
 
     def _load_log(self) -> None:
-        for line_number, value in iter_jsonl(self.log):
-            try:
-                entry = LogEntry.model_validate(value)
-            except ValidationError as error:
-                raise RecordFileError(
-                    f"{self.log}, line {line_number}: not a call-log entry "
-                    f"({error.errors()[0]['msg']}); fix or delete that line"
-                ) from error
+        for entry in validated_lines(self.log, LogEntry, "a call-log entry"):
             if entry.event == "judge":
                 self._count_judging(entry)
                 self._note_verdict(entry)
