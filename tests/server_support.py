@@ -26,9 +26,9 @@ from fugu_lite.config import (
 from fugu_lite.costs import RouterFamily
 from fugu_lite.pool import PoolConfig, WorkerConfig
 from fugu_lite.schemas import ChatMessage
-from fugu_lite.server import ServeSettings, create_app
-from fugu_lite.server_routing import RouteRequest, RouterService
-from fugu_lite.server_thread import ServerThread
+from fugu_lite.server.app import ServeSettings, create_app
+from fugu_lite.server.routing import RouteRequest, RouterService
+from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.train_sft import train_sft
 

@@ -26,7 +26,7 @@ from fugu_lite.datasets import IMPORTERS
 from fugu_lite.pool import LocalServerConfig, PoolConfig, WorkerConfig
 from fugu_lite.reward_head import RewardHeadTraining
 from fugu_lite.schemas import RewardRecord
-from fugu_lite.server_schemas import FUGU_KEYS
+from fugu_lite.server.schemas import FUGU_KEYS
 from fugu_lite.tasks import Task
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -211,7 +211,7 @@ BENCH_README = README.parent / "bench" / "README.md"
 
 
 def test_every_fugu_lite_name_the_docs_give_exists() -> None:
-    """`fugu_lite.costs.load_router_family`, `fugu_lite.server_thread.ServerThread`, ... and
+    """`fugu_lite.costs.load_router_family`, `fugu_lite.server.thread.ServerThread`, ... and
     the source files named (`train_sft.py`, `bench/cost.py`) are what a reader imports or
     opens; a rename in the code would leave them pointing at nothing."""
     text = README.read_text("utf-8") + BENCH_README.read_text("utf-8")

@@ -42,8 +42,8 @@ from fugu_lite.config import (
 )
 from fugu_lite.costs import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
-from fugu_lite.server_auth import load_api_keys
-from fugu_lite.server_thread import ServerThread
+from fugu_lite.server.auth import load_api_keys
+from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
 
 pytestmark = pytest.mark.timeout(120)

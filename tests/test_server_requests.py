@@ -15,8 +15,8 @@ import pytest
 from server_support import MODEL, VALID, Running, Stubs, metric_value, pool_for, user
 
 from fugu_lite.costs import RouterFamily
-from fugu_lite.server import ServeSettings, create_app
-from fugu_lite.server_thread import ServerThread
+from fugu_lite.server.app import ServeSettings, create_app
+from fugu_lite.server.thread import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,9 +15,9 @@ from server_support import ENDPOINT_KEY
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
-from fugu_lite.server import show_package_logs
-from fugu_lite.server_batching import MicroBatcher
-from fugu_lite.server_breaker import CircuitBreaker
+from fugu_lite.server.app import show_package_logs
+from fugu_lite.server.batching import MicroBatcher
+from fugu_lite.server.breaker import CircuitBreaker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -247,7 +247,7 @@ def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
 def test_serve_prints_fugu_lites_own_notes_at_its_log_level(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    dispatch = logging.getLogger("fugu_lite.server_dispatch")
+    dispatch = logging.getLogger("fugu_lite.server.dispatch")
     show_package_logs("info")
     show_package_logs("info")  # set up twice (a second serve in one process): one line each
     dispatch.info("worker a: the conversation is longer than its context")

@@ -116,9 +116,9 @@ def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     """Start `fugu-lite serve` in-process on the local pool; ask through the openai SDK."""
     from openai import OpenAI
 
-    from .server import ServeSettings, create_app
-    from .server_responses import WORKER_HEADER
-    from .server_thread import ServerThread
+    from .server.app import ServeSettings, create_app
+    from .server.responses import WORKER_HEADER
+    from .server.thread import ServerThread
 
     console.rule("3/3 serve: the coordinator in front of the local pool, asked via openai")
     app = create_app(ServeSettings(checkpoint=checkpoint, port=0), pool_config=pool_config)

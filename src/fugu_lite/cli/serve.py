@@ -101,8 +101,8 @@ def serve_command(
     from pydantic import ValidationError
 
     from ..model import CheckpointError
-    from ..server import ServeSettings, serve
-    from ..server_auth import ApiKeyError, load_api_keys
+    from ..server.app import ServeSettings, serve
+    from ..server.auth import ApiKeyError, load_api_keys
 
     log_level = log_level.lower()  # `INFO`, as Python's logging names it, is uvicorn's `info`
     if log_level not in LOG_LEVELS:

@@ -45,7 +45,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..server_thread import ServerThread
+from ..server.thread import ServerThread
 
 Reply = Callable[[list[dict[str, Any]]], str]
 MODES = (

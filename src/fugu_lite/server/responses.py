@@ -9,14 +9,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .server_dispatch import Attempt
-from .server_log import DecisionLogEntry, conversation_hash
-from .server_routing import RouteResult
-from .server_schemas import ChatCompletionRequest
-from .workers import Usage
+from ..workers import Usage
+from .dispatch import Attempt
+from .log import DecisionLogEntry, conversation_hash
+from .routing import RouteResult
+from .schemas import ChatCompletionRequest
 
 if TYPE_CHECKING:
-    from .server import FuguServer
+    from .app import FuguServer
 
 WORKER_HEADER = "x-fugu-worker"
 PROBABILITIES_HEADER = "x-fugu-probabilities"

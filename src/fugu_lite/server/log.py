@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .io import append_jsonl
-from .schemas import ChatMessage, message_text, prompt_hash
+from ..io import append_jsonl
+from ..schemas import ChatMessage, message_text, prompt_hash
 
 logger = logging.getLogger(__name__)
 

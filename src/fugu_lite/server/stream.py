@@ -9,10 +9,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from .server_auth import Redactor
-from .server_dispatch import OpenedStream, close_quietly
-from .server_schemas import ApiError
-from .worker_errors import WorkerCallError
+from ..worker_errors import WorkerCallError
+from .auth import Redactor
+from .dispatch import OpenedStream, close_quietly
+from .schemas import ApiError
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 

@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .server_auth import Redactor
-from .server_breaker import CircuitBreaker
-from .server_metrics import Metrics
-from .worker_errors import (
+from ..worker_errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
     WORKER_REFUSALS,
     WorkerCallError,
     context_limit,
 )
-from .workers import RETRYABLE_KINDS, CallResult, WorkerPool
+from ..workers import RETRYABLE_KINDS, CallResult, WorkerPool
+from .auth import Redactor
+from .breaker import CircuitBreaker
+from .metrics import Metrics
 
 logger = logging.getLogger(__name__)
 

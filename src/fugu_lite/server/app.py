@@ -5,10 +5,10 @@ worker (falling back to the next-best one while nothing was sent yet), and answe
 router's model name, streaming or not. GET /v1/models, /health and /metrics (Prometheus).
 
 This module holds the settings, the server's state (FuguServer), the app and its routes, and
-running it under uvicorn. Answering a chat request is in server_answer.py (routing, then the
-answer at once or streamed: server_stream.py), what an answer carries besides the worker's
-body in server_responses.py, errors in server_errors.py, the body-size limit in
-server_body.py, the request's schema in server_schemas.py.
+running it under uvicorn. Answering a chat request is in answer.py (routing, then the
+answer at once or streamed: stream.py), what an answer carries besides the worker's body in
+responses.py, errors in errors.py, the body-size limit in body.py, the request's schema in
+schemas.py (the package's docstring lists the rest).
 """
 
 from __future__ import annotations
@@ -29,29 +29,29 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
-from .costs import RouterFamily, load_family_or_single
-from .llama_cpp_requests import local_worker_gaps
-from .local_server import check_llama_cpp_installed
-from .pool import (
+from ..costs import RouterFamily, load_family_or_single
+from ..llama_cpp_requests import local_worker_gaps
+from ..local_server import check_llama_cpp_installed
+from ..pool import (
     PoolConfig,
     load_pool_config,
     one_call_at_a_time,
     queued_locally,
     resolve_gguf,
 )
-from .server_answer import answer
-from .server_auth import ApiKeyChecker, Redactor, worker_secrets
-from .server_batching import BatcherClosedError, MicroBatcher
-from .server_body import read_body
-from .server_breaker import CircuitBreaker
-from .server_dispatch import Dispatcher
-from .server_errors import install_error_handlers
-from .server_log import DecisionLog
-from .server_metrics import Metrics
-from .server_responses import ROUTING_HEADERS
-from .server_routing import RouteRequest, RouteResult, RouterService
-from .server_schemas import ApiError, ChatCompletionRequest, parse_request
-from .workers import WorkerPool
+from ..workers import WorkerPool
+from .answer import answer
+from .auth import ApiKeyChecker, Redactor, worker_secrets
+from .batching import BatcherClosedError, MicroBatcher
+from .body import read_body
+from .breaker import CircuitBreaker
+from .dispatch import Dispatcher
+from .errors import install_error_handlers
+from .log import DecisionLog
+from .metrics import Metrics
+from .responses import ROUTING_HEADERS
+from .routing import RouteRequest, RouteResult, RouterService
+from .schemas import ApiError, ChatCompletionRequest, parse_request
 
 logger = logging.getLogger(__name__)
 RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from .schemas import ChatMessage
+from ..schemas import ChatMessage
 
 # Request keys that fugu-lite reads itself (sent through the SDK's `extra_body`); they are
 # never forwarded to a worker.

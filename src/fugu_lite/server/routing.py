@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .costs import RouterFamily, nearest_cost_weight
-from .model import RouterModel
-from .schemas import ChatMessage
-from .server_schemas import ApiError
+from ..costs import RouterFamily, nearest_cost_weight
+from ..model import RouterModel
+from ..schemas import ChatMessage
+from .schemas import ApiError
 
 if TYPE_CHECKING:
-    from .reward_head import CostWeightedView
+    from ..reward_head import CostWeightedView
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,18 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .server_dispatch import (
+from .dispatch import (
     BUSY,
     RATE_LIMITED,
     AllWorkersFailedError,
     Attempt,
     WorkerRejectedError,
 )
-from .server_responses import Routed, finish, routing_headers
-from .server_schemas import ApiError
+from .responses import Routed, finish, routing_headers
+from .schemas import ApiError
 
 if TYPE_CHECKING:
-    from .server import FuguServer
+    from .app import FuguServer
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .io import STDIN_NOT_READ, means_stdin
-from .server_schemas import ApiError
+from ..io import STDIN_NOT_READ, means_stdin
+from .schemas import ApiError
 
 REDACTED = "[redacted]"
 # Shorter "secrets" would redact ordinary words out of messages.

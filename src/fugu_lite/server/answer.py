@@ -14,9 +14,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from .server_dispatch import AllWorkersFailedError, WorkerRejectedError
-from .server_errors import failure
-from .server_responses import (
+from .dispatch import AllWorkersFailedError, WorkerRejectedError
+from .errors import failure
+from .responses import (
     Routed,
     completion_body,
     finish,
@@ -24,12 +24,12 @@ from .server_responses import (
     routing_headers,
     stream_cost,
 )
-from .server_routing import RouteRequest
-from .server_schemas import ChatCompletionRequest
-from .server_stream import CLIENT_CLOSED_STATUS, RelayedStream
+from .routing import RouteRequest
+from .schemas import ChatCompletionRequest
+from .stream import CLIENT_CLOSED_STATUS, RelayedStream
 
 if TYPE_CHECKING:
-    from .server import FuguServer
+    from .app import FuguServer
 
 T = TypeVar("T")
 
