@@ -36,8 +36,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from fugu_lite.collect import collect
-from fugu_lite.collect_state import default_log_path
+from fugu_lite.collect.run import collect
+from fugu_lite.collect.state import default_log_path
 from fugu_lite.pool import PoolConfig, embedded_pool_config
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task

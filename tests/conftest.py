@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from fugu_lite.collect import collect
-from fugu_lite.collect_state import default_log_path
+from fugu_lite.collect.run import collect
+from fugu_lite.collect.state import default_log_path
 from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import standard_split
 from fugu_lite.pool import PoolConfig

@@ -12,9 +12,9 @@ from conftest import log_lines, number_tasks, record_ids, run_collect, solver, s
 from rich.console import Console
 from typer.testing import CliRunner
 
-from fugu_lite import collect as collect_module
 from fugu_lite.cli import app
-from fugu_lite.collect_summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
+from fugu_lite.collect import run as collect_module
+from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade

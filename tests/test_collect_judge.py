@@ -15,10 +15,10 @@ from conftest import log_lines, number_tasks, run_collect, stub_pool
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from fugu_lite import collect_state
 from fugu_lite.cli import app
-from fugu_lite.collect_state import CollectError, JudgeSummary, default_log_path
-from fugu_lite.collect_summary import CollectSummary, WorkerSummary, summary_table
+from fugu_lite.collect import state as collect_state
+from fugu_lite.collect.state import CollectError, JudgeSummary, default_log_path
+from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
 from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import read_records
 from fugu_lite.tasks import Task, write_tasks

@@ -15,10 +15,10 @@ import pytest
 from conftest import log_lines, number_tasks, record_ids, run_collect, solver, stub_pool
 from rich.console import Console
 
-from fugu_lite import collect_state
-from fugu_lite.collect import collect
-from fugu_lite.collect_state import CollectError, default_log_path
-from fugu_lite.collect_summary import CollectSummary
+from fugu_lite.collect import state as collect_state
+from fugu_lite.collect.run import collect
+from fugu_lite.collect.state import CollectError, default_log_path
+from fugu_lite.collect.summary import CollectSummary
 from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker

@@ -39,7 +39,9 @@ def collect_command(
     import asyncio
     import signal
 
-    from ..collect import CollectError, collect, end_of_run_lines, summary_table
+    from ..collect.run import collect
+    from ..collect.state import CollectError
+    from ..collect.summary import end_of_run_lines, summary_table
     from ..local_server import LocalServerError
     from ..pool import load_pool_config
     from ..tasks import read_tasks
@@ -81,7 +83,7 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path 
     """The task file, the records and the call log must be three files: the call log
     written into the records file made it unreadable, and a task file (or the pool file)
     given as -o or --log was refused with advice to delete its lines."""
-    from ..collect import default_log_path
+    from ..collect.state import default_log_path
 
     same = same_path
     call_log = log if log is not None else default_log_path(output)

@@ -8,10 +8,10 @@ from pydantic import BaseModel
 from rich import box
 from rich.table import Table
 
-from .collect_state import CollectState, JudgeSummary
-from .output_limits import output_limit
-from .pool import PoolConfig
-from .text import console_name, console_text, usd
+from ..output_limits import output_limit
+from ..pool import PoolConfig
+from ..text import console_name, console_text, usd
+from .state import CollectState, JudgeSummary
 
 
 class WorkerSummary(BaseModel):

@@ -24,8 +24,8 @@ worker's answer, scored 0 (as routing it there gives nothing), and reused on res
 the worker's n_ctx is the same.
 
 This module runs a collection (collect, the Collector loop); the files' state and the hashes
-that say what still fits are in collect_state, the judge's wrapper in collect_judge, the
-run's counters and its end-of-run summary in collect_summary.
+that say what still fits are in state.py, the judge's wrapper in judge.py, the run's
+counters and its end-of-run summary in summary.py.
 """
 
 from __future__ import annotations
@@ -42,8 +42,22 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .collect_judge import JudgeDown, check_judge, finish_reason, logging_judge
-from .collect_state import (
+from ..output_limits import output_limit
+from ..pool import PoolConfig, one_call_at_a_time, queued_locally
+from ..progress import LineProgress
+from ..schemas import prompt_hash
+from ..scoring import Grade, grade
+from ..tasks import Task
+from ..text import console_text, notes_console, visible_controls
+from ..worker_errors import (
+    CONTEXT_LENGTH_EXCEEDED,
+    NO_QUOTA,
+    WORKER_REFUSALS,
+    refused_for_max_tokens,
+)
+from ..workers import CallResult, Judge, WorkerPool
+from .judge import JudgeDown, check_judge, finish_reason, logging_judge
+from .state import (
     Cell,
     CollectError,
     CollectState,
@@ -51,21 +65,7 @@ from .collect_state import (
     default_log_path,
     exclusive_files,
 )
-from .collect_summary import CollectSummary, RunCounters, end_of_run_lines, summarize, summary_table
-from .output_limits import output_limit
-from .pool import PoolConfig, one_call_at_a_time, queued_locally
-from .progress import LineProgress
-from .schemas import prompt_hash
-from .scoring import Grade, grade
-from .tasks import Task
-from .text import console_text, notes_console, visible_controls
-from .worker_errors import (
-    CONTEXT_LENGTH_EXCEEDED,
-    NO_QUOTA,
-    WORKER_REFUSALS,
-    refused_for_max_tokens,
-)
-from .workers import CallResult, Judge, WorkerPool
+from .summary import CollectSummary, RunCounters, end_of_run_lines, summarize, summary_table
 
 logger = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 
-from .collect_state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
-from .output_limits import output_limit
-from .pool import PoolConfig
-from .scoring.judge import parse_judge_score
-from .tasks import Task
-from .worker_errors import WorkerCallError
-from .workers import CallResult, Judge, WorkerPool
+from ..output_limits import output_limit
+from ..pool import PoolConfig
+from ..scoring.judge import parse_judge_score
+from ..tasks import Task
+from ..worker_errors import WorkerCallError
+from ..workers import CallResult, Judge, WorkerPool
+from .state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
 
 
 class JudgeReplyCut(RuntimeError):

@@ -2,7 +2,7 @@
 whether a saved answer or grade still fits this run (request_hash, local_hash, gguf_sha256,
 grading_hash, judge_hash), torn-line repair, the exclusive lock on the run's files, and
 CollectState, what is already done, rebuilt from the records and the call log (see
-fugu_lite.collect for the files and how a run resumes).
+fugu_lite.collect.run for the files and how a run resumes).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any, BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .config import ConfigError
-from .io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
-from .pool import PoolConfig, WorkerConfig, resolve_gguf
-from .schemas import RewardRecord
-from .scoring.judge import parse_judge_score, without_echoed_scores
-from .tasks import Task
-from .worker_errors import CONTEXT_LENGTH_EXCEEDED
-from .workers import Usage, usage_cost
+from ..config import ConfigError
+from ..io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
+from ..pool import PoolConfig, WorkerConfig, resolve_gguf
+from ..schemas import RewardRecord
+from ..scoring.judge import parse_judge_score, without_echoed_scores
+from ..tasks import Task
+from ..worker_errors import CONTEXT_LENGTH_EXCEEDED
+from ..workers import Usage, usage_cost
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
