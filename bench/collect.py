@@ -38,11 +38,11 @@ from rich.table import Table
 
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import default_log_path
-from fugu_lite.pool import PoolConfig, embedded_pool_config
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
-from fugu_lite.workers import WorkerPool
+from fugu_lite.workers.config import PoolConfig, embedded_pool_config
+from fugu_lite.workers.pool import WorkerPool
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs

@@ -54,11 +54,11 @@ from rich.table import Table
 
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, SFTConfig, load_config
 from fugu_lite.datasets import standard_split
-from fugu_lite.local_server import LocalServer, free_port
-from fugu_lite.pool import LocalServerConfig, WorkerConfig
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.train_sft import train_sft
+from fugu_lite.workers.config import LocalServerConfig, WorkerConfig
+from fugu_lite.workers.local_server import LocalServer, free_port
 
 console = Console(stderr=True, width=120)
 LLAMA = "smollm2"

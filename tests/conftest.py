@@ -24,12 +24,12 @@ from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import default_log_path
 from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import standard_split
-from fugu_lite.pool import PoolConfig
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import Grade, grade
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers.config import PoolConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

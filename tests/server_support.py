@@ -24,13 +24,13 @@ from fugu_lite.config import (
     SFTTrainingConfig,
 )
 from fugu_lite.costs import RouterFamily
-from fugu_lite.pool import PoolConfig, WorkerConfig
 from fugu_lite.schemas import ChatMessage
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.routing import RouteRequest, RouterService
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.train_sft import train_sft
+from fugu_lite.workers.config import PoolConfig, WorkerConfig
 
 MODEL = "fugu-lite"
 MATH = "compute the sum of the numbers 4242 item 7"

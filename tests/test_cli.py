@@ -550,7 +550,7 @@ def test_dash_for_a_config_pool_or_key_file_is_refused_saying_so(
     """`cat config.yaml | ... -c -` said "config file - not found", `--pool -` "pool file -
     not found", `--api-keys-file -` "cannot read it (No such file or directory)": none said
     that stdin is not read there, as the record and task files' `-` does."""
-    from fugu_lite.local_server import free_port
+    from fugu_lite.workers.local_server import free_port
 
     monkeypatch.chdir(tmp_path)
     records = tmp_path / "records.jsonl"

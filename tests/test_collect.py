@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from fugu_lite.cli import app
 from fugu_lite.collect import run as collect_module
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
-from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
 from fugu_lite.tasks import write_tasks
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers.config import PoolConfig
 
 # -- unit: the stub -------------------------------------------------------------------------
 

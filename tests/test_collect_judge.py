@@ -19,10 +19,10 @@ from fugu_lite.cli import app
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.state import CollectError, JudgeSummary, default_log_path
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
-from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import read_records
 from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import Reply, StubWorker
+from fugu_lite.workers.config import PoolConfig
 
 
 def collect_with_judge(config: PoolConfig, tmp_path: Path, output: Path) -> Result:

@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app
 from fugu_lite.collect.state import default_log_path
-from fugu_lite.pool import embedded_pool_config, resolve_gguf
 from fugu_lite.schemas import RewardRecord, read_records
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task, write_tasks
+from fugu_lite.workers.config import embedded_pool_config, resolve_gguf
 
 FUGU = str(Path(sys.executable).with_name("fugu-lite"))
 

@@ -19,9 +19,9 @@ from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import CollectError, default_log_path
 from fugu_lite.collect.summary import CollectSummary
-from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers.config import PoolConfig
 
 
 def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from fugu_lite import demo
 from fugu_lite.cli import app
 from fugu_lite.demo import DEMO_QUESTIONS
-from fugu_lite.pool import embedded_pool_config
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers.config import embedded_pool_config
 
 
 def short_answer_pool(path: Path) -> Path:

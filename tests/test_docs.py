@@ -23,11 +23,11 @@ from typer.core import TyperGroup
 from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import IMPORTERS
-from fugu_lite.pool import LocalServerConfig, PoolConfig, WorkerConfig
 from fugu_lite.reward_head import RewardHeadTraining
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.server.schemas import FUGU_KEYS
 from fugu_lite.tasks import Task
+from fugu_lite.workers.config import LocalServerConfig, PoolConfig, WorkerConfig
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ABSENT = "—"

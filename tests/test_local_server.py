@@ -18,9 +18,9 @@ import psutil
 import pytest
 from conftest import finished_pid, writer_temporary
 
-from fugu_lite.local_server import LocalServer, LocalServerError
-from fugu_lite.pool import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
-from fugu_lite.workers import CallResult, WorkerPool
+from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
+from fugu_lite.workers.local_server import LocalServer, LocalServerError
+from fugu_lite.workers.pool import CallResult, WorkerPool
 
 
 def two_local_workers() -> PoolConfig:
@@ -134,8 +134,8 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.Mo
         textwrap.dedent(
             """
             import asyncio, sys
-            from fugu_lite.pool import PoolConfig, embedded_pool_config
-            from fugu_lite.workers import WorkerPool
+            from fugu_lite.workers.config import PoolConfig, embedded_pool_config
+            from fugu_lite.workers.pool import WorkerPool
 
             async def main():
                 config = PoolConfig(workers=embedded_pool_config().workers[:1])

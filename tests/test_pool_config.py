@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fugu_lite.config import ConfigError
-from fugu_lite.pool import embedded_pool_config, load_pool_config, resolve_gguf
+from fugu_lite.workers.config import embedded_pool_config, load_pool_config, resolve_gguf
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 

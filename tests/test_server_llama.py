@@ -23,12 +23,12 @@ from conftest import generated_records
 
 from fugu_lite.config import ModelConfig, SFTConfig, SFTTrainingConfig
 from fugu_lite.costs import load_family_or_single
-from fugu_lite.pool import PoolConfig
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.routing import RouteRequest, RouterService
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.train_sft import train_sft
+from fugu_lite.workers.config import PoolConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -11,8 +11,8 @@ from email.utils import formatdate
 import openai
 import pytest
 
-from fugu_lite.worker_errors import classify_error, refused_for_max_tokens, refuses_as_too_long
-from fugu_lite.workers import SDKResponse
+from fugu_lite.workers.errors import classify_error, refused_for_max_tokens, refuses_as_too_long
+from fugu_lite.workers.pool import SDKResponse
 
 
 @pytest.mark.parametrize(

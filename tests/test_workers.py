@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from fugu_lite import workers as workers_module
-from fugu_lite.llama_cpp_requests import llama_cpp_request_model
-from fugu_lite.pool import PoolConfig
 from fugu_lite.testing.stub_worker import StubWorker
-from fugu_lite.worker_errors import WorkerCallError
-from fugu_lite.workers import CallResult, PoolStartError, WorkerPool
+from fugu_lite.workers import pool as workers_module
+from fugu_lite.workers.config import PoolConfig
+from fugu_lite.workers.errors import WorkerCallError
+from fugu_lite.workers.llama_cpp_requests import llama_cpp_request_model
+from fugu_lite.workers.pool import CallResult, PoolStartError, WorkerPool
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"
@@ -270,7 +270,7 @@ def test_a_hanging_server_times_out(stub: StubWorker) -> None:
 
 
 def test_an_unreachable_server_is_a_connection_error() -> None:
-    from fugu_lite.local_server import free_port
+    from fugu_lite.workers.local_server import free_port
 
     config = pool_config(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
     result = asyncio.run(one_call(config))

@@ -21,11 +21,11 @@ from rich.table import Table
 from .config import PipelineConfig
 from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
 from .pipeline import run_evaluation, train_pipeline
-from .pool import PoolConfig, load_pool_config
 from .schemas import read_records, write_records
 from .task_families import generate_tasks
 from .tasks import write_tasks
 from .text import console_text, notes_console, results_console
+from .workers.config import PoolConfig, load_pool_config
 
 console = results_console()
 

@@ -42,10 +42,10 @@ def collect_command(
     from ..collect.run import collect
     from ..collect.state import CollectError
     from ..collect.summary import end_of_run_lines, summary_table
-    from ..local_server import LocalServerError
-    from ..pool import load_pool_config
     from ..tasks import read_tasks
-    from ..workers import PoolStartError
+    from ..workers.config import load_pool_config
+    from ..workers.local_server import LocalServerError
+    from ..workers.pool import PoolStartError
 
     check_output(output, "-o", "file")
     if log is not None:

@@ -43,7 +43,7 @@ def demo_command(
 
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
-    from ..pool import load_pool_config
+    from ..workers.config import load_pool_config
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")

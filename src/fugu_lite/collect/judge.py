@@ -9,12 +9,12 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 
-from ..output_limits import output_limit
-from ..pool import PoolConfig
 from ..scoring.judge import parse_judge_score
 from ..tasks import Task
-from ..worker_errors import WorkerCallError
-from ..workers import CallResult, Judge, WorkerPool
+from ..workers.config import PoolConfig
+from ..workers.errors import WorkerCallError
+from ..workers.output_limits import output_limit
+from ..workers.pool import CallResult, Judge, WorkerPool
 from .state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
 
 

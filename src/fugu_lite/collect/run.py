@@ -42,20 +42,20 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..output_limits import output_limit
-from ..pool import PoolConfig, one_call_at_a_time, queued_locally
 from ..progress import LineProgress
 from ..schemas import prompt_hash
 from ..scoring import Grade, grade
 from ..tasks import Task
 from ..text import console_text, notes_console, visible_controls
-from ..worker_errors import (
+from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally
+from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
     WORKER_REFUSALS,
     refused_for_max_tokens,
 )
-from ..workers import CallResult, Judge, WorkerPool
+from ..workers.output_limits import output_limit
+from ..workers.pool import CallResult, Judge, WorkerPool
 from .judge import JudgeDown, check_judge, finish_reason, logging_judge
 from .state import (
     Cell,
@@ -82,8 +82,8 @@ __all__ = [
 DOWN_AFTER = 3  # consecutive failures of these kinds (after the pool's retries) = worker down
 # A 5xx counts too: a gateway whose model is gone (502/503) answers every call alike.
 DOWN_KINDS = frozenset({"connection", "timeout", "server"})
-# A worker refusing every call alike for its own settings (worker_errors.WORKER_REFUSALS: a
-# bad key, no access, a wrong model name or base_url) is down after this many in a row; not
+# A worker refusing every call alike for its own settings (workers.errors.WORKER_REFUSALS:
+# a bad key, no access, a wrong model name or base_url) is down after this many in a row; not
 # at the first one: a proxy may answer one by mistake.
 REFUSED_AFTER = 3
 # A local worker's llama.cpp server that exits on its own (a crash, the OOM killer) is started

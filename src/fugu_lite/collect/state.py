@@ -22,12 +22,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..config import ConfigError
 from ..io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
-from ..pool import PoolConfig, WorkerConfig, resolve_gguf
 from ..schemas import RewardRecord
 from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
-from ..worker_errors import CONTEXT_LENGTH_EXCEEDED
-from ..workers import Usage, usage_cost
+from ..workers.config import PoolConfig, WorkerConfig, resolve_gguf
+from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
+from ..workers.pool import Usage, usage_cost
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (

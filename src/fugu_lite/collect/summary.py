@@ -8,9 +8,9 @@ from pydantic import BaseModel
 from rich import box
 from rich.table import Table
 
-from ..output_limits import output_limit
-from ..pool import PoolConfig
 from ..text import console_name, console_text, usd
+from ..workers.config import PoolConfig
+from ..workers.output_limits import output_limit
 from .state import CollectState, JudgeSummary
 
 

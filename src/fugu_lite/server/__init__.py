@@ -20,6 +20,6 @@ What lives where:
 
 Nothing is re-exported here: import from the module (`fugu_lite.server.app.create_app`,
 `fugu_lite.server.thread.ServerThread`). Importing the package stays cheap, since
-llama_cpp_schemas uses schemas.py and the stub worker thread.py, while app.py loads the
+workers.llama_cpp_schemas uses schemas.py and the stub worker thread.py, while app.py loads the
 router (torch) and the pool.
 """

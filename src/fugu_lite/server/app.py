@@ -30,16 +30,16 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..costs import RouterFamily, load_family_or_single
-from ..llama_cpp_requests import local_worker_gaps
-from ..local_server import check_llama_cpp_installed
-from ..pool import (
+from ..workers.config import (
     PoolConfig,
     load_pool_config,
     one_call_at_a_time,
     queued_locally,
     resolve_gguf,
 )
-from ..workers import WorkerPool
+from ..workers.llama_cpp_requests import local_worker_gaps
+from ..workers.local_server import check_llama_cpp_installed
+from ..workers.pool import WorkerPool
 from .answer import answer
 from .auth import ApiKeyChecker, Redactor, worker_secrets
 from .batching import BatcherClosedError, MicroBatcher

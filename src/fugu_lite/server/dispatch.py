@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..worker_errors import (
+from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
     WORKER_REFUSALS,
     WorkerCallError,
     context_limit,
 )
-from ..workers import RETRYABLE_KINDS, CallResult, WorkerPool
+from ..workers.pool import RETRYABLE_KINDS, CallResult, WorkerPool
 from .auth import Redactor
 from .breaker import CircuitBreaker
 from .metrics import Metrics

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..workers import Usage
+from ..workers.pool import Usage
 from .dispatch import Attempt
 from .log import DecisionLogEntry, conversation_hash
 from .routing import RouteResult

@@ -415,7 +415,7 @@ class ChatCompletionRequest(BaseModel):
     ) -> str | dict[str, Any] | None:
         """OpenAI refuses a function_call without functions ("none" and "auto" too); one
         beside `tools` (clients mixing both styles) is left for the workers
-        (llama_cpp_requests drops it for local ones)."""
+        (workers.llama_cpp_requests drops it for local ones)."""
         no_functions = "functions" in info.data and not info.data["functions"]
         if value is not None and no_functions and without_tools(info):
             raise ValueError(
@@ -522,7 +522,7 @@ class ChatCompletionRequest(BaseModel):
         fugu-lite's own keys and nulls (OpenAI's "use the default": the worker's own
         params then apply, and llama.cpp's server answers `"temperature": null` with a
         500). The output-token limit keeps the client's name here; the pool sends it under
-        the name each worker reads (`output_limits.output_limit_name`)."""
+        the name each worker reads (`workers.output_limits.output_limit_name`)."""
         return {
             key: value
             for key, value in self.model_dump(exclude_unset=True).items()

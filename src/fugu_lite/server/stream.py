@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ..worker_errors import WorkerCallError
+from ..workers.errors import WorkerCallError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly
 from .schemas import ApiError

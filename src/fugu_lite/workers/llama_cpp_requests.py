@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..schemas import parts_text, text_only
+from .config import LocalServerConfig, resolve_gguf
 from .llama_cpp_schemas import (
     MAX_OPTIONAL_REPEATS,
     deep_repetition,
@@ -27,8 +29,6 @@ from .llama_cpp_schemas import (
     unrenderable_literal,
 )
 from .local_server import chat_template
-from .pool import LocalServerConfig, resolve_gguf
-from .schemas import parts_text, text_only
 
 
 def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> dict[str, Any]:

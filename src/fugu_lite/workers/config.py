@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .config import ConfigError, UniqueKeyLoader, describe_yaml_error
-from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
+from ..config import ConfigError, UniqueKeyLoader, describe_yaml_error
+from ..io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pool import WorkerConfig
+from .config import WorkerConfig
 
 OUTPUT_LIMITS = ("max_completion_tokens", "max_tokens")  # OpenAI's names for one limit
 

@@ -12,7 +12,7 @@ its own concurrency limit. API keys are read from the environment variable the w
 names; they are scrubbed from every error message.
 
 What a failed call means (its kind, the refusals read from a worker's words) is in
-worker_errors.py; a local worker's requests and answers in llama.cpp's form are in
+errors.py; a local worker's requests and answers in llama.cpp's form are in
 llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the output-token limit
 sent in output_limits.py.
 """
@@ -35,6 +35,23 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
 from pydantic import BaseModel
 
+from .config import (  # re-exported: the pool's config types belong to this interface too
+    LocalServerConfig,
+    PoolConfig,
+    WorkerConfig,
+    embedded_pool_config,
+    load_pool_config,
+    resolve_gguf,
+)
+from .errors import (
+    CONTEXT_LENGTH_EXCEEDED,
+    MAX_ERROR_CHARS,
+    WorkerCallError,
+    classify_error,
+    error_code,
+    refuses_stream_options,
+    status_code,
+)
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
 from .llama_cpp_requests import (
     llama_cpp_message,
@@ -50,23 +67,6 @@ from .local_server import (
     vocab_size,
 )
 from .output_limits import with_output_limit
-from .pool import (  # re-exported: the pool's config types belong to this interface too
-    LocalServerConfig,
-    PoolConfig,
-    WorkerConfig,
-    embedded_pool_config,
-    load_pool_config,
-    resolve_gguf,
-)
-from .worker_errors import (
-    CONTEXT_LENGTH_EXCEEDED,
-    MAX_ERROR_CHARS,
-    WorkerCallError,
-    classify_error,
-    error_code,
-    refuses_stream_options,
-    status_code,
-)
 
 __all__ = [
     "CallResult",

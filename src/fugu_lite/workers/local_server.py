@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 
-from .io import user_temp_folder, writer_prefix
-from .pool import LocalServerConfig, WorkerConfig, resolve_gguf
+from ..io import user_temp_folder, writer_prefix
+from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
 _PR_SET_PDEATHSIG = 1

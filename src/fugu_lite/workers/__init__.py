@@ -1,0 +1,15 @@
+"""The worker LLMs: the pool's config and the calls to them, remote or local (llama.cpp).
+
+What lives where:
+- config.py: the pool's config (PoolConfig, WorkerConfig, LocalServerConfig,
+  load_pool_config, resolve_gguf);
+- pool.py: WorkerPool, the calls (limits, retries, cost; CallResult, Usage, Judge);
+- errors.py: what a failed call means (classify_error, WorkerCallError, the refusals);
+- output_limits.py: the output-token limit under the name each worker reads;
+- local_server.py: local workers' llama.cpp server processes (LocalServer);
+- llama_cpp_requests.py, llama_cpp_schemas.py, llama_cpp_answers.py: a local worker's
+  requests, JSON schemas and answers in the form llama.cpp takes and OpenAI gives.
+
+Nothing is re-exported here: import from the module (`fugu_lite.workers.pool.WorkerPool`,
+`fugu_lite.workers.config.load_pool_config`).
+"""
