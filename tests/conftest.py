@@ -64,7 +64,7 @@ def require_shared_data() -> Path:
 
 def writer_temporary(name: str, pid: int) -> str:
     """How a writer with this pid on this host names its temporary copy of `name`
-    (io.writer_prefix; spelt out here because runs of other versions must read it too)."""
+    (atomic_files.writer_prefix; spelt out here because runs of other versions must read it too)."""
     host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32]
     return f".{name}.w-{host}-{pid}.k1ll3d00"  # then mkstemp's 8 random characters
 

@@ -333,12 +333,12 @@ def test_ctrl_c_during_the_demo_says_to_run_the_same_command(
 
 SIGTERM_WHILE_WRITING = """\
 import os, signal, sys
-import fugu_lite.io
+import fugu_lite.atomic_files
 
 def terminated(source, target):
     os.kill(os.getpid(), signal.SIGTERM)  # `kill PID` while the new file is being written
 
-fugu_lite.io.os.replace = terminated
+fugu_lite.atomic_files.os.replace = terminated
 from fugu_lite.cli import app
 sys.argv = ["fugu-lite", *sys.argv[1:]]
 app()

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
 from fugu_lite.config import (
     DEFAULT_CONFIG,
     ConfigError,
@@ -27,14 +28,7 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import (
-    RecordFileError,
-    read_json,
-    remove_dead_writers_files,
-    write_bytes_atomic,
-    write_json,
-    write_text_atomic,
-)
+from fugu_lite.io import RecordFileError, read_json, write_json
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,

@@ -27,15 +27,13 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from .io import (
+from .atomic_files import (
     STALE_AFTER_S,
-    _sha256_text,
-    cache_root,
-    file_sha256,
     give_new_file_mode,
     remove_dead_writers_files,
     writer_prefix,
 )
+from .io import _sha256_text, cache_root, file_sha256
 from .text import notes_console
 
 console = notes_console()

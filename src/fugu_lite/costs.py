@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import BaseModel, Field
 
 from . import __version__
+from .atomic_files import remove_files
 from .config import CostAware, PipelineConfig
 from .features import Prompt
-from .io import RecordFileError, read_json, remove_files, write_json
+from .io import RecordFileError, read_json, write_json
 from .model import CheckpointError, RouterModel, load_router, read_checkpoint_metadata
 from .routing import RoutingDecision, allowed_workers, route_prompts
 from .schemas import RewardRecord, records_in_split

@@ -22,6 +22,7 @@ from torch import nn
 from torch.func import functional_call
 from transformers import PreTrainedModel
 
+from .atomic_files import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
 from .backbones import (
     LoadedBackbone,
     awaits_download,
@@ -33,7 +34,6 @@ from .backbones import (
     load_backbone,
 )
 from .config import ModelConfig
-from .io import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
 from .onnx_runtime import LoadedRuntime, load_runtime
 from .progress import LineProgress
 from .schemas import ChatMessage, message_text, prompt_hash

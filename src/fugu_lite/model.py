@@ -15,6 +15,7 @@ from safetensors.torch import load
 from torch import nn
 
 from . import __version__, code_digest
+from .atomic_files import remove_files, write_tensors_atomic
 from .backbones import (
     EMBEDDED_BACKBONES,
     backbone_fingerprint,
@@ -37,7 +38,7 @@ from .features import (
     console,
     uncached_features,
 )
-from .io import remove_files, write_json, write_tensors_atomic
+from .io import write_json
 from .svf import SVF
 
 HEAD_FILE = "router_head.safetensors"

@@ -36,9 +36,9 @@ import torch
 from rich.markup import escape
 from torch import nn
 
+from .atomic_files import remove_dead_writers_files, write_text_atomic, writer_prefix
 from .backbones import cache_root
 from .config import ModelConfig
-from .io import remove_dead_writers_files, write_text_atomic, writer_prefix
 from .text import notes_console
 
 EXPORT_FORMAT_VERSION = 1

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from . import __version__, code_digest
+from .atomic_files import remove_files
 from .config import PipelineConfig
 from .costs import default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
@@ -26,7 +27,7 @@ from .evaluation import (
     write_pareto,
 )
 from .features import pooling_meant, versions_moved
-from .io import read_json, remove_files, write_json
+from .io import read_json, write_json
 from .model import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,

@@ -8,7 +8,7 @@ Layers, from the kernel up:
 - a network namespace with no interfaces (`unshare -rn`) when unprivileged user namespaces
   work on this machine (probed once), so no socket can reach anything;
 - `python -I -S -B` (isolated, standard library only, no .pyc writes) in a temporary
-  working folder (in io.user_temp_folder: a killed run's is removed by the next run);
+  working folder (in atomic_files.user_temp_folder: a killed run's is removed by the next run);
 - an audit hook installed before the code runs that refuses sockets, subprocesses, fork,
   exec, signals to other processes, ctypes, raising rlimits, and writing or deleting files
   outside the working folder;
@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .io import user_temp_folder, writer_prefix
+from .atomic_files import user_temp_folder, writer_prefix
 
 Status = Literal["ok", "load_error", "timeout", "crashed", "internal_error"]
 

@@ -21,6 +21,7 @@ from rich.progress import (
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from .atomic_files import remove_files
 from .backbones import canonical_backbone
 from .config import (
     ESTrainingConfig,
@@ -33,7 +34,7 @@ from .config import (
 from .costs import apply_cost_weight, training_records
 from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
-from .io import remove_files, write_json
+from .io import write_json
 from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
 from .progress import LineProgress
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes

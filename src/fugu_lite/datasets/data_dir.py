@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from ..io import cache_root, write_text_atomic
+from ..atomic_files import write_text_atomic
+from ..io import cache_root
 from .llmrouter import LLMROUTER_FILES
 
 DATA_DIR_ENV = "FUGU_LITE_DATA_DIR"

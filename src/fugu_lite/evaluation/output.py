@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..io import read_json, remove_files, write_json, write_jsonl, write_text_atomic
+from ..atomic_files import remove_files, write_text_atomic
+from ..io import read_json, write_json, write_jsonl
 from ..text import console_name, console_text, cost_text, visible_controls
 from .pareto import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots

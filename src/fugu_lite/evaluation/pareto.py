@@ -54,7 +54,8 @@ from matplotlib.transforms import Bbox
 from rich.console import Console
 from rich.table import Column, Table
 
-from ..io import remove_files, write_json, write_text_atomic
+from ..atomic_files import remove_files, write_text_atomic
+from ..io import write_json
 from ..text import console_name, console_text, cost_text
 from ..threads import fit_threads
 from .baselines import fit_ridge, knn_predict

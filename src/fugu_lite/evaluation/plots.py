@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
-from ..io import write_bytes_atomic
+from ..atomic_files import write_bytes_atomic
 from ..text import visible_controls
 
 MEAN_REWARD_PLOT = "mean_reward.png"

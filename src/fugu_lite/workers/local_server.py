@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from ..io import user_temp_folder, writer_prefix
+from ..atomic_files import user_temp_folder, writer_prefix
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
@@ -266,7 +266,7 @@ class LocalServer:
 
     def remove_log(self) -> None:
         """Delete the log, also one kept after a failed start (a log kept when the process
-        exits is removed by the next server start, see io.user_temp_folder)."""
+        exits is removed by the next server start, see atomic_files.user_temp_folder)."""
         if self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
 

@@ -1,0 +1,225 @@
+"""The LLMRouter importer and the data folder it is found in or downloaded to: small
+generated files, plus the real ../shared/data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import require_shared_data
+from datasets_support import (
+    split_figures,
+    write_json,
+    write_jsonl,
+)
+
+import fugu_lite.datasets.data_dir as data_dir_module
+from fugu_lite.datasets import (
+    DATA_DIR_ENV,
+    DataNotFoundError,
+    import_dataset,
+    import_llmrouter,
+    resolve_data_dir,
+    standard_split,
+)
+from fugu_lite.io import RecordFileError
+from fugu_lite.schemas import RewardRecord
+
+# --- LLMRouter -----------------------------------------------------------------------------
+
+LLMROUTER_PRICES = {
+    "big": {"input_price": 0.9, "output_price": 1.2},
+    "small": {"input_price": 0.1, "output_price": 0.2},
+    "unused": {"input_price": 5.0, "output_price": 5.0},
+}
+
+
+def make_llmrouter(root: Path, train: list[dict] | None = None) -> Path:
+    """A tiny llmrouter/ folder under `root`; returns the data folder `root`."""
+    base = root / "llmrouter" / "data"
+    train = train or [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}, "cluster_id": 3},
+        {"question": "q2 longer", "scores": {"small": 0.0, "big": 1.0}, "cluster_id": 1},
+    ]
+    write_json(base / "dcrouter_preprocessed/train.json", train)
+    write_json(
+        base / "dcrouter_preprocessed/test.json",
+        [
+            {"question": "q3", "scores": {"big": 0.5, "small": 0.25}},
+            {"question": "q1", "scores": {"big": 1.0, "small": 1.0}},
+        ],
+    )
+    queries = base / "example_data/query_data"
+    write_jsonl(
+        queries / "default_query_train.jsonl",
+        [{"task_name": "math", "query": "q1"}, {"task_name": "qa", "query": "q2 longer"}],
+    )
+    write_jsonl(
+        queries / "default_query_test.jsonl",
+        [{"task_name": "other", "query": "q1"}, {"task_name": "code", "query": "q3"}],
+    )
+    write_json(base / "example_data/llm_candidates/default_llm.json", LLMROUTER_PRICES)
+    return root
+
+
+def test_llmrouter_reads_scores_tasks_and_costs(tmp_path: Path) -> None:
+    records = import_llmrouter(make_llmrouter(tmp_path), output_tokens=100)
+    assert [r.prompt for r in records] == ["q1", "q2 longer", "q3"]  # test's q1 dropped
+    first = records[0]
+    assert first.worker_ids == ["big", "small"]
+    assert first.rewards == [0.0, 1.0]  # the train row wins over the test duplicate
+    assert first.task == "math"  # first label in the query files wins
+    assert [r.task for r in records[1:]] == ["qa", "code"]
+    assert first.id is not None and first.id.startswith("llmrouter:")
+    input_tokens = len("q1") / 4
+    assert first.costs == pytest.approx(
+        [(input_tokens * 0.9 + 100 * 1.2) / 1e6, (input_tokens * 0.1 + 100 * 0.2) / 1e6]
+    )
+    assert all(r.split == standard_split(r.prompt_text) for r in records)
+
+
+def test_llmrouter_accepts_the_folder_itself_and_its_parent(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    from_parent = import_dataset("llmrouter", tmp_path)
+    from_folder = import_dataset("llmrouter", tmp_path / "llmrouter")
+    assert from_parent == from_folder
+
+
+def test_llmrouter_missing_folder_is_clear(tmp_path: Path) -> None:
+    with pytest.raises(RecordFileError, match="no LLMRouter data here"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_inconsistent_models_name_the_item(tmp_path: Path) -> None:
+    train = [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}},
+        {"question": "q2", "scores": {"small": 1.0}},
+    ]
+    make_llmrouter(tmp_path, train=train)
+    with pytest.raises(RecordFileError, match=r"train\.json, item 2: scores has models"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_bad_score_names_the_item(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path, train=[{"question": "q1", "scores": {"small": "n/a", "big": 1}}])
+    with pytest.raises(RecordFileError, match=r"item 1: the score of small must be a finite"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_missing_price_names_the_model(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    prices = tmp_path / "llmrouter/data/example_data/llm_candidates/default_llm.json"
+    write_json(prices, {"big": LLMROUTER_PRICES["big"]})
+    with pytest.raises(RecordFileError, match=r"default_llm\.json: no input_price.*'small'"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_malformed_json_names_file_and_line(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    (tmp_path / "llmrouter/data/dcrouter_preprocessed/test.json").write_text("[{oops")
+    with pytest.raises(RecordFileError, match=r"test\.json: not valid JSON at line 1"):
+        import_llmrouter(tmp_path)
+
+
+def test_llmrouter_malformed_query_line_names_the_line(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path)
+    queries = tmp_path / "llmrouter/data/example_data/query_data/default_query_test.jsonl"
+    queries.write_text('{"task_name": "a", "query": "q3"}\n{"task_name": \n')
+    with pytest.raises(RecordFileError, match=r"default_query_test\.jsonl, line 2: not valid"):
+        import_llmrouter(tmp_path)
+
+
+# --- finding the data ----------------------------------------------------------------------
+
+
+def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatch) -> None:
+    make_llmrouter(tmp_path / "mine")
+    make_llmrouter(tmp_path / "from_env")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "from_env"))
+    assert resolve_data_dir(tmp_path / "mine") == (tmp_path / "mine").resolve()
+    assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
+    with pytest.raises(DataNotFoundError, match="--data-dir points to"):
+        resolve_data_dir(tmp_path / "nothing")
+
+
+def test_resolve_data_dir_finds_shared_data_next_to_cwd(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    make_llmrouter(tmp_path / "shared" / "data")
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    assert resolve_data_dir(None) == (tmp_path / "shared" / "data").resolve()
+
+
+def test_resolve_data_dir_offline_error_says_what_to_do(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    with pytest.raises(DataNotFoundError, match=f"--data-dir or set {DATA_DIR_ENV}"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache", download=False)
+
+    def no_network(target: Path, timeout: float = 60.0) -> Path:
+        raise httpx.ConnectError("no network")
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", no_network)
+    with pytest.raises(DataNotFoundError, match=r"--data-dir.*downloading it .* failed"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
+
+
+def test_the_llmrouter_download_lives_in_the_cache_dir_that_fugu_lite_cache_dir_names(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """$FUGU_LITE_CACHE_DIR moved every cache (features, exports, digests) but the LLMRouter
+    download, which `demo` still looked for and wrote in ~/.cache/fugu-lite/data: with a home
+    that is read-only or too small, the reason to set it, the download failed."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    make_llmrouter(tmp_path / "cache" / "data")
+    (tmp_path / "cache" / "data" / "llmrouter" / "LICENSE").write_text("MIT\n")
+    found = resolve_data_dir(None, search_paths=[], download=False)
+    assert found == tmp_path / "cache" / "data"
+    assert import_llmrouter(found)
+
+
+def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    requested: list[str] = []
+
+    def fake_github(request: httpx.Request) -> httpx.Response:
+        requested.append(request.url.path)
+        return httpx.Response(200, content=b"{}")
+
+    target = data_dir_module.download_llmrouter(
+        tmp_path / "llmrouter", transport=httpx.MockTransport(fake_github)
+    )
+    commit = data_dir_module.LLMROUTER_COMMIT
+    assert requested[0] == f"/ulab-uiuc/LLMRouter/{commit}/data/dcrouter_preprocessed/train.json"
+    assert len(requested) == len(data_dir_module.LLMROUTER_DOWNLOADS)
+    assert (target / "LICENSE").read_text() == "{}"
+    assert commit in (target / "SOURCE.txt").read_text()
+    assert resolve_data_dir(None, search_paths=[], cache_dir=tmp_path, download=False) == tmp_path
+
+
+# --- the real data in ../shared/data -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llmrouter_records() -> list[RewardRecord]:
+    return import_llmrouter(require_shared_data() / "llmrouter")
+
+
+@pytest.mark.integration
+def test_real_llmrouter_reference_numbers(llmrouter_records: list[RewardRecord]) -> None:
+    count, best, best_mean, oracle, random = split_figures(llmrouter_records, "test")
+    assert count == 1226
+    assert best == "llama-3.1-nemotron-51b-instruct"
+    assert (round(best_mean, 3), round(oracle, 3), round(random, 3)) == (0.626, 0.800, 0.437)
+    assert [split_figures(llmrouter_records, s)[0] for s in ("train", "validation")] == [3828, 935]
+
+
+@pytest.mark.integration
+def test_real_llmrouter_records_are_complete(llmrouter_records: list[RewardRecord]) -> None:
+    assert len(llmrouter_records) == 5989
+    assert len({r.prompt_text for r in llmrouter_records}) == 5989
+    assert len({r.id for r in llmrouter_records}) == 5989
+    assert all(r.task is not None for r in llmrouter_records)
+    assert len({r.task for r in llmrouter_records}) == 14
+    assert all(r.costs is not None and min(r.costs) > 0 for r in llmrouter_records)

@@ -1,0 +1,540 @@
+"""The long-format importer (a row per prompt and worker; CSV, JSON Lines, JSON): small
+generated files."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import logging
+import math
+import tracemalloc
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from datasets_support import (
+    long_rows,
+    write_jsonl,
+    write_long_csv,
+    zeroeval_row,
+)
+
+from fugu_lite.datasets import (
+    SplitError,
+    import_dataset,
+    import_long,
+    standard_split,
+)
+from fugu_lite.datasets.common import stable_id
+from fugu_lite.io import RecordFileError
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_long_format_groups_rows_by_prompt(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"long{suffix}"
+    write_long_csv(path, long_rows()) if suffix == ".csv" else write_jsonl(path, long_rows())
+    records = import_long(path)
+    assert [r.prompt for r in records] == ["p1", "p2"]
+    assert records[0].worker_ids == ["w1", "w2"]
+    assert records[0].rewards == [0.0, 1.0]
+    assert records[0].costs == [0.1, 0.2]
+    assert [r.task for r in records] == ["t", "u"]
+    assert records[0].id is not None and records[0].id.startswith("long:")
+
+
+@pytest.mark.parametrize("name", ["long.csv.gz", "long.CSV.bz2", "long.csv.xz", "long.ndjson"])
+def test_long_format_reads_a_compressed_csv_and_ndjson(tmp_path: Path, name: str) -> None:
+    """pandas' to_csv("rows.csv.gz") and JSON Lines named .ndjson were refused as "expected a
+    .csv, .jsonl or .json file"; they hold the same rows as the plain .csv."""
+    plain = import_long(write_long_csv(tmp_path / "plain.csv", long_rows()))
+    path = tmp_path / name
+    if name.endswith(".ndjson"):
+        write_jsonl(path, long_rows())
+    else:
+        pd.DataFrame(long_rows()).to_csv(path, index=False)  # compressed as its name says
+    assert path.read_bytes()[:7] != b"prompt,"  # really compressed (or JSON)
+    assert import_long(path) == plain
+
+
+def test_long_format_names_a_bad_archive_and_a_compressed_json(tmp_path: Path) -> None:
+    fake = tmp_path / "long.csv.gz"
+    fake.write_text("prompt,worker,reward\np1,w1,1\n", encoding="utf-8")  # not gzip
+    with pytest.raises(RecordFileError) as raised:
+        import_long(fake)
+    assert str(raised.value).startswith(f"{fake}: cannot be read (BadGzipFile: ")
+    assert str(raised.value).endswith("is it really .gz-compressed?")
+    packed = tmp_path / "long.jsonl.gz"
+    packed.write_bytes(gzip.compress(b'{"prompt": "p1", "worker": "w1", "reward": 1}\n'))
+    with pytest.raises(RecordFileError, match=r"decompress it first \(`gunzip -k long.jsonl.gz`\)"):
+        import_long(packed)
+    with pytest.raises(RecordFileError, match=r"expected a \.csv \(or a compressed \.csv\.gz, "):
+        import_long(tmp_path / "long.tsv")
+
+
+@pytest.mark.parametrize("use_split_column", [False, True])
+def test_ids_given_to_several_prompts_are_reported_at_import(
+    tmp_path: Path, caplog, use_split_column: bool
+) -> None:
+    """Two prompts sharing one id from the user's id column were imported without a word;
+    only `data stats` or training said so later, once the records were written."""
+    rows = [{**row, "id": "q1", "split": "train"} for row in long_rows()]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with caplog.at_level(logging.WARNING):
+        records = import_long(path, use_split_column=use_split_column)
+    assert [(r.prompt, r.id) for r in records] == [("p1", "q1"), ("p2", "q1")]  # nothing lost
+    assert "record ids repeat: 1 of them are each given to more than one prompt" in caplog.text
+    assert "(first: id 'q1', on the prompts 'p1' and 'p2')" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        import_long(write_jsonl(path, [{**row, "id": row["prompt"]} for row in long_rows()]))
+    assert "record ids repeat" not in caplog.text
+
+
+def test_long_format_without_costs(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in row.items() if k != "cost"} for row in long_rows()]
+    records = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert all(r.costs is None for r in records)
+
+
+def test_long_format_missing_cell_names_prompt_and_worker(tmp_path: Path) -> None:
+    path = write_long_csv(tmp_path / "long.csv", long_rows()[:3])
+    with pytest.raises(RecordFileError, match=r"prompt 'p2' has no row for worker\(s\) \['w2'\]"):
+        import_long(path)
+
+
+def test_long_format_can_drop_prompts_missing_a_worker(tmp_path: Path, caplog) -> None:
+    """A worker that failed on some prompts left no way to import the rest but editing the
+    file, while zeroeval and routerbench take on_missing=drop."""
+    rows = [*long_rows(), {"prompt": "p3", "worker": "w2", "reward": 1, "cost": 0.1}]
+    path = write_long_csv(tmp_path / "long.csv", rows[:3] + rows[4:])
+    with pytest.raises(RecordFileError, match=r"line 4: prompt 'p2' has no row for .*on_missing"):
+        import_long(path)
+    with caplog.at_level(logging.WARNING):
+        records = import_dataset("long", path, on_missing="drop")
+    assert [record.prompt for record in records] == ["p1"]
+    assert "dropped 2 of 3 prompts without a row and a reward for every worker" in caplog.text
+    assert "{'w2': 1, 'w1': 1}" in caplog.text
+    lonely = write_long_csv(tmp_path / "lonely.csv", [rows[0], rows[2]])
+    with pytest.raises(RecordFileError, match="every one of its 2 prompts misses a row"):
+        import_long(lonely, on_missing="drop")
+
+
+def test_long_format_drops_prompts_with_a_blank_reward_on_request(tmp_path: Path, caplog) -> None:
+    """A blank reward (an empty cell, null, NaN, NA) failed even with on_missing=drop, which
+    zeroeval and routerbench apply to a missing score as well as to a missing row."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt,worker,reward\np1,w1,1\np1,w2,0\np2,w1,\np2,w2,1\np3,w1,NA\np3,w2,0\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RecordFileError, match=r"line 4: no value for \['reward'\] \(or pass"):
+        import_long(path)
+    with caplog.at_level(logging.WARNING):
+        assert [record.prompt for record in import_long(path, on_missing="drop")] == ["p1"]
+    assert "dropped 2 of 3 prompts" in caplog.text and "{'w1': 2}" in caplog.text
+    path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,oops\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match="reward must be a finite number, got 'oops'"):
+        import_long(path, on_missing="drop")  # a bad value is no missing one
+
+
+def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path) -> None:
+    """`data import long` on a ZeroEval file (or rows with a `text` key) said only "line 1: no
+    value for ['prompt', 'worker', 'reward']", with no word of what the rows do hold."""
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("What is 2+2?")])
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 1: no value for ['prompt', 'worker', 'reward']; the row's keys are task, "
+        "id, question, gold, scores, out_chars, the long format's prompt, worker, reward, cost, "
+        "task, split, id: rename the keys, or import the file with its own format (zeroeval, "
+        "routerbench)"
+    )
+    # a CSV row short of cells has every column, its missing cells empty: no keys to name
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward,cost\np1,w1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert (
+        str(raised.value)
+        == f"{path}, line 2: no value for ['reward'] (or pass --option on_missing=drop)"
+    )
+
+
+def test_long_format_cost_written_as_na_is_no_cost(tmp_path: Path) -> None:
+    """A missing cost written as "NA" (R's write.csv) or "NaN" failed as "cost must be a
+    finite number, got 'NA'", while an empty cell (pandas' to_csv) meant no cost."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,NA\np1,w2,0,NaN\np2,w1,1,\np2,w2,0, \n")
+    assert [record.costs for record in import_long(path)] == [None, None]
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,0.5\np1,w2,0,NA\n")
+    with pytest.raises(RecordFileError, match=r"line 3: prompt 'p1' has a cost for some workers"):
+        import_long(path)
+
+
+def test_long_format_task_and_id_written_as_na_are_none(tmp_path: Path, caplog) -> None:
+    """A missing id or task written as "NA" (R's write.csv) or NaN was the text "NA" (or
+    "nan"): one id of every such prompt, and a task named NA."""
+    path = tmp_path / "long.jsonl"
+    rows = [{**row, "id": "NA" if row["prompt"] == "p1" else math.nan, "task": "NA"}
+            for row in long_rows()]  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        records = import_long(write_jsonl(path, rows))
+    assert [(r.id, r.task) for r in records] == [
+        (stable_id("long", "p1"), None), (stable_id("long", "p2"), None),
+    ]  # fmt: skip
+    assert "record ids repeat" not in caplog.text
+
+
+def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> None:
+    rows = [*long_rows(), {"prompt": "p1", "worker": "w1", "reward": 1, "cost": 0.1, "task": "t"}]
+    path = write_long_csv(tmp_path / "long.csv", rows)
+    duplicate = r"long\.csv, line 6: duplicate cell for prompt 'p1' and worker 'w1'"
+    with pytest.raises(RecordFileError, match=duplicate + r" \(first at .*line 3"):
+        import_long(path)
+
+
+def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,NaN\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: no value for \['reward'\]"):
+        import_long(path)
+    path.write_text("prompt,worker,reward\np1,w1,good\n", encoding="utf-8")
+    with pytest.raises(
+        RecordFileError, match=r"line 2: reward must be a finite number, got 'good'$"
+    ):
+        import_long(path)
+    # a spreadsheet's decimal comma: said how to write the number
+    path.write_text('prompt,worker,reward\np1,w1,"0,5"\n', encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "line 2: reward must be a finite number, got '0,5' (write numbers with a decimal point "
+        "and no thousands separator: 0.5, 1000)"
+    )
+    path.write_text("prompt,worker,reward\np1,w1,\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"line 2: no value for \['reward'\]"):
+        import_long(path)
+    path.write_text("prompt,worker,score\np1,w1,1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['reward'\]"):
+        import_long(path)
+
+
+def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, caplog) -> None:
+    """A header written ` Cost` or `TASK` (spaces after commas, a spreadsheet's capitals) is
+    the cost and task column, not a column to skip: their values were dropped silently."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "Prompt, Worker, Reward, Cost, TASK, notes\np1,w1,1,0.1,t,x\np1,w2,0,0.2,t,y\n",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.WARNING):
+        (result,) = import_long(path)
+    assert (result.rewards, result.costs, result.task) == ([1.0, 0.0], [0.1, 0.2], "t")
+    assert "column(s) [' notes'] are not read" in caplog.text
+    rows = [{key.upper(): value for key, value in row.items()} for row in long_rows()]
+    assert import_long(write_jsonl(tmp_path / "long.jsonl", rows))[0].costs == [0.1, 0.2]
+    path.write_text("prompt,worker,reward,cost,Cost\np1,w1,1,0.1,0.2\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"\['cost'\] are named more than once"):
+        import_long(path)
+    path.write_text("prompt;worker;reward\np1;w1;1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"the header is one column: .* separated by commas"):
+        import_long(path)
+
+
+def test_long_format_row_longer_than_the_header_is_an_error(tmp_path: Path) -> None:
+    """An unquoted comma in the last column shifted the row and its rest was dropped."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt,worker,reward,task\np1,w1,1,maths, algebra\np1,w2,0,maths\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        RecordFileError,
+        match=r"long\.csv, line 2: 5 fields but the header has 4 \(\[' algebra'\] are left",
+    ):
+        import_long(path)
+    path.write_text("prompt,worker,reward,task\np1,w1,1,t,,\np1,w2,0,t\n", encoding="utf-8")
+    assert import_long(path)[0].task == "t"  # empty trailing cells, as spreadsheets write
+
+
+def test_long_format_reads_true_and_false_rewards(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,True\np1,w2, FALSE\n", encoding="utf-8")
+    assert import_long(path)[0].rewards == [1.0, 0.0]
+
+
+def test_long_format_reads_a_json_list_of_rows(tmp_path: Path) -> None:
+    """A .json file holding one list of rows (what json.dump of a list writes) was refused
+    as bad JSON on line 1, or as "expected a JSON object, got list"."""
+    path = tmp_path / "long.json"
+    for text in (json.dumps(long_rows(), indent=2), json.dumps(long_rows())):
+        path.write_text(text, encoding="utf-8-sig")  # with a BOM, as some editors save
+        assert import_long(path) == import_long(write_jsonl(tmp_path / "long.jsonl", long_rows()))
+    path.write_text(json.dumps([*long_rows(), "p3"]), encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.json, item 5: expected an object"):
+        import_long(path)
+    path.write_text(json.dumps(long_rows())[:-1], encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.json: not valid JSON at line 1"):
+        import_long(path)
+
+
+def test_long_format_strips_spaces_around_worker_task_and_id(tmp_path: Path) -> None:
+    """A CSV written with a space after each comma made the workers ' w1' and ' w2', ids no
+    pool names, and the task ' t'."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt, worker, reward, task, id\np1, w1, 1, t, q1\np1, w2 , 0, t ,q1\n",
+        encoding="utf-8",
+    )
+    (result,) = import_long(path)
+    assert (result.worker_ids, result.task, result.id) == (["w1", "w2"], "t", "q1")
+    assert result.prompt == "p1"
+
+
+def test_long_format_holds_each_prompt_once_in_memory(tmp_path: Path) -> None:
+    """A long file of 10 workers needed about 7x its size in memory while importing (each
+    prompt held once per worker, in a pydantic object per row): a 2 GB file, 14 GB."""
+    path = tmp_path / "long.csv"
+    with path.open("w", encoding="utf-8", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["prompt", "worker", "reward", "cost", "task"])
+        for index in range(1000):
+            prompt = f"prompt {index:05d} " + "words " * 40
+            writer.writerows([prompt, f"w{k}", (index + k) % 2, 0.001 * k, "t"] for k in range(10))
+    tracemalloc.start()
+    try:
+        records = import_long(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(records) == 1000 and records[0].worker_ids == [f"w{k}" for k in range(10)]
+    assert peak < 3.5 * path.stat().st_size
+
+
+def test_long_format_reads_a_prompt_longer_than_128_kib(tmp_path: Path) -> None:
+    """A valid CSV holding a 200 KB prompt was refused as "not readable as CSV (field larger
+    than field limit (131072)); check the quoting there", though its quoting was right."""
+    prompt = "long document. " * 14_000
+    rows = [
+        {"prompt": prompt, "worker": "w1", "reward": 1},
+        {"prompt": prompt, "worker": "w2", "reward": 0},
+    ]
+    (result,) = import_long(write_long_csv(tmp_path / "long.csv", rows))
+    assert result.prompt == prompt
+    assert csv.field_size_limit() == 131072  # the csv module's limit is left as it was
+
+
+def test_long_format_malformed_jsonl_line(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(long_rows()[0]) + '\n{"prompt": "p1",\n', encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.jsonl, line 2: not valid JSON"):
+        import_long(path)
+    path.write_text('{"prompt": "p1",\n' + json.dumps(long_rows()[0]) + "\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.jsonl, line 1: not valid JSON \("):
+        import_long(path)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("TRAIN", "train"), ("Training", "train"), (" Test ", "test"), ("testing", "test"),
+        ("val", "validation"), ("valid", "validation"), ("Dev", "validation"),
+        ("VALIDATION", "validation"),
+    ],
+)  # fmt: skip
+def test_a_split_column_takes_the_usual_names_of_splits_in_any_case(
+    tmp_path: Path, given: str, expected: str
+) -> None:
+    """`dev`, `val` and `Test` (what benchmarks and spreadsheets call their splits) were refused
+    as unknown splits, so users had to edit the whole column."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward,split\nq,a,1,{given}\nq,b,0,{given}\n")
+    assert [r.split for r in import_long(path, use_split_column=True)] == [expected]
+
+
+def test_long_format_split_column(tmp_path: Path) -> None:
+    rows = [{**row, "split": "test" if row["prompt"] == "p1" else "train"} for row in long_rows()]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    assert [r.split for r in import_long(path, use_split_column=True)] == ["test", "train"]
+    assert [r.split for r in import_long(path)] == [standard_split("p1"), standard_split("p2")]
+    rows[2]["split"] = "holdout"
+    write_jsonl(path, rows)
+    with pytest.raises(SplitError, match=r"line 3: unknown split 'holdout'; allowed values: train"):
+        import_long(path, use_split_column=True)
+    without = write_jsonl(tmp_path / "without.jsonl", long_rows())
+    with pytest.raises(SplitError, match="line 1: no split value") as raised:
+        import_long(without, use_split_column=True)
+    assert "import without --option split_column=... / use_split_column=true" in str(raised.value)
+    rows[2]["split"] = "test"
+    write_jsonl(path, rows)
+    with pytest.raises(RecordFileError, match="prompt 'p2' has different split values"):
+        import_long(path, use_split_column=True)
+
+
+def test_long_format_csv_that_repeats_its_header_names_the_line(tmp_path: Path) -> None:
+    """Two CSV files joined with `cat` hold the second header as a row, which was refused as
+    "reward must be a finite number, got 'reward'"."""
+    first, second = long_rows()[:2], long_rows()[2:]
+    text = pd.DataFrame(first).to_csv(index=False) + pd.DataFrame(second).to_csv(index=False)
+    path = tmp_path / "long.csv"
+    path.write_text(text.replace("prompt,", " Prompt ,", 2), encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 4: repeats the header line (files joined with `cat`?); delete that line, "
+        "or join the files keeping one header (e.g. pandas.concat, or `tail -n +2` for all "
+        "files after the first)"
+    )
+    lines = text.splitlines(keepends=True)
+    path.write_text("".join(lines[:3] + lines[4:]), encoding="utf-8")
+    assert import_long(path) == import_long(write_long_csv(tmp_path / "one.csv", long_rows()))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"prompt,worker,reward\np1,w1,1\nh\xe9,w1,1\n", r"long\.csv, line 3: not UTF-8 text"),
+        (b'prompt,worker,reward\np1,w1,1\n"open,w1,1\np2,w1,1\n',
+         r"long\.csv, line 3: not readable as CSV \(unexpected end of data\); check the quoting"),
+    ],
+)  # fmt: skip
+def test_long_format_unreadable_csv_names_file_and_line(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "long.csv"
+    path.write_bytes(content)
+    with pytest.raises(RecordFileError, match=expected):
+        import_long(path)
+
+
+def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
+    rows = long_rows()
+    del rows[3]["cost"]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError, match=r"prompt 'p2' has a cost for some workers"):
+        import_long(path)
+
+
+def test_long_format_chat_prompts(tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    rows = [
+        {"prompt": messages, "worker": "w1", "reward": 1},
+        {"prompt": messages, "worker": "w2", "reward": 0},
+    ]
+    (result,) = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert result.prompt_text == "user: hi"
+
+
+def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
+    """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
+    number; it is the fraction it shows."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b, 2.5 %\nr,a,0.5\nr,b,0\n")
+    assert [r.rewards for r in import_long(path)] == [[0.85, 0.025], [0.5, 0.0]]
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,x%\n")
+    with pytest.raises(RecordFileError, match=r"line 3: reward must be a finite number, got 'x%'"):
+        import_long(path)
+
+
+def test_long_format_refuses_percentages_beside_plain_numbers_above_one(tmp_path: Path) -> None:
+    """`85%` on one row and `85` on another were read as 0.85 and 85: two scales silently."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,0\nr,a,85\nr,b,0\n")
+    with pytest.raises(RecordFileError, match=r"percentages \(.*line 2\) and as plain numbers "):
+        import_long(path)
+
+
+def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog) -> None:
+    """A 0-100 column was read as is without a word, training on near one-hot targets."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,85\nq,b,40\n")
+    with caplog.at_level(logging.WARNING):
+        assert [r.rewards for r in import_long(path)] == [[85.0, 40.0]]
+    assert "some lie outside 0-1 (" in caplog.text and "line 2: 85)" in caplog.text
+    caplog.clear()
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,0.4\n")
+    with caplog.at_level(logging.WARNING):
+        import_long(path)
+    assert "outside 0-1" not in caplog.text
+
+
+@pytest.mark.parametrize("reward", ["NaN", "NA", "null", "n/a"])
+def test_a_long_reward_written_as_nan_or_na_points_to_on_missing(
+    tmp_path: Path, reward: str
+) -> None:
+    """A reward cell of NaN or NA (pandas' na_rep, a spreadsheet's #N/A export) failed with
+    'reward must be a finite number', never naming the option that drops such prompts, unlike
+    an empty cell."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward\nq,a,1\nq,b,{reward}\nr,a,1\nr,b,0\n")
+    with pytest.raises(RecordFileError, match=r"line 3: no value for \['reward'\]") as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        f"(the reward is {reward!r}) (or pass --option on_missing=drop)"
+    )
+    assert [r.prompt for r in import_long(path, on_missing="drop")] == ["r"]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_table_written_by_columns_says_to_write_it_by_rows(
+    tmp_path: Path, indent: int | None, suffix: str
+) -> None:
+    """pandas' DataFrame.to_json writes {column: {index: value}} by default: the import said
+    "prompt must be a non-empty string, got {'0': 'q', ...}", or for an indented file "line
+    1: not valid JSON; fix or delete that line", advice that would damage a valid file. A
+    .jsonl written by to_json(orient='records') without lines=True (one list) was refused as
+    "line 1: expected a JSON object, got list"."""
+    table = pd.DataFrame({"prompt": ["q", "q"], "worker": ["a", "b"], "reward": [1, 0]})
+    path = tmp_path / f"long{suffix}"
+    table.to_json(path, indent=indent)
+    with pytest.raises(RecordFileError, match="holds the table by columns") as raised:
+        import_long(path)
+    assert "to_json(path, orient='records')" in str(raised.value)
+    table.to_json(path, orient="records", indent=indent)
+    assert [r.rewards for r in import_long(path)] == [[1.0, 0.0]]
+
+
+@pytest.mark.parametrize("orient", ["split", "table", "index", "values"])
+def test_a_table_written_in_another_pandas_layout_says_to_write_it_by_rows(
+    tmp_path: Path, orient: str
+) -> None:
+    """to_json(orient='split' / 'table' / 'index') was refused as a row without prompt,
+    worker and reward whose "keys are columns, index, data ...: rename the keys", advice that
+    fits no such file; orient='values' as "expected an object ..., got list"."""
+    table = pd.DataFrame({"prompt": ["q", "q"], "worker": ["a", "b"], "reward": [1, 0]})
+    path = tmp_path / "long.json"
+    table.to_json(path, orient=orient)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    layout = (
+        "expected an object with prompt, worker and reward, got list (pandas' "
+        "orient='values' writes rows without their column names)"
+        if orient == "values"
+        else f"holds the whole table in pandas' orient='{orient}' layout, as "
+        f"DataFrame.to_json(orient='{orient}') writes"
+    )
+    where = f"{path}, item 1" if orient == "values" else f"{path}, line 1"
+    assert str(raised.value) == (
+        f"{where}: {layout}; the long format takes one object per row: write it with "
+        "to_json(path, orient='records') for a .json, or to_json(path, orient='records', "
+        "lines=True) for a .jsonl"
+    )
+
+
+def test_a_json_file_holding_one_indented_row_object_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"prompt": "q", "worker": "a", "reward": 1}, indent=2))
+    assert [r.rewards for r in import_long(path)] == [[1.0]]
+
+
+def test_a_prompt_differing_only_in_spaces_is_named_in_the_missing_worker_error(
+    tmp_path: Path,
+) -> None:
+    """A trailing space in one cell made two prompts, and the error said "prompt 'q' has no
+    row for worker(s) ['b']" although the file has a row q,b: the shortened prompt hid why."""
+    path = tmp_path / "long.csv"
+    path.write_text('prompt,worker,reward\nq,a,1\n"q ",b,0\n')
+    with pytest.raises(RecordFileError, match=r"line 2: prompt 'q' has no row for") as raised:
+        import_long(path)
+    assert "line 3 has the prompt 'q ', which differs from 'q' only in spaces" in str(raised.value)

@@ -1,0 +1,357 @@
+"""The RouterBench importer (wide and raw tables, pickles and CSVs): small generated tables."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from datasets_support import (
+    ROUTERBENCH_MODELS,
+    routerbench_table,
+)
+
+from fugu_lite.datasets import (
+    SplitError,
+    import_dataset,
+    import_routerbench,
+    standard_split,
+)
+from fugu_lite.datasets.common import stable_id
+from fugu_lite.io import RecordFileError
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_reads_pickle_and_csv(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"routerbench{suffix}"
+    table = routerbench_table()
+    table.to_pickle(path) if suffix == ".pkl" else table.to_csv(path, index=False)
+    records = import_routerbench(path)
+    assert [r.id for r in records] == ["mmlu.0", "gsm.1", "mtbench.2"]
+    first = records[0]
+    assert first.prompt == "['What is 2+2?']"  # kept exactly as stored
+    assert first.worker_ids == sorted(ROUTERBENCH_MODELS)
+    assert first.task == "mmlu-math"
+    assert first.costs == pytest.approx([0.01, 0.02])
+    assert [r.rewards for r in records] == [[1.0, 1.0], [0.0, 1.0], [0.5, 0.75]]
+    assert all(r.split == standard_split(r.prompt_text) for r in records)
+
+
+def raw_routerbench_table(wide: pd.DataFrame) -> pd.DataFrame:
+    """The wide table in RouterBench's raw, long form (routerbench_raw.pkl): a row per sample
+    and model, with model_name, performance, cost and model_response."""
+    rows = [
+        {
+            "sample_id": row["sample_id"],
+            "model_name": model,
+            "eval_name": row["eval_name"],
+            "prompt": row["prompt"],
+            "model_response": row[f"{model}|model_response"],
+            "performance": row[model],
+            "cost": row[f"{model}|total_cost"],
+        }
+        for _, row in wide.iterrows()
+        for model in reversed(ROUTERBENCH_MODELS)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
+    tmp_path: Path, suffix: str, caplog
+) -> None:
+    """routerbench_raw.pkl (the 5-shot data, a row per sample and model) was refused as "no
+    model columns; each model needs a score column `<model>` and a `<model>|total_cost`"."""
+    wide = routerbench_table()
+    wide.to_pickle(tmp_path / "wide.pkl")
+    path = tmp_path / f"routerbench_raw{suffix}"
+    raw = raw_routerbench_table(wide)
+    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        assert import_routerbench(path) == import_routerbench(tmp_path / "wide.pkl")
+    assert caplog.text == ""
+    raw.drop(index=[1]).to_pickle(tmp_path / "gap.pkl")  # the first sample's second model
+    with pytest.raises(RecordFileError, match=r"row 1 \(sample_id=mmlu.0\): score or total_cost"):
+        import_routerbench(tmp_path / "gap.pkl")
+    assert len(import_routerbench(tmp_path / "gap.pkl", on_missing="drop")) == 2
+    pd.concat([raw, raw[:1]]).to_pickle(tmp_path / "twice.pkl")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(tmp_path / "twice.pkl")
+    assert str(raised.value) == (
+        f"{tmp_path / 'twice.pkl'}: sample_id 'mmlu.0' has more than one row for model "
+        f"{ROUTERBENCH_MODELS[-1]!r}; keep one row per sample and model"
+    )
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_routerbench_csv_that_repeats_its_header_names_the_row(tmp_path: Path, index: bool) -> None:
+    """Two CSV files joined with `cat` hold the second header as a row, which was refused as
+    "the score of ... must be a finite number, got '...'" (as in the long format)."""
+    table = routerbench_table()
+    text = table[:1].to_csv(index=index) + table[1:].to_csv(index=index)
+    path = tmp_path / "rb.csv"
+    path.write_text(text.replace("prompt,", " Prompt ,", 2), encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, row 2: repeats the header line (files joined with "
+        "`cat`?); delete that line, or join the files keeping one header (e.g. pandas.concat, "
+        "or `tail -n +2` for all files after the first)"
+    )
+
+
+@pytest.mark.parametrize("index", [["sample_id"], ["sample_id", "eval_name"], ["Sample_ID"]])
+def test_routerbench_reads_fixed_columns_a_pickle_holds_as_its_index(
+    tmp_path: Path, index: list[str]
+) -> None:
+    """A table saved after set_index("sample_id") holds its ids in the index, not a column:
+    its ids were silently replaced by ones made from the prompts, and with eval_name in the
+    index too it was refused as "missing column(s) ['eval_name']"."""
+    path = tmp_path / "routerbench.pkl"
+    plain = routerbench_table()
+    plain.to_pickle(path)
+    expected = import_routerbench(path)
+    plain.rename(columns={"sample_id": index[0]}).set_index(index).to_pickle(path)
+    assert import_routerbench(path) == expected
+    plain.set_index(pd.Index(["r1", "r2", "r3"], name="row")).to_pickle(path)
+    assert import_routerbench(path) == expected  # an index of no fixed column is not read
+
+
+@pytest.mark.parametrize(
+    "name", ["rb.pkl.gz", "rb.PKL.bz2", "rb.pkl.xz", "rb.csv.gz", "rb.csv.zip"]
+)
+def test_routerbench_reads_a_compressed_table_as_pandas_does(tmp_path: Path, name: str) -> None:
+    """`routerbench_0shot.pkl.gz` (pandas reads and writes compressed pickles and CSVs, the
+    compression taken from the name) was refused as "expected a .pkl or .csv"."""
+    table = routerbench_table(prompt=["a\r\nb", "Tom has 3 apples.", "Write a poem."])
+    compressed, from_csv = tmp_path / name, ".csv" in name
+    plain = tmp_path / ("plain.csv" if from_csv else "plain.pkl")
+    for path in (plain, compressed):
+        table.to_csv(path, index=False) if from_csv else table.to_pickle(path)
+    assert compressed.read_bytes()[:2] != plain.read_bytes()[:2]  # compressed indeed
+    records = import_routerbench(compressed)
+    assert records == import_routerbench(plain)
+    assert records[0].prompt == ("a\nb" if from_csv else "a\r\nb")  # a CSV's line breaks
+
+
+def test_routerbench_csv_of_boolean_scores_is_read_as_the_pickle(tmp_path: Path) -> None:
+    """DataFrame.to_csv writes a boolean score column as True/False: every row of such a CSV
+    was refused as missing a score, while the same table pickled was read."""
+    models = sorted(ROUTERBENCH_MODELS)
+    table = routerbench_table(**{models[0]: [True, False, True], models[1]: [False, True, True]})
+    table.to_pickle(tmp_path / "rb.pkl")
+    table.to_csv(tmp_path / "rb.csv", index=False)
+    from_csv = import_routerbench(tmp_path / "rb.csv")
+    assert from_csv == import_routerbench(tmp_path / "rb.pkl")
+    assert [record.rewards[:2] for record in from_csv] == [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+
+
+def test_routerbench_nan_score_names_the_row(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "rb.pkl"
+    routerbench_table(**{ROUTERBENCH_MODELS[1]: [1.0, math.nan, 0.0]}).to_pickle(path)
+    with pytest.raises(
+        RecordFileError, match=r"rb\.pkl, row 2 \(sample_id=gsm\.1\): score or"
+    ) as raised:
+        import_routerbench(path)
+    assert str(raised.value).endswith(
+        "pass --option on_missing=drop"
+    )  # as the command line takes it
+    with caplog.at_level(logging.WARNING):
+        assert len(import_routerbench(path, on_missing="drop")) == 2
+    assert "dropped 1 rows" in caplog.text
+
+
+def test_routerbench_without_sample_id_and_with_split_column(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    table = routerbench_table(fold=["train", "test", "validation"]).drop(columns="sample_id")
+    table.to_csv(path, index=False)
+    records = import_routerbench(path, split_column="fold")
+    assert [r.split for r in records] == ["train", "test", "validation"]
+    assert all(r.id is not None and r.id.startswith("routerbench:") for r in records)
+    routerbench_table(fold=["train", "TEST", "Dev"]).to_csv(path, index=False)
+    records = import_routerbench(path, split_column="fold")
+    assert [r.split for r in records] == ["train", "test", "validation"]
+    routerbench_table(fold=["train", "holdout", "test"]).to_csv(path, index=False)
+    with pytest.raises(SplitError, match=r"row 2 \(sample_id=gsm\.1\): unknown split 'holdout'"):
+        import_routerbench(path, split_column="fold")
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['nope'\]"):
+        import_routerbench(path, split_column="nope")
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_routerbench_rows_without_a_sample_id_get_an_id_of_their_prompt(
+    tmp_path: Path, suffix: str
+) -> None:
+    """An empty sample_id cell (NaN in a pickle) became the id "" (or "nan") of every such
+    record, so their predictions could not be told apart by id."""
+    path = tmp_path / f"rb{suffix}"
+    table = routerbench_table(sample_id=["mmlu.0", None, None])
+    table.to_pickle(path) if suffix == ".pkl" else table.to_csv(path, index=False)
+    ids = {record.prompt: record.id for record in import_routerbench(path)}
+    assert ids["['What is 2+2?']"] == "mmlu.0"
+    assert ids["Tom has 3 apples."] == stable_id("routerbench", "Tom has 3 apples.")
+    assert ids["Write a poem."] == stable_id("routerbench", "Write a poem.")
+
+
+def test_routerbench_reads_its_fixed_columns_in_any_case(tmp_path: Path) -> None:
+    """A header ' Sample_ID' (a spreadsheet's) was not the sample_id column: the ids were
+    replaced by prompt-made ones without a word; ' Prompt' failed as a missing column."""
+    table = routerbench_table()
+    expected = import_routerbench(_to_csv(table, tmp_path / "plain.csv"))
+    renamed = table.rename(columns={"sample_id": " Sample_ID", "prompt": "Prompt "})
+    records = import_routerbench(_to_csv(renamed, tmp_path / "rb.csv"))
+    assert records == expected and records[0].id == "mmlu.0"
+    assert records[0].worker_ids == sorted(ROUTERBENCH_MODELS)  # model names keep their case
+    doubled = table.assign(PROMPT=table["prompt"])
+    with pytest.raises(RecordFileError, match=r"\['prompt'\] are named more than once"):
+        import_routerbench(_to_csv(doubled, tmp_path / "doubled.csv"))
+
+
+def _to_csv(table: pd.DataFrame, path: Path) -> Path:
+    table.to_csv(path, index=False)
+    return path
+
+
+def test_routerbench_bad_tables(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    pd.DataFrame({"prompt": ["p"], "eval_name": ["e"], "m": [1.0]}).to_csv(path, index=False)
+    with pytest.raises(RecordFileError, match="no model columns"):
+        import_routerbench(path)
+    routerbench_table().drop(columns="eval_name").to_csv(path, index=False)
+    with pytest.raises(RecordFileError, match=r"missing column\(s\) \['eval_name'\]"):
+        import_routerbench(path)
+    (tmp_path / "rb.parquet").write_bytes(b"")
+    with pytest.raises(RecordFileError, match=r"expected a \.pkl or \.csv"):
+        import_routerbench(tmp_path / "rb.parquet")
+
+
+def test_routerbench_csv_with_pandas_index_column_is_read_without_a_warning(
+    tmp_path: Path, caplog
+) -> None:
+    """DataFrame.to_csv writes the index as a first column with an empty header by default:
+    the import warned that column "Unnamed: 0" holds numbers but has no cost column, and to
+    add an "Unnamed: 0|total_cost" column to import it as a model."""
+    routerbench_table().to_csv(tmp_path / "indexed.csv")
+    routerbench_table().to_csv(tmp_path / "plain.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        records = import_routerbench(tmp_path / "indexed.csv")
+    assert records == import_routerbench(tmp_path / "plain.csv")
+    assert "Unnamed" not in caplog.text
+
+
+def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        "sample_id,prompt,eval_name,m1,m1|total_cost\n"
+        "007,42,t,1,0.1\n008,NA,t,0,0.1\n009,null,t,NaN,0.1\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(RecordFileError, match=r"row 3 \(sample_id=009\): score or total_cost"):
+        import_routerbench(path)
+    records = import_routerbench(path, on_missing="drop")
+    assert [(r.id, r.prompt) for r in records] == [("007", "42"), ("008", "NA")]
+    assert [r.rewards for r in records] == [[1.0], [0.0]]
+
+
+def test_routerbench_score_that_is_no_number_is_not_dropped_as_missing(tmp_path: Path) -> None:
+    """A score written "0,5" (a decimal comma) or "85%" counted as missing: on_missing=drop
+    dropped its row without a word of the value, while the long importer refuses such a
+    reward whatever on_missing says."""
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        'prompt,eval_name,m1,m1|total_cost\np,t,1,0.1\nr,t,"0,5",0.1\nq,t,,0.1\n',
+        encoding="utf-8",
+    )
+    for policy in ("error", "drop"):
+        with pytest.raises(RecordFileError) as raised:
+            import_routerbench(path, on_missing=policy)  # type: ignore[arg-type]
+        assert str(raised.value) == (
+            f"{path}, row 2: the score of m1 must be a finite number, got '0,5' (write "
+            "numbers with a decimal point and no thousands separator: 0.5, 1000)"
+        )
+    path.write_text(path.read_text().replace('"0,5"', "0.5"), encoding="utf-8")
+    assert [r.prompt for r in import_routerbench(path, on_missing="drop")] == ["p", "r"]
+
+
+def test_a_routerbench_csv_given_to_the_long_importer_names_routerbench(tmp_path: Path) -> None:
+    """`data import long rb.csv` said only "missing column(s) ['worker', 'reward']", with no
+    word of the importer that reads the table."""
+    path = tmp_path / "rb.csv"
+    routerbench_table().to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset("long", path)
+    assert str(raised.value).endswith(
+        "its `<model>|total_cost` columns make it a RouterBench table (a row per prompt, a "
+        "column per model): import it with `fugu-lite data import routerbench`"
+    )
+    assert "missing column(s) ['worker', 'reward']" in str(raised.value)
+
+
+def test_routerbench_split_column_named_like_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    routerbench_table(**{"2024": ["train", "test", "test"]}).to_csv(path, index=False)
+    records = import_dataset("routerbench", path, split_column="2024")
+    assert [r.split for r in records] == ["train", "test", "test"]
+
+
+def test_routerbench_with_no_records_left_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "rb.csv"
+    path.write_text("prompt,eval_name,m1,m1|total_cost\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"rb\.csv: has a header but no data rows"):
+        import_routerbench(path)
+    path.write_text("prompt,eval_name,m1,m1|total_cost\np,t,,0.1\nq,t,1,NA\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"every one of its 2 rows misses a score or cost"):
+        import_routerbench(path, on_missing="drop")
+
+
+RB_HEADER = b"prompt,eval_name,m,m|total_cost\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("rb.csv", b"", r"rb\.csv: the file is empty"),
+        ("rb.csv", RB_HEADER + b'"open,t,1,0.1\n', r"rb\.csv: not a readable CSV"),
+        ("rb.csv", RB_HEADER + b"h\xe9,t,1,0.1\n", r"rb\.csv, line 2: not UTF-8 text"),
+        ("rb.pkl", b"garbage, not a pickle", r"rb\.pkl: not a readable pandas pickle"),
+        ("rb.pkl", b"", r"rb\.pkl: not a readable pandas pickle"),
+        # compressed: gzip's own "Not a gzipped file" named no file
+        ("rb.pkl.gz", b"not gzip", r"rb\.pkl\.gz: cannot be read .*; is it really \.gz-compressed"),
+        ("rb.csv.zip", b"not zip", r"rb\.csv\.zip: cannot be read .*\.zip-compressed"),
+        ("rb.csv.gz", gzip.compress(RB_HEADER + b"h\xe9,t,1,0\n"), r"rb\.csv\.gz: not UTF-8"),
+        ("rb.json.gz", b"", r"rb\.json\.gz: expected a \.pkl or \.csv .*compressed: \.gz"),
+    ],
+)  # fmt: skip
+def test_routerbench_unreadable_files_name_the_file(
+    tmp_path: Path, name: str, content: bytes, expected: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(RecordFileError, match=expected):
+        import_routerbench(tmp_path / name)
+
+
+def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "rb.csv"
+    routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0]}).to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        records = import_routerbench(path)
+    assert records[0].worker_ids == sorted(ROUTERBENCH_MODELS)
+    assert "['claude-v2'] hold numbers but have no cost column" in caplog.text
+    assert "claude-v2|total_cost" in caplog.text
+    assert "sample_id" not in caplog.text.split("hold numbers")[0]
+
+
+@pytest.mark.parametrize("empty", [math.nan, pd.NA, None])
+def test_a_pickled_tables_empty_split_cell_is_called_empty(tmp_path: Path, empty: object) -> None:
+    """An empty split cell of a pickled RouterBench table (NaN, pd.NA) was refused as "unknown
+    split nan", as if nan were a name the user had written."""
+    path = tmp_path / "rb.pkl"
+    table = routerbench_table(fold=["train", "test", "validation"])
+    table["fold"] = table["fold"].astype(object)
+    table.loc[1, "fold"] = empty
+    table.to_pickle(path)
+    with pytest.raises(SplitError, match=r"row 2 .*: no split value \(the split column is absent"):
+        import_routerbench(path, split_column="fold")

@@ -1,0 +1,201 @@
+"""The ZeroEval importer (scores_compact.jsonl): small generated files, plus the real
+../shared/data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+from conftest import require_shared_data
+from datasets_support import (
+    routerbench_table,
+    split_figures,
+    write_jsonl,
+    zeroeval_row,
+)
+
+from fugu_lite.datasets import (
+    SplitError,
+    import_dataset,
+    import_zeroeval,
+)
+from fugu_lite.io import RecordFileError
+from fugu_lite.schemas import RewardRecord
+
+
+def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "zeroeval" / "scores_compact.jsonl",
+        [zeroeval_row("a"), zeroeval_row("b", task="crux"), zeroeval_row("", task="math-l5")],
+    )
+    records = import_zeroeval(path)
+    assert [r.prompt for r in records] == ["a", "b"]  # the empty question is dropped
+    assert records[0].worker_ids == ["m1", "m2"]
+    assert records[0].rewards == [0.0, 1.0]
+    assert records[0].costs == [10.0, 100.0]  # out_chars / 4: tokens, not USD
+    assert (records[1].task, records[1].id) == ("crux", "crux:crux-b")
+    assert import_dataset("zeroeval", tmp_path) == records  # the data folder works too
+
+
+def test_zeroeval_prices_give_usd(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "z.jsonl", [zeroeval_row("abcd")])
+    prices = {"m1": (1.0, 2.0), "m2": (3.0, 4.0)}
+    (result,) = import_zeroeval(path, prices=prices)
+    assert result.costs == pytest.approx([(1 * 1.0 + 10 * 2.0) / 1e6, (1 * 3.0 + 100 * 4.0) / 1e6])
+    with pytest.raises(ValueError, match=r"prices has no .* \['m2'\]"):
+        import_zeroeval(path, prices={"m1": (1.0, 2.0)})
+
+
+def test_zeroeval_negative_or_nan_prices_are_refused(tmp_path: Path) -> None:
+    """A negative input price was taken: the output price hid it, and the costs came out
+    wrong but positive, with no word."""
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("What is 2+2?")])
+    negative, nan = {"m1": (-1.0, 2.0), "m2": (1.0, 2.0)}, {"m1": (1.0, 2.0), "m2": (1.0, math.nan)}
+    for prices in (negative, nan):
+        with pytest.raises(ValueError, match="prices must be finite numbers of at least 0"):
+            import_zeroeval(path, prices=prices)
+    with pytest.raises(ValueError, match=r"option prices=.* is not valid: .*greater than or equal"):
+        import_dataset("zeroeval", path, prices="{m1: [-1, 2], m2: [1, 2]}")
+    # every problem at its place: only the first was said, and not where
+    with pytest.raises(ValueError) as raised:
+        import_dataset("zeroeval", path, prices="{m1: [1, x], m2: [2]}")
+    assert str(raised.value).endswith(
+        "(m1.1: Input should be a valid number, unable to parse string as a number; "
+        "m2.1: Field required)"
+    )
+
+
+def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
+    rows = [zeroeval_row("a"), zeroeval_row("b", scores={"m1": 1}), zeroeval_row("c")]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(
+        RecordFileError, match=r"z\.jsonl, line 2: no score or out_chars for"
+    ) as raised:
+        import_zeroeval(path)
+    assert str(raised.value).endswith(
+        "pass --option on_missing=drop"
+    )  # as the command line takes it
+    with caplog.at_level(logging.WARNING):
+        records = import_zeroeval(path, on_missing="drop")
+    assert [r.prompt for r in records] == ["a", "c"]
+    assert "dropped 1 rows missing" in caplog.text
+    with pytest.raises(ValueError, match="on_missing='skip' is not known"):
+        import_zeroeval(path, on_missing="skip")  # type: ignore[arg-type]
+
+
+def test_zeroeval_null_or_nan_score_counts_as_missing(tmp_path: Path, caplog) -> None:
+    """A score given as null (or NaN) failed as "must be a finite number" even with
+    on_missing=drop, which dropped only rows whose key was absent."""
+    rows = [
+        zeroeval_row("a"),
+        zeroeval_row("b", scores={"m1": None, "m2": 1}),
+        zeroeval_row("c", out_chars={"m1": math.nan, "m2": 3}),
+        zeroeval_row("d"),
+    ]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(RecordFileError, match=r"line 2: no score or out_chars for \['m1'\]"):
+        import_zeroeval(path)
+    with caplog.at_level(logging.WARNING):
+        assert [r.prompt for r in import_zeroeval(path, on_missing="drop")] == ["a", "d"]
+    assert "dropped 2 rows missing" in caplog.text
+
+
+def test_zeroeval_score_written_as_nan_text_counts_as_missing(tmp_path: Path, caplog) -> None:
+    """A score or out_chars given as the string "NaN" (or "NA", "") failed as "must be a
+    finite number, got 'NaN'" without a word of on_missing, and on_missing=drop failed too."""
+    rows = [
+        zeroeval_row("a"),
+        zeroeval_row("b", scores={"m1": "NaN", "m2": 1}),
+        zeroeval_row("c", out_chars={"m1": 40, "m2": "NA"}),
+        zeroeval_row("d", scores={"m1": "0", "m2": " 1 "}),  # numbers as text stay numbers
+    ]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(
+        RecordFileError, match=r"line 2: no score or out_chars for \['m1'\]"
+    ) as raised:
+        import_zeroeval(path)
+    assert str(raised.value).endswith("pass --option on_missing=drop")
+    with caplog.at_level(logging.WARNING):
+        records = import_zeroeval(path, on_missing="drop")
+    assert [(r.prompt, r.rewards) for r in records] == [("a", [0.0, 1.0]), ("d", [0.0, 1.0])]
+    assert "dropped 2 rows missing" in caplog.text
+
+
+def test_zeroeval_malformed_line_and_bad_score(tmp_path: Path) -> None:
+    path = tmp_path / "z.jsonl"
+    path.write_text(json.dumps(zeroeval_row("a")) + "\n{not json\n")
+    with pytest.raises(RecordFileError, match=r"z\.jsonl, line 2: not valid JSON"):
+        import_zeroeval(path)
+    write_jsonl(path, [zeroeval_row("a", scores={"m1": "yes", "m2": 1})])
+    with pytest.raises(RecordFileError, match=r"line 1: the score of m1 must be a finite"):
+        import_zeroeval(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "importer"),
+    [("rb.csv", "`data import long`"), ("rb.pkl", "`data import routerbench`"),
+     ("Sheet.XLSX", "saved as CSV")],
+)  # fmt: skip
+def test_zeroeval_given_a_table_names_the_importer_to_use(
+    tmp_path: Path, name: str, importer: str
+) -> None:
+    """`data import zeroeval table.csv` said "not valid JSON ...: a CSV or other table is
+    imported with `fugu-lite data import` first" to a user running data import."""
+    path = tmp_path / name
+    routerbench_table().to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset("zeroeval", path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: the zeroeval importer reads ZeroEval's scores_compact")
+    assert importer in message and "first" not in message
+
+
+def test_zeroeval_with_only_empty_questions_is_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row(""), zeroeval_row(" ")])
+    with pytest.raises(RecordFileError, match=r"no row is left to import: 2 row\(s\) have an"):
+        import_zeroeval(path)
+
+
+def test_zeroeval_split_column(tmp_path: Path) -> None:
+    rows = [zeroeval_row("a", fold="test"), zeroeval_row("b", fold="train")]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    assert [r.split for r in import_zeroeval(path, split_column="fold")] == ["test", "train"]
+    write_jsonl(path, [zeroeval_row("a", fold="holdout")])
+    with pytest.raises(SplitError, match=r"line 1: unknown split 'holdout'"):
+        import_zeroeval(path, split_column="fold")
+    # A column name the rows do not have: it said "unknown split None"
+    with pytest.raises(SplitError, match=r"line 1: no split value \(the split column is absent"):
+        import_zeroeval(path, split_column="folds")
+
+
+@pytest.fixture(scope="module")
+def zeroeval_records() -> list[RewardRecord]:
+    return import_zeroeval(require_shared_data() / "zeroeval")
+
+
+@pytest.mark.integration
+def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
+    assert len(zeroeval_records) == 2119  # 2840 rows minus 721 math-l5 rows with no question
+    assert len(zeroeval_records[0].worker_ids) == 28
+    assert {r.task for r in zeroeval_records} == {"gsm", "crux"}
+    count, best, best_mean, oracle, random = split_figures(zeroeval_records, "test")
+    # The same figures straight from the file, without the importer: rows with a question,
+    # test = the first sha1 bucket rule of DESIGN.md.
+    path = require_shared_data() / "zeroeval" / "scores_compact.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    test = [
+        row for row in rows
+        if row["question"].strip()
+        and int(hashlib.sha1(row["question"].encode("utf-8")).hexdigest(), 16) % 10 < 2
+    ]  # fmt: skip
+    means = {model: sum(row["scores"][model] for row in test) / len(test) for model in
+             test[0]["scores"]}  # fmt: skip
+    expected_best = max(means, key=lambda model: means[model])
+    assert (count, best) == (len(test), expected_best)
+    assert best_mean == pytest.approx(means[expected_best])
+    assert oracle == pytest.approx(sum(max(row["scores"].values()) for row in test) / len(test))
+    assert random == pytest.approx(sum(means.values()) / len(means))
