@@ -86,6 +86,28 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
     )
 
 
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+@pytest.mark.parametrize("empty", [None, math.nan, "", "  "])
+def test_a_raw_routerbench_row_without_a_sample_id_is_named(
+    tmp_path: Path, suffix: str, empty: object
+) -> None:
+    """The raw table joins a sample's models by sample_id: a pickle's rows without one were
+    left out without a word (pandas' groupby skips NaN keys), and a CSV's empty ones were
+    refused as "sample_id '' has more than one row for model ..."."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw["sample_id"] = raw["sample_id"].astype(object)
+    raw.loc[[2, 3], "sample_id"] = empty  # both rows of the second sample
+    path = tmp_path / f"routerbench_raw{suffix}"
+    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path, on_missing="drop")
+    assert str(raised.value) == (
+        f"{path}, row 3: no sample_id; the raw table (a row per sample and model) joins a "
+        "sample's models by its sample_id, so every row needs one: fill it in, or delete the "
+        "sample's rows"
+    )
+
+
 @pytest.mark.parametrize("index", [False, True])
 def test_routerbench_csv_that_repeats_its_header_names_the_row(tmp_path: Path, index: bool) -> None:
     """Two CSV files joined with `cat` hold the second header as a row, which was refused as

@@ -135,6 +135,7 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
     a `<model>|total_cost` column per model); it was refused as having "no model columns".
     A sample without some model's row gets no score for it (see on_missing)."""
+    _check_raw_sample_ids(table, path)
     repeated = table.duplicated(["sample_id", "model_name"])
     if repeated.any():
         first = table[repeated].iloc[0]
@@ -151,6 +152,18 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     scores.columns = [str(model) for model in scores.columns]
     costs.columns = [f"{model}{COST_SUFFIX}" for model in costs.columns]
     return fixed.join(scores).join(costs).reset_index()
+
+
+def _check_raw_sample_ids(table: pd.DataFrame, path: Path) -> None:
+    """Every raw row needs its sample_id, the key its sample's models are joined by: a
+    pickle's rows without one were left out without a word (groupby skips NaN keys)."""
+    for position, value in enumerate(table["sample_id"], start=1):
+        if is_blank(str(value)):
+            raise RecordFileError(
+                f"{path}, row {position}: no sample_id; the raw table (a row per sample and "
+                "model) joins a sample's models by its sample_id, so every row needs one: fill "
+                "it in, or delete the sample's rows"
+            )
 
 
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
