@@ -220,6 +220,28 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         import_long(path)
 
 
+@pytest.mark.parametrize(
+    ("cell", "number"),
+    [("$0.002", "0.002"), ("0.01 USD", "0.01"), ("€ 1.5", "1.5"), ("120 tokens", "120")],
+)
+def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_alone(
+    tmp_path: Path, cell: str, number: str
+) -> None:
+    """A spreadsheet's currency format ($0.002) or a unit after the number (0.01 USD) was
+    refused as "cost must be a finite number, got '$0.002'", not saying what to change."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward,cost\np1,w1,1,{cell}\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone, "
+        f"without a currency sign or unit: {number})"
+    )
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,cheap\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"got 'cheap'$"):  # no number: no hint
+        import_long(path)
+
+
 def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, caplog) -> None:
     """A header written ` Cost` or `TASK` (spaces after commas, a spreadsheet's capitals) is
     the cost and task column, not a column to skip: their values were dropped silently."""

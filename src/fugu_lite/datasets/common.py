@@ -114,18 +114,32 @@ def require_float(value: object, what: str, where: str, minimum: float | None = 
     number = to_float(value)
     if number is None:
         raise RecordFileError(
-            f"{where}: {what} must be a finite number, got {value!r}{_comma_hint(value)}"
+            f"{where}: {what} must be a finite number, got {value!r}{_number_hint(value)}"
         )
     if minimum is not None and number < minimum:
         raise RecordFileError(f"{where}: {what} must be at least {minimum}, got {number}")
     return number
 
 
-def _comma_hint(value: object) -> str:
-    """A spreadsheet's decimal comma ("0,5") or thousands separator ("1,000"), which a number
-    here cannot hold: say how to write it."""
-    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?[0-9.]*[0-9],[0-9][0-9,.]*\s*", value):
+# a number with a currency sign before it or a unit after it ($0.002, 0.01 USD, 120 tokens):
+# a spreadsheet's currency format, or a unit typed into the cell
+UNIT_AROUND_NUMBER = re.compile(
+    r"\s*(?P<before>[^\s\d.,+-]*)\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"\s*(?P<after>[^\s\d.,%][^\d.,]*)?"
+)
+
+
+def _number_hint(value: object) -> str:
+    """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
+    comma ("0,5") or a thousands separator ("1,000"), or with a currency sign or unit
+    ("$0.002"), which a number here cannot hold."""
+    if not isinstance(value, str):
+        return ""
+    if re.fullmatch(r"\s*[-+]?[0-9.]*[0-9],[0-9][0-9,.]*\s*", value):
         return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
+    unit = UNIT_AROUND_NUMBER.fullmatch(value)
+    if unit is not None and (unit["before"] or unit["after"]):
+        return f" (write the number alone, without a currency sign or unit: {unit['number']})"
     return ""
 
 
