@@ -28,6 +28,7 @@ from fugu_lite.datasets import (
 )
 from fugu_lite.datasets.common import stable_id
 from fugu_lite.io import RecordFileError
+from fugu_lite.schemas import read_records, write_records
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
@@ -445,6 +446,39 @@ def test_long_format_chat_prompts(tmp_path: Path) -> None:
     ]
     (result,) = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
     assert result.prompt_text == "user: hi"
+
+
+def test_a_csv_prompt_cell_holding_chat_messages_is_read_as_them(tmp_path: Path) -> None:
+    """A CSV has no lists, so chat prompts reach it as text: JSON (json.dumps) or Python's
+    repr (pandas' to_csv of a column of message lists). They were read as the text, brackets
+    and quotes included, so the router learnt from prompts unlike the messages clients send,
+    and records other than the same rows' JSON Lines gave."""
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": 'Say "hi",\nthen stop.'},
+    ]
+    rows = [
+        {"prompt": messages, "worker": "w1", "reward": 1},
+        {"prompt": messages, "worker": "w2", "reward": 0},
+        {"prompt": "['not', 'messages']", "worker": "w1", "reward": 0},
+        {"prompt": "['not', 'messages']", "worker": "w2", "reward": 1},
+    ]
+    expected = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert [record.prompt for record in expected][1] == "['not', 'messages']"
+    for name, as_text in [("json.csv", json.dumps), ("repr.csv", repr)]:
+        table = pd.DataFrame(rows)
+        table["prompt"] = [p if isinstance(p, str) else as_text(p) for p in table["prompt"]]
+        table.to_csv(tmp_path / name, index=False)
+        assert import_long(tmp_path / name) == expected
+        write_records(tmp_path / f"{name}.records.jsonl", import_long(tmp_path / name))
+        assert read_records(tmp_path / f"{name}.records.jsonl") == expected
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        'prompt,worker,reward\n"[{""role"": ""wizard"", ""content"": ""hi""}]",w1,1\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(RecordFileError, match=r"bad\.csv, line 2: not a valid record: .*role"):
+        import_long(bad)
 
 
 def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:

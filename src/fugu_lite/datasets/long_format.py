@@ -4,12 +4,14 @@ A .csv may be compressed (.csv.gz, .csv.bz2, .csv.xz); JSON rows are read from a
 .ndjson or .json file.
 
 Columns: prompt, worker, reward, and optionally cost, task, id, split (a header name is read
-without case and surrounding spaces: ` Cost` is cost). Every prompt must have every worker
-exactly once; workers come out sorted by name.
+without case and surrounding spaces: ` Cost` is cost). A prompt is text, or a list of chat
+messages (in a CSV cell: the list as JSON or as Python's repr). Every prompt must have every
+worker exactly once; workers come out sorted by name.
 """
 
 from __future__ import annotations
 
+import ast
 import bz2
 import contextlib
 import csv
@@ -355,10 +357,13 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                         f"{CSV_QUOTING_HINT}"
                     )
                 # a short row's missing cells are empty ones (None), as its blank cells are
-                row = {
+                row: dict[str, object] = {
                     column: csv_line_breaks(value) if value else None
                     for column, value in itertools.zip_longest(columns, cells[: len(columns)])
                 }
+                prompt = row.get("prompt")
+                if isinstance(prompt, str):
+                    row["prompt"] = _chat_messages_cell(prompt)
                 yield f"{path}, line {reader.line_num}", row
         except UnicodeDecodeError as error:
             if compression:  # the file's own lines are compressed bytes: no line to name
@@ -376,6 +381,26 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                 f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
                 f"{compression}-compressed?"
             ) from error
+
+
+def _chat_messages_cell(text: str) -> str | list:
+    """A CSV cell holding a list of chat messages, as JSON (json.dumps) or Python's repr (what
+    pandas' to_csv writes for a column of message lists), is that list: a CSV has no lists,
+    and read as text, brackets and quotes included, the prompt was unlike the messages that
+    clients send. Any other text, a list of strings among it, stays as written."""
+    stripped = text.strip()
+    if not (stripped.startswith("[{") and stripped.endswith("}]")):
+        return text
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(stripped)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, list) and all(
+            isinstance(item, dict) and "role" in item for item in value
+        ):
+            return value
+    return text
 
 
 # csv refuses a field over 128 KiB by default: a long prompt (a document, a code file) is one
