@@ -121,6 +121,33 @@ def test_long_format_can_drop_prompts_missing_a_worker(tmp_path: Path, caplog) -
         import_long(lonely, on_missing="drop")
 
 
+def test_workers_that_differ_only_in_case_are_named_in_the_missing_worker_error(
+    tmp_path: Path, caplog
+) -> None:
+    """`GPT-4` on some rows and `gpt-4` on others (two sources, two spellings) are two
+    workers: the error said only that a prompt has no row for 'gpt-4', and on_missing=drop
+    dropped those prompts, without a word of the other spelling."""
+    path = tmp_path / "long.csv"
+    rows = "q1,GPT-4,1\nq1,llama,0\nq2,gpt-4,1\nq2,llama,0\nq3,GPT-4,1\nq3,gpt-4,1\nq3,llama,1\n"
+    path.write_text(f"prompt,worker,reward\n{rows}", encoding="utf-8")
+    hint = (
+        "; the workers 'GPT-4' and 'gpt-4' differ only in case: a worker is read as written, "
+        "so spell each one the same way on every row"
+    )
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: prompt 'q1' has no row for worker(s) ['gpt-4']; every prompt needs one "
+        "row per worker (add the rows, drop the prompt, or pass --option on_missing=drop)" + hint
+    )
+    with caplog.at_level(logging.WARNING):
+        assert [record.prompt for record in import_long(path, on_missing="drop")] == ["q3"]
+    assert caplog.text.rstrip().endswith(hint)
+    path.write_text("prompt,worker,reward\nq1,a,1\nq1,b,0\nq2,a,1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"on_missing=drop\)$"):  # no case to speak of
+        import_long(path)
+
+
 def test_long_format_drops_prompts_with_a_blank_reward_on_request(tmp_path: Path, caplog) -> None:
     """A blank reward (an empty cell, null, NaN, NA) failed even with on_missing=drop, which
     zeroeval and routerbench apply to a missing score as well as to a missing row."""

@@ -120,6 +120,7 @@ def import_long(
             path, list(ignored), ", ".join(COLUMNS),
         )  # fmt: skip
     workers = sorted({worker for cells_by_worker in groups.values() for worker in cells_by_worker})
+    case_hint = _worker_case_hint(workers)
     records: list[RewardRecord] = []
     splits: list[object] = []
     names: list[str] = []
@@ -135,7 +136,7 @@ def import_long(
             raise RecordFileError(
                 f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
                 "prompt needs one row per worker (add the rows, drop the prompt, or pass "
-                "--option on_missing=drop)" + _spacing_hint(key, groups)
+                "--option on_missing=drop)" + _spacing_hint(key, groups) + case_hint
             )
         if missing:
             dropped.update(missing)
@@ -159,13 +160,13 @@ def import_long(
         raise RecordFileError(
             f"{path}: every one of its {len(groups)} prompts misses a row or a reward for some "
             f"worker (prompts without each: {dict(dropped)}), so on_missing=drop leaves no "
-            "records; add the missing rows and rewards"
+            "records; add the missing rows and rewards" + case_hint
         )
     if dropped:
         logger.warning(
             "%s: dropped %d of %d prompts without a row and a reward for every worker (prompts "
-            "without each: %s)",
-            path, len(groups) - len(records), len(groups), dict(dropped),
+            "without each: %s)%s",
+            path, len(groups) - len(records), len(groups), dict(dropped), case_hint,
         )  # fmt: skip
     if use_split_column:
         return apply_given_split(records, splits, names)
@@ -188,6 +189,23 @@ def _spacing_hint(key: str, groups: dict[str, dict[str, LongRow]]) -> str:
                 "line breaks: a prompt is read as written, so make the two the same"
             )
     return ""
+
+
+def _worker_case_hint(workers: list[str]) -> str:
+    """Workers whose names differ only in case (`GPT-4`, `gpt-4`: two sources, two spellings)
+    are two workers, each missing from the other's prompts; the error named one of them as
+    missing without a word of the other."""
+    spellings: dict[str, list[str]] = {}
+    for worker in workers:
+        spellings.setdefault(worker.casefold(), []).append(worker)
+    alike = [names for names in spellings.values() if len(names) > 1]
+    if not alike:
+        return ""
+    shown = "; ".join(" and ".join(map(repr, names)) for names in alike)
+    return (
+        f"; the workers {shown} differ only in case: a worker is read as written, so spell "
+        "each one the same way on every row"
+    )
 
 
 # a CSV may be compressed (what pandas' to_csv("rows.csv.gz") writes); `.ndjson` is another
