@@ -254,3 +254,21 @@ def test_unusable_output_paths_fail_before_any_work(tmp_path: Path) -> None:
         result = invoke(*args)
         assert result.exit_code == 2, (args, result.output, result.exception)
         assert expected in flat(result.output), args
+
+
+def test_import_help_names_each_importers_options() -> None:
+    """--help said only "Importer option key=value" and that a split column is used
+    "(--option)", naming no option: which keys an importer takes (use_split_column for long,
+    split_column for the others, on_missing, prices) was found by trial and error."""
+    import inspect
+
+    from fugu_lite.datasets import IMPORTERS
+
+    text = flat(ok(invoke("data", "import", "--help")))
+    for format, importer in IMPORTERS.items():
+        options = [
+            name
+            for name, parameter in inspect.signature(importer).parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        assert f"{format}: {', '.join(options)}" in text, (format, options, text)

@@ -25,7 +25,18 @@ from .common import (
 data_app = command_group("Import and inspect reward records.")
 
 
-@data_app.command("import")
+# typer prints a docstring's line breaks as they are: one line a paragraph
+IMPORT_HELP = (
+    "Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords.\n\n"
+    "The standard split applies, unless a split column is used (--option use_split_column=true "
+    "for long, --option split_column=NAME for zeroeval and routerbench).\n\n"
+    "Each importer's options (--option key=value; the README's Importers table says what they "
+    "do): llmrouter: output_tokens; zeroeval: prices, on_missing, split_column; routerbench: "
+    "split_column, on_missing; long: use_split_column, on_missing."
+)
+
+
+@data_app.command("import", help=IMPORT_HELP)
 def data_import(
     format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
     source: Annotated[Path, typer.Argument(help="The dataset file or folder.")],
@@ -36,9 +47,7 @@ def data_import(
     ] = None,
     force: ForceOption = False,
 ) -> None:
-    """Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords.
-
-    The standard split applies, unless a split column is used (--option)."""
+    """Import a dataset (LLMRouter, ZeroEval, RouterBench, a long table) as RewardRecords."""
     from ..datasets import import_dataset
     from ..schemas import write_records
 
