@@ -232,6 +232,45 @@ def test_routerbench_reads_its_fixed_columns_in_any_case(tmp_path: Path) -> None
         import_routerbench(_to_csv(doubled, tmp_path / "doubled.csv"))
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".pkl"])
+def test_routerbench_spaces_around_names_are_not_part_of_them(tmp_path: Path, suffix: str) -> None:
+    """A CSV written with a space after each comma (`prompt, eval_name, gpt-4, ...`) named
+    the workers ' gpt-4', the task ' mmlu' and the id ' s1', which no pool's worker or
+    task matches (and a table shows without the space); the long importer already strips
+    its workers, tasks and ids."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text(
+        "sample_id,prompt,eval_name,gpt-4,gpt-4|total_cost,llama,llama|total_cost\n"
+        "s1,q1,mmlu,1,0.1,0,0.01\ns2,q2,gsm8k,0,0.1,1,0.01\n",
+        encoding="utf-8",
+    )
+    expected = import_routerbench(plain)
+    spaced = pd.read_csv(plain, dtype=str)
+    spaced.columns = [
+        *(" sample_id", " prompt", " eval_name"),
+        *(" gpt-4 ", " gpt-4 |total_cost", " llama", " llama|total_cost"),
+    ]
+    spaced["eval_name"] = spaced.pop(" eval_name").radd(" ")
+    spaced[" sample_id"] = spaced[" sample_id"] + " "
+    path = tmp_path / f"spaced{suffix}"
+    spaced.to_pickle(path) if suffix == ".pkl" else spaced.to_csv(path, index=False)
+    records = import_routerbench(path)
+    assert records == expected
+    assert (records[0].worker_ids, records[0].task, records[0].id) == (
+        ["gpt-4", "llama"],
+        "mmlu",
+        "s1",
+    )
+    twice = spaced.assign(**{"gpt-4": spaced[" gpt-4 "], "gpt-4|total_cost": "0.1"})
+    twice.to_pickle(tmp_path / "twice.pkl")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(tmp_path / "twice.pkl")
+    assert str(raised.value) == (
+        f"{tmp_path / 'twice.pkl'}: the model columns [' gpt-4 ', 'gpt-4'] name one model "
+        "'gpt-4' (spaces around a name are not part of it); keep one of them"
+    )
+
+
 def _to_csv(table: pd.DataFrame, path: Path) -> Path:
     table.to_csv(path, index=False)
     return path

@@ -202,6 +202,7 @@ def import_routerbench(
         raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
     if all(column in table.columns for column in RAW_COLUMNS):
         table = wide_from_raw(table, path, split_column)
+    table = _with_stripped_model_names(table, path)
     workers = routerbench_models(table, path)
     if table.empty:
         raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
@@ -247,7 +248,7 @@ def import_routerbench(
                 worker_ids=workers,
                 rewards=rewards,
                 costs=costs,
-                task=require_text(row["eval_name"], "eval_name", where),
+                task=require_text(row["eval_name"], "eval_name", where).strip(),
                 id=_record_id(row, has_sample_id, prompt),
             )
         )
@@ -309,11 +310,41 @@ def _with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
     return table.rename(columns=renamed) if renamed else table
 
 
+def _with_stripped_model_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Model columns without the spaces around their model's name (`prompt, eval_name, gpt-4`:
+    a CSV written with a space after each comma), which named a worker ' gpt-4' that no
+    pool's worker matches. Two columns of one model so (`gpt-4`, ` gpt-4`) are an error."""
+    models = {
+        str(column).strip().removesuffix(COST_SUFFIX).strip()
+        for column in table.columns
+        if str(column).strip().endswith(COST_SUFFIX)
+    }
+    read: dict[str, list[str]] = {}
+    renamed: dict[object, str] = {}
+    for column in table.columns:
+        name = stripped = str(column).strip()
+        if name.endswith(COST_SUFFIX):
+            stripped = name.removesuffix(COST_SUFFIX).strip() + COST_SUFFIX
+        elif name not in models:
+            stripped = str(column)  # not a model's column: left as it is
+        read.setdefault(stripped, []).append(str(column))
+        if stripped != str(column):
+            renamed[column] = stripped
+    for stripped, spellings in read.items():
+        if len(spellings) > 1:
+            raise RecordFileError(
+                f"{path}: the model columns {spellings} name one model "
+                f"{stripped.removesuffix(COST_SUFFIX)!r} (spaces around a name are not part of "
+                "it); keep one of them"
+            )
+    return table.rename(columns=renamed) if renamed else table
+
+
 def _record_id(row: dict, has_sample_id: bool, prompt: str) -> str:
     """sample_id, or an id made from the prompt where it has none (an empty cell, NaN): ""
     or "nan" shared by many records could not tell them apart."""
     if has_sample_id and not is_blank(str(row["sample_id"])):
-        return str(row["sample_id"])
+        return str(row["sample_id"]).strip()
     return stable_id("routerbench", prompt)
 
 
