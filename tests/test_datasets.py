@@ -3,9 +3,12 @@ line ends, spreadsheets' empty rows, capital suffixes): small generated files.""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
 import json
 import logging
+import lzma
 import tracemalloc
 from pathlib import Path
 
@@ -145,6 +148,52 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
         RecordFileError, match=r"not UTF-8 text \(invalid continuation byte\); re-save"
     ):
         import_dataset(format, path)
+
+
+@pytest.mark.parametrize(
+    ("compress", "kind", "command"),
+    [
+        (gzip.compress, "gzip", "gunzip -c"),
+        (bz2.compress, "bzip2", "bunzip2 -c"),
+        (lzma.compress, "xz", "unxz -c"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("name", "plain"),
+    [
+        ("records.jsonl.gz", "records.jsonl"),  # named for its compression: no reader takes it
+        ("scores_compact.jsonl", "scores_compact.decompressed.jsonl"),  # a misnamed archive
+        ("long.csv", "long.decompressed.csv"),
+        ("rb.csv", "rb.decompressed.csv"),
+    ],
+)
+def test_a_compressed_file_where_text_is_read_is_called_compressed(
+    tmp_path: Path, compress, kind: str, command: str, name: str, plain: str
+) -> None:
+    """A compressed JSON Lines or CSV file (records.jsonl.gz from a colleague, a download
+    kept compressed) was refused as "not UTF-8 text (invalid start byte): it looks UTF-16
+    encoded (Excel's 'Unicode Text' ...); re-save the file as UTF-8", since the archive's
+    header holds a NUL byte: advice about another encoding, for a file to decompress."""
+    path = tmp_path / name
+    if name.startswith("records"):
+        write_records(tmp_path / "records.jsonl", [record("q", [1.0, 0.0])])
+        path.write_bytes(compress((tmp_path / "records.jsonl").read_bytes()))
+        read = read_records
+    elif name.startswith("scores"):
+        path.write_bytes(compress(json.dumps(zeroeval_row("q", {"a": 1})).encode() + b"\n"))
+        read = import_zeroeval
+    elif name.startswith("long"):
+        path.write_bytes(compress(pd.DataFrame(long_rows()).to_csv(index=False).encode()))
+        read = import_long
+    else:
+        path.write_bytes(compress(routerbench_table().to_csv(index=False).encode()))
+        read = import_routerbench
+    with pytest.raises(RecordFileError) as raised:
+        read(path)
+    assert str(raised.value) == (
+        f"{path}: the file is {kind}-compressed, not text; decompress it first "
+        f"(`{command} {name} > {plain}`) and give the decompressed file"
+    )
 
 
 @pytest.mark.parametrize("name", ["long.csv", "rb.csv", "long.jsonl", "ze.jsonl"])

@@ -9,8 +9,9 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from io import BufferedReader
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -82,7 +83,7 @@ def read_utf8_text(path: Path) -> str:
         raise RecordFileError(not_utf8_message(path, line, error)) from error
 
 
-def open_for_reading(path: Path) -> BinaryIO:
+def open_for_reading(path: Path) -> BufferedReader:
     """The file opened in binary mode; a missing path, a folder or an unreadable file is a
     RecordFileError naming it."""
     if path.is_dir():
@@ -90,11 +91,49 @@ def open_for_reading(path: Path) -> BinaryIO:
     if means_stdin(path):
         raise RecordFileError(STDIN_NOT_READ)
     try:
-        return path.open("rb")
+        stream = path.open("rb")
     except FileNotFoundError as error:
         raise RecordFileError(f"{path}: file not found") from error
     except OSError as error:
         raise RecordFileError(f"{path}: cannot be read ({error.strerror or error})") from error
+    try:
+        check_not_compressed(path, stream.peek(16)[:16])  # peek: a pipe (<(zcat ...)) too
+    except BaseException:
+        stream.close()
+        raise
+    return stream
+
+
+# What a compressed file starts with, its kind and the command that writes it out as text
+COMPRESSED_STARTS: dict[bytes, tuple[str, str]] = {
+    b"\x1f\x8b": ("gzip", "gunzip -c"),
+    **{  # "BZh", the block size, then a block's or the stream end's magic: "BZh" alone is text
+        b"BZh" + level + block: ("bzip2", "bunzip2 -c")
+        for level in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
+        for block in (b"1AY&SY", b"\x17rE8P\x90")
+    },
+    b"\xfd7zXZ\x00": ("xz", "unxz -c"),
+    b"(\xb5/\xfd": ("zstd", "zstd -dc"),
+    b"PK\x03\x04": ("zip", "unzip -p"),
+}
+COMPRESSION_SUFFIXES: tuple[str, ...] = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def check_not_compressed(path: Path, start: bytes) -> None:
+    """A compressed file where text is read (records.jsonl.gz, a download kept compressed)
+    failed as "not UTF-8 text: it looks UTF-16 encoded" (its header holds a NUL byte) or as
+    a line that is no JSON: say what it is and how to decompress it."""
+    for magic, (kind, command) in COMPRESSED_STARTS.items():
+        if start.startswith(magic):
+            plain = (
+                path.stem
+                if path.suffix.lower() in COMPRESSION_SUFFIXES
+                else f"{path.stem}.decompressed{path.suffix}"
+            )
+            raise RecordFileError(
+                f"{path}: the file is {kind}-compressed, not text; decompress it first "
+                f"(`{command} {path.name} > {plain}`) and give the decompressed file"
+            )
 
 
 def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:

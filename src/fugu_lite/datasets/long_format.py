@@ -344,8 +344,8 @@ def _json_array_rows(path: Path) -> Iterator[tuple[str, dict]]:
 
 
 def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]:
-    if not path.is_file():
-        raise RecordFileError(f"{path}: file not found")
+    if compression is None:
+        open_for_reading(path).close()  # a missing, unreadable or compressed file, named
     opener = CSV_COMPRESSIONS[compression] if compression else open
     with opener(path, "rt", encoding="utf-8-sig", newline="") as stream, _long_fields():
         reader = csv.reader(stream, strict=True)

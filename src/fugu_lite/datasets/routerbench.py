@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pandas as pd
 
-from ..io import RecordFileError, nul_text_message, utf8_error_message
+from ..io import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from ..schemas import RewardRecord
 from .common import (
     CSV_QUOTING_HINT,
@@ -74,6 +74,8 @@ def read_routerbench_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise RecordFileError(f"{path}: file not found")
     kind, compression = table_kind(path)
+    if compression is None:
+        open_for_reading(path).close()  # an unreadable or compressed file, named
     try:
         table = _read_pickle(path) if kind == ".pkl" else _read_csv(path, compression)
     except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as error:
