@@ -151,6 +151,46 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "advice"),
+    [
+        (
+            "rows.xlsx",
+            "save the sheet as CSV (UTF-8) from the spreadsheet, or run "
+            "pandas.read_excel('rows.xlsx', dtype=str).to_csv('rows.csv', index=False)",
+        ),
+        (
+            "rows.ODS",
+            "save the sheet as CSV (UTF-8) from the spreadsheet, or run "
+            "pandas.read_excel('rows.ODS', dtype=str).to_csv('rows.csv', index=False)",
+        ),
+        (
+            "rows.tsv",
+            "write it with commas: pandas.read_csv('rows.tsv', sep='\\t', dtype=str, "
+            "keep_default_na=False).to_csv('rows.csv', index=False)",
+        ),
+        (
+            "rows.parquet",
+            "write it as CSV: pandas.read_parquet('rows.parquet').to_csv('rows.csv', index=False)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("format", ["long", "routerbench"])
+def test_a_spreadsheet_or_other_table_says_how_to_make_the_csv(
+    tmp_path: Path, format: str, name: str, advice: str
+) -> None:
+    """An .xlsx, .ods, .tsv or .parquet table was refused as "expected a .csv (or ...) file in
+    the long format" (or "a .pkl or .csv RouterBench table"), not saying how to get one."""
+    path = tmp_path / name
+    path.write_bytes(b"x")
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset(format, path)
+    assert str(raised.value).endswith(f"; {advice}")
+    (tmp_path / "rows.txt").write_bytes(b"x")  # not a table's name: no advice
+    with pytest.raises(RecordFileError, match=r"(long format|\.zip\))$"):
+        import_dataset(format, tmp_path / "rows.txt")
+
+
+@pytest.mark.parametrize(
     ("compress", "kind", "command"),
     [
         (gzip.compress, "gzip", "gunzip -c"),

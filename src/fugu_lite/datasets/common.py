@@ -27,6 +27,30 @@ CSV_QUOTING_HINT = (
 )
 
 
+# How to make the CSV the importers read from a table of another kind (pandas keeps its text
+# as text with dtype=str: 007 stays 007)
+SPREADSHEET_TO_CSV = (
+    "save the sheet as CSV (UTF-8) from the spreadsheet, or run "
+    "pandas.read_excel('{name}', dtype=str).to_csv('{stem}.csv', index=False)"
+)
+TO_CSV: dict[str, str] = {
+    ".xlsx": SPREADSHEET_TO_CSV,
+    ".xls": SPREADSHEET_TO_CSV,
+    ".ods": SPREADSHEET_TO_CSV,
+    ".tsv": "write it with commas: pandas.read_csv('{name}', sep='\\t', dtype=str, "
+    "keep_default_na=False).to_csv('{stem}.csv', index=False)",
+    ".parquet": "write it as CSV: pandas.read_parquet('{name}').to_csv('{stem}.csv', index=False)",
+    ".feather": "write it as CSV: pandas.read_feather('{name}').to_csv('{stem}.csv', index=False)",
+}
+
+
+def to_csv_hint(path: Path) -> str:
+    """For a table of a kind no importer reads (a spreadsheet, a TSV, Parquet), how to make
+    its CSV; "expected a .csv ... file" alone left the user to find out."""
+    advice = TO_CSV.get(path.suffix.lower())
+    return "; " + advice.format(name=path.name, stem=path.stem) if advice else ""
+
+
 def csv_line_breaks(text: str) -> str:
     """A quoted CSV field's line breaks as `\n`: a file saved with CRLF line ends (Excel,
     Windows editors, git's autocrlf) holds them as `\r\n` inside fields too, which made

@@ -50,6 +50,7 @@ from .common import (
     require_text,
     short,
     stable_id,
+    to_csv_hint,
     to_float,
     warn_unused_split_column,
 )
@@ -240,7 +241,9 @@ def _raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
             _refuse_columns_layout(named, where)
             yield where, named
     else:
-        raise RecordFileError(f"{path}: expected {FILE_KINDS} in the long format")
+        raise RecordFileError(
+            f"{path}: expected {FILE_KINDS} in the long format{to_csv_hint(path)}"
+        )
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:

@@ -27,6 +27,7 @@ from .common import (
     require_float,
     require_text,
     stable_id,
+    to_csv_hint,
     to_float,
     warn_unused_split_column,
 )
@@ -56,7 +57,7 @@ def table_kind(path: Path) -> tuple[TableKind, str | None]:
     if kind not in (".pkl", ".csv"):
         raise RecordFileError(
             f"{path}: expected a .pkl or .csv RouterBench table (either one may be compressed: "
-            f"{', '.join(COMPRESSIONS)})"
+            f"{', '.join(COMPRESSIONS)}){to_csv_hint(path)}"
         )
     return cast(TableKind, kind), compression
 
