@@ -150,6 +150,37 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
         import_dataset(format, path)
 
 
+@pytest.mark.parametrize("name", ["long.jsonl", "records.jsonl", "long.csv", "rb.csv"])
+def test_files_saved_with_a_bom_and_joined_with_cat_are_read_or_named(
+    tmp_path: Path, name: str
+) -> None:
+    """Files saved with a UTF-8 byte-order mark (Notepad, Excel's CSV UTF-8) and joined with
+    `cat` hold a BOM at the start of each later file: JSON Lines failed there as "not valid
+    JSON (Unexpected UTF-8 BOM); fix or delete that line", advice to delete a good row, and a
+    CSV's second header was not known as one ("reward must be a finite number, got
+    'reward'")."""
+    bom = "\ufeff"
+    path = tmp_path / name
+    if name.endswith(".jsonl"):
+        rows = (
+            [record(f"q{i}", [1.0, 0.0]).model_dump(exclude_none=True) for i in range(4)]
+            if name.startswith("records")
+            else long_rows()
+        )
+        parts = [rows[:2], rows[2:]]
+        path.write_text(
+            "".join(bom + "".join(json.dumps(r) + "\n" for r in part) for part in parts)
+        )
+        read = read_records if name.startswith("records") else import_long
+        assert read(path) == read(write_jsonl(tmp_path / "one.jsonl", rows))
+        return
+    table = routerbench_table() if name.startswith("rb") else pd.DataFrame(long_rows())
+    parts = [table[:2].to_csv(index=False), table[2:].to_csv(index=False)]
+    path.write_text("".join(bom + part for part in parts), encoding="utf-8")
+    with pytest.raises(RecordFileError, match="repeats the header line"):
+        import_dataset("routerbench" if name.startswith("rb") else "long", path)
+
+
 @pytest.mark.parametrize(
     ("name", "advice"),
     [

@@ -150,8 +150,12 @@ def test_a_file_saved_with_a_bom_and_crlf_line_endings_reads_as_written(tmp_path
     assert [task.id for task in read_tasks(path)] == ["q1", "q2"]
     checked = CliRunner().invoke(app, ["tasks", "check", str(path)])
     assert checked.exit_code == 0, checked.output
-    # a BOM anywhere but the start of the file is still a character the line cannot hold
-    path.write_bytes("\r\n".join(lines).encode() + b"\r\n\xef\xbb\xbf" + lines[0].encode())
+    # a BOM at the start of a later line begins a file joined with `cat`: read as that line
+    third = json.dumps({**GOOD, "id": "q3"}).encode()
+    path.write_bytes("\r\n".join(lines).encode() + b"\r\n\xef\xbb\xbf" + third)
+    assert [task.id for task in read_tasks(path)] == ["q1", "q2", "q3"]
+    # elsewhere in a line it is still a character that JSON cannot hold there
+    path.write_bytes("\r\n".join(lines).encode() + b"\r\n \xef\xbb\xbf" + third)
     with pytest.raises(TaskFileError, match="line 3: not valid JSON"):
         read_tasks(path)
 

@@ -214,8 +214,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise RecordFileError(not_utf8_message(path, line_number, error)) from error
-            if line_number == 1:
-                line = line.removeprefix("\ufeff")  # the UTF-8 BOM some editors write
+            # the UTF-8 BOM some editors write: at the start of the file, or of each file
+            # joined with `cat` (where "not valid JSON ...; delete that line" lost a good row)
+            line = line.removeprefix("\ufeff")
             if not line.strip():
                 continue
             if first and line.lstrip().startswith("["):

@@ -75,7 +75,8 @@ def is_header_copy(cells: Sequence[object], header: Sequence[object]) -> bool:
 
 
 def _folded(cells: Sequence[object]) -> list[str]:
-    folded = [str(cell).strip().casefold() for cell in cells]
+    # a second file's header starts with its own BOM when files saved with one are joined
+    folded = [str(cell).removeprefix("\ufeff").strip().casefold() for cell in cells]
     while folded and not folded[-1]:
         folded.pop()
     return folded
