@@ -160,6 +160,20 @@ def test_zeroeval_with_only_empty_questions_is_an_error(tmp_path: Path) -> None:
         import_zeroeval(path)
 
 
+def test_zeroeval_without_any_models_score_says_so(tmp_path: Path) -> None:
+    """Rows whose scores objects are all empty (the scores written elsewhere, or not yet)
+    were refused as "not a valid record: worker_ids: List should have at least 1 item after
+    validation, not 0", naming a field of the records, not of the file."""
+    rows = [zeroeval_row("a", scores={}), zeroeval_row("b", scores={})]
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(path)
+    assert str(raised.value) == (
+        f"{path}: no row scores a model (every row's scores is {{}}); each row needs "
+        "scores {model: score} and out_chars {model: characters} for every model"
+    )
+
+
 def test_zeroeval_split_column(tmp_path: Path) -> None:
     rows = [zeroeval_row("a", fold="test"), zeroeval_row("b", fold="train")]
     path = write_jsonl(tmp_path / "z.jsonl", rows)

@@ -85,6 +85,11 @@ def import_zeroeval(
     worker_ids = sorted(
         {model for n, row in rows for model in _mapping(row, "scores", f"{path}, line {n}")}
     )
+    if not worker_ids:
+        raise RecordFileError(
+            f"{path}: no row scores a model (every row's scores is {{}}); each row needs "
+            "scores {model: score} and out_chars {model: characters} for every model"
+        )
     if prices is not None:
         _check_prices(worker_ids, prices)
     records: list[RewardRecord] = []
