@@ -475,6 +475,19 @@ def test_long_format_chat_prompts(tmp_path: Path) -> None:
     assert result.prompt_text == "user: hi"
 
 
+def test_a_prompt_given_as_one_message_object_says_to_give_a_list(tmp_path: Path) -> None:
+    """A prompt written as one message object ({"role": "user", "content": "hi"}) was refused
+    as "prompt must be a non-empty string, got {...}", as if chat prompts were not read."""
+    rows = [{"prompt": {"role": "user", "content": "hi"}, "worker": "w1", "reward": 1}]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 1: prompt is one message object (role 'user'), not a list of messages; "
+        "a chat prompt is a list, even of one message: put it in [ ]"
+    )
+
+
 def test_a_csv_prompt_cell_holding_chat_messages_is_read_as_them(tmp_path: Path) -> None:
     """A CSV has no lists, so chat prompts reach it as text: JSON (json.dumps) or Python's
     repr (pandas' to_csv of a column of message lists). They were read as the text, brackets

@@ -474,6 +474,11 @@ def _parse_row(
         raise RecordFileError(f"{where}: no value for {absent}{given}{hint}{_keys_hint(raw)}")
     reward = raw.get("reward")
     prompt = raw["prompt"]
+    if isinstance(prompt, dict) and "role" in prompt:
+        raise RecordFileError(
+            f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
+            "messages; a chat prompt is a list, even of one message: put it in [ ]"
+        )
     if not isinstance(prompt, list):
         prompt = require_text(prompt, "prompt", where)
     cost = raw.get("cost")
