@@ -1444,3 +1444,33 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     assert len(list(cache.folder.parent.glob("*.stale-*"))) == int(features_moved)
     forbid_backbone_loading(monkeypatch)  # checked once: the versions are today's now
     torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
+
+
+@pytest.mark.parametrize(
+    ("removed", "said"),
+    [
+        (["tokenizer.json", "tokenizer_config.json"], "it lacks its tokenizer (tokenizer.json"),
+        (["config.json"], "it lacks config.json"),
+        (["model.safetensors"], "it lacks its weights (model.safetensors"),
+    ],
+)
+def test_a_backbone_folder_missing_a_part_says_which(
+    tmp_path: Path, removed: list[str], said: str
+) -> None:
+    """transformers' own errors blamed a missing sentencepiece (no tokenizer), or were an
+    OSError that `train` reported as 'cannot write the output in -o' (no weights)."""
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    for name in removed:
+        (folder / name).unlink()
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(str(folder))
+    message = str(raised.value)
+    assert f"could not load the backbone folder {folder}: {said}" in message
+    assert "save_pretrained" in message and "sentencepiece" not in message
+
+
+def test_a_file_given_as_backbone_folder_says_it_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(RuntimeError, match=r"notes\.txt: it is a file, not a folder"):
+        load_backbone(str(tmp_path / "notes.txt"))

@@ -149,7 +149,7 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
     elif name in EMBEDDED_BACKBONES:
         loaded = _load_embedded(name)
     elif (local := local_backbone_path(name)) is not None:
-        loaded = _load_pretrained(str(local), str(local), {})
+        loaded = _load_local(local)
     else:
         loaded = _load_hub(name)
     # transformers wraps `to` with functools.wraps(nn.Module.to), which types it unbound.
@@ -270,6 +270,11 @@ def weight_files(name: str) -> list[Path] | None:
         if not found.is_dir():
             return [found]
         folder = found
+    return folder_weight_files(folder)
+
+
+def folder_weight_files(folder: Path) -> list[Path] | None:
+    """The weight files transformers loads from a folder (see WEIGHT_PATTERNS); None if none."""
     for pattern in WEIGHT_PATTERNS:
         files = sorted(path for path in folder.glob(pattern) if path.is_file())
         if files:
@@ -403,6 +408,41 @@ def _weight_bar_hidden(hidden: bool) -> Iterator[None]:
         yield
     finally:
         transformers_logging.enable_progress_bar()
+
+
+# Files one of which holds a tokenizer that AutoTokenizer can load from a folder.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json", "spiece.model")
+
+
+def _load_local(path: Path) -> LoadedBackbone:
+    """A local backbone folder; one transformers cannot load is a RuntimeError saying what the
+    folder lacks (transformers' own errors blame a missing sentencepiece, or an OSError that
+    the commands took for their output folder's)."""
+    try:
+        return _load_pretrained(str(path), str(path), {})
+    except (OSError, ValueError) as error:
+        reason = folder_lacks(path) or f"{type(error).__name__}: {error}"
+        raise RuntimeError(
+            f"could not load the backbone folder {path}: {reason}. A backbone folder holds what "
+            "save_pretrained writes there: model.save_pretrained(FOLDER) and "
+            "tokenizer.save_pretrained(FOLDER) (config.json, the weights and the tokenizer's "
+            "files); or use an embedded backbone "
+            f"({', '.join(EMBEDDED_BACKBONES)}) or a hub id"
+        ) from error
+
+
+def folder_lacks(path: Path) -> str:
+    """What a backbone folder lacks that transformers needs ('' when nothing is missing)."""
+    if not path.is_dir():
+        return "it is a file, not a folder"
+    lacks = []
+    if not (path / "config.json").is_file():
+        lacks.append("config.json")
+    if folder_weight_files(path) is None:
+        lacks.append("its weights (model.safetensors or pytorch_model.bin)")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        lacks.append(f"its tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})")
+    return f"it lacks {' and '.join(lacks)}" if lacks else ""
 
 
 def _load_hub(name: str) -> LoadedBackbone:
