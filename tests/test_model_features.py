@@ -1474,3 +1474,15 @@ def test_a_file_given_as_backbone_folder_says_it_is_a_file(tmp_path: Path) -> No
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(RuntimeError, match=r"notes\.txt: it is a file, not a folder"):
         load_backbone(str(tmp_path / "notes.txt"))
+
+
+def test_a_backbone_folder_that_is_not_there_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`./bb` mistyped was tried as a hub id: 'Repo id must use alphanumeric chars'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("./bb")
+    message = str(raised.value)
+    assert f"the backbone folder ./bb does not exist (looked for {tmp_path / 'bb'})" in message
+    assert "Repo id" not in message

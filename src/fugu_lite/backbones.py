@@ -150,6 +150,12 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
         loaded = _load_embedded(name)
     elif (local := local_backbone_path(name)) is not None:
         loaded = _load_local(local)
+    elif names_a_path(name):  # the hub would only say it is no valid repo id
+        raise RuntimeError(
+            f"the backbone folder {name} does not exist (looked for "
+            f"{Path(name).expanduser().absolute()}): give the folder the backbone was saved to "
+            f"with save_pretrained, an embedded name ({', '.join(EMBEDDED_BACKBONES)}) or a hub id"
+        )
     else:
         loaded = _load_hub(name)
     # transformers wraps `to` with functools.wraps(nn.Module.to), which types it unbound.
