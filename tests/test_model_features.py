@@ -1486,3 +1486,11 @@ def test_a_backbone_folder_that_is_not_there_is_named(
     message = str(raised.value)
     assert f"the backbone folder ./bb does not exist (looked for {tmp_path / 'bb'})" in message
     assert "Repo id" not in message
+
+
+@pytest.mark.parametrize(("name", "meant"), [("MiniLM", "minilm"), ("SmolLM2", "smollm2")])
+def test_an_embedded_name_in_other_case_is_suggested(name: str, meant: str) -> None:
+    """`MiniLM` (as the model is usually spelt) went to the hub and failed offline with only
+    'it is not an embedded name (smollm2, minilm)'."""
+    with pytest.raises(RuntimeError, match=f"did you mean '{meant}'"):
+        load_backbone(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib.util
 import json
 import shutil
@@ -457,11 +458,17 @@ def _load_hub(name: str) -> LoadedBackbone:
         return _load_pretrained(name, name, {"revision": revision} if revision else {})
     except OSError as error:
         raise RuntimeError(
-            f"could not load backbone {name!r}: it is not an embedded name "
-            f"({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
+            f"could not load backbone {name!r}{_meant_embedded(name)}: it is not an embedded "
+            f"name ({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
             f"serve it ({error}). Offline, use an embedded backbone or a local folder; for a "
             "checkpoint whose backbone folder moved, pass the folder with --backbone PATH."
         ) from error
+
+
+def _meant_embedded(name: str) -> str:
+    """' (did you mean 'minilm'? ...)' for a name spelt like an embedded one (`MiniLM`)."""
+    close = difflib.get_close_matches(name.lower(), [*EMBEDDED_BACKBONES, TINY_RANDOM], 1, 0.8)
+    return f" (did you mean {close[0]!r}? embedded names are lower case)" if close else ""
 
 
 def _safe_name(identity: str) -> str:
