@@ -1494,3 +1494,13 @@ def test_an_embedded_name_in_other_case_is_suggested(name: str, meant: str) -> N
     'it is not an embedded name (smollm2, minilm)'."""
     with pytest.raises(RuntimeError, match=f"did you mean '{meant}'"):
         load_backbone(name)
+
+
+def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None:
+    """HF_HUB_OFFLINE=1 (the tests set it): transformers only said to check the internet
+    connection, which is not what stops the download."""
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("fugu-test/not-downloaded")
+    message = str(raised.value)
+    assert "HF_HUB_OFFLINE is set" in message
+    assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message

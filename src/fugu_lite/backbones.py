@@ -460,9 +460,22 @@ def _load_hub(name: str) -> LoadedBackbone:
         raise RuntimeError(
             f"could not load backbone {name!r}{_meant_embedded(name)}: it is not an embedded "
             f"name ({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
-            f"serve it ({error}). Offline, use an embedded backbone or a local folder; for a "
-            "checkpoint whose backbone folder moved, pass the folder with --backbone PATH."
+            f"serve it ({error}). {_offline_advice(name)}; for a checkpoint whose backbone "
+            "folder moved, pass the folder with --backbone PATH."
         ) from error
+
+
+def _offline_advice(name: str) -> str:
+    from huggingface_hub import is_offline_mode
+
+    if not is_offline_mode():
+        return "Offline, use an embedded backbone or a local folder"
+    # transformers' own text only says to check the internet connection
+    return (
+        f"HF_HUB_OFFLINE is set, so {name} is not downloaded: download it once with "
+        f"`HF_HUB_OFFLINE=0 hf download {name}` (it then loads offline, from the local Hugging "
+        "Face cache), or use an embedded backbone or a local folder"
+    )
 
 
 def _meant_embedded(name: str) -> str:
