@@ -135,3 +135,14 @@ def test_minilm_pipeline_beats_random_on_llmrouter(tmp_path: Path) -> None:
     assert written["methods"]["router"]["mean_reward"] == pytest.approx(router)
     sft_history = json.loads((tmp_path / "router" / "sft" / "training_report.json").read_text())
     assert len(sft_history["history"]) == 20
+
+
+def test_smollm2_loads_with_a_cache_that_cannot_take_its_dequantized_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only or full cache failed the load after the ~40 s of dequantizing."""
+    (tmp_path / "blocked").write_text("")  # root ignores permission bits: a file stands in
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    loaded = load_backbone("smollm2")
+    assert loaded.n_layers > 0
+    assert "Could not cache the dequantized backbone" in " ".join(capsys.readouterr().err.split())

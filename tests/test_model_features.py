@@ -1504,3 +1504,15 @@ def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None
     message = str(raised.value)
     assert "HF_HUB_OFFLINE is set" in message
     assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message
+
+
+def test_a_dequantized_backbone_copy_that_cannot_be_cached_is_used_uncached(
+    tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only (or full) cache made the dequantized SmolLM2 fail to load after its ~40 s
+    of dequantizing, with an OSError that `train` blamed on its -o folder."""
+    # root ignores permission bits: a file where the cache folder should be stands in
+    (tmp_path / "blocked").write_text("")
+    backbones_module._keep_plain_copy(tiny_backbone, tmp_path / "blocked" / "backbones" / "x")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Could not cache the dequantized backbone" in err and "FUGU_LITE_CACHE_DIR" in err

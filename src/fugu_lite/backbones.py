@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from rich.markup import escape
 from safetensors.torch import save_file
 from torch import nn
 from transformers import (
@@ -349,8 +350,21 @@ def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) ->
         return _load_pretrained(name, str(cached), {}, identity)
     console.print(f"[dim]Dequantizing {gguf_file} once (about 40 s); cached in {cached}[/dim]")
     loaded = _load_pretrained(name, str(folder), {"gguf_file": gguf_file}, identity)
-    _save_plain_copy(loaded, cached)
+    _keep_plain_copy(loaded, cached)
     return loaded
+
+
+def _keep_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
+    """Cache the dequantized copy; a cache that cannot take it (read-only, another user's, a
+    full disk) only costs the next run the dequantizing again."""
+    try:
+        _save_plain_copy(loaded, target)
+    except OSError as error:
+        console.print(
+            f"[yellow]Could not cache the dequantized backbone in {escape(str(target))} "
+            f"({escape(str(error))}); going on without it, so the next run dequantizes it "
+            "again. Set FUGU_LITE_CACHE_DIR to a writable folder with room for it.[/yellow]"
+        )
 
 
 def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
