@@ -1516,3 +1516,24 @@ def test_a_dequantized_backbone_copy_that_cannot_be_cached_is_used_uncached(
     backbones_module._keep_plain_copy(tiny_backbone, tmp_path / "blocked" / "backbones" / "x")
     err = " ".join(capsys.readouterr().err.split())
     assert "Could not cache the dequantized backbone" in err and "FUGU_LITE_CACHE_DIR" in err
+
+
+def test_cache_clear_with_cache_dir_keeps_the_current_onnx_exports_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache list|clear --cache-dir DIR` compared each export with where it would be under
+    $FUGU_LITE_CACHE_DIR (or ~/.cache/fugu-lite), not DIR: every export in DIR was listed as
+    'its backbone changed since' and removed by `cache clear`."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
+    (export,) = (root / "onnx").iterdir()
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "another-cache"))
+    result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "removed 0 cached items" in result.output
+    assert export.is_dir()
