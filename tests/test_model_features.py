@@ -896,6 +896,29 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
         load_router(directory)
 
 
+@pytest.mark.parametrize(
+    ("key", "edited", "said"),
+    [
+        ("worker_ids", "abc", "worker_ids: Input should be a valid list"),
+        ("worker_ids", [1, 2, 3], "worker_ids.0: Input should be a valid string"),
+        ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
+        ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
+    ],
+)
+def test_hand_edited_metadata_of_the_wrong_type_is_a_checkpoint_error_naming_it(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str, edited: object, said: str
+) -> None:
+    """worker_ids "abc" loaded as the three workers a, b and c (ints as int ids), and a
+    feature_dim string failed with a TypeError traceback."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b", "c"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    (directory / META_FILE).write_text(json.dumps({**meta, key: edited}))
+    with pytest.raises(CheckpointError) as raised:
+        load_router(directory)
+    assert f"{directory / META_FILE} is damaged" in str(raised.value)
+    assert said in str(raised.value)
+
+
 def test_a_newer_versions_model_setting_is_a_checkpoint_error_naming_it(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load
 from torch import nn
@@ -450,8 +450,28 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
+    try:
+        RouterShape.model_validate({key: metadata[key] for key in RouterShape.model_fields})
+    except ValidationError as error:
+        details = describe_config_error(error, RouterShape, str(meta_path)).partition("\n")[2]
+        raise CheckpointError(
+            f"{meta_path} is damaged (edited by hand?):\n{details}\nRetrain or restore the "
+            "checkpoint"
+        ) from error
     saved_model_config(metadata, meta_path)
     return metadata
+
+
+class RouterShape(BaseModel):
+    """The router.json fields a RouterModel is built from, with the types save_checkpoint
+    writes: a worker_ids string was split into one worker per character, and a feature_dim
+    string failed with a traceback."""
+
+    model_config = ConfigDict(strict=True)
+
+    worker_ids: list[str] = Field(min_length=1)
+    feature_dim: int = Field(ge=1)
+    backbone_parameters: int = Field(ge=0)
 
 
 def read_metadata_object(meta_path: Path, fix: str) -> dict:
