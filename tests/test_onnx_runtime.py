@@ -503,3 +503,35 @@ def test_the_readme_gives_the_sizes_of_minilms_exports(shared_cache: Path) -> No
     for stated, file in ((export, MODEL_FILE), (int8, QUANTIZED_FILE)):
         measured = (folder / file).stat().st_size / 1e6  # MB as `cache list` says them
         assert int(stated.group(1)) == pytest.approx(measured, rel=0.05), file
+
+
+@pytest.mark.parametrize(
+    ("settings", "setting"),
+    [
+        ({"quantization": "int8"}, "model.quantization 'int8'"),
+        ({"runtime": "onnx"}, "model.runtime 'onnx'"),
+        ({"runtime": "auto"}, "model.runtime 'auto'"),
+    ],
+)
+def test_an_export_the_cache_cannot_take_says_to_give_a_writable_cache(
+    tiny: LoadedBackbone,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    settings: dict,
+    setting: str,
+) -> None:
+    """A read-only (or full) cache was blamed on ONNX Runtime: int8 (default.yaml's setting
+    for MiniLM) said to set model.quantization to 'none' and train the router again."""
+    (tmp_path / "blocked").write_text("")  # root ignores permission bits: a file stands in
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    extractor = extractor_for(tiny, layer=2, **settings)
+    if settings.get("runtime") == "auto":
+        assert extractor.runtime.name == "torch"
+        said = " ".join(capsys.readouterr().err.split())
+    else:
+        with pytest.raises(OnnxRuntimeError) as raised:
+            extractor.runtime  # noqa: B018 (resolving it exports)
+        said = str(raised.value)
+    assert f"{setting} runs an ONNX export of backbone 'tiny-random'" in said
+    assert "FUGU_LITE_CACHE_DIR to a writable folder" in said and "train" not in said

@@ -379,6 +379,8 @@ def load_runtime(
                 for key in [key for key in _SESSIONS if key[0].parent == folder]:
                     _SESSIONS.pop(key, None)
             onnx, how = attempt()
+    except OSError as error:  # the cache folder, not ONNX Runtime: read-only, a full disk
+        return _unwritable_export(model_cfg, backbone_name, folder, error)
     except Exception as error:
         if model_cfg.quantization == "int8":
             raise OnnxRuntimeError(
@@ -399,6 +401,27 @@ def load_runtime(
         )
         return LoadedRuntime(None, f"ONNX export failed: {type(error).__name__}")
     return LoadedRuntime(onnx, f"{how} {folder}", time.perf_counter() - started)
+
+
+def _unwritable_export(
+    model_cfg: ModelConfig, backbone_name: str, folder: Path, error: OSError
+) -> LoadedRuntime:
+    """An export that cannot be written: with runtime 'auto' the torch runtime, else (onnx, or
+    int8, which torch cannot give) an OnnxRuntimeError; both say to give a writable cache."""
+    setting = (
+        "model.quantization 'int8'"
+        if model_cfg.quantization == "int8"
+        else f"model.runtime {model_cfg.runtime!r}"
+    )
+    message = (
+        f"{setting} runs an ONNX export of backbone {backbone_name!r}, which cannot be written "
+        f"in {folder.parent} ({error}): set FUGU_LITE_CACHE_DIR to a writable folder with room "
+        "for it (~76 MB for MiniLM)"
+    )
+    if model_cfg.quantization == "int8" or model_cfg.runtime == "onnx":
+        raise OnnxRuntimeError(message) from error
+    console.print(f"[yellow]{escape(message)}; using the torch runtime meanwhile.[/yellow]")
+    return LoadedRuntime(None, f"ONNX export not writable: {type(error).__name__}")
 
 
 def _checked_session(
