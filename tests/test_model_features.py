@@ -1560,3 +1560,22 @@ def test_cache_clear_with_cache_dir_keeps_the_current_onnx_exports_there(
     assert result.exit_code == 0, (result.output, result.exception)
     assert "removed 0 cached items" in result.output
     assert export.is_dir()
+
+
+def test_a_tokenizer_without_pad_or_end_token_pads_with_another_and_keeps_the_features(
+    tmp_path: Path,
+) -> None:
+    """A tokenizer with neither a pad nor an end-of-sequence token (a bare tokenizer saved
+    beside a model) failed every batch with transformers' 'Asking to pad but the tokenizer
+    does not have a padding token'."""
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    for special in ("pad_token", "eos_token", "bos_token"):
+        tokenizer_config.pop(special, None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    cfg = ModelConfig(backbone=str(folder), layer=-1, max_tokens=32, runtime="torch")
+    extractor = FeatureExtractor(load_backbone(str(folder)), cfg)
+    batched = extractor.encode(PROMPTS)
+    alone = torch.cat([extractor.encode([prompt]) for prompt in PROMPTS])
+    torch.testing.assert_close(batched, alone, rtol=1e-5, atol=1e-5)

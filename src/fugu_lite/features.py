@@ -20,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from torch import nn
 from torch.func import functional_call
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .atomic_files import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
 from .backbones import (
@@ -124,7 +124,7 @@ class FeatureExtractor:
         backbone.tokenizer.truncation_side = "left"
         backbone.tokenizer.padding_side = "right"
         if backbone.tokenizer.pad_token is None:
-            backbone.tokenizer.pad_token = backbone.tokenizer.eos_token
+            backbone.tokenizer.pad_token = pad_stand_in(backbone.tokenizer)
         self._runtime: LoadedRuntime | None = None
         self._runtime_lock = threading.Lock()
 
@@ -201,6 +201,16 @@ class FeatureExtractor:
         inputs = self.tokenize(prompts)
         output = self.backbone.model(**inputs, output_hidden_states=True)
         return pool(output.hidden_states[self.layer], inputs["attention_mask"], self.pooling)
+
+
+def pad_stand_in(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A token to pad with for a tokenizer without a pad token: its end-of-sequence token, else
+    another special one, else its first token. Padding is masked out of the features (and
+    right of every real token), so which token pads changes nothing."""
+    for token in (tokenizer.eos_token, tokenizer.unk_token, tokenizer.bos_token):
+        if token is not None:
+            return str(token)
+    return str(tokenizer.convert_ids_to_tokens(0))
 
 
 def normalized_layer(layer: int, n_layers: int) -> int:
