@@ -535,3 +535,19 @@ def test_an_export_the_cache_cannot_take_says_to_give_a_writable_cache(
         said = str(raised.value)
     assert f"{setting} runs an ONNX export of backbone 'tiny-random'" in said
     assert "FUGU_LITE_CACHE_DIR to a writable folder" in said and "train" not in said
+
+
+def test_an_export_left_without_its_settings_gets_them_on_its_next_load(
+    tiny: LoadedBackbone, cache: Path
+) -> None:
+    """A run killed between moving its export into place and writing its settings left an
+    export that `cache list` called unknown for good, so `cache clear` never removed it even
+    once stale; the next load uses it and now writes its settings."""
+    from fugu_lite.caches import cache_entries
+
+    assert extractor_for(tiny, layer=2, runtime="onnx").runtime.name == "onnx"
+    (export,) = (cache / "onnx").iterdir()
+    (export / "settings.json").unlink()
+    assert extractor_for(tiny, layer=2, runtime="onnx").runtime.name == "onnx"
+    (entry,) = [entry for entry in cache_entries(cache) if entry.kind == "onnx"]
+    assert (entry.status, entry.what) == ("current", "tiny-random, layer 2")

@@ -11,6 +11,7 @@ again; its features differ by a few percent, so they have their own cache key).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.metadata
@@ -443,10 +444,12 @@ def _checked_session(
             f"cached in {escape(str(folder))}[/dim]"
         )
         export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
+        how = "exported to"
+    if not (folder / SETTINGS_FILE).exists():  # also a run's killed right after its export
         # backbone_name: what it was exported from, for `fugu-lite cache list`
         settings = {**export_settings(identity, layer), "backbone_name": backbone_name}
-        write_text_atomic(folder / SETTINGS_FILE, json.dumps(settings, indent=2))
-        how = "exported to"
+        with contextlib.suppress(OSError):  # a read-only cache: the export runs all the same
+            write_text_atomic(folder / SETTINGS_FILE, json.dumps(settings, indent=2))
     if quantization != "int8":
         return _compared_session(folder / MODEL_FILE, False, truncated, tokenize, TOLERANCE), how
     if not (folder / QUANTIZED_FILE).exists():
