@@ -628,3 +628,16 @@ def test_cache_clear_refuses_a_folder_that_holds_more_than_caches(tmp_path: Path
     (cache / "data").mkdir()  # the downloaded datasets live beside the caches
     cleared = flat(ok(invoke("cache", "clear", "--all", "--cache-dir", cache)))
     assert f"removed 1 cached item (0.0 MB) from {cache}" in cleared
+
+
+@pytest.mark.parametrize("command", ["list", "clear"])
+def test_cache_commands_refuse_a_cache_dir_that_does_not_exist(
+    tmp_path: Path, command: str
+) -> None:
+    """A mistyped --cache-dir (~/.cache/fugu_lite) said 'nothing cached in ...' (list) or
+    'removed 0 cached items' (clear), as if that were the cache and it were empty."""
+    missing = tmp_path / "fugu_lite"
+    result = invoke("cache", command, "--cache-dir", missing)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert f"error: --cache-dir {missing} does not exist" in flat(result.stderr)
+    assert not missing.exists()

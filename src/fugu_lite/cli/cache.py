@@ -32,6 +32,11 @@ def cache_folder_or_fail(cache_dir: Path | None) -> Path:
     root = cache_dir or cache_root()
     if root.exists() and not root.is_dir():
         fail(f"--cache-dir {root} is a file, not a folder; give the cache folder")
+    if cache_dir is not None and not root.exists():  # a mistyped one said 'nothing cached'
+        fail(
+            f"--cache-dir {root} does not exist; give the cache folder (default "
+            f"$FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite: here {cache_root()})"
+        )
     return root
 
 
