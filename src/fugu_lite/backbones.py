@@ -35,7 +35,7 @@ from .atomic_files import (
     remove_dead_writers_files,
     writer_prefix,
 )
-from .io import _sha256_text, cache_root, file_sha256
+from .io import cache_root, file_sha256, sha256_text
 from .text import notes_console
 
 console = notes_console()
@@ -247,7 +247,7 @@ def weights_fingerprint(name: str) -> dict | None:
 def combined_sha256(files: list[Path]) -> str:
     """One file's SHA-256 (what `sha256sum` prints), or that of several files' sorted digests."""
     digests = sorted(file_sha256(path) for path in files)
-    return digests[0] if len(digests) == 1 else _sha256_text("\n".join(digests))
+    return digests[0] if len(digests) == 1 else sha256_text("\n".join(digests))
 
 
 def hub_commit(name: str) -> str | None:
@@ -345,7 +345,7 @@ def _load_embedded(name: str) -> LoadedBackbone:
 
 def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) -> LoadedBackbone:
     """Dequantizing a GGUF takes ~40 s; the fp32 result is cached as safetensors once."""
-    cached = cache_root() / "backbones" / _safe_name(identity)
+    cached = cache_root() / "backbones" / safe_name(identity)
     if (cached / "model.safetensors").exists():
         return _load_pretrained(name, str(cached), {}, identity)
     console.print(f"[dim]Dequantizing {gguf_file} once (about 40 s); cached in {cached}[/dim]")
@@ -498,7 +498,7 @@ def _meant_embedded(name: str) -> str:
     return f" (did you mean {close[0]!r}? embedded names are lower case)" if close else ""
 
 
-def _safe_name(identity: str) -> str:
+def safe_name(identity: str) -> str:
     return "".join(char if char.isalnum() or char in "-_." else "_" for char in identity)[:150]
 
 

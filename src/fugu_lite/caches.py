@@ -27,13 +27,13 @@ from rich.table import Table
 from .backbones import (
     EMBEDDED_BACKBONES,
     TINY_RANDOM,
-    _safe_name,
-    _sha256_text,
     backbone_identity,
     hub_snapshot,
+    safe_name,
 )
 from .config import ModelConfig
 from .features import feature_cache_key
+from .io import digest_file_name
 from .onnx_runtime import SETTINGS_FILE, export_folder, export_settings
 
 Status = Literal["current", "stale", "unknown"]
@@ -160,7 +160,7 @@ def _copy_entry(folder: Path) -> tuple[Status, str, str]:
         absent = _backbone_absent(name)
         if absent is not None:
             return absent[0], name, absent[1]
-        if folder.name == _safe_name(backbone_identity(name)):
+        if folder.name == safe_name(backbone_identity(name)):
             return "current", name, ""
         return "stale", name, "its package's weights changed since"
     return "unknown", "?", "not a backbone this version embeds"
@@ -176,7 +176,7 @@ def _digest_entry(path: Path) -> tuple[Status, str, str]:
         return "unknown", "?", f"cannot be read ({error.strerror or error})"
     except (ValueError, KeyError, TypeError):
         return "stale", "?", "not a digest this version reads"
-    if path.name != f"{_sha256_text(str(file_path))[:24]}.json":
+    if path.name != digest_file_name(str(file_path)):
         return "stale", str(file_path), "not a digest this version reads"
     try:
         info = Path(file_path).stat()

@@ -319,7 +319,7 @@ def file_sha256(path: Path) -> str:
     stamp = list(key)  # as JSON writes it back
     if key in _FILE_DIGESTS:
         return _FILE_DIGESTS[key]
-    entry = cache_root() / "digests" / f"{_sha256_text(str(resolved))[:24]}.json"
+    entry = cache_root() / "digests" / digest_file_name(str(resolved))
     digest = _cached_digest(entry, stamp)
     if digest is None:
         with resolved.open("rb") as handle:
@@ -341,5 +341,10 @@ def _cached_digest(entry: Path, stamp: list) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def _sha256_text(text: str) -> str:
+def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def digest_file_name(resolved_path: str) -> str:
+    """The name of the file in cache_root()/digests that keeps this file's SHA-256."""
+    return f"{sha256_text(resolved_path)[:24]}.json"
