@@ -1579,3 +1579,37 @@ def test_a_tokenizer_without_pad_or_end_token_pads_with_another_and_keeps_the_fe
     batched = extractor.encode(PROMPTS)
     alone = torch.cat([extractor.encode([prompt]) for prompt in PROMPTS])
     torch.testing.assert_close(batched, alone, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("pooling", "warned"), [("auto", True), ("mean", False)])
+def test_auto_pooling_on_a_likely_encoder_it_takes_for_a_decoder_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pooling: str, warned: bool
+) -> None:
+    """`auto` is documented as mean on encoders, but only bert, roberta, distilbert and mpnet
+    count as encoders: on an electra (deberta, xlm-roberta, ...) it silently meant the
+    penultimate token. Which one it means is kept (routers trained with it route on those
+    features), and now said."""
+    from transformers import ElectraConfig, ElectraModel
+
+    from fugu_lite.backbones import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    config = ElectraConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
+    torch.manual_seed(0)
+    ElectraModel(config).save_pretrained(tmp_path / "electra")
+    tokenizer.save_pretrained(tmp_path / "electra")
+    cfg = ModelConfig(backbone=str(tmp_path / "electra"), layer=-1, pooling=pooling)
+    capsys.readouterr()
+    extractor = FeatureExtractor(load_backbone(cfg.backbone), cfg)
+    err = " ".join(capsys.readouterr().err.split())
+    assert extractor.pooling == ("penultimate" if pooling == "auto" else "mean")
+    assert ("model.pooling 'auto' means penultimate (as on a decoder)" in err) == warned
+    if warned:
+        assert "model type electra" in err and "set model.pooling: mean" in err

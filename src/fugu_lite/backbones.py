@@ -82,6 +82,10 @@ class LoadedBackbone:
         return is_decoder_type(config.model_type, getattr(config, "is_encoder_decoder", False))
 
     @property
+    def model_type(self) -> str:
+        return str(self.model.config.model_type)
+
+    @property
     def n_layers(self) -> int:
         return len(layer_list(self.model))
 
@@ -95,6 +99,15 @@ ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "mpnet"})
 
 def is_decoder_type(model_type: str, is_encoder_decoder: bool) -> bool:
     return not is_encoder_decoder and model_type not in ENCODER_TYPES
+
+
+def maybe_encoder(model_type: str) -> bool:
+    """Whether a model type that is_decoder_type takes for a decoder has a masked-LM model in
+    transformers (deberta-v2, xlm-roberta, electra, modernbert, ...): likely an encoder,
+    on which pooling `auto` (penultimate there) is not what it means on the ones it knows."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return model_type not in ENCODER_TYPES and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 def backbone_is_decoder(name: str) -> bool | None:

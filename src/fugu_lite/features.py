@@ -24,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .atomic_files import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
 from .backbones import (
+    ENCODER_TYPES,
     LoadedBackbone,
     awaits_download,
     backbone_identity,
@@ -32,6 +33,7 @@ from .backbones import (
     canonical_backbone,
     layer_list,
     load_backbone,
+    maybe_encoder,
 )
 from .config import ModelConfig
 from .onnx_runtime import LoadedRuntime, load_runtime
@@ -120,6 +122,8 @@ class FeatureExtractor:
         self.model_cfg = model_cfg
         self.layer = normalized_layer(model_cfg.layer, backbone.n_layers)
         self.pooling = resolved_pooling(model_cfg, backbone.is_decoder)
+        if model_cfg.pooling == "auto" and backbone.is_decoder:
+            warn_auto_pooling_on_an_encoder(backbone)
         self.truncated = truncated_backbone(backbone.model, self.layer)
         backbone.tokenizer.truncation_side = "left"
         backbone.tokenizer.padding_side = "right"
@@ -201,6 +205,24 @@ class FeatureExtractor:
         inputs = self.tokenize(prompts)
         output = self.backbone.model(**inputs, output_hidden_states=True)
         return pool(output.hidden_states[self.layer], inputs["attention_mask"], self.pooling)
+
+
+_WARNED_AUTO_POOLING: set[str] = set()  # backbones said once per process
+
+
+def warn_auto_pooling_on_an_encoder(backbone: LoadedBackbone) -> None:
+    """pooling `auto` is mean on the encoder types fugu-lite knows and penultimate on every
+    other backbone; say so (once) for a model type that is likely an encoder, since which one
+    `auto` means there is kept (routers trained with it route on those features)."""
+    if not maybe_encoder(backbone.model_type) or backbone.name in _WARNED_AUTO_POOLING:
+        return
+    _WARNED_AUTO_POOLING.add(backbone.name)
+    console.print(
+        f"[yellow]model.pooling 'auto' means penultimate (as on a decoder) on backbone "
+        f"{escape(backbone.name)}, of model type {escape(backbone.model_type)}: only "
+        f"{', '.join(sorted(ENCODER_TYPES))} count as encoders, where it means mean. If it is "
+        "an encoder, set model.pooling: mean (and train the router again).[/yellow]"
+    )
 
 
 def pad_stand_in(tokenizer: PreTrainedTokenizerBase) -> str:
