@@ -1613,3 +1613,23 @@ def test_auto_pooling_on_a_likely_encoder_it_takes_for_a_decoder_is_said(
     assert ("model.pooling 'auto' means penultimate (as on a decoder)" in err) == warned
     if warned:
         assert "model type electra" in err and "set model.pooling: mean" in err
+
+
+def test_a_router_on_a_backbone_of_another_width_says_so(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A checkpoint whose backbone weights are not fingerprinted (written before they were,
+    or tiny-random's) loaded with --backbone of another width failed routing with torch's
+    'The size of tensor a (48) must match the size of tensor b (32)'."""
+    from transformers import BertConfig, BertModel
+
+    from fugu_lite.backbones import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    wider = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2)
+    BertModel(wider).save_pretrained(tmp_path / "wide")
+    tokenizer.save_pretrained(tmp_path / "wide")
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    model = load_router(directory, backbone=str(tmp_path / "wide"))
+    with pytest.raises(CheckpointError, match="gives features of width 48, but this router's"):
+        model.features_for(PROMPTS)

@@ -209,6 +209,14 @@ class RouterModel(nn.Module):
             prompts, self.model_cfg, self.extractor, use_cache=use_cache
         )
         self.extractor = extractor or self.extractor
+        if features.shape[-1] != self.feature_dim:
+            # a checkpoint without a backbone fingerprint, loaded on another backbone
+            raise CheckpointError(
+                f"backbone {self.model_cfg.backbone} gives features of width "
+                f"{features.shape[-1]}, but this router's head takes {self.feature_dim}: it was "
+                "trained on another backbone. Point --backbone (model.backbone in a config, "
+                "backbone= in Python) at the backbone it was trained on, or retrain it"
+            )
         return features
 
     def announce_uncached_features(self) -> None:
