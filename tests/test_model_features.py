@@ -1633,3 +1633,20 @@ def test_a_router_on_a_backbone_of_another_width_says_so(
     model = load_router(directory, backbone=str(tmp_path / "wide"))
     with pytest.raises(CheckpointError, match="gives features of width 48, but this router's"):
         model.features_for(PROMPTS)
+
+
+def test_a_cache_folder_variable_starting_with_a_tilde_is_in_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FUGU_LITE_CACHE_DIR='~/cache' set where no shell expands it (a service file, a
+    container's env) made a folder named `~` in the working directory, where `rm -rf ~`
+    is a trap (model.cache_dir was expanded already)."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", "~/cache")
+    compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
+    assert (tmp_path / "home" / "cache" / "features").is_dir()
+    assert (tmp_path / "home" / "cache" / "onnx").is_dir()
+    assert not (tmp_path / "work" / "~").exists()

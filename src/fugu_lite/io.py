@@ -25,8 +25,12 @@ class RecordFileError(ValueError):
 
 
 def cache_root() -> Path:
-    """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite."""
-    return Path(os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite"))
+    """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite. A `~` of the
+    variable is the home folder (set where no shell expands it: a service file, a container's
+    env, quoted), not a folder named `~` in the working directory."""
+    return Path(
+        os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite")
+    ).expanduser()
 
 
 STDIN_NOT_READ = "- (standard input) is not read here: save the input to a file and give its path"
