@@ -1581,6 +1581,22 @@ def test_a_tokenizer_without_pad_or_end_token_pads_with_another_and_keeps_the_fe
     torch.testing.assert_close(batched, alone, rtol=1e-5, atol=1e-5)
 
 
+def save_tiny_encoder(folder: Path, model_type: str, **settings: int) -> None:
+    """A small random encoder of this model type with the byte tokenizer, saved as a local
+    backbone folder (32 wide, 2 blocks, unless `settings` say otherwise)."""
+    from transformers import AutoConfig, AutoModel
+
+    from fugu_lite.backbones import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    shape = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 64}  # fmt: skip
+    config = AutoConfig.for_model(model_type, vocab_size=len(tokenizer), **{**shape, **settings})
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 @pytest.mark.parametrize(("pooling", "warned"), [("auto", True), ("mean", False)])
 def test_auto_pooling_on_a_likely_encoder_it_takes_for_a_decoder_is_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], pooling: str, warned: bool
@@ -1589,22 +1605,7 @@ def test_auto_pooling_on_a_likely_encoder_it_takes_for_a_decoder_is_said(
     count as encoders: on an electra (deberta, xlm-roberta, ...) it silently meant the
     penultimate token. Which one it means is kept (routers trained with it route on those
     features), and now said."""
-    from transformers import ElectraConfig, ElectraModel
-
-    from fugu_lite.backbones import byte_tokenizer
-
-    tokenizer = byte_tokenizer()
-    config = ElectraConfig(
-        vocab_size=len(tokenizer),
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    ElectraModel(config).save_pretrained(tmp_path / "electra")
-    tokenizer.save_pretrained(tmp_path / "electra")
+    save_tiny_encoder(tmp_path / "electra", "electra")
     cfg = ModelConfig(backbone=str(tmp_path / "electra"), layer=-1, pooling=pooling)
     capsys.readouterr()
     extractor = FeatureExtractor(load_backbone(cfg.backbone), cfg)
@@ -1621,14 +1622,7 @@ def test_a_router_on_a_backbone_of_another_width_says_so(
     """A checkpoint whose backbone weights are not fingerprinted (written before they were,
     or tiny-random's) loaded with --backbone of another width failed routing with torch's
     'The size of tensor a (48) must match the size of tensor b (32)'."""
-    from transformers import BertConfig, BertModel
-
-    from fugu_lite.backbones import byte_tokenizer
-
-    tokenizer = byte_tokenizer()
-    wider = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2)
-    BertModel(wider).save_pretrained(tmp_path / "wide")
-    tokenizer.save_pretrained(tmp_path / "wide")
+    save_tiny_encoder(tmp_path / "wide", "bert", hidden_size=48)
     directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
     model = load_router(directory, backbone=str(tmp_path / "wide"))
     with pytest.raises(CheckpointError, match="gives features of width 48, but this router's"):
@@ -1650,3 +1644,17 @@ def test_a_cache_folder_variable_starting_with_a_tilde_is_in_the_home_folder(
     assert (tmp_path / "home" / "cache" / "features").is_dir()
     assert (tmp_path / "home" / "cache" / "onnx").is_dir()
     assert not (tmp_path / "work" / "~").exists()
+
+
+def test_more_max_tokens_than_the_backbone_has_positions_for_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """max_tokens 1024 on a BERT-like backbone with 512 positions (MiniLM) failed only on the
+    first prompt that long, with 'The expanded size of the tensor (1024) must match the
+    existing size (512)' (an ONNX Runtime InvalidArgument with runtime onnx)."""
+    save_tiny_encoder(tmp_path / "bert", "bert", max_position_embeddings=64)
+    backbone = load_backbone(str(tmp_path / "bert"))
+    fits = ModelConfig(backbone=str(tmp_path / "bert"), layer=-1, max_tokens=64, runtime="torch")
+    assert FeatureExtractor(backbone, fits).encode(["word " * 100]).shape == (1, 32)
+    with pytest.raises(ValueError, match=r"model\.max_tokens 65 is more than backbone .* takes"):
+        FeatureExtractor(backbone, fits.model_copy(update={"max_tokens": 65}))

@@ -121,6 +121,7 @@ class FeatureExtractor:
         self.backbone = backbone
         self.model_cfg = model_cfg
         self.layer = normalized_layer(model_cfg.layer, backbone.n_layers)
+        check_max_tokens(model_cfg.max_tokens, backbone)
         self.pooling = resolved_pooling(model_cfg, backbone.is_decoder)
         if model_cfg.pooling == "auto" and backbone.is_decoder:
             warn_auto_pooling_on_an_encoder(backbone)
@@ -233,6 +234,19 @@ def pad_stand_in(tokenizer: PreTrainedTokenizerBase) -> str:
         if token is not None:
             return str(token)
     return str(tokenizer.convert_ids_to_tokens(0))
+
+
+def check_max_tokens(max_tokens: int, backbone: LoadedBackbone) -> None:
+    """Refuse more tokens than the backbone has positions for: a BERT-like one failed only on
+    the first prompt that long (maybe hours into its features) with an error about tensor
+    sizes ('The expanded size of the tensor (1024) must match the existing size (512)')."""
+    positions = getattr(backbone.model.config, "max_position_embeddings", None)
+    if isinstance(positions, int) and max_tokens > positions:
+        raise ValueError(
+            f"model.max_tokens {max_tokens} is more than backbone {backbone.name} takes: it has "
+            f"positions for {positions} tokens (max_position_embeddings in its config.json); "
+            f"set model.max_tokens to at most {positions}"
+        )
 
 
 def normalized_layer(layer: int, n_layers: int) -> int:
