@@ -20,7 +20,8 @@ from rich.table import Table
 
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
-from fugu_lite.pipeline import run_evaluation, train_pipeline
+from fugu_lite.evaluate_checkpoint import run_evaluation
+from fugu_lite.pipeline import train_pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs

@@ -14,6 +14,7 @@ import torch
 from conftest import generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
+from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
     CostAware,
@@ -43,11 +44,11 @@ from fugu_lite.costs import (
     train_router_family,
 )
 from fugu_lite.datasets import standard_split
+from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
 from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at, write_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
-from fugu_lite.model import CheckpointError, load_router
-from fugu_lite.pipeline import run_pareto_evaluation
+from fugu_lite.model import load_router
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
     CostAwareRouter,

@@ -18,8 +18,9 @@ from conftest import require_shared_data
 from fugu_lite.backbones import backbone_identity, embedded_path, layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import import_dataset
+from fugu_lite.evaluate_checkpoint import run_evaluation
 from fugu_lite.features import FeatureExtractor
-from fugu_lite.pipeline import run_evaluation, train_pipeline
+from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import ChatMessage, RewardRecord
 
 pytestmark = pytest.mark.integration

@@ -16,6 +16,7 @@ from conftest import finished_pid, save_tiny_backbone, writer_temporary
 import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
 from fugu_lite.backbones import load_backbone
+from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
 from fugu_lite.config import ModelConfig
 from fugu_lite.features import (
     FeatureCache,
@@ -28,7 +29,7 @@ from fugu_lite.features import (
     prompt_key,
     resolved_pooling,
 )
-from fugu_lite.model import HEAD_FILE, META_FILE, CheckpointError, RouterModel, load_router
+from fugu_lite.model import RouterModel, load_router
 from fugu_lite.routing import NoWorkerLeftError, allowed_workers, route_prompt, route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.train_sft import sft_loss

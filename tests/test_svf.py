@@ -14,6 +14,7 @@ from conftest import generated_records
 from typer.testing import CliRunner
 
 from fugu_lite.backbones import load_backbone
+from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
     ConfigError,
@@ -26,7 +27,7 @@ from fugu_lite.config import (
     SFTTrainingConfig,
 )
 from fugu_lite.features import FeatureExtractor
-from fugu_lite.model import CheckpointError, RouterModel, load_router
+from fugu_lite.model import RouterModel, load_router
 from fugu_lite.schemas import RewardRecord, write_records
 from fugu_lite.svf import SVFTargetError, resolve_targets
 from fugu_lite.train_es import (

@@ -18,6 +18,7 @@ import fugu_lite.backbones as backbones_module
 import fugu_lite.features as features_module
 import fugu_lite.pipeline as pipeline_module
 from fugu_lite import sources_digest
+from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.config import (
     ESConfig,
     ESTrainingConfig,
@@ -29,8 +30,9 @@ from fugu_lite.config import (
     SFTTrainingConfig,
 )
 from fugu_lite.costs import training_records
-from fugu_lite.model import CheckpointError, load_router
-from fugu_lite.pipeline import run_evaluation, train_pipeline
+from fugu_lite.evaluate_checkpoint import run_evaluation
+from fugu_lite.model import load_router
+from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_es import train_es
 from fugu_lite.train_rl import contextual_bandit_loss, train_rl

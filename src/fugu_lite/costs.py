@@ -31,10 +31,11 @@ from pydantic import BaseModel, Field
 
 from . import __version__
 from .atomic_files import remove_files
+from .checkpoint import CheckpointError, read_checkpoint_metadata
 from .config import CostAware, PipelineConfig
 from .features import Prompt
 from .io import RecordFileError, read_json, write_json
-from .model import CheckpointError, RouterModel, load_router, read_checkpoint_metadata
+from .model import RouterModel, load_router
 from .routing import RoutingDecision, allowed_workers, route_prompts
 from .schemas import RewardRecord, records_in_split
 
@@ -229,7 +230,7 @@ def read_family_manifest(directory: str | Path) -> FamilyManifest:
 
 def load_router_family(path: str | Path, backbone: str | None = None) -> RouterFamily:
     """Load every member of a family, checking they share the workers and the model config
-    (`backbone`: where their backbone is now, see model.locate_backbone)."""
+    (`backbone`: where their backbone is now, see checkpoint.locate_backbone)."""
     directory = Path(path)
     manifest = read_family_manifest(directory)
     members = sorted(manifest.members, key=lambda member: member.cost_weight)
@@ -256,7 +257,7 @@ def load_family_or_single(path: str | Path, backbone: str | None = None) -> Rout
     """A family as is; a reward head as a family of its views (see the module docstring);
     a plain checkpoint as a one-member family at the cost weight it was trained with (0
     when its metadata does not say). `backbone`: where its backbone is now (see
-    model.locate_backbone)."""
+    checkpoint.locate_backbone)."""
     from .reward_head import is_reward_head
 
     directory = Path(path)
@@ -501,7 +502,7 @@ def route_checkpoint(
 ) -> RoutingDecision:
     """Route one prompt with a plain checkpoint, a family or a reward head; a cost weight
     needs a family or a reward head (trained on records with costs). `backbone`: where the
-    checkpoint's backbone is now (see model.locate_backbone)."""
+    checkpoint's backbone is now (see checkpoint.locate_backbone)."""
     from .reward_head import is_reward_head, load_reward_head
 
     if cost_weight is not None:  # before any loading, and for a single checkpoint too

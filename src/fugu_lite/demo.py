@@ -20,7 +20,8 @@ from rich.table import Table
 
 from .config import PipelineConfig
 from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
-from .pipeline import run_evaluation, train_pipeline
+from .evaluate_checkpoint import run_evaluation
+from .pipeline import train_pipeline
 from .schemas import read_records, write_records
 from .task_families import generate_tasks
 from .tasks import write_tasks

@@ -42,6 +42,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from torch import nn
 
+from .checkpoint import (
+    CheckpointError,
+    loadable_model_config,
+    read_metadata_object,
+    read_tensors,
+)
 from .config import ModelConfig, StrictModel
 from .costs import CostWeightError, check_cost_weight, default_reference_cost
 from .evaluation.pareto import (
@@ -54,13 +60,7 @@ from .evaluation.pareto import (
 from .evaluation.table import argmax_choices, reward_table
 from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
 from .io import write_json
-from .model import (
-    CheckpointError,
-    RouterModel,
-    loadable_model_config,
-    read_metadata_object,
-    read_tensors,
-)
+from .model import RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .text import notes_console
 from .threads import fit_threads
@@ -525,7 +525,7 @@ def load_reward_head(
     directory: str | Path, worker_ids: Sequence[str] | None = None, backbone: str | None = None
 ) -> CostAwareRouter:
     """Load a reward-head checkpoint; with workers given, refuse one trained for others.
-    `backbone` says where its backbone is now (see model.locate_backbone)."""
+    `backbone` says where its backbone is now (see checkpoint.locate_backbone)."""
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():

@@ -32,11 +32,12 @@ from torch.func import functional_call
 from . import __version__, code_digest
 from .atomic_files import write_bytes_atomic
 from .backbones import canonical_backbone
+from .checkpoint import read_checkpoint_metadata
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary
 from .features import pooling_meant
 from .io import read_json
-from .model import RouterModel, read_checkpoint_metadata
+from .model import RouterModel
 from .schemas import RewardRecord, records_in_split
 from .threads import torch_fit_threads
 from .training_common import (

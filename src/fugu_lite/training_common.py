@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from .atomic_files import remove_files
 from .backbones import canonical_backbone
+from .checkpoint import HEAD_FILE, META_FILE, tensor_digest
 from .config import (
     ESTrainingConfig,
     ModelConfig,
@@ -35,7 +36,7 @@ from .costs import apply_cost_weight, training_records
 from .evaluation.output import remove_evaluations
 from .features import FeatureExtractor, Prompt, backbone_shape
 from .io import write_json
-from .model import HEAD_FILE, META_FILE, RouterModel, load_router, tensor_digest
+from .model import RouterModel, load_router
 from .progress import LineProgress
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 from .text import console_text, notes_console

@@ -49,9 +49,9 @@ def eval_command(
 ) -> None:
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
     from ..costs import is_router_family
+    from ..evaluate_checkpoint import run_evaluation, run_pareto_evaluation
     from ..evaluation.output import REPORT_JSON
     from ..evaluation.pareto import PARETO_JSON
-    from ..pipeline import run_evaluation, run_pareto_evaluation
     from ..reward_head import is_reward_head
     from ..schemas import SPLIT_VALUES_TEXT, canonical_split
 

@@ -100,7 +100,7 @@ def serve_command(
     """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
     from pydantic import ValidationError
 
-    from ..model import CheckpointError
+    from ..checkpoint import CheckpointError
     from ..server.app import ServeSettings, serve
     from ..server.auth import ApiKeyError, load_api_keys
 

@@ -209,7 +209,7 @@ PIPELINE_KEPT = (
 
 
 def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STARTS_OVER) -> None:
-    from ..model import CheckpointError
+    from ..checkpoint import CheckpointError
 
     check_output(output, "-o", "folder")
     with stopped_cleanly(what_was_kept):  # outside: typer.Exit is a RuntimeError

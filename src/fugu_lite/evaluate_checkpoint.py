@@ -1,0 +1,182 @@
+"""Evaluation of a checkpoint on records: `fugu-lite eval` (the router beside baselines fit
+on the train split) and `eval --pareto` (a router family's cost-quality curves). Loads the
+router and computes features; the report itself is fugu_lite.evaluation's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .checkpoint import mismatch_fix, read_checkpoint_metadata, workers_mismatch
+from .costs import default_reference_cost, load_family_or_single, require_costs
+from .evaluation import (
+    baseline_cost_predictions,
+    evaluation_report,
+    pareto_report,
+    print_evaluation,
+    print_pareto,
+    reward_table,
+    router_predictions,
+    run_baselines,
+    write_evaluation,
+    write_pareto,
+)
+from .model import RouterModel, load_router
+from .schemas import RewardRecord, records_in_split, split_sizes
+from .text import results_console
+
+if TYPE_CHECKING:
+    from .reward_head import CostWeightedView
+
+console = results_console()  # an evaluation's tables: the result of `eval`
+PARETO_COST_FIX = (
+    "a cost-quality curve needs the workers' real costs on the train and evaluated splits: "
+    "give the records their costs, or evaluate without --pareto"
+)
+
+
+def split_features(
+    model: RouterModel | CostWeightedView, records: list[RewardRecord], split: str
+) -> np.ndarray:
+    selected = records_in_split(records, split)
+    if not selected:
+        return np.zeros((0, model.feature_dim), dtype=np.float32)
+    return model.features_for([record.prompt for record in selected]).numpy()
+
+
+def evaluated_and_train(
+    records: list[RewardRecord], split: str
+) -> tuple[list[RewardRecord], list[RewardRecord]]:
+    """The evaluated split's records and the train split's (best single and the baselines
+    fit on it); an empty one is refused, naming the splits the records do have."""
+    evaluated, train = records_in_split(records, split), records_in_split(records, "train")
+    if not evaluated:
+        raise ValueError(
+            f"no records in the {split!r} split to evaluate (the records hold "
+            f"{split_sizes(records)}); choose another one with --split"
+        )
+    if not train:
+        raise ValueError(
+            f"evaluation needs a train split (best single and the baselines fit on it), but "
+            f"the records hold {split_sizes(records)}; give some records the train split"
+        )
+    return evaluated, train
+
+
+def require_pareto_costs(records: list[RewardRecord], split: str) -> None:
+    """Refuse records of the train or evaluated split without costs; the count names those
+    splits (the others are not used), and a record in both (split train) counts once."""
+    splits = list(dict.fromkeys(("train", split)))
+    used = [record for record in records if record.split in splits]
+    counted = f"records of the {' and '.join(splits)} split{'s' if len(splits) > 1 else ''}"
+    require_costs(used, "eval --pareto", PARETO_COST_FIX, counted)
+
+
+def run_evaluation(
+    checkpoint: Path,
+    records: list[RewardRecord],
+    split: str,
+    output_dir: Path,
+    backbone: str | None = None,
+) -> dict:
+    """Evaluate a checkpoint on one split beside baselines fitted on the train split
+    (`backbone`: where its backbone is now, see checkpoint.locate_backbone)."""
+    evaluated_records, train_records = evaluated_and_train(records, split)
+    model = load_router(checkpoint, worker_ids=records[0].worker_ids, backbone=backbone)
+    validation_records = records_in_split(records, "validation")
+    train_x = split_features(model, records, "train")
+    evaluated_x = split_features(model, records, split)
+    validation_x = split_features(model, records, "validation") if validation_records else None
+    probabilities = model.probabilities(torch.from_numpy(evaluated_x)).cpu().numpy()
+    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
+    validation = reward_table(validation_records) if validation_records else None
+    predictions, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
+    report = evaluation_report(train, evaluated, split, probabilities, predictions, info)
+    report["checkpoint"] = str(checkpoint)
+    report["notes"] += router_selection_notes(checkpoint, split)
+    write_evaluation(report, router_predictions(evaluated, probabilities), Path(output_dir))
+    print_evaluation(report, console)
+    console.print(f"report written to {output_dir}", markup=False, soft_wrap=True)
+    return report
+
+
+# What a stage keeps by its validation reward (RL keeps its last epoch).
+KEPT_ON_VALIDATION = {"sft": "epoch", "es": "generation"}
+
+
+def router_selection_notes(checkpoint: Path, split: str) -> list[str]:
+    """On the validation split, a note when the checkpoint's stage kept its epoch or
+    generation by the validation reward: the router's score there is as optimistic as that
+    of a baseline whose hyperparameter was chosen on it, which the report says."""
+    if split != "validation":
+        return []
+    saved = read_checkpoint_metadata(checkpoint).get("metadata")
+    if not isinstance(saved, dict) or saved.get("stage") not in KEPT_ON_VALIDATION:
+        return []
+    history = saved.get("history")
+    validated = isinstance(history, list) and any(
+        isinstance(entry, dict) and "validation" in entry for entry in history
+    )
+    if not validated:
+        return []
+    stage = str(saved["stage"])
+    return [
+        f"router: its {stage.upper()} {KEPT_ON_VALIDATION[stage]} was kept for its reward on "
+        "the validation split of the records it was trained on: on those records its score "
+        "here is optimistic"
+    ]
+
+
+def run_pareto_evaluation(
+    checkpoint: Path,
+    records: list[RewardRecord],
+    split: str,
+    output_dir: Path,
+    baseline_cost_weights: Sequence[float] | None = None,
+    backbone: str | None = None,
+) -> dict:
+    """Cost-quality curves on one split: each member of a router family (a plain checkpoint
+    gives its one point), kNN and ridge over the family's cost weights (or the ones given),
+    the single workers and the oracle; writes pareto_report.json/.md and a plot."""
+    evaluated_records, train_records = evaluated_and_train(records, split)
+    require_pareto_costs(records, split)
+    family = load_family_or_single(checkpoint, backbone)
+    if family.worker_ids != records[0].worker_ids:
+        problem = workers_mismatch(family.worker_ids, records[0].worker_ids)
+        raise ValueError(
+            f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
+        )
+    model = family.routers[0]  # every member shares the model config, so the features
+    validation_records = records_in_split(records, "validation")
+    train_x = split_features(model, records, "train")
+    evaluated_x = split_features(model, records, split)
+    validation_x = split_features(model, records, "validation") if validation_records else None
+    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
+    validation = reward_table(validation_records) if validation_records else None
+    _, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
+    features = torch.from_numpy(evaluated_x)
+    probabilities = {
+        weight: router.probabilities(features).cpu().numpy()
+        for weight, router in zip(family.cost_weights, family.routers, strict=True)
+    }
+    weights = family.cost_weights if baseline_cost_weights is None else baseline_cost_weights
+    report = pareto_report(
+        train,
+        evaluated,
+        split,
+        probabilities,
+        baseline_cost_predictions(train_x, train, evaluated_x, info),
+        weights,
+        family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
+        info,
+    )
+    report["checkpoint"] = str(checkpoint)
+    report["router_kind"] = family.kind
+    write_pareto(report, Path(output_dir))
+    print_pareto(report, console)
+    console.print(f"cost-quality report written to {output_dir}", markup=False, soft_wrap=True)
+    return report
