@@ -1026,6 +1026,33 @@ def test_training_a_stage_into_its_folder_again_removes_its_eval_reports(
     assert (tmp_path / "rl" / "router.json").exists()
 
 
+def test_training_again_removes_an_eval_report_written_into_the_checkpoint_folder(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`eval -o CHECKPOINT` writes the report beside router.json; training into that folder
+    again removed the reports in its subfolders only, so evaluation_report.json (and its
+    plots and predictions) of the old model stayed beside the new checkpoint."""
+    sft = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 1}))
+    checkpoint = tmp_path / "sft"
+    train_sft(records, sft, checkpoint)
+    run_evaluation(checkpoint, records, "test", checkpoint)
+    other = tmp_path / "other"
+    train_sft(records, sft, other)
+    run_evaluation(checkpoint, records, "test", other)  # a report of another checkpoint
+    capsys.readouterr()
+
+    train_sft(records, sft.model_copy(update={"training": SFT_TRAINING}), checkpoint)
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"removed the evaluation reports of the earlier checkpoint in {checkpoint}" in said
+    left = sorted(path.name for path in checkpoint.iterdir())
+    assert left == ["router.json", "router_head.safetensors", "training_report.json"]
+    train_sft(records, sft.model_copy(update={"training": SFT_TRAINING}), other)
+    assert (other / "evaluation_report.json").exists()  # it names the first checkpoint
+
+
 def test_eval_on_validation_says_when_the_router_was_kept_for_its_validation_reward(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

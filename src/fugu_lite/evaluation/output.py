@@ -38,16 +38,27 @@ def write_evaluation(report: dict, predictions: list[dict], output_dir: Path) ->
     write_json(output_dir / REPORT_JSON, report)
 
 
+# How remove_evaluations names the checkpoint folder itself (`eval -o CHECKPOINT`).
+OWN_FOLDER = "the checkpoint folder itself"
+
+
 def remove_evaluations(checkpoint: Path) -> list[str]:
     """Delete the reports `eval` wrote of a checkpoint inside its folder (the default
-    eval-SPLIT and pareto-SPLIT, and any subfolder whose report names this checkpoint):
-    they describe the checkpoint about to be replaced. A report naming another checkpoint
-    that exists stays, whatever its folder's name. Only the files `eval` writes go, and a
-    folder they leave empty; anything else is kept. Returns the names of the folders cleared."""
+    eval-SPLIT and pareto-SPLIT, any subfolder whose report names this checkpoint, and the
+    folder itself when `eval -o CHECKPOINT` put its report there): they describe the
+    checkpoint about to be replaced. A report naming another checkpoint that exists stays,
+    whatever its folder's name. Only the files `eval` writes go, and a subfolder they leave
+    empty; anything else is kept. Returns the names of the folders cleared."""
     checkpoint = Path(checkpoint)
     if not checkpoint.is_dir():
         return []
     cleared = []
+    if evaluated_checkpoint(checkpoint) == checkpoint.resolve():
+        names = [path.name for path in checkpoint.iterdir()]
+        remove_files(
+            checkpoint, [name for name in (*EVALUATION_FILES, *PARETO_FILES) if name in names]
+        )
+        cleared.append(OWN_FOLDER)
     # a linked folder is somewhere else, whatever its name
     for folder in sorted(p for p in checkpoint.iterdir() if p.is_dir() and not p.is_symlink()):
         evaluated = evaluated_checkpoint(folder)
