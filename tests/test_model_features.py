@@ -869,6 +869,20 @@ def test_a_folder_beside_a_checkpoint_says_where_the_checkpoint_is(
         assert hint in str(error.value)
 
 
+def test_an_interrupted_es_search_given_as_a_checkpoint_says_to_continue_it(
+    tmp_path: Path,
+) -> None:
+    """A `train es` stopped before its search finished leaves OUTPUT/es_state but no
+    checkpoint yet; eval/route on OUTPUT only said it was not a checkpoint."""
+    (tmp_path / "es" / "es_state").mkdir(parents=True)
+    (tmp_path / "es" / "es_state" / "state.pkl").write_bytes(b"saved search")
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "es")
+    said = str(error.value)
+    assert "it holds an interrupted `train es` search (es_state) but no checkpoint yet" in said
+    assert "run the same `train es` command again to continue it" in said
+
+
 def test_continuing_from_a_checkpoint_takes_the_configs_head_dropout(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

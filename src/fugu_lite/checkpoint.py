@@ -359,10 +359,19 @@ def _what_it_is(directory: Path) -> str:
 
 def _where_the_checkpoint_is(directory: Path) -> str:
     """A hint for a folder that is not a checkpoint but sits beside or above one: a missing
-    folder, a `train pipeline` output folder (its checkpoints are `sft/` and `rl/`), or the
-    ES search state inside a checkpoint."""
+    folder, an ES search stopped before its checkpoint was written, a `train pipeline` output
+    folder (its checkpoints are `sft/` and `rl/`), or the ES search state inside a
+    checkpoint."""
+    from .train_es import state_path  # it imports this module: import it when asked
+
     if not directory.exists():
         return "; that folder does not exist"
+    if state_path(directory).is_file():
+        return (
+            "; it holds an interrupted `train es` search (es_state) but no checkpoint yet: "
+            "run the same `train es` command again to continue it (the checkpoint is written "
+            "when the search finishes)"
+        )
     stages = [stage for stage in ("rl", "sft") if (directory / stage / META_FILE).is_file()]
     if stages:
         final = {"rl": " (the final router)", "sft": ""}
