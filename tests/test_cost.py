@@ -935,6 +935,8 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     assert family.kind == "single" and family.cost_weights == [0.0]
     prompt = next(r.prompt for r in records if r.split == "test")
     assert route_checkpoint(tmp_path / "head", prompt).worker == PREMIUM
+    excluded_twice = route_checkpoint(tmp_path / "head", prompt, [PREMIUM, PREMIUM])
+    assert excluded_twice.worker == CHEAP and excluded_twice.excluded == [PREMIUM]
     with pytest.raises(CostWeightError, match="trained on records without costs"):
         route_checkpoint(tmp_path / "head", prompt, cost_weight=0.5)
     service = RouterService(family)

@@ -986,6 +986,20 @@ def test_routing_follows_the_trained_policy_and_the_opt_outs(
         assert opted_out.excluded == [decision.worker]
 
 
+def test_a_worker_excluded_twice_is_listed_once(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """`route --exclude coder --exclude coder --json` said "excluded": ["coder", "coder"],
+    and excluding every worker listed the repeated ones again in the error."""
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    twice = route_prompt(model, records[0].prompt, exclude=["coder", "cheap-small", "coder"])
+    assert twice.excluded == ["coder", "cheap-small"]
+    assert twice.worker == "mathematician"
+    with pytest.raises(NoWorkerLeftError) as error:
+        allowed_workers(model.worker_ids, [*model.worker_ids, "coder"])
+    assert "every worker is excluded (cheap-small, coder, mathematician);" in str(error.value)
+
+
 def test_allowed_workers_refuses_unknown_and_all_excluded() -> None:
     workers = ["a", "b", "c"]
     assert allowed_workers(workers, ["b"]) == ["a", "c"]

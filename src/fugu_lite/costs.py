@@ -36,7 +36,7 @@ from .config import CostAware, PipelineConfig
 from .features import Prompt
 from .io import RecordFileError, read_json, write_json
 from .model import RouterModel, load_router
-from .routing import RoutingDecision, allowed_workers, route_prompts
+from .routing import RoutingDecision, allowed_workers, excluded_workers, route_prompts
 from .schemas import RewardRecord, records_in_split
 
 if TYPE_CHECKING:
@@ -479,7 +479,7 @@ def route_with_reward_head(
             CostRoutingDecision(
                 worker=head.worker_ids[int(row.argmax())],
                 probabilities=dict(zip(head.worker_ids, row.tolist(), strict=True)),
-                excluded=list(exclude),
+                excluded=excluded_workers(exclude),
                 requested_cost_weight=cost_weight,
                 cost_weight=used,
                 predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),

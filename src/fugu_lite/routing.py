@@ -25,6 +25,11 @@ class RoutingDecision(BaseModel):
     excluded: list[str]
 
 
+def excluded_workers(exclude: Sequence[str]) -> list[str]:
+    """The excluded workers once each, in the order given (`--exclude a --exclude a`)."""
+    return list(dict.fromkeys(exclude))
+
+
 def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[str]:
     unknown = sorted(set(exclude) - set(worker_ids))
     if unknown:
@@ -35,8 +40,8 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
     allowed = [worker for worker in worker_ids if worker not in set(exclude)]
     if not allowed:
         raise NoWorkerLeftError(
-            f"every worker is excluded ({names_line(exclude)}); leave at least one of "
-            f"{names_line(worker_ids)}"
+            f"every worker is excluded ({names_line(excluded_workers(exclude))}); leave at "
+            f"least one of {names_line(worker_ids)}"
         )
     return allowed
 
@@ -55,7 +60,7 @@ def route_prompts(
             RoutingDecision(
                 worker=model.worker_ids[chosen],
                 probabilities=dict(zip(model.worker_ids, row.tolist(), strict=True)),
-                excluded=list(exclude),
+                excluded=excluded_workers(exclude),
             )
         )
     return decisions
