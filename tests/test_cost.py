@@ -952,7 +952,7 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
     (tmp_path / "reward_head.json").write_text('{"format": "fugu-lite-reward-head"}')
     with pytest.raises(CheckpointError, match="is damaged"):
         load_reward_head(tmp_path)
-    with pytest.raises(ValueError, match="cluster counts must be >= 1"):
+    with pytest.raises(ValueError, match="each cluster count must be >= 1"):
         RewardHeadTraining(cluster_counts=[30, 0])
     svf = tiny_cfg(tmp_path).model_copy(update={"svf_targets": ["layers.0.mlp.down_proj"]})
     with pytest.raises(ValueError, match="cannot use SVF"):
@@ -960,6 +960,11 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
     result = invoke("train", "reward-head", "--records", tmp_path / "none.jsonl", "--output",
                     tmp_path / "out", "--set", "training.clusters=3")  # fmt: skip
     assert result.exit_code == 2 and "unknown key 'training.clusters'" in flat(result.output)
+    result = invoke("train", "reward-head", "--records", tmp_path / "none.jsonl", "--output",
+                    tmp_path / "out", "--set", "training.cluster_counts=[30,0]")  # fmt: skip
+    said = flat(result.output)  # the value once: the message said 'got [30, 0] (got [30, 0])'
+    assert result.exit_code == 2 and said.count("[30, 0]") == 1
+    assert "--set training.cluster_counts: each cluster count must be >= 1" in said
 
 
 def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route(

@@ -109,7 +109,7 @@ class RewardHeadTraining(StrictModel):
     @classmethod
     def _positive_counts(cls, counts: list[int]) -> list[int]:
         if any(count < 1 for count in counts):
-            raise ValueError(f"cluster counts must be >= 1, got {counts}")
+            raise ValueError("each cluster count must be >= 1")  # the error shows the list
         return counts
 
 
