@@ -650,6 +650,28 @@ def test_an_infinite_setting_is_refused_naming_its_key(tmp_path: Path) -> None:
     assert unclipped.training.max_grad_norm == math.inf
 
 
+def test_a_boolean_for_a_number_is_refused_naming_its_key(tmp_path: Path) -> None:
+    """YAML reads true/false/yes/no/on/off as booleans, and a number key took them as 1 and 0:
+    `epochs: true` trained one epoch, `learning_rate: yes` used 1.0, without a word."""
+    path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: on\nsft:\n  epochs: true\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    lines = str(error.value).splitlines()[1:]
+    assert lines == [
+        f"  {key}: Input should be a number, not true or false (YAML reads true, false, yes, "
+        "no, on and off as those): write the number (got True)"
+        for key in ("model.layer", "sft.epochs")
+    ]
+    with pytest.raises(ConfigError, match=r"--set training.learning_rate: Input should be a nu"):
+        load_stage_config(None, SFTConfig, "sft", {"training.learning_rate": True})  # =yes
+    with pytest.raises(ConfigError, match=r"--set training.reference_cost: Input should be a nu"):
+        load_stage_config(None, RLConfig, "rl", {"training.reference_cost": False})
+    # a yes/no key still takes them, and a number key its numbers
+    kept = load_stage_config(None, RLConfig, "rl", {"training.normalize_advantage": True})
+    assert kept.training.normalize_advantage is True
+    assert load_stage_config(None, SFTConfig, "sft", {"training.epochs": 3}).training.epochs == 3
+
+
 def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nesx: {}\n")
     with pytest.raises(ConfigError) as error:

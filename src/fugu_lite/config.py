@@ -5,10 +5,18 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
@@ -19,6 +27,22 @@ class StrictModel(BaseModel):
     # `inf` (`--set training.cost_weight=inf`, `1e999`) passed every bound and trained on
     # -inf rewards, or wrote `Infinity` into reports that JSON readers refuse.
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
+        """pydantic takes a boolean as 1 or 0 for a number, so `epochs: true` (or `yes`, `on`,
+        which YAML reads as true) trained one epoch without a word."""
+        if not isinstance(value, bool) or info.field_name is None:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        kinds = set(get_args(annotation)) or {annotation}
+        if kinds & {int, float} and bool not in kinds:
+            raise ValueError(
+                "Input should be a number, not true or false (YAML reads true, false, yes, no, "
+                "on and off as those): write the number"
+            )
+        return value
 
 
 class ModelConfig(StrictModel):
