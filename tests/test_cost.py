@@ -282,6 +282,26 @@ def test_a_cost_weight_needs_costs_on_the_splits_a_stage_trains_on_only(
         train(only_test, tmp_path / "refused")
 
 
+def test_records_without_a_train_split_are_refused_alike_by_every_trainer(
+    tmp_path: Path,
+) -> None:
+    """A family run said 'set reference_cost explicitly' (which still fails: nothing to
+    train on), the reward head 'there is none', the stages named the splits but no fix; each
+    now names the splits the records hold and how to give them a train split."""
+    only_test = [r.model_copy(update={"split": "test"}) for r in cost_case_records(n=12)]
+    expected = (
+        r"no records in the 'train' split \(the records hold test 12\); every stage learns "
+        r"from the train split: give records the split 'train' \(a record's split field\)"
+    )
+    with pytest.raises(ValueError, match=expected):
+        train_router_family(only_test, PipelineConfig(model=tiny_cfg(tmp_path)), tmp_path, [0, 1])
+    with pytest.raises(ValueError, match=expected):
+        train_reward_head(only_test, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
+    with pytest.raises(ValueError, match=expected):
+        train_sft(only_test, SFTConfig(model=tiny_cfg(tmp_path)), tmp_path / "sft")
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written
+
+
 # --- hulls, AIQ, cost to reach a quality ----------------------------------------------------
 
 

@@ -353,8 +353,9 @@ def train_router_family(
     """Train the SFT -> RL pipeline once per cost weight into OUTPUT/lambda-<w>/ (every run
     after the first reads only the feature cache), then write OUTPUT/router_family.json."""
     from .pipeline import train_pipeline  # the pipeline's stages import this module
-    from .training_common import remove_stale_evaluations
+    from .training_common import remove_stale_evaluations, require_split
 
+    require_split(records, "train")  # before the reference cost, the mean train cost
     started = time.perf_counter()
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)

@@ -64,7 +64,7 @@ from .model import RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .text import notes_console
 from .threads import fit_threads
-from .training_common import remove_stale_evaluations, stage_progress
+from .training_common import remove_stale_evaluations, require_split, stage_progress
 
 HEAD_FILE = "reward_head.safetensors"
 META_FILE = "reward_head.json"
@@ -376,9 +376,7 @@ def train_reward_head(
     settings = config.training
     output = Path(output_dir)
     worker_ids = check_same_workers(records)
-    train = records_in_split(records, "train")
-    if not train:
-        raise ValueError("the reward head is fitted on the train split, but there is none")
+    train = require_split(records, "train")
     has_costs = all(record.costs is not None for record in records)
     if not has_costs:
         console.print(

@@ -281,8 +281,11 @@ def require_split(records: list[RewardRecord], split: str) -> list[RewardRecord]
     """The records of `split`; a ValueError naming the splits there are when it is empty."""
     selected = records_in_split(records, split)
     if not selected:
+        learns = "every stage learns from the train split: " if split == "train" else ""
         raise ValueError(
-            f"no records in the {split!r} split (the records hold {split_sizes(records)})"
+            f"no records in the {split!r} split (the records hold {split_sizes(records)}); "
+            f"{learns}give records the split {split!r} (a record's split field), or import "
+            "them with `fugu-lite data import`, which gives them the standard split"
         )
     return selected
 
