@@ -549,6 +549,15 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
     (tmp_path / FAMILY_FILE).write_text('{"worker_ids": ["a"], "members": []}', encoding="utf-8")
     with pytest.raises(CostWeightError, match="is damaged"):
         load_router_family(tmp_path)
+    # pydantic's dump ('2 validation errors for FamilyManifest ... For further information
+    # visit https://errors.pydantic.dev/...') on several lines: now one line and what to do
+    (tmp_path / FAMILY_FILE).write_text("{}", encoding="utf-8")
+    with pytest.raises(CostWeightError) as error:
+        load_router_family(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path / FAMILY_FILE} is damaged (worker_ids: Field required; members: Field "
+        "required); train the family again (`fugu-lite train pipeline ... --cost-weights`)"
+    )
 
 
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__
 from .atomic_files import remove_files
 from .checkpoint import CheckpointError, read_checkpoint_metadata
 from .config import CostAware, PipelineConfig
 from .features import Prompt
-from .io import RecordFileError, read_json, write_json
+from .io import RecordFileError, describe_validation_error, read_json, write_json
 from .model import RouterModel, load_router
 from .routing import RoutingDecision, allowed_workers, excluded_workers, route_prompts
 from .schemas import RewardRecord, records_in_split
@@ -220,6 +220,11 @@ def read_family_manifest(directory: str | Path) -> FamilyManifest:
         )
     try:
         manifest = FamilyManifest.model_validate(read_json(path))
+    except ValidationError as error:
+        raise CostWeightError(
+            f"{path} is damaged ({describe_validation_error(error, None)}); train the family "
+            "again (`fugu-lite train pipeline ... --cost-weights`)"
+        ) from error
     except (RecordFileError, ValueError) as error:
         raise CostWeightError(f"{path} is damaged: {error}") from error
     weights = manifest.cost_weights
