@@ -912,26 +912,30 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
 
 
 @pytest.mark.parametrize(
-    ("key", "edited", "said"),
+    ("key", "value", "said"),
     [
         ("worker_ids", "abc", "worker_ids: Input should be a valid list"),
-        ("worker_ids", [1, 2, 3], "worker_ids.0: Input should be a valid string"),
+        ("worker_ids", [1, 2], "worker_ids.0: Input should be a valid string"),
+        ("worker_ids", [], "worker_ids: List should have at least 1 item"),
         ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
         ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
+        ("backbone_parameters", -1, "backbone_parameters: Input should be greater than or equal"),
     ],
 )
-def test_hand_edited_metadata_of_the_wrong_type_is_a_checkpoint_error_naming_it(
-    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str, edited: object, said: str
+def test_a_metadata_key_of_the_wrong_type_is_a_checkpoint_error(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str, value: object, said: str
 ) -> None:
-    """worker_ids "abc" loaded as the three workers a, b and c (ints as int ids), and a
-    feature_dim string failed with a TypeError traceback."""
-    directory = RouterModel(tiny_model_cfg, ["a", "b", "c"], 32).save_checkpoint(tmp_path / "c")
+    """router.json's worker_ids "abc" loaded a router of the workers a, b and c (routing
+    silently to them), a feature_dim "32" stopped with torch's TypeError, worker ids that
+    are numbers with pydantic's dump."""
+    directory = RouterModel(tiny_model_cfg, ["x", "y", "z"], 32).save_checkpoint(tmp_path / "c")
     meta = json.loads((directory / META_FILE).read_text())
-    (directory / META_FILE).write_text(json.dumps({**meta, key: edited}))
-    with pytest.raises(CheckpointError) as raised:
+    meta[key] = value
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
         load_router(directory)
-    assert f"{directory / META_FILE} is damaged" in str(raised.value)
-    assert said in str(raised.value)
+    assert str(error.value).startswith(f"{directory / META_FILE} is damaged ({said}")
+    assert str(error.value).endswith("); retrain or restore the checkpoint")
 
 
 def test_a_newer_versions_model_setting_is_a_checkpoint_error_naming_it(

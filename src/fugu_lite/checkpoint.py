@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load
 
@@ -29,6 +29,7 @@ from .backbones import (
 )
 from .config import ModelConfig, describe_config_error
 from .features import configured_pooling, console
+from .io import describe_validation_error
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -49,6 +50,15 @@ FEATURE_VERSIONS_KEY = "feature_package_versions"
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, incomplete, or does not fit what it is used with."""
+
+
+class RouterShape(BaseModel):
+    """The metadata keys that size a router (its `model` is a ModelConfig): a damaged value
+    built a router of other workers (worker_ids "abc": a, b and c) or failed in torch."""
+
+    worker_ids: list[StrictStr] = Field(min_length=1)
+    feature_dim: StrictInt = Field(gt=0)
+    backbone_parameters: StrictInt = Field(ge=0)
 
 
 def portable_model_config(model_cfg: ModelConfig, directory: Path) -> tuple[dict, dict]:
@@ -212,6 +222,13 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
+    try:
+        RouterShape.model_validate({key: metadata[key] for key in RouterShape.model_fields})
+    except ValidationError as error:
+        raise CheckpointError(
+            f"{meta_path} is damaged ({describe_validation_error(error, None)}); retrain or "
+            "restore the checkpoint"
+        ) from error
     saved_model_config(metadata, meta_path)
     return metadata
 
