@@ -996,6 +996,31 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
     assert "--set training.cluster_counts: each cluster count must be >= 1" in said
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("worker_ids", "ab", "worker_ids: Input should be a valid list"),
+        ("reference_cost", -1.0, "reference_cost: Input should be greater than 0"),
+        ("temperature", "x", "temperature: Input should be a valid number"),
+        ("group_sizes", [], "group_sizes: List should have at least 1 item"),
+    ],
+)
+def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(
+    tmp_path: Path, key: str, value: object, said: str
+) -> None:
+    """reward_head.json's worker_ids "ab" loaded a head of the workers a and b, and a
+    negative reference_cost one whose cost weight favoured the dearest workers."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), [CHEAP, PREMIUM], 8, [1], 0.5, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    meta = json.loads((directory / "reward_head.json").read_text())
+    meta[key] = value
+    (directory / "reward_head.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(directory)
+    assert str(error.value).startswith(f"{directory / 'reward_head.json'} is damaged ({said}")
+    assert str(error.value).endswith("); retrain with `fugu-lite train reward-head`")
+
+
 def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -222,15 +222,20 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
-    try:
-        RouterShape.model_validate({key: metadata[key] for key in RouterShape.model_fields})
-    except ValidationError as error:
-        raise CheckpointError(
-            f"{meta_path} is damaged ({describe_validation_error(error, None)}); retrain or "
-            "restore the checkpoint"
-        ) from error
+    check_shape(RouterShape, metadata, meta_path, "retrain or restore the checkpoint")
     saved_model_config(metadata, meta_path)
     return metadata
+
+
+def check_shape(shape: type[BaseModel], metadata: dict, meta_path: Path, fix: str) -> None:
+    """Refuse metadata whose keys that `shape` types (RouterShape, ...) hold other values, as
+    a CheckpointError naming the file and each key, ending with `fix`."""
+    try:
+        shape.model_validate({key: metadata[key] for key in shape.model_fields if key in metadata})
+    except ValidationError as error:
+        raise CheckpointError(
+            f"{meta_path} is damaged ({describe_validation_error(error, None)}); {fix}"
+        ) from error
 
 
 def read_metadata_object(meta_path: Path, fix: str) -> dict:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -44,6 +44,8 @@ from torch import nn
 
 from .checkpoint import (
     CheckpointError,
+    RouterShape,
+    check_shape,
     loadable_model_config,
     read_metadata_object,
     read_tensors,
@@ -515,6 +517,18 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
 # --- loading --------------------------------------------------------------------------------
 
 
+RETRAIN_HEAD = "retrain with `fugu-lite train reward-head`"
+
+
+class RewardHeadShape(RouterShape):
+    """reward_head.json's keys beyond a router's: a negative reference cost turned every cost
+    into a gain, so a cost weight favoured the dearest workers."""
+
+    group_sizes: list[StrictInt] = Field(min_length=1)
+    reference_cost: float | None = Field(gt=0)
+    temperature: float = Field(gt=0)
+
+
 def is_reward_head(path: str | Path) -> bool:
     return (Path(path) / META_FILE).is_file()
 
@@ -532,9 +546,10 @@ def load_reward_head(
             "(written by `fugu-lite train reward-head`)"
         )
     try:
-        meta = read_metadata_object(meta_path, "retrain with `fugu-lite train reward-head`")
+        meta = read_metadata_object(meta_path, RETRAIN_HEAD)
         if meta.get("format") != HEAD_FORMAT:
             raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
+        check_shape(RewardHeadShape, meta, meta_path, RETRAIN_HEAD)
         model_cfg = loadable_model_config(meta, meta_path, backbone)
         router = CostAwareRouter(
             model_cfg,
@@ -548,9 +563,7 @@ def load_reward_head(
     except CheckpointError:
         raise
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(
-            f"{meta_path} is damaged ({error}); retrain with `fugu-lite train reward-head`"
-        ) from error
+        raise CheckpointError(f"{meta_path} is damaged ({error}); {RETRAIN_HEAD}") from error
     if worker_ids is not None and list(worker_ids) != router.worker_ids:
         raise CheckpointError(
             f"reward head {directory} does not match: workers: checkpoint {router.worker_ids} "
