@@ -324,19 +324,25 @@ def _read_yaml_mapping(path: Path) -> dict:
         raise ConfigError(f"config file {path} not found")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
-    try:
-        text = read_utf8_text(path)
-    except RecordFileError as error:
-        raise ConfigError(str(error)) from error
-    try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as error:
-        raise ConfigError(describe_yaml_error(path, error)) from error
+    data = read_yaml_document(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
     return data
+
+
+def read_yaml_document(path: Path) -> object:
+    """A YAML file's one document, duplicate keys refused; text that is not UTF-8 or not YAML
+    is a ConfigError naming the file (and the line and column)."""
+    try:
+        text = read_utf8_text(path)
+    except RecordFileError as error:
+        raise ConfigError(str(error)) from error
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise ConfigError(describe_yaml_error(path, error)) from error
 
 
 def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:

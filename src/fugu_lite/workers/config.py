@@ -14,11 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config import ConfigError, UniqueKeyLoader, describe_yaml_error
-from ..io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
+from ..config import ConfigError, read_yaml_document
+from ..io import STDIN_NOT_READ, means_stdin
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).
@@ -213,14 +212,7 @@ def _read_yaml(path: Path) -> dict:
             "copy src/fugu_lite/configs/pool.yaml) or leave --pool out to use the embedded "
             "local pool"
         )
-    try:
-        text = read_utf8_text(path)
-    except RecordFileError as error:
-        raise ConfigError(str(error)) from error
-    try:
-        data = yaml.load(text, Loader=UniqueKeyLoader)
-    except yaml.YAMLError as error:
-        raise ConfigError(describe_yaml_error(path, error)) from error
+    data = read_yaml_document(path)
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: the top level must be a mapping with a `workers:` list, got "
