@@ -309,3 +309,33 @@ def test_records_without_their_call_log_say_where_the_answers_may_be(tmp_path: P
         in message
     )
     assert f"--log {default_log_path(output)}" in message
+
+
+@pytest.mark.parametrize(
+    ("other", "as_log", "kind"),
+    [
+        ({"id": "q", "prompt": "2 + 2?", "answer": "4", "grader": "number", "task": "t"},
+         False, "a task line (it has 'grader')"),
+        ({"event": "call", "task_id": "q", "worker_id": "w", "request_hash": "h"},
+         False, "a call-log entry line (it has 'event')"),
+        ({"id": "q", "prompt": "2 + 2?", "worker_ids": ["w"], "rewards": [1.0]},
+         True, "a RewardRecord line (it has 'rewards')"),
+    ],
+)  # fmt: skip
+def test_another_kind_of_file_given_to_collect_is_named_and_kept(
+    tmp_path: Path, other: dict, as_log: bool, kind: str
+) -> None:
+    """A task file (or a call log, or records) given as -o / --log was refused with
+    'line 1: not a RewardRecord (Field required); fix or delete that line', advice that
+    destroys a good file; the error now says what kind of file it is and to keep it."""
+    tasks = number_tasks(2)
+    given = tmp_path / "given.jsonl"
+    given.write_text(json.dumps(other) + "\n")
+    output = tmp_path / "r.jsonl"
+    options = {"log": given} if as_log else {}
+    with StubWorker(solver(tasks)) as stub, pytest.raises(Exception) as raised:
+        run_collect(stub_pool(("w", stub)), tasks, given if not as_log else output, **options)
+    message = str(raised.value)
+    assert f"{given}, line 1: this is {kind}" in message
+    assert "keep it as it is" in message and "delete" not in message
+    assert given.read_text() == json.dumps(other) + "\n"

@@ -231,15 +231,39 @@ M = TypeVar("M", bound=BaseModel)
 
 def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
     """Each line of one of collection's own files (records, call log) as `model`; a line
-    that is not one names the file and line, to be fixed or deleted."""
+    that is not one names the file and line, to be fixed or deleted, unless it is a line of
+    another of the project's files (a task file given as -o): that file is to be kept."""
     for line_number, value in iter_jsonl(path):
         try:
             yield model.model_validate(value)
         except ValidationError as error:
+            where = f"{path}, line {line_number}"
+            kind = other_file_kind(value, what)
+            if kind is not None:
+                raise RecordFileError(
+                    f"{where}: this is {kind}, not {what}, so {path} is not this "
+                    "collection's file; keep it as it is and give collect a file of its own "
+                    "(-o for the records, --log for the call log; a new name is created)"
+                ) from error
             raise RecordFileError(
-                f"{path}, line {line_number}: not {what} "
-                f"({error.errors()[0]['msg']}); fix or delete that line"
+                f"{where}: not {what} ({error.errors()[0]['msg']}); fix or delete that line"
             ) from error
+
+
+def other_file_kind(row: object, expected: str) -> str | None:
+    """Which of the project's files `row` is a line of (said with the key that tells), when
+    that is not the `expected` kind; None for a line of no known file."""
+    if not isinstance(row, dict):
+        return None
+    kinds = (  # (kind, the key that tells, whether the row is one)
+        ("a task", "grader", "grader" in row and "rewards" not in row),
+        ("a RewardRecord", "rewards", "rewards" in row and "worker_ids" in row),
+        ("a call-log entry", "event", "event" in row and "request_hash" in row),
+    )
+    for kind, key, matches in kinds:
+        if matches and kind != expected:
+            return f"{kind} line (it has {key!r})"
+    return None
 
 
 class CollectState:
