@@ -257,3 +257,32 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert "line 1: unknown grader 'nubmer'; did you mean 'number'?" in " ".join(
         checked.output.split()
     )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "answer", "refused"),
+    [
+        ("Which is larger?\n(A) 97\n(B) 67\nAnswer with the letter.", "C", True),
+        ("Pick one: A) red B) blue", "E", True),
+        ("Which is larger?\n(A) 97\n(B) 67\nAnswer with the letter.", "b", False),
+        ("Pick one: A) red B) blue C) green", "C", False),
+        ("Answer with a letter from A to D.", "D", False),  # options not listed: not judged
+    ],
+)
+def test_a_choice_answer_not_among_the_listed_options_is_refused(
+    tmp_path: Path, prompt: str, answer: str, refused: bool
+) -> None:
+    """A choice task whose answer letter is not one of the options its prompt lists (C for a
+    question with options A and B) was accepted by `tasks check` and collect: no reply could
+    score 1, and the right one scored 0."""
+    path = tmp_path / "tasks.jsonl"
+    row = {"id": "q", "prompt": prompt, "answer": answer, "grader": "choice", "task": "t"}
+    path.write_text(json.dumps(row) + "\n")
+    if not refused:
+        assert [task.answer for task in read_tasks(path)] == [answer]
+        return
+    with pytest.raises(TaskFileError) as raised:
+        read_tasks(path)
+    message = str(raised.value)
+    assert f"{path}, line 1: answer {answer!r} is not one of the options" in message
+    assert "right option" in message

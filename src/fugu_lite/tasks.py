@@ -148,8 +148,19 @@ def _answer_problems(task: Task) -> list[str]:
                 else ""
             )
         ]
-    if task.grader == "choice" and choice_letter(answer) is None:
-        return [f"answer {answer!r} is not an option letter; the choice grader needs one of A-E"]
+    if task.grader == "choice":
+        letter = choice_letter(answer)
+        if letter is None:
+            return [
+                f"answer {answer!r} is not an option letter; the choice grader needs one of A-E"
+            ]
+        listed = listed_options(task.prompt_text())
+        if listed and letter not in listed:
+            return [
+                f"answer {answer!r} is not one of the options the prompt lists "
+                f"({', '.join(listed)}), so no reply could score 1; give the letter of the "
+                "right option, or add the missing option to the prompt"
+            ]
     if task.grader == "regex":
         try:
             pattern = re.compile(answer)
@@ -245,6 +256,21 @@ def choice_letter(text: str) -> str | None:
     """'B', '(b)', 'B)' or 'b.' -> 'B'; None if it is not a single option letter."""
     match = re.fullmatch(r"\s*\(?\s*([A-Ea-e])\s*[).:]?\s*", text)
     return match.group(1).upper() if match else None
+
+
+OPTION_LINE = re.compile(
+    r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
+)
+"""One option of a choice prompt: "(A) 97", "B) Bob", "C. blue" (on a line of its own or
+after another: "A) 1 B) 2")."""
+
+
+def listed_options(prompt: str) -> str:
+    """The option letters a choice prompt lists ("AB" for "(A) 97\n(B) 67"), read only when
+    they run from A without a gap; "" when the prompt lists none that way (its options are
+    then written in some other form, which is not judged)."""
+    letters = "".join(sorted({match["letter"] for match in OPTION_LINE.finditer(prompt)}))
+    return letters if len(letters) >= 2 and CHOICE_LETTERS.startswith(letters) else ""
 
 
 def format_number(value: float | Fraction | int) -> str:

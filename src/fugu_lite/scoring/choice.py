@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from ..tasks import Task, choice_letter
+from ..tasks import OPTION_LINE, Task, choice_letter
 from .asked import (
     CLAUSE_LEAD,
     CLAUSES,
@@ -108,9 +108,6 @@ _ASKED_ONE_IS = re.compile(
 )
 
 
-_OPTION_LINE = re.compile(
-    r"(?:^|\s)\(?(?P<letter>[A-E])[).:]\s+(?P<text>[^\n]+?)(?=\s+\(?[A-E][).:]\s|\n|$)"
-)
 _LETTER_OR_LETTER = re.compile(r"(?<![\w'])\(?[A-E]\)?\s*(?:or|/)\s*\(?[A-E]\)?(?![\w'])")
 # a line ending in a label and its letter: "It is easy: C", "My pick: **(B)**." (not "Wrong: A")
 _REJECTING_LABEL = re.compile(
@@ -286,7 +283,7 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     options = {
         letter: normalise(option)
         for letter, option in (
-            (m.group("letter"), m.group("text").strip()) for m in _OPTION_LINE.finditer(prompt)
+            (m.group("letter"), m.group("text").strip()) for m in OPTION_LINE.finditer(prompt)
         )
         if option
     }
