@@ -462,3 +462,24 @@ def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) ->
     assert len(judge.bodies) == paid and len(w.bodies) == 3  # nobody was asked again
     assert summary.complete and read_records(output) == whole
     assert summary.judges[0].calls == 6  # each answer judged once, in the first run
+
+
+@pytest.mark.parametrize("graders", [("number",), ("number", "judge")])
+def test_a_judge_no_task_asks_for_is_said(tmp_path: Path, graders: tuple[str, ...]) -> None:
+    """`--judge w` on tasks with no judge grader did nothing, silently: a user who meant the
+    judge to grade every answer got the number grader's rewards without a word."""
+    tasks = number_tasks(2)
+    for task, grader in zip(tasks, graders, strict=False):
+        task.grader = grader
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    with StubWorker(answer_or_verdict("The answer is 1.", "SCORE: 9")) as stub:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("w", stub), max_concurrency=1)
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(tmp_path / "r.jsonl"), "--judge", "w", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    warned = "--judge w: no task of" in result.stderr
+    assert warned == ("judge" not in graders)
+    assert len(read_records(tmp_path / "r.jsonl")) == 2

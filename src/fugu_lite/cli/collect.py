@@ -56,6 +56,12 @@ def collect_command(
     try:
         pool_config = load_pool_config(pool)
         task_list = read_tasks(tasks)
+        if judge is not None and not any(task.grader == "judge" for task in task_list):
+            err_console.print(
+                f"[yellow]warning:[/yellow] --judge {judge}: no task of {tasks} uses the judge "
+                "grader, so the judge is never asked (the other graders check answers "
+                'themselves); give tasks "grader": "judge" to have answers judged'
+            )
         summary = asyncio.run(
             collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
         )
