@@ -66,6 +66,19 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({k: v for k, v in GOOD.items() if k != "prompt"}, "none was given"),
         ({**GOOD, "prompt": "   "}, "'prompt' is empty"),
         ({**GOOD, "prompt": None, "messages": []}, "empty list"),
+        # blank messages sent the workers no question, as a blank prompt would (refused)
+        (
+            {
+                **GOOD,
+                "prompt": None,
+                "messages": [{"role": "system", "content": ""}, {"role": "user", "content": " \n"}],
+            },
+            "every message's 'content' is empty",
+        ),
+        (
+            {**GOOD, "prompt": None, "messages": [{"role": "user", "content": None}]},
+            "every message's 'content' is empty",
+        ),
         ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
         ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float
@@ -286,3 +299,9 @@ def test_a_choice_answer_not_among_the_listed_options_is_refused(
     message = str(raised.value)
     assert f"{path}, line 1: answer {answer!r} is not one of the options" in message
     assert "right option" in message
+
+
+def test_messages_with_a_question_and_a_blank_system_message_are_read(tmp_path: Path) -> None:
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": "2 + 3?"}]
+    path = write_lines(tmp_path / "t.jsonl", [{**GOOD, "prompt": None, "messages": messages}])
+    assert read_tasks(path)[0].prompt_text() == "system: \nuser: 2 + 3?"

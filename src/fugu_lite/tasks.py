@@ -120,6 +120,15 @@ def task_problems(task: Task) -> list[str]:
         problems.append("'prompt' is empty; write the question the workers should answer")
     elif task.messages is not None and not task.messages:
         problems.append("'messages' is an empty list; give at least one user message")
+    elif task.messages is not None and all(
+        message.content is None
+        or (isinstance(message.content, str) and not message.content.strip())
+        for message in task.messages
+    ):
+        problems.append(
+            "every message's 'content' is empty; write the question the workers should answer "
+            "in a user message"
+        )
     if task.grader not in GRADERS:
         close = difflib.get_close_matches(task.grader, GRADERS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
