@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import CONFIG, Run, flat, invoke, ok, runner
-from conftest import WORKERS, generated_records
+from conftest import WORKERS, generated_records, number_tasks
 
 from fugu_lite.cli import app
 from fugu_lite.schemas import write_records
+from fugu_lite.tasks import write_tasks
 
 
 def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path: Path) -> None:
@@ -37,6 +38,20 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     result = invoke("demo", "--no-serve", "-o", tmp_path / "d", "--pool", tmp_path / "no.yaml")
     assert result.exit_code == 2 and "pool file" in flat(result.output)
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
+
+
+def test_collect_with_a_directory_where_its_default_call_log_goes_says_so(tmp_path: Path) -> None:
+    """A directory named like -o's default call log (r.calls.jsonl) ended collect in an
+    IsADirectoryError traceback; now it is refused up front with the way out."""
+    tasks = tmp_path / "t.jsonl"
+    write_tasks(tasks, number_tasks(1))
+    (tmp_path / "r.calls.jsonl").mkdir()
+    result = invoke("collect", "-t", tasks, "-o", tmp_path / "r.jsonl")
+    message = flat(result.output)
+    assert result.exit_code == 2, message
+    assert f"{tmp_path / 'r.calls.jsonl'} by default, and that is a directory" in message
+    assert f"--log {tmp_path / 'r.log.jsonl'}" in message
+    assert not (tmp_path / "r.jsonl").exists()
 
 
 @pytest.mark.parametrize("flag", ["--pool", "--api-keys-file"])

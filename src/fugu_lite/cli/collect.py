@@ -93,6 +93,12 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path 
 
     same = same_path
     call_log = log if log is not None else default_log_path(output)
+    if log is None and call_log.is_dir():
+        fail(
+            f"the call log of -o {output} is {call_log} by default, and that is a directory; "
+            "give --log a file (e.g. --log "
+            f"{output.with_name(output.stem + '.log.jsonl')}) or move the directory away"
+        )
     if same(output, tasks):
         fail(
             f"-o {output} is the task file (--tasks) itself; give the records a file of "
