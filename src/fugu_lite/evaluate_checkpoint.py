@@ -5,6 +5,7 @@ router and computes features; the report itself is fugu_lite.evaluation's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ import torch
 from .checkpoint import mismatch_fix, read_checkpoint_metadata, workers_mismatch
 from .costs import default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
+    RewardTable,
     baseline_cost_predictions,
     evaluation_report,
     pareto_report,
@@ -76,6 +78,38 @@ def require_pareto_costs(records: list[RewardRecord], split: str) -> None:
     require_costs(used, "eval --pareto", PARETO_COST_FIX, counted)
 
 
+@dataclass(frozen=True)
+class EvaluationData:
+    """The reward tables and router features of the train, evaluated and validation splits,
+    with the kNN and ridge baselines fit on train (tuned on validation when there is one)."""
+
+    train: RewardTable
+    evaluated: RewardTable
+    train_x: np.ndarray
+    evaluated_x: np.ndarray
+    predictions: dict[str, np.ndarray]
+    baseline_info: dict[str, dict]
+
+
+def evaluation_data(
+    model: RouterModel | CostWeightedView,
+    records: list[RewardRecord],
+    split: str,
+    evaluated_records: list[RewardRecord],
+    train_records: list[RewardRecord],
+) -> EvaluationData:
+    """What `eval` and `eval --pareto` share: features from `model`, reward tables, and the
+    baselines (`evaluated_records` and `train_records` from evaluated_and_train)."""
+    validation_records = records_in_split(records, "validation")
+    train_x = split_features(model, records, "train")
+    evaluated_x = split_features(model, records, split)
+    validation_x = split_features(model, records, "validation") if validation_records else None
+    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
+    validation = reward_table(validation_records) if validation_records else None
+    predictions, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
+    return EvaluationData(train, evaluated, train_x, evaluated_x, predictions, info)
+
+
 def run_evaluation(
     checkpoint: Path,
     records: list[RewardRecord],
@@ -87,18 +121,14 @@ def run_evaluation(
     (`backbone`: where its backbone is now, see checkpoint.locate_backbone)."""
     evaluated_records, train_records = evaluated_and_train(records, split)
     model = load_router(checkpoint, worker_ids=records[0].worker_ids, backbone=backbone)
-    validation_records = records_in_split(records, "validation")
-    train_x = split_features(model, records, "train")
-    evaluated_x = split_features(model, records, split)
-    validation_x = split_features(model, records, "validation") if validation_records else None
-    probabilities = model.probabilities(torch.from_numpy(evaluated_x)).cpu().numpy()
-    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
-    validation = reward_table(validation_records) if validation_records else None
-    predictions, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
-    report = evaluation_report(train, evaluated, split, probabilities, predictions, info)
+    data = evaluation_data(model, records, split, evaluated_records, train_records)
+    probabilities = model.probabilities(torch.from_numpy(data.evaluated_x)).cpu().numpy()
+    report = evaluation_report(
+        data.train, data.evaluated, split, probabilities, data.predictions, data.baseline_info
+    )
     report["checkpoint"] = str(checkpoint)
     report["notes"] += router_selection_notes(checkpoint, split)
-    write_evaluation(report, router_predictions(evaluated, probabilities), Path(output_dir))
+    write_evaluation(report, router_predictions(data.evaluated, probabilities), Path(output_dir))
     print_evaluation(report, console)
     console.print(f"report written to {output_dir}", markup=False, soft_wrap=True)
     return report
@@ -151,28 +181,22 @@ def run_pareto_evaluation(
             f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
         )
     model = family.routers[0]  # every member shares the model config, so the features
-    validation_records = records_in_split(records, "validation")
-    train_x = split_features(model, records, "train")
-    evaluated_x = split_features(model, records, split)
-    validation_x = split_features(model, records, "validation") if validation_records else None
-    train, evaluated = reward_table(train_records), reward_table(evaluated_records)
-    validation = reward_table(validation_records) if validation_records else None
-    _, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
-    features = torch.from_numpy(evaluated_x)
+    data = evaluation_data(model, records, split, evaluated_records, train_records)
+    features = torch.from_numpy(data.evaluated_x)
     probabilities = {
         weight: router.probabilities(features).cpu().numpy()
         for weight, router in zip(family.cost_weights, family.routers, strict=True)
     }
     weights = family.cost_weights if baseline_cost_weights is None else baseline_cost_weights
     report = pareto_report(
-        train,
-        evaluated,
+        data.train,
+        data.evaluated,
         split,
         probabilities,
-        baseline_cost_predictions(train_x, train, evaluated_x, info),
+        baseline_cost_predictions(data.train_x, data.train, data.evaluated_x, data.baseline_info),
         weights,
         family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
-        info,
+        data.baseline_info,
     )
     report["checkpoint"] = str(checkpoint)
     report["router_kind"] = family.kind
