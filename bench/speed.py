@@ -49,15 +49,8 @@ from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 
 from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
 from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
-from fugu_lite.features import (
-    FeatureCache,
-    FeatureExtractor,
-    Prompt,
-    compute_features,
-    pool,
-    prompt_key,
-    render_prompt,
-)
+from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
+from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
 from fugu_lite.model import RouterModel
 from fugu_lite.train_sft import sft_loss
 from fugu_lite.training_common import optimizer_parameters, seed_everything

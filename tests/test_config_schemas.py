@@ -502,7 +502,7 @@ def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
 
 def test_a_cache_dir_under_home_is_the_home_folders(tmp_path: Path, monkeypatch) -> None:
     """`cache_dir: ~/fugu-cache` made a folder named `~` in the working directory."""
-    from fugu_lite.features import FeatureCache
+    from fugu_lite.feature_cache import FeatureCache
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     path = write_yaml(tmp_path / "c.yaml", "model:\n  cache_dir: ~/fugu-cache\n")

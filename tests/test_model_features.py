@@ -14,21 +14,18 @@ import torch
 from conftest import finished_pid, save_tiny_backbone, writer_temporary
 
 import fugu_lite.backbones as backbones_module
-import fugu_lite.features as features_module
+import fugu_lite.feature_cache as feature_cache_module
 from fugu_lite.backbones import load_backbone
 from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
 from fugu_lite.config import ModelConfig
-from fugu_lite.features import (
+from fugu_lite.feature_cache import (
     FeatureCache,
-    FeatureExtractor,
     backbone_shape,
     compute_features,
     feature_cache_key,
-    normalized_layer,
-    pool,
     prompt_key,
-    resolved_pooling,
 )
+from fugu_lite.features import FeatureExtractor, normalized_layer, pool, resolved_pooling
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.routing import NoWorkerLeftError, allowed_workers, route_prompt, route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord
@@ -48,7 +45,7 @@ def forbid_backbone_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the backbone was loaded although the feature cache has everything")
 
-    monkeypatch.setattr(features_module, "load_backbone", refuse)
+    monkeypatch.setattr(feature_cache_module, "load_backbone", refuse)
     monkeypatch.setattr(backbones_module, "load_backbone", refuse)
 
 
@@ -204,7 +201,7 @@ def test_only_missing_prompts_go_through_the_backbone(
     extractor = CountingExtractor(tiny_backbone, tiny_model_cfg)
     compute_features(PROMPTS[:2], tiny_model_cfg, extractor)
     # and, once per cache, the probe of the versions that computed it
-    assert extractor.seen == [*features_module.PROBE_PROMPTS, *PROMPTS[:2]]
+    assert extractor.seen == [*feature_cache_module.PROBE_PROMPTS, *PROMPTS[:2]]
     extractor.seen.clear()
     features, _ = compute_features([*PROMPTS, PROMPTS[3], PROMPTS[0]], tiny_model_cfg, extractor)
     assert sorted(extractor.seen) == sorted(PROMPTS[2:])  # each new prompt once
@@ -334,7 +331,7 @@ def test_features_change_only_with_the_feature_format_version() -> None:
     bump it would route on stale features. This fails on any such change (and on a torch or
     transformers release that computes the Llama forward otherwise: caches check those
     versions themselves, see PROBE_PROMPTS, so then only these sums need updating)."""
-    golden = GOLDEN_FEATURE_SUMS.get(features_module.FEATURE_FORMAT_VERSION)
+    golden = GOLDEN_FEATURE_SUMS.get(feature_cache_module.FEATURE_FORMAT_VERSION)
     assert golden is not None, "record the GOLDEN_FEATURE_SUMS of the new FEATURE_FORMAT_VERSION"
     backbone = golden_backbone()
     changed = {}
@@ -352,8 +349,8 @@ def test_features_change_only_with_the_feature_format_version() -> None:
             changed[(template, pooling, layer)] = [round(value, 3) for value in sums.tolist()]
     assert not changed, (
         f"the features changed: {changed}. If fugu-lite's feature code changed, bump "
-        "FEATURE_FORMAT_VERSION in features.py (every feature cache is then computed again) and "
-        "record these sums under it; if only torch or transformers did, update the sums"
+        "FEATURE_FORMAT_VERSION in feature_cache.py (every feature cache is then computed again) "
+        "and record these sums under it; if only torch or transformers did, update the sums"
     )
 
 
@@ -1487,7 +1484,7 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     factor = 1.5 if features_moved else 1.0
     for path in cache.folder.glob("*.safetensors"):
         tensors = {name: value * factor for name, value in load_file(path).items()}
-        versions = {**features_module.computation_versions(), "transformers": "4.0.0"}
+        versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
         metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
         save_file(tensors, path, metadata=metadata)
     assert FeatureCache(tiny_model_cfg).computed_under_other_versions()

@@ -15,7 +15,7 @@ from conftest import generated_records, save_tiny_backbone
 
 import fugu_lite
 import fugu_lite.backbones as backbones_module
-import fugu_lite.features as features_module
+import fugu_lite.feature_cache as feature_cache_module
 import fugu_lite.pipeline as pipeline_module
 from fugu_lite import sources_digest
 from fugu_lite.checkpoint import CheckpointError
@@ -303,7 +303,7 @@ def test_a_second_training_run_reads_only_the_feature_cache(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the second run loaded the backbone")
 
-    monkeypatch.setattr(features_module, "load_backbone", refuse)
+    monkeypatch.setattr(feature_cache_module, "load_backbone", refuse)
     monkeypatch.setattr(backbones_module, "load_backbone", refuse)
     second = train_sft(records, config, tmp_path / "second")
     assert second["history"] == first["history"]

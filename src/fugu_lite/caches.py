@@ -32,7 +32,7 @@ from .backbones import (
     safe_name,
 )
 from .config import ModelConfig
-from .features import feature_cache_key
+from .feature_cache import feature_cache_key
 from .io import digest_file_name
 from .onnx_runtime import SETTINGS_FILE, export_folder, export_settings
 

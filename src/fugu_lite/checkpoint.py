@@ -44,7 +44,7 @@ TENSOR_DIGEST_KEY = "tensor_file_sha256"
 BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
 # The SHA-256 of the sources of the fugu-lite that wrote the checkpoint (see code_digest).
 CODE_DIGEST_KEY = "package_code_sha256"
-# The versions of the packages that computed its features (features.computation_versions).
+# The versions of the packages that computed its features (feature_cache.computation_versions).
 FEATURE_VERSIONS_KEY = "feature_package_versions"
 
 

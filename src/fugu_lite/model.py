@@ -30,12 +30,11 @@ from .checkpoint import (
     read_tensors,
 )
 from .config import ModelConfig
+from .feature_cache import computation_versions, compute_features
 from .features import (
     FeatureExtractor,
     Prompt,
     announce_uncached_features,
-    computation_versions,
-    compute_features,
     console,
     uncached_features,
 )

@@ -21,7 +21,8 @@ from .checkpoint import (
     read_tensors,
 )
 from .config import PipelineConfig
-from .features import pooling_meant, versions_moved
+from .feature_cache import versions_moved
+from .features import pooling_meant
 from .io import read_json, write_json
 from .schemas import RewardRecord
 from .text import notes_console

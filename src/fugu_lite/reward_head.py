@@ -60,7 +60,8 @@ from .evaluation.pareto import (
     worker_points,
 )
 from .evaluation.table import argmax_choices, reward_table
-from .features import FeatureExtractor, Prompt, backbone_shape, compute_features
+from .feature_cache import backbone_shape, compute_features
+from .features import FeatureExtractor, Prompt
 from .io import write_json
 from .model import RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split

@@ -34,7 +34,8 @@ from .config import (
 )
 from .costs import apply_cost_weight, training_records
 from .evaluation.output import remove_evaluations
-from .features import FeatureExtractor, Prompt, backbone_shape
+from .feature_cache import backbone_shape
+from .features import FeatureExtractor, Prompt
 from .io import write_json
 from .model import RouterModel, load_router
 from .progress import LineProgress
