@@ -15,7 +15,8 @@ import pytest
 import torch
 from conftest import require_shared_data
 
-from fugu_lite.backbones import backbone_identity, embedded_path, layer_list, load_backbone
+from fugu_lite.backbone_identity import backbone_identity, embedded_path
+from fugu_lite.backbones import layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluate_checkpoint import run_evaluation

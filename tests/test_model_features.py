@@ -1343,7 +1343,7 @@ def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapsh
 def embedded_tiny_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> Path:
     """An embedded backbone `tiny-embedded`: a real package made on the fly, its weights in
     PACKAGE/model."""
-    from fugu_lite.backbones import EMBEDDED_BACKBONES, EmbeddedBackbone
+    from fugu_lite.backbone_identity import EMBEDDED_BACKBONES, EmbeddedBackbone
 
     package = tmp_path / "site" / "fugu_test_embedded"
     package.mkdir(parents=True)
@@ -1385,7 +1385,11 @@ def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
 ) -> None:
     """The weights the embedded packages shipped while the key was the files' sizes keep that
     key (their cached SmolLM2 features took ~45 min); any others name their SHA-256."""
-    from fugu_lite.backbones import SIZE_KEYED_WEIGHTS, backbone_identity, weights_fingerprint
+    from fugu_lite.backbone_identity import (
+        SIZE_KEYED_WEIGHTS,
+        backbone_identity,
+        weights_fingerprint,
+    )
 
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
     package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .backbones import (
+from .backbone_identity import (
     EMBEDDED_BACKBONES,
     TINY_RANDOM,
     backbone_identity,

@@ -17,7 +17,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 
 from . import __version__
-from .backbones import (
+from .backbone_identity import (
     EMBEDDED_BACKBONES,
     canonical_backbone,
     embedded_path,
@@ -39,8 +39,9 @@ REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model"
 BACKBONE_RELATIVE_KEY = "backbone_relative_to_checkpoint"
 # The metadata's digest of the tensor file it was written with (older checkpoints lack it).
 TENSOR_DIGEST_KEY = "tensor_file_sha256"
-# What identifies the backbone weights the head was trained on (backbones.backbone_fingerprint);
-# null when nothing could be read, absent in checkpoints written before it was recorded.
+# What identifies the backbone weights the head was trained on
+# (backbone_identity.backbone_fingerprint); null when nothing could be read, absent in
+# checkpoints written before it was recorded.
 BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
 # The SHA-256 of the sources of the fugu-lite that wrote the checkpoint (see code_digest).
 CODE_DIGEST_KEY = "package_code_sha256"
@@ -151,7 +152,7 @@ def check_backbone_weights(metadata: dict, meta_path: Path, backbone: str) -> No
 
 def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str, str] | None:
     """(what the checkpoint was trained on, what `backbone` has now) when `backbone`'s weights
-    differ from the checkpoint's fingerprint (see backbones.backbone_fingerprint); None when
+    differ from the checkpoint's fingerprint (see backbone_identity.backbone_fingerprint); None when
     they are the same or cannot be compared (no fingerprint, a hub id not in the local
     cache). A hub id is compared by its snapshot commit, which reads no weights."""
     if not stored:

@@ -20,13 +20,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
 from .atomic_files import remove_dead_writers_files, write_tensors_atomic, write_text_atomic
-from .backbones import (
-    awaits_download,
-    backbone_identity,
-    cache_root,
-    canonical_backbone,
-    load_backbone,
-)
+from .backbone_identity import awaits_download, backbone_identity, canonical_backbone
+from .backbones import load_backbone
 from .config import ModelConfig
 from .features import (
     FeatureExtractor,
@@ -37,6 +32,7 @@ from .features import (
     feature_progress,
     prompt_text,
 )
+from .io import cache_root
 from .schemas import ChatMessage, prompt_hash
 
 # In every feature cache key: bump it when the features change (a test of their values,

@@ -15,13 +15,8 @@ from torch import nn
 from torch.func import functional_call
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .backbones import (
-    ENCODER_TYPES,
-    LoadedBackbone,
-    backbone_is_decoder,
-    layer_list,
-    maybe_encoder,
-)
+from .backbone_identity import ENCODER_TYPES, backbone_is_decoder, maybe_encoder
+from .backbones import LoadedBackbone, layer_list
 from .config import ModelConfig
 from .onnx_runtime import LoadedRuntime, load_runtime
 from .progress import LineProgress

@@ -12,7 +12,7 @@ from torch import nn
 
 from . import __version__, code_digest
 from .atomic_files import remove_files, write_tensors_atomic
-from .backbones import backbone_fingerprint, canonical_backbone, local_backbone_path
+from .backbone_identity import backbone_fingerprint, canonical_backbone, local_backbone_path
 from .checkpoint import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,

@@ -38,8 +38,8 @@ from rich.markup import escape
 from torch import nn
 
 from .atomic_files import remove_dead_writers_files, write_text_atomic, writer_prefix
-from .backbones import cache_root
 from .config import ModelConfig
+from .io import cache_root
 from .text import notes_console
 
 EXPORT_FORMAT_VERSION = 1

@@ -31,7 +31,7 @@ from torch.func import functional_call
 
 from . import __version__, code_digest
 from .atomic_files import write_bytes_atomic
-from .backbones import canonical_backbone
+from .backbone_identity import canonical_backbone
 from .checkpoint import read_checkpoint_metadata
 from .config import ESConfig, ESTrainingConfig
 from .costs import cost_weighting_summary

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .atomic_files import remove_files
-from .backbones import canonical_backbone
+from .backbone_identity import canonical_backbone
 from .checkpoint import HEAD_FILE, META_FILE, tensor_digest
 from .config import (
     ESTrainingConfig,
