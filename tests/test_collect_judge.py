@@ -460,7 +460,10 @@ def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) ->
         paid = len(judge.bodies)
         summary = run_collect(config, tasks, output, judge_worker="judge")
     assert len(judge.bodies) == paid and len(w.bodies) == 3  # nobody was asked again
-    assert summary.complete and read_records(output) == whole
+    # records are appended as tasks finish, so two runs may write them in another order
+    assert summary.complete and sorted(read_records(output), key=lambda r: r.id) == sorted(
+        whole, key=lambda r: r.id
+    )
     assert summary.judges[0].calls == 6  # each answer judged once, in the first run
 
 
