@@ -116,18 +116,18 @@ def stub_throughput(stub: StubWorker, n_tasks: int, folder: Path) -> float:
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:
+    if not intervals:
+        return 0.0
+    ordered = sorted(intervals)
     total = 0.0
-    current_start, current_end = None, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
+    current_start, current_end = ordered[0]
+    for start, end in ordered[1:]:
+        if start > current_end:
+            total += current_end - current_start
             current_start, current_end = start, end
         else:
             current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
+    return total + current_end - current_start
 
 
 def local_pool_run(n_per_family: int, folder: Path) -> tuple[dict[str, dict], float, int]:

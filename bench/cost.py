@@ -26,7 +26,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from fugu_lite import pipeline, train_rl, training_common
+from fugu_lite import evaluate_checkpoint, train_rl, training_common
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
 from fugu_lite.costs import (
     load_router_family,
@@ -92,8 +92,9 @@ def curve_figures(points: list[OperatingPoint], report: dict) -> dict:
     target = report["target_reward"]
     reach = None if target is None else cost_to_reach(hull, target)
     best_cost = report["best_single"]["mean_cost"]
+    cost_min, cost_max = report["cost_range"]
     return {
-        "aiq": aiq(hull, *report["cost_range"], report["aiq_floor"]),
+        "aiq": aiq(hull, cost_min, cost_max, report["aiq_floor"]),
         "cost_fraction_at_target": None if reach is None or best_cost <= 0 else reach / best_cost,
     }
 
@@ -116,11 +117,11 @@ def train_family(records: list[RewardRecord], config: PipelineConfig, output: Pa
 
 def quiet_pareto(checkpoint: Path, records: list[RewardRecord], output: Path) -> dict:
     """The validation report, written but not printed."""
-    pipeline.console.quiet = True
+    evaluate_checkpoint.console.quiet = True
     try:
         return run_pareto_evaluation(checkpoint, records, "validation", output)
     finally:
-        pipeline.console.quiet = False
+        evaluate_checkpoint.console.quiet = False
 
 
 def _rounded(value: float | None) -> float | None:

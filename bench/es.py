@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
 from cmaes import SepCMA
@@ -90,7 +91,7 @@ def paired_difference(first: torch.Tensor, second: torch.Tensor) -> tuple[float,
 
 
 def time_generations(
-    records: list[RewardRecord], sft: str, search: str, samples: int
+    records: list[RewardRecord], sft: str, search: Literal["head", "output_layer"], samples: int
 ) -> dict[str, float]:
     """Seconds per generation (median) on cached features, for the default head searched as
     given, population and batch as in TIMING."""

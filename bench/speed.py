@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -283,9 +284,9 @@ def measure_latency(paths: Paths, prompts: dict[int, str], reps: int, warmup: in
     for n_tokens, prompt in prompts.items():
         wall, cpu = interleaved_timings(
             [
-                lambda p=prompt: paths.route([p]),
-                lambda p=prompt: paths.route_plain([p]),
-                lambda p=prompt: paths.route_torch([p]),
+                partial(paths.route, [prompt]),
+                partial(paths.route_plain, [prompt]),
+                partial(paths.route_torch, [prompt]),
             ],
             reps,
             warmup,
@@ -973,9 +974,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             "are its); add it, e.g. --backbones " + " ".join([default, *options.backbones])
         )
     results, child_times = run_children(options, default)
+    total_s = time.perf_counter() - started
     wall = {
         "children": child_times,
-        "total": time.perf_counter() - started,
+        "total": total_s,
         "load_before": load_before,
         "load_after": " ".join(f"{value:.2f}" for value in os.getloadavg()),
     }
@@ -986,7 +988,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     line.update(
         backbone=default,
         target_met=per_backbone[default]["target_met"],
-        wall_s=round(wall["total"], 1),
+        wall_s=round(total_s, 1),
         per_backbone=per_backbone,
     )
     print(json.dumps(line), flush=True)
