@@ -37,7 +37,7 @@ from fugu_lite.costs import (
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
-from fugu_lite.evaluation.pareto import OperatingPoint, router_curve
+from fugu_lite.evaluation.curves import OperatingPoint, router_curve
 from fugu_lite.reward_head import SERVED_COST_WEIGHTS, RewardHeadConfig, train_reward_head
 from fugu_lite.schemas import RewardRecord, records_in_split
 

@@ -57,7 +57,7 @@ from fugu_lite.backbones import load_backbone
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluation import reward_table, run_baselines
-from fugu_lite.evaluation.pareto import baseline_cost_predictions
+from fugu_lite.evaluation.curves import baseline_cost_predictions
 from fugu_lite.feature_cache import compute_features
 from fugu_lite.features import FeatureExtractor, uncached_features
 from fugu_lite.model import RouterModel

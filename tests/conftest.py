@@ -108,6 +108,16 @@ def generated_records(n_per_topic: int = 40, seed: int = 0) -> list[RewardRecord
     return records
 
 
+def cost_record(
+    split: str, rewards: list[float], costs: list[float] | None, id: str
+) -> RewardRecord:
+    """A record of two workers, a and b, with the given rewards and costs."""
+    return RewardRecord(
+        prompt=f"prompt {id}", split=split, worker_ids=["a", "b"], rewards=rewards,
+        costs=costs, id=id,
+    )  # fmt: skip
+
+
 @pytest.fixture
 def records() -> list[RewardRecord]:
     return generated_records()

@@ -1,5 +1,5 @@
-"""Cost-aware training, router families, reward heads, cost-quality curves (AIQ, cost at
-95%), and the CLI."""
+"""Cost-aware training, router families, reward heads, and the CLI (`eval --pareto` of a
+family among it); the cost-quality maths on hand-made tables is in test_pareto.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import generated_records, save_tiny_backbone
+from conftest import cost_record, generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
 from fugu_lite.checkpoint import CheckpointError
@@ -45,9 +45,6 @@ from fugu_lite.costs import (
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
-from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
-from fugu_lite.evaluation.pareto import cost_weighted_choices, hull_reward_at, write_pareto
-from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.model import load_router
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
@@ -61,7 +58,7 @@ from fugu_lite.reward_head import (
     train_reward_head,
 )
 from fugu_lite.routing import route_prompts
-from fugu_lite.schemas import ChatMessage, RewardRecord, records_in_split, write_records
+from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
 from fugu_lite.server.routing import RouteRequest, RouterService
 from fugu_lite.server.schemas import ApiError
 from fugu_lite.train_es import train_es
@@ -110,13 +107,6 @@ def cost_case_records(n: int = 90, seed: int = 0) -> list[RewardRecord]:
     return records
 
 
-def record(split: str, rewards: list[float], costs: list[float] | None, id: str) -> RewardRecord:
-    return RewardRecord(
-        prompt=f"prompt {id}", split=split, worker_ids=["a", "b"], rewards=rewards,
-        costs=costs, id=id,
-    )  # fmt: skip
-
-
 def tiny_cfg(tmp_path: Path) -> ModelConfig:
     return ModelConfig(
         backbone="tiny-random",
@@ -145,9 +135,9 @@ def flat(text: str) -> str:
 
 def test_apply_cost_weight_subtracts_lambda_times_cost_over_the_reference() -> None:
     records = [
-        record("train", [1.0, 0.5], [1.0, 3.0], "t1"),
-        record("train", [0.0, 1.0], [2.0, 2.0], "t2"),
-        record("test", [1.0, 1.0], [100.0, 0.0], "x"),
+        cost_record("train", [1.0, 0.5], [1.0, 3.0], "t1"),
+        cost_record("train", [0.0, 1.0], [2.0, 2.0], "t2"),
+        cost_record("test", [1.0, 1.0], [100.0, 0.0], "x"),
     ]
     # the default reference is the mean over train cells only: (1 + 3 + 2 + 2) / 4 = 2
     assert default_reference_cost(records) == pytest.approx(2.0)
@@ -167,7 +157,7 @@ def test_apply_cost_weight_subtracts_lambda_times_cost_over_the_reference() -> N
 
 
 def test_zero_cost_weight_leaves_records_alone_and_needs_no_costs() -> None:
-    records = [record("train", [1.0, 0.0], None, "t1")]
+    records = [cost_record("train", [1.0, 0.0], None, "t1")]
     assert apply_cost_weight(records, CostAware()) is records
     assert cost_weighting_summary(records, CostAware()) == {
         "cost_weight": 0.0,
@@ -176,13 +166,16 @@ def test_zero_cost_weight_leaves_records_alone_and_needs_no_costs() -> None:
 
 
 def test_missing_costs_are_refused_naming_the_record() -> None:
-    records = [record("train", [1.0, 0.0], [1.0, 2.0], "t1"), record("test", [1, 0], None, "t2")]
+    records = [
+        cost_record("train", [1.0, 0.0], [1.0, 2.0], "t1"),
+        cost_record("test", [1, 0], None, "t2"),
+    ]
     with pytest.raises(ValueError, match=r"record id='t2' \(test split, prompt 'prompt t2'\)"):
         apply_cost_weight(records, CostAware(cost_weight=0.1))
     with pytest.raises(ValueError, match="no train records; set reference_cost explicitly"):
-        default_reference_cost([record("test", [1.0, 0.0], [1.0, 1.0], "x")])
+        default_reference_cost([cost_record("test", [1.0, 0.0], [1.0, 1.0], "x")])
     with pytest.raises(ValueError, match="every train cost is 0"):
-        default_reference_cost([record("train", [1.0, 0.0], [0.0, 0.0], "z")])
+        default_reference_cost([cost_record("train", [1.0, 0.0], [0.0, 0.0], "z")])
 
 
 def test_parse_and_nearest_cost_weights() -> None:
@@ -300,192 +293,6 @@ def test_records_without_a_train_split_are_refused_alike_by_every_trainer(
     with pytest.raises(ValueError, match=expected):
         train_sft(only_test, SFTConfig(model=tiny_cfg(tmp_path)), tmp_path / "sft")
     assert list(tmp_path.iterdir()) == []  # refused before anything is written
-
-
-# --- hulls, AIQ, cost to reach a quality ----------------------------------------------------
-
-
-def test_non_decreasing_hull_keeps_the_upper_front() -> None:
-    points = [(4.0, 0.7), (1.0, 0.5), (3.0, 0.85), (2.0, 0.8), (2.0, 0.6), (1.5, 0.55)]
-    # (4, .7) earns less than a cheaper point; (2, .6) is beaten at equal cost; (1.5, .55) lies
-    # below the segment (1, .5) -> (2, .8)
-    assert non_decreasing_hull(points) == [(1.0, 0.5), (2.0, 0.8), (3.0, 0.85)]
-    assert non_decreasing_hull([(0.0, 0.0), (1.0, 0.2), (2.0, 1.0)]) == [(0.0, 0.0), (2.0, 1.0)]
-    assert non_decreasing_hull([(1.0, 0.3)]) == [(1.0, 0.3)]
-
-
-def test_aiq_on_hand_computed_curves() -> None:
-    hull = [(1.0, 0.5), (2.0, 0.8), (3.0, 0.85)]
-    # over [1, 4]: 0.65 + 0.825 + 0.85 (flat beyond 3) = 2.325, divided by 3
-    assert aiq(hull, 1.0, 4.0) == pytest.approx(0.775)
-    # a curve starting at cost 2 earns 0 on [1, 2]: (0.6 + 0.9) / 2 * 2 / 3
-    assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0) == pytest.approx(0.5)
-    # one point: flat from its cost on
-    assert aiq([(1.0, 0.7)], 1.0, 3.0) == pytest.approx(0.7)
-    assert aiq([(1.0, 0.7)], 1.0, 1.0) == pytest.approx(0.7)
-    assert hull_reward_at(hull, 0.5) == 0.0
-    assert hull_reward_at(hull, 1.5) == pytest.approx(0.65)
-    assert hull_reward_at(hull, 10.0) == pytest.approx(0.85)
-
-
-def test_cost_to_reach_interpolates_on_the_hull() -> None:
-    hull = [(1.0, 0.5), (3.0, 0.9)]
-    assert cost_to_reach(hull, 0.7) == pytest.approx(2.0)
-    assert cost_to_reach(hull, 0.4) == pytest.approx(1.0)  # already at the cheapest point
-    assert cost_to_reach(hull, 0.9) == pytest.approx(3.0)
-    assert cost_to_reach(hull, 0.95) is None
-
-
-def test_pareto_report_on_a_known_case() -> None:
-    """Two prompts, two workers: b is right on prompt 0 only, a on both at half b's cost."""
-    train = reward_table(
-        [
-            record("train", [0.0, 1.0], [1.0, 2.0], "t1"),
-            record("train", [0.4, 1.0], [1.0, 2.0], "t2"),
-        ]
-    )  # best single on train: b
-    evaluated = reward_table(
-        [record("test", [0.0, 1.0], [1.0, 2.0], "e1"), record("test", [1.0, 1.0], [1.0, 2.0], "e2")]
-    )
-    perfect = np.array([[0.0, 1.0], [1.0, 0.0]])  # b on e1, a on e2: reward 1 at cost 1.5
-    report = pareto_report(train, evaluated, "test", {0.0: perfect}, {}, [0.0], reference_cost=1.5)
-    assert report["best_single"] == {
-        "worker": "b", "chosen_on": "train", "mean_cost": 2.0, "mean_reward": 1.0,
-    }  # fmt: skip
-    assert report["oracle"]["mean_cost"] == pytest.approx(1.5)
-    assert report["target_reward"] == pytest.approx(0.95)
-    router = report["curves"]["router"]
-    assert router["hull"] == [[1.5, 1.0]]
-    assert router["cost_fraction_at_target"] == pytest.approx(0.75)
-    workers = report["curves"]["workers"]
-    assert workers["hull"] == [[1.0, 0.5], [2.0, 1.0]]
-    assert workers["cost_at_target"] == pytest.approx(1.9)
-    assert workers["cost_fraction_at_target"] == pytest.approx(0.95)
-    assert report["cost_range"] == [1.0, 2.0]
-    assert workers["aiq"] == pytest.approx(0.75)
-    assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
-
-
-def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
-    # [1, 2] at the floor -1, then (0.6 + 0.9) / 2 * 2 on [2, 4]: (-1 + 1.5) / 3
-    assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0, floor=-1.0) == pytest.approx(0.5 / 3)
-    assert aiq([(3.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # the whole range below it
-    assert hull_reward_at([(1.0, 0.5)], 0.5, floor=-1.0) == -1.0
-
-
-def known_case_tables(scale: float, shift: float) -> tuple[RewardTable, RewardTable]:
-    """test_pareto_report_on_a_known_case's records with rewards mapped to r * scale + shift."""
-
-    def rewards(values: list[float]) -> list[float]:
-        return [value * scale + shift for value in values]
-
-    train = reward_table(
-        [
-            record("train", rewards([0.0, 1.0]), [1.0, 2.0], "t1"),
-            record("train", rewards([0.4, 1.0]), [1.0, 2.0], "t2"),
-        ]
-    )
-    evaluated = reward_table(
-        [
-            record("test", rewards([0.0, 1.0]), [1.0, 2.0], "e1"),
-            record("test", rewards([1.0, 1.0]), [1.0, 2.0], "e2"),
-        ]
-    )
-    return train, evaluated
-
-
-def test_aiq_of_rewards_scored_minus_1_to_1_ranks_curves_as_the_same_rewards_in_0_to_1() -> None:
-    """Some datasets score -1..1. Below its cheapest point a curve used to earn 0, which is
-    mid-scale there: a curve that cannot run cheaply gained from it. The floor is now the
-    lowest reward, so AIQ moves with the rewards (2 r - 1 gives 2 AIQ - 1)."""
-    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
-    unit = pareto_report(*known_case_tables(1.0, 0.0), "test", perfect, {}, [0.0], 1.5)
-    signed = pareto_report(*known_case_tables(2.0, -1.0), "test", perfect, {}, [0.0], 1.5)
-    assert (unit["aiq_floor"], signed["aiq_floor"]) == (0.0, -1.0)
-    for name in ("router", "workers"):
-        assert signed["curves"][name]["aiq"] == pytest.approx(2 * unit["curves"][name]["aiq"] - 1)
-    assert signed["curves"]["router"]["aiq"] == pytest.approx(0.0)  # -1 on [1, 1.5], 1 after
-
-
-@pytest.mark.parametrize(
-    ("train_rewards", "test_rewards", "costs"),
-    [
-        ([-1.0, -0.5], [-0.8, -0.2], [1.0, 2.0]),  # every reward negative
-        ([0.0, 0.0], [0.0, 0.0], [1.0, 2.0]),  # every reward 0: the best single has 0
-        ([-1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]),  # free workers as well
-    ],
-)
-def test_a_best_single_worker_at_or_below_0_has_no_target_and_a_note(
-    tmp_path: Path, train_rewards: list[float], test_rewards: list[float], costs: list[float]
-) -> None:
-    """95% of a reward <= 0 is no quality target (95% of -0.5 is above -0.5): the target and
-    the costs read off it are null with a note, not a figure that means nothing."""
-    train = reward_table([record("train", train_rewards, costs, "t1")])
-    evaluated = reward_table([record("test", test_rewards, costs, "e1")])
-    probabilities = {0.0: np.array([[0.2, 0.8]]), 1.0: np.array([[0.8, 0.2]])}
-    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], 1.0)
-    assert report["target_reward"] is None
-    for curve in report["curves"].values():
-        assert curve["cost_at_target"] is None and curve["cost_fraction_at_target"] is None
-    assert "no quality target" in report["notes"][0]
-    write_pareto(report, tmp_path)
-    json.loads((tmp_path / "pareto_report.json").read_text(), parse_constant=pytest.fail)
-    markdown = (tmp_path / "pareto_report.md").read_text()
-    assert "x its reward = undefined (see the notes)" in markdown
-    assert "no quality target" in markdown
-
-
-@pytest.mark.parametrize(
-    ("rewards", "costs", "note"),
-    [
-        ([[1.0, 1.0], [1.0, 1.0]], [[1.0, 2.0], [1.0, 2.0]], None),  # every reward equal
-        ([[1.0, 0.0], [0.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]], "every point costs 0"),
-        ([[0.5, -1.0], [1.0, 0.0]], [[0.0, 3.0], [0.0, 1.0]], "costs nothing"),
-    ],
-)
-def test_degenerate_cost_quality_tables_give_a_report_without_nan(
-    tmp_path: Path, rewards: list[list[float]], costs: list[list[float]], note: str | None
-) -> None:
-    records = [
-        record(split, row, cost, f"{split}{index}")
-        for split in ("train", "test")
-        for index, (row, cost) in enumerate(zip(rewards, costs, strict=True))
-    ]
-    train, evaluated = (reward_table(records_in_split(records, name)) for name in ("train", "test"))
-    probabilities = {0.0: np.array([[0.9, 0.1], [0.1, 0.9]])}
-    predictions = {"knn": (evaluated.rewards, evaluated.costs)}
-    report = pareto_report(train, evaluated, "test", probabilities, predictions, [0.0, 1.0], 1.0)
-    write_pareto(report, tmp_path)
-    json.loads((tmp_path / "pareto_report.json").read_text(), parse_constant=pytest.fail)
-    assert report["target_reward"] is not None
-    assert all(np.isfinite(curve["aiq"]) for curve in report["curves"].values())
-    if note is None:
-        assert report["notes"] == []
-    else:
-        assert any(note in line for line in report["notes"])
-
-
-def test_a_free_best_single_worker_gives_no_cost_share_instead_of_crashing(
-    tmp_path: Path,
-) -> None:
-    """A local worker (price 0) that is also the best single one: its mean cost is 0, so a
-    share of it is undefined (it divided by zero)."""
-    train = reward_table([record("train", [1.0, 0.5], [0.0, 2.0], "t1")])
-    evaluated = reward_table([record("test", [1.0, 0.0], [0.0, 2.0], "e1")])
-    probabilities = np.array([[0.9, 0.1]])
-    report = pareto_report(train, evaluated, "test", {0.0: probabilities}, {}, [0.0], 1.0)
-    router = report["curves"]["router"]
-    assert router["cost_at_target"] == 0.0 and router["cost_fraction_at_target"] is None
-    write_pareto(report, tmp_path)
-    markdown = (tmp_path / "pareto_report.md").read_text()
-    assert "— (best single costs 0)" in markdown and "not reached" not in markdown
-
-
-def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
-    rewards = np.array([[0.9, 1.0]])
-    costs = np.array([[0.1, 1.0]])
-    assert cost_weighted_choices(rewards, costs, 0.0, 0.5).tolist() == [1]
-    assert cost_weighted_choices(rewards, costs, 0.1, 0.5).tolist() == [0]
 
 
 # --- the family through the CLI -------------------------------------------------------------

@@ -35,7 +35,8 @@ from fugu_lite.evaluation import (
     write_evaluation,
     write_pareto,
 )
-from fugu_lite.evaluation.pareto import plot_pareto, print_pareto
+from fugu_lite.evaluation.pareto_output import print_pareto
+from fugu_lite.evaluation.pareto_plot import plot_pareto
 from fugu_lite.evaluation.plots import plain_text, save_png
 from fugu_lite.schemas import RewardRecord, prompt_hash
 

@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from fugu_lite import threads, train_rl, train_sft
 from fugu_lite.config import ModelConfig, RLConfig, RLTrainingConfig, SFTConfig, SFTTrainingConfig
-from fugu_lite.evaluation import baselines, pareto, reward_table, run_baselines
+from fugu_lite.evaluation import baselines, curves, reward_table, run_baselines
 from fugu_lite.reward_head import fit_cluster_mixture, fit_cost_model
 from fugu_lite.schemas import RewardRecord
 
@@ -89,7 +89,7 @@ def test_the_reward_head_and_baseline_fits_run_in_one_thread(
     ]
     train, validation = reward_table(records[:60]), reward_table(records[60:])
     _, info = run_baselines(features[:60], train, features[60:], features[60:], validation)
-    pareto.baseline_cost_predictions(features[:60], train, features[60:], info)
+    curves.baseline_cost_predictions(features[:60], train, features[60:], info)
     assert len(seen) == 3 + len(baselines.RIDGE_GRID) + 2  # and every one in 1 thread:
     assert [set(pools.values()) for pools in seen] == [{1}] * len(seen)
     assert set(pool_threads().values()) == {2}

@@ -52,13 +52,8 @@ from .checkpoint import (
 )
 from .config import ModelConfig, StrictModel
 from .costs import CostWeightError, check_cost_weight, default_reference_cost
-from .evaluation.pareto import (
-    aiq,
-    baseline_curve,
-    non_decreasing_hull,
-    reward_floor,
-    worker_points,
-)
+from .evaluation.curves import baseline_curve, worker_points
+from .evaluation.hull import aiq, non_decreasing_hull, reward_floor
 from .evaluation.table import argmax_choices, reward_table
 from .feature_cache import backbone_shape, compute_features
 from .features import FeatureExtractor, Prompt

@@ -51,7 +51,7 @@ def eval_command(
     from ..costs import is_router_family
     from ..evaluate_checkpoint import run_evaluation, run_pareto_evaluation
     from ..evaluation.output import REPORT_JSON
-    from ..evaluation.pareto import PARETO_JSON
+    from ..evaluation.pareto_output import PARETO_JSON
     from ..reward_head import is_reward_head
     from ..schemas import SPLIT_VALUES_TEXT, canonical_split
 

@@ -9,6 +9,11 @@ probabilities; nothing here loads a model.
     report = evaluation_report(train, test, "test", probabilities, predictions, info)
     write_evaluation(report, router_predictions(test, probabilities), output_dir)
     print_evaluation(report, console)
+
+Where things live: `table` (records as arrays), `baselines` (kNN, ridge), `report` (the
+evaluation report), `output` and `plots` (its files and console tables); the cost-quality
+report of `eval --pareto` in `curves` (operating points), `hull` (hulls, AIQ, cost to
+reach a quality), `pareto` (the report), `pareto_output` and `pareto_plot`.
 """
 
 from .baselines import (
@@ -27,18 +32,11 @@ from .baselines import (
     run_baselines,
     select_on_validation,
 )
+from .curves import OperatingPoint, baseline_cost_predictions
+from .hull import aiq, cost_to_reach, non_decreasing_hull, reward_floor
 from .output import evaluation_markdown, print_evaluation, write_evaluation
-from .pareto import (
-    OperatingPoint,
-    aiq,
-    baseline_cost_predictions,
-    cost_to_reach,
-    non_decreasing_hull,
-    pareto_report,
-    print_pareto,
-    reward_floor,
-    write_pareto,
-)
+from .pareto import pareto_report
+from .pareto_output import print_pareto, write_pareto
 from .plots import write_plots
 from .report import (
     best_single_worker,

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..atomic_files import remove_files, write_text_atomic
 from ..io import read_json, write_json, write_jsonl
 from ..text import console_name, console_text, cost_text, visible_controls
-from .pareto import PARETO_FILES, PARETO_JSON
+from .pareto_output import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
 from .table import markdown_cell
 

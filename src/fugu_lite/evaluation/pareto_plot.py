@@ -1,0 +1,178 @@
+"""The cost-quality plot of a pareto report: every curve, the workers (labelled where no
+label hides another) and the oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.transforms import Bbox
+
+from .plots import legend_beside, plain_text
+
+
+def plot_pareto(report: dict) -> Figure:
+    """Every curve's points and hull (dashed where extended flat), the workers, the oracle."""
+    figure = Figure(figsize=(8.0, 5.5), layout="constrained")
+    axes = figure.add_subplot()
+    cost_max = report["cost_range"][1]
+    colors = {"router": "tab:blue", "knn": "tab:orange", "ridge": "tab:purple", "workers": "gray"}
+    for name, curve in report["curves"].items():
+        color = colors.get(name, "black")
+        hull = np.array(curve["hull"])
+        axes.plot(
+            hull[:, 0],
+            hull[:, 1],
+            color=color,
+            label=plain_text(f"{curve['label']}, AIQ {curve['aiq']:.3f}"),
+        )
+        axes.plot([hull[-1, 0], cost_max], [hull[-1, 1]] * 2, color=color, linestyle=":")
+        points = np.array([[p["mean_cost"], p["mean_reward"]] for p in curve["points"]])
+        axes.scatter(points[:, 0], points[:, 1], color=color, s=18, zorder=3)
+    oracle = report["oracle"]
+    axes.scatter(
+        [oracle["mean_cost"]], [oracle["mean_reward"]], marker="*", s=120, color="tab:green",
+        label="oracle (cheapest correct)", zorder=4,
+    )  # fmt: skip
+    if report["target_reward"] is not None:
+        axes.axhline(
+            report["target_reward"],
+            color="tab:red",
+            linestyle="--",
+            linewidth=0.8,
+            label=plain_text(
+                f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
+            ),
+        )
+    axes.set_xlabel("mean cost per prompt")
+    axes.set_ylabel("mean reward")
+    axes.set_title(f"Cost vs quality ({report['split']}, n={report['n_prompts']})")
+    legend = legend_beside(figure, axes, fontsize=7)
+    workers = report["curves"]["workers"]["points"]
+    label_points(
+        figure,
+        axes,
+        [(p["mean_cost"], p["mean_reward"], plain_text(p["label"])) for p in workers],
+        legend,
+        stars=[(oracle["mean_cost"], oracle["mean_reward"])],
+    )
+    return figure
+
+
+# Where a point's label may go: offsets (points) at these distances, in these directions
+# (the nearest free one wins; beyond the first distance a thin line leads to the point).
+_LABEL_DISTANCES = (4.0, 10.0, 18.0, 28.0, 40.0, 55.0, 75.0, 100.0, 130.0, 170.0)
+_LABEL_ANGLES = tuple(np.radians(np.arange(45.0, 405.0, 22.5)))
+_LABEL_FONT_SIZE = 6
+_LABEL_GAP_PX = 1.0
+_MARKER_HALF_PX = 3.0
+_STAR_HALF_POINTS = 6.0  # the oracle's marker (s=120)
+
+
+def label_points(
+    figure: Figure,
+    axes: Axes,
+    points: Sequence[tuple[float, float, str]],
+    legend: Legend,
+    stars: Sequence[tuple[float, float]] = (),
+) -> None:
+    """Label each (x, y, text) point where its label overlaps no other label, no other point
+    (nor the big `stars` markers), the legend nor the axes' edge: close workers' labels would
+    otherwise print over each other. Placed once the figure's layout is settled (the labels
+    do not move it)."""
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    bounds = axes.get_window_extent(renderer)
+    anchors = [axes.transData.transform((x, y)) for x, y, _ in points]
+    markers = [_box(x, y, _MARKER_HALF_PX, _MARKER_HALF_PX) for x, y in anchors]
+    star_half = _STAR_HALF_POINTS * figure.dpi / 72.0
+    taken = [legend.get_window_extent(renderer)]
+    for star_x, star_y in (axes.transData.transform(star) for star in stars):
+        taken.append(_box(star_x, star_y, star_half, star_half))
+    for index, ((x, y, text), anchor) in enumerate(zip(points, anchors, strict=True)):
+        probe = figure.text(0, 0, text, fontsize=_LABEL_FONT_SIZE)
+        size = probe.get_window_extent(renderer)
+        probe.remove()
+        others = [*taken, *markers[:index], *markers[index + 1 :]]
+        dx, dy, box = _label_spot(anchor, size, others, bounds, figure.dpi / 72.0)
+        leader = {"arrowstyle": "-", "color": "gray", "linewidth": 0.4, "shrinkA": 0, "shrinkB": 2}
+        annotation = axes.annotate(
+            text,
+            (x, y),
+            xytext=(dx, dy),
+            textcoords="offset points",
+            fontsize=_LABEL_FONT_SIZE,
+            ha=_alignment(dx, ("right", "center", "left")),
+            va=_alignment(dy, ("top", "center", "bottom")),
+            arrowprops=leader if np.hypot(dx, dy) > _LABEL_DISTANCES[0] else None,
+            annotation_clip=False,
+            # the leader lines of other labels pass behind it, not through its letters
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
+            zorder=5,
+        )
+        annotation.set_in_layout(False)
+        taken.append(box)
+
+
+def _label_spot(
+    anchor: np.ndarray, size: Bbox, others: list[Bbox], bounds: Bbox, pixels_per_point: float
+) -> tuple[float, float, Bbox]:
+    """The nearest offset (points) from `anchor` (display pixels) where a label of `size`
+    touches none of `others` and stays inside `bounds`; when there is none, the one that
+    overlaps least. Returns the offset and the label's box."""
+    best: tuple[float, float, float, Bbox] | None = None
+    for distance, angle in _label_candidates():
+        dx, dy = distance * float(np.cos(angle)), distance * float(np.sin(angle))
+        x, y = anchor[0] + dx * pixels_per_point, anchor[1] + dy * pixels_per_point
+        box = _label_box(x, y, dx, dy, size)
+        clash = sum(_overlap(box, other) for other in others) + _outside(box, bounds)
+        if clash == 0:
+            return dx, dy, box
+        if best is None or clash < best[0]:
+            best = (clash, dx, dy, box)
+    assert best is not None  # there are candidates
+    return best[1], best[2], best[3]
+
+
+def _label_candidates() -> list[tuple[float, float]]:
+    return [(distance, angle) for distance in _LABEL_DISTANCES for angle in _LABEL_ANGLES]
+
+
+def _alignment(offset: float, names: tuple[str, str, str]) -> str:
+    """The side of the label that faces the point: its right edge when left of it, ..."""
+    if offset < -0.5:
+        return names[0]
+    return names[1] if offset <= 0.5 else names[2]
+
+
+def _label_box(x: float, y: float, dx: float, dy: float, size: Bbox) -> Bbox:
+    """The label's box (display pixels, padded) with its facing side at (x, y)."""
+    width, height = size.width, size.height
+    left = {"right": x - width, "center": x - width / 2, "left": x}
+    bottom = {"top": y - height, "center": y - height / 2, "bottom": y}
+    x0 = left[_alignment(dx, ("right", "center", "left"))]
+    y0 = bottom[_alignment(dy, ("top", "center", "bottom"))]
+    return Bbox.from_extents(
+        x0 - _LABEL_GAP_PX, y0 - _LABEL_GAP_PX, x0 + width + _LABEL_GAP_PX,
+        y0 + height + _LABEL_GAP_PX,
+    )  # fmt: skip
+
+
+def _box(x: float, y: float, half_width: float, half_height: float) -> Bbox:
+    return Bbox.from_extents(x - half_width, y - half_height, x + half_width, y + half_height)
+
+
+def _overlap(first: Bbox, second: Bbox) -> float:
+    """The area the two boxes share (0 when apart or only touching)."""
+    width = min(first.x1, second.x1) - max(first.x0, second.x0)
+    height = min(first.y1, second.y1) - max(first.y0, second.y0)
+    return max(0.0, width) * max(0.0, height)
+
+
+def _outside(box: Bbox, bounds: Bbox) -> float:
+    """The area of `box` outside `bounds`."""
+    return box.width * box.height - _overlap(box, bounds)
