@@ -11,7 +11,7 @@ from cli_support import PNG_MAGIC, Run, flat, invoke, ok
 from conftest import WORKERS, generated_records
 
 from fugu_lite.config import ModelConfig
-from fugu_lite.schemas import read_records, write_records
+from fugu_lite.schemas import RewardRecord, read_records, write_records
 
 
 def test_eval_writes_sane_reports(run: Run, tmp_path: Path) -> None:
@@ -129,6 +129,48 @@ def test_eval_refuses_unknown_split_and_other_workers(run: Run, tmp_path: Path) 
         # eval takes no model config: the advice is about the records, not a config to change
         assert "Use records with the checkpoint's workers" in message
         assert "config" not in message.partition("workers:")[2]
+
+
+def reordered(record: RewardRecord, order: list[int]) -> RewardRecord:
+    return record.model_copy(
+        update={
+            "worker_ids": [record.worker_ids[column] for column in order],
+            "rewards": [record.rewards[column] for column in order],
+            "costs": [(record.costs or [])[column] for column in order],
+        }
+    )
+
+
+def test_eval_reads_records_listing_the_checkpoints_workers_in_another_order(
+    run: Run, tmp_path: Path
+) -> None:
+    """Records collected with the pool's workers listed in another order name the same
+    workers, but eval and eval --pareto refused them as other workers; their rewards and
+    costs are now read in the checkpoint's order, giving the same reports."""
+    records = read_records(run.records_path)
+    shuffled = tmp_path / "shuffled.jsonl"
+    write_records(shuffled, [reordered(record, [2, 0, 1]) for record in records])
+    for pareto, report_name in (
+        ([], "evaluation_report.json"),
+        (["--pareto"], "pareto_report.json"),
+    ):
+        reports = []
+        for path, name in ((run.records_path, "same"), (shuffled, "shuffled")):
+            output = tmp_path / f"{name}-{report_name}"
+            ok(invoke("eval", "--checkpoint", run.checkpoint, "-r", path, "-o", output,
+                      *pareto))  # fmt: skip
+            reports.append(json.loads((output / report_name).read_text()))
+        same, shuffled_report = reports
+        assert shuffled_report["worker_ids"] == WORKERS
+        key = "curves" if pareto else "methods"
+        assert shuffled_report[key] == same[key]
+        assert shuffled_report["best_single"] == same["best_single"]
+    # more or fewer workers are still refused
+    fewer = tmp_path / "fewer.jsonl"
+    write_records(fewer, [reordered(record, [1, 0]) for record in records])
+    result = invoke("eval", "--checkpoint", run.checkpoint, "-r", fewer, "-o", tmp_path / "f")
+    assert result.exit_code == 2
+    assert "does not match: workers:" in flat(result.output)
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,35 @@ def evaluated_and_train(
     return evaluated, train
 
 
+def in_checkpoint_order(
+    records: list[RewardRecord], checkpoint: Path, worker_ids: Sequence[str]
+) -> list[RewardRecord]:
+    """The records with their rewards and costs in the checkpoint's worker order: records
+    collected with the pool's workers listed in another order name the same workers, and
+    were refused. Records with other workers (more, fewer, renamed) still are."""
+    given = records[0].worker_ids
+    if given == list(worker_ids):
+        return records
+    if sorted(given) != sorted(worker_ids):
+        problem = workers_mismatch(worker_ids, given)
+        raise ValueError(
+            f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
+        )
+    columns = [given.index(worker) for worker in worker_ids]
+    return [
+        record.model_copy(
+            update={
+                "worker_ids": list(worker_ids),
+                "rewards": [record.rewards[column] for column in columns],
+                "costs": None
+                if record.costs is None
+                else [record.costs[column] for column in columns],
+            }
+        )
+        for record in records
+    ]
+
+
 def require_pareto_costs(records: list[RewardRecord], split: str) -> None:
     """Refuse records of the train or evaluated split without costs; the count names those
     splits (the others are not used), and a record in both (split train) counts once."""
@@ -119,8 +148,11 @@ def run_evaluation(
 ) -> dict:
     """Evaluate a checkpoint on one split beside baselines fitted on the train split
     (`backbone`: where its backbone is now, see checkpoint.locate_backbone)."""
+    evaluated_and_train(records, split)  # an empty split is refused before anything loads
+    workers = read_checkpoint_metadata(checkpoint)["worker_ids"]
+    records = in_checkpoint_order(records, checkpoint, workers)
     evaluated_records, train_records = evaluated_and_train(records, split)
-    model = load_router(checkpoint, worker_ids=records[0].worker_ids, backbone=backbone)
+    model = load_router(checkpoint, worker_ids=workers, backbone=backbone)
     data = evaluation_data(model, records, split, evaluated_records, train_records)
     probabilities = model.probabilities(torch.from_numpy(data.evaluated_x)).cpu().numpy()
     report = evaluation_report(
@@ -172,14 +204,11 @@ def run_pareto_evaluation(
     """Cost-quality curves on one split: each member of a router family (a plain checkpoint
     gives its one point), kNN and ridge over the family's cost weights (or the ones given),
     the single workers and the oracle; writes pareto_report.json/.md and a plot."""
-    evaluated_records, train_records = evaluated_and_train(records, split)
-    require_pareto_costs(records, split)
+    evaluated_and_train(records, split)  # refused before the family loads, as are
+    require_pareto_costs(records, split)  # records without costs
     family = load_family_or_single(checkpoint, backbone)
-    if family.worker_ids != records[0].worker_ids:
-        problem = workers_mismatch(family.worker_ids, records[0].worker_ids)
-        raise ValueError(
-            f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
-        )
+    records = in_checkpoint_order(records, checkpoint, family.worker_ids)
+    evaluated_records, train_records = evaluated_and_train(records, split)
     model = family.routers[0]  # every member shares the model config, so the features
     data = evaluation_data(model, records, split, evaluated_records, train_records)
     features = torch.from_numpy(data.evaluated_x)
