@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,6 +174,23 @@ def test_eval_reads_records_listing_the_checkpoints_workers_in_another_order(
     result = invoke("eval", "--checkpoint", run.checkpoint, "-r", fewer, "-o", tmp_path / "f")
     assert result.exit_code == 2
     assert "does not match: workers:" in flat(result.output)
+
+
+def test_eval_draws_its_plots_whatever_matplotlib_backend_the_environment_names(
+    run: Run, tmp_path: Path
+) -> None:
+    """The plots are drawn on the Agg canvas, but matplotlib checks MPLBACKEND when it is
+    imported: an unknown name (Qt4Agg, removed in matplotlib 3.5) stopped `eval` with a
+    traceback. The command line now uses Agg whatever the environment says."""
+    output = tmp_path / "eval"
+    done = subprocess.run(
+        [sys.executable, "-m", "fugu_lite", "eval", "--checkpoint", str(run.checkpoint),
+         "-r", str(run.records_path), "-o", str(output)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Qt4Agg"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (output / "mean_reward.png").read_bytes().startswith(PNG_MAGIC)
+    assert (output / "evaluation_report.json").is_file()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ a library's lazy import, or end without a word. Here it is always one line and e
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -26,6 +27,10 @@ def _stopped_early() -> None:
 
 
 def main() -> None:
+    # The commands draw PNG files on matplotlib's Agg canvas and never open a window: a
+    # backend named in the environment is never used, and an unknown one (MPLBACKEND=Qt4Agg
+    # of an older setup) stopped `eval` with a traceback from matplotlib's import.
+    os.environ["MPLBACKEND"] = "agg"
     signal.signal(signal.SIGINT, _record_interrupt)
     try:
         from .cli import app, interruption_reported
