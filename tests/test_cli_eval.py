@@ -176,6 +176,35 @@ def test_eval_reads_records_listing_the_checkpoints_workers_in_another_order(
     assert "does not match: workers:" in flat(result.output)
 
 
+def test_eval_names_the_workers_the_records_lack_or_add(run: Run, tmp_path: Path) -> None:
+    """Records with one worker more or less than the checkpoint were refused with both lists
+    of workers side by side, where in a pool of 11 the one that differs is hard to see; the
+    message now names it."""
+    records = read_records(run.records_path)
+    more = [
+        record.model_copy(
+            update={
+                "worker_ids": [*record.worker_ids, "new-worker"],
+                "rewards": [*record.rewards, 0.5],
+                "costs": [*(record.costs or []), 0.5],
+            }
+        )
+        for record in records
+    ]
+    cases = [
+        ([reordered(record, [0, 1]) for record in records], "the records lack ['mathematician']"),
+        (more, "the checkpoint does not know ['new-worker']"),
+    ]
+    for index, (changed, named) in enumerate(cases):
+        path = tmp_path / f"records-{index}.jsonl"
+        write_records(path, changed)
+        for pareto in ([], ["--pareto"]):
+            result = invoke("eval", "--checkpoint", run.checkpoint, "-r", path, *pareto,
+                            "-o", tmp_path / f"eval-{index}")  # fmt: skip
+            assert result.exit_code == 2
+            assert named in flat(result.output)
+
+
 def test_eval_draws_its_plots_whatever_matplotlib_backend_the_environment_names(
     run: Run, tmp_path: Path
 ) -> None:

@@ -320,8 +320,17 @@ def _meaning(saved: ModelConfig, saved_pooling: str, given: ModelConfig, given_p
 
 
 def workers_mismatch(checkpoint_workers: Sequence[str], record_workers: Sequence[str]) -> str:
-    """The `workers:` problem of `checkpoint_mismatches` (see `mismatch_fix`)."""
-    return f"workers: checkpoint {list(checkpoint_workers)} vs records {list(record_workers)}"
+    """The `workers:` problem of `checkpoint_mismatches` (see `mismatch_fix`), naming the
+    workers either side lacks: in a pool of 11 the two lists hid a one-worker difference."""
+    missing = [worker for worker in checkpoint_workers if worker not in record_workers]
+    extra = [worker for worker in record_workers if worker not in checkpoint_workers]
+    details = [f"the records lack {missing}"] if missing else []
+    details += [f"the checkpoint does not know {extra}"] if extra else []
+    difference = "; ".join(details) or "the same workers in another order"
+    return (
+        f"workers: checkpoint {list(checkpoint_workers)} vs records {list(record_workers)} "
+        f"({difference})"
+    )
 
 
 def mismatch_fix(problems: Sequence[str]) -> str:
