@@ -202,3 +202,30 @@ def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
     costs = np.array([[0.1, 1.0]])
     assert cost_weighted_choices(rewards, costs, 0.0, 0.5).tolist() == [1]
     assert cost_weighted_choices(rewards, costs, 0.1, 0.5).tolist() == [0]
+
+
+def test_a_pareto_report_on_validation_says_the_baselines_were_tuned_there() -> None:
+    """`eval --split validation` notes that kNN and ridge had their k and alpha chosen on
+    that very split, so their scores there are optimistic; `eval --pareto` drew their curves
+    and AIQ on it without a word."""
+    rows = [([0.0, 1.0], [1.0, 2.0]), ([1.0, 0.0], [1.0, 2.0])]
+    train, validation = (
+        reward_table([cost_record(split, r, c, f"{split}{i}") for i, (r, c) in enumerate(rows)])
+        for split in ("train", "validation")
+    )
+    info = {
+        "knn": {"parameter": "k", "chosen": 5, "selected_on": "validation"},
+        "ridge": {"parameter": "alpha", "chosen": 1.0, "selected_on": "default"},
+    }
+    predictions = {"knn": (validation.rewards, validation.costs)}
+    probabilities = {0.0: np.array([[0.1, 0.9], [0.9, 0.1]])}
+    notes = {
+        split: pareto_report(
+            train, validation, split, probabilities, predictions, [0.0], 1.5, info
+        )["notes"]
+        for split in ("validation", "test")
+    }
+    tuned = "knn: its hyperparameter was chosen on this same validation split"
+    assert any(note.startswith(tuned) for note in notes["validation"])
+    assert not any(note.startswith("ridge") for note in notes["validation"])  # a default
+    assert not any(note.startswith(tuned) for note in notes["test"])

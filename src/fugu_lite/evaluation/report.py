@@ -13,6 +13,7 @@ Methods, each a choice of one worker per evaluated prompt:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -362,12 +363,20 @@ def _notes(
             notes.append(f"{name}: {info.get('note', 'no validation split; fixed default')}")
         if info.get("at_grid_edge"):
             notes.append(f"{name}: {info.get('note', 'chosen value is at the edge of the grid')}")
-        if info.get("selected_on") == "validation" and split_name == "validation":
-            notes.append(
-                f"{name}: its hyperparameter was chosen on this same validation split, "
-                "so its score here is optimistic"
-            )
-    return notes
+    return notes + validation_split_notes(split_name, baseline_info)
+
+
+def validation_split_notes(split_name: str, baseline_info: Mapping[str, object]) -> list[str]:
+    """Evaluated on validation, a baseline whose hyperparameter was chosen there scores as
+    optimistically as on the data it was fit on: said, in `eval` and `eval --pareto`."""
+    if split_name != "validation":
+        return []
+    return [
+        f"{name}: its hyperparameter was chosen on this same validation split, "
+        "so its score here is optimistic"
+        for name, info in baseline_info.items()
+        if isinstance(info, Mapping) and info.get("selected_on") == "validation"
+    ]
 
 
 def _check_inputs(
