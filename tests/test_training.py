@@ -30,7 +30,7 @@ from fugu_lite.config import (
     SFTTrainingConfig,
 )
 from fugu_lite.costs import training_records
-from fugu_lite.evaluate_checkpoint import run_evaluation
+from fugu_lite.evaluate_checkpoint import run_evaluation, run_pareto_evaluation
 from fugu_lite.model import load_router
 from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import RewardRecord
@@ -1083,6 +1083,24 @@ def test_eval_on_validation_says_when_the_router_was_kept_for_its_validation_rew
     without_validation = [r for r in records if r.split != "validation"]
     train_sft(without_validation, sft, tmp_path / "sft-last")
     assert router_notes(tmp_path / "sft-last", "validation") == []  # it kept its last epoch
+
+
+def test_eval_pareto_on_validation_says_when_the_router_was_kept_for_its_validation_reward(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Plain eval notes that an SFT router kept its epoch for its validation reward, so its
+    score on validation is optimistic; eval --pareto drew that router's point there without
+    the note."""
+    sft = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 2}))
+    train_sft(records, sft, tmp_path / "sft")
+    notes = {
+        split: run_pareto_evaluation(tmp_path / "sft", records, split, tmp_path / split)["notes"]
+        for split in ("validation", "test")
+    }
+    [note] = [note for note in notes["validation"] if note.startswith("router:")]
+    assert "its SFT epoch was kept for its reward on the validation split" in note
+    assert not [note for note in notes["test"] if note.startswith("router:")]
+    assert note in (tmp_path / "validation" / "pareto_report.md").read_text()
 
 
 def test_rl_reads_and_hashes_its_starting_checkpoint_once(

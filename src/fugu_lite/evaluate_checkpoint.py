@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .checkpoint import mismatch_fix, read_checkpoint_metadata, workers_mismatch
-from .costs import default_reference_cost, load_family_or_single, require_costs
+from .costs import RouterFamily, default_reference_cost, load_family_or_single, require_costs
 from .evaluation import (
     RewardTable,
     baseline_cost_predictions,
@@ -28,6 +28,7 @@ from .evaluation import (
     write_pareto,
 )
 from .model import RouterModel, load_router
+from .reward_head import is_reward_head
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .text import results_console
 
@@ -193,6 +194,18 @@ def router_selection_notes(checkpoint: Path, split: str) -> list[str]:
     ]
 
 
+def member_selection_notes(checkpoint: Path, family: RouterFamily, split: str) -> list[str]:
+    """router_selection_notes of each router checkpoint of the family (a plain checkpoint
+    is its own); a reward head keeps no epoch or generation."""
+    if split != "validation" or is_reward_head(checkpoint):
+        return []
+    folders = [checkpoint] if family.kind == "single" else [
+        family.directory / member.checkpoint for member in family.manifest.members
+    ]  # fmt: skip
+    notes = [note for folder in folders for note in router_selection_notes(folder, split)]
+    return list(dict.fromkeys(notes))
+
+
 def run_pareto_evaluation(
     checkpoint: Path,
     records: list[RewardRecord],
@@ -229,6 +242,7 @@ def run_pareto_evaluation(
     )
     report["checkpoint"] = str(checkpoint)
     report["router_kind"] = family.kind
+    report["notes"] += member_selection_notes(Path(checkpoint), family, split)
     write_pareto(report, Path(output_dir))
     print_pareto(report, console)
     console.print(f"cost-quality report written to {output_dir}", markup=False, soft_wrap=True)
