@@ -227,5 +227,24 @@ def test_a_pareto_report_on_validation_says_the_baselines_were_tuned_there() -> 
     }
     tuned = "knn: its hyperparameter was chosen on this same validation split"
     assert any(note.startswith(tuned) for note in notes["validation"])
-    assert not any(note.startswith("ridge") for note in notes["validation"])  # a default
+    ridge_tuned = "ridge: its hyperparameter was chosen"
+    assert not any(note.startswith(ridge_tuned) for note in notes["validation"])  # a default
     assert not any(note.startswith(tuned) for note in notes["test"])
+
+
+def test_a_pareto_report_says_when_a_baseline_used_a_default_or_the_grids_edge() -> None:
+    """`eval` notes a kNN k or ridge alpha that is a fixed default (no validation split) or
+    at the edge of its grid; the cost-quality report labelled those curves "kNN (k=100)"
+    as if k had been tuned."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    info = {
+        "knn": {"parameter": "k", "chosen": 100, "selected_on": "default",
+                "note": "no validation split: k=100 is a fixed default"},
+        "ridge": {"parameter": "alpha", "chosen": 0.01, "selected_on": "validation",
+                  "at_grid_edge": True, "note": "alpha=0.01 chosen on validation; at the edge"},
+    }  # fmt: skip
+    predictions = {name: (evaluated.rewards, evaluated.costs) for name in info}
+    probabilities = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    report = pareto_report(train, evaluated, "test", probabilities, predictions, [0.0], 1.5, info)
+    assert "knn: no validation split: k=100 is a fixed default" in report["notes"]
+    assert "ridge: alpha=0.01 chosen on validation; at the edge" in report["notes"]

@@ -26,10 +26,10 @@ from .curves import (
 )
 from .hull import aiq, cost_to_reach, non_decreasing_hull, reward_floor
 from .report import (
+    baseline_notes,
     best_single_worker,
     oracle_choices,
     train_split_notes,
-    validation_split_notes,
 )
 from .table import RewardTable
 
@@ -114,7 +114,7 @@ def pareto_report(
         "curves": entries,
         "baselines": {name: dict(value) for name, value in info.items()},
         "notes": train_split_notes(split_name)
-        + validation_split_notes(split_name, info)
+        + baseline_notes(split_name, info)
         + _pareto_notes(best_reward, best_cost, cost_min, cost_max, quality_fraction),
         "definitions": {
             "hull": "non-decreasing concave upper hull of the curve's (mean cost, mean reward) "

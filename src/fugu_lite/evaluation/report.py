@@ -356,27 +356,27 @@ def _notes(
         notes.append("costs unknown on this split: no mean costs")
     if methods["oracle"]["gap_closed"] is None:
         notes.append("oracle equals best single on this split: gap closed is undefined")
+    return notes + baseline_notes(split_name, baseline_info)
+
+
+def baseline_notes(split_name: str, baseline_info: Mapping[str, object]) -> list[str]:
+    """How each baseline's hyperparameter was chosen, where it matters to its score (a fixed
+    default, the edge of the grid, the evaluated validation split itself, which makes the
+    score optimistic): said in `eval` and `eval --pareto`."""
+    notes = []
     for name, info in baseline_info.items():
-        if not isinstance(info, dict):
+        if not isinstance(info, Mapping):
             continue
         if info.get("selected_on") == "default":
             notes.append(f"{name}: {info.get('note', 'no validation split; fixed default')}")
         if info.get("at_grid_edge"):
             notes.append(f"{name}: {info.get('note', 'chosen value is at the edge of the grid')}")
-    return notes + validation_split_notes(split_name, baseline_info)
-
-
-def validation_split_notes(split_name: str, baseline_info: Mapping[str, object]) -> list[str]:
-    """Evaluated on validation, a baseline whose hyperparameter was chosen there scores as
-    optimistically as on the data it was fit on: said, in `eval` and `eval --pareto`."""
-    if split_name != "validation":
-        return []
-    return [
-        f"{name}: its hyperparameter was chosen on this same validation split, "
-        "so its score here is optimistic"
-        for name, info in baseline_info.items()
-        if isinstance(info, Mapping) and info.get("selected_on") == "validation"
-    ]
+        if info.get("selected_on") == "validation" and split_name == "validation":
+            notes.append(
+                f"{name}: its hyperparameter was chosen on this same validation split, "
+                "so its score here is optimistic"
+            )
+    return notes
 
 
 def _check_inputs(
