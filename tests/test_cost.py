@@ -59,8 +59,8 @@ from fugu_lite.reward_head import (
 )
 from fugu_lite.routing import route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
+from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.routing import RouteRequest, RouterService
-from fugu_lite.server.schemas import ApiError
 from fugu_lite.train_es import train_es
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft

@@ -25,7 +25,7 @@ from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SF
 from fugu_lite.datasets import IMPORTERS
 from fugu_lite.reward_head import RewardHeadTraining
 from fugu_lite.schemas import RewardRecord
-from fugu_lite.server.schemas import FUGU_KEYS
+from fugu_lite.server.chat_request import FUGU_KEYS
 from fugu_lite.tasks import Task
 from fugu_lite.workers.config import LocalServerConfig, PoolConfig, WorkerConfig
 

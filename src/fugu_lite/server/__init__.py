@@ -8,7 +8,12 @@ What lives where:
 - dispatch.py: calling the routed worker, falling back to the next-best one;
 - responses.py: what an answer carries besides the worker's body, and its bookkeeping;
 - errors.py: errors in OpenAI's shape and the app's error handlers;
-- schemas.py: the chat-completions request as accepted, and ApiError;
+- chat_request.py: the chat-completions request as accepted (ChatCompletionRequest), with
+  fugu-lite's own keys;
+- request_checks.py: the checks behind its validators (tool and function turns, tools);
+- request_parsing.py: a body -> a validated request, or a 400 naming each bad field;
+- json_schema.py: walking a JSON schema node by node;
+- api_error.py: ApiError, an error answered in OpenAI's shape;
 - routing.py: which workers a request may use, and batched routing decisions;
 - batching.py: micro-batching concurrent requests into one forward pass;
 - breaker.py: a circuit breaker per worker;
@@ -20,6 +25,6 @@ What lives where:
 
 Nothing is re-exported here: import from the module (`fugu_lite.server.app.create_app`,
 `fugu_lite.server.thread.ServerThread`). Importing the package stays cheap, since
-workers.llama_cpp_schemas uses schemas.py and the stub worker thread.py, while app.py loads the
-router (torch) and the pool.
+workers.llama_cpp_schemas uses json_schema.py and the stub worker thread.py, while app.py
+loads the router (torch) and the pool.
 """

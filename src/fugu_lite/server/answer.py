@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from .chat_request import ChatCompletionRequest
 from .dispatch import AllWorkersFailedError, WorkerRejectedError
 from .errors import failure
 from .responses import (
@@ -25,7 +26,6 @@ from .responses import (
     stream_cost,
 )
 from .routing import RouteRequest
-from .schemas import ChatCompletionRequest
 from .stream import CLIENT_CLOSED_STATUS, RelayedStream
 
 if TYPE_CHECKING:

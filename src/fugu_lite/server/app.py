@@ -8,7 +8,8 @@ This module holds the settings, the server's state (FuguServer), the app and its
 running it under uvicorn. Answering a chat request is in answer.py (routing, then the
 answer at once or streamed: stream.py), what an answer carries besides the worker's body in
 responses.py, errors in errors.py, the body-size limit in body.py, the request's schema in
-schemas.py (the package's docstring lists the rest).
+chat_request.py, parsing a body into it in request_parsing.py (the package's docstring lists
+the rest).
 """
 
 from __future__ import annotations
@@ -41,17 +42,19 @@ from ..workers.llama_cpp_requests import local_worker_gaps
 from ..workers.local_server import check_llama_cpp_installed
 from ..workers.pool import WorkerPool
 from .answer import answer
+from .api_error import ApiError
 from .auth import ApiKeyChecker, Redactor, worker_secrets
 from .batching import BatcherClosedError, MicroBatcher
 from .body import read_body
 from .breaker import CircuitBreaker
+from .chat_request import ChatCompletionRequest
 from .dispatch import Dispatcher
 from .errors import install_error_handlers
 from .log import DecisionLog
 from .metrics import Metrics
+from .request_parsing import parse_request
 from .responses import ROUTING_HEADERS
 from .routing import RouteRequest, RouteResult, RouterService
-from .schemas import ApiError, ChatCompletionRequest, parse_request
 
 logger = logging.getLogger(__name__)
 RESTART_CHECK_S = 1.0  # how often crashed local workers are looked for

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..io import STDIN_NOT_READ, means_stdin
-from .schemas import ApiError
+from .api_error import ApiError
 
 REDACTED = "[redacted]"
 # Shorter "secrets" would redact ordinary words out of messages.

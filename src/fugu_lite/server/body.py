@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from .schemas import ApiError
+from .api_error import ApiError
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .api_error import ApiError
 from .dispatch import (
     BUSY,
     RATE_LIMITED,
@@ -24,7 +25,6 @@ from .dispatch import (
     WorkerRejectedError,
 )
 from .responses import Routed, finish, routing_headers
-from .schemas import ApiError
 
 if TYPE_CHECKING:
     from .app import FuguServer

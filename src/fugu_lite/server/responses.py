@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..workers.pool import Usage
+from .chat_request import ChatCompletionRequest
 from .dispatch import Attempt
 from .log import DecisionLogEntry, conversation_hash
 from .routing import RouteResult
-from .schemas import ChatCompletionRequest
 
 if TYPE_CHECKING:
     from .app import FuguServer

@@ -13,7 +13,7 @@ import torch
 from ..costs import RouterFamily, nearest_cost_weight
 from ..model import RouterModel
 from ..schemas import ChatMessage
-from .schemas import ApiError
+from .api_error import ApiError
 
 if TYPE_CHECKING:
     from ..reward_head import CostWeightedView

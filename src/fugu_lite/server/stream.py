@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..workers.errors import WorkerCallError
+from .api_error import ApiError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly
-from .schemas import ApiError
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..server.schemas import SCHEMA_MAPS, schema_nodes
+from ..server.json_schema import SCHEMA_MAPS, schema_nodes
 
 
 def unrenderable_literal(schema: Any) -> tuple[str, str] | None:

@@ -1,11 +1,9 @@
-"""The OpenAI chat-completions request as fugu-lite accepts it, and OpenAI-shaped errors."""
+"""The OpenAI chat-completions request as fugu-lite accepts it, with fugu-lite's own keys
+(`extra_body` in the openai SDK)."""
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import (
@@ -13,13 +11,27 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictFloat,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from ..schemas import ChatMessage
+from .json_schema import empty_choice
+from .request_checks import (
+    CONTENT_REQUIRED,
+    NAME_RULE,
+    ONLY_WITH_TOOLS,
+    OPENAI_NAME,
+    TOOL_CHOICE_MODES,
+    check_function,
+    check_function_call,
+    check_tool_calls,
+    compact,
+    named_function,
+    null_is_false,
+    without_tools,
+)
 
 # Request keys that fugu-lite reads itself (sent through the SDK's `extra_body`); they are
 # never forwarded to a worker.
@@ -28,176 +40,12 @@ FUGU_KEYS = ("exclude_workers", "workers", "cost_weight", "include_routing")
 NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUGU_KEYS})
 
 
-class ApiError(Exception):
-    """An error answered in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        extra: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.extra = extra or {}
-        self.headers = headers or {}
-        self.recorded = False  # already counted in the metrics and the decision log
-
-    def body(self) -> dict[str, Any]:
-        error = {"message": self.message, "type": self.type, "param": self.param}
-        error["code"] = self.code
-        error.update(self.extra)
-        return {"error": error}
-
-
-TOOL_CHOICE_MODES = ("none", "auto", "required")
-# Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
-# hold only tool_calls, and a deprecated function result may be null).
-CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
-
-
-def named_function(choice: str | dict[str, Any]) -> str | None:
-    """The function a tool_choice object names ({"type": "function", "function": {"name":
-    ...}}), None for the string modes and other kinds of choice."""
-    if not isinstance(choice, dict) or choice.get("type") != "function":
-        return None
-    function = choice.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    if not isinstance(name, str):
-        raise ValueError('tool_choice {"type": "function"} needs "function": {"name": "..."}')
-    return name
-
-
-CHOICE_KEYWORDS = ("enum", "anyOf", "oneOf", "type")
-DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas
-SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-
-
-def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(path, node) for each object in a JSON schema that is a schema itself (not a value
-    of enum/const/default/examples, nor a name in properties/$defs)."""
-    pending: list[tuple[str, Any]] = [("", schema)]
-    while pending:
-        path, node = pending.pop()
-        if isinstance(node, dict):
-            yield path, node
-            for key, value in node.items():
-                if key in SCHEMA_MAPS and isinstance(value, dict):
-                    # names, not keywords: a property may be called "enum"
-                    pending.extend((f"{path}.{key}.{name}", sub) for name, sub in value.items())
-                elif key not in DATA_KEYWORDS:
-                    pending.append((f"{path}.{key}", value))
-        elif isinstance(node, list):
-            pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
-
-
-def empty_choice(schema: Any) -> str | None:
-    """The path (".properties.a.enum") of the first empty enum/anyOf/oneOf/type list in a
-    JSON schema, None when there is none."""
-    for path, node in schema_nodes(schema):
-        for keyword in CHOICE_KEYWORDS:
-            if node.get(keyword) == []:
-                return f"{path}.{keyword}"
-    return None
-
-
-def is_function_call(call: Any) -> bool:
-    """Whether `call` is a function call as OpenAI shapes it: {name, arguments (a JSON
-    string)}."""
-    return (
-        isinstance(call, dict)
-        and isinstance(call.get("name"), str)
-        and isinstance(call.get("arguments"), str)
-    )
-
-
-def check_tool_calls(index: int, calls: Any) -> None:
-    """An assistant turn's tool_calls as OpenAI shapes them: a list of {id, type: function,
-    function: {name, arguments (a JSON string)}}."""
-    example = (
-        '[{"id": "call_1", "type": "function", "function": {"name": "add", '
-        '"arguments": "{\\"a\\": 2}"}}]'
-    )
-    if not isinstance(calls, list):
-        raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
-    if not calls:
-        raise ValueError(
-            f"messages[{index}].tool_calls is an empty list, which OpenAI's API refuses too; "
-            "leave tool_calls out of a turn that called no tool"
-        )
-    for number, call in enumerate(calls):
-        if (
-            not isinstance(call, dict)
-            or not isinstance(call.get("id"), str)
-            or call.get("type") != "function"
-            or not is_function_call(call.get("function"))
-        ):
-            raise ValueError(
-                f"messages[{index}].tool_calls[{number}] must be an object with a string "
-                'id, type "function" and function {name, arguments (a JSON string)}, '
-                f"e.g. {example}"
-            )
-
-
-def check_function_call(index: int, call: Any) -> None:
-    """An assistant turn's deprecated function_call as OpenAI shapes it: {name, arguments
-    (a JSON string)}."""
-    if call is None:
-        return
-    if not is_function_call(call):
-        raise ValueError(
-            f"messages[{index}].function_call must be an object with a string name and "
-            'arguments (a JSON string), e.g. {"name": "add", "arguments": "{\\"a\\": 2}"}; '
-            f"got {compact(call)}"
-        )
-
-
-ONLY_WITH_TOOLS = "is only allowed when `tools` are given, as in OpenAI's API"
-
-
-def without_tools(info: ValidationInfo) -> bool:
-    """Whether a request field validated after `tools` comes without tools (none, or null);
-    not when `tools` was refused itself (absent from info.data then: its error says it)."""
-    return "tools" in info.data and not info.data["tools"]
-
-
-def null_is_false(value: Any) -> Any:
-    """OpenAI's null for a boolean flag (`"stream": null`) means its default, false;
-    strings and numbers are still refused."""
-    return False if value is None else value
-
-
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     include_usage: bool = Field(default=False, strict=True)
 
     _null_is_false = field_validator("include_usage", mode="before")(null_is_false)
-
-
-# OpenAI's rule for the name of a function tool or a json_schema
-OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-NAME_RULE = "must be letters, digits, _ or - (at most 64)"
-
-
-def check_function(where: str, function: dict[str, Any]) -> None:
-    """A function's name by OpenAI's rule, and its parameters a schema object (null: absent,
-    as OpenAI reads it)."""
-    if not OPENAI_NAME.fullmatch(function["name"]):
-        raise ValueError(
-            f'{where}.name {NAME_RULE}, e.g. "get_weather"; got {compact(function["name"])}'
-        )
-    parameters = function.get("parameters")
-    if parameters is not None and not isinstance(parameters, dict):
-        raise ValueError(f"{where}.parameters must be a JSON schema object")
 
 
 class ResponseFormat(BaseModel):
@@ -531,122 +379,3 @@ class ChatCompletionRequest(BaseModel):
 
     def message_dicts(self) -> list[dict[str, Any]]:
         return [message.model_dump(exclude_none=True) for message in self.messages]
-
-
-def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
-    """The request body -> a validated request, or an ApiError saying what to fix."""
-    if not body.strip():
-        raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
-                       "`messages`")  # fmt: skip
-    try:
-        payload = json.loads(body)
-    except UnicodeDecodeError as error:
-        raise ApiError(400, f"the request body is not UTF-8 text: {error.reason}") from error
-    except json.JSONDecodeError as error:
-        raise ApiError(
-            400,
-            f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
-            f"column {error.colno}",
-        ) from error
-    except RecursionError as error:
-        raise ApiError(
-            400,
-            "the request body is nested too deeply to be a chat request; send `model` "
-            "and `messages` as OpenAI's API describes them",
-        ) from error
-    if not isinstance(payload, dict):
-        raise ApiError(
-            400,
-            f"the request body must be a JSON object with `model` and `messages`, got a JSON "
-            f"{type(payload).__name__}",
-        )
-    check_unicode(body, payload)
-    try:
-        request = ChatCompletionRequest.model_validate(payload)
-    except ValidationError as error:
-        raise validation_api_error(error) from error
-    if request.max_tokens is not None and request.max_completion_tokens is not None:
-        raise ApiError(
-            400,
-            f"max_tokens={request.max_tokens} and max_completion_tokens="
-            f"{request.max_completion_tokens} are two names for one limit, and OpenAI's API "
-            "refuses both in one request too; send only max_completion_tokens (max_tokens is "
-            "its older name)",
-            param="max_tokens",
-            code="invalid_parameter_combination",
-        )
-    wanted = request.max_output_tokens()
-    if wanted is not None and wanted > max_tokens_limit:
-        field = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
-        raise ApiError(
-            400,
-            f"{field}={wanted} is more than this server allows ({max_tokens_limit}); ask for "
-            f"at most {max_tokens_limit} tokens",
-            param=field,
-            code="max_tokens_too_large",
-        )
-    return request
-
-
-# How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
-# start with 0xED); without any of these the decoded payload need not be checked.
-SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
-
-
-def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
-    """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
-    tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400."""
-    if not any(mark in body for mark in SURROGATE_MARKS):
-        return
-    try:
-        json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as error:
-        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
-        raise ApiError(
-            400,
-            f"the request body holds a lone UTF-16 surrogate ({bad}), which is not valid "
-            "Unicode text; escape characters beyond U+FFFF as a complete surrogate pair, or "
-            "send them as UTF-8",
-            code="invalid_unicode",
-        ) from error
-
-
-def validation_api_error(error: ValidationError) -> ApiError:
-    """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
-    problems, first_param = [], None
-    for item in error.errors():
-        param = field_path(item["loc"])
-        first_param = first_param or param
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            message = "is required"
-        elif item["type"] == "too_short" and param == "messages":
-            message = "must hold at least one message"
-        elif "input" in item and item["type"] != "missing":
-            message = f"{message} (got {compact(item['input'])})"
-        problems.append(f"{param or 'body'}: {message}")
-    return ApiError(400, "invalid request: " + "; ".join(problems), param=first_param)
-
-
-def field_path(location: tuple | list) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped)."""
-    path = ""
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not is_union_tag(str(part)):
-            path += f".{part}" if path else str(part)
-    return path
-
-
-UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
-
-
-def is_union_tag(part: str) -> bool:
-    """pydantic names the branch of a union that failed ('str', 'list[str]', ...)."""
-    return part in UNION_TAGS or any(char in part for char in "[](-")
-
-
-def compact(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,38 @@
+"""Walking a JSON schema (a request's response_format, a tool's parameters) node by node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+CHOICE_KEYWORDS = ("enum", "anyOf", "oneOf", "type")
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas
+SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, node) for each object in a JSON schema that is a schema itself (not a value
+    of enum/const/default/examples, nor a name in properties/$defs)."""
+    pending: list[tuple[str, Any]] = [("", schema)]
+    while pending:
+        path, node = pending.pop()
+        if isinstance(node, dict):
+            yield path, node
+            for key, value in node.items():
+                if key in SCHEMA_MAPS and isinstance(value, dict):
+                    # names, not keywords: a property may be called "enum"
+                    pending.extend((f"{path}.{key}.{name}", sub) for name, sub in value.items())
+                elif key not in DATA_KEYWORDS:
+                    pending.append((f"{path}.{key}", value))
+        elif isinstance(node, list):
+            pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+
+
+def empty_choice(schema: Any) -> str | None:
+    """The path (".properties.a.enum") of the first empty enum/anyOf/oneOf/type list in a
+    JSON schema, None when there is none."""
+    for path, node in schema_nodes(schema):
+        for keyword in CHOICE_KEYWORDS:
+            if node.get(keyword) == []:
+                return f"{path}.{keyword}"
+    return None

@@ -1,0 +1,115 @@
+"""The checks behind the chat request's validators: messages' tool and function turns,
+tools and functions as OpenAI shapes them, and a value shortened for an error message."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationInfo
+
+TOOL_CHOICE_MODES = ("none", "auto", "required")
+# Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
+# hold only tool_calls, and a deprecated function result may be null).
+CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
+
+
+def named_function(choice: str | dict[str, Any]) -> str | None:
+    """The function a tool_choice object names ({"type": "function", "function": {"name":
+    ...}}), None for the string modes and other kinds of choice."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return None
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise ValueError('tool_choice {"type": "function"} needs "function": {"name": "..."}')
+    return name
+
+
+def is_function_call(call: Any) -> bool:
+    """Whether `call` is a function call as OpenAI shapes it: {name, arguments (a JSON
+    string)}."""
+    return (
+        isinstance(call, dict)
+        and isinstance(call.get("name"), str)
+        and isinstance(call.get("arguments"), str)
+    )
+
+
+def check_tool_calls(index: int, calls: Any) -> None:
+    """An assistant turn's tool_calls as OpenAI shapes them: a list of {id, type: function,
+    function: {name, arguments (a JSON string)}}."""
+    example = (
+        '[{"id": "call_1", "type": "function", "function": {"name": "add", '
+        '"arguments": "{\\"a\\": 2}"}}]'
+    )
+    if not isinstance(calls, list):
+        raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
+    if not calls:
+        raise ValueError(
+            f"messages[{index}].tool_calls is an empty list, which OpenAI's API refuses too; "
+            "leave tool_calls out of a turn that called no tool"
+        )
+    for number, call in enumerate(calls):
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("id"), str)
+            or call.get("type") != "function"
+            or not is_function_call(call.get("function"))
+        ):
+            raise ValueError(
+                f"messages[{index}].tool_calls[{number}] must be an object with a string "
+                'id, type "function" and function {name, arguments (a JSON string)}, '
+                f"e.g. {example}"
+            )
+
+
+def check_function_call(index: int, call: Any) -> None:
+    """An assistant turn's deprecated function_call as OpenAI shapes it: {name, arguments
+    (a JSON string)}."""
+    if call is None:
+        return
+    if not is_function_call(call):
+        raise ValueError(
+            f"messages[{index}].function_call must be an object with a string name and "
+            'arguments (a JSON string), e.g. {"name": "add", "arguments": "{\\"a\\": 2}"}; '
+            f"got {compact(call)}"
+        )
+
+
+ONLY_WITH_TOOLS = "is only allowed when `tools` are given, as in OpenAI's API"
+
+
+def without_tools(info: ValidationInfo) -> bool:
+    """Whether a request field validated after `tools` comes without tools (none, or null);
+    not when `tools` was refused itself (absent from info.data then: its error says it)."""
+    return "tools" in info.data and not info.data["tools"]
+
+
+def null_is_false(value: Any) -> Any:
+    """OpenAI's null for a boolean flag (`"stream": null`) means its default, false;
+    strings and numbers are still refused."""
+    return False if value is None else value
+
+
+# OpenAI's rule for the name of a function tool or a json_schema
+OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+NAME_RULE = "must be letters, digits, _ or - (at most 64)"
+
+
+def check_function(where: str, function: dict[str, Any]) -> None:
+    """A function's name by OpenAI's rule, and its parameters a schema object (null: absent,
+    as OpenAI reads it)."""
+    if not OPENAI_NAME.fullmatch(function["name"]):
+        raise ValueError(
+            f'{where}.name {NAME_RULE}, e.g. "get_weather"; got {compact(function["name"])}'
+        )
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise ValueError(f"{where}.parameters must be a JSON schema object")
+
+
+def compact(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

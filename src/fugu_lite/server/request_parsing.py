@@ -1,0 +1,127 @@
+"""A request's body -> a validated ChatCompletionRequest, or an ApiError (a 400) saying
+what to fix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from .api_error import ApiError
+from .chat_request import ChatCompletionRequest
+from .request_checks import compact
+
+
+def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
+    """The request body -> a validated request, or an ApiError saying what to fix."""
+    if not body.strip():
+        raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
+                       "`messages`")  # fmt: skip
+    try:
+        payload = json.loads(body)
+    except UnicodeDecodeError as error:
+        raise ApiError(400, f"the request body is not UTF-8 text: {error.reason}") from error
+    except json.JSONDecodeError as error:
+        raise ApiError(
+            400,
+            f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
+            f"column {error.colno}",
+        ) from error
+    except RecursionError as error:
+        raise ApiError(
+            400,
+            "the request body is nested too deeply to be a chat request; send `model` "
+            "and `messages` as OpenAI's API describes them",
+        ) from error
+    if not isinstance(payload, dict):
+        raise ApiError(
+            400,
+            f"the request body must be a JSON object with `model` and `messages`, got a JSON "
+            f"{type(payload).__name__}",
+        )
+    check_unicode(body, payload)
+    try:
+        request = ChatCompletionRequest.model_validate(payload)
+    except ValidationError as error:
+        raise validation_api_error(error) from error
+    if request.max_tokens is not None and request.max_completion_tokens is not None:
+        raise ApiError(
+            400,
+            f"max_tokens={request.max_tokens} and max_completion_tokens="
+            f"{request.max_completion_tokens} are two names for one limit, and OpenAI's API "
+            "refuses both in one request too; send only max_completion_tokens (max_tokens is "
+            "its older name)",
+            param="max_tokens",
+            code="invalid_parameter_combination",
+        )
+    wanted = request.max_output_tokens()
+    if wanted is not None and wanted > max_tokens_limit:
+        field = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
+        raise ApiError(
+            400,
+            f"{field}={wanted} is more than this server allows ({max_tokens_limit}); ask for "
+            f"at most {max_tokens_limit} tokens",
+            param=field,
+            code="max_tokens_too_large",
+        )
+    return request
+
+
+# How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
+# start with 0xED); without any of these the decoded payload need not be checked.
+SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
+
+
+def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
+    """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
+    tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400."""
+    if not any(mark in body for mark in SURROGATE_MARKS):
+        return
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        raise ApiError(
+            400,
+            f"the request body holds a lone UTF-16 surrogate ({bad}), which is not valid "
+            "Unicode text; escape characters beyond U+FFFF as a complete surrogate pair, or "
+            "send them as UTF-8",
+            code="invalid_unicode",
+        ) from error
+
+
+def validation_api_error(error: ValidationError) -> ApiError:
+    """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
+    problems, first_param = [], None
+    for item in error.errors():
+        param = field_path(item["loc"])
+        first_param = first_param or param
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            message = "is required"
+        elif item["type"] == "too_short" and param == "messages":
+            message = "must hold at least one message"
+        elif "input" in item and item["type"] != "missing":
+            message = f"{message} (got {compact(item['input'])})"
+        problems.append(f"{param or 'body'}: {message}")
+    return ApiError(400, "invalid request: " + "; ".join(problems), param=first_param)
+
+
+def field_path(location: tuple | list) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped)."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not is_union_tag(str(part)):
+            path += f".{part}" if path else str(part)
+    return path
+
+
+UNION_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def is_union_tag(part: str) -> bool:
+    """pydantic names the branch of a union that failed ('str', 'list[str]', ...)."""
+    return part in UNION_TAGS or any(char in part for char in "[](-")
