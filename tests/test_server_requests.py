@@ -4,7 +4,9 @@ the openai SDK as its exceptions (server_support.py starts the server)."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -304,6 +306,42 @@ def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     assert response.status_code == 413
     assert "more than this server accepts (4096 bytes)" in response.json()["error"]["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_a_compressed_body_is_read_as_its_content_encoding_says(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A gzip or deflate body is decompressed (it was refused as "not UTF-8 text", which
+    named neither the header nor the fix), within --max-body-bytes once decompressed; an
+    encoding the server does not read, or data that is not what the header says, is a
+    clear 4xx naming it."""
+    body = json.dumps({**VALID, "messages": [{"role": "user", "content": "zipped hi"}]})
+    for encoding, data in (
+        ("gzip", gzip.compress(body.encode())),
+        ("deflate", zlib.compress(body.encode())),
+    ):
+        response = shared_server.post(data, headers={"content-encoding": encoding})
+        assert response.status_code == 200, response.text
+    sent = [b["messages"][-1]["content"] for stub in stubs.workers.values() for b in stub.bodies]
+    assert sent == ["zipped hi", "zipped hi"]
+
+    # under the limit as sent (a few dozen bytes), far over it once decompressed
+    bomb = gzip.compress(json.dumps({**VALID, "messages": user("x" * 100_000)}).encode())
+    assert len(bomb) < 4096
+    refused = [
+        (shared_server.post(bomb, headers={"content-encoding": "gzip"}), 413,
+         "more than this server accepts (4096 bytes) once decompressed"),
+        (shared_server.post(b"\x1f\x8bnot gzip", headers={"content-encoding": "gzip"}), 400,
+         "the request body is not valid gzip data"),
+        (shared_server.post(gzip.compress(body.encode())[:-12], headers={
+            "content-encoding": "gzip"}), 400, "gzip data is cut short"),
+        (shared_server.post(body.encode(), headers={"content-encoding": "br"}), 415,
+         "Content-Encoding is 'br', which this server does not read"),
+    ]  # fmt: skip
+    for response, status, fragment in refused:
+        assert response.status_code == status, response.text
+        assert fragment in response.json()["error"]["message"]
+    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 2
 
 
 def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Running) -> None:
