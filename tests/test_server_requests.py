@@ -154,6 +154,13 @@ BAD_INPUTS = [
         {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
      b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
+    # Python's json read them, the pool could not send them on: a 502 counted against every
+    # worker's circuit
+    ("NaN in metadata", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
+     b'"metadata": {"score": NaN}}', 400, "the request body holds NaN, which is not a JSON number"),
+    ("Infinity in a tool's schema", b'{"model": "fugu-lite", "messages": [{"role": "user", '
+     b'"content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": '
+     b'{"type": "number", "maximum": -Infinity}}}]}', 400, "holds -Infinity, which is not a JSON"),
     ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
      + b"}", 400, "nested too deeply"),
 ]  # fmt: skip

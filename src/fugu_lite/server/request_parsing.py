@@ -19,7 +19,15 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=not_a_json_number)
+    except NotAJsonNumberError as error:
+        raise ApiError(
+            400,
+            f"the request body holds {error.constant}, which is not a JSON number (JSON has no "
+            "NaN or Infinity, though Python's json.dumps writes them); send a finite number, "
+            "or null",
+            code="invalid_json",
+        ) from error
     except UnicodeDecodeError as error:
         raise ApiError(400, f"the request body is not UTF-8 text: {error.reason}") from error
     except json.JSONDecodeError as error:
@@ -66,6 +74,19 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
             code="max_tokens_too_large",
         )
     return request
+
+
+class NotAJsonNumberError(ValueError):
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def not_a_json_number(constant: str) -> Any:
+    """Python's json reads NaN, Infinity and -Infinity, which JSON has not: where no range
+    check refused them (in `metadata`, a tool's schema), the pool could not send the request
+    on, and every worker was counted as failing it (a 502, and open circuits)."""
+    raise NotAJsonNumberError(constant)
 
 
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
