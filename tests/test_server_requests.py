@@ -144,6 +144,9 @@ BAD_INPUTS = [
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
+    # the SDK's argument written into the body: its keys were ignored, it went to a worker
+    ("extra_body as a key", {**VALID, "extra_body": {"workers": ["coder"]}}, 400,
+     "extra_body: is the openai SDK's argument, not a key of the request"),
     ("cost_weight not a number", {**VALID, "cost_weight": "cheap"}, 400, "cost_weight"),
     ("text part not a string", {**VALID, "messages": [{"role": "user", "content": [
         {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),

@@ -117,6 +117,8 @@ class ChatCompletionRequest(BaseModel):
     workers: list[str] | None = None
     cost_weight: float | None = Field(default=None, ge=0, strict=True)
     include_routing: bool = Field(default=False, strict=True)
+    # The openai SDK's argument, never a key of a body it sends (refused: _extra_body_unwrapped)
+    extra_body: Any = None
 
     _null_is_false = field_validator("stream", "include_routing", mode="before")(null_is_false)
 
@@ -329,6 +331,19 @@ class ChatCompletionRequest(BaseModel):
                 "stream_options is only allowed with stream: true; drop it or set stream: true"
             )
         return self
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body_unwrapped(cls, value: Any) -> Any:
+        """The openai SDK merges its `extra_body` argument into the body's top level; a
+        client writing the body itself (curl, another library) that sent `extra_body` as a
+        key had fugu-lite's keys in it ignored (routed to any worker) and the key itself
+        sent on to a worker."""
+        raise ValueError(
+            "is the openai SDK's argument, not a key of the request: the SDK sends its keys "
+            "at the top level of the body; send them there, e.g. "
+            '{"model": ..., "messages": [...], "exclude_workers": ["coder"]}'
+        )
 
     @field_validator("cost_weight")
     @classmethod
