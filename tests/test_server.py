@@ -334,9 +334,12 @@ def test_health_says_degraded_or_unavailable_when_workers_are_down(
 
 
 def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
-    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The 500 names the request id its traceback is logged with (it carried none: the
+    operator could not tell which traceback a client's report was about)."""
     running = serve(pool_for(stubs))
+    caplog.set_level(logging.ERROR)
 
     def broken(*args: Any) -> tuple[str, ...]:
         raise RuntimeError("a bug in fugu-lite")
@@ -346,6 +349,10 @@ def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "internal_error"
     assert "a bug" not in response.text  # nothing internal leaks
+    request_id = response.headers["x-request-id"]
+    assert f"request id {request_id}" in response.json()["error"]["message"]
+    [logged] = [r for r in caplog.records if r.exc_info is not None]
+    assert request_id in logged.getMessage()
     metrics = running.metrics()
     assert metric_value(metrics, "fugu_requests_total", status="500") == 1
     assert metric_value(metrics, "fugu_errors_total", code="internal_error") == 1

@@ -354,6 +354,22 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 2
 
 
+def test_a_refused_request_carries_a_request_id(shared_server: Running) -> None:
+    """OpenAI's errors carry x-request-id as its answers do, and the openai SDK keeps it as
+    the error's request_id; a request refused before routing (bad input, an unknown model
+    or route, a body too large) had none, so request_id was None."""
+    client = shared_server.client()
+    ids = []
+    for wrong in ({"model": "gpt-4o"}, {"n": 3}, {"messages": user("x" * 5000)}):
+        with pytest.raises(openai.APIStatusError) as raised:
+            client.chat.completions.create(**{"model": MODEL, "messages": user("hi"), **wrong})
+        assert raised.value.status_code in (400, 404, 413)
+        ids.append(raised.value.request_id)
+    ids.append(httpx.get(f"{shared_server.url}/v1/nothing").headers.get("x-request-id"))
+    assert all(id_ is not None and id_.startswith("chatcmpl-") for id_ in ids), ids
+    assert len(set(ids)) == 4
+
+
 def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Running) -> None:
     response = httpx.post(f"{shared_server.url}/v1/completions", json=VALID)
     assert response.status_code == 404

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +20,7 @@ from .responses import (
     Routed,
     completion_body,
     finish,
+    new_request_id,
     routing_field,
     routing_headers,
     stream_cost,
@@ -42,7 +42,7 @@ async def answer(
     server: FuguServer, request: Request, chat: ChatCompletionRequest, allowed: tuple[str, ...]
 ) -> Response:
     started = time.perf_counter()
-    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    request_id = new_request_id()
     try:
         route = await until_disconnected(
             request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))

@@ -24,7 +24,7 @@ from .dispatch import (
     Attempt,
     WorkerRejectedError,
 )
-from .responses import Routed, finish, routing_headers
+from .responses import REQUEST_ID_HEADER, Routed, finish, new_request_id, routing_headers
 
 if TYPE_CHECKING:
     from .app import FuguServer
@@ -202,7 +202,9 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         if not error.recorded:
             count_refused(error)
         body = server.redact.scrub(error.body())
-        return JSONResponse(body, status_code=error.status, headers=error.headers)
+        # a routed request's error has its id already (the one in its decision log line)
+        headers = {REQUEST_ID_HEADER: new_request_id(), **error.headers}
+        return JSONResponse(body, status_code=error.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -211,7 +213,9 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         )
         refused = ApiError(400, f"invalid request: {problems}")
         count_refused(refused)
-        return JSONResponse(refused.body(), status_code=400)
+        return JSONResponse(
+            refused.body(), status_code=400, headers={REQUEST_ID_HEADER: new_request_id()}
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -229,19 +233,26 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         return JSONResponse(
             refused.body(),
             status_code=error.status_code,
-            headers=getattr(error, "headers", None),
+            headers={
+                REQUEST_ID_HEADER: new_request_id(),
+                **(getattr(error, "headers", None) or {}),
+            },
         )
 
     def unexpected() -> JSONResponse:
-        logger.exception("unexpected error while serving a request")
+        request_id = new_request_id()
+        logger.exception("unexpected error while serving request %s", request_id)
         internal = ApiError(
             500,
-            "internal error in fugu-lite (logged on the server); please report it",
+            f"internal error in fugu-lite (logged on the server with request id {request_id}); "
+            "please report it with that id",
             type="server_error",
             code="internal_error",
         )
         count_refused(internal)
-        return JSONResponse(internal.body(), status_code=500)
+        return JSONResponse(
+            internal.body(), status_code=500, headers={REQUEST_ID_HEADER: request_id}
+        )
 
     app.add_middleware(InternalErrorMiddleware, answer=unexpected)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,12 @@ PROBABILITIES_HEADER = "x-fugu-probabilities"
 ATTEMPTS_HEADER = "x-fugu-attempts"
 REQUEST_ID_HEADER = "x-request-id"
 ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST_ID_HEADER)
+
+
+def new_request_id() -> str:
+    """An answer's id (its body's `id`, its x-request-id header and its decision log line),
+    or a refused request's (its x-request-id, and the log line of an internal error)."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
 
 
 @dataclass
