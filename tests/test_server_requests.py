@@ -354,6 +354,34 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 2
 
 
+def test_a_form_or_an_upload_instead_of_json_is_told_what_to_send(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A body sent as a form (`requests.post(url, data=...)`) or a file upload was refused
+    as "not valid JSON: Expecting value at line 1, column 1", which said nothing of how it
+    was sent; JSON sent under another Content-Type is still read."""
+    url = f"{shared_server.url}/v1/chat/completions"
+    form = httpx.post(url, data={"model": MODEL, "messages": "hi"})
+    upload = httpx.post(url, files={"file": ("chat.json", json.dumps(VALID).encode())})
+    for response, media_type in (
+        (form, "application/x-www-form-urlencoded"),
+        (upload, "multipart/form-data"),
+    ):
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["message"].endswith(
+            f"; it was sent as {media_type}: send the JSON object itself, with "
+            "Content-Type: application/json"
+        )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    # curl -d sends JSON as a form's type: it was read, and still is
+    response = shared_server.post(
+        VALID, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert response.status_code == 200, response.text
+    not_json = shared_server.post(b"{oops", headers={"content-type": "application/json"})
+    assert not_json.json()["error"]["message"].endswith("at line 1, column 2")
+
+
 def test_a_refused_request_carries_a_request_id(shared_server: Running) -> None:
     """OpenAI's errors carry x-request-id as its answers do, and the openai SDK keeps it as
     the error's request_id; a request refused before routing (bad input, an unknown model

@@ -366,7 +366,7 @@ def create_app(
     async def chat_completions(request: Request) -> Response:
         server.auth.check(request.headers.get("authorization"))
         body = await read_body(request, settings.max_body_bytes)
-        chat = parse_request(body, settings.max_tokens_limit)
+        chat = parse_request(body, settings.max_tokens_limit, request.headers.get("content-type"))
         check_model(server, chat.model)
         allowed = server.router.allowed_workers(
             chat.exclude_workers, chat.workers, chat.cost_weight

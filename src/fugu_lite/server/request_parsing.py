@@ -13,7 +13,9 @@ from .chat_request import ChatCompletionRequest
 from .request_checks import compact
 
 
-def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
+def parse_request(
+    body: bytes, max_tokens_limit: int, content_type: str | None = None
+) -> ChatCompletionRequest:
     """The request body -> a validated request, or an ApiError saying what to fix."""
     if not body.strip():
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
@@ -34,7 +36,7 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
         raise ApiError(
             400,
             f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
-            f"column {error.colno}",
+            f"column {error.colno}{sent_as(content_type)}",
         ) from error
     except RecursionError as error:
         raise ApiError(
@@ -74,6 +76,18 @@ def parse_request(body: bytes, max_tokens_limit: int) -> ChatCompletionRequest:
             code="max_tokens_too_large",
         )
     return request
+
+
+def sent_as(content_type: str | None) -> str:
+    """For a body that is not JSON, sent as a form or a file upload (`requests.post(url,
+    data=...)`, `curl -F`): what it was sent as, and what to send instead."""
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    if not media_type or "json" in media_type:
+        return ""
+    return (
+        f"; it was sent as {media_type}: send the JSON object itself, with "
+        "Content-Type: application/json"
+    )
 
 
 class NotAJsonNumberError(ValueError):
