@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
+import socket
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +17,16 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from server_support import MODEL, VALID, Running, Stubs, metric_value, pool_for, user
+from server_support import (
+    MODEL,
+    VALID,
+    Running,
+    Stubs,
+    metric_value,
+    pool_for,
+    user,
+    wait_until,
+)
 
 from fugu_lite.costs import RouterFamily
 from fugu_lite.server.app import ServeSettings, create_app
@@ -352,6 +364,34 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
         assert response.status_code == status, response.text
         assert fragment in response.json()["error"]["message"]
     assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 2
+
+
+def test_a_client_leaving_during_its_upload_is_no_internal_error(
+    shared_server: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that closed its connection before sending all of its body (an aborted
+    upload) made an "unexpected error": a traceback in the server's log and a counted 500
+    internal_error, which alerts on; it is counted as the client's leaving (499)."""
+    before = shared_server.metrics()
+    caplog.set_level(logging.WARNING)
+    host, port = shared_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            b'application/json\r\nContent-Length: 1000\r\n\r\n{"model": '
+        )
+        time.sleep(0.2)  # the server is reading the body
+
+    def counted(text: str, name: str, **labels: str) -> float:
+        return metric_value(text, name, **labels) - metric_value(before, name, **labels)
+
+    assert wait_until(
+        lambda: counted(shared_server.metrics(), "fugu_requests_total", status="499") == 1
+    )
+    after = shared_server.metrics()
+    assert counted(after, "fugu_errors_total", code="client_disconnected") == 1
+    assert counted(after, "fugu_errors_total", code="internal_error") == 0
+    assert not [record for record in caplog.records if record.exc_info is not None]
 
 
 def test_a_form_or_an_upload_instead_of_json_is_told_what_to_send(

@@ -6,8 +6,10 @@ from __future__ import annotations
 import zlib
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from .api_error import ApiError
+from .stream import CLIENT_CLOSED_STATUS
 
 # The Content-Encodings a body is read in, and the zlib window bits that decode each.
 ZLIB_WINDOW_BITS = {
@@ -24,11 +26,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(int(declared), limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(None, limit)  # reading stopped here: the real size is unknown
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(None, limit)  # reading stopped here: the real size is unknown
+            chunks.append(chunk)
+    except ClientDisconnect as error:
+        # The client's choice, not fugu-lite's fault: it was an "unexpected error" (a logged
+        # traceback, and a 500 internal_error in the metrics).
+        raise ApiError(
+            CLIENT_CLOSED_STATUS,
+            f"the client closed the connection after sending {size} bytes of its request body",
+            code="client_disconnected",
+        ) from error
     return decoded(b"".join(chunks), request.headers.get("content-encoding"), limit)
 
 
