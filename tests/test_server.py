@@ -162,6 +162,9 @@ def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         assert response.headers["x-fugu-worker"] == ranking_for(family, MATH).ranking[0]
+        # not held back by a proxy (nginx buffered it: the events came all at once, at the end)
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-accel-buffering"] == "no"
         events = [line for line in response.iter_lines() if line.startswith("data: ")]
     assert events[-1] == "data: [DONE]"
     first = json.loads(events[0].removeprefix("data: "))

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from .app import FuguServer
 
 T = TypeVar("T")
+# nginx, the usual reverse proxy in front of such a server, buffers a response by default:
+# the client got a stream's events all at once when it ended. X-Accel-Buffering turns that
+# off for this response, as OpenAI-compatible servers send it.
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class ClientDisconnectedError(Exception):
@@ -118,7 +122,7 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
     return StreamingResponse(
         relay.events(),
         media_type="text/event-stream",
-        headers={**routing_headers(routed, opened.attempts), "Cache-Control": "no-cache"},
+        headers={**routing_headers(routed, opened.attempts), **STREAM_HEADERS},
         background=BackgroundTask(relay.finalize),
     )
 
