@@ -68,7 +68,10 @@ def serve_command(
         bool, typer.Option(help="Also log the messages (off: only their hash).")
     ] = False,
     max_body_bytes: Annotated[
-        int, typer.Option(help="Largest request body accepted.", min=1024)
+        int,
+        typer.Option(
+            help="Largest request body accepted, as sent and once decompressed.", min=1024
+        ),
     ] = 1_000_000,
     max_tokens_limit: Annotated[
         int, typer.Option(help="Largest max_tokens a request may ask for.", min=1)
