@@ -130,11 +130,20 @@ def test_circuit_breaker_states() -> None:
 runner = CliRunner()
 
 
+def serve_args() -> list[str]:
+    """`serve` on a port free now: these commands stop before listening, but check first
+    that they could, so a server on the default port 8000 (a developer's own `fugu-lite
+    serve`) failed them all with "cannot listen on 127.0.0.1:8000"."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return ["serve", "--port", str(probe.getsockname()[1])]
+
+
 def test_serve_command_refuses_bad_flags_before_loading_anything(
     checkpoint: Path, tmp_path: Path
 ) -> None:
     def serve_with(*flags: str) -> str:
-        result = runner.invoke(cli_app, ["serve", "--checkpoint", str(checkpoint), *flags])
+        result = runner.invoke(cli_app, [*serve_args(), "--checkpoint", str(checkpoint), *flags])
         assert result.exit_code == 2, result.output
         return " ".join(result.output.split())
 
@@ -157,7 +166,7 @@ def test_serve_command_refuses_bad_flags_before_loading_anything(
 def test_serve_command_refuses_bad_setups_before_listening(
     checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    missing = runner.invoke(cli_app, ["serve", "--checkpoint", str(tmp_path / "nothing")])
+    missing = runner.invoke(cli_app, [*serve_args(), "--checkpoint", str(tmp_path / "nothing")])
     assert missing.exit_code == 2
     assert "not a fugu-lite router checkpoint" in " ".join(missing.output.split())
 
@@ -167,7 +176,7 @@ def test_serve_command_refuses_bad_setups_before_listening(
         encoding="utf-8",
     )
     mismatch = runner.invoke(
-        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool)]
+        cli_app, [*serve_args(), "--checkpoint", str(checkpoint), "--pool", str(pool)]
     )
     assert mismatch.exit_code == 2
     assert "has no worker" in " ".join(mismatch.output.split())
@@ -184,7 +193,7 @@ def test_serve_command_refuses_bad_setups_before_listening(
     )
     monkeypatch.delenv("FUGU_UNSET_WORKER_KEY", raising=False)
     unset = runner.invoke(
-        cli_app, ["serve", "--checkpoint", str(checkpoint), "--pool", str(keyless)]
+        cli_app, [*serve_args(), "--checkpoint", str(checkpoint), "--pool", str(keyless)]
     )
     assert unset.exit_code == 2
     assert "FUGU_UNSET_WORKER_KEY" in unset.output
@@ -192,7 +201,7 @@ def test_serve_command_refuses_bad_setups_before_listening(
     monkeypatch.delenv("FUGU_NO_SUCH_KEYS", raising=False)
     no_keys = runner.invoke(
         cli_app,
-        ["serve", "--checkpoint", str(checkpoint), "--api-keys-env", "FUGU_NO_SUCH_KEYS"],
+        [*serve_args(), "--checkpoint", str(checkpoint), "--api-keys-env", "FUGU_NO_SUCH_KEYS"],
     )
     assert no_keys.exit_code == 2
     assert "FUGU_NO_SUCH_KEYS" in no_keys.output
@@ -212,7 +221,7 @@ def test_serve_command_refuses_short_or_missing_api_keys_before_listening(
     def serve_with(*options: str) -> tuple[int, str]:
         result = runner.invoke(
             cli_app,
-            ["serve", "--checkpoint", str(checkpoint), "--pool", str(pool), *options],
+            [*serve_args(), "--checkpoint", str(checkpoint), "--pool", str(pool), *options],
             env={"COLUMNS": "1000"},  # paths in the messages stay on one line
         )
         return result.exit_code, result.output
