@@ -134,6 +134,13 @@ def tiny_model_cfg(tmp_path: Path) -> ModelConfig:
     )
 
 
+@pytest.fixture(scope="module")
+def tiny_backbone():
+    from fugu_lite.backbones import load_backbone
+
+    return load_backbone("tiny-random")
+
+
 USER_CACHE = os.environ.get("FUGU_LITE_CACHE_DIR")
 SESSION_CACHE: list[Path] = []  # made by the first unit test, removed when pytest ends
 

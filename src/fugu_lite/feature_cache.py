@@ -36,7 +36,7 @@ from .io import cache_root
 from .schemas import ChatMessage, prompt_hash
 
 # In every feature cache key: bump it when the features change (a test of their values,
-# GOLDEN_FEATURE_SUMS in tests/test_model_features.py, fails until it is).
+# GOLDEN_FEATURE_SUMS in tests/test_feature_cache.py, fails until it is).
 FEATURE_FORMAT_VERSION = 1
 # Features of a few prompts kept in each cache folder with the versions that computed them: a
 # run under other versions (a transformers upgrade) computes them again, once, and sets the

@@ -1,0 +1,58 @@
+"""What identifies a backbone (backbone_identity.py): weight-file digests, embedded weights'
+keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from router_support import (
+    embedded_tiny_package,
+)
+
+
+def test_file_digests_are_read_from_the_cache_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    from fugu_lite.io import _FILE_DIGESTS, file_sha256
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights one")
+    assert file_sha256(weights) == hashlib.sha256(b"weights one").hexdigest()
+    (entry,) = (tmp_path / "fugu-cache" / "digests").iterdir()
+    saved = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**saved, "sha256": "from-the-cache"}))
+    _FILE_DIGESTS.clear()  # a new process
+    assert file_sha256(weights) == "from-the-cache"  # not read again
+    weights.write_bytes(b"weights two")  # written again: another mtime
+    os.utime(weights, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()
+
+
+def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights the embedded packages shipped while the key was the files' sizes keep that
+    key (their cached SmolLM2 features took ~45 min); any others name their SHA-256."""
+    from fugu_lite.backbone_identity import (
+        SIZE_KEYED_WEIGHTS,
+        backbone_identity,
+        weights_fingerprint,
+    )
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    size = (package / "model" / "model.safetensors").stat().st_size
+    fingerprint = weights_fingerprint("tiny-embedded")
+    assert fingerprint is not None
+    digest = fingerprint["weights_sha256"]
+    by_size = f"tiny-embedded:model.safetensors:{size}"
+    assert backbone_identity("tiny-embedded") == f"{by_size}:sha256={digest}"
+    monkeypatch.setitem(SIZE_KEYED_WEIGHTS, "tiny-embedded", digest)
+    assert backbone_identity("tiny-embedded") == by_size

@@ -1,0 +1,126 @@
+"""Loading a backbone (backbones.py): local folders, hub ids, embedded names, dequantized copies."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import finished_pid, save_tiny_backbone, writer_temporary
+
+import fugu_lite.backbones as backbones_module
+from fugu_lite.backbones import load_backbone
+
+
+def test_a_local_backbone_loads_without_transformers_weight_bar(
+    tiny_backbone, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from transformers.utils import logging as transformers_logging
+
+    tiny_backbone.model.save_pretrained(tmp_path)
+    tiny_backbone.tokenizer.save_pretrained(tmp_path)
+    capfd.readouterr()
+    loaded = load_backbone(str(tmp_path))
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()  # restored for downloads
+    for name, tensor in tiny_backbone.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], tensor), name
+
+
+def test_a_dequantized_backbone_copy_removes_what_killed_copies_left(
+    tiny_backbone, tmp_path: Path
+) -> None:
+    """A run killed while caching the fp32 copy of a GGUF backbone (about 540 MB for
+    SmolLM2) left its staging folder, which a later run removed only if it reused the name;
+    a run that found the copy made by another kept its own staging folder forever."""
+    folder = tmp_path / "backbones"
+    target = folder / "smollm2"
+    dead = folder / f"{writer_temporary(target.name, finished_pid())}.partial"
+    live = folder / f"{writer_temporary('other', os.getpid())}.partial"  # this run: running
+    unnamed = folder / "smollm2.partial"  # earlier versions' staging folder, two days old
+    for staging in (dead, live, unnamed):
+        staging.mkdir(parents=True)
+        (staging / "model.safetensors").write_bytes(b"half a copy")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(unnamed, (two_days_ago, two_days_ago))
+    backbones_module._save_plain_copy(tiny_backbone, target)
+    assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
+    assert load_backbone(str(target)).model.config.hidden_size == (
+        tiny_backbone.model.config.hidden_size
+    )
+    backbones_module._save_plain_copy(tiny_backbone, target)  # another run's copy is there
+    assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
+
+
+@pytest.mark.parametrize(
+    ("removed", "said"),
+    [
+        (["tokenizer.json", "tokenizer_config.json"], "it lacks its tokenizer (tokenizer.json"),
+        (["config.json"], "it lacks config.json"),
+        (["model.safetensors"], "it lacks its weights (model.safetensors"),
+    ],
+)
+def test_a_backbone_folder_missing_a_part_says_which(
+    tmp_path: Path, removed: list[str], said: str
+) -> None:
+    """transformers' own errors blamed a missing sentencepiece (no tokenizer), or were an
+    OSError that `train` reported as 'cannot write the output in -o' (no weights)."""
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    for name in removed:
+        (folder / name).unlink()
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(str(folder))
+    message = str(raised.value)
+    assert f"could not load the backbone folder {folder}: {said}" in message
+    assert "save_pretrained" in message and "sentencepiece" not in message
+
+
+def test_a_file_given_as_backbone_folder_says_it_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(RuntimeError, match=r"notes\.txt: it is a file, not a folder"):
+        load_backbone(str(tmp_path / "notes.txt"))
+
+
+def test_a_backbone_folder_that_is_not_there_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`./bb` mistyped was tried as a hub id: 'Repo id must use alphanumeric chars'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("./bb")
+    message = str(raised.value)
+    assert f"the backbone folder ./bb does not exist (looked for {tmp_path / 'bb'})" in message
+    assert "Repo id" not in message
+
+
+@pytest.mark.parametrize(("name", "meant"), [("MiniLM", "minilm"), ("SmolLM2", "smollm2")])
+def test_an_embedded_name_in_other_case_is_suggested(name: str, meant: str) -> None:
+    """`MiniLM` (as the model is usually spelt) went to the hub and failed offline with only
+    'it is not an embedded name (smollm2, minilm)'."""
+    with pytest.raises(RuntimeError, match=f"did you mean '{meant}'"):
+        load_backbone(name)
+
+
+def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None:
+    """HF_HUB_OFFLINE=1 (the tests set it): transformers only said to check the internet
+    connection, which is not what stops the download."""
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("fugu-test/not-downloaded")
+    message = str(raised.value)
+    assert "HF_HUB_OFFLINE is set" in message
+    assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message
+
+
+def test_a_dequantized_backbone_copy_that_cannot_be_cached_is_used_uncached(
+    tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only (or full) cache made the dequantized SmolLM2 fail to load after its ~40 s
+    of dequantizing, with an OSError that `train` blamed on its -o folder."""
+    # root ignores permission bits: a file where the cache folder should be stands in
+    (tmp_path / "blocked").write_text("")
+    backbones_module._keep_plain_copy(tiny_backbone, tmp_path / "blocked" / "backbones" / "x")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Could not cache the dequantized backbone" in err and "FUGU_LITE_CACHE_DIR" in err

@@ -1,0 +1,87 @@
+"""`fugu-lite cache list|clear` (caches.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import save_tiny_backbone
+from router_support import (
+    PROMPTS,
+    forbid_backbone_loading,
+)
+
+from fugu_lite.config import ModelConfig
+from fugu_lite.feature_cache import (
+    FeatureCache,
+    compute_features,
+)
+
+
+def test_cache_clear_removes_only_what_this_installation_never_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each backbone folder edited or removed, and each torch or transformers upgrade, left
+    its feature cache or ONNX export (~90 MB for MiniLM) on disk for good."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    def cache(*args: str) -> str:
+        result = CliRunner().invoke(app, ["cache", *args], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, (result.output, result.exception)
+        return " ".join(result.output.split())
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    folder = tmp_path / "backbone"
+    save_tiny_backbone(folder)
+    removed = ModelConfig(backbone=str(folder), layer=-1, max_tokens=32, runtime="onnx")
+    kept = ModelConfig(backbone="tiny-random", layer=-1, max_tokens=32, runtime="onnx")
+    compute_features(PROMPTS, removed)
+    expected, _ = compute_features(PROMPTS, kept)
+    current = {FeatureCache(kept).folder, *(root / "onnx").glob("tiny_random-*")}
+    shutil.rmtree(folder)
+    (export,) = (root / "onnx").glob("tiny_random-*")  # as exported by another torch release
+    older = export.with_name(export.name + "-older-torch")
+    shutil.copytree(export, older)
+    settings = json.loads((older / "settings.json").read_text())
+    (older / "settings.json").write_text(json.dumps({**settings, "torch": "2.0.0"}))
+
+    listed = cache("list")
+    # and the digests of the removed folder's 4 files
+    assert "stale (never read again by this installation): 7" in listed, listed
+    assert "stale (its backbone folder is gone)" in listed
+    assert "stale (made for another torch)" in listed
+    assert "stale (its file is gone) │ digests" in listed
+    assert "removed 7 cached items" in cache("clear")
+    remaining = {path for kind in ("features", "onnx") for path in (root / kind).iterdir()}
+    assert remaining == current
+    forbid_backbone_loading(monkeypatch)
+    torch.testing.assert_close(compute_features(PROMPTS, kept)[0], expected)
+    assert "removed 2 cached items" in cache("clear", "--all")
+    assert "nothing cached in" in cache("list")
+
+
+def test_cache_clear_with_cache_dir_keeps_the_current_onnx_exports_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache list|clear --cache-dir DIR` compared each export with where it would be under
+    $FUGU_LITE_CACHE_DIR (or ~/.cache/fugu-lite), not DIR: every export in DIR was listed as
+    'its backbone changed since' and removed by `cache clear`."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
+    (export,) = (root / "onnx").iterdir()
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "another-cache"))
+    result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "removed 0 cached items" in result.output
+    assert export.is_dir()

@@ -1,0 +1,641 @@
+"""Router checkpoints (checkpoint.py, model.load_router): round trips, refusals, checkpoints that
+travel and the backbone weights a checkpoint was trained on."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import save_tiny_backbone
+from router_support import (
+    PROMPTS,
+    WORKERS_OF_TEST,
+    embedded_tiny_package,
+    fake_hub_snapshot,
+    forbid_backbone_loading,
+    prompts_of,
+    router_on_folder,
+    save_tiny_encoder,
+    train_briefly,
+)
+
+from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
+from fugu_lite.config import ModelConfig
+from fugu_lite.feature_cache import (
+    FeatureCache,
+    compute_features,
+    feature_cache_key,
+)
+from fugu_lite.features import FeatureExtractor
+from fugu_lite.model import RouterModel, load_router
+from fugu_lite.schemas import RewardRecord
+
+
+@pytest.mark.parametrize("head", ["linear", "mlp"])
+def test_checkpoint_round_trip_gives_identical_logits(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    head: str,
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": head, "head_hidden": 16})
+    model = train_briefly(records, cfg)
+    features, _ = compute_features(prompts_of(records), cfg)
+    with torch.no_grad():
+        before = model(features=features)
+    assert before.abs().max() > 0.1  # trained, not the zero init
+    directory = model.save_checkpoint(tmp_path / "ckpt", metadata={"stage": "test", "n": 3})
+    assert {p.name for p in directory.iterdir()} == {HEAD_FILE, META_FILE}
+    meta = json.loads((directory / META_FILE).read_text())
+    assert meta["worker_ids"] == records[0].worker_ids
+    assert meta["metadata"] == {"stage": "test", "n": 3}
+
+    forbid_backbone_loading(monkeypatch)  # the cache dir travels with the checkpoint
+    loaded = load_router(directory)
+    loaded.eval()
+    assert loaded.worker_ids == model.worker_ids
+    assert loaded.model_cfg == model.model_cfg
+    assert bool(loaded.normalizer_fitted)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    with torch.no_grad():
+        after = loaded(features=loaded.features_for(prompts_of(records)))
+    assert torch.equal(before, after)
+
+
+def test_checkpoint_and_cache_files_are_readable_by_other_users(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """safetensors creates 0o600 files: a checkpoint or cache shared with a service user (or
+    a colleague) would be unreadable. They get the umask's mode, like every other file."""
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        compute_features(PROMPTS, tiny_model_cfg)
+        directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    finally:
+        os.umask(previous)
+    shards = list(FeatureCache(tiny_model_cfg).folder.glob("shard-*"))
+    assert len(shards) == 2  # the features and their keys
+    for path in [directory / HEAD_FILE, directory / META_FILE, *shards]:
+        assert path.stat().st_mode & 0o777 == 0o644, path.name
+
+
+def test_loading_with_the_training_config_and_workers_is_accepted(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    model.save_checkpoint(tmp_path / "ckpt")
+    # device, cache dir and feature batch size may differ: they do not change the router
+    other_place = tiny_model_cfg.model_copy(
+        update={"cache_dir": str(tmp_path / "other-cache"), "feature_batch_size": 3}
+    )
+    loaded = load_router(tmp_path / "ckpt", other_place, records[0].worker_ids)
+    assert loaded.model_cfg.cache_dir == str(tmp_path / "other-cache")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_loading_takes_the_runtime_settings_of_the_given_config(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    trained_cfg = tiny_model_cfg.model_copy(update={"runtime": "auto", "feature_batch_size": 8})
+    train_briefly(records, trained_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    wanted = tiny_model_cfg.model_copy(update={"runtime": "torch", "feature_batch_size": 3})
+    loaded = load_router(tmp_path / "ckpt", wanted)
+    assert loaded.model_cfg.runtime == "torch"
+    assert loaded.model_cfg.feature_batch_size == 3
+
+
+def test_loading_with_other_workers_names_both_lists(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    other = ["cheap-small", "coder", "poet"]
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", worker_ids=other)
+    message = str(error.value)
+    assert str(tmp_path / "ckpt") in message
+    assert f"workers: checkpoint {records[0].worker_ids} vs records {other}" in message
+    with pytest.raises(CheckpointError, match="workers"):
+        load_router(tmp_path / "ckpt", worker_ids=records[0].worker_ids[::-1])
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"layer": 2}, "model.layer: checkpoint -1 vs config 2"),
+        ({"pooling": "mean"}, "model.pooling: checkpoint 'auto' vs config 'mean'"),
+        ({"max_tokens": 16}, "model.max_tokens: checkpoint 32 vs config 16"),
+        ({"head": "mlp"}, "model.head: checkpoint 'linear' vs config 'mlp'"),
+        ({"backbone": "minilm"}, "model.backbone: checkpoint 'tiny-random' vs config 'minilm'"),
+        ({"normalize_features": False}, "normalize_features: checkpoint True vs config False"),
+    ],
+)
+def test_loading_with_another_model_config_names_what_differs(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    changes: dict,
+    expected: str,
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", tiny_model_cfg.model_copy(update=changes))
+    assert expected in str(error.value)
+
+
+def test_every_difference_is_listed(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as error:
+        load_router(
+            tmp_path / "ckpt", tiny_model_cfg.model_copy(update={"layer": 1}), ["x", "y", "z"]
+        )
+    message = str(error.value)
+    assert "workers:" in message and "model.layer:" in message
+
+
+@pytest.mark.parametrize(
+    ("backbone", "auto_means", "other"),
+    [("minilm", "mean", "penultimate"), ("tiny-random", "penultimate", "mean")],
+)
+def test_pooling_auto_loads_with_the_pooling_it_means_and_no_other(
+    tmp_path: Path, backbone: str, auto_means: str, other: str
+) -> None:
+    """A checkpoint trained without -c (pooling auto) was refused with -c
+    configs/default.yaml (pooling mean), although auto is mean on MiniLM: the same features."""
+    trained = ModelConfig(backbone=backbone, head="linear", cache_dir=str(tmp_path / "cache"))
+    RouterModel(trained, ["a", "b"], 8, 0).save_checkpoint(tmp_path / "ckpt")
+    for pooling in ("auto", auto_means):
+        given = trained.model_copy(update={"pooling": pooling})
+        assert load_router(tmp_path / "ckpt", given).model_cfg.pooling == "auto"
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "ckpt", trained.model_copy(update={"pooling": other}))
+    expected = f"model.pooling: checkpoint 'auto' vs config '{other}' (auto = {auto_means} on"
+    assert expected in str(error.value)
+
+    # and the other way round: a checkpoint of the explicit pooling loads with auto
+    explicit = trained.model_copy(update={"pooling": auto_means})
+    RouterModel(explicit, ["a", "b"], 8, 0).save_checkpoint(tmp_path / "explicit")
+    load_router(tmp_path / "explicit", trained)
+
+
+def test_pooling_auto_and_what_it_means_share_the_feature_cache(
+    tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert tiny_model_cfg.pooling == "auto"
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    explicit = tiny_model_cfg.model_copy(update={"pooling": "penultimate"})
+    assert feature_cache_key(explicit) == feature_cache_key(tiny_model_cfg)
+    monkeypatch.setattr(FeatureExtractor, "encode", None)  # a cache hit never runs the backbone
+    again, extractor = compute_features(PROMPTS, explicit)
+    assert extractor is None and torch.equal(again, first)
+    for other in ("mean", "last"):
+        assert feature_cache_key(tiny_model_cfg.model_copy(update={"pooling": other})) != (
+            feature_cache_key(tiny_model_cfg)
+        )
+
+
+def test_a_folder_without_checkpoint_files_is_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder in (empty, tmp_path / "absent"):
+        with pytest.raises(CheckpointError) as error:
+            load_router(folder)
+        message = str(error.value)
+        assert str(folder) in message
+        assert HEAD_FILE in message and META_FILE in message
+    half = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "half")
+    (half / HEAD_FILE).unlink()
+    with pytest.raises(CheckpointError, match="not a fugu-lite router checkpoint"):
+        load_router(half)
+
+
+def test_tensors_that_do_not_fit_the_metadata_are_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["model"]["head"] = "mlp"
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="missing tensors"):
+        load_router(directory)
+
+
+def test_a_damaged_tensor_file_is_a_checkpoint_error(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    whole = (directory / HEAD_FILE).read_bytes()
+    (directory / HEAD_FILE).write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(CheckpointError, match=f"{HEAD_FILE} is damaged or incomplete"):
+        load_router(directory)
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_naming_them(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Earlier versions saved a run whose weights blew up: it routed every prompt to the first
+    worker, with NaN probabilities."""
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    with torch.no_grad():
+        model.output_layer.weight[1, 2] = math.nan
+    directory = model.save_checkpoint(tmp_path / "c")
+    with pytest.raises(CheckpointError, match=r"holds NaN or infinite weights \(head\.weight\)"):
+        load_router(directory)
+
+
+def test_a_save_stopped_between_its_two_files_never_loads_silently(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kill after the new tensors were written but before the new metadata: the old
+    metadata (its history, stage, cost weighting) must not load the new tensors."""
+    import fugu_lite.model as model_module
+
+    directory = RouterModel(tiny_model_cfg, WORKERS_OF_TEST, 32).save_checkpoint(tmp_path / "c")
+    trained = train_briefly(records, tiny_model_cfg, epochs=1)
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_module, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        trained.save_checkpoint(directory, metadata={"stage": "sft"})
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert "is not a fugu-lite router checkpoint" in str(error.value)
+    assert "stopped while writing the checkpoint; run it again" in str(error.value)
+
+
+def test_tensors_from_another_save_than_the_metadata_are_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Same shapes, other weights: a folder holding one save's metadata and another's tensors
+    (a copy or a sync that stopped half-way) would route with the wrong head."""
+    first = RouterModel(tiny_model_cfg, WORKERS_OF_TEST, 32).save_checkpoint(tmp_path / "a")
+    second = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "b")
+    (first / HEAD_FILE).write_bytes((second / HEAD_FILE).read_bytes())
+    with pytest.raises(CheckpointError) as error:
+        load_router(first)
+    assert f"{first / HEAD_FILE} is not the tensor file {META_FILE} was written with" in str(
+        error.value
+    )
+
+
+def test_a_reward_head_with_another_saves_tensors_is_refused(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    from fugu_lite.reward_head import HEAD_FILE as REWARD_HEAD_FILE
+    from fugu_lite.reward_head import CostAwareRouter, load_reward_head
+
+    heads = [CostAwareRouter(tiny_model_cfg, WORKERS_OF_TEST, 32, [2], 0.5, 0.05) for _ in "ab"]
+    with torch.no_grad():
+        heads[1].feature_mean.fill_(1.0)
+    first = heads[0].save_checkpoint(tmp_path / "a")
+    second = heads[1].save_checkpoint(tmp_path / "b")
+    (first / REWARD_HEAD_FILE).write_bytes((second / REWARD_HEAD_FILE).read_bytes())
+    with pytest.raises(CheckpointError, match=r"is not the tensor file reward_head\.json was"):
+        load_reward_head(first)
+
+
+def test_a_family_folder_given_as_a_checkpoint_says_what_it_is(tmp_path: Path) -> None:
+    (tmp_path / "router_family.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="it is a router family: pass one member's folder"):
+        load_router(tmp_path)
+
+
+def test_a_folder_beside_a_checkpoint_says_where_the_checkpoint_is(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    pipeline = tmp_path / "router"
+    for stage in ("sft", "rl"):
+        train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(pipeline / stage)
+    (pipeline / "rl" / "es_state").mkdir()
+    expected = {
+        pipeline: f"pass {pipeline / 'rl'} (the final router) or {pipeline / 'sft'}",
+        pipeline / "rl" / "es_state": f"the checkpoint is the folder holding it: {pipeline / 'rl'}",
+        tmp_path / "absent": "that folder does not exist",
+    }
+    for folder, hint in expected.items():
+        with pytest.raises(CheckpointError) as error:
+            load_router(folder)
+        assert hint in str(error.value)
+
+
+def test_an_interrupted_es_search_given_as_a_checkpoint_says_to_continue_it(
+    tmp_path: Path,
+) -> None:
+    """A `train es` stopped before its search finished leaves OUTPUT/es_state but no
+    checkpoint yet; eval/route on OUTPUT only said it was not a checkpoint."""
+    (tmp_path / "es" / "es_state").mkdir(parents=True)
+    (tmp_path / "es" / "es_state" / "state.pkl").write_bytes(b"saved search")
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path / "es")
+    said = str(error.value)
+    assert "it holds an interrupted `train es` search (es_state) but no checkpoint yet" in said
+    assert "run the same `train es` command again to continue it" in said
+
+
+def test_continuing_from_a_checkpoint_takes_the_configs_head_dropout(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8, "head_dropout": 0.3})
+    train_briefly(records, cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
+    more = load_router(tmp_path / "ckpt", cfg.model_copy(update={"head_dropout": 0.9}))
+    assert more.model_cfg.head_dropout == 0.9
+    dropouts = [m.p for m in more.modules() if isinstance(m, torch.nn.Dropout)]
+    assert dropouts == [0.9]
+
+
+def test_one_train_prompt_gives_a_finite_normaliser(tiny_model_cfg: ModelConfig) -> None:
+    model = RouterModel(tiny_model_cfg, ["a", "b"], feature_dim=4)
+    model.fit_normalizer(torch.tensor([[1.0, -2.0, 3.0, 0.5]]))
+    assert torch.equal(model.feature_scale, torch.ones(4))
+    logits = model(features=torch.tensor([[1.0, -2.0, 3.0, 0.5]]))
+    assert torch.isfinite(logits).all()
+
+
+def test_a_damaged_metadata_file_is_a_checkpoint_error(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "c")
+    (directory / META_FILE).write_text('{"format": "fugu-lite-router", "worker_')
+    with pytest.raises(CheckpointError, match=META_FILE):
+        load_router(directory)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("worker_ids", "abc", "worker_ids: Input should be a valid list"),
+        ("worker_ids", [1, 2], "worker_ids.0: Input should be a valid string"),
+        ("worker_ids", [], "worker_ids: List should have at least 1 item"),
+        ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
+        ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
+        ("backbone_parameters", -1, "backbone_parameters: Input should be greater than or equal"),
+    ],
+)
+def test_a_metadata_key_of_the_wrong_type_is_a_checkpoint_error(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str, value: object, said: str
+) -> None:
+    """router.json's worker_ids "abc" loaded a router of the workers a, b and c (routing
+    silently to them), a feature_dim "32" stopped with torch's TypeError, worker ids that
+    are numbers with pydantic's dump."""
+    directory = RouterModel(tiny_model_cfg, ["x", "y", "z"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta[key] = value
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value).startswith(f"{directory / META_FILE} is damaged ({said}")
+    assert str(error.value).endswith("); retrain or restore the checkpoint")
+
+
+def test_a_newer_versions_model_setting_is_a_checkpoint_error_naming_it(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["package_version"] = "9.0.0"
+    meta["model"]["speculative_layers"] = 2
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"(?s)fugu-lite 9\.0\.0.*'speculative_layers'"):
+        load_router(directory)
+
+
+def test_a_loaded_router_is_deterministic_with_head_dropout(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 64, "head_dropout": 0.5})
+    train_briefly(records, cfg, epochs=3).save_checkpoint(tmp_path / "ckpt")
+    loaded = load_router(tmp_path / "ckpt")
+    features = loaded.features_for(prompts_of(records))
+    assert torch.equal(loaded.probabilities(features), loaded.probabilities(features))
+    assert not loaded.training
+
+
+def project_with_checkpoint(
+    tiny_backbone, records: list[RewardRecord], root: Path, backbone: str
+) -> tuple[Path, torch.Tensor]:
+    """A project folder holding a local backbone `bb` and a router trained with `backbone`
+    (a spelling of bb relative to the project) and a relative cache_dir, run from inside it;
+    returns the checkpoint and its logits on PROMPTS."""
+    root.mkdir()
+    tiny_backbone.model.save_pretrained(root / "bb")
+    tiny_backbone.tokenizer.save_pretrained(root / "bb")
+    previous = Path.cwd()
+    os.chdir(root)
+    try:
+        cfg = ModelConfig(
+            backbone=backbone, layer=-1, head="linear", max_tokens=32, runtime="torch",
+            cache_dir="cache",
+        )  # fmt: skip
+        model = train_briefly(records, cfg, epochs=2)
+        with torch.no_grad():
+            logits = model(features=model.features_for(PROMPTS))
+        directory = model.save_checkpoint(Path("runs") / "rl")
+    finally:
+        os.chdir(previous)
+    return root / directory, logits
+
+
+@pytest.mark.parametrize("spelling", ["bb", "./bb"])
+def test_a_checkpoint_with_relative_paths_loads_from_another_working_directory(
+    tiny_backbone,
+    records: list[RewardRecord],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spelling: str,
+) -> None:
+    checkpoint, logits = project_with_checkpoint(
+        tiny_backbone, records, tmp_path / "project", spelling
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    forbid_backbone_loading(monkeypatch)  # the project's feature cache answers
+    loaded = load_router(checkpoint)
+    assert loaded.model_cfg.backbone == str(tmp_path / "project" / "bb")
+    with torch.no_grad():
+        assert torch.equal(loaded(features=loaded.features_for(PROMPTS)), logits)
+    assert not (elsewhere / "cache").exists()
+
+
+def test_a_moved_project_finds_its_backbone_beside_the_checkpoint(
+    tiny_backbone, records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "default-cache"))
+    checkpoint, logits = project_with_checkpoint(tiny_backbone, records, tmp_path / "old", "bb")
+    (tmp_path / "old").rename(tmp_path / "new")
+    moved = tmp_path / "new" / checkpoint.relative_to(tmp_path / "old")
+    loaded = load_router(moved)
+    assert loaded.model_cfg.backbone == str(tmp_path / "new" / "bb")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_a_backbone_found_nowhere_is_named_and_backbone_points_at_it(
+    tiny_backbone, records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another machine: the checkpoint arrives alone, the backbone lives at another path."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "default-cache"))
+    checkpoint, logits = project_with_checkpoint(tiny_backbone, records, tmp_path / "a", "bb")
+    copied = tmp_path / "machine-b" / "router"
+    shutil.copytree(checkpoint, copied)
+    (tmp_path / "a" / "bb").rename(tmp_path / "machine-b-models")
+    shutil.rmtree(tmp_path / "a")
+    with pytest.raises(CheckpointError) as error:
+        load_router(copied)
+    message = str(error.value)
+    assert f"backbone folder {tmp_path / 'a' / 'bb'}, which is not there" in message
+    assert "--backbone PATH" in message
+    loaded = load_router(copied, backbone=str(tmp_path / "machine-b-models"))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    # continuing training: the config says where the backbone is now
+    cfg = loaded.model_cfg.model_copy(update={"backbone": str(tmp_path / "machine-b-models")})
+    assert load_router(copied, cfg).model_cfg.backbone == str(tmp_path / "machine-b-models")
+    with pytest.raises(CheckpointError, match="--backbone /nowhere/bb: no such file or folder"):
+        load_router(copied, backbone="/nowhere/bb")
+
+
+def test_a_checkpoint_records_its_backbone_weights_and_loads_on_the_same_ones(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, logits = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    fingerprint = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    weights = (tmp_path / "bb" / "model.safetensors").read_bytes()
+    assert fingerprint == {
+        "weights_sha256": hashlib.sha256(weights).hexdigest(),  # what sha256sum prints
+        "weight_files": ["model.safetensors"],
+    }
+    shutil.copytree(tmp_path / "bb", tmp_path / "copy")  # the same weights elsewhere
+    for backbone in (None, str(tmp_path / "copy")):
+        loaded = load_router(checkpoint, backbone=backbone)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_a_backbone_folder_with_other_weights_of_the_same_shape_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, _ = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    save_tiny_backbone(tmp_path / "other", seed=1)  # another fine-tune, same architecture
+    with pytest.raises(CheckpointError) as elsewhere:
+        load_router(checkpoint, backbone=str(tmp_path / "other"))
+    save_tiny_backbone(tmp_path / "bb", seed=1)  # the folder updated in place
+    with pytest.raises(CheckpointError) as in_place:
+        load_router(checkpoint)
+    found = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert found == stored  # loading wrote nothing
+    for error, folder in ((elsewhere, tmp_path / "other"), (in_place, tmp_path / "bb")):
+        message = str(error.value)
+        assert f"trained on the backbone {tmp_path / 'bb'} with weights of SHA-256 " in message
+        assert f"{stored['weights_sha256']} (model.safetensors), but {folder} now has" in message
+        assert "--backbone PATH" in message and "retrain" in message
+
+
+def test_a_checkpoint_without_a_backbone_fingerprint_loads_with_a_note(
+    records: list[RewardRecord],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Written before fingerprints were recorded: loads, says once that it is unchecked."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, logits = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    metadata = json.loads((checkpoint / META_FILE).read_text())
+    del metadata["backbone_fingerprint"]
+    (checkpoint / META_FILE).write_text(json.dumps(metadata))
+    capsys.readouterr()
+    for _ in range(2):
+        loaded = load_router(checkpoint)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    notes = capsys.readouterr().err
+    assert notes.count("did not record its backbone's weights") == 1, notes
+
+
+def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapshot_loads(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(hub_cache, repo, "a" * 40, seed=0)
+    checkpoint, logits = router_on_folder(records, repo, tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert stored["hub_commit"] == "a" * 40
+    assert load_router(checkpoint).model_cfg.backbone == repo
+
+    fake_hub_snapshot(hub_cache, repo, "b" * 40, seed=1)  # a newer revision downloaded
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint)
+    message = str(error.value)
+    old_snapshot = hub_cache / f"models--{repo.replace('/', '--')}" / "snapshots" / ("a" * 40)
+    assert f"with snapshot commit {'a' * 40}, but {repo} now has snapshot commit" in message
+    assert f"commit {'b' * 40} in the local Hugging Face cache" in message
+    assert f"--backbone {old_snapshot}" in message
+    loaded = load_router(checkpoint, backbone=str(old_snapshot))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def test_an_embedded_backbone_whose_package_weights_changed_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded backbone is a package's file (a real package here, made on the fly): a
+    checkpoint trained on it refuses the package once it holds other weights (an upgrade)."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    checkpoint, _ = router_on_folder(records, "tiny-embedded", tmp_path)
+    stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
+    assert stored["weight_files"] == ["model.safetensors"]
+    assert load_router(checkpoint).model_cfg.backbone == "tiny-embedded"
+    save_tiny_backbone(package / "model", seed=1)  # the package upgraded in place
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint)
+    message = str(error.value)
+    assert f"tiny-embedded ({package / 'model'}) now has weights of SHA-256" in message
+    assert stored["weights_sha256"] in message
+
+
+def test_a_router_on_a_backbone_of_another_width_says_so(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A checkpoint whose backbone weights are not fingerprinted (written before they were,
+    or tiny-random's) loaded with --backbone of another width failed routing with torch's
+    'The size of tensor a (48) must match the size of tensor b (32)'."""
+    save_tiny_encoder(tmp_path / "wide", "bert", hidden_size=48)
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    model = load_router(directory, backbone=str(tmp_path / "wide"))
+    with pytest.raises(CheckpointError, match="gives features of width 48, but this router's"):
+        model.features_for(PROMPTS)

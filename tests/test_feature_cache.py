@@ -1,0 +1,502 @@
+"""The on-disk feature cache (feature_cache.py): reads, keys, damaged shards, the versions probe."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import save_tiny_backbone
+from router_support import (
+    PROMPTS,
+    embedded_tiny_package,
+    fake_hub_snapshot,
+    forbid_backbone_loading,
+    prompts_of,
+)
+
+import fugu_lite.backbones as backbones_module
+import fugu_lite.feature_cache as feature_cache_module
+from fugu_lite.config import ModelConfig
+from fugu_lite.feature_cache import (
+    FeatureCache,
+    backbone_shape,
+    compute_features,
+    feature_cache_key,
+    prompt_key,
+)
+from fugu_lite.features import FeatureExtractor
+from fugu_lite.schemas import ChatMessage, RewardRecord
+from fugu_lite.training_common import make_loader, make_model
+
+
+def test_second_compute_features_reads_the_cache_only(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prompts = prompts_of(records)
+    first, extractor = compute_features(prompts, tiny_model_cfg)
+    assert extractor is not None
+    assert first.shape == (len(prompts), 32)
+    assert any(FeatureCache(tiny_model_cfg).folder.glob("shard-*.safetensors"))
+    forbid_backbone_loading(monkeypatch)
+    second, no_extractor = compute_features(prompts, tiny_model_cfg)
+    assert no_extractor is None
+    assert torch.equal(first, second)
+    # in any order and any subset
+    reordered, _ = compute_features(prompts[::-1][:7], tiny_model_cfg)
+    assert torch.equal(reordered, first.flip(0)[:7])
+
+
+def test_cached_features_equal_uncached_ones(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    prompts = prompts_of(records)[:20]
+    compute_features(prompts, tiny_model_cfg)
+    cached, _ = compute_features(prompts, tiny_model_cfg)
+    fresh, _ = compute_features(prompts, tiny_model_cfg, use_cache=False)
+    torch.testing.assert_close(cached, fresh)
+
+
+class CountingExtractor(FeatureExtractor):
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.seen: list = []
+
+    def encode(self, prompts):
+        self.seen.extend(prompts)
+        return super().encode(prompts)
+
+
+def test_only_missing_prompts_go_through_the_backbone(
+    tiny_backbone, tiny_model_cfg: ModelConfig
+) -> None:
+    extractor = CountingExtractor(tiny_backbone, tiny_model_cfg)
+    compute_features(PROMPTS[:2], tiny_model_cfg, extractor)
+    # and, once per cache, the probe of the versions that computed it
+    assert extractor.seen == [*feature_cache_module.PROBE_PROMPTS, *PROMPTS[:2]]
+    extractor.seen.clear()
+    features, _ = compute_features([*PROMPTS, PROMPTS[3], PROMPTS[0]], tiny_model_cfg, extractor)
+    assert sorted(extractor.seen) == sorted(PROMPTS[2:])  # each new prompt once
+    assert torch.equal(features[4], features[3])
+    assert torch.equal(features[5], features[0])
+    # a fresh cache object (a new process) sees both shards
+    assert set(FeatureCache(tiny_model_cfg).rows()) == {prompt_key(p) for p in PROMPTS}
+
+
+def test_a_progress_bar_only_for_more_than_one_batch(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compute_features(PROMPTS[:1], tiny_model_cfg)  # one prompt, as `route` and `serve` do
+    assert "Backbone features" not in capsys.readouterr().err
+    prompts = prompts_of(records)[: tiny_model_cfg.feature_batch_size + 1]
+    compute_features(prompts, tiny_model_cfg)
+    assert "Backbone features" in capsys.readouterr().err
+
+
+def test_cache_key_follows_the_feature_settings_only() -> None:
+    base = ModelConfig(backbone="tiny-random")
+    key = feature_cache_key(base)
+    for changes in (
+        {"layer": 1},
+        {"pooling": "mean"},
+        {"max_tokens": 64},
+        {"chat_template": False},
+        {"backbone": "some/other-model"},
+    ):
+        assert feature_cache_key(base.model_copy(update=changes)) != key, changes
+    for changes in (
+        {"head": "mlp"},
+        {"head_hidden": 8},
+        {"head_dropout": 0.5},
+        {"normalize_features": False},
+        {"device": "meta"},
+        {"feature_batch_size": 3},
+        {"cache_dir": "/elsewhere"},
+    ):
+        assert feature_cache_key(base.model_copy(update=changes)) == key, changes
+
+
+# The row sums of the features of GOLDEN_PROMPTS on golden_backbone(), by the
+# FEATURE_FORMAT_VERSION they were computed under: (chat template, pooling, layer) -> sums.
+GOLDEN_FEATURE_SUMS = {
+    1: {
+        (True, "penultimate", 2): [-0.927, -3.458, 5.849],
+        (True, "penultimate", -1): [-1.514, -1.644, 1.688],
+        (True, "last", 2): [3.215, -3.511, 12.018],
+        (True, "last", -1): [-0.728, -1.147, 0.838],
+        (True, "mean", 2): [-1.627, -5.16, 9.399],
+        (True, "mean", -1): [-1.476, -1.67, 1.239],
+        (False, "penultimate", 2): [15.312, -5.364, 15.925],
+        (False, "penultimate", -1): [-0.447, -1.208, 1.06],
+        (False, "last", 2): [1.105, -3.087, 2.695],
+        (False, "last", -1): [-0.091, -1.318, 2.75],
+        (False, "mean", 2): [-1.572, -5.011, 4.526],
+        (False, "mean", -1): [-0.194, -1.081, 1.02],
+    }
+}
+
+
+GOLDEN_PROMPTS = [
+    "What is 2 + 2?",
+    [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Red?")],
+    "a long prompt " * 10,  # over max_tokens: truncated
+]
+
+
+def golden_backbone():
+    """tiny-random with weights of our own drawing (not transformers' initialisation) and a
+    chat template: what it computes moves only with the feature code and the Llama forward."""
+    from fugu_lite.backbones import tiny_random_backbone
+
+    backbone = tiny_random_backbone()
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for _, parameter in sorted(backbone.model.named_parameters()):
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    backbone.tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    )
+    return backbone
+
+
+def test_features_change_only_with_the_feature_format_version() -> None:
+    """Cached features are reused while FEATURE_FORMAT_VERSION (in their key) stays: a change
+    to how fugu-lite computes features (rendering, truncation, the cut, pooling) that does not
+    bump it would route on stale features. This fails on any such change (and on a torch or
+    transformers release that computes the Llama forward otherwise: caches check those
+    versions themselves, see PROBE_PROMPTS, so then only these sums need updating)."""
+    golden = GOLDEN_FEATURE_SUMS.get(feature_cache_module.FEATURE_FORMAT_VERSION)
+    assert golden is not None, "record the GOLDEN_FEATURE_SUMS of the new FEATURE_FORMAT_VERSION"
+    backbone = golden_backbone()
+    changed = {}
+    for (template, pooling, layer), expected in golden.items():
+        cfg = ModelConfig(
+            backbone="tiny-random",
+            layer=layer,
+            pooling=pooling,
+            max_tokens=24,
+            chat_template=template,
+            runtime="torch",
+        )
+        sums = FeatureExtractor(backbone, cfg).encode(GOLDEN_PROMPTS).sum(dim=1)
+        if not torch.allclose(sums, torch.tensor(expected), atol=2e-3):
+            changed[(template, pooling, layer)] = [round(value, 3) for value in sums.tolist()]
+    assert not changed, (
+        f"the features changed: {changed}. If fugu-lite's feature code changed, bump "
+        "FEATURE_FORMAT_VERSION in feature_cache.py (every feature cache is then computed again) "
+        "and record these sums under it; if only torch or transformers did, update the sums"
+    )
+
+
+@pytest.mark.parametrize("changes", [{"layer": 1}, {"pooling": "mean"}, {"max_tokens": 8}], ids=str)
+def test_changed_settings_never_reuse_stale_features(
+    tiny_model_cfg: ModelConfig, changes: dict
+) -> None:
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    other_cfg = tiny_model_cfg.model_copy(update=changes)
+    other, extractor = compute_features(PROMPTS, other_cfg)
+    assert extractor is not None  # the backbone had to run again
+    assert not torch.allclose(first, other)
+    fresh, _ = compute_features(PROMPTS, other_cfg, use_cache=False)
+    torch.testing.assert_close(other, fresh)
+
+
+@pytest.mark.parametrize("edit", ["chat_template", "tokenizer"])
+def test_an_edited_local_backbone_folder_never_reuses_stale_features(
+    tiny_backbone, tmp_path: Path, edit: str
+) -> None:
+    folder = tmp_path / "backbone"
+    tiny_backbone.model.save_pretrained(folder)
+    tiny_backbone.tokenizer.save_pretrained(folder)
+    cfg = ModelConfig(
+        backbone=str(folder), layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path)
+    )
+    first, _ = compute_features(PROMPTS, cfg)
+    if edit == "chat_template":  # same weights, a new template in tokenizer_config.json
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        settings["chat_template"] = "{% for m in messages %}Q: {{ m['content'] }} A:{% endfor %}"
+        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    else:  # same weights, another tokenizer (a few more bytes in tokenizer.json)
+        (folder / "tokenizer.json").write_text((folder / "tokenizer.json").read_text() + "\n")
+        fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+        torch.testing.assert_close(fresh, first)  # the edit itself changes nothing here
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the edited folder had to run
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(again, fresh)
+    if edit == "chat_template":
+        assert not torch.allclose(first, again)
+
+
+def test_a_backbone_file_rewritten_at_the_same_size_in_the_same_second_is_a_new_backbone(
+    tiny_backbone, tmp_path: Path
+) -> None:
+    """The folder was keyed by its files' sizes and mtimes in whole seconds: a script that
+    saves a model and then fixes its chat template (a word for another of the same length)
+    within a second got the features of the first template."""
+    folder = tmp_path / "backbone"
+    tiny_backbone.model.save_pretrained(folder)
+    tiny_backbone.tokenizer.save_pretrained(folder)
+    settings_path = folder / "tokenizer_config.json"
+    settings = json.loads(settings_path.read_text())
+    second = (int(time.time()) - 60) * 1_000_000_000
+
+    def write_template(template: str, within_second_ns: int) -> None:
+        settings_path.write_text(json.dumps({**settings, "chat_template": template}))
+        os.utime(settings_path, ns=(second + within_second_ns, second + within_second_ns))
+
+    cfg = ModelConfig(
+        backbone=str(folder), layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path)
+    )
+    write_template("{% for m in messages %}Q: {{ m['content'] }} A:{% endfor %}", 100_000_000)
+    first, _ = compute_features(PROMPTS, cfg)
+    write_template("{% for m in messages %}U: {{ m['content'] }} B:{% endfor %}", 600_000_000)
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the rewritten folder had to run
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(again, fresh)
+    assert not torch.allclose(first, again)
+
+
+@pytest.mark.parametrize("damage", ["empty", "torn", "torn keys", "no keys", "other keys"])
+def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
+    tiny_model_cfg: ModelConfig, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _ = compute_features(PROMPTS, tiny_model_cfg)
+    (shard,) = FeatureCache(tiny_model_cfg).folder.glob("shard-*.safetensors")
+    keys = shard.with_suffix(".json")
+    if damage == "empty":
+        shard.write_bytes(b"")
+    elif damage == "torn":
+        shard.write_bytes(shard.read_bytes()[:40])
+    elif damage == "torn keys":
+        keys.write_text(keys.read_text()[:30])
+    elif damage == "no keys":
+        keys.unlink()
+    else:
+        keys.write_text(json.dumps(["only-one-key"]))
+    again, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None
+    torch.testing.assert_close(again, first)
+    assert "is damaged" in capsys.readouterr().err
+    assert shard.with_name(shard.name + ".damaged").exists()
+    _, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is None  # the recomputed shard serves the next run
+    assert "damaged" not in capsys.readouterr().err
+
+
+def test_an_unwritable_cache_folder_is_said_once_and_the_run_goes_on(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # root ignores permission bits, so a file where the cache's folder should be stands in
+    # for a read-only or foreign cache folder (both are OSErrors on mkdir / write).
+    (tmp_path / "blocked").write_text("")
+    cfg = tiny_model_cfg.model_copy(update={"cache_dir": str(tmp_path / "blocked")})
+    shape, _ = backbone_shape(cfg)
+    features, _ = compute_features(PROMPTS, cfg)
+    torch.testing.assert_close(features, compute_features(PROMPTS, cfg, use_cache=False)[0])
+    assert shape.hidden_size == features.shape[1]
+    err = capsys.readouterr().err
+    assert err.count("cannot be written") == 1 and "model.cache_dir" in err
+
+
+def test_a_damaged_backbone_shape_file_is_measured_again(tiny_model_cfg: ModelConfig) -> None:
+    shape, _ = backbone_shape(tiny_model_cfg)
+    FeatureCache(tiny_model_cfg).shape_path.write_text("")
+    again, extractor = backbone_shape(tiny_model_cfg)
+    assert again == shape
+    assert extractor is not None
+    assert backbone_shape(tiny_model_cfg) == (shape, None)
+
+
+def test_backbone_shape_comes_from_the_cache_the_second_time(
+    tiny_model_cfg: ModelConfig, tiny_backbone, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shape, extractor = backbone_shape(tiny_model_cfg)
+    assert isinstance(extractor, FeatureExtractor)
+    assert shape.hidden_size == tiny_backbone.hidden_size
+    assert shape.parameters == sum(p.numel() for p in tiny_backbone.model.parameters())
+    assert FeatureCache(tiny_model_cfg).shape_path.exists()
+    forbid_backbone_loading(monkeypatch)
+    again, none = backbone_shape(tiny_model_cfg)
+    assert none is None
+    assert again == shape
+    model = make_model(tiny_model_cfg, ["a", "b"])
+    assert model.feature_dim == shape.hidden_size
+    assert model.trainable_parameter_counts() == (2 * 32, 2 * 32 + shape.parameters)
+
+
+def test_second_training_setup_never_loads_the_backbone(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workers = records[0].worker_ids
+    first_model = make_model(tiny_model_cfg, workers)
+    first = make_loader(records, first_model, "train", batch_size=200, shuffle=False)
+    make_loader(records, first_model, "validation", batch_size=200, shuffle=False)
+    forbid_backbone_loading(monkeypatch)
+    second_model = make_model(tiny_model_cfg, workers)
+    second = make_loader(records, second_model, "train", batch_size=200, shuffle=False)
+    make_loader(records, second_model, "validation", batch_size=200, shuffle=False)
+    assert torch.equal(next(iter(first))["features"], next(iter(second))["features"])
+    assert torch.equal(first_model.feature_mean, second_model.feature_mean)
+
+
+def test_every_spelling_of_a_backbone_folder_shares_its_features_and_onnx_export(
+    tiny_backbone, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    tiny_backbone.model.save_pretrained(tmp_path / "bb")
+    tiny_backbone.tokenizer.save_pretrained(tmp_path / "bb")
+    monkeypatch.chdir(tmp_path)
+    spellings = ["bb", "./bb", str(tmp_path / "bb"), "../" + tmp_path.name + "/bb"]
+    configs = [
+        ModelConfig(backbone=name, layer=-1, max_tokens=32, runtime="onnx", cache_dir="features")
+        for name in spellings
+    ]
+    assert len({feature_cache_key(cfg) for cfg in configs}) == 1
+    for cfg in configs:
+        compute_features(PROMPTS, cfg, use_cache=False)  # loads the backbone each time
+    exports = list((tmp_path / "fugu-cache" / "onnx").iterdir())
+    assert len(exports) == 1, [path.name for path in exports]
+
+
+def test_a_hub_model_downloaded_by_the_run_caches_its_features_under_its_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Features of a hub id not downloaded yet were cached under a key without a revision:
+    the next run (the snapshot now known) computed them all again, and a later first run
+    (the Hugging Face cache cleared, the model updated since) was served the old ones."""
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    repo = "fugu-test/tiny-model"
+    upstream = {"commit": "a" * 40, "seed": 0}
+    load_hub = backbones_module._load_hub
+
+    def downloading(name: str) -> object:  # what loading a hub id does online
+        fake_hub_snapshot(hub_cache, name, str(upstream["commit"]), int(upstream["seed"]))
+        return load_hub(name)
+
+    monkeypatch.setattr(backbones_module, "_load_hub", downloading)
+    cfg = ModelConfig(
+        backbone=repo, layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path / "c")
+    )
+    first, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None
+    again, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is None  # read from the cache: the backbone was not loaded
+    torch.testing.assert_close(again, first)
+
+    shutil.rmtree(hub_cache)  # the Hugging Face cache cleared; the model updated since
+    upstream.update(commit="b" * 40, seed=1)
+    new, _ = compute_features(PROMPTS, cfg)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)
+    assert not torch.allclose(new, first)
+
+
+def test_an_updated_hub_model_never_reuses_the_old_revisions_features(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(hub_cache, repo, "a" * 40, seed=0)
+    cfg = ModelConfig(
+        backbone=repo, layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path / "c")
+    )
+    old_key = feature_cache_key(cfg)
+    old, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None
+    assert extractor.backbone.identity == f"hub:{repo}@{'a' * 40}"
+
+    fake_hub_snapshot(hub_cache, repo, "b" * 40, seed=1)  # the model was updated
+    assert feature_cache_key(cfg) != old_key
+    new, extractor = compute_features(PROMPTS, cfg)
+    assert extractor is not None  # the new revision ran
+    assert not torch.allclose(old, new)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)
+
+
+def test_an_embedded_package_upgraded_to_weights_of_the_same_size_gets_their_features(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded backbone's feature cache key held its files' sizes only: a package upgrade
+    whose new weights have the same size was served the old weights' cached features."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    cfg = ModelConfig(
+        backbone="tiny-embedded", layer=-1, max_tokens=32, runtime="torch",
+        cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    old, _ = compute_features(PROMPTS, cfg)
+    weights = package / "model" / "model.safetensors"
+    size = weights.stat().st_size
+    save_tiny_backbone(package / "model", seed=1)  # the package upgraded in place
+    assert weights.stat().st_size == size
+    new, _ = compute_features(PROMPTS, cfg)
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(new, fresh)
+    assert not torch.allclose(new, old)
+
+
+@pytest.mark.parametrize("features_moved", [True, False], ids=["moved", "same"])
+def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only_if_equal(
+    tiny_model_cfg: ModelConfig,
+    features_moved: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A transformers (or tokenizers, torch, onnxruntime) upgrade that computes other
+    features reused the cache of the old ones: training saw the old features, routing the
+    new. Here the cache is as an older installation left it: made under transformers
+    4.0.0, whose features (kept ones and probe alike) were 1.5 times today's, or the same."""
+    from safetensors.torch import load_file, save_file
+
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    cache = FeatureCache(tiny_model_cfg)
+    factor = 1.5 if features_moved else 1.0
+    for path in cache.folder.glob("*.safetensors"):
+        tensors = {name: value * factor for name, value in load_file(path).items()}
+        versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
+        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
+        save_file(tensors, path, metadata=metadata)
+    assert FeatureCache(tiny_model_cfg).computed_under_other_versions()
+
+    again, _ = compute_features(PROMPTS, tiny_model_cfg)
+    torch.testing.assert_close(again, expected)
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("transformers 4.0.0 ->" in said) == features_moved, said
+    assert ("train it again" in said) == features_moved
+    assert len(list(cache.folder.parent.glob("*.stale-*"))) == int(features_moved)
+    forbid_backbone_loading(monkeypatch)  # checked once: the versions are today's now
+    torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
+
+
+def test_a_cache_folder_variable_starting_with_a_tilde_is_in_the_home_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FUGU_LITE_CACHE_DIR='~/cache' set where no shell expands it (a service file, a
+    container's env) made a folder named `~` in the working directory, where `rm -rf ~`
+    is a trap (model.cache_dir was expanded already)."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", "~/cache")
+    compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
+    assert (tmp_path / "home" / "cache" / "features").is_dir()
+    assert (tmp_path / "home" / "cache" / "onnx").is_dir()
+    assert not (tmp_path / "work" / "~").exists()

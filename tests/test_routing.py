@@ -1,0 +1,79 @@
+"""Routing (routing.py): the trained policy, opt-outs, loaded routers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from router_support import (
+    train_briefly,
+)
+
+from fugu_lite.config import ModelConfig
+from fugu_lite.feature_cache import (
+    compute_features,
+)
+from fugu_lite.model import load_router
+from fugu_lite.routing import NoWorkerLeftError, allowed_workers, route_prompt, route_prompts
+from fugu_lite.schemas import RewardRecord
+
+
+def test_routing_follows_the_trained_policy_and_the_opt_outs(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = train_briefly(records, tiny_model_cfg)
+    test = [r for r in records if r.split == "test"]
+    decisions = route_prompts(model, [r.prompt for r in test])
+    features, _ = compute_features([r.prompt for r in test], tiny_model_cfg)
+    expected = model.probabilities(features)
+    for decision, row in zip(decisions, expected, strict=True):
+        assert list(decision.probabilities) == model.worker_ids
+        torch.testing.assert_close(
+            torch.tensor(list(decision.probabilities.values())), row, rtol=1e-4, atol=1e-5
+        )
+        assert decision.worker == model.worker_ids[int(row.argmax())]
+        assert decision.excluded == []
+    chosen_rewards = [r.reward_of(d.worker) for r, d in zip(test, decisions, strict=True)]
+    assert sum(chosen_rewards) / len(test) > sum(sum(r.rewards) / 3 for r in test) / len(test)
+
+    for record, decision in zip(test, decisions, strict=True):
+        opted_out = route_prompt(model, record.prompt, exclude=[decision.worker])
+        assert opted_out.worker != decision.worker
+        assert opted_out.probabilities[decision.worker] == 0.0
+        assert sum(opted_out.probabilities.values()) == pytest.approx(1.0)
+        assert opted_out.excluded == [decision.worker]
+
+
+def test_a_worker_excluded_twice_is_listed_once(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """`route --exclude coder --exclude coder --json` said "excluded": ["coder", "coder"],
+    and excluding every worker listed the repeated ones again in the error."""
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    twice = route_prompt(model, records[0].prompt, exclude=["coder", "cheap-small", "coder"])
+    assert twice.excluded == ["coder", "cheap-small"]
+    assert twice.worker == "mathematician"
+    with pytest.raises(NoWorkerLeftError) as error:
+        allowed_workers(model.worker_ids, [*model.worker_ids, "coder"])
+    assert "every worker is excluded (cheap-small, coder, mathematician);" in str(error.value)
+
+
+def test_allowed_workers_refuses_unknown_and_all_excluded() -> None:
+    workers = ["a", "b", "c"]
+    assert allowed_workers(workers, ["b"]) == ["a", "c"]
+    assert allowed_workers(workers, []) == workers
+    with pytest.raises(NoWorkerLeftError, match=r"unknown worker\(s\) \['z'\]"):
+        allowed_workers(workers, ["a", "z"])
+    with pytest.raises(NoWorkerLeftError, match="every worker is excluded"):
+        allowed_workers(workers, ["c", "a", "b"])
+
+
+def test_a_loaded_router_routes_without_the_training_cache(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    model = train_briefly(records, tiny_model_cfg)
+    model.save_checkpoint(tmp_path / "ckpt")
+    loaded = load_router(tmp_path / "ckpt")
+    prompt = next(r.prompt for r in records if r.task == "math")
+    assert route_prompt(loaded, prompt).worker == route_prompt(model, prompt).worker
