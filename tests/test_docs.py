@@ -290,6 +290,52 @@ def test_make_test_checks_all_that_make_lint_checks(tmp_path: Path) -> None:
     assert set(commands("lint")) <= set(commands("test"))
 
 
+def fake_python(path: Path, version: str) -> Path:
+    """A stand-in interpreter of this version (a machine's python3 is not ours to choose):
+    `--version` prints it, and a `-c` version check prints and exits as that Python's would."""
+    meets = tuple(int(part) for part in version.split(".")[:2]) >= (3, 11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) echo "Python {version}";; '
+        f"-c) echo {meets}; exit {0 if meets else 1};; *) exit 1;; esac\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def make_project(tmp_path: Path) -> Path:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    shutil.copy(README.parent / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").touch()
+    return tmp_path
+
+
+@pytest.mark.parametrize("python", ["3.10.13", "missing"])
+def test_make_refuses_a_python_older_than_3_11_saying_how_to_name_another(
+    tmp_path: Path, python: str
+) -> None:
+    """With python3 a 3.10 (Ubuntu 22.04's), `make demo` made a 3.10 .venv and failed minutes
+    later in pip (no torch 2.13.0 wheel, or 'requires a different Python'); with no python3,
+    make's 'python3: No such file or directory'. Neither said what to do."""
+    project = make_project(tmp_path)
+    interpreter = (
+        str(fake_python(tmp_path / "bin" / "python3", python))
+        if python != "missing"
+        else str(tmp_path / "nowhere" / "python3")
+    )
+    result = subprocess.run(["make", "-s", "demo", f"PYTHON={interpreter}"], cwd=project,
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0
+    said = "Python 3.10.13" if python != "missing" else "not found"
+    assert f"fugu-lite needs Python 3.11 or newer, and PYTHON={interpreter} is {said}" in (
+        result.stderr
+    )
+    assert "make demo PYTHON=python3.11" in result.stderr
+    assert not (project / ".venv").exists()
+
+
 def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> None:
     """The README's reward head ("~30 s on cached features") and router family examples had
     no -c after the pipeline example's `-c configs/default.yaml`: they ran the code defaults
