@@ -13,6 +13,15 @@ TORCH_INDEX ?=
 NEEDS_PYTHON := 3.11
 NEEDS_PYTHON_TUPLE := (3, 11)
 
+# A .venv whose Python no longer runs (removed or upgraded since) or is older than 3.11 (made by
+# an older python3 before PYTHON named another: `venv` over it keeps its interpreter) is made
+# again from scratch, whatever its stamp says.
+VENV_PYTHON_OK := $(shell $(BIN)/python -c 'import sys; print(sys.version_info >= $(NEEDS_PYTHON_TUPLE))' 2>/dev/null)
+ifneq ($(VENV_PYTHON_OK),True)
+VENV_CLEAR := --clear
+$(shell rm -f $(STAMP))
+endif
+
 .PHONY: install demo test test-unit lint clean
 
 $(STAMP): pyproject.toml
@@ -22,7 +31,7 @@ $(STAMP): pyproject.toml
 	    "install Python $(NEEDS_PYTHON)+ and name it: make $(or $(MAKECMDGOALS),install)" \
 	    "PYTHON=python$(NEEDS_PYTHON)" >&2; \
 	  exit 1; }
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV_CLEAR) $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install --quiet -e '.[dev,local]'

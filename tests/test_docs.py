@@ -279,7 +279,7 @@ def test_make_test_checks_all_that_make_lint_checks(tmp_path: Path) -> None:
         pytest.skip("make is not installed")
     shutil.copy(README.parent / "Makefile", tmp_path / "Makefile")
     (tmp_path / "pyproject.toml").touch()
-    (tmp_path / ".venv").mkdir()
+    fake_python(tmp_path / ".venv" / "bin" / "python", "3.11.7")
     (tmp_path / ".venv" / ".installed").touch()  # set up already: only the target's own lines
 
     def commands(target: str) -> list[str]:
@@ -334,6 +334,22 @@ def test_make_refuses_a_python_older_than_3_11_saying_how_to_name_another(
     )
     assert "make demo PYTHON=python3.11" in result.stderr
     assert not (project / ".venv").exists()
+
+
+@pytest.mark.parametrize(("venv_python", "made_again"), [("3.10.13", True), ("3.11.7", False)])
+def test_a_venv_of_an_older_python_is_made_again_from_scratch(
+    tmp_path: Path, venv_python: str, made_again: bool
+) -> None:
+    """A .venv made by an older python3 (before PYTHON named 3.11), or whose Python is gone,
+    stayed: `python3.11 -m venv .venv` over it keeps its old interpreter, so the install
+    failed again the same way, and once stamped every target ran its broken tools."""
+    project = make_project(tmp_path)
+    fake_python(project / ".venv" / "bin" / "python", venv_python)
+    (project / ".venv" / ".installed").touch()
+    dry_run = subprocess.run(["make", "-s", "-n", "install"], cwd=project, check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+    assert ("-m venv --clear .venv" in dry_run) == made_again, dry_run
+    assert ("pip install" in dry_run) == made_again
 
 
 def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> None:
