@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from cli_support import CONFIG, Run, flat, invoke, ok, runner
 from conftest import WORKERS, generated_records, number_tasks
 
@@ -493,6 +494,26 @@ def test_demo_help_says_where_the_llmrouter_data_is_found_without_data_dir() -> 
     shown = flat(ok(runner.invoke(app, ["demo", "--help"], env={"COLUMNS": "200"})))
     assert "$FUGU_LITE_DATA_DIR, else ../shared/data, else a download" in shown
     assert "skipped" in shown
+
+
+def test_every_config_file_a_help_text_names_exists() -> None:
+    """`demo --help` gave its default config as configs/default.yaml, which is nowhere (the
+    file is src/fugu_lite/configs/default.yaml, as `train --help` says): `-c` with the path
+    as shown was refused as not found."""
+    root = typer.main.get_command(app)
+    project = Path(__file__).resolve().parents[1]
+    shown: dict[str, str] = {}
+    for name, command in root.commands.items():
+        for leaf in [command, *getattr(command, "commands", {}).values()]:
+            texts = [
+                leaf.help or "",
+                *(getattr(param, "help", None) or "" for param in leaf.params),
+            ]
+            for path in re.findall(r"[\w./-]+/[\w.-]+\.yaml", " ".join(texts)):
+                shown[path] = name if leaf is command else f"{name} {leaf.name}"
+    assert "src/fugu_lite/configs/default.yaml" in shown
+    missing = {path: where for path, where in shown.items() if not (project / path).is_file()}
+    assert not missing, f"--help names config files that do not exist: {missing}"
 
 
 def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(

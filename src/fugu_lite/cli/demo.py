@@ -24,7 +24,12 @@ def demo_command(
     ] = Path("runs/demo"),
     config: Annotated[
         Path | None,
-        typer.Option("--config", "-c", help="Pipeline YAML; default: configs/default.yaml."),
+        typer.Option(
+            "--config",
+            "-c",
+            help="Pipeline YAML; default: src/fugu_lite/configs/default.yaml (the shipped int8 "
+            "setup).",
+        ),
     ] = None,
     pool: PoolOption = None,
     tasks_per_family: Annotated[
