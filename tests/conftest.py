@@ -23,7 +23,7 @@ import pytest
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import default_log_path
 from fugu_lite.config import ModelConfig
-from fugu_lite.datasets import standard_split
+from fugu_lite.datasets import DATA_DIR_ENV, standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import Grade, grade
@@ -53,13 +53,21 @@ TOPICS = {
 }
 
 
-def require_shared_data() -> Path:
-    """The real data: required in CI, skipped with a reason elsewhere when absent."""
-    if SHARED_DATA.exists():
-        return SHARED_DATA
+def require_shared_data(dataset: str) -> Path:
+    """The real data, a folder holding `dataset`/: the one $FUGU_LITE_DATA_DIR names, as for
+    `fugu-lite demo`, else ../shared/data beside the project; required in CI, skipped with a
+    reason elsewhere when absent."""
+    named = os.environ.get(DATA_DIR_ENV)
+    folder = Path(named).expanduser() if named else SHARED_DATA
+    if (folder / dataset).is_dir():
+        return folder
+    where = f"{DATA_DIR_ENV}={folder}" if named else f"{folder} (../shared/data beside the project)"
+    reason = (
+        f"real data not found: no {dataset}/ in {where}; set {DATA_DIR_ENV} to a folder holding it"
+    )
     if os.environ.get("CI") == "true":
-        pytest.fail(f"CI needs the shared data at {SHARED_DATA}")
-    pytest.skip(f"real data not found at {SHARED_DATA} (put ../shared/data beside the project)")
+        pytest.fail(f"CI needs the shared data: {reason}")
+    pytest.skip(reason)
 
 
 def writer_temporary(name: str, pid: int) -> str:

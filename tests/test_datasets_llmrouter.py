@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import conftest
 import httpx
 import pytest
 from conftest import require_shared_data
@@ -198,12 +199,34 @@ def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch)
     assert resolve_data_dir(None, search_paths=[], cache_dir=tmp_path, download=False) == tmp_path
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["env", "beside"])
+def test_the_real_data_is_found_where_the_data_dir_variable_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: bool
+) -> None:
+    """The integration tests read ../shared/data beside the project only: with the data kept
+    elsewhere and $FUGU_LITE_DATA_DIR naming it, as for `fugu-lite demo`, `make test`
+    skipped them (in CI: failed) saying to put it beside the project."""
+    make_llmrouter(tmp_path / "data")
+    if named:
+        monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+        assert conftest.require_shared_data("llmrouter") == tmp_path / "data"
+    else:
+        monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+        monkeypatch.setattr(conftest, "SHARED_DATA", tmp_path / "nowhere")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        conftest.require_shared_data("zeroeval")
+    where = f"{DATA_DIR_ENV}={tmp_path / 'data'}" if named else str(tmp_path / "nowhere")
+    assert f"no zeroeval/ in {where}" in str(skipped.value)
+    assert f"set {DATA_DIR_ENV} to a folder holding it" in str(skipped.value)
+
+
 # --- the real data in ../shared/data -------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def llmrouter_records() -> list[RewardRecord]:
-    return import_llmrouter(require_shared_data() / "llmrouter")
+    return import_llmrouter(require_shared_data("llmrouter") / "llmrouter")
 
 
 @pytest.mark.integration

@@ -188,7 +188,7 @@ def test_zeroeval_split_column(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def zeroeval_records() -> list[RewardRecord]:
-    return import_zeroeval(require_shared_data() / "zeroeval")
+    return import_zeroeval(require_shared_data("zeroeval") / "zeroeval")
 
 
 @pytest.mark.integration
@@ -199,7 +199,7 @@ def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
     count, best, best_mean, oracle, random = split_figures(zeroeval_records, "test")
     # The same figures straight from the file, without the importer: rows with a question,
     # test = the first sha1 bucket rule of DESIGN.md.
-    path = require_shared_data() / "zeroeval" / "scores_compact.jsonl"
+    path = require_shared_data("zeroeval") / "zeroeval" / "scores_compact.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     test = [
         row for row in rows

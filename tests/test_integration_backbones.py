@@ -112,7 +112,7 @@ def stratified(records: list[RewardRecord], split: str, n: int, seed: int) -> li
 
 
 def test_minilm_pipeline_beats_random_on_llmrouter(tmp_path: Path) -> None:
-    records = import_dataset("llmrouter", require_shared_data())
+    records = import_dataset("llmrouter", require_shared_data("llmrouter"))
     subset = [
         *stratified(records, "train", 300, seed=0),
         *stratified(records, "validation", 100, seed=1),
