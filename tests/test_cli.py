@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -471,6 +472,31 @@ def test_every_help_names_each_option_whole_at_80_columns() -> None:
                 for option in (*param.opts, *param.secondary_opts):
                     if option.startswith("--"):
                         assert re.search(rf"{re.escape(option)}(?![\w-])", shown), (path, option)
+
+
+def test_an_option_shows_the_same_names_and_value_in_every_command() -> None:
+    """`train sft|rl|es --help` showed `--checkpoint <str>`, `eval`, `route` and `serve`
+    `--checkpoint <path>`: one option, read two ways (a name to look up, a folder)."""
+    import click
+
+    shown: dict[str, dict[str, str]] = {}
+
+    def walk(command: Any, path: str) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+        if getattr(command, "commands", None):
+            return
+        context = click.Context(command)
+        for param in command.params:
+            record = param.get_help_record(context) if param.param_type_name == "option" else None
+            if record:
+                long = next(opt for opt in param.opts if opt.startswith("--"))
+                shown.setdefault(long, {})[path] = record[0]
+
+    walk(typer.main.get_command(app), "")
+    assert {"train sft", "eval", "route"} <= set(shown["--checkpoint"])
+    differing = {option: by for option, by in shown.items() if len(set(by.values())) > 1}
+    assert not differing, f"one option shown differently by command: {differing}"
 
 
 def test_repeatable_options_show_what_one_takes_not_a_python_type() -> None:

@@ -50,8 +50,13 @@ def load_stage_or_fail(
         fail(str(error))
 
 
-# `train sft` and `train rl`: both may continue from a checkpoint
-ContinueOption = Annotated[str | None, typer.Option(help="Continue from this checkpoint.")]
+# `train sft` and `train rl`: both may continue from a checkpoint. A str, passed on as given
+# (recorded so in the stage's inputs); shown as `<path>`, like the other commands' --checkpoint.
+CHECKPOINT_METAVAR = "<path>"
+ContinueOption = Annotated[
+    str | None,
+    typer.Option(metavar=CHECKPOINT_METAVAR, help="Continue from this checkpoint."),
+]
 
 
 @train_app.command("sft")
@@ -107,8 +112,9 @@ def train_es_command(
     checkpoint: Annotated[
         str | None,
         typer.Option(
+            metavar=CHECKPOINT_METAVAR,
             help="Start from this checkpoint (typically SFT's); omitted: a fresh head (then set "
-            "training.search=head)."
+            "training.search=head).",
         ),
     ] = None,
     set_: SetOption = None,
