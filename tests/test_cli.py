@@ -499,6 +499,37 @@ def test_an_option_shows_the_same_names_and_value_in_every_command() -> None:
     assert not differing, f"one option shown differently by command: {differing}"
 
 
+def test_every_option_without_a_default_says_what_leaving_it_out_does() -> None:
+    """`serve --help` did not say that without --api-keys-env or --api-keys-file anyone who
+    can reach the port may call the endpoint, nor `collect --help` what becomes of tasks with
+    the judge grader without --judge, nor `train sft|rl --help` where a stage starts without
+    --checkpoint (train es's said it)."""
+    import click
+
+    silent = []
+
+    def walk(command: Any, path: str) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+        context = click.Context(command)
+        for param in command.params:
+            if (
+                param.param_type_name != "option"
+                or param.required
+                or param.is_flag
+                or param.multiple
+                or param.default is not None
+            ):
+                continue
+            shown = " ".join((param.get_help_record(context) or ("", ""))[1].lower().split())
+            if "omitted" not in shown and "default" not in shown:
+                silent.append(f"{path} {param.opts[0]}")
+
+    walk(typer.main.get_command(app), "")
+    assert "train pipeline -c" not in silent  # its help says what -c left out means
+    assert not silent, f"--help does not say what leaving these out does: {silent}"
+
+
 def test_repeatable_options_show_what_one_takes_not_a_python_type() -> None:
     """`--set <list[str]>`, `--option <list[str]>`, `--exclude <list[str]>` read as "give a
     list", as in `--set '[training.epochs=5]'`; each takes one value, repeated."""

@@ -29,7 +29,11 @@ def collect_command(
         Path | None, typer.Option(help="Call log JSONL; default <output stem>.calls.jsonl.")
     ] = None,
     judge: Annotated[
-        str | None, typer.Option(help="Pool worker that judges tasks with the judge grader.")
+        str | None,
+        typer.Option(
+            help="Pool worker that judges tasks with the judge grader; omitted: their answers "
+            "are collected and wait, ungraded, for a run with --judge."
+        ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:

@@ -56,13 +56,23 @@ def serve_command(
     ] = "fugu-lite",
     api_keys_env: Annotated[
         str | None,
-        typer.Option(help="Env var holding the endpoint's API key(s), comma-separated."),
+        typer.Option(
+            help="Env var holding the endpoint's API key(s), comma-separated. This and the keys "
+            "file both omitted: no key is asked (anyone who can reach the port may call)."
+        ),
     ] = None,
     api_keys_file: Annotated[
-        Path | None, typer.Option(help="File with the endpoint's API keys, one a line.")
+        Path | None,
+        typer.Option(
+            help="File with the endpoint's API keys, one a line. This and the keys variable "
+            "both omitted: no key is asked."
+        ),
     ] = None,
     log_requests: Annotated[
-        Path | None, typer.Option(help="Append routing decisions and outcomes to this JSONL.")
+        Path | None,
+        typer.Option(
+            help="Append routing decisions and outcomes to this JSONL; omitted: none are logged."
+        ),
     ] = None,
     log_content: Annotated[
         bool, typer.Option(help="Also log the messages (off: only their hash).")

@@ -55,7 +55,10 @@ def load_stage_or_fail(
 CHECKPOINT_METAVAR = "<path>"
 ContinueOption = Annotated[
     str | None,
-    typer.Option(metavar=CHECKPOINT_METAVAR, help="Continue from this checkpoint."),
+    typer.Option(
+        metavar=CHECKPOINT_METAVAR,
+        help="Continue from this checkpoint; omitted: a fresh head.",
+    ),
 ]
 
 
@@ -151,7 +154,8 @@ def train_pipeline_command(
         typer.Option(
             "--cost-weights",
             help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
-            "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json.",
+            "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json; omitted: one "
+            "router (OUTPUT/sft, OUTPUT/rl).",
         ),
     ] = None,
 ) -> None:
