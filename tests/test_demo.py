@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from rich.console import Console
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from fugu_lite import demo
 from fugu_lite.cli import app
@@ -153,21 +153,43 @@ def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
 
 
+def local_loop_on_pool(tmp_path: Path, worker: dict) -> Result:
+    """`demo --no-llmrouter --no-serve` on a pool of this one worker, 2 tasks per family,
+    into tmp_path/demo."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({"workers": [worker]}))
+    return CliRunner().invoke(
+        app,
+        ["demo", "--no-llmrouter", "--no-serve", "--tasks-per-family", "2",
+         "-o", str(tmp_path / "demo"), "--pool", str(pool)],
+        env={"COLUMNS": "400"},
+    )  # fmt: skip
+
+
 def test_the_demos_failed_collection_says_why(tmp_path: Path) -> None:
     """The demo's collection of a pool whose worker refused every call (a wrong model name:
     404) stopped with "see the table", whose errors column gave a count and no reason: the
     lines saying why were printed by `fugu-lite collect` only."""
     with StubWorker(mode="404") as stub:
         worker = {"id": "w", "model": "m", "base_url": stub.base_url, "max_retries": 0}
-        pool = tmp_path / "pool.yaml"
-        pool.write_text(yaml.safe_dump({"workers": [worker]}))
-        result = CliRunner().invoke(
-            app,
-            ["demo", "--no-llmrouter", "--no-serve", "--tasks-per-family", "2",
-             "-o", str(tmp_path / "demo"), "--pool", str(pool)],
-            env={"COLUMNS": "400"},
-        )  # fmt: skip
+        result = local_loop_on_pool(tmp_path, worker)
     assert result.exit_code == 2, result.output
     # three 404s in a row take the worker down for the run, and the line says why
     assert "worker w is down" in result.stderr and "HTTP 404" in result.stderr
     assert "the lines after it" in result.stderr
+
+
+def test_a_pool_worker_without_its_api_key_stops_the_demo_before_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --pool` with a remote worker whose API key variable was not exported ran the
+    LLMRouter stage (minutes) and generated the tasks before the pool refused to start."""
+    monkeypatch.delenv("FUGU_TEST_UNSET_KEY", raising=False)
+    worker = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+              "api_key_env": "FUGU_TEST_UNSET_KEY"}  # fmt: skip
+    result = local_loop_on_pool(tmp_path, worker)
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert "the environment variable FUGU_TEST_UNSET_KEY, which is not set" in message
+    assert "2/3 local pool" not in result.output
+    assert not (tmp_path / "demo").exists(), result.output

@@ -49,13 +49,14 @@ def demo_command(
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
     from ..workers.config import load_pool_config
+    from ..workers.pool import PoolStartError, check_api_keys
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")
     if pool is not None:  # checked now, not after the LLMRouter stage
         try:
-            load_pool_config(pool)
-        except ConfigError as error:
+            check_api_keys(load_pool_config(pool))
+        except (ConfigError, PoolStartError) as error:
             fail(str(error))
     settings = DemoSettings(
         data_dir=data_dir,

@@ -77,6 +77,7 @@ __all__ = [
     "Usage",
     "WorkerConfig",
     "WorkerPool",
+    "check_api_keys",
     "embedded_pool_config",
     "judge_from_pool",
     "load_pool_config",
@@ -698,6 +699,13 @@ def _parse_completion(raw: Any) -> tuple[str, Usage | None]:
             completion_tokens=int(usage_raw.get("completion_tokens") or 0),
         )
     return str(content), usage
+
+
+def check_api_keys(config: PoolConfig) -> None:
+    """Before any long work: the PoolStartError that starting this pool would raise for a
+    remote worker whose API key variable is not set."""
+    for worker in config.workers:
+        _read_key(worker)
 
 
 def _read_key(worker: WorkerConfig) -> str:
