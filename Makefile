@@ -10,6 +10,8 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 # e.g. https://download.pytorch.org/whl/cpu where pip has no local CPU wheel of torch
 TORCH_INDEX ?=
+# the demo's own options, e.g. make demo ARGS='--no-serve --tasks-per-family 4'
+ARGS ?=
 NEEDS_PYTHON := 3.11
 NEEDS_PYTHON_TUPLE := (3, 11)
 
@@ -42,7 +44,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/fugu-lite demo --output runs/demo
+	$(BIN)/fugu-lite demo --output runs/demo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -352,6 +352,21 @@ def test_a_venv_of_an_older_python_is_made_again_from_scratch(
     assert ("pip install" in dry_run) == made_again
 
 
+def test_make_demo_passes_the_demos_options_on(tmp_path: Path) -> None:
+    """The README says `--no-llmrouter`, `--no-serve`, `--tasks-per-family N` and `--pool`
+    change `make demo`, but make had no way to pass them (`make demo --no-serve` is an
+    option of make's own, refused)."""
+    project = make_project(tmp_path)
+    fake_python(project / ".venv" / "bin" / "python", "3.11.7")
+    (project / ".venv" / ".installed").touch()
+    options = "--no-serve --tasks-per-family 4"
+    dry_run = subprocess.run(["make", "-s", "-n", "demo", f"ARGS={options}"], cwd=project,
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+    assert dry_run.splitlines() == [f".venv/bin/fugu-lite demo --output runs/demo {options}"]
+    readme = " ".join(README.read_text("utf-8").split())
+    assert f"make demo ARGS='{options}'" in readme
+
+
 def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> None:
     """The README's reward head ("~30 s on cached features") and router family examples had
     no -c after the pipeline example's `-c configs/default.yaml`: they ran the code defaults
