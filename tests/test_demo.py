@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_support import CONFIG, flat
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -20,6 +21,7 @@ from fugu_lite import demo
 from fugu_lite.cli import app
 from fugu_lite.demo import DEMO_QUESTIONS
 from fugu_lite.schemas import read_records
+from fugu_lite.tasks import read_tasks
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers.config import embedded_pool_config
 
@@ -153,15 +155,18 @@ def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
 
 
-def local_loop_on_pool(tmp_path: Path, worker: dict) -> Result:
-    """`demo --no-llmrouter --no-serve` on a pool of this one worker, 2 tasks per family,
-    into tmp_path/demo."""
+def local_loop_on_pool(
+    tmp_path: Path, *workers: dict, per_family: int = 2, **options: str
+) -> Result:
+    """`demo --no-llmrouter --no-serve` on a pool of these workers, `per_family` tasks per
+    family, into tmp_path/demo; `options` as `config="x.yaml"` -> `--config x.yaml`."""
     pool = tmp_path / "pool.yaml"
-    pool.write_text(yaml.safe_dump({"workers": [worker]}))
+    pool.write_text(yaml.safe_dump({"workers": list(workers)}))
+    more = [word for name, value in options.items() for word in (f"--{name}", value)]
     return CliRunner().invoke(
         app,
-        ["demo", "--no-llmrouter", "--no-serve", "--tasks-per-family", "2",
-         "-o", str(tmp_path / "demo"), "--pool", str(pool)],
+        ["demo", "--no-llmrouter", "--no-serve", "--tasks-per-family", str(per_family),
+         "-o", str(tmp_path / "demo"), "--pool", str(pool), *more],
         env={"COLUMNS": "400"},
     )  # fmt: skip
 
@@ -193,3 +198,30 @@ def test_a_pool_worker_without_its_api_key_stops_the_demo_before_any_stage(
     assert "the environment variable FUGU_TEST_UNSET_KEY, which is not set" in message
     assert "2/3 local pool" not in result.output
     assert not (tmp_path / "demo").exists(), result.output
+
+
+def test_a_demo_with_fewer_tasks_than_an_earlier_one_trains_on_its_own_tasks_only(
+    tmp_path: Path,
+) -> None:
+    """`demo --tasks-per-family 2` into the -o of an earlier `--tasks-per-family 3` collected
+    its 12 tasks (all answered already) and then trained and evaluated on all 18 records of
+    rewards.jsonl, its collection table saying 12."""
+    config = tmp_path / "tiny.yaml"
+    config.write_text(CONFIG.format(cache_dir=tmp_path / "cache"))
+    with StubWorker() as stub:
+        workers = [{"id": name, "model": "m", "base_url": stub.base_url} for name in "ab"]
+        for per_family in (3, 2):
+            result = local_loop_on_pool(
+                tmp_path, *workers, per_family=per_family, config=str(config)
+            )
+            assert result.exit_code == 0, result.output
+    assert "the router trains and is evaluated on this run's 12 only" in flat(result.stderr)
+    local = tmp_path / "demo" / "local"
+    tasks = {task.id for task in read_tasks(local / "tasks.jsonl")}
+    records = read_records(local / "rewards.jsonl")
+    assert len(tasks) == 12 and len(records) == 18
+    ours = [record for record in records if record.id in tasks]
+    sizes = json.loads((local / "evaluation" / "evaluation_report.json").read_text())["sizes"]
+    assert sizes["train"] == sum(record.split == "train" for record in ours)
+    assert sizes["evaluated"] == sum(record.split == "test" for record in ours)
+    assert sizes["train"] < sum(record.split == "train" for record in records)

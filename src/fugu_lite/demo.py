@@ -22,9 +22,9 @@ from .config import PipelineConfig
 from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
 from .evaluate_checkpoint import run_evaluation
 from .pipeline import train_pipeline
-from .schemas import read_records, write_records
+from .schemas import RewardRecord, read_records, write_records
 from .task_families import generate_tasks
-from .tasks import write_tasks
+from .tasks import Task, write_tasks
 from .text import console_text, notes_console, results_console
 from .workers.config import PoolConfig, load_pool_config
 
@@ -107,12 +107,28 @@ def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: Pipe
             "every worker (see the table and the lines after it); run the same command again "
             "(or `make demo`) to retry the rest"
         )
-    records = read_records(rewards_path)
+    records = records_of_tasks(read_records(rewards_path), tasks, rewards_path)
     training = train_pipeline(records, config, output_dir / "router")
     evaluation = run_evaluation(
         Path(training["checkpoint"]), records, "test", output_dir / "evaluation"
     )
     return {"checkpoint": training["checkpoint"], "evaluation": evaluation}
+
+
+def records_of_tasks(
+    records: list[RewardRecord], tasks: list[Task], rewards_path: Path
+) -> list[RewardRecord]:
+    """The records of this run's tasks: an -o that an earlier demo with more tasks per family
+    filled holds others too, which its router would otherwise train and be evaluated on."""
+    task_ids = {task.id for task in tasks}
+    ours = [record for record in records if record.id in task_ids]
+    if len(ours) < len(records):
+        notes_console().print(
+            f"note: {len(records) - len(ours)} records of {console_text(str(rewards_path))} "
+            "answer tasks this run did not generate (an earlier --tasks-per-family); the "
+            f"router trains and is evaluated on this run's {len(ours)} only"
+        )
+    return ours
 
 
 def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
