@@ -20,7 +20,8 @@ from conftest import finished_pid, writer_temporary
 
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
 from fugu_lite.workers.local_server import LocalServer, LocalServerError
-from fugu_lite.workers.pool import CallResult, WorkerPool
+from fugu_lite.workers.pool import WorkerPool
+from fugu_lite.workers.results import CallResult
 
 
 def two_local_workers() -> PoolConfig:

@@ -14,10 +14,12 @@ import pytest
 
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
+from fugu_lite.workers.api_keys import PoolStartError
 from fugu_lite.workers.config import PoolConfig
 from fugu_lite.workers.errors import WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import llama_cpp_request_model
-from fugu_lite.workers.pool import CallResult, PoolStartError, WorkerPool
+from fugu_lite.workers.pool import WorkerPool
+from fugu_lite.workers.results import CallResult
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"

@@ -47,9 +47,9 @@ def collect_command(
     from ..collect.state import CollectError
     from ..collect.summary import end_of_run_lines, summary_table
     from ..tasks import read_tasks
+    from ..workers.api_keys import PoolStartError
     from ..workers.config import load_pool_config
     from ..workers.local_server import LocalServerError
-    from ..workers.pool import PoolStartError
 
     check_output(output, "-o", "file")
     if log is not None:

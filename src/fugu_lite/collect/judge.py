@@ -14,7 +14,8 @@ from ..tasks import Task
 from ..workers.config import PoolConfig
 from ..workers.errors import WorkerCallError
 from ..workers.output_limits import output_limit
-from ..workers.pool import CallResult, Judge, WorkerPool
+from ..workers.pool import Judge, WorkerPool
+from ..workers.results import CallResult
 from .state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
 
 

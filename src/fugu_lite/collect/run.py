@@ -55,7 +55,8 @@ from ..workers.errors import (
     refused_for_max_tokens,
 )
 from ..workers.output_limits import output_limit
-from ..workers.pool import CallResult, Judge, WorkerPool
+from ..workers.pool import Judge, WorkerPool
+from ..workers.results import CallResult
 from .judge import JudgeDown, check_judge, finish_reason, logging_judge
 from .state import (
     Cell,

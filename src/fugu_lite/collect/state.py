@@ -27,7 +27,7 @@ from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
 from ..workers.config import PoolConfig, WorkerConfig, resolve_gguf
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
-from ..workers.pool import Usage, usage_cost
+from ..workers.results import Usage, usage_cost
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (

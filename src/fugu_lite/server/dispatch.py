@@ -18,7 +18,9 @@ from ..workers.errors import (
     WorkerCallError,
     context_limit,
 )
-from ..workers.pool import RETRYABLE_KINDS, CallResult, WorkerPool
+from ..workers.pool import WorkerPool
+from ..workers.results import CallResult
+from ..workers.retries import RETRYABLE_KINDS
 from .auth import Redactor
 from .breaker import CircuitBreaker
 from .metrics import Metrics

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..workers.pool import Usage
+from ..workers.results import Usage
 from .chat_request import ChatCompletionRequest
 from .dispatch import Attempt
 from .log import DecisionLogEntry, conversation_hash

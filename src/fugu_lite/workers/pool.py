@@ -1,4 +1,4 @@
-"""The worker pool: calls to OpenAI-compatible chat endpoints, with limits, retries and cost.
+"""The worker pool: calls to OpenAI-compatible chat endpoints, with limits and retries.
 
 `async with WorkerPool(config) as pool:` starts the pool's local llama.cpp servers (and
 stops them on the way out), then `await pool.chat(worker_id, messages)` returns a
@@ -11,10 +11,12 @@ backoff and jitter (honouring Retry-After), and never retries other 4xx. Each wo
 its own concurrency limit. API keys are read from the environment variable the worker
 names; they are scrubbed from every error message.
 
-What a failed call means (its kind, the refusals read from a worker's words) is in
-errors.py; a local worker's requests and answers in llama.cpp's form are in
-llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the output-token limit
-sent in output_limits.py.
+What lives beside it: what a call gives back (CallResult, Usage, usage_cost, json_safe) is in
+results.py; which failures are retried and the backoff in retries.py; the API keys (read_key,
+redact, PoolStartError) in api_keys.py; what a failed call means (its kind, the refusals read
+from a worker's words) in errors.py; a local worker's requests and answers in llama.cpp's
+form in llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the
+output-token limit sent in output_limits.py.
 """
 
 from __future__ import annotations
@@ -23,29 +25,17 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
-import os
-import random
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
-from pydantic import BaseModel
 
-from .config import (  # re-exported: the pool's config types belong to this interface too
-    LocalServerConfig,
-    PoolConfig,
-    WorkerConfig,
-    embedded_pool_config,
-    load_pool_config,
-    resolve_gguf,
-)
+from .api_keys import read_key, redact
+from .config import PoolConfig, WorkerConfig, resolve_gguf
 from .errors import (
     CONTEXT_LENGTH_EXCEEDED,
-    MAX_ERROR_CHARS,
     WorkerCallError,
     classify_error,
     error_code,
@@ -67,26 +57,12 @@ from .local_server import (
     vocab_size,
 )
 from .output_limits import with_output_limit
+from .results import NON_FINITE_MARK, CallResult, Usage, json_safe, parse_completion, usage_cost
+from .retries import RETRYABLE_KINDS, backoff
 
-__all__ = [
-    "CallResult",
-    "Judge",
-    "LocalServerConfig",
-    "PoolConfig",
-    "PoolStartError",
-    "Usage",
-    "WorkerConfig",
-    "WorkerPool",
-    "check_api_keys",
-    "embedded_pool_config",
-    "judge_from_pool",
-    "load_pool_config",
-]
+__all__ = ["Judge", "WorkerPool", "check_api_keys", "judge_from_pool"]
 logger = logging.getLogger(__name__)
 
-NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open servers)
-MAX_RETRY_AFTER_S = 60.0
-RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 CHAT_PATH = "/chat/completions"
 # How long a worker's refusal of stream_options holds: its streams are then asked with them
 # again (the server behind its base_url may have been upgraded or replaced since).
@@ -97,36 +73,6 @@ except ImportError:  # pragma: no cover - older openai
     from httpx import Response as SDKResponse  # type: ignore[assignment]  # the other library
 
 Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
-
-
-class Usage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class CallResult(BaseModel):
-    worker_id: str
-    output: str | None
-    usage: Usage | None
-    cost: float | None
-    latency_s: float
-    error: str | None
-    error_kind: str | None
-    attempts: int
-    status_code: int | None = None  # the worker's HTTP status when it answered with an error
-    error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
-    retry_after_s: float | None = None  # the worker's Retry-After on its last error, if any
-    raw: dict | None = None
-    started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
-    finished_at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-class PoolStartError(RuntimeError):
-    """The pool could not start: a missing API key variable, or a local server that failed."""
 
 
 class WorkerPool:
@@ -150,7 +96,7 @@ class WorkerPool:
         self._closing = False
 
     async def __aenter__(self) -> WorkerPool:
-        self._keys = {worker.id: _read_key(worker) for worker in self.config.workers}
+        self._keys = {worker.id: read_key(worker) for worker in self.config.workers}
         self.servers = await start_local_servers(self.config.workers)
         if self.servers:
             llama_cpp_request_model()  # now, not on the event loop of the first request
@@ -397,7 +343,7 @@ class WorkerPool:
                     if worker.local is not None and isinstance(raw, dict):
                         raw = one_call_style(raw, legacy=bool(body.get("functions")))
                         raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
-                    output, usage = _parse_completion(raw)
+                    output, usage = parse_completion(raw)
                     cost = None if usage is None else self.cost(worker_id, usage)
                     return CallResult(
                         worker_id=worker_id, output=output, usage=usage, cost=cost,
@@ -427,7 +373,7 @@ class WorkerPool:
                             finished_at=time.time(), status_code=status_code(error),
                             error_code=error_code(error), retry_after_s=retry_after,
                         )  # fmt: skip
-                    await asyncio.sleep(_backoff(worker, attempt, retry_after))
+                    await asyncio.sleep(backoff(worker, attempt, retry_after))
                 finally:
                     self._answered(worker_id, call)
 
@@ -496,7 +442,7 @@ class WorkerPool:
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
                         ) from None
-                    await asyncio.sleep(_backoff(worker, attempt, retry_after))
+                    await asyncio.sleep(backoff(worker, attempt, retry_after))
                 except BaseException:
                     self._answered(worker_id, call)
                     raise
@@ -642,83 +588,11 @@ class WorkerPool:
         return kind, redact(message, self._keys.get(worker_id)), retry_after
 
 
-# Python's json reads NaN and +-Infinity, which no JSON holds (bytes: a worker's answer).
-NON_FINITE_MARK = re.compile(rb"NaN|Infinity")
-VERY_UNLIKELY_LOGPROB = -9999.0  # OpenAI's logprob of a token too unlikely to rank
-
-
-def json_safe(value: Any, key: str | None = None) -> Any:
-    """A worker's answer with each number JSON cannot hold (llama.cpp's logprob of a token
-    its grammar or logit_bias ruled out is -Infinity) as OpenAI answers instead: a
-    `logprob` of -inf is -9999.0, its "very unlikely"; any other is null. Starlette
-    refuses to write them (a 500 for an answer the worker gave), and a stream carried
-    `-Infinity`, which JSON parsers refuse."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return VERY_UNLIKELY_LOGPROB if key == "logprob" and value < 0 else None
-    if isinstance(value, dict):
-        return {name: json_safe(item, name) for name, item in value.items()}
-    if isinstance(value, list):
-        return [json_safe(item) for item in value]
-    return value
-
-
-def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
-    """USD: the worker's prices per million tokens times the call's tokens."""
-    return (
-        usage.prompt_tokens * worker.input_price_per_mtok
-        + usage.completion_tokens * worker.output_price_per_mtok
-    ) / 1e6
-
-
-def redact(text: str, secret: str | None) -> str:
-    text = text[:MAX_ERROR_CHARS]
-    if secret and secret != NO_KEY and len(secret) >= 4:
-        text = text.replace(secret, "***")
-    return text
-
-
-def _backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
-    """Exponential with full-range jitter (0.5x-1.5x); at least the server's Retry-After (up
-    to MAX_RETRY_AFTER_S: a longer wait is left to the caller, who is told it)."""
-    delay = worker.retry_backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
-    return max(delay, min(retry_after or 0.0, MAX_RETRY_AFTER_S))
-
-
-def _parse_completion(raw: Any) -> tuple[str, Usage | None]:
-    if not isinstance(raw, dict) or not raw.get("choices"):
-        raise ValueError(f"no choices in the response: {str(raw)[:200]}")
-    message = raw["choices"][0].get("message") or {}
-    content = message.get("content")
-    if content is None:
-        content = ""
-    usage_raw = raw.get("usage")
-    usage = None
-    if isinstance(usage_raw, dict) and "prompt_tokens" in usage_raw:
-        usage = Usage(
-            prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
-            completion_tokens=int(usage_raw.get("completion_tokens") or 0),
-        )
-    return str(content), usage
-
-
 def check_api_keys(config: PoolConfig) -> None:
     """Before any long work: the PoolStartError that starting this pool would raise for a
     remote worker whose API key variable is not set."""
     for worker in config.workers:
-        _read_key(worker)
-
-
-def _read_key(worker: WorkerConfig) -> str:
-    if worker.api_key_env is None:
-        return NO_KEY
-    key = os.environ.get(worker.api_key_env)
-    if not key:
-        raise PoolStartError(
-            f"worker {worker.id!r} reads its API key from the environment variable "
-            f"{worker.api_key_env}, which is not set; `export {worker.api_key_env}=...` "
-            "first, or remove the worker from the pool"
-        )
-    return key
+        read_key(worker)
 
 
 async def _close(stream: Any) -> None:

@@ -1,0 +1,84 @@
+"""What a worker call gives back: its CallResult, the tokens it used (Usage) and their cost
+(usage_cost), the completion read from the worker's JSON (parse_completion), and a worker's
+answer with the numbers JSON cannot hold replaced (json_safe)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from .config import WorkerConfig
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class CallResult(BaseModel):
+    worker_id: str
+    output: str | None
+    usage: Usage | None
+    cost: float | None
+    latency_s: float
+    error: str | None
+    error_kind: str | None
+    attempts: int
+    status_code: int | None = None  # the worker's HTTP status when it answered with an error
+    error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
+    retry_after_s: float | None = None  # the worker's Retry-After on its last error, if any
+    raw: dict | None = None
+    started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
+    finished_at: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# Python's json reads NaN and +-Infinity, which no JSON holds (bytes: a worker's answer).
+NON_FINITE_MARK = re.compile(rb"NaN|Infinity")
+VERY_UNLIKELY_LOGPROB = -9999.0  # OpenAI's logprob of a token too unlikely to rank
+
+
+def json_safe(value: Any, key: str | None = None) -> Any:
+    """A worker's answer with each number JSON cannot hold (llama.cpp's logprob of a token
+    its grammar or logit_bias ruled out is -Infinity) as OpenAI answers instead: a
+    `logprob` of -inf is -9999.0, its "very unlikely"; any other is null. Starlette
+    refuses to write them (a 500 for an answer the worker gave), and a stream carried
+    `-Infinity`, which JSON parsers refuse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return VERY_UNLIKELY_LOGPROB if key == "logprob" and value < 0 else None
+    if isinstance(value, dict):
+        return {name: json_safe(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
+    """USD: the worker's prices per million tokens times the call's tokens."""
+    return (
+        usage.prompt_tokens * worker.input_price_per_mtok
+        + usage.completion_tokens * worker.output_price_per_mtok
+    ) / 1e6
+
+
+def parse_completion(raw: Any) -> tuple[str, Usage | None]:
+    if not isinstance(raw, dict) or not raw.get("choices"):
+        raise ValueError(f"no choices in the response: {str(raw)[:200]}")
+    message = raw["choices"][0].get("message") or {}
+    content = message.get("content")
+    if content is None:
+        content = ""
+    usage_raw = raw.get("usage")
+    usage = None
+    if isinstance(usage_raw, dict) and "prompt_tokens" in usage_raw:
+        usage = Usage(
+            prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
+            completion_tokens=int(usage_raw.get("completion_tokens") or 0),
+        )
+    return str(content), usage
