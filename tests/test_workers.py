@@ -451,3 +451,26 @@ def test_a_rate_limited_call_says_how_long_the_worker_asked_to_wait(stub: StubWo
     stub.mode = "429"
     result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=0)))
     assert result.error_kind == "rate_limit" and result.retry_after_s == 90.0
+
+
+def test_a_retry_after_over_the_pools_longest_wait_is_not_retried_early(stub: StubWorker) -> None:
+    """A worker asking to wait 90 s was retried after 60 s (the pool's longest wait), twice,
+    which it refuses again (the call took two minutes and failed anyway; the openai SDK does
+    not retry then). It is now given up at once, the wait passed on to the caller."""
+    stub.retry_after_s = 90.0
+    stub.mode = "429"
+
+    async def call() -> CallResult:
+        return await asyncio.wait_for(one_call(pool_config(stub.base_url, max_retries=2)), 10)
+
+    result = asyncio.run(call())
+    assert result.error_kind == "rate_limit" and result.retry_after_s == 90.0
+    assert result.attempts == 1 and len(stub.bodies) == 1
+
+
+def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: StubWorker) -> None:
+    stub.retry_after_s = 0.3
+    stub.fail_next("429", "429")
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=2, retry_backoff_s=0.0)))
+    assert result.ok and result.attempts == 3
+    assert all(later - earlier >= 0.3 for earlier, later in pairwise(stub.arrivals))

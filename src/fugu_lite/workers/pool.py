@@ -58,7 +58,7 @@ from .local_server import (
 )
 from .output_limits import with_output_limit
 from .results import NON_FINITE_MARK, CallResult, Usage, json_safe, parse_completion, usage_cost
-from .retries import RETRYABLE_KINDS, backoff
+from .retries import RETRYABLE_KINDS, backoff, tried_again
 
 __all__ = ["Judge", "WorkerPool", "check_api_keys", "judge_from_pool"]
 logger = logging.getLogger(__name__)
@@ -359,7 +359,7 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
-                    if kind not in retried or attempt > worker.max_retries:
+                    if not tried_again(worker, attempt, kind, retried, retry_after):
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
                         logger.log(
@@ -438,7 +438,7 @@ class WorkerPool:
                         body = self._without_stream_options(worker_id, body, message)
                         attempt -= 1  # the same call once more, not a retry of a failure
                         continue
-                    if kind not in retried or attempt > worker.max_retries:
+                    if not tried_again(worker, attempt, kind, retried, retry_after):
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
                         ) from None
