@@ -468,6 +468,27 @@ def test_a_retry_after_over_the_pools_longest_wait_is_not_retried_early(stub: St
     assert result.attempts == 1 and len(stub.bodies) == 1
 
 
+def test_a_worker_saying_a_retry_will_not_help_is_not_retried(stub: StubWorker) -> None:
+    """`x-should-retry: false` (OpenAI's header, which the openai SDK obeys) was ignored: the
+    pool retried the call max_retries times all the same, in chat and when opening a
+    stream; neither retries it now."""
+    stub.mode = "no_retry"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=3)))
+    assert result.error_kind == "server" and result.status_code == 503
+    assert result.attempts == 1 and len(stub.bodies) == 1
+
+    async def stream() -> None:
+        async with WorkerPool(pool_config(stub.base_url, max_retries=3)) as pool:
+            async for _ in pool.stream_chat("w", USER):
+                pass
+
+    with pytest.raises(WorkerCallError) as raised:
+        asyncio.run(stream())
+    assert raised.value.status_code == 503 and len(stub.bodies) == 2
+    stub.mode = "503"  # without the header, the same error is retried
+    assert asyncio.run(one_call(pool_config(stub.base_url, max_retries=3))).attempts == 4
+
+
 def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: StubWorker) -> None:
     stub.retry_after_s = 0.3
     stub.fail_next("429", "429")

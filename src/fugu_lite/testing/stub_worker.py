@@ -6,6 +6,7 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "403" / "404": client errors that must not be retried;
+- "no_retry": a 503 with `x-should-retry: false` (OpenAI's header: a retry will not help);
 - "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
 - "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
   llama.cpp's and OpenAI's shape), which the next worker may take;
@@ -53,6 +54,7 @@ MODES = (
     "500",
     "503",
     "429",
+    "no_retry",
     "quota",
     "400",
     "401",
@@ -214,6 +216,8 @@ class StubWorker:
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
         if mode in ("400", "401", "403", "404"):
             return _error(int(mode), f"stub client error {mode}")
+        if mode == "no_retry":
+            return _error(503, "stub says do not retry", {"x-should-retry": "false"})
         if mode == "quota":
             message = "You exceeded your current quota, please check your plan and billing."
             return _error(429, message, code="insufficient_quota")

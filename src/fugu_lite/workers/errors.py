@@ -163,6 +163,15 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     return "server", f"{type(error).__name__}: {error}", None
 
 
+def says_no_retry(error: BaseException) -> bool:
+    """Whether the worker's error answer says a retry will not help (`x-should-retry: false`,
+    which OpenAI sends and the openai SDK obeys)."""
+    return (
+        isinstance(error, openai.APIStatusError)
+        and error.response.headers.get("x-should-retry") == "false"
+    )
+
+
 def _status_message(error: openai.APIStatusError) -> str:
     body = error.body
     if isinstance(body, dict):

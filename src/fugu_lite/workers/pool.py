@@ -359,7 +359,7 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
-                    if not tried_again(worker, attempt, kind, retried, retry_after):
+                    if not tried_again(worker, attempt, kind, retried, error, retry_after):
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
                         logger.log(
@@ -438,7 +438,7 @@ class WorkerPool:
                         body = self._without_stream_options(worker_id, body, message)
                         attempt -= 1  # the same call once more, not a retry of a failure
                         continue
-                    if not tried_again(worker, attempt, kind, retried, retry_after):
+                    if not tried_again(worker, attempt, kind, retried, error, retry_after):
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
                         ) from None
