@@ -489,6 +489,17 @@ def test_a_worker_saying_a_retry_will_not_help_is_not_retried(stub: StubWorker) 
     assert asyncio.run(one_call(pool_config(stub.base_url, max_retries=3))).attempts == 4
 
 
+def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: StubWorker) -> None:
+    """A 200 web page (a base_url that is a web app's) failed with "malformed response:
+    JSONDecodeError: Expecting value: line 1 column 1 (char 0)", which named neither what
+    came nor what to fix."""
+    stub.mode = "html"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=0)))
+    assert result.error_kind == "server" and result.error is not None
+    assert "not JSON (text/html" in result.error and "<!doctype html>" in result.error
+    assert "base_url" in result.error and "/v1" in result.error
+
+
 def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: StubWorker) -> None:
     stub.retry_after_s = 0.3
     stub.fail_next("429", "429")

@@ -19,6 +19,7 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   "error_type": "validation"}`, "`inputs` tokens + `max_new_tokens` must be <= N. Given: P
   `inputs` tokens and C `max_new_tokens`" when the request has a max_tokens C, else
   "`inputs` must have less than N tokens. Given: P";
+- "html": a 200 web page (text/html), as a base_url that is a web app's answers;
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
 - "no_stream_options": a 400 "Unrecognized request argument supplied: stream_options" (an
@@ -64,6 +65,7 @@ MODES = (
     "vllm_context",
     "prompt_too_long",
     "tgi_context",
+    "html",
     "hang",
     "close",
     "leak",
@@ -198,6 +200,9 @@ class StubWorker:
             while time.monotonic() < deadline and not self._stopping.is_set():
                 await asyncio.sleep(0.02)
             return _error(503, "stub stopped while hanging")
+        if mode == "html":
+            page = "<!doctype html><html><head><title>Stub app</title></head><body></body></html>"
+            return Response(page, media_type="text/html")
         if mode == "close":
             return StreamingResponse(_truncated_body(), media_type="application/json")
         if mode == "leak":

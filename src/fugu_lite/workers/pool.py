@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -57,7 +56,15 @@ from .local_server import (
     vocab_size,
 )
 from .output_limits import with_output_limit
-from .results import NON_FINITE_MARK, CallResult, Usage, json_safe, parse_completion, usage_cost
+from .results import (
+    NON_FINITE_MARK,
+    CallResult,
+    Usage,
+    answer_json,
+    json_safe,
+    parse_completion,
+    usage_cost,
+)
 from .retries import RETRYABLE_KINDS, backoff, tried_again
 
 __all__ = ["Judge", "WorkerPool", "check_api_keys", "judge_from_pool"]
@@ -337,7 +344,7 @@ class WorkerPool:
                         # The SDK's generic post: its auth, errors and timeouts, without
                         # the typed-params transform, which costs ~1 ms per call.
                         response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
-                        raw = json.loads(response.content)
+                        raw = answer_json(response.content, response.headers.get("content-type"))
                     if NON_FINITE_MARK.search(response.content):
                         raw = json_safe(raw)
                     if worker.local is not None and isinstance(raw, dict):

@@ -1,9 +1,11 @@
 """What a worker call gives back: its CallResult, the tokens it used (Usage) and their cost
-(usage_cost), the completion read from the worker's JSON (parse_completion), and a worker's
-answer with the numbers JSON cannot hold replaced (json_safe)."""
+(usage_cost), the worker's answer read as JSON (answer_json) and its completion read from it
+(parse_completion), and a worker's answer with the numbers JSON cannot hold replaced
+(json_safe)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -65,6 +67,26 @@ def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
         usage.prompt_tokens * worker.input_price_per_mtok
         + usage.completion_tokens * worker.output_price_per_mtok
     ) / 1e6
+
+
+def answer_json(content: bytes, content_type: str | None) -> Any:
+    """A worker's 200 answer read as JSON; a ValueError that says what came instead. A web
+    page (a base_url that is a web app's, or lacks the API's path) is named as such: the
+    JSON parser's "Expecting value: line 1 column 1" told nothing."""
+    try:
+        return json.loads(content)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError (not UTF-8)
+        start = content[:120].decode("utf-8", errors="replace")
+        problem = (
+            f"the answer is not JSON ({content_type or 'no content-type'}, {len(content)} "
+            f"bytes: {start!r}; {error})"
+        )
+        if "html" in (content_type or "").lower() or start.lstrip().startswith("<"):
+            problem += (
+                "; it is a web page: is base_url the worker's OpenAI-compatible API root "
+                "(often ending in /v1)?"
+            )
+        raise ValueError(problem) from None
 
 
 def parse_completion(raw: Any) -> tuple[str, Usage | None]:
