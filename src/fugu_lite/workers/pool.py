@@ -32,7 +32,7 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletionChunk
 
 from .api_keys import read_key, redact
-from .config import PoolConfig, WorkerConfig, resolve_gguf
+from .config import CHAT_PATH, PoolConfig, WorkerConfig, resolve_gguf
 from .errors import (
     CONTEXT_LENGTH_EXCEEDED,
     WorkerCallError,
@@ -70,7 +70,6 @@ from .retries import RETRYABLE_KINDS, backoff, tried_again
 __all__ = ["Judge", "WorkerPool", "check_api_keys", "judge_from_pool"]
 logger = logging.getLogger(__name__)
 
-CHAT_PATH = "/chat/completions"
 # How long a worker's refusal of stream_options holds: its streams are then asked with them
 # again (the server behind its base_url may have been upgraded or replaced since).
 STREAM_OPTIONS_RECHECK_S = 3600.0
