@@ -274,10 +274,26 @@ def test_a_hanging_server_times_out(stub: StubWorker) -> None:
 def test_an_unreachable_server_is_a_connection_error() -> None:
     from fugu_lite.workers.local_server import free_port
 
-    config = pool_config(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
+    port = free_port()
+    config = pool_config(f"http://127.0.0.1:{port}/v1", max_retries=1)
     result = asyncio.run(one_call(config))
     assert result.error_kind == "connection" and result.attempts == 2
     assert "could not reach" in (result.error or "")
+
+
+def test_an_unreachable_server_is_named_without_the_credentials_in_its_url() -> None:
+    """The error ("could not reach the server (ConnectError: All connection attempts
+    failed)") named no address: with several workers, or a base_url mistyped, the user could
+    not tell which server was down; it now names where the request went, without the
+    user:password a URL may hold."""
+    from fugu_lite.workers.local_server import free_port
+
+    port = free_port()
+    config = pool_config(f"http://me:{SECRET}@127.0.0.1:{port}/v1", max_retries=0)
+    result = asyncio.run(one_call(config))
+    assert result.error_kind == "connection" and result.error is not None
+    assert f"at http://127.0.0.1:{port}/v1/chat/completions (" in result.error
+    assert SECRET not in result.error and "me:" not in result.error
 
 
 # -- concurrency ----------------------------------------------------------------------------

@@ -157,7 +157,7 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error.__context__
         reason = f" ({type(cause).__name__}: {cause})" if cause else ""
-        return "connection", f"could not reach the server{reason}", None
+        return "connection", f"could not reach the server at {request_address(error)}{reason}", None
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):
         return "server", f"malformed response: {type(error).__name__}: {error}", None
     return "server", f"{type(error).__name__}: {error}", None
@@ -170,6 +170,13 @@ def says_no_retry(error: BaseException) -> bool:
         isinstance(error, openai.APIStatusError)
         and error.response.headers.get("x-should-retry") == "false"
     )
+
+
+def request_address(error: openai.APIConnectionError) -> str:
+    """Where the failed request went (scheme://host:port/path): the worker's base_url and
+    the path the call added, without a user:password or query, which may hold a key."""
+    url = error.request.url
+    return f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
 
 
 def _status_message(error: openai.APIStatusError) -> str:
