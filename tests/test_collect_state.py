@@ -18,7 +18,7 @@ from rich.console import Console
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import CollectError, default_log_path
-from fugu_lite.collect.summary import CollectSummary
+from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers.config import PoolConfig
@@ -79,6 +79,29 @@ def test_prices_fixed_between_runs_cost_every_record_still_to_write(tmp_path: Pa
     assert summary.workers[0].cost == pytest.approx(((5 * 10 + 4 * 20) / 1e6) * 3)
     assert "2 records already written hold costs at other prices" in console.export_text()
     assert summary.reprices and f"--log {default_log_path(output)}" in summary.reprices[0]
+
+
+def test_a_worker_reporting_no_usage_has_an_unknown_cost_not_zero(tmp_path: Path) -> None:
+    """A worker whose server reports no token counts (usage) showed a cost of $0 in the
+    summary, as if its answers were free, and nothing said that its records hold no costs
+    (cost-aware training then refused them); its cost is now `?` and a warning says why."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as a, StubWorker(solver(tasks)) as b:
+        b.mode = "no_usage"
+        config = stub_pool(("a", a), ("b", b), input_price_per_mtok=10.0)
+        summary = run_collect(config, tasks, output)
+    priced, unpriced = summary.workers
+    assert priced.unpriced == 0 and priced.cost > 0
+    assert unpriced.unpriced == 2 and unpriced.done == 2
+    assert all(record.costs is None for record in read_records(output))
+    console = Console(record=True, width=400)
+    console.print(summary_table(summary))
+    rows = [line.split() for line in console.export_text().splitlines()]
+    assert [row[6] for row in rows if row[:1] == ["b"]] == ["?"]
+    lines = end_of_run_lines(summary, config)
+    assert any("2 graded answers of b have no cost" in line for line in lines)
+    assert not any("answers of a have no cost" in line for line in lines)
 
 
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ class WorkerSummary(BaseModel):
     max_tokens_refusal: str | None = None  # ... on the first of those over_max_tokens
     grade_error: str | None = None  # this run: why the first of them could not be scored
     mean_score: float | None
-    cost: float
+    cost: float  # of the graded answers whose cost is known
+    unpriced: int = 0  # graded answers whose cost is unknown: the worker reported no usage
     mean_latency_s: float | None
     down: str | None = None  # why the worker was taken as down this run
     restarts: int = 0  # this run: its local server exited on its own and was started again
@@ -86,6 +87,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
         graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
         scores = [float(grades[cell].score or 0.0) for cell in graded]
         calls = [state.calls[cell] for cell in graded]
+        costs = [state.cost_of(cell) for cell in graded]
         latencies = [call.latency_s for call in calls if call.latency_s is not None]
         workers.append(
             WorkerSummary(
@@ -105,7 +107,8 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
                 grade_error=counters.grade_error.get(worker_id),
                 mean_score=sum(scores) / len(scores) if scores else None,
-                cost=sum(state.cost_of(cell) or 0.0 for cell in graded),
+                cost=sum(cost for cost in costs if cost is not None),
+                unpriced=sum(cost is None for cost in costs),
                 mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
                 down=counters.down.get(worker_id),
                 restarts=counters.restarts[worker_id],
@@ -177,6 +180,15 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
                 f"-o with --log {console_text(summary.log)}); the first: "
                 f"{console_text(worker.max_tokens_refusal)}"
             )
+        if worker.unpriced:
+            many = worker.unpriced != 1
+            lines.append(
+                f"[yellow]warning: {worker.unpriced} graded answer{'s' * many} of "
+                f"{worker.worker_id} {'have' if many else 'has'} no cost[/yellow]: the worker "
+                "reported no token counts (usage), so the records of "
+                f"{'their' if many else 'its'} tasks have no costs, which cost-aware training "
+                "and evaluation need (its cost in the table counts only the answers it priced)"
+            )
         if worker.grade_error:
             lines.append(
                 f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
@@ -228,7 +240,15 @@ def summary_table(summary: CollectSummary) -> Table:
             str(worker.calls),
             str(worker.errors),
             "-" if worker.mean_score is None else f"{worker.mean_score:.3f}",
-            usd(worker.cost),
+            cost_cell(worker),
             "-" if worker.mean_latency_s is None else f"{worker.mean_latency_s:.2f}s",
         )
     return table
+
+
+def cost_cell(worker: WorkerSummary) -> str:
+    """A worker's cost in the table: `?` when none of its graded answers has a known cost
+    (it reported no usage), `+?` after the known part when some have none."""
+    if not worker.unpriced:
+        return usd(worker.cost)
+    return "?" if worker.unpriced == worker.done else f"{usd(worker.cost)}+?"

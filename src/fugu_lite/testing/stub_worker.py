@@ -27,6 +27,7 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   other request is answered as "ok";
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
   server might; clients must not pass the key on into their errors or logs;
+- "no_usage": a normal answer without `usage` (as some servers give), streamed or not;
 - "ok": a normal answer.
 
 It records what it received (bodies, Authorization headers), requests in flight and the
@@ -70,6 +71,7 @@ MODES = (
     "close",
     "leak",
     "no_stream_options",
+    "no_usage",
 )
 
 
@@ -244,6 +246,7 @@ class StubWorker:
         }
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            include_usage = include_usage and mode != "no_usage"
             return StreamingResponse(
                 self._stream(text, usage if include_usage else None),
                 media_type="text/event-stream",
@@ -261,7 +264,7 @@ class StubWorker:
                         "finish_reason": self.finish_reason,
                     }
                 ],
-                "usage": usage,
+                **({} if mode == "no_usage" else {"usage": usage}),
             }
         )
 
