@@ -516,6 +516,23 @@ def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: St
     assert "base_url" in result.error and "/v1" in result.error
 
 
+def test_a_web_page_instead_of_an_event_stream_is_named_with_the_base_url_to_check(
+    stub: StubWorker,
+) -> None:
+    """A stream answered with a 200 web page failed with "the stream ended before any
+    chunk", as if the worker had cut its answer short."""
+    stub.mode = "html"
+
+    async def stream() -> None:
+        async with WorkerPool(pool_config(stub.base_url, max_retries=0)) as pool:
+            async for _ in pool.stream_chat("w", USER):
+                pass
+
+    with pytest.raises(WorkerCallError, match="its answer was text/html") as raised:
+        asyncio.run(stream())
+    assert raised.value.kind == "server" and "base_url" in str(raised.value)
+
+
 def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: StubWorker) -> None:
     stub.retry_after_s = 0.3
     stub.fail_next("429", "429")

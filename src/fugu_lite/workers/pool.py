@@ -58,6 +58,7 @@ from .local_server import (
 from .output_limits import with_output_limit
 from .results import (
     NON_FINITE_MARK,
+    WEB_PAGE_HINT,
     CallResult,
     Usage,
     answer_json,
@@ -434,7 +435,12 @@ class WorkerPool:
                 except StopAsyncIteration:
                     await _close(stream)
                     self._answered(worker_id, call)
-                    raise await self._empty_stream_error(worker, client, body) from None
+                    content_type = (
+                        None if stream is None else stream.response.headers.get("content-type")
+                    )
+                    raise await self._empty_stream_error(
+                        worker, client, body, content_type
+                    ) from None
                 except Exception as error:
                     await _close(stream)
                     kind, message, retry_after = self._describe(worker_id, error)
@@ -477,15 +483,24 @@ class WorkerPool:
                 await _close(stream)
 
     async def _empty_stream_error(
-        self, worker: WorkerConfig, client: AsyncOpenAI, body: dict[str, Any]
+        self,
+        worker: WorkerConfig,
+        client: AsyncOpenAI,
+        body: dict[str, Any],
+        content_type: str | None = None,
     ) -> WorkerCallError:
         """Why a stream ended before its first chunk. llama-cpp-python's server answers a
         request it refuses (a prompt longer than its context) with an empty 200 stream; a
         local worker is asked once more without streaming, which gives the real error (a
         400 context_length_exceeded), so the worker is not blamed for it.
         That aborted stream also resets its keep-alive connection, so a connection error
-        on the first try is tried once more, on a new connection."""
-        empty = WorkerCallError("server", f"worker {worker.id}: the stream ended before any chunk")
+        on the first try is tried once more, on a new connection. An answer that was no
+        event stream at all (a web page) is named with its content-type."""
+        why = "the stream ended before any chunk"
+        if content_type and "text/event-stream" not in content_type:
+            hint = f"; {WEB_PAGE_HINT}" if "html" in content_type.lower() else ""
+            why = f"{why}: its answer was {content_type}, not an event stream{hint}"
+        empty = WorkerCallError("server", f"worker {worker.id}: {why}")
         if worker.local is None:
             return empty
         refused = await self._unstreamed_error(worker, client, body)

@@ -69,6 +69,12 @@ def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
     ) / 1e6
 
 
+# What a web page where a worker's JSON or event stream was expected most often means.
+WEB_PAGE_HINT = (
+    "it is a web page: is base_url the worker's OpenAI-compatible API root (often ending in /v1)?"
+)
+
+
 def answer_json(content: bytes, content_type: str | None) -> Any:
     """A worker's 200 answer read as JSON; a ValueError that says what came instead. A web
     page (a base_url that is a web app's, or lacks the API's path) is named as such: the
@@ -82,10 +88,7 @@ def answer_json(content: bytes, content_type: str | None) -> Any:
             f"bytes: {start!r}; {error})"
         )
         if "html" in (content_type or "").lower() or start.lstrip().startswith("<"):
-            problem += (
-                "; it is a web page: is base_url the worker's OpenAI-compatible API root "
-                "(often ending in /v1)?"
-            )
+            problem += f"; {WEB_PAGE_HINT}"
         raise ValueError(problem) from None
 
 
