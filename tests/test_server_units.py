@@ -15,9 +15,10 @@ from server_support import ENDPOINT_KEY
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
-from fugu_lite.server.app import show_package_logs
+from fugu_lite.server.app import preflight, show_package_logs
 from fugu_lite.server.batching import MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
+from fugu_lite.workers.config import load_pool_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -197,6 +198,11 @@ def test_serve_command_refuses_bad_setups_before_listening(
     )
     assert unset.exit_code == 2
     assert "FUGU_UNSET_WORKER_KEY" in unset.output
+
+    monkeypatch.setenv("FUGU_UNSET_WORKER_KEY", "sk-test-copied-with-its-crlf\r\n")
+    with pytest.raises(RuntimeError, match="line break") as crlf:  # serve would listen
+        preflight(load_pool_config(keyless))
+    assert "copied-with" not in str(crlf.value)
 
     monkeypatch.delenv("FUGU_NO_SUCH_KEYS", raising=False)
     no_keys = runner.invoke(

@@ -371,6 +371,34 @@ def test_missing_key_variable_is_a_clear_error(stub: StubWorker, monkeypatch) ->
     monkeypatch.delenv(KEY_ENV, raising=False)
     with pytest.raises(PoolStartError, match=f"{KEY_ENV}, which is not set"):
         asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
+    monkeypatch.setenv(KEY_ENV, "")
+    with pytest.raises(PoolStartError, match=f"{KEY_ENV}, which is empty"):
+        asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (f"{SECRET}\r", "a line break around it"),
+        (f"{SECRET}\n", "a line break around it"),
+        (f" {SECRET}", "spaces or a line break around it"),
+        (f"{SECRET[:8]} {SECRET[8:]}", "holds a space"),
+        (f"{SECRET}\u2019", "not ASCII"),
+    ],
+)
+def test_a_key_no_header_can_carry_is_refused_at_start_without_showing_it(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, value: str, problem: str
+) -> None:
+    """A key read with its line break (a .env file with Windows line endings) failed every
+    call before it was sent, as "connection: could not reach the server (LocalProtocolError:
+    Illegal header value b'Bearer sk-...\\r')": the worker was taken as down for a network
+    problem, and the key was in the error (escaped, so not scrubbed); a non-ASCII one was a
+    "malformed response"."""
+    monkeypatch.setenv(KEY_ENV, value)
+    with pytest.raises(PoolStartError, match=problem) as raised:
+        asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
+    assert KEY_ENV in str(raised.value) and SECRET[4:12] not in str(raised.value)
+    assert stub.bodies == []
 
 
 # -- streaming ------------------------------------------------------------------------------

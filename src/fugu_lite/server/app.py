@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from ..costs import RouterFamily, load_family_or_single
+from ..workers.api_keys import read_key
 from ..workers.config import (
     PoolConfig,
     load_pool_config,
@@ -276,13 +276,9 @@ def check_workers_match(router_workers: list[str], pool_config: PoolConfig) -> N
 
 def preflight(pool_config: PoolConfig) -> None:
     """What would make the pool fail to start, found before the server listens: a missing
-    API-key variable, a missing GGUF file, llama.cpp's server not installed."""
+    or unusable API key, a missing GGUF file, llama.cpp's server not installed."""
     for worker in pool_config.workers:
-        if worker.api_key_env and not os.environ.get(worker.api_key_env):
-            raise ValueError(
-                f"worker {worker.id!r} reads its API key from ${worker.api_key_env}, which is "
-                f"not set; `export {worker.api_key_env}=...` first, or remove the worker"
-            )
+        read_key(worker)
         if worker.local is not None:
             check_llama_cpp_installed()
             resolve_gguf(worker.local.gguf)

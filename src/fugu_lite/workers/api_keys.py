@@ -23,13 +23,37 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def read_key(worker: WorkerConfig) -> str:
+    """The worker's API key from the variable it names; PoolStartError (never showing the
+    value) when it is unset, empty, or holds what no key holds."""
     if worker.api_key_env is None:
         return NO_KEY
     key = os.environ.get(worker.api_key_env)
     if not key:
         raise PoolStartError(
             f"worker {worker.id!r} reads its API key from the environment variable "
-            f"{worker.api_key_env}, which is not set; `export {worker.api_key_env}=...` "
-            "first, or remove the worker from the pool"
+            f"{worker.api_key_env}, which is {'not set' if key is None else 'empty'}; "
+            f"`export {worker.api_key_env}=...` first, or remove the worker from the pool"
+        )
+    problem = key_problem(key)
+    if problem is not None:
+        raise PoolStartError(
+            f"worker {worker.id!r} reads its API key from the environment variable "
+            f"{worker.api_key_env}, whose value {problem}; set it to the key alone"
         )
     return key
+
+
+def key_problem(key: str) -> str | None:
+    """What in a key's value no HTTP header can carry: each call would fail before it is
+    sent, as a connection error that showed the key (its escaped line break kept it from
+    being scrubbed), or as a "malformed response"."""
+    if key != key.strip():
+        return (
+            "has spaces or a line break around it (copied with its newline, or read from a "
+            "file with Windows line endings?)"
+        )
+    if any(character.isspace() or not character.isprintable() for character in key):
+        return "holds a space, tab or control character"
+    if not key.isascii():
+        return "holds a character that is not ASCII (a typographic quote or dash copied with it?)"
+    return None
