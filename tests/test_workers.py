@@ -544,6 +544,16 @@ def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: St
     assert "base_url" in result.error and "/v1" in result.error
 
 
+def test_an_answer_given_as_content_parts_is_its_text(stub: StubWorker) -> None:
+    """A message content given as a list of parts (Mistral's reasoning models) became the
+    output as Python's repr of the list ("[{'type': 'thinking', ...}]"), which graders scored
+    as a wrong answer; the output is now its text parts joined, without the thinking."""
+    stub.reply = "The answer is 4."
+    stub.mode = "parts"
+    result = asyncio.run(one_call(pool_config(stub.base_url)))
+    assert result.ok and result.output == "The answer is 4."
+
+
 def test_a_web_page_instead_of_an_event_stream_is_named_with_the_base_url_to_check(
     stub: StubWorker,
 ) -> None:

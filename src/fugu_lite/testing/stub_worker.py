@@ -27,6 +27,8 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   other request is answered as "ok";
 - "leak": a 500 whose body echoes the request's Authorization header, as a careless
   server might; clients must not pass the key on into their errors or logs;
+- "parts": a normal answer whose message content is a list of parts, as Mistral's reasoning
+  models give it (a `thinking` part, then the reply in two `text` parts); not streamed;
 - "no_usage": a normal answer without `usage` (as some servers give), streamed or not;
 - "ok": a normal answer.
 
@@ -72,6 +74,7 @@ MODES = (
     "leak",
     "no_stream_options",
     "no_usage",
+    "parts",
 )
 
 
@@ -260,7 +263,10 @@ class StubWorker:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
+                        "message": {
+                            "role": "assistant",
+                            "content": content_parts(text) if mode == "parts" else text,
+                        },
                         "finish_reason": self.finish_reason,
                     }
                 ],
@@ -331,6 +337,17 @@ class StubWorker:
             }
             yield f"data: {json.dumps(final)}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+
+def content_parts(text: str) -> list[dict[str, Any]]:
+    """A reply as Mistral's reasoning models give it: its thinking, then its text in parts."""
+    middle = len(text) // 2
+    thinking = [{"type": "text", "text": "Let me think about it."}]
+    return [
+        {"type": "thinking", "thinking": thinking},
+        {"type": "text", "text": text[:middle]},
+        {"type": "text", "text": text[middle:]},
+    ]
 
 
 async def _truncated_body() -> AsyncIterator[bytes]:

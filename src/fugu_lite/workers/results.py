@@ -99,6 +99,8 @@ def parse_completion(raw: Any) -> tuple[str, Usage | None]:
     content = message.get("content")
     if content is None:
         content = ""
+    elif isinstance(content, list):
+        content = text_of_parts(content)
     usage_raw = raw.get("usage")
     usage = None
     if isinstance(usage_raw, dict) and "prompt_tokens" in usage_raw:
@@ -107,3 +109,13 @@ def parse_completion(raw: Any) -> tuple[str, Usage | None]:
             completion_tokens=int(usage_raw.get("completion_tokens") or 0),
         )
     return str(content), usage
+
+
+def text_of_parts(parts: list[Any]) -> str:
+    """The answer in a message content given as parts (Mistral's, some gateways'): its text
+    parts joined; a `thinking` part, or any other, is not the answer."""
+    return "".join(
+        str(part.get("text") or "")
+        for part in parts
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
