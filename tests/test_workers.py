@@ -544,6 +544,22 @@ def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: St
     assert "base_url" in result.error and "/v1" in result.error
 
 
+def test_an_error_page_is_read_as_its_words_not_its_markup(stub: StubWorker) -> None:
+    """A CDN's or proxy's 502 page in front of a worker filled the error (the call log, the
+    collect summary's "the first: ...", serve's log) with 600 characters of its doctype and
+    styles, before any of its words; the error now gives the page's title."""
+    stub.mode = "gateway_page"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=0)))
+    assert result.error_kind == "server" and result.status_code == 502
+    assert (
+        result.error
+        == "worker w: server: HTTP 502: a web page: 'api.example.com | 502: Bad gateway'"
+    )
+    stub.mode = "503"  # an error that is no web page is as it was
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=0)))
+    assert result.error == "worker w: server: HTTP 503: stub server error"
+
+
 def test_an_answer_given_as_content_parts_is_its_text(stub: StubWorker) -> None:
     """A message content given as a list of parts (Mistral's reasoning models) became the
     output as Python's repr of the list ("[{'type': 'thinking', ...}]"), which graders scored

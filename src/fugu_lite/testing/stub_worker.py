@@ -19,6 +19,8 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   "error_type": "validation"}`, "`inputs` tokens + `max_new_tokens` must be <= N. Given: P
   `inputs` tokens and C `max_new_tokens`" when the request has a max_tokens C, else
   "`inputs` must have less than N tokens. Given: P";
+- "gateway_page": a 502 web page as a CDN in front of a worker gives (a title, styles, a
+  script, then the words);
 - "html": a 200 web page (text/html), as a base_url that is a web app's answers;
 - "hang": answer nothing until the client gives up (or the stub stops);
 - "close": send the headers, then drop the connection mid-body;
@@ -69,6 +71,7 @@ MODES = (
     "prompt_too_long",
     "tgi_context",
     "html",
+    "gateway_page",
     "hang",
     "close",
     "leak",
@@ -205,6 +208,8 @@ class StubWorker:
             while time.monotonic() < deadline and not self._stopping.is_set():
                 await asyncio.sleep(0.02)
             return _error(503, "stub stopped while hanging")
+        if mode == "gateway_page":
+            return Response(GATEWAY_PAGE, status_code=502, media_type="text/html")
         if mode == "html":
             page = "<!doctype html><html><head><title>Stub app</title></head><body></body></html>"
             return Response(page, media_type="text/html")
@@ -337,6 +342,15 @@ class StubWorker:
             }
             yield f"data: {json.dumps(final)}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+
+GATEWAY_PAGE = (
+    '<!DOCTYPE html>\n<!--[if lt IE 7]> <html class="no-js ie6"> <![endif]-->\n'
+    "<html><head><title>api.example.com | 502: Bad gateway</title>\n"
+    "<style>body{margin:0;font-family:sans-serif}" + ".cf-error{padding:1em}" * 40 + "</style>"
+    "<script>window._cf_chl_opt={cvId: '3'};</script></head>\n"
+    "<body><h1>Bad gateway</h1><p>The web server reported a bad gateway error.</p></body></html>"
+)
 
 
 def content_parts(text: str) -> list[dict[str, Any]]:

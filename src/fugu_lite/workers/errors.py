@@ -9,6 +9,7 @@ it does not take, a refusal for its own settings).
 from __future__ import annotations
 
 import email.utils
+import html
 import json
 import math
 import re
@@ -30,6 +31,10 @@ CONTEXT_REFUSAL = re.compile(
     r"|`inputs` must have less than \d+ tokens|`inputs` tokens \+ `max_new_tokens` must be <=",
     re.IGNORECASE,
 )
+# An error page's title, its tags, and its scripts and styles (page_words).
+HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+HTML_TAG = re.compile(r"<[^>]*>")
+HTML_CODE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 CONTEXT_REFUSAL_STATUSES = frozenset({400, 422})  # 422: TGI's
 CONTEXT_LIMIT = re.compile(
     r"(?:maximum context length is|`inputs` must have less than) (\d+) tokens"
@@ -186,7 +191,21 @@ def _status_message(error: openai.APIStatusError) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
         return json.dumps(body)[:MAX_ERROR_CHARS]
-    return str(body or error.message)
+    text = str(body or error.message)
+    words = page_words(text)
+    return text if words is None else f"a web page: {words!r}"
+
+
+def page_words(text: str) -> str | None:
+    """What an error page says (a proxy's or CDN's 502, 504, 524, HTML before its words):
+    its title, else its text without tags, scripts and styles; None for text that is no
+    web page. The page itself filled the error with markup up to MAX_ERROR_CHARS."""
+    start = text.lstrip()[:200].lower()
+    if not start.startswith(("<!doctype html", "<html", "<head", "<body")):
+        return None
+    title = HTML_TITLE.search(text)
+    words = title.group(1) if title else HTML_TAG.sub(" ", HTML_CODE.sub(" ", text))
+    return " ".join(html.unescape(words).split())[:200]
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
