@@ -587,6 +587,16 @@ def test_a_web_page_instead_of_an_event_stream_is_named_with_the_base_url_to_che
     assert raised.value.kind == "server" and "base_url" in str(raised.value)
 
 
+def test_a_client_error_the_worker_says_to_retry_is_retried(stub: StubWorker) -> None:
+    """`x-should-retry: true` on a 4xx (OpenAI's 409 lock timeout, which the openai SDK
+    retries) was ignored: the call failed at once as the request's own fault."""
+    stub.fail_next("conflict")
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=2)))
+    assert result.ok and result.attempts == 2 and stub.modes_served == ["conflict", "ok"]
+    stub.fail_next("400")  # a client error without the header is still not retried
+    assert asyncio.run(one_call(pool_config(stub.base_url, max_retries=2))).attempts == 1
+
+
 def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: StubWorker) -> None:
     stub.retry_after_s = 0.3
     stub.fail_next("429", "429")

@@ -7,6 +7,7 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "403" / "404": client errors that must not be retried;
 - "no_retry": a 503 with `x-should-retry: false` (OpenAI's header: a retry will not help);
+- "conflict": a 409 with `x-should-retry: true` (OpenAI's header: a retry may succeed);
 - "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
 - "context": a 400 `context_length_exceeded` (the prompt is longer than `context_tokens`,
   llama.cpp's and OpenAI's shape), which the next worker may take;
@@ -61,6 +62,7 @@ MODES = (
     "503",
     "429",
     "no_retry",
+    "conflict",
     "quota",
     "400",
     "401",
@@ -233,6 +235,8 @@ class StubWorker:
             return _error(int(mode), f"stub client error {mode}")
         if mode == "no_retry":
             return _error(503, "stub says do not retry", {"x-should-retry": "false"})
+        if mode == "conflict":
+            return _error(409, "stub lock timeout", {"x-should-retry": "true"})
         if mode == "quota":
             message = "You exceeded your current quota, please check your plan and billing."
             return _error(429, message, code="insufficient_quota")

@@ -168,13 +168,12 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     return "server", f"{type(error).__name__}: {error}", None
 
 
-def says_no_retry(error: BaseException) -> bool:
-    """Whether the worker's error answer says a retry will not help (`x-should-retry: false`,
-    which OpenAI sends and the openai SDK obeys)."""
-    return (
-        isinstance(error, openai.APIStatusError)
-        and error.response.headers.get("x-should-retry") == "false"
-    )
+def retry_header(error: BaseException) -> bool | None:
+    """The worker's own word on trying its error answer again (`x-should-retry`, which OpenAI
+    sends and the openai SDK obeys): True, False, or None when it says nothing."""
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    return {"true": True, "false": False}.get(error.response.headers.get("x-should-retry", ""))
 
 
 def request_address(error: openai.APIConnectionError) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from .config import WorkerConfig
-from .errors import says_no_retry
+from .errors import retry_header
 
 MAX_RETRY_AFTER_S = 60.0
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
@@ -26,11 +26,15 @@ def tried_again(
     error: BaseException,
     retry_after: float | None,
 ) -> bool:
-    """Whether a failed attempt is tried again: its kind is one the caller has retried, the
-    worker's max_retries are not used up, the worker did not answer `x-should-retry: false`
-    (a retry will not help; the openai SDK obeys it too), and its Retry-After is not over
+    """Whether a failed attempt is tried again: the worker's max_retries are not used up; its
+    kind is one the caller has retried, or a client error (a 409, say) the worker answered
+    with `x-should-retry: true`; the worker did not answer `x-should-retry: false` (the
+    openai SDK obeys that header both ways); and its Retry-After is not over
     MAX_RETRY_AFTER_S (a retry sooner is refused again: the caller is told the wait in
     retry_after_s; the openai SDK does not retry then either)."""
-    if kind not in retried or attempt > worker.max_retries or says_no_retry(error):
+    said = retry_header(error)
+    if said is False or attempt > worker.max_retries:
+        return False
+    if kind not in retried and not (said and kind == "client"):
         return False
     return retry_after is None or retry_after <= MAX_RETRY_AFTER_S
