@@ -142,6 +142,24 @@ def test_the_judges_calls_and_cost_are_shown_under_the_table(tmp_path: Path) -> 
     assert caption is not None and float(caption[1]) == pytest.approx(cost, rel=0.05)
 
 
+def test_a_judge_reporting_no_usage_has_an_unknown_cost_not_zero(tmp_path: Path) -> None:
+    """A judge whose server reports no token counts was captioned "cost $0" under the
+    table, as if judging were free; its cost is now `?`."""
+    tasks = haiku_tasks(2)
+    with (
+        StubWorker("Rain on the roof.") as worker,
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 8")) as judge,
+    ):
+        judge.mode = "no_usage"
+        config = stub_pool(("w", worker), ("judge", judge), input_price_per_mtok=10.0)
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    judging = summary.judges[0]
+    assert judging.calls == 4 and judging.unpriced == 4
+    console = Console(width=100, record=True)
+    console.print(summary_table(summary))
+    assert "judge judge: 4 calls, cost ?" in console.export_text()
+
+
 def test_the_summary_table_shows_money_as_money() -> None:
     """Costs were printed with two significant digits in e-notation where large or small:
     $123.40 as '1.2e+02' (read at a glance as 1.2) and $0.0000156 as '1.6e-05'."""

@@ -82,7 +82,8 @@ class JudgeSummary(BaseModel):
 
     worker_id: str
     calls: int  # judge calls in the call log (all runs)
-    cost: float  # their cost
+    cost: float  # their cost, as far as known
+    unpriced: int = 0  # of them, answered calls whose cost is unknown: the judge reported no usage
 
 
 def default_log_path(output: Path) -> Path:
@@ -389,6 +390,8 @@ class CollectState:
             entry.worker_id, JudgeSummary(worker_id=entry.worker_id, calls=0, cost=0.0)
         )
         judge.calls += 1
+        if entry.cost is None and entry.error is None:
+            judge.unpriced += 1
         judge.cost += entry.cost or 0.0
 
     def _note_verdict(self, entry: LogEntry) -> None:

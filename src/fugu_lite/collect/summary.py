@@ -224,7 +224,8 @@ def summary_table(summary: CollectSummary) -> Table:
         collapse_padding=True,  # fits 80 columns
         caption="; ".join(
             f"judge {console_text(judge.worker_id)}: {judge.calls} "
-            f"call{'s' * (judge.calls != 1)}, cost {usd(judge.cost)}"
+            f"call{'s' * (judge.calls != 1)}, cost "
+            f"{cost_text_of(judge.cost, judge.unpriced, judge.calls)}"
             for judge in summary.judges
         )
         or None,
@@ -240,15 +241,16 @@ def summary_table(summary: CollectSummary) -> Table:
             str(worker.calls),
             str(worker.errors),
             "-" if worker.mean_score is None else f"{worker.mean_score:.3f}",
-            cost_cell(worker),
+            cost_text_of(worker.cost, worker.unpriced, worker.done),
             "-" if worker.mean_latency_s is None else f"{worker.mean_latency_s:.2f}s",
         )
     return table
 
 
-def cost_cell(worker: WorkerSummary) -> str:
-    """A worker's cost in the table: `?` when none of its graded answers has a known cost
-    (it reported no usage), `+?` after the known part when some have none."""
-    if not worker.unpriced:
-        return usd(worker.cost)
-    return "?" if worker.unpriced == worker.done else f"{usd(worker.cost)}+?"
+def cost_text_of(cost: float, unpriced: int, answers: int) -> str:
+    """A cost in the table (the known part of `answers` answers' cost): `?` when none of them
+    has a known cost (their worker reported no usage), `+?` after the known part when some
+    have none."""
+    if not unpriced:
+        return usd(cost)
+    return "?" if unpriced == answers else f"{usd(cost)}+?"
