@@ -399,6 +399,23 @@ def test_answers_cut_at_the_token_limit_are_flagged(tmp_path: Path) -> None:
     assert all(record.rewards == [1.0, 0.0] for record in read_records(output))
 
 
+def test_answers_withheld_by_a_content_filter_are_flagged(tmp_path: Path) -> None:
+    """An answer its provider's content filter withheld (finish_reason "content_filter",
+    Azure OpenAI's, often with no content) was graded as an empty answer, scoring 0, with
+    nothing at the end of the run to tell it from a wrong one."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as whole, StubWorker("") as filtered:
+        filtered.finish_reason = "content_filter"
+        config = stub_pool(("whole", whole), ("filtered", filtered))
+        summary = run_collect(config, tasks, output)
+    lines = end_of_run_lines(summary, config)
+    note = "2 of the 2 graded answers of filtered were withheld or cut by its provider's content"
+    assert any(note in line for line in lines)
+    assert not any("of whole were withheld" in line for line in lines)
+    assert [worker.filtered for worker in summary.workers] == [0, 2]
+
+
 def test_answers_cut_at_max_completion_tokens_name_that_limit() -> None:
     """A worker limited by max_completion_tokens (OpenAI's o-series refuse max_tokens) was
     told to raise its params.max_tokens, which it does not have."""

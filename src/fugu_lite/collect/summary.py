@@ -27,6 +27,7 @@ class WorkerSummary(BaseModel):
     refused: int = 0  # this run: prompts over the worker's context, scored 0
     over_max_tokens: int = 0  # ... of them, prompts that fit it but not beside its max_tokens
     cut: int = 0  # graded answers (all runs) that stopped at the worker's token limit
+    filtered: int = 0  # graded answers (all runs) its content filter withheld or cut
     refusal: str | None = None  # this run: the worker's words on the first of them
     max_tokens_refusal: str | None = None  # ... on the first of those over_max_tokens
     grade_error: str | None = None  # this run: why the first of them could not be scored
@@ -102,6 +103,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 ungraded=counters.ungraded[worker_id],
                 refused=counters.refused[worker_id],
                 cut=sum(call.finish_reason == "length" for call in calls),
+                filtered=sum(call.finish_reason == "content_filter" for call in calls),
                 refusal=counters.refusal.get(worker_id),
                 over_max_tokens=counters.over_max_tokens[worker_id],
                 max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
@@ -135,7 +137,8 @@ CLIENT_ERROR_HINT = (
 
 def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
     """What to say after the table (on stderr), per worker: why its calls failed, how many
-    answers were cut at its token limit or refused as too long, why answers could not be
+    answers were cut at its token limit, withheld by its content filter or refused as too
+    long, why answers could not be
     graded, why it was taken as down."""
     lines: list[str] = []
     for worker in summary.workers:
@@ -155,6 +158,13 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
                 f"{limit}) and were graded as they are, often without their final answer; for "
                 f"whole answers raise its params.{name} (a new request: unfinished tasks are "
                 "asked again)"
+            )
+        if worker.filtered:
+            lines.append(
+                f"[yellow]note:[/yellow] {worker.filtered} of the {worker.done} graded answers "
+                f"of {console_name(worker.worker_id)} were withheld or cut by its provider's "
+                "content filter and graded as they are, often empty (their call lines say "
+                "finish_reason content_filter)"
             )
         if worker.refusal:
             over_context = worker.refused - worker.over_max_tokens
