@@ -48,9 +48,8 @@ def demo_command(
 
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
-    from ..workers.api_keys import PoolStartError
+    from ..workers.api_keys import PoolStartError, check_api_keys
     from ..workers.config import load_pool_config
-    from ..workers.pool import check_api_keys
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")

@@ -6,7 +6,7 @@ What lives where:
 - pool.py: WorkerPool, the calls (limits, retries, local restarts; Judge, judge_from_pool);
 - results.py: what a call gives back (CallResult, Usage, usage_cost, json_safe);
 - retries.py: which failures are tried again (RETRYABLE_KINDS) and the backoff;
-- api_keys.py: the workers' API keys (read_key, redact, PoolStartError);
+- api_keys.py: the workers' API keys (read_key, check_api_keys, redact, PoolStartError);
 - errors.py: what a failed call means (classify_error, WorkerCallError, the refusals);
 - output_limits.py: the output-token limit under the name each worker reads;
 - local_server.py: local workers' llama.cpp server processes (LocalServer);

@@ -13,9 +13,9 @@ names; they are scrubbed from every error message.
 
 What lives beside it: what a call gives back (CallResult, Usage, usage_cost, json_safe) is in
 results.py; which failures are retried and the backoff in retries.py; the API keys (read_key,
-redact, PoolStartError) in api_keys.py; what a failed call means (its kind, the refusals read
-from a worker's words) in errors.py; a local worker's requests and answers in llama.cpp's
-form in llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the
+check_api_keys, redact, PoolStartError) in api_keys.py; what a failed call means (its kind,
+the refusals read from a worker's words) in errors.py; a local worker's requests and answers
+in llama.cpp's form in llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the
 output-token limit sent in output_limits.py.
 """
 
@@ -68,7 +68,7 @@ from .results import (
 )
 from .retries import RETRYABLE_KINDS, backoff, tried_again
 
-__all__ = ["Judge", "WorkerPool", "check_api_keys", "judge_from_pool"]
+__all__ = ["Judge", "WorkerPool", "judge_from_pool"]
 logger = logging.getLogger(__name__)
 
 # How long a worker's refusal of stream_options holds: its streams are then asked with them
@@ -607,13 +607,6 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
-
-
-def check_api_keys(config: PoolConfig) -> None:
-    """Before any long work: the PoolStartError that starting this pool would raise for a
-    remote worker whose API key variable is not set."""
-    for worker in config.workers:
-        read_key(worker)
 
 
 async def _close(stream: Any) -> None:
