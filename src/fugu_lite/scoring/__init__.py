@@ -3,9 +3,10 @@
 `await grade(task, output, judge)` dispatches on `task.grader`.
 
 One module a grader: number.py (with number_values.py, how a number's text is read and
-compared), choice.py, exact.py (exact and regex), code.py and judge.py; common.py holds the
-Grade they return and the text helpers they share, asked.py what a question asks an answer
-to be. The package re-exports the grading API used outside it: `grade`, `Grade`, `Judge`.
+compared, and number_units.py, quantities in units and amounts at rates), choice.py,
+exact.py (exact and regex), code.py and judge.py; common.py holds the Grade they return
+and the text helpers they share, asked.py what a question asks an answer to be.
+The package re-exports the grading API used outside it: `grade`, `Grade`, `Judge`.
 
 A score of 0.0 means the answer is wrong or missing (`detail` says why). When we cannot
 grade (no reference answer, judge down or unparseable, sandbox broken), `score` is None and

@@ -1,5 +1,6 @@
 """The number grader: the final number of a worker's output (GSM8K style), compared with the
-task's answer (number_values.py reads a number's text and compares it). Priority: the last
+task's answer (number_values.py reads a number's text and compares it, number_units.py reads
+quantities in units and amounts at rates). Priority: the last
 `\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
 should be" marker or self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually
 14.", "Wait, 14.", "I mean 14." when the number is the whole sentence and the last) (after
@@ -33,9 +34,8 @@ import bisect
 import itertools
 import math
 import re
-from fractions import Fraction
 
-from ..tasks import Task, format_number, parse_number
+from ..tasks import Task, parse_number
 from .common import (
     BARE_CORRECTION_LEAD,
     RETRACTION,
@@ -46,6 +46,13 @@ from .common import (
     last_boxed,
     unlatex,
     wrong,
+)
+from .number_units import (
+    in_the_rate_asked,
+    in_the_unit_asked,
+    in_two_units,
+    one_quantity_in_two_units,
+    units_asked,
 )
 from .number_values import (
     NUMBER,
@@ -118,7 +125,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     the output holds no number). `prompt`'s numbers tell a closing clause that restates the
     question ("3 when 15 is divided by 4") from the answer."""
     question = normalise_number_text(prompt)
-    text = _in_the_rate_asked(_in_the_unit_asked(normalise_number_text(output), question), question)
+    text = in_the_rate_asked(in_the_unit_asked(normalise_number_text(output), question), question)
     boxed = last_boxed(text)
     if boxed is not None:
         if SYMBOL_AFTER.search(boxed):
@@ -180,7 +187,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     stated = _said_to_be_the_one_asked(text, numbers, question)
     if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
         return found_number(stated), "the number said to be what the question asks"
-    twice = _one_quantity_in_two_units(text, numbers[-2:], units_asked(question))
+    twice = one_quantity_in_two_units(text, numbers[-2:], units_asked(question))
     if twice is not None:
         return twice, "the unit asked of one quantity in two units"
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
@@ -593,7 +600,7 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
     shown = clip(text[first.start() : second.end()])
     if between == ":":
         return f"a time or ratio, not a number: {shown!r}"
-    if _in_two_units(text, first, second):
+    if in_two_units(text, first, second):
         return f"a quantity in two units, not one number: {shown!r}"
     if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
         return f"two numbers, not one answer: {shown!r}"
@@ -605,231 +612,6 @@ def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:
     return numbers_match(one, other.value, other.decimals) or numbers_match(
         other, one.value, one.decimals
     )
-
-
-# A quantity in two units, "2 hours and 30 minutes", "5 feet 3 inches": its value depends
-# on the unit the question asks for. Surface form -> (kind, size in the kind's smallest unit).
-_UNIT_SIZES: dict[str, tuple[str, int]] = {
-    **dict.fromkeys(("week", "weeks"), ("time", 604_800)),
-    **dict.fromkeys(("day", "days"), ("time", 86_400)),
-    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), ("time", 3_600)),
-    **dict.fromkeys(("minute", "minutes", "min", "mins"), ("time", 60)),
-    **dict.fromkeys(("second", "seconds", "sec", "secs"), ("time", 1)),
-    **dict.fromkeys(("yard", "yards", "yd"), ("imperial length", 36)),
-    **dict.fromkeys(("foot", "feet", "ft"), ("imperial length", 12)),
-    **dict.fromkeys(("inch", "inches"), ("imperial length", 1)),
-    **dict.fromkeys(
-        ("kilometer", "kilometers", "kilometre", "kilometres", "km"), ("length", 100_000)
-    ),
-    **dict.fromkeys(("meter", "meters", "metre", "metres", "m"), ("length", 100)),
-    **dict.fromkeys(
-        ("centimeter", "centimeters", "centimetre", "centimetres", "cm"), ("length", 1)
-    ),
-    **dict.fromkeys(("kilogram", "kilograms", "kg"), ("mass", 1_000)),
-    **dict.fromkeys(("gram", "grams", "g"), ("mass", 1)),
-    **dict.fromkeys(("pound", "pounds", "lb", "lbs"), ("imperial mass", 16)),
-    **dict.fromkeys(("ounce", "ounces", "oz"), ("imperial mass", 1)),
-}
-_UNIT = "|".join(sorted(_UNIT_SIZES, key=len, reverse=True))
-_UNIT_PART = rf"(?<![\w.,/])\d{{1,9}}(?:\.\d+)?\s?(?:{_UNIT})\b"
-_COMPOUND_QUANTITY = re.compile(
-    rf"{_UNIT_PART}(?:,?\s(?:and\s)?{_UNIT_PART}){{1,2}}", re.IGNORECASE
-)
-_QUANTITY_PART = re.compile(rf"(?P<value>\d{{1,9}}(?:\.\d+)?)\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
-# the unit a question asks for: "Convert 150 minutes to hours.", "How many minutes are ...?"
-_UNIT_ASKED = re.compile(
-    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?P<unit>{_UNIT})\b", re.IGNORECASE
-)
-# every unit asked, also those joined to the first: "to hours and minutes", "in g or in oz"
-_UNITS_ASKED_CHAIN = re.compile(
-    rf"\b(?:to|into|in|how\s+many|number\s+of)\s+(?:{_UNIT})\b"
-    rf"(?:,?\s+(?:and|or)\s+(?:(?:in|to|how\s+many)\s+)?(?:{_UNIT})\b)*",
-    re.IGNORECASE,
-)
-_UNIT_WORD = re.compile(rf"\b(?:{_UNIT})\b", re.IGNORECASE)
-_UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b,?\s(?:and\s)?", re.IGNORECASE)
-_UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
-
-
-def _quantity(text: str) -> tuple[str, Fraction] | None:
-    """The kind and size (in the kind's smallest unit) of "2 hours and 30 minutes", or None
-    when its parts are of different kinds or not from the largest unit down."""
-    parts = [
-        (_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"]))
-        for m in _QUANTITY_PART.finditer(text)
-    ]
-    kinds = {kind for (kind, _), _ in parts}
-    sizes = [size for (_, size), _ in parts]
-    if len(kinds) != 1 or sizes != sorted(set(sizes), reverse=True):
-        return None
-    return kinds.pop(), sum((size * value for (_, size), value in parts), Fraction(0))
-
-
-def _in_the_unit_asked(text: str, prompt: str) -> str:
-    """`text` with each quantity in two units ("2 hours and 30 minutes") written in the one
-    unit of its kind the question asks for ("2.5 hours" for "Convert 150 minutes to hours."),
-    unless the question holds that very quantity (an echo of it answers nothing). Left as it
-    is when the question asks for no unit of its kind: it is then no single number."""
-    asked: dict[str, set[str]] = {}
-    for match in _UNIT_ASKED.finditer(prompt):
-        unit = match["unit"].lower()
-        asked.setdefault(_UNIT_SIZES[unit][0], set()).add(unit)
-    if not asked:
-        return text
-    in_question = {_quantity(m.group(0)) for m in _COMPOUND_QUANTITY.finditer(prompt)}
-
-    def convert(match: re.Match[str]) -> str:
-        quantity = _quantity(match.group(0))
-        if quantity is None or quantity in in_question:
-            return match.group(0)
-        kind, size = quantity
-        units = asked.get(kind, set())
-        if not units:
-            return match.group(0)
-        # "How many hours and how many minutes ...?": the largest unit asked, as for "to
-        # hours and minutes" (the same quantity in any of them)
-        unit = max(sorted(units), key=lambda name: _UNIT_SIZES[name][1])
-        value = size / _UNIT_SIZES[unit][1]
-        shown = format_number(value) if value == Fraction(format_number(value)) else str(value)
-        return f"{shown} {unit}"
-
-    return _COMPOUND_QUANTITY.sub(convert, text)
-
-
-# One amount given at two rates: "$18 a day, or $126 a week", "25 m/s (90 km/h)". Surface
-# form -> the rate's unit.
-_RATE_UNITS = {
-    **dict.fromkeys(("hour", "hours", "hr", "hrs"), "hour"),
-    **dict.fromkeys(("minute", "minutes", "min", "mins"), "minute"),
-    **dict.fromkeys(("second", "seconds", "sec", "secs"), "second"),
-    **dict.fromkeys(("day", "days"), "day"),
-    **dict.fromkeys(("week", "weeks", "wk"), "week"),
-    **dict.fromkeys(("month", "months"), "month"),
-    **dict.fromkeys(("year", "years", "yr"), "year"),
-}
-_RATE_ADVERBS = {
-    "hourly": "hour",
-    "daily": "day",
-    "weekly": "week",
-    "monthly": "month",
-    "yearly": "year",
-    "annually": "year",
-}
-_RATE_UNIT = "|".join(sorted(_RATE_UNITS, key=len, reverse=True))
-_RATE_ADVERB = "|".join(_RATE_ADVERBS)
-# "a day", "per day", "each day", "/day", "/h", "daily"
-_RATE = (
-    rf"(?:\s+(?:a|an|per|each|every)\s+(?P<{{0}}>{_RATE_UNIT})\b"
-    rf"|\s?/\s?(?P<{{0}}_short>{_RATE_UNIT}|h|s)\b|\s+(?P<{{0}}_adverb>{_RATE_ADVERB})\b)"
-)
-_RATE_AMOUNT = r"(?<![\w.,])-?\$?\d[\d,]*+(?:\.\d+)?(?:\s?[^\W\d]+){0,2}?"
-_TWO_RATES = re.compile(
-    rf"(?P<first>{_RATE_AMOUNT}{_RATE.format('unit')})"
-    r"\s?(?:[,;]\s?)?(?:\(|=|or\b|i\.e\.,?|that\s+is,?|which\s+is|so\b)?\s?"
-    rf"(?P<second>{_RATE_AMOUNT}{_RATE.format('other')})",
-    re.IGNORECASE,
-)
-# a rate in the question: asked ("How much per week?", "in a week", "her hourly wage"), or
-# given with its amount ("She earns $18 a day", "90 kilometers per hour")
-_RATE_IN_QUESTION = re.compile(
-    rf"(?:\s+(?:a|an|per|each|every|in\s+(?:a|an|one))\s+(?P<unit>{_RATE_UNIT})\b"
-    rf"|\s?/\s?(?P<short>{_RATE_UNIT})\b|\s+(?P<adverb>{_RATE_ADVERB})\b)",
-    re.IGNORECASE,
-)
-_AMOUNT_BEFORE = re.compile(r"\d(?:\s?[^\W\d]+){0,2}$")
-
-
-def _rate_unit(match: re.Match[str], name: str) -> str:
-    unit = match[name] or match[f"{name}_short"]
-    if unit is not None:
-        return {"h": "hour", "s": "second"}.get(unit.lower()) or _RATE_UNITS[unit.lower()]
-    return _RATE_ADVERBS[match[f"{name}_adverb"].lower()]
-
-
-def rates_asked(prompt: str) -> set[str]:
-    """The time units of the rates a question asks for ("How much does she earn per week?":
-    week), not those it gives with their amount ("She earns $18 a day")."""
-    asked = set()
-    for match in _RATE_IN_QUESTION.finditer(prompt):
-        if _AMOUNT_BEFORE.search(prompt, max(0, match.start() - 40), match.start()):
-            continue
-        unit = match["unit"] or match["short"]
-        asked.add(_RATE_UNITS[unit.lower()] if unit else _RATE_ADVERBS[match["adverb"].lower()])
-    return asked
-
-
-def _in_the_rate_asked(text: str, prompt: str) -> str:
-    """`text` with one amount given at two rates ("$18 a day, or $126 a week") cut to the
-    rate the question asks for ("$126 a week" for "How much per week?"); left as it is when
-    the question asks for neither or both."""
-    asked = rates_asked(prompt)
-    if not asked:
-        return text
-
-    def cut(match: re.Match[str]) -> str:
-        first, second = _rate_unit(match, "unit"), _rate_unit(match, "other")
-        if first == second or (first in asked) == (second in asked):
-            return match.group(0)
-        return match["first"] if first in asked else match["second"]
-
-    return _TWO_RATES.sub(cut, text)
-
-
-def units_asked(prompt: str) -> set[str]:
-    """Every unit the question asks for ("Convert 2.5 hours to minutes and seconds.")."""
-    return {
-        unit.lower()
-        for chain in _UNITS_ASKED_CHAIN.finditer(prompt)
-        for unit in _UNIT_WORD.findall(chain.group(0))
-    }
-
-
-# "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg"
-_BETWEEN_UNITS = re.compile(
-    r"[*_]*\s?,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is)?\s?[*_]*", re.IGNORECASE
-)
-
-
-def _one_quantity_in_two_units(
-    text: str, pair: list[re.Match[str]], asked: set[str]
-) -> FoundNumber | None:
-    """Two numbers that give one quantity in two units ("150 minutes (9000 seconds)", "150
-    minutes or 9000 seconds"): the one in the unit the question asks for, or the first read
-    in both when it asks for both, or None."""
-    if len(pair) != 2 or not asked:
-        return None
-    unit, other_unit = (_UNIT_AFTER.match(text, number.end()) for number in pair)
-    if unit is None or other_unit is None:
-        return None
-    # "g" and "grams" are one unit: compared by kind and size
-    units = [_UNIT_SIZES[unit["unit"].lower()], _UNIT_SIZES[other_unit["unit"].lower()]]
-    sizes_asked = {_UNIT_SIZES[name] for name in asked}
-    if units[0] == units[1] or not sizes_asked & set(units):
-        return None
-    if not _BETWEEN_UNITS.fullmatch(text, unit.end(), pair[1].start()):
-        return None
-    (kind, size), (other_kind, other_size) = units
-    first, second = found_number(pair[0]), found_number(pair[1])
-    if kind != other_kind or not math.isclose(first.value * size, second.value * other_size):
-        return None
-    if units[0] not in sizes_asked:
-        return second
-    if units[1] not in sizes_asked:
-        return first
-    return first.model_copy(update={"in_other_unit": (second.value, second.decimals)})
-
-
-def _in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
-    """Whether two numbers side by side are one quantity in two units ("2 hours and 30
-    minutes"): the larger unit after the first, a smaller one of its kind after the second."""
-    between = _UNITS_BETWEEN.fullmatch(text, first.end(), second.start())
-    after = _UNIT_AFTER.match(text, second.end())
-    if between is None or after is None:
-        return False
-    (kind, size), (other_kind, other_size) = (
-        _UNIT_SIZES[match["unit"].lower()] for match in (between, after)
-    )
-    return kind == other_kind and size > other_size
 
 
 _LONE_NUMBER_PREFIX = re.compile(r"[\s*_`>#]*")
