@@ -408,6 +408,12 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("30", r"\boxed{3:30}", "time"),
         ("3", r"The roots are \boxed{-2, 3}", "'-2, 3'"),  # a list where one number goes
         ("7", "#### 5, 7", "'5, 7'"),
+        # the two roots of an equation, each with its variable
+        ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
+        ("7", "The solutions are x = 5 and x = 7.", "and"),
+        ("7", "The answer is x = 5 or x = 7.", "or"),
+        ("7", r"\boxed{x = 5 \text{ or } x = 7}", "or"),
+        ("7", r"\boxed{x_1 = 5, x_2 = 7}", "'5, x_2 = 7'"),
     ],
 )
 def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
@@ -427,6 +433,9 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("18", "The answer is 18, 2 more than 16."),
         ("0.25", "The answer is 1/4 or 25%."),  # one value written two ways
         ("0.25", r"\boxed{\frac{1}{4} \text{ or } 25\%}"),
+        ("7", "x = 7 or x = 7.0"),  # one root, twice
+        ("7", "The answer is 3 + 4 = 7."),
+        ("12", "We have x = 5 and y = 7, so x + y = 12."),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

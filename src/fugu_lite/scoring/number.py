@@ -10,11 +10,12 @@ operand of arithmetic, "3 more than 9"), else the last number in the output (bef
 closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g /
 1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams
-because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", a range
-or an undone subtraction "5-7"; "-2, 3" in a box) and times or ratios ("3:30") are
-ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100% sure"), the whole
-another number is out of ("2 left out of 4", "2 of the 4", unless a whole is asked) or one
-inside a copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a
+because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", two
+roots "x = 3 or x = -3", a range or an undone subtraction "5-7"; "-2, 3" in a box) and times
+or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100%
+sure"), the whole another number is out of ("2 left out of 4", "2 of the 4", unless a
+whole is asked) or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?")
+is no answer; a
 quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
 question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
@@ -551,6 +552,11 @@ def _number_after_marker(
             continue  # "Wait, 126 is wrong.": no correction, an earlier answer stands
         if marker["bare"] and not _stands_to_the_end(number, last_said):
             continue  # "Wait, 5 boxes. Each holds 4, so 20.": a step of the working
+        previous = numbers[index - 1] if index > 0 and starts[index - 1] >= marker.end() else None
+        if previous is not None:  # "The answer is x = 5 or x = 7.": the number after the last =
+            hedge = _not_one_number(text, [previous, number], _JOINED)
+            if hedge is not None:
+                return None, f"{hedge} after {marker.group(0).strip()!r}"
         if following is None or following.start() >= end:
             return found_number(number), f"after {marker.group(0).strip()!r}"
         if _OPERATOR.fullmatch(text[number.end() : following.start()]):
@@ -586,8 +592,12 @@ def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -
 # "5-7" (a range, or a subtraction not done: "So we compute 15-3" does not answer 3) at the
 # end of the output or after a marker; also a list "-2, 3" alone in a box or after ####.
 # A negative number is no pair: "x = -3", "from 5 to -3", "5 -3" (a sign, not a joiner).
-_JOINED = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-)[\s$*]*", re.IGNORECASE)
-_IN_A_BOX = re.compile(r"[\s$*]*(?:\b(?:or|and)\b|-|,)[\s$*]*", re.IGNORECASE)
+# The second number may repeat its variable: the two roots "x = 3 or x = -3", "x_1 = 5, x_2 = 7".
+_VARIABLE_AGAIN = r"(?:[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=[\s$*]*)?"
+_JOINED = re.compile(rf"[\s$*]*(?:\b(?:or|and)\b[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE)
+_IN_A_BOX = re.compile(
+    rf"[\s$*]*(?:(?:\b(?:or|and)\b|,)[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE
+)
 
 
 def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[str]) -> str | None:
