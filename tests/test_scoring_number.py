@@ -1083,3 +1083,27 @@ def test_the_whole_a_number_is_out_of_is_not_the_answer(
 ) -> None:
     result = graded(number_task(answer, prompt), output)
     assert result.score == score, result.detail
+
+
+DAYS_TO_READ = "Sam reads 5 pages a day. How many days does he need to read a 20-page book?"
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("It takes 4 days.\n\n(Check: 4 days × 5 pages/day = 20 pages.)", 1.0),
+        ("He needs 4 days.\n\nCheck: 4 days × 5 pages per day = 20 pages, which matches.", 1.0),
+        ("He needs 4 days.\n\nLet me verify: 4 × 5 = 20. ✓", 1.0),
+        ("He needs 20 / 5 = 4 days.\n\n**Verification:** 5 × 4 = 20 ✓", 1.0),
+        ("He needs 4 days. Let's double-check: 5 + 5 + 5 + 5 = 20.", 1.0),
+        ("He needs 3 days.\n\nCheck: 3 × 5 = 15. ✓", 0.0),  # a check not back to the question
+        ("He needs 3 days.\nCheck: 3 × 5 = 20.", 0.0),  # a wrong answer stays wrong
+        ("He needs 3 days.\nCheck: 3 × 5 = 15, but we need 20, so 4 days.", 1.0),
+        ("He needs 4 days.\nCheck: 4 × 5 = 20, but that's only 20. So 5 days.", 0.0),
+    ],
+)
+def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
+    output: str, score: float
+) -> None:
+    result = graded(number_task("4", DAYS_TO_READ), output)
+    assert (result.score, result.error) == (score, None), result.detail

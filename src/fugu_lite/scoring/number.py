@@ -9,8 +9,9 @@ the marker ends its line; not one the marker rules out, "answer is not 41", nor 
 operand of arithmetic, "3 more than 9"), else the last number in the output (before a
 closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g /
 1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
-4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", or a closing reason: "3000 grams
-because 1 kilogram is 1000 grams."). Two numbers as the answer ("5 or 7", "5 and 7", two
+4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
+because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
+days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
 roots "x = 3 or x = -3", a range or an undone subtraction "5-7"; "-2, 3" in a box) and times
 or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100%
 sure"), the whole another number is out of ("2 left out of 4", "2 of the 4", unless a
@@ -168,6 +169,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         working = _reason_at_the_end(text, numbers)
     if working is None:
         working = _setup_at_the_end(text, numbers, question)
+    if working is None:
+        working = _check_at_the_end(text, numbers, question)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
     elif working is not None:  # "She has fourteen apples (12 + 5 - 3)."
@@ -430,6 +433,44 @@ def _setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> i
     if any(numbers_match(found_number(before[-1]), q) for q in asked):
         return None
     return start
+
+
+# A check after the answer: "4 days.\n\nCheck: 4 × 5 = 20 pages ✓", "Let me verify: ...",
+# "**Verification:** ...", "To double-check, ..."
+_CHECK = re.compile(
+    r"\b(?:let(?:\s+me|\s+us|['’]s)\s+(?:double[-\s]?)?(?:check|verify)"
+    r"|to\s+(?:double[-\s]?)?(?:check|verify)"
+    r"|(?:double[-\s]?|sanity\s+)?(?:check(?:ing)?|verif(?:y|ying|ication))[*_]*\s*:)",
+    re.IGNORECASE,
+)
+_RESULT_BEFORE = re.compile(r"[=≈]\s*[*_$]*$")
+# after a check's result, anything but a unit or an approval ("✓", "Correct!", "which
+# matches") may go on to another answer: "= 20, but we need 25, so 5 days."
+_CHECK_GOES_ON = re.compile(
+    r"\d|\b(?:so|thus|therefore|hence|answer|actually|wait|but|however|instead|not|no|wrong|"
+    r"incorrect|mistake|error|oops|only|should|need|needs|less|more|short|off)\b",
+    re.IGNORECASE,
+)
+
+
+def _check_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
+    """Where a closing check of the answer starts ("4 days.\n\nCheck: 4 × 5 = 20 pages."),
+    when it ends on a result that is one of the question's numbers (it works back to what the
+    question gives) and nothing after that result goes on to another answer."""
+    if len(numbers) < 2 or not prompt:
+        return None
+    checks = list(_CHECK.finditer(text, numbers[0].end(), numbers[-1].start()))
+    if not checks:
+        return None
+    last = numbers[-1]
+    if not _RESULT_BEFORE.search(text, checks[-1].end(), last.start()):
+        return None
+    if _CHECK_GOES_ON.search(text, last.end()):
+        return None
+    given = [found_number(number).value for number in find_numbers(prompt)]
+    if not any(numbers_match(found_number(last), value) for value in given):
+        return None
+    return checks[-1].start()
 
 
 # A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
