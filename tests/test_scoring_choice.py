@@ -406,3 +406,25 @@ def test_choice_grader_does_not_read_an_option_only_compared(output: str, score:
     task = Task(id="c", prompt=LARGER, answer="A", grader="choice", task="logic")
     result = graded(task, output)
     assert result.score == score, result.detail
+
+
+CAPITAL = "Which city is the capital of France?\nA) London\nB) Paris\nC) Rome\nD) Madrid"
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("The capital of France is B) Paris.", 1.0),
+        ("Among the options, B) Paris is the capital of France.", 1.0),
+        ("The capital of France is b. paris", 1.0),
+        ("It is not B) Paris.", 0.0),  # ruled out
+        ("Some say B) Paris is wrong.", 0.0),
+        ("The capital of France is A) Paris.", 0.0),  # the text is not its letter's
+    ],
+)
+def test_the_only_option_cited_with_its_letter_and_text_is_the_answer(
+    output: str, score: float
+) -> None:
+    task = Task(id="c", prompt=CAPITAL, answer="B", grader="choice", task="logic")
+    result = graded(task, output)
+    assert (result.score, result.error) == (score, None), result.detail

@@ -7,7 +7,8 @@ alike for an option's text), "..., so the smallest is B." for "Which is the smal
 is not the tallest; B is.", the one option checked ("- [x] B", "B) Bob ✅"), a line holding
 just "B", a last sentence holding just a letter ("Not A, not C. B."), or the text of exactly
 one option (the answer, or its first or last clause when no other option is named: "Yes, all
-wugs are feps."). Two different letters with no answer marker ("A or B", "(A) ... (C)") are
+wugs are feps.", or the only option named when it is cited with its letter: "The capital is
+B) Paris."). Two different letters with no answer marker ("A or B", "(A) ... (C)") are
 ambiguous and score 0.
 """
 
@@ -316,7 +317,24 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
     if named and clauses and options[named[0]] in {normalise(clauses[0]), normalise(clauses[-1])}:
         # "Yes, all wugs are feps.", "..., so all wugs are feps. Yes.": the only option named
         return named[0], f"the first or last clause is option {named[0]}'s text"
+    if len(named) == 1 and _cited_with_its_text(said, named[0], options[named[0]]):
+        # "The capital of France is B) Paris.": the only option named, with its own letter
+        return named[0], f"option {named[0]} is cited with its text"
     return None, "no option letter in the output"
+
+
+_NOT_BEFORE = re.compile(r"\bnot\s+(?:option\s+)?$")
+
+
+def _cited_with_its_text(said: str, letter: str, option: str) -> bool:
+    """Whether `said` (normalised) cites option `letter` as "B) Paris", "(B) Paris" or "B.
+    Paris", not ruled out ("not B) Paris", "B) Paris is wrong")."""
+    cited = rf"(?<![\w'])\(?{letter.lower()}\s*[).:]\s*[*_]*{re.escape(option)}(?!\w)"
+    return any(
+        not _NOT_BEFORE.search(said, max(0, match.start() - 20), match.start())
+        and not REJECTED.match(said[match.end() :].lstrip("*_"))
+        for match in re.finditer(cited, said)
+    )
 
 
 def _clause_at(text: str, start: int) -> str:
