@@ -1107,3 +1107,19 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
 ) -> None:
     result = graded(number_task("4", DAYS_TO_READ), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", r"The number of arrangements is $\boxed{5!}$.", 0.0),  # 120, not 5
+        ("3", r"\boxed{(1+2)!}", 0.0),
+        ("120", r"\boxed{5!}", 0.0),  # the grader does not compute it
+        ("120", r"\boxed{5! = 120}", 1.0),  # its value given counts
+        ("10000", r"\boxed{10,\!000}", 1.0),  # LaTeX spacing, no factorial
+        ("5", "The answer is 5!", 1.0),  # an exclamation outside math
+    ],
+)
+def test_a_factorial_in_a_box_is_not_its_operand(answer: str, output: str, score: float) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

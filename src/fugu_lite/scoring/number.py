@@ -25,9 +25,9 @@ period are ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac
 `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7. A
-symbolic answer ("4π", "2√3", "\\sqrt{2}") is no number: 0. Equal when within 1e-6 relative,
-or when the output rounds the reference at the number of decimals it shows (2 or more), e.g.
-0.33 for 1/3.
+symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
+number: 0. Equal when within 1e-6 relative, or when the output rounds the reference at the
+number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ from .number_values import (
     worded_number,
 )
 
+# a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
+_FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
 _BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
@@ -133,6 +135,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         if SYMBOL_AFTER.search(boxed):
             shown = clip(boxed.strip())
             return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
+        if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5
+            shown = clip(boxed.strip())
+            return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
         boxed = unlatex(boxed)
         numbers = find_numbers(boxed)
         hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
