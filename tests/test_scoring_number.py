@@ -414,6 +414,11 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("7", "The answer is x = 5 or x = 7.", "or"),
         ("7", r"\boxed{x = 5 \text{ or } x = 7}", "or"),
         ("7", r"\boxed{x_1 = 5, x_2 = 7}", "'5, x_2 = 7'"),
+        # "±3" is both roots too
+        ("3", "x = ±3", "'3 or -3'"),
+        ("-3", r"\boxed{\pm 3}", "'3 or -3'"),
+        ("3", "The answer is ±3.", "'3 or -3'"),
+        ("0.5", r"x = +/- 1/2.", "'1/2 or -1/2'"),
     ],
 )
 def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
@@ -436,6 +441,8 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("7", "x = 7 or x = 7.0"),  # one root, twice
         ("7", "The answer is 3 + 4 = 7."),
         ("12", "We have x = 5 and y = 7, so x + y = 12."),
+        ("5", "The answer is 5 ± 0.1 cm."),  # a tolerance, not two answers
+        ("4", "The answer is 4 (±0.5)."),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

@@ -12,7 +12,7 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
 days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
-roots "x = 3 or x = -3", a range or an undone subtraction "5-7"; "-2, 3" in a box) and times
+roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box) and times
 or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100%
 sure"), the whole another number is out of ("2 left out of 4", "2 of the 4", unless a
 whole is asked) or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?")
@@ -72,6 +72,11 @@ from .number_values import (
     worded_number,
 )
 
+# "±3" (no number before it: "5 ± 0.1" is a tolerance) is two answers, "3 or -3"
+_PLUS_OR_MINUS = re.compile(
+    r"(?<![\d)}\].])(?<![\d)}\].]\s)(?:±|\\pm(?![a-zA-Z])|\+/-)\s?"
+    r"(?P<number>\d+(?:\.\d+)?(?:/\d+)?)(?![\d,/]|\.\d)"
+)
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
 _BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
@@ -130,6 +135,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     question ("3 when 15 is divided by 4") from the answer."""
     question = normalise_number_text(prompt)
     text = in_the_rate_asked(in_the_unit_asked(normalise_number_text(output), question), question)
+    text = _PLUS_OR_MINUS.sub(r"\g<number> or -\g<number>", text)
     boxed = last_boxed(text)
     if boxed is not None:
         if SYMBOL_AFTER.search(boxed):
