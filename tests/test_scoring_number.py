@@ -1130,3 +1130,20 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
 def test_a_factorial_in_a_box_is_not_its_operand(answer: str, output: str, score: float) -> None:
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "The rod is 5 cm ± 0.1 cm.", 1.0),
+        ("5", "5 +/- 0.5", 1.0),
+        ("5", r"\boxed{5 \pm 0.1}", 1.0),
+        ("0.1", "The rod is 5 cm ± 0.1 cm.", 0.0),  # the tolerance is no answer
+        ("4", "5 +/- 0.5", 0.0),
+    ],
+)
+def test_a_measurement_is_read_without_its_tolerance(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer, "How long is the rod?"), output)
+    assert (result.score, result.error) == (score, None), result.detail

@@ -12,11 +12,11 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
 days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
-roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box) and times
-or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence ("not 100%
-sure"), the whole another number is out of ("2 left out of 4", "2 of the 4", unless a
-whole is asked) or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?")
-is no answer; a
+roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box)
+and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence
+("not 100% sure"), a tolerance ("5 ± 0.1"), the whole another number is out of ("2 left out
+of 4", "2 of the 4", unless a whole is asked) or one inside a copy of a sentence of the
+question ("What is 9 * 11 + 27?") is no answer; a
 quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
 question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
@@ -72,11 +72,22 @@ from .number_values import (
     worded_number,
 )
 
-# "±3" (no number before it: "5 ± 0.1" is a tolerance) is two answers, "3 or -3"
-_PLUS_OR_MINUS = re.compile(
-    r"(?<![\d)}\].])(?<![\d)}\].]\s)(?:±|\\pm(?![a-zA-Z])|\+/-)\s?"
-    r"(?P<number>\d+(?:\.\d+)?(?:/\d+)?)(?![\d,/]|\.\d)"
-)
+# "±3" (no number before it: "5 ± 0.1", "5 cm ± 0.1 cm" is a tolerance) is two answers,
+# "3 or -3"
+_LATEX_PLUS_OR_MINUS = re.compile(r"\\pm(?![a-zA-Z])")
+_PLUS_OR_MINUS = re.compile(r"(?:±|\+/-)[^\S\n]?(?P<number>\d+(?:\.\d+)?(?:/\d+)?)(?![\d,/]|\.\d)")
+# the tolerance of a measurement: "5 ± 0.1", "5 cm +/- 0.1 cm"
+_TOLERANCE_BEFORE = re.compile(r"\d[^\S\n]?(?:[^\W\d_]+[^\S\n]?)?(?:±|\+/-)[^\S\n]?$")
+
+
+def _both_signs(match: re.Match[str]) -> str:
+    """Write "±3" as "3 or -3", unless it is a tolerance ("5 ± 0.1")."""
+    start = max(0, match.start() - 20)
+    if _TOLERANCE_BEFORE.search(match.string, start, match.start("number")):
+        return match.group(0)
+    return f"{match['number']} or -{match['number']}"
+
+
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
 _BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
@@ -135,7 +146,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     question ("3 when 15 is divided by 4") from the answer."""
     question = normalise_number_text(prompt)
     text = in_the_rate_asked(in_the_unit_asked(normalise_number_text(output), question), question)
-    text = _PLUS_OR_MINUS.sub(r"\g<number> or -\g<number>", text)
+    text = _PLUS_OR_MINUS.sub(_both_signs, _LATEX_PLUS_OR_MINUS.sub("±", text))
     boxed = last_boxed(text)
     if boxed is not None:
         if SYMBOL_AFTER.search(boxed):
@@ -145,7 +156,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
             shown = clip(boxed.strip())
             return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
         boxed = unlatex(boxed)
-        numbers = find_numbers(boxed)
+        numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
         hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
         if hedge is not None:
             return None, f"{hedge} in \\boxed{{}}"
@@ -497,7 +508,13 @@ def _is_aside(number: re.Match[str]) -> bool:
         _is_ruled_out(number)
         or _CONFIDENCE_BEFORE.search(text[max(0, start - 20) : start])
         or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
+        or _is_a_tolerance(number)
     )
+
+
+def _is_a_tolerance(number: re.Match[str]) -> bool:
+    start = number.start()
+    return _TOLERANCE_BEFORE.search(number.string, max(0, start - 20), start) is not None
 
 
 # The whole a number is a part of, "14 apples left out of 17", "2 out of the 4", "2 of the 4"
