@@ -60,6 +60,13 @@ def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
     assert graded(code_task(), f"{tag}\n{ADD}").score == 1.0
 
 
+@pytest.mark.parametrize("tag", ["python", "Python3", "py"])
+def test_a_language_line_inside_an_untagged_fence_is_not_code(tag: str) -> None:
+    # "```\npython\n...": the tag written on the line below the fence
+    assert graded(code_task(), f"Here:\n```\n{tag}\n{ADD}```\nDone.").score == 1.0
+    assert graded(code_task(), f"```\n{tag}\r\n{ADD}```").score == 1.0
+
+
 def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"

@@ -27,11 +27,7 @@ def extract_code(output: str) -> str | None:
     that define a function or class), else untagged blocks, else the raw code."""
     if not output.strip():
         return None
-    # A fence inside a list item is indented as a whole; the code itself is not.
-    blocks = [
-        (m.group("language").lower(), textwrap.dedent(m.group("code")))
-        for m in FENCE.finditer(output)
-    ]
+    blocks = [_block(m.group("language"), m.group("code")) for m in FENCE.finditer(output)]
     if blocks:
         candidates = [code for language, code in blocks if language in _PYTHON_TAGS]
         if not candidates:
@@ -62,6 +58,15 @@ def extract_code(output: str) -> str | None:
         # every run that holds the faulty line fails too: one parse per error, not per line
         end = min(end, error_line) - 1
     return output
+
+
+def _block(language: str, code: str) -> tuple[str, str]:
+    """A fenced block's language and code. A fence inside a list item is indented as a whole;
+    the code itself is not. An untagged block may give its tag on its first line
+    ("```\npython\ndef add(...)"): the name `python` would raise NameError before any test."""
+    if not language and _LANGUAGE_LINE.match(code):
+        language, code = "python", _LANGUAGE_LINE.sub("", code, count=1)
+    return language.lower(), textwrap.dedent(code)
 
 
 def _indented_block_end(lines: list[str]) -> int:
