@@ -385,6 +385,18 @@ def test_exiting_early_is_the_models_fault() -> None:
     assert "crashed" in hard_exit.detail
 
 
+def test_a_function_under_another_name_says_what_the_code_defines() -> None:
+    result = graded(code_task(), "import math\ndef plus(a, b):\n    return a + b\n")
+    assert result.score == 0.0
+    assert "name 'add' is not defined" in result.detail
+    assert "the code defines plus(), not add()" in result.detail
+    nothing = graded(code_task(), "x = 1\n")
+    assert "the code defines no function" in nothing.detail
+    typo = graded(code_task(), "def add(a, b):\n    return a + c\n")  # the code's own
+    assert "name 'c' is not defined" in typo.detail
+    assert "the code defines" not in typo.detail
+
+
 def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
     broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
     result = graded(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)

@@ -325,7 +325,28 @@ def short_error(error):
             " (the code reads standard input, which is empty when graded: the tests call"
             " its functions, so input belongs under `if __name__ == \"__main__\":`)"
         )
+    if isinstance(error, NameError) and raised_in_tests(error):
+        text += " (" + defined_functions_hint(error.name) + ")"
     return text
+
+
+def raised_in_tests(error):
+    """Whether the tests' own line raised `error` (a NameError in the code is its own typo)."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_filename == "tests.py"
+
+
+def defined_functions_hint(missing):
+    """The code's own functions, for tests that call one it does not define (another name)."""
+    names = sorted(
+        name for name, value in namespace.items()
+        if callable(value) and getattr(value, "__module__", None) == "solution"
+    )
+    if not names:
+        return f"the code defines no function; the tests call {missing}()"
+    return f"the code defines {', '.join(name + '()' for name in names)}, not {missing}()"
 
 
 def exit_with_parent(parent):
