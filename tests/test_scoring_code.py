@@ -397,6 +397,15 @@ def test_a_function_under_another_name_says_what_the_code_defines() -> None:
     assert "the code defines" not in typo.detail
 
 
+def test_a_lone_surrogate_in_the_answer_is_graded_not_a_grading_failure() -> None:
+    # a JSON reply may hold "\ud83d" (half an emoji), which UTF-8 cannot encode
+    commented = graded(code_task(), ADD.replace("a + b", "a + b  # \ud83d"))
+    assert (commented.score, commented.error) == (1.0, None)
+    in_text = "def add(a, b):\n    assert len('\ud83d') == 1\n    return a + b\n"
+    assert graded(code_task(), in_text).score == 1.0
+    assert graded(code_task(), "def add(a, b):\n    return a \ud83d b\n").score == 0.0
+
+
 def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
     broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
     result = graded(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)

@@ -97,8 +97,11 @@ async def run_python_tests(
 async def _run_in(folder: Path, code: str, tests: str, limits: SandboxLimits) -> SandboxResult:
     workdir = folder / "work"
     workdir.mkdir()
-    (folder / "solution.py").write_text(code, encoding="utf-8")
-    (folder / "tests.py").write_text(tests, encoding="utf-8")
+    # A reply decoded from JSON may hold a lone surrogate ("\ud83d", half an emoji) that
+    # UTF-8 cannot encode: written as its escape, it is the same character in a string
+    # literal, nothing in a comment, and a syntax error (the code's) anywhere else.
+    (folder / "solution.py").write_text(code, encoding="utf-8", errors="backslashreplace")
+    (folder / "tests.py").write_text(tests, encoding="utf-8", errors="backslashreplace")
     (folder / "harness.py").write_text(HARNESS, encoding="utf-8")
     python = limits.python or sys.executable
     isolation = _isolation(limits, python)
