@@ -46,6 +46,23 @@ def test_generator_refuses_impossible_requests() -> None:
     assert generate_tasks(0) == []
 
 
+def test_chosen_families_give_the_same_tasks_as_in_the_full_set() -> None:
+    chosen = generate_tasks(5, seed=2, families=["code", "arithmetic"])
+    assert Counter(task.task for task in chosen) == {"arithmetic": 5, "code": 5}
+    full = generate_tasks(5, seed=2)
+    assert chosen == [task for task in full if task.task in ("arithmetic", "code")]
+
+
+def test_an_unknown_family_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(
+        ValueError, match="unknown task family 'lists'; did you mean 'list'"
+    ) as info:
+        generate_tasks(2, families=["code", "lists"])
+    assert ", ".join(FAMILIES) in str(info.value)
+    with pytest.raises(ValueError, match="no task family"):
+        generate_tasks(2, families=[])
+
+
 def reference_output(task: Task) -> str:
     """A realistic reply holding the task's reference answer."""
     answer = task.answer or ""

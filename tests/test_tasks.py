@@ -264,6 +264,18 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert "wrote 24 tasks" in made.output
     assert read_tasks(path) == generate_tasks(4, seed=0)
     assert runner.invoke(app, ["tasks", "check", str(path)]).exit_code == 0
+    code_only = tmp_path / "code.jsonl"
+    made = runner.invoke(
+        app, ["tasks", "generate", "-o", str(code_only), "--per-family", "3", "--family", "code"]
+    )
+    assert made.exit_code == 0, made.output
+    assert read_tasks(code_only) == generate_tasks(3, families=["code"])
+    unknown = runner.invoke(
+        app, ["tasks", "generate", "-o", str(tmp_path / "x.jsonl"), "--family", "maths"]
+    )
+    assert unknown.exit_code == 2
+    assert "unknown task family 'maths'" in " ".join(unknown.output.split())
+    assert not (tmp_path / "x.jsonl").exists()
     bad = write_lines(tmp_path / "bad.jsonl", [{**GOOD, "grader": "nubmer"}])
     checked = runner.invoke(app, ["tasks", "check", str(bad)])
     assert checked.exit_code == 2

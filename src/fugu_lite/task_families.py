@@ -10,9 +10,10 @@ their ids, family, difficulty and split. The task format itself lives in `tasks`
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from .datasets.split import standard_split
@@ -39,13 +40,19 @@ Draft = dict[str, object]
 """A generated task's fields before it gets its id and family."""
 
 
-def generate_tasks(n_per_family: int = 10, seed: int = 0) -> list[Task]:
-    """`n_per_family` tasks of each family, the same for the same seed, unique prompts."""
+def generate_tasks(
+    n_per_family: int = 10, seed: int = 0, families: Sequence[str] | None = None
+) -> list[Task]:
+    """`n_per_family` tasks of each family (of `families`, default all), the same for the
+    same seed, unique prompts. A family's tasks do not depend on which others are asked for."""
     if n_per_family < 0:
         raise ValueError(f"n_per_family must be >= 0, got {n_per_family}")
+    chosen = check_families(families)
     tasks: list[Task] = []
     seen: set[str] = set()
     for family, makers in FAMILIES.items():
+        if family not in chosen:
+            continue
         rng = random.Random(f"fugu-lite-tasks:{seed}:{family}")
         made = 0
         attempts = 0
@@ -74,6 +81,22 @@ def generate_tasks(n_per_family: int = 10, seed: int = 0) -> list[Task]:
             )
             made += 1
     return tasks
+
+
+def check_families(families: Sequence[str] | None) -> set[str]:
+    """The families asked for (all when None); an unknown name raises ValueError naming it,
+    the nearest family and all of them."""
+    if families is None:
+        return set(FAMILIES)
+    known = ", ".join(FAMILIES)
+    if not families:
+        raise ValueError(f"no task family asked for; choose among {known}")
+    for family in families:
+        if family not in FAMILIES:
+            close = difflib.get_close_matches(family, FAMILIES, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown task family {family!r}; {hint}known families: {known}")
+    return set(families)
 
 
 def _number(prompt: str, value: float | Fraction | int) -> Draft:

@@ -28,16 +28,27 @@ def tasks_generate(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
     per_family: Annotated[int, typer.Option(help="Tasks per family.", min=1)] = 10,
     seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
+    family: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only this family (repeat for several): arithmetic, unit_conversion, string, "
+            "list, logic, code. Default: all."
+        ),
+    ] = None,
     force: ForceOption = False,
 ) -> None:
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
-    from ..task_families import generate_tasks
+    from ..task_families import check_families, generate_tasks
     from ..tasks import write_tasks
 
+    try:
+        check_families(family)
+    except ValueError as error:
+        fail(str(error))
     check_file_to_write(output, force, "tasks.jsonl")
     with writing_file(output):
         try:
-            tasks = generate_tasks(per_family, seed)
+            tasks = generate_tasks(per_family, seed, family)
             written = write_tasks(output, tasks)
         except ValueError as error:
             fail(str(error))
