@@ -44,6 +44,13 @@ def test_generator_refuses_impossible_requests() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         generate_tasks(-1)
     assert generate_tasks(0) == []
+    with pytest.raises(ValueError, match=r"made (\d+) before its prompts kept repeating") as info:
+        generate_tasks(3000, families=["unit_conversion"])
+    found = re.search(r"made (\d+)", str(info.value))
+    assert found is not None
+    made = int(found.group(1))
+    assert 0 < made < 3000
+    assert len(generate_tasks(made // 2, families=["unit_conversion"])) == made // 2
 
 
 def test_chosen_families_give_the_same_tasks_as_in_the_full_set() -> None:

@@ -60,8 +60,8 @@ def generate_tasks(
             attempts += 1
             if attempts > 200 + 50 * n_per_family:
                 raise ValueError(
-                    f"could not make {n_per_family} different {family} tasks; "
-                    "ask for fewer per family"
+                    f"could not make {n_per_family} different {family} tasks: it made {made} "
+                    "before its prompts kept repeating; ask for fewer per family"
                 )
             difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
             draft = rng.choice(makers[difficulty])(rng)
