@@ -67,6 +67,15 @@ def test_a_language_line_inside_an_untagged_fence_is_not_code(tag: str) -> None:
     assert graded(code_task(), f"```\n{tag}\r\n{ADD}```").score == 1.0
 
 
+@pytest.mark.parametrize("opening", ["```python def add(a, b):", "```def add(a, b):"])
+def test_code_written_on_the_fence_line_is_kept(opening: str) -> None:
+    output = f"Here:\n{opening}\n    return a + b\n```\nDone."
+    assert extract_code(output) == "def add(a, b):\n    return a + b\n"
+    assert graded(code_task(), output).score == 1.0
+    titled = '```python title="add.py"\ndef add(a, b):\n    return a + b\n```'  # an info string
+    assert extract_code(titled) == ADD
+
+
 def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"

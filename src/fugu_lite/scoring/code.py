@@ -16,7 +16,9 @@ from .common import Grade, cannot_grade, wrong
 
 # The info string holds no backtick (as in CommonMark): "`" * 100_000 is no fence, and
 # rejecting it takes linear time.
-FENCE = re.compile(r"```[ \t]*(?P<language>[\w+#.-]*)[^\n`]*\n(?P<code>.*?)(?:```|\Z)", re.DOTALL)
+FENCE = re.compile(
+    r"```[ \t]*(?P<language>[\w+#.-]*)(?P<info>[^\n`]*)\n(?P<code>.*?)(?:```|\Z)", re.DOTALL
+)
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
 _CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
@@ -27,7 +29,10 @@ def extract_code(output: str) -> str | None:
     that define a function or class), else untagged blocks, else the raw code."""
     if not output.strip():
         return None
-    blocks = [_block(m.group("language"), m.group("code")) for m in FENCE.finditer(output)]
+    blocks = [
+        _block(m.group("language"), m.group("info"), m.group("code"))
+        for m in FENCE.finditer(output)
+    ]
     if blocks:
         candidates = [code for language, code in blocks if language in _PYTHON_TAGS]
         if not candidates:
@@ -60,10 +65,16 @@ def extract_code(output: str) -> str | None:
     return output
 
 
-def _block(language: str, code: str) -> tuple[str, str]:
+def _block(language: str, info: str, code: str) -> tuple[str, str]:
     """A fenced block's language and code. A fence inside a list item is indented as a whole;
     the code itself is not. An untagged block may give its tag on its first line
-    ("```\npython\ndef add(...)"): the name `python` would raise NameError before any test."""
+    ("```\npython\ndef add(...)"): the name `python` would raise NameError before any test.
+    Code may start on the fence line ("```python def add(a, b):", "```def add(a, b):"),
+    where CommonMark reads an info string."""
+    if _CODE_START.match(f"{language}{info}".strip()):
+        language, code = "", f"{language}{info}".strip() + "\n" + code
+    elif _CODE_START.match(info.strip()):
+        code = info.strip() + "\n" + code
     if not language and _LANGUAGE_LINE.match(code):
         language, code = "python", _LANGUAGE_LINE.sub("", code, count=1)
     return language.lower(), textwrap.dedent(code)
