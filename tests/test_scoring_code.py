@@ -159,6 +159,18 @@ def test_infinite_loop_times_out_with_score_zero() -> None:
     assert time.perf_counter() - started < FAST.timeout_s + 3
 
 
+def test_a_timeout_or_crash_says_where_the_code_was() -> None:
+    looping = "def add(a, b):\n    while a == -1:\n        pass\n    return a + b\n"
+    detail = graded(code_task(), looping).detail
+    assert "in the test line 4: assert add(-1, 1) == 0 (1 test passed before it)" in detail
+    at_load = graded(code_task(), "while True:\n    pass\n").detail
+    assert "still running after 1.5 s while running the code, before any test" in at_load
+    exiting = "import os\ndef add(a, b):\n    return a + b\ndef plus(a, b):\n    os._exit(3)\n"
+    tests = "assert add(1, 2) == 3\ndef test_plus():\n    assert plus(1, 2) == 3\n"
+    crashed = graded(code_task(tests), exiting).detail
+    assert "before the tests finished, in the test test_plus (1 test passed before it)" in crashed
+
+
 def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
     code = (
         "import os, sys\nprint('x' * 20_000_000)\nsys.stderr.write('e' * 5_000_000)\n"

@@ -194,13 +194,25 @@ def _verdict(
         detail = f"the sandbox failed before running the code (exit {returncode}): "
         return "internal_error", detail + (stderr[-1500:].strip() or "no output")
     if timed_out:
-        return "timeout", f"still running after {limits.timeout_s:g} s"
+        return "timeout", f"still running after {limits.timeout_s:g} s {_where(events)}"
     load_error = next((e for e in events if e.get("event") == "load_error"), None)
     if load_error is not None:
         return "load_error", str(load_error["error"])
     if "done" not in kinds:
-        return "crashed", _describe_exit(returncode)
+        return "crashed", f"{_describe_exit(returncode)}, {_where(events)}"
     return "ok", tally
+
+
+def _where(events: list[dict]) -> str:
+    """Where a run that did not finish was: loading the code, or in which test (the harness
+    announces each test and set-up statement before running it)."""
+    steps = [event for event in events if event.get("event") in ("start", "test")]
+    if not steps:
+        return "while running the code, before any test"
+    if steps[-1]["event"] != "start":
+        return "after the tests"
+    passed = sum(bool(event.get("passed")) for event in steps if event["event"] == "test")
+    return f"in {steps[-1].get('where')} ({passed} test{'s' * (passed != 1)} passed before it)"
 
 
 def _describe_exit(returncode: int | None) -> str:
@@ -297,8 +309,9 @@ async def _slot(limits: SandboxLimits):
 
 
 # The harness runs inside the sandbox, standard library only. It reports through
-# results.jsonl: "ready" (limits set, about to run the code), one "test" per test,
-# "load_error" when the code itself does not run, and "done".
+# results.jsonl: "ready" (limits set, about to run the code), "start" before each test or
+# set-up statement (where a run that never ends was), one "test" per test, "load_error"
+# when the code itself does not run, and "done".
 HARNESS = r'''
 import ast, io, json, os, resource, signal, sys, threading, time, traceback
 
@@ -499,6 +512,7 @@ except BaseException as error:  # the model's code failed: every test fails
 
 
 def run(name, action):
+    emit(event="start", where=f"the test {name}")
     try:
         action()
     except BaseException as error:
@@ -513,6 +527,7 @@ for node in tests_tree.body:
         source = ast.get_source_segment(tests_code, node) or ""
         run(f"line {node.lineno}: {source[:120]}", lambda code=code: exec(code, namespace))
     else:
+        emit(event="start", where=f"the tests' set-up line {node.lineno}")
         try:
             exec(code, namespace)
         except BaseException as error:
