@@ -427,6 +427,15 @@ def test_a_lone_surrogate_in_the_answer_is_graded_not_a_grading_failure() -> Non
     assert graded(code_task(), "def add(a, b):\n    return a \ud83d b\n").score == 0.0
 
 
+@pytest.mark.parametrize("module", ["numpy", "no_such_module_xyz"])
+def test_importing_a_package_says_the_sandbox_has_the_standard_library_only(module: str) -> None:
+    result = graded(code_task(), f"import {module}\n{ADD}")
+    assert result.score == 0.0
+    assert f"No module named '{module}'" in result.detail
+    assert "the sandbox runs the standard library only" in result.detail
+    assert graded(code_task(), f"import json, collections.abc\n{ADD}").score == 1.0
+
+
 def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
     broken = FAST.model_copy(update={"python": "/nonexistent/python3"})
     result = graded(code_task(), "def add(a, b):\n    return a + b", sandbox=broken)

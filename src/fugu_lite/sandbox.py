@@ -341,6 +341,11 @@ def short_error(error):
             " (the code reads standard input, which is empty when graded: the tests call"
             " its functions, so input belongs under `if __name__ == \"__main__\":`)"
         )
+    if isinstance(error, ModuleNotFoundError):  # python -I -S: no site-packages
+        text += (
+            " (the sandbox runs the standard library only: installed packages such as"
+            " numpy are not importable there)"
+        )
     if isinstance(error, NameError) and raised_in_tests(error):
         text += " (" + defined_functions_hint(error.name) + ")"
     return text
