@@ -85,6 +85,19 @@ def test_code_grader_takes_raw_code_after_prose() -> None:
 @pytest.mark.parametrize(
     "output",
     [
+        "Here is the code: def add(a, b):\n    return a + b\nHope it helps.",
+        "Answer: def add(a, b): return a + b",
+        "Sure!\n\n1. def add(a, b):\n    return a + b",
+    ],
+)
+def test_code_grader_takes_a_function_that_starts_after_prose_on_its_line(output: str) -> None:
+    assert extract_code(output) in (ADD.strip(), "def add(a, b): return a + b")
+    assert graded(code_task(), output).score == 1.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
         "    def add(a, b):\n        return a + b\n",
         "Here you go:\n\n    def add(a, b):\n        return a + b\n\nThat is all.",
         "Here you go:\n\n\tdef add(a, b):\n\t\treturn a + b",

@@ -22,6 +22,8 @@ FENCE = re.compile(
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
 _CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
+_INLINE_DEF = re.compile(r"\b(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*[(:]")
+"""A definition after prose on its line: "Here is the code: def add(a, b):"."""
 
 
 def extract_code(output: str) -> str | None:
@@ -49,10 +51,11 @@ def extract_code(output: str) -> str | None:
     output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
     if _parses(output):
         return output
-    start = _CODE_START.search(output)
-    if start is None:
+    matches = (_CODE_START.search(output), _INLINE_DEF.search(output))
+    starts = [match.start() for match in matches if match is not None]
+    if not starts:
         return output
-    lines = output[start.start() :].splitlines()
+    lines = output[min(starts) :].splitlines()
     end = _indented_block_end(lines)
     while end > 0:  # the longest run of lines from there that parses (prose may follow)
         # dedented: a markdown code block is indented as a whole ("    def add(...)")
