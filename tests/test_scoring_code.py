@@ -196,6 +196,24 @@ def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
     assert result.stdout.startswith("xxxx")
 
 
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "sys.stdout.reconfigure(encoding='utf-8')",
+        "sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8', write_through=True)",
+        "sys.stdout.buffer.write('hé\\n'.encode())",
+        "assert sys.stdout.encoding.lower() == 'utf-8'",
+    ],
+)
+def test_code_may_use_the_standard_output_as_a_real_stream(setup: str) -> None:
+    # the usual idioms for UTF-8 or fast output; each used to fail the whole answer
+    result = asyncio.run(
+        run_python_tests(f"import io, sys\n{setup}\nprint('hé')\n{ADD}", ADD_TESTS, FAST)
+    )
+    assert (result.status, result.passed) == ("ok", 4), result.detail
+    assert result.stdout.endswith("hé\n")
+
+
 def test_endless_printing_times_out() -> None:
     result = graded(code_task(), "def add(a, b):\n    while True:\n        print('spam' * 100)\n")
     assert result.score == 0.0

@@ -401,32 +401,41 @@ limit("RLIMIT_NPROC", settings["max_processes"])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-class CappedWriter(io.TextIOBase):
-    """Writes through until the cap, then drops the rest silently."""
+class CappedBytes(io.RawIOBase):
+    """Writes to a file descriptor until the cap (in bytes), then drops the rest silently."""
 
-    def __init__(self, stream, cap):
-        self.stream, self.left = stream, cap
+    def __init__(self, fd, cap):
+        self.fd, self.left = fd, cap
 
     def writable(self):
         return True
 
-    def write(self, text):
-        if self.left > 0:
-            part = text[: self.left]
-            self.left -= len(part)
-            try:
-                self.stream.write(part)
-                self.stream.flush()
-            except (OSError, ValueError):
-                self.left = 0
-        return len(text)
+    def fileno(self):
+        return self.fd
 
-    def flush(self):
-        pass
+    def write(self, data):
+        part = bytes(data[: max(self.left, 0)])
+        self.left -= len(part)
+        try:
+            while part:
+                part = part[os.write(self.fd, part):]
+        except OSError:
+            self.left = 0
+        return len(data)
 
 
-sys.stdout = CappedWriter(sys.__stdout__, settings["output_bytes"])
-sys.stderr = CappedWriter(sys.__stderr__, settings["output_bytes"])
+def capped_stream(fd, cap):
+    """A text stream like sys.stdout (with .buffer, .encoding, .reconfigure), capped, and
+    written through at once: a killed run keeps what it printed."""
+    return io.TextIOWrapper(
+        CappedBytes(fd, cap), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+
+
+# kept referenced, as sys.__stdout__ keeps Python's: a wrapper the code builds on
+# sys.stdout.buffer must not see it closed when the code replaces sys.stdout
+capped_streams = tuple(capped_stream(fd, settings["output_bytes"]) for fd in (1, 2))
+sys.stdout, sys.stderr = capped_streams
 
 BLOCKED = {
     "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
