@@ -447,6 +447,9 @@ def test_a_function_under_another_name_says_what_the_code_defines() -> None:
     typo = graded(code_task(), "def add(a, b):\n    return a + c\n")  # the code's own
     assert "name 'c' is not defined" in typo.detail
     assert "the code defines" not in typo.detail
+    raised = graded(code_task("def test_x():\n    raise NameError('no such thing')\n"), ADD)
+    assert "NameError: no such thing" in raised.detail  # not a missing name: no hint
+    assert "the code defines" not in raised.detail
 
 
 def test_a_lone_surrogate_in_the_answer_is_graded_not_a_grading_failure() -> None:

@@ -346,7 +346,7 @@ def short_error(error):
             " (the sandbox runs the standard library only: installed packages such as"
             " numpy are not importable there)"
         )
-    if isinstance(error, NameError) and raised_in_tests(error):
+    if isinstance(error, NameError) and getattr(error, "name", None) and raised_in_tests(error):
         text += " (" + defined_functions_hint(error.name) + ")"
     return text
 
