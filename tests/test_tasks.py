@@ -92,6 +92,11 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
         ({**GOOD, "grader": "code", "tests": "assert f(1) ==\n"}, "not valid Python (line 1"),
         ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
+        (  # a pytest fixture: the sandbox calls test functions with no argument
+            {**GOOD, "grader": "code", "tests": "def test_f(tmp_path):\n    assert f(1)\n"},
+            "test function test_f takes tmp_path, but the code grader calls each test "
+            "function with no argument",
+        ),
         ({**GOOD, "grader": "nubmer"}, "unknown grader 'nubmer'; did you mean 'number'?"),
         ({**GOOD, "grader": "llm"}, "known graders: number, choice, exact, regex, code, judge"),
         ({**GOOD, "anwser": "5"}, "unknown field 'anwser' (did you mean 'answer'?): known fields"),
@@ -109,6 +114,17 @@ def test_bad_task_lines_name_file_line_and_fix(tmp_path: Path, row: dict, expect
     message = read_error(tmp_path, [{**GOOD, "id": "ok"}, row])
     assert "tasks.jsonl, line 2:" in message
     assert expected in message
+
+
+def test_test_functions_with_defaults_or_star_arguments_are_accepted() -> None:
+    tests = "def test_f(x=2, *args, y=3, **kw):\n    assert f(x) == y\n"
+    assert Task.model_validate({**GOOD, "grader": "code", "tests": tests}).tests == tests
+    for tests, needed in [
+        ("def test_g(a, b=1, *, c=2):\n    pass\n", "test_g takes a, but"),
+        ("def test_h(a, /, *, b):\n    pass\n", "test_h takes a, b, but"),
+    ]:
+        with pytest.raises(ValueError, match=needed):
+            Task.model_validate({**GOOD, "grader": "code", "tests": tests})
 
 
 def test_several_unknown_fields_are_named_in_one_sentence(tmp_path: Path) -> None:

@@ -231,7 +231,27 @@ def _tests_problems(tests: str | None) -> list[str]:
         return [f"'tests' is not valid Python (line {error.lineno}: {error.msg}); fix the code"]
     if count_tests(tree) == 0:
         return ["'tests' holds no test: add top-level assert statements or test_* functions"]
-    return []
+    return [
+        f"test function {node.name} takes {', '.join(needed)}, but the code grader calls each "
+        "test function with no argument (no pytest fixtures); give the parameters defaults or "
+        "build the values inside the function"
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+        for needed in [_required_parameters(node.args)]
+        if needed
+    ]
+
+
+def _required_parameters(arguments: ast.arguments) -> list[str]:
+    """The parameters a call with no argument leaves without a value."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    without_default = positional[: len(positional) - len(arguments.defaults)]
+    keyword_only = [
+        argument
+        for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if default is None
+    ]
+    return [argument.arg for argument in [*without_default, *keyword_only]]
 
 
 def count_tests(tree: ast.Module) -> int:
