@@ -60,6 +60,18 @@ def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
     assert graded(code_task(), f"{tag}\n{ADD}").score == 1.0
 
 
+def test_the_models_own_pytest_block_is_left_out() -> None:
+    # pytest is not importable in the sandbox: the block failed the whole answer
+    tests = "```python\nimport pytest\n\n@pytest.fixture\ndef pair():\n    return 1, 2\n\n"
+    tests += "def test_add(pair):\n    assert add(*pair) == 3\n```"
+    output = f"Solution:\n```python\n{ADD}```\nTests:\n{tests}"
+    assert extract_code(output) == ADD
+    assert graded(code_task(), output).score == 1.0
+    alone = graded(code_task(), tests)  # nothing else to run: still graded, still 0
+    assert alone.score == 0.0
+    assert "No module named 'pytest'" in alone.detail
+
+
 @pytest.mark.parametrize("tag", ["python", "Python3", "py"])
 def test_a_language_line_inside_an_untagged_fence_is_not_code(tag: str) -> None:
     # "```\npython\n...": the tag written on the line below the fence

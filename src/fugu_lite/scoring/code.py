@@ -47,6 +47,9 @@ def extract_code(output: str) -> str | None:
             ]
         if candidates:
             parsing = [code for code in candidates if _parses(code)]
+            # the model's own pytest tests cannot run in the sandbox (standard library only)
+            solution = [code for code in parsing if not _imports_pytest(code)]
+            parsing = solution or parsing
             return "\n\n".join(parsing) if parsing else candidates[-1]
     output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
     if _parses(output):
@@ -105,6 +108,18 @@ def _defines(code: str) -> bool:
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         for node in tree.body
     )
+
+
+def _imports_pytest(code: str) -> bool:
+    """Whether `code` (which parses) imports pytest at its top level: the model's tests."""
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Import) and any(
+            alias.name.split(".")[0] == "pytest" for alias in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pytest":
+            return True
+    return False
 
 
 def _parses(code: str) -> bool:
