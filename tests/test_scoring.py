@@ -20,3 +20,44 @@ def test_a_grader_that_cannot_run_records_an_error() -> None:
     bad_output = asyncio.run(grade(number_task("4"), None))
     assert bad_output.score is None
     assert "expected the worker's output as text" in (bad_output.error or "")
+
+
+def choice_task() -> Task:
+    return Task(
+        id="c", prompt="Who is tallest?\nA) Ann\nB) Bob\nC) Cy", answer="B", grader="choice",
+        task="logic",
+    )  # fmt: skip
+
+
+def test_a_draft_answer_in_a_reasoning_models_thinking_is_not_graded() -> None:
+    """Reasoning models (DeepSeek-R1 distills, Qwen3, QwQ, gpt-oss) think before they answer;
+    the graders read only the answer after the thinking, in each form it comes in."""
+    thinking = "<think>\nFirst guess: the answer is 7. Or is it? \\boxed{7}\n</think>\n\n"
+    assert graded(number_task("12"), thinking + "The answer is 12.").score == 1.0
+    assert graded(number_task("7"), thinking + "The answer is 12.").score == 0.0
+    # the chat template opened the block: only its end is in the output
+    assert graded(number_task("7"), "So it is 7...\n</think>\nAnswer: 12").score == 0.0
+    assert graded(number_task("12"), "So it is 7...\n</think>\nAnswer: 12").score == 1.0
+    # an empty block (Qwen3 with thinking off) leaves the answer as it is
+    assert graded(number_task("12"), "<think>\n\n</think>\n\n12").score == 1.0
+    draft = "<think>It could be (A) Ann. Answer: A</think>The answer is (B)."
+    assert graded(choice_task(), draft).score == 1.0
+    exact = Task(id="e", prompt="Capital of France?", answer="Paris", grader="exact", task="qa")
+    assert graded(exact, "<think>Lyon? No.</think>\nParis").score == 1.0
+    harmony = (
+        "<|channel|>analysis<|message|>Maybe 7.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>12"
+    )
+    assert graded(number_task("12"), harmony).score == 1.0
+    assert graded(number_task("7"), harmony).score == 0.0
+
+
+def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:
+    """A reasoning model stopped at max_tokens while thinking gave no answer: its draft
+    ("the answer is 7") must not score as one."""
+    cut = graded(number_task("7"), "<think>\nLet me see: the answer is 7. But check")
+    assert cut.score == 0.0
+    assert "stopped inside its thinking" in cut.detail
+    harmony = graded(number_task("7"), "<|channel|>analysis<|message|>The answer is 7")
+    assert harmony.score == 0.0 and "stopped inside its thinking" in harmony.detail
+    assert graded(choice_task(), "<think>B, surely. Answer: B").score == 0.0

@@ -132,3 +132,20 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
 def test_parse_judge_score(reply: str, score: float | None) -> None:
     parsed = parse_judge_score(reply)
     assert parsed == (None if score is None else pytest.approx(score))
+
+
+def test_the_judge_sees_the_answer_not_the_thinking_before_it() -> None:
+    """A reasoning worker's draft inside `<think>` is not its answer: the judge is shown the
+    answer after it only, and an answer cut inside its thinking is not judged at all."""
+    seen: list[str] = []
+
+    async def judge(messages: list[dict[str, str]]) -> str:
+        seen.append(messages[-1]["content"])
+        return await reference_judge(messages)
+
+    verdict = graded(judge_task(), "<think>Is it Paris? Maybe.</think>\nIt is Lyon.", judge)
+    assert verdict.score == 0.1
+    assert "Paris" not in seen[-1].split("RESPONSE:")[1]
+    cut = graded(judge_task(), "<think>Surely Paris. Answer: Paris", judge)
+    assert cut.score == 0.0 and "stopped inside its thinking" in cut.detail
+    assert len(seen) == 1

@@ -21,7 +21,7 @@ from ..sandbox import SandboxLimits
 from ..tasks import Task
 from .choice import grade_choice
 from .code import grade_code
-from .common import Grade, cannot_grade
+from .common import CUT_IN_THINKING, Grade, cannot_grade, without_thinking, wrong
 from .exact import grade_exact, grade_regex
 from .judge import Judge, grade_judge
 from .number import grade_number
@@ -37,18 +37,22 @@ async def grade(
     sandbox: SandboxLimits | None = None,
 ) -> Grade:
     """Score `output` (a worker's reply to `task`) with the task's grader (anything but
-    text is recorded as ungradable)."""
+    text is recorded as ungradable). The graders read the answer after a reasoning model's
+    thinking (`without_thinking`); an output cut inside its thinking has none and scores 0."""
     if not isinstance(output, str):
         return cannot_grade(f"expected the worker's output as text, got {type(output).__name__}")
+    answer = without_thinking(output)
+    if answer is None:
+        return wrong(CUT_IN_THINKING)
     try:
         if task.grader == "code":
-            return await grade_code(task, output, sandbox)
+            return await grade_code(task, answer, sandbox)
         if task.grader == "judge":
-            return await grade_judge(task, output, judge)
+            return await grade_judge(task, answer, judge)
         grader = SIMPLE_GRADERS.get(task.grader)
         if grader is None:
             return cannot_grade(f"unknown grader {task.grader!r}")
-        return grader(task, output)
+        return grader(task, answer)
     except Exception as error:  # a bug of ours must not look like a wrong answer
         return cannot_grade(f"the {task.grader} grader failed: {type(error).__name__}: {error}")
 

@@ -102,3 +102,32 @@ REJECTED = re.compile(
 def end_of_line(text: str, start: int) -> int:
     end = text.find("\n", start)
     return len(text) if end < 0 else end
+
+
+# Reasoning models' thinking in the answer text: `<think>...</think>` (DeepSeek-R1 distills,
+# Qwen3, QwQ), only the `</think>` when the chat template opened the block, or gpt-oss's
+# harmony channels when llama.cpp leaves them in (`<|channel|>analysis<|message|>...`, then
+# `<|channel|>final<|message|>` before the answer).
+_THINK_OPEN = re.compile(r"\A\s*<think(?:ing)?>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+_HARMONY_ANALYSIS = re.compile(r"\A\s*(?:<\|start\|>assistant)?<\|channel\|>analysis\b")
+_HARMONY_FINAL = "<|channel|>final<|message|>"
+CUT_IN_THINKING = (
+    "no answer: the output stopped inside its thinking (a `<think>` with no `</think>`), "
+    "most often at the worker's token limit"
+)
+
+
+def without_thinking(output: str) -> str | None:
+    """A worker's answer without the thinking a reasoning model put before it (a draft answer
+    there is not the answer), or None when the output stopped inside its thinking: it has no
+    answer. Every grader reads this, and the judge sees only it."""
+    final = output.rfind(_HARMONY_FINAL)
+    if final >= 0:
+        return output[final + len(_HARMONY_FINAL) :].removesuffix("<|return|>").strip()
+    if _HARMONY_ANALYSIS.match(output):
+        return None
+    close = _THINK_CLOSE.search(output)
+    if close is not None:
+        return output[close.end() :].strip()
+    return None if _THINK_OPEN.match(output) else output
