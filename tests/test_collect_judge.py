@@ -504,3 +504,22 @@ def test_a_judge_no_task_asks_for_is_said(tmp_path: Path, graders: tuple[str, ..
     warned = "--judge w: no task of" in result.stderr
     assert warned == ("judge" not in graders)
     assert len(read_records(tmp_path / "r.jsonl")) == 2
+
+
+def test_a_reasoning_judges_draft_score_is_not_its_verdict(tmp_path: Path) -> None:
+    """A reasoning judge (Qwen3, R1 distills) weighs a score inside `<think>`: cut there at its
+    token limit, or ending without a verdict, it gave no score; its draft ("SCORE: 9") was
+    read as one."""
+    tasks = haiku_tasks(1)
+    draft = "<think>The response is short. SCORE: 9? Let me weigh it against the rubric"
+    with StubWorker("Rain.") as worker, StubWorker(draft) as judge:
+        judge.finish_reason = "length"
+        config = stub_pool(("w", worker), ("judge", judge), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    assert summary.workers[0].ungraded == 1 and summary.workers[0].mean_score is None
+    assert "raise params.max_tokens of worker judge" in (summary.workers[0].grade_error or "")
+    with StubWorker("Rain.") as worker, StubWorker("<think>SCORE: 9?</think>Fine.") as judge:
+        config = stub_pool(("w", worker), ("judge", judge))
+        summary = run_collect(config, tasks, tmp_path / "s.jsonl", judge_worker="judge")
+    assert summary.workers[0].ungraded == 1
+    assert "could not read a score" in (summary.workers[0].grade_error or "")

@@ -149,3 +149,20 @@ def test_the_judge_sees_the_answer_not_the_thinking_before_it() -> None:
     cut = graded(judge_task(), "<think>Surely Paris. Answer: Paris", judge)
     assert cut.score == 0.0 and "stopped inside its thinking" in cut.detail
     assert len(seen) == 1
+
+
+def test_a_reasoning_judges_thinking_is_not_its_verdict() -> None:
+    """A score the judge weighed inside its thinking is not its verdict: the one after it is,
+    and a reply cut inside its thinking has none (an error, never the draft)."""
+
+    async def weighing(messages: list[dict[str, str]]) -> str:
+        return "<think>SCORE: 2? No, it names the capital.</think>\nSCORE: 8"
+
+    assert graded(judge_task(), "Paris.", weighing).score == 0.8
+
+    async def cut(messages: list[dict[str, str]]) -> str:
+        return "<think>It names Paris. I'd give it a 9, but let me check the rubric"
+
+    verdict = graded(judge_task(), "Paris.", cut)
+    assert verdict.score is None
+    assert "stopped inside its thinking" in (verdict.error or "")

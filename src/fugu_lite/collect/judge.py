@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 
+from ..scoring.common import without_thinking
 from ..scoring.judge import parse_judge_score
 from ..tasks import Task
 from ..workers.config import PoolConfig
@@ -70,7 +71,7 @@ def logging_judge(
             await on_result(result)
         if result.error is not None or result.output is None:
             raise WorkerCallError(result.error_kind or "server", result.error or "no output")
-        if _hit_token_limit(result) and parse_judge_score(result.output) is None:
+        if _hit_token_limit(result) and not _scored(result.output):
             name, limit = output_limit(judge_worker.params) or ("max_tokens", "of its server")
             raise JudgeReplyCut(
                 f"its reply stopped at its token limit ({name} {limit}) before a "
@@ -80,6 +81,12 @@ def logging_judge(
         return result.output
 
     return judge
+
+
+def _scored(reply: str) -> bool:
+    """Whether the judge's reply gives a score after its thinking (a draft is none)."""
+    verdict = without_thinking(reply)
+    return verdict is not None and parse_judge_score(verdict) is not None
 
 
 def _hit_token_limit(result: CallResult) -> bool:

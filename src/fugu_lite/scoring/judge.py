@@ -10,7 +10,7 @@ import unicodedata
 from collections.abc import Awaitable, Callable
 
 from ..tasks import Task
-from .common import Grade, cannot_grade, wrong
+from .common import Grade, cannot_grade, without_thinking, wrong
 
 Judge = Callable[[list[dict[str, str]]], Awaitable[str]]
 
@@ -140,7 +140,14 @@ async def grade_judge(task: Task, output: str, judge: Judge | None) -> Grade:
         return cannot_grade(f"the judge failed: {type(error).__name__}: {error}")
     if not isinstance(reply, str):
         return cannot_grade(f"the judge replied {type(reply).__name__}, not text")
-    score = parse_judge_score(without_echoed_scores(reply, output))
+    verdict = without_thinking(reply)  # a reasoning judge's draft score is not its verdict
+    if verdict is None:
+        return cannot_grade(
+            "the judge's reply stopped inside its thinking, before a `SCORE: N` line; raise "
+            "the judge worker's params.max_tokens (a reasoning judge thinks first) or judge "
+            "with another worker (--judge)"
+        )
+    score = parse_judge_score(without_echoed_scores(verdict, output))
     if score is None:
         return cannot_grade(
             f"could not read a score in the judge's reply (it should end with a line "
