@@ -589,3 +589,20 @@ def test_cli_bad_pool_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert "needs its scheme, e.g. http://127.0.0.1:9/v1" in " ".join(result.output.split())
+
+
+def test_answers_cut_inside_their_thinking_are_said_to_have_no_answer(tmp_path: Path) -> None:
+    """A reasoning worker stopped at max_tokens while thinking gave no answer; nothing said
+    so, and its draft (the number inside `<think>`) was graded as its answer."""
+    tasks = number_tasks(2)
+    draft = "<think>\nThe answer is " + tasks[0].answer + ". Let me check that"
+    with StubWorker(solver(tasks)) as whole, StubWorker(draft) as thinker:
+        thinker.finish_reason = "length"
+        config = stub_pool(("whole", whole), ("thinker", thinker), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl")
+    lines = end_of_run_lines(summary, config)
+    note = "2 of the 2 graded answers of thinker stopped inside their thinking"
+    assert any(note in line and "raise its params.max_tokens" in line for line in lines)
+    assert not any("answers of whole stopped inside" in line for line in lines)
+    assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
+    assert summary.workers[1].mean_score == 0.0

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from rich import box
 from rich.table import Table
 
+from ..scoring.common import without_thinking
 from ..text import console_name, console_text, usd
 from ..workers.config import PoolConfig
 from ..workers.output_limits import output_limit
@@ -28,6 +29,7 @@ class WorkerSummary(BaseModel):
     over_max_tokens: int = 0  # ... of them, prompts that fit it but not beside its max_tokens
     cut: int = 0  # graded answers (all runs) that stopped at the worker's token limit
     filtered: int = 0  # graded answers (all runs) its content filter withheld or cut
+    cut_in_thinking: int = 0  # graded answers (all runs) that stopped inside their <think>
     refusal: str | None = None  # this run: the worker's words on the first of them
     max_tokens_refusal: str | None = None  # ... on the first of those over_max_tokens
     grade_error: str | None = None  # this run: why the first of them could not be scored
@@ -104,6 +106,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 refused=counters.refused[worker_id],
                 cut=sum(call.finish_reason == "length" for call in calls),
                 filtered=sum(call.finish_reason == "content_filter" for call in calls),
+                cut_in_thinking=sum(without_thinking(call.output or "") is None for call in calls),
                 refusal=counters.refusal.get(worker_id),
                 over_max_tokens=counters.over_max_tokens[worker_id],
                 max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
@@ -137,8 +140,8 @@ CLIENT_ERROR_HINT = (
 
 def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
     """What to say after the table (on stderr), per worker: why its calls failed, how many
-    answers were cut at its token limit, withheld by its content filter or refused as too
-    long, why answers could not be
+    answers were cut at its token limit (or inside their thinking), withheld by its content
+    filter or refused as too long, why answers could not be
     graded, why it was taken as down."""
     lines: list[str] = []
     for worker in summary.workers:
@@ -149,15 +152,24 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
                 f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
                 f"the first: {console_text(worker.call_error)}"
             )
-        if worker.cut:
+        if worker.cut or worker.cut_in_thinking:
             params = config.worker(worker.worker_id).params
             name, limit = output_limit(params) or ("max_tokens", "of its server")
+        if worker.cut:
             lines.append(
                 f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
                 f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
                 f"{limit}) and were graded as they are, often without their final answer; for "
                 f"whole answers raise its params.{name} (a new request: unfinished tasks are "
                 "asked again)"
+            )
+        if worker.cut_in_thinking:
+            lines.append(
+                f"[yellow]note:[/yellow] {worker.cut_in_thinking} of the {worker.done} graded "
+                f"answers of {console_name(worker.worker_id)} stopped inside their thinking (a "
+                f"`<think>` never closed, {name} {limit}) and have no answer: scored 0; for "
+                f"answers raise its params.{name} so it can think and answer (a new request: "
+                "unfinished tasks are asked again)"
             )
         if worker.filtered:
             lines.append(
