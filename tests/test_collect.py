@@ -606,3 +606,21 @@ def test_answers_cut_inside_their_thinking_are_said_to_have_no_answer(tmp_path: 
     assert not any("answers of whole stopped inside" in line for line in lines)
     assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
     assert summary.workers[1].mean_score == 0.0
+
+
+def test_a_reasoning_field_is_not_the_answer_and_a_cut_there_is_said(tmp_path: Path) -> None:
+    """A reasoning parser (llama.cpp's, vLLM's) puts the thinking in `reasoning_content`: its
+    draft is not the answer, and a reply cut while thinking (empty content at the token
+    limit) gave no answer, which was noted only as an answer cut short."""
+    tasks = number_tasks(2)
+    with (
+        StubWorker(solver(tasks), mode="reasoning") as whole,
+        StubWorker("", mode="reasoning") as cut,
+    ):
+        cut.finish_reason = "length"
+        config = stub_pool(("whole", whole), ("cut", cut), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl")
+    assert [worker.mean_score for worker in summary.workers] == [1.0, 0.0]
+    assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
+    note = "2 of the 2 graded answers of cut stopped inside their thinking (max_tokens 24)"
+    assert any(note in line for line in end_of_run_lines(summary, config))

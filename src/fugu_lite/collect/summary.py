@@ -12,7 +12,7 @@ from ..scoring.common import without_thinking
 from ..text import console_name, console_text, usd
 from ..workers.config import PoolConfig
 from ..workers.output_limits import output_limit
-from .state import CollectState, JudgeSummary
+from .state import CollectState, JudgeSummary, LogEntry
 
 
 class WorkerSummary(BaseModel):
@@ -106,7 +106,7 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
                 refused=counters.refused[worker_id],
                 cut=sum(call.finish_reason == "length" for call in calls),
                 filtered=sum(call.finish_reason == "content_filter" for call in calls),
-                cut_in_thinking=sum(without_thinking(call.output or "") is None for call in calls),
+                cut_in_thinking=sum(map(cut_in_thinking, calls)),
                 refusal=counters.refusal.get(worker_id),
                 over_max_tokens=counters.over_max_tokens[worker_id],
                 max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
@@ -129,6 +129,14 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
         workers=workers,
         judges=list(state.judging.values()),
     )
+
+
+def cut_in_thinking(call: LogEntry) -> bool:
+    """Whether a worker's answer stopped inside its thinking: a `<think>` never closed, or
+    nothing after it at the token limit (a reasoning parser's `reasoning_content` holds the
+    thinking then, and the content is empty)."""
+    answer = without_thinking(call.output or "")
+    return answer is None or (call.finish_reason == "length" and not answer.strip())
 
 
 # A 4xx other than 408 and 429: the worker refused the request itself.
@@ -166,8 +174,8 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
         if worker.cut_in_thinking:
             lines.append(
                 f"[yellow]note:[/yellow] {worker.cut_in_thinking} of the {worker.done} graded "
-                f"answers of {console_name(worker.worker_id)} stopped inside their thinking (a "
-                f"`<think>` never closed, {name} {limit}) and have no answer: scored 0; for "
+                f"answers of {console_name(worker.worker_id)} stopped inside their thinking ("
+                f"{name} {limit}) and have no answer: scored 0; for "
                 f"answers raise its params.{name} so it can think and answer (a new request: "
                 "unfinished tasks are asked again)"
             )

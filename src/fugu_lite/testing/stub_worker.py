@@ -32,6 +32,9 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   server might; clients must not pass the key on into their errors or logs;
 - "parts": a normal answer whose message content is a list of parts, as Mistral's reasoning
   models give it (a `thinking` part, then the reply in two `text` parts); not streamed;
+- "reasoning": a normal answer with the model's thinking in a separate `reasoning_content`
+  field (llama.cpp's and vLLM's reasoning parsers; a draft answer there), its content null
+  when the reply is empty (cut while thinking); not streamed;
 - "no_usage": a normal answer without `usage` (as some servers give), streamed or not;
 - "ok": a normal answer.
 
@@ -80,7 +83,20 @@ MODES = (
     "no_stream_options",
     "no_usage",
     "parts",
+    "reasoning",
 )
+
+
+REASONING_DRAFT = "Let me think. The answer is 0, I guess. Answer: A"
+
+
+def reply_message(text: str, mode: str) -> dict[str, Any]:
+    """The reply's message as the mode gives it (see "parts" and "reasoning")."""
+    if mode == "parts":
+        return {"role": "assistant", "content": content_parts(text)}
+    if mode == "reasoning":
+        return {"role": "assistant", "content": text or None, "reasoning_content": REASONING_DRAFT}
+    return {"role": "assistant", "content": text}
 
 
 def echo_reply(messages: list[dict[str, Any]]) -> str:
@@ -272,10 +288,7 @@ class StubWorker:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {
-                            "role": "assistant",
-                            "content": content_parts(text) if mode == "parts" else text,
-                        },
+                        "message": reply_message(text, mode),
                         "finish_reason": self.finish_reason,
                     }
                 ],
