@@ -460,6 +460,34 @@ def test_a_key_given_one_section_too_high_suggests_its_dotted_path(
 
 
 @pytest.mark.parametrize(
+    ("text", "stage", "expected"),
+    [
+        ("model:\n  epochs: 3\n", None, "unknown key 'model.epochs': it belongs under sft: or rl:"),
+        ("sft:\n  layer: 3\n", None, "unknown key 'sft.layer': it belongs under model:, not"),
+        (
+            "sft:\n  rollouts_per_prompt: 2\n",
+            None,
+            "'sft.rollouts_per_prompt': it belongs under rl:",
+        ),
+        ("model:\n  sigma0: 0.1\n", "es", "unknown key 'model.sigma0': it belongs under training:"),
+        ("model:\n  layer: 2\nsft:\n  head: mlp\n", "sft", "'sft.head': it belongs under model:"),
+    ],
+)
+def test_a_key_in_the_wrong_section_names_the_section_it_belongs_under(
+    tmp_path: Path, text: str, stage: str | None, expected: str
+) -> None:
+    """`epochs` under `model:` listed the model's keys and no hint: the user did not learn
+    that the key is right and only its section wrong."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        if stage is None:
+            load_config(path, PipelineConfig)
+        else:
+            load_stage_config(path, {"es": ESConfig, "sft": SFTConfig}[stage], stage)
+    assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(
     ("text", "key", "shown"),
     [
         ("sft:\n  epochs: many\n", "sft.epochs", "'many'"),

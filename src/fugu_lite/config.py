@@ -436,6 +436,11 @@ def describe_config_error(
             close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
             close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
             hint = f"did you mean {close[0]!r}? " if close else ""
+            homes = _sibling_sections(config_type, item["loc"])
+            if homes:
+                renamed = file_keys if file_keys and given is None else {}
+                shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
+                hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
             if key == "training" and "sft" in known:
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             where = "" if given is None else f" (given by --set {given})"
@@ -476,6 +481,19 @@ def _section_type(config_type: type[BaseModel], location: tuple) -> type[BaseMod
             return None
         model = annotation
     return model
+
+
+def _sibling_sections(config_type: type[BaseModel], location: tuple) -> list[str]:
+    """The other top-level sections that have a section's unknown key as their own:
+    `epochs` under `model:` belongs under `sft:` or `rl:` (a stage file: `training:`)."""
+    if len(location) != 2:
+        return []
+    section, key = str(location[0]), str(location[1])
+    return [
+        name
+        for name in config_type.model_fields
+        if name != section and key in _known_keys(config_type, (name,))
+    ]
 
 
 def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
