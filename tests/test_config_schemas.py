@@ -619,6 +619,21 @@ def test_override_into_an_empty_yaml_section(tmp_path: Path) -> None:
     assert config.sft.epochs == 3
 
 
+def test_a_section_with_every_key_commented_out_is_its_defaults(tmp_path: Path) -> None:
+    """`sft:` with its keys commented out loads as None: the pipeline refused it as "not a
+    valid dictionary" while `train sft -c` on the same file took the defaults."""
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  layer: 2\nsft:\n  # epochs: 3\nrl:\n")
+    pipeline = load_config(path, PipelineConfig)
+    assert pipeline.model.layer == 2
+    assert pipeline.sft == PipelineConfig().sft and pipeline.rl == PipelineConfig().rl
+    assert pipeline.sft_config() == load_stage_config(path, SFTConfig, "sft")
+    stage_file = write_yaml(tmp_path / "s.yaml", "model:\ntraining:\n  epochs: 4\n")
+    assert load_config(stage_file, SFTConfig).training.epochs == 4
+    # a key that is not a section still has to have a value
+    with pytest.raises(ConfigError, match=r"unknown key 'epochs'"):
+        load_config(write_yaml(tmp_path / "e.yaml", "epochs:\n"), PipelineConfig)
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

@@ -248,7 +248,7 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
     source = "overrides of the defaults" if overrides else "defaults"
     if path is not None:
         source = str(path)
-        data = _read_yaml_mapping(Path(path))
+        data = _empty_sections_as_defaults(_read_yaml_mapping(Path(path)), config_type)
     for dotted_key, value in (overrides or {}).items():
         _set_dotted(data, dotted_key, value)
     try:
@@ -257,6 +257,20 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
         raise ConfigError(
             describe_config_error(error, config_type, source, overrides=overrides)
         ) from error
+
+
+def _empty_sections_as_defaults(data: dict, config_type: type[BaseModel]) -> dict:
+    """A section whose keys are all commented out (`sft:` alone) reads as None, which was
+    refused as "not a valid dictionary"; it is the section's defaults, as a one-stage
+    command reading the same file already took it."""
+    return {
+        key: {}
+        if value is None
+        and key in config_type.model_fields
+        and _section_type(config_type, (key,)) is not None
+        else value
+        for key, value in data.items()
+    }
 
 
 def load_stage_config(
