@@ -385,6 +385,31 @@ def test_a_family_without_usable_costs_says_what_to_do(
     assert not (tmp_path / "family").exists()
 
 
+@pytest.mark.parametrize(
+    ("sft", "rl", "expected"),
+    [
+        ({"cost_weight": 0.5}, {}, r"config's sft\.cost_weight=0\.5 would be ignored; remove"),
+        ({"cost_weight": 1}, {"cost_weight": 2}, r"sft\.cost_weight=1 and rl\.cost_weight=2 "),
+        (
+            {"reference_cost": 0.2},
+            {"reference_cost": 0.4},
+            r"sets sft\.reference_cost=0\.2 and rl\.reference_cost=0\.4; give both the same",
+        ),
+    ],
+)
+def test_a_family_refuses_cost_settings_of_the_config_it_would_drop(
+    tmp_path: Path, sft: dict, rl: dict, expected: str
+) -> None:
+    """`--cost-weights` replaced the config's sft/rl cost_weight without a word, and a family
+    used sft's reference_cost when rl's differed: the user's settings were silently lost."""
+    config = PipelineConfig(
+        model=tiny_cfg(tmp_path), sft=SFTTrainingConfig(**sft), rl=RLTrainingConfig(**rl)
+    )
+    with pytest.raises(ValueError, match=expected):
+        train_router_family(cost_case_records(), config, tmp_path / "family", [0.0, 1.0])
+    assert not (tmp_path / "family").exists()
+
+
 def test_a_family_needs_costs_on_the_train_and_validation_records_only(tmp_path: Path) -> None:
     """Test records without costs stopped `train pipeline --cost-weights`, though no member
     reads the test split."""

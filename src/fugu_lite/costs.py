@@ -349,6 +349,33 @@ def family_reference_cost(records: Sequence[RewardRecord], config: PipelineConfi
     return default_reference_cost(records, FAMILY_FIX)
 
 
+def check_family_cost_settings(config: PipelineConfig) -> None:
+    """Refuse the config's own cost settings that a family would drop without a word: each
+    member's cost weight is one of --cost-weights (sft.cost_weight and rl.cost_weight were
+    replaced), and every member shares one reference cost (rl's was ignored when sft's
+    differed)."""
+    stages = {"sft": config.sft, "rl": config.rl}
+    set_weights = [
+        f"{name}.cost_weight={stage.cost_weight:g}"
+        for name, stage in stages.items()
+        if stage.cost_weight
+    ]
+    if set_weights:
+        raise ValueError(
+            f"--cost-weights gives each member its own cost weight, so the config's "
+            f"{' and '.join(set_weights)} would be ignored; remove it from the config (or "
+            "train one router without --cost-weights)"
+        )
+    references = {stage.reference_cost for stage in stages.values()} - {None}
+    if len(references) > 1:
+        raise ValueError(
+            f"every member of a family uses one reference cost, but the config sets "
+            f"sft.reference_cost={config.sft.reference_cost:g} and "
+            f"rl.reference_cost={config.rl.reference_cost:g}; give both the same value (or "
+            "set only one)"
+        )
+
+
 def train_router_family(
     records: list[RewardRecord],
     config: PipelineConfig,
@@ -364,6 +391,7 @@ def train_router_family(
     started = time.perf_counter()
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)
+    check_family_cost_settings(config)
     if any(weight > 0 for weight in weights):
         require_costs(
             training_records(records),
