@@ -634,6 +634,20 @@ def test_a_section_with_every_key_commented_out_is_its_defaults(tmp_path: Path) 
         load_config(write_yaml(tmp_path / "e.yaml", "epochs:\n"), PipelineConfig)
 
 
+@pytest.mark.parametrize("device", ["gpu", "cuda0", ""])
+def test_a_device_torch_cannot_read_is_refused_naming_the_key(tmp_path: Path, device: str) -> None:
+    """`device: gpu` passed the config; the stage then failed at its first tensor moved with
+    torch's text ("Expected one of cpu, cuda, ...") and no key named."""
+    path = write_yaml(tmp_path / "c.yaml", f"model:\n  device: '{device}'\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert "  model.device: not a torch device (" in message
+    assert f"write cpu, cuda, cuda:1 or mps (got {device!r})" in message
+    # the spelling only: a config for another machine's device still loads
+    assert load_config(None, SFTConfig, {"model.device": "cuda:1"}).model.device == "cuda:1"
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

@@ -98,6 +98,24 @@ class ModelConfig(StrictModel):
         folder named `~` in the working directory (where `rm -rf ~` is a trap)."""
         return None if cache_dir is None else str(Path(cache_dir).expanduser())
 
+    @field_validator("device")
+    @classmethod
+    def _torch_device(cls, device: str) -> str:
+        """`device: gpu` passed the config and failed at the first tensor moved, with torch's
+        words and no key named (after the backbone was loaded). Only the spelling is checked:
+        a config may be written on a machine without the device."""
+        if device == "cpu":  # the default: no torch import for it
+            return device
+        import torch
+
+        try:
+            torch.device(device)
+        except RuntimeError as error:
+            raise ValueError(
+                f"not a torch device ({error}): write cpu, cuda, cuda:1 or mps"
+            ) from error
+        return device
+
     @model_validator(mode="after")
     def _onnx_runtime_is_possible(self) -> ModelConfig:
         if self.runtime == "onnx" and self.svf_targets:
