@@ -648,6 +648,37 @@ def test_a_device_torch_cannot_read_is_refused_naming_the_key(tmp_path: Path, de
     assert load_config(None, SFTConfig, {"model.device": "cuda:1"}).model.device == "cuda:1"
 
 
+def test_a_backbone_folder_relative_to_the_config_file_is_refused_saying_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative paths in a config are read from the working directory; a backbone folder
+    written relative to the config file went to the hub or "does not exist", with no word
+    that it sits next to the config."""
+    (tmp_path / "configs" / "bb").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    path = write_yaml(tmp_path / "configs" / "c.yaml", "model:\n  backbone: ./bb\n")
+    expected = (
+        f"model.backbone './bb' is read from the working directory ({tmp_path / 'work'}), "
+        f"where it does not exist; the folder is next to the config file: write its path "
+        f"from the working directory ({tmp_path / 'configs' / 'bb'})"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert expected in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft")
+    assert expected in str(error.value)
+    # found from the working directory, given by --set, or an embedded name: as before
+    (tmp_path / "work" / "bb").mkdir()
+    assert load_config(path, PipelineConfig).model.backbone == "./bb"
+    (tmp_path / "work" / "bb").rmdir()
+    assert load_config(path, PipelineConfig, {"model.backbone": "./bb"}).model.backbone == "./bb"
+    (tmp_path / "configs" / "minilm").mkdir()
+    embedded = write_yaml(tmp_path / "configs" / "e.yaml", "model:\n  backbone: minilm\n")
+    assert load_config(embedded, PipelineConfig).model.backbone == "minilm"
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

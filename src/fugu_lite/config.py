@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_path
 from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 C = TypeVar("C", bound=BaseModel)
@@ -270,11 +271,14 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
     for dotted_key, value in (overrides or {}).items():
         _set_dotted(data, dotted_key, value)
     try:
-        return config_type.model_validate(data)
+        config = config_type.model_validate(data)
     except ValidationError as error:
         raise ConfigError(
             describe_config_error(error, config_type, source, overrides=overrides)
         ) from error
+    if path is not None:
+        check_backbone_folder_base(config, Path(path), overrides or {})
+    return config
 
 
 def _empty_sections_as_defaults(data: dict, config_type: type[BaseModel]) -> dict:
@@ -327,7 +331,7 @@ def load_stage_config(
     for dotted_key, value in (overrides or {}).items():
         _set_dotted(data, dotted_key, value)
     try:
-        return config_type.model_validate(data)
+        config = config_type.model_validate(data)
     except ValidationError as error:
         # the file says `sft:` where the stage's config says `training` (--set keys aside)
         file_keys = {"training": stage}
@@ -335,6 +339,29 @@ def load_stage_config(
             error, config_type, str(path), file_keys, overrides=overrides
         )
         raise ConfigError(message) from error
+    check_backbone_folder_base(config, Path(path), overrides or {})
+    return config
+
+
+def check_backbone_folder_base(config: BaseModel, path: Path, overrides: Mapping) -> None:
+    """A config's relative `model.backbone` folder is read from the working directory: one
+    written relative to the config file (which does not exist from here) went to the hub,
+    or "does not exist", with no word of where it is."""
+    model = getattr(config, "model", None)
+    if not isinstance(model, ModelConfig) or "model.backbone" in overrides:
+        return
+    name = model.backbone
+    if name == TINY_RANDOM or name in EMBEDDED_BACKBONES or Path(name).expanduser().is_absolute():
+        return
+    if local_backbone_path(name) is not None:
+        return
+    beside = path.parent / name
+    if path.parent.resolve() != Path.cwd().resolve() and local_backbone_path(str(beside)):
+        raise ConfigError(
+            f"{path}: model.backbone {name!r} is read from the working directory "
+            f"({Path.cwd()}), where it does not exist; the folder is next to the config file: "
+            f"write its path from the working directory ({beside}) or an absolute path"
+        )
 
 
 def _check_stage_overrides(overrides: dict, stage: str) -> None:
