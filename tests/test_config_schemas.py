@@ -679,6 +679,20 @@ def test_a_backbone_folder_relative_to_the_config_file_is_refused_saying_where_i
     assert load_config(embedded, PipelineConfig).model.backbone == "minilm"
 
 
+def test_one_item_where_a_list_is_expected_says_how_to_write_the_list(tmp_path: Path) -> None:
+    """`svf_targets: layers.3.mlp.down_proj` (one target, no brackets) read "Input should be
+    a valid list" with no word of how YAML writes one."""
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  svf_targets: layers.3.mlp.down_proj\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert (
+        "  model.svf_targets: Input should be a valid list (got 'layers.3.mlp.down_proj'); "
+        "write a list: [layers.3.mlp.down_proj], or each item on its own `- ` line"
+    ) in str(error.value)
+    fixed = write_yaml(tmp_path / "f.yaml", "model:\n  svf_targets: [layers.3.mlp.down_proj]\n")
+    assert load_config(fixed, PipelineConfig).model.svf_targets == ["layers.3.mlp.down_proj"]
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

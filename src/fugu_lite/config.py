@@ -510,6 +510,8 @@ def describe_config_error(
             # its input is the whole section, and "Value error," is pydantic's word
             message = str(item["msg"]).removeprefix("Value error, ")
             got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+            if item["type"] == "list_type" and not isinstance(value, (dict, list)):
+                got += f"; write a list: [{value}], or each item on its own `- ` line"
             lines.append(f"  {shown}: {message}{got}")
     return "\n".join(lines)
 
