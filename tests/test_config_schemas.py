@@ -693,6 +693,26 @@ def test_one_item_where_a_list_is_expected_says_how_to_write_the_list(tmp_path: 
     assert load_config(fixed, PipelineConfig).model.svf_targets == ["layers.3.mlp.down_proj"]
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "shown"), [("sft: 3\n", "sft", "3"), ("model: [a]\n", "model", "['a']")]
+)
+def test_a_section_that_is_not_a_mapping_says_how_to_write_one(
+    tmp_path: Path, text: str, key: str, shown: str
+) -> None:
+    """`train pipeline` said "Input should be a valid dictionary or instance of
+    SFTTrainingConfig" (a class name the user never wrote) where `train sft` on the same file
+    said how to write the section."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert (
+        f"  {key}: must be a section of keys (`{key}:` followed by indented `key: value` "
+        f"lines); fix it or delete it to use the defaults (got {shown})"
+    ) in message
+    assert "instance of" not in message
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

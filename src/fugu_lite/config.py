@@ -509,6 +509,11 @@ def describe_config_error(
             # a section's own check (runtime with device) says what is wrong in its message;
             # its input is the whole section, and "Value error," is pydantic's word
             message = str(item["msg"]).removeprefix("Value error, ")
+            if item["type"] == "model_type":  # pydantic's "valid dictionary or instance of X"
+                message = (
+                    f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "
+                    "indented `key: value` lines); fix it or delete it to use the defaults"
+                )
             got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
             if item["type"] == "list_type" and not isinstance(value, (dict, list)):
                 got += f"; write a list: [{value}], or each item on its own `- ` line"
