@@ -58,13 +58,13 @@ from .local_server import (
 from .output_limits import with_output_limit
 from .results import (
     NON_FINITE_MARK,
-    WEB_PAGE_HINT,
     CallResult,
     Usage,
     answer_json,
     json_safe,
     parse_completion,
     usage_cost,
+    web_page_hint,
 )
 from .retries import RETRYABLE_KINDS, backoff, tried_again
 
@@ -498,7 +498,7 @@ class WorkerPool:
         event stream at all (a web page) is named with its content-type."""
         why = "the stream ended before any chunk"
         if content_type and "text/event-stream" not in content_type:
-            hint = f"; {WEB_PAGE_HINT}" if "html" in content_type.lower() else ""
+            hint = web_page_hint(content_type)
             why = f"{why}: its answer was {content_type}, not an event stream{hint}"
         empty = WorkerCallError("server", f"worker {worker.id}: {why}")
         if worker.local is None:

@@ -87,9 +87,15 @@ def answer_json(content: bytes, content_type: str | None) -> Any:
             f"the answer is not JSON ({content_type or 'no content-type'}, {len(content)} "
             f"bytes: {start!r}; {error})"
         )
-        if "html" in (content_type or "").lower() or start.lstrip().startswith("<"):
-            problem += f"; {WEB_PAGE_HINT}"
-        raise ValueError(problem) from None
+        raise ValueError(problem + web_page_hint(content_type, start)) from None
+
+
+def web_page_hint(content_type: str | None, start: str = "") -> str:
+    """ "; <WEB_PAGE_HINT>" for an answer (its content-type, or its first characters) that is
+    a web page where JSON or an event stream was expected, else ""."""
+    if "html" in (content_type or "").lower() or start.lstrip().startswith("<"):
+        return f"; {WEB_PAGE_HINT}"
+    return ""
 
 
 def parse_completion(raw: Any) -> tuple[str, Usage | None]:
