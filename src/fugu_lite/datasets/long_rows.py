@@ -1,0 +1,130 @@
+"""The long format's rows: its columns, and one raw row (as read from a file) checked into
+its prompt and a LongRow cell (worker, reward, cost, task, id, split); a reward may be a
+percentage (`85%`), and the scale of a file's rewards is checked as a whole."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from ..io import RecordFileError
+from .common import is_blank, require_float, require_text, to_float
+from .split import parse_split
+
+logger = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
+COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "cost", "task", "split", "id")
+
+
+class LongRow(NamedTuple):
+    """One checked (prompt, worker) cell; `where` names its file and line. A tuple, and its
+    prompt kept once beside the prompt's cells: a file of 10 workers held each prompt 10 times
+    in pydantic objects, about 10x the file's size in memory."""
+
+    where: str
+    worker: str
+    reward: float
+    cost: float | None
+    task: str | None
+    id: str | None
+    split: str | None
+
+
+def parse_row(
+    raw: dict, where: str, use_split_column: bool, reward_may_miss: bool
+) -> tuple[str | list, LongRow]:
+    """The row's prompt and cell; a blank reward is NaN when `reward_may_miss` (on_missing=drop
+    then drops its prompt), else an error."""
+    # a reward of NaN, "NA" or "null" (what pandas and spreadsheets write for none) is missing
+    # too, so its error points to on_missing as an empty cell's does
+    absent = [
+        c for c in REQUIRED_COLUMNS if raw.get(c) is None or (c == "reward" and is_blank(raw[c]))
+    ]
+    if absent and not (reward_may_miss and absent == ["reward"]):
+        hint = "" if absent != ["reward"] else " (or pass --option on_missing=drop)"
+        given = (
+            f" (the reward is {raw['reward']!r})"
+            if "reward" in absent and raw.get("reward") is not None
+            else ""
+        )
+        raise RecordFileError(f"{where}: no value for {absent}{given}{hint}{_keys_hint(raw)}")
+    reward = raw.get("reward")
+    prompt = raw["prompt"]
+    if isinstance(prompt, dict) and "role" in prompt:
+        raise RecordFileError(
+            f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
+            "messages; a chat prompt is a list, even of one message: put it in [ ]"
+        )
+    if not isinstance(prompt, list):
+        prompt = require_text(prompt, "prompt", where)
+    cost = raw.get("cost")
+    return prompt, LongRow(
+        where=where,
+        # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
+        worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
+        reward=math.nan if reward_may_miss and is_blank(reward) else _reward(reward, where),
+        # "NA" (R's write.csv), "NaN", "null": no cost, as an empty cell is, not a bad number
+        cost=None if is_blank(cost) else require_float(cost, "cost", where, minimum=0.0),
+        task=_optional_text(raw.get("task")),
+        id=_optional_text(raw.get("id")),
+        split=parse_split(raw.get("split"), where) if use_split_column else None,
+    )
+
+
+def _keys_hint(raw: dict) -> str:
+    """A JSON row without the long format's keys: its own keys, which tell another format
+    (ZeroEval's question and scores) or a misnamed column (text, model)."""
+    if all(column in raw for column in REQUIRED_COLUMNS):
+        return ""
+    keys = ", ".join(map(str, raw)) or "none"
+    return (
+        f"; the row's keys are {keys}, the long format's {', '.join(COLUMNS)}: rename the "
+        "keys, or import the file with its own format (zeroeval, routerbench)"
+    )
+
+
+def is_percentage(value: object) -> bool:
+    return isinstance(value, str) and value.strip().endswith("%")
+
+
+def _reward(value: object, where: str) -> float:
+    """The reward; `85%` (a spreadsheet's percentage format) is 0.85."""
+    if not is_percentage(value):
+        return require_float(value, "reward", where)
+    number = to_float(str(value).strip().removesuffix("%"))
+    if number is None:
+        raise RecordFileError(f"{where}: reward must be a finite number, got {value!r}")
+    return number / 100
+
+
+def check_reward_scale(path: Path, percent_at: str | None, beyond: LongRow | None) -> None:
+    """Percentages beside plain numbers above 1 mean two scales in one column (85% and 85 would
+    both be read, as 0.85 and 85): refused. Plain rewards outside [0, 1] alone are read as
+    given, with a warning: the graders score 0-1 and the training defaults assume that scale,
+    so a 0-100 column would train very differently (near one-hot SFT targets)."""
+    if beyond is None:
+        return
+    if percent_at is not None:
+        raise RecordFileError(
+            f"{path}: rewards are written both as percentages ({percent_at}) and as plain "
+            f"numbers outside 0-1 ({beyond.where}: {beyond.reward:g}), so they are on two "
+            "scales; write every reward as a fraction (0.85) or every one as a percentage (85%)"
+        )
+    logger.warning(
+        "%s: rewards are read as written, and some lie outside 0-1 (%s: %g); fugu-lite's "
+        "graders score 0-1 and its training defaults (SFT temperature 1, cost weights) assume "
+        "that scale: if the column holds percentages, write them as fractions (0.85) or with "
+        "a percent sign (85%%)",
+        path, beyond.where, beyond.reward,
+    )  # fmt: skip
+
+
+def _optional_text(value: object) -> str | None:
+    """The text, stripped; one string object for each value (a task repeats on every row).
+    No value (None, NaN, "NA", "null": R's write.csv, pandas) is None: as text, "NA" was the
+    id of every such prompt and a task of its own."""
+    return None if is_blank(value) else sys.intern(str(value).strip())
