@@ -1,0 +1,115 @@
+"""A RouterBench table's columns: the fixed ones (prompt, eval_name, sample_id) read in any
+case and spacing or from the index, the models (a score column with a `<model>|total_cost`
+column), and the numeric columns skipped for want of a cost column."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import RecordFileError
+from .common import is_blank, known_column_names, to_float
+
+COST_SUFFIX = "|total_cost"
+# what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
+# default (0, 1, 2 ...), which was warned about as a model score "without a cost column"
+UNNAMED_COLUMN = re.compile(r"Unnamed: \d+")
+REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
+NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
+
+
+def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
+    """Models are the columns that have a matching `<model>|total_cost` column, sorted."""
+    columns = {str(column) for column in table.columns}
+    with_cost = [c.removesuffix(COST_SUFFIX) for c in columns if c.endswith(COST_SUFFIX)]
+    no_score = [model for model in with_cost if model not in columns]
+    if no_score:
+        raise RecordFileError(f"{path}: cost columns without a score column for {sorted(no_score)}")
+    if not with_cost:
+        raise RecordFileError(
+            f"{path}: no model columns; each model needs a score column `<model>` and a "
+            f"`<model>{COST_SUFFIX}` column"
+        )
+    return sorted(with_cost)
+
+
+def index_as_columns(table: pd.DataFrame, split_column: str | None) -> pd.DataFrame:
+    """Index levels named as a fixed column (a table saved after `set_index("sample_id")`)
+    are that column: the ids were replaced by ones made from the prompts without a word, and
+    an eval_name in the index was "missing". Other index levels (pandas' 0, 1, 2) are not
+    read."""
+    levels = [
+        name
+        for name in table.index.names
+        if name is not None
+        and name not in table.columns
+        and (str(name).strip().casefold() in NON_MODEL_COLUMNS or name == split_column)
+    ]
+    return table.reset_index(level=levels) if levels else table
+
+
+def with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """` Prompt` or `Sample_ID` (a spreadsheet's header) is prompt or sample_id: a sample_id
+    column named otherwise was skipped silently, its ids lost. Model columns keep their case."""
+    names = [str(column) for column in table.columns]
+    read = known_column_names(names, NON_MODEL_COLUMNS, str(path))
+    renamed = {old: new for old, new in zip(table.columns, read, strict=True) if str(old) != new}
+    return table.rename(columns=renamed) if renamed else table
+
+
+def with_stripped_model_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Model columns without the spaces around their model's name (`prompt, eval_name, gpt-4`:
+    a CSV written with a space after each comma), which named a worker ' gpt-4' that no
+    pool's worker matches. Two columns of one model so (`gpt-4`, ` gpt-4`) are an error."""
+    models = {
+        str(column).strip().removesuffix(COST_SUFFIX).strip()
+        for column in table.columns
+        if str(column).strip().endswith(COST_SUFFIX)
+    }
+    read: dict[str, list[str]] = {}
+    renamed: dict[object, str] = {}
+    for column in table.columns:
+        name = stripped = str(column).strip()
+        if name.endswith(COST_SUFFIX):
+            stripped = name.removesuffix(COST_SUFFIX).strip() + COST_SUFFIX
+        elif name not in models:
+            stripped = str(column)  # not a model's column: left as it is
+        read.setdefault(stripped, []).append(str(column))
+        if stripped != str(column):
+            renamed[column] = stripped
+    for stripped, spellings in read.items():
+        if len(spellings) > 1:
+            raise RecordFileError(
+                f"{path}: the model columns {spellings} name one model "
+                f"{stripped.removesuffix(COST_SUFFIX)!r} (spaces around a name are not part of "
+                "it); keep one of them"
+            )
+    return table.rename(columns=renamed) if renamed else table
+
+
+def unpriced_numeric_columns(
+    table: pd.DataFrame, workers: list[str], split_column: str | None
+) -> list[str]:
+    """Columns that look like model scores but have no cost column (so they are skipped)."""
+    known = {*NON_MODEL_COLUMNS, *workers, split_column}
+    return sorted(
+        str(column)
+        for column in table.columns
+        if str(column) not in known
+        and "|" not in str(column)
+        and not UNNAMED_COLUMN.fullmatch(str(column))
+        and _numeric(table[column])
+    )
+
+
+def _numeric(values: pd.Series) -> bool:
+    """Every value a number or blank, and at least one number."""
+    found = False
+    for value in values:
+        if to_float(value) is not None:
+            found = True
+        elif not is_blank(str(value)):
+            return False
+    return found

@@ -1,0 +1,142 @@
+"""Reading a RouterBench table (.pkl or .csv, either one possibly compressed) into a pandas
+DataFrame, and turning its raw form (a row per sample and model) into the wide one (a row
+per sample, a score and a cost column per model)."""
+
+from __future__ import annotations
+
+import lzma
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Literal, cast
+
+import pandas as pd
+
+from ..io import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
+from .common import CSV_QUOTING_HINT, is_blank, to_csv_hint
+from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS
+
+# What pandas reads (and infers from the name) with the standard library alone:
+# `routerbench_0shot.pkl.gz` was refused as "expected a .pkl or .csv".
+COMPRESSIONS: tuple[str, ...] = (".gz", ".bz2", ".xz", ".zip")
+TableKind = Literal[".pkl", ".csv"]
+
+
+def table_kind(path: Path) -> tuple[TableKind, str | None]:
+    """(".pkl" or ".csv", the compression suffix or None) of a RouterBench table's name."""
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    compression = suffixes.pop() if suffixes and suffixes[-1] in COMPRESSIONS else None
+    kind = suffixes[-1] if suffixes else ""
+    if kind not in (".pkl", ".csv"):
+        raise RecordFileError(
+            f"{path}: expected a .pkl or .csv RouterBench table (either one may be compressed: "
+            f"{', '.join(COMPRESSIONS)}){to_csv_hint(path)}"
+        )
+    return cast(TableKind, kind), compression
+
+
+def read_routerbench_table(path: str | Path) -> pd.DataFrame:
+    """Read a .pkl or .csv table, either one possibly compressed (.pkl.gz). A pickle can run
+    code when loaded: load only trusted files.
+
+    A CSV is read as text throughout, so pandas' type guessing cannot change the data
+    (sample_id 007 -> 7, a prompt "42" -> 42, a prompt "NA" -> NaN); scores and costs are
+    parsed by the importer, and "", "NaN", "NA" there count as missing."""
+    path = Path(path)
+    if path.is_dir():
+        raise RecordFileError(f"{path} is a directory; give the .pkl or .csv table inside it")
+    if not path.is_file():
+        raise RecordFileError(f"{path}: file not found")
+    kind, compression = table_kind(path)
+    if compression is None:
+        open_for_reading(path).close()  # an unreadable or compressed file, named
+    try:
+        table = _read_pickle(path) if kind == ".pkl" else _read_csv(path, compression)
+    except (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError) as error:
+        # a damaged archive, or another format under the name: gzip's "Not a gzipped file"
+        # named no file
+        raise RecordFileError(
+            f"{path}: cannot be read ({type(error).__name__}: {error})"
+            + (f"; is it really {compression}-compressed?" if compression else "")
+        ) from error
+    if not isinstance(table, pd.DataFrame):
+        raise RecordFileError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
+    if kind == ".csv" and any("\x00" in str(column) for column in table.columns):
+        raise RecordFileError(nul_text_message(f"{path}, line 1"))
+    return table
+
+
+def _read_pickle(path: Path) -> object:
+    try:
+        return pd.read_pickle(path)
+    # a damaged or foreign pickle can fail in many ways while it is being rebuilt
+    except (
+        pickle.UnpicklingError, EOFError, ImportError, AttributeError, ValueError, TypeError,
+        IndexError, KeyError,
+    ) as error:  # fmt: skip
+        raise RecordFileError(
+            f"{path}: not a readable pandas pickle ({type(error).__name__}: {error}); "
+            "re-export the table with DataFrame.to_pickle, or as a .csv"
+        ) from error
+
+
+def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except UnicodeDecodeError as error:
+        if compression:  # the file's own lines are compressed bytes: no line to name
+            raise RecordFileError(
+                f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
+            ) from error
+        raise RecordFileError(utf8_error_message(path, error)) from error
+    except pd.errors.EmptyDataError as error:
+        raise RecordFileError(
+            f"{path}: the file is empty; a RouterBench CSV needs a header line with prompt, "
+            f"eval_name and, per model, `<model>` and `<model>{COST_SUFFIX}` columns"
+        ) from error
+    except pd.errors.ParserError as error:
+        raise RecordFileError(
+            f"{path}: not a readable CSV ({error}); {CSV_QUOTING_HINT}"
+        ) from error
+    except ValueError as error:  # a .zip of several files
+        raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
+
+
+# routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
+RAW_COLUMNS: tuple[str, ...] = ("sample_id", "model_name", "performance", "cost")
+
+
+def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> pd.DataFrame:
+    """RouterBench's raw table (a row per sample and model: model_name, performance, cost, as
+    routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
+    a `<model>|total_cost` column per model); it was refused as having "no model columns".
+    A sample without some model's row gets no score for it (see on_missing)."""
+    _check_raw_sample_ids(table, path)
+    repeated = table.duplicated(["sample_id", "model_name"])
+    if repeated.any():
+        first = table[repeated].iloc[0]
+        raise RecordFileError(
+            f"{path}: sample_id {first['sample_id']!r} has more than one row for model "
+            f"{first['model_name']!r}; keep one row per sample and model"
+        )
+    kept = [
+        c for c in (*NON_MODEL_COLUMNS, split_column) if c in table.columns and c != "sample_id"
+    ]
+    fixed = table.groupby("sample_id", sort=False)[kept].first()
+    scores = table.pivot(index="sample_id", columns="model_name", values="performance")
+    costs = table.pivot(index="sample_id", columns="model_name", values="cost")
+    scores.columns = [str(model) for model in scores.columns]
+    costs.columns = [f"{model}{COST_SUFFIX}" for model in costs.columns]
+    return fixed.join(scores).join(costs).reset_index()
+
+
+def _check_raw_sample_ids(table: pd.DataFrame, path: Path) -> None:
+    """Every raw row needs its sample_id, the key its sample's models are joined by: a
+    pickle's rows without one were left out without a word (groupby skips NaN keys)."""
+    for position, value in enumerate(table["sample_id"], start=1):
+        if is_blank(str(value)):
+            raise RecordFileError(
+                f"{path}, row {position}: no sample_id; the raw table (a row per sample and "
+                "model) joins a sample's models by its sample_id, so every row needs one: fill "
+                "it in, or delete the sample's rows"
+            )
