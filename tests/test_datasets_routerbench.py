@@ -416,3 +416,18 @@ def test_a_pickled_tables_empty_split_cell_is_called_empty(tmp_path: Path, empty
     table.to_pickle(path)
     with pytest.raises(SplitError, match=r"row 2 .*: no split value \(the split column is absent"):
         import_routerbench(path, split_column="fold")
+
+
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_routerbench_csv_of_another_separator_says_to_use_commas(
+    tmp_path: Path, separator: str
+) -> None:
+    """A CSV saved with semicolons (a spreadsheet in a decimal-comma locale) or tabs is read
+    as one column: the error listed that column as found, without a word of the separator."""
+    path = tmp_path / "rb.csv"
+    routerbench_table().to_csv(path, index=False, sep=separator)
+    with pytest.raises(RecordFileError) as error:
+        import_routerbench(path)
+    assert "missing column(s) ['prompt', 'eval_name']" in str(error.value)
+    assert "the header is one column" in str(error.value)
+    assert "separated by commas" in str(error.value)

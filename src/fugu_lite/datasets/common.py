@@ -51,6 +51,18 @@ def to_csv_hint(path: Path) -> str:
     return "; " + advice.format(name=path.name, stem=path.stem) if advice else ""
 
 
+def other_separator_hint(header: Sequence[str], what: str) -> str:
+    """For a CSV header read as one column holding `;`, a tab or `|`: the file is separated
+    by another character (a spreadsheet in a decimal-comma locale writes `;`), and `what`
+    ("the long format's CSV") is separated by commas."""
+    if len(header) == 1 and any(separator in header[0] for separator in ";\t|"):
+        return (
+            f"; the header is one column: {what} is separated by commas (save it again as CSV "
+            "with commas)"
+        )
+    return ""
+
+
 def csv_line_breaks(text: str) -> str:
     """A quoted CSV field's line breaks as `\n`: a file saved with CRLF line ends (Excel,
     Windows editors, git's autocrlf) holds them as `\r\n` inside fields too, which made

@@ -30,6 +30,7 @@ from .common import (
     csv_line_breaks,
     is_header_copy,
     known_column_names,
+    other_separator_hint,
     repeated_header,
     to_csv_hint,
 )
@@ -266,11 +267,9 @@ def _long_fields() -> Iterator[None]:
 def _header_hint(header: list[str]) -> str:
     """What a header without the long format's columns is instead: another separator, or a
     RouterBench table."""
-    if len(header) == 1 and any(separator in header[0] for separator in ";\t|"):
-        return (
-            "; the header is one column: the long format's CSV is separated by commas (save "
-            "it again as CSV with commas)"
-        )
+    separator_hint = other_separator_hint(header, "the long format's CSV")
+    if separator_hint:
+        return separator_hint
     if any(cell.strip().endswith("|total_cost") for cell in header):
         # a RouterBench table (one score column per model) given to the long importer
         return (

@@ -19,6 +19,7 @@ from .common import (
     csv_line_breaks,
     is_blank,
     is_header_copy,
+    other_separator_hint,
     repeated_header,
     require_float,
     require_text,
@@ -59,7 +60,14 @@ def import_routerbench(
     table = with_known_column_names(table, path)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
     if absent:
-        raise RecordFileError(f"{path}: missing column(s) {absent}; found {list(table.columns)}")
+        separator_hint = (
+            other_separator_hint([str(c) for c in table.columns], "a RouterBench CSV")
+            if table_kind(path)[0] == ".csv"
+            else ""
+        )
+        raise RecordFileError(
+            f"{path}: missing column(s) {absent}; found {list(table.columns)}{separator_hint}"
+        )
     if all(column in table.columns for column in RAW_COLUMNS):
         table = wide_from_raw(table, path, split_column)
     table = with_stripped_model_names(table, path)
