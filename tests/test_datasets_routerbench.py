@@ -7,6 +7,7 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from datasets_support import (
@@ -431,3 +432,21 @@ def test_routerbench_csv_of_another_separator_says_to_use_commas(
     assert "missing column(s) ['prompt', 'eval_name']" in str(error.value)
     assert "the header is one column" in str(error.value)
     assert "separated by commas" in str(error.value)
+
+
+@pytest.mark.parametrize("module", ["pandas.core.indexes.numeric_v9", "numpy._core_v9.multiarray"])
+def test_routerbench_pickle_of_another_pandas_version_says_how_to_convert_it(
+    tmp_path: Path, module: str
+) -> None:
+    """A pickle names the classes of the pandas and numpy that wrote it (numpy 2's
+    `numpy._core` is unknown to numpy 1): the error said to re-export the table with
+    to_pickle, which needs the table read first, without a word of versions."""
+    path = tmp_path / "rb.pkl"
+    # a protocol-2 pickle of one object whose class lives in `module` (GLOBAL, then NEWOBJ)
+    path.write_bytes(b"\x80\x02c" + module.encode() + b"\nTable\nq\x00)\x81q\x01.")
+    with pytest.raises(RecordFileError) as error:
+        import_routerbench(path)
+    message = str(error.value)
+    assert "rb.pkl: not a readable pandas pickle (ModuleNotFoundError: No module named" in message
+    assert f"this is pandas {pd.__version__}, numpy {np.__version__}" in message
+    assert "to_csv(" in message

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import Literal, cast
 
+import numpy as np
 import pandas as pd
 
 from ..io import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
@@ -76,8 +77,33 @@ def _read_pickle(path: Path) -> object:
     ) as error:  # fmt: skip
         raise RecordFileError(
             f"{path}: not a readable pandas pickle ({type(error).__name__}: {error}); "
-            "re-export the table with DataFrame.to_pickle, or as a .csv"
+            + (
+                _other_version_advice(path)
+                if isinstance(error, ImportError | AttributeError)
+                else "re-export the table with DataFrame.to_pickle, or as a .csv"
+            )
         ) from error
+
+
+def _other_version_advice(path: Path) -> str:
+    """A class or module the pickle names is not here: the pandas or numpy that wrote it is
+    another version (numpy 2's `numpy._core` is unknown to numpy 1). Re-exporting needs the
+    table read first, so say to do it where it can be read."""
+    return (
+        f"it was likely written by another pandas or numpy version (this is pandas "
+        f"{pd.__version__}, numpy {np.__version__}): load it with the versions that wrote it "
+        f"and save it as CSV, pandas.read_pickle('{path.name}').to_csv('{_stem(path)}.csv', "
+        "index=False), then import the .csv"
+    )
+
+
+def _stem(path: Path) -> str:
+    """The name without .pkl and a compression suffix (`routerbench_0shot.pkl.gz`)."""
+    name = path.name
+    for suffix in (*COMPRESSIONS, ".pkl"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
 
 
 def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
