@@ -156,7 +156,10 @@ def test_long_format_drops_prompts_with_a_blank_reward_on_request(tmp_path: Path
         "prompt,worker,reward\np1,w1,1\np1,w2,0\np2,w1,\np2,w2,1\np3,w1,NA\np3,w2,0\n",
         encoding="utf-8",
     )
-    with pytest.raises(RecordFileError, match=r"line 4: no value for \['reward'\] \(or pass"):
+    with pytest.raises(
+        RecordFileError,
+        match=r"line 4: no value for \['reward'\]; fill in the cell or delete the row \(or pass",
+    ):
         import_long(path)
     with caplog.at_level(logging.WARNING):
         assert [record.prompt for record in import_long(path, on_missing="drop")] == ["p1"]
@@ -185,7 +188,8 @@ def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path
         import_long(path)
     assert (
         str(raised.value)
-        == f"{path}, line 2: no value for ['reward'] (or pass --option on_missing=drop)"
+        == f"{path}, line 2: no value for ['reward']; fill in the cell or delete the row (or "
+        "pass --option on_missing=drop)"
     )
 
 
@@ -566,7 +570,8 @@ def test_a_long_reward_written_as_nan_or_na_points_to_on_missing(
     with pytest.raises(RecordFileError, match=r"line 3: no value for \['reward'\]") as raised:
         import_long(path)
     assert str(raised.value).endswith(
-        f"(the reward is {reward!r}) (or pass --option on_missing=drop)"
+        f"(the reward is {reward!r}); fill in the cell or delete the row (or pass --option "
+        "on_missing=drop)"
     )
     assert [r.prompt for r in import_long(path, on_missing="drop")] == ["r"]
 
@@ -634,3 +639,24 @@ def test_a_prompt_differing_only_in_spaces_is_named_in_the_missing_worker_error(
     with pytest.raises(RecordFileError, match=r"line 2: prompt 'q' has no row for") as raised:
         import_long(path)
     assert "line 3 has the prompt 'q ', which differs from 'q' only in spaces" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        (",a,1\n,b,0\n", "line 2: no value for ['prompt']; fill in the cell or delete the row"),
+        ("q,,1\nq,b,0\n", "line 2: no value for ['worker']; fill in the cell or delete the row"),
+        ('" ",a,1\n" ",b,0\n', "line 2: prompt is empty (' '); fill it in or delete the row"),
+    ],
+)
+def test_long_format_empty_prompt_or_worker_says_what_to_do(
+    tmp_path: Path, rows: str, expected: str
+) -> None:
+    """A spreadsheet row with an empty prompt or worker cell was refused as "no value for
+    ['prompt']" (or "prompt must be a non-empty string, got ' '"), saying nothing of what to
+    do about it."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\n" + rows, encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == f"{path}, {expected}"

@@ -450,3 +450,15 @@ def test_routerbench_pickle_of_another_pandas_version_says_how_to_convert_it(
     assert "rb.pkl: not a readable pandas pickle (ModuleNotFoundError: No module named" in message
     assert f"this is pandas {pd.__version__}, numpy {np.__version__}" in message
     assert "to_csv(" in message
+
+
+def test_routerbench_empty_prompt_says_what_to_do(tmp_path: Path) -> None:
+    """A row with an empty prompt cell was refused as "prompt must be a non-empty string,
+    got ''", saying nothing of what to do about it."""
+    path = tmp_path / "rb.csv"
+    routerbench_table(prompt=["q", " ", "r"]).to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, row 2 (sample_id=gsm.1): prompt is empty (' '); fill it in or delete the row"
+    )

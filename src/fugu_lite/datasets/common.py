@@ -181,9 +181,12 @@ def _number_hint(value: object) -> str:
 
 
 def require_text(value: object, what: str, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise RecordFileError(f"{where}: {what} must be a non-empty string, got {value!r}")
-    return value
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, str) or (isinstance(value, float) and math.isnan(value)):
+        # an empty cell (a spreadsheet's blank row, a pickle's NaN): say what to do about it
+        raise RecordFileError(f"{where}: {what} is empty ({value!r}); fill it in or delete the row")
+    raise RecordFileError(f"{where}: {what} must be a non-empty string, got {value!r}")
 
 
 def build_record(where: str, **fields: Any) -> RewardRecord:

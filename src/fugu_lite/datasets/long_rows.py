@@ -51,7 +51,11 @@ def parse_row(
             if "reward" in absent and raw.get("reward") is not None
             else ""
         )
-        raise RecordFileError(f"{where}: no value for {absent}{given}{hint}{_keys_hint(raw)}")
+        keys_hint = _keys_hint(raw)
+        # the row has every column, some cells empty: fill them in (a row of other keys is
+        # another format, which keys_hint says)
+        advice = "" if keys_hint else "; fill in the cell or delete the row"
+        raise RecordFileError(f"{where}: no value for {absent}{given}{advice}{hint}{keys_hint}")
     reward = raw.get("reward")
     prompt = raw["prompt"]
     if isinstance(prompt, dict) and "role" in prompt:
