@@ -462,3 +462,20 @@ def test_routerbench_empty_prompt_says_what_to_do(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f"{path}, row 2 (sample_id=gsm.1): prompt is empty (' '); fill it in or delete the row"
     )
+
+
+def test_routerbench_score_written_as_a_percentage_says_to_write_a_fraction(
+    tmp_path: Path,
+) -> None:
+    """A score in a spreadsheet's percentage format ("85%") was refused as "must be a finite
+    number, got '85%'", without a word of how to write it (the long importer reads it)."""
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        "prompt,eval_name,m1,m1|total_cost\np,t,1,0.1\nr,t,85 %,0.1\n", encoding="utf-8"
+    )
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, row 2: the score of m1 must be a finite number, got '85 %' (write the "
+        "percentage as a fraction: 0.85)"
+    )

@@ -165,13 +165,19 @@ UNIT_AROUND_NUMBER = re.compile(
     r"\s*(?P<after>[^\s\d.,%][^\d.,]*)?"
 )
 
+# a spreadsheet's percentage format (85%), which only the long format reads as a fraction
+PERCENTAGE = re.compile(r"\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+))\s*%\s*")
+
 
 def _number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
-    comma ("0,5") or a thousands separator ("1,000"), or with a currency sign or unit
-    ("$0.002"), which a number here cannot hold."""
+    comma ("0,5") or a thousands separator ("1,000"), as a percentage ("85%"), or with a
+    currency sign or unit ("$0.002"), which a number here cannot hold."""
     if not isinstance(value, str):
         return ""
+    percentage = PERCENTAGE.fullmatch(value)
+    if percentage is not None:
+        return f" (write the percentage as a fraction: {float(percentage['number']) / 100:g})"
     if re.fullmatch(r"\s*[-+]?[0-9.]*[0-9],[0-9][0-9,.]*\s*", value):
         return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
     unit = UNIT_AROUND_NUMBER.fullmatch(value)
