@@ -479,3 +479,27 @@ def test_routerbench_score_written_as_a_percentage_says_to_write_a_fraction(
         f"{path}, row 2: the score of m1 must be a finite number, got '85 %' (write the "
         "percentage as a fraction: 0.85)"
     )
+
+
+@pytest.mark.parametrize("column", ["prompt", "eval_name", "fold"])
+def test_a_raw_routerbench_samples_rows_must_agree_on_its_prompt_task_and_split(
+    tmp_path: Path, column: str
+) -> None:
+    """The raw table joins a sample's model rows by sample_id: rows of one sample_id with
+    different prompts (ids reused across evals, e.g. 0, 1, 2 in each) were joined into one
+    record with the first row's prompt, the other prompt's scores mixed in without a word."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw["fold"] = "train"
+    raw.loc[1, column] = "other"  # the first sample's second model row
+    path = tmp_path / "routerbench_raw.pkl"
+    raw.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path, split_column="fold")
+    message = str(raised.value)
+    assert message.startswith(
+        f"{path}: sample_id 'mmlu.0' has different {column} values on its rows 1 and 2"
+    )
+    assert "give each sample its own sample_id" in message
+    raw.loc[1, column] = raw.loc[0, column]
+    raw.to_pickle(path)
+    assert len(import_routerbench(path, split_column="fold")) == 3

@@ -145,6 +145,9 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
             f"{path}: sample_id {first['sample_id']!r} has more than one row for model "
             f"{first['model_name']!r}; keep one row per sample and model"
         )
+    _check_one_value_per_sample(
+        table, path, [c for c in ("prompt", "eval_name", split_column) if c]
+    )
     kept = [
         c for c in (*NON_MODEL_COLUMNS, split_column) if c in table.columns and c != "sample_id"
     ]
@@ -154,6 +157,35 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     scores.columns = [str(model) for model in scores.columns]
     costs.columns = [f"{model}{COST_SUFFIX}" for model in costs.columns]
     return fixed.join(scores).join(costs).reset_index()
+
+
+def _check_one_value_per_sample(table: pd.DataFrame, path: Path, columns: list[str]) -> None:
+    """A sample's model rows must agree on its prompt, eval_name and split: rows of one
+    sample_id with two prompts (ids reused across evals: 0, 1, 2 in each) were joined into one
+    record with the first row's prompt, the other prompt's scores mixed in. An empty cell
+    (NaN) disagrees with nothing; the first row's value with one is taken."""
+    for column in (c for c in columns if c in table.columns):
+        values = table[column].map(
+            lambda value: repr(value) if isinstance(value, list | dict) else value
+        )
+        counts = values.groupby(table["sample_id"], sort=False).nunique()
+        if not (counts > 1).any():
+            continue
+        sample = counts.index[counts > 1][0]
+        pairs = zip(table["sample_id"], values, strict=True)
+        rows = [
+            (position, value)
+            for position, (sample_id, value) in enumerate(pairs, start=1)
+            if sample_id == sample and not pd.isna(value)
+        ]
+        first = rows[0]
+        other = next(row for row in rows if row[1] != first[1])
+        raise RecordFileError(
+            f"{path}: sample_id {sample!r} has different {column} values on its rows "
+            f"{first[0]} and {other[0]} ({first[1]!r}, {other[1]!r}); the raw table joins a "
+            "sample's model rows by sample_id, so they must agree: give each sample its own "
+            f"sample_id (ids reused across evals?), or make its rows' {column} the same"
+        )
 
 
 def _check_raw_sample_ids(table: pd.DataFrame, path: Path) -> None:
