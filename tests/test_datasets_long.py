@@ -660,3 +660,26 @@ def test_long_format_empty_prompt_or_worker_says_what_to_do(
     with pytest.raises(RecordFileError) as raised:
         import_long(path)
     assert str(raised.value) == f"{path}, {expected}"
+
+
+def test_long_format_csv_starting_with_blank_lines_is_read(tmp_path: Path) -> None:
+    """A CSV whose header follows blank lines (a script that printed an empty line first,
+    a spreadsheet's empty top row) was refused as "missing column(s) [...] in the header
+    []", as an empty file was; pandas.read_csv reads it."""
+    path = tmp_path / "long.csv"
+    path.write_text("\n,,\nprompt,worker,reward\nq,a,1\nq,b,0\n", encoding="utf-8")
+    [record] = import_long(path)
+    assert (record.prompt, record.worker_ids, record.rewards) == ("q", ["a", "b"], [1.0, 0.0])
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,oops\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: reward must be"):
+        import_long(path)  # the line numbers are the file's own
+    path.write_text("\n\nprompt,worker,reward\nq,a,1\nq,b,oops\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 5: reward must be"):
+        import_long(path)
+    path.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}: the file is empty; a long-format CSV needs a header line (prompt, worker, "
+        "reward) and a row per prompt and worker"
+    )

@@ -181,11 +181,19 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
         reader = csv.reader(stream, strict=True)
         good_until = 0  # the line where the last good row ended
         try:
-            header = next(reader, [])
+            # blank lines (or a spreadsheet's empty rows) before the header are skipped, as
+            # pandas.read_csv does
+            header = next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
             good_until = reader.line_num
+            if not header:
+                raise RecordFileError(
+                    f"{path}: the file is empty; a long-format CSV needs a header line "
+                    f"({', '.join(REQUIRED_COLUMNS)}) and a row per prompt and worker"
+                )
+            header_at = f"{path}, line {reader.line_num}"
             if any("\x00" in cell for cell in header):
-                raise RecordFileError(nul_text_message(f"{path}, line 1"))
-            columns = known_column_names(header, COLUMNS, f"{path}, line 1")
+                raise RecordFileError(nul_text_message(header_at))
+            columns = known_column_names(header, COLUMNS, header_at)
             absent = [c for c in REQUIRED_COLUMNS if c not in columns]
             if absent:
                 raise RecordFileError(
