@@ -503,3 +503,19 @@ def test_a_raw_routerbench_samples_rows_must_agree_on_its_prompt_task_and_split(
     raw.loc[1, column] = raw.loc[0, column]
     raw.to_pickle(path)
     assert len(import_routerbench(path, split_column="fold")) == 3
+
+
+@pytest.mark.parametrize("dtype", ["object", "string"])
+def test_routerbench_pickled_prompt_of_none_says_what_to_do(tmp_path: Path, dtype: str) -> None:
+    """A pickled table's empty prompt cell is None (an object column) or pd.NA (a "string"
+    one): it was refused as "prompt must be a non-empty string, got None", as if the cell
+    held a value of another type, where an empty NaN cell said to fill it in."""
+    table = routerbench_table()
+    table["prompt"] = table["prompt"].astype(dtype)
+    table.loc[1, "prompt"] = None
+    path = tmp_path / "rb.pkl"
+    table.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value).startswith(f"{path}, row 2 (sample_id=gsm.1): prompt is empty (")
+    assert str(raised.value).endswith("); fill it in or delete the row")

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..io import RecordFileError, describe_validation_error
 from ..schemas import RewardRecord, prompt_hash
-from .split import PLACEHOLDER_SPLIT
+from .split import PLACEHOLDER_SPLIT, no_value
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +189,9 @@ def _number_hint(value: object) -> str:
 def require_text(value: object, what: str, where: str) -> str:
     if isinstance(value, str) and value.strip():
         return value
-    if isinstance(value, str) or (isinstance(value, float) and math.isnan(value)):
-        # an empty cell (a spreadsheet's blank row, a pickle's NaN): say what to do about it
+    if no_value(value):
+        # an empty cell (a spreadsheet's blank row, a pickle's NaN, None or NA): say what to
+        # do about it
         raise RecordFileError(f"{where}: {what} is empty ({value!r}); fill it in or delete the row")
     raise RecordFileError(f"{where}: {what} must be a non-empty string, got {value!r}")
 

@@ -89,7 +89,7 @@ def parse_split(value: object, where: str) -> Split:
     # None: the row has no such column (or an empty cell); say so rather than "split None"
     problem = (
         "no split value (the split column is absent or empty here)"
-        if _no_value(value)
+        if no_value(value)
         else f"unknown split {value!r}"
     )
     raise SplitError(
@@ -98,7 +98,7 @@ def parse_split(value: object, where: str) -> Split:
     )
 
 
-def _no_value(value: object) -> bool:
+def no_value(value: object) -> bool:
     """None, an empty text, or NaN or pandas' NA (a pickled table's empty cell, which was
     called "unknown split nan")."""
     if value is None or (isinstance(value, str) and not value.strip()):
