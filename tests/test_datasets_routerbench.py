@@ -87,26 +87,48 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
     )
 
 
+def raw_table_with_empty_cells(path: Path, column: str, rows: list[int], empty: object) -> Path:
+    """The raw table, `column` set to `empty` on `rows`, saved as `path` (.pkl or .csv)."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw[column] = raw[column].astype(object)
+    raw.loc[rows, column] = empty
+    raw.to_pickle(path) if path.suffix == ".pkl" else raw.to_csv(path, index=False)
+    return path
+
+
+RAW_WITHOUT_KEY = {
+    # both rows of the second sample
+    "sample_id": (
+        [2, 3],
+        "row 3: no sample_id; the raw table (a row per sample and model) joins a sample's "
+        "models by its sample_id, so every row needs one: fill it in, or delete the sample's "
+        "rows",
+    ),
+    "model_name": (
+        [3],
+        "row 4 (sample_id=gsm.1): no model_name; the raw table has a row per sample and "
+        "model, and the row's score and cost belong to its model: fill it in, or delete the "
+        "row",
+    ),
+}
+
+
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])
 @pytest.mark.parametrize("empty", [None, math.nan, "", "  "])
-def test_a_raw_routerbench_row_without_a_sample_id_is_named(
-    tmp_path: Path, suffix: str, empty: object
+@pytest.mark.parametrize("column", list(RAW_WITHOUT_KEY))
+def test_a_raw_routerbench_row_without_a_sample_id_or_model_name_is_named(
+    tmp_path: Path, suffix: str, empty: object, column: str
 ) -> None:
     """The raw table joins a sample's models by sample_id: a pickle's rows without one were
     left out without a word (pandas' groupby skips NaN keys), and a CSV's empty ones were
-    refused as "sample_id '' has more than one row for model ..."."""
-    raw = raw_routerbench_table(routerbench_table())
-    raw["sample_id"] = raw["sample_id"].astype(object)
-    raw.loc[[2, 3], "sample_id"] = empty  # both rows of the second sample
-    path = tmp_path / f"routerbench_raw{suffix}"
-    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    refused as "sample_id '' has more than one row for model ...". A row without a
+    model_name was left out by the pivot without a word: with on_missing=drop its sample
+    was dropped as missing that model's score, the row's score lost."""
+    rows, expected = RAW_WITHOUT_KEY[column]
+    path = raw_table_with_empty_cells(tmp_path / f"routerbench_raw{suffix}", column, rows, empty)
     with pytest.raises(RecordFileError) as raised:
         import_routerbench(path, on_missing="drop")
-    assert str(raised.value) == (
-        f"{path}, row 3: no sample_id; the raw table (a row per sample and model) joins a "
-        "sample's models by its sample_id, so every row needs one: fill it in, or delete the "
-        "sample's rows"
-    )
+    assert str(raised.value) == f"{path}, {expected}"
 
 
 @pytest.mark.parametrize("index", [False, True])

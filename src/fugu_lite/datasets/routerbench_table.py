@@ -137,7 +137,7 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
     a `<model>|total_cost` column per model); it was refused as having "no model columns".
     A sample without some model's row gets no score for it (see on_missing)."""
-    _check_raw_sample_ids(table, path)
+    _check_raw_keys(table, path)
     repeated = table.duplicated(["sample_id", "model_name"])
     if repeated.any():
         first = table[repeated].iloc[0]
@@ -188,13 +188,24 @@ def _check_one_value_per_sample(table: pd.DataFrame, path: Path, columns: list[s
         )
 
 
-def _check_raw_sample_ids(table: pd.DataFrame, path: Path) -> None:
-    """Every raw row needs its sample_id, the key its sample's models are joined by: a
-    pickle's rows without one were left out without a word (groupby skips NaN keys)."""
+def _check_raw_keys(table: pd.DataFrame, path: Path) -> None:
+    """Every raw row needs its sample_id, the key its sample's models are joined by (a
+    pickle's rows without one were left out without a word: groupby skips NaN keys), and its
+    model_name."""
     for position, value in enumerate(table["sample_id"], start=1):
         if is_blank(str(value)):
             raise RecordFileError(
                 f"{path}, row {position}: no sample_id; the raw table (a row per sample and "
                 "model) joins a sample's models by its sample_id, so every row needs one: fill "
                 "it in, or delete the sample's rows"
+            )
+    for position, (sample_id, value) in enumerate(
+        zip(table["sample_id"], table["model_name"], strict=True), start=1
+    ):
+        if is_blank(str(value)):
+            # the pivot leaves such a row out: its score and cost were lost without a word
+            raise RecordFileError(
+                f"{path}, row {position} (sample_id={sample_id}): no model_name; the raw table "
+                "has a row per sample and model, and the row's score and cost belong to its "
+                "model: fill it in, or delete the row"
             )
