@@ -36,8 +36,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
-from fugu_lite.collect.state import default_log_path
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker

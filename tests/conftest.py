@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
-from fugu_lite.collect.state import default_log_path
 from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import DATA_DIR_ENV, standard_split
 from fugu_lite.sandbox import SandboxLimits

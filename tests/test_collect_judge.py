@@ -16,8 +16,11 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from fugu_lite.cli import app
+from fugu_lite.collect import hashes
 from fugu_lite.collect import state as collect_state
-from fugu_lite.collect.state import CollectError, JudgeSummary, default_log_path
+from fugu_lite.collect.errors import CollectError
+from fugu_lite.collect.journal import default_log_path
+from fugu_lite.collect.state import JudgeSummary
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
 from fugu_lite.schemas import read_records
 from fugu_lite.tasks import Task, write_tasks
@@ -57,12 +60,12 @@ def test_grades_of_a_local_judge_whose_model_file_was_replaced_are_judged_again(
         ).load()
 
     cell = {"task_id": task.id, "worker_id": "w",
-            "request_hash": collect_state.request_hash(config.workers[0], task)}  # fmt: skip
+            "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
     call = {**cell, "event": "call", "output": "Rain."}
     grade = {**cell, "event": "grade", "score": 0.7, "judge_worker_id": "judge",
-             "grading_hash": collect_state.grading_hash(task),
-             "judge_hash": collect_state.judge_hash(config.workers[1])}  # fmt: skip
-    digest = collect_state.gguf_sha256(config.workers[1])
+             "grading_hash": hashes.grading_hash(task),
+             "judge_hash": hashes.judge_hash(config.workers[1])}  # fmt: skip
+    digest = hashes.gguf_sha256(config.workers[1])
     log.write_text(f"{json.dumps(call)}\n{json.dumps({**grade, 'judge_gguf_sha256': digest})}\n")
     assert state().cells_to_grade() == []
 

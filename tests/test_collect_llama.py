@@ -22,7 +22,7 @@ from conftest import log_lines, record_ids
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app
-from fugu_lite.collect.state import default_log_path
+from fugu_lite.collect.journal import default_log_path
 from fugu_lite.schemas import RewardRecord, read_records
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task, write_tasks

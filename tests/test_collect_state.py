@@ -15,9 +15,11 @@ import pytest
 from conftest import log_lines, number_tasks, record_ids, run_collect, solver, stub_pool
 from rich.console import Console
 
+from fugu_lite.collect import hashes, journal
 from fugu_lite.collect import state as collect_state
+from fugu_lite.collect.errors import CollectError
+from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
-from fugu_lite.collect.state import CollectError, default_log_path
 from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
@@ -133,7 +135,7 @@ def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -
     log.write_bytes(whole + tail)
     tracemalloc.start()
     try:
-        fragment = collect_state.repair_torn_tail(log)
+        fragment = journal.repair_torn_tail(log)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -253,8 +255,8 @@ def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -
     first = local_pool(str(tmp_path / "q4.gguf"))
     worker = first.workers[0]
     answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
-              "request_hash": collect_state.request_hash(worker, task)}  # fmt: skip
-    log.write_text(json.dumps({**answer, "local_hash": collect_state.local_hash(worker)}) + "\n")
+              "request_hash": hashes.request_hash(worker, task)}  # fmt: skip
+    log.write_text(json.dumps({**answer, "local_hash": hashes.local_hash(worker)}) + "\n")
     assert state(first).cells_to_call("loc") == []
     for changed in (local_pool(str(tmp_path / "q8.gguf")), local_pool(worker.local.gguf, "chatml")):
         again = state(changed)
@@ -288,9 +290,9 @@ def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
 
     worker = config.workers[0]
     answer = {"event": "call", "task_id": task.id, "worker_id": "loc", "output": "1",
-              "request_hash": collect_state.request_hash(worker, task),
-              "local_hash": collect_state.local_hash(worker)}  # fmt: skip
-    digest = collect_state.gguf_sha256(worker)
+              "request_hash": hashes.request_hash(worker, task),
+              "local_hash": hashes.local_hash(worker)}  # fmt: skip
+    digest = hashes.gguf_sha256(worker)
     assert digest == hashlib.sha256(b"GGUF q4 weights").hexdigest()
     log.write_text(json.dumps({**answer, "gguf_sha256": digest}) + "\n")
     assert state().cells_to_call("loc") == []

@@ -88,8 +88,8 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
 
 def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: PipelineConfig) -> dict:
     """Generate tasks, collect the local pool's rewards, train and evaluate on them."""
+    from .collect.errors import CollectError
     from .collect.run import collect
-    from .collect.state import CollectError
     from .collect.summary import end_of_run_lines, summary_table
 
     output_dir = settings.output / "local"

@@ -43,8 +43,8 @@ def collect_command(
     import asyncio
     import signal
 
+    from ..collect.errors import CollectError
     from ..collect.run import collect
-    from ..collect.state import CollectError
     from ..collect.summary import end_of_run_lines, summary_table
     from ..tasks import read_tasks
     from ..workers.api_keys import PoolStartError
@@ -93,7 +93,7 @@ def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path 
     """The task file, the records and the call log must be three files: the call log
     written into the records file made it unreadable, and a task file (or the pool file)
     given as -o or --log was refused with advice to delete its lines."""
-    from ..collect.state import default_log_path
+    from ..collect.journal import default_log_path
 
     same = same_path
     call_log = log if log is not None else default_log_path(output)

@@ -17,7 +17,10 @@ from ..workers.errors import WorkerCallError
 from ..workers.output_limits import output_limit
 from ..workers.pool import Judge, WorkerPool
 from ..workers.results import CallResult
-from .state import JUDGE_PARAMS, Cell, CollectError, CollectState, LogEntry
+from .errors import CollectError
+from .hashes import JUDGE_PARAMS
+from .journal import LogEntry
+from .state import Cell, CollectState
 
 
 class JudgeReplyCut(RuntimeError):

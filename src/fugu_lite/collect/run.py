@@ -23,9 +23,10 @@ context_length_exceeded) is the one failure that never goes away by asking again
 worker's answer, scored 0 (as routing it there gives nothing), and reused on resume while
 the worker's n_ctx is the same.
 
-This module runs a collection (collect, the Collector loop); the files' state and the hashes
-that say what still fits are in state.py, the judge's wrapper in judge.py, the run's
-counters and its end-of-run summary in summary.py.
+This module runs a collection (collect, the Collector loop); what is already done is in
+state.py, the files' format in journal.py, their lock in lock.py, the hashes that say what
+still fits in hashes.py, the judge's wrapper in judge.py, the run's counters and its
+end-of-run summary in summary.py.
 """
 
 from __future__ import annotations
@@ -57,15 +58,11 @@ from ..workers.errors import (
 from ..workers.output_limits import output_limit
 from ..workers.pool import Judge, WorkerPool
 from ..workers.results import CallResult
+from .errors import CollectError
+from .journal import LogEntry, default_log_path
 from .judge import JudgeDown, check_judge, finish_reason, logging_judge
-from .state import (
-    Cell,
-    CollectError,
-    CollectState,
-    LogEntry,
-    default_log_path,
-    exclusive_files,
-)
+from .lock import exclusive_files
+from .state import Cell, CollectState
 from .summary import CollectSummary, RunCounters, end_of_run_lines, summarize, summary_table
 
 logger = logging.getLogger(__name__)

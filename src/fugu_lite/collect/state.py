@@ -1,80 +1,34 @@
-"""The state of a reward collection on disk: its call log's entries, the hashes that say
-whether a saved answer or grade still fits this run (request_hash, local_hash, gguf_sha256,
-grading_hash, judge_hash), torn-line repair, the exclusive lock on the run's files, and
-CollectState, what is already done, rebuilt from the records and the call log (see
+"""What a reward collection has already done, rebuilt from its records and call log
+(CollectState): which cells are answered and graded, which saved answers and grades no
+longer fit this run (and the notes saying so), and the RewardRecord of a finished task.
+The files' format is in journal.py, the hashes compared in hashes.py (see
 fugu_lite.collect.run for the files and how a run resumes).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
-from ..config import ConfigError
-from ..io import RecordFileError, append_jsonl, file_sha256, iter_jsonl
+from ..io import append_jsonl
 from ..schemas import RewardRecord
 from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
-from ..workers.config import PoolConfig, WorkerConfig, resolve_gguf
+from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
 from ..workers.results import Usage, usage_cost
+from .errors import CollectError
+from .hashes import gguf_sha256, grading_hash, judge_hash, local_hash, request_hash
+from .journal import LogEntry, repair_torn_tail, validated_lines
 
-JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
     "another judge's"
 )
 Cell = tuple[str, str]  # (task id, worker id)
-
-
-class CollectError(RuntimeError):
-    """The output files do not fit this pool or these tasks; the message says how to fix it."""
-
-
-class LogEntry(BaseModel):
-    """One line of the call log."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    event: Literal["call", "grade", "judge"]
-    task_id: str
-    worker_id: str
-    request_hash: str
-    local_hash: str | None = None  # call events of a local worker: its model file
-    gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
-    grading_hash: str | None = None  # grade events: what the grade was computed against
-    judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
-    judge_hash: str | None = None  # ... and the settings that shaped its verdict
-    judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content
-    # (judge events carry the last two as well: the judge's own)
-    judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
-    judged_request_hash: str | None = None  # judge events: the request hash of that answer
-    prompt_hash: str | None = None
-    output: str | None = None
-    finish_reason: str | None = None  # call and judge events: "length" = cut at the limit
-    usage: dict[str, int] | None = None
-    cost: float | None = None
-    latency_s: float | None = None
-    error: str | None = None
-    error_kind: str | None = None
-    error_code: str | None = None  # the `code` of the worker's error body
-    n_ctx: int | None = None  # context refusals of a local worker: its n_ctx then
-    attempts: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    score: float | None = None
-    grade_error: str | None = None
-    detail: str | None = None
 
 
 class JudgeSummary(BaseModel):
@@ -84,187 +38,6 @@ class JudgeSummary(BaseModel):
     calls: int  # judge calls in the call log (all runs)
     cost: float  # their cost, as far as known
     unpriced: int = 0  # of them, answered calls whose cost is unknown: the judge reported no usage
-
-
-def default_log_path(output: Path) -> Path:
-    return output.with_name(f"{output.stem}.calls.jsonl")
-
-
-def request_hash(worker: WorkerConfig, task: Task) -> str:
-    """What the worker is asked, including its system prompt and decoding params: an
-    answer is reused on resume only if the request would be the same."""
-    payload = {
-        "model": worker.model,
-        "system_prompt": worker.system_prompt,
-        "params": worker.params,
-        "messages": task.chat_messages(),
-    }
-    return _json_sha1(payload)
-
-
-def local_hash(worker: WorkerConfig) -> str | None:
-    """A local worker's model: its GGUF file and chat format, which its request does not
-    name (its `model` is only a label). None for a remote worker."""
-    if worker.local is None:
-        return None
-    return _json_sha1(worker.local.model_dump(include={"gguf", "chat_format"}))
-
-
-def gguf_sha256(worker: WorkerConfig) -> str | None:
-    """The SHA-256 of a local worker's GGUF file (read once per version of the file, see
-    io.file_sha256): its path names no content, and a file replaced in place (another quant
-    or model downloaded under the same name) gives other answers. None for a remote worker
-    and for a file not found, whose worker answers nothing (it cannot start)."""
-    if worker.local is None:
-        return None
-    try:
-        return file_sha256(resolve_gguf(worker.local.gguf))
-    except (ConfigError, OSError):
-        return None
-
-
-def grading_hash(task: Task) -> str:
-    """What a grade depends on besides the answer: after a fix to a task's answer, tests or
-    grader, its saved answers are graded again on resume (no new calls)."""
-    payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
-    return _json_sha1(payload)
-
-
-def judge_hash(judge: WorkerConfig) -> str:
-    """What shapes a judge's verdict besides the task and the judged answer: its model, where
-    it runs, its system prompt and the params of a judge call. A grade given by another
-    judge, or by this one with other settings, is judged again on resume (no new answer)."""
-    payload = {
-        "model": judge.model,
-        "base_url": judge.base_url,
-        "local": local_hash(judge),
-        "system_prompt": judge.system_prompt,
-        "params": {**judge.params, **JUDGE_PARAMS},
-    }
-    return _json_sha1(payload)
-
-
-def _json_sha1(payload: dict) -> str:
-    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-# -- durable files ------------------------------------------------------------------------
-
-
-def repair_torn_tail(path: Path) -> str | None:
-    """Cut an unterminated last line (a write killed half-way) and return it, or None.
-
-    Every complete line ends with a newline because each append writes whole lines. Only
-    the file's tail is read: a call log of a long collection holds gigabytes of answers."""
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    with path.open("rb+") as stream:
-        size = stream.seek(0, os.SEEK_END)
-        stream.seek(size - 1)
-        if stream.read(1) == b"\n":
-            return None
-        keep = last_line_start(stream, size)
-        stream.seek(keep)
-        tail = stream.read()
-        stream.truncate(keep)
-        stream.flush()
-        os.fsync(stream.fileno())
-    fragment = tail.decode("utf-8", errors="replace")
-    with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
-        torn.write(fragment + "\n")
-    return fragment
-
-
-TAIL_BLOCK = 1 << 16
-
-
-def last_line_start(stream: BinaryIO, size: int) -> int:
-    """The offset just after the last newline of a file of `size` bytes (0 for none), read
-    backwards a block at a time."""
-    end = size
-    while end > 0:
-        start = max(0, end - TAIL_BLOCK)
-        stream.seek(start)
-        found = stream.read(end - start).rfind(b"\n")
-        if found != -1:
-            return start + found + 1
-        end = start
-    return 0
-
-
-@contextmanager
-def exclusive_files(paths: list[Path]) -> Iterator[None]:
-    """Hold an exclusive lock on the records and the call log (each created if missing, and
-    removed again if the run leaves it empty): a second `collect` on either would append
-    every record twice and pay for every call twice. The lock goes with the process, so a
-    run killed outright never leaves one behind."""
-    if sys.platform == "win32":  # pragma: no cover - no flock there: unlocked, as before
-        yield
-        return
-    import fcntl
-
-    with ExitStack() as stack:
-        for path in dict.fromkeys(path.absolute() for path in paths):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            created = not path.exists()
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-            stack.callback(os.close, descriptor)
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise CollectError(
-                    f"{path} is in use by another `fugu-lite collect`; wait for it to finish "
-                    "(or stop it), then run this again: two runs on one records file or call "
-                    "log would write every record twice and pay for every call twice"
-                ) from None
-            if created:  # removed before the lock goes, so no other run holds it
-                stack.callback(_remove_if_empty, path)
-        yield
-
-
-def _remove_if_empty(path: Path) -> None:
-    if path.exists() and path.stat().st_size == 0:
-        path.unlink()
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
-    """Each line of one of collection's own files (records, call log) as `model`; a line
-    that is not one names the file and line, to be fixed or deleted, unless it is a line of
-    another of the project's files (a task file given as -o): that file is to be kept."""
-    for line_number, value in iter_jsonl(path):
-        try:
-            yield model.model_validate(value)
-        except ValidationError as error:
-            where = f"{path}, line {line_number}"
-            kind = other_file_kind(value, what)
-            if kind is not None:
-                raise RecordFileError(
-                    f"{where}: this is {kind}, not {what}, so {path} is not this "
-                    "collection's file; keep it as it is and give collect a file of its own "
-                    "(-o for the records, --log for the call log; a new name is created)"
-                ) from error
-            raise RecordFileError(
-                f"{where}: not {what} ({error.errors()[0]['msg']}); fix or delete that line"
-            ) from error
-
-
-def other_file_kind(row: object, expected: str) -> str | None:
-    """Which of the project's files `row` is a line of (said with the key that tells), when
-    that is not the `expected` kind; None for a line of no known file."""
-    if not isinstance(row, dict):
-        return None
-    kinds = (  # (kind, the key that tells, whether the row is one)
-        ("a task", "grader", "grader" in row and "rewards" not in row),
-        ("a RewardRecord", "rewards", "rewards" in row and "worker_ids" in row),
-        ("a call-log entry", "event", "event" in row and "request_hash" in row),
-    )
-    for kind, key, matches in kinds:
-        if matches and kind != expected:
-            return f"{kind} line (it has {key!r})"
-    return None
 
 
 class CollectState:

@@ -12,7 +12,8 @@ from ..scoring.common import without_thinking
 from ..text import console_name, console_text, usd
 from ..workers.config import PoolConfig
 from ..workers.output_limits import output_limit
-from .state import CollectState, JudgeSummary, LogEntry
+from .journal import LogEntry
+from .state import CollectState, JudgeSummary
 
 
 class WorkerSummary(BaseModel):

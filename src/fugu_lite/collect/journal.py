@@ -1,0 +1,136 @@
+"""The run's two files on disk: the call log's line format (LogEntry) and its default path,
+their lines read back validated (naming another of the project's files given by mistake),
+and the repair of a torn last line (a write killed half-way).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..io import RecordFileError, iter_jsonl
+
+
+class LogEntry(BaseModel):
+    """One line of the call log."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event: Literal["call", "grade", "judge"]
+    task_id: str
+    worker_id: str
+    request_hash: str
+    local_hash: str | None = None  # call events of a local worker: its model file
+    gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
+    grading_hash: str | None = None  # grade events: what the grade was computed against
+    judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
+    judge_hash: str | None = None  # ... and the settings that shaped its verdict
+    judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content
+    # (judge events carry the last two as well: the judge's own)
+    judged_worker_id: str | None = None  # judge events: whose answer (worker_id: the judge)
+    judged_request_hash: str | None = None  # judge events: the request hash of that answer
+    prompt_hash: str | None = None
+    output: str | None = None
+    finish_reason: str | None = None  # call and judge events: "length" = cut at the limit
+    usage: dict[str, int] | None = None
+    cost: float | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    error_code: str | None = None  # the `code` of the worker's error body
+    n_ctx: int | None = None  # context refusals of a local worker: its n_ctx then
+    attempts: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    score: float | None = None
+    grade_error: str | None = None
+    detail: str | None = None
+
+
+def default_log_path(output: Path) -> Path:
+    return output.with_name(f"{output.stem}.calls.jsonl")
+
+
+def repair_torn_tail(path: Path) -> str | None:
+    """Cut an unterminated last line (a write killed half-way) and return it, or None.
+
+    Every complete line ends with a newline because each append writes whole lines. Only
+    the file's tail is read: a call log of a long collection holds gigabytes of answers."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb+") as stream:
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(size - 1)
+        if stream.read(1) == b"\n":
+            return None
+        keep = last_line_start(stream, size)
+        stream.seek(keep)
+        tail = stream.read()
+        stream.truncate(keep)
+        stream.flush()
+        os.fsync(stream.fileno())
+    fragment = tail.decode("utf-8", errors="replace")
+    with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
+        torn.write(fragment + "\n")
+    return fragment
+
+
+TAIL_BLOCK = 1 << 16
+
+
+def last_line_start(stream: BinaryIO, size: int) -> int:
+    """The offset just after the last newline of a file of `size` bytes (0 for none), read
+    backwards a block at a time."""
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_BLOCK)
+        stream.seek(start)
+        found = stream.read(end - start).rfind(b"\n")
+        if found != -1:
+            return start + found + 1
+        end = start
+    return 0
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
+    """Each line of one of collection's own files (records, call log) as `model`; a line
+    that is not one names the file and line, to be fixed or deleted, unless it is a line of
+    another of the project's files (a task file given as -o): that file is to be kept."""
+    for line_number, value in iter_jsonl(path):
+        try:
+            yield model.model_validate(value)
+        except ValidationError as error:
+            where = f"{path}, line {line_number}"
+            kind = other_file_kind(value, what)
+            if kind is not None:
+                raise RecordFileError(
+                    f"{where}: this is {kind}, not {what}, so {path} is not this "
+                    "collection's file; keep it as it is and give collect a file of its own "
+                    "(-o for the records, --log for the call log; a new name is created)"
+                ) from error
+            raise RecordFileError(
+                f"{where}: not {what} ({error.errors()[0]['msg']}); fix or delete that line"
+            ) from error
+
+
+def other_file_kind(row: object, expected: str) -> str | None:
+    """Which of the project's files `row` is a line of (said with the key that tells), when
+    that is not the `expected` kind; None for a line of no known file."""
+    if not isinstance(row, dict):
+        return None
+    kinds = (  # (kind, the key that tells, whether the row is one)
+        ("a task", "grader", "grader" in row and "rewards" not in row),
+        ("a RewardRecord", "rewards", "rewards" in row and "worker_ids" in row),
+        ("a call-log entry", "event", "event" in row and "request_hash" in row),
+    )
+    for kind, key, matches in kinds:
+        if matches and kind != expected:
+            return f"{kind} line (it has {key!r})"
+    return None
