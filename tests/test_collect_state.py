@@ -145,6 +145,29 @@ def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -
     assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
 
 
+def test_a_whole_last_line_missing_only_its_newline_is_kept(tmp_path: Path) -> None:
+    """A last line that is whole JSON but has no newline (an editor that saves without one,
+    or a kill -9 between a line and its newline) was cut as torn: the call log's last
+    answer was asked, and paid for, again, and its record written again."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    log = default_log_path(output)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks[:2], output)
+        records, calls = output.read_text(), log.read_text()
+        output.write_text(records.removesuffix("\n"))
+        log.write_text(calls.removesuffix("\n"))
+        summary = run_collect(config, tasks, output)
+        assert len(stub.bodies) == 3  # only the new task is asked
+    assert summary.torn_lines == [] and summary.complete
+    assert output.read_text().startswith(records) and sorted(record_ids(output)) == sorted(
+        t.id for t in tasks
+    )
+    assert log.read_text().startswith(calls)
+    assert not Path(str(output) + ".torn").exists() and not Path(str(log) + ".torn").exists()
+
+
 def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"

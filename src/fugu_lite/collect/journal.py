@@ -5,6 +5,7 @@ and the repair of a torn last line (a write killed half-way).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,8 +59,10 @@ def default_log_path(output: Path) -> Path:
 def repair_torn_tail(path: Path) -> str | None:
     """Cut an unterminated last line (a write killed half-way) and return it, or None.
 
-    Every complete line ends with a newline because each append writes whole lines. Only
-    the file's tail is read: a call log of a long collection holds gigabytes of answers."""
+    Every complete line ends with a newline because each append writes whole lines; a last
+    line that is a whole JSON object without one (an editor that saves no final newline, a
+    kill -9 between a line and its newline) is kept and given its newline. Only the file's
+    tail is read: a call log of a long collection holds gigabytes of answers."""
     if not path.exists() or path.stat().st_size == 0:
         return None
     with path.open("rb+") as stream:
@@ -70,6 +73,11 @@ def repair_torn_tail(path: Path) -> str | None:
         keep = last_line_start(stream, size)
         stream.seek(keep)
         tail = stream.read()
+        if is_json_object(tail):
+            stream.write(b"\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+            return None
         stream.truncate(keep)
         stream.flush()
         os.fsync(stream.fileno())
@@ -77,6 +85,15 @@ def repair_torn_tail(path: Path) -> str | None:
     with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
         torn.write(fragment + "\n")
     return fragment
+
+
+def is_json_object(line: bytes) -> bool:
+    """Whether `line` is one whole JSON object: a write cut short never is one (its
+    outermost closing brace is the line's last character)."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        return False
 
 
 TAIL_BLOCK = 1 << 16
