@@ -61,6 +61,23 @@ def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
     assert list((tmp_path / "new").iterdir()) == []
 
 
+def test_an_output_that_cannot_be_opened_is_refused_naming_it(tmp_path: Path) -> None:
+    """-o a link into a folder that is gone (an unmounted disk) passed the checks and ended
+    `collect` with a FileNotFoundError traceback; a file the user may not write (made by
+    another user) fails the same open."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    output.symlink_to(tmp_path / "unmounted" / "r.jsonl")
+    with StubWorker(solver(tasks)) as stub:
+        with pytest.raises(CollectError) as refused:
+            run_collect(stub_pool(("w", stub)), tasks, output)
+        assert stub.bodies == []
+    message = str(refused.value)
+    assert f"cannot open {output.absolute()} for writing" in message
+    assert "No such file or directory" in message and "another -o" in message
+    assert not default_log_path(output).exists()  # nothing left behind
+
+
 def test_prices_fixed_between_runs_cost_every_record_still_to_write(tmp_path: Path) -> None:
     """Prices fixed in the pool file (per 1k tokens given as per million, say) between runs:
     a saved answer of a task still pending kept its cost at the old prices, so one record

@@ -24,9 +24,8 @@ def exclusive_files(paths: list[Path]) -> Iterator[None]:
 
     with ExitStack() as stack:
         for path in dict.fromkeys(path.absolute() for path in paths):
-            path.parent.mkdir(parents=True, exist_ok=True)
             created = not path.exists()
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+            descriptor = open_for_appending(path)
             stack.callback(os.close, descriptor)
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -39,6 +38,20 @@ def exclusive_files(paths: list[Path]) -> Iterator[None]:
             if created:  # removed before the lock goes, so no other run holds it
                 stack.callback(_remove_if_empty, path)
         yield
+
+
+def open_for_appending(path: Path) -> int:
+    """A descriptor of `path` open for appending (the file and its folders created if
+    missing); a path that cannot be opened so is a CollectError naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    except OSError as error:
+        raise CollectError(
+            f"cannot open {path} for writing: {error.strerror or error}; check that its "
+            "folder is there (a link into a disk that is not mounted?) and that you may write "
+            "it, or give another -o (or --log) path"
+        ) from error
 
 
 def _remove_if_empty(path: Path) -> None:
