@@ -3,7 +3,12 @@ log, resume, down workers, failed and refused calls, the summary table and the C
 
 from __future__ import annotations
 
+import os
 import re
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,7 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app
 from fugu_lite.collect import run as collect_module
+from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
@@ -624,3 +630,42 @@ def test_a_reasoning_field_is_not_the_answer_and_a_cut_there_is_said(tmp_path: P
     assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
     note = "2 of the 2 graded answers of cut stopped inside their thinking (max_tokens 24)"
     assert any(note in line for line in end_of_run_lines(summary, config))
+
+
+def test_a_full_disk_while_writing_is_one_error_line_and_the_next_run_continues(
+    tmp_path: Path,
+) -> None:
+    """A disk that fills up mid-collection (here: a file size limit, which fails the write
+    alike, with EFBIG instead of ENOSPC) ended `collect` with a Python traceback and no word
+    of what was kept or what to do."""
+    tasks = number_tasks(6)
+    tasks_path = tmp_path / "tasks.jsonl"
+    write_tasks(tasks_path, tasks)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub), max_concurrency=1)
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        command = [sys.executable, "-m", "fugu_lite", "collect", "--pool", str(pool_path),
+                   "--tasks", str(tasks_path), "-o", str(output), "--no-progress"]  # fmt: skip
+
+        def small_files() -> None:  # in the child: no file may grow past 2 kB
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+        full = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, preexec_fn=small_files,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+        )  # fmt: skip
+        said = full.stdout + full.stderr
+        assert full.returncode == 2, said  # fail(): an error the user fixes
+        assert "Traceback" not in said and f"cannot write {default_log_path(output)}" in said
+        assert "run the same command again" in said
+        written = len(stub.bodies)
+        assert 0 < written < len(tasks)
+
+        summary = run_collect(config, tasks, output)  # room again: it continues
+        assert summary.complete
+        assert len(stub.bodies) - written <= len(tasks) - written + 1  # at most the torn one
+    assert sorted(record_ids(output)) == sorted(t.id for t in tasks)
+    log_lines(output)  # every line whole JSON

@@ -385,7 +385,7 @@ class CollectState:
     # -- writes (each line durable before the state changes) --------------------------
 
     def add(self, entry: LogEntry) -> None:
-        append_jsonl(self.log, [entry])
+        append_line(self.log, entry)
         if entry.event == "judge":
             self._count_judging(entry)
             self._note_verdict(entry)
@@ -401,6 +401,20 @@ class CollectState:
         record = self.record_for(task_id)
         if record is None:
             return False
-        append_jsonl(self.output, [record])
+        append_line(self.output, record)
         self.recorded.add(task_id)
         return True
+
+
+def append_line(path: Path, row: BaseModel) -> None:
+    """Append one line to the records or the call log; a write that fails (a full disk, a
+    lost permission) is a CollectError naming the file: every line before it is whole and
+    kept, and a line cut short is cut off on the next run."""
+    try:
+        append_jsonl(path, [row])
+    except OSError as error:
+        raise CollectError(
+            f"cannot write {path}: {error.strerror or error}; everything written before is "
+            "kept (a line cut short is cut off when it runs again): free disk space or fix "
+            "the file's permissions, then run the same command again"
+        ) from error
