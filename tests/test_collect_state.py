@@ -279,6 +279,37 @@ def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> N
     assert [body.get("temperature") for body in stub.bodies[6:]] == [0.7, 0.7]
 
 
+def test_the_summary_of_records_kept_from_an_earlier_request_counts_them(
+    tmp_path: Path,
+) -> None:
+    """After a worker's params changed, the summary of a finished collection said 3/3
+    records, but 0 done, no score and $0 for the worker: its answers in those records, to
+    the earlier request, were left out of the figures."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    right = solver(tasks)
+
+    def one_wrong(messages: list[dict]) -> str:
+        return "no idea" if messages[-1]["content"] == tasks[1].prompt else right(messages)
+
+    with StubWorker(one_wrong) as stub:
+        config = stub_pool(("w", stub), ("v", stub))
+        before = run_collect(config, tasks, output)
+        changed = config.model_copy(deep=True)
+        changed.workers[0].params = {"temperature": 0.7}
+        summary = run_collect(changed, tasks, output)
+        assert len(stub.bodies) == 6  # nothing asked again: every record is written
+    records = read_records(output)
+    assert summary.complete and summary.reasks
+    for index, worker in enumerate(summary.workers):
+        assert worker == before.workers[index].model_copy(update={"calls": 0})
+        assert worker.done == len(records) and worker.pending == 0
+        rewards = [record.rewards[index] for record in records]
+        assert worker.mean_score == pytest.approx(sum(rewards) / len(rewards)) == 2 / 3
+        costs = [(record.costs or [])[index] for record in records]
+        assert worker.cost == pytest.approx(sum(costs)) and worker.cost > 0
+
+
 def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
     """A local worker's `model` is only a label: an answer of another GGUF file (or chat
     format) is not reused. Call lines of older versions, which do not name the file, are."""

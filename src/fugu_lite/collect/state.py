@@ -86,6 +86,10 @@ class CollectState:
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
         # per judged cell: the latest reply of this run's judge (see saved_verdict)
         self.verdicts: dict[Cell, LogEntry] = {}
+        # cells of written records answered to an earlier request, and those answers' grades
+        # (what the records hold, for the summary)
+        self.earlier_calls: dict[Cell, LogEntry] = {}
+        self.earlier_grades: dict[Cell, LogEntry] = {}
 
     def load(self) -> CollectState:
         for path in (self.output, self.log):
@@ -147,6 +151,7 @@ class CollectState:
             ):
                 if answered and cell in self.hashes:  # a changed request: not its answer
                     self.asked_otherwise.add(cell)
+                self._note_earlier(cell, entry, answered)
                 continue  # another task set, another worker, or a changed request
             if answered:
                 self.calls[cell] = entry
@@ -157,6 +162,22 @@ class CollectState:
                     self.grades[cell] = entry
                 else:
                     self.stale[cell] = entry
+            else:
+                self._note_earlier(cell, entry, answered)
+
+    def _note_earlier(self, cell: Cell, entry: LogEntry, answered: bool) -> None:
+        """Keep a written record's answer to an earlier request of its worker, and its grade:
+        the record holds them, and so does the summary."""
+        if cell[0] not in self.recorded or cell not in self.hashes:
+            return
+        if answered:
+            self.earlier_calls[cell] = entry
+            self.earlier_grades.pop(cell, None)
+            return
+        earlier = self.earlier_calls.get(cell)
+        answer_of = earlier is not None and earlier.request_hash == entry.request_hash
+        if entry.event == "grade" and entry.score is not None and answer_of:
+            self.earlier_grades[cell] = entry
 
     def _count_judging(self, entry: LogEntry) -> None:
         judge = self.judging.setdefault(
@@ -271,12 +292,16 @@ class CollectState:
         """What the cell's answer costs at the pool's prices now (its tokens, from the call
         log): prices fixed in the pool file between runs count for every record still to
         write, not only for answers still to ask. None without token counts."""
-        call = self.calls[cell]
+        return self.call_cost(cell[1], self.calls[cell])
+
+    def call_cost(self, worker_id: str, call: LogEntry) -> float | None:
+        """What one logged answer of the worker costs at the pool's prices now (see
+        cost_of)."""
         if call.error_code == CONTEXT_LENGTH_EXCEEDED:
             return 0.0  # nothing generated, nothing billed
         if call.usage is None:
             return call.cost
-        return usage_cost(self.config.worker(cell[1]), Usage.model_validate(call.usage))
+        return usage_cost(self.config.worker(worker_id), Usage.model_validate(call.usage))
 
     def reprice_notes(self) -> list[str]:
         """How many written records hold costs that the pool's prices now would not give."""

@@ -84,14 +84,17 @@ class RunCounters:
 def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
     workers = []
     pending_tasks = state.pending_tasks()
-    # a written record's grades, even those this run's grading would give differently
+    # a written record's grades, even those this run's grading would give differently, and
+    # its answers to an earlier request of their worker
+    answers = {**state.earlier_calls, **state.calls}
+    earlier = {cell: g for cell, g in state.earlier_grades.items() if cell not in state.calls}
     written = {cell: entry for cell, entry in state.stale.items() if cell[0] in state.recorded}
-    grades = {**written, **state.grades}
+    grades = {**earlier, **written, **state.grades}
     for worker_id in state.worker_ids:
         graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
         scores = [float(grades[cell].score or 0.0) for cell in graded]
-        calls = [state.calls[cell] for cell in graded]
-        costs = [state.cost_of(cell) for cell in graded]
+        calls = [answers[cell] for cell in graded]
+        costs = [state.call_cost(worker_id, call) for call in calls]
         latencies = [call.latency_s for call in calls if call.latency_s is not None]
         workers.append(
             WorkerSummary(
