@@ -90,6 +90,26 @@ def answer_or_verdict(answer: str, verdict: str) -> Reply:
     return reply
 
 
+def test_the_help_of_judge_says_what_collect_does_without_it(tmp_path: Path) -> None:
+    """`collect --help` said that without --judge the judge-grader tasks' answers are
+    collected and wait, ungraded, for a run with --judge; the command refuses such a task
+    file instead, before any call."""
+    tasks_path = tmp_path / "tasks.jsonl"
+    write_tasks(tasks_path, [Task(id="j", prompt="Write a haiku.", grader="judge", task="poetry")])
+    runner = CliRunner()
+    with StubWorker(answer_or_verdict("Autumn wind.", "SCORE: 8")) as stub:
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tasks_path), "--no-progress"]
+        result = runner.invoke(app, [*args, "-o", str(tmp_path / "r.jsonl")])
+        assert result.exit_code == 2 and "--judge" in result.output and stub.bodies == []
+    help_text = runner.invoke(app, ["collect", "--help"], env={"COLUMNS": "200"}).output
+    shown = " ".join(help_text.replace("│", " ").split())
+    judge_help = shown[shown.index("--judge") :]
+    assert "omitted: a task file with such tasks is refused" in judge_help
+    assert "wait" not in judge_help[:200]
+
+
 def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
     tasks = [Task(id="j", prompt="Write a haiku.", grader="judge", task="poetry")]
     with StubWorker(answer_or_verdict("Autumn wind.", "SCORE: 8")) as stub:

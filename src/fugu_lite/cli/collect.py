@@ -31,8 +31,8 @@ def collect_command(
     judge: Annotated[
         str | None,
         typer.Option(
-            help="Pool worker that judges tasks with the judge grader; omitted: their answers "
-            "are collected and wait, ungraded, for a run with --judge."
+            help="Pool worker that judges tasks with the judge grader; omitted: a task file "
+            "with such tasks is refused (nothing could grade their answers)."
         ),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
