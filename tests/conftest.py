@@ -281,6 +281,35 @@ def run_collect(config: PoolConfig, tasks: list[Task], output: Path, **options):
     return asyncio.run(collect(config, tasks, output, show_progress=False, **options))
 
 
+def collect_with_file_limit(
+    config: PoolConfig, tasks: list[Task], output: Path, limit: int
+) -> subprocess.CompletedProcess:
+    """`fugu-lite collect` in a child process in which no file may grow past `limit` bytes:
+    a write past it fails (EFBIG), as on a full disk (ENOSPC). Its task and pool files are
+    written beside `output`."""
+    import resource
+    import signal
+
+    import yaml
+
+    from fugu_lite.tasks import write_tasks
+
+    tasks_path, pool_path = output.with_name("tasks.jsonl"), output.with_name("pool.yaml")
+    write_tasks(tasks_path, tasks)
+    pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    command = [sys.executable, "-m", "fugu_lite", "collect", "--pool", str(pool_path),
+               "--tasks", str(tasks_path), "-o", str(output), "--no-progress"]  # fmt: skip
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, preexec_fn=small_files,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+    )  # fmt: skip
+
+
 def log_lines(output: Path) -> list[dict]:
     path = default_log_path(output)
     return [json.loads(line) for line in path.read_text().splitlines()]

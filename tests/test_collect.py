@@ -3,17 +3,20 @@ log, resume, down workers, failed and refused calls, the summary table and the C
 
 from __future__ import annotations
 
-import os
 import re
-import resource
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import log_lines, number_tasks, record_ids, run_collect, solver, stub_pool
+from conftest import (
+    collect_with_file_limit,
+    log_lines,
+    number_tasks,
+    record_ids,
+    run_collect,
+    solver,
+    stub_pool,
+)
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -639,24 +642,10 @@ def test_a_full_disk_while_writing_is_one_error_line_and_the_next_run_continues(
     alike, with EFBIG instead of ENOSPC) ended `collect` with a Python traceback and no word
     of what was kept or what to do."""
     tasks = number_tasks(6)
-    tasks_path = tmp_path / "tasks.jsonl"
-    write_tasks(tasks_path, tasks)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
         config = stub_pool(("w", stub), max_concurrency=1)
-        pool_path = tmp_path / "pool.yaml"
-        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-        command = [sys.executable, "-m", "fugu_lite", "collect", "--pool", str(pool_path),
-                   "--tasks", str(tasks_path), "-o", str(output), "--no-progress"]  # fmt: skip
-
-        def small_files() -> None:  # in the child: no file may grow past 2 kB
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead
-            resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
-
-        full = subprocess.run(
-            command, capture_output=True, text=True, timeout=120, preexec_fn=small_files,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
-        )  # fmt: skip
+        full = collect_with_file_limit(config, tasks, output, 2048)
         said = full.stdout + full.stderr
         assert full.returncode == 2, said  # fail(): an error the user fixes
         assert "Traceback" not in said and f"cannot write {default_log_path(output)}" in said

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import log_lines, number_tasks, record_ids, run_collect, solver, stub_pool
+from conftest import (
+    collect_with_file_limit,
+    log_lines,
+    number_tasks,
+    record_ids,
+    run_collect,
+    solver,
+    stub_pool,
+)
 from rich.console import Console
 
 from fugu_lite.collect import hashes, journal
@@ -160,6 +168,28 @@ def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -
     whole_lines = tail in (b"", b"\n")  # nothing torn: the file is left as it is
     assert log.read_bytes() == (whole + tail if whole_lines else whole)
     assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
+
+
+def test_a_torn_line_that_cannot_be_saved_is_left_in_place_and_said(tmp_path: Path) -> None:
+    """On a disk still full after a run stopped mid-line, the next run cut the torn line off
+    first and then failed to save it in *.torn, with a traceback: the line was lost."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        log = default_log_path(output)
+        torn = log.read_bytes() + b'{"event": "call", "output": "' + b"x" * 4096
+        log.write_bytes(torn)
+        full = collect_with_file_limit(config, tasks, output, 2048)  # *.torn cannot hold it
+        said = full.stdout + full.stderr
+        assert full.returncode == 2 and "Traceback" not in said, said
+        assert f"cannot write {log}.torn" in said and "run the same command again" in said
+        assert log.read_bytes() == torn  # kept until it can be saved
+
+        summary = run_collect(config, tasks, output)  # room again
+    assert len(summary.torn_lines) == 1 and log.read_bytes() == torn[: torn.rfind(b"\n") + 1]
+    assert Path(f"{log}.torn").read_bytes().startswith(torn[torn.rfind(b"\n") + 1 :])
 
 
 def test_a_whole_last_line_missing_only_its_newline_is_kept(tmp_path: Path) -> None:

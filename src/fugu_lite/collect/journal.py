@@ -14,6 +14,7 @@ from typing import BinaryIO, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..io import RecordFileError, iter_jsonl
+from .errors import CollectError
 
 
 class LogEntry(BaseModel):
@@ -78,13 +79,43 @@ def repair_torn_tail(path: Path) -> str | None:
             stream.flush()
             os.fsync(stream.fileno())
             return None
+        fragment = tail.decode("utf-8", errors="replace")
+        save_torn(path, fragment)  # before the cut: a line that cannot be saved stays
         stream.truncate(keep)
         stream.flush()
         os.fsync(stream.fileno())
-    fragment = tail.decode("utf-8", errors="replace")
-    with path.with_name(path.name + ".torn").open("a", encoding="utf-8") as torn:
-        torn.write(fragment + "\n")
     return fragment
+
+
+def save_torn(path: Path, fragment: str) -> None:
+    """Append a torn line cut from `path` to `<path>.torn`, whole or not at all; a write
+    that fails (a disk still full) is a CollectError, and the line stays in `path` until it
+    can be saved."""
+    torn_path = path.with_name(path.name + ".torn")
+    try:
+        append_whole(torn_path, fragment.encode("utf-8") + b"\n")
+    except OSError as error:
+        raise CollectError(
+            f"cannot write {torn_path}: {error.strerror or error}; {path} ends in a line cut "
+            f"short (a run stopped mid-write), left there until it can be saved in "
+            f"{torn_path.name}: free disk space, then run the same command again"
+        ) from error
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append `data` to `path` and fsync; a write that fails leaves the file as it was."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        size = os.lseek(descriptor, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(descriptor, data) :]
+            os.fsync(descriptor)
+        except OSError:
+            os.ftruncate(descriptor, size)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def is_json_object(line: bytes) -> bool:
