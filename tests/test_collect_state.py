@@ -215,6 +215,28 @@ def test_a_whole_last_line_missing_only_its_newline_is_kept(tmp_path: Path) -> N
     assert not Path(str(output) + ".torn").exists() and not Path(str(log) + ".torn").exists()
 
 
+def test_a_whole_last_line_that_cannot_get_its_newline_is_said(tmp_path: Path) -> None:
+    """Giving a whole last line its missing newline on a full disk failed with a traceback."""
+    tasks = number_tasks(6)
+    output = tmp_path / "rewards.jsonl"
+    log = default_log_path(output)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks[:5], output)
+        unended = log.read_bytes().removesuffix(b"\n")
+        log.write_bytes(unended)
+        assert len(unended) > 2048  # the newline cannot be written past the limit
+        full = collect_with_file_limit(config, tasks, output, 2048)
+        said = full.stdout + full.stderr
+        assert full.returncode == 2 and "Traceback" not in said, said
+        assert f"cannot write {log}" in said and "run the same command again" in said
+        assert log.read_bytes() == unended and len(stub.bodies) == 5
+
+        summary = run_collect(config, tasks, output)  # room again
+    assert summary.complete and summary.torn_lines == [] and len(stub.bodies) == 6
+    assert log.read_bytes().startswith(unended + b"\n")
+
+
 def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"

@@ -74,17 +74,28 @@ def repair_torn_tail(path: Path) -> str | None:
         keep = last_line_start(stream, size)
         stream.seek(keep)
         tail = stream.read()
-        if is_json_object(tail):
-            stream.write(b"\n")
+        if not is_json_object(tail):
+            fragment = tail.decode("utf-8", errors="replace")
+            save_torn(path, fragment)  # before the cut: a line that cannot be saved stays
+            stream.truncate(keep)
             stream.flush()
             os.fsync(stream.fileno())
-            return None
-        fragment = tail.decode("utf-8", errors="replace")
-        save_torn(path, fragment)  # before the cut: a line that cannot be saved stays
-        stream.truncate(keep)
-        stream.flush()
-        os.fsync(stream.fileno())
-    return fragment
+            return fragment
+    end_last_line(path)
+    return None
+
+
+def end_last_line(path: Path) -> None:
+    """Give the whole last line of `path` its missing newline; a write that fails (a full
+    disk) is a CollectError."""
+    try:
+        append_whole(path, b"\n")
+    except OSError as error:
+        raise CollectError(
+            f"cannot write {path}: {error.strerror or error}; its last line, whole but without "
+            "its newline, gets one before anything else is written there: free disk space, "
+            "then run the same command again"
+        ) from error
 
 
 def save_torn(path: Path, fragment: str) -> None:
