@@ -28,17 +28,17 @@ from rich.table import Table
 
 from fugu_lite import evaluate_checkpoint, train_rl, training_common
 from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
-from fugu_lite.costs import (
-    load_router_family,
-    read_family_manifest,
-    train_router_family,
-    write_family_manifest,
-)
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
 from fugu_lite.evaluation.curves import OperatingPoint, router_curve
 from fugu_lite.reward_head import SERVED_COST_WEIGHTS, RewardHeadConfig, train_reward_head
+from fugu_lite.router_family import (
+    load_router_family,
+    read_family_manifest,
+    train_router_family,
+    write_family_manifest,
+)
 from fugu_lite.schemas import RewardRecord, records_in_split
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

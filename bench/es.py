@@ -34,16 +34,10 @@ from fugu_lite.config import (
     load_config,
 )
 from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.es_population import parameter_vector, policy_metrics, restrict_search, split_data
 from fugu_lite.model import load_router
 from fugu_lite.schemas import RewardRecord
-from fugu_lite.train_es import (
-    parameter_vector,
-    policy_metrics,
-    restrict_search,
-    run_generation,
-    split_data,
-    train_es,
-)
+from fugu_lite.train_es import run_generation, train_es
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 

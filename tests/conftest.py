@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cli_support import Run
     from server_support import Running, Stubs
 
-    from fugu_lite.costs import RouterFamily
+    from fugu_lite.router_family import RouterFamily
 
 # Never the network, even when the shell says HF_HUB_OFFLINE=0: a hub id that is not here
 # (tests name some on purpose) was looked up online, a minute of retries without a network.
@@ -236,7 +236,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def family(checkpoint: Path) -> RouterFamily:
-    from fugu_lite.costs import load_family_or_single
+    from fugu_lite.router_family import load_family_or_single
 
     return load_family_or_single(checkpoint)
 

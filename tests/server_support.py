@@ -23,7 +23,7 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from fugu_lite.costs import RouterFamily
+from fugu_lite.router_family import RouterFamily
 from fugu_lite.schemas import ChatMessage
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.routing import RouteRequest, RouterService

@@ -27,21 +27,14 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from fugu_lite.costs import (
-    FAMILY_FILE,
+from fugu_lite.cost_routing import route_checkpoint, route_with_cost_weight
+from fugu_lite.cost_weighting import (
     CostWeightError,
     apply_cost_weight,
     cost_weighting_summary,
     default_reference_cost,
-    is_router_family,
-    load_family_or_single,
-    load_router_family,
     nearest_cost_weight,
     parse_cost_weights,
-    read_family_manifest,
-    route_checkpoint,
-    route_with_cost_weight,
-    train_router_family,
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
@@ -56,6 +49,14 @@ from fugu_lite.reward_head import (
     fit_cluster_mixture,
     load_reward_head,
     train_reward_head,
+)
+from fugu_lite.router_family import (
+    FAMILY_FILE,
+    is_router_family,
+    load_family_or_single,
+    load_router_family,
+    read_family_manifest,
+    train_router_family,
 )
 from fugu_lite.routing import route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord, write_records

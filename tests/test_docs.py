@@ -211,7 +211,7 @@ BENCH_README = README.parent / "bench" / "README.md"
 
 
 def test_every_fugu_lite_name_the_docs_give_exists() -> None:
-    """`fugu_lite.costs.load_router_family`, `fugu_lite.server.thread.ServerThread`, ... and
+    """`fugu_lite.router_family.load_router_family`, `fugu_lite.server.thread.ServerThread`, ... and
     the source files named (`train_sft.py`, `bench/cost.py`) are what a reader imports or
     opens; a rename in the code would leave them pointing at nothing."""
     text = README.read_text("utf-8") + BENCH_README.read_text("utf-8")

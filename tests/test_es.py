@@ -27,23 +27,20 @@ from fugu_lite.config import (
     ModelConfig,
     load_stage_config,
 )
-from fugu_lite.evaluation.output import REPORT_JSON
-from fugu_lite.model import RouterModel, load_router
-from fugu_lite.schemas import RewardRecord, write_records
-from fugu_lite.train_es import (
-    ESResumeError,
+from fugu_lite.es_population import (
     SplitData,
-    evolve,
     policy_metrics,
     population_fitness,
     population_logits,
-    read_es_state,
     restrict_search,
     searches_output_weights_only,
     set_parameter_vector,
-    state_path,
-    train_es,
 )
+from fugu_lite.es_state import ESResumeError, read_es_state, state_path
+from fugu_lite.evaluation.output import REPORT_JSON
+from fugu_lite.model import RouterModel, load_router
+from fugu_lite.schemas import RewardRecord, write_records
+from fugu_lite.train_es import evolve, train_es
 from fugu_lite.training_common import make_model
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3]])

@@ -40,7 +40,7 @@ from fugu_lite.config import (
     RLTrainingConfig,
     SFTTrainingConfig,
 )
-from fugu_lite.costs import RouterFamily, load_family_or_single, train_router_family
+from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.auth import load_api_keys
 from fugu_lite.server.thread import ServerThread

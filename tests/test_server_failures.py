@@ -32,7 +32,7 @@ from server_support import (
     wait_until,
 )
 
-from fugu_lite.costs import RouterFamily
+from fugu_lite.router_family import RouterFamily
 from fugu_lite.server.thread import ServerThread
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,7 +22,7 @@ import pytest
 from conftest import generated_records
 
 from fugu_lite.config import ModelConfig, SFTConfig, SFTTrainingConfig
-from fugu_lite.costs import load_family_or_single
+from fugu_lite.router_family import load_family_or_single
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.routing import RouteRequest, RouterService

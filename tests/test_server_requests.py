@@ -28,7 +28,7 @@ from server_support import (
     wait_until,
 )
 
-from fugu_lite.costs import RouterFamily
+from fugu_lite.router_family import RouterFamily
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.thread import ServerThread
 

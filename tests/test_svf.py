@@ -26,17 +26,17 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from fugu_lite.features import FeatureExtractor
-from fugu_lite.model import RouterModel, load_router
-from fugu_lite.schemas import RewardRecord, write_records
-from fugu_lite.svf import SVFTargetError, resolve_targets
-from fugu_lite.train_es import (
+from fugu_lite.es_population import (
     policy_metrics,
     population_logits,
     set_parameter_vector,
     split_data,
-    train_es,
 )
+from fugu_lite.features import FeatureExtractor
+from fugu_lite.model import RouterModel, load_router
+from fugu_lite.schemas import RewardRecord, write_records
+from fugu_lite.svf import SVFTargetError, resolve_targets
+from fugu_lite.train_es import train_es
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
 from fugu_lite.training_common import evaluate_loader, make_loader, make_model

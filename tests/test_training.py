@@ -29,7 +29,7 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from fugu_lite.costs import training_records
+from fugu_lite.cost_weighting import training_records
 from fugu_lite.evaluate_checkpoint import run_evaluation, run_pareto_evaluation
 from fugu_lite.model import load_router
 from fugu_lite.pipeline import train_pipeline

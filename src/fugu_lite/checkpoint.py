@@ -353,10 +353,10 @@ def mismatch_fix(problems: Sequence[str]) -> str:
 def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
     # both import this module: import them when asked
-    from .costs import FAMILY_FILE, has_family_members, is_router_family, member_folder
     from .reward_head import HEAD_FILE as REWARD_HEAD_FILE
     from .reward_head import META_FILE as REWARD_META_FILE
     from .reward_head import is_reward_head
+    from .router_family import FAMILY_FILE, has_family_members, is_router_family, member_folder
 
     if is_router_family(directory):
         return (
@@ -394,7 +394,7 @@ def _where_the_checkpoint_is(directory: Path) -> str:
     folder, an ES search stopped before its checkpoint was written, a `train pipeline` output
     folder (its checkpoints are `sft/` and `rl/`), or the ES search state inside a
     checkpoint."""
-    from .train_es import state_path  # it imports this module: import it when asked
+    from .es_state import state_path  # it imports this module: import it when asked
 
     if not directory.exists():
         return "; that folder does not exist"

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .checkpoint import mismatch_fix, read_checkpoint_metadata, workers_mismatch
-from .costs import RouterFamily, default_reference_cost, load_family_or_single, require_costs
+from .cost_weighting import default_reference_cost, require_costs
 from .evaluation import (
     RewardTable,
     baseline_cost_predictions,
@@ -29,6 +29,7 @@ from .evaluation import (
 )
 from .model import RouterModel, load_router
 from .reward_head import is_reward_head
+from .router_family import RouterFamily, load_family_or_single
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .text import results_console
 

@@ -51,7 +51,7 @@ from .checkpoint import (
     read_tensors,
 )
 from .config import ModelConfig, StrictModel
-from .costs import CostWeightError, check_cost_weight, default_reference_cost
+from .cost_weighting import CostWeightError, check_cost_weight, default_reference_cost
 from .evaluation.curves import baseline_curve, worker_points
 from .evaluation.hull import aiq, non_decreasing_hull, reward_floor
 from .evaluation.table import argmax_choices, reward_table

@@ -12,441 +12,48 @@ validation becomes the checkpoint. The search state is saved atomically every
 `save_every` generations in OUTPUT/es_state/, so a killed run continues where it stopped;
 every generation derives its random numbers from (seed, generation), so a resumed run is
 the run that was interrupted.
+
+This module runs the search and writes its outputs; scoring the population (logits,
+fitness, policy metrics) lives in `es_population.py`, the on-disk search state and the
+resume checks in `es_state.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import pickle
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import cmaes
 import numpy as np
 import torch
 from cmaes import SepCMA
-from torch import nn
-from torch.func import functional_call
 
-from . import __version__, code_digest
-from .atomic_files import write_bytes_atomic
-from .backbone_identity import canonical_backbone
 from .checkpoint import read_checkpoint_metadata
 from .config import ESConfig, ESTrainingConfig
-from .costs import cost_weighting_summary
-from .features import pooling_meant
+from .cost_weighting import cost_weighting_summary
+from .es_population import (
+    SplitData,
+    policy_metrics,
+    population_fitness,
+    population_logits,
+    restrict_search,
+    set_parameter_vector,
+    split_data,
+)
+from .es_state import (
+    RAISE_ITERATIONS,
+    START_OVER,
+    ESResumeError,
+    SearchState,
+    fresh_state,
+    resumed_state,
+    run_fingerprint,
+    state_path,
+)
 from .io import read_json
 from .model import RouterModel
 from .schemas import RewardRecord, records_in_split
 from .threads import torch_fit_threads
-from .training_common import (
-    STAGE_REPORT,
-    console,
-    make_loader,
-    move_batch,
-    optimizer_parameters,
-    save_stage,
-    stage_progress,
-    start_stage,
-)
-
-STATE_DIR = "es_state"
-STATE_FILE = "state.pkl"
-STATE_FORMAT = 1
-# what to type: the messages reach users of `fugu-lite train es`
-START_OVER = "start over there with --no-resume, or give another -o folder"
-RAISE_ITERATIONS = "raise training.iterations to continue it (--set training.iterations=N)"
-# Keys that may change between an interrupted run and its continuation: they change how
-# long the run goes, how it logs, or where it runs, not the search itself.
-RESUMABLE_KEYS = frozenset(
-    {
-        "training.iterations",
-        "training.log_every",
-        "training.save_every",
-        "model.device",
-        "model.cache_dir",
-        "model.feature_batch_size",
-    }
-)
-
-
-class ESResumeError(ValueError):
-    """The saved ES state belongs to another run (other config, start model or data)."""
-
-
-@dataclass(frozen=True)
-class SplitData:
-    """Every prompt of one split as one batch: the model's inputs and the reward matrix."""
-
-    inputs: dict[str, torch.Tensor]
-    rewards: torch.Tensor
-
-    def __len__(self) -> int:
-        return int(self.rewards.shape[0])
-
-    def subset(self, index: torch.Tensor) -> SplitData:
-        return SplitData(
-            {key: value[index] for key, value in self.inputs.items()}, self.rewards[index]
-        )
-
-
-def split_data(records: list[RewardRecord], model: RouterModel, split: str) -> SplitData:
-    """One split's cached features (tokenized prompts with SVF) and rewards (ValueError on an
-    empty split, like make_loader)."""
-    loader = make_loader(records, model, split, batch_size=len(records), shuffle=False)
-    inputs, rewards = move_batch(next(iter(loader)), model.device_ref)
-    return SplitData(inputs, rewards)
-
-
-# --- the policy of many parameter vectors at once --------------------------------------------
-
-
-def trainable_names(model: nn.Module) -> list[str]:
-    """Names of `optimizer_parameters(model)`, in the same order."""
-    return [name for name, parameter in model.named_parameters() if parameter.requires_grad]
-
-
-def parameter_vector(model: nn.Module) -> np.ndarray:
-    vector = torch.nn.utils.parameters_to_vector(optimizer_parameters(model))
-    return vector.detach().cpu().double().numpy().copy()
-
-
-def set_parameter_vector(model: nn.Module, vector: np.ndarray) -> None:
-    parameters = list(optimizer_parameters(model))
-    values = torch.as_tensor(vector, dtype=parameters[0].dtype, device=parameters[0].device)
-    torch.nn.utils.vector_to_parameters(values, parameters)
-
-
-@torch.no_grad()
-def population_logits(
-    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
-) -> torch.Tensor:
-    """Logits [P, B, W] of P flat parameter vectors [P, D] on one batch, in eval mode.
-
-    A bias-free linear head is one matmul; any other head is vmapped functional calls; with
-    SVF every candidate runs the backbone in turn.
-    """
-    model.eval()
-    if model.svf is not None:
-        return _population_logits_in_turn(model, candidates, inputs)
-    if searches_output_weights_only(model) and set(inputs) == {"features"}:
-        # Everything before the output layer is fixed: run it once, then one einsum.
-        hidden = model.output_layer_inputs(inputs["features"])
-        weights = candidates.view(len(candidates), *model.output_layer.weight.shape)
-        return torch.einsum("bd,pwd->pbw", hidden, weights)
-    names = trainable_names(model)
-    shapes = [parameter.shape for parameter in optimizer_parameters(model)]
-    pieces = torch.split(candidates, [shape.numel() for shape in shapes], dim=1)
-    stacked = {
-        name: piece.reshape(len(candidates), *shape)
-        for name, piece, shape in zip(names, pieces, shapes, strict=True)
-    }
-    return torch.func.vmap(lambda params: functional_call(model, params, (), inputs))(stacked)
-
-
-def searches_output_weights_only(model: RouterModel) -> bool:
-    """True when the search vector is exactly the bias-free output layer's weight."""
-    searched = list(optimizer_parameters(model))
-    output = model.output_layer
-    return len(searched) == 1 and searched[0] is output.weight and output.bias is None
-
-
-def restrict_search(model: RouterModel, search: str) -> None:
-    """search='output_layer': freeze the head's layers before its output layer, so only the
-    output layer's weights (and the SVF offsets, when enabled) evolve."""
-    if search == "head":
-        return
-    searched = {id(parameter) for parameter in model.output_layer.parameters()}
-    for parameter in model.head.parameters():
-        if id(parameter) not in searched:
-            parameter.requires_grad_(False)
-
-
-def _population_logits_in_turn(
-    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
-) -> torch.Tensor:
-    parameters = list(optimizer_parameters(model))
-    start = torch.nn.utils.parameters_to_vector(parameters).detach().clone()
-    try:
-        logits = []
-        for candidate in candidates:
-            torch.nn.utils.vector_to_parameters(candidate.clone(), parameters)
-            logits.append(batched_logits(model, inputs))
-        return torch.stack(logits)
-    finally:
-        torch.nn.utils.vector_to_parameters(start, parameters)
-
-
-def batched_logits(model: RouterModel, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """`model(**inputs)`; tokenized prompts go through the backbone `feature_batch_size` at a
-    time, each chunk cut to its longest prompt (padding is on the right)."""
-    if "input_ids" not in inputs:
-        return model(**inputs)
-    size = model.model_cfg.feature_batch_size
-    chunks = []
-    for start in range(0, len(inputs["input_ids"]), size):
-        mask = inputs["attention_mask"][start : start + size]
-        width = max(1, int(mask.sum(dim=1).max()))
-        ids = inputs["input_ids"][start : start + size, :width]
-        chunks.append(model(input_ids=ids, attention_mask=mask[:, :width]))
-    return torch.cat(chunks)
-
-
-def population_fitness(
-    logits: torch.Tensor,
-    rewards: torch.Tensor,
-    samples: int,
-    entropy_coefficient: float,
-    generator: torch.Generator | None = None,
-) -> dict[str, torch.Tensor]:
-    """Per candidate [P]: mean reward of its choices, mean entropy, and the fitness.
-
-    samples=0 scores the argmax choice; N > 0 scores N sampled choices per prompt, drawn
-    with the same uniform numbers for every candidate (common random numbers make the
-    ranking depend on the policies, not on the luck of the draw).
-    """
-    log_probabilities = torch.log_softmax(logits, dim=-1)
-    probabilities = log_probabilities.exp()
-    entropy = -(probabilities * log_probabilities).sum(dim=-1).mean(dim=-1)
-    n_candidates, batch, n_workers = logits.shape
-    if samples == 0:
-        choices = logits.argmax(dim=-1).unsqueeze(1)  # [P, 1, B]
-    else:
-        uniforms = torch.rand(samples, batch, generator=generator, device=logits.device)
-        cumulative = probabilities.cumsum(dim=-1).unsqueeze(1)  # [P, 1, B, W]
-        below = cumulative < uniforms[None, :, :, None]
-        choices = below.sum(dim=-1).clamp(max=n_workers - 1)  # [P, N, B]
-    expanded = rewards.expand(n_candidates, choices.shape[1], batch, n_workers)
-    reward = expanded.gather(3, choices.unsqueeze(-1)).squeeze(-1).mean(dim=(1, 2))
-    return {
-        "fitness": reward + entropy_coefficient * entropy,
-        "reward": reward,
-        "entropy": entropy,
-    }
-
-
-@torch.no_grad()
-def policy_metrics(model: RouterModel, data: SplitData) -> dict[str, float]:
-    """The metrics of evaluate_loader: argmax reward, expected reward, oracle, entropy."""
-    model.eval()
-    logits = batched_logits(model, data.inputs)
-    probabilities = torch.softmax(logits, dim=-1)
-    choice = logits.argmax(dim=-1, keepdim=True)
-    entropy = torch.distributions.Categorical(probs=probabilities).entropy()
-    return {
-        "reward": float(data.rewards.gather(1, choice).mean()),
-        "expected_reward": float((probabilities * data.rewards).sum(dim=-1).mean()),
-        "oracle_reward": float(data.rewards.max(dim=-1).values.mean()),
-        "entropy": float(entropy.mean()),
-    }
-
-
-# --- resumable state --------------------------------------------------------------------------
-
-
-def state_path(output_dir: str | Path) -> Path:
-    return Path(output_dir) / STATE_DIR / STATE_FILE
-
-
-def read_es_state(output_dir: str | Path) -> dict | None:
-    """The saved search state of an ES run (our own pickle), or None if there is none; a
-    damaged one (emptied, cut short, copied half-way) is an ESResumeError saying so."""
-    path = state_path(output_dir)
-    if not path.exists():
-        return None
-    try:
-        saved = pickle.loads(path.read_bytes())
-    except Exception as error:  # a damaged pickle raises almost anything
-        raise ESResumeError(
-            f"{path} is damaged ({type(error).__name__}: {error}), so the run cannot continue "
-            f"from it; {START_OVER}"
-        ) from error
-    if not isinstance(saved, dict):
-        raise ESResumeError(f"{path} is not an ES search state; {START_OVER}")
-    return saved
-
-
-def run_fingerprint(
-    config: ESConfig,
-    model: nn.Module,
-    splits: list[SplitData | None],
-    checkpoint: str | Path | None = None,
-) -> dict:
-    """What must not change between an interrupted run and its continuation (the start
-    checkpoint's folder is there to name it when the start model differs)."""
-    dumped = config.model_dump(mode="json")
-    # `bb`, `./bb` and `/abs/bb` are one backbone folder (as `train pipeline` compares them)
-    dumped["model"]["backbone"] = canonical_backbone(config.model.backbone)
-    return {
-        "versions": {"fugu-lite": __version__, "cmaes": cmaes.__version__},
-        "code": code_digest(),
-        "config": dumped,
-        "start_model": _tensor_digest(list(model.state_dict().values())),
-        "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
-        "data": _tensor_digest(
-            [
-                tensor
-                for data in splits
-                if data is not None
-                for tensor in [*data.inputs.values(), data.rewards]
-            ]
-        ),
-    }
-
-
-def _tensor_digest(tensors: list[torch.Tensor]) -> str:
-    digest = hashlib.sha1()
-    for tensor in tensors:
-        digest.update(str(tuple(tensor.shape)).encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
-    problems = []
-    # Another version may score, search or pickle differently: its state is another run's.
-    saved_versions = saved.get("versions", {})
-    for package, now in current["versions"].items():
-        before = saved_versions.get(package, "unknown (an earlier fugu-lite)")
-        if before != now:
-            problems.append(f"{package} version: saved {before} vs now {now}")
-    if not problems and saved.get("code") != current["code"]:
-        # As `train pipeline` trains again a stage that other sources trained: the search's
-        # scoring or pickled state may have changed under one version string.
-        problems.append(
-            f"fugu-lite {__version__} with other sources saved it (the code changed since, e.g. "
-            "in a checkout or an editable install; restore that code to continue it)"
-            if "code" in saved
-            else "a fugu-lite that did not record its sources saved it"
-        )
-    saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
-    for flat, config in ((saved_config, saved["config"]), (current_config, current["config"])):
-        flat["model.pooling"] = pooling_meant(config["model"])
-    for key in sorted(set(saved_config) | set(current_config)):
-        if key in RESUMABLE_KEYS:
-            continue
-        before, now = saved_config.get(key), current_config.get(key)
-        if before != now:
-            problems.append(f"{key}: saved {before!r} vs now {now!r}")
-    if saved["start_model"] != current["start_model"]:
-        problems.append(_start_model_difference(saved, current))
-    if saved["data"] != current["data"]:
-        problems.append("the train/validation records or their features differ")
-    return problems
-
-
-def _start_model_difference(saved: dict, current: dict) -> str:
-    """Why the start models differ, naming the two --checkpoint folders when they do."""
-    if "start_checkpoint" not in saved:  # a state saved before the folder was recorded
-        return (
-            "the starting model differs (the --checkpoint, or the feature normaliser "
-            "fitted on the train records)"
-        )
-    before, now = saved["start_checkpoint"], current["start_checkpoint"]
-    if before != now:
-        return (
-            f"the saved search started from {_start_name(before)}, this run from "
-            f"{_start_name(now)}: to continue the saved search, run it with "
-            f"{_checkpoint_option(before)}; to start over from {_start_name(now)}, add "
-            "--no-resume (or give another -o)"
-        )
-    if now is None:
-        return (
-            "the starting model differs: the feature normaliser fitted on the train records "
-            "(no --checkpoint) is another"
-        )
-    return (
-        f"the starting model differs: the checkpoint {now} changed since the saved search "
-        "started from it (it was trained again or replaced)"
-    )
-
-
-def _start_name(checkpoint: str | None) -> str:
-    return "a fresh head (no --checkpoint)" if checkpoint is None else f"--checkpoint {checkpoint}"
-
-
-def _checkpoint_option(checkpoint: str | None) -> str:
-    return "no --checkpoint" if checkpoint is None else f"--checkpoint {checkpoint}"
-
-
-def _flatten(mapping: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in mapping.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{dotted}."))
-        else:
-            flat[dotted] = value
-    return flat
-
-
-@dataclass
-class SearchState:
-    """Everything a continuation needs; pickled whole into OUTPUT/es_state/state.pkl."""
-
-    fingerprint: dict
-    optimizer: SepCMA
-    generation: int
-    best_parameters: np.ndarray
-    best_generation: int
-    best_validation_reward: float | None
-    initial_validation: dict[str, float] | None
-    history: list[dict]
-    resumed_from: list[int]
-
-    def save(self, output_dir: Path) -> None:
-        payload = {"format": STATE_FORMAT, **self.__dict__}
-        write_bytes_atomic(state_path(output_dir), pickle.dumps(payload))
-
-
-def fresh_state(
-    model: RouterModel,
-    training: ESTrainingConfig,
-    fingerprint: dict,
-    validation: SplitData | None,
-) -> SearchState:
-    start = parameter_vector(model)
-    if start.size < 2:
-        raise ValueError("sep-CMA-ES needs at least 2 trainable parameters")
-    initial = policy_metrics(model, validation) if validation is not None else None
-    return SearchState(
-        fingerprint=fingerprint,
-        optimizer=SepCMA(
-            mean=start.copy(),
-            sigma=training.sigma0,
-            seed=training.seed,
-            population_size=training.population_size,
-        ),
-        generation=0,
-        best_parameters=start,
-        best_generation=0,
-        best_validation_reward=initial["reward"] if initial else None,
-        initial_validation=initial,
-        history=[],
-        resumed_from=[],
-    )
-
-
-def resumed_state(output_dir: Path, fingerprint: dict) -> SearchState | None:
-    saved = read_es_state(output_dir)
-    if saved is None:
-        return None
-    path = state_path(output_dir)
-    if saved.get("format") != STATE_FORMAT:
-        raise ESResumeError(
-            f"{path} has state format {saved.get('format')}, this version writes "
-            f"{STATE_FORMAT}; {START_OVER}"
-        )
-    problems = fingerprint_mismatches(saved["fingerprint"], fingerprint)
-    if problems:
-        raise ESResumeError(
-            f"{path} belongs to a different ES run: " + "; ".join(problems) + f"; {START_OVER}"
-        )
-    saved.pop("format")
-    saved["fingerprint"] = fingerprint  # the resumable keys may have changed
-    return SearchState(**saved)
-
+from .training_common import STAGE_REPORT, console, save_stage, stage_progress, start_stage
 
 # --- the search -------------------------------------------------------------------------------
 

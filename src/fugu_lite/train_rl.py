@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 
 from .config import RLConfig
-from .costs import cost_weighting_summary
+from .cost_weighting import cost_weighting_summary
 from .schemas import RewardRecord
 from .text import notes_console
 from .threads import torch_fit_threads

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import SFTConfig
-from .costs import cost_weighting_summary
+from .cost_weighting import cost_weighting_summary
 from .schemas import RewardRecord
 from .threads import torch_fit_threads
 from .training_common import (

@@ -32,7 +32,7 @@ from .config import (
     SFTConfig,
     SFTTrainingConfig,
 )
-from .costs import apply_cost_weight, training_records
+from .cost_weighting import apply_cost_weight, training_records
 from .evaluation.output import remove_evaluations
 from .feature_cache import backbone_shape
 from .features import FeatureExtractor, Prompt

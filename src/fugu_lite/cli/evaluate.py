@@ -48,11 +48,11 @@ def eval_command(
     backbone: BackboneOption = None,
 ) -> None:
     """Evaluate a router against best single, oracle, random, kNN, ridge and per-task best."""
-    from ..costs import is_router_family
     from ..evaluate_checkpoint import run_evaluation, run_pareto_evaluation
     from ..evaluation.output import REPORT_JSON
     from ..evaluation.pareto_output import PARETO_JSON
     from ..reward_head import is_reward_head
+    from ..router_family import is_router_family
     from ..schemas import SPLIT_VALUES_TEXT, canonical_split
 
     split_name = canonical_split(split)

@@ -42,7 +42,7 @@ def route_command(
     backbone: BackboneOption = None,
 ) -> None:
     """Print the worker the router picks for one prompt, and the probabilities."""
-    from ..costs import CostRoutingDecision, route_checkpoint
+    from ..cost_routing import CostRoutingDecision, route_checkpoint
 
     if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
         err_console.print("type the prompt to route, then Ctrl-D on a line of its own")

@@ -162,8 +162,9 @@ def train_pipeline_command(
     """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
 
     A re-run keeps each stage already trained from the same config, records and SFT."""
-    from ..costs import parse_cost_weights, train_router_family
+    from ..cost_weighting import parse_cost_weights
     from ..pipeline import train_pipeline
+    from ..router_family import train_router_family
 
     cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
     if cost_weights is not None:

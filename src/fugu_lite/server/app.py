@@ -29,7 +29,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
-from ..costs import RouterFamily, load_family_or_single
+from ..router_family import RouterFamily, load_family_or_single
 from ..workers.api_keys import read_key
 from ..workers.config import (
     PoolConfig,

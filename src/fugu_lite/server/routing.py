@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..costs import RouterFamily, nearest_cost_weight
+from ..cost_weighting import nearest_cost_weight
 from ..model import RouterModel
+from ..router_family import RouterFamily
 from ..schemas import ChatMessage
 from .api_error import ApiError
 

@@ -1,0 +1,135 @@
+"""Routing with a request's cost weight: a router family answers with the member trained for
+the nearest cost weight, a reward head with the requested weight itself; `route_checkpoint`
+routes one prompt with any checkpoint (`fugu-lite route`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from .cost_weighting import CostWeightError, check_cost_weight, nearest_cost_weight
+from .features import Prompt
+from .model import load_router
+from .router_family import (
+    RouterFamily,
+    is_router_family,
+    load_router_family,
+    trained_cost_weighting,
+)
+from .routing import RoutingDecision, allowed_workers, excluded_workers, route_prompts
+
+if TYPE_CHECKING:
+    from .reward_head import CostAwareRouter
+
+
+class CostRoutingDecision(RoutingDecision):
+    requested_cost_weight: float | None
+    cost_weight: float = Field(
+        description="The cost weight the answer used: the one the family member was trained "
+        "for, or the requested one itself for a reward head."
+    )
+    predicted_rewards: dict[str, float] | None = Field(
+        default=None, description="A reward head's predicted reward per worker."
+    )
+    predicted_costs: dict[str, float] | None = Field(
+        default=None, description="A reward head's predicted cost per worker."
+    )
+
+
+def route_with_cost_weight(
+    family: RouterFamily,
+    prompts: Sequence[Prompt],
+    cost_weight: float | None,
+    exclude: Sequence[str] = (),
+) -> list[CostRoutingDecision]:
+    """Route prompts with the member trained for the nearest cost weight (see
+    `nearest_cost_weight`); None uses the family's smallest cost weight. A reward head
+    answers the requested cost weight exactly (None = 0)."""
+    if family.reward_head is not None:
+        return route_with_reward_head(family.reward_head, prompts, cost_weight, exclude)
+    if family.kind != "family":
+        raise CostWeightError(f"{family.directory} is a single checkpoint, not a router family")
+    used = (
+        min(family.cost_weights)
+        if cost_weight is None
+        else nearest_cost_weight(family.cost_weights, cost_weight)
+    )
+    router = family.routers[family.cost_weights.index(used)]
+    return [
+        CostRoutingDecision(
+            **decision.model_dump(), requested_cost_weight=cost_weight, cost_weight=used
+        )
+        for decision in route_prompts(router, prompts, exclude)
+    ]
+
+
+def route_with_reward_head(
+    head: CostAwareRouter,
+    prompts: Sequence[Prompt],
+    cost_weight: float | None,
+    exclude: Sequence[str] = (),
+) -> list[CostRoutingDecision]:
+    """argmax of predicted reward - cost_weight * predicted cost / reference over the allowed
+    workers, with the predictions and softmax(utility / temperature) as probabilities."""
+    import torch
+
+    used = 0.0 if cost_weight is None else float(cost_weight)
+    allowed = allowed_workers(head.worker_ids, exclude)
+    view = head.at_cost_weight(used)
+    features = head.features_for(list(prompts), use_cache=False)
+    probabilities = view.probabilities(features, allowed).cpu()
+    with torch.inference_mode():
+        rewards, costs = (value.cpu() for value in head.predict(features))
+    decisions = []
+    for row, reward_row, cost_row in zip(probabilities, rewards, costs, strict=True):
+        decisions.append(
+            CostRoutingDecision(
+                worker=head.worker_ids[int(row.argmax())],
+                probabilities=dict(zip(head.worker_ids, row.tolist(), strict=True)),
+                excluded=excluded_workers(exclude),
+                requested_cost_weight=cost_weight,
+                cost_weight=used,
+                predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),
+                predicted_costs=(
+                    dict(zip(head.worker_ids, cost_row.tolist(), strict=True))
+                    if head.predicts_costs
+                    else None
+                ),
+            )
+        )
+    return decisions
+
+
+def route_checkpoint(
+    checkpoint: str | Path,
+    prompt: Prompt,
+    exclude: Sequence[str] = (),
+    cost_weight: float | None = None,
+    backbone: str | None = None,
+) -> RoutingDecision:
+    """Route one prompt with a plain checkpoint, a family or a reward head; a cost weight
+    needs a family or a reward head (trained on records with costs). `backbone`: where the
+    checkpoint's backbone is now (see checkpoint.locate_backbone)."""
+    from .reward_head import is_reward_head, load_reward_head
+
+    if cost_weight is not None:  # before any loading, and for a single checkpoint too
+        check_cost_weight(cost_weight)
+    if is_reward_head(checkpoint):
+        head = load_reward_head(checkpoint, backbone=backbone)
+        return route_with_reward_head(head, [prompt], cost_weight, exclude)[0]
+    if is_router_family(checkpoint):
+        family = load_router_family(checkpoint, backbone)
+        return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
+    if cost_weight is not None:
+        trained = trained_cost_weighting(checkpoint)["cost_weight"]
+        raise CostWeightError(
+            f"{checkpoint} is a single router checkpoint (trained with cost weight "
+            f"{trained:g}), so it cannot serve cost weight {cost_weight:g}; train a router "
+            "family with `fugu-lite train pipeline ... --cost-weights 0,0.25,0.5,1` or a "
+            "reward head with `fugu-lite train reward-head ...` and pass its folder, or leave "
+            "out --cost-weight"
+        )
+    return route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]

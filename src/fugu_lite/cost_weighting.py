@@ -1,0 +1,145 @@
+"""Cost-weighted rewards and the cost weights themselves.
+
+Training with a cost weight lambda replaces every reward by
+
+    reward' = reward - lambda * cost / reference_cost
+
+where `reference_cost` defaults to the mean cost over the train split's cells (every
+train prompt x every worker), so lambda = 1 charges one reward point for a worker of
+average cost. This module holds that reward, the reference cost, the checks on records'
+costs, and the parsing and checking of cost weights; a family of routers over cost weights
+lives in `router_family.py`, routing with a request's cost weight in `cost_routing.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .checkpoint import CheckpointError
+from .config import CostAware
+from .schemas import RewardRecord, records_in_split
+
+
+class CostWeightError(CheckpointError):
+    """A cost weight was asked of a checkpoint that was not trained for cost weights,
+    or a family manifest is missing or inconsistent."""
+
+
+# The splits the training stages read (the test split is evaluation's: it needs no costs).
+TRAINING_SPLITS = ("train", "validation")
+TRAINING_FIX = "set reference_cost explicitly or leave cost_weight at 0"
+
+
+def default_reference_cost(records: Sequence[RewardRecord], fix: str = TRAINING_FIX) -> float:
+    """Mean cost over every (train prompt, worker) cell; `fix` ends the errors with what the
+    caller's user can do."""
+    train = records_in_split(list(records), "train")
+    if not train:
+        raise ValueError(
+            "the default reference cost is the mean train cost, but there are no train "
+            "records; set reference_cost explicitly"
+        )
+    require_costs(train, "the default reference cost", fix)
+    cells = [cost for record in train for cost in record.costs or []]
+    mean = math.fsum(cells) / len(cells)
+    if mean <= 0:
+        raise ValueError(f"every train cost is 0, so costs cannot be scaled by their mean; {fix}")
+    return mean
+
+
+def resolve_reference_cost(records: Sequence[RewardRecord], settings: CostAware) -> float:
+    """The configured reference cost, or the mean train cost when it is None."""
+    if settings.reference_cost is not None:
+        return settings.reference_cost
+    return default_reference_cost(records)
+
+
+def training_records(records: Sequence[RewardRecord]) -> list[RewardRecord]:
+    """The records the training stages read: the train split (to fit) and the validation
+    split (to choose and report); the test split is evaluation's."""
+    return [record for record in records if record.split in TRAINING_SPLITS]
+
+
+def require_costs(
+    records: Sequence[RewardRecord],
+    purpose: str,
+    fix: str = "give every record `costs` or set cost_weight to 0",
+    counted: str = "records",
+) -> None:
+    """Refuse records without per-worker costs, naming the first one and the count;
+    `counted` says what `records` are (e.g. the splits they were taken from)."""
+    missing = [index for index, record in enumerate(records) if record.costs is None]
+    if not missing:
+        return
+    record = records[missing[0]]
+    name = f"id={record.id!r}" if record.id is not None else f"number {missing[0] + 1}"
+    raise ValueError(
+        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} {counted} have "
+        f"none, the first is record {name} ({record.split} split, prompt "
+        f"{record.prompt_text[:60]!r}); {fix}"
+    )
+
+
+def apply_cost_weight(records: list[RewardRecord], settings: CostAware) -> list[RewardRecord]:
+    """Records with reward' = reward - cost_weight * cost / reference_cost (costs kept).
+
+    With cost_weight 0 the records are returned unchanged (and need no costs)."""
+    if settings.cost_weight == 0:
+        return records
+    require_costs(records, f"cost_weight={settings.cost_weight:g}")
+    scale = settings.cost_weight / resolve_reference_cost(records, settings)
+    return [
+        record.model_copy(
+            update={
+                "rewards": [
+                    reward - scale * cost
+                    for reward, cost in zip(record.rewards, record.costs or [], strict=True)
+                ]
+            }
+        )
+        for record in records
+    ]
+
+
+def cost_weighting_summary(records: Sequence[RewardRecord], settings: CostAware) -> dict:
+    """What a stage records in its report and checkpoint: the lambda and reference cost used
+    (reference None when lambda is 0 and none was configured: nothing was scaled)."""
+    reference = settings.reference_cost
+    if settings.cost_weight > 0:
+        reference = resolve_reference_cost(records, settings)
+    return {"cost_weight": settings.cost_weight, "reference_cost": reference}
+
+
+def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
+    """Sorted, without repeats; each one finite and >= 0."""
+    weights = sorted({float(weight) for weight in cost_weights})
+    if not weights:
+        raise ValueError("give at least one cost weight, e.g. 0,0.25,0.5,1")
+    bad = [weight for weight in weights if not math.isfinite(weight) or weight < 0]
+    if bad:
+        raise ValueError(f"cost weights must be finite and >= 0, got {bad}")
+    return weights
+
+
+def parse_cost_weights(text: str) -> list[float]:
+    """ "0,0.25,0.5" -> [0.0, 0.25, 0.5]."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise ValueError(
+            f"cost weights {text!r} must be comma-separated numbers, e.g. 0,0.25,0.5,1"
+        ) from error
+    return normalized_cost_weights(values)
+
+
+def check_cost_weight(cost_weight: float) -> None:
+    if not math.isfinite(cost_weight) or cost_weight < 0:
+        raise CostWeightError(f"a cost weight must be a finite number >= 0, got {cost_weight}")
+
+
+def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> float:
+    """The trained cost weight nearest to the requested one; a tie goes to the smaller
+    (quality-first) weight, and requests beyond either end get that end."""
+    check_cost_weight(requested)
+    return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
