@@ -19,6 +19,7 @@ from conftest import generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
 import fugu_lite
+import fugu_lite.train_es as train_es_module
 from fugu_lite.cli import app
 from fugu_lite.config import (
     ConfigError,
@@ -204,6 +205,83 @@ def test_without_a_validation_split_the_final_mean_is_kept(tmp_path: Path) -> No
     torch.testing.assert_close(
         model.head.weight.detach().flatten().double(), torch.from_numpy(state.optimizer.mean)
     )
+
+
+def interrupted_evolve_case(tmp_path: Path) -> tuple[SplitData, SplitData, ESConfig]:
+    generator = torch.Generator().manual_seed(2)
+    centers = 3.0 * torch.randn(3, 4, generator=generator)
+    train, validation = (clustered_split(n, centers, generator) for n in (60, 30))
+    config = ESConfig(
+        model=ModelConfig(head="linear", normalize_features=False),
+        training=ESTrainingConfig(
+            population_size=8, sigma0=0.5, iterations=12, batch_size=20, save_every=5,
+            validate_every=3, samples=2,
+        ),
+    )  # fmt: skip
+    return train, validation, config
+
+
+def continued_after_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_generation: int, where: str
+) -> int:
+    """Ctrl-C in generation `at_generation` (while scoring the population, or half-way
+    through CMA's update), then the same run again; returns the generation it had saved."""
+    train, validation, config = interrupted_evolve_case(tmp_path)
+    uninterrupted, _ = evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, tmp_path / "uninterrupted",
+    )  # fmt: skip
+    calls = {"n": 0}
+    if where == "scoring":
+        real_logits = train_es_module.population_logits
+
+        def scoring(*args: object) -> torch.Tensor:
+            calls["n"] += 1
+            if calls["n"] == at_generation:
+                raise KeyboardInterrupt
+            return real_logits(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(train_es_module, "population_logits", scoring)
+    else:
+        real_tell = cmaes.SepCMA.tell
+
+        def torn_tell(self: cmaes.SepCMA, solutions: list) -> None:
+            calls["n"] += 1
+            if calls["n"] == at_generation:
+                self._g += 1  # CMA counts the generation first, then updates
+                raise KeyboardInterrupt
+            real_tell(self, solutions)
+
+        monkeypatch.setattr(cmaes.SepCMA, "tell", torn_tell)
+    output = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        evolve(RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+               train, validation, config, output)  # fmt: skip
+    saved = read_es_state(output)
+    monkeypatch.undo()
+    model = RouterModel(config.model, ["a", "b", "c"], feature_dim=4)
+    continued, seconds = evolve(model, train, validation, config, output)
+    assert len(seconds) == 12 - saved["generation"]
+    assert without_seconds(continued.history) == without_seconds(uninterrupted.history)
+    assert (continued.best_parameters == uninterrupted.best_parameters).all()
+    assert (continued.optimizer.mean == uninterrupted.optimizer.mean).all()
+    return saved["generation"]
+
+
+def test_ctrl_c_saves_the_last_finished_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (or SIGTERM) kept only the state of the last `save_every` multiple: with SVF,
+    minutes of generations were run again; the continuation is still the same run."""
+    assert continued_after_interrupt(tmp_path, monkeypatch, 9, "scoring") == 8
+    assert "ES: stopped; saved generation 8 (the last one finished)" in capsys.readouterr().err
+
+
+def test_ctrl_c_inside_the_cma_update_keeps_the_last_saved_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half-way through CMA's update the optimizer is neither generation: not saved."""
+    assert continued_after_interrupt(tmp_path, monkeypatch, 9, "update") == 5
 
 
 # --- train_es on records: report, checkpoint, resume ----------------------------------------

@@ -150,35 +150,54 @@ def evolve(
         task = progress.add_task(
             "es", total=training.iterations, completed=state.generation, status=""
         )
-        for generation in range(state.generation + 1, training.iterations + 1):
-            started = time.perf_counter()
-            entry: dict = {
-                "generation": generation,
-                "train": run_generation(model, state.optimizer, train, training, generation),
-            }
-            seconds.append(time.perf_counter() - started)
-            entry["seconds"] = seconds[-1]
-            last = generation == training.iterations
-            if validation is not None and (generation % training.validate_every == 0 or last):
-                set_parameter_vector(model, state.optimizer.mean)
-                entry["validation"] = policy_metrics(model, validation)
-                if entry["validation"]["reward"] > state.best_validation_reward:
-                    state.best_validation_reward = entry["validation"]["reward"]
-                    state.best_generation = generation
-                    state.best_parameters = state.optimizer.mean.copy()
-            state.history.append(entry)
-            state.generation = generation
-            if generation % training.save_every == 0 or last:
-                state.save(output_dir)
-            if generation % training.log_every == 0:
-                console.print(f"ES gen {generation} {_status(entry)}")
-            best = state.best_validation_reward
-            status = f"best validation {best:.4f}" if best is not None else ""
-            progress.update(task, completed=generation, status=status)  # short: 80 columns
+        saved = state.generation  # on disk, or 0: nothing to continue from
+        try:
+            for generation in range(state.generation + 1, training.iterations + 1):
+                started = time.perf_counter()
+                entry: dict = {
+                    "generation": generation,
+                    "train": run_generation(model, state.optimizer, train, training, generation),
+                }
+                seconds.append(time.perf_counter() - started)
+                entry["seconds"] = seconds[-1]
+                last = generation == training.iterations
+                if validation is not None and (generation % training.validate_every == 0 or last):
+                    set_parameter_vector(model, state.optimizer.mean)
+                    entry["validation"] = policy_metrics(model, validation)
+                    if entry["validation"]["reward"] > state.best_validation_reward:
+                        state.best_validation_reward = entry["validation"]["reward"]
+                        state.best_generation = generation
+                        state.best_parameters = state.optimizer.mean.copy()
+                state.history.append(entry)
+                state.generation = generation
+                if generation % training.save_every == 0 or last:
+                    state.save(output_dir)
+                    saved = generation
+                if generation % training.log_every == 0:
+                    console.print(f"ES gen {generation} {_status(entry)}")
+                best = state.best_validation_reward
+                status = f"best validation {best:.4f}" if best is not None else ""
+                progress.update(task, completed=generation, status=status)  # short: 80 columns
+        except KeyboardInterrupt:
+            save_on_interrupt(state, output_dir, saved)
+            raise
     if validation is None:
         state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
     set_parameter_vector(model, state.best_parameters)
     return state, seconds
+
+
+def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
+    """Ctrl-C (or SIGTERM under the CLI): save the last finished generation when it is not
+    on disk yet. CMA counts a generation before it updates, so an optimizer stopped half-way
+    through its update is ahead of the state: then the state saved last is kept."""
+    if state.generation > saved and state.optimizer.generation == state.generation:
+        state.save(output_dir)
+        console.print(
+            f"ES: stopped; saved generation {state.generation} (the last one finished) in "
+            f"{state_path(output_dir)}",
+            markup=False,
+        )
 
 
 def train_es(

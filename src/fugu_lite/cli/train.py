@@ -133,8 +133,8 @@ def train_es_command(
     check_not_checkpoint(checkpoint, output, "es")
     again = "the same command" if resume else "the command without --no-resume"
     kept = (
-        f"the search state is saved every {cfg.training.save_every} generations in "
-        f"{output / 'es_state'}; run {again} again to continue from the last one saved"
+        f"the search state is saved every {cfg.training.save_every} generations and at a "
+        f"stop, in {output / 'es_state'}; run {again} again to continue from the last one saved"
     )
     run_stage(
         output,
