@@ -807,6 +807,22 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     assert service.allowed_workers(None, None, None) == (CHEAP, PREMIUM)
 
 
+def test_a_reward_head_needs_costs_on_its_train_and_validation_records_only(
+    tmp_path: Path,
+) -> None:
+    """Test records without costs (evaluation's, which needs none for a plain eval) made
+    the head predict no costs at all, though it fits and validates on the other splits."""
+    records = [
+        r.model_copy(update={"costs": None}) if r.split == "test" else r
+        for r in cost_case_records()
+    ]
+    report = train_reward_head(records, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
+    assert report["predicts_costs"] is True and report["reference_cost"] == pytest.approx(0.55)
+    family = load_family_or_single(tmp_path / "h")
+    prompt = next(r.prompt for r in records if r.split == "test")
+    assert route_with_cost_weight(family, [prompt], 1.0)[0].worker == CHEAP
+
+
 def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="is not a reward-head checkpoint"):
         load_reward_head(tmp_path)

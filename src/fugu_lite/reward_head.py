@@ -51,7 +51,12 @@ from .checkpoint import (
     read_tensors,
 )
 from .config import ModelConfig, StrictModel
-from .cost_weighting import CostWeightError, check_cost_weight, default_reference_cost
+from .cost_weighting import (
+    CostWeightError,
+    check_cost_weight,
+    default_reference_cost,
+    training_records,
+)
 from .evaluation.curves import baseline_curve, worker_points
 from .evaluation.hull import aiq, non_decreasing_hull, reward_floor
 from .evaluation.table import argmax_choices, reward_table
@@ -375,11 +380,12 @@ def train_reward_head(
     output = Path(output_dir)
     worker_ids = check_same_workers(records)
     train = require_split(records, "train")
-    has_costs = all(record.costs is not None for record in records)
+    # The test split is evaluation's: its records need no costs (as for the other stages).
+    has_costs = all(record.costs is not None for record in training_records(records))
     if not has_costs:
         console.print(
-            "[yellow]reward head: some records have no costs, so the head predicts rewards "
-            "only and serves cost weight 0 only[/yellow]"
+            "[yellow]reward head: some train or validation records have no costs, so the head "
+            "predicts rewards only and serves cost weight 0 only[/yellow]"
         )
     reference = None
     if has_costs:
