@@ -740,6 +740,25 @@ def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
     assert results[2].probabilities[CHEAP] == pytest.approx(float(exact[0]), abs=1e-5)
 
 
+def test_a_reward_head_refuses_a_cost_weight_that_overflows_its_utilities(
+    reward_head: Head,
+) -> None:
+    """A cost weight of 1e39 overflowed the head's float32 utilities: route printed NaN
+    probabilities and chose the worker it was told to exclude, and a server request's
+    probabilities were NaN."""
+    prompt = reward_head.test_prompts()[0]
+    result = invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "1e39",
+                    "--exclude", CHEAP, prompt)  # fmt: skip
+    assert result.exit_code == 2
+    assert "answers cost weights up to 1,000,000, got 1e+39" in flat(result.output)
+    assert route_checkpoint(reward_head.head, prompt, [CHEAP], 1e6).worker == PREMIUM
+    service = RouterService(load_family_or_single(reward_head.head))
+    with pytest.raises(ApiError, match="up to 1,000,000") as error:
+        service.allowed_workers(None, None, 1e39)
+    assert error.value.status == 400 and error.value.param == "cost_weight"
+    assert service.allowed_workers(None, None, 1e6) == (CHEAP, PREMIUM)
+
+
 def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
     output = tmp_path / "pareto"
     ok(invoke("eval", "--checkpoint", reward_head.head, "--records", reward_head.records_path,

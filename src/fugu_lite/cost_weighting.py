@@ -143,3 +143,21 @@ def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> floa
     (quality-first) weight, and requests beyond either end get that end."""
     check_cost_weight(requested)
     return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
+
+
+# Larger cost weights overflow a reward head's float32 utilities (NaN probabilities, and an
+# excluded worker chosen); at this one a reward point already weighs a millionth of the
+# reference cost.
+MAX_HEAD_COST_WEIGHT = 1e6
+
+
+def check_head_cost_weight(cost_weight: float) -> None:
+    """What a reward head answers: a finite cost weight >= 0, at most MAX_HEAD_COST_WEIGHT."""
+    check_cost_weight(cost_weight)
+    if cost_weight > MAX_HEAD_COST_WEIGHT:
+        raise CostWeightError(
+            f"a reward head answers cost weights up to {MAX_HEAD_COST_WEIGHT:,.0f}, got "
+            f"{cost_weight:g}: larger ones overflow its utilities (at {MAX_HEAD_COST_WEIGHT:,.0f} "
+            "a reward point already weighs a millionth of the reference cost); ask for "
+            f"{MAX_HEAD_COST_WEIGHT:,.0f} or less"
+        )

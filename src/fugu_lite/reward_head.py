@@ -53,7 +53,7 @@ from .checkpoint import (
 from .config import ModelConfig, StrictModel
 from .cost_weighting import (
     CostWeightError,
-    check_cost_weight,
+    check_head_cost_weight,
     default_reference_cost,
     training_records,
 )
@@ -218,7 +218,7 @@ class CostAwareRouter(RouterModel):
 
     def utilities(self, features: torch.Tensor, cost_weight: float) -> torch.Tensor:
         """predicted reward - cost_weight * predicted cost / reference cost, [N, W]."""
-        check_cost_weight(cost_weight)
+        check_head_cost_weight(cost_weight)
         rewards, costs = self.predict(features)
         if cost_weight == 0:
             return rewards
@@ -234,7 +234,7 @@ class CostAwareRouter(RouterModel):
         return self.utilities(features, cost_weight) / self.temperature
 
     def at_cost_weight(self, cost_weight: float) -> CostWeightedView:
-        check_cost_weight(cost_weight)
+        check_head_cost_weight(cost_weight)
         return CostWeightedView(self, cost_weight)
 
     def checkpoint_fields(self) -> dict:

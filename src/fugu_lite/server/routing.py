@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..cost_weighting import nearest_cost_weight
+from ..cost_weighting import CostWeightError, check_head_cost_weight, nearest_cost_weight
 from ..model import RouterModel
 from ..router_family import RouterFamily
 from ..schemas import ChatMessage
@@ -91,6 +91,11 @@ class RouterService:
                 param="cost_weight",
                 code="cost_weight_unsupported",
             )
+        if cost_weight is not None and self.family.reward_head is not None:
+            try:  # here, not in the batch: one request's weight must not fail its batch-mates
+                check_head_cost_weight(cost_weight)
+            except CostWeightError as error:
+                raise ApiError(400, str(error), param="cost_weight") from error
         removed = set(self.opt_out) | set(exclude or ())
         allowed = tuple(
             worker
