@@ -221,16 +221,12 @@ def interrupted_evolve_case(tmp_path: Path) -> tuple[SplitData, SplitData, ESCon
     return train, validation, config
 
 
-def continued_after_interrupt(
+def interrupted_evolve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_generation: int, where: str
-) -> int:
+) -> Path:
     """Ctrl-C in generation `at_generation` (while scoring the population, or half-way
-    through CMA's update), then the same run again; returns the generation it had saved."""
+    through CMA's update); returns the run's output folder."""
     train, validation, config = interrupted_evolve_case(tmp_path)
-    uninterrupted, _ = evolve(
-        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-        train, validation, config, tmp_path / "uninterrupted",
-    )  # fmt: skip
     calls = {"n": 0}
     if where == "scoring":
         real_logits = train_es_module.population_logits
@@ -257,8 +253,23 @@ def continued_after_interrupt(
     with pytest.raises(KeyboardInterrupt):
         evolve(RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
                train, validation, config, output)  # fmt: skip
-    saved = read_es_state(output)
     monkeypatch.undo()
+    return output
+
+
+def continued_after_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_generation: int, where: str
+) -> int:
+    """An interrupted run (see interrupted_evolve) run again ends where an uninterrupted one
+    ends; returns the generation the interrupted run had saved."""
+    output = interrupted_evolve(tmp_path, monkeypatch, at_generation, where)
+    saved = read_es_state(output)
+    assert saved is not None
+    train, validation, config = interrupted_evolve_case(tmp_path)
+    uninterrupted, _ = evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, tmp_path / "uninterrupted",
+    )  # fmt: skip
     model = RouterModel(config.model, ["a", "b", "c"], feature_dim=4)
     continued, seconds = evolve(model, train, validation, config, output)
     assert len(seconds) == 12 - saved["generation"]
@@ -282,6 +293,23 @@ def test_ctrl_c_inside_the_cma_update_keeps_the_last_saved_state(
 ) -> None:
     """Half-way through CMA's update the optimizer is neither generation: not saved."""
     assert continued_after_interrupt(tmp_path, monkeypatch, 9, "update") == 5
+
+
+@pytest.mark.parametrize(("at_generation", "where"), [(1, "scoring"), (3, "update")])
+def test_ctrl_c_before_anything_was_saved_says_the_run_starts_over(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    at_generation: int,
+    where: str,
+) -> None:
+    """Stopped before a state could be saved, the run said nothing, and the command's
+    'continue from the last one saved' promised a continuation the next run did not make."""
+    output = interrupted_evolve(tmp_path, monkeypatch, at_generation, where)
+    assert read_es_state(output) is None
+    assert "ES: stopped before any generation was saved; the same command starts over" in (
+        capsys.readouterr().err
+    )
 
 
 # --- train_es on records: report, checkpoint, resume ----------------------------------------

@@ -190,7 +190,8 @@ def evolve(
 def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
     """Ctrl-C (or SIGTERM under the CLI): save the last finished generation when it is not
     on disk yet. CMA counts a generation before it updates, so an optimizer stopped half-way
-    through its update is ahead of the state: then the state saved last is kept."""
+    through its update is ahead of the state: then the state saved last is kept (and with
+    none, the next run starts over, which it says)."""
     if state.generation > saved and state.optimizer.generation == state.generation:
         state.save(output_dir)
         console.print(
@@ -198,6 +199,8 @@ def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
             f"{state_path(output_dir)}",
             markup=False,
         )
+    elif saved == 0:
+        console.print("ES: stopped before any generation was saved; the same command starts over")
 
 
 def train_es(
