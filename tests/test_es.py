@@ -433,6 +433,30 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert fresh["config"]["training"]["sigma0"] == 0.1
 
 
+def test_a_resume_on_records_of_other_workers_is_refused_naming_both_worker_lists(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A search saved for three workers, run again on records with a fourth, was refused
+    with 'the feature normaliser fitted on the train records is another' (the prompts were
+    the same) and 'the records or their features differ', never naming the workers."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    more = [
+        record.model_copy(update={"worker_ids": [*record.worker_ids, "extra"],
+                                  "rewards": [*record.rewards, 0.5],
+                                  "costs": [*(record.costs or []), 1.0]})
+        for record in records
+    ]  # fmt: skip
+    with pytest.raises(ESResumeError) as error:
+        train_es(more, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert f"workers: saved {records[0].worker_ids} vs now {more[0].worker_ids}" in message
+    assert "normaliser" not in message and "features differ" not in message
+    # the same workers renamed (the same rewards): the same search, continued
+    renamed = [record.model_copy(update={"worker_ids": ["x", "y", "z"]}) for record in records]
+    report = train_es(renamed, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
+    assert report["resumed_from"] == [4] and report["worker_ids"] == ["x", "y", "z"]
+
+
 def test_a_resume_from_another_checkpoint_is_refused_naming_both_and_what_to_do(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -13,7 +13,6 @@ import cmaes
 import numpy as np
 import torch
 from cmaes import SepCMA
-from torch import nn
 
 from . import __version__, code_digest
 from .atomic_files import write_bytes_atomic
@@ -71,12 +70,13 @@ def read_es_state(output_dir: str | Path) -> dict | None:
 
 def run_fingerprint(
     config: ESConfig,
-    model: nn.Module,
+    model: RouterModel,
     splits: list[SplitData | None],
     checkpoint: str | Path | None = None,
 ) -> dict:
     """What must not change between an interrupted run and its continuation (the start
-    checkpoint's folder is there to name it when the start model differs)."""
+    checkpoint's folder and the workers are there to name them when the start model or the
+    data differ)."""
     dumped = config.model_dump(mode="json")
     # `bb`, `./bb` and `/abs/bb` are one backbone folder (as `train pipeline` compares them)
     dumped["model"]["backbone"] = canonical_backbone(config.model.backbone)
@@ -86,6 +86,7 @@ def run_fingerprint(
         "config": dumped,
         "start_model": _tensor_digest(list(model.state_dict().values())),
         "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
+        "worker_ids": list(model.worker_ids),
         "data": _tensor_digest(
             [
                 tensor
@@ -131,9 +132,17 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
         before, now = saved_config.get(key), current_config.get(key)
         if before != now:
             problems.append(f"{key}: saved {before!r} vs now {now!r}")
-    if saved["start_model"] != current["start_model"]:
+    start_differs = saved["start_model"] != current["start_model"]
+    data_differs = saved["data"] != current["data"]
+    # Other workers change the head's shape and the rewards: that is the difference to name.
+    # The same workers renamed (same rewards, same start) search the same way: continued.
+    workers = saved.get("worker_ids", current["worker_ids"])  # unrecorded in older states
+    if (start_differs or data_differs) and workers != current["worker_ids"]:
+        problems.append(f"workers: saved {workers} vs now {current['worker_ids']}")
+        return problems
+    if start_differs:
         problems.append(_start_model_difference(saved, current))
-    if saved["data"] != current["data"]:
+    if data_differs:
         problems.append("the train/validation records or their features differ")
     return problems
 
