@@ -435,6 +435,30 @@ def test_a_family_needs_costs_on_the_train_and_validation_records_only(tmp_path:
     assert not (tmp_path / "refused").exists()
 
 
+def test_a_family_of_cost_weight_0_only_needs_no_costs(tmp_path: Path) -> None:
+    """`--cost-weights 0` trains without costs, but was refused ('the default reference cost
+    needs per-worker costs') when only the test records, or only some train records, had
+    them; with no costs at all it trained."""
+    cases = {
+        "test only": lambda r: r if r.split == "test" else r.model_copy(update={"costs": None}),
+        "some train": lambda r: r.model_copy(update={"costs": None}) if r.id == "p0" else r,
+    }
+    config = PipelineConfig(
+        model=tiny_cfg(tmp_path),
+        sft=SFTTrainingConfig(epochs=1, batch_size=16),
+        rl=RLTrainingConfig(epochs=1, batch_size=16),
+    )
+    for name, change in cases.items():
+        records = [change(r) for r in cost_case_records()]
+        assert any(r.costs is None for r in records if r.split == "train"), name
+        report = train_router_family(records, config, tmp_path / name, [0.0])
+        assert report["reference_cost"] is None, name
+        assert load_router_family(tmp_path / name).cost_weights == [0.0]
+    with pytest.raises(ValueError, match=r"1 of \d+ records of the train and validation splits"):
+        train_router_family([cases["some train"](r) for r in cost_case_records()], config,
+                            tmp_path / "refused", [0.0, 0.5])  # fmt: skip
+
+
 def test_an_interrupted_family_rerun_leaves_no_manifest_mixing_two_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -221,11 +221,13 @@ def trained_cost_weighting(checkpoint: str | Path) -> dict:
 
 
 def family_reference_cost(records: Sequence[RewardRecord], config: PipelineConfig) -> float | None:
-    """One reference cost for every member, so a lambda means the same in each of them."""
+    """One reference cost for every member, so a lambda means the same in each of them; None
+    when train or validation records lack costs, which only a family of cost weight 0 may
+    (train_router_family refuses them for the others)."""
     configured = config.sft.reference_cost or config.rl.reference_cost
     if configured is not None:
         return configured
-    if all(record.costs is None for record in records):
+    if any(record.costs is None for record in training_records(records)):
         return None
     return default_reference_cost(records, FAMILY_FIX)
 
