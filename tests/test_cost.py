@@ -47,6 +47,7 @@ from fugu_lite.reward_head import (
     RewardHeadTraining,
     effective_cluster_count,
     fit_cluster_mixture,
+    is_reward_head,
     load_reward_head,
     train_reward_head,
 )
@@ -815,6 +816,29 @@ def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> 
     written = (tmp_path / "head" / "training_report.json").read_text()
     json.loads(written, parse_constant=lambda name: pytest.fail(f"{name} in the report"))
     assert report["validation"]["cost_mean_abs_relative_error"] is None
+
+
+def test_a_checkpoint_saved_over_another_kind_replaces_it(tmp_path: Path) -> None:
+    """`train es -o X` over a reward head in X left reward_head.json beside the new
+    router.json, and route/serve/eval kept loading the old reward head, not the new router;
+    a reward head saved over a router left the router's files, which `--checkpoint X` read."""
+    records = cost_case_records()
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path))
+    es = ESConfig(
+        model=tiny_cfg(tmp_path),
+        training=ESTrainingConfig(population_size=4, iterations=2, batch_size=16, samples=0),
+    )
+    folder = tmp_path / "x"
+    train_reward_head(records, config, folder)
+    train_es(records, es, folder)
+    assert not is_reward_head(folder)
+    family = load_family_or_single(folder)
+    assert family.reward_head is None and family.kind == "single"
+    assert load_router(folder).worker_ids == [CHEAP, PREMIUM]
+
+    train_reward_head(records, config, folder)
+    assert load_family_or_single(folder).reward_head is not None
+    assert sorted(path.name for path in folder.glob("router*")) == []
 
 
 def test_training_a_reward_head_again_removes_its_old_pareto_report(tmp_path: Path) -> None:

@@ -350,11 +350,18 @@ def mismatch_fix(problems: Sequence[str]) -> str:
     return " ".join(fixes)
 
 
+def checkpoint_kinds() -> list[tuple[str, str]]:
+    """(tensor file, metadata file) of each kind of checkpoint a folder may hold: a router's
+    and a reward head's."""
+    from .reward_head import HEAD_FILE as REWARD_HEAD_FILE  # it imports this module
+    from .reward_head import META_FILE as REWARD_META_FILE
+
+    return [(HEAD_FILE, META_FILE), (REWARD_HEAD_FILE, REWARD_META_FILE)]
+
+
 def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
     # both import this module: import them when asked
-    from .reward_head import HEAD_FILE as REWARD_HEAD_FILE
-    from .reward_head import META_FILE as REWARD_META_FILE
     from .reward_head import is_reward_head
     from .router_family import FAMILY_FILE, has_family_members, is_router_family, member_folder
 
@@ -375,7 +382,7 @@ def _what_it_is(directory: Path) -> str:
             "; the `train pipeline` run that writes it stopped before its RL stage finished: "
             "run it again (a finished SFT is kept)"
         )
-    for tensors, meta in ((HEAD_FILE, META_FILE), (REWARD_HEAD_FILE, REWARD_META_FILE)):
+    for tensors, meta in checkpoint_kinds():
         if (directory / tensors).exists() and not (directory / meta).exists():
             return (
                 f"; it holds {tensors} without {meta}: the training that saved it was "

@@ -21,6 +21,7 @@ from .checkpoint import (
     META_FILE,
     TENSOR_DIGEST_KEY,
     CheckpointError,
+    checkpoint_kinds,
     checkpoint_mismatches,
     file_digest,
     loadable_model_config,
@@ -241,10 +242,13 @@ class RouterModel(nn.Module):
         checkpoint's metadata goes first and the new one comes back last, naming the digest
         of the tensors it belongs with: a save stopped in between leaves no checkpoint (and
         files copied from two saves a digest that does not match), never new tensors read
-        with another run's metadata."""
+        with another run's metadata. A checkpoint of the other kind there (a reward head
+        under a router, or the reverse) goes too: it was loaded in place of the new one."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        remove_files(directory, [self.metadata_file])
+        kinds = checkpoint_kinds()
+        remove_files(directory, [metadata for _, metadata in kinds])
+        remove_files(directory, [tensors for tensors, _ in kinds if tensors != self.tensor_file])
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
