@@ -526,6 +526,22 @@ def test_a_plain_checkpoint_refuses_a_cost_weight(family: Family) -> None:
     assert "chosen worker" in flat(ok(invoke("route", "--checkpoint", family.plain, "hello")))
 
 
+def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: Family) -> None:
+    """`route --cost-weight 0` (or a client sending cost_weight 0 every time) on a router
+    trained with cost weight 0 was refused: 'trained with cost weight 0, so it cannot serve
+    cost weight 0'."""
+    output = flat(ok(invoke("route", "--checkpoint", family.plain, "--cost-weight", "0", "hi")))
+    assert "cost weight: 0 -> head trained for 0" in output and "chosen worker" in output
+    service = RouterService(load_family_or_single(family.plain))
+    allowed = service.allowed_workers(None, None, 0.0)
+    request = RouteRequest([ChatMessage(role="user", content="hi")], allowed, 0.0)
+    assert service.route_batch([request])[0].cost_weight == 0.0
+    with pytest.raises(
+        ApiError, match=r"trained with cost weight 0, the only one it serves\); leave"
+    ):
+        service.allowed_workers(None, None, 0.5)
+
+
 def test_bad_cost_weights_and_plain_eval_of_a_family_exit_2(family: Family) -> None:
     result = invoke("train", "pipeline", "--records", family.records_path, "--output",
                     family.root / "bad", "--cost-weights", "0,lots")  # fmt: skip

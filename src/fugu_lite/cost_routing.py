@@ -123,8 +123,8 @@ def route_checkpoint(
     if is_router_family(checkpoint):
         family = load_router_family(checkpoint, backbone)
         return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
-    if cost_weight is not None:
-        trained = trained_cost_weighting(checkpoint)["cost_weight"]
+    trained = None if cost_weight is None else trained_cost_weighting(checkpoint)["cost_weight"]
+    if cost_weight is not None and cost_weight != trained:
         raise CostWeightError(
             f"{checkpoint} is a single router checkpoint (trained with cost weight "
             f"{trained:g}), so it cannot serve cost weight {cost_weight:g}; train a router "
@@ -132,4 +132,10 @@ def route_checkpoint(
             "reward head with `fugu-lite train reward-head ...` and pass its folder, or leave "
             "out --cost-weight"
         )
-    return route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]
+    decision = route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]
+    if cost_weight is None or trained is None:
+        return decision
+    # the cost weight it was trained with: what it answers anyway
+    return CostRoutingDecision(
+        **decision.model_dump(), requested_cost_weight=cost_weight, cost_weight=trained
+    )

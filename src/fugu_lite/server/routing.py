@@ -84,7 +84,7 @@ class RouterService:
                 )
         if allow is not None and not allow:
             raise ApiError(400, f"workers is empty; name one or more of: {known}", param="workers")
-        if cost_weight is not None and not self.supports_cost_weight:
+        if cost_weight is not None and not self.serves_cost_weight(cost_weight):
             raise ApiError(
                 400,
                 f"cost_weight is not supported by this server: {self.cost_weight_refusal()}",
@@ -119,6 +119,11 @@ class RouterService:
             )
         return allowed
 
+    def serves_cost_weight(self, cost_weight: float) -> bool:
+        """A family or reward head with costs serves any; a single checkpoint only the one it
+        was trained with (what it answers anyway)."""
+        return self.supports_cost_weight or cost_weight == self.family.cost_weights[0]
+
     def cost_weight_refusal(self) -> str:
         if self.family.reward_head is not None:
             return (
@@ -127,7 +132,8 @@ class RouterService:
             )
         return (
             f"its router is a single checkpoint (trained with cost weight "
-            f"{self.family.cost_weights[0]:g}); leave cost_weight out, or serve a router family "
+            f"{self.family.cost_weights[0]:g}, the only one it serves); leave cost_weight out, "
+            "or serve a router family "
             "(`fugu-lite train pipeline --cost-weights 0,0.25,0.5,1`) or a reward head "
             "(`fugu-lite train reward-head`)"
         )
@@ -138,7 +144,8 @@ class RouterService:
         """The head trained for the nearest cost weight (the smallest when None); a reward
         head answers the requested weight itself (0 when None)."""
         if not self.supports_cost_weight:
-            return self.family.routers[0], None
+            used = None if cost_weight is None else self.family.cost_weights[0]
+            return self.family.routers[0], used
         if self.family.reward_head is not None:
             used = 0.0 if cost_weight is None else float(cost_weight)
             return self.family.reward_head.at_cost_weight(used), used
