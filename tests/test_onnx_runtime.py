@@ -25,15 +25,10 @@ from fugu_lite.backbones import LoadedBackbone, load_backbone, tiny_random_backb
 from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
 from fugu_lite.feature_cache import compute_features, feature_cache_key
 from fugu_lite.features import FeatureExtractor
-from fugu_lite.onnx_runtime import (
-    MODEL_FILE,
-    QUANTIZED_FILE,
-    OnnxRuntimeError,
-    export_backbone,
-    export_folder,
-    quantize_export,
-    requested_runtime,
-)
+from fugu_lite.onnx_export import MODEL_FILE, OnnxRuntimeError, export_backbone, export_folder
+from fugu_lite.onnx_quantize import QUANTIZED_FILE, quantize_export
+from fugu_lite.onnx_runtime import requested_runtime
+from fugu_lite.onnx_session import OnnxBackbone
 
 for _package in ("onnxruntime", "onnx"):
     pytest.importorskip(_package, reason="the onnx runtime needs `pip install onnxruntime onnx`")
@@ -418,7 +413,7 @@ def test_quantizing_leaves_the_export_folder_to_other_runs(
         [MODEL_FILE, QUANTIZED_FILE, f"second-{QUANTIZED_FILE}", another_runs.name]
     )
     assert (folder / MODEL_FILE).stat().st_nlink == 1  # no link to it left behind
-    session = onnx_module.OnnxBackbone(folder / QUANTIZED_FILE, 1, quantized=True)
+    session = OnnxBackbone(folder / QUANTIZED_FILE, 1, quantized=True)
     assert session.path.stat().st_size > 1000
 
 

@@ -34,7 +34,7 @@ from .backbone_identity import (
 from .config import ModelConfig
 from .feature_cache import feature_cache_key
 from .io import digest_file_name
-from .onnx_runtime import SETTINGS_FILE, export_folder, export_settings
+from .onnx_export import SETTINGS_FILE, export_folder, export_settings
 
 Status = Literal["current", "stale", "unknown"]
 Kind = Literal["features", "onnx", "backbones", "digests"]
