@@ -112,7 +112,7 @@ def route_checkpoint(
 ) -> RoutingDecision:
     """Route one prompt with a plain checkpoint, a family or a reward head; a cost weight
     needs a family or a reward head (trained on records with costs). `backbone`: where the
-    checkpoint's backbone is now (see checkpoint.locate_backbone)."""
+    checkpoint's backbone is now (see checkpoint_backbone.locate_backbone)."""
     from .reward_head import is_reward_head, load_reward_head
 
     if cost_weight is not None:  # before any loading, and for a single checkpoint too

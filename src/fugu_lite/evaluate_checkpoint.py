@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .checkpoint import mismatch_fix, read_checkpoint_metadata, workers_mismatch
+from .checkpoint import read_checkpoint_metadata
+from .checkpoint_mismatch import mismatch_fix, workers_mismatch
 from .cost_weighting import default_reference_cost, require_costs
 from .evaluation import (
     RewardTable,
@@ -149,7 +150,7 @@ def run_evaluation(
     backbone: str | None = None,
 ) -> dict:
     """Evaluate a checkpoint on one split beside baselines fitted on the train split
-    (`backbone`: where its backbone is now, see checkpoint.locate_backbone)."""
+    (`backbone`: where its backbone is now, see checkpoint_backbone.locate_backbone)."""
     evaluated_and_train(records, split)  # an empty split is refused before anything loads
     workers = read_checkpoint_metadata(checkpoint)["worker_ids"]
     records = in_checkpoint_order(records, checkpoint, workers)

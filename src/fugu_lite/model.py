@@ -1,6 +1,7 @@
 """RouterModel: backbone features (+ SVF offsets) -> (normalised) -> head -> worker logits,
 and its checkpoints' save (RouterModel.save_checkpoint) and load (load_router); the
-checkpoint's files, metadata and checks are in fugu_lite.checkpoint."""
+checkpoint's files, metadata and checks are in fugu_lite.checkpoint, its backbone in
+checkpoint_backbone, what differs from the config it is loaded with in checkpoint_mismatch."""
 
 from __future__ import annotations
 
@@ -22,14 +23,12 @@ from .checkpoint import (
     TENSOR_DIGEST_KEY,
     CheckpointError,
     checkpoint_kinds,
-    checkpoint_mismatches,
     file_digest,
-    loadable_model_config,
-    mismatch_fix,
-    portable_model_config,
     read_checkpoint_metadata,
     read_tensors,
 )
+from .checkpoint_backbone import loadable_model_config, portable_model_config
+from .checkpoint_mismatch import checkpoint_mismatches, mismatch_fix
 from .config import ModelConfig
 from .feature_cache import computation_versions, compute_features
 from .features import (

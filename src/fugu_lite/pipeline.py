@@ -15,11 +15,10 @@ from .checkpoint import (
     HEAD_FILE,
     META_FILE,
     CheckpointError,
-    backbone_weights_difference,
-    locate_backbone,
     read_checkpoint_metadata,
     read_tensors,
 )
+from .checkpoint_backbone import backbone_weights_difference, locate_backbone
 from .config import PipelineConfig
 from .feature_cache import versions_moved
 from .features import pooling_meant

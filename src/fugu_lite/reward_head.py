@@ -46,10 +46,10 @@ from .checkpoint import (
     CheckpointError,
     RouterShape,
     check_shape,
-    loadable_model_config,
     read_metadata_object,
     read_tensors,
 )
+from .checkpoint_backbone import loadable_model_config
 from .config import ModelConfig, StrictModel
 from .cost_weighting import (
     CostWeightError,
@@ -539,7 +539,7 @@ def load_reward_head(
     directory: str | Path, worker_ids: Sequence[str] | None = None, backbone: str | None = None
 ) -> CostAwareRouter:
     """Load a reward-head checkpoint; with workers given, refuse one trained for others.
-    `backbone` says where its backbone is now (see checkpoint.locate_backbone)."""
+    `backbone` says where its backbone is now (see checkpoint_backbone.locate_backbone)."""
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():

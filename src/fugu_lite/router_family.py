@@ -138,7 +138,7 @@ def read_family_manifest(directory: str | Path) -> FamilyManifest:
 
 def load_router_family(path: str | Path, backbone: str | None = None) -> RouterFamily:
     """Load every member of a family, checking they share the workers and the model config
-    (`backbone`: where their backbone is now, see checkpoint.locate_backbone)."""
+    (`backbone`: where their backbone is now, see checkpoint_backbone.locate_backbone)."""
     directory = Path(path)
     manifest = read_family_manifest(directory)
     members = sorted(manifest.members, key=lambda member: member.cost_weight)
@@ -165,7 +165,7 @@ def load_family_or_single(path: str | Path, backbone: str | None = None) -> Rout
     """A family as is; a reward head as a family of its views (see the module docstring);
     a plain checkpoint as a one-member family at the cost weight it was trained with (0
     when its metadata does not say). `backbone`: where its backbone is now (see
-    checkpoint.locate_backbone)."""
+    checkpoint_backbone.locate_backbone)."""
     from .reward_head import is_reward_head
 
     directory = Path(path)
