@@ -233,6 +233,28 @@ def test_tensors_that_do_not_fit_the_metadata_are_refused(
         load_router(directory)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("worker_ids", ["a", "b", "c"], r"worker_ids names 3 workers.*route to 2"),
+        ("feature_dim", 64, r"feature_dim is 64.*take 32 features"),
+    ],
+)
+def test_metadata_that_contradicts_its_tensors_is_refused_naming_the_key(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str, value: object, said: str
+) -> None:
+    """A router.json edited by hand (a worker added to worker_ids) read only torch's 'size
+    mismatch for head.weight' with no word of which file or key was wrong."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta[key] = value
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=said) as error:
+        load_router(directory)
+    assert f"{directory / META_FILE} contradicts {HEAD_FILE}" in str(error.value)
+    assert "size mismatch" not in str(error.value)
+
+
 def test_a_damaged_tensor_file_is_a_checkpoint_error(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

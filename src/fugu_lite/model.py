@@ -326,6 +326,13 @@ def load_router(
     )
     _check_svf_matrices(directory, metadata, model)
     state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
+    contradictions = metadata_contradictions(model, state)
+    if contradictions:
+        raise CheckpointError(
+            f"{Path(directory) / META_FILE} contradicts {HEAD_FILE}: {'; '.join(contradictions)}"
+            ". Its metadata was edited, or its files come from two saves: restore the "
+            "checkpoint folder (or the router.json written with these tensors), or retrain it"
+        )
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:
@@ -343,6 +350,36 @@ def load_router(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
         )
     return model.to(cfg.device).eval()
+
+
+def metadata_contradictions(model: RouterModel, state: dict[str, torch.Tensor]) -> list[str]:
+    """Where a checkpoint's tensors do not have the shapes its metadata (the router built from
+    it) gives them: said as worker_ids or feature_dim when those are what differ (every other
+    shape follows from them), else tensor by tensor."""
+    expected = model.state_dict()
+    output = next(
+        name for name, value in model.named_parameters() if value is model.output_layer.weight
+    )
+    problems = []
+    routes_to = state[output].shape[0] if output in state else len(model.worker_ids)
+    if routes_to != len(model.worker_ids):
+        problems.append(
+            f"its worker_ids names {len(model.worker_ids)} workers, but the tensors route to "
+            f"{routes_to}"
+        )
+    takes = state["feature_mean"].shape[0] if "feature_mean" in state else model.feature_dim
+    if takes != model.feature_dim:
+        problems.append(
+            f"its feature_dim is {model.feature_dim}, but the tensors take {takes} features"
+        )
+    if problems:
+        return problems
+    return [
+        f"{name} is {tuple(tensor.shape)} in the tensors, {tuple(expected[name].shape)} by "
+        "the metadata"
+        for name, tensor in state.items()
+        if name in expected and tensor.shape != expected[name].shape
+    ]
 
 
 def _check_svf_matrices(directory: str | Path, metadata: dict, model: RouterModel) -> None:
