@@ -3,6 +3,7 @@ travel and the backbone weights a checkpoint was trained on."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -253,6 +254,31 @@ def test_metadata_that_contradicts_its_tensors_is_refused_naming_the_key(
         load_router(directory)
     assert f"{directory / META_FILE} contradicts {HEAD_FILE}" in str(error.value)
     assert "size mismatch" not in str(error.value)
+
+
+def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A newer fugu-lite's extra tensor read 'unexpected tensors [...]' and nothing else."""
+    from safetensors.torch import load_file, save_file
+
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    tensors = load_file(directory / HEAD_FILE)
+    tensors["head_temperature"] = torch.ones(1)
+    save_file(tensors, directory / HEAD_FILE)
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["package_version"] = "9.0.0"
+    meta["tensor_file_sha256"] = hashlib.sha256((directory / HEAD_FILE).read_bytes()).hexdigest()
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"head_temperature") as error:
+        load_router(directory)
+    assert "written by fugu-lite 9.0.0, newer than this fugu-lite" in str(error.value)
+    # the same checkpoint written by this version says nothing of versions
+    meta["package_version"] = "0.0.1"
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert "written by fugu-lite" not in str(error.value)
 
 
 def test_a_damaged_tensor_file_is_a_checkpoint_error(

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import torch
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load
@@ -178,6 +179,22 @@ def _where_the_checkpoint_is(directory: Path) -> str:
     if (directory.parent / META_FILE).is_file() and (directory.parent / HEAD_FILE).is_file():
         return f"; the checkpoint is the folder holding it: {directory.parent}"
     return ""
+
+
+def newer_writer_note(metadata: dict) -> str:
+    """'. It was written by fugu-lite X, newer than this fugu-lite ...' for a checkpoint of a
+    later version (whose tensors or keys this one may not know), else ''."""
+    writer = metadata.get("package_version")
+    try:
+        newer = Version(str(writer)) > Version(__version__)
+    except InvalidVersion:
+        return ""
+    if not newer:
+        return ""
+    return (
+        f". It was written by fugu-lite {writer}, newer than this fugu-lite {__version__}: "
+        f"load it with fugu-lite {writer} or later (`pip install -U fugu-lite`)"
+    )
 
 
 def file_digest(path: Path) -> str:

@@ -24,6 +24,7 @@ from .checkpoint import (
     CheckpointError,
     checkpoint_kinds,
     file_digest,
+    newer_writer_note,
     read_checkpoint_metadata,
     read_tensors,
 )
@@ -327,16 +328,20 @@ def load_router(
     _check_svf_matrices(directory, metadata, model)
     state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
     contradictions = metadata_contradictions(model, state)
+    newer = newer_writer_note(metadata)
     if contradictions:
         raise CheckpointError(
             f"{Path(directory) / META_FILE} contradicts {HEAD_FILE}: {'; '.join(contradictions)}"
             ". Its metadata was edited, or its files come from two saves: restore the "
             "checkpoint folder (or the router.json written with these tensors), or retrain it"
+            f"{newer}"
         )
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:
-        raise CheckpointError(f"checkpoint {directory} does not fit this model: {error}") from error
+        raise CheckpointError(
+            f"checkpoint {directory} does not fit this model: {error}{newer}"
+        ) from error
     new_offsets = [name for name in missing if name.startswith("svf.")]
     if new_offsets and not saved_cfg.svf_targets:
         console.print(
@@ -348,6 +353,7 @@ def load_router(
     if missing or unexpected:
         raise CheckpointError(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
+            f"{newer}"
         )
     return model.to(cfg.device).eval()
 
