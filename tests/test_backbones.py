@@ -84,6 +84,22 @@ def test_a_file_given_as_backbone_folder_says_it_is_a_file(tmp_path: Path) -> No
         load_backbone(str(tmp_path / "notes.txt"))
 
 
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_a_gguf_given_as_backbone_says_how_to_make_a_folder_of_it(
+    tmp_path: Path, given: str
+) -> None:
+    """A .gguf (as a local worker takes) read 'it is a file, not a folder', or that its folder
+    lacks config.json, weights and tokenizer, with no word that GGUF is not read there."""
+    (tmp_path / "q4.gguf").write_bytes(b"GGUF" + bytes(60))
+    path = tmp_path / "q4.gguf" if given == "file" else tmp_path
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(str(path))
+    message = str(raised.value)
+    assert f"could not load the backbone folder {path}: it holds the GGUF file q4.gguf" in message
+    assert f"from_pretrained('{tmp_path}', gguf_file='q4.gguf')" in message
+    assert "it lacks" not in message and "not a folder" not in message
+
+
 def test_a_backbone_folder_that_is_not_there_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

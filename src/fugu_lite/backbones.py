@@ -221,6 +221,9 @@ def _load_local(path: Path) -> LoadedBackbone:
 
 def folder_lacks(path: Path) -> str:
     """What a backbone folder lacks that transformers needs ('' when nothing is missing)."""
+    gguf = gguf_instead(path)
+    if gguf:
+        return gguf
     if not path.is_dir():
         return "it is a file, not a folder"
     lacks = []
@@ -231,6 +234,25 @@ def folder_lacks(path: Path) -> str:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         lacks.append(f"its tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})")
     return f"it lacks {' and '.join(lacks)}" if lacks else ""
+
+
+def gguf_instead(path: Path) -> str:
+    """What to do with a GGUF given as a backbone (a .gguf file, or a folder holding one and
+    no config.json): only the embedded smollm2's is read as one; '' for anything else."""
+    if path.is_dir() and not (path / "config.json").is_file():
+        found = sorted(path.glob("*.gguf"))
+        path = found[0] if found else path
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        return ""
+    embedded = [name for name, spec in EMBEDDED_BACKBONES.items() if spec.gguf_file is not None]
+    load = f"{str(path.parent)!r}, gguf_file={path.name!r}"
+    return (
+        f"it holds the GGUF file {path.name}, which fugu-lite reads as a backbone only embedded "
+        f"({', '.join(embedded)}): make a backbone folder of it once with transformers "
+        f"(AutoModel.from_pretrained({load}) and AutoTokenizer.from_pretrained({load}), then "
+        "save_pretrained(OUT) of both; transformers says which GGUF architectures it reads) and "
+        "set model.backbone to OUT"
+    )
 
 
 def _load_hub(name: str) -> LoadedBackbone:
