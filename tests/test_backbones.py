@@ -54,6 +54,32 @@ def test_a_dequantized_backbone_copy_removes_what_killed_copies_left(
     assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
 
 
+@pytest.mark.parametrize("damage", ["torn weights", "no config.json"])
+def test_a_damaged_dequantized_backbone_copy_is_removed_and_made_again(
+    tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """A cached fp32 copy of a GGUF backbone torn by a disk error (or with a file deleted from
+    it) failed every later run with safetensors' 'incomplete metadata' and no word of the
+    cache folder to delete."""
+    target = tmp_path / "backbones" / "smollm2"
+    backbones_module._save_plain_copy(tiny_backbone, target)
+    if damage == "torn weights":
+        weights = target / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+    else:
+        (target / "config.json").unlink()
+    assert backbones_module._cached_copy("smollm2", target, "id") is None
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"The cached dequantized backbone {target} is damaged" in err
+    assert "dequantizing it again" in err
+    assert not target.exists()
+    backbones_module._save_plain_copy(tiny_backbone, target)
+    loaded = backbones_module._cached_copy("smollm2", target, "id")
+    assert loaded is not None and loaded.identity == "id"
+    for name, tensor in tiny_backbone.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], tensor), name
+
+
 @pytest.mark.parametrize(
     ("removed", "said"),
     [

@@ -148,3 +148,22 @@ def test_smollm2_loads_with_a_cache_that_cannot_take_its_dequantized_copy(
     loaded = load_backbone("smollm2")
     assert loaded.n_layers > 0
     assert "Could not cache the dequantized backbone" in " ".join(capsys.readouterr().err.split())
+
+
+def test_smollm2_with_a_torn_dequantized_copy_dequantizes_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy torn by a disk error failed every later load with safetensors' 'incomplete
+    metadata' and no word of the cache folder."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path))
+    first = load_backbone("smollm2")
+    (copy,) = (tmp_path / "backbones").iterdir()
+    weights = copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    again = load_backbone("smollm2")
+    assert "is damaged" in " ".join(capsys.readouterr().err.split())
+    for name, tensor in first.model.state_dict().items():
+        assert torch.equal(again.model.state_dict()[name], tensor), name
+    assert load_backbone("smollm2").n_layers == first.n_layers  # the new copy serves
+    assert "is damaged" not in capsys.readouterr().err

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from rich.markup import escape
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from torch import nn
 from transformers import (
@@ -114,11 +115,28 @@ def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) ->
     """Dequantizing a GGUF takes ~40 s; the fp32 result is cached as safetensors once."""
     cached = cache_root() / "backbones" / safe_name(identity)
     if (cached / "model.safetensors").exists():
-        return _load_pretrained(name, str(cached), {}, identity)
+        loaded = _cached_copy(name, cached, identity)
+        if loaded is not None:
+            return loaded
     console.print(f"[dim]Dequantizing {gguf_file} once (about 40 s); cached in {cached}[/dim]")
     loaded = _load_pretrained(name, str(folder), {"gguf_file": gguf_file}, identity)
     _keep_plain_copy(loaded, cached)
     return loaded
+
+
+def _cached_copy(name: str, cached: Path, identity: str) -> LoadedBackbone | None:
+    """The cached dequantized copy; None for a damaged one (torn by a disk error, a file
+    deleted from it), which is removed, with a warning, to be made again."""
+    try:
+        return _load_pretrained(name, str(cached), {}, identity)
+    except (OSError, ValueError, SafetensorError) as error:
+        console.print(
+            f"[yellow]The cached dequantized backbone {escape(str(cached))} is damaged "
+            f"({type(error).__name__}: {escape(str(error))}); removing it and dequantizing it "
+            "again.[/yellow]"
+        )
+        shutil.rmtree(cached, ignore_errors=True)
+        return None
 
 
 def _keep_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
