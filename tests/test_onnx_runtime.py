@@ -248,6 +248,30 @@ def test_a_damaged_cached_file_is_exported_again(
     assert (folder / MODEL_FILE).stat().st_size > 1000
 
 
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_an_export_folder_without_its_model_file_is_exported_again(
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str], quantization: str
+) -> None:
+    """model.onnx deleted from its folder (by hand, or a cache clear stopped half-way), its
+    settings.json (and int8 copy) left: the new export could not be moved into the folder,
+    which was said as a cache that cannot be written; auto ran torch on every later run and
+    int8 (the shipped default) failed every run."""
+    folder = export_folder(tiny.name, tiny.identity, 3)
+    first = extractor_for(tiny, layer=3, quantization=quantization)
+    assert first.runtime.name == "onnx"
+    reference = first.encode(PROMPTS)
+    del first
+    gc.collect()  # the shared session over the deleted file goes with its extractor
+    (folder / MODEL_FILE).unlink()
+    capsys.readouterr()
+    again = extractor_for(tiny, layer=3, quantization=quantization)
+    assert again.runtime.name == "onnx"
+    assert again.runtime.reason.startswith("exported to")
+    assert "cannot be written" not in capsys.readouterr().err
+    assert (folder / MODEL_FILE).is_file()
+    assert torch.equal(again.encode(PROMPTS), reference)
+
+
 def leftover(folder: Path, name: str, pid: int, suffix: str = "") -> Path:
     """Where a writer with this pid stages `name` (as export_backbone/quantize_export do)."""
     return folder / f"{writer_temporary(name, pid)}{suffix}"

@@ -5,6 +5,7 @@ the runtime onnx_runtime's."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.metadata
@@ -71,7 +72,8 @@ class HiddenStates(nn.Module):
 
 def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target: Path) -> None:
     """Trace a copy of the truncated backbone to ONNX (dynamic batch and length) and move it
-    into `target` only once complete (a concurrent exporter's finished copy wins)."""
+    into `target` only once complete (a concurrent exporter's finished copy wins; a folder
+    without its model file is replaced)."""
     module = copy.deepcopy(truncated)
     # 'eager' attention traces to MatMul/Softmax, which ONNX Runtime ran fastest here (MiniLM,
     # 4 blocks, 256 tokens, 1 thread: 51 ms of CPU vs 55 ms for the SDPA trace).
@@ -105,6 +107,12 @@ def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target
             staging.rename(target)
         except OSError:
             if not (target / MODEL_FILE).exists():
-                raise
+                # a folder left without its model (deleted from it, a cache clear stopped
+                # half-way): nothing reads it, so the new export takes its place
+                shutil.rmtree(target, ignore_errors=True)
+                with contextlib.suppress(OSError):  # a concurrent exporter's may be there now
+                    staging.rename(target)
+                if not (target / MODEL_FILE).exists():
+                    raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
