@@ -54,6 +54,23 @@ def test_a_dequantized_backbone_copy_removes_what_killed_copies_left(
     assert sorted(path.name for path in folder.iterdir()) == sorted([live.name, target.name])
 
 
+def test_a_dequantized_copy_folder_without_its_weights_is_replaced(
+    tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy whose model.safetensors was deleted (a cache clear stopped half-way) could not
+    take the new copy: every run dequantized again (~40 s for SmolLM2) and said the cache
+    could not be written."""
+    target = tmp_path / "backbones" / "smollm2"
+    backbones_module._save_plain_copy(tiny_backbone, target)
+    (target / "model.safetensors").unlink()
+    backbones_module._keep_plain_copy(tiny_backbone, target)
+    assert "Could not cache" not in capsys.readouterr().err
+    loaded = backbones_module._cached_copy("smollm2", target, "id")
+    assert loaded is not None
+    for name, tensor in tiny_backbone.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], tensor), name
+
+
 @pytest.mark.parametrize("damage", ["torn weights", "no config.json"])
 def test_a_damaged_dequantized_backbone_copy_is_removed_and_made_again(
     tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str

@@ -218,6 +218,21 @@ def write_tensors_atomic(
     write_bytes_atomic(path, save(tensors, metadata=metadata))
 
 
+def move_folder_into_place(staging: Path, target: Path, made_last: str) -> None:
+    """Rename a complete staging folder to `target`. A concurrent writer's finished folder
+    there (one holding `made_last`, the file a folder gets last) wins; one without it (a file
+    deleted from it, a cache clear stopped half-way) is nothing anyone reads: it is replaced."""
+    try:
+        staging.rename(target)
+    except OSError:
+        if not (target / made_last).exists():
+            shutil.rmtree(target, ignore_errors=True)
+            with contextlib.suppress(OSError):  # a concurrent writer's may be there now
+                staging.rename(target)
+            if not (target / made_last).exists():
+                raise
+
+
 def give_new_file_mode(path: str | Path) -> None:
     """Set the mode a new file gets from the umask (0o666 minus it) on a file that some
     library created 0o600."""

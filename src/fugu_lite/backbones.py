@@ -33,6 +33,7 @@ from transformers.utils import logging as transformers_logging
 from .atomic_files import (
     STALE_AFTER_S,
     give_new_file_mode,
+    move_folder_into_place,
     remove_dead_writers_files,
     writer_prefix,
 )
@@ -155,7 +156,7 @@ def _keep_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
 def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
     """Write the copy into this process's own staging folder (writer_prefix: a run killed
     here leaves it for a later run to remove) and move it into place once complete; a
-    concurrent run's finished copy wins."""
+    concurrent run's finished copy wins, one without its weights is replaced."""
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_writers_files(target.parent, earlier_versions=True)
     _remove_stale_unnamed_copy(target.with_name(target.name + ".partial"))
@@ -172,11 +173,7 @@ def _save_plain_copy(loaded: LoadedBackbone, target: Path) -> None:
         }
         save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
         give_new_file_mode(staging / "model.safetensors")
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / "model.safetensors").exists():
-                raise
+        move_folder_into_place(staging, target, "model.safetensors")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

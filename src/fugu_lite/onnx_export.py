@@ -5,7 +5,6 @@ the runtime onnx_runtime's."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import importlib.metadata
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .atomic_files import writer_prefix
+from .atomic_files import move_folder_into_place, writer_prefix
 from .io import cache_root
 
 EXPORT_FORMAT_VERSION = 1
@@ -103,16 +102,6 @@ def export_backbone(truncated: nn.Module, trace: dict[str, torch.Tensor], target
             )
         if not (staging / MODEL_FILE).exists():
             raise OnnxRuntimeError("torch.onnx.export wrote no file")
-        try:
-            staging.rename(target)
-        except OSError:
-            if not (target / MODEL_FILE).exists():
-                # a folder left without its model (deleted from it, a cache clear stopped
-                # half-way): nothing reads it, so the new export takes its place
-                shutil.rmtree(target, ignore_errors=True)
-                with contextlib.suppress(OSError):  # a concurrent exporter's may be there now
-                    staging.rename(target)
-                if not (target / MODEL_FILE).exists():
-                    raise
+        move_folder_into_place(staging, target, MODEL_FILE)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
