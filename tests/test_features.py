@@ -152,3 +152,16 @@ def test_more_max_tokens_than_the_backbone_has_positions_for_is_refused_at_once(
     assert FeatureExtractor(backbone, fits).encode(["word " * 100]).shape == (1, 32)
     with pytest.raises(ValueError, match=r"model\.max_tokens 65 is more than backbone .* takes"):
         FeatureExtractor(backbone, fits.model_copy(update={"max_tokens": 65}))
+
+
+def test_a_roberta_backbones_positions_count_after_its_padding_id(tmp_path: Path) -> None:
+    """RoBERTa numbers positions from its padding id + 1: with 40 positions (514 on the hub
+    models) only 38 (512) tokens fit, yet max_tokens 40 (as the refusal advised) passed and
+    the first long prompt failed with 'index 40 is out of bounds for dimension 1'."""
+    save_tiny_encoder(tmp_path / "roberta", "roberta", max_position_embeddings=40)
+    backbone = load_backbone(str(tmp_path / "roberta"))
+    cfg = ModelConfig(backbone=str(tmp_path / "roberta"), layer=-1, max_tokens=40, runtime="torch")
+    with pytest.raises(ValueError, match=r"positions for 38 tokens .*at most 38"):
+        FeatureExtractor(backbone, cfg)
+    fits = cfg.model_copy(update={"max_tokens": 38})
+    assert FeatureExtractor(backbone, fits).encode(["word " * 100]).shape == (1, 32)

@@ -183,11 +183,19 @@ def check_max_tokens(max_tokens: int, backbone: LoadedBackbone) -> None:
     the first prompt that long (maybe hours into its features) with an error about tensor
     sizes ('The expanded size of the tensor (1024) must match the existing size (512)')."""
     positions = getattr(backbone.model.config, "max_position_embeddings", None)
-    if isinstance(positions, int) and max_tokens > positions:
+    if not isinstance(positions, int):
+        return
+    # RoBERTa-like embeddings number positions from their padding id + 1 (514 = 512 tokens)
+    embedding = getattr(getattr(backbone.model, "embeddings", None), "position_embeddings", None)
+    padding = getattr(embedding, "padding_idx", None)
+    skipped = padding + 1 if isinstance(padding, int) else 0
+    usable = positions - skipped
+    if max_tokens > usable:
+        start = f", less the {skipped} before its first position" if skipped else ""
         raise ValueError(
             f"model.max_tokens {max_tokens} is more than backbone {backbone.name} takes: it has "
-            f"positions for {positions} tokens (max_position_embeddings in its config.json); "
-            f"set model.max_tokens to at most {positions}"
+            f"positions for {usable} tokens (max_position_embeddings {positions} in its "
+            f"config.json{start}); set model.max_tokens to at most {usable}"
         )
 
 
