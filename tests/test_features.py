@@ -165,3 +165,18 @@ def test_a_roberta_backbones_positions_count_after_its_padding_id(tmp_path: Path
         FeatureExtractor(backbone, cfg)
     fits = cfg.model_copy(update={"max_tokens": 38})
     assert FeatureExtractor(backbone, fits).encode(["word " * 100]).shape == (1, 32)
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_a_distilbert_backbone_is_cut_at_its_layer(tmp_path: Path, runtime: str) -> None:
+    """DistilBERT, whose pooling `auto` fugu-lite knows (mean, an encoder), failed to load with
+    'cannot find the transformer blocks of DistilBertModel': its blocks are transformer.layer."""
+    save_tiny_encoder(tmp_path / "distilbert", "distilbert", num_hidden_layers=3)
+    backbone = load_backbone(str(tmp_path / "distilbert"))
+    assert backbone.n_layers == 3 and not backbone.is_decoder
+    cfg = ModelConfig(backbone=str(tmp_path / "distilbert"), layer=1, runtime=runtime)
+    extractor = FeatureExtractor(backbone, cfg)
+    assert extractor.runtime.name == runtime
+    fast = extractor.encode(PROMPTS)
+    torch.testing.assert_close(fast, extractor.plain_features(PROMPTS), rtol=1e-4, atol=1e-5)
+    assert backbone.n_layers == 3  # the shared backbone keeps its blocks

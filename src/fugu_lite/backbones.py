@@ -304,7 +304,14 @@ def _meant_embedded(name: str) -> str:
 
 def layer_list(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks of a backbone, whatever the architecture calls them."""
-    for path in ("layers", "encoder.layer", "h", "transformer.h", "model.layers"):
+    for path in (
+        "layers",
+        "encoder.layer",
+        "transformer.layer",
+        "h",
+        "transformer.h",
+        "model.layers",
+    ):
         module: nn.Module | None = model
         for part in path.split("."):
             module = getattr(module, part, None)

@@ -233,14 +233,15 @@ def _replace_blocks(model: nn.Module, blocks: nn.ModuleList) -> None:
     if "layers" in model._modules:
         model._modules["layers"] = blocks
         return
-    if "encoder" in model._modules:
-        import copy
+    for name in ("encoder", "transformer"):  # BERT-like; DistilBERT
+        if name in model._modules and "layer" in model.get_submodule(name)._modules:
+            import copy
 
-        encoder = copy.copy(model.get_submodule("encoder"))
-        encoder._modules = dict(encoder._modules)
-        encoder._modules["layer"] = blocks
-        model._modules["encoder"] = encoder
-        return
+            container = copy.copy(model.get_submodule(name))
+            container._modules = dict(container._modules)
+            container._modules["layer"] = blocks
+            model._modules[name] = container
+            return
     if "h" in model._modules:
         model._modules["h"] = blocks
         return
