@@ -281,6 +281,20 @@ def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     assert "written by fugu-lite" not in str(error.value)
 
 
+def test_a_checkpoint_copied_without_its_tensor_file_says_which_file_is_missing(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """router.json kept and router_head.safetensors left behind (a .gitignore of
+    *.safetensors, a copy of the small files only) read only that the folder is not a
+    checkpoint and needs both files."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    (directory / HEAD_FILE).unlink()
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert f"it holds {META_FILE} without {HEAD_FILE}" in str(error.value)
+    assert "copy it from where the checkpoint was trained" in str(error.value)
+
+
 def test_a_damaged_tensor_file_is_a_checkpoint_error(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

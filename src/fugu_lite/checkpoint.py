@@ -148,6 +148,12 @@ def _what_it_is(directory: Path) -> str:
                 f"; it holds {tensors} without {meta}: the training that saved it was "
                 "stopped while writing the checkpoint; run it again"
             )
+        if (directory / meta).exists() and not (directory / tensors).exists():
+            return (
+                f"; it holds {meta} without {tensors}, which it was saved with: copy it from "
+                "where the checkpoint was trained (a .gitignore of *.safetensors, or a copy of "
+                "the small files only, leaves it behind), or retrain"
+            )
     if has_family_members(directory):
         return (
             f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
