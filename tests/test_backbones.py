@@ -121,6 +121,26 @@ def test_a_backbone_folder_missing_a_part_says_which(
     assert "save_pretrained" in message and "sentencepiece" not in message
 
 
+def test_a_backbone_folder_cloned_without_git_lfs_says_to_pull_its_weights(
+    tmp_path: Path,
+) -> None:
+    """A hub repository cloned without git-lfs holds pointer files where its weights should
+    be: loading failed with safetensors' bare 'Error while deserializing header: header too
+    large', naming neither the folder nor the file."""
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    (folder / "model.safetensors").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 1234\n"
+    )
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(str(folder))
+    message = str(raised.value)
+    assert f"could not load the backbone folder {folder}: its model.safetensors is a Git LFS" in (
+        message
+    )
+    assert "`git lfs pull`" in message
+
+
 def test_a_file_given_as_backbone_folder_says_it_is_a_file(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(RuntimeError, match=r"notes\.txt: it is a file, not a folder"):

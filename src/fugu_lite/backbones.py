@@ -49,7 +49,7 @@ from .backbone_identity import (
     names_a_path,
     safe_name,
 )
-from .io import cache_root
+from .io import cache_root, is_lfs_pointer
 from .text import notes_console
 
 console = notes_console()
@@ -223,7 +223,7 @@ def _load_local(path: Path) -> LoadedBackbone:
     the commands took for their output folder's)."""
     try:
         return _load_pretrained(str(path), str(path), {})
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, SafetensorError) as error:
         reason = folder_lacks(path) or f"{type(error).__name__}: {error}"
         raise RuntimeError(
             f"could not load the backbone folder {path}: {reason}. A backbone folder holds what "
@@ -241,6 +241,13 @@ def folder_lacks(path: Path) -> str:
         return gguf
     if not path.is_dir():
         return "it is a file, not a folder"
+    pointers = [file.name for file in folder_weight_files(path) or [] if is_lfs_pointer(file)]
+    if pointers:
+        what = "is a Git LFS pointer" if len(pointers) == 1 else "are Git LFS pointers"
+        return (
+            f"its {', '.join(pointers)} {what}, not the weights (it was cloned without "
+            "git-lfs): run `git lfs pull` in it, or download the model with `hf download`"
+        )
     lacks = []
     if not (path / "config.json").is_file():
         lacks.append("config.json")

@@ -349,6 +349,19 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+LFS_POINTER_START = b"version https://git-lfs.github.com/spec/"
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    """Whether a file is a Git LFS pointer (what a clone without git-lfs holds in place of a
+    large file) rather than the file itself."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(LFS_POINTER_START)) == LFS_POINTER_START
+    except OSError:
+        return False
+
+
 def digest_file_name(resolved_path: str) -> str:
     """The name of the file in cache_root()/digests that keeps this file's SHA-256."""
     return f"{sha256_text(resolved_path)[:24]}.json"
