@@ -295,6 +295,23 @@ def test_a_checkpoint_copied_without_its_tensor_file_says_which_file_is_missing(
     assert "copy it from where the checkpoint was trained" in str(error.value)
 
 
+def test_a_checkpoint_cloned_without_git_lfs_says_to_pull_its_tensors(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A checkpoint kept in a repository with Git LFS and cloned without it read 'damaged or
+    incomplete (Error while deserializing header: header too large); copy the checkpoint
+    folder again', which a fresh clone does not fix."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    (directory / HEAD_FILE).write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 900\n"
+    )
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    message = str(error.value)
+    assert f"{directory / HEAD_FILE} is a Git LFS pointer" in message
+    assert "`git lfs pull`" in message and "damaged" not in message
+
+
 def test_a_damaged_tensor_file_is_a_checkpoint_error(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

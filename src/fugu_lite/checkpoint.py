@@ -18,7 +18,7 @@ from safetensors.torch import load
 
 from . import __version__
 from .config import ModelConfig, describe_config_error
-from .io import describe_validation_error
+from .io import describe_validation_error, is_lfs_pointer
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -218,6 +218,11 @@ def tensor_digest(directory: str | Path) -> str:
 def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch.Tensor]:
     """A checkpoint's safetensors file; a damaged one, or one other than the file its metadata
     was written with, is a CheckpointError saying so."""
+    if is_lfs_pointer(path):
+        raise CheckpointError(
+            f"{path} is a Git LFS pointer, not the tensors (the repository holding the "
+            "checkpoint was cloned without git-lfs): run `git lfs pull` there"
+        )
     try:
         payload = path.read_bytes()
         tensors = load(payload)
