@@ -485,6 +485,42 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
 
 
+def test_two_runs_setting_aside_the_same_moved_cache_both_go_on_caching(
+    tiny_model_cfg: ModelConfig, tiny_backbone, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs started after an upgrade both find the cache's features moved; the one that
+    set the folder aside second found it gone, took the cache for read-only and cached
+    nothing for the rest of its run (saying its old features were 'ignored')."""
+    from safetensors.torch import load_file, save_file
+
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    folder = FeatureCache(tiny_model_cfg).folder
+    versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
+    for path in folder.glob("*.safetensors"):
+        tensors = {name: value * 1.5 for name, value in load_file(path).items()}
+        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
+        save_file(tensors, path, metadata=metadata)
+    first, second = FeatureCache(tiny_model_cfg), FeatureCache(tiny_model_cfg)
+    extractor = FeatureExtractor(tiny_backbone, tiny_model_cfg)
+
+    class OtherRunMeanwhile:
+        """While this run computes its probe (an ONNX export can take a minute), the other
+        run sets the folder aside."""
+
+        def encode(self, prompts: list) -> torch.Tensor:
+            first.check_versions(extractor)
+            return extractor.encode(prompts)
+
+    second.check_versions(OtherRunMeanwhile())  # type: ignore[arg-type]
+    said = " ".join(capsys.readouterr().err.split())
+    assert "ignored" not in said and said.count("set aside") == 2
+    features, _ = compute_features(PROMPTS, tiny_model_cfg, extractor)
+    torch.testing.assert_close(features, expected)
+    again, loaded = compute_features(PROMPTS, tiny_model_cfg)
+    assert loaded is None  # cached by the run
+    torch.testing.assert_close(again, expected)
+
+
 def test_a_cache_folder_variable_starting_with_a_tilde_is_in_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -195,6 +195,8 @@ class FeatureCache:
         try:
             self.folder.rename(aside)
             where = f"set aside as {escape(str(aside))}"
+        except FileNotFoundError:  # a run that found it moved too, at the same time
+            where = "set aside by another run"
         except OSError:  # read-only: never read again by this process
             _UNWRITABLE_FOLDERS.add(self.folder)
             where = "ignored"
