@@ -79,20 +79,26 @@ def test_pooling_picks_the_right_positions() -> None:
 
 
 def test_layer_index_and_auto_pooling() -> None:
-    assert normalized_layer(-1, 30) == 30
-    assert normalized_layer(-31, 30) == 0
-    assert normalized_layer(15, 30) == 15
+    assert normalized_layer(-1, 30, "b") == 30
+    assert normalized_layer(-31, 30, "b") == 0
+    assert normalized_layer(15, 30, "b") == 15
     for bad in (31, -32):
-        with pytest.raises(ValueError, match=f"layer {bad} does not exist.*30 blocks"):
-            normalized_layer(bad, 30)
+        with pytest.raises(ValueError, match=f"model.layer {bad} does not exist.*30 blocks"):
+            normalized_layer(bad, 30, "b")
     assert resolved_pooling(ModelConfig(pooling="auto"), is_decoder=True) == "penultimate"
     assert resolved_pooling(ModelConfig(pooling="auto"), is_decoder=False) == "mean"
     assert resolved_pooling(ModelConfig(pooling="last"), is_decoder=False) == "last"
 
 
 def test_a_layer_beyond_the_backbone_is_refused(tiny_backbone) -> None:
-    with pytest.raises(ValueError, match="this backbone has 6 blocks"):
+    """'layer 7 does not exist: this backbone has 6 blocks' named neither the setting to
+    change nor the backbone (a config's, or a checkpoint's given with --backbone)."""
+    with pytest.raises(ValueError) as raised:
         FeatureExtractor(tiny_backbone, ModelConfig(backbone="tiny-random", layer=7))
+    assert str(raised.value) == (
+        "model.layer 7 does not exist on backbone tiny-random: it has 6 blocks; use 0..6 "
+        "(0: its embeddings) or -1..-7"
+    )
 
 
 def test_one_user_message_is_featurised_like_the_plain_string(tiny_model_cfg: ModelConfig) -> None:

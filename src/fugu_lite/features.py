@@ -62,7 +62,7 @@ class FeatureExtractor:
     def __init__(self, backbone: LoadedBackbone, model_cfg: ModelConfig) -> None:
         self.backbone = backbone
         self.model_cfg = model_cfg
-        self.layer = normalized_layer(model_cfg.layer, backbone.n_layers)
+        self.layer = normalized_layer(model_cfg.layer, backbone.n_layers, backbone.name)
         check_max_tokens(model_cfg.max_tokens, backbone)
         self.pooling = resolved_pooling(model_cfg, backbone.is_decoder)
         if model_cfg.pooling == "auto" and backbone.is_decoder:
@@ -199,13 +199,13 @@ def check_max_tokens(max_tokens: int, backbone: LoadedBackbone) -> None:
         )
 
 
-def normalized_layer(layer: int, n_layers: int) -> int:
+def normalized_layer(layer: int, n_layers: int, backbone: str) -> int:
     """Index into hidden_states: 0 = embeddings, n_layers = last block; negatives count back."""
     index = layer if layer >= 0 else n_layers + 1 + layer
     if not 0 <= index <= n_layers:
         raise ValueError(
-            f"layer {layer} does not exist: this backbone has {n_layers} blocks; use 0..{n_layers} "
-            f"or -1..-{n_layers + 1}"
+            f"model.layer {layer} does not exist on backbone {backbone}: it has {n_layers} "
+            f"blocks; use 0..{n_layers} (0: its embeddings) or -1..-{n_layers + 1}"
         )
     return index
 
