@@ -167,9 +167,12 @@ def nul_text_message(where: str) -> str:
     return f"{where}: not UTF-8 text (it holds NUL bytes){UTF16_HINT}; re-save the file as UTF-8"
 
 
-def utf8_error_message(path: Path, error: UnicodeDecodeError) -> str:
+def utf8_error_message(path: Path, error: UnicodeDecodeError, compressed: bool = False) -> str:
     """Name the first line of `path` that is not UTF-8 (a reader's own error often only
-    knows a position in some buffer)."""
+    knows a position in some buffer); a compressed table's own lines are compressed bytes,
+    with no line to name."""
+    if compressed:
+        return f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
     with path.open("rb") as stream:
         for line_number, raw in enumerate(stream, start=1):
             try:

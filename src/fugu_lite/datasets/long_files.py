@@ -222,11 +222,8 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                     row["prompt"] = _chat_messages_cell(prompt)
                 yield f"{path}, line {reader.line_num}", row
         except UnicodeDecodeError as error:
-            if compression:  # the file's own lines are compressed bytes: no line to name
-                raise RecordFileError(
-                    f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
-                ) from error
-            raise RecordFileError(utf8_error_message(path, error)) from error
+            message = utf8_error_message(path, error, compressed=compression is not None)
+            raise RecordFileError(message) from error
         except csv.Error as error:
             raise RecordFileError(
                 f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"

@@ -110,11 +110,8 @@ def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
     try:
         return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
     except UnicodeDecodeError as error:
-        if compression:  # the file's own lines are compressed bytes: no line to name
-            raise RecordFileError(
-                f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
-            ) from error
-        raise RecordFileError(utf8_error_message(path, error)) from error
+        message = utf8_error_message(path, error, compressed=compression is not None)
+        raise RecordFileError(message) from error
     except pd.errors.EmptyDataError as error:
         raise RecordFileError(
             f"{path}: the file is empty; a RouterBench CSV needs a header line with prompt, "
