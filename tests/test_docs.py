@@ -24,9 +24,9 @@ from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.datasets import IMPORTERS
 from fugu_lite.reward_head import RewardHeadTraining
-from fugu_lite.schemas import RewardRecord
+from fugu_lite.schemas import read_records
 from fugu_lite.server.chat_request import FUGU_KEYS
-from fugu_lite.tasks import Task
+from fugu_lite.tasks import read_tasks
 from fugu_lite.workers.config import LocalServerConfig, PoolConfig, WorkerConfig
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -240,14 +240,17 @@ def test_the_request_key_table_lists_fugu_lites_own_keys() -> None:
     assert documented == list(FUGU_KEYS)
 
 
-def test_the_readme_examples_of_records_tasks_and_pools_are_valid() -> None:
+def test_the_readme_examples_of_records_tasks_and_pools_are_valid(tmp_path: Path) -> None:
+    """Each JSON example, saved as a file, reads as that file: a record wrapped over two
+    lines looked right in the README and was refused as "not valid JSON" once copied."""
     records = [block for block in readme_blocks("json") if '"worker_ids"' in block]
     tasks = [block for block in readme_blocks("json") if '"grader"' in block]
     assert records and tasks
-    for block in records:  # one record, wrapped over lines
-        RewardRecord.model_validate_json(block)
-    for line in (line for block in tasks for line in block.splitlines()):
-        Task.model_validate_json(line)
+    for number, block in enumerate(records + tasks):
+        path = tmp_path / f"example-{number}.jsonl"
+        path.write_text(block, encoding="utf-8")
+        read = read_records if block in records else read_tasks
+        assert len(read(path)) == len(block.splitlines())
     pools = [block for block in readme_blocks("yaml") if block.startswith("workers:")]
     assert pools
     for block in pools:
