@@ -411,3 +411,17 @@ def test_the_collect_examples_read_the_tasks_the_generate_example_writes() -> No
     embedded_pool = [w for w in commands if w[:1] == ["collect"] and "--pool" not in w]
     read = [value_of(words, "-t", "--tasks") for words in embedded_pool]
     assert read and set(read) <= written, f"README: collect reads {read}, generate writes {written}"
+
+
+def test_the_readmes_module_map_names_every_module() -> None:
+    """`demo.py`, `progress.py`, `threads.py` and `testing/` were in no line of "Where things
+    live": a new module or package must be placed there too (a package's own modules may be
+    described by its docstring)."""
+    text = README.read_text("utf-8")
+    start = text.index("- Where things live")
+    section = text[start : text.index("\n- ", start + 1)]
+    package = README.parent / "src" / "fugu_lite"
+    names = [path.name for path in package.glob("*.py") if path.name != "__init__.py"]
+    names += [f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()]
+    missing = [name for name in sorted(names) if f"`{name}" not in section]
+    assert not missing, f"README, Where things live: no line names {missing}"
