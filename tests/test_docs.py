@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 
 from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
-from fugu_lite.datasets import IMPORTERS
+from fugu_lite.datasets import IMPORTERS, import_dataset
 from fugu_lite.reward_head import RewardHeadTraining
 from fugu_lite.schemas import read_records
 from fugu_lite.server.chat_request import FUGU_KEYS
@@ -383,9 +383,10 @@ def test_the_cost_aware_examples_train_on_the_pipeline_examples_features() -> No
         return None
 
     commands = readme_commands()
-    (pipeline,) = [
+    pipelines = [
         w for w in commands if w[:2] == ["train", "pipeline"] and "--cost-weights" not in w
     ]
+    pipeline = pipelines[0]  # the one whose features the cost-aware examples reuse
     cost_aware = [
         words
         for words in commands
@@ -425,3 +426,16 @@ def test_the_readmes_module_map_names_every_module() -> None:
     names += [f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()]
     missing = [name for name in sorted(names) if f"`{name}" not in section]
     assert not missing, f"README, Where things live: no line names {missing}"
+
+
+def test_the_readmes_own_data_example_imports(tmp_path: Path) -> None:
+    """The CSV of "Your own data and workers", saved as a file, imports as the long format
+    with a record per prompt and its workers in the order of the table."""
+    [block] = readme_blocks("csv")
+    path = tmp_path / "my-rewards.csv"
+    path.write_text(block, encoding="utf-8")
+    records = import_dataset("long", path)
+    rows = block.splitlines()[1:]
+    assert len(records) == len({row.split(",")[0] for row in rows})
+    assert all(record.worker_ids == ["gpt-4o-mini", "my-llama"] for record in records)
+    assert all(record.costs is not None for record in records)
