@@ -439,3 +439,15 @@ def test_the_readmes_own_data_example_imports(tmp_path: Path) -> None:
     assert len(records) == len({row.split(",")[0] for row in rows})
     assert all(record.worker_ids == ["gpt-4o-mini", "my-llama"] for record in records)
     assert all(record.costs is not None for record in records)
+
+
+def test_no_readme_prose_line_is_over_100_characters() -> None:
+    """Prose lines had grown to 213 characters, past the 100 of the project's style (code
+    blocks keep theirs: a JSON Lines example is one line; so do table rows)."""
+    fence = False
+    long_lines = []
+    for number, line in enumerate(README.read_text("utf-8").splitlines(), 1):
+        fence = fence != line.startswith("```")
+        if not fence and not line.lstrip().startswith("|") and len(line) > 100:
+            long_lines.append(number)
+    assert not long_lines, f"README: lines over 100 characters: {long_lines}"
