@@ -22,8 +22,10 @@ from typer.core import TyperGroup
 
 from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
+from fugu_lite.cost_routing import CostRoutingDecision
 from fugu_lite.datasets import IMPORTERS, import_dataset
 from fugu_lite.reward_head import RewardHeadTraining
+from fugu_lite.routing import RoutingDecision
 from fugu_lite.schemas import read_records
 from fugu_lite.server.chat_request import FUGU_KEYS
 from fugu_lite.tasks import read_tasks
@@ -451,3 +453,14 @@ def test_no_readme_prose_line_is_over_100_characters() -> None:
         if not fence and not line.lstrip().startswith("|") and len(line) > 100:
             long_lines.append(number)
     assert not long_lines, f"README: lines over 100 characters: {long_lines}"
+
+
+def test_the_readme_names_every_field_of_route_json() -> None:
+    """`route --json` printed fields (cost weights, a reward head's predictions) that no line
+    of the README named; a field added to the decision must be described there too."""
+    text = " ".join(README.read_text("utf-8").split())
+    start = text.index("`route --json` prints")
+    paragraph = text[start : text.index(". ", text.index("`predicted_costs`", start))]
+    fields = [*RoutingDecision.model_fields, *CostRoutingDecision.model_fields]
+    missing = [field for field in dict.fromkeys(fields) if f"`{field}`" not in paragraph]
+    assert not missing, f"README: route --json fields not described: {missing}"
