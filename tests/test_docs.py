@@ -464,3 +464,19 @@ def test_the_readme_names_every_field_of_route_json() -> None:
     fields = [*RoutingDecision.model_fields, *CostRoutingDecision.model_fields]
     missing = [field for field in dict.fromkeys(fields) if f"`{field}`" not in paragraph]
     assert not missing, f"README: route --json fields not described: {missing}"
+
+
+def test_every_bench_option_is_in_the_bench_readme() -> None:
+    """collect.py's `--calls`, serve.py's `--clients`, the `--output` of quality, es and cost
+    ... were in no line of bench/README.md: only each script's source said they existed."""
+    text = BENCH_README.read_text("utf-8")
+    missing = []
+    for script in sorted((README.parent / "bench").glob("*.py")):
+        source = script.read_text("utf-8")
+        calls = re.findall(r"add_argument\(\s*(\"--[\w-]+\")(.*?)\)\n", source, re.S)
+        for name, rest in calls:
+            option = name.strip('"')
+            hidden = "SUPPRESS" in rest
+            if not hidden and not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
+                missing.append(f"{script.name} {option}")
+    assert not missing, f"bench/README.md: options no line of it names: {missing}"
