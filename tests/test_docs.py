@@ -480,3 +480,21 @@ def test_every_bench_option_is_in_the_bench_readme() -> None:
             if not hidden and not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
                 missing.append(f"{script.name} {option}")
     assert not missing, f"bench/README.md: options no line of it names: {missing}"
+
+
+def test_integration_data_is_required_exactly_where_the_readme_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README said the real data was "required in CI" without saying how a run knows it
+    is one: conftest fails only with CI=true, and skips otherwise."""
+    from conftest import require_shared_data
+
+    development = " ".join(README.read_text("utf-8").split("## Development")[1].split())
+    assert "required when `CI=true`" in development
+    monkeypatch.setenv("FUGU_LITE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI needs the shared data"):
+        require_shared_data("llmrouter")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="real data not found"):
+        require_shared_data("llmrouter")
