@@ -498,3 +498,15 @@ def test_integration_data_is_required_exactly_where_the_readme_says(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="real data not found"):
         require_shared_data("llmrouter")
+
+
+def test_the_readme_names_every_field_of_the_decision_log() -> None:
+    """The Decision log paragraph left out `time`, `request_id`, `model` and `stream`, and
+    named the latencies only loosely, so a reader of the JSONL could not map its keys."""
+    from fugu_lite.server.log import DecisionLogEntry
+
+    text = " ".join(README.read_text("utf-8").split())
+    start = text.index("**Decision log**")
+    paragraph = text[start : text.index("**Concurrency**", start)]
+    missing = [field for field in DecisionLogEntry.model_fields if f"`{field}`" not in paragraph]
+    assert not missing, f"README: decision log fields not described: {missing}"
