@@ -510,3 +510,21 @@ def test_the_readme_names_every_field_of_the_decision_log() -> None:
     paragraph = text[start : text.index("**Concurrency**", start)]
     missing = [field for field in DecisionLogEntry.model_fields if f"`{field}`" not in paragraph]
     assert not missing, f"README: decision log fields not described: {missing}"
+
+
+def test_the_readme_names_every_key_of_the_fugu_routing_field() -> None:
+    """`include_routing`'s row named `cost weight` for the key `cost_weight` and none of an
+    attempt's keys; each key of the `fugu` field must be there as written."""
+    from types import SimpleNamespace
+
+    from fugu_lite.server.responses import routing_field
+
+    route = SimpleNamespace(ranking=["a"], probabilities={"a": 1.0}, cost_weight=None)
+    attempt = SimpleNamespace(worker="a", outcome="ok", latency_s=0.1)
+    field = routing_field(SimpleNamespace(route=route, routing_s=0.01), [attempt], None)  # type: ignore[arg-type]
+    [row] = [
+        line for line in README.read_text("utf-8").splitlines() if "| `include_routing` |" in line
+    ]
+    keys = [*field, *field["attempts"][0]]
+    missing = [key for key in keys if f"`{key}`" not in row]
+    assert not missing, f"README: keys of the fugu field not described: {missing}"
