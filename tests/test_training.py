@@ -605,6 +605,26 @@ def test_training_warns_when_the_train_split_cannot_teach_a_choice(
         assert written["warnings"] == [expected]
 
 
+def test_a_train_split_of_one_prompt_warns_that_the_router_learns_no_choice(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """One train prompt: the normaliser fitted on it centres its features to zero, so SFT
+    trained a linear head that stayed all zeros (its loss the same every epoch) and said
+    nothing, and the router routed every prompt alike."""
+    train = [r for r in records if r.split == "train"]
+    one = [train[0], *(r for r in records if r.split != "train")]
+    config = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 2}))
+    report = train_sft(one, config, tmp_path / "sft")
+    losses = {epoch["train"]["loss"] for epoch in report["history"]}
+    assert len(losses) == 1  # nothing was learnt, which the warning says
+    assert report["warnings"] == [nothing_to_learn([train[0]])]
+    assert "one prompt" in report["warnings"][0] and "add train records" in report["warnings"][0]
+    assert nothing_to_learn(train[:2]) is None
+    # continued from a checkpoint, the head keeps the normaliser of its own train split
+    rl = RLConfig(model=tiny_model_cfg, training=RL_TRAINING.model_copy(update={"epochs": 1}))
+    assert train_rl(one, rl, tmp_path / "rl", str(tmp_path / "sft"))["warnings"] == []
+
+
 def pipeline_config(tiny_model_cfg: ModelConfig) -> PipelineConfig:
     return PipelineConfig(
         model=tiny_model_cfg,

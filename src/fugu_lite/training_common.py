@@ -120,7 +120,7 @@ def start_stage(
     require_split(records, "train")
     # The test split is evaluation's: its records need no costs for a cost weight.
     records = apply_cost_weight(training_records(records), training)
-    warning = nothing_to_learn(records_in_split(records, "train"))
+    warning = nothing_to_learn(records_in_split(records, "train"), checkpoint is not None)
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     seed_everything(training.seed)
@@ -194,9 +194,11 @@ def remove_stale_evaluations(folder: Path) -> None:
         )
 
 
-def nothing_to_learn(train: list[RewardRecord]) -> str | None:
-    """Why the train split cannot teach any choice (one worker, or every prompt's workers
-    tie), or None; training still runs, but the user should know before reading a report."""
+def nothing_to_learn(train: list[RewardRecord], continued: bool = False) -> str | None:
+    """Why the train split cannot teach any choice (one worker, one prompt of a fresh head,
+    or every prompt's workers tie), or None; training still runs, but the user should know
+    before reading a report. A `continued` head keeps its normaliser, fitted on its own
+    stage's train split."""
     if not train:
         return None
     workers = train[0].worker_ids
@@ -204,6 +206,13 @@ def nothing_to_learn(train: list[RewardRecord]) -> str | None:
         return (
             f"the records have one worker ({workers[0]}): the router can only ever choose it; "
             "add the other workers' rewards to learn a choice"
+        )
+    if len(train) == 1 and not continued:
+        # fit_normalizer centres the features on the train split's mean: one prompt's are zero
+        return (
+            "the train split has one prompt: the feature normaliser fitted on it centres its "
+            "features to zero, so the router learns no choice between prompts (a linear head "
+            "learns nothing at all); add train records"
         )
     if all(min(record.rewards) == max(record.rewards) for record in train):
         return (
