@@ -225,3 +225,33 @@ def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_pat
     assert "Use the model config the checkpoint was trained with" in flat(result.output)
     assert "records with the checkpoint's workers" not in flat(result.output)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stage_refuses_an_output_folder_holding_another_stages_checkpoint(
+    run: Run, tmp_path: Path
+) -> None:
+    """`train rl -o runs/sft` (the --checkpoint forgotten or -o mistyped) replaced the SFT
+    checkpoint in that folder with an RL one without a word, and `train sft -o` a pipeline's
+    folder deleted its report; both are refused now, the folder left as it was, while a
+    stage trained again into its own folder still replaces its checkpoint."""
+    sft = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", sft)
+    before = {path.name: path.read_bytes() for path in sft.iterdir()}
+    common = ["-r", run.records_path, "-c", run.config_path, "--set", "training.epochs=1"]
+    refused = invoke("train", "rl", "-o", sft, *common)
+    assert refused.exit_code == 2, refused.output
+    message = flat(refused.output)
+    assert f"-o {sft} holds an SFT checkpoint" in message
+    assert f"-o {sft}-rl" in message and "delete" in message
+    assert {path.name: path.read_bytes() for path in sft.iterdir()} == before
+
+    pipeline = tmp_path / "run"
+    shutil.copytree(run.run_dir, pipeline)
+    refused = invoke("train", "sft", "-o", pipeline, *common)
+    assert refused.exit_code == 2 and "holds a pipeline" in flat(refused.output)
+    assert (pipeline / "training_report.json").read_bytes() == (
+        run.run_dir / "training_report.json"
+    ).read_bytes()
+
+    ok(invoke("train", "sft", "-o", sft, *common))
+    assert json.loads((sft / "training_report.json").read_text())["history"][-1]["epoch"] == 1

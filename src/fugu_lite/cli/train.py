@@ -104,6 +104,7 @@ def train_continuing_stage(
     it does not write over that checkpoint, then the training."""
     cfg = load_stage_or_fail(config, config_type, stage, parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, stage)
+    check_not_another_stage(output, stage)
     run_stage(output, lambda: train(read_records_or_fail(records), cfg, output, checkpoint))
 
 
@@ -131,6 +132,7 @@ def train_es_command(
 
     cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, "es")
+    check_not_another_stage(output, "es")
     again = "the same command" if resume else "the command without --no-resume"
     kept = (
         f"the search state is saved every {cfg.training.save_every} generations and at a "
@@ -244,3 +246,50 @@ def check_not_checkpoint(checkpoint: str | None, output: Path, stage: str) -> No
             f"overwrite; give the {stage} checkpoint a folder of its own, e.g. -o "
             f"{output.with_name(output.name + '-' + stage)}"
         )
+
+
+# What a training_report.json's (or a checkpoint's metadata's) "stage" names.
+WRITTEN_BY = {
+    "sft": "an SFT checkpoint",
+    "rl": "an RL checkpoint",
+    "es": "an ES checkpoint",
+    "pipeline": "a pipeline's output (sft/ and rl/)",
+    "family": "a router family",
+    "reward_head": "a reward head",
+}
+
+
+def check_not_another_stage(output: Path, stage: str) -> None:
+    """`train rl -o runs/sft` (--checkpoint forgotten, -o mistyped) replaced the SFT there
+    without a word: a stage writes only over its own kind of output (a re-run)."""
+    held = held_stage(output)
+    if held is None or held == stage:
+        return
+    name = stage.upper()
+    fail(
+        f"-o {output} holds {WRITTEN_BY.get(held, f'the output of {held}')}, which this "
+        f"{name} would replace; give the {name} a folder of its own, e.g. -o "
+        f"{output.with_name(output.name + '-' + stage)}, or delete that folder first to train "
+        "there"
+    )
+
+
+def held_stage(folder: Path) -> str | None:
+    """The stage whose output `folder` holds: its checkpoint's, else its report's, or None."""
+    from ..checkpoint import META_FILE, read_checkpoint_metadata
+    from ..io import read_json
+    from ..training_common import STAGE_REPORT
+
+    for meta_file, read in (
+        (META_FILE, lambda: read_checkpoint_metadata(folder).get("metadata")),
+        (STAGE_REPORT, lambda: read_json(folder / STAGE_REPORT)),
+    ):
+        if not (folder / meta_file).is_file():
+            continue
+        try:
+            written = read()
+        except (OSError, ValueError):  # damaged: the stage's own checks say so, or replace it
+            continue
+        if isinstance(written, dict) and isinstance(written.get("stage"), str):
+            return written["stage"]
+    return None
