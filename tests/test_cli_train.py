@@ -255,3 +255,19 @@ def test_a_stage_refuses_an_output_folder_holding_another_stages_checkpoint(
 
     ok(invoke("train", "sft", "-o", sft, *common))
     assert json.loads((sft / "training_report.json").read_text())["history"][-1]["epoch"] == 1
+
+
+def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
+    run: Run, tmp_path: Path
+) -> None:
+    """`train pipeline -o runs/sft` deleted the SFT's training_report.json there (the
+    pipeline's own report has that name) and trained sft/ and rl/ inside that checkpoint."""
+    sft = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", sft)
+    before = {path.name: path.read_bytes() for path in sft.iterdir()}
+    for weights in ([], ["--cost-weights", "0,1"]):
+        refused = invoke("train", "pipeline", "-r", run.records_path, "-o", sft,
+                         "-c", run.config_path, *weights)  # fmt: skip
+        assert refused.exit_code == 2, refused.output
+        assert f"-o {sft} holds an SFT checkpoint" in flat(refused.output)
+        assert {path.name: path.read_bytes() for path in sft.iterdir()} == before

@@ -169,6 +169,9 @@ def train_pipeline_command(
     from ..router_family import train_router_family
 
     cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
+    # one folder may hold a pipeline, then a family (or the other way): neither's checkpoints
+    # are in the folder itself
+    check_not_another_stage(output, "pipeline", mine=("family",))
     if cost_weights is not None:
         try:
             weights = parse_cost_weights(cost_weights)
@@ -259,13 +262,14 @@ WRITTEN_BY = {
 }
 
 
-def check_not_another_stage(output: Path, stage: str) -> None:
+def check_not_another_stage(output: Path, stage: str, mine: tuple[str, ...] = ()) -> None:
     """`train rl -o runs/sft` (--checkpoint forgotten, -o mistyped) replaced the SFT there
-    without a word: a stage writes only over its own kind of output (a re-run)."""
+    without a word: a stage writes only over its own kind of output (a re-run), `stage` or
+    one of `mine`."""
     held = held_stage(output)
-    if held is None or held == stage:
+    if held is None or held in (stage, *mine):
         return
-    name = stage.upper()
+    name = stage.upper() if stage in ("sft", "rl", "es") else stage
     fail(
         f"-o {output} holds {WRITTEN_BY.get(held, f'the output of {held}')}, which this "
         f"{name} would replace; give the {name} a folder of its own, e.g. -o "
