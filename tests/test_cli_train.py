@@ -271,3 +271,23 @@ def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
         assert refused.exit_code == 2, refused.output
         assert f"-o {sft} holds an SFT checkpoint" in flat(refused.output)
         assert {path.name: path.read_bytes() for path in sft.iterdir()} == before
+
+
+def test_continuing_without_a_config_says_the_default_model_config_was_compared(
+    run: Run, tmp_path: Path
+) -> None:
+    """`train rl --checkpoint runs/sft` without -c, the SFT trained with -c FILE, listed
+    five model differences against a config the user never gave, without saying where it
+    came from; now the error says no -c was given and to pass the SFT's."""
+    result = invoke("train", "rl", "-r", run.records_path, "-o", tmp_path / "rl",
+                    "--checkpoint", run.run_dir / "sft")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    message = flat(result.output)
+    assert "model.backbone: checkpoint 'tiny-random'" in message
+    assert "no -c was given, so the default config's model was compared" in message
+    with_config = invoke("train", "rl", "-r", run.records_path, "-o", tmp_path / "rl",
+                         "--checkpoint", run.run_dir / "sft", "-c", run.config_path,
+                         "--set", "model.layer=1")  # fmt: skip
+    assert with_config.exit_code == 2, with_config.output
+    assert "model.layer: checkpoint -1 vs config 1" in flat(with_config.output)
+    assert "no -c was given" not in flat(with_config.output)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .checkpoint import CheckpointError
 from .config import ModelConfig
 from .features import configured_pooling
 
@@ -70,6 +71,15 @@ def workers_mismatch(checkpoint_workers: Sequence[str], record_workers: Sequence
         f"workers: checkpoint {list(checkpoint_workers)} vs records {list(record_workers)} "
         f"({difference})"
     )
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint that does not match the model config or the records' workers; `problems`
+    are checkpoint_mismatches', so a caller can say where its config came from."""
+
+    def __init__(self, message: str, problems: Sequence[str]) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
 
 
 def mismatch_fix(problems: Sequence[str]) -> str:

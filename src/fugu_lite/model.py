@@ -29,7 +29,7 @@ from .checkpoint import (
     read_tensors,
 )
 from .checkpoint_backbone import loadable_model_config, portable_model_config
-from .checkpoint_mismatch import checkpoint_mismatches, mismatch_fix
+from .checkpoint_mismatch import CheckpointMismatch, checkpoint_mismatches, mismatch_fix
 from .config import ModelConfig
 from .feature_cache import computation_versions, compute_features
 from .features import (
@@ -306,10 +306,11 @@ def load_router(
         )
     problems = checkpoint_mismatches(metadata, model_cfg or saved_cfg, worker_ids)
     if problems:
-        raise CheckpointError(
+        raise CheckpointMismatch(
             f"checkpoint {directory} does not match: "
             + "; ".join(problems)
-            + f". {mismatch_fix(problems)}"
+            + f". {mismatch_fix(problems)}",
+            problems,
         )
     requested = model_cfg or saved_cfg
     cfg = saved_cfg.model_copy(

@@ -102,10 +102,24 @@ def train_continuing_stage(
 ) -> None:
     """A stage that may continue from `checkpoint`: its config (with --set), a check that
     it does not write over that checkpoint, then the training."""
+    from ..checkpoint_mismatch import CheckpointMismatch
+
     cfg = load_stage_or_fail(config, config_type, stage, parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, stage)
     check_not_another_stage(output, stage)
-    run_stage(output, lambda: train(read_records_or_fail(records), cfg, output, checkpoint))
+
+    def trained() -> dict:
+        try:
+            return train(read_records_or_fail(records), cfg, output, checkpoint)
+        except CheckpointMismatch as error:
+            if config is None and any(problem.startswith("model.") for problem in error.problems):
+                fail(
+                    f"{error} (no -c was given, so the default config's model was compared: "
+                    "pass -c with the config file the checkpoint was trained with)"
+                )
+            raise
+
+    run_stage(output, trained)
 
 
 @train_app.command("es")
