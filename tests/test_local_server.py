@@ -109,7 +109,7 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(
     until the next server start after this run."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     bad = tmp_path / "broken.gguf"
-    bad.write_bytes(b"this is not a gguf file" * 100)
+    bad.write_bytes(b"GGUF" + b"but not a model" * 100)  # llama.cpp cannot load it
     config = PoolConfig.model_validate(
         {"workers": [{"id": "broken", "model": "m", "local": {"gguf": str(bad)}}]}
     )
@@ -255,7 +255,7 @@ def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
             server.process.kill()
             server.process.wait(timeout=10)
             gguf.unlink()
-            gguf.write_bytes(b"not a gguf file" * 100)  # the disk file got corrupted, say
+            gguf.write_bytes(b"GGUF" + b"corrupted" * 100)  # the disk file got corrupted, say
             with pytest.raises(LocalServerError, match="exited with code") as caught:
                 await pool.restart(worker.id)
             named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))

@@ -123,3 +123,24 @@ def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
 def test_unknown_embedded_model_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="embedded:smollm2"):
         resolve_gguf("embedded:llama-70b")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n", "git lfs pull"),
+        (b"\n<!DOCTYPE html><html><body>model page</body></html>", "web page"),
+        (b"PK\x03\x04 a zip archive", "starts with b'PK\\x03\\x04"),
+    ],
+)
+def test_a_file_that_is_not_a_gguf_is_refused_before_a_server_starts(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    """It used to start llama.cpp's server, which exited with the reason deep in its log."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match="is not a GGUF model") as caught:
+        resolve_gguf(str(path))
+    assert said in str(caught.value) and str(path) in str(caught.value)
+    path.write_bytes(b"GGUF" + bytes(60))
+    assert resolve_gguf(str(path)) == path

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import ConfigError, read_yaml_document
-from ..io import STDIN_NOT_READ, means_stdin
+from ..io import STDIN_NOT_READ, is_lfs_pointer, means_stdin
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).
@@ -304,4 +304,24 @@ def resolve_gguf(gguf: str) -> Path:
         path = Path(gguf).expanduser()
     if not path.is_file():
         raise ConfigError(f"GGUF file {path} not found; check the worker's local.gguf path")
+    problem = not_gguf_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{path} is not a GGUF model: {problem}; check the worker's local.gguf")
     return path
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def not_gguf_problem(path: Path) -> str | None:
+    """Why a file is not a GGUF model (it lacks the magic that every GGUF starts with),
+    None when it is one. llama.cpp's server only said so in its log after starting."""
+    if is_lfs_pointer(path):
+        return "it is a Git LFS pointer (cloned without git-lfs); run `git lfs pull`"
+    with path.open("rb") as handle:
+        start = handle.read(256)
+    if start.startswith(GGUF_MAGIC):
+        return None
+    if start.lstrip().lower().startswith((b"<!doctype html", b"<html")):
+        return "it is a web page (a download of the model's page, not of its file)"
+    return f"it starts with {start[:8]!r}, not {GGUF_MAGIC!r}"
