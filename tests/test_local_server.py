@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,8 +19,9 @@ import psutil
 import pytest
 from conftest import finished_pid, writer_temporary
 
+from fugu_lite.workers import local_server
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
-from fugu_lite.workers.local_server import LocalServer, LocalServerError
+from fugu_lite.workers.local_server import LocalServer, LocalServerError, free_port
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.results import CallResult
 
@@ -268,3 +270,29 @@ def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
 
     failed_log = asyncio.run(fail_then_restart())
     assert list(failed_log.parent.iterdir()) == []
+
+
+@pytest.mark.integration
+def test_a_port_taken_while_the_server_starts_is_given_up_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """free_port's port can be bound by another process (another fugu-lite starting its
+    servers, say) before llama.cpp's server listens on it: the start failed with
+    'address already in use'."""
+    config = PoolConfig(workers=two_local_workers().workers[:1])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([int(taken.getsockname()[1])])
+        monkeypatch.setattr(local_server, "free_port", lambda: next(ports, free_port()))
+
+        async def run() -> tuple[int, CallResult]:
+            async with WorkerPool(config) as pool:
+                port = pool.servers[config.worker_ids[0]].port
+                return port, await pool.chat(
+                    config.worker_ids[0], [{"role": "user", "content": "hi"}]
+                )
+
+        port, result = asyncio.run(run())
+        assert port != taken.getsockname()[1]
+    assert result.ok, result.error

@@ -1,10 +1,11 @@
 """Local workers: one `python -m llama_cpp.server` process per worker, started and stopped
 by fugu-lite.
 
-Each server listens on 127.0.0.1 on a free port. Start-up waits until GET /v1/models
-answers; a server that dies fails with the tail of its log. Servers never outlive
-fugu-lite: they are stopped on exit and on errors (terminate, then kill), and on Linux
-they also get SIGTERM if the process that started them dies (even by kill -9).
+Each server listens on 127.0.0.1 on a free port (another one if a process takes it
+first). Start-up waits until GET /v1/models answers; a server that dies fails with the
+tail of its log. Servers never outlive fugu-lite: they are stopped on exit and on errors
+(terminate, then kill), and on Linux they also get SIGTERM if the process that started
+them dies (even by kill -9).
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ from ..atomic_files import user_temp_folder, writer_prefix
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
+PORT_ATTEMPTS = 3  # starts on a new port when another process took the chosen one first
+PORT_TAKEN = "address already in use"  # uvicorn's words for EADDRINUSE, in the server's log
 _PR_SET_PDEATHSIG = 1
+logger = logging.getLogger(__name__)
 _running: set[LocalServer] = set()
 
 
@@ -208,8 +212,23 @@ class LocalServer:
     async def _poll_until_ready(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
         delay = 0.05
+        attempts = 1
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
             while True:
+                if not self.is_alive() and self.port_taken() and attempts < PORT_ATTEMPTS:
+                    # free_port's port was free when chosen; another process bound it while
+                    # this server loaded its model.
+                    logger.warning(
+                        "local worker %s: port %d was taken before its llama.cpp server "
+                        "could listen on it; starting it again on another port",
+                        self.worker_id,
+                        self.port,
+                    )
+                    self.remove_log()
+                    self.launch()
+                    attempts += 1
+                    deadline = time.monotonic() + self.config.startup_timeout_s
+                    continue
                 if not self.is_alive():
                     code = None if self.process is None else self.process.returncode
                     raise LocalServerError(
@@ -230,6 +249,10 @@ class LocalServer:
                     )
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)
+
+    def port_taken(self) -> bool:
+        """Whether the log says the server could not listen: its port was in use."""
+        return PORT_TAKEN in self.log_tail().lower()
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if self.log_path is None or not self.log_path.exists():
