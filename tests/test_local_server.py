@@ -4,6 +4,7 @@ their processes and logs never outlive fugu-lite (integration)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import re
 import signal
@@ -296,3 +297,21 @@ def test_a_port_taken_while_the_server_starts_is_given_up_for_another(
         port, result = asyncio.run(run())
         assert port != taken.getsockname()[1]
     assert result.ok, result.error
+
+
+def test_llama_cpp_without_its_server_packages_says_to_install_the_server_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`pip install llama-cpp-python` (no `[server]`) started a server that exited at once,
+    its log ending in a bare ModuleNotFoundError."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "sse_starlette" else find_spec(name, *args),
+    )
+    server = LocalServer(two_local_workers().workers[0])
+    with pytest.raises(LocalServerError, match=r"missing: sse_starlette\)") as caught:
+        server.launch()
+    assert "pip install 'llama-cpp-python[server]'" in str(caught.value)
+    assert server.process is None

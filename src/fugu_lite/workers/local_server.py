@@ -51,12 +51,24 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# The modules that llama-cpp-python's `[server]` extra installs and its server imports.
+SERVER_MODULES = ("uvicorn", "fastapi", "pydantic_settings", "sse_starlette", "starlette_context")
+
+
 def check_llama_cpp_installed() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise LocalServerError(
             "local workers need llama.cpp's OpenAI-compatible server; install it with "
             "`.venv/bin/pip install 'llama-cpp-python[server]'` (builds from source, a few "
             "minutes), or give the worker a remote base_url instead of `local:`"
+        )
+    missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        # Without them the server exits at once with a bare ModuleNotFoundError in its log.
+        raise LocalServerError(
+            "llama-cpp-python is installed without its server's packages (missing: "
+            f"{', '.join(missing)}); add them with `.venv/bin/pip install "
+            "'llama-cpp-python[server]'` (llama.cpp itself is not built again)"
         )
 
 
