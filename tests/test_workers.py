@@ -17,7 +17,7 @@ from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError
 from fugu_lite.workers.config import PoolConfig
 from fugu_lite.workers.errors import WorkerCallError
-from fugu_lite.workers.llama_cpp_requests import llama_cpp_request_model
+from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.results import CallResult
 
@@ -603,3 +603,35 @@ def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: S
     result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=2, retry_backoff_s=0.0)))
     assert result.ok and result.attempts == 3
     assert all(later - earlier >= 0.3 for earlier, later in pairwise(stub.arrivals))
+
+
+def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """llama-cpp-python's server ignores keys it does not know: `repetition_penalty` (its
+    name is repeat_penalty) had no effect on any call, without a word."""
+    started: list[object] = []
+
+    async def start(workers: list) -> dict:
+        started.append(workers)
+        return {}
+
+    monkeypatch.setattr(workers_module, "start_local_servers", start)
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    params = {"temperature": 0.0, "max_completion_tokens": 8, "repetition_penalty": 1.2}
+    config = PoolConfig.model_validate({"workers": [{**worker, "params": params}]})
+
+    async def enter(config: PoolConfig) -> None:
+        async with WorkerPool(config):
+            pass
+
+    with pytest.raises(
+        PoolStartError, match=r"'repetition_penalty' \(did you mean 'repeat_penalty'"
+    ) as caught:
+        asyncio.run(enter(config))
+    assert "worker w" in str(caught.value) and "temperature" not in str(caught.value).split(";")[0]
+    assert started == []
+    del params["repetition_penalty"]  # the rest it takes (the output limit as max_tokens)
+    check_local_params(
+        PoolConfig.model_validate({"workers": [{**worker, "params": params}]}).workers[0]
+    )

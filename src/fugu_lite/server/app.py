@@ -38,7 +38,7 @@ from ..workers.config import (
     queued_locally,
     resolve_gguf,
 )
-from ..workers.llama_cpp_requests import local_worker_gaps
+from ..workers.llama_cpp_requests import check_local_params, local_worker_gaps
 from ..workers.local_server import check_llama_cpp_installed
 from ..workers.pool import WorkerPool
 from .answer import answer
@@ -276,12 +276,14 @@ def check_workers_match(router_workers: list[str], pool_config: PoolConfig) -> N
 
 def preflight(pool_config: PoolConfig) -> None:
     """What would make the pool fail to start, found before the server listens: a missing
-    or unusable API key, a missing GGUF file, llama.cpp's server not installed."""
+    or unusable API key, a missing GGUF file, llama.cpp's server not installed, a local
+    worker's params that llama.cpp's server does not know."""
     for worker in pool_config.workers:
         read_key(worker)
         if worker.local is not None:
             check_llama_cpp_installed()
             resolve_gguf(worker.local.gguf)
+            check_local_params(worker)
 
 
 # --- app --------------------------------------------------------------------------------------

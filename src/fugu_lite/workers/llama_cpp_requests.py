@@ -10,6 +10,7 @@ llama_cpp_answers.py.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import json
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..schemas import parts_text, text_only
-from .config import LocalServerConfig, resolve_gguf
+from .api_keys import PoolStartError
+from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 from .llama_cpp_schemas import (
     MAX_OPTIONAL_REPEATS,
     deep_repetition,
@@ -29,6 +31,7 @@ from .llama_cpp_schemas import (
     unrenderable_literal,
 )
 from .local_server import chat_template
+from .output_limits import OUTPUT_LIMITS
 
 
 def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> dict[str, Any]:
@@ -177,6 +180,25 @@ def llama_cpp_request_problem(body: dict[str, Any]) -> str | None:
         ]
         return "; ".join(problems[:MAX_PROBLEMS]) or str(error).splitlines()[0]
     return None
+
+
+def check_local_params(worker: WorkerConfig) -> None:
+    """PoolStartError for a local worker's `params` (pool.yaml) that llama-cpp-python's
+    server does not know (a typo, or another server's name such as repetition_penalty): it
+    ignores them on every call without a word."""
+    known = set(llama_cpp_request_model().model_fields) | set(OUTPUT_LIMITS)
+    unknown = [key for key in worker.params if key not in known]
+    if not unknown:
+        return
+    hints = [
+        f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
+        for key in unknown
+        for close in [difflib.get_close_matches(key, known, n=1)]
+    ]
+    raise PoolStartError(
+        f"worker {worker.id}: params {', '.join(hints)} are not options of llama.cpp's server, "
+        f"which would ignore them on every call; it takes {', '.join(sorted(known))}"
+    )
 
 
 def with_parameters(function: object) -> object:

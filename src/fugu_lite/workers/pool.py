@@ -43,14 +43,15 @@ from .errors import (
 )
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
 from .llama_cpp_requests import (
+    check_local_params,
     llama_cpp_message,
     llama_cpp_params,
-    llama_cpp_request_model,
     llama_cpp_request_problem,
     renders_tool_calls,
 )
 from .local_server import (
     LocalServer,
+    check_llama_cpp_installed,
     start_local_servers,
     stop_local_servers,
     vocab_size,
@@ -104,9 +105,11 @@ class WorkerPool:
 
     async def __aenter__(self) -> WorkerPool:
         self._keys = {worker.id: read_key(worker) for worker in self.config.workers}
+        for worker in self.config.workers:
+            if worker.local is not None:
+                check_llama_cpp_installed()
+                check_local_params(worker)  # loads the request model: not on a request's loop
         self.servers = await start_local_servers(self.config.workers)
-        if self.servers:
-            llama_cpp_request_model()  # now, not on the event loop of the first request
         for worker_id, server in self.servers.items():
             gguf = resolve_gguf(server.config.gguf)
             self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
