@@ -4,6 +4,7 @@ their processes and logs never outlive fugu-lite (integration)."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import importlib.util
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -315,3 +317,42 @@ def test_llama_cpp_without_its_server_packages_says_to_install_the_server_extra(
         server.launch()
     assert "pip install 'llama-cpp-python[server]'" in str(caught.value)
     assert server.process is None
+
+
+class AnswersEverything(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"object": "list", "data": []}')
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.integration
+def test_a_server_is_ready_only_when_it_listens_itself_not_when_its_port_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process's server on the chosen port answered /v1/models while this one
+    loaded its model: the worker was taken for ready, its calls went to the other server
+    and its own process exited with 'address already in use'."""
+    config = PoolConfig(workers=two_local_workers().workers[:1])
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AnswersEverything)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        ports = iter([other.server_address[1]])
+        monkeypatch.setattr(local_server, "free_port", lambda: next(ports, free_port()))
+
+        async def run() -> tuple[int, CallResult]:
+            async with WorkerPool(config) as pool:
+                server = pool.servers[config.worker_ids[0]]
+                assert server.is_alive()
+                chat = pool.chat(config.worker_ids[0], [{"role": "user", "content": "hi"}])
+                return server.port, await chat
+
+        port, result = asyncio.run(run())
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert port != other.server_address[1]
+    assert result.ok and result.output, result.error

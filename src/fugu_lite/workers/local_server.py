@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from ..atomic_files import user_temp_folder, writer_prefix
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
@@ -250,7 +251,9 @@ class LocalServer:
                     )
                 with contextlib.suppress(httpx.HTTPError):
                     response = await client.get(f"{self.base_url}/models")
-                    if response.status_code == 200:
+                    # Another process that took the port (another fugu-lite's server of the
+                    # same model, say) answers too, while this one is loading its model.
+                    if response.status_code == 200 and self.listens():
                         return
                 if time.monotonic() > deadline:
                     raise LocalServerError(
@@ -261,6 +264,18 @@ class LocalServer:
                     )
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)
+
+    def listens(self) -> bool:
+        """Whether this server's own process listens on its port."""
+        if self.process is None:
+            return False
+        with contextlib.suppress(psutil.Error):
+            connections = psutil.Process(self.process.pid).net_connections(kind="tcp")
+            return any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == self.port
+                for c in connections
+            )
+        return False
 
     def port_taken(self) -> bool:
         """Whether the log says the server could not listen: its port was in use."""
