@@ -356,3 +356,31 @@ def test_a_server_is_ready_only_when_it_listens_itself_not_when_its_port_answers
         other.server_close()
     assert port != other.server_address[1]
     assert result.ok and result.output, result.error
+
+
+def test_a_server_whose_sockets_the_system_hides_is_taken_at_its_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where psutil may not read a process's sockets (AccessDenied: simulated here, as on
+    locked-down systems), `listens` said no, and a server that answered never became ready
+    (a start timeout). A process not listening on the port is told apart."""
+    server = LocalServer(two_local_workers().workers[0])
+    script = "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+    script += "print(s.getsockname()[1], flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        server.process = child  # type: ignore[assignment]  # a text-mode pipe, unused here
+        assert child.stdout is not None
+        server.port = int(child.stdout.readline())
+        assert server.listens()
+        server.port = free_port()
+        assert not server.listens()
+
+        def denied(*args: object, **kwargs: object) -> list:
+            raise psutil.AccessDenied(child.pid)
+
+        monkeypatch.setattr(psutil.Process, "net_connections", denied)
+        assert server.listens()
+    finally:
+        child.kill()
+        child.wait()
