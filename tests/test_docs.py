@@ -161,8 +161,9 @@ def test_every_readme_command_and_option_exists() -> None:
                 assert word in known, f"README: {' '.join(path)} has no option {word}"
 
 
-# Options of other programs that the README names (pip's, unshare's in the sandbox notes).
-OTHER_PROGRAMS_OPTIONS = {"--no-deps", "--user", "--net"}
+# Options of other programs that the README names (pip's, unshare's in the sandbox notes,
+# llama_cpp.server's that a local worker's extra_args may not repeat).
+OTHER_PROGRAMS_OPTIONS = {"--no-deps", "--user", "--net", "--model", "--n_ctx"}
 
 
 def every_cli_option(command: Any) -> set[str]:
@@ -175,7 +176,7 @@ def every_cli_option(command: Any) -> set[str]:
 def test_every_option_the_readme_names_in_its_text_exists() -> None:
     """The command blocks are checked above; an option named in the text (`--no-serve`,
     `--cost-weight`, `--log-level`, ...) could be renamed in the code and stay in the README."""
-    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", README.read_text("utf-8")))
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", README.read_text("utf-8")))
     known = every_cli_option(typer.main.get_command(app)) | {"--help"}  # click adds --help
     unknown = named - OTHER_PROGRAMS_OPTIONS - known
     assert not unknown, f"README names options no fugu-lite command has: {sorted(unknown)}"
