@@ -236,14 +236,14 @@ def test_a_stage_refuses_an_output_folder_holding_another_stages_checkpoint(
     stage trained again into its own folder still replaces its checkpoint."""
     sft = tmp_path / "sft"
     shutil.copytree(run.run_dir / "sft", sft)
-    before = {path.name: path.read_bytes() for path in sft.iterdir()}
+    before = files_of(sft)
     common = ["-r", run.records_path, "-c", run.config_path, "--set", "training.epochs=1"]
     refused = invoke("train", "rl", "-o", sft, *common)
     assert refused.exit_code == 2, refused.output
     message = flat(refused.output)
     assert f"-o {sft} holds an SFT checkpoint" in message
     assert f"-o {sft}-rl" in message and "delete" in message
-    assert {path.name: path.read_bytes() for path in sft.iterdir()} == before
+    assert files_of(sft) == before
 
     pipeline = tmp_path / "run"
     shutil.copytree(run.run_dir, pipeline)
@@ -264,13 +264,13 @@ def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
     pipeline's own report has that name) and trained sft/ and rl/ inside that checkpoint."""
     sft = tmp_path / "sft"
     shutil.copytree(run.run_dir / "sft", sft)
-    before = {path.name: path.read_bytes() for path in sft.iterdir()}
+    before = files_of(sft)
     for weights in ([], ["--cost-weights", "0,1"]):
         refused = invoke("train", "pipeline", "-r", run.records_path, "-o", sft,
                          "-c", run.config_path, *weights)  # fmt: skip
         assert refused.exit_code == 2, refused.output
         assert f"-o {sft} holds an SFT checkpoint" in flat(refused.output)
-        assert {path.name: path.read_bytes() for path in sft.iterdir()} == before
+        assert files_of(sft) == before
 
 
 def test_continuing_without_a_config_says_the_default_model_config_was_compared(
