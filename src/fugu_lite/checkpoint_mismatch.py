@@ -82,6 +82,11 @@ class CheckpointMismatch(CheckpointError):
         self.problems = list(problems)
 
 
+def model_differs(problems: Sequence[str]) -> bool:
+    """Whether `checkpoint_mismatches` found a `model.` setting that differs."""
+    return any(problem.startswith("model.") for problem in problems)
+
+
 def mismatch_fix(problems: Sequence[str]) -> str:
     """What to do about `checkpoint_mismatches`: other workers need other records, another
     model config needs the checkpoint's own config (its router.json `model`)."""
@@ -91,7 +96,7 @@ def mismatch_fix(problems: Sequence[str]) -> str:
             "Use records with the checkpoint's workers (the same ids in the same order), or "
             "train a new checkpoint on these records."
         )
-    if any(problem.startswith("model.") for problem in problems):
+    if model_differs(problems):
         fixes.append(
             "Use the model config the checkpoint was trained with (the `model` of its "
             "router.json), or train a new checkpoint."

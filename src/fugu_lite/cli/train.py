@@ -102,7 +102,7 @@ def train_continuing_stage(
 ) -> None:
     """A stage that may continue from `checkpoint`: its config (with --set), a check that
     it does not write over that checkpoint, then the training."""
-    from ..checkpoint_mismatch import CheckpointMismatch
+    from ..checkpoint_mismatch import CheckpointMismatch, model_differs
 
     cfg = load_stage_or_fail(config, config_type, stage, parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, stage)
@@ -112,7 +112,7 @@ def train_continuing_stage(
         try:
             return train(read_records_or_fail(records), cfg, output, checkpoint)
         except CheckpointMismatch as error:
-            if config is None and any(problem.startswith("model.") for problem in error.problems):
+            if config is None and model_differs(error.problems):
                 fail(
                     f"{error} (no -c was given, so the default config's model was compared: "
                     "pass -c with the config file the checkpoint was trained with)"
