@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cmaes
@@ -634,6 +635,40 @@ def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
     state_path(tmp_path).write_bytes(saved[: len(saved) // 2] if damage == "cut short" else b"")
     with pytest.raises(ESResumeError, match=r"state\.pkl is damaged .*--no-resume"):
         train_es(records, config, tmp_path)
+    assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda saved: saved.pop("history"), "(no history)"),
+        (lambda saved: saved["fingerprint"].pop("data"), "(no fingerprint.data)"),
+        (lambda saved: saved.update(extra=1), "(an unknown extra)"),
+        (lambda saved: saved.update(optimizer=None), "an optimizer that is not a sep-CMA-ES"),
+        (lambda saved: saved.update(fingerprint=[]), "a fingerprint that is not a mapping"),
+    ],
+    ids=["no-history", "no-data-digest", "unknown-key", "no-optimizer", "list-fingerprint"],
+)
+def test_an_incomplete_search_state_is_refused_naming_what_it_lacks(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    edit: Callable[[dict], object],
+    said: str,
+) -> None:
+    """A state that unpickles but lacks a part (edited by hand, or written by other code)
+    failed with a KeyError or TypeError traceback instead of saying what to do."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+    train_es(records, config, tmp_path)
+    saved = read_es_state(tmp_path)
+    assert saved is not None
+    edit(saved)
+    state_path(tmp_path).write_bytes(pickle.dumps(saved))
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, config, tmp_path)
+    message = " ".join(str(error.value).split())
+    assert "state.pkl is not a complete ES search state" in message
+    assert said in message and "--no-resume" in message
     assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import cmaes
@@ -249,6 +249,7 @@ def resumed_state(output_dir: Path, fingerprint: dict) -> SearchState | None:
             f"{path} has state format {saved.get('format')}, this version writes "
             f"{STATE_FORMAT}; {START_OVER}"
         )
+    _check_complete(saved, path)
     problems = fingerprint_mismatches(saved["fingerprint"], fingerprint)
     if problems:
         raise ESResumeError(
@@ -257,3 +258,31 @@ def resumed_state(output_dir: Path, fingerprint: dict) -> SearchState | None:
     saved.pop("format")
     saved["fingerprint"] = fingerprint  # the resumable keys may have changed
     return SearchState(**saved)
+
+
+# what `fingerprint_mismatches` reads from a saved fingerprint (others are optional there)
+FINGERPRINT_KEYS = ("config", "start_model", "data")
+
+
+def _check_complete(saved: dict, path: Path) -> None:
+    """A state of this format that lacks a part or holds a stranger (edited by hand, or
+    pickled by other code) is refused by name, rather than failing with a KeyError."""
+    problems = _state_problems(saved)
+    if problems:
+        raise ESResumeError(
+            f"{path} is not a complete ES search state ({'; '.join(problems)}); {START_OVER}"
+        )
+
+
+def _state_problems(saved: dict) -> list[str]:
+    expected = {field.name for field in fields(SearchState)} | {"format"}
+    problems = [f"no {key}" for key in sorted(expected - set(saved))]
+    problems += [f"an unknown {key}" for key in sorted(set(saved) - expected)]
+    fingerprint = saved.get("fingerprint", {})
+    if not isinstance(fingerprint, dict):
+        problems.append("a fingerprint that is not a mapping")
+    else:
+        problems += [f"no fingerprint.{key}" for key in FINGERPRINT_KEYS if key not in fingerprint]
+    if "optimizer" in saved and not isinstance(saved["optimizer"], SepCMA):
+        problems.append("an optimizer that is not a sep-CMA-ES search")
+    return problems
