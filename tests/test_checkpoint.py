@@ -458,6 +458,32 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
         load_router(directory)
 
 
+@pytest.mark.parametrize("tag", ["fugu-lite-router-v2", "fugu-lite-reward-head", None])
+def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, tag: str | None
+) -> None:
+    """router.json's "format" tag was never read: metadata of another layout (a later
+    version's, or another artefact's renamed) was loaded as this version's router."""
+    directory = RouterModel(tiny_model_cfg, ["x", "y", "z"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    assert meta["format"] == "fugu-lite-router"
+    if tag is None:  # the earliest routers wrote no tag: still loaded
+        del meta["format"]
+    else:
+        meta["format"] = tag
+    meta["package_version"] = "9.0.0"
+    (directory / META_FILE).write_text(json.dumps(meta))
+    if tag is None:
+        assert load_router(directory).worker_ids == ["x", "y", "z"]
+        return
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    message = " ".join(str(error.value).split())
+    said = f"is tagged format '{tag}', not 'fugu-lite-router' (written by fugu-lite 9.0.0"
+    assert said in message
+    assert "load it with the fugu-lite version that wrote it, or retrain" in message
+
+
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [

@@ -22,6 +22,7 @@ from .io import describe_validation_error, is_lfs_pointer
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
+ROUTER_FORMAT = "fugu-lite-router"  # the metadata's "format" tag
 REQUIRED_METADATA = ("worker_ids", "feature_dim", "backbone_parameters", "model")
 # Where a local backbone folder was, relative to the checkpoint folder (found there when the
 # project moved, or was copied with its checkpoints, and its absolute path is gone).
@@ -60,12 +61,27 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
             f"{META_FILE} (written by `fugu-lite train ...`){_what_it_is(directory)}"
         )
     metadata = read_metadata_object(meta_path, "retrain or restore the checkpoint")
+    # the earliest routers' metadata had no format tag
+    check_format(metadata, meta_path, ROUTER_FORMAT, untagged_ok=True)
     missing = [key for key in REQUIRED_METADATA if key not in metadata]
     if missing:
         raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
     check_shape(RouterShape, metadata, meta_path, "retrain or restore the checkpoint")
     saved_model_config(metadata, meta_path)
     return metadata
+
+
+def check_format(metadata: dict, meta_path: Path, expected: str, untagged_ok: bool) -> None:
+    """Refuse checkpoint metadata tagged as another format (a later fugu-lite's layout, or
+    another artefact's metadata renamed), naming both and the version that wrote it."""
+    written_as = metadata.get("format", expected if untagged_ok else None)
+    if written_as != expected:
+        writer = metadata.get("package_version", "an unknown version")
+        raise CheckpointError(
+            f"{meta_path} is tagged format {written_as!r}, not {expected!r} (written by "
+            f"fugu-lite {writer}; this is {__version__}): load it with the fugu-lite version "
+            "that wrote it, or retrain the checkpoint with this one"
+        )
 
 
 def check_shape(shape: type[BaseModel], metadata: dict, meta_path: Path, fix: str) -> None:

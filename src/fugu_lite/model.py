@@ -20,6 +20,7 @@ from .checkpoint import (
     FEATURE_VERSIONS_KEY,
     HEAD_FILE,
     META_FILE,
+    ROUTER_FORMAT,
     TENSOR_DIGEST_KEY,
     CheckpointError,
     checkpoint_kinds,
@@ -63,7 +64,7 @@ class RouterModel(nn.Module):
     # Where a checkpoint's tensors and metadata go, and its format tag (subclasses differ).
     tensor_file = HEAD_FILE
     metadata_file = META_FILE
-    checkpoint_format = "fugu-lite-router"
+    checkpoint_format = ROUTER_FORMAT
     feature_mean: torch.Tensor  # buffers, registered in __init__
     feature_scale: torch.Tensor
     normalizer_fitted: torch.Tensor

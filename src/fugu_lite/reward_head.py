@@ -45,6 +45,7 @@ from torch import nn
 from .checkpoint import (
     CheckpointError,
     RouterShape,
+    check_format,
     check_shape,
     read_metadata_object,
     read_tensors,
@@ -549,8 +550,7 @@ def load_reward_head(
         )
     try:
         meta = read_metadata_object(meta_path, RETRAIN_HEAD)
-        if meta.get("format") != HEAD_FORMAT:
-            raise CheckpointError(f"{meta_path}: format is {meta.get('format')!r}")
+        check_format(meta, meta_path, HEAD_FORMAT, untagged_ok=False)
         check_shape(RewardHeadShape, meta, meta_path, RETRAIN_HEAD)
         model_cfg = loadable_model_config(meta, meta_path, backbone)
         router = CostAwareRouter(
