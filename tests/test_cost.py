@@ -56,6 +56,7 @@ from fugu_lite.router_family import (
     is_router_family,
     load_family_or_single,
     load_router_family,
+    member_folder,
     read_family_manifest,
     train_router_family,
 )
@@ -182,6 +183,11 @@ def test_missing_costs_are_refused_naming_the_record() -> None:
 
 def test_parse_and_nearest_cost_weights() -> None:
     assert parse_cost_weights("1, 0,0.25,0.25") == [0.0, 0.25, 1.0]
+    # -0 named its family member's folder lambda--0 (and "-0,0" kept whichever came first)
+    assert [member_folder(weight) for weight in parse_cost_weights("-0,0.5")] == [
+        "lambda-0",
+        "lambda-0.5",
+    ]
     with pytest.raises(ValueError, match="comma-separated numbers"):
         parse_cost_weights("0,cheap")
     with pytest.raises(ValueError, match="finite and >= 0"):

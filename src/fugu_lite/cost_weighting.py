@@ -112,8 +112,8 @@ def cost_weighting_summary(records: Sequence[RewardRecord], settings: CostAware)
 
 
 def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
-    """Sorted, without repeats; each one finite and >= 0."""
-    weights = sorted({float(weight) for weight in cost_weights})
+    """Sorted, without repeats; each one finite and >= 0 (-0 is 0, not a folder lambda--0)."""
+    weights = sorted({float(weight) + 0.0 for weight in cost_weights})  # -0.0 + 0.0 is 0.0
     if not weights:
         raise ValueError("give at least one cost weight, e.g. 0,0.25,0.5,1")
     bad = [weight for weight in weights if not math.isfinite(weight) or weight < 0]
