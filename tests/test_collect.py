@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app
 from fugu_lite.collect import run as collect_module
-from fugu_lite.collect.journal import default_log_path
+from fugu_lite.collect import state as collect_state
+from fugu_lite.collect.errors import CollectError
+from fugu_lite.collect.journal import LogEntry, default_log_path
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
@@ -633,6 +635,28 @@ def test_a_reasoning_field_is_not_the_answer_and_a_cut_there_is_said(tmp_path: P
     assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
     note = "2 of the 2 graded answers of cut stopped inside their thinking (max_tokens 24)"
     assert any(note in line for line in end_of_run_lines(summary, config))
+
+
+def test_a_grade_line_that_cannot_be_written_ends_the_run_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grading task whose line could not be written (a full disk) was dropped unseen: the
+    workers were asked on, the run ended as if fine, and Python printed the lost error's
+    traceback at exit."""
+    tasks = number_tasks(6)
+    output = tmp_path / "rewards.jsonl"
+    real_add = collect_state.CollectState.add
+
+    def disk_full_at_grades(state: collect_state.CollectState, entry: LogEntry) -> None:
+        if entry.event == "grade":
+            raise CollectError(f"cannot write {state.log}: No space left on device")
+        real_add(state, entry)
+
+    monkeypatch.setattr(collect_state.CollectState, "add", disk_full_at_grades)
+    with StubWorker(solver(tasks)) as stub:
+        with pytest.raises(CollectError, match="No space left on device"):
+            run_collect(stub_pool(("w", stub), max_concurrency=1), tasks, output)
+        assert len(stub.bodies) < len(tasks)  # not every worker asked on
 
 
 def test_a_full_disk_while_writing_is_one_error_line_and_the_next_run_continues(

@@ -110,6 +110,8 @@ class Collector:
         self.counters = RunCounters(state.worker_ids)
         self.bars: dict[str, Any] = {}
         self.grading: set[asyncio.Task[None]] = set()
+        # the first grading task that failed (its line could not be written): ends the run
+        self.grading_failure: BaseException | None = None
 
     async def run(self) -> None:
         for task_id in self.state.pending_tasks():
@@ -134,12 +136,14 @@ class Collector:
             await asyncio.gather(*consumers)
             if self.grading:
                 await asyncio.gather(*self.grading)
+            self._raise_grading_failure()
         finally:
             for pending in self.grading:
                 pending.cancel()
 
     async def _consume(self, worker_id: str, queue: asyncio.Queue[str]) -> None:
         while not queue.empty():
+            self._raise_grading_failure()
             task_id = queue.get_nowait()
             if worker_id in self.counters.down:
                 self._advance(worker_id)
@@ -164,7 +168,7 @@ class Collector:
             self._answered(worker_id)
             graded = asyncio.create_task(self._grade(task_id, worker_id))
             self.grading.add(graded)
-            graded.add_done_callback(self.grading.discard)
+            graded.add_done_callback(self._grading_done)
         else:
             self.counters.errors[worker_id] += 1
             self.counters.failed_calls[worker_id] += 1
@@ -172,6 +176,17 @@ class Collector:
             self.counters.call_error.setdefault(worker_id, (failure, result.error_kind))
             await self._failed(worker_id, result)
         self._advance(worker_id)
+
+    def _grading_done(self, graded: asyncio.Task[None]) -> None:
+        """A grading task that raised (its grade line could not be written, a full disk) was
+        dropped unseen: the calls went on, and Python printed its traceback at exit."""
+        self.grading.discard(graded)
+        if not graded.cancelled() and graded.exception() is not None:
+            self.grading_failure = self.grading_failure or graded.exception()
+
+    def _raise_grading_failure(self) -> None:
+        if self.grading_failure is not None:
+            raise self.grading_failure
 
     def _judge(self, judge_id: str, cell: Cell) -> Judge:
         """The judge of one answer: not asked once its worker is down (a bad key refuses every
