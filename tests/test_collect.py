@@ -24,6 +24,7 @@ from fugu_lite.cli import app
 from fugu_lite.collect import run as collect_module
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
+from fugu_lite.collect.hashes import grading_code_digest
 from fugu_lite.collect.journal import LogEntry, default_log_path
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
@@ -141,6 +142,58 @@ def test_a_fixed_answer_key_regrades_saved_answers_without_new_calls(tmp_path: P
         assert len(up.bodies) == 2  # its saved answers were graded again, not asked again
     assert summary.complete
     assert all(record.rewards == [1.0, 1.0] for record in read_records(output))
+
+
+@pytest.mark.parametrize("logged", ["other code", "no code"])
+def test_a_fixed_grader_regrades_saved_answers_of_pending_tasks_without_new_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logged: str
+) -> None:
+    """Grades given by an older grader (an upgrade, an edited checkout) were reused on
+    resume: grading_hash covers the task's answer key, not the code that grades it."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    real_grade = collect_module.grade
+
+    async def buggy_grader(task, output_text, judge=None):  # e.g. misreads "The answer is N."
+        return Grade(score=0.0)
+
+    with StubWorker(solver(tasks)) as up:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written while it is down: the cells stay pending
+        worker = stub_pool(("up", up)).workers[0].model_dump()
+        config = PoolConfig.model_validate(
+            {"workers": [worker, {**worker, "id": "down", "base_url": down_url}]}
+        )
+        monkeypatch.setattr(collect_module, "grade", buggy_grader)
+        monkeypatch.setattr(collect_state, "grading_code_digest", lambda: "0" * 64)
+        run_collect(config, tasks, output, down_after=1)
+        grades = [line for line in log_lines(output) if line["event"] == "grade"]
+        assert [line["score"] for line in grades] == [0.0, 0.0]
+        assert all(line["grading_code"] == "0" * 64 for line in grades)
+        if logged == "no code":  # lines of a fugu-lite that did not log it
+            log = default_log_path(output)
+            log.write_text(log.read_text().replace(f',"grading_code":"{"0" * 64}"', ""))
+
+        monkeypatch.undo()  # the fixed grader, and this code's digest
+        with StubWorker(solver(tasks)) as back:
+            config.workers[1].base_url = back.base_url
+            summary = run_collect(config, tasks, output)
+        assert len(up.bodies) == 2  # its saved answers were graded again, not asked again
+    assert summary.complete
+    assert all(record.rewards == [1.0, 1.0] for record in read_records(output))
+    reason = (
+        "fugu-lite's grading code (scoring, sandbox, tasks) changed since they were graded"
+        if logged == "other code"
+        else "an older fugu-lite graded them and did not log its grading code"
+    )
+    assert summary.regrades == [
+        f"2 saved answers are graded again, without asking their workers again: {reason}"
+        + (" (an upgrade, or an edited checkout)" if logged == "other code" else "")
+    ]
+    regraded = [line for line in log_lines(output) if line["event"] == "grade"][2:]
+    assert {line["grading_code"] for line in regraded} == {grading_code_digest()}
+    assert real_grade is collect_module.grade
 
 
 def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(

@@ -11,10 +11,11 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 
 
-def sources_digest(root: Path) -> str:
-    """The SHA-256 of the Python files under `root`: each one's relative path and bytes."""
+def sources_digest(root: Path, patterns: tuple[str, ...] = ("**/*.py",)) -> str:
+    """The SHA-256 of the files under `root` that match `patterns` (by default every Python
+    file): each one's relative path and bytes."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted({path for pattern in patterns for path in root.glob(pattern)}):
         content = path.read_bytes()
         digest.update(f"{path.relative_to(root).as_posix()}\0{len(content)}\0".encode())
         digest.update(content)

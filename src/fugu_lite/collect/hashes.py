@@ -1,20 +1,27 @@
 """The hashes that say whether a saved answer or grade still fits this run: request_hash
 (what a worker is asked), local_hash and gguf_sha256 (a local worker's model file),
-grading_hash (a task's answer key) and judge_hash (what shapes a judge's verdict).
+grading_hash (a task's answer key), grading_code_digest (the code that grades) and
+judge_hash (what shapes a judge's verdict).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+from .. import sources_digest
 from ..config import ConfigError
 from ..io import file_sha256
 from ..tasks import Task
 from ..workers.config import WorkerConfig, resolve_gguf
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0}  # every judge call: one verdict per answer
+# The sources that compute a grade other than a judge's (tasks.py reads answer keys), relative
+# to the package: a saved grade is computed again from its saved answer when they change.
+GRADING_SOURCES = ("scoring/*.py", "sandbox*.py", "sandbox/*.py", "tasks.py")
 
 
 def request_hash(worker: WorkerConfig, task: Task) -> str:
@@ -55,6 +62,14 @@ def grading_hash(task: Task) -> str:
     grader, its saved answers are graded again on resume (no new calls)."""
     payload = task.model_dump(include={"grader", "answer", "tests", "rubric", "case_sensitive"})
     return _json_sha1(payload)
+
+
+@cache
+def grading_code_digest() -> str:
+    """The SHA-256 of the code that grades (GRADING_SOURCES): a grader fixed by an upgrade or
+    in a checkout grades saved answers again on resume. A judge's verdicts are not asked
+    again for it (they cost calls): judge_hash decides those."""
+    return sources_digest(Path(__file__).parents[1], GRADING_SOURCES)
 
 
 def judge_hash(judge: WorkerConfig) -> str:

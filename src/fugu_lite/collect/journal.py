@@ -29,6 +29,7 @@ class LogEntry(BaseModel):
     local_hash: str | None = None  # call events of a local worker: its model file
     gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
     grading_hash: str | None = None  # grade events: what the grade was computed against
+    grading_code: str | None = None  # ... and with (grading_code_digest; not judge grades)
     judge_worker_id: str | None = None  # grade events of judge tasks: the judge that gave it
     judge_hash: str | None = None  # ... and the settings that shaped its verdict
     judge_gguf_sha256: str | None = None  # ... and a local judge's model file's content

@@ -320,6 +320,7 @@ class Collector:
                 event="grade", task_id=task_id, worker_id=worker_id,
                 request_hash=call.request_hash, prompt_hash=call.prompt_hash,
                 grading_hash=self.state.grading_hashes[task_id],
+                grading_code=None if task.grader == "judge" else self.state.grading_code,
                 judge_worker_id=judge_worker_id, judge_hash=judge_settings,
                 judge_gguf_sha256=self.state.gguf_digests.get(judge_worker_id or ""),
                 score=verdict.score, grade_error=verdict.error, detail=verdict.detail,

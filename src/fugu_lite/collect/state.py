@@ -21,12 +21,24 @@ from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
 from ..workers.results import Usage, usage_cost
 from .errors import CollectError
-from .hashes import gguf_sha256, grading_hash, judge_hash, local_hash, request_hash
+from .hashes import (
+    gguf_sha256,
+    grading_code_digest,
+    grading_hash,
+    judge_hash,
+    local_hash,
+    request_hash,
+)
 from .journal import LogEntry, repair_torn_tail, validated_lines
 
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
     "another judge's"
+)
+UNLOGGED_GRADING_CODE = "an older fugu-lite graded them and did not log its grading code"
+GRADING_CODE_CHANGED = (
+    "fugu-lite's grading code (scoring, sandbox, tasks) changed since they were graded (an "
+    "upgrade, or an edited checkout)"
 )
 Cell = tuple[str, str]  # (task id, worker id)
 
@@ -71,6 +83,7 @@ class CollectState:
             for worker in config.workers
         }
         self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
+        self.grading_code = grading_code_digest()
         self.judge = (
             None
             if judge_worker is None
@@ -231,9 +244,15 @@ class CollectState:
         task = self.tasks[entry.task_id]
         if entry.grading_hash != self.grading_hashes[task.id]:
             return "the task's answer key (answer, tests, grader, rubric) changed"
-        if task.grader != "judge" or self.judge is None:
-            return None
-        return self.judge_mismatch(entry.judge_worker_id, entry.judge_hash, entry.judge_gguf_sha256)
+        if task.grader == "judge":
+            if self.judge is None:
+                return None
+            return self.judge_mismatch(
+                entry.judge_worker_id, entry.judge_hash, entry.judge_gguf_sha256
+            )
+        if entry.grading_code != self.grading_code:
+            return UNLOGGED_GRADING_CODE if entry.grading_code is None else GRADING_CODE_CHANGED
+        return None
 
     def judge_mismatch(
         self, judge_worker_id: str | None, settings: str | None, gguf_digest: str | None
@@ -351,7 +370,7 @@ class CollectState:
                 continue
             if cell[0] in pending:
                 regraded[reason] += 1
-            elif reason != UNKNOWN_JUDGE:  # said on every run, for records nobody can check
+            elif reason not in (UNKNOWN_JUDGE, UNLOGGED_GRADING_CODE):  # else said every run
                 written.setdefault(reason, set()).add(cell[0])
         notes = [
             f"{count} saved answer{'s are' if count != 1 else ' is'} graded again, without "
