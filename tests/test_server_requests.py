@@ -489,3 +489,23 @@ def test_sdk_surfaces_bad_input_as_its_exceptions(shared_server: Running) -> Non
     assert "messages[0].role" in error.value.body["message"]
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=user("hi"), max_tokens=10**6)
+
+
+def test_a_trailing_slash_on_a_route_is_served_as_without_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A base_url or path written with a trailing slash (`/v1/chat/completions/`) got
+    Starlette's 307 redirect with an empty body: curl and httpx (which follow no redirect
+    by default) saw no answer and no error, and a client that follows it may drop the POST
+    body behind a proxy that rewrites the Location's scheme. Each route answers with and
+    without the slash."""
+    url = shared_server.url
+    answered = httpx.post(f"{url}/v1/chat/completions/", json=VALID)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["choices"][0]["message"]["content"].startswith("answer from ")
+    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 1
+    for path in ("/v1/models/", f"/v1/models/{MODEL}/", "/health/"):
+        response = httpx.get(f"{url}{path}")
+        assert response.status_code == 200, (path, response.status_code, response.text)
+        assert response.json() == httpx.get(f"{url}{path.rstrip('/')}").json()
+    assert httpx.get(f"{url}/metrics/").text.startswith("# HELP")

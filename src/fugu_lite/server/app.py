@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..router_family import RouterFamily, load_family_or_single
 from ..workers.api_keys import read_key
@@ -314,6 +315,7 @@ def create_app(
     app = FastAPI(title="fugu-lite", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.fugu = server
     install_error_handlers(app, server)
+    app.add_middleware(WithoutTrailingSlash)
     if settings.cors_origins:
         # Added last, so outermost: its headers reach errors too.
         app.add_middleware(
@@ -381,6 +383,23 @@ def create_app(
                 server.leave()
 
     return app
+
+
+class WithoutTrailingSlash:
+    """Serves `/v1/chat/completions/` as `/v1/chat/completions` (a base_url written with a
+    trailing slash). Starlette answered it with a 307 redirect and an empty body, which
+    curl and httpx do not follow by default: the client saw neither an answer nor an
+    error."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/") or "/"}
+            scope.pop("raw_path", None)
+        await self.app(scope, receive, send)
 
 
 def model_card(server: FuguServer) -> dict[str, Any]:
