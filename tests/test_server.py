@@ -268,6 +268,42 @@ def test_every_answer_carries_its_request_id(serve, stubs: Stubs) -> None:
     assert {line["request_id"] for line in running.log_lines()} == set(ids)
 
 
+def test_a_clients_own_request_id_is_answered_and_logged(serve, stubs: Stubs) -> None:
+    """A client (or the proxy in front) sending its own X-Request-Id got fugu-lite's id back
+    and found its own nowhere, so its logs could not be joined to the answer or to the
+    decision log. One usable as given (visible ASCII, at most 200 characters) is now the
+    request's id: the x-request-id answered, the body's `id`, each chunk's, the decision
+    log's `request_id`; any other is replaced by fugu-lite's own, as before."""
+    running = serve(pool_for(stubs))
+    mine = "trace-7f3a:span/42"
+    client = running.client(default_headers={"X-Request-Id": mine})
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
+    assert (raw.headers["x-request-id"], raw.parse().id) == (mine, mine)
+    streamed = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(CODE), stream=True
+    )
+    assert streamed.headers["x-request-id"] == mine
+    assert {chunk.id for chunk in streamed.parse()} == {mine}
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.chat.completions.create(model="gpt-4o", messages=user(MATH))
+    assert refused.value.request_id == mine
+    stubs.workers["coder"].mode = "500"
+    failed = running.post(
+        {"model": MODEL, "messages": user(CODE), "workers": ["coder"]},
+        headers={"x-request-id": mine},
+    )
+    assert (failed.status_code, failed.headers["x-request-id"]) == (502, mine)
+    assert wait_until(lambda: len(running.log_lines()) == 3)
+    assert [line["request_id"] for line in running.log_lines()] == [mine] * 3
+
+    stubs.workers["coder"].mode = "ok"
+    for unusable in ("x" * 201, "two words", "a\ttab"):
+        response = running.post(VALID, headers={"x-request-id": unusable})
+        assert response.status_code == 200, response.text
+        assert response.headers["x-request-id"].startswith("chatcmpl-")
+        assert response.json()["id"] == response.headers["x-request-id"]
+
+
 def test_async_client_and_concurrent_requests_share_routing_batches(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs), batch_window_ms=20)
     for stub in stubs.workers.values():

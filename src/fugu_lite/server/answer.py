@@ -20,7 +20,7 @@ from .responses import (
     Routed,
     completion_body,
     finish,
-    new_request_id,
+    request_id_for,
     routing_field,
     routing_headers,
     stream_cost,
@@ -46,7 +46,7 @@ async def answer(
     server: FuguServer, request: Request, chat: ChatCompletionRequest, allowed: tuple[str, ...]
 ) -> Response:
     started = time.perf_counter()
-    request_id = new_request_id()
+    request_id = request_id_for(request.headers)
     try:
         route = await until_disconnected(
             request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,7 +25,7 @@ from .dispatch import (
     Attempt,
     WorkerRejectedError,
 )
-from .responses import REQUEST_ID_HEADER, Routed, finish, new_request_id, routing_headers
+from .responses import REQUEST_ID_HEADER, Routed, finish, request_id_for, routing_headers
 
 if TYPE_CHECKING:
     from .app import FuguServer
@@ -198,23 +199,25 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
         server.metrics.errors.labels(error.code or error.type).inc()
 
     @app.exception_handler(ApiError)
-    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
         if not error.recorded:
             count_refused(error)
         body = server.redact.scrub(error.body())
         # a routed request's error has its id already (the one in its decision log line)
-        headers = {REQUEST_ID_HEADER: new_request_id(), **error.headers}
+        headers = {REQUEST_ID_HEADER: request_id_for(request.headers), **error.headers}
         return JSONResponse(body, status_code=error.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
         refused = ApiError(400, f"invalid request: {problems}")
         count_refused(refused)
         return JSONResponse(
-            refused.body(), status_code=400, headers={REQUEST_ID_HEADER: new_request_id()}
+            refused.body(),
+            status_code=400,
+            headers={REQUEST_ID_HEADER: request_id_for(request.headers)},
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -234,13 +237,13 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
             refused.body(),
             status_code=error.status_code,
             headers={
-                REQUEST_ID_HEADER: new_request_id(),
+                REQUEST_ID_HEADER: request_id_for(request.headers),
                 **(getattr(error, "headers", None) or {}),
             },
         )
 
-    def unexpected() -> JSONResponse:
-        request_id = new_request_id()
+    def unexpected(scope: Scope) -> JSONResponse:
+        request_id = request_id_for(Headers(scope=scope))
         logger.exception("unexpected error while serving request %s", request_id)
         internal = ApiError(
             500,
@@ -258,12 +261,12 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
 
 
 class InternalErrorMiddleware:
-    """Answers an unexpected exception with `answer()` (the OpenAI-shaped 500) and stops
+    """Answers an unexpected exception with `answer(scope)` (the OpenAI-shaped 500) and stops
     it there. Starlette's handler for Exception re-raises it after the answer, so uvicorn
     logged the traceback a second time and closed the client's keep-alive connection. An
     exception after the answer started (a stream) still goes up: it cannot be answered."""
 
-    def __init__(self, app: ASGIApp, answer: Callable[[], Response]) -> None:
+    def __init__(self, app: ASGIApp, answer: Callable[[Scope], Response]) -> None:
         self.app = app
         self.answer = answer
 
@@ -283,4 +286,4 @@ class InternalErrorMiddleware:
         except Exception:
             if started:
                 raise
-            await self.answer()(scope, receive, send)
+            await self.answer(scope)(scope, receive, send)

@@ -5,8 +5,10 @@ cost) and its bookkeeping once it ends (`finish`: metrics and the decision log l
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +26,25 @@ PROBABILITIES_HEADER = "x-fugu-probabilities"
 ATTEMPTS_HEADER = "x-fugu-attempts"
 REQUEST_ID_HEADER = "x-request-id"
 ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST_ID_HEADER)
+# A client's own X-Request-Id is taken only as given: an altered one (cut short, cleaned)
+# would no longer match what the client logged, the only thing it is for.
+USABLE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
 
 def new_request_id() -> str:
     """An answer's id (its body's `id`, its x-request-id header and its decision log line),
     or a refused request's (its x-request-id, and the log line of an internal error)."""
     return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def request_id_for(headers: Mapping[str, str]) -> str:
+    """The client's own X-Request-Id (sent by it or by the proxy in front) when it is
+    usable as given (visible ASCII, at most 200 characters), so that its logs join the
+    answer and the decision log; else a new one."""
+    sent = headers.get(REQUEST_ID_HEADER)
+    if sent is not None and USABLE_REQUEST_ID.fullmatch(sent):
+        return sent
+    return new_request_id()
 
 
 @dataclass
