@@ -4,7 +4,10 @@ the serve command refusing bad flags and setups before it listens."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import resource
+import signal
 import socket
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ from fugu_lite.cli import app as cli_app
 from fugu_lite.server.app import preflight, show_package_logs
 from fugu_lite.server.batching import MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
+from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.workers.config import load_pool_config
 
 pytestmark = pytest.mark.timeout(120)
@@ -276,3 +280,39 @@ def test_serve_prints_fugu_lites_own_notes_at_its_log_level(
     dispatch.info("hidden")
     dispatch.warning("shown")
     assert capsys.readouterr().err.splitlines() == ["WARNING:  shown"]
+
+
+def decision(request_id: str) -> DecisionLogEntry:
+    return DecisionLogEntry(
+        request_id=request_id, model="fugu-lite", prompt_hash="h" * 16, worker_ids=WORKERS,
+        probabilities=[1 / len(WORKERS)] * len(WORKERS), chosen=WORKERS[0], worker=WORKERS[0],
+        fallback=False, outcome="ok", status=200, attempts=[], stream=False, ranking=WORKERS,
+        routing_latency_s=0.001, latency_s=0.01,
+    )  # fmt: skip
+
+
+def test_the_decision_log_survives_a_full_disk_whole_and_losing_nothing(tmp_path: Path) -> None:
+    """A write that failed half-way (a full disk) left half a line in the decision log, and
+    the next decision was appended to it: one line that is no JSON (whatever reads the log
+    stops there), and the decisions of the failed write lost. A failed write now leaves the
+    file as it was; its decisions are kept and written with the next ones once the disk
+    takes them. A file grown past RLIMIT_FSIZE fails as a full disk does (EFBIG)."""
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    log.write(decision("before"), None)
+    log.flush()
+    size = path.stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))  # room for a part line
+        log.write(decision("while full"), None)
+        log.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    assert path.stat().st_size == size
+    log.write(decision("after"), None)
+    log.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["request_id"] for line in lines] == ["before", "while full", "after"]

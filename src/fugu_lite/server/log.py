@@ -8,6 +8,7 @@ tokens and cost. Message content is left out unless the server was started with 
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -17,10 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..io import append_jsonl
+from ..collect.journal import append_whole
 from ..schemas import ChatMessage, message_text, prompt_hash
 
 logger = logging.getLogger(__name__)
+# Decisions kept in memory while the log cannot be written (a full disk); past this many,
+# the oldest are dropped (and counted in the server's log) rather than memory filled.
+MAX_UNWRITTEN = 10_000
 
 
 class DecisionLogEntry(BaseModel):
@@ -70,6 +74,7 @@ class DecisionLog:
         self.log_content = log_content
         self._queue: queue.Queue[DecisionLogEntry | _FlushMarker | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._failing = False
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._thread = threading.Thread(target=self._run, name="fugu-decision-log", daemon=True)
@@ -101,22 +106,52 @@ class DecisionLog:
         done.wait(timeout_s)
 
     def _run(self) -> None:
-        assert self.path is not None
+        unwritten: list[dict[str, Any]] = []
         while True:
             entries = [self._queue.get()]
             while not self._queue.empty():
                 entries.append(self._queue.get_nowait())
-            rows = [entry.as_row() for entry in entries if isinstance(entry, DecisionLogEntry)]
-            if rows:
-                try:
-                    append_jsonl(self.path, rows)
-                except OSError:
-                    logger.exception("could not append to the decision log %s", self.path)
+            unwritten += [
+                entry.as_row() for entry in entries if isinstance(entry, DecisionLogEntry)
+            ]
+            if unwritten:
+                unwritten = self._append(unwritten)
             for entry in entries:
                 if isinstance(entry, _FlushMarker):
                     entry.done.set()
             if any(entry is None for entry in entries):
+                if unwritten:
+                    logger.error(
+                        "%d decisions were never written to the decision log %s (it could "
+                        "not be written until the server stopped)", len(unwritten), self.path,
+                    )  # fmt: skip
                 return
+
+    def _append(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append `rows` whole or not at all (a full disk left half a line, and the next
+        decision glued to it); returns those not written, to try again with the next ones."""
+        assert self.path is not None
+        lines = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+        try:
+            append_whole(self.path, lines.encode("utf-8"))
+        except OSError as error:
+            if not self._failing:
+                logger.error(
+                    "could not append to the decision log %s (%s); its decisions are kept "
+                    "in memory (up to %d) and written once it can be", self.path,
+                    error.strerror or error, MAX_UNWRITTEN,
+                )  # fmt: skip
+            self._failing = True
+            if len(rows) > MAX_UNWRITTEN:
+                logger.error(
+                    "dropped the %d oldest unwritten decisions of %s", len(rows) - MAX_UNWRITTEN,
+                    self.path,
+                )  # fmt: skip
+            return rows[-MAX_UNWRITTEN:]
+        if self._failing:
+            logger.warning("the decision log %s is written again", self.path)
+        self._failing = False
+        return []
 
 
 class _FlushMarker:
