@@ -509,3 +509,20 @@ def test_a_trailing_slash_on_a_route_is_served_as_without_it(
         assert response.status_code == 200, (path, response.status_code, response.text)
         assert response.json() == httpx.get(f"{url}{path.rstrip('/')}").json()
     assert httpx.get(f"{url}/metrics/").text.startswith("# HELP")
+
+
+def test_a_model_naming_a_worker_is_told_how_to_send_to_that_worker(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A client naming one of the router's workers as the model (the id it saw in
+    x-fugu-worker or /v1/models' `workers`) was told only that the model does not exist;
+    the 404 now says it is a worker, and how a request goes to it (`workers`)."""
+    with pytest.raises(openai.NotFoundError) as refused:
+        shared_server.client().chat.completions.create(model="coder", messages=user("hi"))
+    message = refused.value.body["message"]
+    assert "'coder' is one of the router's workers, not a model" in message
+    assert 'send model \'fugu-lite\' with "workers": ["coder"]' in message
+    looked_up = httpx.get(f"{shared_server.url}/v1/models/coder")
+    assert looked_up.status_code == 404
+    assert looked_up.json()["error"]["message"] == message
+    assert not any(stub.bodies for stub in stubs.workers.values())

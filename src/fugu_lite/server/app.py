@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import time
@@ -416,14 +417,22 @@ def model_card(server: FuguServer) -> dict[str, Any]:
 
 
 def check_model(server: FuguServer, model: str) -> None:
-    if model != server.settings.model_name:
-        raise ApiError(
-            404,
-            f"the model {model!r} does not exist on this server; it serves "
-            f"{server.settings.model_name!r} (see GET /v1/models)",
-            param="model",
-            code="model_not_found",
+    name = server.settings.model_name
+    if model == name:
+        return
+    if model in server.router.worker_ids:
+        # the id a client saw in x-fugu-worker or /v1/models' `workers`
+        message = (
+            f"{model!r} is one of the router's workers, not a model of this server, which "
+            f"serves {name!r}; to send a request to that worker, send model {name!r} with "
+            f'"workers": [{json.dumps(model)}] (extra_body in the openai SDK)'
         )
+    else:
+        message = (
+            f"the model {model!r} does not exist on this server; it serves {name!r} "
+            "(see GET /v1/models)"
+        )
+    raise ApiError(404, message, param="model", code="model_not_found")
 
 
 # --- running ---------------------------------------------------------------------------------
