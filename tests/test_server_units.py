@@ -132,6 +132,29 @@ def test_circuit_breaker_states() -> None:
     assert breaker.state("b") == "closed"
 
 
+def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:
+    """Concurrent requests to a failing worker all fail, one after another: each failure
+    after the one that opened its circuit opened it again, so 16 requests in flight made
+    /health's times_opened 14 for one outage, and each late failure (a call timing out
+    long after the others) started the cool-down over. An open circuit stays as opened
+    until its cool-down ends; a failure then (of the probe) opens it again."""
+    now = [0.0]
+    breaker = CircuitBreaker(["a"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    assert all(breaker.acquire("a") for _ in range(5))  # five calls in flight, closed
+    breaker.record_failure("a")
+    breaker.record_failure("a")
+    assert breaker.state("a") == "open"
+    now[0] = 6.0
+    for _ in range(3):  # the other three calls fail late
+        breaker.record_failure("a")
+    assert breaker.snapshot()["a"]["times_opened"] == 1
+    assert breaker.retry_after_s(["a"]) == 4.0
+    now[0] = 10.0
+    assert breaker.acquire("a")  # the probe, on time
+    breaker.record_failure("a")
+    assert breaker.state("a") == "open" and breaker.snapshot()["a"]["times_opened"] == 2
+
+
 runner = CliRunner()
 
 

@@ -68,10 +68,15 @@ class CircuitBreaker:
         circuit.probe_in_flight = False
 
     def record_failure(self, worker: str) -> None:
+        """A failed call. One that started before the circuit opened (concurrent calls
+        failing one after another) leaves an open circuit as it is: it neither counts as
+        opening it again nor starts its cool-down over."""
         circuit = self.circuits[worker]
         circuit.consecutive_failures += 1
-        half_open = self.state(worker) == "half_open"
-        if half_open or circuit.consecutive_failures >= self.failure_threshold:
+        state = self.state(worker)
+        if state == "open":
+            return
+        if state == "half_open" or circuit.consecutive_failures >= self.failure_threshold:
             circuit.state = "open"
             circuit.opened_at = self.clock()
             circuit.times_opened += 1
