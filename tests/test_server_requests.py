@@ -167,6 +167,15 @@ BAD_INPUTS = [
      "content[0] is a refusal part whose 'refusal' is not a string"),
     ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
         {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
+    # OpenAI refuses other part types; a worker got it, and one that reads only the parts it
+    # knows dropped it (its text lost)
+    ("an unknown content part type", {**VALID, "messages": [{"role": "user", "content": [
+        {"type": "txt", "text": "hi"}]}]}, 400, 'messages[0].content[0] is a part of type "txt", '
+     "which OpenAI's chat API does not take; use one of text, image_url, input_audio, file, "
+     "refusal"),
+    ("the Responses API's text part", {**VALID, "messages": [{"role": "user", "content": [
+        {"type": "input_text", "text": "hi"}]}]}, 400,
+     'type "input_text" (the Responses API\'s name; here it is "text")'),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
      b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
     # Python's json read them, the pool could not send them on: a 502 counted against every

@@ -26,6 +26,7 @@ from .request_checks import (
     TOOL_CHOICE_MODES,
     check_function,
     check_function_call,
+    check_part_types,
     check_tool_calls,
     compact,
     named_function,
@@ -157,6 +158,7 @@ class ChatCompletionRequest(BaseModel):
                     f"messages[{index}].content is an empty list, which OpenAI's API refuses "
                     "too; give at least one content part, or the text as a string"
                 )
+            check_part_types(index, message.content)
             if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
                 raise ValueError(
                     f"messages[{index}] is a tool message without a string tool_call_id; "

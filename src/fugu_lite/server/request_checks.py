@@ -13,6 +13,26 @@ TOOL_CHOICE_MODES = ("none", "auto", "required")
 # Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
 # hold only tool_calls, and a deprecated function result may be null).
 CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
+# The content parts of OpenAI's chat API (refusal: an assistant's); it refuses any other.
+CONTENT_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
+# The Responses API's names for them, which clients copy into chat requests.
+RESPONSES_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+
+
+def check_part_types(index: int, content: Any) -> None:
+    """Each content part of messages[index] is one of OpenAI's chat API: another type
+    went on to the worker, which refused it (OpenAI) or dropped it without a word (a
+    server that reads only the parts it knows), its text lost."""
+    for number, part in enumerate(content if isinstance(content, list) else []):
+        kind = part["type"]  # a string: ChatMessage checks it
+        if kind in CONTENT_PART_TYPES:
+            continue
+        known = RESPONSES_PART_TYPES.get(kind)
+        hint = f' (the Responses API\'s name; here it is "{known}")' if known else ""
+        raise ValueError(
+            f"messages[{index}].content[{number}] is a part of type {compact(kind)}{hint}, "
+            f"which OpenAI's chat API does not take; use one of {', '.join(CONTENT_PART_TYPES)}"
+        )
 
 
 def named_function(choice: str | dict[str, Any]) -> str | None:
