@@ -609,3 +609,30 @@ def test_a_disconnecting_client_cancels_its_upstream_call(
     response = running.post({"model": MODEL, "messages": user(MATH)})
     assert response.status_code == 200 and response.headers["x-fugu-worker"] == worker
     assert time.monotonic() - started < 2.0, "the abandoned call still held the worker's slot"
+
+
+def test_a_client_leaving_while_its_request_is_routed_is_counted(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A client that left while its request waited for routing (held for the batch window
+    while another request was served) was answered 499 and counted nowhere: the metrics'
+    requests by status missed it, while a client leaving at any other point is counted
+    as a 499 client_disconnected."""
+    running = serve(pool_for(stubs), batch_window_ms=3000)
+    worker = ranking_for(family, CODE).ranking[0]
+    stubs.workers[worker].reply = " ".join(f"word{i}" for i in range(100))
+    stubs.workers[worker].stream_chunk_delay_s = 0.05  # ~5 s: in flight while the other waits
+    body = {"model": MODEL, "messages": user(CODE), "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/chat/completions", json=body) as streaming:
+        lines = streaming.iter_lines()  # kept: a generator let go closes the stream
+        assert next(lines).startswith("data: {") and running.state.in_flight == 1
+        before = running.metrics()
+        with pytest.raises(httpx.ReadTimeout):
+            running.post({"model": MODEL, "messages": user(MATH)}, timeout=0.5)
+
+        def counted(name: str, **labels: str) -> float:
+            text = running.metrics()
+            return metric_value(text, name, **labels) - metric_value(before, name, **labels)
+
+        assert wait_until(lambda: counted("fugu_requests_total", status="499") == 1, 3)
+        assert counted("fugu_errors_total", code="client_disconnected") == 1

@@ -13,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
 from .dispatch import AllWorkersFailedError, WorkerRejectedError
 from .errors import failure
@@ -52,7 +53,13 @@ async def answer(
             request, server.route(RouteRequest(chat.messages, allowed, chat.cost_weight))
         )
     except ClientDisconnectedError:
-        return Response(status_code=CLIENT_CLOSED_STATUS)
+        # Not routed, so no decision log line; counted as the client's leaving (it was
+        # counted nowhere), as one leaving while its body is read.
+        raise ApiError(
+            CLIENT_CLOSED_STATUS,
+            "the client closed the connection while its request waited for routing",
+            code="client_disconnected",
+        ) from None
     routing_s = time.perf_counter() - started
     server.metrics.routing_latency.observe(routing_s)
     server.metrics.worker_choices.labels(route.ranking[0]).inc()
