@@ -115,6 +115,25 @@ def test_streaming_relabels_chunks_and_honours_include_usage(
     assert tokens == 10
 
 
+def test_the_clients_other_stream_options_reach_the_worker(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """fugu-lite asks every stream for usage, and in doing so replaced the client's whole
+    stream_options: `include_obfuscation: false` (OpenAI's switch for the padding field on
+    each chunk) never reached the worker. They now go on, with include_usage on."""
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    chunks = list(
+        running.client().chat.completions.create(
+            model=MODEL, messages=user(CODE), stream=True,
+            stream_options={"include_obfuscation": False},  # type: ignore[typeddict-unknown-key]
+        )
+    )  # fmt: skip
+    assert all(chunk.usage is None for chunk in chunks)  # the client did not ask for it
+    sent = stubs.workers[worker].bodies[-1]["stream_options"]
+    assert sent == {"include_obfuscation": False, "include_usage": True}
+
+
 def test_a_worker_refusing_stream_options_is_streamed_to_without_them(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -96,7 +96,9 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
 async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
     params = routed.chat.worker_params()
     # Ask for usage always (for metrics and cost); the client gets it only if it asked.
-    params["stream_options"] = {"include_usage": True}
+    # The client's other stream_options (include_obfuscation, ...) go on as sent.
+    options = routed.chat.stream_options
+    params["stream_options"] = {**(options.model_dump() if options else {}), "include_usage": True}
     try:
         opened = await until_disconnected(
             request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
