@@ -908,7 +908,9 @@ def test_a_prompt_over_the_context_while_a_no_larger_worker_is_down_is_still_a_4
     breaker = live.state.breaker
     try:
         for stream in (False, True):
-            for _ in range(breaker.failure_threshold):  # (re)opened: the cool-down is short
+            # opened anew (an open circuit keeps its cool-down's start): the cool-down is short
+            breaker.record_success("smol-b")
+            for _ in range(breaker.failure_threshold):
                 breaker.record_failure("smol-b")
             with pytest.raises(openai.BadRequestError) as error:
                 client.chat.completions.create(model=MODEL, messages=too_long, stream=stream)
