@@ -33,12 +33,49 @@ from server_support import (
 )
 
 from fugu_lite.router_family import RouterFamily
+from fugu_lite.server.auth import Redactor
+from fugu_lite.server.breaker import CircuitBreaker
+from fugu_lite.server.dispatch import Dispatcher
+from fugu_lite.server.metrics import Metrics
 from fugu_lite.server.thread import ServerThread
+from fugu_lite.workers.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(120)
 
 
 # --- fallback and the circuit breaker -----------------------------------------------------------
+
+
+def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
+    stubs: Stubs,
+) -> None:
+    """A half-open circuit lets one probe through. A call that started while the circuit
+    was closed and ended without a verdict (its client left) freed the probe as if it were
+    it, so a second request probed the worker meanwhile, and a third: each one a request
+    sent to a worker that may still be down. Only the probe's own end frees it now."""
+    worker = "coder"
+    stubs.workers[worker].latency_s = 1.0
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.3)
+
+    async def scenario() -> None:
+        async with WorkerPool(pool_for(stubs)) as pool:
+            dispatcher = Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
+            ask = dispatcher.complete([worker], user(CODE), {})
+            early = asyncio.ensure_future(ask)  # acquired while closed
+            await asyncio.sleep(0.1)
+            breaker.record_failure(worker)  # another call failed: open
+            await asyncio.sleep(0.35)
+            probe = asyncio.ensure_future(dispatcher.complete([worker], user(CODE), {}))
+            await asyncio.sleep(0.1)
+            assert breaker.state(worker) == "half_open"
+            early.cancel()  # its client left
+            with pytest.raises(asyncio.CancelledError):
+                await early
+            assert not breaker.acquire(worker), "a second probe while the first is out"
+            result, _ = await probe
+            assert result.error is None and breaker.state(worker) == "closed"
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401"])

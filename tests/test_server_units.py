@@ -124,7 +124,7 @@ def test_circuit_breaker_states() -> None:
     assert breaker.state("a") == "open"
     now[0] = 20.0
     assert breaker.acquire("a")
-    breaker.release("a")  # the probe's client left: someone else may probe
+    breaker.release("a", "probe")  # the probe's client left: someone else may probe
     assert breaker.acquire("a")
     breaker.record_success("a")
     assert breaker.state("a") == "closed" and breaker.acquire("a")

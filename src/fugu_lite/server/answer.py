@@ -110,7 +110,7 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         raise failure(server, routed, error) from None
 
     def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
-        server.dispatcher.stream_ended(opened.worker, outcome)
+        server.dispatcher.stream_ended(opened.worker, outcome, opened.permit)
         cost = stream_cost(server, opened.worker, usage)
         finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
         server.leave()

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 State = Literal["closed", "open", "half_open"]
+# What acquire() grants: a call, or the one probe of a half-open circuit.
+Permit = Literal["call", "probe"]
 
 
 @dataclass
@@ -48,18 +50,19 @@ class CircuitBreaker:
             circuit.probe_in_flight = False
         return circuit.state
 
-    def acquire(self, worker: str) -> bool:
-        """May a request go to this worker now? In half-open state only one probe may."""
+    def acquire(self, worker: str) -> Permit | None:
+        """May a request go to this worker now (None: no)? In half-open state only one
+        may, the probe; its caller says so when it ends without a verdict (release)."""
         state = self.state(worker)
         if state == "closed":
-            return True
+            return "call"
         if state == "open":
-            return False
+            return None
         circuit = self.circuits[worker]
         if circuit.probe_in_flight:
-            return False
+            return None
         circuit.probe_in_flight = True
-        return True
+        return "probe"
 
     def record_success(self, worker: str) -> None:
         circuit = self.circuits[worker]
@@ -82,11 +85,12 @@ class CircuitBreaker:
             circuit.times_opened += 1
         circuit.probe_in_flight = False
 
-    def rate_limited(self, worker: str, until: float | None) -> None:
-        """A 429 from the worker's provider: no verdict on the worker (its probe is freed);
-        it is skipped until `until` (a clock() time: its Retry-After), when that is known."""
+    def rate_limited(self, worker: str, until: float | None, permit: Permit) -> None:
+        """A 429 from the worker's provider: no verdict on the worker (the probe, if it was
+        the call's, is freed); it is skipped until `until` (a clock() time: its
+        Retry-After), when that is known."""
         circuit = self.circuits[worker]
-        circuit.probe_in_flight = False
+        self.release(worker, permit)
         if until is not None:
             circuit.limited_until = max(circuit.limited_until, until)
 
@@ -94,9 +98,12 @@ class CircuitBreaker:
         """Seconds left of the worker's rate limit; 0 when it has none."""
         return max(0.0, self.circuits[worker].limited_until - self.clock())
 
-    def release(self, worker: str) -> None:
-        """The call ended without a verdict (e.g. the client went away): free the probe."""
-        self.circuits[worker].probe_in_flight = False
+    def release(self, worker: str, permit: Permit) -> None:
+        """The call ended without a verdict (e.g. the client went away): free the probe if
+        it was the call's. A call let through while the circuit was closed leaves it: it
+        freed a half-open circuit's probe while that was out, and a second probe went."""
+        if permit == "probe":
+            self.circuits[worker].probe_in_flight = False
 
     def retry_after_s(self, workers: Iterable[str]) -> float:
         """Seconds until the first of these open circuits turns half-open."""

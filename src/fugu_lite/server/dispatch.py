@@ -22,7 +22,7 @@ from ..workers.pool import WorkerPool
 from ..workers.results import CallResult
 from ..workers.retries import RETRYABLE_KINDS
 from .auth import Redactor
-from .breaker import CircuitBreaker
+from .breaker import CircuitBreaker, Permit
 from .metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ class Attempt:
     """time.monotonic() at which the worker's Retry-After (on its last error) ends."""
     code: str | None = None
     """The `code` of the worker's error body (insufficient_quota, ...)."""
+    permit: Permit = "call"
+    """What the worker's circuit let the call through as (the half-open probe, or not)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ class OpenedStream:
     chunks: AsyncIterator[dict[str, Any]]
     attempts: list[Attempt] = field(default_factory=list)
     opened_s: float = 0.0
+    permit: Permit = "call"
 
 
 class Dispatcher:
@@ -141,7 +144,8 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
-            if not self._may_call(worker, attempts):
+            permit = self._may_call(worker, attempts)
+            if permit is None:
                 continue
             wait = SlotWait(self.deadline_s(worker))
             try:
@@ -152,7 +156,7 @@ class Dispatcher:
             except TimeoutError:
                 result = self._timed_out(worker, wait.had_slot)
             except asyncio.CancelledError:
-                self.breaker.release(worker)
+                self.breaker.release(worker, permit)
                 raise
             outcome = (
                 "ok"
@@ -167,6 +171,7 @@ class Dispatcher:
                 result.attempts,
                 retry_at(result.retry_after_s),
                 result.error_code,
+                permit,
             )
             attempts.append(attempt)
             self._record(attempt, last=last)
@@ -184,7 +189,8 @@ class Dispatcher:
         attempts: list[Attempt] = []
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
-            if not self._may_call(worker, attempts):
+            permit = self._may_call(worker, attempts)
+            if permit is None:
                 continue
             started = time.perf_counter()
             wait = SlotWait(self.deadline_s(worker))
@@ -206,6 +212,7 @@ class Dispatcher:
                     1,
                     retry_at(failed.retry_after_s if failed else None),
                     failed.code if failed else None,
+                    permit,
                 )
                 attempts.append(attempt)
                 self._record(attempt, last=last)
@@ -213,28 +220,30 @@ class Dispatcher:
                     raise WorkerRejectedError(attempts) from None
                 continue
             except BaseException:
-                self.breaker.release(worker)
+                self.breaker.release(worker, permit)
                 await close_quietly(chunks)
                 raise
             opened_s = time.perf_counter() - started
-            attempt = Attempt(worker, "ok", None, opened_s, 1)
+            attempt = Attempt(worker, "ok", None, opened_s, 1, permit=permit)
             attempts.append(attempt)
             # The breaker's verdict waits for the stream's end (stream_ended): a worker that
             # always fails after its first chunk must still open its circuit.
             self._record(attempt, judged=False)
-            return OpenedStream(worker, first, chunks, attempts, opened_s)
+            return OpenedStream(worker, first, chunks, attempts, opened_s, permit)
         raise AllWorkersFailedError(attempts)
 
-    def _may_call(self, worker: str, attempts: list[Attempt]) -> bool:
-        """Whether the worker is called now: not while its provider's rate limit lasts, its
-        circuit is open or its local process has exited (each noted in `attempts`). A True
-        holds the worker's circuit probe, when it is half-open, for this call."""
+    def _may_call(self, worker: str, attempts: list[Attempt]) -> Permit | None:
+        """Whether the worker is called now (None: no): not while its provider's rate limit
+        lasts, its circuit is open or its local process has exited (each noted in
+        `attempts`). "probe" holds the worker's circuit probe, when it is half-open, for
+        this call."""
         if self._still_rate_limited(worker, attempts):
-            return False
-        if not self.breaker.acquire(worker):
+            return None
+        permit = self.breaker.acquire(worker)
+        if permit is None:
             attempts.append(Attempt(worker, "circuit_open"))
-            return False
-        return not self._process_exited(worker, attempts)
+            return None
+        return None if self._process_exited(worker, attempts) else permit
 
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
@@ -256,26 +265,27 @@ class Dispatcher:
         self._record(attempt)
         return True
 
-    def stream_ended(self, worker: str, outcome: str) -> None:
+    def stream_ended(self, worker: str, outcome: str, permit: Permit) -> None:
         """The breaker's verdict on a relayed stream: "ok" is a success, "stream_error" a
-        failure; anything else (the client left) frees the worker's probe without one."""
+        failure; anything else (the client left) frees the worker's probe, if the stream
+        held it, without one."""
         if outcome == "ok":
             self.breaker.record_success(worker)
         elif outcome == "stream_error":
             self.breaker.record_failure(worker)
         else:
-            self.breaker.release(worker)
+            self.breaker.release(worker, permit)
         self._show_circuit(worker)
 
     def _record(self, attempt: Attempt, judged: bool = True, last: bool = False) -> None:
         """Breaker (when `judged`), metrics and log for one call (`last`: no worker follows
         it in the ranking). A client error says the worker is up."""
         if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
-            self.breaker.rate_limited(attempt.worker, attempt.retry_at)
+            self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
             self.breaker.record_failure(attempt.worker)
         elif judged and attempt.outcome == BUSY:
-            self.breaker.release(attempt.worker)
+            self.breaker.release(attempt.worker, attempt.permit)
         elif judged:
             self.breaker.record_success(attempt.worker)
         self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
