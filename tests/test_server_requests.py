@@ -535,3 +535,18 @@ def test_a_model_naming_a_worker_is_told_how_to_send_to_that_worker(
     assert looked_up.status_code == 404
     assert looked_up.json()["error"]["message"] == message
     assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_every_endpoint_answers_with_a_request_id(shared_server: Running) -> None:
+    """OpenAI answers every request with its x-request-id (the openai SDK's `_request_id`,
+    as on `client.models.list()`); /v1/models, /health and /metrics sent none, so neither
+    a client's own X-Request-Id came back there nor one to report."""
+    for path in ("/v1/models", f"/v1/models/{MODEL}", "/health", "/metrics"):
+        fresh = httpx.get(f"{shared_server.url}{path}").headers.get("x-request-id")
+        assert fresh is not None and fresh.startswith("chatcmpl-"), path
+        mine = httpx.get(f"{shared_server.url}{path}", headers={"x-request-id": "trace-1"})
+        assert mine.headers.get_list("x-request-id") == ["trace-1"], path
+    listed = shared_server.client().models.with_raw_response.list()
+    assert listed.headers["x-request-id"].startswith("chatcmpl-")
+    answered = shared_server.post(VALID, headers={"x-request-id": "trace-2"})
+    assert answered.headers.get_list("x-request-id") == ["trace-2"]

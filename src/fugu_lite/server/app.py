@@ -29,7 +29,8 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..router_family import RouterFamily, load_family_or_single
 from ..workers.api_keys import read_key
@@ -55,7 +56,7 @@ from .errors import install_error_handlers
 from .log import DecisionLog
 from .metrics import Metrics
 from .request_parsing import parse_request
-from .responses import ROUTING_HEADERS
+from .responses import REQUEST_ID_HEADER, ROUTING_HEADERS, request_id_for
 from .routing import RouteRequest, RouteResult, RouterService
 
 logger = logging.getLogger(__name__)
@@ -317,6 +318,7 @@ def create_app(
     app.state.fugu = server
     install_error_handlers(app, server)
     app.add_middleware(WithoutTrailingSlash)
+    app.add_middleware(WithRequestId)
     if settings.cors_origins:
         # Added last, so outermost: its headers reach errors too.
         app.add_middleware(
@@ -401,6 +403,29 @@ class WithoutTrailingSlash:
             scope = {**scope, "path": path.rstrip("/") or "/"}
             scope.pop("raw_path", None)
         await self.app(scope, receive, send)
+
+
+class WithRequestId:
+    """Gives an answer that has no x-request-id one (the client's own, when usable, as a
+    chat answer has): OpenAI answers every request with it, and /v1/models, /health and
+    /metrics sent none."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if REQUEST_ID_HEADER not in headers:
+                    headers[REQUEST_ID_HEADER] = request_id_for(Headers(scope=scope))
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
 
 
 def model_card(server: FuguServer) -> dict[str, Any]:
