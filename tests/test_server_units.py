@@ -339,3 +339,23 @@ def test_the_decision_log_survives_a_full_disk_whole_and_losing_nothing(tmp_path
     log.close()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["request_id"] for line in lines] == ["before", "while full", "after"]
+
+
+def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_path: Path) -> None:
+    """logrotate moving the file away, or its folder deleted, while the server runs: the
+    next decisions go to a new file at the same path."""
+    path = tmp_path / "logs" / "decisions.jsonl"
+    log = DecisionLog(path)
+    log.write(decision("first"), None)
+    log.flush()
+    path.rename(tmp_path / "rotated.jsonl")
+    log.write(decision("after the rotation"), None)
+    log.flush()
+    assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == [
+        "after the rotation"
+    ]
+    path.unlink()
+    path.parent.rmdir()
+    log.write(decision("after the folder went"), None)
+    log.close()
+    assert json.loads(path.read_text())["request_id"] == "after the folder went"

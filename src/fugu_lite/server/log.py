@@ -133,6 +133,7 @@ class DecisionLog:
         assert self.path is not None
         lines = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # its folder deleted meanwhile
             append_whole(self.path, lines.encode("utf-8"))
         except OSError as error:
             if not self._failing:
