@@ -93,6 +93,7 @@ class Stubs:
             stub.stream_chunk_delay_s = 0.0
             stub.finish_reason = "stop"
             stub.context_tokens = 100
+            stub.usage = None
             stub.reply = f"answer from {worker}"
 
 

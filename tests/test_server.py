@@ -134,6 +134,33 @@ def test_the_clients_other_stream_options_reach_the_worker(
     assert sent == {"include_obfuscation": False, "include_usage": True}
 
 
+def test_a_workers_negative_or_unreadable_usage_is_answered_and_not_counted(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Token counts a worker gave negative or as no number broke serve's metrics (Prometheus
+    refuses a negative count) after the worker had answered: a 500, or a stream cut at its
+    end; its answer now goes out and its tokens and cost count as unknown."""
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    client = running.client()
+    for usage in ({"prompt_tokens": -4, "completion_tokens": 3}, {"prompt_tokens": "n/a"}):
+        stubs.workers[worker].usage = usage
+        completion = client.chat.completions.create(model=MODEL, messages=user(CODE))
+        assert completion.choices[0].message.content == f"answer from {worker}"
+        with_usage = {"include_usage": True}
+        chunks = list(
+            client.chat.completions.create(
+                model=MODEL, messages=user(CODE), stream=True, stream_options=with_usage
+            )
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == f"answer from {worker}"
+    metrics = running.metrics()
+    assert metric_value(metrics, "fugu_tokens_total", worker=worker, kind="prompt") == 0
+    assert metric_value(metrics, "fugu_requests_total", status="200", stream="true") == 2
+    assert metric_value(metrics, "fugu_requests_total", status="200", stream="false") == 2
+
+
 def test_a_worker_refusing_stream_options_is_streamed_to_without_them(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

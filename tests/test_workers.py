@@ -635,3 +635,36 @@ def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start
     check_local_params(
         PoolConfig.model_validate({"workers": [{**worker, "params": params}]}).workers[0]
     )
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": -4, "completion_tokens": 8},  # a negative count
+        {"prompt_tokens": 7, "completion_tokens": "n/a"},  # no number
+        {"prompt_tokens": 7},  # no completion tokens
+        {"prompt_tokens": 7, "completion_tokens": None},
+        {"prompt_tokens": 7.5, "completion_tokens": 8},  # not a whole number
+    ],
+)
+def test_an_answer_with_unreadable_usage_is_kept_with_its_cost_unknown(
+    stub: StubWorker, usage: dict[str, Any]
+) -> None:
+    """A worker's token counts that are negative, missing or no whole numbers were read as a
+    negative cost or 0 tokens, or failed the answer it gave (retried, paid again)."""
+    stub.usage = usage
+    config = pool_config(stub.base_url, input_price_per_mtok=1.0, output_price_per_mtok=2.0)
+    result = asyncio.run(one_call(config))
+    assert result.ok, result.error
+    assert result.output == "stub answer to: what is two plus two"
+    assert result.usage is None and result.cost is None
+    assert len(stub.bodies) == 1
+
+
+def test_usage_given_as_whole_numbers_in_another_form_is_read(stub: StubWorker) -> None:
+    stub.usage = {"prompt_tokens": 7.0, "completion_tokens": "8", "total_tokens": 15}
+    config = pool_config(stub.base_url, input_price_per_mtok=1.0, output_price_per_mtok=2.0)
+    result = asyncio.run(one_call(config))
+    assert result.usage is not None
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (7, 8)
+    assert result.cost == pytest.approx((7 * 1.0 + 8 * 2.0) / 1e6)

@@ -14,6 +14,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from ..workers.results import read_usage
+
 # The `*_created` series double the output and say nothing a scraper needs.
 disable_created_metrics()
 
@@ -81,9 +83,10 @@ class Metrics:
             self.worker_choices.labels(worker)
 
     def record_usage(self, worker: str, usage: dict | None, cost: float | None) -> None:
-        if usage:
-            self.tokens.labels(worker, "prompt").inc(int(usage.get("prompt_tokens") or 0))
-            self.tokens.labels(worker, "completion").inc(int(usage.get("completion_tokens") or 0))
+        counts = read_usage(usage)  # a worker's negative count would be refused by the Counter
+        if counts is not None:
+            self.tokens.labels(worker, "prompt").inc(counts.prompt_tokens)
+            self.tokens.labels(worker, "completion").inc(counts.completion_tokens)
         if cost:
             self.cost.labels(worker).inc(cost)
 

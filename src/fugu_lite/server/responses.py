@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..workers.results import Usage
+from ..workers.results import read_usage
 from .chat_request import ChatCompletionRequest
 from .dispatch import Attempt
 from .log import DecisionLogEntry, conversation_hash
@@ -103,15 +103,8 @@ def completion_body(output: str, usage: dict[str, Any] | None) -> dict[str, Any]
 
 
 def stream_cost(server: FuguServer, worker: str, usage: dict[str, Any] | None) -> float | None:
-    if usage is None:
-        return None
-    return server.pool.cost(
-        worker,
-        Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
-    )
+    counts = read_usage(usage)
+    return None if counts is None else server.pool.cost(worker, counts)
 
 
 def finish(

@@ -133,6 +133,8 @@ class StubWorker:
         self.stream_chunk_delay_s = stream_chunk_delay_s
         self.finish_reason = "stop"  # "length": replies as if cut at the token limit
         self.context_tokens = 100  # the limit a "context" refusal names
+        # The `usage` every answer reports instead of its own counts (a careless server's).
+        self.usage: dict[str, Any] | None = None
         self.failures: deque[str] = deque()
         self.bodies: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
@@ -272,6 +274,8 @@ class StubWorker:
             "completion_tokens": count_tokens(text),
             "total_tokens": prompt_tokens + count_tokens(text),
         }
+        if self.usage is not None:
+            usage = self.usage
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             include_usage = include_usage and mode != "no_usage"

@@ -1,7 +1,7 @@
 """What a worker call gives back: its CallResult, the tokens it used (Usage) and their cost
-(usage_cost), the worker's answer read as JSON (answer_json) and its completion read from it
-(parse_completion), and a worker's answer with the numbers JSON cannot hold replaced
-(json_safe)."""
+(usage_cost), the worker's answer read as JSON (answer_json) and its completion and token
+counts read from it (parse_completion, read_usage), and a worker's answer with the numbers
+JSON cannot hold replaced (json_safe)."""
 
 from __future__ import annotations
 
@@ -107,14 +107,34 @@ def parse_completion(raw: Any) -> tuple[str, Usage | None]:
         content = ""
     elif isinstance(content, list):
         content = text_of_parts(content)
-    usage_raw = raw.get("usage")
-    usage = None
-    if isinstance(usage_raw, dict) and "prompt_tokens" in usage_raw:
-        usage = Usage(
-            prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
-            completion_tokens=int(usage_raw.get("completion_tokens") or 0),
-        )
-    return str(content), usage
+    return str(content), read_usage(raw.get("usage"))
+
+
+def read_usage(usage: Any) -> Usage | None:
+    """A worker's `usage` as token counts; None (cost unknown) unless it has both prompt and
+    completion tokens as whole numbers of 0 or more: a negative count made a negative cost
+    (and broke serve's metrics), a missing one a cost too low, and one that was no number
+    failed the answer the worker gave."""
+    if not isinstance(usage, dict):
+        return None
+    prompt = token_count(usage.get("prompt_tokens"))
+    completion = token_count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def token_count(value: Any) -> int | None:
+    """A token count given as an int, a whole float (7.0) or digits ("7"); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, int) and value >= 0:
+        return value
+    return None
 
 
 def text_of_parts(parts: list[Any]) -> str:
