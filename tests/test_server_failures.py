@@ -354,7 +354,7 @@ def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     """A request that waited its whole deadline for a slot of a busy worker was a 502
     `all_workers_failed` (a gateway error, with no hint of when to come back); nothing
     failed, so it is a 503 with Retry-After, which the openai SDK waits for and retries."""
-    monkeypatch.setattr("fugu_lite.server.dispatch.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
     one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
     running = serve(pool_for(stubs, overrides={"coder": one_slot}))
     stubs.workers["coder"].latency_s = 0.7

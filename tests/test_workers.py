@@ -20,6 +20,7 @@ from fugu_lite.workers.errors import WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.results import CallResult
+from fugu_lite.workers.retries import call_budget_s
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"
@@ -668,3 +669,45 @@ def test_usage_given_as_whole_numbers_in_another_form_is_read(stub: StubWorker) 
     assert result.usage is not None
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (7, 8)
     assert result.cost == pytest.approx((7 * 1.0 + 8 * 2.0) / 1e6)
+
+
+def test_a_retry_after_beyond_the_calls_budget_fails_at_once_with_the_wait(
+    stub: StubWorker,
+) -> None:
+    """A call's retries and waits take at most timeout_s x (max_retries + 1) + 5 s: serve cuts
+    a call there. A Retry-After beyond it (within the 60 s the pool would wait) was slept
+    through until serve's deadline fired and called the worker timed out, its wait lost; the
+    call now fails at once as rate limited, with the wait."""
+    stub.retry_after_s = 10.0
+    config = pool_config(stub.base_url, timeout_s=1.0, max_retries=2, retry_backoff_s=0.0)
+    assert call_budget_s(config.workers[0]) < 10.0
+    stub.fail_next("429")
+    start = time.perf_counter()
+    result = asyncio.run(one_call(config))
+    assert time.perf_counter() - start < 3.0
+    assert result.error_kind == "rate_limit" and result.attempts == 1
+    assert result.retry_after_s == 10.0
+
+    stub.fail_next("429")
+    start = time.perf_counter()
+    with pytest.raises(WorkerCallError) as raised:
+        collect_stream(config)
+    assert time.perf_counter() - start < 3.0
+    assert raised.value.kind == "rate_limit" and raised.value.retry_after_s == 10.0
+
+
+def test_the_last_attempt_ends_at_the_calls_budget(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt after a wait had its whole timeout_s, past the call's budget (where serve
+    had cut it, taking the worker for timed out without knowing how many attempts it had)."""
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # budget 2 s
+    stub.retry_after_s = 1.5
+    stub.mode = "hang"
+    stub.fail_next("429")
+    config = pool_config(stub.base_url, timeout_s=1.0, max_retries=1, retry_backoff_s=0.0)
+    start = time.perf_counter()
+    result = asyncio.run(one_call(config))
+    elapsed = time.perf_counter() - start
+    assert result.error_kind == "timeout" and result.attempts == 2
+    assert 1.9 <= elapsed < 2.3

@@ -20,7 +20,7 @@ from ..workers.errors import (
 )
 from ..workers.pool import WorkerPool
 from ..workers.results import CallResult
-from ..workers.retries import RETRYABLE_KINDS
+from ..workers.retries import RETRYABLE_KINDS, call_budget_s
 from .auth import Redactor
 from .breaker import CircuitBreaker, Permit
 from .metrics import Metrics
@@ -40,8 +40,6 @@ NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that 
 # broken: its circuit is not charged, but for a 429 insufficient_quota (no credit left).
 RATE_LIMITED = "rate_limit"
 RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
-# Retries back off between attempts; the safety-net deadline leaves room for that.
-BACKOFF_MARGIN_S = 5.0
 
 
 @dataclass
@@ -134,8 +132,7 @@ class Dispatcher:
     def deadline_s(self, worker: str) -> float:
         """Upper bound on one call with all its retries: nothing waits forever, even if a
         worker's slot is held or the pool's own timeout does not fire."""
-        config = self.pool.worker(worker)
-        return config.timeout_s * (config.max_retries + 1) + BACKOFF_MARGIN_S
+        return call_budget_s(self.pool.worker(worker))
 
     async def complete(
         self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]

@@ -7,7 +7,8 @@ stops them on the way out), then `await pool.chat(worker_id, messages)` returns 
 
 Every call goes through the official `openai` SDK, with the SDK's own retries off: the
 pool retries 429, 5xx, 408, connection errors and timeouts itself, with exponential
-backoff and jitter (honouring Retry-After), and never retries other 4xx. Each worker has
+backoff and jitter (honouring Retry-After), within the call's budget (call_budget_s), and
+never retries other 4xx. Each worker has
 its own concurrency limit. API keys are read from the environment variable the worker
 names; they are scrubbed from every error message.
 
@@ -67,7 +68,14 @@ from .results import (
     usage_cost,
     web_page_hint,
 )
-from .retries import RETRYABLE_KINDS, backoff, tried_again
+from .retries import (
+    RETRYABLE_KINDS,
+    attempt_timeout_s,
+    backoff,
+    call_budget_s,
+    ends_before,
+    tried_again,
+)
 
 __all__ = ["Judge", "WorkerPool", "judge_from_pool"]
 logger = logging.getLogger(__name__)
@@ -246,14 +254,18 @@ class WorkerPool:
         if not task.cancelled() and task.exception() is not None:
             logger.error("local worker %s did not start again: %s", worker_id, task.exception())
 
-    async def _ready_client(self, worker_id: str) -> AsyncOpenAI:
+    async def _ready_client(self, worker_id: str, deadline: float) -> tuple[AsyncOpenAI, float]:
         """The worker's client, once a restart of its server (stop_abandoned_answer) is
-        over."""
+        over, and the call's deadline (time.perf_counter) moved by that wait: the restart
+        (up to its startup_timeout_s) is not the call's time, and an attempt left with none
+        would time out at once and kill the server again."""
         restarting = self._restarting.get(worker_id)
         if restarting is not None:
+            waited = time.perf_counter()
             with contextlib.suppress(Exception):  # it failed: the call says so
                 await asyncio.shield(restarting)
-        return self._client(worker_id)
+            deadline += time.perf_counter() - waited
+        return self._client(worker_id), deadline
 
     # -- lookup -----------------------------------------------------------------------
 
@@ -336,14 +348,15 @@ class WorkerPool:
                 on_slot()
             started_at = time.time()
             start = time.perf_counter()
+            deadline = start + call_budget_s(worker)
             attempt = 0
             while True:
                 attempt += 1
-                client = await self._ready_client(worker_id)
+                client, deadline = await self._ready_client(worker_id, deadline)
                 response = None
                 call = self._sent_call(worker_id)
                 try:
-                    async with asyncio.timeout(worker.timeout_s):
+                    async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
                         # The SDK's generic post: its auth, errors and timeouts, without
                         # the typed-params transform, which costs ~1 ms per call.
                         response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
@@ -369,7 +382,11 @@ class WorkerPool:
                     kind, message, retry_after = self._describe(worker_id, error)
                     self._stop_timed_out(worker, kind, error, call)
                     self._answered(worker_id, call)
-                    if not tried_again(worker, attempt, kind, retried, error, retry_after):
+                    wait = backoff(worker, attempt, retry_after)
+                    if not (
+                        tried_again(worker, attempt, kind, retried, error, retry_after)
+                        and ends_before(wait, deadline)
+                    ):
                         # A prompt over the worker's context is no failure of the worker.
                         too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
                         logger.log(
@@ -383,7 +400,7 @@ class WorkerPool:
                             finished_at=time.time(), status_code=status_code(error),
                             error_code=error_code(error), retry_after_s=retry_after,
                         )  # fmt: skip
-                    await asyncio.sleep(backoff(worker, attempt, retry_after))
+                    await asyncio.sleep(wait)
                 finally:
                     self._answered(worker_id, call)
 
@@ -415,14 +432,15 @@ class WorkerPool:
         async with self._semaphores[worker_id]:
             if on_slot is not None:
                 on_slot()
+            deadline = time.perf_counter() + call_budget_s(worker)
             attempt = 0
             while True:
                 attempt += 1
-                client = await self._ready_client(worker_id)
+                client, deadline = await self._ready_client(worker_id, deadline)
                 stream = None
                 call = self._sent_call(worker_id)  # answered when the stream ends
                 try:
-                    async with asyncio.timeout(worker.timeout_s):
+                    async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
                         stream = await client.post(
                             CHAT_PATH,
                             cast_to=ChatCompletionChunk,
@@ -453,11 +471,15 @@ class WorkerPool:
                         body = self._without_stream_options(worker_id, body, message)
                         attempt -= 1  # the same call once more, not a retry of a failure
                         continue
-                    if not tried_again(worker, attempt, kind, retried, error, retry_after):
+                    wait = backoff(worker, attempt, retry_after)
+                    if not (
+                        tried_again(worker, attempt, kind, retried, error, retry_after)
+                        and ends_before(wait, deadline)
+                    ):
                         raise WorkerCallError(
                             kind, message, status_code(error), error_code(error), retry_after
                         ) from None
-                    await asyncio.sleep(backoff(worker, attempt, retry_after))
+                    await asyncio.sleep(wait)
                 except BaseException:
                     self._answered(worker_id, call)
                     raise

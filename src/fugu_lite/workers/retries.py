@@ -1,14 +1,37 @@
-"""Which failed calls the pool tries again, and how long it waits before each retry."""
+"""Which failed calls the pool tries again, how long it waits before each retry, and how long
+one call may take with all its retries (call_budget_s)."""
 
 from __future__ import annotations
 
 import random
+import time
 
 from .config import WorkerConfig
 from .errors import retry_header
 
 MAX_RETRY_AFTER_S = 60.0
+BACKOFF_MARGIN_S = 5.0  # a call's budget for the waits between its attempts (call_budget_s)
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
+
+
+def call_budget_s(worker: WorkerConfig) -> float:
+    """The longest one call may take with all its retries, once it has a slot of the worker:
+    each attempt's timeout_s and a margin for the waits between them (serve cuts a call
+    there too)."""
+    return worker.timeout_s * (worker.max_retries + 1) + BACKOFF_MARGIN_S
+
+
+def attempt_timeout_s(worker: WorkerConfig, deadline: float) -> float:
+    """An attempt's timeout: the worker's timeout_s, cut to what is left of the call's budget
+    (its deadline on time.perf_counter) after the waits before it."""
+    return min(worker.timeout_s, deadline - time.perf_counter())
+
+
+def ends_before(wait_s: float, deadline: float) -> bool:
+    """Whether a wait before a retry ends before the call's deadline (time.perf_counter); a
+    longer one (a Retry-After beyond the budget) is not waited for: the call fails at once,
+    its caller told the wait (retry_after_s)."""
+    return time.perf_counter() + wait_s < deadline
 
 
 def backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
