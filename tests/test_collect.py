@@ -735,3 +735,29 @@ def test_a_full_disk_while_writing_is_one_error_line_and_the_next_run_continues(
         assert len(stub.bodies) - written <= len(tasks) - written + 1  # at most the torn one
     assert sorted(record_ids(output)) == sorted(t.id for t in tasks)
     log_lines(output)  # every line whole JSON
+
+
+def test_a_remote_worker_given_no_prices_beside_priced_ones_is_noted(tmp_path: Path) -> None:
+    """A remote worker whose prices were left out (or half of them) counted as free, cost 0 in
+    its records, beside workers with prices: a cost-aware router trained on them took it for
+    the cheapest, with no word of it. Collect now says so at its start (serve logs it)."""
+    tasks = number_tasks(2)
+    with StubWorker(solver(tasks)) as stub:
+        priced = stub_pool(("priced", stub)).workers[0].model_dump()
+        remote = {"model": "stub-model", "base_url": stub.base_url, "max_retries": 0}
+        config = PoolConfig.model_validate(
+            {
+                "workers": [
+                    priced,
+                    {**remote, "id": "unpriced"},
+                    {**remote, "id": "half", "input_price_per_mtok": 1.0},
+                    {**remote, "id": "free", "input_price_per_mtok": 0, "output_price_per_mtok": 0},
+                ]
+            }
+        )
+        console = Console(width=400, record=True)
+        run_collect(config, tasks, tmp_path / "rewards.jsonl", console=console)
+    notes = [line for line in console.export_text().splitlines() if "price" in line]
+    assert len(notes) == 2, notes
+    assert "worker unpriced has no prices" in notes[0] and "cost 0" in notes[0]
+    assert "worker half has input_price_per_mtok but no output_price_per_mtok" in notes[1]

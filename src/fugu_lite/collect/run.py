@@ -48,7 +48,7 @@ from ..schemas import prompt_hash
 from ..scoring import Grade, grade
 from ..tasks import Task
 from ..text import console_text, notes_console, visible_controls
-from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally
+from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally, unpriced
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
@@ -396,7 +396,7 @@ async def collect(
         # A finished collection calls no worker: its summary needs neither their local servers
         # (minutes to load a large GGUF) nor their API keys.
         started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
-        for message in queued_locally(config) if started is pool else []:
+        for message in [*queued_locally(config), *unpriced(config)] if started is pool else []:
             console.print(f"[yellow]note:[/yellow] {console_text(message)}")
         local = [worker.id for worker in config.workers if worker.local is not None]
         if started is pool and local:  # silent otherwise for as long as the models load

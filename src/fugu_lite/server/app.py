@@ -40,6 +40,7 @@ from ..workers.config import (
     one_call_at_a_time,
     queued_locally,
     resolve_gguf,
+    unpriced,
 )
 from ..workers.llama_cpp_requests import check_local_params, local_worker_gaps
 from ..workers.local_server import check_llama_cpp_installed
@@ -123,7 +124,7 @@ class FuguServer:
         self.settings = settings
         check_workers_match(family.worker_ids, pool_config)
         preflight(pool_config)
-        for note in queued_locally(pool_config):
+        for note in [*queued_locally(pool_config), *unpriced(pool_config)]:
             logger.warning("%s", note)
         pool_config = one_call_at_a_time(pool_config)
         self.router = RouterService(

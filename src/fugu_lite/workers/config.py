@@ -207,6 +207,37 @@ def queued_locally(config: PoolConfig) -> list[str]:
     ]
 
 
+PRICES = ("input_price_per_mtok", "output_price_per_mtok")
+
+
+def unpriced(config: PoolConfig) -> list[str]:
+    """Notes for the remote workers given no prices, or only one of the two, in a pool where
+    other workers have some: their calls (or completions) count as free, cost 0 in records
+    and summaries, which a cost-aware router takes at its word. A local worker costs nothing
+    to run, and a price given as 0 is a free worker's."""
+    priced = [worker.id for worker in config.workers if set(PRICES) & worker.model_fields_set]
+    if not priced:
+        return []
+    notes = []
+    for worker in config.workers:
+        given = [key for key in PRICES if key in worker.model_fields_set]
+        if worker.is_local or len(given) == len(PRICES):
+            continue
+        if given:
+            missing = next(key for key in PRICES if key not in given)
+            notes.append(
+                f"worker {worker.id} has {given[0]} but no {missing}: those tokens count as "
+                f"free (cost 0); give its {missing} (0 if they are free)"
+            )
+        else:
+            notes.append(
+                f"worker {worker.id} has no prices ({', '.join(PRICES)}) while {priced[0]} "
+                "has: its calls count as free (cost 0) in records and summaries, and to a "
+                "cost-aware router; give its prices (0 for a free worker)"
+            )
+    return notes
+
+
 def embedded_pool_path() -> Path:
     return Path(str(resources.files("fugu_lite") / "configs" / "pool.yaml"))
 
