@@ -255,6 +255,22 @@ def test_a_worker_refusing_every_call_for_its_settings_is_down_after_3(
     assert any("worker bad is down" in line and "fix " in line for line in lines)
 
 
+def test_a_worker_whose_model_name_is_refused_with_a_400_is_down_after_3(tmp_path: Path) -> None:
+    """A model name the worker's server does not know (a typo) is a 404 at OpenAI but a 400
+    at Mistral's API ("Invalid model: ..."), DeepSeek's or a LiteLLM proxy: it was taken
+    for a fault of each request, every task's call sent and failed to the end of the run."""
+    tasks = number_tasks(8)
+    with StubWorker(solver(tasks)) as good, StubWorker(mode="bad_model") as bad:
+        config = stub_pool(("good", good), ("bad", bad), max_concurrency=1)
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl")
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["bad"].calls == 3 and len(bad.bodies) == 3
+    down = stats["bad"].down or ""
+    assert "its last 3 calls were refused with HTTP 400" in down
+    assert "fix model or base_url" in down and "Invalid model: stub-model" in down
+    assert stats["good"].done == 8
+
+
 def test_a_worker_failing_every_call_with_a_5xx_is_down_after_3(tmp_path: Path) -> None:
     """A gateway whose model is gone answers every call with a 500 or 503: each task's call
     was still sent and retried with backoff to the end of the run (three timeouts in a row

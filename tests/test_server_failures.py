@@ -78,7 +78,7 @@ def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401"])
+@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model"])
 def test_a_failing_worker_falls_back_to_the_next_best(
     serve, stubs: Stubs, family: RouterFamily, failure: str
 ) -> None:
@@ -95,9 +95,10 @@ def test_a_failing_worker_falls_back_to_the_next_best(
     [line] = running.log_lines()
     assert (line["chosen"], line["worker"], line["fallback"]) == (first, second, True)
     assert line["attempts"][0]["worker"] == first and line["attempts"][0]["outcome"] != "ok"
-    # a 401 from a worker is its configuration, not the caller's fault
+    # a 401 from a worker, or a 400 for its model name, is its configuration, not the
+    # caller's fault (the 400 was the caller's: no next worker was asked)
     expected = {"500": "server", "503": "server", "429": "rate_limit", "401": "worker_config",
-                "close": "connection"}  # fmt: skip
+                "close": "connection", "bad_model": "worker_config"}  # fmt: skip
     assert line["attempts"][0]["outcome"] == expected[failure]
     assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
 

@@ -11,7 +11,13 @@ from email.utils import formatdate
 import openai
 import pytest
 
-from fugu_lite.workers.errors import classify_error, refused_for_max_tokens, refuses_as_too_long
+from fugu_lite.workers.errors import (
+    classify_error,
+    error_code,
+    refused_for_max_tokens,
+    refuses_as_too_long,
+    worker_refusal,
+)
 from fugu_lite.workers.pool import SDKResponse
 
 
@@ -98,3 +104,45 @@ def test_retry_after_as_an_http_date_is_the_seconds_until_then() -> None:
     later = formatdate(time.time() + 30, usegmt=True)
     waited = classify_error(sdk_rate_limit({"retry-after": later}))[2]
     assert waited is not None and 27 <= waited <= 30
+
+
+def sdk_bad_request(body: dict) -> openai.BadRequestError:
+    """A 400 as the openai SDK raises it for the worker's JSON error body (its `error`
+    object, when it has one)."""
+    http = importlib.import_module(SDKResponse.__module__.split(".")[0])
+    request = http.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = SDKResponse(400, request=request)
+    return openai.BadRequestError("bad request", response=response, body=body.get("error", body))
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"message": "Invalid model: mistral-larg", "type": "invalid_model", "code": "1500"},
+         "model_not_found"),
+        ({"error": {"message": "Model Not Exist", "type": "invalid_request_error"}},
+         "model_not_found"),
+        ({"error": {"message": "openai/gpt-4o-mni is not a valid model ID", "code": 400}},
+         "model_not_found"),
+        ({"error": {"message": "litellm.BadRequestError: Invalid model name passed in "
+                    "model=gpt-4o-mni", "code": "400"}}, "model_not_found"),
+        ({"error": {"message": "model 'llama3:8bb' not found, try pulling it first"}},
+         "model_not_found"),
+        ({"error": {"message": "Invalid value for 'temperature': must be between 0 and 2.",
+                    "code": "invalid_value"}}, "invalid_value"),
+        ({"error": {"message": "This model does not support tools", "code": None}}, None),
+        ({"error": {"message": "This model's maximum context length is 4096 tokens. However, "
+                    "your request has 5000 input tokens."}}, "context_length_exceeded"),
+    ],
+)  # fmt: skip
+def test_a_400_for_the_workers_model_name_is_told_from_the_requests_faults(
+    body: dict, code: str | None
+) -> None:
+    """Servers that answer an unknown model name with a 400 (not OpenAI's 404): that is the
+    worker's setting to fix (error_code model_not_found, worker_refusal's hint), where any
+    other 400 is the request's."""
+    error = sdk_bad_request(body)
+    assert error_code(error) == code
+    hint = worker_refusal(400, error_code(error))
+    assert (hint is not None) == (code == "model_not_found")
+    assert hint is None or "fix model or base_url" in hint

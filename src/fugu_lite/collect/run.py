@@ -52,8 +52,8 @@ from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally, unp
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
-    WORKER_REFUSALS,
     refused_for_max_tokens,
+    worker_refusal,
 )
 from ..workers.output_limits import output_limit
 from ..workers.pool import Judge, WorkerPool
@@ -80,7 +80,7 @@ __all__ = [
 DOWN_AFTER = 3  # consecutive failures of these kinds (after the pool's retries) = worker down
 # A 5xx counts too: a gateway whose model is gone (502/503) answers every call alike.
 DOWN_KINDS = frozenset({"connection", "timeout", "server"})
-# A worker refusing every call alike for its own settings (workers.errors.WORKER_REFUSALS:
+# A worker refusing every call alike for its own settings (workers.errors.worker_refusal:
 # a bad key, no access, a wrong model name or base_url) is down after this many in a row; not
 # at the first one: a proxy may answer one by mistake.
 REFUSED_AFTER = 3
@@ -259,10 +259,11 @@ class Collector:
             self.counters.down[worker_id] = (
                 f"{self.down_after} calls in a row failed ({result.error_kind}): {result.error}"
             )
-        elif refusals >= REFUSED_AFTER and result.status_code in WORKER_REFUSALS:
+        elif refusals >= REFUSED_AFTER:
             self.counters.down[worker_id] = (
                 f"its last {refusals} calls were refused with HTTP {result.status_code}: "
-                f"{WORKER_REFUSALS[result.status_code]} in the pool; the last: {result.error}"
+                f"{worker_refusal(result.status_code, result.error_code)} in the pool; the "
+                f"last: {result.error}"
             )
 
     def _server_gone(self, worker_id: str) -> str:
@@ -284,7 +285,8 @@ class Collector:
     def _count_refusal(self, worker_id: str, result: CallResult) -> int:
         """How many of the worker's calls in a row, this one the last, were refused with this
         call's status (401/403/404); 0 for any other failure."""
-        if result.error_kind != "client" or result.status_code not in WORKER_REFUSALS:
+        refused = worker_refusal(result.status_code, result.error_code) is not None
+        if result.error_kind != "client" or not refused:
             self.counters.consecutive_refused.pop(worker_id, None)
             return 0
         status, count = self.counters.consecutive_refused.get(worker_id, (None, 0))

@@ -14,9 +14,9 @@ from typing import Any
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
-    WORKER_REFUSALS,
     WorkerCallError,
     context_limit,
+    worker_refusal,
 )
 from ..workers.pool import WorkerPool
 from ..workers.results import CallResult
@@ -366,14 +366,16 @@ def retry_at(retry_after_s: float | None) -> float | None:
 def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:
     """The pool's error kind, with "client" split into the request's fault ("client"), a
     conversation longer than this worker's context ("context_length_exceeded") and the
-    worker's configuration ("worker_config": 401/403/404 from the worker)."""
+    worker's configuration ("worker_config": 401/403/404 from the worker, or a 400 for its
+    model name)."""
     if kind != "client":
         return kind or "server"
     if code == CONTEXT_LENGTH:
         return CONTEXT_LENGTH
-    # A worker answering 401/403/404 is misconfigured (key, model name, URL): the request
-    # is fine, so it goes to the next worker like any other worker failure.
-    return "worker_config" if status_code in WORKER_REFUSALS else "client"
+    # A worker answering 401/403/404 (or a 400 for its model name) is misconfigured (key,
+    # model name, URL): the request is fine, so it goes to the next worker like any other
+    # worker failure.
+    return "worker_config" if worker_refusal(status_code, code) is not None else "client"
 
 
 def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:

@@ -6,6 +6,8 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "403" / "404": client errors that must not be retried;
+- "bad_model": a 400 for a model name the server does not know, as Mistral's API gives it
+  ("Invalid model: NAME", its own code), where OpenAI's is a 404;
 - "no_retry": a 503 with `x-should-retry: false` (OpenAI's header: a retry will not help);
 - "conflict": a 409 with `x-should-retry: true` (OpenAI's header: a retry may succeed);
 - "quota": a 429 `insufficient_quota` (OpenAI's: the account has no credit left);
@@ -71,6 +73,7 @@ MODES = (
     "401",
     "403",
     "404",
+    "bad_model",
     "context",
     "vllm_context",
     "prompt_too_long",
@@ -251,6 +254,10 @@ class StubWorker:
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
         if mode in ("400", "401", "403", "404"):
             return _error(int(mode), f"stub client error {mode}")
+        if mode == "bad_model":
+            error = {"message": f"Invalid model: {body.get('model')}", "type": "invalid_model",
+                     "code": "1500", "param": None}  # fmt: skip
+            return JSONResponse({"object": "error", **error}, status_code=400)
         if mode == "no_retry":
             return _error(503, "stub says do not retry", {"x-should-retry": "false"})
         if mode == "conflict":

@@ -20,6 +20,15 @@ import openai
 MAX_ERROR_CHARS = 600
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
 NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
+MODEL_NOT_FOUND = "model_not_found"  # OpenAI's code for a model name it does not know (a 404)
+# How servers that answer an unknown model name with a 400 (or 422) say so: Mistral's "Invalid
+# model: NAME", DeepSeek's "Model Not Exist", OpenRouter's "NAME is not a valid model ID",
+# LiteLLM's "Invalid model name passed in model=NAME", others' "model NAME not found".
+MODEL_REFUSAL = re.compile(
+    r"\binvalid model\b|\bmodel not exists?\b|\bis not a valid model\b|\bunknown model\b"
+    r"|\bmodel\b[^.\n]{0,80}\b(?:does not exist|not found)\b",
+    re.IGNORECASE,
+)
 # How servers that give a 400 no such code say a prompt is over the context: vLLM ("This
 # model's maximum context length is 4096 tokens. However, you requested ..."), Anthropic's and
 # others' "prompt is too long", llama.cpp's C++ server, vLLM's "decoder prompt ... is longer";
@@ -81,6 +90,15 @@ WORKER_REFUSALS = {
 }
 
 
+def worker_refusal(status: int | None, code: str | None) -> str | None:
+    """What to fix in the pool for a worker's refusal of a call for its own settings (a
+    401/403/404, or a 400 for its model name: error_code's model_not_found); None for any
+    other error."""
+    if code == MODEL_NOT_FOUND:
+        return WORKER_REFUSALS[404]
+    return None if status is None else WORKER_REFUSALS.get(status)
+
+
 def status_code(error: BaseException) -> int | None:
     return error.status_code if isinstance(error, openai.APIStatusError) else None
 
@@ -88,17 +106,18 @@ def status_code(error: BaseException) -> int | None:
 def error_code(error: BaseException) -> str | None:
     """The `code` of a worker's OpenAI-shaped error body (context_length_exceeded, ...); a
     400 (or TGI's 422) with no such code (none, or its HTTP status) that says the prompt is
-    over the context is given context_length_exceeded."""
+    over the context is given context_length_exceeded, and one that says the model name is
+    unknown model_not_found (OpenAI's code for that, which it answers with a 404)."""
     if not isinstance(error, openai.APIStatusError):
         return None
     code = error.code
     uncoded = code is None or str(code) == str(error.status_code)  # vLLM's gives its status
-    if (
-        error.status_code in CONTEXT_REFUSAL_STATUSES
-        and uncoded
-        and refuses_as_too_long(_status_message(error))
-    ):
-        return CONTEXT_LENGTH_EXCEEDED
+    if error.status_code in CONTEXT_REFUSAL_STATUSES:
+        message = _status_message(error)
+        if uncoded and refuses_as_too_long(message):
+            return CONTEXT_LENGTH_EXCEEDED
+        if MODEL_REFUSAL.search(message) is not None:  # Mistral's has a code of its own
+            return MODEL_NOT_FOUND
     return code
 
 
