@@ -4,6 +4,7 @@ their processes and logs never outlive fugu-lite (integration)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import importlib.util
 import os
@@ -104,6 +105,35 @@ def test_servers_stop_when_the_body_raises() -> None:
     with pytest.raises(ValueError, match="boom"):
         asyncio.run(run())
     assert len(pids) == 2 and alive(pids) == []
+
+
+@pytest.mark.integration
+def test_servers_stop_when_the_pool_start_is_cancelled_after_they_came_up() -> None:
+    """Ctrl-C (the start cancelled) once the llama.cpp servers answered, while the pool read
+    their models' vocabularies, left them running: `async with` calls no __aexit__ for a
+    start that failed, and only the end of the process stopped them."""
+    config = PoolConfig(workers=two_local_workers().workers[:1])
+    pool = WorkerPool(config)
+    pids: list[int] = []
+
+    async def run() -> bool:
+        start = asyncio.create_task(pool.__aenter__())
+        while not pool.servers and not start.done():
+            await asyncio.sleep(0.001)
+        pids.extend(server.pid for server in pool.servers.values() if server.pid is not None)
+        cancelled_in_start = start.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await start
+        if not cancelled_in_start:  # the start was over: the pool is left as usual
+            await pool.__aexit__(None, None, None)
+        return cancelled_in_start
+
+    assert asyncio.run(run()), "the start ended before it could be cancelled"
+    assert len(pids) == 1
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(pids) == []
 
 
 @pytest.mark.integration

@@ -118,12 +118,13 @@ class WorkerPool:
                 check_llama_cpp_installed()
                 check_local_params(worker)  # loads the request model: not on a request's loop
         self.servers = await start_local_servers(self.config.workers)
-        for worker_id, server in self.servers.items():
-            gguf = resolve_gguf(server.config.gguf)
-            self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
-            renders = await asyncio.to_thread(renders_tool_calls, server.config)
-            self.calls_as_text[worker_id] = not renders
+        # No __aexit__ follows a start that fails (or is cancelled: Ctrl-C) from here on.
         try:
+            for worker_id, server in self.servers.items():
+                gguf = resolve_gguf(server.config.gguf)
+                self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
+                renders = await asyncio.to_thread(renders_tool_calls, server.config)
+                self.calls_as_text[worker_id] = not renders
             for worker in self.config.workers:
                 self._clients[worker.id] = self._new_client(worker)
                 self._semaphores[worker.id] = asyncio.Semaphore(worker.max_concurrency)
