@@ -646,6 +646,7 @@ def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start
         {"prompt_tokens": 7},  # no completion tokens
         {"prompt_tokens": 7, "completion_tokens": None},
         {"prompt_tokens": 7.5, "completion_tokens": 8},  # not a whole number
+        {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},  # counts none
     ],
 )
 def test_an_answer_with_unreadable_usage_is_kept_with_its_cost_unknown(

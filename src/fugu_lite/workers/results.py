@@ -114,12 +114,13 @@ def read_usage(usage: Any) -> Usage | None:
     """A worker's `usage` as token counts; None (cost unknown) unless it has both prompt and
     completion tokens as whole numbers of 0 or more: a negative count made a negative cost
     (and broke serve's metrics), a missing one a cost too low, and one that was no number
-    failed the answer the worker gave."""
+    failed the answer the worker gave. A prompt of 0 tokens is a server's that counts none
+    (zeros where it has no count; every chat prompt has some): not a free call."""
     if not isinstance(usage, dict):
         return None
     prompt = token_count(usage.get("prompt_tokens"))
     completion = token_count(usage.get("completion_tokens"))
-    if prompt is None or completion is None:
+    if not prompt or completion is None:
         return None
     return Usage(prompt_tokens=prompt, completion_tokens=completion)
 
