@@ -232,6 +232,28 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("42", "答案是42。", 1.0),  # "the answer is 42": no number at all before
+        ("42", "所以答案是４２。", 1.0),  # full-width digits
+        ("7", "小明有42个苹果，分给6个人，每人7个。", 1.0),
+        ("42", "答案是42。验证：42÷6=7", 1.0),  # a check after the answer
+        ("42", "最终答案：42", 1.0),
+        ("-5", "答案是-5", 1.0),
+        ("5", "答案是-5", 0.0),  # read 5 before
+        ("30000", "答案是3万", 1.0),  # 万 is ten thousand
+        ("3", "答案是3万", 0.0),
+        ("120000000", "约1.2亿人", 1.0),
+    ],
+)
+def test_number_grader_reads_numbers_written_in_chinese_text(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output", "why"),
     [
         ("1234", "1.234", "'1.234'"),  # a decimal point, as in English

@@ -24,7 +24,8 @@ week"). Commas between thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and
 period are ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and
 `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
-reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7. A
+reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7;
+numbers in Chinese text are read ("答案是42。", "3万" is 30000). A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
 number: 0. Equal when within 1e-6 relative, or when the output rounds the reference at the
 number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
@@ -94,7 +95,8 @@ _BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
     rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{SELF_CORRECTION}"
-    rf"|(?P<bare>{_BARE_CORRECTION}))",
+    rf"|(?P<bare>{_BARE_CORRECTION})"
+    r"|答案\s*(?:应该?是|是|为|為|:))",  # Chinese: "答案是 42", "最终答案：42"
     re.IGNORECASE,
 )
 # what may follow a number given by a bare correction to the end of its sentence: a unit

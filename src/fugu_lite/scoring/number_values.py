@@ -323,12 +323,32 @@ def normalise_number_text(text: str) -> str:
     text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
+    text = _CJK_BEFORE_NUMBER.sub(" ", text.replace("\u3002", ". "))
+    text = _CJK_MAGNITUDE.sub(_cjk_magnitude, text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     text = _LATEX_THOUSANDS.sub(",", text)
     text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
     text = _WORDED_MAGNITUDE.sub(_worded_magnitude, text)
     text = _ONE_IN_N.sub(_one_in_n, text)
     return latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
+
+
+# Chinese, Japanese and Korean script is made of word characters, so "答案是42" (the answer is
+# 42) had no number (a number must not follow a word character) and "答案是-5" read 5: a
+# space is put between such a character and a number after it, and the ideographic full
+# stop "。" ends a sentence as ". " does.
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
+# "3万" is 30,000 and "1.2亿" 120,000,000 (not 3 and 1.2); "3万5千" (35,000) is left as it is
+_CJK_MAGNITUDE = re.compile(
+    r"(?<![\d.,])(?P<number>\d+(?:\.\d+)?)\s?(?P<unit>[万萬亿億])(?![\d万萬千百十])"
+)
+_CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8}
+
+
+def _cjk_magnitude(match: re.Match[str]) -> str:
+    value = Fraction(match["number"]) * 10 ** _CJK_MAGNITUDES[match["unit"]]
+    return str(value.numerator) if value.denominator == 1 else match.group(0)
 
 
 _SMALL_NUMBER_WORDS = {word: value for word, value in NUMBER_WORDS.items() if 1 <= value <= 20}
