@@ -224,6 +224,14 @@ def test_number_grader_reads_magnitude_words_and_suffixes(
         ("3000", "The answer is 3 000 grams."),
         ("1050000", "1 050 000"),
         ("1234567", "About 1 234 567 people."),
+        # Indian grouping and apostrophes between thousands
+        ("150000", "The total is ₹1,50,000."),
+        ("1234567", "The answer is 12,34,567."),
+        ("10000000", "Rs. 1,00,00,000"),
+        ("1234567.5", "12,34,567.50"),
+        ("1234567", "The answer is 1'234'567."),
+        ("1234567", "The answer is 1’234’567."),
+        ("1234.5", "CHF 1'234.50"),
     ],
 )
 def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
@@ -263,6 +271,10 @@ def test_number_grader_reads_numbers_written_in_chinese_text(
         ("234", "1 234", "'1234'"),  # plain spaces between thousands: not 234
         ("500", "The bag holds 2 500 grams.", "'2500'"),
         ("5", "Sorted: 1 5 120 346", "'346'"),  # a list, no thousands: "120 346" is not 120346
+        ("1", "The total is ₹1,50,000.", "'150000'"),  # read 1 before
+        ("12", "The answer is 12,34,567.", "'1234567'"),
+        ("1", "The answer is 1'234'567.", "'1234567'"),
+        ("5", "He is 5'10\" tall.", "'10'"),  # feet and inches, no thousands
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:

@@ -20,8 +20,9 @@ question ("What is 9 * 11 + 27?") is no answer; a
 quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
 question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
-week"). Commas between thousands (also LaTeX's `10,\\!000`), `$`, `%`, units and a trailing
-period are ignored; `3/4`, `\\frac{3}{4}` and `\\frac34` are fractions, `1\\frac{1}{2}` and
+week"). Commas between thousands (also LaTeX's `10,\\!000`, Indian `1,50,000`, Swiss
+`1'234'567`), `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}`
+and `\\frac34` are fractions, `1\\frac{1}{2}` and
 `1 1/2` mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7;

@@ -299,6 +299,11 @@ _PLAIN_SPACED_THOUSANDS = re.compile(
 )
 _DOTTED_DECIMAL = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+,\d+(?!\d|[.,]\d)")
 _DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|[.,]\d)")
+# Indian grouping, "1,50,000" (one lakh fifty thousand) and "12,34,567", and apostrophes
+# between thousands (Swiss), "1'234'567": read 1 and 12 before (or 50,000 and 34,567 as the
+# last number); not in a bracketed list, "[10,20,300]"
+_INDIAN_THOUSANDS = re.compile(r"(?<![\w.,\[(])\d{1,2}(?:,\d{2})+,\d{3}(?:\.\d+)?(?!\w|[.,]\d)")
+_APOSTROPHE_THOUSANDS = re.compile(r"(?<![\w.,'’])\d{1,3}(?:['’]\d{3})+(?:\.\d+)?(?!\w|['’.,]\d)")
 _VULGAR_FRACTION = re.compile(r"(?:(?<![\d.,])(?P<whole>\d{1,9})\s?)?(?P<fraction>[¼½¾⅐-⅞])")
 
 
@@ -321,6 +326,8 @@ def normalise_number_text(text: str) -> str:
     text = _PLAIN_SPACED_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), text)
     text = _DOTTED_DECIMAL.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
+    text = _INDIAN_THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
+    text = _APOSTROPHE_THOUSANDS.sub(lambda m: re.sub("['’]", "", m.group(0)), text)
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = _CJK_BEFORE_NUMBER.sub(" ", text.replace("\u3002", ". "))
