@@ -453,6 +453,10 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("-3", r"\boxed{\pm 3}", "'3 or -3'"),
         ("3", "The answer is ±3.", "'3 or -3'"),
         ("0.5", r"x = +/- 1/2.", "'1/2 or -1/2'"),
+        # a comma with no space: a decimal comma (1.5) or a list (1 and 5), never 1 alone
+        ("1", "The answer is 1,5.", "decimal comma or a list"),
+        ("3", "π ≈ 3,14", "'3,14'"),
+        ("5", "x = 1,5", "'1,5'"),
     ],
 )
 def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: str) -> None:
@@ -467,6 +471,8 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("12", "The answer is 12 and the remainder is 3."),
         ("6", "We need 5 or more boxes, so 6."),
         ("2", "The ratio is 2:1, so the answer is 2."),
+        ("1500", "The answer is 1,500."),
+        ("3", "The answer is 3, since 1,2 and 3 are listed."),
         ("-7", r"\boxed{-7}"),
         ("1000", r"\boxed{1,000}"),
         ("18", "The answer is 18, 2 more than 16."),

@@ -12,8 +12,9 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
 days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
-roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box)
-and times or ratios ("3:30") are ambiguous; a number ruled out ("42, not 32"), a confidence
+roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box),
+times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
+list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a tolerance ("5 ± 0.1"), the whole another number is out of ("2 left out
 of 4", "2 of the 4", unless a whole is asked) or one inside a copy of a sentence of the
 question ("What is 9 * 11 + 27?") is no answer; a
@@ -682,6 +683,8 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
     shown = clip(text[first.start() : second.end()])
     if between == ":":
         return f"a time or ratio, not a number: {shown!r}"
+    if between == ",":  # "1,5": a decimal comma (1.5) or a list (1 and 5), never 1
+        return f"a decimal comma or a list, not one number: {shown!r}"
     if in_two_units(text, first, second):
         return f"a quantity in two units, not one number: {shown!r}"
     if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
