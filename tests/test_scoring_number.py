@@ -1187,3 +1187,23 @@ def test_a_measurement_is_read_without_its_tolerance(
 ) -> None:
     result = graded(number_task(answer, "How long is the rod?"), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("12", "The answer is 12. If instead there were 5 boxes, the answer would be 20.", 1.0),
+        ("20", "The answer is 12. If instead there were 5 boxes, the answer would be 20.", 0.0),
+        ("12", "The answer is 12.\n\nNote: if each box held 5, the answer would be 15.", 1.0),
+        ("15", "So the answer is 15. Otherwise, the answer would be 20.", 1.0),
+        # no condition before it, or no answer before it: still the answer
+        ("12", "He had 12 apples, so the answer would be 12.", 1.0),
+        ("12", "If we add 5 and 7, the answer would be 12.", 1.0),
+        ("14", "The answer is 12. So the answer would be 14.", 1.0),
+    ],
+)
+def test_a_what_if_after_the_answer_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

@@ -2,8 +2,9 @@
 task's answer (number_values.py reads a number's text and compares it, number_units.py reads
 quantities in units and amounts at rates). Priority: the last
 `\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
-should be" marker or self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually
-14.", "Wait, 14.", "I mean 14." when the number is the whole sentence and the last) (after
+should be" marker (not "answer would be" after an "if": a what-if) or self-correction
+("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.", "Wait, 14.", "I mean 14."
+when the number is the whole sentence and the last) (after
 its last `=` when the marker's sentence holds an equation, or alone on the next line when
 the marker ends its line; not one the marker rules out, "answer is not 41", nor the first
 operand of arithmetic, "3 more than 9"), else the last number in the output (before a
@@ -590,6 +591,8 @@ def _number_after_marker(
     equals = [equal.start() for equal in re.finditer("=", text)]
     last_said = next((number for number in reversed(numbers) if not _is_aside(number)), None)
     for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
+        if _is_hypothetical(marker, sentence_ends):
+            continue  # "If instead there were 5 boxes, the answer would be 20."
         start = marker.end()
         blank = _BLANK_OR_MARKUP.match(text, start)
         line_start = blank.end() if blank else start
@@ -650,6 +653,20 @@ def _number_after_marker(
             return None, f"{hedge} after {marker.group(0).strip()!r}"
         return found_number(number), f"after {marker.group(0).strip()!r}"
     return None
+
+
+# a condition before "the answer would be" in its sentence: a what-if, not the answer
+_CONDITION = re.compile(r"\b(?:if|suppose|supposing|assuming|otherwise)\b", re.IGNORECASE)
+
+
+def _is_hypothetical(marker: re.Match[str], sentence_ends: list[int]) -> bool:
+    """Whether `marker` is "answer would be" after a condition in its sentence ("The answer
+    is 12. If instead there were 5 boxes, the answer would be 20."): the answer is 12."""
+    if "would" not in marker.group(0).lower():
+        return False
+    index = bisect.bisect_left(sentence_ends, marker.start()) - 1
+    sentence_start = sentence_ends[index] + 1 if index >= 0 else 0
+    return _CONDITION.search(marker.string, sentence_start, marker.start()) is not None
 
 
 def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -> bool:
