@@ -1207,3 +1207,23 @@ def test_a_what_if_after_the_answer_is_not_the_answer(
 ) -> None:
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("4", "There are 4 ways: (1,2), (2,1), (3,0), (0,3).", 1.0),
+        ("3", "There are 4 ways: (1,2), (2,1), (3,0), (0,3).", 0.0),  # read 3 before
+        ("3", "The 3 solutions are: (1, 2, 3), (2, 3, 1) and (3, 1, 2).", 1.0),
+        ("2", "So there are **2** ordered pairs: (1, 4) and (4, 1).", 1.0),
+        ("1", "There is 1 point: (1, 5).", 1.0),
+        # a count that is not the number of pairs listed is no answer by this rule
+        ("4", "There are 4 ways: (1,2), (2,1), (3,0).", 0.0),
+        ("12", "The answer is 12.\n\nThe 2 pairs: (1, 4) and (4, 1).", 1.0),  # a marker first
+    ],
+)
+def test_a_count_followed_by_the_pairs_it_counts_answers_the_count(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

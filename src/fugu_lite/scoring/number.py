@@ -7,7 +7,8 @@ should be" marker (not "answer would be" after an "if": a what-if) or self-corre
 when the number is the whole sentence and the last) (after
 its last `=` when the marker's sentence holds an equation, or alone on the next line when
 the marker ends its line; not one the marker rules out, "answer is not 41", nor the first
-operand of arithmetic, "3 more than 9"), else the last number in the output (before a
+operand of arithmetic, "3 more than 9"), else a count of the pairs listed after it ("4 ways:
+(1,2), (2,1), (3,0), (0,3)."), else the last number in the output (before a
 closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g /
 1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
@@ -184,6 +185,9 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     after_marker = _number_after_marker(text, numbers, retracted)
     if after_marker is not None:
         return after_marker
+    counted = _count_of_tuples(text, numbers)
+    if counted is not None:
+        return counted, "a count of the pairs listed after it"
     first_line = _lone_first_line(text) if retracted == 0 else None
     if first_line is not None:
         return found_number(first_line), "a first line holding only a number"
@@ -319,6 +323,32 @@ def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | No
         return None
     value = NUMBER_WORDS[word.group(1).lower()]
     return FoundNumber(value=value, text=word.group(1), decimals=0)
+
+
+_TUPLE = re.compile(r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*\)")
+MAX_COUNT_GAP = 60
+
+
+def _count_of_tuples(text: str, numbers: list[re.Match[str]]) -> FoundNumber | None:
+    """A count followed by the pairs (or triples) it counts and nothing else: "There are 4
+    ways: (1,2), (2,1), (3,0), (0,3)." answers 4 (the numbers in the pairs are no answer)."""
+    tuples = list(_TUPLE.finditer(text))
+    if not tuples or not _LIST_GAP.fullmatch(text, tuples[-1].end()):
+        return None
+    first = len(tuples) - 1
+    while first > 0 and _LIST_GAP.fullmatch(text, tuples[first - 1].end(), tuples[first].start()):
+        first -= 1
+    listed = len(tuples) - first
+    start = tuples[first].start()
+    index = bisect.bisect_right([number.end() for number in numbers], start) - 1
+    if index < 0 or start - numbers[index].end() > MAX_COUNT_GAP:
+        return None
+    count = numbers[index]
+    gap = text[count.end() : start]
+    if re.search(r"\d", gap) or not _EXPLANATION_START.search(gap):
+        return None
+    found = found_number(count)
+    return found if found.value == listed else None
 
 
 # A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
