@@ -28,6 +28,8 @@ COT = (
         ("10000", r"\boxed{10,\!000}"),  # LaTeX spacing between thousands (the MATH data set)
         ("1000000", r"The answer is $\$1,\!000,\!000$."),
         ("1234567", r"\boxed{1\,234\,567}"),
+        ("1000", r"\boxed{1\ 000}"),  # read 000, 0, before
+        ("1000", r"The answer is $1\ 000$."),
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
@@ -275,6 +277,7 @@ def test_number_grader_reads_numbers_written_in_chinese_text(
         ("12", "The answer is 12,34,567.", "'1234567'"),
         ("1", "The answer is 1'234'567.", "'1234567'"),
         ("5", "He is 5'10\" tall.", "'10'"),  # feet and inches, no thousands
+        ("0", r"\boxed{1\ 000}", "'1,000'"),  # LaTeX's control space between thousands
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:

@@ -406,7 +406,7 @@ def _one_in_n(match: re.Match[str]) -> str:
 
 
 # LaTeX spacing between thousands, as in the MATH data set: "10,\\!000", "1\\,234\\,567"
-_LATEX_THOUSANDS = re.compile(r"(?<=\d),?\s?\\[,;:!]\s?(?=\d{3}(?!\d))")
+_LATEX_THOUSANDS = re.compile(r"(?<=\d),?\s?\\[,;:! ]\s?(?=\d{3}(?!\d))")  # and "1\\ 000"
 # "1 1/2" is 3/2 as "1½" is; "2 3/2" (not a proper fraction) stays two numbers
 _ASCII_MIXED_NUMBER = re.compile(
     r"(?<![\w.,/])(?P<whole>\d{1,9}) (?P<over>\d{1,9})/(?P<under>\d{1,9})(?![\w/]|[.,]\d)"
