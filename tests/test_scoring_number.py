@@ -155,6 +155,11 @@ def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str,
         ("50%", "0.5", 0.0),  # ambiguous: 0.5 could be 0.5 percent
         ("0.5", "5%", 0.0),
         ("5", "0.05", 0.0),  # only a number written with % is read both ways
+        # LaTeX's percent sign (read as 25 alone before)
+        ("0.25", r"The probability is $25\%$.", 1.0),
+        ("0.5", r"\boxed{50\,\%}", 1.0),
+        ("25", r"The answer is $25\%$.", 1.0),
+        ("0.25", r"The answer is $25\%$.", 1.0),
     ],
 )
 def test_number_grader_reads_a_percentage_as_its_share_too(

@@ -334,6 +334,7 @@ def normalise_number_text(text: str) -> str:
     text = _CJK_MAGNITUDE.sub(_cjk_magnitude, text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     text = _LATEX_THOUSANDS.sub(",", text)
+    text = _LATEX_PERCENT.sub("%", text)
     text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
     text = _WORDED_MAGNITUDE.sub(_worded_magnitude, text)
     text = _ONE_IN_N.sub(_one_in_n, text)
@@ -407,6 +408,9 @@ def _one_in_n(match: re.Match[str]) -> str:
 
 # LaTeX spacing between thousands, as in the MATH data set: "10,\\!000", "1\\,234\\,567"
 _LATEX_THOUSANDS = re.compile(r"(?<=\d),?\s?\\[,;:! ]\s?(?=\d{3}(?!\d))")  # and "1\\ 000"
+# LaTeX's percent sign, "$25\\%$", "50\\,\\%": a percentage, as "25%" is (read 25 alone, so
+# not 0.25)
+_LATEX_PERCENT = re.compile(r"(?<=\d)\s?(?:\\[,;:! ]\s?)?\\%")
 # "1 1/2" is 3/2 as "1½" is; "2 3/2" (not a proper fraction) stays two numbers
 _ASCII_MIXED_NUMBER = re.compile(
     r"(?<![\w.,/])(?P<whole>\d{1,9}) (?P<over>\d{1,9})/(?P<under>\d{1,9})(?![\w/]|[.,]\d)"
