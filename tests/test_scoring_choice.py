@@ -99,6 +99,11 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("It is easy: B", "B"),
         ("Bob is taller than Ann and Cal.\nMy pick: **(B)**.", "B"),
         ("Easy: B\n\nWrong: A", "B"),
+        # "the answer is" in Chinese (no letter was found before)
+        ("答案是B。", "B"),
+        ("鲍勃最高，所以正确答案是 B。", "B"),
+        ("最终答案：B", "B"),
+        ("A 不对。答案：C", "C"),
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:

@@ -30,6 +30,7 @@ from .asked import (
 )
 from .common import (
     BARE_CORRECTION_LEAD,
+    CJK_ANSWER_MARKER,
     REJECTED,
     RETRACTION,
     SELF_CORRECTION,
@@ -45,6 +46,7 @@ from .exact import WRAPPERS, answer_candidates, normalise, without_closing_note
 _CHOICE_MARKER = re.compile(
     r"(?:(?:answer|(?P<option>option|choice))\s*(?P<said>is|would be|will be|should be|[:=>\-])?"
     r"|result\s*(?:is|:)"
+    rf"|{CJK_ANSWER_MARKER}"
     # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)

@@ -45,6 +45,7 @@ import re
 from ..tasks import Task, parse_number
 from .common import (
     BARE_CORRECTION_LEAD,
+    CJK_ANSWER_MARKER,
     RETRACTION,
     SELF_CORRECTION,
     Grade,
@@ -100,7 +101,7 @@ _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
     rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{SELF_CORRECTION}"
     rf"|(?P<bare>{_BARE_CORRECTION})"
-    r"|答案\s*(?:应该?是|是|为|為|:))",  # Chinese: "答案是 42", "最终答案：42"
+    rf"|{CJK_ANSWER_MARKER})",
     re.IGNORECASE,
 )
 # what may follow a number given by a bare correction to the end of its sentence: a unit
