@@ -104,6 +104,13 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("鲍勃最高，所以正确答案是 B。", "B"),
         ("最终答案：B", "B"),
         ("A 不对。答案：C", "C"),
+        # an option ruled out, then the one given
+        ("Not A, but B.", "B"),
+        ("The answer is not A but B.", "B"),
+        ("Not (A), but (B).", "B"),
+        ("It's not A, but rather B.", "B"),
+        ("Not A, but C.", "C"),
+        ("Not A, but B.\nC", "C"),  # a letter after it: the usual rules
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:

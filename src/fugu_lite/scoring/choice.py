@@ -83,6 +83,13 @@ _NOT_THIS_ONE_IS = re.compile(
     r"(?P<most>[a-z][^,;:.!?\n]{0,80}?)\s*(?:[,;:—–-]|\.\s)\s*(?:but\s+|while\s+|whereas\s+)?"
     r"\(?(?P<letter>[A-E])\)?\s+is\b[*_]*\s*(?:[.!]|$)"
 )
+# an option ruled out, then the one given: "Not A, but B.", "The answer is not (A) but (C)."
+# (the second letter ends its sentence: "Not A, but B is also short." gives none)
+_NOT_THIS_BUT = re.compile(
+    r"(?<![\w'])[Nn]ot\s+(?:option\s+)?\(?(?P<other>[A-E])\)?\s*[,;]?\s*but\s+(?:rather\s+)?"
+    r"(?:option\s+)?[*_]*\(?(?P<letter>[A-E])\)?[*_]*(?=\s*(?:[.!\n]|$))"
+)
+_A_LETTER = re.compile(r"(?<![\w'])[A-E](?![\w'])")
 # what the question asks said to be an option: "..., so the smallest is B.", "The tallest
 # one is (C)."
 _ASKED_IS_LETTER = re.compile(
@@ -178,6 +185,9 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     ]
     if not_this:  # "A is not the tallest; B is."
         return not_this[-1].group("letter"), "'X is not ...; Y is'"
+    not_but = [m for m in _NOT_THIS_BUT.finditer(text) if m["letter"] != m["other"]]
+    if not_but and not _A_LETTER.search(text, not_but[-1].end()):  # "Not A, but B."
+        return not_but[-1].group("letter"), "'not X but Y'"
     line = text.splitlines()[0]
     first_line = choice_letter(line.strip("*_ `")) or choice_letter(
         (without_closing_note(line) or "").strip("*_ `")
