@@ -76,6 +76,7 @@ def test_exact_grader_rejects(output: str) -> None:
         "Input: 'olleh'\nOutput: ollhe",
         "olleh\n\nWait, no, it's ollhe.",  # a self-correction is the answer
         'olleh\n\nHmm, let me reconsider: actually it is "ollhe".',
+        "“olleh”的反转？答案是ollhe。",
     ],
 )
 def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) -> None:
@@ -98,6 +99,8 @@ def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) ->
         "The answer is ollhe. Wait, it should be olleh.",
         "Sorry, I meant olleh.",
         "Actually, it's simple: reverse the letters.\nolleh",
+        "答案是olleh。",  # "the answer is" in Chinese (no match before)
+        "把字母倒过来写，答案：olleh",
     ],
 )
 def test_exact_grader_reads_a_marked_or_fenced_answer(output: str) -> None:

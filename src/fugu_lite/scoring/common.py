@@ -29,8 +29,8 @@ SELF_CORRECTION = (
     r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
     r"(?!\s*not\b)"
 )
-# "the answer is" in Chinese: "答案是 42", "正确答案是B", "最终答案：42" (NFKC's ":")
-CJK_ANSWER_MARKER = r"答案\s*(?:应该?是|是|为|為|:)"
+# "the answer is" in Chinese: "答案是 42", "正确答案是B", "最终答案：42"
+CJK_ANSWER_MARKER = r"答案\s*(?:应该?是|是|为|為|:|：)"
 # a bare correction of a number starting a clause, "Hmm, actually 126.", "Wait, 126.", "I
 # mean 126." (not "There are actually 5 boxes."): the number grader's only, and only when
 # the number is the whole of its sentence (see `_CORRECTED_NUMBER_END`); to the regex

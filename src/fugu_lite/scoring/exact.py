@@ -42,6 +42,7 @@ from .asked import CLAUSES, SAID_TO_BE, Predicate, is_asked, predicates_asked
 from .code import FENCE
 from .common import (
     BARE_CORRECTION_LEAD,
+    CJK_ANSWER_MARKER,
     REJECTED,
     RETRACTION,
     SELF_CORRECTION,
@@ -85,7 +86,7 @@ def normalise(text: str, case_sensitive: bool = False) -> str:
     text = _PREFIX.sub("", _BULLET.sub("", text))
     # one strip each side (stripping wrappers, then dots, then spaces in turn until nothing
     # changes took a pass per character on ". . . . ." a million times over)
-    text = text.lstrip(WRAPPERS + _WHITESPACE).rstrip(WRAPPERS + _WHITESPACE + ".!,;:")
+    text = text.lstrip(WRAPPERS + _WHITESPACE).rstrip(WRAPPERS + _WHITESPACE + ".!,;:。")
     text = re.sub(r"\s+", " ", text)
     return text if case_sensitive else text.casefold()
 
@@ -176,7 +177,7 @@ def _quoted_texts(text: str) -> list[str]:
 # and a bare one giving a single word as its whole sentence ("tac\n\nWait, actually tca.",
 # "No wait, tca."; not "Actually, this was easy.")
 _EXACT_MARKER = re.compile(
-    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{SELF_CORRECTION}"
+    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{CJK_ANSWER_MARKER}|{SELF_CORRECTION}"
     rf"|(?:{BARE_CORRECTION_LEAD}|\bno,?\s+wait\b[\s,:;!.—–-]{{0,3}})"
     r"(?!(?:yes|no|right|correct|true|fine|ok|okay|sure|hmm|wait)\b)"  # "Actually, yes."
     r"(?=[*_'\"`“‘]*[^\W_][^\s.,;:!?*_'\"`”’]*[*_'\"`”’]*(?:[.!]+(?=\s|$)|[ \t]*(?:\n|$))))[\s:]*",
