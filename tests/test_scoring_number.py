@@ -239,6 +239,8 @@ def test_number_grader_reads_magnitude_words_and_suffixes(
         ("1234567", "The answer is 1'234'567."),
         ("1234567", "The answer is 1’234’567."),
         ("1234.5", "CHF 1'234.50"),
+        ("1234.56", "Answer: 1 234,56"),  # plain spaces and a decimal comma (French)
+        ("2500.5", "2 500,5 grams"),
     ],
 )
 def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str) -> None:
@@ -283,6 +285,7 @@ def test_number_grader_reads_numbers_written_in_chinese_text(
         ("1", "The answer is 1'234'567.", "'1234567'"),
         ("5", "He is 5'10\" tall.", "'10'"),  # feet and inches, no thousands
         ("0", r"\boxed{1\ 000}", "'1,000'"),  # LaTeX's control space between thousands
+        ("1", "Answer: 1 234,56", "'1234.56'"),  # read 1 before
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:

@@ -293,9 +293,11 @@ _SUPERSCRIPT_POWER = re.compile(r"(?<=\d)\s?([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸�
 _SPACED_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:[\u00a0\u2009\u202f]\d{3})+(?:,\d+)?(?!\d)")
 # Plain spaces between thousands too ("2 500 grams", "1 234 567"): read as two numbers, "2
 # 500" answered 500, a wrong answer for 2500 scored right against 500. Not a list's tail or
-# head ("1 2 345 678", "12 345 6"), nor a first group written with a leading 0.
+# head ("1 2 345 678", "12 345 6"), nor a first group written with a leading 0. A decimal
+# comma may follow ("1 234,56", French; "Answer: 1 234,56" read 1), not one of three digits
+# ("1 234,567" stays as it is).
 _PLAIN_SPACED_THOUSANDS = re.compile(
-    r"(?<![\w.,])(?<!\d )[1-9]\d{0,2}(?: \d{3})++(?!\w| \d|[.,/]\d)"
+    r"(?<![\w.,])(?<!\d )[1-9]\d{0,2}(?: \d{3})++(?:,(?!\d{3}(?!\d))\d+)?(?!\w| \d|[.,/]\d)"
 )
 _DOTTED_DECIMAL = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+,\d+(?!\d|[.,]\d)")
 _DOTTED_THOUSANDS = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|[.,]\d)")
@@ -323,7 +325,7 @@ def normalise_number_text(text: str) -> str:
     # "10⁶" is 10^6 (NFKC would make it 106)
     text = _SUPERSCRIPT_POWER.sub(lambda m: "^" + m.group(1).translate(_SUPERSCRIPTS), text)
     text = _SPACED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "\u00a0\u2009\u202f"), text)
-    text = _PLAIN_SPACED_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), text)
+    text = _PLAIN_SPACED_THOUSANDS.sub(lambda m: _plain_locale_number(m, " "), text)
     text = _DOTTED_DECIMAL.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _DOTTED_THOUSANDS.sub(lambda m: _plain_locale_number(m, "."), text)
     text = _INDIAN_THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), text)
