@@ -1238,3 +1238,24 @@ def test_a_count_followed_by_the_pairs_it_counts_answers_the_count(
 ) -> None:
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("5", "He had 3 apples and got 2 more. The answer is five.", 1.0),
+        ("2", "He had 3 apples and got 2 more. The answer is five.", 0.0),  # read 2 before
+        ("5", "He had 3 apples and got 2 more.\n\n**Final answer:** Five apples", 1.0),
+        ("5", "He had 3 apples and got 2 more.\n\nAnswer:\n\nfive", 1.0),
+        ("20", "He had 3 apples. The answer is twenty.", 1.0),
+        # a part of a longer number in words is not read: no answer, not the 3 before
+        ("3", "3 boxes. The answer is one hundred twenty-five.", 0.0),
+        # a word that is no number given as the answer: the usual rules
+        ("3", "He had 3 apples. The answer is one of them.", 1.0),
+    ],
+)
+def test_a_number_in_words_after_an_answer_marker_is_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

@@ -31,8 +31,10 @@ million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 match
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7;
 numbers in Chinese text are read ("答案是42。", "3万" is 30000). A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
-number: 0. Equal when within 1e-6 relative, or when the output rounds the reference at the
-number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
+number: 0. A number in words is read after a marker with no digit in its sentence ("The
+answer is five."), else only when the output holds no digit. Equal when within 1e-6
+relative, or when the output rounds the reference at the number of decimals it shows (2 or
+more), e.g. 0.33 for 1/3.
 """
 
 from __future__ import annotations
@@ -631,6 +633,11 @@ def _number_after_marker(
             on_next_line = _lone_number_at(text, line_start)
             if on_next_line is not None:
                 return found_number(on_next_line), f"on the line after {marker.group(0).strip()!r}"
+            line_end = text.find("\n", line_start)
+            line_end = len(text) if line_end < 0 else line_end
+            worded = _worded_answer_at(text, line_start, line_end, _LONE_NUMBER_SUFFIX)
+            if worded is not None:  # "Answer:\n\nfive"
+                return worded
             continue
         index = bisect.bisect_left(sentence_ends, start)
         end = sentence_ends[index] if index < len(sentence_ends) else len(text)
@@ -639,6 +646,9 @@ def _number_after_marker(
             start = equals[index] + 1
         index = bisect.bisect_left(starts, start)
         if index == len(numbers) or starts[index] >= end:
+            worded = _worded_answer_at(text, line_start, end, _CORRECTED_NUMBER_END)
+            if worded is not None:  # "He had 3 and got 2 more. The answer is five."
+                return worded
             continue
         number = numbers[index]
         if number.end() > end:  # "3\n/4": only the part inside the sentence counts
@@ -698,6 +708,18 @@ def _is_hypothetical(marker: re.Match[str], sentence_ends: list[int]) -> bool:
     index = bisect.bisect_left(sentence_ends, marker.start()) - 1
     sentence_start = sentence_ends[index] + 1 if index >= 0 else 0
     return _CONDITION.search(marker.string, sentence_start, marker.start()) is not None
+
+
+def _worded_answer_at(
+    text: str, position: int, end: int, rest: re.Pattern[str]
+) -> tuple[FoundNumber | None, str] | None:
+    """The number in words a marker gives at `position` when only `rest` (a unit) follows it
+    up to `end` ("The answer is five apples."), read by `worded_number` (which declines a part
+    of a longer one, "one hundred twenty-five"); None when there is none."""
+    word = WORDED_NUMBER.match(text, position)
+    if word is None or not (word["larger_after"] or rest.fullmatch(text, word.end(), end)):
+        return None
+    return worded_number(word)
 
 
 def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -> bool:
