@@ -1252,6 +1252,11 @@ def test_a_count_followed_by_the_pairs_it_counts_answers_the_count(
         ("3", "3 boxes. The answer is one hundred twenty-five.", 0.0),
         # a word that is no number given as the answer: the usual rules
         ("3", "He had 3 apples. The answer is one of them.", 1.0),
+        # and before a parenthesis showing the working (was "an expression: '3 + 2'")
+        ("5", "The answer is five (3 + 2).", 1.0),
+        ("5", "The answer is **five** apples (3 + 2).", 1.0),
+        ("3", "The answer is five (3 + 2).", 0.0),
+        ("100", "The answer is one hundred (100).", 1.0),
     ],
 )
 def test_a_number_in_words_after_an_answer_marker_is_the_answer(

@@ -650,6 +650,13 @@ def _number_after_marker(
             if worded is not None:  # "He had 3 and got 2 more. The answer is five."
                 return worded
             continue
+        word = WORDED_NUMBER.match(text, line_start)
+        if (
+            word is not None
+            and not word["larger_after"]  # "one hundred (100)": the number in the parenthesis
+            and _PARENTHESIS_AFTER_WORD.fullmatch(text, word.end(), starts[index])
+        ):
+            return worded_number(word)  # "The answer is five (3 + 2).": not the working's 3
         number = numbers[index]
         if number.end() > end:  # "3\n/4": only the part inside the sentence counts
             number = NUMBER.match(text, number.start(), end) or number
@@ -696,6 +703,9 @@ def _number_after_marker(
     return None
 
 
+# between a marker's number in words and a parenthesis opening on a number: "five (3 + 2)",
+# "**five** apples (3 + 2)"
+_PARENTHESIS_AFTER_WORD = re.compile(r"[*_]*(?:\s+[^\W\d_]+)?[\s*_]*\(\s*")
 # a condition before "the answer would be" in its sentence: a what-if, not the answer
 _CONDITION = re.compile(r"\b(?:if|suppose|supposing|assuming|otherwise)\b", re.IGNORECASE)
 
