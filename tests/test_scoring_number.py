@@ -1257,6 +1257,10 @@ def test_a_count_followed_by_the_pairs_it_counts_answers_the_count(
         ("5", "The answer is **five** apples (3 + 2).", 1.0),
         ("3", "The answer is five (3 + 2).", 0.0),
         ("100", "The answer is one hundred (100).", 1.0),
+        # an operand in words: not the answer 3 (read 3 before)
+        ("3", "The answer is one more than 3, so 4.", 0.0),
+        ("4", "The answer is one more than 3, so 4.", 1.0),
+        ("3", "The answer is two times 3.", 0.0),
     ],
 )
 def test_a_number_in_words_after_an_answer_marker_is_the_answer(

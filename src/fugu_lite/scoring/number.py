@@ -657,6 +657,12 @@ def _number_after_marker(
             and _PARENTHESIS_AFTER_WORD.fullmatch(text, word.end(), starts[index])
         ):
             return worded_number(word)  # "The answer is five (3 + 2).": not the working's 3
+        if word is not None and _OPERATOR.fullmatch(text, word.end(), starts[index]):
+            # "The answer is one more than 3, so 4": an operand in words, not the answer 3
+            if index + 1 < len(numbers):
+                return None
+            shown = clip(text[word.start() : numbers[index].end()])
+            return None, f"the answer is an expression, not a number: {shown!r}"
         number = numbers[index]
         if number.end() > end:  # "3\n/4": only the part inside the sentence counts
             number = NUMBER.match(text, number.start(), end) or number
