@@ -7,7 +7,7 @@ import time
 import pytest
 from conftest import LINEAR_CPU_S, WHO_IS_TALLER, graded
 
-from fugu_lite.task_families import _list_regex
+from fugu_lite.task_families.lists import list_regex
 from fugu_lite.tasks import Task
 
 
@@ -295,7 +295,7 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
 def test_regex_grader_reads_a_list_whose_last_number_follows_and(output: str, score: float) -> None:
     """A generated sort task's pattern wants commas or spaces between the numbers; "and"
     before the last one is how people write a list."""
-    result = graded(regex_task(_list_regex([3, 8, 15, 22])), output)
+    result = graded(regex_task(list_regex([3, 8, 15, 22])), output)
     assert result.score == score, result.detail
 
 

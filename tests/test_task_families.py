@@ -11,7 +11,8 @@ import pytest
 from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.scoring import grade
-from fugu_lite.task_families import FAMILIES, _list_regex, generate_tasks
+from fugu_lite.task_families import FAMILIES, generate_tasks
+from fugu_lite.task_families.lists import list_regex
 from fugu_lite.tasks import Task
 
 
@@ -123,9 +124,7 @@ async def grade_all(tasks: list[Task], make_output) -> list[float | None]:
 )
 def test_a_sorted_list_task_wants_exactly_the_list(output: str, score: float) -> None:
     prompt = "Sort the list [12, -3, 5] from smallest to largest."
-    task = Task(
-        id="s1", prompt=prompt, answer=_list_regex([-3, 5, 12]), grader="regex", task="sort"
-    )
+    task = Task(id="s1", prompt=prompt, answer=list_regex([-3, 5, 12]), grader="regex", task="sort")
     assert asyncio.run(grade(task, output)).score == score
 
 

@@ -1,0 +1,95 @@
+"""The generator of the built-in task families: checkable tasks of six families
+(arithmetic, unit conversions, string and list manipulation, small logic, small Python
+functions) for offline use and the demo, mostly easy so that small workers sometimes succeed
+and sometimes fail.
+
+Each family maps a difficulty (1 easy, 2 medium, 3 hard) to draft makers: a maker draws one
+task's prompt, answer and grader from a random generator; `generate_tasks` gives the drafts
+their ids, family, difficulty and split. The task format itself lives in `tasks`.
+
+This module holds the registry (`FAMILIES`), `generate_tasks` and `check_families`; each
+family's makers live in a module of their own (`arithmetic`, `units`, `strings`, `lists`,
+`logic`, `python_code`), and what they share (hints, drafts) in `drafts`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections.abc import Sequence
+
+from ..datasets.split import standard_split
+from ..tasks import Task
+from . import arithmetic, lists, logic, python_code, strings, units
+from .drafts import Maker
+
+DIFFICULTY_WEIGHTS = (0.5, 0.3, 0.2)
+"""Share of easy / medium / hard tasks: the default workers are 135M-parameter models."""
+
+FAMILIES: dict[str, dict[int, tuple[Maker, ...]]] = {
+    "arithmetic": arithmetic.MAKERS,
+    "unit_conversion": units.MAKERS,
+    "string": strings.MAKERS,
+    "list": lists.MAKERS,
+    "logic": logic.MAKERS,
+    "code": python_code.MAKERS,
+}
+
+
+def generate_tasks(
+    n_per_family: int = 10, seed: int = 0, families: Sequence[str] | None = None
+) -> list[Task]:
+    """`n_per_family` tasks of each family (of `families`, default all), the same for the
+    same seed, unique prompts. A family's tasks do not depend on which others are asked for."""
+    if n_per_family < 0:
+        raise ValueError(f"n_per_family must be >= 0, got {n_per_family}")
+    chosen = check_families(families)
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for family, makers in FAMILIES.items():
+        if family not in chosen:
+            continue
+        rng = random.Random(f"fugu-lite-tasks:{seed}:{family}")
+        made = 0
+        attempts = 0
+        while made < n_per_family:
+            attempts += 1
+            if attempts > 200 + 50 * n_per_family:
+                raise ValueError(
+                    f"could not make {n_per_family} different {family} tasks: it made {made} "
+                    "before its prompts kept repeating; ask for fewer per family"
+                )
+            difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
+            draft = rng.choice(makers[difficulty])(rng)
+            if draft["prompt"] in seen:
+                continue
+            seen.add(str(draft["prompt"]))
+            tasks.append(
+                Task.model_validate(
+                    {
+                        "id": f"{family}-s{seed}-{made:04d}",
+                        "task": family,
+                        "difficulty": difficulty,
+                        "split": standard_split(str(draft["prompt"])),
+                        **draft,
+                    }
+                )
+            )
+            made += 1
+    return tasks
+
+
+def check_families(families: Sequence[str] | None) -> set[str]:
+    """The families asked for (all when None); an unknown name raises ValueError naming it,
+    the nearest family and all of them."""
+    if families is None:
+        return set(FAMILIES)
+    known = ", ".join(FAMILIES)
+    if not families:
+        raise ValueError(f"no task family asked for; choose among {known}")
+    for family in families:
+        if family not in FAMILIES:
+            close = difflib.get_close_matches(family, FAMILIES, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown task family {family!r}; {hint}known families: {known}")
+    return set(families)
