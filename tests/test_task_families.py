@@ -163,3 +163,19 @@ def test_a_generated_list_task_answers_the_list_its_prompt_shows(seed: int) -> N
                 checked += 1
                 break
     assert checked > 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
+    """ "All wugs are feps. Some feps are daxes. Must some wugs be daxes?" had the key
+    "Cannot tell", yet "No" (they need not be) answers a "must" question as well: a
+    premise that settles nothing is asked as "Are some wugs daxes?" / "Did it happen?"."""
+    undecided = [
+        task
+        for task in generate_tasks(n_per_family=80, seed=seed, families=["logic"])
+        if re.search(rf"\({task.answer}\) Cannot tell\n", task.prompt_text())
+    ]
+    assert len(undecided) > 3
+    for task in undecided:
+        question = task.prompt_text().split("\n")[0]
+        assert not re.search(r"\b(?:Must|Need|Has to|Necessarily)\b", question), question

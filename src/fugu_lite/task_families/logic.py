@@ -89,11 +89,13 @@ def _order_four(rng: random.Random) -> Draft:
     )
 
 
+# a premise that settles nothing is asked as "Are ...?", never "Must ...?": "No" (it need
+# not be) would answer a "must" as well as "Cannot tell"
 def _syllogism_invalid(rng: random.Random) -> Draft:
     x, y, z = rng.sample(NONSENSE, 3)
     return choice_draft(
         rng,
-        f"All {x} are {y}. Some {y} are {z}. Must some {x} be {z}?",
+        f"All {x} are {y}. Some {y} are {z}. Are some {x} {z}?",
         "Cannot tell",
         ["Yes", "No"],
     )
@@ -123,7 +125,7 @@ def _conditional(rng: random.Random) -> Draft:
         )
     return choice_draft(
         rng,
-        f"If {cause}, {effect}. We know that {effect}. Must it be that {cause}?",
+        f"If {cause}, {effect}. We know that {effect}. Did it happen that {cause}?",
         "Cannot tell",
         ["Yes", "No"],
     )
