@@ -179,3 +179,27 @@ def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
     for task in undecided:
         question = task.prompt_text().split("\n")[0]
         assert not re.search(r"\b(?:Must|Need|Has to|Necessarily)\b", question), question
+
+
+def test_a_huge_count_per_family_is_refused_soon_after_the_prompts_run_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The code family has a few hundred different prompts; `--per-family 1000000` drew
+    50 million more tasks (200 + 50 a task asked for), half an hour, before it gave up."""
+    draws = 0
+
+    def counted(maker):
+        def draw(rng):
+            nonlocal draws
+            draws += 1
+            if draws > 100_000:
+                raise RuntimeError("still drawing after 100,000 draws")
+            return maker(rng)
+
+        return draw
+
+    makers = {level: tuple(map(counted, FAMILIES["code"][level])) for level in (1, 2, 3)}
+    monkeypatch.setitem(FAMILIES, "code", makers)
+    with pytest.raises(ValueError, match=r"could not make 1000000 different code tasks: it made"):
+        generate_tasks(1_000_000, families=["code"])
+    assert draws < 50_000

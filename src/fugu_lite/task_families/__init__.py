@@ -26,6 +26,11 @@ from .drafts import Maker
 DIFFICULTY_WEIGHTS = (0.5, 0.3, 0.2)
 """Share of easy / medium / hard tasks: the default workers are 135M-parameter models."""
 
+REPEATS_BEFORE_GIVING_UP = 10_000
+"""Prompts drawn again in a row after which a family is taken to have run out of new ones
+(a rare unit conversion comes about once in 2,400 draws); without it a huge count per family
+went on drawing 50 a task asked for (half an hour for a million)."""
+
 FAMILIES: dict[str, dict[int, tuple[Maker, ...]]] = {
     "arithmetic": arithmetic.MAKERS,
     "unit_conversion": units.MAKERS,
@@ -52,9 +57,10 @@ def generate_tasks(
         rng = random.Random(f"fugu-lite-tasks:{seed}:{family}")
         made = 0
         attempts = 0
+        repeats_in_a_row = 0
         while made < n_per_family:
             attempts += 1
-            if attempts > 200 + 50 * n_per_family:
+            if attempts > 200 + 50 * n_per_family or repeats_in_a_row > REPEATS_BEFORE_GIVING_UP:
                 raise ValueError(
                     f"could not make {n_per_family} different {family} tasks: it made {made} "
                     "before its prompts kept repeating; ask for fewer per family"
@@ -62,7 +68,9 @@ def generate_tasks(
             difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
             draft = rng.choice(makers[difficulty])(rng)
             if draft["prompt"] in seen:
+                repeats_in_a_row += 1
                 continue
+            repeats_in_a_row = 0
             seen.add(str(draft["prompt"]))
             tasks.append(
                 Task.model_validate(
