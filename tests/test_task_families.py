@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from cli_support import flat, invoke
 
 from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
@@ -203,3 +205,16 @@ def test_a_huge_count_per_family_is_refused_soon_after_the_prompts_run_out(
     with pytest.raises(ValueError, match=r"could not make 1000000 different code tasks: it made"):
         generate_tasks(1_000_000, families=["code"])
     assert draws < 50_000
+
+
+@pytest.mark.parametrize("value", ["arithmetic,code", "arithmetic, code", "arithmetic code"])
+def test_several_families_in_one_value_are_refused_with_the_repeated_option(
+    value: str, tmp_path: Path
+) -> None:
+    """`--family arithmetic,code` was answered "did you mean 'arithmetic'?", as if the
+    user had meant one family and mistyped it."""
+    result = invoke("tasks", "generate", "-o", tmp_path / "t.jsonl", "--family", value)
+    assert result.exit_code != 0 and not (tmp_path / "t.jsonl").exists()
+    message = flat(result.output)
+    assert "did you mean" not in message
+    assert "--family arithmetic --family code" in message

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
 from collections.abc import Sequence
 
 from ..datasets.split import standard_split
@@ -96,6 +97,13 @@ def check_families(families: Sequence[str] | None) -> set[str]:
     if not families:
         raise ValueError(f"no task family asked for; choose among {known}")
     for family in families:
+        names = [name for name in re.split(r"[\s,;]+", family) if name]
+        if family not in FAMILIES and len(names) > 1:
+            repeated = " ".join(f"--family {name}" for name in names)
+            raise ValueError(
+                f"task family {family!r} names several families in one; give each on its "
+                f"own, repeating the option ({repeated}); known families: {known}"
+            )
         if family not in FAMILIES:
             close = difflib.get_close_matches(family, FAMILIES, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]!r}? " if close else ""
