@@ -218,3 +218,19 @@ def test_several_families_in_one_value_are_refused_with_the_repeated_option(
     message = flat(result.output)
     assert "did you mean" not in message
     assert "--family arithmetic --family code" in message
+
+
+def asked(task: Task) -> tuple[str, frozenset[str]]:
+    """A choice task's question and its options, in whatever order they are lettered."""
+    question, *options = task.prompt_text().split("\n")[:-1]
+    return question, frozenset(re.sub(r"^\([A-E]\) ", "", option) for option in options)
+
+
+def test_no_question_is_asked_twice_with_its_options_reordered() -> None:
+    """ "If it rains, the street gets wet. ... (A) No (B) Yes (C) Cannot tell" came back
+    as "(A) Cannot tell (B) No (C) Yes": one question twice in a set, at times in two
+    splits (a test question trained on)."""
+    for seed in range(5):
+        tasks = [t for t in generate_tasks(100, seed, families=["logic"]) if t.grader == "choice"]
+        assert len(tasks) == 100
+        assert len({asked(task) for task in tasks}) == len(tasks)

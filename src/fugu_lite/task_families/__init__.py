@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ..datasets.split import standard_split
 from ..tasks import Task
 from . import arithmetic, lists, logic, python_code, strings, units
-from .drafts import Maker
+from .drafts import Maker, question_key
 
 DIFFICULTY_WEIGHTS = (0.5, 0.3, 0.2)
 """Share of easy / medium / hard tasks: the default workers are 135M-parameter models."""
@@ -46,7 +46,8 @@ def generate_tasks(
     n_per_family: int = 10, seed: int = 0, families: Sequence[str] | None = None
 ) -> list[Task]:
     """`n_per_family` tasks of each family (of `families`, default all), the same for the
-    same seed, unique prompts. A family's tasks do not depend on which others are asked for."""
+    same seed, no question twice (nor with its options reordered). A family's tasks do not
+    depend on which others are asked for."""
     if n_per_family < 0:
         raise ValueError(f"n_per_family must be >= 0, got {n_per_family}")
     chosen = check_families(families)
@@ -68,11 +69,12 @@ def generate_tasks(
                 )
             difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
             draft = rng.choice(makers[difficulty])(rng)
-            if draft["prompt"] in seen:
+            question = question_key(draft)
+            if question in seen:
                 repeats_in_a_row += 1
                 continue
             repeats_in_a_row = 0
-            seen.add(str(draft["prompt"]))
+            seen.add(question)
             tasks.append(
                 Task.model_validate(
                     {

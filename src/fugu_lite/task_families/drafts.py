@@ -5,6 +5,7 @@ exact and multiple-choice drafts."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -41,3 +42,18 @@ def choice_draft(rng: random.Random, question: str, correct: str, wrong: list[st
     lines = "\n".join(f"({CHOICE_LETTERS[i]}) {option}" for i, option in enumerate(options))
     letter = CHOICE_LETTERS[options.index(correct)]
     return {"prompt": f"{question}\n{lines}\n{CHOICE_HINT}", "answer": letter, "grader": "choice"}
+
+
+_OPTION_LETTER = re.compile(r"^\([A-E]\) ", re.MULTILINE)
+
+
+def question_key(draft: Draft) -> str:
+    """What tells two drafts' questions apart: the prompt, with a choice question's options
+    in one order, since the same options lettered otherwise ask the same question."""
+    prompt = str(draft["prompt"])
+    if draft["grader"] != "choice":
+        return prompt
+    lines = prompt.split("\n")
+    options = sorted(_OPTION_LETTER.sub("", line) for line in lines if _OPTION_LETTER.match(line))
+    rest = [line for line in lines if not _OPTION_LETTER.match(line)]
+    return "\n".join([*rest, *options])
