@@ -234,3 +234,18 @@ def test_no_question_is_asked_twice_with_its_options_reordered() -> None:
         tasks = [t for t in generate_tasks(100, seed, families=["logic"]) if t.grader == "choice"]
         assert len(tasks) == 100
         assert len({asked(task) for task in tasks}) == len(tasks)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_count_over_a_list_with_repeats_says_how_repeats_count(seed: int) -> None:
+    """ "How many numbers are in the list [26, 17, 40, 2, 40, 8, 5]?" has two answers, 7
+    entries or 6 different numbers; the key said 7 without saying so."""
+    counted = {"How many numbers": lambda v: True, "How many even": lambda v: v % 2 == 0}
+    ambiguous = 0
+    for task in generate_tasks(n_per_family=100, seed=seed, families=["list"]):
+        for words, counts in counted.items():
+            values = [value for value in listed(task) if counts(value)]
+            if task.prompt_text().startswith(words) and len(set(values)) < len(values):
+                ambiguous += 1
+                assert "each time it appears" in task.prompt_text(), task.prompt
+    assert ambiguous > 0

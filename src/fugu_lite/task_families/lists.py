@@ -43,9 +43,18 @@ def _list_sum_small(rng: random.Random) -> Draft:
     return number_draft(f"What is the sum of the numbers in {_show(values)}?", sum(values))
 
 
+def _repeats_counted(counted: list[int]) -> str:
+    """What a count over a list says when a number it counts repeats: "How many numbers are
+    in [40, 2, 40]?" is 3 entries or 2 different numbers."""
+    return " Count a number each time it appears." if len(set(counted)) < len(counted) else ""
+
+
 def _list_length(rng: random.Random) -> Draft:
     values = _numbers(rng, rng.randint(2, 7), 1, 50)
-    return number_draft(f"How many numbers are in the list {_show(values)}?", len(values))
+    return number_draft(
+        f"How many numbers are in the list {_show(values)}?{_repeats_counted(values)}",
+        len(values),
+    )
 
 
 def _unsorted(rng: random.Random, count: int, low: int, high: int) -> list[int]:
@@ -92,9 +101,10 @@ def _second_largest(rng: random.Random) -> Draft:
 
 def _count_even(rng: random.Random) -> Draft:
     values = _numbers(rng, 7, 1, 50)
+    evens = [value for value in values if value % 2 == 0]
     return number_draft(
-        f"How many even numbers are in the list {_show(values)}?",
-        sum(value % 2 == 0 for value in values),
+        f"How many even numbers are in the list {_show(values)}?{_repeats_counted(evens)}",
+        len(evens),
     )
 
 
