@@ -333,3 +333,15 @@ def test_messages_with_a_question_and_a_blank_system_message_are_read(tmp_path: 
     messages = [{"role": "system", "content": ""}, {"role": "user", "content": "2 + 3?"}]
     path = write_lines(tmp_path / "t.jsonl", [{**GOOD, "prompt": None, "messages": messages}])
     assert read_tasks(path)[0].prompt_text() == "system: \nuser: 2 + 3?"
+
+
+@pytest.mark.parametrize("grader", ["missing", None, 3])
+def test_a_task_without_a_grader_name_is_told_the_graders(tmp_path: Path, grader: object) -> None:
+    """A missing or null grader said only "add it" / "write it in quotes", leaving the user
+    to find the grader names in the README; now the message lists them."""
+    row = {k: v for k, v in GOOD.items() if k != "grader"}
+    if grader != "missing":
+        row["grader"] = grader
+    message = read_error(tmp_path, [GOOD, {**row, "id": "q2"}])
+    assert "tasks.jsonl, line 2: " in message and "'grader'" in message
+    assert "known graders: number, choice, exact, regex, code, judge" in message

@@ -373,6 +373,13 @@ def _describe_task_error(error: ValidationError) -> str:
         if item["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(item["loc"][-1]), fields, n=1)
             unknown.append(f"{location!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        elif location == "grader":  # missing, null or not text: name the graders to choose
+            problem = (
+                "missing field 'grader'"
+                if item["type"] == "missing"
+                else f"'grader' must be a grader's name, got {item.get('input')!r}"
+            )
+            parts.append(f"{problem}; known graders: {', '.join(GRADERS)}")
         elif item["type"] == "missing":
             parts.append(f"missing field {location!r}; add it")
         elif item["type"] == "value_error":
