@@ -249,3 +249,9 @@ def test_a_count_over_a_list_with_repeats_says_how_repeats_count(seed: int) -> N
                 ambiguous += 1
                 assert "each time it appears" in task.prompt_text(), task.prompt
     assert ambiguous > 0
+
+
+def test_one_family_named_as_text_is_that_family() -> None:
+    """`generate_tasks(families="code")` (a str is a Sequence[str] to the type checker) was
+    read letter by letter: "unknown task family 'c'"."""
+    assert generate_tasks(2, families="code") == generate_tasks(2, families=["code"])

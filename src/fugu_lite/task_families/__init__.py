@@ -95,6 +95,8 @@ def check_families(families: Sequence[str] | None) -> set[str]:
     the nearest family and all of them."""
     if families is None:
         return set(FAMILIES)
+    if isinstance(families, str):  # one family: a str is a Sequence[str] of its letters
+        families = [families]
     known = ", ".join(FAMILIES)
     if not families:
         raise ValueError(f"no task family asked for; choose among {known}")
