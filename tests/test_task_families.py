@@ -255,3 +255,52 @@ def test_one_family_named_as_text_is_that_family() -> None:
     """`generate_tasks(families="code")` (a str is a Sequence[str] to the type checker) was
     read letter by letter: "unknown task family 'c'"."""
     assert generate_tasks(2, families="code") == generate_tasks(2, families=["code"])
+
+
+def written_as_an_instruct_model_would(task: Task) -> list[str]:
+    """The reference answer in the ways a chat model writes one: in a sentence, in bold,
+    with a trailing period, with the unit asked for, with the option's text."""
+    answer, prompt = task.answer or "", task.prompt_text()
+    if task.grader == "number":
+        unit = re.search(r"(?:How many|to(?: degrees)?) (\w+)", prompt)
+        unit_text = unit.group(1) if unit else ""
+        return [f"The answer is {answer}.", f"**{answer}**", f"{answer}.", f"{answer} {unit_text}"]
+    if task.grader == "exact":
+        return [f"The answer is {answer}.", f"**{answer}**", f"{answer}.", f"Answer: `{answer}`"]
+    if task.grader == "choice":
+        option = re.search(rf"\({answer}\) ([^\n]+)", prompt)
+        assert option is not None, prompt
+        return [f"The answer is ({answer}).", f"**{answer}**", f"({answer}) {option.group(1)}"]
+    values = sorted(listed(task), reverse="largest to smallest" in prompt)
+    return [f"The sorted list is {values}.", f"**{values}**", ", ".join(map(str, values)) + "."]
+
+
+def answered_wrong(task: Task) -> list[str]:
+    """Off by one, a letter off, another option, two numbers of the list swapped."""
+    answer, prompt = task.answer or "", task.prompt_text()
+    if task.grader == "number":
+        return [f"The answer is {float(answer) + 1:g}.", f"**{float(answer) - 1:g}**"]
+    if task.grader == "exact":
+        return [f"The answer is {answer}x.", f"**{answer[:-1] or 'x'}**"]
+    if task.grader == "choice":
+        return [f"The answer is ({'B' if answer != 'B' else 'A'})."]
+    values = sorted(listed(task), reverse="largest to smallest" in prompt)
+    values[0], values[1] = values[1], values[0]
+    return [f"The sorted list is {values}."]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_family_grades_its_answer_as_a_model_writes_it_1_and_a_near_miss_0(
+    seed: int,
+) -> None:
+    tasks = [t for t in generate_tasks(n_per_family=40, seed=seed) if t.grader != "code"]
+    assert {task.task for task in tasks} == set(FAMILIES) - {"code"}
+    for make, expected in ((written_as_an_instruct_model_would, 1.0), (answered_wrong, 0.0)):
+        replies = [(task, reply) for task in tasks for reply in make(task)]
+        grades = asyncio.run(grade_replies(replies))
+        misgraded = [pair for pair, score in zip(replies, grades, strict=True) if score != expected]
+        assert [(task.prompt, reply) for task, reply in misgraded] == []
+
+
+async def grade_replies(replies: list[tuple[Task, str]]) -> list[float | None]:
+    return [(await grade(task, reply)).score for task, reply in replies]
