@@ -345,3 +345,14 @@ def test_a_task_without_a_grader_name_is_told_the_graders(tmp_path: Path, grader
     message = read_error(tmp_path, [GOOD, {**row, "id": "q2"}])
     assert "tasks.jsonl, line 2: " in message and "'grader'" in message
     assert "known graders: number, choice, exact, regex, code, judge" in message
+
+
+@pytest.mark.parametrize("difficulty", [7, 0, "hard", 1.5])
+def test_a_bad_difficulty_is_told_the_levels(tmp_path: Path, difficulty: object) -> None:
+    """ "difficulty": "hard" was told "Input should be a valid integer, unable to parse
+    string as an integer", and 7 "less than or equal to 3", neither naming the levels."""
+    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", "difficulty": difficulty}])
+    assert (
+        f"tasks.jsonl, line 2: 'difficulty' must be 1 (easy), 2 (medium) or 3 (hard), got "
+        f"{difficulty!r}; or leave it out" in message
+    )

@@ -380,6 +380,11 @@ def _describe_task_error(error: ValidationError) -> str:
                 else f"'grader' must be a grader's name, got {item.get('input')!r}"
             )
             parts.append(f"{problem}; known graders: {', '.join(GRADERS)}")
+        elif location == "difficulty":
+            parts.append(
+                f"'difficulty' must be 1 (easy), 2 (medium) or 3 (hard), got "
+                f"{item.get('input')!r}; or leave it out"
+            )
         elif item["type"] == "missing":
             parts.append(f"missing field {location!r}; add it")
         elif item["type"] == "value_error":
