@@ -356,3 +356,19 @@ def test_a_bad_difficulty_is_told_the_levels(tmp_path: Path, difficulty: object)
         f"tasks.jsonl, line 2: 'difficulty' must be 1 (easy), 2 (medium) or 3 (hard), got "
         f"{difficulty!r}; or leave it out" in message
     )
+
+
+def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
+    """Two tasks with one prompt passed `tasks check` in silence: collect pays the workers
+    for both, and training keeps the first record of a prompt only."""
+    rows = [GOOD, {**GOOD, "id": "q2", "prompt": "What is 4 + 4?", "answer": "8"}]
+    rows += [{**GOOD, "id": "q3"}, {**GOOD, "id": "q4"}]
+    result = CliRunner().invoke(
+        app, ["tasks", "check", str(write_lines(tmp_path / "t.jsonl", rows))]
+    )
+    assert result.exit_code == 0
+    warning = " ".join(result.output.split())
+    assert "warning:" in warning and "2 tasks repeat the prompt of an earlier one" in warning
+    assert "first: 'q3', the prompt of 'q1'" in warning
+    unique = write_lines(tmp_path / "u.jsonl", rows[:2])
+    assert "warning" not in CliRunner().invoke(app, ["tasks", "check", str(unique)]).output

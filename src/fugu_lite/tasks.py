@@ -359,6 +359,17 @@ def read_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
+def repeated_prompts(tasks: Iterable[Task]) -> list[tuple[Task, Task]]:
+    """Each task whose prompt an earlier task already asks, with that earlier task."""
+    first_of: dict[str, Task] = {}
+    repeats: list[tuple[Task, Task]] = []
+    for task in tasks:
+        first = first_of.setdefault(task.prompt_text(), task)
+        if first is not task:
+            repeats.append((task, first))
+    return repeats
+
+
 def write_tasks(path: str | Path, tasks: Iterable[Task]) -> int:
     """Write tasks as JSONL (atomically); returns how many were written."""
     return write_jsonl(path, list(tasks))

@@ -15,6 +15,7 @@ from .common import (
     check_file_to_write,
     command_group,
     console,
+    err_console,
     fail,
     print_result,
     writing_file,
@@ -59,12 +60,21 @@ def tasks_generate(
 @tasks_app.command("check")
 def tasks_check(path: Annotated[Path, typer.Argument(help="Task JSONL file.")]) -> None:
     """Read a task file, report the first problem (file, line, fix) or a summary."""
-    from ..tasks import read_tasks
+    from ..tasks import read_tasks, repeated_prompts
 
     try:
         tasks = read_tasks(path)
     except RecordFileError as error:
         fail(str(error))
+    repeats = repeated_prompts(tasks)
+    if repeats:
+        repeat, first = repeats[0]
+        err_console.print(
+            f"[yellow]warning:[/yellow] {console_name(str(path))}: {len(repeats)} tasks repeat "
+            f"the prompt of an earlier one (first: '{console_name(repeat.id)}', the prompt of "
+            f"'{console_name(first.id)}'); collect asks the workers for each, and training "
+            "keeps the first record of a prompt only: remove the repeats or make them differ"
+        )
     print_task_summary(tasks)
 
 
