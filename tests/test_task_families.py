@@ -304,3 +304,32 @@ def test_every_family_grades_its_answer_as_a_model_writes_it_1_and_a_near_miss_0
 
 async def grade_replies(replies: list[tuple[Task, str]]) -> list[float | None]:
     return [(await grade(task, reply)).score for task, reply in replies]
+
+
+def test_a_count_one_family_cannot_reach_is_refused_before_the_others_are_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`tasks generate --per-family 1000000` (all families) made a million arithmetic,
+    unit, string, list and logic tasks each, minutes and gigabytes, before the code family
+    (some 240 prompts) refused the count; now the families are drawn in turn, so the one
+    that runs out refuses it early. The tasks are the same as one family at a time."""
+    draws = 0
+
+    def counted(maker):
+        def draw(rng):
+            nonlocal draws
+            draws += 1
+            if draws > 100_000:
+                raise RuntimeError("still drawing arithmetic tasks after 100,000 draws")
+            return maker(rng)
+
+        return draw
+
+    makers = {level: tuple(map(counted, FAMILIES["arithmetic"][level])) for level in (1, 2, 3)}
+    monkeypatch.setitem(FAMILIES, "arithmetic", makers)
+    with pytest.raises(ValueError, match=r"could not make 1000000 different code tasks"):
+        generate_tasks(1_000_000)
+    assert draws < 20_000
+    monkeypatch.undo()
+    together = generate_tasks(30, seed=4)
+    assert together == [t for family in FAMILIES for t in generate_tasks(30, 4, [family])]

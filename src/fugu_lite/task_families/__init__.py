@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..datasets.split import standard_split
 from ..tasks import Task
@@ -50,44 +50,55 @@ def generate_tasks(
     depend on which others are asked for."""
     if n_per_family < 0:
         raise ValueError(f"n_per_family must be >= 0, got {n_per_family}")
-    chosen = check_families(families)
-    tasks: list[Task] = []
+    chosen = [family for family in FAMILIES if family in check_families(families)]
     seen: set[str] = set()
-    for family, makers in FAMILIES.items():
-        if family not in chosen:
-            continue
-        rng = random.Random(f"fugu-lite-tasks:{seed}:{family}")
-        made = 0
-        attempts = 0
-        repeats_in_a_row = 0
-        while made < n_per_family:
-            attempts += 1
-            if attempts > 200 + 50 * n_per_family or repeats_in_a_row > REPEATS_BEFORE_GIVING_UP:
-                raise ValueError(
-                    f"could not make {n_per_family} different {family} tasks: it made {made} "
-                    "before its prompts kept repeating; ask for fewer per family"
-                )
-            difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
-            draft = rng.choice(makers[difficulty])(rng)
-            question = question_key(draft)
-            if question in seen:
-                repeats_in_a_row += 1
-                continue
-            repeats_in_a_row = 0
-            seen.add(question)
-            tasks.append(
-                Task.model_validate(
-                    {
-                        "id": f"{family}-s{seed}-{made:04d}",
-                        "task": family,
-                        "difficulty": difficulty,
-                        "split": standard_split(str(draft["prompt"])),
-                        **draft,
-                    }
-                )
+    drawing = {family: family_tasks(family, n_per_family, seed, seen) for family in chosen}
+    made: dict[str, list[Task]] = {family: [] for family in chosen}
+    # the families take turns, so one that runs out of prompts refuses a count it cannot
+    # reach before the others have made that many
+    while drawing:
+        for family, tasks in list(drawing.items()):
+            task = next(tasks, None)
+            if task is None:
+                del drawing[family]
+            else:
+                made[family].append(task)
+    return [task for family in chosen for task in made[family]]
+
+
+def family_tasks(family: str, n_per_family: int, seed: int, seen: set[str]) -> Iterator[Task]:
+    """One family's tasks in turn, each asking a question not in `seen` (which it adds to);
+    raises ValueError when the family's prompts run out before `n_per_family`."""
+    makers = FAMILIES[family]
+    rng = random.Random(f"fugu-lite-tasks:{seed}:{family}")
+    made = 0
+    attempts = 0
+    repeats_in_a_row = 0
+    while made < n_per_family:
+        attempts += 1
+        if attempts > 200 + 50 * n_per_family or repeats_in_a_row > REPEATS_BEFORE_GIVING_UP:
+            raise ValueError(
+                f"could not make {n_per_family} different {family} tasks: it made {made} "
+                "before its prompts kept repeating; ask for fewer per family"
             )
-            made += 1
-    return tasks
+        difficulty = rng.choices((1, 2, 3), weights=DIFFICULTY_WEIGHTS)[0]
+        draft = rng.choice(makers[difficulty])(rng)
+        question = question_key(draft)
+        if question in seen:
+            repeats_in_a_row += 1
+            continue
+        repeats_in_a_row = 0
+        seen.add(question)
+        yield Task.model_validate(
+            {
+                "id": f"{family}-s{seed}-{made:04d}",
+                "task": family,
+                "difficulty": difficulty,
+                "split": standard_split(str(draft["prompt"])),
+                **draft,
+            }
+        )
+        made += 1
 
 
 def check_families(families: Sequence[str] | None) -> set[str]:
