@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -183,28 +185,35 @@ def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
         assert not re.search(r"\b(?:Must|Need|Has to|Necessarily)\b", question), question
 
 
+def count_draws(monkeypatch: pytest.MonkeyPatch, family: str) -> Callable[[], int]:
+    """Counts the drafts `family`'s makers draw (how many so far, when called); past 100,000
+    it raises, so a generator that would draw for half an hour fails the test at once."""
+    draws = 0
+
+    def counted(maker: Callable[[random.Random], dict]) -> Callable[[random.Random], dict]:
+        def draw(rng: random.Random) -> dict:
+            nonlocal draws
+            draws += 1
+            if draws > 100_000:
+                raise RuntimeError(f"still drawing {family} tasks after 100,000 draws")
+            return maker(rng)
+
+        return draw
+
+    makers = {level: tuple(map(counted, FAMILIES[family][level])) for level in (1, 2, 3)}
+    monkeypatch.setitem(FAMILIES, family, makers)
+    return lambda: draws
+
+
 def test_a_huge_count_per_family_is_refused_soon_after_the_prompts_run_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The code family has a few hundred different prompts; `--per-family 1000000` drew
     50 million more tasks (200 + 50 a task asked for), half an hour, before it gave up."""
-    draws = 0
-
-    def counted(maker):
-        def draw(rng):
-            nonlocal draws
-            draws += 1
-            if draws > 100_000:
-                raise RuntimeError("still drawing after 100,000 draws")
-            return maker(rng)
-
-        return draw
-
-    makers = {level: tuple(map(counted, FAMILIES["code"][level])) for level in (1, 2, 3)}
-    monkeypatch.setitem(FAMILIES, "code", makers)
+    draws = count_draws(monkeypatch, "code")
     with pytest.raises(ValueError, match=r"could not make 1000000 different code tasks: it made"):
         generate_tasks(1_000_000, families=["code"])
-    assert draws < 50_000
+    assert draws() < 50_000
 
 
 @pytest.mark.parametrize("value", ["arithmetic,code", "arithmetic, code", "arithmetic code"])
@@ -313,23 +322,10 @@ def test_a_count_one_family_cannot_reach_is_refused_before_the_others_are_made(
     unit, string, list and logic tasks each, minutes and gigabytes, before the code family
     (some 240 prompts) refused the count; now the families are drawn in turn, so the one
     that runs out refuses it early. The tasks are the same as one family at a time."""
-    draws = 0
-
-    def counted(maker):
-        def draw(rng):
-            nonlocal draws
-            draws += 1
-            if draws > 100_000:
-                raise RuntimeError("still drawing arithmetic tasks after 100,000 draws")
-            return maker(rng)
-
-        return draw
-
-    makers = {level: tuple(map(counted, FAMILIES["arithmetic"][level])) for level in (1, 2, 3)}
-    monkeypatch.setitem(FAMILIES, "arithmetic", makers)
+    draws = count_draws(monkeypatch, "arithmetic")
     with pytest.raises(ValueError, match=r"could not make 1000000 different code tasks"):
         generate_tasks(1_000_000)
-    assert draws < 20_000
+    assert draws() < 20_000
     monkeypatch.undo()
     together = generate_tasks(30, seed=4)
     assert together == [t for family in FAMILIES for t in generate_tasks(30, 4, [family])]
