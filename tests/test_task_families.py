@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -329,3 +333,26 @@ def test_a_count_one_family_cannot_reach_is_refused_before_the_others_are_made(
     monkeypatch.undo()
     together = generate_tasks(30, seed=4)
     assert together == [t for family in FAMILIES for t in generate_tasks(30, 4, [family])]
+
+
+def test_generated_tasks_are_the_same_under_any_hash_seed() -> None:
+    """Ids, prompts and splits must not depend on the process: a set iterated in a maker
+    (letters of a word, family names) would reorder them under another PYTHONHASHSEED."""
+    script = (
+        "import hashlib, sys\n"
+        "from fugu_lite.task_families import generate_tasks\n"
+        "text = ''.join(t.model_dump_json() for t in generate_tasks(20, seed=7))\n"
+        "print(hashlib.sha256(text.encode()).hexdigest())\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2")
+    }
+    here = "".join(t.model_dump_json() for t in generate_tasks(20, seed=7))
+    assert digests == {hashlib.sha256(here.encode()).hexdigest() + "\n"}
