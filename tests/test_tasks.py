@@ -372,3 +372,14 @@ def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
     assert "first: 'q3', the prompt of 'q1'" in warning
     unique = write_lines(tmp_path / "u.jsonl", rows[:2])
     assert "warning" not in CliRunner().invoke(app, ["tasks", "check", str(unique)]).output
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [("id", "'id' is blank; give every task an id of its own"), ("task", "'task' is blank")],
+)
+def test_a_blank_id_or_task_name_is_refused(tmp_path: Path, field: str, expected: str) -> None:
+    """ "id": "  " and "task": " " were read: records no one can tell apart by id, and a
+    family shown as an empty cell in every table."""
+    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", field: "  "}])
+    assert f"tasks.jsonl, line 2: {expected}" in message

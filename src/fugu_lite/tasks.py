@@ -111,6 +111,13 @@ class Task(BaseModel):
 def task_problems(task: Task) -> list[str]:
     """Everything that keeps this task from being graded, each with how to fix it."""
     problems: list[str] = []
+    if not task.id.strip():
+        problems.append("'id' is blank; give every task an id of its own, e.g. 'q1'")
+    if not task.task.strip():
+        problems.append(
+            "'task' is blank; name the task's family (shown in tables and records), "
+            "e.g. 'arithmetic'"
+        )
     if (task.prompt is None) == (task.messages is None):
         problems.append(
             "give exactly one of 'prompt' (text) or 'messages' (chat messages), "
