@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,14 @@ from fugu_lite.datasets import standard_split
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import grade
 from fugu_lite.task_families import generate_tasks
-from fugu_lite.tasks import Task, TaskFileError, read_tasks, write_tasks
+from fugu_lite.tasks import (
+    Task,
+    TaskFileError,
+    format_number,
+    parse_number,
+    read_tasks,
+    write_tasks,
+)
 
 GOOD = {"id": "q1", "prompt": "What is 2 + 3?", "answer": "5", "grader": "number", "task": "math"}
 CODE_TESTS = "assert add(1, 2) == 3\n"
@@ -383,3 +391,13 @@ def test_a_blank_id_or_task_name_is_refused(tmp_path: Path, field: str, expected
     family shown as an empty cell in every table."""
     message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", field: "  "}])
     assert f"tasks.jsonl, line 2: {expected}" in message
+
+
+@pytest.mark.parametrize(
+    "value", [Fraction(1, 10**7), -2.5e-7, 0.000123456, Fraction(3, 4), 8.5, 12.0, -31, 1 / 3]
+)
+def test_a_formatted_answer_reads_back_as_its_value(value: float | Fraction) -> None:
+    """format_number wrote 1e-7 as "0" (six decimals, then zeros stripped): a reference
+    answer that the number grader would have matched against 0."""
+    text = format_number(value)
+    assert parse_number(text) == pytest.approx(float(value), rel=1e-6, abs=0)

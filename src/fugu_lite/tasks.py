@@ -310,11 +310,14 @@ def listed_options(prompt: str) -> str:
 
 
 def format_number(value: float | Fraction | int) -> str:
-    """12.0 -> '12', 2.50 -> '2.5'."""
+    """12.0 -> '12', 2.50 -> '2.5', 1/3 -> '0.333333'; below 0.001 six significant digits,
+    1e-7 -> '1e-07' (six decimals would round it to '0')."""
     if isinstance(value, Fraction) and value.denominator != 1:
         value = float(value)
     if float(value) == int(value):
         return str(int(value))
+    if abs(float(value)) < 0.001:
+        return f"{float(value):.6g}"
     return f"{float(value):.6f}".rstrip("0").rstrip(".")
 
 
