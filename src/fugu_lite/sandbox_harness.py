@@ -1,0 +1,249 @@
+"""The script the sandbox runs in its subprocess (standard library only): it sets the
+limits, installs the audit hook, runs the code and then the tests, and reports each step
+to results.jsonl (read back by sandbox_results.py)."""
+
+# The harness runs inside the sandbox, standard library only. It reports through
+# results.jsonl: "ready" (limits set, about to run the code), "start" before each test or
+# set-up statement (where a run that never ends was), one "test" per test, "load_error"
+# when the code itself does not run, and "done".
+HARNESS = r'''
+import ast, io, json, os, resource, signal, sys, threading, time, traceback
+
+folder, settings = sys.argv[1], json.loads(sys.argv[2])
+workdir = os.path.realpath(os.path.join(folder, "work"))
+results = open(os.path.join(folder, "results.jsonl"), "w", encoding="utf-8")
+solution_code = open(os.path.join(folder, "solution.py"), encoding="utf-8").read()
+tests_code = open(os.path.join(folder, "tests.py"), encoding="utf-8").read()
+tests_tree = ast.parse(tests_code)
+test_functions = [
+    node.name for node in tests_tree.body
+    if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+]
+total = sum(isinstance(node, ast.Assert) for node in tests_tree.body) + len(test_functions)
+
+
+def emit(**event):
+    results.write(json.dumps(event) + "\n")
+    results.flush()
+
+
+def short_error(error):
+    lines = traceback.format_exception_only(type(error), error)
+    text = "".join(lines).strip()[-800:]
+    if isinstance(error, EOFError):  # input() with nothing to read
+        text += (
+            " (the code reads standard input, which is empty when graded: the tests call"
+            " its functions, so input belongs under `if __name__ == \"__main__\":`)"
+        )
+    if isinstance(error, ModuleNotFoundError):  # python -I -S: no site-packages
+        text += (
+            " (the sandbox runs the standard library only: installed packages such as"
+            " numpy are not importable there)"
+        )
+    if isinstance(error, NameError) and getattr(error, "name", None) and raised_in_tests(error):
+        text += " (" + defined_functions_hint(error.name) + ")"
+    return text
+
+
+def raised_in_tests(error):
+    """Whether the tests' own line raised `error` (a NameError in the code is its own typo)."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_filename == "tests.py"
+
+
+def defined_functions_hint(missing):
+    """The code's own functions, for tests that call one it does not define (another name)."""
+    names = sorted(
+        name for name, value in namespace.items()
+        if callable(value) and getattr(value, "__module__", None) == "solution"
+    )
+    if not names:
+        return f"the code defines no function; the tests call {missing}()"
+    return f"the code defines {', '.join(name + '()' for name in names)}, not {missing}()"
+
+
+def exit_with_parent(parent):
+    """A killed grading process must not leave this one behind: an answer that sleeps never
+    reaches its CPU limit."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+threading.Thread(target=exit_with_parent, args=(settings["parent_pid"],), daemon=True).start()
+
+
+def limit(name, value):
+    try:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    except (ValueError, OSError, AttributeError):
+        pass  # e.g. a lower hard limit already in place
+
+
+memory = settings["memory_bytes"]
+limit("RLIMIT_AS", memory)
+limit("RLIMIT_DATA", memory)
+try:
+    resource.setrlimit(resource.RLIMIT_CPU, (settings["cpu_s"], settings["cpu_s"] + 1))
+except (ValueError, OSError):
+    limit("RLIMIT_CPU", settings["cpu_s"])
+limit("RLIMIT_FSIZE", settings["output_bytes"] + 1_000_000)
+limit("RLIMIT_CORE", 0)
+limit("RLIMIT_NPROC", settings["max_processes"])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+class CappedBytes(io.RawIOBase):
+    """Writes to a file descriptor until the cap (in bytes), then drops the rest silently."""
+
+    def __init__(self, fd, cap):
+        self.fd, self.left = fd, cap
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self.fd
+
+    def write(self, data):
+        part = bytes(data[: max(self.left, 0)])
+        self.left -= len(part)
+        try:
+            while part:
+                part = part[os.write(self.fd, part):]
+        except OSError:
+            self.left = 0
+        return len(data)
+
+
+def capped_stream(fd, cap):
+    """A text stream like sys.stdout (with .buffer, .encoding, .reconfigure), capped, and
+    written through at once: a killed run keeps what it printed."""
+    return io.TextIOWrapper(
+        CappedBytes(fd, cap), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+
+
+# kept referenced, as sys.__stdout__ keeps Python's: a wrapper the code builds on
+# sys.stdout.buffer must not see it closed when the code replaces sys.stdout
+capped_streams = tuple(capped_stream(fd, settings["output_bytes"]) for fd in (1, 2))
+sys.stdout, sys.stderr = capped_streams
+
+BLOCKED = {
+    "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+    "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",
+    "socket.sendto", "socket.sendmsg", "os.system", "os.fork", "os.forkpty",
+    "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen", "os.kill", "os.killpg",
+    "signal.pthread_kill", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
+    "resource.setrlimit", "resource.prlimit", "os.setuid", "os.setgid", "os.setsid",
+    "os.chroot", "pty.spawn",
+}
+BLOCKED_IMPORTS = {"ctypes", "_ctypes", "cffi", "_multiprocessing"}
+PATH_EVENTS = {
+    "os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
+    "os.mkdir": (0,), "os.chmod": (0,), "os.chown": (0,), "os.truncate": (0,),
+    "os.link": (0, 1), "os.symlink": (1,), "os.utime": (0,), "shutil.rmtree": (0,),
+    "shutil.move": (0, 1), "shutil.copyfile": (1,), "os.chflags": (0,),
+}
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class SandboxViolation(PermissionError):
+    pass
+
+
+def inside(path):
+    if isinstance(path, int):
+        return True
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    real = os.path.realpath(os.fspath(path))
+    return real == workdir or real.startswith(workdir + os.sep) or real == os.devnull
+
+
+def refuse(what):
+    raise SandboxViolation(f"fugu-lite sandbox: {what} is not allowed")
+
+
+def hook(event, args):
+    if event in BLOCKED:
+        refuse(event)
+    if event == "import" and args[0].split(".")[0] in BLOCKED_IMPORTS:
+        refuse(f"importing {args[0]}")
+    if event == "open":
+        path, mode, flags = args
+        writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(
+            (flags or 0) & WRITE_FLAGS
+        )
+        if writes and path is not None and not inside(path):
+            refuse(f"writing {path!r} (only the working folder is writable)")
+    if event in PATH_EVENTS:
+        for index in PATH_EVENTS[event]:
+            if index < len(args) and args[index] is not None and not inside(args[index]):
+                refuse(f"{event} on {args[index]!r} outside the working folder")
+
+
+for name in list(sys.modules):
+    if name.split(".")[0] in BLOCKED_IMPORTS:
+        del sys.modules[name]
+
+
+def no_fork_exec(*args, **kwargs):
+    refuse("starting a process")
+
+
+# `import subprocess` (or asyncio, which imports it) must work; starting a process must not.
+# fork_exec raises no audit event of its own, so the module keeps a refusing stand-in.
+import _posixsubprocess  # noqa: E402
+
+_posixsubprocess.fork_exec = no_fork_exec
+sys.addaudithook(hook)
+emit(event="ready", total=total)
+
+module = type(sys)("solution")
+sys.modules["solution"] = module
+namespace = module.__dict__
+try:
+    exec(compile(solution_code, "solution.py", "exec"), namespace)
+except BaseException as error:  # the model's code failed: every test fails
+    emit(event="load_error", error="the code raised " + short_error(error))
+    for node in tests_tree.body:
+        if isinstance(node, ast.Assert):
+            emit(event="test", name=f"line {node.lineno}", passed=False, error="not run")
+    for name in test_functions:
+        emit(event="test", name=name, passed=False, error="not run")
+    emit(event="done")
+    results.close()
+    os._exit(0)
+
+
+def run(name, action):
+    emit(event="start", where=f"the test {name}")
+    try:
+        action()
+    except BaseException as error:
+        emit(event="test", name=name, passed=False, error=short_error(error))
+    else:
+        emit(event="test", name=name, passed=True)
+
+
+for node in tests_tree.body:
+    code = compile(ast.Module(body=[node], type_ignores=[]), "tests.py", "exec")
+    if isinstance(node, ast.Assert):
+        source = ast.get_source_segment(tests_code, node) or ""
+        run(f"line {node.lineno}: {source[:120]}", lambda code=code: exec(code, namespace))
+    else:
+        emit(event="start", where=f"the tests' set-up line {node.lineno}")
+        try:
+            exec(code, namespace)
+        except BaseException as error:
+            emit(event="setup_error", line=node.lineno, error=short_error(error))
+for name in test_functions:
+    run(name, lambda name=name: namespace[name]())
+emit(event="done")
+results.close()
+sys.stdout.flush()
+os._exit(0)
+'''
