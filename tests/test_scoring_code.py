@@ -495,3 +495,20 @@ def test_concurrent_sandboxes_all_finish() -> None:
         return await asyncio.gather(*(grade(code_task(), good, sandbox=FAST) for _ in range(6)))
 
     assert [g.score for g in asyncio.run(many())] == [1.0] * 6
+
+
+def test_the_tests_own_failing_import_is_a_grading_error_not_a_zero() -> None:
+    tests = "import numpy as np\nassert np.isclose(add(1, 2), 3)\n"
+    result = graded(code_task(tests), f"```python\n{ADD}```")
+    assert result.score is None
+    assert "the task's tests cannot run in the sandbox" in (result.error or "")
+    assert "line 1" in (result.error or "") and "No module named 'numpy'" in (result.error or "")
+    blocked = graded(code_task("import ctypes\nassert add(1, 2) == 3\n"), ADD)
+    assert blocked.score is None and "importing ctypes is not allowed" in (blocked.error or "")
+    # the tests importing a name the code does not define: the code's fault
+    own = graded(
+        code_task("from solution import add\nassert add(1, 2) == 3\n"),
+        "def plus(a, b):\n    return a + b\n",
+    )
+    assert (own.score, own.error) == (0.0, None)
+    assert graded(code_task("from solution import add\nassert add(1, 2) == 3\n"), ADD).score == 1.0

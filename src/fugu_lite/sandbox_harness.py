@@ -219,6 +219,17 @@ except BaseException as error:  # the model's code failed: every test fails
     os._exit(0)
 
 
+def failed_import_of_the_tests(node, error):
+    """Whether a set-up statement that raised `error` is an import the tests cannot do here
+    (a package, a blocked module): the task's fault, whatever the code. `from solution import
+    f` failing is the code's (it named f otherwise)."""
+    if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        return False
+    if isinstance(error, SandboxViolation):
+        return True
+    return isinstance(error, ImportError) and (error.name or "").split(".")[0] != "solution"
+
+
 def run(name, action):
     emit(event="start", where=f"the test {name}")
     try:
@@ -239,7 +250,10 @@ for node in tests_tree.body:
         try:
             exec(code, namespace)
         except BaseException as error:
-            emit(event="setup_error", line=node.lineno, error=short_error(error))
+            emit(
+                event="setup_error", line=node.lineno, error=short_error(error),
+                tests_import=failed_import_of_the_tests(node, error),
+            )
 for name in test_functions:
     run(name, lambda name=name: namespace[name]())
 emit(event="done")

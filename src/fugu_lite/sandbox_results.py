@@ -14,7 +14,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from .sandbox import SandboxLimits
 
-Status = Literal["ok", "load_error", "timeout", "crashed", "internal_error"]
+Status = Literal["ok", "load_error", "timeout", "crashed", "internal_error", "tests_error"]
+"""tests_error: the task's tests cannot run in the sandbox (an import of theirs fails)."""
 
 
 class TestOutcome(BaseModel):
@@ -79,6 +80,14 @@ def _verdict(
             )
         detail = f"the sandbox failed before running the code (exit {returncode}): "
         return "internal_error", detail + (stderr[-1500:].strip() or "no output")
+    tests_import = next(
+        (e for e in events if e.get("event") == "setup_error" and e.get("tests_import")), None
+    )
+    if tests_import is not None:
+        return (
+            "tests_error",
+            f"line {tests_import['line']} of the tests raised {tests_import['error']}",
+        )
     if timed_out:
         return "timeout", f"still running after {limits.timeout_s:g} s {_where(events)}"
     load_error = next((e for e in events if e.get("event") == "load_error"), None)

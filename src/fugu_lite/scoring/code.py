@@ -147,6 +147,8 @@ async def grade_code(task: Task, output: str, limits: SandboxLimits | None = Non
     result = await run_python_tests(code, task.tests, limits)
     if result.status == "internal_error":
         return cannot_grade(f"the code sandbox failed: {result.detail}")
+    if result.status == "tests_error":
+        return cannot_grade(f"the task's tests cannot run in the sandbox: {result.detail}")
     if result.total == 0:
         return cannot_grade("the task's tests hold no test")
     if result.status == "ok":
