@@ -512,3 +512,12 @@ def test_the_tests_own_failing_import_is_a_grading_error_not_a_zero() -> None:
     )
     assert (own.score, own.error) == (0.0, None)
     assert graded(code_task("from solution import add\nassert add(1, 2) == 3\n"), ADD).score == 1.0
+
+
+def test_a_lone_surrogate_in_the_codes_error_can_be_saved_with_the_grade() -> None:
+    # the detail goes to the call log as UTF-8: half a surrogate pair used to make that fail
+    raising = "def add(a, b):\n    raise ValueError('bad ' + chr(0xD800))\n"
+    result = graded(code_task(), raising)
+    assert result.score == 0.0
+    assert "ValueError: bad \\ud800" in result.detail
+    assert '"score":0.0' in result.model_dump_json()

@@ -135,8 +135,16 @@ def _read_events(path: Path) -> list[dict]:
         with contextlib.suppress(json.JSONDecodeError):
             value = json.loads(line)
             if isinstance(value, dict):
-                events.append(value)
+                events.append({key: _encodable(item) for key, item in value.items()})
     return events
+
+
+def _encodable(value: object) -> object:
+    """A message the code raised may hold a lone surrogate (`chr(0xD800)`), which no UTF-8
+    file can hold (a grade's detail is written to the call log): kept as its escape."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def _read_capped(path: Path, limit: int) -> str:
