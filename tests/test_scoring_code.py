@@ -521,3 +521,16 @@ def test_a_lone_surrogate_in_the_codes_error_can_be_saved_with_the_grade() -> No
     assert result.score == 0.0
     assert "ValueError: bad \\ud800" in result.detail
     assert '"score":0.0' in result.model_dump_json()
+
+
+def test_the_codes_own_top_level_asserts_do_not_decide_its_score() -> None:
+    # a wrong example check of the model's used to fail every test of a right function
+    own_checks = f"{ADD}\nassert add(2, 2) == 5\nassert add(1, 1) == 2\n"
+    assert graded(code_task(), f"```python\n{own_checks}```").score == 1.0
+    inside = (
+        "def add(a, b):\n    assert a != 1, 'not one'\n    return a + b\n"  # the code's own logic
+    )
+    kept = graded(code_task(), inside)
+    assert (kept.score, "AssertionError: not one" in kept.detail) == (0.75, True)
+    syntax = graded(code_task(), "def add(a, b) return a + b\n")
+    assert "SyntaxError" in syntax.detail and "solution.py" in syntax.detail

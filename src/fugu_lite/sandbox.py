@@ -20,6 +20,7 @@ to escape it: run untrusted pools in a container if that matters.
 
 Tests are the task's `tests` code: each top-level `assert` and each top-level `test*`
 function counts as one test; other top-level statements run as set-up, in order.
+The code's own top-level asserts (its examples, right or wrong) are left out.
 
 This module starts and limits the run; the script run inside it is sandbox_harness.py, and
 reading what it reported back is sandbox_results.py.

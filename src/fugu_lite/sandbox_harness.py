@@ -202,11 +202,22 @@ _posixsubprocess.fork_exec = no_fork_exec
 sys.addaudithook(hook)
 emit(event="ready", total=total)
 
+
+
+def without_own_asserts(code):
+    """The code compiled without its top-level asserts: the model's own checks, and one it
+    got wrong (`assert add(2, 2) == 5`) would fail every test of functions that may be right.
+    The task's tests judge those."""
+    tree = ast.parse(code, "solution.py")
+    tree.body = [node for node in tree.body if not isinstance(node, ast.Assert)]
+    return compile(tree, "solution.py", "exec")
+
+
 module = type(sys)("solution")
 sys.modules["solution"] = module
 namespace = module.__dict__
 try:
-    exec(compile(solution_code, "solution.py", "exec"), namespace)
+    exec(without_own_asserts(solution_code), namespace)
 except BaseException as error:  # the model's code failed: every test fails
     emit(event="load_error", error="the code raised " + short_error(error))
     for node in tests_tree.body:
