@@ -534,3 +534,13 @@ def test_the_codes_own_top_level_asserts_do_not_decide_its_score() -> None:
     assert (kept.score, "AssertionError: not one" in kept.detail) == (0.75, True)
     syntax = graded(code_task(), "def add(a, b) return a + b\n")
     assert "SyntaxError" in syntax.detail and "solution.py" in syntax.detail
+
+
+@pytest.mark.parametrize("call", ["exit(1)", "quit()"])
+def test_exit_and_quit_exit_as_in_python_not_a_name_error(call: str) -> None:
+    # `site` defines them and the sandbox's `python -S` skips it
+    code = f"def add(a, b):\n    if a == -1:\n        {call}\n    return a + b\n"
+    result = graded(code_task(), code)
+    assert result.score == 0.75
+    assert "line 4: assert add(-1, 1) == 0: SystemExit" in result.detail
+    assert "NameError" not in result.detail

@@ -7,7 +7,7 @@ to results.jsonl (read back by sandbox_results.py)."""
 # set-up statement (where a run that never ends was), one "test" per test, "load_error"
 # when the code itself does not run, and "done".
 HARNESS = r'''
-import ast, io, json, os, resource, signal, sys, threading, time, traceback
+import ast, builtins, io, json, os, resource, signal, sys, threading, time, traceback
 
 folder, settings = sys.argv[1], json.loads(sys.argv[2])
 workdir = os.path.realpath(os.path.join(folder, "work"))
@@ -202,6 +202,15 @@ _posixsubprocess.fork_exec = no_fork_exec
 sys.addaudithook(hook)
 emit(event="ready", total=total)
 
+
+
+def exit_as_site_does(code=None):
+    """exit() and quit(): `site` defines them, and `python -S` skips it (a call raised
+    NameError, as if the code had a typo, not the SystemExit it means)."""
+    raise SystemExit(code)
+
+
+builtins.exit = builtins.quit = exit_as_site_does
 
 
 def without_own_asserts(code):
