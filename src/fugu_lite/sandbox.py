@@ -17,6 +17,8 @@ Layers, from the kernel up:
 This stops the accidents of a model's code (infinite loops, huge prints, memory hogs, fork
 bombs, network calls, stray file writes). It is not a security boundary against code written
 to escape it: run untrusted pools in a container if that matters.
+Nor can it vouch for a score against such code: the tests run in the code's own process,
+which can write results.jsonl itself (every test passed, none run).
 
 Tests are the task's `tests` code: each top-level `assert` and each top-level `test*`
 function counts as one test; other top-level statements run as set-up, in order.
