@@ -544,3 +544,16 @@ def test_exit_and_quit_exit_as_in_python_not_a_name_error(call: str) -> None:
     assert result.score == 0.75
     assert "line 4: assert add(-1, 1) == 0: SystemExit" in result.detail
     assert "NameError" not in result.detail
+
+
+def test_indentation_mixing_tabs_and_spaces_is_read_when_only_one_reading_parses() -> None:
+    mixed = "def add(a, b):\n    total = a\n\treturn total + b\n"  # a tab of 4 columns
+    assert graded(code_task(), f"```python\n{mixed}```").score == 1.0
+    assert graded(code_task(), mixed).score == 1.0
+    literal = "def add(a, b):\n    sep = '\t'\n\treturn a + b if sep == '\t' else None\n"
+    assert graded(code_task(), literal).score == 1.0  # a tab inside a line stays a tab
+    # `\treturn r` is in the function at 4 columns, in the if at 8: no guess, the code's error
+    ambiguous = "def add(a, b):\n    r = a + b\n    if a == -1:\n        r = 0\n\treturn r\n"
+    result = graded(code_task(), f"```python\n{ambiguous}```")
+    assert result.score == 0.0
+    assert "TabError" in result.detail

@@ -52,6 +52,7 @@ def extract_code(output: str) -> str | None:
             parsing = solution or parsing
             return "\n\n".join(parsing) if parsing else candidates[-1]
     output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
+    output = _tabs_repaired(output)
     if _parses(output):
         return output
     matches = (_CODE_START.search(output), _INLINE_DEF.search(output))
@@ -83,7 +84,37 @@ def _block(language: str, info: str, code: str) -> tuple[str, str]:
         code = info.strip() + "\n" + code
     if not language and _LANGUAGE_LINE.match(code):
         language, code = "python", _LANGUAGE_LINE.sub("", code, count=1)
-    return language.lower(), textwrap.dedent(code)
+    return language.lower(), _tabs_repaired(textwrap.dedent(code))
+
+
+def _tabs_repaired(code: str) -> str:
+    """`code` whose indentation mixes tabs and spaces (a TabError: Python will not guess a
+    tab's width) with its indenting tabs read as 4 or as 8 columns, when the widths that
+    parse read the same; else `code` unchanged (an ambiguous mix stays the code's error)."""
+    if "\t" not in code or not _tab_error(code):
+        return code
+    readings: dict[str, str] = {}
+    for width in (4, 8):
+        lines = [_indent_expanded(line, width) for line in code.split("\n")]
+        repaired = "\n".join(lines)
+        if _parses(repaired):
+            readings.setdefault(ast.dump(ast.parse(repaired)), repaired)
+    return next(iter(readings.values())) if len(readings) == 1 else code
+
+
+def _indent_expanded(line: str, width: int) -> str:
+    body = line.lstrip(" \t")
+    return line[: len(line) - len(body)].expandtabs(width) + body
+
+
+def _tab_error(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except TabError:
+        return True
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return False
 
 
 def _indented_block_end(lines: list[str]) -> int:
