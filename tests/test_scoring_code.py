@@ -557,3 +557,17 @@ def test_indentation_mixing_tabs_and_spaces_is_read_when_only_one_reading_parses
     result = graded(code_task(), f"```python\n{ambiguous}```")
     assert result.score == 0.0
     assert "TabError" in result.detail
+
+
+def test_asserts_in_a_loop_over_cases_count_as_a_test() -> None:
+    # the loop ran as set-up, its failure unseen: code wrong on every case there scored 1.0
+    tests = (
+        "CASES = [(1, 2, 3), (5, 5, 10)]\nfor a, b, c in CASES:\n    assert add(a, b) == c\n"
+        "assert add(2, 2) == 4\n"
+    )
+    wrong_on_cases = graded(code_task(tests), "def add(a, b):\n    return 4\n")
+    assert wrong_on_cases.score == 0.5
+    assert "first failure: line 2: for a, b, c in CASES:" in wrong_on_cases.detail
+    assert graded(code_task(tests), ADD).score == 1.0
+    helper = "def check(f):\n    assert f(1, 2) == 3\nassert add(2, 2) == 4\n"  # defines only
+    assert graded(code_task(helper), ADD).detail == "1/1 tests passed"

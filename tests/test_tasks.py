@@ -135,6 +135,15 @@ def test_test_functions_with_defaults_or_star_arguments_are_accepted() -> None:
             Task.model_validate({**GOOD, "grader": "code", "tests": tests})
 
 
+def test_tests_that_are_a_loop_of_asserts_are_accepted_and_a_helper_alone_is_not() -> None:
+    # the sandbox counts the loop as one test; a function defining asserts is no test itself
+    loop = "for x, y in [(1, 2), (2, 3)]:\n    assert f(x) == y\n"
+    assert Task.model_validate({**GOOD, "grader": "code", "tests": loop}).tests == loop
+    with pytest.raises(ValueError, match="holds no test"):
+        helper = "def check(g):\n    assert g(1) == 2\n"
+        Task.model_validate({**GOOD, "grader": "code", "tests": helper})
+
+
 def test_several_unknown_fields_are_named_in_one_sentence(tmp_path: Path) -> None:
     """A line with four unknown fields (another kind of file given to `tasks check`) listed
     every known field four times, once per unknown field."""

@@ -15,11 +15,22 @@ results = open(os.path.join(folder, "results.jsonl"), "w", encoding="utf-8")
 solution_code = open(os.path.join(folder, "solution.py"), encoding="utf-8").read()
 tests_code = open(os.path.join(folder, "tests.py"), encoding="utf-8").read()
 tests_tree = ast.parse(tests_code)
+
+
+def holds_assert(node):
+    """Whether a top-level statement is a test: an assert, or a loop, `with` or `try` holding
+    one (`for a, b in CASES: assert ...`), not one inside a function or class it defines.
+    Mirrors tasks.count_tests."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return False
+    return isinstance(node, ast.Assert) or any(map(holds_assert, ast.iter_child_nodes(node)))
+
+
 test_functions = [
     node.name for node in tests_tree.body
     if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
 ]
-total = sum(isinstance(node, ast.Assert) for node in tests_tree.body) + len(test_functions)
+total = sum(map(holds_assert, tests_tree.body)) + len(test_functions)
 
 
 def emit(**event):
@@ -230,7 +241,7 @@ try:
 except BaseException as error:  # the model's code failed: every test fails
     emit(event="load_error", error="the code raised " + short_error(error))
     for node in tests_tree.body:
-        if isinstance(node, ast.Assert):
+        if holds_assert(node):
             emit(event="test", name=f"line {node.lineno}", passed=False, error="not run")
     for name in test_functions:
         emit(event="test", name=name, passed=False, error="not run")
@@ -262,8 +273,10 @@ def run(name, action):
 
 for node in tests_tree.body:
     code = compile(ast.Module(body=[node], type_ignores=[]), "tests.py", "exec")
-    if isinstance(node, ast.Assert):
+    if holds_assert(node):
         source = ast.get_source_segment(tests_code, node) or ""
+        if not isinstance(node, ast.Assert):  # a loop: its first line
+            source = source.split("\n")[0]
         run(f"line {node.lineno}: {source[:120]}", lambda code=code: exec(code, namespace))
     else:
         emit(event="start", where=f"the tests' set-up line {node.lineno}")

@@ -262,12 +262,19 @@ def _required_parameters(arguments: ast.arguments) -> list[str]:
 
 
 def count_tests(tree: ast.Module) -> int:
-    """Each top-level assert and each top-level test_* function is one test."""
+    """Each top-level assert, top-level statement holding one (`for a, b in CASES: assert
+    ...`) and top-level test_* function is one test (as the sandbox's harness counts)."""
     return sum(
-        isinstance(node, ast.Assert)
-        or (isinstance(node, ast.FunctionDef) and node.name.startswith("test"))
+        _holds_assert(node) or (isinstance(node, ast.FunctionDef) and node.name.startswith("test"))
         for node in tree.body
     )
+
+
+def _holds_assert(node: ast.AST) -> bool:
+    """An assert, or a statement holding one outside the functions and classes it defines."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+        return False
+    return isinstance(node, ast.Assert) or any(map(_holds_assert, ast.iter_child_nodes(node)))
 
 
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")
