@@ -571,3 +571,14 @@ def test_asserts_in_a_loop_over_cases_count_as_a_test() -> None:
     assert graded(code_task(tests), ADD).score == 1.0
     helper = "def check(f):\n    assert f(1, 2) == 3\nassert add(2, 2) == 4\n"  # defines only
     assert graded(code_task(helper), ADD).detail == "1/1 tests passed"
+
+
+def test_a_name_a_failed_set_up_line_would_have_set_is_not_blamed_on_the_code() -> None:
+    # the hint used to say "the code defines add(), not result()"
+    tests = "result = add(1, 2)\nassert result == 3\nassert add(2, 2) == 4\n"
+    raising = "def add(a, b):\n    if a == 1:\n        raise ValueError('one')\n    return a + b\n"
+    result = graded(code_task(tests), raising)
+    assert result.score == 0.5
+    expected = "'result' is not defined (the tests' set-up line 1, which sets it, raised ValueError"
+    assert expected in result.detail
+    assert "the code defines" not in result.detail

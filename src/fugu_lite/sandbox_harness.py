@@ -52,8 +52,28 @@ def short_error(error):
             " numpy are not importable there)"
         )
     if isinstance(error, NameError) and getattr(error, "name", None) and raised_in_tests(error):
-        text += " (" + defined_functions_hint(error.name) + ")"
+        if error.name in failed_setup:  # the tests' own set-up line that sets it failed
+            text += " (" + failed_setup[error.name] + ")"
+        else:
+            text += " (" + defined_functions_hint(error.name) + ")"
     return text
+
+
+# what the tests' set-up lines that raised would have set: the name, then why it is missing
+failed_setup = {}
+
+
+def names_set(node):
+    """The names a set-up statement sets (`result = add(1, 2)`, `import math as m`)."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in n.names)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+    return names
 
 
 def raised_in_tests(error):
@@ -283,10 +303,15 @@ for node in tests_tree.body:
         try:
             exec(code, namespace)
         except BaseException as error:
+            why = short_error(error)
             emit(
-                event="setup_error", line=node.lineno, error=short_error(error),
+                event="setup_error", line=node.lineno, error=why,
                 tests_import=failed_import_of_the_tests(node, error),
             )
+            for missing in names_set(node):
+                failed_setup[missing] = (
+                    f"the tests' set-up line {node.lineno}, which sets it, raised {why}"
+                )
 for name in test_functions:
     run(name, lambda name=name: namespace[name]())
 emit(event="done")
