@@ -582,3 +582,19 @@ def test_a_name_a_failed_set_up_line_would_have_set_is_not_blamed_on_the_code() 
     expected = "'result' is not defined (the tests' set-up line 1, which sets it, raised ValueError"
     assert expected in result.detail
     assert "the code defines" not in result.detail
+
+
+def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
+    # a competitive-programming idiom for deep recursion; every setrlimit used to be refused
+    stack = (
+        "import resource\n_, hard = resource.getrlimit(resource.RLIMIT_STACK)\n"
+        "resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+    )
+    assert graded(code_task(), stack + ADD).score == 1.0
+    unlimited = "import resource\nM = resource.RLIM_INFINITY\n"
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC"):
+        raising = f"{unlimited}resource.setrlimit(resource.{name}, (M, M))\n{ADD}"
+        result = graded(code_task(), raising)
+        assert result.score == 0.0
+        assert "raising a hard resource limit is not allowed" in result.detail

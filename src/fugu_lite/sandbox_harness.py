@@ -168,7 +168,7 @@ BLOCKED = {
     "socket.sendto", "socket.sendmsg", "os.system", "os.fork", "os.forkpty",
     "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen", "os.kill", "os.killpg",
     "signal.pthread_kill", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
-    "resource.setrlimit", "resource.prlimit", "os.setuid", "os.setgid", "os.setsid",
+    "resource.prlimit", "os.setuid", "os.setgid", "os.setsid",
     "os.chroot", "pty.spawn",
 }
 BLOCKED_IMPORTS = {"ctypes", "_ctypes", "cffi", "_multiprocessing"}
@@ -198,9 +198,24 @@ def refuse(what):
     raise SandboxViolation(f"fugu-lite sandbox: {what} is not allowed")
 
 
+def raises_hard_limit(which, limits):
+    """Whether setrlimit(which, limits) would raise a hard limit (what the code may not do,
+    and root may); a soft limit up to its hard one, `RLIMIT_STACK` for deep recursion, may."""
+    try:
+        current = resource.getrlimit(which)[1]
+        wanted = limits[1]
+    except (ValueError, TypeError, IndexError, OSError):
+        return False  # setrlimit itself raises the error
+    if current == resource.RLIM_INFINITY:
+        return False
+    return wanted == resource.RLIM_INFINITY or wanted < 0 or wanted > current
+
+
 def hook(event, args):
     if event in BLOCKED:
         refuse(event)
+    if event == "resource.setrlimit" and raises_hard_limit(*args):
+        refuse("raising a hard resource limit")
     if event == "import" and args[0].split(".")[0] in BLOCKED_IMPORTS:
         refuse(f"importing {args[0]}")
     if event == "open":
