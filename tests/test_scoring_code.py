@@ -598,3 +598,20 @@ def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
         result = graded(code_task(), raising)
         assert result.score == 0.0
         assert "raising a hard resource limit is not allowed" in result.detail
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [
+        "import sys\ndata = sys.stdin.read().split()\nprint(add(int(data[0]), int(data[1])))\n",
+        "from sys import stdin\nn = int(stdin.readline())\n",
+        "a, b = map(int, open(0).read().split())\n",
+    ],
+)
+def test_code_reading_empty_standard_input_at_load_says_why(reading: str) -> None:
+    # sys.stdin.read() gives "", and the error (IndexError, ValueError) said nothing of it
+    result = graded(code_task(), f"{ADD}{reading}")
+    assert result.score == 0.0
+    assert "the code reads standard input, which is empty when graded" in result.detail
+    other = graded(code_task(), f"{ADD}x = [][0]\n")  # no input read: no such hint
+    assert "IndexError" in other.detail and "standard input" not in other.detail

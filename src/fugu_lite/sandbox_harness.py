@@ -38,14 +38,17 @@ def emit(**event):
     results.flush()
 
 
+STDIN_HINT = (
+    " (the code reads standard input, which is empty when graded: the tests call"
+    " its functions, so input belongs under `if __name__ == \"__main__\":`)"
+)
+
+
 def short_error(error):
     lines = traceback.format_exception_only(type(error), error)
     text = "".join(lines).strip()[-800:]
     if isinstance(error, EOFError):  # input() with nothing to read
-        text += (
-            " (the code reads standard input, which is empty when graded: the tests call"
-            " its functions, so input belongs under `if __name__ == \"__main__\":`)"
-        )
+        text += STDIN_HINT
     if isinstance(error, ModuleNotFoundError):  # python -I -S: no site-packages
         text += (
             " (the sandbox runs the standard library only: installed packages such as"
@@ -259,6 +262,22 @@ def exit_as_site_does(code=None):
 builtins.exit = builtins.quit = exit_as_site_does
 
 
+def reads_stdin(code):
+    """Whether the code reads standard input: sys.stdin, input(), open(0)."""
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Attribute) and node.attr == "stdin":
+            return True
+        if isinstance(node, ast.Name) and node.id == "stdin":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "input":
+                return True
+            first = node.args[0] if node.args else None
+            if node.func.id == "open" and isinstance(first, ast.Constant) and first.value == 0:
+                return True
+    return False
+
+
 def without_own_asserts(code):
     """The code compiled without its top-level asserts: the model's own checks, and one it
     got wrong (`assert add(2, 2) == 5`) would fail every test of functions that may be right.
@@ -274,7 +293,10 @@ namespace = module.__dict__
 try:
     exec(without_own_asserts(solution_code), namespace)
 except BaseException as error:  # the model's code failed: every test fails
-    emit(event="load_error", error="the code raised " + short_error(error))
+    why = short_error(error)
+    if isinstance(error, (IndexError, ValueError, StopIteration)) and reads_stdin(solution_code):
+        why += STDIN_HINT  # sys.stdin.read() gave "": data[0] or int("") failed
+    emit(event="load_error", error="the code raised " + why)
     for node in tests_tree.body:
         if holds_assert(node):
             emit(event="test", name=f"line {node.lineno}", passed=False, error="not run")
