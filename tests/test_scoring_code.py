@@ -615,3 +615,14 @@ def test_code_reading_empty_standard_input_at_load_says_why(reading: str) -> Non
     assert "the code reads standard input, which is empty when graded" in result.detail
     other = graded(code_task(), f"{ADD}x = [][0]\n")  # no input read: no such hint
     assert "IndexError" in other.detail and "standard input" not in other.detail
+
+
+def test_no_break_spaces_indenting_the_code_are_read_as_spaces() -> None:
+    nbsp = "\u00a0" * 4
+    indented = f"def add(a, b):\n{nbsp}s = '\u00a0'\n{nbsp}return a + b\n"
+    assert graded(code_task(), f"```python\n{indented}```").score == 1.0
+    assert graded(code_task(), indented).score == 1.0
+    listed = "1. Here:\n\n" + "".join(f"{nbsp}{line}\n" for line in ADD.splitlines())
+    assert graded(code_task(), listed).score == 1.0
+    in_text = "def add(a, b):\n    return a +\u00a0b\n"  # not indentation: still the code's error
+    assert "U+00A0" in graded(code_task(), f"```python\n{in_text}```").detail

@@ -24,6 +24,7 @@ _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
 _CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
 _INLINE_DEF = re.compile(r"\b(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*[(:]")
 """A definition after prose on its line: "Here is the code: def add(a, b):"."""
+_INDENT = re.compile("^[ \t\u00a0]+", re.MULTILINE)
 
 
 def extract_code(output: str) -> str | None:
@@ -52,7 +53,7 @@ def extract_code(output: str) -> str | None:
             parsing = solution or parsing
             return "\n\n".join(parsing) if parsing else candidates[-1]
     output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
-    output = _tabs_repaired(output)
+    output = _tabs_repaired(_nbsp_indent_repaired(output))
     if _parses(output):
         return output
     matches = (_CODE_START.search(output), _INLINE_DEF.search(output))
@@ -84,7 +85,15 @@ def _block(language: str, info: str, code: str) -> tuple[str, str]:
         code = info.strip() + "\n" + code
     if not language and _LANGUAGE_LINE.match(code):
         language, code = "python", _LANGUAGE_LINE.sub("", code, count=1)
-    return language.lower(), _tabs_repaired(textwrap.dedent(code))
+    return language.lower(), _tabs_repaired(textwrap.dedent(_nbsp_indent_repaired(code)))
+
+
+def _nbsp_indent_repaired(code: str) -> str:
+    """`code` that does not parse with its no-break spaces (U+00A0, a syntax error) in the
+    indentation read as spaces: a reply's text may carry them where it meant spaces."""
+    if "\u00a0" not in code or _parses(code):
+        return code
+    return _INDENT.sub(lambda match: match.group().replace("\u00a0", " "), code)
 
 
 def _tabs_repaired(code: str) -> str:
