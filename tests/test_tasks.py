@@ -105,6 +105,14 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
             "test function test_f takes tmp_path, but the code grader calls each test "
             "function with no argument",
         ),
+        (  # it was never run: its asserts, failing or not, did not count
+            {
+                **GOOD,
+                "grader": "code",
+                "tests": "assert f(1)\nasync def test_f():\n    assert f(2)\n",
+            },
+            "test function test_f is async (async def), and the code grader runs no event loop",
+        ),
         ({**GOOD, "grader": "nubmer"}, "unknown grader 'nubmer'; did you mean 'number'?"),
         ({**GOOD, "grader": "llm"}, "known graders: number, choice, exact, regex, code, judge"),
         ({**GOOD, "anwser": "5"}, "unknown field 'anwser' (did you mean 'answer'?): known fields"),

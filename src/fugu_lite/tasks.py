@@ -236,6 +236,14 @@ def _tests_problems(tests: str | None) -> list[str]:
         tree = ast.parse(tests)
     except SyntaxError as error:
         return [f"'tests' is not valid Python (line {error.lineno}: {error.msg}); fix the code"]
+    asynchronous = [
+        f"test function {node.name} is async (async def), and the code grader runs no event "
+        "loop (the sandbox refuses the sockets one needs): make it a plain def"
+        for node in tree.body
+        if isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test")
+    ]
+    if asynchronous:
+        return asynchronous
     if count_tests(tree) == 0:
         return ["'tests' holds no test: add top-level assert statements or test_* functions"]
     return [
