@@ -626,3 +626,18 @@ def test_no_break_spaces_indenting_the_code_are_read_as_spaces() -> None:
     assert graded(code_task(), listed).score == 1.0
     in_text = "def add(a, b):\n    return a +\u00a0b\n"  # not indentation: still the code's error
     assert "U+00A0" in graded(code_task(), f"```python\n{in_text}```").detail
+
+
+def test_an_import_a_test_function_cannot_do_is_a_grading_error_not_a_zero() -> None:
+    tests = (
+        "assert add(1, 2) == 3\ndef test_close():\n    import numpy\n    assert add(1, 1) == 2\n"
+    )
+    result = graded(code_task(tests), ADD)
+    assert result.score is None
+    assert "the test test_close raised ModuleNotFoundError: No module named 'numpy'" in (
+        result.error or ""
+    )
+    # the code's own failing import, reached from a test, stays the code's 0
+    code = "def add(a, b):\n    import numpy\n    return a + b\n"
+    own = graded(code_task("def test_plain():\n    assert add(1, 1) == 2\n"), code)
+    assert (own.score, own.error) == (0.0, None)

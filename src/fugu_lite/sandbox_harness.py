@@ -323,7 +323,15 @@ def run(name, action):
     try:
         action()
     except BaseException as error:
-        emit(event="test", name=name, passed=False, error=short_error(error))
+        own_import = (
+            isinstance(error, ImportError)
+            and (error.name or "").split(".")[0] != "solution"
+            and raised_in_tests(error)
+        )
+        emit(
+            event="test", name=name, passed=False, error=short_error(error),
+            tests_import=own_import,
+        )
     else:
         emit(event="test", name=name, passed=True)
 

@@ -80,14 +80,14 @@ def _verdict(
             )
         detail = f"the sandbox failed before running the code (exit {returncode}): "
         return "internal_error", detail + (stderr[-1500:].strip() or "no output")
-    tests_import = next(
-        (e for e in events if e.get("event") == "setup_error" and e.get("tests_import")), None
-    )
-    if tests_import is not None:
-        return (
-            "tests_error",
-            f"line {tests_import['line']} of the tests raised {tests_import['error']}",
+    tests_import = next((e for e in events if e.get("tests_import")), None)
+    if tests_import is not None:  # a set-up line's, or a test's own import
+        where = (
+            f"line {tests_import['line']} of the tests"
+            if "line" in tests_import
+            else f"the test {tests_import.get('name')}"
         )
+        return "tests_error", f"{where} raised {tests_import['error']}"
     if timed_out:
         return "timeout", f"still running after {limits.timeout_s:g} s {_where(events)}"
     load_error = next((e for e in events if e.get("event") == "load_error"), None)
