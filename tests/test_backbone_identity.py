@@ -19,7 +19,7 @@ def test_file_digests_are_read_from_the_cache_until_the_file_changes(
 ) -> None:
     import hashlib
 
-    from fugu_lite.io import _FILE_DIGESTS, file_sha256
+    from fugu_lite.file_digests import _FILE_DIGESTS, file_sha256
 
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
     weights = tmp_path / "model.safetensors"

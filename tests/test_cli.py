@@ -578,7 +578,7 @@ def test_cache_clear_removes_the_digests_of_weight_files_gone_or_changed(
 ) -> None:
     """`cache list` and `cache clear` left out digests/, where every weight file ever checked
     (each test run's, each backbone folder since deleted) left a digest for good."""
-    from fugu_lite.io import file_sha256
+    from fugu_lite.file_digests import file_sha256
 
     root = tmp_path / "cache"
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))

@@ -28,7 +28,7 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import RecordFileError, read_json, write_json
+from fugu_lite.io import read_json, write_json
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -37,6 +37,7 @@ from fugu_lite.schemas import (
     records_in_split,
     write_records,
 )
+from fugu_lite.text_reading import RecordFileError
 from fugu_lite.training_common import make_loader, make_model
 
 WORKERS = ["a", "b", "c"]

@@ -34,8 +34,8 @@ from fugu_lite.datasets import (
     import_zeroeval,
     standard_split,
 )
-from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import read_records, write_records
+from fugu_lite.text_reading import RecordFileError
 
 # --- the standard split --------------------------------------------------------------------
 

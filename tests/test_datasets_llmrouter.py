@@ -24,8 +24,8 @@ from fugu_lite.datasets import (
     resolve_data_dir,
     standard_split,
 )
-from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.text_reading import RecordFileError
 
 # --- LLMRouter -----------------------------------------------------------------------------
 

@@ -27,8 +27,8 @@ from fugu_lite.datasets import (
     standard_split,
 )
 from fugu_lite.datasets.common import stable_id
-from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import read_records, write_records
+from fugu_lite.text_reading import RecordFileError
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])

@@ -22,7 +22,7 @@ from fugu_lite.datasets import (
     standard_split,
 )
 from fugu_lite.datasets.common import stable_id
-from fugu_lite.io import RecordFileError
+from fugu_lite.text_reading import RecordFileError
 
 
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])

@@ -23,8 +23,8 @@ from fugu_lite.datasets import (
     import_dataset,
     import_zeroeval,
 )
-from fugu_lite.io import RecordFileError
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.text_reading import RecordFileError
 
 
 def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path) -> None:

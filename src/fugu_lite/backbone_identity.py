@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .io import file_sha256, sha256_text
+from .file_digests import file_sha256, sha256_text
 
 TINY_RANDOM = "tiny-random"
 

@@ -49,7 +49,7 @@ from .backbone_identity import (
     names_a_path,
     safe_name,
 )
-from .io import cache_root, is_lfs_pointer
+from .file_digests import cache_root, is_lfs_pointer
 from .text import notes_console
 
 console = notes_console()

@@ -33,7 +33,7 @@ from .backbone_identity import (
 )
 from .config import ModelConfig
 from .feature_cache import feature_cache_key
-from .io import digest_file_name
+from .file_digests import digest_file_name
 from .onnx_export import SETTINGS_FILE, export_folder, export_settings
 
 Status = Literal["current", "stale", "unknown"]

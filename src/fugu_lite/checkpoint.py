@@ -18,7 +18,8 @@ from safetensors.torch import load
 
 from . import __version__
 from .config import ModelConfig, describe_config_error
-from .io import describe_validation_error, is_lfs_pointer
+from .file_digests import is_lfs_pointer
+from .io import describe_validation_error
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"

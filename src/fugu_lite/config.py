@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_path
-from .io import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
+from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 C = TypeVar("C", bound=BaseModel)
 

@@ -32,7 +32,7 @@ from .features import (
     feature_progress,
     prompt_text,
 )
-from .io import cache_root
+from .file_digests import cache_root
 from .schemas import ChatMessage, prompt_hash
 
 # In every feature cache key: bump it when the features change (a test of their values,

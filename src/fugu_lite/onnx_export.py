@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .atomic_files import move_folder_into_place, writer_prefix
-from .io import cache_root
+from .file_digests import cache_root
 
 EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17

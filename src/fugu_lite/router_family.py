@@ -31,9 +31,10 @@ from .cost_weighting import (
     require_costs,
     training_records,
 )
-from .io import RecordFileError, describe_validation_error, read_json, write_json
+from .io import describe_validation_error, read_json, write_json
 from .model import RouterModel, load_router
 from .schemas import RewardRecord
+from .text_reading import RecordFileError
 
 if TYPE_CHECKING:
     from .reward_head import CostAwareRouter, CostWeightedView

@@ -18,8 +18,9 @@ from pydantic import (
     model_validator,
 )
 
-from .io import RecordFileError, iter_models, write_jsonl
+from .io import iter_models, write_jsonl
 from .text import visible_controls
+from .text_reading import RecordFileError
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[str, ...] = ("train", "validation", "test")

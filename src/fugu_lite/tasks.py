@@ -32,8 +32,9 @@ from pydantic import (
 )
 
 from .datasets.split import standard_split
-from .io import RecordFileError, iter_jsonl, write_jsonl
+from .io import iter_jsonl, write_jsonl
 from .schemas import SPLIT_VALUES_TEXT, ChatMessage, Split, SplitField, message_text
+from .text_reading import RecordFileError
 
 GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex", "code", "judge")
 ANSWER_GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex")

@@ -27,7 +27,7 @@ CacheDirOption = Annotated[
 
 
 def cache_folder_or_fail(cache_dir: Path | None) -> Path:
-    from ..io import cache_root
+    from ..file_digests import cache_root
 
     root = cache_dir or cache_root()
     if root.exists() and not root.is_dir():

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..config import ConfigError
-from ..io import RecordFileError
+from ..text_reading import RecordFileError
 from .common import (
     PoolOption,
     check_output,

@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel
 
 from ..config import ConfigError, load_config
-from ..io import RecordFileError
 from ..text import console_name, console_text, notes_console, results_console
+from ..text_reading import RecordFileError
 
 if TYPE_CHECKING:
     from ..schemas import RewardRecord

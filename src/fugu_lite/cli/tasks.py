@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
-from ..io import RecordFileError
 from ..text import console_name
+from ..text_reading import RecordFileError
 from .common import (
     ForceOption,
     check_file_to_write,

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import sources_digest
 from ..config import ConfigError
-from ..io import file_sha256
+from ..file_digests import file_sha256
 from ..tasks import Task
 from ..workers.config import WorkerConfig, resolve_gguf
 
@@ -46,8 +46,8 @@ def local_hash(worker: WorkerConfig) -> str | None:
 
 def gguf_sha256(worker: WorkerConfig) -> str | None:
     """The SHA-256 of a local worker's GGUF file (read once per version of the file, see
-    io.file_sha256): its path names no content, and a file replaced in place (another quant
-    or model downloaded under the same name) gives other answers. None for a remote worker
+    file_digests.file_sha256): its path names no content, and a file replaced in place (another
+    quant or model downloaded under the same name) gives other answers. None for a remote worker
     and for a file not found, whose worker answers nothing (it cannot start)."""
     if worker.local is None:
         return None

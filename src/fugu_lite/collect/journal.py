@@ -13,7 +13,8 @@ from typing import BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..io import RecordFileError, iter_jsonl
+from ..io import iter_jsonl
+from ..text_reading import RecordFileError
 from .errors import CollectError
 
 

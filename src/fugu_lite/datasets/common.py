@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ..io import RecordFileError, describe_validation_error
+from ..io import describe_validation_error
 from ..schemas import RewardRecord, prompt_hash
+from ..text_reading import RecordFileError
 from .split import PLACEHOLDER_SPLIT, no_value
 
 logger = logging.getLogger(__name__)

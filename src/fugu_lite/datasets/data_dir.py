@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from ..atomic_files import write_text_atomic
-from ..io import cache_root
+from ..file_digests import cache_root
 from .llmrouter import LLMROUTER_FILES
 
 DATA_DIR_ENV = "FUGU_LITE_DATA_DIR"

@@ -8,8 +8,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ..io import RecordFileError, iter_jsonl, read_json
+from ..io import iter_jsonl, read_json
 from ..schemas import RewardRecord
+from ..text_reading import RecordFileError
 from .common import build_record, require_float, require_text, stable_id
 from .split import apply_standard_split
 

@@ -17,14 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from ..io import (
-    RecordFileError,
-    iter_jsonl,
-    nul_text_message,
-    open_for_reading,
-    read_json,
-    utf8_error_message,
-)
+from ..io import iter_jsonl, read_json
+from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from .common import (
     CSV_QUOTING_HINT,
     csv_line_breaks,

@@ -20,8 +20,8 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from ..io import RecordFileError
 from ..schemas import RewardRecord
+from ..text_reading import RecordFileError
 from .common import (
     MissingPolicy,
     build_record,

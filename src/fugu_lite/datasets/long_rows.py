@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from ..io import RecordFileError
+from ..text_reading import RecordFileError
 from .common import is_blank, require_float, require_text, to_float
 from .split import parse_split
 

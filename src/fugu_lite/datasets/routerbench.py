@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..io import RecordFileError
 from ..schemas import RewardRecord
+from ..text_reading import RecordFileError
 from .common import (
     MissingPolicy,
     build_record,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import RecordFileError
+from ..text_reading import RecordFileError
 from .common import is_blank, known_column_names, to_float
 
 COST_SUFFIX = "|total_cost"

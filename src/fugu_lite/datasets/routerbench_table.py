@@ -13,7 +13,7 @@ from typing import Literal, cast
 import numpy as np
 import pandas as pd
 
-from ..io import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
+from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from .common import CSV_QUOTING_HINT, is_blank, to_csv_hint
 from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS
 

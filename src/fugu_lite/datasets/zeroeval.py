@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import NonNegativeFloat
 
-from ..io import RecordFileError, iter_jsonl
+from ..io import iter_jsonl
 from ..schemas import RewardRecord
+from ..text_reading import RecordFileError
 from .common import (
     MissingPolicy,
     build_record,

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..io import STDIN_NOT_READ, means_stdin
+from ..text_reading import STDIN_NOT_READ, means_stdin
 from .api_error import ApiError
 
 REDACTED = "[redacted]"

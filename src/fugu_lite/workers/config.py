@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import ConfigError, read_yaml_document
-from ..io import STDIN_NOT_READ, is_lfs_pointer, means_stdin
+from ..file_digests import is_lfs_pointer
+from ..text_reading import STDIN_NOT_READ, means_stdin
 
 EMBEDDED_PREFIX = "embedded:"
 # Embedded GGUF files: name -> (package that ships it, file inside the package folder).

@@ -1,0 +1,79 @@
+"""fugu-lite's cache folder, the SHA-256 of files (remembered in that folder's digests/) and
+the check for a Git LFS pointer in place of a large file."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .atomic_files import write_text_atomic
+
+
+def cache_root() -> Path:
+    """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite. A `~` of the
+    variable is the home folder (set where no shell expands it: a service file, a container's
+    env, quoted), not a folder named `~` in the working directory."""
+    return Path(
+        os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite")
+    ).expanduser()
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode) in this process and
+    in cache_root()/digests, so a weight file (a backbone's, a local worker's GGUF) is read
+    once, not on every load; a file written again (another size, mtime or inode) is read
+    again. A cache folder that cannot be written only costs the reading."""
+    resolved = path.resolve()  # a hub snapshot's files are links into its blobs
+    info = resolved.stat()
+    key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
+    stamp = list(key)  # as JSON writes it back
+    if key in _FILE_DIGESTS:
+        return _FILE_DIGESTS[key]
+    entry = cache_root() / "digests" / digest_file_name(str(resolved))
+    digest = _cached_digest(entry, stamp)
+    if digest is None:
+        with resolved.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        with contextlib.suppress(OSError):  # an unwritable cache costs only reading again
+            write_text_atomic(entry, json.dumps({"stamp": stamp, "sha256": digest}))
+    _FILE_DIGESTS[key] = digest
+    return digest
+
+
+def _cached_digest(entry: Path, stamp: list) -> str | None:
+    try:
+        saved = json.loads(entry.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("stamp") != stamp:
+        return None
+    digest = saved.get("sha256")
+    return digest if isinstance(digest, str) else None
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+LFS_POINTER_START = b"version https://git-lfs.github.com/spec/"
+
+
+def is_lfs_pointer(path: Path) -> bool:
+    """Whether a file is a Git LFS pointer (what a clone without git-lfs holds in place of a
+    large file) rather than the file itself."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(LFS_POINTER_START)) == LFS_POINTER_START
+    except OSError:
+        return False
+
+
+def digest_file_name(resolved_path: str) -> str:
+    """The name of the file in cache_root()/digests that keeps this file's SHA-256."""
+    return f"{sha256_text(resolved_path)[:24]}.json"

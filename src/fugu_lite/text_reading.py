@@ -1,0 +1,144 @@
+"""Opening a data file to read as text, and the errors that say why it cannot be read
+(RecordFileError): a missing path, a folder, `-` (stdin), a compressed file, text that is not
+UTF-8 (with a hint for UTF-16), NUL bytes, a lone surrogate escape."""
+
+from __future__ import annotations
+
+import json
+from io import BufferedReader
+from pathlib import Path
+from typing import Any
+
+
+class RecordFileError(ValueError):
+    """A data file could not be read; the message names the file and the line."""
+
+
+STDIN_NOT_READ = "- (standard input) is not read here: save the input to a file and give its path"
+
+
+def means_stdin(path: Path) -> bool:
+    """`-` given as a file to read where no file has that name: stdin was meant, which only
+    `route -` reads ("-: file not found" left users puzzled)."""
+    return str(path) == "-" and not path.exists()
+
+
+def check_no_lone_surrogate(text: str, value: Any, where: str) -> None:
+    """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
+    hashing or writing such a prompt failed later with no file or line named."""
+    if "\\ud" not in text and "\\uD" not in text:
+        return
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        raise RecordFileError(
+            f"{where}: holds a lone UTF-16 surrogate escape ({bad}), which is not Unicode text "
+            "(half of a pair, such as an emoji cut in two); fix the text or delete it"
+        ) from error
+
+
+def read_utf8_text(path: Path) -> str:
+    """The whole file as text; a file that is not UTF-8 is a RecordFileError naming the line."""
+    with open_for_reading(path) as stream:
+        payload = stream.read()
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = payload[: error.start].count(b"\n") + 1
+        raise RecordFileError(not_utf8_message(path, line, error)) from error
+
+
+def open_for_reading(path: Path) -> BufferedReader:
+    """The file opened in binary mode; a missing path, a folder or an unreadable file is a
+    RecordFileError naming it."""
+    if path.is_dir():
+        raise RecordFileError(f"{path} is a directory, not a file; give the path of the file")
+    if means_stdin(path):
+        raise RecordFileError(STDIN_NOT_READ)
+    try:
+        stream = path.open("rb")
+    except FileNotFoundError as error:
+        raise RecordFileError(f"{path}: file not found") from error
+    except OSError as error:
+        raise RecordFileError(f"{path}: cannot be read ({error.strerror or error})") from error
+    try:
+        check_not_compressed(path, stream.peek(16)[:16])  # peek: a pipe (<(zcat ...)) too
+    except BaseException:
+        stream.close()
+        raise
+    return stream
+
+
+# What a compressed file starts with, its kind and the command that writes it out as text
+COMPRESSED_STARTS: dict[bytes, tuple[str, str]] = {
+    b"\x1f\x8b": ("gzip", "gunzip -c"),
+    **{  # "BZh", the block size, then a block's or the stream end's magic: "BZh" alone is text
+        b"BZh" + level + block: ("bzip2", "bunzip2 -c")
+        for level in (b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")
+        for block in (b"1AY&SY", b"\x17rE8P\x90")
+    },
+    b"\xfd7zXZ\x00": ("xz", "unxz -c"),
+    b"(\xb5/\xfd": ("zstd", "zstd -dc"),
+    b"PK\x03\x04": ("zip", "unzip -p"),
+}
+COMPRESSION_SUFFIXES: tuple[str, ...] = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def check_not_compressed(path: Path, start: bytes) -> None:
+    """A compressed file where text is read (records.jsonl.gz, a download kept compressed)
+    failed as "not UTF-8 text: it looks UTF-16 encoded" (its header holds a NUL byte) or as
+    a line that is no JSON: say what it is and how to decompress it."""
+    for magic, (kind, command) in COMPRESSED_STARTS.items():
+        if start.startswith(magic):
+            plain = (
+                path.stem
+                if path.suffix.lower() in COMPRESSION_SUFFIXES
+                else f"{path.stem}.decompressed{path.suffix}"
+            )
+            raise RecordFileError(
+                f"{path}: the file is {kind}-compressed, not text; decompress it first "
+                f"(`{command} {path.name} > {plain}`) and give the decompressed file"
+            )
+
+
+def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
+    return (
+        f"{path}, line {line}: not UTF-8 text ({error.reason}){_utf16_hint(error.object)}; "
+        "re-save the file as UTF-8"
+    )
+
+
+UTF16_HINT = ": it looks UTF-16 encoded (Excel's 'Unicode Text', Windows PowerShell's `>`)"
+
+
+def _utf16_hint(payload: bytes) -> str:
+    """UTF-16 (a byte-order mark, or a NUL byte beside each ASCII character), the encoding of
+    Excel's "Unicode Text" and of Windows PowerShell's `>`: said, since "invalid start byte"
+    at line 1 does not tell the user which encoding to move away from."""
+    start = bytes(payload[:200])
+    if start.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in start:
+        return UTF16_HINT
+    return ""
+
+
+def nul_text_message(where: str) -> str:
+    """For text that decoded as UTF-8 but holds NUL bytes: UTF-16 without a byte-order mark
+    (its ASCII characters each beside a NUL) decodes without an error, and then failed as
+    "not valid JSON" or as a header of columns named 'p\\x00r\\x00o\\x00...'."""
+    return f"{where}: not UTF-8 text (it holds NUL bytes){UTF16_HINT}; re-save the file as UTF-8"
+
+
+def utf8_error_message(path: Path, error: UnicodeDecodeError, compressed: bool = False) -> str:
+    """Name the first line of `path` that is not UTF-8 (a reader's own error often only
+    knows a position in some buffer); a compressed table's own lines are compressed bytes,
+    with no line to name."""
+    if compressed:
+        return f"{path}: not UTF-8 text ({error.reason}); re-save the table as UTF-8"
+    with path.open("rb") as stream:
+        for line_number, raw in enumerate(stream, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as line_error:
+                return not_utf8_message(path, line_number, line_error)
+    return f"{path}: not UTF-8 text ({error.reason}); re-save the file as UTF-8"
