@@ -272,3 +272,24 @@ def test_import_help_names_each_importers_options() -> None:
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY
         ]
         assert f"{format}: {', '.join(options)}" in text, (format, options, text)
+
+
+def test_a_compressed_output_name_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """`data import -o records.jsonl.gz` (or `tasks generate -o tasks.jsonl.gz`) wrote plain
+    JSON Lines under a .gz name: gunzip, zcat and any reader going by the name then failed
+    on it, and fugu-lite itself reads no compressed record file."""
+    source = tmp_path / "long.csv"
+    source.write_text("prompt,worker,reward\nhi,a,1\nhi,b,0\n", encoding="utf-8")
+    for name, command in [
+        ("records.jsonl.gz", ("data", "import", "long", source)),
+        ("records.JSONL.ZST", ("data", "import", "long", source)),
+        ("tasks.jsonl.xz", ("tasks", "generate", "--per-family", "1")),
+    ]:
+        output = tmp_path / name
+        result = invoke(*command, "-o", output)
+        assert result.exit_code == 2, result.output
+        message = flat(result.stderr)
+        assert f"-o {output}: the output is plain JSON Lines, not compressed" in message, message
+        assert f"e.g. -o {output.with_suffix('')}" in message, message
+        assert not output.exists()
+    ok(invoke("data", "import", "long", source, "-o", tmp_path / "records.jsonl"))

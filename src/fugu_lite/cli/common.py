@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..config import ConfigError, load_config
 from ..text import console_name, console_text, notes_console, results_console
-from ..text_reading import RecordFileError
+from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError
 
 if TYPE_CHECKING:
     from ..schemas import RewardRecord
@@ -151,6 +151,13 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
     if str(path) == "-":  # it made a file (or folder) named "-" in the working directory
         written = "a file, whole or not at all" if kind == "file" else "a folder"
         fail(f"{flag} -: the output is {written}, not stdout; give a {kind} path")
+    if kind == "file" and path.suffix.lower() in COMPRESSION_SUFFIXES:
+        # it wrote plain text under the name: gunzip and zcat failed on it
+        fail(
+            f"{flag} {path}: the output is plain JSON Lines, not compressed (fugu-lite reads "
+            f"no compressed record or task file); give a name without {path.suffix}, e.g. "
+            f"{flag} {path.with_suffix('')}, and compress a copy afterwards if needed"
+        )
     path = path.absolute()
     if kind == "file" and path.is_dir():
         fail(f"{flag} {path} is a directory; give a file path, e.g. {path / example}")
