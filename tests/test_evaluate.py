@@ -608,6 +608,16 @@ def test_dollar_signs_in_worker_and_task_names_are_drawn_as_text(tmp_path: Path)
     assert plain_text(workers[0]) == "tier \\$\\bad\\$"
 
 
+def write_both_reports(table: RewardTable, folder: Path) -> None:
+    """evaluation_report.md in folder/eval and pareto_report.md in folder/pareto, for a
+    router that gives every worker the same probability."""
+    probabilities = np.full(table.rewards.shape, 1 / table.n_workers)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), folder / "eval")
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    write_pareto(pareto, folder / "pareto")
+
+
 def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_whole(
     tmp_path: Path,
 ) -> None:
@@ -618,11 +628,7 @@ def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_who
     rng = np.random.default_rng(2)
     table = make_table(rng.random((8, 3)), costs=rng.random((8, 3)), tasks=tasks * 2,
                        workers=workers)  # fmt: skip
-    probabilities = np.full((8, 3), 1 / 3)
-    report = evaluation_report(table, table, "test", probabilities, {}, {})
-    write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
-    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
-    write_pareto(pareto, tmp_path / "pareto")
+    write_both_reports(table, tmp_path)
     for path in (
         tmp_path / "eval" / "evaluation_report.md",
         tmp_path / "pareto" / "pareto_report.md",
@@ -648,11 +654,7 @@ def test_worker_ids_with_line_breaks_pipes_or_escapes_keep_the_summary_lines_who
     workers = ["two\nlines", "x|y", "esc\x1b[31m"]
     rewards = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]] * 3)  # best single: two\nlines
     table = make_table(rewards, costs=np.ones((6, 3)), workers=workers)
-    probabilities = np.full((6, 3), 1 / 3)
-    report = evaluation_report(table, table, "test", probabilities, {}, {})
-    write_evaluation(report, router_predictions(table, probabilities), tmp_path / "eval")
-    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
-    write_pareto(pareto, tmp_path / "pareto")
+    write_both_reports(table, tmp_path)
     for name in ("eval/evaluation_report.md", "pareto/pareto_report.md"):
         text = (tmp_path / name).read_text()
         assert "\x1b" not in text
@@ -664,6 +666,27 @@ def test_worker_ids_with_line_breaks_pipes_or_escapes_keep_the_summary_lines_who
     assert "workers: 3 (two<br>lines, x\\|y, esc\\x1b[31m)" in summary
     markdown = (tmp_path / "eval" / "evaluation_report.md").read_text()
     assert "The router picks the best single worker (two<br>lines) on" in markdown
+
+
+def test_html_ampersands_and_backticks_in_names_show_as_written_in_markdown_reports(
+    tmp_path: Path,
+) -> None:
+    """A task or worker name holding `<...>` was written into evaluation_report.md and
+    pareto_report.md as raw HTML: a viewer dropped `vector<int>`'s `<int>` as an unknown tag
+    and rendered `<b>big</b>` bold; `&lt;` showed as `<` and backticks started code."""
+    workers = ["<b>big</b>", "Q&A-bot", "a`b"]
+    tasks = ["vector<int>", "x&lt;y", "`code`", None]
+    rng = np.random.default_rng(4)
+    table = make_table(rng.random((8, 3)), costs=rng.random((8, 3)), tasks=tasks * 2,
+                       workers=workers)  # fmt: skip
+    write_both_reports(table, tmp_path)
+    markdown = (tmp_path / "eval" / "evaluation_report.md").read_text()
+    for text in (markdown, (tmp_path / "pareto" / "pareto_report.md").read_text()):
+        assert "<" not in text.replace("<br>", ""), text
+        assert "&lt;b&gt;big&lt;/b&gt;" in text and "Q&amp;A-bot" in text and "a\\`b" in text
+    assert "| vector&lt;int&gt; | 2 |" in markdown
+    assert "| x&amp;lt;y | 2 |" in markdown  # shows `x&lt;y`, not `x<y`
+    assert "| \\`code\\` | 2 |" in markdown
 
 
 def test_the_router_choices_plot_of_30_workers_stays_readable(tmp_path: Path) -> None:

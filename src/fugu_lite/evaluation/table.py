@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +96,8 @@ def picked(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
 def markdown_cell(text: str) -> str:
     """`text` as one Markdown table cell, or inline in a one-line paragraph: a `|` would
     split the cell and a line break would end the row or the line (task names and worker
-    ids are the user's own strings); other control characters are shown as escapes."""
-    lines = text.replace("|", "\\|").splitlines()
-    return "<br>".join(visible_controls(line) for line in lines)
+    ids are the user's own strings); `<`, `>` and `&` as HTML entities and a backtick
+    escaped, or `vector<int>` lost its `<int>` as an unknown HTML tag and a backtick started
+    code; other control characters are shown as escapes."""
+    escaped = html.escape(text, quote=False).replace("`", "\\`").replace("|", "\\|")
+    return "<br>".join(visible_controls(line) for line in escaped.splitlines())
