@@ -28,7 +28,7 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import read_json, write_json
+from fugu_lite.io import append_jsonl, read_json, write_json
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -936,6 +936,23 @@ def test_an_atomic_write_never_replaces_a_device_or_a_pipe(tmp_path: Path) -> No
     assert link.is_symlink() and os.readlink(link) == os.devnull
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo", "stdout"]
+
+
+def test_an_append_after_a_torn_last_line_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    """A log whose last append was cut half-way (a kill, a full disk: the server's decision
+    log logs the error and goes on) got the next rows glued onto that fragment, so the first
+    of them was lost inside a line no reader could parse."""
+    path = tmp_path / "decisions.jsonl"
+    path.write_text('{"request_id": "a"}\n{"request_id": "b", "wor', encoding="utf-8")
+    assert append_jsonl(path, [{"request_id": "c"}, {"request_id": "d"}]) == 2
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[1] == '{"request_id": "b", "wor'  # the fragment stays, for a look
+    assert [json.loads(line) for line in lines[2:]] == [{"request_id": "c"}, {"request_id": "d"}]
+    append_jsonl(path, [{"request_id": "e"}])  # a whole last line gets no blank line after it
+    assert path.read_text(encoding="utf-8").endswith('"d"}\n{"request_id": "e"}\n')
+    empty = tmp_path / "new.jsonl"
+    append_jsonl(empty, [{"request_id": "f"}])
+    assert empty.read_text(encoding="utf-8") == '{"request_id": "f"}\n'
 
 
 def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -57,15 +57,23 @@ def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
 
 
 def append_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
-    """Append rows and fsync, so that a crash loses at most the line being written."""
+    """Append rows and fsync, so that a crash loses at most the line being written. After a
+    last line without its newline (an append killed or failing half-way) the rows start on a
+    line of their own: glued onto that fragment, the first of them was lost with it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [_json_line(row) for row in rows]
-    with path.open("a", encoding="utf-8") as stream:
-        stream.write("".join(lines))
+    with path.open("a+b") as stream:
+        torn = stream.seek(0, os.SEEK_END) > 0 and _last_byte(stream) != b"\n"
+        stream.write((("\n" if torn else "") + "".join(lines)).encode("utf-8"))
         stream.flush()
         os.fsync(stream.fileno())
     return len(lines)
+
+
+def _last_byte(stream: BinaryIO) -> bytes:
+    stream.seek(-1, os.SEEK_END)
+    return stream.read(1)
 
 
 def _json_line(row: dict | BaseModel) -> str:
