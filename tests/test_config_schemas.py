@@ -152,6 +152,24 @@ def test_non_finite_rewards_in_a_file_name_line_and_position(tmp_path: Path, bad
     assert "positions [1]" in message
 
 
+def test_null_rewards_or_costs_in_a_file_are_said_to_be_missing(tmp_path: Path) -> None:
+    """null, JSON's missing value (what pandas writes for NaN), read "rewards.1: Input should
+    be a valid number", where NaN itself said which positions miss a value and what to do."""
+    rows = [good_row(1, rewards=[None, 0.5, None]), good_row(2, costs=[0.1, None, 0.2])]
+    for line, row in enumerate(rows, start=1):
+        path = write_rows(tmp_path / f"null{line}.jsonl", [good_row(0), row])
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        message = str(error.value)
+        assert "line 2" in message and "valid number" not in message, message
+        if line == 1:
+            assert f"rewards has no value (null) for {WORKERS[0]}, {WORKERS[2]}" in message
+            assert "drop the record or replace the missing scores" in message, message
+        else:
+            assert f"costs has no value (null) for {WORKERS[1]}" in message, message
+            assert "give every worker its cost, or leave costs out of the record" in message
+
+
 def test_nan_reward_refused_when_building_a_record() -> None:
     with pytest.raises(ValidationError, match=r"rewards must be finite.*positions \[0, 2\]"):
         RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[math.nan, 1, math.inf])

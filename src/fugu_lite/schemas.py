@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -116,6 +117,26 @@ class RewardRecord(BaseModel):
     costs: list[float] | None = None
     task: str | None = None
     id: str | None = None
+
+    @field_validator("rewards", "costs", mode="before")
+    @classmethod
+    def _nulls_are_missing_values(cls, values: object, info: ValidationInfo) -> object:
+        """null is JSON's missing value (pandas writes NaN as it): said as one, with what to
+        do, as NaN is, not as "Input should be a valid number" at each position."""
+        if not isinstance(values, list) or not any(value is None for value in values):
+            return values
+        workers = info.data.get("worker_ids") or []
+        missing = [
+            str(workers[index]) if index < len(workers) else f"position {index}"
+            for index, value in enumerate(values)
+            if value is None
+        ]
+        fix = (
+            "give every worker its cost, or leave costs out of the record"
+            if info.field_name == "costs"
+            else "drop the record or replace the missing scores"
+        )
+        raise ValueError(f"{info.field_name} has no value (null) for {', '.join(missing)}; {fix}")
 
     @model_validator(mode="after")
     def _check_lengths_and_values(self) -> RewardRecord:
