@@ -170,6 +170,31 @@ def test_null_rewards_or_costs_in_a_file_are_said_to_be_missing(tmp_path: Path) 
             assert "give every worker its cost, or leave costs out of the record" in message
 
 
+def test_a_bad_prompt_is_told_against_the_form_it_takes(tmp_path: Path) -> None:
+    """A message with a role of another API (`model`, ShareGPT's `from`) read "prompt.str:
+    Input should be a valid string; prompt.list[ChatMessage].0.role: ...": the first half
+    told a list of messages to be a string."""
+    prompts = {
+        "model": [{"role": "model", "content": "hi"}],
+        "sharegpt": [{"from": "human", "value": "hi"}],
+        "number": 5,
+    }
+    expected = {
+        "model": "prompt.messages.0.role: Input should be 'system', 'user', 'assistant'",
+        "sharegpt": "prompt.messages.0.role: Field required",
+        "number": "prompt: Input should be a string or a list of chat messages",
+    }
+    for name, prompt in prompts.items():
+        path = write_rows(tmp_path / f"{name}.jsonl", [good_row(0, prompt=prompt)])
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        message = str(error.value)
+        assert expected[name] in message and "prompt.str" not in message, message
+    path = write_rows(tmp_path / "good.jsonl", [good_row(0), good_row(1, prompt=prompts["model"])])
+    path.write_text(path.read_text().replace('"model"', '"user"'), encoding="utf-8")
+    assert [type(record.prompt) for record in read_records(path)] == [str, list]
+
+
 def test_nan_reward_refused_when_building_a_record() -> None:
     with pytest.raises(ValidationError, match=r"rewards must be finite.*positions \[0, 2\]"):
         RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[math.nan, 1, math.inf])

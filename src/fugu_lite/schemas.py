@@ -13,7 +13,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -105,12 +107,34 @@ def message_text(message: ChatMessage) -> str:
     return parts_text(message.content)
 
 
+def prompt_form(value: object) -> str | None:
+    """Which form a prompt takes (None: neither), so that a bad one is told against that
+    form alone: "prompt.str: Input should be a valid string" beside a message's problem
+    told a list of messages to be a string."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "messages"
+    return None
+
+
+# A record's prompt: its text, or a list of chat messages.
+PromptField = Annotated[
+    Annotated[str, Tag("text")] | Annotated[list[ChatMessage], Tag("messages")],
+    Discriminator(
+        prompt_form,
+        custom_error_type="prompt_type",
+        custom_error_message="Input should be a string or a list of chat messages",
+    ),
+]
+
+
 class RewardRecord(BaseModel):
     """One prompt, the workers that answered it, and the reward each one earned."""
 
     model_config = ConfigDict(extra="forbid")
 
-    prompt: str | list[ChatMessage]
+    prompt: PromptField
     split: SplitField
     worker_ids: list[str] = Field(min_length=1)
     rewards: list[float]
