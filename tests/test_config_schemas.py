@@ -195,6 +195,19 @@ def test_a_bad_prompt_is_told_against_the_form_it_takes(tmp_path: Path) -> None:
     assert [type(record.prompt) for record in read_records(path)] == [str, list]
 
 
+def test_a_numeric_id_or_task_in_a_records_file_is_read_as_its_text(tmp_path: Path) -> None:
+    """`"id": 17` (a counter, pandas' index) refused the whole file with "id: Input should
+    be a valid string", where a task file's numeric id is read as its text."""
+    path = write_rows(tmp_path / "ids.jsonl", [good_row(0, id=17, task=3), good_row(1, id="18")])
+    assert [(record.id, record.task) for record in read_records(path)] == [
+        ("17", "3"),
+        ("18", None),
+    ]
+    path = write_rows(tmp_path / "bool.jsonl", [good_row(0, id=True)])
+    with pytest.raises(RecordFileError, match=r"line 1: .*id: Input should be a valid string"):
+        read_records(path)  # a bool is no id
+
+
 def test_nan_reward_refused_when_building_a_record() -> None:
     with pytest.raises(ValidationError, match=r"rewards must be finite.*positions \[0, 2\]"):
         RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[math.nan, 1, math.inf])

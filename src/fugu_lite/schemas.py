@@ -107,6 +107,14 @@ def message_text(message: ChatMessage) -> str:
     return parts_text(message.content)
 
 
+def number_as_text(value: object) -> object:
+    """A pydantic before-validator's step: a hand-written file's `"id": 7` means "7" (a bool
+    is not a number here: `true` stays an error); any other value stays as it is."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 def prompt_form(value: object) -> str | None:
     """Which form a prompt takes (None: neither), so that a bad one is told against that
     form alone: "prompt.str: Input should be a valid string" beside a message's problem
@@ -141,6 +149,11 @@ class RewardRecord(BaseModel):
     costs: list[float] | None = None
     task: str | None = None
     id: str | None = None
+
+    @field_validator("id", "task", mode="before")
+    @classmethod
+    def _number_as_text(cls, value: object) -> object:
+        return number_as_text(value)
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod

@@ -33,7 +33,14 @@ from pydantic import (
 
 from .datasets.split import standard_split
 from .io import iter_jsonl, write_jsonl
-from .schemas import SPLIT_VALUES_TEXT, ChatMessage, Split, SplitField, message_text
+from .schemas import (
+    SPLIT_VALUES_TEXT,
+    ChatMessage,
+    Split,
+    SplitField,
+    message_text,
+    number_as_text,
+)
 from .text_reading import RecordFileError
 
 GRADERS: tuple[str, ...] = ("number", "choice", "exact", "regex", "code", "judge")
@@ -76,11 +83,8 @@ class Task(BaseModel):
     @field_validator("id", "answer", mode="before")
     @classmethod
     def _number_as_text(cls, value: object) -> object:
-        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7" (a bool is
-        not a number here: `true` stays an error)."""
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return str(value)
-        return value
+        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7"."""
+        return number_as_text(value)
 
     @model_validator(mode="after")
     def _check(self) -> Task:
