@@ -125,6 +125,28 @@ def test_a_json_list_of_records_is_called_a_list(tmp_path: Path, indent: int | N
     )
 
 
+@pytest.mark.parametrize("opening", ["{", '{"prompt": "p",'])
+def test_pretty_printed_records_are_called_pretty_printed(tmp_path: Path, opening: str) -> None:
+    """Records written over several lines (`jq . records.jsonl > x.jsonl` to read them,
+    json.dump with indent) were refused as "line 1: not valid JSON (Expecting property name
+    ...) ... check that it is the file meant (a CSV or other table ...)", which did not say
+    what to change."""
+    pretty = json.dumps(good_row(1), indent=2)
+    path = tmp_path / "records.jsonl"
+    path.write_text(pretty.replace("{\n  ", opening + "\n  ", 1) + "\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 1: the JSON object goes on past the end of the line: the file looks "
+        "pretty-printed (an object over several lines), not JSON Lines (one JSON object a "
+        "line); write each object on one line, e.g. jq -c . records.jsonl > "
+        "records.lines.jsonl"
+    )
+    path.write_text('{"prompt": "p", "split": "train", "worker_ids": ["a"] "rewards": [1]}\n')
+    with pytest.raises(RecordFileError, match="line 1: not valid JSON"):
+        read_records(path)  # an error inside the line is still said as one
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

@@ -118,6 +118,13 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                         "ends each line in LF (or CRLF): re-save the file with LF line ends, "
                         f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
                     ) from error
+                if first and _pretty_printed(line, error, stream):
+                    raise RecordFileError(
+                        f"{where}: the JSON object goes on past the end of the line: the file "
+                        "looks pretty-printed (an object over several lines), not JSON Lines "
+                        "(one JSON object a line); write each object on one line, e.g. jq -c "
+                        f". {path.name} > {path.stem}.lines.jsonl"
+                    ) from error
                 advice = (
                     "the file does not start as JSON Lines (one JSON object a line): check that "
                     "it is the file meant (a CSV or other table is imported with `fugu-lite data "
@@ -137,6 +144,19 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 )
             check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
             yield line_number, value
+
+
+def _pretty_printed(line: str, error: json.JSONDecodeError, rest: BinaryIO) -> bool:
+    """Whether a first line that is no JSON opens an object that goes on over the next lines
+    (pretty-printed): JSON stopped at its end wanting more, and the next line is no object of
+    its own (as after a line cut short). Reads on in `rest`, the file after `line`."""
+    if not line.lstrip().startswith("{") or error.pos < len(line.rstrip()):
+        return False
+    for raw in rest:
+        following = raw.decode("utf-8", errors="replace").lstrip().removeprefix("\ufeff")
+        if following:
+            return not following.startswith("{")
+    return False
 
 
 def _ends_lines_with_cr(line: str) -> bool:
