@@ -147,6 +147,34 @@ def test_pretty_printed_records_are_called_pretty_printed(tmp_path: Path, openin
         read_records(path)  # an error inside the line is still said as one
 
 
+def test_python_dicts_and_trailing_commas_are_named_as_such(tmp_path: Path) -> None:
+    """Lines written with str(row) (single quotes, True, None) or the items of a JSON list
+    with its brackets removed (a comma after each object) read "not valid JSON (Expecting
+    property name enclosed in double quotes ...)" or "(Extra data ...)" and, on line 1,
+    "check that it is the file meant (a CSV or other table ...)"."""
+    path = tmp_path / "records.jsonl"
+    row = good_row(1, task=None)
+    for position, lines in enumerate([[str(row)], [json.dumps(good_row(0)), str(row)]], 1):
+        write_lines(path, lines)
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        assert str(error.value) == (
+            f"{path}, line {position}: a Python dict (single quotes, True, None), not JSON: "
+            "write each row with json.dumps(row), not str(row) or print(row)"
+        )
+    write_lines(path, [json.dumps(good_row(0)) + ",", json.dumps(row) + " , "])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 1: a comma after the JSON object: JSON Lines has nothing between its "
+        "objects (a JSON list's items with the [ ] removed keep theirs); delete the comma at "
+        "the end of each line"
+    )
+    write_lines(path, ["{'prompt': 'p'"])  # neither: still said as no JSON
+    with pytest.raises(RecordFileError, match="line 1: not valid JSON"):
+        read_records(path)
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

@@ -5,6 +5,8 @@ file_digests; the atomic writes used here in atomic_files."""
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -125,6 +127,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                         "(one JSON object a line); write each object on one line, e.g. jq -c "
                         f". {path.name} > {path.stem}.lines.jsonl"
                     ) from error
+                near_miss = _near_miss(line)
+                if near_miss is not None:
+                    raise RecordFileError(f"{where}: {near_miss}") from error
                 advice = (
                     "the file does not start as JSON Lines (one JSON object a line): check that "
                     "it is the file meant (a CSV or other table is imported with `fugu-lite data "
@@ -157,6 +162,31 @@ def _pretty_printed(line: str, error: json.JSONDecodeError, rest: BinaryIO) -> b
         if following:
             return not following.startswith("{")
     return False
+
+
+def _near_miss(line: str) -> str | None:
+    """What a line that is no JSON is instead, when it is one of the usual near misses: a
+    Python dict (written with str(row)), or an object followed by a comma (a JSON list's
+    items with the brackets removed); None for anything else."""
+    stripped = line.strip()
+    if stripped.endswith(","):
+        with contextlib.suppress(json.JSONDecodeError):
+            if isinstance(json.loads(stripped[:-1]), dict):
+                return (
+                    "a comma after the JSON object: JSON Lines has nothing between its objects "
+                    "(a JSON list's items with the [ ] removed keep theirs); delete the comma "
+                    "at the end of each line"
+                )
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    return (
+        "a Python dict (single quotes, True, None), not JSON: write each row with "
+        "json.dumps(row), not str(row) or print(row)"
+    )
 
 
 def _ends_lines_with_cr(line: str) -> bool:
