@@ -175,6 +175,22 @@ def test_python_dicts_and_trailing_commas_are_named_as_such(tmp_path: Path) -> N
         read_records(path)
 
 
+def test_messages_given_beside_or_instead_of_the_prompt_say_where_they_go(tmp_path: Path) -> None:
+    """A task's `messages` field copied into a record (with or without a `prompt` too) read
+    "messages: Extra inputs are not permitted" (and "prompt: Field required"), which did not
+    say that a record's messages go in `prompt`."""
+    messages = [{"role": "user", "content": "hi"}]
+    row = good_row(1)
+    for record in ({**row, "messages": messages}, {**row, "prompt": None, "messages": messages}):
+        path = write_rows(tmp_path / "records.jsonl", [{k: v for k, v in record.items() if v}])
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        assert str(error.value) == (
+            f"{path}, line 1: a record has no 'messages' field: its prompt is 'prompt', as "
+            "text or as the list of messages; give the messages as 'prompt' (alone)"
+        )
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

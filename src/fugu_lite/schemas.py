@@ -238,8 +238,14 @@ def read_records(path: str | Path) -> list[RewardRecord]:
 
 
 def _other_file_hint(row: dict) -> str | None:
-    """A task line (the step before records), or a dataset's row not yet imported, given
-    where records are expected: said as such, not as a list of missing and extra fields."""
+    """A task line (the step before records), a task's `messages` in a record, or a
+    dataset's row not yet imported, given where records are expected: said as such, not as
+    a list of missing and extra fields."""
+    if "messages" in row and "grader" not in row:  # a task's field, copied into a record
+        return (
+            "a record has no 'messages' field: its prompt is 'prompt', as text or as the "
+            "list of messages; give the messages as 'prompt' (alone)"
+        )
     if "rewards" in row:
         return None
     if "grader" in row:
