@@ -28,7 +28,7 @@ from fugu_lite.config import (
     load_config,
     load_stage_config,
 )
-from fugu_lite.io import append_jsonl, read_json, write_json
+from fugu_lite.io import append_jsonl, read_json, write_json, write_jsonl
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -1075,6 +1075,29 @@ def test_an_append_after_a_torn_last_line_starts_a_line_of_its_own(tmp_path: Pat
     empty = tmp_path / "new.jsonl"
     append_jsonl(empty, [{"request_id": "f"}])
     assert empty.read_text(encoding="utf-8") == '{"request_id": "f"}\n'
+
+
+def test_an_atomic_write_through_a_symlink_writes_the_file_it_names(tmp_path: Path) -> None:
+    """`-o records.jsonl` where records.jsonl links to a shared file (a dataset folder, a
+    dotfile repo) put a plain file in place of the link: the shared file kept its old content
+    and the link was gone."""
+    target = tmp_path / "shared" / "records.jsonl"
+    target.parent.mkdir()
+    target.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "records.jsonl"
+    link.symlink_to(target)
+    chained = tmp_path / "again.jsonl"
+    chained.symlink_to(link.name)  # relative, through the other link
+    write_text_atomic(link, "new\n")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
+    write_jsonl(chained, [{"a": 1}])
+    assert chained.is_symlink() and link.is_symlink()
+    assert target.read_text(encoding="utf-8") == '{"a": 1}\n'
+    assert sorted(path.name for path in target.parent.iterdir()) == ["records.jsonl"]
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "missing" / "new.jsonl")
+    write_text_atomic(dangling, "made\n")  # a link to a file not made yet: made there
+    assert (tmp_path / "missing" / "new.jsonl").read_text(encoding="utf-8") == "made\n"
 
 
 def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:

@@ -47,6 +47,10 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
             errno.EINVAL,
             f"{path} is a device, pipe or socket, not a file (a write would replace it)",
         )
+    if path.is_symlink():
+        # the file it names is written: a rename over the link itself put a plain file in its
+        # place, and the linked (shared) file kept its old content
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_writers_files(path.parent)
     mode = _mode_for(path)
