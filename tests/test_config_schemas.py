@@ -191,6 +191,19 @@ def test_messages_given_beside_or_instead_of_the_prompt_say_where_they_go(tmp_pa
         )
 
 
+@pytest.mark.parametrize("prompt", ["", " \n\t"])
+def test_a_record_with_a_blank_prompt_is_refused(tmp_path: Path, prompt: str) -> None:
+    """An empty prompt (a join that found no text) was read and trained on, every such record
+    giving the router the same features, where an empty list of messages, a blank task prompt
+    and an importer's empty prompt cell are refused: an empty prompt cannot be routed."""
+    path = write_rows(tmp_path / "records.jsonl", [good_row(0), good_row(1, prompt=prompt)])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert f"{path}, line 2: " in message and "prompt is blank" in message, message
+    assert "fill in its prompt or drop the record" in message, message
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

@@ -197,6 +197,12 @@ class RewardRecord(BaseModel):
                 raise ValueError(f"costs must not be negative: {self.costs}")
         if isinstance(self.prompt, list) and not self.prompt:
             raise ValueError("prompt is an empty list of messages")
+        if isinstance(self.prompt, str) and not self.prompt.strip():
+            # an empty prompt cannot be routed: every such record gave the same features
+            raise ValueError(
+                "prompt is blank: a record needs the text its workers answered; fill in its "
+                "prompt or drop the record"
+            )
         return self
 
     @property
