@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.table import Table
 
 from fugu_lite import evaluate_checkpoint, train_rl, training_common
-from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
+from fugu_lite.config import PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table

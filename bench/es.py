@@ -26,13 +26,8 @@ from cmaes import SepCMA
 from rich.console import Console
 from rich.table import Table
 
-from fugu_lite.config import (
-    DEFAULT_CONFIG,
-    ESConfig,
-    ESTrainingConfig,
-    PipelineConfig,
-    load_config,
-)
+from fugu_lite.config import ESConfig, ESTrainingConfig, PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.es_population import parameter_vector, policy_metrics, restrict_search, split_data
 from fugu_lite.model import load_router

@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
+from fugu_lite.config import PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluate_checkpoint import run_evaluation
 from fugu_lite.pipeline import train_pipeline

@@ -52,7 +52,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, SFTConfig, load_config
+from fugu_lite.config import PipelineConfig, SFTConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import standard_split
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.testing.stub_worker import StubWorker

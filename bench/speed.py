@@ -49,7 +49,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 
 from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
-from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
+from fugu_lite.config import ModelConfig, PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
 from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
 from fugu_lite.model import RouterModel

@@ -54,7 +54,8 @@ from threadpoolctl import threadpool_info
 
 from fugu_lite import features, reward_head, threads
 from fugu_lite.backbones import load_backbone
-from fugu_lite.config import DEFAULT_CONFIG, PipelineConfig, load_config
+from fugu_lite.config import PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset, resolve_data_dir
 from fugu_lite.evaluation import reward_table, run_baselines
 from fugu_lite.evaluation.curves import baseline_cost_predictions

@@ -18,11 +18,7 @@ import httpx
 import openai
 from conftest import WORKERS, generated_records
 
-from fugu_lite.config import (
-    ModelConfig,
-    SFTConfig,
-    SFTTrainingConfig,
-)
+from fugu_lite.config import ModelConfig, SFTConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily
 from fugu_lite.schemas import ChatMessage
 from fugu_lite.server.app import ServeSettings, create_app

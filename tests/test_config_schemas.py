@@ -17,17 +17,15 @@ from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
 from fugu_lite.config import (
-    DEFAULT_CONFIG,
-    ConfigError,
     ESConfig,
     ESTrainingConfig,
     ModelConfig,
     PipelineConfig,
     RLConfig,
     SFTConfig,
-    load_config,
-    load_stage_config,
 )
+from fugu_lite.config_errors import ConfigError
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config, load_stage_config
 from fugu_lite.io import append_jsonl, read_json, write_json, write_jsonl
 from fugu_lite.schemas import (
     ChatMessage,

@@ -22,13 +22,9 @@ from typer.testing import CliRunner
 import fugu_lite
 import fugu_lite.train_es as train_es_module
 from fugu_lite.cli import app
-from fugu_lite.config import (
-    ConfigError,
-    ESConfig,
-    ESTrainingConfig,
-    ModelConfig,
-    load_stage_config,
-)
+from fugu_lite.config import ESConfig, ESTrainingConfig, ModelConfig
+from fugu_lite.config_errors import ConfigError
+from fugu_lite.config_loading import load_stage_config
 from fugu_lite.es_population import (
     SplitData,
     policy_metrics,

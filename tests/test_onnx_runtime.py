@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 import fugu_lite.onnx_runtime as onnx_module
 from fugu_lite.backbones import LoadedBackbone, load_backbone, tiny_random_backbone
-from fugu_lite.config import DEFAULT_CONFIG, ModelConfig, PipelineConfig, load_config
+from fugu_lite.config import ModelConfig, PipelineConfig
+from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.feature_cache import compute_features, feature_cache_key
 from fugu_lite.features import FeatureExtractor
 from fugu_lite.onnx_export import MODEL_FILE, OnnxRuntimeError, export_backbone, export_folder

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from fugu_lite.config import ConfigError
+from fugu_lite.config_errors import ConfigError
 from fugu_lite.workers.config import (
     PoolConfig,
     embedded_pool_config,

@@ -35,11 +35,7 @@ from server_support import (
     wait_until,
 )
 
-from fugu_lite.config import (
-    PipelineConfig,
-    RLTrainingConfig,
-    SFTTrainingConfig,
-)
+from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.auth import load_api_keys

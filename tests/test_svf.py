@@ -17,7 +17,6 @@ from fugu_lite.backbones import load_backbone
 from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
-    ConfigError,
     ESConfig,
     ESTrainingConfig,
     ModelConfig,
@@ -26,6 +25,7 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
+from fugu_lite.config_errors import ConfigError
 from fugu_lite.es_population import (
     policy_metrics,
     population_logits,

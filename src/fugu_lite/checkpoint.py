@@ -17,7 +17,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load
 
 from . import __version__
-from .config import ModelConfig, describe_config_error
+from .config import ModelConfig
+from .config_errors import describe_config_error
 from .file_digests import is_lfs_pointer
 from .io import describe_validation_error
 

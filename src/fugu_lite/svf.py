@@ -28,7 +28,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from .config import ConfigError
+from .config_errors import ConfigError
 
 WILDCARD_EXAMPLE = "layers.*.mlp.down_proj"
 

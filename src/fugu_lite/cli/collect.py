@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..config import ConfigError
+from ..config_errors import ConfigError
 from ..text_reading import RecordFileError
 from .common import (
     PoolOption,

@@ -15,7 +15,8 @@ import typer
 import yaml
 from pydantic import BaseModel
 
-from ..config import ConfigError, load_config
+from ..config_errors import ConfigError
+from ..config_loading import load_config
 from ..text import console_name, console_text, notes_console, results_console
 from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError
 

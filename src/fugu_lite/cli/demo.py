@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..config import DEFAULT_CONFIG, ConfigError, PipelineConfig
+from ..config import PipelineConfig
+from ..config_errors import ConfigError
+from ..config_loading import DEFAULT_CONFIG
 from .common import PoolOption, check_output, fail, load_or_fail, stopped_cleanly
 
 

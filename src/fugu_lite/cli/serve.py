@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..config import ConfigError
+from ..config_errors import ConfigError
 from .common import BackboneOption, PoolOption, check_output, fail, same_path
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")

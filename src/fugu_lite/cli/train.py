@@ -8,13 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import (
-    ConfigError,
-    PipelineConfig,
-    RLConfig,
-    SFTConfig,
-    load_stage_config,
-)
+from ..config import PipelineConfig, RLConfig, SFTConfig
+from ..config_errors import ConfigError
+from ..config_loading import load_stage_config
 from .common import (
     KEY_VALUE,
     ConfigOption,

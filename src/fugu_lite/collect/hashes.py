@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import sources_digest
-from ..config import ConfigError
+from ..config_errors import ConfigError
 from ..file_digests import file_sha256
 from ..tasks import Task
 from ..workers.config import WorkerConfig, resolve_gguf

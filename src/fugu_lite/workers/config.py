@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config import ConfigError, read_yaml_document
+from ..config_errors import ConfigError
+from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
 from ..text_reading import STDIN_NOT_READ, means_stdin
 

@@ -1,0 +1,147 @@
+"""Describing a bad config: the YAML error's file, line and column; each invalid key, dotted,
+with the known keys, close matches and the section it belongs in."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+class ConfigError(ValueError):
+    """A config file is missing, not YAML, or has a wrong key or value."""
+
+
+def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """One line naming the file, line and column: PyYAML's own text placed them on lines of
+    their own, in "<unicode string>" (the text it was given), not in the file."""
+    problem_mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if problem_mark is None or problem is None:
+        return f"{path}: not valid YAML: {' '.join(str(error).split())}"
+    where = f"{path}, line {problem_mark.line + 1}, column {problem_mark.column + 1}"
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    elif context:
+        problem += f" ({context})"
+    if "'\\t'" in problem:
+        problem += "; YAML indents with spaces, not tabs"
+    if problem == "mapping values are not allowed here":
+        problem += " (a value holding ': ' needs quotes, and a key its own line)"
+    return f"{where}: not valid YAML: {problem}"
+
+
+def describe_config_error(
+    error: ValidationError,
+    config_type: type[BaseModel],
+    source: str,
+    file_keys: dict[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> str:
+    """One line per problem, naming the dotted key; `file_keys` renames a key's section as
+    the file names it (`training` -> `sft`), and a key set by --set (`overrides`) says so, or
+    `-c FILE --set training.epochs=-1` sent the user to look for it in FILE."""
+    lines = [f"{source}: invalid {config_type.__name__}:"]
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"])
+        given = next(
+            (
+                dotted
+                for dotted in overrides or {}
+                if f"{key}.".startswith(f"{dotted}.") or f"{dotted}.".startswith(f"{key}.")
+            ),
+            None,
+        )
+        section, _, rest = key.partition(".")
+        if file_keys and section in file_keys and rest and given is None:
+            key = f"{file_keys[section]}.{rest}"
+        shown = (
+            key if given is None else f"--set {key}" if given == key else f"{key} (--set {given})"
+        )
+        if item["type"] == "extra_forbidden":
+            known = _known_keys(config_type, item["loc"][:-1])
+            close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
+            close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            homes = _sibling_sections(config_type, item["loc"])
+            if homes:
+                renamed = file_keys if file_keys and given is None else {}
+                shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
+                hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
+            if key == "training" and "sft" in known:
+                hint = "a pipeline config puts stage settings under sft:, rl: or es: "
+            where = "" if given is None else f" (given by --set {given})"
+            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}{where}")
+        else:
+            value = item.get("input")
+            # a section's own check (runtime with device) says what is wrong in its message;
+            # its input is the whole section, and "Value error," is pydantic's word
+            message = str(item["msg"]).removeprefix("Value error, ")
+            if item["type"] == "model_type":  # pydantic's "valid dictionary or instance of X"
+                message = (
+                    f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "
+                    "indented `key: value` lines); fix it or delete it to use the defaults"
+                )
+            got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+            if item["type"] == "list_type" and not isinstance(value, (dict, list)):
+                got += f"; write a list: [{value}], or each item on its own `- ` line"
+            lines.append(f"  {shown}: {message}{got}")
+    return "\n".join(lines)
+
+
+def _exponent_hint(given: object) -> str:
+    """YAML reads `1e3` (no dot) as text, which an integer key refuses as "a string"."""
+    if not isinstance(given, str) or "e" not in given.lower():
+        return ""
+    try:
+        number = float(given)
+    except ValueError:
+        return ""
+    if not number.is_integer():
+        return ""
+    return f"; YAML reads {given} as text: write {int(number)}"
+
+
+def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
+    model = section_type(config_type, location)
+    return list(model.model_fields) if model is not None else []
+
+
+def section_type(config_type: type[BaseModel], location: tuple) -> type[BaseModel] | None:
+    model: type[BaseModel] = config_type
+    for part in location:
+        annotation = model.model_fields[str(part)].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _sibling_sections(config_type: type[BaseModel], location: tuple) -> list[str]:
+    """The other top-level sections that have a section's unknown key as their own:
+    `epochs` under `model:` belongs under `sft:` or `rl:` (a stage file: `training:`)."""
+    if len(location) != 2:
+        return []
+    section, key = str(location[0]), str(location[1])
+    return [
+        name
+        for name in config_type.model_fields
+        if name != section and key in _known_keys(config_type, (name,))
+    ]
+
+
+def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
+    """Dotted paths, relative to `location`, of keys one section down that are (close to)
+    `key`: `iterations` at the top of a stage config -> `training.iterations`."""
+    section = section_type(config_type, location)
+    if section is None:
+        return []
+    candidates = []
+    for name in section.model_fields:
+        inner = _known_keys(section, (name,))
+        candidates += [f"{name}.{match}" for match in difflib.get_close_matches(key, inner, n=1)]
+    return candidates

@@ -1,0 +1,203 @@
+"""Loading a config: reading the YAML file (one document, no repeated keys), a pipeline file's
+stage sections, and the --set overrides (dotted keys) on top."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_path
+from .config import STAGE_SECTIONS, ModelConfig
+from .config_errors import ConfigError, describe_config_error, describe_yaml_error, section_type
+from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
+
+C = TypeVar("C", bound=BaseModel)
+
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
+
+
+def load_config(path: str | Path | None, config_type: type[C], overrides: dict | None = None) -> C:
+    """Load a YAML config; unknown keys and bad values name the key and the fix."""
+    data: dict = {}
+    source = "overrides of the defaults" if overrides else "defaults"
+    if path is not None:
+        source = str(path)
+        data = _empty_sections_as_defaults(_read_yaml_mapping(Path(path)), config_type)
+    for dotted_key, value in (overrides or {}).items():
+        _set_dotted(data, dotted_key, value)
+    try:
+        config = config_type.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(
+            describe_config_error(error, config_type, source, overrides=overrides)
+        ) from error
+    if path is not None:
+        check_backbone_folder_base(config, Path(path), overrides or {})
+    return config
+
+
+def _empty_sections_as_defaults(data: dict, config_type: type[BaseModel]) -> dict:
+    """A section whose keys are all commented out (`sft:` alone) reads as None, which was
+    refused as "not a valid dictionary"; it is the section's defaults, as a one-stage
+    command reading the same file already took it."""
+    return {
+        key: {}
+        if value is None
+        and key in config_type.model_fields
+        and section_type(config_type, (key,)) is not None
+        else value
+        for key, value in data.items()
+    }
+
+
+def load_stage_config(
+    path: str | Path | None, config_type: type[C], stage: str, overrides: dict | None = None
+) -> C:
+    """Load one stage's config from a stage file (`model`, `training`) or from a pipeline
+    file (`model`, `sft`, `rl`, `es`): its `model` and its `stage` section, which may be
+    absent (then the stage's defaults). Overrides use the stage file's keys
+    (`training.epochs=3`)."""
+    _check_stage_overrides(overrides or {}, stage)
+    if path is None:
+        return load_config(None, config_type, overrides)
+    data = _read_yaml_mapping(Path(path))
+    if not any(name in data for name in STAGE_SECTIONS):
+        return load_config(path, config_type, overrides)
+    unknown = [key for key in data if key not in ("model", *STAGE_SECTIONS)]
+    if unknown:
+        known = ["model", *STAGE_SECTIONS]
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ConfigError(
+            f"{path}: a pipeline config has the sections {', '.join(known)}; unknown "
+            f"top-level key(s) {', '.join(hints)}. A single-stage file has `model` and "
+            "`training` instead; do not mix the two shapes."
+        )
+    for section in ("model", stage):
+        if data.get(section) is not None and not isinstance(data[section], dict):
+            raise ConfigError(
+                f"{path}: section {section!r} must be a mapping of keys (e.g. `{section}:` "
+                f"followed by indented `key: value` lines), got {data[section]!r}; fix it or "
+                "delete the section to use the defaults"
+            )
+    data = {"model": data.get("model") or {}, "training": data.get(stage) or {}}
+    for dotted_key, value in (overrides or {}).items():
+        _set_dotted(data, dotted_key, value)
+    try:
+        config = config_type.model_validate(data)
+    except ValidationError as error:
+        # the file says `sft:` where the stage's config says `training` (--set keys aside)
+        file_keys = {"training": stage}
+        message = describe_config_error(
+            error, config_type, str(path), file_keys, overrides=overrides
+        )
+        raise ConfigError(message) from error
+    check_backbone_folder_base(config, Path(path), overrides or {})
+    return config
+
+
+def check_backbone_folder_base(config: BaseModel, path: Path, overrides: Mapping) -> None:
+    """A config's relative `model.backbone` folder is read from the working directory: one
+    written relative to the config file (which does not exist from here) went to the hub,
+    or "does not exist", with no word of where it is."""
+    model = getattr(config, "model", None)
+    if not isinstance(model, ModelConfig) or "model.backbone" in overrides:
+        return
+    name = model.backbone
+    if name == TINY_RANDOM or name in EMBEDDED_BACKBONES or Path(name).expanduser().is_absolute():
+        return
+    if local_backbone_path(name) is not None:
+        return
+    beside = path.parent / name
+    if path.parent.resolve() != Path.cwd().resolve() and local_backbone_path(str(beside)):
+        raise ConfigError(
+            f"{path}: model.backbone {name!r} is read from the working directory "
+            f"({Path.cwd()}), where it does not exist; the folder is next to the config file: "
+            f"write its path from the working directory ({beside}) or an absolute path"
+        )
+
+
+def _check_stage_overrides(overrides: dict, stage: str) -> None:
+    """A one-stage command's --set keys live under model. and training., even when its -c
+    file is a pipeline file (`sft.epochs=5` there is `training.epochs=5` here)."""
+    for dotted_key in overrides:
+        section, _, rest = str(dotted_key).partition(".")
+        if section == stage and rest:
+            raise ConfigError(
+                f"--set {dotted_key}: a single stage's keys are model.* and training.*; "
+                f"use training.{rest}"
+            )
+
+
+def _read_yaml_mapping(path: Path) -> dict:
+    if means_stdin(path):
+        raise ConfigError(f"-c {STDIN_NOT_READ}")
+    if not path.exists():
+        raise ConfigError(f"config file {path} not found")
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
+    data = read_yaml_document(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
+    return data
+
+
+def read_yaml_document(path: Path) -> object:
+    """A YAML file's one document, duplicate keys refused; text that is not UTF-8 or not YAML
+    is a ConfigError naming the file (and the line and column)."""
+    try:
+        text = read_utf8_text(path)
+    except RecordFileError as error:
+        raise ConfigError(str(error)) from error
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise ConfigError(describe_yaml_error(path, error)) from error
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, refusing a key given twice in one mapping: plain YAML keeps
+    the last, so a second `sft:` section silently replaced the first with all its keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_line: dict[object, int] = {}
+        for key_node, _ in node.value:
+            # `<<: *base` merges keys that the mapping's own may override: no repeat
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in one mapping (first on line "
+                    f"{first_line[key]}, again on line {line}), and only the last would count; "
+                    "keep one, with every setting you mean under it",
+                    key_node.start_mark,
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
+    *parents, leaf = dotted_key.split(".")
+    node = data
+    for part in parents:
+        if node.get(part) is None:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            raise ConfigError(
+                f"--set {dotted_key}: {part!r} is a value here, not a section of keys"
+            )
+        node = node[part]
+    node[leaf] = value
