@@ -847,6 +847,18 @@ def test_a_section_that_is_not_a_mapping_says_how_to_write_one(
     assert "instance of" not in message
 
 
+def test_an_override_of_an_aliased_section_sets_only_that_section(tmp_path: Path) -> None:
+    """`rl: *shared` is the anchor's own dict once read, so `--set sft.epochs=5` set rl's
+    epochs too."""
+    path = write_yaml(
+        tmp_path / "c.yaml",
+        "sft: &shared\n  epochs: 3\n  learning_rate: 0.01\nrl: *shared\n",
+    )
+    config = load_config(path, PipelineConfig, {"sft.epochs": 5, "model.layer": 2})
+    assert (config.sft.epochs, config.rl.epochs) == (5, 3)
+    assert config.rl.learning_rate == config.sft.learning_rate == 0.01
+
+
 def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  epochs: 3\n")
     with pytest.raises(ConfigError, match=r"sft\.epochs"):

@@ -190,6 +190,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
+    """Sets one --set key, copying each section on its way: a YAML alias (`rl: *sft`) is
+    the very same dict as its anchor, so `--set sft.epochs=5` also set rl's epochs."""
     *parents, leaf = dotted_key.split(".")
     node = data
     for part in parents:
@@ -199,5 +201,6 @@ def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
             raise ConfigError(
                 f"--set {dotted_key}: {part!r} is a value here, not a section of keys"
             )
+        node[part] = dict(node[part])
         node = node[part]
     node[leaf] = value
