@@ -652,6 +652,59 @@ def test_bad_value_names_the_key_and_the_value(
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "hint"),
+    [
+        (
+            "model:\n  backbone: no\n",
+            "model.backbone",
+            "(got False); YAML reads an unquoted no, off or false as the boolean false: write "
+            "the text in quotes (e.g. 'no')",
+        ),
+        (
+            "model:\n  device: on\n",
+            "model.device",
+            "(got True); YAML reads an unquoted yes, on or true as the boolean true: write the "
+            "text in quotes (e.g. 'yes')",
+        ),
+        (
+            "model:\n  svf_targets: [2024-01-01]\n",
+            "model.svf_targets.0",
+            "(got datetime.date(2024, 1, 1)); YAML reads 2024-01-01 as a date: write the text "
+            "in quotes ('2024-01-01')",
+        ),
+        (
+            "model:\n  backbone: 1.5\n",
+            "model.backbone",
+            "(got 1.5); YAML reads 1.5 as a number: write the text in quotes ('1.5')",
+        ),
+    ],
+)
+def test_a_word_yaml_reads_as_another_type_says_to_quote_it(
+    tmp_path: Path, text: str, key: str, hint: str
+) -> None:
+    """A model folder or device named `no`, `on` or `1.5` is a boolean or a number to YAML:
+    the error said "Input should be a valid string (got False)", never why or what to write."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert f"  {key}: Input should be a valid string {hint}" in str(error.value)
+
+
+def test_a_word_an_override_reads_as_a_boolean_says_how_to_quote_it_on_the_command_line() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"model.backbone": False})
+    assert (
+        "  --set model.backbone: Input should be a valid string (got False); YAML reads an "
+        "unquoted no, off or false as the boolean false: write the text in quotes "
+        """(e.g. --set "model.backbone='no'")"""
+    ) in str(error.value)
+    # a text key that was given text has nothing to quote
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"model.head": "no"})
+    assert "quotes" not in str(error.value)
+
+
 def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
     """`batch_size: 1e3` is text to YAML, so the error said "unable to parse string as an
     integer (got '1e3')" about what the user wrote as a number."""

@@ -3,6 +3,7 @@ with the known keys, close matches and the section it belongs in."""
 
 from __future__ import annotations
 
+import datetime
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
@@ -87,6 +88,8 @@ def describe_config_error(
                     "indented `key: value` lines); fix it or delete it to use the defaults"
                 )
             got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+            if item["type"] == "string_type":
+                got += _quoting_hint(value, key if given == key else None)
             if item["type"] == "list_type" and not isinstance(value, (dict, list)):
                 got += f"; write a list: [{value}], or each item on its own `- ` line"
             lines.append(f"  {shown}: {message}{got}")
@@ -104,6 +107,27 @@ def _exponent_hint(given: object) -> str:
     if not number.is_integer():
         return ""
     return f"; YAML reads {given} as text: write {int(number)}"
+
+
+def _quoting_hint(given: object, set_key: str | None) -> str:
+    """YAML reads an unquoted `no`, `on`, `1.5` or `2024-01-01` as a boolean, a number or a
+    date, which a text key (a backbone name, a device, an SVF target) refused as "not a valid
+    string (got False)" with no word of why or of what to write. `set_key`: the key's own
+    --set, whose value is read as YAML too."""
+    if isinstance(given, bool):
+        words = "yes, on or true" if given else "no, off or false"
+        problem = f"YAML reads an unquoted {words} as the boolean {str(given).lower()}"
+        example, for_example = words.partition(",")[0], "e.g. "
+    elif isinstance(given, (int, float, datetime.date)):
+        kind = "a date" if isinstance(given, datetime.date) else "a number"
+        problem = f"YAML reads {given} as {kind}"
+        example, for_example = str(given), ""
+    else:
+        return ""
+    quoted = f"'{example}'"
+    if set_key is not None:  # the shell takes off one pair of quotes
+        quoted = f'--set "{set_key}={quoted}"'
+    return f"; {problem}: write the text in quotes ({for_example}{quoted})"
 
 
 def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
