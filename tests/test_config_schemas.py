@@ -993,6 +993,31 @@ def test_a_boolean_for_a_number_is_refused_naming_its_key(tmp_path: Path) -> Non
     assert load_stage_config(None, SFTConfig, "sft", {"training.epochs": 3}).training.epochs == 3
 
 
+def test_another_stages_config_names_the_stage_it_is_for(tmp_path: Path) -> None:
+    """An ES stage file given to `train sft` said "unknown key 'training.population_size'"
+    and listed SFT's keys, as if the key were mistyped, not the file the wrong one."""
+    path = write_yaml(tmp_path / "es.yaml", "training:\n  population_size: 8\n  temperature: 2.0\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RLConfig, "rl", {"training.sigma0": 0.1})
+    lines = str(error.value).splitlines()
+    assert lines[0] == f"{path}: invalid RLConfig:"
+    assert lines[1].startswith(
+        "  unknown key 'training.population_size': a setting of `fugu-lite train es`, not of "
+        "this stage; is this file another stage's config? known keys here: "
+    )
+    assert "a setting of `fugu-lite train sft`, not of this stage; is this file" in lines[2]
+    assert lines[3].startswith(
+        "  unknown key 'training.sigma0': a setting of `fugu-lite train es`, not of this "
+        "stage; known keys here: "
+    )
+    assert lines[3].endswith("(given by --set training.sigma0)")
+    # a key no stage has is still a typo, and a stage's own keys load
+    path.write_text("training:\n  population_size: 8\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"'training\.iteration': did you mean 'iterations'"):
+        load_stage_config(path, ESConfig, "es", {"training.iteration": 3})
+    assert load_stage_config(path, ESConfig, "es").training.population_size == 8
+
+
 def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft:\n  epochs: 3\nesx: {}\n")
     with pytest.raises(ConfigError) as error:

@@ -11,6 +11,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .config import STAGE_SECTIONS, PipelineConfig
+
 
 class ConfigError(ValueError):
     """A config file is missing, not YAML, or has a wrong key or value."""
@@ -73,6 +75,15 @@ def describe_config_error(
                 renamed = file_keys if file_keys and given is None else {}
                 shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
                 hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
+            stages = _other_stages(config_type, item["loc"])
+            if stages and file_keys and given is None:  # under a pipeline file's stage section
+                sections = " or ".join(f"{stage}:" for stage in stages)
+                hint = f"it belongs under {sections}, not here; "
+            elif stages:
+                commands = " or ".join(f"`fugu-lite train {stage}`" for stage in stages)
+                hint = f"a setting of {commands}, not of this stage; "
+                if given is None:
+                    hint += "is this file another stage's config? "
             if key == "training" and "sft" in known:
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             where = "" if given is None else f" (given by --set {given})"
@@ -155,6 +166,23 @@ def _sibling_sections(config_type: type[BaseModel], location: tuple) -> list[str
         name
         for name in config_type.model_fields
         if name != section and key in _known_keys(config_type, (name,))
+    ]
+
+
+def _other_stages(config_type: type[BaseModel], location: tuple) -> list[str]:
+    """The pipeline stages whose settings have a one-stage config's unknown `training` key:
+    an ES config given to `train sft` said "unknown key 'training.population_size'" with the
+    SFT keys, as if the key were mistyped."""
+    if len(location) != 2 or location[0] != "training":
+        return []
+    if "training" not in config_type.model_fields:
+        return []
+    own = section_type(config_type, ("training",))
+    return [
+        stage
+        for stage in STAGE_SECTIONS
+        if section_type(PipelineConfig, (stage,)) is not own
+        and str(location[1]) in _known_keys(PipelineConfig, (stage,))
     ]
 
 
