@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
 from fugu_lite.config import (
+    MAX_SEED,
     ESConfig,
     ESTrainingConfig,
     ModelConfig,
@@ -36,7 +37,7 @@ from fugu_lite.schemas import (
     write_records,
 )
 from fugu_lite.text_reading import RecordFileError
-from fugu_lite.training_common import make_loader, make_model
+from fugu_lite.training_common import make_loader, make_model, seed_everything
 
 WORKERS = ["a", "b", "c"]
 
@@ -1016,6 +1017,22 @@ def test_another_stages_config_names_the_stage_it_is_for(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"'training\.iteration': did you mean 'iterations'"):
         load_stage_config(path, ESConfig, "es", {"training.iteration": 3})
     assert load_stage_config(path, ESConfig, "es").training.population_size == 8
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl", "es"])
+def test_a_seed_numpy_cannot_take_is_refused_naming_its_key(tmp_path: Path, stage: str) -> None:
+    """`seed: -1` (or 2**32) passed the config, and the run stopped in numpy's seeding
+    ("Seed must be between 0 and 2**32 - 1") with no key named."""
+    for seed in (-1, MAX_SEED + 1):
+        path = write_yaml(tmp_path / "c.yaml", f"{stage}:\n  seed: {seed}\n")
+        with pytest.raises(ConfigError) as error:
+            load_config(path, PipelineConfig)
+        assert f"  {stage}.seed: Input should be " in str(error.value)
+        assert f"(got {seed})" in str(error.value)
+    path = write_yaml(tmp_path / "c.yaml", f"{stage}:\n  seed: {MAX_SEED}\n")
+    seed = getattr(load_config(path, PipelineConfig), stage).seed
+    assert seed == MAX_SEED
+    seed_everything(seed)  # the largest seed the config takes, numpy and torch take too
 
 
 def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> None:

@@ -134,6 +134,12 @@ class ModelConfig(StrictModel):
         return self
 
 
+# numpy's global seed (training_common.seed_everything) takes 0 to 2**32 - 1: `seed: -1`
+# passed the config, and the run stopped in numpy ("Seed must be between 0 and 2**32 - 1"),
+# naming no key.
+MAX_SEED = 2**32 - 1
+
+
 class CostAware(StrictModel):
     """reward' = reward - cost_weight * cost / reference_cost (0 = ignore cost)."""
 
@@ -144,7 +150,7 @@ class CostAware(StrictModel):
 
 
 class SFTTrainingConfig(CostAware):
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     batch_size: int = Field(default=64, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
@@ -156,7 +162,7 @@ class SFTTrainingConfig(CostAware):
 
 
 class RLTrainingConfig(CostAware):
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     batch_size: int = Field(default=64, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
@@ -183,7 +189,7 @@ class ESTrainingConfig(CostAware):
     The defaults were chosen by 5-fold cross-validation over the LLMRouter train +
     validation splits, starting from the default SFT head (bench/README.md, es.py)."""
 
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     population_size: int = Field(default=32, ge=4)
     sigma0: float = Field(
         default=0.03,
