@@ -919,6 +919,24 @@ def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
         load_config(path, PipelineConfig, {"sft.epochs.inner": 3})
 
 
+def test_override_below_a_files_plain_value_names_the_file_and_the_value(tmp_path: Path) -> None:
+    """`sft: 5` in the file made `--set sft.epochs=2` fail with "'sft' is a value here",
+    naming neither the file nor the value, as if the --set alone were wrong."""
+    path = write_yaml(tmp_path / "c.yaml", "sft: 5\nrl:\n  epochs: 3\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig, {"sft.epochs": 2})
+    assert str(error.value) == (
+        f"{path}: --set sft.epochs: 'sft' is a value here, not a section of keys (sft is 5; "
+        "--set sft=VALUE sets it)"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RLConfig, "rl", {"training.epochs.inner": 2})
+    assert str(error.value).startswith(
+        f"{path}: --set training.epochs.inner: 'epochs' is a value here, not a section of "
+        "keys (training.epochs is 3; "
+    )
+
+
 # --- one stage's config from a stage file or a pipeline file --------------------------------
 
 

@@ -29,7 +29,7 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
         source = str(path)
         data = _empty_sections_as_defaults(_read_yaml_mapping(Path(path)), config_type)
     for dotted_key, value in (overrides or {}).items():
-        _set_dotted(data, dotted_key, value)
+        _set_dotted(data, dotted_key, value, source)
     try:
         config = config_type.model_validate(data)
     except ValidationError as error:
@@ -89,7 +89,7 @@ def load_stage_config(
             )
     data = {"model": data.get("model") or {}, "training": data.get(stage) or {}}
     for dotted_key, value in (overrides or {}).items():
-        _set_dotted(data, dotted_key, value)
+        _set_dotted(data, dotted_key, value, str(path))
     try:
         config = config_type.model_validate(data)
     except ValidationError as error:
@@ -189,17 +189,22 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _set_dotted(data: dict, dotted_key: str, value: object) -> None:
+def _set_dotted(data: dict, dotted_key: str, value: object, source: str) -> None:
     """Sets one --set key, copying each section on its way: a YAML alias (`rl: *sft`) is
-    the very same dict as its anchor, so `--set sft.epochs=5` also set rl's epochs."""
+    the very same dict as its anchor, so `--set sft.epochs=5` also set rl's epochs.
+
+    A value on the way is named with its `source` (the file): `sft: 5` in the file made
+    `--set sft.epochs=2` fail as if the --set alone were wrong."""
     *parents, leaf = dotted_key.split(".")
     node = data
-    for part in parents:
+    for depth, part in enumerate(parents):
         if node.get(part) is None:
             node[part] = {}
         if not isinstance(node[part], dict):
+            prefix = ".".join(parents[: depth + 1])
             raise ConfigError(
-                f"--set {dotted_key}: {part!r} is a value here, not a section of keys"
+                f"{source}: --set {dotted_key}: {part!r} is a value here, not a section of "
+                f"keys ({prefix} is {node[part]!r}; --set {prefix}=VALUE sets it)"
             )
         node[part] = dict(node[part])
         node = node[part]
