@@ -919,6 +919,19 @@ def test_override_below_a_plain_value_is_a_config_error(tmp_path: Path) -> None:
         load_config(path, PipelineConfig, {"sft.epochs.inner": 3})
 
 
+@pytest.mark.parametrize("key", ["sft..epochs", "sft.", ".epochs", "model.layer."])
+def test_an_override_key_with_an_empty_part_says_how_to_write_it(key: str) -> None:
+    """`--set sft..epochs=3` was "unknown key 'sft.'" with the SFT keys listed, and
+    `--set model.layer.=3` "model.layer: Input should be a valid integer": neither named the
+    stray dot."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {key: 3})
+    assert str(error.value) == (
+        f"--set {key}: the key has an empty part (two dots in a row, or a dot at an end); "
+        "write section.key, e.g. --set training.epochs=5"
+    )
+
+
 def test_override_below_a_files_plain_value_names_the_file_and_the_value(tmp_path: Path) -> None:
     """`sft: 5` in the file made `--set sft.epochs=2` fail with "'sft' is a value here",
     naming neither the file nor the value, as if the --set alone were wrong."""

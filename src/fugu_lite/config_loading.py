@@ -196,6 +196,11 @@ def _set_dotted(data: dict, dotted_key: str, value: object, source: str) -> None
     A value on the way is named with its `source` (the file): `sft: 5` in the file made
     `--set sft.epochs=2` fail as if the --set alone were wrong."""
     *parents, leaf = dotted_key.split(".")
+    if "" in (*parents, leaf):  # `sft..epochs` was "unknown key 'sft.'", `sft.` a key ''
+        raise ConfigError(
+            f"--set {dotted_key}: the key has an empty part (two dots in a row, or a dot at "
+            "an end); write section.key, e.g. --set training.epochs=5"
+        )
     node = data
     for depth, part in enumerate(parents):
         if node.get(part) is None:
