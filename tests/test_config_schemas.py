@@ -727,6 +727,23 @@ def test_a_cache_dir_under_home_is_the_home_folders(tmp_path: Path, monkeypatch)
     assert FeatureCache(model).folder.is_relative_to(tmp_path / "home" / "fugu-cache")
 
 
+@pytest.mark.parametrize(
+    ("key", "fix"),
+    [("backbone", "write an embedded name"), ("cache_dir", "write a folder, or null")],
+)
+@pytest.mark.parametrize("empty", ["''", "' '"])
+def test_an_empty_backbone_or_cache_dir_is_refused_naming_the_key(
+    tmp_path: Path, key: str, fix: str, empty: str
+) -> None:
+    """`backbone: ''` failed as "the backbone folder <working directory>" lacking weights, and
+    `cache_dir: ''` cached features in the working directory: both read an empty text as `.`."""
+    path = write_yaml(tmp_path / "c.yaml", f"model:\n  {key}: {empty}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert f"  model.{key}: empty: {fix}" in str(error.value)
+    assert f"(got {yaml.safe_load(empty)!r})" in str(error.value)
+
+
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nsft:\n  epochs: many\n")
     with pytest.raises(ConfigError) as error:

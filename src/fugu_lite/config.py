@@ -90,8 +90,27 @@ class ModelConfig(StrictModel):
     @classmethod
     def _expand_home(cls, cache_dir: str | None) -> str | None:
         """`~/cache` is the home folder's: the feature cache read it literally, making a
-        folder named `~` in the working directory (where `rm -rf ~` is a trap)."""
-        return None if cache_dir is None else str(Path(cache_dir).expanduser())
+        folder named `~` in the working directory (where `rm -rf ~` is a trap). An empty
+        `cache_dir: ''` was the working directory, with cache files put in it unasked."""
+        if cache_dir is None:
+            return None
+        if not cache_dir.strip():
+            raise ValueError(
+                "empty: write a folder, or null (or delete the key) for the default cache "
+                "(~/.cache/fugu-lite, or $FUGU_LITE_CACHE_DIR)"
+            )
+        return str(Path(cache_dir).expanduser())
+
+    @field_validator("backbone")
+    @classmethod
+    def _named_backbone(cls, backbone: str) -> str:
+        """`backbone: ''` was read as the working directory, and failed as a folder without
+        config.json or weights, naming a folder the user never wrote."""
+        if not backbone.strip():
+            raise ValueError(
+                "empty: write an embedded name (minilm, smollm2), a local folder or a hub id"
+            )
+        return backbone
 
     @field_validator("device")
     @classmethod
