@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 import yaml
 from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
+from fugu_lite.cli.common import parse_overrides
 from fugu_lite.config import (
     MAX_SEED,
     ESConfig,
@@ -742,6 +744,43 @@ def test_an_empty_backbone_or_cache_dir_is_refused_naming_the_key(
         load_config(path, PipelineConfig)
     assert f"  model.{key}: empty: {fix}" in str(error.value)
     assert f"(got {yaml.safe_load(empty)!r})" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("010", "YAML 1.1 reads 010 as an octal number (8): write 10 without the leading zero"),
+        ("-0_10", "YAML 1.1 reads -0_10 as an octal number (-8): write -10 without the leading"),
+        ("1:30", "YAML 1.1 reads 1:30 as a base-60 number (90, as in minutes:seconds): write 90"),
+    ],
+)
+def test_an_integer_yaml_reads_in_another_base_is_refused(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """`epochs: 010` trained 8 epochs (`09` was 9) and `seed: 1:30` was 90, without a word."""
+    path = write_yaml(tmp_path / "c.yaml", f"sft:\n  seed: {text}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert str(error.value).startswith(f"{path}, line 2, column 9: ")
+    assert said in str(error.value) and f"or quote it ('{text}') if it is text" in str(error.value)
+    # what reads as it looks still loads: zero, hex, binary, underscores, a leading plus
+    path = write_yaml(tmp_path / "c.yaml", "sft:\n  seed: 0\n  epochs: 0x1F\nrl:\n  seed: +7\n")
+    config = load_config(path, PipelineConfig, {"es.iterations": 1_000})
+    assert (config.sft.seed, config.sft.epochs, config.rl.seed) == (0, 31, 7)
+
+
+def test_an_override_in_another_base_is_refused_naming_the_set(capsys) -> None:
+    """`--set training.epochs=010` was 8 epochs, as in a -c file."""
+    assert parse_overrides(["training.epochs=0x1F", "training.seed=0"]) == {
+        "training.epochs": 31,
+        "training.seed": 0,
+    }
+    with pytest.raises(typer.Exit):
+        parse_overrides(["training.epochs=010"])
+    assert (
+        "--set training.epochs=010: the value '010' is not valid YAML (YAML 1.1 reads 010 as an "
+        "octal number (8): write 10 without the leading zero, or quote it ('010') if it is text)"
+    ) in " ".join(capsys.readouterr().err.split())
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:

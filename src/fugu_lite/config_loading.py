@@ -188,6 +188,32 @@ class UniqueKeyLoader(yaml.SafeLoader):
             first_line[key] = line
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """YAML 1.1 reads `010` as octal (8, where `09` stays 9) and `1:30` as base 60 (90):
+        `epochs: 010` trained 8 epochs without a word. Both are refused, saying what YAML
+        read and what to write; `0x1F`, `0b11` and `1_000` still read as they look."""
+        value: int = super().construct_yaml_int(node)
+        text = str(self.construct_scalar(node))
+        sign, digits = text[: len(text) - len(text.lstrip("+-"))], text.lstrip("+-")
+        digits = digits.replace("_", "")
+        if ":" in digits:
+            read_as = f"a base-60 number ({value}, as in minutes:seconds)"
+            mean = f"write {value} if you mean that"
+        elif len(digits) > 1 and digits[0] == "0" and digits[1] not in "xb":
+            read_as = f"an octal number ({value})"
+            mean = f"write {sign}{digits.lstrip('0') or '0'} without the leading zero"
+        else:
+            return value
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"YAML 1.1 reads {text} as {read_as}: {mean}, or quote it ('{text}') if it is text",
+            node.start_mark,
+        )
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+
 
 def _set_dotted(data: dict, dotted_key: str, value: object, source: str) -> None:
     """Sets one --set key, copying each section on its way: a YAML alias (`rl: *sft`) is

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..config_errors import ConfigError
-from ..config_loading import load_config
+from ..config_loading import UniqueKeyLoader, load_config
 from ..text import console_name, console_text, notes_console, results_console
 from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError
 
@@ -136,7 +136,7 @@ def parse_overrides(pairs: list[str] | None) -> dict:
     overrides = {}
     for key, value in parse_pairs(pairs, "--set", "training.epochs=5").items():
         try:
-            overrides[key] = yaml.safe_load(value)
+            overrides[key] = yaml.load(value, Loader=UniqueKeyLoader)  # as a -c file reads it
         except yaml.YAMLError as error:
             problem = getattr(error, "problem", None) or error
             fail(
