@@ -562,6 +562,21 @@ def test_unknown_nested_key_names_dotted_key_and_close_match(tmp_path: Path) -> 
     assert "did you mean 'estimator'?" in message
 
 
+def test_a_section_or_key_in_capitals_suggests_its_lower_case_name(tmp_path: Path) -> None:
+    """`SFT:` shares no letter with `sft` as difflib compares them: `train pipeline` listed the
+    sections with no hint, and `train sft` took the file for a stage file ("known keys here:
+    model, training")."""
+    path = write_yaml(tmp_path / "c.yaml", "SFT:\n  epochs: 3\nrl:\n  EPOCHS: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert "unknown key 'SFT': did you mean 'sft'? known keys here: " in str(error.value)
+    assert "unknown key 'rl.EPOCHS': did you mean 'epochs'? " in str(error.value)
+    path = write_yaml(tmp_path / "c.yaml", "SFT:\n  epochs: 3\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft")
+    assert "unknown top-level key(s) 'SFT' (did you mean 'sft'?)" in str(error.value)
+
+
 def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  zzzzzz: 1\n")
     with pytest.raises(ConfigError) as error:

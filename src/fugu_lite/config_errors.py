@@ -67,7 +67,7 @@ def describe_config_error(
         )
         if item["type"] == "extra_forbidden":
             known = _known_keys(config_type, item["loc"][:-1])
-            close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1)
+            close = close_keys(str(item["loc"][-1]), known)
             close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
             hint = f"did you mean {close[0]!r}? " if close else ""
             homes = _sibling_sections(config_type, item["loc"])
@@ -141,6 +141,14 @@ def _quoting_hint(given: object, set_key: str | None) -> str:
     return f"; {problem}: write the text in quotes ({for_example}{quoted})"
 
 
+def close_keys(key: str, known: list[str]) -> list[str]:
+    """The known key closest to `key` (at most one), case aside: difflib found none for
+    `SFT:` (no letter in common with `sft`), so the error listed the keys with no hint."""
+    by_lower = {name.lower(): name for name in known}
+    matches = difflib.get_close_matches(key.lower(), list(by_lower), n=1)
+    return [by_lower[match] for match in matches]
+
+
 def _known_keys(config_type: type[BaseModel], location: tuple) -> list[str]:
     model = section_type(config_type, location)
     return list(model.model_fields) if model is not None else []
@@ -195,5 +203,5 @@ def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> 
     candidates = []
     for name in section.model_fields:
         inner = _known_keys(section, (name,))
-        candidates += [f"{name}.{match}" for match in difflib.get_close_matches(key, inner, n=1)]
+        candidates += [f"{name}.{match}" for match in close_keys(key, inner)]
     return candidates

@@ -3,7 +3,6 @@ stage sections, and the --set overrides (dotted keys) on top."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -13,7 +12,13 @@ from pydantic import BaseModel, ValidationError
 
 from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_path
 from .config import STAGE_SECTIONS, ModelConfig
-from .config_errors import ConfigError, describe_config_error, describe_yaml_error, section_type
+from .config_errors import (
+    ConfigError,
+    close_keys,
+    describe_config_error,
+    describe_yaml_error,
+    section_type,
+)
 from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
 C = TypeVar("C", bound=BaseModel)
@@ -66,14 +71,15 @@ def load_stage_config(
     if path is None:
         return load_config(None, config_type, overrides)
     data = _read_yaml_mapping(Path(path))
-    if not any(name in data for name in STAGE_SECTIONS):
+    # `SFT:` is a pipeline file's section mistyped, not a stage file's unknown key
+    if not any(str(name).lower() in STAGE_SECTIONS for name in data):
         return load_config(path, config_type, overrides)
     unknown = [key for key in data if key not in ("model", *STAGE_SECTIONS)]
     if unknown:
         known = ["model", *STAGE_SECTIONS]
         hints = []
         for key in unknown:
-            close = difflib.get_close_matches(str(key), known, n=1)
+            close = close_keys(str(key), known)
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise ConfigError(
             f"{path}: a pipeline config has the sections {', '.join(known)}; unknown "
