@@ -577,6 +577,24 @@ def test_a_section_or_key_in_capitals_suggests_its_lower_case_name(tmp_path: Pat
     assert "unknown top-level key(s) 'SFT' (did you mean 'sft'?)" in str(error.value)
 
 
+def test_a_pool_config_given_as_a_training_config_says_what_it_is(tmp_path: Path) -> None:
+    """`train pipeline -c pool.yaml` said "unknown key 'workers'", as if it were mistyped."""
+    path = write_yaml(
+        tmp_path / "pool.yaml", "workers:\n  - id: a\n    model: m\nopt_out: []\nmodle: {}\n"
+    )
+    for load in (
+        lambda: load_config(path, PipelineConfig),
+        lambda: load_stage_config(path, SFTConfig, "sft"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load()
+        lines = str(error.value).splitlines()
+        hint = "a worker pool's key: is this a pool config (for --pool of collect, serve)? "
+        assert lines[1].startswith(f"  unknown key 'workers': {hint}known keys here: model, ")
+        assert lines[2].startswith(f"  unknown key 'opt_out': {hint}")
+        assert lines[3].startswith("  unknown key 'modle': did you mean 'model'? ")
+
+
 def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  zzzzzz: 1\n")
     with pytest.raises(ConfigError) as error:

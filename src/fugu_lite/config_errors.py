@@ -84,6 +84,8 @@ def describe_config_error(
                 hint = f"a setting of {commands}, not of this stage; "
                 if given is None:
                     hint += "is this file another stage's config? "
+            if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
+                hint = "a worker pool's key: is this a pool config (for --pool of collect, serve)? "
             if key == "training" and "sft" in known:
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             where = "" if given is None else f" (given by --set {given})"
@@ -192,6 +194,13 @@ def _other_stages(config_type: type[BaseModel], location: tuple) -> list[str]:
         if section_type(PipelineConfig, (stage,)) is not own
         and str(location[1]) in _known_keys(PipelineConfig, (stage,))
     ]
+
+
+def _is_pool_key(key: str) -> bool:
+    """`train -c pool.yaml` said "unknown key 'workers'" as if mistyped, not the wrong file."""
+    from .workers.config import PoolConfig  # it reads its files with config_loading
+
+    return key in PoolConfig.model_fields
 
 
 def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
