@@ -1,5 +1,6 @@
-"""Atomic, durable writes (a temporary file beside the target, fsync, rename), the modes the
-written files get, and the removal of the temporaries that killed writers leave behind."""
+"""Atomic, durable writes (a temporary file beside the target, fsync, rename; appends whole or
+not at all), the modes the written files get, and the removal of the temporaries that killed
+writers leave behind."""
 
 from __future__ import annotations
 
@@ -84,6 +85,22 @@ _UNNAMED_WRITER = re.compile(
 )
 STALE_AFTER_S = 24 * 3600  # no write takes this long: older temporaries are leftovers
 _SWEPT_FOLDERS: set[tuple[Path, bool]] = set()
+
+
+def append_whole(path: str | Path, data: bytes) -> None:
+    """Append `data` to `path` and fsync; a write that fails leaves the file as it was."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        size = os.lseek(descriptor, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(descriptor, data) :]
+            os.fsync(descriptor)
+        except OSError:
+            os.ftruncate(descriptor, size)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def writer_prefix(name: str) -> str:

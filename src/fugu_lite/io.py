@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .atomic_files import atomic_output, write_text_atomic
+from .atomic_files import append_whole, atomic_output, write_text_atomic
 from .text_reading import (
     RecordFileError,
     check_no_lone_surrogate,
@@ -59,23 +59,27 @@ def write_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
 
 
 def append_jsonl(path: str | Path, rows: Iterable[dict | BaseModel]) -> int:
-    """Append rows and fsync, so that a crash loses at most the line being written. After a
-    last line without its newline (an append killed or failing half-way) the rows start on a
-    line of their own: glued onto that fragment, the first of them was lost with it."""
+    """Append rows and fsync, whole or not at all: a write that fails (a full disk) leaves the
+    file as it was, and a crash loses at most the line being written. After a last line
+    without its newline (an append killed half-way) the rows start on a line of their own:
+    glued onto that fragment, the first of them was lost with it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [_json_line(row) for row in rows]
-    with path.open("a+b") as stream:
-        torn = stream.seek(0, os.SEEK_END) > 0 and _last_byte(stream) != b"\n"
-        stream.write((("\n" if torn else "") + "".join(lines)).encode("utf-8"))
-        stream.flush()
-        os.fsync(stream.fileno())
+    torn = _ends_without_newline(path)
+    append_whole(path, (("\n" if torn else "") + "".join(lines)).encode("utf-8"))
     return len(lines)
 
 
-def _last_byte(stream: BinaryIO) -> bytes:
-    stream.seek(-1, os.SEEK_END)
-    return stream.read(1)
+def _ends_without_newline(path: Path) -> bool:
+    try:
+        with path.open("rb") as stream:
+            if stream.seek(0, os.SEEK_END) == 0:
+                return False
+            stream.seek(-1, os.SEEK_END)
+            return stream.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
 
 
 def _json_line(row: dict | BaseModel) -> str:

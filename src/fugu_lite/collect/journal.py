@@ -13,6 +13,7 @@ from typing import BinaryIO, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..atomic_files import append_whole
 from ..io import iter_jsonl
 from ..text_reading import RecordFileError
 from .errors import CollectError
@@ -113,22 +114,6 @@ def save_torn(path: Path, fragment: str) -> None:
             f"short (a run stopped mid-write), left there until it can be saved in "
             f"{torn_path.name}: free disk space, then run the same command again"
         ) from error
-
-
-def append_whole(path: Path, data: bytes) -> None:
-    """Append `data` to `path` and fsync; a write that fails leaves the file as it was."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-    try:
-        size = os.lseek(descriptor, 0, os.SEEK_END)
-        try:
-            while data:
-                data = data[os.write(descriptor, data) :]
-            os.fsync(descriptor)
-        except OSError:
-            os.ftruncate(descriptor, size)
-            raise
-    finally:
-        os.close(descriptor)
 
 
 def is_json_object(line: bytes) -> bool:

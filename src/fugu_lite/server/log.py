@@ -8,7 +8,6 @@ tokens and cost. Message content is left out unless the server was started with 
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..collect.journal import append_whole
+from ..io import append_jsonl
 from ..schemas import ChatMessage, message_text, prompt_hash
 
 logger = logging.getLogger(__name__)
@@ -131,10 +130,8 @@ class DecisionLog:
         """Append `rows` whole or not at all (a full disk left half a line, and the next
         decision glued to it); returns those not written, to try again with the next ones."""
         assert self.path is not None
-        lines = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)  # its folder deleted meanwhile
-            append_whole(self.path, lines.encode("utf-8"))
+            append_jsonl(self.path, rows)  # (makes its folder again, if deleted meanwhile)
         except OSError as error:
             if not self._failing:
                 logger.error(
