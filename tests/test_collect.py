@@ -29,7 +29,7 @@ from fugu_lite.collect.journal import LogEntry, default_log_path
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
-from fugu_lite.tasks import write_tasks
+from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers.config import PoolConfig
 
@@ -119,18 +119,24 @@ def test_a_down_worker_is_reported_and_retried_next_run_not_scored_zero(tmp_path
     assert len(records) == 8 and all(r.rewards == [1.0, 1.0] for r in records)
 
 
+def pool_with_a_down_worker(up: StubWorker, tasks: list[Task]) -> PoolConfig:
+    """Workers "up" and "down", whose server is gone: no record is written while it is down,
+    so every task stays pending (point config.workers[1].base_url at a server to bring it back)."""
+    down = StubWorker(solver(tasks)).start()
+    down_url = down.base_url
+    down.stop()
+    worker = stub_pool(("up", up)).workers[0].model_dump()
+    return PoolConfig.model_validate(
+        {"workers": [worker, {**worker, "id": "down", "base_url": down_url}]}
+    )
+
+
 def test_a_fixed_answer_key_regrades_saved_answers_without_new_calls(tmp_path: Path) -> None:
     tasks = number_tasks(2)
     wrong_key = [tasks[0].model_copy(update={"answer": "99"}), tasks[1]]
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as up:
-        down = StubWorker(solver(tasks)).start()
-        down_url = down.base_url
-        down.stop()  # no record is written while it is down: the cells stay pending
-        worker = stub_pool(("up", up)).workers[0].model_dump()
-        config = PoolConfig.model_validate(
-            {"workers": [worker, {**worker, "id": "down", "base_url": down_url}]}
-        )
+        config = pool_with_a_down_worker(up, tasks)
         run_collect(config, wrong_key, output, down_after=1)
         graded = {line["task_id"]: line["score"] for line in log_lines(output)
                   if line["event"] == "grade"}  # fmt: skip
@@ -158,13 +164,7 @@ def test_a_fixed_grader_regrades_saved_answers_of_pending_tasks_without_new_call
         return Grade(score=0.0)
 
     with StubWorker(solver(tasks)) as up:
-        down = StubWorker(solver(tasks)).start()
-        down_url = down.base_url
-        down.stop()  # no record is written while it is down: the cells stay pending
-        worker = stub_pool(("up", up)).workers[0].model_dump()
-        config = PoolConfig.model_validate(
-            {"workers": [worker, {**worker, "id": "down", "base_url": down_url}]}
-        )
+        config = pool_with_a_down_worker(up, tasks)
         monkeypatch.setattr(collect_module, "grade", buggy_grader)
         monkeypatch.setattr(collect_state, "grading_code_digest", lambda: "0" * 64)
         run_collect(config, tasks, output, down_after=1)
