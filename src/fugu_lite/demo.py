@@ -53,11 +53,13 @@ def run_demo(settings: DemoSettings, config: PipelineConfig) -> dict:
     """Every stage in turn; returns the evaluation reports and what the server answered."""
     started = time.perf_counter()
     results: dict = {}
+    # generated first: a count the families cannot reach fails now, not after the LLMRouter stage
+    tasks = generate_tasks(settings.tasks_per_family, settings.task_seed)
     if settings.llmrouter:
         llmrouter_dir = settings.output / "llmrouter"
         results["llmrouter"] = run_llmrouter(settings.data_dir, llmrouter_dir, config)
     pool_config = load_pool_config(settings.pool)
-    local = run_local_loop(pool_config, settings, config)
+    local = run_local_loop(pool_config, tasks, settings, config)
     results["local"] = local["evaluation"]
     if settings.serve:
         results["served"] = serve_and_ask(Path(local["checkpoint"]), pool_config)
@@ -86,15 +88,16 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
     return run_evaluation(Path(training["checkpoint"]), records, "test", output_dir / "evaluation")
 
 
-def run_local_loop(pool_config: PoolConfig, settings: DemoSettings, config: PipelineConfig) -> dict:
-    """Generate tasks, collect the local pool's rewards, train and evaluate on them."""
+def run_local_loop(
+    pool_config: PoolConfig, tasks: list[Task], settings: DemoSettings, config: PipelineConfig
+) -> dict:
+    """Collect the local pool's rewards on `tasks`, train and evaluate on them."""
     from .collect.errors import CollectError
     from .collect.run import collect
     from .collect.summary import end_of_run_lines, summary_table
 
     output_dir = settings.output / "local"
     console.rule("2/3 local pool: generate tasks, collect rewards, train, evaluate")
-    tasks = generate_tasks(settings.tasks_per_family, settings.task_seed)
     write_tasks(output_dir / "tasks.jsonl", tasks)
     rewards_path = output_dir / "rewards.jsonl"
     summary = asyncio.run(collect(pool_config, tasks, rewards_path))
