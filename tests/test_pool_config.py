@@ -170,3 +170,26 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
         PoolConfig.model_validate({"workers": [worker]})
     worker["local"]["extra_args"] = ["--seed", "1", "--n_gpu_layers", "0"]
     assert PoolConfig.model_validate({"workers": [worker]}).workers[0].local.extra_args[1] == "1"
+
+
+@pytest.mark.parametrize(
+    ("body", "keys"),
+    [
+        ("model: {backbone: x}\nsft: {training: {}}\nes: {}\n", ["model", "sft", "es"]),
+        ("model: {backbone: x}\ntraining: {epochs: 2}\n", ["model", "training"]),
+    ],
+)
+def test_a_training_config_given_as_a_pool_config_says_what_it_is(
+    tmp_path: Path, body: str, keys: list[str]
+) -> None:
+    """`collect --pool configs/default.yaml` said "workers: Field required" and "unknown key
+    'sft'" with the pool's keys, as if mistyped, not the wrong file."""
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, body + "wrokers: []\n"))
+    lines = str(caught.value).splitlines()
+    hint = "a training config's key: is this a training config (for -c of train, demo)? "
+    for key in keys:
+        assert f"  unknown key {key!r}: {hint}known keys here: workers, opt_out" in lines
+    assert "  unknown key 'wrokers': did you mean 'workers'? known keys here: workers, opt_out" in (
+        lines
+    )

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..config import PipelineConfig, SFTConfig
 from ..config_errors import ConfigError
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
@@ -287,6 +288,11 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
+# the top-level keys of a pipeline or stage config: `collect --pool default.yaml` said only
+# "workers: Field required" and "unknown key 'sft'"
+_TRAINING_KEYS = frozenset(PipelineConfig.model_fields) | frozenset(SFTConfig.model_fields)
+_TRAINING_KEY_HINT = "a training config's key: is this a training config (for -c of train, demo)? "
+
 _HINTS = {
     "api_key": "keys never go in the file: export the key and set api_key_env to the "
     "variable's NAME",
@@ -306,7 +312,9 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
             close = difflib.get_close_matches(location[-1], known, n=1)
             # "...the variable's NAME known keys here" and ":  known keys" (no hint) ran on
             hint = (
-                f"{_HINTS[location[-1]]}; "
+                _TRAINING_KEY_HINT
+                if len(location) == 1 and location[0] in _TRAINING_KEYS
+                else f"{_HINTS[location[-1]]}; "
                 if location[-1] in _HINTS
                 else f"did you mean {close[0]!r}? "
                 if close
