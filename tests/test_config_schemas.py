@@ -1365,3 +1365,35 @@ def test_a_sections_own_check_reads_without_pydantics_words_or_the_whole_section
     message = str(error.value)
     assert "\n  model: runtime 'onnx' runs on the CPU only (device is 'cuda')" in message
     assert "Value error" not in message and "{" not in message, message
+
+
+def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) -> None:
+    """`base: &b {...}` then `sft: *b` was refused as "unknown key 'base'" with the known keys,
+    no word that an anchor sits on or inside a known section, nor that `<<: *b` merges it."""
+    anchored = "base: &b\n  seed: 3\nsft: *b\nrl:\n  <<: *b\n"
+    path = write_yaml(tmp_path / "anchored.yaml", anchored)
+    hint = (
+        "if it only holds a YAML anchor (`base: &base ...`), put the anchor on a known section "
+        "or a key inside one (`{}: &base ...`) and reuse it with `*base` or merge it with "
+        "`<<: *base`"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert f"  unknown key 'base': {hint.format('sft')}; known keys here: model, " in str(
+        error.value
+    )
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RLConfig, "rl")
+    assert f"unknown top-level key(s) 'base' ({hint.format('rl')})." in str(error.value)
+    stage = write_yaml(tmp_path / "stage.yaml", "base: &b\n  seed: 3\ntraining: *b\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(stage, SFTConfig, "sft")
+    assert f"  unknown key 'base': {hint.format('training')}; known keys" in str(error.value)
+    # what the hint says works: the anchor on a known section, merged into another
+    fixed = write_yaml(tmp_path / "fixed.yaml", "sft: &b\n  seed: 3\nrl:\n  <<: *b\n  seed: 4\n")
+    config = load_config(fixed, PipelineConfig)
+    assert (config.sft.seed, config.rl.seed) == (3, 4)
+    # a misplaced setting keeps its own hint, not the anchor's
+    with pytest.raises(ConfigError) as error:
+        load_config(write_yaml(tmp_path / "typo.yaml", "modle: {}\n"), PipelineConfig)
+    assert "did you mean 'model'?" in str(error.value) and "YAML anchor" not in str(error.value)

@@ -86,6 +86,14 @@ def describe_config_error(
                     hint += "is this file another stage's config? "
             if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
                 hint = "a worker pool's key: is this a pool config (for --pool of collect, serve)? "
+            if len(item["loc"]) == 1 and not hint and isinstance(item.get("input"), dict):
+                holders = [
+                    name
+                    for name in known
+                    if name != "model" and section_type(config_type, (name,)) is not None
+                ]
+                if key not in STAGE_SECTIONS and holders:
+                    hint = f"{anchor_hint(key, holders[0])}; "
             if key == "training" and "sft" in known:
                 hint = "a pipeline config puts stage settings under sft:, rl: or es: "
             where = "" if given is None else f" (given by --set {given})"
@@ -141,6 +149,16 @@ def _quoting_hint(given: object, set_key: str | None) -> str:
     if set_key is not None:  # the shell takes off one pair of quotes
         quoted = f'--set "{set_key}={quoted}"'
     return f"; {problem}: write the text in quotes ({for_example}{quoted})"
+
+
+def anchor_hint(key: object, section: str) -> str:
+    """A top-level key that only holds a YAML anchor (`base: &b {...}`, then `sft: *b`) is read
+    as a section of the config: it was refused as unknown with no word of where anchors go."""
+    return (
+        f"if it only holds a YAML anchor (`{key}: &{key} ...`), put the anchor on a known "
+        f"section or a key inside one (`{section}: &{key} ...`) and reuse it with `*{key}` or "
+        f"merge it with `<<: *{key}`"
+    )
 
 
 def close_keys(key: str, known: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_p
 from .config import STAGE_SECTIONS, ModelConfig
 from .config_errors import (
     ConfigError,
+    anchor_hint,
     close_keys,
     describe_config_error,
     describe_yaml_error,
@@ -80,7 +81,14 @@ def load_stage_config(
         hints = []
         for key in unknown:
             close = close_keys(str(key), known)
-            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else anchor_hint(key, stage)
+                if isinstance(data[key], dict)
+                else ""
+            )
+            hints.append(f"{key!r}" + (f" ({hint})" if hint else ""))
         raise ConfigError(
             f"{path}: a pipeline config has the sections {', '.join(known)}; unknown "
             f"top-level key(s) {', '.join(hints)}. A single-stage file has `model` and "
