@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
+    MAX_SEED,
     CostAware,
     ESConfig,
     ESTrainingConfig,
@@ -27,6 +28,8 @@ from fugu_lite.config import (
     SFTConfig,
     SFTTrainingConfig,
 )
+from fugu_lite.config_errors import ConfigError
+from fugu_lite.config_loading import load_stage_config
 from fugu_lite.cost_routing import route_checkpoint, route_with_cost_weight
 from fugu_lite.cost_weighting import (
     CostWeightError,
@@ -975,3 +978,24 @@ def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route
     message = flat(result.output)
     assert f"but {tmp_path / 'bb'} now has weights of SHA-256" in message
     assert "--backbone PATH" in message
+
+
+def test_a_reward_head_seed_numpy_cannot_take_is_refused_naming_its_key(tmp_path: Path) -> None:
+    """`training.seed: -1` (or one near 2**32, which each clustering's seed + its index takes
+    past it) passed the reward head's config and stopped the run in k-means, naming no key."""
+    path = tmp_path / "head.yaml"
+    counts = "  cluster_counts: [2, 3]\n  clusterings_per_count: 2\n"  # 4 clusterings
+    for seed in (-1, MAX_SEED + 1):
+        path.write_text(f"training:\n{counts}  seed: {seed}\n")
+        with pytest.raises(ConfigError) as error:
+            load_stage_config(path, RewardHeadConfig, "reward_head")
+        assert "  training.seed: Input should be " in str(error.value)
+        assert f"(got {seed})" in str(error.value)
+    path.write_text(f"training:\n{counts}  seed: {MAX_SEED - 2}\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RewardHeadConfig, "reward_head")
+    assert f"use a seed <= {MAX_SEED - 3}" in str(error.value)
+    path.write_text(f"training:\n{counts}  seed: {MAX_SEED - 3}\n")
+    settings = load_stage_config(path, RewardHeadConfig, "reward_head").training
+    for index in range(4):  # the seed each clustering gives k-means, which numpy takes
+        np.random.RandomState(settings.seed + index)

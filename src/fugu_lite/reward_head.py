@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import Field, StrictInt, field_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -51,7 +51,7 @@ from .checkpoint import (
     read_tensors,
 )
 from .checkpoint_backbone import loadable_model_config
-from .config import ModelConfig, StrictModel
+from .config import MAX_SEED, ModelConfig, StrictModel
 from .cost_weighting import (
     CostWeightError,
     check_head_cost_weight,
@@ -107,7 +107,7 @@ class RewardHeadTraining(StrictModel):
     reference_cost: float | None = Field(
         default=None, gt=0, description="None = mean cost over the train split's cells."
     )
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @field_validator("cluster_counts")
     @classmethod
@@ -115,6 +115,19 @@ class RewardHeadTraining(StrictModel):
         if any(count < 1 for count in counts):
             raise ValueError("each cluster count must be >= 1")  # the error shows the list
         return counts
+
+    @model_validator(mode="after")
+    def _seeds_in_range(self) -> RewardHeadTraining:
+        """Clustering i seeds k-means with seed + i, which numpy takes up to MAX_SEED: a seed
+        near it passed the config and stopped the run in k-means, naming no key."""
+        clusterings = len(self.cluster_counts) * self.clusterings_per_count
+        if self.seed + clusterings - 1 > MAX_SEED:
+            raise ValueError(
+                f"seed {self.seed}: its {clusterings} clusterings seed k-means with seed + 0 to "
+                f"seed + {clusterings - 1}, which must stay <= {MAX_SEED}; use a seed <= "
+                f"{MAX_SEED - clusterings + 1}"
+            )
+        return self
 
 
 HEAD_COST_FIX = (
