@@ -40,6 +40,7 @@ from fugu_lite.schemas import (
 )
 from fugu_lite.text_reading import RecordFileError
 from fugu_lite.training_common import make_loader, make_model, seed_everything
+from fugu_lite.workers.config import load_pool_config
 
 WORKERS = ["a", "b", "c"]
 
@@ -1397,3 +1398,22 @@ def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) ->
     with pytest.raises(ConfigError) as error:
         load_config(write_yaml(tmp_path / "typo.yaml", "modle: {}\n"), PipelineConfig)
     assert "did you mean 'model'?" in str(error.value) and "YAML anchor" not in str(error.value)
+
+
+def test_a_json_lines_file_given_as_a_config_says_what_it_looks_like(tmp_path: Path) -> None:
+    """`train -c runs/tasks.jsonl` (or `collect --pool rewards.jsonl`) said only "expected
+    '<document start>', but found '{'" at line 2, which named no wrong file."""
+    path = tmp_path / "tasks.jsonl"
+    write_jsonl(path, [{"id": "a", "prompt": "p"}, {"id": "b", "prompt": "q"}])
+    for load in (
+        lambda: load_config(path, PipelineConfig),
+        lambda: load_stage_config(path, SFTConfig, "sft"),
+        lambda: load_pool_config(path),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load()
+        assert str(error.value) == (
+            f"{path}, line 2, column 1: not valid YAML: expected '<document start>', but found "
+            "'{' (a JSON object per line: is this a JSON Lines file of tasks or records, given "
+            "where a YAML config goes?)"
+        )

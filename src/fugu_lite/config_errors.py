@@ -33,6 +33,12 @@ def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
         problem += f" ({context})"
     if "'\\t'" in problem:
         problem += "; YAML indents with spaces, not tabs"
+    if problem == "expected '<document start>', but found '{'":
+        # `-c runs/tasks.jsonl`: YAML reads the first line as the document, then stops
+        problem += (
+            " (a JSON object per line: is this a JSON Lines file of tasks or records, given "
+            "where a YAML config goes?)"
+        )
     if problem == "mapping values are not allowed here":
         problem += " (a value holding ': ' needs quotes, and a key its own line)"
     return f"{where}: not valid YAML: {problem}"
