@@ -193,3 +193,19 @@ def test_a_training_config_given_as_a_pool_config_says_what_it_is(
     assert "  unknown key 'wrokers': did you mean 'workers'? known keys here: workers, opt_out" in (
         lines
     )
+
+
+def test_an_empty_pool_file_or_a_bare_list_of_workers_says_what_to_write(tmp_path: Path) -> None:
+    """An empty pool file said "must be a mapping with a `workers:` list, got NoneType", and
+    the worker list without its `workers:` key "got list"."""
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, "# workers to come\n"))
+    assert "pool.yaml is empty (or only comments): write a `workers:` list" in str(caught.value)
+    assert "NoneType" not in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, "- {id: a, model: m, base_url: 'http://x'}\n"))
+    assert "the top level is a list; a pool config is a mapping: put the list under " in str(
+        caught.value
+    )
+    fixed = write(tmp_path, "workers:\n  - {id: a, model: m, base_url: 'http://x'}\n")
+    assert load_pool_config(fixed).worker_ids == ["a"]

@@ -280,6 +280,17 @@ def _read_yaml(path: Path) -> dict:
             "local pool"
         )
     data = read_yaml_document(path)
+    if data is None:  # said "got NoneType"
+        raise ConfigError(
+            f"{path} is empty (or only comments): write a `workers:` list (README 'Workers and "
+            "collection', or copy src/fugu_lite/configs/pool.yaml), or leave --pool out to use "
+            "the embedded local pool"
+        )
+    if isinstance(data, list):  # the workers alone, without their key: said "got list"
+        raise ConfigError(
+            f"{path}: the top level is a list; a pool config is a mapping: put the list under "
+            "`workers:` (a `workers:` line, then the `- id: ...` items indented below it)"
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: the top level must be a mapping with a `workers:` list, got "
