@@ -227,24 +227,47 @@ def test_a_demo_with_fewer_tasks_than_an_earlier_one_trains_on_its_own_tasks_onl
     assert sizes["train"] < sum(record.split == "train" for record in records)
 
 
+def demo_with_the_llmrouter_stage_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker: dict, *options: str
+) -> tuple[Result, list[str]]:
+    """`demo --no-serve` on a pool of `worker`, into tmp_path/demo, with the LLMRouter stage
+    replaced by a note that it was reached (its own run takes minutes)."""
+    stages: list[str] = []
+    monkeypatch.setattr(demo, "run_llmrouter", lambda *args: stages.append("llmrouter"))
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({"workers": [worker]}))
+    result = CliRunner().invoke(
+        app,
+        ["demo", "--no-serve", "-o", str(tmp_path / "demo"), "--pool", str(pool), *options],
+        env={"COLUMNS": "200"},
+    )
+    return result, stages
+
+
 def test_more_tasks_per_family_than_a_family_can_make_stops_the_demo_before_any_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`demo --tasks-per-family 300` (the code family has ~240 distinct prompts) ran the whole
     LLMRouter stage (minutes) before task generation refused the count."""
-    stages: list[str] = []
-    monkeypatch.setattr(demo, "run_llmrouter", lambda *args: stages.append("llmrouter"))
     unreachable = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
-    pool = tmp_path / "pool.yaml"
-    pool.write_text(yaml.safe_dump({"workers": [unreachable]}))
-    result = CliRunner().invoke(
-        app,
-        ["demo", "--tasks-per-family", "300", "--no-serve", "-o", str(tmp_path / "demo"),
-         "--pool", str(pool)],
-        env={"COLUMNS": "200"},
-    )  # fmt: skip
+    result, stages = demo_with_the_llmrouter_stage_watched(
+        tmp_path, monkeypatch, unreachable, "--tasks-per-family", "300"
+    )
     assert result.exit_code == 2, result.output
     assert "could not make 300 different code tasks" in flat(result.stderr)
     assert "ask for fewer per family" in flat(result.stderr)
+    assert stages == []
+    assert not (tmp_path / "demo").exists(), result.output
+
+
+def test_a_local_worker_without_its_gguf_stops_the_demo_before_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --pool` with a local worker whose GGUF file is not there (a typo) ran the
+    LLMRouter stage (minutes) before the pool failed to start."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "models/tiny.gguf"}}
+    result, stages = demo_with_the_llmrouter_stage_watched(tmp_path, monkeypatch, worker)
+    assert result.exit_code == 2, result.output
+    assert f"GGUF file {tmp_path / 'models' / 'tiny.gguf'} not found" in flat(result.stderr)
     assert stages == []
     assert not (tmp_path / "demo").exists(), result.output

@@ -50,16 +50,16 @@ def demo_command(
 
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
-    from ..workers.api_keys import PoolStartError, check_api_keys
+    from ..server.app import preflight
     from ..workers.config import load_pool_config
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")
-    if pool is not None:  # checked now, not after the LLMRouter stage
-        try:
-            check_api_keys(load_pool_config(pool))
-        except (ConfigError, PoolStartError) as error:
-            fail(str(error))
+    # checked now, not after the LLMRouter stage: API keys, GGUF files, llama.cpp's server
+    try:
+        preflight(load_pool_config(pool))
+    except (ConfigError, RuntimeError) as error:  # PoolStartError, LocalServerError
+        fail(str(error))
     settings = DemoSettings(
         data_dir=data_dir,
         output=output,
