@@ -209,3 +209,28 @@ def test_an_empty_pool_file_or_a_bare_list_of_workers_says_what_to_write(tmp_pat
     )
     fixed = write(tmp_path, "workers:\n  - {id: a, model: m, base_url: 'http://x'}\n")
     assert load_pool_config(fixed).worker_ids == ["a"]
+
+
+def test_a_top_level_anchor_of_shared_worker_settings_says_where_it_goes(tmp_path: Path) -> None:
+    """`defaults: &d {...}` merged into each worker was refused as "unknown key 'defaults'"
+    with the pool's keys, no word of where shared worker settings go."""
+    shared = "defaults: &d {model: m, base_url: 'http://x/v1'}\nworkers:\n  - {<<: *d, id: a}\n"
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, shared))
+    assert (
+        "  unknown key 'defaults': if it only holds a YAML anchor (`defaults: &defaults ...`), "
+        "put the anchor on the first worker (`- &defaults {id: a, ...}`) and merge it into the "
+        "others with `- {<<: *defaults, id: b}`; known keys here: workers, opt_out"
+    ) in str(caught.value).splitlines()
+    # what the hint says works
+    fixed = "workers:\n  - &d {id: a, model: m, base_url: 'http://x/v1', max_concurrency: 3}\n"
+    config = load_pool_config(write(tmp_path, fixed + "  - {<<: *d, id: b}\n"))
+    assert [(w.id, w.model, w.max_concurrency) for w in config.workers] == [
+        ("a", "m", 3),
+        ("b", "m", 3),
+    ]
+    # a mistyped section keeps its own hint
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, "workers:\n  - {id: a, model: m}\nopt_outs: {}\n"))
+    assert "did you mean 'opt_out'?" in str(caught.value)
+    assert "YAML anchor" not in str(caught.value)

@@ -325,6 +325,8 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
             hint = (
                 _TRAINING_KEY_HINT
                 if len(location) == 1 and location[0] in _TRAINING_KEYS
+                else f"{_anchor_hint(location[0])}; "
+                if len(location) == 1 and isinstance(item.get("input"), dict) and not close
                 else f"{_HINTS[location[-1]]}; "
                 if location[-1] in _HINTS
                 else f"did you mean {close[0]!r}? "
@@ -337,6 +339,16 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
         else:
             lines.append(f"  {key}: {message} (got {item.get('input')!r})")
     return "\n".join(lines)
+
+
+def _anchor_hint(key: str) -> str:
+    """`defaults: &d {...}` at the top of a pool file, merged into each worker, was refused
+    as "unknown key 'defaults'" with no word of where shared worker settings go."""
+    return (
+        f"if it only holds a YAML anchor (`{key}: &{key} ...`), put the anchor on the first "
+        f"worker (`- &{key} {{id: a, ...}}`) and merge it into the others with "
+        f"`- {{<<: *{key}, id: b}}`"
+    )
 
 
 def _known_keys(location: tuple) -> list[str]:
