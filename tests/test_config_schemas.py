@@ -590,7 +590,7 @@ def test_a_pool_config_given_as_a_training_config_says_what_it_is(tmp_path: Path
         with pytest.raises(ConfigError) as error:
             load()
         lines = str(error.value).splitlines()
-        hint = "a worker pool's key: is this a pool config (for --pool of collect, serve)? "
+        hint = "a worker pool's key: is this a pool config (for --pool of collect, serve, demo)? "
         assert lines[1].startswith(f"  unknown key 'workers': {hint}known keys here: model, ")
         assert lines[2].startswith(f"  unknown key 'opt_out': {hint}")
         assert lines[3].startswith("  unknown key 'modle': did you mean 'model'? ")

@@ -91,7 +91,10 @@ def describe_config_error(
                 if given is None:
                     hint += "is this file another stage's config? "
             if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
-                hint = "a worker pool's key: is this a pool config (for --pool of collect, serve)? "
+                hint = (
+                    "a worker pool's key: is this a pool config (for --pool of collect, serve, "
+                    "demo)? "
+                )
             if len(item["loc"]) == 1 and not hint and isinstance(item.get("input"), dict):
                 holders = [
                     name
