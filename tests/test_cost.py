@@ -899,6 +899,27 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     assert service.allowed_workers(None, None, None) == (CHEAP, PREMIUM)
 
 
+def test_a_reward_head_reports_why_it_cannot_choose_like_the_other_stages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Train records whose workers all tie (or without costs) made SFT/RL/ES warn and list
+    the warnings in training_report.json; the reward head said nothing of the ties and
+    left its no-costs warning out of the report."""
+    tied = [
+        r.model_copy(update={"rewards": [0.5, 0.5], "costs": None}) for r in cost_case_records()
+    ]
+    report = train_reward_head(tied, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
+    assert len(report["warnings"]) == 2
+    assert "records have no costs" in report["warnings"][0]
+    assert "gives all workers the same reward" in report["warnings"][1]
+    written = json.loads((tmp_path / "h" / "training_report.json").read_text())
+    assert written["warnings"] == report["warnings"]
+    assert "nothing to learn" in flat(capsys.readouterr().err)
+    fine = train_reward_head(cost_case_records(), RewardHeadConfig(model=tiny_cfg(tmp_path)),
+                             tmp_path / "fine")  # fmt: skip
+    assert fine["warnings"] == []
+
+
 def test_a_reward_head_needs_costs_on_its_train_and_validation_records_only(
     tmp_path: Path,
 ) -> None:

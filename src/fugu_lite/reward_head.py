@@ -66,9 +66,14 @@ from .features import FeatureExtractor, Prompt
 from .io import write_json
 from .model import RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split
-from .text import notes_console
+from .text import console_text, notes_console
 from .threads import fit_threads
-from .training_common import remove_stale_evaluations, require_split, stage_progress
+from .training_common import (
+    nothing_to_learn,
+    remove_stale_evaluations,
+    require_split,
+    stage_progress,
+)
 
 HEAD_FILE = "reward_head.safetensors"
 META_FILE = "reward_head.json"
@@ -130,6 +135,10 @@ class RewardHeadTraining(StrictModel):
         return self
 
 
+NO_COSTS_WARNING = (
+    "some train or validation records have no costs, so the head predicts rewards only and "
+    "serves cost weight 0 only"
+)
 HEAD_COST_FIX = (
     "set training.reference_cost (e.g. --set training.reference_cost=1: every cost weight "
     "then routes as 0 does), or give the records their real costs"
@@ -396,11 +405,12 @@ def train_reward_head(
     train = require_split(records, "train")
     # The test split is evaluation's: its records need no costs (as for the other stages).
     has_costs = all(record.costs is not None for record in training_records(records))
-    if not has_costs:
-        console.print(
-            "[yellow]reward head: some train or validation records have no costs, so the head "
-            "predicts rewards only and serves cost weight 0 only[/yellow]"
-        )
+    warnings_seen = [] if has_costs else [NO_COSTS_WARNING]
+    cannot_choose = nothing_to_learn(train)
+    if cannot_choose:
+        warnings_seen.append(cannot_choose)
+    for warning in warnings_seen:
+        console.print(f"[yellow]warning:[/yellow] reward head: {console_text(warning)}")
     reference = None
     if has_costs:
         reference = settings.reference_cost or default_reference_cost(records, HEAD_COST_FIX)
@@ -470,6 +480,7 @@ def train_reward_head(
         "predicts_costs": reference is not None,
         "settings": settings.model_dump(),
         "validation": validation,
+        "warnings": warnings_seen,
         "seconds": time.perf_counter() - started,
     }
     remove_stale_evaluations(output)
