@@ -920,6 +920,25 @@ def test_a_reward_head_reports_why_it_cannot_choose_like_the_other_stages(
     assert fine["warnings"] == []
 
 
+def test_a_reward_head_says_when_it_fits_fewer_clusters_than_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cluster_counts larger than the train split allows were lowered without a word, and the
+    report gave the fitted counts only, so a user could not tell their setting was ignored."""
+    records = cost_case_records()
+    n_train = sum(r.split == "train" for r in records)
+    settings = RewardHeadTraining(cluster_counts=[500, 3], clusterings_per_count=1,
+                                  min_cluster_prompts=10)  # fmt: skip
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path), training=settings)
+    report = train_reward_head(records, config, tmp_path / "h")
+    assert [c["requested"] for c in report["clusterings"]] == [500, 3]
+    assert [c["clusters"] for c in report["clusterings"]] == [n_train // 10, 3]
+    said = flat(capsys.readouterr().err)
+    assert f"fewer clusters than training.cluster_counts asks for (500 -> {n_train // 10})" in said
+    assert f"the {n_train} train prompts" in said and "min_cluster_prompts=10" in said
+    assert "3 ->" not in said
+
+
 def test_a_reward_head_needs_costs_on_its_train_and_validation_records_only(
     tmp_path: Path,
 ) -> None:

@@ -350,6 +350,25 @@ def effective_cluster_count(requested: int, n_train: int, n_distinct: int, per: 
     return max(1, min(requested, n_train // per, n_distinct))
 
 
+def fewer_clusters_note(
+    requested: Sequence[int], planned: Sequence[int], n_train: int, n_distinct: int, per: int
+) -> str | None:
+    """What a user who asked for more clusters than the train split allows should read: the
+    counts asked and fitted, and why (None when every count is fitted as asked)."""
+    capped = {
+        asked: fitted for asked, fitted in zip(requested, planned, strict=True) if fitted < asked
+    }
+    if not capped:
+        return None
+    counts = ", ".join(f"{asked} -> {fitted}" for asked, fitted in capped.items())
+    return (
+        f"fewer clusters than training.cluster_counts asks for ({counts}): the {n_train} train "
+        f"prompts ({n_distinct} distinct) allow at most {max(1, min(n_train // per, n_distinct))} "
+        f"(training.min_cluster_prompts={per} prompts per cluster); add train records or "
+        "lower min_cluster_prompts for more"
+    )
+
+
 def fit_cluster_mixture(
     raw: np.ndarray,
     standardised: np.ndarray,
@@ -434,11 +453,16 @@ def train_reward_head(
     standardised = router.normalize(features).numpy().astype(np.float64)
     table = reward_table(train)
     n_train, n_distinct = len(train), len(np.unique(standardised, axis=0))
+    requested = [
+        count for count in settings.cluster_counts for _ in range(settings.clusterings_per_count)
+    ]
     plan = [
         effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts)
-        for count in settings.cluster_counts
-        for _ in range(settings.clusterings_per_count)
+        for count in requested
     ]
+    fewer = fewer_clusters_note(requested, plan, n_train, n_distinct, settings.min_cluster_prompts)
+    if fewer:
+        console.print(f"reward head: {fewer}", markup=False)
     members = []
     with stage_progress("reward head", console) as progress:
         task = progress.add_task("clusterings", total=len(plan), status="")
@@ -474,7 +498,8 @@ def train_reward_head(
         "worker_ids": worker_ids,
         "n_train": n_train,
         "clusterings": [
-            {"clusters": len(m.bias), "seed": settings.seed + i} for i, m in enumerate(members)
+            {"requested": requested[i], "clusters": len(m.bias), "seed": settings.seed + i}
+            for i, m in enumerate(members)
         ],
         "reference_cost": reference,
         "predicts_costs": reference is not None,
