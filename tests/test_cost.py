@@ -939,6 +939,28 @@ def test_a_reward_head_says_when_it_fits_fewer_clusters_than_asked(
     assert "3 ->" not in said
 
 
+def test_a_served_reward_heads_fallbacks_follow_utility_at_a_large_cost_weight(
+    tmp_path: Path,
+) -> None:
+    """At cost weight 100 every worker but the cheapest got probability exactly 0 (their
+    utility / temperature underflowed the softmax), so the server's fallback ranking put
+    them in the pool's order: the dearest worker before the middle one."""
+    workers = ["premium", "middle", "cheap"]
+    update = {"worker_ids": workers, "rewards": [1.0, 0.95, 0.9], "costs": [1.0, 0.3, 0.01]}
+    records = [r.model_copy(update=update) for r in cost_case_records()]
+    train_reward_head(records, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "head")
+    service = RouterService(load_family_or_single(tmp_path / "head"))
+    prompt = [ChatMessage(role="user", content=records[0].prompt)]
+    results = service.route_batch(
+        [RouteRequest(prompt, tuple(workers), weight) for weight in (0.0, 100.0)]
+    )
+    assert results[0].ranking == ["premium", "middle", "cheap"]
+    assert results[1].probabilities["middle"] == 0.0  # underflowed, as the report said
+    assert results[1].ranking == ["cheap", "middle", "premium"]
+    excluded = service.route_batch([RouteRequest(prompt, ("premium", "middle"), 100.0)])
+    assert excluded[0].ranking == ["middle", "premium"]
+
+
 def test_a_reward_head_needs_costs_on_its_train_and_validation_records_only(
     tmp_path: Path,
 ) -> None:

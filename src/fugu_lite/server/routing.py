@@ -30,7 +30,8 @@ class RouteRequest:
 @dataclass(frozen=True)
 class RouteResult:
     ranking: list[str]
-    """The allowed workers, most probable first: the choice, then the fallbacks."""
+    """The allowed workers, most probable first (by logit, where probabilities underflow to
+    0): the choice, then the fallbacks."""
     probabilities: dict[str, float]
     """Over every router worker; excluded workers have 0."""
     cost_weight: float | None
@@ -162,6 +163,9 @@ class RouterService:
         for index, used in enumerate(used_weights):
             members.setdefault(used, []).append(index)
         probabilities: list[list[float]] = [[] for _ in requests]
+        # The ranking follows the logits: far behind the best (a reward head at a large cost
+        # weight), several workers' probabilities underflow to exactly 0 and would tie.
+        scores: list[list[float]] = [[] for _ in requests]
         with torch.inference_mode():
             extractor = self.family.routers[0].backbone_extractor()
             features = extractor.encode([request.prompt for request in requests])
@@ -169,14 +173,18 @@ class RouterService:
                 router = self.member_for(used)[0]
                 logits = router(features=features[indices].to(router.device_ref))
                 mask = torch.stack([router.worker_mask(requests[i].allowed) for i in indices])
-                rows = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1).tolist()
-                for index, row in zip(indices, rows, strict=True):
-                    probabilities[index] = row
+                masked = logits.masked_fill(~mask, float("-inf"))
+                rows = torch.softmax(masked, dim=-1).tolist()
+                for index, row, score in zip(indices, rows, masked.tolist(), strict=True):
+                    probabilities[index], scores[index] = row, score
         forward_s = time.perf_counter() - started
         results = []
-        for request, row, used in zip(requests, probabilities, used_weights, strict=True):
+        for request, row, score, used in zip(
+            requests, probabilities, scores, used_weights, strict=True
+        ):
             values = dict(zip(self.worker_ids, row, strict=True))
-            ranking = sorted(request.allowed, key=lambda worker: -values[worker])
+            by_score = dict(zip(self.worker_ids, score, strict=True))
+            ranking = sorted(request.allowed, key=lambda worker: -by_score[worker])
             results.append(RouteResult(ranking, values, used, len(requests), forward_s))
         return results
 
