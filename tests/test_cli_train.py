@@ -257,6 +257,31 @@ def test_a_stage_refuses_an_output_folder_holding_another_stages_checkpoint(
     assert json.loads((sft / "training_report.json").read_text())["history"][-1]["epoch"] == 1
 
 
+def test_a_reward_head_refuses_an_output_folder_holding_a_routers_checkpoint(
+    run: Run, tmp_path: Path
+) -> None:
+    """`train reward-head -o runs/sft` (-o mistyped) deleted the SFT checkpoint there and
+    put a reward head in its place without a word, where sft, rl and es refuse another
+    stage's folder; it is refused now, the folder left as it was, and a reward head trained
+    again into its own folder still replaces it."""
+    sft = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", sft)
+    before = files_of(sft)
+    common = ["-r", run.records_path, "-c", run.config_path]
+    refused = invoke("train", "reward-head", "-o", sft, *common)
+    assert refused.exit_code == 2, refused.output
+    message = flat(refused.output)
+    assert f"-o {sft} holds an SFT checkpoint, which this reward head would replace" in message
+    assert f"-o {sft}-reward-head" in message
+    assert files_of(sft) == before
+
+    head = tmp_path / "head"
+    ok(invoke("train", "reward-head", "-o", head, *common))
+    ok(invoke("train", "reward-head", "-o", head, *common))
+    refused = invoke("train", "sft", "-o", head, *common)
+    assert refused.exit_code == 2 and f"-o {head} holds a reward head" in flat(refused.output)
+
+
 def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
     run: Run, tmp_path: Path
 ) -> None:

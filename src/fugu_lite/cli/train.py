@@ -219,6 +219,7 @@ def train_reward_head_command(
     from ..reward_head import RewardHeadConfig, train_reward_head
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
+    check_not_another_stage(output, "reward_head")
     run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
 
 
@@ -279,12 +280,12 @@ def check_not_another_stage(output: Path, stage: str, mine: tuple[str, ...] = ()
     held = held_stage(output)
     if held is None or held in (stage, *mine):
         return
-    name = stage.upper() if stage in ("sft", "rl", "es") else stage
+    name = stage.upper() if stage in ("sft", "rl", "es") else stage.replace("_", " ")
     fail(
         f"-o {output} holds {WRITTEN_BY.get(held, f'the output of {held}')}, which this "
         f"{name} would replace; give the {name} a folder of its own, e.g. -o "
-        f"{output.with_name(output.name + '-' + stage)}, or delete that folder first to train "
-        "there"
+        f"{output.with_name(output.name + '-' + stage.replace('_', '-'))}, or delete that "
+        "folder first to train there"
     )
 
 
