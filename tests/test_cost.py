@@ -715,6 +715,9 @@ def test_the_reward_head_predicts_rewards_and_costs_and_reports_validation(
 ) -> None:
     report = json.loads((reward_head.head / "training_report.json").read_text())
     assert report["stage"] == "reward_head" and report["predicts_costs"] is True
+    # the config it was trained with, model and training, as the other stages' reports give
+    assert report["config"]["model"]["backbone"] == "tiny-random"
+    assert report["config"]["training"]["cluster_counts"] == [30, 50, 80]
     assert report["reference_cost"] == pytest.approx(0.55)  # mean train cost
     n_train = sum(r.split == "train" for r in reward_head.records)
     assert [c["clusters"] for c in report["clusterings"]] == [n_train // 10] * 6

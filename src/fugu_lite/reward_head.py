@@ -503,7 +503,7 @@ def train_reward_head(
         ],
         "reference_cost": reference,
         "predicts_costs": reference is not None,
-        "settings": settings.model_dump(),
+        "config": config.model_dump(),
         "validation": validation,
         "warnings": warnings_seen,
         "seconds": time.perf_counter() - started,
