@@ -812,6 +812,24 @@ def test_a_reward_head_refuses_a_cost_weight_that_overflows_its_utilities(
     assert service.allowed_workers(None, None, 1e6) == (CHEAP, PREMIUM)
 
 
+def test_a_reward_head_copied_without_its_tensors_says_what_is_missing(
+    reward_head: Head, tmp_path: Path
+) -> None:
+    """A reward head copied without reward_head.safetensors (a .gitignore of *.safetensors)
+    was called 'not a reward-head checkpoint', where a router missing its tensors is told
+    which file was left behind and where to get it."""
+    copy = tmp_path / "head"
+    copy.mkdir()
+    for name in ("reward_head.json", "training_report.json"):
+        (copy / name).write_bytes((reward_head.head / name).read_bytes())
+    result = invoke("route", "--checkpoint", copy, reward_head.test_prompts()[0])
+    assert result.exit_code == 2, result.output
+    said = "it holds reward_head.json without reward_head.safetensors, which it was saved with"
+    assert said in flat(result.output)
+    with pytest.raises(CheckpointError, match=said):  # serve and eval --pareto load it so
+        load_family_or_single(copy)
+
+
 def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
     output = tmp_path / "pareto"
     ok(invoke("eval", "--checkpoint", reward_head.head, "--records", reward_head.records_path,

@@ -160,6 +160,20 @@ def _what_it_is(directory: Path) -> str:
             "; the `train pipeline` run that writes it stopped before its RL stage finished: "
             "run it again (a finished SFT is kept)"
         )
+    half = half_saved_hint(directory)
+    if half:
+        return half
+    if has_family_members(directory):
+        return (
+            f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
+            "--cost-weights` run that writes it was interrupted; run it again"
+        )
+    return _where_the_checkpoint_is(directory)
+
+
+def half_saved_hint(directory: Path) -> str:
+    """A hint when the folder holds one of a checkpoint's two files without the other, or
+    ''."""
     for tensors, meta in checkpoint_kinds():
         if (directory / tensors).exists() and not (directory / meta).exists():
             return (
@@ -172,12 +186,7 @@ def _what_it_is(directory: Path) -> str:
                 "where the checkpoint was trained (a .gitignore of *.safetensors, or a copy of "
                 "the small files only, leaves it behind), or retrain"
             )
-    if has_family_members(directory):
-        return (
-            f"; it holds router family members but no {FAMILY_FILE}: the `train pipeline "
-            "--cost-weights` run that writes it was interrupted; run it again"
-        )
-    return _where_the_checkpoint_is(directory)
+    return ""
 
 
 def _where_the_checkpoint_is(directory: Path) -> str:

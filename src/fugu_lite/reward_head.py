@@ -47,6 +47,7 @@ from .checkpoint import (
     RouterShape,
     check_format,
     check_shape,
+    half_saved_hint,
     read_metadata_object,
     read_tensors,
 )
@@ -595,7 +596,7 @@ def load_reward_head(
     if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():
         raise CheckpointError(
             f"{directory} is not a reward-head checkpoint: it needs {HEAD_FILE} and {META_FILE} "
-            "(written by `fugu-lite train reward-head`)"
+            f"(written by `fugu-lite train reward-head`){half_saved_hint(directory)}"
         )
     try:
         meta = read_metadata_object(meta_path, RETRAIN_HEAD)
