@@ -905,6 +905,10 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     config = RewardHeadConfig(model=tiny_cfg(tmp_path))
     report = train_reward_head(records, config, tmp_path / "head")
     assert report["predicts_costs"] is False and report["reference_cost"] is None
+    # which records lack costs, and what to do: it was 'some ... records have no costs'
+    first = next(r for r in records if r.split != "test")
+    assert f"the first is record id={first.id!r} ({first.split} split" in report["warnings"][0]
+    assert "give those records their costs" in report["warnings"][0]
     assert "aiq" not in report["validation"]
     family = load_family_or_single(tmp_path / "head")
     assert family.kind == "single" and family.cost_weights == [0.0]
@@ -931,7 +935,10 @@ def test_a_reward_head_reports_why_it_cannot_choose_like_the_other_stages(
     ]
     report = train_reward_head(tied, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
     assert len(report["warnings"]) == 2
-    assert "records have no costs" in report["warnings"][0]
+    assert (
+        "a cost-aware head needs per-worker costs, but 69 of 69 train and validation "
+        in (report["warnings"][0])
+    )
     assert "gives all workers the same reward" in report["warnings"][1]
     written = json.loads((tmp_path / "h" / "training_report.json").read_text())
     assert written["warnings"] == report["warnings"]

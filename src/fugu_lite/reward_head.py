@@ -57,6 +57,7 @@ from .cost_weighting import (
     CostWeightError,
     check_head_cost_weight,
     default_reference_cost,
+    require_costs,
     training_records,
 )
 from .evaluation.curves import baseline_curve, worker_points
@@ -136,9 +137,9 @@ class RewardHeadTraining(StrictModel):
         return self
 
 
-NO_COSTS_WARNING = (
-    "some train or validation records have no costs, so the head predicts rewards only and "
-    "serves cost weight 0 only"
+NO_COSTS_FIX = (
+    "without them the head predicts rewards only and serves cost weight 0 only; give those "
+    "records their costs for any other"
 )
 HEAD_COST_FIX = (
     "set training.reference_cost (e.g. --set training.reference_cost=1: every cost weight "
@@ -424,8 +425,17 @@ def train_reward_head(
     worker_ids = check_same_workers(records)
     train = require_split(records, "train")
     # The test split is evaluation's: its records need no costs (as for the other stages).
-    has_costs = all(record.costs is not None for record in training_records(records))
-    warnings_seen = [] if has_costs else [NO_COSTS_WARNING]
+    warnings_seen = []
+    try:
+        require_costs(
+            training_records(records),
+            "a cost-aware head",
+            NO_COSTS_FIX,
+            "train and validation records",
+        )
+    except ValueError as missing:  # not an error: a head without costs serves cost weight 0
+        warnings_seen.append(str(missing))
+    has_costs = not warnings_seen
     cannot_choose = nothing_to_learn(train)
     if cannot_choose:
         warnings_seen.append(cannot_choose)
