@@ -943,6 +943,14 @@ def test_a_reward_head_reports_why_it_cannot_choose_like_the_other_stages(
     written = json.loads((tmp_path / "h" / "training_report.json").read_text())
     assert written["warnings"] == report["warnings"]
     assert "nothing to learn" in flat(capsys.readouterr().err)
+    assert "chooses by predicted cost" not in report["warnings"][1]  # it predicts no costs
+    priced = [r.model_copy(update={"rewards": [0.5, 0.5]}) for r in cost_case_records()]
+    report = train_reward_head(priced, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "p")
+    assert (
+        len(report["warnings"]) == 1
+        and "gives all workers the same reward" in (report["warnings"][0])
+    )
+    assert "above it the head chooses by predicted cost" in report["warnings"][0]
     fine = train_reward_head(cost_case_records(), RewardHeadConfig(model=tiny_cfg(tmp_path)),
                              tmp_path / "fine")  # fmt: skip
     assert fine["warnings"] == []

@@ -437,6 +437,12 @@ def train_reward_head(
         warnings_seen.append(str(missing))
     has_costs = not warnings_seen
     cannot_choose = nothing_to_learn(train)
+    if cannot_choose and has_costs and len(worker_ids) > 1 and len(train) > 1:
+        # the rewards tie, yet the predicted costs still order the workers
+        cannot_choose += (
+            " (this holds at cost weight 0, which a request without one gets; above it the "
+            "head chooses by predicted cost)"
+        )
     if cannot_choose:
         warnings_seen.append(cannot_choose)
     for warning in warnings_seen:
