@@ -280,6 +280,12 @@ def test_a_reward_head_refuses_an_output_folder_holding_a_routers_checkpoint(
     ok(invoke("train", "reward-head", "-o", head, *common))
     refused = invoke("train", "sft", "-o", head, *common)
     assert refused.exit_code == 2 and f"-o {head} holds a reward head" in flat(refused.output)
+    # told by its reward_head.json too: a copy without training_report.json was replaced
+    (head / "training_report.json").unlink()
+    before = files_of(head)
+    refused = invoke("train", "sft", "-o", head, *common)
+    assert refused.exit_code == 2 and f"-o {head} holds a reward head" in flat(refused.output)
+    assert files_of(head) == before
 
 
 def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(

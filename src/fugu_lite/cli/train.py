@@ -289,14 +289,21 @@ def check_not_another_stage(output: Path, stage: str, mine: tuple[str, ...] = ()
     )
 
 
+def saved_metadata(written: object) -> object:
+    """The `metadata` a checkpoint's JSON file keeps (what its stage wrote), or None."""
+    return written.get("metadata") if isinstance(written, dict) else None
+
+
 def held_stage(folder: Path) -> str | None:
     """The stage whose output `folder` holds: its checkpoint's, else its report's, or None."""
     from ..checkpoint import META_FILE, read_checkpoint_metadata
     from ..io import read_json
+    from ..reward_head import META_FILE as REWARD_META_FILE
     from ..training_common import STAGE_REPORT
 
     for meta_file, read in (
         (META_FILE, lambda: read_checkpoint_metadata(folder).get("metadata")),
+        (REWARD_META_FILE, lambda: saved_metadata(read_json(folder / REWARD_META_FILE))),
         (STAGE_REPORT, lambda: read_json(folder / STAGE_REPORT)),
     ):
         if not (folder / meta_file).is_file():
