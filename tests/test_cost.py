@@ -793,6 +793,21 @@ def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
     assert results[2].probabilities[CHEAP] == pytest.approx(float(exact[0]), abs=1e-5)
 
 
+def test_a_reward_head_answers_a_cost_weight_of_minus_zero_as_zero(reward_head: Head) -> None:
+    """--cost-weight -0 (or a request's -0.0) passed the >= 0 check and was answered and
+    reported as cost weight -0.0 ('cost weight: -0'), where a family reports it as 0."""
+    prompt = reward_head.test_prompts()[0]
+    result = invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "-0", "--json",
+                    prompt)  # fmt: skip
+    assert '"cost_weight": 0.0' in ok(result)
+    output = flat(ok(invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "-0",
+                            prompt)))  # fmt: skip
+    assert "cost weight: 0 (reward head" in output
+    service = RouterService(load_family_or_single(reward_head.head))
+    request = RouteRequest([ChatMessage(role="user", content=prompt)], (CHEAP, PREMIUM), -0.0)
+    assert str(service.route_batch([request])[0].cost_weight) == "0.0"
+
+
 def test_a_reward_head_refuses_a_cost_weight_that_overflows_its_utilities(
     reward_head: Head,
 ) -> None:

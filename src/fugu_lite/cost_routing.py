@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from .cost_weighting import CostWeightError, check_cost_weight, nearest_cost_weight
+from .cost_weighting import (
+    CostWeightError,
+    check_cost_weight,
+    head_cost_weight,
+    nearest_cost_weight,
+)
 from .features import Prompt
 from .model import load_router
 from .router_family import (
@@ -76,7 +81,7 @@ def route_with_reward_head(
     workers, with the predictions and softmax(utility / temperature) as probabilities."""
     import torch
 
-    used = 0.0 if cost_weight is None else float(cost_weight)
+    used = head_cost_weight(cost_weight)
     allowed = allowed_workers(head.worker_ids, exclude)
     view = head.at_cost_weight(used)
     features = head.features_for(list(prompts), use_cache=False)

@@ -151,6 +151,12 @@ def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> floa
 MAX_HEAD_COST_WEIGHT = 1e6
 
 
+def head_cost_weight(requested: float | None) -> float:
+    """The cost weight a reward head answers: the requested one, 0 when none is (and -0 as
+    0, which a decision would otherwise report as -0.0)."""
+    return 0.0 if requested is None else float(requested) + 0.0  # -0.0 + 0.0 is 0.0
+
+
 def check_head_cost_weight(cost_weight: float) -> None:
     """What a reward head answers: a finite cost weight >= 0, at most MAX_HEAD_COST_WEIGHT."""
     check_cost_weight(cost_weight)

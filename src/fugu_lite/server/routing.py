@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..cost_weighting import CostWeightError, check_head_cost_weight, nearest_cost_weight
+from ..cost_weighting import (
+    CostWeightError,
+    check_head_cost_weight,
+    head_cost_weight,
+    nearest_cost_weight,
+)
 from ..model import RouterModel
 from ..router_family import RouterFamily
 from ..schemas import ChatMessage
@@ -148,7 +153,7 @@ class RouterService:
             used = None if cost_weight is None else self.family.cost_weights[0]
             return self.family.routers[0], used
         if self.family.reward_head is not None:
-            used = 0.0 if cost_weight is None else float(cost_weight)
+            used = head_cost_weight(cost_weight)
             return self.family.reward_head.at_cost_weight(used), used
         weights = self.family.cost_weights
         used = min(weights) if cost_weight is None else nearest_cost_weight(weights, cost_weight)
