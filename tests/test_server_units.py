@@ -18,11 +18,12 @@ from server_support import ENDPOINT_KEY
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
-from fugu_lite.server.app import preflight, show_package_logs
+from fugu_lite.server.app import show_package_logs
 from fugu_lite.server.batching import MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.workers.config import load_pool_config
+from fugu_lite.workers.preflight import preflight
 
 pytestmark = pytest.mark.timeout(120)
 

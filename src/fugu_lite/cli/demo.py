@@ -50,8 +50,8 @@ def demo_command(
 
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
-    from ..server.app import preflight
     from ..workers.config import load_pool_config
+    from ..workers.preflight import preflight
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")

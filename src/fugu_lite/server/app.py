@@ -33,18 +33,16 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..router_family import RouterFamily, load_family_or_single
-from ..workers.api_keys import read_key
 from ..workers.config import (
     PoolConfig,
     load_pool_config,
     one_call_at_a_time,
     queued_locally,
-    resolve_gguf,
     unpriced,
 )
-from ..workers.llama_cpp_requests import check_local_params, local_worker_gaps
-from ..workers.local_server import check_llama_cpp_installed
+from ..workers.llama_cpp_requests import local_worker_gaps
 from ..workers.pool import WorkerPool
+from ..workers.preflight import preflight
 from .answer import answer
 from .api_error import ApiError
 from .auth import ApiKeyChecker, Redactor, worker_secrets
@@ -276,18 +274,6 @@ def check_workers_match(router_workers: list[str], pool_config: PoolConfig) -> N
     extra = [worker for worker in pool_config.worker_ids if worker not in router_workers]
     if extra:
         logger.warning("pool workers %s are unknown to the router and never chosen", extra)
-
-
-def preflight(pool_config: PoolConfig) -> None:
-    """What would make the pool fail to start, found before the server listens: a missing
-    or unusable API key, a missing GGUF file, llama.cpp's server not installed, a local
-    worker's params that llama.cpp's server does not know."""
-    for worker in pool_config.workers:
-        read_key(worker)
-        if worker.local is not None:
-            check_llama_cpp_installed()
-            resolve_gguf(worker.local.gguf)
-            check_local_params(worker)
 
 
 # --- app --------------------------------------------------------------------------------------
