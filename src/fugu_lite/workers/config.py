@@ -321,24 +321,26 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
         if item["type"] == "extra_forbidden":
             known = _known_keys(item["loc"][:-1])
             close = difflib.get_close_matches(location[-1], known, n=1)
-            # "...the variable's NAME known keys here" and ":  known keys" (no hint) ran on
-            hint = (
-                _TRAINING_KEY_HINT
-                if len(location) == 1 and location[0] in _TRAINING_KEYS
-                else f"{_anchor_hint(location[0])}; "
-                if len(location) == 1 and isinstance(item.get("input"), dict) and not close
-                else f"{_HINTS[location[-1]]}; "
-                if location[-1] in _HINTS
-                else f"did you mean {close[0]!r}? "
-                if close
-                else ""
-            )
+            hint = _unknown_key_hint(location, item.get("input"), close)
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
             lines.append(f"  {key}: {message}")
         else:
             lines.append(f"  {key}: {message} (got {item.get('input')!r})")
     return "\n".join(lines)
+
+
+def _unknown_key_hint(location: list[str], given: object, close: list[str]) -> str:
+    """What an unknown key may be, ending in a space ('' when nothing is known): each hint
+    ends with "; " or "? " so the "known keys here" that follows does not run on."""
+    top_level = len(location) == 1
+    if top_level and location[0] in _TRAINING_KEYS:
+        return _TRAINING_KEY_HINT
+    if top_level and isinstance(given, dict) and not close:
+        return f"{_anchor_hint(location[0])}; "
+    if location[-1] in _HINTS:
+        return f"{_HINTS[location[-1]]}; "
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _anchor_hint(key: str) -> str:
