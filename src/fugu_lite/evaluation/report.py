@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -91,10 +92,57 @@ def evaluation_report(
     """
     _check_inputs(train, evaluated, router_probabilities, baseline_predictions)
     worker_ids = evaluated.worker_ids
-    rewards = evaluated.rewards
     best_single = best_single_worker(train.rewards)
     best_by_task = per_task_best_workers(train)
+    choices = _learned_and_reference_choices(
+        evaluated, router_probabilities, baseline_predictions, best_single, best_by_task
+    )
+    oracle = oracle_choices(evaluated.rewards, evaluated.costs, preferred=best_single)
+    scale = _GapScale(
+        best_single=float(evaluated.rewards[:, best_single].mean()),
+        oracle=float(evaluated.rewards.max(axis=1).mean()),
+    )
+    methods = {
+        **_chosen_method_entries(evaluated, choices, worker_ids[best_single], baseline_info, scale),
+        "random": _random_entry(evaluated, scale),
+        "oracle": _oracle_entry(evaluated, oracle, scale),
+    }
+    choices["oracle"] = oracle
+    return {
+        "split": split_name,
+        "sizes": _sizes(train, evaluated, baseline_info),
+        "worker_ids": list(worker_ids),
+        "costs_known": evaluated.costs is not None,
+        "best_single": _best_single_summary(train, worker_ids, best_single, scale),
+        "methods": methods,
+        "per_task_best": _per_task_best_summary(evaluated.tasks, best_by_task, worker_ids),
+        "per_task": _per_task_table(evaluated, choices, best_by_task),
+        "choices": {
+            name: _choice_distribution(choice, worker_ids) for name, choice in choices.items()
+        },
+        "router_vs_best_single": _router_vs_best_single(evaluated.rewards, choices, best_single),
+        "baselines": baseline_info,
+        "notes": _notes(split_name, evaluated, router_probabilities, baseline_info, methods),
+    }
 
+
+@dataclass(frozen=True)
+class _GapScale:
+    """The evaluated mean rewards "gap closed" runs between: 0 at best single, 1 at oracle."""
+
+    best_single: float
+    oracle: float
+
+
+def _learned_and_reference_choices(
+    evaluated: RewardTable,
+    router_probabilities: np.ndarray | None,
+    baseline_predictions: dict[str, np.ndarray],
+    best_single: int,
+    best_by_task: dict[str, int],
+) -> dict[str, np.ndarray]:
+    """The worker each method picks per evaluated prompt (all but random and the oracle),
+    in the report's order: router, baselines, per-task best, best single."""
     choices: dict[str, np.ndarray] = {}
     if router_probabilities is not None:
         choices["router"] = argmax_choices(router_probabilities)
@@ -103,67 +151,69 @@ def evaluation_report(
     if best_by_task:
         choices["per_task_best"] = per_task_choices(evaluated.tasks, best_by_task, best_single)
     choices["best_single"] = np.full(evaluated.n_prompts, best_single, dtype=np.int64)
-    oracle = oracle_choices(rewards, evaluated.costs, preferred=best_single)
+    return choices
 
-    best_single_mean = float(rewards[:, best_single].mean())
-    oracle_mean = float(rewards.max(axis=1).mean())
-    methods: dict[str, dict] = {}
-    for name, choice in choices.items():
-        methods[name] = _method_entry(
-            label=_label(name, worker_ids[best_single], baseline_info.get(name)),
+
+def _chosen_method_entries(
+    evaluated: RewardTable,
+    choices: dict[str, np.ndarray],
+    best_single_worker_id: str,
+    baseline_info: dict,
+    scale: _GapScale,
+) -> dict[str, dict]:
+    """The report's entry of each method in `choices`: its mean reward and cost."""
+    return {
+        name: _method_entry(
+            label=_label(name, best_single_worker_id, baseline_info.get(name)),
             short_label=_short_label(name),
-            detail=_detail(name, worker_ids[best_single], baseline_info.get(name)),
-            mean_reward=float(picked(rewards, choice).mean()),
+            detail=_detail(name, best_single_worker_id, baseline_info.get(name)),
+            mean_reward=float(picked(evaluated.rewards, choice).mean()),
             mean_cost=_mean_cost(evaluated.costs, choice),
-            best_single=best_single_mean,
-            oracle=oracle_mean,
+            scale=scale,
         )
-    methods["random"] = _method_entry(
+        for name, choice in choices.items()
+    }
+
+
+def _random_entry(evaluated: RewardTable, scale: _GapScale) -> dict:
+    return _method_entry(
         label="random",
         short_label="random",
         detail="expected reward of a uniformly random worker",
-        mean_reward=float(rewards.mean()),
+        mean_reward=float(evaluated.rewards.mean()),
         mean_cost=None if evaluated.costs is None else float(evaluated.costs.mean()),
-        best_single=best_single_mean,
-        oracle=oracle_mean,
+        scale=scale,
     )
-    methods["oracle"] = _method_entry(
+
+
+def _oracle_entry(evaluated: RewardTable, oracle: np.ndarray, scale: _GapScale) -> dict:
+    return _method_entry(
         label="oracle",
         short_label="oracle",
         detail="best worker per prompt (upper bound); among equally good workers the "
         + ("cheapest" if evaluated.costs is not None else "best single"),
-        mean_reward=oracle_mean,
+        mean_reward=scale.oracle,
         mean_cost=_mean_cost(evaluated.costs, oracle),
-        best_single=best_single_mean,
-        oracle=oracle_mean,
+        scale=scale,
     )
 
-    choices["oracle"] = oracle
-    report = {
-        "split": split_name,
-        "sizes": {
-            "train": train.n_prompts,
-            "validation": _validation_size(baseline_info),
-            "evaluated": evaluated.n_prompts,
-        },
-        "worker_ids": list(worker_ids),
-        "costs_known": evaluated.costs is not None,
-        "best_single": {
-            "worker": worker_ids[best_single],
-            "train_mean_reward": float(train.rewards[:, best_single].mean()),
-            "evaluated_mean_reward": best_single_mean,
-        },
-        "methods": methods,
-        "per_task_best": _per_task_best_summary(evaluated.tasks, best_by_task, worker_ids),
-        "per_task": _per_task_table(evaluated, choices, best_by_task),
-        "choices": {
-            name: _choice_distribution(choice, worker_ids) for name, choice in choices.items()
-        },
-        "router_vs_best_single": _router_vs_best_single(rewards, choices, best_single),
-        "baselines": baseline_info,
-        "notes": _notes(split_name, evaluated, router_probabilities, baseline_info, methods),
+
+def _sizes(train: RewardTable, evaluated: RewardTable, baseline_info: dict) -> dict:
+    return {
+        "train": train.n_prompts,
+        "validation": _validation_size(baseline_info),
+        "evaluated": evaluated.n_prompts,
     }
-    return report
+
+
+def _best_single_summary(
+    train: RewardTable, worker_ids: list[str], best_single: int, scale: _GapScale
+) -> dict:
+    return {
+        "worker": worker_ids[best_single],
+        "train_mean_reward": float(train.rewards[:, best_single].mean()),
+        "evaluated_mean_reward": scale.best_single,
+    }
 
 
 def router_predictions(table: RewardTable, probabilities: np.ndarray) -> list[dict]:
@@ -196,15 +246,14 @@ def _method_entry(
     detail: str,
     mean_reward: float,
     mean_cost: float | None,
-    best_single: float,
-    oracle: float,
+    scale: _GapScale,
 ) -> dict:
     return {
         "label": label,
         "short_label": short_label,
         "detail": detail,
         "mean_reward": mean_reward,
-        "gap_closed": gap_closed(mean_reward, best_single, oracle),
+        "gap_closed": gap_closed(mean_reward, scale.best_single, scale.oracle),
         "mean_cost": mean_cost,
     }
 
