@@ -12,6 +12,7 @@ None with a note.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,43 +53,16 @@ def pareto_report(
     evaluated split. `router_probabilities` maps each member's cost weight to its [N, W]
     probabilities; `baseline_predictions` maps a baseline to (predicted rewards, predicted
     costs); the best single worker is chosen on train. Returns a JSON-serialisable dict."""
-    require_table_costs(train)
-    evaluated_costs = require_table_costs(evaluated)
-    if not router_probabilities:
-        raise ValueError("give the probabilities of at least one router")
-    if reference_cost <= 0:
-        raise ValueError(f"reference_cost must be > 0, got {reference_cost}")
+    evaluated_costs = _check_pareto_inputs(train, evaluated, router_probabilities, reference_cost)
     info = baseline_info or {}
-    curves: dict[str, list[OperatingPoint]] = {
-        "router": router_curve(evaluated, router_probabilities)
-    }
-    for name, (rewards, costs) in baseline_predictions.items():
-        curves[name] = baseline_curve(
-            evaluated, rewards, costs, baseline_cost_weights, reference_cost
-        )
-    curves["workers"] = worker_points(evaluated)
-
+    curves = _curves(
+        evaluated, router_probabilities, baseline_predictions, baseline_cost_weights, reference_cost
+    )
     all_costs = [point.mean_cost for points in curves.values() for point in points]
     cost_min, cost_max = min(all_costs), max(all_costs)
-    best = best_single_worker(train.rewards)
-    best_cost = float(evaluated_costs[:, best].mean())
-    best_reward = float(evaluated.rewards[:, best].mean())
-    target = quality_fraction * best_reward if best_reward > 0 else None
+    best = _best_single_on_train(train, evaluated, evaluated_costs)
+    target = quality_fraction * best.mean_reward if best.mean_reward > 0 else None
     floor = reward_floor(evaluated.rewards)
-    oracle = operating_point(evaluated, oracle_choices(evaluated.rewards, evaluated_costs))
-
-    entries = {}
-    for name, points in curves.items():
-        hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
-        reach = None if target is None else cost_to_reach(hull, target)
-        entries[name] = {
-            "label": _curve_label(name, len(points), info.get(name)),
-            "points": [point.as_dict() for point in points],
-            "hull": [list(vertex) for vertex in hull],
-            "aiq": aiq(hull, cost_min, cost_max, floor),
-            "cost_at_target": reach,
-            "cost_fraction_at_target": _cost_fraction(reach, best_cost),
-        }
     return {
         "split": split_name,
         "n_prompts": evaluated.n_prompts,
@@ -97,35 +71,129 @@ def pareto_report(
         "router_cost_weights": sorted(router_probabilities),
         "baseline_cost_weights": sorted(baseline_cost_weights),
         "cost_range": [cost_min, cost_max],
-        "best_single": {
-            "worker": evaluated.worker_ids[best],
-            "chosen_on": "train",
-            "mean_cost": best_cost,
-            "mean_reward": best_reward,
-        },
+        "best_single": best.as_dict(evaluated.worker_ids),
         "quality_fraction": quality_fraction,
         "target_reward": target,
         "aiq_floor": floor,
-        "oracle": {
-            "mean_cost": oracle.mean_cost,
-            "mean_reward": oracle.mean_reward,
-            "detail": "best worker per prompt; the cheapest among equally good ones",
+        "oracle": _oracle_summary(evaluated, evaluated_costs),
+        "curves": {
+            name: _curve_entry(
+                name, points, info.get(name), (cost_min, cost_max), floor, target, best.mean_cost
+            )
+            for name, points in curves.items()
         },
-        "curves": entries,
         "baselines": {name: dict(value) for name, value in info.items()},
         "notes": train_split_notes(split_name)
         + baseline_notes(split_name, info)
-        + _pareto_notes(best_reward, best_cost, cost_min, cost_max, quality_fraction),
-        "definitions": {
-            "hull": "non-decreasing concave upper hull of the curve's (mean cost, mean reward) "
-            "points",
-            "aiq": f"mean over [c_min, c_max] of the hull's reward ({floor:g} below its cheapest "
-            "point: 0, or the lowest reward when rewards go below 0; flat beyond its most "
-            "expensive); [c_min, c_max] spans every point of every curve",
-            "cost_at_target": f"least cost on the hull reaching {quality_fraction:g} x the best "
-            "single worker's mean reward (interpolated); fraction = that cost / the best "
-            "single worker's mean cost (none when that worker is free)",
-        },
+        + _pareto_notes(best.mean_reward, best.mean_cost, cost_min, cost_max, quality_fraction),
+        "definitions": _definitions(floor, quality_fraction),
+    }
+
+
+@dataclass(frozen=True)
+class _BestSingle:
+    """The worker with the best mean train reward, and its mean cost and reward on the
+    evaluated split."""
+
+    column: int
+    mean_cost: float
+    mean_reward: float
+
+    def as_dict(self, worker_ids: list[str]) -> dict:
+        return {
+            "worker": worker_ids[self.column],
+            "chosen_on": "train",
+            "mean_cost": self.mean_cost,
+            "mean_reward": self.mean_reward,
+        }
+
+
+def _check_pareto_inputs(
+    train: RewardTable,
+    evaluated: RewardTable,
+    router_probabilities: Mapping[float, np.ndarray],
+    reference_cost: float,
+) -> np.ndarray:
+    """Refuse what gives no cost-quality curve; returns the evaluated split's costs."""
+    require_table_costs(train)
+    evaluated_costs = require_table_costs(evaluated)
+    if not router_probabilities:
+        raise ValueError("give the probabilities of at least one router")
+    if reference_cost <= 0:
+        raise ValueError(f"reference_cost must be > 0, got {reference_cost}")
+    return evaluated_costs
+
+
+def _curves(
+    evaluated: RewardTable,
+    router_probabilities: Mapping[float, np.ndarray],
+    baseline_predictions: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    baseline_cost_weights: Sequence[float],
+    reference_cost: float,
+) -> dict[str, list[OperatingPoint]]:
+    """The operating points of the router, each baseline and the single workers."""
+    curves: dict[str, list[OperatingPoint]] = {
+        "router": router_curve(evaluated, router_probabilities)
+    }
+    for name, (rewards, costs) in baseline_predictions.items():
+        curves[name] = baseline_curve(
+            evaluated, rewards, costs, baseline_cost_weights, reference_cost
+        )
+    curves["workers"] = worker_points(evaluated)
+    return curves
+
+
+def _best_single_on_train(
+    train: RewardTable, evaluated: RewardTable, evaluated_costs: np.ndarray
+) -> _BestSingle:
+    column = best_single_worker(train.rewards)
+    return _BestSingle(
+        column=column,
+        mean_cost=float(evaluated_costs[:, column].mean()),
+        mean_reward=float(evaluated.rewards[:, column].mean()),
+    )
+
+
+def _oracle_summary(evaluated: RewardTable, evaluated_costs: np.ndarray) -> dict:
+    oracle = operating_point(evaluated, oracle_choices(evaluated.rewards, evaluated_costs))
+    return {
+        "mean_cost": oracle.mean_cost,
+        "mean_reward": oracle.mean_reward,
+        "detail": "best worker per prompt; the cheapest among equally good ones",
+    }
+
+
+def _curve_entry(
+    name: str,
+    points: list[OperatingPoint],
+    info: Mapping | None,
+    cost_range: tuple[float, float],
+    floor: float,
+    target: float | None,
+    best_cost: float,
+) -> dict:
+    """One curve's points, hull, AIQ over `cost_range` and cost to reach `target`."""
+    hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
+    reach = None if target is None else cost_to_reach(hull, target)
+    return {
+        "label": _curve_label(name, len(points), info),
+        "points": [point.as_dict() for point in points],
+        "hull": [list(vertex) for vertex in hull],
+        "aiq": aiq(hull, *cost_range, floor),
+        "cost_at_target": reach,
+        "cost_fraction_at_target": _cost_fraction(reach, best_cost),
+    }
+
+
+def _definitions(floor: float, quality_fraction: float) -> dict[str, str]:
+    return {
+        "hull": "non-decreasing concave upper hull of the curve's (mean cost, mean reward) points",
+        "aiq": f"mean over [c_min, c_max] of the hull's reward ({floor:g} below its cheapest "
+        "point: 0, or the lowest reward when rewards go below 0; flat beyond its most "
+        "expensive); [c_min, c_max] spans every point of every curve",
+        "cost_at_target": f"least cost on the hull reaching {quality_fraction:g} x the best "
+        "single worker's mean reward (interpolated); fraction = that cost / the best "
+        "single worker's mean cost (none when that worker is free)",
     }
 
 
