@@ -51,29 +51,10 @@ def eval_command(
     from ..evaluate_checkpoint import run_evaluation, run_pareto_evaluation
     from ..evaluation.output import REPORT_JSON
     from ..evaluation.pareto_output import PARETO_JSON
-    from ..reward_head import is_reward_head
-    from ..router_family import is_router_family
-    from ..schemas import SPLIT_VALUES_TEXT, canonical_split
 
-    split_name = canonical_split(split)
-    if split_name is None:
-        fail(f"--split {split!r}: unknown split; use one of {SPLIT_VALUES_TEXT}")
-    split = split_name  # `--split dev` reports into eval-validation, as the records name it
-    if checkpoint.is_file():  # said as the default report folder's problem: "--output ..."
-        fail(
-            f"--checkpoint {checkpoint} is a file, not a checkpoint folder (one holding "
-            "router.json, written by `fugu-lite train ...`)"
-        )
-    if not pareto and is_reward_head(checkpoint):
-        fail(
-            f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
-            "which draws its cost-quality curve"
-        )
-    if not pareto and is_router_family(checkpoint):
-        fail(
-            f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
-            "member checkpoint (listed in its router_family.json)"
-        )
+    # `--split dev` reports into eval-validation, as the records name it
+    split = _canonical_split_or_fail(split)
+    _refuse_what_cannot_be_evaluated(checkpoint, pareto)
     evaluate = run_pareto_evaluation if pareto else run_evaluation
     report_dir = output or checkpoint / f"{'pareto' if pareto else 'eval'}-{split}"
     check_output(report_dir, "--output", "folder")
@@ -90,3 +71,34 @@ def eval_command(
             fail(str(error))
         except OSError as error:
             fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
+
+
+def _canonical_split_or_fail(split: str) -> str:
+    from ..schemas import SPLIT_VALUES_TEXT, canonical_split
+
+    split_name = canonical_split(split)
+    if split_name is None:
+        fail(f"--split {split!r}: unknown split; use one of {SPLIT_VALUES_TEXT}")
+    return split_name
+
+
+def _refuse_what_cannot_be_evaluated(checkpoint: Path, pareto: bool) -> None:
+    """A file, or (without --pareto) a reward head or router family, each with its fix."""
+    from ..reward_head import is_reward_head
+    from ..router_family import is_router_family
+
+    if checkpoint.is_file():  # said as the default report folder's problem: "--output ..."
+        fail(
+            f"--checkpoint {checkpoint} is a file, not a checkpoint folder (one holding "
+            "router.json, written by `fugu-lite train ...`)"
+        )
+    if not pareto and is_reward_head(checkpoint):
+        fail(
+            f"{checkpoint} is a reward head (any cost weight): evaluate it with --pareto, "
+            "which draws its cost-quality curve"
+        )
+    if not pareto and is_router_family(checkpoint):
+        fail(
+            f"{checkpoint} is a router family: evaluate it with --pareto, or evaluate one "
+            "member checkpoint (listed in its router_family.json)"
+        )
