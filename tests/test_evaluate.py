@@ -689,6 +689,42 @@ def test_html_ampersands_and_backticks_in_names_show_as_written_in_markdown_repo
     assert "| \\`code\\` | 2 |" in markdown
 
 
+def rendered_table_cells(markdown: str) -> list[str]:
+    """The text of every table cell of `markdown` as a CommonMark + GFM-tables viewer shows
+    it (markdown-it-py, which rich depends on)."""
+    from markdown_it import MarkdownIt
+
+    renderer = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    tokens = renderer.parse(markdown)
+    return [
+        # the text of the cell; emphasis, links and strike-through add tokens with none
+        "".join(child.content for child in tokens[index + 1].children or [])
+        for index, token in enumerate(tokens)
+        if token.type in ("th_open", "td_open")
+    ]
+
+
+def test_markdown_emphasis_links_and_backslashes_in_names_show_as_written(
+    tmp_path: Path,
+) -> None:
+    """Task and worker names went into the Markdown tables with only `|`, `<`, `>`, `&` and
+    backticks escaped: `__init__` showed as a bold `init`, `a*b*c` as an italic b, `~~v1~~`
+    struck through, `[docs](http://x)` as a link, and `x\\|y` lost its backslash."""
+    workers = ["__init__", "[docs](http://x)", "a\\b"]
+    tasks = ["a*b*c", "~~v1~~", "x\\|y", None]
+    rng = np.random.default_rng(5)
+    table = make_table(rng.random((8, 3)), costs=rng.random((8, 3)), tasks=tasks * 2,
+                       workers=workers)  # fmt: skip
+    write_both_reports(table, tmp_path)
+    for name in ("eval/evaluation_report.md", "pareto/pareto_report.md"):
+        cells = rendered_table_cells((tmp_path / name).read_text())
+        for worker in workers:
+            assert worker in cells or f"{worker} (best single)" in cells, (worker, cells)
+    cells = rendered_table_cells((tmp_path / "eval" / "evaluation_report.md").read_text())
+    for task in tasks[:3]:
+        assert task in cells, (task, cells)
+
+
 def test_the_router_choices_plot_of_30_workers_stays_readable(tmp_path: Path) -> None:
     """One column per worker made a 3480 x 480 px strip for 30 workers: shrunk to a page in
     the Markdown report, its labels and bars could not be read."""

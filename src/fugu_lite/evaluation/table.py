@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,11 +94,18 @@ def picked(values: np.ndarray, choices: np.ndarray) -> np.ndarray:
     return np.take_along_axis(values, choices[:, None], axis=1)[:, 0]
 
 
+# Backslash-escaped in a cell: a backslash (it would escape what follows), a backtick (code),
+# `*`, `_` and `~` (emphasis, strike-through), `]` (no link or image closes without it) and
+# `|` (the next cell).
+_MARKDOWN_MARKERS = re.compile(r"([\\`*_~\]|])")
+
+
 def markdown_cell(text: str) -> str:
     """`text` as one Markdown table cell, or inline in a one-line paragraph: a `|` would
     split the cell and a line break would end the row or the line (task names and worker
-    ids are the user's own strings); `<`, `>` and `&` as HTML entities and a backtick
-    escaped, or `vector<int>` lost its `<int>` as an unknown HTML tag and a backtick started
-    code; other control characters are shown as escapes."""
-    escaped = html.escape(text, quote=False).replace("`", "\\`").replace("|", "\\|")
+    ids are the user's own strings); `<`, `>` and `&` as HTML entities and Markdown's inline
+    markers escaped, or `vector<int>` lost its `<int>` as an unknown HTML tag, a backtick
+    started code and `__init__` showed as a bold `init`; other control characters are shown
+    as escapes."""
+    escaped = _MARKDOWN_MARKERS.sub(r"\\\1", html.escape(text, quote=False))
     return "<br>".join(visible_controls(line) for line in escaped.splitlines())
