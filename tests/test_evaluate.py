@@ -120,6 +120,20 @@ def test_reward_table_rejects_empty_and_mixed_workers() -> None:
         reward_table([record(0, [1, 0, 0]), other])
 
 
+@pytest.mark.parametrize("column", ["rewards", "costs"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_reward_table_refuses_nan_or_infinite_values_naming_the_worker_and_prompt(
+    column: str, bad: float
+) -> None:
+    """A table built from arrays (not records, which refuse them) took NaN: np.argmax counts
+    NaN as the largest mean, so a worker with one missing reward became the best single
+    worker, and evaluation_report.json was written with NaN in it (not valid JSON)."""
+    values = {"rewards": np.array([[1.0, 0.0], [0.0, 1.0]]), "costs": np.ones((2, 2))}
+    values[column][1, 0] = bad
+    with pytest.raises(ValueError, match=rf"{column}.*worker 'a'.*prompt 'p1'"):
+        make_table(values["rewards"], costs=values["costs"], workers=["a", "b"])
+
+
 def test_argmax_ties_go_to_lowest_index() -> None:
     scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [0.3, 0.3, 0.3]])
     assert argmax_choices(scores).tolist() == [0, 1, 0]

@@ -44,6 +44,23 @@ class RewardTable:
         ):
             if len(column) != n_prompts:
                 raise ValueError(f"{name} has {len(column)} entries but rewards has {n_prompts}")
+        self._check_finite("rewards", self.rewards)
+        if self.costs is not None:
+            self._check_finite("costs", self.costs)
+
+    def _check_finite(self, name: str, values: np.ndarray) -> None:
+        """NaN would win np.argmax (a worker missing one reward as the best single worker)
+        and reach the report's JSON, where it is not valid."""
+        bad = np.argwhere(~np.isfinite(values))
+        if len(bad) == 0:
+            return
+        row, column = (int(index) for index in bad[0])
+        prompt = f"prompt {self.ids[row]!r}" if self.ids[row] is not None else f"row {row}"
+        raise ValueError(
+            f"{name} hold {len(bad)} NaN or infinite value(s), the first for worker "
+            f"{self.worker_ids[column]!r} on {prompt}; give every worker a finite value on "
+            "every prompt"
+        )
 
     @property
     def n_prompts(self) -> int:
