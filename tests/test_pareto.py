@@ -197,6 +197,37 @@ def test_a_free_best_single_worker_gives_no_cost_share_instead_of_crashing(
     assert "— (best single costs 0)" in markdown and "not reached" not in markdown
 
 
+@pytest.mark.parametrize(
+    ("router", "baseline", "message"),
+    [
+        ([[0.1, 0.9], [0.9, 0.1]], None, r"router probabilities \(cost weight 0\) have shape"),
+        ([[0.1, 0.9, 0.0]], None, r"router probabilities \(cost weight 0\) have shape"),
+        ([[np.nan, 0.1, 0.2], [0.9, 0.1, 0.0]], None, "router probabilities .* NaN"),
+        (None, ([[0.5, 0.5, 0.5]], "rewards"), r"baseline 'knn' predicted rewards have shape"),
+        (None, ([[0.0, np.inf, 0.0], [1.0, 0.0, 0.0]], "costs"), "'knn' predicted costs .*NaN"),
+    ],
+)
+def test_a_pareto_report_refuses_predictions_that_do_not_match_the_evaluated_table(
+    router: list | None, baseline: tuple[list, str] | None, message: str
+) -> None:
+    """evaluation_report refuses misaligned or NaN probabilities; pareto_report took them and
+    drew wrong points without a word: 2 probability columns for 3 workers, one row for two
+    prompts (broadcast to both), or a NaN (argmax's pick) each gave a point of the curve."""
+    good = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    table = RewardTable(good, np.array([[1.0, 2.0, 3.0]] * 2), [None, None], ["e0", "e1"],
+                        ["h0", "h1"], ["a", "b", "c"])  # fmt: skip
+    probabilities = {0.0: good if router is None else np.array(router)}
+    predictions = {"knn": (good, np.ones_like(good))}
+    if baseline is not None:
+        values, which = baseline
+        predictions["knn"] = (
+            np.array(values) if which == "rewards" else good,
+            np.array(values) if which == "costs" else np.ones_like(good),
+        )
+    with pytest.raises(ValueError, match=message):
+        pareto_report(table, table, "test", probabilities, predictions, [0.0], 1.0)
+
+
 def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
     rewards = np.array([[0.9, 1.0]])
     costs = np.array([[0.1, 1.0]])

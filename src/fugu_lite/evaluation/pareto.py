@@ -32,7 +32,7 @@ from .report import (
     oracle_choices,
     train_split_notes,
 )
-from .table import RewardTable
+from .table import RewardTable, check_aligned
 
 QUALITY_FRACTION = 0.95
 CURVE_LABELS = {"router": "router", "knn": "kNN", "ridge": "ridge", "workers": "single workers"}
@@ -53,7 +53,9 @@ def pareto_report(
     evaluated split. `router_probabilities` maps each member's cost weight to its [N, W]
     probabilities; `baseline_predictions` maps a baseline to (predicted rewards, predicted
     costs); the best single worker is chosen on train. Returns a JSON-serialisable dict."""
-    evaluated_costs = _check_pareto_inputs(train, evaluated, router_probabilities, reference_cost)
+    evaluated_costs = _check_pareto_inputs(
+        train, evaluated, router_probabilities, baseline_predictions, reference_cost
+    )
     info = baseline_info or {}
     curves = _curves(
         evaluated, router_probabilities, baseline_predictions, baseline_cost_weights, reference_cost
@@ -112,15 +114,22 @@ def _check_pareto_inputs(
     train: RewardTable,
     evaluated: RewardTable,
     router_probabilities: Mapping[float, np.ndarray],
+    baseline_predictions: Mapping[str, tuple[np.ndarray, np.ndarray]],
     reference_cost: float,
 ) -> np.ndarray:
-    """Refuse what gives no cost-quality curve; returns the evaluated split's costs."""
+    """Refuse what gives no cost-quality curve, or a wrong one (predictions not aligned
+    with the evaluated prompts and workers); returns the evaluated split's costs."""
     require_table_costs(train)
     evaluated_costs = require_table_costs(evaluated)
     if not router_probabilities:
         raise ValueError("give the probabilities of at least one router")
     if reference_cost <= 0:
         raise ValueError(f"reference_cost must be > 0, got {reference_cost}")
+    for weight, probabilities in router_probabilities.items():
+        check_aligned(f"router probabilities (cost weight {weight:g})", probabilities, evaluated)
+    for name, (rewards, costs) in baseline_predictions.items():
+        check_aligned(f"baseline {name!r} predicted rewards", rewards, evaluated)
+        check_aligned(f"baseline {name!r} predicted costs", costs, evaluated)
     return evaluated_costs
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .table import RewardTable, argmax_choices, picked
+from .table import RewardTable, argmax_choices, check_aligned, picked
 
 NO_TASK = "(no task)"
 RESERVED_METHODS = ("router", "per_task_best", "best_single", "random", "oracle")
@@ -218,7 +218,7 @@ def _best_single_summary(
 
 def router_predictions(table: RewardTable, probabilities: np.ndarray) -> list[dict]:
     """One row per prompt: the router's choice, its reward (and cost), and all probabilities."""
-    _check_matrix("router probabilities", probabilities, table)
+    check_aligned("router probabilities", probabilities, table)
     choices = argmax_choices(probabilities)
     rows = []
     for row, choice in enumerate(choices):
@@ -442,18 +442,8 @@ def _check_inputs(
             f"{evaluated.worker_ids}; both splits need the same workers in the same order"
         )
     if router_probabilities is not None:
-        _check_matrix("router probabilities", router_probabilities, evaluated)
+        check_aligned("router probabilities", router_probabilities, evaluated)
     for name, predicted in baseline_predictions.items():
         if name in RESERVED_METHODS:
             raise ValueError(f"baseline name {name!r} is reserved; use another name")
-        _check_matrix(f"baseline {name!r} predictions", predicted, evaluated)
-
-
-def _check_matrix(name: str, matrix: np.ndarray, table: RewardTable) -> None:
-    if matrix.shape != table.rewards.shape:
-        raise ValueError(
-            f"{name} have shape {matrix.shape}, expected {table.rewards.shape} "
-            f"(one row per evaluated prompt, one column per worker in {table.worker_ids})"
-        )
-    if not np.all(np.isfinite(matrix)):
-        raise ValueError(f"{name} contain NaN or infinite values")
+        check_aligned(f"baseline {name!r} predictions", predicted, evaluated)

@@ -99,6 +99,18 @@ def reward_table(records: list[RewardRecord]) -> RewardTable:
     )
 
 
+def check_aligned(name: str, matrix: np.ndarray, table: RewardTable) -> None:
+    """Refuse a [N, W] matrix of `name` (probabilities, predictions) that is not one finite
+    row per prompt of `table` and one column per worker: argmax would read it anyway."""
+    if matrix.shape != table.rewards.shape:
+        raise ValueError(
+            f"{name} have shape {matrix.shape}, expected {table.rewards.shape} "
+            f"(one row per evaluated prompt, one column per worker in {table.worker_ids})"
+        )
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError(f"{name} contain NaN or infinite values")
+
+
 def argmax_choices(scores: np.ndarray) -> np.ndarray:
     """Column index of the highest score per row; ties go to the lowest index."""
     if scores.ndim != 2 or scores.shape[1] == 0:
