@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader
 
-from .config import SFTConfig
+from .config import SFTConfig, SFTTrainingConfig
 from .cost_weighting import cost_weighting_summary
+from .model import RouterModel
 from .schemas import RewardRecord
 from .threads import torch_fit_threads
 from .training_common import (
+    Batch,
     console,
     epoch_line,
     evaluate_loader,
@@ -69,6 +73,37 @@ def sft_loss(
     return loss, metrics
 
 
+@dataclass
+class BestEpoch:
+    """The epoch with the best validation reward so far and its weights (a tie keeps the
+    earlier epoch); epoch 0 and no state until an epoch is validated."""
+
+    epoch: int = 0
+    reward: float = float("-inf")
+    state: dict[str, torch.Tensor] | None = None
+
+    def offer(self, epoch: int, reward: float, model: RouterModel) -> None:
+        if reward > self.reward:
+            self.reward = reward
+            self.epoch, self.state = epoch, copy.deepcopy(model.state_dict())
+
+
+@dataclass
+class SFTRun:
+    """What the epochs share: the model, its data and optimiser, and what they recorded."""
+
+    model: RouterModel
+    training: SFTTrainingConfig
+    train_loader: DataLoader
+    validation_loader: DataLoader | None
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    fix: str
+    history: list[dict] = field(default_factory=list)
+    global_step: int = 0
+    best: BestEpoch = field(default_factory=BestEpoch)
+
+
 def train_sft(
     records: list[RewardRecord],
     config: SFTConfig,
@@ -80,94 +115,128 @@ def train_sft(
     records_read = records
     records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     given = stage_inputs(config, records_read, checkpoint)
-    worker_ids = records[0].worker_ids
-    train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
-    validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
+    run = prepare_run(records, model, config.training)
+    run_epochs(run)
+    keep_best_epoch(run)
+    output = Path(output_dir)
+    cost_weighting = cost_weighting_summary(records, config.training)
+    metadata, report = sft_outputs(run, config, output, cost_weighting, given, warnings)
+    save_stage(model, output, metadata, report)
+    return report
+
+
+def prepare_run(
+    records: list[RewardRecord], model: RouterModel, training: SFTTrainingConfig
+) -> SFTRun:
+    """The loaders (saying when there is no validation split), the optimiser and its cosine
+    schedule over every step, and a line on the device and trainable parameters."""
+    train_loader = make_loader(records, model, "train", training.batch_size, shuffle=True)
+    validation_loader = optional_loader(records, model, "validation", training.batch_size)
     if validation_loader is None:
         console.print("[yellow]SFT: no validation split; keeping the last epoch[/yellow]")
     optimizer = torch.optim.AdamW(
         optimizer_parameters(model),
-        lr=config.training.learning_rate,
-        weight_decay=config.training.weight_decay,
+        lr=training.learning_rate,
+        weight_decay=training.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-        optimizer, T_max=config.training.epochs * len(train_loader)
+        optimizer, T_max=training.epochs * len(train_loader)
     )
     trainable, total = model.trainable_parameter_counts()
     console.print(f"SFT device={model.device_ref}; trainable={trainable:,}/{total:,}")
-
     fix = (
-        f"lower training.learning_rate (now {config.training.learning_rate:g}) or raise "
-        f"training.temperature (now {config.training.temperature:g}), and run it again"
+        f"lower training.learning_rate (now {training.learning_rate:g}) or raise "
+        f"training.temperature (now {training.temperature:g}), and run it again"
     )
-    history: list[dict] = []
-    global_step = 0
-    best_state, best_epoch, best_reward = None, 0, float("-inf")
+    return SFTRun(model, training, train_loader, validation_loader, optimizer, scheduler, fix)
+
+
+def run_epochs(run: SFTRun) -> None:
+    """Every epoch under the progress bar: train, evaluate, offer it as the best, print it."""
+    epochs = run.training.epochs
     with (
-        torch_fit_threads(model.svf is not None),
+        torch_fit_threads(run.model.svf is not None),
         stage_progress("SFT epochs", each_step_printed=True) as progress,
     ):
-        task = progress.add_task("sft", total=config.training.epochs, status="")
-        for epoch in range(config.training.epochs):
-            model.train()
-            epoch_metrics = []
-            for batch in train_loader:
-                where = f"epoch {epoch + 1}, step {global_step + 1}"
-                inputs, rewards = move_batch(batch, model.device_ref)
-                logits = model(**inputs)
-                loss, metrics = sft_loss(
-                    logits, rewards, config.training.temperature, config.training.tie_handling
-                )
-                require_finite("SFT", where, fix, logits=logits, loss=loss)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(
-                    list(optimizer_parameters(model)), config.training.max_grad_norm
-                )
-                optimizer.step()
-                require_finite_weights(model, "SFT", where, fix)
-                scheduler.step()
-                epoch_metrics.append(metrics)
-                global_step += 1
-                if global_step % config.training.log_every == 0:
-                    console.print(f"SFT step {global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
-            report: dict[str, Any] = {"epoch": epoch + 1, "train": _average(epoch_metrics)}
-            report["train"].update(evaluate_loader(model, train_loader))
-            if validation_loader is not None:
-                report["validation"] = evaluate_loader(model, validation_loader)
-                if report["validation"]["reward"] > best_reward:
-                    best_reward = report["validation"]["reward"]
-                    best_epoch, best_state = epoch + 1, copy.deepcopy(model.state_dict())
-            history.append(report)
-            console.print(epoch_line("SFT", report, config.training.epochs, TRAIN_KEYS))
+        task = progress.add_task("sft", total=epochs, status="")
+        for epoch in range(1, epochs + 1):
+            report = run_epoch(run, epoch)
+            run.history.append(report)
+            console.print(epoch_line("SFT", report, epochs, TRAIN_KEYS))
             progress.update(task, advance=1)
 
-    if best_state is not None:
-        model.load_state_dict(best_state)
-        console.print(f"SFT: kept epoch {best_epoch} (validation reward {best_reward:.4f})")
-    output = Path(output_dir)
-    cost_weighting = cost_weighting_summary(records, config.training)
+
+def run_epoch(run: SFTRun, epoch: int) -> dict[str, Any]:
+    """One pass over the train batches, then the epoch's report (train metrics averaged over
+    its steps plus those of the whole train split, and validation's)."""
+    run.model.train()
+    epoch_metrics = [train_step(run, batch, epoch) for batch in run.train_loader]
+    report: dict[str, Any] = {"epoch": epoch, "train": _average(epoch_metrics)}
+    report["train"].update(evaluate_loader(run.model, run.train_loader))
+    if run.validation_loader is not None:
+        report["validation"] = evaluate_loader(run.model, run.validation_loader)
+        run.best.offer(epoch, report["validation"]["reward"], run.model)
+    return report
+
+
+def train_step(run: SFTRun, batch: Batch, epoch: int) -> dict[str, float]:
+    """One optimiser step on a batch (stopping on NaN or infinite numbers), with its line
+    every log_every steps; returns the step's metrics."""
+    model, training = run.model, run.training
+    where = f"epoch {epoch}, step {run.global_step + 1}"
+    inputs, rewards = move_batch(batch, model.device_ref)
+    logits = model(**inputs)
+    loss, metrics = sft_loss(logits, rewards, training.temperature, training.tie_handling)
+    require_finite("SFT", where, run.fix, logits=logits, loss=loss)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(optimizer_parameters(model)), training.max_grad_norm)
+    run.optimizer.step()
+    require_finite_weights(model, "SFT", where, run.fix)
+    run.scheduler.step()
+    run.global_step += 1
+    if run.global_step % training.log_every == 0:
+        console.print(f"SFT step {run.global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
+    return metrics
+
+
+def keep_best_epoch(run: SFTRun) -> None:
+    """Load the best validated epoch's weights back (without validation: keep the last)."""
+    if run.best.state is not None:
+        run.model.load_state_dict(run.best.state)
+        console.print(f"SFT: kept epoch {run.best.epoch} (validation reward {run.best.reward:.4f})")
+
+
+def sft_outputs(
+    run: SFTRun,
+    config: SFTConfig,
+    output: Path,
+    cost_weighting: dict,
+    given: dict,
+    warnings: list[str],
+) -> tuple[dict, dict]:
+    """The checkpoint's metadata and training_report.json."""
+    best_epoch = run.best.epoch or config.training.epochs
     metadata = {
         "stage": "sft",
-        "best_epoch": best_epoch or config.training.epochs,
-        "history": history,
+        "best_epoch": best_epoch,
+        "history": run.history,
         "cost_weighting": cost_weighting,
         "inputs": given,
     }
     report = {
         "stage": "sft",
         "checkpoint": str(output),
-        "worker_ids": worker_ids,
-        "best_epoch": best_epoch or config.training.epochs,
-        "best_validation_reward": best_reward if best_state is not None else None,
+        "worker_ids": run.model.worker_ids,
+        "best_epoch": best_epoch,
+        "best_validation_reward": run.best.reward if run.best.state is not None else None,
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
-        "svf_matrices": model.svf.names if model.svf is not None else [],
+        "svf_matrices": run.model.svf.names if run.model.svf is not None else [],
         "warnings": warnings,
-        "history": history,
+        "history": run.history,
     }
-    save_stage(model, output, metadata, report)
-    return report
+    return metadata, report
 
 
 def _average(items: list[dict[str, float]]) -> dict[str, float]:
