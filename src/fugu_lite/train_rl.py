@@ -1,16 +1,18 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils.data import DataLoader
 
-from .config import RLConfig
+from .config import RLConfig, RLTrainingConfig
 from .cost_weighting import cost_weighting_summary
+from .model import RouterModel
 from .schemas import RewardRecord
 from .text import notes_console
-from .threads import torch_fit_threads
 from .training_common import (
-    epoch_line,
+    Batch,
     evaluate_loader,
     make_loader,
     metrics_line,
@@ -19,9 +21,9 @@ from .training_common import (
     optional_loader,
     require_finite,
     require_finite_weights,
+    run_epochs,
     save_stage,
     stage_inputs,
-    stage_progress,
     start_stage,
 )
 
@@ -73,6 +75,19 @@ def contextual_bandit_loss(
     return loss, metrics
 
 
+@dataclass
+class RLRun:
+    """What the epochs share: the model, its data and optimiser, and the steps taken."""
+
+    model: RouterModel
+    training: RLTrainingConfig
+    train_loader: DataLoader
+    validation_loader: DataLoader | None
+    optimizer: torch.optim.Optimizer
+    fix: str
+    global_step: int = 0
+
+
 def train_rl(
     records: list[RewardRecord],
     config: RLConfig,
@@ -82,78 +97,110 @@ def train_rl(
     records_read = records
     records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     given = stage_inputs(config, records_read, checkpoint)
-    worker_ids = records[0].worker_ids
-    train_loader = make_loader(records, model, "train", config.training.batch_size, shuffle=True)
-    validation_loader = optional_loader(records, model, "validation", config.training.batch_size)
+    run = prepare_run(records, model, config.training)
+    run.optimizer.zero_grad(set_to_none=True)
+    history = run_epochs(
+        "RL",
+        model,
+        config.training.epochs,
+        lambda epoch: run_epoch(run, epoch),
+        TRAIN_KEYS,
+        console,
+    )
+    output = Path(output_dir)
+    cost_weighting = cost_weighting_summary(records, config.training)
+    metadata, report = rl_outputs(run, history, config, output, cost_weighting, given, warnings)
+    save_stage(model, output, metadata, report)
+    return report
+
+
+def prepare_run(
+    records: list[RewardRecord], model: RouterModel, training: RLTrainingConfig
+) -> RLRun:
+    """The loaders, the optimiser, and a line on the device and trainable parameters."""
+    train_loader = make_loader(records, model, "train", training.batch_size, shuffle=True)
+    validation_loader = optional_loader(records, model, "validation", training.batch_size)
     optimizer = torch.optim.AdamW(
         optimizer_parameters(model),
-        lr=config.training.learning_rate,
-        weight_decay=config.training.weight_decay,
+        lr=training.learning_rate,
+        weight_decay=training.weight_decay,
     )
     trainable, total = model.trainable_parameter_counts()
     console.print(
         f"RL device={model.device_ref}; trainable={trainable:,}/{total:,} "
         f"({100 * trainable / total:.4f}%)"
     )
+    fix = f"lower training.learning_rate (now {training.learning_rate:g}) and run it again"
+    return RLRun(model, training, train_loader, validation_loader, optimizer, fix)
 
-    fix = f"lower training.learning_rate (now {config.training.learning_rate:g}) and run it again"
-    history: list[dict] = []
-    global_step = 0
-    optimizer.zero_grad(set_to_none=True)
-    with (
-        torch_fit_threads(model.svf is not None),
-        stage_progress("RL epochs", each_step_printed=True) as progress,
-    ):
-        task = progress.add_task("rl", total=config.training.epochs, status="")
-        for epoch in range(config.training.epochs):
-            model.train()
-            epoch_metrics: list[dict[str, float]] = []
-            for step, batch in enumerate(train_loader):
-                where = f"epoch {epoch + 1}, step {global_step + 1}"
-                inputs, rewards = move_batch(batch, model.device_ref)
-                logits = model(**inputs)
-                require_finite("RL", where, fix, logits=logits)
-                loss, metrics = contextual_bandit_loss(
-                    logits,
-                    rewards,
-                    estimator=config.training.estimator,
-                    rollouts_per_prompt=config.training.rollouts_per_prompt,
-                    entropy_coefficient=config.training.entropy_coefficient,
-                    normalize_advantage=config.training.normalize_advantage,
-                )
-                (loss / config.training.gradient_accumulation_steps).backward()
-                epoch_metrics.append(metrics)
-                should_step = (
-                    step + 1
-                ) % config.training.gradient_accumulation_steps == 0 or step + 1 == len(
-                    train_loader
-                )
-                if should_step:
-                    torch.nn.utils.clip_grad_norm_(
-                        list(optimizer_parameters(model)), config.training.max_grad_norm
-                    )
-                    optimizer.step()
-                    require_finite_weights(model, "RL", where, fix)
-                    optimizer.zero_grad(set_to_none=True)
-                    global_step += 1
-                    if global_step % config.training.log_every == 0:
-                        console.print(f"RL step {global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
-            averaged = {
-                key: sum(item[key] for item in epoch_metrics) / max(1, len(epoch_metrics))
-                for key in epoch_metrics[0]
-            }
-            epoch_report = {"epoch": epoch + 1, "train": averaged}
-            if validation_loader is not None:
-                epoch_report["validation"] = evaluate_loader(model, validation_loader)
-            history.append(epoch_report)
-            console.print(epoch_line("RL", epoch_report, config.training.epochs, TRAIN_KEYS))
-            progress.update(task, advance=1)
 
-    output = Path(output_dir)
-    cost_weighting = cost_weighting_summary(records, config.training)
+def run_epoch(run: RLRun, epoch: int) -> dict:
+    """One pass over the train batches, then the epoch's report (train metrics averaged over
+    its batches, and validation's)."""
+    run.model.train()
+    epoch_metrics = [
+        train_batch(run, batch, epoch, step) for step, batch in enumerate(run.train_loader)
+    ]
+    averaged = {
+        key: sum(item[key] for item in epoch_metrics) / max(1, len(epoch_metrics))
+        for key in epoch_metrics[0]
+    }
+    epoch_report = {"epoch": epoch, "train": averaged}
+    if run.validation_loader is not None:
+        epoch_report["validation"] = evaluate_loader(run.model, run.validation_loader)
+    return epoch_report
+
+
+def train_batch(run: RLRun, batch: Batch, epoch: int, step: int) -> dict[str, float]:
+    """Accumulate one batch's gradient (stopping on NaN or infinite logits), and step the
+    optimiser every gradient_accumulation_steps batches and on the epoch's last one."""
+    model, training = run.model, run.training
+    where = f"epoch {epoch}, step {run.global_step + 1}"
+    inputs, rewards = move_batch(batch, model.device_ref)
+    logits = model(**inputs)
+    require_finite("RL", where, run.fix, logits=logits)
+    loss, metrics = contextual_bandit_loss(
+        logits,
+        rewards,
+        estimator=training.estimator,
+        rollouts_per_prompt=training.rollouts_per_prompt,
+        entropy_coefficient=training.entropy_coefficient,
+        normalize_advantage=training.normalize_advantage,
+    )
+    (loss / training.gradient_accumulation_steps).backward()
+    last = step + 1 == len(run.train_loader)
+    if (step + 1) % training.gradient_accumulation_steps == 0 or last:
+        optimizer_step(run, where, metrics)
+    return metrics
+
+
+def optimizer_step(run: RLRun, where: str, metrics: dict[str, float]) -> None:
+    """Clip, step (stopping on NaN or infinite weights), zero the gradients, count the step
+    and print its line every log_every steps."""
+    torch.nn.utils.clip_grad_norm_(
+        list(optimizer_parameters(run.model)), run.training.max_grad_norm
+    )
+    run.optimizer.step()
+    require_finite_weights(run.model, "RL", where, run.fix)
+    run.optimizer.zero_grad(set_to_none=True)
+    run.global_step += 1
+    if run.global_step % run.training.log_every == 0:
+        console.print(f"RL step {run.global_step}: {metrics_line(metrics, TRAIN_KEYS)}")
+
+
+def rl_outputs(
+    run: RLRun,
+    history: list[dict],
+    config: RLConfig,
+    output: Path,
+    cost_weighting: dict,
+    given: dict,
+    warnings: list[str],
+) -> tuple[dict, dict]:
+    """The checkpoint's metadata and training_report.json."""
     metadata = {
         "stage": "rl",
-        "global_step": global_step,
+        "global_step": run.global_step,
         "history": history,
         "cost_weighting": cost_weighting,
         "inputs": given,
@@ -161,12 +208,11 @@ def train_rl(
     report = {
         "stage": "rl",
         "checkpoint": str(output),
-        "worker_ids": worker_ids,
-        "global_step": global_step,
+        "worker_ids": run.model.worker_ids,
+        "global_step": run.global_step,
         "config": config.model_dump(),
         "cost_weighting": cost_weighting,
         "warnings": warnings,
         "history": history,
     }
-    save_stage(model, output, metadata, report)
-    return report
+    return metadata, report

@@ -15,11 +15,9 @@ from .config import SFTConfig, SFTTrainingConfig
 from .cost_weighting import cost_weighting_summary
 from .model import RouterModel
 from .schemas import RewardRecord
-from .threads import torch_fit_threads
 from .training_common import (
     Batch,
     console,
-    epoch_line,
     evaluate_loader,
     make_loader,
     metrics_line,
@@ -28,9 +26,9 @@ from .training_common import (
     optional_loader,
     require_finite,
     require_finite_weights,
+    run_epochs,
     save_stage,
     stage_inputs,
-    stage_progress,
     start_stage,
 )
 
@@ -90,7 +88,7 @@ class BestEpoch:
 
 @dataclass
 class SFTRun:
-    """What the epochs share: the model, its data and optimiser, and what they recorded."""
+    """What the epochs share: the model, its data and optimiser, the steps taken, the best epoch."""
 
     model: RouterModel
     training: SFTTrainingConfig
@@ -99,7 +97,6 @@ class SFTRun:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     fix: str
-    history: list[dict] = field(default_factory=list)
     global_step: int = 0
     best: BestEpoch = field(default_factory=BestEpoch)
 
@@ -116,11 +113,13 @@ def train_sft(
     records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     given = stage_inputs(config, records_read, checkpoint)
     run = prepare_run(records, model, config.training)
-    run_epochs(run)
+    history = run_epochs(
+        "SFT", model, config.training.epochs, lambda epoch: run_epoch(run, epoch), TRAIN_KEYS
+    )
     keep_best_epoch(run)
     output = Path(output_dir)
     cost_weighting = cost_weighting_summary(records, config.training)
-    metadata, report = sft_outputs(run, config, output, cost_weighting, given, warnings)
+    metadata, report = sft_outputs(run, history, config, output, cost_weighting, given, warnings)
     save_stage(model, output, metadata, report)
     return report
 
@@ -149,21 +148,6 @@ def prepare_run(
         f"training.temperature (now {training.temperature:g}), and run it again"
     )
     return SFTRun(model, training, train_loader, validation_loader, optimizer, scheduler, fix)
-
-
-def run_epochs(run: SFTRun) -> None:
-    """Every epoch under the progress bar: train, evaluate, offer it as the best, print it."""
-    epochs = run.training.epochs
-    with (
-        torch_fit_threads(run.model.svf is not None),
-        stage_progress("SFT epochs", each_step_printed=True) as progress,
-    ):
-        task = progress.add_task("sft", total=epochs, status="")
-        for epoch in range(1, epochs + 1):
-            report = run_epoch(run, epoch)
-            run.history.append(report)
-            console.print(epoch_line("SFT", report, epochs, TRAIN_KEYS))
-            progress.update(task, advance=1)
 
 
 def run_epoch(run: SFTRun, epoch: int) -> dict[str, Any]:
@@ -209,6 +193,7 @@ def keep_best_epoch(run: SFTRun) -> None:
 
 def sft_outputs(
     run: SFTRun,
+    history: list[dict],
     config: SFTConfig,
     output: Path,
     cost_weighting: dict,
@@ -220,7 +205,7 @@ def sft_outputs(
     metadata = {
         "stage": "sft",
         "best_epoch": best_epoch,
-        "history": run.history,
+        "history": history,
         "cost_weighting": cost_weighting,
         "inputs": given,
     }
@@ -234,7 +219,7 @@ def sft_outputs(
         "cost_weighting": cost_weighting,
         "svf_matrices": run.model.svf.names if run.model.svf is not None else [],
         "warnings": warnings,
-        "history": run.history,
+        "history": history,
     }
     return metadata, report
 

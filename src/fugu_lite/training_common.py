@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from .model import RouterModel, load_router
 from .progress import LineProgress
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 from .text import console_text, notes_console
+from .threads import torch_fit_threads
 
 # Progress bars, per-step lines, warnings and notes of the training stages: stderr, so a
 # stage's stdout holds only its result (`checkpoint written to ...`), as in `route --json`.
@@ -377,6 +378,30 @@ def epoch_line(stage: str, report: dict, epochs: int, train_keys: tuple[str, ...
     if "validation" in report:
         line += f" | validation {metrics_line(report['validation'], VALIDATION_KEYS)}"
     return line
+
+
+def run_epochs(
+    stage: str,
+    model: RouterModel,
+    epochs: int,
+    run_epoch: Callable[[int], dict],
+    train_keys: tuple[str, ...],
+    output: Console = console,
+) -> list[dict]:
+    """A gradient stage's epochs under its progress bar: each epoch's report (run_epoch(1),
+    run_epoch(2), ...), printed as its line on `output`; returns the reports."""
+    history: list[dict] = []
+    with (
+        torch_fit_threads(model.svf is not None),
+        stage_progress(f"{stage} epochs", each_step_printed=True) as progress,
+    ):
+        task = progress.add_task(stage.lower(), total=epochs, status="")
+        for epoch in range(1, epochs + 1):
+            report = run_epoch(epoch)
+            history.append(report)
+            output.print(epoch_line(stage, report, epochs, train_keys))
+            progress.update(task, advance=1)
+    return history
 
 
 def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
