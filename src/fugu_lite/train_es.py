@@ -114,37 +114,80 @@ def evolve(
     training = config.training
     output_dir = Path(output_dir)
     fingerprint = run_fingerprint(config, model, [train, validation], checkpoint)
+    state = starting_state(model, training, fingerprint, validation, output_dir, resume)
+    announce_search(model, state, training, len(train), validation is not None)
+    seconds = run_generations(model, state, train, validation, training, output_dir)
+    if validation is None:
+        state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
+    set_parameter_vector(model, state.best_parameters)
+    return state, seconds
+
+
+def starting_state(
+    model: RouterModel,
+    training: ESTrainingConfig,
+    fingerprint: dict,
+    validation: SplitData | None,
+    output_dir: Path,
+    resume: bool,
+) -> SearchState:
+    """The saved state of this run to continue (saying so, or that it has finished), or a
+    fresh one (resume=False deletes the saved one first); a state past `iterations` is an
+    ESResumeError."""
     if not resume:
         state_path(output_dir).unlink(missing_ok=True)
     state = resumed_state(output_dir, fingerprint) if resume else None
-    if state is not None and state.generation > training.iterations:
+    if state is None:
+        return fresh_state(model, training, fingerprint, validation)
+    if state.generation > training.iterations:
         raise ESResumeError(
             f"{state_path(output_dir)} is already at generation {state.generation}, past "
             f"iterations={training.iterations}; {RAISE_ITERATIONS}, or {START_OVER}"
         )
-    if state is not None and state.generation == training.iterations:
+    if state.generation == training.iterations:
         console.print(
             f"ES: the run saved in {state_path(output_dir)} has already finished its "
             f"{training.iterations} generations; {RAISE_ITERATIONS}, or {START_OVER}",
             markup=False,
         )
-    elif state is not None:
+    else:
         state.resumed_from.append(state.generation)
         console.print(
             f"ES: resuming from generation {state.generation} of {training.iterations} "
             f"({state_path(output_dir)})",
             markup=False,
         )
-    else:
-        state = fresh_state(model, training, fingerprint, validation)
-    if validation is None:
+    return state
+
+
+def announce_search(
+    model: RouterModel,
+    state: SearchState,
+    training: ESTrainingConfig,
+    n_train: int,
+    has_validation: bool,
+) -> None:
+    """The lines before the first generation: no validation split, and what is searched."""
+    if not has_validation:
         console.print("[yellow]ES: no validation split; keeping the final mean[/yellow]")
     svf = f" (SVF offsets {model.svf.offset_count():,})" if model.svf is not None else ""
     console.print(
         f"ES device={model.device_ref}; search={training.search}; "
         f"parameters={state.optimizer.dim:,}{svf}; "
-        f"population={training.population_size}; batch={min(training.batch_size, len(train))}"
+        f"population={training.population_size}; batch={min(training.batch_size, n_train)}"
     )
+
+
+def run_generations(
+    model: RouterModel,
+    state: SearchState,
+    train: SplitData,
+    validation: SplitData | None,
+    training: ESTrainingConfig,
+    output_dir: Path,
+) -> list[float]:
+    """The generations after the state's up to `iterations`, under the progress bar; on
+    Ctrl-C the last finished one is saved (see save_on_interrupt). Returns their seconds."""
     seconds: list[float] = []
     with torch_fit_threads(model.svf is not None), stage_progress("ES generations") as progress:
         task = progress.add_task(
@@ -153,38 +196,60 @@ def evolve(
         saved = state.generation  # on disk, or 0: nothing to continue from
         try:
             for generation in range(state.generation + 1, training.iterations + 1):
-                started = time.perf_counter()
-                entry: dict = {
-                    "generation": generation,
-                    "train": run_generation(model, state.optimizer, train, training, generation),
-                }
-                seconds.append(time.perf_counter() - started)
-                entry["seconds"] = seconds[-1]
-                last = generation == training.iterations
-                if validation is not None and (generation % training.validate_every == 0 or last):
-                    set_parameter_vector(model, state.optimizer.mean)
-                    entry["validation"] = policy_metrics(model, validation)
-                    if entry["validation"]["reward"] > state.best_validation_reward:
-                        state.best_validation_reward = entry["validation"]["reward"]
-                        state.best_generation = generation
-                        state.best_parameters = state.optimizer.mean.copy()
-                state.history.append(entry)
-                state.generation = generation
-                if generation % training.save_every == 0 or last:
+                if run_and_record(model, state, train, validation, training, generation, seconds):
                     state.save(output_dir)
                     saved = generation
                 if generation % training.log_every == 0:
-                    console.print(f"ES gen {generation} {_status(entry)}")
+                    console.print(f"ES gen {generation} {_status(state.history[-1])}")
                 best = state.best_validation_reward
                 status = f"best validation {best:.4f}" if best is not None else ""
                 progress.update(task, completed=generation, status=status)  # short: 80 columns
         except KeyboardInterrupt:
             save_on_interrupt(state, output_dir, saved)
             raise
-    if validation is None:
-        state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
-    set_parameter_vector(model, state.best_parameters)
-    return state, seconds
+    return seconds
+
+
+def run_and_record(
+    model: RouterModel,
+    state: SearchState,
+    train: SplitData,
+    validation: SplitData | None,
+    training: ESTrainingConfig,
+    generation: int,
+    seconds: list[float],
+) -> bool:
+    """Run one generation, validate the mean when it is due (keeping the best), and add the
+    generation to the state's history and its seconds to `seconds`; returns whether the
+    state is due to be saved."""
+    started = time.perf_counter()
+    entry: dict = {
+        "generation": generation,
+        "train": run_generation(model, state.optimizer, train, training, generation),
+    }
+    seconds.append(time.perf_counter() - started)
+    entry["seconds"] = seconds[-1]
+    last = generation == training.iterations
+    if validation is not None and (generation % training.validate_every == 0 or last):
+        entry["validation"] = validate_mean(model, state, validation, generation)
+    state.history.append(entry)
+    state.generation = generation
+    return generation % training.save_every == 0 or last
+
+
+def validate_mean(
+    model: RouterModel, state: SearchState, validation: SplitData, generation: int
+) -> dict[str, float]:
+    """The policy metrics of the CMA mean on validation; a better reward than the best so
+    far makes it the best (a tie keeps the earlier one)."""
+    set_parameter_vector(model, state.optimizer.mean)
+    metrics = policy_metrics(model, validation)
+    best = state.best_validation_reward  # set by fresh_state when there is a validation split
+    if best is None or metrics["reward"] > best:
+        state.best_validation_reward = metrics["reward"]
+        state.best_generation = generation
+        state.best_parameters = state.optimizer.mean.copy()
+    return metrics
 
 
 def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
