@@ -62,7 +62,7 @@ from .cost_weighting import (
 )
 from .evaluation.curves import baseline_curve, worker_points
 from .evaluation.hull import aiq, non_decreasing_hull, reward_floor
-from .evaluation.table import argmax_choices, reward_table
+from .evaluation.table import RewardTable, argmax_choices, reward_table
 from .feature_cache import backbone_shape, compute_features
 from .features import FeatureExtractor, Prompt
 from .io import write_json
@@ -413,6 +413,24 @@ def fit_cost_model(
     return ridge.coef_ * reference, np.asarray(ridge.intercept_) * reference
 
 
+@dataclass(frozen=True)
+class FitData:
+    """The train split as the fits read it: raw and standardised features, and rewards
+    (and costs) per prompt and worker."""
+
+    raw: np.ndarray
+    standardised: np.ndarray
+    table: RewardTable
+
+    @property
+    def n_prompts(self) -> int:
+        return len(self.raw)
+
+    @property
+    def n_distinct(self) -> int:
+        return len(np.unique(self.standardised, axis=0))
+
+
 def train_reward_head(
     records: list[RewardRecord], config: RewardHeadConfig, output_dir: str | Path
 ) -> dict:
@@ -424,96 +442,21 @@ def train_reward_head(
     output = Path(output_dir)
     worker_ids = check_same_workers(records)
     train = require_split(records, "train")
-    # The test split is evaluation's: its records need no costs (as for the other stages).
-    warnings_seen = []
-    try:
-        require_costs(
-            training_records(records),
-            "a cost-aware head",
-            NO_COSTS_FIX,
-            "train and validation records",
-        )
-    except ValueError as missing:  # not an error: a head without costs serves cost weight 0
-        warnings_seen.append(str(missing))
-    has_costs = not warnings_seen
-    cannot_choose = nothing_to_learn(train)
-    if cannot_choose and has_costs and len(worker_ids) > 1 and len(train) > 1:
-        # the rewards tie, yet the predicted costs still order the workers
-        cannot_choose += (
-            " (this holds at cost weight 0, which a request without one gets; above it the "
-            "head chooses by predicted cost)"
-        )
-    if cannot_choose:
-        warnings_seen.append(cannot_choose)
-    for warning in warnings_seen:
-        console.print(f"[yellow]warning:[/yellow] reward head: {console_text(warning)}")
+    warnings_seen, has_costs = head_warnings(records, train, worker_ids)
     reference = None
     if has_costs:
         reference = settings.reference_cost or default_reference_cost(records, HEAD_COST_FIX)
-
-    shape, extractor = backbone_shape(config.model)
-    features, loaded = compute_features(
-        [record.prompt for record in train], config.model, extractor
-    )
-    router = CostAwareRouter(
-        config.model,
-        worker_ids,
-        shape.hidden_size,
-        [1],
-        reference,
-        settings.temperature,
-        shape.parameters,
-        loaded or extractor,
-    )
-    router.fit_normalizer(features)
-    raw = features.numpy().astype(np.float64)
-    standardised = router.normalize(features).numpy().astype(np.float64)
-    table = reward_table(train)
-    n_train, n_distinct = len(train), len(np.unique(standardised, axis=0))
-    requested = [
-        count for count in settings.cluster_counts for _ in range(settings.clusterings_per_count)
-    ]
-    plan = [
-        effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts)
-        for count in requested
-    ]
-    fewer = fewer_clusters_note(requested, plan, n_train, n_distinct, settings.min_cluster_prompts)
-    if fewer:
-        console.print(f"reward head: {fewer}", markup=False)
-    members = []
-    with stage_progress("reward head", console) as progress:
-        task = progress.add_task("clusterings", total=len(plan), status="")
-        for member_index, count in enumerate(plan):
-            progress.update(task, status=f"k={count}")
-            members.append(
-                fit_cluster_mixture(
-                    raw,
-                    standardised,
-                    table.rewards,
-                    count,
-                    settings.seed + member_index,
-                    settings.assignment_c,
-                    settings.kmeans_restarts,
-                )
-            )
-            progress.advance(task)
-    head = RewardCostHead(shape.hidden_size, len(worker_ids), [len(m.bias) for m in members])
-    head.assign_weight.copy_(_tensor(np.vstack([m.weight for m in members])))
-    head.assign_bias.copy_(_tensor(np.concatenate([m.bias for m in members])))
-    head.cluster_rewards.copy_(_tensor(np.vstack([m.rewards for m in members])))
-    if reference is not None and table.costs is not None:
-        weight, bias = fit_cost_model(standardised, table.costs, reference, settings.cost_alpha)
-        head.cost_weight.copy_(_tensor(weight))
-        head.cost_bias.copy_(_tensor(bias))
-    router.head = head
+    router, data = start_router(config, train, worker_ids, reference)
+    requested, plan = cluster_plan(settings, data)
+    members = fit_members(data, plan, settings)
+    router.head = assembled_head(members, data, reference, settings.cost_alpha)
     router.eval()
-
     validation = validation_summary(router, records)
     report = {
         "stage": "reward_head",
         "checkpoint": str(output),
         "worker_ids": worker_ids,
-        "n_train": n_train,
+        "n_train": data.n_prompts,
         "clusterings": [
             {"requested": requested[i], "clusters": len(m.bias), "seed": settings.seed + i}
             for i, m in enumerate(members)
@@ -530,6 +473,126 @@ def train_reward_head(
     write_json(output / "training_report.json", report)
     console.print(f"reward head: {_describe(validation)}", markup=False)
     return report
+
+
+def head_warnings(
+    records: list[RewardRecord], train: list[RewardRecord], worker_ids: list[str]
+) -> tuple[list[str], bool]:
+    """The warnings for the report (printed here): train or validation records without costs
+    (not an error: a head without costs serves cost weight 0), and a train split that cannot
+    teach a choice; and whether there are costs."""
+    # The test split is evaluation's: its records need no costs (as for the other stages).
+    warnings_seen = []
+    try:
+        require_costs(
+            training_records(records),
+            "a cost-aware head",
+            NO_COSTS_FIX,
+            "train and validation records",
+        )
+    except ValueError as missing:
+        warnings_seen.append(str(missing))
+    has_costs = not warnings_seen
+    cannot_choose = nothing_to_learn(train)
+    if cannot_choose and has_costs and len(worker_ids) > 1 and len(train) > 1:
+        # the rewards tie, yet the predicted costs still order the workers
+        cannot_choose += (
+            " (this holds at cost weight 0, which a request without one gets; above it the "
+            "head chooses by predicted cost)"
+        )
+    if cannot_choose:
+        warnings_seen.append(cannot_choose)
+    for warning in warnings_seen:
+        console.print(f"[yellow]warning:[/yellow] reward head: {console_text(warning)}")
+    return warnings_seen, has_costs
+
+
+def start_router(
+    config: RewardHeadConfig,
+    train: list[RewardRecord],
+    worker_ids: list[str],
+    reference: float | None,
+) -> tuple[CostAwareRouter, FitData]:
+    """A router with a placeholder head and its normaliser fitted on the train features, and
+    those features (raw and standardised) with the train rewards."""
+    shape, extractor = backbone_shape(config.model)
+    features, loaded = compute_features(
+        [record.prompt for record in train], config.model, extractor
+    )
+    router = CostAwareRouter(
+        config.model,
+        worker_ids,
+        shape.hidden_size,
+        [1],
+        reference,
+        config.training.temperature,
+        shape.parameters,
+        loaded or extractor,
+    )
+    router.fit_normalizer(features)
+    data = FitData(
+        raw=features.numpy().astype(np.float64),
+        standardised=router.normalize(features).numpy().astype(np.float64),
+        table=reward_table(train),
+    )
+    return router, data
+
+
+def cluster_plan(settings: RewardHeadTraining, data: FitData) -> tuple[list[int], list[int]]:
+    """Each member's requested and fitted cluster count (saying when fewer are fitted)."""
+    n_train, n_distinct = data.n_prompts, data.n_distinct
+    requested = [
+        count for count in settings.cluster_counts for _ in range(settings.clusterings_per_count)
+    ]
+    plan = [
+        effective_cluster_count(count, n_train, n_distinct, settings.min_cluster_prompts)
+        for count in requested
+    ]
+    fewer = fewer_clusters_note(requested, plan, n_train, n_distinct, settings.min_cluster_prompts)
+    if fewer:
+        console.print(f"reward head: {fewer}", markup=False)
+    return requested, plan
+
+
+def fit_members(
+    data: FitData, plan: list[int], settings: RewardHeadTraining
+) -> list[ClusterMixture]:
+    """One cluster mixture per planned count (member i seeded with seed + i), under a
+    progress bar."""
+    members = []
+    with stage_progress("reward head", console) as progress:
+        task = progress.add_task("clusterings", total=len(plan), status="")
+        for member_index, count in enumerate(plan):
+            progress.update(task, status=f"k={count}")
+            members.append(
+                fit_cluster_mixture(
+                    data.raw,
+                    data.standardised,
+                    data.table.rewards,
+                    count,
+                    settings.seed + member_index,
+                    settings.assignment_c,
+                    settings.kmeans_restarts,
+                )
+            )
+            progress.advance(task)
+    return members
+
+
+def assembled_head(
+    members: list[ClusterMixture], data: FitData, reference: float | None, cost_alpha: float
+) -> RewardCostHead:
+    """The members stacked into one head, with the cost model fitted when there are costs."""
+    n_workers = data.table.rewards.shape[1]
+    head = RewardCostHead(data.raw.shape[1], n_workers, [len(m.bias) for m in members])
+    head.assign_weight.copy_(_tensor(np.vstack([m.weight for m in members])))
+    head.assign_bias.copy_(_tensor(np.concatenate([m.bias for m in members])))
+    head.cluster_rewards.copy_(_tensor(np.vstack([m.rewards for m in members])))
+    if reference is not None and data.table.costs is not None:
+        weight, bias = fit_cost_model(data.standardised, data.table.costs, reference, cost_alpha)
+        head.cost_weight.copy_(_tensor(weight))
+        head.cost_bias.copy_(_tensor(bias))
+    return head
 
 
 def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> dict | None:
