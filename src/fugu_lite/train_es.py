@@ -333,26 +333,8 @@ def write_outputs(
     cost_weighting: dict,
     warnings: list[str],
 ) -> dict:
-    all_seconds = [entry["seconds"] for entry in state.history]
-    summary = {
-        "best_generation": state.best_generation,
-        "best_validation_reward": state.best_validation_reward,
-        "initial_validation_reward": (
-            state.initial_validation["reward"] if state.initial_validation else None
-        ),
-        "generations": state.generation,
-        "resumed_from": state.resumed_from,
-        "seconds_per_generation": sum(all_seconds) / max(1, len(all_seconds)),
-    }
-    if state.best_generation and state.best_validation_reward is None:
-        console.print(f"ES: kept generation {state.best_generation}, the last one")
-    elif state.best_generation:
-        console.print(
-            f"ES: kept generation {state.best_generation} "
-            f"(validation reward {state.best_validation_reward:.4f})"
-        )
-    else:
-        console.print("ES: no generation beat the starting point on validation; kept it")
+    summary = search_summary(state)
+    announce_kept(state)
     metadata = {
         "stage": "es",
         **summary,
@@ -375,6 +357,34 @@ def write_outputs(
     }
     save_stage(model, output, metadata, report)
     return report
+
+
+def search_summary(state: SearchState) -> dict:
+    """What the checkpoint's metadata and the report both say of the search."""
+    all_seconds = [entry["seconds"] for entry in state.history]
+    return {
+        "best_generation": state.best_generation,
+        "best_validation_reward": state.best_validation_reward,
+        "initial_validation_reward": (
+            state.initial_validation["reward"] if state.initial_validation else None
+        ),
+        "generations": state.generation,
+        "resumed_from": state.resumed_from,
+        "seconds_per_generation": sum(all_seconds) / max(1, len(all_seconds)),
+    }
+
+
+def announce_kept(state: SearchState) -> None:
+    """Which generation's parameters the checkpoint holds, and why."""
+    if state.best_generation and state.best_validation_reward is None:
+        console.print(f"ES: kept generation {state.best_generation}, the last one")
+    elif state.best_generation:
+        console.print(
+            f"ES: kept generation {state.best_generation} "
+            f"(validation reward {state.best_validation_reward:.4f})"
+        )
+    else:
+        console.print("ES: no generation beat the starting point on validation; kept it")
 
 
 def _status(entry: dict) -> str:
