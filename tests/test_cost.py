@@ -879,6 +879,33 @@ def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> 
     assert report["validation"]["cost_mean_abs_relative_error"] is None
 
 
+def test_a_reward_head_stopped_after_its_checkpoint_leaves_no_earlier_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training a reward head into its folder again kept the earlier run's
+    training_report.json until the new one was written: stopped in between (Ctrl-C, a kill),
+    the folder held the new head beside a report of another head (its clusterings, its
+    validation); as for the other stages, the old report now goes before the checkpoint."""
+    records = cost_case_records()
+    folder = tmp_path / "head"
+    train_reward_head(records, RewardHeadConfig(model=tiny_cfg(tmp_path)), folder)
+    assert (folder / "training_report.json").is_file()
+    saving = CostAwareRouter.save_checkpoint
+
+    def save_then_stop(self: CostAwareRouter, directory: Path, metadata: dict) -> Path:
+        saving(self, directory, metadata)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(CostAwareRouter, "save_checkpoint", save_then_stop)
+    other = RewardHeadConfig(
+        model=tiny_cfg(tmp_path), training=RewardHeadTraining(cluster_counts=[2])
+    )
+    with pytest.raises(KeyboardInterrupt):
+        train_reward_head(records, other, folder)
+    assert load_reward_head(folder).head.group_sizes == [2, 2]  # the new head is there
+    assert not (folder / "training_report.json").exists()
+
+
 def test_a_checkpoint_saved_over_another_kind_replaces_it(tmp_path: Path) -> None:
     """`train es -o X` over a reward head in X left reward_head.json beside the new
     router.json, and route/serve/eval kept loading the old reward head, not the new router;

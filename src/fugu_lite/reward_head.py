@@ -65,16 +65,15 @@ from .evaluation.hull import aiq, non_decreasing_hull, reward_floor
 from .evaluation.table import RewardTable, argmax_choices, reward_table
 from .feature_cache import backbone_shape, compute_features
 from .features import FeatureExtractor, Prompt
-from .io import write_json
 from .model import RouterModel
 from .schemas import RewardRecord, check_same_workers, records_in_split
 from .text import console_text, notes_console
 from .threads import fit_threads
 from .training_common import (
     nothing_to_learn,
-    remove_stale_evaluations,
     require_split,
     stage_progress,
+    write_stage_files,
 )
 
 HEAD_FILE = "reward_head.safetensors"
@@ -468,9 +467,8 @@ def train_reward_head(
         "warnings": warnings_seen,
         "seconds": time.perf_counter() - started,
     }
-    remove_stale_evaluations(output)
-    router.save_checkpoint(output, metadata={k: v for k, v in report.items() if k != "seconds"})
-    write_json(output / "training_report.json", report)
+    metadata = {key: value for key, value in report.items() if key != "seconds"}
+    write_stage_files(router, output, metadata, report)
     console.print(f"reward head: {_describe(validation)}", markup=False)
     return report
 

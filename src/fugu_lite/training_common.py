@@ -170,6 +170,13 @@ def save_stage(model: RouterModel, output: Path, metadata: dict, report: dict) -
     require_finite_weights(
         model, str(metadata.get("stage", "training")).upper(), "the end", DIVERGED_FIX
     )
+    write_stage_files(model, output, metadata, report)
+
+
+def write_stage_files(model: RouterModel, output: Path, metadata: dict, report: dict) -> None:
+    """save_stage's files in its order, for a stage whose weights are not trained by steps
+    (the reward head): the old report and evaluation reports, then the checkpoint, then
+    training_report.json."""
     remove_files(output, [STAGE_REPORT])
     remove_stale_evaluations(output)
     model.save_checkpoint(output, metadata)
