@@ -450,6 +450,28 @@ def test_a_backbone_giving_nan_features_is_named_not_the_learning_rate(
     assert not (tmp_path / "out" / "router.json").exists()
 
 
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_max_grad_norm_inf_writes_valid_json(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+) -> None:
+    """`max_grad_norm: .inf` (the documented way to turn clipping off) went into
+    training_report.json and router.json as `Infinity`, which jq and JSON.parse refuse; it is
+    written "inf", which reads back as inf."""
+    training: SFTTrainingConfig | RLTrainingConfig
+    if stage == "sft":
+        training = SFT_TRAINING.model_copy(update={"epochs": 1, "max_grad_norm": math.inf})
+        report = train_sft(records, SFTConfig(model=tiny_model_cfg, training=training), tmp_path)
+    else:
+        training = RL_TRAINING.model_copy(update={"epochs": 1, "max_grad_norm": math.inf})
+        report = train_rl(records, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
+    for name in ("training_report.json", "router.json"):
+        refuse = lambda constant: pytest.fail(f"{constant} in a JSON file")  # noqa: E731
+        json.loads((tmp_path / name).read_text(), parse_constant=refuse)
+    assert report["config"]["training"]["max_grad_norm"] == "inf"
+    saved = json.loads((tmp_path / "router.json").read_text())["metadata"]["inputs"]
+    assert type(training).model_validate(saved["config"]["training"]).max_grad_norm == math.inf
+
+
 def test_a_checkpoint_with_nan_weights_is_never_saved(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -5,13 +5,15 @@ wrong in one is fugu_lite.config_errors."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -159,6 +161,20 @@ class ModelConfig(StrictModel):
 MAX_SEED = 2**32 - 1
 
 
+def _finite_or_text(value: float) -> float | str:
+    """A JSON number cannot be infinite (`Infinity` is refused by jq and JSON.parse): `.inf`
+    is "inf" in JSON dumps, which reads back as inf."""
+    return value if math.isfinite(value) else str(value)
+
+
+# The one number allowed to be infinite: `.inf` turns gradient clipping off.
+GradientNorm = Annotated[
+    float,
+    Field(gt=0, allow_inf_nan=True),
+    PlainSerializer(_finite_or_text, when_used="json"),
+]
+
+
 class CostAware(StrictModel):
     """reward' = reward - cost_weight * cost / reference_cost (0 = ignore cost)."""
 
@@ -176,7 +192,7 @@ class SFTTrainingConfig(CostAware):
     epochs: int = Field(default=10, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     tie_handling: Literal["uniform", "skip"] = "uniform"
-    max_grad_norm: float = Field(default=1.0, gt=0, allow_inf_nan=True)  # .inf: no clipping
+    max_grad_norm: GradientNorm = 1.0  # .inf: no clipping
     log_every: int = Field(default=50, ge=1)
 
 
@@ -191,7 +207,7 @@ class RLTrainingConfig(CostAware):
     entropy_coefficient: float = Field(default=0.01, ge=0)
     normalize_advantage: bool = False
     gradient_accumulation_steps: int = Field(default=1, ge=1)
-    max_grad_norm: float = Field(default=1.0, gt=0, allow_inf_nan=True)  # .inf: no clipping
+    max_grad_norm: GradientNorm = 1.0  # .inf: no clipping
     log_every: int = Field(default=50, ge=1)
 
 

@@ -210,7 +210,7 @@ def rl_outputs(
         "checkpoint": str(output),
         "worker_ids": run.model.worker_ids,
         "global_step": run.global_step,
-        "config": config.model_dump(),
+        "config": config.model_dump(mode="json"),
         "cost_weighting": cost_weighting,
         "warnings": warnings,
         "history": history,

@@ -215,7 +215,7 @@ def sft_outputs(
         "worker_ids": run.model.worker_ids,
         "best_epoch": best_epoch,
         "best_validation_reward": run.best.reward if run.best.state is not None else None,
-        "config": config.model_dump(),
+        "config": config.model_dump(mode="json"),
         "cost_weighting": cost_weighting,
         "svf_matrices": run.model.svf.names if run.model.svf is not None else [],
         "warnings": warnings,
