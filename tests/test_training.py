@@ -42,6 +42,7 @@ from fugu_lite.training_common import (
     evaluate_loader,
     make_loader,
     make_model,
+    move_batch,
     nothing_to_learn,
     records_digest,
     save_stage,
@@ -222,6 +223,27 @@ def test_normalised_advantages_stay_finite_on_ties() -> None:
     assert math.isfinite(loss.item())
     assert torch.isfinite(logits.grad).all()
     assert metrics["zero_spread_fraction"] == 1.0
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
+def test_the_seed_rl_module_still_builds_a_loop_of_its_own(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, estimator: str
+) -> None:
+    """The seed's train_rl.py offered RewardRecord, RLConfig, make_model and make_loader to a
+    script writing its own loop; make_model went when start_stage took over building the
+    model, so `from fugu_lite.train_rl import make_model` failed."""
+    from fugu_lite import train_rl as seed
+
+    assert seed.RewardRecord is RewardRecord and seed.RLConfig is RLConfig
+    model = seed.make_model(tiny_model_cfg, records[0].worker_ids)
+    loader = seed.make_loader(records, model, "train", batch_size=8, shuffle=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
+    before = model.head.weight.detach().clone()
+    inputs, rewards = move_batch(next(iter(loader)), model.device_ref)
+    loss, _ = seed.contextual_bandit_loss(model(**inputs), rewards, estimator=estimator)
+    loss.backward()
+    optimizer.step()
+    assert not torch.equal(model.head.weight, before)
 
 
 def test_bad_estimator_or_rollouts_are_refused() -> None:

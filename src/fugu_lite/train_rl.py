@@ -15,6 +15,7 @@ from .training_common import (
     Batch,
     evaluate_loader,
     make_loader,
+    make_model,
     metrics_line,
     move_batch,
     optimizer_parameters,
@@ -26,6 +27,16 @@ from .training_common import (
     stage_inputs,
     start_stage,
 )
+
+# The seed's names, for scripts that build their own loop from this module.
+__all__ = [
+    "RLConfig",
+    "RewardRecord",
+    "contextual_bandit_loss",
+    "make_loader",
+    "make_model",
+    "train_rl",
+]
 
 # progress and notes; see training_common.console
 console = notes_console()
