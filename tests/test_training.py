@@ -494,6 +494,29 @@ def test_max_grad_norm_inf_writes_valid_json(
     assert type(training).model_validate(saved["config"]["training"]).max_grad_norm == math.inf
 
 
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_an_epochs_train_metrics_count_every_prompt_once(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+) -> None:
+    """An epoch's train metrics were the plain mean of its steps', so a last short batch
+    counted as much as a full one: 3 train prompts in batches of 2, one of them tied, were
+    reported with a tie fraction of 0.5 or 0.25 (by where the shuffle put it), not 1/3."""
+    train = [
+        RewardRecord(prompt=f"prompt {index}", split="train", worker_ids=["a", "b"],
+                     rewards=rewards, id=str(index))
+        for index, rewards in enumerate([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    ]  # fmt: skip
+    if stage == "sft":
+        training = SFT_TRAINING.model_copy(update={"epochs": 3, "batch_size": 2})
+        report = train_sft(train, SFTConfig(model=tiny_model_cfg, training=training), tmp_path)
+        key = "tie_fraction"
+    else:
+        training = RL_TRAINING.model_copy(update={"epochs": 3, "batch_size": 2})
+        report = train_rl(train, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
+        key = "zero_spread_fraction"
+    assert [epoch["train"][key] for epoch in report["history"]] == pytest.approx([1 / 3] * 3)
+
+
 def test_a_checkpoint_with_nan_weights_is_never_saved(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from .schemas import RewardRecord
 from .text import notes_console
 from .training_common import (
     Batch,
+    epoch_mean,
     evaluate_loader,
     make_loader,
     make_model,
@@ -147,16 +148,13 @@ def prepare_run(
 
 def run_epoch(run: RLRun, epoch: int) -> dict:
     """One pass over the train batches, then the epoch's report (train metrics averaged over
-    its batches, and validation's)."""
+    its prompts, and validation's)."""
     run.model.train()
-    epoch_metrics = [
-        train_batch(run, batch, epoch, step) for step, batch in enumerate(run.train_loader)
+    steps = [
+        (train_batch(run, batch, epoch, step), len(batch["rewards"]))
+        for step, batch in enumerate(run.train_loader)
     ]
-    averaged = {
-        key: sum(item[key] for item in epoch_metrics) / max(1, len(epoch_metrics))
-        for key in epoch_metrics[0]
-    }
-    epoch_report = {"epoch": epoch, "train": averaged}
+    epoch_report = {"epoch": epoch, "train": epoch_mean(steps)}
     if run.validation_loader is not None:
         epoch_report["validation"] = evaluate_loader(run.model, run.validation_loader)
     return epoch_report

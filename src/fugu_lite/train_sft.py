@@ -18,6 +18,7 @@ from .schemas import RewardRecord
 from .training_common import (
     Batch,
     console,
+    epoch_mean,
     evaluate_loader,
     make_loader,
     metrics_line,
@@ -152,10 +153,10 @@ def prepare_run(
 
 def run_epoch(run: SFTRun, epoch: int) -> dict[str, Any]:
     """One pass over the train batches, then the epoch's report (train metrics averaged over
-    its steps plus those of the whole train split, and validation's)."""
+    its prompts plus those of the whole train split, and validation's)."""
     run.model.train()
-    epoch_metrics = [train_step(run, batch, epoch) for batch in run.train_loader]
-    report: dict[str, Any] = {"epoch": epoch, "train": _average(epoch_metrics)}
+    steps = [(train_step(run, batch, epoch), len(batch["rewards"])) for batch in run.train_loader]
+    report: dict[str, Any] = {"epoch": epoch, "train": epoch_mean(steps)}
     report["train"].update(evaluate_loader(run.model, run.train_loader))
     if run.validation_loader is not None:
         report["validation"] = evaluate_loader(run.model, run.validation_loader)
@@ -222,7 +223,3 @@ def sft_outputs(
         "history": history,
     }
     return metadata, report
-
-
-def _average(items: list[dict[str, float]]) -> dict[str, float]:
-    return {key: sum(item[key] for item in items) / max(1, len(items)) for key in items[0]}

@@ -387,6 +387,13 @@ def epoch_line(stage: str, report: dict, epochs: int, train_keys: tuple[str, ...
     return line
 
 
+def epoch_mean(steps: list[tuple[dict[str, float], int]]) -> dict[str, float]:
+    """Each metric over an epoch's (step metrics, rows of its batch): weighted by the rows,
+    so a last short batch counts for its prompts, not as much as a full one."""
+    rows = sum(size for _, size in steps)
+    return {key: sum(metrics[key] * size for metrics, size in steps) / rows for key in steps[0][0]}
+
+
 def run_epochs(
     stage: str,
     model: RouterModel,
