@@ -277,8 +277,13 @@ def test_a_cost_weight_needs_costs_on_the_splits_a_stage_trains_on_only(
     no_validation_costs = [
         r.model_copy(update={"costs": None}) if r.split == "validation" else r for r in records
     ]
-    with pytest.raises(ValueError, match=r"\(validation split, prompt"):
+    with pytest.raises(ValueError, match=r"\(validation split, prompt") as refused:
         train(no_validation_costs, tmp_path / "refused")
+    # the counts are of the splits read, not of the whole file ('8 of 31 records' of 36)
+    read = [r for r in records if r.split != "test"]
+    missing = sum(r.split == "validation" for r in records)
+    counted = f"{missing} of {len(read)} records of the train and validation splits have none"
+    assert counted in str(refused.value)
     only_test = [r for r in records if r.split == "test"]
     with pytest.raises(
         ValueError, match=r"no records in the 'train' split \(the records hold test"

@@ -87,7 +87,11 @@ def apply_cost_weight(records: list[RewardRecord], settings: CostAware) -> list[
     With cost_weight 0 the records are returned unchanged (and need no costs)."""
     if settings.cost_weight == 0:
         return records
-    require_costs(records, f"cost_weight={settings.cost_weight:g}")
+    require_costs(
+        records,
+        f"cost_weight={settings.cost_weight:g}",
+        counted="records of the train and validation splits",
+    )
     scale = settings.cost_weight / resolve_reference_cost(records, settings)
     return [
         record.model_copy(
