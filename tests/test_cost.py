@@ -866,6 +866,52 @@ def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: P
     assert result.exit_code == 2 and "is a reward head" in flat(result.output)
 
 
+@pytest.mark.parametrize("split", ["train", "validation"])
+def test_a_reward_head_names_a_backbone_giving_nan_features(tmp_path: Path, split: str) -> None:
+    """A damaged backbone stopped the reward head in k-means ('Input X contains NaN ... use an
+    imputer'), naming neither the backbone nor a fix; NaN only on validation prompts went on
+    into training_report.json as NaN (which JSON readers refuse). Both now get the other
+    stages' error naming the backbone."""
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    records = cost_case_records()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    used = {
+        token
+        for r in records
+        if r.split == "train"
+        for token in tokenizer(r.prompt_text)["input_ids"]
+    }
+    damaged = next(token for token in range(3, tokenizer.vocab_size) if token not in used)
+    marker = tokenizer.decode([damaged])
+    if split == "validation":  # only validation prompts hold the damaged token
+        records = [
+            r.model_copy(update={"prompt": f"{marker} {r.prompt_text}"})
+            if r.split == "validation"
+            else r
+            for r in records
+        ]
+    else:
+        damaged = None  # every token but the first three
+    weights = load_file(folder / "model.safetensors")
+    name = next(key for key in weights if "embed_tokens" in key)
+    if damaged is None:
+        weights[name][3:] = float("nan")
+    else:
+        weights[name][damaged] = float("nan")
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    cfg = tiny_cfg(tmp_path).model_copy(update={"backbone": str(folder), "runtime": "torch"})
+    with pytest.raises(ValueError) as raised:
+        train_reward_head(records, RewardHeadConfig(model=cfg), tmp_path / "out")
+    message = str(raised.value)
+    assert message.startswith(f"the backbone {folder} gives NaN or infinite features for ")
+    assert f"{split} prompts (the first: " in message
+    assert not (tmp_path / "out" / "training_report.json").exists()
+
+
 def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> None:
     """Every train cost 0 (a pool without prices): the advice was to 'leave cost_weight at
     0', which a reward head does not have."""

@@ -71,6 +71,7 @@ from .text import console_text, notes_console
 from .threads import fit_threads
 from .training_common import (
     nothing_to_learn,
+    require_finite_features,
     require_split,
     stage_progress,
     write_stage_files,
@@ -517,6 +518,7 @@ def start_router(
     features, loaded = compute_features(
         [record.prompt for record in train], config.model, extractor
     )
+    require_finite_features(features, train, config.model.backbone, "train")
     router = CostAwareRouter(
         config.model,
         worker_ids,
@@ -601,6 +603,7 @@ def validation_summary(router: CostAwareRouter, records: list[RewardRecord]) -> 
         return None
     table = reward_table(validation)
     features = router.features_for([record.prompt for record in validation])
+    require_finite_features(features, validation, router.model_cfg.backbone, "validation")
     with torch.inference_mode():
         rewards, costs = (value.cpu().numpy() for value in router.predict(features))
     summary: dict = {
