@@ -672,6 +672,26 @@ def test_training_warns_when_the_train_split_cannot_teach_a_choice(
         assert written["warnings"] == [expected]
 
 
+def test_the_tie_warning_speaks_of_a_cost_weight_only_when_one_was_applied(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """The warning on a train split whose workers all tie said the rewards tied '(after the
+    cost weight)' to every stage, also to one trained without a cost weight and to the reward
+    head (which reads the rewards as given), where no cost weight was applied."""
+    tied = [r.model_copy(update={"rewards": [0.5] * 3, "costs": [1.0] * 3}) for r in records]
+    train = [r for r in tied if r.split == "train"]
+    plain = nothing_to_learn(train)
+    assert plain is not None and "cost weight" not in plain
+    reports = {}
+    for cost_weight in (0.0, 1.0):
+        training = SFT_TRAINING.model_copy(update={"epochs": 1, "cost_weight": cost_weight})
+        config = SFTConfig(model=tiny_model_cfg, training=training)
+        reports[cost_weight] = train_sft(tied, config, tmp_path / str(cost_weight))
+    assert reports[0.0]["warnings"] == [plain]
+    (weighted,) = reports[1.0]["warnings"]
+    assert "the same reward (after the cost weight): there is nothing to learn" in weighted
+
+
 def test_a_train_split_of_one_prompt_warns_that_the_router_learns_no_choice(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

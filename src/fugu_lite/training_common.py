@@ -121,7 +121,9 @@ def start_stage(
     require_split(records, "train")
     # The test split is evaluation's: its records need no costs for a cost weight.
     records = apply_cost_weight(training_records(records), training)
-    warning = nothing_to_learn(records_in_split(records, "train"), checkpoint is not None)
+    warning = nothing_to_learn(
+        records_in_split(records, "train"), checkpoint is not None, training.cost_weight > 0
+    )
     if warning:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     seed_everything(training.seed)
@@ -202,11 +204,13 @@ def remove_stale_evaluations(folder: Path) -> None:
         )
 
 
-def nothing_to_learn(train: list[RewardRecord], continued: bool = False) -> str | None:
+def nothing_to_learn(
+    train: list[RewardRecord], continued: bool = False, cost_weighted: bool = False
+) -> str | None:
     """Why the train split cannot teach any choice (one worker, one prompt of a fresh head,
     or every prompt's workers tie), or None; training still runs, but the user should know
     before reading a report. A `continued` head keeps its normaliser, fitted on its own
-    stage's train split."""
+    stage's train split; `cost_weighted`: the rewards are the cost-weighted ones."""
     if not train:
         return None
     workers = train[0].worker_ids
@@ -224,9 +228,9 @@ def nothing_to_learn(train: list[RewardRecord], continued: bool = False) -> str 
         )
     if all(min(record.rewards) == max(record.rewards) for record in train):
         return (
-            f"every one of the {len(train)} train prompts gives all workers the same reward "
-            "(after the cost weight): there is nothing to learn about which to choose; "
-            "check how the rewards were graded"
+            f"every one of the {len(train)} train prompts gives all workers the same reward"
+            f"{' (after the cost weight)' if cost_weighted else ''}: there is nothing to learn "
+            "about which to choose; check how the rewards were graded"
         )
     return None
 
