@@ -246,6 +246,23 @@ def test_the_seed_rl_module_still_builds_a_loop_of_its_own(
     assert not torch.equal(model.head.weight, before)
 
 
+def test_normalize_advantage_without_reinforce_is_said_to_change_nothing(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """normalize_advantage: true with the default estimator (expected_reward, which samples
+    no advantages) trained exactly as false did, without a word."""
+    reports = {}
+    for estimator, normalize in (("expected_reward", True), ("reinforce", True)):
+        training = RL_TRAINING.model_copy(
+            update={"epochs": 1, "estimator": estimator, "normalize_advantage": normalize}
+        )
+        config = RLConfig(model=tiny_model_cfg, training=training)
+        reports[estimator] = train_rl(records, config, tmp_path / estimator)
+    (warning,) = reports["expected_reward"]["warnings"]
+    assert warning.startswith("training.normalize_advantage applies to the reinforce estimator")
+    assert reports["reinforce"]["warnings"] == []
+
+
 def test_bad_estimator_or_rollouts_are_refused() -> None:
     with pytest.raises(ValueError, match="Unknown estimator: ppo"):
         contextual_bandit_loss(torch.zeros(4, 3), REWARDS, estimator="ppo")

@@ -10,7 +10,7 @@ from .config import RLConfig, RLTrainingConfig
 from .cost_weighting import cost_weighting_summary
 from .model import RouterModel
 from .schemas import RewardRecord
-from .text import notes_console
+from .text import console_text, notes_console
 from .training_common import (
     Batch,
     epoch_mean,
@@ -108,6 +108,7 @@ def train_rl(
 ) -> dict:
     records_read = records
     records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
+    warnings += unused_settings(config.training)
     given = stage_inputs(config, records_read, checkpoint)
     run = prepare_run(records, model, config.training)
     run.optimizer.zero_grad(set_to_none=True)
@@ -124,6 +125,20 @@ def train_rl(
     metadata, report = rl_outputs(run, history, config, output, cost_weighting, given, warnings)
     save_stage(model, output, metadata, report)
     return report
+
+
+def unused_settings(training: RLTrainingConfig) -> list[str]:
+    """The warning (printed here, returned for the report) on normalize_advantage set for the
+    expected_reward estimator, which samples no advantages: the setting changed nothing."""
+    if not training.normalize_advantage or training.estimator == "reinforce":
+        return []
+    warning = (
+        "training.normalize_advantage applies to the reinforce estimator only: with "
+        "expected_reward (the exact gradient, no sampled advantages) it changes nothing; set "
+        "training.estimator to reinforce to use it, or leave it false"
+    )
+    console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
+    return [warning]
 
 
 def prepare_run(
