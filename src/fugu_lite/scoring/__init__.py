@@ -3,7 +3,8 @@
 `await grade(task, output, judge)` dispatches on `task.grader`.
 
 One module a grader: number.py (with number_values.py, how a number's text is read and
-compared, and number_units.py, quantities in units and amounts at rates), choice.py,
+compared, number_units.py, quantities in units and amounts at rates, and number_closing.py,
+the explanation closing an output after its answer: working, a reason, a check), choice.py,
 exact.py (exact and regex), code.py and judge.py; common.py holds the Grade they return
 and the text helpers they share, asked.py what a question asks an answer to be.
 The package re-exports the grading API used outside it: `grade`, `Grade`, `Judge`.

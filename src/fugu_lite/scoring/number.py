@@ -1,6 +1,7 @@
 """The number grader: the final number of a worker's output (GSM8K style), compared with the
 task's answer (number_values.py reads a number's text and compares it, number_units.py reads
-quantities in units and amounts at rates). Priority: the last
+quantities in units and amounts at rates, number_closing.py finds an explanation closing the
+output after its answer). Priority: the last
 `\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
 should be" marker (not "answer would be" after an "if": a what-if) or self-correction
 ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.", "Wait, 14.", "I mean 14."
@@ -56,6 +57,16 @@ from .common import (
     last_boxed,
     unlatex,
     wrong,
+)
+from .number_closing import (
+    EXPLANATION_START,
+    SENTENCE_END,
+    check_at_the_end,
+    method_at_the_end,
+    question_at_the_end,
+    reason_at_the_end,
+    setup_at_the_end,
+    working_at_the_end,
 )
 from .number_units import (
     in_the_rate_asked,
@@ -117,7 +128,6 @@ _CORRECTED_NUMBER_END = re.compile(
 _MARKUP = r"(?:[\s:*_#>`$]|\\[\[(])*"  # "**Answer:**\n\n\\[\n18\n\\]"
 _BLANK_OR_MARKUP = re.compile(rf"{_MARKUP}(?:(?:is|was)\b{_MARKUP})?", re.IGNORECASE)
 _NEGATED = re.compile(r"[\s:*]*not\b[\s*]*", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # between an answer's number and the next one: the answer is arithmetic, not a number
 _OPERATOR = re.compile(
     r"\s*(?:(?:more|less|fewer|greater|larger|smaller|bigger|higher|lower)\s+than|plus|minus|"
@@ -194,17 +204,17 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     first_line = _lone_first_line(text) if retracted == 0 else None
     if first_line is not None:
         return found_number(first_line), "a first line holding only a number"
-    working = _working_at_the_end(text)
+    working = working_at_the_end(text)
     if working is None:
-        working = _method_at_the_end(text, numbers)
+        working = method_at_the_end(text, numbers)
     if working is None:
-        working = _question_at_the_end(text, numbers, question)
+        working = question_at_the_end(text, numbers, question)
     if working is None:
-        working = _reason_at_the_end(text, numbers)
+        working = reason_at_the_end(text, numbers)
     if working is None:
-        working = _setup_at_the_end(text, numbers, question)
+        working = setup_at_the_end(text, numbers, question)
     if working is None:
-        working = _check_at_the_end(text, numbers, question)
+        working = check_at_the_end(text, numbers, question)
     if working is not None and any(number.end() <= working for number in numbers):
         numbers = [number for number in numbers if number.end() <= working]
     elif working is not None:  # "She has fourteen apples (12 + 5 - 3)."
@@ -318,7 +328,7 @@ def _count_in_words(text: str, numbers: list[re.Match[str]]) -> FoundNumber | No
     if not words or NUMBER_WORDS[words[-1].group(1).lower()] != len(numbers):
         return None
     word = words[-1]
-    if not _EXPLANATION_START.search(text, word.end(), numbers[0].start()):
+    if not EXPLANATION_START.search(text, word.end(), numbers[0].start()):
         return None
     gaps = [text[a.end() : b.start()] for a, b in itertools.pairwise(numbers)]
     gaps.append(text[numbers[-1].end() :])
@@ -348,189 +358,10 @@ def _count_of_tuples(text: str, numbers: list[re.Match[str]]) -> FoundNumber | N
         return None
     count = numbers[index]
     gap = text[count.end() : start]
-    if re.search(r"\d", gap) or not _EXPLANATION_START.search(gap):
+    if re.search(r"\d", gap) or not EXPLANATION_START.search(gap):
         return None
     found = found_number(count)
     return found if found.value == listed else None
-
-
-# A closing parenthetical showing the working, not the answer: "12 apples (15 - 3).",
-# "391 (17 × 20 = 340, 17 × 3 = 51)",
-# "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
-# restates the answer, "(= 12)", "(i.e. 12)", stays.
-# (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5, "68°F
-# (20°C × 9/5 + 32)" 68)
-_OPERAND = r"\$?\d[\d.,]*%?(?:\s?°?\s?[^\W\d_]+|°)?"
-_ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
-# "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
-# into steps in every way, which took quadratic time)
-_STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
-_STEP = rf"{_STEP_NUMBER}(?:\s*[-+*/×x·÷]\s*{_STEP_NUMBER})+\s*=\s*{_STEP_NUMBER}"
-_WORKING = re.compile(
-    r"\((?:\s*(?:since|because|as|from|using|via|where|given|note|assuming)\b[^()]*"
-    rf"|\s*{_ARITHMETIC}\s*"
-    # the steps: "391 (17 × 20 = 340, 17 × 3 = 51)"
-    rf"|\s*{_STEP}(?:\s*(?:[,;]|\band\b)\s*{_STEP})*\s*"
-    # a unit's conversion fact: "(1 kilometer = 1,000 meters)"
-    r"|\s*1\s?[^\W\d]+\s*=\s*[\d.,]+\s?[^\W\d]+\s*"
-    # what is counted, listed: "4 times (positions 3, 4, 6, 7)", "3 (at 2, 5 and 9)"
-    # (not a hedge: "4 (or 5, 6)")
-    r"|\s*(?:(?!(?:or|not|maybe|perhaps|possibly|else)\b)[^\W\d_]+\s+){0,3}"
-    r"\d+(?:\s*,\s*\d+)*(?:\s*,\s*|\s*,?\s+and\s+)\d+\s*)"
-    r"\)[\s.!*_$]*",
-    re.IGNORECASE,
-)
-
-
-def _working_at_the_end(text: str) -> int | None:
-    """Where a parenthetical ending the output that only shows the working starts (its
-    own parentheses read as plain working: "10°C ((50°F - 32) × 5/9)")."""
-    end = text.rfind(")")
-    depth, start = 0, end
-    while start >= 0:
-        depth += {")": 1, "(": -1}.get(text[start], 0)
-        if depth == 0:
-            break
-        start -= 1
-    if end < 0 or start < 0:
-        return None
-    inside = text[start + 1 : end].replace("(", "").replace(")", "")
-    return start if _WORKING.fullmatch(f"({inside}{text[end:]}") else None
-
-
-# Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
-# divide by 3600." (their numbers are operands), unless a result follows ("..., giving 10")
-_METHOD = re.compile(
-    r"(?:^|(?<=[.!?])\s++|(?<!\s)[^\S\n]*+\n\s*+)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
-    r",\s*)?(?:(?:first|just|simply|you|we)\s+)?(?:multiply|divide|add|subtract)\b",
-    re.IGNORECASE,
-)
-_RESULT = re.compile(
-    r"[=≈:→⇒]|->|\b(?:equals?|gives?|giving|gets?|obtain|is|are|was|makes?|leaves?|results?"
-    r"|yields?|so|thus|hence|therefore)\b",
-    re.IGNORECASE,
-)
-
-
-_OPERAND_BEFORE = re.compile(
-    r"\b(?:by|from|to|with|into|multiply|divide|add|subtract)\s+\$?$", re.IGNORECASE
-)
-
-
-def _method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
-    """Where closing instructions start after a number, when they end on an operand ("...
-    divide by 3600.") and give no result ("Add 5 and you have 17." gives 17)."""
-    methods = list(_METHOD.finditer(text))
-    if not methods or not numbers or numbers[0].end() > methods[-1].start():
-        return None
-    method, last = methods[-1], numbers[-1]
-    if _RESULT.search(text, method.end()) or last.start() < method.end():
-        return None
-    operand = _OPERAND_BEFORE.search(text, max(method.end(), last.start() - 20), last.start())
-    return method.start() if operand else None
-
-
-MAX_RESTATED_NUMBERS = 4
-# What begins an explanation after the answer: a closing clause ("The remainder is 3 when 15
-# is divided by 4.", "12 apples left after giving away 3"), a dash, colon or parenthesis ("15
-# (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a note ("15.\nNote: ...")
-_EXPLANATION_START = re.compile(
-    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s"
-    r"|\s*(?:[—–]|--)\s|:\s|;\s|\s\("
-    r"|[.!]?\s+(?:this\s+is\s+)?(?:because|since|note|explanation|reasoning)\b",
-    re.IGNORECASE,
-)
-EXPLANATION_GAP = 200
-
-
-def _question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
-    """Where an explanation after the answer starts when the few numbers after it are all
-    the question's: a number, then an explanation start (a clause, a dash, a colon, a
-    parenthesis, a note), then only the question's numbers ("3 even numbers: 8, 10 and 12"
-    also when the answer is one of them). A clause with a number of its own ("He has $20
-    after 4 weeks." for "how many weeks") may hold the answer, and the question's numbers
-    with no explanation start before them ("..., so the largest is 45") too."""
-    if len(numbers) < 2 or not prompt:
-        return None
-    asked = [found_number(number) for number in find_numbers(prompt)]
-    found = None  # the earliest: "3 when 15 is divided by 4" restates from "when", not "by"
-    restated: list[FoundNumber] = []
-    for index in range(len(numbers) - 1, max(0, len(numbers) - 1 - MAX_RESTATED_NUMBERS), -1):
-        restated.append(found_number(numbers[index]))
-        if not any(numbers_match(restated[-1], q.value) for q in asked):
-            break  # a number of the reply's own follows: the usual rules decide
-        answer = numbers[index - 1]
-        if any(numbers_match(found_number(answer), number.value) for number in restated):
-            continue  # "Comparing 3 and 9: 9 is larger." states its answer again: no explanation
-        end = min(numbers[index].start(), answer.end() + EXPLANATION_GAP)
-        explanation = _EXPLANATION_START.search(text, answer.end(), end)
-        if explanation is not None:
-            found = explanation.start()
-    return found
-
-
-_SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
-
-
-def _setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
-    """Where a closing sentence that only restates the question's setup starts: two or more
-    numbers, all the question's, and no result ("5 apples. Tom started with 8 and gave away
-    3."), after an answer of the reply's own (the question's number before it may be the
-    answer: "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
-    if len(numbers) < 3 or not prompt:
-        return None
-    starts = [m.end() for m in _SENTENCE_BREAK.finditer(text, 0, numbers[-1].start())]
-    if not starts:
-        return None
-    start = starts[-1]
-    restated = [number for number in numbers if number.start() >= start]
-    before = [number for number in numbers if number.end() <= start]
-    if len(restated) < 2 or not before or _RESULT.search(text, start):
-        return None
-    asked = [found_number(number).value for number in find_numbers(prompt)]
-    if not all(any(numbers_match(found_number(n), q) for q in asked) for n in restated):
-        return None
-    if any(numbers_match(found_number(before[-1]), q) for q in asked):
-        return None
-    return start
-
-
-# A check after the answer: "4 days.\n\nCheck: 4 × 5 = 20 pages ✓", "Let me verify: ...",
-# "**Verification:** ...", "To double-check, ..."
-_CHECK = re.compile(
-    r"\b(?:let(?:\s+me|\s+us|['’]s)\s+(?:double[-\s]?)?(?:check|verify)"
-    r"|to\s+(?:double[-\s]?)?(?:check|verify)"
-    r"|(?:double[-\s]?|sanity\s+)?(?:check(?:ing)?|verif(?:y|ying|ication))[*_]*\s*:)",
-    re.IGNORECASE,
-)
-_RESULT_BEFORE = re.compile(r"[=≈]\s*[*_$]*$")
-# after a check's result, anything but a unit or an approval ("✓", "Correct!", "which
-# matches") may go on to another answer: "= 20, but we need 25, so 5 days."
-_CHECK_GOES_ON = re.compile(
-    r"\d|\b(?:so|thus|therefore|hence|answer|actually|wait|but|however|instead|not|no|wrong|"
-    r"incorrect|mistake|error|oops|only|should|need|needs|less|more|short|off)\b",
-    re.IGNORECASE,
-)
-
-
-def _check_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
-    """Where a closing check of the answer starts ("4 days.\n\nCheck: 4 × 5 = 20 pages."),
-    when it ends on a result that is one of the question's numbers (it works back to what the
-    question gives) and nothing after that result goes on to another answer."""
-    if len(numbers) < 2 or not prompt:
-        return None
-    checks = list(_CHECK.finditer(text, numbers[0].end(), numbers[-1].start()))
-    if not checks:
-        return None
-    last = numbers[-1]
-    if not _RESULT_BEFORE.search(text, checks[-1].end(), last.start()):
-        return None
-    if _CHECK_GOES_ON.search(text, last.end()):
-        return None
-    given = [found_number(number).value for number in find_numbers(prompt)]
-    if not any(numbers_match(found_number(last), value) for value in given):
-        return None
-    return checks[-1].start()
 
 
 # A number that is no answer the reply gives: one it rules out ("It's 42, not 32.", "42
@@ -577,27 +408,6 @@ def _is_ruled_out(number: re.Match[str]) -> bool:
     return _RULED_OUT_BEFORE.search(number.string[max(0, start - 20) : start]) is not None
 
 
-_REASON = re.compile(r",?\s+(?:because|since)\s", re.IGNORECASE)
-_GOES_ON = re.compile(r"[,;:]\s|\b(?:so|then|thus|therefore|hence)\b", re.IGNORECASE)
-
-
-def _reason_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
-    """Where a closing "because" / "since" clause of the last sentence starts when a number
-    comes before it in that sentence: "3 kilograms is 3000 grams because 1 kilogram is 1000
-    grams." gives its reason after the answer."""
-    if not numbers:
-        return None
-    last = numbers[-1].start()
-    sentence_start = 0
-    for end in _SENTENCE_END.finditer(text, 0, last):
-        sentence_start = end.end()
-    first = bisect.bisect_left([number.start() for number in numbers], sentence_start)
-    reason = _REASON.search(text, numbers[first].end(), last)
-    if reason is None or _GOES_ON.search(text, reason.end()):
-        return None  # "20, since 12 + 8 = 20, and after giving 5 he has 15": more follows
-    return reason.start()
-
-
 def _retracted_before(text: str, numbers: list[re.Match[str]]) -> int:
     """Where the last retraction followed by a number starts (0 when none): answers given
     before it (a marker's, a first line's) are taken back."""
@@ -620,7 +430,7 @@ def _number_after_marker(
     up, not searched again for each marker: an output repeating "the answer is" 100,000
     times takes linear time."""
     starts = [number.start() for number in numbers]
-    sentence_ends = [end.start() for end in _SENTENCE_END.finditer(text)]
+    sentence_ends = [end.start() for end in SENTENCE_END.finditer(text)]
     equals = [equal.start() for equal in re.finditer("=", text)]
     last_said = next((number for number in reversed(numbers) if not _is_aside(number)), None)
     for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
