@@ -44,6 +44,7 @@ import bisect
 import itertools
 import math
 import re
+from collections.abc import Callable
 
 from ..tasks import Task, parse_number
 from .common import (
@@ -159,38 +160,85 @@ def grade_number(task: Task, output: str) -> Grade:
     return Grade(score=1.0 if matched else 0.0, detail=detail)
 
 
+# a number found and where, or None and why not: what the steps of `extract_number` give
+_Extracted = tuple[FoundNumber | None, str]
+
+
 def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, str]:
     """The final answer's number and where it was found, or None and why not ("" when
     the output holds no number). `prompt`'s numbers tell a closing clause that restates the
     question ("3 when 15 is divided by 4") from the answer."""
     question = normalise_number_text(prompt)
-    text = in_the_rate_asked(in_the_unit_asked(normalise_number_text(output), question), question)
-    text = _PLUS_OR_MINUS.sub(_both_signs, _LATEX_PLUS_OR_MINUS.sub("±", text))
-    boxed = last_boxed(text)
+    text = _text_to_read(output, question)
+    boxed = _boxed_answer(text)
     if boxed is not None:
-        if SYMBOL_AFTER.search(boxed):
-            shown = clip(boxed.strip())
-            return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
-        if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5
-            shown = clip(boxed.strip())
-            return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
-        boxed = unlatex(boxed)
-        numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
-        hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
-        if hedge is not None:
-            return None, f"{hedge} in \\boxed{{}}"
-        if numbers:
-            return found_number(numbers[-1]), "\\boxed{}"
-    hashes = text.rfind("####")
-    if hashes >= 0:
-        after = text[hashes + 4 :]
-        numbers = find_numbers(after)
-        hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
-        if hedge is not None:
-            return None, f"{hedge} after ####"
-        if numbers:
-            return found_number(numbers[0]), "after ####"
+        return boxed
+    after_hashes = _answer_after_hashes(text)
+    if after_hashes is not None:
+        return after_hashes
     numbers = find_numbers(text)
+    stated = _answer_stated(text, numbers)
+    if stated is not None:
+        return stated
+    closing = _closing_explanation(text, numbers, question)
+    worded = _worded_answer_before(text, numbers, closing)
+    if worded is not None:  # "She has fourteen apples (12 + 5 - 3)."
+        return worded
+    numbers = _before_the_closing(numbers, closing)
+    kept = _outside_the_question_echoed(text, numbers, question)
+    if numbers and not kept:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
+        return None, "the output only restates the question, with no answer"
+    said = _numbers_said(kept, question)
+    if kept and not said and _is_ruled_out(kept[-1]):  # "Not 32."
+        return None, f"the output rules out {clip(kept[-1].group(0).strip())!r}"
+    return _the_last_number(text, said or kept, question)
+
+
+def _text_to_read(output: str, question: str) -> str:
+    """`output` with its numbers written plainly, a quantity in two units or at two rates in
+    the one the question asks for, and "±3" written as its two answers."""
+    text = in_the_rate_asked(in_the_unit_asked(normalise_number_text(output), question), question)
+    return _PLUS_OR_MINUS.sub(_both_signs, _LATEX_PLUS_OR_MINUS.sub("±", text))
+
+
+def _boxed_answer(text: str) -> _Extracted | None:
+    """The last number in the last `\\boxed{}`, or why it gives none (a symbol, a factorial,
+    two numbers); None when there is no box or no number in it."""
+    boxed = last_boxed(text)
+    if boxed is None:
+        return None
+    if SYMBOL_AFTER.search(boxed):
+        shown = clip(boxed.strip())
+        return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
+    if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5
+        shown = clip(boxed.strip())
+        return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
+    boxed = unlatex(boxed)
+    numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
+    hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
+    if hedge is not None:
+        return None, f"{hedge} in \\boxed{{}}"
+    return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
+
+
+def _answer_after_hashes(text: str) -> _Extracted | None:
+    """The first number after the last `####` (GSM8K's answer line), or why it gives none;
+    None when there is no `####` or no number after it."""
+    hashes = text.rfind("####")
+    if hashes < 0:
+        return None
+    after = text[hashes + 4 :]
+    numbers = find_numbers(after)
+    hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
+    if hedge is not None:
+        return None, f"{hedge} after ####"
+    return (found_number(numbers[0]), "after ####") if numbers else None
+
+
+def _answer_stated(text: str, numbers: list[re.Match[str]]) -> _Extracted | None:
+    """The answer the output states: a count in words of the numbers listed after it, the
+    number after the last answer marker, a count of the pairs listed after it, or a first
+    line holding only a number (unless a retraction takes it back); else None."""
     counted = _count_in_words(text, numbers)
     if counted is not None:
         return counted, "a number word counting the numbers listed after it"
@@ -204,34 +252,65 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     first_line = _lone_first_line(text) if retracted == 0 else None
     if first_line is not None:
         return found_number(first_line), "a first line holding only a number"
-    working = working_at_the_end(text)
-    if working is None:
-        working = method_at_the_end(text, numbers)
-    if working is None:
-        working = question_at_the_end(text, numbers, question)
-    if working is None:
-        working = reason_at_the_end(text, numbers)
-    if working is None:
-        working = setup_at_the_end(text, numbers, question)
-    if working is None:
-        working = check_at_the_end(text, numbers, question)
-    if working is not None and any(number.end() <= working for number in numbers):
-        numbers = [number for number in numbers if number.end() <= working]
-    elif working is not None:  # "She has fourteen apples (12 + 5 - 3)."
-        words = list(WORDED_NUMBER.finditer(text, 0, working))
-        if words:
-            return worded_number(words[-1])
+    return None
+
+
+def _closing_explanation(text: str, numbers: list[re.Match[str]], question: str) -> int | None:
+    """Where the explanation closing the output after its answer starts (the first of the
+    rules of number_closing.py that finds one, in order), or None."""
+    rules: tuple[Callable[[], int | None], ...] = (
+        lambda: working_at_the_end(text),
+        lambda: method_at_the_end(text, numbers),
+        lambda: question_at_the_end(text, numbers, question),
+        lambda: reason_at_the_end(text, numbers),
+        lambda: setup_at_the_end(text, numbers, question),
+        lambda: check_at_the_end(text, numbers, question),
+    )
+    return next((start for rule in rules if (start := rule()) is not None), None)
+
+
+def _worded_answer_before(
+    text: str, numbers: list[re.Match[str]], closing: int | None
+) -> _Extracted | None:
+    """The last number in words before a closing explanation that holds every number of the
+    output ("She has fourteen apples (12 + 5 - 3)."), else None."""
+    if closing is None or any(number.end() <= closing for number in numbers):
+        return None
+    words = list(WORDED_NUMBER.finditer(text, 0, closing))
+    return worded_number(words[-1]) if words else None
+
+
+def _before_the_closing(numbers: list[re.Match[str]], closing: int | None) -> list[re.Match[str]]:
+    """The numbers before the closing explanation (all of them when none comes before it)."""
+    if closing is None:
+        return numbers
+    return [number for number in numbers if number.end() <= closing] or numbers
+
+
+def _outside_the_question_echoed(
+    text: str, numbers: list[re.Match[str]], question: str
+) -> list[re.Match[str]]:
+    """The numbers outside the output's copies of the question's sentences."""
     echoes = _echoes_of_the_question(text, question)
-    if echoes and numbers:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
-        numbers = [number for number in numbers if not _inside(number.start(), echoes)]
-        if not numbers:
-            return None, "the output only restates the question, with no answer"
+    if not echoes:
+        return numbers
+    return [number for number in numbers if not _inside(number.start(), echoes)]
+
+
+def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[str]]:
+    """The numbers the output gives as answers: no asides (one ruled out, a confidence, a
+    tolerance) nor, unless the question asks for a whole, the whole another number is a part
+    of ("2 candies left out of 4": the answer is 2)."""
     said = [number for number in numbers if not _is_aside(number)]
-    if numbers and not said and _is_ruled_out(numbers[-1]):  # "Not 32."
-        return None, f"the output rules out {clip(numbers[-1].group(0).strip())!r}"
-    if not _WHOLE_ASKED.search(question):  # "2 candies left out of 4": the answer is 2
-        said = [number for number in said if not _is_the_whole(number)] or said
-    numbers = said or numbers
+    if _WHOLE_ASKED.search(question):
+        return said
+    return [number for number in said if not _is_the_whole(number)] or said
+
+
+def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> _Extracted:
+    """The answer among the numbers left: the one said to be what the question asks, a
+    quantity in the unit asked, else the last (or why it is none: two numbers side by side),
+    else the last number in words when the output holds no digit."""
     stated = _said_to_be_the_one_asked(text, numbers, question)
     if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
         return found_number(stated), "the number said to be what the question asks"
