@@ -45,6 +45,8 @@ import itertools
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 
 from ..tasks import Task, parse_number
 from .common import (
@@ -55,6 +57,7 @@ from .common import (
     Grade,
     cannot_grade,
     clip,
+    end_of_line,
     last_boxed,
     unlatex,
     wrong,
@@ -496,6 +499,52 @@ def _retracted_before(text: str, numbers: list[re.Match[str]]) -> int:
     return retractions[-1].start()
 
 
+class _Then(Enum):
+    """Where to look when a marker's number is no answer by itself and gives no reason why."""
+
+    EARLIER_MARKER = "an earlier marker"  # "Wait, 126 is wrong.": an earlier answer stands
+    USUAL_RULES = "the usual rules"  # "not 41, it is 42": they find the number after it
+
+
+@dataclass(frozen=True)
+class _Landmarks:
+    """Where the output's numbers, sentence ends and '=' are, found once for all markers."""
+
+    text: str
+    numbers: list[re.Match[str]]
+    starts: list[int]
+    sentence_ends: list[int]
+    equals: list[int]
+    last_said: re.Match[str] | None  # the last number that is no aside ("Confidence: 90%")
+
+
+def _landmarks(text: str, numbers: list[re.Match[str]]) -> _Landmarks:
+    return _Landmarks(
+        text=text,
+        numbers=numbers,
+        starts=[number.start() for number in numbers],
+        sentence_ends=[end.start() for end in SENTENCE_END.finditer(text)],
+        equals=[equal.start() for equal in re.finditer("=", text)],
+        last_said=next((number for number in reversed(numbers) if not _is_aside(number)), None),
+    )
+
+
+@dataclass(frozen=True)
+class _MarkedNumber:
+    """The first number in a marker's sentence (after its last '='), cut to the sentence
+    ("3\\n/4" is 3), and the output's next number."""
+
+    marker: re.Match[str]
+    index: int  # in the output's numbers
+    number: re.Match[str]
+    sentence_end: int
+    following: re.Match[str] | None
+
+    @property
+    def marker_text(self) -> str:
+        return self.marker.group(0).strip()
+
+
 def _number_after_marker(
     text: str, numbers: list[re.Match[str]], retracted: int = 0
 ) -> tuple[FoundNumber | None, str] | None:
@@ -508,94 +557,170 @@ def _number_after_marker(
     should find the number after such an operand or ruled-out number. Positions are looked
     up, not searched again for each marker: an output repeating "the answer is" 100,000
     times takes linear time."""
-    starts = [number.start() for number in numbers]
-    sentence_ends = [end.start() for end in SENTENCE_END.finditer(text)]
-    equals = [equal.start() for equal in re.finditer("=", text)]
-    last_said = next((number for number in reversed(numbers) if not _is_aside(number)), None)
+    landmarks = _landmarks(text, numbers)
     for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
-        if _is_hypothetical(marker, sentence_ends):
+        if _is_hypothetical(marker, landmarks.sentence_ends):
             continue  # "If instead there were 5 boxes, the answer would be 20."
-        start = marker.end()
-        blank = _BLANK_OR_MARKUP.match(text, start)
-        line_start = blank.end() if blank else start
-        if text.find("\n", start, line_start) >= 0:  # "Answer:\n\n18\n\nExplanation: ..."
-            on_next_line = _lone_number_at(text, line_start)
-            if on_next_line is not None:
-                return found_number(on_next_line), f"on the line after {marker.group(0).strip()!r}"
-            line_end = text.find("\n", line_start)
-            line_end = len(text) if line_end < 0 else line_end
-            worded = _worded_answer_at(text, line_start, line_end, _LONE_NUMBER_SUFFIX)
-            if worded is not None:  # "Answer:\n\nfive"
-                return worded
-            continue
-        index = bisect.bisect_left(sentence_ends, start)
-        end = sentence_ends[index] if index < len(sentence_ends) else len(text)
-        index = bisect.bisect_left(equals, end) - 1
-        if index >= 0 and equals[index] >= start:
-            start = equals[index] + 1
-        index = bisect.bisect_left(starts, start)
-        if index == len(numbers) or starts[index] >= end:
-            worded = _worded_answer_at(text, line_start, end, _CORRECTED_NUMBER_END)
-            if worded is not None:  # "He had 3 and got 2 more. The answer is five."
-                return worded
-            continue
-        word = WORDED_NUMBER.match(text, line_start)
-        if (
-            word is not None
-            and not word["larger_after"]  # "one hundred (100)": the number in the parenthesis
-            and _PARENTHESIS_AFTER_WORD.fullmatch(text, word.end(), starts[index])
-        ):
-            return worded_number(word)  # "The answer is five (3 + 2).": not the working's 3
-        if word is not None and _OPERATOR.fullmatch(text, word.end(), starts[index]):
-            # "The answer is one more than 3, so 4": an operand in words, not the answer 3
-            if index + 1 < len(numbers):
-                return None
-            shown = clip(text[word.start() : numbers[index].end()])
-            return None, f"the answer is an expression, not a number: {shown!r}"
-        number = numbers[index]
-        if number.end() > end:  # "3\n/4": only the part inside the sentence counts
-            number = NUMBER.match(text, number.start(), end) or number
-        if not is_number(number):
-            continue
-        negated = _NEGATED.match(text, marker.end(), number.start() + 1)
-        if negated and negated.end() == number.start():  # "The answer is not 41": ruled out
-            if index + 1 < len(numbers):
-                return None  # ", it is 42": the usual rules find it
-            return None, f"the answer rules out {clip(number.group(0).strip())!r}"
-        following = numbers[index + 1] if index + 1 < len(numbers) else None
-        if marker["bare"] and not _CORRECTED_NUMBER_END.fullmatch(text, number.end(), end):
-            two = [number, following] if following and following.start() < end else [number]
-            hedge = _not_one_number(text, two, _JOINED)
-            if hedge is not None:  # "Actually 126 or 127.": no single answer
-                return None, f"{hedge} after {marker.group(0).strip()!r}"
-            continue  # "Wait, 126 is wrong.": no correction, an earlier answer stands
-        if marker["bare"] and not _stands_to_the_end(number, last_said):
-            continue  # "Wait, 5 boxes. Each holds 4, so 20.": a step of the working
-        previous = numbers[index - 1] if index > 0 and starts[index - 1] >= marker.end() else None
-        if previous is not None:  # "The answer is x = 5 or x = 7.": the number after the last =
-            hedge = _not_one_number(text, [previous, number], _JOINED)
-            if hedge is not None:
-                return None, f"{hedge} after {marker.group(0).strip()!r}"
-        if following is None or following.start() >= end:
-            return found_number(number), f"after {marker.group(0).strip()!r}"
-        if _OPERATOR.fullmatch(text[number.end() : following.start()]):
-            # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
-            # a number after the expression (", so 12") is found by the usual rules
-            if index + 2 < len(numbers):
-                return None
-            shown = clip(text[number.start() : following.end()])
-            return None, f"the answer is an expression, not a number: {shown!r}"
-        hedge = _not_one_number(text, [number, following], _JOINED)
-        if hedge is not None and _OPERATION.search(text, marker.end(), number.start()):
-            # "The answer is the sum of 5 and 7, which is 12": operands, not two answers
-            if index + 2 < len(numbers):
-                return None
-            shown = clip(text[marker.end() : following.end()].strip())
-            return None, f"the answer is an expression, not a number: {shown!r}"
-        if hedge is not None:
-            return None, f"{hedge} after {marker.group(0).strip()!r}"
-        return found_number(number), f"after {marker.group(0).strip()!r}"
+        read = _read_after_marker(marker, landmarks)
+        if read is _Then.USUAL_RULES:
+            return None
+        if read is not _Then.EARLIER_MARKER:
+            return read
     return None
+
+
+def _read_after_marker(marker: re.Match[str], landmarks: _Landmarks) -> _Extracted | _Then:
+    """The answer `marker` gives (on its line, or alone on the next when it ends its line),
+    why it gives none, or where to look instead."""
+    text = marker.string
+    blank = _BLANK_OR_MARKUP.match(text, marker.end())
+    line_start = blank.end() if blank else marker.end()
+    if text.find("\n", marker.end(), line_start) >= 0:  # "Answer:\n\n18\n\nExplanation: ..."
+        return _answer_on_the_next_line(marker, line_start)
+    end, index = _first_number_in_sentence(landmarks, marker.end())
+    if index is None:
+        worded = _worded_answer_at(text, line_start, end, _CORRECTED_NUMBER_END)
+        # "He had 3 and got 2 more. The answer is five."
+        return worded if worded is not None else _Then.EARLIER_MARKER
+    in_words = _answer_in_words_before(text, line_start, landmarks.numbers, index)
+    if in_words is not None:
+        return in_words
+    number = landmarks.numbers[index]
+    if number.end() > end:  # "3\n/4": only the part inside the sentence counts
+        number = NUMBER.match(text, number.start(), end) or number
+    if not is_number(number):
+        return _Then.EARLIER_MARKER
+    following = landmarks.numbers[index + 1] if index + 1 < len(landmarks.numbers) else None
+    marked = _MarkedNumber(marker, index, number, end, following)
+    return (
+        _ruled_out_by_the_marker(marked)
+        or _not_a_bare_correction(marked, landmarks)
+        or _one_of_two_roots(marked, landmarks)
+        or _number_or_expression(marked, landmarks)
+    )
+
+
+def _answer_on_the_next_line(marker: re.Match[str], line_start: int) -> _Extracted | _Then:
+    """The number (or number in words) alone on the line after a marker ending its line."""
+    text = marker.string
+    on_next_line = _lone_number_at(text, line_start)
+    if on_next_line is not None:
+        return found_number(on_next_line), f"on the line after {marker.group(0).strip()!r}"
+    line_end = end_of_line(text, line_start)
+    worded = _worded_answer_at(text, line_start, line_end, _LONE_NUMBER_SUFFIX)
+    return worded if worded is not None else _Then.EARLIER_MARKER  # "Answer:\n\nfive"
+
+
+def _first_number_in_sentence(landmarks: _Landmarks, start: int) -> tuple[int, int | None]:
+    """The end of the sentence starting at `start` and the index of its first number after
+    its last '=' (None when it has none there)."""
+    index = bisect.bisect_left(landmarks.sentence_ends, start)
+    ends = landmarks.sentence_ends
+    end = ends[index] if index < len(ends) else len(landmarks.text)
+    index = bisect.bisect_left(landmarks.equals, end) - 1
+    if index >= 0 and landmarks.equals[index] >= start:
+        start = landmarks.equals[index] + 1
+    index = bisect.bisect_left(landmarks.starts, start)
+    if index == len(landmarks.numbers) or landmarks.starts[index] >= end:
+        return end, None
+    return end, index
+
+
+def _answer_in_words_before(
+    text: str, line_start: int, numbers: list[re.Match[str]], index: int
+) -> _Extracted | _Then | None:
+    """What a number in words right after the marker, before the sentence's first number
+    (`numbers[index]`), makes of it: the answer when the number's parenthesis shows the
+    working ("five (3 + 2)"), an operand when an operator follows ("one more than 3");
+    None when there is no such word."""
+    word = WORDED_NUMBER.match(text, line_start)
+    if word is None:
+        return None
+    first = numbers[index]
+    if (
+        not word["larger_after"]  # "one hundred (100)": the number in the parenthesis
+        and _PARENTHESIS_AFTER_WORD.fullmatch(text, word.end(), first.start())
+    ):
+        return worded_number(word)  # "The answer is five (3 + 2).": not the working's 3
+    if _OPERATOR.fullmatch(text, word.end(), first.start()):
+        # "The answer is one more than 3, so 4": an operand in words, not the answer 3
+        if index + 1 < len(numbers):
+            return _Then.USUAL_RULES
+        shown = clip(text[word.start() : first.end()])
+        return None, f"the answer is an expression, not a number: {shown!r}"
+    return None
+
+
+def _ruled_out_by_the_marker(marked: _MarkedNumber) -> _Extracted | _Then | None:
+    """ "The answer is not 41": no answer (the usual rules read a number after it, ", it is
+    42"); None when the marker does not rule its number out."""
+    text, number = marked.marker.string, marked.number
+    negated = _NEGATED.match(text, marked.marker.end(), number.start() + 1)
+    if not negated or negated.end() != number.start():
+        return None
+    if marked.following is not None:
+        return _Then.USUAL_RULES  # ", it is 42": the usual rules find it
+    return None, f"the answer rules out {clip(number.group(0).strip())!r}"
+
+
+def _not_a_bare_correction(
+    marked: _MarkedNumber, landmarks: _Landmarks
+) -> _Extracted | _Then | None:
+    """Why a bare correction ("Actually 126.") gives no answer: a clause follows its number
+    (or a second number: "Actually 126 or 127."), or a later number takes its place; None
+    when it gives its number (or is no bare correction)."""
+    if not marked.marker["bare"]:
+        return None
+    text, number, following = marked.marker.string, marked.number, marked.following
+    if not _CORRECTED_NUMBER_END.fullmatch(text, number.end(), marked.sentence_end):
+        in_sentence = following is not None and following.start() < marked.sentence_end
+        two = [number, following] if following is not None and in_sentence else [number]
+        hedge = _not_one_number(text, two, _JOINED)
+        if hedge is not None:  # "Actually 126 or 127.": no single answer
+            return None, f"{hedge} after {marked.marker_text!r}"
+        # "Wait, 126 is wrong.": no correction, an earlier answer stands
+        return _Then.EARLIER_MARKER
+    if not _stands_to_the_end(number, landmarks.last_said):
+        # "Wait, 5 boxes. Each holds 4, so 20.": a step of the working
+        return _Then.EARLIER_MARKER
+    return None
+
+
+def _one_of_two_roots(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extracted | None:
+    """Why the number after the sentence's last '=' is no answer when a number after the
+    marker comes before it: one of two roots ("The answer is x = 5 or x = 7."); else None."""
+    index = marked.index
+    if index == 0 or landmarks.starts[index - 1] < marked.marker.end():
+        return None
+    previous = landmarks.numbers[index - 1]
+    hedge = _not_one_number(marked.marker.string, [previous, marked.number], _JOINED)
+    return None if hedge is None else (None, f"{hedge} after {marked.marker_text!r}")
+
+
+def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extracted | _Then:
+    """The marker's number, unless the next number in its sentence makes it an operand ("3
+    more than 9", "the sum of 5 and 7") or one of two answers ("5 or 7")."""
+    text, marker = marked.marker.string, marked.marker
+    number, following = marked.number, marked.following
+    if following is None or following.start() >= marked.sentence_end:
+        return found_number(number), f"after {marked.marker_text!r}"
+    if _OPERATOR.fullmatch(text[number.end() : following.start()]):
+        # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
+        # a number after the expression (", so 12") is found by the usual rules
+        if marked.index + 2 < len(landmarks.numbers):
+            return _Then.USUAL_RULES
+        shown = clip(text[number.start() : following.end()])
+        return None, f"the answer is an expression, not a number: {shown!r}"
+    hedge = _not_one_number(text, [number, following], _JOINED)
+    if hedge is not None and _OPERATION.search(text, marker.end(), number.start()):
+        # "The answer is the sum of 5 and 7, which is 12": operands, not two answers
+        if marked.index + 2 < len(landmarks.numbers):
+            return _Then.USUAL_RULES
+        shown = clip(text[marker.end() : following.end()].strip())
+        return None, f"the answer is an expression, not a number: {shown!r}"
+    if hedge is not None:
+        return None, f"{hedge} after {marked.marker_text!r}"
+    return found_number(number), f"after {marked.marker_text!r}"
 
 
 # between a marker's number in words and a parenthesis opening on a number: "five (3 + 2)",
