@@ -140,6 +140,10 @@ def grade_choice(task: Task, output: str) -> Grade:
     )
 
 
+# a letter chosen and how it was found, or None and why not
+_Choice = tuple[str | None, str]
+
+
 def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     """(letter, how it was found) or (None, why not)."""
     text = unicodedata.normalize("NFKC", output).strip()
@@ -149,6 +153,19 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     if boxed is not None:
         return boxed, "\\boxed{}"
     asked = predicates_asked(prompt)  # "the smallest", "Which number is larger?"
+    return (
+        _letter_after_marker(text, asked)
+        or _letter_checked(text, prompt)
+        or _letter_said_to_be_asked(text, asked)
+        or _letter_on_the_first_line(text)
+        or _letter_standing_alone(text)
+        or _choice_by_option_text(text, prompt)
+    )
+
+
+def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
+    """The letter after the last answer marker that gives one ("Answer: B", "So B."), or
+    why it is ambiguous ("Answer: A or B"); None when no marker gives one."""
     for match in reversed(list(_CHOICE_MARKER.finditer(text))):
         letter, after = match.group("letter"), match.group("after")
         if match["option"] and not match["said"] and _only_compared(text, match, asked):
@@ -164,11 +181,24 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
+    return None
+
+
+def _letter_checked(text: str, prompt: str) -> _Choice | None:
+    """The one option marked chosen ("- [x] B"), or why it is ambiguous (two are); None when
+    none is, or when the question asks for the wrong one (the marks then tick the others)."""
     checked = _checked_letters(text) if not _asks_for_a_wrong_one(prompt) else set()
     if len(checked) == 1:
         return checked.pop(), "the option checked"
     if checked:
         return None, f"ambiguous: checks {', '.join(sorted(checked))}"
+    return None
+
+
+def _letter_said_to_be_asked(text: str, asked: set[Predicate]) -> _Choice | None:
+    """The letter said to be correct or what the question asks ("B is the smallest.", "...,
+    so the smallest is B."), the one said to be it after another said not to be ("A is not
+    the tallest; B is."), or the one given after another ruled out ("Not A, but B.")."""
     is_correct = [
         match
         for match in _LETTER_IS_CORRECT.finditer(text)
@@ -188,12 +218,24 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     not_but = [m for m in _NOT_THIS_BUT.finditer(text) if m["letter"] != m["other"]]
     if not_but and not _A_LETTER.search(text, not_but[-1].end()):  # "Not A, but B."
         return not_but[-1].group("letter"), "'not X but Y'"
+    return None
+
+
+def _letter_on_the_first_line(text: str) -> _Choice | None:
+    """A first line holding only a letter ("C" then an explanation that mentions other
+    options), also before a closing note ("B (Bob is the tallest)")."""
     line = text.splitlines()[0]
     first_line = choice_letter(line.strip("*_ `")) or choice_letter(
         (without_closing_note(line) or "").strip("*_ `")
-    )  # "B (Bob is the tallest)"
-    if first_line:  # "C" then an explanation that mentions other options
-        return first_line, "a first line holding only a letter"
+    )
+    return (first_line, "a first line holding only a letter") if first_line else None
+
+
+def _letter_standing_alone(text: str) -> _Choice | None:
+    """A letter standing alone: the only bracketed one (two are ambiguous), one starting the
+    output ("B) Bob", unless its line retracts it: "A - no wait, B"), one on a line or in a
+    last sentence of its own ("Not A, not C. B."), or after a label ending its line ("My
+    pick: (B)"); "A or B" is ambiguous."""
     bracketed = {m.upper() for m in re.findall(r"\(([A-Ea-e])\)", text)}
     if len(bracketed) > 1:
         return None, f"ambiguous: mentions {', '.join(sorted(bracketed))}"
@@ -222,7 +264,7 @@ def extract_choice(output: str, prompt: str = "") -> tuple[str | None, str]:
     ]
     if labelled:
         return labelled[-1].group("letter"), "a letter after a label ending its line"
-    return _choice_by_option_text(text, prompt)
+    return None
 
 
 # a question asking for the option that is not so: a check mark may then mark the others
