@@ -204,64 +204,95 @@ def exact_candidates(output: str, prompt: str = "") -> dict[str, str]:
     is the question's, not a quoted answer."""
     markers = list(_EXACT_MARKER.finditer(output))
     tags = list(_ANSWER_TAG.finditer(output))
-    starts = [
+    stated = max(
         markers[-1].start() if markers else -1,
         max(output.rfind("\\boxed{"), output.rfind("\\fbox{")),
         tags[-1].start() if tags else -1,
-    ]
-    if max(starts) < 0:
-        candidates = answer_candidates(output)
-        asked = {normalise(text) for text in _quoted_texts(prompt)}
-        if normalise(candidates.get("the last quoted text", "")) in asked:
-            del candidates["the last quoted text"]
-        fenced = list(FENCE.finditer(output))
-        if fenced:  # "```text\ntac\n```"
-            candidates["the fenced text"] = fenced[-1].group("code")
-        lines = output.strip().splitlines()
-        labelled = _after_label(lines[-1]) if lines else None
-        if labelled is not None:
-            candidates["the text after the last line's label"] = labelled
-        filled = [line for line in lines if line.strip()]
-        label_lines = [
-            i for i, line in enumerate(filled[:-1]) if line.rstrip("*_ \t").endswith(":")
-        ]
-        after = label_lines[-1] + 1 if label_lines else 0
-        if label_lines and all(_after_label(line) is None for line in filled[after:]):
-            # "The reversed word is:\n\ntac\n\n(c-a-t backwards)" (not "Tried:\ntac\nFinal: cta")
-            candidates["the line after the last label line"] = filled[after]
-        subject = _said_to_be_asked(filled[-1] if filled else "", predicates_asked(prompt))
-        if subject is not None:  # "Between Ann and Bob, Bob is taller." for "Who is taller?"
-            candidates["what the last line says is what the question asks"] = subject
-        return candidates
+    )
+    if stated < 0:
+        return _candidates_of_an_unstated_answer(output, prompt)
     candidates = {"the whole output": output}
     if markers:
-        line_end = output.find("\n", markers[-1].end())
-        rest = output[markers[-1].end() : None if line_end < 0 else line_end]
-        candidates["the text after the answer marker"] = rest
-        candidates["the answer marker's clause"] = _CLAUSE_END.split(rest, maxsplit=1)[0]
-        named = _without_its_kind(rest)
-        if named is not None:  # "The result is the word tac."
-            candidates["the letter or word named after the answer marker"] = named
-        corrected = _NOT_THIS_BUT.match(rest.lstrip(" :*_"))
-        if corrected:  # "The answer is not act, it is tac."
-            candidates["the answer given after the one ruled out"] = corrected.group("answer")
-        labelled = _after_label(rest)
-        if labelled is not None:  # "The answer is: e, e, r, t → eert"
-            candidates["the text after the answer's last label"] = labelled
-        quoted = _QUOTED_START.match(rest)
-        if quoted:  # "The answer is **tac** because ..."
-            candidates["the quoted text after the answer marker"] = next(
-                part for part in quoted.groups() if part
-            )
+        candidates |= _candidates_after_the_marker(output, markers[-1])
     boxed = last_boxed(output)
     if boxed is not None:
         candidates["the boxed text"] = re.sub(r"\\(?:text|mathrm)\{([^{}]*)\}", r"\1", boxed)
     if tags:
         candidates["the text in <answer> tags"] = tags[-1].group(1)
-    fenced_after = FENCE.search(output, max(starts))
+    return candidates | _candidates_after_the_stated_answer(output, stated)
+
+
+def _candidates_of_an_unstated_answer(output: str, prompt: str) -> dict[str, str]:
+    """The candidates of an output with no explicit answer: `answer_candidates` but a last
+    quoted text the question quotes, then the last fenced block, the text after the last
+    line's label, the line after the last label line, and what the last line says is what
+    the question asks."""
+    candidates = answer_candidates(output)
+    asked = {normalise(text) for text in _quoted_texts(prompt)}
+    if normalise(candidates.get("the last quoted text", "")) in asked:
+        del candidates["the last quoted text"]
+    fenced = list(FENCE.finditer(output))
+    if fenced:  # "```text\ntac\n```"
+        candidates["the fenced text"] = fenced[-1].group("code")
+    lines = output.strip().splitlines()
+    labelled = _after_label(lines[-1]) if lines else None
+    if labelled is not None:
+        candidates["the text after the last line's label"] = labelled
+    filled = [line for line in lines if line.strip()]
+    after_label_line = _line_after_the_last_label_line(filled)
+    if after_label_line is not None:
+        candidates["the line after the last label line"] = after_label_line
+    subject = _said_to_be_asked(filled[-1] if filled else "", predicates_asked(prompt))
+    if subject is not None:  # "Between Ann and Bob, Bob is taller." for "Who is taller?"
+        candidates["what the last line says is what the question asks"] = subject
+    return candidates
+
+
+def _line_after_the_last_label_line(filled: list[str]) -> str | None:
+    """The line after the last line ending in a label, when no later line holds a label:
+    "The reversed word is:\n\ntac\n\n(c-a-t backwards)" (not "Tried:\ntac\nFinal: cta")."""
+    label_lines = [i for i, line in enumerate(filled[:-1]) if line.rstrip("*_ \t").endswith(":")]
+    after = label_lines[-1] + 1 if label_lines else 0
+    if label_lines and all(_after_label(line) is None for line in filled[after:]):
+        return filled[after]
+    return None
+
+
+def _candidates_after_the_marker(output: str, marker: re.Match[str]) -> dict[str, str]:
+    """The rest of the marker's line, its first clause, and the answer it names ("the word
+    tac"), gives after one ruled out ("not act, it is tac"), after a label ("e, r → er") or
+    quotes ("**tac** because ...")."""
+    line_end = output.find("\n", marker.end())
+    rest = output[marker.end() : None if line_end < 0 else line_end]
+    candidates = {
+        "the text after the answer marker": rest,
+        "the answer marker's clause": _CLAUSE_END.split(rest, maxsplit=1)[0],
+    }
+    named = _without_its_kind(rest)
+    if named is not None:  # "The result is the word tac."
+        candidates["the letter or word named after the answer marker"] = named
+    corrected = _NOT_THIS_BUT.match(rest.lstrip(" :*_"))
+    if corrected:  # "The answer is not act, it is tac."
+        candidates["the answer given after the one ruled out"] = corrected.group("answer")
+    labelled = _after_label(rest)
+    if labelled is not None:  # "The answer is: e, e, r, t → eert"
+        candidates["the text after the answer's last label"] = labelled
+    quoted = _QUOTED_START.match(rest)
+    if quoted:  # "The answer is **tac** because ..."
+        candidates["the quoted text after the answer marker"] = next(
+            part for part in quoted.groups() if part
+        )
+    return candidates
+
+
+def _candidates_after_the_stated_answer(output: str, stated: int) -> dict[str, str]:
+    """A fenced block after where the answer is stated ("Answer:\n```text\ntac\n```"), and
+    the answer on a line of its own after it: the last line, the text after its last 'is'."""
+    candidates: dict[str, str] = {}
+    fenced_after = FENCE.search(output, stated)
     if fenced_after is not None:  # "Answer:\n```text\ntac\n```"
         candidates["the fenced text after the answer marker"] = fenced_after.group("code")
-    line_end = output.find("\n", max(starts))
+    line_end = output.find("\n", stated)
     if line_end >= 0:  # the answer on a line of its own after the marker
         later = answer_candidates(output[line_end:])
         for name in ("the last line", "the text after the last 'is'"):
