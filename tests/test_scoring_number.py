@@ -811,6 +811,7 @@ TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
 BOTH_UNITS = "How many hours and how many minutes are in 150 minutes?"
 TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
 IN_GRAMS = "A bag holds 2 kg of rice and another 3 kg. How many grams of rice are there?"
+HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it last?"
 
 
 @pytest.mark.parametrize(
@@ -855,6 +856,29 @@ IN_GRAMS = "A bag holds 2 kg of rice and another 3 kg. How many grams of rice ar
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
+    prompt: str, output: str, answer: str, score: float
+) -> None:
+    task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="units")
+    result = graded(task, output)
+    assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "answer", "score"),
+    [
+        # read 5 and 1.5 (the marker's first number), wrong against the grams and minutes asked
+        (IN_GRAMS, "The answer is 5 kg (5000 g).", "5000", 1.0),
+        (IN_GRAMS, "The answer is 5 kg (5000 g).", "5", 0.0),
+        (IN_GRAMS, "**Answer:** 5000 g (5 kg)", "5000", 1.0),
+        (HOW_MANY_MINUTES, "The answer is 1.5 hours, or 90 minutes.", "90", 1.0),
+        (HOW_MANY_MINUTES, "The answer is 1.5 hours, or 90 minutes.", "1.5", 0.0),
+        ("Convert 2.5 hours to minutes.", "Answer: 9000 seconds (150 minutes).", "150", 1.0),
+        # not one quantity, or no unit asked: the marker's number, as before
+        (IN_GRAMS, "The answer is 4 kg (5000 g).", "5000", 0.0),
+        (TRIP, "The answer is 1.5 hours, or 90 minutes.", "1.5", 1.0),
+    ],
+)
+def test_a_marked_quantity_in_two_units_is_read_in_the_unit_asked(
     prompt: str, output: str, answer: str, score: float
 ) -> None:
     task = Task(id="n", prompt=prompt, answer=answer, grader="number", task="units")

@@ -180,7 +180,7 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
     if after_hashes is not None:
         return after_hashes
     numbers = find_numbers(text)
-    stated = _answer_stated(text, numbers)
+    stated = _answer_stated(text, numbers, units_asked(question))
     if stated is not None:
         return stated
     closing = _closing_explanation(text, numbers, question)
@@ -238,7 +238,7 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     return (found_number(numbers[0]), "after ####") if numbers else None
 
 
-def _answer_stated(text: str, numbers: list[re.Match[str]]) -> _Extracted | None:
+def _answer_stated(text: str, numbers: list[re.Match[str]], units: set[str]) -> _Extracted | None:
     """The answer the output states: a count in words of the numbers listed after it, the
     number after the last answer marker, a count of the pairs listed after it, or a first
     line holding only a number (unless a retraction takes it back); else None."""
@@ -246,7 +246,7 @@ def _answer_stated(text: str, numbers: list[re.Match[str]]) -> _Extracted | None
     if counted is not None:
         return counted, "a number word counting the numbers listed after it"
     retracted = _retracted_before(text, numbers)
-    after_marker = _number_after_marker(text, numbers, retracted)
+    after_marker = _number_after_marker(text, numbers, retracted, units)
     if after_marker is not None:
         return after_marker
     counted = _count_of_tuples(text, numbers)
@@ -516,9 +516,10 @@ class _Landmarks:
     sentence_ends: list[int]
     equals: list[int]
     last_said: re.Match[str] | None  # the last number that is no aside ("Confidence: 90%")
+    units_asked: set[str]  # "How many grams ...?": grams
 
 
-def _landmarks(text: str, numbers: list[re.Match[str]]) -> _Landmarks:
+def _landmarks(text: str, numbers: list[re.Match[str]], units_asked: set[str]) -> _Landmarks:
     return _Landmarks(
         text=text,
         numbers=numbers,
@@ -526,6 +527,7 @@ def _landmarks(text: str, numbers: list[re.Match[str]]) -> _Landmarks:
         sentence_ends=[end.start() for end in SENTENCE_END.finditer(text)],
         equals=[equal.start() for equal in re.finditer("=", text)],
         last_said=next((number for number in reversed(numbers) if not _is_aside(number)), None),
+        units_asked=units_asked,
     )
 
 
@@ -546,18 +548,18 @@ class _MarkedNumber:
 
 
 def _number_after_marker(
-    text: str, numbers: list[re.Match[str]], retracted: int = 0
+    text: str, numbers: list[re.Match[str]], retracted: int, units: set[str]
 ) -> tuple[FoundNumber | None, str] | None:
     """The first number in the sentence of the last answer marker that has one (after the
     sentence's last '=' when it holds one), or alone on the next line when the marker ends
     its line. (None, why) when that number is no answer by itself: one of two ("5 or 7",
     "3:30"), or, with no number after it, an operand ("3 more than 9") or a number the
-    marker rules out ("not 41"). Markers before `retracted` are taken back. None when no
-    marker has one, or when the usual rules
-    should find the number after such an operand or ruled-out number. Positions are looked
-    up, not searched again for each marker: an output repeating "the answer is" 100,000
-    times takes linear time."""
-    landmarks = _landmarks(text, numbers)
+    marker rules out ("not 41"); a quantity in two units ("5 kg (5000 g)") is read in the
+    one of `units` (those the question asks for). Markers before `retracted` are taken
+    back. None when no marker has one, or when the usual rules should find the number after
+    such an operand or ruled-out number. Positions are looked up, not searched again for
+    each marker: an output repeating "the answer is" 100,000 times takes linear time."""
+    landmarks = _landmarks(text, numbers, units)
     for marker in reversed(list(_ANSWER_MARKER.finditer(text, retracted))):
         if _is_hypothetical(marker, landmarks.sentence_ends):
             continue  # "If instead there were 5 boxes, the answer would be 20."
@@ -699,11 +701,15 @@ def _one_of_two_roots(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extracte
 
 def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extracted | _Then:
     """The marker's number, unless the next number in its sentence makes it an operand ("3
-    more than 9", "the sum of 5 and 7") or one of two answers ("5 or 7")."""
+    more than 9", "the sum of 5 and 7") or one of two answers ("5 or 7"), or the two are one
+    quantity in two units ("5 kg (5000 g)": the one in the unit asked)."""
     text, marker = marked.marker.string, marked.marker
     number, following = marked.number, marked.following
     if following is None or following.start() >= marked.sentence_end:
         return found_number(number), f"after {marked.marker_text!r}"
+    twice = one_quantity_in_two_units(text, [number, following], landmarks.units_asked)
+    if twice is not None:  # "The answer is 5 kg (5000 g)." for "How many grams ...?"
+        return twice, f"the unit asked of one quantity in two units after {marked.marker_text!r}"
     if _OPERATOR.fullmatch(text[number.end() : following.start()]):
         # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
         # a number after the expression (", so 12") is found by the usual rules
