@@ -120,6 +120,28 @@ def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: s
 
 
 @pytest.mark.parametrize(
+    ("output", "letter"),
+    [
+        # no letter was read: "must be" was no marker, nor was a word between "is" and it
+        ("Bob is 190 cm, so the answer must be B.", "B"),
+        ("The answer is most likely B.", "B"),
+        ("The answer is definitely B, since Bob is the tallest.", "B"),
+        ("The correct answer is probably **B**.", "B"),
+        ("The answer is clearly C, as Cal is 200 cm.", "C"),
+        ("The answer is likely B or C.", None),
+        # an article after the word is still no option a
+        ("The answer is probably a trick, but Bob is the tallest: B", "B"),
+    ],
+)
+def test_choice_grader_reads_a_letter_after_must_be_or_a_word_of_certainty(
+    output: str, letter: str | None
+) -> None:
+    result = graded(choice_task("B"), output)
+    assert result.score == (1.0 if letter == "B" else 0.0), result.detail
+    assert (f"extracted {letter}" if letter else "ambiguous") in result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
         # a list of the options is no answer: its first letter (A) is not chosen

@@ -1,15 +1,15 @@
-"""The choice grader: the option letter (A-E) a worker's output chooses: "\\boxed{B}", "Answer:
-B", "<answer>B</answer>", the last self-correction ("Wait, actually it's (C)", "Wait,
-actually C."), "The correct option is b.", "I would choose B", "so it must be B", "It's B.",
-"So B.", "(B)", "B) foo", "B - foo" (unless its line retracts it: "B - no wait, ..."), "B is
-taller" for "Who is taller?" (the word after the question's "is"; "54 is larger than 9"
-alike for an option's text), "..., so the smallest is B." for "Which is the smallest?", "A
-is not the tallest; B is.", the one option checked ("- [x] B", "B) Bob ✅"), a line holding
-just "B", a last sentence holding just a letter ("Not A, not C. B."), or the text of exactly
-one option (the answer, or its first or last clause when no other option is named: "Yes, all
-wugs are feps.", or the only option named when it is cited with its letter: "The capital is
-B) Paris."). Two different letters with no answer marker ("A or B", "(A) ... (C)") are
-ambiguous and score 0.
+"""The choice grader: the option letter (A-E) a worker's output chooses: "\\boxed{B}", "Answer: B",
+"<answer>B</answer>", "The answer must be B", "The answer is most likely B", the last
+self-correction ("Wait, actually it's (C)", "Wait, actually C."), "The correct option is b.", "I
+would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless its
+line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the word after the
+question's "is"; "54 is larger than 9" alike for an option's text), "..., so the smallest is B."
+for "Which is the smallest?", "A is not the tallest; B is.", the one option checked ("- [x] B",
+"B) Bob ✅"), a line holding just "B", a last sentence holding just a letter ("Not A, not C.
+B."), or the text of exactly one option (the answer, or its first or last clause when no other
+option is named: "Yes, all wugs are feps.", or the only option named when it is cited with its
+letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or B", "(A)
+... (C)") are ambiguous and score 0.
 """
 
 from __future__ import annotations
@@ -43,8 +43,12 @@ from .common import (
 )
 from .exact import WRAPPERS, answer_candidates, normalise, without_closing_note
 
+# how sure a reply is of the letter after "the answer is": "most likely B", "definitely B"
+_CERTAINTY = r"(?:most\s+likely|likely|probably|definitely|clearly|certainly|surely)"
 _CHOICE_MARKER = re.compile(
-    r"(?:(?:answer|(?P<option>option|choice))\s*(?P<said>is|would be|will be|should be|[:=>\-])?"
+    r"(?:(?:answer|(?P<option>option|choice))\s*"
+    # "The answer must be B.", "The answer is most likely B."
+    rf"(?P<said>(?:is|(?:would|will|should|must) be|[:=>\-])(?:\s+{_CERTAINTY})?)?"
     r"|result\s*(?:is|:)"
     rf"|{CJK_ANSWER_MARKER}"
     # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
