@@ -120,6 +120,28 @@ def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: s
 
 
 @pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        # a second letter hedged after the one given read B, a hedge scored as a choice
+        ("The answer is B (or C).", "ambiguous"),
+        ("The answer is B or maybe C.", "ambiguous"),
+        ("Answer: B, or possibly C", "ambiguous"),
+        ("The answer is (B), or perhaps (C).", "ambiguous"),
+        # another letter named after the answer, not as a second one, leaves it
+        ("The answer is B (and C is wrong).", "extracted B"),
+        ("The answer is B, and C is wrong.", "extracted B"),
+        ("The answer is B (or rather, Bob).", "extracted B"),
+    ],
+)
+def test_choice_grader_reads_a_second_letter_hedged_after_the_answer_as_ambiguous(
+    output: str, why: str
+) -> None:
+    result = graded(choice_task("B"), output)
+    assert result.score == (1.0 if why == "extracted B" else 0.0), result.detail
+    assert why in result.detail
+
+
+@pytest.mark.parametrize(
     ("output", "letter"),
     [
         # no letter was read: "must be" was no marker, nor was a word between "is" and it

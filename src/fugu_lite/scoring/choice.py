@@ -9,7 +9,8 @@ for "Which is the smallest?", "A is not the tallest; B is.", the one option chec
 B."), or the text of exactly one option (the answer, or its first or last clause when no other
 option is named: "Yes, all wugs are feps.", or the only option named when it is cited with its
 letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or B", "(A)
-... (C)") are ambiguous and score 0.
+... (C)"), or a second one hedged after the answer ("The answer is B (or C).") are ambiguous and
+score 0.
 """
 
 from __future__ import annotations
@@ -128,7 +129,13 @@ _REJECTING_LABEL = re.compile(
     r"\b(?:not|wrong|incorrect|false|eliminated|ruled\s+out)\b", re.IGNORECASE
 )
 _LABELLED_LETTER = re.compile(r":[*_]*[ \t]+[*_$]*[(\[]?(?P<letter>[A-E])[)\]]?[*_$]*[.!]?[ \t]*$")
-_OR_ANOTHER = re.compile(r"^\s*(?:or|and|/)\s*\(?(?:option\s*)?[A-E](?![a-z])", re.IGNORECASE)
+# a second letter after the one given: "B or C", "B/C", "B (or C)", "B, or possibly C" (not
+# "B, and C is wrong")
+_OR_ANOTHER = re.compile(
+    r"\s*(?:or|and|/|,\s*or\b|\(\s*or\b)\s*(?:(?:maybe|perhaps|possibly|probably)\s+)?"
+    r"\(?(?:option\s*)?[A-E](?![a-z])\)?",
+    re.IGNORECASE,
+)
 
 
 def grade_choice(task: Task, output: str) -> Grade:
@@ -180,8 +187,9 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
             continue  # "option A is wrong" names a letter, but not as the answer
         if (match["conclusion"] or match["bare"]) and not _CONCLUSION_END.match(after):
             continue  # "so C is taller than A": a letter in a sentence, not its conclusion
-        if _OR_ANOTHER.match(after):
-            return None, f"ambiguous: {(match.group(0) + after).strip()!r}"
+        another = _OR_ANOTHER.match(text, match.end())
+        if another:
+            return None, f"ambiguous: {text[match.start() : another.end()].strip()!r}"
         if _begins_a_list(text, letter, match.end("letter")):
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
