@@ -314,6 +314,24 @@ def test_number_grader_reads_an_ascii_mixed_number(answer: str, output: str, sco
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # read 2 (or "two"): a wrong answer for 2.5, scored right against 2
+        ("2.5", "The answer is 2 and a half hours.", 1.0),
+        ("2", "The answer is 2 and a half hours.", 0.0),
+        ("1.5", "It takes one and a half hours.", 1.0),
+        ("1", "It takes one and a half hours.", 0.0),
+        ("2500000", "The prize is 2 and a half million dollars.", 1.0),
+        # not a part of a longer number in words
+        ("2.5", "It takes twenty-two and a half hours.", 0.0),
+    ],
+)
+def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score: float) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("output", "score_for_12", "score_for_14"),
     [
         ("The answer is 12. Wait, no: it is 14.", 0.0, 1.0),

@@ -26,8 +26,8 @@ question asks for ("to hours": 2.5), else (or when it is the question's own) is 
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
 week"). Commas between thousands (also LaTeX's `10,\\!000`, Indian `1,50,000`, Swiss
 `1'234'567`), `$`, `%`, units and a trailing period are ignored; `3/4`, `\\frac{3}{4}`
-and `\\frac34` are fractions, `1\\frac{1}{2}` and
-`1 1/2` mixed numbers; `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
+and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers ("2 and a half"
+2.5); `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7;
 numbers in Chinese text are read ("答案是42。", "3万" is 30000). A

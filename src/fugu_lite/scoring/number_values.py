@@ -338,6 +338,7 @@ def normalise_number_text(text: str) -> str:
     text = _LATEX_THOUSANDS.sub(",", text)
     text = _LATEX_PERCENT.sub("%", text)
     text = _ASCII_MIXED_NUMBER.sub(_ascii_mixed_number, text)
+    text = _AND_A_HALF.sub(_and_a_half, text)
     text = _WORDED_MAGNITUDE.sub(_worded_magnitude, text)
     text = _ONE_IN_N.sub(_one_in_n, text)
     return latex_fractions(text)  # "$\frac{1}{2}$" outside a \boxed{} too
@@ -424,3 +425,16 @@ def _ascii_mixed_number(match: re.Match[str]) -> str:
     if not 0 < over < under:
         return match.group(0)
     return f"{whole * under + over}/{under}"
+
+
+# "2 and a half", "two and a half" are 2.5 (read 2, a wrong answer for 2.5 scored right
+# against 2); not a part of a longer number in words ("twenty-two and a half")
+_AND_A_HALF = re.compile(
+    rf"(?<![\w.,/-])(?P<whole>{_SMALL_NUMBER})\s+and\s+a\s+half\b", re.IGNORECASE
+)
+
+
+def _and_a_half(match: re.Match[str]) -> str:
+    whole = match["whole"]
+    value = int(whole) if whole[0].isdigit() else _SMALL_NUMBER_WORDS[whole.lower()]
+    return f"{value}.5"
