@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
@@ -68,14 +69,7 @@ from .results import (
     usage_cost,
     web_page_hint,
 )
-from .retries import (
-    RETRYABLE_KINDS,
-    attempt_timeout_s,
-    backoff,
-    call_budget_s,
-    ends_before,
-    tried_again,
-)
+from .retries import RETRYABLE_KINDS, attempt_timeout_s, call_budget_s, retry_wait
 
 __all__ = ["Judge", "WorkerPool", "judge_from_pool"]
 logger = logging.getLogger(__name__)
@@ -339,71 +333,79 @@ class WorkerPool:
         body = self.request_body(worker, messages, params)
         refused = self.refused_locally(worker, body)
         if refused is not None:
-            return CallResult(
-                worker_id=worker_id, output=None, usage=None, cost=None, latency_s=0.0,
-                error=str(refused), error_kind=refused.kind, attempts=0,
-                status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
-            )  # fmt: skip
+            return _refused_result(worker_id, refused)
         async with self._semaphores[worker_id]:
             if on_slot is not None:
                 on_slot()
-            started_at = time.time()
-            start = time.perf_counter()
-            deadline = start + call_budget_s(worker)
-            attempt = 0
-            while True:
-                attempt += 1
-                client, deadline = await self._ready_client(worker_id, deadline)
-                response = None
-                call = self._sent_call(worker_id)
-                try:
-                    async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
-                        # The SDK's generic post: its auth, errors and timeouts, without
-                        # the typed-params transform, which costs ~1 ms per call.
-                        response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
-                        raw = answer_json(response.content, response.headers.get("content-type"))
-                    if NON_FINITE_MARK.search(response.content):
-                        raw = json_safe(raw)
-                    if worker.local is not None and isinstance(raw, dict):
-                        raw = one_call_style(raw, legacy=bool(body.get("functions")))
-                        raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
-                    output, usage = parse_completion(raw)
-                    cost = None if usage is None else self.cost(worker_id, usage)
+            return await self._call_with_retries(worker, body, retried)
+
+    async def _call_with_retries(
+        self, worker: WorkerConfig, body: dict[str, Any], retried: frozenset[str]
+    ) -> CallResult:
+        """The call, once it has a slot: its attempts until one is answered, or a failure is
+        not tried again."""
+        started_at = time.time()
+        start = time.perf_counter()
+        deadline = start + call_budget_s(worker)
+        attempt = 0
+        while True:
+            attempt += 1
+            client, deadline = await self._ready_client(worker.id, deadline)
+            call = self._sent_call(worker.id)
+            try:
+                answer = await self._try_call(worker, client, body, deadline, call)
+                if isinstance(answer, _Answer):
                     return CallResult(
-                        worker_id=worker_id, output=output, usage=usage, cost=cost,
-                        latency_s=time.perf_counter() - start, error=None, error_kind=None,
-                        attempts=attempt, raw=raw, started_at=started_at,
+                        worker_id=worker.id, output=answer.output, usage=answer.usage,
+                        cost=answer.cost, latency_s=time.perf_counter() - start, error=None,
+                        error_kind=None, attempts=attempt, raw=answer.raw, started_at=started_at,
                         finished_at=time.time(),
                     )  # fmt: skip
-                except asyncio.CancelledError:
-                    if worker.local is not None and response is None:
-                        self.stop_abandoned_answer(worker_id, call=call)
-                    raise
-                except Exception as error:
-                    kind, message, retry_after = self._describe(worker_id, error)
-                    self._stop_timed_out(worker, kind, error, call)
-                    self._answered(worker_id, call)
-                    wait = backoff(worker, attempt, retry_after)
-                    if not (
-                        tried_again(worker, attempt, kind, retried, error, retry_after)
-                        and ends_before(wait, deadline)
-                    ):
-                        # A prompt over the worker's context is no failure of the worker.
-                        too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
-                        logger.log(
-                            logging.DEBUG if too_long else logging.INFO,
-                            "worker %s failed after %d attempt(s): %s", worker_id, attempt, message,
-                        )  # fmt: skip
-                        return CallResult(
-                            worker_id=worker_id, output=None, usage=None, cost=None,
-                            latency_s=time.perf_counter() - start, error=message,
-                            error_kind=kind, attempts=attempt, started_at=started_at,
-                            finished_at=time.time(), status_code=status_code(error),
-                            error_code=error_code(error), retry_after_s=retry_after,
-                        )  # fmt: skip
-                    await asyncio.sleep(wait)
-                finally:
-                    self._answered(worker_id, call)
+                failure = answer
+                wait = retry_wait(
+                    worker, attempt, failure.kind, retried, failure.error, failure.retry_after,
+                    deadline,
+                )  # fmt: skip
+                if wait is None:
+                    return _failed_result(worker.id, failure, attempt, start, started_at)
+                await asyncio.sleep(wait)
+            finally:
+                self._answered(worker.id, call)
+
+    async def _try_call(
+        self,
+        worker: WorkerConfig,
+        client: AsyncOpenAI,
+        body: dict[str, Any],
+        deadline: float,
+        call: object,
+    ) -> _Answer | _Failure:
+        """One attempt: the worker's answer read, or why it failed."""
+        response = None
+        try:
+            async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
+                # The SDK's generic post: its auth, errors and timeouts, without
+                # the typed-params transform, which costs ~1 ms per call.
+                response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
+                raw = answer_json(response.content, response.headers.get("content-type"))
+            raw = _answer_as_asked(worker, body, response.content, raw)
+            output, usage = parse_completion(raw)
+            cost = None if usage is None else self.cost(worker.id, usage)
+            return _Answer(output=output, usage=usage, cost=cost, raw=raw)
+        except asyncio.CancelledError:
+            if worker.local is not None and response is None:
+                self.stop_abandoned_answer(worker.id, call=call)
+            raise
+        except Exception as error:
+            return self._failure(worker, error, call)
+
+    def _failure(self, worker: WorkerConfig, error: Exception, call: object) -> _Failure:
+        """A failed attempt described; a local worker's that timed out is stopped, and the
+        call is answered."""
+        kind, message, retry_after = self._describe(worker.id, error)
+        self._stop_timed_out(worker, kind, error, call)
+        self._answered(worker.id, call)
+        return _Failure(error=error, kind=kind, message=message, retry_after=retry_after)
 
     async def stream_chat(
         self,
@@ -424,89 +426,107 @@ class WorkerPool:
         close the generator (`contextlib.aclosing`)."""
         worker = self.worker(worker_id)
         self._client(worker_id)  # the pool is started (the call's client: _ready_client)
+        body = self._stream_body(worker, messages, params)
+        async with self._semaphores[worker_id]:
+            if on_slot is not None:
+                on_slot()
+            opened = await self._open_stream(worker, body, retried)
+            shape = chunk_shaper(worker, opened.body)
+            try:
+                yield shape(opened.first.model_dump(exclude_unset=True))
+                async for chunk in opened.iterator:
+                    yield shape(chunk.model_dump(exclude_unset=True))
+            except Exception as error:
+                raise self._broken_stream_error(worker_id, error) from None
+            finally:
+                self._answered(worker_id, opened.call)
+                await _close(opened.stream)
+
+    def _stream_body(
+        self, worker: WorkerConfig, messages: list[dict[str, Any]], params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A stream's request body (without stream_options while the worker refuses them);
+        the WorkerCallError of one a local worker cannot take."""
         body = self.request_body(worker, messages, params)
-        if self.stream_options_refused(worker_id):
+        if self.stream_options_refused(worker.id):
             body.pop("stream_options", None)
         refused = self.refused_locally(worker, body)
         if refused is not None:
             raise refused
-        async with self._semaphores[worker_id]:
-            if on_slot is not None:
-                on_slot()
-            deadline = time.perf_counter() + call_budget_s(worker)
-            attempt = 0
-            while True:
-                attempt += 1
-                client, deadline = await self._ready_client(worker_id, deadline)
-                stream = None
-                call = self._sent_call(worker_id)  # answered when the stream ends
-                try:
-                    async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
-                        stream = await client.post(
-                            CHAT_PATH,
-                            cast_to=ChatCompletionChunk,
-                            body={**body, "stream": True},
-                            stream=True,
-                            stream_cls=AsyncStream[ChatCompletionChunk],
-                        )
-                        iterator = stream.__aiter__()
-                        first = await iterator.__anext__()
-                    if "stream_options" in body:
-                        self._took_stream_options(worker_id)
-                    break
-                except StopAsyncIteration:
-                    await _close(stream)
-                    self._answered(worker_id, call)
-                    content_type = (
-                        None if stream is None else stream.response.headers.get("content-type")
-                    )
-                    raise await self._empty_stream_error(
-                        worker, client, body, content_type
-                    ) from None
-                except Exception as error:
-                    await _close(stream)
-                    kind, message, retry_after = self._describe(worker_id, error)
-                    self._stop_timed_out(worker, kind, error, call)
-                    self._answered(worker_id, call)
-                    if "stream_options" in body and refuses_stream_options(error):
-                        body = self._without_stream_options(worker_id, body, message)
-                        attempt -= 1  # the same call once more, not a retry of a failure
-                        continue
-                    wait = backoff(worker, attempt, retry_after)
-                    if not (
-                        tried_again(worker, attempt, kind, retried, error, retry_after)
-                        and ends_before(wait, deadline)
-                    ):
-                        raise WorkerCallError(
-                            kind, message, status_code(error), error_code(error), retry_after
-                        ) from None
-                    await asyncio.sleep(wait)
-                except BaseException:
-                    self._answered(worker_id, call)
-                    raise
-            named: set[tuple[Any, Any]] = set()
-            legacy = bool(body.get("functions"))
+        return body
 
-            def shape(chunk: dict[str, Any]) -> dict[str, Any]:
-                chunk = json_safe(chunk)
-                if worker.local is None:
-                    return chunk
-                chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
-                return named_once(one_call_style(chunk, legacy), named)
-
-            try:
-                yield shape(first.model_dump(exclude_unset=True))
-                async for chunk in iterator:
-                    yield shape(chunk.model_dump(exclude_unset=True))
-            except Exception as error:
-                kind, message, _ = self._describe(worker_id, error)
-                message = f"{message} (after the stream started)"
+    async def _open_stream(
+        self, worker: WorkerConfig, body: dict[str, Any], retried: frozenset[str]
+    ) -> _OpenStream:
+        """The stream up to its first chunk, retried like `chat`'s call (and asked once more
+        without stream_options when the worker refuses them); WorkerCallError if it fails."""
+        deadline = time.perf_counter() + call_budget_s(worker)
+        attempt = 0
+        while True:
+            attempt += 1
+            client, deadline = await self._ready_client(worker.id, deadline)
+            call = self._sent_call(worker.id)  # answered when the stream ends
+            opened = await self._try_open(worker, client, body, deadline, call)
+            if isinstance(opened, _OpenStream):
+                return opened
+            failure = opened
+            if "stream_options" in body and refuses_stream_options(failure.error):
+                body = self._without_stream_options(worker.id, body, failure.message)
+                attempt -= 1  # the same call once more, not a retry of a failure
+                continue
+            wait = retry_wait(
+                worker, attempt, failure.kind, retried, failure.error, failure.retry_after,
+                deadline,
+            )  # fmt: skip
+            if wait is None:
+                error = failure.error
                 raise WorkerCallError(
-                    kind, message, status_code(error), error_code(error)
-                ) from None
-            finally:
-                self._answered(worker_id, call)
-                await _close(stream)
+                    failure.kind, failure.message, status_code(error), error_code(error),
+                    failure.retry_after,
+                )  # fmt: skip
+            await asyncio.sleep(wait)
+
+    async def _try_open(
+        self,
+        worker: WorkerConfig,
+        client: AsyncOpenAI,
+        body: dict[str, Any],
+        deadline: float,
+        call: object,
+    ) -> _OpenStream | _Failure:
+        """One attempt at opening the stream: it, with its first chunk, or why it failed."""
+        stream = None
+        try:
+            async with asyncio.timeout(attempt_timeout_s(worker, deadline)):
+                stream = await client.post(
+                    CHAT_PATH,
+                    cast_to=ChatCompletionChunk,
+                    body={**body, "stream": True},
+                    stream=True,
+                    stream_cls=AsyncStream[ChatCompletionChunk],
+                )
+                iterator = stream.__aiter__()
+                first = await iterator.__anext__()
+            if "stream_options" in body:
+                self._took_stream_options(worker.id)
+            return _OpenStream(stream=stream, iterator=iterator, first=first, call=call, body=body)
+        except StopAsyncIteration:
+            await _close(stream)
+            self._answered(worker.id, call)
+            content_type = None if stream is None else stream.response.headers.get("content-type")
+            raise await self._empty_stream_error(worker, client, body, content_type) from None
+        except Exception as error:
+            await _close(stream)
+            return self._failure(worker, error, call)
+        except BaseException:
+            self._answered(worker.id, call)
+            raise
+
+    def _broken_stream_error(self, worker_id: str, error: Exception) -> WorkerCallError:
+        """A failure after the stream's first chunk, said so."""
+        kind, message, _ = self._describe(worker_id, error)
+        message = f"{message} (after the stream started)"
+        return WorkerCallError(kind, message, status_code(error), error_code(error))
 
     async def _empty_stream_error(
         self,
@@ -633,6 +653,96 @@ class WorkerPool:
         kind, detail, retry_after = classify_error(error)
         message = f"worker {worker_id}: {kind}: {detail}"
         return kind, redact(message, self._keys.get(worker_id)), retry_after
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A call's answered attempt: its completion, tokens, their cost and the worker's JSON."""
+
+    output: str
+    usage: Usage | None
+    cost: float | None
+    raw: Any
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A failed attempt: its error, kind, message (keys scrubbed) and Retry-After."""
+
+    error: Exception
+    kind: str
+    message: str
+    retry_after: float | None
+
+
+@dataclass(frozen=True)
+class _OpenStream:
+    """A stream that gave its first chunk: the call it answers, and the body it was asked
+    with (without stream_options if the worker refused them)."""
+
+    stream: AsyncStream[ChatCompletionChunk]
+    iterator: AsyncIterator[ChatCompletionChunk]
+    first: ChatCompletionChunk
+    call: object
+    body: dict[str, Any]
+
+
+def _refused_result(worker_id: str, refused: WorkerCallError) -> CallResult:
+    """A call refused before it was sent (`refused_locally`)."""
+    return CallResult(
+        worker_id=worker_id, output=None, usage=None, cost=None, latency_s=0.0,
+        error=str(refused), error_kind=refused.kind, attempts=0,
+        status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
+    )  # fmt: skip
+
+
+def _failed_result(
+    worker_id: str, failure: _Failure, attempt: int, start: float, started_at: float
+) -> CallResult:
+    """A call whose last attempt failed, logged."""
+    error = failure.error
+    # A prompt over the worker's context is no failure of the worker.
+    too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
+    logger.log(
+        logging.DEBUG if too_long else logging.INFO,
+        "worker %s failed after %d attempt(s): %s", worker_id, attempt, failure.message,
+    )  # fmt: skip
+    return CallResult(
+        worker_id=worker_id, output=None, usage=None, cost=None,
+        latency_s=time.perf_counter() - start, error=failure.message,
+        error_kind=failure.kind, attempts=attempt, started_at=started_at,
+        finished_at=time.time(), status_code=status_code(error),
+        error_code=error_code(error), retry_after_s=failure.retry_after,
+    )  # fmt: skip
+
+
+def _answer_as_asked(worker: WorkerConfig, body: dict[str, Any], content: bytes, raw: Any) -> Any:
+    """A worker's answer with the numbers JSON cannot hold replaced, and a local worker's in
+    the shape OpenAI gives (one call style, the top_logprobs asked)."""
+    if NON_FINITE_MARK.search(content):
+        raw = json_safe(raw)
+    if worker.local is not None and isinstance(raw, dict):
+        raw = one_call_style(raw, legacy=bool(body.get("functions")))
+        raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
+    return raw
+
+
+def chunk_shaper(
+    worker: WorkerConfig, body: dict[str, Any]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What a stream's chunks go through: the numbers JSON cannot hold replaced, and a local
+    worker's in the shape OpenAI gives (each tool call named once, the top_logprobs asked)."""
+    named: set[tuple[Any, Any]] = set()
+    legacy = bool(body.get("functions"))
+
+    def shape(chunk: dict[str, Any]) -> dict[str, Any]:
+        chunk = json_safe(chunk)
+        if worker.local is None:
+            return chunk
+        chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
+        return named_once(one_call_style(chunk, legacy), named)
+
+    return shape
 
 
 async def _close(stream: Any) -> None:

@@ -61,3 +61,22 @@ def tried_again(
     if kind not in retried and not (said and kind == "client"):
         return False
     return retry_after is None or retry_after <= MAX_RETRY_AFTER_S
+
+
+def retry_wait(
+    worker: WorkerConfig,
+    attempt: int,
+    kind: str,
+    retried: frozenset[str],
+    error: BaseException,
+    retry_after: float | None,
+    deadline: float,
+) -> float | None:
+    """How long to wait before trying a failed attempt again (`backoff`); None when it is not
+    tried again (`tried_again`) or the wait would not end before the call's deadline."""
+    wait = backoff(worker, attempt, retry_after)
+    if tried_again(worker, attempt, kind, retried, error, retry_after) and ends_before(
+        wait, deadline
+    ):
+        return wait
+    return None
