@@ -221,6 +221,22 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
     several tools, a raw GBNF `grammar`, both tools and functions, a schema with a name,
     literal or pattern that llama.cpp's grammar converter mangles (`unrenderable_literal`,
     `unconvertible_pattern`)."""
+    gaps = request_gaps(params)
+    strict = strict_schema_places(params)
+    for where, schema in grammar_schemas(params):
+        gaps.extend(schema_gaps(where, schema, strict=where in strict))
+    tools = params.get("tools") or []
+    if params.get("tool_choice") == "required" and len(tools) > 1:
+        gaps.append(
+            'tool_choice "required" among several tools (it would answer in text; name '
+            "one tool in tool_choice instead)"
+        )
+    return gaps
+
+
+def request_gaps(params: dict[str, Any]) -> list[str]:
+    """The gaps of a request's own options (not its schemas): a raw `grammar`, audio output,
+    tools other than functions, a tool_choice of another type, both tools and functions."""
     gaps = []
     if params.get("grammar") is not None:
         gaps.append(
@@ -242,55 +258,62 @@ def local_worker_gaps(params: dict[str, Any]) -> list[str]:
             "both `tools` and the deprecated `functions` (llama-cpp-python's server replaces "
             "the tools with the functions; send the functions as tools)"
         )
-    strict = strict_schema_places(params)
-    for where, schema in grammar_schemas(params):
-        known = len(gaps)
-        found = unrenderable_literal(schema)
-        if found is not None:
-            path, character = found
-            gaps.append(
-                f"a JSON schema with {character} in a property name or an enum/const string "
-                f"({where}{path}; llama-cpp-python's grammar converter mangles it: its server "
-                "crashes, or answers invalid JSON or another name or value)"
-            )
-        found = unconvertible_pattern(schema)
-        if found is not None:
-            path, problem = found
-            gaps.append(f"a JSON schema `pattern` {problem} ({where}{path}.pattern)")
-        deep = deep_repetition(schema)
-        if deep is not None:
-            gaps.append(
-                f"a JSON schema allowing {deep[1]} ({where}{deep[0]}; llama-cpp-python nests "
-                f"one grammar group per optional repetition and its server crashes on more "
-                f"than about {MAX_OPTIONAL_REPEATS}; drop the limit or narrow it)"
-            )
-        empty = empty_property_name(schema)
-        if empty is not None:
-            gaps.append(
-                f"a JSON schema with an empty property name ({where}{empty}; "
-                "llama-cpp-python's grammar converter makes that property's value the whole "
-                "answer, not an object)"
-            )
-        readable = llama_cpp_schema(schema, split_types=False)
-        ignored = ignored_constraint(readable) if where in strict else None
-        if ignored is not None:
-            gaps.append(
-                f"a strict JSON schema with {ignored[1]} ({where}{ignored[0]}; "
-                "llama-cpp-python's grammar converter leaves it out of the grammar, so the "
-                "answer may break it; without `strict: true` a local worker may answer)"
-            )
-        if len(gaps) == known:  # else its problem is said already
-            unread = unconvertible_schema(llama_cpp_schema(schema))
-            if unread is not None:
-                gaps.append(
-                    f"a JSON schema that llama-cpp-python's grammar converter cannot read "
-                    f"({where}: {unread}; its server then ignores the whole schema and "
-                    "answers any JSON)"
-                )
-    if choice == "required" and len(tools) > 1:
+    return gaps
+
+
+def schema_gaps(where: str, schema: Any, *, strict: bool) -> list[str]:
+    """The gaps of one schema a request's answer must follow (at `where`, as grammar_schemas
+    names it; `strict`: sent with `strict: true`): what llama-cpp-python's grammar converter
+    mangles or leaves out, else (its problem not said already) what it cannot read at all."""
+    gaps = converter_mangles(where, schema)
+    readable = llama_cpp_schema(schema, split_types=False)
+    ignored = ignored_constraint(readable) if strict else None
+    if ignored is not None:
         gaps.append(
-            'tool_choice "required" among several tools (it would answer in text; name '
-            "one tool in tool_choice instead)"
+            f"a strict JSON schema with {ignored[1]} ({where}{ignored[0]}; "
+            "llama-cpp-python's grammar converter leaves it out of the grammar, so the "
+            "answer may break it; without `strict: true` a local worker may answer)"
+        )
+    if not gaps:
+        unread = unconvertible_schema(llama_cpp_schema(schema))
+        if unread is not None:
+            gaps.append(
+                f"a JSON schema that llama-cpp-python's grammar converter cannot read "
+                f"({where}: {unread}; its server then ignores the whole schema and "
+                "answers any JSON)"
+            )
+    return gaps
+
+
+def converter_mangles(where: str, schema: Any) -> list[str]:
+    """What in a schema llama-cpp-python's grammar converter mangles: a name or literal it
+    renders wrongly, a pattern it cannot convert, a repetition too deep, an empty name."""
+    gaps = []
+    found = unrenderable_literal(schema)
+    if found is not None:
+        path, character = found
+        gaps.append(
+            f"a JSON schema with {character} in a property name or an enum/const string "
+            f"({where}{path}; llama-cpp-python's grammar converter mangles it: its server "
+            "crashes, or answers invalid JSON or another name or value)"
+        )
+    found = unconvertible_pattern(schema)
+    if found is not None:
+        path, problem = found
+        gaps.append(f"a JSON schema `pattern` {problem} ({where}{path}.pattern)")
+    deep = deep_repetition(schema)
+    if deep is not None:
+        gaps.append(
+            f"a JSON schema allowing {deep[1]} ({where}{deep[0]}; llama-cpp-python nests "
+            f"one grammar group per optional repetition and its server crashes on more "
+            f"than about {MAX_OPTIONAL_REPEATS}; drop the limit or narrow it)"
+        )
+    empty = empty_property_name(schema)
+    if empty is not None:
+        gaps.append(
+            f"a JSON schema with an empty property name ({where}{empty}; "
+            "llama-cpp-python's grammar converter makes that property's value the whole "
+            "answer, not an object)"
         )
     return gaps
 
