@@ -122,34 +122,48 @@ def llama_cpp_params(params: dict[str, Any]) -> dict[str, Any]:
     stops = [stop] if isinstance(stop, str) else stop
     if isinstance(stops, list) and "" in stops:
         converted["stop"] = [text for text in stops if text != ""]
-    response_format = params.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, dict) else None
-        converted["response_format"] = {"type": "json_object"}
-        if schema is not None:
-            converted["response_format"]["schema"] = llama_cpp_schema(schema)
-    elif isinstance(response_format, dict) and "schema" in response_format:
-        converted["response_format"] = {
-            **response_format,
-            "schema": llama_cpp_schema(response_format["schema"]),
-        }
+    response_format = llama_cpp_response_format(params.get("response_format"))
+    if response_format is not None:
+        converted["response_format"] = response_format
     if params.get("logprobs") is True and params.get("top_logprobs") is None:
         converted["top_logprobs"] = 0
     functions = params.get("functions")
     if isinstance(functions, list):
         converted["functions"] = [with_parameters(function) for function in functions]
+    return {**converted, **llama_cpp_tools(params)}
+
+
+def llama_cpp_response_format(response_format: Any) -> dict[str, Any] | None:
+    """A response_format with a schema in llama.cpp's form (json_schema as json_object with
+    its schema, the schema as its grammar converter reads it); None if it has none."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if schema is None:
+            return {"type": "json_object"}
+        return {"type": "json_object", "schema": llama_cpp_schema(schema)}
+    if isinstance(response_format, dict) and "schema" in response_format:
+        return {**response_format, "schema": llama_cpp_schema(response_format["schema"])}
+    return None
+
+
+def llama_cpp_tools(params: dict[str, Any]) -> dict[str, Any]:
+    """A request's `tools` (and a tool_choice "required" with one tool, as that tool named)
+    in llama.cpp's form; {} when it has no list of tools."""
     tools = params.get("tools")
-    if isinstance(tools, list):
-        converted["tools"] = [
+    if not isinstance(tools, list):
+        return {}
+    converted: dict[str, Any] = {
+        "tools": [
             {**tool, "function": with_parameters(tool["function"])}
             if tool.get("type") == "function" and "function" in tool
             else tool
             for tool in tools
         ]
-        if params.get("tool_choice") == "required" and len(tools) == 1:
-            name = tools[0].get("function", {}).get("name")
-            converted["tool_choice"] = {"type": "function", "function": {"name": name}}
+    }
+    if params.get("tool_choice") == "required" and len(tools) == 1:
+        name = tools[0].get("function", {}).get("name")
+        converted["tool_choice"] = {"type": "function", "function": {"name": name}}
     return converted
 
 
