@@ -227,17 +227,28 @@ class StubWorker:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         if mode == "hang":
-            deadline = time.monotonic() + self.hang_s
-            while time.monotonic() < deadline and not self._stopping.is_set():
-                await asyncio.sleep(0.02)
-            return _error(503, "stub stopped while hanging")
-        if mode == "gateway_page":
-            return Response(GATEWAY_PAGE, status_code=502, media_type="text/html")
-        if mode == "html":
-            page = "<!doctype html><html><head><title>Stub app</title></head><body></body></html>"
-            return Response(page, media_type="text/html")
-        if mode == "close":
-            return StreamingResponse(_truncated_body(), media_type="application/json")
+            return await self._hang()
+        failure = _page_or_dropped(mode)
+        if failure is None:
+            failure = self._error_reply(mode, body, auth)
+        if failure is not None:
+            return failure
+        messages = body.get("messages") or []
+        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+        if mode in ("vllm_context", "prompt_too_long", "tgi_context"):
+            return self._plain_context_refusal(mode, body, prompt_tokens)
+        return self._answer(mode, body, messages, prompt_tokens)
+
+    async def _hang(self) -> Response:
+        """Nothing until hang_s is over or the stub stops (the client gives up before)."""
+        deadline = time.monotonic() + self.hang_s
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            await asyncio.sleep(0.02)
+        return _error(503, "stub stopped while hanging")
+
+    def _error_reply(self, mode: str, body: dict[str, Any], auth: str | None) -> Response | None:
+        """The error a failure mode answers with (JSON, in the shape its server gives); None
+        for a mode that answers (or a "no_stream_options" request without them)."""
         if mode == "leak":
             return _error(500, f"upstream rejected credentials {auth}")
         if mode == "no_stream_options" and "stream_options" in body:
@@ -271,10 +282,12 @@ class StubWorker:
                 "Please reduce the length of the messages or completion."
             )
             return _error(400, message, code="context_length_exceeded")
-        messages = body.get("messages") or []
-        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
-        if mode in ("vllm_context", "prompt_too_long", "tgi_context"):
-            return self._plain_context_refusal(mode, body, prompt_tokens)
+        return None
+
+    def _answer(
+        self, mode: str, body: dict[str, Any], messages: list[dict[str, Any]], prompt_tokens: int
+    ) -> Response:
+        """The reply, streamed (with usage last when asked) or as one chat.completion."""
         text = self.reply if isinstance(self.reply, str) else self.reply(messages)
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -379,6 +392,18 @@ GATEWAY_PAGE = (
     "<script>window._cf_chl_opt={cvId: '3'};</script></head>\n"
     "<body><h1>Bad gateway</h1><p>The web server reported a bad gateway error.</p></body></html>"
 )
+
+
+def _page_or_dropped(mode: str) -> Response | None:
+    """A web page ("gateway_page", "html") or a body cut off ("close") where JSON was due."""
+    if mode == "gateway_page":
+        return Response(GATEWAY_PAGE, status_code=502, media_type="text/html")
+    if mode == "html":
+        page = "<!doctype html><html><head><title>Stub app</title></head><body></body></html>"
+        return Response(page, media_type="text/html")
+    if mode == "close":
+        return StreamingResponse(_truncated_body(), media_type="application/json")
+    return None
 
 
 def content_parts(text: str) -> list[dict[str, Any]]:
