@@ -134,7 +134,7 @@ class StubWorker:
         self.retry_after_s = retry_after_s
         self.hang_s = hang_s
         self.stream_chunk_delay_s = stream_chunk_delay_s
-        self.finish_reason = "stop"  # "length": replies as if cut at the token limit
+        self.finish_reason = "stop"  # "length": replies (streamed or not) as if cut at the limit
         self.context_tokens = 100  # the limit a "context" refusal names
         # The `usage` every answer reports instead of its own counts (a careless server's).
         self.usage: dict[str, Any] | None = None
@@ -371,7 +371,7 @@ class StubWorker:
             if self.stream_chunk_delay_s:
                 await asyncio.sleep(self.stream_chunk_delay_s)
             yield chunk({"content": word if index == 0 else " " + word}, None)
-        yield chunk({}, "stop")
+        yield chunk({}, self.finish_reason)
         if usage is not None:
             final = {
                 "id": completion_id,
