@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -31,3 +32,30 @@ def test_a_reply_cut_at_the_token_limit_says_so_streamed_as_not(stub: StubWorker
     reasons = [choice.finish_reason for chunk in chunks for choice in chunk.choices]
     assert whole.choices[0].finish_reason == "length"
     assert reasons[-1] == "length" and set(reasons[:-1]) == {None}
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "a JSON object"),
+        (b'{"model": "stub-model"}', "messages"),
+        (b'{"messages": "hi"}', "messages"),
+        (b'{"messages": [1]}', "messages"),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}], "stream_options": "yes"}',
+            "stream_options",
+        ),
+    ],
+)
+def test_a_malformed_request_is_the_clients_400_naming_what_is_wrong(
+    stub: StubWorker, body: bytes, named: str
+) -> None:
+    stub.fail_next("500")
+    headers = {"content-type": "application/json"}
+    response = httpx.post(f"{stub.base_url}/chat/completions", content=body, headers=headers)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and named in error["message"]
+    # Refused before anything was scripted: the next request still gets the queued failure.
+    assert stub.bodies == [] and list(stub.failures) == ["500"]

@@ -41,7 +41,9 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 - "ok": a normal answer.
 
 It records what it received (bodies, Authorization headers), requests in flight and the
-peak, so tests can check concurrency limits and what a client sent.
+peak, so tests can check concurrency limits and what a client sent. A request no chat server
+takes (no JSON object, no list of message objects) is refused with a 400 before any of that,
+as OpenAI refuses it, and consumes no scripted failure.
 """
 
 from __future__ import annotations
@@ -205,7 +207,11 @@ class StubWorker:
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
-            body = await request.json()
+            body = _read_body(await request.body())
+            if isinstance(body, str):  # a request no chat server takes, as OpenAI refuses it
+                error = {"message": body, "type": "invalid_request_error", "param": None,
+                         "code": None}  # fmt: skip
+                return JSONResponse({"error": error}, status_code=400)
             auth = request.headers.get("authorization")
             mode = self._next_mode()
             with self._lock:
@@ -420,6 +426,24 @@ def content_parts(text: str) -> list[dict[str, Any]]:
 async def _truncated_body() -> AsyncIterator[bytes]:
     yield b'{"id": "chatcmpl-broken", "choices": ['
     raise ConnectionResetError("stub dropped the connection on purpose")
+
+
+def _read_body(content: bytes) -> dict[str, Any] | str:
+    """A chat request's body, or what is wrong with it (not JSON, not an object, no list of
+    message objects, stream_options that is no object): the stub answered those with a
+    500, a server error its clients retried and blamed on the worker."""
+    try:
+        body = json.loads(content)
+    except ValueError as error:
+        return f"the request body is not JSON ({error}); send the chat request as a JSON object"
+    if not isinstance(body, dict):
+        return f"the request body must be a JSON object, not {type(body).__name__}"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return "messages must be a list of message objects ({'role': ..., 'content': ...})"
+    if not isinstance(body.get("stream_options"), dict | None):
+        return "stream_options must be an object, such as {'include_usage': true}"
+    return body
 
 
 def _error(
