@@ -449,6 +449,28 @@ def test_stream_failure_raises_before_any_chunk(
     assert len(stub.bodies) == requests
 
 
+def test_a_stream_cut_short_without_its_end_is_a_failure_not_an_answer(stub: StubWorker) -> None:
+    """A stream whose connection closed cleanly after a word, with no finish_reason and no
+    `data: [DONE]`, ended as if the answer were whole: serve relayed half an answer as a
+    success. It is now a WorkerCallError after the chunks received."""
+    stub.mode = "cut_stream"
+    received: list[dict] = []
+
+    async def run() -> None:
+        async with WorkerPool(pool_config(stub.base_url)) as pool:
+            async for chunk in pool.stream_chat("w", USER):
+                received.append(chunk)
+
+    with pytest.raises(WorkerCallError) as caught:
+        asyncio.run(run())
+    assert caught.value.kind == "server"
+    assert "[DONE]" in str(caught.value) and "after the stream started" in str(caught.value)
+    assert [chunk["choices"][0]["delta"].get("content") for chunk in received] == ["", "stub"]
+    stub.mode = "ok"  # a whole stream still ends well
+    chunks = collect_stream(pool_config(stub.base_url))
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
 def test_a_stream_options_refusal_is_rechecked_after_a_while(
     stub: StubWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,9 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
   field (llama.cpp's and vLLM's reasoning parsers; a draft answer there), its content null
   when the reply is empty (cut while thinking); not streamed;
 - "no_usage": a normal answer without `usage` (as some servers give), streamed or not;
+- "cut_stream": a stream that stops after its first word, without its last chunk (its
+  finish_reason) or `data: [DONE]`, its connection closed cleanly (a proxy's time limit, a
+  worker restarted behind a gateway); not streamed, "ok";
 - "ok": a normal answer.
 
 It records what it received (bodies, Authorization headers), requests in flight and the
@@ -87,6 +90,7 @@ MODES = (
     "leak",
     "no_stream_options",
     "no_usage",
+    "cut_stream",
     "parts",
     "reasoning",
 )
@@ -306,7 +310,7 @@ class StubWorker:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             include_usage = include_usage and mode != "no_usage"
             return StreamingResponse(
-                self._stream(text, usage if include_usage else None),
+                self._stream(text, usage if include_usage else None, cut=mode == "cut_stream"),
                 media_type="text/event-stream",
             )
         return JSONResponse(
@@ -356,7 +360,9 @@ class StubWorker:
             status_code=400,
         )  # fmt: skip
 
-    async def _stream(self, text: str, usage: dict[str, int] | None) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, text: str, usage: dict[str, int] | None, cut: bool = False
+    ) -> AsyncIterator[bytes]:
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         created = int(time.time())
 
@@ -377,6 +383,8 @@ class StubWorker:
             if self.stream_chunk_delay_s:
                 await asyncio.sleep(self.stream_chunk_delay_s)
             yield chunk({"content": word if index == 0 else " " + word}, None)
+            if cut:
+                return
         yield chunk({}, self.finish_reason)
         if usage is not None:
             final = {

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openai import AsyncOpenAI, AsyncStream
+from openai._streaming import ServerSentEvent
 from openai.types.chat import ChatCompletionChunk
 
 from .api_keys import read_key, redact
@@ -432,15 +433,22 @@ class WorkerPool:
                 on_slot()
             opened = await self._open_stream(worker, body, retried)
             shape = chunk_shaper(worker, opened.body)
+            finished = False
             try:
-                yield shape(opened.first.model_dump(exclude_unset=True))
-                async for chunk in opened.iterator:
-                    yield shape(chunk.model_dump(exclude_unset=True))
+                chunk = shape(opened.first.model_dump(exclude_unset=True))
+                finished = finishes(chunk)
+                yield chunk
+                async for later in opened.iterator:
+                    chunk = shape(later.model_dump(exclude_unset=True))
+                    finished = finished or finishes(chunk)
+                    yield chunk
             except Exception as error:
                 raise self._broken_stream_error(worker_id, error) from None
             finally:
                 self._answered(worker_id, opened.call)
                 await _close(opened.stream)
+            if not (finished or opened.stream.ended_with_done):
+                raise WorkerCallError("server", f"worker {worker_id}: server: {CUT_STREAM}")
 
     def _stream_body(
         self, worker: WorkerConfig, messages: list[dict[str, Any]], params: dict[str, Any]
@@ -503,7 +511,7 @@ class WorkerPool:
                     cast_to=ChatCompletionChunk,
                     body={**body, "stream": True},
                     stream=True,
-                    stream_cls=AsyncStream[ChatCompletionChunk],
+                    stream_cls=WatchedStream,
                 )
                 iterator = stream.__aiter__()
                 first = await iterator.__anext__()
@@ -655,6 +663,34 @@ class WorkerPool:
         return kind, redact(message, self._keys.get(worker_id)), retry_after
 
 
+# A stream that ended neither with a choice's finish_reason nor with `data: [DONE]`.
+CUT_STREAM = (
+    "the stream ended before its answer did (no finish_reason, no data: [DONE]): its "
+    "connection was closed mid-answer (after the stream started)"
+)
+
+
+class WatchedStream(AsyncStream[ChatCompletionChunk]):
+    """A worker's chunk stream that notes whether its `data: [DONE]` came: the openai SDK
+    ends its iteration alike there and where a connection closed cleanly mid-answer."""
+
+    ended_with_done = False
+
+    async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
+        async for event in super()._iter_events():
+            if event.data.startswith("[DONE]"):
+                self.ended_with_done = True
+            yield event
+
+
+def finishes(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk ends a choice (has its finish_reason)."""
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(choice, dict) and choice.get("finish_reason") for choice in choices
+    )
+
+
 @dataclass(frozen=True)
 class _Answer:
     """A call's answered attempt: its completion, tokens, their cost and the worker's JSON."""
@@ -680,7 +716,7 @@ class _OpenStream:
     """A stream that gave its first chunk: the call it answers, and the body it was asked
     with (without stream_options if the worker refused them)."""
 
-    stream: AsyncStream[ChatCompletionChunk]
+    stream: WatchedStream
     iterator: AsyncIterator[ChatCompletionChunk]
     first: ChatCompletionChunk
     call: object
