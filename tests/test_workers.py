@@ -11,7 +11,10 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
+from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError
@@ -554,6 +557,42 @@ def test_a_worker_saying_a_retry_will_not_help_is_not_retried(stub: StubWorker) 
     assert raised.value.status_code == 503 and len(stub.bodies) == 2
     stub.mode = "503"  # without the header, the same error is retried
     assert asyncio.run(one_call(pool_config(stub.base_url, max_retries=3))).attempts == 4
+
+
+def malformed_answer(body: Any) -> CallResult:
+    """One call to a worker answering a 200 with this JSON body."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> JSONResponse:
+        return JSONResponse(body)
+
+    with ServerThread(upstream) as server:
+        return asyncio.run(one_call(pool_config(server.base_url, max_retries=0)))
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"choices": ["hi"]}, "choices[0] is str, not an object"),
+        ({"choices": [{"message": "hi"}]}, "choices[0].message is str, not an object"),
+        ({"choices": {"0": {"message": {}}}}, "choices is dict, not a list"),
+        (
+            {"choices": [{"message": {"role": "assistant", "content": {"text": "4"}}}]},
+            "choices[0].message.content is dict, not text",
+        ),
+        ({"choices": [{"message": {"content": 4}}]}, "choices[0].message.content is int"),
+    ],
+)
+def test_a_200_holding_no_chat_completion_is_a_server_error_naming_its_flaw(
+    body: Any, named: str
+) -> None:
+    """A 200 whose choice or message was no object failed with a bare "AttributeError: 'str'
+    object has no attribute 'get'", and content that was an object (or a number) was given
+    on as the answer, the object as its Python repr ("{'text': '4'}")."""
+    result = malformed_answer(body)
+    assert result.output is None and result.error_kind == "server"
+    assert result.error is not None and named in result.error, result.error
 
 
 def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: StubWorker) -> None:

@@ -99,15 +99,41 @@ def web_page_hint(content_type: str | None, start: str = "") -> str:
 
 
 def parse_completion(raw: Any) -> tuple[str, Usage | None]:
+    """A chat completion's answer (its first choice's message content, parts joined) and
+    token counts; a ValueError naming the flaw of a 200 holding none: a choice or message
+    that is no object failed with a bare AttributeError, and content that is neither text
+    nor parts (an object, a number) was given on as the answer, in its Python repr."""
     if not isinstance(raw, dict) or not raw.get("choices"):
         raise ValueError(f"no choices in the response: {str(raw)[:200]}")
-    message = raw["choices"][0].get("message") or {}
+    choice = first_choice(raw["choices"])
+    message = choice.get("message") or {}
+    if not isinstance(message, dict):
+        raise not_an_object("choices[0].message", message)
     content = message.get("content")
     if content is None:
         content = ""
     elif isinstance(content, list):
         content = text_of_parts(content)
-    return str(content), read_usage(raw.get("usage"))
+    elif not isinstance(content, str):
+        raise ValueError(
+            f"choices[0].message.content is {type(content).__name__}, not text or a list of "
+            f"content parts: {str(content)[:200]}"
+        )
+    return content, read_usage(raw.get("usage"))
+
+
+def first_choice(choices: Any) -> dict[str, Any]:
+    """A completion's first choice; a ValueError when its choices are no list or it is no
+    object."""
+    if not isinstance(choices, list):
+        raise ValueError(f"choices is {type(choices).__name__}, not a list: {str(choices)[:200]}")
+    if not isinstance(choices[0], dict):
+        raise not_an_object("choices[0]", choices[0])
+    return choices[0]
+
+
+def not_an_object(where: str, value: Any) -> ValueError:
+    return ValueError(f"{where} is {type(value).__name__}, not an object: {str(value)[:200]}")
 
 
 def read_usage(usage: Any) -> Usage | None:
