@@ -59,3 +59,19 @@ def test_a_malformed_request_is_the_clients_400_naming_what_is_wrong(
     assert error["type"] == "invalid_request_error" and named in error["message"]
     # Refused before anything was scripted: the next request still gets the queued failure.
     assert stub.bodies == [] and list(stub.failures) == ["500"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("latency_s", -1.0),
+        ("retry_after_s", -0.5),
+        ("hang_s", float("nan")),
+        ("stream_chunk_delay_s", float("inf")),
+    ],
+)
+def test_a_bad_option_is_refused_naming_it(option: str, value: float) -> None:
+    """A negative, NaN or infinite time was taken as given: a negative latency as none, a
+    Retry-After of "-0.5" sent to the client, a NaN hang_s as no hang at all."""
+    with pytest.raises(ValueError, match=f"{option} must be a number of seconds >= 0"):
+        StubWorker(**{option: value})

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 import uuid
@@ -133,6 +134,10 @@ class StubWorker:
         stream_chunk_delay_s: float = 0.0,
     ) -> None:
         _check_mode(mode)
+        _check_seconds(
+            latency_s=latency_s, retry_after_s=retry_after_s, hang_s=hang_s,
+            stream_chunk_delay_s=stream_chunk_delay_s,
+        )  # fmt: skip
         self.reply = reply
         self.latency_s = latency_s
         self.mode = mode
@@ -465,6 +470,14 @@ def _error(
         status_code=status,
         headers=headers,
     )
+
+
+def _check_seconds(**options: float) -> None:
+    """A ValueError naming an option that is no time: a negative latency was taken as none,
+    a negative Retry-After was sent to clients, a NaN hang_s hung not at all."""
+    for name, value in options.items():
+        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
 
 
 def _check_mode(mode: str) -> None:
