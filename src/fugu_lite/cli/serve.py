@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -111,28 +113,16 @@ def serve_command(
     log_level: Annotated[str, typer.Option(help=LOG_LEVEL_HELP)] = "info",
 ) -> None:
     """Serve the router as an OpenAI-compatible endpoint: POST /v1/chat/completions."""
-    from pydantic import ValidationError
-
-    from ..checkpoint import CheckpointError
     from ..server.app import ServeSettings, serve
-    from ..server.auth import ApiKeyError, load_api_keys
+    from ..server.auth import load_api_keys
 
-    log_level = log_level.lower()  # `INFO`, as Python's logging names it, is uvicorn's `info`
-    if log_level not in LOG_LEVELS:
-        fail(f"--log-level {log_level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    log_level = checked_log_level(log_level)
     if not model_name.strip():
         fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
     if log_requests is not None:
-        check_output(log_requests, "--log-requests", "file", "requests.jsonl")
-        for flag, read in (("--pool", pool), ("--api-keys-file", api_keys_file)):
-            if read is not None and same_path(log_requests, read):
-                fail(
-                    f"--log-requests {log_requests} is the {flag} file itself, which the "
-                    "decision log would be appended to; give the log a file of its own, e.g. "
-                    "--log-requests requests.jsonl"
-                )
+        check_decision_log(log_requests, pool, api_keys_file)
     check_port_free(host, port)
-    try:
+    with failing_with_own_messages():
         settings = ServeSettings(
             checkpoint=checkpoint, backbone=backbone, pool=pool, host=host, port=port,
             model_name=model_name,
@@ -144,8 +134,40 @@ def serve_command(
             cors_origins=cors_origin or [],
         )  # fmt: skip
         serve(settings, log_level=log_level)
-    except ValidationError as error:  # the settings' own messages, without pydantic's frame
+
+
+def checked_log_level(log_level: str) -> str:
+    """--log-level as uvicorn names it (`INFO`, as Python's logging names it, is `info`)."""
+    log_level = log_level.lower()
+    if log_level not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    return log_level
+
+
+def check_decision_log(log_requests: Path, pool: Path | None, api_keys_file: Path | None) -> None:
+    """--log-requests must be a file that can be appended to, and none serve reads."""
+    check_output(log_requests, "--log-requests", "file", "requests.jsonl")
+    for flag, read in (("--pool", pool), ("--api-keys-file", api_keys_file)):
+        if read is not None and same_path(log_requests, read):
+            fail(
+                f"--log-requests {log_requests} is the {flag} file itself, which the "
+                "decision log would be appended to; give the log a file of its own, e.g. "
+                "--log-requests requests.jsonl"
+            )
+
+
+@contextmanager
+def failing_with_own_messages() -> Iterator[None]:
+    """Settings, a key file, the checkpoint, a pool that failed to start, a busy port: one
+    `error:` line with their own message (the settings' without pydantic's frame)."""
+    from pydantic import ValidationError
+
+    from ..checkpoint import CheckpointError
+    from ..server.auth import ApiKeyError
+
+    try:
+        yield
+    except ValidationError as error:
         fail("; ".join(settings_problem(item) for item in error.errors()))
-    # their own messages: a key file, the checkpoint, a pool that failed to start, a busy port
     except (ApiKeyError, ConfigError, CheckpointError, ValueError, RuntimeError, OSError) as error:
         fail(str(error))
