@@ -20,8 +20,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +292,17 @@ def create_app(
         family or load_family_or_single(settings.checkpoint, settings.backbone),
         pool_config or load_pool_config(settings.pool),
     )
+    app = FastAPI(title="fugu-lite", lifespan=lifespan_of(server), docs_url=None, redoc_url=None)
+    app.state.fugu = server
+    install_error_handlers(app, server)
+    add_middleware(app, settings)
+    add_info_routes(app, server)
+    add_chat_route(app, server)
+    return app
+
+
+def lifespan_of(server: FuguServer) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the server starts with the app and stops with it."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -301,9 +312,10 @@ def create_app(
         finally:
             await server.stop()
 
-    app = FastAPI(title="fugu-lite", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.fugu = server
-    install_error_handlers(app, server)
+    return lifespan
+
+
+def add_middleware(app: FastAPI, settings: ServeSettings) -> None:
     app.add_middleware(WithoutTrailingSlash)
     app.add_middleware(WithRequestId)
     if settings.cors_origins:
@@ -316,25 +328,18 @@ def create_app(
             expose_headers=[*ROUTING_HEADERS, "Retry-After"],
         )
 
+
+def add_info_routes(app: FastAPI, server: FuguServer) -> None:
+    """/health, /metrics, /v1/models and /v1/models/{id}."""
+
     # HEAD too: uptime monitors and load balancers probe with it (FastAPI's GET routes
     # answered it with a 405, read as the server being down).
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> JSONResponse:
         """ "ok" when every worker the router may choose can take a request, "degraded" when
         some can, "unavailable" (HTTP 503, for load balancers) when none can."""
-        workers = server.breaker.snapshot()
-        for worker, state in workers.items():
-            state["alive"] = server.pool.is_alive(worker)
-        choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
-        usable = [w for w in choosable if workers[w]["circuit"] != "open" and workers[w]["alive"]]
-        status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
-        body = {
-            "status": status,
-            "model": settings.model_name,
-            "workers": workers,
-            "opt_out": server.router.opt_out,
-        }
-        return JSONResponse(body, status_code=503 if status == "unavailable" else 200)
+        body = health_body(server)
+        return JSONResponse(body, status_code=503 if body["status"] == "unavailable" else 200)
 
     @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
@@ -351,6 +356,27 @@ def create_app(
         server.auth.check(request.headers.get("authorization"))
         check_model(server, model_id)
         return model_card(server)
+
+
+def health_body(server: FuguServer) -> dict[str, Any]:
+    """/health's answer: the status, and each worker's circuit and whether it is alive."""
+    workers = server.breaker.snapshot()
+    for worker, state in workers.items():
+        state["alive"] = server.pool.is_alive(worker)
+    choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
+    usable = [w for w in choosable if workers[w]["circuit"] != "open" and workers[w]["alive"]]
+    status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
+    return {
+        "status": status,
+        "model": server.settings.model_name,
+        "workers": workers,
+        "opt_out": server.router.opt_out,
+    }
+
+
+def add_chat_route(app: FastAPI, server: FuguServer) -> None:
+    """POST /v1/chat/completions: checked, routed among the workers that can read it, answered."""
+    settings = server.settings
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -371,8 +397,6 @@ def create_app(
             # A stream is still being served: its relay calls leave() when it ends.
             if not isinstance(response, StreamingResponse):
                 server.leave()
-
-    return app
 
 
 class WithoutTrailingSlash:
