@@ -65,32 +65,51 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
     worker that is down may take it once back): 503 with Retry-After when every worker
     that is down is cooling down (circuit open) or busy, 429 when some are rate-limited by
     their providers instead, else 502. A message names both facts."""
-    tried = [attempt.summary() for attempt in error.attempts]
-    too_long, down = error.too_long, error.down
-    refused_by = [attempt.worker for attempt in too_long]
-    limits = "; ".join(f"{a.worker}: {a.message}" for a in too_long)
-    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
-    if too_long and all(server.dispatcher.would_refuse_too(a.worker, refused_by) for a in down):
-        smaller = (
-            f"; {', '.join(a.worker for a in down)} (down) {'has' if len(down) == 1 else 'have'}"
-            " no larger a context"
-            if down
-            else ""
-        )
-        return ApiError(
-            400,
-            "the conversation is longer than the context of every worker it may go to "
-            f"({limits}{smaller}); shorten the messages or max_tokens, or allow a worker "
-            "with a larger context",
-            param="messages",
-            code="context_length_exceeded",
-            extra={"tried": tried},
-        )
+    if too_long_for_all(server, error):
+        return context_exceeded(error)
     # A worker that is down may take the conversation once back: the client may retry.
-    if all(attempt.outcome in ("circuit_open", BUSY) for attempt in down):
+    if all(attempt.outcome in ("circuit_open", BUSY) for attempt in error.down):
         return workers_unavailable(server, error)
-    if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in down):
+    if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in error.down):
         return workers_rate_limited(server, error)
+    return every_worker_failed(error)
+
+
+def too_long_for_all(server: FuguServer, error: AllWorkersFailedError) -> bool:
+    """Some worker refused the conversation as too long, and each worker that is down would
+    refuse it too (a context no larger)."""
+    refused_by = [attempt.worker for attempt in error.too_long]
+    return bool(error.too_long) and all(
+        server.dispatcher.would_refuse_too(a.worker, refused_by) for a in error.down
+    )
+
+
+def context_exceeded(error: AllWorkersFailedError) -> ApiError:
+    """The client's 400 context_length_exceeded, naming each worker's limit."""
+    too_long, down = error.too_long, error.down
+    limits = "; ".join(f"{a.worker}: {a.message}" for a in too_long)
+    smaller = (
+        f"; {', '.join(a.worker for a in down)} (down) {'has' if len(down) == 1 else 'have'}"
+        " no larger a context"
+        if down
+        else ""
+    )
+    return ApiError(
+        400,
+        "the conversation is longer than the context of every worker it may go to "
+        f"({limits}{smaller}); shorten the messages or max_tokens, or allow a worker "
+        "with a larger context",
+        param="messages",
+        code="context_length_exceeded",
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
+    )
+
+
+def every_worker_failed(error: AllWorkersFailedError) -> ApiError:
+    """A 502 naming each worker that is down and why (and those that refused it as too
+    long)."""
+    too_long, down = error.too_long, error.down
+    refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
     parts = [
         f"{a.worker} (circuit open, skipped)"
         if a.outcome == "circuit_open"
@@ -108,7 +127,7 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
         f"{reason}: {'; '.join(parts)}",
         type="upstream_error",
         code="all_workers_failed",
-        extra={"tried": tried},
+        extra={"tried": [attempt.summary() for attempt in error.attempts]},
     )
 
 
@@ -191,48 +210,52 @@ def retry_after_s(server: FuguServer, down: list[Attempt]) -> int | None:
 
 def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
     """Every error leaves in OpenAI's shape; nothing internal leaks out of a 500."""
+    answers = ErrorAnswers(server)
+    app.exception_handler(ApiError)(answers.api_error)
+    app.exception_handler(RequestValidationError)(answers.validation_error)
+    app.exception_handler(StarletteHTTPException)(answers.http_error)
+    app.add_middleware(InternalErrorMiddleware, answer=answers.unexpected)
 
-    def count_refused(error: ApiError) -> None:
+
+class ErrorAnswers:
+    """The app's answer to each kind of error, counted in the server's metrics."""
+
+    def __init__(self, server: FuguServer) -> None:
+        self.server = server
+
+    def count_refused(self, error: ApiError) -> None:
         """Metrics for a request answered without a decision log line: refused before
         routing (bad input, auth, unknown model or path) or failed inside fugu-lite."""
-        server.metrics.requests.labels(str(error.status), "unknown").inc()
-        server.metrics.errors.labels(error.code or error.type).inc()
+        self.server.metrics.requests.labels(str(error.status), "unknown").inc()
+        self.server.metrics.errors.labels(error.code or error.type).inc()
 
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+    async def api_error(self, request: Request, error: ApiError) -> JSONResponse:
         if not error.recorded:
-            count_refused(error)
-        body = server.redact.scrub(error.body())
+            self.count_refused(error)
+        body = self.server.redact.scrub(error.body())
         # a routed request's error has its id already (the one in its decision log line)
         headers = {REQUEST_ID_HEADER: request_id_for(request.headers), **error.headers}
         return JSONResponse(body, status_code=error.status, headers=headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(
+        self, request: Request, error: RequestValidationError
+    ) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
         refused = ApiError(400, f"invalid request: {problems}")
-        count_refused(refused)
+        self.count_refused(refused)
         return JSONResponse(
             refused.body(),
             status_code=400,
             headers={REQUEST_ID_HEADER: request_id_for(request.headers)},
         )
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 404:
-            message = (
-                f"no route {request.method} {request.url.path}; this server answers POST "
-                "/v1/chat/completions, GET /v1/models, /health and /metrics"
-            )
-        elif error.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}"
-        else:
-            message = str(error.detail)
-        refused = ApiError(error.status_code, message, code=str(error.status_code))
-        count_refused(refused)
+    async def http_error(self, request: Request, error: StarletteHTTPException) -> JSONResponse:
+        refused = ApiError(
+            error.status_code, http_error_message(request, error), code=str(error.status_code)
+        )
+        self.count_refused(refused)
         return JSONResponse(
             refused.body(),
             status_code=error.status_code,
@@ -242,7 +265,7 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
             },
         )
 
-    def unexpected(scope: Scope) -> JSONResponse:
+    def unexpected(self, scope: Scope) -> JSONResponse:
         request_id = request_id_for(Headers(scope=scope))
         logger.exception("unexpected error while serving request %s", request_id)
         internal = ApiError(
@@ -252,12 +275,22 @@ def install_error_handlers(app: FastAPI, server: FuguServer) -> None:
             type="server_error",
             code="internal_error",
         )
-        count_refused(internal)
+        self.count_refused(internal)
         return JSONResponse(
             internal.body(), status_code=500, headers={REQUEST_ID_HEADER: request_id}
         )
 
-    app.add_middleware(InternalErrorMiddleware, answer=unexpected)
+
+def http_error_message(request: Request, error: StarletteHTTPException) -> str:
+    """An unknown path names the ones this server answers; a wrong method says so."""
+    if error.status_code == 404:
+        return (
+            f"no route {request.method} {request.url.path}; this server answers POST "
+            "/v1/chat/completions, GET /v1/models, /health and /metrics"
+        )
+    if error.status_code == 405:
+        return f"{request.method} is not allowed on {request.url.path}"
+    return str(error.detail)
 
 
 class InternalErrorMiddleware:
