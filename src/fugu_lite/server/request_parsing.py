@@ -17,6 +17,18 @@ def parse_request(
     body: bytes, max_tokens_limit: int, content_type: str | None = None
 ) -> ChatCompletionRequest:
     """The request body -> a validated request, or an ApiError saying what to fix."""
+    payload = json_object(body, content_type)
+    check_unicode(body, payload)
+    try:
+        request = ChatCompletionRequest.model_validate(payload)
+    except ValidationError as error:
+        raise validation_api_error(error) from error
+    check_token_limits(request, max_tokens_limit)
+    return request
+
+
+def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
+    """The body read as a JSON object, or an ApiError saying why it is not one."""
     if not body.strip():
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
@@ -50,11 +62,11 @@ def parse_request(
             f"the request body must be a JSON object with `model` and `messages`, got a JSON "
             f"{type(payload).__name__}",
         )
-    check_unicode(body, payload)
-    try:
-        request = ChatCompletionRequest.model_validate(payload)
-    except ValidationError as error:
-        raise validation_api_error(error) from error
+    return payload
+
+
+def check_token_limits(request: ChatCompletionRequest, max_tokens_limit: int) -> None:
+    """One name for the output limit, and no more than this server allows."""
     if request.max_tokens is not None and request.max_completion_tokens is not None:
         raise ApiError(
             400,
@@ -75,7 +87,6 @@ def parse_request(
             param=field,
             code="max_tokens_too_large",
         )
-    return request
 
 
 def sent_as(content_type: str | None) -> str:
