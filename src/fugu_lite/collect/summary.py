@@ -13,7 +13,7 @@ from ..text import console_name, console_text, usd
 from ..workers.config import PoolConfig
 from ..workers.output_limits import output_limit
 from .journal import LogEntry
-from .state import CollectState, JudgeSummary
+from .state import Cell, CollectState, JudgeSummary
 
 
 class WorkerSummary(BaseModel):
@@ -82,47 +82,15 @@ class RunCounters:
 
 
 def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
-    workers = []
     pending_tasks = state.pending_tasks()
     # a written record's grades, even those this run's grading would give differently, and
     # its answers to an earlier request of their worker
     answers = {**state.earlier_calls, **state.calls}
-    earlier = {cell: g for cell, g in state.earlier_grades.items() if cell not in state.calls}
-    written = {cell: entry for cell, entry in state.stale.items() if cell[0] in state.recorded}
-    grades = {**earlier, **written, **state.grades}
-    for worker_id in state.worker_ids:
-        graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
-        scores = [float(grades[cell].score or 0.0) for cell in graded]
-        calls = [answers[cell] for cell in graded]
-        costs = [state.call_cost(worker_id, call) for call in calls]
-        latencies = [call.latency_s for call in calls if call.latency_s is not None]
-        workers.append(
-            WorkerSummary(
-                worker_id=worker_id,
-                done=len(graded),
-                pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
-                calls=counters.calls[worker_id],
-                errors=counters.errors[worker_id],
-                failed_calls=counters.failed_calls[worker_id],
-                call_error=counters.call_error.get(worker_id, (None, None))[0],
-                call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
-                ungraded=counters.ungraded[worker_id],
-                refused=counters.refused[worker_id],
-                cut=sum(call.finish_reason == "length" for call in calls),
-                filtered=sum(call.finish_reason == "content_filter" for call in calls),
-                cut_in_thinking=sum(map(cut_in_thinking, calls)),
-                refusal=counters.refusal.get(worker_id),
-                over_max_tokens=counters.over_max_tokens[worker_id],
-                max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
-                grade_error=counters.grade_error.get(worker_id),
-                mean_score=sum(scores) / len(scores) if scores else None,
-                cost=sum(cost for cost in costs if cost is not None),
-                unpriced=sum(cost is None for cost in costs),
-                mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
-                down=counters.down.get(worker_id),
-                restarts=counters.restarts[worker_id],
-            )
-        )
+    grades = graded_cells(state)
+    workers = [
+        worker_summary(worker_id, state, counters, answers, grades, pending_tasks)
+        for worker_id in state.worker_ids
+    ]
     return CollectSummary(
         output=str(state.output),
         log=str(state.log),
@@ -132,6 +100,54 @@ def summarize(state: CollectState, counters: RunCounters) -> CollectSummary:
         torn_lines=state.torn,
         workers=workers,
         judges=list(state.judging.values()),
+    )
+
+
+def graded_cells(state: CollectState) -> dict[Cell, LogEntry]:
+    """Every graded (task, worker) cell's grade: earlier runs', written records', this run's."""
+    earlier = {cell: g for cell, g in state.earlier_grades.items() if cell not in state.calls}
+    written = {cell: entry for cell, entry in state.stale.items() if cell[0] in state.recorded}
+    return {**earlier, **written, **state.grades}
+
+
+def worker_summary(
+    worker_id: str,
+    state: CollectState,
+    counters: RunCounters,
+    answers: dict[Cell, LogEntry],
+    grades: dict[Cell, LogEntry],
+    pending_tasks: list[str],
+) -> WorkerSummary:
+    """One worker's row: its graded answers over all runs, and this run's counters."""
+    graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
+    scores = [float(grades[cell].score or 0.0) for cell in graded]
+    calls = [answers[cell] for cell in graded]
+    costs = [state.call_cost(worker_id, call) for call in calls]
+    latencies = [call.latency_s for call in calls if call.latency_s is not None]
+    return WorkerSummary(
+        worker_id=worker_id,
+        done=len(graded),
+        pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
+        calls=counters.calls[worker_id],
+        errors=counters.errors[worker_id],
+        failed_calls=counters.failed_calls[worker_id],
+        call_error=counters.call_error.get(worker_id, (None, None))[0],
+        call_error_kind=counters.call_error.get(worker_id, (None, None))[1],
+        ungraded=counters.ungraded[worker_id],
+        refused=counters.refused[worker_id],
+        cut=sum(call.finish_reason == "length" for call in calls),
+        filtered=sum(call.finish_reason == "content_filter" for call in calls),
+        cut_in_thinking=sum(map(cut_in_thinking, calls)),
+        refusal=counters.refusal.get(worker_id),
+        over_max_tokens=counters.over_max_tokens[worker_id],
+        max_tokens_refusal=counters.max_tokens_refusal.get(worker_id),
+        grade_error=counters.grade_error.get(worker_id),
+        mean_score=sum(scores) / len(scores) if scores else None,
+        cost=sum(cost for cost in costs if cost is not None),
+        unpriced=sum(cost is None for cost in costs),
+        mean_latency_s=sum(latencies) / len(latencies) if latencies else None,
+        down=counters.down.get(worker_id),
+        restarts=counters.restarts[worker_id],
     )
 
 
@@ -155,96 +171,155 @@ def end_of_run_lines(summary: CollectSummary, config: PoolConfig) -> list[str]:
     answers were cut at its token limit (or inside their thinking), withheld by its content
     filter or refused as too long, why answers could not be
     graded, why it was taken as down."""
-    lines: list[str] = []
-    for worker in summary.workers:
-        if worker.call_error and not worker.down:  # a down worker's line says why
-            lines.append(
-                f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
-                f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
-                f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
-                f"the first: {console_text(worker.call_error)}"
-            )
-        if worker.cut or worker.cut_in_thinking:
-            params = config.worker(worker.worker_id).params
-            name, limit = output_limit(params) or ("max_tokens", "of its server")
-        if worker.cut:
-            lines.append(
-                f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
-                f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
-                f"{limit}) and were graded as they are, often without their final answer; for "
-                f"whole answers raise its params.{name} (a new request: unfinished tasks are "
-                "asked again)"
-            )
-        if worker.cut_in_thinking:
-            lines.append(
-                f"[yellow]note:[/yellow] {worker.cut_in_thinking} of the {worker.done} graded "
-                f"answers of {console_name(worker.worker_id)} stopped inside their thinking ("
-                f"{name} {limit}) and have no answer: scored 0; for "
-                f"answers raise its params.{name} so it can think and answer (a new request: "
-                "unfinished tasks are asked again)"
-            )
-        if worker.filtered:
-            lines.append(
-                f"[yellow]note:[/yellow] {worker.filtered} of the {worker.done} graded answers "
-                f"of {console_name(worker.worker_id)} were withheld or cut by its provider's "
-                "content filter and graded as they are, often empty (their call lines say "
-                "finish_reason content_filter)"
-            )
-        if worker.refusal:
-            over_context = worker.refused - worker.over_max_tokens
-            many = over_context != 1
-            lines.append(
-                f"[yellow]warning: {over_context} prompt{'s' * many} "
-                f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
-                f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
-                f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
-                "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
-                f"with --log {console_text(summary.log)}; the first: {console_text(worker.refusal)}"
-            )
-        if worker.max_tokens_refusal:
-            name, limit = output_limit(config.worker(worker.worker_id).params) or ("", "")
-            many = worker.over_max_tokens != 1
-            lines.append(
-                f"[yellow]warning: {worker.over_max_tokens} prompt{'s' * many} "
-                f"{'fit' if many else 'fits'} the context of {worker.worker_id}, but not "
-                f"beside its {name} of {limit}[/yellow], and it refused "
-                f"{'them' if many else 'it'}: scored 0 as a prompt over its context; to have "
-                f"{'them' if many else 'it'} answered, lower its params.{name} (a new request: "
-                "unfinished tasks are asked again; for the written records, collect into a new "
-                f"-o with --log {console_text(summary.log)}); the first: "
-                f"{console_text(worker.max_tokens_refusal)}"
-            )
-        if worker.unpriced:
-            many = worker.unpriced != 1
-            lines.append(
-                f"[yellow]warning: {worker.unpriced} graded answer{'s' * many} of "
-                f"{worker.worker_id} {'have' if many else 'has'} no cost[/yellow]: the worker "
-                "reported no token counts (usage), so the records of "
-                f"{'their' if many else 'its'} tasks have no costs, which cost-aware training "
-                "and evaluation need (its cost in the table counts only the answers it priced)"
-            )
-        if worker.grade_error:
-            lines.append(
-                f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
-                f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
-                f"without new calls, when you run this again); the first: "
-                f"{console_text(worker.grade_error)}"
-            )
-        if worker.restarts and not worker.down:
-            many = worker.restarts != 1
-            lines.append(
-                f"[yellow]warning: the llama.cpp server of {worker.worker_id} exited "
-                f"{worker.restarts} time{'s' * many} this run[/yellow] and was started again "
-                f"(the last lines of its log are above); the calls it failed then are asked "
-                "again when you run this again"
-            )
-        if worker.down:
-            lines.append(
-                f"[red]warning: worker {worker.worker_id} is down[/red] "
-                f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
-                "when you run this again"
-            )
-    return lines
+    return [line for worker in summary.workers for line in worker_lines(worker, config, summary)]
+
+
+def worker_lines(worker: WorkerSummary, config: PoolConfig, summary: CollectSummary) -> list[str]:
+    """One worker's lines after the table, in this order; none for a worker that did well."""
+    lines = [
+        failed_calls_line(worker),
+        cut_line(worker, config),
+        cut_in_thinking_line(worker, config),
+        filtered_line(worker),
+        over_context_line(worker, summary.log),
+        over_max_tokens_line(worker, config, summary.log),
+        unpriced_line(worker),
+        ungraded_line(worker),
+        restarts_line(worker),
+        down_line(worker),
+    ]
+    return [line for line in lines if line is not None]
+
+
+def token_limit(worker: WorkerSummary, config: PoolConfig) -> tuple[str, object]:
+    """The worker's output-token limit as (its name, its value), its server's when unset."""
+    return output_limit(config.worker(worker.worker_id).params) or ("max_tokens", "of its server")
+
+
+def failed_calls_line(worker: WorkerSummary) -> str | None:
+    if not worker.call_error or worker.down:  # a down worker's line says why
+        return None
+    return (
+        f"[yellow]warning: {worker.failed_calls} call{'s' * (worker.failed_calls != 1)} "
+        f"to {worker.worker_id} failed[/yellow] (not scored; asked again when you run "
+        f"this again{CLIENT_ERROR_HINT if worker.call_error_kind == 'client' else ''}); "
+        f"the first: {console_text(worker.call_error)}"
+    )
+
+
+def cut_line(worker: WorkerSummary, config: PoolConfig) -> str | None:
+    if not worker.cut:
+        return None
+    name, limit = token_limit(worker, config)
+    return (
+        f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
+        f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
+        f"{limit}) and were graded as they are, often without their final answer; for "
+        f"whole answers raise its params.{name} (a new request: unfinished tasks are "
+        "asked again)"
+    )
+
+
+def cut_in_thinking_line(worker: WorkerSummary, config: PoolConfig) -> str | None:
+    if not worker.cut_in_thinking:
+        return None
+    name, limit = token_limit(worker, config)
+    return (
+        f"[yellow]note:[/yellow] {worker.cut_in_thinking} of the {worker.done} graded "
+        f"answers of {console_name(worker.worker_id)} stopped inside their thinking ("
+        f"{name} {limit}) and have no answer: scored 0; for "
+        f"answers raise its params.{name} so it can think and answer (a new request: "
+        "unfinished tasks are asked again)"
+    )
+
+
+def filtered_line(worker: WorkerSummary) -> str | None:
+    if not worker.filtered:
+        return None
+    return (
+        f"[yellow]note:[/yellow] {worker.filtered} of the {worker.done} graded answers "
+        f"of {console_name(worker.worker_id)} were withheld or cut by its provider's "
+        "content filter and graded as they are, often empty (their call lines say "
+        "finish_reason content_filter)"
+    )
+
+
+def over_context_line(worker: WorkerSummary, log: str) -> str | None:
+    if not worker.refusal:
+        return None
+    over_context = worker.refused - worker.over_max_tokens
+    many = over_context != 1
+    return (
+        f"[yellow]warning: {over_context} prompt{'s' * many} "
+        f"{'are' if many else 'is'} longer than the context of {worker.worker_id}"
+        f"[/yellow], which refused {'them' if many else 'it'}: scored 0 (routing such a "
+        f"prompt there gives no answer); to have {'them' if many else 'it'} answered, give "
+        "the worker a longer context (a local worker's n_ctx) and collect into a new -o "
+        f"with --log {console_text(log)}; the first: {console_text(worker.refusal)}"
+    )
+
+
+def over_max_tokens_line(worker: WorkerSummary, config: PoolConfig, log: str) -> str | None:
+    if not worker.max_tokens_refusal:
+        return None
+    name, limit = output_limit(config.worker(worker.worker_id).params) or ("", "")
+    many = worker.over_max_tokens != 1
+    return (
+        f"[yellow]warning: {worker.over_max_tokens} prompt{'s' * many} "
+        f"{'fit' if many else 'fits'} the context of {worker.worker_id}, but not "
+        f"beside its {name} of {limit}[/yellow], and it refused "
+        f"{'them' if many else 'it'}: scored 0 as a prompt over its context; to have "
+        f"{'them' if many else 'it'} answered, lower its params.{name} (a new request: "
+        "unfinished tasks are asked again; for the written records, collect into a new "
+        f"-o with --log {console_text(log)}); the first: "
+        f"{console_text(worker.max_tokens_refusal)}"
+    )
+
+
+def unpriced_line(worker: WorkerSummary) -> str | None:
+    if not worker.unpriced:
+        return None
+    many = worker.unpriced != 1
+    return (
+        f"[yellow]warning: {worker.unpriced} graded answer{'s' * many} of "
+        f"{worker.worker_id} {'have' if many else 'has'} no cost[/yellow]: the worker "
+        "reported no token counts (usage), so the records of "
+        f"{'their' if many else 'its'} tasks have no costs, which cost-aware training "
+        "and evaluation need (its cost in the table counts only the answers it priced)"
+    )
+
+
+def ungraded_line(worker: WorkerSummary) -> str | None:
+    if not worker.grade_error:
+        return None
+    return (
+        f"[yellow]warning: {worker.ungraded} answer{'s' * (worker.ungraded != 1)} of "
+        f"{worker.worker_id} could not be graded[/yellow] (not scored; graded again, "
+        f"without new calls, when you run this again); the first: "
+        f"{console_text(worker.grade_error)}"
+    )
+
+
+def restarts_line(worker: WorkerSummary) -> str | None:
+    if not worker.restarts or worker.down:
+        return None
+    many = worker.restarts != 1
+    return (
+        f"[yellow]warning: the llama.cpp server of {worker.worker_id} exited "
+        f"{worker.restarts} time{'s' * many} this run[/yellow] and was started again "
+        f"(the last lines of its log are above); the calls it failed then are asked "
+        "again when you run this again"
+    )
+
+
+def down_line(worker: WorkerSummary) -> str | None:
+    if not worker.down:
+        return None
+    return (
+        f"[red]warning: worker {worker.worker_id} is down[/red] "
+        f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
+        "when you run this again"
+    )
 
 
 def summary_table(summary: CollectSummary) -> Table:
