@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Column, Table
 
 from ..text import console_name, cost_text
 from .common import BackboneOption, console, err_console, fail
+
+if TYPE_CHECKING:
+    from ..routing import RoutingDecision
 
 
 def route_command(
@@ -42,15 +45,9 @@ def route_command(
     backbone: BackboneOption = None,
 ) -> None:
     """Print the worker the router picks for one prompt, and the probabilities."""
-    from ..cost_routing import CostRoutingDecision, route_checkpoint
+    from ..cost_routing import route_checkpoint
 
-    if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
-        err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
-    # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
-    # routed with it, its probabilities differed from `route PROMPT`'s
-    text = strip_line_end(sys.stdin.read()) if prompt == "-" else prompt
-    if not text.strip():
-        fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
+    text = prompt_text(prompt)
     try:
         decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight, backbone)
     except (ValueError, RuntimeError, OSError) as error:  # a checkpoint or its backbone
@@ -58,6 +55,28 @@ def route_command(
     if as_json:
         print(json.dumps(decision.model_dump()))
         return
+    print_cost_weight(decision)
+    console.print(f"chosen worker: [bold]{console_name(decision.worker)}[/bold]")
+    console.print(decision_table(decision))
+
+
+def prompt_text(prompt: str) -> str:
+    """The prompt argument, or stdin's text for '-'; an empty one is refused."""
+    if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
+        err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
+    # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
+    # routed with it, its probabilities differed from `route PROMPT`'s
+    text = strip_line_end(sys.stdin.read()) if prompt == "-" else prompt
+    if not text.strip():
+        fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
+    return text
+
+
+def print_cost_weight(decision: RoutingDecision) -> None:
+    """The cost weight a family's head or a reward head answered for (nothing for a plain
+    checkpoint)."""
+    from ..cost_routing import CostRoutingDecision
+
     if isinstance(decision, CostRoutingDecision) and decision.predicted_rewards is not None:
         console.print(f"cost weight: {decision.cost_weight:g} (reward head: answered exactly)")
     elif isinstance(decision, CostRoutingDecision):
@@ -66,7 +85,13 @@ def route_command(
             f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
             f"trained for {decision.cost_weight:g}"
         )
-    console.print(f"chosen worker: [bold]{console_name(decision.worker)}[/bold]")
+
+
+def decision_table(decision: RoutingDecision) -> Table:
+    """Each worker's probability, most likely first (a reward head's predicted reward and
+    cost beside it); an excluded worker says so."""
+    from ..cost_routing import CostRoutingDecision
+
     rewards: dict[str, float] | None = None
     costs: dict[str, float] = {}
     if isinstance(decision, CostRoutingDecision):
@@ -81,7 +106,7 @@ def route_command(
             cost = costs.get(worker)
             cells += [f"{rewards[worker]:.4f}", "—" if cost is None else cost_text(cost)]
         table.add_row(console_name(worker), *cells)
-    console.print(table)
+    return table
 
 
 def strip_line_end(text: str) -> str:
