@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,10 @@ from .common import (
     report_interruption,
     same_path,
 )
+
+if TYPE_CHECKING:
+    from ..collect.summary import CollectSummary
+    from ..workers.config import PoolConfig
 
 
 def collect_command(
@@ -40,16 +44,7 @@ def collect_command(
     """Every worker answers every task, graders score the answers, rewards are appended.
 
     Resumable: rerun the same command after an interruption and it continues."""
-    import asyncio
     import signal
-
-    from ..collect.errors import CollectError
-    from ..collect.run import collect
-    from ..collect.summary import end_of_run_lines, summary_table
-    from ..tasks import read_tasks
-    from ..workers.api_keys import PoolStartError
-    from ..workers.config import load_pool_config
-    from ..workers.local_server import LocalServerError
 
     check_output(output, "-o", "file")
     if log is not None:
@@ -57,15 +52,30 @@ def collect_command(
     check_collect_files(tasks, output, log, pool)
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    summary, pool_config = run_collection(tasks, output, pool, log, judge, progress)
+    report_collection(summary, pool_config)
+
+
+def run_collection(
+    tasks: Path, output: Path, pool: Path | None, log: Path | None, judge: str | None,
+    progress: bool,
+) -> tuple[CollectSummary, PoolConfig]:  # fmt: skip
+    """Read the pool and the tasks, and collect; an interruption or a bad input ends the
+    command with one line."""
+    import asyncio
+
+    from ..collect.errors import CollectError
+    from ..collect.run import collect
+    from ..tasks import read_tasks
+    from ..workers.api_keys import PoolStartError
+    from ..workers.config import load_pool_config
+    from ..workers.local_server import LocalServerError
+
     try:
         pool_config = load_pool_config(pool)
         task_list = read_tasks(tasks)
         if judge is not None and not any(task.grader == "judge" for task in task_list):
-            err_console.print(
-                f"[yellow]warning:[/yellow] --judge {judge}: no task of {tasks} uses the judge "
-                "grader, so the judge is never asked (the other graders check answers "
-                'themselves); give tasks "grader": "judge" to have answers judged'
-            )
+            warn_judge_unused(judge, tasks)
         summary = asyncio.run(
             collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
         )
@@ -76,6 +86,21 @@ def collect_command(
         raise typer.Exit(code=130) from None
     except (ConfigError, RecordFileError, CollectError, LocalServerError, PoolStartError) as error:
         fail(str(error))
+    return summary, pool_config
+
+
+def warn_judge_unused(judge: str, tasks: Path) -> None:
+    err_console.print(
+        f"[yellow]warning:[/yellow] --judge {judge}: no task of {tasks} uses the judge "
+        "grader, so the judge is never asked (the other graders check answers "
+        'themselves); give tasks "grader": "judge" to have answers judged'
+    )
+
+
+def report_collection(summary: CollectSummary, pool_config: PoolConfig) -> None:
+    """The table, where the records are, the lines under it; exit 1 while tasks wait."""
+    from ..collect.summary import end_of_run_lines, summary_table
+
     console.print(summary_table(summary))
     print_result(f"records: {summary.output} · call log: {summary.log}")
     for line in end_of_run_lines(summary, pool_config):
