@@ -50,16 +50,10 @@ def demo_command(
 
     Last, the router is served and asked a few questions through the openai SDK."""
     from ..demo import DemoSettings, run_demo
-    from ..workers.config import load_pool_config
-    from ..workers.preflight import preflight
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_output(output, "-o", "folder")
-    # checked now, not after the LLMRouter stage: API keys, GGUF files, llama.cpp's server
-    try:
-        preflight(load_pool_config(pool))
-    except (ConfigError, RuntimeError) as error:  # PoolStartError, LocalServerError
-        fail(str(error))
+    check_pool_starts(pool)
     settings = DemoSettings(
         data_dir=data_dir,
         output=output,
@@ -78,3 +72,14 @@ def demo_command(
             run_demo(settings, cfg)
         except (ValueError, RuntimeError, OSError) as error:
             fail(str(error))
+
+
+def check_pool_starts(pool: Path | None) -> None:
+    """Checked now, not after the LLMRouter stage: API keys, GGUF files, llama.cpp's server."""
+    from ..workers.config import load_pool_config
+    from ..workers.preflight import preflight
+
+    try:
+        preflight(load_pool_config(pool))
+    except (ConfigError, RuntimeError) as error:  # PoolStartError, LocalServerError
+        fail(str(error))
