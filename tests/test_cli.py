@@ -734,3 +734,18 @@ def test_cache_commands_refuse_a_cache_dir_that_does_not_exist(
     assert result.exit_code == 2, (result.output, result.exception)
     assert f"error: --cache-dir {missing} does not exist" in flat(result.stderr)
     assert not missing.exists()
+
+
+def test_version_is_printed_by_the_command_and_by_python_m() -> None:
+    """`fugu-lite --version` failed with "No such option: --version", though a checkpoint's
+    refusal names the version that wrote it and the one running ("this is 0.1.0")."""
+    from fugu_lite import __version__
+
+    assert ok(invoke("--version")) == f"fugu-lite {__version__}\n"
+    child = subprocess.run(
+        [sys.executable, "-m", "fugu_lite", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (child.returncode, child.stdout, child.stderr) == (0, f"fugu-lite {__version__}\n", "")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+from typing import Annotated
 
 import typer
 
+from .. import __version__
 from ..text import console_text
 from .cache import cache_app
 from .collect import collect_command
@@ -53,8 +55,24 @@ class WarningLines(logging.Handler):
         )
 
 
+def print_version(wanted: bool) -> None:
+    """`fugu-lite --version`: the version a checkpoint's refusal names ("written by fugu-lite
+    X; this is Y"), which the command line had no way to show."""
+    if wanted:
+        print(f"fugu-lite {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def print_logged_warnings(context: typer.Context) -> None:
+def print_logged_warnings(
+    context: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     # `serve` prints fugu-lite's log lines its own way, formatted as uvicorn's
     if context.invoked_subcommand == "serve":
         return
