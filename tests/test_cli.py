@@ -474,6 +474,27 @@ def test_every_help_names_each_option_whole_at_80_columns() -> None:
                         assert re.search(rf"{re.escape(option)}(?![\w-])", shown), (path, option)
 
 
+def test_a_repeatable_option_shows_one_value_in_every_help() -> None:
+    """`tasks generate --help` showed `--family <list[str]>`, read as "give a list" (and
+    `--family arithmetic,logic` is refused); each repeatable option shows one value."""
+    import click
+
+    def walk(command: Any, path: str) -> list[tuple[str, str]]:
+        shown = []
+        for name, sub in getattr(command, "commands", {}).items():
+            shown += walk(sub, f"{path} {name}".strip())
+        context = click.Context(command)
+        for param in command.params:
+            record = param.get_help_record(context) if param.param_type_name == "option" else None
+            if record and getattr(param, "multiple", False):
+                shown.append((path, record[0]))
+        return shown
+
+    repeatable = walk(typer.main.get_command(app), "")
+    assert ("tasks generate", "--family <family>") in repeatable
+    assert not [(path, name) for path, name in repeatable if "list[" in name], repeatable
+
+
 def test_an_option_shows_the_same_names_and_value_in_every_command() -> None:
     """`train sft|rl|es --help` showed `--checkpoint <str>`, `eval`, `route` and `serve`
     `--checkpoint <path>`: one option, read two ways (a name to look up, a folder)."""

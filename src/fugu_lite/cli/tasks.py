@@ -32,8 +32,9 @@ def tasks_generate(
     family: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="<family>",
             help="Only this family (repeat for several): arithmetic, unit_conversion, string, "
-            "list, logic, code. Default: all."
+            "list, logic, code. Default: all.",
         ),
     ] = None,
     force: ForceOption = False,
