@@ -4,8 +4,10 @@ the serve command refusing bad flags and setups before it listens."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import os
 import resource
 import signal
 import socket
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import WORKERS
-from server_support import ENDPOINT_KEY
+from server_support import ENDPOINT_KEY, Stubs
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
@@ -360,3 +362,96 @@ def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_pat
     log.write(decision("after the folder went"), None)
     log.close()
     assert json.loads(path.read_text())["request_id"] == "after the folder went"
+
+
+def serve_with_stdout_on_a_terminal(checkpoint: Path, pool: Path, stderr: Path) -> str:
+    """Run `fugu-lite serve` with stdout on a terminal (a pty) and stderr in the file
+    `stderr`; ask /health once, stop it with Ctrl-C; what the terminal showed."""
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    import httpx
+
+    port = int(serve_args()[-1])
+    main, terminal = pty.openpty()
+    shown: list[bytes] = []
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # every writer closed its end
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
+               "--pool", str(pool), "--port", str(port)]  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    with stderr.open("wb") as error_file:
+        child = subprocess.Popen(
+            command, stdout=terminal, stderr=error_file, env={**env, "TERM": "xterm"}
+        )
+    os.close(terminal)
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        with httpx.Client() as client:
+            while child.poll() is None:
+                try:
+                    assert client.get(f"http://127.0.0.1:{port}/health").status_code == 200
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.2)
+    finally:
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+        reader.join(timeout=10)
+        os.close(main)
+    return b"".join(shown).decode("utf-8", "replace")
+
+
+@pytest.mark.timeout(300)  # a real `serve` starting: torch, the router, uvicorn
+def test_serve_writes_no_color_codes_into_its_log_file_from_a_terminal(
+    checkpoint: Path, stubs: Stubs, tmp_path: Path
+) -> None:
+    """uvicorn colored serve's log lines whenever stdout was a terminal, whatever stderr
+    was: `serve 2> serve.log` in a terminal wrote escape codes into serve.log."""
+    pool = tmp_path / "pool.yaml"
+    workers = [{"id": worker, "model": worker, "base_url": stub.base_url}
+               for worker, stub in stubs.workers.items()]  # fmt: skip
+    pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
+    log = tmp_path / "serve.log"
+    shown = serve_with_stdout_on_a_terminal(checkpoint, pool, log)
+    logged = log.read_text(encoding="utf-8")
+    assert "Uvicorn running on" in logged and "\x1b[" not in logged, logged
+    assert "GET /health HTTP/1.1" in shown, shown  # the access line, on the terminal
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_serve_logs_without_colors_on_a_terminal_with_no_color(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NO_COLOR=1 (no-color.org) changed nothing: serve's lines were colored on a terminal."""
+    from fugu_lite.server.app import uvicorn_log_config
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.stdout", Terminal())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    show_package_logs("info")
+    logging.getLogger("fugu_lite.server.dispatch").warning("worker b failed: timeout")
+    assert "\x1b[" in terminal.getvalue()  # colored on a terminal, as before
+    monkeypatch.setenv("NO_COLOR", "1")
+    show_package_logs("info")
+    logging.getLogger("fugu_lite.server.dispatch").warning("worker c failed: timeout")
+    assert terminal.getvalue().splitlines()[-1] == "WARNING:  worker c failed: timeout"
+    formatters = uvicorn_log_config()["formatters"]
+    assert not formatters["default"]["use_colors"] and not formatters["access"]["use_colors"]

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
+import os
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -488,8 +491,27 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        log_config=uvicorn_log_config(),
         timeout_graceful_shutdown=10,
     )
+
+
+def colors_on(stream: TextIO) -> bool:
+    """Whether log lines written to `stream` get colors: only on a terminal, and never with
+    NO_COLOR set (no-color.org). uvicorn asked whether stdout is a terminal for every
+    stream, so `serve 2> serve.log` in a terminal wrote escape codes into the log file."""
+    return not os.environ.get("NO_COLOR") and stream.isatty()
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging, its start-up lines (stderr) and access lines (stdout) each
+    colored as colors_on says for their stream."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["default"]["use_colors"] = colors_on(sys.stderr)
+    config["formatters"]["access"]["use_colors"] = colors_on(sys.stdout)
+    return config
 
 
 def show_package_logs(log_level: str) -> None:
@@ -501,8 +523,10 @@ def show_package_logs(log_level: str) -> None:
     package = logging.getLogger("fugu_lite")
     # one way of printing them per process: serve's replaces the other commands' (cli/__init__.py)
     package.handlers = [h for h in package.handlers if not getattr(h, "fugu_lite_console", False)]
-    handler = logging.StreamHandler()
-    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        DefaultFormatter("%(levelprefix)s %(message)s", use_colors=colors_on(sys.stderr))
+    )
     handler.fugu_lite_console = True  # type: ignore[attr-defined]
     package.addHandler(handler)
     package.setLevel(5 if log_level == "trace" else log_level.upper())  # uvicorn's TRACE is 5
