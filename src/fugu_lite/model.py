@@ -293,19 +293,46 @@ def load_router(
     `backbone` says where the checkpoint's backbone is now (see locate_backbone); a given
     config's local backbone folder does too, when the checkpoint's is found nowhere."""
     metadata = read_checkpoint_metadata(directory)
-    meta_path = Path(directory) / META_FILE
-    try:
-        saved_cfg = loadable_model_config(metadata, meta_path, backbone)
-    except CheckpointError:
-        if model_cfg is None or local_backbone_path(model_cfg.backbone) is None:
-            raise
-        saved_cfg = loadable_model_config(metadata, meta_path, model_cfg.backbone)
+    saved_cfg = _saved_model_config(directory, metadata, model_cfg, backbone)
     metadata = {**metadata, "model": saved_cfg.model_dump()}
     if model_cfg is not None:
         model_cfg = model_cfg.model_copy(
             update={"backbone": canonical_backbone(model_cfg.backbone)}
         )
-    problems = checkpoint_mismatches(metadata, model_cfg or saved_cfg, worker_ids)
+    _refuse_mismatches(directory, metadata, model_cfg or saved_cfg, worker_ids)
+    cfg = _runtime_config(saved_cfg, model_cfg or saved_cfg)
+    model = RouterModel(
+        cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
+    )
+    _check_svf_matrices(directory, metadata, model)
+    state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
+    newer = newer_writer_note(metadata)
+    _refuse_contradictions(directory, model, state, newer)
+    _load_state(directory, model, state, saved_cfg, newer)
+    return model.to(cfg.device).eval()
+
+
+def _saved_model_config(
+    directory: str | Path, metadata: dict, model_cfg: ModelConfig | None, backbone: str | None
+) -> ModelConfig:
+    """The checkpoint's model config, its backbone located (`backbone`, else where it was
+    saved, else a given config's local backbone folder)."""
+    meta_path = Path(directory) / META_FILE
+    try:
+        return loadable_model_config(metadata, meta_path, backbone)
+    except CheckpointError:
+        if model_cfg is None or local_backbone_path(model_cfg.backbone) is None:
+            raise
+        return loadable_model_config(metadata, meta_path, model_cfg.backbone)
+
+
+def _refuse_mismatches(
+    directory: str | Path,
+    metadata: dict,
+    requested: ModelConfig,
+    worker_ids: Sequence[str] | None,
+) -> None:
+    problems = checkpoint_mismatches(metadata, requested, worker_ids)
     if problems:
         raise CheckpointMismatch(
             f"checkpoint {directory} does not match: "
@@ -313,8 +340,11 @@ def load_router(
             + f". {mismatch_fix(problems)}",
             problems,
         )
-    requested = model_cfg or saved_cfg
-    cfg = saved_cfg.model_copy(
+
+
+def _runtime_config(saved_cfg: ModelConfig, requested: ModelConfig) -> ModelConfig:
+    """The checkpoint's model, run with the requested settings of how (not what) it runs."""
+    return saved_cfg.model_copy(
         update={
             "device": requested.device,
             "cache_dir": requested.cache_dir,
@@ -324,13 +354,12 @@ def load_router(
             "head_dropout": requested.head_dropout,  # a training setting, not the model's
         }
     )
-    model = RouterModel(
-        cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
-    )
-    _check_svf_matrices(directory, metadata, model)
-    state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
+
+
+def _refuse_contradictions(
+    directory: str | Path, model: RouterModel, state: dict[str, torch.Tensor], newer: str
+) -> None:
     contradictions = metadata_contradictions(model, state)
-    newer = newer_writer_note(metadata)
     if contradictions:
         raise CheckpointError(
             f"{Path(directory) / META_FILE} contradicts {HEAD_FILE}: {'; '.join(contradictions)}"
@@ -338,6 +367,16 @@ def load_router(
             "checkpoint folder (or the router.json written with these tensors), or retrain it"
             f"{newer}"
         )
+
+
+def _load_state(
+    directory: str | Path,
+    model: RouterModel,
+    state: dict[str, torch.Tensor],
+    saved_cfg: ModelConfig,
+    newer: str,
+) -> None:
+    """The tensors into the model; SVF offsets the checkpoint has none of start at zero."""
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:
@@ -348,7 +387,7 @@ def load_router(
     if new_offsets and not saved_cfg.svf_targets:
         console.print(
             f"SVF: {directory} has no singular-value offsets; starting them at zero "
-            f"(the checkpoint's model unchanged) for {', '.join(cfg.svf_targets)}",
+            f"(the checkpoint's model unchanged) for {', '.join(model.model_cfg.svf_targets)}",
             markup=False,
         )
         missing = [name for name in missing if name not in new_offsets]
@@ -357,7 +396,6 @@ def load_router(
             f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
             f"{newer}"
         )
-    return model.to(cfg.device).eval()
 
 
 def metadata_contradictions(model: RouterModel, state: dict[str, torch.Tensor]) -> list[str]:
