@@ -166,40 +166,55 @@ def load_runtime(
         model_cfg.quantization,
     )
     try:
-        try:
-            onnx, how = attempt()
-        except Exception as first_error:
-            if not cached:
-                raise
-            console.print(
-                f"[yellow]The cached ONNX export in {escape(str(folder))} is unusable "
-                f"({escape(str(first_error))}); exporting it again.[/yellow]"
-            )
-            shutil.rmtree(folder, ignore_errors=True)
-            forget_sessions(folder)
-            onnx, how = attempt()
+        onnx, how = _session_exported_again_if_unusable(attempt, folder, cached)
     except OSError as error:  # the cache folder, not ONNX Runtime: read-only, a full disk
         return _unwritable_export(model_cfg, backbone_name, folder, error)
     except Exception as error:
-        if model_cfg.quantization == "int8":
-            raise OnnxRuntimeError(
-                f"model.quantization is 'int8' but ONNX Runtime cannot run backbone "
-                f"{backbone_name!r} cut at layer {layer} in int8: {error}. Set "
-                "model.quantization to 'none' (and train the router again: its features change)."
-            ) from error
-        if model_cfg.runtime == "onnx":
-            raise OnnxRuntimeError(
-                f"model.runtime is 'onnx' but ONNX Runtime cannot run backbone {backbone_name!r} "
-                f"cut at layer {layer}: {error}. Set model.runtime to 'torch' (or 'auto', "
-                "which falls back to torch)."
-            ) from error
-        console.print(
-            f"[yellow]ONNX Runtime cannot run backbone {backbone_name!r} cut at layer {layer} "
-            f"({type(error).__name__}: {escape(str(error))}); using the torch runtime instead. Set "
-            "model.runtime: torch to skip the attempt.[/yellow]"
-        )
-        return LoadedRuntime(None, f"ONNX export failed: {type(error).__name__}")
+        return _failed_export(model_cfg, backbone_name, layer, error)
     return LoadedRuntime(onnx, f"{how} {folder}", time.perf_counter() - started)
+
+
+def _session_exported_again_if_unusable(
+    attempt: Callable[[], tuple[OnnxBackbone, str]], folder: Path, cached: bool
+) -> tuple[OnnxBackbone, str]:
+    """The checked session; a cached export that fails is removed and exported once more."""
+    try:
+        return attempt()
+    except Exception as first_error:
+        if not cached:
+            raise
+        console.print(
+            f"[yellow]The cached ONNX export in {escape(str(folder))} is unusable "
+            f"({escape(str(first_error))}); exporting it again.[/yellow]"
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+        forget_sessions(folder)
+        return attempt()
+
+
+def _failed_export(
+    model_cfg: ModelConfig, backbone_name: str, layer: int, error: Exception
+) -> LoadedRuntime:
+    """ONNX Runtime cannot run the backbone: with runtime 'auto' the torch runtime (said in a
+    log line), else (onnx, or int8, which torch cannot give) an OnnxRuntimeError."""
+    if model_cfg.quantization == "int8":
+        raise OnnxRuntimeError(
+            f"model.quantization is 'int8' but ONNX Runtime cannot run backbone "
+            f"{backbone_name!r} cut at layer {layer} in int8: {error}. Set "
+            "model.quantization to 'none' (and train the router again: its features change)."
+        ) from error
+    if model_cfg.runtime == "onnx":
+        raise OnnxRuntimeError(
+            f"model.runtime is 'onnx' but ONNX Runtime cannot run backbone {backbone_name!r} "
+            f"cut at layer {layer}: {error}. Set model.runtime to 'torch' (or 'auto', "
+            "which falls back to torch)."
+        ) from error
+    console.print(
+        f"[yellow]ONNX Runtime cannot run backbone {backbone_name!r} cut at layer {layer} "
+        f"({type(error).__name__}: {escape(str(error))}); using the torch runtime instead. Set "
+        "model.runtime: torch to skip the attempt.[/yellow]"
+    )
+    return LoadedRuntime(None, f"ONNX export failed: {type(error).__name__}")
 
 
 def _unwritable_export(
