@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .config import STAGE_SECTIONS, PipelineConfig
 
@@ -57,73 +58,106 @@ def describe_config_error(
     lines = [f"{source}: invalid {config_type.__name__}:"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
-        given = next(
-            (
-                dotted
-                for dotted in overrides or {}
-                if f"{key}.".startswith(f"{dotted}.") or f"{dotted}.".startswith(f"{key}.")
-            ),
-            None,
-        )
-        section, _, rest = key.partition(".")
-        if file_keys and section in file_keys and rest and given is None:
-            key = f"{file_keys[section]}.{rest}"
-        shown = (
-            key if given is None else f"--set {key}" if given == key else f"{key} (--set {given})"
-        )
+        given = _override_of(key, overrides)
+        key = _key_as_the_file_names_it(key, file_keys, given)
         if item["type"] == "extra_forbidden":
-            known = _known_keys(config_type, item["loc"][:-1])
-            close = close_keys(str(item["loc"][-1]), known)
-            close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            homes = _sibling_sections(config_type, item["loc"])
-            if homes:
-                renamed = file_keys if file_keys and given is None else {}
-                shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
-                hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
-            stages = _other_stages(config_type, item["loc"])
-            if stages and file_keys and given is None:  # under a pipeline file's stage section
-                sections = " or ".join(f"{stage}:" for stage in stages)
-                hint = f"it belongs under {sections}, not here; "
-            elif stages:
-                commands = " or ".join(f"`fugu-lite train {stage}`" for stage in stages)
-                hint = f"a setting of {commands}, not of this stage; "
-                if given is None:
-                    hint += "is this file another stage's config? "
-            if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
-                hint = (
-                    "a worker pool's key: is this a pool config (for --pool of collect, serve, "
-                    "demo)? "
-                )
-            if len(item["loc"]) == 1 and not hint and isinstance(item.get("input"), dict):
-                holders = [
-                    name
-                    for name in known
-                    if name != "model" and section_type(config_type, (name,)) is not None
-                ]
-                if key not in STAGE_SECTIONS and holders:
-                    hint = f"{anchor_hint(key, holders[0])}; "
-            if key == "training" and "sft" in known:
-                hint = "a pipeline config puts stage settings under sft:, rl: or es: "
-            where = "" if given is None else f" (given by --set {given})"
-            lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}{where}")
+            lines.append(_unknown_key_line(item, config_type, key, given, file_keys))
         else:
-            value = item.get("input")
-            # a section's own check (runtime with device) says what is wrong in its message;
-            # its input is the whole section, and "Value error," is pydantic's word
-            message = str(item["msg"]).removeprefix("Value error, ")
-            if item["type"] == "model_type":  # pydantic's "valid dictionary or instance of X"
-                message = (
-                    f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "
-                    "indented `key: value` lines); fix it or delete it to use the defaults"
-                )
-            got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
-            if item["type"] == "string_type":
-                got += _quoting_hint(value, key if given == key else None)
-            if item["type"] == "list_type" and not isinstance(value, (dict, list)):
-                got += f"; write a list: [{value}], or each item on its own `- ` line"
-            lines.append(f"  {shown}: {message}{got}")
+            lines.append(_invalid_value_line(item, key, given))
     return "\n".join(lines)
+
+
+def _override_of(key: str, overrides: Mapping[str, object] | None) -> str | None:
+    """The --set key that gave `key` (it, a section holding it, or a key inside it), if any."""
+    return next(
+        (
+            dotted
+            for dotted in overrides or {}
+            if f"{key}.".startswith(f"{dotted}.") or f"{dotted}.".startswith(f"{key}.")
+        ),
+        None,
+    )
+
+
+def _key_as_the_file_names_it(key: str, file_keys: dict[str, str] | None, given: str | None) -> str:
+    section, _, rest = key.partition(".")
+    if file_keys and section in file_keys and rest and given is None:
+        return f"{file_keys[section]}.{rest}"
+    return key
+
+
+def _unknown_key_line(
+    item: ErrorDetails,
+    config_type: type[BaseModel],
+    key: str,
+    given: str | None,
+    file_keys: dict[str, str] | None,
+) -> str:
+    known = _known_keys(config_type, item["loc"][:-1])
+    hint = _unknown_config_key_hint(item, config_type, key, given, file_keys, known)
+    where = "" if given is None else f" (given by --set {given})"
+    return f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}{where}"
+
+
+def _unknown_config_key_hint(
+    item: ErrorDetails,
+    config_type: type[BaseModel],
+    key: str,
+    given: str | None,
+    file_keys: dict[str, str] | None,
+    known: list[str],
+) -> str:
+    """Where an unknown key belongs, or what it was meant to be; a later case, more telling,
+    replaces an earlier one's hint."""
+    close = close_keys(str(item["loc"][-1]), known)
+    close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    homes = _sibling_sections(config_type, item["loc"])
+    if homes:
+        renamed = file_keys if file_keys and given is None else {}
+        shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
+        hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
+    stages = _other_stages(config_type, item["loc"])
+    if stages and file_keys and given is None:  # under a pipeline file's stage section
+        sections = " or ".join(f"{stage}:" for stage in stages)
+        hint = f"it belongs under {sections}, not here; "
+    elif stages:
+        commands = " or ".join(f"`fugu-lite train {stage}`" for stage in stages)
+        hint = f"a setting of {commands}, not of this stage; "
+        if given is None:
+            hint += "is this file another stage's config? "
+    if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
+        hint = "a worker pool's key: is this a pool config (for --pool of collect, serve, demo)? "
+    if len(item["loc"]) == 1 and not hint and isinstance(item.get("input"), dict):
+        holders = [
+            name
+            for name in known
+            if name != "model" and section_type(config_type, (name,)) is not None
+        ]
+        if key not in STAGE_SECTIONS and holders:
+            hint = f"{anchor_hint(key, holders[0])}; "
+    if key == "training" and "sft" in known:
+        hint = "a pipeline config puts stage settings under sft:, rl: or es: "
+    return hint
+
+
+def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
+    shown = key if given is None else f"--set {key}" if given == key else f"{key} (--set {given})"
+    value = item.get("input")
+    # a section's own check (runtime with device) says what is wrong in its message;
+    # its input is the whole section, and "Value error," is pydantic's word
+    message = str(item["msg"]).removeprefix("Value error, ")
+    if item["type"] == "model_type":  # pydantic's "valid dictionary or instance of X"
+        message = (
+            f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "
+            "indented `key: value` lines); fix it or delete it to use the defaults"
+        )
+    got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+    if item["type"] == "string_type":
+        got += _quoting_hint(value, key if given == key else None)
+    if item["type"] == "list_type" and not isinstance(value, (dict, list)):
+        got += f"; write a list: [{value}], or each item on its own `- ` line"
+    return f"  {shown}: {message}{got}"
 
 
 def _exponent_hint(given: object) -> str:
