@@ -94,65 +94,95 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
     first = True  # a first line that is no JSON: another kind of file, not a line to delete
     with open_for_reading(path) as stream:
         for line_number, raw in enumerate(stream, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise RecordFileError(not_utf8_message(path, line_number, error)) from error
-            # the UTF-8 BOM some editors write: at the start of the file, or of each file
-            # joined with `cat` (where "not valid JSON ...; delete that line" lost a good row)
-            line = line.removeprefix("\ufeff")
+            line = _decoded_line(path, line_number, raw)
             if not line.strip():
                 continue
-            if first and line.lstrip().startswith("["):
-                # a JSON list (a .json saved under this name, or pretty-printed): "expected a
-                # JSON object, got list" or "not valid JSON; fix that line" did not say so
-                raise RecordFileError(
-                    f"{path}, line {line_number}: the file holds a JSON list, not JSON Lines "
-                    "(one JSON object a line, no enclosing [ ]); write each object on a line "
-                    f"of its own, e.g. jq -c '.[]' {path.name} > {path.stem}.lines.jsonl"
-                )
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as error:
-                where = f"{path}, line {line_number}"
-                if "\x00" in line:
-                    raise RecordFileError(nul_text_message(where)) from error
-                if _ends_lines_with_cr(line):
-                    raise RecordFileError(
-                        f"{where}: the lines end in a carriage return alone (CR, the line end "
-                        "of classic Mac OS), so the whole file reads as one line; JSON Lines "
-                        "ends each line in LF (or CRLF): re-save the file with LF line ends, "
-                        f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
-                    ) from error
-                if first and _pretty_printed(line, error, stream):
-                    raise RecordFileError(
-                        f"{where}: the JSON object goes on past the end of the line: the file "
-                        "looks pretty-printed (an object over several lines), not JSON Lines "
-                        "(one JSON object a line); write each object on one line, e.g. jq -c "
-                        f". {path.name} > {path.stem}.lines.jsonl"
-                    ) from error
-                near_miss = _near_miss(line)
-                if near_miss is not None:
-                    raise RecordFileError(f"{where}: {near_miss}") from error
-                advice = (
-                    "the file does not start as JSON Lines (one JSON object a line): check that "
-                    "it is the file meant (a CSV or other table is imported with `fugu-lite data "
-                    "import` first), or fix that line"
-                    if first
-                    else "fix or delete that line"
-                )
-                raise RecordFileError(
-                    f"{path}, line {line_number}: not valid JSON ({error.msg} at column "
-                    f"{error.colno}); {advice}"
-                ) from error
+            if first:
+                _refuse_a_json_list(path, line_number, line)
+            value = _parsed_line(path, line_number, line, first, stream)
             first = False
-            if not isinstance(value, dict):
-                raise RecordFileError(
-                    f"{path}, line {line_number}: expected a JSON object, got "
-                    f"{type(value).__name__}"
-                )
-            check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
-            yield line_number, value
+            yield line_number, _checked_object(path, line_number, line, value)
+
+
+def _decoded_line(path: Path, line_number: int, raw: bytes) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RecordFileError(not_utf8_message(path, line_number, error)) from error
+    # the UTF-8 BOM some editors write: at the start of the file, or of each file
+    # joined with `cat` (where "not valid JSON ...; delete that line" lost a good row)
+    return line.removeprefix("\ufeff")
+
+
+def _refuse_a_json_list(path: Path, line_number: int, line: str) -> None:
+    """A JSON list (a .json saved under this name, or pretty-printed): "expected a JSON
+    object, got list" or "not valid JSON; fix that line" did not say so."""
+    if line.lstrip().startswith("["):
+        raise RecordFileError(
+            f"{path}, line {line_number}: the file holds a JSON list, not JSON Lines "
+            "(one JSON object a line, no enclosing [ ]); write each object on a line "
+            f"of its own, e.g. jq -c '.[]' {path.name} > {path.stem}.lines.jsonl"
+        )
+
+
+def _parsed_line(path: Path, line_number: int, line: str, first: bool, rest: BinaryIO) -> object:
+    """The line's JSON value; a line that is no JSON says what it looks like instead."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise RecordFileError(
+            _not_json_message(path, line_number, line, first, rest, error)
+        ) from error
+
+
+def _not_json_message(
+    path: Path,
+    line_number: int,
+    line: str,
+    first: bool,
+    rest: BinaryIO,
+    error: json.JSONDecodeError,
+) -> str:
+    where = f"{path}, line {line_number}"
+    if "\x00" in line:
+        return nul_text_message(where)
+    if _ends_lines_with_cr(line):
+        return (
+            f"{where}: the lines end in a carriage return alone (CR, the line end "
+            "of classic Mac OS), so the whole file reads as one line; JSON Lines "
+            "ends each line in LF (or CRLF): re-save the file with LF line ends, "
+            f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
+        )
+    if first and _pretty_printed(line, error, rest):
+        return (
+            f"{where}: the JSON object goes on past the end of the line: the file "
+            "looks pretty-printed (an object over several lines), not JSON Lines "
+            "(one JSON object a line); write each object on one line, e.g. jq -c "
+            f". {path.name} > {path.stem}.lines.jsonl"
+        )
+    near_miss = _near_miss(line)
+    if near_miss is not None:
+        return f"{where}: {near_miss}"
+    advice = (
+        "the file does not start as JSON Lines (one JSON object a line): check that "
+        "it is the file meant (a CSV or other table is imported with `fugu-lite data "
+        "import` first), or fix that line"
+        if first
+        else "fix or delete that line"
+    )
+    return (
+        f"{path}, line {line_number}: not valid JSON ({error.msg} at column "
+        f"{error.colno}); {advice}"
+    )
+
+
+def _checked_object(path: Path, line_number: int, line: str, value: object) -> dict:
+    if not isinstance(value, dict):
+        raise RecordFileError(
+            f"{path}, line {line_number}: expected a JSON object, got {type(value).__name__}"
+        )
+    check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
+    return value
 
 
 def _pretty_printed(line: str, error: json.JSONDecodeError, rest: BinaryIO) -> bool:
