@@ -288,40 +288,55 @@ def compute_features(
     """
     cache = FeatureCache(model_cfg) if use_cache else None
     if cache is not None and cache.computed_under_other_versions():
-        extractor = extractor or FeatureExtractor(
-            load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
-        )
+        extractor = extractor or _loaded_extractor(model_cfg)
         cache.check_versions(extractor)
     keys = [prompt_key(prompt) for prompt in prompts]
     known = dict(cache.rows()) if cache else {}
     first_index = {key: index for index, key in reversed(list(enumerate(keys)))}
     missing = [key for key in first_index if key not in known]
     if missing:
-        extractor = extractor or FeatureExtractor(
-            load_backbone(model_cfg.backbone, model_cfg.device), model_cfg
-        )
+        extractor = extractor or _loaded_extractor(model_cfg)
         if cache is not None and not cache.pinned:
             cache = FeatureCache(model_cfg)  # the hub id downloaded: its snapshot's cache
             known.update(cache.rows())
             missing = [key for key in missing if key not in known]
         if cache is not None:
             cache.record_probe(extractor)
-        # Sorting by length keeps padding, and so wasted compute, small.
-        missing.sort(key=lambda key: len(prompt_text(prompts[first_index[key]])))
-        with feature_progress(shown=len(missing) > model_cfg.feature_batch_size) as progress:
-            task = progress.add_task(f"Backbone {description}", total=len(missing))
-            for start in range(0, len(missing), CACHE_CHUNK):
-                chunk = missing[start : start + CACHE_CHUNK]
-                rows = encode_in_batches(
-                    [prompts[first_index[key]] for key in chunk],
-                    extractor,
-                    model_cfg.feature_batch_size,
-                    lambda done: progress.advance(task, done),
-                )
-                if cache:
-                    cache.add(chunk, rows)
-                known.update(zip(chunk, rows, strict=True))
+        missing_prompts = {key: prompts[first_index[key]] for key in missing}
+        known.update(_extracted(missing_prompts, extractor, cache, model_cfg, description))
     return torch.stack([known[key] for key in keys]).float(), extractor
+
+
+def _loaded_extractor(model_cfg: ModelConfig) -> FeatureExtractor:
+    return FeatureExtractor(load_backbone(model_cfg.backbone, model_cfg.device), model_cfg)
+
+
+def _extracted(
+    prompts: dict[str, Prompt],
+    extractor: FeatureExtractor,
+    cache: FeatureCache | None,
+    model_cfg: ModelConfig,
+    description: str,
+) -> dict[str, torch.Tensor]:
+    """The backbone's features of these prompts (by key), cached every CACHE_CHUNK prompts
+    so that an interrupted extraction resumes where it stopped."""
+    # Sorting by length keeps padding, and so wasted compute, small.
+    missing = sorted(prompts, key=lambda key: len(prompt_text(prompts[key])))
+    extracted: dict[str, torch.Tensor] = {}
+    with feature_progress(shown=len(missing) > model_cfg.feature_batch_size) as progress:
+        task = progress.add_task(f"Backbone {description}", total=len(missing))
+        for start in range(0, len(missing), CACHE_CHUNK):
+            chunk = missing[start : start + CACHE_CHUNK]
+            rows = encode_in_batches(
+                [prompts[key] for key in chunk],
+                extractor,
+                model_cfg.feature_batch_size,
+                lambda done: progress.advance(task, done),
+            )
+            if cache:
+                cache.add(chunk, rows)
+            extracted.update(zip(chunk, rows, strict=True))
+    return extracted
 
 
 CACHE_CHUNK = 256
