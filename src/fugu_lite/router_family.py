@@ -268,7 +268,6 @@ def train_router_family(
 ) -> dict:
     """Train the SFT -> RL pipeline once per cost weight into OUTPUT/lambda-<w>/ (every run
     after the first reads only the feature cache), then write OUTPUT/router_family.json."""
-    from .pipeline import train_pipeline  # the pipeline's stages import this module
     from .training_common import remove_stale_evaluations, require_split
 
     require_split(records, "train")  # before the reference cost, the mean train cost
@@ -276,32 +275,14 @@ def train_router_family(
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)
     check_family_cost_settings(config)
-    if any(weight > 0 for weight in weights):
-        require_costs(
-            training_records(records),
-            f"a family with cost weights {weights}",
-            FAMILY_FIX,
-            "records of the train and validation splits",
-        )
+    _require_costs_for(records, weights)
     reference = family_reference_cost(records, config)
     # An earlier family here lists members this run retrains in place: a run stopped
     # half-way must leave no manifest, not one that mixes two runs' members, nor the
     # `eval --pareto` report of the earlier family.
     remove_files(output, [FAMILY_FILE, "training_report.json"])
     remove_stale_evaluations(output)
-    members, reports = [], {}
-    for weight in weights:
-        settings = {"cost_weight": weight, "reference_cost": reference}
-        member_config = config.model_copy(
-            update={
-                "sft": config.sft.model_copy(update=settings),
-                "rl": config.rl.model_copy(update=settings),
-            }
-        )
-        report = train_pipeline(records, member_config, output / member_folder(weight))
-        checkpoint = Path(report["checkpoint"]).relative_to(output).as_posix()
-        members.append(FamilyMember(cost_weight=weight, checkpoint=checkpoint))
-        reports[f"{weight:g}"] = report["checkpoint"]
+    members, reports = _train_members(records, config, output, weights, reference)
     manifest = FamilyManifest(
         worker_ids=records[0].worker_ids, reference_cost=reference, members=members
     )
@@ -316,3 +297,40 @@ def train_router_family(
     }
     write_json(output / "training_report.json", report)
     return report
+
+
+def _require_costs_for(records: list[RewardRecord], weights: list[float]) -> None:
+    if any(weight > 0 for weight in weights):
+        require_costs(
+            training_records(records),
+            f"a family with cost weights {weights}",
+            FAMILY_FIX,
+            "records of the train and validation splits",
+        )
+
+
+def _train_members(
+    records: list[RewardRecord],
+    config: PipelineConfig,
+    output: Path,
+    weights: list[float],
+    reference: float | None,
+) -> tuple[list[FamilyMember], dict[str, str]]:
+    """One SFT -> RL run per cost weight into OUTPUT/lambda-<w>/: the members, and each
+    weight's checkpoint as its report names it."""
+    from .pipeline import train_pipeline  # the pipeline's stages import this module
+
+    members, reports = [], {}
+    for weight in weights:
+        settings = {"cost_weight": weight, "reference_cost": reference}
+        member_config = config.model_copy(
+            update={
+                "sft": config.sft.model_copy(update=settings),
+                "rl": config.rl.model_copy(update=settings),
+            }
+        )
+        report = train_pipeline(records, member_config, output / member_folder(weight))
+        checkpoint = Path(report["checkpoint"]).relative_to(output).as_posix()
+        members.append(FamilyMember(cost_weight=weight, checkpoint=checkpoint))
+        reports[f"{weight:g}"] = report["checkpoint"]
+    return members, reports
