@@ -135,3 +135,30 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
         torch.set_num_threads(previous)
     assert len(seen) >= 2 and set(seen) == {1}
     assert after == with_backbone == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "sized"),
+    [
+        *[("abc", False), ("", False), ("0", False), ("-2", False), ("2.5", False)],
+        *[("1", True), (" 2", True), ("4,2", True)],
+    ],
+)
+def test_only_a_thread_count_in_a_thread_variable_sizes_the_pools_and_any_other_is_said(
+    two_thread_pools: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+    sized: bool,
+) -> None:
+    # The libraries ignore a value that is no thread count (libgomp: a bare "Invalid value"),
+    # so the pools stay at a thread per core: it sized nothing, and the fits' limit must hold.
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with threads.fit_threads():
+        assert set(pool_threads().values()) == ({2} if sized else {1})
+    err = capsys.readouterr().err
+    said = "OMP_NUM_THREADS" in err and repr(value) in err and "unset it" in err
+    assert said is not sized
+    with threads.fit_threads():  # said once
+        pass
+    assert "OMP_NUM_THREADS" not in capsys.readouterr().err

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 import torch
 from threadpoolctl import threadpool_limits
 
+from .text import notes_console
+
 # BLAS/OpenMP threads inside `fit_threads()`; None leaves the pools as they are (what
 # bench/threads.py measures as "before").
 FIT_THREADS: int | None = 1
@@ -26,8 +28,43 @@ FIT_THREADS: int | None = 1
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+console = notes_console()
+_SAID_IGNORED: set[tuple[str, str]] = set()  # (variable, value) said to size nothing, once
+
+
 def pools_sized_by_user() -> bool:
-    return any(name in os.environ for name in THREAD_VARIABLES)
+    """Whether one of THREAD_VARIABLES holds a thread count. One that holds none (empty, `abc`,
+    `0`) sizes nothing, since the libraries ignore it and keep a thread per core (libgomp
+    says only "Invalid value"): it is said, once, and the fits keep their limit."""
+    sized = False
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        if is_thread_count(value):
+            sized = True
+        else:
+            _say_ignored(name, value)
+    return sized
+
+
+def is_thread_count(value: str) -> bool:
+    """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too)."""
+    counts = [count.strip() for count in value.split(",")]
+    return all(count.isdigit() for count in counts) and int(counts[0]) > 0
+
+
+def _say_ignored(name: str, value: str) -> None:
+    if (name, value) in _SAID_IGNORED:
+        return
+    _SAID_IGNORED.add((name, value))
+    console.print(
+        f"{name}={value!r} is not a number of threads (a whole number, 1 or more), so the "
+        "numeric libraries ignore it; fugu-lite sizes its fits' threads as if it were unset. "
+        f"Set it to a number of threads (e.g. {name}=1), or unset it.",
+        markup=False,
+        style="yellow",
+    )
 
 
 @contextmanager
