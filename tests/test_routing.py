@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from router_support import (
+    forbid_backbone_loading,
     train_briefly,
 )
 
@@ -77,3 +78,16 @@ def test_a_loaded_router_routes_without_the_training_cache(
     loaded = load_router(tmp_path / "ckpt")
     prompt = next(r.prompt for r in records if r.task == "math")
     assert route_prompt(loaded, prompt).worker == route_prompt(model, prompt).worker
+
+
+def test_an_empty_batch_routes_to_no_decisions_without_the_backbone(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """route_prompts(model, []) (a batch filtered down to nothing) failed with torch's
+    "stack expects a non-empty TensorList", from deep inside the feature cache."""
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    model.extractor = None
+    forbid_backbone_loading(monkeypatch)
+    assert route_prompts(model, []) == []
+    assert route_prompts(model, [], exclude=["coder"]) == []
+    assert model.features_for([]).shape == (0, model.feature_dim)

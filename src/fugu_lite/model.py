@@ -180,6 +180,8 @@ class RouterModel(nn.Module):
     def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
         """Features of these prompts (no gradients): from the feature cache for a frozen
         backbone, computed afresh (never cached) when SVF is on."""
+        if not prompts:  # an empty batch: no backbone to load, no rows to stack
+            return torch.zeros(0, self.feature_dim)
         if self.svf is not None:
             self.announce_uncached_features()
             with torch.no_grad():
