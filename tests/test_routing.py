@@ -91,3 +91,19 @@ def test_an_empty_batch_routes_to_no_decisions_without_the_backbone(
     assert route_prompts(model, []) == []
     assert route_prompts(model, [], exclude=["coder"]) == []
     assert model.features_for([]).shape == (0, model.feature_dim)
+
+
+def test_an_unknown_excluded_worker_is_matched_to_the_worker_it_is_close_to() -> None:
+    """`--exclude Coder` or `--exclude mathematicain` listed the workers but left the reader
+    to spot which one was meant."""
+    workers = ["cheap-small", "coder", "mathematician"]
+    with pytest.raises(NoWorkerLeftError) as error:
+        allowed_workers(workers, ["mathematicain", "Coder"])
+    assert str(error.value) == (
+        "cannot exclude unknown worker(s) ['Coder', 'mathematicain'] (did you mean 'coder' "
+        "for 'Coder', 'mathematician' for 'mathematicain'?); this router's workers: "
+        "cheap-small, coder, mathematician"
+    )
+    with pytest.raises(NoWorkerLeftError) as error:
+        allowed_workers(workers, ["zzz"])
+    assert "did you mean" not in str(error.value)

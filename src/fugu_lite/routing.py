@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from .config_errors import close_keys
 from .features import Prompt
 from .model import RouterModel
 from .text import names_line
@@ -34,8 +35,8 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
     unknown = sorted(set(exclude) - set(worker_ids))
     if unknown:
         raise NoWorkerLeftError(
-            f"cannot exclude unknown worker(s) {unknown}; this router's workers: "
-            f"{names_line(worker_ids)}"
+            f"cannot exclude unknown worker(s) {unknown}{_meant_workers(unknown, worker_ids)}; "
+            f"this router's workers: {names_line(worker_ids)}"
         )
     allowed = [worker for worker in worker_ids if worker not in set(exclude)]
     if not allowed:
@@ -44,6 +45,17 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
             f"least one of {names_line(worker_ids)}"
         )
     return allowed
+
+
+def _meant_workers(unknown: Sequence[str], worker_ids: Sequence[str]) -> str:
+    """' (did you mean 'coder' for 'Coder'?)' for the unknown ids close to a worker's, or ''."""
+    meant = [
+        f"{close[0]!r} for {name!r}"
+        for name in unknown
+        for close in [close_keys(name, list(worker_ids))]
+        if close
+    ]
+    return f" (did you mean {', '.join(meant)}?)" if meant else ""
 
 
 def route_prompts(
