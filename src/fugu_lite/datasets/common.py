@@ -6,6 +6,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,6 +205,21 @@ def build_record(where: str, **fields: Any) -> RewardRecord:
     except ValidationError as error:
         problems = describe_validation_error(error)
         raise RecordFileError(f"{where}: not a valid record: {problems}") from error
+
+
+@dataclass
+class ImportedRecords:
+    """An importer's records in file order, each with its split cell (read when the file's
+    own split is used) and the row it came from, which a bad split cell is named by."""
+
+    records: list[RewardRecord] = field(default_factory=list)
+    splits: list[object] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def add(self, record: RewardRecord, split: object, where: str) -> None:
+        self.records.append(record)
+        self.splits.append(split)
+        self.names.append(where)
 
 
 def warn_unused_split_column(path: Path, option: str) -> None:

@@ -18,11 +18,13 @@ import json
 import logging
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..schemas import RewardRecord
 from ..text_reading import RecordFileError
 from .common import (
+    ImportedRecords,
     MissingPolicy,
     build_record,
     check_missing_policy,
@@ -48,23 +50,47 @@ def import_long(
     """
     path = Path(source)
     policy = check_missing_policy(on_missing)
-    groups: dict[str, dict[str, LongRow]] = {}
-    prompts: dict[str, str | list] = {}
-    ignored: dict[str, None] = {}
-    has_split = False
+    cells = _read_cells(path, use_split_column, policy == "drop")
+    _check_cells(path, cells)
+    workers = sorted({worker for by_worker in cells.groups.values() for worker in by_worker})
+    case_hint = _worker_case_hint(workers)
+    imported, dropped = _group_records(cells, workers, policy, case_hint)
+    _report_dropped(path, len(cells.groups), len(imported.records), dropped, case_hint)
+    if use_split_column:
+        return apply_given_split(imported.records, imported.splits, imported.names)
+    if cells.has_split:
+        warn_unused_split_column(path, "use_split_column=true")
+    return apply_standard_split(imported.records)
+
+
+@dataclass
+class _Cells:
+    """The file's rows, read: each prompt's row per worker (prompts in first-appearance order),
+    and what the checks after reading need to know of the rows."""
+
+    groups: dict[str, dict[str, LongRow]] = field(default_factory=dict)
+    prompts: dict[str, str | list] = field(default_factory=dict)
+    ignored: dict[str, None] = field(default_factory=dict)  # columns not read, in file order
+    has_split: bool = False
     percent_at: str | None = None  # the first row whose reward is written as a percentage
     plain_beyond_one: LongRow | None = None  # the first row whose plain reward is not in [0, 1]
+
+
+def _read_cells(path: Path, use_split_column: bool, drop_missing: bool) -> _Cells:
+    """Every row parsed and filed under its prompt; a second row of one prompt and worker is
+    an error."""
+    cells = _Cells()
     for where, raw in raw_rows(path):
-        has_split = has_split or raw.get("split") is not None
-        ignored.update(dict.fromkeys(key for key in raw if key not in COLUMNS and key.strip()))
-        prompt, row = parse_row(raw, where, use_split_column, policy == "drop")
+        cells.has_split = cells.has_split or raw.get("split") is not None
+        cells.ignored.update(dict.fromkeys(k for k in raw if k not in COLUMNS and k.strip()))
+        prompt, row = parse_row(raw, where, use_split_column, drop_missing)
         if is_percentage(raw.get("reward")):
-            percent_at = percent_at or where
-        elif plain_beyond_one is None and (row.reward < 0.0 or row.reward > 1.0):
-            plain_beyond_one = row
+            cells.percent_at = cells.percent_at or where
+        elif cells.plain_beyond_one is None and (row.reward < 0.0 or row.reward > 1.0):
+            cells.plain_beyond_one = row
         key = _prompt_key(prompt)
-        prompts.setdefault(key, prompt)
-        cells_by_worker = groups.setdefault(key, {})
+        cells.prompts.setdefault(key, prompt)
+        cells_by_worker = cells.groups.setdefault(key, {})
         if row.worker in cells_by_worker:
             raise RecordFileError(
                 f"{where}: duplicate cell for prompt {short(key)} and worker {row.worker!r} "
@@ -72,22 +98,30 @@ def import_long(
                 "and worker"
             )
         cells_by_worker[row.worker] = row
-    if not groups:
+    return cells
+
+
+def _check_cells(path: Path, cells: _Cells) -> None:
+    """Refuse a file without rows or with rewards on two scales; warn of unread columns."""
+    if not cells.groups:
         raise RecordFileError(f"{path}: holds no rows")
-    check_reward_scale(path, percent_at, plain_beyond_one)
-    if ignored:
+    check_reward_scale(path, cells.percent_at, cells.plain_beyond_one)
+    if cells.ignored:
         logger.warning(
             "%s: column(s) %s are not read (the long format's columns: %s); rename a column "
             "that holds one of those",
-            path, list(ignored), ", ".join(COLUMNS),
+            path, list(cells.ignored), ", ".join(COLUMNS),
         )  # fmt: skip
-    workers = sorted({worker for cells_by_worker in groups.values() for worker in cells_by_worker})
-    case_hint = _worker_case_hint(workers)
-    records: list[RewardRecord] = []
-    splits: list[object] = []
-    names: list[str] = []
+
+
+def _group_records(
+    cells: _Cells, workers: list[str], policy: MissingPolicy, case_hint: str
+) -> tuple[ImportedRecords, Counter[str]]:
+    """One record per prompt with a row and a reward for every worker; the others are an error,
+    or with policy "drop" counted per missing worker."""
+    imported = ImportedRecords()
     dropped: Counter[str] = Counter()
-    for key, cells_by_worker in groups.items():
+    for key, cells_by_worker in cells.groups.items():
         first = next(iter(cells_by_worker.values())).where
         missing = [
             worker
@@ -98,29 +132,33 @@ def import_long(
             raise RecordFileError(
                 f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
                 "prompt needs one row per worker (add the rows, drop the prompt, or pass "
-                "--option on_missing=drop)" + _spacing_hint(key, groups) + case_hint
+                "--option on_missing=drop)" + _spacing_hint(key, cells.groups) + case_hint
             )
         if missing:
             dropped.update(missing)
             continue
-        cells = [cells_by_worker[worker] for worker in workers]
-        split = _one_value(key, "split", cells)
-        records.append(
-            build_record(
-                first,
-                prompt=prompts[key],
-                worker_ids=workers,
-                rewards=[cell.reward for cell in cells],
-                costs=_costs(key, cells),
-                task=_one_value(key, "task", cells),
-                id=_one_value(key, "id", cells) or stable_id("long", key),
-            )
+        row_cells = [cells_by_worker[worker] for worker in workers]
+        split = _one_value(key, "split", row_cells)
+        record = build_record(
+            first,
+            prompt=cells.prompts[key],
+            worker_ids=workers,
+            rewards=[cell.reward for cell in row_cells],
+            costs=_costs(key, row_cells),
+            task=_one_value(key, "task", row_cells),
+            id=_one_value(key, "id", row_cells) or stable_id("long", key),
         )
-        splits.append(split)
-        names.append(first)
-    if dropped and not records:
+        imported.add(record, split, first)
+    return imported, dropped
+
+
+def _report_dropped(
+    path: Path, prompts: int, kept: int, dropped: Counter[str], case_hint: str
+) -> None:
+    """Refuse a file whose every prompt was dropped; warn of the prompts dropped."""
+    if dropped and not kept:
         raise RecordFileError(
-            f"{path}: every one of its {len(groups)} prompts misses a row or a reward for some "
+            f"{path}: every one of its {prompts} prompts misses a row or a reward for some "
             f"worker (prompts without each: {dict(dropped)}), so on_missing=drop leaves no "
             "records; add the missing rows and rewards" + case_hint
         )
@@ -128,13 +166,8 @@ def import_long(
         logger.warning(
             "%s: dropped %d of %d prompts without a row and a reward for every worker (prompts "
             "without each: %s)%s",
-            path, len(groups) - len(records), len(groups), dict(dropped), case_hint,
+            path, prompts - kept, prompts, dict(dropped), case_hint,
         )  # fmt: skip
-    if use_split_column:
-        return apply_given_split(records, splits, names)
-    if has_split:
-        warn_unused_split_column(path, "use_split_column=true")
-    return apply_standard_split(records)
 
 
 def _spacing_hint(key: str, groups: dict[str, dict[str, LongRow]]) -> str:
