@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import NonNegativeFloat
 
@@ -13,6 +14,7 @@ from ..io import iter_jsonl
 from ..schemas import RewardRecord
 from ..text_reading import RecordFileError
 from .common import (
+    ImportedRecords,
     MissingPolicy,
     build_record,
     check_missing_policy,
@@ -80,9 +82,28 @@ def import_zeroeval(
     """
     path = zeroeval_file(source)
     policy = check_missing_policy(on_missing)
+    rows = _read_rows(path)
+    worker_ids = _scored_models(path, rows)
+    if prices is not None:
+        _check_prices(worker_ids, prices)
+    imported, empty, incomplete = _import_rows(path, rows, worker_ids, prices, policy, split_column)
+    _report_dropped(path, len(imported.records), empty, incomplete)
+    if split_column is None:
+        for key in {key for _, row in rows for key in row if key.strip().casefold() == "split"}:
+            warn_unused_split_column(path, f"split_column={key}")
+        return apply_standard_split(imported.records)
+    return apply_given_split(imported.records, imported.splits, imported.names)
+
+
+def _read_rows(path: Path) -> list[tuple[int, dict]]:
     rows = list(iter_jsonl(path))
     if not rows:
         raise RecordFileError(f"{path}: holds no rows")
+    return rows
+
+
+def _scored_models(path: Path, rows: list[tuple[int, dict]]) -> list[str]:
+    """Every model some row scores, sorted: the workers."""
     worker_ids = sorted(
         {model for n, row in rows for model in _mapping(row, "scores", f"{path}, line {n}")}
     )
@@ -91,56 +112,96 @@ def import_zeroeval(
             f"{path}: no row scores a model (every row's scores is {{}}); each row needs "
             "scores {model: score} and out_chars {model: characters} for every model"
         )
-    if prices is not None:
-        _check_prices(worker_ids, prices)
-    records: list[RewardRecord] = []
-    splits: list[object] = []
-    names: list[str] = []
+    return worker_ids
+
+
+def _import_rows(
+    path: Path,
+    rows: list[tuple[int, dict]],
+    worker_ids: list[str],
+    prices: Mapping[str, tuple[float, float]] | None,
+    policy: MissingPolicy,
+    split_column: str | None,
+) -> tuple[ImportedRecords, int, int]:
+    """A record per row, and how many rows were dropped for an empty question and for a
+    missing value."""
+    imported = ImportedRecords()
     empty = incomplete = 0
     for line_number, row in rows:
         where = f"{path}, line {line_number}"
-        task = require_text(row.get("task"), "task", where)
-        row_id = row.get("id")
-        if not isinstance(row_id, str | int) or isinstance(row_id, bool):
-            raise RecordFileError(f"{where}: id must be a string or an integer, got {row_id!r}")
-        question = row.get("question")
-        if not isinstance(question, str):
-            raise RecordFileError(f"{where}: question must be a string, got {question!r}")
-        scores = _mapping(row, "scores", where)
-        out_chars = _mapping(row, "out_chars", where)
-        if not question.strip():
+        checked = _checked_row(row, where)
+        if not checked.question.strip():
             empty += 1
             continue
-        # absent, null, NaN, or a text written for none ("NaN", "NA"): a string "NaN" failed
-        # as "must be a finite number" with no word of on_missing, even with on_missing=drop
-        missing = [w for w in worker_ids if is_blank(scores.get(w)) or is_blank(out_chars.get(w))]
-        if missing and policy == "error":
-            raise RecordFileError(
-                f"{where}: no score or out_chars for {missing} (question {short(question)}); "
-                "complete the row, delete it, or pass --option on_missing=drop"
-            )
-        if missing:
+        record = _row_record(checked, where, worker_ids, prices, policy)
+        if record is None:
             incomplete += 1
             continue
-        output_tokens = [
-            require_float(out_chars[w], f"out_chars of {w}", where, minimum=0.0) / CHARS_PER_TOKEN
-            for w in worker_ids
-        ]
-        records.append(
-            build_record(
-                where,
-                prompt=question,
-                worker_ids=worker_ids,
-                rewards=[require_float(scores[w], f"the score of {w}", where) for w in worker_ids],
-                costs=_costs(question, worker_ids, output_tokens, prices),
-                task=task,
-                id=f"{task}:{row_id}",
-            )
+        imported.add(record, None if split_column is None else row.get(split_column), where)
+    return imported, empty, incomplete
+
+
+class _Row(NamedTuple):
+    """A row's fields, of the types the format gives them."""
+
+    task: str
+    id: str | int
+    question: str
+    scores: dict
+    out_chars: dict
+
+
+def _checked_row(row: dict, where: str) -> _Row:
+    task = require_text(row.get("task"), "task", where)
+    row_id = row.get("id")
+    if not isinstance(row_id, str | int) or isinstance(row_id, bool):
+        raise RecordFileError(f"{where}: id must be a string or an integer, got {row_id!r}")
+    question = row.get("question")
+    if not isinstance(question, str):
+        raise RecordFileError(f"{where}: question must be a string, got {question!r}")
+    scores = _mapping(row, "scores", where)
+    out_chars = _mapping(row, "out_chars", where)
+    return _Row(task, row_id, question, scores, out_chars)
+
+
+def _row_record(
+    row: _Row,
+    where: str,
+    worker_ids: list[str],
+    prices: Mapping[str, tuple[float, float]] | None,
+    policy: MissingPolicy,
+) -> RewardRecord | None:
+    """The row's record; None for a row missing some model's values with policy "drop"."""
+    # absent, null, NaN, or a text written for none ("NaN", "NA"): a string "NaN" failed
+    # as "must be a finite number" with no word of on_missing, even with on_missing=drop
+    missing = [
+        w for w in worker_ids if is_blank(row.scores.get(w)) or is_blank(row.out_chars.get(w))
+    ]
+    if missing and policy == "error":
+        raise RecordFileError(
+            f"{where}: no score or out_chars for {missing} (question {short(row.question)}); "
+            "complete the row, delete it, or pass --option on_missing=drop"
         )
-        if split_column is not None:
-            splits.append(row.get(split_column))
-            names.append(where)
-    if not records:
+    if missing:
+        return None
+    output_tokens = [
+        require_float(row.out_chars[w], f"out_chars of {w}", where, minimum=0.0) / CHARS_PER_TOKEN
+        for w in worker_ids
+    ]
+    return build_record(
+        where,
+        prompt=row.question,
+        worker_ids=worker_ids,
+        rewards=[require_float(row.scores[w], f"the score of {w}", where) for w in worker_ids],
+        costs=_costs(row.question, worker_ids, output_tokens, prices),
+        task=row.task,
+        id=f"{row.task}:{row.id}",
+    )
+
+
+def _report_dropped(path: Path, kept: int, empty: int, incomplete: int) -> None:
+    """Refuse a file with no row left; warn of the rows dropped."""
+    if not kept:
         raise RecordFileError(
             f"{path}: no row is left to import: {empty} row(s) have an empty question (an empty "
             f"prompt cannot be routed) and {incomplete} row(s) miss a model's score or out_chars; "
@@ -150,11 +211,6 @@ def import_zeroeval(
         logger.warning("%s: dropped %d rows with an empty question", path, empty)
     if incomplete:
         logger.warning("%s: dropped %d rows missing a model's score or out_chars", path, incomplete)
-    if split_column is None:
-        for key in {key for _, row in rows for key in row if key.strip().casefold() == "split"}:
-            warn_unused_split_column(path, f"split_column={key}")
-        return apply_standard_split(records)
-    return apply_given_split(records, splits, names)
 
 
 def _mapping(row: dict, key: str, where: str) -> dict:
