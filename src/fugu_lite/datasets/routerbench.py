@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pandas as pd
+
 from ..schemas import RewardRecord
 from ..text_reading import RecordFileError
 from .common import (
+    ImportedRecords,
     MissingPolicy,
     build_record,
     check_missing_policy,
@@ -56,6 +59,23 @@ def import_routerbench(
     """
     path = Path(source)
     policy = check_missing_policy(on_missing)
+    table = _read_table(path, split_column)
+    workers = routerbench_models(table, path)
+    if table.empty:
+        raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
+    _warn_unpriced_columns(path, table, workers, split_column)
+    imported, incomplete = _import_rows(path, table, workers, policy, split_column)
+    _report_dropped(path, len(imported.records), incomplete)
+    if split_column is None:
+        for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
+            warn_unused_split_column(path, f"split_column={column}")
+        return apply_standard_split(imported.records)
+    return apply_given_split(imported.records, imported.splits, imported.names)
+
+
+def _read_table(path: Path, split_column: str | None) -> pd.DataFrame:
+    """The file as a wide table (a raw one pivoted), its known columns named as RouterBench
+    names them; a missing required column is an error."""
     table = index_as_columns(read_routerbench_table(path), split_column)
     table = with_known_column_names(table, path)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
@@ -70,10 +90,12 @@ def import_routerbench(
         )
     if all(column in table.columns for column in RAW_COLUMNS):
         table = wide_from_raw(table, path, split_column)
-    table = with_stripped_model_names(table, path)
-    workers = routerbench_models(table, path)
-    if table.empty:
-        raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
+    return with_stripped_model_names(table, path)
+
+
+def _warn_unpriced_columns(
+    path: Path, table: pd.DataFrame, workers: list[str], split_column: str | None
+) -> None:
     skipped = unpriced_numeric_columns(table, workers, split_column)
     if skipped:
         logger.warning(
@@ -81,11 +103,19 @@ def import_routerbench(
             "imported as models; add the cost column(s) to import them",
             path, skipped, [column + COST_SUFFIX for column in skipped],
         )  # fmt: skip
+
+
+def _import_rows(
+    path: Path,
+    table: pd.DataFrame,
+    workers: list[str],
+    policy: MissingPolicy,
+    split_column: str | None,
+) -> tuple[ImportedRecords, int]:
+    """A record per row, and how many rows were dropped for a missing value."""
     has_sample_id = "sample_id" in table.columns
     from_csv = table_kind(path)[0] == ".csv"
-    records: list[RewardRecord] = []
-    splits: list[object] = []
-    names: list[str] = []
+    imported = ImportedRecords()
     incomplete = 0
     for position, row in enumerate(table.to_dict("records"), start=1):
         if from_csv and not any(str(value).strip() for value in row.values()):
@@ -95,46 +125,56 @@ def import_routerbench(
             raise repeated_header(where)
         if has_sample_id:
             where += f" (sample_id={row['sample_id']})"
-        prompt = require_text(row["prompt"], "prompt", where)
-        if from_csv:
-            prompt = csv_line_breaks(prompt)
-        rewards = [_number(row[w], f"the score of {w}", where) for w in workers]
-        costs = [_number(row[w + COST_SUFFIX], f"the total_cost of {w}", where) for w in workers]
-        bad = [w for w, r, c in zip(workers, rewards, costs, strict=True) if r is None or c is None]
-        if bad and policy == "error":
-            raise RecordFileError(
-                f"{where}: score or total_cost of {bad} is missing or NaN; "
-                "fix the row, delete it, or pass --option on_missing=drop"
-            )
-        if bad:
+        record = _row_record(row, where, workers, policy, from_csv, has_sample_id)
+        if record is None:
             incomplete += 1
             continue
-        records.append(
-            build_record(
-                where,
-                prompt=prompt,
-                worker_ids=workers,
-                rewards=rewards,
-                costs=costs,
-                task=require_text(row["eval_name"], "eval_name", where).strip(),
-                id=_record_id(row, has_sample_id, prompt),
-            )
+        imported.add(record, None if split_column is None else row[split_column], where)
+    return imported, incomplete
+
+
+def _row_record(
+    row: dict,
+    where: str,
+    workers: list[str],
+    policy: MissingPolicy,
+    from_csv: bool,
+    has_sample_id: bool,
+) -> RewardRecord | None:
+    """The row's record; None for a row missing a score or cost with policy "drop"."""
+    prompt = require_text(row["prompt"], "prompt", where)
+    if from_csv:
+        prompt = csv_line_breaks(prompt)
+    rewards = [_number(row[w], f"the score of {w}", where) for w in workers]
+    costs = [_number(row[w + COST_SUFFIX], f"the total_cost of {w}", where) for w in workers]
+    bad = [w for w, r, c in zip(workers, rewards, costs, strict=True) if r is None or c is None]
+    if bad and policy == "error":
+        raise RecordFileError(
+            f"{where}: score or total_cost of {bad} is missing or NaN; "
+            "fix the row, delete it, or pass --option on_missing=drop"
         )
-        if split_column is not None:
-            splits.append(row[split_column])
-            names.append(where)
-    if incomplete and not records:
+    if bad:
+        return None
+    return build_record(
+        where,
+        prompt=prompt,
+        worker_ids=workers,
+        rewards=rewards,
+        costs=costs,
+        task=require_text(row["eval_name"], "eval_name", where).strip(),
+        id=_record_id(row, has_sample_id, prompt),
+    )
+
+
+def _report_dropped(path: Path, kept: int, incomplete: int) -> None:
+    """Refuse a file whose every row was dropped; warn of the rows dropped."""
+    if incomplete and not kept:
         raise RecordFileError(
             f"{path}: every one of its {incomplete} rows misses a score or cost, so "
             "--option on_missing=drop leaves no records; fill in the missing values"
         )
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)
-    if split_column is None:
-        for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
-            warn_unused_split_column(path, f"split_column={column}")
-        return apply_standard_split(records)
-    return apply_given_split(records, splits, names)
 
 
 def _named_cells(row: dict) -> tuple[list[object], list[str]]:
