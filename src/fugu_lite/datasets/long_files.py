@@ -15,7 +15,7 @@ import json
 import lzma
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ..io import iter_jsonl, read_json
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
@@ -29,6 +29,9 @@ from .common import (
     to_csv_hint,
 )
 from .long_rows import COLUMNS, REQUIRED_COLUMNS
+
+if TYPE_CHECKING:
+    from _csv import Reader
 
 # a CSV may be compressed (what pandas' to_csv("rows.csv.gz") writes); `.ndjson` is another
 # name of JSON Lines
@@ -175,59 +178,81 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
         reader = csv.reader(stream, strict=True)
         good_until = 0  # the line where the last good row ended
         try:
-            # blank lines (or a spreadsheet's empty rows) before the header are skipped, as
-            # pandas.read_csv does
-            header = next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
+            header, columns = _csv_header(path, reader)
             good_until = reader.line_num
-            if not header:
-                raise RecordFileError(
-                    f"{path}: the file is empty; a long-format CSV needs a header line "
-                    f"({', '.join(REQUIRED_COLUMNS)}) and a row per prompt and worker"
-                )
-            header_at = f"{path}, line {reader.line_num}"
-            if any("\x00" in cell for cell in header):
-                raise RecordFileError(nul_text_message(header_at))
-            columns = known_column_names(header, COLUMNS, header_at)
-            absent = [c for c in REQUIRED_COLUMNS if c not in columns]
-            if absent:
-                raise RecordFileError(
-                    f"{path}: missing column(s) {absent} in the header {header}"
-                    + _header_hint(header)
-                )
             for cells in reader:
                 good_until = reader.line_num
-                if not any(cell.strip() for cell in cells):
-                    continue  # a blank line, or a spreadsheet's empty row (",,,")
-                if is_header_copy(cells, header):
-                    raise repeated_header(f"{path}, line {reader.line_num}")
-                if any(extra.strip() for extra in cells[len(columns) :]):
-                    raise RecordFileError(
-                        f"{path}, line {reader.line_num}: {len(cells)} fields but the header has "
-                        f"{len(columns)} ({cells[len(columns) :]} are left over); "
-                        f"{CSV_QUOTING_HINT}"
-                    )
-                # a short row's missing cells are empty ones (None), as its blank cells are
-                row: dict[str, object] = {
-                    column: csv_line_breaks(value) if value else None
-                    for column, value in itertools.zip_longest(columns, cells[: len(columns)])
-                }
-                prompt = row.get("prompt")
-                if isinstance(prompt, str):
-                    row["prompt"] = _chat_messages_cell(prompt)
-                yield f"{path}, line {reader.line_num}", row
-        except UnicodeDecodeError as error:
-            message = utf8_error_message(path, error, compressed=compression is not None)
-            raise RecordFileError(message) from error
-        except csv.Error as error:
-            raise RecordFileError(
-                f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
-            ) from error
-        except (OSError, EOFError, lzma.LZMAError) as error:
-            # a damaged archive, or another format under the name ("Not a gzipped file")
-            raise RecordFileError(
-                f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
-                f"{compression}-compressed?"
-            ) from error
+                where = f"{path}, line {reader.line_num}"
+                row = _csv_row(where, cells, header, columns)
+                if row is not None:
+                    yield where, row
+        except (UnicodeDecodeError, csv.Error, OSError, EOFError, lzma.LZMAError) as error:
+            raise _csv_read_error(path, compression, good_until, error) from error
+
+
+def _csv_header(path: Path, reader: Reader) -> tuple[list[str], list[str]]:
+    """The header line as written, and as the long format's column names."""
+    # blank lines (or a spreadsheet's empty rows) before the header are skipped, as
+    # pandas.read_csv does
+    header = next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
+    if not header:
+        raise RecordFileError(
+            f"{path}: the file is empty; a long-format CSV needs a header line "
+            f"({', '.join(REQUIRED_COLUMNS)}) and a row per prompt and worker"
+        )
+    header_at = f"{path}, line {reader.line_num}"
+    if any("\x00" in cell for cell in header):
+        raise RecordFileError(nul_text_message(header_at))
+    columns = known_column_names(header, COLUMNS, header_at)
+    absent = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if absent:
+        raise RecordFileError(
+            f"{path}: missing column(s) {absent} in the header {header}" + _header_hint(header)
+        )
+    return header, columns
+
+
+def _csv_row(
+    where: str, cells: list[str], header: list[str], columns: list[str]
+) -> dict[str, object] | None:
+    """The line's cells by column; None for a blank line."""
+    if not any(cell.strip() for cell in cells):
+        return None  # a blank line, or a spreadsheet's empty row (",,,")
+    if is_header_copy(cells, header):
+        raise repeated_header(where)
+    if any(extra.strip() for extra in cells[len(columns) :]):
+        raise RecordFileError(
+            f"{where}: {len(cells)} fields but the header has "
+            f"{len(columns)} ({cells[len(columns) :]} are left over); "
+            f"{CSV_QUOTING_HINT}"
+        )
+    # a short row's missing cells are empty ones (None), as its blank cells are
+    row: dict[str, object] = {
+        column: csv_line_breaks(value) if value else None
+        for column, value in itertools.zip_longest(columns, cells[: len(columns)])
+    }
+    prompt = row.get("prompt")
+    if isinstance(prompt, str):
+        row["prompt"] = _chat_messages_cell(prompt)
+    return row
+
+
+def _csv_read_error(
+    path: Path, compression: str | None, good_until: int, error: Exception
+) -> RecordFileError:
+    """What went wrong reading the file, named for the user: the encoding, the quoting after
+    the last good line, or the compression."""
+    if isinstance(error, UnicodeDecodeError):
+        return RecordFileError(utf8_error_message(path, error, compressed=compression is not None))
+    if isinstance(error, csv.Error):
+        return RecordFileError(
+            f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
+        )
+    # a damaged archive, or another format under the name ("Not a gzipped file")
+    return RecordFileError(
+        f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
+        f"{compression}-compressed?"
+    )
 
 
 def _chat_messages_cell(text: str) -> str | list:
