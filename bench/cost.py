@@ -21,6 +21,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from rich.console import Console
@@ -150,24 +151,44 @@ def main() -> None:
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     output = Path(args.output)
 
-    head_dir = output / "reward_head"
+    head_dir = fit_reward_head(records, config, output / "reward_head")
+    validation = quiet_pareto(head_dir, records, output / "pareto-validation")
+    family_dir = output / "family"
+    kept = None if args.no_family else train_family(records, config, family_dir)
+    report = run_pareto_evaluation(head_dir, records, "test", output / "pareto")
+    curves, validation_aiq = test_and_validation_curves(
+        report, validation, None if kept is None else family_dir, records
+    )
+    print_curves(curves, validation_aiq, report)
+    verdict = print_targets(curves, report)
+    console.print(f"finished in {time.perf_counter() - started:.0f} s")
+    print(json.dumps(summary(curves, validation_aiq, kept, report, verdict)))
+
+
+def fit_reward_head(records: list[RewardRecord], config: PipelineConfig, head_dir: Path) -> Path:
     training = train_reward_head(records, RewardHeadConfig(model=config.model), head_dir)
     console.print(
         f"reward head fitted in {training['seconds']:.0f} s on {training['n_train']} train "
         f"prompts; reference cost {training['reference_cost']:.4g} (mean train cost)"
     )
-    validation = quiet_pareto(head_dir, records, output / "pareto-validation")
-    family_dir = output / "family"
-    kept = None if args.no_family else train_family(records, config, family_dir)
-    report = run_pareto_evaluation(head_dir, records, "test", output / "pareto")
+    return head_dir
 
+
+def test_and_validation_curves(
+    report: dict, validation: dict, family_dir: Path | None, records: list[RewardRecord]
+) -> tuple[dict[str, dict], dict[str, float]]:
+    """Each curve's test figures, and its validation AIQ; the family's when it was trained."""
     curves = {name: report["curves"][name] for name in ("router", "knn", "ridge", "workers")}
     validation_aiq = {name: validation["curves"][name]["aiq"] for name in curves}
-    if kept is not None:
+    if family_dir is not None:
         curves["family"] = curve_figures(family_points(family_dir, records, "test"), report)
         validation_aiq["family"] = curve_figures(
             family_points(family_dir, records, "validation"), validation
         )["aiq"]
+    return curves, validation_aiq
+
+
+def print_curves(curves: dict[str, dict], validation_aiq: dict[str, float], report: dict) -> None:
     table = Table("curve", "validation AIQ", "test AIQ", "test: cost at 95% of best single",
                   title="Cost-aware routing on LLMRouter")  # fmt: skip
     labels = {
@@ -186,6 +207,16 @@ def main() -> None:
         )
     console.print(table)
 
+
+class Verdict(NamedTuple):
+    """The two targets: the router's AIQ above kNN's and ridge's, and its cost at 95% of the
+    best single worker's quality at most TARGET_COST_FRACTION of that worker's."""
+
+    beats: bool
+    cheap_enough: bool
+
+
+def print_targets(curves: dict[str, dict], report: dict) -> Verdict:
     router, knn, ridge = (curves[name]["aiq"] for name in ("router", "knn", "ridge"))
     beats = router > max(knn, ridge)
     fraction = curves["router"]["cost_fraction_at_target"]
@@ -200,13 +231,23 @@ def main() -> None:
         f"{report['target_reward']:.4f}): {_percent(fraction)} of its cost; target <= "
         f"{100 * TARGET_COST_FRACTION:.0f}% -> {'MET' if cheap_enough else 'NOT MET'}"
     )
-    console.print(f"finished in {time.perf_counter() - started:.0f} s")
-    summary = {
-        "router_aiq": round(router, 4),
-        "knn_aiq": round(knn, 4),
-        "ridge_aiq": round(ridge, 4),
+    return Verdict(beats, cheap_enough)
+
+
+def summary(
+    curves: dict[str, dict],
+    validation_aiq: dict[str, float],
+    kept: list[float] | None,
+    report: dict,
+    verdict: Verdict,
+) -> dict:
+    """The last line's figures."""
+    return {
+        "router_aiq": round(curves["router"]["aiq"], 4),
+        "knn_aiq": round(curves["knn"]["aiq"], 4),
+        "ridge_aiq": round(curves["ridge"]["aiq"], 4),
         "workers_aiq": round(curves["workers"]["aiq"], 4),
-        "cost_fraction_at_95pct": _rounded(fraction),
+        "cost_fraction_at_95pct": _rounded(curves["router"]["cost_fraction_at_target"]),
         "knn_cost_fraction_at_95pct": _rounded(curves["knn"]["cost_fraction_at_target"]),
         "ridge_cost_fraction_at_95pct": _rounded(curves["ridge"]["cost_fraction_at_target"]),
         "family_aiq": _rounded(curves["family"]["aiq"]) if "family" in curves else None,
@@ -215,12 +256,11 @@ def main() -> None:
         "cost_weights": list(SERVED_COST_WEIGHTS),
         "family_cost_weights_kept": kept,
         "reference_cost": report["reference_cost"],
-        "best_single": best["worker"],
-        "target_aiq_above_baselines_met": beats,
+        "best_single": report["best_single"]["worker"],
+        "target_aiq_above_baselines_met": verdict.beats,
         "target_cost_fraction": TARGET_COST_FRACTION,
-        "target_cost_fraction_met": cheap_enough,
+        "target_cost_fraction_met": verdict.cheap_enough,
     }
-    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
