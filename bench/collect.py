@@ -46,6 +46,9 @@ from fugu_lite.workers.pool import WorkerPool
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 console = Console(width=None if sys.stdout.isatty() else 140)  # full tables in logs
+# the two sides of the overhead's timings, as the table names them
+POOL = "fugu-lite WorkerPool.chat"
+HTTPX = "raw httpx POST"
 MESSAGES = [{"role": "user", "content": "What is 17 + 25? Answer with just the number."}]
 
 
@@ -80,7 +83,7 @@ async def measure_overhead(stub: StubWorker, calls: int, block: int) -> dict[str
         {"workers": [{"id": "stub", "model": "stub-model", "base_url": stub.base_url}]}
     )
     url = f"{stub.base_url}/chat/completions"
-    timings: dict[str, list[float]] = {"fugu-lite WorkerPool.chat": [], "raw httpx POST": []}
+    timings: dict[str, list[float]] = {POOL: [], HTTPX: []}
     async with WorkerPool(config) as pool, httpx.AsyncClient(trust_env=False) as client:
         await time_pool(pool, 100)  # warm-up: connections, SDK and JSON code paths
         await time_httpx(client, url, 100)
@@ -89,9 +92,9 @@ async def measure_overhead(stub: StubWorker, calls: int, block: int) -> dict[str
             order = ["pool", "httpx"] if index % 2 == 0 else ["httpx", "pool"]
             for side in order:
                 if side == "pool":
-                    timings["fugu-lite WorkerPool.chat"] += await time_pool(pool, block)
+                    timings[POOL] += await time_pool(pool, block)
                 else:
-                    timings["raw httpx POST"] += await time_httpx(client, url, block)
+                    timings[HTTPX] += await time_httpx(client, url, block)
     return timings
 
 
@@ -194,28 +197,56 @@ def main() -> None:
             timings = asyncio.run(measure_overhead(stub, args.calls, args.block))
             stub_cells_per_s = stub_throughput(stub, args.stub_tasks, folder)
         medians = {name: statistics.median(values) for name, values in timings.items()}
-        overhead_ms = 1000 * (medians["fugu-lite WorkerPool.chat"] - medians["raw httpx POST"])
-
-        table = Table(title=f"Per-call latency on the in-process stub ({args.calls} calls each)")
-        for column in ("client", "p50 ms", "p90 ms", "p99 ms", "calls/s"):
-            table.add_column(column, justify="left" if column == "client" else "right")
-        for name, values in timings.items():
-            table.add_row(
-                name,
-                f"{1000 * medians[name]:.3f}",
-                f"{1000 * percentile(values, 0.9):.3f}",
-                f"{1000 * percentile(values, 0.99):.3f}",
-                f"{len(values) / sum(values):.0f}",
-            )
-        console.print(table)
+        overhead_ms = 1000 * (medians[POOL] - medians[HTTPX])
+        print_overhead(timings, medians, args.calls)
         console.print(
             f"fugu-lite overhead, median: [bold]{overhead_ms:.3f} ms[/bold] per call "
             f"(target <= 2 ms) · full collector on the stub: {stub_cells_per_s:.0f} cells/s "
             f"({args.stub_tasks} tasks, 1 worker, concurrency 4, fsync per log line)"
         )
-
         per_worker, total_s, n_tasks = local_pool_run(args.tasks_per_family, folder)
 
+    print_pool(per_worker, n_tasks)
+    utilisation = min(stats["utilisation"] for stats in per_worker.values())
+    cells = sum(stats["calls"] for stats in per_worker.values())
+    console.print(
+        f"pool utilisation (lowest server): [bold]{utilisation:.1%}[/bold] (target >= 90%) · "
+        f"{cells / total_s:.2f} cells/s including server start-up ({total_s:.1f} s)"
+    )
+    print(
+        json.dumps(
+            {
+                "overhead_ms_p50_vs_httpx": round(overhead_ms, 3),
+                "pool_utilisation": round(utilisation, 4),
+                "pool_utilisation_of_wall_mean": round(
+                    statistics.mean(s["utilisation_of_wall"] for s in per_worker.values()), 4
+                ),
+                "pool_p50_ms": round(1000 * medians[POOL], 3),
+                "httpx_p50_ms": round(1000 * medians[HTTPX], 3),
+                "stub_collect_cells_per_s": round(stub_cells_per_s, 1),
+                "local_cells_per_s": round(cells / total_s, 3),
+                "local_tasks": n_tasks,
+            }
+        )
+    )
+
+
+def print_overhead(timings: dict[str, list[float]], medians: dict[str, float], calls: int) -> None:
+    table = Table(title=f"Per-call latency on the in-process stub ({calls} calls each)")
+    for column in ("client", "p50 ms", "p90 ms", "p99 ms", "calls/s"):
+        table.add_column(column, justify="left" if column == "client" else "right")
+    for name, values in timings.items():
+        table.add_row(
+            name,
+            f"{1000 * medians[name]:.3f}",
+            f"{1000 * percentile(values, 0.9):.3f}",
+            f"{1000 * percentile(values, 0.99):.3f}",
+            f"{len(values) / sum(values):.0f}",
+        )
+    console.print(table)
+
+
+def print_pool(per_worker: dict[str, dict], n_tasks: int) -> None:
     table = Table(
         title=f"Embedded local pool: {n_tasks} tasks x 3 llama.cpp workers",
         box=box.SIMPLE_HEAD,
@@ -236,28 +267,6 @@ def main() -> None:
             f"{stats['gap_ms_p50']:.2f}",
         )
     console.print(table)
-    utilisation = min(stats["utilisation"] for stats in per_worker.values())
-    cells = sum(stats["calls"] for stats in per_worker.values())
-    console.print(
-        f"pool utilisation (lowest server): [bold]{utilisation:.1%}[/bold] (target >= 90%) · "
-        f"{cells / total_s:.2f} cells/s including server start-up ({total_s:.1f} s)"
-    )
-    print(
-        json.dumps(
-            {
-                "overhead_ms_p50_vs_httpx": round(overhead_ms, 3),
-                "pool_utilisation": round(utilisation, 4),
-                "pool_utilisation_of_wall_mean": round(
-                    statistics.mean(s["utilisation_of_wall"] for s in per_worker.values()), 4
-                ),
-                "pool_p50_ms": round(1000 * medians["fugu-lite WorkerPool.chat"], 3),
-                "httpx_p50_ms": round(1000 * medians["raw httpx POST"], 3),
-                "stub_collect_cells_per_s": round(stub_cells_per_s, 1),
-                "local_cells_per_s": round(cells / total_s, 3),
-                "local_tasks": n_tasks,
-            }
-        )
-    )
 
 
 if __name__ == "__main__":
