@@ -244,14 +244,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    sized = [name for name in threads.THREAD_VARIABLES if name in os.environ]
-    if sized:
-        sys.exit(
-            f"error: unset {', '.join(sized)}: this bench compares the libraries' own "
-            "thread pools with fugu-lite's limit, which those variables switch off"
-        )
-    if len(os.sched_getaffinity(0)) < 2:
-        sys.exit("error: this bench needs at least 2 CPUs (one of them is kept busy)")
+    refuse_unfit_machine()
     started = time.perf_counter()
     load_before = os.getloadavg()
     records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
@@ -270,9 +263,47 @@ def main() -> None:
         f"CPUs {len(os.sched_getaffinity(0))}; thread pools: {pool_sizes()}, "
         f"torch {torch.get_num_threads()}"
     )
-    seconds: dict[tuple[str, str, str], list[float]] = {}
-    results: dict[tuple[str, str], set[str]] = {}
-    for repeat in range(args.repeats):
+    seconds, results = run_repeats(workloads, args.repeats)
+    medians = {key: statistics.median(values) for key, values in seconds.items()}
+    print_medians(list(workloads), medians)
+    summary: dict = {}
+    for name in workloads:
+        summary |= workload_summary(name, medians, results)
+    summary |= {
+        "repeats": args.repeats,
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "data": f"llmrouter standard split ({n_train} train prompts), default features; "
+        f"{FORWARD_PROMPTS} generated prompts for the forwards, {SVF_STEPS} SVF steps of "
+        f"batch {SVF_BATCH} on {SVF_TARGET}",
+    }
+    console.print(f"finished in {time.perf_counter() - started:.0f} s")
+    print(json.dumps(summary))
+
+
+def refuse_unfit_machine() -> None:
+    """Exit when the comparison cannot be made here: a thread variable set, or one CPU."""
+    sized = [name for name in threads.THREAD_VARIABLES if name in os.environ]
+    if sized:
+        sys.exit(
+            f"error: unset {', '.join(sized)}: this bench compares the libraries' own "
+            "thread pools with fugu-lite's limit, which those variables switch off"
+        )
+    if len(os.sched_getaffinity(0)) < 2:
+        sys.exit("error: this bench needs at least 2 CPUs (one of them is kept busy)")
+
+
+# a cell's timings: (workload, condition, variant) -> seconds, one per repeat
+Timings = dict[tuple[str, str, str], list[float]]
+# each side's results: (workload, variant) -> the distinct results (JSON) over the repeats
+Results = dict[tuple[str, str], set[str]]
+
+
+def run_repeats(workloads: dict[str, Callable[[], dict]], repeats: int) -> tuple[Timings, Results]:
+    """Every cell once per repeat, interleaved; the side that goes first alternates."""
+    seconds: Timings = {}
+    results: Results = {}
+    for repeat in range(repeats):
         order = list(VARIANTS) if repeat % 2 == 0 else list(reversed(VARIANTS))
         for condition in CONDITIONS:
             with busy_cores(condition == "busy"):
@@ -282,15 +313,17 @@ def main() -> None:
                         seconds.setdefault((name, condition, variant), []).append(elapsed)
                         results.setdefault((name, variant), set()).add(json.dumps(result))
             console.print(
-                f"repeat {repeat + 1}/{args.repeats} {condition}: "
+                f"repeat {repeat + 1}/{repeats} {condition}: "
                 + ", ".join(
                     f"{name} {variant} {seconds[(name, condition, variant)][-1]:.1f} s"
                     for name in workloads
                     for variant in order
                 )
             )
-    medians = {key: statistics.median(values) for key, values in seconds.items()}
+    return seconds, results
 
+
+def print_medians(workloads: list[str], medians: dict[tuple[str, str, str], float]) -> None:
     title = "Median seconds over repeats (before: the libraries' pools; after: 1 thread)"
     table = Table("workload", "condition", "before s", "after s", "before / after", title=title)
     for name in workloads:
@@ -303,45 +336,39 @@ def main() -> None:
                 name, condition, f"{before:.2f}", f"{after:.2f}", f"{before / after:.2f}x"
             )
     console.print(table)
-    summary: dict = {}
-    for name in workloads:
-        idle_before, idle_after = (
-            medians[(name, "idle", "before")],
-            medians[(name, "idle", "after")],
-        )
-        busy_before, busy_after = (
-            medians[(name, "busy", "before")],
-            medians[(name, "busy", "after")],
-        )
-        same = results[(name, "before")] == results[(name, "after")]
-        summary |= {
-            f"{name}_busy_slowdown_before": round(busy_before / idle_before, 2),
-            f"{name}_busy_slowdown_after": round(busy_after / idle_after, 2),
-            f"{name}_speedup_busy": round(busy_before / busy_after, 2),
-            f"{name}_speedup_idle": round(idle_before / idle_after, 2),
-            f"{name}_seconds": {
-                f"{condition}_{variant}": round(medians[(name, condition, variant)], 2)
-                for condition in CONDITIONS
-                for variant in VARIANTS
-            },
-            f"{name}_same_result": same,
-        }
-        console.print(
-            f"{name}: a busy core slows it {busy_before / idle_before:.1f}x before, "
-            f"{busy_after / idle_after:.1f}x after; after / before: busy "
-            f"{busy_before / busy_after:.1f}x faster, idle {idle_before / idle_after:.2f}x; "
-            f"same result: {same} ({sorted(results[(name, 'after')])[0]})"
-        )
-    summary |= {
-        "repeats": args.repeats,
-        "cpus": len(os.sched_getaffinity(0)),
-        "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
-        "data": f"llmrouter standard split ({n_train} train prompts), default features; "
-        f"{FORWARD_PROMPTS} generated prompts for the forwards, {SVF_STEPS} SVF steps of "
-        f"batch {SVF_BATCH} on {SVF_TARGET}",
+
+
+def workload_summary(
+    name: str, medians: dict[tuple[str, str, str], float], results: Results
+) -> dict:
+    """One workload's keys of the last line, also printed as a sentence."""
+    idle_before, idle_after = (
+        medians[(name, "idle", "before")],
+        medians[(name, "idle", "after")],
+    )
+    busy_before, busy_after = (
+        medians[(name, "busy", "before")],
+        medians[(name, "busy", "after")],
+    )
+    same = results[(name, "before")] == results[(name, "after")]
+    console.print(
+        f"{name}: a busy core slows it {busy_before / idle_before:.1f}x before, "
+        f"{busy_after / idle_after:.1f}x after; after / before: busy "
+        f"{busy_before / busy_after:.1f}x faster, idle {idle_before / idle_after:.2f}x; "
+        f"same result: {same} ({sorted(results[(name, 'after')])[0]})"
+    )
+    return {
+        f"{name}_busy_slowdown_before": round(busy_before / idle_before, 2),
+        f"{name}_busy_slowdown_after": round(busy_after / idle_after, 2),
+        f"{name}_speedup_busy": round(busy_before / busy_after, 2),
+        f"{name}_speedup_idle": round(idle_before / idle_after, 2),
+        f"{name}_seconds": {
+            f"{condition}_{variant}": round(medians[(name, condition, variant)], 2)
+            for condition in CONDITIONS
+            for variant in VARIANTS
+        },
+        f"{name}_same_result": same,
     }
-    console.print(f"finished in {time.perf_counter() - started:.0f} s")
-    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
