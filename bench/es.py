@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from cmaes import SepCMA
@@ -161,55 +161,44 @@ def main() -> None:
     sizes = {s: sum(r.split == s for r in records) for s in ("train", "validation", "test")}
     console.print(f"LLMRouter: {len(records)} records {sizes}; model {config.model.model_dump()}")
 
-    started = time.perf_counter()
-    sft = train_sft(records, config.sft_config(), output / "sft")["checkpoint"]
-    sft_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    rl = train_rl(records, config.rl_config(), output / "rl", sft)["checkpoint"]
-    rl_seconds = time.perf_counter() - started
-    es = run_es(records, config, sft, output)
-
-    checkpoints = {
-        "SFT": (sft, sft_seconds),
-        "SFT -> RL": (rl, rl_seconds),
-        "SFT -> ES": (es["report"]["checkpoint"], es["seconds"]),
-    }
-    rows = {
-        name: {
-            "validation": split_metrics(path, records, "validation"),
-            "test": split_metrics(path, records, "test"),
-            "seconds": seconds,
-        }
-        for name, (path, seconds) in checkpoints.items()
-    }
+    trained = train_routers(records, config, output)
+    es = trained.es
+    rows = evaluate_routers(trained, records)
     settings = es["settings"]
-    timing = time_generations(records, sft, settings["search"], settings["samples"])
-    whole_head = time_generations(records, sft, search="head", samples=0)
+    timing = time_generations(records, trained.sft, settings["search"], settings["samples"])
+    whole_head = time_generations(records, trained.sft, search="head", samples=0)
     print_tables(rows, es)
     oracle, best_single = oracle_and_best_single(records, "test")
     console.print(
         f"test: best single worker (chosen on train) {best_single:.4f}, oracle {oracle:.4f}"
     )
-    console.print(
-        f"ES generation, population {TIMING['population_size']} on {TIMING['batch_size']} "
-        f"prompts, {timing['parameters']:,} parameters, {timing['threads']} threads: "
-        f"median {timing['median']:.3f} s (max {timing['max']:.3f} s) vs target < 1 s -> "
-        f"{'MET' if timing['median'] < 1 else 'NOT MET'} (the ES run's search "
-        f"{settings['search']}, samples {settings['samples']}); "
-        f"the whole head ({whole_head['parameters']:,} parameters, argmax): median "
-        f"{whole_head['median']:.3f} s"
+    print_speed(timing, whole_head, settings)
+    difference, error = paired_difference(
+        chosen_rewards(trained.checkpoints["SFT -> ES"][0], records, "test"),
+        chosen_rewards(trained.rl, records, "test"),
     )
     es_reward, rl_reward = rows["SFT -> ES"]["test"]["reward"], rows["SFT -> RL"]["test"]["reward"]
-    difference, error = paired_difference(
-        chosen_rewards(checkpoints["SFT -> ES"][0], records, "test"),
-        chosen_rewards(rl, records, "test"),
-    )
     console.print(
         f"target: SFT -> ES test reward {es_reward:.4f} >= SFT -> RL {rl_reward:.4f} -> "
         f"{'MET' if es_reward >= rl_reward else 'NOT MET'}; paired difference on test "
         f"{difference:+.4f} ± {error:.4f} (standard error); ES settings: {settings}"
     )
-    summary = {
+    print(json.dumps(summary(rows, es, timing, whole_head, difference, error, oracle, best_single)))
+
+
+def summary(
+    rows: dict[str, dict[str, Any]],
+    es: dict,
+    timing: dict[str, float],
+    whole_head: dict[str, float],
+    difference: float,
+    error: float,
+    oracle: float,
+    best_single: float,
+) -> dict:
+    """The last line's figures."""
+    es_reward, rl_reward = rows["SFT -> ES"]["test"]["reward"], rows["SFT -> RL"]["test"]["reward"]
+    return {
         "sft_test_reward": round(rows["SFT"]["test"]["reward"], 4),
         "sft_rl_test_reward": round(rl_reward, 4),
         "sft_es_test_reward": round(es_reward, 4),
@@ -219,7 +208,7 @@ def main() -> None:
         "es_minus_rl_test_standard_error": round(error, 4),
         "speed_target_met": timing["median"] < 1,
         "es_seconds_per_generation_whole_head": round(whole_head["median"], 4),
-        "es_chosen": settings,
+        "es_chosen": es["settings"],
         "es_best_generation": es["report"]["best_generation"],
         "validation_rewards": {
             name: round(row["validation"]["reward"], 4) for name, row in rows.items()
@@ -227,7 +216,54 @@ def main() -> None:
         "test_oracle_reward": round(oracle, 4),
         "test_best_single_reward": round(best_single, 4),
     }
-    print(json.dumps(summary))
+
+
+def evaluate_routers(trained: Trained, records: list[RewardRecord]) -> dict[str, dict[str, Any]]:
+    """Each router's validation and test metrics, and its training seconds."""
+    return {
+        name: {
+            "validation": split_metrics(path, records, "validation"),
+            "test": split_metrics(path, records, "test"),
+            "seconds": seconds,
+        }
+        for name, (path, seconds) in trained.checkpoints.items()
+    }
+
+
+class Trained(NamedTuple):
+    sft: str  # the SFT checkpoint, which RL and ES start from
+    rl: str
+    es: dict  # the ES run: its settings, report (checkpoint, best generation) and seconds
+    checkpoints: dict[str, tuple[str, float]]  # router -> (checkpoint, training seconds)
+
+
+def train_routers(records: list[RewardRecord], config: PipelineConfig, output: Path) -> Trained:
+    """SFT, then RL and ES from its checkpoint."""
+    started = time.perf_counter()
+    sft = train_sft(records, config.sft_config(), output / "sft")["checkpoint"]
+    sft_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    rl = train_rl(records, config.rl_config(), output / "rl", sft)["checkpoint"]
+    rl_seconds = time.perf_counter() - started
+    es = run_es(records, config, sft, output)
+    checkpoints = {
+        "SFT": (sft, sft_seconds),
+        "SFT -> RL": (rl, rl_seconds),
+        "SFT -> ES": (es["report"]["checkpoint"], es["seconds"]),
+    }
+    return Trained(sft, rl, es, checkpoints)
+
+
+def print_speed(timing: dict, whole_head: dict, settings: dict) -> None:
+    console.print(
+        f"ES generation, population {TIMING['population_size']} on {TIMING['batch_size']} "
+        f"prompts, {timing['parameters']:,} parameters, {timing['threads']} threads: "
+        f"median {timing['median']:.3f} s (max {timing['max']:.3f} s) vs target < 1 s -> "
+        f"{'MET' if timing['median'] < 1 else 'NOT MET'} (the ES run's search "
+        f"{settings['search']}, samples {settings['samples']}); "
+        f"the whole head ({whole_head['parameters']:,} parameters, argmax): median "
+        f"{whole_head['median']:.3f} s"
+    )
 
 
 if __name__ == "__main__":
