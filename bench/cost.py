@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from bench_args import data_dir_or_exit
 from rich.console import Console
 from rich.table import Table
 
 from fugu_lite import evaluate_checkpoint, train_rl, training_common
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
-from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
 from fugu_lite.evaluation.curves import OperatingPoint, router_curve
@@ -147,7 +148,7 @@ def main() -> None:
         # Tiny tensors on cached features: on a busy 2-core machine two OpenMP threads
         # spin-wait each other and made one pipeline run 20x slower (266 s vs 12.5 s).
         torch.set_num_threads(1)
-    records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
+    records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     output = Path(args.output)
 

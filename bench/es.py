@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import torch
+from bench_args import data_dir_or_exit
 from cmaes import SepCMA
 from rich.console import Console
 from rich.table import Table
 
 from fugu_lite.config import ESConfig, ESTrainingConfig, PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
-from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.datasets import import_dataset
 from fugu_lite.es_population import parameter_vector, policy_metrics, restrict_search, split_data
 from fugu_lite.model import load_router
 from fugu_lite.schemas import RewardRecord
@@ -156,7 +157,7 @@ def main() -> None:
     parser.add_argument("--output", default="bench/results/es")
     args = parser.parse_args()
     output = Path(args.output)
-    records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
+    records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     sizes = {s: sum(r.split == s for r in records) for s in ("train", "validation", "test")}
     console.print(f"LLMRouter: {len(records)} records {sizes}; model {config.model.model_dump()}")

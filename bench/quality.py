@@ -15,12 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+from bench_args import data_dir_or_exit
 from rich.console import Console
 from rich.table import Table
 
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
-from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluate_checkpoint import run_evaluation
 from fugu_lite.pipeline import train_pipeline
 
@@ -116,7 +117,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--output", default="bench/results/quality")
     args = parser.parse_args()
-    records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
+    records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
     backbones = [name.strip() for name in args.backbones.split(",") if name.strip()]
     results = {name: run_backbone(name, records, Path(args.output)) for name in backbones}
     print_summary(results)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_args import data_dir_or_exit
 from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_info
@@ -56,7 +57,7 @@ from fugu_lite import features, reward_head, threads
 from fugu_lite.backbones import load_backbone
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
-from fugu_lite.datasets import import_dataset, resolve_data_dir
+from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluation import reward_table, run_baselines
 from fugu_lite.evaluation.curves import baseline_cost_predictions
 from fugu_lite.feature_cache import compute_features
@@ -247,7 +248,7 @@ def main() -> None:
     refuse_unfit_machine()
     started = time.perf_counter()
     load_before = os.getloadavg()
-    records = import_dataset("llmrouter", resolve_data_dir(args.data_dir))
+    records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
     n_train = len(records_in_split(records, "train"))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
     reward_head.console.quiet = True  # its progress bar and validation line, per run
