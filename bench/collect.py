@@ -32,6 +32,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import httpx
+from bench_args import positive_int
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -87,15 +88,22 @@ async def measure_overhead(stub: StubWorker, calls: int, block: int) -> dict[str
     async with WorkerPool(config) as pool, httpx.AsyncClient(trust_env=False) as client:
         await time_pool(pool, 100)  # warm-up: connections, SDK and JSON code paths
         await time_httpx(client, url, 100)
-        for index in range(calls // block):
+        for index, size in enumerate(block_sizes(calls, block)):
             # Alternate which side goes first so drifts in machine load hit both alike.
             order = ["pool", "httpx"] if index % 2 == 0 else ["httpx", "pool"]
             for side in order:
                 if side == "pool":
-                    timings[POOL] += await time_pool(pool, block)
+                    timings[POOL] += await time_pool(pool, size)
                 else:
-                    timings[HTTPX] += await time_httpx(client, url, block)
+                    timings[HTTPX] += await time_httpx(client, url, size)
     return timings
+
+
+def block_sizes(calls: int, block: int) -> list[int]:
+    """Blocks of `block` calls that add up to `calls`, the last one shorter when `block` does
+    not divide `calls`: `--calls 120 --block 50` timed 100 calls a side, under a title saying
+    120, and `--calls 10` none at all."""
+    return [block] * (calls // block) + ([calls % block] if calls % block else [])
 
 
 def stub_throughput(stub: StubWorker, n_tasks: int, folder: Path) -> float:
@@ -180,12 +188,12 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=2000, help="Timed calls per side.")
-    parser.add_argument("--block", type=int, default=50)
-    parser.add_argument("--stub-tasks", type=int, default=400)
+    parser.add_argument("--calls", type=positive_int, default=2000, help="Timed calls per side.")
+    parser.add_argument("--block", type=positive_int, default=50)
+    parser.add_argument("--stub-tasks", type=positive_int, default=400)
     parser.add_argument(
         "--tasks-per-family",
-        type=int,
+        type=positive_int,
         default=6,
         help="Generated tasks per family for the local pool (code excluded).",
     )

@@ -3,6 +3,7 @@ before any work starts, not a traceback minutes in."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from fugu_lite.datasets import DATA_DIR_ENV
+from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.threads import THREAD_VARIABLES
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -50,3 +52,26 @@ def test_a_bench_script_names_a_missing_data_folder_in_one_line(
     error = capsys.readouterr().err
     assert f"--data-dir points to {tmp_path}, which has no llmrouter/ folder" in error
     assert "Traceback" not in error
+
+
+def test_collect_times_as_many_calls_as_calls_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--calls 7 --block 5` timed 5 calls a side under a title saying 7 (and `--calls 3`
+    none, ending in a StatisticsError); every call asked for is timed."""
+    collect = bench_script("collect", monkeypatch)
+    with StubWorker() as stub:
+        timings = asyncio.run(collect.measure_overhead(stub, 7, 5))
+    assert {side: len(values) for side, values in timings.items()} == {
+        collect.POOL: 7,
+        collect.HTTPX: 7,
+    }
+
+
+@pytest.mark.parametrize("option", ["--calls", "--block", "--stub-tasks", "--tasks-per-family"])
+def test_collect_refuses_a_count_below_one_before_it_starts(
+    option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--block 0` was a ZeroDivisionError, `--tasks-per-family 0` a ValueError after the
+    stub part's runs; a count below 1 is a usage error naming the option."""
+    exited = run_main("collect", [option, "0"], monkeypatch)
+    assert exited.value.code == 2
+    assert f"argument {option}: must be at least 1, got 0" in capsys.readouterr().err
