@@ -19,6 +19,7 @@ from bench_args import data_dir_or_exit
 from rich.console import Console
 from rich.table import Table
 
+from fugu_lite.backbone_identity import awaits_download
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset
@@ -42,6 +43,24 @@ BACKBONE_OVERRIDES = {
         "quantization": "none",
     },
 }
+
+
+def backbone_names(text: str) -> list[str]:
+    """An argparse type: the comma-separated backbones, each one that loads offline (an
+    embedded one, a local folder, a model in the Hugging Face cache). A typo (`minlm`) failed
+    only when its turn came, after the backbones before it had trained, losing their figures;
+    an empty list ended in a StopIteration."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"names no backbone: {text!r}; e.g. minilm,smollm2")
+    unknown = [name for name in names if name not in BACKBONE_OVERRIDES and awaits_download(name)]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"backbone(s) {unknown} are not embedded ({', '.join(BACKBONE_OVERRIDES)}), a "
+            "local folder or a model in the Hugging Face cache, so they cannot load offline; "
+            "check the spelling"
+        )
+    return names
 
 
 def config_for(backbone: str) -> PipelineConfig:
@@ -113,12 +132,12 @@ def print_summary(results: dict[str, dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--backbones", default="minilm,smollm2")
+    parser.add_argument("--backbones", type=backbone_names, default="minilm,smollm2")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--output", default="bench/results/quality")
     args = parser.parse_args()
     records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
-    backbones = [name.strip() for name in args.backbones.split(",") if name.strip()]
+    backbones: list[str] = args.backbones
     results = {name: run_backbone(name, records, Path(args.output)) for name in backbones}
     print_summary(results)
     default_backbone = load_config(DEFAULT_CONFIG, PipelineConfig).model.backbone

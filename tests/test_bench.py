@@ -75,3 +75,29 @@ def test_collect_refuses_a_count_below_one_before_it_starts(
     exited = run_main("collect", [option, "0"], monkeypatch)
     assert exited.value.code == 2
     assert f"argument {option}: must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("backbones", "said"),
+    [
+        ("minilm,minlm", "backbone(s) ['minlm'] are not embedded (minilm, smollm2)"),
+        (",", "names no backbone: ','"),
+    ],
+)
+def test_quality_refuses_backbones_it_cannot_run_before_any_training(
+    backbones: str,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """A misspelt backbone failed only when its turn came, after the others had trained (their
+    figures lost), and an empty list ended in a StopIteration; both are usage errors before
+    the data is read."""
+    exited = run_main(
+        "quality", ["--backbones", backbones, "--data-dir", str(tmp_path)], monkeypatch
+    )
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument --backbones: {said}" in error
+    assert "llmrouter/" not in error  # refused before the data folder is looked at
