@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_args import data_dir_or_exit
+from bench_args import data_dir_or_exit, positive_int
 from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_info
@@ -243,7 +243,7 @@ def pool_sizes() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     args = parser.parse_args()
     refuse_unfit_machine()
     started = time.perf_counter()

@@ -101,3 +101,15 @@ def test_quality_refuses_backbones_it_cannot_run_before_any_training(
     error = capsys.readouterr().err
     assert f"argument --backbones: {said}" in error
     assert "llmrouter/" not in error  # refused before the data folder is looked at
+
+
+def test_threads_refuses_zero_repeats_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--repeats 0` read the data and built every workload, then failed on a KeyError with
+    no median to compare; it is a usage error before the data is read."""
+    for variable in THREAD_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    exited = run_main("threads", ["--repeats", "0", "--data-dir", str(tmp_path)], monkeypatch)
+    assert exited.value.code == 2
+    assert "argument --repeats: must be at least 1, got 0" in capsys.readouterr().err
