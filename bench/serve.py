@@ -561,6 +561,19 @@ def print_tables(
 
 
 def main() -> None:
+    args = parse_arguments()
+    measured = run_measurements(args)
+    print_tables(
+        measured.overhead,
+        measured.stub_overhead,
+        measured.single,
+        measured.loaded,
+        measured.unbatched,
+    )
+    print(json.dumps(result_line(measured, args.stub_latency_ms)))
+
+
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=60, help="Direct/via pairs in (a).")
     parser.add_argument("--clients", type=int, default=32)
@@ -578,8 +591,24 @@ def main() -> None:
     parser.add_argument(
         "--stub-latency-ms", type=float, default=50.0, help="Each stub answer's fixed latency."
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+@dataclass
+class Measured:
+    """What the run measured: (a)'s overheads, (b)'s load runs, the server's peak memory."""
+
+    overhead: dict[str, Any]
+    stub_overhead: dict[str, Any]
+    single: dict
+    loaded: dict
+    unbatched: dict | None
+    rss_mb: float
+
+
+def run_measurements(args: argparse.Namespace) -> Measured:
+    """Train the router, start the workers and the servers, measure (a) and (b), and stop
+    everything this started, whatever happens."""
     root = Path(tempfile.mkdtemp(prefix="fugu-bench-serve-"))
     checkpoint = train_router(root / "router")
     stubs = {
@@ -617,19 +646,28 @@ def main() -> None:
         for stub in stubs.values():
             stub.stop()
         shutil.rmtree(root, ignore_errors=True)
+    return Measured(overhead, stub_overhead, single, loaded, unbatched, rss)
 
-    print_tables(overhead, stub_overhead, single, loaded, unbatched)
+
+def result_line(measured: Measured, stub_latency_ms: float) -> dict:
+    """The last line's figures and targets; the speedup and peak memory are printed too."""
+    overhead, single, loaded, unbatched = (
+        measured.overhead,
+        measured.single,
+        measured.loaded,
+        measured.unbatched,
+    )
     speedup = loaded["requests_per_s"] / single["requests_per_s"]
     errors = single["errors"] + loaded["errors"] + (unbatched["errors"] if unbatched else 0)
     target = overhead["routing_p50_ms"] + 5
-    console.print(f"concurrency speedup {speedup:.1f}x; server peak RSS {rss:.0f} MB")
-    result = {
+    console.print(f"concurrency speedup {speedup:.1f}x; server peak RSS {measured.rss_mb:.0f} MB")
+    return {
         "added_latency_p50_ms": round(overhead["added_latency_p50_ms"], 2),
         "routing_p50_ms": round(overhead["routing_p50_ms"], 2),
         "ttft_added_p50_ms": round(overhead["ttft_added_p50_ms"], 2),
         "concurrency_speedup": round(speedup, 2),
         "errors": errors,
-        "peak_rss_mb": round(rss, 1),
+        "peak_rss_mb": round(measured.rss_mb, 1),
         "targets_met": {
             "added_latency": overhead["added_latency_p50_ms"] <= target,
             "ttft_added": overhead["ttft_added_p50_ms"] <= target,
@@ -640,14 +678,15 @@ def main() -> None:
             key: round(value, 2) if isinstance(value, float) else value
             for key, value in overhead.items()
         },
-        "overhead_stub_worker": {key: round(value, 2) for key, value in stub_overhead.items()},
+        "overhead_stub_worker": {
+            key: round(value, 2) for key, value in measured.stub_overhead.items()
+        },
         "single_client": single,
         "concurrent": loaded,
         "concurrent_unbatched": unbatched,
-        "stub_latency_ms": args.stub_latency_ms,
+        "stub_latency_ms": stub_latency_ms,
         "cpu_count": os.cpu_count(),
     }
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":
