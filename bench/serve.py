@@ -49,6 +49,7 @@ from typing import Any
 import httpx
 import openai
 import yaml
+from bench_args import non_negative_float, positive_float, positive_int
 from rich.console import Console
 from rich.table import Table
 
@@ -575,21 +576,26 @@ def main() -> None:
 
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=60, help="Direct/via pairs in (a).")
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=60.0, help="Length of the 32-client run.")
-    parser.add_argument("--single-seconds", type=float, default=15.0)
+    parser.add_argument("--pairs", type=positive_int, default=60, help="Direct/via pairs in (a).")
+    parser.add_argument("--clients", type=positive_int, default=32)
     parser.add_argument(
-        "--rounds", type=int, default=4, help="Slices the load runs are interleaved in."
+        "--seconds", type=positive_float, default=60.0, help="Length of the 32-client run."
+    )
+    parser.add_argument("--single-seconds", type=positive_float, default=15.0)
+    parser.add_argument(
+        "--rounds", type=positive_int, default=4, help="Slices the load runs are interleaved in."
     )
     parser.add_argument(
         "--unbatched-seconds",
-        type=float,
+        type=non_negative_float,
         default=20.0,
         help="Length of the batching-off run (0 skips it).",
     )
     parser.add_argument(
-        "--stub-latency-ms", type=float, default=50.0, help="Each stub answer's fixed latency."
+        "--stub-latency-ms",
+        type=non_negative_float,
+        default=50.0,
+        help="Each stub answer's fixed latency.",
     )
     return parser.parse_args()
 

@@ -25,6 +25,7 @@ def bench_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -113,3 +114,34 @@ def test_threads_refuses_zero_repeats_before_it_starts(
     exited = run_main("threads", ["--repeats", "0", "--data-dir", str(tmp_path)], monkeypatch)
     assert exited.value.code == 2
     assert "argument --repeats: must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--pairs", "0", "must be at least 1, got 0"),
+        ("--clients", "0", "must be at least 1, got 0"),
+        ("--rounds", "0", "must be at least 1, got 0"),
+        ("--seconds", "0", "must be above 0, got 0"),
+        ("--single-seconds", "-1", "must be above 0, got -1"),
+        ("--unbatched-seconds", "-5", "must be at least 0, got -5"),
+        ("--stub-latency-ms", "nan", "expected a finite number, got 'nan'"),
+    ],
+)
+def test_serve_refuses_counts_and_lengths_it_cannot_run(
+    option: str,
+    value: str,
+    said: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """`--rounds 0` or `--single-seconds 0` trained a router and started llama.cpp and the
+    servers, to fail minutes later on a division by zero; they are usage errors at once."""
+    serve = bench_script("serve", monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["serve.py", option, value])
+    with pytest.raises(SystemExit) as exited:
+        serve.parse_arguments()
+    assert exited.value.code == 2
+    assert f"argument {option}: {said}" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["serve.py", "--unbatched-seconds", "0"])  # 0 skips it
+    assert serve.parse_arguments().unbatched_seconds == 0
