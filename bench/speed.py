@@ -362,7 +362,7 @@ def measure_quality(
     head = random_router(quality_cfg, extractor.dim, seed=1)
     paths = Paths(extractor, plain, head)
     data_dir = Path(options.data_dir)
-    real = not options.synthetic and (data_dir / "llmrouter").is_dir()
+    real = not options.synthetic and has_llmrouter(data_dir)
     result: dict = {"max_tokens": quality_cfg.max_tokens}
     if real:
         from fugu_lite.datasets import import_dataset
@@ -940,11 +940,14 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--throughput-prompts", type=int, default=32)
     parser.add_argument("--quality-prompts", type=int, default=300, help="LLMRouter test prompts")
     parser.add_argument(
-        "--train-prompts", type=int, default=500, help="LLMRouter train prompts for the ridge head"
+        "--train-prompts",
+        type=int,
+        default=500,
+        help="LLMRouter train prompts for the ridge head",
     )
     parser.add_argument("--synthetic-prompts", type=int, default=200)
     parser.add_argument("--train-rows", type=int, default=20_000)
-    parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
+    parser.add_argument("--data-dir", default=None)
     parser.add_argument(
         "--synthetic", action="store_true", help="use synthetic prompts even if the data exists"
     )
@@ -957,7 +960,21 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--child", choices=BACKBONES, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    options = parser.parse_args(argv)
+    if options.data_dir is None:
+        options.data_dir = str(DEFAULT_DATA_DIR)  # without llmrouter/ in it: synthetic prompts
+    elif not (options.synthetic or options.child or has_llmrouter(options.data_dir)):
+        # a folder given by hand that holds no data was measured on synthetic prompts, with
+        # no word but the report's source line
+        parser.error(
+            f"--data-dir {options.data_dir} has no llmrouter/ folder inside; give the folder "
+            "that holds llmrouter/, or pass --synthetic to measure on synthetic prompts"
+        )
+    return options
+
+
+def has_llmrouter(data_dir: str | Path) -> bool:
+    return (Path(data_dir) / "llmrouter").is_dir()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

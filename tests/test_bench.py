@@ -145,3 +145,22 @@ def test_serve_refuses_counts_and_lengths_it_cannot_run(
     assert f"argument {option}: {said}" in capsys.readouterr().err
     monkeypatch.setattr(sys, "argv", ["serve.py", "--unbatched-seconds", "0"])  # 0 skips it
     assert serve.parse_arguments().unbatched_seconds == 0
+
+
+def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--data-dir` with a typo measured quality on synthetic prompts without a word but the
+    report's source line; a folder given by hand must hold llmrouter/ (or --synthetic says
+    synthetic prompts are meant). Without --data-dir a missing default still means synthetic."""
+    speed = bench_script("speed", monkeypatch)
+    with pytest.raises(SystemExit) as exited:
+        speed.parse_arguments(["--data-dir", str(tmp_path)])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"--data-dir {tmp_path} has no llmrouter/ folder inside" in error
+    assert "--synthetic" in error
+    assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
+    assert speed.parse_arguments([]).data_dir == str(speed.DEFAULT_DATA_DIR)
+    (tmp_path / "llmrouter").mkdir()
+    assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
