@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_args import positive_int
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, TensorDataset
@@ -934,19 +935,23 @@ def child_arguments(options: argparse.Namespace) -> list[str]:
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=30, help="timed reps per latency figure")
+    parser.add_argument(
+        "--reps", type=positive_int, default=30, help="timed reps per latency figure"
+    )
     parser.add_argument("--warmup", type=int, default=3, help="untimed reps before timing")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--throughput-prompts", type=int, default=32)
-    parser.add_argument("--quality-prompts", type=int, default=300, help="LLMRouter test prompts")
+    parser.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--throughput-prompts", type=positive_int, default=32)
+    parser.add_argument(
+        "--quality-prompts", type=positive_int, default=300, help="LLMRouter test prompts"
+    )
     parser.add_argument(
         "--train-prompts",
-        type=int,
+        type=positive_int,
         default=500,
         help="LLMRouter train prompts for the ridge head",
     )
-    parser.add_argument("--synthetic-prompts", type=int, default=200)
-    parser.add_argument("--train-rows", type=int, default=20_000)
+    parser.add_argument("--synthetic-prompts", type=positive_int, default=200)
+    parser.add_argument("--train-rows", type=positive_int, default=20_000)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument(
         "--synthetic", action="store_true", help="use synthetic prompts even if the data exists"

@@ -164,3 +164,16 @@ def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
     assert speed.parse_arguments([]).data_dir == str(speed.DEFAULT_DATA_DIR)
     (tmp_path / "llmrouter").mkdir()
     assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
+
+
+@pytest.mark.parametrize("option", ["--reps", "--threads", "--quality-prompts", "--train-rows"])
+def test_speed_refuses_a_count_below_one(
+    option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--reps 0` (an empty median) or `--threads 0` (torch refuses it) failed inside each
+    backbone's child process after the parent had started it; they are usage errors."""
+    speed = bench_script("speed", monkeypatch)
+    with pytest.raises(SystemExit) as exited:
+        speed.parse_arguments([option, "0"])
+    assert exited.value.code == 2
+    assert f"argument {option}: must be at least 1, got 0" in capsys.readouterr().err
