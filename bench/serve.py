@@ -574,9 +574,21 @@ def main() -> None:
     print(json.dumps(result_line(measured, args.stub_latency_ms)))
 
 
+def pair_count(text: str) -> int:
+    """An argparse type for --pairs: at least 2, since (a) reports each order's p50 (direct
+    first, via first) and the pairs alternate orders; --pairs 1 had no direct-first pair and
+    failed on an empty median after every pair had run."""
+    pairs = positive_int(text)
+    if pairs < 2:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 2 (a pair of each order, direct first and via first), got {pairs}"
+        )
+    return pairs
+
+
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=positive_int, default=60, help="Direct/via pairs in (a).")
+    parser.add_argument("--pairs", type=pair_count, default=60, help="Direct/via pairs in (a).")
     parser.add_argument("--clients", type=positive_int, default=32)
     parser.add_argument(
         "--seconds", type=positive_float, default=60.0, help="Length of the 32-client run."

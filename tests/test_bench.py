@@ -120,6 +120,7 @@ def test_threads_refuses_zero_repeats_before_it_starts(
     ("option", "value", "said"),
     [
         ("--pairs", "0", "must be at least 1, got 0"),
+        ("--pairs", "1", "must be at least 2 (a pair of each order"),
         ("--clients", "0", "must be at least 1, got 0"),
         ("--rounds", "0", "must be at least 1, got 0"),
         ("--seconds", "0", "must be above 0, got 0"),
@@ -136,7 +137,8 @@ def test_serve_refuses_counts_and_lengths_it_cannot_run(
     capsys: pytest.CaptureFixture,
 ) -> None:
     """`--rounds 0` or `--single-seconds 0` trained a router and started llama.cpp and the
-    servers, to fail minutes later on a division by zero; they are usage errors at once."""
+    servers, to fail minutes later on a division by zero (`--pairs 1` on an empty median:
+    no direct-first pair); they are usage errors at once."""
     serve = bench_script("serve", monkeypatch)
     monkeypatch.setattr(sys, "argv", ["serve.py", option, value])
     with pytest.raises(SystemExit) as exited:
