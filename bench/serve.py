@@ -498,6 +498,13 @@ def batch_totals(metrics: str) -> tuple[float, float]:
 def print_tables(
     overhead: dict, stub_overhead: dict, single: dict, loaded: dict, unbatched: dict | None
 ) -> None:
+    print_overhead_table(overhead, stub_overhead)
+    print_order_split(overhead)
+    print_load_table(single, loaded, unbatched)
+
+
+def print_overhead_table(overhead: dict, stub_overhead: dict) -> None:
+    """(a): each worker's direct and via figures, non-streaming and time to first token."""
     table = Table(title="(a) overhead over a direct call to the same worker (p50, ms)")
     for column in ("", "direct", "via fugu-lite", "added (p50 of pairs)", "routing p50", "target"):
         table.add_column(column, justify="right")
@@ -520,6 +527,10 @@ def print_tables(
             f"<= {target:.1f}",
         )
     console.print(table)
+
+
+def print_order_split(overhead: dict) -> None:
+    """(a) on llama.cpp, each order's p50 added latency (for information)."""
     for key, label in (("added", "non-streaming"), ("ttft_added", "time to first token")):
         console.print(
             f"llama.cpp, {label}, added p50 by which side went first: direct "
@@ -528,6 +539,10 @@ def print_tables(
             f"{overhead[f'{key}_order_balanced_ms']:.1f} ms (information; the target uses the "
             "p50 of all pairs)"
         )
+
+
+def print_load_table(single: dict, loaded: dict, unbatched: dict | None) -> None:
+    """(b): the load runs."""
     table = Table(title="(b) routed requests against the stub workers")
     for column in (
         "run",
