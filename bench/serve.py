@@ -557,9 +557,9 @@ def print_load_table(single: dict, loaded: dict, unbatched: dict | None) -> None
         "mean batch",
     ):
         table.add_column(column, justify="right")
-    runs = [("single client", single), ("32 clients", loaded)]
+    runs = [("single client", single), (f"{loaded['clients']} clients", loaded)]
     if unbatched is not None:
-        runs.append(("32 clients, batching off", unbatched))
+        runs.append((f"{unbatched['clients']} clients, batching off", unbatched))
     for name, run in runs:
         table.add_row(
             name,

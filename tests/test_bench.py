@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import io
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from rich.console import Console
 
 from fugu_lite.datasets import DATA_DIR_ENV
 from fugu_lite.testing.stub_worker import StubWorker
@@ -179,3 +181,18 @@ def test_speed_refuses_a_count_below_one(
         speed.parse_arguments([option, "0"])
     assert exited.value.code == 2
     assert f"argument {option}: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_serve_names_the_load_runs_by_their_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `--clients 8` the (b) table still named its rows "32 clients" beside a clients
+    column of 8; a row is named by the clients it ran with."""
+    serve = bench_script("serve", monkeypatch)
+    printed = io.StringIO()
+    monkeypatch.setattr(serve, "console", Console(file=printed, width=140))
+    run = {"seconds": 3.0, "requests": 10, "errors": 0, "requests_per_s": 3.3, "p50_ms": 1.0,
+           "p95_ms": 2.0, "p99_ms": 3.0, "mean_routing_batch": 1.0}  # fmt: skip
+    serve.print_load_table({**run, "clients": 1}, {**run, "clients": 8}, {**run, "clients": 8})
+    table = printed.getvalue()
+    assert "8 clients " in table
+    assert "8 clients, batching off" in table
+    assert "32 clients" not in table
