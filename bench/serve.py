@@ -286,16 +286,15 @@ def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any
     p50 added latency."""
     direct = openai.OpenAI(base_url=llama_url, api_key="none", max_retries=0)
     via = openai.OpenAI(base_url=f"{fugu_url}/v1", api_key="none", max_retries=0)
-    routed = {"workers": [LLAMA], "include_routing": True}
-    keys = ("direct", "via", "added", "ttft_direct", "ttft_via", "ttft_added", "routing",
-            "unexplained")  # fmt: skip
-    rows: dict[str, list[float]] = {key: [] for key in keys}
-    # Each order's pairs apart, to show any penalty the first (or second) call of a pair pays.
-    by_order: dict[str, dict[str, list[float]]] = {
-        key: {"direct_first": [], "via_first": []} for key in ("added", "ttft_added")
-    }
     warmup = 3
-    measured: list[dict[str, float]] = [{} for _ in range(pairs + warmup)]
+    measured = run_pairs(direct, via, pairs + warmup)
+    return {"pairs": pairs, **pair_figures(measured[warmup:], first_index=warmup)}
+
+
+def run_pairs(direct: openai.OpenAI, via: openai.OpenAI, count: int) -> list[dict[str, float]]:
+    """Each pair's timings (timed_side's figures of both sides, both kinds)."""
+    routed = {"workers": [LLAMA], "include_routing": True}
+    measured: list[dict[str, float]] = [{} for _ in range(count)]
     # One block per kind: llama-cpp-python answers any call that follows a streaming call
     # 25-30 ms slower (measured 2026-12-03), so mixing the kinds would make whichever call
     # of a pair came after a stream pay for it. In a block, both calls follow the same kind.
@@ -306,7 +305,20 @@ def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any
                 figures.update(
                     timed_side(direct if side == "direct" else via, side, routed, index, kind)
                 )
-    for index, figures in enumerate(measured[warmup:], start=warmup):
+    return measured
+
+
+def pair_figures(measured: list[dict[str, float]], first_index: int) -> dict[str, float]:
+    """The p50s of the pairs' timings and differences, and each order's; pair i (counted
+    from first_index) went direct first when i is even."""
+    keys = ("direct", "via", "added", "ttft_direct", "ttft_via", "ttft_added", "routing",
+            "unexplained")  # fmt: skip
+    rows: dict[str, list[float]] = {key: [] for key in keys}
+    # Each order's pairs apart, to show any penalty the first (or second) call of a pair pays.
+    by_order: dict[str, dict[str, list[float]]] = {
+        key: {"direct_first": [], "via_first": []} for key in ("added", "ttft_added")
+    }
+    for index, figures in enumerate(measured, start=first_index):
         for key in ("direct", "via", "ttft_direct", "ttft_via"):
             rows[key].append(figures[key])
         rows["added"].append(figures["via"] - figures["direct"])
@@ -318,7 +330,6 @@ def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any
         rows["unexplained"].append(figures["via"] - figures["routing"] - figures["upstream"])
     p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
     return {
-        "pairs": pairs,
         "direct_p50_ms": p50["direct"],
         "via_p50_ms": p50["via"],
         "added_latency_p50_ms": p50["added"],
