@@ -383,10 +383,10 @@ def test_choice_grader_reads_a_letter_left_after_the_others_are_ruled_out(
 
 
 def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     for output in ("." + " " * 200_000 + "x", "A isn't the tallest; " * 20_000):
         assert graded(choice_task("B"), output).score == 0.0
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
@@ -410,9 +410,9 @@ def test_choice_grader_reads_the_letter_said_to_be_what_the_question_asks(
 
 
 def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     assert graded(choice_task("B"), "the tallest is " * 50_000).score == 0.0
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < LINEAR_CPU_S
 
 
 @pytest.mark.parametrize(
