@@ -646,64 +646,149 @@ def summary(result: dict) -> dict:
     }
 
 
+Row = tuple[str, Callable[[dict], str]]
+
+SETUP_ROWS: tuple[Row, ...] = (
+    ("settings from", lambda r: r["settings_source"]),
+    ("layer", lambda r: f"hidden_states[{r['layer']}] of {r['n_layers']} blocks"),
+    ("routing path runs", lambda r: f"{r['blocks_run']}/{r['n_layers']} blocks, no LM head"),
+    (
+        "routing runtime (model.runtime)",
+        lambda r: f"{r['runtime_setting']} -> {r['runtime_description']}",
+    ),
+    (
+        "plain path runs",
+        lambda r: f"{r['plain_model']} fp32 in torch, all blocks, all hidden states",
+    ),
+    ("pooling", lambda r: f"{r['pooling_setting']} -> {r['pooling']}"),
+    ("head", lambda r: f"{r['head']}, {N_WORKERS} workers"),
+    (
+        "max_tokens: latency+throughput / quality",
+        lambda r: f"{r['speed_max_tokens']} / {r['quality_max_tokens']}",
+    ),
+    (
+        "chat template (tokens it adds)",
+        lambda r: f"{'yes' if r['chat_template'] else 'no'} ({r['template_overhead_tokens']})",
+    ),
+    (
+        "feature dim / backbone params",
+        lambda r: f"{r['feature_dim']} / {r['parameters'] / 1e6:.1f}M",
+    ),
+    ("torch threads / OMP_WAIT_POLICY", lambda r: f"{r['threads']} / {r['omp_wait_policy']}"),
+)
+
+QUALITY_ROWS: tuple[Row, ...] = (
+    ("prompts", lambda x: x["source"]),
+    ("max_tokens", lambda x: str(x["max_tokens"])),
+    (
+        "head",
+        lambda x: (
+            x["head"]
+            + (
+                f"; train features {x['train_features_s']:.0f} s ({x['train_cached']} cached)"
+                if "train_prompts" in x
+                else ""
+            )
+        ),
+    ),
+    ("max |feature diff|", lambda x: f"{x['max_abs_feature_diff']:.3g}"),
+    ("  relative to max |feature|", lambda x: f"{x['relative_feature_diff']:.2g}"),
+    ("argmax agreement (that head)", lambda x: f"{x['agreement']:.1%}"),
+    ("argmax agreement (random head)", lambda x: f"{x['random_head_agreement']:.1%}"),
+    (
+        "head: distinct choices / off-mode share",
+        lambda x: f"{x['head_distinct_choices']} / {x['head_off_mode_share']:.1%}",
+    ),
+    ("mean reward, routing path", lambda x: f"{x['reward_routing']:.4f}"),
+    ("mean reward, plain path", lambda x: f"{x['reward_plain']:.4f}"),
+    (
+        "quality_delta, same head (routing - plain)",
+        lambda x: f"{x.get('same_head_quality_delta', x['quality_delta']):+.4f}",
+    ),
+    (
+        "int8: each path its own head (whole splits)",
+        lambda x: (
+            f"plain {x['own_head_reward_plain']:.4f}, agreement {x['own_head_agreement']:.1%}, "
+            f"delta {x['quality_delta']:+.4f} ± {x['quality_delta_se']:.4f}"
+            if "quality_delta_se" in x
+            else "- (exact path)"
+        ),
+    ),
+    (
+        "best single / oracle (same prompts)",
+        lambda x: f"{x['best_single']:.3f} / {x['oracle']:.3f}",
+    ),
+    (
+        "feature time routing / plain",
+        lambda x: f"{x['routing_features_s']:.1f} s / {x['plain_features_s']:.1f} s",
+    ),
+)
+
+
 def print_report(console: Console, results: dict[str, dict], default: str, wall: dict) -> None:
-    names = list(results)
+    console.print(setup_table(results, default))
+    console.print(latency_table(results))
+    console.print(work_table(results))
+    console.print(throughput_table(results))
+    console.print(quality_table(results))
+    console.print(training_table(results))
+    console.print(memory_table(results))
+    console.print(timing_table(results, wall))
+    console.print(
+        f"Load average before/after: {wall['load_before']} / {wall['load_after']} "
+        f"on {os.cpu_count()} CPUs; total wall time {wall['total']:.0f} s"
+    )
+    console.print(target_table(results, default))
+    print_headline(console, results, default)
+
+
+def display_name(name: str, default: str) -> str:
+    return name + (" (default)" if name == default else "")
+
+
+def add_labelled_rows(table: Table, rows: Sequence[Row], figures: Sequence[dict]) -> None:
+    """One row per label, one cell per backbone's figures."""
+    for label, render in rows:
+        table.add_row(label, *(render(backbone) for backbone in figures))
+
+
+def backbone_table(title: str, columns: Sequence[str]) -> Table:
+    """A table whose rows start with a backbone's name (left) and go on with figures (right)."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right" if column != "backbone" else "left")
+    return table
+
+
+def setup_table(results: dict[str, dict], default: str) -> Table:
     setup = Table(title="Setup (each backbone measured in its own child process)")
     setup.add_column("")
-    for name in names:
-        setup.add_column(name + (" (default)" if name == default else ""))
-    rows: list[tuple[str, Callable[[dict], str]]] = [
-        ("settings from", lambda r: r["settings_source"]),
-        ("layer", lambda r: f"hidden_states[{r['layer']}] of {r['n_layers']} blocks"),
-        ("routing path runs", lambda r: f"{r['blocks_run']}/{r['n_layers']} blocks, no LM head"),
-        (
-            "routing runtime (model.runtime)",
-            lambda r: f"{r['runtime_setting']} -> {r['runtime_description']}",
-        ),
-        (
-            "plain path runs",
-            lambda r: f"{r['plain_model']} fp32 in torch, all blocks, all hidden states",
-        ),
-        ("pooling", lambda r: f"{r['pooling_setting']} -> {r['pooling']}"),
-        ("head", lambda r: f"{r['head']}, {N_WORKERS} workers"),
-        (
-            "max_tokens: latency+throughput / quality",
-            lambda r: f"{r['speed_max_tokens']} / {r['quality_max_tokens']}",
-        ),
-        (
-            "chat template (tokens it adds)",
-            lambda r: f"{'yes' if r['chat_template'] else 'no'} ({r['template_overhead_tokens']})",
-        ),
-        (
-            "feature dim / backbone params",
-            lambda r: f"{r['feature_dim']} / {r['parameters'] / 1e6:.1f}M",
-        ),
-        ("torch threads / OMP_WAIT_POLICY", lambda r: f"{r['threads']} / {r['omp_wait_policy']}"),
-    ]
-    for label, render in rows:
-        setup.add_row(label, *(render(results[name]) for name in names))
-    console.print(setup)
+    for name in results:
+        setup.add_column(display_name(name, default))
+    add_labelled_rows(setup, SETUP_ROWS, list(results.values()))
+    return setup
 
-    latency = Table(
-        title="Routing decision latency, one prompt (ms; paths interleaved; "
-        "speedup = plain / routing; last two columns: the same cut backbone on torch)"
+
+def latency_table(results: dict[str, dict]) -> Table:
+    latency = backbone_table(
+        "Routing decision latency, one prompt (ms; paths interleaved; "
+        "speedup = plain / routing; last two columns: the same cut backbone on torch)",
+        (
+            "backbone",
+            "tokens",
+            "reps",
+            "routing p50",
+            "routing p95",
+            "plain HF p50",
+            "plain HF p95",
+            "speedup p50",
+            "paired median",
+            "torch-runtime p50",
+            "its speedup",
+        ),
     )
-    for column in (
-        "backbone",
-        "tokens",
-        "reps",
-        "routing p50",
-        "routing p95",
-        "plain HF p50",
-        "plain HF p95",
-        "speedup p50",
-        "paired median",
-        "torch-runtime p50",
-        "its speedup",
-    ):
-        latency.add_column(column, justify="right" if column != "backbone" else "left")
-    for name in names:
-        for figures in results[name]["latency"].values():
+    for name, result in results.items():
+        for figures in result["latency"].values():
             latency.add_row(
                 name,
                 str(figures["tokens"]),
@@ -717,24 +802,25 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
                 f"{figures['torch_routing_p50_ms']:.1f}",
                 f"{figures['torch_routing_speedup_p50']:.2f}x",
             )
-    console.print(latency)
+    return latency
 
-    work = Table(
-        title="CPU time per decision (ms; the process, all threads; median of the same reps): "
-        "the work each path does, which the machine's load hardly changes"
+
+def work_table(results: dict[str, dict]) -> Table:
+    work = backbone_table(
+        "CPU time per decision (ms; the process, all threads; median of the same reps): "
+        "the work each path does, which the machine's load hardly changes",
+        (
+            "backbone",
+            "tokens",
+            "routing",
+            "plain HF",
+            "work ratio",
+            "torch-runtime routing",
+            "its work ratio",
+        ),
     )
-    for column in (
-        "backbone",
-        "tokens",
-        "routing",
-        "plain HF",
-        "work ratio",
-        "torch-runtime routing",
-        "its work ratio",
-    ):
-        work.add_column(column, justify="right" if column != "backbone" else "left")
-    for name in names:
-        for figures in results[name]["latency"].values():
+    for name, result in results.items():
+        for figures in result["latency"].values():
             work.add_row(
                 name,
                 str(figures["tokens"]),
@@ -744,16 +830,17 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
                 f"{figures['torch_routing_cpu_ms']:.1f}",
                 f"{figures['torch_work_ratio']:.2f}x",
             )
-    console.print(work)
+    return work
 
-    throughput = Table(
-        title=f"Feature throughput (batches of {THROUGHPUT_BATCH}, "
-        f"mixed lengths <= {THROUGHPUT_MAX_PROMPT_TOKENS} tokens)"
+
+def throughput_table(results: dict[str, dict]) -> Table:
+    throughput = backbone_table(
+        f"Feature throughput (batches of {THROUGHPUT_BATCH}, "
+        f"mixed lengths <= {THROUGHPUT_MAX_PROMPT_TOKENS} tokens)",
+        ("backbone", "prompts", "routing prompts/s", "plain HF prompts/s", "ratio"),
     )
-    for column in ("backbone", "prompts", "routing prompts/s", "plain HF prompts/s", "ratio"):
-        throughput.add_column(column, justify="right" if column != "backbone" else "left")
-    for name in names:
-        t = results[name]["throughput"]
+    for name, result in results.items():
+        t = result["throughput"]
         throughput.add_row(
             name,
             str(t["prompts"]),
@@ -761,68 +848,25 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
             f"{t['plain_prompts_per_s']:.2f}",
             f"{t['ratio']:.2f}x",
         )
-    console.print(throughput)
+    return throughput
 
+
+def quality_table(results: dict[str, dict]) -> Table:
     quality = Table(title="Routing quality: routing path vs plain path, same prompts, same head")
     quality.add_column("")
-    for name in names:
+    for name in results:
         quality.add_column(name, justify="right")
-    q = {name: results[name]["quality"] for name in names}
+    add_labelled_rows(quality, QUALITY_ROWS, [result["quality"] for result in results.values()])
+    return quality
 
-    def quality_row(label: str, render: Callable[[dict], str]) -> None:
-        quality.add_row(label, *(render(q[name]) for name in names))
 
-    quality_row("prompts", lambda x: x["source"])
-    quality_row("max_tokens", lambda x: str(x["max_tokens"]))
-    quality_row(
-        "head",
-        lambda x: (
-            x["head"]
-            + (
-                f"; train features {x['train_features_s']:.0f} s ({x['train_cached']} cached)"
-                if "train_prompts" in x
-                else ""
-            )
-        ),
+def training_table(results: dict[str, dict]) -> Table:
+    training = backbone_table(
+        "SFT training throughput on cached features (random rows)",
+        ("backbone", "rows", "dim", "batch", "epochs", "samples/s", "steps/s"),
     )
-    quality_row("max |feature diff|", lambda x: f"{x['max_abs_feature_diff']:.3g}")
-    quality_row("  relative to max |feature|", lambda x: f"{x['relative_feature_diff']:.2g}")
-    quality_row("argmax agreement (that head)", lambda x: f"{x['agreement']:.1%}")
-    quality_row("argmax agreement (random head)", lambda x: f"{x['random_head_agreement']:.1%}")
-    quality_row(
-        "head: distinct choices / off-mode share",
-        lambda x: f"{x['head_distinct_choices']} / {x['head_off_mode_share']:.1%}",
-    )
-    quality_row("mean reward, routing path", lambda x: f"{x['reward_routing']:.4f}")
-    quality_row("mean reward, plain path", lambda x: f"{x['reward_plain']:.4f}")
-    quality_row(
-        "quality_delta, same head (routing - plain)",
-        lambda x: f"{x.get('same_head_quality_delta', x['quality_delta']):+.4f}",
-    )
-    quality_row(
-        "int8: each path its own head (whole splits)",
-        lambda x: (
-            f"plain {x['own_head_reward_plain']:.4f}, agreement {x['own_head_agreement']:.1%}, "
-            f"delta {x['quality_delta']:+.4f} ± {x['quality_delta_se']:.4f}"
-            if "quality_delta_se" in x
-            else "- (exact path)"
-        ),
-    )
-    quality_row(
-        "best single / oracle (same prompts)",
-        lambda x: f"{x['best_single']:.3f} / {x['oracle']:.3f}",
-    )
-    quality_row(
-        "feature time routing / plain",
-        lambda x: f"{x['routing_features_s']:.1f} s / {x['plain_features_s']:.1f} s",
-    )
-    console.print(quality)
-
-    training = Table(title="SFT training throughput on cached features (random rows)")
-    for column in ("backbone", "rows", "dim", "batch", "epochs", "samples/s", "steps/s"):
-        training.add_column(column, justify="right" if column != "backbone" else "left")
-    for name in names:
-        t = results[name]["training"]
+    for name, result in results.items():
+        t = result["training"]
         training.add_row(
             name,
             str(t["rows"]),
@@ -832,49 +876,61 @@ def print_report(console: Console, results: dict[str, dict], default: str, wall:
             f"{t['samples_per_s']:,.0f}",
             f"{t['steps_per_s']:,.0f}",
         )
-    console.print(training)
+    return training
 
-    memory = Table(title="Peak RSS of each backbone's process (MB)")
-    for column in ("backbone", "routing path only", "routing + plain model (process peak)"):
-        memory.add_column(column, justify="right" if column != "backbone" else "left")
-    for name in names:
-        r = results[name]
+
+def memory_table(results: dict[str, dict]) -> Table:
+    memory = backbone_table(
+        "Peak RSS of each backbone's process (MB)",
+        ("backbone", "routing path only", "routing + plain model (process peak)"),
+    )
+    for name, r in results.items():
         memory.add_row(name, f"{r['routing_only_peak_rss_mb']:.0f}", f"{r['peak_rss_mb']:.0f}")
-    console.print(memory)
+    return memory
 
+
+def timing_table(results: dict[str, dict], wall: dict) -> Table:
+    """Each section's seconds (the first backbone's sections, in its order), then each child's
+    whole wall time."""
+    names = list(results)
     timing = Table(title="Where the time went (s)")
     timing.add_column("section")
     for name in names:
         timing.add_column(name, justify="right")
-    sections = list(results[names[0]]["sections_s"])
-    for section in sections:
+    for section in results[names[0]]["sections_s"]:
         timing.add_row(section, *(f"{results[n]['sections_s'].get(section, 0):.1f}" for n in names))
     timing.add_row("child process total", *(f"{wall['children'][n]:.1f}" for n in names))
-    console.print(timing)
-    console.print(
-        f"Load average before/after: {wall['load_before']} / {wall['load_after']} "
-        f"on {os.cpu_count()} CPUs; total wall time {wall['total']:.0f} s"
-    )
+    return timing
 
+
+def verdict(s: dict) -> str:
+    """MET, or MISSED naming what missed, of one backbone's summary."""
+    speed_ok = s["speedup"] >= TARGET_SPEEDUP
+    quality_ok = abs(s["quality_delta"]) <= TARGET_QUALITY_DELTA
+    misses = [label for label, ok in (("speedup", speed_ok), ("quality", quality_ok)) if not ok]
+    return "[green]MET[/green]" if not misses else f"[red]MISSED ({', '.join(misses)})[/red]"
+
+
+def target_table(results: dict[str, dict], default: str) -> Table:
     target = Table(
         title=f"Target: routing >= {TARGET_SPEEDUP:g}x faster than plain HF fp32 (p50, 256 "
         f"tokens) at equal quality (|quality_delta| <= {TARGET_QUALITY_DELTA})"
     )
     for column in ("backbone", "speedup", "quality_delta", "verdict"):
         target.add_column(column)
-    for name in names:
-        s = summary(results[name])
-        speed_ok = s["speedup"] >= TARGET_SPEEDUP
-        quality_ok = abs(s["quality_delta"]) <= TARGET_QUALITY_DELTA
-        misses = [label for label, ok in (("speedup", speed_ok), ("quality", quality_ok)) if not ok]
-        verdict = "[green]MET[/green]" if not misses else f"[red]MISSED ({', '.join(misses)})[/red]"
+    for name, result in results.items():
+        s = summary(result)
         target.add_row(
-            name + (" (default)" if name == default else ""),
+            display_name(name, default),
             f"{s['speedup']:.2f}x",
             f"{s['quality_delta']:+.4f}",
-            verdict,
+            verdict(s),
         )
-    console.print(target)
+    return target
+
+
+def print_headline(console: Console, results: dict[str, dict], default: str) -> None:
+    """The default backbone's verdict, and a warning when too few reps make it a smoke run."""
     headline = summary(results[default])
     status = "MET" if headline["target_met"] else "MISSED"
     console.print(f"Target for the default backbone ({default}): {status}")
