@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -344,6 +345,47 @@ def prompt_chars(prompt: Prompt) -> int:
     return len(prompt) if isinstance(prompt, str) else sum(len(str(m)) for m in prompt)
 
 
+@dataclass
+class TrainSplit:
+    """The train prompts a ridge head is fit on, with the routing path's features of them."""
+
+    prompts: list[Prompt]
+    features: torch.Tensor
+    rewards: np.ndarray
+
+
+@dataclass
+class QualityPrompts:
+    """The prompts quality is measured on, their rewards (prompts x workers), the figures
+    saying where they came from, and on real data the train split."""
+
+    prompts: list[Prompt]
+    rewards: np.ndarray
+    figures: dict
+    train: TrainSplit | None = None
+
+
+@dataclass
+class PathFeatures:
+    """Both paths' features of the same prompts, and the seconds each took."""
+
+    routing: torch.Tensor
+    plain: torch.Tensor
+    routing_s: float
+    plain_s: float
+
+
+@dataclass
+class HeadChoices:
+    """Each path's choices by the head measured (`head` names it) and by the random head."""
+
+    head: str
+    routing: np.ndarray
+    plain: np.ndarray
+    random_routing: np.ndarray
+    random_plain: np.ndarray
+
+
 def measure_quality(
     backbone: LoadedBackbone,
     plain: PreTrainedModel,
@@ -360,105 +402,162 @@ def measure_quality(
     """
     extractor = FeatureExtractor(backbone, quality_cfg)
     quantized = quality_cfg.quantization != "none"
-    head = random_router(quality_cfg, extractor.dim, seed=1)
-    paths = Paths(extractor, plain, head)
+    paths = Paths(extractor, plain, random_router(quality_cfg, extractor.dim, seed=1))
     data_dir = Path(options.data_dir)
-    real = not options.synthetic and has_llmrouter(data_dir)
-    result: dict = {"max_tokens": quality_cfg.max_tokens}
-    if real:
-        from fugu_lite.datasets import import_dataset
-
-        records = import_dataset("llmrouter", data_dir)
-        n_test = None if quantized else options.quality_prompts  # None = the whole split
-        n_train = None if quantized else options.train_prompts
-        test = [record for record in records if record.split == "test"][:n_test]
-        train = [record for record in records if record.split == "train"][:n_train]
-        prompts: list[Prompt] = [record.prompt for record in test]
-        rewards = np.array([record.rewards for record in test], dtype=np.float64)
-        train_prompts = [record.prompt for record in train]
-        known = FeatureCache(quality_cfg).rows()
-        cached = sum(prompt_key(prompt) in known for prompt in train_prompts)
-        start = time.perf_counter()
-        train_features, _ = compute_features(
-            train_prompts, quality_cfg, extractor, description="train prompts (ridge head)"
-        )
-        train_rewards = np.array([record.rewards for record in train], dtype=np.float64)
-        result.update(
-            source=f"LLMRouter test split, first {len(test)} (standard split)",
-            train_prompts=len(train),
-            train_cached=cached,
-            train_features_s=time.perf_counter() - start,
-        )
-        head.fit_normalizer(train_features)
+    if not options.synthetic and has_llmrouter(data_dir):
+        data = llmrouter_prompts(data_dir, quality_cfg, extractor, options, whole=quantized)
     else:
-        rng = random.Random(7)
-        overhead = template_overhead(extractor)
-        prompts = [
-            prompt_with_tokens(extractor, rng.randint(overhead + 4, quality_cfg.max_tokens), rng)
-            for _ in range(options.synthetic_prompts)
-        ]
-        generator = np.random.default_rng(7)
-        rates = generator.uniform(0.3, 0.8, size=N_WORKERS)
-        rewards = (generator.random((len(prompts), N_WORKERS)) < rates).astype(np.float64)
-        result.update(source=f"{len(prompts)} synthetic prompts, synthetic 0/1 rewards")
+        data = synthetic_quality_prompts(extractor, quality_cfg, options.synthetic_prompts)
+    features = both_features(paths, data.prompts)
+    # the random head's normalizer: from the train split's features, else from the prompts'
+    paths.router.fit_normalizer(data.train.features if data.train else features.routing)
+    choices = head_choices(paths, data.train, features)
+    result = {"max_tokens": quality_cfg.max_tokens, **data.figures}
+    result.update(quality_figures(data.rewards, features, choices))
+    if data.train is not None and quantized:
+        own = own_head_figures(
+            paths, data.train, data.rewards, features, choices.routing, result["quality_delta"]
+        )
+        result.update(own)
+    return result
 
+
+def llmrouter_prompts(
+    data_dir: Path,
+    quality_cfg: ModelConfig,
+    extractor: FeatureExtractor,
+    options: argparse.Namespace,
+    whole: bool,
+) -> QualityPrompts:
+    """The LLMRouter test prompts (the first --quality-prompts, or the whole split), and the
+    train split (the first --train-prompts, or whole) with its routing features."""
+    from fugu_lite.datasets import import_dataset
+
+    records = import_dataset("llmrouter", data_dir)
+    n_test = None if whole else options.quality_prompts  # None = the whole split
+    n_train = None if whole else options.train_prompts
+    test = [record for record in records if record.split == "test"][:n_test]
+    train = [record for record in records if record.split == "train"][:n_train]
+    train_prompts: list[Prompt] = [record.prompt for record in train]
+    known = FeatureCache(quality_cfg).rows()
+    cached = sum(prompt_key(prompt) in known for prompt in train_prompts)
+    start = time.perf_counter()
+    train_features, _ = compute_features(
+        train_prompts, quality_cfg, extractor, description="train prompts (ridge head)"
+    )
+    train_rewards = np.array([record.rewards for record in train], dtype=np.float64)
+    figures = {
+        "source": f"LLMRouter test split, first {len(test)} (standard split)",
+        "train_prompts": len(train),
+        "train_cached": cached,
+        "train_features_s": time.perf_counter() - start,
+    }
+    return QualityPrompts(
+        prompts=[record.prompt for record in test],
+        rewards=np.array([record.rewards for record in test], dtype=np.float64),
+        figures=figures,
+        train=TrainSplit(train_prompts, train_features, train_rewards),
+    )
+
+
+def synthetic_quality_prompts(
+    extractor: FeatureExtractor, quality_cfg: ModelConfig, n_prompts: int
+) -> QualityPrompts:
+    """Seeded prompts of mixed lengths up to max_tokens, with seeded 0/1 rewards."""
+    rng = random.Random(7)
+    overhead = template_overhead(extractor)
+    prompts: list[Prompt] = [
+        prompt_with_tokens(extractor, rng.randint(overhead + 4, quality_cfg.max_tokens), rng)
+        for _ in range(n_prompts)
+    ]
+    generator = np.random.default_rng(7)
+    rates = generator.uniform(0.3, 0.8, size=N_WORKERS)
+    rewards = (generator.random((len(prompts), N_WORKERS)) < rates).astype(np.float64)
+    figures = {"source": f"{len(prompts)} synthetic prompts, synthetic 0/1 rewards"}
+    return QualityPrompts(prompts, rewards, figures)
+
+
+def both_features(paths: Paths, prompts: Sequence[Prompt]) -> PathFeatures:
+    """The routing path's features, then the plain path's, each timed."""
     lengths = [prompt_chars(prompt) for prompt in prompts]
     start = time.perf_counter()
-    routing_features = batched_features(paths.routing_features, prompts, lengths)
+    routing = batched_features(paths.routing_features, prompts, lengths)
     routing_s = time.perf_counter() - start
     start = time.perf_counter()
-    plain_features = batched_features(paths.plain_features, prompts, lengths)
-    plain_s = time.perf_counter() - start
-    if not real:
-        head.fit_normalizer(routing_features)
+    plain = batched_features(paths.plain_features, prompts, lengths)
+    return PathFeatures(routing, plain, routing_s, time.perf_counter() - start)
 
-    difference = (routing_features - plain_features).abs().max().item()
-    scale = routing_features.abs().max().item()
-    random_routing = paths.decide(routing_features).numpy()
-    random_plain = paths.decide(plain_features).numpy()
-    if real:
-        choose, head_name = ridge_chooser(train_features, train_rewards)
-        choice_routing, choice_plain = choose(routing_features), choose(plain_features)
-    else:
-        choice_routing, choice_plain, head_name = random_routing, random_plain, "random linear"
-    rows = np.arange(len(prompts))
-    reward_routing = float(rewards[rows, choice_routing].mean())
-    reward_plain = float(rewards[rows, choice_plain].mean())
-    counts = np.bincount(choice_routing, minlength=N_WORKERS)
-    result.update(
-        prompts=len(prompts),
-        head=head_name,
-        max_abs_feature_diff=difference,
-        max_abs_feature=scale,
-        relative_feature_diff=difference / max(scale, 1e-12),
-        agreement=float((choice_routing == choice_plain).mean()),
-        random_head_agreement=float((random_routing == random_plain).mean()),
-        head_distinct_choices=int((counts > 0).sum()),
-        head_off_mode_share=float(1 - counts.max() / len(prompts)),
-        reward_routing=reward_routing,
-        reward_plain=reward_plain,
-        quality_delta=reward_routing - reward_plain,
-        best_single=float(rewards.mean(axis=0).max()),
-        oracle=float(rewards.max(axis=1).mean()),
-        routing_features_s=routing_s,
-        plain_features_s=plain_s,
-    )
-    if real and quantized:
-        start = time.perf_counter()
-        train_lengths = [prompt_chars(prompt) for prompt in train_prompts]
-        plain_train = batched_features(paths.plain_features, train_prompts, train_lengths)
-        choose_plain, _ = ridge_chooser(plain_train, train_rewards)
-        own_plain = choose_plain(plain_features)
-        paired = rewards[rows, choice_routing] - rewards[rows, own_plain]
-        result.update(
-            same_head_quality_delta=result["quality_delta"],
-            own_head_reward_plain=float(rewards[rows, own_plain].mean()),
-            own_head_agreement=float((choice_routing == own_plain).mean()),
-            quality_delta=float(paired.mean()),
-            quality_delta_se=float(paired.std(ddof=1) / np.sqrt(len(paired))),
-            plain_train_features_s=time.perf_counter() - start,
+
+def head_choices(paths: Paths, train: TrainSplit | None, features: PathFeatures) -> HeadChoices:
+    """The random head's choices on both paths' features; the head measured is a ridge head fit
+    on the train split's routing features when there is one, else that random head."""
+    random_routing = paths.decide(features.routing).numpy()
+    random_plain = paths.decide(features.plain).numpy()
+    if train is None:
+        return HeadChoices(
+            "random linear", random_routing, random_plain, random_routing, random_plain
         )
-    return result
+    choose, head_name = ridge_chooser(train.features, train.rewards)
+    return HeadChoices(
+        head_name, choose(features.routing), choose(features.plain), random_routing, random_plain
+    )
+
+
+def quality_figures(rewards: np.ndarray, features: PathFeatures, choices: HeadChoices) -> dict:
+    """How far apart the paths' features are, how often their choices agree, and the mean
+    reward of each path's choices (beside the best single worker's and the oracle's)."""
+    n_prompts = len(rewards)
+    difference = (features.routing - features.plain).abs().max().item()
+    scale = features.routing.abs().max().item()
+    rows = np.arange(n_prompts)
+    reward_routing = float(rewards[rows, choices.routing].mean())
+    reward_plain = float(rewards[rows, choices.plain].mean())
+    counts = np.bincount(choices.routing, minlength=N_WORKERS)
+    return {
+        "prompts": n_prompts,
+        "head": choices.head,
+        "max_abs_feature_diff": difference,
+        "max_abs_feature": scale,
+        "relative_feature_diff": difference / max(scale, 1e-12),
+        "agreement": float((choices.routing == choices.plain).mean()),
+        "random_head_agreement": float((choices.random_routing == choices.random_plain).mean()),
+        "head_distinct_choices": int((counts > 0).sum()),
+        "head_off_mode_share": float(1 - counts.max() / n_prompts),
+        "reward_routing": reward_routing,
+        "reward_plain": reward_plain,
+        "quality_delta": reward_routing - reward_plain,
+        "best_single": float(rewards.mean(axis=0).max()),
+        "oracle": float(rewards.max(axis=1).mean()),
+        "routing_features_s": features.routing_s,
+        "plain_features_s": features.plain_s,
+    }
+
+
+def own_head_figures(
+    paths: Paths,
+    train: TrainSplit,
+    rewards: np.ndarray,
+    features: PathFeatures,
+    choice_routing: np.ndarray,
+    same_head_delta: float,
+) -> dict:
+    """The plain path scored with its own ridge head (fit on its own features of the train
+    split): `quality_delta` becomes the routing path's reward minus that, paired per prompt."""
+    start = time.perf_counter()
+    train_lengths = [prompt_chars(prompt) for prompt in train.prompts]
+    plain_train = batched_features(paths.plain_features, train.prompts, train_lengths)
+    choose_plain, _ = ridge_chooser(plain_train, train.rewards)
+    own_plain = choose_plain(features.plain)
+    rows = np.arange(len(rewards))
+    paired = rewards[rows, choice_routing] - rewards[rows, own_plain]
+    return {
+        "same_head_quality_delta": same_head_delta,
+        "own_head_reward_plain": float(rewards[rows, own_plain].mean()),
+        "own_head_agreement": float((choice_routing == own_plain).mean()),
+        "quality_delta": float(paired.mean()),
+        "quality_delta_se": float(paired.std(ddof=1) / np.sqrt(len(paired))),
+        "plain_train_features_s": time.perf_counter() - start,
+    }
 
 
 def ridge_chooser(

@@ -3,6 +3,7 @@ before any work starts, not a traceback minutes in."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib.util
 import io
@@ -196,3 +197,27 @@ def test_serve_names_the_load_runs_by_their_clients(monkeypatch: pytest.MonkeyPa
     assert "8 clients " in table
     assert "8 clients, batching off" in table
     assert "32 clients" not in table
+
+
+def test_speed_quality_finds_no_difference_between_two_exact_paths(
+    tiny_backbone, tiny_model_cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fp32 routing path on torch cuts the same hidden state the plain forward returns: on
+    synthetic prompts their features, choices and rewards must come out the same."""
+    speed = bench_script("speed", monkeypatch)
+    cfg = tiny_model_cfg.model_copy(update={"layer": 3, "runtime": "torch"})
+    options = argparse.Namespace(data_dir=str(tmp_path), synthetic=True, synthetic_prompts=12)
+    plain = speed.plain_hf_model(tiny_backbone)
+    quality = speed.measure_quality(tiny_backbone, plain, cfg, options)
+    assert quality["source"] == "12 synthetic prompts, synthetic 0/1 rewards"
+    assert quality["prompts"] == 12
+    assert quality["head"] == "random linear"
+    assert quality["max_abs_feature"] > 0
+    assert quality["max_abs_feature_diff"] <= 1e-5 * quality["max_abs_feature"]
+    assert quality["agreement"] == quality["random_head_agreement"] == 1.0
+    assert quality["reward_routing"] == quality["reward_plain"]
+    assert quality["quality_delta"] == 0
+    assert 1 <= quality["head_distinct_choices"] <= speed.N_WORKERS
+    assert quality["reward_routing"] <= quality["oracle"]
+    assert quality["best_single"] <= quality["oracle"]
+    assert "quality_delta_se" not in quality
