@@ -56,6 +56,7 @@ from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
 from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
 from fugu_lite.model import RouterModel
+from fugu_lite.onnx_runtime import LoadedRuntime
 from fugu_lite.train_sft import sft_loss
 from fugu_lite.training_common import optimizer_parameters, seed_everything
 
@@ -639,55 +640,127 @@ def settings_for(name: str) -> tuple[ModelConfig, str]:
     return ModelConfig.model_validate(cfg.model_dump()), "bench choice"
 
 
+class Sections:
+    """Seconds of each named section of a run, each timed from the end of the one before."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def lap(self, section: str) -> None:
+        now = time.perf_counter()
+        self.seconds[section] = now - self._clock
+        self._clock = now
+
+
+@dataclass
+class BackboneSetup:
+    """One backbone, its routing configs (latency and throughput use speed_cfg, quality uses
+    quality_cfg; `source` says where they came from), the routing path's extractor and what
+    runs it."""
+
+    name: str
+    source: str
+    backbone: LoadedBackbone
+    quality_cfg: ModelConfig
+    speed_cfg: ModelConfig
+    extractor: FeatureExtractor
+    runtime: LoadedRuntime
+
+
+@dataclass
+class SpeedPrompts:
+    """One prompt per latency length, the throughput prompts, and the tokens the chat
+    template adds to each."""
+
+    latency: dict[int, str]
+    throughput: list[str]
+    template_overhead: int
+
+
 def run_backbone(name: str, options: argparse.Namespace) -> dict:
     torch.set_num_threads(options.threads)
-    sections: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(section: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        sections[section] = now - clock
-        clock = now
-
+    sections = Sections()
     backbone = load_backbone(name)
-    lap("load backbone")
+    sections.lap("load backbone")
+    setup = backbone_setup(name, backbone)
+    sections.lap("routing runtime (export or load)")
+    fp32_torch = {"runtime": "torch", "quantization": "none"}  # the fp32 cut, on torch
+    torch_extractor = FeatureExtractor(backbone, setup.speed_cfg.model_copy(update=fp32_torch))
+    router = random_router(setup.speed_cfg, setup.extractor.dim)
+    prompts = speed_prompts(setup.extractor, options.throughput_prompts)
+    sections.lap("make prompts")
+    paths = Paths(setup.extractor, None, router, torch_extractor)
+    routing_only_rss = warm_up_routing(paths, prompts, options.warmup)
+    paths.plain = plain = plain_hf_model(backbone)
+    sections.lap("routing warm-up, load plain model")
+    measured = measurements(setup, paths, plain, prompts, options, sections)
+    return {
+        **setup_figures(setup, prompts, type(plain).__name__),
+        **measured,
+        "routing_only_peak_rss_mb": routing_only_rss,
+        "peak_rss_mb": peak_rss_mb(),
+        "sections_s": sections.seconds,
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"),
+    }
+
+
+def backbone_setup(name: str, backbone: LoadedBackbone) -> BackboneSetup:
     quality_cfg, source = settings_for(name)
     speed_cfg = quality_cfg.model_copy(update={"max_tokens": SPEED_MAX_TOKENS})
     extractor = FeatureExtractor(backbone, speed_cfg)
     runtime = extractor.runtime  # exports the cut backbone on the first run (then cached)
-    lap("routing runtime (export or load)")
-    fp32_torch = {"runtime": "torch", "quantization": "none"}  # the fp32 cut, on torch
-    torch_extractor = FeatureExtractor(backbone, speed_cfg.model_copy(update=fp32_torch))
-    router = random_router(speed_cfg, extractor.dim)
+    return BackboneSetup(name, source, backbone, quality_cfg, speed_cfg, extractor, runtime)
+
+
+def speed_prompts(extractor: FeatureExtractor, n_throughput: int) -> SpeedPrompts:
+    """Seeded prompts: one of each latency length, then throughput prompts of mixed lengths."""
     rng = random.Random(0)
-    latency_prompts = {n: prompt_with_tokens(extractor, n, rng) for n in LATENCY_TOKENS}
+    latency = {n: prompt_with_tokens(extractor, n, rng) for n in LATENCY_TOKENS}
     overhead = template_overhead(extractor)
-    throughput_prompts = [
+    throughput = [
         prompt_with_tokens(extractor, rng.randint(overhead + 4, THROUGHPUT_MAX_PROMPT_TOKENS), rng)
-        for _ in range(options.throughput_prompts)
+        for _ in range(n_throughput)
     ]
-    lap("make prompts")
+    return SpeedPrompts(latency, throughput, overhead)
 
-    paths = Paths(extractor, None, router, torch_extractor)
-    for _ in range(options.warmup):
-        paths.route([latency_prompts[max(LATENCY_TOKENS)]])
-    routing_only_rss = peak_rss_mb()
-    paths.plain = plain_hf_model(backbone)
-    lap("routing warm-up, load plain model")
 
-    latency = measure_latency(paths, latency_prompts, options.reps, options.warmup)
-    lap("latency")
-    throughput = measure_throughput(paths, throughput_prompts)
-    lap("feature throughput")
-    quality = measure_quality(backbone, paths.plain, quality_cfg, options)
-    lap("quality")
-    training = measure_training(quality_cfg, extractor.dim, options.train_rows, 64)
-    lap("training throughput")
+def warm_up_routing(paths: Paths, prompts: SpeedPrompts, warmup: int) -> float:
+    """Run the routing path on the longest latency prompt; the peak RSS (MB) before the plain
+    model is loaded."""
+    for _ in range(warmup):
+        paths.route([prompts.latency[max(LATENCY_TOKENS)]])
+    return peak_rss_mb()
 
+
+def measurements(
+    setup: BackboneSetup,
+    paths: Paths,
+    plain: PreTrainedModel,
+    prompts: SpeedPrompts,
+    options: argparse.Namespace,
+    sections: Sections,
+) -> dict:
+    """Latency, feature throughput, quality and training throughput, each a timed section."""
+    latency = measure_latency(paths, prompts.latency, options.reps, options.warmup)
+    sections.lap("latency")
+    throughput = measure_throughput(paths, prompts.throughput)
+    sections.lap("feature throughput")
+    quality = measure_quality(setup.backbone, plain, setup.quality_cfg, options)
+    sections.lap("quality")
+    training = measure_training(setup.quality_cfg, setup.extractor.dim, options.train_rows, 64)
+    sections.lap("training throughput")
+    return {"latency": latency, "throughput": throughput, "quality": quality, "training": training}
+
+
+def setup_figures(setup: BackboneSetup, prompts: SpeedPrompts, plain_model: str) -> dict:
+    """What was measured: the backbone, the cut, the configs and the runtime."""
+    backbone, extractor, quality_cfg = setup.backbone, setup.extractor, setup.quality_cfg
+    runtime = setup.runtime
     return {
-        "backbone": name,
-        "settings_source": source,
+        "backbone": setup.name,
+        "settings_source": setup.source,
         "layer": extractor.layer,
         "n_layers": backbone.n_layers,
         "blocks_run": len(layer_list(extractor.truncated)),
@@ -699,24 +772,15 @@ def run_backbone(name: str, options: argparse.Namespace) -> dict:
         "chat_template": bool(
             quality_cfg.chat_template and getattr(backbone.tokenizer, "chat_template", None)
         ),
-        "template_overhead_tokens": overhead,
+        "template_overhead_tokens": prompts.template_overhead,
         "feature_dim": extractor.dim,
         "parameters": sum(p.numel() for p in backbone.model.parameters()),
-        "plain_model": type(paths.plain).__name__,
+        "plain_model": plain_model,
         "routing_model": type(backbone.model).__name__,
         "runtime": runtime.name,
-        "runtime_setting": speed_cfg.runtime,
+        "runtime_setting": setup.speed_cfg.runtime,
         "runtime_description": runtime.describe(),
         "runtime_s": runtime.export_s,
-        "latency": latency,
-        "throughput": throughput,
-        "quality": quality,
-        "training": training,
-        "routing_only_peak_rss_mb": routing_only_rss,
-        "peak_rss_mb": peak_rss_mb(),
-        "sections_s": sections,
-        "threads": torch.get_num_threads(),
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"),
     }
 
 

@@ -221,3 +221,45 @@ def test_speed_quality_finds_no_difference_between_two_exact_paths(
     assert quality["reward_routing"] <= quality["oracle"]
     assert quality["best_single"] <= quality["oracle"]
     assert "quality_delta_se" not in quality
+
+
+def test_speed_reports_what_one_backbone_run_measured(
+    tiny_model_cfg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child's figures (run_backbone on the tiny backbone, a few reps) hold everything the
+    report and its JSON line read: each section timed in order, each table printed."""
+    speed = bench_script("speed", monkeypatch)
+    cfg = tiny_model_cfg.model_copy(update={"layer": 3, "runtime": "torch"})
+    monkeypatch.setattr(speed, "settings_for", lambda name: (cfg, "test choice"))
+    options = argparse.Namespace(
+        threads=1, reps=3, warmup=1, throughput_prompts=5, data_dir="", synthetic=True,
+        synthetic_prompts=6, train_rows=100,
+    )  # fmt: skip
+    result = speed.run_backbone("tiny-random", options)
+    assert list(result["sections_s"]) == [
+        "load backbone",
+        "routing runtime (export or load)",
+        "make prompts",
+        "routing warm-up, load plain model",
+        "latency",
+        "feature throughput",
+        "quality",
+        "training throughput",
+    ]
+    assert result["blocks_run"] == 3 < result["n_layers"]
+    assert result["runtime"] == "torch"
+    assert [figures["reps"] for figures in result["latency"].values()] == [3, 3]
+    assert result["throughput"]["prompts"] == 5
+    assert result["quality"]["prompts"] == 6
+    assert result["training"]["rows"] == 100
+    assert result["routing_only_peak_rss_mb"] <= result["peak_rss_mb"]
+    printed = io.StringIO()
+    wall = {"children": {"tiny-random": 1.0}, "total": 1.0, "load_before": "0", "load_after": "0"}
+    speed.print_report(
+        Console(file=printed, width=140), {"tiny-random": result}, "tiny-random", wall
+    )
+    report = printed.getvalue()
+    assert "tiny-random (default)" in report
+    assert "Target for the default backbone (tiny-random): " in report
+    assert "Only 3 timed reps per latency figure: a smoke run." in report
+    assert speed.summary(result)["runtime"] == "torch"
