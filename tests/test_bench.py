@@ -263,3 +263,29 @@ def test_speed_reports_what_one_backbone_run_measured(
     assert "Target for the default backbone (tiny-random): " in report
     assert "Only 3 timed reps per latency figure: a smoke run." in report
     assert speed.summary(result)["runtime"] == "torch"
+
+
+@pytest.mark.parametrize(
+    ("speedup", "delta", "missed"),
+    [(1.9996, 0.001, "speedup"), (2.5, 0.00504, "quality"), (2.5, -0.00504, "quality")],
+)
+def test_speed_target_table_agrees_with_the_headline_at_the_rounding_edge(
+    speedup: float, delta: float, missed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Target table judged the rounded figures (a 1.9996x speedup shows as 2.000, a
+    0.00504 delta as 0.0050) and said MET while the line below it and the JSON line's
+    target_met said MISSED; both now judge the measured figures."""
+    speed = bench_script("speed", monkeypatch)
+    latency = {"speedup_p50": speedup, "routing_p50_ms": 1.0, "plain_p50_ms": speedup,
+               "torch_routing_speedup_p50": 1.5, "work_ratio": 2.0, "reps": 30}  # fmt: skip
+    result = {"latency": {"256": latency}, "quality": {"quality_delta": delta},
+              "peak_rss_mb": 100.0, "runtime": "onnx"}  # fmt: skip
+    printed = io.StringIO()
+    console = Console(file=printed, width=140)
+    console.print(speed.target_table({"minilm": result}, "minilm"))
+    speed.print_headline(console, {"minilm": result}, "minilm")
+    report = printed.getvalue()
+    assert f"MISSED ({missed})" in report
+    assert " MET " not in report
+    assert "Target for the default backbone (minilm): MISSED" in report
+    assert speed.summary(result)["target_met"] is False
