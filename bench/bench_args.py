@@ -21,12 +21,17 @@ def data_dir_or_exit(parser: argparse.ArgumentParser, data_dir: str | None) -> P
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (calls, repeats, clients)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number of at least 0 (warm-up reps, where 0 skips them)."""
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
     return value
 
 
@@ -44,6 +49,13 @@ def non_negative_float(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
     return value
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
 def _finite(text: str) -> float:

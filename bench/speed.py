@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_args import positive_int
+from bench_args import non_negative_int, positive_int
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader, TensorDataset
@@ -1164,7 +1164,9 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reps", type=positive_int, default=30, help="timed reps per latency figure"
     )
-    parser.add_argument("--warmup", type=int, default=3, help="untimed reps before timing")
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=3, help="untimed reps before timing"
+    )
     parser.add_argument("--threads", type=positive_int, default=2, help="torch.set_num_threads")
     parser.add_argument("--throughput-prompts", type=positive_int, default=32)
     parser.add_argument(

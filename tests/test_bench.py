@@ -289,3 +289,16 @@ def test_speed_target_table_agrees_with_the_headline_at_the_rounding_edge(
     assert " MET " not in report
     assert "Target for the default backbone (minilm): MISSED" in report
     assert speed.summary(result)["target_met"] is False
+
+
+def test_speed_refuses_a_negative_warmup(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`--warmup -3` was taken as no warm-up at all (the first, cold reps timed) though the
+    options say it may be 0, not below; it is a usage error, and 0 still skips the warm-up."""
+    speed = bench_script("speed", monkeypatch)
+    with pytest.raises(SystemExit) as exited:
+        speed.parse_arguments(["--warmup", "-3"])
+    assert exited.value.code == 2
+    assert "argument --warmup: must be at least 0, got -3" in capsys.readouterr().err
+    assert speed.parse_arguments(["--warmup", "0", "--synthetic"]).warmup == 0
