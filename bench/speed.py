@@ -53,6 +53,7 @@ from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
+from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
 from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
 from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
 from fugu_lite.model import RouterModel
@@ -1203,11 +1204,27 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"--data-dir {options.data_dir} has no llmrouter/ folder inside; give the folder "
             "that holds llmrouter/, or pass --synthetic to measure on synthetic prompts"
         )
+    # quality reads the files minutes into each backbone's child: say so before any starts
+    if not (options.synthetic or options.child) and (missing := missing_llmrouter_files(options)):
+        root = Path(options.data_dir) / "llmrouter"
+        parser.error(
+            f"{root} lacks {', '.join(missing)}; copy the whole LLMRouter data there, "
+            "or pass --synthetic to measure on synthetic prompts"
+        )
     return options
 
 
 def has_llmrouter(data_dir: str | Path) -> bool:
     return (Path(data_dir) / "llmrouter").is_dir()
+
+
+def missing_llmrouter_files(options: argparse.Namespace) -> list[str]:
+    """The LLMRouter files the quality measurement reads that the data folder's llmrouter/
+    lacks (none when there is no llmrouter/: then the prompts are synthetic)."""
+    root = Path(options.data_dir) / "llmrouter"
+    if not root.is_dir():
+        return []
+    return [name for name in LLMROUTER_FILES if not (root / name).is_file()]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

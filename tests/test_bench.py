@@ -8,6 +8,7 @@ import asyncio
 import importlib.util
 import io
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from fugu_lite.datasets import DATA_DIR_ENV
+from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.threads import THREAD_VARIABLES
 
@@ -152,6 +154,12 @@ def test_serve_refuses_counts_and_lengths_it_cannot_run(
     assert serve.parse_arguments().unbatched_seconds == 0
 
 
+def touch_files(root: Path, names: Sequence[str]) -> None:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).touch()
+
+
 def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -167,7 +175,7 @@ def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
     assert "--synthetic" in error
     assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
     assert speed.parse_arguments([]).data_dir == str(speed.DEFAULT_DATA_DIR)
-    (tmp_path / "llmrouter").mkdir()
+    touch_files(tmp_path / "llmrouter", LLMROUTER_FILES)
     assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
 
 
@@ -302,3 +310,24 @@ def test_speed_refuses_a_negative_warmup(
     assert exited.value.code == 2
     assert "argument --warmup: must be at least 0, got -3" in capsys.readouterr().err
     assert speed.parse_arguments(["--warmup", "0", "--synthetic"]).warmup == 0
+
+
+def test_speed_names_the_llmrouter_files_a_data_folder_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """An llmrouter/ folder without its files (a copy cut short) passed the check, and each
+    backbone's child failed with a traceback minutes in, when quality read the data; the
+    missing files are now a usage error before any child starts."""
+    speed = bench_script("speed", monkeypatch)
+    root = tmp_path / "llmrouter"
+    touch_files(root, LLMROUTER_FILES[:2])
+    with pytest.raises(SystemExit) as exited:
+        speed.parse_arguments(["--data-dir", str(tmp_path)])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{root} lacks {LLMROUTER_FILES[2]}" in error
+    assert LLMROUTER_FILES[-1] in error
+    assert LLMROUTER_FILES[0] not in error
+    assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
+    touch_files(root, LLMROUTER_FILES[2:])
+    assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
