@@ -5,6 +5,9 @@ What lives where:
   load_pool_config, resolve_gguf);
 - pool.py: WorkerPool, the calls (limits, retries, local restarts; Judge, judge_from_pool);
 - results.py: what a call gives back (CallResult, Usage, usage_cost, json_safe);
+- attempts.py: one attempt at a call: its answer as asked (Answer) or its failure described
+  (Failure, describe_failure, broken_stream_error), the CallResult of a call that failed;
+- streams.py: a streamed call's chunks (WatchedStream, OpenStream, chunk_shaper, CUT_STREAM);
 - retries.py: which failures are tried again (RETRYABLE_KINDS) and the backoff;
 - api_keys.py: the workers' API keys (read_key, check_api_keys, redact, PoolStartError);
 - errors.py: what a failed call means (classify_error, WorkerCallError, the refusals);

@@ -17,7 +17,8 @@ results.py; which failures are retried and the backoff in retries.py; the API ke
 check_api_keys, redact, PoolStartError) in api_keys.py; what a failed call means (its kind,
 the refusals read from a worker's words) in errors.py; a local worker's requests and answers
 in llama.cpp's form in llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the
-output-token limit sent in output_limits.py.
+output-token limit sent in output_limits.py; one attempt's answer read, or its failure described,
+and the CallResult of a failed call in attempts.py; a streamed call's chunk stream in streams.py.
 """
 
 from __future__ import annotations
@@ -27,24 +28,23 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream
-from openai._streaming import ServerSentEvent
+from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from .api_keys import read_key, redact
-from .config import CHAT_PATH, PoolConfig, WorkerConfig, resolve_gguf
-from .errors import (
-    CONTEXT_LENGTH_EXCEEDED,
-    WorkerCallError,
-    classify_error,
-    error_code,
-    refuses_stream_options,
-    status_code,
+from .api_keys import read_key
+from .attempts import (
+    Answer,
+    Failure,
+    answer_as_asked,
+    broken_stream_error,
+    describe_failure,
+    failed_result,
+    refused_result,
 )
-from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
+from .config import CHAT_PATH, PoolConfig, WorkerConfig, resolve_gguf
+from .errors import WorkerCallError, error_code, refuses_stream_options, status_code
 from .llama_cpp_requests import (
     check_local_params,
     llama_cpp_message,
@@ -60,17 +60,16 @@ from .local_server import (
     vocab_size,
 )
 from .output_limits import with_output_limit
-from .results import (
-    NON_FINITE_MARK,
-    CallResult,
-    Usage,
-    answer_json,
-    json_safe,
-    parse_completion,
-    usage_cost,
-    web_page_hint,
-)
+from .results import CallResult, Usage, answer_json, parse_completion, usage_cost, web_page_hint
 from .retries import RETRYABLE_KINDS, attempt_timeout_s, call_budget_s, retry_wait
+from .streams import (
+    CUT_STREAM,
+    OpenStream,
+    WatchedStream,
+    chunk_shaper,
+    close_stream,
+    finishes,
+)
 
 __all__ = ["Judge", "WorkerPool", "judge_from_pool"]
 logger = logging.getLogger(__name__)
@@ -334,7 +333,7 @@ class WorkerPool:
         body = self.request_body(worker, messages, params)
         refused = self.refused_locally(worker, body)
         if refused is not None:
-            return _refused_result(worker_id, refused)
+            return refused_result(worker_id, refused)
         async with self._semaphores[worker_id]:
             if on_slot is not None:
                 on_slot()
@@ -355,7 +354,7 @@ class WorkerPool:
             call = self._sent_call(worker.id)
             try:
                 answer = await self._try_call(worker, client, body, deadline, call)
-                if isinstance(answer, _Answer):
+                if isinstance(answer, Answer):
                     return CallResult(
                         worker_id=worker.id, output=answer.output, usage=answer.usage,
                         cost=answer.cost, latency_s=time.perf_counter() - start, error=None,
@@ -368,7 +367,7 @@ class WorkerPool:
                     deadline,
                 )  # fmt: skip
                 if wait is None:
-                    return _failed_result(worker.id, failure, attempt, start, started_at)
+                    return failed_result(worker.id, failure, attempt, start, started_at)
                 await asyncio.sleep(wait)
             finally:
                 self._answered(worker.id, call)
@@ -380,7 +379,7 @@ class WorkerPool:
         body: dict[str, Any],
         deadline: float,
         call: object,
-    ) -> _Answer | _Failure:
+    ) -> Answer | Failure:
         """One attempt: the worker's answer read, or why it failed."""
         response = None
         try:
@@ -389,10 +388,10 @@ class WorkerPool:
                 # the typed-params transform, which costs ~1 ms per call.
                 response = await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
                 raw = answer_json(response.content, response.headers.get("content-type"))
-            raw = _answer_as_asked(worker, body, response.content, raw)
+            raw = answer_as_asked(worker, body, response.content, raw)
             output, usage = parse_completion(raw)
             cost = None if usage is None else self.cost(worker.id, usage)
-            return _Answer(output=output, usage=usage, cost=cost, raw=raw)
+            return Answer(output=output, usage=usage, cost=cost, raw=raw)
         except asyncio.CancelledError:
             if worker.local is not None and response is None:
                 self.stop_abandoned_answer(worker.id, call=call)
@@ -400,13 +399,13 @@ class WorkerPool:
         except Exception as error:
             return self._failure(worker, error, call)
 
-    def _failure(self, worker: WorkerConfig, error: Exception, call: object) -> _Failure:
+    def _failure(self, worker: WorkerConfig, error: Exception, call: object) -> Failure:
         """A failed attempt described; a local worker's that timed out is stopped, and the
         call is answered."""
-        kind, message, retry_after = self._describe(worker.id, error)
+        kind, message, retry_after = describe_failure(worker.id, error, self._keys.get(worker.id))
         self._stop_timed_out(worker, kind, error, call)
         self._answered(worker.id, call)
-        return _Failure(error=error, kind=kind, message=message, retry_after=retry_after)
+        return Failure(error=error, kind=kind, message=message, retry_after=retry_after)
 
     async def stream_chat(
         self,
@@ -443,10 +442,10 @@ class WorkerPool:
                     finished = finished or finishes(chunk)
                     yield chunk
             except Exception as error:
-                raise self._broken_stream_error(worker_id, error) from None
+                raise broken_stream_error(worker_id, error, self._keys.get(worker_id)) from None
             finally:
                 self._answered(worker_id, opened.call)
-                await _close(opened.stream)
+                await close_stream(opened.stream)
             if not (finished or opened.stream.ended_with_done):
                 raise WorkerCallError("server", f"worker {worker_id}: server: {CUT_STREAM}")
 
@@ -465,7 +464,7 @@ class WorkerPool:
 
     async def _open_stream(
         self, worker: WorkerConfig, body: dict[str, Any], retried: frozenset[str]
-    ) -> _OpenStream:
+    ) -> OpenStream:
         """The stream up to its first chunk, retried like `chat`'s call (and asked once more
         without stream_options when the worker refuses them); WorkerCallError if it fails."""
         deadline = time.perf_counter() + call_budget_s(worker)
@@ -475,7 +474,7 @@ class WorkerPool:
             client, deadline = await self._ready_client(worker.id, deadline)
             call = self._sent_call(worker.id)  # answered when the stream ends
             opened = await self._try_open(worker, client, body, deadline, call)
-            if isinstance(opened, _OpenStream):
+            if isinstance(opened, OpenStream):
                 return opened
             failure = opened
             if "stream_options" in body and refuses_stream_options(failure.error):
@@ -501,7 +500,7 @@ class WorkerPool:
         body: dict[str, Any],
         deadline: float,
         call: object,
-    ) -> _OpenStream | _Failure:
+    ) -> OpenStream | Failure:
         """One attempt at opening the stream: it, with its first chunk, or why it failed."""
         stream = None
         try:
@@ -517,24 +516,18 @@ class WorkerPool:
                 first = await iterator.__anext__()
             if "stream_options" in body:
                 self._took_stream_options(worker.id)
-            return _OpenStream(stream=stream, iterator=iterator, first=first, call=call, body=body)
+            return OpenStream(stream=stream, iterator=iterator, first=first, call=call, body=body)
         except StopAsyncIteration:
-            await _close(stream)
+            await close_stream(stream)
             self._answered(worker.id, call)
             content_type = None if stream is None else stream.response.headers.get("content-type")
             raise await self._empty_stream_error(worker, client, body, content_type) from None
         except Exception as error:
-            await _close(stream)
+            await close_stream(stream)
             return self._failure(worker, error, call)
         except BaseException:
             self._answered(worker.id, call)
             raise
-
-    def _broken_stream_error(self, worker_id: str, error: Exception) -> WorkerCallError:
-        """A failure after the stream's first chunk, said so."""
-        kind, message, _ = self._describe(worker_id, error)
-        message = f"{message} (after the stream started)"
-        return WorkerCallError(kind, message, status_code(error), error_code(error))
 
     async def _empty_stream_error(
         self,
@@ -570,7 +563,7 @@ class WorkerPool:
             async with asyncio.timeout(worker.timeout_s):
                 await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
         except Exception as error:
-            kind, message, _ = self._describe(worker.id, error)
+            kind, message, _ = describe_failure(worker.id, error, self._keys.get(worker.id))
             return WorkerCallError(kind, message, status_code(error), error_code(error))
         return None
 
@@ -656,137 +649,6 @@ class WorkerPool:
         """A stream asked with stream_options opened: a refusal noted before is over."""
         if self.stream_options_refused_at.pop(worker_id, None) is not None:
             logger.info("worker %s now takes stream_options; its streams report usage", worker_id)
-
-    def _describe(self, worker_id: str, error: BaseException) -> tuple[str, str, float | None]:
-        kind, detail, retry_after = classify_error(error)
-        message = f"worker {worker_id}: {kind}: {detail}"
-        return kind, redact(message, self._keys.get(worker_id)), retry_after
-
-
-# A stream that ended neither with a choice's finish_reason nor with `data: [DONE]`.
-CUT_STREAM = (
-    "the stream ended before its answer did (no finish_reason, no data: [DONE]): its "
-    "connection was closed mid-answer (after the stream started)"
-)
-
-
-class WatchedStream(AsyncStream[ChatCompletionChunk]):
-    """A worker's chunk stream that notes whether its `data: [DONE]` came: the openai SDK
-    ends its iteration alike there and where a connection closed cleanly mid-answer."""
-
-    ended_with_done = False
-
-    async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
-        async for event in super()._iter_events():
-            if event.data.startswith("[DONE]"):
-                self.ended_with_done = True
-            yield event
-
-
-def finishes(chunk: dict[str, Any]) -> bool:
-    """Whether a chunk ends a choice (has its finish_reason)."""
-    choices = chunk.get("choices")
-    return isinstance(choices, list) and any(
-        isinstance(choice, dict) and choice.get("finish_reason") for choice in choices
-    )
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """A call's answered attempt: its completion, tokens, their cost and the worker's JSON."""
-
-    output: str
-    usage: Usage | None
-    cost: float | None
-    raw: Any
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """A failed attempt: its error, kind, message (keys scrubbed) and Retry-After."""
-
-    error: Exception
-    kind: str
-    message: str
-    retry_after: float | None
-
-
-@dataclass(frozen=True)
-class _OpenStream:
-    """A stream that gave its first chunk: the call it answers, and the body it was asked
-    with (without stream_options if the worker refused them)."""
-
-    stream: WatchedStream
-    iterator: AsyncIterator[ChatCompletionChunk]
-    first: ChatCompletionChunk
-    call: object
-    body: dict[str, Any]
-
-
-def _refused_result(worker_id: str, refused: WorkerCallError) -> CallResult:
-    """A call refused before it was sent (`refused_locally`)."""
-    return CallResult(
-        worker_id=worker_id, output=None, usage=None, cost=None, latency_s=0.0,
-        error=str(refused), error_kind=refused.kind, attempts=0,
-        status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
-    )  # fmt: skip
-
-
-def _failed_result(
-    worker_id: str, failure: _Failure, attempt: int, start: float, started_at: float
-) -> CallResult:
-    """A call whose last attempt failed, logged."""
-    error = failure.error
-    # A prompt over the worker's context is no failure of the worker.
-    too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
-    logger.log(
-        logging.DEBUG if too_long else logging.INFO,
-        "worker %s failed after %d attempt(s): %s", worker_id, attempt, failure.message,
-    )  # fmt: skip
-    return CallResult(
-        worker_id=worker_id, output=None, usage=None, cost=None,
-        latency_s=time.perf_counter() - start, error=failure.message,
-        error_kind=failure.kind, attempts=attempt, started_at=started_at,
-        finished_at=time.time(), status_code=status_code(error),
-        error_code=error_code(error), retry_after_s=failure.retry_after,
-    )  # fmt: skip
-
-
-def _answer_as_asked(worker: WorkerConfig, body: dict[str, Any], content: bytes, raw: Any) -> Any:
-    """A worker's answer with the numbers JSON cannot hold replaced, and a local worker's in
-    the shape OpenAI gives (one call style, the top_logprobs asked)."""
-    if NON_FINITE_MARK.search(content):
-        raw = json_safe(raw)
-    if worker.local is not None and isinstance(raw, dict):
-        raw = one_call_style(raw, legacy=bool(body.get("functions")))
-        raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
-    return raw
-
-
-def chunk_shaper(
-    worker: WorkerConfig, body: dict[str, Any]
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """What a stream's chunks go through: the numbers JSON cannot hold replaced, and a local
-    worker's in the shape OpenAI gives (each tool call named once, the top_logprobs asked)."""
-    named: set[tuple[Any, Any]] = set()
-    legacy = bool(body.get("functions"))
-
-    def shape(chunk: dict[str, Any]) -> dict[str, Any]:
-        chunk = json_safe(chunk)
-        if worker.local is None:
-            return chunk
-        chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
-        return named_once(one_call_style(chunk, legacy), named)
-
-    return shape
-
-
-async def _close(stream: Any) -> None:
-    if stream is not None:
-        try:
-            await stream.close()
-        except Exception:  # closing a broken connection may fail again; nothing to add
-            logger.debug("closing a failed stream raised", exc_info=True)
 
 
 def judge_from_pool(pool: WorkerPool, worker_id: str, **params: Any) -> Judge:

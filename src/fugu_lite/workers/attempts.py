@@ -1,0 +1,101 @@
+"""One attempt at a worker call: its answer read as asked (Answer, answer_as_asked) or why it
+failed, described with the worker's API key scrubbed (Failure, describe_failure,
+broken_stream_error), and the CallResult of a call refused before it was sent
+(refused_result) or whose last attempt failed (failed_result)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .api_keys import redact
+from .config import WorkerConfig
+from .errors import (
+    CONTEXT_LENGTH_EXCEEDED,
+    WorkerCallError,
+    classify_error,
+    error_code,
+    status_code,
+)
+from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
+from .results import NON_FINITE_MARK, CallResult, Usage, json_safe
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A call's answered attempt: its completion, tokens, their cost and the worker's JSON."""
+
+    output: str
+    usage: Usage | None
+    cost: float | None
+    raw: Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt: its error, kind, message (keys scrubbed) and Retry-After."""
+
+    error: Exception
+    kind: str
+    message: str
+    retry_after: float | None
+
+
+def answer_as_asked(worker: WorkerConfig, body: dict[str, Any], content: bytes, raw: Any) -> Any:
+    """A worker's answer with the numbers JSON cannot hold replaced, and a local worker's in
+    the shape OpenAI gives (one call style, the top_logprobs asked)."""
+    if NON_FINITE_MARK.search(content):
+        raw = json_safe(raw)
+    if worker.local is not None and isinstance(raw, dict):
+        raw = one_call_style(raw, legacy=bool(body.get("functions")))
+        raw = top_logprobs_as_asked(raw, body.get("top_logprobs"))
+    return raw
+
+
+def describe_failure(
+    worker_id: str, error: BaseException, key: str | None
+) -> tuple[str, str, float | None]:
+    """A failed attempt's kind, message (the worker's API key scrubbed) and Retry-After."""
+    kind, detail, retry_after = classify_error(error)
+    message = f"worker {worker_id}: {kind}: {detail}"
+    return kind, redact(message, key), retry_after
+
+
+def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> WorkerCallError:
+    """A failure after the stream's first chunk, said so."""
+    kind, message, _ = describe_failure(worker_id, error, key)
+    message = f"{message} (after the stream started)"
+    return WorkerCallError(kind, message, status_code(error), error_code(error))
+
+
+def refused_result(worker_id: str, refused: WorkerCallError) -> CallResult:
+    """A call refused before it was sent (`refused_locally`)."""
+    return CallResult(
+        worker_id=worker_id, output=None, usage=None, cost=None, latency_s=0.0,
+        error=str(refused), error_kind=refused.kind, attempts=0,
+        status_code=refused.status_code, started_at=time.time(), finished_at=time.time(),
+    )  # fmt: skip
+
+
+def failed_result(
+    worker_id: str, failure: Failure, attempt: int, start: float, started_at: float
+) -> CallResult:
+    """A call whose last attempt failed, logged."""
+    error = failure.error
+    # A prompt over the worker's context is no failure of the worker.
+    too_long = error_code(error) == CONTEXT_LENGTH_EXCEEDED
+    logger.log(
+        logging.DEBUG if too_long else logging.INFO,
+        "worker %s failed after %d attempt(s): %s", worker_id, attempt, failure.message,
+    )  # fmt: skip
+    return CallResult(
+        worker_id=worker_id, output=None, usage=None, cost=None,
+        latency_s=time.perf_counter() - start, error=failure.message,
+        error_kind=failure.kind, attempts=attempt, started_at=started_at,
+        finished_at=time.time(), status_code=status_code(error),
+        error_code=error_code(error), retry_after_s=failure.retry_after,
+    )  # fmt: skip

@@ -1,0 +1,86 @@
+"""A worker's chunk stream: the SDK stream that notes its `data: [DONE]` (WatchedStream), one
+opened up to its first chunk (OpenStream), whether a chunk ends a choice (finishes), what its
+chunks go through (chunk_shaper), what a stream cut mid-answer is said to be (CUT_STREAM),
+and closing one that failed (close_stream)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from openai import AsyncStream
+from openai._streaming import ServerSentEvent
+from openai.types.chat import ChatCompletionChunk
+
+from .config import WorkerConfig
+from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
+from .results import json_safe
+
+logger = logging.getLogger(__name__)
+
+# A stream that ended neither with a choice's finish_reason nor with `data: [DONE]`.
+CUT_STREAM = (
+    "the stream ended before its answer did (no finish_reason, no data: [DONE]): its "
+    "connection was closed mid-answer (after the stream started)"
+)
+
+
+class WatchedStream(AsyncStream[ChatCompletionChunk]):
+    """A worker's chunk stream that notes whether its `data: [DONE]` came: the openai SDK
+    ends its iteration alike there and where a connection closed cleanly mid-answer."""
+
+    ended_with_done = False
+
+    async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
+        async for event in super()._iter_events():
+            if event.data.startswith("[DONE]"):
+                self.ended_with_done = True
+            yield event
+
+
+@dataclass(frozen=True)
+class OpenStream:
+    """A stream that gave its first chunk: the call it answers, and the body it was asked
+    with (without stream_options if the worker refused them)."""
+
+    stream: WatchedStream
+    iterator: AsyncIterator[ChatCompletionChunk]
+    first: ChatCompletionChunk
+    call: object
+    body: dict[str, Any]
+
+
+def finishes(chunk: dict[str, Any]) -> bool:
+    """Whether a chunk ends a choice (has its finish_reason)."""
+    choices = chunk.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(choice, dict) and choice.get("finish_reason") for choice in choices
+    )
+
+
+def chunk_shaper(
+    worker: WorkerConfig, body: dict[str, Any]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """What a stream's chunks go through: the numbers JSON cannot hold replaced, and a local
+    worker's in the shape OpenAI gives (each tool call named once, the top_logprobs asked)."""
+    named: set[tuple[Any, Any]] = set()
+    legacy = bool(body.get("functions"))
+
+    def shape(chunk: dict[str, Any]) -> dict[str, Any]:
+        chunk = json_safe(chunk)
+        if worker.local is None:
+            return chunk
+        chunk = top_logprobs_as_asked(chunk, body.get("top_logprobs"))
+        return named_once(one_call_style(chunk, legacy), named)
+
+    return shape
+
+
+async def close_stream(stream: Any) -> None:
+    if stream is not None:
+        try:
+            await stream.close()
+        except Exception:  # closing a broken connection may fail again; nothing to add
+            logger.debug("closing a failed stream raised", exc_info=True)
