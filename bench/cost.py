@@ -35,7 +35,8 @@ from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
 from fugu_lite.evaluation.curves import OperatingPoint, router_curve
-from fugu_lite.reward_head import SERVED_COST_WEIGHTS, RewardHeadConfig, train_reward_head
+from fugu_lite.reward_head import SERVED_COST_WEIGHTS
+from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
 from fugu_lite.router_family import (
     load_router_family,
     read_family_manifest,

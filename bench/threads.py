@@ -53,7 +53,7 @@ from rich.console import Console
 from rich.table import Table
 from threadpoolctl import threadpool_info
 
-from fugu_lite import features, reward_head, threads
+from fugu_lite import features, reward_head_training, threads
 from fugu_lite.backbones import load_backbone
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
@@ -63,7 +63,7 @@ from fugu_lite.evaluation.curves import baseline_cost_predictions
 from fugu_lite.feature_cache import compute_features
 from fugu_lite.features import FeatureExtractor, uncached_features
 from fugu_lite.model import RouterModel
-from fugu_lite.reward_head import RewardHeadConfig, RewardHeadTraining, train_reward_head
+from fugu_lite.reward_head_training import RewardHeadConfig, RewardHeadTraining, train_reward_head
 from fugu_lite.schemas import RewardRecord, records_in_split
 from fugu_lite.train_sft import sft_loss
 
@@ -251,7 +251,7 @@ def main() -> None:
     records = import_dataset("llmrouter", data_dir_or_exit(parser, args.data_dir))
     n_train = len(records_in_split(records, "train"))
     config = load_config(DEFAULT_CONFIG, PipelineConfig)
-    reward_head.console.quiet = True  # its progress bar and validation line, per run
+    reward_head_training.console.quiet = True  # its progress bar and validation line, per run
     features.console.quiet = True  # the forwards' progress bars, per run
     workloads = {
         "reward_head": reward_head_workload(records, config),

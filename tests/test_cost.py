@@ -46,12 +46,14 @@ from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
     CostAwareRouter,
     RewardCostHead,
+    is_reward_head,
+    load_reward_head,
+)
+from fugu_lite.reward_head_training import (
     RewardHeadConfig,
     RewardHeadTraining,
     effective_cluster_count,
     fit_cluster_mixture,
-    is_reward_head,
-    load_reward_head,
     train_reward_head,
 )
 from fugu_lite.router_family import (

@@ -24,7 +24,7 @@ from fugu_lite.cli import app
 from fugu_lite.config import ESTrainingConfig, ModelConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.cost_routing import CostRoutingDecision
 from fugu_lite.datasets import IMPORTERS, import_dataset
-from fugu_lite.reward_head import RewardHeadTraining
+from fugu_lite.reward_head_training import RewardHeadTraining
 from fugu_lite.routing import RoutingDecision
 from fugu_lite.schemas import read_records
 from fugu_lite.server.chat_request import FUGU_KEYS

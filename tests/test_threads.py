@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from fugu_lite import threads, train_rl, train_sft
 from fugu_lite.config import ModelConfig, RLConfig, RLTrainingConfig, SFTConfig, SFTTrainingConfig
 from fugu_lite.evaluation import baselines, curves, reward_table, run_baselines
-from fugu_lite.reward_head import fit_cluster_mixture, fit_cost_model
+from fugu_lite.reward_head_training import fit_cluster_mixture, fit_cost_model
 from fugu_lite.schemas import RewardRecord
 
 
@@ -66,11 +66,11 @@ def test_the_reward_head_and_baseline_fits_run_in_one_thread(
     two_thread_pools: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[dict[str, int]] = []
-    monkeypatch.setattr("fugu_lite.reward_head.KMeans", seen_in_fit(KMeans, seen))
+    monkeypatch.setattr("fugu_lite.reward_head_training.KMeans", seen_in_fit(KMeans, seen))
     monkeypatch.setattr(
-        "fugu_lite.reward_head.LogisticRegression", seen_in_fit(LogisticRegression, seen)
+        "fugu_lite.reward_head_training.LogisticRegression", seen_in_fit(LogisticRegression, seen)
     )
-    monkeypatch.setattr("fugu_lite.reward_head.Ridge", seen_in_fit(Ridge, seen))
+    monkeypatch.setattr("fugu_lite.reward_head_training.Ridge", seen_in_fit(Ridge, seen))
     monkeypatch.setattr(baselines, "Ridge", seen_in_fit(Ridge, seen))
     rng = np.random.default_rng(0)
     features = rng.standard_normal((80, 6))

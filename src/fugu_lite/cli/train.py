@@ -216,7 +216,7 @@ def train_reward_head_command(
     """Cost-aware reward head: each worker's reward and cost, for any --cost-weight.
 
     `route` and `serve` then answer any cost weight; -c with a pipeline file uses its model."""
-    from ..reward_head import RewardHeadConfig, train_reward_head
+    from ..reward_head_training import RewardHeadConfig, train_reward_head
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
     check_not_another_stage(output, "reward_head")
