@@ -84,6 +84,29 @@ async def run_python_tests(
 
 
 async def _run_in(folder: Path, code: str, tests: str, limits: SandboxLimits) -> SandboxResult:
+    workdir = _write_files(folder, code, tests)
+    python = limits.python or sys.executable
+    isolation = _isolation(limits, python)
+    command = _harness_command(folder, limits, python, isolation)
+    started = time.perf_counter()
+    try:
+        process = await _start(command, folder, workdir)
+    except OSError as error:
+        return SandboxResult(
+            status="internal_error",
+            detail=f"could not start the sandbox ({python}): {error}",
+            network_isolation=isolation,
+        )
+    timed_out = await _wait_or_kill(process, limits.timeout_s)
+    result = collect_results(folder, process.returncode, timed_out, limits)
+    result.duration_s = time.perf_counter() - started
+    result.network_isolation = isolation
+    return result
+
+
+def _write_files(folder: Path, code: str, tests: str) -> Path:
+    """The code, its tests and the harness written into FOLDER; returns the empty working
+    folder the code runs in."""
     workdir = folder / "work"
     workdir.mkdir()
     # A reply decoded from JSON may hold a lone surrogate ("\ud83d", half an emoji) that
@@ -92,8 +115,12 @@ async def _run_in(folder: Path, code: str, tests: str, limits: SandboxLimits) ->
     (folder / "solution.py").write_text(code, encoding="utf-8", errors="backslashreplace")
     (folder / "tests.py").write_text(tests, encoding="utf-8", errors="backslashreplace")
     (folder / "harness.py").write_text(HARNESS, encoding="utf-8")
-    python = limits.python or sys.executable
-    isolation = _isolation(limits, python)
+    return workdir
+
+
+def _harness_command(folder: Path, limits: SandboxLimits, python: str, isolation: str) -> list[str]:
+    """The harness's command line with the limits it sets, inside a network namespace when
+    `isolation` is "unshare"."""
     settings = {
         "memory_bytes": limits.memory_mb * 1024 * 1024,
         "cpu_s": math.ceil(limits.timeout_s),
@@ -105,37 +132,37 @@ async def _run_in(folder: Path, code: str, tests: str, limits: SandboxLimits) ->
     command.append(json.dumps(settings))
     if isolation == "unshare":
         command = ["unshare", "--user", "--map-root-user", "--net", *command]
-    started = time.perf_counter()
-    try:
-        with (folder / "stdout").open("wb") as out, (folder / "stderr").open("wb") as err:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=workdir,
-                start_new_session=True,
-                env=_child_env(),
-            )
-    except OSError as error:
-        return SandboxResult(
-            status="internal_error",
-            detail=f"could not start the sandbox ({python}): {error}",
-            network_isolation=isolation,
+    return command
+
+
+async def _start(command: list[str], folder: Path, workdir: Path) -> asyncio.subprocess.Process:
+    """The harness started in a new session (its own process group), its output going to
+    FOLDER's stdout and stderr files; raises OSError when it cannot start."""
+    with (folder / "stdout").open("wb") as out, (folder / "stderr").open("wb") as err:
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            cwd=workdir,
+            start_new_session=True,
+            env=_child_env(),
         )
+
+
+async def _wait_or_kill(process: asyncio.subprocess.Process, timeout_s: float) -> bool:
+    """Wait up to timeout_s for the run, then kill its whole process group (also when the
+    wait is cancelled); whether it timed out."""
     timed_out = False
     try:
-        await asyncio.wait_for(process.wait(), timeout=limits.timeout_s)
+        await asyncio.wait_for(process.wait(), timeout=timeout_s)
     except TimeoutError:
         timed_out = True
     finally:
         _kill_group(process.pid)
         if process.returncode is None:
             await process.wait()
-    result = collect_results(folder, process.returncode, timed_out, limits)
-    result.duration_s = time.perf_counter() - started
-    result.network_isolation = isolation
-    return result
+    return timed_out
 
 
 def _kill_group(pid: int) -> None:
