@@ -1137,6 +1137,10 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
         ("reference_cost", -1.0, "reference_cost: Input should be greater than 0"),
         ("temperature", "x", "temperature: Input should be a valid number"),
         ("group_sizes", [], "group_sizes: List should have at least 1 item"),
+        # they still sum to the saved head's 1 row: [1, 0] halved every predicted reward,
+        # [2, -1] loaded and then failed every request
+        ("group_sizes", [1, 0], "group_sizes.1: Input should be greater than or equal to 1"),
+        ("group_sizes", [2, -1], "group_sizes.1: Input should be greater than or equal to 1"),
     ],
 )
 def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(

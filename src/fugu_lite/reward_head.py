@@ -22,6 +22,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import torch
 from pydantic import Field, StrictInt
@@ -243,9 +244,10 @@ RETRAIN_HEAD = "retrain with `fugu-lite train reward-head`"
 
 class RewardHeadShape(RouterShape):
     """reward_head.json's keys beyond a router's: a negative reference cost turned every cost
-    into a gain, so a cost weight favoured the dearest workers."""
+    into a gain, so a cost weight favoured the dearest workers; a group size of 0 added a
+    member predicting reward 0 to the mean, and a negative one failed every request."""
 
-    group_sizes: list[StrictInt] = Field(min_length=1)
+    group_sizes: list[Annotated[StrictInt, Field(ge=1)]] = Field(min_length=1)
     reference_cost: float | None = Field(gt=0)
     temperature: float = Field(gt=0)
 
