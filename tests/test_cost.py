@@ -1141,6 +1141,9 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
         # [2, -1] loaded and then failed every request
         ("group_sizes", [1, 0], "group_sizes.1: Input should be greater than or equal to 1"),
         ("group_sizes", [2, -1], "group_sizes.1: Input should be greater than or equal to 1"),
+        # Infinity: every cost weight routed as 0 did, or every prompt to the first worker
+        ("reference_cost", float("inf"), "reference_cost: Input should be a finite number"),
+        ("temperature", float("inf"), "temperature: Input should be a finite number"),
     ],
 )
 def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(

@@ -245,11 +245,13 @@ RETRAIN_HEAD = "retrain with `fugu-lite train reward-head`"
 class RewardHeadShape(RouterShape):
     """reward_head.json's keys beyond a router's: a negative reference cost turned every cost
     into a gain, so a cost weight favoured the dearest workers; a group size of 0 added a
-    member predicting reward 0 to the mean, and a negative one failed every request."""
+    member predicting reward 0 to the mean, and a negative one failed every request.
+    Infinity (which JSON readers take) passed gt=0: an infinite reference cost routed every
+    cost weight as 0, and an infinite temperature tied every worker at every prompt."""
 
     group_sizes: list[Annotated[StrictInt, Field(ge=1)]] = Field(min_length=1)
-    reference_cost: float | None = Field(gt=0)
-    temperature: float = Field(gt=0)
+    reference_cost: float | None = Field(gt=0, allow_inf_nan=False)
+    temperature: float = Field(gt=0, allow_inf_nan=False)
 
 
 def is_reward_head(path: str | Path) -> bool:
