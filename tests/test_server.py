@@ -139,7 +139,11 @@ def test_a_workers_negative_or_unreadable_usage_is_answered_and_not_counted(
     running = serve(pool_for(stubs))
     worker = ranking_for(family, CODE).ranking[0]
     client = running.client()
-    for usage in ({"prompt_tokens": -4, "completion_tokens": 3}, {"prompt_tokens": "n/a"}):
+    for usage in (
+        {"prompt_tokens": -4, "completion_tokens": 3},
+        {"prompt_tokens": "n/a"},
+        {"prompt_tokens": "\u00b2", "completion_tokens": 3},
+    ):
         stubs.workers[worker].usage = usage
         completion = client.chat.completions.create(model=MODEL, messages=user(CODE))
         assert completion.choices[0].message.content == f"answer from {worker}"
@@ -153,8 +157,8 @@ def test_a_workers_negative_or_unreadable_usage_is_answered_and_not_counted(
         assert text == f"answer from {worker}"
     metrics = running.metrics()
     assert metric_value(metrics, "fugu_tokens_total", worker=worker, kind="prompt") == 0
-    assert metric_value(metrics, "fugu_requests_total", status="200", stream="true") == 2
-    assert metric_value(metrics, "fugu_requests_total", status="200", stream="false") == 2
+    assert metric_value(metrics, "fugu_requests_total", status="200", stream="true") == 3
+    assert metric_value(metrics, "fugu_requests_total", status="200", stream="false") == 3
 
 
 def test_a_worker_refusing_stream_options_is_streamed_to_without_them(

@@ -156,6 +156,9 @@ BAD_INPUTS = [
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
+    # str.isdigit takes a superscript two, int() does not: the pool failed on it (a 500)
+    ("a logit_bias key of superscript digits", {**VALID, "logit_bias": {"\u00b2": 1}}, 400,
+     "logit_bias keys are token ids"),
     # the SDK's argument written into the body: its keys were ignored, it went to a worker
     ("extra_body as a key", {**VALID, "extra_body": {"workers": ["coder"]}}, 400,
      "extra_body: is the openai SDK's argument, not a key of the request"),

@@ -23,7 +23,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed the limit (as sent, and
     once decompressed)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isdecimal() and int(declared) > limit:
         raise too_large(int(declared), limit)
     chunks, size = [], 0
     try:

@@ -187,7 +187,7 @@ class ChatCompletionRequest(BaseModel):
     @classmethod
     def _token_id_biases(cls, value: dict[str, float] | None) -> dict[str, float] | None:
         for token, bias in (value or {}).items():
-            if not token.isdigit():
+            if not token.isdecimal():  # isdigit() takes '²', which int() refuses
                 raise ValueError(
                     f"logit_bias keys are token ids (integers written as strings, e.g. "
                     f'"50256"); got {token!r}'

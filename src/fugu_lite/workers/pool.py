@@ -615,7 +615,7 @@ class WorkerPool:
         if size is None or not isinstance(bias, dict):
             return None
         for key in bias:
-            if str(key).isdigit() and int(key) >= size:
+            if str(key).isdecimal() and int(key) >= size:
                 return (
                     f"logit_bias key {key!r} is not a token id of its model, whose vocabulary "
                     f"has {size} tokens (ids 0 to {size - 1}); use its token ids, or drop the "

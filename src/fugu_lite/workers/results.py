@@ -155,7 +155,7 @@ def token_count(value: Any) -> int | None:
     """A token count given as an int, a whole float (7.0) or digits ("7"); None otherwise."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():  # not '²', which int() refuses
         return int(value)
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
