@@ -683,6 +683,12 @@ def test_excluding_every_worker_or_an_unknown_one_is_a_clear_400(serve, stubs: S
         )
     assert "gpt-5" in error.value.body["message"] and "coder" in error.value.body["message"]
     assert error.value.body["param"] == "exclude_workers"
+    with pytest.raises(openai.BadRequestError) as error:  # a typo is matched, as route does
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"workers": ["Coder", "mathematicain"]}
+        )
+    meant = "(did you mean 'coder' for 'Coder', 'mathematician' for 'mathematicain'?)"
+    assert meant in error.value.body["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 

@@ -35,7 +35,7 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
     unknown = sorted(set(exclude) - set(worker_ids))
     if unknown:
         raise NoWorkerLeftError(
-            f"cannot exclude unknown worker(s) {unknown}{_meant_workers(unknown, worker_ids)}; "
+            f"cannot exclude unknown worker(s) {unknown}{meant_workers(unknown, worker_ids)}; "
             f"this router's workers: {names_line(worker_ids)}"
         )
     allowed = [worker for worker in worker_ids if worker not in set(exclude)]
@@ -47,7 +47,7 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
     return allowed
 
 
-def _meant_workers(unknown: Sequence[str], worker_ids: Sequence[str]) -> str:
+def meant_workers(unknown: Sequence[str], worker_ids: Sequence[str]) -> str:
     """' (did you mean 'coder' for 'Coder'?)' for the unknown ids close to a worker's, or ''."""
     meant = [
         f"{close[0]!r} for {name!r}"

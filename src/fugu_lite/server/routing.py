@@ -18,6 +18,7 @@ from ..cost_weighting import (
 )
 from ..model import RouterModel
 from ..router_family import RouterFamily
+from ..routing import meant_workers
 from ..schemas import ChatMessage
 from .api_error import ApiError
 
@@ -84,7 +85,8 @@ class RouterService:
             if unknown:
                 raise ApiError(
                     400,
-                    f"{param} names unknown worker(s) {unknown}; this router's workers: {known}",
+                    f"{param} names unknown worker(s) {unknown}"
+                    f"{meant_workers(unknown, self.worker_ids)}; this router's workers: {known}",
                     param=param,
                     code="unknown_worker",
                 )
