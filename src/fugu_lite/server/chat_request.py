@@ -19,15 +19,15 @@ from pydantic import (
 from ..schemas import ChatMessage
 from .json_schema import empty_choice
 from .request_checks import (
-    CONTENT_REQUIRED,
     NAME_RULE,
     ONLY_WITH_TOOLS,
     OPENAI_NAME,
     TOOL_CHOICE_MODES,
+    check_content,
     check_function,
-    check_function_call,
-    check_part_types,
-    check_tool_calls,
+    check_function_turn,
+    check_name,
+    check_tool_turn,
     compact,
     named_function,
     null_is_false,
@@ -146,41 +146,10 @@ class ChatCompletionRequest(BaseModel):
         """OpenAI's shape for tool and function turns (llama.cpp's server answers others
         with a 500)."""
         for index, message in enumerate(messages):
-            extra = message.model_extra or {}
-            if message.content is None and message.role in CONTENT_REQUIRED:
-                raise ValueError(
-                    f"messages[{index}] is a {message.role} message without content (null or "
-                    'missing); give its text ("" for none) or content parts, as OpenAI\'s '
-                    "API requires (only an assistant turn, or a function result, may have none)"
-                )
-            if message.content == [] and message.role in CONTENT_REQUIRED:
-                raise ValueError(
-                    f"messages[{index}].content is an empty list, which OpenAI's API refuses "
-                    "too; give at least one content part, or the text as a string"
-                )
-            check_part_types(index, message.content)
-            if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
-                raise ValueError(
-                    f"messages[{index}] is a tool message without a string tool_call_id; "
-                    "give the id of the assistant's tool call it answers"
-                )
-            calls = extra.get("tool_calls")
-            if message.role == "assistant" and calls is not None:
-                check_tool_calls(index, calls)
-            if message.role == "assistant":
-                check_function_call(index, extra.get("function_call"))
-            if message.role == "function" and not isinstance(extra.get("name"), str):
-                raise ValueError(
-                    f"messages[{index}] is a function message without a string name; give "
-                    "the name of the function whose result it holds, e.g. "
-                    '{"role": "function", "name": "weather", "content": "sunny"}'
-                )
-            name = extra.get("name")
-            if name is not None and not isinstance(name, str):
-                raise ValueError(
-                    f"messages[{index}].name must be a string (the participant's name, e.g. "
-                    f'"alice"), as OpenAI\'s API requires; got {compact(name)}'
-                )
+            check_content(index, message)
+            check_tool_turn(index, message)
+            check_function_turn(index, message)
+            check_name(index, message)
         return messages
 
     @field_validator("logit_bias")

@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import ValidationInfo
 
+from ..schemas import ChatMessage
+
 TOOL_CHOICE_MODES = ("none", "auto", "required")
 # Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
 # hold only tool_calls, and a deprecated function result may be null).
@@ -17,6 +19,57 @@ CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
 CONTENT_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
 # The Responses API's names for them, which clients copy into chat requests.
 RESPONSES_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+
+
+def check_content(index: int, message: ChatMessage) -> None:
+    """messages[index] has content where its role needs it, and its parts are OpenAI's."""
+    if message.content is None and message.role in CONTENT_REQUIRED:
+        raise ValueError(
+            f"messages[{index}] is a {message.role} message without content (null or "
+            'missing); give its text ("" for none) or content parts, as OpenAI\'s '
+            "API requires (only an assistant turn, or a function result, may have none)"
+        )
+    if message.content == [] and message.role in CONTENT_REQUIRED:
+        raise ValueError(
+            f"messages[{index}].content is an empty list, which OpenAI's API refuses "
+            "too; give at least one content part, or the text as a string"
+        )
+    check_part_types(index, message.content)
+
+
+def check_tool_turn(index: int, message: ChatMessage) -> None:
+    """A tool result names the call it answers; an assistant's tool_calls are OpenAI's."""
+    extra = message.model_extra or {}
+    if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
+        raise ValueError(
+            f"messages[{index}] is a tool message without a string tool_call_id; "
+            "give the id of the assistant's tool call it answers"
+        )
+    calls = extra.get("tool_calls")
+    if message.role == "assistant" and calls is not None:
+        check_tool_calls(index, calls)
+
+
+def check_function_turn(index: int, message: ChatMessage) -> None:
+    """The deprecated function turns: an assistant's function_call, a function's name."""
+    extra = message.model_extra or {}
+    if message.role == "assistant":
+        check_function_call(index, extra.get("function_call"))
+    if message.role == "function" and not isinstance(extra.get("name"), str):
+        raise ValueError(
+            f"messages[{index}] is a function message without a string name; give "
+            "the name of the function whose result it holds, e.g. "
+            '{"role": "function", "name": "weather", "content": "sunny"}'
+        )
+
+
+def check_name(index: int, message: ChatMessage) -> None:
+    name = (message.model_extra or {}).get("name")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(
+            f"messages[{index}].name must be a string (the participant's name, e.g. "
+            f'"alice"), as OpenAI\'s API requires; got {compact(name)}'
+        )
 
 
 def check_part_types(index: int, content: Any) -> None:
