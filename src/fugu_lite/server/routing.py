@@ -79,6 +79,20 @@ class RouterService:
         cost_weight: float | None,
     ) -> tuple[str, ...]:
         """The workers a request may be routed to, or a 400 saying why none/what is wrong."""
+        self._check_names(exclude, allow)
+        self._check_cost_weight(cost_weight)
+        removed = set(self.opt_out) | set(exclude or ())
+        allowed = tuple(
+            worker
+            for worker in self.worker_ids
+            if worker not in removed and (allow is None or worker in allow)
+        )
+        if not allowed:
+            raise self._no_worker_left(exclude, allow)
+        return allowed
+
+    def _check_names(self, exclude: Sequence[str] | None, allow: Sequence[str] | None) -> None:
+        """Every worker named is the router's, and `workers` (when given) names one."""
         known = ", ".join(self.worker_ids)
         for param, names in (("exclude_workers", exclude), ("workers", allow)):
             unknown = sorted(set(names or ()) - set(self.worker_ids))
@@ -92,40 +106,42 @@ class RouterService:
                 )
         if allow is not None and not allow:
             raise ApiError(400, f"workers is empty; name one or more of: {known}", param="workers")
-        if cost_weight is not None and not self.serves_cost_weight(cost_weight):
+
+    def _check_cost_weight(self, cost_weight: float | None) -> None:
+        """A requested cost weight is one this router serves (and its reward head takes)."""
+        if cost_weight is None:
+            return
+        if not self.serves_cost_weight(cost_weight):
             raise ApiError(
                 400,
                 f"cost_weight is not supported by this server: {self.cost_weight_refusal()}",
                 param="cost_weight",
                 code="cost_weight_unsupported",
             )
-        if cost_weight is not None and self.family.reward_head is not None:
+        if self.family.reward_head is not None:
             try:  # here, not in the batch: one request's weight must not fail its batch-mates
                 check_head_cost_weight(cost_weight)
             except CostWeightError as error:
                 raise ApiError(400, str(error), param="cost_weight") from error
-        removed = set(self.opt_out) | set(exclude or ())
-        allowed = tuple(
-            worker
-            for worker in self.worker_ids
-            if worker not in removed and (allow is None or worker in allow)
+
+    def _no_worker_left(
+        self, exclude: Sequence[str] | None, allow: Sequence[str] | None
+    ) -> ApiError:
+        """The 400 for a request whose opt-outs, exclusions and allow list leave no worker."""
+        reasons = []
+        if self.opt_out:
+            reasons.append(f"opted out server-wide: {', '.join(self.opt_out)}")
+        if exclude:
+            reasons.append(f"exclude_workers: {', '.join(exclude)}")
+        if allow is not None:
+            reasons.append(f"workers allows only: {', '.join(allow)}")
+        return ApiError(
+            400,
+            "no worker is left to answer (" + "; ".join(reasons) + "); allow at least one "
+            f"of: {', '.join(w for w in self.worker_ids if w not in self.opt_out)}",
+            param="exclude_workers" if exclude else "workers",
+            code="no_worker_left",
         )
-        if not allowed:
-            reasons = []
-            if self.opt_out:
-                reasons.append(f"opted out server-wide: {', '.join(self.opt_out)}")
-            if exclude:
-                reasons.append(f"exclude_workers: {', '.join(exclude)}")
-            if allow is not None:
-                reasons.append(f"workers allows only: {', '.join(allow)}")
-            raise ApiError(
-                400,
-                "no worker is left to answer (" + "; ".join(reasons) + "); allow at least one "
-                f"of: {', '.join(w for w in self.worker_ids if w not in self.opt_out)}",
-                param="exclude_workers" if exclude else "workers",
-                code="no_worker_left",
-            )
-        return allowed
 
     def serves_cost_weight(self, cost_weight: float) -> bool:
         """A family or reward head with costs serves any; a single checkpoint only the one it
