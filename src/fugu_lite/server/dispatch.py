@@ -144,32 +144,8 @@ class Dispatcher:
             permit = self._may_call(worker, attempts)
             if permit is None:
                 continue
-            wait = SlotWait(self.deadline_s(worker))
-            try:
-                async with asyncio.timeout(wait.deadline_s) as wait.limit:
-                    result = await self.pool.chat(
-                        worker, messages, wait, retried_kinds(last), **params
-                    )
-            except TimeoutError:
-                result = self._timed_out(worker, wait.had_slot)
-            except asyncio.CancelledError:
-                self.breaker.release(worker, permit)
-                raise
-            outcome = (
-                "ok"
-                if result.error is None
-                else refine_kind(result.error_kind, result.status_code, result.error_code)
-            )
-            attempt = Attempt(
-                worker,
-                outcome,
-                self.redact(result.error) if result.error else None,
-                result.latency_s,
-                result.attempts,
-                retry_at(result.retry_after_s),
-                result.error_code,
-                permit,
-            )
+            result = await self._call(worker, messages, params, permit, last)
+            attempt = self._call_attempt(worker, result, permit)
             attempts.append(attempt)
             self._record(attempt, last=last)
             if result.error is None:
@@ -177,6 +153,43 @@ class Dispatcher:
             if attempt.outcome not in NEXT_WORKER_OUTCOMES:
                 raise WorkerRejectedError(attempts)
         raise AllWorkersFailedError(attempts)
+
+    async def _call(
+        self,
+        worker: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        permit: Permit,
+        last: bool,
+    ) -> CallResult:
+        """One worker's answer (with the pool's retries) within its deadline; a cancelled
+        call frees the worker's circuit probe, if it held it."""
+        wait = SlotWait(self.deadline_s(worker))
+        try:
+            async with asyncio.timeout(wait.deadline_s) as wait.limit:
+                return await self.pool.chat(worker, messages, wait, retried_kinds(last), **params)
+        except TimeoutError:
+            return self._timed_out(worker, wait.had_slot)
+        except asyncio.CancelledError:
+            self.breaker.release(worker, permit)
+            raise
+
+    def _call_attempt(self, worker: str, result: CallResult, permit: Permit) -> Attempt:
+        outcome = (
+            "ok"
+            if result.error is None
+            else refine_kind(result.error_kind, result.status_code, result.error_code)
+        )
+        return Attempt(
+            worker,
+            outcome,
+            self.redact(result.error) if result.error else None,
+            result.latency_s,
+            result.attempts,
+            retry_at(result.retry_after_s),
+            result.error_code,
+            permit,
+        )
 
     async def open_stream(
         self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]
@@ -189,45 +202,72 @@ class Dispatcher:
             permit = self._may_call(worker, attempts)
             if permit is None:
                 continue
-            started = time.perf_counter()
-            wait = SlotWait(self.deadline_s(worker))
-            chunks = self.pool.stream_chat(worker, messages, wait, retried_kinds(last), **params)
-            try:
-                async with asyncio.timeout(wait.deadline_s) as wait.limit:
-                    first = await anext(chunks)
-            except (WorkerCallError, TimeoutError, StopAsyncIteration) as error:
-                await close_quietly(chunks)
-                kind, message = describe_stream_error(worker, error)
-                if isinstance(error, TimeoutError) and not wait.had_slot:
-                    kind, message = BUSY, self.busy_message(worker)
-                failed = error if isinstance(error, WorkerCallError) else None
-                attempt = Attempt(
-                    worker,
-                    kind,
-                    self.redact(message),
-                    time.perf_counter() - started,
-                    1,
-                    retry_at(failed.retry_after_s if failed else None),
-                    failed.code if failed else None,
-                    permit,
-                )
-                attempts.append(attempt)
-                self._record(attempt, last=last)
-                if kind not in NEXT_WORKER_OUTCOMES:
-                    raise WorkerRejectedError(attempts) from None
+            opened = await self._open(worker, messages, params, permit, last)
+            if isinstance(opened, Attempt):
+                attempts.append(opened)
+                self._record(opened, last=last)
+                if opened.outcome not in NEXT_WORKER_OUTCOMES:
+                    raise WorkerRejectedError(attempts)
                 continue
-            except BaseException:
-                self.breaker.release(worker, permit)
-                await close_quietly(chunks)
-                raise
-            opened_s = time.perf_counter() - started
-            attempt = Attempt(worker, "ok", None, opened_s, 1, permit=permit)
+            attempt = Attempt(worker, "ok", None, opened.opened_s, 1, permit=permit)
             attempts.append(attempt)
             # The breaker's verdict waits for the stream's end (stream_ended): a worker that
             # always fails after its first chunk must still open its circuit.
             self._record(attempt, judged=False)
-            return OpenedStream(worker, first, chunks, attempts, opened_s, permit)
+            opened.attempts = attempts
+            return opened
         raise AllWorkersFailedError(attempts)
+
+    async def _open(
+        self,
+        worker: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        permit: Permit,
+        last: bool,
+    ) -> OpenedStream | Attempt:
+        """The worker's stream with its first chunk, or the failed attempt (its stream
+        closed). Anything else (a cancellation) closes it, frees the worker's circuit probe
+        if it held it, and goes on."""
+        started = time.perf_counter()
+        wait = SlotWait(self.deadline_s(worker))
+        chunks = self.pool.stream_chat(worker, messages, wait, retried_kinds(last), **params)
+        try:
+            async with asyncio.timeout(wait.deadline_s) as wait.limit:
+                first = await anext(chunks)
+        except (WorkerCallError, TimeoutError, StopAsyncIteration) as error:
+            await close_quietly(chunks)
+            return self._stream_attempt(worker, error, wait.had_slot, started, permit)
+        except BaseException:
+            self.breaker.release(worker, permit)
+            await close_quietly(chunks)
+            raise
+        return OpenedStream(worker, first, chunks, [], time.perf_counter() - started, permit)
+
+    def _stream_attempt(
+        self,
+        worker: str,
+        error: WorkerCallError | TimeoutError | StopAsyncIteration,
+        had_slot: bool,
+        started: float,
+        permit: Permit,
+    ) -> Attempt:
+        """A stream that failed before its first chunk, as an attempt (busy: it never had
+        one of the worker's slots)."""
+        kind, message = describe_stream_error(worker, error)
+        if isinstance(error, TimeoutError) and not had_slot:
+            kind, message = BUSY, self.busy_message(worker)
+        failed = error if isinstance(error, WorkerCallError) else None
+        return Attempt(
+            worker,
+            kind,
+            self.redact(message),
+            time.perf_counter() - started,
+            1,
+            retry_at(failed.retry_after_s if failed else None),
+            failed.code if failed else None,
+            permit,
+        )
 
     def _may_call(self, worker: str, attempts: list[Attempt]) -> Permit | None:
         """Whether the worker is called now (None: no): not while its provider's rate limit
