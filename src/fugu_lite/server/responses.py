@@ -58,9 +58,8 @@ class Routed:
 
 
 def routing_headers(routed: Routed, attempts: list[Attempt]) -> dict[str, str]:
-    answered = next((a.worker for a in attempts if a.outcome == "ok"), "")
     return {
-        WORKER_HEADER: answered,
+        WORKER_HEADER: answered_by(attempts) or "",
         PROBABILITIES_HEADER: json.dumps(
             {w: round(p, 4) for w, p in routed.route.probabilities.items()}, separators=(",", ":")
         ),
@@ -72,7 +71,7 @@ def routing_headers(routed: Routed, attempts: list[Attempt]) -> dict[str, str]:
 def routing_field(routed: Routed, attempts: list[Attempt], cost: float | None) -> dict[str, Any]:
     """The opt-in `fugu` body field (request key include_routing)."""
     return {
-        "worker": next((a.worker for a in attempts if a.outcome == "ok"), None),
+        "worker": answered_by(attempts),
         "chosen": routed.route.ranking[0],
         "probabilities": routed.route.probabilities,
         "ranking": routed.route.ranking,
@@ -117,7 +116,28 @@ def finish(
     cost: float | None = None,
 ) -> None:
     """Metrics and the decision log line for a routed request."""
-    answered = next((a.worker for a in attempts if a.outcome == "ok"), None)
+    answered = answered_by(attempts)
+    count_request(server, routed, answered, usage, outcome, status, cost)
+    entry = decision_entry(server, routed, attempts, answered, usage, outcome, status, cost)
+    messages = server.redact.scrub(routed.messages) if server.log.log_content else None
+    server.log.write(entry, messages)  # type: ignore[arg-type]
+
+
+def answered_by(attempts: list[Attempt]) -> str | None:
+    """The worker whose call answered, if one did."""
+    return next((a.worker for a in attempts if a.outcome == "ok"), None)
+
+
+def count_request(
+    server: FuguServer,
+    routed: Routed,
+    answered: str | None,
+    usage: dict[str, Any] | None,
+    outcome: str,
+    status: int,
+    cost: float | None,
+) -> None:
+    """The request's metrics: its status, its error, and the answering worker's usage."""
     metrics = server.metrics
     metrics.requests.labels(str(status), str(routed.chat.stream).lower()).inc()
     if outcome != "ok":
@@ -126,8 +146,20 @@ def finish(
         metrics.record_usage(answered, usage, cost)
         if answered != routed.route.ranking[0]:
             metrics.fallbacks.inc()
+
+
+def decision_entry(
+    server: FuguServer,
+    routed: Routed,
+    attempts: list[Attempt],
+    answered: str | None,
+    usage: dict[str, Any] | None,
+    outcome: str,
+    status: int,
+    cost: float | None,
+) -> DecisionLogEntry:
     worker_ids = server.router.worker_ids
-    entry = DecisionLogEntry(
+    return DecisionLogEntry(
         request_id=routed.request_id,
         model=server.settings.model_name,
         prompt_hash=conversation_hash(routed.chat.messages),
@@ -147,5 +179,3 @@ def finish(
         usage=usage,
         cost=cost,
     )
-    messages = server.redact.scrub(routed.messages) if server.log.log_content else None
-    server.log.write(entry, messages)  # type: ignore[arg-type]
