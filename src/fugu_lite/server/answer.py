@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
-from .dispatch import AllWorkersFailedError, WorkerRejectedError
+from .dispatch import AllWorkersFailedError, OpenedStream, WorkerRejectedError
 from .errors import failure
 from .responses import (
     Routed,
@@ -94,11 +94,7 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
 
 
 async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
-    params = routed.chat.worker_params()
-    # Ask for usage always (for metrics and cost); the client gets it only if it asked.
-    # The client's other stream_options (include_obfuscation, ...) go on as sent.
-    options = routed.chat.stream_options
-    params["stream_options"] = {**(options.model_dump() if options else {}), "include_usage": True}
+    params = stream_params(routed.chat)
     try:
         opened = await until_disconnected(
             request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
@@ -108,6 +104,27 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None
+    relay = relayed_stream(server, routed, opened)
+    return StreamingResponse(
+        relay.events(),
+        media_type="text/event-stream",
+        headers={**routing_headers(routed, opened.attempts), **STREAM_HEADERS},
+        background=BackgroundTask(relay.finalize),
+    )
+
+
+def stream_params(chat: ChatCompletionRequest) -> dict[str, Any]:
+    """The worker's parameters for a stream: usage asked for always (for metrics and cost;
+    the client gets it only if it asked). The client's other stream_options
+    (include_obfuscation, ...) go on as sent."""
+    params = chat.worker_params()
+    options = chat.stream_options
+    params["stream_options"] = {**(options.model_dump() if options else {}), "include_usage": True}
+    return params
+
+
+def relayed_stream(server: FuguServer, routed: Routed, opened: OpenedStream) -> RelayedStream:
+    """The opened stream relayed to the client, its end recorded (breaker, metrics, log)."""
 
     def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
         server.dispatcher.stream_ended(opened.worker, outcome, opened.permit)
@@ -115,7 +132,7 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
         server.leave()
 
-    relay = RelayedStream(
+    return RelayedStream(
         opened,
         request_id=routed.request_id,
         model=server.settings.model_name,
@@ -127,12 +144,6 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         first_extra=routing_field(routed, opened.attempts, None)
         if routed.chat.include_routing
         else None,
-    )
-    return StreamingResponse(
-        relay.events(),
-        media_type="text/event-stream",
-        headers={**routing_headers(routed, opened.attempts), **STREAM_HEADERS},
-        background=BackgroundTask(relay.finalize),
     )
 
 
