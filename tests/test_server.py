@@ -9,6 +9,7 @@ import json
 import logging
 import re
 import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,54 @@ def test_the_routing_field_comes_on_the_first_chunk_sent(
     assert all(chunk.choices for chunk in chunks)
     assert chunks[0].model_extra is not None and chunks[0].model_extra["fugu"]["worker"] == first
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "hello"
+
+
+def scripted_stream(chunks: list[dict[str, Any]]) -> FastAPI:
+    """A worker streaming these chunks, then `data: [DONE]`, to every request."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return upstream
+
+
+def stream_chunk(created: int, delta: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"id": "x", "object": "chat.completion.chunk", "created": created, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}], **fields}  # fmt: skip
+
+
+def test_every_chunk_of_a_stream_has_the_same_created(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """OpenAI gives each chunk of a stream the same `created`; the relay passed on each
+    worker chunk's own (llama.cpp's server stamps each with the second it was sent) and
+    stamped the usage chunk it made for a worker reporting none with yet another. A
+    stream now has one `created`: when the relay started."""
+    first = ranking_for(family, MATH).ranking[0]
+    worker_chunks = [
+        stream_chunk(1000, {"role": "assistant", "content": ""}),
+        stream_chunk(1001, {"content": "hello"}),
+        stream_chunk(1002, {}, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ]
+    with ServerThread(scripted_stream(worker_chunks)) as llama:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": llama.base_url}}))
+        before = time.time()
+        chunks = list(
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True,
+                stream_options={"include_usage": True},
+            )
+        )  # fmt: skip
+    assert chunks[-1].usage is not None  # the one the relay made
+    [created] = {chunk.created for chunk in chunks}
+    assert int(before) <= created <= time.time()
 
 
 def test_browser_origins_given_with_cors_origin_may_call_the_endpoint(serve, stubs: Stubs) -> None:

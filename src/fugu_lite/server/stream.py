@@ -48,6 +48,9 @@ class RelayedStream:
         self.on_done = on_done
         self.first_extra = first_extra
         self.usage: dict[str, Any] | None = None
+        # One `created` for every chunk, as OpenAI's: llama.cpp's server stamps each chunk
+        # with its own second, and a usage chunk made here would have had another.
+        self.created = int(time.time())
         self._done = False
 
     async def events(self) -> AsyncIterator[str]:
@@ -94,6 +97,7 @@ class RelayedStream:
     def _relabel(self, chunk: dict[str, Any]) -> dict[str, Any]:
         relabelled = dict(chunk)
         relabelled["id"] = self.request_id
+        relabelled["created"] = self.created
         relabelled["model"] = self.model
         if not self.include_usage:
             relabelled.pop("usage", None)
@@ -103,7 +107,7 @@ class RelayedStream:
         return {
             "id": self.request_id,
             "object": "chat.completion.chunk",
-            "created": int(time.time()),
+            "created": self.created,
             "model": self.model,
             "choices": [],
             "usage": usage,
