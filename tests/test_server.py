@@ -301,6 +301,41 @@ def test_every_chunk_of_a_stream_has_the_same_created(
     assert int(before) <= created <= time.time()
 
 
+def test_usage_a_worker_puts_on_a_chunk_with_choices_comes_on_its_own_chunk(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """OpenAI streams usage on a last chunk of its own, with no choices, and clients read it
+    there; a worker that put it on its last chunk with choices (its finish_reason) had it
+    relayed there, so a client that asked for usage found no chunk without choices. Usage
+    now comes on a chunk of its own, and only to a client that asked for it."""
+    first = ranking_for(family, MATH).ranking[0]
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    finish = [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+    worker_chunks = [
+        stream_chunk(1000, {"role": "assistant", "content": ""}),
+        stream_chunk(1000, {"content": "hello"}),
+        stream_chunk(1000, {}, choices=finish, usage=usage),
+    ]
+    with ServerThread(scripted_stream(worker_chunks)) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        client = running.client()
+        chunks = list(
+            client.chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True,
+                stream_options={"include_usage": True},
+            )
+        )  # fmt: skip
+        plain = list(client.chat.completions.create(model=MODEL, messages=user(MATH), stream=True))
+    *answer, last = chunks
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.model_dump(exclude_none=True) == usage
+    assert all(chunk.choices and chunk.usage is None for chunk in answer)
+    assert answer[-1].choices[0].finish_reason == "stop"
+    assert all(chunk.choices and chunk.usage is None for chunk in plain)
+    text = running.metrics()
+    assert metric_value(text, "fugu_tokens_total", worker=first, kind="completion") == 2
+
+
 def test_browser_origins_given_with_cors_origin_may_call_the_endpoint(serve, stubs: Stubs) -> None:
     """A web page (a chat UI on another origin) could not call fugu-lite at all: the
     browser's CORS preflight got a 405. Origins given with --cors-origin get CORS headers,

@@ -72,6 +72,7 @@ class RelayedStream:
 
     async def _relay(self) -> AsyncIterator[str]:
         worker_usage: dict[str, Any] | None = None
+        usage_sent = False
         content_chunks = 0
         chunk: dict[str, Any] | None = self.opened.first_chunk
         first = True
@@ -86,11 +87,12 @@ class RelayedStream:
                 if first and self.first_extra is not None:
                     relabelled["fugu"] = self.first_extra  # on the first chunk sent
                 first = False
+                usage_sent = usage_sent or isinstance(relabelled.get("usage"), dict)
                 yield sse(self.redact.scrub(relabelled))
             async with asyncio.timeout(self.idle_timeout_s):
                 chunk = await anext(self.opened.chunks, None)
         self.usage = worker_usage or estimated_usage(self.messages, content_chunks)
-        if self.include_usage and worker_usage is None:
+        if self.include_usage and not usage_sent:
             yield sse(self._usage_chunk(self.usage))
         yield "data: [DONE]\n\n"
 
@@ -99,7 +101,10 @@ class RelayedStream:
         relabelled["id"] = self.request_id
         relabelled["created"] = self.created
         relabelled["model"] = self.model
-        if not self.include_usage:
+        # Usage goes, as OpenAI sends it, only on a chunk of its own (no choices), and only
+        # to a client that asked for it: clients read it from the chunk without choices.
+        # Some OpenAI-compatible servers put it on their last chunk with choices instead.
+        if not self.include_usage or relabelled.get("choices"):
             relabelled.pop("usage", None)
         return relabelled
 
