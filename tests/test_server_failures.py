@@ -630,6 +630,44 @@ def test_a_disconnecting_streaming_client_leaves_no_upstream_stream(
     assert line["outcome"] == "client_disconnected" and line["worker"] == worker
 
 
+def test_a_stream_cut_short_counts_the_tokens_it_streamed(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A stream that ended early (its worker failed mid-answer, or its client left) never
+    got the worker's usage chunk, and its usage was counted nowhere: no tokens or cost in
+    the metrics, `usage: null` in the decision log, while the worker had read the prompt
+    and written part of an answer (a paid worker bills them). It now gets the estimate a
+    stream without usage gets, marked fugu_estimated."""
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError, match="after the answer started"):
+            list(running.client().chat.completions.create(model=MODEL, messages=user(MATH),
+                                                          stream=True))  # fmt: skip
+    [failed] = running.log_lines()
+    assert failed["outcome"] == "stream_error"
+    assert failed["usage"]["fugu_estimated"] is True
+    assert failed["usage"]["completion_tokens"] == 1  # "half an": one content chunk
+    text = running.metrics()
+    assert metric_value(text, "fugu_tokens_total", worker=first, kind="completion") == 1
+    assert metric_value(text, "fugu_cost_total", worker=first) > 0
+
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    stubs.workers[worker].reply = " ".join(f"word{i}" for i in range(400))
+    stubs.workers[worker].stream_chunk_delay_s = 0.02
+    stream = running.client().chat.completions.create(model=MODEL, messages=user(CODE), stream=True)
+    received = [next(stream) for _ in range(4)]
+    stream.close()
+    assert wait_until(lambda: running.state.in_flight == 0, 3)
+    [left] = running.log_lines()
+    assert left["outcome"] == "client_disconnected"
+    assert left["usage"]["fugu_estimated"] is True
+    assert left["usage"]["completion_tokens"] >= len(received) - 1  # the first has no text
+    tokens = metric_value(running.metrics(), "fugu_tokens_total", worker=worker, kind="prompt")
+    assert tokens == left["usage"]["prompt_tokens"] > 0
+
+
 def test_a_disconnecting_client_cancels_its_upstream_call(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

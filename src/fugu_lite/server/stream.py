@@ -48,6 +48,8 @@ class RelayedStream:
         self.on_done = on_done
         self.first_extra = first_extra
         self.usage: dict[str, Any] | None = None
+        self.worker_usage: dict[str, Any] | None = None
+        self.content_chunks = 0
         # One `created` for every chunk, as OpenAI's: llama.cpp's server stamps each chunk
         # with its own second, and a usage chunk made here would have had another.
         self.created = int(time.time())
@@ -71,15 +73,13 @@ class RelayedStream:
         await close_quietly(self.opened.chunks)
 
     async def _relay(self) -> AsyncIterator[str]:
-        worker_usage: dict[str, Any] | None = None
         usage_sent = False
-        content_chunks = 0
         chunk: dict[str, Any] | None = self.opened.first_chunk
         first = True
         while chunk is not None:
             if isinstance(chunk.get("usage"), dict):
-                worker_usage = chunk["usage"]
-            content_chunks += has_content(chunk)
+                self.worker_usage = chunk["usage"]
+            self.content_chunks += has_content(chunk)
             relabelled = self._relabel(chunk)
             # A chunk without choices (usage only; Azure's first, with its content filter
             # results) goes only to a client that asked for usage.
@@ -91,9 +91,8 @@ class RelayedStream:
                 yield sse(self.redact.scrub(relabelled))
             async with asyncio.timeout(self.idle_timeout_s):
                 chunk = await anext(self.opened.chunks, None)
-        self.usage = worker_usage or estimated_usage(self.messages, content_chunks)
         if self.include_usage and not usage_sent:
-            yield sse(self._usage_chunk(self.usage))
+            yield sse(self._usage_chunk(self._final_usage()))
         yield "data: [DONE]\n\n"
 
     def _relabel(self, chunk: dict[str, Any]) -> dict[str, Any]:
@@ -130,10 +129,17 @@ class RelayedStream:
             code="stream_interrupted",
         ).body()
 
+    def _final_usage(self) -> dict[str, Any]:
+        """The worker's usage, else (none came, or the stream ended before it did) the
+        estimate from what was streamed."""
+        if self.usage is None:
+            self.usage = self.worker_usage or estimated_usage(self.messages, self.content_chunks)
+        return self.usage
+
     def _record(self, outcome: str, status: int) -> None:
         if not self._done:
             self._done = True
-            self.on_done(self.usage, outcome, status)
+            self.on_done(self._final_usage(), outcome, status)
 
 
 def has_content(chunk: dict[str, Any]) -> int:
