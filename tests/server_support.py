@@ -222,6 +222,18 @@ def metric_value(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of one metric in the Prometheus text exposition, with its labels."""
+    samples = []
+    for line in text.splitlines():
+        match = re.match(r"([a-zA-Z_:]+)\{([^}]*)\} (\S+)$", line)
+        if match and match.group(1) == name:
+            samples.append(
+                (dict(re.findall(r'(\w+)="([^"]*)"', match.group(2))), float(match.group(3)))
+            )
+    return samples
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -25,6 +25,7 @@ from server_support import (
     MODEL,
     Stubs,
     counted_stub,
+    metric_samples,
     metric_value,
     pool_for,
     ranking_for,
@@ -181,6 +182,38 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
                     )
                 )
         assert running.health()["workers"][first]["circuit"] == "open"
+
+
+def test_a_stream_failing_mid_answer_is_a_failed_worker_call_in_the_metrics(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A streamed call was counted in fugu_worker_calls_total as "ok" once its first chunk
+    came: a worker failing every stream mid-answer showed only ok calls while its circuit
+    opened and its clients got 502s. A stream's call is now counted when it ends: the
+    error's kind when the worker failed, ok when it finished (or its client left)."""
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError, match="after the answer started"):
+            list(
+                running.client().chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=True
+                )
+            )
+        text = running.metrics()
+    assert metric_value(text, "fugu_worker_calls_total", worker=first, outcome="ok") == 0
+    [(outcome, calls)] = [
+        (labels["outcome"], value)
+        for labels, value in metric_samples(text, "fugu_worker_calls_total")
+        if labels["worker"] == first
+    ]
+    assert calls == 1 and outcome in {"connection", "server"}
+
+    running = serve(pool_for(stubs))
+    worker = ranking_for(family, CODE).ranking[0]
+    list(running.client().chat.completions.create(model=MODEL, messages=user(CODE), stream=True))
+    text = running.metrics()
+    assert metric_value(text, "fugu_worker_calls_total", worker=worker, outcome="ok") == 1
 
 
 def non_finite_logprobs_app() -> FastAPI:

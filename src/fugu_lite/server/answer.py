@@ -126,8 +126,10 @@ def stream_params(chat: ChatCompletionRequest) -> dict[str, Any]:
 def relayed_stream(server: FuguServer, routed: Routed, opened: OpenedStream) -> RelayedStream:
     """The opened stream relayed to the client, its end recorded (breaker, metrics, log)."""
 
-    def done(usage: dict[str, Any] | None, outcome: str, status: int) -> None:
-        server.dispatcher.stream_ended(opened.worker, outcome, opened.permit)
+    def done(
+        usage: dict[str, Any] | None, outcome: str, status: int, failed_kind: str | None
+    ) -> None:
+        server.dispatcher.stream_ended(opened.worker, outcome, opened.permit, failed_kind)
         cost = stream_cost(server, opened.worker, usage)
         finish(server, routed, opened.attempts, usage, outcome, status, cost=cost)
         server.leave()

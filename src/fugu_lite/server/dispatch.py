@@ -211,8 +211,9 @@ class Dispatcher:
                 continue
             attempt = Attempt(worker, "ok", None, opened.opened_s, 1, permit=permit)
             attempts.append(attempt)
-            # The breaker's verdict waits for the stream's end (stream_ended): a worker that
-            # always fails after its first chunk must still open its circuit.
+            # The breaker's verdict and the call's count wait for the stream's end
+            # (stream_ended): a worker that always fails after its first chunk must still
+            # open its circuit, and show as failing in the metrics.
             self._record(attempt, judged=False)
             opened.attempts = attempts
             return opened
@@ -302,21 +303,26 @@ class Dispatcher:
         self._record(attempt)
         return True
 
-    def stream_ended(self, worker: str, outcome: str, permit: Permit) -> None:
+    def stream_ended(
+        self, worker: str, outcome: str, permit: Permit, failed_kind: str | None = None
+    ) -> None:
         """The breaker's verdict on a relayed stream: "ok" is a success, "stream_error" a
         failure; anything else (the client left) frees the worker's probe, if the stream
-        held it, without one."""
+        held it, without one. The call is counted as `failed_kind` (the error's kind) when
+        the worker failed, else as ok."""
         if outcome == "ok":
             self.breaker.record_success(worker)
         elif outcome == "stream_error":
             self.breaker.record_failure(worker)
         else:
             self.breaker.release(worker, permit)
+        self.metrics.worker_calls.labels(worker, failed_kind or "ok").inc()
         self._show_circuit(worker)
 
     def _record(self, attempt: Attempt, judged: bool = True, last: bool = False) -> None:
-        """Breaker (when `judged`), metrics and log for one call (`last`: no worker follows
-        it in the ranking). A client error says the worker is up."""
+        """Breaker and call count (when `judged`; an opened stream's wait for its end),
+        latency, circuit gauge and log for one call (`last`: no worker follows it in the
+        ranking). A client error says the worker is up."""
         if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
             self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
@@ -325,7 +331,8 @@ class Dispatcher:
             self.breaker.release(attempt.worker, attempt.permit)
         elif judged:
             self.breaker.record_success(attempt.worker)
-        self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
+        if judged:
+            self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
         self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
         self._show_circuit(attempt.worker)
         if attempt.outcome == CONTEXT_LENGTH:

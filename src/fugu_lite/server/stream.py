@@ -12,12 +12,13 @@ from typing import Any
 from ..workers.errors import WorkerCallError
 from .api_error import ApiError
 from .auth import Redactor
-from .dispatch import OpenedStream, close_quietly
+from .dispatch import OpenedStream, close_quietly, describe_stream_error
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 
-# (usage, outcome, HTTP status) once the stream is over, however it ended.
-DoneCallback = Callable[[dict[str, Any] | None, str, int], None]
+# (usage, outcome, HTTP status, the worker's error kind if it failed) once the stream is
+# over, however it ended.
+DoneCallback = Callable[[dict[str, Any] | None, str, int, str | None], None]
 
 
 class RelayedStream:
@@ -50,6 +51,7 @@ class RelayedStream:
         self.usage: dict[str, Any] | None = None
         self.worker_usage: dict[str, Any] | None = None
         self.content_chunks = 0
+        self.failed_kind: str | None = None
         # One `created` for every chunk, as OpenAI's: llama.cpp's server stamps each chunk
         # with its own second, and a usage chunk made here would have had another.
         self.created = int(time.time())
@@ -63,6 +65,7 @@ class RelayedStream:
             outcome, status = "ok", 200
         except (WorkerCallError, TimeoutError) as error:
             outcome, status = "stream_error", 502
+            self.failed_kind = describe_stream_error(self.opened.worker, error)[0]
             yield sse(self._interrupted(error))
         finally:
             self._record(outcome, status)
@@ -139,7 +142,7 @@ class RelayedStream:
     def _record(self, outcome: str, status: int) -> None:
         if not self._done:
             self._done = True
-            self.on_done(self._final_usage(), outcome, status)
+            self.on_done(self._final_usage(), outcome, status, self.failed_kind)
 
 
 def has_content(chunk: dict[str, Any]) -> int:
