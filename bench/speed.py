@@ -1161,6 +1161,13 @@ def child_arguments(options: argparse.Namespace) -> list[str]:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argument_parser()
+    options = parser.parse_args(argv)
+    check_data_dir(parser, options)
+    return options
+
+
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--reps", type=positive_int, default=30, help="timed reps per latency figure"
@@ -1194,7 +1201,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--child", choices=BACKBONES, help=argparse.SUPPRESS)
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
-    options = parser.parse_args(argv)
+    return parser
+
+
+def check_data_dir(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    """Fill in the default data folder; a folder given by hand must hold the LLMRouter files
+    (unless --synthetic), said as a usage error before any child starts."""
     if options.data_dir is None:
         options.data_dir = str(DEFAULT_DATA_DIR)  # without llmrouter/ in it: synthetic prompts
     elif not (options.synthetic or options.child or has_llmrouter(options.data_dir)):
@@ -1211,7 +1223,6 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"{root} lacks {', '.join(missing)}; copy the whole LLMRouter data there, "
             "or pass --synthetic to measure on synthetic prompts"
         )
-    return options
 
 
 def has_llmrouter(data_dir: str | Path) -> bool:
