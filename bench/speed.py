@@ -17,7 +17,8 @@ peak-RSS figure) measures, with the two paths interleaved so they share the mach
   also the same cut backbone in fp32 on the torch runtime, for reference;
 - feature throughput (batches of 16 prompts of mixed lengths);
 - that both paths route as well (max feature difference, argmax agreement, reward delta),
-  on the LLMRouter test split when `../shared/data` exists, else on synthetic prompts; for
+  on the LLMRouter test split when the data folder is found (--data-dir, else as fugu-lite
+  finds it: $FUGU_LITE_DATA_DIR, ../shared/data), else on synthetic prompts; for
   an int8 routing path also with each path's own head, on the whole splits;
 - SFT training throughput on cached (random) features;
 - peak RSS.
@@ -53,6 +54,7 @@ from transformers import AutoModel, AutoModelForCausalLM, PreTrainedModel
 from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
+from fugu_lite.datasets import DATA_DIR_ENV, DataNotFoundError, resolve_data_dir
 from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
 from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
 from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
@@ -1208,7 +1210,7 @@ def check_data_dir(parser: argparse.ArgumentParser, options: argparse.Namespace)
     """Fill in the default data folder; a folder given by hand must hold the LLMRouter files
     (unless --synthetic), said as a usage error before any child starts."""
     if options.data_dir is None:
-        options.data_dir = str(DEFAULT_DATA_DIR)  # without llmrouter/ in it: synthetic prompts
+        options.data_dir = found_data_dir(parser, options)
     elif not (options.synthetic or options.child or has_llmrouter(options.data_dir)):
         # a folder given by hand that holds no data was measured on synthetic prompts, with
         # no word but the report's source line
@@ -1223,6 +1225,21 @@ def check_data_dir(parser: argparse.ArgumentParser, options: argparse.Namespace)
             f"{root} lacks {', '.join(missing)}; copy the whole LLMRouter data there, "
             "or pass --synthetic to measure on synthetic prompts"
         )
+
+
+def found_data_dir(parser: argparse.ArgumentParser, options: argparse.Namespace) -> str:
+    """The data folder as the rest of fugu-lite finds it (resolve_data_dir: $FUGU_LITE_DATA_DIR,
+    ../shared/data, the cache; never a download). None found means synthetic prompts, but the
+    variable naming a folder without llmrouter/ is a usage error (unless --synthetic)."""
+    try:
+        return str(resolve_data_dir(download=False))
+    except DataNotFoundError as error:
+        if os.environ.get(DATA_DIR_ENV) and not (options.synthetic or options.child):
+            parser.error(
+                f"{error}; give the folder that holds llmrouter/, or pass --synthetic to "
+                "measure on synthetic prompts"
+            )
+        return str(DEFAULT_DATA_DIR)  # without llmrouter/ in it: synthetic prompts
 
 
 def has_llmrouter(data_dir: str | Path) -> bool:

@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from fugu_lite.datasets import DATA_DIR_ENV
+from fugu_lite.datasets import data_dir as data_dir_module
 from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.threads import THREAD_VARIABLES
@@ -174,6 +175,9 @@ def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
     assert f"--data-dir {tmp_path} has no llmrouter/ folder inside" in error
     assert "--synthetic" in error
     assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)  # and no data anywhere fugu-lite looks
+    monkeypatch.setattr(data_dir_module, "default_search_paths", lambda: [tmp_path])
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
     assert speed.parse_arguments([]).data_dir == str(speed.DEFAULT_DATA_DIR)
     touch_files(tmp_path / "llmrouter", LLMROUTER_FILES)
     assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
@@ -331,3 +335,28 @@ def test_speed_names_the_llmrouter_files_a_data_folder_lacks(
     assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
     touch_files(root, LLMROUTER_FILES[2:])
     assert speed.parse_arguments(["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)
+
+
+def test_speed_finds_the_data_folder_as_fugu_lite_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """speed.py read only --data-dir or ../shared/data: with the data named by
+    $FUGU_LITE_DATA_DIR (which every other fugu-lite command reads) quality was measured on
+    synthetic prompts without a word but the report's source line. It now finds the folder as
+    resolve_data_dir does (--data-dir first), and a variable naming a folder without
+    llmrouter/ is a usage error, as a --data-dir is."""
+    speed = bench_script("speed", monkeypatch)
+    named, given = tmp_path / "named", tmp_path / "given"
+    touch_files(named / "llmrouter", LLMROUTER_FILES)
+    touch_files(given / "llmrouter", LLMROUTER_FILES)
+    monkeypatch.setenv(DATA_DIR_ENV, str(named))
+    assert speed.parse_arguments([]).data_dir == str(named.resolve())
+    assert speed.parse_arguments(["--data-dir", str(given)]).data_dir == str(given)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "typo"))
+    with pytest.raises(SystemExit) as exited:
+        speed.parse_arguments([])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{DATA_DIR_ENV} points to {tmp_path / 'typo'}, which has no llmrouter/" in error
+    assert "--synthetic" in error
+    assert speed.parse_arguments(["--synthetic"]).synthetic
