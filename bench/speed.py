@@ -24,16 +24,20 @@ peak-RSS figure) measures, with the two paths interleaved so they share the mach
 - peak RSS.
 
 It prints rich tables, then as the very last line one JSON object (the default backbone's
-figures, plus `per_backbone`). See bench/README.md.
+figures, plus `per_backbone`). A child that fails is named with its stderr's last lines, the
+others' figures are still printed, the JSON line says `failed`, and the exit is 1. See
+bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,6 +84,8 @@ TARGET_SPEEDUP = 2.0
 TARGET_QUALITY_DELTA = 0.005
 THROUGHPUT_BATCH = 16
 THROUGHPUT_MAX_PROMPT_TOKENS = 128
+STDERR_TAIL_LINES = 20  # of a failed child's, shown
+STDERR_TAIL_CHARS = 8000  # of them (a progress bar redrawn with \r is one line)
 
 _WORD_TEXT = (
     "the a an of to and in on for with from by about over under after before between "
@@ -1104,6 +1110,9 @@ def target_table(results: dict[str, dict], default: str) -> Table:
 
 def print_headline(console: Console, results: dict[str, dict], default: str) -> None:
     """The default backbone's verdict, and a warning when too few reps make it a smoke run."""
+    if default not in results:
+        console.print(f"Target for the default backbone ({default}): not measured (it failed)")
+        return
     headline = summary(results[default])
     status = "MET" if headline["target_met"] else "MISSED"
     console.print(f"Target for the default backbone ({default}): {status}")
@@ -1112,7 +1121,46 @@ def print_headline(console: Console, results: dict[str, dict], default: str) -> 
         console.print(f"[yellow]Only {reps} timed reps per latency figure: a smoke run.[/yellow]")
 
 
-def run_children(options: argparse.Namespace, default: str) -> tuple[dict, dict]:
+@dataclass
+class ChildFailure:
+    """A backbone's child that gave no figures: its exit code and its stderr's last lines."""
+
+    exit_code: int
+    stderr_tail: str
+
+    def described(self, name: str) -> str:
+        how = f"exit {self.exit_code}"
+        if self.exit_code < 0:
+            how += f", killed by {signal_name(-self.exit_code)}"
+        return f"the {name} benchmark failed ({how})"
+
+    def lines(self) -> list[str]:
+        """Its stderr's last lines as a terminal shows them (a progress bar's last state)."""
+        return [line.rsplit("\r", 1)[-1] for line in self.stderr_tail.split("\n")]
+
+    def error(self) -> str:
+        """Its stderr's last line that says something (a traceback's error)."""
+        lines = [line.strip() for line in self.lines() if line.strip()]
+        return lines[-1] if lines else "(it wrote nothing to stderr)"
+
+
+@dataclass
+class Children:
+    """What each backbone's child gave: its figures, or how it failed; and its seconds."""
+
+    results: dict[str, dict]
+    failures: dict[str, ChildFailure]
+    seconds: dict[str, float]
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def run_children(options: argparse.Namespace, default: str) -> Children:
     order = [name for name in [default, *BACKBONES] if name in options.backbones]
     order = list(dict.fromkeys(order))
     env = dict(os.environ)
@@ -1121,21 +1169,53 @@ def run_children(options: argparse.Namespace, default: str) -> tuple[dict, dict]
     # Spinning OpenMP threads on a busy 2-core machine cost up to 10x per op (measured:
     # MiniLM 4 blocks, 56 tokens: 26 ms on 1 thread, 372 ms on 2 spinning, 37 ms passive).
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    results: dict[str, dict] = {}
-    child_times: dict[str, float] = {}
+    children = Children(results={}, failures={}, seconds={})
     with tempfile.TemporaryDirectory() as folder:
         for name in order:
             out = Path(folder) / f"{name}.json"
-            command = [sys.executable, __file__, "--child", name, "--child-output", str(out)]
-            command += child_arguments(options)
             start = time.perf_counter()
-            # The child's stdout (progress bars) goes to our stderr: stdout stays the report.
-            completed = subprocess.run(command, env=env, stdout=sys.stderr, check=False)
-            child_times[name] = time.perf_counter() - start
-            if completed.returncode != 0 or not out.exists():
-                raise SystemExit(f"the {name} benchmark failed (exit {completed.returncode})")
-            results[name] = json.loads(out.read_text())
-    return results, child_times
+            exit_code, tail = run_child(child_command(name, out, options), env)
+            children.seconds[name] = time.perf_counter() - start
+            figures = child_figures(out) if exit_code == 0 else None
+            if figures is None:
+                children.failures[name] = ChildFailure(exit_code, tail)
+            else:
+                children.results[name] = figures
+    return children
+
+
+def child_command(name: str, out: Path, options: argparse.Namespace) -> list[str]:
+    command = [sys.executable, __file__, "--child", name, "--child-output", str(out)]
+    return command + child_arguments(options)
+
+
+def run_child(command: list[str], env: dict[str, str] | None) -> tuple[int, str]:
+    """Run one child: its exit code and its stderr's last STDERR_TAIL_LINES lines. Its stdout
+    (progress bars) goes to our stderr, and so does its stderr as it comes: our stdout stays
+    the report."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    tail = ""
+    with subprocess.Popen(command, env=env, stdout=sys.stderr, stderr=subprocess.PIPE) as child:
+        assert child.stderr is not None
+        while chunk := os.read(child.stderr.fileno(), 65536):
+            text = decoder.decode(chunk)
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            tail = last_lines(tail + text, STDERR_TAIL_LINES)[-STDERR_TAIL_CHARS:]
+    return child.returncode, tail
+
+
+def last_lines(text: str, count: int) -> str:
+    return "\n".join(text.split("\n")[-count - 1 :]) if text.count("\n") > count else text
+
+
+def child_figures(out: Path) -> dict | None:
+    """The figures a child wrote; None when it wrote none (or a torn file)."""
+    try:
+        figures = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return None
+    return figures if isinstance(figures, dict) else None
 
 
 def child_arguments(options: argparse.Namespace) -> list[str]:
@@ -1262,32 +1342,61 @@ def main(argv: Sequence[str] | None = None) -> None:
         Path(options.child_output).write_text(json.dumps(result))
         return
     started = time.perf_counter()
-    load_before = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    load_before = load_average()
     default = load_config(DEFAULT_CONFIG, PipelineConfig).model.backbone
     if default not in options.backbones:
         raise SystemExit(
             f"--backbones must include the default backbone {default!r} (the headline figures "
             "are its); add it, e.g. --backbones " + " ".join([default, *options.backbones])
         )
-    results, child_times = run_children(options, default)
+    children = run_children(options, default)
     total_s = time.perf_counter() - started
     wall = {
-        "children": child_times,
+        "children": children.seconds,
         "total": total_s,
         "load_before": load_before,
-        "load_after": " ".join(f"{value:.2f}" for value in os.getloadavg()),
+        "load_after": load_average(),
     }
     console = Console(width=None if sys.stdout.isatty() else 140)
-    print_report(console, results, default, wall)
-    per_backbone = {name: summary(result) for name, result in results.items()}
-    line = {key: value for key, value in per_backbone[default].items() if key != "target_met"}
+    if children.results:
+        print_report(console, children.results, default, wall)
+    print_failures(console, children.failures)
+    print(json.dumps(json_line(children, default, total_s)), flush=True)
+    if children.failures:
+        raise SystemExit(1)
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def print_failures(console: Console, failures: dict[str, ChildFailure]) -> None:
+    """Each failed child, named, with its stderr's last lines."""
+    for name, failure in failures.items():
+        console.print(f"[red]{failure.described(name)}; the last lines it wrote to stderr:[/red]")
+        tail = "\n".join(failure.lines()).strip("\n")
+        console.print(tail or "(none)", markup=False, highlight=False)
+
+
+def json_line(children: Children, default: str, total_s: float) -> dict:
+    """The default backbone's figures, `per_backbone` (each backbone measured) and, when a
+    child failed, `failed` (each one's exit code and error); target_met is false when the
+    default backbone was not measured."""
+    per_backbone = {name: summary(result) for name, result in children.results.items()}
+    headline = per_backbone.get(default, {})
+    line = {key: value for key, value in headline.items() if key != "target_met"}
     line.update(
         backbone=default,
-        target_met=per_backbone[default]["target_met"],
+        target_met=bool(headline.get("target_met", False)),
         wall_s=round(total_s, 1),
         per_backbone=per_backbone,
     )
-    print(json.dumps(line), flush=True)
+    if children.failures:
+        line["failed"] = {
+            name: {"exit_code": failure.exit_code, "error": failure.error()}
+            for name, failure in children.failures.items()
+        }
+    return line
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import importlib.util
 import io
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from types import ModuleType
 import pytest
 from rich.console import Console
 
+from fugu_lite.config import ModelConfig
 from fugu_lite.datasets import DATA_DIR_ENV
 from fugu_lite.datasets import data_dir as data_dir_module
 from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
@@ -235,19 +237,26 @@ def test_speed_quality_finds_no_difference_between_two_exact_paths(
     assert "quality_delta_se" not in quality
 
 
-def test_speed_reports_what_one_backbone_run_measured(
-    tiny_model_cfg, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A child's figures (run_backbone on the tiny backbone, a few reps) hold everything the
-    report and its JSON line read: each section timed in order, each table printed."""
-    speed = bench_script("speed", monkeypatch)
+def tiny_backbone_run(
+    speed: ModuleType, tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> dict:
+    """A child's figures: run_backbone on the tiny backbone (layer 3 on torch), a few reps."""
     cfg = tiny_model_cfg.model_copy(update={"layer": 3, "runtime": "torch"})
     monkeypatch.setattr(speed, "settings_for", lambda name: (cfg, "test choice"))
     options = argparse.Namespace(
         threads=1, reps=3, warmup=1, throughput_prompts=5, data_dir="", synthetic=True,
         synthetic_prompts=6, train_rows=100,
     )  # fmt: skip
-    result = speed.run_backbone("tiny-random", options)
+    return speed.run_backbone("tiny-random", options)
+
+
+def test_speed_reports_what_one_backbone_run_measured(
+    tiny_model_cfg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child's figures (run_backbone on the tiny backbone, a few reps) hold everything the
+    report and its JSON line read: each section timed in order, each table printed."""
+    speed = bench_script("speed", monkeypatch)
+    result = tiny_backbone_run(speed, tiny_model_cfg, monkeypatch)
     assert list(result["sections_s"]) == [
         "load backbone",
         "routing runtime (export or load)",
@@ -360,3 +369,68 @@ def test_speed_finds_the_data_folder_as_fugu_lite_does(
     assert f"{DATA_DIR_ENV} points to {tmp_path / 'typo'}, which has no llmrouter/" in error
     assert "--synthetic" in error
     assert speed.parse_arguments(["--synthetic"]).synthetic
+
+
+def test_speed_says_why_a_child_failed_with_the_tail_of_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    """A child's stderr goes on to the terminal as it comes (its progress bars), and its last
+    lines are kept to say why it failed."""
+    speed = bench_script("speed", monkeypatch)
+    script = (
+        "import sys; print('progress 1/2'); "
+        "sys.stderr.write('loading\\n' * 50 + 'Traceback\\nRuntimeError: out of memory\\n'); "
+        "sys.exit(3)"
+    )
+    exit_code, tail = speed.run_child([sys.executable, "-c", script], env=None)
+    assert exit_code == 3
+    assert tail.splitlines()[-2:] == ["Traceback", "RuntimeError: out of memory"]
+    assert len(tail.splitlines()) == speed.STDERR_TAIL_LINES
+    passed_on = capfd.readouterr().err
+    assert "progress 1/2" in passed_on
+    assert "RuntimeError: out of memory" in passed_on
+
+
+@pytest.mark.parametrize("failing", ["smollm2", "minilm"])
+def test_speed_keeps_what_was_measured_when_one_backbones_child_fails(
+    failing: str,
+    tiny_model_cfg,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """One child failing (a backbone out of memory, minutes into the run) ended the script
+    with a traceback: the other backbone's figures, measured already, were lost, and no JSON
+    line came. The failure is now named with its stderr's last lines, every figure measured
+    is printed, and the JSON line holds them and `failed`; the exit is not 0."""
+    speed = bench_script("speed", monkeypatch)
+    measured = tmp_path / "measured.json"
+    measured.write_text(json.dumps(tiny_backbone_run(speed, tiny_model_cfg, monkeypatch)))
+
+    def child_command(name: str, out: Path, options: argparse.Namespace) -> list[str]:
+        if name == failing:
+            fail = "import sys; sys.stderr.write('RuntimeError: out of memory\\n'); sys.exit(3)"
+            return [sys.executable, "-c", fail]
+        copy = f"import shutil; shutil.copy({str(measured)!r}, {str(out)!r})"
+        return [sys.executable, "-c", copy]
+
+    monkeypatch.setattr(speed, "child_command", child_command)
+    default = speed.load_config(speed.DEFAULT_CONFIG, speed.PipelineConfig).model.backbone
+    measured_name = "minilm" if failing == "smollm2" else "smollm2"
+    with pytest.raises(SystemExit) as exited:
+        speed.main(["--synthetic"])
+    assert exited.value.code == 1
+    out, err = capfd.readouterr()
+    line = json.loads(out.strip().splitlines()[-1])
+    assert list(line["per_backbone"]) == [measured_name]
+    assert line["failed"] == {failing: {"exit_code": 3, "error": "RuntimeError: out of memory"}}
+    assert line["backbone"] == default
+    assert ("speedup" in line) == (failing != default)
+    if failing == default:
+        assert line["target_met"] is False
+        assert f"Target for the default backbone ({default}): not measured" in out
+    assert "Routing decision latency" in out and measured_name in out
+    said = out + err
+    assert f"the {failing} benchmark failed (exit 3)" in said
+    assert "RuntimeError: out of memory" in said
+    assert "Traceback" not in err
