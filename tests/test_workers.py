@@ -773,3 +773,23 @@ def test_the_last_attempt_ends_at_the_calls_budget(
     elapsed = time.perf_counter() - start
     assert result.error_kind == "timeout" and result.attempts == 2
     assert 1.9 <= elapsed < 2.3
+
+
+# -- the pool's life: entered once, closed, entered again ----------------------------------
+
+
+def test_entering_a_started_pool_again_is_refused_and_leaves_it_serving(stub: StubWorker) -> None:
+    """`async with pool` inside `async with pool` started the pool a second time (a second
+    set of local llama.cpp servers over the first, whose processes were left running), and
+    the inner block's end closed the pool under the outer one, whose next call failed with
+    'the pool is not started'; the second entry is now refused and the pool goes on."""
+
+    async def scenario() -> CallResult:
+        pool = WorkerPool(pool_config(stub.base_url))
+        async with pool:
+            with pytest.raises(RuntimeError, match=r"already started.*enter it once"):
+                async with pool:
+                    pass
+            return await pool.chat("w", USER)
+
+    assert asyncio.run(scenario()).error is None

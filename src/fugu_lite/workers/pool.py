@@ -103,9 +103,27 @@ class WorkerPool:
         self._restarting: dict[str, asyncio.Task[None]] = {}  # see stop_abandoned_answer
         # Each worker's calls sent and not yet answered, oldest first (see _queued_behind).
         self._sent: dict[str, list[object]] = {}
+        self._entered = False  # between __aenter__ and __aexit__
         self._closing = False
 
     async def __aenter__(self) -> WorkerPool:
+        if self._entered:
+            # a second start would run a second set of local servers over the first, and the
+            # inner block's end would close the pool under the outer one
+            raise RuntimeError(
+                "this WorkerPool is already started (an enclosing `async with` entered it); "
+                "enter it once, or make another WorkerPool(config)"
+            )
+        self._entered = True
+        try:
+            await self._start()
+        except BaseException:
+            self._entered = False
+            raise
+        return self
+
+    async def _start(self) -> None:
+        """Read the API keys, start the local servers, make each worker's client."""
         self._keys = {worker.id: read_key(worker) for worker in self.config.workers}
         for worker in self.config.workers:
             if worker.local is not None:
@@ -125,9 +143,9 @@ class WorkerPool:
         except BaseException:
             stop_local_servers(self.servers.values())
             raise
-        return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._entered = False
         self._closing = True
         for task in list(self._restarting.values()):
             task.cancel()
