@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import time
 from itertools import pairwise
 from typing import Any
@@ -18,9 +19,10 @@ from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError
-from fugu_lite.workers.config import PoolConfig
+from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
+from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.results import CallResult
 from fugu_lite.workers.retries import call_budget_s
@@ -793,3 +795,43 @@ def test_entering_a_started_pool_again_is_refused_and_leaves_it_serving(stub: St
             return await pool.chat("w", USER)
 
     assert asyncio.run(scenario()).error is None
+
+
+def stops_abandoned_answers(pool: WorkerPool) -> bool:
+    """Whether the pool stops a local worker's llama.cpp server generating an abandoned
+    answer (a stand-in process here, as worker "w"'s server)."""
+    server = LocalServer(WorkerConfig(id="w", model="m", local={"gguf": "x.gguf"}))
+    process = server.process = subprocess.Popen(["sleep", "30"])
+    pool.servers["w"] = server
+    try:
+        pool.stop_abandoned_answer("w")
+        process.wait(timeout=5)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        process.kill()
+        process.wait()
+        pool.servers.clear()  # its restart fails (a remote worker): nothing to stop
+
+
+def test_a_closed_pool_says_so_and_starts_afresh_when_entered_again(stub: StubWorker) -> None:
+    """A call after the pool's `async with` ended said 'the pool is not started'; it now says
+    the pool is closed. Closing twice does nothing more, and entering a closed pool again
+    starts it afresh: it left the pool marked as closing, so a local worker's abandoned
+    answer was never stopped again (every later call to it waited behind that answer)."""
+
+    async def scenario() -> tuple[str, CallResult, bool]:
+        pool = WorkerPool(pool_config(stub.base_url))
+        async with pool:
+            pass
+        with pytest.raises(RuntimeError) as closed:
+            await pool.chat("w", USER)
+        await pool.__aexit__(None, None, None)
+        async with pool:
+            return str(closed.value), await pool.chat("w", USER), stops_abandoned_answers(pool)
+
+    said, result, stopped = asyncio.run(scenario())
+    assert "the pool is closed" in said and "not started" not in said
+    assert result.error is None
+    assert stopped

@@ -115,6 +115,7 @@ class WorkerPool:
                 "enter it once, or make another WorkerPool(config)"
             )
         self._entered = True
+        self._closing = False  # entered again after a close: it is open again
         try:
             await self._start()
         except BaseException:
@@ -590,6 +591,10 @@ class WorkerPool:
     def _client(self, worker_id: str) -> AsyncOpenAI:
         self.worker(worker_id)
         client = self._clients.get(worker_id)
+        if client is None and self._closing:
+            raise RuntimeError(
+                "the pool is closed (its `async with` block ended): call it inside that block"
+            )
         if client is None:
             raise RuntimeError("the pool is not started: use `async with WorkerPool(config)`")
         return client
