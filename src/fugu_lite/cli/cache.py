@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..text import console_text
 from .common import command_group, console, err_console, fail, print_result, stopped_cleanly
+
+if TYPE_CHECKING:
+    from ..caches import CacheEntry
 
 cache_app = command_group(
     "See and clear fugu-lite's caches (features, ONNX exports, dequantized backbones, "
@@ -63,9 +66,24 @@ def cache_clear(
     ] = False,
 ) -> None:
     """Remove the cached items this installation never reads again (`cache list`: stale)."""
-    from ..caches import CACHE_KINDS, cache_entries, foreign_names, megabytes, remove_entries
+    from ..caches import cache_entries, megabytes
 
     root = cache_folder_or_fail(cache_dir)
+    refuse_a_foreign_folder(root)
+    entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
+    freed = remove_or_say_how_far(entries)
+    kept = [entry for entry in entries if entry.path.exists()]
+    warn_of_kept(kept)
+    removed = len(entries) - len(kept)
+    print_result(
+        f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
+    )
+
+
+def refuse_a_foreign_folder(root: Path) -> None:
+    """Fail, removing nothing, when `root` holds more than fugu-lite's caches."""
+    from ..caches import CACHE_KINDS, foreign_names
+
     foreign = foreign_names(root)
     if foreign:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
@@ -74,19 +92,22 @@ def cache_clear(
             f"whose {'/, '.join(CACHE_KINDS)}/ are not caches; nothing was removed. Give the "
             "cache folder itself with --cache-dir (it holds only those folders and data/)"
         )
-    entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
+
+
+def remove_or_say_how_far(entries: list[CacheEntry]) -> int:
+    """Remove the entries (the bytes freed); stopped by Ctrl-C, say what is gone and what not."""
+    from ..caches import remove_entries
+
     # the entry point's "stopped before any output was written" was wrong here
     gone_so_far = (
         "the cached items removed so far are gone and the others are still there; run the "
         "same command again to remove the rest"
     )
     with stopped_cleanly(gone_so_far):
-        freed = remove_entries(entries)
-    kept = [entry for entry in entries if entry.path.exists()]
+        return remove_entries(entries)
+
+
+def warn_of_kept(kept: list[CacheEntry]) -> None:
     for entry in kept:
         err_console.print(f"[yellow]warning:[/yellow] {console_text(str(entry.path))} could not "
                           "be removed (another user's?); remove it by hand")  # fmt: skip
-    removed = len(entries) - len(kept)
-    print_result(
-        f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
-    )
