@@ -744,6 +744,28 @@ def test_cache_clear_refuses_a_folder_that_holds_more_than_caches(tmp_path: Path
     assert f"removed 1 cached item (0.0 MB) from {cache}" in cleared
 
 
+def test_cache_clear_removes_a_linked_cache_item_and_keeps_what_it_points_to(
+    tmp_path: Path,
+) -> None:
+    """A cache item that is a symbolic link (a feature cache moved to a bigger disk) was never
+    removed: `cache clear --all` said 'removed 0 cached items' and that it 'could not be
+    removed (another user's?)'. The link is now removed (nothing reads it again), and the
+    folder it points to is kept and named with its size, freed only by hand."""
+    cache, elsewhere = tmp_path / "cache", tmp_path / "big-disk" / "features-key"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "shard-1.safetensors").write_bytes(b"x" * 2_000_000)
+    (cache / "features").mkdir(parents=True)
+    link = cache / "features" / "key"
+    link.symlink_to(elsewhere)
+    result = invoke("cache", "clear", "--all", "--cache-dir", cache)
+    assert f"removed 1 cached item (0.0 MB) from {cache}" in flat(ok(result))
+    assert not link.is_symlink() and (elsewhere / "shard-1.safetensors").is_file()
+    said = flat(result.stderr)
+    assert "could not be removed" not in said
+    assert f"{link} was a link to {elsewhere}" in said
+    assert "remove it by hand to free 2.0 MB" in said
+
+
 @pytest.mark.parametrize("command", ["list", "clear"])
 def test_cache_commands_refuse_a_cache_dir_that_does_not_exist(
     tmp_path: Path, command: str

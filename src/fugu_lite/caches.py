@@ -94,9 +94,14 @@ def foreign_names(root: Path) -> list[str]:
 
 
 def remove_entries(entries: list[CacheEntry]) -> int:
-    """Delete these entries; the bytes freed."""
+    """Delete these entries; the bytes freed. An entry that is a symbolic link (a cache moved
+    to another disk) is the link alone: what it points to may not be fugu-lite's to delete."""
     freed = 0
     for entry in entries:
+        if entry.path.is_symlink():
+            with suppress(OSError):
+                entry.path.unlink()
+            continue
         if entry.path.is_dir():
             shutil.rmtree(entry.path, ignore_errors=True)
         else:

@@ -71,9 +71,11 @@ def cache_clear(
     root = cache_folder_or_fail(cache_dir)
     refuse_a_foreign_folder(root)
     entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
+    links = {entry.path: entry.path.resolve() for entry in entries if entry.path.is_symlink()}
     freed = remove_or_say_how_far(entries)
-    kept = [entry for entry in entries if entry.path.exists()]
+    kept = [entry for entry in entries if entry.path.is_symlink() or entry.path.exists()]
     warn_of_kept(kept)
+    note_link_targets([entry for entry in entries if entry.path in links], links)
     removed = len(entries) - len(kept)
     print_result(
         f"removed {removed} cached item{'s' * (removed != 1)} ({megabytes(freed)}) from {root}"
@@ -105,6 +107,19 @@ def remove_or_say_how_far(entries: list[CacheEntry]) -> int:
     )
     with stopped_cleanly(gone_so_far):
         return remove_entries(entries)
+
+
+def note_link_targets(linked: list[CacheEntry], targets: dict[Path, Path]) -> None:
+    """Each removed link's target, which stays (freed only by hand)."""
+    from ..caches import megabytes
+
+    for entry in linked:
+        if not entry.path.is_symlink():
+            err_console.print(
+                f"note: {console_text(str(entry.path))} was a link to "
+                f"{console_text(str(targets[entry.path]))}: the link is removed, what it points "
+                f"to is kept; remove it by hand to free {megabytes(entry.size_bytes)}"
+            )
 
 
 def warn_of_kept(kept: list[CacheEntry]) -> None:
