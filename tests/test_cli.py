@@ -779,6 +779,32 @@ def test_cache_commands_refuse_a_cache_dir_that_does_not_exist(
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("command", ["list", "clear"])
+def test_a_file_where_the_cache_folder_should_be_is_named_by_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """$FUGU_LITE_CACHE_DIR (or ~/.cache/fugu-lite) naming a file was refused as "--cache-dir
+    FILE is a file", an option the user never gave; the error names the variable, or the
+    default folder, and what to do."""
+    file = tmp_path / "cache-file"
+    file.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(file))
+    result = invoke("cache", command)
+    assert result.exit_code == 2, (result.output, result.exception)
+    said = flat(result.stderr)
+    assert "--cache-dir" not in said
+    assert f"error: FUGU_LITE_CACHE_DIR names {file}, which is a file, not a folder" in said
+    monkeypatch.delenv("FUGU_LITE_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".cache").mkdir()
+    file.rename(tmp_path / ".cache" / "fugu-lite")
+    said = flat(invoke("cache", command).stderr)
+    assert f"error: the cache folder {tmp_path / '.cache' / 'fugu-lite'} is a file" in said
+    assert "--cache-dir" not in said.split(";")[0]
+    result = invoke("cache", command, "--cache-dir", tmp_path / ".cache" / "fugu-lite")
+    assert "error: --cache-dir" in flat(result.stderr)
+
+
 def test_version_is_printed_by_the_command_and_by_python_m() -> None:
     """`fugu-lite --version` failed with "No such option: --version", though a checkpoint's
     refusal names the version that wrote it and the one running ("this is 0.1.0")."""

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from .atomic_files import write_text_atomic
 
+CACHE_DIR_ENV = "FUGU_LITE_CACHE_DIR"
+
 
 def cache_root() -> Path:
     """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite. A `~` of the
     variable is the home folder (set where no shell expands it: a service file, a container's
     env, quoted), not a folder named `~` in the working directory."""
-    return Path(
-        os.environ.get("FUGU_LITE_CACHE_DIR", Path.home() / ".cache" / "fugu-lite")
-    ).expanduser()
+    return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "fugu-lite")).expanduser()
 
 
 _FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..file_digests import CACHE_DIR_ENV
 from ..text import console_text
 from .common import command_group, console, err_console, fail, print_result, stopped_cleanly
 
@@ -34,13 +36,29 @@ def cache_folder_or_fail(cache_dir: Path | None) -> Path:
 
     root = cache_dir or cache_root()
     if root.exists() and not root.is_dir():
-        fail(f"--cache-dir {root} is a file, not a folder; give the cache folder")
+        fail(not_a_folder(root, cache_dir is not None))
     if cache_dir is not None and not root.exists():  # a mistyped one said 'nothing cached'
         fail(
             f"--cache-dir {root} does not exist; give the cache folder (default "
             f"$FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite: here {cache_root()})"
         )
     return root
+
+
+def not_a_folder(root: Path, given: bool) -> str:
+    """Why a file at the cache folder's place is refused, named by where that place came from:
+    --cache-dir, $FUGU_LITE_CACHE_DIR, or the default folder."""
+    if given:
+        return f"--cache-dir {root} is a file, not a folder; give the cache folder"
+    if os.environ.get(CACHE_DIR_ENV):
+        return (
+            f"{CACHE_DIR_ENV} names {root}, which is a file, not a folder; set it to the "
+            "cache folder (or unset it for ~/.cache/fugu-lite)"
+        )
+    return (
+        f"the cache folder {root} is a file, not a folder; move that file away, or set "
+        f"{CACHE_DIR_ENV} (or give --cache-dir) to another folder"
+    )
 
 
 @cache_app.command("list")
