@@ -34,8 +34,7 @@ def load_config(path: str | Path | None, config_type: type[C], overrides: dict |
     if path is not None:
         source = str(path)
         data = _empty_sections_as_defaults(_read_yaml_mapping(Path(path)), config_type)
-    for dotted_key, value in (overrides or {}).items():
-        _set_dotted(data, dotted_key, value, source)
+    _apply_overrides(data, overrides or {}, source)
     try:
         config = config_type.model_validate(data)
     except ValidationError as error:
@@ -75,25 +74,42 @@ def load_stage_config(
     # `SFT:` is a pipeline file's section mistyped, not a stage file's unknown key
     if not any(str(name).lower() in STAGE_SECTIONS for name in data):
         return load_config(path, config_type, overrides)
-    unknown = [key for key in data if key not in ("model", *STAGE_SECTIONS)]
+    _check_pipeline_keys(data, path, stage)
+    _check_sections_are_mappings(data, path, stage)
+    stage_data = _as_stage_file(data, stage)
+    _apply_overrides(stage_data, overrides or {}, str(path))
+    config = _validate_stage(stage_data, config_type, stage, str(path), overrides)
+    check_backbone_folder_base(config, Path(path), overrides or {})
+    return config
+
+
+def _check_pipeline_keys(data: dict, path: str | Path, stage: str) -> None:
+    """A pipeline file's top-level keys are `model` and the stage sections only."""
+    known = ["model", *STAGE_SECTIONS]
+    unknown = [key for key in data if key not in known]
     if unknown:
-        known = ["model", *STAGE_SECTIONS]
-        hints = []
-        for key in unknown:
-            close = close_keys(str(key), known)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else anchor_hint(key, stage)
-                if isinstance(data[key], dict)
-                else ""
-            )
-            hints.append(f"{key!r}" + (f" ({hint})" if hint else ""))
+        hints = [_unknown_section_hint(key, data[key], stage, known) for key in unknown]
         raise ConfigError(
             f"{path}: a pipeline config has the sections {', '.join(known)}; unknown "
             f"top-level key(s) {', '.join(hints)}. A single-stage file has `model` and "
             "`training` instead; do not mix the two shapes."
         )
+
+
+def _unknown_section_hint(key: object, value: object, stage: str, known: list[str]) -> str:
+    """`key` quoted, with the section it was meant to be or where an anchor goes, if any."""
+    close = close_keys(str(key), known)
+    hint = (
+        f"did you mean {close[0]!r}?"
+        if close
+        else anchor_hint(key, stage)
+        if isinstance(value, dict)
+        else ""
+    )
+    return f"{key!r}" + (f" ({hint})" if hint else "")
+
+
+def _check_sections_are_mappings(data: dict, path: str | Path, stage: str) -> None:
     for section in ("model", stage):
         if data.get(section) is not None and not isinstance(data[section], dict):
             raise ConfigError(
@@ -101,20 +117,29 @@ def load_stage_config(
                 f"followed by indented `key: value` lines), got {data[section]!r}; fix it or "
                 "delete the section to use the defaults"
             )
-    data = {"model": data.get("model") or {}, "training": data.get(stage) or {}}
-    for dotted_key, value in (overrides or {}).items():
-        _set_dotted(data, dotted_key, value, str(path))
+
+
+def _as_stage_file(data: dict, stage: str) -> dict:
+    """A pipeline file's `model` and `stage` sections as a stage file's `model` and
+    `training` (a missing or empty section: its defaults)."""
+    return {"model": data.get("model") or {}, "training": data.get(stage) or {}}
+
+
+def _apply_overrides(data: dict, overrides: Mapping[str, object], source: str) -> None:
+    for dotted_key, value in overrides.items():
+        _set_dotted(data, dotted_key, value, source)
+
+
+def _validate_stage(
+    data: dict, config_type: type[C], stage: str, source: str, overrides: dict | None
+) -> C:
     try:
-        config = config_type.model_validate(data)
+        return config_type.model_validate(data)
     except ValidationError as error:
         # the file says `sft:` where the stage's config says `training` (--set keys aside)
         file_keys = {"training": stage}
-        message = describe_config_error(
-            error, config_type, str(path), file_keys, overrides=overrides
-        )
+        message = describe_config_error(error, config_type, source, file_keys, overrides=overrides)
         raise ConfigError(message) from error
-    check_backbone_folder_base(config, Path(path), overrides or {})
-    return config
 
 
 def check_backbone_folder_base(config: BaseModel, path: Path, overrides: Mapping) -> None:
