@@ -109,36 +109,79 @@ def _unknown_config_key_hint(
 ) -> str:
     """Where an unknown key belongs, or what it was meant to be; a later case, more telling,
     replaces an earlier one's hint."""
-    close = close_keys(str(item["loc"][-1]), known)
-    close = close or _nested_matches(config_type, item["loc"][:-1], str(item["loc"][-1]))
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    homes = _sibling_sections(config_type, item["loc"])
-    if homes:
-        renamed = file_keys if file_keys and given is None else {}
-        shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
-        hint = f"it belongs under {' or '.join(shown_homes)}, not here; "
-    stages = _other_stages(config_type, item["loc"])
-    if stages and file_keys and given is None:  # under a pipeline file's stage section
-        sections = " or ".join(f"{stage}:" for stage in stages)
-        hint = f"it belongs under {sections}, not here; "
-    elif stages:
-        commands = " or ".join(f"`fugu-lite train {stage}`" for stage in stages)
-        hint = f"a setting of {commands}, not of this stage; "
-        if given is None:
-            hint += "is this file another stage's config? "
-    if len(item["loc"]) == 1 and _is_pool_key(str(item["loc"][0])):
-        hint = "a worker pool's key: is this a pool config (for --pool of collect, serve, demo)? "
-    if len(item["loc"]) == 1 and not hint and isinstance(item.get("input"), dict):
-        holders = [
-            name
-            for name in known
-            if name != "model" and section_type(config_type, (name,)) is not None
-        ]
-        if key not in STAGE_SECTIONS and holders:
-            hint = f"{anchor_hint(key, holders[0])}; "
+    location = item["loc"]
+    hint = _close_key_hint(config_type, location, known)
+    hint = _sibling_section_hint(config_type, location, given, file_keys) or hint
+    hint = _other_stage_hint(config_type, location, given, file_keys) or hint
+    hint = _pool_key_hint(location) or hint
+    if not hint:
+        hint = _anchor_section_hint(item, config_type, key, known)
     if key == "training" and "sft" in known:
         hint = "a pipeline config puts stage settings under sft:, rl: or es: "
     return hint
+
+
+def _close_key_hint(config_type: type[BaseModel], location: tuple, known: list[str]) -> str:
+    """The key meant, here (`known`) or one section down."""
+    close = close_keys(str(location[-1]), known)
+    close = close or _nested_matches(config_type, location[:-1], str(location[-1]))
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _sibling_section_hint(
+    config_type: type[BaseModel],
+    location: tuple,
+    given: str | None,
+    file_keys: dict[str, str] | None,
+) -> str:
+    """The other sections that have the key, as the file names them."""
+    homes = _sibling_sections(config_type, location)
+    if not homes:
+        return ""
+    renamed = file_keys if file_keys and given is None else {}
+    shown_homes = [f"{renamed.get(home, home)}:" for home in homes]
+    return f"it belongs under {' or '.join(shown_homes)}, not here; "
+
+
+def _other_stage_hint(
+    config_type: type[BaseModel],
+    location: tuple,
+    given: str | None,
+    file_keys: dict[str, str] | None,
+) -> str:
+    """The stages whose settings have the key: their sections (under a pipeline file's stage
+    section) or their commands."""
+    stages = _other_stages(config_type, location)
+    if not stages:
+        return ""
+    if file_keys and given is None:
+        sections = " or ".join(f"{stage}:" for stage in stages)
+        return f"it belongs under {sections}, not here; "
+    commands = " or ".join(f"`fugu-lite train {stage}`" for stage in stages)
+    hint = f"a setting of {commands}, not of this stage; "
+    if given is None:
+        hint += "is this file another stage's config? "
+    return hint
+
+
+def _pool_key_hint(location: tuple) -> str:
+    if len(location) == 1 and _is_pool_key(str(location[0])):
+        return "a worker pool's key: is this a pool config (for --pool of collect, serve, demo)? "
+    return ""
+
+
+def _anchor_section_hint(
+    item: ErrorDetails, config_type: type[BaseModel], key: str, known: list[str]
+) -> str:
+    """An unknown top-level section may only hold a YAML anchor: where anchors go."""
+    if len(item["loc"]) != 1 or not isinstance(item.get("input"), dict):
+        return ""
+    holders = [
+        name for name in known if name != "model" and section_type(config_type, (name,)) is not None
+    ]
+    if key not in STAGE_SECTIONS and holders:
+        return f"{anchor_hint(key, holders[0])}; "
+    return ""
 
 
 def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
