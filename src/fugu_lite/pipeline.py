@@ -4,6 +4,7 @@ the same config, records, code and backbone weights instead of training it again
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, code_digest
@@ -32,6 +33,16 @@ from .training_common import STAGE_REPORT, remove_stage, stage_inputs
 notes = notes_console()  # what training says on the way (as training_common.console)
 
 
+@dataclass(frozen=True)
+class PipelineStages:
+    """Where the pipeline's stages go, and which finished ones an earlier run left to keep."""
+
+    sft_dir: Path
+    rl_dir: Path
+    keep_sft: bool
+    keep_rl: bool
+
+
 def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_dir: Path) -> dict:
     """SFT into OUTPUT/sft, then RL from that checkpoint into OUTPUT/rl.
 
@@ -42,63 +53,105 @@ def train_pipeline(records: list[RewardRecord], config: PipelineConfig, output_d
     output_dir = Path(output_dir)
     started = time.perf_counter()
     remove_files(output_dir, [STAGE_REPORT])
-    sft_config, sft_dir, rl_dir = config.sft_config(), output_dir / "sft", output_dir / "rl"
-    keep_sft = finished_stage(sft_dir, stage_inputs(sft_config, records, None), "SFT")
+    stages = _stages_to_keep(records, config, output_dir)
+    if not stages.keep_rl:
+        remove_stage(stages.rl_dir)
+    _sft_stage(records, config, stages)
+    _rl_stage(records, config, stages)
+    report = _pipeline_report(stages, time.perf_counter() - started)
+    write_json(output_dir / STAGE_REPORT, report)
+    return report
+
+
+def _stages_to_keep(
+    records: list[RewardRecord], config: PipelineConfig, output_dir: Path
+) -> PipelineStages:
+    """The RL is kept only with its SFT: its inputs name the SFT's tensors."""
+    sft_dir, rl_dir = output_dir / "sft", output_dir / "rl"
+    keep_sft = finished_stage(sft_dir, stage_inputs(config.sft_config(), records, None), "SFT")
     keep_rl = keep_sft and finished_stage(
         rl_dir, stage_inputs(config.rl_config(), records, str(sft_dir)), "RL"
     )
-    if not keep_rl:
-        remove_stage(rl_dir)
-    if keep_sft:
-        notes.print(
-            f"SFT: {sft_dir} already holds the SFT of this config and these records; kept it "
-            "(delete that folder to train it again)",
-            markup=False,
-        )
-    else:
-        train_sft(records, sft_config, sft_dir)
-    if keep_rl:
-        notes.print(
-            f"RL: {rl_dir} already holds the RL of this config and these records, trained "
-            f"from {sft_dir}; kept it (delete that folder to train it again)",
-            markup=False,
-        )
-    else:
-        train_rl(records, config.rl_config(), rl_dir, str(sft_dir))
-    report = {
+    return PipelineStages(sft_dir=sft_dir, rl_dir=rl_dir, keep_sft=keep_sft, keep_rl=keep_rl)
+
+
+def _sft_stage(records: list[RewardRecord], config: PipelineConfig, stages: PipelineStages) -> None:
+    if not stages.keep_sft:
+        train_sft(records, config.sft_config(), stages.sft_dir)
+        return
+    notes.print(
+        f"SFT: {stages.sft_dir} already holds the SFT of this config and these records; kept it "
+        "(delete that folder to train it again)",
+        markup=False,
+    )
+
+
+def _rl_stage(records: list[RewardRecord], config: PipelineConfig, stages: PipelineStages) -> None:
+    if not stages.keep_rl:
+        train_rl(records, config.rl_config(), stages.rl_dir, str(stages.sft_dir))
+        return
+    notes.print(
+        f"RL: {stages.rl_dir} already holds the RL of this config and these records, trained "
+        f"from {stages.sft_dir}; kept it (delete that folder to train it again)",
+        markup=False,
+    )
+
+
+def _pipeline_report(stages: PipelineStages, seconds: float) -> dict:
+    kept = (("sft", stages.keep_sft), ("rl", stages.keep_rl))
+    return {
         "stage": "pipeline",
-        "checkpoint": str(rl_dir),
-        "stages": {"sft": str(sft_dir), "rl": str(rl_dir)},
-        "kept": [name for name, kept in (("sft", keep_sft), ("rl", keep_rl)) if kept],
-        "seconds": time.perf_counter() - started,
+        "checkpoint": str(stages.rl_dir),
+        "stages": {"sft": str(stages.sft_dir), "rl": str(stages.rl_dir)},
+        "kept": [name for name, was_kept in kept if was_kept],
+        "seconds": seconds,
     }
-    write_json(output_dir / STAGE_REPORT, report)
-    return report
 
 
 def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
     """Whether `folder` holds a complete checkpoint (and its report) that this code (version
     and sources, see code_digest) trained from exactly these inputs (see stage_inputs). A
     stage that only other code of this version trained is said to be trained again."""
+    metadata = _complete_checkpoint_metadata(folder)
+    if metadata is None:
+        return False
+    try:
+        backbone = locate_backbone(metadata, folder)
+    except CheckpointError:  # its backbone folder is nowhere: not the config's
+        return False
+    if not _trained_from(metadata, backbone, inputs):
+        return False
+    return _trained_by_this_code(metadata, folder, stage)
+
+
+def _complete_checkpoint_metadata(folder: Path) -> dict | None:
+    """The checkpoint's metadata when its tensors and report read too, else None."""
     try:
         metadata = read_checkpoint_metadata(folder)
         read_tensors(folder / HEAD_FILE, metadata, folder / META_FILE)
         read_json(folder / STAGE_REPORT)
     except (OSError, ValueError):  # no checkpoint, or a damaged one: train it again
-        return False
+        return None
+    return metadata
+
+
+def _trained_from(metadata: dict, backbone: str, inputs: dict) -> bool:
+    """Whether this package version trained the checkpoint from these inputs, on the
+    backbone's present weights."""
     saved = metadata.get("metadata")
-    try:
-        backbone = locate_backbone(metadata, folder)
-    except CheckpointError:  # its backbone folder is nowhere: not the config's
-        return False
-    same = (
+    return (
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
         and comparable_inputs(with_backbone(saved.get("inputs"), backbone))
         == comparable_inputs(inputs)
         and _same_backbone_weights(metadata, backbone)
     )
-    if same and metadata.get(CODE_DIGEST_KEY) != code_digest():
+
+
+def _trained_by_this_code(metadata: dict, folder: Path, stage: str) -> bool:
+    """Whether these sources, under today's feature-computing package versions, trained the
+    checkpoint of these inputs; if not, says it is trained again."""
+    if metadata.get(CODE_DIGEST_KEY) != code_digest():
         notes.print(
             f"{stage}: {folder} holds the {stage} of this config and these records, but "
             f"fugu-lite {__version__} with other sources trained it (the code changed since, "
@@ -107,7 +160,7 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
         )
         return False
     moved = versions_moved(metadata.get(FEATURE_VERSIONS_KEY))
-    if same and moved:
+    if moved:
         notes.print(
             f"{stage}: {folder} holds the {stage} of this config and these records, but its "
             f"features were computed under other package versions ({moved}), which may compute "
@@ -115,7 +168,7 @@ def finished_stage(folder: Path, inputs: dict, stage: str) -> bool:
             markup=False,
         )
         return False
-    return same
+    return True
 
 
 def _same_backbone_weights(metadata: dict, backbone: str) -> bool:
