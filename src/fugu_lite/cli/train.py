@@ -155,47 +155,51 @@ def train_es_command(
     )
 
 
+CostWeightsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cost-weights",
+        help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
+        "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json; omitted: one "
+        "router (OUTPUT/sft, OUTPUT/rl).",
+    ),
+]
+
+
 @train_app.command("pipeline")
 def train_pipeline_command(
     records: RecordsOption,
     output: OutputOption,
     config: ConfigOption = None,
     set_: SetOption = None,
-    cost_weights: Annotated[
-        str | None,
-        typer.Option(
-            "--cost-weights",
-            help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
-            "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json; omitted: one "
-            "router (OUTPUT/sft, OUTPUT/rl).",
-        ),
-    ] = None,
+    cost_weights: CostWeightsOption = None,
 ) -> None:
     """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
 
     A re-run keeps each stage already trained from the same config, records and SFT."""
-    from ..cost_weighting import parse_cost_weights
-    from ..pipeline import train_pipeline
-    from ..router_family import train_router_family
-
     cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
     # one folder may hold a pipeline, then a family (or the other way): neither's checkpoints
     # are in the folder itself
     check_not_another_stage(output, "pipeline", mine=("family",))
-    if cost_weights is not None:
-        try:
-            weights = parse_cost_weights(cost_weights)
-        except ValueError as error:
-            fail(str(error))
-        run_stage(
-            output,
-            lambda: train_router_family(read_records_or_fail(records), cfg, output, weights),
-            PIPELINE_KEPT,
-        )
-        return
-    run_stage(
-        output, lambda: train_pipeline(read_records_or_fail(records), cfg, output), PIPELINE_KEPT
-    )
+    run_stage(output, pipeline_training(records, cfg, output, cost_weights), PIPELINE_KEPT)
+
+
+def pipeline_training(
+    records: Path, cfg: PipelineConfig, output: Path, cost_weights: str | None
+) -> Callable[[], dict]:
+    """The pipeline's training, or a router family's when --cost-weights is given (its
+    weights checked now, before any work)."""
+    from ..cost_weighting import parse_cost_weights
+    from ..pipeline import train_pipeline
+    from ..router_family import train_router_family
+
+    if cost_weights is None:
+        return lambda: train_pipeline(read_records_or_fail(records), cfg, output)
+    try:
+        weights = parse_cost_weights(cost_weights)
+    except ValueError as error:
+        fail(str(error))
+    return lambda: train_router_family(read_records_or_fail(records), cfg, output, weights)
 
 
 @train_app.command("reward-head")
