@@ -12,37 +12,48 @@ from ..config_errors import ConfigError
 from ..config_loading import DEFAULT_CONFIG
 from .common import PoolOption, check_output, fail, load_or_fail, stopped_cleanly
 
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Folder holding llmrouter/. Default: $FUGU_LITE_DATA_DIR, else ../shared/data, "
+        "else a download into the cache (online; offline the LLMRouter stage is skipped)."
+    ),
+]
+DemoOutputOption = Annotated[
+    Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
+]
+PipelineConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Pipeline YAML; default: src/fugu_lite/configs/default.yaml (the shipped int8 setup).",
+    ),
+]
+TasksPerFamilyOption = Annotated[
+    int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
+]
+LLMRouterOption = Annotated[
+    bool, typer.Option(help="Also train and evaluate on the LLMRouter data, when found.")
+]
+ServeOption = Annotated[
+    bool, typer.Option(help="End by serving the router and asking it a few questions.")
+]
+
+DEMO_KEPT = (
+    "run the same command again (or `make demo`): the answers collected so far are kept "
+    "and collection continues; the other stages start over, on cached features"
+)
+
 
 def demo_command(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder holding llmrouter/. Default: $FUGU_LITE_DATA_DIR, else ../shared/data, "
-            "else a download into the cache (online; offline the LLMRouter stage is skipped)."
-        ),
-    ] = None,
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
-    ] = Path("runs/demo"),
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="Pipeline YAML; default: src/fugu_lite/configs/default.yaml (the shipped int8 "
-            "setup).",
-        ),
-    ] = None,
+    data_dir: DataDirOption = None,
+    output: DemoOutputOption = Path("runs/demo"),
+    config: PipelineConfigOption = None,
     pool: PoolOption = None,
-    tasks_per_family: Annotated[
-        int, typer.Option(min=2, help="Generated tasks per family for the local pool.")
-    ] = 12,
-    llmrouter: Annotated[
-        bool, typer.Option(help="Also train and evaluate on the LLMRouter data, when found.")
-    ] = True,
-    serve: Annotated[
-        bool, typer.Option(help="End by serving the router and asking it a few questions.")
-    ] = True,
+    tasks_per_family: TasksPerFamilyOption = 12,
+    llmrouter: LLMRouterOption = True,
+    serve: ServeOption = True,
 ) -> None:
     """The main job: LLMRouter train + eval, the local loop, then serving.
 
@@ -62,12 +73,8 @@ def demo_command(
         llmrouter=llmrouter,
         serve=serve,
     )
-    kept = (
-        "run the same command again (or `make demo`): the answers collected so far are kept "
-        "and collection continues; the other stages start over, on cached features"
-    )
     # SIGTERM too (`timeout`, a cancelled CI job): it ended the demo without a word
-    with stopped_cleanly(kept):
+    with stopped_cleanly(DEMO_KEPT):
         try:
             run_demo(settings, cfg)
         except (ValueError, RuntimeError, OSError) as error:
