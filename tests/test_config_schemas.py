@@ -659,6 +659,53 @@ def test_a_key_in_the_wrong_section_names_the_section_it_belongs_under(
 
 
 @pytest.mark.parametrize(
+    ("text", "stage", "expected"),
+    [
+        # a model per stage: the pipeline's stages share the one top-level model section
+        (
+            "sft:\n  epochs: 2\n  model:\n    backbone: tiny-random\n",
+            None,
+            "unknown key 'sft.model': 'model' is a top-level section, not a key of sft:;",
+        ),
+        (
+            "sft:\n  model:\n    layer: 2\n",
+            "sft",
+            "unknown key 'sft.model': 'model' is a top-level section, not a key of sft:;",
+        ),
+        (
+            "training:\n  model:\n    layer: 2\n",
+            "sft",
+            "unknown key 'training.model': 'model' is a top-level section, not a key of training:;",
+        ),
+        (
+            "sft:\n  epochs: 2\n  rl:\n    epochs: 3\n",
+            None,
+            "unknown key 'sft.rl': 'rl' is a top-level section, not a key of sft:;",
+        ),
+        # a stage file's training: holding a pipeline file's stage section
+        (
+            "training:\n  sft:\n    epochs: 3\n",
+            "sft",
+            "unknown key 'training.sft': 'sft' is a pipeline file's top-level section",
+        ),
+    ],
+)
+def test_a_section_nested_in_another_says_it_is_a_top_level_section(
+    tmp_path: Path, text: str, stage: str | None, expected: str
+) -> None:
+    """`model:` indented under `sft:` (a model per stage) said "unknown key 'sft.model'" and
+    listed the SFT keys: the user was not told that model is the one top-level section."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        if stage is None:
+            load_config(path, PipelineConfig)
+        else:
+            load_stage_config(path, SFTConfig, stage)
+    assert expected in str(error.value)
+    assert "unindent it" in str(error.value) or "directly under training:" in str(error.value)
+
+
+@pytest.mark.parametrize(
     ("text", "key", "shown"),
     [
         ("sft:\n  epochs: many\n", "sft.epochs", "'many'"),

@@ -114,6 +114,8 @@ def _unknown_config_key_hint(
     hint = _sibling_section_hint(config_type, location, given, file_keys) or hint
     hint = _other_stage_hint(config_type, location, given, file_keys) or hint
     hint = _pool_key_hint(location) or hint
+    if given is None:  # a --set key is not indented
+        hint = _nested_section_hint(config_type, location, key, file_keys) or hint
     if not hint:
         hint = _anchor_section_hint(item, config_type, key, known)
     if key == "training" and "sft" in known:
@@ -167,6 +169,29 @@ def _other_stage_hint(
 def _pool_key_hint(location: tuple) -> str:
     if len(location) == 1 and _is_pool_key(str(location[0])):
         return "a worker pool's key: is this a pool config (for --pool of collect, serve, demo)? "
+    return ""
+
+
+def _nested_section_hint(
+    config_type: type[BaseModel], location: tuple, key: str, file_keys: dict[str, str] | None
+) -> str:
+    """A top-level section indented under another (`model:` under `sft:`, a model per
+    stage): it was "unknown" with the stage's keys listed, and no word of where it goes."""
+    if len(location) != 2:
+        return ""
+    name, parent = str(location[1]), key.rpartition(".")[0]
+    top_level = set(config_type.model_fields) | (set(STAGE_SECTIONS) if file_keys else set())
+    if name in top_level:
+        shared = " (one model: serves every stage)" if name == "model" else ""
+        return (
+            f"{name!r} is a top-level section, not a key of {parent}:; unindent it to the "
+            f"top level{shared}; "
+        )
+    if name in STAGE_SECTIONS and "training" in config_type.model_fields:
+        return (
+            f"{name!r} is a pipeline file's top-level section: in this stage file its keys go "
+            f"directly under training: (or write {name}: in place of training:); "
+        )
     return ""
 
 
