@@ -1218,6 +1218,27 @@ def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> 
         load_stage_config(stage_file, RLConfig, "rl")
 
 
+@pytest.mark.parametrize(
+    ("text", "stage", "meant"),
+    [
+        ("epochs: 3\nsft:\n  batch_size: 4\n", "sft", "sft.epochs"),
+        ("epochs: 3\nsft:\n  batch_size: 4\n", "rl", "rl.epochs"),
+        ("backbone: tiny-random\nsft: {}\n", "sft", "model.backbone"),
+        ("sigma: 0.1\nes: {}\n", "es", "es.sigma0"),
+    ],
+)
+def test_a_stage_key_at_the_top_of_a_pipeline_file_says_its_dotted_path(
+    tmp_path: Path, text: str, stage: str, meant: str
+) -> None:
+    """`epochs: 3` one section too high in a pipeline file: `train pipeline` said "did you
+    mean 'sft.epochs'?", `train sft|rl|es` only "unknown top-level key(s) 'epochs'"."""
+    path = write_yaml(tmp_path / "p.yaml", text)
+    config_type = {"sft": SFTConfig, "rl": RLConfig, "es": ESConfig}[stage]
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, config_type, stage)
+    assert f"(did you mean {meant!r}?)" in str(error.value)
+
+
 @pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])
 def test_a_pipeline_section_that_is_not_a_mapping_is_refused(tmp_path: Path, text: str) -> None:
     path = write_yaml(tmp_path / "p.yaml", text)

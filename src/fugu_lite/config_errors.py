@@ -126,7 +126,7 @@ def _unknown_config_key_hint(
 def _close_key_hint(config_type: type[BaseModel], location: tuple, known: list[str]) -> str:
     """The key meant, here (`known`) or one section down."""
     close = close_keys(str(location[-1]), known)
-    close = close or _nested_matches(config_type, location[:-1], str(location[-1]))
+    close = close or nested_matches(config_type, location[:-1], str(location[-1]))
     return f"did you mean {close[0]!r}? " if close else ""
 
 
@@ -332,7 +332,7 @@ def _is_pool_key(key: str) -> bool:
     return key in PoolConfig.model_fields
 
 
-def _nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
+def nested_matches(config_type: type[BaseModel], location: tuple, key: str) -> list[str]:
     """Dotted paths, relative to `location`, of keys one section down that are (close to)
     `key`: `iterations` at the top of a stage config -> `training.iterations`."""
     section = section_type(config_type, location)

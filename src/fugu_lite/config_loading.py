@@ -11,13 +11,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .backbone_identity import EMBEDDED_BACKBONES, TINY_RANDOM, local_backbone_path
-from .config import STAGE_SECTIONS, ModelConfig
+from .config import STAGE_SECTIONS, ModelConfig, PipelineConfig
 from .config_errors import (
     ConfigError,
     anchor_hint,
     close_keys,
     describe_config_error,
     describe_yaml_error,
+    nested_matches,
     section_type,
 )
 from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
@@ -98,7 +99,7 @@ def _check_pipeline_keys(data: dict, path: str | Path, stage: str) -> None:
 
 def _unknown_section_hint(key: object, value: object, stage: str, known: list[str]) -> str:
     """`key` quoted, with the section it was meant to be or where an anchor goes, if any."""
-    close = close_keys(str(key), known)
+    close = close_keys(str(key), known) or _keys_one_section_down(str(key), stage)
     hint = (
         f"did you mean {close[0]!r}?"
         if close
@@ -107,6 +108,13 @@ def _unknown_section_hint(key: object, value: object, stage: str, known: list[st
         else ""
     )
     return f"{key!r}" + (f" ({hint})" if hint else "")
+
+
+def _keys_one_section_down(key: str, stage: str) -> list[str]:
+    """The dotted paths close to a top-level `key` one section down (`epochs` ->
+    `sft.epochs`), the stage's own section first."""
+    matches = nested_matches(PipelineConfig, (), key)
+    return sorted(matches, key=lambda match: match.partition(".")[0] != stage)
 
 
 def _check_sections_are_mappings(data: dict, path: str | Path, stage: str) -> None:
