@@ -1239,6 +1239,30 @@ def test_a_stage_key_at_the_top_of_a_pipeline_file_says_its_dotted_path(
     assert f"(did you mean {meant!r}?)" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("stage", "config_type", "key", "command"),
+    [
+        ("sft", SFTConfig, "rl.epochs", "`fugu-lite train rl` or `fugu-lite train pipeline`"),
+        ("rl", RLConfig, "es.iterations", "`fugu-lite train es`"),
+        ("es", ESConfig, "sft.epochs", "`fugu-lite train sft` or `fugu-lite train pipeline`"),
+    ],
+)
+def test_an_override_of_another_stages_section_says_this_stage_does_not_read_it(
+    tmp_path: Path, stage: str, config_type: type, key: str, command: str
+) -> None:
+    """`train sft -c pipeline.yaml --set rl.epochs=3` said only "unknown key 'rl': known keys
+    here: model, training", with no word that rl: is another stage's section."""
+    path = write_yaml(tmp_path / "p.yaml", "model:\n  layer: 2\nsft: {}\nrl: {}\nes: {}\n")
+    for source in (path, None):
+        with pytest.raises(ConfigError) as error:
+            load_stage_config(source, config_type, stage, {key: 3})
+        section = key.partition(".")[0]
+        assert str(error.value) == (
+            f"--set {key}: {section}.* are the settings of {command}, which `fugu-lite train "
+            f"{stage}` does not read; its keys are model.* and training.*"
+        )
+
+
 @pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])
 def test_a_pipeline_section_that_is_not_a_mapping_is_refused(tmp_path: Path, text: str) -> None:
     path = write_yaml(tmp_path / "p.yaml", text)

@@ -181,6 +181,20 @@ def _check_stage_overrides(overrides: dict, stage: str) -> None:
                 f"--set {dotted_key}: a single stage's keys are model.* and training.*; "
                 f"use training.{rest}"
             )
+        if section in STAGE_SECTIONS and rest:  # another stage's: `train sft --set rl.epochs=3`
+            raise ConfigError(
+                f"--set {dotted_key}: {section}.* are the settings of "
+                f"{_commands_reading(section)}, which `fugu-lite train "
+                f"{stage.replace('_', '-')}` does not read; its keys are model.* and training.*"
+            )
+
+
+def _commands_reading(section: str) -> str:
+    """The commands that read a pipeline file's stage section (the pipeline runs no ES)."""
+    commands = [f"`fugu-lite train {section}`"]
+    if section != "es":
+        commands.append("`fugu-lite train pipeline`")
+    return " or ".join(commands)
 
 
 def _read_yaml_mapping(path: Path) -> dict:
