@@ -30,6 +30,7 @@ from fugu_lite.config import (
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config, load_stage_config
 from fugu_lite.io import append_jsonl, read_json, write_json, write_jsonl
+from fugu_lite.reward_head_training import RewardHeadConfig
 from fugu_lite.schemas import (
     ChatMessage,
     RewardRecord,
@@ -1261,6 +1262,34 @@ def test_an_override_of_another_stages_section_says_this_stage_does_not_read_it(
             f"--set {key}: {section}.* are the settings of {command}, which `fugu-lite train "
             f"{stage}` does not read; its keys are model.* and training.*"
         )
+
+
+@pytest.mark.parametrize(
+    ("text", "stage", "expected"),
+    [
+        (
+            "sft:\n  population_size: 8\nes:\n  iterations: 3\n",
+            "es",
+            "unknown key 'sft.population_size': it belongs under es:, not here;",
+        ),
+        ("sft:\n  epochs: 3\nrl:\n  epochs: 0\n", "sft", "  rl.epochs: Input should be greater"),
+        ("sft:\n  epochs: 3\nes: 5\n", "rl", "  es: must be a section of keys"),
+        ("sft:\n  epoch: 3\n", "reward_head", "unknown key 'sft.epoch': did you mean 'epochs'?"),
+    ],
+)
+def test_a_stage_refuses_a_pipeline_file_whose_other_sections_are_wrong(
+    tmp_path: Path, text: str, stage: str, expected: str
+) -> None:
+    """`train es -c p.yaml` with `population_size: 8` under `sft:` (meant for es) trained
+    with population 32 without a word: a stage read only its own section of the file."""
+    path = write_yaml(tmp_path / "p.yaml", text)
+    config_type = {"sft": SFTConfig, "rl": RLConfig, "es": ESConfig}.get(stage, RewardHeadConfig)
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, config_type, stage)
+    message = str(error.value)
+    assert message.startswith(f"{path}: invalid PipelineConfig:\n")
+    assert expected in message
+    assert f"`fugu-lite train {stage.replace('_', '-')}` reads only model:" in message
 
 
 @pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])

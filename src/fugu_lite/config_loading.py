@@ -80,6 +80,7 @@ def load_stage_config(
     stage_data = _as_stage_file(data, stage)
     _apply_overrides(stage_data, overrides or {}, str(path))
     config = _validate_stage(stage_data, config_type, stage, str(path), overrides)
+    _check_other_stage_sections(data, path, stage)
     check_backbone_folder_base(config, Path(path), overrides or {})
     return config
 
@@ -136,6 +137,23 @@ def _as_stage_file(data: dict, stage: str) -> dict:
 def _apply_overrides(data: dict, overrides: Mapping[str, object], source: str) -> None:
     for dotted_key, value in overrides.items():
         _set_dotted(data, dotted_key, value, source)
+
+
+def _check_other_stage_sections(data: dict, path: str | Path, stage: str) -> None:
+    """The pipeline file's other stage sections, read as their own commands read them: a key
+    of this stage put under another (`population_size` under `sft:` for `train es`) was left
+    out without a word, and the stage trained on its default."""
+    others = {name: data[name] for name in STAGE_SECTIONS if name != stage and name in data}
+    try:
+        PipelineConfig.model_validate(_empty_sections_as_defaults(others, PipelineConfig))
+    except ValidationError as error:
+        read = "model:" + (f" and {stage}:" if stage in STAGE_SECTIONS else "")
+        raise ConfigError(
+            f"{describe_config_error(error, PipelineConfig, str(path))}\n"
+            f"  (`fugu-lite train {stage.replace('_', '-')}` reads only {read} of this pipeline "
+            "file, but its other sections are wrong, and a setting meant for this stage may be "
+            "among them: fix them or delete them)"
+        ) from error
 
 
 def _validate_stage(
