@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..scoring.common import without_thinking
 from ..scoring.judge import parse_judge_score
@@ -45,9 +46,7 @@ def logging_judge(
     messages already in the log (a run stopped before its grade line) is reused, not paid
     for again; `before_call` runs before a call, and may refuse it by raising."""
     judge_worker = pool.worker(judge_id)
-    task_id, worker_id = cell
     judged_request_hash = state.calls[cell].request_hash
-    _, judge_settings = state.judge or (None, None)
 
     async def judge(messages: list[dict[str, str]]) -> str:
         request_hash = hashlib.sha1(json.dumps(messages).encode()).hexdigest()
@@ -57,33 +56,52 @@ def logging_judge(
         if before_call is not None:
             before_call()
         result = await pool.chat(judge_id, list(messages), **JUDGE_PARAMS)
-        state.add(
-            LogEntry(
-                event="judge", task_id=task_id, worker_id=judge_id,
-                judged_worker_id=worker_id, judged_request_hash=judged_request_hash,
-                request_hash=request_hash, judge_hash=judge_settings,
-                judge_gguf_sha256=state.gguf_digests.get(judge_id),
-                finish_reason=finish_reason(result),
-                output=result.output, cost=result.cost, latency_s=result.latency_s,
-                usage=None if result.usage is None else result.usage.model_dump(),
-                error=result.error, error_kind=result.error_kind, attempts=result.attempts,
-                started_at=result.started_at, finished_at=result.finished_at,
-            )
-        )  # fmt: skip
+        state.add(_judge_entry(state, cell, judged_request_hash, judge_id, request_hash, result))
         if on_result is not None:
             await on_result(result)
-        if result.error is not None or result.output is None:
-            raise WorkerCallError(result.error_kind or "server", result.error or "no output")
-        if _hit_token_limit(result) and not _scored(result.output):
-            name, limit = output_limit(judge_worker.params) or ("max_tokens", "of its server")
-            raise JudgeReplyCut(
-                f"its reply stopped at its token limit ({name} {limit}) before a "
-                f"`SCORE: N` line; raise params.{name} of worker {judge_id} (the judge "
-                "may reason before it scores) or judge with another worker (--judge)"
-            )
-        return result.output
+        return _verdict_of(result, judge_worker.params, judge_id)
 
     return judge
+
+
+def _judge_entry(
+    state: CollectState,
+    cell: Cell,
+    judged_request_hash: str,
+    judge_id: str,
+    request_hash: str,
+    result: CallResult,
+) -> LogEntry:
+    """The call log's `judge` line of one call to the judge about the cell's answer (of
+    request `judged_request_hash`)."""
+    task_id, worker_id = cell
+    _, judge_settings = state.judge or (None, None)
+    return LogEntry(
+        event="judge", task_id=task_id, worker_id=judge_id,
+        judged_worker_id=worker_id, judged_request_hash=judged_request_hash,
+        request_hash=request_hash, judge_hash=judge_settings,
+        judge_gguf_sha256=state.gguf_digests.get(judge_id),
+        finish_reason=finish_reason(result),
+        output=result.output, cost=result.cost, latency_s=result.latency_s,
+        usage=None if result.usage is None else result.usage.model_dump(),
+        error=result.error, error_kind=result.error_kind, attempts=result.attempts,
+        started_at=result.started_at, finished_at=result.finished_at,
+    )  # fmt: skip
+
+
+def _verdict_of(result: CallResult, params: dict[str, Any], judge_id: str) -> str:
+    """The judge's reply, or why it gives none: a failed call (WorkerCallError), or a reply
+    cut at its token limit before a score (JudgeReplyCut)."""
+    if result.error is not None or result.output is None:
+        raise WorkerCallError(result.error_kind or "server", result.error or "no output")
+    if _hit_token_limit(result) and not _scored(result.output):
+        name, limit = output_limit(params) or ("max_tokens", "of its server")
+        raise JudgeReplyCut(
+            f"its reply stopped at its token limit ({name} {limit}) before a "
+            f"`SCORE: N` line; raise params.{name} of worker {judge_id} (the judge "
+            "may reason before it scores) or judge with another worker (--judge)"
+        )
+    return result.output
 
 
 def _scored(reply: str) -> bool:
