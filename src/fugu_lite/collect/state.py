@@ -64,31 +64,23 @@ class CollectState:
         judge_worker: str | None = None,
     ) -> None:
         self.config = config
-        self.tasks = {task.id: task for task in tasks}
+        self.tasks = unique_tasks(tasks)
         self.order = [task.id for task in tasks]
-        if len(self.tasks) != len(tasks):
-            raise CollectError("task ids must be unique; read the tasks with read_tasks")
         self.output = output
         self.log = log
         self.worker_ids = config.worker_ids
-        self.hashes = {
-            (task.id, worker.id): request_hash(worker, task)
-            for task in tasks
-            for worker in config.workers
-        }
+        # what a saved line must match to count for this run
+        self.hashes = request_hashes(config, tasks)
         self.local_hashes = {worker.id: local_hash(worker) for worker in config.workers}
         self.gguf_digests = {worker.id: gguf_sha256(worker) for worker in config.workers}
-        self.contexts = {
-            worker.id: None if worker.local is None else worker.local.n_ctx
-            for worker in config.workers
-        }
+        self.contexts = local_contexts(config)
         self.grading_hashes = {task.id: grading_hash(task) for task in tasks}
         self.grading_code = grading_code_digest()
-        self.judge = (
-            None
-            if judge_worker is None
-            else (judge_worker, judge_hash(config.worker(judge_worker)))
-        )
+        self.judge = run_judge(config, judge_worker)
+        self._nothing_read_yet()
+
+    def _nothing_read_yet(self) -> None:
+        """What the two files say is done, empty until load reads them."""
         self.calls: dict[Cell, LogEntry] = {}  # latest successful call per cell
         self.grades: dict[Cell, LogEntry] = {}  # latest grade with a score, of this grading
         self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
@@ -448,6 +440,36 @@ class CollectState:
         append_line(self.output, record)
         self.recorded.add(task_id)
         return True
+
+
+def unique_tasks(tasks: list[Task]) -> dict[str, Task]:
+    """The tasks by id; two tasks of one id are a CollectError."""
+    by_id = {task.id: task for task in tasks}
+    if len(by_id) != len(tasks):
+        raise CollectError("task ids must be unique; read the tasks with read_tasks")
+    return by_id
+
+
+def request_hashes(config: PoolConfig, tasks: list[Task]) -> dict[Cell, str]:
+    """Each cell's request hash: what a saved answer must have been asked with."""
+    return {
+        (task.id, worker.id): request_hash(worker, task)
+        for task in tasks
+        for worker in config.workers
+    }
+
+
+def local_contexts(config: PoolConfig) -> dict[str, int | None]:
+    """Each worker's n_ctx (None for a remote worker): a saved context refusal holds while
+    it is the same."""
+    return {
+        worker.id: None if worker.local is None else worker.local.n_ctx for worker in config.workers
+    }
+
+
+def run_judge(config: PoolConfig, judge_worker: str | None) -> tuple[str, str] | None:
+    """This run's judge as (its worker id, its judge_hash), None without one."""
+    return None if judge_worker is None else (judge_worker, judge_hash(config.worker(judge_worker)))
 
 
 def append_line(path: Path, row: BaseModel) -> None:
