@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -383,35 +384,71 @@ async def collect(
     check_judge(config, tasks, judge_worker)
     log_missing = log is None and not log_path.exists()
     with exclusive_files([output, log_path]):
-        state = CollectState(config, tasks, output, log_path, judge_worker).load()
-        if log_missing and state.recorded and state.pending_tasks():
-            raise CollectError(state.missing_log())
+        state = _resumed_state(config, tasks, output, log_path, judge_worker, log_missing)
         console = console or notes_console()
-        for message in state.torn:
-            console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
-        reasks = state.reask_notes()
-        regrades = state.regrade_notes()
-        reprices = state.reprice_notes()
-        for message in [*reasks, *regrades, *reprices]:
-            console.print(f"[yellow]note:[/yellow] {console_text(message)}")
+        notes = _say_what_no_longer_fits(state, console)
         pool = WorkerPool(one_call_at_a_time(config))
-        # A finished collection calls no worker: its summary needs neither their local servers
-        # (minutes to load a large GGUF) nor their API keys.
-        started = pool if state.pending_tasks() else contextlib.nullcontext(pool)
-        for message in [*queued_locally(config), *unpriced(config)] if started is pool else []:
-            console.print(f"[yellow]note:[/yellow] {console_text(message)}")
-        local = [worker.id for worker in config.workers if worker.local is not None]
-        if started is pool and local:  # silent otherwise for as long as the models load
-            console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
+        started = _pool_to_start(pool, config, state, console)
         async with started:
             with _progress(show_progress, console) as progress:
                 collector = Collector(
                     pool, state, judge_worker=judge_worker, down_after=down_after, progress=progress
                 )
                 await collector.run()
-        return summarize(state, collector.counters).model_copy(
-            update={"reasks": reasks, "regrades": regrades, "reprices": reprices}
-        )
+        return summarize(state, collector.counters).model_copy(update=notes.model_dump())
+
+
+class SavedWorkNotes(BaseModel):
+    """The notes on saved answers, grades and costs that no longer fit this run."""
+
+    reasks: list[str]
+    regrades: list[str]
+    reprices: list[str]
+
+
+def _resumed_state(
+    config: PoolConfig,
+    tasks: list[Task],
+    output: Path,
+    log_path: Path,
+    judge_worker: str | None,
+    log_missing: bool,
+) -> CollectState:
+    """What the two files say is done; records whose default call log is missing are
+    refused while tasks remain (see CollectState.missing_log)."""
+    state = CollectState(config, tasks, output, log_path, judge_worker).load()
+    if log_missing and state.recorded and state.pending_tasks():
+        raise CollectError(state.missing_log())
+    return state
+
+
+def _say_what_no_longer_fits(state: CollectState, console: Console) -> SavedWorkNotes:
+    """Warn of torn lines cut off, and note saved answers asked again, grades given again
+    and records at other prices."""
+    for message in state.torn:
+        console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
+    notes = SavedWorkNotes(
+        reasks=state.reask_notes(), regrades=state.regrade_notes(), reprices=state.reprice_notes()
+    )
+    for message in [*notes.reasks, *notes.regrades, *notes.reprices]:
+        console.print(f"[yellow]note:[/yellow] {console_text(message)}")
+    return notes
+
+
+def _pool_to_start(
+    pool: WorkerPool, config: PoolConfig, state: CollectState, console: Console
+) -> contextlib.AbstractAsyncContextManager[WorkerPool]:
+    """The pool when tasks remain (with its notes, and a line while local servers load);
+    a finished collection calls no worker: its summary needs neither their local servers
+    (minutes to load a large GGUF) nor their API keys."""
+    if not state.pending_tasks():
+        return contextlib.nullcontext(pool)
+    for message in [*queued_locally(config), *unpriced(config)]:
+        console.print(f"[yellow]note:[/yellow] {console_text(message)}")
+    local = [worker.id for worker in config.workers if worker.local is not None]
+    if local:  # silent otherwise for as long as the models load
+        console.print(f"[dim]starting the llama.cpp servers of {', '.join(local)}[/dim]")
+    return pool
 
 
 @contextmanager
