@@ -3,7 +3,10 @@ log, resume, down workers, failed and refused calls, the summary table and the C
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -777,3 +780,55 @@ def test_a_remote_worker_given_no_prices_beside_priced_ones_is_noted(tmp_path: P
     assert len(notes) == 2, notes
     assert "worker unpriced has no prices" in notes[0] and "cost 0" in notes[0]
     assert "worker half has input_price_per_mtok but no output_price_per_mtok" in notes[1]
+
+
+# A `fugu-lite collect` that gets SIGTERM (as `timeout` or a cancelled CI job sends it) at a
+# known point: from within one of the workers' calls, right after its second call line (the
+# signal then lands in that call's asyncio task, beside the other calls in flight)
+STOPPED_BY_SIGTERM = """
+import os, signal, sys
+from fugu_lite.cli import app
+from fugu_lite.collect import state
+
+calls = []
+append_line = state.append_line
+
+def append_then_sigterm(path, row):
+    append_line(path, row)
+    calls.extend([row] if getattr(row, "event", None) == "call" else [])
+    if len(calls) == 2 and row is calls[-1]:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+state.append_line = append_then_sigterm
+app(sys.argv[1:], prog_name="fugu-lite")
+"""
+
+
+def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM was raised as KeyboardInterrupt wherever the run was, inside one of its asyncio
+    tasks too: after the `interrupted:` line Python printed that task's traceback ("Task
+    exception was never retrieved"), and the run's other tasks were not wound down as on
+    Ctrl-C. It now stops the run as Ctrl-C does: one line, exit 130, and the next run goes on."""
+    tasks = number_tasks(8)
+    output = tmp_path / "rewards.jsonl"
+    tasks_path, pool_path = tmp_path / "tasks.jsonl", tmp_path / "pool.yaml"
+    write_tasks(tasks_path, tasks)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("a", stub), ("b", stub))
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
+        stopped = subprocess.run(
+            [sys.executable, "-c", STOPPED_BY_SIGTERM, *args, "--no-progress"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+        )  # fmt: skip
+        said = stopped.stdout + stopped.stderr
+        assert stopped.returncode == 130, said
+        assert "interrupted:" in said and "Traceback" not in said, said
+        asked = len(stub.bodies)
+        answered = sum(line["event"] == "call" for line in log_lines(output))
+        assert answered < 2 * len(tasks)
+        summary = run_collect(config, tasks, output)
+        assert summary.complete and summary.torn_lines == []
+        assert len(stub.bodies) - asked == 2 * len(tasks) - answered  # no answer asked again
+    assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
