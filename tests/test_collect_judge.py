@@ -3,6 +3,7 @@ counted, a judge down or cut, and saved grades judged again after the judge chan
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -20,6 +21,7 @@ from fugu_lite.collect import hashes
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.journal import default_log_path
+from fugu_lite.collect.run import collect
 from fugu_lite.collect.state import JudgeSummary
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
 from fugu_lite.schemas import read_records
@@ -546,3 +548,20 @@ def test_a_reasoning_judges_draft_score_is_not_its_verdict(tmp_path: Path) -> No
         summary = run_collect(config, tasks, tmp_path / "s.jsonl", judge_worker="judge")
     assert summary.workers[0].ungraded == 1
     assert "could not read a score" in (summary.workers[0].grade_error or "")
+
+
+def test_judging_saved_answers_again_shows_its_progress(tmp_path: Path) -> None:
+    """A run whose work is judging saved answers again (the judge failed on them last run, or
+    the judge changed) did it before any progress bar was drawn, each bar's total the calls
+    still to make: hours of judging a large collection showed nothing. It now has a bar."""
+    tasks = haiku_tasks(10)
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        config = stub_pool(("w", worker), ("judge", judge))
+        run_collect(config, tasks, output, judge_worker="judge")  # no verdict can be read
+        judge.reply = "Good.\nSCORE: 7"
+        console = Console(width=200, record=True, force_terminal=False)
+        summary = asyncio.run(collect(config, tasks, output, judge_worker="judge", console=console))
+    assert summary.complete and len(worker.bodies) == 10  # judged again, not asked again
+    lines = [line for line in console.export_text().splitlines() if "/20" in line]
+    assert lines == [f"saved answers to grade: {done}/20" for done in range(2, 21, 2)], lines

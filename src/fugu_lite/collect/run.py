@@ -88,6 +88,7 @@ REFUSED_AFTER = 3
 # A local worker's llama.cpp server that exits on its own (a crash, the OOM killer) is started
 # again, at most this often per run: a prompt that crashes it would otherwise do so for ever.
 MAX_RESTARTS = 3
+SAVED_ANSWERS = "saved answers to grade"  # the bar of the answers graded before any call
 
 
 class Collector:
@@ -117,7 +118,7 @@ class Collector:
     async def run(self) -> None:
         for task_id in self.state.pending_tasks():
             self.counters.records_written += self.state.write_ready_record(task_id)
-        await asyncio.gather(*(self._grade(*cell) for cell in self.state.cells_to_grade()))
+        await self._grade_saved_answers()
         queues = {
             worker_id: self.state.cells_to_call(worker_id) for worker_id in self.state.worker_ids
         }
@@ -141,6 +142,23 @@ class Collector:
         finally:
             for pending in self.grading:
                 pending.cancel()
+
+    async def _grade_saved_answers(self) -> None:
+        """Grade the saved answers without a grade of this run's grading (a run stopped
+        mid-grade, a grader or judge that failed, a judge changed), under a bar of their own:
+        judging them again may take long, and the workers' bars count calls still to make."""
+        cells = self.state.cells_to_grade()
+        progress = self.progress
+        bar = None
+        if progress is not None and cells:
+            bar = progress.add_task(SAVED_ANSWERS, total=len(cells), status="")
+
+        async def grade_one(cell: Cell) -> None:
+            await self._grade(*cell)
+            if progress is not None and bar is not None:
+                progress.update(bar, advance=1)
+
+        await asyncio.gather(*(grade_one(cell) for cell in cells))
 
     async def _consume(self, worker_id: str, queue: asyncio.Queue[str]) -> None:
         while not queue.empty():
