@@ -245,6 +245,40 @@ def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
         run_collect(stub_pool(("w", stub)), tasks, output)
 
 
+@pytest.mark.parametrize(
+    ("change", "as_log", "said"),
+    [
+        ({"split": None}, False, "split: Field required"),
+        ({"note": "by hand"}, False, "note: Extra inputs are not permitted"),
+        ({"rewards": [1.0, "x"]}, False, "rewards.1: Input should be a valid number"),
+        ({"event": "answer"}, True, "event: Input should be 'call', 'grade' or 'judge'"),
+        ({"worker_id": None}, True, "worker_id: Field required"),
+    ],
+)  # fmt: skip
+def test_a_line_another_tool_appended_wrong_is_named_with_what_is_wrong(
+    tmp_path: Path, change: dict, as_log: bool, said: str
+) -> None:
+    """A line appended by hand or by another tool that is not quite a record (or a call-log
+    entry) was refused with pydantic's first message alone, 'not a RewardRecord (Field
+    required)': which field, and which of several problems, was left to guess. The error now
+    names the field of each problem."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("a", stub), ("b", stub))
+        run_collect(config, tasks[:1], output)
+        path = default_log_path(output) if as_log else output
+        line = json.loads(path.read_text().splitlines()[-1])
+        wrong = {key: value for key, value in {**line, **change}.items() if value is not None}
+        with path.open("a") as stream:
+            stream.write(json.dumps(wrong) + "\n")
+        with pytest.raises(Exception) as raised:
+            run_collect(config, tasks, output)
+    lines = len(path.read_text().splitlines())
+    assert f"{path}, line {lines}: not a " in str(raised.value)
+    assert said in str(raised.value) and "fix or delete that line" in str(raised.value)
+
+
 def test_other_workers_in_the_output_are_refused_with_a_way_out_that_keeps_the_answers(
     tmp_path: Path,
 ) -> None:

@@ -14,7 +14,7 @@ from typing import BinaryIO, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..atomic_files import append_whole
-from ..io import iter_jsonl
+from ..io import describe_validation_error, iter_jsonl
 from ..text_reading import RecordFileError
 from .errors import CollectError
 
@@ -147,8 +147,9 @@ M = TypeVar("M", bound=BaseModel)
 
 def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
     """Each line of one of collection's own files (records, call log) as `model`; a line
-    that is not one names the file and line, to be fixed or deleted, unless it is a line of
-    another of the project's files (a task file given as -o): that file is to be kept."""
+    that is not one names the file, the line and each wrong field, to be fixed or deleted,
+    unless it is a line of another of the project's files (a task file given as -o): that
+    file is to be kept."""
     for line_number, value in iter_jsonl(path):
         try:
             yield model.model_validate(value)
@@ -162,7 +163,8 @@ def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
                     "(-o for the records, --log for the call log; a new name is created)"
                 ) from error
             raise RecordFileError(
-                f"{where}: not {what} ({error.errors()[0]['msg']}); fix or delete that line"
+                f"{where}: not {what} ({describe_validation_error(error, None)}); fix or "
+                "delete that line"
             ) from error
 
 
