@@ -832,3 +832,18 @@ def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
         assert summary.complete and summary.torn_lines == []
         assert len(stub.bodies) - asked == 2 * len(tasks) - answered  # no answer asked again
     assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
+
+
+def test_an_answer_holding_half_an_emoji_is_kept_and_graded(tmp_path: Path) -> None:
+    """A worker whose answer held half of a surrogate pair (`"\\ud83d"`: an emoji cut in two
+    by a server or gateway counting UTF-16 units) ended collect with a traceback: its call
+    line could not be written as UTF-8, and every run asked and failed again. The half is
+    kept as U+FFFD, as a UTF-8 decoder keeps bytes it cannot read, and the answer graded."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    answers = solver(tasks)
+    with StubWorker(lambda messages: answers(messages) + " \ud83d") as stub:
+        summary = run_collect(stub_pool(("w", stub)), tasks, output)
+    assert summary.complete and [record.rewards for record in read_records(output)] == [[1.0]] * 3
+    calls = [line for line in log_lines(output) if line["event"] == "call"]
+    assert all(call["output"].endswith(". \ufffd") for call in calls), calls

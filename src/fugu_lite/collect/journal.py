@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..atomic_files import append_whole
 from ..io import describe_validation_error, iter_jsonl
 from ..text_reading import RecordFileError
 from .errors import CollectError
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a pair in a str is one character: a half
 
 
 class LogEntry(BaseModel):
@@ -54,6 +57,15 @@ class LogEntry(BaseModel):
     score: float | None = None
     grade_error: str | None = None
     detail: str | None = None
+
+    @field_validator("output", "error", "grade_error", "detail")
+    @classmethod
+    def _writable_text(cls, text: str | None) -> str | None:
+        """A worker's answer or message may hold half of a surrogate pair (`"\\ud83d"`: an
+        emoji cut in two by a server counting UTF-16 units), which no UTF-8 file holds: its
+        line could not be written, on every run. The half is kept as U+FFFD, as a UTF-8
+        decoder keeps bytes it cannot read."""
+        return None if text is None else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def default_log_path(output: Path) -> Path:

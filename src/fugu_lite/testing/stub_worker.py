@@ -318,7 +318,7 @@ class StubWorker:
                 self._stream(text, usage if include_usage else None, cut=mode == "cut_stream"),
                 media_type="text/event-stream",
             )
-        return JSONResponse(
+        return EscapedJSONResponse(
             {
                 "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
                 "object": "chat.completion",
@@ -457,6 +457,16 @@ def _read_body(content: bytes) -> dict[str, Any] | str:
     if not isinstance(body.get("stream_options"), dict | None):
         return "stream_options must be an object, such as {'include_usage': true}"
     return body
+
+
+class EscapedJSONResponse(JSONResponse):
+    """JSON with every character beyond ASCII as its `\\u` escape (as Python's json
+    writes it), so a reply may hold half of a surrogate pair (`"\\ud83d"`, an emoji cut in
+    two by a server counting UTF-16 units, as a JavaScript gateway's JSON.stringify sends
+    it), which a UTF-8 body could not hold."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _error(
