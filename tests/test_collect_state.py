@@ -521,3 +521,27 @@ def test_another_kind_of_file_given_to_collect_is_named_and_kept(
     assert f"{given}, line 1: this is {kind}" in message
     assert "keep it as it is" in message and "delete" not in message
     assert given.read_text() == json.dumps(other) + "\n"
+
+
+def test_records_of_another_task_file_in_the_output_are_said_to_be_kept(tmp_path: Path) -> None:
+    """A run with another task file into the same -o added its records beside those of the
+    first without a word, and its table counted only its own ("collection: 2/2 records" for
+    a file of 5): whether the output was meant to grow so was left to guess. A note now says
+    how many records are of tasks not in this task file, that they are kept, and the way to
+    keep collections apart."""
+    first, second = number_tasks(5)[:3], number_tasks(5)[3:]
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(number_tasks(5))) as stub:
+        config = stub_pool(("w", stub))
+        quiet = Console(width=400, record=True)
+        run_collect(config, first, output, console=quiet)
+        console = Console(width=400, record=True)
+        summary = run_collect(config, second, output, console=console)
+        again = Console(width=400, record=True)
+        run_collect(config, [*first, *second], output, console=again)
+    assert summary.complete and len(read_records(output)) == 5
+    notes = [line for line in console.export_text().splitlines() if "task file" in line]
+    assert len(notes) == 1, console.export_text()
+    assert f"3 records of {output} are of tasks not in this task file" in notes[0]
+    assert "kept" in notes[0] and "another -o" in notes[0]
+    assert "task file" not in quiet.export_text() + again.export_text()

@@ -441,10 +441,12 @@ def _resumed_state(
 
 
 def _say_what_no_longer_fits(state: CollectState, console: Console) -> SavedWorkNotes:
-    """Warn of torn lines cut off, and note saved answers asked again, grades given again
-    and records at other prices."""
+    """Warn of torn lines cut off, and note records of other tasks, saved answers asked
+    again, grades given again and records at other prices."""
     for message in state.torn:
         console.print(f"[yellow]warning:[/yellow] {console_text(message)}")
+    for message in state.other_tasks_notes():
+        console.print(f"[yellow]note:[/yellow] {console_text(message)}")
     notes = SavedWorkNotes(
         reasks=state.reask_notes(), regrades=state.regrade_notes(), reprices=state.reprice_notes()
     )

@@ -86,6 +86,7 @@ class CollectState:
         self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
         self.asked_otherwise: set[Cell] = set()  # answered, but to another request
         self.recorded: set[str] = set()
+        self.other_records = 0  # records of no task of this run (another task file, no id)
         self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
         self.torn: list[str] = []
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
@@ -117,6 +118,7 @@ class CollectState:
             if record.id is not None:
                 self.recorded.add(record.id)
                 self.written_costs[record.id] = record.costs
+            self.other_records += record.id not in self.tasks
 
     def _other_workers(self, recorded: list[str]) -> str:
         """Why records of another pool cannot be continued, and the way out that keeps the
@@ -132,6 +134,19 @@ class CollectState:
             f"--log {self.log}: the saved answers of the workers in both are reused, only the "
             "other cells are called"
         )
+
+    def other_tasks_notes(self) -> list[str]:
+        """That the records of tasks not in this run's task file (collected with another, or
+        without a task id) are kept, this run's added beside them."""
+        others = self.other_records
+        if not others:
+            return []
+        return [
+            f"{others} record{'s' * (others != 1)} of {self.output} "
+            f"{'are' if others != 1 else 'is'} of tasks not in this task file (collected with "
+            "another one): kept as they are, this run's records are added beside them and its "
+            "table counts only its own tasks; to keep collections apart, collect into another -o"
+        ]
 
     def missing_log(self) -> str:
         """Why records whose default call log is missing are not continued without --log:
