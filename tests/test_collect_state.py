@@ -545,3 +545,26 @@ def test_records_of_another_task_file_in_the_output_are_said_to_be_kept(tmp_path
     assert f"3 records of {output} are of tasks not in this task file" in notes[0]
     assert "kept" in notes[0] and "another -o" in notes[0]
     assert "task file" not in quiet.export_text() + again.export_text()
+
+
+def test_a_record_of_another_pool_appended_to_the_records_is_named_by_its_line(
+    tmp_path: Path,
+) -> None:
+    """One record of another pool appended (by another tool, or a `cat` of two files) among
+    this pool's records was refused as if the whole file were another pool's ("was collected
+    with workers ['x'], ... use the same pool"), advice that changes the pool for one stray
+    line. The error now names that line, the pool of the records before it, and what to do."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("a", stub), ("b", stub))
+        run_collect(config, tasks[:2], output)
+        stray = {"prompt": "2 + 2?", "split": "train", "worker_ids": ["x"], "rewards": [1.0]}
+        with output.open("a") as stream:
+            stream.write(json.dumps(stray) + "\n")
+        with pytest.raises(CollectError) as refused:
+            run_collect(config, tasks, output)
+    message = str(refused.value)
+    assert f"{output}, line 3: a record of workers ['x']" in message, message
+    assert "after 2 records of this pool's workers ['a', 'b']" in message
+    assert "move that line to a file of its own" in message and "use the same pool" not in message

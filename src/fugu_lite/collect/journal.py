@@ -157,14 +157,15 @@ def last_line_start(stream: BinaryIO, size: int) -> int:
 M = TypeVar("M", bound=BaseModel)
 
 
-def validated_lines(path: Path, model: type[M], what: str) -> Iterator[M]:
-    """Each line of one of collection's own files (records, call log) as `model`; a line
+def validated_lines(path: Path, model: type[M], what: str) -> Iterator[tuple[int, M]]:
+    """Each line of one of collection's own files (records, call log) as `model`, with its
+    line number; a line
     that is not one names the file, the line and each wrong field, to be fixed or deleted,
     unless it is a line of another of the project's files (a task file given as -o): that
     file is to be kept."""
     for line_number, value in iter_jsonl(path):
         try:
-            yield model.model_validate(value)
+            yield line_number, model.model_validate(value)
         except ValidationError as error:
             where = f"{path}, line {line_number}"
             kind = other_file_kind(value, what)

@@ -112,13 +112,28 @@ class CollectState:
         return self
 
     def _load_records(self) -> None:
-        for record in validated_lines(self.output, RewardRecord, "a RewardRecord"):
+        records = validated_lines(self.output, RewardRecord, "a RewardRecord")
+        for ours, (line_number, record) in enumerate(records):  # ours: this pool's, before it
             if record.worker_ids != self.worker_ids:
-                raise CollectError(self._other_workers(record.worker_ids))
+                raise CollectError(
+                    self._stray_record(line_number, record.worker_ids, ours)
+                    if ours
+                    else self._other_workers(record.worker_ids)
+                )
             if record.id is not None:
                 self.recorded.add(record.id)
                 self.written_costs[record.id] = record.costs
             self.other_records += record.id not in self.tasks
+
+    def _stray_record(self, line_number: int, recorded: list[str], ours: int) -> str:
+        """Why a record of other workers after records of this pool's is refused: one line
+        of another collection appended here, not a file of another pool."""
+        return (
+            f"{self.output}, line {line_number}: a record of workers {recorded} after {ours} "
+            f"record{'s' * (ours != 1)} of this pool's workers {self.worker_ids}, a line of "
+            "another collection appended here (by another tool, or files joined); move that "
+            "line to a file of its own (or delete it), then run this again"
+        )
 
     def _other_workers(self, recorded: list[str]) -> str:
         """Why records of another pool cannot be continued, and the way out that keeps the
@@ -159,7 +174,7 @@ class CollectState:
         )
 
     def _load_log(self) -> None:
-        for entry in validated_lines(self.log, LogEntry, "a call-log entry"):
+        for _, entry in validated_lines(self.log, LogEntry, "a call-log entry"):
             if entry.event == "judge":
                 self._count_judging(entry)
                 self._note_verdict(entry)
