@@ -568,3 +568,15 @@ def test_a_record_of_another_pool_appended_to_the_records_is_named_by_its_line(
     assert f"{output}, line 3: a record of workers ['x']" in message, message
     assert "after 2 records of this pool's workers ['a', 'b']" in message
     assert "move that line to a file of its own" in message and "use the same pool" not in message
+
+
+def test_tasks_given_in_code_with_a_repeated_id_are_refused_naming_it(tmp_path: Path) -> None:
+    """collect() called with tasks made in code (not read with read_tasks) of which two share
+    an id was refused with 'task ids must be unique', leaving the id to find among them."""
+    tasks = number_tasks(4)
+    tasks[3] = tasks[3].model_copy(update={"id": "add-1"})
+    with StubWorker(solver(tasks)) as stub, pytest.raises(CollectError) as refused:
+        run_collect(stub_pool(("w", stub)), tasks, tmp_path / "rewards.jsonl")
+    assert "'add-1' is the id of 2 tasks" in str(refused.value)
+    assert "give every task its own id" in str(refused.value)
+    assert len(stub.bodies) == 0 and not (tmp_path / "rewards.jsonl").exists()

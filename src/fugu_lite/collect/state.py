@@ -473,10 +473,14 @@ class CollectState:
 
 
 def unique_tasks(tasks: list[Task]) -> dict[str, Task]:
-    """The tasks by id; two tasks of one id are a CollectError."""
+    """The tasks by id; two tasks of one id are a CollectError naming it."""
     by_id = {task.id: task for task in tasks}
     if len(by_id) != len(tasks):
-        raise CollectError("task ids must be unique; read the tasks with read_tasks")
+        task_id, count = Counter(task.id for task in tasks).most_common(1)[0]
+        raise CollectError(
+            f"task ids must be unique, but {task_id!r} is the id of {count} tasks; give every "
+            "task its own id (read_tasks refuses such a file, naming the lines)"
+        )
     return by_id
 
 
