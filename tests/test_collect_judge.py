@@ -4,6 +4,7 @@ counted, a judge down or cut, and saved grades judged again after the judge chan
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 from collections import Counter
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from conftest import log_lines, number_tasks, run_collect, stub_pool
 from rich.console import Console
+from rich.progress import Progress, TextColumn
 from typer.testing import CliRunner, Result
 
 from fugu_lite.cli import app
@@ -21,13 +23,14 @@ from fugu_lite.collect import hashes
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.journal import default_log_path
-from fugu_lite.collect.run import collect
-from fugu_lite.collect.state import JudgeSummary
+from fugu_lite.collect.run import Collector, collect
+from fugu_lite.collect.state import CollectState, JudgeSummary
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
 from fugu_lite.schemas import read_records
 from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import Reply, StubWorker
 from fugu_lite.workers.config import PoolConfig
+from fugu_lite.workers.pool import WorkerPool
 
 
 def collect_with_judge(config: PoolConfig, tmp_path: Path, output: Path) -> Result:
@@ -565,3 +568,24 @@ def test_judging_saved_answers_again_shows_its_progress(tmp_path: Path) -> None:
     assert summary.complete and len(worker.bodies) == 10  # judged again, not asked again
     lines = [line for line in console.export_text().splitlines() if "/20" in line]
     assert lines == [f"saved answers to grade: {done}/20" for done in range(2, 21, 2)], lines
+
+
+def test_a_workers_bar_counts_answers_that_could_not_be_graded(tmp_path: Path) -> None:
+    """A worker's bar said its errors as of its last call: an answer whose grading failed
+    after it (the judge's reply unreadable) was left out, so the bar of a worker whose every
+    answer could not be graded ended with no errors beside a table saying so."""
+    tasks = haiku_tasks(1)
+    output = tmp_path / "r.jsonl"
+
+    async def run(config: PoolConfig) -> Progress:
+        state = CollectState(config, tasks, output, default_log_path(output), "judge").load()
+        quiet = Console(file=io.StringIO())
+        progress = Progress(TextColumn("{task.fields[status]}"), console=quiet)
+        async with WorkerPool(config) as pool:
+            await Collector(pool, state, judge_worker="judge", progress=progress).run()
+        return progress
+
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        progress = asyncio.run(run(stub_pool(("w", worker), ("judge", judge))))
+    statuses = {bar.description: bar.fields["status"] for bar in progress.tasks}
+    assert statuses == {"w": "[yellow]1 errors[/yellow]", "judge": "[yellow]1 errors[/yellow]"}

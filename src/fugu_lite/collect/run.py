@@ -336,6 +336,7 @@ class Collector:
             self.counters.ungraded[worker_id] += 1
             failure = f"task {visible_controls(task_id)}: {verdict.error}"
             self.counters.grade_error.setdefault(worker_id, failure)
+            self._advance(worker_id, by=0)  # its bar says the error, its calls may be done
         self.state.add(
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,
@@ -373,7 +374,8 @@ class Collector:
             finished_at=result.finished_at,
         )
 
-    def _advance(self, worker_id: str) -> None:
+    def _advance(self, worker_id: str, by: int = 1) -> None:
+        """Move the worker's bar on `by` tasks, its status saying its errors so far."""
         if self.progress is None or worker_id not in self.bars:
             return
         errors = self.counters.errors[worker_id]
@@ -382,7 +384,7 @@ class Collector:
             if worker_id in self.counters.down
             else (f"[yellow]{errors} errors[/yellow]" if errors else "")
         )
-        self.progress.update(self.bars[worker_id], advance=1, status=status)
+        self.progress.update(self.bars[worker_id], advance=by, status=status)
 
 
 async def collect(
