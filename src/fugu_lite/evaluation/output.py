@@ -229,6 +229,20 @@ def _image(name: str, title: str, plots: list[str]) -> list[str]:
 def print_evaluation(report: dict, console: Console) -> None:
     """The main comparison, the per-task table and the workers each method picks, as rich
     tables."""
+    console.print(_methods_table(report))
+    if report["per_task"]:
+        console.print(_per_task_console_table(report))
+    if report["choices"]:
+        console.print(_choices_table(report))
+    sentence = _router_vs_best_single(report, visible_controls(report["best_single"]["worker"]))
+    if sentence is not None:
+        console.print(sentence, markup=False)
+    for note in report["notes"]:
+        console.print(f"[dim]note: {console_text(note)}[/dim]")
+
+
+def _methods_table(report: dict) -> Table:
+    """Each method's mean reward, gap closed and mean cost; the router's row in bold."""
     sizes = report["sizes"]
     main = Table(
         title=f"Evaluation on {report['split']} ({sizes['evaluated']} prompts; "
@@ -246,32 +260,23 @@ def print_evaluation(report: dict, console: Console) -> None:
             _cost(method["mean_cost"]),
             style="bold" if name == "router" else None,
         )
-    console.print(main)
+    return main
 
-    if report["per_task"]:
-        columns = _per_task_columns(report)
-        per_task = Table(title=f"Mean reward per task ({report['split']})")
-        # On a narrow terminal fold long task names rather than cut them with an ellipsis
-        # (two tasks can share a 10-character prefix).
-        per_task.add_column("Task", overflow="fold")
-        per_task.add_column("n", justify="right")
-        for name in columns:
-            per_task.add_column(
-                console_name(report["methods"][name]["short_label"]), justify="right"
-            )
-        for row in report["per_task"]:
-            cells = [_reward(row[name]) for name in columns]
-            per_task.add_row(console_name(row["task"]), str(row["n"]), *cells)
-        console.print(per_task)
 
-    if report["choices"]:
-        console.print(_choices_table(report))
-    sentence = _router_vs_best_single(report, visible_controls(report["best_single"]["worker"]))
-    if sentence is not None:
-        console.print(sentence, markup=False)
-
-    for note in report["notes"]:
-        console.print(f"[dim]note: {console_text(note)}[/dim]")
+def _per_task_console_table(report: dict) -> Table:
+    """Each method's mean reward per task label of the evaluated split."""
+    columns = _per_task_columns(report)
+    per_task = Table(title=f"Mean reward per task ({report['split']})")
+    # On a narrow terminal fold long task names rather than cut them with an ellipsis
+    # (two tasks can share a 10-character prefix).
+    per_task.add_column("Task", overflow="fold")
+    per_task.add_column("n", justify="right")
+    for name in columns:
+        per_task.add_column(console_name(report["methods"][name]["short_label"]), justify="right")
+    for row in report["per_task"]:
+        cells = [_reward(row[name]) for name in columns]
+        per_task.add_row(console_name(row["task"]), str(row["n"]), *cells)
+    return per_task
 
 
 def _choices_table(report: dict) -> Table:
