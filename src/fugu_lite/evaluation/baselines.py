@@ -84,12 +84,19 @@ def select_on_validation(
         raise ValueError(f"the {parameter} grid is empty")
     values = list(dict.fromkeys(grid))  # drop repeated grid values, keep the order
     scores = [mean_choice_reward(predict_validation(value), validation_rewards) for value in values]
+    return _best_of_grid(parameter, values, scores, len(validation_rewards))
+
+
+def _best_of_grid(
+    parameter: str, values: list[float], scores: list[float], n_validation: int
+) -> Selection:
+    """The Selection of the first best-scoring grid value, saying when it sits at the grid's
+    edge or when every value scored the same."""
     best_index = int(np.argmax(scores))
     chosen = values[best_index]
     # A best value at either end of the grid suggests the grid should be wider.
     tied = len(set(scores)) == 1  # then no value is better: the edge means nothing
     at_edge = len(values) > 1 and not tied and best_index in (0, len(values) - 1)
-    n_validation = len(validation_rewards)
     note = f"{parameter}={_format_value(chosen)} chosen on validation ({n_validation} prompts)"
     if at_edge:
         note += "; it is at the edge of the grid, a wider grid might do better"
