@@ -261,15 +261,7 @@ def run_baselines(
     """
     _check_features("train", train_features, train)
     if validation is not None:
-        if validation_features is None:
-            raise ValueError("validation rows were given without validation features")
-        _check_features("validation", validation_features, validation)
-        _check_feature_width(train_features, validation_features, "validation")
-        if validation.worker_ids != train.worker_ids:
-            raise ValueError(
-                f"validation workers {validation.worker_ids} differ from train workers "
-                f"{train.worker_ids}"
-            )
+        _check_validation(train_features, train, validation_features, validation)
     validation_rewards = validation.rewards if validation is not None else None
     _check_feature_width(train_features, evaluated_features, "evaluated")
     with fit_threads():
@@ -292,6 +284,24 @@ def run_baselines(
     predictions = {"knn": knn.predictions, "ridge": ridge.predictions}
     info = {"knn": knn.selection.as_dict(), "ridge": ridge.selection.as_dict()}
     return predictions, info
+
+
+def _check_validation(
+    train_features: np.ndarray,
+    train: RewardTable,
+    validation_features: np.ndarray | None,
+    validation: RewardTable,
+) -> None:
+    """Refuse validation rows without their features, of another width or other workers."""
+    if validation_features is None:
+        raise ValueError("validation rows were given without validation features")
+    _check_features("validation", validation_features, validation)
+    _check_feature_width(train_features, validation_features, "validation")
+    if validation.worker_ids != train.worker_ids:
+        raise ValueError(
+            f"validation workers {validation.worker_ids} differ from train workers "
+            f"{train.worker_ids}"
+        )
 
 
 def _check_features(name: str, features: np.ndarray, table: RewardTable) -> None:
