@@ -19,35 +19,13 @@ def plot_pareto(report: dict) -> Figure:
     """Every curve's points and hull (dashed where extended flat), the workers, the oracle."""
     figure = Figure(figsize=(8.0, 5.5), layout="constrained")
     axes = figure.add_subplot()
-    cost_max = report["cost_range"][1]
-    colors = {"router": "tab:blue", "knn": "tab:orange", "ridge": "tab:purple", "workers": "gray"}
-    for name, curve in report["curves"].items():
-        color = colors.get(name, "black")
-        hull = np.array(curve["hull"])
-        axes.plot(
-            hull[:, 0],
-            hull[:, 1],
-            color=color,
-            label=plain_text(f"{curve['label']}, AIQ {curve['aiq']:.3f}"),
-        )
-        axes.plot([hull[-1, 0], cost_max], [hull[-1, 1]] * 2, color=color, linestyle=":")
-        points = np.array([[p["mean_cost"], p["mean_reward"]] for p in curve["points"]])
-        axes.scatter(points[:, 0], points[:, 1], color=color, s=18, zorder=3)
+    _draw_curves(axes, report)
     oracle = report["oracle"]
     axes.scatter(
         [oracle["mean_cost"]], [oracle["mean_reward"]], marker="*", s=120, color="tab:green",
         label="oracle (cheapest correct)", zorder=4,
     )  # fmt: skip
-    if report["target_reward"] is not None:
-        axes.axhline(
-            report["target_reward"],
-            color="tab:red",
-            linestyle="--",
-            linewidth=0.8,
-            label=plain_text(
-                f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
-            ),
-        )
+    _draw_target(axes, report)
     axes.set_xlabel("mean cost per prompt")
     axes.set_ylabel("mean reward")
     axes.set_title(f"Cost vs quality ({report['split']}, n={report['n_prompts']})")
@@ -61,6 +39,46 @@ def plot_pareto(report: dict) -> Figure:
         stars=[(oracle["mean_cost"], oracle["mean_reward"])],
     )
     return figure
+
+
+_CURVE_COLORS = {
+    "router": "tab:blue",
+    "knn": "tab:orange",
+    "ridge": "tab:purple",
+    "workers": "gray",
+}
+
+
+def _draw_curves(axes: Axes, report: dict) -> None:
+    """Each curve's hull (dotted on to the highest cost of any curve) and its points."""
+    cost_max = report["cost_range"][1]
+    for name, curve in report["curves"].items():
+        color = _CURVE_COLORS.get(name, "black")
+        hull = np.array(curve["hull"])
+        axes.plot(
+            hull[:, 0],
+            hull[:, 1],
+            color=color,
+            label=plain_text(f"{curve['label']}, AIQ {curve['aiq']:.3f}"),
+        )
+        axes.plot([hull[-1, 0], cost_max], [hull[-1, 1]] * 2, color=color, linestyle=":")
+        points = np.array([[p["mean_cost"], p["mean_reward"]] for p in curve["points"]])
+        axes.scatter(points[:, 0], points[:, 1], color=color, s=18, zorder=3)
+
+
+def _draw_target(axes: Axes, report: dict) -> None:
+    """The quality target's line, when the report has one."""
+    if report["target_reward"] is None:
+        return
+    axes.axhline(
+        report["target_reward"],
+        color="tab:red",
+        linestyle="--",
+        linewidth=0.8,
+        label=plain_text(
+            f"{report['quality_fraction']:g} x best single ({report['best_single']['worker']})"
+        ),
+    )
 
 
 # Where a point's label may go: offsets (points) at these distances, in these directions
