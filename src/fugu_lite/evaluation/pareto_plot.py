@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import Bbox
@@ -107,33 +107,54 @@ def label_points(
     bounds = axes.get_window_extent(renderer)
     anchors = [axes.transData.transform((x, y)) for x, y, _ in points]
     markers = [_box(x, y, _MARKER_HALF_PX, _MARKER_HALF_PX) for x, y in anchors]
-    star_half = _STAR_HALF_POINTS * figure.dpi / 72.0
-    taken = [legend.get_window_extent(renderer)]
-    for star_x, star_y in (axes.transData.transform(star) for star in stars):
-        taken.append(_box(star_x, star_y, star_half, star_half))
+    taken = [legend.get_window_extent(renderer), *_star_boxes(figure, axes, stars)]
     for index, ((x, y, text), anchor) in enumerate(zip(points, anchors, strict=True)):
-        probe = figure.text(0, 0, text, fontsize=_LABEL_FONT_SIZE)
-        size = probe.get_window_extent(renderer)
-        probe.remove()
+        size = _text_size(figure, renderer, text)
         others = [*taken, *markers[:index], *markers[index + 1 :]]
         dx, dy, box = _label_spot(anchor, size, others, bounds, figure.dpi / 72.0)
-        leader = {"arrowstyle": "-", "color": "gray", "linewidth": 0.4, "shrinkA": 0, "shrinkB": 2}
-        annotation = axes.annotate(
-            text,
-            (x, y),
-            xytext=(dx, dy),
-            textcoords="offset points",
-            fontsize=_LABEL_FONT_SIZE,
-            ha=_alignment(dx, ("right", "center", "left")),
-            va=_alignment(dy, ("top", "center", "bottom")),
-            arrowprops=leader if np.hypot(dx, dy) > _LABEL_DISTANCES[0] else None,
-            annotation_clip=False,
-            # the leader lines of other labels pass behind it, not through its letters
-            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
-            zorder=5,
-        )
-        annotation.set_in_layout(False)
+        _annotate(axes, text, (x, y), (dx, dy))
         taken.append(box)
+
+
+def _star_boxes(figure: Figure, axes: Axes, stars: Sequence[tuple[float, float]]) -> list[Bbox]:
+    """The display boxes of the big star markers at `stars` (data coordinates)."""
+    star_half = _STAR_HALF_POINTS * figure.dpi / 72.0
+    return [
+        _box(star_x, star_y, star_half, star_half)
+        for star_x, star_y in (axes.transData.transform(star) for star in stars)
+    ]
+
+
+def _text_size(figure: Figure, renderer: RendererAgg, text: str) -> Bbox:
+    """The display box `text` takes at the labels' font size."""
+    probe = figure.text(0, 0, text, fontsize=_LABEL_FONT_SIZE)
+    size = probe.get_window_extent(renderer)
+    probe.remove()
+    return size
+
+
+def _annotate(
+    axes: Axes, text: str, point: tuple[float, float], offset: tuple[float, float]
+) -> None:
+    """The label at `offset` (points) from `point`, a thin leader line to it when not next to
+    it; left out of the layout (placed once it is settled)."""
+    dx, dy = offset
+    leader = {"arrowstyle": "-", "color": "gray", "linewidth": 0.4, "shrinkA": 0, "shrinkB": 2}
+    annotation = axes.annotate(
+        text,
+        point,
+        xytext=(dx, dy),
+        textcoords="offset points",
+        fontsize=_LABEL_FONT_SIZE,
+        ha=_alignment(dx, ("right", "center", "left")),
+        va=_alignment(dy, ("top", "center", "bottom")),
+        arrowprops=leader if np.hypot(dx, dy) > _LABEL_DISTANCES[0] else None,
+        annotation_clip=False,
+        # the leader lines of other labels pass behind it, not through its letters
+        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
+        zorder=5,
+    )
+    annotation.set_in_layout(False)
 
 
 def _label_spot(
