@@ -226,17 +226,12 @@ def run_pareto_evaluation(
     evaluated_records, train_records = evaluated_and_train(records, split)
     model = family.routers[0]  # every member shares the model config, so the features
     data = evaluation_data(model, records, split, evaluated_records, train_records)
-    features = torch.from_numpy(data.evaluated_x)
-    probabilities = {
-        weight: router.probabilities(features).cpu().numpy()
-        for weight, router in zip(family.cost_weights, family.routers, strict=True)
-    }
     weights = family.cost_weights if baseline_cost_weights is None else baseline_cost_weights
     report = pareto_report(
         data.train,
         data.evaluated,
         split,
-        probabilities,
+        member_probabilities(family, data.evaluated_x),
         baseline_cost_predictions(data.train_x, data.train, data.evaluated_x, data.baseline_info),
         weights,
         family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
@@ -249,3 +244,12 @@ def run_pareto_evaluation(
     print_pareto(report, console)
     console.print(f"cost-quality report written to {output_dir}", markup=False, soft_wrap=True)
     return report
+
+
+def member_probabilities(family: RouterFamily, features: np.ndarray) -> dict[float, np.ndarray]:
+    """Each member's [N, W] probabilities on the evaluated `features`, by its cost weight."""
+    evaluated = torch.from_numpy(features)
+    return {
+        weight: router.probabilities(evaluated).cpu().numpy()
+        for weight, router in zip(family.cost_weights, family.routers, strict=True)
+    }
