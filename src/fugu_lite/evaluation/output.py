@@ -13,7 +13,7 @@ from ..io import read_json, write_json, write_jsonl
 from ..text import console_name, console_text, cost_text, visible_controls
 from .pareto_output import PARETO_FILES, PARETO_JSON
 from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
-from .table import markdown_cell
+from .table import markdown_cell, markdown_table
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -110,7 +110,7 @@ def evaluation_markdown(report: dict, plots: list[str]) -> str:
         "",
         "## Methods",
         "",
-        *_markdown_table(
+        *markdown_table(
             ["Method", "Mean reward", "Gap closed", "Mean cost", "How"],
             [
                 [
@@ -151,7 +151,7 @@ def _markdown_per_task(report: dict, plots: list[str]) -> list[str]:
     return [
         "## Per task",
         "",
-        *_markdown_table(header, rows, right_aligned=list(range(1, len(columns) + 2))),
+        *markdown_table(header, rows, right_aligned=list(range(1, len(columns) + 2))),
         *_image(PER_TASK_PLOT, "Mean reward per task", plots),
     ]
 
@@ -173,7 +173,7 @@ def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
     lines = [
         "## Which worker answers",
         "",
-        *_markdown_table(header, rows, right_aligned=list(range(1, len(names) + 1))),
+        *markdown_table(header, rows, right_aligned=list(range(1, len(names) + 1))),
     ]
     sentence = _router_vs_best_single(report, markdown_cell(report["best_single"]["worker"]))
     if sentence is not None:
@@ -194,7 +194,7 @@ def _markdown_hyperparameters(report: dict) -> list[str]:
         lines += [info.get("note") or f"{info['parameter']}={info['chosen']}", ""]
         scores = info.get("validation_scores") or {}
         if scores:
-            lines += _markdown_table(
+            lines += markdown_table(
                 [info["parameter"], "Validation mean reward", ""],
                 [
                     [value, _reward(score), "chosen" if value == f"{info['chosen']:g}" else ""]
@@ -203,20 +203,6 @@ def _markdown_hyperparameters(report: dict) -> list[str]:
                 right_aligned=[0, 1],
             )
     return lines
-
-
-def _markdown_table(
-    header: list[str], rows: list[list[str]], right_aligned: list[int] | None = None
-) -> list[str]:
-    right = set(right_aligned or [])
-    separator = ["---:" if index in right else "---" for index in range(len(header))]
-    lines = [_markdown_row(header), _markdown_row(separator)]
-    lines += [_markdown_row(row) for row in rows]
-    return [*lines, ""]
-
-
-def _markdown_row(cells: list[str]) -> str:
-    return "| " + " | ".join(markdown_cell(cell) for cell in cells) + " |"
 
 
 def _image(name: str, title: str, plots: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from ..text import console_name, console_text, cost_text
 from .pareto import CURVE_LABELS
 from .pareto_plot import plot_pareto
 from .plots import save_png
-from .table import markdown_cell
+from .table import markdown_cell, markdown_table
 
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"
@@ -99,7 +99,7 @@ def pareto_markdown(report: dict) -> str:
         "",
         "## Summary",
         "",
-        *_markdown_table(
+        *_numbers_table(
             ["Curve", "AIQ", "Cost at target", "Share of best single's cost"],
             summary_rows(report),
         ),
@@ -107,10 +107,10 @@ def pareto_markdown(report: dict) -> str:
         "",
         "## Per cost weight",
         "",
-        *_markdown_table(header, rows),
+        *_numbers_table(header, rows),
         "## Single workers and oracle",
         "",
-        *_markdown_table(["Worker", "Mean cost", "Mean reward"], reference_rows(report)),
+        *_numbers_table(["Worker", "Mean cost", "Mean reward"], reference_rows(report)),
         *(
             ["## Notes", "", *[f"- {note}" for note in report["notes"]], ""]
             if report["notes"]
@@ -124,14 +124,9 @@ def pareto_markdown(report: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    separator = ["---"] + ["---:"] * (len(header) - 1)
-    return [
-        "| " + " | ".join(markdown_cell(cell) for cell in header) + " |",
-        "| " + " | ".join(separator) + " |",
-        *["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in rows],
-        "",
-    ]
+def _numbers_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table of a name column and right-aligned number columns."""
+    return markdown_table(header, rows, right_aligned=list(range(1, len(header))))
 
 
 def print_pareto(report: dict, console: Console) -> None:

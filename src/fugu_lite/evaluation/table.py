@@ -138,3 +138,19 @@ def markdown_cell(text: str) -> str:
     as escapes."""
     escaped = _MARKDOWN_MARKERS.sub(r"\\\1", html.escape(text, quote=False))
     return "<br>".join(visible_controls(line) for line in escaped.splitlines())
+
+
+def markdown_table(
+    header: list[str], rows: list[list[str]], right_aligned: list[int] | None = None
+) -> list[str]:
+    """The lines of a Markdown table, each cell a markdown_cell, then a blank line; the
+    columns at `right_aligned` (indices) aligned right."""
+    right = set(right_aligned or [])
+    separator = ["---:" if index in right else "---" for index in range(len(header))]
+    lines = [_markdown_row(header), _markdown_row(separator)]
+    lines += [_markdown_row(row) for row in rows]
+    return [*lines, ""]
+
+
+def _markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(markdown_cell(cell) for cell in cells) + " |"
