@@ -1150,6 +1150,27 @@ def test_training_a_stage_into_its_folder_again_removes_its_eval_reports(
     assert (tmp_path / "rl" / "router.json").exists()
 
 
+def test_a_report_written_from_another_folder_still_goes_with_its_checkpoint(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`cd runs; eval --checkpoint sft -o sft/mine` wrote `"checkpoint": "sft"`, a name read
+    from wherever the report was read next: training the checkpoint again from another folder
+    found no `sft` there, and the old model's report stayed beside the new one."""
+    sft = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"epochs": 1}))
+    checkpoint = tmp_path / "runs" / "sft"
+    train_sft(records, sft, checkpoint)
+    monkeypatch.chdir(tmp_path / "runs")
+    run_evaluation(Path("sft"), records, "test", Path("sft") / "mine")
+    report = json.loads((checkpoint / "mine" / "evaluation_report.json").read_text())
+    assert Path(report["checkpoint"]) == checkpoint  # readable from anywhere
+    monkeypatch.chdir(tmp_path)
+    train_sft(records, sft, checkpoint)
+    assert not (checkpoint / "mine").exists()
+
+
 def test_training_again_removes_an_eval_report_written_into_the_checkpoint_folder(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

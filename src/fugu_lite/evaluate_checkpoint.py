@@ -161,12 +161,18 @@ def run_evaluation(
     report = evaluation_report(
         data.train, data.evaluated, split, probabilities, data.predictions, data.baseline_info
     )
-    report["checkpoint"] = str(checkpoint)
+    report["checkpoint"] = report_checkpoint(checkpoint)
     report["notes"] += router_selection_notes(checkpoint, split)
     write_evaluation(report, router_predictions(data.evaluated, probabilities), Path(output_dir))
     print_evaluation(report, console)
     console.print(f"report written to {output_dir}", markup=False, soft_wrap=True)
     return report
+
+
+def report_checkpoint(checkpoint: Path) -> str:
+    """The checkpoint as a report names it: absolute, so the name means the same folder to
+    whoever reads the report from wherever (retraining it removes the report it wrote)."""
+    return str(Path(checkpoint).absolute())
 
 
 # What a stage keeps by its validation reward (RL keeps its last epoch).
@@ -237,7 +243,7 @@ def run_pareto_evaluation(
         family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
         data.baseline_info,
     )
-    report["checkpoint"] = str(checkpoint)
+    report["checkpoint"] = report_checkpoint(checkpoint)
     report["router_kind"] = family.kind
     report["notes"] += member_selection_notes(Path(checkpoint), family, split)
     write_pareto(report, Path(output_dir))

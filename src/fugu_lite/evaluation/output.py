@@ -78,9 +78,9 @@ def remove_evaluations(checkpoint: Path) -> list[str]:
 
 
 def evaluated_checkpoint(folder: Path) -> Path | None:
-    """The folder of the checkpoint a report in `folder` evaluated (its `checkpoint`, as
-    given to `eval`, resolved from here); None without a readable report, or when that
-    folder is not found from here."""
+    """The folder of the checkpoint a report in `folder` evaluated (its `checkpoint`: an
+    absolute path, or a relative one, as earlier versions wrote it, read from here); None
+    without a readable report, or when that folder is not found."""
     for name in (REPORT_JSON, PARETO_JSON):
         try:
             named = read_json(folder / name).get("checkpoint")
