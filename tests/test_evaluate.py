@@ -659,6 +659,25 @@ def test_line_breaks_and_pipes_in_task_and_worker_names_keep_markdown_tables_who
     assert "| two<br>lines " in (tmp_path / "pareto" / "pareto_report.md").read_text()
 
 
+def test_predictions_hold_one_prediction_a_line_for_any_line_splitter(tmp_path: Path) -> None:
+    """A task or worker name holding U+2028, U+2029 or NEL (text pasted from a web page or a
+    PDF) was written as it was in predictions.jsonl: a tool splitting the file into lines as
+    Python's str.splitlines() does read half a JSON object and stopped."""
+    workers = ["line\u2028separator", "next\x85line", "c"]
+    tasks = ["para\u2029graph", None]
+    rng = np.random.default_rng(3)
+    table = make_table(rng.random((4, 3)), costs=rng.random((4, 3)), tasks=tasks * 2,
+                       workers=workers)  # fmt: skip
+    probabilities = np.eye(3)[[0, 1, 2, 0]]
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path)
+    lines = (tmp_path / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    predictions = [json.loads(line) for line in lines]
+    assert [p["task"] for p in predictions] == tasks * 2
+    assert [p["chosen_worker"] for p in predictions] == [workers[i] for i in (0, 1, 2, 0)]
+    assert list(predictions[0]["probabilities"]) == workers
+
+
 def test_worker_ids_with_line_breaks_pipes_or_escapes_keep_the_summary_lines_whole(
     tmp_path: Path,
 ) -> None:

@@ -82,10 +82,17 @@ def _ends_without_newline(path: Path) -> bool:
         return False
 
 
+# Line breaks to str.splitlines() (and so to tools reading JSON Lines with it) that JSON
+# leaves unescaped in a string; escaped, each row stays one line to any line splitter.
+_LINE_BREAKS_IN_JSON = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _json_line(row: dict | BaseModel) -> str:
     if isinstance(row, BaseModel):
-        return row.model_dump_json(exclude_none=True) + "\n"
-    return json.dumps(row, ensure_ascii=False, default=str) + "\n"
+        text = row.model_dump_json(exclude_none=True)
+    else:
+        text = json.dumps(row, ensure_ascii=False, default=str)
+    return text.translate(_LINE_BREAKS_IN_JSON) + "\n"
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
