@@ -489,6 +489,44 @@ def test_a_backbone_giving_nan_features_is_named_not_the_learning_rate(
     assert not (tmp_path / "out" / "router.json").exists()
 
 
+@pytest.mark.parametrize("pareto", [False, True])
+def test_eval_on_a_backbone_giving_nan_features_names_the_backbone(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, pareto: bool
+) -> None:
+    """A backbone whose weights for one token are damaged (NaN): training on prompts without
+    it went well, but `eval` on test prompts holding it stopped in scikit-learn ('Input X
+    contains NaN. Ridge does not accept missing values ...'), naming neither the backbone
+    nor what to do; training names it."""
+    from safetensors.torch import load_file, save_file
+
+    from fugu_lite.backbones import byte_tokenizer
+
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    weights = load_file(folder / "model.safetensors")
+    name = next(key for key in weights if "embed_tokens" in key)
+    [tilde] = byte_tokenizer()("~")["input_ids"]
+    weights[name][tilde] = math.nan
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    assert not any("~" in record.prompt_text for record in records)
+    records = [
+        record.model_copy(update={"prompt": f"{record.prompt_text} ~"})
+        if record.split == "test"
+        else record
+        for record in records
+    ]
+    cfg = tiny_model_cfg.model_copy(update={"backbone": str(folder), "runtime": "torch"})
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    train_sft(records, SFTConfig(model=cfg, training=training), tmp_path / "sft")
+    evaluate = run_pareto_evaluation if pareto else run_evaluation
+    with pytest.raises(ValueError) as raised:
+        evaluate(tmp_path / "sft", records, "test", tmp_path / "out")
+    message = str(raised.value)
+    assert message.startswith(f"the backbone {folder} gives NaN or infinite features for ")
+    assert "test prompts (the first: " in message and "Ridge" not in message
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("stage", ["sft", "rl"])
 def test_max_grad_norm_inf_writes_valid_json(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str

@@ -33,6 +33,7 @@ from .reward_head import is_reward_head
 from .router_family import RouterFamily, load_family_or_single
 from .schemas import RewardRecord, records_in_split, split_sizes
 from .text import results_console
+from .training_common import require_finite_features
 
 if TYPE_CHECKING:
     from .reward_head import CostWeightedView
@@ -47,10 +48,14 @@ PARETO_COST_FIX = (
 def split_features(
     model: RouterModel | CostWeightedView, records: list[RewardRecord], split: str
 ) -> np.ndarray:
+    """The backbone features of the split's prompts; NaN or infinite ones (damaged weights)
+    are refused naming the backbone, before a baseline stops on them in scikit-learn."""
     selected = records_in_split(records, split)
     if not selected:
         return np.zeros((0, model.feature_dim), dtype=np.float32)
-    return model.features_for([record.prompt for record in selected]).numpy()
+    features = model.features_for([record.prompt for record in selected])
+    require_finite_features(features, selected, model.model_cfg.backbone, split)
+    return features.numpy()
 
 
 def evaluated_and_train(
