@@ -203,6 +203,9 @@ def test_eval_names_the_workers_the_records_lack_or_add(run: Run, tmp_path: Path
                             "-o", tmp_path / f"eval-{index}")  # fmt: skip
             assert result.exit_code == 2
             assert named in flat(result.output)
+            # eval reads the records' workers in any order: asking for the same order misled
+            assert "the checkpoint's workers (in any order)" in flat(result.output)
+            assert "same order" not in flat(result.output)
 
 
 def test_eval_draws_its_plots_whatever_matplotlib_backend_the_environment_names(

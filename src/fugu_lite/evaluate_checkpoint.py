@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .checkpoint import read_checkpoint_metadata
-from .checkpoint_mismatch import mismatch_fix, workers_mismatch
+from .checkpoint_mismatch import workers_mismatch
 from .cost_weighting import default_reference_cost, require_costs
 from .evaluation import (
     RewardTable,
@@ -89,7 +89,8 @@ def in_checkpoint_order(
     if sorted(given) != sorted(worker_ids):
         problem = workers_mismatch(worker_ids, given)
         raise ValueError(
-            f"checkpoint {checkpoint} does not match: {problem}. {mismatch_fix([problem])}"
+            f"checkpoint {checkpoint} does not match: {problem}. Use records with the "
+            "checkpoint's workers (in any order), or train a new checkpoint on these records."
         )
     columns = [given.index(worker) for worker in worker_ids]
     return [
