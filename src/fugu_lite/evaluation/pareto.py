@@ -60,8 +60,7 @@ def pareto_report(
     curves = _curves(
         evaluated, router_probabilities, baseline_predictions, baseline_cost_weights, reference_cost
     )
-    all_costs = [point.mean_cost for points in curves.values() for point in points]
-    cost_min, cost_max = min(all_costs), max(all_costs)
+    cost_min, cost_max = _cost_range(curves)
     best = _best_single_on_train(train, evaluated, evaluated_costs)
     target = quality_fraction * best.mean_reward if best.mean_reward > 0 else None
     floor = reward_floor(evaluated.rewards)
@@ -78,12 +77,7 @@ def pareto_report(
         "target_reward": target,
         "aiq_floor": floor,
         "oracle": _oracle_summary(evaluated, evaluated_costs),
-        "curves": {
-            name: _curve_entry(
-                name, points, info.get(name), (cost_min, cost_max), floor, target, best.mean_cost
-            )
-            for name, points in curves.items()
-        },
+        "curves": _curve_entries(curves, info, (cost_min, cost_max), floor, target, best),
         "baselines": {name: dict(value) for name, value in info.items()},
         "notes": train_split_notes(split_name)
         + baseline_notes(split_name, info)
@@ -152,6 +146,12 @@ def _curves(
     return curves
 
 
+def _cost_range(curves: Mapping[str, list[OperatingPoint]]) -> tuple[float, float]:
+    """The least and greatest mean cost of any point of any curve (AIQ's range)."""
+    all_costs = [point.mean_cost for points in curves.values() for point in points]
+    return min(all_costs), max(all_costs)
+
+
 def _best_single_on_train(
     train: RewardTable, evaluated: RewardTable, evaluated_costs: np.ndarray
 ) -> _BestSingle:
@@ -169,6 +169,21 @@ def _oracle_summary(evaluated: RewardTable, evaluated_costs: np.ndarray) -> dict
         "mean_cost": oracle.mean_cost,
         "mean_reward": oracle.mean_reward,
         "detail": "best worker per prompt; the cheapest among equally good ones",
+    }
+
+
+def _curve_entries(
+    curves: Mapping[str, list[OperatingPoint]],
+    info: Mapping[str, Mapping],
+    cost_range: tuple[float, float],
+    floor: float,
+    target: float | None,
+    best: _BestSingle,
+) -> dict[str, dict]:
+    """Each curve's _curve_entry, by name."""
+    return {
+        name: _curve_entry(name, points, info.get(name), cost_range, floor, target, best.mean_cost)
+        for name, points in curves.items()
     }
 
 
