@@ -63,36 +63,59 @@ def import_llmrouter(
     records: list[RewardRecord] = []
     worker_ids: list[str] | None = None
     for relative in SCORE_FILES:
-        path = root / relative
-        for where, question, scores in _score_rows(path):
+        for where, question, scores in _score_rows(root / relative):
             if worker_ids is None:
                 worker_ids = sorted(scores)
                 _check_prices(worker_ids, prices, root / PRICE_FILE)
-            if sorted(scores) != worker_ids:
-                raise RecordFileError(
-                    f"{where}: scores has models {sorted(scores)}, but earlier rows have "
-                    f"{worker_ids}; every row needs a score for every model"
-                )
-            input_tokens = len(question) / CHARS_PER_TOKEN
-            costs = [
-                (input_tokens * prices[w][0] + output_tokens * prices[w][1]) / 1e6
-                for w in worker_ids
-            ]
-            records.append(
-                build_record(
-                    where,
-                    prompt=question,
-                    worker_ids=worker_ids,
-                    rewards=[scores[w] for w in worker_ids],
-                    costs=costs,
-                    task=tasks.get(question),
-                    id=stable_id("llmrouter", question),
-                )
-            )
+            _check_same_models(where, scores, worker_ids)
+            costs = _estimated_costs(question, worker_ids, prices, output_tokens)
+            records.append(_score_record(where, question, scores, worker_ids, costs, tasks))
+    _warn_unmatched(records)
+    return apply_standard_split(records)
+
+
+def _check_same_models(where: str, scores: dict[str, float], worker_ids: list[str]) -> None:
+    if sorted(scores) != worker_ids:
+        raise RecordFileError(
+            f"{where}: scores has models {sorted(scores)}, but earlier rows have "
+            f"{worker_ids}; every row needs a score for every model"
+        )
+
+
+def _estimated_costs(
+    question: str,
+    worker_ids: list[str],
+    prices: dict[str, tuple[float, float]],
+    output_tokens: float,
+) -> list[float]:
+    """USD per worker: len(question) / 4 input tokens and `output_tokens` output tokens."""
+    input_tokens = len(question) / CHARS_PER_TOKEN
+    return [(input_tokens * prices[w][0] + output_tokens * prices[w][1]) / 1e6 for w in worker_ids]
+
+
+def _score_record(
+    where: str,
+    question: str,
+    scores: dict[str, float],
+    worker_ids: list[str],
+    costs: list[float],
+    tasks: dict[str, str],
+) -> RewardRecord:
+    return build_record(
+        where,
+        prompt=question,
+        worker_ids=worker_ids,
+        rewards=[scores[w] for w in worker_ids],
+        costs=costs,
+        task=tasks.get(question),
+        id=stable_id("llmrouter", question),
+    )
+
+
+def _warn_unmatched(records: list[RewardRecord]) -> None:
     unmatched = sum(record.task is None for record in records)
     if unmatched:
         logger.warning("%d LLMRouter questions have no task in the query files", unmatched)
-    return apply_standard_split(records)
 
 
 def _score_rows(path: Path) -> list[tuple[str, str, dict[str, float]]]:
