@@ -48,6 +48,19 @@ def resolve_data_dir(
     fugu-lite's cache: $FUGU_LITE_CACHE_DIR/data when set, as for every other cache).
     """
     cache_dir = cache_dir or cache_root() / "data"
+    explicit = _explicit_data_dir(data_dir, dataset)
+    if explicit is not None:
+        return explicit
+    found = _searched_data_dir(dataset, search_paths)
+    if found is not None:
+        return found
+    if dataset == "llmrouter" and _has_all_files(cache_dir / "llmrouter"):
+        return cache_dir
+    return _downloaded_data_dir(dataset, cache_dir, download, timeout)
+
+
+def _explicit_data_dir(data_dir: str | Path | None, dataset: str) -> Path | None:
+    """`data_dir`, else $FUGU_LITE_DATA_DIR; either one, when given, must hold the dataset."""
     explicit_choices = ((data_dir, "--data-dir"), (os.environ.get(DATA_DIR_ENV), DATA_DIR_ENV))
     for explicit, origin in explicit_choices:
         if explicit:
@@ -57,11 +70,18 @@ def resolve_data_dir(
                     f"{origin} points to {folder}, which has no {dataset}/ folder inside"
                 )
             return folder.resolve()
+    return None
+
+
+def _searched_data_dir(dataset: str, search_paths: Sequence[Path] | None) -> Path | None:
     for candidate in default_search_paths() if search_paths is None else search_paths:
         if (candidate / dataset).is_dir():
             return candidate.resolve()
-    if dataset == "llmrouter" and _has_all_files(cache_dir / "llmrouter"):
-        return cache_dir
+    return None
+
+
+def _downloaded_data_dir(dataset: str, cache_dir: Path, download: bool, timeout: float) -> Path:
+    """The cache after downloading LLMRouter into it; any other dataset is not found."""
     not_found = (
         f"no {dataset}/ data folder found; pass --data-dir or set {DATA_DIR_ENV} to a folder "
         f"containing {dataset}/"
