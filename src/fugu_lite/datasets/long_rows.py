@@ -39,6 +39,12 @@ def parse_row(
 ) -> tuple[str | list, LongRow]:
     """The row's prompt and cell; a blank reward is NaN when `reward_may_miss` (on_missing=drop
     then drops its prompt), else an error."""
+    _check_required(raw, where, reward_may_miss)
+    return _prompt(raw["prompt"], where), _cell(raw, where, use_split_column, reward_may_miss)
+
+
+def _check_required(raw: dict, where: str, reward_may_miss: bool) -> None:
+    """Every required column has a value (a blank reward too, unless `reward_may_miss`)."""
     # a reward of NaN, "NA" or "null" (what pandas and spreadsheets write for none) is missing
     # too, so its error points to on_missing as an empty cell's does
     absent = [
@@ -56,17 +62,24 @@ def parse_row(
         # another format, which keys_hint says)
         advice = "" if keys_hint else "; fill in the cell or delete the row"
         raise RecordFileError(f"{where}: no value for {absent}{given}{advice}{hint}{keys_hint}")
-    reward = raw.get("reward")
-    prompt = raw["prompt"]
+
+
+def _prompt(prompt: object, where: str) -> str | list:
+    """The prompt: a list of chat messages as given, else text."""
     if isinstance(prompt, dict) and "role" in prompt:
         raise RecordFileError(
             f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
             "messages; a chat prompt is a list, even of one message: put it in [ ]"
         )
-    if not isinstance(prompt, list):
-        prompt = require_text(prompt, "prompt", where)
+    if isinstance(prompt, list):
+        return prompt
+    return require_text(prompt, "prompt", where)
+
+
+def _cell(raw: dict, where: str, use_split_column: bool, reward_may_miss: bool) -> LongRow:
+    reward = raw.get("reward")
     cost = raw.get("cost")
-    return prompt, LongRow(
+    return LongRow(
         where=where,
         # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
         worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
