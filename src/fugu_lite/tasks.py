@@ -349,8 +349,24 @@ def read_tasks(path: str | Path) -> list[Task]:
     path = Path(path)
     tasks: list[Task] = []
     first_line_of_id: dict[str, int] = {}
+    for line_number, row in _task_rows(path):
+        where = f"{path}, line {line_number}"
+        task = _validated_task(row, where)
+        _check_new_id(task, where, first_line_of_id)
+        first_line_of_id[task.id] = line_number
+        tasks.append(task)
+    if not tasks:
+        raise TaskFileError(
+            f"{path}: holds no tasks; write one JSON object a line "
+            "(or create some with `fugu-lite tasks generate`)"
+        )
+    return tasks
+
+
+def _task_rows(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) of each line; a table gets the advice to convert it."""
     try:
-        rows = list(iter_jsonl(path))
+        return list(iter_jsonl(path))
     except RecordFileError as error:
         if path.suffix.lower() in TABLE_SUFFIXES:
             # iter_jsonl's advice, "a CSV ... is imported with `fugu-lite data import`", makes
@@ -362,31 +378,27 @@ def read_tasks(path: str | Path) -> list[Task]:
                 f"'{path.stem}.jsonl', orient='records', lines=True) (README 'Tasks and graders')"
             ) from error
         raise TaskFileError(str(error)) from error
-    for line_number, row in rows:
-        where = f"{path}, line {line_number}"
-        try:
-            task = Task.model_validate(row)
-        except ValidationError as error:
-            if "rewards" in row and "worker_ids" in row:
-                raise TaskFileError(
-                    f"{where}: this is a RewardRecord (it has 'rewards'), not a task: a record "
-                    "file is what collect writes; give a task file (`fugu-lite tasks generate` "
-                    "writes one; README 'Tasks and graders')"
-                ) from error
-            raise TaskFileError(f"{where}: {_describe_task_error(error)}") from error
-        if task.id in first_line_of_id:
+
+
+def _validated_task(row: dict, where: str) -> Task:
+    try:
+        return Task.model_validate(row)
+    except ValidationError as error:
+        if "rewards" in row and "worker_ids" in row:
             raise TaskFileError(
-                f"{where}: id {task.id!r} was already used on line "
-                f"{first_line_of_id[task.id]}; give every task its own id"
-            )
-        first_line_of_id[task.id] = line_number
-        tasks.append(task)
-    if not tasks:
+                f"{where}: this is a RewardRecord (it has 'rewards'), not a task: a record "
+                "file is what collect writes; give a task file (`fugu-lite tasks generate` "
+                "writes one; README 'Tasks and graders')"
+            ) from error
+        raise TaskFileError(f"{where}: {_describe_task_error(error)}") from error
+
+
+def _check_new_id(task: Task, where: str, first_line_of_id: dict[str, int]) -> None:
+    if task.id in first_line_of_id:
         raise TaskFileError(
-            f"{path}: holds no tasks; write one JSON object a line "
-            "(or create some with `fugu-lite tasks generate`)"
+            f"{where}: id {task.id!r} was already used on line "
+            f"{first_line_of_id[task.id]}; give every task its own id"
         )
-    return tasks
 
 
 def repeated_prompts(tasks: Iterable[Task]) -> list[tuple[Task, Task]]:
