@@ -30,6 +30,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from .datasets.split import standard_split
 from .io import iter_jsonl, write_jsonl
@@ -424,38 +425,46 @@ def _describe_task_error(error: ValidationError) -> str:
     for item in error.errors():
         location = ".".join(str(part) for part in item["loc"])
         if item["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(item["loc"][-1]), fields, n=1)
-            unknown.append(f"{location!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        elif location == "grader":  # missing, null or not text: name the graders to choose
-            problem = (
-                "missing field 'grader'"
-                if item["type"] == "missing"
-                else f"'grader' must be a grader's name, got {item.get('input')!r}"
-            )
-            parts.append(f"{problem}; known graders: {', '.join(GRADERS)}")
-        elif location == "difficulty":
-            parts.append(
-                f"'difficulty' must be 1 (easy), 2 (medium) or 3 (hard), got "
-                f"{item.get('input')!r}; or leave it out"
-            )
-        elif item["type"] == "missing":
-            parts.append(f"missing field {location!r}; add it")
-        elif item["type"] == "value_error":
-            parts.append(str(item["msg"]).removeprefix("Value error, "))
-        elif location == "split":
-            parts.append(
-                f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "
-                "(or leave 'split' out to get the standard split)"
-            )
-        elif item["type"] == "string_type":
-            parts.append(
-                f"{location!r} must be text, got {item.get('input')!r}; write it in quotes"
-            )
+            unknown.append(_unknown_field(item, location, fields))
         else:
-            parts.append(f"{location}: {item['msg']} (got {item.get('input')!r})")
+            parts.append(_field_problem(item, location))
     if unknown:  # one list of the known fields, not one per unknown field
         parts.append(
             f"unknown field{'s' * (len(unknown) > 1)} {', '.join(unknown)}: known fields: "
             f"{', '.join(fields)}"
         )
     return "; ".join(parts)
+
+
+def _unknown_field(item: ErrorDetails, location: str, fields: list[str]) -> str:
+    """The unknown field, with the known one it may misspell."""
+    close = difflib.get_close_matches(str(item["loc"][-1]), fields, n=1)
+    return f"{location!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _field_problem(item: ErrorDetails, location: str) -> str:
+    """One validation error of a known field, with how to fix it."""
+    if location == "grader":  # missing, null or not text: name the graders to choose
+        problem = (
+            "missing field 'grader'"
+            if item["type"] == "missing"
+            else f"'grader' must be a grader's name, got {item.get('input')!r}"
+        )
+        return f"{problem}; known graders: {', '.join(GRADERS)}"
+    if location == "difficulty":
+        return (
+            f"'difficulty' must be 1 (easy), 2 (medium) or 3 (hard), got "
+            f"{item.get('input')!r}; or leave it out"
+        )
+    if item["type"] == "missing":
+        return f"missing field {location!r}; add it"
+    if item["type"] == "value_error":
+        return str(item["msg"]).removeprefix("Value error, ")
+    if location == "split":
+        return (
+            f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "
+            "(or leave 'split' out to get the standard split)"
+        )
+    if item["type"] == "string_type":
+        return f"{location!r} must be text, got {item.get('input')!r}; write it in quotes"
+    return f"{location}: {item['msg']} (got {item.get('input')!r})"
