@@ -116,6 +116,11 @@ class Task(BaseModel):
 
 def task_problems(task: Task) -> list[str]:
     """Everything that keeps this task from being graded, each with how to fix it."""
+    return [*_name_problems(task), *_prompt_problems(task), *_grader_problems(task)]
+
+
+def _name_problems(task: Task) -> list[str]:
+    """A blank id or task name."""
     problems: list[str] = []
     if not task.id.strip():
         problems.append("'id' is blank; give every task an id of its own, e.g. 'q1'")
@@ -124,36 +129,43 @@ def task_problems(task: Task) -> list[str]:
             "'task' is blank; name the task's family (shown in tables and records), "
             "e.g. 'arithmetic'"
         )
+    return problems
+
+
+def _prompt_problems(task: Task) -> list[str]:
+    """Not exactly one of prompt and messages, or nothing to answer in it."""
     if (task.prompt is None) == (task.messages is None):
-        problems.append(
+        return [
             "give exactly one of 'prompt' (text) or 'messages' (chat messages), "
             + ("not both" if task.prompt is not None else "none was given")
-        )
-    elif task.prompt is not None and not task.prompt.strip():
-        problems.append("'prompt' is empty; write the question the workers should answer")
-    elif task.messages is not None and not task.messages:
-        problems.append("'messages' is an empty list; give at least one user message")
-    elif task.messages is not None and all(
+        ]
+    if task.prompt is not None and not task.prompt.strip():
+        return ["'prompt' is empty; write the question the workers should answer"]
+    if task.messages is not None and not task.messages:
+        return ["'messages' is an empty list; give at least one user message"]
+    if task.messages is not None and all(
         message.content is None
         or (isinstance(message.content, str) and not message.content.strip())
         for message in task.messages
     ):
-        problems.append(
+        return [
             "every message's 'content' is empty; write the question the workers should answer "
             "in a user message"
-        )
+        ]
+    return []
+
+
+def _grader_problems(task: Task) -> list[str]:
+    """An unknown grader, or what the grader needs (an answer, tests) missing or unusable."""
     if task.grader not in GRADERS:
         close = difflib.get_close_matches(task.grader, GRADERS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        problems.append(
-            f"unknown grader {task.grader!r}; {hint}known graders: {', '.join(GRADERS)}"
-        )
-        return problems
+        return [f"unknown grader {task.grader!r}; {hint}known graders: {', '.join(GRADERS)}"]
     if task.grader in ANSWER_GRADERS:
-        problems.extend(_answer_problems(task))
+        return _answer_problems(task)
     if task.grader == "code":
-        problems.extend(_tests_problems(task.tests))
-    return problems
+        return _tests_problems(task.tests)
+    return []
 
 
 def _answer_problems(task: Task) -> list[str]:
