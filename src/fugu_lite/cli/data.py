@@ -81,18 +81,32 @@ def data_stats(records_path: Annotated[Path, typer.Argument(help="RewardRecord J
 def print_record_summary(records: list) -> None:
     """One row per worker (full names fit any terminal), one column per split: mean reward;
     mean cost when the records carry costs; the oracle (best worker per prompt) last."""
-    from statistics import fmean
-
-    from ..schemas import SPLITS
-
     if not records:
         console.print("0 records")
         return
-    by_split = {
+    by_split = _records_by_split(records)
+    _print_headline(records, by_split)
+    costed = [record for record in records if record.costs is not None]
+    console.print(_summary_table(records[0].worker_ids, by_split, costed))
+    if costed and len(costed) < len(records):
+        console.print(
+            f"mean cost: over the records that have costs, {len(costed):,} of {len(records):,}",
+            soft_wrap=True,
+        )
+
+
+def _records_by_split(records: list) -> dict[str, list]:
+    """The records of each split that has any, in the order of SPLITS."""
+    from ..schemas import SPLITS
+
+    return {
         split: selected
         for split in SPLITS
         if (selected := [record for record in records if record.split == split])
     }
+
+
+def _print_headline(records: list, by_split: dict[str, list]) -> None:
     tasks = {record.task for record in records if record.task}
     sizes = " · ".join(f"{split} {len(selected):,}" for split, selected in by_split.items())
     # a line of its own: as the table's title it was folded to the width of a narrow table
@@ -101,25 +115,25 @@ def print_record_summary(records: list) -> None:
         f"task{'s' * (len(tasks) != 1)}: mean reward per worker",
         soft_wrap=True,
     )
+
+
+def _summary_table(worker_ids: list[str], by_split: dict[str, list], costed: list) -> Table:
+    """Mean reward per worker and split, the mean cost over `costed`, the oracle last."""
+    from statistics import fmean
+
     table = Table()
     table.add_column("worker", overflow="fold")  # never cut: ids may share a long prefix
     for split in by_split:
         table.add_column(split, justify="right")
-    costed = [record for record in records if record.costs is not None]
     if costed:
         table.add_column("mean cost", justify="right")
-    for index, worker in enumerate(records[0].worker_ids):
+    for index, worker in enumerate(worker_ids):
         means = [fmean(r.rewards[index] for r in selected) for selected in by_split.values()]
         cost = [cost_text(fmean(r.costs[index] for r in costed))] if costed else []
         table.add_row(console_name(worker), *(f"{mean:.3f}" for mean in means), *cost)
     oracle = [fmean(max(r.rewards) for r in selected) for selected in by_split.values()]
     table.add_row("oracle", *(f"{mean:.3f}" for mean in oracle), *([""] if costed else []))
-    console.print(table)
-    if costed and len(costed) < len(records):
-        console.print(
-            f"mean cost: over the records that have costs, {len(costed):,} of {len(records):,}",
-            soft_wrap=True,
-        )
+    return table
 
 
 def check_not_source(source: Path, output: Path) -> None:
