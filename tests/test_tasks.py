@@ -253,6 +253,28 @@ def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     assert "line 2: expected a JSON object, got list" in read_error(tmp_path, [GOOD, [GOOD]])
 
 
+@pytest.mark.parametrize("line", [1, 2])
+def test_a_single_backslash_in_a_string_is_named_with_how_to_write_it(
+    tmp_path: Path, line: int
+) -> None:
+    """A Windows path or a regex typed by hand ("C:\\Users", "\\d+") holds a backslash that
+    JSON does not take alone: line 1 was told "the file does not start as JSON Lines ... check
+    that it is the file meant", a later line "a Python dict (single quotes, True, None)"."""
+    windows = json.dumps({**GOOD, "id": "w", "prompt": "Open C:/Users/me/new.txt"}).replace(
+        "/", "\\"
+    )
+    rows: list[dict | str] = [GOOD, windows] if line == 2 else [windows]
+    message = read_error(tmp_path, rows)
+    assert message.startswith(f"{tmp_path / 'tasks.jsonl'}, line {line}: a backslash ")
+    column = windows.index("\\") + 1
+    assert (
+        f"('\\U' at column {column})" in message and "\\\\" in message and "json.dumps" in message
+    )
+    assert "Python dict" not in message and "file meant" not in message
+    write_lines(tmp_path / "tasks.jsonl", [windows.replace("\\", "\\\\")])  # as advised
+    assert read_tasks(tmp_path / "tasks.jsonl")[0].prompt == "Open C:\\Users\\me\\new.txt"
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

@@ -167,6 +167,14 @@ def _not_json_message(
             "(one JSON object a line); write each object on one line, e.g. jq -c "
             f". {path.name} > {path.stem}.lines.jsonl"
         )
+    if error.msg == "Invalid \\escape":
+        # a Windows path or a regex typed by hand; Python reads it, so it was taken for a
+        # Python dict (or, on line 1, for another kind of file)
+        return (
+            f"{where}: a backslash JSON does not take alone ('{line[error.pos : error.pos + 2]}' "
+            f'at column {error.colno}): JSON writes a backslash twice, as in "C:\\\\Users" '
+            'or "\\\\d+"; double each backslash, or write each row with json.dumps(row)'
+        )
     near_miss = _near_miss(line)
     if near_miss is not None:
         return f"{where}: {near_miss}"
