@@ -299,6 +299,18 @@ def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
     assert "line 3: id 'q1' was already used on line 1" in message
 
 
+def test_an_id_or_task_name_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
+    """ "q1 " beside "q1" (a cell typed with a trailing space, a CSV written with a space after
+    each comma) passed as two ids, both shown as q1, and "math " was a task family of its own
+    beside "math" in tables and records (the long importer strips its task cells)."""
+    spaced = {**GOOD, "id": "q1 ", "prompt": "Other?"}
+    assert "line 2: id 'q1' was already used on line 1" in read_error(tmp_path, [GOOD, spaced])
+    path = write_lines(tmp_path / "tasks.jsonl", [{**spaced, "id": " q2\t", "task": " math "}])
+    assert [(task.id, task.task) for task in read_tasks(path)] == [("q2", "math")]
+    assert "'id' is blank" in read_error(tmp_path, [{**GOOD, "id": "  "}])
+    assert "'task' is blank" in read_error(tmp_path, [{**GOOD, "task": " "}])
+
+
 def test_empty_and_missing_files(tmp_path: Path) -> None:
     assert "holds no tasks" in read_error(tmp_path, [""])
     with pytest.raises(TaskFileError, match="file not found"):

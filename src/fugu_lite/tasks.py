@@ -87,6 +87,13 @@ class Task(BaseModel):
         """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7"."""
         return number_as_text(value)
 
+    @field_validator("id", "task", mode="after")
+    @classmethod
+    def _without_surrounding_spaces(cls, value: str) -> str:
+        """ "q1 " is the id q1 (a duplicate of another q1), "math " the family math; a blank
+        value stays as it is, for task_problems to name."""
+        return value.strip() or value
+
     @model_validator(mode="after")
     def _check(self) -> Task:
         for problem in task_problems(self):
