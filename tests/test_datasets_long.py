@@ -536,6 +536,20 @@ def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
         import_long(path)
 
 
+def test_a_typographic_minus_sign_is_read_as_a_minus(tmp_path: Path) -> None:
+    """A table copied from a web page or a document writes "−" (U+2212) for minus:
+    "−0.5" was refused, advising to "write the number alone, without a currency sign or
+    unit: 0.5", which drops the sign. It is -0.5, as the number grader reads it."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,\u22120.5\nq,b,1\n", encoding="utf-8")
+    assert [r.rewards for r in import_long(path)] == [[-0.5, 1.0]]
+    path.write_text("prompt,worker,reward\nq,a,\u221225%\nq,b,50%\n", encoding="utf-8")
+    assert [r.rewards for r in import_long(path)] == [[-0.25, 0.5]]
+    path.write_text("prompt,worker,reward,cost\nq,a,1,\u22120.01\nq,b,0,0\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"line 2: cost must be at least 0.0, got -0.01$"):
+        import_long(path)
+
+
 def test_long_format_refuses_percentages_beside_plain_numbers_above_one(tmp_path: Path) -> None:
     """`85%` on one row and `85` on another were read as 0.85 and 85: two scales silently."""
     path = tmp_path / "long.csv"

@@ -129,7 +129,8 @@ def is_blank(value: object) -> bool:
 def to_float(value: object) -> float | None:
     """The value as a finite float, or None when it is missing, not a number, NaN or infinite.
     A boolean is 1 or 0, and so is its text in a CSV (`True`, `false`: what pandas' to_csv
-    writes for a boolean column), as a JSON true/false is."""
+    writes for a boolean column), as a JSON true/false is. The minus sign U+2212 (a table
+    copied from a web page or a document) is a minus."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
@@ -138,7 +139,7 @@ def to_float(value: object) -> float | None:
         if value.strip().casefold() in BOOLEAN_TEXT:
             return BOOLEAN_TEXT[value.strip().casefold()]
         try:
-            number = float(value.strip())
+            number = float(value.strip().replace("\u2212", "-"))
         except ValueError:
             return None
     else:
