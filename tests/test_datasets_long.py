@@ -525,6 +525,23 @@ def test_a_csv_prompt_cell_holding_chat_messages_is_read_as_them(tmp_path: Path)
         import_long(bad)
 
 
+def test_excels_separator_line_before_the_header_is_skipped(tmp_path: Path) -> None:
+    """Excel's CSV may start with "sep=," (a line telling Excel the separator), which was
+    taken for the header: "missing column(s) ['prompt', 'worker', 'reward'] in the header
+    ['sep=', '']", with no word of the line to delete."""
+    path = tmp_path / "long.csv"
+    path.write_text("\ufeffsep=,\r\nprompt,worker,reward\r\nq,a,1\r\nq,b,0\r\n", encoding="utf-8")
+    assert [(r.prompt, r.worker_ids, r.rewards) for r in import_long(path)] == [
+        ("q", ["a", "b"], [1.0, 0.0])
+    ]
+    path.write_text("sep=,\nprompt,worker,reward\nq,a,1\nq,b,x\n")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 4: reward must be"):
+        import_long(path)  # lines are still counted in the file
+    path.write_text("SEP=;\nprompt;worker;reward\nq;a;1\n")
+    with pytest.raises(RecordFileError, match=r"the header is one column: .* separated by commas"):
+        import_long(path)
+
+
 def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
     """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
     number; it is the fraction it shows."""

@@ -13,6 +13,7 @@ import gzip
 import itertools
 import json
 import lzma
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -192,9 +193,9 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
 
 def _csv_header(path: Path, reader: Reader) -> tuple[list[str], list[str]]:
     """The header line as written, and as the long format's column names."""
-    # blank lines (or a spreadsheet's empty rows) before the header are skipped, as
-    # pandas.read_csv does
-    header = next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
+    header = _first_filled_line(reader)
+    if _is_separator_line(header):
+        header = _first_filled_line(reader)
     if not header:
         raise RecordFileError(
             f"{path}: the file is empty; a long-format CSV needs a header line "
@@ -210,6 +211,20 @@ def _csv_header(path: Path, reader: Reader) -> tuple[list[str], list[str]]:
             f"{path}: missing column(s) {absent} in the header {header}" + _header_hint(header)
         )
     return header, columns
+
+
+def _first_filled_line(reader: Reader) -> list[str]:
+    """The cells of the next line holding any; blank lines (or a spreadsheet's empty rows)
+    before the header are skipped, as pandas.read_csv does."""
+    return next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
+
+
+EXCEL_SEPARATOR_LINE = re.compile(r"\s*sep=.[ \t]*", re.IGNORECASE)
+
+
+def _is_separator_line(cells: list[str]) -> bool:
+    """Excel's "sep=," line before the header (it tells Excel the separator), read as cells."""
+    return EXCEL_SEPARATOR_LINE.fullmatch(",".join(cells)) is not None
 
 
 def _csv_row(
