@@ -154,7 +154,7 @@ def require_float(value: object, what: str, where: str, minimum: float | None = 
     number = to_float(value)
     if number is None:
         raise RecordFileError(
-            f"{where}: {what} must be a finite number, got {value!r}{_number_hint(value)}"
+            f"{where}: {what} must be a finite number, got {value!r}{number_hint(value)}"
         )
     if minimum is not None and number < minimum:
         raise RecordFileError(f"{where}: {what} must be at least {minimum}, got {number}")
@@ -172,7 +172,7 @@ UNIT_AROUND_NUMBER = re.compile(
 PERCENTAGE = re.compile(r"\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+))\s*%\s*")
 
 
-def _number_hint(value: object) -> str:
+def number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
     comma ("0,5") or a thousands separator ("1,000"), as a percentage ("85%"), or with a
     currency sign or unit ("$0.002"), which a number here cannot hold."""

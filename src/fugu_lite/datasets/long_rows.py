@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..text_reading import RecordFileError
-from .common import is_blank, require_float, require_text, to_float
+from .common import is_blank, number_hint, require_float, require_text, to_float
 from .split import parse_split
 
 logger = logging.getLogger(__name__)
@@ -112,9 +112,12 @@ def _reward(value: object, where: str) -> float:
     """The reward; `85%` (a spreadsheet's percentage format) is 0.85."""
     if not is_percentage(value):
         return require_float(value, "reward", where)
-    number = to_float(str(value).strip().removesuffix("%"))
+    text = str(value).strip().removesuffix("%")
+    number = to_float(text)
     if number is None:
-        raise RecordFileError(f"{where}: reward must be a finite number, got {value!r}")
+        raise RecordFileError(
+            f"{where}: reward must be a finite number, got {value!r}{number_hint(text)}"
+        )
     return number / 100
 
 
