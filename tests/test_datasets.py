@@ -354,6 +354,9 @@ def test_import_dataset_rejects_unknown_formats_and_options(tmp_path: Path) -> N
          r"expected a number"),
         ("llmrouter", "output_tokens", "-500", r"output_tokens='-500' is not valid: .*greater "
          r"than or equal to 0"),
+        # an infinite answer length made every cost infinite, blamed on the first data row
+        ("llmrouter", "output_tokens", ".inf", r"output_tokens='.inf' is not valid: .*finite"),
+        ("llmrouter", "output_tokens", "1e400", r"output_tokens='1e400' is not valid: .*finite"),
         ("zeroeval", "prices", "{a: 1, b: 2}", r"prices='\{a: 1, b: 2\}' is not valid: "
          r"expected a mapping \{a string: \[a number, a number\]\} or null"),
         ("zeroeval", "prices", "{a: [1", r"prices: '\{a: \[1' is not valid YAML"),

@@ -3,6 +3,7 @@ generated files, plus the real ../shared/data."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import conftest
@@ -62,6 +63,16 @@ def make_llmrouter(root: Path, train: list[dict] | None = None) -> Path:
     )
     write_json(base / "example_data/llm_candidates/default_llm.json", LLMROUTER_PRICES)
     return root
+
+
+@pytest.mark.parametrize("output_tokens", [math.inf, math.nan, -1.0])
+def test_an_answer_length_that_is_not_a_finite_count_is_refused(
+    tmp_path: Path, output_tokens: float
+) -> None:
+    """output_tokens=inf made every cost infinite, refused as the first data row's fault
+    ("item 1: ... costs must be finite numbers ... replace the missing scores")."""
+    with pytest.raises(ValueError, match=r"^output_tokens must be a finite number of at least 0"):
+        import_llmrouter(make_llmrouter(tmp_path), output_tokens=output_tokens)
 
 
 def test_llmrouter_reads_scores_tasks_and_costs(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -46,7 +47,7 @@ def llmrouter_root(source: str | Path) -> Path:
 def import_llmrouter(
     source: str | Path,
     *,
-    output_tokens: Annotated[float, Field(ge=0)] = DEFAULT_OUTPUT_TOKENS,
+    output_tokens: Annotated[float, Field(ge=0, allow_inf_nan=False)] = DEFAULT_OUTPUT_TOKENS,
 ) -> list[RewardRecord]:
     """Score rows of train then test, deduplicated, with the standard split.
 
@@ -55,8 +56,10 @@ def import_llmrouter(
     a typical short reasoning answer). With one fixed answer length the cost ranking of the
     workers on a prompt follows their prices; only the input part varies between prompts.
     """
-    if output_tokens < 0:
-        raise ValueError(f"output_tokens must be at least 0, got {output_tokens}")
+    if not 0 <= output_tokens < math.inf:  # NaN too
+        raise ValueError(
+            f"output_tokens must be a finite number of at least 0, got {output_tokens}"
+        )
     root = llmrouter_root(source)
     tasks = read_llmrouter_tasks(root)
     prices = read_llmrouter_prices(root / PRICE_FILE)
