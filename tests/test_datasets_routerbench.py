@@ -194,6 +194,24 @@ def test_routerbench_csv_of_boolean_scores_is_read_as_the_pickle(tmp_path: Path)
     assert [record.rewards[:2] for record in from_csv] == [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
 
 
+@pytest.mark.parametrize("name", ["rb.csv", "rb.csv.gz"])
+def test_excels_separator_line_before_a_routerbench_header_is_skipped(
+    tmp_path: Path, name: str
+) -> None:
+    """Excel's "sep=," line before the header was read as the header: "missing column(s)
+    ['prompt', 'eval_name']; found ['sep=', 'Unnamed: 1']"."""
+    table = (
+        "sample_id,prompt,eval_name,m1,m1|total_cost,m2,m2|total_cost\r\ns1,q,mmlu,1,0.1,0,0.2\r\n"
+    )
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(tmp_path / name, "wt", encoding="utf-8", newline="") as stream:
+        stream.write("sep=,\r\n" + table)
+    (tmp_path / "plain.csv").write_text(table, encoding="utf-8", newline="")
+    records = import_routerbench(tmp_path / name)
+    assert records == import_routerbench(tmp_path / "plain.csv")
+    assert [(r.prompt, r.rewards, r.costs) for r in records] == [("q", [1.0, 0.0], [0.1, 0.2])]
+
+
 def test_routerbench_nan_score_names_the_row(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.pkl"
     routerbench_table(**{ROUTERBENCH_MODELS[1]: [1.0, math.nan, 0.0]}).to_pickle(path)

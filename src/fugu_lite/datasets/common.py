@@ -65,6 +65,14 @@ def other_separator_hint(header: Sequence[str], what: str) -> str:
     return ""
 
 
+EXCEL_SEPARATOR_LINE = re.compile(r"\s*sep=.[ \t]*", re.IGNORECASE)
+
+
+def is_separator_line(cells: Sequence[str]) -> bool:
+    """Excel's "sep=," line before a CSV's header (it tells Excel the separator), as cells."""
+    return EXCEL_SEPARATOR_LINE.fullmatch(",".join(cells).removeprefix("\ufeff")) is not None
+
+
 def csv_line_breaks(text: str) -> str:
     """A quoted CSV field's line breaks as `\n`: a file saved with CRLF line ends (Excel,
     Windows editors, git's autocrlf) holds them as `\r\n` inside fields too, which made

@@ -13,7 +13,6 @@ import gzip
 import itertools
 import json
 import lzma
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -24,6 +23,7 @@ from .common import (
     CSV_QUOTING_HINT,
     csv_line_breaks,
     is_header_copy,
+    is_separator_line,
     known_column_names,
     other_separator_hint,
     repeated_header,
@@ -194,7 +194,7 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
 def _csv_header(path: Path, reader: Reader) -> tuple[list[str], list[str]]:
     """The header line as written, and as the long format's column names."""
     header = _first_filled_line(reader)
-    if _is_separator_line(header):
+    if is_separator_line(header):
         header = _first_filled_line(reader)
     if not header:
         raise RecordFileError(
@@ -217,14 +217,6 @@ def _first_filled_line(reader: Reader) -> list[str]:
     """The cells of the next line holding any; blank lines (or a spreadsheet's empty rows)
     before the header are skipped, as pandas.read_csv does."""
     return next((cells for cells in reader if any(cell.strip() for cell in cells)), [])
-
-
-EXCEL_SEPARATOR_LINE = re.compile(r"\s*sep=.[ \t]*", re.IGNORECASE)
-
-
-def _is_separator_line(cells: list[str]) -> bool:
-    """Excel's "sep=," line before the header (it tells Excel the separator), read as cells."""
-    return EXCEL_SEPARATOR_LINE.fullmatch(",".join(cells)) is not None
 
 
 def _csv_row(

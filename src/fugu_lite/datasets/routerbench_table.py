@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
-from .common import CSV_QUOTING_HINT, is_blank, to_csv_hint
+from .common import CSV_QUOTING_HINT, is_blank, is_separator_line, to_csv_hint
 from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS
 
 # What pandas reads (and infers from the name) with the standard library alone:
@@ -108,7 +108,13 @@ def _stem(path: Path) -> str:
 
 def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        return pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            encoding="utf-8",
+            skiprows=int(_starts_with_a_separator_line(path)),
+        )
     except UnicodeDecodeError as error:
         message = utf8_error_message(path, error, compressed=compression is not None)
         raise RecordFileError(message) from error
@@ -123,6 +129,14 @@ def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
         ) from error
     except ValueError as error:  # a .zip of several files
         raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
+
+
+def _starts_with_a_separator_line(path: Path) -> bool:
+    """Whether Excel's "sep=," line comes before the header."""
+    first = pd.read_csv(
+        path, header=None, nrows=1, dtype=str, keep_default_na=False, encoding="utf-8"
+    )
+    return bool(len(first)) and is_separator_line(list(first.iloc[0]))
 
 
 # routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
