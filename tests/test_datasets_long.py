@@ -226,6 +226,29 @@ def test_long_format_duplicate_cell_names_prompt_and_worker(tmp_path: Path) -> N
         import_long(path)
 
 
+def test_a_duplicate_cell_with_another_reward_says_which_rewards_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """Two rows of one prompt and worker (several attempts of a model, files joined) were
+    refused alike whether they agreed or not, saying neither the rewards nor that attempts
+    are averaged into one row first."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,0\nq,a,0.5\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 4: duplicate cell for prompt 'q' and worker 'a' (first at {path}, line "
+        "2); keep one row per prompt and worker: its rewards differ (1 there, 0.5 here), so keep "
+        "the right one, or average a worker's attempts at a prompt into one row"
+    )
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,0\nq,a,1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "keep one row per prompt and worker: it repeats that row's reward, so delete it"
+    )
+
+
 def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
     path = tmp_path / "long.csv"
     path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,NaN\n", encoding="utf-8")

@@ -92,13 +92,25 @@ def _read_cells(path: Path, use_split_column: bool, drop_missing: bool) -> _Cell
         cells.prompts.setdefault(key, prompt)
         cells_by_worker = cells.groups.setdefault(key, {})
         if row.worker in cells_by_worker:
+            first = cells_by_worker[row.worker]
             raise RecordFileError(
                 f"{where}: duplicate cell for prompt {short(key)} and worker {row.worker!r} "
-                f"(first at {cells_by_worker[row.worker].where}); keep one row per prompt "
-                "and worker"
+                f"(first at {first.where}); keep one row per prompt and worker: "
+                + _duplicate_advice(first, row)
             )
         cells_by_worker[row.worker] = row
     return cells
+
+
+def _duplicate_advice(first: LongRow, repeat: LongRow) -> str:
+    """What to do with a second row of a prompt and worker: the same reward is a repeat, another
+    reward is another attempt (or a mistake)."""
+    if first.reward == repeat.reward or (math.isnan(first.reward) and math.isnan(repeat.reward)):
+        return "it repeats that row's reward, so delete it"
+    return (
+        f"its rewards differ ({first.reward:g} there, {repeat.reward:g} here), so keep the "
+        "right one, or average a worker's attempts at a prompt into one row"
+    )
 
 
 def _check_cells(path: Path, cells: _Cells) -> None:
