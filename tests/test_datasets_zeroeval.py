@@ -27,6 +27,26 @@ from fugu_lite.schemas import RewardRecord
 from fugu_lite.text_reading import RecordFileError
 
 
+def test_a_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:
+    """A row scoring "m1 " beside rows scoring "m1" made two workers, and the other rows were
+    refused as having "no score or out_chars for ['m1 ']", though they score m1; the long and
+    RouterBench importers read a worker's name without its spaces."""
+    spaced = zeroeval_row("q2", scores={"m2": 1, " m1 ": 0.5}, out_chars={"m1 ": 40, "m2": 4})
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q1"), spaced])
+    records = import_zeroeval(path)
+    assert [(r.worker_ids, r.rewards, r.costs) for r in records] == [
+        (["m1", "m2"], [0.0, 1.0], [10.0, 100.0]),
+        (["m1", "m2"], [0.5, 1.0], [10.0, 1.0]),
+    ]
+    twice = zeroeval_row("q3", scores={"m1": 0, "m1 ": 1, "m2": 1})
+    write_jsonl(path, [zeroeval_row("q1"), twice])
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: scores names the model 'm1' twice ('m1', 'm1 '); keep one of them"
+    )
+
+
 def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path) -> None:
     path = write_jsonl(
         tmp_path / "zeroeval" / "scores_compact.jsonl",

@@ -214,10 +214,26 @@ def _report_dropped(path: Path, kept: int, empty: int, incomplete: int) -> None:
 
 
 def _mapping(row: dict, key: str, where: str) -> dict:
+    """The row's {model: value} object, each model named without the spaces around it (as
+    the other importers read a worker's name): "m1 " is the model m1."""
     value = row.get(key)
     if not isinstance(value, dict):
         raise RecordFileError(f"{where}: {key} must be a {{model: value}} object, got {value!r}")
-    return value
+    stripped = {model.strip(): number for model, number in value.items()}
+    if len(stripped) < len(value):
+        _refuse_a_model_named_twice(value, key, where)
+    return stripped
+
+
+def _refuse_a_model_named_twice(value: dict, key: str, where: str) -> None:
+    spellings: dict[str, list[str]] = {}
+    for model in value:
+        spellings.setdefault(model.strip(), []).append(model)
+    model, names = next((m, names) for m, names in spellings.items() if len(names) > 1)
+    raise RecordFileError(
+        f"{where}: {key} names the model {model!r} twice ({', '.join(map(repr, names))}); "
+        "keep one of them"
+    )
 
 
 def _costs(
