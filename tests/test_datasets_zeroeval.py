@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -25,6 +26,25 @@ from fugu_lite.datasets import (
 )
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.text_reading import RecordFileError
+
+
+@pytest.mark.parametrize("where", [".", "zeroeval"])
+def test_a_folder_holding_the_scores_compressed_says_to_decompress_them(
+    tmp_path: Path, where: str
+) -> None:
+    """A folder holding scores_compact.jsonl.gz was told "no scores_compact.jsonl here", as
+    if the download were missing."""
+    folder = tmp_path / where
+    folder.mkdir(exist_ok=True)
+    with gzip.open(folder / "scores_compact.jsonl.gz", "wt", encoding="utf-8") as stream:
+        stream.write(json.dumps(zeroeval_row("q1")) + "\n")
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(tmp_path)
+    assert str(raised.value) == (
+        f"{tmp_path}: no scores_compact.jsonl here, nor in {tmp_path / 'zeroeval'}, but "
+        f"{folder / 'scores_compact.jsonl.gz'} is there compressed: decompress it "
+        "(`gunzip -k scores_compact.jsonl.gz`) and import again"
+    )
 
 
 def test_a_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:

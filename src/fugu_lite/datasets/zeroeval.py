@@ -24,6 +24,7 @@ from .common import (
     short,
     warn_unused_split_column,
 )
+from .long_files import DECOMPRESS_COMMANDS
 from .split import apply_given_split, apply_standard_split
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,23 @@ def zeroeval_file(source: str | Path) -> Path:
     for path in (source, source / FILE_NAME, source / "zeroeval" / FILE_NAME):
         if path.is_file():
             return path
-    raise RecordFileError(f"{source}: no {FILE_NAME} here, nor in {source / 'zeroeval'}")
+    raise RecordFileError(
+        f"{source}: no {FILE_NAME} here, nor in {source / 'zeroeval'}"
+        + _compressed_copy_hint(source)
+    )
+
+
+def _compressed_copy_hint(source: Path) -> str:
+    """Where the folders hold the file compressed (as downloaded), how to decompress it."""
+    for folder in (source, source / "zeroeval"):
+        for suffix, command in DECOMPRESS_COMMANDS.items():
+            compressed = folder / (FILE_NAME + suffix)
+            if compressed.is_file():
+                return (
+                    f", but {compressed} is there compressed: decompress it "
+                    f"(`{command} -k {compressed.name}`) and import again"
+                )
+    return ""
 
 
 def import_zeroeval(
