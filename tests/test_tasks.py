@@ -275,6 +275,25 @@ def test_a_single_backslash_in_a_string_is_named_with_how_to_write_it(
     assert read_tasks(tmp_path / "tasks.jsonl")[0].prompt == "Open C:\\Users\\me\\new.txt"
 
 
+@pytest.mark.parametrize("line", [1, 2])
+def test_a_line_break_typed_inside_a_prompt_is_named_with_how_to_write_it(
+    tmp_path: Path, line: int
+) -> None:
+    """A prompt pasted over two lines (a raw line break inside the JSON string) was told, on
+    line 1, that the file "looks pretty-printed ... e.g. jq -c", which cannot read it either,
+    and on a later line "not valid JSON (Invalid control character at at column 30)"."""
+    prompt = "Line one\nline two"
+    broken = json.dumps({**GOOD, "id": "b", "prompt": prompt}).replace("\\n", "\n")
+    rows: list[dict | str] = [GOOD, broken] if line == 2 else [broken]
+    message = read_error(tmp_path, rows)
+    column = broken.index("\n") + 1
+    assert message == (
+        f"{tmp_path / 'tasks.jsonl'}, line {line}: a line break inside a string (column "
+        f"{column}): JSON Lines holds each object on one line, so a line break in a text is "
+        "written \\n; write each row with json.dumps(row)"
+    )
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

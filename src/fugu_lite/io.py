@@ -160,7 +160,14 @@ def _not_json_message(
             "ends each line in LF (or CRLF): re-save the file with LF line ends, "
             f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
         )
-    if first and _pretty_printed(line, error, rest):
+    following = _next_filled_line(rest)
+    if _line_break_in_string(line, error, following):
+        return (
+            f"{where}: a line break inside a string (column {error.colno}): JSON Lines holds "
+            "each object on one line, so a line break in a text is written \\n; write each "
+            "row with json.dumps(row)"
+        )
+    if first and _pretty_printed(line, error, following):
         return (
             f"{where}: the JSON object goes on past the end of the line: the file "
             "looks pretty-printed (an object over several lines), not JSON Lines "
@@ -200,17 +207,34 @@ def _checked_object(path: Path, line_number: int, line: str, value: object) -> d
     return value
 
 
-def _pretty_printed(line: str, error: json.JSONDecodeError, rest: BinaryIO) -> bool:
-    """Whether a first line that is no JSON opens an object that goes on over the next lines
-    (pretty-printed): JSON stopped at its end wanting more, and the next line is no object of
-    its own (as after a line cut short). Reads on in `rest`, the file after `line`."""
-    if not line.lstrip().startswith("{") or error.pos < len(line.rstrip()):
-        return False
+def _next_filled_line(rest: BinaryIO) -> str | None:
+    """The next line holding any text, from `rest` (the file after the bad line), stripped
+    on the left; None at the end of the file."""
     for raw in rest:
         following = raw.decode("utf-8", errors="replace").lstrip().removeprefix("\ufeff")
         if following:
-            return not following.startswith("{")
-    return False
+            return following
+    return None
+
+
+def _pretty_printed(line: str, error: json.JSONDecodeError, following: str | None) -> bool:
+    """Whether a first line that is no JSON opens an object that goes on over the next lines
+    (pretty-printed): JSON stopped at its end wanting more, and the next line is no object of
+    its own (as after a line cut short)."""
+    if not line.lstrip().startswith("{") or error.pos < len(line.rstrip()):
+        return False
+    return following is not None and not following.startswith("{")
+
+
+def _line_break_in_string(line: str, error: json.JSONDecodeError, following: str | None) -> bool:
+    """Whether a string runs on past the end of the line into the next (a text pasted over two
+    lines), rather than the line being cut short (the file ends, or an object follows)."""
+    return (
+        error.msg == "Invalid control character at"
+        and line[error.pos] in "\r\n"
+        and following is not None
+        and not following.startswith("{")
+    )
 
 
 def _near_miss(line: str) -> str | None:
