@@ -294,6 +294,19 @@ def test_a_line_break_typed_inside_a_prompt_is_named_with_how_to_write_it(
     )
 
 
+def test_a_tab_typed_inside_a_prompt_is_named_with_how_to_write_it(tmp_path: Path) -> None:
+    """A raw tab in a string (pasted from a spreadsheet's cells) read "not valid JSON (Invalid
+    control character at at column 25); fix or delete that line", naming neither the tab
+    nor its escape."""
+    tabbed = json.dumps({**GOOD, "id": "t", "prompt": "a\tb"}).replace("\\t", "\t")
+    message = read_error(tmp_path, [GOOD, tabbed])
+    assert message == (
+        f"{tmp_path / 'tasks.jsonl'}, line 2: a control character ('\\t') inside a string "
+        f"(column {tabbed.index(chr(9)) + 1}): JSON writes it escaped (a tab as \\t); write "
+        "each row with json.dumps(row)"
+    )
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

@@ -167,6 +167,13 @@ def _not_json_message(
             "each object on one line, so a line break in a text is written \\n; write each "
             "row with json.dumps(row)"
         )
+    if error.msg == "Invalid control character at" and line[error.pos] not in "\r\n":
+        # a tab pasted from a spreadsheet; Python reads it, so it was taken for a Python dict
+        return (
+            f"{where}: a control character ({line[error.pos]!r}) inside a string (column "
+            f"{error.colno}): JSON writes it escaped (a tab as \\t); write each row with "
+            "json.dumps(row)"
+        )
     if first and _pretty_printed(line, error, following):
         return (
             f"{where}: the JSON object goes on past the end of the line: the file "
