@@ -307,6 +307,26 @@ def test_a_tab_typed_inside_a_prompt_is_named_with_how_to_write_it(tmp_path: Pat
     )
 
 
+@pytest.mark.parametrize(
+    ("last", "problem"),
+    [
+        ('{"id": "q2", "prompt": "cut', "Invalid control character at column 28"),
+        ('{"id": "q2", "prompt": "cut', "Unterminated string starting at column 24"),
+    ],
+)
+def test_a_line_cut_short_says_at_once(tmp_path: Path, last: str, problem: str) -> None:
+    """JSON's own messages end in "at" ("Unterminated string starting at"), and the reader
+    added " at column N": "starting at at column 24"."""
+    path = tmp_path / "tasks.jsonl"
+    end = "\n" if "control" in problem else ""  # with its newline, or the file ends in it
+    path.write_text(json.dumps(GOOD) + "\n" + last + end, encoding="utf-8")
+    with pytest.raises(TaskFileError) as raised:
+        read_tasks(path)
+    assert (
+        str(raised.value) == f"{path}, line 2: not valid JSON ({problem}); fix or delete that line"
+    )
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

@@ -200,7 +200,7 @@ def _not_json_message(
         else "fix or delete that line"
     )
     return (
-        f"{path}, line {line_number}: not valid JSON ({error.msg} at column "
+        f"{path}, line {line_number}: not valid JSON ({error.msg.removesuffix(' at')} at column "
         f"{error.colno}); {advice}"
     )
 
