@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from fractions import Fraction
 from pathlib import Path
 
@@ -325,6 +326,20 @@ def test_a_line_cut_short_says_at_once(tmp_path: Path, last: str, problem: str) 
     assert (
         str(raised.value) == f"{path}, line 2: not valid JSON ({problem}); fix or delete that line"
     )
+
+
+def test_a_nan_answer_or_id_is_no_value_not_the_text_nan(tmp_path: Path) -> None:
+    """json.dumps writes a missing float (pandas' NaN) as NaN: a judge task's "answer": NaN
+    became the reference answer "nan" given to the judge, an "id": NaN the id "nan"."""
+    judge = {**GOOD, "grader": "judge", "answer": math.nan}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(judge) + "\n", encoding="utf-8")
+    assert read_tasks(path)[0].answer is None
+    assert "grader 'number' needs an 'answer'" in read_error(
+        tmp_path, [json.dumps({**GOOD, "answer": math.inf})]
+    )
+    nan_id = read_error(tmp_path, [json.dumps({**GOOD, "id": math.nan})])
+    assert nan_id.endswith("line 1: 'id' has no value (null or NaN); give it one")
 
 
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:

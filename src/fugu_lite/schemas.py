@@ -109,7 +109,11 @@ def message_text(message: ChatMessage) -> str:
 
 def number_as_text(value: object) -> object:
     """A pydantic before-validator's step: a hand-written file's `"id": 7` means "7" (a bool
-    is not a number here: `true` stays an error); any other value stays as it is."""
+    is not a number here: `true` stays an error); any other value stays as it is. NaN (what
+    json.dumps writes for pandas' missing value) and Infinity are no value (None), not the
+    texts "nan" and "inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     return value

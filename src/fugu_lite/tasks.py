@@ -484,6 +484,8 @@ def _field_problem(item: ErrorDetails, location: str) -> str:
             f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "
             "(or leave 'split' out to get the standard split)"
         )
+    if item["type"] == "string_type" and item.get("input") is None:
+        return f"{location!r} has no value (null or NaN); give it one"
     if item["type"] == "string_type":
         return f"{location!r} must be text, got {item.get('input')!r}; write it in quotes"
     return f"{location}: {item['msg']} (got {item.get('input')!r})"
