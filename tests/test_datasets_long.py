@@ -565,6 +565,19 @@ def test_excels_separator_line_before_the_header_is_skipped(tmp_path: Path) -> N
         import_long(path)
 
 
+def test_a_json_list_with_a_single_backslash_says_to_double_it(tmp_path: Path) -> None:
+    """A .json list of rows holding a Windows path typed by hand ("C:\\data") was refused as
+    "not valid JSON at line 1, column 16: Invalid \\escape", without saying what to write."""
+    path = tmp_path / "rows.json"
+    path.write_text('[{"prompt": "C:\\data", "worker": "a", "reward": 1}]', encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}: not valid JSON at line 1, column 16: Invalid \\escape; JSON writes a "
+        'backslash twice, as in "C:\\\\Users" or "\\\\d+": double each backslash'
+    )
+
+
 def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
     """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
     number; it is the fraction it shows."""

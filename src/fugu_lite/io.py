@@ -32,6 +32,14 @@ def write_json(path: str | Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+DOUBLE_BACKSLASHES = 'JSON writes a backslash twice, as in "C:\\\\Users" or "\\\\d+"'
+
+
+def _bad_escape(error: json.JSONDecodeError) -> bool:
+    """A single backslash in a string: a Windows path or a regex typed by hand."""
+    return error.msg == "Invalid \\escape"
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     text = read_utf8_text(path).removeprefix("\ufeff")  # the UTF-8 BOM some editors write
@@ -41,7 +49,9 @@ def read_json(path: str | Path) -> Any:
         if "\x00" in text:
             raise RecordFileError(nul_text_message(f"{path}, line 1")) from error
         raise RecordFileError(
-            f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+            f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
+            f"{error.msg.removesuffix(' at')}"
+            + (f"; {DOUBLE_BACKSLASHES}: double each backslash" if _bad_escape(error) else "")
         ) from error
     check_no_lone_surrogate(text, value, str(path))
     return value
@@ -181,13 +191,13 @@ def _not_json_message(
             "(one JSON object a line); write each object on one line, e.g. jq -c "
             f". {path.name} > {path.stem}.lines.jsonl"
         )
-    if error.msg == "Invalid \\escape":
+    if _bad_escape(error):
         # a Windows path or a regex typed by hand; Python reads it, so it was taken for a
         # Python dict (or, on line 1, for another kind of file)
         return (
             f"{where}: a backslash JSON does not take alone ('{line[error.pos : error.pos + 2]}' "
-            f'at column {error.colno}): JSON writes a backslash twice, as in "C:\\\\Users" '
-            'or "\\\\d+"; double each backslash, or write each row with json.dumps(row)'
+            f"at column {error.colno}): {DOUBLE_BACKSLASHES}; double each backslash, or write "
+            "each row with json.dumps(row)"
         )
     near_miss = _near_miss(line)
     if near_miss is not None:
