@@ -342,6 +342,18 @@ def test_a_nan_answer_or_id_is_no_value_not_the_text_nan(tmp_path: Path) -> None
     assert nan_id.endswith("line 1: 'id' has no value (null or NaN); give it one")
 
 
+def test_chat_messages_given_as_the_prompt_say_they_go_in_messages(tmp_path: Path) -> None:
+    """A record and a long-format row hold chat messages in 'prompt'; a task written so was
+    told "'prompt' must be text, got [{'role': ...}]; write it in quotes"."""
+    messages = [{"role": "user", "content": "What is 2 + 3?"}]
+    assert read_error(tmp_path, [{**GOOD, "prompt": messages}]).endswith(
+        "line 1: 'prompt' holds chat messages, which a task gives as 'messages' (a record holds "
+        "them in 'prompt'); rename the key to 'messages'"
+    )
+    path = write_lines(tmp_path / "tasks.jsonl", [{**GOOD, "prompt": None, "messages": messages}])
+    assert read_tasks(path)[0].chat_messages() == messages  # as advised
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

@@ -484,8 +484,21 @@ def _field_problem(item: ErrorDetails, location: str) -> str:
             f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "
             "(or leave 'split' out to get the standard split)"
         )
+    if location == "prompt" and _holds_chat_messages(item.get("input")):
+        return (
+            "'prompt' holds chat messages, which a task gives as 'messages' (a record holds "
+            "them in 'prompt'); rename the key to 'messages'"
+        )
     if item["type"] == "string_type" and item.get("input") is None:
         return f"{location!r} has no value (null or NaN); give it one"
     if item["type"] == "string_type":
         return f"{location!r} must be text, got {item.get('input')!r}; write it in quotes"
     return f"{location}: {item['msg']} (got {item.get('input')!r})"
+
+
+def _holds_chat_messages(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(item, dict) and "role" in item for item in value)
+    )
