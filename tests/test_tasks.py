@@ -354,6 +354,21 @@ def test_chat_messages_given_as_the_prompt_say_they_go_in_messages(tmp_path: Pat
     assert read_tasks(path)[0].chat_messages() == messages  # as advised
 
 
+def test_messages_that_are_not_a_list_say_how_to_write_them(tmp_path: Path) -> None:
+    """ "messages": {"role": "user", ...} (one message) or "messages": "text" read
+    "messages: Input should be a valid list (got ...)", saying neither the [ ] nor 'prompt'."""
+    message = {"role": "user", "content": "What is 2 + 3?"}
+    one = read_error(tmp_path, [{**GOOD, "prompt": None, "messages": message}])
+    assert one.endswith(
+        "line 1: 'messages' is one message object (role 'user'), not a list of messages; "
+        "messages are a list, even of one message: put it in [ ]"
+    )
+    text = read_error(tmp_path, [{**GOOD, "prompt": None, "messages": "What is 2 + 3?"}])
+    assert text.endswith(
+        "line 1: 'messages' is text, not a list of chat messages; give a text prompt as 'prompt'"
+    )
+
+
 def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> None:
     """A CSV of tasks was told "a CSV or other table is imported with `fugu-lite data import`
     first", which makes reward records, not tasks."""

@@ -489,6 +489,8 @@ def _field_problem(item: ErrorDetails, location: str) -> str:
             "'prompt' holds chat messages, which a task gives as 'messages' (a record holds "
             "them in 'prompt'); rename the key to 'messages'"
         )
+    if location == "messages" and isinstance(item.get("input"), dict | str):
+        return _messages_not_a_list(item.get("input"))
     if item["type"] == "string_type" and item.get("input") is None:
         return f"{location!r} has no value (null or NaN); give it one"
     if item["type"] == "string_type":
@@ -502,3 +504,13 @@ def _holds_chat_messages(value: object) -> bool:
         and bool(value)
         and all(isinstance(item, dict) and "role" in item for item in value)
     )
+
+
+def _messages_not_a_list(value: object) -> str:
+    """How to write 'messages' given as one message object or as text."""
+    if isinstance(value, dict):
+        return (
+            f"'messages' is one message object (role {value.get('role')!r}), not a list of "
+            "messages; messages are a list, even of one message: put it in [ ]"
+        )
+    return "'messages' is text, not a list of chat messages; give a text prompt as 'prompt'"
