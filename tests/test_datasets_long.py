@@ -578,6 +578,23 @@ def test_a_json_list_with_a_single_backslash_says_to_double_it(tmp_path: Path) -
     )
 
 
+def test_a_folder_given_to_the_long_importer_names_the_files_it_could_read(
+    tmp_path: Path,
+) -> None:
+    """A folder was refused as "expected a .csv (...), .jsonl, .ndjson or .json file", as if
+    it were a file of another kind."""
+    folder = tmp_path / "rewards"
+    folder.mkdir()
+    for name in ("b.jsonl", "a.csv", "notes.txt"):
+        (folder / name).write_text("", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(folder)
+    assert str(raised.value) == (
+        f"{folder}: is a folder; the long format reads one file: give its path, e.g. "
+        f"{folder / 'a.csv'} (the folder holds a.csv, b.jsonl)"
+    )
+
+
 def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
     """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
     number; it is the fraction it shows."""

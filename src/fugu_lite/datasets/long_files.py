@@ -65,10 +65,32 @@ def raw_rows(path: Path) -> Iterator[tuple[str, dict]]:
             named = dict(zip(columns, row.values(), strict=True))
             _refuse_columns_layout(named, where)
             yield where, named
+    elif path.is_dir():
+        raise RecordFileError(_folder_message(path))
     else:
         raise RecordFileError(
             f"{path}: expected {FILE_KINDS} in the long format{to_csv_hint(path)}"
         )
+
+
+def _folder_message(folder: Path) -> str:
+    """A folder given for the long format's file: the files in it that it could read."""
+    readable = sorted(
+        child.name for child in folder.iterdir() if child.is_file() and _is_long_file_name(child)
+    )
+    if not readable:
+        return f"{folder}: is a folder, and holds no {FILE_KINDS}; give the long format's file"
+    return (
+        f"{folder}: is a folder; the long format reads one file: give its path, e.g. "
+        f"{folder / readable[0]} (the folder holds {', '.join(readable[:5])})"
+    )
+
+
+def _is_long_file_name(path: Path) -> bool:
+    suffixes = [suffix.lower() for suffix in path.suffixes[-2:]]
+    if suffixes and suffixes[-1] in CSV_COMPRESSIONS:
+        return suffixes[:-1] == [".csv"]
+    return bool(suffixes) and suffixes[-1] in (".csv", *JSON_SUFFIXES)
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict]]:
