@@ -2,6 +2,17 @@
 
 Each importer reads one source and returns RewardRecords with the standard split applied
 (or a user-given split column): `import_dataset("llmrouter", Path("../shared/data"))`.
+
+What lives where:
+- llmrouter.py, zeroeval.py: those datasets' importers;
+- routerbench.py: RouterBench's importer (rows to records); routerbench_table.py reads its
+  table (and pivots the raw one), routerbench_columns.py finds its fixed and model columns;
+- long_format.py: the long format's importer; long_files.py reads its files into raw rows,
+  long_rows.py checks each row (columns, percentages, the rewards' scale);
+- split.py: the standard split (duplicate prompts dropped, then a hash of each prompt);
+- common.py: small checks the importers share;
+- data_dir.py: finding the public data (--data-dir, $FUGU_LITE_DATA_DIR, ../shared/data, a
+  download into the cache).
 """
 
 from __future__ import annotations

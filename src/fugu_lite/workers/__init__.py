@@ -12,6 +12,8 @@ What lives where:
 - api_keys.py: the workers' API keys (read_key, check_api_keys, redact, PoolStartError);
 - errors.py: what a failed call means (classify_error, WorkerCallError, the refusals);
 - output_limits.py: the output-token limit under the name each worker reads;
+- preflight.py: what would stop the pool's start (keys, GGUF files, llama.cpp's server,
+  local params), checked before `serve` listens and before `demo`'s first stage;
 - local_server.py: local workers' llama.cpp server processes (LocalServer);
 - llama_cpp_requests.py, llama_cpp_schemas.py, llama_cpp_answers.py: a local worker's
   requests, JSON schemas and answers in the form llama.cpp takes and OpenAI gives.
