@@ -574,6 +574,24 @@ def test_demo_help_says_where_the_llmrouter_data_is_found_without_data_dir() -> 
     assert "skipped" in shown
 
 
+def test_train_sft_help_writes_its_target_with_the_config_key_that_sets_it() -> None:
+    """`train sft --help` said "softmax(rewards / tau)", a name no config, --set or README line
+    takes (the key is training.temperature, sft.temperature in a pipeline file)."""
+    from fugu_lite.config import SFTTrainingConfig
+
+    shown = flat(ok(runner.invoke(app, ["train", "sft", "--help"], env={"COLUMNS": "200"})))
+    [divisor] = re.findall(r"softmax\(rewards / (\w+)\)", shown)
+    assert divisor in SFTTrainingConfig.model_fields
+
+
+def test_eval_output_help_says_which_default_folder_goes_with_pareto() -> None:
+    """`eval -o`'s help gave "default CHECKPOINT/eval-SPLIT (CHECKPOINT/pareto-SPLIT)" without
+    saying when the second one is the default."""
+    command = typer.main.get_command(app).commands["eval"]  # type: ignore[attr-defined]
+    [output] = [param for param in command.params if "--output" in param.opts]
+    assert re.search(r"--pareto\W+CHECKPOINT/pareto-SPLIT", output.help)
+
+
 def test_every_config_file_a_help_text_names_exists() -> None:
     """`demo --help` gave its default config as configs/default.yaml, which is nowhere (the
     file is src/fugu_lite/configs/default.yaml, as `train --help` says): `-c` with the path

@@ -34,7 +34,10 @@ def eval_command(
         typer.Option(
             "--output",
             "-o",
-            help="Report folder; default CHECKPOINT/eval-SPLIT (CHECKPOINT/pareto-SPLIT).",
+            help=(
+                "Report folder; default CHECKPOINT/eval-SPLIT "
+                "(with --pareto: CHECKPOINT/pareto-SPLIT)."
+            ),
         ),
     ] = None,
     pareto: Annotated[

@@ -66,7 +66,7 @@ def train_sft_command(
     checkpoint: ContinueOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Supervised stage: KL toward softmax(rewards / tau)."""
+    """Supervised stage: KL toward softmax(rewards / temperature)."""
     from ..train_sft import train_sft
 
     train_continuing_stage("sft", SFTConfig, train_sft, records, output, config, checkpoint, set_)
