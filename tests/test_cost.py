@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -556,6 +557,33 @@ def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: F
         ApiError, match=r"trained with cost weight 0, the only one it serves\); leave"
     ):
         service.allowed_workers(None, None, 0.5)
+
+
+def test_a_refused_cost_weight_is_named_with_every_digit(
+    family: Family, reward_head: Head, tmp_path: Path
+) -> None:
+    """Refusals wrote cost weights with :g, six digits: a reward head said "up to 1,000,000,
+    got 1e+06" for 1000001, and a checkpoint trained with 0.1234567 said it "cannot serve
+    cost weight 0.123457" when asked for 0.123457, the weight it named as its own."""
+    prompt = reward_head.test_prompts()[0]
+    result = invoke("route", "--checkpoint", reward_head.head, "--cost-weight", "1000001", prompt)
+    assert result.exit_code == 2
+    assert "up to 1,000,000, got 1000001:" in flat(result.output)
+
+    plain = tmp_path / "plain"
+    shutil.copytree(family.plain, plain)
+    metadata = json.loads((plain / "router.json").read_text("utf-8"))
+    metadata["metadata"]["cost_weighting"]["cost_weight"] = 0.1234567
+    (plain / "router.json").write_text(json.dumps(metadata), "utf-8")
+    result = invoke("route", "--checkpoint", plain, "--cost-weight", "0.123457", "hi")
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "(trained with cost weight 0.1234567), so it cannot serve cost weight 0.123457;" in (
+        message
+    )
+    service = RouterService(load_family_or_single(plain))
+    with pytest.raises(ApiError, match=r"trained with cost weight 0\.1234567, the only one"):
+        service.allowed_workers(None, None, 0.123457)
 
 
 def test_bad_cost_weights_and_plain_eval_of_a_family_exit_2(family: Family) -> None:

@@ -25,6 +25,7 @@ from .router_family import (
     trained_cost_weighting,
 )
 from .routing import RoutingDecision, allowed_workers, excluded_workers, route_prompts
+from .text import exact_number
 
 if TYPE_CHECKING:
     from .reward_head import CostAwareRouter
@@ -129,10 +130,11 @@ def route_checkpoint(
         family = load_router_family(checkpoint, backbone)
         return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
     trained = None if cost_weight is None else trained_cost_weighting(checkpoint)["cost_weight"]
-    if cost_weight is not None and cost_weight != trained:
+    if cost_weight is not None and trained is not None and cost_weight != trained:
         raise CostWeightError(
             f"{checkpoint} is a single router checkpoint (trained with cost weight "
-            f"{trained:g}), so it cannot serve cost weight {cost_weight:g}; train a router "
+            f"{exact_number(trained)}), so it cannot serve cost weight "
+            f"{exact_number(cost_weight)}; train a router "
             "family with `fugu-lite train pipeline ... --cost-weights 0,0.25,0.5,1` or a "
             "reward head with `fugu-lite train reward-head ...` and pass its folder, or leave "
             "out --cost-weight"

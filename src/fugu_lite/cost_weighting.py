@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from .checkpoint import CheckpointError
 from .config import CostAware
 from .schemas import RewardRecord, records_in_split
+from .text import exact_number
 
 
 class CostWeightError(CheckpointError):
@@ -167,7 +168,8 @@ def check_head_cost_weight(cost_weight: float) -> None:
     if cost_weight > MAX_HEAD_COST_WEIGHT:
         raise CostWeightError(
             f"a reward head answers cost weights up to {MAX_HEAD_COST_WEIGHT:,.0f}, got "
-            f"{cost_weight:g}: larger ones overflow its utilities (at {MAX_HEAD_COST_WEIGHT:,.0f} "
-            "a reward point already weighs a millionth of the reference cost); ask for "
+            f"{exact_number(cost_weight)}: larger ones overflow its utilities (at "
+            f"{MAX_HEAD_COST_WEIGHT:,.0f} a reward point already weighs a millionth of the "
+            "reference cost); ask for "
             f"{MAX_HEAD_COST_WEIGHT:,.0f} or less"
         )

@@ -37,6 +37,12 @@ def visible_controls(text: str) -> str:
     )
 
 
+def exact_number(value: float) -> str:
+    """A number as the user typed it, every digit kept (1000001, 0.1234567, 1e+39, 0), where
+    :g rounds to 6 significant digits: "up to 1,000,000, got 1e+06" for 1000001."""
+    return repr(float(value)).removesuffix(".0")
+
+
 def usd(amount: float) -> str:
     """An amount of US dollars as people write it: cents from a dollar up ($1,234.50), two
     significant digits below ($0.0012), never in e-notation ("1.2e+02" reads as 1.2)."""

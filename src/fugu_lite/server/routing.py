@@ -20,6 +20,7 @@ from ..model import RouterModel
 from ..router_family import RouterFamily
 from ..routing import meant_workers
 from ..schemas import ChatMessage
+from ..text import exact_number
 from .api_error import ApiError
 
 if TYPE_CHECKING:
@@ -156,7 +157,8 @@ class RouterService:
             )
         return (
             f"its router is a single checkpoint (trained with cost weight "
-            f"{self.family.cost_weights[0]:g}, the only one it serves); leave cost_weight out, "
+            f"{exact_number(self.family.cost_weights[0])}, the only one it serves); leave "
+            "cost_weight out, "
             "or serve a router family "
             "(`fugu-lite train pipeline --cost-weights 0,0.25,0.5,1`) or a reward head "
             "(`fugu-lite train reward-head`)"
