@@ -110,6 +110,9 @@ BAD_INPUTS = [
      "logit_bias keys are token ids"),
     ("logit_bias out of range", {**VALID, "logit_bias": {"42": 200}}, 400,
      "is outside -100..100"),
+    # :g wrote 100.0000001 as 100, "logit_bias['42'] = 100 is outside -100..100"
+    ("logit_bias just out of range", {**VALID, "logit_bias": {"42": 100.0000001}}, 400,
+     "logit_bias['42'] = 100.0000001 is outside -100..100"),
     ("tool without a function name", {**VALID, "tools": [{"type": "function"}]}, 400,
      "tools[0] is a function tool without"),
     # OpenAI's API refuses such a name; a local worker took it (routing decided)

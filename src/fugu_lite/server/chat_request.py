@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from ..schemas import ChatMessage
+from ..text import exact_number
 from .json_schema import empty_choice
 from .request_checks import (
     NAME_RULE,
@@ -162,7 +163,9 @@ class ChatCompletionRequest(BaseModel):
                     f'"50256"); got {token!r}'
                 )
             if not -100 <= bias <= 100:
-                raise ValueError(f"logit_bias[{token!r}] = {bias:g} is outside -100..100")
+                raise ValueError(
+                    f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100"
+                )
         return value
 
     @field_validator("tools")
