@@ -33,6 +33,29 @@ rl:
   estimator: reinforce
 """
 
+# `python -c SIGTERM_AFTER_TWO_CALLS ARGS...`: `fugu-lite ARGS` (collect, or the demo while it
+# collects) getting SIGTERM (as `timeout` or a cancelled CI job sends it) at a known point: from
+# within one of the workers' calls, right after its second call line (the signal then lands in
+# that call's asyncio task, beside the other calls in flight)
+SIGTERM_AFTER_TWO_CALLS = """
+import os, signal, sys
+from fugu_lite.cli import app
+from fugu_lite.collect import state
+
+calls = []
+append_line = state.append_line
+
+def append_then_sigterm(path, row):
+    append_line(path, row)
+    calls.extend([row] if getattr(row, "event", None) == "call" else [])
+    if len(calls) == 2 and row is calls[-1]:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+state.append_line = append_then_sigterm
+app(sys.argv[1:], prog_name="fugu-lite")
+"""
+
+
 runner = CliRunner()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_support import SIGTERM_AFTER_TWO_CALLS
 from conftest import (
     collect_with_file_limit,
     log_lines,
@@ -782,28 +783,6 @@ def test_a_remote_worker_given_no_prices_beside_priced_ones_is_noted(tmp_path: P
     assert "worker half has input_price_per_mtok but no output_price_per_mtok" in notes[1]
 
 
-# A `fugu-lite collect` that gets SIGTERM (as `timeout` or a cancelled CI job sends it) at a
-# known point: from within one of the workers' calls, right after its second call line (the
-# signal then lands in that call's asyncio task, beside the other calls in flight)
-STOPPED_BY_SIGTERM = """
-import os, signal, sys
-from fugu_lite.cli import app
-from fugu_lite.collect import state
-
-calls = []
-append_line = state.append_line
-
-def append_then_sigterm(path, row):
-    append_line(path, row)
-    calls.extend([row] if getattr(row, "event", None) == "call" else [])
-    if len(calls) == 2 and row is calls[-1]:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-state.append_line = append_then_sigterm
-app(sys.argv[1:], prog_name="fugu-lite")
-"""
-
-
 def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
     """SIGTERM was raised as KeyboardInterrupt wherever the run was, inside one of its asyncio
     tasks too: after the `interrupted:` line Python printed that task's traceback ("Task
@@ -818,7 +797,7 @@ def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
         pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
         args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
         stopped = subprocess.run(
-            [sys.executable, "-c", STOPPED_BY_SIGTERM, *args, "--no-progress"],
+            [sys.executable, "-c", SIGTERM_AFTER_TWO_CALLS, *args, "--no-progress"],
             capture_output=True, text=True, timeout=120,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
         )  # fmt: skip

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import CONFIG, flat
+from cli_support import CONFIG, SIGTERM_AFTER_TWO_CALLS, flat
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -153,6 +153,28 @@ def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     assert process.returncode == 130, stdout + stderr
     assert "interrupted: run the same command again" in " ".join(stderr.split()), stderr
     assert "Traceback" not in stderr
+
+
+def test_sigterm_while_the_demo_collects_stops_it_without_a_traceback(tmp_path: Path) -> None:
+    """The demo raised SIGTERM as KeyboardInterrupt wherever it was, inside one of its
+    collection's asyncio tasks too: Python printed that task's traceback ("Task exception was
+    never retrieved") after the `interrupted:` line. It now stops as on Ctrl-C, as collect does."""
+    with StubWorker() as stub:
+        pool = tmp_path / "pool.yaml"
+        workers = [{"id": name, "model": "stub-model", "base_url": stub.base_url}
+                   for name in ("a", "b")]  # fmt: skip
+        pool.write_text(yaml.safe_dump({"workers": workers}))
+        args = ["demo", "--no-llmrouter", "--no-serve", "--pool", str(pool),
+                "-o", str(tmp_path / "demo"), "--tasks-per-family", "4"]  # fmt: skip
+        stopped = subprocess.run(
+            [sys.executable, "-c", SIGTERM_AFTER_TWO_CALLS, *args],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+        )  # fmt: skip
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 130, said
+    assert "interrupted: run the same command again" in " ".join(stopped.stderr.split()), said
+    assert "Traceback" not in said, said
 
 
 def local_loop_on_pool(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +12,7 @@ from ..config_errors import ConfigError
 from ..text_reading import RecordFileError
 from .common import (
     PoolOption,
+    as_ctrl_c,
     check_output,
     console,
     err_console,
@@ -54,19 +54,6 @@ def collect_command(
     signal.signal(signal.SIGTERM, as_ctrl_c)
     summary, pool_config = run_collection(tasks, output, pool, log, judge, progress)
     report_collection(summary, pool_config)
-
-
-def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM taken as a Ctrl-C: asyncio.run stops the collection on one as it should
-    (cancelling it, then raising KeyboardInterrupt), and outside it a Ctrl-C is a
-    KeyboardInterrupt. Raised as KeyboardInterrupt itself (default_int_handler), it broke
-    out of whichever of the run's tasks was running, whose traceback Python then printed.
-    Where Ctrl-C is ignored (a job a script started in the background), it is still raised
-    so: stopped with a traceback, not left running."""
-    if callable(signal.getsignal(signal.SIGINT)):
-        signal.raise_signal(signal.SIGINT)
-    else:
-        raise KeyboardInterrupt
 
 
 def run_collection(

@@ -9,6 +9,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
@@ -103,12 +104,25 @@ def interruption_reported() -> bool:
     return bool(_interruptions_reported)
 
 
+def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM taken as a Ctrl-C: asyncio.run stops a run on one as it should (cancelling
+    it, then raising KeyboardInterrupt), and outside it a Ctrl-C is a KeyboardInterrupt.
+    Raised as KeyboardInterrupt itself (default_int_handler), it broke out of whichever of
+    the run's tasks was running, whose traceback Python then printed. Where Ctrl-C is
+    ignored (a job a script started in the background), it is still raised so: stopped with
+    a traceback, not left running."""
+    if callable(signal.getsignal(signal.SIGINT)):
+        signal.raise_signal(signal.SIGINT)
+    else:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
-    traceback. SIGTERM is raised as KeyboardInterrupt meanwhile, so that the atomic writers
-    remove their temporary files as they do on Ctrl-C."""
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    traceback. SIGTERM is taken as a Ctrl-C meanwhile (as_ctrl_c), so that the atomic
+    writers remove their temporary files, and an asyncio run winds down, as on Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         yield
     except KeyboardInterrupt:
