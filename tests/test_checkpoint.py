@@ -456,6 +456,11 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
     (directory / META_FILE).write_text('{"format": "fugu-lite-router", "worker_')
     with pytest.raises(CheckpointError, match=META_FILE):
         load_router(directory)
+    (directory / META_FILE).write_text('{"format": "fugu-lite-router\t"}')
+    with pytest.raises(CheckpointError) as raised:
+        load_router(directory)
+    # json's reason "Invalid control character at" read "... at at line 1"
+    assert "(not valid JSON: Invalid control character at line 1)" in str(raised.value)
 
 
 @pytest.mark.parametrize("tag", ["fugu-lite-router-v2", "fugu-lite-reward-head", None])

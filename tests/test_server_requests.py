@@ -40,6 +40,9 @@ pytestmark = pytest.mark.timeout(120)
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
 BAD_INPUTS = [
     ("not json", b"{not json", 400, "not valid JSON"),
+    # json's reason "Invalid control character at" read "... at at line 1" before the position
+    ("a raw tab in a string", b'{"model": "a\tb"}', 400,
+     "not valid JSON: Invalid control character at line 1, column 13"),
     ("empty body", b"", 400, "empty"),
     ("array body", b"[1, 2]", 400, "JSON object"),
     ("not utf-8", b'{"model": "\xff"}', 400, "not UTF-8"),

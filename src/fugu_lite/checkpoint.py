@@ -21,6 +21,7 @@ from .config import ModelConfig
 from .config_errors import describe_config_error
 from .file_digests import is_lfs_pointer
 from .io import describe_validation_error
+from .text_reading import json_error_reason
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -104,7 +105,8 @@ def read_metadata_object(meta_path: Path, fix: str) -> dict:
         metadata = json.loads(meta_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise CheckpointError(
-            f"{meta_path} is damaged (not valid JSON: {error.msg} at line {error.lineno}); {fix}"
+            f"{meta_path} is damaged (not valid JSON: {json_error_reason(error)} at line "
+            f"{error.lineno}); {fix}"
         ) from error
     if not isinstance(metadata, dict):
         raise CheckpointError(

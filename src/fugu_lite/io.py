@@ -19,6 +19,7 @@ from .atomic_files import append_whole, atomic_output, write_text_atomic
 from .text_reading import (
     RecordFileError,
     check_no_lone_surrogate,
+    json_error_reason,
     not_utf8_message,
     nul_text_message,
     open_for_reading,
@@ -50,7 +51,7 @@ def read_json(path: str | Path) -> Any:
             raise RecordFileError(nul_text_message(f"{path}, line 1")) from error
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
-            f"{error.msg.removesuffix(' at')}"
+            f"{json_error_reason(error)}"
             + (f"; {DOUBLE_BACKSLASHES}: double each backslash" if _bad_escape(error) else "")
         ) from error
     check_no_lone_surrogate(text, value, str(path))
@@ -210,7 +211,7 @@ def _not_json_message(
         else "fix or delete that line"
     )
     return (
-        f"{path}, line {line_number}: not valid JSON ({error.msg.removesuffix(' at')} at column "
+        f"{path}, line {line_number}: not valid JSON ({json_error_reason(error)} at column "
         f"{error.colno}); {advice}"
     )
 

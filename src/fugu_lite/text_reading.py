@@ -1,6 +1,6 @@
 """Opening a data file to read as text, and the errors that say why it cannot be read
 (RecordFileError): a missing path, a folder, `-` (stdin), a compressed file, text that is not
-UTF-8 (with a hint for UTF-16), NUL bytes, a lone surrogate escape."""
+UTF-8 (with a hint for UTF-16), NUL bytes, a lone surrogate escape, JSON's own reason."""
 
 from __future__ import annotations
 
@@ -15,6 +15,12 @@ class RecordFileError(ValueError):
 
 
 STDIN_NOT_READ = "- (standard input) is not read here: save the input to a file and give its path"
+
+
+def json_error_reason(error: json.JSONDecodeError) -> str:
+    """Why JSON was refused, to be followed by where: some of json's reasons end in "at"
+    ("Invalid control character at"), which read "at at line 1" before a position."""
+    return error.msg.removesuffix(" at")
 
 
 def means_stdin(path: Path) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
 from .request_checks import compact
@@ -47,8 +48,8 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise ApiError(
             400,
-            f"the request body is not valid JSON: {error.msg} at line {error.lineno}, "
-            f"column {error.colno}{sent_as(content_type)}",
+            f"the request body is not valid JSON: {json_error_reason(error)} at line "
+            f"{error.lineno}, column {error.colno}{sent_as(content_type)}",
         ) from error
     except RecursionError as error:
         raise ApiError(
