@@ -37,23 +37,38 @@ rl:
 # collects) getting SIGTERM (as `timeout` or a cancelled CI job sends it) at a known point: from
 # within one of the workers' calls, right after its second call line (the signal then lands in
 # that call's asyncio task, beside the other calls in flight)
-SIGTERM_AFTER_TWO_CALLS = """
+_SIGNAL_AFTER_TWO_CALLS = """
 import os, signal, sys
-from fugu_lite.cli import app
 from fugu_lite.collect import state
 
 calls = []
 append_line = state.append_line
 
-def append_then_sigterm(path, row):
+def append_then_signal(path, row):
     append_line(path, row)
     calls.extend([row] if getattr(row, "event", None) == "call" else [])
     if len(calls) == 2 and row is calls[-1]:
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.Signals[os.environ.get("STOP_SIGNAL", "SIGTERM")])
 
-state.append_line = append_then_sigterm
+state.append_line = append_then_signal
+"""
+SIGTERM_AFTER_TWO_CALLS = (
+    _SIGNAL_AFTER_TWO_CALLS
+    + """
+from fugu_lite.cli import app
 app(sys.argv[1:], prog_name="fugu-lite")
 """
+)
+# The same through the `fugu-lite` console script's own entry point (fugu_lite.__main__.main,
+# with its SIGINT handler), the signal named by $STOP_SIGNAL (SIGTERM, or SIGINT for a Ctrl-C)
+SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT = (
+    _SIGNAL_AFTER_TWO_CALLS
+    + """
+from fugu_lite.__main__ import main
+sys.argv[0] = "fugu-lite"
+main()
+"""
+)
 
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import SIGTERM_AFTER_TWO_CALLS
+from cli_support import SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, SIGTERM_AFTER_TWO_CALLS
 from conftest import (
     collect_with_file_limit,
     log_lines,
@@ -788,6 +788,23 @@ def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
     tasks too: after the `interrupted:` line Python printed that task's traceback ("Task
     exception was never retrieved"), and the run's other tasks were not wound down as on
     Ctrl-C. It now stops the run as Ctrl-C does: one line, exit 130, and the next run goes on."""
+    _stop_collect_after_two_calls(tmp_path, SIGTERM_AFTER_TWO_CALLS, "SIGTERM")
+
+
+@pytest.mark.parametrize("stop_signal", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_collect_run_as_the_console_script_without_a_traceback(
+    tmp_path: Path, stop_signal: str
+) -> None:
+    """Run as the `fugu-lite` console script, whose entry point has its own Ctrl-C handler
+    (noting a Ctrl-C during its imports), asyncio.run did not cancel the run on a Ctrl-C:
+    a SIGTERM or a Ctrl-C broke out of one of the run's tasks, and after the `interrupted:`
+    line Python printed its traceback ('Task exception was never retrieved')."""
+    _stop_collect_after_two_calls(tmp_path, SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, stop_signal)
+
+
+def _stop_collect_after_two_calls(tmp_path: Path, script: str, stop_signal: str) -> None:
+    """collect stopped by the signal after its second call: one line, exit 130, no
+    traceback, and the next run asks only what was not answered."""
     tasks = number_tasks(8)
     output = tmp_path / "rewards.jsonl"
     tasks_path, pool_path = tmp_path / "tasks.jsonl", tmp_path / "pool.yaml"
@@ -797,9 +814,10 @@ def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
         pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
         args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
         stopped = subprocess.run(
-            [sys.executable, "-c", SIGTERM_AFTER_TWO_CALLS, *args, "--no-progress"],
+            [sys.executable, "-c", script, *args, "--no-progress"],
             capture_output=True, text=True, timeout=120,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
+                 "STOP_SIGNAL": stop_signal},
         )  # fmt: skip
         said = stopped.stdout + stopped.stderr
         assert stopped.returncode == 130, said

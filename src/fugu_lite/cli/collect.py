@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,11 +11,11 @@ from ..config_errors import ConfigError
 from ..text_reading import RecordFileError
 from .common import (
     PoolOption,
-    as_ctrl_c,
     check_output,
     console,
     err_console,
     fail,
+    interrupts_stop_the_run,
     print_result,
     report_interruption,
     same_path,
@@ -51,8 +50,8 @@ def collect_command(
         check_output(log, "--log", "file", "calls.jsonl")
     check_collect_files(tasks, output, log, pool)
     # SIGTERM stops it like Ctrl-C: cleanly, local servers shut down, nothing half-written.
-    signal.signal(signal.SIGTERM, as_ctrl_c)
-    summary, pool_config = run_collection(tasks, output, pool, log, judge, progress)
+    with interrupts_stop_the_run():
+        summary, pool_config = run_collection(tasks, output, pool, log, judge, progress)
     report_collection(summary, pool_config)
 
 

@@ -118,18 +118,35 @@ def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
-    """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
-    traceback. SIGTERM is taken as a Ctrl-C meanwhile (as_ctrl_c), so that the atomic
-    writers remove their temporary files, and an asyncio run winds down, as on Ctrl-C."""
-    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+def interrupts_stop_the_run() -> Iterator[None]:
+    """Meanwhile, SIGTERM is taken as a Ctrl-C (as_ctrl_c) and a Ctrl-C is Python's own
+    (default_int_handler): asyncio.run cancels its run on a Ctrl-C only when that is SIGINT's
+    handler, and the console entry point's (noting a Ctrl-C during its imports) is another,
+    so under `fugu-lite` a Ctrl-C or SIGTERM broke out of one of the run's tasks, whose
+    traceback Python printed. Both handlers are put back after."""
+    previous_term = signal.signal(signal.SIGTERM, as_ctrl_c)
+    previous_int = signal.getsignal(signal.SIGINT)
+    if callable(previous_int):  # an ignored Ctrl-C stays ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
-    except KeyboardInterrupt:
-        report_interruption(what_was_kept)
-        raise typer.Exit(code=130) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        if callable(previous_int):
+            signal.signal(signal.SIGINT, previous_int)
+
+
+@contextmanager
+def stopped_cleanly(what_was_kept: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say what was kept and how to go on, and exit 130 without a
+    traceback. SIGTERM is taken as a Ctrl-C meanwhile (interrupts_stop_the_run), so that the
+    atomic writers remove their temporary files, and an asyncio run winds down, as on Ctrl-C."""
+    with interrupts_stop_the_run():
+        try:
+            yield
+        except KeyboardInterrupt:
+            report_interruption(what_was_kept)
+            raise typer.Exit(code=130) from None
 
 
 def parse_pairs(pairs: list[str] | None, flag: str, example: str) -> dict[str, str]:
