@@ -844,3 +844,29 @@ def test_an_answer_holding_half_an_emoji_is_kept_and_graded(tmp_path: Path) -> N
     assert summary.complete and [record.rewards for record in read_records(output)] == [[1.0]] * 3
     calls = [line for line in log_lines(output) if line["event"] == "call"]
     assert all(call["output"].endswith(". \ufffd") for call in calls), calls
+
+
+def test_records_and_answers_saved_under_an_id_with_spaces_around_it_are_resumed(
+    tmp_path: Path,
+) -> None:
+    """Task ids were read as written ('add-0 ') until they were read without their spaces: a
+    collection of such a task file continued after that read its saved records and answers
+    as another task file's, said so, asked every worker again (paying again) and added a
+    second record of each task. Saved lines are now matched as the task file is read."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("a", stub), ("b", stub))
+        run_collect(config, tasks, output)
+        log = default_log_path(output)
+        for path in (output, log):  # as written when the ids were read with their spaces
+            text = path.read_text()
+            for task in tasks:
+                text = text.replace(f'"{task.id}"', f'"{task.id} "')
+            path.write_text(text)
+        output.write_text("".join(output.read_text().splitlines(keepends=True)[:2]))
+        asked = len(stub.bodies)
+        summary = run_collect(config, tasks, output)
+    assert len(stub.bodies) == asked  # the third task's saved answers made its record
+    assert summary.complete
+    assert [record_id.strip() for record_id in record_ids(output)] == [t.id for t in tasks]

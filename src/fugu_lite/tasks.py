@@ -62,6 +62,13 @@ class TaskFileError(RecordFileError):
     """A task file could not be read; the message names the file, the line and the fix."""
 
 
+def id_as_read(value: str) -> str:
+    """A task's id or name as a task file's is read: "q1 " is the id q1 (a duplicate of
+    another q1), "math " the family math; a blank value stays as it is, for task_problems to
+    name. Saved lines written when ids were read as written are matched so too."""
+    return value.strip() or value
+
+
 class Task(BaseModel):
     """One prompt and what a grader needs to score an answer to it."""
 
@@ -90,9 +97,7 @@ class Task(BaseModel):
     @field_validator("id", "task", mode="after")
     @classmethod
     def _without_surrounding_spaces(cls, value: str) -> str:
-        """ "q1 " is the id q1 (a duplicate of another q1), "math " the family math; a blank
-        value stays as it is, for task_problems to name."""
-        return value.strip() or value
+        return id_as_read(value)
 
     @model_validator(mode="after")
     def _check(self) -> Task:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ..io import append_jsonl
 from ..schemas import RewardRecord
 from ..scoring.judge import parse_judge_score, without_echoed_scores
-from ..tasks import Task
+from ..tasks import Task, id_as_read
 from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
 from ..workers.results import Usage, usage_cost
@@ -120,10 +120,11 @@ class CollectState:
                     if ours
                     else self._other_workers(record.worker_ids)
                 )
-            if record.id is not None:
-                self.recorded.add(record.id)
-                self.written_costs[record.id] = record.costs
-            self.other_records += record.id not in self.tasks
+            task_id = None if record.id is None else id_as_read(record.id)
+            if task_id is not None:
+                self.recorded.add(task_id)
+                self.written_costs[task_id] = record.costs
+            self.other_records += task_id not in self.tasks
 
     def _stray_record(self, line_number: int, recorded: list[str], ours: int) -> str:
         """Why a record of other workers after records of this pool's is refused: one line
@@ -174,7 +175,8 @@ class CollectState:
         )
 
     def _load_log(self) -> None:
-        for _, entry in validated_lines(self.log, LogEntry, "a call-log entry"):
+        for _, saved in validated_lines(self.log, LogEntry, "a call-log entry"):
+            entry = saved.model_copy(update={"task_id": id_as_read(saved.task_id)})
             if entry.event == "judge":
                 self._count_judging(entry)
                 self._note_verdict(entry)
