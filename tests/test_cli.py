@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -836,3 +837,19 @@ def test_version_is_printed_by_the_command_and_by_python_m() -> None:
         timeout=120,
     )
     assert (child.returncode, child.stdout, child.stderr) == (0, f"fugu-lite {__version__}\n", "")
+
+
+def test_a_command_invoked_outside_the_main_thread_runs(tmp_path: Path) -> None:
+    """Commands set the SIGTERM (and Ctrl-C) handler while they run, which Python allows in
+    the main thread only: invoked from another thread (an app's worker thread, a notebook's
+    background job), they ended with 'ValueError: signal only works in main thread'. Signals
+    come to the main thread alone, so elsewhere the handlers are now left as they are."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    results = []
+    thread = threading.Thread(
+        target=lambda: results.append(invoke("cache", "clear", "--all", "--cache-dir", cache))
+    )
+    thread.start()
+    thread.join()
+    assert "removed 0 cached items" in ok(results[0])

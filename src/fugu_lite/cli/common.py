@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -123,7 +124,12 @@ def interrupts_stop_the_run() -> Iterator[None]:
     (default_int_handler): asyncio.run cancels its run on a Ctrl-C only when that is SIGINT's
     handler, and the console entry point's (noting a Ctrl-C during its imports) is another,
     so under `fugu-lite` a Ctrl-C or SIGTERM broke out of one of the run's tasks, whose
-    traceback Python printed. Both handlers are put back after."""
+    traceback Python printed. Both handlers are put back after. Outside the main thread
+    (a command invoked from an app's worker thread) they are left as they are: Python sets
+    them only there, and signals come to it alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous_term = signal.signal(signal.SIGTERM, as_ctrl_c)
     previous_int = signal.getsignal(signal.SIGINT)
     if callable(previous_int):  # an ignored Ctrl-C stays ignored
