@@ -1130,7 +1130,9 @@ class ChildFailure:
 
     def described(self, name: str) -> str:
         how = f"exit {self.exit_code}"
-        if self.exit_code < 0:
+        if self.exit_code == 0:
+            how += ", but it wrote no figures"
+        elif self.exit_code < 0:
             how += f", killed by {signal_name(-self.exit_code)}"
         return f"the {name} benchmark failed ({how})"
 
@@ -1139,7 +1141,10 @@ class ChildFailure:
         return [line.rsplit("\r", 1)[-1] for line in self.stderr_tail.split("\n")]
 
     def error(self) -> str:
-        """Its stderr's last line that says something (a traceback's error)."""
+        """Its stderr's last line that says something (a traceback's error); of a child that
+        exited 0, that it wrote no figures (its last line is no error)."""
+        if self.exit_code == 0:
+            return "it exited 0 but wrote no figures"
         lines = [line.strip() for line in self.lines() if line.strip()]
         return lines[-1] if lines else "(it wrote nothing to stderr)"
 

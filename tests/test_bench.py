@@ -391,6 +391,23 @@ def test_speed_says_why_a_child_failed_with_the_tail_of_its_stderr(
     assert "RuntimeError: out of memory" in passed_on
 
 
+def test_speed_says_a_child_that_exited_0_without_figures_wrote_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child that exited 0 but left no figures (none written, or a torn file) was said to
+    have 'failed (exit 0)', its error the last line it wrote to stderr (a progress line of a
+    run that went well); it is now said to have written no figures."""
+    speed = bench_script("speed", monkeypatch)
+    failure = speed.ChildFailure(0, "loading\nmeasured 12/12\n")
+    assert failure.described("minilm") == (
+        "the minilm benchmark failed (exit 0, but it wrote no figures)"
+    )
+    assert failure.error() == "it exited 0 but wrote no figures"
+    assert speed.ChildFailure(3, "RuntimeError: out of memory\n").error() == (
+        "RuntimeError: out of memory"
+    )
+
+
 @pytest.mark.parametrize("failing", ["smollm2", "minilm"])
 def test_speed_keeps_what_was_measured_when_one_backbones_child_fails(
     failing: str,
