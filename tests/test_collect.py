@@ -869,4 +869,4 @@ def test_records_and_answers_saved_under_an_id_with_spaces_around_it_are_resumed
         summary = run_collect(config, tasks, output)
     assert len(stub.bodies) == asked  # the third task's saved answers made its record
     assert summary.complete
-    assert [record_id.strip() for record_id in record_ids(output)] == [t.id for t in tasks]
+    assert sorted(record_id.strip() for record_id in record_ids(output)) == [t.id for t in tasks]
