@@ -870,3 +870,17 @@ def test_records_and_answers_saved_under_an_id_with_spaces_around_it_are_resumed
     assert len(stub.bodies) == asked  # the third task's saved answers made its record
     assert summary.complete
     assert sorted(record_id.strip() for record_id in record_ids(output)) == [t.id for t in tasks]
+
+
+def test_a_records_family_with_spaces_around_it_is_that_family(tmp_path: Path) -> None:
+    """A task file's 'arithmetic ' is read as arithmetic, but a records file continued across
+    that change (or written by another tool) held 'arithmetic ' beside 'arithmetic', two
+    families in every per-task table; a record's task is now read without the spaces too."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        run_collect(stub_pool(("a", stub)), tasks, output)
+    lines = output.read_text().splitlines(keepends=True)
+    output.write_text(lines[0].replace('"arithmetic"', '"arithmetic "') + lines[1])
+    assert '"arithmetic "' in output.read_text()
+    assert [record.task for record in read_records(output)] == ["arithmetic", "arithmetic"]

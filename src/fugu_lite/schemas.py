@@ -119,6 +119,14 @@ def number_as_text(value: object) -> object:
     return value
 
 
+def id_as_read(value: str) -> str:
+    """A task's id or name as a task file's is read: "q1 " is the id q1 (a duplicate of
+    another q1), "math " the family math; a blank value stays as it is, for task_problems to
+    name. A record's task is read so too, and saved lines written when ids were read as
+    written are matched so."""
+    return value.strip() or value
+
+
 def prompt_form(value: object) -> str | None:
     """Which form a prompt takes (None: neither), so that a bad one is told against that
     form alone: "prompt.str: Input should be a valid string" beside a message's problem
@@ -158,6 +166,13 @@ class RewardRecord(BaseModel):
     @classmethod
     def _number_as_text(cls, value: object) -> object:
         return number_as_text(value)
+
+    @field_validator("task", mode="after")
+    @classmethod
+    def _family_without_surrounding_spaces(cls, value: str | None) -> str | None:
+        """'math ' (a record written when task names were read as written) is the family
+        math, as a task file's 'math ' is now read."""
+        return None if value is None else id_as_read(value)
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod

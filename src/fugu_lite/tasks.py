@@ -39,6 +39,7 @@ from .schemas import (
     ChatMessage,
     Split,
     SplitField,
+    id_as_read,
     message_text,
     number_as_text,
 )
@@ -60,13 +61,6 @@ TABLE_SUFFIXES: dict[str, str] = {
 
 class TaskFileError(RecordFileError):
     """A task file could not be read; the message names the file, the line and the fix."""
-
-
-def id_as_read(value: str) -> str:
-    """A task's id or name as a task file's is read: "q1 " is the id q1 (a duplicate of
-    another q1), "math " the family math; a blank value stays as it is, for task_problems to
-    name. Saved lines written when ids were read as written are matched so too."""
-    return value.strip() or value
 
 
 class Task(BaseModel):

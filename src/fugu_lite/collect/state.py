@@ -14,9 +14,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..io import append_jsonl
-from ..schemas import RewardRecord
+from ..schemas import RewardRecord, id_as_read
 from ..scoring.judge import parse_judge_score, without_echoed_scores
-from ..tasks import Task, id_as_read
+from ..tasks import Task
 from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
 from ..workers.results import Usage, usage_cost
