@@ -18,6 +18,7 @@ from router_support import (
     forbid_backbone_loading,
     prompts_of,
 )
+from safetensors.torch import load_file, save_file
 
 import fugu_lite.backbones as backbones_module
 import fugu_lite.feature_cache as feature_cache_module
@@ -287,6 +288,30 @@ def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
     _, extractor = compute_features(PROMPTS, tiny_model_cfg)
     assert extractor is None  # the recomputed shard serves the next run
     assert "damaged" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["narrower rows", "integer rows"])
+def test_a_cache_shard_of_the_wrong_shape_or_dtype_is_set_aside_and_computed_again(
+    tiny_model_cfg: ModelConfig, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    half = len(PROMPTS) // 2
+    first, _ = compute_features(PROMPTS[:half], tiny_model_cfg)
+    compute_features(PROMPTS, tiny_model_cfg)
+    shards = sorted(FeatureCache(tiny_model_cfg).folder.glob("shard-*.safetensors"))
+    shard = shards[-1]  # the second half's: the first half's rows stay good
+    rows = load_file(shard)["features"]
+    wrong = {
+        "narrower rows": rows[:, :16],
+        "integer rows": rows.round().to(torch.int64),
+    }[damage]
+    save_file({"features": wrong.contiguous()}, shard)
+    again, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None
+    assert again.shape == (len(PROMPTS), 32) and again.dtype == torch.float32
+    torch.testing.assert_close(again[:half], first)
+    err = capsys.readouterr().err
+    assert "is damaged" in err and str(shard.name) in err.replace("\n", "")
+    assert shard.with_name(shard.name + ".damaged").exists()
 
 
 def test_an_unwritable_cache_folder_is_said_once_and_the_run_goes_on(

@@ -212,9 +212,20 @@ class FeatureCache:
         if self._rows is None:
             self._rows = {}
             shards = self.folder.glob("shard-*.safetensors") if self.pinned else []
+            width = self._feature_width()
             for shard in sorted(shards):
-                self._rows.update(_read_shard(shard))
+                self._rows.update(_read_shard(shard, width))
         return self._rows
+
+    def _feature_width(self) -> int | None:
+        """The features' width, from what the cache knows of it (the probe features, else the
+        backbone's shape file); None when it knows neither (shards are then checked as
+        matrices only)."""
+        probe = self._read_probe()
+        if probe is not None and probe[0].ndim == 2:
+            return int(probe[0].shape[1])
+        shape = _read_shape(self.shape_path) if self.pinned else None
+        return shape.hidden_size if shape is not None else None
 
     def add(self, keys: list[str], features: torch.Tensor) -> None:
         self.write(lambda: self._write_shard(keys, features))
@@ -252,12 +263,14 @@ class FeatureCache:
             )
 
 
-def _read_shard(shard: Path) -> dict[str, torch.Tensor]:
+def _read_shard(shard: Path, width: int | None) -> dict[str, torch.Tensor]:
     """One shard's rows by prompt key. A damaged shard (a torn or emptied file, keys that do
-    not match the rows) is set aside with a warning: its prompts are computed again."""
+    not match the rows, rows that are not float vectors of the backbone's `width`) is set
+    aside with a warning: its prompts are computed again."""
     keys_path = shard.with_suffix(".json")
     try:
         features = load_file(shard)["features"]
+        _check_rows(features, width)
         keys = json.loads(keys_path.read_text(encoding="utf-8"))
         return dict(zip(keys, features, strict=True))
     except (SafetensorError, OSError, KeyError, TypeError, ValueError) as error:
@@ -270,6 +283,16 @@ def _read_shard(shard: Path) -> dict[str, torch.Tensor]:
             with contextlib.suppress(OSError):  # a read-only cache: ignored every time
                 path.rename(path.with_name(path.name + ".damaged"))
         return {}
+
+
+def _check_rows(features: torch.Tensor, width: int | None) -> None:
+    if features.ndim != 2 or not features.is_floating_point():
+        raise ValueError(
+            f"its features are a {features.dtype} tensor of shape {tuple(features.shape)}, "
+            "not a matrix of floats (one row per prompt)"
+        )
+    if width is not None and features.shape[1] != width:
+        raise ValueError(f"its rows have {features.shape[1]} values, the backbone's {width}")
 
 
 def compute_features(
