@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -543,19 +544,41 @@ def test_an_export_the_cache_cannot_take_says_to_give_a_writable_cache(
     setting: str,
 ) -> None:
     """A read-only (or full) cache was blamed on ONNX Runtime: int8 (default.yaml's setting
-    for MiniLM) said to set model.quantization to 'none' and train the router again."""
+    for MiniLM) said to set model.quantization to 'none' and train the router again. Then
+    int8 and runtime 'onnx' refused to route at all on a read-only cache; they now export
+    for the run into a temporary folder (removed once loaded), with the same features as
+    from a writable cache."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "writable"))
+    expected = extractor_for(tiny, layer=2, **settings).encode(PROMPTS)
+    capsys.readouterr()
     (tmp_path / "blocked").write_text("")  # root ignores permission bits: a file stands in
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     extractor = extractor_for(tiny, layer=2, **settings)
-    if settings.get("runtime") == "auto":
-        assert extractor.runtime.name == "torch"
-        said = " ".join(capsys.readouterr().err.split())
-    else:
-        with pytest.raises(OnnxRuntimeError) as raised:
-            extractor.runtime  # noqa: B018 (resolving it exports)
-        said = str(raised.value)
+    expected_runtime = "torch" if settings.get("runtime") == "auto" else "onnx"
+    assert extractor.runtime.name == expected_runtime
+    torch.testing.assert_close(extractor.encode(PROMPTS), expected, rtol=0, atol=1e-4)
+    said = " ".join(capsys.readouterr().err.split())
     assert f"{setting} runs an ONNX export of backbone 'tiny-random'" in said
     assert "FUGU_LITE_CACHE_DIR to a writable folder" in said and "train" not in said
+    assert ("temporary folder for this run" in said) == (expected_runtime == "onnx")
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_an_export_neither_the_cache_nor_a_temporary_folder_can_take_is_refused(
+    tiny: LoadedBackbone, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "blocked").write_text("")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "blocked"))
+    with pytest.raises(OnnxRuntimeError) as raised:
+        extractor_for(tiny, layer=2, quantization="int8").runtime  # noqa: B018 (exports)
+    said = str(raised.value)
+    assert "model.quantization 'int8' runs an ONNX export of backbone 'tiny-random'" in said
+    assert "FUGU_LITE_CACHE_DIR to a writable folder" in said
+    assert "nor in a temporary folder" in said
 
 
 def test_an_export_left_without_its_settings_gets_them_on_its_next_load(

@@ -17,6 +17,7 @@ import contextlib
 import importlib.util
 import json
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ CHECK_PROMPTS = (
     "A third check prompt, of middling length.",
 )
 Tokenize = Callable[[Sequence[str]], dict[str, torch.Tensor]]
+CheckAt = Callable[[Path], tuple[OnnxBackbone, str]]  # _checked_session on an export folder
 console = notes_console()
 
 
@@ -155,20 +157,19 @@ def load_runtime(
     folder = export_folder(backbone_name, identity, layer)
     cached = (folder / MODEL_FILE).exists()
     started = time.perf_counter()
-    attempt = partial(
+    check_at: CheckAt = partial(
         _checked_session,
-        folder,
-        backbone_name,
-        identity,
-        layer,
-        truncated,
-        tokenize,
-        model_cfg.quantization,
+        backbone_name=backbone_name,
+        identity=identity,
+        layer=layer,
+        truncated=truncated,
+        tokenize=tokenize,
+        quantization=model_cfg.quantization,
     )
     try:
-        onnx, how = _session_exported_again_if_unusable(attempt, folder, cached)
+        onnx, how = _session_exported_again_if_unusable(partial(check_at, folder), folder, cached)
     except OSError as error:  # the cache folder, not ONNX Runtime: read-only, a full disk
-        return _unwritable_export(model_cfg, backbone_name, folder, error)
+        return _unwritable_export(model_cfg, backbone_name, layer, folder, error, check_at)
     except Exception as error:
         return _failed_export(model_cfg, backbone_name, layer, error)
     return LoadedRuntime(onnx, f"{how} {folder}", time.perf_counter() - started)
@@ -218,10 +219,17 @@ def _failed_export(
 
 
 def _unwritable_export(
-    model_cfg: ModelConfig, backbone_name: str, folder: Path, error: OSError
+    model_cfg: ModelConfig,
+    backbone_name: str,
+    layer: int,
+    folder: Path,
+    error: OSError,
+    check_at: CheckAt,
 ) -> LoadedRuntime:
-    """An export that cannot be written: with runtime 'auto' the torch runtime, else (onnx, or
-    int8, which torch cannot give) an OnnxRuntimeError; both say to give a writable cache."""
+    """An export that cannot be written in the cache: with runtime 'auto' the torch runtime,
+    else (onnx, or int8, which torch cannot give) an export made for this run in a temporary
+    folder, and an OnnxRuntimeError only when that cannot be written either; each says to
+    give a writable cache."""
     setting = (
         "model.quantization 'int8'"
         if model_cfg.quantization == "int8"
@@ -232,14 +240,40 @@ def _unwritable_export(
         f"in {folder.parent} ({error}): set FUGU_LITE_CACHE_DIR to a writable folder with room "
         "for it (~76 MB for MiniLM)"
     )
-    if model_cfg.quantization == "int8" or model_cfg.runtime == "onnx":
-        raise OnnxRuntimeError(message) from error
-    console.print(f"[yellow]{escape(message)}; using the torch runtime meanwhile.[/yellow]")
-    return LoadedRuntime(None, f"ONNX export not writable: {type(error).__name__}")
+    if model_cfg.quantization != "int8" and model_cfg.runtime != "onnx":
+        console.print(f"[yellow]{escape(message)}; using the torch runtime meanwhile.[/yellow]")
+        return LoadedRuntime(None, f"ONNX export not writable: {type(error).__name__}")
+    console.print(
+        f"[yellow]{escape(message)}; exporting it to a temporary folder for this run "
+        "meanwhile.[/yellow]"
+    )
+    started = time.perf_counter()
+    try:
+        onnx = _exported_for_this_run(check_at, folder.name)
+    except OSError as temporary_error:
+        raise OnnxRuntimeError(f"{message} (nor in a temporary folder: {temporary_error})") from (
+            error
+        )
+    except Exception as failure:
+        return _failed_export(model_cfg, backbone_name, layer, failure)
+    reason = "exported to a temporary folder: the cache is not writable"
+    return LoadedRuntime(onnx, reason, time.perf_counter() - started)
+
+
+def _exported_for_this_run(check_at: CheckAt, name: str) -> OnnxBackbone:
+    """The checked session over an export made in a temporary folder, removed once the
+    session is open (ONNX Runtime holds the model in memory)."""
+    scratch = Path(tempfile.mkdtemp(prefix="fugu-lite-onnx-"))
+    try:
+        onnx, _ = check_at(scratch / name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return onnx
 
 
 def _checked_session(
     folder: Path,
+    *,
     backbone_name: str,
     identity: str,
     layer: int,
