@@ -223,47 +223,64 @@ class LocalServer:
             raise
 
     async def _poll_until_ready(self) -> None:
-        deadline = time.monotonic() + self.config.startup_timeout_s
+        deadline = self._start_deadline()
         delay = 0.05
         attempts = 1
         async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
             while True:
                 if not self.is_alive() and self.port_taken() and attempts < PORT_ATTEMPTS:
-                    # free_port's port was free when chosen; another process bound it while
-                    # this server loaded its model.
-                    logger.warning(
-                        "local worker %s: port %d was taken before its llama.cpp server "
-                        "could listen on it; starting it again on another port",
-                        self.worker_id,
-                        self.port,
-                    )
-                    self.remove_log()
-                    self.launch()
+                    self._launch_on_another_port()
                     attempts += 1
-                    deadline = time.monotonic() + self.config.startup_timeout_s
+                    deadline = self._start_deadline()
                     continue
-                if not self.is_alive():
-                    code = None if self.process is None else self.process.returncode
-                    raise LocalServerError(
-                        f"local worker {self.worker_id!r}: the llama.cpp server exited with "
-                        f"code {code} while starting.\ncommand: {' '.join(self.command)}\n"
-                        f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
-                    )
-                with contextlib.suppress(httpx.HTTPError):
-                    response = await client.get(f"{self.base_url}/models")
-                    # Another process that took the port (another fugu-lite's server of the
-                    # same model, say) answers too, while this one is loading its model.
-                    if response.status_code == 200 and self.listens():
-                        return
-                if time.monotonic() > deadline:
-                    raise LocalServerError(
-                        f"local worker {self.worker_id!r}: the llama.cpp server did not answer "
-                        f"on {self.base_url} within {self.config.startup_timeout_s:.0f} s; raise "
-                        f"local.startup_timeout_s if the machine is busy.\nlast lines of its "
-                        f"log ({self.log_path}):\n{self.log_tail()}"
-                    )
+                self._fail_if_exited()
+                if await self._answers_itself(client):
+                    return
+                self._fail_if_past(deadline)
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)
+
+    def _start_deadline(self) -> float:
+        return time.monotonic() + self.config.startup_timeout_s
+
+    def _launch_on_another_port(self) -> None:
+        # free_port's port was free when chosen; another process bound it while this server
+        # loaded its model.
+        logger.warning(
+            "local worker %s: port %d was taken before its llama.cpp server "
+            "could listen on it; starting it again on another port",
+            self.worker_id,
+            self.port,
+        )
+        self.remove_log()
+        self.launch()
+
+    def _fail_if_exited(self) -> None:
+        if not self.is_alive():
+            code = None if self.process is None else self.process.returncode
+            raise LocalServerError(
+                f"local worker {self.worker_id!r}: the llama.cpp server exited with "
+                f"code {code} while starting.\ncommand: {' '.join(self.command)}\n"
+                f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
+            )
+
+    async def _answers_itself(self, client: httpx.AsyncClient) -> bool:
+        """Whether GET /v1/models answers 200 from this server's own process: another
+        process that took the port (another fugu-lite's server of the same model, say)
+        answers too, while this one is loading its model."""
+        with contextlib.suppress(httpx.HTTPError):
+            response = await client.get(f"{self.base_url}/models")
+            return response.status_code == 200 and self.listens()
+        return False
+
+    def _fail_if_past(self, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise LocalServerError(
+                f"local worker {self.worker_id!r}: the llama.cpp server did not answer "
+                f"on {self.base_url} within {self.config.startup_timeout_s:.0f} s; raise "
+                f"local.startup_timeout_s if the machine is busy.\nlast lines of its "
+                f"log ({self.log_path}):\n{self.log_tail()}"
+            )
 
     def listens(self) -> bool:
         """Whether this server's own process listens on its port (True when the system
