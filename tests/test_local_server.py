@@ -414,3 +414,22 @@ def test_a_server_whose_sockets_the_system_hides_is_taken_at_its_answer(
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_start_timeout_under_a_second_is_named_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """startup_timeout_s: 0.4 timed out saying 'did not answer ... within 0 s' (:.0f), a
+    timeout no one set; the error names it as given, and the slow server is stopped. The
+    server here is a stand-in process that never listens."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "startup_timeout_s": 0.4}}
+    )
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(LocalServerError, match=r"within 0\.4 s; raise local\.startup_timeout_s"):
+        asyncio.run(local_server.start_local_servers([worker]))
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []

@@ -32,6 +32,7 @@ import httpx
 import psutil
 
 from ..atomic_files import user_temp_folder, writer_prefix
+from ..text import exact_number
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
@@ -277,7 +278,7 @@ class LocalServer:
         if time.monotonic() > deadline:
             raise LocalServerError(
                 f"local worker {self.worker_id!r}: the llama.cpp server did not answer "
-                f"on {self.base_url} within {self.config.startup_timeout_s:.0f} s; raise "
+                f"on {self.base_url} within {exact_number(self.config.startup_timeout_s)} s; raise "
                 f"local.startup_timeout_s if the machine is busy.\nlast lines of its "
                 f"log ({self.log_path}):\n{self.log_tail()}"
             )
