@@ -234,3 +234,33 @@ def test_a_top_level_anchor_of_shared_worker_settings_says_where_it_goes(tmp_pat
         load_pool_config(write(tmp_path, "workers:\n  - {id: a, model: m}\nopt_outs: {}\n"))
     assert "did you mean 'opt_out'?" in str(caught.value)
     assert "YAML anchor" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("worker", "expected"),
+    [
+        # the local server's settings written on the worker itself
+        ("gguf: embedded:smollm2", "unknown key 'workers.0.gguf': it is a local: key; write "
+         "`local: {gguf: embedded:smollm2}`, or put it indented under the worker's `local:`; "),
+        ("local: {gguf: embedded:smollm2}, n_ctx: 4096", "unknown key 'workers.0.n_ctx': it is a "
+         "local: key; write `local: {n_ctx: 4096}`, or put it indented under the worker's "),
+        # llama.cpp server flags fugu-lite has no key for, and one it sets itself
+        ("local: {gguf: embedded:smollm2, n_gpu_layers: 99}", "unknown key "
+         "'workers.0.local.n_gpu_layers': if it is a llama.cpp server flag, pass it in "
+         "extra_args: `extra_args: ['--n_gpu_layers', '99']`; known keys here: gguf,"),
+        ("local: {gguf: embedded:smollm2, port: 8080}", "unknown key 'workers.0.local.port': "
+         "fugu-lite sets llama.cpp's --port itself (a free port it polls); known keys here:"),
+        # a mistyped key keeps its own hint
+        ("local: {gguf: embedded:smollm2, n_thread: 2}", "unknown key 'workers.0.local.n_thread': "
+         "did you mean 'n_threads'? known keys here:"),
+    ],
+)  # fmt: skip
+def test_a_local_workers_misplaced_keys_say_where_they_go(
+    tmp_path: Path, worker: str, expected: str
+) -> None:
+    """`gguf:` on the worker itself, or llama.cpp's `n_gpu_layers:` under local:, were
+    refused as unknown keys with no word of where they go."""
+    path = write(tmp_path, f"workers:\n  - {{id: a, model: m, {worker}}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(path)
+    assert expected in str(caught.value)

@@ -340,7 +340,35 @@ def _unknown_key_hint(location: list[str], given: object, close: list[str]) -> s
         return f"{_anchor_hint(location[0])}; "
     if location[-1] in _HINTS:
         return f"{_HINTS[location[-1]]}; "
+    local_hint = _local_key_hint(location, given, close)
+    if local_hint:
+        return local_hint
     return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _local_key_hint(location: list[str], given: object, close: list[str]) -> str:
+    """Where a local worker's misplaced key goes: a `local:` key written on the worker
+    itself, or a llama.cpp server flag written under `local:` ('' for any other key)."""
+    key = location[-1]
+    on_worker = len(location) == 3 and location[0] == "workers"
+    under_local = len(location) == 4 and location[0] == "workers" and location[2] == "local"
+    if on_worker and key in LocalServerConfig.model_fields:
+        return (
+            f"it is a local: key; write `local: {{{key}: {_yaml_scalar(given)}}}`, or put it "
+            "indented under the worker's `local:`; "
+        )
+    if under_local and f"--{key}" in SERVER_FLAGS_SET:
+        return f"fugu-lite sets llama.cpp's --{key} itself ({SERVER_FLAGS_SET[f'--{key}']}); "
+    if under_local and not close:
+        return (
+            "if it is a llama.cpp server flag, pass it in extra_args: "
+            f"`extra_args: ['--{key}', '{_yaml_scalar(given)}']`; "
+        )
+    return ""
+
+
+def _yaml_scalar(given: object) -> str:
+    return "VALUE" if isinstance(given, dict | list) else str(given)
 
 
 def _anchor_hint(key: str) -> str:
