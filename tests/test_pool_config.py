@@ -264,3 +264,29 @@ def test_a_local_workers_misplaced_keys_say_where_they_go(
     with pytest.raises(ConfigError) as caught:
         load_pool_config(path)
     assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("worker", "expected"),
+    [
+        ("local: embedded:smollm2", "  workers.0.local: Input should be a valid dictionary or "
+         "instance of LocalServerConfig (got 'embedded:smollm2'); local: is a section: write "
+         "`local: {gguf: embedded:smollm2}`"),
+        ("local: {gguf: embedded:smollm2, extra_args: '--seed 1'}", "  workers.0.local.extra_args: "
+         "Input should be a valid list (got '--seed 1'); extra_args is a list of words: write "
+         "`extra_args: ['--seed', '1']`"),
+    ],
+)  # fmt: skip
+def test_a_local_section_or_extra_args_written_as_one_string_says_how_to_write_it(
+    tmp_path: Path, worker: str, expected: str
+) -> None:
+    """`local: embedded:smollm2` and `extra_args: '--seed 1'` said only that a dictionary
+    or a list was expected; the error now writes what was meant, which loads."""
+    path = write(tmp_path, f"workers:\n  - {{id: a, model: m, {worker}}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(path)
+    assert expected in str(caught.value).splitlines()
+    fixed = expected.split("`")[1]
+    if not fixed.startswith("local:"):
+        fixed = f"local: {{gguf: embedded:smollm2, {fixed}}}"
+    assert load_pool_config(write(tmp_path, f"workers:\n  - {{id: a, model: m, {fixed}}}\n"))

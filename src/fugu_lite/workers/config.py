@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -326,8 +327,30 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
         elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
             lines.append(f"  {key}: {message}")
         else:
-            lines.append(f"  {key}: {message} (got {item.get('input')!r})")
+            given = item.get("input")
+            hint = _one_string_hint(location, given)
+            lines.append(f"  {key}: {message} (got {given!r}){hint}")
     return "\n".join(lines)
+
+
+def _one_string_hint(location: list[str], given: object) -> str:
+    """How to write a local worker's section or extra_args given as one string (`local:
+    embedded:smollm2`, `extra_args: '--seed 1'`), '' for any other value."""
+    if not isinstance(given, str) or location[:1] != ["workers"]:
+        return ""
+    if location[2:] == ["local"]:
+        return f"; local: is a section: write `local: {{gguf: {given}}}`"
+    if location[2:] == ["local", "extra_args"]:
+        words = ", ".join(repr(word) for word in _words(given))
+        return f"; extra_args is a list of words: write `extra_args: [{words}]`"
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unclosed quote
+        return text.split()
 
 
 def _unknown_key_hint(location: list[str], given: object, close: list[str]) -> str:
