@@ -433,3 +433,27 @@ def test_a_start_timeout_under_a_second_is_named_as_given(
         asyncio.run(local_server.start_local_servers([worker]))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert alive(list(after - before)) == []
+
+
+def test_a_server_killed_while_starting_names_the_signal_and_the_memory_it_may_lack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF too big for the machine's memory gets the server SIGKILLed by the OOM killer
+    as it loads (its log says nothing of it): the error said only 'exited with code -9'. The
+    server here is a stand-in process that SIGKILLs itself."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    exits = [sys.executable, "-c", "raise SystemExit(3)"]
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    )
+    monkeypatch.setattr(local_server, "server_command", lambda *args: killed)
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    first_line = str(caught.value).splitlines()[0]
+    assert "exited with signal SIGKILL while starting" in first_line
+    assert "out-of-memory killer" in first_line and "local.n_ctx" in first_line
+    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    assert str(caught.value).splitlines()[0].endswith("exited with code 3 while starting.")

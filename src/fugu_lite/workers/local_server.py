@@ -261,7 +261,8 @@ class LocalServer:
             code = None if self.process is None else self.process.returncode
             raise LocalServerError(
                 f"local worker {self.worker_id!r}: the llama.cpp server exited with "
-                f"code {code} while starting.\ncommand: {' '.join(self.command)}\n"
+                f"{how_it_ended(code)} while starting{killed_hint(code)}.\n"
+                f"command: {' '.join(self.command)}\n"
                 f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
             )
 
@@ -359,6 +360,28 @@ async def start_local_servers(workers: list[WorkerConfig]) -> dict[str, LocalSer
 def stop_local_servers(servers: Iterable[LocalServer]) -> None:
     for server in list(servers):
         server.stop()
+
+
+def how_it_ended(code: int | None) -> str:
+    """A server's exit code, or the signal that killed it by name (-9 read as a code)."""
+    if code is None or code >= 0:
+        return f"code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
+def killed_hint(code: int | None) -> str:
+    """Why a server may have been SIGKILLed, '' for any other end. The server never
+    SIGKILLs itself and fugu-lite's own stop is no crash: most often it is the kernel's
+    out-of-memory killer, which says so only in the system log (dmesg)."""
+    if code != -signal.SIGKILL:
+        return ""
+    return (
+        " (most often by the out-of-memory killer: if the model is too big for the machine's "
+        "free memory, use a smaller GGUF or quantisation, or a smaller local.n_ctx)"
+    )
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
