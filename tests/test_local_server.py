@@ -457,3 +457,53 @@ def test_a_server_killed_while_starting_names_the_signal_and_the_memory_it_may_l
     with pytest.raises(LocalServerError) as caught:
         asyncio.run(local_server.start_local_servers([worker]))
     assert str(caught.value).splitlines()[0].endswith("exited with code 3 while starting.")
+
+
+STAND_IN_SERVE = """
+import sys
+from fugu_lite.workers import local_server
+# stand-in llama.cpp servers that never come up (a big model loading)
+local_server.server_command = lambda *a: [sys.executable, "-c", "import time; time.sleep(60)"]
+from fugu_lite.__main__ import main
+sys.argv = ["fugu-lite", "serve", *sys.argv[1:]]
+main()
+"""
+
+
+def stand_ins(parent: int) -> list[int]:
+    return [
+        child.pid
+        for child in psutil.Process(parent).children(recursive=True)
+        if "time.sleep(60)" in " ".join(child.cmdline())
+    ]
+
+
+def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """uvicorn only notes a Ctrl-C while the app starts: serve waited out its local workers'
+    start (up to startup_timeout_s, 120 s by default; a second Ctrl-C did no more) before it
+    stopped. The servers here are stand-in processes that never answer."""
+    import json
+
+    worker_ids = json.loads((checkpoint / "router.json").read_text())["worker_ids"]
+    workers = [{"id": w, "model": w, "local": {"gguf": "embedded:smollm2"}} for w in worker_ids]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
+    script = tmp_path / "serve.py"
+    script.write_text(STAND_IN_SERVE, encoding="utf-8")
+    command = [sys.executable, str(script), "--checkpoint", str(checkpoint), "--pool", str(pool)]
+    child = subprocess.Popen([*command, "--port", str(free_port())], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(started := stand_ins(child.pid)) < len(worker_ids):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=20)
+    finally:
+        child.kill()
+        _, stderr = child.communicate()
+    assert alive(started) == []
+    assert child.returncode == 130, stderr.decode()
+    assert b"interrupted" in stderr

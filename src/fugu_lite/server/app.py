@@ -147,13 +147,15 @@ class FuguServer:
         self.batcher: MicroBatcher[RouteRequest, RouteResult] | None = None
         self.startup_error: BaseException | None = None
         self.supervisor: asyncio.Task[None] | None = None
+        self.interrupted: Callable[[], bool] = lambda: False  # serve: uvicorn got a Ctrl-C
 
     async def start(self) -> None:
         try:
             await self._start()
         except BaseException as error:
             self.startup_error = error
-            logger.error("fugu-lite could not start: %s", error)
+            if not isinstance(error, asyncio.CancelledError):  # a Ctrl-C: said by its caller
+                logger.error("fugu-lite could not start: %s", error)
             if self.batcher is not None:
                 await self.batcher.stop()
             raise
@@ -309,7 +311,7 @@ def lifespan_of(server: FuguServer) -> Callable[[FastAPI], AbstractAsyncContextM
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await server.start()
+        await start_unless_interrupted(server)
         try:
             yield
         finally:
@@ -477,16 +479,33 @@ def check_model(server: FuguServer, model: str) -> None:
 # --- running ---------------------------------------------------------------------------------
 
 
+async def start_unless_interrupted(server: FuguServer) -> None:
+    """server.start(), given up on a Ctrl-C (its local workers' servers stopped): uvicorn
+    only notes the signal while the app starts, so serve waited out their start (up to
+    their startup_timeout_s) before it stopped."""
+    start = asyncio.ensure_future(server.start())
+    while not start.done():
+        await asyncio.wait({start}, timeout=0.1)
+        if server.interrupted() and not start.done():
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await start
+            logger.warning("interrupted while starting: any local workers' servers are stopped")
+            raise KeyboardInterrupt
+    start.result()
+
+
 def serve(settings: ServeSettings, log_level: str = "info") -> None:
     """Build the app (loading and checking everything first) and run it under uvicorn."""
     import torch
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     if settings.torch_threads is not None:
         torch.set_num_threads(settings.torch_threads)
     show_package_logs(log_level)
     app = create_app(settings)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -494,6 +513,17 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         log_config=uvicorn_log_config(),
         timeout_graceful_shutdown=10,
     )
+    server = uvicorn.Server(config)
+    app.state.fugu.interrupted = lambda: server.should_exit
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises a Ctrl-C again as it stops
+            server.run()
+    except SystemExit:  # uvicorn's start-up failure, also when a Ctrl-C stopped the start
+        if server.should_exit:
+            raise KeyboardInterrupt from None  # the command's own "interrupted" line
+        raise
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
 
 
 def colors_on(stream: TextIO) -> bool:
