@@ -290,3 +290,18 @@ def test_a_local_section_or_extra_args_written_as_one_string_says_how_to_write_i
     if not fixed.startswith("local:"):
         fixed = f"local: {{gguf: embedded:smollm2, {fixed}}}"
     assert load_pool_config(write(tmp_path, f"workers:\n  - {{id: a, model: m, {fixed}}}\n"))
+
+
+def test_a_number_in_extra_args_says_to_quote_it(tmp_path: Path) -> None:
+    """`extra_args: [--seed, 1]` (YAML reads 1 as a number) said only 'Input should be a
+    valid string (got 1)'; the error now says to quote it, and the quoted list loads."""
+    worker = "{id: a, model: m, local: {gguf: embedded:smollm2, extra_args: [--seed, %s]}}"
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, f"workers:\n  - {worker % '1'}\n"))
+    assert (
+        "  workers.0.local.extra_args.1: Input should be a valid string (got 1); each item is "
+        "one word of llama.cpp's command line: quote it, '1'"
+    ) in str(caught.value).splitlines()
+    config = load_pool_config(write(tmp_path, f"workers:\n  - {worker % repr('1')}\n"))
+    assert config.workers[0].local is not None
+    assert config.workers[0].local.extra_args == ["--seed", "1"]

@@ -335,8 +335,13 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
 
 def _one_string_hint(location: list[str], given: object) -> str:
     """How to write a local worker's section or extra_args given as one string (`local:
-    embedded:smollm2`, `extra_args: '--seed 1'`), '' for any other value."""
-    if not isinstance(given, str) or location[:1] != ["workers"]:
+    embedded:smollm2`, `extra_args: '--seed 1'`) or an extra_args item that YAML read as a
+    number (`[--seed, 1]`), '' for any other value."""
+    if location[:1] != ["workers"]:
+        return ""
+    if location[2:4] == ["local", "extra_args"] and isinstance(given, int | float):
+        return f"; each item is one word of llama.cpp's command line: quote it, '{given}'"
+    if not isinstance(given, str):
         return ""
     if location[2:] == ["local"]:
         return f"; local: is a section: write `local: {{gguf: {given}}}`"
