@@ -37,7 +37,7 @@ from fugu_lite.evaluation import (
 )
 from fugu_lite.evaluation.pareto_output import print_pareto
 from fugu_lite.evaluation.pareto_plot import plot_pareto
-from fugu_lite.evaluation.plots import plain_text, save_png
+from fugu_lite.evaluation.plots import plain_text, plot_per_task, save_png
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
 WORKERS = ["a", "b", "c"]
@@ -976,3 +976,34 @@ def test_print_evaluation_never_cuts_a_task_name_on_a_narrow_terminal() -> None:
     cells = "".join(line.split("│")[1].strip() for line in per_task.splitlines() if "│" in line)
     for name in long_names[: len(report["per_task"])]:
         assert name in cells, per_task
+
+
+def test_the_per_task_plot_of_many_tasks_stays_bounded_and_says_what_it_pools(
+    tmp_path: Path,
+) -> None:
+    """One row per task: 1,200 tasks made an 86,580-pixel-tall PNG that took about 80 s to
+    draw. The biggest tasks keep their rows; one last row pools the others, and the Markdown
+    report says so under the plot."""
+    n_tasks = 90
+    tasks = [f"task_{index:03d}" for index in range(n_tasks)]
+    sizes = [3 if index % 2 else 1 for index in range(n_tasks)]  # 45 tasks of 3 prompts
+    labels = [task for task, size in zip(tasks, sizes, strict=True) for _ in range(size)]
+    rng = np.random.default_rng(4)
+    table = make_table(rng.random((len(labels), 3)), tasks=labels)
+    probabilities = np.full((len(labels), 3), 1 / 3)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    write_evaluation(report, router_predictions(table, probabilities), tmp_path)
+    height, width = matplotlib.image.imread(tmp_path / "per_task_reward.png").shape[:2]
+    assert height <= 3200, (width, height)
+    shown = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
+    assert len(shown) == 40
+    assert all(task in {f"{tasks[i]} (n=3)" for i in range(1, n_tasks, 2)} for task in shown[:39])
+    assert shown[-1] == f"51 other tasks (n={6 * 3 + 45})"
+    markdown = (tmp_path / "evaluation_report.md").read_text()
+    assert "shows the 39 tasks with the most prompts; its last row pools the other 51" in markdown
+    # the pooled row's mean is the mean over the other tasks' prompts
+    others = [i for i, task in enumerate(labels) if f"{task} (n=3)" not in shown]
+    oracle_mean = float(table.rewards[others].max(axis=1).mean())
+    from fugu_lite.evaluation.plots import plotted_tasks
+
+    assert plotted_tasks(report["per_task"])[-1]["oracle"] == pytest.approx(oracle_mean)

@@ -12,7 +12,14 @@ from ..atomic_files import remove_files, write_text_atomic
 from ..io import read_json, write_json, write_jsonl
 from ..text import console_name, console_text, cost_text, visible_controls
 from .pareto_output import PARETO_FILES, PARETO_JSON
-from .plots import CHOICES_PLOT, MEAN_REWARD_PLOT, PER_TASK_PLOT, PLOTS, write_plots
+from .plots import (
+    CHOICES_PLOT,
+    MEAN_REWARD_PLOT,
+    PER_TASK_PLOT,
+    PLOTS,
+    per_task_plot_note,
+    write_plots,
+)
 from .table import markdown_cell, markdown_table
 
 REPORT_JSON = "evaluation_report.json"
@@ -153,7 +160,12 @@ def _markdown_per_task(report: dict, plots: list[str]) -> list[str]:
         "",
         *markdown_table(header, rows, right_aligned=list(range(1, len(columns) + 2))),
         *_image(PER_TASK_PLOT, "Mean reward per task", plots),
+        *_plot_note(per_task_plot_note(report), PER_TASK_PLOT, plots),
     ]
+
+
+def _plot_note(note: str | None, name: str, plots: list[str]) -> list[str]:
+    return [note, ""] if note is not None and name in plots else []
 
 
 def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
