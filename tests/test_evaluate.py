@@ -1007,3 +1007,35 @@ def test_the_per_task_plot_of_many_tasks_stays_bounded_and_says_what_it_pools(
     from fugu_lite.evaluation.plots import plotted_tasks
 
     assert plotted_tasks(report["per_task"])[-1]["oracle"] == pytest.approx(oracle_mean)
+
+
+def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:
+    """Worker and task names of 200 characters (with `_` and `$`) made labels wider than the
+    figure: matplotlib's layout gave up ('axes sizes collapsed to zero') and the labels ran
+    off the image. A long name now loses its middle; its start and end stay."""
+    from fugu_lite.evaluation.plots import plot_mean_reward, plot_router_choices
+
+    workers = [f"w{index}_" + "x_$" * 66 for index in range(50)]
+    rng = np.random.default_rng(6)
+    table = make_table(
+        rng.random((8, 50)), costs=rng.random((8, 50)), tasks=["t_$" * 66 + "_end"] * 8,
+        workers=workers,
+    )  # fmt: skip
+    probabilities = np.full((8, 50), 1 / 50)
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    pareto = pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0)
+    figures = {
+        "mean reward": lambda: plot_mean_reward(report),
+        "per task": lambda: plot_per_task(report),
+        "router choices": lambda: plot_router_choices(report),
+        "cost-quality": lambda: plot_pareto(pareto),
+    }
+    for name, make in figures.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the layout's 'collapsed to zero' is a warning
+            figure = make()
+            FigureCanvasAgg(figure)
+            figure.draw_without_rendering()
+        assert figure.axes[0].get_window_extent().width >= 0.15 * figure.bbox.width, name
+    task = plot_per_task(report).axes[0].get_yticklabels()[0].get_text()
+    assert task.startswith("t_\\$t_") and task.endswith("_end (n=8)") and "…" in task

@@ -22,14 +22,25 @@ PLOTS = (MEAN_REWARD_PLOT, CHOICES_PLOT, PER_TASK_PLOT)
 # made an 86,580-pixel-tall PNG that took a minute to draw and could not be read).
 PER_TASK_PLOT_ROWS = 40
 _DPI = 120
+_LABEL_CHARS = 48
 
 
 def plain_text(text: str) -> str:
     """`text` as matplotlib shows it verbatim: a worker or task name holding two `$` would
     otherwise be parsed as math (and one like `$\\x$` stops the plot with an error); control
-    characters, which no font draws, as escapes (`\\x1b`); line breaks stay."""
-    shown = "\n".join(visible_controls(line) for line in text.splitlines())
+    characters, which no font draws, as escapes (`\\x1b`); line breaks stay. A line longer
+    than _LABEL_CHARS loses its middle (a 200-character name left the plot no room)."""
+    shown = "\n".join(shortened(visible_controls(line)) for line in text.splitlines())
     return shown.replace("$", r"\$")
+
+
+def shortened(line: str) -> str:
+    """`line`, its middle replaced by `…` when longer than _LABEL_CHARS: the start and the
+    end (a model's size, a " (best single)" or "(n=3)") stay."""
+    if len(line) <= _LABEL_CHARS:
+        return line
+    head = (_LABEL_CHARS - 1) // 2
+    return f"{line[:head]}…{line[len(line) - (_LABEL_CHARS - 1 - head) :]}"
 
 
 def legend_beside(figure: Figure, axes: Axes, fontsize: float) -> Legend:
