@@ -884,3 +884,32 @@ def test_a_records_family_with_spaces_around_it_is_that_family(tmp_path: Path) -
     output.write_text(lines[0].replace('"arithmetic"', '"arithmetic "') + lines[1])
     assert '"arithmetic "' in output.read_text()
     assert [record.task for record in read_records(output)] == ["arithmetic", "arithmetic"]
+
+
+def test_notes_of_one_answer_agree_with_one() -> None:
+    """Notes counting one answer read as of many: '1 of the 2 graded answers ... were graded
+    as they are', 'stopped inside their thinking ... and have no answer', 'its 1 pending
+    cells are retried'."""
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+                      "params": {"max_tokens": 24}}]}
+    )  # fmt: skip
+    worker = WorkerSummary(worker_id="w", done=1, pending=1, calls=1, errors=0, cut=1,
+                           cut_in_thinking=1, filtered=1, down="its server is gone",
+                           mean_score=0.0, cost=0.0, mean_latency_s=1.0)  # fmt: skip
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=2, records_total=1,
+                             records_written=1, workers=[worker])  # fmt: skip
+    cut, thinking, filtered, down = end_of_run_lines(summary, config)
+    assert "1 of the 1 graded answer of w stopped at its token limit (max_tokens 24) and was " \
+        "graded as it is, often without its final answer;" in cut  # fmt: skip
+    assert "1 of the 1 graded answer of w stopped inside its thinking (max_tokens 24) and " \
+        "has no answer" in thinking  # fmt: skip
+    assert "1 of the 1 graded answer of w was withheld or cut by its provider's content " \
+        "filter and graded as it is, often empty (its call line says" in filtered  # fmt: skip
+    assert "its 1 pending cell is retried" in down
+    worker = worker.model_copy(update={"done": 3, "cut": 2, "pending": 2})
+    summary = summary.model_copy(update={"workers": [worker]})
+    cut, _, _, down = end_of_run_lines(summary, config)
+    assert "2 of the 3 graded answers of w stopped at its token limit (max_tokens 24) and " \
+        "were graded as they are, often without their final answer;" in cut  # fmt: skip
+    assert "its 2 pending cells are retried" in down

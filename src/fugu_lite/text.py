@@ -37,6 +37,11 @@ def visible_controls(text: str) -> str:
     )
 
 
+def one_or_many(count: int, one: str, many: str) -> str:
+    """The word (or words) agreeing with `count`: `one` for exactly 1, else `many`."""
+    return one if count == 1 else many
+
+
 def exact_number(value: float) -> str:
     """A number as the user typed it, every digit kept (1000001, 0.1234567, 1e+39, 0), where
     :g rounds to 6 significant digits: "up to 1,000,000, got 1e+06" for 1000001."""

@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 
 from ..scoring.common import without_thinking
-from ..text import console_name, console_text, usd
+from ..text import console_name, console_text, one_or_many, usd
 from ..workers.config import PoolConfig
 from ..workers.output_limits import output_limit
 from .journal import LogEntry
@@ -211,23 +211,31 @@ def cut_line(worker: WorkerSummary, config: PoolConfig) -> str | None:
     if not worker.cut:
         return None
     name, limit = token_limit(worker, config)
+    one = worker.cut == 1
     return (
-        f"[yellow]note:[/yellow] {worker.cut} of the {worker.done} graded answers of "
+        f"[yellow]note:[/yellow] {worker.cut} of {graded_answers(worker)} of "
         f"{console_name(worker.worker_id)} stopped at its token limit ({name} "
-        f"{limit}) and were graded as they are, often without their final answer; for "
+        f"{limit}) and {'was graded as it is' if one else 'were graded as they are'}, "
+        f"often without {'its' if one else 'their'} final answer; for "
         f"whole answers raise its params.{name} (a new request: unfinished tasks are "
         "asked again)"
     )
+
+
+def graded_answers(worker: WorkerSummary) -> str:
+    """The worker's graded answers, counted: "the 2 graded answers", "the 1 graded answer"."""
+    return f"the {worker.done} graded {one_or_many(worker.done, 'answer', 'answers')}"
 
 
 def cut_in_thinking_line(worker: WorkerSummary, config: PoolConfig) -> str | None:
     if not worker.cut_in_thinking:
         return None
     name, limit = token_limit(worker, config)
+    one = worker.cut_in_thinking == 1
     return (
-        f"[yellow]note:[/yellow] {worker.cut_in_thinking} of the {worker.done} graded "
-        f"answers of {console_name(worker.worker_id)} stopped inside their thinking ("
-        f"{name} {limit}) and have no answer: scored 0; for "
+        f"[yellow]note:[/yellow] {worker.cut_in_thinking} of {graded_answers(worker)} of "
+        f"{console_name(worker.worker_id)} stopped inside {'its' if one else 'their'} "
+        f"thinking ({name} {limit}) and {'has' if one else 'have'} no answer: scored 0; for "
         f"answers raise its params.{name} so it can think and answer (a new request: "
         "unfinished tasks are asked again)"
     )
@@ -236,10 +244,12 @@ def cut_in_thinking_line(worker: WorkerSummary, config: PoolConfig) -> str | Non
 def filtered_line(worker: WorkerSummary) -> str | None:
     if not worker.filtered:
         return None
+    one = worker.filtered == 1
     return (
-        f"[yellow]note:[/yellow] {worker.filtered} of the {worker.done} graded answers "
-        f"of {console_name(worker.worker_id)} were withheld or cut by its provider's "
-        "content filter and graded as they are, often empty (their call lines say "
+        f"[yellow]note:[/yellow] {worker.filtered} of {graded_answers(worker)} "
+        f"of {console_name(worker.worker_id)} {'was' if one else 'were'} withheld or cut by "
+        f"its provider's content filter and graded as {'it is' if one else 'they are'}, "
+        f"often empty ({'its call line says' if one else 'their call lines say'} "
         "finish_reason content_filter)"
     )
 
@@ -317,8 +327,8 @@ def down_line(worker: WorkerSummary) -> str | None:
         return None
     return (
         f"[red]warning: worker {worker.worker_id} is down[/red] "
-        f"({console_text(worker.down)}); its {worker.pending} pending cells are retried "
-        "when you run this again"
+        f"({console_text(worker.down)}); its {worker.pending} pending "
+        f"{one_or_many(worker.pending, 'cell is', 'cells are')} retried when you run this again"
     )
 
 
