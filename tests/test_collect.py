@@ -913,3 +913,33 @@ def test_notes_of_one_answer_agree_with_one() -> None:
     assert "2 of the 3 graded answers of w stopped at its token limit (max_tokens 24) and " \
         "were graded as they are, often without their final answer;" in cut  # fmt: skip
     assert "its 2 pending cells are retried" in down
+
+
+@pytest.mark.parametrize(
+    ("tasks", "done", "said"),
+    [
+        (1, 0, "1 of 1 task still waits for an answer or a grade; run the same command again "
+               "to retry it"),
+        (3, 2, "1 of 3 tasks still waits for an answer or a grade; run the same command again "
+               "to retry it"),
+        (3, 1, "2 of 3 tasks still wait for an answer or a grade; run the same command again "
+               "to retry them"),
+    ],
+)  # fmt: skip
+def test_the_tasks_still_waiting_agree_with_their_count(
+    tasks: int, done: int, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last warning of an unfinished collection said '1 of 3 tasks still wait ...; run
+    the same command again to retry them' of one task."""
+    import typer
+
+    from fugu_lite.cli.collect import report_collection
+
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=tasks,
+                             records_total=done, records_written=done, workers=[])  # fmt: skip
+    with pytest.raises(typer.Exit):
+        report_collection(summary, config)
+    assert f"warning: {said}" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..config_errors import ConfigError
+from ..text import one_or_many
 from ..text_reading import RecordFileError
 from .common import (
     PoolOption,
@@ -107,8 +108,10 @@ def report_collection(summary: CollectSummary, pool_config: PoolConfig) -> None:
     if not summary.complete:
         missing = summary.tasks - summary.records_total
         err_console.print(
-            f"[yellow]warning: {missing} of {summary.tasks} tasks still wait for an answer or a "
-            "grade; run the same command again to retry them[/yellow]"
+            f"[yellow]warning: {missing} of {summary.tasks} "
+            f"{one_or_many(summary.tasks, 'task', 'tasks')} still "
+            f"{one_or_many(missing, 'waits', 'wait')} for an answer or a grade; run the same "
+            f"command again to retry {one_or_many(missing, 'it', 'them')}[/yellow]"
         )
         raise typer.Exit(code=1)
 
