@@ -573,7 +573,8 @@ def test_judging_saved_answers_again_shows_its_progress(tmp_path: Path) -> None:
 def test_a_workers_bar_counts_answers_that_could_not_be_graded(tmp_path: Path) -> None:
     """A worker's bar said its errors as of its last call: an answer whose grading failed
     after it (the judge's reply unreadable) was left out, so the bar of a worker whose every
-    answer could not be graded ended with no errors beside a table saying so."""
+    answer could not be graded ended with no errors beside a table saying so; and one error
+    read '1 errors'."""
     tasks = haiku_tasks(1)
     output = tmp_path / "r.jsonl"
 
@@ -588,4 +589,5 @@ def test_a_workers_bar_counts_answers_that_could_not_be_graded(tmp_path: Path) -
     with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
         progress = asyncio.run(run(stub_pool(("w", worker), ("judge", judge))))
     statuses = {bar.description: bar.fields["status"] for bar in progress.tasks}
-    assert statuses == {"w": "[yellow]1 errors[/yellow]", "judge": "[yellow]1 errors[/yellow]"}
+    # '1 error', not '1 errors'
+    assert statuses == {"w": "[yellow]1 error[/yellow]", "judge": "[yellow]1 error[/yellow]"}

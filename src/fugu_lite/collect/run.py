@@ -48,7 +48,7 @@ from ..progress import LineProgress
 from ..schemas import prompt_hash
 from ..scoring import Grade, grade
 from ..tasks import Task
-from ..text import console_text, notes_console, visible_controls
+from ..text import console_text, notes_console, one_or_many, visible_controls
 from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally, unpriced
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
@@ -382,7 +382,11 @@ class Collector:
         status = (
             "[red]down[/red]"
             if worker_id in self.counters.down
-            else (f"[yellow]{errors} errors[/yellow]" if errors else "")
+            else (
+                f"[yellow]{errors} {one_or_many(errors, 'error', 'errors')}[/yellow]"
+                if errors
+                else ""
+            )
         )
         self.progress.update(self.bars[worker_id], advance=by, status=status)
 
