@@ -580,3 +580,16 @@ def test_tasks_given_in_code_with_a_repeated_id_are_refused_naming_it(tmp_path: 
     assert "'add-1' is the id of 2 tasks" in str(refused.value)
     assert "give every task its own id" in str(refused.value)
     assert len(stub.bodies) == 0 and not (tmp_path / "rewards.jsonl").exists()
+
+
+def test_records_of_one_task_without_their_call_log_are_said_as_one(tmp_path: Path) -> None:
+    """The refusal of records whose call log is missing said 'holds 1 records'."""
+    output = tmp_path / "r.jsonl"
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )
+    state = collect_state.CollectState(config, number_tasks(2), output, tmp_path / "c.jsonl")
+    state.recorded = {"t0"}
+    assert f"{output} holds 1 record, but its call log" in state.missing_log()
+    state.recorded = {"t0", "t1"}
+    assert f"{output} holds 2 records, but its call log" in state.missing_log()

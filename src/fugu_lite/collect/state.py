@@ -17,6 +17,7 @@ from ..io import append_jsonl
 from ..schemas import RewardRecord, id_as_read
 from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
+from ..text import one_or_many
 from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
 from ..workers.results import Usage, usage_cost
@@ -167,8 +168,9 @@ class CollectState:
     def missing_log(self) -> str:
         """Why records whose default call log is missing are not continued without --log:
         a run that wrote its call log elsewhere left the answers of unfinished tasks there."""
+        records = one_or_many(len(self.recorded), "record", "records")
         return (
-            f"{self.output} holds {len(self.recorded)} records, but its call log {self.log} is "
+            f"{self.output} holds {len(self.recorded)} {records}, but its call log {self.log} is "
             "not there: if this collection was run with --log, give that call log again (its "
             "saved answers are reused; without it they are asked, and paid for, again); to "
             f"start a new call log here, give --log {self.log}"
