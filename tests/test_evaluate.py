@@ -1039,3 +1039,30 @@ def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -
         assert figure.axes[0].get_window_extent().width >= 0.15 * figure.bbox.width, name
     task = plot_per_task(report).axes[0].get_yticklabels()[0].get_text()
     assert task.startswith("t_\\$t_") and task.endswith("_end (n=8)") and "…" in task
+
+
+def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
+    """One row per worker: a pool of 400 workers made a 17,000-pixel-tall plot. The workers
+    with the largest shares keep their rows; one last row sums the others' shares, and the
+    Markdown report says so under the plot."""
+    from fugu_lite.evaluation.output import evaluation_markdown
+    from fugu_lite.evaluation.plots import plot_router_choices
+
+    n_workers = 90
+    rng = np.random.default_rng(7)
+    workers = [f"w{index}" for index in range(n_workers)]
+    table = make_table(rng.random((30, n_workers)), workers=workers)
+    probabilities = one_hot(np.arange(30) % 3, n_workers)  # the router picks w0..w2
+    report = evaluation_report(table, table, "test", probabilities, {}, {})
+    figure = plot_router_choices(report)
+    assert figure.get_size_inches()[1] <= 0.35 * 60 + 1.5
+    axes = figure.axes[0]
+    shown = [text.get_text() for text in axes.get_yticklabels()]
+    assert len(shown) == 60 and shown[-1] == "31 other workers"
+    assert all(report["worker_ids"][index] in shown[index] for index in range(3))
+    router_bars = axes.containers[0]
+    total = sum(bar.get_width() for bar in router_bars)
+    assert total == pytest.approx(1.0)  # every prompt's choice is on the plot
+    markdown = evaluation_markdown(report, ["router_choices.png"])
+    said = "shows the 59 workers with the largest shares; its last row sums the other 31"
+    assert said in markdown

@@ -17,6 +17,7 @@ from .plots import (
     MEAN_REWARD_PLOT,
     PER_TASK_PLOT,
     PLOTS,
+    choices_plot_note,
     per_task_plot_note,
     write_plots,
 )
@@ -190,7 +191,11 @@ def _markdown_choices(report: dict, plots: list[str]) -> list[str]:
     sentence = _router_vs_best_single(report, markdown_cell(report["best_single"]["worker"]))
     if sentence is not None:
         lines += [sentence, ""]
-    return lines + _image(CHOICES_PLOT, "Router choices", plots)
+    return [
+        *lines,
+        *_image(CHOICES_PLOT, "Router choices", plots),
+        *_plot_note(choices_plot_note(report), CHOICES_PLOT, plots),
+    ]
 
 
 def _markdown_hyperparameters(report: dict) -> list[str]:

@@ -21,6 +21,7 @@ PLOTS = (MEAN_REWARD_PLOT, CHOICES_PLOT, PER_TASK_PLOT)
 # Tasks with a row of their own on the per-task plot; more share its last row (1,200 tasks
 # made an 86,580-pixel-tall PNG that took a minute to draw and could not be read).
 PER_TASK_PLOT_ROWS = 40
+CHOICES_PLOT_ROWS = 60  # workers with a row of their own on the router choices plot
 _DPI = 120
 _LABEL_CHARS = 48
 
@@ -97,10 +98,8 @@ def plot_router_choices(report: dict) -> Figure:
 
     Horizontal bars, one row per worker: the figure grows in height with the pool, so 30
     workers stay readable (columns made it a 29-inch-wide strip)."""
-    workers = report["worker_ids"]
     best = report["best_single"]["worker"]
-    router = [report["choices"]["router"]["shares"][worker] for worker in workers]
-    oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
+    workers, router, oracle = plotted_workers(report)
     names = [plain_text(f"{w} (best single)" if w == best else w) for w in workers]
     positions = np.arange(len(workers))
     height = 0.4
@@ -146,6 +145,25 @@ def plot_per_task(report: dict) -> Figure:
     return figure
 
 
+def plotted_workers(report: dict) -> tuple[list[str], list[float], list[float]]:
+    """The router choices plot's rows (names, router shares, oracle shares): every worker
+    when they fit; else the workers with the largest shares (in the pool's order) and a last
+    row with the other workers' shares summed."""
+    workers = report["worker_ids"]
+    router = [report["choices"]["router"]["shares"][worker] for worker in workers]
+    oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
+    if len(workers) <= CHOICES_PLOT_ROWS:
+        return workers, router, oracle
+    by_share = sorted(range(len(workers)), key=lambda index: -(router[index] + oracle[index]))
+    kept = sorted(by_share[: CHOICES_PLOT_ROWS - 1])
+    others = by_share[CHOICES_PLOT_ROWS - 1 :]
+    return (
+        [workers[index] for index in kept] + [f"{len(others):,} other workers"],
+        [router[index] for index in kept] + [sum(router[index] for index in others)],
+        [oracle[index] for index in kept] + [sum(oracle[index] for index in others)],
+    )
+
+
 def plotted_tasks(rows: list[dict]) -> list[dict]:
     """The per-task plot's rows: every task when they fit; else the tasks with the most
     prompts (in the report's order) and a last row pooling the other tasks' prompts."""
@@ -169,13 +187,30 @@ def pooled_row(rows: list[dict]) -> dict:
 
 def per_task_plot_note(report: dict) -> str | None:
     """What the per-task plot leaves out, said under it; None when it shows every task."""
-    rows = report["per_task"]
-    if len(rows) <= PER_TASK_PLOT_ROWS:
+    return rows_left_out(
+        len(report["per_task"]), PER_TASK_PLOT_ROWS, "tasks with the most prompts",
+        "pools the other {} tasks", "task",
+    )  # fmt: skip
+
+
+def choices_plot_note(report: dict) -> str | None:
+    """What the router choices plot leaves out, said under it; None when it shows every
+    worker."""
+    return rows_left_out(
+        len(report["worker_ids"]), CHOICES_PLOT_ROWS, "workers with the largest shares",
+        "sums the other {} workers' shares", "worker",
+    )  # fmt: skip
+
+
+def rows_left_out(count: int, limit: int, kept: str, last_row: str, noun: str) -> str | None:
+    """Which `count` rows a plot of at most `limit` shows (`kept`) and what its last row
+    holds (`last_row`, given how many it stands for); None when all fit."""
+    if count <= limit:
         return None
-    shown = PER_TASK_PLOT_ROWS - 1
+    shown = limit - 1
     return (
-        f"The plot shows the {shown} tasks with the most prompts; its last row pools the "
-        f"other {len(rows) - shown:,} tasks (the table above has every task)."
+        f"The plot shows the {shown} {kept}; its last row {last_row.format(f'{count - shown:,}')} "
+        f"(the table above has every {noun})."
     )
 
 
