@@ -165,44 +165,68 @@ def _not_json_message(
     if "\x00" in line:
         return nul_text_message(where)
     if _ends_lines_with_cr(line):
-        return (
-            f"{where}: the lines end in a carriage return alone (CR, the line end "
-            "of classic Mac OS), so the whole file reads as one line; JSON Lines "
-            "ends each line in LF (or CRLF): re-save the file with LF line ends, "
-            f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
-        )
+        return _cr_line_ends_message(where, path)
     following = _next_filled_line(rest)
     if _line_break_in_string(line, error, following):
-        return (
-            f"{where}: a line break inside a string (column {error.colno}): JSON Lines holds "
-            "each object on one line, so a line break in a text is written \\n; write each "
-            "row with json.dumps(row)"
-        )
+        return _line_break_message(where, error)
     if error.msg == "Invalid control character at" and line[error.pos] not in "\r\n":
         # a tab pasted from a spreadsheet; Python reads it, so it was taken for a Python dict
-        return (
-            f"{where}: a control character ({line[error.pos]!r}) inside a string (column "
-            f"{error.colno}): JSON writes it escaped (a tab as \\t); write each row with "
-            "json.dumps(row)"
-        )
+        return _control_character_message(where, line, error)
     if first and _pretty_printed(line, error, following):
-        return (
-            f"{where}: the JSON object goes on past the end of the line: the file "
-            "looks pretty-printed (an object over several lines), not JSON Lines "
-            "(one JSON object a line); write each object on one line, e.g. jq -c "
-            f". {path.name} > {path.stem}.lines.jsonl"
-        )
+        return _pretty_printed_message(where, path)
     if _bad_escape(error):
         # a Windows path or a regex typed by hand; Python reads it, so it was taken for a
         # Python dict (or, on line 1, for another kind of file)
-        return (
-            f"{where}: a backslash JSON does not take alone ('{line[error.pos : error.pos + 2]}' "
-            f"at column {error.colno}): {DOUBLE_BACKSLASHES}; double each backslash, or write "
-            "each row with json.dumps(row)"
-        )
+        return _bad_escape_message(where, line, error)
     near_miss = _near_miss(line)
     if near_miss is not None:
         return f"{where}: {near_miss}"
+    return _plain_not_json_message(where, first, error)
+
+
+def _cr_line_ends_message(where: str, path: Path) -> str:
+    return (
+        f"{where}: the lines end in a carriage return alone (CR, the line end "
+        "of classic Mac OS), so the whole file reads as one line; JSON Lines "
+        "ends each line in LF (or CRLF): re-save the file with LF line ends, "
+        f"e.g. tr '\\r' '\\n' < {path.name} > {path.stem}.lf{path.suffix}"
+    )
+
+
+def _line_break_message(where: str, error: json.JSONDecodeError) -> str:
+    return (
+        f"{where}: a line break inside a string (column {error.colno}): JSON Lines holds "
+        "each object on one line, so a line break in a text is written \\n; write each "
+        "row with json.dumps(row)"
+    )
+
+
+def _control_character_message(where: str, line: str, error: json.JSONDecodeError) -> str:
+    return (
+        f"{where}: a control character ({line[error.pos]!r}) inside a string (column "
+        f"{error.colno}): JSON writes it escaped (a tab as \\t); write each row with "
+        "json.dumps(row)"
+    )
+
+
+def _pretty_printed_message(where: str, path: Path) -> str:
+    return (
+        f"{where}: the JSON object goes on past the end of the line: the file "
+        "looks pretty-printed (an object over several lines), not JSON Lines "
+        "(one JSON object a line); write each object on one line, e.g. jq -c "
+        f". {path.name} > {path.stem}.lines.jsonl"
+    )
+
+
+def _bad_escape_message(where: str, line: str, error: json.JSONDecodeError) -> str:
+    return (
+        f"{where}: a backslash JSON does not take alone ('{line[error.pos : error.pos + 2]}' "
+        f"at column {error.colno}): {DOUBLE_BACKSLASHES}; double each backslash, or write "
+        "each row with json.dumps(row)"
+    )
+
+
+def _plain_not_json_message(where: str, first: bool, error: json.JSONDecodeError) -> str:
     advice = (
         "the file does not start as JSON Lines (one JSON object a line): check that "
         "it is the file meant (a CSV or other table is imported with `fugu-lite data "
@@ -210,10 +234,7 @@ def _not_json_message(
         if first
         else "fix or delete that line"
     )
-    return (
-        f"{path}, line {line_number}: not valid JSON ({json_error_reason(error)} at column "
-        f"{error.colno}); {advice}"
-    )
+    return f"{where}: not valid JSON ({json_error_reason(error)} at column {error.colno}); {advice}"
 
 
 def _checked_object(path: Path, line_number: int, line: str, value: object) -> dict:
