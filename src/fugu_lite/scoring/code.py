@@ -32,26 +32,44 @@ def extract_code(output: str) -> str | None:
     that define a function or class), else untagged blocks, else the raw code."""
     if not output.strip():
         return None
+    fenced = _fenced_code(output)
+    return fenced if fenced is not None else _raw_code(output)
+
+
+def _fenced_code(output: str) -> str | None:
+    """The code of the reply's fenced blocks (see extract_code); None when it has no block,
+    or only blocks in another language."""
     blocks = [
         _block(m.group("language"), m.group("info"), m.group("code"))
         for m in FENCE.finditer(output)
     ]
-    if blocks:
-        candidates = [code for language, code in blocks if language in _PYTHON_TAGS]
-        if not candidates:
-            candidates = [code for language, code in blocks if not language]
-        else:  # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
-            candidates = [
-                code
-                for language, code in blocks
-                if language in _PYTHON_TAGS or (not language and _defines(code))
-            ]
-        if candidates:
-            parsing = [code for code in candidates if _parses(code)]
-            # the model's own pytest tests cannot run in the sandbox (standard library only)
-            solution = [code for code in parsing if not _imports_pytest(code)]
-            parsing = solution or parsing
-            return "\n\n".join(parsing) if parsing else candidates[-1]
+    candidates = _candidate_blocks(blocks)
+    if not candidates:
+        return None
+    parsing = [code for code in candidates if _parses(code)]
+    # the model's own pytest tests cannot run in the sandbox (standard library only)
+    solution = [code for code in parsing if not _imports_pytest(code)]
+    parsing = solution or parsing
+    return "\n\n".join(parsing) if parsing else candidates[-1]
+
+
+def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
+    """The code of the python blocks with the untagged blocks that define something, or of
+    the untagged blocks when none is tagged python."""
+    if not any(language in _PYTHON_TAGS for language, _ in blocks):
+        return [code for language, code in blocks if not language]
+    # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
+    return [
+        code
+        for language, code in blocks
+        if language in _PYTHON_TAGS or (not language and _defines(code))
+    ]
+
+
+def _raw_code(output: str) -> str:
+    """The code of a reply with no python or untagged fenced block: all of it when it
+    parses, else the longest run of lines from the first code line that parses (prose may
+    come before and after)."""
     output = _LANGUAGE_LINE.sub("", output, count=1)  # "python\ndef add(...)": a lost fence
     output = _tabs_repaired(_nbsp_indent_repaired(output))
     if _parses(output):
