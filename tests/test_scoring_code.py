@@ -319,6 +319,21 @@ def test_importing_subprocess_or_asyncio_is_allowed() -> None:
         assert result.score == 1.0, result.detail
 
 
+def test_code_may_run_an_event_loop_but_no_socket_of_its_own() -> None:
+    """An event loop wakes itself through a local socket pair; a socket that could connect
+    anywhere, even a local one, stays refused."""
+    code = (
+        "import asyncio\nasync def add_later(a, b):\n    await asyncio.sleep(0)\n"
+        "    return a + b\ndef add(a, b):\n    return asyncio.run(add_later(a, b))\n"
+    )
+    result = graded(code_task(), code)
+    assert result.score == 1.0, result.detail
+    local = "import socket\nsocket.socket(socket.AF_UNIX).connect('/run/any.sock')\n"
+    assert "socket.connect is not allowed" in graded(code_task(), local + ADD).detail
+    internet = "import socket\nsocket.socket()\n"
+    assert "socket.__new__ is not allowed" in graded(code_task(), internet + ADD).detail
+
+
 def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
     """A sandbox process started by this test process (or by parent_pid) that is alive."""
     try:

@@ -9,9 +9,10 @@ Layers, from the kernel up:
   work on this machine (probed once), so no socket can reach anything;
 - `python -I -S -B` (isolated, standard library only, no .pyc writes) in a temporary
   working folder (in atomic_files.user_temp_folder: a killed run's is removed by the next run);
-- an audit hook installed before the code runs that refuses sockets, subprocesses, fork,
-  exec, signals to other processes, ctypes, raising rlimits, and writing or deleting files
-  outside the working folder;
+- an audit hook installed before the code runs that refuses sockets (but the local pair an
+  asyncio event loop makes, never bound or connected), subprocesses, fork, exec, signals to
+  other processes, ctypes, raising rlimits, and writing or deleting files outside the
+  working folder;
 - stdout / stderr past `output_bytes` are dropped.
 
 This stops the accidents of a model's code (infinite loops, huge prints, memory hogs, fork
