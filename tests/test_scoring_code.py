@@ -403,6 +403,58 @@ def test_a_sandbox_run_removes_killed_runs_folders_not_live_ones(
     assert someone_elses.exists()
 
 
+DEEPER_THAN_THE_RECURSION_LIMIT = sys.getrecursionlimit() + 200
+
+
+def _nest_folders(folder: Path, depth: int) -> None:
+    """Folders nested `depth` deep in `folder`, made relative to each other as code in the
+    sandbox can (chdir, then mkdir), so no path is ever longer than the system allows."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=handle)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=handle)
+            os.close(handle)
+            handle = inner
+    finally:
+        os.close(handle)
+
+
+def test_code_nesting_folders_deeper_than_the_recursion_limit_is_graded_and_cleared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing its folder raised RecursionError: an error, not a score, for the answer."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kept = tmp_path / "kept"  # linked to from inside: the link goes, not what it names
+    kept.mkdir()
+    (kept / "data.txt").write_text("x")
+    nesting = (
+        f"import os\nos.symlink({str(kept)!r}, 'link')\n"
+        f"for _ in range({DEEPER_THAN_THE_RECURSION_LIMIT}):\n"
+        "    os.mkdir('d')\n    os.chdir('d')\n"
+    )
+    result = graded(code_task(), nesting + ADD, sandbox=FAST.model_copy(update={"timeout_s": 5}))
+    assert (result.score, result.error) == (1.0, None)
+    assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == []
+    assert (kept / "data.txt").exists()
+
+
+def test_a_killed_runs_folder_nested_deeper_than_the_recursion_limit_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """...and sweeping it up raised RecursionError in every later run, which could then
+    grade no code at all."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"fugu-lite-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    dead = folder / writer_temporary("sandbox", finished_pid())
+    dead.mkdir()
+    _nest_folders(dead, DEEPER_THAN_THE_RECURSION_LIMIT)
+    (dead / "d" / "solution.py").write_text("x = 1\n")
+    assert graded(code_task(), ADD).score == 1.0
+    assert list(folder.iterdir()) == []
+
+
 @pytest.mark.parametrize("taken_as", ["symlink", "folder of another user", "file"])
 def test_a_temp_folder_name_taken_by_someone_else_is_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, taken_as: str

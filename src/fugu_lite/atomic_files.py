@@ -134,10 +134,77 @@ def remove_dead_writers_files(
         if not _is_leftover(entry.name, entry.path, stale_after_s, earlier_versions):
             continue
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_tree(entry.path)
         else:
             with contextlib.suppress(OSError):  # another user's, in a shared folder
                 Path(entry.path).unlink(missing_ok=True)
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def remove_tree(folder: str | Path) -> None:
+    """shutil.rmtree(folder, ignore_errors=True) for a tree of any depth: Python 3.11's
+    recurses, and raised RecursionError on folders nested deeper than the recursion limit
+    (code in the sandbox can make them). The folders inside are moved up into `folder` and
+    removed from there, two open at most; what cannot be removed stays."""
+    try:
+        top = os.open(folder, _FOLDER_FLAGS)
+    except OSError:
+        return
+    try:
+        previous: list[str] = []
+        while (names := _sorted_names(top)) and names != previous:  # until nothing changes
+            for name in names:
+                _remove_entry(top, name)
+            previous = names
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
+
+
+def _sorted_names(folder: int) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+def _remove_entry(top: int, name: str) -> None:
+    """Remove `name` of the open folder `top`, a folder's own folders moved up into `top`."""
+    with contextlib.suppress(OSError):
+        if not stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=top)
+            return
+        with contextlib.suppress(OSError):  # the code may have made it unreadable
+            os.chmod(name, 0o700, dir_fd=top)
+        _move_folders_up(top, name)
+        os.rmdir(name, dir_fd=top)
+
+
+def _move_folders_up(top: int, name: str) -> None:
+    """Delete the files of `top`'s folder `name` and move its folders into `top` (each under
+    a free name)."""
+    inner = os.open(name, _FOLDER_FLAGS, dir_fd=top)
+    try:
+        for entry in os.scandir(inner):
+            if entry.is_dir(follow_symlinks=False):
+                os.rename(entry.name, _free_name(top), src_dir_fd=inner, dst_dir_fd=top)
+            else:
+                os.unlink(entry.name, dir_fd=inner)
+    finally:
+        os.close(inner)
+
+
+def _free_name(folder: int) -> str:
+    """A name no entry of the open `folder` has."""
+    while True:
+        name = f".moved-{os.urandom(6).hex()}"
+        try:
+            os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return name
 
 
 def _is_leftover(name: str, path: str, stale_after_s: float | None, earlier_versions: bool) -> bool:
@@ -202,7 +269,7 @@ def _own_temp_folder(taken: Path) -> Path:
             taken,
         )
         folder = Path(tempfile.mkdtemp(prefix=f"{taken.name}-", dir=taken.parent))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(remove_tree, folder)
         _OWN_TEMP_FOLDERS[taken] = folder
     return _OWN_TEMP_FOLDERS[taken]
 

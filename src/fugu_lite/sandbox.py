@@ -50,7 +50,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .atomic_files import user_temp_folder, writer_prefix
+from .atomic_files import remove_tree, user_temp_folder, writer_prefix
 from .sandbox_harness import HARNESS
 from .sandbox_results import SandboxResult, collect_results
 
@@ -78,10 +78,11 @@ async def run_python_tests(
     limits = limits or SandboxLimits()
     async with _slot(limits):
         # writer-named, so that the next run removes it if this process is killed
-        with tempfile.TemporaryDirectory(
-            prefix=writer_prefix("sandbox"), dir=user_temp_folder()
-        ) as folder:
-            return await _run_in(Path(folder), code, tests, limits)
+        folder = Path(tempfile.mkdtemp(prefix=writer_prefix("sandbox"), dir=user_temp_folder()))
+        try:
+            return await _run_in(folder, code, tests, limits)
+        finally:
+            remove_tree(folder)  # the code may have nested folders too deep for shutil.rmtree
 
 
 async def _run_in(folder: Path, code: str, tests: str, limits: SandboxLimits) -> SandboxResult:
