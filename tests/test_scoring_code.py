@@ -334,6 +334,20 @@ def test_code_may_run_an_event_loop_but_no_socket_of_its_own() -> None:
     assert "socket.__new__ is not allowed" in graded(code_task(), internet + ADD).detail
 
 
+def test_code_replacing_time_sleep_does_not_make_the_sandbox_spin() -> None:
+    """The harness's watch on its parent slept through time.sleep: made a no-op (answers do
+    it to skip their own waits), the watch ran flat out, and its CPU counted against the
+    code's limits."""
+    code = "import time\nreal_sleep = time.sleep\ntime.sleep = lambda seconds: None\n" + ADD
+    tests = (
+        "import time\nstarted = time.process_time()\nreal_sleep(1.5)\n"
+        "assert time.process_time() - started < 0.1\n"  # a spinning watch: 0.3 s and more
+    )
+    limits = FAST.model_copy(update={"timeout_s": 4.0})
+    result = asyncio.run(run_python_tests(code, tests, limits))
+    assert (result.status, result.passed) == ("ok", 1), result.tests
+
+
 def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
     """A sandbox process started by this test process (or by parent_pid) that is alive."""
     try:
