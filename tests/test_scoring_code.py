@@ -54,6 +54,23 @@ def test_a_function_in_an_untagged_fence_counts_next_to_a_python_usage_example()
     assert graded(code_task(), f"```python\n{ADD}```\nOr:\n{wrong_again}").score == 0.0
 
 
+@pytest.mark.parametrize(
+    "shown",
+    [
+        "Output:\n```\nFizz\n```",
+        "For add(1, 2) it prints:\n```\nthree\n```",
+        "Save it as:\n```\nsolution.py\n```",
+    ],
+)
+def test_output_in_an_untagged_fence_beside_an_untagged_function_is_not_code(shown: str) -> None:
+    """A word or a file name shown in a block of its own parses, as a name the code would
+    look up before any test ran (NameError: every test failed)."""
+    function = f"```\n{ADD}```\n"
+    for output in (function + shown, shown + "\n" + function):
+        result = graded(code_task(), output)
+        assert result.score == 1.0, result.detail
+
+
 @pytest.mark.parametrize("tag", ["python", "Python3", "py"])
 def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
     # the name `python` would raise NameError before any test ran

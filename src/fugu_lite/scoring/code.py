@@ -29,7 +29,8 @@ _INDENT = re.compile("^[ \t\u00a0]+", re.MULTILINE)
 
 def extract_code(output: str) -> str | None:
     """The Python in a reply: fenced python blocks that parse (joined, with untagged blocks
-    that define a function or class), else untagged blocks, else the raw code."""
+    that define a function or class), else untagged blocks (those that define one, if any
+    does), else the raw code."""
     if not output.strip():
         return None
     fenced = _fenced_code(output)
@@ -55,9 +56,11 @@ def _fenced_code(output: str) -> str | None:
 
 def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
     """The code of the python blocks with the untagged blocks that define something, or of
-    the untagged blocks when none is tagged python."""
+    the untagged blocks when none is tagged python (those that define something, if any
+    does: output shown in a block, "Fizz", parses, as a name that raises NameError)."""
     if not any(language in _PYTHON_TAGS for language, _ in blocks):
-        return [code for language, code in blocks if not language]
+        untagged = [code for language, code in blocks if not language]
+        return [code for code in untagged if _defines(code)] or untagged
     # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
     return [
         code
