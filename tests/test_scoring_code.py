@@ -634,6 +634,17 @@ def test_the_codes_own_top_level_asserts_do_not_decide_its_score() -> None:
     assert "SyntaxError" in syntax.detail and "solution.py" in syntax.detail
 
 
+def test_code_may_use_its_own_file_name_as_a_script_does() -> None:
+    """`__file__` was not defined: the usual script preamble raised NameError at load."""
+    preamble = (
+        "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+        "sys.path.insert(0, HERE)\nOWN = open(__file__, encoding='utf-8').read()\n"
+    )
+    tests = "assert add(1, 2) == 3\nassert 'def add' in OWN\n"
+    result = graded(code_task(tests), preamble + ADD)
+    assert result.score == 1.0, result.detail
+
+
 @pytest.mark.parametrize("call", ["exit(1)", "quit()"])
 def test_exit_and_quit_exit_as_in_python_not_a_name_error(call: str) -> None:
     # `site` defines them and the sandbox's `python -S` skips it

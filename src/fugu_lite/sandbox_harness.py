@@ -292,6 +292,7 @@ def without_own_asserts(code):
 
 
 module = type(sys)("solution")
+module.__file__ = os.path.join(folder, "solution.py")  # as a script has it
 sys.modules["solution"] = module
 namespace = module.__dict__
 try:
