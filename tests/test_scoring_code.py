@@ -144,6 +144,28 @@ def test_code_grader_unclosed_fence_and_partial_credit() -> None:
 
 
 @pytest.mark.parametrize(
+    "after",
+    [
+        "\nThis function returns the sum of a and b.",
+        "This adds them; it works for strings too.\nUse it as add(1, 2).\n",
+    ],
+)
+def test_prose_after_a_fence_never_closed_is_not_code(after: str) -> None:
+    """The prose ran as code (SyntaxError: 0 for a right answer), where the same prose
+    after unfenced code, or after a closed fence, was left out."""
+    result = graded(code_task(), f"Here it is:\n```python\n{ADD}{after}")
+    assert result.score == 1.0, result.detail
+
+
+def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:
+    """Only prose after the code is left out: a reply that ran out of tokens in its last
+    function does not lose that function quietly."""
+    cut = f"```python\n{ADD}\ndef sub(a, b):\n    return (a -"
+    detail = graded(code_task(), cut).detail
+    assert "SyntaxError" in detail and "never closed" in detail, detail
+
+
+@pytest.mark.parametrize(
     "code",
     [
         f"{ADD}\na, b = map(int, input().split())\nprint(add(a, b))\n",  # at load time

@@ -17,7 +17,8 @@ from .common import Grade, cannot_grade, wrong
 # The info string holds no backtick (as in CommonMark): "`" * 100_000 is no fence, and
 # rejecting it takes linear time.
 FENCE = re.compile(
-    r"```[ \t]*(?P<language>[\w+#.-]*)(?P<info>[^\n`]*)\n(?P<code>.*?)(?:```|\Z)", re.DOTALL
+    r"```[ \t]*(?P<language>[\w+#.-]*)(?P<info>[^\n`]*)\n(?P<code>.*?)(?:(?P<close>```)|\Z)",
+    re.DOTALL,
 )
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
@@ -41,7 +42,7 @@ def _fenced_code(output: str) -> str | None:
     """The code of the reply's fenced blocks (see extract_code); None when it has no block,
     or only blocks in another language."""
     blocks = [
-        _block(m.group("language"), m.group("info"), m.group("code"))
+        _block(m.group("language"), m.group("info"), _unclosed_cut(m.group("code"), m["close"]))
         for m in FENCE.finditer(output)
     ]
     candidates = _candidate_blocks(blocks)
@@ -52,6 +53,24 @@ def _fenced_code(output: str) -> str | None:
     solution = [code for code in parsing if not _imports_pytest(code)]
     parsing = solution or parsing
     return "\n\n".join(parsing) if parsing else candidates[-1]
+
+
+def _unclosed_cut(code: str, close: str | None) -> str:
+    """A block's code; for a fence never closed, without the prose the reply went on with
+    ("This function returns ..."): the longest run of its lines that parses, when the line
+    after that run is prose, unindented and no code line (a reply cut off inside a function
+    keeps its syntax error)."""
+    if close is not None or _parses(code):
+        return code
+    lines = code.split("\n")
+    end = len(lines)
+    while end > 0 and (error_line := _syntax_error_line("\n".join(lines[:end]))) is not None:
+        end = min(end, error_line) - 1  # one parse per error, as in _raw_code
+    rest = [line for line in lines[end:] if line.strip()]
+    head = "\n".join(lines[:end])
+    if not head.strip() or not rest or rest[0][0].isspace() or _CODE_START.match(rest[0]):
+        return code
+    return head + "\n"
 
 
 def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
