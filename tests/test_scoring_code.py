@@ -155,6 +155,7 @@ def test_prose_after_a_fence_never_closed_is_not_code(after: str) -> None:
     after unfenced code, or after a closed fence, was left out."""
     result = graded(code_task(), f"Here it is:\n```python\n{ADD}{after}")
     assert result.score == 1.0, result.detail
+    assert extract_code(f"```python {ADD}{after}") == ADD  # begun on the fence line
 
 
 def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:

@@ -41,11 +41,7 @@ def extract_code(output: str) -> str | None:
 def _fenced_code(output: str) -> str | None:
     """The code of the reply's fenced blocks (see extract_code); None when it has no block,
     or only blocks in another language."""
-    blocks = [
-        _block(m.group("language"), m.group("info"), _unclosed_cut(m.group("code"), m["close"]))
-        for m in FENCE.finditer(output)
-    ]
-    candidates = _candidate_blocks(blocks)
+    candidates = _candidate_blocks(_fenced_blocks(output))
     if not candidates:
         return None
     parsing = [code for code in candidates if _parses(code)]
@@ -55,12 +51,21 @@ def _fenced_code(output: str) -> str | None:
     return "\n\n".join(parsing) if parsing else candidates[-1]
 
 
-def _unclosed_cut(code: str, close: str | None) -> str:
-    """A block's code; for a fence never closed, without the prose the reply went on with
-    ("This function returns ..."): the longest run of its lines that parses, when the line
-    after that run is prose, unindented and no code line (a reply cut off inside a function
-    keeps its syntax error)."""
-    if close is not None or _parses(code):
+def _fenced_blocks(output: str) -> list[tuple[str, str]]:
+    """Each fenced block's language and code; a fence never closed without the prose the
+    reply went on with after its code."""
+    blocks = []
+    for match in FENCE.finditer(output):
+        language, code = _block(match["language"], match["info"], match["code"])
+        blocks.append((language, code if match["close"] else _without_prose_after(code)))
+    return blocks
+
+
+def _without_prose_after(code: str) -> str:
+    """`code` that does not parse cut to its longest run of lines that parses, when the line
+    after that run is prose ("This function returns ..."), unindented and no code line; else
+    `code` (a reply cut off inside a function keeps its syntax error)."""
+    if _parses(code):
         return code
     lines = code.split("\n")
     end = len(lines)
@@ -70,7 +75,7 @@ def _unclosed_cut(code: str, close: str | None) -> str:
     head = "\n".join(lines[:end])
     if not head.strip() or not rest or rest[0][0].isspace() or _CODE_START.match(rest[0]):
         return code
-    return head + "\n"
+    return head.rstrip() + "\n"
 
 
 def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
