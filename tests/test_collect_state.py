@@ -31,6 +31,7 @@ from fugu_lite.collect.run import collect
 from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.text_reading import RecordFileError
 from fugu_lite.workers.config import PoolConfig
 
 
@@ -238,11 +239,20 @@ def test_a_whole_last_line_that_cannot_get_its_newline_is_said(tmp_path: Path) -
 
 
 def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
+    """A line that is not JSON between two records is named by its file and number, with
+    what to do, and the file is left as it was."""
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
-    output.write_text("not json\n{}\n")
-    with StubWorker(solver(tasks)) as stub, pytest.raises(Exception, match="line 1"):
-        run_collect(stub_pool(("w", stub)), tasks, output)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks[:1], output)
+        record = output.read_text()
+        output.write_text(f"{record}not json\n{record}")
+        with pytest.raises(RecordFileError) as raised:
+            run_collect(config, tasks, output)
+    assert f"{output}, line 2: not valid JSON" in str(raised.value)
+    assert "fix or delete that line" in str(raised.value)
+    assert output.read_text() == f"{record}not json\n{record}"
 
 
 @pytest.mark.parametrize(
@@ -272,7 +282,7 @@ def test_a_line_another_tool_appended_wrong_is_named_with_what_is_wrong(
         wrong = {key: value for key, value in {**line, **change}.items() if value is not None}
         with path.open("a") as stream:
             stream.write(json.dumps(wrong) + "\n")
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(RecordFileError) as raised:
             run_collect(config, tasks, output)
     lines = len(path.read_text().splitlines())
     assert f"{path}, line {lines}: not a " in str(raised.value)
@@ -515,7 +525,7 @@ def test_another_kind_of_file_given_to_collect_is_named_and_kept(
     given.write_text(json.dumps(other) + "\n")
     output = tmp_path / "r.jsonl"
     options = {"log": given} if as_log else {}
-    with StubWorker(solver(tasks)) as stub, pytest.raises(Exception) as raised:
+    with StubWorker(solver(tasks)) as stub, pytest.raises(RecordFileError) as raised:
         run_collect(stub_pool(("w", stub)), tasks, given if not as_log else output, **options)
     message = str(raised.value)
     assert f"{given}, line 1: this is {kind}" in message
