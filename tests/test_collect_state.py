@@ -32,6 +32,7 @@ from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_
 from fugu_lite.schemas import read_records
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.text_reading import RecordFileError
+from fugu_lite.workers.api_keys import PoolStartError
 from fugu_lite.workers.config import PoolConfig
 
 
@@ -65,7 +66,7 @@ def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
 
         monkeypatch.delenv("NO_SUCH_KEY", raising=False)  # a run that cannot start: no files
         keyed = stub_pool(("w", stub), api_key_env="NO_SUCH_KEY")
-        with pytest.raises(Exception, match="NO_SUCH_KEY"):
+        with pytest.raises(PoolStartError, match="NO_SUCH_KEY, which is not set"):
             run_collect(keyed, tasks, tmp_path / "new" / "r.jsonl")
     assert list((tmp_path / "new").iterdir()) == []
 
