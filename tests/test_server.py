@@ -131,12 +131,16 @@ def test_the_clients_other_stream_options_reach_the_worker(
     assert sent == {"include_obfuscation": False, "include_usage": True}
 
 
+@pytest.mark.filterwarnings("error::UserWarning")
 def test_a_workers_negative_or_unreadable_usage_is_answered_and_not_counted(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
     """Token counts a worker gave negative or as no number broke serve's metrics (Prometheus
     refuses a negative count) after the worker had answered: a 500, or a stream cut at its
-    end; its answer now goes out and its tokens and cost count as unknown."""
+    end; its answer now goes out and its tokens and cost count as unknown. Relaying a
+    stream whose usage held no number printed pydantic's 'Pydantic serializer warnings:
+    PydanticSerializationUnexpectedValue(Expected `int` ...)' to serve's stderr (an error
+    here, which cuts the stream)."""
     running = serve(pool_for(stubs))
     worker = ranking_for(family, CODE).ranking[0]
     client = running.client()

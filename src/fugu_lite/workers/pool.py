@@ -66,6 +66,7 @@ from .streams import (
     CUT_STREAM,
     OpenStream,
     WatchedStream,
+    as_sent,
     chunk_shaper,
     close_stream,
     finishes,
@@ -453,11 +454,11 @@ class WorkerPool:
             shape = chunk_shaper(worker, opened.body)
             finished = False
             try:
-                chunk = shape(opened.first.model_dump(exclude_unset=True))
+                chunk = shape(as_sent(opened.first))
                 finished = finishes(chunk)
                 yield chunk
                 async for later in opened.iterator:
-                    chunk = shape(later.model_dump(exclude_unset=True))
+                    chunk = shape(as_sent(later))
                     finished = finished or finishes(chunk)
                     yield chunk
             except Exception as error:

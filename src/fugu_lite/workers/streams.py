@@ -1,7 +1,7 @@
 """A worker's chunk stream: the SDK stream that notes its `data: [DONE]` (WatchedStream), one
-opened up to its first chunk (OpenStream), whether a chunk ends a choice (finishes), what its
-chunks go through (chunk_shaper), what a stream cut mid-answer is said to be (CUT_STREAM),
-and closing one that failed (close_stream)."""
+opened up to its first chunk (OpenStream), a chunk as the worker sent it (as_sent), whether a
+chunk ends a choice (finishes), what its chunks go through (chunk_shaper), what a stream cut
+mid-answer is said to be (CUT_STREAM), and closing one that failed (close_stream)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ class OpenStream:
     first: ChatCompletionChunk
     call: object
     body: dict[str, Any]
+
+
+def as_sent(chunk: ChatCompletionChunk) -> dict[str, Any]:
+    """A worker's chunk as it sent it. The SDK builds chunks without validation, so a field
+    of another type than OpenAI's (usage `"prompt_tokens": "n/a"`) is kept as sent, and
+    pydantic's warning about it (printed on serve's stderr) says nothing to act on."""
+    return chunk.model_dump(exclude_unset=True, warnings=False)
 
 
 def finishes(chunk: dict[str, Any]) -> bool:
