@@ -500,13 +500,19 @@ def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> 
 
 def test_sdk_surfaces_bad_input_as_its_exceptions(shared_server: Running) -> None:
     client = shared_server.client()
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="gpt-4o", messages=user("hi"))
+    assert "gpt-4o" in missing.value.body["message"]
     with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model=MODEL, messages=[{"role": "wizard", "content": "x"}])
     assert "messages[0].role" in error.value.body["message"]
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model=MODEL, messages=user("hi"), max_tokens=10**6)
+    assert (error.value.body["param"], error.value.body["code"]) == (
+        "max_tokens",
+        "max_tokens_too_large",
+    )
+    assert "ask for at most 4096 tokens" in error.value.body["message"]
 
 
 def test_a_trailing_slash_on_a_route_is_served_as_without_it(
