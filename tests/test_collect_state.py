@@ -48,8 +48,13 @@ def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
         config = stub_pool(("w", stub), max_concurrency=1)
 
         async def twice(second_output: Path, log: Path | None = None) -> list[Any]:
+            calls = len(stub.bodies)
             first = asyncio.create_task(collect(config, tasks, output, show_progress=False))
-            await asyncio.sleep(0.1)  # the first is running: its calls take 0.2 s each
+            # the first holds its files once it has called the worker (not after a fixed 0.1 s,
+            # which a loaded machine could spend before the first opened them); its 4 calls
+            # of 0.2 s each keep it running while the second starts
+            while len(stub.bodies) == calls and not first.done():
+                await asyncio.sleep(0.01)
             second = collect(config, tasks, second_output, log, show_progress=False)
             return await asyncio.gather(first, second, return_exceptions=True)
 
