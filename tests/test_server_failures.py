@@ -55,20 +55,26 @@ def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
     it, so a second request probed the worker meanwhile, and a third: each one a request
     sent to a worker that may still be down. Only the probe's own end frees it now."""
     worker = "coder"
-    stubs.workers[worker].latency_s = 1.0
+    stub = stubs.workers[worker]
+    stub.latency_s = 2.0  # each call is out for 2 s: the early one still is when it is cancelled
     breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.3)
+
+    async def reached_the_worker(calls: int) -> None:
+        """Waits for the worker's `calls`-th call, not a fixed time a loaded machine outlasts."""
+        while len(stub.bodies) < calls:
+            await asyncio.sleep(0.01)
 
     async def scenario() -> None:
         async with WorkerPool(pool_for(stubs)) as pool:
             dispatcher = Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
             ask = dispatcher.complete([worker], user(CODE), {})
             early = asyncio.ensure_future(ask)  # acquired while closed
-            await asyncio.sleep(0.1)
+            await asyncio.wait_for(reached_the_worker(1), 30)
             breaker.record_failure(worker)  # another call failed: open
             await asyncio.sleep(0.35)
             probe = asyncio.ensure_future(dispatcher.complete([worker], user(CODE), {}))
-            await asyncio.sleep(0.1)
-            assert breaker.state(worker) == "half_open"
+            await asyncio.wait_for(reached_the_worker(2), 30)
+            assert breaker.state(worker) == "half_open" and not early.done()
             early.cancel()  # its client left
             with pytest.raises(asyncio.CancelledError):
                 await early
