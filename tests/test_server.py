@@ -927,6 +927,17 @@ def test_worker_keys_never_reach_responses_or_logs(
         assert WORKER_KEY not in response.text
         assert "coder" in response.json()["error"]["message"]
     assert stubs.workers["coder"].auth_headers[-1] == f"Bearer {WORKER_KEY}"  # it was sent
+    # an answer that holds the key (a proxy's debug echo) goes out with the key redacted,
+    # whole or streamed; nothing else of it is changed
+    stubs.workers["coder"].mode = "ok"
+    stubs.workers["coder"].reply = f"the key I was sent: {WORKER_KEY}"
+    client, to_coder = running.client(), {"workers": ["coder"]}
+    answer = client.chat.completions.create(model=MODEL, messages=user(CODE), extra_body=to_coder)
+    chunks = client.chat.completions.create(
+        model=MODEL, messages=user(CODE), stream=True, extra_body=to_coder
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert answer.choices[0].message.content == streamed == "the key I was sent: [redacted]"
     running.state.log.flush()
     assert WORKER_KEY not in running.settings.log_requests.read_text()
     assert WORKER_KEY not in caplog.text
