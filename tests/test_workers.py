@@ -302,6 +302,24 @@ def test_an_unreachable_server_is_named_without_the_credentials_in_its_url() -> 
     assert SECRET not in result.error and "me:" not in result.error
 
 
+def test_a_refused_connection_is_told_from_a_host_name_not_found() -> None:
+    """Both said "could not reach the server at URL (ConnectError: ...)", a refused one
+    with httpx's "All connection attempts failed": nothing told a server that is not
+    running (or a wrong port) from a mistyped host name; each now says which it is."""
+    from fugu_lite.workers.local_server import free_port
+
+    port = free_port()
+    refused = asyncio.run(one_call(pool_config(f"http://127.0.0.1:{port}/v1", max_retries=0)))
+    assert refused.error_kind == "connection" and refused.error is not None
+    assert f"connection refused: nothing listens on 127.0.0.1 port {port}" in refused.error
+    assert "is its server running, and base_url's port right?" in refused.error
+    # .invalid is reserved (RFC 2606): no resolver knows a host under it
+    unknown = asyncio.run(one_call(pool_config("http://no-such-worker.invalid/v1", max_retries=0)))
+    assert unknown.error_kind == "connection" and unknown.error is not None
+    assert "host name no-such-worker.invalid not found" in unknown.error
+    assert "connection refused" not in unknown.error
+
+
 # -- concurrency ----------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ import html
 import json
 import math
 import re
+import socket
 import time
 
 import openai
@@ -179,8 +180,7 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     if isinstance(error, (openai.APITimeoutError, TimeoutError)):
         return "timeout", "no answer within the worker's timeout_s", None
     if isinstance(error, openai.APIConnectionError):
-        cause = error.__cause__ or error.__context__
-        reason = f" ({type(cause).__name__}: {cause})" if cause else ""
+        reason = connection_reason(error)
         return "connection", f"could not reach the server at {request_address(error)}{reason}", None
     if isinstance(error, (ValueError, KeyError, TypeError, IndexError)):
         return "server", f"malformed response: {type(error).__name__}: {error}", None
@@ -193,6 +193,33 @@ def retry_header(error: BaseException) -> bool | None:
     if not isinstance(error, openai.APIStatusError):
         return None
     return {"true": True, "false": False}.get(error.response.headers.get("x-should-retry", ""))
+
+
+def connection_reason(error: openai.APIConnectionError) -> str:
+    """ " (why the connection failed)": a refused connection (httpx said only "All
+    connection attempts failed") and a host name not found are told apart and say what to
+    check; any other cause as its type and words; "" for none."""
+    root = root_cause(error)
+    url = error.request.url
+    if isinstance(root, socket.gaierror):
+        return f" (host name {url.host} not found: a typo in base_url, or no network or DNS?)"
+    if isinstance(root, ConnectionRefusedError):
+        port = url.port or {"https": 443}.get(url.scheme, 80)
+        return (
+            f" (connection refused: nothing listens on {url.host} port {port}; is its server "
+            "running, and base_url's port right?)"
+        )
+    cause = error.__cause__ or error.__context__
+    return f" ({type(cause).__name__}: {cause})" if cause else ""
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost exception that error was raised from (or while handling)."""
+    seen = {id(error)}
+    while (inner := error.__cause__ or error.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        error = inner
+    return error
 
 
 def request_address(error: openai.APIConnectionError) -> str:
