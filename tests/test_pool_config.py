@@ -78,6 +78,37 @@ def test_bad_pool_configs_say_what_to_fix(tmp_path: Path, body: str, expected: s
     assert str(path) in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("base_url", "expected"),
+    [
+        # the SDK adds chat/completions after the query: '?api-version=1/chat/completions'
+        ("https://x.example.com/v1?api-version=1",
+         r"has a query \('\?api-version=1'\): each call adds /chat/completions after it"),
+        ("https://x.example.com/v1/chat/completions?api-version=1",
+         r"has a query \('\?api-version=1'\)"),
+        ("https://x.example.com/v1#top", r"has a fragment \('#top'\)"),
+        # a call went to 'https:///chat/completions', a DNS failure naming no host
+        ("https://", r"names no host, e\.g\. https://api\.openai\.com/v1"),
+        # said "needs its scheme, e.g. http://https:/x.example.com/v1"
+        ("https:/x.example.com/v1", r"needs its scheme, e\.g\. http://x\.example\.com/v1"),
+    ],
+)  # fmt: skip
+def test_a_base_url_with_a_query_or_no_host_says_what_to_fix(
+    tmp_path: Path, base_url: str, expected: str
+) -> None:
+    path = write(tmp_path, f"workers:\n  - {{id: a, model: m, base_url: '{base_url}'}}\n")
+    with pytest.raises(ConfigError, match=expected):
+        load_pool_config(path)
+
+
+def test_a_base_url_with_its_scheme_in_capitals_loads(tmp_path: Path) -> None:
+    """'HTTPS://...' was refused as one that "needs its scheme"; the SDK takes it."""
+    path = write(
+        tmp_path, "workers:\n  - {id: a, model: m, base_url: 'HTTPS://x.example.com/v1'}\n"
+    )
+    assert load_pool_config(path).worker("a").base_url == "HTTPS://x.example.com/v1"
+
+
 def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,

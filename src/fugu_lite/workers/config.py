@@ -14,6 +14,7 @@ import shlex
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -45,6 +46,8 @@ SERVER_FLAGS_SET = {
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+_HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
+_BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
 
 
 class StrictModel(BaseModel):
@@ -120,16 +123,9 @@ class WorkerConfig(StrictModel):
     @field_validator("base_url")
     @classmethod
     def _check_base_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(
-                f"base_url {value!r} needs its scheme, e.g. http://{value.split('://')[-1]}"
-            )
-        if value is not None and value.rstrip("/").endswith(CHAT_PATH):
-            root = value.rstrip("/").removesuffix(CHAT_PATH)
-            raise ValueError(
-                f"base_url {value!r} is the chat endpoint itself; give the API root it is under, "
-                f"{root} (each call adds {CHAT_PATH}, as the openai SDK does)"
-            )
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(f"base_url {value!r} {problem}")
         return value
 
     @field_validator("params")
@@ -160,6 +156,37 @@ class WorkerConfig(StrictModel):
     @property
     def is_local(self) -> bool:
         return self.local is not None
+
+
+def base_url_problem(url: str) -> str | None:
+    """What keeps a remote worker's base_url from being the API root each call adds
+    CHAT_PATH to (as the openai SDK does), None when nothing does."""
+    if not _HTTP_SCHEME.match(url):
+        return f"needs its scheme, e.g. http://{_BROKEN_SCHEME.sub('', url.split('://')[-1])}"
+    parts = urlsplit(url)
+    if not parts.hostname:  # a call went to 'https:///chat/completions'
+        return "names no host, e.g. https://api.openai.com/v1"
+    if parts.query or parts.fragment:
+        return _query_problem(parts.query, parts.fragment)
+    if url.rstrip("/").endswith(CHAT_PATH):
+        root = url.rstrip("/").removesuffix(CHAT_PATH)
+        return (
+            f"is the chat endpoint itself; give the API root it is under, {root} (each call "
+            f"adds {CHAT_PATH}, as the openai SDK does)"
+        )
+    return None
+
+
+def _query_problem(query: str, fragment: str) -> str:
+    """A base_url's query or fragment: the openai SDK adds each call's path after it, so
+    the call went to the root with '?api-version=1/chat/completions' (a 404, or a query the
+    endpoint refuses)."""
+    part = f"a query ('?{query}')" if query else f"a fragment ('#{fragment}')"
+    return (
+        f"has {part}: each call adds {CHAT_PATH} after it, where it is no part of the path; "
+        "give the API root alone (Azure OpenAI's is https://NAME.openai.azure.com/openai/v1, "
+        "which takes no api-version)"
+    )
 
 
 class PoolConfig(StrictModel):
