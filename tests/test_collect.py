@@ -783,6 +783,24 @@ def test_a_remote_worker_given_no_prices_beside_priced_ones_is_noted(tmp_path: P
     assert "worker half has input_price_per_mtok but no output_price_per_mtok" in notes[1]
 
 
+def test_a_price_given_per_token_is_noted_with_its_price_per_million(tmp_path: Path) -> None:
+    """A worker priced per token (0.00000015, as some price pages give it) where the pool
+    takes USD per million tokens cost a million times too little in its records, with no
+    word of it: a cost-aware router trained on them took it for nearly free. Collect now
+    says so at its start, with the price per million it would be (serve logs it)."""
+    tasks = number_tasks(2)
+    with StubWorker(solver(tasks)) as stub:
+        priced = stub_pool(("priced", stub)).workers[0].model_dump()
+        per_token = {**priced, "id": "per-token", "input_price_per_mtok": 1.5e-7}
+        config = PoolConfig.model_validate({"workers": [priced, per_token]})
+        console = Console(width=400, record=True)
+        run_collect(config, tasks, tmp_path / "rewards.jsonl", console=console)
+    notes = [line for line in console.export_text().splitlines() if "price" in line]
+    assert len(notes) == 1, notes
+    assert "worker per-token's input_price_per_mtok is 1.5e-07 USD per million tokens" in notes[0]
+    assert "if it is a price per token, write 0.15;" in notes[0]
+
+
 def test_sigterm_stops_collect_as_ctrl_c_does(tmp_path: Path) -> None:
     """SIGTERM was raised as KeyboardInterrupt wherever the run was, inside one of its asyncio
     tasks too: after the `interrupted:` line Python printed that task's traceback ("Task

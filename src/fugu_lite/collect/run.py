@@ -49,7 +49,7 @@ from ..schemas import prompt_hash
 from ..scoring import Grade, grade
 from ..tasks import Task
 from ..text import console_text, notes_console, one_or_many, visible_controls
-from ..workers.config import PoolConfig, one_call_at_a_time, queued_locally, unpriced
+from ..workers.config import PoolConfig, one_call_at_a_time, pool_notes
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     NO_QUOTA,
@@ -469,7 +469,7 @@ def _pool_to_start(
     (minutes to load a large GGUF) nor their API keys."""
     if not state.pending_tasks():
         return contextlib.nullcontext(pool)
-    for message in [*queued_locally(config), *unpriced(config)]:
+    for message in pool_notes(config):
         console.print(f"[yellow]note:[/yellow] {console_text(message)}")
     local = [worker.id for worker in config.workers if worker.local is not None]
     if local:  # silent otherwise for as long as the models load

@@ -40,8 +40,7 @@ from ..workers.config import (
     PoolConfig,
     load_pool_config,
     one_call_at_a_time,
-    queued_locally,
-    unpriced,
+    pool_notes,
 )
 from ..workers.llama_cpp_requests import local_worker_gaps
 from ..workers.pool import WorkerPool
@@ -125,7 +124,7 @@ class FuguServer:
         self.settings = settings
         check_workers_match(family.worker_ids, pool_config)
         preflight(pool_config)
-        for note in [*queued_locally(pool_config), *unpriced(pool_config)]:
+        for note in pool_notes(pool_config):
             logger.warning("%s", note)
         pool_config = one_call_at_a_time(pool_config)
         self.router = RouterService(

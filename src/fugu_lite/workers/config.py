@@ -269,6 +269,31 @@ def unpriced(config: PoolConfig) -> list[str]:
     return notes
 
 
+# No model is priced below this, in USD per million tokens (the cheapest cost about 0.01): a
+# price under it is one per token, or per thousand tokens, written where per million goes.
+LEAST_PRICE_PER_MTOK = 0.001
+
+
+def per_token_prices(config: PoolConfig) -> list[str]:
+    """Notes for the prices that look given per token or per thousand tokens: that worker's
+    calls cost a million (or a thousand) times too little in records and summaries, and a
+    cost-aware router takes it for nearly free."""
+    return [
+        f"worker {worker.id}'s {key} is {price:g} USD per million tokens, less than any model "
+        f"costs: if it is a price per token, write {price * 1e6:g}; per thousand tokens, "
+        f"{price * 1e3:g}"
+        for worker in config.workers
+        for key in PRICES
+        if 0 < (price := getattr(worker, key)) < LEAST_PRICE_PER_MTOK
+    ]
+
+
+def pool_notes(config: PoolConfig) -> list[str]:
+    """What collect and serve say of the pool at their start: local workers sent one call at
+    a time, workers without prices beside priced ones, prices that look given per token."""
+    return [*queued_locally(config), *unpriced(config), *per_token_prices(config)]
+
+
 def embedded_pool_path() -> Path:
     return Path(str(resources.files("fugu_lite") / "configs" / "pool.yaml"))
 
