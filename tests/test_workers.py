@@ -425,6 +425,21 @@ def test_a_key_no_header_can_carry_is_refused_at_start_without_showing_it(
     assert stub.bodies == []
 
 
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_key_read_with_its_quotes_is_refused_at_start_without_showing_it(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, quote: str
+) -> None:
+    """A key written `KEY="sk-..."` in a .env file that its reader keeps the quotes of
+    (docker's --env-file, systemd's EnvironmentFile with other quotes) was sent with them:
+    every call got a 401, "its API key is missing or not accepted", and the worker was taken
+    as down, with nothing pointing at the quotes. The pool now refuses it at start."""
+    monkeypatch.setenv(KEY_ENV, f"{quote}{SECRET}{quote}")
+    with pytest.raises(PoolStartError, match="is wrapped in quotes") as raised:
+        asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
+    assert KEY_ENV in str(raised.value) and SECRET[4:12] not in str(raised.value)
+    assert stub.bodies == []
+
+
 # -- streaming ------------------------------------------------------------------------------
 
 

@@ -46,11 +46,17 @@ def read_key(worker: WorkerConfig) -> str:
 def key_problem(key: str) -> str | None:
     """What in a key's value no HTTP header can carry: each call would fail before it is
     sent, as a connection error that showed the key (its escaped line break kept it from
-    being scrubbed), or as a "malformed response"."""
+    being scrubbed), or as a "malformed response"; or what no key holds: quotes around it,
+    sent with it, so that every call got a 401."""
     if key != key.strip():
         return (
             "has spaces or a line break around it (copied with its newline, or read from a "
             "file with Windows line endings?)"
+        )
+    if len(key) > 1 and key[0] == key[-1] and key[0] in "\"'":
+        return (
+            "is wrapped in quotes (a .env file read by something that keeps them, as docker's "
+            "--env-file does?)"
         )
     if any(character.isspace() or not character.isprintable() for character in key):
         return "holds a space, tab or control character"
