@@ -109,6 +109,29 @@ def test_a_base_url_with_its_scheme_in_capitals_loads(tmp_path: Path) -> None:
     assert load_pool_config(path).worker("a").base_url == "HTTPS://x.example.com/v1"
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        # LiteLLM's names, per token: copying them made no match ("known keys here: ...")
+        ("input_cost_per_token", "0.00000015", "write `input_price_per_mtok: 0.15`"),
+        ("output_cost_per_token", "6e-7", "write `output_price_per_mtok: 0.6`"),
+        ("prompt_price_per_1k_tokens", "0.0005", "write `input_price_per_mtok: 0.5`"),
+        ("input_price_per_million", "2.5", "write `input_price_per_mtok: 2.5`"),
+        ("completion_price", "0.6", "write `output_price_per_mtok` in them; "),
+    ],
+)  # fmt: skip
+def test_a_price_under_another_name_says_the_key_and_value_per_million(
+    tmp_path: Path, key: str, value: str, expected: str
+) -> None:
+    """A price under another name (`input_cost_per_token`, as LiteLLM's configs write it)
+    was an unknown key, at best "did you mean 'input_price_per_mtok'?": renamed, its value
+    per token was taken per million tokens, a million times too cheap. The error now names
+    the key with the value per million tokens."""
+    body = f"- {{id: a, model: m, base_url: 'http://x', {key}: {value}}}"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
+
+
 def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -420,10 +420,52 @@ def _unknown_key_hint(location: list[str], given: object, close: list[str]) -> s
         return f"{_anchor_hint(location[0])}; "
     if location[-1] in _HINTS:
         return f"{_HINTS[location[-1]]}; "
+    on_worker = len(location) == 3 and location[0] == "workers"
+    price_key = _PRICE_KEY.fullmatch(location[-1]) if on_worker else None
+    if price_key is not None:
+        return _price_key_hint(price_key, given)
     local_hint = _local_key_hint(location, given, close)
     if local_hint:
         return local_hint
     return f"did you mean {close[0]!r}? " if close else ""
+
+
+# A price under another name: input or output, price or cost, per some tokens (LiteLLM's
+# configs write input_cost_per_token); how many tokens each unit is (its "token(s)" cut off).
+_PRICE_KEY = re.compile(r"(input|output|prompt|completion)_(?:price|cost)(?:_per_(\w+))?")
+_TOKENS_PER_UNIT = {
+    "": 1,
+    "1k": 1e3,
+    "k": 1e3,
+    "thousand": 1e3,
+    "1m": 1e6,
+    "m": 1e6,
+    "million": 1e6,
+}
+
+
+def _price_key_hint(price_key: re.Match[str], given: object) -> str:
+    """The pool's key for a price under another name, with its value per million tokens
+    when the name says its unit: renamed alone, a price per token cost a million times too
+    little."""
+    side, unit = price_key.groups()
+    target = f"{'input' if side in ('input', 'prompt') else 'output'}_price_per_mtok"
+    per_million = _per_million(unit, given)
+    if per_million is None:
+        return f"the pool's prices are USD per million tokens: write `{target}` in them; "
+    return f"the pool's prices are USD per million tokens: write `{target}: {per_million:g}`; "
+
+
+def _per_million(unit: str | None, given: object) -> float | None:
+    """A price given per unit (token, 1k_tokens, million...) as USD per million tokens; None
+    when the unit or the price is not known."""
+    tokens = None if unit is None else _TOKENS_PER_UNIT.get(re.sub(r"_?tok(en)?s?$", "", unit))
+    if tokens is None or isinstance(given, bool) or not isinstance(given, int | float | str):
+        return None
+    try:
+        return float(given) * 1e6 / tokens
+    except ValueError:
+        return None
 
 
 def _local_key_hint(location: list[str], given: object, close: list[str]) -> str:
