@@ -132,6 +132,28 @@ def test_a_price_under_another_name_says_the_key_and_value_per_million(
         load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
 
 
+@pytest.mark.parametrize(
+    ("worker", "expected"),
+    [
+        ("id: 1, model: m", "workers.0.id: Input should be a valid string (got 1); YAML reads 1 "
+         "as a number: write the text in quotes ('1')"),
+        ("id: a, model: 2024-08-06", "YAML reads 2024-08-06 as a date: write the text in quotes "
+         "('2024-08-06')"),
+        ("id: a, model: m, system_prompt: no", "YAML reads an unquoted no, off or false as the "
+         "boolean false: write the text in quotes (e.g. 'no')"),
+    ],
+)  # fmt: skip
+def test_a_worker_text_that_yaml_reads_as_a_number_or_date_says_to_quote_it(
+    tmp_path: Path, worker: str, expected: str
+) -> None:
+    """`id: 1`, `model: 2024-08-06` or `system_prompt: no` were refused as "Input should be a
+    valid string (got datetime.date(2024, 8, 6))", with no word of YAML or of quotes, as the
+    training configs' errors give it."""
+    body = f"- {{{worker}, base_url: 'http://x'}}"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
+
+
 def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -222,7 +222,7 @@ def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
         )
     got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
     if item["type"] == "string_type":
-        got += _quoting_hint(value, key if given == key else None)
+        got += quoting_hint(value, key if given == key else None)
     if item["type"] == "list_type" and not isinstance(value, (dict, list)):
         got += f"; write a list: [{value}], or each item on its own `- ` line"
     return f"  {shown}: {message}{got}"
@@ -241,7 +241,7 @@ def _exponent_hint(given: object) -> str:
     return f"; YAML reads {given} as text: write {int(number)}"
 
 
-def _quoting_hint(given: object, set_key: str | None) -> str:
+def quoting_hint(given: object, set_key: str | None) -> str:
     """YAML reads an unquoted `no`, `on`, `1.5` or `2024-01-01` as a boolean, a number or a
     date, which a text key (a backbone name, a device, an SVF target) refused as "not a valid
     string (got False)" with no word of why or of what to write. `set_key`: the key's own

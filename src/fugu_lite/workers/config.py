@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import PipelineConfig, SFTConfig
-from ..config_errors import ConfigError
+from ..config_errors import ConfigError, quoting_hint
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
 from ..text_reading import STDIN_NOT_READ, means_stdin
@@ -381,6 +381,8 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
         else:
             given = item.get("input")
             hint = _one_string_hint(location, given)
+            if not hint and item["type"] == "string_type":
+                hint = quoting_hint(given, None)
             lines.append(f"  {key}: {message} (got {given!r}){hint}")
     return "\n".join(lines)
 
