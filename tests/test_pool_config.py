@@ -154,6 +154,27 @@ def test_a_worker_text_that_yaml_reads_as_a_number_or_date_says_to_quote_it(
         load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
 
 
+@pytest.mark.parametrize(
+    ("worker_id", "expected"),
+    [
+        ("gpt 4o mini", "workers.1.id: worker id 'gpt 4o mini' has characters other than "
+         "letters, digits and ._:/@+- (no spaces); e.g. 'gpt-4o-mini'"),
+        ("-fast", "workers.1.id: worker id '-fast' does not start with a letter or digit; e.g. "
+         "'fast'"),
+        ("", "workers.1.id: a worker id may not be empty"),
+    ],
+)  # fmt: skip
+def test_a_worker_id_that_is_refused_is_shown_with_one_that_would_do(
+    tmp_path: Path, worker_id: str, expected: str
+) -> None:
+    """An id with a space was refused as "workers.1.id: a worker id is letters, digits and
+    ._:/@+- (no spaces), starting with a letter or digit", without the id: in a pool of many
+    workers the user counted them to find it, and what was wrong with it was not said."""
+    body = f"- {{id: a, model: m, base_url: 'http://x'}}\n  - {{id: '{worker_id}', model: m}}"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
+
+
 def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,

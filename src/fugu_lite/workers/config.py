@@ -46,6 +46,8 @@ SERVER_FLAGS_SET = {
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+_WORKER_ID_CHARACTER = re.compile(r"[A-Za-z0-9._:/@+-]*")
+_NOT_WORKER_ID = re.compile(r"[^A-Za-z0-9._:/@+-]+")
 _HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
 _BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
 
@@ -101,11 +103,9 @@ class WorkerConfig(StrictModel):
     @field_validator("id")
     @classmethod
     def _check_id(cls, value: str) -> str:
-        if not _WORKER_ID.match(value):
-            raise ValueError(
-                "a worker id is letters, digits and ._:/@+- (no spaces), starting with a "
-                "letter or digit"
-            )
+        problem = worker_id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("api_key_env")
@@ -156,6 +156,22 @@ class WorkerConfig(StrictModel):
     @property
     def is_local(self) -> bool:
         return self.local is not None
+
+
+def worker_id_problem(worker_id: str) -> str | None:
+    """What is wrong with a worker id, shown with one that would do; None when nothing is:
+    the error named only the id's place in the list (workers.7.id)."""
+    if _WORKER_ID.match(worker_id):
+        return None
+    if not worker_id:
+        return "a worker id may not be empty: name the worker (letters, digits and ._:/@+-)"
+    if _WORKER_ID_CHARACTER.fullmatch(worker_id):
+        problem = "does not start with a letter or digit"
+    else:
+        problem = "has characters other than letters, digits and ._:/@+- (no spaces)"
+    fixed = _NOT_WORKER_ID.sub("-", worker_id).strip("-").lstrip("._:/@+")
+    example = f"; e.g. {fixed!r}" if fixed else ""
+    return f"worker id {worker_id!r} {problem}{example}"
 
 
 def base_url_problem(url: str) -> str | None:
