@@ -451,6 +451,20 @@ def collect_stream(config: PoolConfig, **params: Any) -> list[dict]:
     return asyncio.run(run())
 
 
+def stream_until_it_fails(config: PoolConfig) -> tuple[list[dict], WorkerCallError]:
+    """The chunks a stream gave before its WorkerCallError, and that error."""
+    received: list[dict] = []
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            async for chunk in pool.stream_chat("w", USER):
+                received.append(chunk)
+
+    with pytest.raises(WorkerCallError) as caught:
+        asyncio.run(run())
+    return received, caught.value
+
+
 def test_stream_chat_yields_openai_chunks(stub: StubWorker) -> None:
     chunks = collect_stream(pool_config(stub.base_url), stream_options={"include_usage": True})
     assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
@@ -473,17 +487,9 @@ def test_stream_failure_raises_before_any_chunk(
     stub: StubWorker, mode: str, kind: str, requests: int
 ) -> None:
     stub.mode = mode
-    received: list[dict] = []
-
-    async def run() -> None:
-        async with WorkerPool(pool_config(stub.base_url, max_retries=1)) as pool:
-            async for chunk in pool.stream_chat("w", USER):
-                received.append(chunk)
-
-    with pytest.raises(WorkerCallError) as caught:
-        asyncio.run(run())
-    assert caught.value.kind == kind and received == []
-    assert caught.value.status_code == int(mode)
+    received, error = stream_until_it_fails(pool_config(stub.base_url, max_retries=1))
+    assert error.kind == kind and received == []
+    assert error.status_code == int(mode)
     assert len(stub.bodies) == requests
 
 
@@ -492,21 +498,25 @@ def test_a_stream_cut_short_without_its_end_is_a_failure_not_an_answer(stub: Stu
     `data: [DONE]`, ended as if the answer were whole: serve relayed half an answer as a
     success. It is now a WorkerCallError after the chunks received."""
     stub.mode = "cut_stream"
-    received: list[dict] = []
-
-    async def run() -> None:
-        async with WorkerPool(pool_config(stub.base_url)) as pool:
-            async for chunk in pool.stream_chat("w", USER):
-                received.append(chunk)
-
-    with pytest.raises(WorkerCallError) as caught:
-        asyncio.run(run())
-    assert caught.value.kind == "server"
-    assert "[DONE]" in str(caught.value) and "after the stream started" in str(caught.value)
+    received, error = stream_until_it_fails(pool_config(stub.base_url))
+    assert error.kind == "server"
+    assert "[DONE]" in str(error) and "after the stream started" in str(error)
     assert [chunk["choices"][0]["delta"].get("content") for chunk in received] == ["", "stub"]
     stub.mode = "ok"  # a whole stream still ends well
     chunks = collect_stream(pool_config(stub.base_url))
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_stream_that_stalls_after_its_first_chunk_says_it_stalled(stub: StubWorker) -> None:
+    """A stream that gave its first chunk, then nothing for timeout_s, failed as "timeout: no
+    answer within the worker's timeout_s (after the stream started)": it had answered, and
+    the words sent the user looking at a slow model instead of a stalled stream."""
+    stub.reply = "one two three"
+    stub.stream_chunk_delay_s = 1.0  # the role chunk, then 1 s before each word
+    received, error = stream_until_it_fails(pool_config(stub.base_url, timeout_s=0.3))
+    assert error.kind == "timeout" and len(received) == 1
+    assert "no chunk within the worker's timeout_s: the stream stalled" in str(error)
+    assert "no answer" not in str(error)
 
 
 def test_a_stream_options_refusal_is_rechecked_after_a_while(

@@ -65,9 +65,15 @@ def describe_failure(
     return kind, redact(message, key), retry_after
 
 
+# A stream's timeout after its first chunk: it answered, then stalled.
+STALLED_STREAM = "no chunk within the worker's timeout_s: the stream stalled"
+
+
 def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> WorkerCallError:
     """A failure after the stream's first chunk, said so."""
     kind, message, _ = describe_failure(worker_id, error, key)
+    if kind == "timeout" and status_code(error) is None:
+        message = f"worker {worker_id}: timeout: {STALLED_STREAM}"
     message = f"{message} (after the stream started)"
     return WorkerCallError(kind, message, status_code(error), error_code(error))
 
