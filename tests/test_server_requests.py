@@ -282,6 +282,45 @@ def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
 
 
+@pytest.mark.parametrize(
+    ("extra", "param", "message"),
+    [
+        ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "mul"}}},
+         "tool_choice", "tool_choice names the function 'mul', which is not among the tools"),
+        ({"tools": [TOOL], "tool_choice": {"type": "function"}}, "tool_choice",
+         'tool_choice {"type": "function"} needs "function": {"name": "..."}'),
+        ({"functions": [TOOL["function"]], "function_call": {"name": "mul"}}, "function_call",
+         "function_call names the function 'mul', which is not among the functions (add)"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "enum": []}}}}, "response_format.json_schema.schema",
+         "response_format.json_schema.schema.enum is empty"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": []}}}]}, "tools[0].function.parameters",
+         "tools[0].function.parameters.type is empty"),
+        ({"logprobs": False, "top_logprobs": 2}, "top_logprobs",
+         "top_logprobs needs logprobs: true"),
+        ({"stream_options": {"include_usage": True}}, "stream_options",
+         "stream_options is only allowed with stream: true"),
+    ],
+)  # fmt: skip
+def test_a_check_across_parameters_names_its_parameter(
+    shared_server: Running, stubs: Stubs, extra: dict[str, Any], param: str, message: str
+) -> None:
+    """A check that reads several parameters (tool_choice against the tools, top_logprobs
+    against logprobs, ...) answered with param "" (not null, nor the parameter) and its
+    message began 'body: ' and ended with the whole request body as the value it got;
+    now its param is the parameter it refuses, and its message is its own."""
+    with pytest.raises(openai.BadRequestError) as error:
+        shared_server.client().chat.completions.create(
+            model=MODEL, messages=user("hi"), extra_body=extra
+        )
+    body = error.value.body
+    assert body["param"] == param
+    assert body["message"].startswith(f"invalid request: {message}")
+    assert "body:" not in body["message"] and '"messages"' not in body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_both_output_limits_in_one_request_are_a_400_naming_them(
     shared_server: Running, stubs: Stubs
 ) -> None:

@@ -24,6 +24,7 @@ from .request_checks import (
     ONLY_WITH_TOOLS,
     OPENAI_NAME,
     TOOL_CHOICE_MODES,
+    ParamError,
     check_content,
     check_function,
     check_function_turn,
@@ -255,9 +256,10 @@ class ChatCompletionRequest(BaseModel):
             return self
         named = named_function(choice)
         if named is not None and named not in self.function_names():
-            raise ValueError(
+            raise ParamError(
+                "tool_choice",
                 f"tool_choice names the function {named!r}, which is not among the tools "
-                f"({', '.join(self.function_names()) or 'no function tools'})"
+                f"({', '.join(self.function_names()) or 'no function tools'})",
             )
         return self
 
@@ -271,9 +273,10 @@ class ChatCompletionRequest(BaseModel):
         names = [function.get("name") for function in self.functions or []]
         if call["name"] not in names:
             listed = ", ".join(str(name) for name in names) or "no functions given"
-            raise ValueError(
+            raise ParamError(
+                "function_call",
                 f"function_call names the function {call['name']!r}, which is not among the "
-                f'functions ({listed}); name one of them, or use "auto" or "none"'
+                f'functions ({listed}); name one of them, or use "auto" or "none"',
             )
         return self
 
@@ -284,25 +287,28 @@ class ChatCompletionRequest(BaseModel):
         for where, schema in self.json_schemas():
             empty = empty_choice(schema)
             if empty is not None:
-                raise ValueError(
+                raise ParamError(
+                    where,
                     f"{where}{empty} is empty, so no value could match the schema; give at "
-                    "least one choice, or drop the keyword"
+                    "least one choice, or drop the keyword",
                 )
         return self
 
     @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> ChatCompletionRequest:
         if self.top_logprobs is not None and self.logprobs is not True:
-            raise ValueError(
-                "top_logprobs needs logprobs: true; set logprobs: true or drop top_logprobs"
+            raise ParamError(
+                "top_logprobs",
+                "top_logprobs needs logprobs: true; set logprobs: true or drop top_logprobs",
             )
         return self
 
     @model_validator(mode="after")
     def _stream_options_need_a_stream(self) -> ChatCompletionRequest:
         if self.stream_options is not None and not self.stream:
-            raise ValueError(
-                "stream_options is only allowed with stream: true; drop it or set stream: true"
+            raise ParamError(
+                "stream_options",
+                "stream_options is only allowed with stream: true; drop it or set stream: true",
             )
         return self
 

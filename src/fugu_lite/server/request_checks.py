@@ -21,6 +21,15 @@ CONTENT_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
 RESPONSES_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
 
 
+class ParamError(ValueError):
+    """A check reading several parameters (a model validator, whose error pydantic places
+    at the whole body): `param` names the one it refuses, for the error's `param`."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def check_content(index: int, message: ChatMessage) -> None:
     """messages[index] has content where its role needs it, and its parts are OpenAI's."""
     if message.content is None and message.role in CONTENT_REQUIRED:
@@ -96,7 +105,9 @@ def named_function(choice: str | dict[str, Any]) -> str | None:
     function = choice.get("function")
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
-        raise ValueError('tool_choice {"type": "function"} needs "function": {"name": "..."}')
+        raise ParamError(
+            "tool_choice", 'tool_choice {"type": "function"} needs "function": {"name": "..."}'
+        )
     return name
 
 

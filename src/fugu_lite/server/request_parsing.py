@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
-from .request_checks import compact
+from .request_checks import ParamError, compact
 
 
 def parse_request(
@@ -140,19 +141,28 @@ def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
 
 def validation_api_error(error: ValidationError) -> ApiError:
     """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
-    problems, first_param = [], None
-    for item in error.errors():
-        param = field_path(item["loc"])
-        first_param = first_param or param
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            message = "is required"
-        elif item["type"] == "too_short" and param == "messages":
-            message = "must hold at least one message"
-        elif "input" in item and item["type"] != "missing":
-            message = f"{message} (got {compact(item['input'])})"
-        problems.append(f"{param or 'body'}: {message}")
-    return ApiError(400, "invalid request: " + "; ".join(problems), param=first_param)
+    problems = [problem(item) for item in error.errors()]
+    first_param = next((param for param, _ in problems if param), None)
+    return ApiError(
+        400, "invalid request: " + "; ".join(text for _, text in problems), param=first_param
+    )
+
+
+def problem(item: ErrorDetails) -> tuple[str, str]:
+    """(param, its text) of one of pydantic's errors; a check across parameters (a
+    ParamError, placed at the whole body) names its own parameter and says it itself."""
+    cause = item.get("ctx", {}).get("error")
+    if isinstance(cause, ParamError):
+        return cause.param, str(cause)
+    param = field_path(item["loc"])
+    message = item["msg"].removeprefix("Value error, ")
+    if item["type"] == "missing":
+        message = "is required"
+    elif item["type"] == "too_short" and param == "messages":
+        message = "must hold at least one message"
+    elif "input" in item:
+        message = f"{message} (got {compact(item['input'])})"
+    return param, f"{param or 'body'}: {message}"
 
 
 def field_path(location: tuple | list) -> str:
