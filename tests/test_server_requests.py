@@ -194,6 +194,14 @@ BAD_INPUTS = [
     ("Infinity in a tool's schema", b'{"model": "fugu-lite", "messages": [{"role": "user", '
      b'"content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": '
      b'{"type": "number", "maximum": -Infinity}}}]}', 400, "holds -Infinity, which is not a JSON"),
+    # Python's json reads 1e400 as Infinity: the same 502, and three of them opened every
+    # worker's circuit
+    ("a number beyond a float's range in metadata", b'{"model": "fugu-lite", "messages": [{"role":'
+     b' "user", "content": "hi"}], "metadata": {"score": 1e400}}', 400,
+     "the request body holds the number 1e400, which is beyond a 64-bit float's range"),
+    ("a number beyond a float's range in a tool's schema", b'{"model": "fugu-lite", "messages": ['
+     b'{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": '
+     b'"f", "parameters": {"type": "number", "minimum": -2.5E+999}}}]}', 400, "-2.5E+999"),
     ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
      + b"}", 400, "nested too deeply"),
 ]  # fmt: skip

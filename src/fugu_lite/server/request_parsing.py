@@ -4,6 +4,7 @@ what to fix."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,7 +36,14 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
     try:
-        payload = json.loads(body, parse_constant=not_a_json_number)
+        payload = json.loads(body, parse_constant=not_a_json_number, parse_float=finite_float)
+    except NumberOutOfRangeError as error:
+        raise ApiError(
+            400,
+            f"the request body holds the number {error.text}, which is beyond a 64-bit float's "
+            "range (about 1.8e308) and would be read as Infinity; send a smaller number",
+            code="invalid_json",
+        ) from error
     except NotAJsonNumberError as error:
         raise ApiError(
             400,
@@ -114,6 +122,22 @@ def not_a_json_number(constant: str) -> Any:
     check refused them (in `metadata`, a tool's schema), the pool could not send the request
     on, and every worker was counted as failing it (a 502, and open circuits)."""
     raise NotAJsonNumberError(constant)
+
+
+class NumberOutOfRangeError(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def finite_float(text: str) -> float:
+    """A JSON number with a fraction or an exponent, refused when it is beyond a float's
+    range: Python reads 1e400 as Infinity, which the pool cannot send on either (see
+    not_a_json_number)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise NumberOutOfRangeError(text)
+    return value
 
 
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
