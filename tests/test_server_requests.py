@@ -290,6 +290,31 @@ def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
 
 
+def test_an_integer_of_more_digits_than_python_reads_is_a_400(
+    serve: Any, stubs: Stubs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """int() refuses an integer of more than 4300 digits, and json.loads let its ValueError
+    through: a body of 5 kB (well within --max-body-bytes) was an internal error, a 500
+    with a traceback in the server's log."""
+    server = serve(pool_for(stubs))
+    for number in (b"-" + b"9" * 5000, b"1" * 4301):
+        body = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], "seed": '
+        response = server.post(body + number + b"}")
+        assert response.status_code == 400, response.text
+        digits = len(number.lstrip(b"-"))
+        assert response.json()["error"]["message"] == (
+            f"the request body holds an integer of {digits} digits, more than the 4300 this "
+            "server reads; send a smaller number"
+        )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    assert "unexpected error" not in caplog.text
+    assert (
+        server.client()
+        .chat.completions.create(model=MODEL, messages=user("hi"), seed=int("9" * 4300))
+        .choices
+    )
+
+
 @pytest.mark.parametrize(
     ("extra", "param", "message"),
     [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from pydantic import ValidationError
@@ -36,12 +37,13 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
     try:
-        payload = json.loads(body, parse_constant=not_a_json_number, parse_float=finite_float)
+        payload = json.loads(
+            body, parse_constant=not_a_json_number, parse_float=finite_float, parse_int=whole_number
+        )
     except NumberOutOfRangeError as error:
         raise ApiError(
             400,
-            f"the request body holds the number {error.text}, which is beyond a 64-bit float's "
-            "range (about 1.8e308) and would be read as Infinity; send a smaller number",
+            f"the request body holds {error.reason}; send a smaller number",
             code="invalid_json",
         ) from error
     except NotAJsonNumberError as error:
@@ -125,9 +127,9 @@ def not_a_json_number(constant: str) -> Any:
 
 
 class NumberOutOfRangeError(ValueError):
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def finite_float(text: str) -> float:
@@ -136,8 +138,24 @@ def finite_float(text: str) -> float:
     not_a_json_number)."""
     value = float(text)
     if not math.isfinite(value):
-        raise NumberOutOfRangeError(text)
+        raise NumberOutOfRangeError(
+            f"the number {text}, which is beyond a 64-bit float's range (about 1.8e308) and "
+            "would be read as Infinity"
+        )
     return value
+
+
+def whole_number(text: str) -> int:
+    """A JSON integer, refused when it has more digits than Python reads (int() raised a
+    ValueError that json.loads let through: an internal error, a 500)."""
+    try:
+        return int(text)
+    except ValueError as error:
+        digits = len(text.lstrip("-"))
+        raise NumberOutOfRangeError(
+            f"an integer of {digits} digits, more than the {sys.get_int_max_str_digits()} "
+            "this server reads"
+        ) from error
 
 
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
