@@ -101,6 +101,15 @@ BAD_INPUTS = [
     ("json_schema without its object", {**VALID, "response_format": {
         "type": "json_schema", "schema": {"type": "object"}}}, 400,
      'type "json_schema" needs a `json_schema` object'),
+    # OpenAI refused it; a local worker's grammar fell back to free JSON
+    ("a json_schema's schema a string", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": "object"}}}, 400,
+     'invalid request: response_format.json_schema.schema must be a JSON schema object, e.g. '
+     '{"type": "object", "properties": {...}}; got "object"'),
+    ("a json_object's schema a list", {**VALID, "response_format": {"type": "json_object",
+        "schema": [{"type": "object"}]}}, 400,
+     'invalid request: response_format.schema must be a JSON schema object, e.g. {"type": '
+     '"object", "properties": {...}}; got [{"type": "object"}]'),
     ("too many top_logprobs", {**VALID, "logprobs": True, "top_logprobs": 50}, 400,
      "top_logprobs"),
     ("penalty out of range", {**VALID, "presence_penalty": 3}, 400, "presence_penalty"),
@@ -330,6 +339,9 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
             "type": []}}}]}, "tools[0].function.parameters",
          "tools[0].function.parameters.type is empty"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": [
+            {"type": "object"}]}}}, "response_format.json_schema.schema",
+         "response_format.json_schema.schema must be a JSON schema object"),
         ({"logprobs": False, "top_logprobs": 2}, "top_logprobs",
          "top_logprobs needs logprobs: true"),
         ({"stream_options": {"include_usage": True}}, "stream_options",

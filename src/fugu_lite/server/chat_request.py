@@ -81,6 +81,24 @@ class ResponseFormat(BaseModel):
             raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
         return self
 
+    @model_validator(mode="after")
+    def _schema_is_an_object(self) -> ResponseFormat:
+        """A schema that is no JSON object (a string, a list): OpenAI refuses it, and a
+        local worker answered free JSON, its grammar built from no schema."""
+        extra = self.model_extra or {}
+        spec = extra.get("json_schema")
+        given = [("response_format.schema", extra.get("schema"))]
+        if isinstance(spec, dict):
+            given.append(("response_format.json_schema.schema", spec.get("schema")))
+        for where, schema in given:
+            if schema is not None and not isinstance(schema, dict):
+                raise ParamError(
+                    where,
+                    f'{where} must be a JSON schema object, e.g. {{"type": "object", '
+                    f'"properties": {{...}}}}; got {compact(schema)}',
+                )
+        return self
+
 
 class ChatCompletionRequest(BaseModel):
     """OpenAI's request. OpenAI's common sampling and output parameters are typed as OpenAI
