@@ -571,6 +571,31 @@ def test_a_rate_limited_worker_is_skipped_for_its_retry_after_not_taken_as_broke
     assert running.health()["workers"][first]["circuit"] == "open"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_workers_rejection_names_the_parameter_it_refused(
+    serve, stubs: Stubs, family: RouterFamily, stream: bool
+) -> None:
+    """A worker's 400 naming the parameter it refused (an o-series model's temperature) was
+    answered with param "messages", whatever the worker named; the client's 400 now
+    carries the worker's param, and "messages" only when the worker named none."""
+    running = serve(pool_for(stubs))
+    first = ranking_for(family, MATH).ranking[0]
+    client = running.client()
+    stubs.workers[first].mode = "unsupported_value"
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user(MATH), temperature=0.5, stream=stream
+        )
+    body = error.value.body
+    assert (body["param"], body["code"]) == ("temperature", "worker_rejected_request")
+    assert "Unsupported value: 'temperature' does not support 0.5" in body["message"]
+    stubs.workers[first].mode = "400"
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user(MATH), stream=stream)
+    assert error.value.body["param"] == "messages"
+    assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
+
+
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

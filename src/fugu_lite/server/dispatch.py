@@ -58,6 +58,8 @@ class Attempt:
     """The `code` of the worker's error body (insufficient_quota, ...)."""
     permit: Permit = "call"
     """What the worker's circuit let the call through as (the half-open probe, or not)."""
+    param: str | None = None
+    """The `param` of the worker's error body: the request parameter it refused."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -189,6 +191,7 @@ class Dispatcher:
             retry_at(result.retry_after_s),
             result.error_code,
             permit,
+            result.error_param,
         )
 
     async def open_stream(
@@ -268,6 +271,7 @@ class Dispatcher:
             retry_at(failed.retry_after_s if failed else None),
             failed.code if failed else None,
             permit,
+            failed.param if failed else None,
         )
 
     def _may_call(self, worker: str, attempts: list[Attempt]) -> Permit | None:

@@ -46,7 +46,8 @@ def failure(
         api_error = ApiError(
             400,
             f"worker {attempts[-1].worker} rejected the request: {attempts[-1].message}",
-            param="messages",
+            # the parameter the worker named, else the conversation it read
+            param=attempts[-1].param or "messages",
             code="worker_rejected_request",
             extra={"tried": [attempt.summary() for attempt in attempts]},
         )

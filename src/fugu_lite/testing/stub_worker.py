@@ -6,6 +6,8 @@ consumed one per request (`fail_next("500", "429")`) or applied to every request
 
 - "500" / "503": a server error; "429": rate limited (with a Retry-After header);
 - "400" / "401" / "403" / "404": client errors that must not be retried;
+- "unsupported_value": OpenAI's 400 for a parameter its model does not take (an o-series
+  model's temperature), naming it in `param`;
 - "bad_model": a 400 for a model name the server does not know, as Mistral's API gives it
   ("Invalid model: NAME", its own code), where OpenAI's is a 404;
 - "no_retry": a 503 with `x-should-retry: false` (OpenAI's header: a retry will not help);
@@ -80,6 +82,7 @@ MODES = (
     "403",
     "404",
     "bad_model",
+    "unsupported_value",
     "context",
     "vllm_context",
     "prompt_too_long",
@@ -280,6 +283,15 @@ class StubWorker:
             return _error(429, "rate limited", {"retry-after": str(self.retry_after_s)})
         if mode in ("400", "401", "403", "404"):
             return _error(int(mode), f"stub client error {mode}")
+        if mode == "unsupported_value":
+            error = {
+                "message": "Unsupported value: 'temperature' does not support 0.5 with this "
+                "model. Only the default (1) value is supported.",
+                "type": "invalid_request_error",
+                "param": "temperature",
+                "code": "unsupported_value",
+            }
+            return JSONResponse({"error": error}, status_code=400)
         if mode == "bad_model":
             error = {"message": f"Invalid model: {body.get('model')}", "type": "invalid_model",
                      "code": "1500", "param": None}  # fmt: skip

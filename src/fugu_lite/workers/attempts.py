@@ -17,6 +17,7 @@ from .errors import (
     WorkerCallError,
     classify_error,
     error_code,
+    error_param,
     status_code,
 )
 from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
@@ -75,7 +76,9 @@ def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> Wo
     if kind == "timeout" and status_code(error) is None:
         message = f"worker {worker_id}: timeout: {STALLED_STREAM}"
     message = f"{message} (after the stream started)"
-    return WorkerCallError(kind, message, status_code(error), error_code(error))
+    return WorkerCallError(
+        kind, message, status_code(error), error_code(error), param=error_param(error)
+    )
 
 
 def refused_result(worker_id: str, refused: WorkerCallError) -> CallResult:
@@ -104,4 +107,5 @@ def failed_result(
         error_kind=failure.kind, attempts=attempt, started_at=started_at,
         finished_at=time.time(), status_code=status_code(error),
         error_code=error_code(error), retry_after_s=failure.retry_after,
+        error_param=error_param(error),
     )  # fmt: skip

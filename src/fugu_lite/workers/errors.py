@@ -74,12 +74,14 @@ class WorkerCallError(RuntimeError):
         status_code: int | None = None,
         code: str | None = None,
         retry_after_s: float | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
         self.code = code
         self.retry_after_s = retry_after_s
+        self.param = param
 
 
 # A worker's refusal of a call for its own settings, which no later call changes (collect
@@ -102,6 +104,12 @@ def worker_refusal(status: int | None, code: str | None) -> str | None:
 
 def status_code(error: BaseException) -> int | None:
     return error.status_code if isinstance(error, openai.APIStatusError) else None
+
+
+def error_param(error: BaseException) -> str | None:
+    """The `param` of a worker's OpenAI-shaped error body: the request parameter it refused."""
+    param = getattr(error, "param", None) if isinstance(error, openai.APIStatusError) else None
+    return param if isinstance(param, str) and param else None
 
 
 def error_code(error: BaseException) -> str | None:

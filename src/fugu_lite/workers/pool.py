@@ -44,7 +44,13 @@ from .attempts import (
     refused_result,
 )
 from .config import CHAT_PATH, PoolConfig, WorkerConfig, resolve_gguf
-from .errors import WorkerCallError, error_code, refuses_stream_options, status_code
+from .errors import (
+    WorkerCallError,
+    error_code,
+    error_param,
+    refuses_stream_options,
+    status_code,
+)
 from .llama_cpp_requests import (
     check_local_params,
     llama_cpp_message,
@@ -509,7 +515,7 @@ class WorkerPool:
                 error = failure.error
                 raise WorkerCallError(
                     failure.kind, failure.message, status_code(error), error_code(error),
-                    failure.retry_after,
+                    failure.retry_after, error_param(error),
                 )  # fmt: skip
             await asyncio.sleep(wait)
 
@@ -584,7 +590,9 @@ class WorkerPool:
                 await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
         except Exception as error:
             kind, message, _ = describe_failure(worker.id, error, self._keys.get(worker.id))
-            return WorkerCallError(kind, message, status_code(error), error_code(error))
+            return WorkerCallError(
+                kind, message, status_code(error), error_code(error), param=error_param(error)
+            )
         return None
 
     # -- helpers ----------------------------------------------------------------------

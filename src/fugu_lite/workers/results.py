@@ -31,6 +31,7 @@ class CallResult(BaseModel):
     attempts: int
     status_code: int | None = None  # the worker's HTTP status when it answered with an error
     error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
+    error_param: str | None = None  # its `param`: the request parameter it refused
     retry_after_s: float | None = None  # the worker's Retry-After on its last error, if any
     raw: dict | None = None
     started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
