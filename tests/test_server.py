@@ -39,7 +39,7 @@ from server_support import (
 from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
-from fugu_lite.server.auth import load_api_keys
+from fugu_lite.server.auth import ApiKeyError, load_api_keys
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
 
@@ -887,6 +887,32 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
     assert httpx.get(f"{running.url}/v1/models").status_code == 401
     assert "fugu_requests_total" in running.metrics(api_key=ENDPOINT_KEY)
     assert httpx.get(f"{running.url}/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "line", [f"Bearer {ENDPOINT_KEY}", f"Authorization: Bearer {ENDPOINT_KEY}", "BEARER sk-x-123"]
+)
+def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
+    line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key copied with its header ("Bearer sk-...") was split into two keys, and "Bearer"
+    (six characters, long enough) was an API key of its own: any client sending
+    `Authorization: Bearer Bearer` was let in. Such a file or variable is now refused."""
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(f"sk-first-key-abcdef\n{line}\n", encoding="utf-8")
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys(file=keys_file)
+    word = line.split()[0]
+    assert str(error.value) == (
+        f"--api-keys-file {keys_file}: holds {word!r}, a word of the Authorization header, "
+        "which would be accepted as an API key itself; give the keys alone (sk-..., not "
+        "Bearer sk-...)"
+    )
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", f"sk-first-key-abcdef,{line}")
+    with pytest.raises(ApiKeyError, match=r"^--api-keys-env FUGU_TEST_ENDPOINT_KEYS: holds "):
+        load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
+    keys_file.write_text(f"# {line}\nsk-bearer-token-abcdef\n", encoding="utf-8")
+    assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
 
 
 def test_api_keys_come_from_a_file_one_a_line_and_an_env_var_comma_separated(

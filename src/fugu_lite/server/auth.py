@@ -26,6 +26,24 @@ def parse_keys(text: str) -> list[str]:
     return [key for key in re.split(r"[\s,]+", "\n".join(lines)) if key]
 
 
+# Words of an Authorization header copied with a key ("Bearer sk-..."): each would be split
+# off as a key of its own, which any client could then send.
+HEADER_WORDS = frozenset({"bearer", "authorization:"})
+
+
+def keys_in(source: str, text: str) -> list[str]:
+    """The keys of one source (--api-keys-env NAME, --api-keys-file PATH), refused when it
+    holds a header's word."""
+    keys = parse_keys(text)
+    copied = [key for key in keys if key.lower() in HEADER_WORDS]
+    if copied:
+        raise ApiKeyError(
+            f"{source}: holds {copied[0]!r}, a word of the Authorization header, which would be "
+            "accepted as an API key itself; give the keys alone (sk-..., not Bearer sk-...)"
+        )
+    return keys
+
+
 def load_api_keys(env_var: str | None = None, file: str | Path | None = None) -> list[str]:
     """The keys from an environment variable and/or a file; none of either = no auth."""
     keys: list[str] = []
@@ -36,7 +54,7 @@ def load_api_keys(env_var: str | None = None, file: str | Path | None = None) ->
                 f"--api-keys-env {env_var}: the environment variable {env_var} is not set or "
                 "empty; export it with one or more keys (comma-separated)"
             )
-        keys += parse_keys(value)
+        keys += keys_in(f"--api-keys-env {env_var}", value)
     if file:
         path = Path(file)
         if means_stdin(path):
@@ -49,7 +67,7 @@ def load_api_keys(env_var: str | None = None, file: str | Path | None = None) ->
             ) from error
         if not parse_keys(text):
             raise ApiKeyError(f"--api-keys-file {path}: holds no key (one key a line)")
-        keys += parse_keys(text)
+        keys += keys_in(f"--api-keys-file {path}", text)
     short = [key for key in keys if len(key) < MIN_SECRET_LENGTH]
     if short:
         raise ApiKeyError(
