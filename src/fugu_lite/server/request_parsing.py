@@ -71,10 +71,20 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise ApiError(
             400,
-            f"the request body must be a JSON object with `model` and `messages`, got a JSON "
-            f"{type(payload).__name__}",
+            "the request body must be a JSON object with `model` and `messages`, got "
+            f"{json_kind(payload)}",
         )
     return payload
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (Python's said "a JSON list", "a JSON NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return json.dumps(value)  # true or false
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), "a JSON value")
 
 
 def check_token_limits(request: ChatCompletionRequest, max_tokens_limit: int) -> None:
