@@ -92,6 +92,10 @@ BAD_INPUTS = [
         "include_usage": "yes"}}, 400, "stream_options.include_usage: Input should be a valid "
      "boolean"),
     ("no tools", {**VALID, "tools": []}, 400, "tools: is an empty list"),
+    # OpenAI refused it, a local worker took it for no functions
+    ("no functions", {**VALID, "functions": []}, 400,
+     "functions: is an empty list, which OpenAI's API refuses too; give at least one function, "
+     "or leave functions out"),
     ("cost_weight a boolean", {**VALID, "cost_weight": True}, 400,
      "cost_weight: Input should be a valid number"),
     ("logit_bias not a map", {**VALID, "logit_bias": "x"}, 400, "logit_bias"),

@@ -42,6 +42,11 @@ FUGU_KEYS = ("exclude_workers", "workers", "cost_weight", "include_routing")
 # Keys handled by fugu-lite and so not forwarded as worker parameters.
 NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUGU_KEYS})
 
+EMPTY_TOOLS = (
+    "is an empty list, which OpenAI's API refuses too; give at least one {what}, or leave "
+    "{name} out"
+)
+
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -191,10 +196,7 @@ class ChatCompletionRequest(BaseModel):
     @classmethod
     def _tools_are_typed(cls, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         if tools == []:
-            raise ValueError(
-                "is an empty list, which OpenAI's API refuses too; give at least one tool, "
-                "or leave tools out"
-            )
+            raise ValueError(EMPTY_TOOLS.format(what="tool", name="tools"))
         for index, tool in enumerate(tools or []):
             if not isinstance(tool.get("type"), str):
                 raise ValueError(f"tools[{index}] needs a string 'type', e.g. \"function\"")
@@ -216,6 +218,8 @@ class ChatCompletionRequest(BaseModel):
         cls, functions: list[dict[str, Any]] | None
     ) -> list[dict[str, Any]] | None:
         """The deprecated `functions` as OpenAI checks them, as it does a function tool."""
+        if functions == []:
+            raise ValueError(EMPTY_TOOLS.format(what="function", name="functions"))
         for index, function in enumerate(functions or []):
             if not isinstance(function.get("name"), str):
                 raise ValueError(
