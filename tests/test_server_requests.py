@@ -560,6 +560,23 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Runnin
     assert "error" in response.json()
 
 
+def test_a_base_url_without_v1_is_told_to_add_it(shared_server: Running) -> None:
+    """An openai client given base_url="http://host:8000" (no /v1) posted to
+    /chat/completions and got a 404 listing this server's routes; the 404 now says what to
+    set the base_url to."""
+    root = shared_server.url
+    client = openai.OpenAI(base_url=root, api_key="unused", max_retries=0)
+    hint = f"the client's base_url lacks /v1: set it to {root}/v1"
+    with pytest.raises(openai.NotFoundError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert error.value.body["message"].endswith(hint)
+    with pytest.raises(openai.NotFoundError) as error:
+        client.models.retrieve(MODEL)
+    assert error.value.body["message"].endswith(hint)
+    response = httpx.post(f"{root}/v1/completions", json=VALID)
+    assert response.status_code == 404 and "base_url" not in response.text
+
+
 def test_head_is_answered_where_get_is(shared_server: Running) -> None:
     """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
     routes do not take HEAD) and reported the server down; HEAD answers as GET would,

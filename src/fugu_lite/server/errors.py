@@ -287,11 +287,25 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     if error.status_code == 404:
         return (
             f"no route {request.method} {request.url.path}; this server answers POST "
-            "/v1/chat/completions, GET /v1/models, /health and /metrics"
+            f"/v1/chat/completions, GET /v1/models, /health and /metrics{without_v1(request)}"
         )
     if error.status_code == 405:
         return f"{request.method} is not allowed on {request.url.path}"
     return str(error.detail)
+
+
+# Paths a client reaches with a base_url lacking /v1 (the openai SDK appends these to it).
+V1_PATHS = ("/chat/completions", "/models")
+
+
+def without_v1(request: Request) -> str:
+    """For a path this server answers under /v1 (a client's base_url written without it,
+    http://host:8000 for http://host:8000/v1), what to set instead."""
+    path = request.url.path
+    if not any(path == known or path.startswith(f"{known}/") for known in V1_PATHS):
+        return ""
+    root = str(request.base_url).rstrip("/")
+    return f"; the client's base_url lacks /v1: set it to {root}/v1"
 
 
 class InternalErrorMiddleware:
