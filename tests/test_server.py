@@ -889,6 +889,23 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
     assert httpx.get(f"{running.url}/health").status_code == 200
 
 
+def test_a_key_sent_in_another_apis_header_is_told_where_it_goes(serve, stubs: Stubs) -> None:
+    """The openai SDK's AzureOpenAI client sends its key in an `api-key` header, Anthropic's
+    clients in `x-api-key`: the 401 said only 'missing API key', as if none was sent; it now
+    names the header it came in, which this server does not read."""
+    running = serve(pool_for(stubs), api_keys=[ENDPOINT_KEY])
+    for header in ("api-key", "x-api-key"):
+        response = running.post({"model": MODEL, "messages": user(MATH)}, {header: ENDPOINT_KEY})
+        assert response.status_code == 401
+        assert response.json()["error"]["message"] == (
+            "missing API key: send it as `Authorization: Bearer YOUR_KEY` (the openai SDK's "
+            f"api_key); it was sent in the {header} header, which this server does not read"
+        )
+        models = httpx.get(f"{running.url}/v1/models", headers={header: ENDPOINT_KEY})
+        assert models.status_code == 401 and header in models.json()["error"]["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 @pytest.mark.parametrize(
     "line", [f"Bearer {ENDPOINT_KEY}", f"Authorization: Bearer {ENDPOINT_KEY}", "BEARER sk-x-123"]
 )

@@ -347,17 +347,17 @@ def add_info_routes(app: FastAPI, server: FuguServer) -> None:
 
     @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
-        server.auth.check(request.headers.get("authorization"))
+        server.auth.check(request.headers)
         return Response(server.metrics.render(), media_type=server.metrics.content_type)
 
     @app.api_route("/v1/models", methods=["GET", "HEAD"])
     async def models(request: Request) -> dict[str, Any]:
-        server.auth.check(request.headers.get("authorization"))
+        server.auth.check(request.headers)
         return {"object": "list", "data": [model_card(server)]}
 
     @app.api_route("/v1/models/{model_id:path}", methods=["GET", "HEAD"])
     async def model(model_id: str, request: Request) -> dict[str, Any]:
-        server.auth.check(request.headers.get("authorization"))
+        server.auth.check(request.headers)
         check_model(server, model_id)
         return model_card(server)
 
@@ -384,7 +384,7 @@ def add_chat_route(app: FastAPI, server: FuguServer) -> None:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        server.auth.check(request.headers.get("authorization"))
+        server.auth.check(request.headers)
         body = await read_body(request, settings.max_body_bytes)
         chat = parse_request(body, settings.max_tokens_limit, request.headers.get("content-type"))
         check_model(server, chat.model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..text_reading import STDIN_NOT_READ, means_stdin
@@ -87,13 +87,14 @@ class ApiKeyChecker:
     def enabled(self) -> bool:
         return bool(self._keys)
 
-    def check(self, authorization: str | None) -> None:
+    def check(self, headers: Mapping[str, str]) -> None:
         if not self.enabled:
             return
+        authorization = headers.get("authorization")
         if not authorization:
             raise unauthorized(
                 "missing API key: send it as `Authorization: Bearer YOUR_KEY` (the openai "
-                "SDK's api_key)"
+                f"SDK's api_key){elsewhere(headers)}"
             )
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -105,6 +106,17 @@ class ApiKeyChecker:
             matched |= hmac.compare_digest(given, key)
         if not matched:
             raise unauthorized("invalid API key")
+
+
+# Headers other APIs read a key from (Azure OpenAI's, Anthropic's), which this server does not.
+OTHER_KEY_HEADERS = ("api-key", "x-api-key")
+
+
+def elsewhere(headers: Mapping[str, str]) -> str:
+    """A key sent in another API's header (AzureOpenAI's client sends `api-key`): said so,
+    as it is not read here."""
+    sent = [name for name in OTHER_KEY_HEADERS if name in headers]
+    return f"; it was sent in the {sent[0]} header, which this server does not read" if sent else ""
 
 
 def unauthorized(message: str) -> ApiError:
