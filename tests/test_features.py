@@ -186,3 +186,29 @@ def test_a_distilbert_backbone_is_cut_at_its_layer(tmp_path: Path, runtime: str)
     fast = extractor.encode(PROMPTS)
     torch.testing.assert_close(fast, extractor.plain_features(PROMPTS), rtol=1e-4, atol=1e-5)
     assert backbone.n_layers == 3  # the shared backbone keeps its blocks
+
+
+def test_a_chat_template_that_refuses_a_conversation_says_so_and_how_to_route_it() -> None:
+    """A backbone whose chat template refuses a role (Gemma's takes no system message,
+    Mistral's wants user and assistant to alternate) raised jinja's TemplateError, which no
+    command catches: `route` printed a traceback."""
+    backbone = load_backbone("tiny-random")
+    backbone.tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
+    extractor = FeatureExtractor(backbone, ModelConfig(backbone="tiny-random", max_tokens=32))
+    conversation = [
+        ChatMessage(role="system", content="be brief"),
+        ChatMessage(role="user", content="hi"),
+    ]
+    with pytest.raises(ValueError) as refused:
+        extractor.encode([conversation])
+    assert str(refused.value) == (
+        "the chat template of backbone tiny-random refuses this conversation (roles system, "
+        "user): System role not supported. Give it a conversation its template takes, or set "
+        "model.chat_template: false to read the messages as plain text (and train the router "
+        "again)"
+    )
+    assert extractor.encode([[conversation[1]]]).shape == (1, backbone.hidden_size)

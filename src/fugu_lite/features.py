@@ -268,11 +268,28 @@ def render_prompt(prompt: Prompt, backbone: LoadedBackbone, model_cfg: ModelConf
         if isinstance(prompt, str)
         else [{"role": m.role, "content": message_text(m)} for m in prompt]
     )
-    tokenizer = backbone.tokenizer
-    if model_cfg.chat_template and getattr(tokenizer, "chat_template", None):
-        # tokenize=False returns the text; the stubs give the union of every return type.
-        return cast(str, tokenizer.apply_chat_template(messages, tokenize=False))
+    if model_cfg.chat_template and getattr(backbone.tokenizer, "chat_template", None):
+        return templated_text(messages, backbone)
     return "\n".join(m["content"] for m in messages)
+
+
+def templated_text(messages: list[dict[str, str]], backbone: LoadedBackbone) -> str:
+    """The messages through the backbone's chat template; a template that refuses them
+    (Gemma's takes no system message, Mistral's wants user and assistant to alternate) is a
+    ValueError saying so, where jinja's TemplateError was a traceback."""
+    from jinja2 import TemplateError
+
+    try:
+        # tokenize=False returns the text; the stubs give the union of every return type.
+        return cast(str, backbone.tokenizer.apply_chat_template(messages, tokenize=False))
+    except TemplateError as error:
+        roles = ", ".join(m["role"] for m in messages)
+        raise ValueError(
+            f"the chat template of backbone {backbone.name} refuses this conversation (roles "
+            f"{roles}): {error}. Give it a conversation its template takes, or set "
+            "model.chat_template: false to read the messages as plain text (and train the "
+            "router again)"
+        ) from error
 
 
 def uncached_features(
