@@ -203,3 +203,34 @@ def test_a_dequantized_backbone_copy_that_cannot_be_cached_is_used_uncached(
     backbones_module._keep_plain_copy(tiny_backbone, tmp_path / "blocked" / "backbones" / "x")
     err = " ".join(capsys.readouterr().err.split())
     assert "Could not cache the dequantized backbone" in err and "FUGU_LITE_CACHE_DIR" in err
+
+
+def test_a_backbone_whose_blocks_cannot_be_found_says_which_ones_can_be_read(
+    tmp_path: Path,
+) -> None:
+    """An OPT backbone (facebook/opt-125m) loads, but its blocks sit at decoder.layers: the
+    error only said 'cannot find the transformer blocks of OPTModel', not which backbones
+    fugu-lite reads nor what to use instead."""
+    from transformers import OPTConfig, OPTModel
+
+    from fugu_lite.backbones import byte_tokenizer
+    from fugu_lite.config import ModelConfig
+    from fugu_lite.features import FeatureExtractor
+
+    folder = tmp_path / "opt"
+    config = OPTConfig(
+        vocab_size=300, hidden_size=16, ffn_dim=32, num_hidden_layers=2, num_attention_heads=2,
+        word_embed_proj_dim=16,
+    )  # fmt: skip
+    OPTModel(config).save_pretrained(folder)
+    byte_tokenizer().save_pretrained(folder)
+    backbone = load_backbone(str(folder))
+    with pytest.raises(ValueError) as refused:
+        FeatureExtractor(backbone, ModelConfig(backbone=str(folder), layer=1, max_tokens=32))
+    assert str(refused.value) == (
+        "cannot find the transformer blocks of OPTModel (model type opt): fugu-lite reads "
+        "backbones that keep them as layers, encoder.layer, transformer.layer, h, "
+        "transformer.h or model.layers (Llama-, Qwen-, Mistral-, GPT-2-, BERT- and "
+        "DistilBERT-like ones, among others); use such a backbone, e.g. an embedded one "
+        "(smollm2, minilm)"
+    )

@@ -309,22 +309,26 @@ def _meant_embedded(name: str) -> str:
     return f" (did you mean {close[0]!r}? embedded names are lower case)" if close else ""
 
 
+# Where the architectures fugu-lite reads keep their transformer blocks.
+BLOCK_PATHS = ("layers", "encoder.layer", "transformer.layer", "h", "transformer.h", "model.layers")
+
+
 def layer_list(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks of a backbone, whatever the architecture calls them."""
-    for path in (
-        "layers",
-        "encoder.layer",
-        "transformer.layer",
-        "h",
-        "transformer.h",
-        "model.layers",
-    ):
+    for path in BLOCK_PATHS:
         module: nn.Module | None = model
         for part in path.split("."):
             module = getattr(module, part, None)
         if isinstance(module, nn.ModuleList):
             return module
-    raise ValueError(f"cannot find the transformer blocks of {type(model).__name__}")
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    of_type = f" (model type {model_type})" if model_type else ""
+    raise ValueError(
+        f"cannot find the transformer blocks of {type(model).__name__}{of_type}: fugu-lite "
+        f"reads backbones that keep them as {', '.join(BLOCK_PATHS[:-1])} or {BLOCK_PATHS[-1]} "
+        "(Llama-, Qwen-, Mistral-, GPT-2-, BERT- and DistilBERT-like ones, among others); use "
+        f"such a backbone, e.g. an embedded one ({', '.join(EMBEDDED_BACKBONES)})"
+    )
 
 
 def tiny_random_backbone(seed: int = 0) -> LoadedBackbone:
