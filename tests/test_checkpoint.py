@@ -495,6 +495,11 @@ def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
         ("worker_ids", "abc", "worker_ids: Input should be a valid list"),
         ("worker_ids", [1, 2], "worker_ids.0: Input should be a valid string"),
         ("worker_ids", [], "worker_ids: List should have at least 1 item"),
+        (
+            "worker_ids",
+            ["x", "y", "x"],
+            "worker_ids: Value error, it names the worker 'x' more than once",
+        ),
         ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
         ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
         ("backbone_parameters", -1, "backbone_parameters: Input should be greater than or equal"),
@@ -505,7 +510,8 @@ def test_a_metadata_key_of_the_wrong_type_is_a_checkpoint_error(
 ) -> None:
     """router.json's worker_ids "abc" loaded a router of the workers a, b and c (routing
     silently to them), a feature_dim "32" stopped with torch's TypeError, worker ids that
-    are numbers with pydantic's dump."""
+    are numbers with pydantic's dump; a worker named twice loaded, and routing's
+    probabilities kept one of its two."""
     directory = RouterModel(tiny_model_cfg, ["x", "y", "z"], 32).save_checkpoint(tmp_path / "c")
     meta = json.loads((directory / META_FILE).read_text())
     meta[key] = value

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError, field_validator
 from safetensors import SafetensorError
 from safetensors.torch import load
 
@@ -53,6 +53,15 @@ class RouterShape(BaseModel):
     worker_ids: list[StrictStr] = Field(min_length=1)
     feature_dim: StrictInt = Field(gt=0)
     backbone_parameters: StrictInt = Field(ge=0)
+
+    @field_validator("worker_ids")
+    @classmethod
+    def _each_worker_once(cls, worker_ids: list[str]) -> list[str]:
+        """A worker named twice: routing's probabilities, keyed by worker, kept one of them."""
+        repeated = next((worker for worker in worker_ids if worker_ids.count(worker) > 1), None)
+        if repeated is not None:
+            raise ValueError(f"it names the worker {repeated!r} more than once")
+        return worker_ids
 
 
 def read_checkpoint_metadata(directory: str | Path) -> dict:
