@@ -107,3 +107,36 @@ def test_an_unknown_excluded_worker_is_matched_to_the_worker_it_is_close_to() ->
     with pytest.raises(NoWorkerLeftError) as error:
         allowed_workers(workers, ["zzz"])
     assert "did you mean" not in str(error.value)
+
+
+def test_a_prompt_the_backbone_gives_nan_features_for_is_refused_not_routed_to_the_first(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """A backbone whose weights blow up on some tokens (a damaged row of its embeddings)
+    gave NaN probabilities for prompts holding them: argmax took the first worker, silently,
+    and `route --json` printed NaN, which is not JSON."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.cost_routing import route_with_reward_head as route_reward
+    from fugu_lite.features import FeatureExtractor
+    from fugu_lite.reward_head import CostAwareRouter
+
+    backbone = load_backbone("tiny-random")
+    damaged = backbone.tokenizer.convert_tokens_to_ids("z")
+    backbone.model.get_input_embeddings().weight.data[damaged] = float("inf")
+    model = train_briefly(records, tiny_model_cfg, epochs=1)
+    # torch: an ONNX export of these weights would be cached as tiny-random's
+    torch_cfg = tiny_model_cfg.model_copy(update={"runtime": "torch"})
+    model.extractor = FeatureExtractor(backbone, torch_cfg)
+    head = CostAwareRouter(tiny_model_cfg, model.worker_ids, 32, [1], 0.5, 0.05)
+    head.extractor = model.extractor
+    prompts = ["hello", "a fizz", "buzz"]
+    assert route_prompt(model, "hello").worker in model.worker_ids
+    for route in (lambda: route_prompts(model, prompts), lambda: route_reward(head, prompts, 0)):
+        with pytest.raises(ValueError) as refused:
+            route()
+        assert str(refused.value) == (
+            "routing gave NaN or infinite probabilities for 2 of the 3 prompts (the first: "
+            "'a fizz'): the backbone tiny-random gives NaN, infinite or overflowing features "
+            "for them (its weights are damaged, or overflow on these prompts); check "
+            "model.backbone (a local folder: its weight files), or choose another backbone"
+        )

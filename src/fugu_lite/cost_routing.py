@@ -24,7 +24,13 @@ from .router_family import (
     load_router_family,
     trained_cost_weighting,
 )
-from .routing import RoutingDecision, allowed_workers, excluded_workers, route_prompts
+from .routing import (
+    RoutingDecision,
+    allowed_workers,
+    excluded_workers,
+    require_finite_probabilities,
+    route_prompts,
+)
 from .text import exact_number
 
 if TYPE_CHECKING:
@@ -87,6 +93,7 @@ def route_with_reward_head(
     view = head.at_cost_weight(used)
     features = head.features_for(list(prompts), use_cache=False)
     probabilities = view.probabilities(features, allowed).cpu()
+    require_finite_probabilities(probabilities, prompts, head.model_cfg.backbone)
     with torch.inference_mode():
         rewards, costs = (value.cpu() for value in head.predict(features))
     decisions = []

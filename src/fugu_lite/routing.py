@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import torch
 from pydantic import BaseModel
 
 from .config_errors import close_keys
-from .features import Prompt
+from .features import Prompt, prompt_text
 from .model import RouterModel
 from .text import names_line
 
@@ -65,6 +66,7 @@ def route_prompts(
     allowed = allowed_workers(model.worker_ids, exclude)
     features = model.features_for(list(prompts), use_cache=False)
     probabilities = model.probabilities(features, allowed).cpu()
+    require_finite_probabilities(probabilities, prompts, model.model_cfg.backbone)
     decisions = []
     for row in probabilities:
         chosen = int(row.argmax())
@@ -76,6 +78,23 @@ def route_prompts(
             )
         )
     return decisions
+
+
+def require_finite_probabilities(
+    probabilities: torch.Tensor, prompts: Sequence[Prompt], backbone: str
+) -> None:
+    """Refuse NaN or infinite probabilities (the head's weights are checked when loaded, so
+    the backbone's features are to blame): argmax took the first worker for them, silently,
+    and `route --json` printed NaN, which is not JSON."""
+    bad = (~torch.isfinite(probabilities)).any(dim=1).nonzero().flatten().tolist()
+    if bad:
+        raise ValueError(
+            f"routing gave NaN or infinite probabilities for {len(bad)} of the {len(prompts)} "
+            f"prompts (the first: {prompt_text(prompts[bad[0]])[:60]!r}): the backbone "
+            f"{backbone} gives NaN, infinite or overflowing features for them (its weights are "
+            "damaged, or overflow on these prompts); check model.backbone (a local folder: its "
+            "weight files), or choose another backbone"
+        )
 
 
 def route_prompt(
