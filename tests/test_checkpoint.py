@@ -755,3 +755,36 @@ def test_a_router_on_a_backbone_of_another_width_says_so(
     model = load_router(directory, backbone=str(tmp_path / "wide"))
     with pytest.raises(CheckpointError, match="gives features of width 48, but this router's"):
         model.features_for(PROMPTS)
+
+
+@pytest.mark.parametrize(
+    ("training", "said"),
+    [
+        ("notes", "metadata: Input should be a valid dictionary"),
+        ({"cost_weighting": "lambda 0.5"}, "metadata.cost_weighting: Input should be a valid"),
+        ({"cost_weighting": {"cost_weight": "half"}}, "metadata.cost_weighting.cost_weight: "),
+        ({"cost_weighting": {"cost_weight": -1}}, "metadata.cost_weighting.cost_weight: Input"),
+    ],
+)
+def test_a_damaged_cost_weighting_in_the_metadata_is_a_checkpoint_error(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, training: object, said: str
+) -> None:
+    """The cost weight a plain checkpoint was trained with (read by `route --cost-weight`
+    and `eval`) was read without a check: a hand-edited router.json stopped with
+    AttributeError's traceback, or pydantic's or float()'s bare error, or was said to be
+    trained with cost weight -1."""
+    from fugu_lite.cost_routing import route_checkpoint
+    from fugu_lite.router_family import load_family_or_single
+
+    directory = RouterModel(tiny_model_cfg, ["x", "y", "z"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["metadata"] = training
+    (directory / META_FILE).write_text(json.dumps(meta))
+    for read in (
+        lambda: load_family_or_single(directory),
+        lambda: route_checkpoint(directory, "hi", cost_weight=0.5),
+    ):
+        with pytest.raises(CheckpointError) as error:
+            read()
+        assert str(error.value).startswith(f"{directory / META_FILE} is damaged ({said}")
+        assert str(error.value).endswith("); retrain or restore the checkpoint")

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__
 from .atomic_files import remove_files
-from .checkpoint import read_checkpoint_metadata
+from .checkpoint import META_FILE, check_shape, read_checkpoint_metadata
 from .config import PipelineConfig
 from .cost_weighting import (
     CostWeightError,
@@ -208,10 +208,32 @@ def load_reward_head_family(path: str | Path, backbone: str | None = None) -> Ro
     )
 
 
+class TrainedCostWeighting(BaseModel):
+    """The `cost_weighting` a training stage writes into its checkpoint's `metadata`."""
+
+    cost_weight: float | None = Field(default=None, ge=0)
+    reference_cost: float | None = Field(default=None, gt=0)
+
+
+class TrainingMetadata(BaseModel):
+    """A checkpoint's `metadata`, as far as its cost weighting is read (older ones lack it)."""
+
+    cost_weighting: TrainedCostWeighting | None = None
+
+
+class CostWeightingShape(BaseModel):
+    """The router.json key trained_cost_weighting reads, for checkpoint.check_shape."""
+
+    metadata: TrainingMetadata | None = None
+
+
 def trained_cost_weighting(checkpoint: str | Path) -> dict:
-    """The {cost_weight, reference_cost} a plain checkpoint was trained with."""
-    metadata = read_checkpoint_metadata(checkpoint).get("metadata", {})
-    weighting = metadata.get("cost_weighting") or {}
+    """The {cost_weight, reference_cost} a plain checkpoint was trained with; a damaged one
+    (router.json edited by hand) is a CheckpointError naming the key."""
+    metadata = read_checkpoint_metadata(checkpoint)
+    meta_path = Path(checkpoint) / META_FILE
+    check_shape(CostWeightingShape, metadata, meta_path, "retrain or restore the checkpoint")
+    weighting = (metadata.get("metadata") or {}).get("cost_weighting") or {}
     return {
         "cost_weight": float(weighting.get("cost_weight") or 0.0),
         "reference_cost": weighting.get("reference_cost"),
