@@ -196,3 +196,24 @@ def test_route_refuses_checkpoint_metadata_that_is_not_a_json_object(
     result = invoke("route", "--checkpoint", tmp_path, "hello")
     assert result.exit_code == 2, result.output
     assert f"{kind}.json is damaged (a JSON " in flat(result.output)
+
+
+@pytest.mark.parametrize(
+    ("piped", "hint"),
+    [
+        ("héllo wörld\n".encode("latin-1"), ""),
+        ("hello\n".encode("utf-16"), ": it looks UTF-16 encoded"),
+    ],
+)
+def test_route_refuses_a_prompt_piped_in_another_encoding_than_utf8(
+    tmp_path: Path, piped: bytes, hint: str
+) -> None:
+    """A Latin-1 file (or PowerShell's UTF-16 `|`) piped to `route -` was read with
+    surrogate escapes and failed in the tokenizer with "'utf-8' codec can't encode
+    characters in position 1-1: surrogates not allowed", naming neither stdin nor UTF-8."""
+    result = invoke("route", "--checkpoint", tmp_path, "-", input=piped)
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "error: the prompt on stdin is not UTF-8 text (invalid" in message
+    assert f"byte){hint}" in message
+    assert message.rstrip().endswith("; pipe it as UTF-8 (e.g. through `iconv -t UTF-8`)")

@@ -110,7 +110,7 @@ def check_not_compressed(path: Path, start: bytes) -> None:
 
 def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
     return (
-        f"{path}, line {line}: not UTF-8 text ({error.reason}){_utf16_hint(error.object)}; "
+        f"{path}, line {line}: not UTF-8 text ({error.reason}){utf16_hint(error.object)}; "
         "re-save the file as UTF-8"
     )
 
@@ -118,7 +118,7 @@ def not_utf8_message(path: Path, line: int, error: UnicodeDecodeError) -> str:
 UTF16_HINT = ": it looks UTF-16 encoded (Excel's 'Unicode Text', Windows PowerShell's `>`)"
 
 
-def _utf16_hint(payload: bytes) -> str:
+def utf16_hint(payload: bytes) -> str:
     """UTF-16 (a byte-order mark, or a NUL byte beside each ASCII character), the encoding of
     Excel's "Unicode Text" and of Windows PowerShell's `>`: said, since "invalid start byte"
     at line 1 does not tell the user which encoding to move away from."""

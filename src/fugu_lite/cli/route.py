@@ -11,6 +11,7 @@ import typer
 from rich.table import Column, Table
 
 from ..text import console_name, cost_text
+from ..text_reading import utf16_hint
 from .common import BackboneOption, console, err_console, fail
 
 if TYPE_CHECKING:
@@ -66,10 +67,24 @@ def prompt_text(prompt: str) -> str:
         err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
     # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
     # routed with it, its probabilities differed from `route PROMPT`'s
-    text = strip_line_end(sys.stdin.read()) if prompt == "-" else prompt
+    text = strip_line_end(stdin_text()) if prompt == "-" else prompt
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     return text
+
+
+def stdin_text() -> str:
+    """stdin's text; bytes that are not UTF-8 (a Latin-1 file, PowerShell's UTF-16 pipe) are
+    refused, naming stdin: read as text they failed in the tokenizer ("surrogates not
+    allowed") or with a traceback."""
+    payload = sys.stdin.buffer.read()
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as error:
+        fail(
+            f"the prompt on stdin is not UTF-8 text ({error.reason}){utf16_hint(payload)}; "
+            "pipe it as UTF-8 (e.g. through `iconv -t UTF-8`)"
+        )
 
 
 def print_cost_weight(decision: RoutingDecision) -> None:
