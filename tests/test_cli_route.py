@@ -217,3 +217,15 @@ def test_route_refuses_a_prompt_piped_in_another_encoding_than_utf8(
     assert "error: the prompt on stdin is not UTF-8 text (invalid" in message
     assert f"byte){hint}" in message
     assert message.rstrip().endswith("; pipe it as UTF-8 (e.g. through `iconv -t UTF-8`)")
+
+
+def test_route_refuses_a_prompt_argument_that_is_not_utf8(tmp_path: Path) -> None:
+    """A prompt argument in a Latin-1 terminal reaches Python with surrogate escapes: it
+    failed in the tokenizer with "'utf-8' codec can't encode character '\\udce9' in position
+    1: surrogates not allowed"."""
+    result = invoke("route", "--checkpoint", tmp_path, "h\udce9llo")
+    assert result.exit_code == 2
+    assert flat(result.output).rstrip() == (
+        "error: the prompt argument is not UTF-8 text (the byte 0xe9 at character 2); set "
+        "the terminal to UTF-8, or pipe the prompt as UTF-8 to `route -`"
+    )

@@ -67,10 +67,26 @@ def prompt_text(prompt: str) -> str:
         err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
     # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
     # routed with it, its probabilities differed from `route PROMPT`'s
-    text = strip_line_end(stdin_text()) if prompt == "-" else prompt
+    text = strip_line_end(stdin_text()) if prompt == "-" else argument_text(prompt)
     if not text.strip():
         fail("the prompt is empty; give the text to route, or '-' and pipe it on stdin")
     return text
+
+
+def argument_text(prompt: str) -> str:
+    """The prompt argument; one that reached Python with surrogate escapes (a Latin-1
+    terminal's bytes) is refused here, not in the tokenizer ("surrogates not allowed")."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(prompt[error.start])
+        # U+DC80..U+DCFF: surrogateescape's stand-ins for the bytes 0x80..0xff
+        what = f"the byte {code - 0xDC00:#04x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        fail(
+            f"the prompt argument is not UTF-8 text ({what} at character {error.start + 1}); "
+            "set the terminal to UTF-8, or pipe the prompt as UTF-8 to `route -`"
+        )
+    return prompt
 
 
 def stdin_text() -> str:
