@@ -304,19 +304,21 @@ def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
         assert files_of(sft) == before
 
 
+@pytest.mark.parametrize("stage", ["rl", "es"])
 def test_continuing_without_a_config_says_the_default_model_config_was_compared(
-    run: Run, tmp_path: Path
+    run: Run, tmp_path: Path, stage: str
 ) -> None:
     """`train rl --checkpoint runs/sft` without -c, the SFT trained with -c FILE, listed
     five model differences against a config the user never gave, without saying where it
-    came from; now the error says no -c was given and to pass the SFT's."""
-    result = invoke("train", "rl", "-r", run.records_path, "-o", tmp_path / "rl",
+    came from; now the error says no -c was given and to pass the SFT's. `train es
+    --checkpoint runs/sft` (ES typically starts from SFT's) did not say so either."""
+    result = invoke("train", stage, "-r", run.records_path, "-o", tmp_path / stage,
                     "--checkpoint", run.run_dir / "sft")  # fmt: skip
     assert result.exit_code == 2, result.output
     message = flat(result.output)
     assert "model.backbone: checkpoint 'tiny-random'" in message
     assert "no -c was given, so the default config's model was compared" in message
-    with_config = invoke("train", "rl", "-r", run.records_path, "-o", tmp_path / "rl",
+    with_config = invoke("train", stage, "-r", run.records_path, "-o", tmp_path / stage,
                          "--checkpoint", run.run_dir / "sft", "-c", run.config_path,
                          "--set", "model.layer=1")  # fmt: skip
     assert with_config.exit_code == 2, with_config.output

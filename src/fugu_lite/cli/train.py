@@ -98,24 +98,31 @@ def train_continuing_stage(
 ) -> None:
     """A stage that may continue from `checkpoint`: its config (with --set), a check that
     it does not write over that checkpoint, then the training."""
-    from ..checkpoint_mismatch import CheckpointMismatch, model_differs
-
     cfg = load_stage_or_fail(config, config_type, stage, parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, stage)
     check_not_another_stage(output, stage)
+    run_stage(
+        output,
+        lambda: with_no_config_hint(
+            config, lambda: train(read_records_or_fail(records), cfg, output, checkpoint)
+        ),
+    )
 
-    def trained() -> dict:
-        try:
-            return train(read_records_or_fail(records), cfg, output, checkpoint)
-        except CheckpointMismatch as error:
-            if config is None and model_differs(error.problems):
-                fail(
-                    f"{error} (no -c was given, so the default config's model was compared: "
-                    "pass -c with the config file the checkpoint was trained with)"
-                )
-            raise
 
-    run_stage(output, trained)
+def with_no_config_hint(config: Path | None, train: Callable[[], dict]) -> dict:
+    """`train()`; a checkpoint whose model differs from the default config's, when no -c was
+    given, fails saying that that config was compared and to pass the checkpoint's."""
+    from ..checkpoint_mismatch import CheckpointMismatch, model_differs
+
+    try:
+        return train()
+    except CheckpointMismatch as error:
+        if config is None and model_differs(error.problems):
+            fail(
+                f"{error} (no -c was given, so the default config's model was compared: "
+                "pass -c with the config file the checkpoint was trained with)"
+            )
+        raise
 
 
 @train_app.command("es")
@@ -150,7 +157,9 @@ def train_es_command(
     )
     run_stage(
         output,
-        lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume),
+        lambda: with_no_config_hint(
+            config, lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume)
+        ),
         kept,
     )
 
