@@ -1227,3 +1227,25 @@ def test_a_reward_head_seed_numpy_cannot_take_is_refused_naming_its_key(tmp_path
     settings = load_stage_config(path, RewardHeadConfig, "reward_head").training
     for index in range(4):  # the seed each clustering gives k-means, which numpy takes
         np.random.RandomState(settings.seed + index)
+
+
+@pytest.mark.parametrize("config_type", [SFTTrainingConfig, RLTrainingConfig, ESTrainingConfig])
+def test_a_cost_weight_that_overflows_the_weighted_rewards_is_refused(
+    config_type: type[CostAware], tmp_path: Path
+) -> None:
+    """cost_weight=1e39 (or a family's --cost-weights 0,1e39) made every weighted reward
+    -inf in float32: `train es` ran every generation at fitness -inf, said 'no generation
+    beat the starting point' and wrote a checkpoint; now the cost weight is refused."""
+    with pytest.raises(ValueError, match="less than or equal to 1000000"):
+        config_type(cost_weight=1e39)
+    assert config_type(cost_weight=1e6).cost_weight == 1e6
+    with pytest.raises(ValueError, match=r"at most 1,000,000 .*, got \[1e\+39\]"):
+        parse_cost_weights("0,1e39")
+    output = tmp_path / "es"
+    result = invoke("train", "es", "-r", tmp_path / "records.jsonl", "-o", output,
+                    "--set", "training.cost_weight=1e39")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--set training.cost_weight: Input should be less than or equal to 1000000" in flat(
+        result.output
+    )
+    assert not output.exists()

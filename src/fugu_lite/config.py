@@ -175,10 +175,17 @@ GradientNorm = Annotated[
 ]
 
 
+# The largest cost weight training takes and a reward head answers: larger ones overflow
+# float32 rewards and utilities (1e39 made every weighted reward -inf, and a head's
+# probabilities NaN); at this one a reward point already weighs a millionth of the reference
+# cost.
+MAX_COST_WEIGHT = 1e6
+
+
 class CostAware(StrictModel):
     """reward' = reward - cost_weight * cost / reference_cost (0 = ignore cost)."""
 
-    cost_weight: float = Field(default=0.0, ge=0)
+    cost_weight: float = Field(default=0.0, ge=0, le=MAX_COST_WEIGHT)
     reference_cost: float | None = Field(
         default=None, gt=0, description="None = mean cost over the train split's cells."
     )

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from .checkpoint import CheckpointError
-from .config import CostAware
+from .config import MAX_COST_WEIGHT, CostAware
 from .schemas import RewardRecord, records_in_split
 from .text import exact_number
 
@@ -117,13 +117,21 @@ def cost_weighting_summary(records: Sequence[RewardRecord], settings: CostAware)
 
 
 def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
-    """Sorted, without repeats; each one finite and >= 0 (-0 is 0, not a folder lambda--0)."""
+    """Sorted, without repeats; each one finite, >= 0 and at most MAX_COST_WEIGHT (-0 is 0,
+    not a folder lambda--0)."""
     weights = sorted({float(weight) + 0.0 for weight in cost_weights})  # -0.0 + 0.0 is 0.0
     if not weights:
         raise ValueError("give at least one cost weight, e.g. 0,0.25,0.5,1")
-    bad = [weight for weight in weights if not math.isfinite(weight) or weight < 0]
+    bad = [
+        weight
+        for weight in weights
+        if not math.isfinite(weight) or weight < 0 or weight > MAX_COST_WEIGHT
+    ]
     if bad:
-        raise ValueError(f"cost weights must be finite and >= 0, got {bad}")
+        raise ValueError(
+            f"cost weights must be finite and >= 0, at most {MAX_COST_WEIGHT:,.0f} (larger "
+            f"ones overflow the weighted rewards), got {bad}"
+        )
     return weights
 
 
@@ -150,12 +158,6 @@ def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> floa
     return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
 
 
-# Larger cost weights overflow a reward head's float32 utilities (NaN probabilities, and an
-# excluded worker chosen); at this one a reward point already weighs a millionth of the
-# reference cost.
-MAX_HEAD_COST_WEIGHT = 1e6
-
-
 def head_cost_weight(requested: float | None) -> float:
     """The cost weight a reward head answers: the requested one, 0 when none is (and -0 as
     0, which a decision would otherwise report as -0.0)."""
@@ -163,13 +165,13 @@ def head_cost_weight(requested: float | None) -> float:
 
 
 def check_head_cost_weight(cost_weight: float) -> None:
-    """What a reward head answers: a finite cost weight >= 0, at most MAX_HEAD_COST_WEIGHT."""
+    """What a reward head answers: a finite cost weight >= 0, at most MAX_COST_WEIGHT."""
     check_cost_weight(cost_weight)
-    if cost_weight > MAX_HEAD_COST_WEIGHT:
+    if cost_weight > MAX_COST_WEIGHT:
         raise CostWeightError(
-            f"a reward head answers cost weights up to {MAX_HEAD_COST_WEIGHT:,.0f}, got "
+            f"a reward head answers cost weights up to {MAX_COST_WEIGHT:,.0f}, got "
             f"{exact_number(cost_weight)}: larger ones overflow its utilities (at "
-            f"{MAX_HEAD_COST_WEIGHT:,.0f} a reward point already weighs a millionth of the "
+            f"{MAX_COST_WEIGHT:,.0f} a reward point already weighs a millionth of the "
             "reference cost); ask for "
-            f"{MAX_HEAD_COST_WEIGHT:,.0f} or less"
+            f"{MAX_COST_WEIGHT:,.0f} or less"
         )
