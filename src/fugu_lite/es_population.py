@@ -4,6 +4,7 @@ model on a split. `train_es.py` runs the search with these."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,16 +62,20 @@ def set_parameter_vector(model: nn.Module, vector: np.ndarray) -> None:
 
 @torch.no_grad()
 def population_logits(
-    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
+    model: RouterModel,
+    candidates: torch.Tensor,
+    inputs: dict[str, torch.Tensor],
+    scored: Callable[[int], None] | None = None,
 ) -> torch.Tensor:
     """Logits [P, B, W] of P flat parameter vectors [P, D] on one batch, in eval mode.
 
     A bias-free linear head is one matmul; any other head is vmapped functional calls; with
-    SVF every candidate runs the backbone in turn.
+    SVF every candidate runs the backbone in turn, and `scored` is told how many are done
+    after each one.
     """
     model.eval()
     if model.svf is not None:
-        return _population_logits_in_turn(model, candidates, inputs)
+        return _population_logits_in_turn(model, candidates, inputs, scored)
     if searches_output_weights_only(model) and set(inputs) == {"features"}:
         # Everything before the output layer is fixed: run it once, then one einsum.
         hidden = model.output_layer_inputs(inputs["features"])
@@ -105,7 +110,10 @@ def restrict_search(model: RouterModel, search: str) -> None:
 
 
 def _population_logits_in_turn(
-    model: RouterModel, candidates: torch.Tensor, inputs: dict[str, torch.Tensor]
+    model: RouterModel,
+    candidates: torch.Tensor,
+    inputs: dict[str, torch.Tensor],
+    scored: Callable[[int], None] | None,
 ) -> torch.Tensor:
     parameters = list(optimizer_parameters(model))
     start = torch.nn.utils.parameters_to_vector(parameters).detach().clone()
@@ -114,6 +122,8 @@ def _population_logits_in_turn(
         for candidate in candidates:
             torch.nn.utils.vector_to_parameters(candidate.clone(), parameters)
             logits.append(batched_logits(model, inputs))
+            if scored is not None:
+                scored(len(logits))
         return torch.stack(logits)
     finally:
         torch.nn.utils.vector_to_parameters(start, parameters)

@@ -21,11 +21,13 @@ resume checks in `es_state.py`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 from cmaes import SepCMA
+from rich.progress import Progress, TaskID
 
 from .checkpoint import read_checkpoint_metadata
 from .config import ESConfig, ESTrainingConfig
@@ -51,6 +53,7 @@ from .es_state import (
 )
 from .io import read_json
 from .model import RouterModel
+from .progress import LineProgress
 from .schemas import RewardRecord, records_in_split
 from .threads import torch_fit_threads
 from .training_common import STAGE_REPORT, console, save_stage, stage_progress, start_stage
@@ -68,8 +71,10 @@ def run_generation(
     train: SplitData,
     training: ESTrainingConfig,
     generation: int,
+    scored: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    """Ask a population, score it on a fresh train mini-batch, tell CMA (which minimises)."""
+    """Ask a population, score it on a fresh train mini-batch, tell CMA (which minimises);
+    `scored`: see population_logits."""
     seed = generation_seed(training.seed, generation)
     optimizer.reseed_rng(seed)
     generator = torch.Generator(device=train.rewards.device).manual_seed(seed)
@@ -81,7 +86,7 @@ def run_generation(
     else:
         batch = train
     scores = population_fitness(
-        population_logits(model, candidates, batch.inputs),
+        population_logits(model, candidates, batch.inputs, scored),
         batch.rewards,
         training.samples,
         training.entropy_coefficient,
@@ -194,20 +199,41 @@ def run_generations(
             "es", total=training.iterations, completed=state.generation, status=""
         )
         saved = state.generation  # on disk, or 0: nothing to continue from
+        scored = candidates_scored(progress, task, state, training.population_size)
         try:
             for generation in range(state.generation + 1, training.iterations + 1):
-                if run_and_record(model, state, train, validation, training, generation, seconds):
+                if run_and_record(
+                    model, state, train, validation, training, generation, seconds, scored
+                ):
                     state.save(output_dir)
                     saved = generation
                 if generation % training.log_every == 0:
                     console.print(f"ES gen {generation} {_status(state.history[-1])}")
-                best = state.best_validation_reward
-                status = f"best validation {best:.4f}" if best is not None else ""
-                progress.update(task, completed=generation, status=status)  # short: 80 columns
+                progress.update(task, completed=generation, status=bar_status(state))
         except KeyboardInterrupt:
             save_on_interrupt(state, output_dir, saved)
             raise
     return seconds
+
+
+def bar_status(state: SearchState, doing: str = "") -> str:
+    """The progress bar's status: what is being done (if anything), and the best validation
+    reward so far (short: 80 columns)."""
+    best = state.best_validation_reward
+    parts = [doing, f"best validation {best:.4f}" if best is not None else ""]
+    return " · ".join(part for part in parts if part)
+
+
+def candidates_scored(
+    progress: Progress | LineProgress, task: TaskID, state: SearchState, population: int
+) -> Callable[[int], None]:
+    """With SVF each candidate runs the backbone on the batch (minutes a generation on a real
+    backbone): the bar's status counts the candidates scored."""
+
+    def scored(done: int) -> None:
+        progress.update(task, status=bar_status(state, f"candidate {done}/{population}"))
+
+    return scored
 
 
 def run_and_record(
@@ -218,6 +244,7 @@ def run_and_record(
     training: ESTrainingConfig,
     generation: int,
     seconds: list[float],
+    scored: Callable[[int], None] | None = None,
 ) -> bool:
     """Run one generation, validate the mean when it is due (keeping the best), and add the
     generation to the state's history and its seconds to `seconds`; returns whether the
@@ -225,7 +252,7 @@ def run_and_record(
     started = time.perf_counter()
     entry: dict = {
         "generation": generation,
-        "train": run_generation(model, state.optimizer, train, training, generation),
+        "train": run_generation(model, state.optimizer, train, training, generation, scored),
     }
     seconds.append(time.perf_counter() - started)
     entry["seconds"] = seconds[-1]
