@@ -832,3 +832,24 @@ def test_train_es_reads_a_pipeline_config_without_an_es_section(
     assert report["config"]["model"]["backbone"] == "tiny-random"
     assert report["config"]["training"]["population_size"] == 4
     assert report["config"]["training"]["sigma0"] == ESTrainingConfig().sigma0
+
+
+def test_a_resume_on_another_records_file_names_the_record_counts(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A search run again with another records file (fewer prompts) was refused with 'the
+    train/validation records or their features differ', which did not show that the
+    records were another file's; the message now gives both runs' counts."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=2), tmp_path)
+    fewer = [record for record in records if record.split != "train"] + [
+        record for record in records if record.split == "train"
+    ][3:]
+    counts = {split: sum(r.split == split for r in records) for split in ("train", "validation")}
+    with pytest.raises(ESResumeError) as error:
+        train_es(fewer, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert (
+        "the train/validation records or their features differ (saved from "
+        f"{counts['train']} train and {counts['validation']} validation records, now "
+        f"{counts['train'] - 3} train and {counts['validation']} validation)"
+    ) in message

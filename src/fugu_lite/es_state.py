@@ -87,6 +87,10 @@ def run_fingerprint(
         "start_model": _tensor_digest(list(model.state_dict().values())),
         "start_checkpoint": None if checkpoint is None else str(Path(checkpoint).resolve()),
         "worker_ids": list(model.worker_ids),
+        "records": {
+            split: 0 if data is None else len(data)
+            for split, data in zip(("train", "validation"), splits, strict=True)
+        },
         "data": _tensor_digest(
             [
                 tensor
@@ -143,8 +147,24 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     if start_differs:
         problems.append(_start_model_difference(saved, current))
     if data_differs:
-        problems.append("the train/validation records or their features differ")
+        problems.append(
+            "the train/validation records or their features differ"
+            + _count_difference(saved, current)
+        )
     return problems
+
+
+def _count_difference(saved: dict, current: dict) -> str:
+    """' (saved from 19 train and 7 validation records, now 17 train and 7 validation)' when
+    the counts differ (another records file), else '' (and for states that did not record
+    them)."""
+    before, now = saved.get("records"), current["records"]
+    if before is None or before == now:
+        return ""
+    return (
+        f" (saved from {before['train']} train and {before['validation']} validation records, "
+        f"now {now['train']} train and {now['validation']} validation)"
+    )
 
 
 def _start_model_difference(saved: dict, current: dict) -> str:
