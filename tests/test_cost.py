@@ -39,6 +39,7 @@ from fugu_lite.cost_weighting import (
     default_reference_cost,
     nearest_cost_weight,
     parse_cost_weights,
+    training_records,
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
@@ -1249,3 +1250,26 @@ def test_a_cost_weight_that_overflows_the_weighted_rewards_is_refused(
         result.output
     )
     assert not output.exists()
+
+
+def test_a_record_without_costs_or_id_is_not_named_by_a_wrong_number() -> None:
+    """A train record without costs (nor an id) was named 'record number 4': its place among
+    the train and validation records, not in the file, where test records came before it (it
+    was the file's 6th); the message now names it by its split and prompt only."""
+    records = [
+        cost_record("test", [1.0, 0.0], None, "t1"),
+        cost_record("test", [1.0, 0.0], None, "t2"),
+        cost_record("train", [1.0, 0.0], [1.0, 2.0], "a"),
+        cost_record("validation", [0.0, 1.0], [1.0, 2.0], "b"),
+        cost_record("train", [0.0, 1.0], [1.0, 2.0], "c"),
+        cost_record("train", [1.0, 0.0], None, "d"),
+    ]
+    records = [record.model_copy(update={"id": None}) for record in records]
+    with pytest.raises(ValueError) as refused:
+        apply_cost_weight(training_records(records), CostAware(cost_weight=0.5))
+    message = str(refused.value)
+    assert "number" not in message
+    assert (
+        f"the first is a record without an id (train split, prompt {records[5].prompt_text!r})"
+        in message
+    )

@@ -74,10 +74,11 @@ def require_costs(
     if not missing:
         return
     record = records[missing[0]]
-    name = f"id={record.id!r}" if record.id is not None else f"number {missing[0] + 1}"
+    # Callers pass the records of some splits: a place among them is not one in the file.
+    name = f"record id={record.id!r}" if record.id is not None else "a record without an id"
     raise ValueError(
         f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} {counted} have "
-        f"none, the first is record {name} ({record.split} split, prompt "
+        f"none, the first is {name} ({record.split} split, prompt "
         f"{record.prompt_text[:60]!r}); {fix}"
     )
 
