@@ -1270,6 +1270,25 @@ def test_a_record_without_costs_or_id_is_not_named_by_a_wrong_number() -> None:
     message = str(refused.value)
     assert "number" not in message
     assert (
-        f"the first is a record without an id (train split, prompt {records[5].prompt_text!r})"
-        in message
+        f"it is a record without an id (train split, prompt {records[5].prompt_text!r})" in message
     )
+
+
+def test_one_record_without_costs_is_said_as_one() -> None:
+    """One record of four without costs was said '1 of 4 records ... have none, the first
+    is ...'."""
+    records = [
+        cost_record("train", [1.0, 0.0], [1.0, 2.0], "a"),
+        cost_record("train", [0.0, 1.0], None, "b"),
+        cost_record("validation", [0.0, 1.0], [1.0, 2.0], "c"),
+        cost_record("validation", [1.0, 0.0], None, "d"),
+    ]
+    settings = CostAware(cost_weight=0.5)
+    with pytest.raises(ValueError, match="1 of 4 records of the train and validation splits has"):
+        apply_cost_weight([*records[:3], records[2]], settings)
+    with pytest.raises(ValueError, match="has none, it is record id='b'"):
+        apply_cost_weight([*records[:3], records[2]], settings)
+    with pytest.raises(ValueError, match="2 of 4 records of the train and validation splits have"):
+        apply_cost_weight(records, settings)
+    with pytest.raises(ValueError, match="have none, the first is record id='b'"):
+        apply_cost_weight(records, settings)

@@ -76,9 +76,10 @@ def require_costs(
     record = records[missing[0]]
     # Callers pass the records of some splits: a place among them is not one in the file.
     name = f"record id={record.id!r}" if record.id is not None else "a record without an id"
+    lack, which = ("has", "it") if len(missing) == 1 else ("have", "the first")
     raise ValueError(
-        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} {counted} have "
-        f"none, the first is {name} ({record.split} split, prompt "
+        f"{purpose} needs per-worker costs, but {len(missing)} of {len(records)} {counted} {lack} "
+        f"none, {which} is {name} ({record.split} split, prompt "
         f"{record.prompt_text[:60]!r}); {fix}"
     )
 
