@@ -309,6 +309,22 @@ def test_ctrl_c_before_anything_was_saved_says_the_run_starts_over(
     )
 
 
+def test_ctrl_c_after_a_save_says_which_generation_the_run_continues_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stopped where the state on disk already held the last finished generation (or in
+    CMA's update, which no state can hold), the search said nothing of where the same
+    command would continue."""
+    for at_generation, where in ((6, "scoring"), (9, "update")):
+        output = interrupted_evolve(tmp_path / where, monkeypatch, at_generation, where)
+        assert read_es_state(output)["generation"] == 5
+        said = " ".join(capsys.readouterr().err.split())
+        assert (
+            "ES: stopped; generation 5 is the last one saved, the one a resumed run continues "
+            f"from ({state_path(output)})"
+        ) in said
+
+
 # --- train_es on records: report, checkpoint, resume ----------------------------------------
 
 

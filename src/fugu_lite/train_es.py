@@ -283,7 +283,7 @@ def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
     """Ctrl-C (or SIGTERM under the CLI): save the last finished generation when it is not
     on disk yet. CMA counts a generation before it updates, so an optimizer stopped half-way
     through its update is ahead of the state: then the state saved last is kept (and with
-    none, the next run starts over, which it says)."""
+    none, the next run starts over); either way it says where the next run starts."""
     if state.generation > saved and state.optimizer.generation == state.generation:
         state.save(output_dir)
         console.print(
@@ -293,6 +293,12 @@ def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
         )
     elif saved == 0:
         console.print("ES: stopped before any generation was saved; the same command starts over")
+    else:
+        console.print(
+            f"ES: stopped; generation {saved} is the last one saved, the one a resumed run "
+            f"continues from ({state_path(output_dir)})",
+            markup=False,
+        )
 
 
 def train_es(
