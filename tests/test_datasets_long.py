@@ -780,3 +780,26 @@ def test_long_format_csv_starting_with_blank_lines_is_read(tmp_path: Path) -> No
         f"{path}: the file is empty; a long-format CSV needs a header line (prompt, worker, "
         "reward) and a row per prompt and worker"
     )
+
+
+def test_a_number_with_an_underscore_is_refused_naming_its_row_and_field(tmp_path: Path) -> None:
+    """Python's float() reads `1_0` as 10: a reward typed `1_0` (1.0 meant) was imported as
+    a reward of ten, and a cost `0_5` as 5; both are refused, naming the line and field."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,1\np1,w2,1_0\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "long.csv, line 3: reward must be a finite number, got '1_0' (write the number "
+        "without underscores: 10, or 1.0 if a decimal point was meant)"
+    )
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,1_000.5\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "line 2: cost must be a finite number, got '1_000.5' (write the number without "
+        "underscores: 1000.5)"
+    )
+    path.write_text("prompt,worker,reward\np1,w1,8_5%\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"line 2: reward must be a finite number"):
+        import_long(path)

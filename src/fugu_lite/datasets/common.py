@@ -138,7 +138,8 @@ def to_float(value: object) -> float | None:
     """The value as a finite float, or None when it is missing, not a number, NaN or infinite.
     A boolean is 1 or 0, and so is its text in a CSV (`True`, `false`: what pandas' to_csv
     writes for a boolean column), as a JSON true/false is. The minus sign U+2212 (a table
-    copied from a web page or a document) is a minus."""
+    copied from a web page or a document) is a minus. A text with an underscore is no number:
+    Python's float() reads `1_0` as 10, a reward of ten where 1.0 was meant."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
@@ -146,6 +147,8 @@ def to_float(value: object) -> float | None:
     elif isinstance(value, str):
         if value.strip().casefold() in BOOLEAN_TEXT:
             return BOOLEAN_TEXT[value.strip().casefold()]
+        if "_" in value:
+            return None
         try:
             number = float(value.strip().replace("\u2212", "-"))
         except ValueError:
@@ -182,10 +185,12 @@ PERCENTAGE = re.compile(r"\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+))\s*%\s*")
 
 def number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
-    comma ("0,5") or a thousands separator ("1,000"), as a percentage ("85%"), or with a
-    currency sign or unit ("$0.002"), which a number here cannot hold."""
+    comma ("0,5") or a thousands separator ("1,000", "1_000"), as a percentage ("85%"), or
+    with a currency sign or unit ("$0.002"), which a number here cannot hold."""
     if not isinstance(value, str):
         return ""
+    if "_" in value:
+        return _underscore_hint(value.strip())
     percentage = PERCENTAGE.fullmatch(value)
     if percentage is not None:
         return f" (write the percentage as a fraction: {float(percentage['number']) / 100:g})"
@@ -195,6 +200,20 @@ def number_hint(value: object) -> str:
     if unit is not None and (unit["before"] or unit["after"]):
         return f" (write the number alone, without a currency sign or unit: {unit['number']})"
     return ""
+
+
+def _underscore_hint(value: str) -> str:
+    """`1_0`: 10 without the underscore, or 1.0 if it stood for a decimal point."""
+    joined = value.replace("_", "")
+    if to_float(joined) is None:
+        return ""
+    dotted = value.replace("_", ".")
+    if value.count("_") == 1 and "." not in joined and to_float(dotted) is not None:
+        return (
+            f" (write the number without underscores: {joined}, or {dotted} if a decimal "
+            "point was meant)"
+        )
+    return f" (write the number without underscores: {joined})"
 
 
 def require_text(value: object, what: str, where: str) -> str:
