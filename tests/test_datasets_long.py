@@ -803,3 +803,18 @@ def test_a_number_with_an_underscore_is_refused_naming_its_row_and_field(tmp_pat
     path.write_text("prompt,worker,reward\np1,w1,8_5%\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"line 2: reward must be a finite number"):
         import_long(path)
+
+
+def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) -> None:
+    """pandas stores an integer id column with a gap as floats, and to_json writes them as 1.0:
+    the id became "1.0", not the "1" the same file without the gap gives. A whole float is now
+    the integer's id; a fraction and an id written as text stay as written."""
+    rows = long_rows()
+    for row, row_id in zip(rows, [1.0, 1.0, 2.5, 2.5], strict=True):
+        row["id"] = row_id
+    floats = import_long(write_jsonl(tmp_path / "floats.jsonl", rows))
+    assert [r.id for r in floats] == ["1", "2.5"]
+    for row, row_id in zip(rows, [1, 1, "2.0", "2.0"], strict=True):
+        row["id"] = row_id
+    integers = import_long(write_jsonl(tmp_path / "integers.jsonl", rows))
+    assert [r.id for r in integers] == ["1", "2.0"]

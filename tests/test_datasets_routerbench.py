@@ -559,3 +559,15 @@ def test_routerbench_pickled_prompt_of_none_says_what_to_do(tmp_path: Path, dtyp
         import_routerbench(path)
     assert str(raised.value).startswith(f"{path}, row 2 (sample_id=gsm.1): prompt is empty (")
     assert str(raised.value).endswith("); fill it in or delete the row")
+
+
+def test_a_whole_number_sample_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) -> None:
+    """A sample_id column of integers with a gap is a float column in pandas: its ids were
+    "1.0" and "2.0"; they are now "1" and "2", and the gap gets an id from its prompt."""
+    table = routerbench_table(sample_id=[1.0, math.nan, 2.0])
+    table.to_pickle(tmp_path / "rb.pkl")
+    records = import_routerbench(tmp_path / "rb.pkl")
+    ids = {r.prompt: r.id for r in records}
+    assert ids["['What is 2+2?']"] == "1"
+    assert ids["Write a poem."] == "2"
+    assert ids["Tom has 3 apples."] == stable_id("routerbench", "Tom has 3 apples.")

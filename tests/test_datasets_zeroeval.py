@@ -253,3 +253,13 @@ def test_real_zeroeval_numbers(zeroeval_records: list[RewardRecord]) -> None:
     assert best_mean == pytest.approx(means[expected_best])
     assert oracle == pytest.approx(sum(max(row["scores"].values()) for row in test) / len(test))
     assert random == pytest.approx(sum(means.values()) / len(means))
+
+
+def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) -> None:
+    """An id 1.0 (pandas' to_json of an integer column with a gap) was refused as "id must be
+    a string or an integer"; it is the id 1. A fraction is still refused."""
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q1", id=1.0)])
+    assert [r.id for r in import_zeroeval(path)] == ["gsm:1"]
+    write_jsonl(path, [zeroeval_row("q1", id=1.5)])
+    with pytest.raises(RecordFileError, match=r"id must be a string or an integer, got 1\.5"):
+        import_zeroeval(path)

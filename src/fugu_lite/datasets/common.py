@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -214,6 +215,17 @@ def _underscore_hint(value: str) -> str:
             "point was meant)"
         )
     return f" (write the number without underscores: {joined})"
+
+
+def id_text(value: object) -> str:
+    """A record id as text, stripped. A whole number stored as a float (1.0: pandas stores an
+    integer column with a gap as floats, and JSON and pickles keep them so) is the id of the
+    integer ("1"), as the same file without the gap gives; an id written as text is kept."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)
+        if number.is_integer():
+            return str(int(number))
+    return str(value).strip()
 
 
 def require_text(value: object, what: str, where: str) -> str:

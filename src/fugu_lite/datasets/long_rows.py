@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..text_reading import RecordFileError
-from .common import is_blank, number_hint, require_float, require_text, to_float
+from .common import id_text, is_blank, number_hint, require_float, require_text, to_float
 from .split import parse_split
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _cell(raw: dict, where: str, use_split_column: bool, reward_may_miss: bool) 
         # "NA" (R's write.csv), "NaN", "null": no cost, as an empty cell is, not a bad number
         cost=None if is_blank(cost) else require_float(cost, "cost", where, minimum=0.0),
         task=_optional_text(raw.get("task")),
-        id=_optional_text(raw.get("id")),
+        id=_optional_id(raw.get("id")),
         split=parse_split(raw.get("split"), where) if use_split_column else None,
     )
 
@@ -148,3 +148,8 @@ def _optional_text(value: object) -> str | None:
     No value (None, NaN, "NA", "null": R's write.csv, pandas) is None: as text, "NA" was the
     id of every such prompt and a task of its own."""
     return None if is_blank(value) else sys.intern(str(value).strip())
+
+
+def _optional_id(value: object) -> str | None:
+    """The id as `_optional_text` reads it; a whole number stored as a float (1.0) is "1"."""
+    return None if is_blank(value) else sys.intern(id_text(value))

@@ -20,6 +20,7 @@ from .common import (
     build_record,
     check_missing_policy,
     csv_line_breaks,
+    id_text,
     is_blank,
     is_header_copy,
     other_separator_hint,
@@ -198,5 +199,5 @@ def _record_id(row: dict, has_sample_id: bool, prompt: str) -> str:
     """sample_id, or an id made from the prompt where it has none (an empty cell, NaN): ""
     or "nan" shared by many records could not tell them apart."""
     if has_sample_id and not is_blank(str(row["sample_id"])):
-        return str(row["sample_id"]).strip()
+        return id_text(row["sample_id"])
     return stable_id("routerbench", prompt)
