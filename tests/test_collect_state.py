@@ -29,7 +29,7 @@ from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_table
-from fugu_lite.schemas import read_records
+from fugu_lite.schemas import read_records, write_records
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.text_reading import RecordFileError
 from fugu_lite.workers.api_keys import PoolStartError
@@ -561,6 +561,29 @@ def test_records_of_another_task_file_in_the_output_are_said_to_be_kept(tmp_path
     assert f"3 records of {output} are of tasks not in this task file" in notes[0]
     assert "kept" in notes[0] and "another -o" in notes[0]
     assert "task file" not in quiet.export_text() + again.export_text()
+
+
+def test_records_without_a_task_id_in_the_output_are_not_said_to_be_of_another_task_file(
+    tmp_path: Path,
+) -> None:
+    """Records without an id (imported ones, or another tool's) were counted in the note on
+    records 'of tasks not in this task file (collected with another one)', which they were not;
+    they now get a note of their own, and the other task file's note counts only its records."""
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks[:3], output, console=Console(width=400, record=True))
+        records = read_records(output)
+        records[1] = records[1].model_copy(update={"id": None})
+        write_records(output, records)
+        console = Console(width=400, record=True)
+        run_collect(config, tasks[2:], output, console=console)
+    notes = [line for line in console.export_text().splitlines() if "note:" in line]
+    assert len(notes) == 2, console.export_text()
+    assert f"1 record of {output} is without a task id (imported" in notes[1]
+    assert "collected with another one" not in notes[1] and "kept as it is" in notes[1]
+    assert f"1 record of {output} is of tasks not in this task file" in notes[0]
 
 
 def test_a_record_of_another_pool_appended_to_the_records_is_named_by_its_line(

@@ -87,7 +87,8 @@ class CollectState:
         self.stale: dict[Cell, LogEntry] = {}  # latest grade with a score, of another grading
         self.asked_otherwise: set[Cell] = set()  # answered, but to another request
         self.recorded: set[str] = set()
-        self.other_records = 0  # records of no task of this run (another task file, no id)
+        self.other_records = 0  # records of tasks not in this run's task file
+        self.idless_records = 0  # records without a task id (imported, or another tool's)
         self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
         self.torn: list[str] = []
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
@@ -121,10 +122,12 @@ class CollectState:
                     if ours
                     else self._other_workers(record.worker_ids)
                 )
-            task_id = None if record.id is None else id_as_read(record.id)
-            if task_id is not None:
-                self.recorded.add(task_id)
-                self.written_costs[task_id] = record.costs
+            if record.id is None:
+                self.idless_records += 1
+                continue
+            task_id = id_as_read(record.id)
+            self.recorded.add(task_id)
+            self.written_costs[task_id] = record.costs
             self.other_records += task_id not in self.tasks
 
     def _stray_record(self, line_number: int, recorded: list[str], ours: int) -> str:
@@ -153,17 +156,28 @@ class CollectState:
         )
 
     def other_tasks_notes(self) -> list[str]:
-        """That the records of tasks not in this run's task file (collected with another, or
-        without a task id) are kept, this run's added beside them."""
-        others = self.other_records
-        if not others:
-            return []
-        return [
-            f"{others} record{'s' * (others != 1)} of {self.output} "
-            f"{'are' if others != 1 else 'is'} of tasks not in this task file (collected with "
-            "another one): kept as they are, this run's records are added beside them and its "
-            "table counts only its own tasks; to keep collections apart, collect into another -o"
-        ]
+        """That the records of tasks not in this run's task file (collected with another) and
+        those without a task id (imported, or written by another tool) are kept, this run's
+        added beside them."""
+        notes = []
+        if self.other_records:
+            notes.append(
+                f"{self._records_of_output(self.other_records)} of tasks not in this task file "
+                f"(collected with another one): {_kept_beside(self.other_records)}"
+            )
+        if self.idless_records:
+            notes.append(
+                f"{self._records_of_output(self.idless_records)} without a task id (imported, "
+                f"or written by another tool, not by collect): {_kept_beside(self.idless_records)}"
+            )
+        return notes
+
+    def _records_of_output(self, count: int) -> str:
+        """The count of the output's records, with its verb: "3 records of r.jsonl are"."""
+        return (
+            f"{count} {one_or_many(count, 'record', 'records')} of {self.output} "
+            f"{one_or_many(count, 'is', 'are')}"
+        )
 
     def missing_log(self) -> str:
         """Why records whose default call log is missing are not continued without --log:
@@ -522,3 +536,12 @@ def append_line(path: Path, row: BaseModel) -> None:
             "kept (a line cut short is cut off when it runs again): free disk space or fix "
             "the file's permissions, then run the same command again"
         ) from error
+
+
+def _kept_beside(count: int) -> str:
+    """What happens to `count` records of other tasks in the output: they stay, beside."""
+    kept = one_or_many(count, "kept as it is", "kept as they are")
+    return (
+        f"{kept}, this run's records are added beside {one_or_many(count, 'it', 'them')} and "
+        "its table counts only its own tasks; to keep collections apart, collect into another -o"
+    )
