@@ -85,6 +85,34 @@ def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
     asyncio.run(scenario())
 
 
+def test_a_worker_skipped_because_its_process_exited_adds_no_latency_sample(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local worker whose llama.cpp process has exited is skipped without a call, yet its
+    skip added a 0 s sample to fugu_upstream_latency_seconds, pulling that worker's latency
+    quantiles towards 0 while it was down. The skip is still counted as a failed call."""
+    dead, alive = WORKERS[0], WORKERS[1]
+    metrics = Metrics(WORKERS)
+
+    async def scenario() -> None:
+        async with WorkerPool(pool_for(stubs)) as pool:
+            monkeypatch.setattr(pool, "is_alive", lambda worker: worker != dead)
+            dispatcher = Dispatcher(pool, CircuitBreaker(WORKERS), metrics, Redactor([]))
+            result, attempts = await dispatcher.complete([dead, alive], user(CODE), {})
+            assert result.worker_id == alive
+            assert [(a.worker, a.outcome) for a in attempts] == [
+                (dead, "connection"), (alive, "ok"),
+            ]  # fmt: skip
+
+    asyncio.run(scenario())
+    samples = metrics.registry.get_sample_value
+    # None: no sample of that worker (its series is made by its first one)
+    assert (samples("fugu_upstream_latency_seconds_count", {"worker": dead}) or 0) == 0
+    assert samples("fugu_upstream_latency_seconds_count", {"worker": alive}) == 1
+    calls = {"worker": dead, "outcome": "connection"}
+    assert samples("fugu_worker_calls_total", calls) == 1
+
+
 @pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model"])
 def test_a_failing_worker_falls_back_to_the_next_best(
     serve, stubs: Stubs, family: RouterFamily, failure: str

@@ -304,7 +304,7 @@ class Dispatcher:
             return False
         attempt = Attempt(worker, "connection", f"worker {worker}: its local server has exited")
         attempts.append(attempt)
-        self._record(attempt)
+        self._record(attempt, called=False)
         return True
 
     def stream_ended(
@@ -323,10 +323,13 @@ class Dispatcher:
         self.metrics.worker_calls.labels(worker, failed_kind or "ok").inc()
         self._show_circuit(worker)
 
-    def _record(self, attempt: Attempt, judged: bool = True, last: bool = False) -> None:
+    def _record(
+        self, attempt: Attempt, judged: bool = True, last: bool = False, called: bool = True
+    ) -> None:
         """Breaker and call count (when `judged`; an opened stream's wait for its end),
-        latency, circuit gauge and log for one call (`last`: no worker follows it in the
-        ranking). A client error says the worker is up."""
+        latency (when `called`: a worker skipped without a call took no time upstream),
+        circuit gauge and log for one call (`last`: no worker follows it in the ranking). A
+        client error says the worker is up."""
         if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
             self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
@@ -337,7 +340,8 @@ class Dispatcher:
             self.breaker.record_success(attempt.worker)
         if judged:
             self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
-        self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
+        if called:
+            self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
         self._show_circuit(attempt.worker)
         if attempt.outcome == CONTEXT_LENGTH:
             # Not a failure: the worker is fine, the conversation does not fit it.
