@@ -164,6 +164,32 @@ def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_agai
     assert breaker.state("a") == "open" and breaker.snapshot()["a"]["times_opened"] == 2
 
 
+def test_a_success_of_a_call_started_before_the_circuit_opened_does_not_close_it() -> None:
+    """A slow call let through while the worker's circuit was closed, answering after
+    other calls' failures opened it, closed the circuit again: requests went back to a
+    worker that was failing, and a half-open circuit lost its one-probe guard. Only the
+    probe, let through once the circuit is half-open, closes it now."""
+    now = [0.0]
+    breaker = CircuitBreaker(["a"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    slow, other = breaker.acquire("a"), breaker.acquire("a")
+    assert (slow, other) == ("call", "call")
+    breaker.record_failure("a")
+    breaker.record_failure("a")
+    assert breaker.state("a") == "open"
+    breaker.record_success("a", "call")  # the slow call answers while the circuit is open
+    assert breaker.state("a") == "open" and breaker.retry_after_s(["a"]) == 10
+    now[0] = 10.0
+    assert breaker.acquire("a") == "probe"
+    breaker.record_success("a", "call")  # another slow call, while the probe is out
+    assert breaker.state("a") == "half_open" and breaker.acquire("a") is None
+    breaker.record_success("a", "probe")
+    assert breaker.state("a") == "closed" and breaker.acquire("a") == "call"
+    breaker.record_failure("a")
+    breaker.record_success("a", "call")  # closed: a success resets the count
+    breaker.record_failure("a")
+    assert breaker.state("a") == "closed"
+
+
 runner = CliRunner()
 
 

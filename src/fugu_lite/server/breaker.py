@@ -64,8 +64,13 @@ class CircuitBreaker:
         circuit.probe_in_flight = True
         return "probe"
 
-    def record_success(self, worker: str) -> None:
+    def record_success(self, worker: str, permit: Permit = "probe") -> None:
+        """A call that answered. One let through while the circuit was closed ("call") that
+        ends after it opened started before the outage was seen: it leaves the circuit as it
+        is, open or half-open with its probe out; only the probe's success closes it."""
         circuit = self.circuits[worker]
+        if permit == "call" and self.state(worker) != "closed":
+            return
         circuit.state = "closed"
         circuit.consecutive_failures = 0
         circuit.probe_in_flight = False

@@ -315,7 +315,7 @@ class Dispatcher:
         held it, without one. The call is counted as `failed_kind` (the error's kind) when
         the worker failed, else as ok."""
         if outcome == "ok":
-            self.breaker.record_success(worker)
+            self.breaker.record_success(worker, permit)
         elif outcome == "stream_error":
             self.breaker.record_failure(worker)
         else:
@@ -337,7 +337,7 @@ class Dispatcher:
         elif judged and attempt.outcome == BUSY:
             self.breaker.release(attempt.worker, attempt.permit)
         elif judged:
-            self.breaker.record_success(attempt.worker)
+            self.breaker.record_success(attempt.worker, attempt.permit)
         if judged:
             self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
         if called:
