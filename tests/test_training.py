@@ -527,6 +527,38 @@ def test_eval_on_a_backbone_giving_nan_features_names_the_backbone(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("pareto", [False, True])
+def test_eval_computes_each_splits_features_once(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pareto: bool,
+) -> None:
+    """`eval --split train` (and `--split validation`) computed the evaluated split's
+    features a second time for the baselines: twice the backbone passes with SVF or no
+    feature cache, and a second progress bar. Each split's features are computed once."""
+    from fugu_lite.model import RouterModel
+
+    cfg = tiny_model_cfg.model_copy(update={"runtime": "torch"})
+    training = SFT_TRAINING.model_copy(update={"epochs": 1})
+    train_sft(records, SFTConfig(model=cfg, training=training), tmp_path / "sft")
+    asked: list[tuple[str, ...]] = []
+    features_for = RouterModel.features_for
+
+    def counted(model: RouterModel, prompts: list, use_cache: bool = True) -> torch.Tensor:
+        asked.append(tuple(map(str, prompts)))
+        return features_for(model, prompts, use_cache)
+
+    monkeypatch.setattr(RouterModel, "features_for", counted)
+    evaluate = run_pareto_evaluation if pareto else run_evaluation
+    for split in ("train", "validation", "test"):
+        asked.clear()
+        evaluate(tmp_path / "sft", records, split, tmp_path / f"out-{split}")
+        expected = {"train", split, "validation"}
+        assert len(asked) == len(set(asked)) == len(expected), (split, len(asked))
+
+
 @pytest.mark.parametrize("stage", ["sft", "rl"])
 def test_max_grad_norm_inf_writes_valid_json(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str

@@ -139,9 +139,11 @@ def evaluation_data(
     """What `eval` and `eval --pareto` share: features from `model`, reward tables, and the
     baselines (`evaluated_records` and `train_records` from evaluated_and_train)."""
     validation_records = records_in_split(records, "validation")
-    train_x = split_features(model, records, "train")
-    evaluated_x = split_features(model, records, split)
-    validation_x = split_features(model, records, "validation") if validation_records else None
+    # each split's features once: `--split train` or `validation` is also a baseline's split
+    used = ("train", split, "validation") if validation_records else ("train", split)
+    features = {name: split_features(model, records, name) for name in dict.fromkeys(used)}
+    train_x, evaluated_x = features["train"], features[split]
+    validation_x = features.get("validation")
     train, evaluated = reward_table(train_records), reward_table(evaluated_records)
     validation = reward_table(validation_records) if validation_records else None
     predictions, info = run_baselines(train_x, train, evaluated_x, validation_x, validation)
