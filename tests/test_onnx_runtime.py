@@ -567,6 +567,32 @@ def test_an_export_the_cache_cannot_take_says_to_give_a_writable_cache(
     assert list((tmp_path / "scratch").iterdir()) == []
 
 
+def test_an_export_the_cache_cannot_take_is_made_once_per_process(
+    tiny: LoadedBackbone,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a read-only cache, each feature extractor (each member of a router family, each
+    config `eval` loads) exported the backbone to a temporary folder again, seconds each,
+    and said so each time. The first one's export serves the others of the process."""
+    (tmp_path / "blocked").write_text("")  # root ignores permission bits: a file stands in
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    exports = count_exports(monkeypatch)
+    first = extractor_for(tiny, layer=2, runtime="onnx")
+    second = extractor_for(tiny, layer=2, runtime="onnx", pooling="last")
+    assert (first.runtime.name, second.runtime.name) == ("onnx", "onnx")
+    temporary = [target for target in exports if tmp_path / "blocked" not in target.parents]
+    assert len(temporary) == 1, exports  # each tried the cache first (its folder: refused)
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.count("temporary folder for this run") == 1, said
+    reference = extractor_for(tiny, layer=2, runtime="torch", pooling="last")
+    torch.testing.assert_close(second.encode(PROMPTS), reference.encode(PROMPTS), atol=1e-4, rtol=0)
+    assert extractor_for(tiny, layer=3, runtime="onnx").runtime.name == "onnx"
+    temporary = [target for target in exports if tmp_path / "blocked" not in target.parents]
+    assert len(temporary) == 2  # another layer: another export
+
+
 def test_an_export_neither_the_cache_nor_a_temporary_folder_can_take_is_refused(
     tiny: LoadedBackbone, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

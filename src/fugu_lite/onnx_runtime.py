@@ -60,6 +60,10 @@ CHECK_PROMPTS = (
 Tokenize = Callable[[Sequence[str]], dict[str, torch.Tensor]]
 CheckAt = Callable[[Path], tuple[OnnxBackbone, str]]  # _checked_session on an export folder
 console = notes_console()
+# The sessions over exports made in a temporary folder (the cache not writable), by the cache
+# folder and quantization they stand in for: held for the whole process, so that each
+# extractor of that backbone (a router family, eval's configs) does not export it again.
+_THIS_RUNS_EXPORTS: dict[tuple[Path, str], OnnxBackbone] = {}
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,10 @@ def _unwritable_export(
     if model_cfg.quantization != "int8" and model_cfg.runtime != "onnx":
         console.print(f"[yellow]{escape(message)}; using the torch runtime meanwhile.[/yellow]")
         return LoadedRuntime(None, f"ONNX export not writable: {type(error).__name__}")
+    reason = "exported to a temporary folder: the cache is not writable"
+    exported = _THIS_RUNS_EXPORTS.get((folder, model_cfg.quantization))
+    if exported is not None:  # said, and exported, by this process's first extractor
+        return LoadedRuntime(exported, reason)
     console.print(
         f"[yellow]{escape(message)}; exporting it to a temporary folder for this run "
         "meanwhile.[/yellow]"
@@ -256,7 +264,7 @@ def _unwritable_export(
         )
     except Exception as failure:
         return _failed_export(model_cfg, backbone_name, layer, failure)
-    reason = "exported to a temporary folder: the cache is not writable"
+    _THIS_RUNS_EXPORTS[(folder, model_cfg.quantization)] = onnx
     return LoadedRuntime(onnx, reason, time.perf_counter() - started)
 
 
