@@ -477,6 +477,18 @@ def test_an_embedded_package_upgraded_to_weights_of_the_same_size_gets_their_fea
     assert not torch.allclose(new, old)
 
 
+def made_under_an_older_transformers(folder: Path, factor: float) -> None:
+    """The cache folder as an older installation left it: made under transformers 4.0.0,
+    whose features (kept ones and probe alike) were `factor` times today's."""
+    from safetensors.torch import load_file, save_file
+
+    versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
+    for path in folder.glob("*.safetensors"):
+        tensors = {name: value * factor for name, value in load_file(path).items()}
+        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
+        save_file(tensors, path, metadata=metadata)
+
+
 @pytest.mark.parametrize("features_moved", [True, False], ids=["moved", "same"])
 def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only_if_equal(
     tiny_model_cfg: ModelConfig,
@@ -488,16 +500,9 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     features reused the cache of the old ones: training saw the old features, routing the
     new. Here the cache is as an older installation left it: made under transformers
     4.0.0, whose features (kept ones and probe alike) were 1.5 times today's, or the same."""
-    from safetensors.torch import load_file, save_file
-
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     cache = FeatureCache(tiny_model_cfg)
-    factor = 1.5 if features_moved else 1.0
-    for path in cache.folder.glob("*.safetensors"):
-        tensors = {name: value * factor for name, value in load_file(path).items()}
-        versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
-        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
-        save_file(tensors, path, metadata=metadata)
+    made_under_an_older_transformers(cache.folder, factor=1.5 if features_moved else 1.0)
     assert FeatureCache(tiny_model_cfg).computed_under_other_versions()
 
     again, _ = compute_features(PROMPTS, tiny_model_cfg)
@@ -510,21 +515,41 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
 
 
+def test_a_moved_cache_that_cannot_be_set_aside_is_said_once_and_never_read(
+    tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache of features that moved with an upgrade, on a read-only disk, cannot be set
+    aside: each compute_features of the process (each training stage, each router of a
+    family) computed the probe again and repeated the warning. It is said once per process
+    and cache folder, and its old features are never read."""
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    folder = FeatureCache(tiny_model_cfg).folder
+    made_under_an_older_transformers(folder, factor=1.5)
+    rename = Path.rename
+
+    def read_only(path: Path, target: Path) -> Path:
+        # root writes anywhere: the read-only disk's refusal is made here
+        if path == folder:
+            raise OSError(30, "Read-only file system", str(path))
+        return rename(path, target)
+
+    monkeypatch.setattr(Path, "rename", read_only)
+    for _ in range(3):
+        features, _ = compute_features(PROMPTS, tiny_model_cfg)
+        torch.testing.assert_close(features, expected)
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.count("ignored, computed again") == 1, said
+
+
 def test_two_runs_setting_aside_the_same_moved_cache_both_go_on_caching(
     tiny_model_cfg: ModelConfig, tiny_backbone, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two runs started after an upgrade both find the cache's features moved; the one that
     set the folder aside second found it gone, took the cache for read-only and cached
     nothing for the rest of its run (saying its old features were 'ignored')."""
-    from safetensors.torch import load_file, save_file
-
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     folder = FeatureCache(tiny_model_cfg).folder
-    versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
-    for path in folder.glob("*.safetensors"):
-        tensors = {name: value * 1.5 for name, value in load_file(path).items()}
-        metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
-        save_file(tensors, path, metadata=metadata)
+    made_under_an_older_transformers(folder, factor=1.5)
     first, second = FeatureCache(tiny_model_cfg), FeatureCache(tiny_model_cfg)
     extractor = FeatureExtractor(tiny_backbone, tiny_model_cfg)
 

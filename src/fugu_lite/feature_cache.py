@@ -130,6 +130,9 @@ def _read_shape(path: Path) -> BackboneShape | None:
 
 
 _UNWRITABLE_FOLDERS: set[Path] = set()  # feature cache folders a write failed in, said once
+# feature cache folders of moved features that could not be set aside (read-only): never read
+# again by this process, and said once
+_IGNORED_FOLDERS: set[Path] = set()
 
 
 class FeatureCache:
@@ -163,6 +166,8 @@ class FeatureCache:
             return None
 
     def computed_under_other_versions(self) -> bool:
+        if self.folder in _IGNORED_FOLDERS:  # found so, and said, earlier in this process
+            return False
         probe = self._read_probe()
         return probe is not None and probe[1] != computation_versions()
 
@@ -199,6 +204,7 @@ class FeatureCache:
             where = "set aside by another run"
         except OSError:  # read-only: never read again by this process
             _UNWRITABLE_FOLDERS.add(self.folder)
+            _IGNORED_FOLDERS.add(self.folder)
             where = "ignored"
         self._rows = {}
         console.print(
@@ -211,7 +217,8 @@ class FeatureCache:
     def rows(self) -> dict[str, torch.Tensor]:
         if self._rows is None:
             self._rows = {}
-            shards = self.folder.glob("shard-*.safetensors") if self.pinned else []
+            readable = self.pinned and self.folder not in _IGNORED_FOLDERS
+            shards = self.folder.glob("shard-*.safetensors") if readable else []
             width = self._feature_width()
             for shard in sorted(shards):
                 self._rows.update(_read_shard(shard, width))
