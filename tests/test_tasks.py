@@ -425,6 +425,21 @@ def test_prompt_text_and_split_agree_with_reward_records() -> None:
     assert plain.model_copy(update={"split": "test"}).resolved_split() == "test"
 
 
+def test_a_per_family_count_above_its_limit_is_refused_before_any_work(tmp_path: Path) -> None:
+    """A typo like --per-family 100000000 for a family that does not run out of prompts
+    (arithmetic makes thousands a second) ran for hours, growing to fill memory and disk;
+    above its limit the count is refused at once, naming the option and the limit."""
+    path = tmp_path / "tasks.jsonl"
+    args = ["tasks", "generate", "-o", str(path), "--family", "arithmetic", "--per-family"]
+    refused = CliRunner().invoke(app, [*args, "100000000"])
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())
+    assert "--per-family 100000000 is above its limit of 100000 tasks per family" in said
+    assert not path.exists()
+    assert CliRunner().invoke(app, [*args, "3"]).exit_code == 0
+    assert len(read_tasks(path)) == 3
+
+
 def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     runner = CliRunner()
     path = tmp_path / "tasks.jsonl"

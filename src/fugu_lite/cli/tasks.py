@@ -40,13 +40,18 @@ def tasks_generate(
     force: ForceOption = False,
 ) -> None:
     """Checkable tasks (arithmetic, units, strings, lists, logic, code) for offline use."""
-    from ..task_families import check_families, generate_tasks
+    from ..task_families import MAX_PER_FAMILY, check_families, generate_tasks
     from ..tasks import write_tasks
 
     try:
         check_families(family)
     except ValueError as error:
         fail(str(error))
+    if per_family > MAX_PER_FAMILY:
+        fail(
+            f"--per-family {per_family} is above its limit of {MAX_PER_FAMILY} tasks per "
+            "family (that many would take hours and fill the disk); ask for fewer"
+        )
     check_file_to_write(output, force, "tasks.jsonl")
     with writing_file(output):
         try:

@@ -32,6 +32,10 @@ REPEATS_BEFORE_GIVING_UP = 10_000
 (a rare unit conversion comes about once in 2,400 draws); without it a huge count per family
 went on drawing 50 a task asked for (half an hour for a million)."""
 
+MAX_PER_FAMILY = 100_000
+"""`tasks generate --per-family` at most: the families that do not run out of prompts make
+thousands a second, so a typo's extra zeros ran for hours and filled the disk."""
+
 FAMILIES: dict[str, dict[int, tuple[Maker, ...]]] = {
     "arithmetic": arithmetic.MAKERS,
     "unit_conversion": units.MAKERS,
