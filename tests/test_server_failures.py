@@ -11,6 +11,7 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -805,3 +806,38 @@ def test_a_client_leaving_while_its_request_is_routed_is_counted(
 
         assert wait_until(lambda: counted("fugu_requests_total", status="499") == 1, 3)
         assert counted("fugu_errors_total", code="client_disconnected") == 1
+
+
+def test_a_prompt_the_backbone_gives_nan_features_for_fails_alone_with_a_clear_error(
+    serve, stubs: Stubs, checkpoint: Path
+) -> None:
+    """`route` refuses a prompt the backbone gives NaN or infinite features for (a damaged
+    weight), but serve routed it on NaN probabilities: an arbitrary worker answered and
+    x-fugu-probabilities said NaN, which is not JSON. It is now a 500 naming the backbone,
+    and the prompts beside it are routed as before."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.features import FeatureExtractor
+    from fugu_lite.router_family import load_family_or_single
+
+    damaged = load_family_or_single(checkpoint)
+    router = damaged.routers[0]
+    backbone = load_backbone("tiny-random")
+    token = backbone.tokenizer.convert_tokens_to_ids("z")
+    backbone.model.get_input_embeddings().weight.data[token] = float("inf")
+    torch_cfg = router.model_cfg.model_copy(update={"runtime": "torch"})  # no ONNX export
+    router.extractor = FeatureExtractor(backbone, torch_cfg)
+    running = serve(pool_for(stubs), router=damaged)
+    response = running.post({"model": MODEL, "messages": user("a fizz")})
+    assert response.status_code == 500, response.text
+    error = response.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "routing_failed"
+    assert error["message"] == (
+        "routing gave NaN or infinite probabilities for this request's prompt: the backbone "
+        "tiny-random gives NaN, infinite or overflowing features for it (its weights are "
+        "damaged, or overflow on this prompt); check model.backbone (a local folder: its "
+        "weight files), or choose another backbone"
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    answered = running.post({"model": MODEL, "messages": user("hello")})
+    assert answered.status_code == 200, answered.text
+    assert "NaN" not in answered.headers["x-fugu-probabilities"]

@@ -90,11 +90,19 @@ def require_finite_probabilities(
     if bad:
         raise ValueError(
             f"routing gave NaN or infinite probabilities for {len(bad)} of the {len(prompts)} "
-            f"prompts (the first: {prompt_text(prompts[bad[0]])[:60]!r}): the backbone "
-            f"{backbone} gives NaN, infinite or overflowing features for them (its weights are "
-            "damaged, or overflow on these prompts); check model.backbone (a local folder: its "
-            "weight files), or choose another backbone"
+            f"prompts (the first: {prompt_text(prompts[bad[0]])[:60]!r}): "
+            + damaged_backbone_hint(backbone, "them", "these prompts")
         )
+
+
+def damaged_backbone_hint(backbone: str, them: str, these: str) -> str:
+    """What non-finite routing probabilities for some prompts (`them`, `these`) say of the
+    backbone, and what to check."""
+    return (
+        f"the backbone {backbone} gives NaN, infinite or overflowing features for {them} (its "
+        f"weights are damaged, or overflow on {these}); check model.backbone (a local folder: "
+        "its weight files), or choose another backbone"
+    )
 
 
 def route_prompt(

@@ -261,9 +261,10 @@ class FuguServer:
         if self.batcher is None:
             raise ApiError(503, "the server is starting", type="server_error")
         try:
-            return await self.batcher.submit(request)
+            result = await self.batcher.submit(request)
         except BatcherClosedError as error:
             raise ApiError(503, str(error), type="server_error", code="shutting_down") from error
+        return self.router.require_finite(result)
 
 
 def check_workers_match(router_workers: list[str], pool_config: PoolConfig) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from ..cost_weighting import (
 )
 from ..model import RouterModel
 from ..router_family import RouterFamily
-from ..routing import meant_workers
+from ..routing import damaged_backbone_hint, meant_workers
 from ..schemas import ChatMessage
 from ..text import exact_number
 from .api_error import ApiError
@@ -212,6 +213,21 @@ class RouterService:
             ranking = sorted(request.allowed, key=lambda worker: -by_score[worker])
             results.append(RouteResult(ranking, values, used, len(requests), forward_s))
         return results
+
+    def require_finite(self, result: RouteResult) -> RouteResult:
+        """`result`, unless its probabilities are NaN or infinite (the backbone's features
+        for its prompt are): its ranking would be arbitrary. A 500 for this request alone,
+        not its batch-mates."""
+        if all(math.isfinite(p) for p in result.probabilities.values()):
+            return result
+        backbone = self.family.routers[0].model_cfg.backbone
+        raise ApiError(
+            500,
+            "routing gave NaN or infinite probabilities for this request's prompt: "
+            + damaged_backbone_hint(backbone, "it", "this prompt"),
+            type="server_error",
+            code="routing_failed",
+        )
 
     def warm_up(self) -> None:
         """Load the backbone and run one pass, so the first request is not slow."""
