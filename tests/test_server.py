@@ -932,6 +932,31 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
 
 
+@pytest.mark.parametrize(
+    ("line", "word"),
+    [
+        (f"x-api-key: {ENDPOINT_KEY}", "x-api-key:"),
+        (f"api-key: {ENDPOINT_KEY}", "api-key:"),
+        (f"Authorization:Bearer {ENDPOINT_KEY}", "Authorization:Bearer"),
+    ],
+)
+def test_keys_written_with_another_header_are_refused_not_taken_as_keys(
+    line: str, word: str, tmp_path: Path
+) -> None:
+    """Only the words 'Bearer' and 'Authorization:' were refused: a key copied with another
+    API's header ('x-api-key: sk-...', Anthropic's; 'api-key: sk-...', Azure's) or with no
+    space after the colon made the header's name an API key of its own, which any client
+    could send ('Authorization: Bearer x-api-key:')."""
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(f"sk-first-key-abcdef\n{line}\n", encoding="utf-8")
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys(file=keys_file)
+    assert str(error.value) == (
+        f"--api-keys-file {keys_file}: holds {word!r}, a header's name, which would be accepted "
+        "as an API key itself; give the keys alone (sk-..., not Bearer sk-...)"
+    )
+
+
 def test_api_keys_come_from_a_file_one_a_line_and_an_env_var_comma_separated(
     serve, stubs: Stubs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

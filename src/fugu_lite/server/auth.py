@@ -35,13 +35,26 @@ def keys_in(source: str, text: str) -> list[str]:
     """The keys of one source (--api-keys-env NAME, --api-keys-file PATH), refused when it
     holds a header's word."""
     keys = parse_keys(text)
-    copied = [key for key in keys if key.lower() in HEADER_WORDS]
+    copied = [(key, what) for key in keys if (what := header_word(key)) is not None]
     if copied:
+        key, what = copied[0]
         raise ApiKeyError(
-            f"{source}: holds {copied[0]!r}, a word of the Authorization header, which would be "
-            "accepted as an API key itself; give the keys alone (sk-..., not Bearer sk-...)"
+            f"{source}: holds {key!r}, {what}, which would be accepted as an API key itself; "
+            "give the keys alone (sk-..., not Bearer sk-...)"
         )
     return keys
+
+
+def header_word(key: str) -> str | None:
+    """What of a header `key` is, copied with a key: the Authorization header's words, or a
+    header's name ("x-api-key:", "Authorization:Bearer" written without its space)."""
+    lowered = key.lower()
+    if lowered in HEADER_WORDS:
+        return "a word of the Authorization header"
+    names = ("authorization", *OTHER_KEY_HEADERS)
+    if key.endswith(":") or lowered.startswith(tuple(f"{name}:" for name in names)):
+        return "a header's name"
+    return None
 
 
 def load_api_keys(env_var: str | None = None, file: str | Path | None = None) -> list[str]:
