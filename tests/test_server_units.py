@@ -190,6 +190,26 @@ def test_a_success_of_a_call_started_before_the_circuit_opened_does_not_close_it
     assert breaker.state("a") == "closed"
 
 
+def test_a_failure_of_a_call_started_before_the_circuit_opened_leaves_a_half_open_one() -> None:
+    """A slow call let through while the circuit was closed, failing once its cool-down had
+    ended and the probe was out, opened the circuit again: the cool-down started over on
+    news older than the probe, and the probe's guard was dropped while it was out. Like a
+    late success, it now leaves the half-open circuit as it is; the probe decides."""
+    now = [0.0]
+    breaker = CircuitBreaker(["a"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    assert (breaker.acquire("a"), breaker.acquire("a"), breaker.acquire("a")) == ("call",) * 3
+    breaker.record_failure("a", "call")
+    breaker.record_failure("a", "call")
+    assert breaker.state("a") == "open"
+    now[0] = 10.0
+    assert breaker.acquire("a") == "probe"
+    breaker.record_failure("a", "call")  # the slow call fails while the probe is out
+    assert breaker.state("a") == "half_open" and breaker.snapshot()["a"]["times_opened"] == 1
+    assert breaker.acquire("a") is None  # still the one probe
+    breaker.record_failure("a", "probe")
+    assert breaker.state("a") == "open" and breaker.retry_after_s(["a"]) == 10
+
+
 runner = CliRunner()
 
 

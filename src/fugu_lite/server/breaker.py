@@ -75,14 +75,15 @@ class CircuitBreaker:
         circuit.consecutive_failures = 0
         circuit.probe_in_flight = False
 
-    def record_failure(self, worker: str) -> None:
+    def record_failure(self, worker: str, permit: Permit = "probe") -> None:
         """A failed call. One that started before the circuit opened (concurrent calls
         failing one after another) leaves an open circuit as it is: it neither counts as
-        opening it again nor starts its cool-down over."""
+        opening it again nor starts its cool-down over; nor, ending once the circuit is
+        half-open ("call"), does it re-open it while the probe is out: the probe decides."""
         circuit = self.circuits[worker]
         circuit.consecutive_failures += 1
         state = self.state(worker)
-        if state == "open":
+        if state == "open" or (state == "half_open" and permit == "call"):
             return
         if state == "half_open" or circuit.consecutive_failures >= self.failure_threshold:
             circuit.state = "open"

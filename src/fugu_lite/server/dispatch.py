@@ -285,7 +285,7 @@ class Dispatcher:
         if permit is None:
             attempts.append(Attempt(worker, "circuit_open"))
             return None
-        return None if self._process_exited(worker, attempts) else permit
+        return None if self._process_exited(worker, permit, attempts) else permit
 
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
@@ -297,12 +297,13 @@ class Dispatcher:
         attempts.append(Attempt(worker, RATE_LIMITED, message, retry_at=retry_at(wait_s)))
         return True
 
-    def _process_exited(self, worker: str, attempts: list[Attempt]) -> bool:
+    def _process_exited(self, worker: str, permit: Permit, attempts: list[Attempt]) -> bool:
         """A local worker whose llama.cpp process has exited fails at once, without a call
         (and without the pool's retries against a closed port)."""
         if self.pool.is_alive(worker):
             return False
-        attempt = Attempt(worker, "connection", f"worker {worker}: its local server has exited")
+        message = f"worker {worker}: its local server has exited"
+        attempt = Attempt(worker, "connection", message, permit=permit)
         attempts.append(attempt)
         self._record(attempt, called=False)
         return True
@@ -317,7 +318,7 @@ class Dispatcher:
         if outcome == "ok":
             self.breaker.record_success(worker, permit)
         elif outcome == "stream_error":
-            self.breaker.record_failure(worker)
+            self.breaker.record_failure(worker, permit)
         else:
             self.breaker.release(worker, permit)
         self.metrics.worker_calls.labels(worker, failed_kind or "ok").inc()
@@ -333,7 +334,7 @@ class Dispatcher:
         if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
             self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
-            self.breaker.record_failure(attempt.worker)
+            self.breaker.record_failure(attempt.worker, attempt.permit)
         elif judged and attempt.outcome == BUSY:
             self.breaker.release(attempt.worker, attempt.permit)
         elif judged:
