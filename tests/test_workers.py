@@ -878,3 +878,33 @@ def test_a_closed_pool_says_so_and_starts_afresh_when_entered_again(stub: StubWo
     assert "the pool is closed" in said and "not started" not in said
     assert result.error is None
     assert stopped
+
+
+def test_a_proxy_that_cannot_be_reached_is_named_not_the_workers_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Calls go through the proxy of HTTP_PROXY / HTTPS_PROXY (httpx reads them), but a
+    proxy that refused the connection, or whose host name was not found, was reported as
+    the worker's: 'nothing listens on api.example port 443', 'host name api.example not
+    found: a typo in base_url', sending the user to check a base_url that was right."""
+    from fugu_lite.workers.local_server import free_port
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    port = free_port()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    worker = "http://worker.example:8123/v1"
+    refused = asyncio.run(one_call(pool_config(worker, max_retries=0)))
+    assert refused.error is not None
+    assert (
+        f"connection refused: nothing listens on the proxy 127.0.0.1 port {port} (HTTP_PROXY), "
+        "which calls to worker.example go through; is the proxy running, or should the worker "
+        "be reached without it (NO_PROXY)?"
+    ) in refused.error
+    monkeypatch.setenv("HTTP_PROXY", "http://no-such-proxy.invalid:3128")
+    unknown = asyncio.run(one_call(pool_config(worker, max_retries=0)))
+    assert unknown.error is not None
+    assert (
+        "host name no-such-proxy.invalid of the proxy (HTTP_PROXY), which calls to "
+        "worker.example go through, not found: a typo in HTTP_PROXY, or no network or DNS?"
+    ) in unknown.error

@@ -12,9 +12,12 @@ import email.utils
 import html
 import json
 import math
+import os
 import re
 import socket
 import time
+import urllib.request
+from urllib.parse import urlsplit
 
 import openai
 
@@ -209,6 +212,9 @@ def connection_reason(error: openai.APIConnectionError) -> str:
     check; any other cause as its type and words; "" for none."""
     root = root_cause(error)
     url = error.request.url
+    proxy = proxy_for(url.scheme, url.host)
+    if proxy is not None and isinstance(root, socket.gaierror | ConnectionRefusedError):
+        return _proxy_reason(root, url.host, proxy)
     if isinstance(root, socket.gaierror):
         return f" (host name {url.host} not found: a typo in base_url, or no network or DNS?)"
     if isinstance(root, ConnectionRefusedError):
@@ -219,6 +225,40 @@ def connection_reason(error: openai.APIConnectionError) -> str:
         )
     cause = error.__cause__ or error.__context__
     return f" ({type(cause).__name__}: {cause})" if cause else ""
+
+
+def proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
+    """The proxy (host, port, and the variable naming it) a call to `scheme`://`host` goes
+    through, as httpx reads it from the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY,
+    not for the hosts of NO_PROXY); None when the call goes straight to the host."""
+    proxies = urllib.request.getproxies()
+    if urllib.request.proxy_bypass(host):
+        return None
+    for key in (scheme, "all"):
+        if proxy := proxies.get(key):
+            names = (f"{key}_proxy", f"{key.upper()}_PROXY")
+            variable = next((n for n in names if os.environ.get(n) == proxy), names[1])
+            parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            port = parts.port or {"https": 443}.get(parts.scheme, 80)
+            return parts.hostname or proxy, port, variable
+    return None
+
+
+def _proxy_reason(root: BaseException, host: str, proxy: tuple[str, int, str]) -> str:
+    """ " (why the connection failed)" for a call to `host` through a proxy: the proxy's
+    host or port, not the worker's, is the one not found or refused."""
+    proxy_host, port, variable = proxy
+    through = f"the proxy ({variable}), which calls to {host} go through"
+    if isinstance(root, socket.gaierror):
+        return (
+            f" (host name {proxy_host} of {through}, not found: a typo in {variable}, or no "
+            "network or DNS?)"
+        )
+    return (
+        f" (connection refused: nothing listens on the proxy {proxy_host} port {port} "
+        f"({variable}), which calls to {host} go through; is the proxy running, or should "
+        "the worker be reached without it (NO_PROXY)?)"
+    )
 
 
 def root_cause(error: BaseException) -> BaseException:
