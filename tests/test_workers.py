@@ -908,3 +908,26 @@ def test_a_proxy_that_cannot_be_reached_is_named_not_the_workers_host(
         "host name no-such-proxy.invalid of the proxy (HTTP_PROXY), which calls to "
         "worker.example go through, not found: a typo in HTTP_PROXY, or no network or DNS?"
     ) in unknown.error
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_worker_on_this_machine_is_called_without_the_environments_proxy(
+    stub: StubWorker, host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With HTTP_PROXY set (as behind a company proxy), calls to a worker on this machine (a
+    local worker's llama.cpp server on 127.0.0.1, a base_url on localhost) went to the
+    proxy, which cannot reach this machine's loopback: every call failed, while the local
+    server's health check (made without the proxy) said it was up. They now go straight
+    to the worker; a refused one is not blamed on the proxy."""
+    from fugu_lite.workers.local_server import free_port
+
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    base_url = stub.base_url.replace("127.0.0.1", host)
+    result = asyncio.run(one_call(pool_config(base_url, max_retries=0)))
+    assert result.ok, result.error
+    port = free_port()
+    refused = asyncio.run(one_call(pool_config(f"http://{host}:{port}/v1", max_retries=0)))
+    assert refused.error is not None and "proxy" not in refused.error
+    assert f"nothing listens on {host} port {port}" in refused.error

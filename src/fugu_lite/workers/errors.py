@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.utils
 import html
+import ipaddress
 import json
 import math
 import os
@@ -232,7 +233,7 @@ def proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
     through, as httpx reads it from the environment (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY,
     not for the hosts of NO_PROXY); None when the call goes straight to the host."""
     proxies = urllib.request.getproxies()
-    if urllib.request.proxy_bypass(host):
+    if on_this_machine(host) or urllib.request.proxy_bypass(host):
         return None
     for key in (scheme, "all"):
         if proxy := proxies.get(key):
@@ -242,6 +243,18 @@ def proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
             port = parts.port or {"https": 443}.get(parts.scheme, 80)
             return parts.hostname or proxy, port, variable
     return None
+
+
+def on_this_machine(host: str) -> bool:
+    """Whether `host` is this machine's loopback (localhost, 127.x, ::1), where a local
+    worker's server listens: a proxy elsewhere cannot reach it, so calls to it go straight
+    (see WorkerPool's clients)."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _proxy_reason(root: BaseException, host: str, proxy: tuple[str, int, str]) -> str:

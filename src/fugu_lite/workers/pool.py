@@ -29,8 +29,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from openai.types.chat import ChatCompletionChunk
 
 from .api_keys import read_key
@@ -48,6 +49,7 @@ from .errors import (
     WorkerCallError,
     error_code,
     error_param,
+    on_this_machine,
     refuses_stream_options,
     status_code,
 )
@@ -167,11 +169,13 @@ class WorkerPool:
             stop_local_servers(self.servers.values())
 
     def _new_client(self, worker: WorkerConfig) -> AsyncOpenAI:
+        base_url = self.base_url(worker.id)
         return AsyncOpenAI(
             api_key=self._keys[worker.id],
-            base_url=self.base_url(worker.id),
+            base_url=base_url,
             max_retries=0,
             timeout=worker.timeout_s,
+            http_client=_client_without_proxy(base_url),
         )
 
     def crashed_servers(self) -> list[str]:
@@ -695,3 +699,11 @@ def judge_from_pool(pool: WorkerPool, worker_id: str, **params: Any) -> Judge:
         return result.output
 
     return judge
+
+
+def _client_without_proxy(base_url: str) -> DefaultAsyncHttpxClient | None:
+    """For a worker on this machine (a local worker's server), an HTTP client that does not
+    send its calls to the environment's proxy (HTTP_PROXY ...), which cannot reach this
+    machine's loopback; None (the openai client's own, which does) for any other."""
+    host = urlsplit(base_url).hostname
+    return DefaultAsyncHttpxClient(trust_env=False) if host and on_this_machine(host) else None
