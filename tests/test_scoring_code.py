@@ -71,6 +71,27 @@ def test_output_in_an_untagged_fence_beside_an_untagged_function_is_not_code(sho
         assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    ("setup", "body"),
+    [
+        ("import operator\n", "operator.add(a, b)"),
+        ("from operator import add as plus\n", "plus(a, b)"),
+        ("ENABLED = True\n", "a + b if ENABLED else None"),
+    ],
+)
+def test_imports_in_an_untagged_fence_of_their_own_stay_with_the_function(
+    setup: str, body: str
+) -> None:
+    """Leaving out the untagged blocks that define no function or class (output shown in a
+    block) left out a step-by-step reply's block of imports or constants too, so the
+    function's names raised NameError and every test failed; a block that imports or
+    assigns is code, kept with the function (output, "3", still is not)."""
+    function = f"def add(a, b):\n    return {body}\n"
+    output = f"First, the setup:\n```\n{setup}```\nThen:\n```\n{function}```\nOutput:\n```\n3\n```"
+    result = graded(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
 @pytest.mark.parametrize("tag", ["python", "Python3", "py"])
 def test_a_language_line_left_from_a_lost_fence_is_not_code(tag: str) -> None:
     # the name `python` would raise NameError before any test ran

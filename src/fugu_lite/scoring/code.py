@@ -84,7 +84,10 @@ def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
     does: output shown in a block, "Fizz", parses, as a name that raises NameError)."""
     if not any(language in _PYTHON_TAGS for language, _ in blocks):
         untagged = [code for language, code in blocks if not language]
-        return [code for code in untagged if _defines(code)] or untagged
+        if not any(_defines(code) for code in untagged):
+            return untagged
+        # a step-by-step reply's block of imports or constants goes with its function
+        return [code for code in untagged if _states_something(code)]
     # "```\ndef add(...)```" then "```python\nprint(add(2, 3))```"
     return [
         code
@@ -193,6 +196,14 @@ def _defines(code: str) -> bool:
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         for node in tree.body
     )
+
+
+def _states_something(code: str) -> bool:
+    """Whether `code` parses and holds a statement at its top level (a definition, an import,
+    an assignment, ...), not only values shown as output ("Fizz", "3", "[1, 2]")."""
+    if not _parses(code):
+        return False
+    return any(not isinstance(node, ast.Expr) for node in ast.parse(code).body)
 
 
 def _imports_pytest(code: str) -> bool:
