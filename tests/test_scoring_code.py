@@ -187,6 +187,17 @@ def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:
     assert "SyntaxError" in detail and "never closed" in detail, detail
 
 
+def test_a_syntax_error_with_code_after_it_in_a_fence_never_closed_is_still_one() -> None:
+    """A line that does not parse followed by more code (a Python 2 print between the
+    imports and the function) was taken for prose after the code: the function after it
+    was cut, so the reply failed with "NameError: name 'add' is not defined" instead of
+    its SyntaxError, as the same block closed fails."""
+    block = f"```python\nimport math\nprint 'adding'\n{ADD}"
+    for output in (block, block + "```"):
+        detail = graded(code_task(), output).detail
+        assert "SyntaxError" in detail and "NameError" not in detail, detail
+
+
 @pytest.mark.parametrize(
     "code",
     [

@@ -23,6 +23,7 @@ FENCE = re.compile(
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
 _LANGUAGE_LINE = re.compile(r"\A\s*(?:python|py)3?[ \t]*\r?\n", re.IGNORECASE)
 _CODE_START = re.compile(r"^[ \t]*(?:def |class |import |from |@|async def )", re.MULTILINE)
+_DEFINITION_START = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+", re.MULTILINE)
 _INLINE_DEF = re.compile(r"\b(?:async[ \t]+)?(?:def|class)[ \t]+\w+[ \t]*[(:]")
 """A definition after prose on its line: "Here is the code: def add(a, b):"."""
 _INDENT = re.compile("^[ \t\u00a0]+", re.MULTILINE)
@@ -63,8 +64,9 @@ def _fenced_blocks(output: str) -> list[tuple[str, str]]:
 
 def _without_prose_after(code: str) -> str:
     """`code` that does not parse cut to its longest run of lines that parses, when the line
-    after that run is prose ("This function returns ..."), unindented and no code line; else
-    `code` (a reply cut off inside a function keeps its syntax error)."""
+    after that run is prose ("This function returns ..."), unindented, and no definition
+    follows; else `code` (a reply cut off inside a function, or a line of Python 2 before
+    more code, keeps its syntax error)."""
     if _parses(code):
         return code
     lines = code.split("\n")
@@ -74,6 +76,8 @@ def _without_prose_after(code: str) -> str:
     rest = [line for line in lines[end:] if line.strip()]
     head = "\n".join(lines[:end])
     if not head.strip() or not rest or rest[0][0].isspace() or _CODE_START.match(rest[0]):
+        return code
+    if _DEFINITION_START.search("\n".join(rest)):  # "print 'x'" then a def: the code's error
         return code
     return head.rstrip() + "\n"
 
