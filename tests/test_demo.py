@@ -15,6 +15,7 @@ import pytest
 import yaml
 from cli_support import CONFIG, SIGTERM_AFTER_TWO_CALLS, flat
 from rich.console import Console
+from server_support import Stubs, pool_for
 from typer.testing import CliRunner, Result
 
 from fugu_lite import demo
@@ -293,3 +294,19 @@ def test_a_local_worker_without_its_gguf_stops_the_demo_before_any_stage(
     assert f"GGUF file {tmp_path / 'models' / 'tiny.gguf'} not found" in flat(result.stderr)
     assert stages == []
     assert not (tmp_path / "demo").exists(), result.output
+
+
+def test_the_demos_serving_step_is_asked_without_the_environments_proxy(
+    checkpoint: Path, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With HTTP_PROXY set (behind a company proxy), the demo's openai client sent its
+    questions for the server it had just started on 127.0.0.1 to the proxy, which cannot
+    reach this machine: the demo's last step failed with a connection error."""
+    from fugu_lite.workers.local_server import free_port
+
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    answers = demo.serve_and_ask(checkpoint, pool_for(stubs))
+    assert [answer["question"] for answer in answers] == list(DEMO_QUESTIONS)
+    assert all(answer["answer"] == f"answer from {answer['worker']}" for answer in answers)

@@ -136,7 +136,7 @@ def records_of_tasks(
 
 def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     """Start `fugu-lite serve` in-process on the local pool; ask through the openai SDK."""
-    from openai import OpenAI
+    from openai import DefaultHttpxClient, OpenAI
 
     from .server.app import ServeSettings, create_app
     from .server.responses import WORKER_HEADER
@@ -146,7 +146,12 @@ def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     app = create_app(ServeSettings(checkpoint=checkpoint, port=0), pool_config=pool_config)
     answers = []
     with ServerThread(app) as running:
-        client = OpenAI(base_url=running.base_url, api_key="not-needed-locally")
+        # straight to this machine's server: a proxy (HTTP_PROXY) cannot reach its loopback
+        client = OpenAI(
+            base_url=running.base_url,
+            api_key="not-needed-locally",
+            http_client=DefaultHttpxClient(trust_env=False),
+        )
         for question in DEMO_QUESTIONS:
             raw = client.chat.completions.with_raw_response.create(
                 model="fugu-lite",
