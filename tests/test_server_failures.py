@@ -841,3 +841,48 @@ def test_a_prompt_the_backbone_gives_nan_features_for_fails_alone_with_a_clear_e
     answered = running.post({"model": MODEL, "messages": user("hello")})
     assert answered.status_code == 200, answered.text
     assert "NaN" not in answered.headers["x-fugu-probabilities"]
+
+
+def test_a_conversation_the_backbones_chat_template_refuses_is_a_400_for_it_alone(
+    serve, stubs: Stubs, checkpoint: Path
+) -> None:
+    """A conversation the router's chat template refuses (Gemma's takes no system message)
+    failed the whole routing batch: that client got a 500 'internal error' for its own
+    input, and every request batched with it failed too. It is now a 400 naming messages
+    and the template's reason, checked before the batch."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.features import FeatureExtractor
+    from fugu_lite.router_family import load_family_or_single
+
+    family = load_family_or_single(checkpoint)
+    router = family.routers[0]
+    backbone = load_backbone("tiny-random")
+    backbone.tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
+    torch_cfg = router.model_cfg.model_copy(update={"runtime": "torch"})
+    router.extractor = FeatureExtractor(backbone, torch_cfg)
+    running = serve(pool_for(stubs), router=family)
+    system = [{"role": "system", "content": "be brief"}, *user("hi")]
+
+    async def both() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            url = f"{running.url}/v1/chat/completions"
+            return await asyncio.gather(
+                *(
+                    client.post(url, json={"model": MODEL, "messages": m})
+                    for m in (system, user("hi"))
+                )
+            )
+
+    refused, answered = asyncio.run(both())
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "messages" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith(
+        "the chat template of backbone tiny-random refuses this conversation (roles system, "
+        "user): System role not supported."
+    )
+    assert answered.status_code == 200, answered.text

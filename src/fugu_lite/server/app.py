@@ -260,6 +260,7 @@ class FuguServer:
     async def route(self, request: RouteRequest) -> RouteResult:
         if self.batcher is None:
             raise ApiError(503, "the server is starting", type="server_error")
+        self.router.check_conversation(request.prompt)
         try:
             result = await self.batcher.submit(request)
         except BatcherClosedError as error:
