@@ -175,6 +175,19 @@ def test_a_worker_id_that_is_refused_is_shown_with_one_that_would_do(
         load_pool_config(write(tmp_path, f"workers:\n  {body}\n"))
 
 
+@pytest.mark.parametrize(("worker_id", "would_do"), [("._ fast", "fast"), ("@-x", "x")])
+def test_the_id_suggested_for_a_refused_worker_id_is_one_that_would_do(
+    worker_id: str, would_do: str
+) -> None:
+    """A refused id starting with punctuation beside a space ('._ fast') was shown with a
+    suggestion that is refused itself ('-fast': it starts with '-')."""
+    from fugu_lite.workers.config import worker_id_problem
+
+    problem = worker_id_problem(worker_id)
+    assert problem is not None and problem.endswith(f"; e.g. {would_do!r}")
+    assert worker_id_problem(would_do) is None
+
+
 def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -169,7 +169,8 @@ def worker_id_problem(worker_id: str) -> str | None:
         problem = "does not start with a letter or digit"
     else:
         problem = "has characters other than letters, digits and ._:/@+- (no spaces)"
-    fixed = _NOT_WORKER_ID.sub("-", worker_id).strip("-").lstrip("._:/@+")
+    # from its first letter or digit ("._ fast": '-fast' would be refused too)
+    fixed = re.sub(r"^[^A-Za-z0-9]+", "", _NOT_WORKER_ID.sub("-", worker_id)).rstrip("-")
     example = f"; e.g. {fixed!r}" if fixed else ""
     return f"worker id {worker_id!r} {problem}{example}"
 
