@@ -1310,3 +1310,21 @@ def test_a_number_in_words_after_an_answer_marker_is_the_answer(
 ) -> None:
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("42", '{"answer": 42, "explanation": "There are 6 rows of 7 seats."}', 1.0),
+        ("42", '```json\n{\n  "answer": 42,\n  "explanation": "6 rows of 7 seats"\n}\n```', 1.0),
+        ("42", "{'answer': '42', 'reasoning': '6 rows of 7 seats'}", 1.0),
+        ("7", '{"answer": 42, "explanation": "There are 6 rows of 7 seats."}', 0.0),
+    ],
+)
+def test_the_answer_key_of_a_json_reply_is_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    """A reply asked for JSON gives its number under "answer"; the explanation after it was
+    read for the last number instead (was '6' and 0 for 42)."""
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

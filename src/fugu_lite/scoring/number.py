@@ -3,9 +3,9 @@ task's answer (number_values.py reads a number's text and compares it, number_un
 quantities in units and amounts at rates, number_closing.py finds an explanation closing the
 output after its answer). Priority: the last
 `\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
-should be" marker (not "answer would be" after an "if": a what-if) or self-correction
-("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.", "Wait, 14.", "I mean 14."
-when the number is the whole sentence and the last) (after
+should be" / a JSON reply's `"answer": 42` marker (not "answer would be" after an "if": a
+what-if) or self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.",
+"Wait, 14.", "I mean 14." when the number is the whole sentence and the last) (after
 its last `=` when the marker's sentence holds an equation, or alone on the next line when
 the marker ends its line; not one the marker rules out, "answer is not 41", nor the first
 operand of arithmetic, "3 more than 9"), else a count of the pairs listed after it ("4 ways:
@@ -115,7 +115,7 @@ def _both_signs(match: re.Match[str]) -> str:
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
 _BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
 _ANSWER_MARKER = re.compile(
-    r"(?:final answer|answer is|answer\s*[:=]|answer (?:would|should|must|will) be|result is|"
+    r"(?:final answer|answer is|answer[\"']?\s*[:=]|answer (?:would|should|must|will) be|result is|"
     rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{SELF_CORRECTION}"
     rf"|(?P<bare>{_BARE_CORRECTION})"
     rf"|{CJK_ANSWER_MARKER})",
