@@ -1328,3 +1328,24 @@ def test_the_answer_key_of_a_json_reply_is_the_answer(
     read for the last number instead (was '6' and 0 for 42)."""
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("12.57", "The area is about 12.566, i.e. 12.57 (to 2 decimal places).", 1.0),
+        ("12.57", "The area is 12.57, rounded to 2 decimal places.", 1.0),
+        ("12.57", "Area = π × 2² ≈ 12.566 → **12.57** (to 2 d.p.)", 1.0),
+        ("4570", "That gives 4571, or 4570 to 3 s.f.", 1.0),
+        ("2", "The area is 12.57, rounded to 2 decimal places.", 0.0),
+        # the number of places itself, when it is what is said
+        ("2", "It is given to 2 decimal places.", 1.0),
+    ],
+)
+def test_the_precision_an_answer_is_rounded_to_is_no_answer(
+    answer: str, output: str, score: float
+) -> None:
+    """A closing precision, "12.57 (to 2 decimal places)", was read as the last number (was
+    '2', and 0 for 12.57); it is an aside, like a confidence."""
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

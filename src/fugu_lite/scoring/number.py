@@ -18,9 +18,9 @@ days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", 
 roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7"; "-2, 3" in a box),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
-("not 100% sure"), a tolerance ("5 ± 0.1"), the whole another number is out of ("2 left out
-of 4", "2 of the 4", unless a whole is asked) or one inside a copy of a sentence of the
-question ("What is 9 * 11 + 27?") is no answer; a
+("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
+whole another number is out of ("2 left out of 4", "2 of the 4", unless a whole is asked)
+or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a
 quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
 question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
@@ -302,8 +302,8 @@ def _outside_the_question_echoed(
 
 def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[str]]:
     """The numbers the output gives as answers: no asides (one ruled out, a confidence, a
-    tolerance) nor, unless the question asks for a whole, the whole another number is a part
-    of ("2 candies left out of 4": the answer is 2)."""
+    tolerance, a precision: "to 2 decimal places") nor, unless the question asks for a whole,
+    the whole another number is a part of ("2 candies left out of 4": the answer is 2)."""
     said = [number for number in numbers if not _is_aside(number)]
     if _WHOLE_ASKED.search(question):
         return said
@@ -451,6 +451,13 @@ def _count_of_tuples(text: str, numbers: list[re.Match[str]]) -> FoundNumber | N
 _RULED_OUT_BEFORE = re.compile(r"\b(?:not|rather\s+than|instead\s+of)\s+\$?$", re.IGNORECASE)
 _CONFIDENCE_BEFORE = re.compile(r"\bconfidence\W{0,4}$", re.IGNORECASE)
 _CONFIDENCE_AFTER = re.compile(r"\s+(?:sure|certain|confident)\b", re.IGNORECASE)
+# the precision an answer is given to: "12.57 (to 2 decimal places)", "rounded to 3 s.f."
+_PRECISION_BEFORE = re.compile(r"\b(?:to|at)\s+$", re.IGNORECASE)
+_PRECISION_AFTER = re.compile(
+    r"\s*(?:decimal\s+places?\b|decimals\b|d\.\s?p\.|dp\b|significant\s+(?:figures|digits)\b"
+    r"|sig\.?\s*figs?\b|s\.\s?f\.)",
+    re.IGNORECASE,
+)
 
 
 def _is_aside(number: re.Match[str]) -> bool:
@@ -460,6 +467,15 @@ def _is_aside(number: re.Match[str]) -> bool:
         or _CONFIDENCE_BEFORE.search(text[max(0, start - 20) : start])
         or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
         or _is_a_tolerance(number)
+        or _is_a_precision(number)
+    )
+
+
+def _is_a_precision(number: re.Match[str]) -> bool:
+    start = number.start()
+    return bool(
+        _PRECISION_BEFORE.search(number.string[max(0, start - 10) : start])
+        and _PRECISION_AFTER.match(number.string, number.end())
     )
 
 
