@@ -484,3 +484,22 @@ def test_the_only_option_cited_with_its_letter_and_text_is_the_answer(
     task = Task(id="c", prompt=CAPITAL, answer="B", grader="choice", task="logic")
     result = graded(task, output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("B", "**Answer: B**\n\nOption A, Ann, is the shortest of the three.", 1.0),
+        ("B", "The answer is B. Unlike option C, Cal, Bob is over 2 m.", 1.0),
+        ("A", "**Answer: B**\n\nOption A, Ann, is the shortest of the three.", 0.0),
+        # an option named with its text between commas, said to be what is asked
+        ("B", "Option B, Bob, is the tallest.", 1.0),
+    ],
+)
+def test_an_option_named_after_the_answer_in_an_aside_or_contrast_is_not_chosen(
+    answer: str, output: str, score: float
+) -> None:
+    """After "Answer: B", "Option A, Ann, is the shortest" (its text between commas) or
+    "Unlike option C, ..." named a letter the grader took as the answer (was A / C)."""
+    result = graded(choice_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

@@ -64,12 +64,16 @@ _CHOICE_MARKER = re.compile(
     re.IGNORECASE,
 )
 _ARTICLE_A = re.compile(r"\s+[A-Za-z]")
-# an option named in a comparison, not chosen: "Option A (42) is larger than option B (17)."
-# (what follows "option B", and what comes before "option B")
+# an option named in a comparison, not chosen: "Option A (42) is larger than option B (17).",
+# "Option A, Mars, is the smallest.", "Unlike option D, ..." (what follows "option B", and
+# what comes before "option B")
 _OPTION_SAID_TO_BE = re.compile(
-    r"[)\]]?\s*(?:\([^()\n]{0,40}\)\s*)?(?:is|are)\s+(?:the\s+)?(?P<most>[a-z]+)", re.IGNORECASE
+    r"[)\]]?\s*(?:\([^()\n]{0,40}\)\s*|,[^,\n]{1,40},\s*)?(?:is|are)\s+(?:the\s+)?(?P<most>[a-z]+)",
+    re.IGNORECASE,
 )
-_COMPARED_TO = re.compile(r"\b(?:than|to|with|and|or|over|vs\.?|versus)\s+$", re.IGNORECASE)
+_COMPARED_TO = re.compile(
+    r"\b(?:than|to|with|and|or|over|vs\.?|versus|unlike|except|besides)\s+$", re.IGNORECASE
+)
 _CONCLUSION_END = re.compile(r"[*_]*\s*(?:[.!]|$)")
 # "B", "(B)", "B) Bob", "B. Bob", "B: Bob", "B - Bob", "B — Bob"
 _LEADING_LETTER = re.compile(
