@@ -503,3 +503,21 @@ def test_an_option_named_after_the_answer_in_an_aside_or_contrast_is_not_chosen(
     "Unlike option C, ..." named a letter the grader took as the answer (was A / C)."""
     result = graded(choice_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("B", '{"answer": "B"}', 1.0),
+        ("B", '```json\n{"answer": "B", "reason": "Bob (B) is 2 m, Ann (A) 1.6 m"}\n```', 1.0),
+        ("B", "{'choice': 'B'}", 1.0),
+        ("A", '{"answer": "B", "reason": "Bob (B) is 2 m, Ann (A) 1.6 m"}', 0.0),
+    ],
+)
+def test_the_answer_key_of_a_json_reply_gives_the_letter(
+    answer: str, output: str, score: float
+) -> None:
+    """A reply asked for JSON gives its letter under "answer": it was no answer marker (the
+    quotes), so '{"answer": "B"}' had no letter and the reason's two were ambiguous."""
+    result = graded(choice_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

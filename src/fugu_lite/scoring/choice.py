@@ -10,7 +10,7 @@ B."), or the text of exactly one option (the answer, or its first or last clause
 option is named: "Yes, all wugs are feps.", or the only option named when it is cited with its
 letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or B", "(A)
 ... (C)"), or a second one hedged after the answer ("The answer is B (or C).") are ambiguous and
-score 0.
+score 0. A JSON reply's '{"answer": "B"}' is an "Answer: B".
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from .exact import WRAPPERS, answer_candidates, normalise, without_closing_note
 # how sure a reply is of the letter after "the answer is": "most likely B", "definitely B"
 _CERTAINTY = r"(?:most\s+likely|likely|probably|definitely|clearly|certainly|surely)"
 _CHOICE_MARKER = re.compile(
-    r"(?:(?:answer|(?P<option>option|choice))\s*"
+    r"(?:(?:answer|(?P<option>option|choice))[\"']?\s*"  # and a JSON key: "answer": "B"
     # "The answer must be B.", "The answer is most likely B."
     rf"(?P<said>(?:is|(?:would|will|should|must) be|[:=>\-])(?:\s+{_CERTAINTY})?)?"
     r"|result\s*(?:is|:)"
@@ -59,7 +59,7 @@ _CHOICE_MARKER = re.compile(
     # a bare correction: "Answer: A. Wait, actually B." (the letter ends it, as a conclusion's),
     # and a guess: "I'm not sure, but I think B."
     rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|\bI\s+(?:think|guess|believe)\b,?))\s*"
-    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$]*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
+    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$\"']*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
