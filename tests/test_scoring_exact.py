@@ -509,3 +509,21 @@ def test_exact_grader_reads_a_word_spelled_out_letter_by_letter(output: str, sco
                 grader="exact", task="strings")  # fmt: skip
     result = graded(task, output)
     assert result.score == score, result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("tac", '```json\n{"answer": "tac", "explanation": "c-a-t reversed"}\n```', 1.0),
+        ("tac", '{"answer": "tac", "note": "the word backwards"}', 1.0),
+        ("cta", '{"answer": "tac", "note": "not cta"}', 0.0),
+        ("tac", '{"answer": "cta", "note": "not tac"}', 0.0),
+    ],
+)
+def test_the_answer_key_of_a_json_reply_is_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    """A reply asked for JSON gives its answer under "answer"; it was no answer marker (the
+    quote before ':'), so a later key's quoted text was read instead (was 0 for tac)."""
+    result = graded(exact_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

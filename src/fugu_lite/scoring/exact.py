@@ -177,7 +177,7 @@ def _quoted_texts(text: str) -> list[str]:
 # and a bare one giving a single word as its whole sentence ("tac\n\nWait, actually tca.",
 # "No wait, tca."; not "Actually, this was easy.")
 _EXACT_MARKER = re.compile(
-    rf"(?:(?:answer|result|output)[*_]*\s*(?:is\b|[:=])|{CJK_ANSWER_MARKER}|{SELF_CORRECTION}"
+    rf"(?:(?:answer|result|output)[*_\"']*\s*(?:is\b|[:=])|{CJK_ANSWER_MARKER}|{SELF_CORRECTION}"
     rf"|(?:{BARE_CORRECTION_LEAD}|\bno,?\s+wait\b[\s,:;!.—–-]{{0,3}})"
     r"(?!(?:yes|no|right|correct|true|fine|ok|okay|sure|hmm|wait)\b)"  # "Actually, yes."
     r"(?=[*_'\"`“‘]*[^\W_][^\s.,;:!?*_'\"`”’]*[*_'\"`”’]*(?:[.!]+(?=\s|$)|[ \t]*(?:\n|$))))[\s:]*",
