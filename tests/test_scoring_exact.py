@@ -527,3 +527,21 @@ def test_the_answer_key_of_a_json_reply_is_the_answer(
     quote before ':'), so a later key's quoted text was read instead (was 0 for tac)."""
     result = graded(exact_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ('{"answer": [1, 2, 3]}', 1.0),
+        ('```json\n{\n  "answer": [1, 2, 3],\n  "steps": 2\n}\n```', 1.0),
+        ("{'final answer': [1, 2, 3], 'note': 'sorted from [3, 1, 2]'}", 1.0),
+        ('{"answer": [1, 3, 2], "note": "the sorted list would be [1, 2, 3]"}', 0.0),
+    ],
+)
+def test_the_answer_key_of_a_json_reply_is_the_list_the_regex_grader_reads(
+    output: str, score: float
+) -> None:
+    """'{"answer": [1, 3, 2], ...}' was no final answer (the quote before ':'), so the pattern
+    was searched in the whole reply and found in another key's text (was 1 for a wrong list)."""
+    result = graded(regex_task(list_regex([1, 2, 3])), output)
+    assert (result.score, result.error) == (score, None), result.detail

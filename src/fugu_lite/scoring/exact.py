@@ -34,6 +34,7 @@ output scores 0.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 
@@ -434,7 +435,8 @@ def grade_regex(task: Task, output: str) -> Grade:
 # and a bare correction giving a list of numbers ("[1, 2, 3]. Actually [1, 3, 2].", "Wait,
 # 1, 3, 2."), taken only when the list is the whole of its sentence (see `_LIST_ANSWER`)
 _FINAL_ANSWER_MARKER = re.compile(
-    r"(?:final answer|answer)(?:\s*(?:is|was|(?:would|should|must|will) be)\b|\s*[:=])"
+    r"(?:final answer|answer)(?P<key>[\"'])?"  # and a JSON key: "answer": [1, 2, 3]
+    r"(?:\s*(?:is|was|(?:would|should|must|will) be)\b|\s*[:=])"
     rf"|final answer|{SELF_CORRECTION}"
     rf"|(?P<bare>{BARE_CORRECTION_LEAD}(?=[\[(]\s*-?\d|-?\d+(?:\.\d+)?\s*[,;]\s*-?\d))",
     re.IGNORECASE,
@@ -476,6 +478,9 @@ def _final_answer_part(text: str) -> tuple[str, str]:
             if corrected is None:
                 return "", f" ({marker.group(0).strip()!r} {clip(line.strip())!r} rules it out)"
             return corrected.group("answer").rstrip(" .*_`$"), where
+        json_value = _json_value(text, marker.end()) if marker["key"] else None
+        if json_value is not None:  # '{"answer": [1, 2, 3], "steps": 2}': the key's value
+            return json_value, where
         answer = _answer_at(text, marker.end()).strip(" :*_#>`$").rstrip(" .!*_`$")
         if marker["bare"] and not _LIST_ANSWER.fullmatch(answer):
             continue  # "Actually [1, 2, 3] is right.": a remark, no new answer
@@ -483,6 +488,17 @@ def _final_answer_part(text: str) -> tuple[str, str]:
     if retracted:
         return text[retracted:], " (after the retraction)"
     return text, ""
+
+
+def _json_value(text: str, start: int) -> str | None:
+    """The JSON value starting at `start` (past spaces), written back as JSON (a string as
+    its text), or None when none starts there."""
+    index = len(text) - len(text[start:].lstrip())
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, index)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 _RETRACTION_REMARK = re.compile(r"[\s,:;.!?-]*(?:(?:it|that)(?:['’]s|\s+is)\s+)?", re.IGNORECASE)
