@@ -1349,3 +1349,22 @@ def test_the_precision_an_answer_is_rounded_to_is_no_answer(
     '2', and 0 for 12.57); it is an aside, like a confidence."""
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "prompt", "output", "score"),
+    [
+        ("25", "What percentage of 80 is 20?", "20 is 25% of 80.", 1.0),
+        ("25", "What percent of 80 is 20?", "Since 20/80 = 0.25, 20 is **25%** of the 80.", 1.0),
+        ("80", "What percentage of 80 is 20?", "20 is 25% of 80.", 0.0),
+        # the whole is the answer when the question asks for it, not a percentage
+        ("40", "30% of what number is 12?", "12 is 30% of 40.", 1.0),
+    ],
+)
+def test_what_a_percentage_is_of_is_no_answer_when_the_percentage_is_asked(
+    answer: str, prompt: str, output: str, score: float
+) -> None:
+    """For "What percentage of 80 is 20?", "20 is 25% of 80." answered 80, the last number
+    (0 for 25, 1 for 80): what a percentage is of is left out when a percentage is asked."""
+    result = graded(number_task(answer, prompt), output)
+    assert (result.score, result.error) == (score, None), result.detail

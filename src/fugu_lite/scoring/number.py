@@ -305,6 +305,8 @@ def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[
     tolerance, a precision: "to 2 decimal places") nor, unless the question asks for a whole,
     the whole another number is a part of ("2 candies left out of 4": the answer is 2)."""
     said = [number for number in numbers if not _is_aside(number)]
+    if _PERCENTAGE_ASKED.search(question):  # "20 is 25% of 80." for "What percentage ...?"
+        said = [number for number in said if not _is_what_a_percentage_is_of(number)] or said
     if _WHOLE_ASKED.search(question):
         return said
     return [number for number in said if not _is_the_whole(number)] or said
@@ -499,6 +501,16 @@ def _is_the_whole(number: re.Match[str]) -> bool:
     before = number.string[max(0, start - 60) : start]
     # the plain test first: the search tries every start in the window, for every number
     return "of" in before.lower() and _WHOLE_BEFORE.search(before) is not None
+
+
+# what a percentage is of, "25% of 80", when the question asks for the percentage
+_PERCENT_OF_BEFORE = re.compile(r"\d\s?%[*_]*\s+of\s+(?:the\s+)?\$?$")
+_PERCENTAGE_ASKED = re.compile(r"\bwhat\s+(?:percent(?:age)?|%)", re.IGNORECASE)
+
+
+def _is_what_a_percentage_is_of(number: re.Match[str]) -> bool:
+    start = number.start()
+    return _PERCENT_OF_BEFORE.search(number.string[max(0, start - 20) : start]) is not None
 
 
 def _is_ruled_out(number: re.Match[str]) -> bool:
