@@ -166,3 +166,18 @@ def test_a_reasoning_judges_thinking_is_not_its_verdict() -> None:
     verdict = graded(judge_task(), "Paris.", cut)
     assert verdict.score is None
     assert "stopped inside its thinking" in (verdict.error or "")
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [
+        ('{"score": 8}', 0.8),
+        ('```json\n{"reasoning": "Right, clear.", "score": "9"}\n```', 0.9),
+        ('{"reasoning": "2 slips out of 10 steps", "score": 7}', 0.7),
+        ("{'rating': 6}", 0.6),
+    ],
+)
+def test_a_judge_replying_in_json_is_read_for_its_score_key(reply: str, score: float) -> None:
+    """A judge in JSON mode gives '{"score": 8}': the quote before ':' hid the score, so the
+    reply was unreadable and the task left ungraded (score None)."""
+    assert parse_judge_score(reply) == pytest.approx(score)

@@ -1,6 +1,6 @@
 """The judge grader: an LLM judge (an async callable messages -> reply) scores 0-10 with the task's
-rubric ("SCORE: 7", else "a score of 7", else agreeing ratios "7/10"); the score is
-divided by 10. An empty (or whitespace) output scores 0 without asking the judge.
+rubric ("SCORE: 7" or '{"score": 7}', else "a score of 7", else agreeing ratios "7/10"); the score
+is divided by 10. An empty (or whitespace) output scores 0 without asking the judge.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ MAX_JUDGED_CHARS = 6000
 MIN_ECHO_CHARS = 20
 # also in brackets, as the form "SCORE: N" may be read: "SCORE: [7]", "Score: [7/10]"
 _SCORE_VALUE = (
-    r"[*_`]*+\s*+(?P<bracket>\[\s*)?(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
+    r"[*_`\"']*+\s*+(?P<bracket>\[\s*)?(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
     r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?(?(bracket)\s*\])"
 )
 # The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10",
-# "Final score - 7"; a dash with a space after it: "Score -1" is no score of 1)
+# "Final score - 7", a JSON reply's '{"score": 7}'; a dash with a space after it: "Score -1"
+# is no score of 1)
 _SCORE_LINE = re.compile(
-    r"\b(?:score|rating|grade|overall|total)[*_]*+(?:\s*\([^()\n]{0,20}\))?[*_]*+"
+    r"\b(?:score|rating|grade|overall|total)[*_]*+(?:\s*\([^()\n]{0,20}\))?[*_\"']*+"
     r"(?:\s*[:=]|\s+[-–—](?=\s))\s*+" + _SCORE_VALUE,
     re.IGNORECASE,
 )
