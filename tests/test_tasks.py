@@ -440,6 +440,16 @@ def test_a_per_family_count_above_its_limit_is_refused_before_any_work(tmp_path:
     assert len(read_tasks(path)) == 3
 
 
+def test_the_per_family_help_names_its_limit() -> None:
+    """`tasks generate --help` showed `--per-family [x>=1]`, no upper limit, though a count
+    above MAX_PER_FAMILY is refused; the help names the limit the refusal uses."""
+    from fugu_lite.task_families import MAX_PER_FAMILY
+
+    shown = CliRunner().invoke(app, ["tasks", "generate", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    assert f"Tasks per family, at most {MAX_PER_FAMILY}." in " ".join(shown.output.split())
+
+
 def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     runner = CliRunner()
     path = tmp_path / "tasks.jsonl"

@@ -27,7 +27,7 @@ tasks_app = command_group("Generate and check task files.")
 @tasks_app.command("generate")
 def tasks_generate(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
-    per_family: Annotated[int, typer.Option(help="Tasks per family.", min=1)] = 10,
+    per_family: Annotated[int, typer.Option(help="Tasks per family, at most 100000.", min=1)] = 10,
     seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
     family: Annotated[
         list[str] | None,
