@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from fugu_lite.checkpoint import CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
+    MAX_COST_WEIGHT,
     MAX_SEED,
     CostAware,
     ESConfig,
@@ -1228,6 +1229,15 @@ def test_a_reward_head_seed_numpy_cannot_take_is_refused_naming_its_key(tmp_path
     settings = load_stage_config(path, RewardHeadConfig, "reward_head").training
     for index in range(4):  # the seed each clustering gives k-means, which numpy takes
         np.random.RandomState(settings.seed + index)
+
+
+def test_the_cost_weights_help_names_their_limit() -> None:
+    """`train pipeline --help` gave --cost-weights with no range, though a weight above
+    MAX_COST_WEIGHT (or below 0) is refused; the help names both bounds."""
+    shown = CliRunner().invoke(app, ["train", "pipeline", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    said = " ".join(shown.output.split())
+    assert f"0,0.25,0.5,1 (each >= 0, at most {MAX_COST_WEIGHT:,.0f})" in said
 
 
 @pytest.mark.parametrize("config_type", [SFTTrainingConfig, RLTrainingConfig, ESTrainingConfig])

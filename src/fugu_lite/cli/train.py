@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..config import PipelineConfig, RLConfig, SFTConfig
+from ..config import MAX_COST_WEIGHT, PipelineConfig, RLConfig, SFTConfig
 from ..config_errors import ConfigError
 from ..config_loading import load_stage_config
 from .common import (
@@ -168,9 +168,9 @@ CostWeightsOption = Annotated[
     str | None,
     typer.Option(
         "--cost-weights",
-        help="Comma-separated cost weights, e.g. 0,0.25,0.5,1: one router per weight in "
-        "OUTPUT/lambda-<w>/ and a family manifest OUTPUT/router_family.json; omitted: one "
-        "router (OUTPUT/sft, OUTPUT/rl).",
+        help="Comma-separated cost weights, e.g. 0,0.25,0.5,1 (each >= 0, at most "
+        f"{MAX_COST_WEIGHT:,.0f}): one router per weight in OUTPUT/lambda-<w>/ and a family "
+        "manifest OUTPUT/router_family.json; omitted: one router (OUTPUT/sft, OUTPUT/rl).",
     ),
 ]
 
