@@ -35,7 +35,9 @@ from server_support import (
     user,
     wait_until,
 )
+from typer.testing import CliRunner
 
+from fugu_lite.cli import app
 from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
@@ -930,6 +932,17 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
         load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
     keys_file.write_text(f"# {line}\nsk-bearer-token-abcdef\n", encoding="utf-8")
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
+
+
+def test_the_keys_options_help_says_to_give_the_keys_alone() -> None:
+    """`serve --help` said only "one a line" and "comma-separated" of the endpoint's keys,
+    while a key written with its header ('Bearer KEY', 'x-api-key: KEY') is refused at
+    start; both options' help now says to give the keys alone."""
+    shown = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    said = " ".join(shown.output.split())
+    assert "API key(s), comma-separated, the keys alone (not 'Bearer KEY')." in said
+    assert "one a line, the keys alone (not 'Bearer KEY' or 'x-api-key: KEY')." in said
 
 
 @pytest.mark.parametrize(

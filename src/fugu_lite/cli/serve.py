@@ -59,15 +59,16 @@ def serve_command(
     api_keys_env: Annotated[
         str | None,
         typer.Option(
-            help="Env var holding the endpoint's API key(s), comma-separated. This and the keys "
-            "file both omitted: no key is asked (anyone who can reach the port may call)."
+            help="Env var holding the endpoint's API key(s), comma-separated, the keys alone "
+            "(not 'Bearer KEY'). This and the keys file both omitted: no key is asked (anyone "
+            "who can reach the port may call)."
         ),
     ] = None,
     api_keys_file: Annotated[
         Path | None,
         typer.Option(
-            help="File with the endpoint's API keys, one a line. This and the keys variable "
-            "both omitted: no key is asked."
+            help="File with the endpoint's API keys, one a line, the keys alone (not 'Bearer "
+            "KEY' or 'x-api-key: KEY'). This and the keys variable both omitted: no key is asked."
         ),
     ] = None,
     log_requests: Annotated[
