@@ -219,6 +219,13 @@ def test_route_refuses_a_prompt_piped_in_another_encoding_than_utf8(
     assert message.rstrip().endswith("; pipe it as UTF-8 (e.g. through `iconv -t UTF-8`)")
 
 
+def test_routes_help_says_the_prompt_is_utf8_text() -> None:
+    """`route --help` did not say the prompt must be UTF-8, though one in another encoding
+    (a Latin-1 terminal's argument, a UTF-16 pipe) is now refused before any loading."""
+    shown = flat(ok(runner.invoke(app, ["route", "--help"], terminal_width=200)))
+    assert "The prompt to route, UTF-8 text ('-' reads stdin" in shown
+
+
 def test_route_refuses_a_prompt_argument_that_is_not_utf8(tmp_path: Path) -> None:
     """A prompt argument in a Latin-1 terminal reaches Python with surrogate escapes: it
     failed in the tokenizer with "'utf-8' codec can't encode character '\\udce9' in position

@@ -25,8 +25,8 @@ def route_command(
     prompt: Annotated[
         str,
         typer.Argument(
-            help="The prompt to route ('-' reads stdin, less its last line break); one that "
-            "starts with '-' goes after '--': route --checkpoint DIR -- '-5 + 3?'."
+            help="The prompt to route, UTF-8 text ('-' reads stdin, less its last line break); "
+            "one that starts with '-' goes after '--': route --checkpoint DIR -- '-5 + 3?'."
         ),
     ],
     exclude: Annotated[
