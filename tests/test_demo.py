@@ -310,3 +310,25 @@ def test_the_demos_serving_step_is_asked_without_the_environments_proxy(
     answers = demo.serve_and_ask(checkpoint, pool_for(stubs))
     assert [answer["question"] for answer in answers] == list(DEMO_QUESTIONS)
     assert all(answer["answer"] == f"answer from {answer['worker']}" for answer in answers)
+
+
+def test_the_demos_serving_step_closes_its_client(
+    checkpoint: Path, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The serving step's openai client has an HTTP client of its own (to skip a proxy),
+    which the SDK's finaliser does not close: left open, its sockets to the demo's server
+    leaked, and Python warned of them (ResourceWarning) whenever they were collected."""
+    import openai
+
+    made: list[openai.DefaultHttpxClient] = []
+
+    class RecordedClient(openai.DefaultHttpxClient):
+        def __init__(self, **options: object) -> None:
+            super().__init__(**options)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(openai, "DefaultHttpxClient", RecordedClient)
+    answers = demo.serve_and_ask(checkpoint, pool_for(stubs))
+    assert len(answers) == len(DEMO_QUESTIONS)
+    assert len(made) == 1
+    assert made[0].is_closed

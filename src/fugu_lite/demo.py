@@ -13,6 +13,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from rich.markup import escape
@@ -27,6 +28,9 @@ from .task_families import generate_tasks
 from .tasks import Task, write_tasks
 from .text import console_text, notes_console, results_console
 from .workers.config import PoolConfig, load_pool_config
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 console = results_console()
 
@@ -139,12 +143,10 @@ def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     from openai import DefaultHttpxClient, OpenAI
 
     from .server.app import ServeSettings, create_app
-    from .server.responses import WORKER_HEADER
     from .server.thread import ServerThread
 
     console.rule("3/3 serve: the coordinator in front of the local pool, asked via openai")
     app = create_app(ServeSettings(checkpoint=checkpoint, port=0), pool_config=pool_config)
-    answers = []
     with ServerThread(app) as running:
         # straight to this machine's server: a proxy (HTTP_PROXY) cannot reach its loopback
         client = OpenAI(
@@ -152,22 +154,28 @@ def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
             api_key="not-needed-locally",
             http_client=DefaultHttpxClient(trust_env=False),
         )
-        for question in DEMO_QUESTIONS:
-            raw = client.chat.completions.with_raw_response.create(
-                model="fugu-lite",
-                messages=[{"role": "user", "content": question}],
-                max_tokens=64,
-            )
-            completion = raw.parse()
-            answers.append(
-                {
-                    "question": question,
-                    "worker": raw.headers.get(WORKER_HEADER, "?"),
-                    "answer": completion.choices[0].message.content or "",
-                }
-            )
+        # a client of our own is not closed by the SDK's finaliser: its sockets would leak
+        with client:
+            answers = [_ask(client, question) for question in DEMO_QUESTIONS]
     console.print(answers_table(answers, running.base_url))
     return answers
+
+
+def _ask(client: OpenAI, question: str) -> dict:
+    """One demo question through the SDK: who answered (the server's header) and what."""
+    from .server.responses import WORKER_HEADER
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="fugu-lite",
+        messages=[{"role": "user", "content": question}],
+        max_tokens=64,
+    )
+    completion = raw.parse()
+    return {
+        "question": question,
+        "worker": raw.headers.get(WORKER_HEADER, "?"),
+        "answer": completion.choices[0].message.content or "",
+    }
 
 
 def answers_table(answers: list[dict], base_url: str) -> Table:
