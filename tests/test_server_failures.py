@@ -847,9 +847,9 @@ def test_a_conversation_the_backbones_chat_template_refuses_is_a_400_for_it_alon
     serve, stubs: Stubs, checkpoint: Path
 ) -> None:
     """A conversation the router's chat template refuses (Gemma's takes no system message)
-    failed the whole routing batch: that client got a 500 'internal error' for its own
-    input, and every request batched with it failed too. It is now a 400 naming messages
-    and the template's reason, checked before the batch."""
+    failed its routing batch: that client got a 500 'internal error' for its own input.
+    It is now a 400 naming messages and the template's reason, for that request alone (a
+    failed batch is routed again one request at a time)."""
     from fugu_lite.backbones import load_backbone
     from fugu_lite.features import FeatureExtractor
     from fugu_lite.router_family import load_family_or_single

@@ -273,10 +273,15 @@ def render_prompt(prompt: Prompt, backbone: LoadedBackbone, model_cfg: ModelConf
     return "\n".join(m["content"] for m in messages)
 
 
+class ChatTemplateRefusal(ValueError):
+    """The backbone's chat template refuses a conversation: the caller's input, not a fault
+    (serve answers it with a 400)."""
+
+
 def templated_text(messages: list[dict[str, str]], backbone: LoadedBackbone) -> str:
     """The messages through the backbone's chat template; a template that refuses them
     (Gemma's takes no system message, Mistral's wants user and assistant to alternate) is a
-    ValueError saying so, where jinja's TemplateError was a traceback."""
+    ChatTemplateRefusal saying so, where jinja's TemplateError was a traceback."""
     from jinja2 import TemplateError
 
     try:
@@ -284,7 +289,7 @@ def templated_text(messages: list[dict[str, str]], backbone: LoadedBackbone) -> 
         return cast(str, backbone.tokenizer.apply_chat_template(messages, tokenize=False))
     except TemplateError as error:
         roles = ", ".join(m["role"] for m in messages)
-        raise ValueError(
+        raise ChatTemplateRefusal(
             f"the chat template of backbone {backbone.name} refuses this conversation (roles "
             f"{roles}): {error}. Give it a conversation its template takes, or set "
             "model.chat_template: false to read the messages as plain text (and train the "

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, field_validator
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..features import ChatTemplateRefusal
 from ..router_family import RouterFamily, load_family_or_single
 from ..workers.config import (
     PoolConfig,
@@ -260,11 +261,13 @@ class FuguServer:
     async def route(self, request: RouteRequest) -> RouteResult:
         if self.batcher is None:
             raise ApiError(503, "the server is starting", type="server_error")
-        self.router.check_conversation(request.prompt)
         try:
+            # a failed batch is run again one request at a time: the refusal is this one's
             result = await self.batcher.submit(request)
         except BatcherClosedError as error:
             raise ApiError(503, str(error), type="server_error", code="shutting_down") from error
+        except ChatTemplateRefusal as error:
+            raise ApiError(400, str(error), param="messages") from error
         return self.router.require_finite(result)
 
 

@@ -17,7 +17,6 @@ from ..cost_weighting import (
     head_cost_weight,
     nearest_cost_weight,
 )
-from ..features import render_prompt
 from ..model import RouterModel
 from ..router_family import RouterFamily
 from ..routing import damaged_backbone_hint, meant_workers
@@ -214,16 +213,6 @@ class RouterService:
             ranking = sorted(request.allowed, key=lambda worker: -by_score[worker])
             results.append(RouteResult(ranking, values, used, len(requests), forward_s))
         return results
-
-    def check_conversation(self, prompt: list[ChatMessage]) -> None:
-        """A 400 for a conversation the backbone's chat template refuses (Gemma's takes no
-        system message), checked before the batch: in it, the refusal failed every request
-        batched with this one, as a 500."""
-        extractor = self.family.routers[0].backbone_extractor()
-        try:
-            render_prompt(prompt, extractor.backbone, extractor.model_cfg)
-        except ValueError as error:
-            raise ApiError(400, str(error), param="messages") from error
 
     def require_finite(self, result: RouteResult) -> RouteResult:
         """`result`, unless its probabilities are NaN or infinite (the backbone's features
