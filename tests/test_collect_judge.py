@@ -553,6 +553,27 @@ def test_a_reasoning_judges_draft_score_is_not_its_verdict(tmp_path: Path) -> No
     assert "could not read a score" in (summary.workers[0].grade_error or "")
 
 
+def test_a_reasoning_judges_draft_score_is_asked_again_on_the_next_run(tmp_path: Path) -> None:
+    """A judge's logged reply whose only score was a draft in its thinking was taken on the
+    next run for a verdict paid for before a kill: the judge was not asked again, and the
+    answers stayed ungraded run after run, while a reply with no score at all is judged
+    again (README)."""
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    draft = "<think>SCORE: 9?</think>Fine."
+    with (
+        StubWorker("Rain on the roof.") as worker,
+        StubWorker(answer_or_verdict("Snow.", draft)) as judge,
+    ):
+        config = stub_pool(("w", worker), ("judge", judge))
+        first = run_collect(config, tasks, output, judge_worker="judge")
+        judge.reply = answer_or_verdict("Snow.", "Good.\nSCORE: 7")
+        summary = run_collect(config, tasks, output, judge_worker="judge")
+    assert first.workers[0].ungraded == 2
+    assert summary.complete and summary.workers[0].mean_score == pytest.approx(0.7)
+    assert len(worker.bodies) == 2  # judged again, not asked again
+
+
 def test_judging_saved_answers_again_shows_its_progress(tmp_path: Path) -> None:
     """A run whose work is judging saved answers again (the judge failed on them last run, or
     the judge changed) did it before any progress bar was drawn, each bar's total the calls

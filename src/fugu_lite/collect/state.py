@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from ..io import append_jsonl
 from ..schemas import RewardRecord, id_as_read
+from ..scoring.common import without_thinking
 from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
 from ..text import one_or_many
@@ -257,8 +258,10 @@ class CollectState:
         entry = self.verdicts.get(cell)
         if entry is None or entry.request_hash != request_hash or entry.output is None:
             return None
-        answer = self.calls[cell].output or ""
-        if parse_judge_score(without_echoed_scores(entry.output, answer)) is None:
+        # read as the judge grader reads it: a draft score in the judge's thinking is no grade
+        verdict = without_thinking(entry.output)
+        answer = without_thinking(self.calls[cell].output or "") or ""
+        if verdict is None or parse_judge_score(without_echoed_scores(verdict, answer)) is None:
             return None  # it gave no grade: asked again
         return entry.output
 
