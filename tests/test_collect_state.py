@@ -28,8 +28,14 @@ from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
-from fugu_lite.collect.summary import CollectSummary, end_of_run_lines, summary_table
-from fugu_lite.schemas import read_records, write_records
+from fugu_lite.collect.summary import (
+    CollectSummary,
+    RunCounters,
+    end_of_run_lines,
+    summarize,
+    summary_table,
+)
+from fugu_lite.schemas import RewardRecord, read_records, write_records
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.text_reading import RecordFileError
 from fugu_lite.workers.api_keys import PoolStartError
@@ -441,6 +447,46 @@ def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -
         ]
     log.write_text(json.dumps(answer) + "\n")  # an older version's line
     assert state(local_pool(str(tmp_path / "q8.gguf"))).cells_to_call("loc") == []
+
+
+def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
+    tmp_path: Path,
+) -> None:
+    """A local worker's n_ctx raised after its refusal of a long prompt was written in a record
+    (scored 0, as the README says to have such prompts asked again): the finished collection's
+    table left that answer out, '1 done, score 1.000' for records holding its rewards 1 and 0.
+    It now counts it as the records hold it."""
+    tasks = number_tasks(2)
+    output, log = tmp_path / "r.jsonl", tmp_path / "r.calls.jsonl"
+
+    def local_pool(n_ctx: int) -> PoolConfig:
+        local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    worker = local_pool(256).workers[0]
+    lines = []
+    for task, refused in zip(tasks, (False, True), strict=True):
+        request = hashes.request_hash(worker, task)
+        answer = {"output": task.answer, "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+        refusal = {"error": "context", "error_code": "context_length_exceeded", "n_ctx": 256}
+        lines += [
+            {"event": "call", "task_id": task.id, "worker_id": "loc", "request_hash": request,
+             "local_hash": hashes.local_hash(worker), **(refusal if refused else answer)},
+            {"event": "grade", "task_id": task.id, "worker_id": "loc", "request_hash": request,
+             "score": 0.0 if refused else 1.0, "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()},
+        ]  # fmt: skip
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = [
+        RewardRecord(prompt=task.prompt, split="train", worker_ids=["loc"], rewards=[reward],
+                     costs=[0.0], task="arithmetic", id=task.id)
+        for task, reward in zip(tasks, (1.0, 0.0), strict=True)
+    ]  # fmt: skip
+    write_records(output, records)
+    for n_ctx in (256, 1024):
+        state = collect_state.CollectState(local_pool(n_ctx), tasks, output, log).load()
+        row = summarize(state, RunCounters(state.worker_ids)).workers[0]
+        assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
 def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(

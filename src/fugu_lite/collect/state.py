@@ -205,7 +205,7 @@ class CollectState:
             ):
                 if answered and cell in self.hashes:  # a changed request: not its answer
                     self.asked_otherwise.add(cell)
-                self._note_earlier(cell, entry, answered)
+                self._note_earlier(cell, entry, answered or is_context_refusal(entry))
                 continue  # another task set, another worker, or a changed request
             if answered:
                 self.calls[cell] = entry
@@ -216,12 +216,13 @@ class CollectState:
                     self.grades[cell] = entry
                 else:
                     self.stale[cell] = entry
-            else:
-                self._note_earlier(cell, entry, answered)
+            else:  # a refusal at an n_ctx the worker no longer has is asked again, but a
+                # written record holds it as the worker's answer
+                self._note_earlier(cell, entry, is_context_refusal(entry))
 
     def _note_earlier(self, cell: Cell, entry: LogEntry, answered: bool) -> None:
-        """Keep a written record's answer to an earlier request of its worker, and its grade:
-        the record holds them, and so does the summary."""
+        """Keep a written record's answer to an earlier request of its worker (or at an
+        earlier n_ctx), and its grade: the record holds them, and so does the summary."""
         if cell[0] not in self.recorded or cell not in self.hashes:
             return
         if answered:
@@ -491,6 +492,11 @@ class CollectState:
         append_line(self.output, record)
         self.recorded.add(task_id)
         return True
+
+
+def is_context_refusal(entry: LogEntry) -> bool:
+    """Whether a log line is a worker's refusal of a prompt over its context."""
+    return entry.event == "call" and entry.error_code == CONTEXT_LENGTH_EXCEEDED
 
 
 def unique_tasks(tasks: list[Task]) -> dict[str, Task]:
