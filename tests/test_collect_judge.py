@@ -574,6 +574,34 @@ def test_a_reasoning_judges_draft_score_is_asked_again_on_the_next_run(tmp_path:
     assert len(worker.bodies) == 2  # judged again, not asked again
 
 
+def test_the_judge_is_sent_as_many_calls_at_once_as_its_max_concurrency(tmp_path: Path) -> None:
+    """Judging held one of collect's two grade slots (meant for the code grader's sandbox) for
+    each call to the judge, so a judge taking 4 calls at once got 2: judging a collection took
+    twice as long (8 times with a max_concurrency of 16)."""
+    tasks = haiku_tasks(6)
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+        config = stub_pool(("w", worker), ("judge", judge), max_concurrency=4)
+        run_collect(config, tasks, output, judge_worker="judge")  # no verdict can be read
+        judge.reply, judge.latency_s, judge.max_in_flight = "Good.\nSCORE: 7", 0.3, 0
+        summary = run_collect(config, tasks, output, judge_worker="judge")  # judging only
+    assert summary.complete and judge.max_in_flight == 4
+
+
+def test_answers_waiting_for_a_judge_that_went_down_are_not_sent_to_it(tmp_path: Path) -> None:
+    """Judging waits for the judge worker's own slots, where every answer to judge may queue:
+    those queued when it is taken as down (a bad key) are not sent to it."""
+    tasks = haiku_tasks(20)
+    output = tmp_path / "r.jsonl"
+    with StubWorker("Rain.") as worker, StubWorker("I like it.") as judge:
+        config = stub_pool(("w", worker), ("judge", judge), max_concurrency=2)
+        run_collect(config, tasks, output, judge_worker="judge")  # no verdict can be read
+        judge.mode, judge.latency_s, asked = "401", 0.05, len(judge.bodies)
+        summary = run_collect(config, tasks, output, judge_worker="judge")  # 40 to judge
+    assert "refused with HTTP 401" in (summary.workers[1].down or "")
+    assert len(judge.bodies) - asked <= 4  # 3 in a row, and 1 sent beside the third
+
+
 def test_judging_saved_answers_again_shows_its_progress(tmp_path: Path) -> None:
     """A run whose work is judging saved answers again (the judge failed on them last run, or
     the judge changed) did it before any progress bar was drawn, each bar's total the calls

@@ -44,7 +44,8 @@ def logging_judge(
     naming the task, the judged worker, the request hash of the judged answer and the judge's
     settings; each call's result goes to `on_result` too. A reply of this judge to the same
     messages already in the log (a run stopped before its grade line) is reused, not paid
-    for again; `before_call` runs before a call, and may refuse it by raising."""
+    for again; `before_call` runs once the call has one of the judge's slots, before it is
+    sent, and may refuse it by raising (calls wait there while others are in flight)."""
     judge_worker = pool.worker(judge_id)
     judged_request_hash = state.calls[cell].request_hash
 
@@ -53,9 +54,7 @@ def logging_judge(
         saved = state.saved_verdict(cell, request_hash)
         if saved is not None:
             return saved
-        if before_call is not None:
-            before_call()
-        result = await pool.chat(judge_id, list(messages), **JUDGE_PARAMS)
+        result = await pool.chat(judge_id, list(messages), before_call, **JUDGE_PARAMS)
         state.add(_judge_entry(state, cell, judged_request_hash, judge_id, request_hash, result))
         if on_result is not None:
             await on_result(result)

@@ -319,7 +319,7 @@ class Collector:
         call = self.state.calls[cell]
         task = self.state.tasks[task_id]
         judge = None if self.judge_worker is None else self._judge(self.judge_worker, cell)
-        async with self.grade_slots:
+        async with self._grading_slot(task):
             try:
                 if call.error_code == CONTEXT_LENGTH_EXCEEDED:
                     verdict = Grade(score=0.0, detail=f"refused: {call.error}")
@@ -349,6 +349,12 @@ class Collector:
             )
         )  # fmt: skip
         self.counters.records_written += self.state.write_ready_record(task_id)
+
+    def _grading_slot(self, task: Task) -> contextlib.AbstractAsyncContextManager[object]:
+        """One of the grade slots for a grader that runs here (the code grader's sandbox takes
+        a core); the judge's calls wait for the judge worker's max_concurrency instead: two
+        slots held judging to two calls at a time, however many the judge takes."""
+        return contextlib.nullcontext() if task.grader == "judge" else self.grade_slots
 
     def _call_entry(self, task: Task, result: CallResult) -> LogEntry:
         refused = result.error_code == CONTEXT_LENGTH_EXCEEDED
