@@ -555,6 +555,24 @@ def test_records_without_their_call_log_say_where_the_answers_may_be(tmp_path: P
     assert f"--log {default_log_path(output)}" in message
 
 
+def test_the_summary_of_records_continued_with_a_new_call_log_counts_them(tmp_path: Path) -> None:
+    """Records continued with a new call log (--log, as the refusal above says to) had their
+    answers in no call log the run read: the table said '6/6 records' beside 3 done per worker,
+    their scores and costs left out. Those records now count as they hold them."""
+    tasks = number_tasks(6)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as a, StubWorker("I do not know.") as b:
+        config = stub_pool(("a", a), ("b", b))
+        run_collect(config, tasks[:3], output, log=tmp_path / "elsewhere.calls.jsonl")
+        summary = run_collect(config, tasks, output, log=default_log_path(output))
+    assert summary.complete
+    rows = {row.worker_id: row for row in summary.workers}
+    assert (rows["a"].done, rows["a"].mean_score, rows["a"].calls) == (6, 1.0, 3)
+    assert (rows["b"].done, rows["b"].mean_score) == (6, 0.0)
+    costs = [sum(record.costs or []) for record in read_records(output)]
+    assert rows["a"].cost + rows["b"].cost == pytest.approx(sum(costs))
+
+
 @pytest.mark.parametrize(
     ("other", "as_log", "kind"),
     [

@@ -91,6 +91,7 @@ class CollectState:
         self.other_records = 0  # records of tasks not in this run's task file
         self.idless_records = 0  # records without a task id (imported, or another tool's)
         self.written_costs: dict[str, list[float] | None] = {}  # per recorded task id
+        self.written_rewards: dict[str, list[float]] = {}  # ... and its rewards
         self.torn: list[str] = []
         self.judging: dict[str, JudgeSummary] = {}  # per judge: its calls in the log
         # per judged cell: the latest reply of this run's judge (see saved_verdict)
@@ -129,6 +130,7 @@ class CollectState:
             task_id = id_as_read(record.id)
             self.recorded.add(task_id)
             self.written_costs[task_id] = record.costs
+            self.written_rewards[task_id] = record.rewards
             self.other_records += task_id not in self.tasks
 
     def _stray_record(self, line_number: int, recorded: list[str], ours: int) -> str:

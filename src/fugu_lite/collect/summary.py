@@ -120,13 +120,14 @@ def worker_summary(
 ) -> WorkerSummary:
     """One worker's row: its graded answers over all runs, and this run's counters."""
     graded = [cell for cell in grades if cell[1] == worker_id and cell[0] in state.tasks]
-    scores = [float(grades[cell].score or 0.0) for cell in graded]
     calls = [answers[cell] for cell in graded]
-    costs = [state.call_cost(worker_id, call) for call in calls]
+    unlogged = unlogged_records(worker_id, state, grades)
+    scores = [float(grades[cell].score or 0.0) for cell in graded] + [r for r, _ in unlogged]
+    costs = [state.call_cost(worker_id, call) for call in calls] + [c for _, c in unlogged]
     latencies = [call.latency_s for call in calls if call.latency_s is not None]
     return WorkerSummary(
         worker_id=worker_id,
-        done=len(graded),
+        done=len(graded) + len(unlogged),
         pending=sum((task_id, worker_id) not in state.grades for task_id in pending_tasks),
         calls=counters.calls[worker_id],
         errors=counters.errors[worker_id],
@@ -149,6 +150,24 @@ def worker_summary(
         down=counters.down.get(worker_id),
         restarts=counters.restarts[worker_id],
     )
+
+
+def unlogged_records(
+    worker_id: str, state: CollectState, grades: dict[Cell, LogEntry]
+) -> list[tuple[float, float | None]]:
+    """The worker's reward and cost in each written record of this task file whose answer
+    the call log does not hold (records continued with a new --log), as the records hold
+    them: the table counted only the answers in the call log ('6/6 records', 3 done)."""
+    index = state.worker_ids.index(worker_id)
+    rows = []
+    for task_id in state.tasks:
+        if task_id not in state.recorded or (task_id, worker_id) in grades:
+            continue
+        costs = state.written_costs[task_id]
+        rows.append(
+            (state.written_rewards[task_id][index], None if costs is None else costs[index])
+        )
+    return rows
 
 
 def cut_in_thinking(call: LogEntry) -> bool:
