@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import log_lines, number_tasks, run_collect, stub_pool
 from rich.console import Console
-from rich.progress import Progress, TextColumn
+from rich.progress import Progress, TaskID, TextColumn
 from typer.testing import CliRunner, Result
 
 from fugu_lite.cli import app
@@ -26,6 +26,7 @@ from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import Collector, collect
 from fugu_lite.collect.state import CollectState, JudgeSummary
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, summary_table
+from fugu_lite.progress import LineProgress
 from fugu_lite.schemas import read_records
 from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import Reply, StubWorker
@@ -640,3 +641,32 @@ def test_a_workers_bar_counts_answers_that_could_not_be_graded(tmp_path: Path) -
     statuses = {bar.description: bar.fields["status"] for bar in progress.tasks}
     # '1 error', not '1 errors'
     assert statuses == {"w": "[yellow]1 error[/yellow]", "judge": "[yellow]1 error[/yellow]"}
+
+
+def test_a_workers_bar_is_full_once_its_answers_are_judged(tmp_path: Path) -> None:
+    """A worker's bar moved on as each call came back, so with a judge slower than the workers
+    every bar was full while most answers still waited for their verdict, and the run went on
+    for as long with nothing moving. A bar now moves on as each answer is graded."""
+    tasks = haiku_tasks(6)
+    output = tmp_path / "r.jsonl"
+    judged_when_full: list[int] = []
+
+    class Watched(LineProgress):
+        def update(self, bar: TaskID, advance: int = 0, **fields: Any) -> None:
+            super().update(bar, advance, **fields)
+            if self.bars[bar] == ("w", len(tasks)) and self.done[bar] == len(tasks):
+                grades = [line for line in log_lines(output) if line["event"] == "grade"]
+                judged_when_full.append(sum(line["worker_id"] == "w" for line in grades))
+
+    async def run(config: PoolConfig) -> None:
+        state = CollectState(config, tasks, output, default_log_path(output), "judge").load()
+        progress = Watched(Console(file=io.StringIO()))
+        async with WorkerPool(config) as pool:
+            await Collector(pool, state, judge_worker="judge", progress=progress).run()
+
+    with (
+        StubWorker("Rain on the roof.") as worker,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 7"), latency_s=0.1) as judge,
+    ):
+        asyncio.run(run(stub_pool(("w", worker), ("judge", judge), max_concurrency=1)))
+    assert judged_when_full[:1] == [len(tasks)]

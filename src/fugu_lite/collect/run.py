@@ -194,7 +194,7 @@ class Collector:
             failure = f"task {visible_controls(task_id)}: {result.error}"
             self.counters.call_error.setdefault(worker_id, (failure, result.error_kind))
             await self._failed(worker_id, result)
-        self._advance(worker_id)
+            self._advance(worker_id)  # an answer's cell moves its bar once graded (_grade)
 
     def _grading_done(self, graded: asyncio.Task[None]) -> None:
         """A grading task that raised (its grade line could not be written, a full disk) was
@@ -336,7 +336,6 @@ class Collector:
             self.counters.ungraded[worker_id] += 1
             failure = f"task {visible_controls(task_id)}: {verdict.error}"
             self.counters.grade_error.setdefault(worker_id, failure)
-            self._advance(worker_id, by=0)  # its bar says the error, its calls may be done
         self.state.add(
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,
@@ -349,6 +348,9 @@ class Collector:
             )
         )  # fmt: skip
         self.counters.records_written += self.state.write_ready_record(task_id)
+        # once graded, not once answered: a slow judge still had most answers to judge when
+        # every bar was full (no-op for saved answers, graded before the bars are drawn)
+        self._advance(worker_id)
 
     def _grading_slot(self, task: Task) -> contextlib.AbstractAsyncContextManager[object]:
         """One of the grade slots for a grader that runs here (the code grader's sandbox takes
