@@ -489,6 +489,36 @@ def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
         assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
+def test_a_grade_of_another_model_files_answer_is_not_taken_for_this_ones(tmp_path: Path) -> None:
+    """A task still pending after a local worker answered it with one GGUF (graded 1), then
+    with another (graded 0), then the first again: the second file's grade, logged last, was
+    taken for the first file's answer, and the record would hold 0 for an answer graded 1.
+    Grade lines now name the model file of the answer they graded, as call lines do."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    def local_pool(gguf: str) -> PoolConfig:
+        local = {"gguf": str(tmp_path / gguf)}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    lines = []
+    for gguf, score in (("q4.gguf", 1.0), ("q8.gguf", 0.0)):
+        worker = local_pool(gguf).workers[0]
+        request = hashes.request_hash(worker, task)
+        lines += [
+            {"event": "call", "task_id": task.id, "worker_id": "loc", "request_hash": request,
+             "local_hash": hashes.local_hash(worker), "output": "1"},
+            {"event": "grade", "task_id": task.id, "worker_id": "loc", "request_hash": request,
+             "local_hash": hashes.local_hash(worker), "score": score,
+             "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()},
+        ]  # fmt: skip
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    state = collect_state.CollectState(local_pool("q4.gguf"), [task], tmp_path / "r.jsonl", log)
+    record = state.load().record_for(task.id)
+    assert record is not None and record.rewards == [1.0]
+
+
 def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

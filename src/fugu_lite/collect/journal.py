@@ -31,7 +31,7 @@ class LogEntry(BaseModel):
     task_id: str
     worker_id: str
     request_hash: str
-    local_hash: str | None = None  # call events of a local worker: its model file
+    local_hash: str | None = None  # call and grade events of a local worker: its model file
     gguf_sha256: str | None = None  # ... and that file's content (a file replaced in place)
     grading_hash: str | None = None  # grade events: what the grade was computed against
     grading_code: str | None = None  # ... and with (grading_code_digest; not judge grades)

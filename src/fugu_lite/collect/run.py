@@ -340,6 +340,7 @@ class Collector:
             LogEntry(
                 event="grade", task_id=task_id, worker_id=worker_id,
                 request_hash=call.request_hash, prompt_hash=call.prompt_hash,
+                local_hash=call.local_hash, gguf_sha256=call.gguf_sha256,
                 grading_hash=self.state.grading_hashes[task_id],
                 grading_code=None if task.grader == "judge" else self.state.grading_code,
                 judge_worker_id=judge_worker_id, judge_hash=judge_settings,

@@ -202,8 +202,9 @@ class CollectState:
                 continue  # what the judge said is in its grade line (or in verdicts)
             cell = (entry.task_id, entry.worker_id)
             answered = self.answers(entry)
+            # a grade line names the model file of the answer it graded, as its call line does
             if self.hashes.get(cell) != entry.request_hash or (
-                answered and not self._same_local_model(entry)
+                (answered or entry.event == "grade") and not self._same_local_model(entry)
             ):
                 if answered and cell in self.hashes:  # a changed request: not its answer
                     self.asked_otherwise.add(cell)
