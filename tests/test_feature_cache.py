@@ -586,3 +586,19 @@ def test_a_cache_folder_variable_starting_with_a_tilde_is_in_the_home_folder(
     assert (tmp_path / "home" / "cache" / "features").is_dir()
     assert (tmp_path / "home" / "cache" / "onnx").is_dir()
     assert not (tmp_path / "work" / "~").exists()
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_cache_folder_variable_is_the_default_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """FUGU_LITE_CACHE_DIR= (an env file's empty line, a compose file's unset ${VAR:-}) was
+    Path(''), the working directory: features/ and onnx/ were put in the user's project."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", value)
+    compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
+    assert (tmp_path / "home" / ".cache" / "fugu-lite" / "features").is_dir()
+    assert list((tmp_path / "work").iterdir()) == []

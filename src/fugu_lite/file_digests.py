@@ -17,8 +17,11 @@ CACHE_DIR_ENV = "FUGU_LITE_CACHE_DIR"
 def cache_root() -> Path:
     """fugu-lite's cache folder: $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite. A `~` of the
     variable is the home folder (set where no shell expands it: a service file, a container's
-    env, quoted), not a folder named `~` in the working directory."""
-    return Path(os.environ.get(CACHE_DIR_ENV, Path.home() / ".cache" / "fugu-lite")).expanduser()
+    env, quoted), not a folder named `~` in the working directory. An empty one is unset, as
+    XDG's are (`FUGU_LITE_CACHE_DIR=` in an env file): as Path('') it was the working
+    directory, which got features/, onnx/ and data/ put in it unasked."""
+    named = os.environ.get(CACHE_DIR_ENV, "")
+    return Path(named).expanduser() if named.strip() else Path.home() / ".cache" / "fugu-lite"
 
 
 _FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}

@@ -50,7 +50,7 @@ def not_a_folder(root: Path, given: bool) -> str:
     --cache-dir, $FUGU_LITE_CACHE_DIR, or the default folder."""
     if given:
         return f"--cache-dir {root} is a file, not a folder; give the cache folder"
-    if os.environ.get(CACHE_DIR_ENV):
+    if os.environ.get(CACHE_DIR_ENV, "").strip():
         return (
             f"{CACHE_DIR_ENV} names {root}, which is a file, not a folder; set it to the "
             "cache folder (or unset it for ~/.cache/fugu-lite)"
