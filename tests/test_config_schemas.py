@@ -402,6 +402,23 @@ def test_a_lone_surrogate_escape_names_the_file_and_line(tmp_path: Path) -> None
         read_json(tmp_path / "p.json")
 
 
+def test_json_python_cannot_read_names_the_file_and_line(tmp_path: Path) -> None:
+    """An integer of 5,000 digits (a task's answer written by another tool) or lists nested
+    2,000 deep are valid JSON that json.loads raised ValueError / RecursionError on: the
+    command ended in a traceback naming no file or line."""
+    good = json.dumps(good_row(1))
+    huge = '{"prompt": "p", "answer": ' + "9" * 5000 + "}"
+    deep = '{"prompt": ' + "[" * 2000 + "]" * 2000 + "}"
+    path = write_lines(tmp_path / "r.jsonl", [good, huge])
+    with pytest.raises(RecordFileError, match=r"r\.jsonl, line 2: an integer of more than 4300 "):
+        read_records(path)
+    with pytest.raises(RecordFileError, match=r"r\.jsonl, line 2: JSON nested too deeply"):
+        read_records(write_lines(path, [good, deep]))
+    (tmp_path / "p.json").write_text(huge, encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"p\.json: an integer of more than .*as a string"):
+        read_json(tmp_path / "p.json")
+
+
 def test_a_records_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_bytes(json.dumps(good_row(1)).encode() + b'\n{"prompt": "h\xe9"}\n')

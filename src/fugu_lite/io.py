@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from .atomic_files import append_whole, atomic_output, write_text_atomic
 from .text_reading import (
     RecordFileError,
+    beyond_python_message,
     check_no_lone_surrogate,
     json_error_reason,
     not_utf8_message,
@@ -54,6 +55,8 @@ def read_json(path: str | Path) -> Any:
             f"{json_error_reason(error)}"
             + (f"; {DOUBLE_BACKSLASHES}: double each backslash" if _bad_escape(error) else "")
         ) from error
+    except (ValueError, RecursionError) as error:
+        raise RecordFileError(beyond_python_message(str(path), error)) from error
     check_no_lone_surrogate(text, value, str(path))
     return value
 
@@ -150,6 +153,10 @@ def _parsed_line(path: Path, line_number: int, line: str, first: bool, rest: Bin
     except json.JSONDecodeError as error:
         raise RecordFileError(
             _not_json_message(path, line_number, line, first, rest, error)
+        ) from error
+    except (ValueError, RecursionError) as error:
+        raise RecordFileError(
+            beyond_python_message(f"{path}, line {line_number}", error)
         ) from error
 
 

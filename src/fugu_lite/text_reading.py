@@ -5,6 +5,7 @@ UTF-8 (with a hint for UTF-16), NUL bytes, a lone surrogate escape, JSON's own r
 from __future__ import annotations
 
 import json
+import sys
 from io import BufferedReader
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,21 @@ def json_error_reason(error: json.JSONDecodeError) -> str:
     """Why JSON was refused, to be followed by where: some of json's reasons end in "at"
     ("Invalid control character at"), which read "at at line 1" before a position."""
     return error.msg.removesuffix(" at")
+
+
+def beyond_python_message(where: str, error: ValueError | RecursionError) -> str:
+    """Why json.loads refused JSON that is valid: an integer longer than Python converts, or
+    nesting deeper than its recursion limit; json raised these past its JSONDecodeError, so
+    they ended a command in a traceback naming no file or line."""
+    if isinstance(error, RecursionError):
+        return (
+            f"{where}: JSON nested too deeply to be read (lists or objects inside each other "
+            "about a thousand levels deep); write that value flatter"
+        )
+    return (
+        f"{where}: an integer of more than {sys.get_int_max_str_digits()} digits, more than "
+        "Python reads; write it as a string (in quotes)"
+    )
 
 
 def means_stdin(path: Path) -> bool:
