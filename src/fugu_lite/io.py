@@ -170,7 +170,7 @@ def _not_json_message(
 ) -> str:
     where = f"{path}, line {line_number}"
     if "\x00" in line:
-        return nul_text_message(where)
+        return nul_text_message(where, line)
     if _ends_lines_with_cr(line):
         return _cr_line_ends_message(where, path)
     following = _next_filled_line(rest)

@@ -144,10 +144,18 @@ def utf16_hint(payload: bytes) -> str:
     return ""
 
 
-def nul_text_message(where: str) -> str:
+def nul_text_message(where: str, line: str = "") -> str:
     """For text that decoded as UTF-8 but holds NUL bytes: UTF-16 without a byte-order mark
     (its ASCII characters each beside a NUL) decodes without an error, and then failed as
-    "not valid JSON" or as a header of columns named 'p\\x00r\\x00o\\x00...'."""
+    "not valid JSON" or as a header of columns named 'p\\x00r\\x00o\\x00...'. A `line`
+    whose NULs are all before or after its text is no encoding's: it is the zero-filled end
+    a power cut leaves of a file being appended to, which was called UTF-16."""
+    if line and "\x00" not in line.strip("\x00\r\n"):
+        return (
+            f"{where}: NUL bytes, not text: what a crash or power cut leaves where a file "
+            "was being written; delete them (tr -d '\\000' writes the file without them) "
+            "and check that the rows beside them are whole"
+        )
     return f"{where}: not UTF-8 text (it holds NUL bytes){UTF16_HINT}; re-save the file as UTF-8"
 
 
