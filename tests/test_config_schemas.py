@@ -178,6 +178,22 @@ def test_python_dicts_and_trailing_commas_are_named_as_such(tmp_path: Path) -> N
         read_records(path)
 
 
+@pytest.mark.parametrize("space", ["\u00a0", "\x0c", "\u3000"])
+def test_a_space_json_does_not_take_around_a_row_is_named(tmp_path: Path, space: str) -> None:
+    """A row ending in a no-break space (pasted from a web page) or a form feed was called
+    'a Python dict (single quotes, True, None), not JSON': Python reads those as spaces, and
+    the row had no single quote, True or None to find."""
+    row = json.dumps(good_row(2))
+    path = write_lines(tmp_path / "records.jsonl", [json.dumps(good_row(1)), row + space])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 2: {space!r} at column {len(row) + 1} is no space to JSON, which takes "
+        "only spaces, tabs and line ends around its values (a no-break space pasted from a web "
+        "page or a document is another character); delete it"
+    )
+
+
 def test_messages_given_beside_or_instead_of_the_prompt_say_where_they_go(tmp_path: Path) -> None:
     """A task's `messages` field copied into a record (with or without a `prompt` too) read
     "messages: Extra inputs are not permitted" (and "prompt: Field required"), which did not

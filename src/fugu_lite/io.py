@@ -185,6 +185,8 @@ def _not_json_message(
         # a Windows path or a regex typed by hand; Python reads it, so it was taken for a
         # Python dict (or, on line 1, for another kind of file)
         return _bad_escape_message(where, line, error)
+    if _json_but_for_its_ends(line):
+        return _not_a_json_space_message(where, line, error)
     near_miss = _near_miss(line)
     if near_miss is not None:
         return f"{where}: {near_miss}"
@@ -230,6 +232,14 @@ def _bad_escape_message(where: str, line: str, error: json.JSONDecodeError) -> s
         f"{where}: a backslash JSON does not take alone ('{line[error.pos : error.pos + 2]}' "
         f"at column {error.colno}): {DOUBLE_BACKSLASHES}; double each backslash, or write "
         "each row with json.dumps(row)"
+    )
+
+
+def _not_a_json_space_message(where: str, line: str, error: json.JSONDecodeError) -> str:
+    return (
+        f"{where}: {line[error.pos]!r} at column {error.colno} is no space to JSON, which "
+        "takes only spaces, tabs and line ends around its values (a no-break space pasted "
+        "from a web page or a document is another character); delete it"
     )
 
 
@@ -281,6 +291,17 @@ def _line_break_in_string(line: str, error: json.JSONDecodeError, following: str
         and following is not None
         and not following.startswith("{")
     )
+
+
+def _json_but_for_its_ends(line: str) -> bool:
+    """Whether a line that is no JSON is JSON once the Unicode spaces around it are cut (a
+    no-break space, a form feed): Python reads them as spaces, so it was called a Python
+    dict ('single quotes, True, None') though it has none of those."""
+    try:
+        json.loads(line.strip())
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _near_miss(line: str) -> str | None:
