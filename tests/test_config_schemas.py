@@ -476,6 +476,19 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
         read_records(tmp_path / "absent.jsonl")
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "\ufeff  \r\n"])
+def test_an_empty_json_file_is_called_empty(tmp_path: Path, text: str) -> None:
+    """An empty .json (an LLMRouter score file whose copy was cut short) was 'not valid JSON
+    at line 1, column 1: Expecting value', or at line 3 after blank lines."""
+    (tmp_path / "scores.json").write_text(text, encoding="utf-8")
+    with pytest.raises(RecordFileError) as error:
+        read_json(tmp_path / "scores.json")
+    assert str(error.value) == (
+        f"{tmp_path / 'scores.json'}: the file is empty, no JSON in it (a copy or download cut "
+        "short?); give the file with its JSON"
+    )
+
+
 def test_records_in_split_refuses_an_unknown_split(records: list[RewardRecord]) -> None:
     assert len(records_in_split(records, "train")) == sum(r.split == "train" for r in records)
     with pytest.raises(

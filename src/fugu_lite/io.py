@@ -50,6 +50,11 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as error:
         if "\x00" in text:
             raise RecordFileError(nul_text_message(f"{path}, line 1")) from error
+        if not text.strip():  # 'Expecting value at line 1, column 1' did not say so
+            raise RecordFileError(
+                f"{path}: the file is empty, no JSON in it (a copy or download cut short?); "
+                "give the file with its JSON"
+            ) from error
         raise RecordFileError(
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
             f"{json_error_reason(error)}"
