@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -85,3 +86,21 @@ def test_cache_clear_with_cache_dir_keeps_the_current_onnx_exports_there(
     assert result.exit_code == 0, (result.output, result.exception)
     assert "removed 0 cached items" in result.output
     assert export.is_dir()
+
+
+def test_a_file_whose_name_is_not_utf8_gets_its_digest_kept_and_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backbone folder holding a file named in Latin-1 (notes-café.txt from an old archive)
+    made every command on that backbone fail with "'utf-8' codec can't encode character
+    '\\udce9' ... surrogates not allowed": the digest's file name hashed the path as text."""
+    from fugu_lite.backbone_identity import backbone_identity
+    from fugu_lite.caches import cache_entries
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "backbone"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    Path(os.fsdecode(os.fsencode(folder) + b"/notes-caf\xe9.txt")).write_bytes(b"notes")
+    assert "notes-caf\udce9.txt:" in backbone_identity(str(folder))
+    assert [entry.status for entry in cache_entries(tmp_path / "cache")] == ["current"] * 2

@@ -78,5 +78,7 @@ def is_lfs_pointer(path: Path) -> bool:
 
 
 def digest_file_name(resolved_path: str) -> str:
-    """The name of the file in cache_root()/digests that keeps this file's SHA-256."""
-    return f"{sha256_text(resolved_path)[:24]}.json"
+    """The name of the file in cache_root()/digests that keeps this file's SHA-256. By the
+    path's bytes: a name that is not UTF-8 (a Latin-1 file in a backbone folder, a mount in
+    another encoding) is text with surrogate escapes, which sha256_text cannot encode."""
+    return f"{hashlib.sha256(os.fsencode(resolved_path)).hexdigest()[:24]}.json"
