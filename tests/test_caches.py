@@ -104,3 +104,26 @@ def test_a_file_whose_name_is_not_utf8_gets_its_digest_kept_and_listed(
     Path(os.fsdecode(os.fsencode(folder) + b"/notes-caf\xe9.txt")).write_bytes(b"notes")
     assert "notes-caf\udce9.txt:" in backbone_identity(str(folder))
     assert [entry.status for entry in cache_entries(tmp_path / "cache")] == ["current"] * 2
+
+
+def test_cache_list_shows_a_backbone_path_with_brackets_as_written(tmp_path: Path) -> None:
+    """A feature cache of a backbone folder named 'bb[/v3]' (or 'bb [v2]') made `cache list`
+    end in a MarkupError traceback (or show 'bb '): the table read the path as rich markup,
+    on every later listing, as the cache's settings name the folder for good."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    root = tmp_path / "fugu-cache"
+    for name, key in [("bb[/v3]", "a" * 20), ("bb [v2]", "b" * 20)]:
+        folder = root / "features" / key
+        folder.mkdir(parents=True)
+        gone = ModelConfig(backbone=str(tmp_path / name), layer=-1)
+        (folder / "settings.json").write_text(gone.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["cache", "list", "--cache-dir", str(root)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    listed = " ".join(result.output.split())
+    assert f"{tmp_path / 'bb[/v3]'}, layer -1" in listed
+    assert f"{tmp_path / 'bb [v2]'}, layer -1" in listed

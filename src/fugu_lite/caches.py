@@ -35,6 +35,7 @@ from .config import ModelConfig
 from .feature_cache import feature_cache_key
 from .file_digests import digest_file_name
 from .onnx_export import SETTINGS_FILE, export_folder, export_settings
+from .text import console_text
 
 Status = Literal["current", "stale", "unknown"]
 Kind = Literal["features", "onnx", "backbones", "digests"]
@@ -241,8 +242,8 @@ def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> No
         if entry.kind == "digests":  # hundreds of tiny files: one row per status and reason
             digests.setdefault((entry.status, entry.reason), []).append(entry)
             continue
-        table.add_row(_status(entry.status, entry.reason), entry.kind,
-                      megabytes(entry.size_bytes), entry.what, entry.path.name)  # fmt: skip
+        table.add_row(_status(entry.status, entry.reason), entry.kind, megabytes(entry.size_bytes),
+                      console_text(entry.what), console_text(entry.path.name))  # fmt: skip
     for (status, reason), group in sorted(digests.items()):
         size = megabytes(sum(entry.size_bytes for entry in group))
         what = f"{len(group)} weight file{'s' * (len(group) != 1)}"
@@ -261,7 +262,8 @@ def print_entries(entries: list[CacheEntry], root: Path, console: Console) -> No
 
 
 def _status(status: Status, reason: str) -> str:
-    return f"{status} ({reason})" if reason else status
+    """The status column, its reason as text (a path or error in it is no rich markup)."""
+    return console_text(f"{status} ({reason})" if reason else status)
 
 
 def megabytes(size: int) -> str:
