@@ -602,3 +602,17 @@ def test_an_empty_cache_folder_variable_is_the_default_folder(
     compute_features(PROMPTS, ModelConfig(backbone="tiny-random", layer=-1, runtime="onnx"))
     assert (tmp_path / "home" / ".cache" / "fugu-lite" / "features").is_dir()
     assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_a_backbone_folder_named_with_brackets_gets_its_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backbone folder named 'bb[/v3]' (a version in brackets) failed every first feature
+    computation on ONNX with rich's MarkupError: the 'Exporting backbone ...' line read its
+    path as markup, and so did the line saying the export failed."""
+    folder = tmp_path / "bb[/v3]"
+    save_tiny_backbone(folder)
+    model_cfg = ModelConfig(backbone=str(folder), layer=-1, runtime="onnx", max_tokens=32)
+    features, _ = compute_features(PROMPTS, model_cfg)
+    assert features.shape[0] == len(PROMPTS)
+    assert f"Exporting backbone '{folder}'" in " ".join(capsys.readouterr().err.split())

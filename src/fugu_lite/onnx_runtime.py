@@ -215,9 +215,9 @@ def _failed_export(
             "which falls back to torch)."
         ) from error
     console.print(
-        f"[yellow]ONNX Runtime cannot run backbone {backbone_name!r} cut at layer {layer} "
-        f"({type(error).__name__}: {escape(str(error))}); using the torch runtime instead. Set "
-        "model.runtime: torch to skip the attempt.[/yellow]"
+        f"[yellow]ONNX Runtime cannot run backbone {escape(repr(backbone_name))} cut at layer "
+        f"{layer} ({type(error).__name__}: {escape(str(error))}); using the torch runtime "
+        "instead. Set model.runtime: torch to skip the attempt.[/yellow]"
     )
     return LoadedRuntime(None, f"ONNX export failed: {type(error).__name__}")
 
@@ -295,8 +295,8 @@ def _checked_session(
     remove_legacy_inferred_copy(folder)
     if not (folder / MODEL_FILE).exists():
         console.print(
-            f"[dim]Exporting backbone {backbone_name!r} ({layer} blocks) to ONNX once; "
-            f"cached in {escape(str(folder))}[/dim]"
+            f"[dim]Exporting backbone {escape(repr(backbone_name))} ({layer} blocks) to ONNX "
+            f"once; cached in {escape(str(folder))}[/dim]"
         )
         export_backbone(truncated, tokenize(TRACE_PROMPTS), folder)
         how = "exported to"
