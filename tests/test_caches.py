@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,35 @@ def test_cache_list_shows_a_backbone_path_with_brackets_as_written(tmp_path: Pat
     listed = " ".join(result.output.split())
     assert f"{tmp_path / 'bb[/v3]'}, layer -1" in listed
     assert f"{tmp_path / 'bb [v2]'}, layer -1" in listed
+
+
+def test_cache_clear_removes_what_killed_writers_left(tmp_path: Path) -> None:
+    """A run killed outright while exporting to ONNX or dequantizing SmolLM2 left its staging
+    folder (~76-540 MB) in the cache: no entry names it, so `cache clear` (even --all) kept
+    it until a later run wrote the same kind again. A live writer's is kept."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.atomic_files import writer_prefix
+    from fugu_lite.cli import app
+
+    root = tmp_path / "fugu-cache"
+    two_days_ago = time.time() - 2 * 24 * 3600
+    killed = [
+        root / "onnx" / ".minilm-layer4-0123456789abcdef.w-otherhost-12.k1ll3d00",
+        root / "backbones" / ".smollm2_abc.w-otherhost-12.0123abcd.partial",
+        root
+        / "onnx"
+        / "minilm-layer4-0123456789abcdef"
+        / ".model.int8.onnx.w-otherhost-12.abcd0123",
+    ]
+    for folder in killed:
+        folder.mkdir(parents=True)
+        (folder / "model.onnx").write_bytes(b"x" * 1000)
+        os.utime(folder, (two_days_ago, two_days_ago))
+    live = root / "features" / f"{writer_prefix('shard-1.safetensors')}abcd0123.tmp"
+    live.parent.mkdir(parents=True)
+    live.write_bytes(b"rows")
+    result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert [folder.exists() for folder in killed] == [False, False, False]
+    assert live.exists()

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from .atomic_files import remove_dead_writers_files
 from .backbone_identity import (
     EMBEDDED_BACKBONES,
     TINY_RANDOM,
@@ -111,6 +112,22 @@ def remove_entries(entries: list[CacheEntry]) -> int:
         if not entry.path.exists():
             freed += entry.size_bytes
     return freed
+
+
+def remove_killed_writers_files(root: Path) -> None:
+    """Remove what runs killed outright (kill -9, the out-of-memory killer) left half-written
+    in the cache: the staging folders of an ONNX export, its int8 copy or a dequantized copy
+    (~540 MB for SmolLM2), a shard's temporary file. No entry names them, so only a later write
+    to the same folder removed them; a live run's are kept (see remove_dead_writers_files)."""
+    for kind in CACHE_KINDS:
+        remove_dead_writers_files(root / kind, earlier_versions=True)
+        try:
+            children = list((root / kind).iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.is_dir() and not child.is_symlink():
+                remove_dead_writers_files(child, earlier_versions=True)
 
 
 def _feature_entry(folder: Path) -> tuple[Status, str, str]:

@@ -84,10 +84,11 @@ def cache_clear(
     ] = False,
 ) -> None:
     """Remove the cached items this installation never reads again (`cache list`: stale)."""
-    from ..caches import cache_entries, megabytes
+    from ..caches import cache_entries, megabytes, remove_killed_writers_files
 
     root = cache_folder_or_fail(cache_dir)
     refuse_a_foreign_folder(root)
+    remove_killed_writers_files(root)
     entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
     links = {entry.path: entry.path.resolve() for entry in entries if entry.path.is_symlink()}
     freed = remove_or_say_how_far(entries)
