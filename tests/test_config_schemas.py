@@ -445,7 +445,7 @@ def test_a_records_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
 def test_the_nul_bytes_a_power_cut_leaves_are_not_called_utf16(tmp_path: Path) -> None:
     """A records file appended to when the power went (ext4, XFS: its size grew, its bytes
     never came) ends in NUL bytes; that line was called UTF-16 ('re-save the file as UTF-8'),
-    sending the user after an encoding the file never had."""
+    sending the user after an encoding the file never had (and a .json file's, at line 1)."""
     path = tmp_path / "r.jsonl"
     path.write_bytes(json.dumps(good_row(1)).encode() + b"\n" + b"\x00" * 4096)
     with pytest.raises(RecordFileError) as raised:
@@ -453,6 +453,9 @@ def test_the_nul_bytes_a_power_cut_leaves_are_not_called_utf16(tmp_path: Path) -
     said = str(raised.value)
     assert said.startswith(f"{path}, line 2: NUL bytes, not text: what a crash or power cut")
     assert "UTF-16" not in said and "tr -d '\\000'" in said
+    (tmp_path / "prices.json").write_bytes(b'{\n  "a": 1\n}\n' + b"\x00" * 512)
+    with pytest.raises(RecordFileError, match=r"prices\.json, line 4: NUL bytes, not text"):
+        read_json(tmp_path / "prices.json")
 
 
 def test_a_directory_is_not_a_records_file(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ def read_json(path: str | Path) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         if "\x00" in text:
-            raise RecordFileError(nul_text_message(f"{path}, line 1")) from error
+            line = text[: text.index("\x00")].count("\n") + 1
+            raise RecordFileError(nul_text_message(f"{path}, line {line}", text)) from error
         if not text.strip():  # 'Expecting value at line 1, column 1' did not say so
             raise RecordFileError(
                 f"{path}: the file is empty, no JSON in it (a copy or download cut short?); "
