@@ -353,7 +353,7 @@ def prompt_text(prompt: Prompt) -> str:
 def feature_progress(shown: bool) -> Progress | LineProgress:
     """A bar only for more than one batch: a single prompt (`route`, a served request)
     would otherwise print a bar for every decision. Lines where bars are not redrawn."""
-    if shown and not console.is_terminal:
+    if shown and not console.is_interactive:
         return LineProgress(console)
     return Progress(
         TextColumn("{task.description}"),

@@ -434,7 +434,7 @@ def stage_progress(
     Where bars are not redrawn (stderr piped) rich drew it only at the end: there it is a
     line each tenth (see LineProgress), or nothing when the stage prints a line for each
     step anyway (`SFT epoch 3/8: ...`)."""
-    if not output.is_terminal:
+    if not output.is_interactive:
         return Progress(disable=True) if each_step_printed else LineProgress(output, label)
     return Progress(
         TextColumn(label),

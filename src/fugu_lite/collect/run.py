@@ -491,7 +491,7 @@ def _progress(show: bool, console: Console) -> Iterator[Progress | LineProgress 
     if not show:
         yield None
         return
-    if not console.is_terminal:  # a log: rich draws its bars only once, at the end
+    if not console.is_interactive:  # a log, a dumb terminal: rich draws its bars once, at the end
         yield LineProgress(console)
         return
     progress = Progress(
