@@ -128,6 +128,19 @@ def test_a_json_list_of_records_is_called_a_list(tmp_path: Path, indent: int | N
     )
 
 
+def test_a_json_list_on_each_line_is_not_called_one_json_list(tmp_path: Path) -> None:
+    """A table's rows written as json.dumps(row) (a list a line) were called 'the file holds
+    a JSON list ... e.g. jq -c '.[]' ...', which splits each row into its cells."""
+    path = write_lines(tmp_path / "records.jsonl", ['["prompt", "w1"]', '["What is 2+2?", 1.0]'])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 1: each line holds a JSON list ([...]), not a JSON object: write each "
+        'row as an object naming its fields ({"field": value, ...}), e.g. '
+        "json.dumps(dict(zip(header, row)))"
+    )
+
+
 @pytest.mark.parametrize("opening", ["{", '{"prompt": "p",'])
 def test_pretty_printed_records_are_called_pretty_printed(tmp_path: Path, opening: str) -> None:
     """Records written over several lines (`jq . records.jsonl > x.jsonl` to read them,

@@ -125,7 +125,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             if not line.strip():
                 continue
             if first:
-                _refuse_a_json_list(path, line_number, line)
+                _refuse_a_json_list(path, line_number, line, stream)
             value = _parsed_line(path, line_number, line, first, stream)
             first = False
             yield line_number, _checked_object(path, line_number, line, value)
@@ -141,15 +141,30 @@ def _decoded_line(path: Path, line_number: int, raw: bytes) -> str:
     return line.removeprefix("\ufeff")
 
 
-def _refuse_a_json_list(path: Path, line_number: int, line: str) -> None:
+def _refuse_a_json_list(path: Path, line_number: int, line: str, rest: BinaryIO) -> None:
     """A JSON list (a .json saved under this name, or pretty-printed): "expected a JSON
-    object, got list" or "not valid JSON; fix that line" did not say so."""
-    if line.lstrip().startswith("["):
+    object, got list" or "not valid JSON; fix that line" did not say so. A list on each line
+    (a table's rows written with json.dumps(row)) is no list to split with jq."""
+    if not line.lstrip().startswith("["):
+        return
+    if _is_json_list(line) and _is_json_list(_next_filled_line(rest) or ""):
         raise RecordFileError(
-            f"{path}, line {line_number}: the file holds a JSON list, not JSON Lines "
-            "(one JSON object a line, no enclosing [ ]); write each object on a line "
-            f"of its own, e.g. jq -c '.[]' {path.name} > {path.stem}.lines.jsonl"
+            f"{path}, line {line_number}: each line holds a JSON list ([...]), not a JSON "
+            'object: write each row as an object naming its fields ({"field": value, ...}), '
+            "e.g. json.dumps(dict(zip(header, row)))"
         )
+    raise RecordFileError(
+        f"{path}, line {line_number}: the file holds a JSON list, not JSON Lines "
+        "(one JSON object a line, no enclosing [ ]); write each object on a line "
+        f"of its own, e.g. jq -c '.[]' {path.name} > {path.stem}.lines.jsonl"
+    )
+
+
+def _is_json_list(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _parsed_line(path: Path, line_number: int, line: str, first: bool, rest: BinaryIO) -> object:
