@@ -139,6 +139,9 @@ def test_a_json_list_on_each_line_is_not_called_one_json_list(tmp_path: Path) ->
         'row as an object naming its fields ({"field": value, ...}), e.g. '
         "json.dumps(dict(zip(header, row)))"
     )
+    two_lists = [json.dumps([good_row(1)]), json.dumps([good_row(2)])]  # two .json files cat'ed
+    with pytest.raises(RecordFileError, match="the file holds a JSON list, not JSON Lines"):
+        read_records(write_lines(path, two_lists))
 
 
 @pytest.mark.parametrize("opening", ["{", '{"prompt": "p",'])

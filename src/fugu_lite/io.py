@@ -147,7 +147,7 @@ def _refuse_a_json_list(path: Path, line_number: int, line: str, rest: BinaryIO)
     (a table's rows written with json.dumps(row)) is no list to split with jq."""
     if not line.lstrip().startswith("["):
         return
-    if _is_json_list(line) and _is_json_list(_next_filled_line(rest) or ""):
+    if _is_list_of_values(line) and _is_list_of_values(_next_filled_line(rest) or ""):
         raise RecordFileError(
             f"{path}, line {line_number}: each line holds a JSON list ([...]), not a JSON "
             'object: write each row as an object naming its fields ({"field": value, ...}), '
@@ -160,11 +160,13 @@ def _refuse_a_json_list(path: Path, line_number: int, line: str, rest: BinaryIO)
     )
 
 
-def _is_json_list(text: str) -> bool:
+def _is_list_of_values(text: str) -> bool:
+    """Whether `text` is a JSON list of no objects (a row's cells, not a list of rows)."""
     try:
-        return isinstance(json.loads(text), list)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         return False
+    return isinstance(value, list) and not any(isinstance(item, dict) for item in value)
 
 
 def _parsed_line(path: Path, line_number: int, line: str, first: bool, rest: BinaryIO) -> object:
