@@ -15,7 +15,9 @@ Run from the project root: `.venv/bin/python bench/collect.py`. Two parts, in on
    fraction of the whole collection's wall time is printed too.
 
 The last line is one JSON object with `overhead_ms_p50_vs_httpx` and `pool_utilisation`
-(the lowest of the three servers' utilisations).
+(the lowest of the three servers' utilisations). When the local pool does not answer every
+task (a server that will not stay up), part 1's figures are still printed and the line
+says `failed`, with `pool_utilisation` null; the exit is 1.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rich.table import Table
 
 from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
+from fugu_lite.collect.summary import CollectSummary, end_of_run_lines
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
@@ -141,6 +144,21 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total + current_end - current_start
 
 
+class LocalPoolFailure(RuntimeError):
+    """The local pool left tasks unanswered, so part 2 has no utilisation to measure."""
+
+    def __init__(self, summary: CollectSummary) -> None:
+        self.workers = {
+            worker.worker_id: worker.down or worker.call_error or "answered no call"
+            for worker in summary.workers
+            if worker.pending
+        }
+        super().__init__(
+            f"the embedded pool answered {summary.records_total} of {summary.tasks} tasks "
+            f"(failing: {', '.join(self.workers)}; why is said above)"
+        )
+
+
 def local_pool_run(n_per_family: int, folder: Path) -> tuple[dict[str, dict], float, int]:
     config = embedded_pool_config()
     tasks = [task for task in generate_tasks(n_per_family, seed=11) if task.grader != "code"]
@@ -148,7 +166,10 @@ def local_pool_run(n_per_family: int, folder: Path) -> tuple[dict[str, dict], fl
     start = time.perf_counter()
     summary = asyncio.run(collect(config, tasks, output, console=console))
     total_s = time.perf_counter() - start
-    assert summary.complete, summary
+    if not summary.complete:
+        for line in end_of_run_lines(summary, config):
+            console.print(line)
+        raise LocalPoolFailure(summary)
     calls = [
         json.loads(line)
         for line in default_log_path(output).read_text().splitlines()
@@ -212,7 +233,19 @@ def main() -> None:
             f"(target <= 2 ms) · full collector on the stub: {stub_cells_per_s:.0f} cells/s "
             f"({args.stub_tasks} tasks, 1 worker, concurrency 4, fsync per log line)"
         )
-        per_worker, total_s, n_tasks = local_pool_run(args.tasks_per_family, folder)
+        part_1 = {
+            "overhead_ms_p50_vs_httpx": round(overhead_ms, 3),
+            "pool_p50_ms": round(1000 * medians[POOL], 3),
+            "httpx_p50_ms": round(1000 * medians[HTTPX], 3),
+            "stub_collect_cells_per_s": round(stub_cells_per_s, 1),
+        }
+        try:
+            per_worker, total_s, n_tasks = local_pool_run(args.tasks_per_family, folder)
+        except LocalPoolFailure as failure:
+            console.print(f"[red]part 2 not measured:[/red] {failure}")
+            line = {**part_1, "pool_utilisation": None, "failed": {"local_pool": failure.workers}}
+            print(json.dumps(line))
+            sys.exit(1)
 
     print_pool(per_worker, n_tasks)
     utilisation = min(stats["utilisation"] for stats in per_worker.values())
@@ -221,22 +254,15 @@ def main() -> None:
         f"pool utilisation (lowest server): [bold]{utilisation:.1%}[/bold] (target >= 90%) · "
         f"{cells / total_s:.2f} cells/s including server start-up ({total_s:.1f} s)"
     )
-    print(
-        json.dumps(
-            {
-                "overhead_ms_p50_vs_httpx": round(overhead_ms, 3),
-                "pool_utilisation": round(utilisation, 4),
-                "pool_utilisation_of_wall_mean": round(
-                    statistics.mean(s["utilisation_of_wall"] for s in per_worker.values()), 4
-                ),
-                "pool_p50_ms": round(1000 * medians[POOL], 3),
-                "httpx_p50_ms": round(1000 * medians[HTTPX], 3),
-                "stub_collect_cells_per_s": round(stub_cells_per_s, 1),
-                "local_cells_per_s": round(cells / total_s, 3),
-                "local_tasks": n_tasks,
-            }
-        )
-    )
+    part_2 = {
+        "pool_utilisation": round(utilisation, 4),
+        "pool_utilisation_of_wall_mean": round(
+            statistics.mean(s["utilisation_of_wall"] for s in per_worker.values()), 4
+        ),
+        "local_cells_per_s": round(cells / total_s, 3),
+        "local_tasks": n_tasks,
+    }
+    print(json.dumps({**part_1, **part_2}))
 
 
 def print_overhead(timings: dict[str, list[float]], medians: dict[str, float], calls: int) -> None:

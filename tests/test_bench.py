@@ -451,3 +451,31 @@ def test_speed_keeps_what_was_measured_when_one_backbones_child_fails(
     assert f"the {failing} benchmark failed (exit 3)" in said
     assert "RuntimeError: out of memory" in said
     assert "Traceback" not in err
+
+
+def test_collect_keeps_part_1_when_the_local_pool_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A llama.cpp server that would not stay up (it crashed on every request) ended the
+    script in an AssertionError holding the whole summary's repr: part 1's overhead,
+    measured already, was lost and no JSON line came. Part 1's figures are now kept, the
+    failing workers named, and the line says `failed`; the exit is 1."""
+    collect = bench_script("collect", monkeypatch)
+    with StubWorker(mode="401") as refusing:
+        pool = collect.PoolConfig.model_validate(
+            {"workers": [{"id": "local-a", "model": "m", "base_url": refusing.base_url}]}
+        )
+        monkeypatch.setattr(collect, "embedded_pool_config", lambda: pool)
+        arguments = ["--calls", "2", "--block", "1", "--stub-tasks", "2", "--tasks-per-family", "1"]
+        monkeypatch.setattr(sys, "argv", ["collect.py", *arguments])
+        with pytest.raises(SystemExit) as exited:
+            collect.main()
+    assert exited.value.code == 1
+    out = capsys.readouterr().out
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["overhead_ms_p50_vs_httpx"] == pytest.approx(
+        line["pool_p50_ms"] - line["httpx_p50_ms"], abs=0.002
+    )
+    assert line["pool_utilisation"] is None
+    assert list(line["failed"]["local_pool"]) == ["local-a"]
+    assert "part 2 not measured: the embedded pool answered 0 of" in out
