@@ -84,6 +84,17 @@ WORDS = (
 )
 
 
+# A busy loop that ends when the bench's process is gone: SIGTERM (`timeout`, a cancelled
+# job) or SIGKILL ends the bench without busy_cores' `finally`, which left it spinning.
+LOADER = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
+
+
 @contextmanager
 def busy_cores(busy: bool) -> Iterator[list[int]]:
     """One busy-loop process pinned to each CPU this process may use but the first."""
@@ -91,7 +102,7 @@ def busy_cores(busy: bool) -> Iterator[list[int]]:
     loaders: list[subprocess.Popen] = []
     try:
         for cpu in cpus[1:] if busy else []:
-            loader = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            loader = subprocess.Popen([sys.executable, "-c", LOADER])
             os.sched_setaffinity(loader.pid, {cpu})
             loaders.append(loader)
         time.sleep(0.5 if busy else 0.0)  # let the loaders get going

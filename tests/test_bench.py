@@ -8,7 +8,11 @@ import asyncio
 import importlib.util
 import io
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -479,3 +483,41 @@ def test_collect_keeps_part_1_when_the_local_pool_fails(
     assert line["pool_utilisation"] is None
     assert list(line["failed"]["local_pool"]) == ["local-a"]
     assert "part 2 not measured: the embedded pool answered 0 of" in out
+
+
+def process_ended(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="busy_cores loads a second CPU")
+def test_threads_busy_loops_end_when_the_bench_is_terminated() -> None:
+    """SIGTERM (`timeout`, a cancelled job) ends the bench without busy_cores' `finally`: its
+    busy-loop processes were left spinning on their cores for good. They end with it."""
+    script = (
+        f"import os, sys, time; sys.path[:0] = [{str(BENCH)!r}]; import threads\n"
+        "with threads.busy_cores(True):\n"
+        "    pid = os.getpid()\n"
+        "    print(open(f'/proc/{pid}/task/{pid}/children').read(), flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    bench = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert bench.stdout is not None
+        loaders = [int(pid) for pid in bench.stdout.readline().split()]
+        assert loaders
+        bench.terminate()
+        bench.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not all(process_ended(pid) for pid in loaders) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [pid for pid in loaders if not process_ended(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, "the busy loops outlived the bench"
+    finally:
+        bench.kill()
+        bench.wait()
