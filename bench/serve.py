@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -60,13 +59,14 @@ from fugu_lite.schemas import RewardRecord
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.train_sft import train_sft
 from fugu_lite.workers.config import LocalServerConfig, WorkerConfig
-from fugu_lite.workers.local_server import LocalServer, free_port
+from fugu_lite.workers.local_server import LocalServer, free_port, start_local_servers
 
 console = Console(stderr=True, width=120)
 LLAMA = "smollm2"
 STUBS = ["stub-fast", "stub-careful"]
 WORKER_IDS = [LLAMA, *STUBS]
 MODEL = "fugu-lite"
+TEMP_PREFIX = "fugu-bench-serve-"  # the trained router and the pool file
 TOPICS = {
     "arithmetic": (
         ["What is {a} + {b}?", "Compute {a} times {b}.", "Subtract {b} from {a}."],
@@ -131,15 +131,13 @@ def train_router(output: Path) -> Path:
 
 
 def start_llama() -> LocalServer:
+    """The llama.cpp worker, answering; stopped again when it fails to start."""
     worker = WorkerConfig(
         id=LLAMA,
         model=LLAMA,
         local=LocalServerConfig(gguf="embedded:smollm2", n_ctx=512, n_threads=1),
     )
-    server = LocalServer(worker)
-    server.launch()
-    asyncio.run(server.wait_ready())
-    return server
+    return asyncio.run(start_local_servers([worker]))[LLAMA]
 
 
 def write_pool(path: Path, llama_url: str, stubs: dict[str, StubWorker]) -> Path:
@@ -652,44 +650,47 @@ class Measured:
 
 def run_measurements(args: argparse.Namespace) -> Measured:
     """Train the router, start the workers and the servers, measure (a) and (b), and stop
-    everything this started, whatever happens."""
-    root = Path(tempfile.mkdtemp(prefix="fugu-bench-serve-"))
-    checkpoint = train_router(root / "router")
-    stubs = {
-        worker: StubWorker(
-            reply=f"answer from {worker}", latency_s=args.stub_latency_ms / 1000, model=worker
-        ).start()
-        for worker in STUBS
-    }
-    console.print("starting the llama.cpp worker (SmolLM2-135M, 1 thread)")
-    llama = start_llama()
-    try:
-        pool = write_pool(root / "pool.yaml", llama.base_url, stubs)
-        with contextlib.ExitStack() as servers:
-            url, pid = servers.enter_context(fugu_server(checkpoint, pool))
-            unbatched_url = None
-            if args.unbatched_seconds > 0:
-                unbatched_url, _ = servers.enter_context(
-                    fugu_server(checkpoint, pool, "--max-batch-size", "1")
-                )
-            console.print(f"(a) {args.pairs} direct/via pairs (non-streaming and streaming)")
-            overhead = measure_overhead(llama.base_url, url, args.pairs)
-            stub_overhead = measure_stub_overhead(stubs[STUBS[0]], url, 100)
-            console.print(
-                f"(b) in {args.rounds} rounds: 1 client for {args.single_seconds:g} s, "
-                f"{args.clients} clients for {args.seconds:g} s, {args.clients} clients with "
-                f"batching off for {args.unbatched_seconds:g} s (stub latency "
-                f"{args.stub_latency_ms:g} ms)"
+    everything this started, whatever happens (training and starting them included)."""
+    with contextlib.ExitStack() as started:
+        root = Path(
+            started.enter_context(
+                tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, ignore_cleanup_errors=True)
             )
-            runs = measure_throughput(url, unbatched_url, args)
-            single, loaded = runs[0].summary(), runs[1].summary()
-            unbatched = runs[2].summary() if runs[2] is not None else None
-            rss = peak_rss_mb(pid)
-    finally:
-        llama.stop()
-        for stub in stubs.values():
-            stub.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        )
+        checkpoint = train_router(root / "router")
+        stubs = {
+            worker: started.enter_context(
+                StubWorker(
+                    reply=f"answer from {worker}",
+                    latency_s=args.stub_latency_ms / 1000,
+                    model=worker,
+                )
+            )
+            for worker in STUBS
+        }
+        console.print("starting the llama.cpp worker (SmolLM2-135M, 1 thread)")
+        llama = start_llama()
+        started.callback(llama.stop)
+        pool = write_pool(root / "pool.yaml", llama.base_url, stubs)
+        url, pid = started.enter_context(fugu_server(checkpoint, pool))
+        unbatched_url = None
+        if args.unbatched_seconds > 0:
+            unbatched_url, _ = started.enter_context(
+                fugu_server(checkpoint, pool, "--max-batch-size", "1")
+            )
+        console.print(f"(a) {args.pairs} direct/via pairs (non-streaming and streaming)")
+        overhead = measure_overhead(llama.base_url, url, args.pairs)
+        stub_overhead = measure_stub_overhead(stubs[STUBS[0]], url, 100)
+        console.print(
+            f"(b) in {args.rounds} rounds: 1 client for {args.single_seconds:g} s, "
+            f"{args.clients} clients for {args.seconds:g} s, {args.clients} clients with "
+            f"batching off for {args.unbatched_seconds:g} s (stub latency "
+            f"{args.stub_latency_ms:g} ms)"
+        )
+        runs = measure_throughput(url, unbatched_url, args)
+        single, loaded = runs[0].summary(), runs[1].summary()
+        unbatched = runs[2].summary() if runs[2] is not None else None
+        rss = peak_rss_mb(pid)
     return Measured(overhead, stub_overhead, single, loaded, unbatched, rss)
 
 

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -521,3 +522,42 @@ def test_threads_busy_loops_end_when_the_bench_is_terminated() -> None:
     finally:
         bench.kill()
         bench.wait()
+
+
+@pytest.mark.parametrize("failing", ["training", "llama"])
+def test_serve_cleans_up_when_training_or_the_llama_worker_fails(
+    failing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router was trained into a temporary folder, and the stub workers started, before
+    the `try` whose `finally` removed and stopped them: a Ctrl-C during the training, or a
+    llama.cpp worker that would not start, left the folder (and the stubs) behind."""
+    serve = bench_script("serve", monkeypatch)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    running: list[StubWorker] = []
+
+    class RecordedStub(StubWorker):
+        def start(self) -> StubWorker:
+            running.append(self)
+            return super().start()
+
+        def stop(self) -> None:
+            running.remove(self)
+            super().stop()
+
+    def train_router(output: Path) -> Path:
+        touch_files(output, ["model.safetensors"])
+        if failing == "training":
+            raise KeyboardInterrupt
+        return output
+
+    def start_llama() -> None:
+        raise RuntimeError("local worker smollm2: its llama.cpp server exited (code 1)")
+
+    monkeypatch.setattr(serve, "StubWorker", RecordedStub)
+    monkeypatch.setattr(serve, "train_router", train_router)
+    monkeypatch.setattr(serve, "start_llama", start_llama)
+    monkeypatch.setattr(sys, "argv", ["serve.py"])
+    with pytest.raises(KeyboardInterrupt if failing == "training" else RuntimeError):
+        serve.run_measurements(serve.parse_arguments())
+    assert list(tmp_path.iterdir()) == []
+    assert running == []
