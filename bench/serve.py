@@ -52,6 +52,7 @@ from bench_args import non_negative_float, positive_float, positive_int
 from rich.console import Console
 from rich.table import Table
 
+from fugu_lite.cli.common import interrupts_stop_the_run
 from fugu_lite.config import PipelineConfig, SFTConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import standard_split
@@ -587,7 +588,10 @@ def print_load_table(single: dict, loaded: dict, unbatched: dict | None) -> None
 
 def main() -> None:
     args = parse_arguments()
-    measured = run_measurements(args)
+    # SIGTERM (`timeout`, a cancelled job) as a Ctrl-C, so that the servers are stopped and
+    # the folder removed: by default it ends the script at once, orphaning them.
+    with interrupts_stop_the_run():
+        measured = run_measurements(args)
     print_tables(
         measured.overhead,
         measured.stub_overhead,

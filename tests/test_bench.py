@@ -561,3 +561,35 @@ def test_serve_cleans_up_when_training_or_the_llama_worker_fails(
         serve.run_measurements(serve.parse_arguments())
     assert list(tmp_path.iterdir()) == []
     assert running == []
+
+
+def test_serve_stops_its_servers_and_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM (`timeout`, a cancelled job) ended the script at once, without its cleanup:
+    the `fugu-lite serve` children it had started kept running, and its temporary folder
+    (the trained router) stayed. It is now taken as a Ctrl-C, so both are undone."""
+    script = (
+        f"import sys, time; sys.path[:0] = [{str(BENCH)!r}]; import serve\n"
+        "def train_router(output):\n"
+        "    output.mkdir()\n"
+        "    print(output, flush=True)\n"
+        "    time.sleep(120)\n"
+        "serve.train_router = train_router\n"
+        "sys.argv = ['serve.py']\n"
+        "serve.main()\n"
+    )
+    bench = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert bench.stdout is not None
+        folder = Path(bench.stdout.readline().strip()).parent
+        assert folder.parent == tmp_path and folder.name.startswith("fugu-bench-serve-")
+        bench.terminate()
+        bench.wait(timeout=30)
+        assert not folder.exists()
+    finally:
+        bench.kill()
+        bench.wait()
