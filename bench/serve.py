@@ -58,9 +58,15 @@ from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import standard_split
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.text import console_text
 from fugu_lite.train_sft import train_sft
 from fugu_lite.workers.config import LocalServerConfig, WorkerConfig
-from fugu_lite.workers.local_server import LocalServer, free_port, start_local_servers
+from fugu_lite.workers.local_server import (
+    LocalServer,
+    free_port,
+    how_it_ended,
+    start_local_servers,
+)
 
 console = Console(stderr=True, width=120)
 LLAMA = "smollm2"
@@ -276,6 +282,26 @@ def timed_side(
     if side == "direct":
         return {"ttft_direct": seconds}
     return {"ttft_via": seconds, "routing_stream": first.model_extra["fugu"]["routing_ms"] / 1000}
+
+
+class LlamaWorkerDied(RuntimeError):
+    """The llama.cpp worker's process exited while (a) was running."""
+
+
+def measure_llama_overhead(llama: LocalServer, fugu_url: str, pairs: int) -> dict[str, Any]:
+    """(a) against the llama.cpp worker; its process dying is said as that, with its log's
+    last lines, not as the openai SDK's "Connection error." of the next call."""
+    try:
+        return measure_overhead(llama.base_url, fugu_url, pairs)
+    except openai.APIError as error:
+        if not llama.crashed:
+            raise
+        code = None if llama.process is None else llama.process.returncode
+        raise LlamaWorkerDied(
+            f"the llama.cpp worker ({LLAMA}) exited with {how_it_ended(code)} during (a), "
+            f"so its call failed ({error}); check that llama-cpp-python answers a chat "
+            f"request on this machine. The last lines of its log:\n{llama.log_tail()}"
+        ) from error
 
 
 def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any]:
@@ -591,7 +617,11 @@ def main() -> None:
     # SIGTERM (`timeout`, a cancelled job) as a Ctrl-C, so that the servers are stopped and
     # the folder removed: by default it ends the script at once, orphaning them.
     with interrupts_stop_the_run():
-        measured = run_measurements(args)
+        try:
+            measured = run_measurements(args)
+        except LlamaWorkerDied as error:
+            console.print(f"[red]error:[/red] {console_text(str(error))}", highlight=False)
+            sys.exit(1)
     print_tables(
         measured.overhead,
         measured.stub_overhead,
@@ -683,7 +713,7 @@ def run_measurements(args: argparse.Namespace) -> Measured:
                 fugu_server(checkpoint, pool, "--max-batch-size", "1")
             )
         console.print(f"(a) {args.pairs} direct/via pairs (non-streaming and streaming)")
-        overhead = measure_overhead(llama.base_url, url, args.pairs)
+        overhead = measure_llama_overhead(llama, url, args.pairs)
         stub_overhead = measure_stub_overhead(stubs[STUBS[0]], url, 100)
         console.print(
             f"(b) in {args.rounds} rounds: 1 client for {args.single_seconds:g} s, "

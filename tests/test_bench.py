@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import io
 import json
@@ -14,10 +15,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
+import httpx
+import openai
 import pytest
 from rich.console import Console
 
@@ -593,3 +596,41 @@ def test_serve_stops_its_servers_and_removes_its_folder_on_sigterm(tmp_path: Pat
     finally:
         bench.kill()
         bench.wait()
+
+
+def test_serve_says_the_llama_worker_died_instead_of_connection_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """llama.cpp crashing on a request (SIGSEGV, on a machine its build does not suit) ended
+    the script in a traceback saying only `openai.APIConnectionError: Connection error.`;
+    the worker's death is now said with how it ended and its log's last lines, exit 1."""
+    serve = bench_script("serve", monkeypatch)
+    ends = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    crashed = subprocess.Popen([sys.executable, "-c", ends])
+    crashed.wait()
+    log = tmp_path / "llama.log"
+    log.write_text("INFO:     Uvicorn running on http://127.0.0.1:4321\n")
+    llama = serve.LocalServer(
+        serve.WorkerConfig(id="smollm2", model="m", local={"gguf": "embedded:smollm2"})
+    )
+    llama.process, llama.log_path, llama.port = crashed, log, 4321
+
+    def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict:
+        raise openai.APIConnectionError(request=httpx.Request("POST", llama_url))
+
+    @contextlib.contextmanager
+    def fugu_server(checkpoint: Path, pool: Path, *extra: str) -> Iterator[tuple[str, int]]:
+        yield "http://127.0.0.1:1", os.getpid()
+
+    monkeypatch.setattr(serve, "train_router", lambda output: output)
+    monkeypatch.setattr(serve, "start_llama", lambda: llama)
+    monkeypatch.setattr(serve, "fugu_server", fugu_server)
+    monkeypatch.setattr(serve, "measure_overhead", measure_overhead)
+    monkeypatch.setattr(serve, "console", Console(file=io.StringIO(), width=300))
+    monkeypatch.setattr(sys, "argv", ["serve.py"])
+    with pytest.raises(SystemExit) as exited:
+        serve.main()
+    assert exited.value.code == 1
+    said = serve.console.file.getvalue()
+    assert "the llama.cpp worker (smollm2) exited with signal SIGTERM during (a)" in said
+    assert "Uvicorn running on http://127.0.0.1:4321" in said
