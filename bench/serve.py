@@ -504,9 +504,10 @@ def measure_throughput(
     return single, loaded, unbatched
 
 
-def percentiles(latencies: list[float]) -> dict[str, float]:
+def percentiles(latencies: list[float]) -> dict[str, float | None]:
+    """None for a run that got no answer: NaN is no JSON, and the last line must be."""
     if not latencies:
-        return {"p50_ms": float("nan"), "p95_ms": float("nan"), "p99_ms": float("nan")}
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
     ordered = sorted(latencies)
 
     def at(q: float) -> float:
@@ -604,12 +605,14 @@ def print_load_table(single: dict, loaded: dict, unbatched: dict | None) -> None
             str(run["requests"]),
             str(run["errors"]),
             f"{run['requests_per_s']:.1f}",
-            f"{run['p50_ms']:.1f}",
-            f"{run['p95_ms']:.1f}",
-            f"{run['p99_ms']:.1f}",
+            *(one_decimal(run[key]) for key in ("p50_ms", "p95_ms", "p99_ms")),
             f"{run['mean_routing_batch']:.1f}",
         )
     console.print(table)
+
+
+def one_decimal(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def main() -> None:
@@ -736,21 +739,25 @@ def result_line(measured: Measured, stub_latency_ms: float) -> dict:
         measured.loaded,
         measured.unbatched,
     )
-    speedup = loaded["requests_per_s"] / single["requests_per_s"]
+    # None when the single client got no answer (every request failed, or a slice too short)
+    speedup = (
+        loaded["requests_per_s"] / single["requests_per_s"] if single["requests_per_s"] else None
+    )
     errors = single["errors"] + loaded["errors"] + (unbatched["errors"] if unbatched else 0)
     target = overhead["routing_p50_ms"] + 5
-    console.print(f"concurrency speedup {speedup:.1f}x; server peak RSS {measured.rss_mb:.0f} MB")
+    said = "not measured: the single client got no answer" if speedup is None else f"{speedup:.1f}x"
+    console.print(f"concurrency speedup {said}; server peak RSS {measured.rss_mb:.0f} MB")
     return {
         "added_latency_p50_ms": round(overhead["added_latency_p50_ms"], 2),
         "routing_p50_ms": round(overhead["routing_p50_ms"], 2),
         "ttft_added_p50_ms": round(overhead["ttft_added_p50_ms"], 2),
-        "concurrency_speedup": round(speedup, 2),
+        "concurrency_speedup": None if speedup is None else round(speedup, 2),
         "errors": errors,
         "peak_rss_mb": round(measured.rss_mb, 1),
         "targets_met": {
             "added_latency": overhead["added_latency_p50_ms"] <= target,
             "ttft_added": overhead["ttft_added_p50_ms"] <= target,
-            "concurrency_speedup": speedup >= 4,
+            "concurrency_speedup": speedup is not None and speedup >= 4,
             "no_errors": errors == 0,
         },
         "overhead": {

@@ -634,3 +634,29 @@ def test_serve_says_the_llama_worker_died_instead_of_connection_error(
     said = serve.console.file.getvalue()
     assert "the llama.cpp worker (smollm2) exited with signal SIGTERM during (a)" in said
     assert "Uvicorn running on http://127.0.0.1:4321" in said
+
+
+def test_serve_keeps_its_last_line_when_the_single_client_got_no_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A single-client run with no answer (every request refused, or `--single-seconds 0.01`
+    over 4 rounds: each slice over before its first request) ended the script, after every
+    run, in a ZeroDivisionError for the speedup, and its p50s were NaN, which is no JSON. The
+    speedup is now null and not met, the p50s null, shown as '-'."""
+    serve = bench_script("serve", monkeypatch)
+    printed = io.StringIO()
+    monkeypatch.setattr(serve, "console", Console(file=printed, width=200))
+    single = serve.LoadRun(1, errors=["HTTP 503: no worker"], seconds=0.01)
+    loaded = serve.LoadRun(32, latencies=[0.1, 0.2], seconds=1.0)
+    overhead = {"added_latency_p50_ms": 9.0, "routing_p50_ms": 5.0, "ttft_added_p50_ms": 8.0}
+    measured = serve.Measured(
+        overhead, {"added_latency_p50_ms": 7.0}, single.summary(), loaded.summary(), None, 700.0
+    )
+    serve.print_load_table(measured.single, measured.loaded, None)
+    line = json.loads(json.dumps(serve.result_line(measured, 50.0), allow_nan=False))
+    assert line["concurrency_speedup"] is None
+    assert line["targets_met"]["concurrency_speedup"] is False
+    assert line["single_client"]["p50_ms"] is None and line["errors"] == 1
+    assert "concurrency speedup not measured: the single client got no answer" in (
+        printed.getvalue()
+    )
