@@ -39,6 +39,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from fugu_lite.cli.common import interrupts_stop_the_run
 from fugu_lite.collect.journal import default_log_path
 from fugu_lite.collect.run import collect
 from fugu_lite.collect.summary import CollectSummary, end_of_run_lines
@@ -220,7 +221,12 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="fugu-bench-collect-") as temporary:
+    # SIGTERM (`timeout`, a cancelled job) as a Ctrl-C, so that the folder is removed and the
+    # collection winds down: by default it ends the script at once, leaving the folder.
+    with (
+        interrupts_stop_the_run(),
+        tempfile.TemporaryDirectory(prefix="fugu-bench-collect-") as temporary,
+    ):
         folder = Path(temporary)
         with StubWorker() as stub:
             timings = asyncio.run(measure_overhead(stub, args.calls, args.block))

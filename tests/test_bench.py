@@ -660,3 +660,33 @@ def test_serve_keeps_its_last_line_when_the_single_client_got_no_answer(
     assert "concurrency speedup not measured: the single client got no answer" in (
         printed.getvalue()
     )
+
+
+def test_collect_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM (`timeout`, a cancelled job) ended the script at once, without removing its
+    temporary folder (the collections' records and call logs); it is taken as a Ctrl-C."""
+    script = (
+        f"import sys, time; sys.path[:0] = [{str(BENCH)!r}]; import collect\n"
+        "def stub_throughput(stub, n_tasks, folder):\n"
+        "    print(folder, flush=True)\n"
+        "    time.sleep(120)\n"
+        "collect.stub_throughput = stub_throughput\n"
+        "sys.argv = ['collect.py', '--calls', '1', '--block', '1']\n"
+        "collect.main()\n"
+    )
+    bench = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert bench.stdout is not None
+        folder = Path(bench.stdout.readline().strip())
+        assert folder.parent == tmp_path and folder.name.startswith("fugu-bench-collect-")
+        bench.terminate()
+        bench.wait(timeout=30)
+        assert not folder.exists()
+    finally:
+        bench.kill()
+        bench.wait()
