@@ -55,6 +55,7 @@ from threadpoolctl import threadpool_info
 
 from fugu_lite import features, reward_head_training, threads
 from fugu_lite.backbones import load_backbone
+from fugu_lite.cli.common import interrupts_stop_the_run
 from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset
@@ -312,7 +313,16 @@ Results = dict[tuple[str, str], set[str]]
 
 
 def run_repeats(workloads: dict[str, Callable[[], dict]], repeats: int) -> tuple[Timings, Results]:
-    """Every cell once per repeat, interleaved; the side that goes first alternates."""
+    """Every cell once per repeat, interleaved; the side that goes first alternates. SIGTERM
+    (`timeout`, a cancelled job) is taken as a Ctrl-C meanwhile: by default it ends the script
+    at once, leaving a running workload's temporary folder (the reward head's files)."""
+    with interrupts_stop_the_run():
+        return interleaved_repeats(workloads, repeats)
+
+
+def interleaved_repeats(
+    workloads: dict[str, Callable[[], dict]], repeats: int
+) -> tuple[Timings, Results]:
     seconds: Timings = {}
     results: Results = {}
     for repeat in range(repeats):

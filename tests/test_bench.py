@@ -690,3 +690,33 @@ def test_collect_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
     finally:
         bench.kill()
         bench.wait()
+
+
+def test_threads_removes_a_workloads_folder_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM (`timeout`, a cancelled job) ended the script at once, leaving the running
+    workload's temporary folder (the reward head's files); it is taken as a Ctrl-C."""
+    script = (
+        f"import sys, tempfile, time; sys.path[:0] = [{str(BENCH)!r}]; import threads\n"
+        "def fit():\n"
+        "    with tempfile.TemporaryDirectory(prefix='fugu-threads-') as folder:\n"
+        "        print(folder, flush=True)\n"
+        "        time.sleep(120)\n"
+        "    return {}\n"
+        "threads.run_repeats({'reward_head': fit}, 1)\n"
+    )
+    bench = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert bench.stdout is not None
+        folder = Path(bench.stdout.readline().strip())
+        assert folder.parent == tmp_path and folder.name.startswith("fugu-threads-")
+        bench.terminate()
+        bench.wait(timeout=30)
+        assert not folder.exists()
+    finally:
+        bench.kill()
+        bench.wait()
