@@ -195,7 +195,7 @@ def fugu_server(checkpoint: Path, pool: Path, *extra: str) -> Iterator[tuple[str
             if process.poll() is not None:
                 raise RuntimeError(f"fugu-lite serve exited with {process.returncode}")
             try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -226,6 +226,17 @@ def unique(base: str, index: int, side: str, kind: int) -> str:
     reuses the longest prefix it evaluated last, so with a shared start whoever went second
     would skip part of the prompt; with the marker first both sides evaluate it all."""
     return f"[{index:03d}{'d' if side == 'direct' else 'v'}{kind}] {base}"
+
+
+def local_client(base_url: str) -> openai.OpenAI:
+    """A client for a server this script started on 127.0.0.1: without the environment's
+    proxy (HTTP_PROXY ...), which cannot reach this machine's loopback."""
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key="none",
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(trust_env=False),
+    )
 
 
 def timed_call(client: openai.OpenAI, model: str, prompt: str, extra: dict) -> tuple[float, Any]:
@@ -309,8 +320,7 @@ def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any
     fugu-lite back to back, alternating which goes first, all non-streaming pairs and then
     all streaming ones; the added latency of a pair is via - direct, and its median is the
     p50 added latency."""
-    direct = openai.OpenAI(base_url=llama_url, api_key="none", max_retries=0)
-    via = openai.OpenAI(base_url=f"{fugu_url}/v1", api_key="none", max_retries=0)
+    direct, via = local_client(llama_url), local_client(f"{fugu_url}/v1")
     warmup = 3
     measured = run_pairs(direct, via, pairs + warmup)
     return {"pairs": pairs, **pair_figures(measured[warmup:], first_index=warmup)}
@@ -392,8 +402,7 @@ def measure_stub_overhead(stub: StubWorker, fugu_url: str, rounds: int) -> dict[
 
 
 def stub_overhead_rounds(stub_url: str, fugu_url: str, rounds: int) -> dict[str, Any]:
-    direct = openai.OpenAI(base_url=stub_url, api_key="none", max_retries=0)
-    via = openai.OpenAI(base_url=f"{fugu_url}/v1", api_key="none", max_retries=0)
+    direct, via = local_client(stub_url), local_client(f"{fugu_url}/v1")
     routed = {"workers": [STUBS[0]], "include_routing": True}
     keys = ("direct", "via", "added", "ttft_direct", "ttft_via", "ttft_added", "routing")
     rows: dict[str, list[float]] = {key: [] for key in keys}
@@ -455,7 +464,9 @@ async def drive(fugu_url: str, run: LoadRun, seconds: float, seed: int) -> None:
     deadline = time.perf_counter() + seconds
     rng = random.Random(seed)
     limits = httpx.Limits(max_connections=run.clients + 4, max_keepalive_connections=run.clients)
-    async with httpx.AsyncClient(base_url=fugu_url, timeout=60, limits=limits) as http:
+    async with httpx.AsyncClient(
+        base_url=fugu_url, timeout=60, limits=limits, trust_env=False
+    ) as http:
         before = batch_totals((await http.get("/metrics")).text)
 
         async def client_loop() -> None:

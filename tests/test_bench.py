@@ -720,3 +720,23 @@ def test_threads_removes_a_workloads_folder_on_sigterm(tmp_path: Path) -> None:
     finally:
         bench.kill()
         bench.wait()
+
+
+def test_serve_reaches_its_own_servers_past_a_proxy_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With HTTP_PROXY set (and no NO_PROXY for 127.0.0.1) every request of the bench went to
+    the proxy, which cannot reach this machine's loopback: it waited 180 s for /health, then
+    said fugu-lite serve did not answer, and each timed call was a 'Connection error.'. The
+    servers it started are reached directly."""
+    serve = bench_script("serve", monkeypatch)
+    for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(variable, "http://127.0.0.1:9")
+    for variable in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    with StubWorker(reply="ok") as stub:
+        run = serve.LoadRun(1)
+        asyncio.run(serve.drive(stub.base_url.removesuffix("/v1"), run, 0.2, 0))
+        assert run.errors == [] and run.latencies
+        _, completion = serve.timed_call(serve.local_client(stub.base_url), "m", "hi", {})
+        assert completion.choices[0].message.content == "ok"
