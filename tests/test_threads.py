@@ -142,6 +142,7 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
     [
         *[("abc", False), ("", False), ("0", False), ("-2", False), ("2.5", False)],
         ("\u00b2", False),  # a superscript two: str.isdigit takes it, int() does not
+        ("\uff14", False),  # a fullwidth four: int() reads it, libgomp does not
         *[("1", True), (" 2", True), ("4,2", True)],
     ],
 )

@@ -51,8 +51,9 @@ def pools_sized_by_user() -> bool:
 def is_thread_count(value: str) -> bool:
     """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too)."""
     counts = [count.strip() for count in value.split(",")]
-    # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²')
-    return all(count.isdecimal() for count in counts) and int(counts[0]) > 0
+    # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²'); and ASCII
+    # only: int() reads a fullwidth '４', which the libraries' C parsers refuse
+    return all(count.isascii() and count.isdecimal() for count in counts) and int(counts[0]) > 0
 
 
 def _say_ignored(name: str, value: str) -> None:
