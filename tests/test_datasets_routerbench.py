@@ -435,6 +435,22 @@ def test_routerbench_unreadable_files_name_the_file(
         import_routerbench(tmp_path / name)
 
 
+def test_a_routerbench_row_with_a_field_more_than_the_header_is_named(tmp_path: Path) -> None:
+    # pandas read the first column as the index: every column shifted one to the left
+    path = tmp_path / "rb.csv"
+    path.write_bytes(RB_HEADER + b"What is 1,000 + 1?,math,1,0.1\n")
+    with pytest.raises(
+        RecordFileError, match=r"rb\.csv, row 1: 5 fields but the header has 4 .*quoting"
+    ):
+        import_routerbench(path)  # was the prompt '000 + 1?'
+    path.write_bytes(RB_HEADER + b"p,math,1,0.1,\nq,math,0,0.2,\n")  # a trailing comma a line
+    records = import_routerbench(path)
+    assert [(r.prompt, r.task, r.rewards, r.costs) for r in records] == [
+        ("p", "math", [1.0], [0.1]),
+        ("q", "math", [0.0], [0.2]),
+    ]  # the last cost was missing from every row
+
+
 def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.csv"
     routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0]}).to_csv(path, index=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import lzma
 import pickle
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Literal, cast
@@ -108,13 +109,8 @@ def _stem(path: Path) -> str:
 
 def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
     try:
-        return pd.read_csv(
-            path,
-            dtype=str,
-            keep_default_na=False,
-            encoding="utf-8",
-            skiprows=int(_starts_with_a_separator_line(path)),
-        )
+        skiprows = int(_starts_with_a_separator_line(path))
+        table = _csv_table(path, skiprows)
     except UnicodeDecodeError as error:
         message = utf8_error_message(path, error, compressed=compression is not None)
         raise RecordFileError(message) from error
@@ -129,6 +125,38 @@ def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
         ) from error
     except ValueError as error:  # a .zip of several files
         raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
+    if isinstance(table.index, pd.RangeIndex):
+        return table
+    _refuse_fields_beyond_the_header(table, path)
+    with warnings.catch_warnings():  # "a loss of data": only the empty fields checked above
+        warnings.simplefilter("ignore", pd.errors.ParserWarning)
+        return _csv_table(path, skiprows, index_col=False)
+
+
+def _csv_table(path: Path, skiprows: int, index_col: Literal[False] | None = None) -> pd.DataFrame:
+    return pd.read_csv(
+        path,
+        dtype=str,
+        keep_default_na=False,
+        encoding="utf-8",
+        skiprows=skiprows,
+        index_col=index_col,
+    )
+
+
+def _refuse_fields_beyond_the_header(table: pd.DataFrame, path: Path) -> None:
+    """A first data row with a field more than the header (a prompt's comma outside quotes)
+    makes pandas read the first column as the index, every column shifted one to the left:
+    the prompt "What is 1,000 + 1?" was imported as "000 + 1?", or the last model's cost was
+    "missing" from every row. Its last column holds the fields beyond the header: refused
+    where one has a value, read without them where all are empty (a trailing comma a line)."""
+    header = len(table.columns)
+    for position, value in enumerate(table.iloc[:, -1], start=1):
+        if not is_blank(str(value)):
+            raise RecordFileError(
+                f"{path}, row {position}: {header + 1} fields but the header has {header} "
+                f"(the last, {value!r}, has no column); {CSV_QUOTING_HINT}"
+            )
 
 
 def _starts_with_a_separator_line(path: Path) -> bool:
