@@ -818,3 +818,20 @@ def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) 
         row["id"] = row_id
     integers = import_long(write_jsonl(tmp_path / "integers.jsonl", rows))
     assert [r.id for r in integers] == ["1", "2.0"]
+
+
+def test_a_worker_written_as_a_number_is_the_worker_its_csv_cell_names(tmp_path: Path) -> None:
+    """pandas' to_json writes an integer worker column as numbers ("worker": 1), which was
+    refused as "worker must be a non-empty string, got 1" while the same rows as CSV name the
+    workers "1" and "2"; a number is now its text (1.0 too). NaN is still no worker."""
+    rows = long_rows()
+    for row in rows:
+        row["worker"] = int(str(row["worker"]).removeprefix("w"))
+    as_csv = import_long(write_long_csv(tmp_path / "rows.csv", rows))
+    rows[0]["worker"] = 2.0
+    as_json = import_long(write_jsonl(tmp_path / "rows.jsonl", rows))
+    assert as_json == as_csv
+    assert as_json[0].worker_ids == ["1", "2"]
+    rows[0]["worker"] = math.nan
+    with pytest.raises(RecordFileError, match=r"line 1: worker is empty \(nan\)"):
+        import_long(write_jsonl(tmp_path / "rows.jsonl", rows))

@@ -81,8 +81,7 @@ def _cell(raw: dict, where: str, use_split_column: bool, reward_may_miss: bool) 
     cost = raw.get("cost")
     return LongRow(
         where=where,
-        # "q, a, 1" (spaces after the commas) names the worker "a", as pool.yaml does
-        worker=sys.intern(require_text(raw["worker"], "worker", where).strip()),
+        worker=_worker(raw["worker"], where),
         reward=math.nan if reward_may_miss and is_blank(reward) else _reward(reward, where),
         # "NA" (R's write.csv), "NaN", "null": no cost, as an empty cell is, not a bad number
         cost=None if is_blank(cost) else require_float(cost, "cost", where, minimum=0.0),
@@ -90,6 +89,15 @@ def _cell(raw: dict, where: str, use_split_column: bool, reward_may_miss: bool) 
         id=_optional_id(raw.get("id")),
         split=parse_split(raw.get("split"), where) if use_split_column else None,
     )
+
+
+def _worker(value: object, where: str) -> str:
+    """The worker's name, stripped: "q, a, 1" (spaces after the commas) names the worker "a",
+    as pool.yaml does. A number is its text, the worker a CSV's cell names (pandas' to_json
+    writes an integer worker column as numbers: `"worker": 1` was refused as no string)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return sys.intern(id_text(value))
+    return sys.intern(require_text(value, "worker", where).strip())
 
 
 def _keys_hint(raw: dict) -> str:
