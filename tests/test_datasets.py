@@ -386,6 +386,21 @@ def test_import_dataset_converts_command_line_strings(tmp_path: Path) -> None:
         import_dataset("routerbench", routerbench, split_column="false")
 
 
+@pytest.mark.parametrize("format", ["zeroeval", "routerbench"])
+@pytest.mark.parametrize("name", ["", " "])
+def test_a_blank_split_column_name_is_refused_as_naming_no_column(
+    tmp_path: Path, format: str, name: str
+) -> None:
+    """`--option split_column=$SPLIT` with the variable unset: RouterBench failed with
+    "KeyError: ''", ZeroEval said every row had no split value."""
+    path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q", split="test")])
+    if format == "routerbench":
+        path = tmp_path / "rb.csv"
+        routerbench_table().to_csv(path, index=False)
+    with pytest.raises(ValueError, match=rf"^split_column={name!r} names no column; give the"):
+        import_dataset(format, path, split_column=name)
+
+
 @pytest.mark.parametrize("format", ["long", "routerbench"])
 def test_a_csv_saved_with_crlf_line_ends_gives_the_records_of_its_lf_copy(
     tmp_path: Path, format: str

@@ -262,6 +262,16 @@ class ImportedRecords:
         self.names.append(where)
 
 
+def check_split_column(split_column: str | None) -> None:
+    """A blank split_column (`--option split_column=$SPLIT` with the variable unset) names no
+    column: RouterBench failed with "KeyError: ''", ZeroEval said every row had no split."""
+    if split_column is not None and not split_column.strip():
+        raise ValueError(
+            f"split_column={split_column!r} names no column; give the name of the file's split "
+            "column (e.g. split_column=split), or leave the option out to get the standard split"
+        )
+
+
 def warn_unused_split_column(path: Path, option: str) -> None:
     """The file has its own split column, but the standard split was asked for (the default):
     say so, since a held-out test split of the user's would otherwise reach training."""

@@ -19,6 +19,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    check_split_column,
     csv_line_breaks,
     id_text,
     is_blank,
@@ -60,6 +61,7 @@ def import_routerbench(
     """
     path = Path(source)
     policy = check_missing_policy(on_missing)
+    check_split_column(split_column)
     table = _read_table(path, split_column)
     workers = routerbench_models(table, path)
     if table.empty:

@@ -18,6 +18,7 @@ from .common import (
     MissingPolicy,
     build_record,
     check_missing_policy,
+    check_split_column,
     is_blank,
     require_float,
     require_text,
@@ -99,6 +100,7 @@ def import_zeroeval(
     """
     path = zeroeval_file(source)
     policy = check_missing_policy(on_missing)
+    check_split_column(split_column)
     rows = _read_rows(path)
     worker_ids = _scored_models(path, rows)
     if prices is not None:
