@@ -538,7 +538,7 @@ def test_a_bad_difficulty_is_told_the_levels(tmp_path: Path, difficulty: object)
 
 def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
     """Two tasks with one prompt passed `tasks check` in silence: collect pays the workers
-    for both, and training keeps the first record of a prompt only."""
+    for both, and training uses both records."""
     rows = [GOOD, {**GOOD, "id": "q2", "prompt": "What is 4 + 4?", "answer": "8"}]
     rows += [{**GOOD, "id": "q3"}, {**GOOD, "id": "q4"}]
     result = CliRunner().invoke(
@@ -550,6 +550,26 @@ def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
     assert "first: 'q3', the prompt of 'q1'" in warning
     unique = write_lines(tmp_path / "u.jsonl", rows[:2])
     assert "warning" not in CliRunner().invoke(app, ["tasks", "check", str(unique)]).output
+
+
+def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) -> None:
+    """The repeat warning said that training keeps the first record of a prompt only, which
+    it does not (every record is a training example), and said nothing of a repeat given
+    another split: one prompt in train and test, scored by evaluation after being learnt."""
+    rows = [
+        {**GOOD, "split": "train"},
+        {**GOOD, "id": "q2", "split": "train"},
+        {**GOOD, "id": "q3", "split": "test"},
+    ]
+    path = write_lines(tmp_path / "t.jsonl", rows)
+    warning = " ".join(CliRunner().invoke(app, ["tasks", "check", str(path)]).output.split())
+    assert "keeps the first record" not in warning
+    assert "writes a record for each, all of which training uses" in warning
+    assert "another split than that earlier task ('q3' in test, 'q1' in train)" in warning
+    assert "so two splits share a prompt" in warning
+    same_split = write_lines(tmp_path / "s.jsonl", rows[:2])
+    output = CliRunner().invoke(app, ["tasks", "check", str(same_split)]).output
+    assert "1 tasks repeat" in " ".join(output.split()) and "another split" not in output
 
 
 @pytest.mark.parametrize(

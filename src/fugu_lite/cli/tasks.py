@@ -74,14 +74,31 @@ def tasks_check(path: Annotated[Path, typer.Argument(help="Task JSONL file.")]) 
         fail(str(error))
     repeats = repeated_prompts(tasks)
     if repeats:
-        repeat, first = repeats[0]
-        err_console.print(
-            f"[yellow]warning:[/yellow] {console_name(str(path))}: {len(repeats)} tasks repeat "
-            f"the prompt of an earlier one (first: '{console_name(repeat.id)}', the prompt of "
-            f"'{console_name(first.id)}'); collect asks the workers for each, and training "
-            "keeps the first record of a prompt only: remove the repeats or make them differ"
-        )
+        err_console.print(f"[yellow]warning:[/yellow] {_repeats_text(path, repeats)}")
     print_task_summary(tasks)
+
+
+def _repeats_text(path: Path, repeats: list) -> str:
+    """What tasks repeating a prompt lead to: collect writes a record for each copy, and
+    training uses every record (it was said to keep the first only); a copy in another split
+    than its first puts one prompt in two splits."""
+    repeat, first = repeats[0]
+    text = (
+        f"{console_name(str(path))}: {len(repeats)} tasks repeat the prompt of an earlier one "
+        f"(first: '{console_name(repeat.id)}', the prompt of '{console_name(first.id)}'); "
+        "collect asks the workers for each and writes a record for each, all of which "
+        "training uses"
+    )
+    across = [(r, f) for r, f in repeats if r.resolved_split() != f.resolved_split()]
+    if across:
+        repeat, first = across[0]
+        text += (
+            f", and {len(across)} of them are in another split than that earlier task "
+            f"('{console_name(repeat.id)}' in {repeat.resolved_split()}, "
+            f"'{console_name(first.id)}' in {first.resolved_split()}), so two splits share "
+            "a prompt: evaluation would score prompts the router was trained on"
+        )
+    return text + ": remove the repeats or make them differ"
 
 
 def print_task_summary(tasks: list) -> None:
