@@ -449,6 +449,10 @@ def test_a_routerbench_row_with_a_field_more_than_the_header_is_named(tmp_path: 
         ("p", "math", [1.0], [0.1]),
         ("q", "math", [0.0], [0.2]),
     ]  # the last cost was missing from every row
+    # semicolons and a decimal comma: the header is one column, which says why
+    path.write_bytes(b"prompt;eval_name;m;m|total_cost\np;math;1;0,1\n")
+    with pytest.raises(RecordFileError, match=r"the header is one column: a RouterBench CSV is"):
+        import_routerbench(path)
 
 
 def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:

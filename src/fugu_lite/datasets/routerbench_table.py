@@ -125,8 +125,8 @@ def _read_csv(path: Path, compression: str | None) -> pd.DataFrame:
         ) from error
     except ValueError as error:  # a .zip of several files
         raise RecordFileError(f"{path}: not a readable CSV ({error})") from error
-    if isinstance(table.index, pd.RangeIndex):
-        return table
+    if isinstance(table.index, pd.RangeIndex) or len(table.columns) == 1:
+        return table  # a header of one column: refused as missing columns, saying why
     _refuse_fields_beyond_the_header(table, path)
     with warnings.catch_warnings():  # "a loss of data": only the empty fields checked above
         warnings.simplefilter("ignore", pd.errors.ParserWarning)
