@@ -319,6 +319,29 @@ def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, 
         import_long(path)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_a_header_of_quoted_names_between_semicolons_says_to_save_with_commas(
+    tmp_path: Path, suffix: str
+) -> None:
+    """R's write.csv2 quotes each name, '"prompt";"worker";"reward"', which failed as "',' expected
+    after '\"'" with the advice to check the quoting, not a word of the separator."""
+    for text in ('"prompt";"worker";"reward"\n"p1";"w1";1\n', 'sep=;\n"prompt";"worker"\n'):
+        path = tmp_path / f"long{suffix}"
+        path.write_bytes(gzip.compress(text.encode()) if suffix == ".csv.gz" else text.encode())
+        with pytest.raises(RecordFileError) as raised:
+            import_long(path)
+        message = str(raised.value)
+        assert f"long{suffix}, line " in message and "not readable as CSV" in message
+        assert message.endswith(
+            "the header is one column: the long format's CSV is separated by commas (save it "
+            "again as CSV with commas)"
+        )
+    path = tmp_path / "other.csv"  # another fault: the advice on quoting
+    path.write_text('prompt,worker,reward\n"p1"x,w1,1\n', encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"line 2: not readable as CSV .*check the quoting"):
+        import_long(path)
+
+
 def test_long_format_row_longer_than_the_header_is_an_error(tmp_path: Path) -> None:
     """An unquoted comma in the last column shifted the row and its rest was dropped."""
     path = tmp_path / "long.csv"

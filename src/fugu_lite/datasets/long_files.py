@@ -274,14 +274,28 @@ def _csv_read_error(
     if isinstance(error, UnicodeDecodeError):
         return RecordFileError(utf8_error_message(path, error, compressed=compression is not None))
     if isinstance(error, csv.Error):
+        separator_hint = _header_separator_hint(path, compression) if good_until == 0 else ""
         return RecordFileError(
-            f"{path}, line {good_until + 1}: not readable as CSV ({error}); {CSV_QUOTING_HINT}"
+            f"{path}, line {good_until + 1}: not readable as CSV ({error})"
+            + (separator_hint or f"; {CSV_QUOTING_HINT}")
         )
     # a damaged archive, or another format under the name ("Not a gzipped file")
     return RecordFileError(
         f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
         f"{compression}-compressed?"
     )
+
+
+def _header_separator_hint(path: Path, compression: str | None) -> str:
+    """For a header that is no CSV, one separated by another character without a comma: R's
+    write.csv2 quotes each name, `"prompt";"worker";"reward"`, which failed as "',' expected
+    after '"'", and the advice on quoting did not say the separator was the matter."""
+    opener = CSV_COMPRESSIONS[compression] if compression else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as stream:
+        for line in stream:
+            if line.strip() and not is_separator_line([line.strip()]):
+                return "" if "," in line else other_separator_hint([line], "the long format's CSV")
+    return ""
 
 
 def _chat_messages_cell(text: str) -> str | list:
