@@ -858,3 +858,18 @@ def test_a_worker_written_as_a_number_is_the_worker_its_csv_cell_names(tmp_path:
     rows[0]["worker"] = math.nan
     with pytest.raises(RecordFileError, match=r"line 1: worker is empty \(nan\)"):
         import_long(write_jsonl(tmp_path / "rows.jsonl", rows))
+
+
+def test_a_json_list_with_a_comma_after_its_last_row_says_to_delete_it(tmp_path: Path) -> None:
+    """A hand-edited .json list ending "{...},\n]" was refused as "not valid JSON at line 4,
+    column 1: Expecting value", which did not say that the comma was the matter."""
+    rows = ",\n".join(json.dumps(row) for row in long_rows())
+    path = tmp_path / "long.json"
+    path.write_text(f"[\n{rows},\n]\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "long.json: not valid JSON at line 6, column 1: Expecting value; a comma after the last "
+        "item of an object or list (before its } or ]), which JSON does not take; delete that "
+        "comma"
+    )

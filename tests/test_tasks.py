@@ -591,3 +591,17 @@ def test_a_formatted_answer_reads_back_as_its_value(value: float | Fraction) -> 
     answer that the number grader would have matched against 0."""
     text = format_number(value)
     assert parse_number(text) == pytest.approx(float(value), rel=1e-6, abs=0)
+
+
+def test_a_comma_after_a_tasks_last_field_is_named_not_called_a_python_dict(
+    tmp_path: Path,
+) -> None:
+    """A hand-written line with a comma after its last field ({..., "task": "math",}), which
+    Python reads, was told it is "a Python dict (single quotes, True, None), not JSON"."""
+    line = json.dumps(GOOD).removesuffix("}") + ",}"
+    message = read_error(tmp_path, [GOOD | {"id": "q0"}, line])
+    assert message.endswith(
+        "tasks.jsonl, line 2: a comma after the last item of an object or list (before its } "
+        "or ]), which JSON does not take; delete that comma"
+    )
+    assert "Python dict" in read_error(tmp_path, [str(GOOD)])  # still said of a Python dict

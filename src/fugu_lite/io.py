@@ -9,6 +9,7 @@ import ast
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -37,6 +38,24 @@ def write_json(path: str | Path, payload: Any) -> None:
 DOUBLE_BACKSLASHES = 'JSON writes a backslash twice, as in "C:\\\\Users" or "\\\\d+"'
 
 
+TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+TRAILING_COMMA_ADVICE = (
+    "a comma after the last item of an object or list (before its } or ]), which JSON does "
+    "not take; delete that comma"
+)
+
+
+def _has_trailing_comma(text: str) -> bool:
+    """Whether the text is JSON once the commas before a closing } or ] are deleted (Python
+    and JavaScript take them): a hand-edited row was called a Python dict (single quotes,
+    True, None), a JSON file's error only "Expecting value"."""
+    try:
+        json.loads(TRAILING_COMMA.sub(r"\1", text))
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
 def _bad_escape(error: json.JSONDecodeError) -> bool:
     """A single backslash in a string: a Windows path or a regex typed by hand."""
     return error.msg == "Invalid \\escape"
@@ -60,6 +79,7 @@ def read_json(path: str | Path) -> Any:
             f"{path}: not valid JSON at line {error.lineno}, column {error.colno}: "
             f"{json_error_reason(error)}"
             + (f"; {DOUBLE_BACKSLASHES}: double each backslash" if _bad_escape(error) else "")
+            + (f"; {TRAILING_COMMA_ADVICE}" if _has_trailing_comma(text) else "")
         ) from error
     except (ValueError, RecursionError) as error:
         raise RecordFileError(beyond_python_message(str(path), error)) from error
@@ -340,6 +360,8 @@ def _near_miss(line: str) -> str | None:
                     "(a JSON list's items with the [ ] removed keep theirs); delete the comma "
                     "at the end of each line"
                 )
+    if _has_trailing_comma(stripped):
+        return TRAILING_COMMA_ADVICE
     try:
         value = ast.literal_eval(stripped)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
