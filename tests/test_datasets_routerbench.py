@@ -87,6 +87,27 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
     )
 
 
+def test_a_raw_tables_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:
+    """A raw table naming one model ' m2' on some rows and 'm2 ' on others (sources joined)
+    was refused as "the model columns [' m2', 'm2 '] name one model", columns it does not
+    have; each is that model, and two rows of one sample so named are a repeat."""
+    wide = routerbench_table()
+    wide.to_pickle(tmp_path / "wide.pkl")
+    raw = raw_routerbench_table(wide)
+    model = ROUTERBENCH_MODELS[0]
+    raw["model_name"] = [
+        f" {name}" if position < 2 else f"{name} "
+        for position, name in enumerate(raw["model_name"])
+    ]
+    raw.to_pickle(tmp_path / "raw.pkl")
+    assert import_routerbench(tmp_path / "raw.pkl") == import_routerbench(tmp_path / "wide.pkl")
+    pd.concat([raw, raw[raw["model_name"] == f" {model}"].assign(model_name=model)]).to_pickle(
+        tmp_path / "twice.pkl"
+    )
+    with pytest.raises(RecordFileError, match=rf"more than one row for model {model!r}"):
+        import_routerbench(tmp_path / "twice.pkl")
+
+
 def raw_table_with_empty_cells(path: Path, column: str, rows: list[int], empty: object) -> Path:
     """The raw table, `column` set to `empty` on `rows`, saved as `path` (.pkl or .csv)."""
     raw = raw_routerbench_table(routerbench_table())

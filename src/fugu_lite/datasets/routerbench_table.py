@@ -177,6 +177,9 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     a `<model>|total_cost` column per model); it was refused as having "no model columns".
     A sample without some model's row gets no score for it (see on_missing)."""
     _check_raw_keys(table, path)
+    # a model named with spaces around it on some rows (" m2", "m2 ") is that model, as a
+    # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"
+    table = table.assign(model_name=table["model_name"].map(_stripped))
     repeated = table.duplicated(["sample_id", "model_name"])
     if repeated.any():
         first = table[repeated].iloc[0]
@@ -196,6 +199,10 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     scores.columns = [str(model) for model in scores.columns]
     costs.columns = [f"{model}{COST_SUFFIX}" for model in costs.columns]
     return fixed.join(scores).join(costs).reset_index()
+
+
+def _stripped(value: object) -> object:
+    return value.strip() if isinstance(value, str) else value
 
 
 def _check_one_value_per_sample(table: pd.DataFrame, path: Path, columns: list[str]) -> None:
