@@ -90,7 +90,8 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
 def test_a_raw_tables_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:
     """A raw table naming one model ' m2' on some rows and 'm2 ' on others (sources joined)
     was refused as "the model columns [' m2', 'm2 '] name one model", columns it does not
-    have; each is that model, and two rows of one sample so named are a repeat."""
+    have; each is that model (a sample_id so is that sample), and two rows of one sample so
+    named are a repeat."""
     wide = routerbench_table()
     wide.to_pickle(tmp_path / "wide.pkl")
     raw = raw_routerbench_table(wide)
@@ -101,6 +102,10 @@ def test_a_raw_tables_model_named_with_spaces_around_it_is_that_model(tmp_path: 
     ]
     raw.to_pickle(tmp_path / "raw.pkl")
     assert import_routerbench(tmp_path / "raw.pkl") == import_routerbench(tmp_path / "wide.pkl")
+    raw.assign(sample_id=[f"{i} " if p % 2 else i for p, i in enumerate(raw["sample_id"])]).to_csv(
+        tmp_path / "raw.csv", index=False
+    )  # a sample's second row with a space after its id: another sample, each missing a model
+    assert import_routerbench(tmp_path / "raw.csv") == import_routerbench(tmp_path / "wide.pkl")
     pd.concat([raw, raw[raw["model_name"] == f" {model}"].assign(model_name=model)]).to_pickle(
         tmp_path / "twice.pkl"
     )

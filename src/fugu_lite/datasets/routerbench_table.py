@@ -178,8 +178,11 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     A sample without some model's row gets no score for it (see on_missing)."""
     _check_raw_keys(table, path)
     # a model named with spaces around it on some rows (" m2", "m2 ") is that model, as a
-    # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"
-    table = table.assign(model_name=table["model_name"].map(_stripped))
+    # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"; and a
+    # sample_id so is that sample, as a wide table's id is (its rows were another sample)
+    table = table.assign(
+        model_name=table["model_name"].map(_stripped), sample_id=table["sample_id"].map(_stripped)
+    )
     repeated = table.duplicated(["sample_id", "model_name"])
     if repeated.any():
         first = table[repeated].iloc[0]
