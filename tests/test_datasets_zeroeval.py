@@ -263,3 +263,11 @@ def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) 
     write_jsonl(path, [zeroeval_row("q1", id=1.5)])
     with pytest.raises(RecordFileError, match=r"id must be a string or an integer, got 1\.5"):
         import_zeroeval(path)
+
+
+def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
+    """A row's task "gsm " and id "1 " made the record id "gsm :1 " (the task itself was read
+    as "gsm"), where the long and RouterBench importers read ids and tasks without spaces."""
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q1", task="gsm ", id="1 ")])
+    (record,) = import_zeroeval(path)
+    assert (record.task, record.id) == ("gsm", "gsm:1")

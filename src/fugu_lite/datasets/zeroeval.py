@@ -171,10 +171,14 @@ class _Row(NamedTuple):
 
 
 def _checked_row(row: dict, where: str) -> _Row:
-    task = require_text(row.get("task"), "task", where)
+    # "gsm " and "1 " are the task gsm and the id 1, as the other importers read them: the
+    # record id was "gsm :1 " beside the task "gsm"
+    task = require_text(row.get("task"), "task", where).strip()
     row_id = row.get("id")
     if isinstance(row_id, float) and row_id.is_integer():
         row_id = int(row_id)  # 1.0, as pandas writes an integer column with a gap, is id 1
+    if isinstance(row_id, str):
+        row_id = row_id.strip()
     if not isinstance(row_id, str | int) or isinstance(row_id, bool):
         raise RecordFileError(f"{where}: id must be a string or an integer, got {row_id!r}")
     question = row.get("question")
