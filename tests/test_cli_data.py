@@ -101,6 +101,21 @@ def test_data_commands_report_bad_files(tmp_path: Path) -> None:
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.parametrize("format", ["long", "zeroeval"])
+def test_a_record_file_given_to_import_says_it_needs_none(
+    run: Run, tmp_path: Path, format: str
+) -> None:
+    """The records `data import` wrote, given to it again, were told to rename their keys to
+    the long format's (or to import with zeroeval), or that their scores were None."""
+    result = invoke("data", "import", format, run.records_path, "-o", tmp_path / "again.jsonl")
+    assert result.exit_code == 2
+    assert flat(result.output).endswith(
+        "line 1: this is a RewardRecord (it has 'worker_ids' and 'rewards'): the file holds "
+        "records already, as `data import` writes them; give it as it is to train, eval or "
+        "`data stats` (-r FILE), with no import"
+    )
+
+
 def test_records_sharing_an_id_are_read_with_a_warning(run: Run, tmp_path: Path) -> None:
     unique = flat(ok(invoke("data", "stats", run.records_path)))
     assert "warning" not in unique

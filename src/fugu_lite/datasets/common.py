@@ -262,6 +262,17 @@ class ImportedRecords:
         self.names.append(where)
 
 
+def refuse_a_record_row(row: dict, where: str) -> None:
+    """A row of reward records (what `data import` writes) given to an importer was told to
+    rename its keys to the long format's, or that its scores were None."""
+    if "worker_ids" in row and "rewards" in row:
+        raise RecordFileError(
+            f"{where}: this is a RewardRecord (it has 'worker_ids' and 'rewards'): the file "
+            "holds records already, as `data import` writes them; give it as it is to train, "
+            "eval or `data stats` (-r FILE), with no import"
+        )
+
+
 def check_split_column(split_column: str | None) -> None:
     """A blank split_column (`--option split_column=$SPLIT` with the variable unset) names no
     column: RouterBench failed with "KeyError: ''", ZeroEval said every row had no split."""

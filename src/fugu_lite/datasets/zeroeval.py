@@ -20,6 +20,7 @@ from .common import (
     check_missing_policy,
     check_split_column,
     is_blank,
+    refuse_a_record_row,
     require_float,
     require_text,
     short,
@@ -118,6 +119,8 @@ def _read_rows(path: Path) -> list[tuple[int, dict]]:
     rows = list(iter_jsonl(path))
     if not rows:
         raise RecordFileError(f"{path}: holds no rows")
+    line_number, first = rows[0]
+    refuse_a_record_row(first, f"{path}, line {line_number}")
     return rows
 
 
