@@ -102,17 +102,27 @@ def test_data_commands_report_bad_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("format", ["long", "zeroeval"])
-def test_a_record_file_given_to_import_says_it_needs_none(
+def test_a_record_or_task_file_given_to_import_says_what_it_is(
     run: Run, tmp_path: Path, format: str
 ) -> None:
-    """The records `data import` wrote, given to it again, were told to rename their keys to
-    the long format's (or to import with zeroeval), or that their scores were None."""
+    """The records `data import` wrote, given to it again, or a task file, were told to
+    rename their keys to the long format's (or to import with zeroeval), or that their scores
+    were None."""
     result = invoke("data", "import", format, run.records_path, "-o", tmp_path / "again.jsonl")
     assert result.exit_code == 2
     assert flat(result.output).endswith(
         "line 1: this is a RewardRecord (it has 'worker_ids' and 'rewards'): the file holds "
         "records already, as `data import` writes them; give it as it is to train, eval or "
         "`data stats` (-r FILE), with no import"
+    )
+    tasks = tmp_path / "tasks.jsonl"
+    ok(invoke("tasks", "generate", "-o", tasks, "--per-family", "1", "--family", "arithmetic"))
+    result = invoke("data", "import", format, tasks, "-o", tmp_path / "again.jsonl")
+    assert result.exit_code == 2
+    assert flat(result.output).endswith(
+        "line 1: this is a task (it has 'grader'), not a row of rewards: the workers answer a "
+        "task file in `fugu-lite collect --tasks FILE`, which writes the records; it is not "
+        "imported"
     )
 
 

@@ -262,14 +262,20 @@ class ImportedRecords:
         self.names.append(where)
 
 
-def refuse_a_record_row(row: dict, where: str) -> None:
-    """A row of reward records (what `data import` writes) given to an importer was told to
-    rename its keys to the long format's, or that its scores were None."""
+def refuse_a_record_or_task_row(row: dict, where: str) -> None:
+    """A row of reward records (what `data import` writes) or of tasks given to an importer
+    was told to rename its keys to the long format's, or that its scores were None."""
     if "worker_ids" in row and "rewards" in row:
         raise RecordFileError(
             f"{where}: this is a RewardRecord (it has 'worker_ids' and 'rewards'): the file "
             "holds records already, as `data import` writes them; give it as it is to train, "
             "eval or `data stats` (-r FILE), with no import"
+        )
+    if "grader" in row and "worker" not in row and "scores" not in row:
+        raise RecordFileError(
+            f"{where}: this is a task (it has 'grader'), not a row of rewards: the workers "
+            "answer a task file in `fugu-lite collect --tasks FILE`, which writes the records; "
+            "it is not imported"
         )
 
 

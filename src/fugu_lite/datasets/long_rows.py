@@ -15,7 +15,7 @@ from .common import (
     id_text,
     is_blank,
     number_hint,
-    refuse_a_record_row,
+    refuse_a_record_or_task_row,
     require_float,
     require_text,
     to_float,
@@ -53,7 +53,7 @@ def parse_row(
 
 def _check_required(raw: dict, where: str, reward_may_miss: bool) -> None:
     """Every required column has a value (a blank reward too, unless `reward_may_miss`)."""
-    refuse_a_record_row(raw, where)
+    refuse_a_record_or_task_row(raw, where)
     # a reward of NaN, "NA" or "null" (what pandas and spreadsheets write for none) is missing
     # too, so its error points to on_missing as an empty cell's does
     absent = [

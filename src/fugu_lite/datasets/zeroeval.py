@@ -20,7 +20,7 @@ from .common import (
     check_missing_policy,
     check_split_column,
     is_blank,
-    refuse_a_record_row,
+    refuse_a_record_or_task_row,
     require_float,
     require_text,
     short,
@@ -120,7 +120,7 @@ def _read_rows(path: Path) -> list[tuple[int, dict]]:
     if not rows:
         raise RecordFileError(f"{path}: holds no rows")
     line_number, first = rows[0]
-    refuse_a_record_row(first, f"{path}, line {line_number}")
+    refuse_a_record_or_task_row(first, f"{path}, line {line_number}")
     return rows
 
 
