@@ -458,3 +458,18 @@ def test_a_spreadsheets_empty_rows_are_skipped_like_blank_lines(
     plain.write_text("\n".join([header, *rows]) + "\n")
     exported.write_text("\n".join([header, rows[0], empty, *rows[1:], empty, " , ,", empty]) + "\n")
     assert import_dataset(format, exported) == import_dataset(format, plain)
+
+
+def test_an_integer_beyond_a_floats_range_is_no_finite_number(tmp_path: Path) -> None:
+    """A JSON reward, cost or score of 10**400 (an integer, which json reads exactly) failed
+    with "OverflowError: int too large to convert to float", naming no file, row or value."""
+    huge = 10**400
+    for field in ("reward", "cost"):
+        rows = [
+            {**row, field: huge} if index == 1 else row for index, row in enumerate(long_rows())
+        ]
+        with pytest.raises(RecordFileError, match=rf"line 2: {field} must be a finite number"):
+            import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q", scores={"m1": huge, "m2": 1})])
+    with pytest.raises(RecordFileError, match=r"line 1: the score of m1 must be a finite number"):
+        import_zeroeval(path)

@@ -144,7 +144,10 @@ def to_float(value: object) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # a JSON integer beyond a float's range (10**400) crashed
+            return None
     elif isinstance(value, str):
         if value.strip().casefold() in BOOLEAN_TEXT:
             return BOOLEAN_TEXT[value.strip().casefold()]
