@@ -873,3 +873,17 @@ def test_a_json_list_with_a_comma_after_its_last_row_says_to_delete_it(tmp_path:
         "item of an object or list (before its } or ]), which JSON does not take; delete that "
         "comma"
     )
+
+
+def test_a_json_files_integer_of_more_digits_than_python_reads_is_named(tmp_path: Path) -> None:
+    """A .json list or a .jsonl line holding a 5000-digit number failed with Python's "Exceeds
+    the limit (4300 digits) for integer string conversion", naming no file nor line."""
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(long_rows()).replace('"p1"', "1" * 5000, 1), encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"long\.json: an integer of more than 4300 digits"):
+        import_long(path)
+    lines = tmp_path / "long.jsonl"
+    write_jsonl(lines, [{**row, "reward": 1} for row in long_rows()])
+    lines.write_text(lines.read_text().replace('"reward": 1', '"reward": ' + "1" * 5000, 1))
+    with pytest.raises(RecordFileError, match=r"long\.jsonl, line 1: an integer of more than"):
+        import_long(lines)

@@ -605,3 +605,15 @@ def test_a_comma_after_a_tasks_last_field_is_named_not_called_a_python_dict(
         "or ]), which JSON does not take; delete that comma"
     )
     assert "Python dict" in read_error(tmp_path, [str(GOOD)])  # still said of a Python dict
+
+
+def test_an_integer_of_more_digits_than_python_reads_names_its_line(tmp_path: Path) -> None:
+    """A task's "answer" written as a 5000-digit JSON number failed with Python's "Exceeds the
+    limit (4300 digits) for integer string conversion ... use sys.set_int_max_str_digits()",
+    naming no file nor line."""
+    line = json.dumps(GOOD).replace('"5"', "1" * 5000)
+    message = read_error(tmp_path, [GOOD | {"id": "q0"}, line])
+    assert message.endswith(
+        "tasks.jsonl, line 2: an integer of more than 4300 digits, more than Python reads; write "
+        "it as a string (in quotes)"
+    )

@@ -120,6 +120,8 @@ def _first_line_is_json(path: Path) -> bool:
                     json.loads(raw.decode("utf-8", errors="replace").removeprefix("\ufeff"))
                 except json.JSONDecodeError:
                     return False
+                except ValueError:  # JSON, with an integer of too many digits: named later
+                    return True
                 return True
     return True
 
