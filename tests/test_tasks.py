@@ -88,6 +88,19 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
             {**GOOD, "prompt": None, "messages": [{"role": "user", "content": None}]},
             "every message's 'content' is empty",
         ),
+        # content parts: collect sends their text alone, blank or none
+        (
+            {
+                **GOOD,
+                "prompt": None,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": " "}]}],
+            },
+            "every message's 'content' is empty",
+        ),
+        (
+            {**GOOD, "prompt": None, "messages": [{"role": "user", "content": []}]},
+            "every message's 'content' is empty",
+        ),
         ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
         ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float

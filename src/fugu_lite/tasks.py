@@ -149,10 +149,9 @@ def _prompt_problems(task: Task) -> list[str]:
         return ["'prompt' is empty; write the question the workers should answer"]
     if task.messages is not None and not task.messages:
         return ["'messages' is an empty list; give at least one user message"]
-    if task.messages is not None and all(
-        message.content is None
-        or (isinstance(message.content, str) and not message.content.strip())
-        for message in task.messages
+    # the text collect sends (a list of content parts: its text parts joined) is blank
+    if task.messages is not None and not any(
+        message_text(message).strip() for message in task.messages
     ):
         return [
             "every message's 'content' is empty; write the question the workers should answer "
