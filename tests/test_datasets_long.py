@@ -887,3 +887,18 @@ def test_a_json_files_integer_of_more_digits_than_python_reads_is_named(tmp_path
     lines.write_text(lines.read_text().replace('"reward": 1', '"reward": ' + "1" * 5000, 1))
     with pytest.raises(RecordFileError, match=r"long\.jsonl, line 1: an integer of more than"):
         import_long(lines)
+
+
+def test_excels_na_marker_is_a_missing_value(tmp_path: Path) -> None:
+    """Excel writes #N/A (a lookup that found nothing) into a CSV where a value is missing,
+    which pandas reads as missing: a reward so was refused as "must be a finite number, got
+    '#N/A'" even with on_missing=drop, and a cost so was no cost only when written NA."""
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "prompt,worker,reward,cost\nq1,a,1,#N/A\nq1,b,#N/A,#N/A\nq2,a,1,#n/a\nq2,b,0,#N/A\n",
+        encoding="utf-8",
+    )
+    (record,) = import_long(path, on_missing="drop")
+    assert (record.prompt, record.rewards, record.costs) == ("q2", [1.0, 0.0], None)
+    with pytest.raises(RecordFileError, match=r"line 3: no value for \['reward'\] \(the reward"):
+        import_long(path)

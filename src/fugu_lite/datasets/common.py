@@ -125,7 +125,10 @@ def check_missing_policy(on_missing: str) -> MissingPolicy:
 
 
 BOOLEAN_TEXT: dict[str, float] = {"true": 1.0, "false": 0.0}
-BLANKS: tuple[str, ...] = ("", "nan", "na", "<na>", "n/a", "null", "none", "nat")
+# with Excel's #N/A (a lookup that found nothing), which pandas reads as missing too
+BLANKS: tuple[str, ...] = (
+    "", "nan", "na", "<na>", "n/a", "null", "none", "nat", "#n/a", "#na", "#n/a n/a",
+)  # fmt: skip
 
 
 def is_blank(value: object) -> bool:
