@@ -902,3 +902,20 @@ def test_excels_na_marker_is_a_missing_value(tmp_path: Path) -> None:
     assert (record.prompt, record.rewards, record.costs) == ("q2", [1.0, 0.0], None)
     with pytest.raises(RecordFileError, match=r"line 3: no value for \['reward'\] \(the reward"):
         import_long(path)
+
+
+@pytest.mark.parametrize("error", ["#DIV/0!", "#VALUE!", "#REF!", "#NUM!"])
+def test_a_spreadsheets_formula_error_is_named_not_read_as_a_number(
+    tmp_path: Path, error: str
+) -> None:
+    """A CSV saved from a sheet whose formula failed holds '#DIV/0!': it was refused with the
+    advice to "write the number alone, without a currency sign or unit: 0", a reward of 0."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward\nq1,a,{error}\nq1,b,0\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: reward must be a finite number, got {error!r} (a spreadsheet's formula "
+        "error: fix the formula in the sheet and save the CSV again, or empty the cell where the "
+        "value is missing)"
+    )

@@ -190,12 +190,25 @@ UNIT_AROUND_NUMBER = re.compile(
 PERCENTAGE = re.compile(r"\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+))\s*%\s*")
 
 
+# what a spreadsheet writes for a formula that failed (#N/A, a lookup that found nothing, is
+# a missing value: BLANKS)
+SPREADSHEET_ERROR = re.compile(
+    r"\s*#(?:DIV/0!|VALUE!|REF!|NAME\?|NUM!|NULL!|SPILL!|CALC!)\s*", re.IGNORECASE
+)
+
+
 def number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
     comma ("0,5") or a thousands separator ("1,000", "1_000"), as a percentage ("85%"), or
-    with a currency sign or unit ("$0.002"), which a number here cannot hold."""
+    with a currency sign or unit ("$0.002"), which a number here cannot hold; or what a
+    spreadsheet's formula error ("#DIV/0!", told to be written as 0) is."""
     if not isinstance(value, str):
         return ""
+    if SPREADSHEET_ERROR.fullmatch(value):
+        return (
+            " (a spreadsheet's formula error: fix the formula in the sheet and save the CSV "
+            "again, or empty the cell where the value is missing)"
+        )
     if "_" in value:
         return _underscore_hint(value.strip())
     percentage = PERCENTAGE.fullmatch(value)
