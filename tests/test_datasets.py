@@ -473,3 +473,28 @@ def test_an_integer_beyond_a_floats_range_is_no_finite_number(tmp_path: Path) ->
     path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q", scores={"m1": huge, "m2": 1})])
     with pytest.raises(RecordFileError, match=r"line 1: the score of m1 must be a finite number"):
         import_zeroeval(path)
+
+
+@pytest.mark.parametrize(
+    ("format", "name", "compress"),
+    [("long", "rows.csv.gz", gzip.compress), ("routerbench", "rb.csv.xz", lzma.compress)],
+)
+def test_a_compressed_csv_cut_short_says_to_fetch_it_again(
+    tmp_path: Path, format: str, name: str, compress
+) -> None:
+    """A download or copy interrupted half-way ends before its compressed data does: it was
+    asked "is it really .gz-compressed?", which it is."""
+    table = tmp_path / "table.csv"
+    if format == "long":
+        write_long_csv(table, long_rows() * 200)
+    else:
+        routerbench_table().to_csv(table, index=False)
+    packed = compress(table.read_bytes())
+    path = tmp_path / name
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(RecordFileError) as raised:
+        import_dataset(format, path)
+    assert str(raised.value).endswith(
+        "the file ends before its compressed data does, so it was cut short (an interrupted "
+        "download or copy?): fetch or copy it again"
+    )

@@ -54,6 +54,18 @@ def to_csv_hint(path: Path) -> str:
     return "; " + advice.format(name=path.name, stem=path.stem) if advice else ""
 
 
+def compressed_file_advice(error: Exception, compression: str) -> str:
+    """What to do about a compressed file that could not be read: one that ends before its
+    compressed data does was cut short (an interrupted download or copy), which "is it really
+    .gz-compressed?" did not say; anything else may be another format under the name."""
+    if isinstance(error, EOFError):
+        return (
+            "the file ends before its compressed data does, so it was cut short (an "
+            "interrupted download or copy?): fetch or copy it again"
+        )
+    return f"is it really {compression}-compressed?"
+
+
 def other_separator_hint(header: Sequence[str], what: str) -> str:
     """For a CSV header read as one column holding `;`, a tab or `|`: the file is separated
     by another character (a spreadsheet in a decimal-comma locale writes `;`), and `what`

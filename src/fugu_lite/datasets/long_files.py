@@ -21,6 +21,7 @@ from ..io import iter_jsonl, read_json
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from .common import (
     CSV_QUOTING_HINT,
+    compressed_file_advice,
     csv_line_breaks,
     is_header_copy,
     is_separator_line,
@@ -283,8 +284,8 @@ def _csv_read_error(
         )
     # a damaged archive, or another format under the name ("Not a gzipped file")
     return RecordFileError(
-        f"{path}: cannot be read ({type(error).__name__}: {error}); is it really "
-        f"{compression}-compressed?"
+        f"{path}: cannot be read ({type(error).__name__}: {error}); "
+        + compressed_file_advice(error, str(compression))
     )
 
 

@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
-from .common import CSV_QUOTING_HINT, is_blank, is_separator_line, to_csv_hint
+from .common import (
+    CSV_QUOTING_HINT,
+    compressed_file_advice,
+    is_blank,
+    is_separator_line,
+    to_csv_hint,
+)
 from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS
 
 # What pandas reads (and infers from the name) with the standard library alone:
@@ -59,7 +65,7 @@ def read_routerbench_table(path: str | Path) -> pd.DataFrame:
         # named no file
         raise RecordFileError(
             f"{path}: cannot be read ({type(error).__name__}: {error})"
-            + (f"; is it really {compression}-compressed?" if compression else "")
+            + (f"; {compressed_file_advice(error, compression)}" if compression else "")
         ) from error
     if not isinstance(table, pd.DataFrame):
         raise RecordFileError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
