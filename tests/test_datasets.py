@@ -495,6 +495,6 @@ def test_a_compressed_csv_cut_short_says_to_fetch_it_again(
     with pytest.raises(RecordFileError) as raised:
         import_dataset(format, path)
     assert str(raised.value).endswith(
-        "the file ends before its compressed data does, so it was cut short (an interrupted "
-        "download or copy?): fetch or copy it again"
+        "the file ends before its data does, so it was cut short (an interrupted download or "
+        "copy?): fetch or copy it again"
     )

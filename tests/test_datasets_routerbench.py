@@ -617,3 +617,21 @@ def test_a_whole_number_sample_id_stored_as_a_float_is_the_integers_id(tmp_path:
     assert ids["['What is 2+2?']"] == "1"
     assert ids["Write a poem."] == "2"
     assert ids["Tom has 3 apples."] == stable_id("routerbench", "Tom has 3 apples.")
+
+
+@pytest.mark.parametrize("name", ["rb.pkl", "rb.pkl.gz"])
+def test_a_pickle_cut_short_says_to_fetch_it_again(tmp_path: Path, name: str) -> None:
+    """A pickle whose download was interrupted ("pickle data was truncated", or its .gz's
+    EOFError) was told to "re-export the table with DataFrame.to_pickle"."""
+    table = routerbench_table(
+        prompt=[f"a longer prompt, number {index}" * 20 for index in range(3)]
+    )
+    path = tmp_path / name
+    table.to_pickle(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert "not a readable pandas pickle" in str(raised.value)
+    assert str(raised.value).endswith(
+        "it was cut short (an interrupted download or copy?): fetch or copy it again"
+    )

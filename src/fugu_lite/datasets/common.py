@@ -59,11 +59,14 @@ def compressed_file_advice(error: Exception, compression: str) -> str:
     compressed data does was cut short (an interrupted download or copy), which "is it really
     .gz-compressed?" did not say; anything else may be another format under the name."""
     if isinstance(error, EOFError):
-        return (
-            "the file ends before its compressed data does, so it was cut short (an "
-            "interrupted download or copy?): fetch or copy it again"
-        )
+        return CUT_SHORT_ADVICE
     return f"is it really {compression}-compressed?"
+
+
+CUT_SHORT_ADVICE = (
+    "the file ends before its data does, so it was cut short (an interrupted download or "
+    "copy?): fetch or copy it again"
+)
 
 
 def other_separator_hint(header: Sequence[str], what: str) -> str:

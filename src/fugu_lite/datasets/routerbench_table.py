@@ -17,6 +17,7 @@ import pandas as pd
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from .common import (
     CSV_QUOTING_HINT,
+    CUT_SHORT_ADVICE,
     compressed_file_advice,
     is_blank,
     is_separator_line,
@@ -84,12 +85,17 @@ def _read_pickle(path: Path) -> object:
     ) as error:  # fmt: skip
         raise RecordFileError(
             f"{path}: not a readable pandas pickle ({type(error).__name__}: {error}); "
-            + (
-                _other_version_advice(path)
-                if isinstance(error, ImportError | AttributeError)
-                else "re-export the table with DataFrame.to_pickle, or as a .csv"
-            )
+            + _pickle_advice(path, error)
         ) from error
+
+
+def _pickle_advice(path: Path, error: Exception) -> str:
+    if isinstance(error, ImportError | AttributeError):
+        return _other_version_advice(path)
+    if isinstance(error, EOFError) or "truncated" in str(error):
+        # a download cut short was told to "re-export the table with DataFrame.to_pickle"
+        return CUT_SHORT_ADVICE
+    return "re-export the table with DataFrame.to_pickle, or as a .csv"
 
 
 def _other_version_advice(path: Path) -> str:
