@@ -325,13 +325,14 @@ def test_a_header_of_quoted_names_between_semicolons_says_to_save_with_commas(
 ) -> None:
     """R's write.csv2 quotes each name, '"prompt";"worker";"reward"', which failed as "',' expected
     after '\"'" with the advice to check the quoting, not a word of the separator."""
-    for text in ('"prompt";"worker";"reward"\n"p1";"w1";1\n', 'sep=;\n"prompt";"worker"\n'):
+    texts = {1: '"prompt";"worker";"reward"\n"p1";"w1";1\n', 3: '\nsep=;\n"prompt";"worker"\n'}
+    for line, text in texts.items():
         path = tmp_path / f"long{suffix}"
         path.write_bytes(gzip.compress(text.encode()) if suffix == ".csv.gz" else text.encode())
         with pytest.raises(RecordFileError) as raised:
             import_long(path)
         message = str(raised.value)
-        assert f"long{suffix}, line " in message and "not readable as CSV" in message
+        assert f"long{suffix}, line {line}: not readable as CSV" in message  # the header's line
         assert message.endswith(
             "the header is one column: the long format's CSV is separated by commas (save it "
             "again as CSV with commas)"

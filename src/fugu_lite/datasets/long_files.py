@@ -203,9 +203,10 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
     with opener(path, "rt", encoding="utf-8-sig", newline="") as stream, _long_fields():
         reader = csv.reader(stream, strict=True)
         good_until = 0  # the line where the last good row ended
+        header_read = False
         try:
             header, columns = _csv_header(path, reader)
-            good_until = reader.line_num
+            good_until, header_read = reader.line_num, True
             for cells in reader:
                 good_until = reader.line_num
                 where = f"{path}, line {reader.line_num}"
@@ -213,7 +214,9 @@ def _csv_rows(path: Path, compression: str | None) -> Iterator[tuple[str, dict]]
                 if row is not None:
                     yield where, row
         except (UnicodeDecodeError, csv.Error, OSError, EOFError, lzma.LZMAError) as error:
-            raise _csv_read_error(path, compression, good_until, error) from error
+            if not header_read:  # the header's line: after blank lines or Excel's "sep=" line
+                good_until = max(reader.line_num - 1, 0)
+            raise _csv_read_error(path, compression, good_until, header_read, error) from error
 
 
 def _csv_header(path: Path, reader: Reader) -> tuple[list[str], list[str]]:
@@ -270,14 +273,14 @@ def _csv_row(
 
 
 def _csv_read_error(
-    path: Path, compression: str | None, good_until: int, error: Exception
+    path: Path, compression: str | None, good_until: int, header_read: bool, error: Exception
 ) -> RecordFileError:
     """What went wrong reading the file, named for the user: the encoding, the quoting after
     the last good line, or the compression."""
     if isinstance(error, UnicodeDecodeError):
         return RecordFileError(utf8_error_message(path, error, compressed=compression is not None))
     if isinstance(error, csv.Error):
-        separator_hint = _header_separator_hint(path, compression) if good_until == 0 else ""
+        separator_hint = "" if header_read else _header_separator_hint(path, compression)
         return RecordFileError(
             f"{path}, line {good_until + 1}: not readable as CSV ({error})"
             + (separator_hint or f"; {CSV_QUOTING_HINT}")
