@@ -920,3 +920,25 @@ def test_a_spreadsheets_formula_error_is_named_not_read_as_a_number(
         "error: fix the formula in the sheet and save the CSV again, or empty the cell where the "
         "value is missing)"
     )
+
+
+def test_a_worker_misspelt_on_a_few_rows_is_named_with_the_worker_it_is_close_to(
+    tmp_path: Path,
+) -> None:
+    """'gpt4' on one row for 'gpt-4' made a worker that every other prompt misses: the error
+    named the first prompt without it and advised adding its rows to every prompt."""
+    lines = "".join(f"q{index},gpt-4,1\nq{index},llama,0\n" for index in range(6))
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\n" + lines.replace("q4,gpt-4", "q4,gpt4"))
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        f"; the worker 'gpt4' has rows for 1 of the 6 prompts only (the first at {path}, line "
+        "10): a misspelling of 'gpt-4'?"
+    )
+    path.write_text("prompt,worker,reward\n" + lines + "q0,mistral,1\n")  # a worker to add
+    with pytest.raises(RecordFileError, match=r"'mistral' has rows for 1 of the 6 .*check its"):
+        import_long(path)
+    path.write_text("prompt,worker,reward\n" + "".join(lines.splitlines(True)[:-1]))
+    with pytest.raises(RecordFileError, match=r"no row for worker\(s\) \['llama'\].*drop\)$"):
+        import_long(path)  # one prompt short of a worker most prompts have: no hint

@@ -14,6 +14,7 @@ lives in long_files, checking one row (and the rewards' scale) in long_rows.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -144,7 +145,10 @@ def _group_records(
             raise RecordFileError(
                 f"{first}: prompt {short(key)} has no row for worker(s) {missing}; every "
                 "prompt needs one row per worker (add the rows, drop the prompt, or pass "
-                "--option on_missing=drop)" + _spacing_hint(key, cells.groups) + case_hint
+                "--option on_missing=drop)"
+                + _spacing_hint(key, cells.groups)
+                + case_hint
+                + _rare_worker_hint(missing, workers, cells.groups)
             )
         if missing:
             dropped.update(missing)
@@ -195,6 +199,26 @@ def _spacing_hint(key: str, groups: dict[str, dict[str, LongRow]]) -> str:
                 f"; {where} has the prompt{shown}, which differs from{against} only in spaces or "
                 "line breaks: a prompt is read as written, so make the two the same"
             )
+    return ""
+
+
+def _rare_worker_hint(
+    missing: list[str], workers: list[str], groups: dict[str, dict[str, LongRow]]
+) -> str:
+    """A missing worker with rows for under half the prompts, and the worker its name is
+    close to: a name misspelt on one row ('gpt4' for 'gpt-4') made a worker that every other
+    prompt misses, and the error advised adding its rows to them all."""
+    for worker in missing:
+        rows = [cells[worker].where for cells in groups.values() if worker in cells]
+        if not rows or 2 * len(rows) >= len(groups):
+            continue
+        others = [name for name in workers if name != worker]
+        close = difflib.get_close_matches(worker, others, n=1, cutoff=0.6)
+        guess = f": a misspelling of {close[0]!r}?" if close else ": check its name"
+        return (
+            f"; the worker {worker!r} has rows for {len(rows)} of the {len(groups)} prompts "
+            f"only (the first at {rows[0]}){guess}"
+        )
     return ""
 
 
