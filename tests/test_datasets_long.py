@@ -942,3 +942,23 @@ def test_a_worker_misspelt_on_a_few_rows_is_named_with_the_worker_it_is_close_to
     path.write_text("prompt,worker,reward\n" + "".join(lines.splitlines(True)[:-1]))
     with pytest.raises(RecordFileError, match=r"no row for worker\(s\) \['llama'\].*drop\)$"):
         import_long(path)  # one prompt short of a worker most prompts have: no hint
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.75])
+def test_a_json_file_cut_short_says_so(tmp_path: Path, cut: float) -> None:
+    """A .json list whose download or copy was interrupted was refused as "not valid JSON at
+    line 1, column 2341: Expecting ':' delimiter" (or an unterminated string), not a word of
+    the file being cut short."""
+    text = json.dumps(long_rows() * 20)
+    path = tmp_path / "long.json"
+    path.write_text(text[: int(len(text) * cut)], encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "; the file ends before its JSON does: it was cut short (an interrupted download or "
+        "copy?) or lacks its closing brackets; fetch or copy it again"
+    )
+    path.write_text(text.replace("}, {", "} {", 1), encoding="utf-8")  # a fault inside
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert "cut short" not in str(raised.value)

@@ -56,6 +56,20 @@ def _has_trailing_comma(text: str) -> bool:
     return True
 
 
+ENDS_TOO_SOON_ADVICE = (
+    "the file ends before its JSON does: it was cut short (an interrupted download or copy?) "
+    "or lacks its closing brackets; fetch or copy it again"
+)
+
+
+def _ends_too_soon(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether the JSON is refused where the file ends, or for a string it never closes: a
+    download cut short, which "Expecting ':' delimiter" at some column did not say."""
+    if error.msg.startswith("Unterminated string"):
+        return '"' not in text[error.pos + 1 :]
+    return not text[error.pos :].strip()
+
+
 def _bad_escape(error: json.JSONDecodeError) -> bool:
     """A single backslash in a string: a Windows path or a regex typed by hand."""
     return error.msg == "Invalid \\escape"
@@ -80,6 +94,7 @@ def read_json(path: str | Path) -> Any:
             f"{json_error_reason(error)}"
             + (f"; {DOUBLE_BACKSLASHES}: double each backslash" if _bad_escape(error) else "")
             + (f"; {TRAILING_COMMA_ADVICE}" if _has_trailing_comma(text) else "")
+            + (f"; {ENDS_TOO_SOON_ADVICE}" if _ends_too_soon(text, error) else "")
         ) from error
     except (ValueError, RecursionError) as error:
         raise RecordFileError(beyond_python_message(str(path), error)) from error
