@@ -630,3 +630,19 @@ def test_an_integer_of_more_digits_than_python_reads_names_its_line(tmp_path: Pa
         "tasks.jsonl, line 2: an integer of more than 4300 digits, more than Python reads; write "
         "it as a string (in quotes)"
     )
+
+
+def test_a_task_tables_empty_case_sensitive_cell_is_the_default(tmp_path: Path) -> None:
+    """A table of tasks converted as the error for a task table says (pandas' read_csv, then
+    to_json) writes an empty case_sensitive cell as null, which was refused as
+    "case_sensitive: Input should be a valid boolean (got None)"."""
+    table = tmp_path / "tasks.csv"
+    table.write_text(
+        "id,prompt,answer,grader,task,case_sensitive\n"
+        "q1,What is 2 + 3?,5,number,math,\nq2,Write ABC in lowercase.,abc,exact,strings,true\n"
+    )
+    pd.read_csv(table).to_json(tmp_path / "tasks.jsonl", orient="records", lines=True)
+    first, second = read_tasks(tmp_path / "tasks.jsonl")
+    assert (first.case_sensitive, second.case_sensitive) == (False, True)
+    line = json.dumps(GOOD | {"case_sensitive": math.nan})  # json.dumps writes NaN
+    assert not read_tasks(write_lines(tmp_path / "nan.jsonl", [line]))[0].case_sensitive

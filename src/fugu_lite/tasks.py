@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 import re
 from collections.abc import Iterable
 from fractions import Fraction
@@ -87,6 +88,14 @@ class Task(BaseModel):
     def _number_as_text(cls, value: object) -> object:
         """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7"."""
         return number_as_text(value)
+
+    @field_validator("case_sensitive", mode="before")
+    @classmethod
+    def _no_value_is_the_default(cls, value: object) -> object:
+        """null or NaN (pandas' to_json of a table's empty cell, as the conversion that a
+        task table's error gives writes it) is the default, not "Input should be a valid
+        boolean (got None)"."""
+        return False if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
     @field_validator("id", "task", mode="after")
     @classmethod
