@@ -80,6 +80,14 @@ def _prompt(prompt: object, where: str) -> str | list:
             f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
             "messages; a chat prompt is a list, even of one message: put it in [ ]"
         )
+    if isinstance(prompt, list) and prompt and all(isinstance(item, str) for item in prompt):
+        # a conversation's turns as texts: "prompt.messages.0: Input should be a valid
+        # dictionary or instance of ChatMessage" said neither what a prompt is nor what to do
+        raise RecordFileError(
+            f"{where}: prompt is a list of {len(prompt)} texts, not of chat messages; a prompt "
+            'is text, or a list of messages such as {"role": "user", "content": "..."}: join '
+            "the texts into one, or give each its role"
+        )
     if isinstance(prompt, list):
         return prompt
     return require_text(prompt, "prompt", where)
