@@ -646,3 +646,14 @@ def test_a_task_tables_empty_case_sensitive_cell_is_the_default(tmp_path: Path) 
     assert (first.case_sensitive, second.case_sensitive) == (False, True)
     line = json.dumps(GOOD | {"case_sensitive": math.nan})  # json.dumps writes NaN
     assert not read_tasks(write_lines(tmp_path / "nan.jsonl", [line]))[0].case_sensitive
+
+
+def test_a_messages_text_under_another_key_says_it_goes_in_content(tmp_path: Path) -> None:
+    """{"role": "user", "text": "..."} (or ShareGPT's "value") was refused as "every
+    message's 'content' is empty" without a word of the text it holds elsewhere."""
+    message = {"role": "user", "text": "What is 2 + 3?"}
+    row = {k: v for k, v in GOOD.items() if k != "prompt"} | {"messages": [message]}
+    assert read_error(tmp_path, [row]).endswith(
+        "every message's 'content' is empty; write the question the workers should answer in "
+        "a user message (a message's text goes in 'content'; 'text' is not read)"
+    )
