@@ -657,3 +657,13 @@ def test_a_messages_text_under_another_key_says_it_goes_in_content(tmp_path: Pat
         "every message's 'content' is empty; write the question the workers should answer in "
         "a user message (a message's text goes in 'content'; 'text' is not read)"
     )
+
+
+def test_messages_given_as_texts_say_what_a_message_is(tmp_path: Path) -> None:
+    """ "messages": ["What is 2 + 3?"] was refused as "messages.0: Input should be a valid
+    dictionary or instance of ChatMessage", pydantic's words for what a message is."""
+    row = {k: v for k, v in GOOD.items() if k != "prompt"} | {"messages": ["What is 2 + 3?"]}
+    assert read_error(tmp_path, [row]).endswith(
+        'line 1: messages.0 is a text, not a message object: a message is {"role": "user", '
+        '"content": "..."}; a question alone can be given as \'prompt\''
+    )

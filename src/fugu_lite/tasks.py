@@ -514,6 +514,12 @@ def _field_problem(item: ErrorDetails, location: str) -> str:
         )
     if location == "messages" and isinstance(item.get("input"), dict | str):
         return _messages_not_a_list(item.get("input"))
+    if re.fullmatch(r"messages\.\d+", location) and isinstance(item.get("input"), str):
+        # ["What is 2+2?"]: "Input should be a valid dictionary or instance of ChatMessage"
+        return (
+            f"{location} is a text, not a message object: a message is "
+            '{"role": "user", "content": "..."}; a question alone can be given as \'prompt\''
+        )
     if item["type"] == "string_type" and item.get("input") is None:
         return f"{location!r} has no value (null or NaN); give it one"
     if item["type"] == "string_type":
