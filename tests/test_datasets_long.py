@@ -976,3 +976,15 @@ def test_a_prompt_given_as_a_list_of_texts_says_how_to_write_it(tmp_path: Path) 
         'of messages such as {"role": "user", "content": "..."}: join the texts into one, or '
         "give each its role"
     )
+
+
+def test_a_table_of_rewards_with_a_grader_column_is_not_called_a_task(tmp_path: Path) -> None:
+    """A rewards table with a 'grader' column and its worker column misnamed ('model') was
+    told it is a task file, to be answered by collect, where its keys are to be renamed."""
+    path = write_jsonl(
+        tmp_path / "long.jsonl", [{"prompt": "q1", "model": "a", "reward": 1, "grader": "number"}]
+    )
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert "this is a task" not in str(raised.value)
+    assert "the row's keys are prompt, model, reward, grader" in str(raised.value)

@@ -305,7 +305,7 @@ def refuse_a_record_or_task_row(row: dict, where: str) -> None:
             "holds records already, as `data import` writes them; give it as it is to train, "
             "eval or `data stats` (-r FILE), with no import"
         )
-    if "grader" in row and "worker" not in row and "scores" not in row:
+    if "grader" in row and not {"worker", "reward", "scores"} & set(row):
         raise RecordFileError(
             f"{where}: this is a task (it has 'grader'), not a row of rewards: the workers "
             "answer a task file in `fugu-lite collect --tasks FILE`, which writes the records; "
