@@ -1298,6 +1298,29 @@ def test_a_pipeline_file_with_an_unknown_section_still_fails(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
+    ("stage", "config_type", "where"),
+    [
+        ("sft", SFTConfig, "sft's keys go under sft:"),
+        ("rl", RLConfig, "rl's keys go under rl:"),
+        ("es", ESConfig, "es's keys go under es:"),
+        ("reward_head", RewardHeadConfig, "put model: and training: in a file of their own"),
+    ],
+)
+def test_a_training_section_in_a_pipeline_file_says_where_its_keys_go(
+    tmp_path: Path, stage: str, config_type: type, where: str
+) -> None:
+    """`training:` beside `sft:` was hinted "did you mean 'sft.tie_handling'?" (difflib's
+    nearest key one section down), sending the user to a key they never meant."""
+    path = write_yaml(tmp_path / "p.yaml", "training:\n  epochs: 3\nsft:\n  epochs: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, config_type, stage)
+    message = str(error.value)
+    assert "tie_handling" not in message
+    assert "'training' (a single-stage file's section: " in message
+    assert where in message
+
+
+@pytest.mark.parametrize(
     ("text", "stage", "meant"),
     [
         ("epochs: 3\nsft:\n  batch_size: 4\n", "sft", "sft.epochs"),

@@ -100,6 +100,9 @@ def _check_pipeline_keys(data: dict, path: str | Path, stage: str) -> None:
 
 def _unknown_section_hint(key: object, value: object, stage: str, known: list[str]) -> str:
     """`key` quoted, with the section it was meant to be or where an anchor goes, if any."""
+    if not close_keys(str(key), known) and close_keys(str(key), ["training"]):
+        # a stage file's section: difflib's nearest key one section down was 'sft.tie_handling'
+        return f"{key!r} ({_training_section_hint(stage)})"
     close = close_keys(str(key), known) or _keys_one_section_down(str(key), stage)
     hint = (
         f"did you mean {close[0]!r}?"
@@ -109,6 +112,17 @@ def _unknown_section_hint(key: object, value: object, stage: str, known: list[st
         else ""
     )
     return f"{key!r}" + (f" ({hint})" if hint else "")
+
+
+def _training_section_hint(stage: str) -> str:
+    if stage in STAGE_SECTIONS:
+        return (
+            f"a single-stage file's section: in a pipeline file, {stage}'s keys go under {stage}:"
+        )
+    return (
+        f"a single-stage file's section: a pipeline file gives {stage.replace('_', '-')} only its "
+        "model:, so put model: and training: in a file of their own"
+    )
 
 
 def _keys_one_section_down(key: str, stage: str) -> list[str]:
