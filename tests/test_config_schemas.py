@@ -1098,6 +1098,50 @@ def test_one_item_where_a_list_is_expected_says_how_to_write_the_list(tmp_path: 
 
 
 @pytest.mark.parametrize(
+    ("text", "key", "hint"),
+    [
+        ("sft:\n  epochs:\n", "sft.epochs", "`epochs:` has no value"),
+        ("model:\n  pooling: ~\n", "model.pooling", "`pooling:` has no value"),
+        (
+            "model:\n  svf_targets:\n    # - layers.3.mlp.down_proj\n",
+            "model.svf_targets",
+            "`svf_targets:` has no value",
+        ),
+        (
+            "model:\n  svf_targets:\n    - a\n    -\n",
+            "model.svf_targets.1",
+            "the list item is empty",
+        ),
+    ],
+)
+def test_a_key_with_no_value_says_so_and_what_to_write(
+    tmp_path: Path, text: str, key: str, hint: str
+) -> None:
+    """`epochs:` with nothing after it (its value commented out) was refused as "(got
+    None)", Python's word; `svf_targets:` whose items were all commented out was told to
+    "write a list: [None]"."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    message = str(error.value)
+    assert f"  {key}: " in message
+    assert f"(got None); {hint} (" in message
+    assert "null or ~): write" in message
+    assert "[None]" not in message
+
+
+def test_a_set_with_no_value_says_so_and_what_to_write() -> None:
+    """`--set training.epochs=` (the value forgotten) said only "(got None)"."""
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(None, SFTConfig, "sft", parse_overrides(["training.epochs="]))
+    assert (
+        "  --set training.epochs: Input should be a valid integer (got None); --set "
+        "training.epochs= gives no value (nothing after '=', or null or ~): write one, or leave "
+        "out this --set for the default"
+    ) in str(error.value)
+
+
+@pytest.mark.parametrize(
     ("text", "key", "shown"), [("sft: 3\n", "sft", "3"), ("model: [a]\n", "model", "['a']")]
 )
 def test_a_section_that_is_not_a_mapping_says_how_to_write_one(

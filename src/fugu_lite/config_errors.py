@@ -223,9 +223,28 @@ def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
     got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
     if item["type"] == "string_type":
         got += quoting_hint(value, key if given == key else None)
-    if item["type"] == "list_type" and not isinstance(value, (dict, list)):
+    if value is None and item["type"] != "model_type":
+        got += _no_value_hint(key, given)
+    elif item["type"] == "list_type" and not isinstance(value, (dict, list)):
         got += f"; write a list: [{value}], or each item on its own `- ` line"
     return f"  {shown}: {message}{got}"
+
+
+def _no_value_hint(key: str, given: str | None) -> str:
+    """YAML reads `epochs:` with nothing after it (or null, ~) as no value: refused as "(got
+    None)", Python's word, with no word of what to write (a list's: "write a list: [None]")."""
+    if given == key:
+        return (
+            f"; --set {key}= gives no value (nothing after '=', or null or ~): write one, or "
+            "leave out this --set for the default"
+        )
+    leaf = key.rpartition(".")[2]
+    if leaf.isdigit():
+        return "; the list item is empty (`- ` alone, null or ~): write it, or delete its line"
+    return (
+        f"; `{leaf}:` has no value (nothing after it, null or ~): write one, or delete the key "
+        "for its default"
+    )
 
 
 def _exponent_hint(given: object) -> str:
