@@ -974,13 +974,18 @@ def test_missing_unparsable_and_non_mapping_files(tmp_path: Path) -> None:
          "with spaces, not tabs"),
         ("model:\n  backbone: a: b\n", "c.yaml, line 2, column 14: not valid YAML: mapping "
          "values are not allowed here (a value holding ': ' needs quotes"),
+        ("model:\n  backbone: \x1b[32mminilm\x1b[0m\n", "c.yaml, line 2, column 13: not valid "
+         "YAML: the control character U+001B is not allowed in YAML text; delete it"),
+        ("model:\n".encode("utf-16-le").decode(), "c.yaml, line 1, column 2: not UTF-8 text "
+         "(it holds NUL bytes): it looks UTF-16 encoded"),
     ],
 )  # fmt: skip
 def test_a_yaml_syntax_error_names_the_file_line_and_column_on_one_line(
     tmp_path: Path, text: str, expected: str
 ) -> None:
     """PyYAML's message put the position on lines of its own, in "<unicode string>" rather
-    than the file, under a first line naming the file but no line."""
+    than the file, under a first line naming the file but no line; a character YAML refuses
+    (a terminal's colour code pasted in, UTF-16's NULs) was at a "position" with no line."""
     path = write_yaml(tmp_path / "c.yaml", text)
     with pytest.raises(ConfigError) as error:
         load_config(path, PipelineConfig)

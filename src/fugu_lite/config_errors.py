@@ -13,15 +13,18 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from .config import STAGE_SECTIONS, PipelineConfig
+from .text_reading import nul_text_message
 
 
 class ConfigError(ValueError):
     """A config file is missing, not YAML, or has a wrong key or value."""
 
 
-def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
+def describe_yaml_error(path: Path, error: yaml.YAMLError, text: str) -> str:
     """One line naming the file, line and column: PyYAML's own text placed them on lines of
     their own, in "<unicode string>" (the text it was given), not in the file."""
+    if isinstance(error, yaml.reader.ReaderError):
+        return _refused_character(path, error, text)
     problem_mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None)
     if problem_mark is None or problem is None:
@@ -43,6 +46,20 @@ def describe_yaml_error(path: Path, error: yaml.YAMLError) -> str:
     if problem == "mapping values are not allowed here":
         problem += " (a value holding ': ' needs quotes, and a key its own line)"
     return f"{where}: not valid YAML: {problem}"
+
+
+def _refused_character(path: Path, error: yaml.reader.ReaderError, text: str) -> str:
+    """A character YAML refuses anywhere (a NUL, a terminal's colour code ESC, a form feed) was
+    said at a "position" of "<unicode string>", not at a line of the file."""
+    before = text[: error.position]
+    column = error.position - before.rfind("\n")  # rfind: -1 on the first line
+    where = f"{path}, line {before.count(chr(10)) + 1}, column {column}"
+    if error.character == 0:  # UTF-16 without a byte-order mark decodes as UTF-8
+        return nul_text_message(where)
+    return (
+        f"{where}: not valid YAML: the control character U+{error.character:04X} is not "
+        "allowed in YAML text; delete it"
+    )
 
 
 def describe_config_error(

@@ -254,7 +254,7 @@ def read_yaml_document(path: Path) -> object:
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
-        raise ConfigError(describe_yaml_error(path, error)) from error
+        raise ConfigError(describe_yaml_error(path, error, text)) from error
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
