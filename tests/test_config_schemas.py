@@ -994,6 +994,31 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column_on_one_line(
     assert "\n" not in message and "<unicode string>" not in message
 
 
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd (bash's <(...))")
+@pytest.mark.parametrize(
+    ("text", "config_type", "stage"),
+    [
+        ("training:\n  epochs: 3\n", SFTConfig, "sft"),
+        ("model:\n  layer: 2\nsft:\n  epochs: 3\n", SFTConfig, "sft"),
+        ("training:\n  epochs: 3\n", RLConfig, "rl"),
+    ],
+)
+def test_a_stage_config_given_as_a_pipe_is_read_once(
+    text: str, config_type: type[SFTConfig] | type[RLConfig], stage: str
+) -> None:
+    """`train sft -c <(envsubst < sft.yaml)`: a stage file was read twice (once to tell it
+    from a pipeline file), and the second read of the pipe found it empty, so the stage
+    trained on the defaults (10 epochs) without a word."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, text.encode())
+        os.close(write_end)
+        config = load_stage_config(f"/dev/fd/{read_end}", config_type, stage)
+    finally:
+        os.close(read_end)
+    assert config.training.epochs == 3
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")

@@ -30,11 +30,18 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
 def load_config(path: str | Path | None, config_type: type[C], overrides: dict | None = None) -> C:
     """Load a YAML config; unknown keys and bad values name the key and the fix."""
-    data: dict = {}
+    data = {} if path is None else _read_yaml_mapping(Path(path))
+    return _config_from(data, path, config_type, overrides)
+
+
+def _config_from(
+    data: dict, path: str | Path | None, config_type: type[C], overrides: dict | None
+) -> C:
+    """The config that `data`, read from `path` (None: no file), and the overrides make."""
     source = "overrides of the defaults" if overrides else "defaults"
     if path is not None:
         source = str(path)
-        data = _empty_sections_as_defaults(_read_yaml_mapping(Path(path)), config_type)
+    data = _empty_sections_as_defaults(data, config_type)
     _apply_overrides(data, overrides or {}, source)
     try:
         config = config_type.model_validate(data)
@@ -74,7 +81,8 @@ def load_stage_config(
     data = _read_yaml_mapping(Path(path))
     # `SFT:` is a pipeline file's section mistyped, not a stage file's unknown key
     if not any(str(name).lower() in STAGE_SECTIONS for name in data):
-        return load_config(path, config_type, overrides)
+        # the file is read once: a second read of `-c <(...)` (a pipe) found it empty
+        return _config_from(data, path, config_type, overrides)
     _check_pipeline_keys(data, path, stage)
     _check_sections_are_mappings(data, path, stage)
     stage_data = _as_stage_file(data, stage)
