@@ -1019,6 +1019,36 @@ def test_a_stage_config_given_as_a_pipe_is_read_once(
     assert config.training.epochs == 3
 
 
+@pytest.mark.parametrize(
+    ("text", "where", "meant"),
+    [
+        ('[model]\nbackbone = "minilm"\n\n[sft]\nepochs = 5\n', "line 1, `[model]`", "model:"),
+        ("# mine\nepochs = 5\nlayer = 3\n", "line 2, `epochs = 5`", "epochs: 5"),
+        ("model:\n  layer: 3\n  head = mlp\n", "line 3, `head = mlp`", "head: mlp"),
+    ],
+)
+def test_a_toml_file_given_as_a_config_says_which_line_is_no_yaml(
+    tmp_path: Path, text: str, where: str, meant: str
+) -> None:
+    """`-c sft.toml` (or `head = mlp` among YAML lines) said only "expected '<document
+    start>', but found '<scalar>'" or "the top level must be a mapping of sections, got
+    'epochs = 5 layer = 3'", with no word that the file is not YAML."""
+    path = write_yaml(tmp_path / "c.toml", text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert f"({where}, is TOML or INI, not YAML: write `{meant}`, with each" in str(error.value)
+
+
+def test_a_toml_hint_is_not_given_for_a_line_after_the_yaml_error(tmp_path: Path) -> None:
+    """README.md given as -c holds `key = value` lines in its code blocks, after the line
+    YAML stops at: no TOML hint for those."""
+    path = write_yaml(tmp_path / "c.md", "# Title\n\n`x` text\n\n    client = OpenAI()\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert "line 3, column 1: not valid YAML" in str(error.value)
+    assert "TOML" not in str(error.value)
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")

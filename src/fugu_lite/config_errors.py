@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,7 +46,29 @@ def describe_yaml_error(path: Path, error: yaml.YAMLError, text: str) -> str:
         )
     if problem == "mapping values are not allowed here":
         problem += " (a value holding ': ' needs quotes, and a key its own line)"
-    return f"{where}: not valid YAML: {problem}"
+    # the TOML line that made the error comes before it (README.md's code blocks hold some)
+    toml = toml_hint(text.splitlines()[: problem_mark.line + 1])
+    return f"{where}: not valid YAML: {problem}{toml}"
+
+
+_TOML_KEY = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*=\s*(.*?)\s*")  # `epochs = 5`
+_TOML_SECTION = re.compile(r"\[\s*([\w.-]+)\s*\]\s*")  # `[sft]`
+
+
+def toml_hint(lines: list[str]) -> str:
+    """The first TOML (or INI) line of `lines`, said with the YAML to write for it: YAML read
+    `[sft]` as a list and `epochs = 5` as text, and said "expected '<document start>', but
+    found '<scalar>'" or "the top level must be a mapping of sections", with no word that
+    the file is no YAML."""
+    for number, line in enumerate(lines, start=1):
+        key, section = _TOML_KEY.fullmatch(line), _TOML_SECTION.fullmatch(line)
+        meant = f"{key[1]}: {key[2]}" if key else f"{section[1]}:" if section else None
+        if meant is not None:
+            return (
+                f" (line {number}, `{line.strip()}`, is TOML or INI, not YAML: write `{meant}`, "
+                "with each section's keys indented under its `section:` line)"
+            )
+    return ""
 
 
 def _refused_character(path: Path, error: yaml.reader.ReaderError, text: str) -> str:

@@ -20,6 +20,7 @@ from .config_errors import (
     describe_yaml_error,
     nested_matches,
     section_type,
+    toml_hint,
 )
 from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
 
@@ -244,21 +245,36 @@ def _read_yaml_mapping(path: Path) -> dict:
         raise ConfigError(f"config file {path} not found")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
-    data = read_yaml_document(path)
+    text = _config_text(path)
+    data = _yaml_document(path, text)
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {data!r}")
+        lines = text.splitlines()  # up to the first that is neither blank nor a comment
+        first = next(
+            (n for n, line in enumerate(lines) if line.strip() and line.lstrip()[0] != "#"), 0
+        )
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of sections, got {data!r}"
+            f"{toml_hint(lines[: first + 1])}"
+        )
     return data
 
 
 def read_yaml_document(path: Path) -> object:
     """A YAML file's one document, duplicate keys refused; text that is not UTF-8 or not YAML
     is a ConfigError naming the file (and the line and column)."""
+    return _yaml_document(path, _config_text(path))
+
+
+def _config_text(path: Path) -> str:
     try:
-        text = read_utf8_text(path)
+        return read_utf8_text(path)
     except RecordFileError as error:
         raise ConfigError(str(error)) from error
+
+
+def _yaml_document(path: Path, text: str) -> object:
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
