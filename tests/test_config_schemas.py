@@ -1049,6 +1049,21 @@ def test_a_toml_hint_is_not_given_for_a_line_after_the_yaml_error(tmp_path: Path
     assert "TOML" not in str(error.value)
 
 
+def test_a_text_or_records_file_given_as_a_config_is_not_echoed_whole(tmp_path: Path) -> None:
+    """A file of prompts (one a line, which YAML reads as one text) or a JSON array of records
+    given as -c was echoed whole in the error: 180 KB on the terminal for 5000 lines."""
+    prompts = write_yaml(tmp_path / "p.txt", "".join(f"What is {n} + {n}?\n" for n in range(5000)))
+    records = tmp_path / "r.json"
+    records.write_text(json.dumps([good_row(n) for n in range(1000)]), encoding="utf-8")
+    for path, start in ((prompts, "'What is 0 + 0? What is 1 + 1?"), (records, "[{'prompt': ")):
+        with pytest.raises(ConfigError) as error:
+            load_config(path, PipelineConfig)
+        message = str(error.value)
+        assert f"{path}: the top level must be a mapping of sections, got {start}" in message
+        assert message.endswith("...")
+        assert len(message) < len(str(path)) + 200
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")
