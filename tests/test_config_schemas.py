@@ -1741,6 +1741,24 @@ def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) ->
     assert "did you mean 'model'?" in str(error.value) and "YAML anchor" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("source", "config_type", "key"),
+    [(None, PipelineConfig, "base.seed"), (None, SFTConfig, "extra.seed"),
+     ("pipeline", PipelineConfig, "base.seed")],
+)  # fmt: skip
+def test_an_unknown_section_given_by_set_gets_no_yaml_anchor_hint(
+    tmp_path: Path, source: str | None, config_type: type, key: str
+) -> None:
+    """`--set base.seed=3` was told to put "the anchor" of `base:` on a known section and
+    reuse it with `*base`: a --set key holds no YAML anchor."""
+    path = None if source is None else write_yaml(tmp_path / "p.yaml", "sft: {}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, config_type, {key: 3})
+    message = str(error.value)
+    assert f"(given by --set {key})" in message
+    assert "YAML anchor" not in message
+
+
 def test_a_json_lines_file_given_as_a_config_says_what_it_looks_like(tmp_path: Path) -> None:
     """`train -c runs/tasks.jsonl` (or `collect --pool rewards.jsonl`) said only "expected
     '<document start>', but found '{'" at line 2, which named no wrong file."""

@@ -156,7 +156,7 @@ def _unknown_config_key_hint(
     hint = _pool_key_hint(location) or hint
     if given is None:  # a --set key is not indented
         hint = _nested_section_hint(config_type, location, key, file_keys) or hint
-    if not hint:
+    if not hint and given is None:  # a --set key holds no anchor
         hint = _anchor_section_hint(item, config_type, key, known)
     if key == "training" and "sft" in known:
         hint = "a pipeline config puts stage settings under sft:, rl: or es: "
