@@ -1460,6 +1460,19 @@ def test_a_stage_key_at_the_top_of_a_pipeline_file_says_its_dotted_path(
     assert f"(did you mean {meant!r}?)" in str(error.value)
 
 
+def test_a_stage_section_in_capitals_given_by_set_to_its_own_stage_says_to_use_training() -> None:
+    """`train sft --set SFT.epochs=5` was "unknown key 'SFT'" with the known keys (and, before,
+    a YAML anchor's advice), where `sft.epochs` said to use training.epochs."""
+    for key, use in (("SFT.epochs", "training.epochs"), ("Sft.batch_size", "training.batch_size")):
+        with pytest.raises(ConfigError) as error:
+            load_stage_config(None, SFTConfig, "sft", {key: 5})
+        assert str(error.value) == (
+            f"--set {key}: a single stage's keys are model.* and training.*; use {use}"
+        )
+    with pytest.raises(ConfigError, match=r"--set RL\.epochs: rl\.\* are the settings of"):
+        load_stage_config(None, SFTConfig, "sft", {"RL.epochs": 5})
+
+
 @pytest.mark.parametrize(
     ("stage", "config_type", "key", "command"),
     [

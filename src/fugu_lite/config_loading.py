@@ -217,6 +217,7 @@ def _check_stage_overrides(overrides: dict, stage: str) -> None:
     file is a pipeline file (`sft.epochs=5` there is `training.epochs=5` here)."""
     for dotted_key in overrides:
         section, _, rest = str(dotted_key).partition(".")
+        section = section.lower()  # `SFT.epochs` was told of YAML anchors and known keys only
         if section == stage and rest:
             raise ConfigError(
                 f"--set {dotted_key}: a single stage's keys are model.* and training.*; "
