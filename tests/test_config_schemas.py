@@ -1772,6 +1772,27 @@ def test_an_unknown_section_given_by_set_gets_no_yaml_anchor_hint(
     assert "YAML anchor" not in message
 
 
+def test_a_training_section_in_a_pipeline_config_says_where_its_settings_go(
+    tmp_path: Path,
+) -> None:
+    """The hint ran into the known keys ("under sft:, rl: or es: known keys here"), and
+    `train pipeline --set training.epochs=5` was told of file sections, not of --set keys."""
+    path = write_yaml(tmp_path / "p.yaml", "training:\n  epochs: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert (
+        "  unknown key 'training': a pipeline config puts stage settings under sft:, rl: or "
+        "es:; known keys here: model, sft, rl, es\n"
+    ) in str(error.value) + "\n"
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"training.epochs": 5})
+    assert (
+        "  unknown key 'training': a pipeline config's stage settings are sft.*, rl.* and es.*: "
+        "e.g. --set sft.epochs; known keys here: model, sft, rl, es (given by --set "
+        "training.epochs)"
+    ) in str(error.value)
+
+
 def test_a_json_lines_file_given_as_a_config_says_what_it_looks_like(tmp_path: Path) -> None:
     """`train -c runs/tasks.jsonl` (or `collect --pool rewards.jsonl`) said only "expected
     '<document start>', but found '{'" at line 2, which named no wrong file."""

@@ -159,8 +159,17 @@ def _unknown_config_key_hint(
     if not hint and given is None:  # a --set key holds no anchor
         hint = _anchor_section_hint(item, config_type, key, known)
     if key == "training" and "sft" in known:
-        hint = "a pipeline config puts stage settings under sft:, rl: or es: "
+        hint = _pipeline_training_hint(given)
     return hint
+
+
+def _pipeline_training_hint(given: str | None) -> str:
+    """A stage file's `training` in a pipeline config: its hint ran into "known keys here"
+    with no separator, and `--set training.epochs=5` was told of sections, not of --set."""
+    if given is None or "." not in given:
+        return "a pipeline config puts stage settings under sft:, rl: or es:; "
+    rest = given.partition(".")[2]
+    return f"a pipeline config's stage settings are sft.*, rl.* and es.*: e.g. --set sft.{rest}; "
 
 
 def _close_key_hint(config_type: type[BaseModel], location: tuple, known: list[str]) -> str:
