@@ -889,6 +889,28 @@ def test_a_cache_dir_under_home_is_the_home_folders(tmp_path: Path, monkeypatch)
     assert FeatureCache(model).folder.is_relative_to(tmp_path / "home" / "fugu-cache")
 
 
+def test_a_cache_dir_starting_with_an_environment_variable_is_refused(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`cache_dir: $HOME/fugu-cache` cached features in a folder named `$HOME` in the working
+    directory (clearing it with `rm -rf $HOME` is a trap), as `~/fugu-cache` did in `~`."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  cache_dir: $HOME/fugu-cache\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert (
+        "  model.cache_dir: starts with an environment variable, which a config does not expand "
+        "(the cache would be a folder named '$HOME' in the working directory): write the path "
+        f"itself, e.g. '{tmp_path / 'home' / 'fugu-cache'}', or delete the key and set "
+        "$FUGU_LITE_CACHE_DIR (got '$HOME/fugu-cache')"
+    ) in str(error.value)
+    braced = write_yaml(tmp_path / "b.yaml", "model:\n  cache_dir: ${UNSET_IN_TESTS}/c\n")
+    with pytest.raises(ConfigError, match="write the path itself, or delete the key"):
+        load_config(braced, PipelineConfig)
+    literal = write_yaml(tmp_path / "l.yaml", f"model:\n  cache_dir: {tmp_path}/a$b\n")
+    assert load_config(literal, PipelineConfig).model.cache_dir == f"{tmp_path}/a$b"
+
+
 @pytest.mark.parametrize(
     ("key", "fix"),
     [("backbone", "write an embedded name"), ("cache_dir", "write a folder, or null")],

@@ -6,6 +6,8 @@ wrong in one is fugu_lite.config_errors."""
 from __future__ import annotations
 
 import math
+import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
@@ -101,6 +103,8 @@ class ModelConfig(StrictModel):
                 "empty: write a folder, or null (or delete the key) for the default cache "
                 "(~/.cache/fugu-lite, or $FUGU_LITE_CACHE_DIR)"
             )
+        if re.match(r"\$\{?\w", cache_dir):
+            raise ValueError(_unexpanded_variable(cache_dir))
         return str(Path(cache_dir).expanduser())
 
     @field_validator("backbone")
@@ -153,6 +157,18 @@ class ModelConfig(StrictModel):
                 "(or set quantization: none)"
             )
         return self
+
+
+def _unexpanded_variable(cache_dir: str) -> str:
+    """`cache_dir: $HOME/cache` cached features in a folder named `$HOME` in the working
+    directory (where `rm -rf $HOME` to clear it is a trap), as `~/cache` once did in `~`."""
+    expanded = os.path.expandvars(cache_dir)
+    example = f", e.g. {expanded!r}" if expanded != cache_dir else ""
+    return (
+        "starts with an environment variable, which a config does not expand (the cache would "
+        f"be a folder named {cache_dir.split('/')[0]!r} in the working directory): write the "
+        f"path itself{example}, or delete the key and set $FUGU_LITE_CACHE_DIR"
+    )
 
 
 # numpy's global seed (training_common.seed_everything) takes 0 to 2**32 - 1: `seed: -1`
