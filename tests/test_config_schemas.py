@@ -1086,6 +1086,24 @@ def test_a_text_or_records_file_given_as_a_config_is_not_echoed_whole(tmp_path: 
         assert len(message) < len(str(path)) + 200
 
 
+def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_installed_one(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`-c src/fugu_lite/configs/default.yaml` (as --help says) from outside a source checkout
+    was only "not found", with no word of where the installed default.yaml is."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        load_config("src/fugu_lite/configs/default.yaml", PipelineConfig)
+    assert str(error.value) == (
+        "config file src/fugu_lite/configs/default.yaml not found; the default.yaml shipped "
+        f"with fugu-lite is {DEFAULT_CONFIG}"
+    )
+    assert load_config(DEFAULT_CONFIG, PipelineConfig).model.quantization == "int8"
+    with pytest.raises(ConfigError) as error:
+        load_config("configs/mine.yaml", PipelineConfig)
+    assert str(error.value) == "config file configs/mine.yaml not found"
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")

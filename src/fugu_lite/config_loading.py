@@ -243,7 +243,7 @@ def _read_yaml_mapping(path: Path) -> dict:
     if means_stdin(path):
         raise ConfigError(f"-c {STDIN_NOT_READ}")
     if not path.exists():
-        raise ConfigError(f"config file {path} not found")
+        raise ConfigError(f"config file {path} not found{_shipped_config_hint(path)}")
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
     text = _config_text(path)
@@ -267,6 +267,16 @@ def _start_of(data: object, size: int = 80) -> str:
     given as -c was echoed whole (170 KB of error for a CSV of 5000 rows)."""
     shown = repr(data)
     return shown if len(shown) <= size else f"{shown[:size]}..."
+
+
+def _shipped_config_hint(path: Path) -> str:
+    """`-c src/fugu_lite/configs/default.yaml`, as --help and the README write it, is a path
+    of a source checkout: run elsewhere (an installed package) it was "not found", with no
+    word of where the installed one is."""
+    shipped = DEFAULT_CONFIG.parent / path.name
+    if path.parent.name != DEFAULT_CONFIG.parent.name or not shipped.is_file():
+        return ""
+    return f"; the {path.name} shipped with fugu-lite is {shipped}"
 
 
 def read_yaml_document(path: Path) -> object:
