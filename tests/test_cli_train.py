@@ -140,6 +140,22 @@ def test_train_with_a_bad_config_exits_2_naming_the_key(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("stage", ["sft", "rl", "es", "pipeline", "reward-head"])
+def test_an_empty_output_folder_is_refused_not_the_working_directory(
+    tmp_path: Path, monkeypatch, stage: str
+) -> None:
+    """`-o "$OUT"` with OUT unset is `-o ''`, which a Path reads as `.`: `train sft` wrote its
+    checkpoint files (router.json, training_report.json) among the working directory's own."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("train", stage, "-r", tmp_path / "missing.jsonl", "-o", "")
+    assert result.exit_code == 2
+    assert (
+        "Invalid value for '--output' / '-o': is empty (an unset shell variable?); give the "
+        "output folder, or . for the working directory"
+    ) in flat(result.output)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
     result = invoke(
         "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",

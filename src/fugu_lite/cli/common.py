@@ -51,7 +51,23 @@ ConfigOption = Annotated[
     ),
 ]
 RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
-OutputOption = Annotated[Path, typer.Option("--output", "-o", help="Output folder.")]
+
+
+def output_folder(text: str) -> Path:
+    """`-o "$OUT"` with OUT unset is `-o ''`, which a Path reads as `.`: the stage's checkpoint
+    files were written among the working directory's own."""
+    if not text.strip():
+        raise typer.BadParameter(
+            "is empty (an unset shell variable?); give the output folder, or . for the working "
+            "directory"
+        )
+    return Path(text)
+
+
+OutputOption = Annotated[
+    Path,
+    typer.Option("--output", "-o", help="Output folder.", parser=output_folder, metavar="<path>"),
+]
 PoolOption = Annotated[
     Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
 ]
