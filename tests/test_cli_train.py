@@ -156,6 +156,18 @@ def test_an_empty_output_folder_is_refused_not_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("stage", ["sft", "pipeline", "reward-head"])
+def test_an_empty_config_path_is_refused_as_empty(tmp_path: Path, stage: str) -> None:
+    """`-c "$CONFIG"` with CONFIG unset was refused as ". is a directory, not a config file",
+    naming a folder the user never wrote."""
+    result = invoke("train", stage, "-r", tmp_path / "r.jsonl", "-o", tmp_path / "o", "-c", "")
+    assert result.exit_code == 2
+    assert (
+        "Invalid value for '--config' / '-c': is empty (an unset shell variable?); give the "
+        "YAML config file, or leave -c out for the defaults"
+    ) in flat(result.output)
+
+
 def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
     result = invoke(
         "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",

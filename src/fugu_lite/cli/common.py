@@ -41,11 +41,26 @@ err_console = notes_console()
 # what one value of a repeatable option is: typer showed its type, `<list[str]>`, which read
 # as "give a list"
 KEY_VALUE = "<key=value>"
+
+
+def config_file(text: str) -> Path:
+    """`-c "$CONFIG"` with CONFIG unset is `-c ''`, which a Path reads as `.`: it was refused
+    as ". is a directory", a name the user never wrote."""
+    if not text.strip():
+        raise typer.BadParameter(
+            "is empty (an unset shell variable?); give the YAML config file, or leave -c out "
+            "for the defaults"
+        )
+    return Path(text)
+
+
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--config",
         "-c",
+        parser=config_file,
+        metavar="<path>",
         help="YAML config; omitted keys keep the code defaults (config.py: fp32). For the "
         "shipped int8 setup pass src/fugu_lite/configs/default.yaml.",
     ),
