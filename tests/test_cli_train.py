@@ -156,6 +156,19 @@ def test_an_empty_output_folder_is_refused_not_the_working_directory(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [["train", "sft"], ["train", "pipeline"], ["eval"]])
+def test_an_empty_records_path_is_refused_as_empty(tmp_path: Path, command: list[str]) -> None:
+    """`-r "$RECORDS"` with RECORDS unset was refused as ". is a directory, not a file",
+    naming a folder the user never wrote."""
+    checkpoint = ["--checkpoint", tmp_path / "c"] if command == ["eval"] else []
+    result = invoke(*command, "-r", "", "-o", tmp_path / "o", *checkpoint)
+    assert result.exit_code == 2
+    assert (
+        "Invalid value for '--records' / '-r': is empty (an unset shell variable?); give the "
+        "RewardRecord JSONL file"
+    ) in flat(result.output)
+
+
 @pytest.mark.parametrize("stage", ["sft", "pipeline", "reward-head"])
 def test_an_empty_config_path_is_refused_as_empty(tmp_path: Path, stage: str) -> None:
     """`-c "$CONFIG"` with CONFIG unset was refused as ". is a directory, not a config file",

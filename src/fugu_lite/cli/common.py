@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -43,15 +43,18 @@ err_console = notes_console()
 KEY_VALUE = "<key=value>"
 
 
-def config_file(text: str) -> Path:
-    """`-c "$CONFIG"` with CONFIG unset is `-c ''`, which a Path reads as `.`: it was refused
-    as ". is a directory", a name the user never wrote."""
-    if not text.strip():
-        raise typer.BadParameter(
-            "is empty (an unset shell variable?); give the YAML config file, or leave -c out "
-            "for the defaults"
-        )
-    return Path(text)
+def non_empty_path(give: str) -> Callable[[str], Path]:
+    """A path option's parser refusing an empty path: `-o "$OUT"` with OUT unset is `-o ''`,
+    which a Path reads as `.`, so a stage's checkpoint files were written among the working
+    directory's own, and `-c ''` or `-r ''` was refused as ". is a directory", a name the user
+    never wrote. `give` says what to give instead."""
+
+    def parse(text: str) -> Path:
+        if not text.strip():
+            raise typer.BadParameter(f"is empty (an unset shell variable?); {give}")
+        return Path(text)
+
+    return parse
 
 
 ConfigOption = Annotated[
@@ -59,29 +62,31 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
-        parser=config_file,
+        parser=non_empty_path("give the YAML config file, or leave -c out for the defaults"),
         metavar="<path>",
         help="YAML config; omitted keys keep the code defaults (config.py: fp32). For the "
         "shipped int8 setup pass src/fugu_lite/configs/default.yaml.",
     ),
 ]
-RecordsOption = Annotated[Path, typer.Option("--records", "-r", help="RewardRecord JSONL file.")]
-
-
-def output_folder(text: str) -> Path:
-    """`-o "$OUT"` with OUT unset is `-o ''`, which a Path reads as `.`: the stage's checkpoint
-    files were written among the working directory's own."""
-    if not text.strip():
-        raise typer.BadParameter(
-            "is empty (an unset shell variable?); give the output folder, or . for the working "
-            "directory"
-        )
-    return Path(text)
-
-
+RecordsOption = Annotated[
+    Path,
+    typer.Option(
+        "--records",
+        "-r",
+        help="RewardRecord JSONL file.",
+        parser=non_empty_path("give the RewardRecord JSONL file"),
+        metavar="<path>",
+    ),
+]
 OutputOption = Annotated[
     Path,
-    typer.Option("--output", "-o", help="Output folder.", parser=output_folder, metavar="<path>"),
+    typer.Option(
+        "--output",
+        "-o",
+        help="Output folder.",
+        parser=non_empty_path("give the output folder, or . for the working directory"),
+        metavar="<path>",
+    ),
 ]
 PoolOption = Annotated[
     Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
