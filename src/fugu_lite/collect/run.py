@@ -56,6 +56,7 @@ from ..workers.errors import (
     refused_for_max_tokens,
     worker_refusal,
 )
+from ..workers.local_server import segfault_hint
 from ..workers.output_limits import output_limit
 from ..workers.pool import Judge, WorkerPool
 from ..workers.results import CallResult
@@ -293,12 +294,13 @@ class Collector:
         restarts = self.counters.restarts[worker_id]
         again = f" again after {restarts} restarts this run" if restarts else ""
         logger.warning(
-            "local worker %s: its llama.cpp server exited (code %s)%s; not started again. "
+            "local worker %s: its llama.cpp server exited (code %s)%s%s; not started again. "
             "Last lines of its log:\n%s",
-            worker_id, code, again, tail,
+            worker_id, code, segfault_hint(code), again, tail,
         )  # fmt: skip
         return (
-            f"its local server process exited (code {code}){again}; its log's last lines are above"
+            f"its local server process exited (code {code}){segfault_hint(code)}{again}; its "
+            "log's last lines are above"
         )
 
     def _count_refusal(self, worker_id: str, result: CallResult) -> int:

@@ -38,6 +38,8 @@ from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 LOG_TAIL_LINES = 25
 PORT_ATTEMPTS = 3  # starts on a new port when another process took the chosen one first
 PORT_TAKEN = "address already in use"  # uvicorn's words for EADDRINUSE, in the server's log
+# Compiler flags that leave llama.cpp's AMX kernels out of its build (see segfault_hint).
+NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 _PR_SET_PDEATHSIG = 1
 logger = logging.getLogger(__name__)
 _running: set[LocalServer] = set()
@@ -261,7 +263,7 @@ class LocalServer:
             code = None if self.process is None else self.process.returncode
             raise LocalServerError(
                 f"local worker {self.worker_id!r}: the llama.cpp server exited with "
-                f"{how_it_ended(code)} while starting{killed_hint(code)}.\n"
+                f"{how_it_ended(code)} while starting{killed_hint(code)}{segfault_hint(code)}.\n"
                 f"command: {' '.join(self.command)}\n"
                 f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
             )
@@ -382,6 +384,32 @@ def killed_hint(code: int | None) -> str:
         " (most often by the out-of-memory killer: if the model is too big for the machine's "
         "free memory, use a smaller GGUF or quantisation, or a smaller local.n_ctx)"
     )
+
+
+def segfault_hint(code: int | None) -> str:
+    """What to do about a segfault of a llama.cpp built with its AMX kernels, '' for any
+    other end: they crash on the first answer on some Intel Xeons (ggml-org/llama.cpp#20824),
+    and the server's log shows only uvicorn's lines."""
+    if code != -signal.SIGSEGV or not llama_cpp_has_amx():
+        return ""
+    return (
+        " (this llama-cpp-python was built with llama.cpp's AMX kernels, which crash on some "
+        "Intel Xeons: build it without them, as `make install` does: "
+        f"CFLAGS='{NO_AMX_FLAGS}' CXXFLAGS='{NO_AMX_FLAGS}' .venv/bin/pip install "
+        "--force-reinstall --no-cache-dir --no-deps 'llama-cpp-python[server]')"
+    )
+
+
+@functools.cache
+def llama_cpp_has_amx() -> bool:
+    """Whether the installed llama.cpp was built with its AMX kernels, which it runs where
+    the CPU has AMX; False where llama_cpp cannot be loaded."""
+    try:
+        import llama_cpp
+    except (ImportError, OSError):
+        return False
+    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    return "AMX_INT8 = 1" in info
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:

@@ -63,6 +63,7 @@ from .llama_cpp_requests import (
 from .local_server import (
     LocalServer,
     check_llama_cpp_installed,
+    segfault_hint,
     start_local_servers,
     stop_local_servers,
     vocab_size,
@@ -188,9 +189,9 @@ class WorkerPool:
         the new one does not come up."""
         code, tail = self.exit_report(worker_id)
         logger.warning(
-            "local worker %s: its llama.cpp server exited (code %s); starting it again. "
+            "local worker %s: its llama.cpp server exited (code %s)%s; starting it again. "
             "Last lines of its log:\n%s",
-            worker_id, code, tail,
+            worker_id, code, segfault_hint(code), tail,
         )  # fmt: skip
         await self._start_again(worker_id)
 
