@@ -662,6 +662,27 @@ def test_serve_keeps_its_last_line_when_the_single_client_got_no_answer(
     )
 
 
+def assert_sigterm_removes_its_folder(script: str, tmp_path: Path, prefix: str) -> None:
+    """Run `script`, which prints its temporary folder (under tmp_path, named `prefix`...)
+    and waits; SIGTERM it; the folder must be gone."""
+    bench = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert bench.stdout is not None
+        folder = Path(bench.stdout.readline().strip())
+        assert folder.parent == tmp_path and folder.name.startswith(prefix)
+        bench.terminate()
+        bench.wait(timeout=30)
+        assert not folder.exists()
+    finally:
+        bench.kill()
+        bench.wait()
+
+
 def test_collect_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
     """SIGTERM (`timeout`, a cancelled job) ended the script at once, without removing its
     temporary folder (the collections' records and call logs); it is taken as a Ctrl-C."""
@@ -674,22 +695,7 @@ def test_collect_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
         "sys.argv = ['collect.py', '--calls', '1', '--block', '1']\n"
         "collect.main()\n"
     )
-    bench = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    try:
-        assert bench.stdout is not None
-        folder = Path(bench.stdout.readline().strip())
-        assert folder.parent == tmp_path and folder.name.startswith("fugu-bench-collect-")
-        bench.terminate()
-        bench.wait(timeout=30)
-        assert not folder.exists()
-    finally:
-        bench.kill()
-        bench.wait()
+    assert_sigterm_removes_its_folder(script, tmp_path, "fugu-bench-collect-")
 
 
 def test_threads_removes_a_workloads_folder_on_sigterm(tmp_path: Path) -> None:
@@ -704,22 +710,7 @@ def test_threads_removes_a_workloads_folder_on_sigterm(tmp_path: Path) -> None:
         "    return {}\n"
         "threads.run_repeats({'reward_head': fit}, 1)\n"
     )
-    bench = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    try:
-        assert bench.stdout is not None
-        folder = Path(bench.stdout.readline().strip())
-        assert folder.parent == tmp_path and folder.name.startswith("fugu-threads-")
-        bench.terminate()
-        bench.wait(timeout=30)
-        assert not folder.exists()
-    finally:
-        bench.kill()
-        bench.wait()
+    assert_sigterm_removes_its_folder(script, tmp_path, "fugu-threads-")
 
 
 def test_serve_reaches_its_own_servers_past_a_proxy_in_the_environment(
