@@ -574,28 +574,13 @@ def test_serve_stops_its_servers_and_removes_its_folder_on_sigterm(tmp_path: Pat
         f"import sys, time; sys.path[:0] = [{str(BENCH)!r}]; import serve\n"
         "def train_router(output):\n"
         "    output.mkdir()\n"
-        "    print(output, flush=True)\n"
+        "    print(output.parent, flush=True)\n"
         "    time.sleep(120)\n"
         "serve.train_router = train_router\n"
         "sys.argv = ['serve.py']\n"
         "serve.main()\n"
     )
-    bench = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    try:
-        assert bench.stdout is not None
-        folder = Path(bench.stdout.readline().strip()).parent
-        assert folder.parent == tmp_path and folder.name.startswith("fugu-bench-serve-")
-        bench.terminate()
-        bench.wait(timeout=30)
-        assert not folder.exists()
-    finally:
-        bench.kill()
-        bench.wait()
+    assert_sigterm_removes_its_folder(script, tmp_path, "fugu-bench-serve-")
 
 
 def test_serve_says_the_llama_worker_died_instead_of_connection_error(
