@@ -12,7 +12,7 @@ from conftest import cost_record
 
 from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
 from fugu_lite.evaluation.curves import cost_weighted_choices
-from fugu_lite.evaluation.hull import hull_reward_at
+from fugu_lite.evaluation.hull import hull_reward_at, reward_floor
 from fugu_lite.evaluation.pareto_output import write_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.schemas import records_in_split
@@ -25,6 +25,14 @@ def test_non_decreasing_hull_keeps_the_upper_front() -> None:
     assert non_decreasing_hull(points) == [(1.0, 0.5), (2.0, 0.8), (3.0, 0.85)]
     assert non_decreasing_hull([(0.0, 0.0), (1.0, 0.2), (2.0, 1.0)]) == [(0.0, 0.0), (2.0, 1.0)]
     assert non_decreasing_hull([(1.0, 0.3)]) == [(1.0, 0.3)]
+
+
+def test_a_hull_keeps_no_point_that_does_not_raise_the_reward() -> None:
+    """Cost and reward strictly increase along a hull: a dearer point at the same reward, a
+    cheaper reward at the same cost and a point on a segment are no operating points."""
+    assert non_decreasing_hull([(1.0, 0.5), (2.0, 0.5)]) == [(1.0, 0.5)]
+    assert non_decreasing_hull([(1.0, 0.3), (1.0, 0.5)]) == [(1.0, 0.5)]
+    assert non_decreasing_hull([(0.0, 0.0), (1.0, 0.5), (2.0, 1.0)]) == [(0.0, 0.0), (2.0, 1.0)]
 
 
 def test_aiq_on_hand_computed_curves() -> None:
@@ -47,6 +55,13 @@ def test_cost_to_reach_interpolates_on_the_hull() -> None:
     assert cost_to_reach(hull, 0.4) == pytest.approx(1.0)  # already at the cheapest point
     assert cost_to_reach(hull, 0.9) == pytest.approx(3.0)
     assert cost_to_reach(hull, 0.95) is None
+    assert cost_to_reach(hull, 0.5) == pytest.approx(1.0)  # exactly the cheapest point's
+    assert cost_to_reach([(1.0, 0.5)], 0.5) == pytest.approx(1.0)
+
+
+def test_the_aiq_floor_is_0_unless_a_reward_is_below_0() -> None:
+    assert reward_floor(np.array([0.2, 0.9])) == 0.0  # not the lowest reward, 0.2
+    assert reward_floor(np.array([-0.5, 0.9])) == -0.5
 
 
 def test_pareto_report_on_a_known_case() -> None:
