@@ -97,6 +97,40 @@ def test_pareto_report_on_a_known_case() -> None:
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
 
 
+def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated_split() -> None:
+    """a is best on train, b on test: the report names a, with a's test reward and cost. The
+    dearer worker comes first and the router's cost weights out of order: the cost range
+    still spans every point, and the weights are listed ascending."""
+    train = reward_table(
+        [
+            cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1"),
+            cost_record("train", [0.8, 0.2], [3.0, 1.0], "t2"),
+        ]
+    )
+    evaluated = reward_table(
+        [
+            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e1"),
+            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e2"),
+        ]
+    )
+    always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
+    probabilities = {1.0: always_b, 0.0: always_a}
+    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], reference_cost=2.0)
+    assert report["best_single"] == {
+        "worker": "a", "chosen_on": "train", "mean_cost": 3.0, "mean_reward": 0.5,
+    }  # fmt: skip
+    assert report["cost_range"] == [1.0, 3.0]
+    assert report["router_cost_weights"] == [0.0, 1.0]
+    assert report["curves"]["router"]["label"] == "router (2 cost weights)"
+
+
+def test_a_reference_cost_of_0_is_refused() -> None:
+    train, evaluated = known_case_tables(1.0, 0.0)
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    with pytest.raises(ValueError, match="reference_cost must be > 0, got 0"):
+        pareto_report(train, evaluated, "test", perfect, {}, [0.0], reference_cost=0.0)
+
+
 def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
     # [1, 2] at the floor -1, then (0.6 + 0.9) / 2 * 2 on [2, 4]: (-1 + 1.5) / 3
     assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0, floor=-1.0) == pytest.approx(0.5 / 3)
