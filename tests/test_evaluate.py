@@ -344,6 +344,25 @@ def test_knn_predict_is_the_mean_of_the_nearest_rewards() -> None:
     np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=99), [train_r.mean(axis=0)])
 
 
+def test_knn_neighbours_are_the_most_cosine_similar_not_the_largest_dot_product() -> None:
+    train_x = np.array([[10, 10], [1, 0.1]], dtype=np.float32)  # a long vector at 45 degrees
+    train_r = np.array([[1.0, 0.0], [0.0, 1.0]])
+    query = np.array([[1, 0]], dtype=np.float32)
+    np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=1), [[0.0, 1.0]])
+    with pytest.raises(ValueError, match="k must be at least 1, got 0"):
+        knn_predict(train_x, train_r, query, k=0)
+
+
+def test_knn_on_few_train_prompts_tries_and_reports_the_k_it_can_use() -> None:
+    rng = np.random.default_rng(6)
+    features, rewards = rng.standard_normal((5, 4)), rng.random((5, 3))
+    result = knn_baseline(features, rewards, features, features, rewards, grid=(2, 5, 10))
+    tried = [int(value) for value in result.selection.validation_scores]
+    assert tried == [2, 5]  # k = 5 is every train prompt, 10 would repeat it
+    # without validation, the default k (100) is capped at the train size it can use
+    assert knn_baseline(features, rewards, features).selection.chosen == 5
+
+
 def test_ridge_recovers_linear_rewards() -> None:
     rng = np.random.default_rng(3)
     weights = rng.standard_normal((8, 3))
@@ -419,6 +438,41 @@ def test_a_grid_where_every_value_ties_is_not_flagged_as_at_its_edge() -> None:
     assert "every grid value scored the same" in selection.note
 
 
+def test_a_best_value_first_in_the_grid_is_at_its_edge_too() -> None:
+    validation = np.array([[1.0, 0.0]])
+    right, wrong = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
+    selection = select_on_validation(
+        lambda value: right if value == 1.0 else wrong, [1.0, 2.0, 3.0], validation, 2.0, "x"
+    )
+    assert selection.chosen == 1.0
+    assert selection.at_grid_edge
+
+
+def test_a_grid_of_one_value_or_a_repeated_value_is_scored_once_per_value() -> None:
+    validation = np.array([[1.0, 0.0]])
+    right, wrong = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
+    single = select_on_validation(lambda value: right, [5.0], validation, 5.0, "k")
+    assert not single.at_grid_edge
+    assert single.note == "k=5 chosen on validation (1 prompts)"  # no tie among one value
+    scored: list[float] = []
+
+    def predict(value: float) -> np.ndarray:
+        scored.append(value)
+        return right if value == 10.0 else wrong
+
+    repeated = select_on_validation(predict, [5.0, 10.0, 5.0], validation, 5.0, "k")
+    assert scored == [5.0, 10.0]
+    assert repeated.chosen == 10.0
+    assert repeated.at_grid_edge  # the last of the values 5, 10
+
+
+def test_validation_rewards_of_no_rows_use_the_default() -> None:
+    selection = select_on_validation(
+        lambda value: np.empty((0, 2)), [1.0, 2.0], np.empty((0, 2)), 7.0, "alpha"
+    )
+    assert (selection.chosen, selection.selected_on) == (7.0, "default")
+
+
 def test_select_on_validation_falls_back_to_the_default() -> None:
     def never_called(value: float) -> np.ndarray:
         raise AssertionError("no validation: nothing to predict")
@@ -454,6 +508,12 @@ def test_run_baselines_checks_feature_rows() -> None:
         run_baselines(np.zeros((5, 2), np.float32), train, np.zeros((1, 2), np.float32))
     with pytest.raises(ValueError, match="like the train features"):
         run_baselines(np.zeros((4, 2), np.float32), train, np.zeros((1, 3), np.float32))
+    with pytest.raises(ValueError, match=r"must be a \[N, D\] array, got shape \(4,\)"):
+        run_baselines(np.zeros(4, np.float32), train, np.zeros((1, 2), np.float32))
+    features = np.zeros((4, 2), np.float32)
+    other_workers = make_table(np.zeros((4, 3)), workers=["a", "b", "d"])
+    with pytest.raises(ValueError, match="validation workers"):
+        run_baselines(features, train, features, features, other_workers)
 
 
 def test_choosing_hyperparameters_on_the_evaluated_split_is_flagged() -> None:
