@@ -88,6 +88,8 @@ def test_apply_given_split_names_row_and_allowed_values() -> None:
         apply_given_split(records, ["train", "holdout"], ["data.csv, line 2", "data.csv, line 3"])
     with pytest.raises(ValueError, match="one split"):
         apply_given_split(records, ["train"], ["r1"])
+    with pytest.raises(ValueError, match="2 splits and 1 row names; give one split and one row"):
+        apply_given_split(records, ["train", "test"], ["r1"])
 
 
 def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
