@@ -4,6 +4,7 @@ family among it); the cost-quality maths on hand-made tables is in test_pareto.p
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from dataclasses import dataclass
@@ -200,6 +201,8 @@ def test_parse_and_nearest_cost_weights() -> None:
         parse_cost_weights("0,cheap")
     with pytest.raises(ValueError, match="finite and >= 0"):
         parse_cost_weights("-1,0")
+    assert parse_cost_weights("0,0.5,") == [0.0, 0.5]  # a trailing comma is no weight
+    assert parse_cost_weights("0,1000000") == [0.0, 1e6]  # the limit itself is allowed
     grid = [0.0, 0.5, 1.0]
     assert nearest_cost_weight(grid, 0.2) == 0.0
     assert nearest_cost_weight(grid, 0.25) == 0.0  # a tie goes to the smaller weight
@@ -207,6 +210,8 @@ def test_parse_and_nearest_cost_weights() -> None:
     assert nearest_cost_weight(grid, 7.0) == 1.0  # beyond the grid: its end
     with pytest.raises(CostWeightError, match="finite number >= 0"):
         nearest_cost_weight(grid, -0.5)
+    with pytest.raises(CostWeightError, match="finite number >= 0, got nan"):
+        nearest_cost_weight(grid, math.nan)
 
 
 @pytest.mark.parametrize("stage", ["sft", "rl", "es"])
