@@ -181,6 +181,7 @@ def test_an_unknown_target_is_a_config_error_naming_real_matrices(
     assert "model.svf_targets: 'layers.3.mlp.down_prj' matches no weight matrix" in message
     assert "did you mean 'layers.3.mlp.down_proj'" in message
     assert "layers.0.self_attn.q_proj" in message and "in all" in message
+    assert ", ... (" in message  # the first 8 names of more, said to be a part
     assert "layers.*.mlp.down_proj" in message  # how to write a pattern
 
 
