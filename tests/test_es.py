@@ -4,6 +4,7 @@ best head, reports and checkpoints, and resuming after a kill -9."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import signal
@@ -161,6 +162,16 @@ def clustered_split(n: int, centers: torch.Tensor, generator: torch.Generator) -
     rewards = 0.2 + 0.1 * torch.rand(n, len(centers), generator=generator)
     rewards[torch.arange(n), cluster] = 1.0
     return SplitData({"features": features}, rewards)
+
+
+def test_policy_metrics_of_the_zero_head_on_known_rewards() -> None:
+    """The zero head picks worker 0 everywhere with probabilities 1/2: the oracle is the mean
+    of each prompt's best reward (0.75), not the best reward of the split (1)."""
+    model = RouterModel(ModelConfig(head="linear", normalize_features=False), ["a", "b"], 3)
+    data = SplitData({"features": torch.randn(2, 3)}, torch.tensor([[1.0, 0.0], [0.0, 0.5]]))
+    assert policy_metrics(model, data) == pytest.approx(
+        {"reward": 0.5, "expected_reward": 0.375, "oracle_reward": 0.75, "entropy": math.log(2)}
+    )
 
 
 def test_sep_cma_es_reaches_the_oracle_on_clustered_features(tmp_path: Path) -> None:
