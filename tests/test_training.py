@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import generated_records, save_tiny_backbone
+from torch.utils.data import DataLoader
 
 import fugu_lite
 import fugu_lite.backbones as backbones_module
@@ -31,11 +32,11 @@ from fugu_lite.config import (
 )
 from fugu_lite.cost_weighting import training_records
 from fugu_lite.evaluate_checkpoint import run_evaluation, run_pareto_evaluation
-from fugu_lite.model import load_router
+from fugu_lite.model import RouterModel, load_router
 from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_es import train_es
-from fugu_lite.train_rl import contextual_bandit_loss, train_rl
+from fugu_lite.train_rl import RLRun, contextual_bandit_loss, optimizer_step, train_rl
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
 from fugu_lite.training_common import (
     TrainingDiverged,
@@ -44,6 +45,7 @@ from fugu_lite.training_common import (
     make_model,
     move_batch,
     nothing_to_learn,
+    optimizer_parameters,
     records_digest,
     save_stage,
 )
@@ -223,6 +225,40 @@ def test_normalised_advantages_stay_finite_on_ties() -> None:
     assert math.isfinite(loss.item())
     assert torch.isfinite(logits.grad).all()
     assert metrics["zero_spread_fraction"] == 1.0
+
+
+def test_reinforce_learns_nothing_from_a_prompt_whose_workers_tie() -> None:
+    """The advantage is the sampled reward minus the expected one: when every worker earns
+    the same, each rollout's advantage is 0, whatever worker it sampled."""
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.5, -0.2, 0.1], [0.0, 1.0, -1.0]], requires_grad=True)
+    ties = torch.tensor([[0.7, 0.7, 0.7], [1.0, 1.0, 1.0]])
+    loss, _ = contextual_bandit_loss(logits, ties, entropy_coefficient=0.0)
+    loss.backward()
+    torch.testing.assert_close(logits.grad, torch.zeros(2, 3), atol=1e-6, rtol=0)
+
+
+def test_normalised_advantages_of_one_rollout_of_one_prompt_stay_finite() -> None:
+    """A last batch of one prompt with rollouts_per_prompt=1 has one advantage: it has no
+    standard deviation to divide by, so it is left as it is."""
+    logits = torch.zeros(1, 3, requires_grad=True)
+    loss, _ = contextual_bandit_loss(
+        logits, REWARDS[:1], rollouts_per_prompt=1, normalize_advantage=True
+    )
+    loss.backward()
+    assert math.isfinite(loss.item())
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_an_rl_optimizer_step_leaves_no_gradient_for_the_next() -> None:
+    model = RouterModel(ModelConfig(head="linear", normalize_features=False), ["a", "b"], 3)
+    optimizer = torch.optim.AdamW(optimizer_parameters(model), lr=0.1)
+    run = RLRun(model, RL_TRAINING, DataLoader([]), None, optimizer, fix="")
+    loss, _ = contextual_bandit_loss(model(features=torch.randn(2, 3)), REWARDS[:2, :2])
+    loss.backward()
+    optimizer_step(run, "epoch 1, step 1", {})
+    assert run.global_step == 1
+    assert all(parameter.grad is None for parameter in optimizer_parameters(model))
 
 
 @pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
