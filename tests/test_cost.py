@@ -376,6 +376,16 @@ def test_the_family_manifest_round_trips(family: Family) -> None:
     assert {d.worker for d in thrifty} == {CHEAP} and thrifty[0].cost_weight == 0.5
 
 
+def test_a_single_checkpoint_wrapped_as_a_family_is_not_routed_by_cost_weight(
+    family: Family,
+) -> None:
+    """Evaluation wraps a plain checkpoint as a one-member family: routing it by cost weight
+    would answer every weight with the one it was trained for, so it is refused."""
+    single = load_family_or_single(family.plain)
+    with pytest.raises(CostWeightError, match="is a single checkpoint, not a router family"):
+        route_with_cost_weight(single, [family.test_prompt()], 0.5)
+
+
 def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path) -> None:
     with pytest.raises(CostWeightError, match=f"no {FAMILY_FILE}"):
         load_router_family(tmp_path)
