@@ -33,7 +33,11 @@ from fugu_lite.config import (
 )
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.config_loading import load_stage_config
-from fugu_lite.cost_routing import route_checkpoint, route_with_cost_weight
+from fugu_lite.cost_routing import (
+    CostRoutingDecision,
+    route_checkpoint,
+    route_with_cost_weight,
+)
 from fugu_lite.cost_weighting import (
     CostWeightError,
     apply_cost_weight,
@@ -1053,7 +1057,10 @@ def test_a_reward_head_without_costs_serves_cost_weight_zero_only(tmp_path: Path
     family = load_family_or_single(tmp_path / "head")
     assert family.kind == "single" and family.cost_weights == [0.0]
     prompt = next(r.prompt for r in records if r.split == "test")
-    assert route_checkpoint(tmp_path / "head", prompt).worker == PREMIUM
+    decision = route_checkpoint(tmp_path / "head", prompt)
+    assert decision.worker == PREMIUM
+    assert isinstance(decision, CostRoutingDecision)
+    assert decision.predicted_rewards is not None and decision.predicted_costs is None
     excluded_twice = route_checkpoint(tmp_path / "head", prompt, [PREMIUM, PREMIUM])
     assert excluded_twice.worker == CHEAP and excluded_twice.excluded == [PREMIUM]
     with pytest.raises(CostWeightError, match="trained on records without costs"):
