@@ -36,7 +36,13 @@ from fugu_lite.model import RouterModel, load_router
 from fugu_lite.pipeline import train_pipeline
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_es import train_es
-from fugu_lite.train_rl import RLRun, contextual_bandit_loss, optimizer_step, train_rl
+from fugu_lite.train_rl import (
+    RLRun,
+    contextual_bandit_loss,
+    optimizer_step,
+    train_batch,
+    train_rl,
+)
 from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
 from fugu_lite.training_common import (
     TrainingDiverged,
@@ -259,6 +265,30 @@ def test_an_rl_optimizer_step_leaves_no_gradient_for_the_next() -> None:
     optimizer_step(run, "epoch 1, step 1", {})
     assert run.global_step == 1
     assert all(parameter.grad is None for parameter in optimizer_parameters(model))
+
+
+def test_an_accumulated_rl_batch_adds_its_share_of_the_gradient() -> None:
+    """With gradient_accumulation_steps=2 a batch adds half its loss's gradient, so the
+    step's gradient is the mean over its batches, not their sum."""
+    model = RouterModel(ModelConfig(head="linear", normalize_features=False), ["a", "b"], 3)
+    training = RL_TRAINING.model_copy(
+        update={"estimator": "expected_reward", "gradient_accumulation_steps": 2}
+    )
+    optimizer = torch.optim.AdamW(optimizer_parameters(model), lr=0.1)
+    batch = {"features": torch.randn(2, 3), "rewards": REWARDS[:2, :2]}
+    run = RLRun(model, training, DataLoader([batch, batch]), None, optimizer, fix="")
+    train_batch(run, batch, epoch=1, step=0)  # the first of two: no step yet
+    accumulated = model.output_layer.weight.grad.clone()
+    model.zero_grad()
+    loss, _ = contextual_bandit_loss(
+        model(features=batch["features"]),
+        batch["rewards"],
+        estimator="expected_reward",
+        entropy_coefficient=training.entropy_coefficient,
+    )
+    loss.backward()
+    torch.testing.assert_close(accumulated, model.output_layer.weight.grad / 2)
+    assert run.global_step == 0
 
 
 @pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
