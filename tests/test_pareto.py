@@ -193,6 +193,8 @@ def test_a_best_single_worker_at_or_below_0_has_no_target_and_a_note(
     for curve in report["curves"].values():
         assert curve["cost_at_target"] is None and curve["cost_fraction_at_target"] is None
     assert "no quality target" in report["notes"][0]
+    # a free best worker is then no second reason: there is no cost share to be undefined
+    assert not any("costs nothing" in note for note in report["notes"])
     write_pareto(report, tmp_path)
     json.loads((tmp_path / "pareto_report.json").read_text(), parse_constant=pytest.fail)
     markdown = (tmp_path / "pareto_report.md").read_text()
