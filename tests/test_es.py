@@ -7,7 +7,6 @@ import json
 import math
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import time
@@ -758,19 +757,20 @@ def test_a_killed_run_continues_from_its_last_saved_generation(
     arguments = ["train", "es", "-r", str(records_path), "-o", str(output), "-c", str(config_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
-    child = subprocess.Popen(
+    with subprocess.Popen(  # its exit waits for the child and closes the stderr pipe
         [sys.executable, "-m", "fugu_lite", *arguments],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 180
-    while not state_path(output).exists():
-        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-        assert time.monotonic() < deadline, "no ES state was saved within 180 s"
-        time.sleep(0.002)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    ) as child:
+        try:
+            deadline = time.monotonic() + 180
+            while not state_path(output).exists():
+                assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+                assert time.monotonic() < deadline, "no ES state was saved within 180 s"
+                time.sleep(0.002)
+        finally:
+            child.kill()  # SIGKILL; after a failed check too, so the exit's wait ends
     saved = read_es_state(output)
     assert saved is not None
     assert not (output / "training_report.json").exists(), "the run ended before the kill"
