@@ -508,23 +508,25 @@ def test_threads_busy_loops_end_when_the_bench_is_terminated() -> None:
         "    print(open(f'/proc/{pid}/task/{pid}/children').read(), flush=True)\n"
         "    time.sleep(120)\n"
     )
-    bench = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert bench.stdout is not None
-        loaders = [int(pid) for pid in bench.stdout.readline().split()]
-        assert loaders
-        bench.terminate()
-        bench.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while not all(process_ended(pid) for pid in loaders) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = [pid for pid in loaders if not process_ended(pid)]
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        assert not left, "the busy loops outlived the bench"
-    finally:
-        bench.kill()
-        bench.wait()
+    # the with-block closes the stdout pipe (a ResourceWarning when it was left to gc)
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+    ) as bench:
+        try:
+            assert bench.stdout is not None
+            loaders = [int(pid) for pid in bench.stdout.readline().split()]
+            assert loaders
+            bench.terminate()
+            bench.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while not all(process_ended(pid) for pid in loaders) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            left = [pid for pid in loaders if not process_ended(pid)]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            assert not left, "the busy loops outlived the bench"
+        finally:
+            bench.kill()
 
 
 @pytest.mark.parametrize("failing", ["training", "llama"])
@@ -650,22 +652,21 @@ def test_serve_keeps_its_last_line_when_the_single_client_got_no_answer(
 def assert_sigterm_removes_its_folder(script: str, tmp_path: Path, prefix: str) -> None:
     """Run `script`, which prints its temporary folder (under tmp_path, named `prefix`...)
     and waits; SIGTERM it; the folder must be gone."""
-    bench = subprocess.Popen(
+    with subprocess.Popen(  # the with-block closes the stdout pipe
         [sys.executable, "-c", script],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    try:
-        assert bench.stdout is not None
-        folder = Path(bench.stdout.readline().strip())
-        assert folder.parent == tmp_path and folder.name.startswith(prefix)
-        bench.terminate()
-        bench.wait(timeout=30)
-        assert not folder.exists()
-    finally:
-        bench.kill()
-        bench.wait()
+    ) as bench:
+        try:
+            assert bench.stdout is not None
+            folder = Path(bench.stdout.readline().strip())
+            assert folder.parent == tmp_path and folder.name.startswith(prefix)
+            bench.terminate()
+            bench.wait(timeout=30)
+            assert not folder.exists()
+        finally:
+            bench.kill()
 
 
 def test_collect_removes_its_folder_on_sigterm(tmp_path: Path) -> None:
