@@ -320,9 +320,9 @@ def measure_overhead(llama_url: str, fugu_url: str, pairs: int) -> dict[str, Any
     fugu-lite back to back, alternating which goes first, all non-streaming pairs and then
     all streaming ones; the added latency of a pair is via - direct, and its median is the
     p50 added latency."""
-    direct, via = local_client(llama_url), local_client(f"{fugu_url}/v1")
-    warmup = 3
-    measured = run_pairs(direct, via, pairs + warmup)
+    with local_client(llama_url) as direct, local_client(f"{fugu_url}/v1") as via:
+        warmup = 3
+        measured = run_pairs(direct, via, pairs + warmup)
     return {"pairs": pairs, **pair_figures(measured[warmup:], first_index=warmup)}
 
 
@@ -402,7 +402,22 @@ def measure_stub_overhead(stub: StubWorker, fugu_url: str, rounds: int) -> dict[
 
 
 def stub_overhead_rounds(stub_url: str, fugu_url: str, rounds: int) -> dict[str, Any]:
-    direct, via = local_client(stub_url), local_client(f"{fugu_url}/v1")
+    with local_client(stub_url) as direct, local_client(f"{fugu_url}/v1") as via:
+        rows = stub_rounds(direct, via, rounds)
+    p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
+    return {
+        "direct_p50_ms": p50["direct"],
+        "via_p50_ms": p50["via"],
+        "added_latency_p50_ms": p50["added"],
+        "ttft_direct_p50_ms": p50["ttft_direct"],
+        "ttft_via_p50_ms": p50["ttft_via"],
+        "ttft_added_p50_ms": p50["ttft_added"],
+        "routing_p50_ms": p50["routing"],
+    }
+
+
+def stub_rounds(direct: openai.OpenAI, via: openai.OpenAI, rounds: int) -> dict[str, list[float]]:
+    """Each round's timings, in seconds, after 5 rounds of warm-up."""
     routed = {"workers": [STUBS[0]], "include_routing": True}
     keys = ("direct", "via", "added", "ttft_direct", "ttft_via", "ttft_added", "routing")
     rows: dict[str, list[float]] = {key: [] for key in keys}
@@ -420,16 +435,7 @@ def stub_overhead_rounds(stub_url: str, fugu_url: str, rounds: int) -> dict[str,
             rows["ttft_via"].append(stream_via_s)
             rows["ttft_added"].append(stream_via_s - stream_direct_s)
             rows["routing"].append(completion.model_extra["fugu"]["routing_ms"] / 1000)
-    p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
-    return {
-        "direct_p50_ms": p50["direct"],
-        "via_p50_ms": p50["via"],
-        "added_latency_p50_ms": p50["added"],
-        "ttft_direct_p50_ms": p50["ttft_direct"],
-        "ttft_via_p50_ms": p50["ttft_via"],
-        "ttft_added_p50_ms": p50["ttft_added"],
-        "routing_p50_ms": p50["routing"],
-    }
+    return rows
 
 
 # --- (b) throughput against the stubs --------------------------------------------------------

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 import openai
@@ -715,5 +716,29 @@ def test_serve_reaches_its_own_servers_past_a_proxy_in_the_environment(
         run = serve.LoadRun(1)
         asyncio.run(serve.drive(stub.base_url.removesuffix("/v1"), run, 0.2, 0))
         assert run.errors == [] and run.latencies
-        _, completion = serve.timed_call(serve.local_client(stub.base_url), "m", "hi", {})
+        with serve.local_client(stub.base_url) as client:
+            _, completion = serve.timed_call(client, "m", "hi", {})
         assert completion.choices[0].message.content == "ok"
+
+
+def test_serve_closes_the_clients_it_times_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its clients skip the proxy with an HTTP client of their own (this stop), which the
+    openai SDK's finaliser does not close: their sockets to the servers leaked (a
+    ResourceWarning each under -W error::ResourceWarning and a gc.collect)."""
+    serve = bench_script("serve", monkeypatch)
+    made: list[Any] = []
+
+    def local_client(base_url: str) -> Any:
+        made.append(serve.openai.OpenAI(base_url=base_url, api_key="none"))
+        return made[-1]
+
+    monkeypatch.setattr(serve, "local_client", local_client)
+    monkeypatch.setattr(serve, "run_pairs", lambda direct, via, count: [])
+    monkeypatch.setattr(serve, "pair_figures", lambda measured, first_index: {})
+    serve.measure_overhead("http://127.0.0.1:9/v1", "http://127.0.0.1:9", 2)
+    assert len(made) == 2 and all(client.is_closed() for client in made)
+    rows = {key: [1.0] for key in ("direct", "via", "added", "ttft_direct", "ttft_via")}
+    rows |= {"ttft_added": [0.0], "routing": [0.001]}
+    monkeypatch.setattr(serve, "stub_rounds", lambda direct, via, rounds: rows)
+    assert serve.stub_overhead_rounds("http://127.0.0.1:9/v1", "http://127.0.0.1:9", 1)
+    assert len(made) == 4 and all(client.is_closed() for client in made)
