@@ -365,13 +365,7 @@ def pair_figures(measured: list[dict[str, float]], first_index: int) -> dict[str
         rows["unexplained"].append(figures["via"] - figures["routing"] - figures["upstream"])
     p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
     return {
-        "direct_p50_ms": p50["direct"],
-        "via_p50_ms": p50["via"],
-        "added_latency_p50_ms": p50["added"],
-        "ttft_direct_p50_ms": p50["ttft_direct"],
-        "ttft_via_p50_ms": p50["ttft_via"],
-        "ttft_added_p50_ms": p50["ttft_added"],
-        "routing_p50_ms": p50["routing"],
+        **latency_figures(p50),
         "difference_of_p50s_ms": p50["via"] - p50["direct"],
         "ttft_difference_of_p50s_ms": p50["ttft_via"] - p50["ttft_direct"],
         "via_minus_routing_minus_upstream_p50_ms": p50["unexplained"],
@@ -405,6 +399,11 @@ def stub_overhead_rounds(stub_url: str, fugu_url: str, rounds: int) -> dict[str,
     with local_client(stub_url) as direct, local_client(f"{fugu_url}/v1") as via:
         rows = stub_rounds(direct, via, rounds)
     p50 = {key: statistics.median(values) * 1000 for key, values in rows.items()}
+    return latency_figures(p50)
+
+
+def latency_figures(p50: dict[str, float]) -> dict[str, float]:
+    """The p50s, in ms, that (a) reports against both the llama.cpp worker and the stub."""
     return {
         "direct_p50_ms": p50["direct"],
         "via_p50_ms": p50["via"],
