@@ -49,11 +49,7 @@ def _has_trailing_comma(text: str) -> bool:
     """Whether the text is JSON once the commas before a closing } or ] are deleted (Python
     and JavaScript take them): a hand-edited row was called a Python dict (single quotes,
     True, None), a JSON file's error only "Expecting value"."""
-    try:
-        json.loads(TRAILING_COMMA.sub(r"\1", text))
-    except json.JSONDecodeError:
-        return False
-    return True
+    return _is_json(TRAILING_COMMA.sub(r"\1", text))
 
 
 ENDS_TOO_SOON_ADVICE = (
@@ -355,8 +351,13 @@ def _json_but_for_its_ends(line: str) -> bool:
     """Whether a line that is no JSON is JSON once the Unicode spaces around it are cut (a
     no-break space, a form feed): Python reads them as spaces, so it was called a Python
     dict ('single quotes, True, None') though it has none of those."""
+    return _is_json(line.strip())
+
+
+def _is_json(text: str) -> bool:
+    """Whether json.loads reads the text (the probes above ask it of a changed text)."""
     try:
-        json.loads(line.strip())
+        json.loads(text)
     except (ValueError, RecursionError):
         return False
     return True
