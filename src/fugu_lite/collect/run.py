@@ -293,15 +293,13 @@ class Collector:
         code, tail = self.pool.exit_report(worker_id)
         restarts = self.counters.restarts[worker_id]
         again = f" again after {restarts} restarts this run" if restarts else ""
+        exited = f"exited (code {code}){segfault_hint(code)}{again}"
         logger.warning(
-            "local worker %s: its llama.cpp server exited (code %s)%s%s; not started again. "
-            "Last lines of its log:\n%s",
-            worker_id, code, segfault_hint(code), again, tail,
+            "local worker %s: its llama.cpp server %s; not started again. Last lines of its "
+            "log:\n%s",
+            worker_id, exited, tail,
         )  # fmt: skip
-        return (
-            f"its local server process exited (code {code}){segfault_hint(code)}{again}; its "
-            "log's last lines are above"
-        )
+        return f"its local server process {exited}; its log's last lines are above"
 
     def _count_refusal(self, worker_id: str, result: CallResult) -> int:
         """How many of the worker's calls in a row, this one the last, were refused with this
