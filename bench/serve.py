@@ -57,6 +57,7 @@ from fugu_lite.config import PipelineConfig, SFTConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import standard_split
 from fugu_lite.schemas import RewardRecord
+from fugu_lite.server.thread import local_openai_client
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.text import console_text
 from fugu_lite.train_sft import train_sft
@@ -229,14 +230,8 @@ def unique(base: str, index: int, side: str, kind: int) -> str:
 
 
 def local_client(base_url: str) -> openai.OpenAI:
-    """A client for a server this script started on 127.0.0.1: without the environment's
-    proxy (HTTP_PROXY ...), which cannot reach this machine's loopback."""
-    return openai.OpenAI(
-        base_url=base_url,
-        api_key="none",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(trust_env=False),
-    )
+    """A client for a server this script started on 127.0.0.1, past the proxy, no retries."""
+    return local_openai_client(base_url, api_key="none", max_retries=0)
 
 
 def timed_call(client: openai.OpenAI, model: str, prompt: str, extra: dict) -> tuple[float, Any]:

@@ -140,23 +140,13 @@ def records_of_tasks(
 
 def serve_and_ask(checkpoint: Path, pool_config: PoolConfig) -> list[dict]:
     """Start `fugu-lite serve` in-process on the local pool; ask through the openai SDK."""
-    from openai import DefaultHttpxClient, OpenAI
-
     from .server.app import ServeSettings, create_app
-    from .server.thread import ServerThread
+    from .server.thread import ServerThread, local_openai_client
 
     console.rule("3/3 serve: the coordinator in front of the local pool, asked via openai")
     app = create_app(ServeSettings(checkpoint=checkpoint, port=0), pool_config=pool_config)
-    with ServerThread(app) as running:
-        # straight to this machine's server: a proxy (HTTP_PROXY) cannot reach its loopback
-        client = OpenAI(
-            base_url=running.base_url,
-            api_key="not-needed-locally",
-            http_client=DefaultHttpxClient(trust_env=False),
-        )
-        # a client of our own is not closed by the SDK's finaliser: its sockets would leak
-        with client:
-            answers = [_ask(client, question) for question in DEMO_QUESTIONS]
+    with ServerThread(app) as running, local_openai_client(running.base_url) as client:
+        answers = [_ask(client, question) for question in DEMO_QUESTIONS]
     console.print(answers_table(answers, running.base_url))
     return answers
 

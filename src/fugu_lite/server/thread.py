@@ -1,7 +1,7 @@
 """Run a fugu-lite app under real uvicorn in a background thread (tests, benches, demos).
 
-with ServerThread(create_app(settings)) as running:
-    client = OpenAI(base_url=running.base_url, api_key="...")
+with ServerThread(create_app(settings)) as running, local_openai_client(running.base_url) as client:
+    ...
 """
 
 from __future__ import annotations
@@ -9,10 +9,20 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Literal
+from typing import Any, Literal
 
+import openai
 import uvicorn
 from fastapi import FastAPI
+
+
+def local_openai_client(base_url: str, **options: Any) -> openai.OpenAI:
+    """An openai client for a server on this machine: straight to it, not through the
+    environment's proxy (HTTP_PROXY ...), which cannot reach its loopback. Close it (a
+    with-block): the SDK's finaliser closes only HTTP clients it made, so its sockets leak."""
+    options.setdefault("api_key", "not-needed-locally")
+    http_client = openai.DefaultHttpxClient(trust_env=False)
+    return openai.OpenAI(base_url=base_url, http_client=http_client, **options)
 
 
 class ServerThread:
