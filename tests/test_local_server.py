@@ -24,6 +24,7 @@ import pytest
 from conftest import finished_pid, writer_temporary
 
 from fugu_lite.workers import local_server
+from fugu_lite.workers import pool as pool_module
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
 from fugu_lite.workers.local_server import LocalServer, LocalServerError, free_port
 from fugu_lite.workers.pool import WorkerPool
@@ -112,27 +113,42 @@ def test_servers_stop_when_the_body_raises() -> None:
 
 
 @pytest.mark.integration
-def test_servers_stop_when_the_pool_start_is_cancelled_after_they_came_up() -> None:
+def test_servers_stop_when_the_pool_start_is_cancelled_after_they_came_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Ctrl-C (the start cancelled) once the llama.cpp servers answered, while the pool read
     their models' vocabularies, left them running: `async with` calls no __aexit__ for a
-    start that failed, and only the end of the process stopped them."""
+    start that failed, and only the end of the process stopped them. The vocabulary read is
+    held until the start is cancelled (polling for the servers raced a quick read: CI saw the
+    start end first under load)."""
+    reading, cancelled = threading.Event(), threading.Event()
+    real_vocab_size = pool_module.vocab_size
+
+    def held_vocab_size(gguf: Path) -> int | None:
+        reading.set()
+        cancelled.wait(timeout=30)
+        return real_vocab_size(gguf)
+
+    monkeypatch.setattr(pool_module, "vocab_size", held_vocab_size)
     config = PoolConfig(workers=two_local_workers().workers[:1])
     pool = WorkerPool(config)
     pids: list[int] = []
 
-    async def run() -> bool:
+    async def run() -> None:
         start = asyncio.create_task(pool.__aenter__())
-        while not pool.servers and not start.done():
-            await asyncio.sleep(0.001)
+        while not reading.is_set() and not start.done():
+            await asyncio.sleep(0.01)
+        assert reading.is_set(), f"the start ended before the vocabulary read: {start}"
         pids.extend(server.pid for server in pool.servers.values() if server.pid is not None)
-        cancelled_in_start = start.cancel()
+        assert start.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await start
-        if not cancelled_in_start:  # the start was over: the pool is left as usual
-            await pool.__aexit__(None, None, None)
-        return cancelled_in_start
+        cancelled.set()
 
-    assert asyncio.run(run()), "the start ended before it could be cancelled"
+    try:
+        asyncio.run(run())
+    finally:
+        cancelled.set()
     assert len(pids) == 1
     deadline = time.monotonic() + 10
     while alive(pids) and time.monotonic() < deadline:
@@ -512,6 +528,7 @@ def test_make_install_builds_llama_cpp_without_its_amx_kernels() -> None:
 STAND_IN_SERVE = """
 import sys
 from fugu_lite.workers import local_server
+from fugu_lite.workers import pool as pool_module
 # stand-in llama.cpp servers that never come up (a big model loading)
 local_server.server_command = lambda *a: [sys.executable, "-c", "import time; time.sleep(60)"]
 from fugu_lite.__main__ import main
