@@ -463,6 +463,24 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
     assert "(not valid JSON: Invalid control character at line 1)" in str(raised.value)
 
 
+def test_metadata_saved_by_an_editor_with_a_bom_loads_and_in_latin_1_names_its_line(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """router.json re-saved by an editor: its UTF-8 BOM was called damage ("retrain"), and a
+    Latin-1 save a UnicodeDecodeError naming neither the file nor the line."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 8).save_checkpoint(tmp_path / "c")
+    meta_path = directory / META_FILE
+    saved = meta_path.read_text(encoding="utf-8")
+    meta_path.write_bytes(b"\xef\xbb\xbf" + saved.encode("utf-8"))
+    assert load_router(directory).worker_ids == ["a", "b"]
+    edited = saved.replace('"metadata": {}', '"metadata": {"note": "caf\\u00e9"}')
+    meta_path.write_bytes(json.dumps(json.loads(edited), ensure_ascii=False).encode("latin-1"))
+    with pytest.raises(CheckpointError) as raised:
+        load_router(directory)
+    assert f"{meta_path}, line 1: not UTF-8 text" in str(raised.value)
+    assert "re-save the file as UTF-8" in str(raised.value)
+
+
 @pytest.mark.parametrize("tag", ["fugu-lite-router-v2", "fugu-lite-reward-head", None])
 def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
     tiny_model_cfg: ModelConfig, tmp_path: Path, tag: str | None

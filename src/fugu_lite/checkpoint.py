@@ -21,7 +21,7 @@ from .config import ModelConfig
 from .config_errors import describe_config_error
 from .file_digests import is_lfs_pointer
 from .io import describe_validation_error
-from .text_reading import json_error_reason
+from .text_reading import RecordFileError, json_error_reason, read_utf8_text
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -108,10 +108,13 @@ def check_shape(shape: type[BaseModel], metadata: dict, meta_path: Path, fix: st
 
 
 def read_metadata_object(meta_path: Path, fix: str) -> dict:
-    """A checkpoint's JSON metadata; not JSON, or JSON that is not an object, is a
-    CheckpointError naming the file and ending with `fix`."""
+    """A checkpoint's JSON metadata; not UTF-8, not JSON, or JSON that is not an object, is
+    a CheckpointError naming the file and ending with `fix`."""
     try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+        # the UTF-8 BOM some editors write: JSON refused it as damage
+        metadata = json.loads(read_utf8_text(meta_path).removeprefix("\ufeff"))
+    except RecordFileError as error:  # not UTF-8 (edited in another encoding), unreadable
+        raise CheckpointError(f"{error} (or {fix})") from error
     except json.JSONDecodeError as error:
         raise CheckpointError(
             f"{meta_path} is damaged (not valid JSON: {json_error_reason(error)} at line "
