@@ -376,6 +376,34 @@ def test_tensors_from_another_save_than_the_metadata_are_refused(
     )
 
 
+def test_two_saves_of_one_folder_at_once_never_load_one_saves_metadata_with_the_others_tensors(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs saving to one folder: the first's metadata, written last, named the digest of
+    the tensor file read back after the second had replaced it, so its workers (here the
+    same two in the other order) loaded with the second's head and routed every prompt to
+    the wrong worker."""
+    import fugu_lite.model as model_module
+
+    first = RouterModel(tiny_model_cfg, ["a", "b"], 8)
+    second = RouterModel(tiny_model_cfg, ["b", "a"], 8)
+    with torch.no_grad():  # each prefers worker a
+        first.output_layer.weight[0].fill_(1.0)
+        second.output_layer.weight[1].fill_(1.0)
+    directory = tmp_path / "c"
+    locate = model_module.portable_model_config
+
+    def second_saves_meanwhile(*args: object) -> tuple[dict, dict]:
+        monkeypatch.setattr(model_module, "portable_model_config", locate)
+        second.save_checkpoint(directory)  # between the first's tensors and its metadata
+        return locate(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model_module, "portable_model_config", second_saves_meanwhile)
+    first.save_checkpoint(directory)
+    with pytest.raises(CheckpointError, match=f"is not the tensor file {META_FILE} was written"):
+        load_router(directory)
+
+
 def test_a_reward_head_with_another_saves_tensors_is_refused(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

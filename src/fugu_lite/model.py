@@ -5,14 +5,16 @@ checkpoint_backbone, what differs from the config it is loaded with in checkpoin
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
+from safetensors.torch import save
 from torch import nn
 
 from . import __version__, code_digest
-from .atomic_files import remove_files, write_tensors_atomic
+from .atomic_files import remove_files, write_bytes_atomic
 from .backbone_identity import backbone_fingerprint, canonical_backbone, local_backbone_path
 from .checkpoint import (
     BACKBONE_FINGERPRINT_KEY,
@@ -24,7 +26,6 @@ from .checkpoint import (
     TENSOR_DIGEST_KEY,
     CheckpointError,
     checkpoint_kinds,
-    file_digest,
     newer_writer_note,
     read_checkpoint_metadata,
     read_tensors,
@@ -255,13 +256,16 @@ class RouterModel(nn.Module):
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
-        write_tensors_atomic(directory / self.tensor_file, tensors, metadata={"format": "pt"})
+        payload = save(tensors, metadata={"format": "pt"})
+        write_bytes_atomic(directory / self.tensor_file, payload)
         model, location = portable_model_config(self.model_cfg, directory)
         write_json(
             directory / self.metadata_file,
             {
                 "format": self.checkpoint_format,
-                TENSOR_DIGEST_KEY: file_digest(directory / self.tensor_file),
+                # of the bytes written, not the file read back: another save of this folder
+                # may have replaced it since, and its tensors would pass as these
+                TENSOR_DIGEST_KEY: hashlib.sha256(payload).hexdigest(),
                 "package_version": __version__,
                 CODE_DIGEST_KEY: code_digest(),
                 FEATURE_VERSIONS_KEY: computation_versions(),
