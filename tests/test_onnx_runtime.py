@@ -443,6 +443,50 @@ def test_quantizing_leaves_the_export_folder_to_other_runs(
     assert session.path.stat().st_size > 1000
 
 
+def test_int8_on_a_cache_too_full_for_its_quantized_copy_says_to_give_a_cache_with_room(
+    tiny: LoadedBackbone,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cache with room for the fp32 export but not for quantizing it: onnx's shape inference
+    wrote its copy cut short without an error, which failed to parse, so the good export was
+    deleted and made again, and int8 was refused as something ONNX Runtime cannot run
+    ('set model.quantization to none and train the router again'). Now the full cache is
+    said, and the run quantizes in a temporary folder."""
+    import shutil
+    import types
+
+    import onnx
+
+    assert extractor_for(tiny, layer=2, runtime="onnx").runtime.name == "onnx"
+    (export,) = (cache / "onnx").iterdir()
+    exported = (export / MODEL_FILE).read_bytes()
+    infer_shapes_path, disk_usage = onnx.shape_inference.infer_shapes_path, shutil.disk_usage
+
+    def cut_short_in_the_cache(source: str, target: str, *args: object) -> None:
+        infer_shapes_path(source, target, *args)  # type: ignore[arg-type]
+        if cache in Path(target).parents:  # what fitted of it before the disk was full
+            Path(target).write_bytes(Path(target).read_bytes()[:1000])
+
+    def no_room_in_the_cache(path: str | Path) -> object:
+        full = cache in Path(path).parents
+        return types.SimpleNamespace(free=0) if full else disk_usage(path)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", cut_short_in_the_cache)
+    monkeypatch.setattr(shutil, "disk_usage", no_room_in_the_cache)
+    capsys.readouterr()
+    extractor = extractor_for(tiny, layer=2, quantization="int8")
+    assert extractor.runtime.name == "onnx" and extractor.runtime.onnx is not None
+    assert extractor.runtime.onnx.quantized
+    said = " ".join(capsys.readouterr().err.split())
+    assert "model.quantization 'int8' runs an ONNX export of backbone 'tiny-random'" in said
+    assert "No space left on device" in said and "FUGU_LITE_CACHE_DIR to a writable" in said
+    assert "unusable" not in said and "train" not in said
+    assert (export / MODEL_FILE).read_bytes() == exported  # kept, not exported again
+    assert not (export / QUANTIZED_FILE).exists()
+
+
 @pytest.mark.parametrize(
     "settings",
     [{"runtime": "torch"}, {"svf_targets": ["layers.0.mlp.down_proj"]}, {"device": "cuda"}],

@@ -4,6 +4,7 @@ killed quantizations."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -43,14 +44,21 @@ def quantize_export(source: Path, target: Path) -> None:
             os.link(source, private_source)
         except OSError:  # a file system without hard links
             shutil.copyfile(source, private_source)
-        quantize_dynamic(
-            str(private_source),
-            str(staging / target.name),
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-            reduce_range=True,
-        )
+        try:
+            quantize_dynamic(
+                str(private_source),
+                str(staging / target.name),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+                reduce_range=True,
+            )
+        except Exception as error:
+            # onnx's shape inference writes its copy unchecked: on a full disk it is cut
+            # short and fails to parse ("Wire format was corrupt"), blamed on ONNX Runtime
+            if shutil.disk_usage(staging).free < source.stat().st_size:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target)) from error
+            raise
         (staging / target.name).replace(target)
     finally:
         logging.getLogger().removeFilter(advice)

@@ -185,6 +185,8 @@ def _session_exported_again_if_unusable(
     """The checked session; a cached export that fails is removed and exported once more."""
     try:
         return attempt()
+    except OSError:  # the cache's (full, read-only), not the export's: exporting again fails too
+        raise
     except Exception as first_error:
         if not cached:
             raise
