@@ -638,6 +638,26 @@ def test_a_checkpoint_with_relative_paths_loads_from_another_working_directory(
     assert not (elsewhere / "cache").exists()
 
 
+def test_a_checkpoint_trained_on_a_device_this_machine_lacks_runs_on_the_cpu(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trained with model.device cuda, then routed on a laptop: route, eval and serve (which
+    take no config) ended in torch's 'AssertionError: Torch not compiled with CUDA enabled'
+    traceback. The device, like the cache folder, is the training machine's."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 8).save_checkpoint(tmp_path / "c")
+    metadata = json.loads((directory / META_FILE).read_text())
+    metadata["model"]["device"] = "cuda:63"  # no machine here has 64 GPUs
+    (directory / META_FILE).write_text(json.dumps(metadata))
+    capsys.readouterr()
+    loaded = load_router(directory)
+    assert (loaded.model_cfg.device, loaded.device_ref.type) == ("cpu", "cpu")
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"note: {directory} was trained on device 'cuda:63'" in said
+    assert "runs on the cpu" in said
+    probabilities = loaded.probabilities(torch.zeros(1, 8))
+    assert probabilities.tolist() == [[0.5, 0.5]]
+
+
 def test_a_moved_project_finds_its_backbone_beside_the_checkpoint(
     tiny_backbone, records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import torch
+
 from .backbone_identity import (
     EMBEDDED_BACKBONES,
     canonical_backbone,
@@ -76,16 +78,44 @@ def _cache_dir_here(cache_dir: str | None) -> str | None:
     return cache_dir
 
 
+_NOTED_DEVICES: set[str] = set()  # checkpoint devices said once per process to be missing
+
+
+def _device_here(device: str, meta_path: Path) -> str:
+    """A checkpoint's device where torch can use it, else the cpu (with a note): the one it
+    names belongs to the machine it was trained on. A checkpoint trained on cuda ended route,
+    eval and serve elsewhere in torch's 'Torch not compiled with CUDA enabled'."""
+    if device == "cpu":
+        return device
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError) as error:  # a cpu-only build asserts
+        if device not in _NOTED_DEVICES:
+            _NOTED_DEVICES.add(device)
+            console.print(
+                f"note: {meta_path.parent} was trained on device {device!r}, which torch "
+                f"cannot use here ({error}); it runs on the cpu",
+                markup=False,
+                style="dim",
+            )
+        return "cpu"
+    return device
+
+
 def loadable_model_config(
     metadata: dict, meta_path: Path, backbone: str | None = None
 ) -> ModelConfig:
-    """The checkpoint's model config with its backbone located (see locate_backbone) and a
-    cache folder that is not here replaced by the default one."""
+    """The checkpoint's model config with its backbone located (see locate_backbone), and a
+    cache folder and a device that are not here replaced by the default cache and the cpu."""
     saved = saved_model_config(metadata, meta_path)
     located = locate_backbone(metadata, meta_path.parent, backbone)
     check_backbone_weights(metadata, meta_path, located)
     return saved.model_copy(
-        update={"backbone": located, "cache_dir": _cache_dir_here(saved.cache_dir)}
+        update={
+            "backbone": located,
+            "cache_dir": _cache_dir_here(saved.cache_dir),
+            "device": _device_here(saved.device, meta_path),
+        }
     )
 
 
