@@ -487,6 +487,39 @@ def test_int8_on_a_cache_too_full_for_its_quantized_copy_says_to_give_a_cache_wi
     assert not (export / QUANTIZED_FILE).exists()
 
 
+def test_an_unusable_export_a_read_only_cache_cannot_remove_is_said_as_the_caches_problem(
+    tiny: LoadedBackbone,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A damaged export in a read-only (shared) cache: its removal failed without a word, so
+    'exporting it again' read the same file, and int8 was refused as something ONNX Runtime
+    cannot run ('set model.quantization to none and train the router again'). Now the cache
+    is said to be unwritable, and the run exports to a temporary folder meanwhile."""
+    import shutil
+
+    assert extractor_for(tiny, layer=2, runtime="onnx").runtime.name == "onnx"
+    gc.collect()  # its session over the export, which would serve the damaged file's path
+    (export,) = (cache / "onnx").iterdir()
+    (export / MODEL_FILE).write_bytes(b"damaged")
+    rmtree = shutil.rmtree
+
+    def read_only_cache(path: str | Path, *args: object, **kwargs: object) -> None:
+        if cache not in Path(path).parents:
+            rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "rmtree", read_only_cache)
+    capsys.readouterr()
+    extractor = extractor_for(tiny, layer=2, quantization="int8")
+    assert extractor.runtime.name == "onnx" and extractor.runtime.onnx is not None
+    assert extractor.runtime.onnx.quantized
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"which cannot be written in {cache / 'onnx'}" in said
+    assert f"(the unusable export {export.name} there cannot be removed)" in said
+    assert "FUGU_LITE_CACHE_DIR to a writable folder" in said and "train" not in said
+
+
 @pytest.mark.parametrize(
     "settings",
     [{"runtime": "torch"}, {"svf_targets": ["layers.0.mlp.down_proj"]}, {"device": "cuda"}],

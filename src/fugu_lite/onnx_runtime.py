@@ -194,9 +194,18 @@ def _session_exported_again_if_unusable(
             f"[yellow]The cached ONNX export in {escape(str(folder))} is unusable "
             f"({escape(str(first_error))}); exporting it again.[/yellow]"
         )
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_unusable_export(folder)
         forget_sessions(folder)
         return attempt()
+
+
+def remove_unusable_export(folder: Path) -> None:
+    """Delete a cached export found unusable; one that cannot be deleted (a read-only cache)
+    is an OSError, the cache's: left there, it was read again as the new export, and its
+    failure blamed on ONNX Runtime (int8: 'set model.quantization to none and retrain')."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if folder.exists():
+        raise OSError(f"the unusable export {folder.name} there cannot be removed")
 
 
 def _failed_export(
