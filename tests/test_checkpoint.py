@@ -230,7 +230,7 @@ def test_tensors_that_do_not_fit_the_metadata_are_refused(
     meta = json.loads((directory / META_FILE).read_text())
     meta["model"]["head"] = "mlp"
     (directory / META_FILE).write_text(json.dumps(meta))
-    with pytest.raises(CheckpointError, match="missing tensors"):
+    with pytest.raises(CheckpointError, match=f"its {HEAD_FILE} lacks the tensors"):
         load_router(directory)
 
 
@@ -279,6 +279,27 @@ def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     with pytest.raises(CheckpointError) as error:
         load_router(directory)
     assert "written by fugu-lite" not in str(error.value)
+
+
+def test_a_tensor_file_of_other_tensors_says_what_it_holds_and_what_to_do(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Tensors renamed, or an extra one from another tool, read 'missing tensors [],
+    unexpected tensors [...]' and no fix."""
+    from safetensors.torch import load_file, save_file
+
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    tensors = load_file(directory / HEAD_FILE)
+    save_file({**tensors, "head.bias": torch.zeros(2)}, directory / HEAD_FILE)
+    meta = json.loads((directory / META_FILE).read_text())
+    del meta["tensor_file_sha256"]  # as an earlier version wrote it
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    said = str(error.value)
+    assert f"its {HEAD_FILE} holds tensors this router does not have, ['head.bias']" in said
+    assert "Restore the checkpoint folder" in said and "or retrain it" in said
+    assert "missing tensors []" not in said and "lacks" not in said
 
 
 def test_a_checkpoint_copied_without_its_tensor_file_says_which_file_is_missing(

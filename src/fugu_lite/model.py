@@ -398,10 +398,14 @@ def _load_state(
         )
         missing = [name for name in missing if name not in new_offsets]
     if missing or unexpected:
-        raise CheckpointError(
-            f"checkpoint {directory}: missing tensors {missing}, unexpected tensors {unexpected}"
-            f"{newer}"
+        held = [f"lacks the tensors {missing}"] if missing else []
+        held += [f"holds tensors this router does not have, {unexpected}"] if unexpected else []
+        fix = newer or (
+            f": {META_FILE} and the tensors describe other routers (one of them was edited, "
+            "or written by another tool). Restore the checkpoint folder (the files its "
+            "training saved), or retrain it"
         )
+        raise CheckpointError(f"checkpoint {directory}: its {HEAD_FILE} {' and '.join(held)}{fix}")
 
 
 def metadata_contradictions(model: RouterModel, state: dict[str, torch.Tensor]) -> list[str]:
