@@ -49,7 +49,7 @@ from fugu_lite.cost_weighting import (
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
-from fugu_lite.model import load_router
+from fugu_lite.model import RouterModel, load_router
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
     CostAwareRouter,
@@ -66,12 +66,15 @@ from fugu_lite.reward_head_training import (
 )
 from fugu_lite.router_family import (
     FAMILY_FILE,
+    FamilyManifest,
+    FamilyMember,
     is_router_family,
     load_family_or_single,
     load_router_family,
     member_folder,
     read_family_manifest,
     train_router_family,
+    write_family_manifest,
 )
 from fugu_lite.routing import route_prompts
 from fugu_lite.schemas import ChatMessage, RewardRecord, write_records
@@ -405,6 +408,23 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
         f"{tmp_path / FAMILY_FILE} is damaged (worker_ids: Field required; members: Field "
         "required); train the family again (`fugu-lite train pipeline ... --cost-weights`)"
     )
+
+
+def test_a_member_trained_again_on_other_workers_is_said_as_the_familys(tmp_path: Path) -> None:
+    """A member whose workers differ from the manifest's was refused as checkpoint vs
+    'records', and told to use other records, on `route` and `serve`, which read none."""
+    for weight, workers in ((0, ["a", "b"]), (1, ["b", "a"])):
+        RouterModel(tiny_cfg(tmp_path), workers, 8).save_checkpoint(tmp_path / f"{weight}" / "rl")
+    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (0, 1)]
+    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
+    write_family_manifest(tmp_path, manifest)
+    with pytest.raises(CostWeightError) as error:
+        load_family_or_single(tmp_path)
+    assert str(error.value).startswith(
+        f"{tmp_path}: member 1/rl routes to the workers ['b', 'a'], but {FAMILY_FILE} lists "
+        "['a', 'b']"
+    )
+    assert "records" not in str(error.value) and "train the family again" in str(error.value)
 
 
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])

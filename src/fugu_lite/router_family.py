@@ -144,14 +144,17 @@ def load_router_family(path: str | Path, backbone: str | None = None) -> RouterF
     manifest = read_family_manifest(directory)
     members = sorted(manifest.members, key=lambda member: member.cost_weight)
     manifest = manifest.model_copy(update={"members": members})
-    routers = [
-        load_router(
-            directory / member.checkpoint, worker_ids=manifest.worker_ids, backbone=backbone
-        )
-        for member in members
-    ]
+    routers = [load_router(directory / member.checkpoint, backbone=backbone) for member in members]
     first = routers[0].model_cfg
     for member, router in zip(members, routers, strict=True):
+        if router.worker_ids != manifest.worker_ids:
+            # said as the family's: a member's mismatch, said against "records", named none
+            raise CostWeightError(
+                f"{directory}: member {member.checkpoint} routes to the workers "
+                f"{router.worker_ids}, but {FAMILY_FILE} lists {manifest.worker_ids}: the member "
+                "was trained again since the family was; train the family again (`fugu-lite "
+                "train pipeline ... --cost-weights`)"
+            )
         if router.model_cfg.model_dump(exclude={"device", "cache_dir"}) != first.model_dump(
             exclude={"device", "cache_dir"}
         ):
