@@ -302,6 +302,31 @@ def test_a_tensor_file_of_other_tensors_says_what_it_holds_and_what_to_do(
     assert "missing tensors []" not in said and "lacks" not in said
 
 
+def test_tensors_another_tool_stored_in_float8_load_and_their_nan_is_refused(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """The NaN check ran torch.isfinite on each tensor as stored, which float8 lacks: a head
+    a quantizing tool wrote in float8 ended load_router in a NotImplementedError."""
+    from safetensors.torch import load_file, save_file
+
+    model = RouterModel(tiny_model_cfg, ["a", "b"], 4)
+    with torch.no_grad():
+        model.output_layer.weight.copy_(torch.tensor([[0.5, -1.0, 2.0, 0.25]] * 2))
+    directory = model.save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    del meta["tensor_file_sha256"]  # rewritten by the other tool
+    (directory / META_FILE).write_text(json.dumps(meta))
+    tensors = load_file(directory / HEAD_FILE)
+    stored = {name: tensor.to(torch.float8_e4m3fn) for name, tensor in tensors.items()}
+    stored["normalizer_fitted"] = tensors["normalizer_fitted"]
+    save_file(stored, directory / HEAD_FILE)
+    assert torch.equal(load_router(directory).output_layer.weight, model.output_layer.weight)
+    stored["head.weight"][0, 0] = float("nan")
+    save_file(stored, directory / HEAD_FILE)
+    with pytest.raises(CheckpointError, match=r"holds NaN or infinite weights \(head\.weight\)"):
+        load_router(directory)
+
+
 def test_a_checkpoint_copied_without_its_tensor_file_says_which_file_is_missing(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

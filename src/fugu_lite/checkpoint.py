@@ -283,7 +283,7 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
     blown = [
         name
         for name, tensor in tensors.items()
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor.float()).all())
     ]
     if blown:
         # Written by a version that saved a diverged run: it would route every prompt to
