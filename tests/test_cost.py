@@ -427,6 +427,21 @@ def test_a_member_trained_again_on_other_workers_is_said_as_the_familys(tmp_path
     assert "records" not in str(error.value) and "train the family again" in str(error.value)
 
 
+def test_a_family_copied_without_a_members_folder_says_what_it_lacks(tmp_path: Path) -> None:
+    """router_family.json copied with some of its members: the missing one read only
+    '.../lambda-1/rl is not a fugu-lite router checkpoint ...; that folder does not exist'."""
+    RouterModel(tiny_cfg(tmp_path), ["a", "b"], 8).save_checkpoint(tmp_path / "0" / "rl")
+    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (0, 1)]
+    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
+    write_family_manifest(tmp_path, manifest)
+    with pytest.raises(CostWeightError) as error:
+        load_family_or_single(tmp_path)
+    assert str(error.value).startswith(
+        f"{tmp_path}: the members ['1/rl'] that {FAMILY_FILE} lists are not there: copy the "
+        "whole family folder"
+    )
+
+
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])
 def test_a_family_without_usable_costs_says_what_to_do(
     tmp_path: Path, costs: list[float] | None

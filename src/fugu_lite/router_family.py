@@ -144,6 +144,15 @@ def load_router_family(path: str | Path, backbone: str | None = None) -> RouterF
     manifest = read_family_manifest(directory)
     members = sorted(manifest.members, key=lambda member: member.cost_weight)
     manifest = manifest.model_copy(update={"members": members})
+    missing = [
+        member.checkpoint for member in members if not (directory / member.checkpoint).exists()
+    ]
+    if missing:  # load_router said only "that folder does not exist"
+        raise CostWeightError(
+            f"{directory}: the members {missing} that {FAMILY_FILE} lists are not there: copy "
+            "the whole family folder (with every member's folder), or train the family again "
+            "(`fugu-lite train pipeline ... --cost-weights`)"
+        )
     routers = [load_router(directory / member.checkpoint, backbone=backbone) for member in members]
     first = routers[0].model_cfg
     for member, router in zip(members, routers, strict=True):
