@@ -781,6 +781,31 @@ def test_a_disconnecting_client_cancels_its_upstream_call(
     assert time.monotonic() - started < 2.0, "the abandoned call still held the worker's slot"
 
 
+def test_a_client_leaving_during_a_fallback_keeps_the_workers_tried_in_its_log_line(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A client that left while its request was handed to the next worker (the first had
+    failed: its circuit charged, its failed call counted) got a decision log line with no
+    attempts at all, as if no worker had been called. The attempts made before it left
+    are kept now, streamed or not."""
+    first, second, _ = ranking_for(family, MATH).ranking
+    stubs.workers[first].mode = "500"
+    stubs.workers[second].mode = "hang"
+    running = serve(pool_for(stubs))
+    for stream in (False, True):
+        with pytest.raises(httpx.ReadTimeout):
+            running.post({"model": MODEL, "messages": user(MATH), "stream": stream}, timeout=1.0)
+        assert wait_until(lambda: running.state.in_flight == 0, 5)
+    lines = running.log_lines()
+    assert [(line["stream"], line["outcome"], line["status"]) for line in lines] == [
+        (False, "client_disconnected", 499),
+        (True, "client_disconnected", 499),
+    ]
+    for line in lines:
+        assert [(a["worker"], a["outcome"]) for a in line["attempts"]] == [(first, "server")]
+        assert line["worker"] is None
+
+
 def test_a_client_leaving_while_its_request_is_routed_is_counted(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
-from .dispatch import AllWorkersFailedError, OpenedStream, WorkerRejectedError
+from .dispatch import AllWorkersFailedError, Attempt, OpenedStream, WorkerRejectedError
 from .errors import failure
 from .responses import (
     Routed,
@@ -70,15 +70,16 @@ async def answer(
 
 
 async def answer_once(server: FuguServer, request: Request, routed: Routed) -> Response:
+    attempts: list[Attempt] = []  # the workers tried before the client left, if it did
     try:
         result, attempts = await until_disconnected(
             request,
             server.dispatcher.complete(
-                routed.route.ranking, routed.messages, routed.chat.worker_params()
+                routed.route.ranking, routed.messages, routed.chat.worker_params(), attempts
             ),
         )
     except ClientDisconnectedError:
-        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        finish(server, routed, attempts, None, "client_disconnected", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None
@@ -95,12 +96,14 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
 
 async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:
     params = stream_params(routed.chat)
+    attempts: list[Attempt] = []  # the workers tried before the client left, if it did
     try:
         opened = await until_disconnected(
-            request, server.dispatcher.open_stream(routed.route.ranking, routed.messages, params)
+            request,
+            server.dispatcher.open_stream(routed.route.ranking, routed.messages, params, attempts),
         )
     except ClientDisconnectedError:
-        finish(server, routed, [], None, "client_disconnected", CLIENT_CLOSED_STATUS)
+        finish(server, routed, attempts, None, "client_disconnected", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None

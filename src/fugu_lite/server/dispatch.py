@@ -137,10 +137,16 @@ class Dispatcher:
         return call_budget_s(self.pool.worker(worker))
 
     async def complete(
-        self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]
+        self,
+        ranking: list[str],
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        attempts: list[Attempt] | None = None,
     ) -> tuple[CallResult, list[Attempt]]:
-        """The first worker in ranking order that answers; AllWorkersFailedError when none."""
-        attempts: list[Attempt] = []
+        """The first worker in ranking order that answers; AllWorkersFailedError when none.
+        Each attempt is added to `attempts` as it ends: a caller cancelling the call (its
+        client left) still has those made before."""
+        attempts = [] if attempts is None else attempts
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
             permit = self._may_call(worker, attempts)
@@ -195,11 +201,16 @@ class Dispatcher:
         )
 
     async def open_stream(
-        self, ranking: list[str], messages: list[dict[str, Any]], params: dict[str, Any]
+        self,
+        ranking: list[str],
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        attempts: list[Attempt] | None = None,
     ) -> OpenedStream:
         """Open the first worker's stream that yields a chunk; until that chunk nothing has
-        gone to the client, so a failure moves on to the next worker."""
-        attempts: list[Attempt] = []
+        gone to the client, so a failure moves on to the next worker. The attempts are added
+        to `attempts` as they end, as complete's are."""
+        attempts = [] if attempts is None else attempts
         for index, worker in enumerate(ranking):
             last = index == len(ranking) - 1
             permit = self._may_call(worker, attempts)
