@@ -418,6 +418,25 @@ def test_every_allowed_circuit_open_is_a_503_with_retry_after(
     assert len(stubs.workers["coder"].bodies) == 1
 
 
+def test_the_retry_after_of_open_circuits_does_not_send_the_client_back_before_they_half_open(
+    serve, stubs: Stubs
+) -> None:
+    """The 503's Retry-After was the circuits' cool-down left rounded to the nearest second:
+    2.4 s left was answered "2", and a client (the openai SDK) back then found the circuit
+    still open, got another 503 and spent a second retry. It is rounded up now, and the
+    message says the same wait."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=2.45)
+    stubs.workers["coder"].mode = "500"
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(body).status_code == 502
+    response = running.post(body)
+    left_s = 2.45 - (time.monotonic() - running.state.breaker.circuits["coder"].opened_at)
+    assert response.status_code == 503
+    retry_after = response.headers["retry-after"]
+    assert int(retry_after) >= left_s
+    assert response.json()["error"]["message"].endswith(f"retry in {retry_after} s")
+
+
 def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

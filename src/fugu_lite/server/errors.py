@@ -154,13 +154,16 @@ def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> Api
         else f"every allowed worker is {' or '.join(states)}"
     )
     retry = BUSY_RETRY_AFTER_S if busy else server.breaker.retry_after_s(cooling)
+    # Rounded up: a client back sooner finds every circuit still open (a half-open one
+    # whose probe is out has 0 s left), and is answered another 503.
+    seconds = max(1, math.ceil(retry))
     return ApiError(
         503,
-        f"{reason}; retry in {retry:.0f} s",
+        f"{reason}; retry in {seconds} s",
         type="server_error",
         code="workers_busy" if busy else "workers_unavailable",
         extra={"tried": [attempt.summary() for attempt in error.attempts]},
-        headers={"Retry-After": str(max(1, round(retry)))},
+        headers={"Retry-After": str(seconds)},
     )
 
 
