@@ -114,6 +114,36 @@ def test_a_worker_skipped_because_its_process_exited_adds_no_latency_sample(
     assert samples("fugu_worker_calls_total", calls) == 1
 
 
+def test_a_busy_worker_adds_no_upstream_latency_sample(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that waited its whole deadline for a slot of a busy worker never called
+    it, yet added the deadline (35 s with the default timeout_s) to that worker's
+    fugu_upstream_latency_seconds, as if the worker had taken that long: a burst raised its
+    latency quantiles while every call it made was quick. It is still counted as busy."""
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
+    busy, other = WORKERS[0], WORKERS[1]
+    one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
+    metrics = Metrics(WORKERS)
+
+    async def scenario() -> None:
+        async with WorkerPool(pool_for(stubs, overrides={busy: one_slot})) as pool:
+            holding = pool.stream_chat(busy, user(CODE))  # holds the only slot while open
+            await anext(holding)
+            dispatcher = Dispatcher(pool, CircuitBreaker(WORKERS), metrics, Redactor([]))
+            try:
+                _, attempts = await dispatcher.complete([busy, other], user(CODE), {})
+            finally:
+                await holding.aclose()
+            assert [(a.worker, a.outcome) for a in attempts] == [(busy, "busy"), (other, "ok")]
+
+    asyncio.run(scenario())
+    samples = metrics.registry.get_sample_value
+    assert (samples("fugu_upstream_latency_seconds_count", {"worker": busy}) or 0) == 0
+    assert samples("fugu_upstream_latency_seconds_count", {"worker": other}) == 1
+    assert samples("fugu_worker_calls_total", {"worker": busy, "outcome": "busy"}) == 1
+
+
 @pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model"])
 def test_a_failing_worker_falls_back_to_the_next_best(
     serve, stubs: Stubs, family: RouterFamily, failure: str

@@ -339,9 +339,9 @@ class Dispatcher:
         self, attempt: Attempt, judged: bool = True, last: bool = False, called: bool = True
     ) -> None:
         """Breaker and call count (when `judged`; an opened stream's wait for its end),
-        latency (when `called`: a worker skipped without a call took no time upstream),
-        circuit gauge and log for one call (`last`: no worker follows it in the ranking). A
-        client error says the worker is up."""
+        latency (when `called`: a worker skipped without a call, or busy, never called,
+        took no time upstream), circuit gauge and log for one call (`last`: no worker
+        follows it in the ranking). A client error says the worker is up."""
         if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
             self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
@@ -352,7 +352,7 @@ class Dispatcher:
             self.breaker.record_success(attempt.worker, attempt.permit)
         if judged:
             self.metrics.worker_calls.labels(attempt.worker, attempt.outcome).inc()
-        if called:
+        if called and attempt.outcome != BUSY:
             self.metrics.upstream_latency.labels(attempt.worker).observe(attempt.latency_s)
         self._show_circuit(attempt.worker)
         if attempt.outcome == CONTEXT_LENGTH:
