@@ -144,7 +144,7 @@ def test_a_busy_worker_adds_no_upstream_latency_sample(
     assert samples("fugu_worker_calls_total", {"worker": busy, "outcome": "busy"}) == 1
 
 
-@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model"])
+@pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model", "conflict"])
 def test_a_failing_worker_falls_back_to_the_next_best(
     serve, stubs: Stubs, family: RouterFamily, failure: str
 ) -> None:
@@ -162,9 +162,11 @@ def test_a_failing_worker_falls_back_to_the_next_best(
     assert (line["chosen"], line["worker"], line["fallback"]) == (first, second, True)
     assert line["attempts"][0]["worker"] == first and line["attempts"][0]["outcome"] != "ok"
     # a 401 from a worker, or a 400 for its model name, is its configuration, not the
-    # caller's fault (the 400 was the caller's: no next worker was asked)
+    # caller's fault (the 400 was the caller's: no next worker was asked); nor is its 409
+    # (a lock timeout, x-should-retry: true), which was the client's 400 and tried no other
     expected = {"500": "server", "503": "server", "429": "rate_limit", "401": "worker_config",
-                "close": "connection", "bad_model": "worker_config"}  # fmt: skip
+                "close": "connection", "bad_model": "worker_config",
+                "conflict": "server"}  # fmt: skip
     assert line["attempts"][0]["outcome"] == expected[failure]
     assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
 

@@ -40,6 +40,9 @@ NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that 
 # broken: its circuit is not charged, but for a 429 insufficient_quota (no credit left).
 RATE_LIMITED = "rate_limit"
 RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
+# A worker's 409 is a conflict in its own state (a lock timeout), which the openai SDK
+# retries as it does a 5xx: not the request's fault, so the next worker is tried.
+CONFLICT = 409
 
 
 @dataclass
@@ -432,13 +435,15 @@ def retry_at(retry_after_s: float | None) -> float | None:
 
 def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:
     """The pool's error kind, with "client" split into the request's fault ("client"), a
-    conversation longer than this worker's context ("context_length_exceeded") and the
+    conversation longer than this worker's context ("context_length_exceeded"), the
     worker's configuration ("worker_config": 401/403/404 from the worker, or a 400 for its
-    model name)."""
+    model name) and its own state ("server": a 409 conflict)."""
     if kind != "client":
         return kind or "server"
     if code == CONTEXT_LENGTH:
         return CONTEXT_LENGTH
+    if status_code == CONFLICT:
+        return "server"
     # A worker answering 401/403/404 (or a 400 for its model name) is misconfigured (key,
     # model name, URL): the request is fine, so it goes to the next worker like any other
     # worker failure.
