@@ -392,6 +392,28 @@ def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs
     assert all(line["worker"] is None and line["status"] == 502 for line in lines)
 
 
+def test_routed_requests_no_worker_answered_are_counted_by_their_error_code(
+    serve, stubs: Stubs
+) -> None:
+    """fugu_errors_total (requests that ended in an error, "by error code or outcome")
+    counted every routed request that no worker answered as code="error": the worker's 400,
+    a 502 all_workers_failed and a 503 workers_unavailable alike, so a dashboard could not
+    tell the client's bad requests from workers down, nor alert on either. Each is counted
+    by its code now; the decision log's outcome stays "error"."""
+    running = serve(pool_for(stubs), breaker_failures=1)
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    stubs.workers["coder"].mode = "400"
+    assert running.post(body).status_code == 400
+    stubs.workers["coder"].mode = "500"
+    assert running.post(body).status_code == 502  # which opens its circuit
+    assert running.post(body).status_code == 503
+    text = running.metrics()
+    for code in ("worker_rejected_request", "all_workers_failed", "workers_unavailable"):
+        assert metric_value(text, "fugu_errors_total", code=code) == 1, code
+    assert metric_value(text, "fugu_errors_total", code="error") == 0
+    assert [line["outcome"] for line in running.log_lines()] == ["error"] * 3
+
+
 def test_a_slow_worker_times_out_and_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
     first, second = ranking_for(family, MATH).ranking[:2]
     running = serve(pool_for(stubs, overrides={first: {"timeout_s": 0.3}}))

@@ -54,7 +54,7 @@ def failure(
     else:
         api_error = workers_failed(server, error)
     api_error.headers.update(routing_headers(routed, attempts))
-    finish(server, routed, attempts, None, "error", api_error.status)
+    finish(server, routed, attempts, None, "error", api_error.status, code=api_error.code)
     api_error.recorded = True
     return api_error
 

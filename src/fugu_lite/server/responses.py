@@ -114,10 +114,12 @@ def finish(
     outcome: str,
     status: int,
     cost: float | None = None,
+    code: str | None = None,
 ) -> None:
-    """Metrics and the decision log line for a routed request."""
+    """Metrics and the decision log line for a routed request (`code`: the error's, which
+    the metrics count it by instead of its outcome)."""
     answered = answered_by(attempts)
-    count_request(server, routed, answered, usage, outcome, status, cost)
+    count_request(server, routed, answered, usage, code or outcome, status, cost)
     entry = decision_entry(server, routed, attempts, answered, usage, outcome, status, cost)
     messages = server.redact.scrub(routed.messages) if server.log.log_content else None
     server.log.write(entry, messages)  # type: ignore[arg-type]
@@ -137,7 +139,8 @@ def count_request(
     status: int,
     cost: float | None,
 ) -> None:
-    """The request's metrics: its status, its error, and the answering worker's usage."""
+    """The request's metrics: its status, its error (`outcome`, or the error's code), and
+    the answering worker's usage."""
     metrics = server.metrics
     metrics.requests.labels(str(status), str(routed.chat.stream).lower()).inc()
     if outcome != "ok":
