@@ -86,6 +86,33 @@ def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_probe_whose_client_left_lets_the_next_request_probe(stubs: Stubs, stream: bool) -> None:
+    """A half-open circuit's one probe, cancelled while it waits for the worker (its client
+    left), must free the probe: kept, no request would ever be let through to the worker
+    again, its circuit half-open for good. Dropping that release (streamed or not) passed
+    every test."""
+    worker = "coder"
+    stubs.workers[worker].latency_s = 2.0  # the probe is still out when it is cancelled
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.0)
+    breaker.record_failure(worker)  # open, and half-open at once (no cool-down)
+
+    async def scenario() -> None:
+        async with WorkerPool(pool_for(stubs)) as pool:
+            dispatcher = Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
+            ask = dispatcher.open_stream if stream else dispatcher.complete
+            probe = asyncio.ensure_future(ask([worker], user(CODE), {}))
+            while not stubs.workers[worker].bodies:
+                await asyncio.sleep(0.01)
+            assert breaker.acquire(worker) is None, "a second probe while the first is out"
+            probe.cancel()  # its client left
+            with pytest.raises(asyncio.CancelledError):
+                await probe
+            assert breaker.acquire(worker) == "probe"
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
 def test_a_worker_skipped_because_its_process_exited_adds_no_latency_sample(
     stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
