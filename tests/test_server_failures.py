@@ -824,6 +824,32 @@ def test_a_disconnecting_streaming_client_leaves_no_upstream_stream(
     assert line["outcome"] == "client_disconnected" and line["worker"] == worker
 
 
+def test_a_streamed_probe_whose_client_left_mid_answer_lets_the_next_request_through(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A half-open circuit's probe relayed as a stream whose client leaves mid-answer ends
+    without a verdict, and must free the probe: kept, every later request to the worker
+    was skipped as circuit_open (a 503 when it was the only one allowed), for good.
+    Dropping that release in stream_ended passed every test."""
+    worker = ranking_for(family, CODE).ranking[0]
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+    stub = stubs.workers[worker]
+    stub.fail_next("500")
+    body = {"model": MODEL, "messages": user(CODE), "workers": [worker]}
+    assert running.post(body).status_code == 502  # open, and half-open at once
+    stub.reply = " ".join(f"word{i}" for i in range(400))
+    stub.stream_chunk_delay_s = 0.02  # ~8 s to stream it all
+    url = f"{running.url}/v1/chat/completions"
+    with httpx.stream("POST", url, json={**body, "stream": True}) as probe:
+        lines = probe.iter_lines()
+        assert next(lines).startswith("data: {")
+    assert wait_until(lambda: running.state.in_flight == 0, 5)
+    stub.stream_chunk_delay_s = 0.0
+    response = running.post(body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-fugu-attempts"] == f"{worker}:ok"
+
+
 def test_a_stream_cut_short_counts_the_tokens_it_streamed(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
