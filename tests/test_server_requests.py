@@ -224,6 +224,11 @@ BAD_INPUTS = [
      b'"f", "parameters": {"type": "number", "minimum": -2.5E+999}}}]}', 400, "-2.5E+999"),
     ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
      + b"}", 400, "nested too deeply"),
+    # the value sent was quoted in escapes: "us\u00e9r", a tool named "\u5929\u6c14"
+    ("a role with a letter beyond ASCII", {**VALID, "messages": [
+        {"role": "usér", "content": "x"}]}, 400, '(got "usér")'),
+    ("a tool named in another script", {**VALID, "tools": [
+        {"type": "function", "function": {"name": "天气"}}]}, 400, 'got "天气"'),
 ]  # fmt: skip
 
 

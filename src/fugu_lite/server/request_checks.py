@@ -195,5 +195,7 @@ def check_function(where: str, function: dict[str, Any]) -> None:
 
 
 def compact(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, default=str)
+    """`value` as JSON for an error message, shortened to `limit` characters; text beyond
+    ASCII as written ("usér", not "us\\u00e9r", in which the typo could not be seen)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 3] + "..."
