@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
@@ -323,36 +323,48 @@ def test_a_refused_connection_is_told_from_a_host_name_not_found() -> None:
 # -- concurrency ----------------------------------------------------------------------------
 
 
-def test_concurrency_limit_per_worker(stub: StubWorker) -> None:
-    stub.latency_s = 0.15
-    config = PoolConfig.model_validate(
-        {
-            "workers": [
-                {"id": "a", "model": "m", "base_url": stub.base_url, "max_concurrency": 2},
-                {"id": "b", "model": "m", "base_url": stub.base_url, "max_concurrency": 1},
-            ]
-        }
-    )
+class AnsweringTwoAtOnce(StubWorker):
+    """A stub that holds each answer until two calls are in flight (at most 3 s): a plain
+    stub's latency raced the pool's second send, which a loaded machine can delay past the
+    first answer (two calls never seen at once)."""
 
-    async def run() -> list[CallResult]:
-        async with WorkerPool(config) as pool:
-            return await asyncio.gather(*(pool.chat("a", USER) for _ in range(6)))
+    async def _respond(self, mode: str, body: dict[str, Any], auth: str | None) -> Response:
+        deadline = time.monotonic() + 3.0
+        while self.in_flight < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return await super()._respond(mode, body, auth)
 
-    start = time.perf_counter()
-    results = asyncio.run(run())
-    elapsed = time.perf_counter() - start
-    assert all(result.ok for result in results)
-    assert stub.max_in_flight == 2
-    assert elapsed >= 3 * 0.15  # 6 calls, 2 at a time
 
-    stub.max_in_flight = 0
+def test_concurrency_limit_per_worker() -> None:
+    with AnsweringTwoAtOnce(latency_s=0.15) as stub:
+        config = PoolConfig.model_validate(
+            {
+                "workers": [
+                    {"id": "a", "model": "m", "base_url": stub.base_url, "max_concurrency": 2},
+                    {"id": "b", "model": "m", "base_url": stub.base_url, "max_concurrency": 1},
+                ]
+            }
+        )
 
-    async def both() -> None:
-        async with WorkerPool(config) as pool:
-            await asyncio.gather(pool.chat("a", USER), pool.chat("b", USER))
+        async def run() -> list[CallResult]:
+            async with WorkerPool(config) as pool:
+                return await asyncio.gather(*(pool.chat("a", USER) for _ in range(6)))
 
-    asyncio.run(both())
-    assert stub.max_in_flight == 2  # the limits are per worker: a and b run together
+        start = time.perf_counter()
+        results = asyncio.run(run())
+        elapsed = time.perf_counter() - start
+        assert all(result.ok for result in results)
+        assert stub.max_in_flight == 2
+        assert elapsed >= 3 * 0.15  # 6 calls, 2 at a time
+
+        stub.max_in_flight = 0
+
+        async def both() -> None:
+            async with WorkerPool(config) as pool:
+                await asyncio.gather(pool.chat("a", USER), pool.chat("b", USER))
+
+        asyncio.run(both())
+        assert stub.max_in_flight == 2  # the limits are per worker: a and b run together
 
 
 # -- secrets --------------------------------------------------------------------------------
