@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,13 +29,14 @@ from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.scoring import Grade, grade
 from fugu_lite.tasks import Task
-from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.testing.stub_worker import Reply, StubWorker, echo_reply
 from fugu_lite.workers.config import PoolConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cli_support import Run
+    from fastapi.responses import Response
     from server_support import Running, Stubs
 
     from fugu_lite.router_family import RouterFamily
@@ -252,6 +254,23 @@ def serve(
 
 
 # -- reward collection against stub workers ----------------------------------------------
+
+
+class AnsweringTogether(StubWorker):
+    """A stub that holds each answer until it has had `together` calls in flight at once (at
+    most 3 s each), then answers as a plain one: a plain stub's latency raced the client's
+    later sends, which a loaded machine can delay past the first answers (the calls were
+    never seen at once)."""
+
+    def __init__(self, reply: str | Reply = echo_reply, *, together: int, **options: Any) -> None:
+        super().__init__(reply, **options)
+        self.together = together
+
+    async def _respond(self, mode: str, body: dict[str, Any], auth: str | None) -> Response:
+        deadline = time.monotonic() + 3.0
+        while self.max_in_flight < self.together and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return await super()._respond(mode, body, auth)
 
 
 def number_tasks(n: int = 6) -> list[Task]:

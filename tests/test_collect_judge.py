@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import log_lines, number_tasks, run_collect, stub_pool
+from conftest import AnsweringTogether, log_lines, number_tasks, run_collect, stub_pool
 from rich.console import Console
 from rich.progress import Progress, TaskID, TextColumn
 from typer.testing import CliRunner, Result
@@ -578,10 +578,13 @@ def test_a_reasoning_judges_draft_score_is_asked_again_on_the_next_run(tmp_path:
 def test_the_judge_is_sent_as_many_calls_at_once_as_its_max_concurrency(tmp_path: Path) -> None:
     """Judging held one of collect's two grade slots (meant for the code grader's sandbox) for
     each call to the judge, so a judge taking 4 calls at once got 2: judging a collection took
-    twice as long (8 times with a max_concurrency of 16)."""
+    twice as long (8 times with a max_concurrency of 16). The judge holds its answers until it
+    has had 4 calls at once: with a plain latency, collect's later sends raced the first
+    answers on a loaded machine."""
     tasks = haiku_tasks(6)
     output = tmp_path / "r.jsonl"
-    with StubWorker("Rain on the roof.") as worker, StubWorker("I like it.") as judge:
+    judge_stub = AnsweringTogether("I like it.", together=4)
+    with StubWorker("Rain on the roof.") as worker, judge_stub as judge:
         config = stub_pool(("w", worker), ("judge", judge), max_concurrency=4)
         run_collect(config, tasks, output, judge_worker="judge")  # no verdict can be read
         judge.reply, judge.latency_s, judge.max_in_flight = "Good.\nSCORE: 7", 0.3, 0

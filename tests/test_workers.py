@@ -12,8 +12,9 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from conftest import AnsweringTogether
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
@@ -323,20 +324,8 @@ def test_a_refused_connection_is_told_from_a_host_name_not_found() -> None:
 # -- concurrency ----------------------------------------------------------------------------
 
 
-class AnsweringTwoAtOnce(StubWorker):
-    """A stub that holds each answer until two calls are in flight (at most 3 s): a plain
-    stub's latency raced the pool's second send, which a loaded machine can delay past the
-    first answer (two calls never seen at once)."""
-
-    async def _respond(self, mode: str, body: dict[str, Any], auth: str | None) -> Response:
-        deadline = time.monotonic() + 3.0
-        while self.in_flight < 2 and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
-        return await super()._respond(mode, body, auth)
-
-
 def test_concurrency_limit_per_worker() -> None:
-    with AnsweringTwoAtOnce(latency_s=0.15) as stub:
+    with AnsweringTogether(together=2, latency_s=0.15) as stub:
         config = PoolConfig.model_validate(
             {
                 "workers": [
