@@ -264,6 +264,7 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
             for chunk in stream:
                 received.append(chunk.choices[0].delta.content)
         assert "half an" in received  # what was streamed stays streamed; no silent fallback
+        assert wait_until(lambda: running.state.in_flight == 0, 3)  # recorded after its end
         [line] = running.log_lines()
         assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, first)
         assert running.health()["workers"][first]["consecutive_failures"] == 1
@@ -275,6 +276,7 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
                         model=MODEL, messages=user(MATH), stream=True
                     )
                 )
+        assert wait_until(lambda: running.state.in_flight == 0, 3)
         assert running.health()["workers"][first]["circuit"] == "open"
 
 
@@ -395,6 +397,7 @@ def test_a_stream_that_stalls_for_timeout_s_is_cut(
     # its other delays stay far from the stub's 5 s
     stalled = ended - received[0][0]
     assert ended - started >= 0.45 and stalled < 3.0, f"cut after {stalled:.2f} s of silence"
+    assert wait_until(lambda: running.state.in_flight == 0, 3)  # recorded after its end
     [line] = running.log_lines()
     assert (line["outcome"], line["status"], line["worker"]) == ("stream_error", 502, worker)
     assert wait_until(lambda: stubs.counters[worker].active == 0, 3), "upstream left open"
@@ -870,6 +873,7 @@ def test_a_stream_cut_short_counts_the_tokens_it_streamed(
         with pytest.raises(openai.APIError, match="after the answer started"):
             list(running.client().chat.completions.create(model=MODEL, messages=user(MATH),
                                                           stream=True))  # fmt: skip
+    assert wait_until(lambda: running.state.in_flight == 0, 3)  # recorded after its end
     [failed] = running.log_lines()
     assert failed["outcome"] == "stream_error"
     assert failed["usage"]["fugu_estimated"] is True
