@@ -526,11 +526,14 @@ def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
 ) -> None:
     """A request that waited its whole deadline for a slot of a busy worker was a 502
     `all_workers_failed` (a gateway error, with no hint of when to come back); nothing
-    failed, so it is a 503 with Retry-After, which the openai SDK waits for and retries."""
-    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
-    one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
+    failed, so it is a 503 with Retry-After, which the openai SDK waits for and retries.
+    Each call has 0.6 s over its 1.4 s to spare and the third's wait for the slot ends 0.8 s
+    before the slot frees (with 1 s and 0.7 s, a call 0.3 s slower on a loaded machine timed
+    out: a 502)."""
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 2 s
+    one_slot = {"max_concurrency": 1, "timeout_s": 2.0, "max_retries": 0}
     running = serve(pool_for(stubs, overrides={"coder": one_slot}))
-    stubs.workers["coder"].latency_s = 0.7
+    stubs.workers["coder"].latency_s = 1.4  # the second holds the slot until 2.8 s
     body = {"model": MODEL, "messages": user(CODE), "workers": ["coder"]}
 
     async def burst() -> list[httpx.Response]:
