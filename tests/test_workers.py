@@ -525,10 +525,12 @@ def test_a_stream_cut_short_without_its_end_is_a_failure_not_an_answer(stub: Stu
 def test_a_stream_that_stalls_after_its_first_chunk_says_it_stalled(stub: StubWorker) -> None:
     """A stream that gave its first chunk, then nothing for timeout_s, failed as "timeout: no
     answer within the worker's timeout_s (after the stream started)": it had answered, and
-    the words sent the user looking at a slow model instead of a stalled stream."""
+    the words sent the user looking at a slow model instead of a stalled stream. timeout_s
+    is 1 s: the first chunk comes within it on a loaded machine (0.3 s was not enough for a
+    stub 0.3 s slower to give it)."""
     stub.reply = "one two three"
-    stub.stream_chunk_delay_s = 1.0  # the role chunk, then 1 s before each word
-    received, error = stream_until_it_fails(pool_config(stub.base_url, timeout_s=0.3))
+    stub.stream_chunk_delay_s = 3.0  # the role chunk, then 3 s before each word
+    received, error = stream_until_it_fails(pool_config(stub.base_url, timeout_s=1.0))
     assert error.kind == "timeout" and len(received) == 1
     assert "no chunk within the worker's timeout_s: the stream stalled" in str(error)
     assert "no answer" not in str(error)
