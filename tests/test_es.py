@@ -52,7 +52,7 @@ TINY_TRAINING = {
     "save_every": 4,
     "log_every": 100,
 }
-ITERATIONS = 500  # ~1 ms each: the killed process is still running when its first state lands
+ITERATIONS = 500
 CONFIG = """\
 model:
   backbone: tiny-random
@@ -744,11 +744,29 @@ def test_without_a_validation_split_es_keeps_the_last_generation(
     load_router(tmp_path)
 
 
+HELD_AFTER_ITS_FIRST_SAVE = """
+import sys, time
+from fugu_lite.es_state import SearchState
+save = SearchState.save
+
+def save_then_hold(self, output_dir):
+    save(self, output_dir)
+    time.sleep(600)  # until the test kills it
+
+SearchState.save = save_then_hold
+from fugu_lite.__main__ import main
+sys.argv = ["fugu-lite", *sys.argv[1:]]
+main()
+"""
+
+
 def test_a_killed_run_continues_from_its_last_saved_generation(
     records: list[RewardRecord], tmp_path: Path
 ) -> None:
     """kill -9 a `fugu-lite train es` process once it has saved a state; the rerun continues
-    from that generation and ends where an uninterrupted run ends."""
+    from that generation and ends where an uninterrupted run ends. The killed run is held
+    after its first save (polled for, its 495 generations left ended in ~5 s: a test process
+    held up that long found the run over)."""
     records_path = tmp_path / "records.jsonl"
     write_records(records_path, records)
     config_path = tmp_path / "es.yaml"
@@ -758,7 +776,7 @@ def test_a_killed_run_continues_from_its_last_saved_generation(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
     with subprocess.Popen(  # its exit waits for the child and closes the stderr pipe
-        [sys.executable, "-m", "fugu_lite", *arguments],
+        [sys.executable, "-c", HELD_AFTER_ITS_FIRST_SAVE, *arguments],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
