@@ -536,14 +536,13 @@ def test_a_stream_that_stalls_after_its_first_chunk_says_it_stalled(stub: StubWo
     assert "no answer" not in str(error)
 
 
-def test_a_stream_options_refusal_is_rechecked_after_a_while(
-    stub: StubWorker, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_stream_options_refusal_is_rechecked_after_a_while(stub: StubWorker) -> None:
     """A worker that refused stream_options was streamed to without them until the pool
     stopped (for serve: until it was restarted), even after the worker behind its base_url
     was upgraded to take them: its streams' usage stayed estimated. The refusal now holds
-    for STREAM_OPTIONS_RECHECK_S; then they are sent again, and kept once taken."""
-    monkeypatch.setattr(workers_module, "STREAM_OPTIONS_RECHECK_S", 1.0, raising=False)
+    for STREAM_OPTIONS_RECHECK_S; then they are sent again, and kept once taken. "A while"
+    passes by dating the refusal back that long: waited for in real time (the hold cut to
+    1 s), a loaded machine's second stream could come after it ended (one held up 1 s did)."""
     usage = {"stream_options": {"include_usage": True}}
 
     async def run() -> list[dict]:
@@ -553,12 +552,15 @@ def test_a_stream_options_refusal_is_rechecked_after_a_while(
                 chunks = [chunk async for chunk in pool.stream_chat("w", USER, **usage)]
                 return chunks[-1]
 
+            def after_a_while() -> None:
+                pool.stream_options_refused_at["w"] -= workers_module.STREAM_OPTIONS_RECHECK_S
+
             stub.mode = "no_stream_options"
             await stream()  # refused, then sent without them
             await stream()  # without them at once
-            await asyncio.sleep(1.1)
+            after_a_while()
             await stream()  # asked again: still refused
-            await asyncio.sleep(1.1)
+            after_a_while()
             stub.mode = "ok"  # the worker was upgraded
             return [await stream(), await stream()]
 
