@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -40,6 +41,7 @@ from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.dispatch import Dispatcher
 from fugu_lite.server.metrics import Metrics
 from fugu_lite.server.thread import ServerThread
+from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,42 +50,59 @@ pytestmark = pytest.mark.timeout(120)
 # --- fallback and the circuit breaker -----------------------------------------------------------
 
 
+class AnsweringWhenReleased(StubWorker):
+    """A stub whose answers wait until `released` is set (at most 30 s)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    async def _respond(self, mode: str, body: dict[str, Any], auth: str | None) -> Response:
+        deadline = time.monotonic() + 30
+        while not self.released.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return await super()._respond(mode, body, auth)
+
+
 def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
     stubs: Stubs,
 ) -> None:
     """A half-open circuit lets one probe through. A call that started while the circuit
     was closed and ended without a verdict (its client left) freed the probe as if it were
     it, so a second request probed the worker meanwhile, and a third: each one a request
-    sent to a worker that may still be down. Only the probe's own end frees it now."""
+    sent to a worker that may still be down. Only the probe's own end frees it now. The
+    worker answers once the checks are made (a 2 s latency, which the probe's send held up
+    as long on a loaded machine outlasted, let the early call end first)."""
     worker = "coder"
-    stub = stubs.workers[worker]
-    stub.latency_s = 2.0  # each call is out for 2 s: the early one still is when it is cancelled
     breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.3)
 
-    async def reached_the_worker(calls: int) -> None:
+    async def reached_the_worker(stub: StubWorker, calls: int) -> None:
         """Waits for the worker's `calls`-th call, not a fixed time a loaded machine outlasts."""
         while len(stub.bodies) < calls:
             await asyncio.sleep(0.01)
 
-    async def scenario() -> None:
-        async with WorkerPool(pool_for(stubs)) as pool:
+    async def scenario(stub: AnsweringWhenReleased) -> None:
+        config = pool_for(stubs, overrides={worker: {"base_url": stub.base_url}})
+        async with WorkerPool(config) as pool:
             dispatcher = Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
             ask = dispatcher.complete([worker], user(CODE), {})
             early = asyncio.ensure_future(ask)  # acquired while closed
-            await asyncio.wait_for(reached_the_worker(1), 30)
+            await asyncio.wait_for(reached_the_worker(stub, 1), 30)
             breaker.record_failure(worker)  # another call failed: open
             await asyncio.sleep(0.35)
             probe = asyncio.ensure_future(dispatcher.complete([worker], user(CODE), {}))
-            await asyncio.wait_for(reached_the_worker(2), 30)
+            await asyncio.wait_for(reached_the_worker(stub, 2), 30)
             assert breaker.state(worker) == "half_open" and not early.done()
             early.cancel()  # its client left
             with pytest.raises(asyncio.CancelledError):
                 await early
             assert not breaker.acquire(worker), "a second probe while the first is out"
+            stub.released.set()
             result, _ = await probe
             assert result.error is None and breaker.state(worker) == "closed"
 
-    asyncio.run(scenario())
+    with AnsweringWhenReleased() as held:
+        asyncio.run(scenario(held))
 
 
 @pytest.mark.parametrize("stream", [False, True])
