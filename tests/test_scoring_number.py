@@ -31,6 +31,8 @@ COT = (
         ("1000", r"\boxed{1\ 000}"),  # read 000, 0, before
         ("1000", r"The answer is $1\ 000$."),
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
+        ("18", "#### 18\nShe sells 9 eggs at $2 each."),  # the first number after ####
+        ("18", "She makes 17.\n#### 17\nWait, I forgot one egg: 18.\n#### 18"),  # the last ####
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
         ("-7", "The answer is negative 7."),
@@ -47,6 +49,7 @@ COT = (
         ("300", "300 km"),
         ("5", "The answer is: 5"),
         ("1", "The letter 'i' appears only once in the word 'rabbit'."),
+        ("3", "She visited the museum thrice."),
         ("2", "Two."),
         ("0.5", "The answer is $\\frac{1}{2}$."),  # LaTeX outside a \boxed{}
         ("0.5", "$\\dfrac{1}{2}$"),
@@ -75,6 +78,9 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
         ("0", r"\boxed{10,\!000}", "'10,000'"),
         ("7", "The answer is negative 7.", "'negative 7'"),
         ("-5", "The count must be non-negative 5", "'5'"),
+        # near the reference is not equal to it: 1e-6 relative, 1e-9 absolute
+        ("1000", "The total is $1,001.", "'$1,001'"),
+        ("0.00001", "The probability is 0.00002.", "'0.00002'"),
     ],
 )
 def test_number_grader_wrong_answers_score_zero_with_reason(
@@ -160,6 +166,9 @@ def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str,
         ("0.5", r"\boxed{50\,\%}", 1.0),
         ("25", r"The answer is $25\%$.", 1.0),
         ("0.25", r"The answer is $25\%$.", 1.0),
+        ("0.12", "The rate is 12 per cent.", 1.0),
+        # the decimals of a reference written with % are its own: "33.33%" is 33.33 at 2
+        ("33.33%", "The answer is 33.333%.", 1.0),
     ],
 )
 def test_number_grader_reads_a_percentage_as_its_share_too(
@@ -191,6 +200,9 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
         ("1500000", "The answer is 1.5 Million people.", 1.0),
         ("3000000", "It sold for $3M.", 1.0),
         ("2500", r"\boxed{\$2.5k}", 1.0),
+        ("2500000000", "The deal was worth $2.5B.", 1.0),
+        ("4000000", "Revenue was $4mn.", 1.0),
+        ("25", "The answer is twenty-five hundred.", 0.0),  # not its first part
         ("2.5", "Revenue was 2.5 million dollars.", 1.0),  # a reference counted in millions
         ("1250000", "About 1.3 million.", 0.0),  # no credit for rounding a large number
         # units and other letters are no magnitude
@@ -286,6 +298,7 @@ def test_number_grader_reads_numbers_written_in_chinese_text(
         ("5", "He is 5'10\" tall.", "'10'"),  # feet and inches, no thousands
         ("0", r"\boxed{1\ 000}", "'1,000'"),  # LaTeX's control space between thousands
         ("1", "Answer: 1 234,56", "'1234.56'"),  # read 1 before
+        ("150", "The price is 1,50 €.", "a decimal comma or a list"),  # no thousands
     ],
 )
 def test_locale_formats_keep_their_one_reading(answer: str, output: str, why: str) -> None:
@@ -575,8 +588,14 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
         ("What is 2 divided by 3?", "0.666667", "0.67", 1.0),
         ("What is 2 divided by 3?", "0.666667", "0.66", 0.0),  # not its rounding
         ("What is 4 divided by 3?", "1.333333", "1.3", 0.0),  # one decimal is too coarse
+        ("What is 4 divided by 3?", "1.3333", "1.33", 1.0),  # 4 decimals are a rounding
+        ("What is 9 divided by 3?", "3", "3.41", 0.0),  # at the answer's 2 decimals
+        # as 0.0046 would: 4.6 × 10^-3 shows 4 decimals
+        ("What is the concentration in mol/L?", "0.004567", "4.6 × 10^-3 mol/L", 1.0),
         # ...unless the question asks for more decimals than it gives
         ("What is 4/3 to 6 decimal places?", "1.333333", "1.33", 0.0),
+        ("What is 4/3 to 2 decimal places?", "1.333333", "1.33", 1.0),  # the decimals asked
+        ("Give 4/3 to six decimal places.", "1.333333", "1.33333", 0.0),
         # a more precise answer that rounds to the reference counts
         ("What is 4 divided by 3?", "1.33", "1.333333", 1.0),
         ("Round 4/3 to two decimal places.", "1.33", "1.333333", 1.0),
@@ -584,6 +603,10 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
         # an exact reference of few digits is no rounding
         ("What is 0.1 times 0.5?", "0.05", "0.054", 0.0),
         ("What is 0.06 times 0.9?", "0.054", "0.05", 0.0),
+        ("What is 0.3 times 0.5?", "0.15", "0.154", 0.0),
+        ("What is 25 divided by 2?", "12.5", "12.54", 0.0),
+        # a reference of fewer decimals than asked is exact: 0.050
+        ("What is 0.1 times 0.5, to the nearest thousandth?", "0.05", "0.054", 0.0),
     ],
 )
 def test_number_grader_accepts_a_rounding_at_the_precision_shown_or_asked(
