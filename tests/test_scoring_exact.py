@@ -44,6 +44,7 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         "• olleh",
         "Sure! Here is the reversed word:\n\n- olleh",
         "> **Answer:** olleh",
+        "The answer is ｏｌｌｅｈ.",  # full-width letters (NFKC)
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
@@ -184,6 +185,8 @@ def test_exact_grader_case_sensitivity() -> None:
     assert graded(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
     assert graded(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
     assert graded(exact_task("TREE"), "tree").score == 1.0
+    assert graded(exact_task("Straße"), "STRASSE").score == 1.0  # case folded, not lowered
+    assert graded(exact_task("hello world"), "Answer: hello\tworld").score == 1.0
 
 
 def regex_task(pattern: str, case_sensitive: bool = False) -> Task:
@@ -201,6 +204,7 @@ def test_regex_grader_searches_collapsed_output() -> None:
     sorted_list = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?![\d.])"
     assert graded(regex_task(sorted_list), "The sorted list is [1, 2, 3].").score == 1.0
     assert graded(regex_task(sorted_list), "1 2\n 3").score == 1.0
+    assert graded(regex_task(r"\[1, 2, 3\]"), "The sorted list is [1,\n  2, 3].").score == 1.0
     assert graded(regex_task(sorted_list), "[3, 1, 2]").score == 0.0
     assert graded(regex_task(sorted_list), "[11, 2, 3]").score == 0.0
     assert graded(regex_task(sorted_list.replace("1", "-1")), "[\u22121, 2, 3]").score == 1.0
