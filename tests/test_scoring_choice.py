@@ -41,6 +41,11 @@ def choice_task(answer: str) -> Task:
         "The tallest is Bob.",
         "B - Bob",
         "B — Bob is the tallest.",
+        "b) Bob is the tallest.",
+        "答案是Ｂ。",  # a full-width letter (NFKC)
+        "Let me think.\n\nA\n\nHmm, Ann is shorter than Bob.\n\nB",  # the last letter line
+        "First guess: A\nOn reflection: B",  # the last label
+        "A is not the tallest; C is. Hmm, C is not the tallest; B is.",
     ],
 )
 def test_choice_grader_finds_the_letter(output: str) -> None:
@@ -56,6 +61,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("The answer is A or B", "ambiguous"),
         ("A or B", "ambiguous"),
         ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
+        ("Both (A) and (C) look right.", "ambiguous"),
         ("Bob or Cal", "ambiguous"),
         ("I don't know.", "no option letter"),
         ("I have no idea how tall Bob is, sorry.", "no option letter"),  # names, not answers
@@ -434,6 +440,13 @@ def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
 def test_choice_grader_reads_the_option_checked(output: str, score: float) -> None:
     result = graded(choice_task("B"), output)
     assert result.score == score, result.detail
+
+
+def test_two_options_checked_are_ambiguous_whichever_is_right() -> None:
+    for answer in ("A", "B"):
+        result = graded(choice_task(answer), "[x] A [x] B")
+        assert result.score == 0.0, result.detail
+        assert "ambiguous: checks A, B" in result.detail
 
 
 def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_one() -> None:
