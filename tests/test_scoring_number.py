@@ -803,6 +803,12 @@ MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
         # a closing clause restating the question's numbers is not the answer
         (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "3", 1.0),
         (REMAINDER, "The remainder is 3 when 15 is divided by 4.", "4", 0.0),
+        (
+            REMAINDER,
+            "The remainder is 3 apples left over in the basket when 15 is divided by 4.",
+            "3",
+            1.0,
+        ),
         (APPLES, "Sam has 12 apples left after giving away 3.", "12", 1.0),
         (APPLES, "Sam has 12 apples left after giving away 3.", "3", 0.0),
         (APPLES, "Sam now has 12 apples, since he started with 15 and gave away 3.", "12", 1.0),
@@ -894,6 +900,13 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         (IN_GRAMS, "5000 g (5 kg)", "5", 0.0),
         (IN_GRAMS, "4000 g (5 kg)", "5000", 0.0),  # not one quantity: the last number
         (IN_GRAMS, "**5000 grams** (4 kg)", "5000", 0.0),
+        # each unit's size
+        ("How many days did the trip last?", "It lasted 1 week and 3 days.", "10", 1.0),
+        ("How many hours did the job take?", "It took 2 days and 6 hours.", "54", 1.0),
+        ("How many feet of rope are left?", "2 yards and 1 foot are left.", "7", 1.0),
+        ("How many meters did she run?", "She ran 3 km and 200 m.", "3200", 1.0),
+        ("How many centimeters tall is the door?", "The door is 2 m 10 cm tall.", "210", 1.0),
+        ("How many ounces does the baby weigh?", "The baby weighs 7 pounds 4 ounces.", "116", 1.0),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
@@ -955,6 +968,9 @@ HOURLY = "What is her hourly wage if she earns $120 in 8 hours?"
         (TO_M_PER_S, "25 m/s = 90 km/h", "25", 1.0),
         (TO_M_PER_S, "90 km/h = 25 m/s", "90", 0.0),
         (HOURLY, "$15 an hour, or $120 a day", "15", 1.0),
+        ("How much does he earn annually?", "$60,000 a year, or $5,000 a month.", "60000", 1.0),
+        # both rates asked: the usual rules
+        ("How much does she earn per day and per week?", "$18 a day, or $126 a week", "126", 1.0),
         # no rate asked: the usual rules
         ("She earns $18 a day. How much in 7 days?", "$18 a day, or $126 a week", "126", 1.0),
     ],
@@ -1219,6 +1235,7 @@ DAYS_TO_READ = "Sam reads 5 pages a day. How many days does he need to read a 20
         ("He needs 4 days.\n\nLet me verify: 4 × 5 = 20. ✓", 1.0),
         ("He needs 20 / 5 = 4 days.\n\n**Verification:** 5 × 4 = 20 ✓", 1.0),
         ("He needs 4 days. Let's double-check: 5 + 5 + 5 + 5 = 20.", 1.0),
+        ("He reads 5 pages a day for 20 pages. To double-check: 20 / 5 = 4 days.", 1.0),  # no cut
         ("He needs 3 days.\n\nCheck: 3 × 5 = 15. ✓", 0.0),  # a check not back to the question
         ("He needs 3 days.\nCheck: 3 × 5 = 20.", 0.0),  # a wrong answer stays wrong
         ("He needs 3 days.\nCheck: 3 × 5 = 15, but we need 20, so 4 days.", 1.0),
