@@ -719,6 +719,26 @@ def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: floa
 
 
 @pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("-7", "The answer is negative seven.", 1.0),
+        ("7", "The answer is negative seven.", 0.0),  # scored 1 before
+        ("-12", "He had 3 apples. The answer is minus twelve apples.", 1.0),
+        ("3", "He had 3 apples. The answer is minus twelve apples.", 0.0),
+        ("-3", "Minus three.", 1.0),
+        ("3", "Ten minus seven is three.", 1.0),  # a subtraction, not a sign
+        ("-7", "ten minus seven", 0.0),
+    ],
+)
+def test_negative_or_minus_before_a_number_in_words_is_its_sign(
+    answer: str, output: str, score: float
+) -> None:
+    """ "negative seven" was read as 7 (scored 1 for 7, 0 for -7), where "negative 7" is -7."""
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
     ("answer", "output"),
     [
         ("7", "It takes 5-7 days"),  # a range hedges

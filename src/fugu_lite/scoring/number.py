@@ -29,7 +29,8 @@ week"). Commas between thousands (also LaTeX's `10,\\!000`, Indian `1,50,000`, S
 and `\\frac34` are fractions, `1\\frac{1}{2}` and `1 1/2` mixed numbers ("2 and a half"
 2.5); `1e6`, `1.5 x 10^6` (`10⁶`) and `2^10` are their values, as are "2.5
 million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 matches a
-reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" is -7;
+reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" (also
+"negative seven") is -7;
 numbers in Chinese text are read ("答案是42。", "3万" is 30000). A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
 number: 0. A number in words is read after a marker with no digit in its sentence ("The
@@ -663,7 +664,7 @@ def _answer_in_words_before(
     (`numbers[index]`), makes of it: the answer when the number's parenthesis shows the
     working ("five (3 + 2)"), an operand when an operator follows ("one more than 3");
     None when there is no such word."""
-    word = WORDED_NUMBER.match(text, line_start)
+    word = _worded_number_at(text, line_start)
     if word is None:
         return None
     first = numbers[index]
@@ -780,10 +781,19 @@ def _worded_answer_at(
     """The number in words a marker gives at `position` when only `rest` (a unit) follows it
     up to `end` ("The answer is five apples."), read by `worded_number` (which declines a part
     of a longer one, "one hundred twenty-five"); None when there is none."""
-    word = WORDED_NUMBER.match(text, position)
+    word = _worded_number_at(text, position)
     if word is None or not (word["larger_after"] or rest.fullmatch(text, word.end(), end)):
         return None
     return worded_number(word)
+
+
+_SIGN_WORD = re.compile(r"(?:negative|minus)\s", re.IGNORECASE)
+
+
+def _worded_number_at(text: str, position: int) -> re.Match[str] | None:
+    """The number in words at `position`, after its sign ("negative seven")."""
+    sign = _SIGN_WORD.match(text, position)
+    return WORDED_NUMBER.match(text, sign.end() if sign else position)
 
 
 def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -> bool:

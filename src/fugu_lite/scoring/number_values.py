@@ -94,9 +94,16 @@ WORDED_NUMBER = re.compile(
 )
 
 
+# "negative seven", "minus seven" (not "ten minus seven" nor "10 minus seven": a subtraction)
+_SIGN_BEFORE = re.compile(r"(?<![\w-])(?:negative|minus)\s$", re.IGNORECASE)
+_OPERAND_BEFORE = re.compile(
+    rf"(?:\d|\b(?:{'|'.join([*NUMBER_WORDS, *_TENS])}))\s+$", re.IGNORECASE
+)
+
+
 def worded_number(match: re.Match[str]) -> tuple[FoundNumber | None, str]:
-    """The value of a number in words ("twelve", "twenty-six", "once"), or None and why
-    when it is a part of a longer one ("one hundred twenty-six")."""
+    """The value of a number in words ("twelve", "twenty-six", "once", "negative seven"), or
+    None and why when it is a part of a longer one ("one hundred twenty-six")."""
     shown = match.group(0).strip()
     text, start = match.string, match.start()
     if match["larger_after"] or _LARGER_BEFORE.search(text, max(0, start - 30), start):
@@ -107,6 +114,11 @@ def worded_number(match: re.Match[str]) -> tuple[FoundNumber | None, str]:
             value += NUMBER_WORDS[match["unit"].lower()]
     else:
         value = NUMBER_WORDS[match["word"].lower()]
+    sign = _SIGN_BEFORE.search(text, max(0, start - 9), start)
+    if sign is not None and not _OPERAND_BEFORE.search(
+        text, max(0, sign.start() - 12), sign.start()
+    ):
+        value, shown = -value, f"{sign.group(0)}{shown}"
     return FoundNumber(value=value, text=shown.lower(), decimals=0), "a number word"
 
 
