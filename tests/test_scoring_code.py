@@ -110,6 +110,19 @@ def test_the_models_own_pytest_block_is_left_out() -> None:
     assert "No module named 'pytest'" in alone.detail
 
 
+@pytest.mark.parametrize("tag", ["py", "Python", "PY3"])
+def test_a_python_fence_tagged_in_any_case_or_short_is_the_code_beside_a_usage_block(
+    tag: str,
+) -> None:
+    # read as untagged, the function was left for the usage block ("add(2, 3)": NameError)
+    assert extract_code(f"```{tag}\n{ADD}```\n\nUsage:\n```\nadd(2, 3)\n```") == ADD
+
+
+def test_output_shown_beside_an_untagged_class_is_not_code() -> None:
+    stack = "class Stack:\n    def __init__(self):\n        self.items = []\n"
+    assert extract_code(f"```\n{stack}```\n\nOutput:\n```\nEmpty\n```") == stack
+
+
 @pytest.mark.parametrize("tag", ["python", "Python3", "py"])
 def test_a_language_line_inside_an_untagged_fence_is_not_code(tag: str) -> None:
     # "```\npython\n...": the tag written on the line below the fence
