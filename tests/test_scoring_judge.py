@@ -39,6 +39,19 @@ def test_judge_scores_with_the_rubric_and_reference() -> None:
     assert "response truncated" in content
 
 
+def test_a_blank_output_scores_0_without_asking_the_judge() -> None:
+    asked = []
+
+    async def lenient(messages: list[dict[str, str]]) -> str:
+        asked.append(messages)
+        return "Nothing to fault.\nSCORE: 5"
+
+    for blank in ("", "  \n\t "):
+        result = graded(judge_task(), blank, judge=lenient)
+        assert (result.score, result.detail) == (0.0, "empty output")
+    assert asked == []
+
+
 def test_judge_failures_are_errors_not_zeros() -> None:
     async def down(messages: list[dict[str, str]]) -> str:
         raise ConnectionError("worker judge-1 is down")
@@ -127,6 +140,9 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("Good answer.\nFinal score - 7", 0.7),
         ("**Score** — 8/10", 0.8),
         ("Score -1", None),
+        # the ends of the scale: a 0 verdict is a score, "1.0" is 1 of 10 (not 1 of 1)
+        ("The response is wrong.\nSCORE: 0", 0.0),
+        ("SCORE: 1.0", 0.1),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:
