@@ -50,6 +50,8 @@ def test_a_draft_answer_in_a_reasoning_models_thinking_is_not_graded() -> None:
     )
     assert graded(number_task("12"), harmony).score == 1.0
     assert graded(number_task("7"), harmony).score == 0.0
+    assert graded(number_task("12"), "<thinking>Maybe 7.</THINKING>\n12").score == 1.0
+    assert graded(exact, "<|channel|>final<|message|>Paris<|return|>").score == 1.0
 
 
 def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:

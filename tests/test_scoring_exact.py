@@ -38,6 +38,8 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         "Reversed, it is: olleh",
         r"\boxed{olleh}",
         r"The reversed word is \boxed{\text{olleh}}",
+        r"\fbox{olleh}",
+        r"\boxed{olleh",  # a box cut off at the token limit
         "<think>hello backwards</think>\n<answer>olleh</answer>",
         "- olleh",  # a markdown bullet or quote
         "> olleh",

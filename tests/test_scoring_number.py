@@ -23,6 +23,7 @@ COT = (
         ("19", COT + " So the answer is 19 apples (he had 12 at first)."),
         ("19", "Final answer: 19"),
         ("19", r"Adding up we get \boxed{19}. Checking: 19 - 7 = 12."),
+        ("19", r"First try: \boxed{18}. Recounting, the answer is \boxed{19}."),  # the last box
         ("1234", "The total is $1,234."),
         ("1234.5", "It costs \\boxed{\\$1{,}234.50}"),
         ("10000", r"\boxed{10,\!000}"),  # LaTeX spacing between thousands (the MATH data set)
