@@ -24,6 +24,8 @@ COT = (
         ("19", "Final answer: 19"),
         ("19", r"Adding up we get \boxed{19}. Checking: 19 - 7 = 12."),
         ("19", r"First try: \boxed{18}. Recounting, the answer is \boxed{19}."),  # the last box
+        ("12", "The answer will be 12.\n\nThere are 3 boxes with 4 eggs each."),
+        ("12", "The total is 12.\n\nThat is 3 boxes of 4 eggs."),
         ("1234", "The total is $1,234."),
         ("1234.5", "It costs \\boxed{\\$1{,}234.50}"),
         ("10000", r"\boxed{10,\!000}"),  # LaTeX spacing between thousands (the MATH data set)
@@ -360,6 +362,11 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("12\n\nWait, actually 14.", 0.0, 1.0),
         ("12\n\nNo wait, 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
+        (
+            "The answer is 12. Oops, I miscounted: the answer is 13. Oops, I miscounted again: 14.",
+            0.0,
+            1.0,
+        ),
         ("The answer is 12. Wait, no, I made a mistake: 10 + 4 = 14.", 0.0, 1.0),
         ("The answer is 12? No: 14.", 0.0, 1.0),
         ("**Answer:** 12? No, 14 apples.", 0.0, 1.0),
@@ -1023,6 +1030,8 @@ def test_amounts_at_two_rates_take_linear_time() -> None:
         ("42\nConfidence: 95%", "42", 1.0),
         ("Not 32.", "32", 0.0),
         ("100% sure: 42", "42", 1.0),
+        ("So 42 apples, instead of 32.", "42", 1.0),
+        ("So 42 apples. I am 90% certain.", "42", 1.0),
     ],
 )
 def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
@@ -1228,6 +1237,9 @@ TOTAL = "A class of students took a test and 12 passed. How many students were t
         (SHARE, "2 candies left out of 4", "2", 1.0),
         (SHARE, "Each child has 2 candies left out of the 4.", "2", 1.0),
         (SHARE, "2 candies left out of 4", "4", 0.0),
+        # unless the question asks for the whole
+        ("How many apples does Sam have altogether?", "Sam has 3 red apples out of 8.", "8", 1.0),
+        ("How many marbles are there in all?", "4 blue marbles out of 10.", "10", 1.0),
         (SHARE, "Each child has 2 of the 4 candies left.", "2", 1.0),
         (SHARE, "2 of 4 candies are left.", "2", 1.0),
         ("How many eggs did he buy?", "He bought 3 packs for a total of 12 eggs.", "12", 1.0),
