@@ -534,3 +534,24 @@ def test_the_answer_key_of_a_json_reply_gives_the_letter(
     quotes), so '{"answer": "B"}' had no letter and the reason's two were ambiguous."""
     result = graded(choice_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+FASTEST = "Who runs the fastest?\n(A) Ann\n(B) Bob\n(C) Cal"
+TALLER_IN_CAPITALS = "Who is TALLER, Ann or Bob?\n(A) Ann\n(B) Bob"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output"),
+    [
+        (FASTEST, "Ann is slow. B is the fastest."),  # a superlative outside the "is"
+        (TALLER_IN_CAPITALS, "Ann is 150 cm and Bob is 160 cm, so B is taller."),
+        # options listed with a dot are a list, not a leading answer A
+        (choice_task("B").prompt, "A. Ann is 150 cm.\nB. Bob is 160 cm.\nSo the tallest is Bob."),
+    ],
+)
+def test_choice_grader_reads_what_any_question_asks_and_a_list_with_dots(
+    prompt: str, output: str
+) -> None:
+    task = Task(id="c", prompt=prompt, answer="B", grader="choice", task="logic")
+    result = graded(task, output)
+    assert result.score == 1.0, result.detail
