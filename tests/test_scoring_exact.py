@@ -253,6 +253,7 @@ SORTED_123 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2(?:\s*[,;]\s*|\s+)3\s*\]?(?!
         # a retraction takes back the answers before it
         ("[1, 2, 3]? No wait: [1, 3, 2].", 0.0),
         ("The answer is [1, 3, 2]. Oops, I made a mistake: [1, 2, 3].", 1.0),
+        ("[3, 1, 2]. Oops: [1, 2, 3]. Oops, I made a mistake: it is [2, 1, 3].", 0.0),  # the last
         ("The answer is [1, 2, 3]. Wait, actually [1, 3, 2].", 0.0),
         ("[1, 3, 2]\n\nNo wait, [1, 2, 3].", 1.0),
         ("Sorted: [1, 2, 3]? No: [1, 3, 2].", 0.0),
@@ -285,6 +286,8 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
     assert graded(regex_task(r"^yes$"), "Answer: yes, because").score == 0.0
     assert graded(regex_task(r"^yes$"), "Answer: yes. Because 5 is greater than 3.").score == 1.0
     assert graded(regex_task(r"^no$"), "**Answer:** No\n\n7 is not greater than 9.").score == 1.0
+    assert graded(regex_task(r"^yes$"), "The answer is not no but yes.").score == 1.0
+    assert graded(regex_task(r"^yes$"), '{"answer": "yes"}').score == 1.0  # the text, unquoted
 
 
 @pytest.mark.parametrize(
