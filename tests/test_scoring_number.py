@@ -204,6 +204,7 @@ def test_number_grader_reads_a_percentage_as_its_share_too(
         ("3000000", "It sold for $3M.", 1.0),
         ("2500", r"\boxed{\$2.5k}", 1.0),
         ("2500000000", "The deal was worth $2.5B.", 1.0),
+        ("2000000000000", "The debt is 2 trillion dollars.", 1.0),
         ("4000000", "Revenue was $4mn.", 1.0),
         ("25", "The answer is twenty-five hundred.", 0.0),  # not its first part
         ("2.5", "Revenue was 2.5 million dollars.", 1.0),  # a reference counted in millions
@@ -276,6 +277,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("30000", "答案是3万", 1.0),  # 万 is ten thousand
         ("3", "答案是3万", 0.0),
         ("120000000", "约1.2亿人", 1.0),
+        ("120000000", "約1.2億人", 1.0),  # traditional characters
     ],
 )
 def test_number_grader_reads_numbers_written_in_chinese_text(
