@@ -62,6 +62,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("A or B", "ambiguous"),
         ("(A) Ann (B) Bob (C) Cal", "ambiguous"),
         ("Both (A) and (C) look right.", "ambiguous"),
+        ("Ann\n\nBob", "ambiguous"),  # two options' texts, each a line
         ("Bob or Cal", "ambiguous"),
         ("I don't know.", "no option letter"),
         ("I have no idea how tall Bob is, sorry.", "no option letter"),  # names, not answers
@@ -547,6 +548,8 @@ TALLER_IN_CAPITALS = "Who is TALLER, Ann or Bob?\n(A) Ann\n(B) Bob"
         (TALLER_IN_CAPITALS, "Ann is 150 cm and Bob is 160 cm, so B is taller."),
         # options listed with a dot are a list, not a leading answer A
         (choice_task("B").prompt, "A. Ann is 150 cm.\nB. Bob is 160 cm.\nSo the tallest is Bob."),
+        # the option's whole text, not one inside it: 5 is in 15
+        ("Which number is larger?\n(A) 5\n(B) 15", "15 is larger than 5."),
     ],
 )
 def test_choice_grader_reads_what_any_question_asks_and_a_list_with_dots(
