@@ -69,3 +69,17 @@ def test_the_backbone_path_equals_the_features_path(
     torch.testing.assert_close(from_ids, from_features)
     with pytest.raises(ValueError, match="needs features, or input_ids and attention_mask"):
         model(input_ids=inputs["input_ids"])
+
+
+def test_a_fitted_normaliser_is_kept_on_another_train_split(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """A head continued on other records (RL from SFT's checkpoint on another file) keeps the
+    normaliser its weights were trained with: refitted, the same weights see other inputs."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    make_loader(records, model, "train", batch_size=8, shuffle=False)
+    fitted = (model.feature_mean.clone(), model.feature_scale.clone())
+    train = [r for r in records if r.split == "train"]
+    make_loader(train[: len(train) // 3], model, "train", batch_size=8, shuffle=False)
+    assert torch.equal(model.feature_mean, fitted[0])
+    assert torch.equal(model.feature_scale, fitted[1])

@@ -53,7 +53,9 @@ from fugu_lite.training_common import (
     nothing_to_learn,
     optimizer_parameters,
     records_digest,
+    require_finite_features,
     save_stage,
+    stage_inputs,
 )
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3], [0.2, 0.4, 1.0], [0.5, 0.5, 0.5]])
@@ -361,6 +363,35 @@ def check_report_file(directory: Path, report: dict) -> None:
     assert written["stage"] == report["stage"]
 
 
+def test_evaluate_loader_gives_the_per_prompt_means_of_known_logits(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """Three prompts in batches of 2, the head's logits the features themselves: each metric
+    is its mean over the prompts (not over the batches, nor a batch's mean of means)."""
+    cfg = tiny_model_cfg.model_copy(update={"normalize_features": False})
+    model = RouterModel(cfg, ["a", "b"], feature_dim=2)
+    with torch.no_grad():
+        model.output_layer.weight.copy_(torch.eye(2))
+    features = torch.tensor([[0.0, math.log(3.0)], [math.log(4.0), 0.0], [0.0, 0.0]])
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.5], [0.0, 1.0]])
+    loader = [
+        {"features": features[:2], "rewards": rewards[:2]},
+        {"features": features[2:], "rewards": rewards[2:]},
+    ]
+    probabilities = [[0.25, 0.75], [0.8, 0.2], [0.5, 0.5]]
+    entropies = [-sum(p * math.log(p) for p in row) for row in probabilities]
+    metrics = evaluate_loader(model, loader)  # type: ignore[arg-type]
+    assert metrics == pytest.approx(
+        {
+            "reward": (0.0 + 1.0 + 0.0) / 3,  # argmax: b, a, a (a tie goes to the first)
+            "expected_reward": (0.25 + (0.8 + 0.1) + 0.5) / 3,
+            "oracle_reward": (1.0 + 1.0 + 1.0) / 3,
+            "entropy": sum(entropies) / 3,
+        }
+    )
+    assert model.training  # put back in the mode it was in
+
+
 def test_train_sft_beats_the_uniform_router_and_reports_each_epoch(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
@@ -553,6 +584,23 @@ def test_a_backbone_giving_nan_features_is_named_not_the_learning_rate(
     assert message.startswith(f"the backbone {folder} gives NaN or infinite features for ")
     assert "train prompts (the first: " in message and "learning_rate" not in message
     assert not (tmp_path / "out" / "router.json").exists()
+
+
+def test_one_nan_or_infinite_value_in_a_prompts_features_is_refused_naming_it() -> None:
+    """A backbone that overflows in one hidden unit gives a row that is finite but for one
+    value: training on it diverges as surely as on a row of NaNs."""
+    train = [
+        RewardRecord(prompt=f"prompt {index}", split="train", worker_ids=["a", "b"],
+                     rewards=[1.0, 0.0], id=str(index))
+        for index in range(3)
+    ]  # fmt: skip
+    features = torch.zeros(3, 4)
+    require_finite_features(features, train, "bb", "train")
+    for bad in (math.nan, math.inf):
+        features[1, 2] = bad
+        expected = r"for 1 of the 3 train prompts \(the first: 'prompt 1'"
+        with pytest.raises(ValueError, match=expected):
+            require_finite_features(features, train, "bb", "train")
 
 
 @pytest.mark.parametrize("pareto", [False, True])
@@ -865,6 +913,18 @@ def test_a_train_split_of_one_prompt_warns_that_the_router_learns_no_choice(
     assert train_rl(one, rl, tmp_path / "rl", str(tmp_path / "sft"))["warnings"] == []
 
 
+def test_a_train_split_where_only_some_prompts_tie_still_teaches_a_choice() -> None:
+    """The tie warning is for a train split where every prompt ties: one prompt that every
+    worker solves, beside prompts that tell the workers apart, leaves a choice to learn."""
+    train = [
+        RewardRecord(prompt=f"prompt {index}", split="train", worker_ids=["a", "b"],
+                     rewards=rewards, id=str(index))
+        for index, rewards in enumerate([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    ]  # fmt: skip
+    assert nothing_to_learn(train) is None
+    assert nothing_to_learn(train[:1] * 2) is not None
+
+
 def pipeline_config(tiny_model_cfg: ModelConfig) -> PipelineConfig:
     return PipelineConfig(
         model=tiny_model_cfg,
@@ -897,6 +957,25 @@ def test_a_pipeline_rerun_stopped_in_rl_leaves_no_rl_of_the_earlier_sft(
     assert not (tmp_path / "training_report.json").exists()  # no finished pipeline here
     sft_inputs = json.loads((tmp_path / "sft" / "router.json").read_text())["metadata"]["inputs"]
     assert sft_inputs["records_sha1"] == records_digest(training_records(other))
+
+
+def test_a_stages_inputs_ignore_where_features_are_cached_and_how_often_it_logs(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A pipeline rerun with another cache folder, feature batch size or log_every trains the
+    same models: its finished stages are kept. A setting that changes the model is not."""
+    config = SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING)
+    same = SFTConfig(
+        model=tiny_model_cfg.model_copy(
+            update={"cache_dir": str(tmp_path / "elsewhere"), "feature_batch_size": 3}
+        ),
+        training=SFT_TRAINING.model_copy(update={"log_every": 7}),
+    )
+    other = SFTConfig(
+        model=tiny_model_cfg, training=SFT_TRAINING.model_copy(update={"learning_rate": 0.01})
+    )
+    assert stage_inputs(same, records, None) == stage_inputs(config, records, None)
+    assert stage_inputs(other, records, None) != stage_inputs(config, records, None)
 
 
 def test_a_pipeline_rerun_after_editing_only_test_records_keeps_both_stages(
