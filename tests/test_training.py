@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -43,7 +45,16 @@ from fugu_lite.train_rl import (
     train_batch,
     train_rl,
 )
-from fugu_lite.train_sft import sft_loss, soft_targets, tie_mask, train_sft
+from fugu_lite.train_sft import (
+    BestEpoch,
+    keep_best_epoch,
+    prepare_run,
+    sft_loss,
+    soft_targets,
+    tie_mask,
+    train_sft,
+    train_step,
+)
 from fugu_lite.training_common import (
     TrainingDiverged,
     evaluate_loader,
@@ -425,6 +436,81 @@ def test_train_sft_beats_the_uniform_router_and_reports_each_epoch(
     meta = json.loads((tmp_path / "router.json").read_text())
     assert meta["metadata"]["stage"] == "sft"
     assert meta["metadata"]["best_epoch"] == report["best_epoch"]
+
+
+def test_the_best_epoch_is_the_first_with_the_highest_validation_reward_and_is_kept(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """A later epoch that only ties the best validation reward does not replace it, and the
+    kept epoch's weights are those loaded back at the end, whatever the model holds then."""
+    model = RouterModel(tiny_model_cfg, ["a", "b"], feature_dim=2)
+    best = BestEpoch()
+
+    def weights(value: float) -> torch.Tensor:
+        with torch.no_grad():
+            model.output_layer.weight.fill_(value)
+        return model.output_layer.weight.detach().clone()
+
+    first = weights(1.0)
+    best.offer(1, 0.5, model)
+    weights(2.0)
+    best.offer(2, 0.5, model)  # a tie
+    weights(3.0)
+    best.offer(3, 0.4, model)
+    assert (best.epoch, best.reward) == (1, 0.5)
+    weights(4.0)
+    keep_best_epoch(SimpleNamespace(model=model, best=best))  # type: ignore[arg-type]
+    assert torch.equal(model.output_layer.weight, first)
+
+
+def test_sfts_learning_rate_anneals_once_over_every_step_of_every_epoch(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    training = SFT_TRAINING.model_copy(update={"epochs": 3})
+    run = prepare_run(records, model, training)
+    steps = training.epochs * len(run.train_loader)
+    rates = [run.scheduler.get_last_lr()[0]]
+    for _ in range(steps):
+        run.optimizer.step()
+        run.scheduler.step()
+        rates.append(run.scheduler.get_last_lr()[0])
+    assert rates[0] == training.learning_rate
+    assert all(later <= earlier for earlier, later in itertools.pairwise(rates))
+    assert rates[steps // 2] == pytest.approx(training.learning_rate / 2)
+    assert rates[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sfts_max_grad_norm_clips_the_step(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """A step's gradient is clipped to max_grad_norm: a tiny one all but stops the step."""
+    moved = {}
+    for max_grad_norm in (1.0, 1e-10):
+        torch.manual_seed(0)
+        model = make_model(tiny_model_cfg, records[0].worker_ids)
+        training = SFT_TRAINING.model_copy(update={"max_grad_norm": max_grad_norm})
+        run = prepare_run(records, model, training)
+        train_step(run, next(iter(run.train_loader)), epoch=1)
+        moved[max_grad_norm] = float(model.output_layer.weight.detach().abs().sum())
+    assert moved[1.0] > 0
+    assert moved[1e-10] < moved[1.0] / 10
+
+
+def test_sfts_weight_decay_shrinks_the_weights(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """On prompts whose workers all tie (skipped) the loss gives no gradient, so a step is
+    AdamW's weight decay alone: every weight times 1 - learning_rate * weight_decay."""
+    tied = [r.model_copy(update={"rewards": [0.5] * len(r.rewards)}) for r in records]
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8})
+    model = make_model(cfg, records[0].worker_ids)
+    training = SFT_TRAINING.model_copy(update={"tie_handling": "skip", "weight_decay": 0.5})
+    run = prepare_run(tied, model, training)
+    hidden = model.head[0].weight.detach().clone()
+    train_step(run, next(iter(run.train_loader)), epoch=1)
+    shrunk = hidden * (1 - training.learning_rate * training.weight_decay)
+    torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
 
 
 def test_a_second_training_run_reads_only_the_feature_cache(
