@@ -776,6 +776,23 @@ def test_a_cluster_mixture_predicts_each_clusters_mean_reward() -> None:
     assert effective_cluster_count(30, n_train=900, n_distinct=12, per=10) == 12
 
 
+def test_the_reward_head_averages_its_members_and_predicts_no_negative_cost() -> None:
+    """Two members on a 1-d feature: one of two clusters (assignment logits x and -x), one
+    of a single cluster; the reward is the mean of the members' mixtures, and the linear cost
+    model's negative predictions (which would make a dear worker look like a gain) are 0."""
+    head = RewardCostHead(1, 2, [2, 1])
+    head.assign_weight.copy_(torch.tensor([[1.0], [-1.0], [0.0]]))
+    head.cluster_rewards.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
+    head.cost_weight.copy_(torch.tensor([[2.0], [-10.0]]))
+    head.cost_bias.copy_(torch.tensor([1.0, 1.0]))
+    x = math.log(3.0) / 2  # softmax([x, -x]) = [0.75, 0.25]
+    rewards, costs = head(torch.tensor([[x], [0.0]]))
+    member = [0.75, 0.25]
+    expected = [[(member[0] + 0.5) / 2, (member[1] + 0.5) / 2], [0.5, 0.5]]
+    torch.testing.assert_close(rewards, torch.tensor(expected))
+    torch.testing.assert_close(costs, torch.tensor([[1.0 + 2 * x, 0.0], [1.0, 1.0]]))
+
+
 @dataclass
 class Head:
     root: Path
