@@ -78,6 +78,14 @@ def test_pooling_picks_the_right_positions() -> None:
         pool(hidden, mask, "max")
 
 
+def test_penultimate_pooling_of_a_one_token_prompt_takes_that_token() -> None:
+    """A prompt of one token has no penultimate one: its own token, not a padding position
+    (which would make its features depend on the longest prompt batched with it)."""
+    hidden = torch.arange(2 * 4 * 1, dtype=torch.float32).reshape(2, 4, 1)
+    mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1]])
+    assert pool(hidden, mask, "penultimate").flatten().tolist() == [0.0, 6.0]
+
+
 def test_layer_index_and_auto_pooling() -> None:
     assert normalized_layer(-1, 30, "b") == 30
     assert normalized_layer(-31, 30, "b") == 0
