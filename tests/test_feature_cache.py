@@ -18,6 +18,7 @@ from router_support import (
     forbid_backbone_loading,
     prompts_of,
 )
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import fugu_lite.backbones as backbones_module
@@ -107,6 +108,7 @@ def test_cache_key_follows_the_feature_settings_only() -> None:
         {"max_tokens": 64},
         {"chat_template": False},
         {"backbone": "some/other-model"},
+        {"quantization": "int8"},  # int8 features differ from fp32 ones
     ):
         assert feature_cache_key(base.model_copy(update=changes)) != key, changes
     for changes in (
@@ -513,6 +515,25 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     assert len(list(cache.folder.parent.glob("*.stale-*"))) == int(features_moved)
     forbid_backbone_loading(monkeypatch)  # checked once: the versions are today's now
     torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
+
+
+def test_a_probe_of_other_prompts_under_other_versions_sets_the_cache_aside(
+    tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A probe that cannot be compared with today's (here of two prompts, not three) cannot
+    vouch for the cache made under other versions: it is set aside, not kept."""
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    folder = FeatureCache(tiny_model_cfg).folder
+    made_under_an_older_transformers(folder, factor=1.5)
+    probe = folder / feature_cache_module.PROBE_FILE
+    with safe_open(probe, framework="pt") as kept:
+        metadata = kept.metadata()
+    save_file({"features": load_file(probe)["features"][:2]}, probe, metadata=metadata)
+
+    again, _ = compute_features(PROMPTS, tiny_model_cfg)
+    torch.testing.assert_close(again, expected)
+    assert len(list(folder.parent.glob("*.stale-*"))) == 1
+    assert "train it again" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_moved_cache_that_cannot_be_set_aside_is_said_once_and_never_read(
