@@ -3,6 +3,7 @@ best head, reports and checkpoints, and resuming after a kill -9."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 import cmaes
 import pytest
 import torch
+from cmaes import SepCMA
 from conftest import generated_records, save_tiny_backbone
 from typer.testing import CliRunner
 
@@ -27,6 +29,7 @@ from fugu_lite.config_errors import ConfigError
 from fugu_lite.config_loading import load_stage_config
 from fugu_lite.es_population import (
     SplitData,
+    parameter_vector,
     policy_metrics,
     population_fitness,
     population_logits,
@@ -34,11 +37,17 @@ from fugu_lite.es_population import (
     searches_output_weights_only,
     set_parameter_vector,
 )
-from fugu_lite.es_state import ESResumeError, read_es_state, state_path
+from fugu_lite.es_state import ESResumeError, fresh_state, read_es_state, state_path
 from fugu_lite.evaluation.output import REPORT_JSON
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.schemas import RewardRecord, write_records
-from fugu_lite.train_es import evolve, train_es
+from fugu_lite.train_es import (
+    evolve,
+    run_and_record,
+    run_generation,
+    train_es,
+    validate_mean,
+)
 from fugu_lite.training_common import make_model
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3]])
@@ -161,6 +170,54 @@ def clustered_split(n: int, centers: torch.Tensor, generator: torch.Generator) -
     rewards = 0.2 + 0.1 * torch.rand(n, len(centers), generator=generator)
     rewards[torch.arange(n), cluster] = 1.0
     return SplitData({"features": features}, rewards)
+
+
+def tiny_search(population: int = 4) -> tuple[RouterModel, SepCMA]:
+    """A linear head on 3 plain features for two workers, and a sep-CMA-ES from its zeros."""
+    cfg = ModelConfig(backbone="tiny-random", head="linear", normalize_features=False)
+    model = RouterModel(cfg, ["a", "b"], feature_dim=3)
+    start = parameter_vector(model)
+    return model, SepCMA(mean=start.copy(), sigma=0.5, seed=0, population_size=population)
+
+
+def test_a_generation_scores_the_population_on_batch_size_train_prompts() -> None:
+    """Each generation scores the candidates on batch_size train prompts drawn afresh (the
+    whole split when it has no more): both workers of prompt i earn 2**i here, so the mean
+    reward says which prompts were scored."""
+    values = [2.0**index for index in range(6)]
+    features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    train = SplitData({"features": features}, torch.tensor([[value, value] for value in values]))
+    for batch_size, sums in ((2, {a + b for a, b in itertools.combinations(values, 2)}),
+                             (32, {sum(values)})):  # fmt: skip
+        model, optimizer = tiny_search()
+        training = ESTrainingConfig(**{**TINY_TRAINING, "batch_size": batch_size})
+        metrics = run_generation(model, optimizer, train, training, generation=1)
+        assert metrics["reward_mean"] * min(batch_size, len(values)) in sums
+
+
+def test_a_validated_mean_that_only_ties_the_best_does_not_replace_it() -> None:
+    model, optimizer = tiny_search()
+    features = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    validation = SplitData({"features": features}, torch.tensor([[1.0, 0.0], [0.0, 1.0]] * 2))
+    training = ESTrainingConfig(**TINY_TRAINING)
+    state = fresh_state(model, training, {}, validation)
+    state.optimizer = optimizer  # its mean is the start: the same validation reward
+    validate_mean(model, state, validation, generation=3)
+    assert (state.best_generation, state.best_validation_reward) == (0, 0.5)
+
+
+def test_the_last_generation_is_validated_between_validate_every_ones() -> None:
+    """iterations 4, validate_every 3: generations 3 and 4 are validated (the last one could
+    otherwise be kept unvalidated, or its better mean never kept)."""
+    model, optimizer = tiny_search()
+    features = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    split = SplitData({"features": features}, torch.tensor([[1.0, 0.0], [0.0, 1.0]] * 2))
+    training = ESTrainingConfig(**{**TINY_TRAINING, "iterations": 4, "validate_every": 3})
+    state = fresh_state(model, training, {}, split)
+    state.optimizer = optimizer
+    for generation in range(1, 5):
+        run_and_record(model, state, split, split, training, generation, [])
+    assert [entry["generation"] for entry in state.history if "validation" in entry] == [3, 4]
 
 
 def test_policy_metrics_of_the_zero_head_on_known_rewards() -> None:
