@@ -793,6 +793,18 @@ def test_the_reward_head_averages_its_members_and_predicts_no_negative_cost() ->
     torch.testing.assert_close(costs, torch.tensor([[1.0 + 2 * x, 0.0], [1.0, 1.0]]))
 
 
+def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features() -> None:
+    """k-means runs on unit-length features (cosine geometry): prompts of one kind whose
+    features differ only in length are one cluster, however far apart their lengths."""
+    lengths = [1.0, 2.0, 50.0, 100.0]
+    features = np.array([[m, 0.0] for m in lengths] + [[0.0, m] for m in lengths])
+    rewards = np.array([[1.0, 0.0]] * 4 + [[0.0, 1.0]] * 4)
+    standardised = (features - features.mean(axis=0)) / features.std(axis=0)
+    mixture = fit_cluster_mixture(features, standardised, rewards, 2, seed=0,
+                                  assignment_c=1.0, restarts=4)  # fmt: skip
+    assert sorted(mixture.rewards.tolist()) == [[0.0, 1.0], [1.0, 0.0]]
+
+
 @dataclass
 class Head:
     root: Path
@@ -1172,6 +1184,35 @@ def test_a_reward_head_says_when_it_fits_fewer_clusters_than_asked(
     assert f"fewer clusters than training.cluster_counts asks for (500 -> {n_train // 10})" in said
     assert f"the {n_train} train prompts" in said and "min_cluster_prompts=10" in said
     assert "3 ->" not in said
+
+
+def test_a_reward_heads_validation_figures_are_those_of_its_own_predictions(
+    tmp_path: Path,
+) -> None:
+    """On rewards the head cannot learn (random), its validation reward is that of the
+    workers it chooses (below the oracle's), and its error that of its predicted rewards."""
+    rng = random.Random(1)
+    records = [
+        record.model_copy(update={"rewards": [rng.random(), rng.random()]})
+        for record in cost_case_records()
+    ]
+    settings = RewardHeadTraining(cluster_counts=[3], clusterings_per_count=1,
+                                  min_cluster_prompts=5)  # fmt: skip
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path), training=settings)
+    validation = train_reward_head(records, config, tmp_path / "h")["validation"]
+    head = load_reward_head(tmp_path / "h")
+    held_out = [record for record in records if record.split == "validation"]
+    predicted, _ = head.predict(head.features_for([record.prompt for record in held_out]))
+    rewards = torch.tensor([record.rewards for record in held_out])
+    chosen = rewards.gather(1, predicted.argmax(dim=1, keepdim=True)).mean()
+    assert validation["reward_at_cost_weight_0"] == pytest.approx(float(chosen), abs=1e-6)
+    assert validation["reward_at_cost_weight_0"] < float(rewards.max(dim=1).values.mean())
+    error = (predicted.detach() - rewards).abs().mean()
+    assert validation["reward_mean_abs_error"] == pytest.approx(float(error), abs=1e-5)
+    # the assignment was fitted on features standardised by the train split's statistics
+    train = head.features_for([record.prompt for record in records if record.split == "train"])
+    torch.testing.assert_close(head.feature_mean, train.mean(dim=0))
+    torch.testing.assert_close(head.feature_scale, train.std(dim=0).clamp(min=1e-4))
 
 
 def test_a_served_reward_heads_fallbacks_follow_utility_at_a_large_cost_weight(
