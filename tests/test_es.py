@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import cmaes
 import pytest
@@ -45,6 +46,7 @@ from fugu_lite.train_es import (
     evolve,
     run_and_record,
     run_generation,
+    search_summary,
     train_es,
     validate_mean,
 )
@@ -218,6 +220,21 @@ def test_the_last_generation_is_validated_between_validate_every_ones() -> None:
     for generation in range(1, 5):
         run_and_record(model, state, split, split, training, generation, [])
     assert [entry["generation"] for entry in state.history if "validation" in entry] == [3, 4]
+
+
+def test_the_report_gives_the_mean_seconds_of_a_generation() -> None:
+    state = SimpleNamespace(
+        history=[{"seconds": seconds} for seconds in (1.0, 2.0, 6.0)],
+        best_generation=3, best_validation_reward=None, initial_validation=None,
+        generation=3, resumed_from=[],
+    )  # fmt: skip
+    assert search_summary(state)["seconds_per_generation"] == pytest.approx(3.0)  # type: ignore[arg-type]
+
+
+def test_a_search_of_one_parameter_is_refused_before_cmaes_asserts() -> None:
+    model = RouterModel(ModelConfig(backbone="tiny-random", head="linear"), ["a"], feature_dim=1)
+    with pytest.raises(ValueError, match="sep-CMA-ES needs at least 2 trainable parameters"):
+        fresh_state(model, ESTrainingConfig(**TINY_TRAINING), {}, None)
 
 
 def test_policy_metrics_of_the_zero_head_on_known_rewards() -> None:
