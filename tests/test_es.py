@@ -734,6 +734,26 @@ def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
     assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
 
 
+def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--no-resume starts over: stopped before it saved a generation, it says the same
+    command starts over, so the earlier run's state must be gone, not resumed next time."""
+    config = tiny_config(tiny_model_cfg, iterations=4)
+    train_es(records, config, tmp_path)
+
+    def stopped(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_es_module, "run_generation", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        train_es(records, config, tmp_path, resume=False)
+    assert not state_path(tmp_path).exists()
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
