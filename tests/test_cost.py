@@ -776,6 +776,12 @@ def test_a_cluster_mixture_predicts_each_clusters_mean_reward() -> None:
     assert effective_cluster_count(30, n_train=900, n_distinct=12, per=10) == 12
 
 
+def test_the_served_cost_weights_are_0_then_ten_a_decade_from_a_thousandth_to_100() -> None:
+    weights = SERVED_COST_WEIGHTS
+    assert weights[:3] == (0.0, 0.001, 0.00126) and weights[-1] == 100.0
+    assert len(weights) == 1 + 10 * 5 + 1 and list(weights) == sorted(set(weights))
+
+
 def test_the_reward_head_averages_its_members_and_predicts_no_negative_cost() -> None:
     """Two members on a 1-d feature: one of two clusters (assignment logits x and -x), one
     of a single cluster; the reward is the mean of the members' mixtures, and the linear cost
