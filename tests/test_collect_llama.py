@@ -276,6 +276,8 @@ def test_ctrl_c_then_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: P
     servers = [child.pid for child in psutil.Process(collector.pid).children(recursive=True)]
     os.kill(collector.pid, signal.SIGKILL)
     collector.wait(timeout=10)
+    if collector.stdout:
+        collector.stdout.close()
     complete = whole_lines(output)
     assert complete.startswith(after_interrupt)
     kept = [RewardRecord.model_validate_json(line) for line in complete.splitlines()]

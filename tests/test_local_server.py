@@ -222,6 +222,8 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.Mo
     finally:
         if parent.poll() is None:
             parent.kill()
+        if parent.stdout:
+            parent.stdout.close()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     server = launched(embedded_pool_config().workers[0])
     server.stop()
@@ -433,7 +435,7 @@ def test_a_server_whose_sockets_the_system_hides_is_taken_at_its_answer(
         assert server.listens()
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # waits, and closes the pipe
 
 
 def test_a_start_timeout_under_a_second_is_named_as_given(

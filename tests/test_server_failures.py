@@ -571,13 +571,13 @@ def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     assert running.health()["workers"]["coder"]["consecutive_failures"] == 0
 
     async def retried() -> list[str]:
-        client = openai.AsyncOpenAI(base_url=running.thread.base_url, api_key="unused",
-                                    max_retries=3)  # fmt: skip
-        answers = await asyncio.gather(
-            *(client.chat.completions.create(model=MODEL, messages=user(CODE),
-                                             extra_body={"workers": ["coder"]})
-              for _ in range(3))
-        )  # fmt: skip
+        async with openai.AsyncOpenAI(base_url=running.thread.base_url, api_key="unused",
+                                      max_retries=3) as client:  # fmt: skip
+            answers = await asyncio.gather(
+                *(client.chat.completions.create(model=MODEL, messages=user(CODE),
+                                                 extra_body={"workers": ["coder"]})
+                  for _ in range(3))
+            )  # fmt: skip
         return [answer.choices[0].message.content or "" for answer in answers]
 
     assert asyncio.run(retried()) == ["answer from coder"] * 3
@@ -635,10 +635,10 @@ def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     stubs.workers[first].fail_next("429")
     stubs.workers[second].fail_next("429")
     started = time.monotonic()
-    client = openai.OpenAI(base_url=running.thread.base_url, api_key="unused", max_retries=1)
-    answer = client.chat.completions.create(
-        model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
-    )
+    with openai.OpenAI(base_url=running.thread.base_url, api_key="unused", max_retries=1) as client:
+        answer = client.chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
+        )
     assert answer.choices[0].message.content == f"answer from {second}"
     assert time.monotonic() - started >= 1.5
 
