@@ -410,14 +410,20 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
     )
 
 
+def write_family_of_members(directory: Path, saved: dict[int, list[str]]) -> None:
+    """A family of cost weights 0 and 1 routing to ['a', 'b'], with the members `saved` (cost
+    weight: the workers it was trained on) saved in their folders."""
+    for weight, workers in saved.items():
+        RouterModel(tiny_cfg(directory), workers, 8).save_checkpoint(directory / f"{weight}" / "rl")
+    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (0, 1)]
+    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
+    write_family_manifest(directory, manifest)
+
+
 def test_a_member_trained_again_on_other_workers_is_said_as_the_familys(tmp_path: Path) -> None:
     """A member whose workers differ from the manifest's was refused as checkpoint vs
     'records', and told to use other records, on `route` and `serve`, which read none."""
-    for weight, workers in ((0, ["a", "b"]), (1, ["b", "a"])):
-        RouterModel(tiny_cfg(tmp_path), workers, 8).save_checkpoint(tmp_path / f"{weight}" / "rl")
-    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (0, 1)]
-    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
-    write_family_manifest(tmp_path, manifest)
+    write_family_of_members(tmp_path, {0: ["a", "b"], 1: ["b", "a"]})
     with pytest.raises(CostWeightError) as error:
         load_family_or_single(tmp_path)
     assert str(error.value).startswith(
@@ -430,10 +436,7 @@ def test_a_member_trained_again_on_other_workers_is_said_as_the_familys(tmp_path
 def test_a_family_copied_without_a_members_folder_says_what_it_lacks(tmp_path: Path) -> None:
     """router_family.json copied with some of its members: the missing one read only
     '.../lambda-1/rl is not a fugu-lite router checkpoint ...; that folder does not exist'."""
-    RouterModel(tiny_cfg(tmp_path), ["a", "b"], 8).save_checkpoint(tmp_path / "0" / "rl")
-    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (0, 1)]
-    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
-    write_family_manifest(tmp_path, manifest)
+    write_family_of_members(tmp_path, {0: ["a", "b"]})  # member 1 listed, not saved
     with pytest.raises(CostWeightError) as error:
         load_family_or_single(tmp_path)
     assert str(error.value).startswith(

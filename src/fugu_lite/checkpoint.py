@@ -244,8 +244,14 @@ def newer_writer_note(metadata: dict) -> str:
     )
 
 
+def payload_digest(payload: bytes) -> str:
+    """The SHA-256 a checkpoint's metadata names for its tensor file's bytes: the one a save
+    records and a load checks."""
+    return hashlib.sha256(payload).hexdigest()
+
+
 def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return payload_digest(path.read_bytes())
 
 
 def tensor_digest(directory: str | Path) -> str:
@@ -273,7 +279,7 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "or retrain it"
         ) from error
     expected = metadata.get(TENSOR_DIGEST_KEY)
-    if expected is not None and hashlib.sha256(payload).hexdigest() != expected:
+    if expected is not None and payload_digest(payload) != expected:
         raise CheckpointError(
             f"{path} is not the tensor file {meta_path.name} was written with (its SHA-256 "
             "differs): the checkpoint was saved again and that save was stopped half-way, or "

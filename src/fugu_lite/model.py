@@ -5,7 +5,6 @@ checkpoint_backbone, what differs from the config it is loaded with in checkpoin
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from .checkpoint import (
     CheckpointError,
     checkpoint_kinds,
     newer_writer_note,
+    payload_digest,
     read_checkpoint_metadata,
     read_tensors,
 )
@@ -265,7 +265,7 @@ class RouterModel(nn.Module):
                 "format": self.checkpoint_format,
                 # of the bytes written, not the file read back: another save of this folder
                 # may have replaced it since, and its tensors would pass as these
-                TENSOR_DIGEST_KEY: hashlib.sha256(payload).hexdigest(),
+                TENSOR_DIGEST_KEY: payload_digest(payload),
                 "package_version": __version__,
                 CODE_DIGEST_KEY: code_digest(),
                 FEATURE_VERSIONS_KEY: computation_versions(),
