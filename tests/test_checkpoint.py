@@ -258,6 +258,27 @@ def test_metadata_that_contradicts_its_tensors_is_refused_naming_the_key(
     assert "in the tensors" not in str(error.value)
 
 
+@pytest.mark.parametrize("name", ["head.weight", "feature_mean"])
+def test_a_0_d_tensor_in_the_head_file_is_refused_as_a_contradiction(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, name: str
+) -> None:
+    """A tensor of no dimensions (another tool's file, or a hand edit) where the head's
+    output layer or the feature mean belongs raised an IndexError ('tuple index out of
+    range') from the shape checks."""
+    from safetensors.torch import load_file, save_file
+
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    tensors = load_file(directory / HEAD_FILE)
+    save_file({**tensors, name: torch.tensor(0.5)}, directory / HEAD_FILE)
+    meta = json.loads((directory / META_FILE).read_text())
+    del meta["tensor_file_sha256"]  # as an earlier version wrote it
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert f"{directory / META_FILE} contradicts {HEAD_FILE}" in str(error.value)
+    assert f"{name} is () in the tensors" in str(error.value)
+
+
 def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -417,13 +417,13 @@ def metadata_contradictions(model: RouterModel, state: dict[str, torch.Tensor]) 
         name for name, value in model.named_parameters() if value is model.output_layer.weight
     )
     problems = []
-    routes_to = state[output].shape[0] if output in state else len(model.worker_ids)
+    routes_to = _first_dimension(state.get(output), len(model.worker_ids))
     if routes_to != len(model.worker_ids):
         problems.append(
             f"its worker_ids names {len(model.worker_ids)} workers, but the tensors route to "
             f"{routes_to}"
         )
-    takes = state["feature_mean"].shape[0] if "feature_mean" in state else model.feature_dim
+    takes = _first_dimension(state.get("feature_mean"), model.feature_dim)
     if takes != model.feature_dim:
         problems.append(
             f"its feature_dim is {model.feature_dim}, but the tensors take {takes} features"
@@ -436,6 +436,12 @@ def metadata_contradictions(model: RouterModel, state: dict[str, torch.Tensor]) 
         for name, tensor in state.items()
         if name in expected and tensor.shape != expected[name].shape
     ]
+
+
+def _first_dimension(tensor: torch.Tensor | None, default: int) -> int:
+    """A tensor's first dimension; `default` for one that is absent, or 0-d (then its shape
+    is said tensor by tensor: it had no first dimension to index)."""
+    return default if tensor is None or tensor.dim() == 0 else tensor.shape[0]
 
 
 def _check_svf_matrices(directory: str | Path, metadata: dict, model: RouterModel) -> None:
