@@ -279,6 +279,21 @@ def test_a_0_d_tensor_in_the_head_file_is_refused_as_a_contradiction(
     assert f"{name} is () in the tensors" in str(error.value)
 
 
+def test_a_huge_feature_dim_in_the_metadata_is_refused_before_the_router_is_built(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A router.json whose feature_dim was edited to 10**12 built the router first: a
+    MemoryError (or minutes of allocating) before the contradiction with the tensors was
+    found."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["feature_dim"] = 10**12
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert f"its feature_dim is {10**12}, but the tensors take 32 features" in str(error.value)
+
+
 def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -307,15 +307,28 @@ def load_router(
         )
     _refuse_mismatches(directory, metadata, model_cfg or saved_cfg, worker_ids)
     cfg = _runtime_config(saved_cfg, model_cfg or saved_cfg)
+    state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
+    newer = newer_writer_note(metadata)
+    _refuse_contradictions(directory, _router_shapes(cfg, metadata), state, newer)
     model = RouterModel(
         cfg, metadata["worker_ids"], metadata["feature_dim"], metadata["backbone_parameters"]
     )
     _check_svf_matrices(directory, metadata, model)
-    state = read_tensors(Path(directory) / HEAD_FILE, metadata, Path(directory) / META_FILE)
-    newer = newer_writer_note(metadata)
     _refuse_contradictions(directory, model, state, newer)
     _load_state(directory, model, state, saved_cfg, newer)
     return model.to(cfg.device).eval()
+
+
+def _router_shapes(cfg: ModelConfig, metadata: dict) -> RouterModel:
+    """The router the metadata sizes, on the meta device (no memory, no backbone): checked
+    against the tensors before a router is built, since a hand-edited feature_dim of 10**12
+    allocated until a MemoryError. Its SVF offsets are checked once the backbone is loaded."""
+    with torch.device("meta"):
+        return RouterModel(
+            cfg.model_copy(update={"svf_targets": []}),
+            metadata["worker_ids"],
+            metadata["feature_dim"],
+        )
 
 
 def _saved_model_config(
