@@ -9,6 +9,7 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -873,6 +874,90 @@ def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapsh
     loaded = load_router(checkpoint, backbone=str(old_snapshot))
     with torch.no_grad():
         torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+
+
+def on_a_machine_without_the_hub_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: str, serves: str | None
+) -> list[str | None]:
+    """Another machine: an empty Hugging Face cache and feature cache, and a fake hub whose
+    `main` is commit b (other weights, seed 1) and which serves commit a (seed 0) when asked
+    for it (or `serves` whatever is asked). Each download goes through transformers' real
+    from_pretrained, offline, from the cache layout a download leaves; the revisions asked for
+    are returned (filled as loads happen)."""
+    from huggingface_hub import constants
+    from transformers import AutoModel, AutoTokenizer
+
+    hub_cache = tmp_path / "other-hf-hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    shutil.rmtree(tmp_path / "cache")  # the checkpoint's feature cache stayed behind
+    asked: list[str | None] = []
+
+    def downloading(original: Any) -> Any:
+        def from_pretrained(source: str, *args: Any, revision: str | None = None, **kwargs: Any):
+            asked.append(revision)
+            commit = serves or revision or "b" * 40
+            folder = hub_cache / f"models--{repo.replace('/', '--')}"
+            if not (folder / "snapshots" / commit).is_dir():
+                fake_hub_snapshot(hub_cache, repo, commit, seed=0 if commit == "a" * 40 else 1)
+                if revision is not None:  # a download of a commit names no branch
+                    (folder / "refs" / "main").unlink()
+            return original(source, *args, revision=commit if revision else None, **kwargs)
+
+        return from_pretrained
+
+    monkeypatch.setattr(AutoModel, "from_pretrained", downloading(AutoModel.from_pretrained))
+    monkeypatch.setattr(
+        AutoTokenizer, "from_pretrained", downloading(AutoTokenizer.from_pretrained)
+    )
+    return asked
+
+
+def test_a_checkpoint_on_a_hub_model_not_cached_here_loads_its_trained_snapshot(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded where the hub model is not in the local Hugging Face cache, a checkpoint's
+    backbone was downloaded at the newest `main`, another commit than it was trained on, and
+    routed on that one's features without a word."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-hub"))
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(tmp_path / "hf-hub", repo, "a" * 40, seed=0)
+    checkpoint, logits = router_on_folder(records, repo, tmp_path)
+    asked = on_a_machine_without_the_hub_model(tmp_path, monkeypatch, repo, serves=None)
+    for _ in range(2):  # downloaded, then loaded from the local cache
+        loaded = load_router(checkpoint)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    assert asked and set(asked) == {"a" * 40}
+    # continued from with its own config (train --checkpoint): the pin is no other backbone
+    trained_cfg = loaded.model_cfg.model_copy(update={"backbone": repo})
+    assert load_router(checkpoint, trained_cfg).model_cfg.backbone == loaded.model_cfg.backbone
+
+
+def test_a_hub_that_does_not_serve_a_checkpoints_snapshot_is_refused(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download of the checkpoint's commit that left another snapshot (a mirror serving
+    its own `main`) would route on other weights: it is refused, saying how to get them."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-hub"))
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(tmp_path / "hf-hub", repo, "a" * 40, seed=0)
+    checkpoint, _ = router_on_folder(records, repo, tmp_path)
+    on_a_machine_without_the_hub_model(tmp_path, monkeypatch, repo, serves="b" * 40)
+    loaded = load_router(checkpoint)
+    with pytest.raises(RuntimeError) as error:
+        loaded.features_for(PROMPTS)
+    message = str(error.value)
+    assert f"backbone {repo} was loaded at snapshot commit {'a' * 40}" in message
+    assert f"`hf download {repo} --revision {'a' * 40}`" in message
 
 
 def test_an_embedded_backbone_whose_package_weights_changed_is_refused(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,8 +118,9 @@ def backbone_identity(name: str) -> str:
         # and an mtime in whole seconds missed an edit of the same size within that second.
         files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
         return f"{path}:" + ",".join(f"{p.name}:{file_sha256(p)}" for p in files)
-    revision = hub_revision(name)
-    return f"hub:{name}@{revision}" if revision else f"hub:{name}"
+    repo, pin = hub_id_and_pin(name)
+    revision = pin or hub_revision(name)
+    return f"hub:{repo}@{revision}" if revision else f"hub:{name}"
 
 
 # The SHA-256 (as combined_sha256) of the weights each embedded package shipped while an
@@ -235,24 +237,44 @@ def awaits_download(name: str) -> bool:
     return hub_snapshot(name) is None
 
 
+# A hub id pinned to a snapshot commit, `org/name@<commit>`: how a checkpoint names the hub
+# model it was trained on where that model is not in the local Hugging Face cache (see
+# checkpoint_backbone.locate_backbone), so that it is downloaded at that commit, not the newest
+# `main`. Repo ids hold no `@`.
+_PINNED_HUB_ID = re.compile(r"(?P<repo>[^@]+)@(?P<commit>[0-9a-f]{40})")
+
+
+def pinned_hub_id(repo: str, commit: str) -> str | None:
+    """`repo` pinned to the snapshot `commit`; None when `commit` is no full commit hash."""
+    name = f"{repo}@{commit}"
+    return name if _PINNED_HUB_ID.fullmatch(name) else None
+
+
+def hub_id_and_pin(name: str) -> tuple[str, str | None]:
+    """A hub id and the commit it is pinned to (see pinned_hub_id); None when it is not."""
+    match = _PINNED_HUB_ID.fullmatch(name)
+    return (match["repo"], match["commit"]) if match else (name, None)
+
+
 def hub_revision(name: str) -> str | None:
     """The commit of a hub model's snapshot in the local Hugging Face cache (what its
-    `refs/main` points at), read offline; None when the model is not cached. fugu-lite loads
-    that snapshot, and the feature cache key names it, so a newer download of the model is
-    never mixed with features of the old one."""
+    `refs/main` points at, or the commit it is pinned to), read offline; None when the model
+    (that snapshot) is not cached. fugu-lite loads that snapshot, and the feature cache key
+    names it, so a newer download of the model is never mixed with features of the old one."""
     snapshot = hub_snapshot(name)
     return snapshot.name if snapshot is not None else None
 
 
 def hub_snapshot(name: str) -> Path | None:
-    """The folder of the snapshot `refs/main` names in the local Hugging Face cache; None when
-    the model is not cached (or `name` is not a repo id)."""
+    """The folder of the snapshot `refs/main` names (or the pinned one) in the local Hugging
+    Face cache; None when it is not cached (or `name` is not a repo id)."""
     from huggingface_hub import constants
     from huggingface_hub.file_download import repo_folder_name
 
+    repo, pin = hub_id_and_pin(name)
     try:
-        folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=name, repo_type="model")
-        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+        folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo, repo_type="model")
+        commit = pin or (folder / "refs" / "main").read_text(encoding="utf-8").strip()
     except (ValueError, OSError):  # not a valid repo id, or not in the cache
         return None
     snapshot = folder / "snapshots" / commit

@@ -43,7 +43,9 @@ from .backbone_identity import (
     backbone_identity,
     embedded_path,
     folder_weight_files,
+    hub_id_and_pin,
     hub_revision,
+    hub_snapshot,
     is_decoder_type,
     local_backbone_path,
     names_a_path,
@@ -278,28 +280,41 @@ def gguf_instead(path: Path) -> str:
 
 
 def _load_hub(name: str) -> LoadedBackbone:
-    revision = hub_revision(name)
+    """A hub id at its cached `refs/main` snapshot (else the newest `main`, downloaded), or,
+    pinned to a commit (a checkpoint's, see backbone_identity.pinned_hub_id), at that one."""
+    repo, pin = hub_id_and_pin(name)
+    revision = pin or hub_revision(name)
     try:
-        return _load_pretrained(name, name, {"revision": revision} if revision else {})
+        loaded = _load_pretrained(name, repo, {"revision": revision} if revision else {})
     except OSError as error:
         raise RuntimeError(
             f"could not load backbone {name!r}{_meant_embedded(name)}: it is not an embedded "
             f"name ({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
-            f"serve it ({error}). {_offline_advice(name)}; for a checkpoint whose backbone "
+            f"serve it ({error}). {_offline_advice(repo, pin)}; for a checkpoint whose backbone "
             "folder moved, pass the folder with --backbone PATH."
         ) from error
+    if pin is not None and hub_snapshot(name) is None:
+        raise RuntimeError(
+            f"backbone {repo} was loaded at snapshot commit {pin}, the one the checkpoint was "
+            "trained on, but the hub served other files (the local Hugging Face cache holds no "
+            "snapshot of that commit). Its head routes well only on the weights it was trained "
+            f"on: download that snapshot (`hf download {repo} --revision {pin}`) and pass its "
+            "folder with --backbone PATH (backbone= in Python), or retrain the checkpoint"
+        )
+    return loaded
 
 
-def _offline_advice(name: str) -> str:
+def _offline_advice(repo: str, pin: str | None) -> str:
     from huggingface_hub import is_offline_mode
 
     if not is_offline_mode():
         return "Offline, use an embedded backbone or a local folder"
+    revision = f" --revision {pin}" if pin else ""
     # transformers' own text only says to check the internet connection
     return (
-        f"HF_HUB_OFFLINE is set, so {name} is not downloaded: download it once with "
-        f"`HF_HUB_OFFLINE=0 hf download {name}` (it then loads offline, from the local Hugging "
-        "Face cache), or use an embedded backbone or a local folder"
+        f"HF_HUB_OFFLINE is set, so {repo} is not downloaded: download it once with "
+        f"`HF_HUB_OFFLINE=0 hf download {repo}{revision}` (it then loads offline, from the local "
+        "Hugging Face cache), or use an embedded backbone or a local folder"
     )
 
 

@@ -12,12 +12,14 @@ import torch
 
 from .backbone_identity import (
     EMBEDDED_BACKBONES,
+    awaits_download,
     canonical_backbone,
     embedded_path,
     hub_commit,
     hub_snapshot,
     local_backbone_path,
     names_a_path,
+    pinned_hub_id,
     weights_fingerprint,
 )
 from .checkpoint import (
@@ -48,12 +50,14 @@ def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None
     """The checkpoint's backbone as it can be loaded here: `backbone` when given (the
     caller says where it is now), else the stored name; a local folder that is not where it
     was is looked for relative to the checkpoint folder, and found nowhere is a
-    CheckpointError saying how to point at it."""
+    CheckpointError saying how to point at it. A hub id not in the local Hugging Face cache
+    is pinned to the snapshot commit the checkpoint was trained on (see _pinned_download)."""
+    stored = str(metadata["model"]["backbone"])
     if backbone is not None:
         if names_a_path(backbone) and local_backbone_path(backbone) is None:
             raise CheckpointError(f"--backbone {backbone}: no such file or folder")
-        return canonical_backbone(backbone)
-    stored = str(metadata["model"]["backbone"])
+        given = canonical_backbone(backbone)
+        return _pinned_download(given, metadata) if given == stored else given
     if local_backbone_path(stored) is not None:
         return canonical_backbone(stored)
     relative = metadata.get(BACKBONE_RELATIVE_KEY)
@@ -61,13 +65,25 @@ def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None
     if beside is not None and beside.exists():
         return str(beside.resolve())
     if beside is None and not names_a_path(stored):
-        return stored  # an embedded name or a hub id
+        return _pinned_download(stored, metadata)  # an embedded name or a hub id
     also = f", nor at {beside} (where it was relative to the checkpoint)" if beside else ""
     raise CheckpointError(
         f"checkpoint {directory} was trained with the backbone folder {stored}, which is not "
         f"there{also}. Give the folder it is in now: `--backbone PATH` (route, eval, serve), "
         "model.backbone in the config (train --checkpoint), or backbone= in Python"
     )
+
+
+def _pinned_download(backbone: str, metadata: dict) -> str:
+    """A hub id that loading would download pinned to the snapshot commit the checkpoint
+    records (see backbone_identity.pinned_hub_id): downloaded unpinned, it was the newest
+    `main`, whose other weights the head then routed on without a word. Any other name as
+    given; a cached one is compared with the checkpoint's commit (check_backbone_weights)."""
+    fingerprint = metadata.get(BACKBONE_FINGERPRINT_KEY)
+    commit = fingerprint.get("hub_commit") if isinstance(fingerprint, dict) else None
+    if not isinstance(commit, str) or not awaits_download(backbone):
+        return backbone
+    return pinned_hub_id(backbone, commit) or backbone
 
 
 def _cache_dir_here(cache_dir: str | None) -> str | None:

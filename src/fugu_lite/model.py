@@ -14,7 +14,12 @@ from torch import nn
 
 from . import __version__, code_digest
 from .atomic_files import remove_files, write_bytes_atomic
-from .backbone_identity import backbone_fingerprint, canonical_backbone, local_backbone_path
+from .backbone_identity import (
+    backbone_fingerprint,
+    canonical_backbone,
+    hub_id_and_pin,
+    local_backbone_path,
+)
 from .checkpoint import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,
@@ -302,8 +307,11 @@ def load_router(
     saved_cfg = _saved_model_config(directory, metadata, model_cfg, backbone)
     metadata = {**metadata, "model": saved_cfg.model_dump()}
     if model_cfg is not None:
+        given = canonical_backbone(model_cfg.backbone)
+        # the checkpoint's hub id pinned to its trained snapshot (locate_backbone) is this one
+        pinned = hub_id_and_pin(saved_cfg.backbone)[0] == given
         model_cfg = model_cfg.model_copy(
-            update={"backbone": canonical_backbone(model_cfg.backbone)}
+            update={"backbone": saved_cfg.backbone if pinned else given}
         )
     _refuse_mismatches(directory, metadata, model_cfg or saved_cfg, worker_ids)
     cfg = _runtime_config(saved_cfg, model_cfg or saved_cfg)

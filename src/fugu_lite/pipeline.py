@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import __version__, code_digest
 from .atomic_files import remove_files
+from .backbone_identity import hub_id_and_pin
 from .checkpoint import (
     BACKBONE_FINGERPRINT_KEY,
     CODE_DIGEST_KEY,
@@ -142,7 +143,8 @@ def _trained_from(metadata: dict, backbone: str, inputs: dict) -> bool:
     return (
         metadata.get("package_version") == __version__
         and isinstance(saved, dict)
-        and comparable_inputs(with_backbone(saved.get("inputs"), backbone))
+        # a hub id located pinned (not cached here) is the config's unpinned one
+        and comparable_inputs(with_backbone(saved.get("inputs"), hub_id_and_pin(backbone)[0]))
         == comparable_inputs(inputs)
         and _same_backbone_weights(metadata, backbone)
     )
