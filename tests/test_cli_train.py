@@ -181,6 +181,30 @@ def test_an_empty_config_path_is_refused_as_empty(tmp_path: Path, stage: str) ->
     ) in flat(result.output)
 
 
+@pytest.mark.parametrize("stage", ["sft", "es", "pipeline", "reward-head"])
+def test_a_device_torch_cannot_use_here_is_refused_naming_the_key_and_the_file(
+    tmp_path: Path, stage: str
+) -> None:
+    """`model.device: cuda` in a training config, run on a machine without it, ended the run
+    in torch's AssertionError 'Torch not compiled with CUDA enabled' (no key, no file)."""
+    config = tmp_path / "gpu.yaml"
+    config.write_text("model:\n  device: 'cuda:63'\n", encoding="utf-8")  # no machine has 64
+    records = tmp_path / "r.jsonl"
+    records.write_text("", encoding="utf-8")
+    result = invoke("train", stage, "-r", records, "-o", tmp_path / "o", "-c", config)
+    assert result.exit_code == 2, result.output
+    message = flat(result.output)
+    assert f"error: model.device in {config} is 'cuda:63', which torch cannot use on this" in (
+        message
+    )
+    assert "set it to cpu (`device: cpu` under `model:`, or --set model.device=cpu)" in message
+    result = invoke(
+        "train", stage, "-r", records, "-o", tmp_path / "o", "--set", "model.device=cuda:63"
+    )  # fmt: skip
+    assert "error: --set model.device is 'cuda:63', which torch cannot use" in flat(result.output)
+    assert not (tmp_path / "o").exists()
+
+
 def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:
     result = invoke(
         "train", "sft", "--records", run.records_path, "--output", tmp_path / "out",

@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import torch
-
 from .backbone_identity import (
     EMBEDDED_BACKBONES,
     awaits_download,
@@ -28,7 +26,7 @@ from .checkpoint import (
     CheckpointError,
     saved_model_config,
 )
-from .config import ModelConfig
+from .config import ModelConfig, unusable_device
 from .features import console
 
 
@@ -101,21 +99,18 @@ def _device_here(device: str, meta_path: Path) -> str:
     """A checkpoint's device where torch can use it, else the cpu (with a note): the one it
     names belongs to the machine it was trained on. A checkpoint trained on cuda ended route,
     eval and serve elsewhere in torch's 'Torch not compiled with CUDA enabled'."""
-    if device == "cpu":
+    reason = unusable_device(device)
+    if reason is None:
         return device
-    try:
-        torch.empty(0, device=device)
-    except (AssertionError, RuntimeError) as error:  # a cpu-only build asserts
-        if device not in _NOTED_DEVICES:
-            _NOTED_DEVICES.add(device)
-            console.print(
-                f"note: {meta_path.parent} was trained on device {device!r}, which torch "
-                f"cannot use here ({error}); it runs on the cpu",
-                markup=False,
-                style="dim",
-            )
-        return "cpu"
-    return device
+    if device not in _NOTED_DEVICES:
+        _NOTED_DEVICES.add(device)
+        console.print(
+            f"note: {meta_path.parent} was trained on device {device!r}, which torch "
+            f"cannot use here ({reason}); it runs on the cpu",
+            markup=False,
+            style="dim",
+        )
+    return "cpu"
 
 
 def loadable_model_config(

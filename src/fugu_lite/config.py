@@ -310,3 +310,18 @@ class PipelineConfig(StrictModel):
 
 
 STAGE_SECTIONS = tuple(name for name in PipelineConfig.model_fields if name != "model")
+
+
+def unusable_device(device: str) -> str | None:
+    """Why torch cannot use `device` on this machine (a cpu-only build asserts 'Torch not
+    compiled with CUDA enabled'); None when it can. ModelConfig checks only the spelling: a
+    config may be written for another machine."""
+    if device == "cpu":
+        return None
+    import torch
+
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError) as error:
+        return str(error) or type(error).__name__
+    return None

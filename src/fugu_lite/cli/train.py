@@ -7,8 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import BaseModel
 
-from ..config import MAX_COST_WEIGHT, PipelineConfig, RLConfig, SFTConfig
+from ..config import (
+    MAX_COST_WEIGHT,
+    ModelConfig,
+    PipelineConfig,
+    RLConfig,
+    SFTConfig,
+    unusable_device,
+)
 from ..config_errors import ConfigError
 from ..config_loading import load_stage_config
 from .common import (
@@ -41,9 +49,26 @@ def load_stage_or_fail(
     path: Path | None, config_type: type[ConfigT], stage: str, overrides: dict
 ) -> ConfigT:
     try:
-        return load_stage_config(path, config_type, stage, overrides)
+        config = load_stage_config(path, config_type, stage, overrides)
     except ConfigError as error:
         fail(str(error))
+    check_device_or_fail(config, path, overrides)
+    return config
+
+
+def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) -> None:
+    """A training config's model.device that torch cannot use here (`cuda` on a machine
+    without CUDA) ended the run in torch's AssertionError 'Torch not compiled with CUDA
+    enabled', after the records were read."""
+    model = getattr(config, "model", None)
+    reason = unusable_device(model.device) if isinstance(model, ModelConfig) else None
+    if model is None or reason is None:
+        return
+    given = "--set model.device" if "model.device" in overrides else f"model.device in {path}"
+    fail(
+        f"{given} is {model.device!r}, which torch cannot use on this machine ({reason}): "
+        "set it to cpu (`device: cpu` under `model:`, or --set model.device=cpu)"
+    )
 
 
 # `train sft` and `train rl`: both may continue from a checkpoint. A str, passed on as given
@@ -186,7 +211,9 @@ def train_pipeline_command(
     """SFT, then RL continuing from the SFT checkpoint: OUTPUT/sft and OUTPUT/rl.
 
     A re-run keeps each stage already trained from the same config, records and SFT."""
-    cfg = load_or_fail(config, PipelineConfig, parse_overrides(set_))
+    overrides = parse_overrides(set_)
+    cfg = load_or_fail(config, PipelineConfig, overrides)
+    check_device_or_fail(cfg, config, overrides)
     # one folder may hold a pipeline, then a family (or the other way): neither's checkpoints
     # are in the folder itself
     check_not_another_stage(output, "pipeline", mine=("family",))
