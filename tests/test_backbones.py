@@ -193,6 +193,18 @@ def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None
     assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message
 
 
+@pytest.mark.parametrize("revision", ["main", "v1.0", "abc1234"])
+def test_a_hub_id_with_a_revision_suffix_says_how_to_load_that_revision(revision: str) -> None:
+    """`org/name@main` was refused as an invalid repo id, with the advice to run
+    `hf download org/name@main`, which fails the same way."""
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(f"fugu-test/model@{revision}")
+    message = str(raised.value)
+    assert f"names the revision {revision!r} after the hub id" in message
+    assert f"`hf download fugu-test/model --revision {revision}`" in message
+    assert "hf download fugu-test/model@" not in message
+
+
 def test_a_dequantized_backbone_copy_that_cannot_be_cached_is_used_uncached(
     tiny_backbone, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -283,6 +283,8 @@ def _load_hub(name: str) -> LoadedBackbone:
     """A hub id at its cached `refs/main` snapshot (else the newest `main`, downloaded), or,
     pinned to a commit (a checkpoint's, see backbone_identity.pinned_hub_id), at that one."""
     repo, pin = hub_id_and_pin(name)
+    if pin is None and "@" in repo:
+        raise RuntimeError(_revision_suffix_refused(repo))
     revision = pin or hub_revision(name)
     try:
         loaded = _load_pretrained(name, repo, {"revision": revision} if revision else {})
@@ -302,6 +304,19 @@ def _load_hub(name: str) -> LoadedBackbone:
             "folder with --backbone PATH (backbone= in Python), or retrain the checkpoint"
         )
     return loaded
+
+
+def _revision_suffix_refused(name: str) -> str:
+    """What to do with `org/name@rev` (`@main`, `@v1.0`): the hub refused it as an invalid
+    repo id, and the advice was to `hf download org/name@rev`, which fails the same way."""
+    repo, _, revision = name.rpartition("@")
+    return (
+        f"backbone {name!r} names the revision {revision!r} after the hub id, which fugu-lite "
+        f"reads only as a full 40-character commit hash ({repo}@<commit>): give the hub id "
+        f"alone ({repo}: the snapshot its refs/main names in the local Hugging Face cache, else "
+        f"the newest main), or download that revision (`hf download {repo} --revision "
+        f"{revision}`) and give the snapshot folder it prints"
+    )
 
 
 def _offline_advice(repo: str, pin: str | None) -> str:
