@@ -634,6 +634,16 @@ def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
         ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
         ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
         ("backbone_parameters", -1, "backbone_parameters: Input should be greater than or equal"),
+        (
+            "backbone_fingerprint",
+            {"weights_sha256": "0" * 64, "weight_files": [1]},
+            "backbone_fingerprint.weight_files.0: Input should be a valid string",
+        ),
+        (
+            "backbone_fingerprint",
+            {"hub_commit": 5},
+            "backbone_fingerprint.hub_commit: Input should be a valid string",
+        ),
     ],
 )
 def test_a_metadata_key_of_the_wrong_type_is_a_checkpoint_error(

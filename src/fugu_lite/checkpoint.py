@@ -46,13 +46,25 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, incomplete, or does not fit what it is used with."""
 
 
+class BackboneFingerprint(BaseModel):
+    """A checkpoint's BACKBONE_FINGERPRINT_KEY (see backbone_identity.backbone_fingerprint):
+    a hand-edited value of another type (a weight file's name as a number) ended the load in
+    a TypeError from the comparison with the backbone."""
+
+    weights_sha256: StrictStr | None = None
+    weight_files: list[StrictStr] = []
+    hub_commit: StrictStr | None = None
+
+
 class RouterShape(BaseModel):
     """The metadata keys that size a router (its `model` is a ModelConfig): a damaged value
-    built a router of other workers (worker_ids "abc": a, b and c) or failed in torch."""
+    built a router of other workers (worker_ids "abc": a, b and c) or failed in torch; and
+    its backbone's fingerprint, which is compared with the backbone."""
 
     worker_ids: list[StrictStr] = Field(min_length=1)
     feature_dim: StrictInt = Field(gt=0)
     backbone_parameters: StrictInt = Field(ge=0)
+    backbone_fingerprint: BackboneFingerprint | None = None
 
     @field_validator("worker_ids")
     @classmethod
