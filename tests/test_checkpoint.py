@@ -884,6 +884,13 @@ def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapsh
     loaded = load_router(checkpoint, backbone=str(old_snapshot))
     with torch.no_grad():
         torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    # the old snapshot gone from the cache: how to download it again
+    shutil.rmtree(old_snapshot)
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint)
+    assert f"`hf download {repo} --revision {'a' * 40}` downloads the trained snapshot" in str(
+        error.value
+    )
 
 
 def on_a_machine_without_the_hub_model(

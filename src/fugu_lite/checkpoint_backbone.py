@@ -174,7 +174,8 @@ def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str
         kept = (
             f" (the trained snapshot is still at {still}: `--backbone {still}` loads it)"
             if still is not None and still.is_dir()
-            else ""
+            else f" (`hf download {backbone} --revision {stored_commit}` downloads the trained "
+            "snapshot: `--backbone` the folder it prints loads it)"
         )
         return (
             f"snapshot commit {stored_commit}",
