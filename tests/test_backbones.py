@@ -193,6 +193,18 @@ def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None
     assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message
 
 
+def test_a_pinned_hub_id_not_downloaded_while_offline_says_how_to_download_its_commit() -> None:
+    """A checkpoint's hub id pinned to its trained commit (org/name@<commit>, see
+    checkpoint_backbone.locate_backbone): the download to run is of that commit."""
+    commit = "c" * 40
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(f"fugu-test/not-downloaded@{commit}")
+    message = str(raised.value)
+    assert f"`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded --revision {commit}`" in (
+        message
+    )
+
+
 @pytest.mark.parametrize("revision", ["main", "v1.0", "abc1234"])
 def test_a_hub_id_with_a_revision_suffix_says_how_to_load_that_revision(revision: str) -> None:
     """`org/name@main` was refused as an invalid repo id, with the advice to run
