@@ -121,6 +121,30 @@ def test_a_backbone_folder_missing_a_part_says_which(
     assert "save_pretrained" in message and "sentencepiece" not in message
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("tokenizer.json", '{"version": 1,', "Expecting property name enclosed in double quotes"),
+        ("tokenizer_config.json", "", "Expecting value"),
+        ("config.json", "{\n  'model_type': 'llama'\n}", "Expecting property name enclosed"),
+    ],
+)
+def test_a_backbone_folder_with_a_damaged_json_file_names_it(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    """A tokenizer.json cut short (a torn copy, a hand edit) read 'could not load the backbone
+    folder ...: JSONDecodeError: Expecting property name ...', naming no file."""
+    folder = tmp_path / "bb"
+    save_tiny_backbone(folder)
+    (folder / name).write_text(text, encoding="utf-8")
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(str(folder))
+    message = " ".join(str(raised.value).split())
+    assert f"could not load the backbone folder {folder}: its {name} is not valid JSON ({said}" in (
+        message
+    )
+
+
 def test_a_backbone_folder_cloned_without_git_lfs_says_to_pull_its_weights(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import shutil
 import time
 import uuid
@@ -53,6 +54,7 @@ from .backbone_identity import (
 )
 from .file_digests import cache_root, is_lfs_pointer
 from .text import notes_console
+from .text_reading import json_error_reason
 
 console = notes_console()
 
@@ -257,7 +259,26 @@ def folder_lacks(path: Path) -> str:
         lacks.append("its weights (model.safetensors or pytorch_model.bin)")
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         lacks.append(f"its tokenizer ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})")
-    return f"it lacks {' and '.join(lacks)}" if lacks else ""
+    return f"it lacks {' and '.join(lacks)}" if lacks else _broken_json(path)
+
+
+def _broken_json(folder: Path) -> str:
+    """What is wrong with the first JSON file of a folder that does not read as JSON (a hand
+    edit, a torn copy); '' when none. transformers' JSONDecodeError named no file."""
+    for file in sorted(folder.glob("*.json")):
+        try:
+            json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            reason = f"{json_error_reason(error)} at line {error.lineno}"
+        except (OSError, ValueError) as error:  # unreadable, not UTF-8
+            reason = str(error)
+        else:
+            continue
+        return (
+            f"its {file.name} is not valid JSON ({reason}): restore it from where the backbone "
+            "came from, or save the backbone again"
+        )
+    return ""
 
 
 def gguf_instead(path: Path) -> str:
