@@ -145,6 +145,32 @@ def test_a_backbone_folder_with_a_damaged_json_file_names_it(
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("tokenizer.json", "its tokenizer.json is not valid JSON (Expecting property name"),
+        ("model.safetensors", "SafetensorError: Error while deserializing header"),
+    ],
+)
+def test_a_damaged_hub_snapshot_in_the_local_cache_says_to_download_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, said: str
+) -> None:
+    """A file of a hub model's cached snapshot cut short (a download killed, a full disk)
+    ended the load in a bare JSONDecodeError or SafetensorError traceback."""
+    from huggingface_hub import constants
+    from router_support import fake_hub_snapshot
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    fake_hub_snapshot(tmp_path / "hub", "fugu-test/tiny", "a" * 40, seed=0)
+    snapshot = tmp_path / "hub" / "models--fugu-test--tiny" / "snapshots" / ("a" * 40)
+    (snapshot / name).write_text("{x" if name.endswith(".json") else "", encoding="utf-8")
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("fugu-test/tiny")
+    message = " ".join(str(raised.value).split())
+    assert f"the local Hugging Face cache, {snapshot}: {said}" in message
+    assert f"`hf download fugu-test/tiny --revision {'a' * 40} --force-download`" in message
+
+
 def test_a_backbone_folder_cloned_without_git_lfs_says_to_pull_its_weights(
     tmp_path: Path,
 ) -> None:

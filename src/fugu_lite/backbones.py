@@ -316,6 +316,16 @@ def _load_hub(name: str) -> LoadedBackbone:
             f"serve it ({error}). {_offline_advice(repo, pin)}; for a checkpoint whose backbone "
             "folder moved, pass the folder with --backbone PATH."
         ) from error
+    except (ValueError, SafetensorError) as error:  # a damaged file of the cached snapshot
+        snapshot = hub_snapshot(name)
+        if snapshot is None:
+            raise
+        reason = folder_lacks(snapshot) or f"{type(error).__name__}: {error}"
+        raise RuntimeError(
+            f"could not load backbone {repo} from its snapshot in the local Hugging Face cache, "
+            f"{snapshot}: {reason}. Download it again: `hf download {repo} --revision "
+            f"{snapshot.name} --force-download`"
+        ) from error
     if pin is not None and hub_snapshot(name) is None:
         raise RuntimeError(
             f"backbone {repo} was loaded at snapshot commit {pin}, the one the checkpoint was "
