@@ -621,6 +621,29 @@ def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
 
 
 @pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("9" * 5000, "an integer of more than 4300 digits"),
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply to be read"),
+    ],
+)
+def test_metadata_json_beyond_what_python_reads_is_a_checkpoint_error(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, value: str, said: str
+) -> None:
+    """A router.json holding valid JSON that Python cannot read (a 5000-digit number, lists
+    nested 100000 deep: a damaged or hand-made file) ended load_router in a ValueError that
+    said to call sys.set_int_max_str_digits, or a RecursionError, naming no file."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    text = (directory / META_FILE).read_text()
+    (directory / META_FILE).write_text(text.rstrip().removesuffix("}") + f', "x": {value}}}')
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value) == (
+        f"{directory / META_FILE} is damaged ({said}); retrain or restore the checkpoint"
+    )
+
+
+@pytest.mark.parametrize(
     ("key", "value", "said"),
     [
         ("worker_ids", "abc", "worker_ids: Input should be a valid list"),

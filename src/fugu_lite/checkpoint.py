@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -131,6 +132,15 @@ def read_metadata_object(meta_path: Path, fix: str) -> dict:
         raise CheckpointError(
             f"{meta_path} is damaged (not valid JSON: {json_error_reason(error)} at line "
             f"{error.lineno}); {fix}"
+        ) from error
+    except RecursionError as error:  # valid JSON, but deeper than json reads
+        raise CheckpointError(
+            f"{meta_path} is damaged (JSON nested too deeply to be read); {fix}"
+        ) from error
+    except ValueError as error:  # valid JSON, but an integer longer than Python reads
+        raise CheckpointError(
+            f"{meta_path} is damaged (an integer of more than {sys.get_int_max_str_digits()} "
+            f"digits); {fix}"
         ) from error
     if not isinstance(metadata, dict):
         raise CheckpointError(
