@@ -1291,6 +1291,27 @@ def test_a_pipeline_rerun_names_a_local_backbone_by_its_folder_not_its_spelling(
     assert rl.model_cfg.backbone == str(tmp_path / "elsewhere" / "bb")
 
 
+def test_a_pipeline_rerun_where_its_hub_model_is_not_cached_keeps_its_stages(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's hub id not in the local Hugging Face cache is located pinned to its
+    trained commit (org/name@<commit>); a rerun of the pipeline there (its folder copied to
+    another machine) compared that with the config's `org/name` and trained both stages
+    again."""
+    from huggingface_hub import constants
+    from router_support import fake_hub_snapshot
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = "fugu-test/tiny-model"
+    fake_hub_snapshot(tmp_path / "hub", repo, "a" * 40, seed=0)
+    model = ModelConfig(backbone=repo, layer=-1, max_tokens=32, cache_dir=str(tmp_path / "c"))
+    train_pipeline(records, pipeline_config(model), tmp_path / "run")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    rerun = train_pipeline(records, pipeline_config(model), tmp_path / "run")
+    assert rerun["kept"] == ["sft", "rl"]
+
+
 def test_a_pipeline_rerun_trains_again_the_stages_trained_under_other_package_versions(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
