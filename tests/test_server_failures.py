@@ -299,6 +299,35 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
         assert running.health()["workers"][first]["circuit"] == "open"
 
 
+def test_a_mid_stream_error_says_once_that_the_answer_had_started(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """The error event of a stream that failed mid-answer read "the worker failed after the
+    answer started: ... (after the stream started)": the worker's message ends with that
+    already. It is said once now, for a broken connection as for a stream cut short."""
+    first = ranking_for(family, MATH).ranking[0]
+    messages = []
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError) as broken_error:
+            list(
+                running.client().chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=True
+                )
+            )
+        messages.append(broken_error.value.message)
+    stubs.workers[first].mode = "cut_stream"
+    running = serve(pool_for(stubs))
+    with pytest.raises(openai.APIError) as cut_error:
+        list(
+            running.client().chat.completions.create(model=MODEL, messages=user(MATH), stream=True)
+        )
+    messages.append(cut_error.value.message)
+    for message in messages:
+        assert message.startswith("the worker failed after the answer started: ")
+        assert "started" not in message.removeprefix("the worker failed after the answer started")
+
+
 def test_a_stream_failing_mid_answer_is_a_failed_worker_call_in_the_metrics(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

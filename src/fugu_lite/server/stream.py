@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..workers.errors import WorkerCallError
+from ..workers.streams import AFTER_STREAM_START
 from .api_error import ApiError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly, describe_stream_error
@@ -122,7 +123,7 @@ class RelayedStream:
 
     def _interrupted(self, error: BaseException) -> dict[str, Any]:
         if isinstance(error, WorkerCallError):
-            message = str(error)
+            message = str(error).removesuffix(AFTER_STREAM_START)  # said here already
         else:
             message = f"worker {self.opened.worker}: no chunk for {self.idle_timeout_s:g} s"
         return ApiError(

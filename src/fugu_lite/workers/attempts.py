@@ -22,6 +22,7 @@ from .errors import (
 )
 from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
 from .results import NON_FINITE_MARK, CallResult, Usage, json_safe
+from .streams import AFTER_STREAM_START
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> Wo
     kind, message, _ = describe_failure(worker_id, error, key)
     if kind == "timeout" and status_code(error) is None:
         message = f"worker {worker_id}: timeout: {STALLED_STREAM}"
-    message = f"{message} (after the stream started)"
+    message = f"{message}{AFTER_STREAM_START}"
     return WorkerCallError(
         kind, message, status_code(error), error_code(error), param=error_param(error)
     )

@@ -20,10 +20,12 @@ from .results import json_safe
 
 logger = logging.getLogger(__name__)
 
+# What ends the message of a failure after a stream's first chunk (serve words it itself).
+AFTER_STREAM_START = " (after the stream started)"
 # A stream that ended neither with a choice's finish_reason nor with `data: [DONE]`.
 CUT_STREAM = (
     "the stream ended before its answer did (no finish_reason, no data: [DONE]): its "
-    "connection was closed mid-answer (after the stream started)"
+    f"connection was closed mid-answer{AFTER_STREAM_START}"
 )
 
 
