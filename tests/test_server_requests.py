@@ -156,6 +156,13 @@ BAD_INPUTS = [
      "tool_choice: is only allowed when `tools` are given"),
     ("unknown tool_choice", {**VALID, "tools": [TOOL], "tool_choice": "always"}, 400,
      "tool_choice 'always' is not one of"),
+    # the deprecated function_call, which a worker got as sent (OpenAI refuses it)
+    ("unknown function_call", {**VALID, "functions": [TOOL["function"]], "function_call":
+        "required"}, 400, "function_call 'required' is not one of none, auto or an object"),
+    ("function_call without a name", {**VALID, "functions": [TOOL["function"]],
+        "function_call": {"function": "add"}}, 400,
+     'function_call as an object needs a string "name", the function\'s, e.g. {"name": "add"}; '
+     'got {"function": "add"}'),
     # A worker got them as sent: OpenAI refused them, a local worker ignored the name
     ("a name not a string", {**VALID, "messages": [{"role": "user", "content": "hi",
         "name": 5}]}, 400, "messages[0].name must be a string (the participant's name"),

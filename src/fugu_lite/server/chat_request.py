@@ -20,6 +20,7 @@ from ..schemas import ChatMessage
 from ..text import exact_number
 from .json_schema import empty_choice
 from .request_checks import (
+    FUNCTION_CALL_MODES,
     NAME_RULE,
     ONLY_WITH_TOOLS,
     OPENAI_NAME,
@@ -262,12 +263,23 @@ class ChatCompletionRequest(BaseModel):
     ) -> str | dict[str, Any] | None:
         """OpenAI refuses a function_call without functions ("none" and "auto" too); one
         beside `tools` (clients mixing both styles) is left for the workers
-        (workers.llama_cpp_requests drops it for local ones)."""
+        (workers.llama_cpp_requests drops it for local ones). Either way it is "none",
+        "auto" or {"name": ...}, as OpenAI checks it (a worker got any other)."""
         no_functions = "functions" in info.data and not info.data["functions"]
         if value is not None and no_functions and without_tools(info):
             raise ValueError(
                 'is only allowed when `functions` are given, as in OpenAI\'s API (even "none" '
                 'or "auto"); give the functions to choose from, or drop function_call'
+            )
+        if isinstance(value, str) and value not in FUNCTION_CALL_MODES:
+            raise ValueError(
+                f"function_call {value!r} is not one of {', '.join(FUNCTION_CALL_MODES)} or an "
+                'object naming a function, such as {"name": "add"}'
+            )
+        if isinstance(value, dict) and not isinstance(value.get("name"), str):
+            raise ValueError(
+                'function_call as an object needs a string "name", the function\'s, e.g. '
+                f'{{"name": "add"}}; got {compact(value)}'
             )
         return value
 

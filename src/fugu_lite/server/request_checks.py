@@ -12,6 +12,7 @@ from pydantic import ValidationInfo
 from ..schemas import ChatMessage
 
 TOOL_CHOICE_MODES = ("none", "auto", "required")
+FUNCTION_CALL_MODES = ("none", "auto")  # the deprecated function_call's
 # Roles whose messages must have content (OpenAI refuses null there; an assistant turn may
 # hold only tool_calls, and a deprecated function result may be null).
 CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
