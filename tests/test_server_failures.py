@@ -569,6 +569,27 @@ def test_the_retry_after_of_open_circuits_does_not_send_the_client_back_before_t
     assert response.json()["error"]["message"].endswith(f"retry in {retry_after} s")
 
 
+def test_a_503_for_a_half_open_circuit_whose_probe_is_out_says_so(serve, stubs: Stubs) -> None:
+    """A request that found a worker's circuit half-open, its one probe out, was told the
+    worker was "cooling down after repeated failures (circuit open)" while /health said
+    half_open and the cool-down was over. It is told the probe is out now."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+    stub = stubs.workers["coder"]
+    stub.mode = "500"
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(body).status_code == 502  # open, and half-open at once
+    stub.mode, stub.latency_s = "ok", 2.0
+    probe = threading.Thread(target=running.post, args=(body,))
+    probe.start()
+    assert wait_until(lambda: len(stub.bodies) == 2, 5)  # the probe reached the worker
+    response = running.post(body)
+    probe.join()
+    assert response.status_code == 503
+    message = response.json()["error"]["message"]
+    assert "circuit half-open: coder" in message and "probe" in message
+    assert "circuit open" not in message and "cooling down" not in message
+
+
 def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

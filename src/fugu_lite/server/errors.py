@@ -135,15 +135,24 @@ def every_worker_failed(error: AllWorkersFailedError) -> ApiError:
 def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
     """A 503 with Retry-After (which OpenAI's SDKs and other clients retry after that
     wait) when no worker that could take the conversation failed: each is cooling down
-    after repeated failures (circuit open), or busy (all its max_concurrency slots taken
-    for the whole deadline; worth trying again at once)."""
+    after repeated failures (circuit open), being tried by its one probe (half-open), or
+    busy (all its max_concurrency slots taken for the whole deadline; worth trying again at
+    once)."""
     too_long, down = error.too_long, error.down
     refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
-    cooling = [a.worker for a in down if a.outcome == "circuit_open"]
+    skipped = [a.worker for a in down if a.outcome == "circuit_open"]
+    # A half-open circuit skips every request but its one probe, while that is out.
+    probing = [worker for worker in skipped if server.breaker.state(worker) == "half_open"]
+    cooling = [worker for worker in skipped if worker not in probing]
     busy = [a.worker for a in down if a.outcome == BUSY]
     states = []
     if cooling:
         states.append(f"cooling down after repeated failures (circuit open: {', '.join(cooling)})")
+    if probing:
+        states.append(
+            "being tried again by one probe request after its cool-down (circuit half-open: "
+            f"{', '.join(probing)})"
+        )
     if busy:
         states.append(f"busy (every max_concurrency slot taken: {', '.join(busy)})")
     names = ", ".join(a.worker for a in down)
