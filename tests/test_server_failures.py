@@ -852,6 +852,52 @@ def test_a_context_refusal_is_logged_as_a_note_and_a_real_failure_as_a_warning(
     assert f"worker {first} failed" in warning.message
 
 
+def test_a_busy_or_rate_limited_worker_is_logged_as_a_note_not_a_failure(
+    serve,
+    stubs: Stubs,
+    family: RouterFamily,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker rate-limited by its provider (a 429) or busy (no free slot in time) was
+    logged at WARNING as "worker ... failed", though neither is a failure of the worker (its
+    circuit is not charged): a burst filled the logs with warnings where nothing was wrong.
+    Each is an INFO note now; a 429 insufficient_quota (no credit left) is still a warning."""
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = "429"
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
+    busy, other = WORKERS[0], WORKERS[1]
+    one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
+
+    async def scenario() -> None:
+        async with WorkerPool(pool_for(stubs, overrides={busy: one_slot})) as pool:
+            holding = pool.stream_chat(busy, user(CODE))  # holds the only slot while open
+            await anext(holding)
+            dispatcher = Dispatcher(pool, CircuitBreaker(WORKERS), Metrics(WORKERS), Redactor([]))
+            try:
+                _, attempts = await dispatcher.complete([busy, other], user(CODE), {})
+            finally:
+                await holding.aclose()
+            assert [a.outcome for a in attempts] == ["busy", "ok"]
+
+    asyncio.run(scenario())
+    records = [r for r in caplog.records if r.name == "fugu_lite.server.dispatch"]
+    said = sorted(r.message.split(":")[0] for r in records)
+    assert said == sorted(f"worker {w} did not take the request" for w in (first, busy))
+    assert all(r.levelno == logging.INFO and "failed" not in r.message for r in records)
+
+    caplog.clear()
+    stubs.workers[first].mode = "quota"
+    running.post({"model": MODEL, "messages": user(MATH)})
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"worker {first} failed" in warning.message
+
+
 def test_a_conversation_too_long_for_some_workers_while_the_rest_are_down_is_retriable(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -361,6 +361,9 @@ class Dispatcher:
         if attempt.outcome == CONTEXT_LENGTH:
             # Not a failure: the worker is fine, the conversation does not fit it.
             logger.info("%s", self._too_long_note(attempt, last))
+        elif held_back(attempt):
+            # Back-pressure, not a fault (its circuit is not charged either).
+            logger.info("worker %s did not take the request: %s", attempt.worker, attempt.message)
         elif attempt.outcome != "ok":
             logger.warning("worker %s failed: %s", attempt.worker, attempt.message)
 
@@ -422,6 +425,13 @@ class Dispatcher:
             f"{busy} (all {config.max_concurrency} of its max_concurrency taken by other "
             "requests); raise its max_concurrency or timeout_s, or add workers"
         )
+
+
+def held_back(attempt: Attempt) -> bool:
+    """Whether a worker did not take a call for back-pressure, no failure of its own: it was
+    busy, or rate-limited by its provider (but for a 429 insufficient_quota: no credit left,
+    which does not pass by itself)."""
+    return attempt.outcome == BUSY or (attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA)
 
 
 def retried_kinds(last: bool) -> frozenset[str]:
