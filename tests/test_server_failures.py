@@ -217,6 +217,36 @@ def test_a_failing_worker_falls_back_to_the_next_best(
     assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
 
 
+def retry_me_app() -> FastAPI:
+    """An OpenAI-style upstream answering every call with a 400 that says, with
+    `x-should-retry: true`, that the same request may succeed if tried again."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> JSONResponse:
+        error = {"message": "could not parse the model's output, please retry",
+                 "type": "invalid_request_error", "param": None, "code": None}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=400, headers={"x-should-retry": "true"})
+
+    return upstream
+
+
+def test_a_worker_4xx_said_worth_retrying_falls_back_to_the_next_best(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's 4xx sent with `x-should-retry: true` (which the openai SDK retries, as it
+    does a 409) was taken for the request's fault once the pool's retries were spent: the
+    client got a 400 worker_rejected_request, and no other worker was asked. Such a 4xx is
+    the worker's own state now, as its 409 is: the next worker answers, streamed or not."""
+    first, second = ranking_for(family, MATH).ranking[:2]
+    with ServerThread(retry_me_app()) as retrying:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": retrying.base_url}}))
+        for stream in (False, True):
+            response = running.post({"model": MODEL, "messages": user(MATH), "stream": stream})
+            assert response.status_code == 200, response.text
+            assert response.headers["x-fugu-attempts"] == f"{first}:server,{second}:ok"
+
+
 def test_killing_the_chosen_worker_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
     first, second = ranking_for(family, CODE).ranking[:2]
     doomed, _ = counted_stub(reply="answer from the doomed worker")

@@ -41,7 +41,8 @@ NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that 
 RATE_LIMITED = "rate_limit"
 RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
 # A worker's 409 is a conflict in its own state (a lock timeout), which the openai SDK
-# retries as it does a 5xx: not the request's fault, so the next worker is tried.
+# retries as it does a 5xx: not the request's fault, so the next worker is tried (as it is
+# on any 4xx the worker answers with x-should-retry: true).
 CONFLICT = 409
 
 
@@ -189,7 +190,9 @@ class Dispatcher:
         outcome = (
             "ok"
             if result.error is None
-            else refine_kind(result.error_kind, result.status_code, result.error_code)
+            else refine_kind(
+                result.error_kind, result.status_code, result.error_code, result.should_retry
+            )
         )
         return Attempt(
             worker,
@@ -443,16 +446,22 @@ def retry_at(retry_after_s: float | None) -> float | None:
     return None if retry_after_s is None else time.monotonic() + retry_after_s
 
 
-def refine_kind(kind: str | None, status_code: int | None, code: str | None = None) -> str:
+def refine_kind(
+    kind: str | None,
+    status_code: int | None,
+    code: str | None = None,
+    should_retry: bool | None = None,
+) -> str:
     """The pool's error kind, with "client" split into the request's fault ("client"), a
     conversation longer than this worker's context ("context_length_exceeded"), the
     worker's configuration ("worker_config": 401/403/404 from the worker, or a 400 for its
-    model name) and its own state ("server": a 409 conflict)."""
+    model name) and its own state ("server": a 409 conflict, or any 4xx the worker said
+    may succeed if tried again: `x-should-retry: true`, which the openai SDK obeys)."""
     if kind != "client":
         return kind or "server"
     if code == CONTEXT_LENGTH:
         return CONTEXT_LENGTH
-    if status_code == CONFLICT:
+    if status_code == CONFLICT or should_retry:
         return "server"
     # A worker answering 401/403/404 (or a 400 for its model name) is misconfigured (key,
     # model name, URL): the request is fine, so it goes to the next worker like any other
@@ -462,7 +471,8 @@ def refine_kind(kind: str | None, status_code: int | None, code: str | None = No
 
 def describe_stream_error(worker: str, error: BaseException) -> tuple[str, str]:
     if isinstance(error, WorkerCallError):
-        return refine_kind(error.kind, error.status_code, error.code), str(error)
+        kind = refine_kind(error.kind, error.status_code, error.code, error.should_retry)
+        return kind, str(error)
     if isinstance(error, TimeoutError):
         return "timeout", f"worker {worker}: timeout: no first chunk in time"
     return "server", f"worker {worker}: server: the stream ended before any chunk"

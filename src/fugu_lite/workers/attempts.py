@@ -18,6 +18,7 @@ from .errors import (
     classify_error,
     error_code,
     error_param,
+    retry_header,
     status_code,
 )
 from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
@@ -108,5 +109,5 @@ def failed_result(
         error_kind=failure.kind, attempts=attempt, started_at=started_at,
         finished_at=time.time(), status_code=status_code(error),
         error_code=error_code(error), retry_after_s=failure.retry_after,
-        error_param=error_param(error),
+        error_param=error_param(error), should_retry=retry_header(error),
     )  # fmt: skip

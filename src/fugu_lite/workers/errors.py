@@ -69,7 +69,7 @@ class WorkerCallError(RuntimeError):
     """A call failed; `kind` is timeout, connection, rate_limit, server or client;
     `status_code` the worker's HTTP status when it answered with an error, `code` the
     `code` of its error body (e.g. context_length_exceeded), `retry_after_s` the seconds its
-    Retry-After asked to wait (a 429 or 5xx that said)."""
+    Retry-After asked to wait (a 429 or 5xx that said), `should_retry` its x-should-retry."""
 
     def __init__(
         self,
@@ -79,6 +79,7 @@ class WorkerCallError(RuntimeError):
         code: str | None = None,
         retry_after_s: float | None = None,
         param: str | None = None,
+        should_retry: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -86,6 +87,7 @@ class WorkerCallError(RuntimeError):
         self.code = code
         self.retry_after_s = retry_after_s
         self.param = param
+        self.should_retry = should_retry
 
 
 # A worker's refusal of a call for its own settings, which no later call changes (collect

@@ -51,6 +51,7 @@ from .errors import (
     error_param,
     on_this_machine,
     refuses_stream_options,
+    retry_header,
     status_code,
 )
 from .llama_cpp_requests import (
@@ -520,7 +521,7 @@ class WorkerPool:
                 error = failure.error
                 raise WorkerCallError(
                     failure.kind, failure.message, status_code(error), error_code(error),
-                    failure.retry_after, error_param(error),
+                    failure.retry_after, error_param(error), retry_header(error),
                 )  # fmt: skip
             await asyncio.sleep(wait)
 

@@ -33,6 +33,8 @@ class CallResult(BaseModel):
     error_code: str | None = None  # the `code` of the worker's error body (OpenAI's shape)
     error_param: str | None = None  # its `param`: the request parameter it refused
     retry_after_s: float | None = None  # the worker's Retry-After on its last error, if any
+    # its x-should-retry on that error: True, False, or None when it sent none
+    should_retry: bool | None = None
     raw: dict | None = None
     started_at: float = 0.0  # wall clock (time.time) when the call got its worker slot
     finished_at: float = 0.0
