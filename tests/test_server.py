@@ -342,6 +342,36 @@ def test_usage_a_worker_puts_on_a_chunk_with_choices_comes_on_its_own_chunk(
     assert metric_value(text, "fugu_tokens_total", worker=first, kind="completion") == 2
 
 
+def test_a_workers_content_parts_reach_the_client_as_text(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker answering with its message content as a list of parts (Mistral's reasoning
+    models: a thinking part, then the reply's text parts), streamed or not, had that list
+    passed on, where OpenAI's answer (and the openai SDK's type) is a string: a client
+    joining the streamed deltas failed on a list, one reading the answer got the model's
+    thinking as well. The client gets the text parts joined now, as the pool reads them."""
+    first = ranking_for(family, MATH).ranking[0]
+    stubs.workers[first].mode = "parts"
+    running = serve(pool_for(stubs))
+    answer = running.client().chat.completions.create(model=MODEL, messages=user(MATH))
+    assert answer.choices[0].message.content == f"answer from {first}"
+
+    thinking = [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]}]
+    worker_chunks = [
+        stream_chunk(1000, {"role": "assistant", "content": thinking}),
+        stream_chunk(1000, {"content": [{"type": "text", "text": "Par"}]}),
+        stream_chunk(1000, {"content": [{"type": "text", "text": "is"}]}),
+        stream_chunk(1000, {}, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ]
+    with ServerThread(scripted_stream(worker_chunks)) as upstream:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": upstream.base_url}}))
+        chunks = list(
+            running.client().chat.completions.create(model=MODEL, messages=user(MATH), stream=True)
+        )
+    assert all(isinstance(chunk.choices[0].delta.content or "", str) for chunk in chunks)
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "Paris"
+
+
 def test_browser_origins_given_with_cors_origin_may_call_the_endpoint(serve, stubs: Stubs) -> None:
     """A web page (a chat UI on another origin) could not call fugu-lite at all: the
     browser's CORS preflight got a 405. Origins given with --cors-origin get CORS headers,

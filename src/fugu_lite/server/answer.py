@@ -25,6 +25,7 @@ from .responses import (
     routing_field,
     routing_headers,
     stream_cost,
+    with_text_content,
 )
 from .routing import RouteRequest
 from .stream import CLIENT_CLOSED_STATUS, RelayedStream
@@ -84,7 +85,8 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None
     usage = result.usage.model_dump() if result.usage else None
-    body = server.redact.scrub(dict(result.raw or completion_body(result.output or "", usage)))
+    raw = result.raw or completion_body(result.output or "", usage)
+    body = server.redact.scrub(with_text_content(raw))
     assert isinstance(body, dict)
     body["id"] = routed.request_id
     body["model"] = server.settings.model_name

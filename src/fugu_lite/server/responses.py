@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..workers.results import read_usage
+from ..workers.results import read_usage, text_of_parts
 from .chat_request import ChatCompletionRequest
 from .dispatch import Attempt
 from .log import DecisionLogEntry, conversation_hash
@@ -99,6 +99,23 @@ def completion_body(output: str, usage: dict[str, Any] | None) -> dict[str, Any]
         ],
         "usage": usage,
     }
+
+
+def with_text_content(body: dict[str, Any], key: str = "message") -> dict[str, Any]:
+    """A worker's chat.completion (or chunk: key "delta") with each choice's content given
+    as a list of parts (Mistral's reasoning models', some gateways') as OpenAI gives it: a
+    string, its text parts joined (a thinking part is not the answer). The openai SDK types
+    it as a string, and a client reading it as one (`content.strip()`) failed on the list."""
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        return dict(body)
+    shaped = []
+    for choice in choices:
+        message = choice.get(key) if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), list):
+            choice = {**choice, key: {**message, "content": text_of_parts(message["content"])}}
+        shaped.append(choice)
+    return {**body, "choices": shaped}
 
 
 def stream_cost(server: FuguServer, worker: str, usage: dict[str, Any] | None) -> float | None:

@@ -14,6 +14,7 @@ from ..workers.streams import AFTER_STREAM_START
 from .api_error import ApiError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly, describe_stream_error
+from .responses import with_text_content
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 
@@ -100,7 +101,7 @@ class RelayedStream:
         yield "data: [DONE]\n\n"
 
     def _relabel(self, chunk: dict[str, Any]) -> dict[str, Any]:
-        relabelled = dict(chunk)
+        relabelled = with_text_content(chunk, key="delta")
         relabelled["id"] = self.request_id
         relabelled["created"] = self.created
         relabelled["model"] = self.model
