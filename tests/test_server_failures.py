@@ -1080,6 +1080,8 @@ def test_a_client_leaving_during_a_fallback_keeps_the_workers_tried_in_its_log_l
         with pytest.raises(httpx.ReadTimeout):
             running.post({"model": MODEL, "messages": user(MATH), "stream": stream}, timeout=1.0)
         assert wait_until(lambda: running.state.in_flight == 0, 5)
+        # the stub's hang ends with its call (it held on for 600 s, in every later test)
+        assert wait_until(lambda: stubs.workers[second].in_flight == 0, 3)
     lines = running.log_lines()
     assert [(line["stream"], line["outcome"], line["status"]) for line in lines] == [
         (False, "client_disconnected", 499),

@@ -54,13 +54,14 @@ as OpenAI refuses it, and consumes no scripted failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -234,6 +235,8 @@ class StubWorker:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
+                if mode == "hang":
+                    return await _unless_gone(request, self._respond(mode, body, auth))
                 return await self._respond(mode, body, auth)
             finally:
                 with self._lock:
@@ -446,6 +449,21 @@ def content_parts(text: str) -> list[dict[str, Any]]:
         {"type": "text", "text": text[:middle]},
         {"type": "text", "text": text[middle:]},
     ]
+
+
+async def _unless_gone(request: Request, answer: Awaitable[Response]) -> Response:
+    """`answer`, given up when the client leaves first: uvicorn does not cancel a handler
+    whose client went away, so a hang went on, counted in flight, for all its hang_s (the
+    session-wide stubs' 600 s: every later test of that worker saw it)."""
+    task = asyncio.ensure_future(answer)
+    while not task.done():
+        if await request.is_disconnected():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return Response(status_code=499)
+        await asyncio.wait({task}, timeout=0.02)
+    return task.result()
 
 
 async def _truncated_body() -> AsyncIterator[bytes]:
