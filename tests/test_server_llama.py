@@ -90,6 +90,17 @@ class Live:
         self.state.log.flush()
         return [json.loads(line) for line in self.log_path.read_text().splitlines()]
 
+    def stream_line(self) -> dict:
+        """The log line of the stream just read to its end. The relay writes it once the
+        stream has ended, which may be after its client read `data: [DONE]`: the last line
+        read at once could be the request's before it (the same fields, but `stream`)."""
+        deadline = time.monotonic() + 5
+        while self.state.in_flight and time.monotonic() < deadline:
+            time.sleep(0.02)
+        line = self.log_lines()[-1]
+        assert line["stream"], f"the stream's log line was not written: {line}"
+        return line
+
     def worker_calls(self) -> float:
         """Upstream calls made so far, to any worker, whatever their outcome."""
         (family,) = self.state.metrics.worker_calls.collect()
@@ -951,7 +962,7 @@ def test_a_prompt_over_one_workers_context_goes_to_a_worker_with_a_larger_one(
             assert streamed.headers["x-fugu-attempts"] == (
                 f"{short}:context_length_exceeded,{long}:ok"
             )
-        line = live.log_lines()[-1]
+        line = live.stream_line()
         assert (line["chosen"], line["worker"], line["fallback"]) == (short, long, True)
         # Longer than both: the client's 400, naming each worker's limit.
         for stream in (False, True):
@@ -1253,7 +1264,7 @@ def test_killing_the_chosen_worker_falls_back_to_the_other(live: Live) -> None:
         model=MODEL, messages=[{"role": "user", "content": CODE}], stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip()
-    line = live.log_lines()[-1]
+    line = live.stream_line()
     assert (line["chosen"], line["worker"], line["fallback"]) == ("smol-a", "smol-b", True)
     # once both are dead, a 502 names what was tried
     live.state.pool.servers["smol-b"].stop()
