@@ -358,6 +358,28 @@ def test_a_mid_stream_error_says_once_that_the_answer_had_started(
         assert "started" not in message.removeprefix("the worker failed after the answer started")
 
 
+def test_a_connection_lost_mid_stream_is_not_said_to_be_unreachable(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker whose connection broke after its first chunks was said to be one fugu-lite
+    "could not reach the server at URL", which sent the operator to check base_url and
+    whether its server runs, though it had answered half the reply. It says the connection
+    was lost mid-answer now, and why."""
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError) as error:
+            list(
+                running.client().chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=True
+                )
+            )
+    message = error.value.message
+    assert "could not reach" not in message
+    assert f"the connection to {broken.base_url}/chat/completions was lost mid-answer" in message
+    assert "RemoteProtocolError" in message  # why
+
+
 def test_a_stream_failing_mid_answer_is_a_failed_worker_call_in_the_metrics(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

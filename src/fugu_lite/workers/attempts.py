@@ -10,14 +10,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import openai
+
 from .api_keys import redact
 from .config import WorkerConfig
 from .errors import (
     CONTEXT_LENGTH_EXCEEDED,
     WorkerCallError,
     classify_error,
+    connection_reason,
     error_code,
     error_param,
+    request_address,
     retry_header,
     status_code,
 )
@@ -73,10 +77,15 @@ STALLED_STREAM = "no chunk within the worker's timeout_s: the stream stalled"
 
 
 def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> WorkerCallError:
-    """A failure after the stream's first chunk, said so."""
+    """A failure after the stream's first chunk, said so. A connection that failed then had
+    reached the worker: not "could not reach the server at URL", which sent one to check
+    base_url and whether the server runs."""
     kind, message, _ = describe_failure(worker_id, error, key)
     if kind == "timeout" and status_code(error) is None:
         message = f"worker {worker_id}: timeout: {STALLED_STREAM}"
+    elif kind == "connection" and isinstance(error, openai.APIConnectionError):
+        lost = f"the connection to {request_address(error)} was lost mid-answer"
+        message = redact(f"worker {worker_id}: connection: {lost}{connection_reason(error)}", key)
     message = f"{message}{AFTER_STREAM_START}"
     return WorkerCallError(
         kind, message, status_code(error), error_code(error), param=error_param(error)
