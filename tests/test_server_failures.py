@@ -642,6 +642,29 @@ def test_a_503_for_a_half_open_circuit_whose_probe_is_out_says_so(serve, stubs: 
     assert "circuit open" not in message and "cooling down" not in message
 
 
+def test_a_502_names_a_half_open_circuit_whose_probe_is_out_as_such(serve, stubs: Stubs) -> None:
+    """Every worker failing, one of them skipped because its half-open circuit's one probe
+    was out, was a 502 naming it "(circuit open, skipped)", while /health said half_open.
+    It is named as half-open with its probe out now."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+    stub = stubs.workers["coder"]
+    stub.mode = "500"
+    coder = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(coder).status_code == 502  # open, and half-open at once
+    stub.mode, stub.latency_s = "ok", 2.0
+    probe = threading.Thread(target=running.post, args=(coder,))
+    probe.start()
+    assert wait_until(lambda: len(stub.bodies) == 2, 5)  # the probe reached the worker
+    stubs.workers["mathematician"].mode = "500"
+    both = {**coder, "workers": ["coder", "mathematician"]}
+    response = running.post(both)
+    probe.join()
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "coder (circuit half-open, its one probe request out; skipped)" in message
+    assert "circuit open" not in message
+
+
 def test_a_busy_worker_is_a_503_with_retry_after_that_the_sdk_retries(
     serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

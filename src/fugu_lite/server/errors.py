@@ -73,7 +73,7 @@ def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError
         return workers_unavailable(server, error)
     if all(attempt.outcome in ("circuit_open", BUSY, RATE_LIMITED) for attempt in error.down):
         return workers_rate_limited(server, error)
-    return every_worker_failed(error)
+    return every_worker_failed(server, error)
 
 
 def too_long_for_all(server: FuguServer, error: AllWorkersFailedError) -> bool:
@@ -106,13 +106,13 @@ def context_exceeded(error: AllWorkersFailedError) -> ApiError:
     )
 
 
-def every_worker_failed(error: AllWorkersFailedError) -> ApiError:
+def every_worker_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
     """A 502 naming each worker that is down and why (and those that refused it as too
     long)."""
     too_long, down = error.too_long, error.down
     refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
     parts = [
-        f"{a.worker} (circuit open, skipped)"
+        f"{a.worker} ({circuit_skip(server, a.worker)})"
         if a.outcome == "circuit_open"
         else f"{a.worker} ({a.message or a.outcome})"
         for a in down
@@ -130,6 +130,13 @@ def every_worker_failed(error: AllWorkersFailedError) -> ApiError:
         code="all_workers_failed",
         extra={"tried": [attempt.summary() for attempt in error.attempts]},
     )
+
+
+def circuit_skip(server: FuguServer, worker: str) -> str:
+    """Why a worker skipped for its circuit was: open, or half-open with its one probe out."""
+    if server.breaker.state(worker) == "half_open":
+        return "circuit half-open, its one probe request out; skipped"
+    return "circuit open, skipped"
 
 
 def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
