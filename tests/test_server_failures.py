@@ -380,6 +380,29 @@ def test_a_connection_lost_mid_stream_is_not_said_to_be_unreachable(
     assert "RemoteProtocolError" in message  # why
 
 
+def test_a_stream_failing_mid_answer_is_logged_with_why(
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker failing after its stream's first chunk was logged nowhere by serve (a
+    failure before it was, at WARNING): only the client's error event said why, and the
+    decision log had the outcome alone. It is a warning naming the worker and why now."""
+    first = ranking_for(family, MATH).ranking[0]
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError):
+            list(
+                running.client().chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=True
+                )
+            )
+        assert wait_until(lambda: running.state.in_flight == 0, 3)
+    ours = [r for r in caplog.records if r.name.startswith("fugu_lite")]
+    [warning] = [r for r in ours if r.levelno >= logging.WARNING]
+    assert warning.message.startswith(f"the worker failed after the answer started: worker {first}")
+    assert "RemoteProtocolError" in warning.message
+
+
 def test_a_stream_failing_mid_answer_is_a_failed_worker_call_in_the_metrics(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

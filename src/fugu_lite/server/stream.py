@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -15,6 +16,8 @@ from .api_error import ApiError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly, describe_stream_error
 from .responses import with_text_content
+
+logger = logging.getLogger(__name__)
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
 
@@ -68,7 +71,10 @@ class RelayedStream:
         except (WorkerCallError, TimeoutError) as error:
             outcome, status = "stream_error", 502
             self.failed_kind = describe_stream_error(self.opened.worker, error)[0]
-            yield sse(self._interrupted(error))
+            interrupted = self._interrupted(error)
+            # the only word of it on the server: the decision log has the outcome alone
+            logger.warning("%s", interrupted["error"]["message"])
+            yield sse(interrupted)
         finally:
             self._record(outcome, status)
             await close_quietly(self.opened.chunks)
