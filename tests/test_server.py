@@ -964,6 +964,21 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
 
 
+def test_a_keys_file_saved_by_windows_tools_is_read_or_refused_saying_why(tmp_path: Path) -> None:
+    """A keys file saved as UTF-8 with a BOM (Notepad's) had the BOM read into its first key,
+    which no client sends: that key was refused as invalid with no word why. One saved as
+    UTF-16 (Windows PowerShell's `>`) failed with "'utf-8' codec can't decode byte 0xff in
+    position 0", naming neither the file nor what to do."""
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_bytes(f"\ufeff{ENDPOINT_KEY}\r\nsk-second-key-abcdef\r\n".encode())
+    assert load_api_keys(file=keys_file) == [ENDPOINT_KEY, "sk-second-key-abcdef"]
+    keys_file.write_bytes(f"{ENDPOINT_KEY}\r\n".encode("utf-16"))
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys(file=keys_file)
+    assert str(error.value).startswith(f"--api-keys-file {keys_file}: not UTF-8 text (")
+    assert str(error.value).endswith("PowerShell's `>`); re-save it as UTF-8")
+
+
 def test_the_keys_options_help_says_to_give_the_keys_alone() -> None:
     """`serve --help` said only "one a line" and "comma-separated" of the endpoint's keys,
     while a key written with its header ('Bearer KEY', 'x-api-key: KEY') is refused at

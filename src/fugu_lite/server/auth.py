@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..text_reading import STDIN_NOT_READ, means_stdin
+from ..text_reading import STDIN_NOT_READ, means_stdin, utf16_hint
 from .api_error import ApiError
 
 REDACTED = "[redacted]"
@@ -73,10 +73,16 @@ def load_api_keys(env_var: str | None = None, file: str | Path | None = None) ->
         if means_stdin(path):
             raise ApiKeyError(f"--api-keys-file {STDIN_NOT_READ}")
         try:
-            text = path.read_text(encoding="utf-8")
+            # the UTF-8 BOM Notepad writes was read into the first key, which no client sent
+            text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
         except OSError as error:
             raise ApiKeyError(
                 f"--api-keys-file {path}: cannot read it ({error.strerror})"
+            ) from error
+        except UnicodeDecodeError as error:
+            raise ApiKeyError(
+                f"--api-keys-file {path}: not UTF-8 text ({error.reason})"
+                f"{utf16_hint(error.object)}; re-save it as UTF-8"
             ) from error
         if not parse_keys(text):
             raise ApiKeyError(f"--api-keys-file {path}: holds no key (one key a line)")
