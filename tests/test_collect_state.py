@@ -183,6 +183,20 @@ def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -
     assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
 
 
+def test_a_torn_line_longer_than_a_block_is_cut_keeping_the_lines_before_it(
+    tmp_path: Path,
+) -> None:
+    """A long answer (a model rambling to its token limit) torn mid-write is longer than the
+    block the tail is read by: the lines before it are kept whole, only it is cut and saved."""
+    log = tmp_path / "r.calls.jsonl"
+    whole = b'{"event": "call", "output": "4"}\n{"event": "grade", "score": 1.0}\n'
+    torn = b'{"event": "call", "output": "' + b"y" * (3 * journal.TAIL_BLOCK)
+    log.write_bytes(whole + torn)
+    fragment = journal.repair_torn_tail(log)
+    assert log.read_bytes() == whole
+    assert fragment == torn.decode() and Path(f"{log}.torn").read_bytes() == torn + b"\n"
+
+
 def test_a_torn_line_that_cannot_be_saved_is_left_in_place_and_said(tmp_path: Path) -> None:
     """On a disk still full after a run stopped mid-line, the next run cut the torn line off
     first and then failed to save it in *.torn, with a traceback: the line was lost."""
