@@ -86,6 +86,44 @@ def test_grades_of_a_local_judge_whose_model_file_was_replaced_are_judged_again(
     assert state().cells_to_grade() == []
 
 
+def test_grades_of_a_local_judge_given_another_chat_format_are_judged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local judge's chat_format (its prompt template, which its requests do not name)
+    fixed between runs gives other verdicts from the same GGUF file: its earlier verdicts
+    are judged again, as those of a judge with another system_prompt are."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    task = haiku_tasks(1)[0]
+    gguf = tmp_path / "judge.gguf"
+    gguf.write_bytes(b"GGUF judge")
+
+    def pool(chat_format: str) -> PoolConfig:
+        local = {"gguf": str(gguf), "chat_format": chat_format}
+        return PoolConfig.model_validate(
+            {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+                         {"id": "judge", "model": "j", "local": local}]}
+        )  # fmt: skip
+
+    config, log = pool("chatml"), tmp_path / "r.calls.jsonl"
+    cell = {"task_id": task.id, "worker_id": "w",
+            "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
+    grade = {**cell, "event": "grade", "score": 0.7, "judge_worker_id": "judge",
+             "grading_hash": hashes.grading_hash(task),
+             "judge_hash": hashes.judge_hash(config.workers[1]),
+             "judge_gguf_sha256": hashes.gguf_sha256(config.workers[1])}  # fmt: skip
+    log.write_text(
+        f"{json.dumps({**cell, 'event': 'call', 'output': 'Rain.'})}\n{json.dumps(grade)}\n"
+    )
+
+    def state(chat_format: str) -> collect_state.CollectState:
+        return collect_state.CollectState(
+            pool(chat_format), [task], tmp_path / "r.jsonl", log, judge_worker="judge"
+        ).load()
+
+    assert state("chatml").cells_to_grade() == []
+    assert state("llama-3").cells_to_grade() == [(task.id, "w")]
+
+
 def answer_or_verdict(answer: str, verdict: str) -> Reply:
     """A stub worker's reply: `verdict` when it is asked to judge, else `answer` (a judge
     echoing the response's own score line is not read as its verdict)."""
