@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,9 @@ from conftest import (
 from rich.console import Console
 from typer.testing import CliRunner
 
+import fugu_lite
 from fugu_lite.cli import app
+from fugu_lite.collect import hashes as collect_hashes
 from fugu_lite.collect import run as collect_module
 from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
@@ -198,6 +201,42 @@ def test_a_fixed_grader_regrades_saved_answers_of_pending_tasks_without_new_call
     regraded = [line for line in log_lines(output) if line["event"] == "grade"][2:]
     assert {line["grading_code"] for line in regraded} == {grading_code_digest()}
     assert real_grade is collect_module.grade
+
+
+@pytest.mark.parametrize(
+    ("source", "grades"),
+    [("tasks.py", True), ("scoring/number.py", True), ("sandbox.py", True),
+     ("sandbox_harness.py", True), ("collect/run.py", False)],
+)  # fmt: skip
+def test_only_an_edit_to_the_code_that_grades_changes_the_grading_code(
+    tmp_path: Path, source: str, grades: bool
+) -> None:
+    """A saved grade holds the digest of the code that grades (tasks.py reads the answer
+    keys): an edit to any of those files grades saved answers again, an edit elsewhere (the
+    collection's own loop) does not."""
+    package = tmp_path / "fugu_lite"
+    shutil.copytree(
+        Path(fugu_lite.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    before = fugu_lite.sources_digest(package, collect_hashes.GRADING_SOURCES)
+    with (package / source).open("a") as stream:
+        stream.write("# fixed\n")
+    after = fugu_lite.sources_digest(package, collect_hashes.GRADING_SOURCES)
+    assert (after != before) is grades
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [{"answer": "4"}, {"tests": "assert f() == 4"}, {"rubric": "Count the syllables."},
+     {"case_sensitive": True}, {"grader": "exact"}],
+)  # fmt: skip
+def test_a_fix_to_any_part_of_a_tasks_answer_key_grades_saved_answers_again(fix: dict) -> None:
+    """Each part of a task that a grade depends on besides the answer (its answer, tests,
+    rubric, case_sensitive and grader) is in its grading hash: a fixed one grades the saved
+    answers of unfinished tasks again, without asking their workers again."""
+    task = Task(id="t", prompt="2 + 2?", answer="5", grader="number", task="arithmetic")
+    fixed = task.model_copy(update=fix)
+    assert collect_hashes.grading_hash(fixed) != collect_hashes.grading_hash(task)
 
 
 def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(
