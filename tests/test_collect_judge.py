@@ -552,6 +552,33 @@ def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) ->
     assert summary.judges[0].calls == 6  # each answer judged once, in the first run
 
 
+def test_a_verdict_logged_before_a_kill_under_another_rubric_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """A judge's reply logged before a kill is reused only for the same messages: with the
+    task's rubric fixed before the next run, the saved answers are judged again under it
+    (a reply to the old rubric would have been read as the verdict)."""
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    log = default_log_path(output)
+    with (
+        StubWorker(answer_or_verdict("Rain.", "SCORE: 6")) as w,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 8")) as judge,
+    ):
+        config = stub_pool(("w", w), ("judge", judge))
+        run_collect(config, tasks, output, judge_worker="judge")
+        lines = log.read_text().splitlines(keepends=True)
+        # killed before the grade lines were written; the rubric is fixed before the next run
+        log.write_text("".join(line for line in lines if '"event":"grade"' not in line))
+        output.unlink()
+        fixed = [task.model_copy(update={"rubric": "Count the syllables."}) for task in tasks]
+        paid = len(judge.bodies)
+        summary = run_collect(config, fixed, output, judge_worker="judge")
+        asked = judge.bodies[paid:]
+    assert summary.complete and len(w.bodies) == 2 and len(asked) == 4  # each answer again
+    assert all("Count the syllables." in str(body["messages"]) for body in asked)
+
+
 @pytest.mark.parametrize("graders", [("number",), ("number", "judge")])
 def test_a_judge_no_task_asks_for_is_said(tmp_path: Path, graders: tuple[str, ...]) -> None:
     """`--judge w` on tasks with no judge grader did nothing, silently: a user who meant the
