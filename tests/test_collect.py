@@ -335,6 +335,21 @@ def test_a_worker_failing_every_call_with_a_5xx_is_down_after_3(tmp_path: Path) 
     assert summary.workers[0].down is None and summary.workers[0].calls == 8
 
 
+def test_a_worker_timing_out_on_every_call_is_down_after_3(tmp_path: Path) -> None:
+    """A server that hangs (a model that never finishes loading, a stuck GPU) times out on
+    every call: after three timeouts in a row it is down, its tasks left for the next run
+    and not scored 0, instead of each task waiting out its timeout to the end of the run."""
+    tasks = number_tasks(6)
+    with StubWorker(solver(tasks)) as good, StubWorker(mode="hang") as hung:
+        config = stub_pool(("good", good), ("hung", hung), max_concurrency=1, max_retries=0,
+                           timeout_s=0.3)  # fmt: skip
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl")
+    stats = {worker.worker_id: worker for worker in summary.workers}
+    assert stats["hung"].calls == 3 and len(hung.bodies) == 3
+    assert "3 calls in a row failed (timeout)" in (stats["hung"].down or "")
+    assert stats["hung"].pending == 6 and stats["good"].done == 6 and not summary.complete
+
+
 def test_refusals_not_in_a_row_or_of_other_statuses_keep_the_worker_up(tmp_path: Path) -> None:
     """A proxy's stray 401 or 404 must not take a healthy worker down for the run."""
     tasks = number_tasks(8)
