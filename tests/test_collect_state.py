@@ -99,24 +99,31 @@ def test_an_output_that_cannot_be_opened_is_refused_naming_it(tmp_path: Path) ->
     assert not default_log_path(output).exists()  # nothing left behind
 
 
-def test_prices_fixed_between_runs_cost_every_record_still_to_write(tmp_path: Path) -> None:
-    """Prices fixed in the pool file (per 1k tokens given as per million, say) between runs:
-    a saved answer of a task still pending kept its cost at the old prices, so one record
-    mixed two price lists, and nothing said the records already written hold the old ones."""
+@pytest.mark.parametrize(("input_price", "output_price"), [(10.0, 20.0), (1.05, 2.0)])
+def test_prices_fixed_between_runs_cost_every_record_still_to_write(
+    tmp_path: Path, input_price: float, output_price: float
+) -> None:
+    """Prices fixed in the pool file (per 1k tokens given as per million, say, or a price 5%
+    off) between runs: a saved answer of a task still pending kept its cost at the old
+    prices, so one record mixed two price lists, and nothing said the records already
+    written hold the old ones."""
     tasks = number_tasks(3)
     output = tmp_path / "r.jsonl"
     with StubWorker(solver(tasks)) as a, StubWorker(solver(tasks)) as b:
         b.fail_next("400")  # add-0 waits for b: a's answer to it is saved, its record not
         run_collect(stub_pool(("a", a), ("b", b), max_concurrency=1), tasks, output)
         assert sorted(record_ids(output)) == ["add-1", "add-2"]
-        fixed = stub_pool(("a", a), ("b", b), input_price_per_mtok=10.0, output_price_per_mtok=20.0)
+        fixed = stub_pool(
+            ("a", a), ("b", b), input_price_per_mtok=input_price, output_price_per_mtok=output_price
+        )
         console = Console(record=True, width=400)
         summary = run_collect(fixed, tasks, output, console=console)
         assert len(a.bodies) == 3  # a's answer to add-0 was reused
     # whitespace tokens: "What is i + j?" 5 in, "The answer is N." 4 out
+    cost = (5 * input_price + 4 * output_price) / 1e6
     record = {r.id: r for r in read_records(output)}["add-0"]
-    assert record.costs == pytest.approx([(5 * 10 + 4 * 20) / 1e6] * 2)
-    assert summary.workers[0].cost == pytest.approx(((5 * 10 + 4 * 20) / 1e6) * 3)
+    assert record.costs == pytest.approx([cost] * 2)
+    assert summary.workers[0].cost == pytest.approx(cost * 3)
     assert "2 records already written hold costs at other prices" in console.export_text()
     assert summary.reprices and f"--log {default_log_path(output)}" in summary.reprices[0]
 
