@@ -360,6 +360,8 @@ def test_a_judge_refusing_every_call_is_down_and_its_answers_wait(tmp_path: Path
         assert len(judged) < 8
         assert any("worker judge is down (its last 3 calls" in (line.get("grade_error") or "")
                    for line in log_lines(output))  # fmt: skip
+        # a refused call is billed nothing: known, not a cost the judge did not report
+        assert summary.judges[0].unpriced == 0
 
         judge.mode = "ok"  # the key is fixed
         summary = run_collect(config, tasks, output, judge_worker="judge")
