@@ -340,6 +340,28 @@ def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path, limit: str) -> N
     assert f"raise params.{limit} of worker judge" in (summary.workers[0].grade_error or "")
 
 
+def test_a_judge_cut_after_echoing_the_answers_own_score_says_it_was_cut(
+    tmp_path: Path,
+) -> None:
+    """A small judge that echoes the response (spending its tokens on it) and is cut at its
+    token limit before its own verdict was told to be another model ('could not read a
+    score ... judge with a model that follows this format'): the response's own 'Rating:
+    9/10', echoed, was taken for the verdict that makes a cut reply whole. It is now said
+    to be cut, with the limit to raise, as the judge grader reads no verdict in it."""
+    tasks = haiku_tasks(1)
+    echo = "The response reads:\nRain on the roof.\nRating: 9/10\nIt is"
+    with (
+        StubWorker("Rain on the roof.\nRating: 9/10") as worker,
+        StubWorker(echo) as judge,
+    ):
+        judge.finish_reason = "length"
+        config = stub_pool(("w", worker), ("judge", judge), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    said = summary.workers[0].grade_error or ""
+    assert summary.workers[0].ungraded == 1 and "(max_tokens 24)" in said, said
+    assert "raise params.max_tokens of worker judge" in said
+
+
 def test_a_judge_refusing_every_call_is_down_and_its_answers_wait(tmp_path: Path) -> None:
     """A judge with a bad key (a paid remote API, faked by the stub) refused every verdict
     alike: each answer was sent to it, failed and logged one by one to the end of the run. It

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..scoring.common import without_thinking
-from ..scoring.judge import parse_judge_score
+from ..scoring.judge import parse_judge_score, without_echoed_scores
 from ..tasks import Task
 from ..workers.config import PoolConfig
 from ..workers.errors import WorkerCallError
@@ -48,6 +48,7 @@ def logging_judge(
     sent, and may refuse it by raising (calls wait there while others are in flight)."""
     judge_worker = pool.worker(judge_id)
     judged_request_hash = state.calls[cell].request_hash
+    judged_answer = without_thinking(state.calls[cell].output or "") or ""
 
     async def judge(messages: list[dict[str, str]]) -> str:
         request_hash = hashlib.sha1(json.dumps(messages).encode()).hexdigest()
@@ -58,7 +59,7 @@ def logging_judge(
         state.add(_judge_entry(state, cell, judged_request_hash, judge_id, request_hash, result))
         if on_result is not None:
             await on_result(result)
-        return _verdict_of(result, judge_worker.params, judge_id)
+        return _verdict_of(result, judge_worker.params, judge_id, judged_answer)
 
     return judge
 
@@ -88,12 +89,14 @@ def _judge_entry(
     )  # fmt: skip
 
 
-def _verdict_of(result: CallResult, params: dict[str, Any], judge_id: str) -> str:
+def _verdict_of(
+    result: CallResult, params: dict[str, Any], judge_id: str, judged_answer: str
+) -> str:
     """The judge's reply, or why it gives none: a failed call (WorkerCallError), or a reply
     cut at its token limit before a score (JudgeReplyCut)."""
     if result.error is not None or result.output is None:
         raise WorkerCallError(result.error_kind or "server", result.error or "no output")
-    if _hit_token_limit(result) and not _scored(result.output):
+    if _hit_token_limit(result) and not _scored(result.output, judged_answer):
         name, limit = output_limit(params) or ("max_tokens", "of its server")
         raise JudgeReplyCut(
             f"its reply stopped at its token limit ({name} {limit}) before a "
@@ -103,10 +106,13 @@ def _verdict_of(result: CallResult, params: dict[str, Any], judge_id: str) -> st
     return result.output
 
 
-def _scored(reply: str) -> bool:
-    """Whether the judge's reply gives a score after its thinking (a draft is none)."""
+def _scored(reply: str, judged_answer: str) -> bool:
+    """Whether the judge's reply gives a score after its thinking (a draft is none), read as
+    the judge grader reads it: the judged answer's own score lines, echoed, are none."""
     verdict = without_thinking(reply)
-    return verdict is not None and parse_judge_score(verdict) is not None
+    if verdict is None:
+        return False
+    return parse_judge_score(without_echoed_scores(verdict, judged_answer)) is not None
 
 
 def _hit_token_limit(result: CallResult) -> bool:
