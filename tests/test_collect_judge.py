@@ -86,6 +86,28 @@ def test_grades_of_a_local_judge_whose_model_file_was_replaced_are_judged_again(
     assert state().cells_to_grade() == []
 
 
+def test_a_runs_grade_and_judge_lines_name_its_judges_model_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grade lines a run writes hold the SHA-256 of its judge's model file, which a
+    later run compares (a local judge's GGUF replaced in place): without it, every later
+    run took the old model's grades for the new one's. Faked here for a stub judge."""
+    monkeypatch.setattr(collect_state, "gguf_sha256", lambda worker: f"sha-of-{worker.id}")
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with (
+        StubWorker("Rain.") as worker,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 7")) as judge,
+    ):
+        config = stub_pool(("w", worker), ("judge", judge))
+        summary = run_collect(config, tasks, output, judge_worker="judge")
+    assert summary.complete
+    judged = [line for line in log_lines(output) if line["event"] in ("grade", "judge")]
+    assert len(judged) == 8 and {line.get("judge_gguf_sha256") for line in judged} == {
+        "sha-of-judge"
+    }
+
+
 def test_grades_of_a_local_judge_given_another_chat_format_are_judged_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
