@@ -510,6 +510,30 @@ def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
         assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
+def test_a_runs_grade_lines_name_the_model_file_of_the_answer_they_graded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grade lines a run writes name the model file (local_hash, gguf_sha256) of the
+    answer they graded, as its call line does, which a later run compares: without them
+    another GGUF's grade logged last was taken for this one's answer (see the next test).
+    A local worker's file is faked here for a stub."""
+    monkeypatch.setattr(collect_state, "local_hash", lambda worker: f"local-of-{worker.id}")
+    monkeypatch.setattr(collect_state, "gguf_sha256", lambda worker: f"sha-of-{worker.id}")
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        summary = run_collect(stub_pool(("a", stub), ("b", stub)), tasks, output)
+    assert summary.complete
+    lines = log_lines(output)
+    assert len(lines) == 8
+    for line in lines:
+        worker = line["worker_id"]
+        assert (line.get("local_hash"), line.get("gguf_sha256")) == (
+            f"local-of-{worker}",
+            f"sha-of-{worker}",
+        ), line
+
+
 def test_a_grade_of_another_model_files_answer_is_not_taken_for_this_ones(tmp_path: Path) -> None:
     """A task still pending after a local worker answered it with one GGUF (graded 1), then
     with another (graded 0), then the first again: the second file's grade, logged last, was
