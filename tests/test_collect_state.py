@@ -510,6 +510,35 @@ def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
         assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
+def test_an_answer_at_a_raised_n_ctx_is_not_given_the_refusals_grade_at_the_old_one(
+    tmp_path: Path,
+) -> None:
+    """A local worker refused a long prompt at n_ctx 256 (graded 0), answered it once n_ctx
+    was raised to 1024 (the run killed before that answer's grade line), and is back at 256
+    (1024 ran out of memory): the answer, logged after the refusal, is the cell's answer and
+    is graded again; the refusal's 0 was not its grade."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    def local_pool(n_ctx: int) -> PoolConfig:
+        local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    worker = local_pool(256).workers[0]
+    cell = {"task_id": task.id, "worker_id": "loc",
+            "request_hash": hashes.request_hash(worker, task),
+            "local_hash": hashes.local_hash(worker)}  # fmt: skip
+    refusal = {**cell, "event": "call", "error": "context", "n_ctx": 256,
+               "error_code": "context_length_exceeded"}  # fmt: skip
+    grade = {**cell, "event": "grade", "score": 0.0, "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    answer = {**cell, "event": "call", "output": "The answer is 1."}
+    log.write_text("".join(json.dumps(line) + "\n" for line in (refusal, grade, answer)))
+    state = collect_state.CollectState(local_pool(256), [task], tmp_path / "r.jsonl", log).load()
+    assert state.calls[(task.id, "loc")].output == "The answer is 1."
+    assert state.cells_to_grade() == [(task.id, "loc")] and state.record_for(task.id) is None
+
+
 def test_a_runs_grade_lines_name_the_model_file_of_the_answer_they_graded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
