@@ -439,6 +439,24 @@ def test_the_summary_of_records_kept_from_an_earlier_request_counts_them(
         assert worker.cost == pytest.approx(sum(costs)) and worker.cost > 0
 
 
+def test_the_summary_of_records_graded_under_an_earlier_answer_key_counts_them(
+    tmp_path: Path,
+) -> None:
+    """A finished collection summarised again after a task's answer key was fixed: its
+    records keep their grades (records are never rewritten, and a note says so), and the
+    table counts the answers in them as before, their latency and all."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub), ("v", stub))
+        before = run_collect(config, tasks, output)
+        fixed = [tasks[0].model_copy(update={"answer": "2"}), *tasks[1:]]
+        summary = run_collect(config, fixed, output)
+        assert len(stub.bodies) == 6  # nothing asked again: every record is written
+    assert summary.complete and summary.regrades
+    assert summary.workers == [worker.model_copy(update={"calls": 0}) for worker in before.workers]
+
+
 def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
     """A local worker's `model` is only a label: an answer of another GGUF file (or chat
     format) is not reused. Call lines of older versions, which do not name the file, are."""
