@@ -36,6 +36,7 @@ from fugu_lite.collect.summary import (
     summary_table,
 )
 from fugu_lite.schemas import RewardRecord, read_records, write_records
+from fugu_lite.tasks import Task
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.text_reading import RecordFileError
 from fugu_lite.workers.api_keys import PoolStartError
@@ -455,6 +456,31 @@ def test_the_summary_of_records_graded_under_an_earlier_answer_key_counts_them(
         assert len(stub.bodies) == 6  # nothing asked again: every record is written
     assert summary.complete and summary.regrades
     assert summary.workers == [worker.model_copy(update={"calls": 0}) for worker in before.workers]
+
+
+def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: Path) -> None:
+    """A task's case_sensitive is part of its answer key (README): fixed between runs, its
+    saved answers are graded again, and the note naming what changed named the answer,
+    tests, grader and rubric only, leaving the user to wonder which of those they changed."""
+    task = Task(id="capital", prompt="Capital of France?", answer="Paris", grader="exact",
+                task="geography")  # fmt: skip
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )
+    cell = {"task_id": task.id, "worker_id": "w",
+            "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
+    call = {**cell, "event": "call", "output": "paris"}
+    grade = {**cell, "event": "grade", "score": 1.0, "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    log = tmp_path / "r.calls.jsonl"
+    log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")
+    fixed = task.model_copy(update={"case_sensitive": True})
+    state = collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+    assert state.cells_to_grade() == [(task.id, "w")]
+    assert state.regrade_notes() == [
+        "1 saved answer is graded again, without asking its worker again: the task's answer "
+        "key (answer, tests, grader, rubric, case_sensitive) changed"
+    ]
 
 
 def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:

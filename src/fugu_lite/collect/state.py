@@ -290,7 +290,7 @@ class CollectState:
         """Why a logged grade is not one of this run's grading, or None when it is."""
         task = self.tasks[entry.task_id]
         if entry.grading_hash != self.grading_hashes[task.id]:
-            return "the task's answer key (answer, tests, grader, rubric) changed"
+            return "the task's answer key (answer, tests, grader, rubric, case_sensitive) changed"
         if task.grader == "judge":
             if self.judge is None:
                 return None
