@@ -362,6 +362,24 @@ def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path, limit: str) -> N
     assert f"raise params.{limit} of worker judge" in (summary.workers[0].grade_error or "")
 
 
+def test_a_judge_cut_after_its_score_is_graded_by_it(tmp_path: Path) -> None:
+    """A judge that scores first and explains after may be cut at its token limit in the
+    explanation: its score is given, so the answer is graded by it, not left ungraded as a
+    reply cut before its verdict."""
+    tasks = haiku_tasks(2)
+    with (
+        StubWorker("Rain on the roof.") as worker,
+        StubWorker(answer_or_verdict("Snow.", "SCORE: 7\nThe imagery is vivid, but")) as judge,
+    ):
+        judge.finish_reason = "length"
+        config = stub_pool(("w", worker), ("judge", judge), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    assert summary.complete and summary.workers[0].ungraded == 0
+    assert all(
+        record.rewards == [pytest.approx(0.7)] * 2 for record in read_records(tmp_path / "r.jsonl")
+    )
+
+
 def test_a_judge_cut_after_echoing_the_answers_own_score_says_it_was_cut(
     tmp_path: Path,
 ) -> None:
