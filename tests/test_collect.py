@@ -3,6 +3,7 @@ log, resume, down workers, failed and refused calls, the summary table and the C
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -264,6 +265,42 @@ def test_grading_errors_stay_pending_and_are_regraded_without_a_new_call(
         summary = run_collect(config, tasks, output)
         assert len(stub.bodies) == 3  # regraded from the logged answer
     assert summary.complete and sorted(record_ids(output)) == ["add-0", "add-1", "add-2"]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [(1.5, "grader returned 1.5, not in [0, 1]"), (-0.5, "grader returned -0.5, not in [0, 1]"),
+     (math.nan, "grader returned nan, not in [0, 1]"),
+     (RuntimeError("regex too big"), "grader raised RuntimeError: regex too big")],
+)  # fmt: skip
+def test_a_grader_that_raises_or_scores_out_of_range_leaves_the_answer_to_grade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdict: float | Exception, said: str
+) -> None:
+    """A grader bug (an exception, a score outside [0, 1]) must neither end the run nor
+    become a reward: the answer stays ungraded, the error is said, and the next run grades
+    it again without asking its worker again."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    real_grade = collect_module.grade
+
+    async def buggy(task, output_text, judge=None):
+        if task.id != "add-1":
+            return await real_grade(task, output_text, judge)
+        if isinstance(verdict, Exception):
+            raise verdict
+        return Grade(score=verdict)
+
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        monkeypatch.setattr(collect_module, "grade", buggy)
+        summary = run_collect(config, tasks, output)
+        assert record_ids(output) == ["add-0"] and summary.workers[0].ungraded == 1
+        assert summary.workers[0].grade_error == f"task add-1: {said}"
+
+        monkeypatch.setattr(collect_module, "grade", real_grade)
+        summary = run_collect(config, tasks, output)
+        assert len(stub.bodies) == 2  # graded again from the logged answer
+    assert summary.complete and all(r.rewards == [1.0] for r in read_records(output))
 
 
 def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None:
