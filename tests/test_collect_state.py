@@ -554,6 +554,36 @@ def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
         assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
+def test_a_context_refusal_is_asked_again_once_n_ctx_is_raised(tmp_path: Path) -> None:
+    """A local worker's refusal of a prompt over its context is its answer (scored 0) while
+    its n_ctx is the same; raised (as the warning says to), the prompt of a pending task is
+    asked again, not answered by the refusal at the smaller context."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    def local_pool(n_ctx: int) -> PoolConfig:
+        local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
+        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
+
+    worker = local_pool(256).workers[0]
+    cell = {"task_id": task.id, "worker_id": "loc",
+            "request_hash": hashes.request_hash(worker, task),
+            "local_hash": hashes.local_hash(worker)}  # fmt: skip
+    refusal = {**cell, "event": "call", "error": "context", "n_ctx": 256,
+               "error_code": "context_length_exceeded"}  # fmt: skip
+    grade = {**cell, "event": "grade", "score": 0.0, "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    log.write_text(f"{json.dumps(refusal)}\n{json.dumps(grade)}\n")
+
+    def state(n_ctx: int) -> collect_state.CollectState:
+        return collect_state.CollectState(
+            local_pool(n_ctx), [task], tmp_path / "r.jsonl", log
+        ).load()
+
+    assert state(256).cells_to_call("loc") == [] and state(256).record_for(task.id) is not None
+    assert state(1024).cells_to_call("loc") == [task.id]
+
+
 def test_an_answer_at_a_raised_n_ctx_is_not_given_the_refusals_grade_at_the_old_one(
     tmp_path: Path,
 ) -> None:
