@@ -464,6 +464,8 @@ def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) ->
             and (line["task_id"], line["worker_id"]) == ("add-0", "short")
         )
         assert grade["score"] == 0.0 and grade["detail"].startswith("refused: worker short")
+        refusal = next(line for line in log_lines(output) if line.get("error_code"))
+        assert refusal.get("cost") == 0.0  # billed nothing: a known cost in the call log too
 
         write_tasks(tmp_path / "tasks.jsonl", number_tasks(4))  # add-0's refusal is reused
         result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
