@@ -500,3 +500,43 @@ def test_a_compressed_csv_cut_short_says_to_fetch_it_again(
         "the file ends before its data does, so it was cut short (an interrupted download or "
         "copy?): fetch or copy it again"
     )
+
+
+def test_the_standard_split_dedupe_and_ids_take_a_prompt_exactly_as_written(
+    tmp_path: Path,
+) -> None:
+    """The split hashes the prompt's exact text, and only exact duplicates are dropped: a
+    prompt with a space or line break around it is another prompt (DESIGN.md), with its own
+    id. Every test prompt had no space around it, so hashing, deduping or naming a stripped
+    prompt passed them all."""
+    texts = [f" prompt {index}\n" for index in range(40)]
+    for text in texts:
+        bucket = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 10
+        salted = int(hashlib.sha1(("validation:" + text).encode("utf-8")).hexdigest(), 16) % 10
+        expected = "test" if bucket < 2 else "validation" if salted < 2 else "train"
+        assert standard_split(text) == expected
+    spellings = ["x", "x ", " x", "x\n"]
+    kept = apply_standard_split([record(text, [1, 0]) for text in spellings])
+    assert [r.prompt for r in kept] == spellings
+    rows = [{"prompt": text, "worker": "a", "reward": 1} for text in spellings]
+    imported = import_long(write_jsonl(tmp_path / "spaced.jsonl", rows))
+    assert len({r.id for r in imported}) == len(spellings)
+
+
+def test_a_dropped_duplicate_does_not_count_as_a_repeated_id(caplog) -> None:
+    """The ids are checked after the duplicate prompts are dropped: a prompt given twice with
+    its id (one sample exported twice) is one record, not "an id given to more than one
+    prompt"; no test gave a duplicate an id, so checking the ids before dedupe passed."""
+    records = [
+        record("x", [1, 0]).model_copy(update={"id": "s1"}),
+        record("x", [1, 0]).model_copy(update={"id": "s1"}),
+    ]
+    for split in (
+        lambda: apply_standard_split(records),
+        lambda: apply_given_split(records, ["train", "train"], ["r1", "r2"]),
+    ):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            assert [r.id for r in split()] == ["s1"]
+        assert "dropped 1 records" in caplog.text
+        assert "record ids repeat" not in caplog.text
