@@ -988,3 +988,44 @@ def test_a_table_of_rewards_with_a_grader_column_is_not_called_a_task(tmp_path: 
         import_long(path)
     assert "this is a task" not in str(raised.value)
     assert "the row's keys are prompt, model, reward, grader" in str(raised.value)
+
+
+@pytest.mark.parametrize("reward", ["Infinity", "inf", "-inf", "1e400"])
+def test_an_infinite_reward_is_no_finite_number_named_at_its_row(
+    tmp_path: Path, reward: str
+) -> None:
+    """float() reads "Infinity" and "1e400" as infinity: refused at the row as no finite
+    number, not passed on to fail later as a record's "rewards must be finite" at the
+    prompt's first row."""
+    rows = [
+        {"prompt": "p", "worker": "a", "reward": "1"},
+        {"prompt": "p", "worker": "b", "reward": reward},
+    ]
+    with pytest.raises(RecordFileError, match=r"line 3: reward must be a finite number, got "):
+        import_long(write_long_csv(tmp_path / "inf.csv", rows))
+
+
+def test_a_chat_prompt_whose_keys_come_in_another_order_on_a_row_is_one_prompt(
+    tmp_path: Path,
+) -> None:
+    """One prompt's messages written with their keys in another order on one row (rows from
+    two tools) are the same messages: grouped by their text as written, the prompt split in
+    two, each half missing a worker; every test wrote its messages the same way each time."""
+    rows = [
+        {"prompt": [{"role": "user", "content": "hi"}], "worker": "w1", "reward": 1},
+        {"prompt": [{"content": "hi", "role": "user"}], "worker": "w2", "reward": 0},
+    ]
+    (result,) = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert (result.prompt_text, result.rewards) == ("user: hi", [1.0, 0.0])
+
+
+def test_a_repeated_header_with_a_spreadsheets_empty_cells_at_its_end_is_named(
+    tmp_path: Path,
+) -> None:
+    """A spreadsheet saves a row's empty cells at its end as trailing commas: the second
+    header of files joined with `cat` ("prompt,worker,reward,,") is the header still, not a
+    row whose reward is "reward"; every repeated header of the tests had no trailing comma."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\np1,w1,1\nprompt,worker,reward,,\np2,w1,1\n")
+    with pytest.raises(RecordFileError, match=r"long\.csv, line 3: repeats the header line"):
+        import_long(path)
