@@ -257,3 +257,56 @@ def test_real_llmrouter_records_are_complete(llmrouter_records: list[RewardRecor
     assert all(r.task is not None for r in llmrouter_records)
     assert len({r.task for r in llmrouter_records}) == 14
     assert all(r.costs is not None and min(r.costs) > 0 for r in llmrouter_records)
+
+
+def test_a_question_with_spaces_around_it_or_beyond_ascii_keeps_its_task_and_length(
+    tmp_path: Path,
+) -> None:
+    """A question is looked up in the query files as written (the public files hold 342 with
+    a space or line break around them, written so in both) and its input tokens are its
+    characters / 4: every test question was plain ASCII without spaces around it, so a lookup
+    of the stripped text (no task for those) or a length in UTF-8 bytes passed them all."""
+    question = " \u00bfCu\u00e1nto es 2\u00b72?\n"
+    root = make_llmrouter(
+        tmp_path, train=[{"question": question, "scores": {"small": 1.0, "big": 0.0}}]
+    )
+    queries = root / "llmrouter/data/example_data/query_data/default_query_train.jsonl"
+    write_jsonl(queries, [{"task_name": "math", "query": question}])
+    first = import_llmrouter(root, output_tokens=0)[0]
+    assert (first.prompt, first.task) == (question, "math")
+    input_tokens = len(question) / 4
+    assert first.costs == pytest.approx([input_tokens * 0.9 / 1e6, input_tokens * 0.1 / 1e6])
+
+
+def test_a_download_cut_short_is_completed_not_taken_for_the_data(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A download stopped half-way leaves some of LLMRouter's files in the cache: the cache
+    is the data only with every file there, else the download goes on (the files there are
+    kept); every test's cache held all the files or none, so taking the folder for the data
+    (an import then missing a file) passed them all."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    cache = tmp_path / "cache"
+    write_json(cache / "llmrouter/data/dcrouter_preprocessed/train.json", [])
+    with pytest.raises(DataNotFoundError, match=f"--data-dir or set {DATA_DIR_ENV}"):
+        resolve_data_dir(None, search_paths=[], cache_dir=cache, download=False)
+    downloads: list[Path] = []
+
+    def download(target: Path, timeout: float = 60.0) -> Path:
+        downloads.append(target)
+        return target
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", download)
+    assert resolve_data_dir(None, search_paths=[], cache_dir=cache) == cache
+    assert downloads == [cache / "llmrouter"]
+
+
+@pytest.mark.parametrize("price", ["input_price", "output_price"])
+def test_a_negative_llmrouter_price_is_refused_naming_the_model(tmp_path: Path, price: str) -> None:
+    """A negative price would lower a worker's cost below what it is: refused for either
+    price; only the input price's bound was tested, so an output price of -0.2 passed."""
+    root = make_llmrouter(tmp_path)
+    prices = {**LLMROUTER_PRICES, "small": {"input_price": 0.1, "output_price": 0.2, price: -0.2}}
+    write_json(root / "llmrouter/data/example_data/llm_candidates/default_llm.json", prices)
+    with pytest.raises(RecordFileError, match=rf"model 'small': {price} must be at least 0"):
+        import_llmrouter(root)
