@@ -271,3 +271,11 @@ def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path)
     path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q1", task="gsm ", id="1 ")])
     (record,) = import_zeroeval(path)
     assert (record.task, record.id) == ("gsm", "gsm:1")
+
+
+def test_zeroeval_takes_a_price_of_0_for_a_free_model(tmp_path: Path) -> None:
+    """A model run locally costs nothing: 0 is a price ("at least 0"), only a negative one is
+    refused; every test price was above 0, so refusing 0 passed them all."""
+    path = write_jsonl(tmp_path / "z.jsonl", [zeroeval_row("abcd")])
+    (result,) = import_zeroeval(path, prices={"m1": (0.0, 0.0), "m2": (3.0, 4.0)})
+    assert result.costs == pytest.approx([0.0, (1 * 3.0 + 100 * 4.0) / 1e6])
