@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -1850,3 +1851,21 @@ def test_a_json_lines_file_given_as_a_config_says_what_it_looks_like(tmp_path: P
             "'{' (a JSON object per line: is this a JSON Lines file of tasks or records, given "
             "where a YAML config goes?)"
         )
+
+
+def test_a_records_prompt_hash_is_the_sha1_of_its_exact_text() -> None:
+    """prompt_hash (what the server logs and eval's predictions name a prompt by) is the sha1
+    of the prompt as written: a hash of the stripped text passed every test (their prompts
+    had no space around them), and would give " x" and "x" one hash."""
+    for prompt in (" prompt 1\n", "prompt 1", "pr\u00e9mpt\r\n"):
+        record = RewardRecord(prompt=prompt, split="train", worker_ids=WORKERS, rewards=[0, 1, 0])
+        assert record.prompt_hash == hashlib.sha1(prompt.encode("utf-8")).hexdigest()
+
+
+def test_a_nan_id_or_task_in_a_records_file_is_no_value(tmp_path: Path) -> None:
+    """json.dumps writes pandas' missing value as NaN: an "id": NaN was the id "nan", shared
+    by every such record, and a "task": NaN a family named nan."""
+    path = write_lines(
+        tmp_path / "nan.jsonl", [json.dumps(good_row(0, id=math.nan, task=math.nan))]
+    )
+    assert [(record.id, record.task) for record in read_records(path)] == [(None, None)]
