@@ -635,3 +635,28 @@ def test_a_pickle_cut_short_says_to_fetch_it_again(tmp_path: Path, name: str) ->
     assert str(raised.value).endswith(
         "it was cut short (an interrupted download or copy?): fetch or copy it again"
     )
+
+
+@pytest.mark.parametrize("column", ["prompt", "eval_name", "sample_id", "model"])
+def test_a_pickled_lone_surrogate_is_named_at_its_row_or_column(
+    tmp_path: Path, column: str
+) -> None:
+    """A pickle's text may hold half a surrogate pair ("\\ud83d", an emoji cut in two), which
+    no UTF-8 file can: the import failed with a UnicodeEncodeError (hashing the prompt), or
+    `data import` when writing the records with a PydanticSerializationError, naming no row."""
+    table = routerbench_table()
+    if column == "model":
+        model = ROUTERBENCH_MODELS[1]
+        table = table.rename(
+            columns={model: "m\ud83d", f"{model}|total_cost": "m\ud83d|total_cost"}
+        )
+    else:
+        table.loc[1, column] = table.loc[1, column] + "\ud83d"
+    path = tmp_path / "rb.pkl"
+    table.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    what = "the model column 'm\\ud83d'" if column == "model" else "row 2 (sample_id="
+    assert what in str(raised.value)
+    assert column == "model" or f"): {column} holds" in str(raised.value)
+    assert "holds a lone UTF-16 surrogate (\\ud83d), which is not Unicode text" in str(raised.value)

@@ -272,6 +272,21 @@ def require_text(value: object, what: str, where: str) -> str:
     raise RecordFileError(f"{where}: {what} must be a non-empty string, got {value!r}")
 
 
+def unicode_text(text: str, what: str, where: str) -> str:
+    """The text, where it is Unicode: a pickle's string may hold a lone surrogate ("\\ud83d",
+    half an emoji), which no UTF-8 file can; hashing the prompt or writing the records failed
+    with a UnicodeEncodeError naming no row."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        raise RecordFileError(
+            f"{where}: {what} holds a lone UTF-16 surrogate ({bad}), which is not Unicode text "
+            "(half of a pair, such as an emoji cut in two); fix the text in the table"
+        ) from error
+    return text
+
+
 def build_record(where: str, **fields: Any) -> RewardRecord:
     """A RewardRecord with the placeholder split; a schema error names the row."""
     try:

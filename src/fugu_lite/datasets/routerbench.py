@@ -29,6 +29,7 @@ from .common import (
     require_float,
     require_text,
     stable_id,
+    unicode_text,
     warn_unused_split_column,
 )
 from .routerbench_columns import (
@@ -145,7 +146,7 @@ def _row_record(
     has_sample_id: bool,
 ) -> RewardRecord | None:
     """The row's record; None for a row missing a score or cost with policy "drop"."""
-    prompt = require_text(row["prompt"], "prompt", where)
+    prompt = unicode_text(require_text(row["prompt"], "prompt", where), "prompt", where)
     if from_csv:
         prompt = csv_line_breaks(prompt)
     rewards = [_number(row[w], f"the score of {w}", where) for w in workers]
@@ -158,14 +159,15 @@ def _row_record(
         )
     if bad:
         return None
+    task = unicode_text(require_text(row["eval_name"], "eval_name", where), "eval_name", where)
     return build_record(
         where,
         prompt=prompt,
         worker_ids=workers,
         rewards=rewards,
         costs=costs,
-        task=require_text(row["eval_name"], "eval_name", where).strip(),
-        id=_record_id(row, has_sample_id, prompt),
+        task=task.strip(),
+        id=unicode_text(_record_id(row, has_sample_id, prompt), "sample_id", where),
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..text_reading import RecordFileError
-from .common import is_blank, known_column_names, to_float
+from .common import is_blank, known_column_names, to_float, unicode_text
 
 COST_SUFFIX = "|total_cost"
 # what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
@@ -32,7 +32,9 @@ def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
             f"{path}: no model columns; each model needs a score column `<model>` and a "
             f"`<model>{COST_SUFFIX}` column"
         )
-    return sorted(with_cost)
+    return sorted(
+        unicode_text(model, f"the model column {model!r}", str(path)) for model in with_cost
+    )
 
 
 def index_as_columns(table: pd.DataFrame, split_column: str | None) -> pd.DataFrame:
