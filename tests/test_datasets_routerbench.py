@@ -660,3 +660,16 @@ def test_a_pickled_lone_surrogate_is_named_at_its_row_or_column(
     assert what in str(raised.value)
     assert column == "model" or f"): {column} holds" in str(raised.value)
     assert "holds a lone UTF-16 surrogate (\\ud83d), which is not Unicode text" in str(raised.value)
+
+
+def test_routerbench_reads_a_pickle_whose_index_repeats_a_column(tmp_path: Path) -> None:
+    """A table saved after set_index("sample_id", drop=False) holds its ids both in a column
+    and in the index: the column is read, the index left alone (moving it to the columns
+    failed with pandas' "cannot insert sample_id, already exists"); every test's index was
+    dropped from the columns, so reading it regardless passed them all."""
+    path = tmp_path / "routerbench.pkl"
+    plain = routerbench_table()
+    plain.to_pickle(path)
+    expected = import_routerbench(path)
+    plain.set_index("sample_id", drop=False).to_pickle(path)
+    assert import_routerbench(path) == expected
