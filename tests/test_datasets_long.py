@@ -1029,3 +1029,21 @@ def test_a_repeated_header_with_a_spreadsheets_empty_cells_at_its_end_is_named(
     path.write_text("prompt,worker,reward\np1,w1,1\nprompt,worker,reward,,\np2,w1,1\n")
     with pytest.raises(RecordFileError, match=r"long\.csv, line 3: repeats the header line"):
         import_long(path)
+
+
+@pytest.mark.parametrize("other", ["q  r", "q\nr", " q r"])
+def test_a_prompt_differing_inside_only_in_spaces_is_named_in_the_missing_worker_error(
+    tmp_path: Path, other: str
+) -> None:
+    """A double space or a line break inside one cell's prompt (not only around it) makes
+    another prompt too, which the shortened prompt of the error shows alike: it is named;
+    every test's prompts differed only at their ends, so comparing stripped ones passed."""
+    rows = [
+        {"prompt": "q r", "worker": "a", "reward": 1},
+        {"prompt": other, "worker": "b", "reward": 0},
+    ]
+    with pytest.raises(RecordFileError) as raised:
+        import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert f"line 2 has the prompt {other!r}, which differs from 'q r' only in spaces" in str(
+        raised.value
+    )
