@@ -279,3 +279,13 @@ def test_zeroeval_takes_a_price_of_0_for_a_free_model(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "z.jsonl", [zeroeval_row("abcd")])
     (result,) = import_zeroeval(path, prices={"m1": (0.0, 0.0), "m2": (3.0, 4.0)})
     assert result.costs == pytest.approx([0.0, (1 * 3.0 + 100 * 4.0) / 1e6])
+
+
+def test_a_negative_out_chars_is_refused_naming_the_model(tmp_path: Path) -> None:
+    """An answer of -400 characters is no length: with prices its negative output cost was
+    hidden by the input cost (a cost lower than the model's, without a word); no test gave
+    one, so taking it passed them all."""
+    row = zeroeval_row("abcd", out_chars={"m1": 40, "m2": -400})
+    path = write_jsonl(tmp_path / "z.jsonl", [row])
+    with pytest.raises(RecordFileError, match=r"line 1: out_chars of m2 must be at least 0"):
+        import_zeroeval(path, prices={"m1": (1.0, 2.0), "m2": (5000.0, 1.0)})
