@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 import typer
+import yaml
 from cli_support import CONFIG, Run, flat, invoke, ok, runner
-from conftest import WORKERS, generated_records, number_tasks
+from conftest import WORKERS, generated_records, number_tasks, stub_pool
 
 from fugu_lite.cli import app
 from fugu_lite.schemas import write_records
 from fugu_lite.tasks import write_tasks
+from fugu_lite.testing.stub_worker import StubWorker
 
 
 def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path: Path) -> None:
@@ -245,6 +247,20 @@ def test_the_one_worker_warning_shows_the_worker_id_as_it_is(run: Run, tmp_path:
                     "-c", run.config_path, "--set", "training.epochs=1")  # fmt: skip
     ok(result)
     assert r"one worker (solo\x1b[31m)" in result.stderr and "\x1b" not in result.stderr
+
+
+def test_the_unused_judge_warning_shows_the_task_file_as_it_is(tmp_path: Path) -> None:
+    """`collect --judge w` on a task file named `tasks[x].jsonl` warned of `tasks.jsonl`:
+    rich took the path's `[x]` for markup."""
+    tasks = tmp_path / "tasks[x].jsonl"
+    write_tasks(tasks, number_tasks(1))
+    with StubWorker("The answer is 1.") as stub:
+        pool = tmp_path / "pool.yaml"
+        pool.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        result = invoke("collect", "--pool", pool, "-t", tasks, "-o", tmp_path / "r.jsonl",
+                        "--judge", "w", "--no-progress")  # fmt: skip
+    ok(result)
+    assert f"--judge w: no task of {tasks} uses the judge grader" in flat(result.stderr)
 
 
 def test_stats_and_route_never_cut_a_long_worker_id(run: Run, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..config_errors import ConfigError
-from ..text import one_or_many
+from ..text import console_name, one_or_many
 from ..text_reading import RecordFileError
 from .common import (
     PoolOption,
@@ -91,9 +91,10 @@ def run_collection(
 
 def warn_judge_unused(judge: str, tasks: Path) -> None:
     err_console.print(
-        f"[yellow]warning:[/yellow] --judge {judge}: no task of {tasks} uses the judge "
-        "grader, so the judge is never asked (the other graders check answers "
-        'themselves); give tasks "grader": "judge" to have answers judged'
+        f"[yellow]warning:[/yellow] --judge {console_name(judge)}: no task of "
+        f"{console_name(str(tasks))} uses the judge grader, so the judge is never asked (the "
+        'other graders check answers themselves); give tasks "grader": "judge" to have answers '
+        "judged"
     )
 
 
