@@ -107,6 +107,20 @@ def test_route_reading_a_terminal_says_what_it_waits_for(run: Run) -> None:
     assert chosen(stdout) in WORKERS
 
 
+def test_route_with_stdin_closed_says_there_is_no_prompt_to_read(tmp_path: Path) -> None:
+    """`route -` with stdin closed (`<&-`, a service started without one) ended in an
+    AttributeError traceback ('NoneType' object has no attribute 'isatty')."""
+    process = subprocess.run(
+        [sys.executable, "-m", "fugu_lite", "route", "--checkpoint", str(tmp_path), "-"],
+        preexec_fn=lambda: os.close(0), capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert process.returncode == 2, process.stderr
+    assert "Traceback" not in process.stderr and "AttributeError" not in process.stderr
+    assert "error: the prompt '-' reads stdin, which is closed" in process.stderr
+    assert process.stdout == ""
+
+
 def test_route_refuses_excluding_every_worker(run: Run) -> None:
     excludes = [part for worker in WORKERS for part in ("--exclude", worker)]
     result = invoke("route", "--checkpoint", run.checkpoint, *excludes, "hello")

@@ -63,6 +63,11 @@ def route_command(
 
 def prompt_text(prompt: str) -> str:
     """The prompt argument, or stdin's text for '-'; an empty one is refused."""
+    if prompt == "-" and sys.stdin is None:  # `<&-`: Python gives no stdin at all
+        fail(
+            "the prompt '-' reads stdin, which is closed; pipe the prompt in, or give it as "
+            "the argument"
+        )
     if prompt == "-" and sys.stdin.isatty():  # nothing piped: it would wait without a word
         err_console.print("type the prompt to route, then Ctrl-D on a line of its own")
     # `echo PROMPT |` (and a file's last line) ends in a line break the prompt does not hold:
