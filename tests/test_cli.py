@@ -45,6 +45,34 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
 
 
+@pytest.mark.parametrize(
+    ("command", "flag", "advice"),
+    [
+        (["eval", "--checkpoint", "c", "-r", "r.jsonl"], "'--output' / '-o'",
+         "give the report folder, or leave -o out for the default"),
+        (["demo", "--no-serve"], "'--output' / '-o'",
+         "give the folder for the demo's outputs, or leave -o out"),
+        (["demo", "--no-serve", "-o", "d"], "'--config' / '-c'",
+         "give the pipeline YAML file, or leave -c out for the default"),
+    ],
+)  # fmt: skip
+def test_an_empty_eval_or_demo_path_is_refused_not_read_as_the_working_directory(
+    tmp_path: Path, monkeypatch, command: list[str], flag: str, advice: str
+) -> None:
+    """`eval -o "$OUT"` with OUT unset is `-o ''`, which a Path reads as `.`: the report was
+    written into the working directory, replacing a predictions.jsonl of the user's there;
+    `demo -o ''` put its runs there too, and `demo -c ''` was refused as ". is a directory"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "predictions.jsonl").write_text("mine\n", encoding="utf-8")
+    option = "-c" if "--config" in flag else "-o"
+    result = invoke(*command, option, "")
+    assert result.exit_code == 2, result.output
+    expected = f"Invalid value for {flag}: is empty (an unset shell variable?); {advice}"
+    assert expected in flat(result.output)
+    assert [path.name for path in tmp_path.iterdir()] == ["predictions.jsonl"]
+    assert (tmp_path / "predictions.jsonl").read_text(encoding="utf-8") == "mine\n"
+
+
 def test_collect_with_a_directory_where_its_default_call_log_goes_says_so(tmp_path: Path) -> None:
     """A directory named like -o's default call log (r.calls.jsonl) ended collect in an
     IsADirectoryError traceback; now it is refused up front with the way out."""

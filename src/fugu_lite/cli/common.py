@@ -49,8 +49,8 @@ def non_empty_path(give: str) -> Callable[[str], Path]:
     directory's own, and `-c ''` or `-r ''` was refused as ". is a directory", a name the user
     never wrote. `give` says what to give instead."""
 
-    def parse(text: str) -> Path:
-        if not text.strip():
+    def parse(text: str | Path) -> Path:  # a Path: the option's default (demo's -o)
+        if isinstance(text, str) and not text.strip():
             raise typer.BadParameter(f"is empty (an unset shell variable?); {give}")
         return Path(text)
 

@@ -10,7 +10,14 @@ import typer
 from ..config import PipelineConfig
 from ..config_errors import ConfigError
 from ..config_loading import DEFAULT_CONFIG
-from .common import PoolOption, check_output, fail, load_or_fail, stopped_cleanly
+from .common import (
+    PoolOption,
+    check_output,
+    fail,
+    load_or_fail,
+    non_empty_path,
+    stopped_cleanly,
+)
 
 DataDirOption = Annotated[
     Path | None,
@@ -20,13 +27,22 @@ DataDirOption = Annotated[
     ),
 ]
 DemoOutputOption = Annotated[
-    Path, typer.Option("--output", "-o", help="Folder for all demo outputs.")
+    Path,
+    typer.Option(
+        "--output",
+        "-o",
+        parser=non_empty_path("give the folder for the demo's outputs, or leave -o out"),
+        metavar="<path>",
+        help="Folder for all demo outputs.",
+    ),
 ]
 PipelineConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--config",
         "-c",
+        parser=non_empty_path("give the pipeline YAML file, or leave -c out for the default"),
+        metavar="<path>",
         help="Pipeline YAML; default: src/fugu_lite/configs/default.yaml (the shipped int8 setup).",
     ),
 ]

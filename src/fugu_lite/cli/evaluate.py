@@ -12,6 +12,7 @@ from .common import (
     RecordsOption,
     check_output,
     fail,
+    non_empty_path,
     read_records_or_fail,
     stopped_cleanly,
 )
@@ -34,6 +35,8 @@ def eval_command(
         typer.Option(
             "--output",
             "-o",
+            parser=non_empty_path("give the report folder, or leave -o out for the default"),
+            metavar="<path>",
             help=(
                 "Report folder; default CHECKPOINT/eval-SPLIT "
                 "(with --pareto: CHECKPOINT/pareto-SPLIT)."
