@@ -73,6 +73,42 @@ def test_an_empty_eval_or_demo_path_is_refused_not_read_as_the_working_directory
     assert (tmp_path / "predictions.jsonl").read_text(encoding="utf-8") == "mine\n"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["route", "--checkpoint", "", "hi"],
+        ["eval", "-r", "r.jsonl", "--checkpoint", ""],
+        ["serve", "--checkpoint", ""],
+        ["serve", "--checkpoint", "c", "--api-keys-file", ""],
+        ["serve", "--checkpoint", "c", "--log-requests", ""],
+        ["collect", "-o", "r.jsonl", "--tasks", ""],
+        ["collect", "-t", "t.jsonl", "--output", ""],
+        ["collect", "-t", "t.jsonl", "-o", "r.jsonl", "--log", ""],
+        ["collect", "-t", "t.jsonl", "-o", "r.jsonl", "--pool", ""],
+        ["data", "import", "long", "long.csv", "--output", ""],
+        ["tasks", "generate", "--output", ""],
+        ["demo", "--no-serve", "--data-dir", ""],
+        ["cache", "list", "--cache-dir", ""],
+        ["cache", "clear", "--cache-dir", ""],
+    ],
+)
+def test_every_path_option_refuses_an_empty_path(
+    tmp_path: Path, monkeypatch, command: list[str]
+) -> None:
+    """`--checkpoint ''` (an unset shell variable) was refused as ". is not a fugu-lite router
+    checkpoint", `collect --pool ''` as ". is a directory", `-o ''` as "-o CWD is a directory",
+    names the user never wrote, and `cache list --cache-dir ''` said "nothing cached in .":
+    each now says the path is empty, naming its option."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command)
+    flag = command[command.index("") - 1]
+    message = flat(result.output)
+    assert result.exit_code == 2, message
+    assert f"Invalid value for '{flag}'" in message or f"/ '{flag}'" in message, message
+    assert "is empty (an unset shell variable?); give" in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_collect_with_a_directory_where_its_default_call_log_goes_says_so(tmp_path: Path) -> None:
     """A directory named like -o's default call log (r.calls.jsonl) ended collect in an
     IsADirectoryError traceback; now it is refused up front with the way out."""

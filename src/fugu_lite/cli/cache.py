@@ -10,7 +10,15 @@ import typer
 
 from ..file_digests import CACHE_DIR_ENV
 from ..text import console_text
-from .common import command_group, console, err_console, fail, print_result, stopped_cleanly
+from .common import (
+    command_group,
+    console,
+    err_console,
+    fail,
+    non_empty_path,
+    print_result,
+    stopped_cleanly,
+)
 
 if TYPE_CHECKING:
     from ..caches import CacheEntry
@@ -25,6 +33,8 @@ CacheDirOption = Annotated[
     Path | None,
     typer.Option(
         "--cache-dir",
+        parser=non_empty_path("give the cache folder, or leave --cache-dir out for the default"),
+        metavar="<path>",
         help="The cache folder: default $FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite (a "
         "config's model.cache_dir holds only that config's features).",
     ),

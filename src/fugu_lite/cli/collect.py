@@ -17,6 +17,7 @@ from .common import (
     err_console,
     fail,
     interrupts_stop_the_run,
+    non_empty_path,
     print_result,
     report_interruption,
     same_path,
@@ -28,11 +29,34 @@ if TYPE_CHECKING:
 
 
 def collect_command(
-    tasks: Annotated[Path, typer.Option("--tasks", "-t", help="Task JSONL file.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="RewardRecord JSONL to add to.")],
+    tasks: Annotated[
+        Path,
+        typer.Option(
+            "--tasks",
+            "-t",
+            parser=non_empty_path("give the task JSONL file"),
+            metavar="<path>",
+            help="Task JSONL file.",
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            parser=non_empty_path("give the RewardRecord JSONL file to add to"),
+            metavar="<path>",
+            help="RewardRecord JSONL to add to.",
+        ),
+    ],
     pool: PoolOption = None,
     log: Annotated[
-        Path | None, typer.Option(help="Call log JSONL; default <output stem>.calls.jsonl.")
+        Path | None,
+        typer.Option(
+            parser=non_empty_path("give the call log file, or leave --log out for the default"),
+            metavar="<path>",
+            help="Call log JSONL; default <output stem>.calls.jsonl.",
+        ),
     ] = None,
     judge: Annotated[
         str | None,

@@ -89,7 +89,14 @@ OutputOption = Annotated[
     ),
 ]
 PoolOption = Annotated[
-    Path | None, typer.Option("--pool", "-p", help="Pool YAML; omitted = embedded local pool.")
+    Path | None,
+    typer.Option(
+        "--pool",
+        "-p",
+        parser=non_empty_path("give the pool YAML file, or leave --pool out for the local pool"),
+        metavar="<path>",
+        help="Pool YAML; omitted = embedded local pool.",
+    ),
 ]
 BackboneOption = Annotated[
     str | None,

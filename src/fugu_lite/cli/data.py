@@ -16,6 +16,7 @@ from .common import (
     command_group,
     console,
     fail,
+    non_empty_path,
     parse_pairs,
     print_result,
     read_records_or_fail,
@@ -40,7 +41,16 @@ IMPORT_HELP = (
 def data_import(
     format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
     source: Annotated[Path, typer.Argument(help="The dataset file or folder.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the JSONL.")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            parser=non_empty_path("give the JSONL file to write"),
+            metavar="<path>",
+            help="Where to write the JSONL.",
+        ),
+    ],
     option: Annotated[
         list[str] | None,
         typer.Option("--option", metavar=KEY_VALUE, help="Importer option key=value (repeatable)."),

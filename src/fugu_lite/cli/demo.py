@@ -22,8 +22,10 @@ from .common import (
 DataDirOption = Annotated[
     Path | None,
     typer.Option(
+        parser=non_empty_path("give the folder holding llmrouter/, or leave --data-dir out"),
+        metavar="<path>",
         help="Folder holding llmrouter/. Default: $FUGU_LITE_DATA_DIR, else ../shared/data, "
-        "else a download into the cache (online; offline the LLMRouter stage is skipped)."
+        "else a download into the cache (online; offline the LLMRouter stage is skipped).",
     ),
 ]
 DemoOutputOption = Annotated[

@@ -20,7 +20,12 @@ from .common import (
 
 def eval_command(
     checkpoint: Annotated[
-        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+        Path,
+        typer.Option(
+            parser=non_empty_path("give the checkpoint folder"),
+            metavar="<path>",
+            help="Router checkpoint, router family or reward-head folder.",
+        ),
     ],
     records: RecordsOption,
     split: Annotated[

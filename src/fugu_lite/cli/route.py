@@ -12,7 +12,7 @@ from rich.table import Column, Table
 
 from ..text import console_name, cost_text
 from ..text_reading import utf16_hint
-from .common import BackboneOption, console, err_console, fail
+from .common import BackboneOption, console, err_console, fail, non_empty_path
 
 if TYPE_CHECKING:
     from ..routing import RoutingDecision
@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 def route_command(
     checkpoint: Annotated[
-        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+        Path,
+        typer.Option(
+            parser=non_empty_path("give the checkpoint folder"),
+            metavar="<path>",
+            help="Router checkpoint, router family or reward-head folder.",
+        ),
     ],
     prompt: Annotated[
         str,

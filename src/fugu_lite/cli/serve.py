@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..config_errors import ConfigError
-from .common import BackboneOption, PoolOption, check_output, fail, same_path
+from .common import BackboneOption, PoolOption, check_output, fail, non_empty_path, same_path
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 LOG_LEVEL_HELP = (
@@ -47,7 +47,12 @@ def settings_problem(item: Any) -> str:
 
 def serve_command(
     checkpoint: Annotated[
-        Path, typer.Option(help="Router checkpoint, router family or reward-head folder.")
+        Path,
+        typer.Option(
+            parser=non_empty_path("give the checkpoint folder"),
+            metavar="<path>",
+            help="Router checkpoint, router family or reward-head folder.",
+        ),
     ],
     backbone: BackboneOption = None,
     pool: PoolOption = None,
@@ -67,14 +72,18 @@ def serve_command(
     api_keys_file: Annotated[
         Path | None,
         typer.Option(
+            parser=non_empty_path("give the API keys file, or leave --api-keys-file out"),
+            metavar="<path>",
             help="File with the endpoint's API keys, one a line, the keys alone (not 'Bearer "
-            "KEY' or 'x-api-key: KEY'). This and the keys variable both omitted: no key is asked."
+            "KEY' or 'x-api-key: KEY'). This and the keys variable both omitted: no key is asked.",
         ),
     ] = None,
     log_requests: Annotated[
         Path | None,
         typer.Option(
-            help="Append routing decisions and outcomes to this JSONL; omitted: none are logged."
+            parser=non_empty_path("give the decision log file, or leave --log-requests out"),
+            metavar="<path>",
+            help="Append routing decisions and outcomes to this JSONL; omitted: none are logged.",
         ),
     ] = None,
     log_content: Annotated[
