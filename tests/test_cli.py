@@ -90,15 +90,20 @@ def test_an_empty_eval_or_demo_path_is_refused_not_read_as_the_working_directory
         ["demo", "--no-serve", "--data-dir", ""],
         ["cache", "list", "--cache-dir", ""],
         ["cache", "clear", "--cache-dir", ""],
+        ["route", "--checkpoint", "c", "--backbone", "", "hi"],
+        ["eval", "--checkpoint", "c", "-r", "r.jsonl", "--backbone", ""],
+        ["train", "rl", "-r", "r.jsonl", "-o", "o", "--checkpoint", ""],
+        ["train", "es", "-r", "r.jsonl", "-o", "o", "--checkpoint", ""],
     ],
 )
 def test_every_path_option_refuses_an_empty_path(
     tmp_path: Path, monkeypatch, command: list[str]
 ) -> None:
     """`--checkpoint ''` (an unset shell variable) was refused as ". is not a fugu-lite router
-    checkpoint", `collect --pool ''` as ". is a directory", `-o ''` as "-o CWD is a directory",
-    names the user never wrote, and `cache list --cache-dir ''` said "nothing cached in .":
-    each now says the path is empty, naming its option."""
+    checkpoint", `--backbone ''` as "could not load the backbone folder CWD", `collect --pool
+    ''` as ". is a directory", `-o ''` as "-o CWD is a directory", names the user never
+    wrote, and `cache list --cache-dir ''` said "nothing cached in .": each now says the path
+    is empty, naming its option."""
     monkeypatch.chdir(tmp_path)
     result = invoke(*command)
     flag = command[command.index("") - 1]

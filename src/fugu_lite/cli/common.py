@@ -57,6 +57,18 @@ def non_empty_path(give: str) -> Callable[[str], Path]:
     return parse
 
 
+def non_empty_text(give: str) -> Callable[[str], str]:
+    """non_empty_path's check for an option read as text (a backbone folder or hub id, a
+    checkpoint recorded as given): `--backbone ''` was read as the working directory."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise typer.BadParameter(f"is empty (an unset shell variable?); {give}")
+        return text
+
+    return parse
+
+
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -102,6 +114,8 @@ BackboneOption = Annotated[
     str | None,
     typer.Option(
         "--backbone",
+        parser=non_empty_text("give the backbone folder, or leave --backbone out"),
+        metavar="<str>",
         help="Where the checkpoint's backbone folder is now, when it moved (another machine, "
         "another path); it must hold the weights the checkpoint was trained on (checked). "
         "Default: where the checkpoint says.",

@@ -30,6 +30,7 @@ from .common import (
     command_group,
     fail,
     load_or_fail,
+    non_empty_text,
     parse_overrides,
     print_result,
     read_records_or_fail,
@@ -74,10 +75,12 @@ def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) 
 # `train sft` and `train rl`: both may continue from a checkpoint. A str, passed on as given
 # (recorded so in the stage's inputs); shown as `<path>`, like the other commands' --checkpoint.
 CHECKPOINT_METAVAR = "<path>"
+FRESH_HEAD = "give the checkpoint folder, or leave --checkpoint out for a fresh head"
 ContinueOption = Annotated[
     str | None,
     typer.Option(
         metavar=CHECKPOINT_METAVAR,
+        parser=non_empty_text(FRESH_HEAD),
         help="Continue from this checkpoint; omitted: a fresh head.",
     ),
 ]
@@ -159,6 +162,7 @@ def train_es_command(
         str | None,
         typer.Option(
             metavar=CHECKPOINT_METAVAR,
+            parser=non_empty_text(FRESH_HEAD),
             help="Start from this checkpoint (typically SFT's); omitted: a fresh head (then set "
             "training.search=head).",
         ),
