@@ -88,6 +88,18 @@ def test_route_reads_an_echoed_prompt_as_the_same_prompt(run: Run) -> None:
     assert kept["probabilities"] != from_argument["probabilities"]
 
 
+def test_route_reads_a_piped_prompt_with_a_byte_order_mark_as_the_same_prompt(run: Run) -> None:
+    """A prompt file saved as "UTF-8 with BOM" (Notepad, PowerShell 5's `Out-File -Encoding
+    utf8`) piped to `route -` was routed with the BOM as its first character: other
+    features, other probabilities than `route PROMPT`."""
+    prompt = "What is 17 * 23?"  # short: a long one's start is cut at model.max_tokens
+    args = ("route", "--checkpoint", run.checkpoint, "--json")
+    from_argument = json.loads(ok(invoke(*args, prompt)))
+    piped = runner.invoke(app, [str(arg) for arg in (*args, "-")],
+                          input=f"\ufeff{prompt}\r\n".encode())  # fmt: skip
+    assert json.loads(ok(piped)) == from_argument
+
+
 def test_route_reading_a_terminal_says_what_it_waits_for(run: Run) -> None:
     """`route ... -` with nothing piped in waited for stdin without a word: it looked hung."""
     import pty

@@ -105,7 +105,9 @@ def stdin_text() -> str:
     allowed") or with a traceback."""
     payload = sys.stdin.buffer.read()
     try:
-        return payload.decode("utf-8")
+        # the BOM of a file saved as "UTF-8 with BOM" is no part of the prompt: routed with
+        # it, its probabilities differed from `route PROMPT`'s
+        return payload.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         fail(
             f"the prompt on stdin is not UTF-8 text ({error.reason}){utf16_hint(payload)}; "
