@@ -162,6 +162,17 @@ def test_route_refuses_an_unknown_worker(run: Run) -> None:
     assert "cheap-small, coder, mathematician" in message
 
 
+def test_route_refusing_workers_excluded_in_one_comma_list_names_each(run: Run) -> None:
+    """`--exclude coder,mathematician` was refused with "did you mean 'mathematician' for
+    'coder,mathematician'?": following it excluded mathematician alone, not coder."""
+    result = invoke("route", "--checkpoint", run.checkpoint, "--exclude", "coder,mathematician",
+                    "hello")  # fmt: skip
+    assert result.exit_code == 2
+    message = flat(result.output)
+    assert "did you mean 'coder', 'mathematician', each on its own, for " in message, message
+    assert "did you mean 'mathematician' for" not in message
+
+
 def test_route_refuses_a_folder_that_is_not_a_checkpoint(tmp_path: Path) -> None:
     result = invoke("route", "--checkpoint", tmp_path, "hello")
     assert result.exit_code == 2

@@ -50,13 +50,18 @@ def allowed_workers(worker_ids: Sequence[str], exclude: Sequence[str]) -> list[s
 
 def meant_workers(unknown: Sequence[str], worker_ids: Sequence[str]) -> str:
     """' (did you mean 'coder' for 'Coder'?)' for the unknown ids close to a worker's, or ''."""
-    meant = [
-        f"{close[0]!r} for {name!r}"
-        for name in unknown
-        for close in [close_keys(name, list(worker_ids))]
-        if close
-    ]
+    meant = [hint for name in unknown if (hint := meant_worker(name, worker_ids))]
     return f" (did you mean {', '.join(meant)}?)" if meant else ""
+
+
+def meant_worker(name: str, worker_ids: Sequence[str]) -> str | None:
+    """The worker (or, for a comma list of them, the workers) an unknown id may mean: the
+    closest id alone told `coder,mathematician` to exclude mathematician, not coder."""
+    parts = [part.strip() for part in name.split(",")]
+    if len(parts) > 1 and all(part in worker_ids for part in parts):
+        return f"{', '.join(repr(part) for part in parts)}, each on its own, for {name!r}"
+    close = close_keys(name, list(worker_ids))
+    return f"{close[0]!r} for {name!r}" if close else None
 
 
 def route_prompts(
