@@ -884,6 +884,25 @@ def test_cache_commands_refuse_a_cache_dir_that_does_not_exist(
 
 
 @pytest.mark.parametrize("command", ["list", "clear"])
+def test_a_cache_dir_that_is_one_kinds_folder_names_the_cache_folder(
+    run: Run, command: str
+) -> None:
+    """`cache list --cache-dir CACHE/features` said 'nothing cached in CACHE/features' of a
+    folder holding a feature cache, and `cache clear` said it held more than fugu-lite's
+    caches (naming the cache's own key folder)."""
+    features = run.root / "cache" / "features"
+    assert any(features.iterdir())
+    result = invoke("cache", command, "--cache-dir", features)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert (
+        f"error: --cache-dir {features} is the features/ folder of the cache folder "
+        f"{features.parent}; give the cache folder itself: --cache-dir {features.parent}"
+    ) in flat(result.stderr)
+    assert any(features.iterdir())
+    ok(invoke("cache", "list", "--cache-dir", features.parent))
+
+
+@pytest.mark.parametrize("command", ["list", "clear"])
 def test_a_file_where_the_cache_folder_should_be_is_named_by_where_it_came_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:

@@ -52,7 +52,25 @@ def cache_folder_or_fail(cache_dir: Path | None) -> Path:
             f"--cache-dir {root} does not exist; give the cache folder (default "
             f"$FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite: here {cache_root()})"
         )
+    if cache_dir is not None and is_one_kinds_folder(root):
+        fail(
+            f"--cache-dir {root} is the {root.name}/ folder of the cache folder {root.parent}; "
+            f"give the cache folder itself: --cache-dir {root.parent}"
+        )
     return root
+
+
+def is_one_kinds_folder(root: Path) -> bool:
+    """Whether `root` is one kind's folder inside a cache folder (`CACHE/features`, holding
+    key folders, no kind folders): as the cache folder, `list` said 'nothing cached' there."""
+    from ..caches import CACHE_KINDS
+
+    if root.name not in CACHE_KINDS or any((root / kind).exists() for kind in CACHE_KINDS):
+        return False
+    try:
+        return any(not child.name.startswith(".") for child in root.iterdir())
+    except OSError:  # unreadable: the commands' own reading says so
+        return False
 
 
 def not_a_folder(root: Path, given: bool) -> str:
