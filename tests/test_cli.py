@@ -419,6 +419,29 @@ def test_ctrl_c_during_training_says_what_was_kept_and_how_to_go_on(
     assert text.startswith("interrupted:") and kept in text
 
 
+@pytest.mark.parametrize("existed", [True, False])
+def test_ctrl_c_while_writing_a_new_file_does_not_say_it_holds_old_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existed: bool
+) -> None:
+    """Ctrl-C while `tasks generate` (or `data import`) wrote an -o file that did not exist
+    said the file "holds its old content or the complete new one": there was none, so a
+    user went looking for a file that was never written."""
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fugu_lite.tasks.write_tasks", interrupted)
+    output = tmp_path / "tasks.jsonl"
+    if existed:
+        write_tasks(output, number_tasks(1))
+    result = invoke("tasks", "generate", "-o", output, "--per-family", "1", "--force")
+    assert result.exit_code == 130, result.output
+    text = flat(result.stderr)
+    assert text.startswith(f"interrupted: {output} ") and "run the same command again" in text
+    assert ("holds its old content" in text) == existed, text
+    assert output.exists() == existed
+
+
 def test_ctrl_c_during_the_demo_says_to_run_the_same_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

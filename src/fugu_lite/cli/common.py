@@ -292,6 +292,9 @@ def writing_file(output: Path) -> Iterator[None]:
     kept = (
         f"{output} holds its old content or the complete new one, never a half-written "
         "file; run the same command again"
+        if output.exists()
+        else f"{output} is the complete new file or not there at all, never a half-written "
+        "one; run the same command again"
     )
     with stopped_cleanly(kept):
         try:
