@@ -143,6 +143,25 @@ def test_serve_refuses_a_decision_log_that_is_one_of_its_inputs(
     assert shared.read_text(encoding="utf-8") == "workers: []\n"
 
 
+def test_serve_refuses_a_decision_log_that_holds_other_lines(tmp_path: Path) -> None:
+    """`serve --log-requests runs/rewards.jsonl` appended its decision lines to the records
+    `collect` had gathered, which `data stats` and training then refused line by line; an
+    existing decision log is still appended to."""
+    records = tmp_path / "rewards.jsonl"
+    write_records(records, generated_records(n_per_topic=1))
+    before = records.read_bytes()
+    result = invoke("serve", "--checkpoint", tmp_path / "missing", "--log-requests", records)
+    assert result.exit_code == 2, result.output
+    assert (f"--log-requests {records} holds lines other than serve's decision log") in flat(
+        result.stderr
+    ), result.stderr
+    assert records.read_bytes() == before
+    log = tmp_path / "requests.jsonl"
+    log.write_text('{"time": "t", "request_id": "chatcmpl-1", "prompt_hash": "h"}\n')
+    result = invoke("serve", "--checkpoint", tmp_path / "missing", "--log-requests", log)
+    assert result.exit_code == 2 and "is not a fugu-lite router checkpoint" in flat(result.stderr)
+
+
 def test_a_task_file_and_a_record_file_given_for_each_other_say_so(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     ok(invoke("tasks", "generate", "-o", tasks, "--per-family", "1"))

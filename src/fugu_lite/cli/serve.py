@@ -164,6 +164,31 @@ def check_decision_log(log_requests: Path, pool: Path | None, api_keys_file: Pat
                 "decision log would be appended to; give the log a file of its own, e.g. "
                 "--log-requests requests.jsonl"
             )
+    if not is_decision_log(log_requests):
+        fail(
+            f"--log-requests {log_requests} holds lines other than serve's decision log (its "
+            "first line is no routing decision), which the decisions would be appended to; "
+            "give the log a file of its own, e.g. --log-requests requests.jsonl"
+        )
+
+
+def is_decision_log(path: Path) -> bool:
+    """Whether `path` is missing, empty or starts with a decision-log line: appended to, the
+    records `collect` had gathered (`--log-requests runs/rewards.jsonl`) no longer read."""
+    import json
+
+    try:
+        with path.open("rb") as stream:
+            first = stream.readline().decode("utf-8", errors="replace").removeprefix("\ufeff")
+    except OSError:  # missing (made on the first decision), or unreadable: the log says so
+        return True
+    if not first.strip():
+        return True
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and "request_id" in row
 
 
 @contextmanager
