@@ -21,7 +21,9 @@ from fugu_lite.evaluation import (
     DEFAULT_ALPHA,
     DEFAULT_K,
     RewardTable,
+    Selection,
     argmax_choices,
+    evaluation_markdown,
     evaluation_report,
     fit_ridge,
     knn_baseline,
@@ -255,6 +257,47 @@ def test_gap_closed_is_none_when_oracle_equals_best_single() -> None:
     report = evaluation_report(table, table, "test", one_hot(np.array([1, 2]), 3), {}, {})
     assert report["methods"]["router"]["gap_closed"] is None
     assert any("gap closed is undefined" in note for note in report["notes"])
+
+
+def tied_report() -> dict:
+    """A report whose every figure is worked out by hand: best single b (chosen on train),
+    per-task best math -> b and code -> a, kNN always c, and a router that ties with b on a
+    prompt, beats it on two and loses on one."""
+    train = make_table(
+        [[0, 1, 0]] * 3 + [[1, 0, 0]], tasks=["math", "math", "math", "code"]
+    )  # best single: b (0.75); math -> b, code -> a
+    evaluated = make_table(
+        [[1, 0, 0], [0, 1, 1], [1, 0, 0], [0, 1, 1], [0, 1, 0]],
+        tasks=["math", "math", "code", "poetry", None],
+    )
+    router = one_hot(np.array([0, 2, 0, 1, 2]), 3)  # better, tie, better, same, worse
+    knn = Selection("k", 5, "validation", {"5": 0.7, "10": 0.6}, 3, False, "k=5 chosen")
+    return evaluation_report(
+        train, evaluated, "test", router, {"knn": one_hot(np.full(5, 2), 3)},
+        {"knn": knn.as_dict()},
+    )  # fmt: skip
+
+
+def test_ties_with_the_best_single_worker_count_as_neither_better_nor_worse() -> None:
+    """A router choice as good as the best single worker's (another worker, same reward)
+    earns neither more nor less; an unseen task falls back to the best single worker, here
+    not the first."""
+    report = tied_report()
+    assert report["router_vs_best_single"] == {
+        "same_choice": pytest.approx(1 / 5),
+        "router_better": pytest.approx(2 / 5),
+        "router_worse": pytest.approx(1 / 5),
+    }
+    # poetry (unseen on train) and the unlabelled prompt go to b, the best single worker
+    assert report["choices"]["per_task_best"]["counts"] == {"a": 1, "b": 4, "c": 0}
+    assert report["methods"]["per_task_best"]["mean_reward"] == pytest.approx(4 / 5)
+
+
+def test_predictions_give_each_prompts_best_reward_as_its_oracle_reward() -> None:
+    table = make_table([[0.2, 0.9, 0.1], [1.0, 0.0, 0.5], [0.3, 0.3, 0.4]])
+    rows = router_predictions(table, one_hot(np.array([0, 1, 2]), 3))
+    assert [row["oracle_reward"] for row in rows] == pytest.approx([0.9, 1.0, 0.4])
+    assert [row["reward"] for row in rows] == pytest.approx([0.2, 0.0, 0.4])
 
 
 def test_report_rejects_misaligned_inputs() -> None:
@@ -952,6 +995,57 @@ def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
         assert re.search(rf"│ {worker}\s*│\s*{cells}\s*│", choices), choices
     same = report["router_vs_best_single"]["same_choice"]
     assert f"on {100 * same:.1f}% of prompts" in " ".join(text.split())
+
+
+def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
+    """Every table of evaluation_report.md on tied_report, cell by cell: a column swapped
+    (mean reward and gap closed, train and evaluated sizes, another method's counts) reads
+    as a plausible number, so only the hand-worked figures show it."""
+    lines = evaluation_markdown(tied_report(), []).splitlines()
+    expected = [
+        "Evaluated prompts: 5 (test) · train prompts: 4 · validation prompts: 3 · workers: 3 "
+        "(a, b, c) · costs known: no",
+        "| --- | ---: | ---: | ---: | --- |",  # the numbers aligned right
+        "| router | 0.800 | 0.500 | — | argmax of the router's probabilities |",
+        "| kNN (k=5) | 0.400 | -0.500 | — | k=5 chosen on validation |",
+        "| best single (b) | 0.600 | 0.000 | — | b: highest mean reward on train |",
+        "| random | 0.467 | -0.333 | — | expected reward of a uniformly random worker |",
+        "| Task | n | router | kNN | per-task best | best single | oracle | Best worker on train |",
+        "| code | 1 | 1.000 | 0.000 | 1.000 | 0.000 | 1.000 | a |",
+        "| math | 2 | 1.000 | 0.500 | 0.500 | 0.500 | 1.000 | b |",
+        "| (no task) | 1 | 0.000 | 0.000 | 1.000 | 1.000 | 1.000 | — (best single) |",
+        "| Worker | router | kNN | per-task best | best single | oracle |",
+        "| a | 2 (40.0%) | 0 (0.0%) | 1 (20.0%) | 0 (0.0%) | 2 (40.0%) |",
+        "| b | 1 (20.0%) | 0 (0.0%) | 4 (80.0%) | 5 (100.0%) | 3 (60.0%) |",
+        "The router picks the best single worker (b) on 20.0% of prompts; its choice earns "
+        "more on 40.0% and less on 20.0%.",
+        "| 5 | 0.700 | chosen |",
+        "| 10 | 0.600 |  |",
+        "- costs unknown on this split: no mean costs",
+    ]
+    assert [line for line in expected if line not in lines] == []
+
+
+def console_rows(text: str) -> list[list[str]]:
+    """The cells of each row of the rich tables in `text`."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines()
+            if line.startswith("│")]  # fmt: skip
+
+
+def test_the_console_tables_put_each_figure_in_its_column() -> None:
+    console = Console(record=True, width=200)
+    print_evaluation(tied_report(), console)
+    text = console.export_text()
+    rows = console_rows(text)
+    for row in (
+        ["router", "0.800", "0.500", "—"],
+        ["kNN (k=5)", "0.400", "-0.500", "—"],
+        ["random", "0.467", "-0.333", "—"],
+        ["code", "1", "1.000", "0.000", "1.000", "0.000", "1.000"],
+        ["(no task)", "1", "0.000", "0.000", "1.000", "1.000", "1.000"],
+    ):
+        assert row in rows, text
+    assert "earns more on 40.0% and less on 20.0%." in " ".join(text.split())
 
 
 def test_the_console_tables_never_cut_a_worker_id_on_a_narrow_terminal() -> None:
