@@ -10,10 +10,17 @@ import numpy as np
 import pytest
 from conftest import cost_record
 
-from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, pareto_report
+from fugu_lite.evaluation import (
+    aiq,
+    baseline_cost_predictions,
+    cost_to_reach,
+    fit_ridge,
+    non_decreasing_hull,
+    pareto_report,
+)
 from fugu_lite.evaluation.curves import cost_weighted_choices
 from fugu_lite.evaluation.hull import hull_reward_at, reward_floor
-from fugu_lite.evaluation.pareto_output import write_pareto
+from fugu_lite.evaluation.pareto_output import pareto_markdown, write_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.schemas import records_in_split
 
@@ -122,6 +129,40 @@ def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated
     assert report["cost_range"] == [1.0, 3.0]
     assert report["router_cost_weights"] == [0.0, 1.0]
     assert report["curves"]["router"]["label"] == "router (2 cost weights)"
+
+
+def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
+    """pareto_report.md of the train-and-test case, cell by cell: the router at cost weight
+    0 always asks a (cost 3, reward 0.5), at 1 always b (cost 1, reward 1), so each weight's
+    row, the summary's cost at the target (0.95 x a's 0.5, reached at cost 1: a third of
+    a's cost) and the references show a column swapped or a point of another weight."""
+    train = reward_table(
+        [
+            cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1"),
+            cost_record("train", [0.8, 0.2], [3.0, 1.0], "t2"),
+        ]
+    )
+    evaluated = reward_table(
+        [
+            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e1"),
+            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e2"),
+        ]
+    )
+    always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
+    probabilities = {1.0: always_b, 0.0: always_a}
+    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], reference_cost=2.0)
+    lines = pareto_markdown(report).splitlines()
+    expected = [
+        "| router (2 cost weights) | 1.0000 | 1.00 | 33.3% |",
+        "| single workers | 1.0000 | 1.00 | 33.3% |",
+        "| lambda | router cost | router reward |",
+        "| 0 | 3.00 | 0.5000 |",
+        "| 1 | 1.00 | 1.0000 |",
+        "| a (best single) | 3.00 | 0.5000 |",
+        "| b | 1.00 | 1.0000 |",
+        "| oracle | 1.00 | 1.0000 |",
+    ]
+    assert [line for line in expected if line not in lines] == []
 
 
 def test_a_reference_cost_of_0_is_refused() -> None:
@@ -284,6 +325,31 @@ def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
     costs = np.array([[0.1, 1.0]])
     assert cost_weighted_choices(rewards, costs, 0.0, 0.5).tolist() == [1]
     assert cost_weighted_choices(rewards, costs, 0.1, 0.5).tolist() == [0]
+
+
+def test_baseline_cost_predictions_use_the_chosen_k_and_alpha_on_rewards_and_costs() -> None:
+    """kNN and ridge predict each worker's reward and cost with the k and alpha chosen on
+    validation: a cost curve read off predicted rewards, or a k other than the chosen one,
+    gave kNN and ridge another curve with nothing in the report to show it."""
+    train_x = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.float32)
+    rewards = [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.8]]
+    costs = [[3.0, 1.0], [2.0, 2.0], [1.0, 4.0], [5.0, 0.5]]
+    train = reward_table(
+        [cost_record("train", rewards[i], costs[i], f"t{i}") for i in range(len(rewards))]
+    )
+    evaluated_x = np.array([[1, 0.1], [0.1, 1]], dtype=np.float32)
+    info = {"knn": {"chosen": 1}, "ridge": {"chosen": 10.0}}
+    predicted = baseline_cost_predictions(train_x, train, evaluated_x, info)
+    knn_rewards, knn_costs = predicted["knn"]
+    # k = 1: each prompt's one most similar train prompt, the first and the second
+    assert knn_rewards.tolist() == [[1, 0], [0, 1]]
+    assert knn_costs.tolist() == [[3, 1], [2, 2]]
+    ridge_rewards, ridge_costs = predicted["ridge"]
+    assert ridge_rewards == pytest.approx(
+        fit_ridge(train_x, train.rewards, 10.0).predict(evaluated_x)
+    )
+    assert ridge_costs == pytest.approx(fit_ridge(train_x, train.costs, 10.0).predict(evaluated_x))
+    assert ridge_costs != pytest.approx(fit_ridge(train_x, train.costs, 1.0).predict(evaluated_x))
 
 
 def test_a_pareto_report_on_validation_says_the_baselines_were_tuned_there() -> None:
