@@ -38,6 +38,7 @@ from fugu_lite.evaluation import (
     write_evaluation,
     write_pareto,
 )
+from fugu_lite.evaluation.output import remove_evaluations
 from fugu_lite.evaluation.pareto_output import print_pareto
 from fugu_lite.evaluation.pareto_plot import plot_pareto
 from fugu_lite.evaluation.plots import plain_text, plot_per_task, save_png
@@ -966,6 +967,37 @@ def test_a_report_on_the_train_split_says_its_scores_are_optimistic() -> None:
             assert bool(said) == flagged, (split, notes)
             if flagged:
                 assert "evaluated on train" in said[0] and "test or validation" in said[0]
+
+
+def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_reports(
+    tmp_path: Path,
+) -> None:
+    """Training again clears the checkpoint's own reports only: a default eval-SPLIT folder
+    and one whose report names the checkpoint; a default-named folder whose report names
+    another checkpoint, a folder of the user's that holds a file of the same name (its report
+    naming a checkpoint that is gone) and a linked folder, which is somewhere else whatever
+    its name, keep their files."""
+    checkpoint = tmp_path / "sft"
+    elsewhere = tmp_path / "elsewhere"
+    folders = {
+        "eval-test": {},
+        "mine": {"checkpoint": str(checkpoint)},
+        "eval-of-rl": {"checkpoint": str(tmp_path)},
+        "notes": {"checkpoint": str(tmp_path / "gone")},
+    }
+    for folder, report in [*folders.items(), ("../elsewhere", {})]:
+        (checkpoint / folder).mkdir(parents=True)
+        (checkpoint / folder / "evaluation_report.json").write_text(json.dumps(report))
+        (checkpoint / folder / "predictions.jsonl").write_text("")
+    (checkpoint / "pareto-linked").symlink_to(elsewhere)
+    assert remove_evaluations(checkpoint) == ["eval-test", "mine"]
+    left = sorted(path.name for path in checkpoint.iterdir())
+    assert left == ["eval-of-rl", "notes", "pareto-linked"]
+    for kept in (checkpoint / "eval-of-rl", checkpoint / "notes", elsewhere):
+        assert sorted(path.name for path in kept.iterdir()) == [
+            "evaluation_report.json",
+            "predictions.jsonl",
+        ]
 
 
 def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
