@@ -1058,6 +1058,32 @@ def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
     assert [line for line in expected if line not in lines] == []
 
 
+def test_each_plot_draws_the_figures_of_its_report() -> None:
+    """The bars and lines of the three plots of tied_report are its hand-worked figures: a
+    plot drawing the oracle's values for every method, or the router's shares as the
+    oracle's, still made a PNG every test took."""
+    from fugu_lite.evaluation.plots import plot_mean_reward, plot_router_choices
+
+    report = tied_report()
+
+    mean_reward = plot_mean_reward(report)
+    heights = [bar.get_height() for bar in mean_reward.axes[0].containers[0]]
+    assert heights == pytest.approx([0.8, 0.4, 0.8, 7 / 15])  # router, kNN, per-task, random
+    lines = [line.get_ydata()[0] for line in mean_reward.axes[0].lines]
+    assert lines == pytest.approx([1.0, 0.6])  # oracle, best single
+    choices = [[bar.get_width() for bar in series] for series in
+               plot_router_choices(report).axes[0].containers]  # fmt: skip
+    assert choices == [pytest.approx([0.4, 0.2, 0.4]), pytest.approx([0.4, 0.6, 0.0])]
+    per_task = [[bar.get_width() for bar in series] for series in
+                plot_per_task(report).axes[0].containers]  # fmt: skip
+    # code, math, poetry, (no task): router, best single, oracle
+    assert per_task == [
+        pytest.approx([1.0, 1.0, 1.0, 0.0]),
+        pytest.approx([0.0, 0.5, 1.0, 1.0]),
+        pytest.approx([1.0, 1.0, 1.0, 1.0]),
+    ]
+
+
 def console_rows(text: str) -> list[list[str]]:
     """The cells of each row of the rich tables in `text`."""
     return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines()
@@ -1251,7 +1277,7 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     with the largest shares keep their rows; one last row sums the others' shares, and the
     Markdown report says so under the plot."""
     from fugu_lite.evaluation.output import evaluation_markdown
-    from fugu_lite.evaluation.plots import plot_router_choices
+    from fugu_lite.evaluation.plots import plot_router_choices, plotted_workers
 
     n_workers = 90
     rng = np.random.default_rng(7)
@@ -1268,6 +1294,14 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     router_bars = axes.containers[0]
     total = sum(bar.get_width() for bar in router_bars)
     assert total == pytest.approx(1.0)  # every prompt's choice is on the plot
+    # 62 workers, each the oracle's on its own prompt, the router always w0: the last row
+    # holds w59..w61, the oracle's 3 of 62 prompts and none of the router's
+    many = make_table(np.eye(62), workers=[f"w{index}" for index in range(62)])
+    always_w0 = one_hot(np.zeros(62, dtype=np.int64), 62)
+    names, router, oracle = plotted_workers(
+        evaluation_report(many, many, "test", always_w0, {}, {})
+    )
+    assert (names[-1], router[-1], oracle[-1]) == ("3 other workers", 0.0, pytest.approx(3 / 62))
     markdown = evaluation_markdown(report, ["router_choices.png"])
     said = "shows the 59 workers with the largest shares; its last row sums the other 31"
     assert said in markdown
