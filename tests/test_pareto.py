@@ -21,6 +21,7 @@ from fugu_lite.evaluation import (
 from fugu_lite.evaluation.curves import cost_weighted_choices
 from fugu_lite.evaluation.hull import hull_reward_at, reward_floor
 from fugu_lite.evaluation.pareto_output import pareto_markdown, write_pareto
+from fugu_lite.evaluation.pareto_plot import plot_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.schemas import records_in_split
 
@@ -163,6 +164,62 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
         "| oracle | 1.00 | 1.0000 |",
     ]
     assert [line for line in expected if line not in lines] == []
+
+
+def plotted_lines(report: dict) -> list[list[list[float]]]:
+    """The (x, y) data of each line of report's cost-quality plot, in drawing order."""
+    axes = plot_pareto(report).axes[0]
+    return [[list(map(float, line.get_xdata())), list(map(float, line.get_ydata()))]
+            for line in axes.lines]  # fmt: skip
+
+
+def test_the_cost_quality_plot_draws_each_hull_the_oracle_and_the_target() -> None:
+    """On the known case: each curve's hull and its flat extension from its dearest vertex to
+    the range's top, the target line at 0.95 x b's reward and the oracle's star at its own
+    cost; on the train-and-test case the router's points (dearest first) are not its hull."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    report = pareto_report(train, evaluated, "test", perfect, {}, [0.0], reference_cost=1.5)
+    assert plotted_lines(report) == [
+        [[1.5], [1.0]],  # router: one point
+        [[1.5, 2.0], [1.0, 1.0]],
+        [[1.0, 2.0], [0.5, 1.0]],  # single workers
+        [[2.0, 2.0], [1.0, 1.0]],
+        [[0.0, 1.0], [pytest.approx(0.95)] * 2],  # the target, across the axes
+    ]
+    star = plot_pareto(report).axes[0].collections[-1]
+    assert star.get_offsets().tolist() == [[1.5, 1.0]]
+    always_b, always_a = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0]])
+    train = reward_table([cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1")])  # a is best
+    evaluated = reward_table([cost_record("test", [0.5, 1.0], [3.0, 1.0], "e1")])
+    report = pareto_report(
+        train, evaluated, "test", {1.0: always_b, 0.0: always_a}, {}, [0.0], reference_cost=2.0
+    )
+    assert plotted_lines(report)[0] == [[1.0], [1.0]]
+
+
+def test_a_router_short_of_the_target_reads_not_reached() -> None:
+    """On the known case a router always asking a (reward 0.5) never reaches 0.95 x b's
+    1.0: its summary row says so, in place of a cost and a share."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    always_a = {0.0: np.array([[1.0, 0.0], [1.0, 0.0]])}
+    report = pareto_report(train, evaluated, "test", always_a, {}, [0.0], reference_cost=1.5)
+    assert report["curves"]["router"]["cost_at_target"] is None
+    assert "| router (1 cost weight) | 0.5000 | — | not reached |" in pareto_markdown(report)
+
+
+def test_the_aiq_floor_is_the_evaluated_splits_lowest_reward() -> None:
+    """A reward below 0 on the evaluated split sets the floor, whatever the train split
+    holds; one on train only does not."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    shifted_train, shifted_evaluated = known_case_tables(1.0, -0.5)
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    for train_table, evaluated_table, floor in (
+        (train, shifted_evaluated, -0.5),
+        (shifted_train, evaluated, 0.0),
+    ):
+        report = pareto_report(train_table, evaluated_table, "test", perfect, {}, [0.0], 1.5)
+        assert report["aiq_floor"] == floor
 
 
 def test_a_reference_cost_of_0_is_refused() -> None:
