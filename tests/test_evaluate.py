@@ -973,10 +973,10 @@ def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_repor
     tmp_path: Path,
 ) -> None:
     """Training again clears the checkpoint's own reports only: a default eval-SPLIT folder
-    and one whose report names the checkpoint; a default-named folder whose report names
-    another checkpoint, a folder of the user's that holds a file of the same name (its report
-    naming a checkpoint that is gone) and a linked folder, which is somewhere else whatever
-    its name, keep their files."""
+    and one whose report (of eval or eval --pareto) names the checkpoint; a default-named
+    folder whose report names another checkpoint, a folder of the user's that holds a file of
+    the same name (its report naming a checkpoint that is gone) and a linked folder, which is
+    somewhere else whatever its name, keep their files."""
     checkpoint = tmp_path / "sft"
     elsewhere = tmp_path / "elsewhere"
     folders = {
@@ -990,7 +990,9 @@ def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_repor
         (checkpoint / folder / "evaluation_report.json").write_text(json.dumps(report))
         (checkpoint / folder / "predictions.jsonl").write_text("")
     (checkpoint / "pareto-linked").symlink_to(elsewhere)
-    assert remove_evaluations(checkpoint) == ["eval-test", "mine"]
+    (checkpoint / "curves").mkdir()  # `eval --pareto -o CHECKPOINT/curves`
+    (checkpoint / "curves" / "pareto_report.json").write_text(json.dumps(folders["mine"]))
+    assert remove_evaluations(checkpoint) == ["curves", "eval-test", "mine"]
     left = sorted(path.name for path in checkpoint.iterdir())
     assert left == ["eval-of-rl", "notes", "pareto-linked"]
     for kept in (checkpoint / "eval-of-rl", checkpoint / "notes", elsewhere):
