@@ -244,6 +244,15 @@ def test_costs_none_versus_present() -> None:
     assert with_costs["choices"]["oracle"]["counts"] == {"a": 1, "b": 1, "c": 1}
 
 
+def test_the_oracle_takes_the_cheapest_of_equally_good_workers_at_fractions_of_a_cent() -> None:
+    """Costs in USD per prompt are fractions of a cent: among a and b, equally good, the
+    oracle takes b at 0.001, not the first worker."""
+    table = make_table([[1, 1, 0], [0, 1, 1]], costs=[[0.003, 0.001, 0.002], [0.1, 0.004, 0.002]])
+    report = evaluation_report(table, table, "test", None, {}, {})
+    assert report["choices"]["oracle"]["counts"] == {"a": 0, "b": 1, "c": 1}
+    assert report["methods"]["oracle"]["mean_cost"] == pytest.approx(0.0015)
+
+
 def test_oracle_ties_prefer_the_best_single_worker_without_costs() -> None:
     train = make_table([[0, 0, 1], [0, 1, 1]])  # best single: c
     evaluated = make_table([[1, 1, 1], [1, 1, 0], [0, 1, 0]])
