@@ -152,7 +152,10 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
     probabilities = {1.0: always_b, 0.0: always_a}
     report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], reference_cost=2.0)
-    lines = pareto_markdown(report).splitlines()
+    markdown = pareto_markdown(report)
+    said = "best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 · target"
+    assert said in markdown
+    lines = markdown.splitlines()
     expected = [
         "| router (2 cost weights) | 1.0000 | 1.00 | 33.3% |",
         "| single workers | 1.0000 | 1.00 | 33.3% |",
