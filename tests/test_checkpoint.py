@@ -37,6 +37,8 @@ from fugu_lite.features import FeatureExtractor
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.schemas import RewardRecord
 
+HUB_REPO = "fugu-test/tiny-model"
+
 
 @pytest.mark.parametrize("head", ["linear", "mlp"])
 def test_checkpoint_round_trip_gives_identical_logits(
@@ -879,19 +881,33 @@ def test_a_checkpoint_without_a_backbone_fingerprint_loads_with_a_note(
     assert notes.count("did not record its backbone's weights") == 1, notes
 
 
+def use_hub_cache(monkeypatch: pytest.MonkeyPatch, hub_cache: Path) -> None:
+    """The local Hugging Face cache at `hub_cache` (huggingface_hub reads it at import)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+
+
+def trained_on_a_cached_hub_model(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path, torch.Tensor]:
+    """A router trained offline on the fake hub model REPO at commit a (seed 0), cached in
+    tmp_path/hf-hub: that cache, the checkpoint and its logits on PROMPTS."""
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    use_hub_cache(monkeypatch, hub_cache)
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    fake_hub_snapshot(hub_cache, HUB_REPO, "a" * 40, seed=0)
+    checkpoint, logits = router_on_folder(records, HUB_REPO, tmp_path)
+    return hub_cache, checkpoint, logits
+
+
 def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapshot_loads(
     records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from huggingface_hub import constants
-
-    hub_cache = tmp_path / "hf-hub"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
-    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
-    repo = "fugu-test/tiny-model"
-    fake_hub_snapshot(hub_cache, repo, "a" * 40, seed=0)
-    checkpoint, logits = router_on_folder(records, repo, tmp_path)
+    repo = HUB_REPO
+    hub_cache, checkpoint, logits = trained_on_a_cached_hub_model(records, tmp_path, monkeypatch)
     stored = json.loads((checkpoint / META_FILE).read_text())["backbone_fingerprint"]
     assert stored["hub_commit"] == "a" * 40
     assert load_router(checkpoint).model_cfg.backbone == repo
@@ -924,12 +940,10 @@ def on_a_machine_without_the_hub_model(
     for it (or `serves` whatever is asked). Each download goes through transformers' real
     from_pretrained, offline, from the cache layout a download leaves; the revisions asked for
     are returned (filled as loads happen)."""
-    from huggingface_hub import constants
     from transformers import AutoModel, AutoTokenizer
 
     hub_cache = tmp_path / "other-hf-hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    use_hub_cache(monkeypatch, hub_cache)
     shutil.rmtree(tmp_path / "cache")  # the checkpoint's feature cache stayed behind
     asked: list[str | None] = []
 
@@ -959,14 +973,8 @@ def test_a_checkpoint_on_a_hub_model_not_cached_here_loads_its_trained_snapshot(
     """Loaded where the hub model is not in the local Hugging Face cache, a checkpoint's
     backbone was downloaded at the newest `main`, another commit than it was trained on, and
     routed on that one's features without a word."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-hub"))
-    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
-    repo = "fugu-test/tiny-model"
-    fake_hub_snapshot(tmp_path / "hf-hub", repo, "a" * 40, seed=0)
-    checkpoint, logits = router_on_folder(records, repo, tmp_path)
+    repo = HUB_REPO
+    _, checkpoint, logits = trained_on_a_cached_hub_model(records, tmp_path, monkeypatch)
     asked = on_a_machine_without_the_hub_model(tmp_path, monkeypatch, repo, serves=None)
     for _ in range(2):  # downloaded, then loaded from the local cache
         loaded = load_router(checkpoint)
@@ -983,14 +991,8 @@ def test_a_hub_that_does_not_serve_a_checkpoints_snapshot_is_refused(
 ) -> None:
     """A download of the checkpoint's commit that left another snapshot (a mirror serving
     its own `main`) would route on other weights: it is refused, saying how to get them."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-hub"))
-    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
-    repo = "fugu-test/tiny-model"
-    fake_hub_snapshot(tmp_path / "hf-hub", repo, "a" * 40, seed=0)
-    checkpoint, _ = router_on_folder(records, repo, tmp_path)
+    repo = HUB_REPO
+    _, checkpoint, _ = trained_on_a_cached_hub_model(records, tmp_path, monkeypatch)
     on_a_machine_without_the_hub_model(tmp_path, monkeypatch, repo, serves="b" * 40)
     loaded = load_router(checkpoint)
     with pytest.raises(RuntimeError) as error:

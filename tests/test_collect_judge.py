@@ -588,13 +588,21 @@ def test_written_records_of_another_judge_are_reported_with_the_way_out(tmp_path
     assert all(r.rewards == [pytest.approx(0.2)] * 2 for r in read_records(fresh))
 
 
+def as_killed_before_grading(output: Path) -> None:
+    """The files of a finished run as they were when it was killed before its grade lines
+    were written: its call log without them, and no records."""
+    log = default_log_path(output)
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(line for line in lines if '"event":"grade"' not in line))
+    output.unlink()
+
+
 def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) -> None:
     """A run killed after the judge's reply was logged but before its grade line (kill -9,
     a power cut) lost the verdict: the judge line was only counted, and the next run paid
     the judge again for the same answer. The logged reply is now read as the verdict."""
     tasks = haiku_tasks(3)
     output = tmp_path / "r.jsonl"
-    log = default_log_path(output)
     with (
         StubWorker(answer_or_verdict("Rain.", "SCORE: 6")) as w,
         StubWorker(answer_or_verdict("Snow.", "SCORE: 8")) as judge,
@@ -602,10 +610,7 @@ def test_a_verdict_logged_before_a_kill_is_not_paid_for_again(tmp_path: Path) ->
         config = stub_pool(("w", w), ("judge", judge))
         run_collect(config, tasks, output, judge_worker="judge")
         whole = read_records(output)
-        lines = log.read_text().splitlines(keepends=True)
-        # as the files were when the run was killed before the grade lines were written
-        log.write_text("".join(line for line in lines if '"event":"grade"' not in line))
-        output.unlink()
+        as_killed_before_grading(output)
         paid = len(judge.bodies)
         summary = run_collect(config, tasks, output, judge_worker="judge")
     assert len(judge.bodies) == paid and len(w.bodies) == 3  # nobody was asked again
@@ -624,17 +629,13 @@ def test_a_verdict_logged_before_a_kill_under_another_rubric_is_asked_again(
     (a reply to the old rubric would have been read as the verdict)."""
     tasks = haiku_tasks(2)
     output = tmp_path / "r.jsonl"
-    log = default_log_path(output)
     with (
         StubWorker(answer_or_verdict("Rain.", "SCORE: 6")) as w,
         StubWorker(answer_or_verdict("Snow.", "SCORE: 8")) as judge,
     ):
         config = stub_pool(("w", w), ("judge", judge))
         run_collect(config, tasks, output, judge_worker="judge")
-        lines = log.read_text().splitlines(keepends=True)
-        # killed before the grade lines were written; the rubric is fixed before the next run
-        log.write_text("".join(line for line in lines if '"event":"grade"' not in line))
-        output.unlink()
+        as_killed_before_grading(output)  # and the rubric is fixed before the next run
         fixed = [task.model_copy(update={"rubric": "Count the syllables."}) for task in tasks]
         paid = len(judge.bodies)
         summary = run_collect(config, fixed, output, judge_worker="judge")

@@ -554,18 +554,16 @@ def test_the_summary_of_records_holding_a_refusal_at_an_earlier_n_ctx_counts_it(
         assert (row.done, row.pending, row.mean_score) == (2, 0, 0.5), n_ctx
 
 
-def test_a_context_refusal_is_asked_again_once_n_ctx_is_raised(tmp_path: Path) -> None:
-    """A local worker's refusal of a prompt over its context is its answer (scored 0) while
-    its n_ctx is the same; raised (as the warning says to), the prompt of a pending task is
-    asked again, not answered by the refusal at the smaller context."""
-    task = number_tasks(1)[0]
-    log = tmp_path / "r.calls.jsonl"
+def local_pool_at(tmp_path: Path, n_ctx: int) -> PoolConfig:
+    """One local worker, loc, given the context `n_ctx`."""
+    local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
+    return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
 
-    def local_pool(n_ctx: int) -> PoolConfig:
-        local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
-        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
 
-    worker = local_pool(256).workers[0]
+def refusal_at_256_and_its_grade(tmp_path: Path, task: Task) -> tuple[dict, dict, dict]:
+    """The cell (task, loc) and the call log lines of loc refusing `task`'s prompt as over
+    its context at n_ctx 256, and of that refusal graded 0."""
+    worker = local_pool_at(tmp_path, 256).workers[0]
     cell = {"task_id": task.id, "worker_id": "loc",
             "request_hash": hashes.request_hash(worker, task),
             "local_hash": hashes.local_hash(worker)}  # fmt: skip
@@ -573,11 +571,22 @@ def test_a_context_refusal_is_asked_again_once_n_ctx_is_raised(tmp_path: Path) -
                "error_code": "context_length_exceeded"}  # fmt: skip
     grade = {**cell, "event": "grade", "score": 0.0, "grading_hash": hashes.grading_hash(task),
              "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    return cell, refusal, grade
+
+
+def test_a_context_refusal_is_asked_again_once_n_ctx_is_raised(tmp_path: Path) -> None:
+    """A local worker's refusal of a prompt over its context is its answer (scored 0) while
+    its n_ctx is the same; raised (as the warning says to), the prompt of a pending task is
+    asked again, not answered by the refusal at the smaller context."""
+    task = number_tasks(1)[0]
+    log = tmp_path / "r.calls.jsonl"
+
+    _, refusal, grade = refusal_at_256_and_its_grade(tmp_path, task)
     log.write_text(f"{json.dumps(refusal)}\n{json.dumps(grade)}\n")
 
     def state(n_ctx: int) -> collect_state.CollectState:
         return collect_state.CollectState(
-            local_pool(n_ctx), [task], tmp_path / "r.jsonl", log
+            local_pool_at(tmp_path, n_ctx), [task], tmp_path / "r.jsonl", log
         ).load()
 
     assert state(256).cells_to_call("loc") == [] and state(256).record_for(task.id) is not None
@@ -594,21 +603,11 @@ def test_an_answer_at_a_raised_n_ctx_is_not_given_the_refusals_grade_at_the_old_
     task = number_tasks(1)[0]
     log = tmp_path / "r.calls.jsonl"
 
-    def local_pool(n_ctx: int) -> PoolConfig:
-        local = {"gguf": str(tmp_path / "m.gguf"), "n_ctx": n_ctx}
-        return PoolConfig.model_validate({"workers": [{"id": "loc", "model": "m", "local": local}]})
-
-    worker = local_pool(256).workers[0]
-    cell = {"task_id": task.id, "worker_id": "loc",
-            "request_hash": hashes.request_hash(worker, task),
-            "local_hash": hashes.local_hash(worker)}  # fmt: skip
-    refusal = {**cell, "event": "call", "error": "context", "n_ctx": 256,
-               "error_code": "context_length_exceeded"}  # fmt: skip
-    grade = {**cell, "event": "grade", "score": 0.0, "grading_hash": hashes.grading_hash(task),
-             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    cell, refusal, grade = refusal_at_256_and_its_grade(tmp_path, task)
     answer = {**cell, "event": "call", "output": "The answer is 1."}
     log.write_text("".join(json.dumps(line) + "\n" for line in (refusal, grade, answer)))
-    state = collect_state.CollectState(local_pool(256), [task], tmp_path / "r.jsonl", log).load()
+    pool = local_pool_at(tmp_path, 256)
+    state = collect_state.CollectState(pool, [task], tmp_path / "r.jsonl", log).load()
     assert state.calls[(task.id, "loc")].output == "The answer is 1."
     assert state.cells_to_grade() == [(task.id, "loc")] and state.record_for(task.id) is None
 

@@ -25,6 +25,7 @@ from server_support import (
     CODE,
     MATH,
     MODEL,
+    Running,
     Stubs,
     counted_stub,
     metric_samples,
@@ -329,6 +330,20 @@ def test_a_stream_failing_after_its_first_chunk_ends_with_an_error_event(
         assert running.health()["workers"][first]["circuit"] == "open"
 
 
+def stream_error_of_a_broken_connection(serve, stubs: Stubs, worker: str) -> tuple[str, str]:
+    """The error a streamed MATH request gets when `worker`, ranked first, is a server whose
+    connection breaks after its first chunks; and that server's base URL."""
+    with ServerThread(broken_stream_app()) as broken:
+        running = serve(pool_for(stubs, overrides={worker: {"base_url": broken.base_url}}))
+        with pytest.raises(openai.APIError) as error:
+            list(
+                running.client().chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=True
+                )
+            )
+    return error.value.message, broken.base_url
+
+
 def test_a_mid_stream_error_says_once_that_the_answer_had_started(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
@@ -336,16 +351,7 @@ def test_a_mid_stream_error_says_once_that_the_answer_had_started(
     answer started: ... (after the stream started)": the worker's message ends with that
     already. It is said once now, for a broken connection as for a stream cut short."""
     first = ranking_for(family, MATH).ranking[0]
-    messages = []
-    with ServerThread(broken_stream_app()) as broken:
-        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
-        with pytest.raises(openai.APIError) as broken_error:
-            list(
-                running.client().chat.completions.create(
-                    model=MODEL, messages=user(MATH), stream=True
-                )
-            )
-        messages.append(broken_error.value.message)
+    messages = [stream_error_of_a_broken_connection(serve, stubs, first)[0]]
     stubs.workers[first].mode = "cut_stream"
     running = serve(pool_for(stubs))
     with pytest.raises(openai.APIError) as cut_error:
@@ -366,17 +372,9 @@ def test_a_connection_lost_mid_stream_is_not_said_to_be_unreachable(
     whether its server runs, though it had answered half the reply. It says the connection
     was lost mid-answer now, and why."""
     first = ranking_for(family, MATH).ranking[0]
-    with ServerThread(broken_stream_app()) as broken:
-        running = serve(pool_for(stubs, overrides={first: {"base_url": broken.base_url}}))
-        with pytest.raises(openai.APIError) as error:
-            list(
-                running.client().chat.completions.create(
-                    model=MODEL, messages=user(MATH), stream=True
-                )
-            )
-    message = error.value.message
+    message, base_url = stream_error_of_a_broken_connection(serve, stubs, first)
     assert "could not reach" not in message
-    assert f"the connection to {broken.base_url}/chat/completions was lost mid-answer" in message
+    assert f"the connection to {base_url}/chat/completions was lost mid-answer" in message
     assert "RemoteProtocolError" in message  # why
 
 
@@ -644,19 +642,27 @@ def test_the_retry_after_of_open_circuits_does_not_send_the_client_back_before_t
     assert response.json()["error"]["message"].endswith(f"retry in {retry_after} s")
 
 
-def test_a_503_for_a_half_open_circuit_whose_probe_is_out_says_so(serve, stubs: Stubs) -> None:
-    """A request that found a worker's circuit half-open, its one probe out, was told the
-    worker was "cooling down after repeated failures (circuit open)" while /health said
-    half_open and the cool-down was over. It is told the probe is out now."""
-    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+def coders_probe_out(running: Running, stubs: Stubs, body: dict) -> threading.Thread:
+    """coder's circuit (breaker_failures=1, no cool-down) opened by a 500 to `body` and at
+    once half-open, and its one probe (`body` again, answered after 2 s) at the worker: the
+    thread posting the probe, to join."""
     stub = stubs.workers["coder"]
     stub.mode = "500"
-    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
     assert running.post(body).status_code == 502  # open, and half-open at once
     stub.mode, stub.latency_s = "ok", 2.0
     probe = threading.Thread(target=running.post, args=(body,))
     probe.start()
     assert wait_until(lambda: len(stub.bodies) == 2, 5)  # the probe reached the worker
+    return probe
+
+
+def test_a_503_for_a_half_open_circuit_whose_probe_is_out_says_so(serve, stubs: Stubs) -> None:
+    """A request that found a worker's circuit half-open, its one probe out, was told the
+    worker was "cooling down after repeated failures (circuit open)" while /health said
+    half_open and the cool-down was over. It is told the probe is out now."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+    body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    probe = coders_probe_out(running, stubs, body)
     response = running.post(body)
     probe.join()
     assert response.status_code == 503
@@ -670,14 +676,8 @@ def test_a_502_names_a_half_open_circuit_whose_probe_is_out_as_such(serve, stubs
     was out, was a 502 naming it "(circuit open, skipped)", while /health said half_open.
     It is named as half-open with its probe out now."""
     running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
-    stub = stubs.workers["coder"]
-    stub.mode = "500"
     coder = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
-    assert running.post(coder).status_code == 502  # open, and half-open at once
-    stub.mode, stub.latency_s = "ok", 2.0
-    probe = threading.Thread(target=running.post, args=(coder,))
-    probe.start()
-    assert wait_until(lambda: len(stub.bodies) == 2, 5)  # the probe reached the worker
+    probe = coders_probe_out(running, stubs, coder)
     stubs.workers["mathematician"].mode = "500"
     both = {**coder, "workers": ["coder", "mathematician"]}
     response = running.post(both)

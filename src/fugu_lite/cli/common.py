@@ -124,6 +124,16 @@ BackboneOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Replace the -o file if it exists (refused otherwise).")
 ]
+JsonlOutputOption = Annotated[
+    Path,
+    typer.Option(
+        "--output",
+        "-o",
+        parser=non_empty_path("give the JSONL file to write"),
+        metavar="<path>",
+        help="Where to write the JSONL.",
+    ),
+]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -12,11 +12,11 @@ from ..text import console_name, cost_text
 from .common import (
     KEY_VALUE,
     ForceOption,
+    JsonlOutputOption,
     check_file_to_write,
     command_group,
     console,
     fail,
-    non_empty_path,
     parse_pairs,
     print_result,
     read_records_or_fail,
@@ -41,16 +41,7 @@ IMPORT_HELP = (
 def data_import(
     format: Annotated[str, typer.Argument(help="llmrouter, zeroeval, routerbench or long.")],
     source: Annotated[Path, typer.Argument(help="The dataset file or folder.")],
-    output: Annotated[
-        Path,
-        typer.Option(
-            "--output",
-            "-o",
-            parser=non_empty_path("give the JSONL file to write"),
-            metavar="<path>",
-            help="Where to write the JSONL.",
-        ),
-    ],
+    output: JsonlOutputOption,
     option: Annotated[
         list[str] | None,
         typer.Option("--option", metavar=KEY_VALUE, help="Importer option key=value (repeatable)."),

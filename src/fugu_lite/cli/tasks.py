@@ -12,12 +12,12 @@ from ..text import console_name
 from ..text_reading import RecordFileError
 from .common import (
     ForceOption,
+    JsonlOutputOption,
     check_file_to_write,
     command_group,
     console,
     err_console,
     fail,
-    non_empty_path,
     print_result,
     writing_file,
 )
@@ -27,16 +27,7 @@ tasks_app = command_group("Generate and check task files.")
 
 @tasks_app.command("generate")
 def tasks_generate(
-    output: Annotated[
-        Path,
-        typer.Option(
-            "--output",
-            "-o",
-            parser=non_empty_path("give the JSONL file to write"),
-            metavar="<path>",
-            help="Where to write the JSONL.",
-        ),
-    ],
+    output: JsonlOutputOption,
     per_family: Annotated[int, typer.Option(help="Tasks per family, at most 100000.", min=1)] = 10,
     seed: Annotated[int, typer.Option(help="The same seed gives the same tasks.")] = 0,
     family: Annotated[
