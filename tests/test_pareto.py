@@ -105,10 +105,9 @@ def test_pareto_report_on_a_known_case() -> None:
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
 
 
-def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated_split() -> None:
-    """a is best on train, b on test: the report names a, with a's test reward and cost. The
-    dearer worker comes first and the router's cost weights out of order: the cost range
-    still spans every point, and the weights are listed ascending."""
+def a_best_on_train_b_on_test_report() -> dict:
+    """The cost-quality report of two workers, a (cost 3) best on train and b (cost 1) on
+    test, and a router that always asks a at cost weight 0 and always b at 1."""
     train = reward_table(
         [
             cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1"),
@@ -124,6 +123,14 @@ def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated
     always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
     probabilities = {1.0: always_b, 0.0: always_a}
     report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], reference_cost=2.0)
+    return report
+
+
+def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated_split() -> None:
+    """a is best on train, b on test: the report names a, with a's test reward and cost. The
+    dearer worker comes first and the router's cost weights out of order: the cost range
+    still spans every point, and the weights are listed ascending."""
+    report = a_best_on_train_b_on_test_report()
     assert report["best_single"] == {
         "worker": "a", "chosen_on": "train", "mean_cost": 3.0, "mean_reward": 0.5,
     }  # fmt: skip
@@ -137,21 +144,7 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     0 always asks a (cost 3, reward 0.5), at 1 always b (cost 1, reward 1), so each weight's
     row, the summary's cost at the target (0.95 x a's 0.5, reached at cost 1: a third of
     a's cost) and the references show a column swapped or a point of another weight."""
-    train = reward_table(
-        [
-            cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1"),
-            cost_record("train", [0.8, 0.2], [3.0, 1.0], "t2"),
-        ]
-    )
-    evaluated = reward_table(
-        [
-            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e1"),
-            cost_record("test", [0.5, 1.0], [3.0, 1.0], "e2"),
-        ]
-    )
-    always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
-    probabilities = {1.0: always_b, 0.0: always_a}
-    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], reference_cost=2.0)
+    report = a_best_on_train_b_on_test_report()
     markdown = pareto_markdown(report)
     said = "best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 · target"
     assert said in markdown
