@@ -254,10 +254,12 @@ def test_an_embedded_name_in_other_case_is_suggested(name: str, meant: str) -> N
 
 def test_a_hub_id_not_downloaded_while_offline_says_how_to_download_it() -> None:
     """HF_HUB_OFFLINE=1 (the tests set it): transformers only said to check the internet
-    connection, which is not what stops the download."""
+    connection, which is not what stops the download. Its text, quoted, broke the CLI's
+    one-line `error:` in two."""
     with pytest.raises(RuntimeError) as raised:
         load_backbone("fugu-test/not-downloaded")
     message = str(raised.value)
+    assert "\n" not in message and ".)" not in message
     assert "HF_HUB_OFFLINE is set" in message
     assert "`HF_HUB_OFFLINE=0 hf download fugu-test/not-downloaded`" in message
 

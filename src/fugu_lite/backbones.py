@@ -324,8 +324,8 @@ def _load_hub(name: str) -> LoadedBackbone:
         raise RuntimeError(
             f"could not load backbone {name!r}{_meant_embedded(name)}: it is not an embedded "
             f"name ({', '.join(EMBEDDED_BACKBONES)}), not a local folder, and the hub could not "
-            f"serve it ({error}). {_offline_advice(repo, pin)}; for a checkpoint whose backbone "
-            "folder moved, pass the folder with --backbone PATH."
+            f"serve it ({_one_line(error)}). {_offline_advice(repo, pin)}; for a checkpoint "
+            "whose backbone folder moved, pass the folder with --backbone PATH."
         ) from error
     except (ValueError, SafetensorError) as error:  # a damaged file of the cached snapshot
         snapshot = hub_snapshot(name)
@@ -346,6 +346,12 @@ def _load_hub(name: str) -> LoadedBackbone:
             "folder with --backbone PATH (backbone= in Python), or retrain the checkpoint"
         )
     return loaded
+
+
+def _one_line(error: OSError) -> str:
+    """transformers' text of a failed download, on one line (it breaks its own in two) and
+    without its closing full stop, to be quoted inside a sentence."""
+    return " ".join(str(error).split()).rstrip(".")
 
 
 def _revision_suffix_refused(name: str) -> str:
