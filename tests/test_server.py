@@ -964,6 +964,25 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
 
 
+def test_a_note_after_a_key_is_a_comment_not_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a line starting with `#` was a comment: a note written after a key was split
+    into keys, '#charlie-laptop' an API key any client could send, and '# a laptop' refused
+    as keys shorter than 6 characters, a message that did not say the note was the cause."""
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(
+        f"{ENDPOINT_KEY} #charlie-laptop\r\nsk-second-key-abcdef  # a laptop, rotate it\n"
+        "sk-third#key-abcdef\n",
+        encoding="utf-8",
+    )
+    assert load_api_keys(file=keys_file) == [
+        ENDPOINT_KEY, "sk-second-key-abcdef", "sk-third#key-abcdef"
+    ]  # fmt: skip
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", f"{ENDPOINT_KEY},#charlie-laptop")
+    assert load_api_keys("FUGU_TEST_ENDPOINT_KEYS") == [ENDPOINT_KEY]
+
+
 def test_a_keys_file_saved_by_windows_tools_is_read_or_refused_saying_why(tmp_path: Path) -> None:
     """A keys file saved as UTF-8 with a BOM (Notepad's) had the BOM read into its first key,
     which no client sends: that key was refused as invalid with no word why. One saved as

@@ -20,10 +20,15 @@ class ApiKeyError(ValueError):
     """The endpoint's API keys could not be loaded."""
 
 
+# A `#` opening a line or a word starts a comment to the end of its line: a note written
+# after a key ("sk-... #alice-laptop") was read as keys, "#alice-laptop" one any client could send.
+COMMENT = re.compile(r"(?:^|(?<=[\s,]))#.*$", re.MULTILINE)
+
+
 def parse_keys(text: str) -> list[str]:
-    """Keys separated by commas, spaces or newlines; `#` starts a comment line."""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-    return [key for key in re.split(r"[\s,]+", "\n".join(lines)) if key]
+    """Keys separated by commas, spaces or newlines; `#` at a line's or a word's start
+    starts a comment, to the end of the line."""
+    return [key for key in re.split(r"[\s,]+", COMMENT.sub("", text)) if key]
 
 
 # Words of an Authorization header copied with a key ("Bearer sk-..."): each would be split
