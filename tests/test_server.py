@@ -983,6 +983,30 @@ def test_a_note_after_a_key_is_a_comment_not_keys(
     assert load_api_keys("FUGU_TEST_ENDPOINT_KEYS") == [ENDPOINT_KEY]
 
 
+@pytest.mark.parametrize(
+    "value", [f'"{ENDPOINT_KEY},sk-second-key-abcdef"', f"'{ENDPOINT_KEY}'", f'"{ENDPOINT_KEY}"']
+)
+def test_keys_wrapped_in_quotes_are_refused_not_taken_with_them(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FUGU_API_KEYS="sk-..." in a .env file read by docker's --env-file (which keeps the
+    quotes) made the quotes part of the key: serve started, and every client sending its
+    key got 401 'invalid API key', nothing saying why."""
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", value)
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
+    assert str(error.value) == (
+        "--api-keys-env FUGU_TEST_ENDPOINT_KEYS: a key is wrapped in quotes, which every "
+        "client would have to send with it (a .env file read by something that keeps them, "
+        "as docker's --env-file does?); give the keys without quotes"
+    )
+    assert ENDPOINT_KEY not in str(error.value)
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(f"sk-first-key-abcdef\n{value}\n", encoding="utf-8")
+    with pytest.raises(ApiKeyError, match=r": a key is wrapped in quotes, "):
+        load_api_keys(file=keys_file)
+
+
 def test_a_keys_file_saved_by_windows_tools_is_read_or_refused_saying_why(tmp_path: Path) -> None:
     """A keys file saved as UTF-8 with a BOM (Notepad's) had the BOM read into its first key,
     which no client sends: that key was refused as invalid with no word why. One saved as

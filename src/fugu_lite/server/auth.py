@@ -34,6 +34,7 @@ def parse_keys(text: str) -> list[str]:
 # Words of an Authorization header copied with a key ("Bearer sk-..."): each would be split
 # off as a key of its own, which any client could then send.
 HEADER_WORDS = frozenset({"bearer", "authorization:"})
+QUOTES = "\"'"
 
 
 def keys_in(source: str, text: str) -> list[str]:
@@ -46,6 +47,12 @@ def keys_in(source: str, text: str) -> list[str]:
         raise ApiKeyError(
             f"{source}: holds {key!r}, {what}, which would be accepted as an API key itself; "
             "give the keys alone (sk-..., not Bearer sk-...)"
+        )
+    if any(key[0] in QUOTES or key[-1] in QUOTES for key in keys):
+        raise ApiKeyError(
+            f"{source}: a key is wrapped in quotes, which every client would have to send "
+            "with it (a .env file read by something that keeps them, as docker's --env-file "
+            "does?); give the keys without quotes"
         )
     return keys
 
