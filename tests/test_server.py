@@ -1007,6 +1007,30 @@ def test_keys_wrapped_in_quotes_are_refused_not_taken_with_them(
         load_api_keys(file=keys_file)
 
 
+def test_a_key_no_client_can_send_is_refused(
+    serve, stubs: Stubs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key copied with a typographic dash ('sk\u2011...', from a web page or a document) was
+    taken: serve started, the openai SDK could not send the key (a header is ASCII), and
+    curl's bytes reached the server as other characters, a 401 'invalid API key'."""
+    key = "sk\u2011fugu-endpoint-0123456789"
+    running = serve(pool_for(stubs), api_keys=[ENDPOINT_KEY, key])
+    sent = f"Bearer {key}".encode()  # as curl sends it
+    assert httpx.get(f"{running.url}/v1/models", headers={"authorization": sent}).status_code == 401
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", f"{ENDPOINT_KEY},{key}")
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
+    assert str(error.value) == (
+        "--api-keys-env FUGU_TEST_ENDPOINT_KEYS: a key holds a character that is not ASCII (a "
+        "typographic quote or dash copied with it?), which no client can send in its "
+        "Authorization header; give the keys as ASCII"
+    )
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text(f"{key}\n", encoding="utf-8")
+    with pytest.raises(ApiKeyError, match=r": a key holds a character that is not ASCII "):
+        load_api_keys(file=keys_file)
+
+
 def test_a_keys_file_saved_by_windows_tools_is_read_or_refused_saying_why(tmp_path: Path) -> None:
     """A keys file saved as UTF-8 with a BOM (Notepad's) had the BOM read into its first key,
     which no client sends: that key was refused as invalid with no word why. One saved as

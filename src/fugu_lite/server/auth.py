@@ -54,6 +54,14 @@ def keys_in(source: str, text: str) -> list[str]:
             "with it (a .env file read by something that keeps them, as docker's --env-file "
             "does?); give the keys without quotes"
         )
+    # An HTTP header carries ASCII: the openai SDK cannot send such a key, curl's reaches
+    # the server as other characters; it could never match.
+    if not all(key.isascii() for key in keys):
+        raise ApiKeyError(
+            f"{source}: a key holds a character that is not ASCII (a typographic quote or "
+            "dash copied with it?), which no client can send in its Authorization header; "
+            "give the keys as ASCII"
+        )
     return keys
 
 
