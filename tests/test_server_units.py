@@ -232,6 +232,8 @@ def test_serve_command_refuses_bad_flags_before_loading_anything(
 
     assert "--log-level 'bogus' is not a log level" in serve_with("--log-level", "bogus")
     assert "--model-name is empty" in serve_with("--model-name", " ")
+    # --host "$HOST" with HOST unset was refused as ':8000 (Name or service not known)'
+    assert "--host is empty; give the interface to listen on" in serve_with("--host", "")
     assert "--log-requests" in serve_with("--log-requests", str(tmp_path))  # a folder
     assert "--cors-origin 'localhost:3000' is not an origin" in serve_with(
         "--cors-origin", "localhost:3000"

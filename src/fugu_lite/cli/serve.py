@@ -129,6 +129,11 @@ def serve_command(
     log_level = checked_log_level(log_level)
     if not model_name.strip():
         fail("--model-name is empty; give the name clients send, e.g. fugu-lite")
+    if not host.strip():
+        fail(
+            "--host is empty; give the interface to listen on, e.g. 127.0.0.1 (this machine "
+            "only) or 0.0.0.0 (every interface)"
+        )
     if log_requests is not None:
         check_decision_log(log_requests, pool, api_keys_file)
     check_port_free(host, port)
