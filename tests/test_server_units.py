@@ -234,6 +234,12 @@ def test_serve_command_refuses_bad_flags_before_loading_anything(
     assert "--model-name is empty" in serve_with("--model-name", " ")
     # --host "$HOST" with HOST unset was refused as ':8000 (Name or service not known)'
     assert "--host is empty; give the interface to listen on" in serve_with("--host", "")
+    # --api-keys-env "$VAR" with VAR unset served with no key asked: anyone could call (the
+    # bad --log-level stops a serve that would take it, before it starts the embedded pool)
+    assert (
+        "is empty (an unset shell variable?); give the NAME of the variable holding the keys"
+        in serve_with("--api-keys-env", "", "--log-level", "bogus")
+    )
     assert "--log-requests" in serve_with("--log-requests", str(tmp_path))  # a folder
     assert "--cors-origin 'localhost:3000' is not an origin" in serve_with(
         "--cors-origin", "localhost:3000"

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from ..config_errors import ConfigError
-from .common import BackboneOption, PoolOption, check_output, fail, non_empty_path, same_path
+from .common import (
+    BackboneOption,
+    PoolOption,
+    check_output,
+    fail,
+    non_empty_path,
+    non_empty_text,
+    same_path,
+)
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 LOG_LEVEL_HELP = (
@@ -64,9 +72,12 @@ def serve_command(
     api_keys_env: Annotated[
         str | None,
         typer.Option(
+            # given empty (an unset shell variable), it asked no key: anyone could call
+            parser=non_empty_text("give the NAME of the variable holding the keys"),
+            metavar="<name>",
             help="Env var holding the endpoint's API key(s), comma-separated, the keys alone "
             "(not 'Bearer KEY'). This and the keys file both omitted: no key is asked (anyone "
-            "who can reach the port may call)."
+            "who can reach the port may call).",
         ),
     ] = None,
     api_keys_file: Annotated[
