@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.scoring import grade
 from fugu_lite.task_families import FAMILIES, generate_tasks
+from fugu_lite.task_families.drafts import CODE_HINT, EXACT_HINT, NUMBER_HINT
 from fugu_lite.task_families.lists import list_regex
 from fugu_lite.tasks import Task
 
@@ -356,3 +358,235 @@ def test_generated_tasks_are_the_same_under_any_hash_seed() -> None:
     }
     here = "".join(t.model_dump_json() for t in generate_tasks(20, seed=7))
     assert digests == {hashlib.sha256(here.encode()).hexdigest() + "\n"}
+
+
+# --- every answer key recomputed from its question, by a solver of the test's own ------------
+
+UNIT_SIZES: dict[str, Fraction] = {
+    "millimeter": Fraction(1), "centimeter": Fraction(10), "meter": Fraction(1000),
+    "kilometer": Fraction(1_000_000),
+    "inch": Fraction(1), "feet": Fraction(12), "yard": Fraction(36),
+    "gram": Fraction(1), "kilogram": Fraction(1000),
+    "milliliter": Fraction(1), "liter": Fraction(1000),
+    "item": Fraction(1), "dozen": Fraction(12),
+    "second": Fraction(1), "minute": Fraction(60), "hour": Fraction(3600),
+    "day": Fraction(86_400), "week": Fraction(604_800),
+}  # fmt: skip
+"""Each unit in the smallest of its kind: a unit's factor is not taken from the generator."""
+
+
+def unit_size(name: str) -> Fraction:
+    singular = {"inches": "inch", "feet": "feet"}.get(name, name.removesuffix("s"))
+    return UNIT_SIZES[singular]
+
+
+def arithmetic_key(question: str) -> Fraction:
+    numbers = [Fraction(n) for n in re.findall(r"\d+", question)]
+    if match := re.fullmatch(r"What is (\d+)% of (\d+)\?", question):
+        return Fraction(int(match[1]) * int(match[2]), 100)
+    if match := re.fullmatch(r"What is ([\d ()+*-]+)\?", question):
+        return Fraction(eval(match[1], {"__builtins__": {}}))  # digits and + - * ( ) only
+    if "gets" in question and "gives away" in question:
+        has, more, given = numbers
+        return has + more - given
+    if "notebook" in question:
+        price, count, bill = numbers
+        return bill - price * count
+    if "candies" in question:
+        candies, children, eaten = numbers
+        return candies / children - eaten
+    raise AssertionError(f"no solver for {question!r}")
+
+
+def unit_key(question: str) -> Fraction:
+    if match := re.fullmatch(r"How many minutes are (\d+) hours and (\d+) minutes\?", question):
+        return Fraction(60 * int(match[1]) + int(match[2]))
+    if match := re.fullmatch(r"Convert (\d+) kilometers per hour to meters per second\.", question):
+        return Fraction(int(match[1]) * 1000, 3600)
+    if match := re.fullmatch(r"Convert (-?\d+) degrees Celsius to degrees Fahrenheit\.", question):
+        return Fraction(int(match[1]) * 9, 5) + 32
+    if match := re.fullmatch(r"Convert (-?\d+) degrees Fahrenheit to degrees Celsius\.", question):
+        return Fraction((int(match[1]) - 32) * 5, 9)
+    if match := re.fullmatch(r"How many (\w+) are in (one|\d+) (\w+)\?", question):
+        target, value, source = match[1], match[2], match[3]
+    elif match := re.fullmatch(r"Convert (\d+) (\w+) to (\w+)\.", question):
+        value, source, target = match[1], match[2], match[3]
+    else:
+        raise AssertionError(f"no solver for {question!r}")
+    count = 1 if value == "one" else int(value)
+    return count * unit_size(source) / unit_size(target)
+
+
+def string_key(question: str) -> str:
+    quoted = re.findall(r"'([^']*)'", question)
+    word = quoted[-1] if quoted else ""
+    solvers: dict[str, Callable[[], str]] = {
+        "in uppercase letters": word.upper,
+        "in lowercase letters": word.lower,
+        "What is the first letter": lambda: word[:1],
+        "What is the last letter": lambda: word[-1:],
+        "How many letters": lambda: str(len(word)),
+        "backwards": lambda: "".join(reversed(list(word))),
+        "How many times does the letter": lambda: str(word.count(quoted[0])),
+        "Reverse the order of the words": lambda: " ".join(word.split()[::-1]),
+        "Remove every vowel": lambda: re.sub("[aeiou]", "", word),
+        "first letter of each word": lambda: "".join(w[0] for w in word.split()).upper(),
+        "alphabetical order": lambda: "".join(sorted(word)),
+    }
+    for words, solve in solvers.items():
+        if words in question:
+            return solve()
+    raise AssertionError(f"no solver for {question!r}")
+
+
+SUPERLATIVES = {
+    "tallest": "taller", "oldest": "older", "fastest": "faster", "heaviest": "heavier",
+    "shortest": "-taller", "youngest": "-older", "slowest": "-faster", "lightest": "-heavier",
+}  # fmt: skip
+
+
+def ordering_key(question: str) -> str:
+    """The person a "Who is the (second) ...est?" question asks for, from the facts given."""
+    facts = re.findall(r"(\w+) is (\w+) than (\w+)\.", question)
+    people = {person for more, _, less in facts for person in (more, less)}
+    order = sorted(people, key=lambda person: -len(_below(person, facts)))
+    asked = re.search(r"Who is the (second )?(\w+)\?", question)
+    assert asked is not None and facts, question
+    comparative = SUPERLATIVES[asked[2]]
+    assert {word for _, word, _ in facts} == {comparative.lstrip("-")}, question
+    ranked = order if not comparative.startswith("-") else order[::-1]
+    return ranked[1 if asked[1] else 0]
+
+
+def _below(person: str, facts: list[tuple[str, str, str]]) -> set[str]:
+    direct = {less for more, _, less in facts if more == person}
+    return direct.union(*(_below(less, facts) for less in direct))
+
+
+def logic_key(question: str, options: list[str]) -> str:
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    if question == "Which number is larger?":
+        return str(max(map(int, options)))
+    if question == "Which number is the smallest?":
+        return str(min(map(int, options)))
+    if question == "Which of these numbers is even?":
+        (even,) = [option for option in options if int(option) % 2 == 0]
+        return even
+    if match := re.fullmatch(r"Is (\d+) greater than (\d+)\?", question):
+        return "Yes" if int(match[1]) > int(match[2]) else "No"
+    if match := re.fullmatch(r"Today is (\w+)\. What day .* in (\d+) days\?", question):
+        return days[(days.index(match[1]) + int(match[2])) % 7]
+    if "Who is the" in question:
+        return ordering_key(question)
+    if match := re.fullmatch(
+        r"All (\w+) are (\w+)\. (All|Some|No) (\w+) are (\w+)\. (.*)", question
+    ):
+        x, y, quantity, y_again, z, asked = match.groups()
+        assert y == y_again, question
+        answers = {
+            ("All", f"Are all {x} {z}?"): "Yes",
+            ("Some", f"Are some {x} {z}?"): "Cannot tell",
+            ("No", f"Can a {x} be a {z}?"): "No",
+        }
+        return answers[(quantity, asked)]
+    if match := re.fullmatch(
+        r"If (.*), (.*)\. We know that (.*)\. Did it happen that (.*)\?", question
+    ):
+        cause, effect, known, asked = match.groups()
+        assert asked == cause, question
+        return "Cannot tell" if known == effect else "No"
+    raise AssertionError(f"no solver for {question!r}")
+
+
+def number_in(text: str, before: str) -> int:
+    found = re.search(rf"{before} (-?\d+)", text)
+    assert found is not None, (before, text)
+    return int(found[1])
+
+
+def code_solution(description: str) -> Callable[..., object]:
+    """The function the description asks for, written from the description alone."""
+    if "returns x plus" in description:
+        return lambda x: x + number_in(description, "plus")
+    if "multiplied by" in description:
+        return lambda x: x * number_in(description, "multiplied by")
+    if "is_multiple" in description:
+        return lambda n: n % number_in(description, "divisible by") == 0
+    if "greet" in description:
+        found = re.search(r"the string '([^']*)' followed by the name and '([^']*)'", description)
+        assert found is not None, description
+        return lambda name: found[1] + name + found[2]
+    if "count_char" in description:
+        letter = re.findall(r"character '(.)'", description)[0]
+        return lambda s: s.count(letter)
+    if "sum_above" in description:
+        return lambda xs: sum(x for x in xs if x > number_in(description, "greater than"))
+    if "repeat(s)" in description:
+        times = number_in(description, "repeated")
+        joined = re.search(r"joined by '([^']*)'", description)
+        return lambda s: (joined[1] if joined else "").join([s] * times)
+    if "label(n)" in description:
+        word = re.findall(r"returns '(\w+)'", description)[0]
+        return lambda n: word if n % number_in(description, "divisible by") == 0 else str(n)
+    if "sum_multiples" in description:
+        found = re.search(r"divisible by (\d+) or (\d+)", description)
+        assert found is not None, description
+        a, b = int(found[1]), int(found[2])
+        return lambda n: sum(i for i in range(1, n) if i % a == 0 or i % b == 0)
+    if "seq(n)" in description:
+        found = re.search(r"starts (\d+), (\d+)", description)
+        assert found is not None and "counting from 0" in description, description
+
+        def seq(n: int) -> int:
+            terms = [int(found[1]), int(found[2])]
+            while len(terms) <= n:
+                terms.append(terms[-1] + terms[-2])
+            return terms[n]
+
+        return seq
+    if "digit_power_sum" in description:
+        power = number_in(description, "power")
+        return lambda n: sum(int(digit) ** power for digit in str(n))
+    if "chunks" in description:
+        size = number_in(description, "lists of")
+        return lambda xs: [xs[i : i + size] for i in range(0, len(xs), size)]
+    raise AssertionError(f"no solver for {description!r}")
+
+
+def check_key_from_the_question(task: Task) -> None:
+    question = task.prompt_text().split("\n")[0]
+    for hint in (NUMBER_HINT, EXACT_HINT, CODE_HINT):
+        question = question.removesuffix(f" {hint}")
+    if task.task == "arithmetic":
+        assert Fraction(task.answer or "") == arithmetic_key(question), task.prompt
+    elif task.task == "unit_conversion":
+        assert Fraction(task.answer or "") == unit_key(question), task.prompt
+    elif task.task == "string":
+        assert task.answer == string_key(question), task.prompt
+    elif task.task == "logic":
+        options = dict(re.findall(r"^\(([A-E])\) (.*)$", task.prompt_text(), re.MULTILINE))
+        assert options[task.answer or ""] == logic_key(question, [*options.values()]), task.prompt
+    elif task.task == "code":
+        found = re.search(r"Write a Python function `(\w+)\(", question)
+        assert found is not None, question
+        reference: dict[str, object] = {}
+        exec(task.answer or "", reference)  # the generator's own reference solution
+        for namespace in ({found[1]: code_solution(question)}, reference):
+            for line in (task.tests or "").splitlines():  # the task's asserts
+                assert eval(line.removeprefix("assert "), namespace), (task.prompt, line)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_answer_key_is_what_its_question_asks(seed: int) -> None:
+    """The keys of arithmetic, unit, string, logic and code tasks were checked only against
+    themselves (the reference reply graded 1), so a key of `a + b + c` for "What is a + b -
+    c?", 100 minutes an hour, the youngest for the oldest, every choice key "A", a code
+    task's asserts for another number than its prompt's or a reference solution summing
+    `x >= t` for "greater than t" passed every test; each key is now solved again from the
+    question's own words."""
+    tasks = [t for t in generate_tasks(n_per_family=120, seed=seed) if t.task != "list"]
+    for task in tasks:
+        check_key_from_the_question(task)
+    assert Counter(task.task for task in tasks) == {f: 120 for f in FAMILIES if f != "list"}
+    # the right option's letter varies: a key always "A" would reward a worker that says "A"
+    assert len({task.answer for task in tasks if task.grader == "choice"}) >= 3
