@@ -31,6 +31,7 @@ def test_generator_is_deterministic_and_varied() -> None:
     assert first == generate_tasks(n_per_family=12, seed=3)
     other = generate_tasks(n_per_family=12, seed=4)
     assert {t.prompt for t in first} != {t.prompt for t in other}
+    assert not {t.id for t in first} & {t.id for t in other}  # two seeds' sets can be merged
     assert Counter(task.task for task in first) == {family: 12 for family in FAMILIES}
     assert len({task.id for task in first}) == len({task.prompt for task in first}) == len(first)
     for task in first:
