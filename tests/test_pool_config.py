@@ -66,6 +66,9 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
         ("- {id: a, model: m, base_url: 'http://x'}\n  - {id: a, model: n, base_url: 'http://y'}",
          "repeated: a"),
         ("- {id: a, model: m, base_url: 'http://x', max_concurrency: 0}", "max_concurrency"),
+        # each call's cost was inf: null in its record, -inf its reward
+        ("- {id: a, model: m, base_url: 'http://x', output_price_per_mtok: 1e999}",
+         "output_price_per_mtok: Input should be a finite number"),
         # a call to it went to .../chat/completions/chat/completions, a 404 "fix model or base_url"
         ("- {id: a, model: m, base_url: 'http://x/v1/chat/completions/'}",
          "give the API root it is under, http://x/v1 "),

@@ -89,8 +89,9 @@ class WorkerConfig(StrictModel):
     base_url: str | None = None
     api_key_env: str | None = None
     local: LocalServerConfig | None = None
-    input_price_per_mtok: float = Field(default=0.0, ge=0)
-    output_price_per_mtok: float = Field(default=0.0, ge=0)
+    # An infinite price (`1e999`) made each call's cost inf: null in its record, -inf its reward.
+    input_price_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    output_price_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     max_concurrency: int = Field(default=1, ge=1)
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
