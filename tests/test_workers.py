@@ -26,8 +26,8 @@ from fugu_lite.workers.errors import WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.pool import WorkerPool
-from fugu_lite.workers.results import CallResult
-from fugu_lite.workers.retries import call_budget_s
+from fugu_lite.workers.results import CallResult, parse_completion
+from fugu_lite.workers.retries import MAX_RETRY_AFTER_S, RETRYABLE_KINDS, call_budget_s, retry_wait
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"
@@ -271,6 +271,8 @@ def test_backoff_is_exponential_with_jitter(
         nominal = base * 2**index
         assert 0.5 * nominal <= wait <= 1.5 * nominal, (index, wait)
     assert slept[2] > slept[0]
+    # jittered: each wait its own share of its nominal one (a fixed 1.0x passed the bounds)
+    assert len({round(wait / (base * 2**index), 9) for index, wait in enumerate(slept)}) > 1
     gaps = [later - earlier for earlier, later in pairwise(stub.arrivals)]
     assert all(gap >= wait for gap, wait in zip(gaps, slept, strict=True)), (gaps, slept)
 
@@ -594,8 +596,12 @@ def test_a_retry_after_over_the_pools_longest_wait_is_not_retried_early(stub: St
     stub.retry_after_s = 90.0
     stub.mode = "429"
 
+    # The default timeout_s: the call's budget (185 s) holds a 60 s wait; the tests' 5 s
+    # (a 20 s budget) would give it up for its budget alone.
+    config = pool_config(stub.base_url, max_retries=2, timeout_s=60.0)
+
     async def call() -> CallResult:
-        return await asyncio.wait_for(one_call(pool_config(stub.base_url, max_retries=2)), 10)
+        return await asyncio.wait_for(one_call(config), 10)
 
     result = asyncio.run(call())
     assert result.error_kind == "rate_limit" and result.retry_after_s == 90.0
@@ -696,6 +702,21 @@ def test_an_answer_given_as_content_parts_is_its_text(stub: StubWorker) -> None:
     assert result.ok and result.output == "The answer is 4."
 
 
+def test_only_the_text_parts_of_an_answer_are_its_output() -> None:
+    """A part of another type that has a `text` of its own (a gateway's reasoning part) is
+    no more the answer than Mistral's thinking part."""
+    parts = [{"type": "reasoning", "text": "Let me think. "}, {"type": "text", "text": "4"}]
+    raw = {"choices": [{"message": {"role": "assistant", "content": parts}}]}
+    assert parse_completion(raw) == ("4", None)
+
+
+def test_an_answer_with_no_content_has_an_empty_output() -> None:
+    """A message whose content is null (a reasoning model cut while thinking, a tool call)
+    answered nothing, not the text "None"."""
+    raw = {"choices": [{"message": {"role": "assistant", "content": None}}]}
+    assert parse_completion(raw) == ("", None)
+
+
 def test_a_web_page_instead_of_an_event_stream_is_named_with_the_base_url_to_check(
     stub: StubWorker,
 ) -> None:
@@ -729,6 +750,15 @@ def test_a_retry_after_within_the_pools_longest_wait_is_still_waited_for(stub: S
     result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=2, retry_backoff_s=0.0)))
     assert result.ok and result.attempts == 3
     assert all(later - earlier >= 0.3 for earlier, later in pairwise(stub.arrivals))
+
+
+def test_a_retry_after_of_the_pools_longest_wait_is_waited_for() -> None:
+    """60 s is the longest wait the pool (like the openai SDK) takes: a Retry-After of
+    exactly that is waited for, not passed on to the caller at once."""
+    worker = pool_config("http://x", timeout_s=60.0).workers[0]
+    deadline = time.perf_counter() + call_budget_s(worker)
+    wait = retry_wait(worker, 1, "rate_limit", RETRYABLE_KINDS, RuntimeError(), 60.0, deadline)
+    assert wait is not None and wait >= MAX_RETRY_AFTER_S == 60.0
 
 
 def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start(
@@ -771,6 +801,8 @@ def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start
         {"prompt_tokens": 7},  # no completion tokens
         {"prompt_tokens": 7, "completion_tokens": None},
         {"prompt_tokens": 7.5, "completion_tokens": 8},  # not a whole number
+        {"prompt_tokens": 7, "completion_tokens": -8.0},  # a negative whole number
+        {"prompt_tokens": 7, "completion_tokens": True},  # JSON's true, no count
         {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},  # counts none
     ],
 )
@@ -786,6 +818,24 @@ def test_an_answer_with_unreadable_usage_is_kept_with_its_cost_unknown(
     assert result.output == "stub answer to: what is two plus two"
     assert result.usage is None and result.cost is None
     assert len(stub.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    ("usage", "tokens"),
+    [
+        ({"prompt_tokens": 7, "completion_tokens": 0}, (7, 0)),  # an empty answer: prompt paid
+        ({"prompt_tokens": 7.0, "completion_tokens": "8"}, (7, 8)),  # whole numbers, as sent
+    ],
+)
+def test_an_answer_with_readable_usage_has_its_cost(
+    stub: StubWorker, usage: dict[str, Any], tokens: tuple[int, int]
+) -> None:
+    stub.usage = usage
+    config = pool_config(stub.base_url, input_price_per_mtok=1.0, output_price_per_mtok=2.0)
+    result = asyncio.run(one_call(config))
+    assert result.ok and result.usage is not None, result.error
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == tokens
+    assert result.cost == pytest.approx((tokens[0] * 1.0 + tokens[1] * 2.0) / 1e6)
 
 
 def test_usage_given_as_whole_numbers_in_another_form_is_read(stub: StubWorker) -> None:
