@@ -14,8 +14,10 @@ import pytest
 from fugu_lite.workers.errors import (
     classify_error,
     error_code,
+    on_this_machine,
     refused_for_max_tokens,
     refuses_as_too_long,
+    refuses_stream_options,
     worker_refusal,
 )
 from fugu_lite.workers.pool import SDKResponse
@@ -91,6 +93,7 @@ def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
         ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
         ({"retry-after": "soon"}, None),
+        ({"retry-after": "inf"}, None),  # float() reads it: no wait a caller can be told
         ({}, None),
     ],
 )
@@ -98,6 +101,43 @@ def test_retry_after_is_read_as_the_openai_sdk_reads_it(
     headers: dict[str, str], seconds: float | None
 ) -> None:
     assert classify_error(sdk_rate_limit(headers))[2] == seconds
+
+
+def sdk_status_error(
+    status: int, headers: dict[str, str], message: str = "failed"
+) -> openai.APIStatusError:
+    """An error answer of another status, as the openai SDK raises it."""
+    http = importlib.import_module(SDKResponse.__module__.split(".")[0])
+    request = http.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = SDKResponse(status, headers=headers, request=request)
+    return openai.APIStatusError(message, response=response, body=None)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "seconds"),
+    [
+        (408, "timeout", None),  # the server's own timeout: retried, as the openai SDK does
+        (503, "server", 3.0),  # an overloaded server's Retry-After is waited for
+        (409, "client", None),  # not retried: its Retry-After is not the pool's to wait
+    ],
+)
+def test_an_error_answers_kind_and_retry_after_follow_its_status(
+    status: int, kind: str, seconds: float | None
+) -> None:
+    found, _, retry_after = classify_error(sdk_status_error(status, {"retry-after": "3"}))
+    assert (found, retry_after) == (kind, seconds)
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_refusal_of_stream_options_is_read_from_a_400_or_a_gateways_422(status: int) -> None:
+    words = "Unrecognized request argument supplied: stream_options"
+    assert refuses_stream_options(sdk_status_error(status, {}, words))
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST", "localhost.", "127.0.0.2", "[::1]"])
+def test_this_machines_loopback_is_known_however_it_is_written(host: str) -> None:
+    """Calls to it go straight, not to the environment's proxy, which cannot reach it."""
+    assert on_this_machine(host)
 
 
 def test_retry_after_as_an_http_date_is_the_seconds_until_then() -> None:
