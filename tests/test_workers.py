@@ -710,6 +710,23 @@ def test_only_the_text_parts_of_an_answer_are_its_output() -> None:
     assert parse_completion(raw) == ("4", None)
 
 
+def test_a_calls_cost_is_at_its_own_workers_prices(stub: StubWorker) -> None:
+    cheap = {"id": "cheap", "model": "m", "base_url": stub.base_url, "input_price_per_mtok": 1.0}
+    dear = {**cheap, "id": "dear", "input_price_per_mtok": 3.0, "output_price_per_mtok": 9.0}
+    config = PoolConfig.model_validate({"workers": [cheap, dear]})
+
+    async def call() -> CallResult:
+        async with WorkerPool(config) as pool:
+            return await pool.chat("dear", USER)
+
+    result = asyncio.run(call())
+    assert result.usage is not None, result.error
+    usage = result.usage
+    assert result.cost == pytest.approx(
+        (usage.prompt_tokens * 3.0 + usage.completion_tokens * 9.0) / 1e6
+    )
+
+
 def test_an_answer_with_no_content_has_an_empty_output() -> None:
     """A message whose content is null (a reasoning model cut while thinking, a tool call)
     answered nothing, not the text "None"."""
