@@ -5,6 +5,7 @@ test_local_server.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import time
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import AnsweringTogether
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
@@ -627,6 +628,40 @@ def test_a_worker_saying_a_retry_will_not_help_is_not_retried(stub: StubWorker) 
     assert raised.value.status_code == 503 and len(stub.bodies) == 2
     stub.mode = "503"  # without the header, the same error is retried
     assert asyncio.run(one_call(pool_config(stub.base_url, max_retries=3))).attempts == 4
+
+
+def sse_chunk(choices: list[dict[str, Any]], **more: Any) -> str:
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    return f"data: {json.dumps({**chunk, 'choices': choices, **more})}\n\n"
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        # its usage after its finish_reason, and no [DONE] (a server that sends none)
+        [sse_chunk([{"index": 0, "delta": {"content": "4"}, "finish_reason": None}]),
+         sse_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+         sse_chunk([], usage={"prompt_tokens": 5, "completion_tokens": 1})],
+        # [DONE] after a last chunk without a finish_reason (a server that gives none)
+        [sse_chunk([{"index": 0, "delta": {"content": "4"}, "finish_reason": None}]),
+         "data: [DONE]\n\n"],
+    ],
+)  # fmt: skip
+def test_a_stream_that_ended_as_it_should_is_not_called_cut(events: list[str]) -> None:
+    """A stream ended by its finish_reason, or by `data: [DONE]`, is whole: either one."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        return StreamingResponse(iter(events), media_type="text/event-stream")
+
+    async def stream() -> list[dict[str, Any]]:
+        async with WorkerPool(pool_config(server.base_url, max_retries=0)) as pool:
+            return [chunk async for chunk in pool.stream_chat("w", USER)]
+
+    with ServerThread(upstream) as server:
+        chunks = asyncio.run(stream())
+    assert len(chunks) == len([event for event in events if "[DONE]" not in event])
 
 
 def malformed_answer(body: Any) -> CallResult:
