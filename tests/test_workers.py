@@ -745,6 +745,13 @@ def test_only_the_text_parts_of_an_answer_are_its_output() -> None:
     assert parse_completion(raw) == ("4", None)
 
 
+def test_a_chat_call_given_stream_true_is_still_answered_whole(stub: StubWorker) -> None:
+    """`stream` is the pool's to set (chat or stream_chat): sent, the worker's event stream
+    failed as an answer that is not JSON."""
+    result = asyncio.run(one_call(pool_config(stub.base_url), stream=True))
+    assert result.ok and result.output == "stub answer to: what is two plus two", result.error
+
+
 def test_a_calls_cost_is_at_its_own_workers_prices(stub: StubWorker) -> None:
     cheap = {"id": "cheap", "model": "m", "base_url": stub.base_url, "input_price_per_mtok": 1.0}
     dear = {**cheap, "id": "dear", "input_price_per_mtok": 3.0, "output_price_per_mtok": 9.0}
