@@ -21,9 +21,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
-from fugu_lite.workers.api_keys import PoolStartError
+from fugu_lite.workers.api_keys import PoolStartError, redact
 from fugu_lite.workers.config import PoolConfig, WorkerConfig
-from fugu_lite.workers.errors import WorkerCallError
+from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.pool import WorkerPool
@@ -392,6 +392,12 @@ def test_api_key_is_sent_but_never_leaked(
     for text in (failed.model_dump_json(), repr(failed), ok.model_dump_json(), caplog.text):
         assert SECRET not in text
     assert SECRET not in config.model_dump_json()
+
+
+def test_an_error_message_is_cut_to_its_longest() -> None:
+    """A worker's error body of pages (a proxy's HTML, a stack trace) filled every log line
+    and record that told the failure."""
+    assert redact("x" * 5000, SECRET) == "x" * MAX_ERROR_CHARS
 
 
 def test_stream_errors_do_not_leak_the_key(stub: StubWorker, monkeypatch) -> None:
