@@ -181,8 +181,6 @@ def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
 
     async def without_usage(mode: str, body: dict, auth: str | None):
         response = await original(mode, body, auth)
-        import json
-
         from fastapi.responses import JSONResponse
 
         payload = json.loads(response.body)
