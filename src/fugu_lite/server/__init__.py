@@ -4,6 +4,7 @@ What lives where:
 - app.py: the settings (ServeSettings), the server's state (FuguServer), create_app and its
   routes, and `serve` (running it under uvicorn);
 - answer.py: answering a chat request (routing, then the answer at once or streamed);
+- disconnect.py: giving up on work for a client that left;
 - stream.py: relaying a worker's stream to the client as server-sent events;
 - dispatch.py: calling the routed worker, falling back to the next-best one;
 - responses.py: what an answer carries besides the worker's body, and its bookkeeping;

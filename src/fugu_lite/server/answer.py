@@ -3,11 +3,8 @@ worker's answer at once or relayed as a stream, and giving up on a client that l
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -15,6 +12,7 @@ from starlette.background import BackgroundTask
 
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
+from .disconnect import ClientDisconnectedError, until_disconnected
 from .dispatch import AllWorkersFailedError, Attempt, OpenedStream, WorkerRejectedError
 from .errors import failure
 from .responses import (
@@ -33,15 +31,10 @@ from .stream import CLIENT_CLOSED_STATUS, RelayedStream
 if TYPE_CHECKING:
     from .app import FuguServer
 
-T = TypeVar("T")
 # nginx, the usual reverse proxy in front of such a server, buffers a response by default:
 # the client got a stream's events all at once when it ended. X-Accel-Buffering turns that
 # off for this response, as OpenAI-compatible servers send it.
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-class ClientDisconnectedError(Exception):
-    """The client closed the connection before the answer was ready."""
 
 
 async def answer(
@@ -152,30 +145,3 @@ def relayed_stream(server: FuguServer, routed: Routed, opened: OpenedStream) -> 
         if routed.chat.include_routing
         else None,
     )
-
-
-async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`, cancelling it if the client disconnects first (uvicorn does not
-    cancel a handler whose client went away)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    raise ClientDisconnectedError()
-
-
-async def wait_for_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return

@@ -54,7 +54,6 @@ as OpenAI refuses it, and consumes no scripted failure.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import threading
@@ -67,6 +66,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ..server.disconnect import ClientDisconnectedError, until_disconnected
 from ..server.thread import ServerThread
 
 Reply = Callable[[list[dict[str, Any]]], str]
@@ -452,18 +452,13 @@ def content_parts(text: str) -> list[dict[str, Any]]:
 
 
 async def _unless_gone(request: Request, answer: Awaitable[Response]) -> Response:
-    """`answer`, given up when the client leaves first: uvicorn does not cancel a handler
-    whose client went away, so a hang went on, counted in flight, for all its hang_s (the
-    session-wide stubs' 600 s: every later test of that worker saw it)."""
-    task = asyncio.ensure_future(answer)
-    while not task.done():
-        if await request.is_disconnected():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            return Response(status_code=499)
-        await asyncio.wait({task}, timeout=0.02)
-    return task.result()
+    """`answer`, given up when the client leaves first: a hang went on, counted in flight,
+    for all its hang_s (the session-wide stubs' 600 s: every later test of that worker saw
+    it)."""
+    try:
+        return await until_disconnected(request, answer)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
 
 
 async def _truncated_body() -> AsyncIterator[bytes]:
