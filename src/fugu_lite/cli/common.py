@@ -124,6 +124,14 @@ BackboneOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Replace the -o file if it exists (refused otherwise).")
 ]
+CheckpointOption = Annotated[
+    Path,
+    typer.Option(
+        parser=non_empty_path("give the checkpoint folder"),
+        metavar="<path>",
+        help="Router checkpoint, router family or reward-head folder.",
+    ),
+]
 JsonlOutputOption = Annotated[
     Path,
     typer.Option(

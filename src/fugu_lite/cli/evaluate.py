@@ -9,6 +9,7 @@ import typer
 
 from .common import (
     BackboneOption,
+    CheckpointOption,
     RecordsOption,
     check_output,
     fail,
@@ -19,14 +20,7 @@ from .common import (
 
 
 def eval_command(
-    checkpoint: Annotated[
-        Path,
-        typer.Option(
-            parser=non_empty_path("give the checkpoint folder"),
-            metavar="<path>",
-            help="Router checkpoint, router family or reward-head folder.",
-        ),
-    ],
+    checkpoint: CheckpointOption,
     records: RecordsOption,
     split: Annotated[
         str,

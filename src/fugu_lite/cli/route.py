@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,21 +11,14 @@ from rich.table import Column, Table
 
 from ..text import console_name, cost_text
 from ..text_reading import utf16_hint
-from .common import BackboneOption, console, err_console, fail, non_empty_path
+from .common import BackboneOption, CheckpointOption, console, err_console, fail
 
 if TYPE_CHECKING:
     from ..routing import RoutingDecision
 
 
 def route_command(
-    checkpoint: Annotated[
-        Path,
-        typer.Option(
-            parser=non_empty_path("give the checkpoint folder"),
-            metavar="<path>",
-            help="Router checkpoint, router family or reward-head folder.",
-        ),
-    ],
+    checkpoint: CheckpointOption,
     prompt: Annotated[
         str,
         typer.Argument(

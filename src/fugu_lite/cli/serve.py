@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from ..config_errors import ConfigError
 from .common import (
     BackboneOption,
+    CheckpointOption,
     PoolOption,
     check_output,
     fail,
@@ -54,14 +56,7 @@ def settings_problem(item: Any) -> str:
 
 
 def serve_command(
-    checkpoint: Annotated[
-        Path,
-        typer.Option(
-            parser=non_empty_path("give the checkpoint folder"),
-            metavar="<path>",
-            help="Router checkpoint, router family or reward-head folder.",
-        ),
-    ],
+    checkpoint: CheckpointOption,
     backbone: BackboneOption = None,
     pool: PoolOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -191,8 +186,6 @@ def check_decision_log(log_requests: Path, pool: Path | None, api_keys_file: Pat
 def is_decision_log(path: Path) -> bool:
     """Whether `path` is missing, empty or starts with a decision-log line: appended to, the
     records `collect` had gathered (`--log-requests runs/rewards.jsonl`) no longer read."""
-    import json
-
     try:
         with path.open("rb") as stream:
             first = stream.readline().decode("utf-8", errors="replace").removeprefix("\ufeff")

@@ -62,8 +62,7 @@ def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) 
     without CUDA) ended the run in torch's AssertionError 'Torch not compiled with CUDA
     enabled', after the records were read."""
     model = getattr(config, "model", None)
-    reason = unusable_device(model.device) if isinstance(model, ModelConfig) else None
-    if model is None or reason is None:
+    if not isinstance(model, ModelConfig) or (reason := unusable_device(model.device)) is None:
         return
     given = "--set model.device" if "model.device" in overrides else f"model.device in {path}"
     fail(

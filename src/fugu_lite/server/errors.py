@@ -132,9 +132,15 @@ def every_worker_failed(server: FuguServer, error: AllWorkersFailedError) -> Api
     )
 
 
+def probe_out(server: FuguServer, worker: str) -> bool:
+    """Whether a worker skipped for its circuit was skipped for its half-open circuit's one
+    probe request being out (a half-open circuit skips every other request meanwhile)."""
+    return server.breaker.state(worker) == "half_open"
+
+
 def circuit_skip(server: FuguServer, worker: str) -> str:
     """Why a worker skipped for its circuit was: open, or half-open with its one probe out."""
-    if server.breaker.state(worker) == "half_open":
+    if probe_out(server, worker):
         return "circuit half-open, its one probe request out; skipped"
     return "circuit open, skipped"
 
@@ -148,8 +154,7 @@ def workers_unavailable(server: FuguServer, error: AllWorkersFailedError) -> Api
     too_long, down = error.too_long, error.down
     refusals = "; ".join(f"{a.worker} ({a.message})" for a in too_long)
     skipped = [a.worker for a in down if a.outcome == "circuit_open"]
-    # A half-open circuit skips every request but its one probe, while that is out.
-    probing = [worker for worker in skipped if server.breaker.state(worker) == "half_open"]
+    probing = [worker for worker in skipped if probe_out(server, worker)]
     cooling = [worker for worker in skipped if worker not in probing]
     busy = [a.worker for a in down if a.outcome == BUSY]
     states = []
