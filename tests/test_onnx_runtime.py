@@ -206,6 +206,15 @@ def test_the_export_is_cached_and_reused(
     assert export_folder(tiny.name, tiny.identity, 2) != folder
 
 
+def test_a_pinned_hub_id_shares_the_unpinned_ids_export_folder(cache: Path) -> None:
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = "sentence-transformers/all-MiniLM-L6-v2"
+    identity = f"hub:{repo}@{commit}"  # what backbone_identity gives both spellings
+    pinned = export_folder(f"{repo}@{commit}", identity, 4)
+    assert pinned == export_folder(repo, identity, 4)  # not exported again under the commit
+    assert pinned.name.startswith("sentence_transformers_all_MiniLM_L6_v2-layer4-")
+
+
 def test_concurrent_first_calls_export_once(
     tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .atomic_files import move_folder_into_place, writer_prefix
+from .backbone_identity import hub_id_and_pin
 from .file_digests import cache_root
 
 EXPORT_FORMAT_VERSION = 1
@@ -37,10 +38,14 @@ class OnnxRuntimeError(RuntimeError):
 def export_folder(backbone_name: str, identity: str, layer: int) -> Path:
     """Where the export of this backbone (keyed by its weights' identity and the versions that
     shape the graph) cut at this layer is cached: beside the dequantized GGUF copies, in the
-    fugu-lite cache (FUGU_LITE_CACHE_DIR), since it depends on the backbone only."""
+    fugu-lite cache (FUGU_LITE_CACHE_DIR), since it depends on the backbone only. A hub id
+    pinned to a commit (a checkpoint's, see checkpoint_backbone) is named without its pin: its
+    identity names the commit already, and by its last 40 characters the folder was named by
+    the commit alone, apart from the same export of the unpinned id."""
     settings = export_settings(identity, layer)
     key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-    readable = "".join(char if char.isalnum() else "_" for char in backbone_name)[-40:]
+    repo, _ = hub_id_and_pin(backbone_name)
+    readable = "".join(char if char.isalnum() else "_" for char in repo)[-40:]
     return cache_root() / "onnx" / f"{readable}-layer{layer}-{key}"
 
 
