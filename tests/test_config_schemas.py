@@ -1168,6 +1168,16 @@ def test_a_device_torch_cannot_read_is_refused_naming_the_key(tmp_path: Path, de
     assert load_config(None, SFTConfig, {"model.device": "cuda:1"}).model.device == "cuda:1"
 
 
+@pytest.mark.parametrize("device", ["cpu:0", "cpu:1"])
+def test_a_cpu_device_with_an_index_is_the_cpu(tmp_path: Path, device: str) -> None:
+    """torch takes `cpu:0` for the cpu; runtime 'onnx' and int8 refused it as not the CPU,
+    and runtime 'auto' ran torch on it instead of ONNX Runtime."""
+    text = f"model:\n  device: '{device}'\n  runtime: onnx\n  quantization: int8\n"
+    model = load_config(write_yaml(tmp_path / "c.yaml", text), PipelineConfig).model
+    assert model.device == "cpu"
+    assert load_config(None, SFTConfig, {"model.device": device}).model.device == "cpu"
+
+
 def test_a_backbone_folder_relative_to_the_config_file_is_refused_saying_where_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -129,12 +129,14 @@ class ModelConfig(StrictModel):
         import torch
 
         try:
-            torch.device(device)
+            parsed = torch.device(device)
         except RuntimeError as error:
             raise ValueError(
                 f"not a torch device ({error}): write cpu, cuda, cuda:1 or mps"
             ) from error
-        return device
+        # torch's `cpu:0` is the cpu: kept as written, runtime 'onnx' and int8 refused it as
+        # "not the CPU", and 'auto' ran torch instead of ONNX Runtime.
+        return "cpu" if parsed.type == "cpu" else device
 
     @model_validator(mode="after")
     def _onnx_runtime_is_possible(self) -> ModelConfig:
