@@ -433,6 +433,31 @@ def test_failed_calls_are_explained_at_the_end(tmp_path: Path, mode: str, refuse
     assert ("refused again until the worker's settings" in result.stderr) == refused
 
 
+def test_a_run_that_wrote_no_record_says_so(tmp_path: Path) -> None:
+    """`records: PATH` was printed under '0/2 records' with no such file: the path read as
+    where the records were."""
+    tasks = number_tasks(2)
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(solver(tasks)) as good, StubWorker(solver(tasks), mode="500") as bad:
+        pool_path = tmp_path / "pool.yaml"
+        config = stub_pool(("good", good), ("bad", bad), max_concurrency=1)
+        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(output), "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+        assert result.exit_code == 1, result.output
+        assert not output.exists()
+        assert f"records: none written to {output} (a task's record is written once every " in (
+            result.stdout
+        )
+        assert f"call log: {default_log_path(output)}" in result.stdout
+        bad.mode = "ok"
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert f"records: {output} · call log: " in result.stdout
+
+
 def test_a_prompt_over_a_workers_context_is_scored_0_and_said(tmp_path: Path) -> None:
     """A prompt longer than a worker's context (its 400 context_length_exceeded) was a
     failed call left pending: asked again on every run and refused again, the task never got

@@ -127,7 +127,7 @@ def report_collection(summary: CollectSummary, pool_config: PoolConfig) -> None:
     from ..collect.summary import end_of_run_lines, summary_table
 
     console.print(summary_table(summary))
-    print_result(f"records: {summary.output} · call log: {summary.log}")
+    print_result(f"{records_line(summary)} · call log: {summary.log}")
     for line in end_of_run_lines(summary, pool_config):
         err_console.print(line)
     if not summary.complete:
@@ -139,6 +139,17 @@ def report_collection(summary: CollectSummary, pool_config: PoolConfig) -> None:
             f"command again to retry {one_or_many(missing, 'it', 'them')}[/yellow]"
         )
         raise typer.Exit(code=1)
+
+
+def records_line(summary: CollectSummary) -> str:
+    """Where the records are; with none of the tasks', that none was written and why (the
+    path alone read as a file of records that was not there)."""
+    if summary.records_total:
+        return f"records: {summary.output}"
+    return (
+        f"records: none written to {summary.output} (a task's record is written once every "
+        "worker's answer to it is graded; see why not below)"
+    )
 
 
 def check_collect_files(tasks: Path, output: Path, log: Path | None, pool: Path | None) -> None:
