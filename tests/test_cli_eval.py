@@ -249,6 +249,26 @@ def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: P
         assert f"(the records hold {sizes}); choose another one with --split" in flat(result.output)
 
 
+@pytest.mark.parametrize(
+    ("name", "pareto"), [("predictions.jsonl", []), ("pareto_report.json", ["--pareto"])]
+)
+def test_eval_refuses_records_that_its_report_would_write_over(
+    run: Run, tmp_path: Path, name: str, pareto: list[str]
+) -> None:
+    """`-r out/predictions.jsonl -o out` read the records, then replaced the file with the
+    report's predictions: the records were gone, and eval said the report was written."""
+    records = tmp_path / "out" / name
+    records.parent.mkdir()
+    records.write_bytes(run.records_path.read_bytes())
+    result = invoke("eval", "--checkpoint", run.checkpoint, "-r", records,
+                    "-o", tmp_path / "out", *pareto)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"--records {records} is the report's {name} in {tmp_path / 'out'}, which eval " in (
+        flat(result.stderr)
+    )
+    assert records.read_bytes() == run.records_path.read_bytes()
+
+
 def test_eval_of_a_file_given_as_checkpoint_names_the_checkpoint(tmp_path: Path) -> None:
     """`eval --checkpoint records.jsonl` (a file) was refused as "--output
     records.jsonl/eval-test: records.jsonl is a file", an option the user never gave."""

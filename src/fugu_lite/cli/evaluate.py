@@ -15,6 +15,7 @@ from .common import (
     fail,
     non_empty_path,
     read_records_or_fail,
+    same_path,
     stopped_cleanly,
 )
 
@@ -63,6 +64,7 @@ def eval_command(
     evaluate = run_pareto_evaluation if pareto else run_evaluation
     report_dir = output or checkpoint / f"{'pareto' if pareto else 'eval'}-{split}"
     check_output(report_dir, "--output", "folder")
+    _refuse_writing_over_the_records(records, report_dir, pareto)
     report_file = PARETO_JSON if pareto else REPORT_JSON
     kept = (
         f"the report in {report_dir} is not complete until it holds {report_file}; run the "
@@ -76,6 +78,20 @@ def eval_command(
             fail(str(error))
         except OSError as error:
             fail(f"cannot write the report in {report_dir}: {error}; choose another --output")
+
+
+def _refuse_writing_over_the_records(records: Path, report_dir: Path, pareto: bool) -> None:
+    """The records file given as one the report replaces (`-r out/predictions.jsonl -o
+    out`) was read, then written over with the report's own file: the records were lost."""
+    from ..evaluation.output import EVALUATION_FILES
+    from ..evaluation.pareto_output import PARETO_FILES
+
+    for name in PARETO_FILES if pareto else EVALUATION_FILES:
+        if same_path(records, report_dir / name):
+            fail(
+                f"--records {records} is the report's {name} in {report_dir}, which eval "
+                "writes over: give another --output, or move or rename the records file"
+            )
 
 
 def _canonical_split_or_fail(split: str) -> str:
