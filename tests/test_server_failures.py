@@ -11,7 +11,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,12 @@ from server_support import (
 )
 
 from fugu_lite.router_family import RouterFamily
+from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.auth import Redactor
 from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.dispatch import Dispatcher
 from fugu_lite.server.metrics import Metrics
-from fugu_lite.server.thread import ServerThread
+from fugu_lite.server.thread import ServerThread, local_openai_client
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers.pool import WorkerPool
 
@@ -1265,3 +1266,68 @@ def test_a_conversation_the_backbones_chat_template_refuses_is_a_400_for_it_alon
         "user): System role not supported."
     )
     assert answered.status_code == 200, answered.text
+
+
+# --- stopping the server with requests in flight ------------------------------------------------
+
+
+def stopped_while_answering(
+    running: ServerThread, stream: bool, reached: Callable[[], bool]
+) -> BaseException | list[Any]:
+    """Stop `running` (its graceful timeout) once `reached()` holds for a chat request sent to
+    it with the openai SDK; what the request got: its chunks, or the error it raised."""
+    got: list[BaseException | list[Any]] = []
+
+    def ask() -> None:
+        try:
+            with local_openai_client(running.base_url, max_retries=0) as client:
+                answer = client.chat.completions.create(
+                    model=MODEL, messages=user(MATH), stream=stream
+                )
+                got.append(list(answer) if stream else [answer])
+        except Exception as error:
+            got.append(error)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    try:
+        assert wait_until(reached, 30)
+    finally:
+        running.stop()
+        asking.join(30)
+    return got[0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_still_waiting_for_its_worker_when_the_server_stops_is_answered_503(
+    stubs: Stubs,
+    family: RouterFamily,
+    checkpoint: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    stream: bool,
+) -> None:
+    """A request whose worker had not answered when uvicorn's graceful shutdown ran out
+    (Ctrl-C or SIGTERM while a worker was slow) had its task cancelled: the client got a
+    plain-text 500, the server's log "Exception in ASGI application" with a traceback, and
+    the decision log no line. It is answered an OpenAI-shaped 503 (shutting_down) now, saying
+    to send it again, and has its line."""
+    worker = ranking_for(family, MATH).ranking[0]
+    stubs.workers[worker].mode = "hang"
+    log = tmp_path / "decisions.jsonl"
+    settings = ServeSettings(checkpoint=checkpoint, log_requests=log)
+    app = create_app(settings, family=family, pool_config=pool_for(stubs))
+    running = ServerThread(app, graceful_timeout_s=1).start()
+    uvicorn_log = logging.getLogger("uvicorn.error")  # uvicorn's own, which caplog misses
+    uvicorn_log.addHandler(caplog.handler)
+    try:
+        got = stopped_while_answering(running, stream, lambda: stubs.workers[worker].in_flight == 1)
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+    assert isinstance(got, openai.APIStatusError) and got.status_code == 503, got
+    assert got.code == "shutting_down" and "send it again" in got.message
+    assert not any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
+    [line] = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (line["outcome"], line["status"], line["stream"]) == ("shutting_down", 503, stream)
+    # the worker's call ended with the server (its hang would have held on for 600 s)
+    assert wait_until(lambda: stubs.workers[worker].in_flight == 0, 5)

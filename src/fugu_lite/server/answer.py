@@ -3,6 +3,7 @@ worker's answer at once or relayed as a stream, and giving up on a client that l
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,10 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None
+    except asyncio.CancelledError:
+        if not server.interrupted():
+            raise
+        raise given_up_at_shutdown(server, routed, attempts) from None
     usage = result.usage.model_dump() if result.usage else None
     raw = result.raw or completion_body(result.output or "", usage)
     body = server.redact.scrub(with_text_content(raw))
@@ -102,6 +107,10 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except (AllWorkersFailedError, WorkerRejectedError) as error:
         raise failure(server, routed, error) from None
+    except asyncio.CancelledError:
+        if not server.interrupted():
+            raise
+        raise given_up_at_shutdown(server, routed, attempts) from None
     relay = relayed_stream(server, routed, opened)
     return StreamingResponse(
         relay.events(),
@@ -109,6 +118,27 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
         headers={**routing_headers(routed, opened.attempts), **STREAM_HEADERS},
         background=BackgroundTask(relay.finalize),
     )
+
+
+def given_up_at_shutdown(server: FuguServer, routed: Routed, attempts: list[Attempt]) -> ApiError:
+    """The 503 for a request whose worker had not answered when the server's graceful
+    shutdown ran out (uvicorn cancels its task), recorded: a plain-text 500, a traceback in
+    the server's log and no decision log line before. The cancellation is taken back, so
+    the answer can be sent."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    error = ApiError(
+        503,
+        "the server is shutting down and gave up on this request before a worker answered; "
+        "send it again (to another instance, or once this one is back)",
+        type="server_error",
+        code="shutting_down",
+        headers=routing_headers(routed, attempts),
+    )
+    finish(server, routed, attempts, None, "shutting_down", 503, code=error.code)
+    error.recorded = True
+    return error
 
 
 def stream_params(chat: ChatCompletionRequest) -> dict[str, Any]:

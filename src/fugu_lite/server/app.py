@@ -147,7 +147,8 @@ class FuguServer:
         self.batcher: MicroBatcher[RouteRequest, RouteResult] | None = None
         self.startup_error: BaseException | None = None
         self.supervisor: asyncio.Task[None] | None = None
-        self.interrupted: Callable[[], bool] = lambda: False  # serve: uvicorn got a Ctrl-C
+        # uvicorn is stopping (Ctrl-C, SIGTERM, ServerThread.stop): serve and ServerThread set it
+        self.interrupted: Callable[[], bool] = lambda: False
 
     async def start(self) -> None:
         try:

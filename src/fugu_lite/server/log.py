@@ -40,7 +40,8 @@ class DecisionLogEntry(BaseModel):
     """The worker that answered (None when none did)."""
     fallback: bool
     outcome: str
-    """ok, error (every worker failed or rejected it), client_disconnected, stream_error."""
+    """ok, error (every worker failed or rejected it), client_disconnected, stream_error,
+    shutting_down (the server stopped before it was answered)."""
     status: int
     attempts: list[dict[str, Any]]
     stream: bool

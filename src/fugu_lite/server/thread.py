@@ -72,6 +72,10 @@ class ServerThread:
             timeout_graceful_shutdown=self.graceful_timeout_s,
         )
         self._server = uvicorn.Server(config)
+        state = self.fugu_state()
+        if state is not None:
+            server = self._server
+            state.interrupted = lambda: server.should_exit
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
             name=f"{self.name}-{self.port}",
@@ -88,8 +92,12 @@ class ServerThread:
             time.sleep(0.01)
         return self
 
+    def fugu_state(self) -> Any:
+        """The FuguServer behind a fugu-lite app (None for another ASGI app: a stub's)."""
+        return getattr(getattr(self.app, "state", None), "fugu", None)
+
     def startup_error(self) -> str:
-        state = getattr(self.app.state, "fugu", None)
+        state = self.fugu_state()
         error = getattr(state, "startup_error", None)
         return str(error) if error else "see the log above"
 
