@@ -1272,11 +1272,13 @@ def test_a_conversation_the_backbones_chat_template_refuses_is_a_400_for_it_alon
 
 
 def stopped_while_answering(
-    running: ServerThread, stream: bool, reached: Callable[[], bool]
-) -> BaseException | list[Any]:
-    """Stop `running` (its graceful timeout) once `reached()` holds for a chat request sent to
-    it with the openai SDK; what the request got: its chunks, or the error it raised."""
-    got: list[BaseException | list[Any]] = []
+    running: ServerThread, stream: bool, reached: Callable[[list[Any]], bool]
+) -> tuple[list[Any], Exception | None]:
+    """Stop `running` (its graceful timeout) once `reached(what the client got so far)` holds
+    for a chat request sent to it with the openai SDK; the answer or chunks it got, and the
+    error it raised, if it did."""
+    got: list[Any] = []
+    raised: list[Exception] = []
 
     def ask() -> None:
         try:
@@ -1284,18 +1286,36 @@ def stopped_while_answering(
                 answer = client.chat.completions.create(
                     model=MODEL, messages=user(MATH), stream=stream
                 )
-                got.append(list(answer) if stream else [answer])
+                got.extend(answer if stream else [answer])
         except Exception as error:
-            got.append(error)
+            raised.append(error)
 
     asking = threading.Thread(target=ask)
     asking.start()
     try:
-        assert wait_until(reached, 30)
+        assert wait_until(lambda: reached(got), 30)
     finally:
         running.stop()
         asking.join(30)
-    return got[0]
+    return got, raised[0] if raised else None
+
+
+def stopping_server(
+    stubs: Stubs, family: RouterFamily, checkpoint: Path, log: Path
+) -> ServerThread:
+    """A server on the stubs whose graceful shutdown gives up after 1 s."""
+    settings = ServeSettings(checkpoint=checkpoint, log_requests=log)
+    app = create_app(settings, family=family, pool_config=pool_for(stubs))
+    return ServerThread(app, graceful_timeout_s=1).start()
+
+
+def answering(chunks: list[Any]) -> bool:
+    """Whether a streamed answer's text has begun."""
+    return any(chunk.choices and chunk.choices[0].delta.content for chunk in chunks)
+
+
+def uvicorn_tracebacks(records: list[logging.LogRecord]) -> list[str]:
+    return [r.getMessage() for r in records if "Exception in ASGI application" in r.getMessage()]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -1315,19 +1335,50 @@ def test_a_request_still_waiting_for_its_worker_when_the_server_stops_is_answere
     worker = ranking_for(family, MATH).ranking[0]
     stubs.workers[worker].mode = "hang"
     log = tmp_path / "decisions.jsonl"
-    settings = ServeSettings(checkpoint=checkpoint, log_requests=log)
-    app = create_app(settings, family=family, pool_config=pool_for(stubs))
-    running = ServerThread(app, graceful_timeout_s=1).start()
+    running = stopping_server(stubs, family, checkpoint, log)
     uvicorn_log = logging.getLogger("uvicorn.error")  # uvicorn's own, which caplog misses
     uvicorn_log.addHandler(caplog.handler)
     try:
-        got = stopped_while_answering(running, stream, lambda: stubs.workers[worker].in_flight == 1)
+        _, error = stopped_while_answering(
+            running, stream, lambda _: stubs.workers[worker].in_flight == 1
+        )
     finally:
         uvicorn_log.removeHandler(caplog.handler)
-    assert isinstance(got, openai.APIStatusError) and got.status_code == 503, got
-    assert got.code == "shutting_down" and "send it again" in got.message
-    assert not any("Exception in ASGI application" in r.getMessage() for r in caplog.records)
+    assert isinstance(error, openai.APIStatusError) and error.status_code == 503, error
+    assert error.code == "shutting_down" and "send it again" in error.message
+    assert not uvicorn_tracebacks(caplog.records)
     [line] = [json.loads(text) for text in log.read_text().splitlines()]
     assert (line["outcome"], line["status"], line["stream"]) == ("shutting_down", 503, stream)
     # the worker's call ended with the server (its hang would have held on for 600 s)
     assert wait_until(lambda: stubs.workers[worker].in_flight == 0, 5)
+
+
+def test_a_stream_still_running_when_the_server_stops_ends_with_an_error_event(
+    stubs: Stubs,
+    family: RouterFamily,
+    checkpoint: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A stream still being relayed when uvicorn's graceful shutdown ran out had its task
+    cancelled: the client's connection was cut mid-answer (the openai SDK's 'Connection
+    error.'), the server's log showed "Exception in ASGI application" with a traceback, and
+    the decision log said the client had left (client_disconnected, 499). The stream ends
+    with an error event (shutting_down) now, which the SDK raises, and its line says why."""
+    worker = ranking_for(family, MATH).ranking[0]
+    stubs.workers[worker].reply = " ".join(f"word{i}" for i in range(100))
+    stubs.workers[worker].stream_chunk_delay_s = 0.5  # ~50 s: still streaming when stopped
+    log = tmp_path / "decisions.jsonl"
+    running = stopping_server(stubs, family, checkpoint, log)
+    uvicorn_log = logging.getLogger("uvicorn.error")  # uvicorn's own, which caplog misses
+    uvicorn_log.addHandler(caplog.handler)
+    try:
+        chunks, error = stopped_while_answering(running, True, answering)
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+    assert answering(chunks)
+    assert isinstance(error, openai.APIError) and error.code == "shutting_down", error
+    assert "cut this answer short; send the request again" in error.message
+    assert not uvicorn_tracebacks(caplog.records)
+    [line] = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (line["outcome"], line["status"], line["worker"]) == ("shutting_down", 503, worker)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.types import Message, Receive, Scope, Send
 
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
@@ -27,7 +29,7 @@ from .responses import (
     with_text_content,
 )
 from .routing import RouteRequest
-from .stream import CLIENT_CLOSED_STATUS, RelayedStream
+from .stream import CLIENT_CLOSED_STATUS, SHUTTING_DOWN, RelayedStream
 
 if TYPE_CHECKING:
     from .app import FuguServer
@@ -112,12 +114,60 @@ async def answer_streaming(server: FuguServer, request: Request, routed: Routed)
             raise
         raise given_up_at_shutdown(server, routed, attempts) from None
     relay = relayed_stream(server, routed, opened)
-    return StreamingResponse(
-        relay.events(),
-        media_type="text/event-stream",
+    return RelayResponse(
+        relay,
+        server.interrupted,
         headers={**routing_headers(routed, opened.attempts), **STREAM_HEADERS},
-        background=BackgroundTask(relay.finalize),
     )
+
+
+class RelayResponse(StreamingResponse):
+    """A relayed stream's response. One still running when the server's graceful shutdown
+    runs out (uvicorn cancels its task) ends with an error event (shutting_down) and its
+    decision log line says so; the client's connection was cut, the line said
+    client_disconnected and the server's log showed a traceback."""
+
+    def __init__(
+        self, relay: RelayedStream, stopping: Callable[[], bool], headers: dict[str, str]
+    ) -> None:
+        super().__init__(
+            relay.events(),
+            media_type="text/event-stream",
+            headers=headers,
+            background=BackgroundTask(relay.finalize),
+        )
+        self.relay = relay
+        self.stopping = stopping
+
+    async def listen_for_disconnect(self, receive: Receive) -> None:
+        # Cancelled here while stopping is the shutdown's cancel: a client that leaves ends
+        # this wait, and the stream's end cancels it once its line is recorded already.
+        try:
+            await super().listen_for_disconnect(receive)
+        except asyncio.CancelledError:
+            self.relay.cut_by_shutdown = self.stopping()
+            raise
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = ended = False
+
+        async def noting(message: Message) -> None:
+            nonlocal started, ended
+            started = started or message["type"] == "http.response.start"
+            ended = message["type"] == "http.response.body" and not message.get("more_body")
+            await send(message)
+
+        try:
+            await super().__call__(scope, receive, noting)
+        except asyncio.CancelledError:
+            if not self.relay.cut_by_shutdown:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.relay.end_at_shutdown()
+            if started and not ended:  # its events' end was cancelled with them
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def given_up_at_shutdown(server: FuguServer, routed: Routed, attempts: list[Attempt]) -> ApiError:
@@ -133,10 +183,10 @@ def given_up_at_shutdown(server: FuguServer, routed: Routed, attempts: list[Atte
         "the server is shutting down and gave up on this request before a worker answered; "
         "send it again (to another instance, or once this one is back)",
         type="server_error",
-        code="shutting_down",
+        code=SHUTTING_DOWN,
         headers=routing_headers(routed, attempts),
     )
-    finish(server, routed, attempts, None, "shutting_down", 503, code=error.code)
+    finish(server, routed, attempts, None, SHUTTING_DOWN, 503, code=error.code)
     error.recorded = True
     return error
 

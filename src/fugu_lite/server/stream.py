@@ -20,6 +20,7 @@ from .responses import with_text_content
 logger = logging.getLogger(__name__)
 
 CLIENT_CLOSED_STATUS = 499  # nginx's convention; nobody reads it, the log and metrics do
+SHUTTING_DOWN = "shutting_down"  # the outcome and error code of a request cut by a shutdown
 
 # (usage, outcome, HTTP status, the worker's error kind if it failed) once the stream is
 # over, however it ended.
@@ -61,6 +62,8 @@ class RelayedStream:
         # with its own second, and a usage chunk made here would have had another.
         self.created = int(time.time())
         self._done = False
+        # Set when the server's shutdown cut the stream (RelayResponse): its task cancelled.
+        self.cut_by_shutdown = False
 
     async def events(self) -> AsyncIterator[str]:
         outcome, status = "client_disconnected", CLIENT_CLOSED_STATUS
@@ -75,6 +78,11 @@ class RelayedStream:
             # the only word of it on the server: the decision log has the outcome alone
             logger.warning("%s", interrupted["error"]["message"])
             yield sse(interrupted)
+        except asyncio.CancelledError:
+            if not self.cut_by_shutdown:
+                raise
+            outcome, status = SHUTTING_DOWN, 503
+            yield sse(shutdown_error())
         finally:
             self._record(outcome, status)
             await close_quietly(self.opened.chunks)
@@ -82,6 +90,11 @@ class RelayedStream:
     async def finalize(self) -> None:
         self._record("client_disconnected", CLIENT_CLOSED_STATUS)
         await close_quietly(self.opened.chunks)
+
+    def end_at_shutdown(self) -> None:
+        """Recorded as cut by the server's shutdown (the first event may not have been
+        sent); the upstream stream closes with the pool, as waiting now may be cancelled."""
+        self._record(SHUTTING_DOWN, 503)
 
     async def _relay(self) -> AsyncIterator[str]:
         usage_sent = False
@@ -151,6 +164,17 @@ class RelayedStream:
         if not self._done:
             self._done = True
             self.on_done(self._final_usage(), outcome, status, self.failed_kind)
+
+
+def shutdown_error() -> dict[str, Any]:
+    """The error event ending a stream that the server's shutdown cut short."""
+    return ApiError(
+        503,
+        "the server is shutting down and cut this answer short; send the request again (to "
+        "another instance, or once this one is back)",
+        type="server_error",
+        code=SHUTTING_DOWN,
+    ).body()
 
 
 def has_content(chunk: dict[str, Any]) -> int:
