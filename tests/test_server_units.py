@@ -4,6 +4,7 @@ the serve command refusing bad flags and setups before it listens."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -515,3 +516,67 @@ def test_serve_logs_without_colors_on_a_terminal_with_no_color(
     assert terminal.getvalue().splitlines()[-1] == "WARNING:  worker c failed: timeout"
     formatters = uvicorn_log_config()["formatters"]
     assert not formatters["default"]["use_colors"] and not formatters["access"]["use_colors"]
+
+
+@pytest.mark.timeout(300)  # a real `serve` starting: torch, the router, uvicorn
+def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
+    checkpoint: Path, stubs: Stubs, tmp_path: Path
+) -> None:
+    """A second Ctrl-C (uvicorn's force quit, while it waited for a slow request) skipped
+    the app's shutdown: the request was neither answered nor given its decision log line
+    (or only by luck), and the lifespan's cancellation printed a traceback. It is answered
+    503 and logged now, and the app shut down without a traceback."""
+    import subprocess
+    import sys
+    import threading
+
+    import httpx
+    from server_support import MODEL, user, wait_until
+
+    for stub in stubs.workers.values():
+        stub.mode = "hang"
+    pool = tmp_path / "pool.yaml"
+    workers = [{"id": worker, "model": worker, "base_url": stub.base_url}
+               for worker, stub in stubs.workers.items()]  # fmt: skip
+    pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
+    log, stderr = tmp_path / "decisions.jsonl", tmp_path / "serve.log"
+    port = int(serve_args()[-1])
+    command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
+               "--pool", str(pool), "--port", str(port), "--log-requests", str(log)]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    answers: list[httpx.Response] = []
+
+    def ask() -> None:
+        body = {"model": MODEL, "messages": user("hi")}
+        with contextlib.suppress(httpx.TransportError):
+            answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120))
+
+    with stderr.open("wb") as error_file:
+        child = subprocess.Popen(command, stderr=error_file)
+    asking = threading.Thread(target=ask)
+    try:
+        assert wait_until(lambda: healthy(url) or child.poll() is not None, 240)
+        asking.start()
+        assert wait_until(lambda: any(s.in_flight for s in stubs.workers.values()), 30)
+        child.send_signal(signal.SIGINT)
+        assert wait_until(lambda: "Waiting for connections" in stderr.read_text(), 30)
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        asking.join(30)
+    logged = stderr.read_text()
+    assert "Application shutdown complete" in logged and "Traceback" not in logged, logged
+    assert [answer.status_code for answer in answers] == [503]
+    [line] = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (line["outcome"], line["status"]) == ("shutting_down", 503)
+
+
+def healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/health").status_code == 200
+    except httpx.TransportError:
+        return False

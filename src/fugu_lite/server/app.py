@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +29,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -500,10 +502,24 @@ async def start_unless_interrupted(server: FuguServer) -> None:
     start.result()
 
 
+class WhollyStoppingServer(uvicorn.Server):
+    """uvicorn's server, whose second Ctrl-C (its force quit) skipped the app's shutdown:
+    the requests in flight were neither answered nor logged, the decision log's queued lines
+    could be lost, and the lifespan's cancellation printed a traceback. Those requests are
+    cancelled then (a 503 and their lines, as when the graceful timeout ends) and the app
+    shut down all the same (its local workers' servers stopped, its decision log closed)."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        if self.force_exit:
+            for task in self.server_state.tasks:
+                task.cancel(msg="Task cancelled, forced quit")
+            await self.lifespan.shutdown()
+
+
 def serve(settings: ServeSettings, log_level: str = "info") -> None:
     """Build the app (loading and checking everything first) and run it under uvicorn."""
     import torch
-    import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
     if settings.torch_threads is not None:
@@ -518,7 +534,7 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         log_config=uvicorn_log_config(),
         timeout_graceful_shutdown=10,
     )
-    server = uvicorn.Server(config)
+    server = WhollyStoppingServer(config)
     app.state.fugu.interrupted = lambda: server.should_exit
     try:
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises a Ctrl-C again as it stops
