@@ -69,6 +69,13 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
         # each call's cost was inf: null in its record, -inf its reward
         ("- {id: a, model: m, base_url: 'http://x', output_price_per_mtok: 1e999}",
          "output_price_per_mtok: Input should be a finite number"),
+        # a hung worker held its slot for ever; every retry's wait too long to take
+        ("- {id: a, model: m, base_url: 'http://x', timeout_s: .inf}",
+         r"workers\.0\.timeout_s: Input should be a finite number \(got inf\)"),
+        ("- {id: a, model: m, base_url: 'http://x', retry_backoff_s: 1e999}",
+         r"workers\.0\.retry_backoff_s: Input should be a finite number \(got .1e999.\)"),
+        ("- {id: a, model: m, local: {gguf: a.gguf, startup_timeout_s: .inf}}",
+         r"workers\.0\.local\.startup_timeout_s: Input should be a finite number"),
         # a call to it went to .../chat/completions/chat/completions, a 404 "fix model or base_url"
         ("- {id: a, model: m, base_url: 'http://x/v1/chat/completions/'}",
          "give the API root it is under, http://x/v1 "),

@@ -67,7 +67,7 @@ class LocalServerConfig(StrictModel):
     extra_args: list[str] = Field(
         default_factory=list, description="More llama_cpp.server flags, e.g. ['--seed', '1']."
     )
-    startup_timeout_s: float = Field(default=120.0, gt=0)
+    startup_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
 
     @field_validator("extra_args")
     @classmethod
@@ -93,10 +93,15 @@ class WorkerConfig(StrictModel):
     input_price_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     output_price_per_mtok: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     max_concurrency: int = Field(default=1, ge=1)
-    timeout_s: float = Field(default=60.0, gt=0)
+    # An infinite timeout_s made a call's budget infinite (a hung worker held its slot for
+    # ever); an infinite retry_backoff_s, every wait too long to take (no call retried).
+    timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     max_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(
-        default=0.5, ge=0, description="First retry waits about this long; doubles each time."
+        default=0.5,
+        ge=0,
+        allow_inf_nan=False,
+        description="First retry waits about this long; doubles each time.",
     )
     system_prompt: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
