@@ -92,6 +92,10 @@ def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
         ({"retry-after": "12"}, 12.0),
         ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
+        # HTTP's asctime date (in GMT, written without a zone), and one said in no known zone
+        ({"retry-after": "Sun Nov  6 08:49:37 1994"}, 0.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 -0000"}, 0.0),
+        ({"retry-after": "Wed, 32 Oct 2015 07:28:00 GMT"}, None),  # no such day
         ({"retry-after": "soon"}, None),
         ({"retry-after": "inf"}, None),  # float() reads it: no wait a caller can be told
         ({}, None),
@@ -101,6 +105,13 @@ def test_retry_after_is_read_as_the_openai_sdk_reads_it(
     headers: dict[str, str], seconds: float | None
 ) -> None:
     assert classify_error(sdk_rate_limit(headers))[2] == seconds
+
+
+def test_a_retry_after_date_without_a_zone_is_read_in_gmt() -> None:
+    """As the openai SDK reads it: the worker's wait is waited for, and its caller told it."""
+    later = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(time.time() + 30))
+    seconds = classify_error(sdk_rate_limit({"retry-after": later}))[2]
+    assert seconds == pytest.approx(30, abs=2)
 
 
 def sdk_status_error(

@@ -8,6 +8,7 @@ it does not take, a refusal for its own settings).
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import html
 import ipaddress
@@ -340,6 +341,6 @@ def _seconds_until(http_date: str) -> float | None:
         moment = email.utils.parsedate_to_datetime(http_date)
     except (TypeError, ValueError):
         return None
-    if moment.tzinfo is None:
-        return None
+    if moment.tzinfo is None:  # an HTTP date is in GMT, asctime's written without a zone
+        moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp() - time.time()
