@@ -5,10 +5,13 @@ test_local_server.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import subprocess
+import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +20,7 @@ import pytest
 from conftest import AnsweringTogether
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
+from openai import AsyncOpenAI
 
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
@@ -26,7 +30,7 @@ from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.local_server import LocalServer
-from fugu_lite.workers.pool import WorkerPool
+from fugu_lite.workers.pool import WorkerPool, judge_from_pool
 from fugu_lite.workers.results import CallResult, parse_completion
 from fugu_lite.workers.retries import MAX_RETRY_AFTER_S, RETRYABLE_KINDS, call_budget_s, retry_wait
 
@@ -104,6 +108,16 @@ def test_a_callers_system_message_in_content_parts_merges_as_a_part(stub: StubWo
     assert sent[0]["content"] == [{"type": "text", "text": "Be brief."}, *parts]
 
 
+@pytest.mark.parametrize("empty", ["", None])
+def test_a_callers_empty_system_message_leaves_the_workers_system_prompt_alone(
+    empty: str | None,
+) -> None:
+    config = pool_config("http://127.0.0.1:9/v1", system_prompt="Be brief.")
+    messages = [{"role": "system", "content": empty}, *USER]
+    sent = WorkerPool(config).request_messages("w", messages)
+    assert sent == [{"role": "system", "content": "Be brief."}, *USER]
+
+
 def test_local_workers_get_plain_string_content_and_no_developer_role() -> None:
     local = {"gguf": "embedded:smollm2"}
     config = PoolConfig.model_validate(
@@ -174,6 +188,26 @@ def test_a_local_worker_gets_the_output_limit_as_max_tokens() -> None:
         body = pool.request_body(pool.worker(worker), messages, params)
         assert "max_completion_tokens" not in body
         assert llama_cpp_request_model().model_validate(body).max_tokens == limit
+
+
+def test_a_logit_bias_key_must_be_below_the_local_models_vocabulary_size() -> None:
+    """The last token id (the size less one) is the model's; the size is not, and llama.cpp
+    would ignore every bias of the request for it: it is the client's 400 at once."""
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "llama", "model": "m", "local": {"gguf": "embedded:smollm2"}}]}
+    )
+    pool = WorkerPool(config)
+    pool.vocab_sizes["llama"] = 100
+    worker = pool.worker("llama")
+
+    def refused(token: str) -> WorkerCallError | None:
+        body = pool.request_body(worker, USER, {"logit_bias": {token: 5}})
+        return pool.refused_locally(worker, body)
+
+    assert refused("99") is None
+    error = refused("100")
+    assert error is not None and error.status_code == 400
+    assert "logit_bias key '100' is not a token id of its model" in str(error)
 
 
 def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
@@ -515,6 +549,16 @@ def test_stream_failure_raises_before_any_chunk(
     assert len(stub.bodies) == requests
 
 
+def test_a_stream_refused_keeps_the_workers_error_code(stub: StubWorker) -> None:
+    """A prompt over the worker's context, refused as the stream opened, is the client's
+    (context_length_exceeded: serve tries a worker with a longer context), not the
+    worker's failure: the error keeps the code its answer gave."""
+    stub.mode = "context"
+    received, error = stream_until_it_fails(pool_config(stub.base_url))
+    assert received == []
+    assert (error.kind, error.status_code, error.code) == ("client", 400, "context_length_exceeded")
+
+
 def test_a_stream_cut_short_without_its_end_is_a_failure_not_an_answer(stub: StubWorker) -> None:
     """A stream whose connection closed cleanly after a word, with no finish_reason and no
     `data: [DONE]`, ended as if the answer were whole: serve relayed half an answer as a
@@ -575,6 +619,47 @@ def test_a_stream_options_refusal_is_rechecked_after_a_while(stub: StubWorker) -
     sent = ["stream_options" in body for body in stub.bodies]
     assert sent == [True, False, False, True, False, True, True]
     assert all(chunk["usage"]["completion_tokens"] == 8 for chunk in last)
+
+
+def test_a_stream_options_refusal_uses_none_of_the_calls_retries(stub: StubWorker) -> None:
+    """Asking once more without stream_options is the same call, not a retry of a failure:
+    the call keeps its max_retries for the worker's own failures."""
+    stub.mode = "no_stream_options"
+    stub.fail_next("no_stream_options", "500")
+    config = pool_config(stub.base_url, max_retries=1)
+    assert collect_stream(config, stream_options={"include_usage": True})
+    assert stub.modes_served == ["no_stream_options", "500", "no_stream_options"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_on_slot_is_called_once_the_call_has_one_of_the_workers_slots(
+    stub: StubWorker, streamed: bool
+) -> None:
+    """A caller giving up before on_slot knows the worker was busy, not failing (serve's
+    503 busy, not a failure against the worker): a call waiting behind the worker's
+    max_concurrency others has had no on_slot yet."""
+    stub.latency_s = 1.0
+
+    async def answer(pool: WorkerPool, on_slot: Callable[[], None]) -> None:
+        if streamed:
+            async for _ in pool.stream_chat("w", USER, on_slot):
+                pass
+        else:
+            assert (await pool.chat("w", USER, on_slot)).ok
+
+    async def run() -> tuple[list[str], list[str]]:
+        slots: list[str] = []
+        async with WorkerPool(pool_config(stub.base_url, max_concurrency=1)) as pool:
+            calls = [
+                asyncio.create_task(answer(pool, lambda name=name: slots.append(name)))
+                for name in ("first", "second")
+            ]
+            await asyncio.sleep(0.3)
+            waiting = list(slots)
+            await asyncio.gather(*calls)
+        return waiting, slots
+
+    assert asyncio.run(run()) == (["first"], ["first", "second"])
 
 
 def test_unknown_worker_and_unstarted_pool_are_clear_errors(stub: StubWorker) -> None:
@@ -1063,3 +1148,65 @@ def test_a_worker_on_this_machine_is_called_without_the_environments_proxy(
     refused = asyncio.run(one_call(pool_config(f"http://{host}:{port}/v1", max_retries=0)))
     assert refused.error is not None and "proxy" not in refused.error
     assert f"nothing listens on {host} port {port}" in refused.error
+
+
+def test_a_closed_pool_has_closed_its_workers_connections(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool left each worker's client open (its keep-alive connections) once its `async
+    with` ended: each pool a process made (an eval, a collect run) held them to its end."""
+    made: list[AsyncOpenAI] = []
+    real = workers_module.AsyncOpenAI
+
+    def recorded(**options: Any) -> AsyncOpenAI:
+        made.append(real(**options))
+        return made[-1]
+
+    monkeypatch.setattr(workers_module, "AsyncOpenAI", recorded)
+    assert asyncio.run(one_call(pool_config(stub.base_url))).ok
+    assert len(made) == 1 and made[0].is_closed()
+
+
+def test_a_stream_its_caller_leaves_is_closed_at_once() -> None:
+    """A caller that stops reading a stream (serve's client gone) closes its connection, so
+    the worker stops generating an answer nobody reads (llama.cpp's server notices only its
+    connection closing) instead of going on while the pool is open."""
+    gone = threading.Event()
+    upstream = FastAPI()
+    word = sse_chunk([{"index": 0, "delta": {"content": "word "}, "finish_reason": None}])
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def words() -> AsyncIterator[str]:
+            try:
+                for _ in range(100):
+                    yield word
+                    await asyncio.sleep(0.1)
+            finally:
+                gone.set()
+
+        return StreamingResponse(words(), media_type="text/event-stream")
+
+    async def leave() -> bool:
+        async with WorkerPool(pool_config(server.base_url)) as pool:
+            async with contextlib.aclosing(pool.stream_chat("w", USER)) as chunks:
+                async for _ in chunks:
+                    break
+            return await asyncio.to_thread(gone.wait, 5)
+
+    with ServerThread(upstream) as server:
+        assert asyncio.run(leave())
+
+
+def test_a_judge_from_the_pool_asks_at_temperature_0_and_raises_for_a_failed_call(
+    stub: StubWorker,
+) -> None:
+    async def ask() -> str:
+        async with WorkerPool(pool_config(stub.base_url, max_retries=0)) as pool:
+            return await judge_from_pool(pool, "w")(USER)
+
+    assert asyncio.run(ask()) == "stub answer to: what is two plus two"
+    assert stub.bodies[-1]["temperature"] == 0.0
+    stub.mode = "500"
+    with pytest.raises(WorkerCallError, match="worker w: server: HTTP 500"):
+        asyncio.run(ask())
