@@ -30,6 +30,7 @@ from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
 from fugu_lite.workers.local_server import LocalServer
+from fugu_lite.workers.output_limits import OUTPUT_LIMITS
 from fugu_lite.workers.pool import WorkerPool, judge_from_pool
 from fugu_lite.workers.results import CallResult, parse_completion
 from fugu_lite.workers.retries import MAX_RETRY_AFTER_S, RETRYABLE_KINDS, call_budget_s, retry_wait
@@ -188,6 +189,20 @@ def test_a_local_worker_gets_the_output_limit_as_max_tokens() -> None:
         body = pool.request_body(pool.worker(worker), messages, params)
         assert "max_completion_tokens" not in body
         assert llama_cpp_request_model().model_validate(body).max_tokens == limit
+
+
+def test_a_calls_output_limit_is_its_max_completion_tokens_first_else_the_workers() -> None:
+    """A call naming both limits is held to its max_completion_tokens; one whose limit is
+    null sets none, so the worker's own holds (not sent as null: no limit at all)."""
+    pool = WorkerPool(pool_config("http://127.0.0.1:9/v1", params={"max_tokens": 64}))
+    worker = pool.worker("w")
+
+    def limits(params: dict[str, Any]) -> dict[str, Any]:
+        body = pool.request_body(worker, USER, params)
+        return {name: body[name] for name in OUTPUT_LIMITS if name in body}
+
+    assert limits({"max_tokens": 5, "max_completion_tokens": 9}) == {"max_tokens": 9}
+    assert limits({"max_completion_tokens": None}) == {"max_tokens": 64}
 
 
 def test_a_logit_bias_key_must_be_below_the_local_models_vocabulary_size() -> None:
@@ -584,7 +599,7 @@ def test_a_stream_that_stalls_after_its_first_chunk_says_it_stalled(stub: StubWo
     received, error = stream_until_it_fails(pool_config(stub.base_url, timeout_s=1.0))
     assert error.kind == "timeout" and len(received) == 1
     assert "no chunk within the worker's timeout_s: the stream stalled" in str(error)
-    assert "no answer" not in str(error)
+    assert "no answer" not in str(error) and str(error).endswith("(after the stream started)")
 
 
 def test_a_stream_options_refusal_is_rechecked_after_a_while(stub: StubWorker) -> None:
@@ -753,6 +768,44 @@ def test_a_stream_that_ended_as_it_should_is_not_called_cut(events: list[str]) -
     assert len(chunks) == len([event for event in events if "[DONE]" not in event])
 
 
+def streamed_from(events: list[str]) -> list[dict[str, Any]]:
+    """The chunks the pool yields of a worker's stream sending these events."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        return StreamingResponse(iter(events), media_type="text/event-stream")
+
+    async def stream() -> list[dict[str, Any]]:
+        async with WorkerPool(pool_config(server.base_url, max_retries=0)) as pool:
+            return [chunk async for chunk in pool.stream_chat("w", USER)]
+
+    with ServerThread(upstream) as server:
+        return asyncio.run(stream())
+
+
+def test_a_streams_chunks_are_yielded_as_the_worker_sent_them() -> None:
+    """Not with every field of OpenAI's chunk the worker left out (usage, logprobs,
+    system_fingerprint... as null), which serve would relay as if the worker sent them."""
+    events = [
+        sse_chunk([{"index": 0, "delta": {"role": "assistant", "content": "4"}}]),
+        sse_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ]
+    sent = [json.loads(event.removeprefix("data: ")) for event in events]
+    assert streamed_from(events) == sent
+
+
+def test_a_stream_cut_after_a_chunk_without_choices_is_still_cut() -> None:
+    """Azure OpenAI's first chunk has no choices (its prompt_filter_results): a stream cut
+    after it, with no finish_reason and no data: [DONE], is no whole answer."""
+    events = [
+        sse_chunk([], prompt_filter_results=[]),
+        sse_chunk([{"index": 0, "delta": {"content": "4"}, "finish_reason": None}]),
+    ]
+    with pytest.raises(WorkerCallError, match="the stream ended before its answer did"):
+        streamed_from(events)
+
+
 def malformed_answer(body: Any) -> CallResult:
     """One call to a worker answering a 200 with this JSON body."""
     upstream = FastAPI()
@@ -880,6 +933,20 @@ def test_a_web_page_instead_of_an_event_stream_is_named_with_the_base_url_to_che
     with pytest.raises(WorkerCallError, match="its answer was text/html") as raised:
         asyncio.run(stream())
     assert raised.value.kind == "server" and "base_url" in str(raised.value)
+
+
+def test_a_failed_calls_result_keeps_the_param_and_the_retry_header_the_worker_gave(
+    stub: StubWorker,
+) -> None:
+    """serve's 400 names the param the worker refused, and a worker's x-should-retry
+    decides whether its 4xx is the request's fault or its own state (refine_kind)."""
+    stub.mode = "unsupported_value"
+    refused = asyncio.run(one_call(pool_config(stub.base_url)))
+    assert (refused.status_code, refused.error_param) == (400, "temperature")
+    assert refused.error_code == "unsupported_value" and refused.should_retry is None
+    stub.mode = "no_retry"
+    told = asyncio.run(one_call(pool_config(stub.base_url)))
+    assert told.attempts == 1 and told.should_retry is False
 
 
 def test_a_client_error_the_worker_says_to_retry_is_retried(stub: StubWorker) -> None:
