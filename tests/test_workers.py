@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import AnsweringTogether
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from openai import AsyncOpenAI
 
@@ -804,6 +804,29 @@ def test_a_stream_cut_after_a_chunk_without_choices_is_still_cut() -> None:
     ]
     with pytest.raises(WorkerCallError, match="the stream ended before its answer did"):
         streamed_from(events)
+
+
+def test_a_remote_workers_empty_stream_is_not_asked_again_unstreamed() -> None:
+    """Only a local worker is asked again without streaming (llama.cpp's refusal of a prompt
+    over its context is an empty stream): a remote one would be sent the whole request
+    again, its answer generated and paid for to be thrown away."""
+    bodies: list[dict[str, Any]] = []
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat(request: Request) -> StreamingResponse:
+        bodies.append(await request.json())
+        return StreamingResponse(iter([]), media_type="text/event-stream")
+
+    async def stream() -> None:
+        async with WorkerPool(pool_config(server.base_url, max_retries=0)) as pool:
+            async for _ in pool.stream_chat("w", USER):
+                pass
+
+    ended = pytest.raises(WorkerCallError, match="the stream ended before any chunk")
+    with ServerThread(upstream) as server, ended:
+        asyncio.run(stream())
+    assert [body.get("stream") for body in bodies] == [True]
 
 
 def malformed_answer(body: Any) -> CallResult:
