@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import cmaes
+import numpy as np
 import pytest
 import torch
 from cmaes import SepCMA
@@ -195,6 +196,34 @@ def test_a_generation_scores_the_population_on_batch_size_train_prompts() -> Non
         training = ESTrainingConfig(**{**TINY_TRAINING, "batch_size": batch_size})
         metrics = run_generation(model, optimizer, train, training, generation=1)
         assert metrics["reward_mean"] * min(batch_size, len(values)) in sums
+
+
+def test_a_fresh_search_draws_population_size_candidates_sigma0_around_the_start() -> None:
+    """Every test ran with sigma0 0.5: a search given no step (or its own) and CMA's default
+    population of 4 + 3 ln(dim) passed them all."""
+    model, _ = tiny_search()
+    training = ESTrainingConfig(**{**TINY_TRAINING, "sigma0": 0.2, "population_size": 5})
+    optimizer = fresh_state(model, training, {}, None).optimizer
+    assert optimizer.population_size == 5
+    spread = np.stack([optimizer.ask() for _ in range(2000)]) - parameter_vector(model)
+    assert float(spread.std()) == pytest.approx(0.2, rel=0.05)
+
+
+def test_the_seed_chooses_each_generations_draws() -> None:
+    """Every test ran with seed 0: a search that ignored training.seed passed them all."""
+    generator = torch.Generator().manual_seed(0)
+    train = SplitData(
+        {"features": torch.randn(6, 3, generator=generator)}, torch.rand(6, 2, generator=generator)
+    )
+
+    def first_mean(seed: int) -> list[float]:
+        model, optimizer = tiny_search()
+        training = ESTrainingConfig(**{**TINY_TRAINING, "seed": seed, "batch_size": 3})
+        run_generation(model, optimizer, train, training, generation=1)
+        return optimizer.mean.tolist()
+
+    assert first_mean(1) == first_mean(1)
+    assert first_mean(1) != first_mean(0)
 
 
 def test_a_validated_mean_that_only_ties_the_best_does_not_replace_it() -> None:
@@ -500,12 +529,17 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     first = train_es(records, config, tmp_path)
     assert read_es_state(tmp_path)["generation"] == 6
 
-    other = tiny_config(tiny_model_cfg, iterations=6, sigma0=0.1, samples=4)
+    other = tiny_config(
+        tiny_model_cfg, iterations=6, sigma0=0.1, samples=4, population_size=6, seed=3
+    )
     with pytest.raises(ESResumeError) as error:
         train_es(records, other, tmp_path)
     message = str(error.value)
     assert "training.sigma0: saved 0.5 vs now 0.1" in message
     assert "training.samples: saved 0 vs now 4" in message
+    # a state searched with another population or seed is another search, not continued
+    assert "training.population_size: saved 8 vs now 6" in message
+    assert "training.seed: saved 0 vs now 3" in message
     # what to type at `fugu-lite train es`: it said "--no-resume (resume=False)"
     assert message.endswith("; start over there with --no-resume, or give another -o folder")
     assert "resume=False" not in message
