@@ -1026,3 +1026,36 @@ def test_a_resume_on_another_records_file_names_the_record_counts(
         f"{counts['train']} train and {counts['validation']} validation records, now "
         f"{counts['train'] - 3} train and {counts['validation']} validation)"
     ) in message
+
+
+def test_a_search_stopped_before_its_outputs_never_keeps_an_earlier_runs_checkpoint(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A --no-resume run stopped after its last generation's save, before its checkpoint,
+    left the earlier run's report of as many generations: the same command then said 'kept
+    the checkpoint and report already in' and kept the earlier run's checkpoint (another
+    sigma0 here) as this search's result; a longer run stopped there is covered too."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    other = tiny_config(tiny_model_cfg, iterations=4, sigma0=0.1)
+
+    def stopped(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    for config, resume in ((other, False), (tiny_config(tiny_model_cfg, iterations=6), False)):
+        monkeypatch.setattr(train_es_module, "cost_weighting_summary", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            train_es(records, config, tmp_path, resume=resume)
+        monkeypatch.undo()
+        capsys.readouterr()
+        report = train_es(records, config, tmp_path)
+        assert "kept the checkpoint and report already in" not in capsys.readouterr().err
+        assert report["config"]["training"] == config.training.model_dump()
+        assert json.loads((tmp_path / "training_report.json").read_text()) == json.loads(
+            json.dumps(report)
+        )
+        metadata = json.loads((tmp_path / "router.json").read_text())["metadata"]
+        assert metadata["history"] == report["history"]

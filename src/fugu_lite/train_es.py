@@ -20,6 +20,7 @@ resume checks in `es_state.py`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -351,7 +352,10 @@ def finished_report(output: Path, state: SearchState) -> dict | None:
         report = read_json(output / STAGE_REPORT)
     except (OSError, ValueError):
         return None
-    if not isinstance(report, dict) or report.get("generations") != state.generation:
+    # Its history, not its generation count: an earlier run's report of as many generations
+    # (a --no-resume run stopped before writing its own) is not this search's.
+    written = json.loads(json.dumps(state.history))  # as the report holds it, read back
+    if not isinstance(report, dict) or report.get("history") != written:
         return None
     return report
 
