@@ -338,6 +338,19 @@ def test_a_count_one_family_cannot_reach_is_refused_before_the_others_are_made(
     assert together == [t for family in FAMILIES for t in generate_tasks(30, 4, [family])]
 
 
+def test_a_prompt_counts_one_in_the_singular_and_many_in_the_plural() -> None:
+    """ "How many minutes are 9 hours and 1 minutes?", "What day of the week will it be in 1
+    days?" and "All glims are feps. No feps are razzies. Can a glims be a razzies?" (the
+    nonsense words are plurals) were generated: now "1 minute", "1 day", "Can any glims be
+    razzies?", with the same answers. Every maker draws 300 prompts."""
+    makers = [maker for levels in FAMILIES.values() for level in levels.values() for maker in level]
+    prompts = [str(maker(random.Random(draw))["prompt"]) for maker in makers for draw in range(300)]
+    one_of_many = re.compile(r"(?<![\d.-])\b1 [a-z]+s\b|\b(?:a|an|one) [a-z]+s\b")
+    assert [prompt for prompt in prompts if one_of_many.search(prompt)] == []
+    for said in (r"and 1 minute\?", r"in 1 day\?", r"Can any \w+ be \w+\?"):
+        assert any(re.search(said, prompt) for prompt in prompts), said
+
+
 def test_generated_tasks_are_the_same_under_any_hash_seed() -> None:
     """Ids, prompts and splits must not depend on the process: a set iterated in a maker
     (letters of a word, family names) would reorder them under another PYTHONHASHSEED."""
@@ -400,7 +413,7 @@ def arithmetic_key(question: str) -> Fraction:
 
 
 def unit_key(question: str) -> Fraction:
-    if match := re.fullmatch(r"How many minutes are (\d+) hours and (\d+) minutes\?", question):
+    if match := re.fullmatch(r"How many minutes are (\d+) hours and (\d+) minutes?\?", question):
         return Fraction(60 * int(match[1]) + int(match[2]))
     if match := re.fullmatch(r"Convert (\d+) kilometers per hour to meters per second\.", question):
         return Fraction(int(match[1]) * 1000, 3600)
@@ -475,7 +488,7 @@ def logic_key(question: str, options: list[str]) -> str:
         return even
     if match := re.fullmatch(r"Is (\d+) greater than (\d+)\?", question):
         return "Yes" if int(match[1]) > int(match[2]) else "No"
-    if match := re.fullmatch(r"Today is (\w+)\. What day .* in (\d+) days\?", question):
+    if match := re.fullmatch(r"Today is (\w+)\. What day .* in (\d+) days?\?", question):
         return days[(days.index(match[1]) + int(match[2])) % 7]
     if "Who is the" in question:
         return ordering_key(question)
@@ -487,7 +500,7 @@ def logic_key(question: str, options: list[str]) -> str:
         answers = {
             ("All", f"Are all {x} {z}?"): "Yes",
             ("Some", f"Are some {x} {z}?"): "Cannot tell",
-            ("No", f"Can a {x} be a {z}?"): "No",
+            ("No", f"Can any {x} be {z}?"): "No",
         }
         return answers[(quantity, asked)]
     if match := re.fullmatch(

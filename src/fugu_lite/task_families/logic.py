@@ -71,7 +71,8 @@ def _days_later(rng: random.Random) -> Draft:
     wrong = rng.sample([day for day in DAYS if day != answer], 3)
     return choice_draft(
         rng,
-        f"Today is {DAYS[start]}. What day of the week will it be in {later} days?",
+        f"Today is {DAYS[start]}. What day of the week will it be in {later} "
+        f"day{'s' * (later != 1)}?",
         answer,
         wrong,
     )
@@ -104,7 +105,7 @@ def _syllogism_invalid(rng: random.Random) -> Draft:
 def _syllogism_none(rng: random.Random) -> Draft:
     x, y, z = rng.sample(NONSENSE, 3)
     return choice_draft(
-        rng, f"All {x} are {y}. No {y} are {z}. Can a {x} be a {z}?", "No", ["Yes", "Cannot tell"]
+        rng, f"All {x} are {y}. No {y} are {z}. Can any {x} be {z}?", "No", ["Yes", "Cannot tell"]
     )
 
 

@@ -41,7 +41,8 @@ def _feet(rng: random.Random) -> Draft:
 def _hours_and_minutes(rng: random.Random) -> Draft:
     hours, minutes = rng.randint(2, 9), rng.randint(1, 59)
     return number_draft(
-        f"How many minutes are {hours} hours and {minutes} minutes?", 60 * hours + minutes
+        f"How many minutes are {hours} hours and {minutes} minute{'s' * (minutes != 1)}?",
+        60 * hours + minutes,
     )
 
 
