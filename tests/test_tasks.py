@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from fugu_lite.tasks import (
     format_number,
     parse_number,
     read_tasks,
+    repeated_prompts,
     write_tasks,
 )
 
@@ -102,6 +104,7 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
             "every message's 'content' is empty",
         ),
         ({k: v for k, v in GOOD.items() if k != "answer"}, "needs an 'answer'"),
+        ({**GOOD, "grader": "exact", "answer": " \t"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
         ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float
         ({**GOOD, "answer": "2,5"}, "a comma only separates thousands"),  # not 25
@@ -111,7 +114,13 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "regex", "answer": r"\d*"}, "matches the empty string"),
         ({**GOOD, "grader": "regex", "answer": "yes|"}, "every reply would score 1"),
         ({**GOOD, "grader": "regex", "answer": "[^]x]*"}, "matches the empty string"),
+        # an escaped anchor, or one inside a character class, is a character, not an anchor
+        ({**GOOD, "grader": "regex", "answer": r"\$?\d*"}, "matches the empty string"),
+        ({**GOOD, "grader": "regex", "answer": "[]^]*"}, "matches the empty string"),
+        ({**GOOD, "grader": "regex", "answer": "[^]^]*"}, "matches the empty string"),
+        ({**GOOD, "grader": "regex", "answer": r"[\]^]*"}, "matches the empty string"),
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
+        ({**GOOD, "grader": "code", "tests": " \n"}, "needs 'tests'"),
         ({**GOOD, "grader": "code", "tests": "assert f(1) ==\n"}, "not valid Python (line 1"),
         ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
         (  # a pytest fixture: the sandbox calls test functions with no argument
@@ -155,6 +164,12 @@ def test_test_functions_with_defaults_or_star_arguments_are_accepted() -> None:
     ]:
         with pytest.raises(ValueError, match=needed):
             Task.model_validate({**GOOD, "grader": "code", "tests": tests})
+
+
+def test_an_async_helper_beside_the_tests_is_accepted() -> None:
+    """Only an async *test* function is refused (never run); an async helper is not one."""
+    tests = "async def fetch():\n    return 1\n\nassert f(1) == 2\n"
+    assert Task.model_validate({**GOOD, "grader": "code", "tests": tests}).tests == tests
 
 
 def test_tests_that_are_a_loop_of_asserts_are_accepted_and_a_helper_alone_is_not() -> None:
@@ -258,6 +273,26 @@ def test_an_answer_that_is_not_text_or_a_number_is_refused_saying_how_to_write_i
 def test_a_number_answer_with_thousands_commas_is_read_whole(answer: str, value: float) -> None:
     task = Task.model_validate({**GOOD, "answer": answer})
     assert asyncio.run(grade(task, f"It is {value}.")).score == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "value"),
+    [
+        ("\u22127", -7.0),
+        ("12.", 12.0),
+        ("3/4.", 0.75),
+        ("$5", 5.0),
+        ("50%", 50.0),
+        ("3/4", 0.75),
+        (" 1,200 ", 1200.0),
+    ],
+)
+def test_a_number_answer_as_a_person_writes_it_is_read(answer: str, value: float) -> None:
+    """A reference copied with its typographic minus (U+2212), a closing period (after a
+    fraction too), a dollar sign or a percent sign is the number it shows, not refused as
+    "not a number"."""
+    assert parse_number(answer) == value
+    assert Task.model_validate({**GOOD, "answer": answer}).answer == answer
 
 
 def test_bad_json_and_non_objects(tmp_path: Path) -> None:
@@ -365,6 +400,8 @@ def test_chat_messages_given_as_the_prompt_say_they_go_in_messages(tmp_path: Pat
     )
     path = write_lines(tmp_path / "tasks.jsonl", [{**GOOD, "prompt": None, "messages": messages}])
     assert read_tasks(path)[0].chat_messages() == messages  # as advised
+    texts = read_error(tmp_path, [{**GOOD, "prompt": ["What is", "2 + 3?"]}])  # no messages
+    assert "holds chat messages" not in texts and "'prompt' must be text" in texts
 
 
 def test_messages_that_are_not_a_list_say_how_to_write_them(tmp_path: Path) -> None:
@@ -399,6 +436,10 @@ def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> Non
     assert read_tasks(tmp_path / "tasks.jsonl") == [Task.model_validate(GOOD)]
     write_lines(path, [GOOD])  # JSON Lines under a .csv name is still read
     assert read_tasks(path) == [Task.model_validate(GOOD)]
+    shouted = tmp_path / "TASKS.CSV"  # a suffix in capitals (Windows) is the same table
+    shouted.write_text("id,prompt,answer,grader,task\nq1,What is 2 + 3?,5,number,math\n")
+    with pytest.raises(TaskFileError, match=r"not a \.CSV table; .*pandas\.read_csv\('TASKS"):
+        read_tasks(shouted)
 
 
 def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
@@ -453,6 +494,18 @@ def test_a_per_family_count_above_its_limit_is_refused_before_any_work(tmp_path:
     assert len(read_tasks(path)) == 3
 
 
+def test_a_per_family_count_at_its_limit_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is "at most": a count equal to it is made, one more is refused."""
+    monkeypatch.setattr("fugu_lite.task_families.MAX_PER_FAMILY", 3)
+    path = tmp_path / "tasks.jsonl"
+    args = ["tasks", "generate", "-o", str(path), "--family", "list", "--force", "--per-family"]
+    assert CliRunner().invoke(app, [*args, "3"]).exit_code == 0
+    assert len(read_tasks(path)) == 3
+    assert CliRunner().invoke(app, [*args, "4"]).exit_code == 2
+
+
 def test_the_per_family_help_names_its_limit() -> None:
     """`tasks generate --help` showed `--per-family [x>=1]`, no upper limit, though a count
     above MAX_PER_FAMILY is refused; the help names the limit the refusal uses."""
@@ -471,6 +524,12 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert "wrote 24 tasks" in made.output
     assert read_tasks(path) == generate_tasks(4, seed=0)
     assert runner.invoke(app, ["tasks", "check", str(path)]).exit_code == 0
+    seeded = tmp_path / "seeded.jsonl"
+    made = runner.invoke(
+        app, ["tasks", "generate", "-o", str(seeded), "--per-family", "4", "--seed", "3"]
+    )
+    assert made.exit_code == 0, made.output
+    assert read_tasks(seeded) == generate_tasks(4, seed=3) != generate_tasks(4, seed=0)
     code_only = tmp_path / "code.jsonl"
     made = runner.invoke(
         app, ["tasks", "generate", "-o", str(code_only), "--per-family", "3", "--family", "code"]
@@ -499,6 +558,8 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
         ("Which is larger?\n(A) 97\n(B) 67\nAnswer with the letter.", "b", False),
         ("Pick one: A) red B) blue C) green", "C", False),
         ("Answer with a letter from A to D.", "D", False),  # options not listed: not judged
+        ("Note A: pick the larger of 97 and 67. Answer A or B.", "B", False),  # one "option"
+        ("Which is larger?\n(A) 97\n(C) 67", "B", False),  # not run from A: not judged
     ],
 )
 def test_a_choice_answer_not_among_the_listed_options_is_refused(
@@ -549,6 +610,19 @@ def test_a_bad_difficulty_is_told_the_levels(tmp_path: Path, difficulty: object)
     )
 
 
+def test_tasks_check_counts_each_familys_tasks_under_their_splits(tmp_path: Path) -> None:
+    rows = [
+        {**GOOD, "id": f"q{i}", "prompt": f"What is {i} + 3?", "split": split}
+        for i, split in enumerate(["train", "validation", "validation", "test", "test", "test"])
+    ]
+    result = CliRunner().invoke(
+        app, ["tasks", "check", str(write_lines(tmp_path / "t.jsonl", rows))], terminal_width=200
+    )
+    assert result.exit_code == 0
+    assert re.search(r"task +┃ grader +┃ train +┃ validation +┃ test", result.output)
+    assert re.search(r"math +│ number +│ 1 +│ 2 +│ 3 ", result.output), result.output
+
+
 def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
     """Two tasks with one prompt passed `tasks check` in silence: collect pays the workers
     for both, and training uses both records."""
@@ -563,6 +637,16 @@ def test_tasks_check_warns_of_a_prompt_asked_twice(tmp_path: Path) -> None:
     assert "first: 'q3', the prompt of 'q1'" in warning
     unique = write_lines(tmp_path / "u.jsonl", rows[:2])
     assert "warning" not in CliRunner().invoke(app, ["tasks", "check", str(unique)]).output
+
+
+def test_tasks_given_as_messages_repeat_a_prompt_only_when_their_messages_do() -> None:
+    """Tasks of chat messages have no 'prompt': their text is the messages'."""
+    row = {k: v for k, v in GOOD.items() if k != "prompt"}
+    tasks = [
+        Task.model_validate(row | {"id": f"m{i}", "messages": [{"role": "user", "content": text}]})
+        for i, text in enumerate(["What is 2 + 3?", "What is 4 + 4?", "What is 2 + 3?"])
+    ]
+    assert [(repeat.id, first.id) for repeat, first in repeated_prompts(tasks)] == [("m2", "m0")]
 
 
 def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) -> None:
@@ -581,6 +665,11 @@ def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) ->
     assert "another split than that earlier task ('q3' in test, 'q1' in train)" in warning
     assert "so two splits share a prompt" in warning
     same_split = write_lines(tmp_path / "s.jsonl", rows[:2])
+    output = CliRunner().invoke(app, ["tasks", "check", str(same_split)]).output
+    assert "1 tasks repeat" in " ".join(output.split()) and "another split" not in output
+    # a split written out that is the standard split of the prompt is no other split
+    standard = {**GOOD, "id": "q2", "split": standard_split(GOOD["prompt"])}
+    same_split = write_lines(tmp_path / "d.jsonl", [GOOD, standard])
     output = CliRunner().invoke(app, ["tasks", "check", str(same_split)]).output
     assert "1 tasks repeat" in " ".join(output.split()) and "another split" not in output
 
@@ -657,6 +746,9 @@ def test_a_messages_text_under_another_key_says_it_goes_in_content(tmp_path: Pat
         "every message's 'content' is empty; write the question the workers should answer in "
         "a user message (a message's text goes in 'content'; 'text' is not read)"
     )
+    blank = {"role": "user", "content": "", "text": " "}  # nothing to move to 'content'
+    row["messages"] = [blank]
+    assert read_error(tmp_path, [row]).endswith("in a user message")
 
 
 def test_messages_given_as_texts_say_what_a_message_is(tmp_path: Path) -> None:
