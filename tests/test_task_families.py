@@ -63,6 +63,19 @@ def test_generator_refuses_impossible_requests() -> None:
     made = int(found.group(1))
     assert 0 < made < 3000
     assert len(generate_tasks(made // 2, families=["unit_conversion"])) == made // 2
+    # it gives up after many repeats in a row, not after as many repeats in all: the last
+    # new prompts come after ever longer runs of repeats (in all, it gave up at 684)
+    assert made > 800
+    assert len(generate_tasks(800, families=["unit_conversion"])) == 800
+
+
+def test_generated_ids_name_family_seed_and_place() -> None:
+    """Ids are how collect resumes and records name their task: one version's ids must be
+    the next one's for the same seed."""
+    tasks = generate_tasks(n_per_family=2, seed=5, families=["arithmetic", "code"])
+    assert [task.id for task in tasks] == [
+        "arithmetic-s5-0000", "arithmetic-s5-0001", "code-s5-0000", "code-s5-0001",
+    ]  # fmt: skip
 
 
 def test_chosen_families_give_the_same_tasks_as_in_the_full_set() -> None:
