@@ -189,6 +189,18 @@ def test_a_generated_list_task_answers_the_list_its_prompt_shows(seed: int) -> N
     assert checked > 20
 
 
+def test_a_sort_task_never_shows_its_list_in_order() -> None:
+    """A list shown already sorted (or in reverse) asks nothing: echoing it would score 1.
+    Every maker of the list family draws 300 tasks."""
+    makers = [maker for level in FAMILIES["list"].values() for maker in level]
+    drafts = [maker(random.Random(draw)) for maker in makers for draw in range(300)]
+    sorts = [draft for draft in drafts if draft["grader"] == "regex"]
+    assert len(sorts) >= 600
+    for draft in sorts:
+        values = [int(value) for value in re.findall(r"-?\d+", str(draft["prompt"]))]
+        assert values not in (sorted(values), sorted(values, reverse=True)), draft["prompt"]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
     """ "All wugs are feps. Some feps are daxes. Must some wugs be daxes?" had the key
@@ -590,6 +602,8 @@ def check_key_from_the_question(task: Task) -> None:
         assert Fraction(task.answer or "") == unit_key(question), task.prompt
     elif task.task == "string":
         assert task.answer == string_key(question), task.prompt
+        # "Write the word 'cat' in uppercase letters." is not answered by "cat"
+        assert task.case_sensitive == ("uppercase" in question or "lowercase" in question)
     elif task.task == "logic":
         options = dict(re.findall(r"^\(([A-E])\) (.*)$", task.prompt_text(), re.MULTILINE))
         assert options[task.answer or ""] == logic_key(question, [*options.values()]), task.prompt
