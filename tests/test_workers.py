@@ -28,10 +28,15 @@ from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError, redact
 from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
-from fugu_lite.workers.llama_cpp_requests import check_local_params, llama_cpp_request_model
+from fugu_lite.workers.llama_cpp_requests import (
+    check_chat_format,
+    check_local_params,
+    llama_cpp_request_model,
+)
 from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.output_limits import OUTPUT_LIMITS
 from fugu_lite.workers.pool import WorkerPool, judge_from_pool
+from fugu_lite.workers.preflight import preflight
 from fugu_lite.workers.results import CallResult, parse_completion
 from fugu_lite.workers.retries import MAX_RETRY_AFTER_S, RETRYABLE_KINDS, call_budget_s, retry_wait
 
@@ -1029,6 +1034,38 @@ def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start
     check_local_params(
         PoolConfig.model_validate({"workers": [{**worker, "params": params}]}).workers[0]
     )
+
+
+def test_a_local_workers_chat_format_that_llama_cpp_does_not_have_stops_the_pool_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A typo in local.chat_format started a server that answered every call with a 500
+    ("Invalid chat handler"): `serve` listened, and each request routed there failed."""
+    started: list[object] = []
+
+    async def start(workers: list) -> dict:
+        started.append(workers)
+        return {}
+
+    monkeypatch.setattr(workers_module, "start_local_servers", start)
+
+    def pool_with(chat_format: str) -> PoolConfig:
+        local = {"gguf": "embedded:smollm2", "chat_format": chat_format}
+        return PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+
+    async def enter(config: PoolConfig) -> None:
+        async with WorkerPool(config):
+            pass
+
+    typo = pool_with("chatml-function-caling")
+    for check in (lambda: preflight(typo), lambda: asyncio.run(enter(typo))):
+        with pytest.raises(PoolStartError, match=r"worker w: local\.chat_format") as caught:
+            check()
+        assert "did you mean 'chatml-function-calling'?" in str(caught.value)
+    assert started == []
+    # The registered formats, those the server's loader builds (a multimodal one), the GGUF's.
+    for known in ("chatml", "llava-1-5", "chat_template.default"):
+        check_chat_format(pool_with(known).workers[0])
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import inspect
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -213,6 +215,45 @@ def check_local_params(worker: WorkerConfig) -> None:
         f"worker {worker.id}: params {', '.join(hints)} are not options of llama.cpp's server, "
         f"which would ignore them on every call; it takes {', '.join(sorted(known))}"
     )
+
+
+GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
+
+
+def check_chat_format(worker: WorkerConfig) -> None:
+    """PoolStartError for a local worker's chat_format that llama-cpp-python's server does not
+    have (a typo): the server started all the same, and answered every call with a 500
+    "Invalid chat handler"."""
+    chat_format = None if worker.local is None else worker.local.chat_format
+    if chat_format is None or chat_format.startswith(GGUF_TEMPLATE_FORMAT):
+        return
+    known = llama_cpp_chat_formats()
+    if not known or chat_format in known:
+        return
+    close = difflib.get_close_matches(chat_format, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise PoolStartError(
+        f"worker {worker.id}: local.chat_format {chat_format!r}{hint} is not a chat format of "
+        f"llama.cpp's server, which would answer every call with an error; it has "
+        f"{', '.join(sorted(known))}, or leave chat_format out for the GGUF's own template"
+    )
+
+
+@functools.cache
+def llama_cpp_chat_formats() -> frozenset[str]:
+    """The chat_format names llama-cpp-python's server takes: its registered formats, and the
+    ones its model loader builds itself (multimodal, Hugging Face), read from the loader's
+    comparisons since they change between versions; empty when its source cannot be read."""
+    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
+    from llama_cpp.server.model import LlamaProxy
+
+    try:
+        loader = inspect.getsource(LlamaProxy.load_llama_from_model_settings)
+    except (OSError, TypeError):
+        return frozenset()
+    compared = re.findall(r'chat_format (?:==|in) (\([^)]*\)|"[^"]*")', loader)
+    built = {name for names in compared for name in re.findall(r'"([^"]+)"', names)}
+    return frozenset(LlamaChatCompletionHandlerRegistry()._chat_handlers) | built
 
 
 def with_parameters(function: object) -> object:

@@ -55,6 +55,7 @@ from .errors import (
     status_code,
 )
 from .llama_cpp_requests import (
+    check_chat_format,
     check_local_params,
     llama_cpp_message,
     llama_cpp_params,
@@ -141,6 +142,7 @@ class WorkerPool:
             if worker.local is not None:
                 check_llama_cpp_installed()
                 check_local_params(worker)  # loads the request model: not on a request's loop
+                check_chat_format(worker)
         self.servers = await start_local_servers(self.config.workers)
         # No __aexit__ follows a start that fails (or is cancelled: Ctrl-C) from here on.
         try:

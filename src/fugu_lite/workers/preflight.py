@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from .api_keys import read_key
 from .config import PoolConfig, resolve_gguf
-from .llama_cpp_requests import check_local_params
+from .llama_cpp_requests import check_chat_format, check_local_params
 from .local_server import check_llama_cpp_installed
 
 
 def preflight(pool_config: PoolConfig) -> None:
     """What would make the pool fail to start, found before anything starts: a missing
     or unusable API key, a missing GGUF file, llama.cpp's server not installed, a local
-    worker's params that llama.cpp's server does not know."""
+    worker's params or chat_format that llama.cpp's server does not know."""
     for worker in pool_config.workers:
         read_key(worker)
         if worker.local is not None:
             check_llama_cpp_installed()
             resolve_gguf(worker.local.gguf)
             check_local_params(worker)
+            check_chat_format(worker)
