@@ -23,11 +23,13 @@ import psutil
 import pytest
 from conftest import finished_pid, writer_temporary
 
+from fugu_lite.config_errors import ConfigError
 from fugu_lite.workers import local_server
 from fugu_lite.workers import pool as pool_module
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
 from fugu_lite.workers.local_server import LocalServer, LocalServerError, free_port
 from fugu_lite.workers.pool import WorkerPool
+from fugu_lite.workers.preflight import preflight
 from fugu_lite.workers.results import CallResult
 
 
@@ -453,6 +455,32 @@ def test_a_start_timeout_under_a_second_is_named_as_given(
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(LocalServerError, match=r"within 0\.4 s; raise local\.startup_timeout_s"):
         asyncio.run(local_server.start_local_servers([worker]))
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []
+
+
+def test_a_local_workers_missing_gguf_is_named_with_its_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool of several local workers with one GGUF path wrong failed with 'GGUF file ...
+    not found; check the worker's local.gguf path', naming no worker, in `serve`'s check and
+    the pool's start alike; the servers started before it are stopped. Servers here are
+    stand-in processes that never answer."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    config = PoolConfig.model_validate(
+        {"workers": [
+            {"id": "fine", "model": "m", "local": {"gguf": "embedded:smollm2"}},
+            {"id": "typo", "model": "m", "local": {"gguf": str(tmp_path / "modle.gguf")}},
+        ]}
+    )  # fmt: skip
+    named = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
+    with pytest.raises(ConfigError, match=named):
+        preflight(config)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=named):
+        asyncio.run(local_server.start_local_servers(config.workers))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert alive(list(after - before)) == []
 

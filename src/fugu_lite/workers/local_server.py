@@ -32,6 +32,7 @@ import httpx
 import psutil
 
 from ..atomic_files import user_temp_folder, writer_prefix
+from ..config_errors import ConfigError
 from ..text import exact_number
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
@@ -74,6 +75,15 @@ def check_llama_cpp_installed() -> None:
             f"{', '.join(missing)}); add them with `.venv/bin/pip install "
             "'llama-cpp-python[server]'` (llama.cpp itself is not built again)"
         )
+
+
+def worker_gguf(worker_id: str, config: LocalServerConfig) -> Path:
+    """A local worker's GGUF file (resolve_gguf), with an error that names the worker: a
+    missing or broken file named only its path, leaving a pool's user to find its worker."""
+    try:
+        return resolve_gguf(config.gguf)
+    except ConfigError as error:
+        raise ConfigError(f"local worker {worker_id!r}: {error}") from None
 
 
 @contextlib.contextmanager
@@ -195,7 +205,7 @@ class LocalServer:
     def launch(self) -> None:
         """Start the process (returns at once; `wait_ready` waits for it to answer)."""
         check_llama_cpp_installed()
-        gguf = resolve_gguf(self.config.gguf)
+        gguf = worker_gguf(self.worker_id, self.config)
         self.port = free_port()
         self.command = server_command(gguf, self.model, self.port, self.config)
         handle, log_name = tempfile.mkstemp(

@@ -4,9 +4,9 @@ checks it before the server listens, `demo` before its first stage."""
 from __future__ import annotations
 
 from .api_keys import read_key
-from .config import PoolConfig, resolve_gguf
+from .config import PoolConfig
 from .llama_cpp_requests import check_chat_format, check_local_params
-from .local_server import check_llama_cpp_installed
+from .local_server import check_llama_cpp_installed, worker_gguf
 
 
 def preflight(pool_config: PoolConfig) -> None:
@@ -17,6 +17,6 @@ def preflight(pool_config: PoolConfig) -> None:
         read_key(worker)
         if worker.local is not None:
             check_llama_cpp_installed()
-            resolve_gguf(worker.local.gguf)
+            worker_gguf(worker.id, worker.local)
             check_local_params(worker)
             check_chat_format(worker)
