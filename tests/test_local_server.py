@@ -26,7 +26,13 @@ from conftest import finished_pid, writer_temporary
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.workers import local_server
 from fugu_lite.workers import pool as pool_module
-from fugu_lite.workers.config import PoolConfig, WorkerConfig, embedded_pool_config, resolve_gguf
+from fugu_lite.workers.config import (
+    LocalServerConfig,
+    PoolConfig,
+    WorkerConfig,
+    embedded_pool_config,
+    resolve_gguf,
+)
 from fugu_lite.workers.local_server import LocalServer, LocalServerError, free_port
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.preflight import preflight
@@ -373,6 +379,27 @@ def test_llama_cpp_without_its_server_packages_says_to_install_the_server_extra(
     assert server.process is None
 
 
+def test_a_local_worker_without_llama_cpp_says_to_install_it_or_use_a_remote_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """llama-cpp-python not installed at all was tested nowhere: without the check, `serve`
+    listened and the server exited at once with a bare 'No module named llama_cpp'."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "llama_cpp" else find_spec(name, *args),
+    )
+    config = PoolConfig(workers=two_local_workers().workers[:1])
+    install = r"install it with `\.venv/bin/pip install 'llama-cpp-python\[server\]'`"
+    with pytest.raises(LocalServerError, match=install):
+        preflight(config)
+    server = LocalServer(config.workers[0])
+    with pytest.raises(LocalServerError, match="or give the worker a remote base_url"):
+        server.launch()
+    assert server.process is None
+
+
 class AnswersEverything(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)
@@ -457,6 +484,67 @@ def test_a_start_timeout_under_a_second_is_named_as_given(
         asyncio.run(local_server.start_local_servers([worker]))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert alive(list(after - before)) == []
+
+
+def test_the_server_command_carries_each_local_setting() -> None:
+    """A flag left out of llama.cpp's server command passed every test (the shipped pool
+    sets neither n_batch nor chat_format nor extra_args, and a default n_threads): the
+    server then ran with its own default without a word."""
+    config = LocalServerConfig.model_validate(
+        {"gguf": "embedded:smollm2", "n_ctx": 512, "n_threads": 3, "n_batch": 64,
+         "chat_format": "chatml", "extra_args": ["--seed", "7"]}
+    )  # fmt: skip
+    command = local_server.server_command(Path("/m.gguf"), "alias", 4321, config)
+    assert command[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    flags = dict(zip(command[3::2], command[4::2], strict=True))
+    assert flags == {
+        "--model": "/m.gguf", "--model_alias": "alias", "--host": "127.0.0.1",
+        "--port": "4321", "--n_ctx": "512", "--n_threads": "3", "--n_threads_batch": "3",
+        "--n_batch": "64", "--chat_format": "chatml", "--interrupt_requests": "False",
+        "--verbose": "False", "--seed": "7",
+    }  # fmt: skip
+    unset = LocalServerConfig.model_validate({"gguf": "embedded:smollm2"})
+    command = local_server.server_command(Path("/m.gguf"), "alias", 4321, unset)
+    assert "--n_batch" not in command and "--chat_format" not in command
+
+
+STUBBORN_SERVER = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a server stuck in a long answer, say
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_stopping_a_server_that_ignores_sigterm_kills_it_and_its_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop's SIGKILL after its grace, and the signals to the server's whole process group,
+    were tested nowhere: without them a server that does not end on SIGTERM made stop
+    raise TimeoutExpired, and a process the server started outlived it. The server is a
+    stand-in process that ignores SIGTERM, with a child of its own."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stubborn = [sys.executable, "-c", STUBBORN_SERVER]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: stubborn)
+    for end in ("stop", "kill"):
+        server = launched(WorkerConfig.model_validate(
+            {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+        ))  # fmt: skip
+        assert server.log_path is not None and server.process is not None
+        deadline = time.monotonic() + 30
+        while not server.log_path.read_text(encoding="utf-8").strip():
+            assert time.monotonic() < deadline, "the stand-in server did not start its child"
+            time.sleep(0.05)
+        child = int(server.log_path.read_text(encoding="utf-8"))
+        started = time.monotonic()
+        server.stop(grace_s=0.5) if end == "stop" else server.kill()
+        assert time.monotonic() - started < 5, end
+        assert server.process.returncode == -signal.SIGKILL, end
+        deadline = time.monotonic() + 5
+        while alive([child]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive([child]) == [], end
 
 
 def test_a_local_workers_missing_gguf_is_named_with_its_worker(

@@ -1029,6 +1029,8 @@ def test_a_local_workers_params_that_llama_cpp_does_not_know_stop_the_pool_start
     ) as caught:
         asyncio.run(enter(config))
     assert "worker w" in str(caught.value) and "temperature" not in str(caught.value).split(";")[0]
+    with pytest.raises(PoolStartError, match="'repetition_penalty'"):
+        preflight(config)  # serve's check before it listens
     assert started == []
     del params["repetition_penalty"]  # the rest it takes (the output limit as max_tokens)
     check_local_params(
