@@ -573,6 +573,33 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     assert alive(list(after - before)) == []
 
 
+def test_a_restart_that_failed_before_its_server_ran_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crashed local server's restart that failed before its process ran (its GGUF being
+    replaced, a fork out of memory after the OOM killer, a full temp folder) left the
+    worker out of crashed_servers for good: serve's supervisor never tried it again, and
+    the worker stayed down until fugu-lite was restarted. The server is a stand-in process
+    that exits at once."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    exits = [sys.executable, "-c", "raise SystemExit(1)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    pool = WorkerPool(config)
+    pool.servers = {"w": launched(config.workers[0])}
+    assert pool.servers["w"].process is not None
+    pool.servers["w"].process.wait(timeout=30)
+    assert pool.crashed_servers() == ["w"]
+    gguf.unlink()  # being downloaded again, say
+    with pytest.raises(ConfigError, match=r"^local worker 'w': GGUF file"):
+        asyncio.run(pool.restart("w"))
+    assert pool.crashed_servers() == ["w"]
+
+
 def test_a_server_killed_while_starting_names_the_signal_and_the_memory_it_may_lack(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

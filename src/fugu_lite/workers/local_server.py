@@ -199,8 +199,9 @@ class LocalServer:
 
     @property
     def crashed(self) -> bool:
-        """The process exited without being stopped (a crash, the OOM killer, kill -9)."""
-        return self.process is not None and not self.stopped and not self.is_alive()
+        """The process exited without being stopped (a crash, the OOM killer, kill -9), or
+        a start again (pool.restart, which leaves it not stopped) failed before it ran."""
+        return not self.stopped and not self.is_alive()
 
     def launch(self) -> None:
         """Start the process (returns at once; `wait_ready` waits for it to answer)."""
