@@ -573,6 +573,21 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     assert alive(list(after - before)) == []
 
 
+def test_a_local_workers_gguf_given_as_its_folder_is_named_a_folder(tmp_path: Path) -> None:
+    """local.gguf naming the model's folder (a download's, holding the .gguf) failed with
+    'GGUF file ... not found', a file that is there; the error says it is a folder and
+    names the GGUF files in it."""
+    folder = tmp_path / "SmolLM2-GGUF"
+    folder.mkdir()
+    worker = {"id": "w", "model": "m", "local": {"gguf": str(folder)}}
+    config = PoolConfig.model_validate({"workers": [worker]})
+    with pytest.raises(ConfigError, match=r"is a folder, not a GGUF file; give the path of the "):
+        preflight(config)
+    (folder / "model.Q4_K_M.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match=r"the \.gguf file in it \(model\.Q4_K_M\.gguf\) as"):
+        preflight(config)
+
+
 def test_a_restart_that_failed_before_its_server_ran_is_tried_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -569,6 +569,13 @@ def resolve_gguf(gguf: str) -> Path:
         path = Path(next(iter(spec.submodule_search_locations))) / filename
     else:
         path = Path(gguf).expanduser()
+    if path.is_dir():
+        ggufs = sorted(child.name for child in path.glob("*.gguf"))[:3]
+        inside = f" in it ({', '.join(ggufs)})" if ggufs else ""
+        raise ConfigError(
+            f"{path} is a folder, not a GGUF file; give the path of the .gguf file{inside} "
+            "as the worker's local.gguf"
+        )
     if not path.is_file():
         raise ConfigError(f"GGUF file {path} not found; check the worker's local.gguf path")
     problem = not_gguf_problem(path)
