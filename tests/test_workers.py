@@ -32,6 +32,7 @@ from fugu_lite.workers.llama_cpp_requests import (
     check_chat_format,
     check_local_params,
     llama_cpp_request_model,
+    local_worker_gaps,
 )
 from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.output_limits import OUTPUT_LIMITS
@@ -1068,6 +1069,33 @@ def test_a_local_workers_chat_format_that_llama_cpp_does_not_have_stops_the_pool
     # The registered formats, those the server's loader builds (a multimodal one), the GGUF's.
     for known in ("chatml", "llava-1-5", "chat_template.default"):
         check_chat_format(pool_with(known).workers[0])
+
+
+def test_a_strict_strings_length_beside_its_pattern_or_format_keeps_it_from_local_workers() -> None:
+    """llama-cpp-python's grammar converter writes a string's pattern, else its date or uuid
+    format, else its length, never two of them: a strict schema's code of pattern ^[A-Z]+$
+    and maxLength 3 reached a local worker, whose grammar let it answer any length."""
+
+    def gaps(field: dict, strict: bool = True) -> list[str]:
+        schema = {"type": "object", "properties": {"a": field}, "required": ["a"]}
+        spec = {"name": "x", "schema": schema, "strict": strict}
+        return local_worker_gaps({"response_format": {"type": "json_schema", "json_schema": spec}})
+
+    where = "(response_format.json_schema.schema.properties.a."
+    code = {"type": "string", "pattern": "^[A-Z]+$", "maxLength": 3}
+    day = {"type": ["string", "null"], "format": "date", "minLength": 10}
+    dated = {"type": "string", "pattern": "^[0-9-]+$", "format": "date"}
+    for field, keyword, problem in [
+        (code, "maxLength", "`maxLength` beside a `pattern`"),
+        (day, "minLength", "`minLength` beside a `format`"),
+        (dated, "format", '`format: "date"` beside a `pattern`'),
+    ]:
+        [gap] = gaps(field)
+        assert problem in gap and f"{where}{keyword};" in gap, gap
+        assert gaps(field, strict=False) == []
+    for alone in ({"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[a-z]+$"},
+                  {"type": "string", "pattern": "^[a-z]+$", "minLength": 0}):  # fmt: skip
+        assert gaps(alone) == []
 
 
 @pytest.mark.parametrize(

@@ -239,9 +239,9 @@ def ignored_constraint(schema: Any) -> tuple[str, str] | None:
     """(path, what) of the first constraint that llama-cpp-python's grammar converter leaves
     out of the grammar, None when there is none: bounds and multiples of numbers, string
     formats other than date, time, date-time and uuid, unique items, property counts and
-    dependencies, and `required` names missing from `properties` (never written). A local
-    worker's answer breaks them freely ({"n": 1} for a minimum of 1000, a phone number for
-    an email)."""
+    dependencies, `required` names missing from `properties` (never written), and a string's
+    keywords shadowed by another (shadowed_string_keyword). A local worker's answer breaks
+    them freely ({"n": 1} for a minimum of 1000, a phone number for an email)."""
     for path, node in schema_nodes(schema):
         for keyword in IGNORED_KEYWORDS:
             value = node.get(keyword)
@@ -252,12 +252,34 @@ def ignored_constraint(schema: Any) -> tuple[str, str] | None:
         string = kind in (None, "string") or (isinstance(kind, list) and "string" in kind)
         if isinstance(form, str) and string and not CONVERTED_FORMATS.match(form):
             return f"{path}.format", f'`format: "{form}"`'
+        shadowed = shadowed_string_keyword(node) if string else None
+        if shadowed is not None:
+            return f"{path}.{shadowed[0]}", shadowed[1]
         properties = node.get("properties")
         required = node.get("required")
         if isinstance(properties, dict) and isinstance(required, list):
             missing = [name for name in required if name not in properties]
             if missing:
                 return f"{path}.required", f"`required` {missing[0]!r} (not in its properties)"
+    return None
+
+
+def shadowed_string_keyword(node: dict[str, Any]) -> tuple[str, str] | None:
+    """(keyword, what) of a string's keyword that llama-cpp-python's grammar converter leaves
+    out for another, None when there is none: it writes a `pattern`, else a date, time or
+    uuid `format`, else minLength/maxLength, never two of them (a code of pattern ^[A-Z]+$
+    and maxLength 3 got a grammar of any length)."""
+    pattern = isinstance(node.get("pattern"), str)
+    form = node.get("format")
+    formatted = isinstance(form, str) and CONVERTED_FORMATS.match(form) is not None
+    if pattern and formatted:
+        return "format", f'`format: "{form}"` beside a `pattern`'
+    if not (pattern or formatted):
+        return None
+    for keyword in ("minLength", "maxLength"):
+        value = node.get(keyword)
+        if value is not None and not (keyword == "minLength" and value == 0):
+            return keyword, f"`{keyword}` beside a `{'pattern' if pattern else 'format'}`"
     return None
 
 
