@@ -639,6 +639,31 @@ def test_a_server_killed_while_starting_names_the_signal_and_the_memory_it_may_l
     assert str(caught.value).splitlines()[0].endswith("exited with code 3 while starting.")
 
 
+def test_a_server_without_memory_for_its_context_says_to_lower_n_ctx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """local.n_ctx too big for the machine's memory (a 7B model at 131072 tokens, say; the
+    embedded one at 10 million) failed with a log ending in a bare 'ValueError: Failed to
+    create llama_context', saying neither why nor what to change. The server here is a
+    stand-in process that ends as llama-cpp-python's server does then."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fails = [sys.executable, "-c", "raise ValueError('Failed to create llama_context')"]
+    exits = [sys.executable, "-c", "raise ValueError('no such file')"]
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "n_ctx": 131072}}
+    )
+    monkeypatch.setattr(local_server, "server_command", lambda *args: fails)
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    first_line = str(caught.value).splitlines()[0]
+    assert "exited with code 1 while starting (llama.cpp could not make" in first_line
+    assert "local.n_ctx 131072 tokens" in first_line and "lower local.n_ctx" in first_line
+    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
+    with pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    assert str(caught.value).splitlines()[0].endswith("exited with code 1 while starting.")
+
+
 def test_a_server_that_segfaults_with_amx_kernels_says_to_build_llama_cpp_without_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -272,11 +272,13 @@ class LocalServer:
     def _fail_if_exited(self) -> None:
         if not self.is_alive():
             code = None if self.process is None else self.process.returncode
+            tail = self.log_tail()
+            hints = killed_hint(code) + segfault_hint(code) + context_hint(tail, self.config.n_ctx)
             raise LocalServerError(
                 f"local worker {self.worker_id!r}: the llama.cpp server exited with "
-                f"{how_it_ended(code)} while starting{killed_hint(code)}{segfault_hint(code)}.\n"
+                f"{how_it_ended(code)} while starting{hints}.\n"
                 f"command: {' '.join(self.command)}\n"
-                f"last lines of its log ({self.log_path}):\n{self.log_tail()}"
+                f"last lines of its log ({self.log_path}):\n{tail}"
             )
 
     async def _answers_itself(self, client: httpx.AsyncClient) -> bool:
@@ -394,6 +396,21 @@ def killed_hint(code: int | None) -> str:
     return (
         " (most often by the out-of-memory killer: if the model is too big for the machine's "
         "free memory, use a smaller GGUF or quantisation, or a smaller local.n_ctx)"
+    )
+
+
+CONTEXT_FAILED = "failed to create llama_context"  # llama-cpp-python's words, in the log
+
+
+def context_hint(log_tail: str, n_ctx: int) -> str:
+    """What to do when llama.cpp could not make the model's context, '' for any other end:
+    its server's log (not verbose) ends in a bare 'Failed to create llama_context', most
+    often for a KV cache of local.n_ctx tokens too big for the machine's memory."""
+    if CONTEXT_FAILED not in log_tail.lower():
+        return ""
+    return (
+        f" (llama.cpp could not make the model's context: most often its cache for local.n_ctx "
+        f"{n_ctx} tokens does not fit in the machine's free memory; lower local.n_ctx)"
     )
 
 
