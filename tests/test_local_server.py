@@ -240,6 +240,44 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.Mo
     assert list(folder.iterdir()) == []
 
 
+LEFT_RUNNING = """
+import sys
+from fugu_lite.workers import local_server
+from fugu_lite.workers.config import WorkerConfig
+# a stand-in llama.cpp server that ignores SIGTERM: only a stop's SIGKILL ends it
+stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+local_server.server_command = lambda *a: [sys.executable, "-c", stubborn]
+worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+server = local_server.LocalServer(WorkerConfig.model_validate(worker))
+server.launch()
+print(server.pid, server.log_path, flush=True)
+sys.exit(0)  # no stop: a sys.exit inside a callback, say
+"""
+
+
+def test_a_server_left_running_at_exit_is_stopped_and_its_log_removed(tmp_path: Path) -> None:
+    """The last-resort stop at exit (atexit) was tested nowhere: without it a server left
+    running when fugu-lite exited outlived it (PDEATHSIG's SIGTERM alone does not end one
+    that ignores it) and its log stayed in the temp folder. The server is a stand-in."""
+    script = tmp_path / "leave.py"
+    script.write_text(LEFT_RUNNING, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pid, log = done.stdout.split()
+    deadline = time.monotonic() + 10
+    while alive([int(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert alive([int(pid)]) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    assert Path(log).parent.parent == tmp_path and not Path(log).exists()
+
+
 def launched(worker: WorkerConfig) -> LocalServer:
     """A local server started (not waited for: its log is made at the start)."""
     server = LocalServer(worker)
