@@ -24,7 +24,7 @@ import pytest
 from conftest import finished_pid, writer_temporary
 
 from fugu_lite.config_errors import ConfigError
-from fugu_lite.workers import local_server
+from fugu_lite.workers import llama_cpp_requests, local_server
 from fugu_lite.workers import pool as pool_module
 from fugu_lite.workers.config import (
     LocalServerConfig,
@@ -544,6 +544,29 @@ def test_the_server_command_carries_each_local_setting() -> None:
     unset = LocalServerConfig.model_validate({"gguf": "embedded:smollm2"})
     command = local_server.server_command(Path("/m.gguf"), "alias", 4321, unset)
     assert "--n_batch" not in command and "--chat_format" not in command
+
+
+def test_a_gguf_template_named_as_chat_format_is_read_for_its_tool_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """chat_format chat_template.tool_use (a GGUF's template for tool use, which renders an
+    assistant's tool_calls) was taken for a format that renders none: each assistant turn's
+    calls were also written into its text, so its prompt showed them twice."""
+    templates = {"default": "{{ messages }}", "tool_use": "{{ messages[0].tool_calls }}"}
+    monkeypatch.setattr(
+        llama_cpp_requests, "chat_template", lambda gguf, name="default": templates.get(name)
+    )
+
+    def renders(chat_format: str | None) -> bool:
+        local = LocalServerConfig(gguf="embedded:smollm2", chat_format=chat_format)
+        return llama_cpp_requests.renders_tool_calls(local)
+
+    assert renders("chat_template.tool_use") and renders("chatml-function-calling")
+    assert not renders("chat_template.default") and not renders(None) and not renders("chatml")
+    monkeypatch.undo()
+    gguf = resolve_gguf("embedded:smollm2")  # its own template, and none of another name
+    assert "im_start" in (local_server.chat_template(gguf, "default") or "")
+    assert local_server.chat_template(gguf, "tool_use") is None
 
 
 STUBBORN_SERVER = """

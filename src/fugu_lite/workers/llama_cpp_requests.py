@@ -35,6 +35,8 @@ from .llama_cpp_schemas import (
 from .local_server import chat_template
 from .output_limits import OUTPUT_LIMITS
 
+GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
+
 
 def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> dict[str, Any]:
     """llama.cpp's chat templates take string content and no `developer` role: text (and
@@ -82,10 +84,13 @@ def call_lines(message: dict[str, Any]) -> list[str]:
 def renders_tool_calls(local: LocalServerConfig) -> bool:
     """Whether a local worker's prompts show an assistant's tool calls: llama-cpp-python's
     server renders them with a chat_format made for function calling, or a GGUF chat
-    template that reads `tool_calls` (SmolLM2's, like the fallback formats, does not)."""
-    if local.chat_format is not None:
-        return "function" in local.chat_format  # chatml-function-calling, functionary...
-    template = chat_template(resolve_gguf(local.gguf))
+    template that reads `tool_calls` (SmolLM2's, like the fallback formats, does not): its
+    own, or the one a chat_format chat_template.NAME names."""
+    chat_format = local.chat_format
+    if chat_format is not None and not chat_format.startswith(GGUF_TEMPLATE_FORMAT):
+        return "function" in chat_format  # chatml-function-calling, functionary...
+    name = "default" if chat_format is None else chat_format.removeprefix(GGUF_TEMPLATE_FORMAT)
+    template = chat_template(resolve_gguf(local.gguf), name)
     return template is not None and "tool_calls" in template
 
 
@@ -215,9 +220,6 @@ def check_local_params(worker: WorkerConfig) -> None:
         f"worker {worker.id}: params {', '.join(hints)} are not options of llama.cpp's server, "
         f"which would ignore them on every call; it takes {', '.join(sorted(known))}"
     )
-
-
-GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
 
 
 def check_chat_format(worker: WorkerConfig) -> None:

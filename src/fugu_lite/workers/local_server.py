@@ -120,13 +120,14 @@ def vocab_size(gguf: Path) -> int | None:
 
 
 @functools.cache
-def chat_template(gguf: Path) -> str | None:
+def chat_template(gguf: Path, name: str = "default") -> str | None:
     """The GGUF's own chat template (`tokenizer.chat_template`, which llama.cpp's server
-    renders prompts with when the worker sets no chat_format), None when it has none or
-    llama.cpp cannot read the file."""
+    renders prompts with when the worker sets no chat_format, or chat_format
+    chat_template.default), or another it names (`tokenizer.chat_template.tool_use`, for
+    chat_format chat_template.tool_use); None when it has none or llama.cpp cannot read it."""
     import llama_cpp
 
-    key = b"tokenizer.chat_template"
+    key = b"tokenizer.chat_template" + (b"" if name == "default" else f".{name}".encode())
     with vocab_only_model(gguf) as model:
         if model is None:
             return None
