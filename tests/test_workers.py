@@ -1065,6 +1065,11 @@ def test_a_local_workers_chat_format_that_llama_cpp_does_not_have_stops_the_pool
         with pytest.raises(PoolStartError, match=r"worker w: local\.chat_format") as caught:
             check()
         assert "did you mean 'chatml-function-calling'?" in str(caught.value)
+    # A template the GGUF does not have (SmolLM2's has no tool_use one): a 500 on every call.
+    absent = pool_with("chat_template.tool_use")
+    for check in (lambda: preflight(absent), lambda: asyncio.run(enter(absent))):
+        with pytest.raises(PoolStartError, match="names a chat template that embedded:smollm2"):
+            check()
     assert started == []
     # The registered formats, those the server's loader builds (a multimodal one), the GGUF's.
     for known in ("chatml", "llava-1-5", "chat_template.default"):

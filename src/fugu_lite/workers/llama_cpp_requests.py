@@ -32,7 +32,7 @@ from .llama_cpp_schemas import (
     unconvertible_schema,
     unrenderable_literal,
 )
-from .local_server import chat_template
+from .local_server import chat_template, worker_gguf
 from .output_limits import OUTPUT_LIMITS
 
 GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
@@ -225,9 +225,19 @@ def check_local_params(worker: WorkerConfig) -> None:
 def check_chat_format(worker: WorkerConfig) -> None:
     """PoolStartError for a local worker's chat_format that llama-cpp-python's server does not
     have (a typo): the server started all the same, and answered every call with a 500
-    "Invalid chat handler"."""
-    chat_format = None if worker.local is None else worker.local.chat_format
-    if chat_format is None or chat_format.startswith(GGUF_TEMPLATE_FORMAT):
+    "Invalid chat handler". A chat_template.NAME format must name a template of the GGUF."""
+    local = worker.local
+    if local is None or local.chat_format is None:
+        return
+    chat_format = local.chat_format
+    if chat_format.startswith(GGUF_TEMPLATE_FORMAT):
+        name = chat_format.removeprefix(GGUF_TEMPLATE_FORMAT)
+        if chat_template(worker_gguf(worker.id, local), name) is None:
+            raise PoolStartError(
+                f"worker {worker.id}: local.chat_format {chat_format!r} names a chat template "
+                f"that {local.gguf} does not have (llama.cpp's server would answer every call "
+                "with an error); leave chat_format out for the GGUF's own template"
+            )
         return
     known = llama_cpp_chat_formats()
     if not known or chat_format in known:
