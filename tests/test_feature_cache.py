@@ -89,6 +89,30 @@ def test_only_missing_prompts_go_through_the_backbone(
     assert set(FeatureCache(tiny_model_cfg).rows()) == {prompt_key(p) for p in PROMPTS}
 
 
+def test_an_interrupted_extraction_keeps_the_chunks_it_finished(
+    tiny_backbone, tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New features are cached every CACHE_CHUNK prompts: a run stopped part-way computes
+    only the prompts of its unfinished chunk again."""
+    monkeypatch.setattr(feature_cache_module, "CACHE_CHUNK", 2)
+    cfg = tiny_model_cfg.model_copy(update={"feature_batch_size": 1})
+
+    class StoppedExtractor(CountingExtractor):
+        def encode(self, prompts):
+            if len(self.seen) == len(feature_cache_module.PROBE_PROMPTS) + 3:
+                raise RuntimeError("stopped")
+            return super().encode(prompts)
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        compute_features(PROMPTS, cfg, StoppedExtractor(tiny_backbone, cfg))
+    shortest = sorted(PROMPTS, key=len)
+    assert set(FeatureCache(cfg).rows()) == {prompt_key(p) for p in shortest[:2]}
+    extractor = CountingExtractor(tiny_backbone, cfg)
+    features, _ = compute_features(PROMPTS, cfg, extractor)
+    assert sorted(extractor.seen) == sorted(shortest[2:])
+    torch.testing.assert_close(features, extractor.encode(PROMPTS), rtol=1e-4, atol=1e-5)
+
+
 def test_a_progress_bar_only_for_more_than_one_batch(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -263,6 +287,34 @@ def test_a_backbone_file_rewritten_at_the_same_size_in_the_same_second_is_a_new_
     fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
     torch.testing.assert_close(again, fresh)
     assert not torch.allclose(first, again)
+
+
+@pytest.mark.parametrize("stopped_in", ["write_text_atomic", "write_tensors_atomic"])
+def test_a_run_stopped_while_writing_a_shard_leaves_none_that_reads_as_damaged(
+    tiny_model_cfg: ModelConfig,
+    stopped_in: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A shard's keys are written before its tensors, and only the tensors make it count: a
+    run stopped between the two leaves a shard the next run never reads (a shard of tensors
+    without keys was set aside as damaged, with a warning)."""
+    write = getattr(feature_cache_module, stopped_in)
+
+    def stopped(path: Path, *args: object) -> None:
+        if Path(path).name.startswith("shard-"):
+            raise KeyboardInterrupt
+        write(path, *args)
+
+    monkeypatch.setattr(feature_cache_module, stopped_in, stopped)
+    with pytest.raises(KeyboardInterrupt):
+        compute_features(PROMPTS, tiny_model_cfg)
+    monkeypatch.undo()
+    capsys.readouterr()
+    features, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None and "damaged" not in capsys.readouterr().err
+    fresh, _ = compute_features(PROMPTS, tiny_model_cfg, use_cache=False)
+    torch.testing.assert_close(features, fresh)
 
 
 @pytest.mark.parametrize("damage", ["empty", "torn", "torn keys", "no keys", "other keys"])
