@@ -68,6 +68,7 @@ from fugu_lite.router_family import (
     FAMILY_FILE,
     FamilyManifest,
     FamilyMember,
+    family_reference_cost,
     is_router_family,
     load_family_or_single,
     load_router_family,
@@ -443,6 +444,50 @@ def test_a_family_copied_without_a_members_folder_says_what_it_lacks(tmp_path: P
         f"{tmp_path}: the members ['1/rl'] that {FAMILY_FILE} lists are not there: copy the "
         "whole family folder"
     )
+
+
+def test_a_manifest_listing_a_cost_weight_twice_is_refused(tmp_path: Path) -> None:
+    """Two members for one cost weight: which of them a request for it got was whichever
+    came first."""
+    for folder in ("a/rl", "b/rl"):
+        RouterModel(tiny_cfg(tmp_path), ["a", "b"], 8).save_checkpoint(tmp_path / folder)
+    members = [FamilyMember(cost_weight=0.5, checkpoint=f"{name}/rl") for name in ("a", "b")]
+    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
+    write_family_manifest(tmp_path, manifest)
+    with pytest.raises(CostWeightError, match=r"repeated cost weights \[0\.5, 0\.5\]"):
+        load_router_family(tmp_path)
+
+
+def test_a_manifest_listing_its_members_out_of_order_loads_them_sorted(tmp_path: Path) -> None:
+    """A hand-edited manifest may list lambda 1 before 0: the family is still sorted by cost
+    weight (what `eval --pareto` draws its curve along), each member at its own weight."""
+    for weight in (0, 1):
+        router = RouterModel(tiny_cfg(tmp_path), ["a", "b"], 8 + weight)
+        router.save_checkpoint(tmp_path / f"{weight}" / "rl")
+    members = [FamilyMember(cost_weight=weight, checkpoint=f"{weight}/rl") for weight in (1, 0)]
+    manifest = FamilyManifest(worker_ids=["a", "b"], reference_cost=1.0, members=members)
+    write_family_manifest(tmp_path, manifest)
+    family = load_router_family(tmp_path)
+    assert family.cost_weights == [0.0, 1.0]
+    assert [router.feature_dim for router in family.routers] == [8, 9]
+
+
+def test_a_member_of_another_model_config_is_refused(tmp_path: Path) -> None:
+    """Members share one backbone and head shape: one saved with another head is refused,
+    not routed beside the others."""
+    write_family_of_members(tmp_path, {0: ["a", "b"]})
+    other = tiny_cfg(tmp_path).model_copy(update={"head": "linear"})
+    RouterModel(other, ["a", "b"], 8).save_checkpoint(tmp_path / "1" / "rl")
+    with pytest.raises(CostWeightError, match="member 1/rl has another model config than 0/rl"):
+        load_router_family(tmp_path)
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_a_family_uses_the_reference_cost_either_stage_sets(tmp_path: Path, stage: str) -> None:
+    """One stage's reference_cost is every member's, whichever stage the config sets it on."""
+    training = {"sft": SFTTrainingConfig, "rl": RLTrainingConfig}[stage](reference_cost=3.0)
+    config = PipelineConfig(model=tiny_cfg(tmp_path), **{stage: training})
+    assert family_reference_cost(cost_case_records(), config) == 3.0
 
 
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])
