@@ -481,6 +481,41 @@ def test_a_hub_model_downloaded_by_the_run_caches_its_features_under_its_revisio
     assert not torch.allclose(new, first)
 
 
+def test_a_hub_model_downloaded_again_computes_only_the_prompts_its_cache_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Hugging Face cache cleared and the same revision downloaded again: the features
+    its cache holds are read, and only the other prompts go through the backbone (all of
+    them did, and were cached a second time)."""
+    from huggingface_hub import constants
+
+    hub_cache = tmp_path / "hf-hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))  # read at import
+    load_hub = backbones_module._load_hub
+
+    def downloading(name: str) -> object:  # what loading a hub id does online
+        fake_hub_snapshot(hub_cache, name, "a" * 40, 0)
+        return load_hub(name)
+
+    monkeypatch.setattr(backbones_module, "_load_hub", downloading)
+    cfg = ModelConfig(
+        backbone="fugu-test/tiny-model",
+        layer=-1,
+        max_tokens=32,
+        runtime="torch",
+        cache_dir=str(tmp_path / "c"),
+    )
+    compute_features(PROMPTS[:2], cfg)
+    shutil.rmtree(hub_cache)
+    features, _ = compute_features(PROMPTS, cfg)
+    (folder,) = (tmp_path / "c" / "features").iterdir()
+    cached = [key for keys in folder.glob("shard-*.json") for key in json.loads(keys.read_text())]
+    assert sorted(cached) == sorted(prompt_key(prompt) for prompt in PROMPTS)  # each once
+    fresh, _ = compute_features(PROMPTS, cfg, use_cache=False)
+    torch.testing.assert_close(features, fresh)
+
+
 def test_an_updated_hub_model_never_reuses_the_old_revisions_features(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
