@@ -688,16 +688,21 @@ def test_a_server_killed_while_starting_names_the_signal_and_the_memory_it_may_l
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
     )
-    monkeypatch.setattr(local_server, "server_command", lambda *args: killed)
-    with pytest.raises(LocalServerError) as caught:
-        asyncio.run(local_server.start_local_servers([worker]))
-    first_line = str(caught.value).splitlines()[0]
+    first_line = start_error_line(monkeypatch, worker, killed)
     assert "exited with signal SIGKILL while starting" in first_line
     assert "out-of-memory killer" in first_line and "local.n_ctx" in first_line
-    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
+    first_line = start_error_line(monkeypatch, worker, exits)
+    assert first_line.endswith("exited with code 3 while starting.")
+
+
+def start_error_line(
+    monkeypatch: pytest.MonkeyPatch, worker: WorkerConfig, command: list[str]
+) -> str:
+    """The first line of the error starting this worker, its server a stand-in command."""
+    monkeypatch.setattr(local_server, "server_command", lambda *args: command)
     with pytest.raises(LocalServerError) as caught:
         asyncio.run(local_server.start_local_servers([worker]))
-    assert str(caught.value).splitlines()[0].endswith("exited with code 3 while starting.")
+    return str(caught.value).splitlines()[0]
 
 
 def test_a_server_without_memory_for_its_context_says_to_lower_n_ctx(
@@ -713,16 +718,11 @@ def test_a_server_without_memory_for_its_context_says_to_lower_n_ctx(
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "n_ctx": 131072}}
     )
-    monkeypatch.setattr(local_server, "server_command", lambda *args: fails)
-    with pytest.raises(LocalServerError) as caught:
-        asyncio.run(local_server.start_local_servers([worker]))
-    first_line = str(caught.value).splitlines()[0]
+    first_line = start_error_line(monkeypatch, worker, fails)
     assert "exited with code 1 while starting (llama.cpp could not make" in first_line
     assert "local.n_ctx 131072 tokens" in first_line and "lower local.n_ctx" in first_line
-    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
-    with pytest.raises(LocalServerError) as caught:
-        asyncio.run(local_server.start_local_servers([worker]))
-    assert str(caught.value).splitlines()[0].endswith("exited with code 1 while starting.")
+    first_line = start_error_line(monkeypatch, worker, exits)
+    assert first_line.endswith("exited with code 1 while starting.")
 
 
 def test_a_server_that_segfaults_with_amx_kernels_says_to_build_llama_cpp_without_them(
@@ -735,15 +735,12 @@ def test_a_server_that_segfaults_with_amx_kernels_says_to_build_llama_cpp_withou
     that segfaults, the build's AMX a stand-in too."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     segfaults = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: segfaults)
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
     )
     for has_amx in (True, False):
         monkeypatch.setattr(local_server, "llama_cpp_has_amx", lambda has_amx=has_amx: has_amx)
-        with pytest.raises(LocalServerError) as caught:
-            asyncio.run(local_server.start_local_servers([worker]))
-        first_line = str(caught.value).splitlines()[0]
+        first_line = start_error_line(monkeypatch, worker, segfaults)
         assert "exited with signal SIGSEGV while starting" in first_line
         hint = f"CFLAGS='{local_server.NO_AMX_FLAGS}'"
         assert ("AMX kernels" in first_line and hint in first_line) is has_amx, first_line

@@ -759,18 +759,7 @@ def sse_chunk(choices: list[dict[str, Any]], **more: Any) -> str:
 )  # fmt: skip
 def test_a_stream_that_ended_as_it_should_is_not_called_cut(events: list[str]) -> None:
     """A stream ended by its finish_reason, or by `data: [DONE]`, is whole: either one."""
-    upstream = FastAPI()
-
-    @upstream.post("/v1/chat/completions")
-    async def chat() -> StreamingResponse:
-        return StreamingResponse(iter(events), media_type="text/event-stream")
-
-    async def stream() -> list[dict[str, Any]]:
-        async with WorkerPool(pool_config(server.base_url, max_retries=0)) as pool:
-            return [chunk async for chunk in pool.stream_chat("w", USER)]
-
-    with ServerThread(upstream) as server:
-        chunks = asyncio.run(stream())
+    chunks = streamed_from(events)
     assert len(chunks) == len([event for event in events if "[DONE]" not in event])
 
 
