@@ -9,19 +9,24 @@ import io
 import json
 import logging
 import os
+import pty
 import resource
 import signal
 import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import WORKERS
-from server_support import ENDPOINT_KEY, Stubs
+from server_support import ENDPOINT_KEY, MODEL, Stubs, user, wait_until
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
-from fugu_lite.server.app import show_package_logs
+from fugu_lite.server.app import show_package_logs, uvicorn_log_config
 from fugu_lite.server.batching import MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
@@ -428,13 +433,6 @@ def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_pat
 def serve_with_stdout_on_a_terminal(checkpoint: Path, pool: Path, stderr: Path) -> str:
     """Run `fugu-lite serve` with stdout on a terminal (a pty) and stderr in the file
     `stderr`; ask /health once, stop it with Ctrl-C; what the terminal showed."""
-    import pty
-    import subprocess
-    import sys
-    import threading
-
-    import httpx
-
     port = int(serve_args()[-1])
     main, terminal = pty.openpty()
     shown: list[bytes] = []
@@ -501,8 +499,6 @@ def test_serve_logs_without_colors_on_a_terminal_with_no_color(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """NO_COLOR=1 (no-color.org) changed nothing: serve's lines were colored on a terminal."""
-    from fugu_lite.server.app import uvicorn_log_config
-
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     monkeypatch.setattr("sys.stdout", Terminal())
@@ -526,13 +522,6 @@ def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
     the app's shutdown: the request was neither answered nor given its decision log line
     (or only by luck), and the lifespan's cancellation printed a traceback. It is answered
     503 and logged now, and the app shut down without a traceback."""
-    import subprocess
-    import sys
-    import threading
-
-    import httpx
-    from server_support import MODEL, user, wait_until
-
     for stub in stubs.workers.values():
         stub.mode = "hang"
     pool = tmp_path / "pool.yaml"
@@ -574,8 +563,6 @@ def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
 
 
 def healthy(url: str) -> bool:
-    import httpx
-
     try:
         return httpx.get(f"{url}/health").status_code == 200
     except httpx.TransportError:
