@@ -162,9 +162,7 @@ class RelayResponse(StreamingResponse):
         except asyncio.CancelledError:
             if not self.relay.cut_by_shutdown:
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
+            take_back_cancellation()
             self.relay.end_at_shutdown()
             if started and not ended:  # its events' end was cancelled with them
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -175,9 +173,7 @@ def given_up_at_shutdown(server: FuguServer, routed: Routed, attempts: list[Atte
     shutdown ran out (uvicorn cancels its task), recorded: a plain-text 500, a traceback in
     the server's log and no decision log line before. The cancellation is taken back, so
     the answer can be sent."""
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
+    take_back_cancellation()
     error = ApiError(
         503,
         "the server is shutting down and gave up on this request before a worker answered; "
@@ -189,6 +185,14 @@ def given_up_at_shutdown(server: FuguServer, routed: Routed, attempts: list[Atte
     finish(server, routed, attempts, None, SHUTTING_DOWN, 503, code=error.code)
     error.recorded = True
     return error
+
+
+def take_back_cancellation() -> None:
+    """Undo the shutdown's cancel of this task (uvicorn's, at its graceful timeout), so that
+    its request can still be answered."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def stream_params(chat: ChatCompletionRequest) -> dict[str, Any]:

@@ -86,12 +86,21 @@ def renders_tool_calls(local: LocalServerConfig) -> bool:
     server renders them with a chat_format made for function calling, or a GGUF chat
     template that reads `tool_calls` (SmolLM2's, like the fallback formats, does not): its
     own, or the one a chat_format chat_template.NAME names."""
-    chat_format = local.chat_format
-    if chat_format is not None and not chat_format.startswith(GGUF_TEMPLATE_FORMAT):
-        return "function" in chat_format  # chatml-function-calling, functionary...
-    name = "default" if chat_format is None else chat_format.removeprefix(GGUF_TEMPLATE_FORMAT)
+    name = gguf_template_name(local.chat_format)
+    if name is None:
+        return "function" in str(local.chat_format)  # chatml-function-calling, functionary...
     template = chat_template(resolve_gguf(local.gguf), name)
     return template is not None and "tool_calls" in template
+
+
+def gguf_template_name(chat_format: str | None) -> str | None:
+    """The name of the GGUF chat template a chat_format renders prompts with: the GGUF's own
+    (default) when none is set, NAME for chat_template.NAME; None for llama.cpp's formats."""
+    if chat_format is None:
+        return "default"
+    if chat_format.startswith(GGUF_TEMPLATE_FORMAT):
+        return chat_format.removeprefix(GGUF_TEMPLATE_FORMAT)
+    return None
 
 
 def refusal_as_text(part: dict[str, Any]) -> dict[str, Any]:
@@ -230,8 +239,8 @@ def check_chat_format(worker: WorkerConfig) -> None:
     if local is None or local.chat_format is None:
         return
     chat_format = local.chat_format
-    if chat_format.startswith(GGUF_TEMPLATE_FORMAT):
-        name = chat_format.removeprefix(GGUF_TEMPLATE_FORMAT)
+    name = gguf_template_name(chat_format)
+    if name is not None:
         if chat_template(worker_gguf(worker.id, local), name) is None:
             raise PoolStartError(
                 f"worker {worker.id}: local.chat_format {chat_format!r} names a chat template "
