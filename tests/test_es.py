@@ -796,8 +796,24 @@ def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
         (lambda saved: saved.update(extra=1), "(an unknown extra)"),
         (lambda saved: saved.update(optimizer=None), "an optimizer that is not a sep-CMA-ES"),
         (lambda saved: saved.update(fingerprint=[]), "a fingerprint that is not a mapping"),
+        (
+            lambda saved: saved["fingerprint"].update(config="lr: 0.1"),
+            "a fingerprint.config that is not a mapping",
+        ),
+        (
+            lambda saved: saved["fingerprint"]["config"].pop("model"),
+            "a fingerprint.config without a model mapping naming its backbone",
+        ),
     ],
-    ids=["no-history", "no-data-digest", "unknown-key", "no-optimizer", "list-fingerprint"],
+    ids=[
+        "no-history",
+        "no-data-digest",
+        "unknown-key",
+        "no-optimizer",
+        "list-fingerprint",
+        "text-config",
+        "config-without-model",
+    ],
 )
 def test_an_incomplete_search_state_is_refused_naming_what_it_lacks(
     records: list[RewardRecord],

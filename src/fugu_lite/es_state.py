@@ -303,6 +303,18 @@ def _state_problems(saved: dict) -> list[str]:
         problems.append("a fingerprint that is not a mapping")
     else:
         problems += [f"no fingerprint.{key}" for key in FINGERPRINT_KEYS if key not in fingerprint]
+        problems += _config_problems(fingerprint.get("config", {}))
     if "optimizer" in saved and not isinstance(saved["optimizer"], SepCMA):
         problems.append("an optimizer that is not a sep-CMA-ES search")
     return problems
+
+
+def _config_problems(config: object) -> list[str]:
+    """What fingerprint_mismatches cannot compare in a saved fingerprint's config: it
+    flattens the mapping and reads the backbone of its model mapping."""
+    if not isinstance(config, dict):
+        return ["a fingerprint.config that is not a mapping"]
+    model = config.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("backbone"), str):
+        return ["a fingerprint.config without a model mapping naming its backbone"]
+    return []
