@@ -1600,6 +1600,24 @@ def test_atomic_writes_replace_the_file_whole_or_not_at_all(tmp_path: Path) -> N
     assert sorted(p.name for p in path.parent.iterdir()) == ["state.bin"]  # no temporary left
 
 
+def test_an_atomic_write_syncs_its_folder_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the temporary file was fsynced: after a power loss the rename (the folder's
+    entry) could be lost, leaving the old file or none though the write had returned."""
+    synced: list[tuple[bool, bool]] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        is_folder = stat.S_ISDIR(os.fstat(descriptor).st_mode)
+        synced.append((is_folder, (tmp_path / "state.bin").exists()))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    write_bytes_atomic(tmp_path / "state.bin", b"new")
+    assert synced == [(False, False), (True, True)]  # the file, then its folder once renamed
+
+
 STOPPED_WRITER = """\
 import os, sys, time
 import fugu_lite.io as io

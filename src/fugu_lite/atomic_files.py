@@ -1,6 +1,6 @@
-"""Atomic, durable writes (a temporary file beside the target, fsync, rename; appends whole or
-not at all), the modes the written files get, and the removal of the temporaries that killed
-writers leave behind."""
+"""Atomic, durable writes (a temporary file beside the target, fsync, rename, fsync of the
+folder; appends whole or not at all), the modes the written files get, and the removal of the
+temporaries that killed writers leave behind."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: str | Path, payload: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target:
-    a crash or kill leaves the old file or the new one, never a torn one. The file keeps
-    the mode of the file it replaces; a new file gets the usual 0o666 minus the umask."""
+    """Write to a temporary file in the same folder, fsync, then rename over the target and
+    fsync the folder: a crash, kill or power loss leaves the old file or the new one, never a
+    torn one. The file keeps the mode of the file it replaces; a new file gets the usual
+    0o666 minus the umask."""
     with atomic_output(path) as stream:
         stream.write(payload)
 
@@ -68,6 +69,19 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so that a rename in it outlives a power loss (the file's own fsync
+    does not write its new name). Where folders cannot be synced (some file systems refuse
+    it), the write stays done."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 # A temporary file or folder named by writer_prefix: its writer's host and pid, then the 8
