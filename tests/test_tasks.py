@@ -383,9 +383,6 @@ def test_a_nan_answer_or_id_is_no_value_not_the_text_nan(tmp_path: Path) -> None
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(judge) + "\n", encoding="utf-8")
     assert read_tasks(path)[0].answer is None
-    assert "grader 'number' needs an 'answer'" in read_error(
-        tmp_path, [json.dumps({**GOOD, "answer": math.inf})]
-    )
     nan_id = read_error(tmp_path, [json.dumps({**GOOD, "id": math.nan})])
     assert nan_id.endswith("line 1: 'id' has no value (null or NaN); give it one")
 
@@ -445,6 +442,20 @@ def test_a_task_table_is_refused_saying_how_to_convert_it(tmp_path: Path) -> Non
 def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
     message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q9"}, {**GOOD, "prompt": "Other?"}])
     assert "line 3: id 'q1' was already used on line 1" in message
+
+
+@pytest.mark.parametrize("field", ["answer", "id"])
+def test_an_infinite_answer_or_id_says_it_is_not_a_finite_number(
+    tmp_path: Path, field: str
+) -> None:
+    """JSON's Infinity as an answer was told "grader 'number' needs an 'answer' ... add one"
+    (and as an id "'id' has no value"), though the line has one."""
+    for value, written in ((math.inf, "Infinity"), (-math.inf, "-Infinity")):
+        message = read_error(tmp_path, [json.dumps({**GOOD, field: value})])
+        assert message.endswith(
+            f"line 1: '{field}' is {written}, not a finite number; write a finite number or "
+            "text in quotes"
+        )
 
 
 def test_an_id_or_task_name_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -85,8 +86,15 @@ class Task(BaseModel):
 
     @field_validator("id", "answer", mode="before")
     @classmethod
-    def _number_as_text(cls, value: object) -> object:
-        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7"."""
+    def _number_as_text(cls, value: object, info: ValidationInfo) -> object:
+        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7". JSON's
+        Infinity is no number a task can hold (not the missing value NaN is)."""
+        if isinstance(value, float) and math.isinf(value):
+            written = "Infinity" if value > 0 else "-Infinity"
+            raise ValueError(
+                f"'{info.field_name}' is {written}, not a finite number; write a finite number "
+                "or text in quotes"
+            )
         return number_as_text(value)
 
     @field_validator("case_sensitive", mode="before")
