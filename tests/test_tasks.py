@@ -458,6 +458,27 @@ def test_an_infinite_answer_or_id_says_it_is_not_a_finite_number(
         )
 
 
+def test_an_id_written_as_a_whole_float_is_the_same_id_as_the_integer(tmp_path: Path) -> None:
+    """pandas writes an integer id column holding an empty cell as floats: the ids 1.0 and 1
+    (the same JSON number) passed as two tasks, "1.0" and "1"."""
+    message = read_error(tmp_path, [{**GOOD, "id": 1}, {**GOOD, "id": 1.0, "prompt": "Other?"}])
+    assert message.endswith("line 2: id '1' was already used on line 1; give every task its own id")
+    path = write_lines(tmp_path / "tasks.jsonl", [{**GOOD, "id": 2.0}, {**GOOD, "id": 2.5}])
+    assert [task.id for task in read_tasks(path)] == ["2", "2.5"]
+
+
+def test_an_accented_id_in_two_unicode_forms_is_one_id(tmp_path: Path) -> None:
+    """ "café" typed as one character and pasted as e and a combining accent looks the same
+    in every table, but passed as two ids."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    rows = [{**GOOD, "id": composed}, {**GOOD, "id": decomposed, "prompt": "Other?"}]
+    message = read_error(tmp_path, rows)
+    assert f"line 2: id {decomposed!r} was already used on line 1 (written with other" in message
+    assert message.endswith("give every task its own id")
+    path = write_lines(tmp_path / "tasks.jsonl", rows[:1])
+    assert read_tasks(path)[0].id == composed  # kept as written
+
+
 def test_an_id_or_task_name_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
     """ "q1 " beside "q1" (a cell typed with a trailing space, a CSV written with a space after
     each comma) passed as two ids, both shown as q1, and "math " was a task family of its own

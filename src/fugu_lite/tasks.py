@@ -19,6 +19,7 @@ import ast
 import difflib
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
@@ -87,14 +88,17 @@ class Task(BaseModel):
     @field_validator("id", "answer", mode="before")
     @classmethod
     def _number_as_text(cls, value: object, info: ValidationInfo) -> object:
-        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7". JSON's
-        Infinity is no number a task can hold (not the missing value NaN is)."""
+        """A hand-written file's `"answer": 42` or `"id": 7` means "42" and "7", and `"id":
+        7.0` (pandas writes an integer column with an empty cell as floats) is the id 7 too.
+        JSON's Infinity is no number a task can hold (not the missing value NaN is)."""
         if isinstance(value, float) and math.isinf(value):
             written = "Infinity" if value > 0 else "-Infinity"
             raise ValueError(
                 f"'{info.field_name}' is {written}, not a finite number; write a finite number "
                 "or text in quotes"
             )
+        if info.field_name == "id" and isinstance(value, float) and value.is_integer():
+            value = int(value)
         return number_as_text(value)
 
     @field_validator("case_sensitive", mode="before")
@@ -399,12 +403,12 @@ def read_tasks(path: str | Path) -> list[Task]:
     """Read a task JSONL file; a bad line raises TaskFileError naming file, line and fix."""
     path = Path(path)
     tasks: list[Task] = []
-    first_line_of_id: dict[str, int] = {}
+    first_of_id: dict[str, tuple[int, str]] = {}
     for line_number, row in _task_rows(path):
         where = f"{path}, line {line_number}"
         task = _validated_task(row, where)
-        _check_new_id(task, where, first_line_of_id)
-        first_line_of_id[task.id] = line_number
+        _check_new_id(task, where, first_of_id)
+        first_of_id[_id_key(task.id)] = (line_number, task.id)
         tasks.append(task)
     if not tasks:
         raise TaskFileError(
@@ -444,12 +448,26 @@ def _validated_task(row: dict, where: str) -> Task:
         raise TaskFileError(f"{where}: {_describe_task_error(error)}") from error
 
 
-def _check_new_id(task: Task, where: str, first_line_of_id: dict[str, int]) -> None:
-    if task.id in first_line_of_id:
-        raise TaskFileError(
-            f"{where}: id {task.id!r} was already used on line "
-            f"{first_line_of_id[task.id]}; give every task its own id"
-        )
+def _id_key(task_id: str) -> str:
+    """An accented id typed on one system and pasted from another (é as one character, or e
+    and a combining accent) looks the same everywhere: the two are one id."""
+    return unicodedata.normalize("NFC", task_id)
+
+
+def _check_new_id(task: Task, where: str, first_of_id: dict[str, tuple[int, str]]) -> None:
+    if _id_key(task.id) not in first_of_id:
+        return
+    line, first = first_of_id[_id_key(task.id)]
+    spelt = (
+        ""
+        if first == task.id
+        else " (written with other Unicode characters there: the same text, e.g. an accent "
+        "typed as one character or as a letter and a combining accent)"
+    )
+    raise TaskFileError(
+        f"{where}: id {task.id!r} was already used on line {line}{spelt}; give every task its "
+        "own id"
+    )
 
 
 def repeated_prompts(tasks: Iterable[Task]) -> list[tuple[Task, Task]]:
