@@ -1168,6 +1168,19 @@ def test_a_device_torch_cannot_read_is_refused_naming_the_key(tmp_path: Path, de
     assert load_config(None, SFTConfig, {"model.device": "cuda:1"}).model.device == "cuda:1"
 
 
+@pytest.mark.parametrize("device", ["meta", "meta:0"])
+def test_the_meta_device_is_refused_naming_the_key(tmp_path: Path, device: str) -> None:
+    """`device: meta` (a torch device holding no values) passed the config and the check of
+    the devices this machine has, and the stage failed later in a torch traceback."""
+    path = write_yaml(tmp_path / "c.yaml", f"model:\n  device: '{device}'\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert (
+        "  model.device: 'meta' is torch's device for shapes without values, on which no model "
+        f"runs: write cpu, cuda, cuda:1 or mps (got {device!r})"
+    ) in str(error.value)
+
+
 @pytest.mark.parametrize("device", ["cpu:0", "cpu:1"])
 def test_a_cpu_device_with_an_index_is_the_cpu(tmp_path: Path, device: str) -> None:
     """torch takes `cpu:0` for the cpu; runtime 'onnx' and int8 refused it as not the CPU,

@@ -134,6 +134,13 @@ class ModelConfig(StrictModel):
             raise ValueError(
                 f"not a torch device ({error}): write cpu, cuda, cuda:1 or mps"
             ) from error
+        if parsed.type == "meta":
+            # torch makes tensors there (shapes without values), so unusable_device lets it
+            # pass and the stage failed at its first value read, with torch's words
+            raise ValueError(
+                "'meta' is torch's device for shapes without values, on which no model runs: "
+                "write cpu, cuda, cuda:1 or mps"
+            )
         # torch's `cpu:0` is the cpu: kept as written, runtime 'onnx' and int8 refused it as
         # "not the CPU", and 'auto' ran torch instead of ONNX Runtime.
         return "cpu" if parsed.type == "cpu" else device
