@@ -638,6 +638,16 @@ def test_route_with_a_cost_weight_through_the_cli(family: Family) -> None:
     assert "chosen worker: premium" in flat(ok(result))
 
 
+def test_a_cost_weight_of_minus_zero_is_echoed_as_zero(family: Family) -> None:
+    """`route --cost-weight -0` printed "cost weight: -0 -> head trained for 0" and its
+    --json "requested_cost_weight": -0.0."""
+    prompt = family.test_prompt()
+    asked = ["route", "--checkpoint", family.family, "--cost-weight", "-0"]
+    assert "cost weight: 0 -> head trained for 0" in flat(ok(invoke(*asked, prompt)))
+    line = ok(invoke(*asked, "--json", prompt)).strip().splitlines()[-1]
+    assert '"requested_cost_weight": 0.0' in line
+
+
 def test_a_plain_checkpoint_refuses_a_cost_weight(family: Family) -> None:
     result = invoke("route", "--checkpoint", family.plain, "--cost-weight", "0.5", "hello")
     assert result.exit_code == 2

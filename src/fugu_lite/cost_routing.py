@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .cost_weighting import (
     CostWeightError,
@@ -49,6 +49,12 @@ class CostRoutingDecision(RoutingDecision):
     predicted_costs: dict[str, float] | None = Field(
         default=None, description="A reward head's predicted cost per worker."
     )
+
+    @field_validator("requested_cost_weight")
+    @classmethod
+    def _minus_zero_is_zero(cls, requested: float | None) -> float | None:
+        """`--cost-weight -0` asks for 0, and was echoed as -0 (-0.0 in JSON)."""
+        return None if requested is None else requested + 0.0  # -0.0 + 0.0 is 0.0
 
 
 def route_with_cost_weight(
