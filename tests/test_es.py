@@ -335,10 +335,21 @@ def interrupted_evolve(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_generation: int, where: str
 ) -> Path:
     """Ctrl-C in generation `at_generation` (while scoring the population, or half-way
-    through CMA's update); returns the run's output folder."""
+    through CMA's update), or in the `at_generation`th validation; returns the run's output
+    folder."""
     train, validation, config = interrupted_evolve_case(tmp_path)
     calls = {"n": 0}
-    if where == "scoring":
+    if where == "validation":
+        real_metrics = train_es_module.policy_metrics
+
+        def validating(*args: object) -> dict[str, float]:
+            calls["n"] += 1
+            if calls["n"] == at_generation:
+                raise KeyboardInterrupt
+            return real_metrics(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(train_es_module, "policy_metrics", validating)
+    elif where == "scoring":
         real_logits = train_es_module.population_logits
 
         def scoring(*args: object) -> torch.Tensor:
@@ -396,6 +407,21 @@ def test_ctrl_c_saves_the_last_finished_generation(
     minutes of generations were run again; the continuation is still the same run."""
     assert continued_after_interrupt(tmp_path, monkeypatch, 9, "scoring") == 8
     assert "ES: stopped; saved generation 8 (the last one finished)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("validation", "generation"), [(3, 9), (4, 12)])  # the last one too
+def test_ctrl_c_while_validating_saves_the_generation_and_validates_it_on_resume(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    validation: int,
+    generation: int,
+) -> None:
+    """A generation's search step is done before its mean is validated (every 3rd), but a
+    Ctrl-C while validating (minutes with SVF) lost it: the run continued from the last save."""
+    assert continued_after_interrupt(tmp_path, monkeypatch, validation, "validation") == generation
+    said = f"ES: stopped; saved generation {generation} (the last one finished)"
+    assert said in capsys.readouterr().err
 
 
 def test_ctrl_c_inside_the_cma_update_keeps_the_last_saved_state(

@@ -122,6 +122,8 @@ def evolve(
     fingerprint = run_fingerprint(config, model, [train, validation], checkpoint)
     state = starting_state(model, training, fingerprint, validation, output_dir, resume)
     announce_search(model, state, training, len(train), validation is not None)
+    if validation is not None:
+        validate_pending(model, state, validation, training)
     seconds = run_generations(model, state, train, validation, training, output_dir)
     if validation is None:
         state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
@@ -257,12 +259,31 @@ def run_and_record(
     }
     seconds.append(time.perf_counter() - started)
     entry["seconds"] = seconds[-1]
-    last = generation == training.iterations
-    if validation is not None and (generation % training.validate_every == 0 or last):
-        entry["validation"] = validate_mean(model, state, validation, generation)
+    # recorded before its validation: a Ctrl-C while validating saves the generation, which
+    # the resumed run validates first (validate_pending), rather than losing it
     state.history.append(entry)
     state.generation = generation
-    return generation % training.save_every == 0 or last
+    if validation is not None and validation_due(generation, training):
+        entry["validation"] = validate_mean(model, state, validation, generation)
+    return generation % training.save_every == 0 or generation == training.iterations
+
+
+def validation_due(generation: int, training: ESTrainingConfig) -> bool:
+    return generation % training.validate_every == 0 or generation == training.iterations
+
+
+def validate_pending(
+    model: RouterModel, state: SearchState, validation: SplitData, training: ESTrainingConfig
+) -> None:
+    """Validate the state's last generation when a run stopped while validating it (it was
+    saved without its validation): as the stopped run would have, before going on."""
+    entry = state.history[-1] if state.history else None
+    if (
+        entry is not None
+        and "validation" not in entry
+        and validation_due(state.generation, training)
+    ):
+        entry["validation"] = validate_mean(model, state, validation, state.generation)
 
 
 def validate_mean(
