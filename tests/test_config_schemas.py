@@ -27,6 +27,7 @@ from fugu_lite.config import (
     PipelineConfig,
     RLConfig,
     SFTConfig,
+    unusable_device,
 )
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config, load_stage_config
@@ -1179,6 +1180,20 @@ def test_the_meta_device_is_refused_naming_the_key(tmp_path: Path, device: str) 
         "  model.device: 'meta' is torch's device for shapes without values, on which no model "
         f"runs: write cpu, cuda, cuda:1 or mps (got {device!r})"
     ) in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("device", "reason"),
+    [
+        ("hpu", "No module named 'torch.hpu'"),
+        ("xla", "Could not run 'aten::empty.memory_format' with arguments from the 'XLA' backend."),
+    ],
+)
+def test_a_device_this_torch_lacks_is_unusable_in_one_sentence(device: str, reason: str) -> None:
+    """`device: hpu` ended `train` in a ModuleNotFoundError traceback (only AssertionError and
+    RuntimeError were caught), and `device: xla` (or mps off a Mac) was refused with torch's
+    7,000 characters, the fix after them."""
+    assert unusable_device(device) == reason
 
 
 @pytest.mark.parametrize("device", ["cpu:0", "cpu:1"])

@@ -331,6 +331,14 @@ def unusable_device(device: str) -> str | None:
 
     try:
         torch.empty(0, device=device)
-    except (AssertionError, RuntimeError) as error:
-        return str(error) or type(error).__name__
+    except Exception as error:  # by device: AssertionError, ModuleNotFoundError (hpu), ...
+        return _first_sentence(str(error)) or type(error).__name__
     return None
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of torch's message: for a backend this build lacks (mps off a Mac,
+    xla) it goes on for 7,000 characters, listing every backend it has."""
+    line = text.strip().split("\n", 1)[0]
+    sentence, found, _ = line.partition(". ")
+    return f"{sentence}." if found else line
