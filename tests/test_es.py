@@ -830,6 +830,10 @@ def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
             lambda saved: saved["fingerprint"]["config"].pop("model"),
             "a fingerprint.config without a model mapping naming its backbone",
         ),
+        (
+            lambda saved: saved["fingerprint"].update(versions="0.1.0"),
+            "a fingerprint.versions that is not a mapping",
+        ),
     ],
     ids=[
         "no-history",
@@ -839,6 +843,7 @@ def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
         "list-fingerprint",
         "text-config",
         "config-without-model",
+        "text-versions",
     ],
 )
 def test_an_incomplete_search_state_is_refused_naming_what_it_lacks(

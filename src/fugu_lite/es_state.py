@@ -304,6 +304,8 @@ def _state_problems(saved: dict) -> list[str]:
     else:
         problems += [f"no fingerprint.{key}" for key in FINGERPRINT_KEYS if key not in fingerprint]
         problems += _config_problems(fingerprint.get("config", {}))
+        if not isinstance(fingerprint.get("versions", {}), dict):  # optional in older states
+            problems.append("a fingerprint.versions that is not a mapping")
     if "optimizer" in saved and not isinstance(saved["optimizer"], SepCMA):
         problems.append("an optimizer that is not a sep-CMA-ES search")
     return problems
