@@ -463,8 +463,9 @@ def test_an_id_written_as_a_whole_float_is_the_same_id_as_the_integer(tmp_path: 
     (the same JSON number) passed as two tasks, "1.0" and "1"."""
     message = read_error(tmp_path, [{**GOOD, "id": 1}, {**GOOD, "id": 1.0, "prompt": "Other?"}])
     assert message.endswith("line 2: id '1' was already used on line 1; give every task its own id")
-    path = write_lines(tmp_path / "tasks.jsonl", [{**GOOD, "id": 2.0}, {**GOOD, "id": 2.5}])
-    assert [task.id for task in read_tasks(path)] == ["2", "2.5"]
+    rows = [{**GOOD, "id": 2.0}, {**GOOD, "id": 2.5}, {**GOOD, "id": 1e30}]
+    path = write_lines(tmp_path / "tasks.jsonl", rows)
+    assert [task.id for task in read_tasks(path)] == ["2", "2.5", "1e+30"]
 
 
 def test_an_accented_id_in_two_unicode_forms_is_one_id(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ class Task(BaseModel):
                 f"'{info.field_name}' is {written}, not a finite number; write a finite number "
                 "or text in quotes"
             )
-        if info.field_name == "id" and isinstance(value, float) and value.is_integer():
+        if info.field_name == "id" and isinstance(value, float) and _whole_number(value):
             value = int(value)
         return number_as_text(value)
 
@@ -139,6 +139,12 @@ class Task(BaseModel):
     def resolved_split(self) -> Split:
         """The task's own split, or the standard split of its prompt text."""
         return self.split or standard_split(self.prompt_text())
+
+
+def _whole_number(value: float) -> bool:
+    """A float that is exactly an integer a JSON writer would write as one: 1e30 is none
+    (as an int its digits would be 1000000000000000019884624838656)."""
+    return value.is_integer() and abs(value) < 2**53
 
 
 def task_problems(task: Task) -> list[str]:
