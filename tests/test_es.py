@@ -28,7 +28,7 @@ import fugu_lite.train_es as train_es_module
 from fugu_lite.cli import app
 from fugu_lite.config import ESConfig, ESTrainingConfig, ModelConfig
 from fugu_lite.config_errors import ConfigError
-from fugu_lite.config_loading import load_stage_config
+from fugu_lite.config_loading import load_config, load_stage_config
 from fugu_lite.es_population import (
     SplitData,
     parameter_vector,
@@ -1029,6 +1029,17 @@ def test_an_absurd_sigma0_is_a_config_error_not_an_assertion_in_cmaes(tmp_path: 
         assert "--set training.sigma0: Input should be less than or equal to 1000000" in said
         assert not output.exists()
     assert load_stage_config(path, ESConfig, "es", {"training.sigma0": 1e6}).training.sigma0 == 1e6
+
+
+def test_an_absurd_population_is_a_config_error_not_a_machine_out_of_memory() -> None:
+    """population_size: 32000000000 (a typo's extra zeros) passed the config, and cmaes
+    allocated its weights until the machine ran out of memory, before the first generation."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ESConfig, {"training.population_size": 32_000_000_000})
+    said = " ".join(str(error.value).split())
+    assert "--set training.population_size: Input should be less than or equal to 10000" in said
+    population = {"training.population_size": 10_000}
+    assert load_config(None, ESConfig, population).training.population_size == 10_000
 
 
 def test_train_es_reads_a_pipeline_config_without_an_es_section(

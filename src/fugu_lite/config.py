@@ -248,6 +248,11 @@ class RLTrainingConfig(CostAware):
 # overflowed the search: cmaes stopped with an AssertionError at values past 1e32, and an MLP
 # head's float32 logits turn infinite well before that.
 MAX_SIGMA0 = 1e6
+# sep-CMA-ES's population at most: each generation holds every candidate's parameters and its
+# logits on the batch (10,000 x 1,000 prompts x 8 workers: 320 MB), and the usual population
+# is 4 + 3 ln(parameters), a few dozen. A typo's extra zeros (32000000000) made cmaes allocate
+# its weights until the machine ran out of memory, before the first generation.
+MAX_POPULATION = 10_000
 
 
 class ESTrainingConfig(CostAware):
@@ -257,7 +262,7 @@ class ESTrainingConfig(CostAware):
     validation splits, starting from the default SFT head (bench/README.md, es.py)."""
 
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
-    population_size: int = Field(default=32, ge=4)
+    population_size: int = Field(default=32, ge=4, le=MAX_POPULATION)
     sigma0: float = Field(
         default=0.03,
         gt=0,
