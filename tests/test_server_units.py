@@ -524,10 +524,7 @@ def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
     503 and logged now, and the app shut down without a traceback."""
     for stub in stubs.workers.values():
         stub.mode = "hang"
-    pool = tmp_path / "pool.yaml"
-    workers = [{"id": worker, "model": worker, "base_url": stub.base_url}
-               for worker, stub in stubs.workers.items()]  # fmt: skip
-    pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
+    pool = stubs_pool_file(stubs, tmp_path)
     log, stderr = tmp_path / "decisions.jsonl", tmp_path / "serve.log"
     port = int(serve_args()[-1])
     command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
@@ -560,6 +557,65 @@ def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
     assert [answer.status_code for answer in answers] == [503]
     [line] = [json.loads(text) for text in log.read_text().splitlines()]
     assert (line["outcome"], line["status"]) == ("shutting_down", 503)
+
+
+@pytest.mark.timeout(300)  # a real `serve` starting: torch, the router, uvicorn
+def test_sigterm_stops_serve_as_ctrl_c_does(checkpoint: Path, stubs: Stubs, tmp_path: Path) -> None:
+    """SIGTERM (systemd, docker stop, Kubernetes) ended serve with -15 (143 in a shell):
+    uvicorn raised the signal again once it had stopped, whose default action killed the
+    process, so a stream cut by that shutdown got its error event but lost its end of body
+    (the client's "incomplete chunked read"). It stops as on Ctrl-C now: exit 0, the stream
+    ended whole."""
+    for stub in stubs.workers.values():
+        stub.reply = " ".join(f"word{i}" for i in range(100))
+        stub.stream_chunk_delay_s = 0.5  # ~50 s: still streaming when stopped
+    pool = stubs_pool_file(stubs, tmp_path)
+    log, stderr = tmp_path / "decisions.jsonl", tmp_path / "serve.log"
+    port = int(serve_args()[-1])
+    command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
+               "--pool", str(pool), "--port", str(port), "--log-requests", str(log)]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    lines: list[str] = []
+    ends: list[BaseException | None] = []
+
+    def ask() -> None:
+        body = {"model": MODEL, "messages": user("hi"), "stream": True}
+        try:
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as r:
+                for text in r.iter_lines():  # each as it comes: the stop waits for the first
+                    lines.append(text)
+            ends.append(None)
+        except httpx.HTTPError as error:  # the body cut short
+            ends.append(error)
+
+    with stderr.open("wb") as error_file:
+        child = subprocess.Popen(command, stderr=error_file)
+    asking = threading.Thread(target=ask)
+    try:
+        assert wait_until(lambda: healthy(url) or child.poll() is not None, 240)
+        asking.start()
+        assert wait_until(lambda: len(lines) > 2, 30)
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        asking.join(30)
+    logged = stderr.read_text()
+    assert child.returncode == 0, logged
+    assert "Application shutdown complete" in logged and "Traceback" not in logged, logged
+    assert ends == [None] and '"code":"shutting_down"' in lines[-2], (ends, lines[-3:])
+    [line] = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (line["outcome"], line["status"]) == ("shutting_down", 503)
+
+
+def stubs_pool_file(stubs: Stubs, tmp_path: Path) -> Path:
+    """A pool YAML of the stub workers, for a `serve` subprocess."""
+    pool = tmp_path / "pool.yaml"
+    workers = [{"id": worker, "model": worker, "base_url": stub.base_url}
+               for worker, stub in stubs.workers.items()]  # fmt: skip
+    pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
+    return pool
 
 
 def healthy(url: str) -> bool:

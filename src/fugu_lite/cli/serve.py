@@ -20,6 +20,7 @@ from .common import (
     non_empty_path,
     non_empty_text,
     same_path,
+    stopped_cleanly,
 )
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -29,6 +30,10 @@ LOG_LEVEL_HELP = (
     "(failed worker calls, crashed local workers); info, the default (start-up, notes such "
     "as a conversation too long for a worker, and one access line per request, on stdout); "
     "debug (a little more); trace (every HTTP connection and ASGI message)."
+)
+STOPPED_STARTING = (
+    "serve stopped while starting, before it served any request (any local workers' servers "
+    "are stopped); run the same command again"
 )
 
 
@@ -143,7 +148,10 @@ def serve_command(
     if log_requests is not None:
         check_decision_log(log_requests, pool, api_keys_file)
     check_port_free(host, port)
-    with failing_with_own_messages():
+    # SIGTERM (systemd, docker stop) as a Ctrl-C: uvicorn raises the signal it stopped on
+    # again once stopped, and SIGTERM's default action then killed serve (exit -15). A stop
+    # once serving ends serve (exit 0); one while it starts is this interruption.
+    with stopped_cleanly(STOPPED_STARTING), failing_with_own_messages():
         settings = ServeSettings(
             checkpoint=checkpoint, backbone=backbone, pool=pool, host=host, port=port,
             model_name=model_name,
