@@ -788,12 +788,14 @@ def stand_ins(parent: int) -> list[int]:
     ]
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
-    checkpoint: Path, tmp_path: Path
+    checkpoint: Path, tmp_path: Path, stop: signal.Signals
 ) -> None:
     """uvicorn only notes a Ctrl-C while the app starts: serve waited out its local workers'
     start (up to startup_timeout_s, 120 s by default; a second Ctrl-C did no more) before it
-    stopped. The servers here are stand-in processes that never answer."""
+    stopped. The servers here are stand-in processes that never answer. SIGTERM stops it
+    alike, and neither prints the lifespan's KeyboardInterrupt as a traceback."""
     import json
 
     worker_ids = json.loads((checkpoint / "router.json").read_text())["worker_ids"]
@@ -809,11 +811,12 @@ def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
         while len(started := stand_ins(child.pid)) < len(worker_ids):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
-        child.send_signal(signal.SIGINT)
+        child.send_signal(stop)
         child.wait(timeout=20)
     finally:
         child.kill()
         _, stderr = child.communicate()
     assert alive(started) == []
     assert child.returncode == 130, stderr.decode()
-    assert b"interrupted" in stderr
+    assert b"interrupted: serve stopped while starting" in stderr
+    assert b"Traceback" not in stderr, stderr.decode()

@@ -308,6 +308,7 @@ def create_app(
     app.state.fugu = server
     install_error_handlers(app, server)
     add_middleware(app, settings)
+    app.add_middleware(QuietStartInterruption, server=server)
     add_info_routes(app, server)
     add_chat_route(app, server)
     return app
@@ -426,6 +427,29 @@ class WithoutTrailingSlash:
             scope = {**scope, "path": path.rstrip("/") or "/"}
             scope.pop("raw_path", None)
         await self.app(scope, receive, send)
+
+
+class QuietStartInterruption:
+    """A start given up on a Ctrl-C or SIGTERM (start_unless_interrupted) is no failure, yet
+    uvicorn logged Starlette's report of it: the KeyboardInterrupt's traceback. The report is
+    left empty then; a start that failed keeps its traceback."""
+
+    def __init__(self, app: ASGIApp, server: FuguServer) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_quietly(message: Message) -> None:
+            interrupted = isinstance(self.server.startup_error, asyncio.CancelledError)
+            if message["type"] == "lifespan.startup.failed" and interrupted:
+                message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, send_quietly)
 
 
 class WithRequestId:
