@@ -609,6 +609,47 @@ def test_sigterm_stops_serve_as_ctrl_c_does(checkpoint: Path, stubs: Stubs, tmp_
     assert (line["outcome"], line["status"]) == ("shutting_down", 503)
 
 
+EXIT_COUNTING_SERVE = """
+import atexit, gc, sys
+from fugu_lite.__main__ import main
+# what the interpreter's exit collects again and again (gc.get_objects leaves frozen ones out)
+atexit.register(lambda: print("left to collect:", len(gc.get_objects()), file=sys.stderr))
+sys.argv = ["fugu-lite", "serve", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.timeout(300)  # a real `serve` starting: torch, the router, uvicorn
+def test_serve_leaves_what_it_loaded_out_of_its_exits_garbage_collection(
+    checkpoint: Path, stubs: Stubs, tmp_path: Path
+) -> None:
+    """serve took 10-25 s to exit after uvicorn's "Finished server process" on a loaded
+    machine: the interpreter's exit ran its full garbage collections over everything serve
+    had loaded (torch, the backbone, uvicorn: ~450,000 objects, 1.5-2 s a pass there). Once
+    stopped, serve leaves them out of those collections."""
+    script = tmp_path / "serve.py"
+    script.write_text(EXIT_COUNTING_SERVE, encoding="utf-8")
+    stderr = tmp_path / "serve.log"
+    port = int(serve_args()[-1])
+    command = [sys.executable, str(script), "--checkpoint", str(checkpoint),
+               "--pool", str(stubs_pool_file(stubs, tmp_path)), "--port", str(port)]  # fmt: skip
+    with stderr.open("wb") as error_file:
+        child = subprocess.Popen(command, stderr=error_file)
+    try:
+        assert wait_until(
+            lambda: healthy(f"http://127.0.0.1:{port}") or child.poll() is not None, 240
+        )
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    logged = stderr.read_text()
+    assert child.returncode == 0, logged
+    left = int(logged.split("left to collect: ")[1].split()[0])
+    assert left < 50_000, logged
+
+
 def stubs_pool_file(stubs: Stubs, tmp_path: Path) -> Path:
     """A pool YAML of the stub workers, for a `serve` subprocess."""
     pool = tmp_path / "pool.yaml"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import json
 import logging
 import os
@@ -569,6 +570,10 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         raise
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+    # Left to the process's exit: its full garbage collections over all serve loaded (torch,
+    # the backbone, uvicorn: ~450,000 objects) took 10-25 s on a loaded machine after uvicorn's
+    # "Finished server process". Everything was stopped and closed above.
+    gc.freeze()
 
 
 def colors_on(stream: TextIO) -> bool:
