@@ -11,7 +11,9 @@ from email.utils import formatdate
 import openai
 import pytest
 
+from fugu_lite.workers.config import WorkerConfig
 from fugu_lite.workers.errors import (
+    LONGEST_RETRY_AFTER_S,
     classify_error,
     error_code,
     on_this_machine,
@@ -21,6 +23,7 @@ from fugu_lite.workers.errors import (
     worker_refusal,
 )
 from fugu_lite.workers.pool import SDKResponse
+from fugu_lite.workers.retries import RETRYABLE_KINDS, retry_wait
 
 
 @pytest.mark.parametrize(
@@ -97,7 +100,7 @@ def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 -0000"}, 0.0),
         ({"retry-after": "Wed, 32 Oct 2015 07:28:00 GMT"}, None),  # no such day
         ({"retry-after": "soon"}, None),
-        ({"retry-after": "inf"}, None),  # float() reads it: no wait a caller can be told
+        ({"retry-after": "nan"}, None),
         ({}, None),
     ],
 )
@@ -105,6 +108,32 @@ def test_retry_after_is_read_as_the_openai_sdk_reads_it(
     headers: dict[str, str], seconds: float | None
 ) -> None:
     assert classify_error(sdk_rate_limit(headers))[2] == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("1e999", LONGEST_RETRY_AFTER_S),
+        ("1e300", LONGEST_RETRY_AFTER_S),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", LONGEST_RETRY_AFTER_S),
+        ("-1e999", 0.0),
+        ("-5", 0.0),
+    ],
+)
+def test_a_huge_or_infinite_retry_after_is_a_long_wait_and_not_retried_early(
+    value: str, seconds: float
+) -> None:
+    """Retry-After 1e999 was read as no Retry-After, so the call was tried again after the
+    pool's own backoff (0.5 s) though the worker asked to wait longer than any wait; a huge
+    one (1e300, a date in the year 9999) kept serve's rate limit on the worker for good and
+    was passed on to clients as a Retry-After of hundreds of digits."""
+    found = classify_error(sdk_rate_limit({"retry-after": value}))[2]
+    assert found == seconds
+    worker = WorkerConfig(id="w", model="m", base_url="http://x", retry_backoff_s=0.01)
+    wait = retry_wait(
+        worker, 1, "rate_limit", RETRYABLE_KINDS, RuntimeError(), found, time.perf_counter() + 60
+    )
+    assert wait is None if seconds else wait is not None and wait < 1
 
 
 def test_a_retry_after_date_without_a_zone_is_read_in_gmt() -> None:

@@ -24,6 +24,9 @@ from urllib.parse import urlsplit
 import openai
 
 MAX_ERROR_CHARS = 600
+# The longest Retry-After taken at its word: a longer one (1e999, a date in the year 9999) is
+# read as this, which is still over any wait the pool takes (retries.MAX_RETRY_AFTER_S).
+LONGEST_RETRY_AFTER_S = 3600.0
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the error code of a prompt too long
 NO_QUOTA = "insufficient_quota"  # OpenAI's 429 when the account has no credit left
 MODEL_NOT_FOUND = "model_not_found"  # OpenAI's code for a model name it does not know (a 404)
@@ -319,8 +322,8 @@ def page_words(text: str) -> str | None:
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
     """The seconds a worker's error asks to wait before trying again, as the openai SDK reads
-    them: `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date; None when it
-    says nothing readable."""
+    them: `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date, at most
+    LONGEST_RETRY_AFTER_S; None when it says nothing readable."""
     headers = error.response.headers
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
@@ -331,8 +334,10 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
             seconds = float(value) * scale
         except ValueError:
             seconds = _seconds_until(value) if scale == 1.0 else None
-        if seconds is not None and math.isfinite(seconds):
-            return max(0.0, seconds)
+        # An infinite one asks for a wait longer than any: not retried, like a long one; a
+        # huge one kept serve's rate limit on the worker for good.
+        if seconds is not None and not math.isnan(seconds):
+            return min(max(0.0, seconds), LONGEST_RETRY_AFTER_S)
     return None
 
 
