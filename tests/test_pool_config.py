@@ -293,6 +293,34 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
 
 
 @pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--interrupt", "True"],
+            "--interrupt: llama.cpp's server reads it as --interrupt_requests",
+        ),
+        (
+            ["--n_thr=64"],
+            "--n_thr: llama.cpp's server reads it as --n_threads or --n_threads_batch",
+        ),
+        (["--seed", "1", "--po", "8000"], "--po: llama.cpp's server reads it as --port"),
+        (["--model_a=other"], "--model_a: llama.cpp's server reads it as --model_alias"),
+    ],
+)
+def test_extra_args_abbreviating_the_flags_fugu_lite_sets_are_refused(
+    args: list[str], said: str
+) -> None:
+    """llama.cpp's server (argparse) takes a flag's start for the whole flag: `--interrupt
+    True` cut off a stream for each new request and `--po 8000` left fugu-lite polling a
+    port nobody used, though their whole names were refused."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        PoolConfig.model_validate({"workers": [worker]})
+    worker["local"]["extra_args"] = ["--n_gpu_layers", "0", "--n_ubatch=8", "--verbose", "True"]
+    assert PoolConfig.model_validate({"workers": [worker]}).workers[0].local is not None
+
+
+@pytest.mark.parametrize(
     ("body", "keys"),
     [
         ("model: {backbone: x}\nsft: {training: {}}\nes: {}\n", ["model", "sft", "es"]),

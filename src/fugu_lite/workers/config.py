@@ -80,7 +80,23 @@ class LocalServerConfig(StrictModel):
                 raise ValueError(
                     f"extra_args may not set {flag}: fugu-lite sets it ({SERVER_FLAGS_SET[flag]})"
                 )
+            abbreviated = abbreviated_flags(flag)
+            if abbreviated:
+                raise ValueError(
+                    f"extra_args may not set {flag}: llama.cpp's server reads it as "
+                    f"{' or '.join(abbreviated)} (a flag's start stands for the whole flag), "
+                    f"which fugu-lite sets ({SERVER_FLAGS_SET[abbreviated[0]]}); write a flag's "
+                    "whole name"
+                )
         return value
+
+
+def abbreviated_flags(flag: str) -> list[str]:
+    """The flags fugu-lite sets that `flag` is the start of: llama_cpp.server's argparse
+    takes `--interrupt` for --interrupt_requests (allow_abbrev), overriding fugu-lite's."""
+    if not flag.startswith("--") or len(flag) < 3:
+        return []
+    return [name for name in SERVER_FLAGS_SET if name.startswith(flag) and name != flag]
 
 
 class WorkerConfig(StrictModel):
