@@ -820,3 +820,32 @@ def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
     assert child.returncode == 130, stderr.decode()
     assert b"interrupted: serve stopped while starting" in stderr
     assert b"Traceback" not in stderr, stderr.decode()
+
+
+def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """local.n_threads 100000 passed serve's check and the pool's start, and llama.cpp's
+    server crashed on its first call ("Thread creation failed", a segfault; 20000 hung it);
+    both now refuse it, saying what the machine has, and stop the servers started before."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(local_server, "machine_cores", lambda: 2)
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    config = PoolConfig.model_validate(
+        {"workers": [
+            {"id": "fine", "model": "m", "local": {"gguf": "embedded:smollm2", "n_threads": 8}},
+            {"id": "many", "model": "m", "local": {"gguf": "embedded:smollm2", "n_threads": 10**5}},
+        ]}
+    )  # fmt: skip
+    said = (
+        r"^local worker 'many': local.n_threads 100000 is more threads than this machine can "
+        r"run \(it has 2 cores.*set local.n_threads to at most 8, best to 2 or fewer"
+    )
+    with pytest.raises(ConfigError, match=said):
+        preflight(config)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=said):
+        asyncio.run(local_server.start_local_servers(config.workers))
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []

@@ -37,6 +37,7 @@ from ..text import exact_number
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
+THREADS_PER_CORE = 4  # the most local.n_threads per core of the machine (check_n_threads)
 PORT_ATTEMPTS = 3  # starts on a new port when another process took the chosen one first
 PORT_TAKEN = "address already in use"  # uvicorn's words for EADDRINUSE, in the server's log
 # Compiler flags that leave llama.cpp's AMX kernels out of its build (see segfault_hint).
@@ -84,6 +85,29 @@ def worker_gguf(worker_id: str, config: LocalServerConfig) -> Path:
         return resolve_gguf(config.gguf)
     except ConfigError as error:
         raise ConfigError(f"local worker {worker_id!r}: {error}") from None
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity: a container's or taskset's share)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def check_n_threads(worker_id: str, config: LocalServerConfig) -> None:
+    """ConfigError for a local.n_threads far over the machine's cores: llama.cpp's server
+    started all the same, then hung on its first call (20000 threads) or crashed with
+    "Thread creation failed" or a segfault (100000); threads beyond the cores only wait for
+    each other."""
+    cores = machine_cores()
+    most = cores * THREADS_PER_CORE
+    if config.n_threads > most:
+        raise ConfigError(
+            f"local worker {worker_id!r}: local.n_threads {config.n_threads} is more threads "
+            f"than this machine can run (it has {cores} cores: llama.cpp's threads beyond them "
+            f"only wait for each other); set local.n_threads to at most {most}, best to "
+            f"{cores} or fewer"
+        )
 
 
 @contextlib.contextmanager
@@ -207,6 +231,7 @@ class LocalServer:
     def launch(self) -> None:
         """Start the process (returns at once; `wait_ready` waits for it to answer)."""
         check_llama_cpp_installed()
+        check_n_threads(self.worker_id, self.config)
         gguf = worker_gguf(self.worker_id, self.config)
         self.port = free_port()
         self.command = server_command(gguf, self.model, self.port, self.config)
