@@ -849,3 +849,53 @@ def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_star
         asyncio.run(local_server.start_local_servers(config.workers))
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert alive(list(after - before)) == []
+
+
+CHATTY_SERVER = """
+import pathlib, sys, time
+line = "INFO:     127.0.0.1:41738 - 'POST /v1/chat/completions HTTP/1.1' 200 OK\\n"
+sys.stdout.write("Uvicorn running\\n" + line * 20000)  # about 1.4 MB: 20000 calls' lines
+sys.stdout.flush()
+go = pathlib.Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.02)
+sys.stdout.write("the line after the cut\\n")
+sys.stdout.flush()
+time.sleep(30)
+"""
+
+
+def test_a_long_serves_server_log_is_cut_back_to_its_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's log took a line for each call (more with --verbose True) for as long as it
+    ran, and a crash's report read all of it; a call sent to it now cuts it back to its tail
+    once over LOG_MAX_BYTES, and the server goes on writing at the new end (a log it wrote
+    at its own offset stayed as big, its start turned to NUL bytes)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    go = tmp_path / "go"
+    chatty = [sys.executable, "-c", CHATTY_SERVER, str(go)]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: chatty)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}]}
+    )
+    server = launched(config.workers[0])
+    try:
+        assert server.log_path is not None
+        deadline = time.monotonic() + 20
+        while server.log_path.stat().st_size < local_server.LOG_MAX_BYTES:
+            assert time.monotonic() < deadline, "the stand-in server wrote no log"
+            time.sleep(0.05)
+        pool = WorkerPool(config)
+        pool.servers = {"w": server}
+        pool._sent_call("w")
+        assert server.log_path.stat().st_size <= local_server.LOG_KEPT_BYTES
+        go.touch()
+        while "the line after the cut" not in server.log_tail(1):
+            assert time.monotonic() < deadline, server.log_tail(2)
+            time.sleep(0.05)
+        text = server.log_path.read_bytes()
+        assert len(text) <= local_server.LOG_KEPT_BYTES + 100 and b"\0" not in text
+        assert text.startswith(b"INFO:     127.0.0.1:41738 - 'POST")
+    finally:
+        server.stop()

@@ -37,6 +37,9 @@ from ..text import exact_number
 from .config import LocalServerConfig, WorkerConfig, resolve_gguf
 
 LOG_TAIL_LINES = 25
+# A server's log is cut back to its last LOG_KEPT_BYTES once past LOG_MAX_BYTES (trim_log).
+LOG_MAX_BYTES = 2**20
+LOG_KEPT_BYTES = 64 * 2**10
 THREADS_PER_CORE = 4  # the most local.n_threads per core of the machine (check_n_threads)
 PORT_ATTEMPTS = 3  # starts on a new port when another process took the chosen one first
 PORT_TAKEN = "address already in use"  # uvicorn's words for EADDRINUSE, in the server's log
@@ -242,7 +245,9 @@ class LocalServer:
         )
         self.log_path = Path(log_name)
         parent = os.getpid()
-        with os.fdopen(handle, "wb") as log:
+        os.close(handle)
+        # Appending (O_APPEND): the server writes at the log's end after trim_log cuts it.
+        with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command,
                 stdin=subprocess.DEVNULL,
@@ -348,8 +353,27 @@ class LocalServer:
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if self.log_path is None or not self.log_path.exists():
             return "(no log)"
-        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        with self.log_path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_KEPT_BYTES))
+            text = log.read().decode("utf-8", errors="replace")
         return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+    def trim_log(self) -> None:
+        """Cut the log back to its last LOG_KEPT_BYTES (what log_tail reads) once it is
+        over LOG_MAX_BYTES: a long serve's grew without limit, a line for each call (more
+        with --verbose True)."""
+        if self.log_path is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            if self.log_path.stat().st_size <= LOG_MAX_BYTES:
+                return
+            with self.log_path.open("r+b") as log:
+                log.seek(-LOG_KEPT_BYTES, os.SEEK_END)
+                tail = log.read()
+                tail = tail[tail.find(b"\n") + 1 :]  # from the first whole line
+                log.seek(0)
+                log.write(tail)
+                log.truncate()
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Terminate, wait up to grace_s, then kill. Safe to call twice."""

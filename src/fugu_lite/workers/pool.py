@@ -263,6 +263,8 @@ class WorkerPool:
 
     def _sent_call(self, worker_id: str) -> object:
         """Note a call sent to the worker (until `_answered`); its token."""
+        if worker_id in self.servers:
+            self.servers[worker_id].trim_log()
         call = object()
         self._sent.setdefault(worker_id, []).append(call)
         return call
