@@ -899,3 +899,28 @@ def test_a_long_serves_server_log_is_cut_back_to_its_tail(
         assert text.startswith(b"INFO:     127.0.0.1:41738 - 'POST")
     finally:
         server.stop()
+
+
+def test_a_server_gets_none_of_the_variables_llama_cpp_reads_as_its_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama_cpp.server reads its settings from the environment too: a PORT exported for
+    another program moved it off the port fugu-lite polls, an API_KEY made it answer
+    fugu-lite's calls 401, and its start timed out after startup_timeout_s, its log showing
+    no error. The server now gets fugu-lite's environment without them."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    shows = [sys.executable, "-c", "import os; print(' '.join(sorted(os.environ)), flush=True)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: shows)
+    for name in ("PORT", "HOST", "API_KEY", "config_file", "N_Gpu_Layers", "OMP_NUM_THREADS"):
+        monkeypatch.setenv(name, "8765")
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}]}
+    )
+    server = launched(config.workers[0])
+    try:
+        assert server.process is not None and server.process.wait(timeout=20) == 0
+        names = server.log_tail(1).split()
+    finally:
+        server.stop()
+    assert "OMP_NUM_THREADS" in names and "PATH" in names
+    assert not {"PORT", "HOST", "API_KEY", "config_file", "N_Gpu_Layers"} & set(names)

@@ -187,6 +187,18 @@ def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig)
     return command + list(config.extra_args)
 
 
+def server_environment() -> dict[str, str]:
+    """fugu-lite's environment without the variables that llama_cpp.server reads as its
+    settings (pydantic-settings reads each one's name in any case; its __main__ also HOST,
+    PORT and CONFIG_FILE): a PORT or API_KEY exported for another program moved the server
+    off the port fugu-lite polls, or made it refuse fugu-lite's calls (401), and its start
+    timed out after startup_timeout_s."""
+    from llama_cpp.server.settings import Settings
+
+    read = {name.lower() for name in Settings.model_fields} | {"config_file"}
+    return {name: value for name, value in os.environ.items() if name.lower() not in read}
+
+
 def _die_with_parent(parent_pid: int) -> None:
     """Runs in the child before exec: SIGTERM it when the starting thread's process dies."""
     try:
@@ -251,6 +263,7 @@ class LocalServer:
             self.process = subprocess.Popen(
                 self.command,
                 stdin=subprocess.DEVNULL,
+                env=server_environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches fugu-lite, which stops it in order
