@@ -164,7 +164,15 @@ def test_every_readme_command_and_option_exists() -> None:
 
 # Options of other programs that the README names (pip's, unshare's in the sandbox notes,
 # llama_cpp.server's that a local worker's extra_args may not repeat).
-OTHER_PROGRAMS_OPTIONS = {"--no-deps", "--user", "--net", "--model", "--n_ctx"}
+OTHER_PROGRAMS_OPTIONS = {
+    "--no-deps",
+    "--user",
+    "--net",
+    "--model",
+    "--n_ctx",
+    "--config_file",
+    "--api_key",
+}
 
 
 def every_cli_option(command: Any) -> set[str]:

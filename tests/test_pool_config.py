@@ -295,6 +295,25 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
 @pytest.mark.parametrize(
     ("args", "said"),
     [
+        (["--config_file", "llama.yaml"], "--config_file: llama.cpp's server then takes every"),
+        (["--api_key=secret"], "--api_key: fugu-lite checks and calls its own server without a"),
+    ],
+)
+def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
+    args: list[str], said: str
+) -> None:
+    """--config_file made llama.cpp's server take every setting from the file, none of the
+    flags fugu-lite sets (it listened on the file's port, 8000 by default, while fugu-lite
+    polled another); --api_key made it refuse fugu-lite's own checks (401): either start
+    timed out after startup_timeout_s."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        PoolConfig.model_validate({"workers": [worker]})
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
         (
             ["--interrupt", "True"],
             "--interrupt: llama.cpp's server reads it as --interrupt_requests",
@@ -305,6 +324,7 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
         ),
         (["--seed", "1", "--po", "8000"], "--po: llama.cpp's server reads it as --port"),
         (["--model_a=other"], "--model_a: llama.cpp's server reads it as --model_alias"),
+        (["--config=x.yaml"], "--config: llama.cpp's server reads it as --config_file (a"),
     ],
 )
 def test_extra_args_abbreviating_the_flags_fugu_lite_sets_are_refused(

@@ -43,6 +43,14 @@ SERVER_FLAGS_SET = {
     "--chat_format": "use local.chat_format",
     "--interrupt_requests": "False: a new request waits, it does not cut off a stream",
 }
+# llama_cpp.server's flags that would undo what fugu-lite relies on, and why.
+SERVER_FLAGS_REFUSED = {
+    "--config_file": "llama.cpp's server then takes every setting from that file and none of "
+    "the flags fugu-lite sets (the port it polls, the GGUF); give its settings as local: keys "
+    "and extra_args",
+    "--api_key": "fugu-lite checks and calls its own server without a key, so the server would "
+    "refuse them all (401) and its start time out; it listens on 127.0.0.1 only",
+}
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
@@ -76,27 +84,33 @@ class LocalServerConfig(StrictModel):
         # fugu-lite sets and relies on (the port it polls, the n_ctx it counts with...).
         for arg in value:
             flag = arg.split("=", 1)[0]
-            if flag in SERVER_FLAGS_SET:
-                raise ValueError(
-                    f"extra_args may not set {flag}: fugu-lite sets it ({SERVER_FLAGS_SET[flag]})"
-                )
+            if flag in SERVER_FLAGS_SET or flag in SERVER_FLAGS_REFUSED:
+                raise ValueError(f"extra_args may not set {flag}: {why_refused(flag)}")
             abbreviated = abbreviated_flags(flag)
             if abbreviated:
                 raise ValueError(
                     f"extra_args may not set {flag}: llama.cpp's server reads it as "
                     f"{' or '.join(abbreviated)} (a flag's start stands for the whole flag), "
-                    f"which fugu-lite sets ({SERVER_FLAGS_SET[abbreviated[0]]}); write a flag's "
-                    "whole name"
+                    f"and {why_refused(abbreviated[0])}; write a flag's whole name"
                 )
         return value
 
 
+def why_refused(flag: str) -> str:
+    """Why extra_args may not set one of llama_cpp.server's flags."""
+    if flag in SERVER_FLAGS_SET:
+        return f"fugu-lite sets it ({SERVER_FLAGS_SET[flag]})"
+    return SERVER_FLAGS_REFUSED[flag]
+
+
 def abbreviated_flags(flag: str) -> list[str]:
-    """The flags fugu-lite sets that `flag` is the start of: llama_cpp.server's argparse
-    takes `--interrupt` for --interrupt_requests (allow_abbrev), overriding fugu-lite's."""
+    """The flags refused in extra_args that `flag` is the start of: llama_cpp.server's
+    argparse takes `--interrupt` for --interrupt_requests (allow_abbrev), overriding
+    fugu-lite's."""
     if not flag.startswith("--") or len(flag) < 3:
         return []
-    return [name for name in SERVER_FLAGS_SET if name.startswith(flag) and name != flag]
+    refused = [*SERVER_FLAGS_SET, *SERVER_FLAGS_REFUSED]
+    return [name for name in refused if name.startswith(flag) and name != flag]
 
 
 class WorkerConfig(StrictModel):
