@@ -1361,3 +1361,15 @@ def test_a_judge_from_the_pool_asks_at_temperature_0_and_raises_for_a_failed_cal
     stub.mode = "500"
     with pytest.raises(WorkerCallError, match="worker w: server: HTTP 500"):
         asyncio.run(ask())
+
+
+def test_a_down_workers_thousandth_retry_waits_without_overflowing() -> None:
+    """A worker with retry_backoff_s 0 and max_retries 2000, down (connection refused), made
+    its call raise OverflowError on its 1025th attempt (2 ** 1024 is past a float) instead
+    of trying again or failing with the worker's error."""
+    worker = pool_config("http://x", retry_backoff_s=0, max_retries=2000).workers[0]
+    deadline = time.perf_counter() + call_budget_s(worker)
+    error = RuntimeError()
+    assert retry_wait(worker, 1100, "connection", RETRYABLE_KINDS, error, None, deadline) == 0
+    slower = pool_config("http://x", retry_backoff_s=0.5, max_retries=2000).workers[0]
+    assert retry_wait(slower, 1100, "connection", RETRYABLE_KINDS, error, None, deadline) is None

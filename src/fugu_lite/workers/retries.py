@@ -10,6 +10,7 @@ from .config import WorkerConfig
 from .errors import retry_header
 
 MAX_RETRY_AFTER_S = 60.0
+MAX_DOUBLINGS = 64  # of retry_backoff_s (backoff)
 BACKOFF_MARGIN_S = 5.0  # a call's budget for the waits between its attempts (call_budget_s)
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
 
@@ -37,7 +38,10 @@ def ends_before(wait_s: float, deadline: float) -> bool:
 def backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
     """Exponential with full-range jitter (0.5x-1.5x); at least the server's Retry-After (up
     to MAX_RETRY_AFTER_S: a longer wait is left to the caller, who is told it; tried_again)."""
-    delay = worker.retry_backoff_s * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+    # Doubled at most MAX_DOUBLINGS times: 2 ** 1024 is past a float (an OverflowError on a
+    # down worker's 1025th attempt), and a wait that long is never taken anyway (ends_before).
+    doublings = min(attempt - 1, MAX_DOUBLINGS)
+    delay = worker.retry_backoff_s * (2**doublings) * random.uniform(0.5, 1.5)
     return max(delay, min(retry_after or 0.0, MAX_RETRY_AFTER_S))
 
 
