@@ -473,3 +473,14 @@ def test_a_number_in_extra_args_says_to_quote_it(tmp_path: Path) -> None:
     config = load_pool_config(write(tmp_path, f"workers:\n  - {worker % repr('1')}\n"))
     assert config.workers[0].local is not None
     assert config.workers[0].local.extra_args == ["--seed", "1"]
+
+
+def test_a_local_n_ctx_past_llama_cpps_32_bits_is_refused(tmp_path: Path) -> None:
+    """llama.cpp keeps n_ctx in 32 bits: local.n_ctx 4294967552 (2**32 + 256) gave a server
+    of 256 tokens while fugu-lite took its refusals as of a context of billions."""
+    path = tmp_path / "pool.yaml"
+    path.write_text("workers: [{id: a, model: m, local: {gguf: x.gguf, n_ctx: 4294967552}}]\n")
+    with pytest.raises(ConfigError, match=r"workers\.0\.local\.n_ctx: Input should be less than "):
+        load_pool_config(path)
+    path.write_text("workers: [{id: a, model: m, local: {gguf: x.gguf, n_ctx: 4294967295}}]\n")
+    assert load_pool_config(path).workers[0].local.n_ctx == 2**32 - 1

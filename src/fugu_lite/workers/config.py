@@ -68,7 +68,8 @@ class LocalServerConfig(StrictModel):
     """A GGUF model that fugu-lite serves itself with `python -m llama_cpp.server`."""
 
     gguf: str = Field(description="Path to a .gguf file, or embedded:smollm2.")
-    n_ctx: int = Field(default=2048, ge=128)
+    # llama.cpp keeps n_ctx in 32 bits: 2**32 + 256 made a context of 256 tokens.
+    n_ctx: int = Field(default=2048, ge=128, lt=2**32)
     n_threads: int = Field(default=1, ge=1)
     n_batch: int | None = Field(default=None, ge=1)
     chat_format: str | None = None
