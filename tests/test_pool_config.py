@@ -484,3 +484,17 @@ def test_a_local_n_ctx_past_llama_cpps_32_bits_is_refused(tmp_path: Path) -> Non
         load_pool_config(path)
     path.write_text("workers: [{id: a, model: m, local: {gguf: x.gguf, n_ctx: 4294967295}}]\n")
     assert load_pool_config(path).workers[0].local.n_ctx == 2**32 - 1
+
+
+def test_an_extra_args_item_of_a_flag_and_its_value_says_to_split_it() -> None:
+    """`extra_args: ['--seed 1']` passed the config and serve's check, and llama.cpp's server
+    exited at the pool's start, its log ending in 'unrecognized arguments: --seed 1'."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    worker["local"]["extra_args"] = ["--n_gpu_layers", "0", "--seed 1"]
+    said = "extra_args item '--seed 1' is several words of llama.cpp's command line in one; "
+    with pytest.raises(
+        ValidationError, match=re.escape(said + "give each its own item: ['--seed', '1']")
+    ):
+        PoolConfig.model_validate({"workers": [worker]})
+    worker["local"]["extra_args"] = ["--lora_path", "/models/my lora.gguf", "--seed=1"]
+    assert PoolConfig.model_validate({"workers": [worker]}).workers[0].local is not None

@@ -85,6 +85,13 @@ class LocalServerConfig(StrictModel):
         # fugu-lite sets and relies on (the port it polls, the n_ctx it counts with...).
         for arg in value:
             flag = arg.split("=", 1)[0]
+            if flag.startswith("--") and len(flag.split()) > 1:
+                # llama.cpp's server exited at its start: "unrecognized arguments: --seed 1"
+                words = ", ".join(repr(word) for word in _words(arg))
+                raise ValueError(
+                    f"extra_args item {arg!r} is several words of llama.cpp's command line in "
+                    f"one; give each its own item: [{words}]"
+                )
             if flag in SERVER_FLAGS_SET or flag in SERVER_FLAGS_REFUSED:
                 raise ValueError(f"extra_args may not set {flag}: {why_refused(flag)}")
             abbreviated = abbreviated_flags(flag)
