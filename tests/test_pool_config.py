@@ -418,6 +418,10 @@ def test_a_top_level_anchor_of_shared_worker_settings_says_where_it_goes(tmp_pat
          "extra_args: `extra_args: ['--n_gpu_layers', '99']`; known keys here: gguf,"),
         ("local: {gguf: embedded:smollm2, port: 8080}", "unknown key 'workers.0.local.port': "
          "fugu-lite sets llama.cpp's --port itself (a free port it polls); known keys here:"),
+        # a flag that extra_args refuses is not suggested there
+        ("local: {gguf: embedded:smollm2, config_file: llama.yaml}", "unknown key "
+         "'workers.0.local.config_file': llama.cpp's --config_file is not for a local worker: "
+         "llama.cpp's server then takes every setting from that file"),
         # a mistyped key keeps its own hint
         ("local: {gguf: embedded:smollm2, n_thread: 2}", "unknown key 'workers.0.local.n_thread': "
          "did you mean 'n_threads'? known keys here:"),

@@ -544,6 +544,10 @@ def _local_key_hint(location: list[str], given: object, close: list[str]) -> str
         )
     if under_local and f"--{key}" in SERVER_FLAGS_SET:
         return f"fugu-lite sets llama.cpp's --{key} itself ({SERVER_FLAGS_SET[f'--{key}']}); "
+    if under_local and f"--{key}" in SERVER_FLAGS_REFUSED:
+        return (
+            f"llama.cpp's --{key} is not for a local worker: {SERVER_FLAGS_REFUSED[f'--{key}']}; "
+        )
     if under_local and not close:
         return (
             "if it is a llama.cpp server flag, pass it in extra_args: "
