@@ -215,6 +215,52 @@ def test_a_pinned_hub_id_shares_the_unpinned_ids_export_folder(cache: Path) -> N
     assert pinned.name.startswith("sentence_transformers_all_MiniLM_L6_v2-layer4-")
 
 
+@pytest.mark.parametrize(
+    "change",
+    ["weights", "torch", "transformers", "format", "opset"],
+)
+def test_the_export_folder_changes_with_each_setting_that_shapes_the_graph(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A backbone folder trained again in place, or a torch or transformers upgrade, must not
+    find the earlier export under its key: int8's loose check (its features are a few percent
+    off anyway) would take the stale copy for the new weights."""
+    import importlib.metadata
+
+    import fugu_lite.onnx_export as export_module
+
+    identity = "folder:/models/router-backbone#" + "a" * 16
+    before = export_folder("/models/router-backbone", identity, 4)
+    if change == "weights":
+        identity = "folder:/models/router-backbone#" + "b" * 16
+    elif change == "torch":
+        monkeypatch.setattr(torch, "__version__", "0.0.1")
+    elif change == "transformers":
+        real = importlib.metadata.version
+        monkeypatch.setattr(
+            importlib.metadata,
+            "version",
+            lambda name: "0.0.1" if name == "transformers" else real(name),
+        )
+    elif change == "format":
+        monkeypatch.setattr(export_module, "EXPORT_FORMAT_VERSION", 0)
+    else:
+        monkeypatch.setattr(export_module, "OPSET_VERSION", 13)
+    assert export_folder("/models/router-backbone", identity, 4) != before
+
+
+def test_the_session_runs_on_torchs_thread_count(tiny: LoadedBackbone, shared_cache: Path) -> None:
+    """`serve --torch-threads` sets torch's count, which ONNX Runtime's pool must follow."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        onnx = extractor_for(tiny, layer=3).runtime.onnx
+        assert onnx is not None and onnx.threads == 3
+        assert onnx.session.get_session_options().intra_op_num_threads == 3
+    finally:
+        torch.set_num_threads(previous)
+
+
 def test_concurrent_first_calls_export_once(
     tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,6 +291,30 @@ def test_a_wrong_cached_export_is_replaced(
     assert "unusable" in capsys.readouterr().err
     reference = extractor_for(tiny, layer=2, runtime="torch").encode(PROMPTS)
     torch.testing.assert_close(extractor.encode(PROMPTS), reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_a_cached_export_a_little_off_torchs_features_is_replaced(
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str], quantization: str
+) -> None:
+    """Weights 0.1% off (a backbone fine-tuned a little, an export from
+    another build) are not a different model to the eye: the fp32 check must still refuse
+    them, or routing runs on features the router was not trained on. int8 checks the fp32
+    file before quantizing it: its own check is far too loose to see this."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    nearly = extractor_for(tiny_random_backbone(), layer=2, runtime="torch")
+    with torch.no_grad():
+        for parameter in nearly.truncated.parameters():
+            parameter.mul_(1.001)  # features about 0.26% off: 26 times the tolerance
+    export_backbone(nearly.truncated, nearly.tokenize(PROMPTS[:2]), folder)
+    extractor = extractor_for(tiny, layer=2, quantization=quantization)
+    assert extractor.runtime.name == "onnx"
+    assert "unusable" in capsys.readouterr().err
+    reference = extractor_for(tiny, layer=2, runtime="torch").encode(PROMPTS)
+    if quantization == "none":
+        torch.testing.assert_close(extractor.encode(PROMPTS), reference, rtol=1e-5, atol=1e-5)
+    else:
+        assert relative_gap(extractor.encode(PROMPTS), reference) < 0.1
 
 
 def test_a_damaged_cached_file_is_exported_again(
@@ -361,6 +431,7 @@ def test_a_failed_export_falls_back_to_torch_with_a_log_line(
     assert "export failed" in extractor.runtime.describe()
     err = " ".join(capsys.readouterr().err.split())
     assert "aten::made_up" in err and "using the torch runtime instead" in err
+    assert "unusable" not in err  # nothing was cached: it is not exported a second time
     reference = extractor_for(tiny, layer=5, runtime="torch").encode(PROMPTS)
     assert torch.equal(features, reference)
     assert not (export_folder(tiny.name, tiny.identity, 5) / MODEL_FILE).exists()
@@ -395,6 +466,25 @@ def test_int8_features_are_near_fp32_and_do_not_depend_on_the_batch(
     assert 1e-6 < gap < 0.1  # really int8, and still the same features to a few percent
     alone = torch.cat([int8.encode([prompt]) for prompt in PROMPTS])
     assert torch.equal(alone, batched)  # each prompt runs on its own, so batch mates don't count
+
+
+def test_a_cached_int8_copy_of_other_weights_is_replaced(
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Later loads open the int8 copy alone (its fp32 file was checked before quantizing):
+    its own, looser check must still refuse a copy that is not of these weights."""
+    assert extractor_for(tiny, layer=2).runtime.name == "onnx"  # the right fp32 export
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    impostor = extractor_for(tiny_random_backbone(seed=1), layer=2, runtime="torch")
+    elsewhere = cache / "impostor"
+    export_backbone(impostor.truncated, impostor.tokenize(PROMPTS[:2]), elsewhere)
+    quantize_export(elsewhere / MODEL_FILE, folder / QUANTIZED_FILE)
+    capsys.readouterr()
+    int8 = extractor_for(tiny, layer=2, quantization="int8")
+    assert int8.runtime.onnx is not None and int8.runtime.onnx.quantized
+    assert "unusable" in capsys.readouterr().err
+    fp32 = extractor_for(tiny, layer=2, runtime="torch")
+    assert relative_gap(int8.encode(PROMPTS), fp32.encode(PROMPTS)) < 0.1
 
 
 def test_int8_features_have_their_own_cache(
@@ -677,6 +767,8 @@ def test_an_export_the_cache_cannot_take_is_made_once_per_process(
     assert extractor_for(tiny, layer=3, runtime="onnx").runtime.name == "onnx"
     temporary = [target for target in exports if tmp_path / "blocked" not in target.parents]
     assert len(temporary) == 2  # another layer: another export
+    int8 = extractor_for(tiny, layer=2, quantization="int8")
+    assert int8.runtime.onnx is not None and int8.runtime.onnx.quantized  # not fp32's session
 
 
 def test_an_export_neither_the_cache_nor_a_temporary_folder_can_take_is_refused(
