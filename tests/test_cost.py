@@ -667,6 +667,9 @@ def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: F
     allowed = service.allowed_workers(None, None, 0.0)
     request = RouteRequest([ChatMessage(role="user", content="hi")], allowed, 0.0)
     assert service.route_batch([request])[0].cost_weight == 0.0
+    minus_zero = route_checkpoint(family.plain, "hi", cost_weight=-0.0)  # the 0 it answers
+    assert isinstance(minus_zero, CostRoutingDecision)
+    assert math.copysign(1.0, minus_zero.cost_weight) == 1.0  # not -0.0 in route --json
     with pytest.raises(
         ApiError, match=r"trained with cost weight 0, the only one it serves\); leave"
     ):
@@ -855,6 +858,22 @@ def test_the_reward_head_averages_its_members_and_predicts_no_negative_cost() ->
     expected = [[(member[0] + 0.5) / 2, (member[1] + 0.5) / 2], [0.5, 0.5]]
     torch.testing.assert_close(rewards, torch.tensor(expected))
     torch.testing.assert_close(costs, torch.tensor([[1.0 + 2 * x, 0.0], [1.0, 1.0]]))
+
+
+def test_the_reward_head_predicts_on_features_standardised_as_in_training() -> None:
+    """Its layers are fitted on features standardised by the train mean and spread: a
+    prompt below the train mean belongs to the cluster below it, whatever the sign of its
+    raw features, and its predicted cost is the cost model's at its standardised value."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [2], 1.0, 0.05)
+    router.fit_normalizer(torch.tensor([[90.0], [110.0]]))  # mean 100, spread 10 * sqrt(2)
+    router.head.assign_weight.copy_(torch.tensor([[10.0], [-10.0]]))  # cluster 0: above it
+    router.head.cluster_rewards.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    router.head.cost_weight.copy_(torch.tensor([[1.0], [0.0]]))
+    router.head.cost_bias.copy_(torch.tensor([1.0, 1.0]))
+    rewards, costs = router.predict(torch.tensor([[95.0], [105.0]]))
+    assert rewards.argmax(dim=-1).tolist() == [1, 0]
+    z = 5.0 / (10.0 * math.sqrt(2.0))
+    torch.testing.assert_close(costs, torch.tensor([[1.0 - z, 1.0], [1.0 + z, 1.0]]))
 
 
 def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features() -> None:
@@ -1261,10 +1280,11 @@ def test_a_reward_heads_validation_figures_are_those_of_its_own_predictions(
         for record in cost_case_records()
     ]
     settings = RewardHeadTraining(cluster_counts=[3], clusterings_per_count=1,
-                                  min_cluster_prompts=5)  # fmt: skip
+                                  min_cluster_prompts=5, temperature=0.2)  # fmt: skip
     config = RewardHeadConfig(model=tiny_cfg(tmp_path), training=settings)
     validation = train_reward_head(records, config, tmp_path / "h")["validation"]
     head = load_reward_head(tmp_path / "h")
+    assert head.temperature == 0.2  # its routing probabilities' setting, not the default
     held_out = [record for record in records if record.split == "validation"]
     predicted, _ = head.predict(head.features_for([record.prompt for record in held_out]))
     rewards = torch.tensor([record.rewards for record in held_out])
