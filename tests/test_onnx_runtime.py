@@ -475,7 +475,10 @@ def test_a_cached_int8_copy_of_other_weights_is_replaced(
     its own, looser check must still refuse a copy that is not of these weights."""
     assert extractor_for(tiny, layer=2).runtime.name == "onnx"  # the right fp32 export
     folder = export_folder(tiny.name, tiny.identity, 2)
-    impostor = extractor_for(tiny_random_backbone(seed=1), layer=2, runtime="torch")
+    impostor = extractor_for(tiny_random_backbone(), layer=2, runtime="torch")
+    with torch.no_grad():
+        for parameter in impostor.truncated.parameters():
+            parameter.mul_(1.2)  # int8 features about 0.6 off: 2.4 times its tolerance
     elsewhere = cache / "impostor"
     export_backbone(impostor.truncated, impostor.tokenize(PROMPTS[:2]), elsewhere)
     quantize_export(elsewhere / MODEL_FILE, folder / QUANTIZED_FILE)
