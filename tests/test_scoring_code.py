@@ -702,6 +702,21 @@ def test_the_codes_own_top_level_asserts_do_not_decide_its_score() -> None:
     assert "SyntaxError" in syntax.detail and "solution.py" in syntax.detail
 
 
+def test_the_codes_own_loop_over_its_examples_does_not_decide_its_score() -> None:
+    """A loop over the model's own examples ran at load: one it got wrong failed every test."""
+    examples = (
+        f"{ADD}\n# Test cases\ncases = [((1, 2), 3), ((2, 2), 5)]\n"
+        "for args, expected in cases:\n    assert add(*args) == expected, f'add{args}'\n"
+        "print('All tests passed!')\n"
+    )
+    assert graded(code_task(), examples).score == 1.0
+    counting = "i = 0\nwhile i < 3:\n    assert add(i, 0) == i + 1\n    i += 1\n"
+    assert graded(code_task(), f"{ADD}\n{counting}").score == 1.0
+    loading = "TABLE = {}\nfor i in range(3):\n    TABLE[i] = i\n"  # no check: run
+    uses = "def add(a, b):\n    return a + b if len(TABLE) == 3 else None\n"
+    assert graded(code_task(), loading + uses).score == 1.0
+
+
 def test_code_may_use_its_own_file_name_as_a_script_does() -> None:
     """`__file__` was not defined: the usual script preamble raised NameError at load."""
     preamble = (

@@ -283,12 +283,19 @@ def reads_stdin(code):
 
 
 def without_own_asserts(code):
-    """The code compiled without its top-level asserts: the model's own checks, and one it
-    got wrong (`assert add(2, 2) == 5`) would fail every test of functions that may be right.
-    The task's tests judge those."""
+    """The code compiled without its top-level asserts and loops holding one (`for args,
+    expected in cases: assert ...`): the model's own checks, and one it got wrong (`assert
+    add(2, 2) == 5`) would fail every test of functions that may be right. The task's tests
+    judge those."""
     tree = ast.parse(code, "solution.py")
-    tree.body = [node for node in tree.body if not isinstance(node, ast.Assert)]
+    tree.body = [node for node in tree.body if not is_own_check(node)]
     return compile(tree, "solution.py", "exec")
+
+
+def is_own_check(node):
+    return isinstance(node, ast.Assert) or (
+        isinstance(node, (ast.For, ast.While)) and holds_assert(node)
+    )
 
 
 module = type(sys)("solution")
