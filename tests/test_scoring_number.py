@@ -81,9 +81,12 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
         ("0", r"\boxed{10,\!000}", "'10,000'"),
         ("7", "The answer is negative 7.", "'negative 7'"),
         ("-5", "The count must be non-negative 5", "'5'"),
-        # near the reference is not equal to it: 1e-6 relative, 1e-9 absolute
+        # near the reference is not equal to it: 1e-6 relative, 1e-9 absolute beside a zero
         ("1000", "The total is $1,001.", "'$1,001'"),
         ("0.00001", "The probability is 0.00002.", "'0.00002'"),
+        ("5.29e-11", "The Bohr radius is about 5.29e-10 m.", "'5.29e-10'"),  # ten times off
+        ("6.626e-34", "h = 6.626 × 10^-30 J·s", "'6.626 × 10^-30'"),
+        ("0", "The answer is 0.00002.", "'0.00002'"),
     ],
 )
 def test_number_grader_wrong_answers_score_zero_with_reason(
@@ -111,6 +114,9 @@ def test_number_grader_wrong_answers_score_zero_with_reason(
         ("1024", "2**10"),
         ("25", "5²"),
         ("3", "x^2 = 9, so x = 3"),
+        ("9.109e-31", "The mass is 9.109 × 10^-31 kg."),
+        ("5.551115123125783e-17", "The answer is 0."),  # a key computed as 0.1 + 0.2 - 0.3
+        ("0", "The answer is 1e-10."),
     ],
 )
 def test_number_grader_reads_scientific_notation_and_powers(answer: str, output: str) -> None:

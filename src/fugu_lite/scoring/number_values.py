@@ -160,7 +160,10 @@ def _equal(
     rounded, unless the question asks for more decimals than the answer gives; "1.333333"
     for a reference 1.33 of three significant digits or more, or of the decimals asked
     ("0.054" is no answer for a reference 0.05)."""
-    if math.isclose(value, reference, rel_tol=1e-6, abs_tol=1e-9):
+    # an absolute tolerance only beside a zero (a key's float noise, 5.6e-17): between two
+    # small numbers it would make 5.29e-10 equal 5.29e-11
+    near_zero = 1e-9 if 0 in (value, reference) else 0.0
+    if math.isclose(value, reference, rel_tol=1e-6, abs_tol=near_zero):
         return True
     coarse = min(decimals, reference_decimals)
     if coarse == 0:
@@ -177,7 +180,8 @@ def _equal(
     else:
         rounded = False
     shown = max(decimals, reference_decimals) if coarse == 0 else coarse
-    return rounded and abs(value - reference) <= 0.5 * 10**-shown + 1e-12
+    # the float error of a half-way rounding is relative: 1e-12 beside 6.6e-34 is no error
+    return rounded and abs(value - reference) <= 0.5 * 10**-shown + 1e-12 * abs(reference)
 
 
 _PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
