@@ -279,6 +279,9 @@ def test_a_timeout_or_crash_says_where_the_code_was() -> None:
     tests = "assert add(1, 2) == 3\ndef test_plus():\n    assert plus(1, 2) == 3\n"
     crashed = graded(code_task(tests), exiting).detail
     assert "before the tests finished, in the test test_plus (1 test passed before it)" in crashed
+    failing_first = "assert add(1, 1) == 3\n" + tests  # a failed test is not counted passed
+    crashed = graded(code_task(failing_first), exiting).detail
+    assert "in the test test_plus (1 test passed before it)" in crashed
 
 
 def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
@@ -605,6 +608,18 @@ def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     assert not target.exists()
     local = "open('scratch.txt', 'w').write('x')\ndef add(a, b):\n    return a + b\n"
     assert graded(code_task(), local).score == 1.0
+    beside = "open('../work.txt', 'w').write('x')\n"  # a name starting as the folder's does
+    assert "only the working folder is writable" in graded(code_task(), beside + ADD).detail
+    silenced = "import os, sys\nsys.stdout = open(os.devnull, 'w')\nprint('quiet')\n"
+    assert graded(code_task(), silenced + ADD).score == 1.0
+
+
+def test_the_code_does_not_see_the_grading_processs_environment(monkeypatch) -> None:
+    # a pool's API keys are in fugu-lite's environment: the code (and what it prints) must
+    # not have them
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    tests = "import os\nassert 'OPENAI_API_KEY' not in os.environ\nassert add(1, 2) == 3\n"
+    assert graded(code_task(tests), ADD).score == 1.0
 
 
 def test_exiting_early_is_the_models_fault() -> None:
@@ -763,6 +778,8 @@ def test_asserts_in_a_loop_over_cases_count_as_a_test() -> None:
     assert graded(code_task(tests), ADD).score == 1.0
     helper = "def check(f):\n    assert f(1, 2) == 3\nassert add(2, 2) == 4\n"  # defines only
     assert graded(code_task(helper), ADD).detail == "1/1 tests passed"
+    named = "def testAdd():\n    assert add(1, 2) == 3\n"  # test*, as pytest collects it
+    assert graded(code_task(named), ADD).detail == "1/1 tests passed"
 
 
 def test_a_name_a_failed_set_up_line_would_have_set_is_not_blamed_on_the_code() -> None:
