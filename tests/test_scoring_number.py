@@ -73,6 +73,8 @@ def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
         ("19", "The answer is 20.", "'20'"),
         ("19", "I am not sure how to solve this.", "no number"),
         ("19", "", "no number"),
+        ("19", "The answer is 1/0.", "no number"),  # not a grading error (ZeroDivisionError)
+        ("19", "x = 0^-1", "no number"),
         ("19", r"\boxed{18} (even though 19 came up before)", "'18'"),
         ("1/3", "about 0.3", "'0.3'"),
         ("7", "-7", "'-7'"),
@@ -162,6 +164,7 @@ def test_a_power_is_its_value_not_its_base_or_exponent(answer: str, output: str,
         ("0.5", "50%", 1.0),  # a probability or share written as a percentage
         ("0.25", "The probability is 25 percent.", 1.0),
         ("1/3", "About 33.3%.", 1.0),
+        ("0.3333", "About 33% of them.", 1.0),  # 0.33: the share has 2 decimals more
         ("50", "50%", 1.0),  # "what percent ...?" with the reference written without %
         ("50%", "50", 1.0),
         ("50%", "The answer is 50 %.", 1.0),
