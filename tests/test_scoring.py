@@ -7,6 +7,7 @@ import asyncio
 from conftest import graded, number_task
 
 from fugu_lite.scoring import grade
+from fugu_lite.scoring.common import without_thinking
 from fugu_lite.tasks import Task
 
 
@@ -52,6 +53,8 @@ def test_a_draft_answer_in_a_reasoning_models_thinking_is_not_graded() -> None:
     assert graded(number_task("7"), harmony).score == 0.0
     assert graded(number_task("12"), "<thinking>Maybe 7.</THINKING>\n12").score == 1.0
     assert graded(exact, "<|channel|>final<|message|>Paris<|return|>").score == 1.0
+    # the judge is sent the answer alone, without the end of the thinking
+    assert without_thinking("<think>Lyon? No.</think>\nParis") == "Paris"
 
 
 def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:

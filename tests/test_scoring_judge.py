@@ -99,6 +99,8 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
     assert graded(judge_task(), "Paris or 3/5 of Lyon", judge=ratio_verdict).score == (
         pytest.approx(0.6)
     )
+    # nor when the response holds that fraction alone on a line
+    assert graded(judge_task(), "Paris\n3/5", judge=ratio_verdict).score == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(
@@ -118,6 +120,8 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("SCORE: 2\n...actually, on reflection, SCORE: 9", 0.9),
         ("SCORE: N", None),
         ("Score: -1", None),
+        ("SCORE: 0/0", None),  # no scale: not a ZeroDivisionError
+        ("Only 3/4 of its steps are right.", None),  # a fraction of the reply, no scale
         ("", None),
         # a score in words, or a label in bold or with its scale, as judges write them
         ("The answer is right but terse. I'd give it a score of 7", 0.7),

@@ -56,6 +56,7 @@ COT = (
         ("2", "Two."),
         ("0.5", "The answer is $\\frac{1}{2}$."),  # LaTeX outside a \boxed{}
         ("0.5", "$\\dfrac{1}{2}$"),
+        ("-0.5", r"\boxed{\frac{-1}{2}}"),  # the sign in the numerator
         ("0.75", r"\boxed{\frac34}"),
         ("1.5", r"\boxed{1\frac{1}{2}}"),  # a mixed number, not 11/2
     ],
@@ -366,6 +367,7 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("The answer is 12. Actually, it's 14.", 0.0, 1.0),
         ("The answer is 12. Correction: 14.", 0.0, 1.0),
         ("12. No, it's 14 apples.", 0.0, 1.0),
+        ("The answer is 12. No, it's 14: 3 boxes of 4 and 2 more.", 0.0, 1.0),
         ("The answer is 12. Hmm, actually, let me recount. The answer should be 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOn second thought, the answer must be 14.", 0.0, 1.0),
         ("Answer: 12 ❌ → Corrected: 14", 0.0, 1.0),
@@ -373,6 +375,7 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("12\n\nWait, actually 14.", 0.0, 1.0),
         ("12\n\nNo wait, 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
+        ("The answer is 12. I miscounted: there are 14 apples.", 0.0, 1.0),
         (
             "The answer is 12. Oops, I miscounted: the answer is 13. Oops, I miscounted again: 14.",
             0.0,
