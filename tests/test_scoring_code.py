@@ -108,9 +108,12 @@ def test_the_models_own_pytest_block_is_left_out() -> None:
     alone = graded(code_task(), tests)  # nothing else to run: still graded, still 0
     assert alone.score == 0.0
     assert "No module named 'pytest'" in alone.detail
+    raises = "```python\nfrom pytest import raises\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    raises += "```"
+    assert extract_code(f"```python\n{ADD}```\n{raises}") == ADD
 
 
-@pytest.mark.parametrize("tag", ["py", "Python", "PY3"])
+@pytest.mark.parametrize("tag", ["py", "Python", "PY3", "python3"])
 def test_a_python_fence_tagged_in_any_case_or_short_is_the_code_beside_a_usage_block(
     tag: str,
 ) -> None:
@@ -143,6 +146,8 @@ def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"
     assert graded(code_task(), output).score == 1.0
+    imports = "Here you go:\nimport operator\n\ndef add(a, b):\n    return operator.add(a, b)\n"
+    assert extract_code(imports).startswith("import operator\n")  # from its first code line
 
 
 @pytest.mark.parametrize(
@@ -197,6 +202,9 @@ def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:
     function does not lose that function quietly."""
     cut = f"```python\n{ADD}\ndef sub(a, b):\n    return (a -"
     detail = graded(code_task(), cut).detail
+    assert "SyntaxError" in detail and "never closed" in detail, detail
+    in_its_body = "```python\ndef add(a, b):\n    total = a + b\n    return (total +"
+    detail = graded(code_task(), in_its_body).detail  # not add() without its last line
     assert "SyntaxError" in detail and "never closed" in detail, detail
 
 
