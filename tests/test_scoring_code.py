@@ -740,6 +740,14 @@ def test_the_codes_own_loop_over_its_examples_does_not_decide_its_score() -> Non
     assert graded(code_task(), loading + uses).score == 1.0
 
 
+def test_a_call_of_the_codes_own_test_function_does_not_decide_its_score() -> None:
+    """`test_add()` at the end of the code ran its checks at load, a wrong one failing all."""
+    own_test = "def test_add():\n    assert add(2, 2) == 5\n\ntest_add()\n"
+    assert graded(code_task(), f"{ADD}\n{own_test}").score == 1.0
+    called_with = "def test_value(x):\n    assert x\n    return x\n\nFIRST = test_value(1)\n"
+    assert graded(code_task(), f"{ADD}\n{called_with}").score == 1.0  # a value: still run
+
+
 def test_code_may_use_its_own_file_name_as_a_script_does() -> None:
     """`__file__` was not defined: the usual script preamble raised NameError at load."""
     preamble = (

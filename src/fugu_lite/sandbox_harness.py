@@ -283,16 +283,25 @@ def reads_stdin(code):
 
 
 def without_own_asserts(code):
-    """The code compiled without its top-level asserts and loops holding one (`for args,
-    expected in cases: assert ...`): the model's own checks, and one it got wrong (`assert
-    add(2, 2) == 5`) would fail every test of functions that may be right. The task's tests
-    judge those."""
+    """The code compiled without its top-level asserts, loops holding one (`for args,
+    expected in cases: assert ...`) and calls of its own test functions (`test_add()`): the
+    model's own checks, and one it got wrong (`assert add(2, 2) == 5`) would fail every test
+    of functions that may be right. The task's tests judge those."""
     tree = ast.parse(code, "solution.py")
-    tree.body = [node for node in tree.body if not is_own_check(node)]
+    own_tests = {
+        node.name for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+        and any(isinstance(inner, ast.Assert) for inner in ast.walk(node))
+    }
+    tree.body = [node for node in tree.body if not is_own_check(node, own_tests)]
     return compile(tree, "solution.py", "exec")
 
 
-def is_own_check(node):
+def is_own_check(node, own_tests):
+    """An assert, a loop holding one, or a call of one of `own_tests` with no arguments."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        return isinstance(call.func, ast.Name) and call.func.id in own_tests and not call.args
     return isinstance(node, ast.Assert) or (
         isinstance(node, (ast.For, ast.While)) and holds_assert(node)
     )
