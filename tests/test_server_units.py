@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
 from fugu_lite.server.app import show_package_logs, uvicorn_log_config
-from fugu_lite.server.batching import MicroBatcher
+from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.workers.config import load_pool_config
@@ -90,6 +90,58 @@ async def batcher_does_not_hold_back_a_lone_request() -> None:
     await batcher.stop()
 
 
+def test_micro_batcher_runs_a_full_batch_at_once_and_waits_again_for_the_next() -> None:
+    asyncio.run(batcher_runs_a_full_batch_at_once_and_waits_again_for_the_next())
+
+
+async def batcher_runs_a_full_batch_at_once_and_waits_again_for_the_next() -> None:
+    # a window far longer than the bound: only a batch run before its window ends is fast
+    batches: list[list[str]] = []
+    batcher = MicroBatcher(lambda items: batches.append(items) or items, 10.0, max_batch=2)
+    batcher.start()
+    started = time.perf_counter()
+    assert await asyncio.gather(batcher.submit("a"), batcher.submit("b")) == ["a", "b"]
+    # the second arrives while the first waits: the batch is full, so it runs now
+    first = asyncio.create_task(batcher.submit("c"))
+    await asyncio.sleep(0.1)
+    assert await asyncio.gather(first, batcher.submit("d")) == ["c", "d"]
+    assert time.perf_counter() - started < 5.0
+    assert batches == [["a", "b"], ["c", "d"]]  # c waited for d, not run alone at once
+    await batcher.stop()
+
+
+def test_micro_batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop() -> None:
+    asyncio.run(batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop())
+
+
+async def batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop() -> None:
+    batches: list[list[str]] = []
+    batcher = MicroBatcher(lambda items: batches.append(items) or items, window_s=0.3)
+    batcher.start()
+    gone, kept = (asyncio.create_task(batcher.submit(item)) for item in ("gone", "kept"))
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    assert await kept == "kept"
+    assert batches == [["kept"]]
+
+    release = threading.Event()
+    batcher = MicroBatcher(lambda items: release.wait(10) and items, window_s=0.0, max_batch=1)
+    batcher.start()
+    running = asyncio.create_task(batcher.submit("running"))
+    await asyncio.sleep(0.05)
+    waiting = asyncio.create_task(batcher.submit("waiting"))
+    await asyncio.sleep(0.05)
+    stopping = asyncio.create_task(batcher.stop())
+    await asyncio.sleep(0.05)
+    release.set()
+    await stopping
+    with pytest.raises(BatcherClosedError, match="shutting down"):
+        await waiting
+    with pytest.raises(BatcherClosedError, match="shutting down"):
+        await batcher.submit("late")
+    running.cancel()
+
+
 def test_micro_batcher_fails_the_batch_not_the_batcher() -> None:
     asyncio.run(batcher_fails_the_batch_not_the_batcher())
 
@@ -115,6 +167,8 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     assert results[0] == 5 and results[2] == 7
     assert isinstance(results[1], ValueError)
     assert batches == [1, 1]  # the batch of 3 failed, then 5 and 7 ran on their own
+    results = await asyncio.gather(*(batcher.submit(i) for i in (13, 7)), return_exceptions=True)
+    assert isinstance(results[0], ValueError) and results[1] == 7  # a batch of 2 as well
     await batcher.stop()
 
 
