@@ -107,6 +107,24 @@ def test_a_call_that_is_not_the_probe_leaves_a_half_open_circuit_one_probe(
         asyncio.run(scenario(held))
 
 
+def test_the_circuit_gauge_reads_1_while_a_circuit_is_half_open(stubs: Stubs) -> None:
+    """fugu_circuit_open is 1 while a worker's circuit is open or half-open: a stream let
+    through while the circuit was closed, ending once it is half-open with its probe out,
+    leaves it half-open, and the gauge at 1."""
+    worker = "coder"
+    now = [0.0]
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=10, clock=lambda: now[0])
+    metrics = Metrics(WORKERS)
+    dispatcher = Dispatcher(WorkerPool(pool_for(stubs)), breaker, metrics, Redactor([]))
+    assert breaker.acquire(worker) == "call"  # the stream, opened while closed
+    breaker.record_failure(worker, "call")  # another call failed: open
+    now[0] = 10.0
+    assert breaker.acquire(worker) == "probe"
+    dispatcher.stream_ended(worker, "ok", "call")
+    assert breaker.state(worker) == "half_open"
+    assert metric_value(metrics.render().decode(), "fugu_circuit_open", worker=worker) == 1
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_probe_whose_client_left_lets_the_next_request_probe(stubs: Stubs, stream: bool) -> None:
     """A half-open circuit's one probe, cancelled while it waits for the worker (its client

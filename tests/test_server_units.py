@@ -270,6 +270,21 @@ def test_a_failure_of_a_call_started_before_the_circuit_opened_leaves_a_half_ope
     assert breaker.state("a") == "open" and breaker.retry_after_s(["a"]) == 10
 
 
+def test_a_shorter_retry_after_does_not_cut_a_workers_rate_limit_short() -> None:
+    """Two calls in flight to a worker both get a 429: the one answered later, with a
+    shorter Retry-After, leaves the longer wait the provider asked for in place."""
+    now = [0.0]
+    breaker = CircuitBreaker(["a"], clock=lambda: now[0])
+    breaker.rate_limited("a", 30.0, "call")
+    breaker.rate_limited("a", 5.0, "call")
+    assert breaker.limited_for("a") == 30.0
+    breaker.rate_limited("a", None, "call")  # a 429 without Retry-After: the wait stays
+    now[0] = 29.0
+    assert breaker.limited_for("a") == 1.0 and breaker.state("a") == "closed"
+    now[0] = 31.0
+    assert breaker.limited_for("a") == 0.0
+
+
 runner = CliRunner()
 
 
