@@ -28,6 +28,7 @@ from server_support import (
     VALID,
     WORKER_KEY,
     Stubs,
+    metric_samples,
     metric_value,
     pool_for,
     ranking_for,
@@ -256,6 +257,7 @@ def test_the_routing_field_comes_on_the_first_chunk_sent(
         )
     assert all(chunk.choices for chunk in chunks)
     assert chunks[0].model_extra is not None and chunks[0].model_extra["fugu"]["worker"] == first
+    assert all("fugu" not in (chunk.model_extra or {}) for chunk in chunks[1:])
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "hello"
 
 
@@ -470,7 +472,9 @@ def test_a_clients_own_request_id_is_answered_and_logged(serve, stubs: Stubs) ->
         assert response.json()["id"] == response.headers["x-request-id"]
 
 
-def test_async_client_and_concurrent_requests_share_routing_batches(serve, stubs: Stubs) -> None:
+def test_async_client_and_concurrent_requests_share_routing_batches(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
     running = serve(pool_for(stubs), batch_window_ms=20)
     for stub in stubs.workers.values():
         stub.latency_s = 0.2  # the requests overlap in the server
@@ -483,7 +487,12 @@ def test_async_client_and_concurrent_requests_share_routing_batches(serve, stubs
             )
 
     completions = asyncio.run(ask_all())
-    assert all(c.choices[0].message.content.startswith("answer from") for c in completions)
+    # each request of a batch is answered by the worker routed for its own prompt
+    routed = [ranking_for(family, prompt).ranking[0] for prompt in prompts]
+    assert len(set(routed)) > 1
+    assert [c.choices[0].message.content for c in completions] == [
+        f"answer from {worker}" for worker in routed
+    ]
     metrics = running.metrics()
     assert metric_value(metrics, "fugu_routing_batch_size_sum") == 24
     batches = metric_value(metrics, "fugu_routing_batch_size_count")
@@ -503,6 +512,11 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
     assert {w: s["circuit"] for w, s in health["workers"].items()} == dict.fromkeys(
         WORKERS, "closed"
     )
+    # each worker's series are there from the start, at 0
+    for name in ("fugu_circuit_open", "fugu_worker_choices_total"):
+        samples = metric_samples(running.metrics(), name)
+        assert sorted(labels["worker"] for labels, _ in samples) == sorted(WORKERS), name
+        assert {value for _, value in samples} == {0.0}, name
     client.chat.completions.create(model=MODEL, messages=user(MATH))
     metrics = running.metrics()
     chosen = ranking_for(running.state.router.family, MATH).ranking[0]
