@@ -186,17 +186,19 @@ def test_a_busy_worker_adds_no_upstream_latency_sample(
     """A request that waited its whole deadline for a slot of a busy worker never called
     it, yet added the deadline (35 s with the default timeout_s) to that worker's
     fugu_upstream_latency_seconds, as if the worker had taken that long: a burst raised its
-    latency quantiles while every call it made was quick. It is still counted as busy."""
+    latency quantiles while every call it made was quick. It is still counted as busy, and
+    charges no failure to its circuit."""
     monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # deadline = 1 s
     busy, other = WORKERS[0], WORKERS[1]
     one_slot = {"max_concurrency": 1, "timeout_s": 1.0, "max_retries": 0}
     metrics = Metrics(WORKERS)
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1)
 
     async def scenario() -> None:
         async with WorkerPool(pool_for(stubs, overrides={busy: one_slot})) as pool:
             holding = pool.stream_chat(busy, user(CODE))  # holds the only slot while open
             await anext(holding)
-            dispatcher = Dispatcher(pool, CircuitBreaker(WORKERS), metrics, Redactor([]))
+            dispatcher = Dispatcher(pool, breaker, metrics, Redactor([]))
             try:
                 _, attempts = await dispatcher.complete([busy, other], user(CODE), {})
             finally:
@@ -208,6 +210,7 @@ def test_a_busy_worker_adds_no_upstream_latency_sample(
     assert (samples("fugu_upstream_latency_seconds_count", {"worker": busy}) or 0) == 0
     assert samples("fugu_upstream_latency_seconds_count", {"worker": other}) == 1
     assert samples("fugu_worker_calls_total", {"worker": busy, "outcome": "busy"}) == 1
+    assert breaker.snapshot()[busy]["consecutive_failures"] == 0
 
 
 @pytest.mark.parametrize("failure", ["500", "503", "429", "close", "401", "bad_model", "conflict"])
@@ -618,6 +621,10 @@ def test_circuit_breaker_opens_after_repeated_failures_and_closes_after_cooldown
     assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 1
     calls = len(bad.bodies)
     assert ask() == f"{first}:circuit_open,{second}:ok"  # skipped without a call
+    with client.chat.completions.with_streaming_response.create(
+        model=MODEL, messages=user(MATH), stream=True
+    ) as streamed:
+        assert streamed.headers["x-fugu-worker"] == second  # streamed: skipped as well
     assert len(bad.bodies) == calls
 
     bad.mode = "ok"

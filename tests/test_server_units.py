@@ -270,6 +270,16 @@ def test_a_failure_of_a_call_started_before_the_circuit_opened_leaves_a_half_ope
     assert breaker.state("a") == "open" and breaker.retry_after_s(["a"]) == 10
 
 
+def test_the_retry_after_of_open_circuits_is_the_first_to_half_open() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(["a", "b"], failure_threshold=1, cooldown_s=10, clock=lambda: now[0])
+    breaker.record_failure("a", "call")
+    now[0] = 4.0
+    breaker.record_failure("b", "call")
+    assert breaker.retry_after_s(["a", "b"]) == 6.0  # a half-opens first
+    assert breaker.retry_after_s(["b"]) == 10.0
+
+
 def test_a_shorter_retry_after_does_not_cut_a_workers_rate_limit_short() -> None:
     """Two calls in flight to a worker both get a 429: the one answered later, with a
     shorter Retry-After, leaves the longer wait the provider asked for in place."""
