@@ -309,6 +309,32 @@ def test_every_chunk_of_a_stream_has_the_same_created(
     assert int(before) <= created <= time.time()
 
 
+def test_a_streamed_tool_call_a_worker_reports_no_usage_for_is_counted(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker streaming no usage (llama.cpp's server) has its completion tokens estimated,
+    one a chunk streamed: a tool call's chunks count as content chunks do, and the finish
+    reason reaches the client."""
+    first = ranking_for(family, MATH).ranking[0]
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "add", "arguments": ""}}  # fmt: skip
+    worker_chunks = [
+        stream_chunk(0, {"role": "assistant", "tool_calls": [call]}),
+        stream_chunk(0, {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}),
+        stream_chunk(0, {}, choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+    ]
+    with ServerThread(scripted_stream(worker_chunks)) as llama:
+        running = serve(pool_for(stubs, overrides={first: {"base_url": llama.base_url}}))
+        chunks = list(
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True,
+                stream_options={"include_usage": True},
+            )
+        )  # fmt: skip
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
+    assert chunks[-2].choices[0].finish_reason == "tool_calls"
+
+
 def test_usage_a_worker_puts_on_a_chunk_with_choices_comes_on_its_own_chunk(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
