@@ -381,6 +381,32 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
         assert body["model"] == "other" or "model" not in change
 
 
+def test_an_unfinished_tasks_answers_to_an_earlier_request_are_not_counted_done(
+    tmp_path: Path,
+) -> None:
+    """Answers to a worker's earlier request (its system prompt changed since) are kept for
+    the summary only when a written record holds them: counted for an unfinished task too,
+    a run whose new calls all failed showed the old answers as done, with their scores,
+    though none of them goes into a record."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written, so both tasks stay unfinished
+
+        def pool(**worker_change: Any) -> PoolConfig:
+            worker = stub_pool(("w", stub)).workers[0].model_dump()
+            closed = {**worker, "id": "down", "base_url": down_url}
+            return PoolConfig.model_validate({"workers": [{**worker, **worker_change}, closed]})
+
+        assert run_collect(pool(), tasks, output, down_after=1).workers[0].done == 2
+        stub.mode = "500"  # w fails every call of the next run
+        summary = run_collect(pool(system_prompt="Be brief."), tasks, output, down_after=1)
+    row = summary.workers[0]
+    assert (row.done, row.pending, row.mean_score, row.cost) == (0, 2, None, 0.0), row
+
+
 def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> None:
     """Records are never rewritten: after a worker's params change, the run says how many
     written records keep its answers to the earlier request, and how to get one request."""
