@@ -380,6 +380,22 @@ def test_a_judge_cut_after_its_score_is_graded_by_it(tmp_path: Path) -> None:
     )
 
 
+def test_a_judges_reply_holding_half_an_emoji_grades_the_answer(tmp_path: Path) -> None:
+    """The judge grader keeps the end of the judge's reply as its grade's detail: half of a
+    surrogate pair there (`"\\ud83d"`, an emoji cut in two by a server counting UTF-16
+    units) is kept as U+FFFD, as in an answer, or the grade line could not be written and
+    every run paid the judge again and failed."""
+    tasks = haiku_tasks(2)
+    output = tmp_path / "r.jsonl"
+    with StubWorker(answer_or_verdict("Rain.", "Vivid \ud83d\nSCORE: 7 \ud83d")) as stub:
+        config = stub_pool(("w", stub), ("judge", stub))
+        summary = run_collect(config, tasks, output, judge_worker="judge")
+    assert summary.complete and summary.workers[0].ungraded == 0
+    assert all(record.rewards == [pytest.approx(0.7)] * 2 for record in read_records(output))
+    grades = [line for line in log_lines(output) if line["event"] == "grade"]
+    assert all(grade["detail"].endswith("SCORE: 7 \ufffd") for grade in grades), grades
+
+
 def test_a_judge_cut_after_echoing_the_answers_own_score_says_it_was_cut(
     tmp_path: Path,
 ) -> None:
