@@ -407,6 +407,29 @@ def test_an_unfinished_tasks_answers_to_an_earlier_request_are_not_counted_done(
     assert (row.done, row.pending, row.mean_score, row.cost) == (0, 2, None, 0.0), row
 
 
+def test_a_workers_params_listed_in_another_order_reuse_its_answers(tmp_path: Path) -> None:
+    """The same params in another order (a pool file's keys rearranged, or written out by
+    another tool) are the same request: hashed in the order given, every saved answer
+    would be asked, and paid for, again."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        down = StubWorker(solver(tasks)).start()
+        down_url = down.base_url
+        down.stop()  # no record is written, so both cells of `w` stay pending
+
+        def pool(params: dict[str, Any]) -> PoolConfig:
+            worker = stub_pool(("w", stub)).workers[0].model_dump()
+            closed = {**worker, "id": "down", "base_url": down_url}
+            return PoolConfig.model_validate({"workers": [{**worker, "params": params}, closed]})
+
+        run_collect(pool({"temperature": 0.2, "max_tokens": 64}), tasks, output, down_after=1)
+        params = {"max_tokens": 64, "temperature": 0.2}
+        summary = run_collect(pool(params), tasks, output, down_after=1)
+        assert len(stub.bodies) == 2  # nothing asked again
+    assert summary.reasks == [] and summary.workers[0].done == 2
+
+
 def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> None:
     """Records are never rewritten: after a worker's params change, the run says how many
     written records keep its answers to the earlier request, and how to get one request."""
