@@ -389,6 +389,44 @@ def test_a_check_across_parameters_names_its_parameter(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI refuses a json_schema's or a function tool's `strict` that is not a boolean
+    ("true", 1); it went on, and a local worker read it as not strict, so it answered
+    with a constraint its grammar leaves out (`strict: true` sends such a request to the
+    other workers). true, false and null are sent on."""
+    client = shared_server.client()
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}
+
+    def tool(strict: Any) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": "f", "strict": strict, "parameters": schema},
+        }
+
+    json_schema = {"name": "x", "strict": "true", "schema": schema}
+    for extra, param, got in (
+        ({"response_format": {"type": "json_schema", "json_schema": json_schema}},
+         "response_format.json_schema.strict", '"true"'),
+        ({"tools": [tool(1)]}, "tools[0].function.strict", "1"),
+    ):  # fmt: skip
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
+        assert error.value.body["param"] == param
+        assert error.value.body["message"] == (
+            f"invalid request: {param} must be true or false (a JSON boolean, not a string or a "
+            f"number); got {got}"
+        )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    for strict in (True, False, None):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user("hi"), extra_body={"tools": [tool(strict)]}
+        )
+        sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+        assert sent["tools"][0]["function"]["strict"] is strict
+
+
 def test_both_output_limits_in_one_request_are_a_400_naming_them(
     shared_server: Running, stubs: Stubs
 ) -> None:

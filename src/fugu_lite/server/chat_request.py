@@ -30,6 +30,7 @@ from .request_checks import (
     check_function,
     check_function_turn,
     check_name,
+    check_strict,
     check_tool_turn,
     compact,
     named_function,
@@ -85,6 +86,7 @@ class ResponseFormat(BaseModel):
             raise ValueError('json_schema.name is required, as in OpenAI\'s API, e.g. "answer"')
         if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
             raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
+        check_strict("response_format.json_schema", spec)
         return self
 
     @model_validator(mode="after")

@@ -193,6 +193,20 @@ def check_function(where: str, function: dict[str, Any]) -> None:
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise ValueError(f"{where}.parameters must be a JSON schema object")
+    check_strict(where, function)
+
+
+def check_strict(where: str, spec: dict[str, Any]) -> None:
+    """`strict` of a function or a json_schema is true, false or null, as OpenAI types it
+    (it refuses "true" or 1): a local worker read any other as not strict
+    (`strict_schema_places`), and answered with a constraint left out of its grammar."""
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise ParamError(
+            f"{where}.strict",
+            f"{where}.strict must be true or false (a JSON boolean, not a string or a "
+            f"number); got {compact(strict)}",
+        )
 
 
 def compact(value: Any, limit: int = 80) -> str:
