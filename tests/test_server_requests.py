@@ -214,6 +214,11 @@ BAD_INPUTS = [
      'type "input_text" (the Responses API\'s name; here it is "text")'),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
      b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
+    # a JSON escape in capitals, and a surrogate written as (CESU-8) bytes, which json reads
+    ("lone surrogate in capitals", b'{"model": "fugu-lite", "messages": [{"role": "user", '
+     b'"content": "bad \\uDC00 half pair"}]}', 400, "lone UTF-16 surrogate (\\udc00)"),
+    ("lone surrogate as bytes", b'{"model": "fugu-lite", "messages": [{"role": "user", '
+     b'"content": "bad \xed\xa0\x80 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
     # Python's json read them, the pool could not send them on: a 502 counted against every
     # worker's circuit
     ("NaN in metadata", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
@@ -447,6 +452,27 @@ def test_both_output_limits_in_one_request_are_a_400_naming_them(
         model=MODEL, messages=user("hi"), max_completion_tokens=400, extra_body={"max_tokens": None}
     )
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["max_completion_tokens"] == 400
+
+
+@pytest.mark.parametrize("name", ["max_tokens", "max_completion_tokens"])
+def test_an_output_limit_up_to_the_servers_is_sent_and_more_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, name: str
+) -> None:
+    """--max-tokens-limit (4096 here) is the most a client may ask for: exactly that is sent
+    on, one token more is a 400 whose param is the name the client used."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body={name: 4097})
+    body = error.value.body
+    assert (body["param"], body["code"]) == (name, "max_tokens_too_large")
+    assert body["message"] == (
+        f"{name}=4097 is more than this server allows (4096); ask for at most 4096 tokens"
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), extra_body={name: 4096}
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1][name] == 4096
 
 
 def test_loosely_typed_parameters_are_refused_naming_the_parameter(
