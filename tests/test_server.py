@@ -961,6 +961,22 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
     assert httpx.get(f"{running.url}/health").status_code == 200
 
 
+def test_a_key_is_matched_as_it_is_and_its_scheme_in_any_case(serve, stubs: Stubs) -> None:
+    """HTTP reads an authentication scheme in any case (`bearer KEY`, as some clients and
+    proxies write it), a key only as it is: the same letters in another case are another
+    key."""
+    running = serve(pool_for(stubs), api_keys=[ENDPOINT_KEY])
+    body = {"model": MODEL, "messages": user(MATH)}
+    for scheme in ("bearer", "BEARER"):
+        response = running.post(body, {"authorization": f"{scheme} {ENDPOINT_KEY}"})
+        assert response.status_code == 200, response.text
+    for key in (ENDPOINT_KEY.upper(), ENDPOINT_KEY.capitalize()):
+        response = running.post(body, {"authorization": f"Bearer {key}"})
+        assert response.status_code == 401
+        assert response.json()["error"]["message"] == "invalid API key"
+    assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
+
+
 def test_a_key_sent_in_another_apis_header_is_told_where_it_goes(serve, stubs: Stubs) -> None:
     """The openai SDK's AzureOpenAI client sends its key in an `api-key` header, Anthropic's
     clients in `x-api-key`: the 401 said only 'missing API key', as if none was sent; it now
