@@ -500,6 +500,24 @@ def test_loosely_typed_parameters_are_refused_naming_the_parameter(
     assert sent["logit_bias"] == {"42": 5}
 
 
+def test_parameters_at_openais_limits_are_sent_on(shared_server: Running, stubs: Stubs) -> None:
+    """OpenAI's ranges hold their ends (temperature 2, top_logprobs 20, a logit_bias of
+    -100, four stop sequences), and `stop` may be one string: each reaches the worker as
+    sent."""
+    limits = {
+        "temperature": 2, "top_p": 0, "presence_penalty": -2, "frequency_penalty": 2,
+        "logit_bias": {"42": -100, "7": 100}, "logprobs": True, "top_logprobs": 20,
+    }  # fmt: skip
+    client = shared_server.client()
+    for stop in (["a", "b", "c", "d"], "\n"):
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user("hi"), stop=stop, **limits
+        )
+        sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+        assert {key: sent[key] for key in limits} == limits
+        assert sent["stop"] == stop
+
+
 def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
     response = shared_server.post(big)
