@@ -67,6 +67,9 @@ BAD_INPUTS = [
     # OpenAI's content parts are one at least; a local worker read "" (routing decided)
     ("a user turn with no content parts", {**VALID, "messages": [{"role": "user", "content": []}]},
      400, "messages[0].content is an empty list, which OpenAI's API refuses too"),
+    ("a developer turn with null content", {**VALID, "messages": [
+        {"role": "developer", "content": None}, *VALID["messages"]]}, 400,
+     "messages[0] is a developer message without content"),
     ("a tool turn without content", {**VALID, "messages": [
         *VALID["messages"], {"role": "tool", "tool_call_id": "c1"}]}, 400,
      "messages[1] is a tool message without content"),
@@ -143,6 +146,9 @@ BAD_INPUTS = [
         "name": "weather.get"}}]}, 400,
      'tools[0].function.name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
      'got "weather.get"'),
+    ("a tool name of 65 characters", {**VALID, "tools": [{"type": "function", "function": {
+        "name": "f" * 65}}]}, 400,
+     "tools[0].function.name must be letters, digits, _ or - (at most 64)"),
     # the same for the deprecated functions (OpenAI refuses both; a remote worker got them)
     ("a function name with a space", {**VALID, "functions": [{"name": "get weather"}]}, 400,
      'functions[0].name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
@@ -186,6 +192,9 @@ BAD_INPUTS = [
         "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
             "enum": {"anyOf": []}, "b": {"const": {"enum": []}}}}}}}, 400,
      "response_format.json_schema.schema.properties.enum.anyOf is empty"),
+    ("a schema whose oneOf is empty", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"oneOf": []}}}}, 400,
+     "response_format.json_schema.schema.oneOf is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
@@ -535,6 +544,21 @@ def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     assert response.status_code == 413
     assert "more than this server accepts (4096 bytes)" in response.json()["error"]["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
+
+    def sized(size: int) -> bytes:  # a request body of exactly `size` bytes
+        padding = size - len(json.dumps({**VALID, "messages": user("")}))
+        return json.dumps({**VALID, "messages": user("x" * padding)}).encode()
+
+    # the limit itself is accepted, whether the size is declared (Content-Length) or not
+    assert shared_server.post(sized(4096)).status_code == 200
+    assert shared_server.post(sized(4097)).status_code == 413
+    for size, status in ((4096, 200), (4097, 413)):
+        response = httpx.post(
+            f"{shared_server.url}/v1/chat/completions",
+            content=iter([sized(size)]),
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == status, response.text
 
 
 def test_a_compressed_body_is_read_as_its_content_encoding_says(
