@@ -527,6 +527,26 @@ def test_parameters_at_openais_limits_are_sent_on(shared_server: Running, stubs:
         assert sent["stop"] == stop
 
 
+def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs: Stubs) -> None:
+    """OpenAI refuses a metadata value that is no string (`{"score": 1}`); it went on, and a
+    local worker ignored it while a remote one refused it, so whether the request failed
+    depended on the worker routed to. Strings are sent on."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=MODEL, messages=user("hi"), extra_body={"metadata": {"score": 1}}
+        )
+    assert error.value.body["param"] == "metadata.score"
+    assert error.value.body["message"] == (
+        "invalid request: metadata.score: Input should be a valid string (got 1)"
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), metadata={"team": "search"}
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["metadata"] == {"team": "search"}
+
+
 def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
     response = shared_server.post(big)

@@ -141,6 +141,8 @@ class ChatCompletionRequest(BaseModel):
     functions: list[dict[str, Any]] | None = None
     function_call: str | dict[str, Any] | None = None
     user: str | None = None
+    # Strings, as OpenAI types them: a local worker ignored a number, a remote one refused it
+    metadata: dict[str, str] | None = None
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None
