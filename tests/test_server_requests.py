@@ -84,6 +84,7 @@ BAD_INPUTS = [
     ("n a string", {**VALID, "n": "1"}, 400, "n: Input should be a valid integer"),
     ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
     ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
+    ("n zero", {**VALID, "n": 0}, 400, "n=0 is not supported"),
     # OpenAI's parameters typed as OpenAI types them: llama.cpp's server answers these 500
     ("temperature a word", {**VALID, "temperature": "hot"}, 400, "temperature"),
     # OpenAI's types, not pydantic's lax reading: each reached the worker as 1.0, true, []
@@ -315,6 +316,16 @@ def test_function_call_without_functions_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["function_call"] == call
 
 
+def test_a_function_call_beside_tools_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
+    """A client mixing both styles (`tools` and the deprecated function_call "auto") is not
+    refused for lacking `functions`: the workers get it (workers.llama_cpp_requests drops
+    it for local ones)."""
+    raw = shared_server.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), extra_body={"tools": [TOOL], "function_call": "auto"}
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["function_call"] == "auto"
+
+
 def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     shared_server: Running, stubs: Stubs
 ) -> None:
@@ -515,7 +526,7 @@ def test_parameters_at_openais_limits_are_sent_on(shared_server: Running, stubs:
     sent."""
     limits = {
         "temperature": 2, "top_p": 0, "presence_penalty": -2, "frequency_penalty": 2,
-        "logit_bias": {"42": -100, "7": 100}, "logprobs": True, "top_logprobs": 20,
+        "logit_bias": {"42": -100, "7": 100}, "logprobs": True, "top_logprobs": 20, "n": 1,
     }  # fmt: skip
     client = shared_server.client()
     for stop in (["a", "b", "c", "d"], "\n"):
@@ -591,12 +602,13 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     body = json.dumps({**VALID, "messages": [{"role": "user", "content": "zipped hi"}]})
     for encoding, data in (
         ("gzip", gzip.compress(body.encode())),
+        ("x-gzip", gzip.compress(body.encode())),
         ("deflate", zlib.compress(body.encode())),
     ):
         response = shared_server.post(data, headers={"content-encoding": encoding})
         assert response.status_code == 200, response.text
     sent = [b["messages"][-1]["content"] for stub in stubs.workers.values() for b in stub.bodies]
-    assert sent == ["zipped hi", "zipped hi"]
+    assert sent == ["zipped hi"] * 3
 
     # under the limit as sent (a few dozen bytes), far over it once decompressed
     bomb = gzip.compress(json.dumps({**VALID, "messages": user("x" * 100_000)}).encode())
@@ -614,7 +626,7 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     for response, status, fragment in refused:
         assert response.status_code == status, response.text
         assert fragment in response.json()["error"]["message"]
-    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 2
+    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 3
 
 
 def test_a_client_leaving_during_its_upload_is_no_internal_error(
