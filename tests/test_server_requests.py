@@ -85,6 +85,11 @@ BAD_INPUTS = [
     ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
     ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
     ("n zero", {**VALID, "n": 0}, 400, "n=0 is not supported"),
+    ("parallel_tool_calls a word", {**VALID, "tools": [TOOL], "parallel_tool_calls": "false"},
+     400, "parallel_tool_calls: Input should be a valid boolean"),
+    ("logprobs a number", {**VALID, "logprobs": 1}, 400,
+     "logprobs: Input should be a valid boolean (got 1)"),
+    ("user a number", {**VALID, "user": 5}, 400, "user: Input should be a valid string (got 5)"),
     # OpenAI's parameters typed as OpenAI types them: llama.cpp's server answers these 500
     ("temperature a word", {**VALID, "temperature": "hot"}, 400, "temperature"),
     # OpenAI's types, not pydantic's lax reading: each reached the worker as 1.0, true, []
