@@ -42,7 +42,7 @@ from fugu_lite.cli import app
 from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
-from fugu_lite.server.auth import ApiKeyError, load_api_keys
+from fugu_lite.server.auth import ApiKeyError, Redactor, load_api_keys
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
 
@@ -1018,6 +1018,14 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
         load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
     keys_file.write_text(f"# {line}\nsk-bearer-token-abcdef\n", encoding="utf-8")
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
+
+
+def test_a_key_of_six_characters_is_taken_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six characters is the shortest key taken (shorter ones are refused), and so the
+    shortest secret redacted from what leaves the server."""
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", "zq7x5w")
+    assert load_api_keys("FUGU_TEST_ENDPOINT_KEYS") == ["zq7x5w"]
+    assert Redactor(["zq7x5w"])("the key zq7x5w leaked") == "the key [redacted] leaked"
 
 
 def test_a_note_after_a_key_is_a_comment_not_keys(
