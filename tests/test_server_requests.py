@@ -186,6 +186,9 @@ BAD_INPUTS = [
         {"role": "user", "content": "add"}, {"role": "assistant", "content": "no tool",
                                              "tool_calls": []}, *VALID["messages"]]}, 400,
      "messages[1].tool_calls is an empty list, which OpenAI's API refuses too"),
+    ("a function message without its name", {**VALID, "messages": [
+        *VALID["messages"], {"role": "function", "content": "sunny"}]}, 400,
+     "messages[1] is a function message without a string name"),
     ("tool message without its call id", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
      "messages[1] is a tool message without a string tool_call_id"),
@@ -511,6 +514,7 @@ def test_loosely_typed_parameters_are_refused_naming_the_parameter(
         ({"frequency_penalty": "1"}, "frequency_penalty"),
         ({"stream": True, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
         ({"tools": []}, "tools"),
+        ({"stop": 5}, "stop"),
     ):
         response = shared_server.post({**VALID, **extra})
         assert response.status_code == 400, response.text
@@ -609,11 +613,12 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
         ("gzip", gzip.compress(body.encode())),
         ("x-gzip", gzip.compress(body.encode())),
         ("deflate", zlib.compress(body.encode())),
+        ("identity", body.encode()),
     ):
         response = shared_server.post(data, headers={"content-encoding": encoding})
         assert response.status_code == 200, response.text
     sent = [b["messages"][-1]["content"] for stub in stubs.workers.values() for b in stub.bodies]
-    assert sent == ["zipped hi"] * 3
+    assert sent == ["zipped hi"] * 4
 
     # under the limit as sent (a few dozen bytes), far over it once decompressed
     bomb = gzip.compress(json.dumps({**VALID, "messages": user("x" * 100_000)}).encode())
@@ -631,7 +636,7 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     for response, status, fragment in refused:
         assert response.status_code == status, response.text
         assert fragment in response.json()["error"]["message"]
-    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 3
+    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 4
 
 
 def test_a_client_leaving_during_its_upload_is_no_internal_error(
