@@ -460,6 +460,18 @@ def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
         assert sent["tools"][0]["function"]["strict"] is strict
 
 
+def test_an_empty_list_in_a_schemas_values_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
+    """enum, const, default and examples hold values, not schemas: an empty `anyOf` or
+    `oneOf` inside one is a value any schema may hold, and the request goes on."""
+    schema = {"type": "object", "default": {"anyOf": []}, "examples": [{"oneOf": []}]}
+    response_format = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    raw = shared_server.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), extra_body={"response_format": response_format}
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["response_format"] == response_format
+
+
 def test_both_output_limits_in_one_request_are_a_400_naming_them(
     shared_server: Running, stubs: Stubs
 ) -> None:
