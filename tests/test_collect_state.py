@@ -344,6 +344,22 @@ def test_other_workers_in_the_output_are_refused_with_a_way_out_that_keeps_the_a
             run_collect(stub_pool(("b", stub), ("a", stub)), tasks, output)
 
 
+def closed_base_url(tasks: list[Task]) -> str:
+    """The base_url of a worker that was started and stopped: nothing listens there (taken
+    while the other stubs run, so it is none of their ports)."""
+    down = StubWorker(solver(tasks)).start()
+    down.stop()
+    return down.base_url
+
+
+def beside_a_down_worker(stub: StubWorker, down_url: str, **change: Any) -> PoolConfig:
+    """`w` on the stub, with `change` to its settings, and `down`, which never answers: no
+    record is written, so every task stays unfinished and each of w's cells pending."""
+    worker = stub_pool(("w", stub)).workers[0].model_dump()
+    closed = {**worker, "id": "down", "base_url": down_url}
+    return PoolConfig.model_validate({"workers": [{**worker, **change}, closed]})
+
+
 @pytest.mark.parametrize(
     "change",
     [{}, {"system_prompt": "Be brief."}, {"params": {"temperature": 0.7}}, {"model": "other"}],
@@ -353,18 +369,12 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
-        down = StubWorker(solver(tasks)).start()
-        down_url = down.base_url
-        down.stop()  # no record is written, so both cells of `w` stay pending
-
-        def pool(**worker_change: Any) -> PoolConfig:
-            worker = stub_pool(("w", stub)).workers[0].model_dump()
-            closed = {**worker, "id": "down", "base_url": down_url}
-            return PoolConfig.model_validate({"workers": [{**worker, **worker_change}, closed]})
-
-        run_collect(pool(), tasks, output, down_after=1)
+        down_url = closed_base_url(tasks)
+        run_collect(beside_a_down_worker(stub, down_url), tasks, output, down_after=1)
         assert len(stub.bodies) == 2
-        summary = run_collect(pool(**change), tasks, output, down_after=1)
+        summary = run_collect(
+            beside_a_down_worker(stub, down_url, **change), tasks, output, down_after=1
+        )
     assert len(stub.bodies) == (2 if not change else 4)
     assert summary.reasks == (
         []
@@ -391,18 +401,12 @@ def test_an_unfinished_tasks_answers_to_an_earlier_request_are_not_counted_done(
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
-        down = StubWorker(solver(tasks)).start()
-        down_url = down.base_url
-        down.stop()  # no record is written, so both tasks stay unfinished
-
-        def pool(**worker_change: Any) -> PoolConfig:
-            worker = stub_pool(("w", stub)).workers[0].model_dump()
-            closed = {**worker, "id": "down", "base_url": down_url}
-            return PoolConfig.model_validate({"workers": [{**worker, **worker_change}, closed]})
-
-        assert run_collect(pool(), tasks, output, down_after=1).workers[0].done == 2
+        down_url = closed_base_url(tasks)
+        first = run_collect(beside_a_down_worker(stub, down_url), tasks, output, down_after=1)
+        assert first.workers[0].done == 2
         stub.mode = "500"  # w fails every call of the next run
-        summary = run_collect(pool(system_prompt="Be brief."), tasks, output, down_after=1)
+        changed = beside_a_down_worker(stub, down_url, system_prompt="Be brief.")
+        summary = run_collect(changed, tasks, output, down_after=1)
     row = summary.workers[0]
     assert (row.done, row.pending, row.mean_score, row.cost) == (0, 2, None, 0.0), row
 
@@ -414,18 +418,13 @@ def test_a_workers_params_listed_in_another_order_reuse_its_answers(tmp_path: Pa
     tasks = number_tasks(2)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
-        down = StubWorker(solver(tasks)).start()
-        down_url = down.base_url
-        down.stop()  # no record is written, so both cells of `w` stay pending
-
-        def pool(params: dict[str, Any]) -> PoolConfig:
-            worker = stub_pool(("w", stub)).workers[0].model_dump()
-            closed = {**worker, "id": "down", "base_url": down_url}
-            return PoolConfig.model_validate({"workers": [{**worker, "params": params}, closed]})
-
-        run_collect(pool({"temperature": 0.2, "max_tokens": 64}), tasks, output, down_after=1)
-        params = {"max_tokens": 64, "temperature": 0.2}
-        summary = run_collect(pool(params), tasks, output, down_after=1)
+        down_url = closed_base_url(tasks)
+        given = beside_a_down_worker(stub, down_url, params={"temperature": 0.2, "max_tokens": 64})
+        run_collect(given, tasks, output, down_after=1)
+        rearranged = beside_a_down_worker(
+            stub, down_url, params={"max_tokens": 64, "temperature": 0.2}
+        )
+        summary = run_collect(rearranged, tasks, output, down_after=1)
         assert len(stub.bodies) == 2  # nothing asked again
     assert summary.reasks == [] and summary.workers[0].done == 2
 

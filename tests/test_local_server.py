@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -58,6 +59,16 @@ def alive(pids: list[int]) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return running
+
+
+@contextlib.contextmanager
+def leaving_no_process_running() -> Iterator[None]:
+    """Checks that every process the block started (a server it failed on, or the ones it
+    started before) is stopped when the block ends."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert alive(list(after - before)) == []
 
 
 async def answer(config: PoolConfig) -> CallResult:
@@ -176,12 +187,12 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(
     config = PoolConfig.model_validate(
         {"workers": [{"id": "broken", "model": "m", "local": {"gguf": str(bad)}}]}
     )
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with pytest.raises(LocalServerError, match="exited with code") as caught:
+    with (
+        leaving_no_process_running(),
+        pytest.raises(LocalServerError, match="exited with code") as caught,
+    ):
         asyncio.run(answer(config))
     assert "broken" in str(caught.value) and "last lines of its log" in str(caught.value)
-    after = {p.pid for p in psutil.Process().children(recursive=True)}
-    assert alive(list(after - before)) == []
     named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
     assert named is not None
     log = Path(named[1])
@@ -517,11 +528,9 @@ def test_a_start_timeout_under_a_second_is_named_as_given(
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "startup_timeout_s": 0.4}}
     )
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with pytest.raises(LocalServerError, match=r"within 0\.4 s; raise local\.startup_timeout_s"):
+    within = r"within 0\.4 s; raise local\.startup_timeout_s"
+    with leaving_no_process_running(), pytest.raises(LocalServerError, match=within):
         asyncio.run(local_server.start_local_servers([worker]))
-    after = {p.pid for p in psutil.Process().children(recursive=True)}
-    assert alive(list(after - before)) == []
 
 
 def test_the_server_command_carries_each_local_setting() -> None:
@@ -627,11 +636,8 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     named = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
     with pytest.raises(ConfigError, match=named):
         preflight(config)
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with pytest.raises(ConfigError, match=named):
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=named):
         asyncio.run(local_server.start_local_servers(config.workers))
-    after = {p.pid for p in psutil.Process().children(recursive=True)}
-    assert alive(list(after - before)) == []
 
 
 def test_a_local_workers_gguf_given_as_its_folder_is_named_a_folder(tmp_path: Path) -> None:
@@ -844,11 +850,8 @@ def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_star
     )
     with pytest.raises(ConfigError, match=said):
         preflight(config)
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with pytest.raises(ConfigError, match=said):
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=said):
         asyncio.run(local_server.start_local_servers(config.workers))
-    after = {p.pid for p in psutil.Process().children(recursive=True)}
-    assert alive(list(after - before)) == []
 
 
 CHATTY_SERVER = """

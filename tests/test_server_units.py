@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -603,34 +604,26 @@ def test_a_second_ctrl_c_still_answers_and_logs_the_requests_in_flight(
     503 and logged now, and the app shut down without a traceback."""
     for stub in stubs.workers.values():
         stub.mode = "hang"
-    pool = stubs_pool_file(stubs, tmp_path)
     log, stderr = tmp_path / "decisions.jsonl", tmp_path / "serve.log"
-    port = int(serve_args()[-1])
-    command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
-               "--pool", str(pool), "--port", str(port), "--log-requests", str(log)]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     answers: list[httpx.Response] = []
 
-    def ask() -> None:
+    def ask(url: str) -> None:
         body = {"model": MODEL, "messages": user("hi")}
         with contextlib.suppress(httpx.TransportError):
             answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120))
 
-    with stderr.open("wb") as error_file:
-        child = subprocess.Popen(command, stderr=error_file)
-    asking = threading.Thread(target=ask)
-    try:
-        assert wait_until(lambda: healthy(url) or child.poll() is not None, 240)
+    with running_serve(SERVE, checkpoint, stubs, tmp_path, "--log-requests", str(log)) as (
+        child,
+        url,
+    ):
+        asking = threading.Thread(target=ask, args=(url,))
         asking.start()
         assert wait_until(lambda: any(s.in_flight for s in stubs.workers.values()), 30)
         child.send_signal(signal.SIGINT)
         assert wait_until(lambda: "Waiting for connections" in stderr.read_text(), 30)
         child.send_signal(signal.SIGINT)
         child.wait(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-        asking.join(30)
+    asking.join(30)
     logged = stderr.read_text()
     assert "Application shutdown complete" in logged and "Traceback" not in logged, logged
     assert [answer.status_code for answer in answers] == [503]
@@ -648,16 +641,11 @@ def test_sigterm_stops_serve_as_ctrl_c_does(checkpoint: Path, stubs: Stubs, tmp_
     for stub in stubs.workers.values():
         stub.reply = " ".join(f"word{i}" for i in range(100))
         stub.stream_chunk_delay_s = 0.5  # ~50 s: still streaming when stopped
-    pool = stubs_pool_file(stubs, tmp_path)
     log, stderr = tmp_path / "decisions.jsonl", tmp_path / "serve.log"
-    port = int(serve_args()[-1])
-    command = [sys.executable, "-m", "fugu_lite", "serve", "--checkpoint", str(checkpoint),
-               "--pool", str(pool), "--port", str(port), "--log-requests", str(log)]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     lines: list[str] = []
     ends: list[BaseException | None] = []
 
-    def ask() -> None:
+    def ask(url: str) -> None:
         body = {"model": MODEL, "messages": user("hi"), "stream": True}
         try:
             with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as r:
@@ -667,19 +655,16 @@ def test_sigterm_stops_serve_as_ctrl_c_does(checkpoint: Path, stubs: Stubs, tmp_
         except httpx.HTTPError as error:  # the body cut short
             ends.append(error)
 
-    with stderr.open("wb") as error_file:
-        child = subprocess.Popen(command, stderr=error_file)
-    asking = threading.Thread(target=ask)
-    try:
-        assert wait_until(lambda: healthy(url) or child.poll() is not None, 240)
+    with running_serve(SERVE, checkpoint, stubs, tmp_path, "--log-requests", str(log)) as (
+        child,
+        url,
+    ):
+        asking = threading.Thread(target=ask, args=(url,))
         asking.start()
         assert wait_until(lambda: len(lines) > 2, 30)
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-        asking.join(30)
+    asking.join(30)
     logged = stderr.read_text()
     assert child.returncode == 0, logged
     assert "Application shutdown complete" in logged and "Traceback" not in logged, logged
@@ -708,25 +693,38 @@ def test_serve_leaves_what_it_loaded_out_of_its_exits_garbage_collection(
     stopped, serve leaves them out of those collections."""
     script = tmp_path / "serve.py"
     script.write_text(EXIT_COUNTING_SERVE, encoding="utf-8")
-    stderr = tmp_path / "serve.log"
-    port = int(serve_args()[-1])
-    command = [sys.executable, str(script), "--checkpoint", str(checkpoint),
-               "--pool", str(stubs_pool_file(stubs, tmp_path)), "--port", str(port)]  # fmt: skip
-    with stderr.open("wb") as error_file:
-        child = subprocess.Popen(command, stderr=error_file)
-    try:
-        assert wait_until(
-            lambda: healthy(f"http://127.0.0.1:{port}") or child.poll() is not None, 240
-        )
+    with running_serve([sys.executable, str(script)], checkpoint, stubs, tmp_path) as (child, _):
         child.send_signal(signal.SIGINT)
         child.wait(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    logged = stderr.read_text()
+    logged = (tmp_path / "serve.log").read_text()
     assert child.returncode == 0, logged
     left = int(logged.split("left to collect: ")[1].split()[0])
     assert left < 50_000, logged
+
+
+SERVE = [sys.executable, "-m", "fugu_lite", "serve"]
+
+
+@contextlib.contextmanager
+def running_serve(
+    launcher: list[str], checkpoint: Path, stubs: Stubs, tmp_path: Path, *flags: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real `serve` subprocess (`launcher` and serve's flags) on the stub workers, its
+    stderr in tmp_path/serve.log: yields it once healthy, with its URL, and kills it if the
+    block leaves it running."""
+    port = int(serve_args()[-1])
+    pool = stubs_pool_file(stubs, tmp_path)
+    command = [*launcher, "--checkpoint", str(checkpoint), "--pool", str(pool),
+               "--port", str(port), *flags]  # fmt: skip
+    with (tmp_path / "serve.log").open("wb") as error_file:
+        child = subprocess.Popen(command, stderr=error_file)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: healthy(url) or child.poll() is not None, 240)
+        yield child, url
+    finally:
+        if child.poll() is None:
+            child.kill()
 
 
 def stubs_pool_file(stubs: Stubs, tmp_path: Path) -> Path:
