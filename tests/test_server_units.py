@@ -140,7 +140,36 @@ async def batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop
         await waiting
     with pytest.raises(BatcherClosedError, match="shutting down"):
         await batcher.submit("late")
-    running.cancel()
+    with pytest.raises(BatcherClosedError, match="shutting down"):
+        await running  # (the next test: its batch was in its forward pass at stop)
+
+
+def test_micro_batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
+    """stop() cancelled the batcher while a batch ran its forward pass: that batch's requests
+    were never answered, and their clients waited forever. They are failed as shutting down
+    now, as the requests still waiting are."""
+    asyncio.run(batcher_answers_the_batch_in_its_forward_pass_at_stop())
+
+
+async def batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
+    in_pass, release = threading.Event(), threading.Event()
+
+    def blocking(items: list[str]) -> list[str]:
+        in_pass.set()
+        release.wait(10)
+        return items
+
+    batcher = MicroBatcher(blocking, window_s=0.0)
+    batcher.start()
+    running = asyncio.gather(*(batcher.submit(item) for item in ("a", "b")))
+    while not in_pass.is_set():
+        await asyncio.sleep(0.01)
+    stopping = asyncio.create_task(batcher.stop())
+    await asyncio.sleep(0.05)
+    release.set()
+    await stopping
+    with pytest.raises(BatcherClosedError, match="shutting down"):
+        await asyncio.wait_for(running, 5)
 
 
 def test_micro_batcher_fails_the_batch_not_the_batcher() -> None:

@@ -48,6 +48,7 @@ class MicroBatcher(Generic[T, R]):
         self.should_wait = should_wait or (lambda waiting: True)
         self.on_batch = on_batch
         self._pending: deque[tuple[T, asyncio.Future[R]]] = deque()
+        self._running: list[tuple[T, asyncio.Future[R]]] = []
         self._arrived = asyncio.Event()
         self._full = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fugu-router")
@@ -64,10 +65,11 @@ class MicroBatcher(Generic[T, R]):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        while self._pending:
-            _, future = self._pending.popleft()
+        # the batch whose forward pass the cancel interrupted is never answered otherwise
+        for _, future in [*self._running, *self._pending]:
             if not future.done():
                 future.set_exception(BatcherClosedError("the server is shutting down"))
+        self._running, self._pending = [], deque()
         self._executor.shutdown(wait=True)
 
     async def run_in_thread(self, fn: Callable[[], V]) -> V:
@@ -92,7 +94,9 @@ class MicroBatcher(Generic[T, R]):
             await self._gather_window()
             batch = self._take_batch()
             if batch:
+                self._running = batch
                 await self._process(batch)
+                self._running = []
 
     async def _gather_window(self) -> None:
         waiting = len(self._pending)
