@@ -539,6 +539,34 @@ def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_pat
     assert json.loads(path.read_text())["request_id"] == "after the folder went"
 
 
+def test_the_decision_log_writes_a_decision_made_after_it_closed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request answered 503 as the server stopped could log its decision after the log
+    closed: the line was queued for a thread that had ended, and lost without a word. It is
+    written at once now, or its loss logged naming the request."""
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    log.write(decision("before"), None)
+    log.close()
+    log.write(decision("after the close"), None)
+    assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == [
+        "before",
+        "after the close",
+    ]
+    size = path.stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))  # a full disk
+        log.write(decision("unwritable"), None)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    assert path.stat().st_size == size
+    assert "request unwritable was never written" in caplog.text, caplog.text
+
+
 def serve_with_stdout_on_a_terminal(checkpoint: Path, pool: Path, stderr: Path) -> str:
     """Run `fugu-lite serve` with stdout on a terminal (a pty) and stderr in the file
     `stderr`; ask /health once, stop it with Ctrl-C; what the terminal showed."""

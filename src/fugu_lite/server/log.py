@@ -89,7 +89,22 @@ class DecisionLog:
             return
         if self.log_content:
             entry = entry.model_copy(update={"messages": messages})
+        if self._thread is None:  # closed: queued, nothing would ever write it
+            self._write_after_close(entry)
+            return
         self._queue.put(entry)
+
+    def _write_after_close(self, entry: DecisionLogEntry) -> None:
+        """A request answered as the server stops (a 503 shutting_down) may log its decision
+        after close(): written here, synchronously."""
+        assert self.path is not None
+        try:
+            append_jsonl(self.path, [entry.as_row()])
+        except OSError as error:
+            logger.error(
+                "the decision of request %s was never written to the decision log %s (%s; "
+                "the server was stopping)", entry.request_id, self.path, error.strerror or error,
+            )  # fmt: skip
 
     def close(self, timeout_s: float = 10.0) -> None:
         if self._thread is not None:
