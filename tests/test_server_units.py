@@ -27,6 +27,7 @@ from server_support import ENDPOINT_KEY, MODEL, Stubs, user, wait_until
 from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
+from fugu_lite.server import log as log_module
 from fugu_lite.server.app import show_package_logs, uvicorn_log_config
 from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
@@ -565,6 +566,29 @@ def test_the_decision_log_writes_a_decision_made_after_it_closed(
         signal.signal(signal.SIGXFSZ, ignored)
     assert path.stat().st_size == size
     assert "request unwritable was never written" in caplog.text, caplog.text
+
+
+def test_the_decision_log_says_when_it_could_not_finish_writing_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """close() gave up waiting for a stalled disk without a word: the process ended and the
+    decisions still queued were lost unknown to anyone. Their possible loss is logged now."""
+    writing, stalled = threading.Event(), threading.Event()
+    real_append = log_module.append_jsonl
+
+    def stalling_append(path: Path, rows: list[dict[str, object]]) -> int:
+        writing.set()
+        stalled.wait(10)
+        return real_append(path, rows)
+
+    monkeypatch.setattr(log_module, "append_jsonl", stalling_append)
+    log = DecisionLog(tmp_path / "decisions.jsonl")
+    log.write(decision("stalled"), None)
+    assert writing.wait(10)  # the writer thread waits on the disk
+    log.write(decision("queued"), None)
+    log.close(timeout_s=0.2)
+    stalled.set()
+    assert "still being written" in caplog.text and "1 still queued" in caplog.text, caplog.text
 
 
 def serve_with_stdout_on_a_terminal(checkpoint: Path, pool: Path, stderr: Path) -> str:

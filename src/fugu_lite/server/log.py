@@ -110,6 +110,12 @@ class DecisionLog:
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(timeout=timeout_s)
+            if self._thread.is_alive():  # a stalled disk: the process may end before it writes
+                logger.error(
+                    "the decision log %s was still being written %.0f s after the server "
+                    "began to stop; the decisions not yet on disk (%d still queued) may be "
+                    "lost", self.path, timeout_s, max(self._queue.qsize() - 1, 0),
+                )  # fmt: skip
             self._thread = None
 
     def flush(self, timeout_s: float = 10.0) -> None:
