@@ -591,6 +591,23 @@ def test_the_decision_log_says_when_it_could_not_finish_writing_at_close(
     assert "still being written" in caplog.text and "1 still queued" in caplog.text, caplog.text
 
 
+def test_the_decision_log_writes_a_worker_message_holding_half_a_surrogate_pair(
+    tmp_path: Path,
+) -> None:
+    """A worker's error message holding half of a surrogate pair ("\\ud83d": an emoji cut in
+    two by a JavaScript gateway) could not be encoded as UTF-8: the writer thread died on
+    it, and that decision and every one after it were lost. The half is written as U+FFFD."""
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    failed = {"worker": WORKERS[0], "outcome": "client", "message": "bad: \ud83d", "calls": 1}
+    log.write(decision("cut emoji").model_copy(update={"attempts": [failed]}), None)
+    log.write(decision("next"), None)
+    log.close()
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line["request_id"] for line in lines] == ["cut emoji", "next"]
+    assert lines[0]["attempts"][0]["message"] == "bad: \ufffd"
+
+
 def serve_with_stdout_on_a_terminal(checkpoint: Path, pool: Path, stderr: Path) -> str:
     """Run `fugu-lite serve` with stdout on a terminal (a pty) and stderr in the file
     `stderr`; ask /health once, stop it with Ctrl-C; what the terminal showed."""

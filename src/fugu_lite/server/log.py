@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..collect.journal import LONE_SURROGATE
 from ..io import append_jsonl
 from ..schemas import ChatMessage, message_text, prompt_hash
 
@@ -57,7 +58,22 @@ class DecisionLogEntry(BaseModel):
     def as_row(self) -> dict[str, Any]:
         """Every field (None included, so each line has the same keys) except `messages`
         when content logging is off."""
-        return self.model_dump(exclude={"messages"} if self.messages is None else set())
+        row = self.model_dump(exclude={"messages"} if self.messages is None else set())
+        return writable(row)  # type: ignore[no-any-return]
+
+
+def writable(value: Any) -> Any:
+    """`value` with each half of a surrogate pair in its strings as U+FFFD. A worker's error
+    message may hold one (`"\\ud83d"`: an emoji cut in two by a server counting UTF-16
+    units), which no UTF-8 line holds: the writer thread died on it, and every decision
+    after it was lost."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: writable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [writable(item) for item in value]
+    return value
 
 
 def conversation_hash(messages: list[ChatMessage]) -> str:
