@@ -520,6 +520,36 @@ def test_the_decision_log_survives_a_full_disk_whole_and_losing_nothing(tmp_path
     assert [json.loads(line)["request_id"] for line in lines] == ["before", "while full", "after"]
 
 
+def test_the_decision_log_says_once_that_it_drops_decisions_and_then_how_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past MAX_UNWRITTEN decisions kept while the disk was full, every new decision logged
+    an error line of its own (one a request, on a disk already full) and no line said how
+    many were lost in all. The dropping is said once, and the total once it is written."""
+    monkeypatch.setattr(log_module, "MAX_UNWRITTEN", 2)
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    log.write(decision("before"), None)
+    log.flush()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size, hard))  # a full disk
+        for index in range(6):
+            log.write(decision(f"while full {index}"), None)
+            log.flush()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    log.write(decision("after"), None)
+    log.close()
+    lines = [json.loads(line)["request_id"] for line in path.read_text().splitlines()]
+    assert lines == ["before", "while full 4", "while full 5", "after"]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 2 and "the oldest are dropped" in errors[1], errors
+    assert "(4 decisions were dropped meanwhile)" in caplog.text, caplog.text
+
+
 def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_path: Path) -> None:
     """logrotate moving the file away, or its folder deleted, while the server runs: the
     next decisions go to a new file at the same path."""

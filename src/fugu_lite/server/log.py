@@ -91,6 +91,7 @@ class DecisionLog:
         self._queue: queue.Queue[DecisionLogEntry | _FlushMarker | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._failing = False
+        self._dropped = 0  # decisions dropped (past MAX_UNWRITTEN) since the log last took any
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._thread = threading.Thread(target=self._run, name="fugu-decision-log", daemon=True)
@@ -160,7 +161,8 @@ class DecisionLog:
                 if unwritten:
                     logger.error(
                         "%d decisions were never written to the decision log %s (it could "
-                        "not be written until the server stopped)", len(unwritten), self.path,
+                        "not be written until the server stopped)",
+                        len(unwritten) + self._dropped, self.path,
                     )  # fmt: skip
                 return
 
@@ -179,14 +181,20 @@ class DecisionLog:
                 )  # fmt: skip
             self._failing = True
             if len(rows) > MAX_UNWRITTEN:
-                logger.error(
-                    "dropped the %d oldest unwritten decisions of %s", len(rows) - MAX_UNWRITTEN,
-                    self.path,
-                )  # fmt: skip
+                if not self._dropped:  # once, not a line for every decision while it fails
+                    logger.error(
+                        "more than %d decisions of %s are unwritten: the oldest are dropped "
+                        "from now on (how many: once it is written again, or the server stops)",
+                        MAX_UNWRITTEN, self.path,
+                    )  # fmt: skip
+                self._dropped += len(rows) - MAX_UNWRITTEN
             return rows[-MAX_UNWRITTEN:]
         if self._failing:
-            logger.warning("the decision log %s is written again", self.path)
+            dropped = f" ({self._dropped} decisions were dropped meanwhile)"
+            dropped = dropped if self._dropped else ""
+            logger.warning("the decision log %s is written again%s", self.path, dropped)
         self._failing = False
+        self._dropped = 0
         return []
 
 
