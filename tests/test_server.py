@@ -42,6 +42,7 @@ from fugu_lite.cli import app
 from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
+from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.auth import ApiKeyError, Redactor, load_api_keys
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
@@ -1231,3 +1232,22 @@ def test_decision_log_lines_are_ready_to_become_training_records(
     with_content.client().chat.completions.create(model=MODEL, messages=messages)
     [line] = with_content.log_lines()
     assert line["messages"] == messages
+
+
+def test_a_server_that_could_not_start_stops_its_decision_log_thread(
+    stubs: Stubs, family: RouterFamily, checkpoint: Path, tmp_path: Path
+) -> None:
+    """A start that failed (a pool that could not start) stopped the batcher but left the
+    decision log's writer thread running, one more for each app tried in the process."""
+    settings = ServeSettings(checkpoint=checkpoint, log_requests=tmp_path / "decisions.jsonl")
+    server = create_app(settings, family=family, pool_config=pool_for(stubs)).state.fugu
+    writer = server.log._thread
+
+    async def failing_start() -> None:
+        raise RuntimeError("the pool could not start")
+
+    server.pool.__aenter__ = failing_start
+    with pytest.raises(RuntimeError, match="could not start"):
+        asyncio.run(server.start())
+    writer.join(5)
+    assert not writer.is_alive()

@@ -162,6 +162,7 @@ class FuguServer:
                 logger.error("fugu-lite could not start: %s", error)
             if self.batcher is not None:
                 await self.batcher.stop()
+            self.log.close()  # no stop() follows a failed start
             raise
 
     async def _start(self) -> None:
