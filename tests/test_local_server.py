@@ -927,3 +927,43 @@ def test_a_server_gets_none_of_the_variables_llama_cpp_reads_as_its_settings(
         server.stop()
     assert "OMP_NUM_THREADS" in names and "PATH" in names
     assert not {"PORT", "HOST", "API_KEY", "config_file", "N_Gpu_Layers"} & set(names)
+
+
+def test_a_server_that_cannot_be_stopped_leaves_none_of_the_others_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server still running after stop's SIGKILL and wait (stuck in the kernel, as on a hung
+    disk) made stop raise TimeoutExpired, naming only the command: stop_local_servers never
+    stopped the servers after it. Each is stopped now, and the one that could not be is named
+    with its worker and pid afterwards. The servers are stand-in processes that never answer;
+    the stuck one's wait never ends."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    workers = [
+        WorkerConfig.model_validate(
+            {"id": name, "model": "m", "local": {"gguf": "embedded:smollm2"}}
+        )
+        for name in ("stuck", "fine")
+    ]
+    servers = [launched(worker) for worker in workers]
+    stuck = servers[0].process
+    assert stuck is not None
+
+    def never_ends(timeout: float | None = None) -> int:
+        raise subprocess.TimeoutExpired(silent, timeout or 0)
+
+    monkeypatch.setattr(stuck, "wait", never_ends)
+    try:
+        with pytest.raises(LocalServerError) as raised:
+            local_server.stop_local_servers(servers)
+        assert not servers[1].is_alive()
+        assert str(raised.value).startswith(
+            f"could not stop the llama.cpp server of local worker 'stuck' (pid {stuck.pid}): it "
+            "was still running 5 s after SIGKILL"
+        )
+    finally:
+        monkeypatch.undo()
+        stuck.kill()
+        stuck.wait()
+        servers[0].stop()  # not left for the stop at exit

@@ -51,7 +51,8 @@ _running: set[LocalServer] = set()
 
 
 class LocalServerError(RuntimeError):
-    """A local llama.cpp server could not be started; the message says why and what to do."""
+    """A local llama.cpp server could not be started (or stopped); the message says why and
+    what to do."""
 
 
 def free_port() -> int:
@@ -398,7 +399,7 @@ class LocalServer:
                 process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(process, signal.SIGKILL)
-                process.wait(timeout=grace_s)
+                _wait_killed(process, grace_s)
         _running.discard(self)
         if not self.keep_log:
             self.remove_log()
@@ -410,7 +411,7 @@ class LocalServer:
         process = self.process
         if process is not None and process.poll() is None:
             _signal_group(process, signal.SIGKILL)
-            process.wait(timeout=5.0)
+            _wait_killed(process, 5.0)
         _running.discard(self)
         if not self.keep_log:
             self.remove_log()
@@ -436,8 +437,16 @@ async def start_local_servers(workers: list[WorkerConfig]) -> dict[str, LocalSer
 
 
 def stop_local_servers(servers: Iterable[LocalServer]) -> None:
+    """Stop every server, then raise LocalServerError naming each one that could not be
+    stopped: the first that failed left the others running."""
+    failures: list[str] = []
     for server in list(servers):
-        server.stop()
+        try:
+            server.stop()
+        except Exception as error:
+            failures.append(f"local worker {server.worker_id!r} (pid {server.pid}): {error}")
+    if failures:
+        raise LocalServerError("could not stop the llama.cpp server of " + "; of ".join(failures))
 
 
 def how_it_ended(code: int | None) -> str:
@@ -501,6 +510,18 @@ def llama_cpp_has_amx() -> bool:
         return False
     info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
     return "AMX_INT8 = 1" in info
+
+
+def _wait_killed(process: subprocess.Popen[bytes], wait_s: float) -> None:
+    """Wait for a SIGKILLed process to end; LocalServerError if it outlives wait_s."""
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        raise LocalServerError(
+            f"it was still running {exact_number(wait_s)} s after SIGKILL (stuck in the "
+            f"kernel, as reading from a hung disk); see it with `ps -o stat,cmd -p "
+            f"{process.pid}`, and end it with `kill -9 {process.pid}` if it is still there"
+        ) from None
 
 
 def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
