@@ -22,9 +22,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
+from cli_support import flat, invoke
 from conftest import finished_pid, writer_temporary
 
 from fugu_lite.config_errors import ConfigError
+from fugu_lite.task_families import generate_tasks
+from fugu_lite.tasks import write_tasks
 from fugu_lite.workers import llama_cpp_requests, local_server
 from fugu_lite.workers import pool as pool_module
 from fugu_lite.workers.config import (
@@ -967,3 +971,29 @@ def test_a_server_that_cannot_be_stopped_leaves_none_of_the_others_running(
         stuck.kill()
         stuck.wait()
         servers[0].stop()  # not left for the stop at exit
+
+
+def test_collect_with_no_temp_folder_for_a_servers_log_names_the_folder_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temp folder where a local server's log cannot be made (a full disk, a TMPDIR that
+    is not there) ended collect's pool start with an OSError's traceback naming neither the
+    log nor what to do; it is one error line now, naming the worker and the folder, and
+    saying to free space or set TMPDIR."""
+    gone = tmp_path / "gone"
+    monkeypatch.setattr(tempfile, "tempdir", str(gone))
+    pool = tmp_path / "pool.yaml"
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    pool.write_text(yaml.safe_dump({"workers": [worker]}), encoding="utf-8")
+    tasks = tmp_path / "tasks.jsonl"
+    write_tasks(tasks, [t for t in generate_tasks(1, seed=3) if t.grader != "code"][:1])
+    with leaving_no_process_running():
+        result = invoke(
+            "collect", "--pool", pool, "-t", tasks, "-o", tmp_path / "r.jsonl", "--no-progress"
+        )
+    assert result.exit_code == 2, result.output
+    assert (
+        f"error: local worker 'w': cannot make its llama.cpp server's log in the temp folder "
+        f"({gone}/" in flat(result.output)
+    )
+    assert "free disk space there, or set TMPDIR to a folder" in flat(result.output)

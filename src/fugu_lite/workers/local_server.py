@@ -251,14 +251,8 @@ class LocalServer:
         gguf = worker_gguf(self.worker_id, self.config)
         self.port = free_port()
         self.command = server_command(gguf, self.model, self.port, self.config)
-        handle, log_name = tempfile.mkstemp(
-            prefix=writer_prefix(f"llama-{_safe(self.worker_id)}"),
-            suffix=".log",
-            dir=user_temp_folder(),
-        )
-        self.log_path = Path(log_name)
+        self.log_path = self._new_log()
         parent = os.getpid()
-        os.close(handle)
         # Appending (O_APPEND): the server writes at the log's end after trim_log cuts it.
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -271,6 +265,26 @@ class LocalServer:
                 preexec_fn=(lambda: _die_with_parent(parent)) if sys.platform == "linux" else None,
             )
         _running.add(self)
+
+    def _new_log(self) -> Path:
+        """An empty log file in this user's temp folder; LocalServerError naming the folder
+        when it cannot be made (a full disk, a TMPDIR that is not there): the bare OSError
+        ended collect with a traceback."""
+        try:
+            handle, log_name = tempfile.mkstemp(
+                prefix=writer_prefix(f"llama-{_safe(self.worker_id)}"),
+                suffix=".log",
+                dir=user_temp_folder(),
+            )
+        except OSError as error:
+            where = error.filename or tempfile.tempdir or "the system temp folder"
+            raise LocalServerError(
+                f"local worker {self.worker_id!r}: cannot make its llama.cpp server's log in "
+                f"the temp folder ({where}): {error.strerror or error}; free disk space there, "
+                "or set TMPDIR to a folder with space that you can write to"
+            ) from error
+        os.close(handle)
+        return Path(log_name)
 
     async def wait_ready(self) -> None:
         """Poll GET /v1/models until it answers 200; fail clearly if the process dies (the
