@@ -9,6 +9,7 @@ import http.server
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -997,3 +998,50 @@ def test_collect_with_no_temp_folder_for_a_servers_log_names_the_folder_and_the_
         f"({gone}/" in flat(result.output)
     )
     assert "free disk space there, or set TMPDIR to a folder" in flat(result.output)
+
+
+def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size of a local worker's vocabulary (and its chat template) was read once per
+    path, at the pool's start: a crashed server started again on another GGUF put at its
+    path (a new download) kept the old model's, so a logit_bias key of the new model was
+    refused (or one beyond it sent on, and every bias ignored). They are read again at the
+    restart. The server is a stand-in process taken as ready; the new model's vocabulary
+    size is llama.cpp's reading patched."""
+    import llama_cpp
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+
+    async def ready(self: LocalServer) -> None:
+        return None
+
+    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    worker = config.workers[0]
+    key = {"logit_bias": {"60000": 5}}
+
+    async def crash_and_restart(pool: WorkerPool) -> None:
+        assert pool.vocab_sizes["w"] == 49152 and pool.unknown_token(worker, key) is not None
+        gguf.unlink()
+        shutil.copyfile(resolve_gguf("embedded:smollm2"), gguf)  # another model, said below
+        monkeypatch.setattr(llama_cpp, "llama_vocab_n_tokens", lambda vocab: 151936)
+        process = pool.servers["w"].process
+        assert process is not None
+        process.kill()  # a crash
+        process.wait()
+        await pool.restart("w")
+        assert pool.vocab_sizes["w"] == 151936 and pool.unknown_token(worker, key) is None
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            await crash_and_restart(pool)
+
+    with leaving_no_process_running():
+        asyncio.run(run())

@@ -136,9 +136,23 @@ def vocab_only_model(gguf: Path) -> Iterator[Any]:
         quiet.setLevel(level)
 
 
-@functools.cache
+def gguf_version(gguf: Path) -> tuple[int, int, int] | None:
+    """What tells the GGUF file at a path from another put there later (a new download, a
+    symlink moved), None if it is not there: readings of a GGUF are cached per version, and
+    a crashed server started again serves the file then at its path."""
+    with contextlib.suppress(OSError):
+        info = gguf.stat()
+        return info.st_ino, info.st_size, info.st_mtime_ns
+    return None
+
+
 def vocab_size(gguf: Path) -> int | None:
     """How many tokens the GGUF's vocabulary has, None if llama.cpp cannot read it."""
+    return _vocab_size(gguf, gguf_version(gguf))
+
+
+@functools.cache
+def _vocab_size(gguf: Path, version: tuple[int, int, int] | None) -> int | None:
     import llama_cpp
 
     with vocab_only_model(gguf) as model:
@@ -147,12 +161,16 @@ def vocab_size(gguf: Path) -> int | None:
         return int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)))
 
 
-@functools.cache
 def chat_template(gguf: Path, name: str = "default") -> str | None:
     """The GGUF's own chat template (`tokenizer.chat_template`, which llama.cpp's server
     renders prompts with when the worker sets no chat_format, or chat_format
     chat_template.default), or another it names (`tokenizer.chat_template.tool_use`, for
     chat_format chat_template.tool_use); None when it has none or llama.cpp cannot read it."""
+    return _chat_template(gguf, name, gguf_version(gguf))
+
+
+@functools.cache
+def _chat_template(gguf: Path, name: str, version: tuple[int, int, int] | None) -> str | None:
     import llama_cpp
 
     key = b"tokenizer.chat_template" + (b"" if name == "default" else f".{name}".encode())

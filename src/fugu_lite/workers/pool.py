@@ -44,7 +44,7 @@ from .attempts import (
     failed_result,
     refused_result,
 )
-from .config import CHAT_PATH, PoolConfig, WorkerConfig, resolve_gguf
+from .config import CHAT_PATH, PoolConfig, WorkerConfig
 from .errors import (
     WorkerCallError,
     error_code,
@@ -69,6 +69,7 @@ from .local_server import (
     start_local_servers,
     stop_local_servers,
     vocab_size,
+    worker_gguf,
 )
 from .output_limits import with_output_limit
 from .results import CallResult, Usage, answer_json, parse_completion, usage_cost, web_page_hint
@@ -146,17 +147,23 @@ class WorkerPool:
         self.servers = await start_local_servers(self.config.workers)
         # No __aexit__ follows a start that fails (or is cancelled: Ctrl-C) from here on.
         try:
-            for worker_id, server in self.servers.items():
-                gguf = resolve_gguf(server.config.gguf)
-                self.vocab_sizes[worker_id] = await asyncio.to_thread(vocab_size, gguf)
-                renders = await asyncio.to_thread(renders_tool_calls, server.config)
-                self.calls_as_text[worker_id] = not renders
+            for server in self.servers.values():
+                await self._read_model(server)
             for worker in self.config.workers:
                 self._clients[worker.id] = self._new_client(worker)
                 self._semaphores[worker.id] = asyncio.Semaphore(worker.max_concurrency)
         except BaseException:
             stop_local_servers(self.servers.values())
             raise
+
+    async def _read_model(self, server: LocalServer) -> None:
+        """Note what requests to a local worker depend on in its GGUF: its vocabulary's size
+        and whether its prompts show tool calls (read again at each start: a crashed server
+        started again serves the file then at its path, maybe another model)."""
+        gguf = worker_gguf(server.worker_id, server.config)
+        self.vocab_sizes[server.worker_id] = await asyncio.to_thread(vocab_size, gguf)
+        renders = await asyncio.to_thread(renders_tool_calls, server.config)
+        self.calls_as_text[server.worker_id] = not renders
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._entered = False
@@ -211,6 +218,7 @@ class WorkerPool:
         old.remove_log()
         server = LocalServer(self.worker(worker_id))
         try:
+            await self._read_model(server)
             server.launch()
             await server.wait_ready()
         except BaseException:
