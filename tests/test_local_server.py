@@ -979,8 +979,9 @@ def test_collect_with_no_temp_folder_for_a_servers_log_names_the_folder_and_the_
 ) -> None:
     """A temp folder where a local server's log cannot be made (a full disk, a TMPDIR that
     is not there) ended collect's pool start with an OSError's traceback naming neither the
-    log nor what to do; it is one error line now, naming the worker and the folder, and
-    saying to free space or set TMPDIR."""
+    log nor what to do, after a warning that another user had made the temp folder; it is
+    one error line now, naming the worker and the folder, and saying to free space or set
+    TMPDIR."""
     gone = tmp_path / "gone"
     monkeypatch.setattr(tempfile, "tempdir", str(gone))
     pool = tmp_path / "pool.yaml"
@@ -998,6 +999,7 @@ def test_collect_with_no_temp_folder_for_a_servers_log_names_the_folder_and_the_
         f"({gone}/" in flat(result.output)
     )
     assert "free disk space there, or set TMPDIR to a folder" in flat(result.output)
+    assert "another user made it?" not in flat(result.output)
 
 
 def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_restarts(

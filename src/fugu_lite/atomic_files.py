@@ -243,7 +243,9 @@ def user_temp_folder() -> Path:
     beside an output (sandbox folders, server logs); what killed runs left there is removed
     first. Never /tmp itself: other programs' files there are none of our business."""
     folder = Path(tempfile.gettempdir()) / f"fugu-lite-{os.getuid()}"
-    with contextlib.suppress(OSError):
+    # Only a name already taken is another user's: a full disk's error is the caller's to
+    # report, not a warning that another user made the folder.
+    with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700)
     if not _is_private_folder(folder):
         folder = _own_temp_folder(folder)
