@@ -27,6 +27,7 @@ import yaml
 from cli_support import flat, invoke
 from conftest import finished_pid, writer_temporary
 
+from fugu_lite.collect.errors import CollectError
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import write_tasks
@@ -1047,3 +1048,47 @@ def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_res
 
     with leaving_no_process_running():
         asyncio.run(run())
+
+
+def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pool's start that failed (a worker's GGUF path wrong), or a run in it that failed,
+    stops the servers; one that could not be stopped made its LocalServerError the one
+    raised, and the failure's own error (what to fix) was lost. The failure's error is
+    raised now, and the server that could not be stopped is logged. Servers are stand-in
+    processes that never answer; the stop of one of them fails."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    real_stop = LocalServer.stop
+
+    def stuck_stop(self: LocalServer, grace_s: float = 5.0) -> None:
+        real_stop(self, grace_s)
+        if self.worker_id == "stuck":
+            raise LocalServerError("it was still running 5 s after SIGKILL")
+
+    monkeypatch.setattr(LocalServer, "stop", stuck_stop)
+    config = PoolConfig.model_validate(
+        {"workers": [
+            {"id": "stuck", "model": "m", "local": {"gguf": "embedded:smollm2"}},
+            {"id": "typo", "model": "m", "local": {"gguf": str(tmp_path / "modle.gguf")}},
+        ]}
+    )  # fmt: skip
+    named = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=named):
+        asyncio.run(local_server.start_local_servers(config.workers))
+    assert "could not stop the llama.cpp server of local worker 'stuck'" in caplog.text
+    caplog.clear()
+
+    async def ready(self: LocalServer) -> None:
+        return None
+
+    async def failing_run() -> None:
+        async with WorkerPool(PoolConfig(workers=config.workers[:1])):
+            raise CollectError("cannot write records.jsonl: No space left on device")
+
+    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    with leaving_no_process_running(), pytest.raises(CollectError, match="cannot write"):
+        asyncio.run(failing_run())  # the pool's end, after the body failed
+    assert "could not stop the llama.cpp server of local worker 'stuck'" in caplog.text

@@ -463,7 +463,7 @@ async def start_local_servers(workers: list[WorkerConfig]) -> dict[str, LocalSer
             server.launch()
         await asyncio.gather(*(server.wait_ready() for server in servers.values()))
     except BaseException:
-        stop_local_servers(servers.values())
+        stop_after_failure(servers.values())
         raise
     return servers
 
@@ -479,6 +479,16 @@ def stop_local_servers(servers: Iterable[LocalServer]) -> None:
             failures.append(f"local worker {server.worker_id!r} (pid {server.pid}): {error}")
     if failures:
         raise LocalServerError("could not stop the llama.cpp server of " + "; of ".join(failures))
+
+
+def stop_after_failure(servers: Iterable[LocalServer]) -> None:
+    """stop_local_servers on the way out of a failure, which stays the error raised: a
+    server that could not be stopped is logged (its error took the failure's place, and
+    what to fix was lost)."""
+    try:
+        stop_local_servers(servers)
+    except LocalServerError as error:
+        logger.error("%s", error)
 
 
 def how_it_ended(code: int | None) -> str:

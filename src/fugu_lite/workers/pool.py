@@ -67,6 +67,7 @@ from .local_server import (
     check_llama_cpp_installed,
     segfault_hint,
     start_local_servers,
+    stop_after_failure,
     stop_local_servers,
     vocab_size,
     worker_gguf,
@@ -153,7 +154,7 @@ class WorkerPool:
                 self._clients[worker.id] = self._new_client(worker)
                 self._semaphores[worker.id] = asyncio.Semaphore(worker.max_concurrency)
         except BaseException:
-            stop_local_servers(self.servers.values())
+            stop_after_failure(self.servers.values())
             raise
 
     async def _read_model(self, server: LocalServer) -> None:
@@ -177,7 +178,10 @@ class WorkerPool:
                 await client.close()
         finally:
             self._clients.clear()
-            stop_local_servers(self.servers.values())
+            if exc_info[0] is None:
+                stop_local_servers(self.servers.values())
+            else:
+                stop_after_failure(self.servers.values())
 
     def _new_client(self, worker: WorkerConfig) -> AsyncOpenAI:
         base_url = self.base_url(worker.id)
