@@ -1092,3 +1092,36 @@ def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_err
     with leaving_no_process_running(), pytest.raises(CollectError, match="cannot write"):
         asyncio.run(failing_run())  # the pool's end, after the body failed
     assert "could not stop the llama.cpp server of local worker 'stuck'" in caplog.text
+
+
+LEFT_STUCK = """
+import sys
+from fugu_lite.workers import local_server
+from fugu_lite.workers.config import WorkerConfig
+local_server.server_command = lambda *a: [sys.executable, "-c", "import time; time.sleep(60)"]
+real_stop = local_server.LocalServer.stop
+def stuck_stop(self, grace_s=5.0):
+    real_stop(self, grace_s)
+    raise local_server.LocalServerError("it was still running 5 s after SIGKILL")
+local_server.LocalServer.stop = stuck_stop
+worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+local_server.LocalServer(WorkerConfig.model_validate(worker)).launch()
+sys.exit(0)  # no stop: a sys.exit inside a callback, say
+"""
+
+
+def test_a_server_that_cannot_be_stopped_at_exit_is_one_error_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A server left running at exit that the last-resort stop (atexit) could not stop
+    printed Python's "Exception ignored in atexit callback" and a traceback; it is logged
+    as one error naming the worker now. The server is a stand-in whose stop fails."""
+    script = tmp_path / "leave.py"
+    script.write_text(LEFT_STUCK, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "could not stop the llama.cpp server of local worker 'w'" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

@@ -482,9 +482,9 @@ def stop_local_servers(servers: Iterable[LocalServer]) -> None:
 
 
 def stop_after_failure(servers: Iterable[LocalServer]) -> None:
-    """stop_local_servers on the way out of a failure, which stays the error raised: a
-    server that could not be stopped is logged (its error took the failure's place, and
-    what to fix was lost)."""
+    """stop_local_servers on the way out of a failure, which stays the error raised, or at
+    exit: a server that could not be stopped is logged (its error took the failure's place,
+    and what to fix was lost; at exit it was a traceback)."""
     try:
         stop_local_servers(servers)
     except LocalServerError as error:
@@ -580,4 +580,4 @@ def _safe(text: str) -> str:
 @atexit.register
 def _stop_leftovers() -> None:
     """Last resort, e.g. after sys.exit inside a callback: never leave a server behind."""
-    stop_local_servers(list(_running))
+    stop_after_failure(list(_running))
