@@ -1125,3 +1125,35 @@ def test_a_server_that_cannot_be_stopped_at_exit_is_one_error_line_not_a_traceba
     assert done.returncode == 0, done.stderr
     assert "could not stop the llama.cpp server of local worker 'w'" in done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_servers_that_ignore_sigterm_are_stopped_in_one_grace_not_one_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop_local_servers gave each server its 5 s grace after SIGTERM in turn: a pool of
+    three local workers busy with long answers took 15 s to close (a Ctrl-C during collect
+    hung that long). All get SIGTERM at once now and share one grace. The servers are
+    stand-in processes that ignore SIGTERM."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stubborn = [sys.executable, "-c", STUBBORN_SERVER]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: stubborn)
+    workers = [
+        WorkerConfig.model_validate(
+            {"id": name, "model": "m", "local": {"gguf": "embedded:smollm2"}}
+        )
+        for name in ("a", "b", "c")
+    ]
+    servers = [launched(worker) for worker in workers]
+    for server in servers:  # each has set SIGTERM aside (its child's pid is in its log)
+        assert server.log_path is not None
+        deadline = time.monotonic() + 30
+        while not server.log_path.read_text(encoding="utf-8").strip():
+            assert time.monotonic() < deadline, "a stand-in server did not start"
+            time.sleep(0.05)
+    started = time.monotonic()
+    with leaving_no_process_running():
+        local_server.stop_local_servers(servers)
+    assert time.monotonic() - started < 9
+    assert all(
+        server.process and server.process.returncode == -signal.SIGKILL for server in servers
+    )

@@ -41,6 +41,8 @@ LOG_TAIL_LINES = 25
 LOG_MAX_BYTES = 2**20
 LOG_KEPT_BYTES = 64 * 2**10
 THREADS_PER_CORE = 4  # the most local.n_threads per core of the machine (check_n_threads)
+STOP_GRACE_S = 5.0  # how long a server has to end after SIGTERM, before SIGKILL
+KILL_WAIT_S = 5.0  # how long a server has to end after SIGKILL (see _wait_killed)
 PORT_ATTEMPTS = 3  # starts on a new port when another process took the chosen one first
 PORT_TAKEN = "address already in use"  # uvicorn's words for EADDRINUSE, in the server's log
 # Compiler flags that leave llama.cpp's AMX kernels out of its build (see segfault_hint).
@@ -421,17 +423,22 @@ class LocalServer:
                 log.write(tail)
                 log.truncate()
 
-    def stop(self, grace_s: float = 5.0) -> None:
+    def terminate(self) -> None:
+        """Send SIGTERM, without waiting (stop waits)."""
+        if self.process is not None and self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Terminate, wait up to grace_s, then kill. Safe to call twice."""
         self.stopped = True
         process = self.process
         if process is not None and process.poll() is None:
-            _signal_group(process, signal.SIGTERM)
+            self.terminate()
             try:
                 process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(process, signal.SIGKILL)
-                _wait_killed(process, grace_s)
+                _wait_killed(process, KILL_WAIT_S)
         _running.discard(self)
         if not self.keep_log:
             self.remove_log()
@@ -443,7 +450,7 @@ class LocalServer:
         process = self.process
         if process is not None and process.poll() is None:
             _signal_group(process, signal.SIGKILL)
-            _wait_killed(process, 5.0)
+            _wait_killed(process, KILL_WAIT_S)
         _running.discard(self)
         if not self.keep_log:
             self.remove_log()
@@ -471,10 +478,14 @@ async def start_local_servers(workers: list[WorkerConfig]) -> dict[str, LocalSer
 def stop_local_servers(servers: Iterable[LocalServer]) -> None:
     """Stop every server, then raise LocalServerError naming each one that could not be
     stopped: the first that failed left the others running."""
+    servers = list(servers)
+    for server in servers:  # all at once: they share one grace, not one each in turn
+        server.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
     failures: list[str] = []
-    for server in list(servers):
+    for server in servers:
         try:
-            server.stop()
+            server.stop(grace_s=max(0.0, deadline - time.monotonic()))
         except Exception as error:
             failures.append(f"local worker {server.worker_id!r} (pid {server.pid}): {error}")
     if failures:
