@@ -130,6 +130,27 @@ def test_number_grader_reads_scientific_notation_and_powers(answer: str, output:
 @pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
+        # a key in scientific notation shows the decimals of its mantissa and exponent
+        ("1.6e-19", "0.00", 0.0),  # no digit of it: 0.00 is no rounding of 1.6e-19
+        ("1.6e-19", "The answer is 0.", 0.0),  # a small key written as such is no float noise
+        ("1.6e-19", "1.6e-19", 1.0),
+        ("1.6e-19", "1.60 × 10^-19", 1.0),
+        ("1.6e-19", r"The charge is $1.6 \times 10^{-19}$ C.", 1.0),
+        ("5e-3", "0.01", 0.0),  # as for a key 0.005: one digit is no rounding
+        ("0.00001", "0.00", 0.0),
+        ("-2.220446049250313e-16", "0.00", 1.0),  # a computed key's float noise
+    ],
+)
+def test_a_small_key_is_matched_at_the_precision_it_is_written_to(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
         ("25", r"The area is \boxed{25 \text{ cm}^2}.", 1.0),
         ("25", "The area is 25 cm^2.", 1.0),
         ("12", r"So the area is $12\,\text{m}^2$.", 1.0),

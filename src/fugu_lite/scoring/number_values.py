@@ -160,9 +160,11 @@ def _equal(
     rounded, unless the question asks for more decimals than the answer gives; "1.333333"
     for a reference 1.33 of three significant digits or more, or of the decimals asked
     ("0.054" is no answer for a reference 0.05)."""
-    # an absolute tolerance only beside a zero (a key's float noise, 5.6e-17): between two
-    # small numbers it would make 5.29e-10 equal 5.29e-11
-    near_zero = 1e-9 if 0 in (value, reference) else 0.0
+    # an absolute tolerance only beside a zero: between two small numbers it would make
+    # 5.29e-10 equal 5.29e-11, and an answer 0 is no answer for a small key written as
+    # such (1.6e-19), only for a key's float noise (5.551115123125783e-17)
+    noise = reference == 0 or (value == 0 and _float_noise(reference, reference_decimals))
+    near_zero = 1e-9 if noise else 0.0
     if math.isclose(value, reference, rel_tol=1e-6, abs_tol=near_zero):
         return True
     coarse = min(decimals, reference_decimals)
@@ -173,6 +175,8 @@ def _equal(
             coarse >= 2
             and reference_decimals >= MIN_ROUNDED_REFERENCE_DECIMALS
             and (decimals_asked is None or decimals >= decimals_asked)
+            # "0.00" keeps no digit of 1.6e-19 (unless the question asks for 2 decimals)
+            and (decimals_asked == decimals or _significant_digits(reference, coarse) > 0)
         )
     elif decimals > reference_decimals:
         digits = f"{abs(reference):.{coarse}f}".replace(".", "").lstrip("0")
@@ -182,6 +186,19 @@ def _equal(
     shown = max(decimals, reference_decimals) if coarse == 0 else coarse
     # the float error of a half-way rounding is relative: 1e-12 beside 6.6e-34 is no error
     return rounded and abs(value - reference) <= 0.5 * 10**-shown + 1e-12 * abs(reference)
+
+
+def _significant_digits(number: float, decimals: int) -> int:
+    """The significant digits of `number` written to `decimals` places: 0 for 1.6e-19 at 2."""
+    return len(f"{abs(number):.{decimals}f}".replace(".", "").lstrip("0"))
+
+
+# a computed key's float noise shows a double's full precision: 5.551115123125783e-17
+_FLOAT_NOISE_DIGITS = 15
+
+
+def _float_noise(reference: float, reference_decimals: int) -> bool:
+    return _significant_digits(reference, reference_decimals) >= _FLOAT_NOISE_DIGITS
 
 
 _PLACES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
@@ -205,8 +222,12 @@ def decimals_asked(prompt: str) -> int | None:
 
 
 def decimals_shown(text: str) -> int:
-    match = re.search(r"\.(\d+)\s*%?\s*$", text.strip())
-    return len(match.group(1)) if match else 0
+    """The decimals a reference is written to: 2 for "1.33" or "50.00%", 20 for "1.6e-19"
+    (the mantissa's one and the exponent's 19), 0 for "1.5e6"."""
+    match = re.search(r"(?:\.(\d+))?(?:[eE](?P<power>[+-]?\d+))?\s*%?\s*$", text.strip())
+    if match is None:
+        return 0
+    return max(0, len(match.group(1) or "") - int(match.group("power") or 0))
 
 
 def find_numbers(text: str) -> list[re.Match[str]]:
