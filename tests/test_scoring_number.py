@@ -397,6 +397,12 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("12\n\nNo wait, 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
         ("The answer is 12. I miscounted: there are 14 apples.", 0.0, 1.0),
+        ("The answer is 12. That’s wrong. It is 14.", 0.0, 1.0),  # a typographic apostrophe
+        ("I got 12, but that seems wrong; it is 14", 0.0, 1.0),
+        ("The answer is 12. Hmm, that seems wrong; it is 14.", 0.0, 1.0),
+        ("The answer is 12. That looks incorrect. It is 14.", 0.0, 1.0),
+        ("12\n\nThis seems wrong. Let me redo it: 14.", 0.0, 1.0),
+        ("The answer is 12. That seems right: 14 - 2 = 12.", 1.0, 0.0),
         (
             "The answer is 12. Oops, I miscounted: the answer is 13. Oops, I miscounted again: 14.",
             0.0,

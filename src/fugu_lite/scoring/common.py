@@ -49,8 +49,9 @@ RETRACTION = re.compile(
     r"(?<=\?)\s*no(?=[,:;.!—–-])"
     r"|(?:(?<=[.!\n])|(?<=[.!]\s)|(?<=[.!]\s\s))no(?=\s*[:—–])"  # not \s* after: a run of lines
     r"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
-    r"|I\s+(?:miscounted|miscalculated)|(?:that's|that\s+is|this\s+is|I\s+was)\s+(?:wrong|"
-    r"incorrect))\b",
+    r"|I\s+(?:miscounted|miscalculated)"
+    r"|(?:that['’]s|that\s+is|this\s+is|I\s+was|(?:that|this)\s+(?:seems|looks))\s+"
+    r"(?:wrong|incorrect))\b",
     re.IGNORECASE,
 )
 
