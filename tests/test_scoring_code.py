@@ -175,6 +175,28 @@ def test_code_grader_takes_code_indented_as_a_markdown_code_block(output: str) -
     assert graded(code_task(), output).score == 1.0
 
 
+ADD_ESCAPED = "def add(a, b):\n    return a + b if a &lt; b or a &gt;= b else None\n"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        f'Here it is:\n<pre><code class="language-python">{ADD_ESCAPED}</code></pre>\nDone.',
+        f"<pre>{ADD_ESCAPED}</pre>",
+        f"<code>{ADD_ESCAPED}</code>",
+        "<code>def add(a, b): return a + b</code> adds them.",
+        # a name in inline code is prose; output shown in a <pre> beside the function is no code
+        f"The function <code>add</code>:\n<pre><code>{ADD_ESCAPED}</code></pre>\n<pre>3</pre>",
+        f"<PRE><CODE>{ADD_ESCAPED}\nThis function adds a and b.",  # cut off: never closed
+    ],
+)
+def test_code_in_html_code_elements_without_a_fence_is_the_code(output: str) -> None:
+    """Some chat models answer in HTML: the tags ran as code (SyntaxError, 0), and `&lt;`
+    escaping `<` too."""
+    result = graded(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
 def test_code_grader_unclosed_fence_and_partial_credit() -> None:
     output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
     result = graded(code_task(), output)
@@ -257,6 +279,8 @@ def test_code_grader_wrong_code_and_no_code() -> None:
         "(" * 100_000,  # the parser runs out of memory: not a grading failure
         "-" * 100_000,
         "(A) (B) " * 20_000,
+        "<code>" * 100_000,  # never closed: each used to be searched to the end
+        "<pre><code>" * 50_000,
     ],
 )
 def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: str) -> None:

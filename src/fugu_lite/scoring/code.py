@@ -7,6 +7,7 @@ operation is the model's fault: 0 with the reason in `detail`.
 from __future__ import annotations
 
 import ast
+import html
 import re
 import textwrap
 
@@ -32,7 +33,7 @@ _INDENT = re.compile("^[ \t\u00a0]+", re.MULTILINE)
 def extract_code(output: str) -> str | None:
     """The Python in a reply: fenced python blocks that parse (joined, with untagged blocks
     that define a function or class), else untagged blocks (those that define one, if any
-    does), else the raw code."""
+    does), else the raw code. Without a fence, HTML code elements are read as blocks."""
     if not output.strip():
         return None
     fenced = _fenced_code(output)
@@ -42,7 +43,7 @@ def extract_code(output: str) -> str | None:
 def _fenced_code(output: str) -> str | None:
     """The code of the reply's fenced blocks (see extract_code); None when it has no block,
     or only blocks in another language."""
-    candidates = _candidate_blocks(_fenced_blocks(output))
+    candidates = _candidate_blocks(_fenced_blocks(output) or _html_blocks(output))
     if not candidates:
         return None
     parsing = [code for code in candidates if _parses(code)]
@@ -59,6 +60,42 @@ def _fenced_blocks(output: str) -> list[tuple[str, str]]:
     for match in FENCE.finditer(output):
         language, code = _block(match["language"], match["info"], match["code"])
         blocks.append((language, code if match["close"] else _without_prose_after(code)))
+    return blocks
+
+
+_HTML_OPENER = re.compile(r"<(?P<tag>pre|code)\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
+_HTML_CLOSERS = {"pre": re.compile(r"</pre>", re.I), "code": re.compile(r"</code>", re.I)}
+_HTML_INNER_CODE = re.compile(r"\s*<code\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
+_HTML_LANGUAGE = re.compile(r"\blang(?:uage)?-(?P<language>[\w+#.-]+)", re.IGNORECASE)
+
+
+def _html_blocks(output: str) -> list[tuple[str, str]]:
+    """Each HTML code element's language and code, as some chat models answer without a
+    fence: a `<pre>` (a `<code>` inside it or not; never closed when the reply was cut off)
+    and a `<code>` that holds a line break or starts with a definition or import (not a
+    name mentioned in prose), its entities unescaped (`&lt;` is `<`)."""
+    last_code_closer = max((m.start() for m in _HTML_CLOSERS["code"].finditer(output)), default=-1)
+    blocks: list[tuple[str, str]] = []
+    position = 0
+    while (opener := _HTML_OPENER.search(output, position)) is not None:
+        tag = opener["tag"].lower()
+        position = opener.end()
+        if tag == "code" and position > last_code_closer:  # never closed: no block
+            continue
+        closer = _HTML_CLOSERS[tag].search(output, position)
+        code = output[position : closer.start() if closer else len(output)]
+        attrs = opener["attrs"]
+        position = closer.end() if closer else len(output)
+        if tag == "pre" and (inner := _HTML_INNER_CODE.match(code)) is not None:
+            attrs, code = (
+                inner["attrs"],
+                re.sub(r"</code>\s*\Z", "", code[inner.end() :], flags=re.I),
+            )
+        if tag == "code" and "\n" not in code.strip() and not _CODE_START.match(code.strip()):
+            continue
+        tagged = _HTML_LANGUAGE.search(attrs)
+        language, code = _block(tagged["language"] if tagged else "", "", html.unescape(code))
+        blocks.append((language, code if closer else _without_prose_after(code)))
     return blocks
 
 
