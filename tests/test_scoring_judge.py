@@ -147,6 +147,12 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         # the ends of the scale: a 0 verdict is a score, "1.0" is 1 of 10 (not 1 of 1)
         ("The response is wrong.\nSCORE: 0", 0.0),
         ("SCORE: 1.0", 0.1),
+        # exponent notation or a decimal comma is no score: "1e1" is not 1, "7,5" not 7
+        ("SCORE: 1e1", None),
+        ("Score: 8\nSCORE: 1e1", None),  # nor is the earlier score the verdict
+        ("Score: 5e-1", None),
+        ("SCORE: 7,5", None),
+        ("SCORE: 7, the answer is right.", 0.7),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:

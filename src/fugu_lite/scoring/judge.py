@@ -24,9 +24,11 @@ MAX_JUDGED_CHARS = 6000
 # A response line this long found inside a reply line is an echo; a shorter one ("7/10")
 # only when it is the whole line, since the judge's own verdict may hold the same text.
 MIN_ECHO_CHARS = 20
-# also in brackets, as the form "SCORE: N" may be read: "SCORE: [7]", "Score: [7/10]"
+# also in brackets, as the form "SCORE: N" may be read: "SCORE: [7]", "Score: [7/10]"; a
+# number in exponent notation or with a decimal comma ("1e1", "7,5") is `unread`, not 1 or 7
 _SCORE_VALUE = (
-    r"[*_`\"']*+\s*+(?P<bracket>\[\s*)?(?P<value>-?\d+(?:\.\d+)?)(?![\d%])\s*[*_`]*"
+    r"[*_`\"']*+\s*+(?P<bracket>\[\s*)?(?P<value>-?\d+(?:\.\d+)?)"
+    r"(?P<unread>[eE][+-]?\d+|,\d+)?(?![\d%])\s*[*_`]*"
     r"(?:\s*(?:/|out of)\s*(?P<scale>\d+))?(?(bracket)\s*\])"
 )
 # The form asked for, "SCORE: 7" (also "**Score**: 7", "Rating (0-10): 8", "Overall: 7/10",
@@ -87,6 +89,8 @@ def parse_judge_score(reply: str) -> float | None:
     for pattern in (_SCORE_LINE, _SCORE_PHRASE):
         matches = list(pattern.finditer(text))
         if matches:
+            if matches[-1].group("unread"):  # the verdict is there but not in a form read
+                return None
             return _score(matches[-1].group("value"), matches[-1].group("scale"))
     ratios = {_score(m.group("value"), m.group("scale")) for m in _RATIO.finditer(text)}
     if ratios:
