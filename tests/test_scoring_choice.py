@@ -204,6 +204,10 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("The answer is B. Hmm, actually, (C).", "C"),
         ("B\n\nWait, C.", "C"),
         ("Answer: B. I mean C!", "C"),
+        ("The answer is B, no wait, C.", "C"),  # "no wait" read B before
+        ("The answer is B. No wait, C.", "C"),
+        ("Answer: B\n\nNo wait: C", "C"),
+        ("The answer is B. There is no wait, C is slow.", "B"),
         ("Answer: B. Actually, C is wrong too.", "B"),
         ("Answer: B. Wait, C or A?", "B"),
         ("The answer is B. There are actually 3 options.", "B"),

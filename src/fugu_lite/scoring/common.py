@@ -36,7 +36,7 @@ CJK_ANSWER_MARKER = r"答案\s*(?:应该?是|是|为|為|:|：)"
 # the number is the whole of its sentence (see `_CORRECTED_NUMBER_END`); to the regex
 # grader, "Actually 3 numbers are listed." is a remark
 BARE_CORRECTION_LEAD = (
-    r"(?:(?<![\w'’] )|(?<=hmm )|(?<=oh )|(?<=ah ))"
+    r"(?:(?<![\w'’] )|(?<=hmm )|(?<=oh )|(?<=ah )|(?<=\bno ))"
     r"\b(?:actually\b|wait\b\s*[,:;!.—–-]|I\s+mean\b)[\s,:;!.—–-]{0,3}"
     r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
 )
