@@ -101,6 +101,10 @@ def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) ->
         "ollhe\n\nWait, no, it's olleh.",
         "The answer is ollhe. Wait, it should be olleh.",
         "Sorry, I meant olleh.",
+        # the earlier answer said to be wrong, then the answer (these read ollhe before)
+        "The answer is ollhe. That's wrong; it is olleh.",
+        "The answer is ollhe. That seems wrong. It is olleh.",
+        "The answer is ollhe. I made a mistake; it is olleh.",
         "Actually, it's simple: reverse the letters.\nolleh",
         "答案是olleh。",  # "the answer is" in Chinese (no match before)
         "把字母倒过来写，答案：olleh",

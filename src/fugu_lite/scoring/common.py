@@ -23,9 +23,18 @@ def cannot_grade(error: str) -> Grade:
     return Grade(score=None, error=error)
 
 
-# a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's (C)"
+# the reply saying its earlier answer was wrong: "That's wrong", "that seems wrong", "I
+# made a mistake", "I miscounted"
+_SAID_WRONG = (
+    r"(?:(?:that['’]s|that\s+is|this\s+is|I\s+was|(?:that|this)\s+(?:seems|looks))\s+"
+    r"(?:wrong|incorrect)|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
+    r"|I\s+(?:miscounted|miscalculated))"
+)
+# a self-correction: "Wait, no: it is 14", "Sorry, I meant 14", "Actually, it's (C)", "That's
+# wrong; it is 14"
 SELF_CORRECTION = (
-    r"\b(?:wait|no|sorry|oops|actually)\b[\s,:;!.-]{0,3}(?:(?:no|sorry)\b[\s,:;!.-]{0,3})?"
+    rf"\b(?:wait|no|sorry|oops|actually|{_SAID_WRONG})\b[\s,:;!.-]{{0,3}}"
+    r"(?:(?:no|sorry)\b[\s,:;!.-]{0,3})?"
     r"(?:it(?:'s|’s| is| should be| must be)|(?:that )?should be|make that|I meant?)\b"
     r"(?!\s*not\b)"
 )
@@ -48,10 +57,7 @@ BARE_CORRECTION_LEAD = (
 RETRACTION = re.compile(
     r"(?<=\?)\s*no(?=[,:;.!—–-])"
     r"|(?:(?<=[.!\n])|(?<=[.!]\s)|(?<=[.!]\s\s))no(?=\s*[:—–])"  # not \s* after: a run of lines
-    r"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|I\s+(?:made|make)\s+an?\s+(?:mistake|error)"
-    r"|I\s+(?:miscounted|miscalculated)"
-    r"|(?:that['’]s|that\s+is|this\s+is|I\s+was|(?:that|this)\s+(?:seems|looks))\s+"
-    r"(?:wrong|incorrect))\b",
+    rf"|\b(?:no,?\s+wait|wait,?\s+(?:no|actually)|oops|{_SAID_WRONG})\b",
     re.IGNORECASE,
 )
 
