@@ -66,3 +66,14 @@ def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:
     harmony = graded(number_task("7"), "<|channel|>analysis<|message|>The answer is 7")
     assert harmony.score == 0.0 and "stopped inside its thinking" in harmony.detail
     assert graded(choice_task(), "<think>B, surely. Answer: B").score == 0.0
+
+
+def test_invisible_characters_in_an_answer_are_not_read() -> None:
+    """A zero-width space, word joiner or byte order mark in a reply (as some models and
+    copied text carry) made "Answer: B\\u200b" no letter, "tac\\u200b." no match for tac and
+    "1\\u200b4" the number 1."""
+    assert graded(choice_task(), "Answer: \u200bB\u200b").score == 1.0
+    assert graded(number_task("14"), "The answer is 1\u200b4.").score == 1.0
+    assert graded(number_task("14"), "\ufeffThe answer is 14\u2060.").score == 1.0
+    exact = Task(id="e", prompt="Capital of France?", answer="Paris", grader="exact", task="qa")
+    assert graded(exact, "The answer is Paris\u200b.").score == 1.0

@@ -53,10 +53,14 @@ async def grade(
         grader = SIMPLE_GRADERS.get(task.grader)
         if grader is None:
             return cannot_grade(f"unknown grader {task.grader!r}")
-        return grader(task, answer)
+        return grader(task, answer.translate(_INVISIBLE))
     except Exception as error:  # a bug of ours must not look like a wrong answer
         return cannot_grade(f"the {task.grader} grader failed: {type(error).__name__}: {error}")
 
+
+# characters that show nothing and join nothing (a zero-width space, a word joiner, a byte
+# order mark), which a reply may carry: "B\u200b" is the answer B, "1\u200b4" the number 14
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))
 
 SIMPLE_GRADERS: dict[str, Callable[[Task, str], Grade]] = {
     "number": grade_number,
