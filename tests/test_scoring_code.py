@@ -197,6 +197,20 @@ def test_code_in_html_code_elements_without_a_fence_is_the_code(output: str) -> 
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    "output",
+    [
+        "`def add(a, b): return a + b`",
+        "Here it is: `def add(a, b): return a + b`. It adds them.",
+        "Call `add` once you define it: `def add(a, b): return a + b`",
+    ],
+)
+def test_a_definition_in_inline_code_is_the_code(output: str) -> None:
+    """A one-line answer in inline code ran with its backticks: a SyntaxError, 0."""
+    assert extract_code(output) == "def add(a, b): return a + b"
+    assert graded(code_task(), output).score == 1.0
+
+
 def test_code_grader_unclosed_fence_and_partial_credit() -> None:
     output = "```python\ndef add(a, b):\n    return float(a) + float(b)\n"  # ran out of tokens
     result = graded(code_task(), output)
@@ -281,6 +295,7 @@ def test_code_grader_wrong_code_and_no_code() -> None:
         "(A) (B) " * 20_000,
         "<code>" * 100_000,  # never closed: each used to be searched to the end
         "<pre><code>" * 50_000,
+        "`def a" * 100_000,
     ],
 )
 def test_code_extraction_is_fast_and_never_fails_on_degenerate_outputs(output: str) -> None:

@@ -43,7 +43,8 @@ def extract_code(output: str) -> str | None:
 def _fenced_code(output: str) -> str | None:
     """The code of the reply's fenced blocks (see extract_code); None when it has no block,
     or only blocks in another language."""
-    candidates = _candidate_blocks(_fenced_blocks(output) or _html_blocks(output))
+    blocks = _fenced_blocks(output) or _html_blocks(output) or _inline_definitions(output)
+    candidates = _candidate_blocks(blocks)
     if not candidates:
         return None
     parsing = [code for code in candidates if _parses(code)]
@@ -61,6 +62,17 @@ def _fenced_blocks(output: str) -> list[tuple[str, str]]:
         language, code = _block(match["language"], match["info"], match["code"])
         blocks.append((language, code if match["close"] else _without_prose_after(code)))
     return blocks
+
+
+# a one-line definition in inline code: "`def add(a, b): return a + b`"
+_INLINE_CODE_DEFINITION = re.compile(
+    r"(?<!`)`(?!`)(?P<code>[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[^`\n]*)`(?!`)"
+)
+
+
+def _inline_definitions(output: str) -> list[tuple[str, str]]:
+    """The definitions a reply without a code block gives in inline code, as untagged blocks."""
+    return [("", match["code"].strip()) for match in _INLINE_CODE_DEFINITION.finditer(output)]
 
 
 _HTML_OPENER = re.compile(r"<(?P<tag>pre|code)\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
