@@ -36,6 +36,8 @@ def choice_task(answer: str) -> Task:
         "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
         r"\boxed{B}",
         r"The answer is $\boxed{\text{B}}$",
+        r"\boxed{(b)}",  # a lower-case letter in any form is the option's
+        "Bob is the tallest (b).",
         "<answer>B</answer>",
         "The answer is $B$.",
         "The tallest is Bob.",
@@ -118,6 +120,7 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("It's not A, but rather B.", "B"),
         ("Not A, but C.", "C"),
         ("Not A, but B.\nC", "C"),  # a letter after it: the usual rules
+        ("Not A, but C. Hmm, not C, but B.", "B"),  # the last one given
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:
