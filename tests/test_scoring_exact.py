@@ -190,6 +190,7 @@ def test_exact_grader_takes_linear_time_on_trailing_punctuation() -> None:
 def test_exact_grader_case_sensitivity() -> None:
     assert graded(exact_task("TREE", case_sensitive=True), "TREE").score == 1.0
     assert graded(exact_task("TREE", case_sensitive=True), "tree").score == 0.0
+    assert graded(exact_task("tree", case_sensitive=True), "TREE (the word)").score == 0.0
     assert graded(exact_task("TREE"), "tree").score == 1.0
     assert graded(exact_task("Straße"), "STRASSE").score == 1.0  # case folded, not lowered
     assert graded(exact_task("hello world"), "Answer: hello\tworld").score == 1.0
@@ -558,3 +559,16 @@ def test_the_answer_key_of_a_json_reply_is_the_list_the_regex_grader_reads(
     was searched in the whole reply and found in another key's text (was 1 for a wrong list)."""
     result = graded(regex_task(list_regex([1, 2, 3])), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "<answer>ollhe</answer>\nOn reflection:\n<answer>olleh</answer>",
+        "```\nollhe\n```\nNo:\n```\nolleh\n```",
+        "Hello is a greeting, and reversed it is olleh",
+    ],
+)
+def test_exact_grader_reads_the_last_answer_of_its_kind(output: str) -> None:
+    assert graded(exact_task("olleh"), output).score == 1.0
+    assert graded(exact_task("ollhe"), output).score == 0.0
