@@ -121,6 +121,11 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("Not A, but C.", "C"),
         ("Not A, but B.\nC", "C"),  # a letter after it: the usual rules
         ("Not A, but C. Hmm, not C, but B.", "B"),  # the last one given
+        # an option's text given twice as the answer: the last one (ambiguous before)
+        ("Answer: Ann\nHmm, no. Answer: Bob", "B"),
+        ("Answer: Ann.\nAnswer: Bob.", "B"),
+        ("Bob\n\nAnswer: Ann", "A"),
+        ("<answer>Ann</answer>\nNo:\n<answer>Bob</answer>", "B"),
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:

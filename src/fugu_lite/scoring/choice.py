@@ -358,10 +358,16 @@ def _choice_by_option_text(text: str, prompt: str) -> tuple[str | None, str]:
         )
         if option
     }
-    answers = {normalise(candidate) for candidate in answer_candidates(text).values()}
+    candidates = answer_candidates(text)
+    answers = {normalise(candidate) for candidate in candidates.values()}
     answered = [letter for letter, option in options.items() if option in answers]
     if len(answered) == 1:
         return answered[0], f"the answer is option {answered[0]}'s text"
+    # "Answer: Ann\nHmm, no. Answer: Bob": the last answer given, not the first line's
+    marked = normalise(candidates.get("the text after the answer marker", ""))
+    last = [letter for letter in answered if options[letter] == marked]
+    if last:
+        return last[0], f"the last answer is option {last[0]}'s text"
     said = normalise(text)
     named = [
         letter
