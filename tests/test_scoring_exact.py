@@ -572,3 +572,19 @@ def test_the_answer_key_of_a_json_reply_is_the_list_the_regex_grader_reads(
 def test_exact_grader_reads_the_last_answer_of_its_kind(output: str) -> None:
     assert graded(exact_task("olleh"), output).score == 1.0
     assert graded(exact_task("ollhe"), output).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "The answer is [1, 2, 3]. Wait, no, it's [1, 3, 2].",
+        "[1, 2, 3]? No wait: [1, 3, 2].",
+        "The answer is [1, 2, 3]. That's wrong; it is [1, 3, 2].",
+    ],
+)
+def test_an_anchored_pattern_matches_the_answer_after_a_retraction(output: str) -> None:
+    """The text after a retraction kept its ", it's" and closing period, so a pattern
+    anchored for a full match never matched the corrected answer."""
+    result = graded(regex_task(r"^\[1, 3, 2\]$"), output)
+    assert result.score == 1.0, result.detail
+    assert graded(regex_task(r"^\[1, 2, 3\]$"), output).score == 0.0

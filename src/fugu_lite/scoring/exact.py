@@ -485,8 +485,9 @@ def _final_answer_part(text: str) -> tuple[str, str]:
         if marker["bare"] and not _LIST_ANSWER.fullmatch(answer):
             continue  # "Actually [1, 2, 3] is right.": a remark, no new answer
         return answer, where
-    if retracted:
-        return text[retracted:], " (after the retraction)"
+    if retracted:  # "Wait, no, it's yes.": "yes" for a pattern ^yes$
+        after = _RETRACTION_REMARK.match(text, retracted).end()  # type: ignore[union-attr]
+        return text[after:].rstrip(" .!*_`$"), " (after the retraction)"
     return text, ""
 
 
