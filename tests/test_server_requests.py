@@ -460,6 +460,40 @@ def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
         assert sent["tools"][0]["function"]["strict"] is strict
 
 
+def test_a_description_that_is_no_string_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI types a function's or a json_schema's `description` as a string: a number, a
+    list or an object went on to the worker, which refused it (a 400 blamed on the worker)
+    or read it as no description. A string or null is sent on."""
+    client = shared_server.client()
+    schema = {"type": "object"}
+    json_schema = {"name": "x", "description": ["a"], "schema": schema}
+    for extra, param, got in (
+        ({"response_format": {"type": "json_schema", "json_schema": json_schema}},
+         "response_format.json_schema.description", '["a"]'),
+        ({"tools": [{"type": "function", "function": {"name": "f", "description": 5}}]},
+         "tools[0].function.description", "5"),
+        ({"functions": [{"name": "f", "description": {"a": 1}}]},
+         "functions[0].description", '{"a": 1}'),
+    ):  # fmt: skip
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
+        assert error.value.body["param"] == param
+        assert error.value.body["message"] == (
+            f"invalid request: {param} must be a string, the text telling the model what it "
+            f"is for; got {got}"
+        )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    for description in ("Adds two numbers", None):
+        tool = {"type": "function", "function": {"name": "f", "description": description}}
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user("hi"), extra_body={"tools": [tool]}
+        )
+        sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+        assert sent["tools"][0]["function"]["description"] == description
+
+
 def test_an_empty_list_in_a_schemas_values_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """enum, const, default and examples hold values, not schemas: an empty `anyOf` or
     `oneOf` inside one is a value any schema may hold, and the request goes on."""

@@ -27,6 +27,7 @@ from .request_checks import (
     TOOL_CHOICE_MODES,
     ParamError,
     check_content,
+    check_description,
     check_function,
     check_function_turn,
     check_name,
@@ -87,6 +88,7 @@ class ResponseFormat(BaseModel):
         if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
             raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
         check_strict("response_format.json_schema", spec)
+        check_description("response_format.json_schema", spec)
         return self
 
     @model_validator(mode="after")

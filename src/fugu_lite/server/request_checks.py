@@ -194,6 +194,7 @@ def check_function(where: str, function: dict[str, Any]) -> None:
     if parameters is not None and not isinstance(parameters, dict):
         raise ValueError(f"{where}.parameters must be a JSON schema object")
     check_strict(where, function)
+    check_description(where, function)
 
 
 def check_strict(where: str, spec: dict[str, Any]) -> None:
@@ -206,6 +207,18 @@ def check_strict(where: str, spec: dict[str, Any]) -> None:
             f"{where}.strict",
             f"{where}.strict must be true or false (a JSON boolean, not a string or a "
             f"number); got {compact(strict)}",
+        )
+
+
+def check_description(where: str, spec: dict[str, Any]) -> None:
+    """`description` of a function or a json_schema is a string or null, as OpenAI types it:
+    any other went on to the worker, which refused it or read it as no description."""
+    description = spec.get("description")
+    if description is not None and not isinstance(description, str):
+        raise ParamError(
+            f"{where}.description",
+            f"{where}.description must be a string, the text telling the model what it is "
+            f"for; got {compact(description)}",
         )
 
 
