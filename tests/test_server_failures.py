@@ -776,6 +776,7 @@ def test_every_worker_rate_limited_is_the_sdks_rate_limit_error(
             )
         body = error.value.body
         assert isinstance(body, dict) and body["code"] == "rate_limit_exceeded"
+        assert body["type"] == "requests"  # OpenAI's type for a rate limit
         assert f"{first} (worker {first}: rate_limit: HTTP 429" in body["message"]
     assert [a["outcome"] for a in body["tried"]] == ["rate_limit", "rate_limit"]
     stubs.workers[second].mode = "500"  # a real failure among them: a 502, as before
@@ -1020,6 +1021,37 @@ def test_a_busy_or_rate_limited_worker_is_logged_as_a_note_not_a_failure(
     running.post({"model": MODEL, "messages": user(MATH)})
     [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert f"worker {first} failed" in warning.message
+
+
+def test_a_conversation_too_long_for_every_worker_is_the_clients_400(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """Every allowed worker refusing the conversation as longer than its context is the
+    client's error, as OpenAI answers it: the SDK's BadRequestError with code
+    context_length_exceeded and param messages, naming each worker's limit and what to
+    shorten, and no Retry-After (retrying the same conversation cannot help)."""
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    for worker in (first, second):
+        stubs.workers[worker].mode = "context"
+    with pytest.raises(openai.BadRequestError) as refused:
+        running.client().chat.completions.create(
+            model=MODEL, messages=user(MATH), extra_body={"workers": [first, second]}
+        )
+    assert "retry-after" not in refused.value.response.headers
+    error = refused.value.body
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error",
+        "context_length_exceeded",
+        "messages",
+    )
+    message = error["message"]
+    assert message.startswith("the conversation is longer than the context of every worker")
+    for worker in (first, second):
+        assert f"{worker}: worker {worker}:" in message
+    assert "maximum context length is 100 tokens" in message
+    assert "shorten the messages or max_tokens" in message
+    assert [a["outcome"] for a in error["tried"]] == ["context_length_exceeded"] * 2
 
 
 def test_a_conversation_too_long_for_some_workers_while_the_rest_are_down_is_retriable(
