@@ -799,6 +799,22 @@ def test_head_is_answered_where_get_is(shared_server: Running) -> None:
     assert response.status_code == 405 and response.headers["allow"] == "POST"
 
 
+def test_a_wrong_method_is_a_405_naming_it_and_the_allowed_ones(shared_server: Running) -> None:
+    """A client calling a path with a method it does not take (GET on chat completions, a
+    DELETE on the models) is told which method on which path, in OpenAI's shape, with the
+    methods allowed in Allow; starlette's own text said only "Method Not Allowed"."""
+    for method, path, allowed in [("GET", "/v1/chat/completions", "POST"),
+                                  ("DELETE", "/v1/models", "HEAD, GET")]:  # fmt: skip
+        response = httpx.request(method, f"{shared_server.url}{path}")
+        assert (response.status_code, response.headers["allow"]) == (405, allowed)
+        assert response.json()["error"] == {
+            "message": f"{method} is not allowed on {path}",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "405",
+        }
+
+
 def test_refused_requests_are_counted_in_the_metrics(shared_server: Running) -> None:
     before = shared_server.metrics()
     shared_server.post(b"{broken")
