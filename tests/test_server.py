@@ -497,6 +497,8 @@ def test_a_clients_own_request_id_is_answered_and_logged(serve, stubs: Stubs) ->
         assert response.status_code == 200, response.text
         assert response.headers["x-request-id"].startswith("chatcmpl-")
         assert response.json()["id"] == response.headers["x-request-id"]
+    longest = "r" * 200  # at most 200 characters: this one is still taken as given
+    assert running.post(VALID, headers={"x-request-id": longest}).headers["x-request-id"] == longest
 
 
 def test_async_client_and_concurrent_requests_share_routing_batches(
@@ -593,7 +595,12 @@ def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
     monkeypatch.setattr(running.state, "workers_reading", broken)
     response = running.post(VALID)
     assert response.status_code == 500
-    assert response.json()["error"]["code"] == "internal_error"
+    error = response.json()["error"]
+    assert (error["type"], error["code"], error["param"]) == (
+        "server_error",
+        "internal_error",
+        None,
+    )
     assert "a bug" not in response.text  # nothing internal leaks
     request_id = response.headers["x-request-id"]
     assert f"request id {request_id}" in response.json()["error"]["message"]
