@@ -575,6 +575,7 @@ def test_routed_requests_no_worker_answered_are_counted_by_their_error_code(
     by its code now; the decision log's outcome stays "error"."""
     running = serve(pool_for(stubs), breaker_failures=1)
     body = {"model": MODEL, "messages": user(MATH), "workers": ["coder"]}
+    assert running.post(body).status_code == 200  # an answer is no error
     stubs.workers["coder"].mode = "400"
     assert running.post(body).status_code == 400
     stubs.workers["coder"].mode = "500"
@@ -584,7 +585,8 @@ def test_routed_requests_no_worker_answered_are_counted_by_their_error_code(
     for code in ("worker_rejected_request", "all_workers_failed", "workers_unavailable"):
         assert metric_value(text, "fugu_errors_total", code=code) == 1, code
     assert metric_value(text, "fugu_errors_total", code="error") == 0
-    assert [line["outcome"] for line in running.log_lines()] == ["error"] * 3
+    assert metric_value(text, "fugu_errors_total", code="ok") == 0
+    assert [line["outcome"] for line in running.log_lines()] == ["ok"] + ["error"] * 3
 
 
 def test_a_slow_worker_times_out_and_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
