@@ -804,9 +804,11 @@ def test_a_wrong_method_is_a_405_naming_it_and_the_allowed_ones(shared_server: R
     DELETE on the models) is told which method on which path, in OpenAI's shape, with the
     methods allowed in Allow; starlette's own text said only "Method Not Allowed"."""
     for method, path, allowed in [("GET", "/v1/chat/completions", "POST"),
-                                  ("DELETE", "/v1/models", "HEAD, GET")]:  # fmt: skip
+                                  ("DELETE", "/v1/models", "GET, HEAD")]:  # fmt: skip
         response = httpx.request(method, f"{shared_server.url}{path}")
-        assert (response.status_code, response.headers["allow"]) == (405, allowed)
+        assert response.status_code == 405
+        # starlette lists a route's methods from a set: in any order
+        assert sorted(response.headers["allow"].split(", ")) == allowed.split(", ")
         assert response.json()["error"] == {
             "message": f"{method} is not allowed on {path}",
             "type": "invalid_request_error",
