@@ -67,6 +67,12 @@ BAD_INPUTS = [
     # OpenAI's content parts are one at least; a local worker read "" (routing decided)
     ("a user turn with no content parts", {**VALID, "messages": [{"role": "user", "content": []}]},
      400, "messages[0].content is an empty list, which OpenAI's API refuses too"),
+    # an assistant turn's too (OpenAI refuses it; a remote worker's 400 was blamed on it)
+    ("an assistant turn with no content parts", {**VALID, "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": []},
+        {"role": "user", "content": "again"}]},
+     400, 'messages[1].content is an empty list, which OpenAI\'s API refuses too; give at least '
+     'one content part, or the text as a string (null or "" for an assistant turn with none)'),
     ("a developer turn with null content", {**VALID, "messages": [
         {"role": "developer", "content": None}, *VALID["messages"]]}, 400,
      "messages[0] is a developer message without content"),

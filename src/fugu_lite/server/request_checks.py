@@ -39,10 +39,15 @@ def check_content(index: int, message: ChatMessage) -> None:
             'missing); give its text ("" for none) or content parts, as OpenAI\'s '
             "API requires (only an assistant turn, or a function result, may have none)"
         )
-    if message.content == [] and message.role in CONTENT_REQUIRED:
+    # OpenAI refuses an empty list for any role; an assistant turn's went on to a worker
+    # that refused it as well (a 400 blamed on the worker), or read it as "".
+    if message.content == []:
+        none = (
+            ' (null or "" for an assistant turn with none)' if message.role == "assistant" else ""
+        )
         raise ValueError(
             f"messages[{index}].content is an empty list, which OpenAI's API refuses "
-            "too; give at least one content part, or the text as a string"
+            f"too; give at least one content part, or the text as a string{none}"
         )
     check_part_types(index, message.content)
 
