@@ -67,6 +67,15 @@ def alive(pids: list[int]) -> list[int]:
     return running
 
 
+def stand_in_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Servers launched from here on are stand-in processes that sleep and never listen,
+    their logs in tmp_path; returns their command."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    return silent
+
+
 @contextlib.contextmanager
 def leaving_no_process_running() -> Iterator[None]:
     """Checks that every process the block started (a server it failed on, or the ones it
@@ -528,9 +537,7 @@ def test_a_start_timeout_under_a_second_is_named_as_given(
     """startup_timeout_s: 0.4 timed out saying 'did not answer ... within 0 s' (:.0f), a
     timeout no one set; the error names it as given, and the slow server is stopped. The
     server here is a stand-in process that never listens."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    stand_in_servers(monkeypatch, tmp_path)
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "startup_timeout_s": 0.4}}
     )
@@ -630,9 +637,7 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     not found; check the worker's local.gguf path', naming no worker, in `serve`'s check and
     the pool's start alike; the servers started before it are stopped. Servers here are
     stand-in processes that never answer."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    stand_in_servers(monkeypatch, tmp_path)
     config = PoolConfig.model_validate(
         {"workers": [
             {"id": "fine", "model": "m", "local": {"gguf": "embedded:smollm2"}},
@@ -840,10 +845,8 @@ def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_star
     """local.n_threads 100000 passed serve's check and the pool's start, and llama.cpp's
     server crashed on its first call ("Thread creation failed", a segfault; 20000 hung it);
     both now refuse it, saying what the machine has, and stop the servers started before."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stand_in_servers(monkeypatch, tmp_path)
     monkeypatch.setattr(local_server, "machine_cores", lambda: 2)
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
     config = PoolConfig.model_validate(
         {"workers": [
             {"id": "fine", "model": "m", "local": {"gguf": "embedded:smollm2", "n_threads": 8}},
@@ -943,9 +946,7 @@ def test_a_server_that_cannot_be_stopped_leaves_none_of_the_others_running(
     stopped the servers after it. Each is stopped now, and the one that could not be is named
     with its worker and pid afterwards. The servers are stand-in processes that never answer;
     the stuck one's wait never ends."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    silent = stand_in_servers(monkeypatch, tmp_path)
     workers = [
         WorkerConfig.model_validate(
             {"id": name, "model": "m", "local": {"gguf": "embedded:smollm2"}}
@@ -1014,9 +1015,7 @@ def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_res
     size is llama.cpp's reading patched."""
     import llama_cpp
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    stand_in_servers(monkeypatch, tmp_path)
 
     async def ready(self: LocalServer) -> None:
         return None
@@ -1058,9 +1057,7 @@ def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_err
     raised, and the failure's own error (what to fix) was lost. The failure's error is
     raised now, and the server that could not be stopped is logged. Servers are stand-in
     processes that never answer; the stop of one of them fails."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    silent = [sys.executable, "-c", "import time; time.sleep(30)"]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: silent)
+    stand_in_servers(monkeypatch, tmp_path)
     real_stop = LocalServer.stop
 
     def stuck_stop(self: LocalServer, grace_s: float = 5.0) -> None:

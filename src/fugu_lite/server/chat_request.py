@@ -27,11 +27,10 @@ from .request_checks import (
     TOOL_CHOICE_MODES,
     ParamError,
     check_content,
-    check_description,
     check_function,
     check_function_turn,
     check_name,
-    check_strict,
+    check_spec_types,
     check_tool_turn,
     compact,
     named_function,
@@ -87,8 +86,7 @@ class ResponseFormat(BaseModel):
             raise ValueError('json_schema.name is required, as in OpenAI\'s API, e.g. "answer"')
         if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
             raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
-        check_strict("response_format.json_schema", spec)
-        check_description("response_format.json_schema", spec)
+        check_spec_types("response_format.json_schema", spec)
         return self
 
     @model_validator(mode="after")

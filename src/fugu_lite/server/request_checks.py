@@ -198,33 +198,27 @@ def check_function(where: str, function: dict[str, Any]) -> None:
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise ValueError(f"{where}.parameters must be a JSON schema object")
-    check_strict(where, function)
-    check_description(where, function)
+    check_spec_types(where, function)
 
 
-def check_strict(where: str, spec: dict[str, Any]) -> None:
-    """`strict` of a function or a json_schema is true, false or null, as OpenAI types it
-    (it refuses "true" or 1): a local worker read any other as not strict
-    (`strict_schema_places`), and answered with a constraint left out of its grammar."""
-    strict = spec.get("strict")
-    if strict is not None and not isinstance(strict, bool):
-        raise ParamError(
-            f"{where}.strict",
-            f"{where}.strict must be true or false (a JSON boolean, not a string or a "
-            f"number); got {compact(strict)}",
-        )
+# The keys of a function or a json_schema that OpenAI types (null is also taken), and what
+# each must be.
+TYPED_SPEC_KEYS: dict[str, tuple[type, str]] = {
+    "strict": (bool, "true or false (a JSON boolean, not a string or a number)"),
+    "description": (str, "a string, the text telling the model what it is for"),
+}
 
 
-def check_description(where: str, spec: dict[str, Any]) -> None:
-    """`description` of a function or a json_schema is a string or null, as OpenAI types it:
-    any other went on to the worker, which refused it or read it as no description."""
-    description = spec.get("description")
-    if description is not None and not isinstance(description, str):
-        raise ParamError(
-            f"{where}.description",
-            f"{where}.description must be a string, the text telling the model what it is "
-            f"for; got {compact(description)}",
-        )
+def check_spec_types(where: str, spec: dict[str, Any]) -> None:
+    """`strict` and `description` of a function or a json_schema are of the type OpenAI
+    gives them, or null. Any other went on to the worker: a local one read `"strict":
+    "true"` as not strict (`strict_schema_places`) and answered with a constraint left out
+    of its grammar; a description that is no string was refused or read as none."""
+    for key, (kind, rule) in TYPED_SPEC_KEYS.items():
+        value = spec.get(key)
+        if value is not None and not isinstance(value, kind):
+            said = f"{where}.{key} must be {rule}; got {compact(value)}"
+            raise ParamError(f"{where}.{key}", said)
 
 
 def compact(value: Any, limit: int = 80) -> str:
