@@ -87,6 +87,27 @@ def test_routing_field_is_opt_in(serve, stubs: Stubs) -> None:
     assert "fugu" not in (completion.model_extra or {})
 
 
+def test_a_reply_holding_half_an_emoji_is_answered_not_a_500(serve, stubs: Stubs) -> None:
+    """A worker's reply holding half of a surrogate pair ("\\ud83d", an emoji cut in two by
+    a server counting UTF-16 units, sent as a JSON escape) could not be written as UTF-8: the
+    client got a 500 that the decision log recorded as ok. It is answered, written with
+    `\\u` escapes as a stream's chunks are; an answer without one is written as before."""
+    running = serve(pool_for(stubs))
+    for stub in stubs.workers.values():
+        stub.reply = "cut \ud83d here, é"
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH)
+    )
+    assert raw.parse().choices[0].message.content == "cut \ud83d here, é"
+    assert b"cut \\ud83d here" in raw.http_response.content
+    for stub in stubs.workers.values():
+        stub.reply = "é"
+    plain = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(CODE)
+    )
+    assert "é".encode() in plain.http_response.content  # without a half, as written
+
+
 def test_streaming_relabels_chunks_and_honours_include_usage(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

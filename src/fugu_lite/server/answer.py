@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.types import Message, Receive, Scope, Send
 
@@ -19,6 +19,7 @@ from .disconnect import ClientDisconnectedError, until_disconnected
 from .dispatch import AllWorkersFailedError, Attempt, OpenedStream, WorkerRejectedError
 from .errors import failure
 from .responses import (
+    JSONAnswer,
     Routed,
     completion_body,
     finish,
@@ -93,7 +94,7 @@ async def answer_once(server: FuguServer, request: Request, routed: Routed) -> R
     if routed.chat.include_routing:
         body["fugu"] = routing_field(routed, attempts, result.cost)
     finish(server, routed, attempts, usage, "ok", 200, cost=result.cost)
-    return JSONResponse(body, headers=routing_headers(routed, attempts))
+    return JSONAnswer(body, headers=routing_headers(routed, attempts))
 
 
 async def answer_streaming(server: FuguServer, request: Request, routed: Routed) -> Response:

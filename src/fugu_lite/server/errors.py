@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -25,7 +25,14 @@ from .dispatch import (
     Attempt,
     WorkerRejectedError,
 )
-from .responses import REQUEST_ID_HEADER, Routed, finish, request_id_for, routing_headers
+from .responses import (
+    REQUEST_ID_HEADER,
+    JSONAnswer,
+    Routed,
+    finish,
+    request_id_for,
+    routing_headers,
+)
 
 if TYPE_CHECKING:
     from .app import FuguServer
@@ -254,34 +261,32 @@ class ErrorAnswers:
         self.server.metrics.requests.labels(str(error.status), "unknown").inc()
         self.server.metrics.errors.labels(error.code or error.type).inc()
 
-    async def api_error(self, request: Request, error: ApiError) -> JSONResponse:
+    async def api_error(self, request: Request, error: ApiError) -> JSONAnswer:
         if not error.recorded:
             self.count_refused(error)
         body = self.server.redact.scrub(error.body())
         # a routed request's error has its id already (the one in its decision log line)
         headers = {REQUEST_ID_HEADER: request_id_for(request.headers), **error.headers}
-        return JSONResponse(body, status_code=error.status, headers=headers)
+        return JSONAnswer(body, status_code=error.status, headers=headers)
 
-    async def validation_error(
-        self, request: Request, error: RequestValidationError
-    ) -> JSONResponse:
+    async def validation_error(self, request: Request, error: RequestValidationError) -> JSONAnswer:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()
         )
         refused = ApiError(400, f"invalid request: {problems}")
         self.count_refused(refused)
-        return JSONResponse(
+        return JSONAnswer(
             refused.body(),
             status_code=400,
             headers={REQUEST_ID_HEADER: request_id_for(request.headers)},
         )
 
-    async def http_error(self, request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def http_error(self, request: Request, error: StarletteHTTPException) -> JSONAnswer:
         refused = ApiError(
             error.status_code, http_error_message(request, error), code=str(error.status_code)
         )
         self.count_refused(refused)
-        return JSONResponse(
+        return JSONAnswer(
             refused.body(),
             status_code=error.status_code,
             headers={
@@ -290,7 +295,7 @@ class ErrorAnswers:
             },
         )
 
-    def unexpected(self, scope: Scope) -> JSONResponse:
+    def unexpected(self, scope: Scope) -> JSONAnswer:
         request_id = request_id_for(Headers(scope=scope))
         logger.exception("unexpected error while serving request %s", request_id)
         internal = ApiError(
@@ -301,9 +306,7 @@ class ErrorAnswers:
             code="internal_error",
         )
         self.count_refused(internal)
-        return JSONResponse(
-            internal.body(), status_code=500, headers={REQUEST_ID_HEADER: request_id}
-        )
+        return JSONAnswer(internal.body(), status_code=500, headers={REQUEST_ID_HEADER: request_id})
 
 
 def http_error_message(request: Request, error: StarletteHTTPException) -> str:

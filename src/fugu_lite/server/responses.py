@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fastapi.responses import JSONResponse
+
 from ..workers.results import read_usage, text_of_parts
 from .chat_request import ChatCompletionRequest
 from .dispatch import Attempt
@@ -29,6 +31,19 @@ ROUTING_HEADERS = (WORKER_HEADER, PROBABILITIES_HEADER, ATTEMPTS_HEADER, REQUEST
 # A client's own X-Request-Id is taken only as given: an altered one (cut short, cleaned)
 # would no longer match what the client logged, the only thing it is for.
 USABLE_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON answer as FastAPI writes it (UTF-8, text beyond ASCII as written), except one
+    holding half of a surrogate pair (a worker's `"\\ud83d"`: an emoji cut in two by a
+    server counting UTF-16 units), which no UTF-8 body holds. That one is written with `\\u`
+    escapes, as a stream's chunks are; it was a 500 that the decision log recorded as ok."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def new_request_id() -> str:
