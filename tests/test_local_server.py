@@ -281,16 +281,22 @@ sys.exit(0)  # no stop: a sys.exit inside a callback, say
 """
 
 
+def run_exiting_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run `text` as a Python script that exits with a server still running, its temp
+    folder in tmp_path."""
+    script = tmp_path / "leave.py"
+    script.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+
+
 def test_a_server_left_running_at_exit_is_stopped_and_its_log_removed(tmp_path: Path) -> None:
     """The last-resort stop at exit (atexit) was tested nowhere: without it a server left
     running when fugu-lite exited outlived it (PDEATHSIG's SIGTERM alone does not end one
     that ignores it) and its log stayed in the temp folder. The server is a stand-in."""
-    script = tmp_path / "leave.py"
-    script.write_text(LEFT_RUNNING, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-        env=os.environ | {"TMPDIR": str(tmp_path)},
-    )  # fmt: skip
+    done = run_exiting_script(LEFT_RUNNING, tmp_path)
     assert done.returncode == 0, done.stderr
     pid, log = done.stdout.split()
     deadline = time.monotonic() + 10
@@ -1113,12 +1119,7 @@ def test_a_server_that_cannot_be_stopped_at_exit_is_one_error_line_not_a_traceba
     """A server left running at exit that the last-resort stop (atexit) could not stop
     printed Python's "Exception ignored in atexit callback" and a traceback; it is logged
     as one error naming the worker now. The server is a stand-in whose stop fails."""
-    script = tmp_path / "leave.py"
-    script.write_text(LEFT_STUCK, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-        env=os.environ | {"TMPDIR": str(tmp_path)},
-    )  # fmt: skip
+    done = run_exiting_script(LEFT_STUCK, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "could not stop the llama.cpp server of local worker 'w'" in done.stderr
     assert "Traceback" not in done.stderr, done.stderr
