@@ -869,6 +869,38 @@ def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_star
         asyncio.run(local_server.start_local_servers(config.workers))
 
 
+@pytest.mark.parametrize(
+    ("extra_args", "said"),
+    [
+        (
+            ["--n_gpu_layres", "1"],
+            "'--n_gpu_layres' (did you mean '--n_gpu_layers'?) is not a flag",
+        ),
+        (["--flash-attn", "true"], "'--flash-attn' (did you mean '--flash_attn'?) is not a flag"),
+        (["--seed", "one"], "would refuse them (argument --seed: invalid int value: 'one')"),
+        (["--seed", "1", "2"], "'2' follows no flag that takes it"),
+    ],
+)
+def test_an_extra_arg_llama_cpps_server_refuses_is_named_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_args: list[str], said: str
+) -> None:
+    """An unknown flag in local.extra_args (a typo) or a value its flag does not take passed
+    serve's check and the pool's start, and llama.cpp's server exited at once, its usage
+    text in the log (the pool's start failed on it, serve's after the checks were passed);
+    both refuse it now against the server's own parser, naming the closest flag."""
+    stand_in_servers(monkeypatch, tmp_path)
+    local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+    with pytest.raises(
+        ConfigError, match=f"^local worker 'w': local.extra_args .*{re.escape(said)}"
+    ):
+        preflight(config)
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=re.escape(said)):
+        asyncio.run(local_server.start_local_servers(config.workers))
+    fine = {**local, "extra_args": ["--seed", "-1", "--n_gpu_layers=0", "--flash_attn", "true"]}
+    preflight(PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": fine}]}))
+
+
 CHATTY_SERVER = """
 import pathlib, sys, time
 line = "INFO:     127.0.0.1:41738 - 'POST /v1/chat/completions HTTP/1.1' 200 OK\\n"

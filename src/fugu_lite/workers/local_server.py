@@ -10,10 +10,12 @@ them dies (even by kill -9).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import contextlib
 import ctypes
+import difflib
 import functools
 import importlib.util
 import logging
@@ -26,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import psutil
@@ -114,6 +116,63 @@ def check_n_threads(worker_id: str, config: LocalServerConfig) -> None:
             f"only wait for each other); set local.n_threads to at most {most}, best to "
             f"{cores} or fewer"
         )
+
+
+class _RefusingParser(argparse.ArgumentParser):
+    """An argparse parser that raises its error: llama_cpp.server's exits, printing usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+@functools.cache
+def server_flag_parser() -> argparse.ArgumentParser:
+    """llama_cpp.server's command-line parser, built as its __main__ builds it (a flag for
+    each of its Settings, and --config_file), so its flags are those of the version
+    installed; without -h, whose help would be printed here."""
+    from llama_cpp.server.cli import add_args_from_model
+    from llama_cpp.server.settings import Settings
+
+    parser = _RefusingParser(add_help=False)
+    add_args_from_model(parser, Settings)
+    parser.add_argument("--config_file", type=str)
+    return parser
+
+
+def check_extra_args(worker_id: str, config: LocalServerConfig) -> None:
+    """ConfigError for a local.extra_args that llama_cpp.server's parser refuses (an unknown
+    flag, a typo such as --n_gpu_layres, a value of the wrong type, a flag without its
+    value): the server started all the same, and exited at once with its usage text in its
+    log, which the pool's start then showed."""
+    parser = server_flag_parser()
+    where = f"local worker {worker_id!r}: local.extra_args {config.extra_args}"
+    try:
+        _, unknown = parser.parse_known_args(config.extra_args)
+    except ValueError as error:
+        raise ConfigError(
+            f"{where}: llama.cpp's server would refuse them ({error}); see its flags with "
+            "`python -m llama_cpp.server --help`"
+        ) from None
+    if unknown:
+        raise ConfigError(f"{where}: {unknown_flag_problem(unknown[0], parser)}")
+
+
+def unknown_flag_problem(arg: str, parser: argparse.ArgumentParser) -> str:
+    """What is wrong with an extra_args item that llama_cpp.server's parser left over: a
+    flag it does not have (with its closest flag), or a word that follows no flag."""
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    flag = arg.split("=", 1)[0]
+    if not flag.startswith("-"):
+        return (
+            f"{arg!r} follows no flag that takes it (llama.cpp's server would exit at its "
+            "start: unrecognized arguments); remove it, or put its flag before it"
+        )
+    close = difflib.get_close_matches(flag, flags, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"{flag!r}{hint} is not a flag of llama.cpp's server, which would exit at its start "
+        "(unrecognized arguments); see its flags with `python -m llama_cpp.server --help`"
+    )
 
 
 @contextlib.contextmanager
@@ -268,6 +327,7 @@ class LocalServer:
         """Start the process (returns at once; `wait_ready` waits for it to answer)."""
         check_llama_cpp_installed()
         check_n_threads(self.worker_id, self.config)
+        check_extra_args(self.worker_id, self.config)
         gguf = worker_gguf(self.worker_id, self.config)
         self.port = free_port()
         self.command = server_command(gguf, self.model, self.port, self.config)
