@@ -33,6 +33,7 @@ from fugu_lite.task_families import generate_tasks
 from fugu_lite.tasks import write_tasks
 from fugu_lite.workers import llama_cpp_requests, local_server
 from fugu_lite.workers import pool as pool_module
+from fugu_lite.workers.api_keys import PoolStartError
 from fugu_lite.workers.config import (
     LocalServerConfig,
     PoolConfig,
@@ -1078,6 +1079,47 @@ def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_res
         process.wait()
         await pool.restart("w")
         assert pool.vocab_sizes["w"] == 151936 and pool.unknown_token(worker, key) is None
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            await crash_and_restart(pool)
+
+    with leaving_no_process_running():
+        asyncio.run(run())
+
+
+def test_a_gguf_replaced_by_one_without_its_chat_format_fails_its_crashed_servers_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local worker's chat_format chat_template.NAME was checked against its GGUF at the
+    pool's start only: a crashed server started again on another GGUF put at its path, one
+    without that template, came back answering every call with an error ("Invalid chat
+    handler"). The restart checks it again (the file's reading is cached per version) and
+    fails, naming the template. The server is a stand-in process taken as ready; the new
+    model is the embedded GGUF with its template's key renamed."""
+    stand_in_servers(monkeypatch, tmp_path)
+
+    async def ready(self: LocalServer) -> None:
+        return None
+
+    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    untemplated = tmp_path / "untemplated.gguf"
+    key = b"tokenizer.chat_template"
+    untemplated.write_bytes(gguf.read_bytes().replace(key, b"tokenizer.xhat_template"))
+    local = {"gguf": str(gguf), "chat_format": "chat_template.default"}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+
+    async def crash_and_restart(pool: WorkerPool) -> None:
+        untemplated.replace(gguf)  # another model at the path
+        process = pool.servers["w"].process
+        assert process is not None
+        process.kill()  # a crash
+        process.wait()
+        with pytest.raises(PoolStartError, match=r"names a chat template that .* does not have"):
+            await pool.restart("w")
+        assert not pool.servers["w"].is_alive()
 
     async def run() -> None:
         async with WorkerPool(config) as pool:

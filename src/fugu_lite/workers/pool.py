@@ -200,7 +200,8 @@ class WorkerPool:
     async def restart(self, worker_id: str) -> None:
         """Start a local worker's llama.cpp server again (on a new port) after its process
         exited; the tail of the old one's log goes to the log first. LocalServerError if
-        the new one does not come up."""
+        the new one does not come up, PoolStartError if its GGUF (replaced since) lacks the
+        chat template its chat_format names."""
         code, tail = self.exit_report(worker_id)
         logger.warning(
             "local worker %s: its llama.cpp server exited (code %s)%s; starting it again. "
@@ -222,6 +223,8 @@ class WorkerPool:
         old.remove_log()
         server = LocalServer(self.worker(worker_id))
         try:
+            # Another GGUF put at its path may lack the template its chat_format names.
+            await asyncio.to_thread(check_chat_format, self.worker(worker_id))
             await self._read_model(server)
             server.launch()
             await server.wait_ready()
