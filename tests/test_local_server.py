@@ -267,6 +267,57 @@ def test_servers_die_with_a_killed_parent(tmp_path: Path, monkeypatch: pytest.Mo
     assert list(folder.iterdir()) == []
 
 
+BUSY_PARENT = """
+import sys, time
+from fugu_lite.workers import local_server
+from fugu_lite.workers.config import WorkerConfig
+# a stand-in llama.cpp server generating an answer: SIGTERM (uvicorn's graceful shutdown)
+# would wait for it to end
+busy = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True)"
+busy += "; time.sleep(60)"
+local_server.server_command = lambda *a: [sys.executable, "-c", busy]
+worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+server = local_server.LocalServer(WorkerConfig.model_validate(worker))
+server.launch()
+while not server.log_tail().strip().isdigit():  # its SIGTERM is ignored from here on
+    time.sleep(0.02)
+print(server.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_server_generating_an_answer_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    """kill -9 of fugu-lite left a server generating an answer running: PDEATHSIG sent it
+    SIGTERM, and uvicorn's graceful shutdown waited for the answer no one would read (a
+    real server outlived its parent by more than 40 s, holding its memory and cores). It
+    gets SIGKILL now. The server is a stand-in that ignores SIGTERM, as uvicorn does then."""
+    script = tmp_path / "busy.py"
+    script.write_text(BUSY_PARENT, encoding="utf-8")
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+        env=os.environ | {"TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    pid = None
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        pid = int(line)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while alive([pid]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive([pid]) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if parent.stdout:
+            parent.stdout.close()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 LEFT_RUNNING = """
 import sys
 from fugu_lite.workers import local_server
@@ -295,8 +346,8 @@ def run_exiting_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess
 
 def test_a_server_left_running_at_exit_is_stopped_and_its_log_removed(tmp_path: Path) -> None:
     """The last-resort stop at exit (atexit) was tested nowhere: without it a server left
-    running when fugu-lite exited outlived it (PDEATHSIG's SIGTERM alone does not end one
-    that ignores it) and its log stayed in the temp folder. The server is a stand-in."""
+    running when fugu-lite exited outlived it (when PDEATHSIG's signal was SIGTERM, which
+    it may ignore) and its log stayed in the temp folder. The server is a stand-in."""
     done = run_exiting_script(LEFT_RUNNING, tmp_path)
     assert done.returncode == 0, done.stderr
     pid, log = done.stdout.split()

@@ -4,7 +4,7 @@ by fugu-lite.
 Each server listens on 127.0.0.1 on a free port (another one if a process takes it
 first). Start-up waits until GET /v1/models answers; a server that dies fails with the
 tail of its log. Servers never outlive fugu-lite: they are stopped on exit and on errors
-(terminate, then kill), and on Linux they also get SIGTERM if the process that started
+(terminate, then kill), and on Linux they also get SIGKILL if the process that started
 them dies (even by kill -9).
 """
 
@@ -280,10 +280,12 @@ def server_environment() -> dict[str, str]:
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Runs in the child before exec: SIGTERM it when the starting thread's process dies."""
+    """Runs in the child before exec: SIGKILL it when the starting thread's process dies.
+    Not SIGTERM: uvicorn's graceful shutdown waits for the answer being generated, which
+    no one would read, so the server outlived its parent by as long as that took."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         return
     if os.getppid() != parent_pid:
