@@ -196,7 +196,8 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The log the error names is there to read (it was deleted as the error was raised),
-    until the next server start after this run."""
+    until the next server start after this run. (The pool's start refuses such a file
+    before any server starts: see test_a_gguf_llama_cpp_cannot_load_is_refused_before_it_starts.)"""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"but not a model" * 100)  # llama.cpp cannot load it
@@ -207,7 +208,7 @@ def test_a_server_that_cannot_load_its_model_fails_with_its_log(
         leaving_no_process_running(),
         pytest.raises(LocalServerError, match="exited with code") as caught,
     ):
-        asyncio.run(answer(config))
+        asyncio.run(local_server.start_local_servers(config.workers))
     assert "broken" in str(caught.value) and "last lines of its log" in str(caught.value)
     named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
     assert named is not None
@@ -443,12 +444,15 @@ def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
             server.process.wait(timeout=10)
             gguf.unlink()
             gguf.write_bytes(b"GGUF" + b"corrupted" * 100)  # the disk file got corrupted, say
+            # ... after the restart's check that llama.cpp loads it, which would refuse it
+            monkeypatch.setattr(local_server, "_load_error", lambda gguf, version: None)
             with pytest.raises(LocalServerError, match="exited with code") as caught:
                 await pool.restart(worker.id)
             named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
             assert named is not None and Path(named[1]).exists()  # there to read
             gguf.unlink()
             gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+            monkeypatch.undo()
             await pool.restart(worker.id)
             assert not Path(named[1]).exists()
             return Path(named[1])
@@ -1178,6 +1182,57 @@ def test_a_gguf_replaced_by_one_without_its_chat_format_fails_its_crashed_server
 
     with leaving_no_process_running():
         asyncio.run(run())
+
+
+def test_a_gguf_llama_cpp_cannot_load_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF cut short (a download interrupted) passed serve's check and the pool's start,
+    and llama.cpp's server exited with a bare "Failed to load model from file" in its log;
+    with chat_format chat_template.default it was said to lack that template, and to leave
+    chat_format out. Serve's check, the pool's start and a crashed server's restart on
+    such a file now refuse it with llama.cpp's reason. The servers are stand-ins."""
+    stand_in_servers(monkeypatch, tmp_path)
+
+    async def ready(self: LocalServer) -> None:
+        return None
+
+    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    cut = tmp_path / "cut.gguf"
+    with resolve_gguf("embedded:smollm2").open("rb") as whole:
+        cut.write_bytes(whole.read(20_000_000))
+    said = (
+        rf"^local worker 'w': llama.cpp cannot load {re.escape(str(cut))}: tensor "
+        r"'token_embd.weight' data is not within the file bounds, model is corrupted or "
+        r"incomplete; download it again if the download was cut short"
+    )
+    for chat_format in (None, "chat_template.default"):
+        local = {"gguf": str(cut), "chat_format": chat_format}
+        config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+        with pytest.raises(ConfigError, match=said):
+            preflight(config)
+        with leaving_no_process_running(), pytest.raises(ConfigError, match=said):
+            asyncio.run(answer(config))
+    gguf = tmp_path / "model.gguf"
+    gguf.symlink_to(resolve_gguf("embedded:smollm2"))
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    preflight(config)
+
+    async def crash_and_restart() -> None:
+        async with WorkerPool(config) as pool:
+            gguf.unlink()
+            cut.rename(gguf)  # a new download, cut short
+            process = pool.servers["w"].process
+            assert process is not None
+            process.kill()
+            process.wait()
+            with pytest.raises(ConfigError, match=r"llama.cpp cannot load .* data is not within"):
+                await pool.restart("w")
+
+    with leaving_no_process_running():
+        asyncio.run(crash_and_restart())
 
 
 def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_error(

@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -205,6 +206,47 @@ def gguf_version(gguf: Path) -> tuple[int, int, int] | None:
         info = gguf.stat()
         return info.st_ino, info.st_size, info.st_mtime_ns
     return None
+
+
+def check_gguf_loads(worker_id: str, config: LocalServerConfig) -> None:
+    """ConfigError for a local worker's GGUF that llama.cpp cannot load (a download cut
+    short, an architecture newer than this llama.cpp), with llama.cpp's reason: the server
+    started all the same and exited with a bare "Failed to load model from file" in its log
+    (and a chat_format chat_template.NAME was said to name a template the GGUF lacks)."""
+    gguf = worker_gguf(worker_id, config)
+    reason = _load_error(gguf, gguf_version(gguf))
+    if reason is not None:
+        raise ConfigError(
+            f"local worker {worker_id!r}: llama.cpp cannot load {gguf}: {reason}; download "
+            "it again if the download was cut short, or update llama-cpp-python if its model "
+            "is newer than this llama.cpp"
+        )
+
+
+LOAD_ERROR = re.compile(r"error loading model: (.+)")  # llama.cpp's words, in its log
+
+
+@functools.cache
+def _load_error(gguf: Path, version: tuple[int, int, int] | None) -> str | None:
+    """Why llama.cpp cannot load the GGUF (from what it logs while trying), None if it can."""
+    import llama_cpp
+    from llama_cpp import _logger
+
+    said: list[str] = []
+
+    @llama_cpp.llama_log_callback
+    def keep(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        said.append(text.decode("utf-8", errors="replace"))
+
+    llama_cpp.llama_log_set(keep, ctypes.c_void_p(0))
+    try:
+        with vocab_only_model(gguf) as model:
+            if model is not None:
+                return None
+    finally:
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+    reasons = [found.group(1).strip() for found in map(LOAD_ERROR.search, said) if found]
+    return reasons[0] if reasons else "it is not a model it can read"
 
 
 def vocab_size(gguf: Path) -> int | None:

@@ -64,6 +64,7 @@ from .llama_cpp_requests import (
 )
 from .local_server import (
     LocalServer,
+    check_gguf_loads,
     check_llama_cpp_installed,
     segfault_hint,
     start_local_servers,
@@ -144,6 +145,7 @@ class WorkerPool:
             if worker.local is not None:
                 check_llama_cpp_installed()
                 check_local_params(worker)  # loads the request model: not on a request's loop
+                check_gguf_loads(worker.id, worker.local)
                 check_chat_format(worker)
         self.servers = await start_local_servers(self.config.workers)
         # No __aexit__ follows a start that fails (or is cancelled: Ctrl-C) from here on.
@@ -223,7 +225,8 @@ class WorkerPool:
         old.remove_log()
         server = LocalServer(self.worker(worker_id))
         try:
-            # Another GGUF put at its path may lack the template its chat_format names.
+            # Another GGUF put at its path may not load, or lack its chat_format's template.
+            await asyncio.to_thread(check_gguf_loads, worker_id, server.config)
             await asyncio.to_thread(check_chat_format, self.worker(worker_id))
             await self._read_model(server)
             server.launch()
