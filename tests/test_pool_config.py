@@ -76,6 +76,10 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
          r"workers\.0\.retry_backoff_s: Input should be a finite number \(got .1e999.\)"),
         ("- {id: a, model: m, local: {gguf: a.gguf, startup_timeout_s: .inf}}",
          r"workers\.0\.local\.startup_timeout_s: Input should be a finite number"),
+        # read as a path under the pool file's folder: "GGUF file /cfg/https:/hf.co/... not found"
+        ("- {id: a, model: m, local: {gguf: 'https://hf.co/a/b/resolve/main/q4.gguf'}}",
+         r"workers\.0\.local\.gguf: gguf 'https://hf\.co/a/b/resolve/main/q4\.gguf' is a URL; "
+         r"llama\.cpp's server reads a file on this machine: download it first"),
         # a call to it went to .../chat/completions/chat/completions, a 404 "fix model or base_url"
         ("- {id: a, model: m, base_url: 'http://x/v1/chat/completions/'}",
          "give the API root it is under, http://x/v1 "),

@@ -58,6 +58,7 @@ _WORKER_ID_CHARACTER = re.compile(r"[A-Za-z0-9._:/@+-]*")
 _NOT_WORKER_ID = re.compile(r"[^A-Za-z0-9._:/@+-]+")
 _HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
 _BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # https://, hf://, file:// (a drive, C:, is none)
 
 
 class StrictModel(BaseModel):
@@ -77,6 +78,18 @@ class LocalServerConfig(StrictModel):
         default_factory=list, description="More llama_cpp.server flags, e.g. ['--seed', '1']."
     )
     startup_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("gguf")
+    @classmethod
+    def _check_gguf(cls, value: str) -> str:
+        # A URL was read as a path under the pool file's folder: "GGUF file
+        # /cfg/https:/huggingface.co/... not found".
+        if _URL.match(value):
+            raise ValueError(
+                f"gguf {value!r} is a URL; llama.cpp's server reads a file on this machine: "
+                "download it first and give the downloaded file's path"
+            )
+        return value
 
     @field_validator("extra_args")
     @classmethod
