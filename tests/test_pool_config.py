@@ -301,6 +301,8 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
     [
         (["--config_file", "llama.yaml"], "--config_file: llama.cpp's server then takes every"),
         (["--api_key=secret"], "--api_key: fugu-lite checks and calls its own server without a"),
+        (["--ssl_keyfile", "k.pem"], "--ssl_keyfile: the server would answer HTTPS only"),
+        (["--ssl_certfile=c.pem"], "--ssl_certfile: the server would answer HTTPS only"),
     ],
 )
 def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
@@ -308,8 +310,9 @@ def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
 ) -> None:
     """--config_file made llama.cpp's server take every setting from the file, none of the
     flags fugu-lite sets (it listened on the file's port, 8000 by default, while fugu-lite
-    polled another); --api_key made it refuse fugu-lite's own checks (401): either start
-    timed out after startup_timeout_s."""
+    polled another); --api_key made it refuse fugu-lite's own checks (401); --ssl_keyfile
+    and --ssl_certfile made it answer HTTPS only, and fugu-lite polls over HTTP: each start
+    timed out after startup_timeout_s ("raise it if the machine is busy")."""
     worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
     with pytest.raises(ValidationError, match=re.escape(said)):
         PoolConfig.model_validate({"workers": [worker]})

@@ -43,6 +43,10 @@ SERVER_FLAGS_SET = {
     "--chat_format": "use local.chat_format",
     "--interrupt_requests": "False: a new request waits, it does not cut off a stream",
 }
+_HTTPS_ONLY = (
+    "the server would answer HTTPS only, and fugu-lite calls its own server over plain HTTP, "
+    "so its start would time out; it listens on 127.0.0.1 only"
+)
 # llama_cpp.server's flags that would undo what fugu-lite relies on, and why.
 SERVER_FLAGS_REFUSED = {
     "--config_file": "llama.cpp's server then takes every setting from that file and none of "
@@ -50,6 +54,8 @@ SERVER_FLAGS_REFUSED = {
     "and extra_args",
     "--api_key": "fugu-lite checks and calls its own server without a key, so the server would "
     "refuse them all (401) and its start time out; it listens on 127.0.0.1 only",
+    "--ssl_keyfile": _HTTPS_ONLY,
+    "--ssl_certfile": _HTTPS_ONLY,
 }
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
