@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -711,6 +712,33 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
         preflight(config)
     with leaving_no_process_running(), pytest.raises(ConfigError, match=named):
         asyncio.run(local_server.start_local_servers(config.workers))
+
+
+def test_a_local_workers_unreadable_gguf_is_named_with_its_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF the user may not read (another user's file) ended serve's check and the
+    pool's start with a bare PermissionError traceback. Reading it is refused here as it is
+    for a user without the right (root may read any file)."""
+    gguf = tmp_path / "theirs.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    opened = Path.open
+
+    def refused(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path == gguf:
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refused)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    said = (
+        f"^local worker 'w': cannot read GGUF file {re.escape(str(gguf))}: Permission denied; "
+        r"make it readable by the user running fugu-lite \(chmod a\+r\)"
+    )
+    with pytest.raises(ConfigError, match=said):
+        preflight(config)
 
 
 def test_a_local_workers_gguf_given_as_its_folder_is_named_a_folder(tmp_path: Path) -> None:

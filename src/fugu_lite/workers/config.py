@@ -639,7 +639,13 @@ def resolve_gguf(gguf: str) -> Path:
         )
     if not path.is_file():
         raise ConfigError(f"GGUF file {path} not found; check the worker's local.gguf path")
-    problem = not_gguf_problem(path)
+    try:
+        problem = not_gguf_problem(path)
+    except OSError as error:  # a file of another user, say: it was a bare traceback
+        raise ConfigError(
+            f"cannot read GGUF file {path}: {error.strerror or error}; make it readable by "
+            "the user running fugu-lite (chmod a+r), or check the worker's local.gguf"
+        ) from None
     if problem is not None:
         raise ConfigError(f"{path} is not a GGUF model: {problem}; check the worker's local.gguf")
     return path
