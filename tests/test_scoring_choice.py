@@ -224,6 +224,16 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("The answer is **B**? No, it is C.", "C"),
         ("The answer is B. No: C.", "C"),  # also a "No:" starting a sentence
         ("The answer is B? Yes: B.", "B"),
+        # a retraction before a bare letter ending its sentence (no letter, or B, was read)
+        ("The answer is B. Oops, C.", "C"),
+        ("B. Oops, C.", "C"),
+        ("Answer: B. Sorry, C.", "C"),
+        ("The answer is B. That seems wrong. C.", "C"),
+        ("The answer is B. Oops — C.", "C"),
+        ("B. Wait, no — it's C.", "C"),
+        ("B... actually C", "C"),
+        ("The answer is B. Oops, C is wrong too.", "B"),
+        ("B. C is wrong because Cal is short.", "B"),
     ],
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:

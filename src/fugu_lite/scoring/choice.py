@@ -1,16 +1,16 @@
 """The choice grader: the option letter (A-E) a worker's output chooses: "\\boxed{B}", "Answer: B",
 "<answer>B</answer>", "The answer must be B", "The answer is most likely B", the last
-self-correction ("Wait, actually it's (C)", "Wait, actually C."), "The correct option is b.", "I
-would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless its
-line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the word after the
-question's "is"; "54 is larger than 9" alike for an option's text), "..., so the smallest is B."
-for "Which is the smallest?", "A is not the tallest; B is.", the one option checked ("- [x] B",
-"B) Bob ✅"), a line holding just "B", a last sentence holding just a letter ("Not A, not C.
-B."), or the text of exactly one option (the answer, or its first or last clause when no other
-option is named: "Yes, all wugs are feps.", or the only option named when it is cited with its
-letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or B", "(A)
-... (C)"), or a second one hedged after the answer ("The answer is B (or C).") are ambiguous and
-score 0. A JSON reply's '{"answer": "B"}' is an "Answer: B".
+self-correction ("Wait, actually it's (C)", "Wait, actually C.", "Oops, C."), "The correct option is
+b.", "I would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
+its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the word after the
+question's "is"; "54 is larger than 9" alike for an option's text), "..., so the smallest is B." for
+"Which is the smallest?", "A is not the tallest; B is.", the one option checked ("- [x] B", "B) Bob
+✅"), a line holding just "B", a last sentence holding just a letter ("Not A, not C. B."), or the
+text of exactly one option (the answer, or its first or last clause when no other option is named:
+"Yes, all wugs are feps.", or the only option named when it is cited with its letter: "The capital
+is B) Paris."). Two different letters with no answer marker ("A or B", "(A) ... (C)"), or a second
+one hedged after the answer ("The answer is B (or C).") are ambiguous and score 0. A JSON reply's
+'{"answer": "B"}' is an "Answer: B".
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .common import (
     CJK_ANSWER_MARKER,
     REJECTED,
     RETRACTION,
+    RETRACTION_LEAD,
     SELF_CORRECTION,
     Grade,
     cannot_grade,
@@ -56,9 +57,10 @@ _CHOICE_MARKER = re.compile(
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
-    # a bare correction: "Answer: A. Wait, actually B." (the letter ends it, as a conclusion's),
-    # and a guess: "I'm not sure, but I think B."
-    rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|\bI\s+(?:think|guess|believe)\b,?))\s*"
+    # a bare correction: "Answer: A. Wait, actually B.", "The answer is A. Oops, B." (the letter
+    # ends it, as a conclusion's), and a guess: "I'm not sure, but I think B."
+    rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}"
+    r"|\bI\s+(?:think|guess|believe)\b,?))\s*"
     r"(?:option|choice|letter)?\s*[:\-]?\s*[*$\"']*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,

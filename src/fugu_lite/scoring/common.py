@@ -49,6 +49,13 @@ BARE_CORRECTION_LEAD = (
     r"\b(?:actually\b|wait\b\s*[,:;!.—–-]|I\s+mean\b)[\s,:;!.—–-]{0,3}"
     r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
 )
+# a retraction leading a bare correction: "The answer is A. Oops, B.", "A. Sorry, B.", "That
+# seems wrong. B." (the choice grader's, and only when the letter ends its sentence: "Oops, B
+# is wrong too." corrects nothing)
+RETRACTION_LEAD = (
+    rf"\b(?:oops|sorry|{_SAID_WRONG})\b[\s,:;!.—–-]{{0,3}}"
+    r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
+)
 
 
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
