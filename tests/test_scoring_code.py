@@ -287,6 +287,31 @@ def test_code_grader_wrong_code_and_no_code() -> None:
 @pytest.mark.parametrize(
     "output",
     [
+        '<pre><code class="language-python">def add(a, b):<br>    return a + b<br></code></pre>',
+        "<pre><code>def add(a, b):<BR/>&nbsp;&nbsp;&nbsp;&nbsp;return a + b</code></pre>",
+        '<pre><code class="language-python"><span class="hljs-keyword">def</span> '
+        '<span class="hljs-title function_">add</span>(<span class="hljs-params">a, b</span>):\n'
+        '    <span class="hljs-keyword">return</span> a + b\n</code></pre>',
+        '<div class="highlight"><pre><span></span><span class="k">def</span> '
+        '<span class="nf">add</span><span class="p">(</span>a, b<span class="p">):</span>\n'
+        '    <span class="k">return</span> a <span class="o">+</span> b\n</pre></div>',
+        '<code><span class="k">def</span> add(a, b): return a + b</code>',
+    ],
+)
+def test_markup_inside_an_html_code_element_is_read_as_text(output: str) -> None:
+    """`<br>` line breaks and syntax highlighting's `<span>` tags ran as code (SyntaxError, 0)."""
+    result = graded(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
+def test_code_that_parses_keeps_what_looks_like_html_in_it() -> None:
+    code = 'def add(a, b):\n    tag = "<span>"\n    return a + b if a<b or a>b else b + a\n'
+    assert extract_code(f"<pre><code>{code}</code></pre>") == code
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
         "`" * 100_000,  # no fence: each "```" used to scan to the end of the output
         "def f(:\n" * 20_000,  # used to parse every run of lines, one line shorter each time
         "Here:\ndef add(a, b):\n    return a + b\n" + "This is prose (\n" * 20_000,

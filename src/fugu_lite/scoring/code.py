@@ -85,7 +85,7 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
     """Each HTML code element's language and code, as some chat models answer without a
     fence: a `<pre>` (a `<code>` inside it or not; never closed when the reply was cut off)
     and a `<code>` that holds a line break or starts with a definition or import (not a
-    name mentioned in prose), its entities unescaped (`&lt;` is `<`)."""
+    name mentioned in prose), as text (see `_html_text`)."""
     last_code_closer = max((m.start() for m in _HTML_CLOSERS["code"].finditer(output)), default=-1)
     blocks: list[tuple[str, str]] = []
     position = 0
@@ -103,12 +103,32 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
                 inner["attrs"],
                 re.sub(r"</code>\s*\Z", "", code[inner.end() :], flags=re.I),
             )
+        code = _html_text(code)
         if tag == "code" and "\n" not in code.strip() and not _CODE_START.match(code.strip()):
             continue
         tagged = _HTML_LANGUAGE.search(attrs)
-        language, code = _block(tagged["language"] if tagged else "", "", html.unescape(code))
+        language, code = _block(tagged["language"] if tagged else "", "", code)
         blocks.append((language, code if closer else _without_prose_after(code)))
     return blocks
+
+
+# markup inside a code element, as chat UIs and syntax highlighters write it: "<br>" for a
+# line break, '<span class="k">def</span>' around a token (attributes are name="value", so
+# the comparison "a<b and c>d" is no tag)
+_HTML_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_HTML_TAG = re.compile(
+    r"</?[A-Za-z][A-Za-z0-9]*(?:\s+[\w:-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'<>=`]+))*\s*/?>"
+)
+
+
+def _html_text(code: str) -> str:
+    """The text of an HTML code element: its entities unescaped (`&lt;` is `<`), and when it
+    does not parse so, its tags dropped and each `<br>` a line break (code that parses with
+    what looks like a tag, `s = "<span>"`, keeps it)."""
+    text = html.unescape(code)
+    if not _HTML_TAG.search(code) or _parses(text):
+        return text
+    return html.unescape(_HTML_TAG.sub("", _HTML_LINE_BREAK.sub("\n", code)))
 
 
 def _without_prose_after(code: str) -> str:
