@@ -107,8 +107,10 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "exact", "answer": " \t"}, "needs an 'answer'"),
         ({**GOOD, "answer": "five"}, "is not a number"),
         ({**GOOD, "answer": "1e400"}, "is not a number"),  # too big for a float
+        ({**GOOD, "answer": "1/0"}, "is not a number"),  # not a ZeroDivisionError
         ({**GOOD, "answer": "2,5"}, "a comma only separates thousands"),  # not 25
         ({**GOOD, "answer": "1.234,5"}, "a comma only separates thousands"),  # not 1.2345
+        ({**GOOD, "answer": "12345,678"}, "a comma only separates thousands"),  # not 12345678
         ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
         ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
         ({**GOOD, "grader": "regex", "answer": r"\d*"}, "matches the empty string"),
@@ -122,6 +124,7 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "grader": "code", "answer": None}, "needs 'tests'"),
         ({**GOOD, "grader": "code", "tests": " \n"}, "needs 'tests'"),
         ({**GOOD, "grader": "code", "tests": "assert f(1) ==\n"}, "not valid Python (line 1"),
+        ({**GOOD, "grader": "code", "tests": "x = 1\nassert f(x) ==\n"}, "Python (line 2: "),
         ({**GOOD, "grader": "code", "tests": "x = 1\n"}, "holds no test"),
         (  # a pytest fixture: the sandbox calls test functions with no argument
             {**GOOD, "grader": "code", "tests": "def test_f(tmp_path):\n    assert f(1)\n"},
@@ -164,6 +167,19 @@ def test_test_functions_with_defaults_or_star_arguments_are_accepted() -> None:
     ]:
         with pytest.raises(ValueError, match=needed):
             Task.model_validate({**GOOD, "grader": "code", "tests": tests})
+
+
+@pytest.mark.parametrize("answer", ["(b)", "B)", "b.", "B:", " B "])
+def test_a_choice_answer_written_as_an_option_label_is_its_letter(answer: str) -> None:
+    task = Task.model_validate({**GOOD, "grader": "choice", "answer": answer})
+    assert asyncio.run(grade(task, "The answer is B.")).score == 1.0
+
+
+def test_a_helper_taking_arguments_beside_the_tests_is_accepted() -> None:
+    """Only a test_* function is called with no argument; a helper the tests call is not."""
+    tests = "def check(g, x, expected):\n    assert g(x) == expected\n\ncheck(f, 1, 2)\n"
+    tests += "def test_f():\n    check(f, 2, 3)\n"
+    assert Task.model_validate({**GOOD, "grader": "code", "tests": tests}).tests == tests
 
 
 def test_an_async_helper_beside_the_tests_is_accepted() -> None:
@@ -210,7 +226,26 @@ def test_a_task_split_may_be_written_as_the_importers_read_it(
 
 @pytest.mark.parametrize(
     "pattern",
-    [r"\d+", r"^(?!.*\bwrong\b)", r"(?=.*foo)(?=.*bar)", r"\bno\b|^$", r"[$^]?x", "yes"],
+    [
+        r"\d+",
+        r"^(?!.*\bwrong\b)",
+        r"(?=.*foo)(?=.*bar)",
+        r"\bno\b|^$",
+        r"[$^]?x",
+        "yes",
+        # each kind of assertion alone (the patterns above that match the empty string hold
+        # two kinds, so the check passed with any one of them not read as an assertion)
+        r"^(?:yes)?",
+        r"(?:yes)?$",
+        r"\A(?:yes)?",
+        r"(?:yes)?\Z",
+        r"(?:\byes\b)?",
+        r"(?:\Byes)?",
+        r"(?!.*wrong)",
+        r"(?=\d*)",
+        r"(?:(?<=yes))?",
+        r"(?<!not )",
+    ],
 )
 def test_a_pattern_matching_the_empty_string_only_through_a_check_is_kept(pattern: str) -> None:
     task = Task(id="r", prompt="Say it.", answer=pattern, grader="regex", task="t")
@@ -255,6 +290,10 @@ def test_a_numeric_answer_or_id_written_as_a_json_number_is_read_as_its_text(
     assert [(task.id, task.answer) for task in tasks] == [("1", "5"), ("2", "0.25"), ("3", "-12")]
     assert asyncio.run(grade(tasks[1], "It is 0.25.")).score == 1.0
     assert asyncio.run(grade(tasks[1], "It is 0.5.")).score == 0.0
+    # a whole float is the integer only as an id: an answer keeps what it was written as
+    written = {**GOOD, "id": 4.0, "answer": 7.0, "grader": "exact", "prompt": "Say 7.0."}
+    [task] = read_tasks(write_lines(tmp_path / "whole.jsonl", [written]))
+    assert (task.id, task.answer) == ("4", "7.0")
 
 
 @pytest.mark.parametrize("answer", [True, ["5"], {"value": 5}])
@@ -399,6 +438,8 @@ def test_chat_messages_given_as_the_prompt_say_they_go_in_messages(tmp_path: Pat
     assert read_tasks(path)[0].chat_messages() == messages  # as advised
     texts = read_error(tmp_path, [{**GOOD, "prompt": ["What is", "2 + 3?"]}])  # no messages
     assert "holds chat messages" not in texts and "'prompt' must be text" in texts
+    empty = read_error(tmp_path, [{**GOOD, "prompt": []}])
+    assert "holds chat messages" not in empty and "'prompt' must be text" in empty
 
 
 def test_messages_that_are_not_a_list_say_how_to_write_them(tmp_path: Path) -> None:
@@ -478,6 +519,8 @@ def test_an_accented_id_in_two_unicode_forms_is_one_id(tmp_path: Path) -> None:
     assert message.endswith("give every task its own id")
     path = write_lines(tmp_path / "tasks.jsonl", rows[:1])
     assert read_tasks(path)[0].id == composed  # kept as written
+    message = read_error(tmp_path, rows[::-1])  # the decomposed one first
+    assert f"line 2: id {composed!r} was already used on line 1 (written with other" in message
 
 
 def test_an_id_or_task_name_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
@@ -628,11 +671,12 @@ def test_a_task_without_a_grader_name_is_told_the_graders(tmp_path: Path, grader
     if grader != "missing":
         row["grader"] = grader
     message = read_error(tmp_path, [GOOD, {**row, "id": "q2"}])
-    assert "tasks.jsonl, line 2: " in message and "'grader'" in message
+    said = "missing field 'grader'" if grader == "missing" else f"got {grader!r}"
+    assert "tasks.jsonl, line 2: " in message and said in message
     assert "known graders: number, choice, exact, regex, code, judge" in message
 
 
-@pytest.mark.parametrize("difficulty", [7, 0, "hard", 1.5])
+@pytest.mark.parametrize("difficulty", [7, 4, 0, "hard", 1.5])
 def test_a_bad_difficulty_is_told_the_levels(tmp_path: Path, difficulty: object) -> None:
     """ "difficulty": "hard" was told "Input should be a valid integer, unable to parse
     string as an integer", and 7 "less than or equal to 3", neither naming the levels."""
