@@ -234,6 +234,12 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("B... actually C", "C"),
         ("The answer is B. Oops, C is wrong too.", "B"),
         ("B. C is wrong because Cal is short.", "B"),
+        # a bare correction's letter said to be correct or what is asked (B was read)
+        ("Answer: B. Wait, actually C is correct.", "C"),
+        ("The answer is B. Oops, C is the right answer.", "C"),
+        ("Answer: B. Actually, C is the tallest.", "C"),
+        ("Answer: B. Actually, C is taller than A.", "B"),
+        ("Answer: B. Actually, C is correct too.", "B"),
     ],
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:

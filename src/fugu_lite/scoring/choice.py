@@ -191,7 +191,11 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
             continue  # "the answer is a bit..." is the article, not option a
         if REJECTED.match(after):
             continue  # "option A is wrong" names a letter, but not as the answer
-        if (match["conclusion"] or match["bare"]) and not _CONCLUSION_END.match(after):
+        if (
+            (match["conclusion"] or match["bare"])
+            and not _CONCLUSION_END.match(after)
+            and not (match["bare"] and _said_correct(text, match, asked))
+        ):
             continue  # "so C is taller than A": a letter in a sentence, not its conclusion
         another = _OR_ANOTHER.match(text, match.end())
         if another:
@@ -200,6 +204,20 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
     return None
+
+
+def _said_correct(text: str, match: re.Match[str], asked: set[Predicate]) -> bool:
+    """Whether a bare correction's letter is said to be correct or what the question asks:
+    "Answer: A. Wait, actually B is correct.", "Oops, B is the tallest." """
+    said = _LETTER_IS_CORRECT.match(text, match.start("letter"))
+    return bool(
+        said
+        and (said["most"] is None or is_asked(_clause_at(text, said.start("most")), asked))
+        and not _TOO.match(text, said.end())  # "B is correct too": a second answer
+    )
+
+
+_TOO = re.compile(r"\s*,?\s*(?:too|as\s+well)\b", re.IGNORECASE)
 
 
 def _letter_checked(text: str, prompt: str) -> _Choice | None:
