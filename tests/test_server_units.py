@@ -801,6 +801,39 @@ def test_sigterm_stops_serve_as_ctrl_c_does(checkpoint: Path, stubs: Stubs, tmp_
     assert (line["outcome"], line["status"]) == ("shutting_down", 503)
 
 
+@pytest.mark.timeout(300)  # a real `serve` starting: torch, the router, uvicorn
+def test_a_shorter_graceful_timeout_answers_and_logs_in_flight_requests_within_a_10_s_grace(
+    checkpoint: Path, stubs: Stubs, tmp_path: Path
+) -> None:
+    """After SIGTERM, serve waited a fixed 10 s (and a little more) for requests in flight,
+    past the 10 s docker stop, Kubernetes and Cloud Run wait before their SIGKILL: a request
+    in flight was cut off unanswered, its decision never logged, and a user whose runtime's
+    wait is fixed could not fit the stop in it. --graceful-timeout-s shortens the wait."""
+    for stub in stubs.workers.values():
+        stub.mode = "hang"
+    log = tmp_path / "decisions.jsonl"
+    answers: list[httpx.Response] = []
+
+    def ask(url: str) -> None:
+        body = {"model": MODEL, "messages": user("hi")}
+        with contextlib.suppress(httpx.TransportError):
+            answers.append(httpx.post(f"{url}/v1/chat/completions", json=body, timeout=120))
+
+    flags = ("--log-requests", str(log), "--graceful-timeout-s", "1")
+    with running_serve(SERVE, checkpoint, stubs, tmp_path, *flags) as (child, url):
+        asking = threading.Thread(target=ask, args=(url,))
+        asking.start()
+        assert wait_until(lambda: any(s.in_flight for s in stubs.workers.values()), 30)
+        child.send_signal(signal.SIGTERM)
+        # a container runtime's SIGKILL, 10 s after its SIGTERM (this stop took under 2 s)
+        stopped = wait_until(lambda: child.poll() is not None, 10)
+    asking.join(30)
+    assert stopped and child.returncode == 0, (tmp_path / "serve.log").read_text()
+    assert [answer.status_code for answer in answers] == [503]
+    [line] = [json.loads(text) for text in log.read_text().splitlines()]
+    assert (line["outcome"], line["status"]) == ("shutting_down", 503)
+
+
 EXIT_COUNTING_SERVE = """
 import atexit, gc, sys
 from fugu_lite.__main__ import main

@@ -119,6 +119,15 @@ def serve_command(
     breaker_cooldown_s: Annotated[
         float, typer.Option(help="Seconds a worker is skipped once its circuit opens.", min=0)
     ] = 30.0,
+    graceful_timeout_s: Annotated[
+        int,
+        typer.Option(
+            help="Seconds the requests in flight get to end when serve is stopped (Ctrl-C, "
+            "SIGTERM), before they are answered a 503 shutting_down; keep the whole stop inside "
+            "a container runtime's grace before its SIGKILL (see the README's Stopping).",
+            min=0,
+        ),
+    ] = 10,
     torch_threads: Annotated[
         int,
         typer.Option(help="Threads for the routing forward pass (0 = torch's default).", min=0),
@@ -159,7 +168,8 @@ def serve_command(
             log_content=log_content, max_body_bytes=max_body_bytes,
             max_tokens_limit=max_tokens_limit, batch_window_ms=batch_window_ms,
             max_batch_size=max_batch_size, breaker_failures=breaker_failures,
-            breaker_cooldown_s=breaker_cooldown_s, torch_threads=torch_threads or None,
+            breaker_cooldown_s=breaker_cooldown_s, graceful_timeout_s=graceful_timeout_s,
+            torch_threads=torch_threads or None,
             cors_origins=cors_origin or [],
         )  # fmt: skip
         serve(settings, log_level=log_level)

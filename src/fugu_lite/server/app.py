@@ -93,6 +93,12 @@ class ServeSettings(BaseModel):
     max_batch_size: int = Field(default=32, ge=1)
     breaker_failures: int = Field(default=3, ge=1)
     breaker_cooldown_s: float = Field(default=30.0, ge=0)
+    graceful_timeout_s: int = Field(
+        default=10,
+        ge=0,
+        description="Seconds the requests in flight get to end once serve is stopping, before "
+        "they are answered a 503 shutting_down.",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins (https://app.example.com, or *) allowed to call the "
@@ -558,7 +564,7 @@ def serve(settings: ServeSettings, log_level: str = "info") -> None:
         port=settings.port,
         log_level=log_level,
         log_config=uvicorn_log_config(),
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=settings.graceful_timeout_s,
     )
     server = WhollyStoppingServer(config)
     app.state.fugu.interrupted = lambda: server.should_exit
