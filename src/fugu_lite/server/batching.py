@@ -53,6 +53,7 @@ class MicroBatcher(Generic[T, R]):
         self._full = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fugu-router")
         self._task: asyncio.Task[None] | None = None
+        self._batch: asyncio.Task[None] | None = None  # the batch being processed (stop)
         self._closed = False
 
     def start(self) -> None:
@@ -60,17 +61,21 @@ class MicroBatcher(Generic[T, R]):
             self._task = asyncio.get_running_loop().create_task(self._run(), name="micro-batcher")
 
     async def stop(self) -> None:
+        """Answer the batch being processed, fail the requests still waiting, and end the
+        thread once its job is over, without holding up the event loop meanwhile."""
         self._closed = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        # the batch whose forward pass the cancel interrupted is never answered otherwise
+        if self._batch is not None:  # its forward pass runs on: its answers are given
+            await self._batch
         for _, future in [*self._running, *self._pending]:
             if not future.done():
                 future.set_exception(BatcherClosedError("the server is shutting down"))
         self._running, self._pending = [], deque()
-        self._executor.shutdown(wait=True)
+        # a one-off job (run_in_thread: the warm-up) may still run on the thread
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     async def run_in_thread(self, fn: Callable[[], V]) -> V:
         """Run a one-off job (e.g. the warm-up) on the batcher's thread."""
@@ -95,8 +100,10 @@ class MicroBatcher(Generic[T, R]):
             batch = self._take_batch()
             if batch:
                 self._running = batch
-                await self._process(batch)
-                self._running = []
+                # shielded: stop() cancels this loop, not the batch whose pass is running
+                self._batch = asyncio.ensure_future(self._process(batch))
+                await asyncio.shield(self._batch)
+                self._running, self._batch = [], None
 
     async def _gather_window(self) -> None:
         waiting = len(self._pending)
