@@ -305,14 +305,16 @@ def test_a_grader_that_raises_or_scores_out_of_range_leaves_the_answer_to_grade(
 
 def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota (no credit left) was a rate limit like any other: every
-    task's call was sent and retried with backoff, for a refusal that could not change."""
+    task's call was sent and retried with backoff, for a refusal that could not change; then
+    its one call was still retried."""
     tasks = number_tasks(6)
     with StubWorker(solver(tasks)) as good, StubWorker(mode="quota") as broke:
         config = stub_pool(("good", good), ("broke", broke), max_concurrency=1)
         summary = run_collect(config, tasks, tmp_path / "r.jsonl")
     stats = {worker.worker_id: worker for worker in summary.workers}
-    assert stats["broke"].calls == 1 and len(broke.bodies) == 2  # one call, and its retry
+    assert stats["broke"].calls == 1 and len(broke.bodies) == 1  # one call, not retried
     assert "quota is used up" in (stats["broke"].down or "")
+    assert "out of quota" in (stats["broke"].down or "")
     assert stats["broke"].pending == 6 and stats["good"].done == 6 and not summary.complete
 
 

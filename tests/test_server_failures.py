@@ -786,6 +786,34 @@ def test_every_worker_rate_limited_is_the_sdks_rate_limit_error(
     assert response.status_code == 502
 
 
+def test_a_worker_out_of_quota_is_a_broken_worker_not_a_rate_limit(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker whose account is out of quota (OpenAI's 429 insufficient_quota) was taken
+    as rate-limited: as the last worker it was retried up to max_retries, and the client
+    got a 429 rate_limit_exceeded, which the openai SDK retries, for a refusal no wait
+    clears. It is a worker that cannot answer now, as for a bad key: asked once, and a 502
+    naming it as out of quota; the next worker answers when there is one."""
+    retried = {worker: {"max_retries": 2, "retry_backoff_s": 0.01} for worker in WORKERS}
+    running = serve(pool_for(stubs, overrides=retried), breaker_failures=5)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    stubs.workers[first].mode = "quota"
+    client = running.client()
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as error:
+            client.chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=stream, extra_body={"workers": [first]}
+            )
+        assert error.value.status_code == 502
+        body = error.value.body
+        assert isinstance(body, dict) and body["code"] == "all_workers_failed"
+        assert "out of quota" in body["message"]
+        assert [a["outcome"] for a in body["tried"]] == ["worker_config"]
+    assert len(stubs.workers[first].bodies) == 2  # once a request, not retried
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:worker_config,{second}:ok"
+
+
 def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

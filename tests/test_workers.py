@@ -270,6 +270,22 @@ def test_client_errors_are_not_retried(stub: StubWorker, status: str) -> None:
     assert len(stub.bodies) == 1
 
 
+def test_a_worker_out_of_quota_is_not_retried_and_says_so(stub: StubWorker) -> None:
+    """OpenAI's 429 insufficient_quota (the account has no credit left) was a rate limit: the
+    call was retried with backoff up to max_retries (as the openai SDK retries any 429),
+    for a refusal no wait clears, and said only "rate_limit". It is the worker's refusal
+    now: sent once, its message saying the account is out of quota and what to do."""
+    stub.mode = "quota"
+    result = asyncio.run(one_call(pool_config(stub.base_url, max_retries=3)))
+    assert (result.error_kind, result.status_code, result.attempts) == ("client", 429, 1)
+    assert result.error_code == "insufficient_quota" and len(stub.bodies) == 1
+    assert "out of quota" in (result.error or "") and "add credit" in (result.error or "")
+    stub.bodies.clear()
+    received, error = stream_until_it_fails(pool_config(stub.base_url, max_retries=3))
+    assert (error.kind, error.code, received) == ("client", "insufficient_quota", [])
+    assert len(stub.bodies) == 1 and "out of quota" in str(error)
+
+
 @pytest.mark.parametrize(
     ("mode", "params", "code"),
     [

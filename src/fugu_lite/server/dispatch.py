@@ -13,7 +13,6 @@ from typing import Any
 
 from ..workers.errors import (
     CONTEXT_LENGTH_EXCEEDED,
-    NO_QUOTA,
     WorkerCallError,
     context_limit,
     worker_refusal,
@@ -37,7 +36,8 @@ BUSY = "busy"
 NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that try the next one
 # A worker rate-limited by its provider (429) asks to wait, often seconds (its Retry-After):
 # while another worker may answer, the client is not held through those waits. Nor is it
-# broken: its circuit is not charged, but for a 429 insufficient_quota (no credit left).
+# broken: its circuit is not charged (a 429 insufficient_quota, no credit left, is no rate
+# limit: workers.errors.classify_error, and refine_kind's worker_config).
 RATE_LIMITED = "rate_limit"
 RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
 # A worker's 409 is a conflict in its own state (a lock timeout), which the openai SDK
@@ -348,7 +348,7 @@ class Dispatcher:
         latency (when `called`: a worker skipped without a call, or busy, never called,
         took no time upstream), circuit gauge and log for one call (`last`: no worker
         follows it in the ranking). A client error says the worker is up."""
-        if judged and attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA:
+        if judged and attempt.outcome == RATE_LIMITED:
             self.breaker.rate_limited(attempt.worker, attempt.retry_at, attempt.permit)
         elif judged and attempt.outcome in FALLBACK_KINDS:
             self.breaker.record_failure(attempt.worker, attempt.permit)
@@ -432,9 +432,8 @@ class Dispatcher:
 
 def held_back(attempt: Attempt) -> bool:
     """Whether a worker did not take a call for back-pressure, no failure of its own: it was
-    busy, or rate-limited by its provider (but for a 429 insufficient_quota: no credit left,
-    which does not pass by itself)."""
-    return attempt.outcome == BUSY or (attempt.outcome == RATE_LIMITED and attempt.code != NO_QUOTA)
+    busy, or rate-limited by its provider."""
+    return attempt.outcome in (BUSY, RATE_LIMITED)
 
 
 def retried_kinds(last: bool) -> frozenset[str]:
@@ -454,9 +453,10 @@ def refine_kind(
 ) -> str:
     """The pool's error kind, with "client" split into the request's fault ("client"), a
     conversation longer than this worker's context ("context_length_exceeded"), the
-    worker's configuration ("worker_config": 401/403/404 from the worker, or a 400 for its
-    model name) and its own state ("server": a 409 conflict, or any 4xx the worker said
-    may succeed if tried again: `x-should-retry: true`, which the openai SDK obeys)."""
+    worker's configuration ("worker_config": 401/403/404 from the worker, a 400 for its
+    model name, or a 429 insufficient_quota) and its own state ("server": a 409 conflict,
+    or any 4xx the worker said may succeed if tried again: `x-should-retry: true`, which
+    the openai SDK obeys)."""
     if kind != "client":
         return kind or "server"
     if code == CONTEXT_LENGTH:

@@ -24,6 +24,7 @@ from .errors import (
     request_address,
     retry_header,
     status_code,
+    worker_refusal,
 )
 from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
 from .results import NON_FINITE_MARK, CallResult, Usage, json_safe
@@ -66,10 +67,12 @@ def answer_as_asked(worker: WorkerConfig, body: dict[str, Any], content: bytes, 
 def describe_failure(
     worker_id: str, error: BaseException, key: str | None
 ) -> tuple[str, str, float | None]:
-    """A failed attempt's kind, message (the worker's API key scrubbed) and Retry-After."""
+    """A failed attempt's kind, message (the worker's API key scrubbed; what to fix in the
+    pool for a refusal for the worker's own settings) and Retry-After."""
     kind, detail, retry_after = classify_error(error)
-    message = f"worker {worker_id}: {kind}: {detail}"
-    return kind, redact(message, key), retry_after
+    message = redact(f"worker {worker_id}: {kind}: {detail}", key)
+    refusal = worker_refusal(status_code(error), error_code(error))
+    return kind, message if refusal is None else f"{message} ({refusal})", retry_after
 
 
 # A stream's timeout after its first chunk: it answered, then stalled.

@@ -103,12 +103,21 @@ WORKER_REFUSALS = {
 }
 
 
+# OpenAI's 429 insufficient_quota: no call passes until the account is topped up.
+NO_QUOTA_REFUSAL = (
+    "its provider account is out of quota (no credit left), which waiting does not clear: "
+    "add credit or raise the account's spending limit"
+)
+
+
 def worker_refusal(status: int | None, code: str | None) -> str | None:
     """What to fix in the pool for a worker's refusal of a call for its own settings (a
-    401/403/404, or a 400 for its model name: error_code's model_not_found); None for any
-    other error."""
+    401/403/404, a 400 for its model name: error_code's model_not_found, or a 429
+    insufficient_quota); None for any other error."""
     if code == MODEL_NOT_FOUND:
         return WORKER_REFUSALS[404]
+    if code == NO_QUOTA:
+        return NO_QUOTA_REFUSAL
     return None if status is None else WORKER_REFUSALS.get(status)
 
 
@@ -188,7 +197,9 @@ def classify_error(error: BaseException) -> tuple[str, str, float | None]:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         detail = f"HTTP {status}: {_status_message(error)}"
-        if status == 429:
+        # insufficient_quota is a refusal for the worker's account, not a rate limit: no
+        # retry passes it (the openai SDK would retry it as a 429)
+        if status == 429 and error_code(error) != NO_QUOTA:
             return "rate_limit", detail, _retry_after(error)
         if status == 408:
             return "timeout", detail, None

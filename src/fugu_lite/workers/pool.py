@@ -8,9 +8,9 @@ stops them on the way out), then `await pool.chat(worker_id, messages)` returns 
 Every call goes through the official `openai` SDK, with the SDK's own retries off: the
 pool retries 429, 5xx, 408, connection errors and timeouts itself, with exponential
 backoff and jitter (honouring Retry-After), within the call's budget (call_budget_s), and
-never retries other 4xx. Each worker has
-its own concurrency limit. API keys are read from the environment variable the worker
-names; they are scrubbed from every error message.
+never retries other 4xx, nor a 429 insufficient_quota (the account has no credit left).
+Each worker has its own concurrency limit. API keys are read from the environment
+variable the worker names; they are scrubbed from every error message.
 
 What lives beside it: what a call gives back (CallResult, Usage, usage_cost, json_safe) is in
 results.py; which failures are retried and the backoff in retries.py; the API keys (read_key,
