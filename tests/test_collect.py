@@ -331,7 +331,10 @@ def test_a_worker_refusing_every_call_for_its_settings_is_down_after_3(
         summary = run_collect(config, tasks, tmp_path / "r.jsonl")
     stats = {worker.worker_id: worker for worker in summary.workers}
     assert stats["bad"].calls == 3 and len(bad.bodies) == 3  # then taken as down: no more
-    assert f"its last 3 calls were refused with HTTP {status}" in (stats["bad"].down or "")
+    down = stats["bad"].down or ""
+    assert f"its last 3 calls were refused with HTTP {status}" in down
+    fix = {"401": "fix api_key_env", "403": "fix api_key_env", "404": "fix model or base_url"}
+    assert down.count(fix[status]) == 1  # said once, not twice
     assert stats["bad"].pending == 8 and stats["good"].done == 8 and not summary.complete
     lines = end_of_run_lines(summary, config)
     assert any("worker bad is down" in line and "fix " in line for line in lines)

@@ -25,6 +25,7 @@ from server_support import (
     CODE,
     MATH,
     MODEL,
+    WORKER_KEY,
     Running,
     Stubs,
     counted_stub,
@@ -812,6 +813,37 @@ def test_a_worker_out_of_quota_is_a_broken_worker_not_a_rate_limit(
     assert len(stubs.workers[first].bodies) == 2  # once a request, not retried
     response = running.post({"model": MODEL, "messages": user(MATH)})
     assert response.headers["x-fugu-attempts"] == f"{first}:worker_config,{second}:ok"
+
+
+@pytest.mark.parametrize("status", ["401", "403"])
+def test_a_workers_refused_key_is_told_by_its_variable_never_by_its_value(
+    serve,
+    stubs: Stubs,
+    family: RouterFamily,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    status: str,
+) -> None:
+    """A worker answering 401 (bad key) or 403 (no access) was logged and recorded as
+    "client: HTTP 401: ..." only: not which variable its key came from, nor what to fix.
+    The warning, the decision log and the client's 502 name the worker and its api_key_env
+    now, never the key nor the worker's address."""
+    monkeypatch.setenv("FUGU_TEST_WORKER_KEY", WORKER_KEY)
+    first = ranking_for(family, MATH).ranking[0]
+    keyed = {first: {"api_key_env": "FUGU_TEST_WORKER_KEY"}}
+    running = serve(pool_for(stubs, overrides=keyed))
+    stubs.workers[first].mode = status
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    response = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert response.status_code == 502
+    [line] = running.log_lines()
+    [warning] = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    said = "from the environment variable FUGU_TEST_WORKER_KEY (its api_key_env)"
+    for text in (response.json()["error"]["message"], line["attempts"][0]["message"], warning):
+        assert f"worker {first}: client: HTTP {status}" in text and said in text
+        assert "the key in FUGU_TEST_WORKER_KEY" in text
+    address = stubs.workers[first].base_url.split("//")[1].split("/")[0]
+    assert WORKER_KEY not in response.text and address not in response.text
 
 
 def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(

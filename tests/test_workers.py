@@ -463,6 +463,32 @@ def test_api_key_is_sent_but_never_leaked(
     assert SECRET not in config.model_dump_json()
 
 
+@pytest.mark.parametrize("status", ["401", "403"])
+def test_a_refused_key_names_the_variable_it_came_from_not_the_key(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    """A worker's 401 (bad key) or 403 (no access) said "client: HTTP 401: ..." and no more:
+    not which variable the key was read from, nor what to fix. The message names the
+    worker, its api_key_env and its model now, streamed or not, and never the key; a worker
+    with no api_key_env is told it sent no key."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    stub.mode = status
+    config = pool_config(stub.base_url, api_key_env=KEY_ENV)
+    result = asyncio.run(one_call(config))
+    _, error = stream_until_it_fails(config)
+    for message in (result.error or "", str(error)):
+        assert message.startswith(f"worker w: client: HTTP {status}")
+        assert f"from the environment variable {KEY_ENV} (its api_key_env)" in message
+        assert f"the key in {KEY_ENV}" in message and SECRET not in message
+        assert ("'stub-model'" in message) == (status == "403")
+    unkeyed = asyncio.run(one_call(pool_config(stub.base_url)))
+    assert "it was sent no API key, as it has no api_key_env" in (unkeyed.error or "")
+    assert "fix api_key_env: set it to the name of the environment variable" in (
+        unkeyed.error or ""
+    )
+    assert len(stub.bodies) == 3  # none retried
+
+
 def test_an_error_message_is_cut_to_its_longest() -> None:
     """A worker's error body of pages (a proxy's HTML, a stack trace) filled every log line
     and record that told the failure."""

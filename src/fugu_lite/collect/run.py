@@ -281,8 +281,7 @@ class Collector:
             )
         elif refusals >= REFUSED_AFTER:
             self.counters.down[worker_id] = (
-                f"its last {refusals} calls were refused with HTTP {result.status_code}: "
-                f"{worker_refusal(result.status_code, result.error_code)} in the pool; the "
+                f"its last {refusals} calls were refused with HTTP {result.status_code}; the "
                 f"last: {result.error}"
             )
 

@@ -65,25 +65,48 @@ def answer_as_asked(worker: WorkerConfig, body: dict[str, Any], content: bytes, 
 
 
 def describe_failure(
-    worker_id: str, error: BaseException, key: str | None
+    worker: WorkerConfig, error: BaseException, key: str | None
 ) -> tuple[str, str, float | None]:
     """A failed attempt's kind, message (the worker's API key scrubbed; what to fix in the
     pool for a refusal for the worker's own settings) and Retry-After."""
     kind, detail, retry_after = classify_error(error)
-    message = redact(f"worker {worker_id}: {kind}: {detail}", key)
-    refusal = worker_refusal(status_code(error), error_code(error))
-    return kind, message if refusal is None else f"{message} ({refusal})", retry_after
+    message = redact(f"worker {worker.id}: {kind}: {detail}", key)
+    fix = refusal_fix(worker, status_code(error), error_code(error))
+    return kind, message if fix is None else f"{message.rstrip('.')}; {fix}", retry_after
+
+
+def refusal_fix(worker: WorkerConfig, status: int | None, code: str | None) -> str | None:
+    """What to fix in the pool for the worker's refusal of a call for its own settings
+    (worker_refusal); for a bad key or no access (401, 403), naming the environment
+    variable its key came from (never the key), or saying it has none; None for any other
+    error."""
+    if status not in (401, 403):
+        return worker_refusal(status, code)
+    env = worker.api_key_env
+    access = f"has no access to model {worker.model!r} or this endpoint"
+    if env is None:
+        sent = "it was sent no API key, as it has no api_key_env"
+        fix = "fix api_key_env: set it to the name of the environment variable that holds its key"
+        return f"{sent}: {fix}" if status == 401 else f"{sent}, and {access}: {fix}, or fix model"
+    sent = f"its API key, from the environment variable {env} (its api_key_env),"
+    if status == 401:
+        return (
+            f"{sent} was not accepted: fix the key in {env}, or set api_key_env to the "
+            "variable that holds a valid one"
+        )
+    return f"{sent} {access}: fix model, or the key in {env} to one with that access"
 
 
 # A stream's timeout after its first chunk: it answered, then stalled.
 STALLED_STREAM = "no chunk within the worker's timeout_s: the stream stalled"
 
 
-def broken_stream_error(worker_id: str, error: Exception, key: str | None) -> WorkerCallError:
+def broken_stream_error(worker: WorkerConfig, error: Exception, key: str | None) -> WorkerCallError:
     """A failure after the stream's first chunk, said so. A connection that failed then had
     reached the worker: not "could not reach the server at URL", which sent one to check
     base_url and whether the server runs."""
-    kind, message, _ = describe_failure(worker_id, error, key)
+    worker_id = worker.id
+    kind, message, _ = describe_failure(worker, error, key)
     if kind == "timeout" and status_code(error) is None:
         message = f"worker {worker_id}: timeout: {STALLED_STREAM}"
     elif kind == "connection" and isinstance(error, openai.APIConnectionError):

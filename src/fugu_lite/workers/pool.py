@@ -456,7 +456,7 @@ class WorkerPool:
     def _failure(self, worker: WorkerConfig, error: Exception, call: object) -> Failure:
         """A failed attempt described; a local worker's that timed out is stopped, and the
         call is answered."""
-        kind, message, retry_after = describe_failure(worker.id, error, self._keys.get(worker.id))
+        kind, message, retry_after = describe_failure(worker, error, self._keys.get(worker.id))
         self._stop_timed_out(worker, kind, error, call)
         self._answered(worker.id, call)
         return Failure(error=error, kind=kind, message=message, retry_after=retry_after)
@@ -496,7 +496,7 @@ class WorkerPool:
                     finished = finished or finishes(chunk)
                     yield chunk
             except Exception as error:
-                raise broken_stream_error(worker_id, error, self._keys.get(worker_id)) from None
+                raise broken_stream_error(worker, error, self._keys.get(worker_id)) from None
             finally:
                 self._answered(worker_id, opened.call)
                 await close_stream(opened.stream)
@@ -617,7 +617,7 @@ class WorkerPool:
             async with asyncio.timeout(worker.timeout_s):
                 await client.post(CHAT_PATH, cast_to=SDKResponse, body=body)
         except Exception as error:
-            kind, message, _ = describe_failure(worker.id, error, self._keys.get(worker.id))
+            kind, message, _ = describe_failure(worker, error, self._keys.get(worker.id))
             return WorkerCallError(
                 kind, message, status_code(error), error_code(error), param=error_param(error)
             )
