@@ -915,13 +915,18 @@ def test_a_rate_limited_worker_hands_the_request_on_at_once(
         assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
     assert len(limited.bodies) == 2  # one call per request, no retries
 
-    # The last worker left still gets the pool's retries, honouring its Retry-After.
+    # The last worker left still gets the pool's retries, honouring its Retry-After,
+    # streamed too (no test streamed it: a stream's last worker not retried passed them).
     limited.mode, limited.retry_after_s = "ok", 0.3
-    limited.fail_next("429")
-    started = time.monotonic()
-    response = serve(pool).post({"model": MODEL, "messages": user(MATH), "workers": [first]})
-    assert response.status_code == 200 and response.headers["x-fugu-attempts"] == f"{first}:ok"
-    assert time.monotonic() - started >= 0.3 and len(limited.bodies) == 4
+    for calls, stream in ((4, False), (6, True)):
+        limited.fail_next("429")
+        started = time.monotonic()
+        response = serve(pool).post(
+            {"model": MODEL, "messages": user(MATH), "workers": [first], "stream": stream}
+        )
+        assert response.status_code == 200
+        assert response.headers["x-fugu-attempts"] == f"{first}:ok"
+        assert time.monotonic() - started >= 0.3 and len(limited.bodies) == calls
 
 
 def test_a_rate_limited_worker_is_skipped_for_its_retry_after_not_taken_as_broken(

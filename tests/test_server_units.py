@@ -29,10 +29,14 @@ from typer.testing import CliRunner
 from fugu_lite.cli import app as cli_app
 from fugu_lite.server import log as log_module
 from fugu_lite.server.app import show_package_logs, uvicorn_log_config
+from fugu_lite.server.auth import Redactor
 from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
+from fugu_lite.server.dispatch import Attempt, Dispatcher
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
-from fugu_lite.workers.config import load_pool_config
+from fugu_lite.server.metrics import Metrics
+from fugu_lite.workers.config import PoolConfig, WorkerConfig, load_pool_config
+from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.preflight import preflight
 
 pytestmark = pytest.mark.timeout(120)
@@ -234,6 +238,67 @@ def test_circuit_breaker_states() -> None:
     assert breaker.state("a") == "closed" and breaker.acquire("a")
     assert breaker.snapshot()["a"]["times_opened"] == 2
     assert breaker.state("b") == "closed"
+
+
+@pytest.mark.parametrize("outcome", ["busy", "rate_limit"])
+def test_a_busy_or_rate_limited_call_gives_the_circuit_no_verdict(outcome: str) -> None:
+    """A worker that was busy (no free slot) or rate-limited by its provider did not answer,
+    nor fail: no test gave such a call to a circuit counting failures or half-open, so
+    taking it as a success (a busy probe closing the circuit of a worker no call reached,
+    or resetting its failures in a row) passed every test. It frees the probe, if the call
+    held it, and leaves the rest as it is."""
+    now = [0.0]
+    breaker = CircuitBreaker(WORKERS, failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
+    dispatcher = unstarted_dispatcher(breaker)
+    worker = WORKERS[0]
+    breaker.record_failure(worker, "call")
+    dispatcher._record(Attempt(worker, outcome, "not taken", permit="call"))
+    assert breaker.snapshot()[worker]["consecutive_failures"] == 1
+    breaker.record_failure(worker, "call")
+    now[0] = 10.0
+    assert breaker.acquire(worker) == "probe"
+    dispatcher._record(Attempt(worker, outcome, "not taken", permit="probe"))
+    assert breaker.state(worker) == "half_open"
+    assert breaker.acquire(worker) == "probe"  # freed: the next request probes
+
+
+def test_a_stream_timed_out_after_it_had_a_slot_is_a_timeout_not_busy() -> None:
+    """A stream's first chunk not come by the call's deadline is busy only when the call
+    never had one of the worker's slots: no test timed out a stream that had one, so calling
+    every such timeout busy (no verdict on the worker, an INFO note) passed every test."""
+    dispatcher = unstarted_dispatcher(CircuitBreaker(WORKERS))
+    started = time.perf_counter()
+    for had_slot, outcome in ((True, "timeout"), (False, "busy")):
+        attempt = dispatcher._stream_attempt(WORKERS[0], TimeoutError(), had_slot, started, "call")
+        assert attempt.outcome == outcome
+
+
+def test_a_local_worker_is_known_to_refuse_a_conversation_only_with_no_larger_a_context() -> None:
+    """A conversation refused as too long by a local worker is refused too by a worker down
+    on the same GGUF with no larger an n_ctx (then the client's 400, not a retriable 5xx).
+    Only the llama.cpp integration tests had such a pair, so taking an equal n_ctx as
+    larger passed every other test."""
+    local = {"small": 512, "same": 512, "large": 1024}
+    workers = [
+        WorkerConfig(id=worker, model="m", local={"gguf": "embedded:smollm2", "n_ctx": n_ctx})
+        for worker, n_ctx in local.items()
+    ]
+    remote = WorkerConfig(id="remote", model="m", base_url="http://127.0.0.1:9/v1")
+    pool = WorkerPool(PoolConfig(workers=[*workers, remote]))
+    ids = [*local, "remote"]
+    dispatcher = Dispatcher(pool, CircuitBreaker(ids), Metrics(ids), Redactor([]))
+    assert dispatcher.would_refuse_too("same", ["small"])
+    assert dispatcher.would_refuse_too("small", ["large"])
+    assert not dispatcher.would_refuse_too("large", ["small"])
+    assert not dispatcher.would_refuse_too("remote", ["small"])
+
+
+def unstarted_dispatcher(breaker: CircuitBreaker) -> Dispatcher:
+    """A dispatcher over a pool of WORKERS that is not started (no call is made)."""
+    pool = WorkerPool(PoolConfig(workers=[
+        WorkerConfig(id=worker, model="m", base_url="http://127.0.0.1:9/v1") for worker in WORKERS
+    ]))  # fmt: skip
+    return Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
 
 
 def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:
