@@ -924,3 +924,44 @@ def test_records_of_one_task_without_their_call_log_are_said_as_one(tmp_path: Pa
     assert f"{output} holds 1 record, but its call log" in state.missing_log()
     state.recorded = {"t0", "t1"}
     assert f"{output} holds 2 records, but its call log" in state.missing_log()
+
+
+def test_a_collection_saved_when_number_ids_were_read_otherwise_is_continued(
+    tmp_path: Path,
+) -> None:
+    """A task file's `"id": 1.0` was read as the id '1.0' before whole float ids were read as
+    their integer's text ('1'), and 1e30 for a while as '1000000000000000019884624838656' (now
+    '1e+30'): records and call logs saved then matched no task on resume, so every such task
+    was asked, paid for and recorded again ('1.0' and '1' both in the records). Their saved
+    lines are now this task file's tasks; an id written as text ('7.0' beside 7) stays itself."""
+    numbers: list[object] = [1.0, 2.0, 1e30, 7, "7.0"]
+    tasks = [
+        Task.model_validate({**task.model_dump(), "id": number})
+        for task, number in zip(number_tasks(5), numbers, strict=True)
+    ]
+    assert [task.id for task in tasks] == ["1", "2", "1e+30", "7", "7.0"]
+    earlier = {"1": "1.0", "2": "2.0", "1e+30": "1000000000000000019884624838656"}
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        # as an earlier fugu-lite saved them, killed before task 2's record
+        records = [
+            record.model_copy(update={"id": earlier.get(record.id or "", record.id)})
+            for record in read_records(output)
+            if record.id != "2"
+        ]
+        write_records(output, records)
+        saved = [
+            {**line, "task_id": earlier.get(line["task_id"], line["task_id"])}
+            for line in log_lines(output)
+        ]
+        default_log_path(output).write_text("".join(json.dumps(line) + "\n" for line in saved))
+        calls = len(stub.bodies)
+        console = Console(width=400, record=True)
+        summary = run_collect(config, tasks, output, console=console)
+    assert len(stub.bodies) == calls  # nothing asked (and paid for) again
+    assert summary.complete and summary.records_written == 1
+    assert [worker.done for worker in summary.workers] == [5]
+    assert sorted(record_ids(output)) == sorted(["1.0", earlier["1e+30"], "2", "7", "7.0"])
+    assert "task file" not in console.export_text()

@@ -147,6 +147,22 @@ def _whole_number(value: float) -> bool:
     return value.is_integer() and abs(value) < 2**53
 
 
+def id_read_now(saved: str) -> str:
+    """The id a task file's number is read as now, from the id an earlier fugu-lite read it
+    as (and wrote into its records and call log): a whole float's text such as "1.0" (before
+    whole float ids were read as their integer's text) is "1", and 1e30 read as its integer
+    ("1000000000000000019884624838656") is "1e+30". Any other id is the same now."""
+    try:
+        number = float(saved)
+    except ValueError:
+        return saved
+    if not math.isfinite(number):
+        return saved
+    if saved != str(number) and not (number.is_integer() and saved == str(int(number))):
+        return saved  # text no number was read as ("007", "1_000", "1e3")
+    return str(int(number)) if _whole_number(number) else str(number)
+
+
 def task_problems(task: Task) -> list[str]:
     """Everything that keeps this task from being graded, each with how to fix it."""
     return [*_name_problems(task), *_prompt_problems(task), *_grader_problems(task)]

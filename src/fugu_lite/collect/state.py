@@ -17,7 +17,7 @@ from ..io import append_jsonl
 from ..schemas import RewardRecord, id_as_read
 from ..scoring.common import without_thinking
 from ..scoring.judge import parse_judge_score, without_echoed_scores
-from ..tasks import Task
+from ..tasks import Task, id_read_now
 from ..text import one_or_many
 from ..workers.config import PoolConfig
 from ..workers.errors import CONTEXT_LENGTH_EXCEEDED
@@ -127,11 +127,21 @@ class CollectState:
             if record.id is None:
                 self.idless_records += 1
                 continue
-            task_id = id_as_read(record.id)
+            task_id = self._task_id(record.id)
             self.recorded.add(task_id)
             self.written_costs[task_id] = record.costs
             self.written_rewards[task_id] = record.rewards
             self.other_records += task_id not in self.tasks
+
+    def _task_id(self, saved: str) -> str:
+        """The id of a saved line's task as this run's task file reads it: a task whose id
+        was a number in the file, saved by an earlier fugu-lite as "1.0", is the task "1"
+        now, and is not asked (and paid for) again."""
+        task_id = id_as_read(saved)
+        if task_id in self.tasks:
+            return task_id
+        now = id_read_now(task_id)
+        return now if now in self.tasks else task_id
 
     def _stray_record(self, line_number: int, recorded: list[str], ours: int) -> str:
         """Why a record of other workers after records of this pool's is refused: one line
@@ -195,7 +205,7 @@ class CollectState:
 
     def _load_log(self) -> None:
         for _, saved in validated_lines(self.log, LogEntry, "a call-log entry"):
-            entry = saved.model_copy(update={"task_id": id_as_read(saved.task_id)})
+            entry = saved.model_copy(update={"task_id": self._task_id(saved.task_id)})
             if entry.event == "judge":
                 self._count_judging(entry)
                 self._note_verdict(entry)
