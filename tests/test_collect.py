@@ -1013,6 +1013,31 @@ def test_records_and_answers_saved_under_an_id_with_spaces_around_it_are_resumed
     assert sorted(record_id.strip() for record_id in record_ids(output)) == [t.id for t in tasks]
 
 
+def test_task_ids_differing_only_by_case_are_collected_and_kept_apart(tmp_path: Path) -> None:
+    """On a case-insensitive file system (macOS, Windows) a file or folder named after a task
+    id would be one for Q1 and q1. Collect names none after an id (its two files are named
+    after -o; a code grader's sandbox folder is a temporary one), so the two are two tasks
+    throughout: each answered, graded by its own key, recorded and resumed on its own."""
+    upper, lower = number_tasks(2)
+    tasks = [upper.model_copy(update={"id": "Q1"}), lower.model_copy(update={"id": "q1"})]
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        first = run_collect(config, tasks, output)
+        second = run_collect(config, tasks, output)
+    assert first.complete and first.records_written == 2 and second.records_written == 0
+    assert len(stub.bodies) == 2  # the second run asked nothing again
+    records = {record.id: record for record in read_records(output)}
+    assert sorted(records) == ["Q1", "q1"]
+    assert [records[task.id].prompt for task in tasks] == [task.prompt for task in tasks]
+    assert all(records[task.id].rewards == [1.0] for task in tasks)
+    assert sorted(line["task_id"] for line in log_lines(output)) == ["Q1", "Q1", "q1", "q1"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "rewards.calls.jsonl",
+        "rewards.jsonl",
+    ]
+
+
 def test_a_records_family_with_spaces_around_it_is_that_family(tmp_path: Path) -> None:
     """A task file's 'arithmetic ' is read as arithmetic, but a records file continued across
     that change (or written by another tool) held 'arithmetic ' beside 'arithmetic', two
