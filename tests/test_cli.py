@@ -23,7 +23,7 @@ from conftest import WORKERS, generated_records, number_tasks, stub_pool
 
 from fugu_lite.cli import app
 from fugu_lite.schemas import write_records
-from fugu_lite.tasks import write_tasks
+from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import StubWorker
 
 
@@ -349,6 +349,15 @@ def test_the_unused_judge_warning_shows_the_task_file_as_it_is(tmp_path: Path) -
                         "--judge", "w", "--no-progress")  # fmt: skip
     ok(result)
     assert f"--judge w: no task of {tasks} uses the judge grader" in flat(result.stderr)
+    judged = Task(id="j", prompt="Say hi.", grader="judge", task="chat")
+    mixed = tmp_path / "mixed.jsonl"  # one task the judge grades: no warning
+    write_tasks(mixed, [*number_tasks(1), judged])
+    with StubWorker(lambda m: "SCORE: 10" if "SCORE" in str(m) else "The answer is 1.") as stub:
+        pool.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        result = invoke("collect", "--pool", pool, "-t", mixed, "-o", tmp_path / "m.jsonl",
+                        "--judge", "w", "--no-progress")  # fmt: skip
+    ok(result)
+    assert "uses the judge grader" not in flat(result.stderr)
 
 
 def test_stats_and_route_never_cut_a_long_worker_id(run: Run, tmp_path: Path) -> None:

@@ -755,8 +755,10 @@ def test_cli_collect_refuses_one_file_for_two_roles(tmp_path: Path) -> None:
     write_tasks(tasks_path, number_tasks(2))
     tasks_text = tasks_path.read_text()
     output = tmp_path / "rewards.jsonl"
+    default_log_path(output).write_text(tasks_text)
+    (tmp_path / "hard.jsonl").hardlink_to(tasks_path)  # one file, two names
+    (tmp_path / "soft.jsonl").symlink_to(pool_path := tmp_path / "pool.yaml")
     with StubWorker("The answer is 1.") as stub:
-        pool_path = tmp_path / "pool.yaml"
         pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
         pool_text = pool_path.read_text()
         base = ["collect", "--pool", str(pool_path), "-t", str(tasks_path), "--no-progress"]
@@ -769,13 +771,27 @@ def test_cli_collect_refuses_one_file_for_two_roles(tmp_path: Path) -> None:
             # it said "pool.yaml, line 1: not valid JSON ...; fix or delete that line"
             (["-o", str(pool_path)], "is the pool file (--pool) itself"),
             (["-o", str(output), "--log", str(pool_path)], "is the pool file (--pool) itself"),
+            # a task file named as -o's call log is by default
+            (["-o", str(output), "-t", str(default_log_path(output))],
+             f"the call log {default_log_path(output)} is the task file (--tasks) itself"),
+            (["-o", str(tmp_path / "hard.jsonl")], "is the task file (--tasks) itself"),
+            (["-o", str(output), "--log", str(tmp_path / "hard.jsonl")],
+             "is the task file (--tasks) itself"),
+            (["-o", str(tmp_path / "soft.jsonl")], "is the pool file (--pool) itself"),
         ]  # fmt: skip
         for args, expected in cases:
             result = CliRunner().invoke(app, [*base, *args], env={"COLUMNS": "400"})
             assert result.exit_code == 2 and expected in result.output, result.output
         assert not stub.bodies
     assert tasks_path.read_text() == tasks_text and pool_path.read_text() == pool_text
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["pool.yaml", "tasks.jsonl"]
+    assert default_log_path(output).read_text() == tasks_text
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "hard.jsonl",
+        "pool.yaml",
+        "rewards.calls.jsonl",
+        "soft.jsonl",
+        "tasks.jsonl",
+    ]
 
 
 def test_cli_bad_pool_file(tmp_path: Path) -> None:
@@ -1082,21 +1098,25 @@ def test_notes_of_one_answer_agree_with_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tasks", "done", "said"),
+    ("tasks", "done", "written", "said"),
     [
-        (1, 0, "1 of 1 task still waits for an answer or a grade; run the same command again "
-               "to retry it"),
-        (3, 2, "1 of 3 tasks still waits for an answer or a grade; run the same command again "
-               "to retry it"),
-        (3, 1, "2 of 3 tasks still wait for an answer or a grade; run the same command again "
-               "to retry them"),
+        (1, 0, 0, "1 of 1 task still waits for an answer or a grade; run the same command "
+                  "again to retry it"),
+        (3, 2, 2, "1 of 3 tasks still waits for an answer or a grade; run the same command "
+                  "again to retry it"),
+        (3, 1, 1, "2 of 3 tasks still wait for an answer or a grade; run the same command "
+                  "again to retry them"),
+        # a resumed run: its records are those of every run, not only this one's
+        (3, 2, 0, "1 of 3 tasks still waits for an answer or a grade; run the same command "
+                  "again to retry it"),
     ],
 )  # fmt: skip
 def test_the_tasks_still_waiting_agree_with_their_count(
-    tasks: int, done: int, said: str, capsys: pytest.CaptureFixture[str]
+    tasks: int, done: int, written: int, said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The last warning of an unfinished collection said '1 of 3 tasks still wait ...; run
-    the same command again to retry them' of one task."""
+    the same command again to retry them' of one task. A resumed run that wrote no record
+    itself names the file holding the earlier runs' records as where the records are."""
     import typer
 
     from fugu_lite.cli.collect import report_collection
@@ -1105,7 +1125,10 @@ def test_the_tasks_still_waiting_agree_with_their_count(
         {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
     )
     summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=tasks,
-                             records_total=done, records_written=done, workers=[])  # fmt: skip
+                             records_total=done, records_written=written, workers=[])  # fmt: skip
     with pytest.raises(typer.Exit):
         report_collection(summary, config)
-    assert f"warning: {said}" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert f"warning: {said}" in captured.err
+    records = "records: r.jsonl · call log" if done else "records: none written to r.jsonl"
+    assert records in captured.out
