@@ -829,6 +829,11 @@ def test_answers_cut_inside_their_thinking_are_said_to_have_no_answer(tmp_path: 
     assert not any("answers of whole stopped inside" in line for line in lines)
     assert [worker.cut_in_thinking for worker in summary.workers] == [0, 2]
     assert summary.workers[1].mean_score == 0.0
+    with StubWorker("") as silent:  # an empty answer that ended on its own: not cut anywhere
+        config = stub_pool(("silent", silent), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "silent.jsonl")
+    assert [(worker.done, worker.cut_in_thinking) for worker in summary.workers] == [(2, 0)]
+    assert not any("thinking" in line for line in end_of_run_lines(summary, config))
 
 
 def test_a_reasoning_field_is_not_the_answer_and_a_cut_there_is_said(tmp_path: Path) -> None:
@@ -1076,8 +1081,10 @@ def test_notes_of_one_answer_agree_with_one() -> None:
         {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1",
                       "params": {"max_tokens": 24}}]}
     )  # fmt: skip
-    worker = WorkerSummary(worker_id="w", done=1, pending=1, calls=1, errors=0, cut=1,
+    # its failed calls and restarts are said in its down line alone (the four unpacked below)
+    worker = WorkerSummary(worker_id="w", done=1, pending=1, calls=1, errors=1, cut=1,
                            cut_in_thinking=1, filtered=1, down="its server is gone",
+                           failed_calls=1, call_error="task q: gone", restarts=2,
                            mean_score=0.0, cost=0.0, mean_latency_s=1.0)  # fmt: skip
     summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=2, records_total=1,
                              records_written=1, workers=[worker])  # fmt: skip

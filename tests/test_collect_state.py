@@ -150,6 +150,11 @@ def test_a_worker_reporting_no_usage_has_an_unknown_cost_not_zero(tmp_path: Path
     lines = end_of_run_lines(summary, config)
     assert any("2 graded answers of b have no cost" in line for line in lines)
     assert not any("answers of a have no cost" in line for line in lines)
+    with StubWorker(solver(tasks)) as free:  # priced at 0 (as a local worker): free, not unknown
+        config = stub_pool(("free", free), input_price_per_mtok=0.0, output_price_per_mtok=0.0)
+        summary = run_collect(config, tasks, tmp_path / "free.jsonl")
+    assert [(row.cost, row.unpriced) for row in summary.workers] == [(0.0, 0)]
+    assert all(record.costs == [0.0] for record in read_records(tmp_path / "free.jsonl"))
 
 
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
@@ -786,13 +791,19 @@ def test_the_summary_of_records_continued_with_a_new_call_log_counts_them(tmp_pa
     their scores and costs left out. Those records now count as they hold them."""
     tasks = number_tasks(6)
     output = tmp_path / "rewards.jsonl"
-    with StubWorker(solver(tasks)) as a, StubWorker("I do not know.") as b:
+    right = solver(tasks)  # a knows the answers of the tasks recorded first only
+
+    def first_half(messages: list[dict]) -> str:
+        known = {task.prompt for task in tasks[:3]}
+        return right(messages) if messages[-1]["content"] in known else "I do not know."
+
+    with StubWorker(first_half) as a, StubWorker("I do not know.") as b:
         config = stub_pool(("a", a), ("b", b))
         run_collect(config, tasks[:3], output, log=tmp_path / "elsewhere.calls.jsonl")
         summary = run_collect(config, tasks, output, log=default_log_path(output))
     assert summary.complete
     rows = {row.worker_id: row for row in summary.workers}
-    assert (rows["a"].done, rows["a"].mean_score, rows["a"].calls) == (6, 1.0, 3)
+    assert (rows["a"].done, rows["a"].mean_score, rows["a"].calls) == (6, 0.5, 3)
     assert (rows["b"].done, rows["b"].mean_score) == (6, 0.0)
     costs = [sum(record.costs or []) for record in read_records(output)]
     assert rows["a"].cost + rows["b"].cost == pytest.approx(sum(costs))
