@@ -976,3 +976,22 @@ def test_a_collection_saved_when_number_ids_were_read_otherwise_is_continued(
     assert [worker.done for worker in summary.workers] == [5]
     assert sorted(record_ids(output)) == sorted(["1.0", earlier["1e+30"], "2", "7", "7.0"])
     assert "task file" not in console.export_text()
+
+
+def test_answers_logged_without_a_latency_are_left_out_of_the_mean_latency(
+    tmp_path: Path,
+) -> None:
+    """A call line with no latency_s (written by an older version, or another tool) has no
+    known latency: counted as 0 s it would make the worker look faster than it is."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks), latency_s=0.05) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        lines = log_lines(output)
+        calls = [line for line in lines if line["event"] == "call"]
+        del calls[0]["latency_s"]
+        default_log_path(output).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        summary = run_collect(config, tasks, output)
+    assert summary.complete and len(stub.bodies) == 2
+    assert summary.workers[0].mean_latency_s == calls[1]["latency_s"]
