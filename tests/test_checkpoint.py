@@ -420,6 +420,11 @@ def test_a_checkpoint_with_nan_weights_is_refused_naming_them(
     directory = model.save_checkpoint(tmp_path / "c")
     with pytest.raises(CheckpointError, match=r"holds NaN or infinite weights \(head\.weight\)"):
         load_router(directory)
+    with torch.no_grad():
+        model.output_layer.weight[1, 2] = -math.inf
+    directory = model.save_checkpoint(tmp_path / "c")
+    with pytest.raises(CheckpointError, match=r"holds NaN or infinite weights \(head\.weight\)"):
+        load_router(directory)
 
 
 def test_a_save_stopped_between_its_two_files_never_loads_silently(
@@ -576,6 +581,40 @@ def test_a_damaged_metadata_file_is_a_checkpoint_error(
         load_router(directory)
     # json's reason "Invalid control character at" read "... at at line 1"
     assert "(not valid JSON: Invalid control character at line 1)" in str(raised.value)
+    (directory / META_FILE).write_text('[{"format": "fugu-lite-router"}]')
+    with pytest.raises(CheckpointError) as raised:
+        load_router(directory)
+    assert f"{directory / META_FILE} is damaged (a JSON list, not an object)" in str(raised.value)
+
+
+@pytest.mark.parametrize("key", ["worker_ids", "feature_dim", "backbone_parameters", "model"])
+def test_metadata_lacking_a_key_that_sizes_the_router_is_a_checkpoint_error(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, key: str
+) -> None:
+    directory = RouterModel(tiny_model_cfg, ["x", "y"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    del meta[key]
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value) == (
+        f"{directory / META_FILE} lacks [{key!r}]; retrain or restore the checkpoint"
+    )
+
+
+def test_tensor_digest_is_the_tensor_files_sha256_named_or_not(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """What a training continued from a checkpoint records of it (training_common)."""
+    from fugu_lite.checkpoint import TENSOR_DIGEST_KEY, tensor_digest
+
+    directory = RouterModel(tiny_model_cfg, ["x", "y"], 32).save_checkpoint(tmp_path / "c")
+    expected = hashlib.sha256((directory / HEAD_FILE).read_bytes()).hexdigest()
+    assert tensor_digest(directory) == expected
+    meta = json.loads((directory / META_FILE).read_text())
+    del meta[TENSOR_DIGEST_KEY]  # written before the digest was recorded
+    (directory / META_FILE).write_text(json.dumps(meta))
+    assert tensor_digest(directory) == expected
 
 
 def test_metadata_saved_by_an_editor_with_a_bom_loads_and_in_latin_1_names_its_line(
