@@ -727,6 +727,27 @@ def test_a_metadata_key_of_the_wrong_type_is_a_checkpoint_error(
     assert str(error.value).endswith("); retrain or restore the checkpoint")
 
 
+def test_worker_ids_put_in_another_order_are_refused_and_renamed_ones_load(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """router.json's worker_ids sorted by hand loaded silently: the head's first output, trained
+    for worker c, went to worker a, and each prompt was routed by another worker's scores."""
+    directory = RouterModel(tiny_model_cfg, ["c", "b", "a"], 32).save_checkpoint(tmp_path / "c")
+    meta_path = directory / META_FILE
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "worker_ids": ["a", "b", "c"]}))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value) == (
+        f"{meta_path} names the workers in the order ['a', 'b', 'c'], but {HEAD_FILE} was "
+        "trained with them in the order ['c', 'b', 'a']: each would get another worker's "
+        f'scores. Put worker_ids back in {META_FILE} as ["c", "b", "a"], or restore the '
+        "checkpoint folder"
+    )
+    meta_path.write_text(json.dumps({**meta, "worker_ids": ["z", "b", "a"]}))  # c renamed
+    assert load_router(directory).worker_ids == ["z", "b", "a"]
+
+
 def test_a_newer_versions_model_setting_is_a_checkpoint_error_naming_it(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -41,6 +41,10 @@ BACKBONE_FINGERPRINT_KEY = "backbone_fingerprint"
 CODE_DIGEST_KEY = "package_code_sha256"
 # The versions of the packages that computed its features (feature_cache.computation_versions).
 FEATURE_VERSIONS_KEY = "feature_package_versions"
+# The tensor file's own record of the order of its head's outputs (a JSON list of the worker
+# ids), in its safetensors header: the metadata's worker_ids put back in another order loaded,
+# and each worker got another's scores. Absent in files written before it was recorded.
+WORKER_ORDER_KEY = "worker_ids"
 
 
 class CheckpointError(ValueError):
@@ -308,6 +312,7 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "its files come from two different saves. Retrain it, or copy the whole "
             "checkpoint folder again"
         )
+    check_worker_order(payload, metadata, path, meta_path)
     blown = [
         name
         for name, tensor in tensors.items()
@@ -321,3 +326,30 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "wrote it diverged. Train it again with a lower training.learning_rate"
         )
     return tensors
+
+
+def tensor_file_metadata(worker_ids: list[str]) -> dict[str, str]:
+    """The safetensors header metadata a checkpoint's tensor file is written with."""
+    return {"format": "pt", WORKER_ORDER_KEY: json.dumps(worker_ids)}
+
+
+def check_worker_order(payload: bytes, metadata: dict, path: Path, meta_path: Path) -> None:
+    """Refuse metadata naming the tensor file's workers in another order (router.json edited,
+    its worker_ids sorted): the head's outputs would each go to another worker. Workers
+    renamed, or a file that does not record them, are not this check's."""
+    size = int.from_bytes(payload[:8], "little")  # read by safetensors' load already
+    header = json.loads(payload[8 : 8 + size]).get("__metadata__") or {}
+    try:
+        saved = json.loads(header.get(WORKER_ORDER_KEY, "null"))
+    except json.JSONDecodeError:
+        return
+    given = metadata.get("worker_ids")
+    if not isinstance(saved, list) or not isinstance(given, list) or saved == given:
+        return
+    if sorted(map(str, saved)) == sorted(map(str, given)):
+        raise CheckpointError(
+            f"{meta_path} names the workers in the order {given}, but {path.name} was trained "
+            f"with them in the order {saved}: each would get another worker's scores. Put "
+            f"worker_ids back in {meta_path.name} as {json.dumps(saved)}, or restore the "
+            "checkpoint folder"
+        )

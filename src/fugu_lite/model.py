@@ -34,6 +34,7 @@ from .checkpoint import (
     payload_digest,
     read_checkpoint_metadata,
     read_tensors,
+    tensor_file_metadata,
 )
 from .checkpoint_backbone import loadable_model_config, portable_model_config
 from .checkpoint_mismatch import CheckpointMismatch, checkpoint_mismatches, mismatch_fix
@@ -261,7 +262,7 @@ class RouterModel(nn.Module):
         tensors = {
             name: value.detach().cpu().contiguous() for name, value in self.state_dict().items()
         }
-        payload = save(tensors, metadata={"format": "pt"})
+        payload = save(tensors, metadata=tensor_file_metadata(self.worker_ids))
         write_bytes_atomic(directory / self.tensor_file, payload)
         model, location = portable_model_config(self.model_cfg, directory)
         write_json(
