@@ -27,6 +27,7 @@ from router_support import (
 )
 
 from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
+from fugu_lite.checkpoint_backbone import locate_backbone
 from fugu_lite.config import ModelConfig
 from fugu_lite.feature_cache import (
     FeatureCache,
@@ -827,10 +828,12 @@ def test_a_checkpoint_trained_on_a_device_this_machine_lacks_runs_on_the_cpu(
     directory = RouterModel(tiny_model_cfg, ["a", "b"], 8).save_checkpoint(tmp_path / "c")
     metadata = json.loads((directory / META_FILE).read_text())
     metadata["model"]["device"] = "cuda:63"  # no machine here has 64 GPUs
+    metadata["model"]["cache_dir"] = "/home/trainer/.cache/fugu-lite"  # nor that user's home
     (directory / META_FILE).write_text(json.dumps(metadata))
     capsys.readouterr()
     loaded = load_router(directory)
     assert (loaded.model_cfg.device, loaded.device_ref.type) == ("cpu", "cpu")
+    assert loaded.model_cfg.cache_dir is None  # the default cache
     said = " ".join(capsys.readouterr().err.split())
     assert f"note: {directory} was trained on device 'cuda:63'" in said
     assert "runs on the cpu" in said
@@ -1036,6 +1039,9 @@ def test_a_checkpoint_on_a_hub_model_not_cached_here_loads_its_trained_snapshot(
     repo = HUB_REPO
     _, checkpoint, logits = trained_on_a_cached_hub_model(records, tmp_path, monkeypatch)
     asked = on_a_machine_without_the_hub_model(tmp_path, monkeypatch, repo, serves=None)
+    metadata = json.loads((checkpoint / META_FILE).read_text())
+    # the same hub id given as where the backbone is now (--backbone) is pinned as well
+    assert locate_backbone(metadata, checkpoint, repo) == f"{repo}@{'a' * 40}"
     for _ in range(2):  # downloaded, then loaded from the local cache
         loaded = load_router(checkpoint)
         with torch.no_grad():
