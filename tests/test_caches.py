@@ -156,7 +156,34 @@ def test_cache_clear_removes_what_killed_writers_left(tmp_path: Path) -> None:
     live = root / "features" / f"{writer_prefix('shard-1.safetensors')}abcd0123.tmp"
     live.parent.mkdir(parents=True)
     live.write_bytes(b"rows")
+    live_export = root / "onnx" / f"{writer_prefix('minilm-layer4-0123456789abcdef')}abcd0123"
+    live_export.mkdir()
     result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
     assert result.exit_code == 0, (result.output, result.exception)
     assert [folder.exists() for folder in killed] == [False, False, False]
     assert live.exists()
+    # nor is a live writer's staging folder a cached item that --all removes
+    result = CliRunner().invoke(app, ["cache", "clear", "--all", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert live.exists() and live_export.is_dir()
+
+
+def test_a_feature_cache_under_another_key_than_its_settings_give_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature cache of an earlier feature format (or backbone version) is never read again:
+    its folder is not the key its settings give now."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.feature_cache import feature_cache_key
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "elsewhere"))
+    cfg = ModelConfig(backbone="tiny-random", layer=-1)
+    root = tmp_path / "fugu-cache"
+    for key in (feature_cache_key(cfg), "0" * 16):
+        (root / "features" / key).mkdir(parents=True)
+        (root / "features" / key / "settings.json").write_text(cfg.model_dump_json())
+    statuses = {entry.path.name: (entry.status, entry.reason) for entry in cache_entries(root)}
+    assert statuses == {
+        feature_cache_key(cfg): ("current", ""),
+        "0" * 16: ("stale", "its backbone or the feature format changed since"),
+    }
