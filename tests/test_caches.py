@@ -187,3 +187,24 @@ def test_a_feature_cache_under_another_key_than_its_settings_give_is_stale(
         feature_cache_key(cfg): ("current", ""),
         "0" * 16: ("stale", "its backbone or the feature format changed since"),
     }
+
+
+def test_cache_clear_leaves_the_folder_a_linked_item_points_to_as_it_is(tmp_path: Path) -> None:
+    """A feature cache moved to another disk and linked back: what lies in that folder is not
+    fugu-lite's to sweep (the link can point anywhere), so a killed writer's leftover there
+    stays, as the folder does."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+
+    root, elsewhere = tmp_path / "fugu-cache", tmp_path / "big-disk" / "key"
+    elsewhere.mkdir(parents=True)
+    leftover = elsewhere / ".shard-1.safetensors.w-otherhost-12.abcd0123.tmp"
+    leftover.write_bytes(b"rows")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(leftover, (two_days_ago, two_days_ago))
+    (root / "features").mkdir(parents=True)
+    (root / "features" / "key").symlink_to(elsewhere)
+    result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert leftover.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -1925,3 +1926,32 @@ def test_a_nan_id_or_task_in_a_records_file_is_no_value(tmp_path: Path) -> None:
         tmp_path / "nan.jsonl", [json.dumps(good_row(0, id=math.nan, task=math.nan))]
     )
     assert [(record.id, record.task) for record in read_records(path)] == [(None, None)]
+
+
+def test_an_append_that_fails_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk (or any failed write) part-way through an append left half a line."""
+    from fugu_lite.atomic_files import append_whole
+
+    path = tmp_path / "log.jsonl"
+    append_whole(path, b'{"a": 1}\n')
+
+    def full_disk(descriptor: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        append_whole(path, b'{"b": 2}\n')
+    assert path.read_bytes() == b'{"a": 1}\n'
+
+
+def test_remove_tree_given_a_link_to_a_folder_leaves_that_folder(tmp_path: Path) -> None:
+    from fugu_lite.atomic_files import remove_tree
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine", encoding="utf-8")
+    (tmp_path / "link").symlink_to(kept)
+    remove_tree(tmp_path / "link")
+    assert (kept / "notes.txt").read_text(encoding="utf-8") == "mine"
