@@ -208,3 +208,25 @@ def test_cache_clear_leaves_the_folder_a_linked_item_points_to_as_it_is(tmp_path
     result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
     assert result.exit_code == 0, (result.output, result.exception)
     assert leftover.exists()
+
+
+def test_a_digest_of_a_file_replaced_with_the_same_size_and_time_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A weight file replaced by another of its size, its modification time copied (`cp -p`,
+    rsync): the digest is never read again (file_sha256 compares the inode too)."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.file_digests import file_sha256
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights one")
+    file_sha256(weights)
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(b"weights two")
+    info = weights.stat()
+    os.utime(other, ns=(info.st_atime_ns, info.st_mtime_ns))
+    other.replace(weights)
+    (entry,) = cache_entries(root)
+    assert (entry.status, entry.reason) == ("stale", "its file changed since")

@@ -1955,3 +1955,17 @@ def test_remove_tree_given_a_link_to_a_folder_leaves_that_folder(tmp_path: Path)
     (tmp_path / "link").symlink_to(kept)
     remove_tree(tmp_path / "link")
     assert (kept / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_finished_folder_a_concurrent_writer_moved_into_place_first_is_kept(
+    tmp_path: Path,
+) -> None:
+    from fugu_lite.atomic_files import move_folder_into_place
+
+    staging, target = tmp_path / ".export.staging", tmp_path / "export"
+    for folder, made_by in [(staging, b"this run"), (target, b"the other run")]:
+        folder.mkdir()
+        (folder / "x.bin").write_bytes(b"x")
+        (folder / "model.onnx").write_bytes(made_by)
+    move_folder_into_place(staging, target, "model.onnx")
+    assert (target / "model.onnx").read_bytes() == b"the other run"
