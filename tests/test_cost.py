@@ -49,6 +49,7 @@ from fugu_lite.cost_weighting import (
 )
 from fugu_lite.datasets import standard_split
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
+from fugu_lite.evaluation.table import RewardTable
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.reward_head import (
     SERVED_COST_WEIGHTS,
@@ -62,6 +63,7 @@ from fugu_lite.reward_head_training import (
     RewardHeadTraining,
     effective_cluster_count,
     fit_cluster_mixture,
+    start_router,
     train_reward_head,
 )
 from fugu_lite.router_family import (
@@ -394,6 +396,21 @@ def test_a_single_checkpoint_wrapped_as_a_family_is_not_routed_by_cost_weight(
         route_with_cost_weight(single, [family.test_prompt()], 0.5)
 
 
+def test_a_single_checkpoint_wrapped_as_a_family_keeps_its_trained_cost_weighting(
+    family: Family, tmp_path: Path
+) -> None:
+    """`eval --pareto` of a plain checkpoint places its one point at the cost weight it was
+    trained with, and sweeps the baselines with its reference cost (not the records' mean)."""
+    plain = tmp_path / "plain"
+    shutil.copytree(family.plain, plain)
+    metadata = json.loads((plain / "router.json").read_text("utf-8"))
+    metadata["metadata"]["cost_weighting"] = {"cost_weight": 0.25, "reference_cost": 2.5}
+    (plain / "router.json").write_text(json.dumps(metadata), "utf-8")
+    single = load_family_or_single(plain)
+    assert single.kind == "single"
+    assert single.cost_weights == [0.25] and single.reference_cost == 2.5
+
+
 def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path) -> None:
     with pytest.raises(CostWeightError, match=f"no {FAMILY_FILE}"):
         load_router_family(tmp_path)
@@ -488,6 +505,28 @@ def test_a_family_uses_the_reference_cost_either_stage_sets(tmp_path: Path, stag
     training = {"sft": SFTTrainingConfig, "rl": RLTrainingConfig}[stage](reference_cost=3.0)
     config = PipelineConfig(model=tiny_cfg(tmp_path), **{stage: training})
     assert family_reference_cost(cost_case_records(), config) == 3.0
+
+
+def test_every_member_is_trained_with_its_cost_weight_and_the_familys_reference_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference cost set on one stage is the family's, and each member's SFT and RL run
+    with it: a member left to find its own would weigh costs by another scale than the
+    manifest says when the config sets one."""
+    import fugu_lite.pipeline as pipeline
+
+    trained: dict[float, tuple[float, ...]] = {}
+
+    def recorded(records, member_config, member_output) -> dict:
+        sft, rl = member_config.sft, member_config.rl
+        trained[sft.cost_weight] = (rl.cost_weight, sft.reference_cost, rl.reference_cost)
+        return {"checkpoint": str(Path(member_output) / "rl")}
+
+    monkeypatch.setattr(pipeline, "train_pipeline", recorded)
+    config = PipelineConfig(model=tiny_cfg(tmp_path), rl=RLTrainingConfig(reference_cost=3.0))
+    report = train_router_family(cost_case_records(), config, tmp_path / "family", [0, 0.5])
+    assert report["reference_cost"] == 3.0
+    assert trained == {0.0: (0.0, 3.0, 3.0), 0.5: (0.5, 3.0, 3.0)}
 
 
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])
@@ -876,6 +915,22 @@ def test_the_reward_head_predicts_on_features_standardised_as_in_training() -> N
     torch.testing.assert_close(costs, torch.tensor([[1.0 - z, 1.0], [1.0 + z, 1.0]]))
 
 
+def test_a_reward_head_called_like_any_router_routes_at_cost_weight_0() -> None:
+    """`head(features)` and `head.probabilities(features)` (the RouterModel interface) are
+    the head at cost weight 0: its predicted rewards over the temperature, whatever the
+    predicted costs."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [1], 1.0, 0.5)
+    router.fit_normalizer(torch.tensor([[-1.0], [1.0]]))
+    router.head.cluster_rewards.copy_(torch.tensor([[1.0, 0.5]]))
+    router.head.cost_bias.copy_(torch.tensor([1.0, 0.0]))  # a costs 1, b nothing
+    features = torch.tensor([[0.0]])
+    torch.testing.assert_close(router(features=features), torch.tensor([[2.0, 1.0]]))
+    torch.testing.assert_close(
+        router.probabilities(features), router.at_cost_weight(0.0).probabilities(features)
+    )
+    assert router.at_cost_weight(1.0).probabilities(features).argmax().item() == 1
+
+
 def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features() -> None:
     """k-means runs on unit-length features (cosine geometry): prompts of one kind whose
     features differ only in length are one cluster, however far apart their lengths."""
@@ -886,6 +941,42 @@ def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features()
     mixture = fit_cluster_mixture(features, standardised, rewards, 2, seed=0,
                                   assignment_c=1.0, restarts=4)  # fmt: skip
     assert sorted(mixture.rewards.tolist()) == [[0.0, 1.0], [1.0, 0.0]]
+
+
+def test_a_reward_head_is_fitted_on_the_features_it_routes_on(tmp_path: Path) -> None:
+    """The clusterings' assignment and the cost model are fitted on the train features
+    standardised as routing standardises them (the head's normaliser): fitted on the raw
+    ones, they would be applied at routing to features of another scale."""
+    train = [r for r in cost_case_records() if r.split == "train"]
+    config = RewardHeadConfig(model=tiny_cfg(tmp_path))
+    router, data = start_router(config, train, [CHEAP, PREMIUM], 0.55)
+    routed = router.normalize(torch.from_numpy(data.raw).float()).numpy()
+    assert not np.allclose(data.raw, routed, atol=1e-3)  # standardising changes them here
+    np.testing.assert_allclose(data.standardised, routed, atol=1e-5)
+
+
+def test_each_clustering_of_a_reward_head_is_seeded_with_its_own_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clustering i seeds k-means with seed + i, as the training report says: with one seed
+    for all, the clusterings of one count would be one clustering, an ensemble of copies."""
+    import fugu_lite.reward_head_training as training
+
+    seeds: list[tuple[int, int]] = []
+
+    def recorded(raw, standardised, rewards, n_clusters, seed, assignment_c, restarts):
+        seeds.append((n_clusters, seed))
+        return fit_cluster_mixture(raw, standardised, rewards, 1, seed, assignment_c, restarts)
+
+    monkeypatch.setattr(training, "fit_cluster_mixture", recorded)
+    features, rewards = blob_case(10, seed=0)
+    n = len(features)
+    table = RewardTable(rewards, None, [None] * n, [None] * n, [str(i) for i in range(n)],
+                        ["a", "b"])  # fmt: skip
+    data = training.FitData(raw=features, standardised=features, table=table)
+    settings = RewardHeadTraining(cluster_counts=[2, 3], clusterings_per_count=2, seed=5)
+    training.fit_members(data, [2, 2, 3, 3], settings)
+    assert seeds == [(2, 5), (2, 6), (3, 7), (3, 8)]
 
 
 @dataclass
@@ -926,7 +1017,10 @@ def test_the_reward_head_predicts_rewards_and_costs_and_reports_validation(
     assert [c["clusters"] for c in report["clusterings"]] == [n_train // 10] * 6
     validation = report["validation"]
     assert validation["reward_at_cost_weight_0"] == pytest.approx(1.0)  # premium every time
-    assert 0.0 < validation["aiq"] <= 1.0
+    # AIQ is over the single workers' cost range, [0.1, 1]: the head's curve runs there from
+    # the cheap worker's reward (all cheap) to the premium one's 1, never below the cheap
+    cheap = np.mean([r.rewards[0] for r in reward_head.records if r.split == "validation"])
+    assert cheap <= validation["aiq"] <= 1.0
 
     head = load_reward_head(reward_head.head, worker_ids=[CHEAP, PREMIUM])
     features = head.features_for(reward_head.test_prompts())
