@@ -183,8 +183,11 @@ def test_the_cost_quality_plot_draws_each_hull_the_oracle_and_the_target() -> No
         [[2.0, 2.0], [1.0, 1.0]],
         [[0.0, 1.0], [pytest.approx(0.95)] * 2],  # the target, across the axes
     ]
-    star = plot_pareto(report).axes[0].collections[-1]
-    assert star.get_offsets().tolist() == [[1.5, 1.0]]
+    # each curve's points, then the oracle's star, at (cost, reward)
+    axes = plot_pareto(report).axes[0]
+    assert (axes.get_xlabel(), axes.get_ylabel()) == ("mean cost per prompt", "mean reward")
+    points = [collection.get_offsets().tolist() for collection in axes.collections]
+    assert points == [[[1.5, 1.0]], [[1.0, 0.5], [2.0, 1.0]], [[1.5, 1.0]]]
     always_b, always_a = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0]])
     train = reward_table([cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1")])  # a is best
     evaluated = reward_table([cost_record("test", [0.5, 1.0], [3.0, 1.0], "e1")])
