@@ -329,3 +329,13 @@ def test_a_backbone_whose_blocks_cannot_be_found_says_which_ones_can_be_read(
         "DistilBERT-like ones, among others); use such a backbone, e.g. an embedded one "
         "(smollm2, minilm)"
     )
+
+
+def test_the_tiny_random_backbone_leaves_torchs_random_numbers_as_they_were() -> None:
+    """It seeds torch to make the same weights every time, and puts the generator back: a
+    caller's seeded run (a training stage's shuffles) draws what it would without it."""
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    backbones_module.tiny_random_backbone(seed=7)
+    assert torch.equal(torch.rand(3), expected)
