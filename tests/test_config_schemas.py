@@ -803,6 +803,14 @@ def test_a_section_nested_in_another_says_it_is_a_top_level_section(
         ("rl:\n  cost_weight: .inf\n", "rl.cost_weight", "inf"),
         ("sft:\n  temperature: .inf\n", "sft.temperature", "inf"),
         ("es:\n  sigma0: .inf\n", "es.sigma0", "inf"),
+        # just past a bound: dropout 1 zeroes every hidden unit, a clip norm of 0 every
+        # gradient, temperature 0 and 0 accumulation steps divide by zero
+        ("model:\n  head_dropout: 1\n", "model.head_dropout", "1"),
+        ("sft:\n  max_grad_norm: 0\n", "sft.max_grad_norm", "0"),
+        ("sft:\n  temperature: 0\n", "sft.temperature", "0"),
+        ("rl:\n  gradient_accumulation_steps: 0\n", "rl.gradient_accumulation_steps", "0"),
+        ("rl:\n  reference_cost: 0\n", "rl.reference_cost", "0"),
+        ("es:\n  population_size: 3\n", "es.population_size", "3"),
     ],
 )
 def test_bad_value_names_the_key_and_the_value(
