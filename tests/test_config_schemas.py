@@ -1399,6 +1399,20 @@ def test_a_pipeline_file_may_hold_every_stage_section(tmp_path: Path) -> None:
     assert rl.model.layer == 2 and rl.training == RLConfig().training
 
 
+def test_each_stage_of_a_pipeline_config_is_its_own_section(tmp_path: Path) -> None:
+    """`train pipeline` trains SFT on sft_config() and RL on rl_config(): each carries its
+    section of the file and the shared model, not the stage's defaults."""
+    path = write_yaml(
+        tmp_path / "p.yaml",
+        "model:\n  layer: 2\nsft:\n  epochs: 3\nrl:\n  epochs: 2\nes:\n  iterations: 5\n",
+    )
+    pipeline = load_config(path, PipelineConfig)
+    stages = (pipeline.sft_config(), pipeline.rl_config(), pipeline.es_config())
+    assert [stage.training for stage in stages] == [pipeline.sft, pipeline.rl, pipeline.es]
+    assert (pipeline.sft.epochs, pipeline.rl.epochs, pipeline.es.iterations) == (3, 2, 5)
+    assert all(stage.model.layer == 2 for stage in stages)
+
+
 def test_a_stage_names_a_pipeline_files_bad_key_as_the_file_does(tmp_path: Path) -> None:
     """`train sft -c pipeline.yaml` with a typo under `sft:` said 'training.learning_rat',
     a key the file does not have, so the user looked for a `training:` section."""
