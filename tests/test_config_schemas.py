@@ -1438,6 +1438,10 @@ def test_an_infinite_setting_is_refused_naming_its_key(tmp_path: Path) -> None:
     # an infinite max_grad_norm is torch's way of not clipping: still allowed
     unclipped = load_stage_config(None, RLConfig, "rl", {"training.max_grad_norm": "inf"})
     assert unclipped.training.max_grad_norm == math.inf
+    # and written "inf" in JSON, which reads back: not Infinity (refused by jq and JSON.parse)
+    dumped = unclipped.model_dump_json()
+    assert json.loads(dumped)["training"]["max_grad_norm"] == "inf"
+    assert RLConfig.model_validate_json(dumped) == unclipped
 
 
 def test_a_boolean_for_a_number_is_refused_naming_its_key(tmp_path: Path) -> None:
