@@ -957,9 +957,13 @@ def test_an_integer_yaml_reads_in_another_base_is_refused(
     assert str(error.value).startswith(f"{path}, line 2, column 9: ")
     assert said in str(error.value) and f"or quote it ('{text}') if it is text" in str(error.value)
     # what reads as it looks still loads: zero, hex, binary, underscores, a leading plus
-    path = write_yaml(tmp_path / "c.yaml", "sft:\n  seed: 0\n  epochs: 0x1F\nrl:\n  seed: +7\n")
+    path = write_yaml(
+        tmp_path / "c.yaml",
+        "sft:\n  seed: 0\n  epochs: 0x1F\n  batch_size: 0b11\nrl:\n  seed: +7\n",
+    )
     config = load_config(path, PipelineConfig, {"es.iterations": 1_000})
     assert (config.sft.seed, config.sft.epochs, config.rl.seed) == (0, 31, 7)
+    assert (config.sft.batch_size, config.es.iterations) == (3, 1000)
 
 
 def test_an_override_in_another_base_is_refused_naming_the_set(capsys) -> None:
@@ -1113,6 +1117,10 @@ def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_install
     with pytest.raises(ConfigError) as error:
         load_config("configs/mine.yaml", PipelineConfig)
     assert str(error.value) == "config file configs/mine.yaml not found"
+    # the user's own default.yaml, in a folder of theirs, is no source path of the shipped one
+    with pytest.raises(ConfigError) as error:
+        load_config("mine/default.yaml", PipelineConfig)
+    assert str(error.value) == "config file mine/default.yaml not found"
 
 
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
