@@ -688,6 +688,13 @@ def test_unknown_key_without_a_close_match_lists_the_known_keys(tmp_path: Path) 
     assert "temperature" in message and "tie_handling" in message
 
 
+def test_a_bad_value_inside_a_section_given_by_set_names_that_set() -> None:
+    """`--set training={epochs: 0}` gives the key inside the section it sets."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, SFTConfig, {"training": {"epochs": 0}})
+    assert "  training.epochs (--set training): Input should be greater" in str(error.value)
+
+
 def test_unknown_override_key_is_reported_like_a_file_key() -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'training\.epoch': did you mean 'epochs'"):
         load_config(None, SFTConfig, {"training.epoch": 3})
@@ -1636,7 +1643,8 @@ def test_a_stage_refuses_a_pipeline_file_whose_other_sections_are_wrong(
     message = str(error.value)
     assert message.startswith(f"{path}: invalid PipelineConfig:\n")
     assert expected in message
-    assert f"`fugu-lite train {stage.replace('_', '-')}` reads only model:" in message
+    read = "model:" if stage == "reward_head" else f"model: and {stage}:"
+    assert f"`fugu-lite train {stage.replace('_', '-')}` reads only {read} of this" in message
 
 
 @pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])
