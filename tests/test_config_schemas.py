@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import typer
 import yaml
 from pydantic import ValidationError
@@ -894,6 +895,11 @@ def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
         load_config(path, PipelineConfig)
     write_yaml(path, "sft:\n  batch_size: 1000\n  learning_rate: 1e-3\n")
     assert load_config(path, PipelineConfig).sft.learning_rate == 0.001
+    # a fraction is no integer to write: no hint (`write 0` would be wrong)
+    write_yaml(path, "sft:\n  batch_size: 5e-1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert str(error.value).endswith("(got '5e-1')")
 
 
 def test_a_cache_dir_under_home_is_the_home_folders(tmp_path: Path, monkeypatch) -> None:
@@ -1218,6 +1224,16 @@ def test_a_device_this_torch_lacks_is_unusable_in_one_sentence(device: str, reas
     RuntimeError were caught), and `device: xla` (or mps off a Mac) was refused with torch's
     7,000 characters, the fix after them."""
     assert unusable_device(device) == reason
+
+
+def test_a_device_error_without_words_is_named_by_its_type(monkeypatch) -> None:
+    """A device torch refuses with no message (a bare AssertionError) is still given a reason."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError
+
+    monkeypatch.setattr(torch, "empty", refuse)
+    assert unusable_device("cuda") == "AssertionError"
 
 
 @pytest.mark.parametrize("device", ["cpu:0", "cpu:1"])
