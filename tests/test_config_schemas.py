@@ -696,6 +696,18 @@ def test_a_bad_value_inside_a_section_given_by_set_names_that_set() -> None:
     assert "  training.epochs (--set training): Input should be greater" in str(error.value)
 
 
+def test_a_set_key_in_the_wrong_section_names_the_section_as_set_names_it(tmp_path: Path) -> None:
+    """--set keys of a stage are model.* and training.*, also with a pipeline file as -c."""
+    path = write_yaml(tmp_path / "p.yaml", "sft:\n  epochs: 3\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft", {"model.epochs": 3})
+    assert "unknown key 'model.epochs': it belongs under training:, not here;" in str(error.value)
+    # a mapping given for a list is not written into one as a hint
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"model.svf_targets": {"a": 1}})
+    assert str(error.value).endswith("--set model.svf_targets: Input should be a valid list")
+
+
 def test_unknown_override_key_is_reported_like_a_file_key() -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'training\.epoch': did you mean 'epochs'"):
         load_config(None, SFTConfig, {"training.epoch": 3})
