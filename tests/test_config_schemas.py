@@ -708,6 +708,20 @@ def test_a_set_key_in_the_wrong_section_names_the_section_as_set_names_it(tmp_pa
     assert str(error.value).endswith("--set model.svf_targets: Input should be a valid list")
 
 
+def test_a_section_given_whole_by_set_gets_the_hints_of_a_section() -> None:
+    """`--set training={...}` on a pipeline is told where stage settings go (there is no
+    `training.` key to build a `sft.` one from), and a pool's key inside a stage section is
+    an unknown key of that section, not a sign of a pool config."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"training": {"epochs": 3}})
+    assert "unknown key 'training': a pipeline config puts stage settings under sft:, rl: or " in (
+        str(error.value)
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"sft.workers": 3})
+    assert "unknown key 'sft.workers': known keys here: " in str(error.value)
+
+
 def test_unknown_override_key_is_reported_like_a_file_key() -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'training\.epoch': did you mean 'epochs'"):
         load_config(None, SFTConfig, {"training.epoch": 3})
