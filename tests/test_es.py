@@ -317,14 +317,16 @@ def test_without_a_validation_split_the_final_mean_is_kept(tmp_path: Path) -> No
     )
 
 
-def interrupted_evolve_case(tmp_path: Path) -> tuple[SplitData, SplitData, ESConfig]:
+def interrupted_evolve_case(
+    tmp_path: Path, iterations: int = 12
+) -> tuple[SplitData, SplitData, ESConfig]:
     generator = torch.Generator().manual_seed(2)
     centers = 3.0 * torch.randn(3, 4, generator=generator)
     train, validation = (clustered_split(n, centers, generator) for n in (60, 30))
     config = ESConfig(
         model=ModelConfig(head="linear", normalize_features=False),
         training=ESTrainingConfig(
-            population_size=8, sigma0=0.5, iterations=12, batch_size=20, save_every=5,
+            population_size=8, sigma0=0.5, iterations=iterations, batch_size=20, save_every=5,
             validate_every=3, samples=2,
         ),
     )  # fmt: skip
@@ -332,12 +334,16 @@ def interrupted_evolve_case(tmp_path: Path) -> tuple[SplitData, SplitData, ESCon
 
 
 def interrupted_evolve(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at_generation: int, where: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    at_generation: int,
+    where: str,
+    iterations: int = 12,
 ) -> Path:
     """Ctrl-C in generation `at_generation` (while scoring the population, or half-way
     through CMA's update), or in the `at_generation`th validation; returns the run's output
     folder."""
-    train, validation, config = interrupted_evolve_case(tmp_path)
+    train, validation, config = interrupted_evolve_case(tmp_path, iterations)
     calls = {"n": 0}
     if where == "validation":
         real_metrics = train_es_module.policy_metrics
@@ -422,6 +428,32 @@ def test_ctrl_c_while_validating_saves_the_generation_and_validates_it_on_resume
     assert continued_after_interrupt(tmp_path, monkeypatch, validation, "validation") == generation
     said = f"ES: stopped; saved generation {generation} (the last one finished)"
     assert said in capsys.readouterr().err
+
+
+def test_a_last_generation_stopped_while_validating_is_validated_when_continued_further(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of 11 generations stopped while validating its last one (11, not a multiple of
+    validate_every), continued with iterations=14, skipped that validation: 11 was no longer
+    the last generation, so the best mean of the stopped run was never weighed."""
+    output = interrupted_evolve(tmp_path, monkeypatch, 4, "validation", iterations=11)
+    assert read_es_state(output)["generation"] == 11
+    train, validation, config = interrupted_evolve_case(tmp_path, iterations=14)
+    config_11 = interrupted_evolve_case(tmp_path, iterations=11)[2]
+    finished = tmp_path / "finished"
+    for run_config in (config_11, config):  # the 11 generations finished, then continued
+        uninterrupted, _ = evolve(
+            RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+            train, validation, run_config, finished,
+        )  # fmt: skip
+    continued, _ = evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, output,
+    )  # fmt: skip
+    assert "validation" in continued.history[10]
+    assert without_seconds(continued.history) == without_seconds(uninterrupted.history)
+    assert continued.best_generation == uninterrupted.best_generation
+    assert (continued.best_parameters == uninterrupted.best_parameters).all()
 
 
 def test_ctrl_c_inside_the_cma_update_keeps_the_last_saved_state(

@@ -264,6 +264,7 @@ def run_and_record(
     state.history.append(entry)
     state.generation = generation
     if validation is not None and validation_due(generation, training):
+        entry["validation"] = None  # pending: the resumed run may be given more iterations
         entry["validation"] = validate_mean(model, state, validation, generation)
     return generation % training.save_every == 0 or generation == training.iterations
 
@@ -275,14 +276,13 @@ def validation_due(generation: int, training: ESTrainingConfig) -> bool:
 def validate_pending(
     model: RouterModel, state: SearchState, validation: SplitData, training: ESTrainingConfig
 ) -> None:
-    """Validate the state's last generation when a run stopped while validating it (it was
-    saved without its validation): as the stopped run would have, before going on."""
+    """Validate the state's last generation when a run stopped while validating it (saved
+    with its validation None): as the stopped run would have, before going on; or when it
+    was not due then but is the last one now (a run given fewer iterations)."""
     entry = state.history[-1] if state.history else None
-    if (
-        entry is not None
-        and "validation" not in entry
-        and validation_due(state.generation, training)
-    ):
+    if entry is None or entry.get("validation") is not None:
+        return
+    if "validation" in entry or validation_due(state.generation, training):
         entry["validation"] = validate_mean(model, state, validation, state.generation)
 
 
