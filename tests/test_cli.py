@@ -419,9 +419,10 @@ def test_feature_progress_is_shown_in_a_log(run: Run, tmp_path: Path) -> None:
             "a finished SFT stays and is not trained again when you run the same command again",
         ),
         (
-            ["train", "es"],
+            ["train", "es", "--set", "training.save_every=7"],
             "fugu_lite.train_es.train_es",
-            "run the same command again to continue from the last one saved",
+            "the search state is saved every 7 generations and at a stop, in "
+            "{output}/es_state; run the same command again to continue from the last one saved",
         ),
         (
             ["train", "es", "--no-resume"],
@@ -444,7 +445,7 @@ def test_ctrl_c_during_training_says_what_was_kept_and_how_to_go_on(
     result = invoke(*command, "-r", records, "-o", tmp_path / "out")
     assert result.exit_code == 130, result.output
     text = flat(result.output)
-    assert text.startswith("interrupted:") and kept in text
+    assert text.startswith("interrupted:") and kept.format(output=tmp_path / "out") in text
 
 
 @pytest.mark.parametrize("existed", [True, False])
