@@ -826,6 +826,27 @@ def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
     assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
 
 
+def test_train_es_no_resume_starts_over_where_the_saved_state_cannot_be_continued(
+    records: list[RewardRecord], tmp_path: Path
+) -> None:
+    """`train es` continues the state in OUTPUT/es_state, refusing a damaged one; with
+    --no-resume it starts over (no test ran the flag through the command)."""
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    config_path = tmp_path / "es.yaml"
+    config_path.write_text(CONFIG.format(cache_dir=tmp_path / "cache", iterations=4))
+    output = tmp_path / "run"
+    state_path(output).parent.mkdir(parents=True)
+    state_path(output).write_bytes(b"")
+    arguments = ["train", "es", "-r", str(records_path), "-o", str(output), "-c", str(config_path)]
+    refused = CliRunner().invoke(app, arguments)
+    assert refused.exit_code == 2, refused.output
+    assert "state.pkl is damaged" in " ".join(refused.output.split())
+    started_over = CliRunner().invoke(app, [*arguments, "--no-resume"])
+    assert started_over.exit_code == 0, started_over.output
+    assert read_es_state(output)["generation"] == 4
+
+
 def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
