@@ -273,6 +273,17 @@ def test_train_refuses_to_write_over_its_own_checkpoint(
     assert files_of(checkpoint) == before
 
 
+def test_a_backbone_that_cannot_load_is_one_error_line(run: Run, tmp_path: Path) -> None:
+    """A backbone that does not load (a RuntimeError, here a folder that is not there) is
+    the stage's one `error:` line and exit 2, not a traceback (no test ran one through
+    `train`)."""
+    gone = tmp_path / "gone"
+    result = invoke("train", "sft", "-r", run.records_path, "-c", run.config_path,
+                    "-o", tmp_path / "out", "--set", f"model.backbone={gone}")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert flat(result.stderr).startswith(f"error: the backbone folder {gone} does not exist")
+
+
 def test_train_continuing_from_a_mismatched_checkpoint_exits_2(run: Run, tmp_path: Path) -> None:
     settings = {
         "model.backbone": "tiny-random",
@@ -308,6 +319,10 @@ def test_a_stage_refuses_an_output_folder_holding_another_stages_checkpoint(
     message = flat(refused.output)
     assert f"-o {sft} holds an SFT checkpoint" in message
     assert f"-o {sft}-rl" in message and "delete" in message
+    assert files_of(sft) == before
+    refused = invoke("train", "es", "-o", sft, "-r", run.records_path, "-c", run.config_path)
+    assert refused.exit_code == 2, refused.output
+    assert f"-o {sft} holds an SFT checkpoint, which this ES would replace" in flat(refused.output)
     assert files_of(sft) == before
 
     pipeline = tmp_path / "run"
@@ -367,6 +382,27 @@ def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
         assert refused.exit_code == 2, refused.output
         assert f"-o {sft} holds an SFT checkpoint" in flat(refused.output)
         assert files_of(sft) == before
+
+
+@pytest.mark.parametrize(
+    ("held", "weights", "trains"),
+    [
+        ("family", [], "fugu_lite.pipeline.train_pipeline"),
+        ("pipeline", ["--cost-weights", "0,1"], "fugu_lite.router_family.train_router_family"),
+    ],
+)
+def test_a_pipeline_and_a_router_family_may_share_an_output_folder(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str, weights: list, trains: str
+) -> None:
+    """A pipeline (OUTPUT/sft, OUTPUT/rl) and a family (OUTPUT/lambda-<w>) keep no checkpoint
+    in the folder itself: either may be trained where the other's report is (no test did)."""
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "training_report.json").write_text(json.dumps({"stage": held}))
+    monkeypatch.setattr(trains, lambda *args: {"checkpoint": str(output / "trained")})
+    result = invoke("train", "pipeline", "-r", run.records_path, "-o", output,
+                    "-c", run.config_path, *weights)  # fmt: skip
+    assert flat(ok(result) and result.stdout) == f"checkpoint written to {output / 'trained'}"
 
 
 @pytest.mark.parametrize("stage", ["rl", "es"])
