@@ -1256,6 +1256,23 @@ def test_a_pipeline_rerun_trains_again_a_finished_stage_whose_tensors_are_damage
     load_router(tmp_path / "sft")
 
 
+def test_a_pipeline_rerun_trains_again_a_stage_killed_before_its_report(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage is written checkpoint first, then its training_report.json: one killed in
+    between is trained again, not kept without a report (no test removed only the report)."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    (tmp_path / "rl" / "training_report.json").unlink()
+    trained = record_stage_runs(monkeypatch)
+    assert train_pipeline(records, config, tmp_path)["kept"] == ["sft"]
+    assert trained == ["rl"]
+    assert (tmp_path / "rl" / "training_report.json").is_file()
+
+
 def test_a_pipeline_rerun_names_a_local_backbone_by_its_folder_not_its_spelling(
     records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
