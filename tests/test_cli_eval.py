@@ -269,6 +269,21 @@ def test_eval_refuses_records_that_its_report_would_write_over(
     assert records.read_bytes() == run.records_path.read_bytes()
 
 
+@pytest.mark.parametrize("pareto", [[], ["--pareto"]])
+def test_eval_refuses_a_file_given_as_its_report_folder_before_any_work(
+    run: Run, tmp_path: Path, pareto: list[str]
+) -> None:
+    """`-o report.md` (a file) must be refused as such before the records are read and the
+    features computed (no test gave a file as --output)."""
+    report = tmp_path / "report.md"
+    report.write_text("mine")
+    result = invoke("eval", "--checkpoint", run.checkpoint, "-r", run.records_path,
+                    "-o", report, *pareto)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"--output {report} is a file, not a folder" in flat(result.stderr)
+    assert report.read_text() == "mine"
+
+
 def test_eval_of_a_file_given_as_checkpoint_names_the_checkpoint(tmp_path: Path) -> None:
     """`eval --checkpoint records.jsonl` (a file) was refused as "--output
     records.jsonl/eval-test: records.jsonl is a file", an option the user never gave."""
