@@ -40,6 +40,8 @@ def test_route_picks_the_best_worker_and_honours_opt_outs(run: Run) -> None:
     probabilities = probability_rows(output)
     assert set(probabilities) == set(WORKERS)
     assert max(probabilities, key=probabilities.get) == best
+    # most likely first (no test read the rows' order)
+    assert list(probabilities.values()) == sorted(probabilities.values(), reverse=True)
     assert sum(probabilities.values()) == pytest.approx(1.0, abs=2e-4)
 
     output = ok(
