@@ -18,7 +18,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,25 @@ def leaving_no_process_running() -> Iterator[None]:
 async def answer(config: PoolConfig) -> CallResult:
     async with WorkerPool(config) as pool:
         return await pool.chat(config.worker_ids[0], [{"role": "user", "content": "hi"}])
+
+
+def crash(pool: WorkerPool, worker_id: str) -> None:
+    """Kill a local worker's server as a crash would, and wait for it to be gone."""
+    process = pool.servers[worker_id].process
+    assert process is not None
+    process.kill()
+    process.wait()
+
+
+def run_in_pool(config: PoolConfig, check: Callable[[WorkerPool], Awaitable[None]]) -> None:
+    """Run `check` on a started pool of `config`, leaving no process running."""
+
+    async def run() -> None:
+        async with WorkerPool(config) as pool:
+            await check(pool)
+
+    with leaving_no_process_running():
+        asyncio.run(run())
 
 
 @pytest.mark.integration
@@ -1156,19 +1175,11 @@ def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_res
         gguf.unlink()
         shutil.copyfile(resolve_gguf("embedded:smollm2"), gguf)  # another model, said below
         monkeypatch.setattr(llama_cpp, "llama_vocab_n_tokens", lambda vocab: 151936)
-        process = pool.servers["w"].process
-        assert process is not None
-        process.kill()  # a crash
-        process.wait()
+        crash(pool, "w")
         await pool.restart("w")
         assert pool.vocab_sizes["w"] == 151936 and pool.unknown_token(worker, key) is None
 
-    async def run() -> None:
-        async with WorkerPool(config) as pool:
-            await crash_and_restart(pool)
-
-    with leaving_no_process_running():
-        asyncio.run(run())
+    run_in_pool(config, crash_and_restart)
 
 
 def test_a_gguf_replaced_by_one_without_its_chat_format_fails_its_crashed_servers_restart(
@@ -1196,20 +1207,12 @@ def test_a_gguf_replaced_by_one_without_its_chat_format_fails_its_crashed_server
 
     async def crash_and_restart(pool: WorkerPool) -> None:
         untemplated.replace(gguf)  # another model at the path
-        process = pool.servers["w"].process
-        assert process is not None
-        process.kill()  # a crash
-        process.wait()
+        crash(pool, "w")
         with pytest.raises(PoolStartError, match=r"names a chat template that .* does not have"):
             await pool.restart("w")
         assert not pool.servers["w"].is_alive()
 
-    async def run() -> None:
-        async with WorkerPool(config) as pool:
-            await crash_and_restart(pool)
-
-    with leaving_no_process_running():
-        asyncio.run(run())
+    run_in_pool(config, crash_and_restart)
 
 
 def test_a_gguf_llama_cpp_cannot_load_is_refused_before_it_starts(
@@ -1248,19 +1251,14 @@ def test_a_gguf_llama_cpp_cannot_load_is_refused_before_it_starts(
     )
     preflight(config)
 
-    async def crash_and_restart() -> None:
-        async with WorkerPool(config) as pool:
-            gguf.unlink()
-            cut.rename(gguf)  # a new download, cut short
-            process = pool.servers["w"].process
-            assert process is not None
-            process.kill()
-            process.wait()
-            with pytest.raises(ConfigError, match=r"llama.cpp cannot load .* data is not within"):
-                await pool.restart("w")
+    async def crash_and_restart(pool: WorkerPool) -> None:
+        gguf.unlink()
+        cut.rename(gguf)  # a new download, cut short
+        crash(pool, "w")
+        with pytest.raises(ConfigError, match=r"llama.cpp cannot load .* data is not within"):
+            await pool.restart("w")
 
-    with leaving_no_process_running():
-        asyncio.run(crash_and_restart())
+    run_in_pool(config, crash_and_restart)
 
 
 def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_error(
