@@ -861,6 +861,24 @@ def test_bad_value_names_the_key_and_the_value(
 
 
 @pytest.mark.parametrize(
+    ("key", "limit"), [("rl.rollouts_per_prompt", 10_000), ("es.samples", 1_000)]
+)
+def test_an_absurd_sample_count_is_a_config_error_not_a_machine_out_of_memory(
+    key: str, limit: int
+) -> None:
+    """rollouts_per_prompt: 80000000 (a typo's extra zeros) passed the config, and torch
+    allocated rollouts x batch choices until the machine ran out of memory (ES's samples: every
+    candidate's choices for each sample)."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {key: 80_000_000})
+    said = " ".join(str(error.value).split())
+    assert f"--set {key}: Input should be less than or equal to {limit}" in said
+    section, name = key.split(".")
+    config = load_config(None, PipelineConfig, {key: limit})
+    assert getattr(getattr(config, section), name) == limit
+
+
+@pytest.mark.parametrize(
     ("text", "key", "hint"),
     [
         (

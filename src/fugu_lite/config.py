@@ -228,6 +228,13 @@ class SFTTrainingConfig(CostAware):
     log_every: int = Field(default=50, ge=1)
 
 
+# REINFORCE's sampled choices per prompt at most: each step holds rollouts x batch_size choices
+# and their log-probabilities over the workers (10,000 x 64 prompts x 8 workers: ~30 MB), and
+# a few dozen already average the noise away. A typo's extra zeros (80000000) made torch
+# allocate them until the machine ran out of memory, at the first step.
+MAX_ROLLOUTS = 10_000
+
+
 class RLTrainingConfig(CostAware):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     batch_size: int = Field(default=64, ge=1)
@@ -235,7 +242,7 @@ class RLTrainingConfig(CostAware):
     weight_decay: float = Field(default=0.01, ge=0)
     epochs: int = Field(default=8, ge=1)
     estimator: Literal["reinforce", "expected_reward"] = "expected_reward"
-    rollouts_per_prompt: int = Field(default=8, ge=1)
+    rollouts_per_prompt: int = Field(default=8, ge=1, le=MAX_ROLLOUTS)
     entropy_coefficient: float = Field(default=0.01, ge=0)
     normalize_advantage: bool = False
     gradient_accumulation_steps: int = Field(default=1, ge=1)
@@ -253,6 +260,11 @@ MAX_SIGMA0 = 1e6
 # is 4 + 3 ln(parameters), a few dozen. A typo's extra zeros (32000000000) made cmaes allocate
 # its weights until the machine ran out of memory, before the first generation.
 MAX_POPULATION = 10_000
+# Sampled choices per prompt in the fitness at most: each generation holds every candidate's
+# choices on the batch for each sample (1,000 x 32 candidates x 1,000 prompts: ~1 GB), and at
+# a few dozen the sampled mean is already the expected reward to within noise. A typo's extra
+# zeros (80000000) made torch allocate them until the machine ran out of memory.
+MAX_SAMPLES = 1_000
 
 
 class ESTrainingConfig(CostAware):
@@ -273,7 +285,10 @@ class ESTrainingConfig(CostAware):
     iterations: int = Field(default=600, ge=1)
     batch_size: int = Field(default=1000, ge=1)
     samples: int = Field(
-        default=8, ge=0, description="0 = fitness of the argmax choice; N = N sampled choices."
+        default=8,
+        ge=0,
+        le=MAX_SAMPLES,
+        description="0 = fitness of the argmax choice; N = N sampled choices.",
     )
     entropy_coefficient: float = Field(default=0.0, ge=0)
     search: Literal["head", "output_layer"] = Field(
