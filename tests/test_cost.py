@@ -428,6 +428,47 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
     )
 
 
+@pytest.mark.parametrize(
+    ("entries", "key"),
+    [
+        ('"reference_cost": 1e999, "members": [{"cost_weight": 0', "reference_cost"),
+        ('"members": [{"cost_weight": 1e999', "members.0.cost_weight"),
+    ],
+    ids=["reference_cost", "cost_weight"],
+)
+def test_an_infinite_number_in_a_hand_edited_manifest_is_refused(
+    tmp_path: Path, entries: str, key: str
+) -> None:
+    """`1e999` (infinity to JSON readers) passed ge=0 and gt=0: an infinite reference cost
+    routed every cost weight as 0, an infinite cost weight made every reward -inf."""
+    text = f'{{"worker_ids": ["a"], {entries}, "checkpoint": "lambda-0/rl"}}]}}'
+    (tmp_path / FAMILY_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(CostWeightError) as error:
+        read_family_manifest(tmp_path)
+    assert str(error.value).startswith(
+        f"{tmp_path / FAMILY_FILE} is damaged ({key}: Input should be a finite number)"
+    )
+
+
+def test_an_infinite_trained_cost_weighting_is_refused_naming_the_key(
+    family: Family, tmp_path: Path
+) -> None:
+    """A plain checkpoint's router.json edited to `"reference_cost": 1e999` was wrapped as a
+    family routing every cost weight as 0."""
+    plain = tmp_path / "plain"
+    shutil.copytree(family.plain, plain)
+    metadata = json.loads((plain / "router.json").read_text("utf-8"))
+    metadata["metadata"]["cost_weighting"] = {"cost_weight": 0.25, "reference_cost": 2.5}
+    text = json.dumps(metadata).replace('"reference_cost": 2.5', '"reference_cost": 1e999')
+    (plain / "router.json").write_text(text, "utf-8")
+    with pytest.raises(CheckpointError) as error:
+        load_family_or_single(plain)
+    assert str(error.value).startswith(
+        f"{plain / 'router.json'} is damaged (metadata.cost_weighting.reference_cost: Input "
+        "should be a finite number)"
+    )
+
+
 def write_family_of_members(directory: Path, saved: dict[int, list[str]]) -> None:
     """A family of cost weights 0 and 1 routing to ['a', 'b'], with the members `saved` (cost
     weight: the workers it was trained on) saved in their folders."""

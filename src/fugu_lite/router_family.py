@@ -47,8 +47,11 @@ FAMILY_FIX = "give the records their real costs, or train one router (without --
 # --- the family manifest --------------------------------------------------------------------
 
 
+# A hand-edited manifest or metadata's `1e999` is infinity to JSON readers, which passed ge=0
+# and gt=0: an infinite reference cost routed every cost weight as 0, and an infinite cost
+# weight made every weighted reward -inf (or NaN).
 class FamilyMember(BaseModel):
-    cost_weight: float = Field(ge=0)
+    cost_weight: float = Field(ge=0, allow_inf_nan=False)
     checkpoint: str = Field(description="Router checkpoint folder, relative to the family.")
 
 
@@ -59,7 +62,7 @@ class FamilyManifest(BaseModel):
     format: Literal["fugu-lite-router-family"] = FAMILY_FORMAT
     package_version: str = __version__
     worker_ids: list[str]
-    reference_cost: float | None = Field(default=None, gt=0)
+    reference_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     members: list[FamilyMember] = Field(min_length=1)
     selection: str = "every trained cost weight"
 
@@ -223,8 +226,8 @@ def load_reward_head_family(path: str | Path, backbone: str | None = None) -> Ro
 class TrainedCostWeighting(BaseModel):
     """The `cost_weighting` a training stage writes into its checkpoint's `metadata`."""
 
-    cost_weight: float | None = Field(default=None, ge=0)
-    reference_cost: float | None = Field(default=None, gt=0)
+    cost_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    reference_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class TrainingMetadata(BaseModel):
