@@ -230,3 +230,32 @@ def test_a_digest_of_a_file_replaced_with_the_same_size_and_time_is_stale(
     other.replace(weights)
     (entry,) = cache_entries(root)
     assert (entry.status, entry.reason) == ("stale", "its file changed since")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ['"layer": 1e400', '"layer": 4, "backbone_name": 5', '"layer": 4, "backbone_name": ["a"]'],
+    ids=["infinite layer", "numeric backbone name", "list backbone name"],
+)
+def test_an_export_whose_settings_were_edited_to_another_type_is_listed(
+    tmp_path: Path, damage: str
+) -> None:
+    """An export's settings.json edited to `"layer": 1e400` (or a backbone_name not text)
+    ended `cache list` (and `cache clear`) in an OverflowError or TypeError, on every later
+    run, listing nothing else."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.cli import app
+    from fugu_lite.onnx_export import export_settings
+
+    root = tmp_path / "fugu-cache"
+    export = root / "onnx" / "minilm-layer4-0123456789abcdef"
+    export.mkdir(parents=True)
+    settings = json.dumps(export_settings("x", 4))
+    (export / "settings.json").write_text(settings.replace('"layer": 4', damage), "utf-8")
+    result = CliRunner().invoke(
+        app, ["cache", "list", "--cache-dir", str(root)], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    listed = " ".join(result.output.split())
+    assert "unknown (no settings this version reads) │ onnx" in listed, listed

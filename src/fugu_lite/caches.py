@@ -151,13 +151,22 @@ def _feature_entry(folder: Path) -> tuple[Status, str, str]:
     return "current", what, ""
 
 
+class ExportSettingsShape(BaseModel):
+    """The keys of an export's settings.json that name it: a hand-edited `"layer": 1e400` or
+    a `backbone_name` of another type ended `cache list` in an OverflowError or TypeError."""
+
+    layer: int
+    backbone_name: str | None = None
+
+
 def _export_entry(folder: Path) -> tuple[Status, str, str]:
     try:
         settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
-        layer = int(settings["layer"])
-    except (OSError, ValueError, KeyError, TypeError):
+        shape = ExportSettingsShape.model_validate(settings)
+    except (OSError, ValueError):  # a ValidationError is a ValueError
         return "unknown", "?", "no settings this version reads"
-    name = settings.get("backbone_name") or _embedded_name_of(folder.name.split("-layer")[0])
+    layer = shape.layer
+    name = shape.backbone_name or _embedded_name_of(folder.name.split("-layer")[0])
     what = f"{name or '?'}, layer {layer}"
     now = export_settings("", layer)
     versions = [key for key in ("torch", "transformers", "format", "opset")
