@@ -298,6 +298,26 @@ def test_a_huge_feature_dim_in_the_metadata_is_refused_before_the_router_is_buil
     assert f"its feature_dim is {10**12}, but the tensors take 32 features" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("digest", "shown"), [(1234, "1234"), ("abc", '"abc"')], ids=["number", "short text"]
+)
+def test_a_tensor_digest_edited_to_no_sha256_is_said_to_be_damaged(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, digest: object, shown: str
+) -> None:
+    """A router.json whose tensor_file_sha256 was edited to a number was said to name
+    another save's tensor file ("its files come from two different saves")."""
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    meta["tensor_file_sha256"] = digest
+    (directory / META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value) == (
+        f"{directory / META_FILE} is damaged (its tensor_file_sha256 is {shown}, not a SHA-256 "
+        "string of 64 hexadecimal digits); copy the checkpoint folder again, or retrain it"
+    )
+
+
 def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

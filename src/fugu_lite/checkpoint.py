@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -305,6 +306,13 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "or retrain it"
         ) from error
     expected = metadata.get(TENSOR_DIGEST_KEY)
+    if expected is not None and not is_sha256(expected):
+        # compared as is, a hand-edited one was said to come from another save
+        raise CheckpointError(
+            f"{meta_path} is damaged (its {TENSOR_DIGEST_KEY} is {json.dumps(expected)[:80]}, "
+            "not a SHA-256 string of 64 hexadecimal digits); copy the checkpoint folder again, "
+            "or retrain it"
+        )
     if expected is not None and payload_digest(payload) != expected:
         raise CheckpointError(
             f"{path} is not the tensor file {meta_path.name} was written with (its SHA-256 "
@@ -326,6 +334,10 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "wrote it diverged. Train it again with a lower training.learning_rate"
         )
     return tensors
+
+
+def is_sha256(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) is not None
 
 
 def tensor_file_metadata(worker_ids: list[str]) -> dict[str, str]:
