@@ -425,3 +425,26 @@ def test_continuing_without_a_config_says_the_default_model_config_was_compared(
     assert with_config.exit_code == 2, with_config.output
     assert "model.layer: checkpoint -1 vs config 1" in flat(with_config.output)
     assert "no -c was given" not in flat(with_config.output)
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl", "es"])
+@pytest.mark.parametrize("spelling", ["relative", "symlink"])
+def test_train_refuses_its_own_checkpoint_spelt_another_way(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, spelling: str
+) -> None:
+    """`--checkpoint sft -o /abs/sft`, or -o a link to the checkpoint's folder, names the
+    checkpoint the stage starts from as well as `-o sft` does (no test spelt it another way)."""
+    checkpoint = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", checkpoint)
+    before = files_of(checkpoint)
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "link"
+    if spelling == "symlink":
+        output.symlink_to(checkpoint, target_is_directory=True)
+    else:
+        output = checkpoint
+    result = invoke("train", stage, "-r", run.records_path, "-c", run.config_path,
+                    "-o", output, "--checkpoint", "sft")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"-o {output} is the --checkpoint this stage starts from" in flat(result.stderr)
+    assert files_of(checkpoint) == before
