@@ -448,3 +448,21 @@ def test_train_refuses_its_own_checkpoint_spelt_another_way(
     assert result.exit_code == 2, result.output
     assert f"-o {output} is the --checkpoint this stage starts from" in flat(result.stderr)
     assert files_of(checkpoint) == before
+
+
+def test_a_stage_refuses_another_stages_folder_whose_checkpoint_metadata_is_damaged(
+    run: Run, tmp_path: Path
+) -> None:
+    """An SFT folder whose router.json is cut short (a copy that ran out of disk) still says
+    what it holds by its training_report.json: `train rl -o` that folder is refused, the
+    folder left as it was (no test damaged the first file read, so giving up there passed)."""
+    sft = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", sft)
+    meta = sft / "router.json"
+    meta.write_bytes(meta.read_bytes()[:40])
+    before = files_of(sft)
+    refused = invoke("train", "rl", "-o", sft, "-r", run.records_path, "-c", run.config_path,
+                     "--set", "training.epochs=1")  # fmt: skip
+    assert refused.exit_code == 2, refused.output
+    assert f"-o {sft} holds an SFT checkpoint, which this RL would replace" in flat(refused.output)
+    assert files_of(sft) == before
