@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import shutil
@@ -466,3 +467,26 @@ def test_a_stage_refuses_another_stages_folder_whose_checkpoint_metadata_is_dama
     assert refused.exit_code == 2, refused.output
     assert f"-o {sft} holds an SFT checkpoint, which this RL would replace" in flat(refused.output)
     assert files_of(sft) == before
+
+
+def test_a_stage_whose_checkpoint_cannot_be_written_is_one_error_line(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills while the checkpoint is saved is the stage's one `error:` line
+    naming the -o folder and what to do, exit 2, no traceback and no checkpoint left (no
+    test ran a write failure through `train`)."""
+
+    def disk_full(path: Path, payload: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr("fugu_lite.model.write_bytes_atomic", disk_full)
+    output = tmp_path / "out"
+    result = invoke("train", "sft", "-r", run.records_path, "-c", run.config_path,
+                    "-o", output, "--set", "training.epochs=1")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    tensors = output / "router_head.safetensors"
+    assert flat(result.stderr).endswith(
+        f" error: cannot write the output in {output}: [Errno 28] No space left on device: "
+        f"'{tensors}'; choose another -o folder"
+    )
+    assert not (output / "router.json").exists()
