@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -1009,3 +1010,37 @@ def test_a_command_invoked_outside_the_main_thread_runs(tmp_path: Path) -> None:
     thread.start()
     thread.join()
     assert "removed 0 cached items" in ok(results[0])
+
+
+@pytest.mark.parametrize("outcome", ["trained", "failed", "interrupted"])
+def test_a_command_puts_back_the_sigterm_and_ctrl_c_handlers_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """A command takes SIGTERM as a Ctrl-C while it runs: an app (or notebook) invoking it
+    in-process kept that handler after, so its own `kill PID` handling was gone (no test
+    looked at the handlers after a command)."""
+
+    def stage(*args: object) -> dict:
+        if outcome == "interrupted":
+            raise KeyboardInterrupt
+        if outcome == "failed":
+            raise ValueError("the records hold no training split")
+        return {"checkpoint": str(tmp_path / "out")}
+
+    def apps_own(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    monkeypatch.setattr("fugu_lite.train_sft.train_sft", stage)
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=3))
+    found = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for number in found:
+            signal.signal(number, apps_own)
+        result = invoke("train", "sft", "-r", records, "-o", tmp_path / "out")
+        after = {number: signal.getsignal(number) for number in found}
+    finally:
+        for number, handler in found.items():
+            signal.signal(number, handler)
+    assert result.exit_code == {"trained": 0, "failed": 2, "interrupted": 130}[outcome]
+    assert after == {signal.SIGTERM: apps_own, signal.SIGINT: apps_own}
