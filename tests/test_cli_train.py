@@ -490,3 +490,25 @@ def test_a_stage_whose_checkpoint_cannot_be_written_is_one_error_line(
         f"'{tensors}'; choose another -o folder"
     )
     assert not (output / "router.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("pair", "expected"),
+    [
+        (" training.epochs=0", "--set training.epochs: Input should be greater than or equal"),
+        ("training.epochs = 0", "--set training.epochs: Input should be greater than or equal"),
+        ("model.backbone={gone}", "error: the backbone folder {gone} does not exist"),
+    ],
+    ids=["space-before-key", "spaces-around-equals", "equals-in-value"],
+)
+def test_a_set_key_is_read_without_spaces_and_its_value_whole(
+    run: Run, tmp_path: Path, pair: str, expected: str
+) -> None:
+    """`--set "training.epochs = 0"` names the key training.epochs, and a value holding `=`
+    (a folder named `v=2`, a base64 text) is the value whole, not cut at its `=` (no test
+    gave either)."""
+    gone = tmp_path / "models" / "tiny=v2"
+    result = invoke("train", "sft", "-r", run.records_path, "-c", run.config_path,
+                    "-o", tmp_path / "out", "--set", pair.format(gone=gone))  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert expected.format(gone=gone) in flat(result.stderr), result.stderr
