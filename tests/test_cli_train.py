@@ -141,14 +141,16 @@ def test_train_with_a_bad_config_exits_2_naming_the_key(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("blank", ["", "  "], ids=["empty", "spaces"])
 @pytest.mark.parametrize("stage", ["sft", "rl", "es", "pipeline", "reward-head"])
 def test_an_empty_output_folder_is_refused_not_the_working_directory(
-    tmp_path: Path, monkeypatch, stage: str
+    tmp_path: Path, monkeypatch, stage: str, blank: str
 ) -> None:
     """`-o "$OUT"` with OUT unset is `-o ''`, which a Path reads as `.`: `train sft` wrote its
-    checkpoint files (router.json, training_report.json) among the working directory's own."""
+    checkpoint files (router.json, training_report.json) among the working directory's own;
+    `-o "$RUN $NAME"` with both unset is `-o ' '`, a folder named by a space."""
     monkeypatch.chdir(tmp_path)
-    result = invoke("train", stage, "-r", tmp_path / "missing.jsonl", "-o", "")
+    result = invoke("train", stage, "-r", tmp_path / "missing.jsonl", "-o", blank)
     assert result.exit_code == 2
     assert (
         "Invalid value for '--output' / '-o': is empty (an unset shell variable?); give the "
