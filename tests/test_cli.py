@@ -1044,3 +1044,18 @@ def test_a_command_puts_back_the_sigterm_and_ctrl_c_handlers_it_found(
             signal.signal(number, handler)
     assert result.exit_code == {"trained": 0, "failed": 2, "interrupted": 130}[outcome]
     assert after == {signal.SIGTERM: apps_own, signal.SIGINT: apps_own}
+
+
+def test_collect_refuses_records_that_are_a_hard_link_of_its_task_file(tmp_path: Path) -> None:
+    """Two names of one file (a hard link, as `cp -al` snapshots make) are one path to
+    same_path, as a symlink is: `collect -o` such a link of its task file would append the
+    records to the tasks (no test linked two files)."""
+    tasks = tmp_path / "tasks.jsonl"
+    write_tasks(tasks, number_tasks(1))
+    before = tasks.read_bytes()
+    for link, make in (("hard.jsonl", os.link), ("soft.jsonl", os.symlink)):
+        make(tasks, tmp_path / link)
+        result = invoke("collect", "-t", tasks, "-o", tmp_path / link)
+        assert result.exit_code == 2, result.output
+        assert f"-o {tmp_path / link} is the task file (--tasks) itself" in flat(result.output)
+    assert tasks.read_bytes() == before
