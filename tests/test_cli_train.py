@@ -514,3 +514,22 @@ def test_a_set_key_is_read_without_spaces_and_its_value_whole(
                     "-o", tmp_path / "out", "--set", pair.format(gone=gone))  # fmt: skip
     assert result.exit_code == 2, result.output
     assert expected.format(gone=gone) in flat(result.stderr), result.stderr
+
+
+@pytest.mark.parametrize("command", [["rl"], ["sft", "--checkpoint", "."]])
+def test_a_refused_output_given_as_the_working_directory_names_a_folder_beside_it(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """`cd runs/sft && fugu-lite train rl -o .` (or `train sft --checkpoint . -o .`) ended in
+    a ValueError traceback, '. has an empty name', while building the folder to suggest
+    instead; it is refused now, suggesting a folder beside the working directory."""
+    sft = tmp_path / "sft"
+    shutil.copytree(run.run_dir / "sft", sft)
+    before = files_of(sft)
+    monkeypatch.chdir(sft)
+    stage = command[0]
+    result = invoke("train", *command, "-o", ".", "-r", run.records_path, "-c", run.config_path)
+    assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+    message = flat(result.stderr)
+    assert message.startswith("error: -o . ") and f"e.g. -o {sft}-{stage}" in message, message
+    assert files_of(sft) == before

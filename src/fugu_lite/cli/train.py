@@ -301,8 +301,16 @@ def check_not_checkpoint(checkpoint: str | None, output: Path, stage: str) -> No
         fail(
             f"-o {output} is the --checkpoint this stage starts from, which training would "
             f"overwrite; give the {stage} checkpoint a folder of its own, e.g. -o "
-            f"{output.with_name(output.name + '-' + stage)}"
+            f"{folder_beside(output, stage)}"
         )
+
+
+def folder_beside(output: Path, suffix: str) -> Path:
+    """The folder of its own a refused -o is told to use instead: `runs/sft` -> `runs/sft-rl`.
+    `-o .` (or `..`) has no name of its own, so it is named as the folder it is: building the
+    suggestion from `.` ended the refusal in a ValueError traceback."""
+    named = output.resolve() if output.name in ("", "..") else output
+    return named.parent / f"{named.name}-{suffix}"
 
 
 # What a training_report.json's (or a checkpoint's metadata's) "stage" names.
@@ -327,7 +335,7 @@ def check_not_another_stage(output: Path, stage: str, mine: tuple[str, ...] = ()
     fail(
         f"-o {output} holds {WRITTEN_BY.get(held, f'the output of {held}')}, which this "
         f"{name} would replace; give the {name} a folder of its own, e.g. -o "
-        f"{output.with_name(output.name + '-' + stage.replace('_', '-'))}, or delete that "
+        f"{folder_beside(output, stage.replace('_', '-'))}, or delete that "
         "folder first to train there"
     )
 
