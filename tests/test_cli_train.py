@@ -533,3 +533,23 @@ def test_a_refused_output_given_as_the_working_directory_names_a_folder_beside_i
     message = flat(result.stderr)
     assert message.startswith("error: -o . ") and f"e.g. -o {sft}-{stage}" in message, message
     assert files_of(sft) == before
+
+
+def test_an_output_under_a_dangling_link_is_refused_before_training(
+    run: Run, tmp_path: Path
+) -> None:
+    """`-o runs/x` with `runs` a link to a scratch disk that is not mounted trained the
+    whole stage, then failed saving it with 'File exists: runs'; it is refused before any
+    work now, naming the link and where it points."""
+    runs = tmp_path / "runs"
+    scratch = tmp_path / "scratch" / "runs"
+    runs.symlink_to(scratch, target_is_directory=True)
+    for output in (runs / "x", runs):
+        result = invoke("train", "sft", "-r", run.records_path, "-c", run.config_path,
+                        "-o", output)  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert flat(result.stderr) == (
+            f"error: -o {output}: {runs} is a link to {scratch}, which is not there (a disk "
+            "not mounted, a folder moved?); create it, or give another path"
+        )
+    assert not scratch.exists()

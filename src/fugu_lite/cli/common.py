@@ -278,6 +278,11 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
         fail(f"{flag} {path} is a file, not a folder; give a folder path (created if needed)")
     existing = path if kind == "folder" else path.parent
     while not existing.exists():
+        if existing.is_symlink():  # else found only when the output is written, after the work
+            fail(
+                f"{flag} {path}: {existing} is a link to {existing.readlink()}, which is not "
+                "there (a disk not mounted, a folder moved?); create it, or give another path"
+            )
         existing = existing.parent
     if not existing.is_dir():
         fail(f"{flag} {path}: {existing} is a file, so nothing can be created inside it")
