@@ -206,6 +206,14 @@ def test_a_device_torch_cannot_use_here_is_refused_naming_the_key_and_the_file(
     )  # fmt: skip
     assert "error: --set model.device is 'cuda:63', which torch cannot use" in flat(result.output)
     assert not (tmp_path / "o").exists()
+    # a whole model section given by --set, with and without -c (said to be in None)
+    for config_options in ([], ["-c", config]):
+        result = invoke("train", stage, "-r", records, "-o", tmp_path / "o", *config_options,
+                        "--set", "model={device: 'cuda:63'}")  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert flat(result.stderr).startswith(
+            "error: model.device (given by --set model) is 'cuda:63', which torch cannot use"
+        ), result.stderr
 
 
 def test_train_with_a_bad_set_option_exits_2(run: Run, tmp_path: Path) -> None:

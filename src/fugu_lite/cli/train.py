@@ -64,7 +64,14 @@ def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) 
     model = getattr(config, "model", None)
     if not isinstance(model, ModelConfig) or (reason := unusable_device(model.device)) is None:
         return
-    given = "--set model.device" if "model.device" in overrides else f"model.device in {path}"
+    given = (
+        "--set model.device"
+        if "model.device" in overrides
+        # `--set "model={device: cuda}"`: it was said to be in the -c file, or in None
+        else "model.device (given by --set model)"
+        if "model" in overrides
+        else f"model.device in {path}"
+    )
     fail(
         f"{given} is {model.device!r}, which torch cannot use on this machine ({reason}): "
         "set it to cpu (`device: cpu` under `model:`, or --set model.device=cpu)"
