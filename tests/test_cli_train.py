@@ -561,3 +561,16 @@ def test_an_output_under_a_dangling_link_is_refused_before_training(
             "not mounted, a folder moved?); create it, or give another path"
         )
     assert not scratch.exists()
+
+
+def test_a_checkpoint_that_is_a_link_loop_is_one_error_line(run: Run, tmp_path: Path) -> None:
+    """`--checkpoint runs/sft` with runs/sft a link to itself (a `ln -s` gone wrong) ended
+    in a RuntimeError traceback, 'Symlink loop', from comparing it with -o; it is the stage's
+    one error line now, saying it is no checkpoint."""
+    loop = tmp_path / "sft"
+    loop.symlink_to(loop)
+    result = invoke("train", "rl", "-r", run.records_path, "-c", run.config_path,
+                    "-o", tmp_path / "rl", "--checkpoint", loop)  # fmt: skip
+    assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+    assert flat(result.stderr).startswith(f"error: {loop} is not a fugu-lite router checkpoint")
+    assert not (tmp_path / "rl" / "router.json").exists()

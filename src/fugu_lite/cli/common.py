@@ -328,8 +328,11 @@ def writing_file(output: Path) -> Iterator[None]:
 
 def same_path(first: Path, second: Path) -> bool:
     """Whether two paths name one file or folder (`run`, `./run`, a link to it)."""
-    if first.resolve() == second.resolve():
-        return True
+    try:
+        if first.resolve() == second.resolve():
+            return True
+    except RuntimeError:  # a link loop (Python < 3.13) names no file: only its own spelling
+        return first.absolute() == second.absolute()
     return first.exists() and second.exists() and first.samefile(second)
 
 
