@@ -45,6 +45,7 @@ from fugu_lite.server.dispatch import Dispatcher
 from fugu_lite.server.metrics import Metrics
 from fugu_lite.server.thread import ServerThread, local_openai_client
 from fugu_lite.testing.stub_worker import StubWorker
+from fugu_lite.workers.local_server import free_port
 from fugu_lite.workers.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(120)
@@ -844,6 +845,38 @@ def test_a_workers_refused_key_is_told_by_its_variable_never_by_its_value(
         assert "the key in FUGU_TEST_WORKER_KEY" in text
     address = stubs.workers[first].base_url.split("//")[1].split("/")[0]
     assert WORKER_KEY not in response.text and address not in response.text
+
+
+def test_a_worker_that_is_down_is_named_to_the_client_without_its_address(
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve's 502 passed each worker's message on to its client, so a worker that was down
+    showed the pool's internal address ("could not reach the server at
+    http://127.0.0.1:PORT/v1/chat/completions (connection refused: nothing listens on
+    127.0.0.1 port PORT ...)"). The client learns which worker failed and how (connection
+    refused) now, never where it is; the operator's log and the decision log keep it all."""
+    first = ranking_for(family, MATH).ranking[0]
+    down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    running = serve(pool_for(stubs, overrides={first: {"base_url": down}}))
+    caplog.set_level(logging.INFO, logger="fugu_lite")
+    address = down.split("//")[1].split("/")[0]
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as error:
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=stream, extra_body={"workers": [first]}
+            )
+        assert error.value.status_code == 502
+        said = error.value.response.text
+        assert f"worker {first}: connection: could not reach the server" in said
+        assert "connection refused" in said
+        assert address not in said and "127.0.0.1" not in said
+    for line in running.log_lines():
+        assert (
+            f"nothing listens on 127.0.0.1 port {address.split(':')[1]}"
+            in line["attempts"][0]["message"]
+        )
+    [warning, *_] = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"could not reach the server at {down}/chat/completions" in warning
 
 
 def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(

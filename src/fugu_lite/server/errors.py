@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,6 +44,11 @@ logger = logging.getLogger(__name__)
 
 # A busy worker frees a slot as soon as one of its answers ends: a client may retry soon.
 BUSY_RETRY_AFTER_S = 1.0
+# What a client reads in place of a worker's address (or its proxy's): where the pool's
+# workers are is the operator's to know; the server's log and decision log keep it.
+HIDDEN_ADDRESS = "[worker address]"
+# Where a local worker's llama.cpp server listens (workers.local_server starts it there).
+LOCAL_WORKER_HOST = "127.0.0.1"
 
 
 def failure(
@@ -60,10 +68,37 @@ def failure(
         )
     else:
         api_error = workers_failed(server, error)
+    hide_addresses(api_error, worker_hosts(server))
     api_error.headers.update(routing_headers(routed, attempts))
     finish(server, routed, attempts, None, "error", api_error.status, code=api_error.code)
     api_error.recorded = True
     return api_error
+
+
+def worker_hosts(server: FuguServer) -> set[str]:
+    """The hosts the pool's workers are called at: each remote worker's, a local one's
+    loopback, and the environment's proxies (HTTP_PROXY ...) calls may go through."""
+    urls = [w.base_url or f"http://{LOCAL_WORKER_HOST}" for w in server.pool_config.workers]
+    proxies = urllib.request.getproxies().values()
+    urls += [proxy if "://" in proxy else f"http://{proxy}" for proxy in proxies]
+    return {host for url in urls if (host := urlsplit(url).hostname)}
+
+
+def hide_addresses(api_error: ApiError, hosts: set[str]) -> None:
+    """The client's error without the workers' addresses (`hosts`, with any scheme, user,
+    port and path written with them) in its message and in each attempt it lists."""
+    if not hosts:
+        return
+    names = "|".join(re.escape(host) for host in sorted(hosts, key=len, reverse=True))
+    address = re.compile(
+        rf"(?:\b[a-z][a-z0-9+.-]*://)?(?:[^\s/@]+@)?(?<![\w.-])\[?(?:{names})\]?(?![\w-]|\.\w)"
+        r"(?::\d+| port \d+)?(?:/[^\s()'\",;]*)?",
+        re.IGNORECASE,
+    )
+    api_error.message = address.sub(HIDDEN_ADDRESS, api_error.message)
+    for tried in api_error.extra.get("tried", []):
+        if tried.get("message"):
+            tried["message"] = address.sub(HIDDEN_ADDRESS, tried["message"])
 
 
 def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
