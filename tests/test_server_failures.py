@@ -879,6 +879,64 @@ def test_a_worker_that_is_down_is_named_to_the_client_without_its_address(
     assert f"could not reach the server at {down}/chat/completions" in warning
 
 
+# A project key as OpenAI issues them (sk-proj-, 164 characters), and a key of the older
+# kind (sk-, 51).
+PROJECT_KEY = "sk-proj-" + "Ab3dE" * 30 + "fG7hZq9X"
+LEGACY_KEY = "sk-" + "T1hXr" * 9 + "Zq9X"
+
+
+def openai_key_refusal_app() -> FastAPI:
+    """An upstream answering every call as OpenAI does a key it does not accept: a 401 whose
+    message shows the key masked, its first characters and its last four around asterisks."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        key = request.headers["authorization"].removeprefix("Bearer ")
+        head = "sk-proj-" if key.startswith("sk-proj-") else key[:7]
+        masked = f"{head}{'*' * (len(key) - len(head) - 4)}{key[-4:]}"
+        message = (
+            f"Incorrect API key provided: {masked}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys."
+        )
+        error = {"message": message, "type": "invalid_request_error", "param": None,
+                 "code": "invalid_api_key"}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=401)
+
+    return upstream
+
+
+@pytest.mark.parametrize("key", [PROJECT_KEY, LEGACY_KEY])
+def test_a_workers_key_is_scrubbed_in_the_masked_form_openai_shows_it_in(
+    serve,
+    stubs: Stubs,
+    family: RouterFamily,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    key: str,
+) -> None:
+    """OpenAI's 401 shows the key it refused masked ("sk-proj-****...****Zq9X"): its
+    first characters and last four, which identify it. Only the key itself was scrubbed,
+    so the masked form reached the client's 502, the decision log and the server's log.
+    It is scrubbed as the key is now; the message still says the key was not accepted."""
+    monkeypatch.setenv("FUGU_TEST_WORKER_KEY", key)
+    first = ranking_for(family, MATH).ranking[0]
+    with ServerThread(openai_key_refusal_app()) as refusing:
+        worker = {"base_url": refusing.base_url, "api_key_env": "FUGU_TEST_WORKER_KEY"}
+        running = serve(pool_for(stubs, overrides={first: worker}))
+        caplog.set_level(logging.INFO, logger="fugu_lite")
+        with pytest.raises(openai.APIStatusError) as error:
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), extra_body={"workers": [first]}
+            )
+    assert error.value.status_code == 502
+    [line] = running.log_lines()
+    warnings = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    for text in (error.value.response.text, json.dumps(line), *warnings):
+        assert "Incorrect API key provided: ***." in text
+        assert "Zq9X" not in text and "****" not in text
+
+
 def test_the_workers_retry_after_is_passed_on_in_the_rate_limit_answer(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -4,11 +4,15 @@ without it), and scrubbed from every error message."""
 from __future__ import annotations
 
 import os
+import re
 
 from .config import PoolConfig, WorkerConfig
 from .errors import MAX_ERROR_CHARS
 
 NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open servers)
+# A key as OpenAI's 401 shows the one it refused: its first characters, asterisks, its
+# last four ("sk-abc12****...****wxyz", "sk-proj-****...****wxyz"), which identify it.
+MASKED_KEY = re.compile(r"[\w-]*\*{4,}[\w-]*")
 
 
 class PoolStartError(RuntimeError):
@@ -19,7 +23,15 @@ def redact(text: str, secret: str | None) -> str:
     text = text[:MAX_ERROR_CHARS]
     if secret and secret != NO_KEY and len(secret) >= 4:
         text = text.replace(secret, "***")
+        text = MASKED_KEY.sub(lambda found: "***" if masks(found[0], secret) else found[0], text)
     return text
+
+
+def masks(shown: str, secret: str) -> bool:
+    """Whether `shown` is `secret` masked: what shows of it around the asterisks is its
+    start and end."""
+    head, tail = shown.split("*", 1)[0], shown.rsplit("*", 1)[1]
+    return bool(head or tail) and secret.startswith(head) and secret.endswith(tail)
 
 
 def read_key(worker: WorkerConfig) -> str:
