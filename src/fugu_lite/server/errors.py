@@ -85,20 +85,26 @@ def worker_hosts(server: FuguServer) -> set[str]:
 
 
 def hide_addresses(api_error: ApiError, hosts: set[str]) -> None:
-    """The client's error without the workers' addresses (`hosts`, with any scheme, user,
-    port and path written with them) in its message and in each attempt it lists."""
+    """The client's error without the workers' addresses (`hosts`) in its message and in
+    each attempt it lists."""
+    api_error.message = without_addresses(api_error.message, hosts)
+    for tried in api_error.extra.get("tried", []):
+        if tried.get("message"):
+            tried["message"] = without_addresses(tried["message"], hosts)
+
+
+def without_addresses(text: str, hosts: set[str]) -> str:
+    """`text` with each of `hosts` (with any scheme, user, port and path written with it)
+    shown as HIDDEN_ADDRESS."""
     if not hosts:
-        return
+        return text
     names = "|".join(re.escape(host) for host in sorted(hosts, key=len, reverse=True))
     address = re.compile(
         rf"(?:\b[a-z][a-z0-9+.-]*://)?(?:[^\s/@]+@)?(?<![\w.-])\[?(?:{names})\]?(?![\w-]|\.\w)"
         r"(?::\d+| port \d+)?(?:/[^\s()'\",;]*)?",
         re.IGNORECASE,
     )
-    api_error.message = address.sub(HIDDEN_ADDRESS, api_error.message)
-    for tried in api_error.extra.get("tried", []):
-        if tried.get("message"):
-            tried["message"] = address.sub(HIDDEN_ADDRESS, tried["message"])
+    return address.sub(HIDDEN_ADDRESS, text)
 
 
 def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:

@@ -15,6 +15,7 @@ from ..workers.streams import AFTER_STREAM_START
 from .api_error import ApiError
 from .auth import Redactor
 from .dispatch import OpenedStream, close_quietly, describe_stream_error
+from .errors import without_addresses
 from .responses import with_text_content
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class RelayedStream:
         idle_timeout_s: float,
         redact: Redactor,
         on_done: DoneCallback,
+        worker_hosts: set[str],
         first_extra: dict[str, Any] | None = None,
     ) -> None:
         self.opened = opened
@@ -54,6 +56,7 @@ class RelayedStream:
         self.redact = redact
         self.on_done = on_done
         self.first_extra = first_extra
+        self.worker_hosts = worker_hosts  # kept out of the client's error event
         self.usage: dict[str, Any] | None = None
         self.worker_usage: dict[str, Any] | None = None
         self.content_chunks = 0
@@ -77,6 +80,8 @@ class RelayedStream:
             interrupted = self._interrupted(error)
             # the only word of it on the server: the decision log has the outcome alone
             logger.warning("%s", interrupted["error"]["message"])
+            shown = without_addresses(interrupted["error"]["message"], self.worker_hosts)
+            interrupted["error"]["message"] = shown
             yield sse(interrupted)
         except asyncio.CancelledError:
             if not self.cut_by_shutdown:
