@@ -882,6 +882,31 @@ def test_a_worker_that_is_down_is_named_to_the_client_without_its_address(
     assert f"could not reach the server at {down}/chat/completions" in warning
 
 
+def test_a_remote_worker_and_its_proxy_are_named_to_the_client_without_their_hosts(
+    serve, stubs: Stubs, family: RouterFamily, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote worker called through a company proxy (HTTP_PROXY) that is not found: the
+    client's 502 says which worker failed and why, without the worker's host nor the
+    proxy's; the decision log keeps both."""
+    for name in ("ALL_PROXY", "all_proxy", "http_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://no-such-proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # the stubs, and this test's calls
+    first = ranking_for(family, MATH).ranking[0]
+    remote = {"base_url": "http://worker.internal.example:8080/v1"}
+    running = serve(pool_for(stubs, overrides={first: remote}))
+    response = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert response.status_code == 502
+    assert f"worker {first}: connection: could not reach the server at [worker address]" in (
+        response.text
+    )
+    assert "of the proxy (HTTP_PROXY)" in response.text
+    assert "no-such-proxy" not in response.text and "worker.internal" not in response.text
+    [line] = running.log_lines()
+    logged = line["attempts"][0]["message"]
+    assert "http://worker.internal.example:8080/v1" in logged and "no-such-proxy" in logged
+
+
 # A project key as OpenAI issues them (sk-proj-, 164 characters), and a key of the older
 # kind (sk-, 51).
 PROJECT_KEY = "sk-proj-" + "Ab3dE" * 30 + "fG7hZq9X"

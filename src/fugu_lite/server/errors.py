@@ -79,7 +79,7 @@ def worker_hosts(server: FuguServer) -> set[str]:
     """The hosts the pool's workers are called at: each remote worker's, a local one's
     loopback, and the environment's proxies (HTTP_PROXY ...) calls may go through."""
     urls = [w.base_url or f"http://{LOCAL_WORKER_HOST}" for w in server.pool_config.workers]
-    proxies = urllib.request.getproxies().values()
+    proxies = [url for scheme, url in urllib.request.getproxies().items() if scheme != "no"]
     urls += [proxy if "://" in proxy else f"http://{proxy}" for proxy in proxies]
     return {host for url in urls if (host := urlsplit(url).hostname)}
 
