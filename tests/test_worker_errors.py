@@ -11,6 +11,7 @@ from email.utils import formatdate
 import openai
 import pytest
 
+from fugu_lite.workers.attempts import describe_failure
 from fugu_lite.workers.config import WorkerConfig
 from fugu_lite.workers.errors import (
     LONGEST_RETRY_AFTER_S,
@@ -226,3 +227,27 @@ def test_a_400_for_the_workers_model_name_is_told_from_the_requests_faults(
     hint = worker_refusal(400, error_code(error))
     assert (hint is not None) == (code == "model_not_found")
     assert hint is None or "fix model or base_url" in hint
+
+
+KEY = "sk-proj-" + "Ab3dE" * 30 + "fG7hZq9X"
+
+
+@pytest.mark.parametrize("body_key", ["message", "detail"])
+@pytest.mark.parametrize("before", [480, 500, 520, 540])
+def test_a_key_cut_by_a_long_error_message_is_scrubbed_as_far_as_it_goes(
+    body_key: str, before: int
+) -> None:
+    """A worker's error echoing the key it was sent (a gateway listing the request's
+    headers) late in a long message: the message was cut to its first 600 characters before
+    the key was scrubbed, so a key cut by that kept its first characters. No run of the key's
+    characters is left now, and what came before it is kept."""
+    worker = WorkerConfig(id="w", model="m", base_url="http://127.0.0.1:9/v1",
+                          api_key_env="W_KEY")  # fmt: skip
+    http = importlib.import_module(SDKResponse.__module__.split(".")[0])
+    request = http.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    said = f"{'h' * before} Authorization: Bearer {KEY} was refused"
+    body = {"error": {body_key: said}}
+    error = openai.APIStatusError("refused", response=SDKResponse(401, request=request), body=body)
+    _, message, _ = describe_failure(worker, error, KEY)
+    assert not any(KEY[start : start + 8] in message for start in range(len(KEY) - 7))
+    assert "h" * 100 in message

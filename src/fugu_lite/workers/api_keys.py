@@ -20,11 +20,13 @@ class PoolStartError(RuntimeError):
 
 
 def redact(text: str, secret: str | None) -> str:
-    text = text[:MAX_ERROR_CHARS]
-    if secret and secret != NO_KEY and len(secret) >= 4:
-        text = text.replace(secret, "***")
-        text = MASKED_KEY.sub(lambda found: "***" if masks(found[0], secret) else found[0], text)
-    return text
+    if not secret or secret == NO_KEY or len(secret) < 4:
+        return text[:MAX_ERROR_CHARS]
+    text = text.replace(secret, "***")[:MAX_ERROR_CHARS]
+    text = MASKED_KEY.sub(lambda found: "***" if masks(found[0], secret) else found[0], text)
+    # A key cut short (here, or before: a long error body) ends the text with its start.
+    cut = next((n for n in range(len(secret) - 1, 3, -1) if text.endswith(secret[:n])), 0)
+    return f"{text[:-cut]}***" if cut else text
 
 
 def masks(shown: str, secret: str) -> bool:
