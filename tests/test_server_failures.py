@@ -42,6 +42,7 @@ from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.auth import Redactor
 from fugu_lite.server.breaker import CircuitBreaker
 from fugu_lite.server.dispatch import Dispatcher
+from fugu_lite.server.errors import without_addresses
 from fugu_lite.server.metrics import Metrics
 from fugu_lite.server.thread import ServerThread, local_openai_client
 from fugu_lite.testing.stub_worker import StubWorker
@@ -905,6 +906,26 @@ def test_a_remote_worker_and_its_proxy_are_named_to_the_client_without_their_hos
     [line] = running.log_lines()
     logged = line["attempts"][0]["message"]
     assert "http://worker.internal.example:8080/v1" in logged and "no-such-proxy" in logged
+
+
+def test_a_worker_named_as_its_host_is_still_named_to_the_client() -> None:
+    """A worker whose id is its host's name (a docker compose service: id vllm, base_url
+    http://vllm:8000/v1) was shown to the client as "[worker address]" wherever the 502
+    named it, so the client no longer learnt which worker failed. A host name of one label
+    is hidden only where it is written as an address now (with a scheme or a port), a dotted
+    one or an IP address wherever it is."""
+    said = (
+        "every worker failed: vllm (worker vllm: connection: could not reach the server at "
+        "http://vllm:8000/v1/chat/completions (connection refused: nothing listens on vllm "
+        "port 8000; ...)); smol (worker smol: server: HTTP 502: upstream 10.0.0.5:8080 and "
+        "gpu-1.internal refused)"
+    )
+    assert without_addresses(said, {"vllm", "10.0.0.5", "gpu-1.internal"}) == (
+        "every worker failed: vllm (worker vllm: connection: could not reach the server at "
+        "[worker address] (connection refused: nothing listens on [worker address]; ...)); "
+        "smol (worker smol: server: HTTP 502: upstream [worker address] and [worker address] "
+        "refused)"
+    )
 
 
 # A project key as OpenAI issues them (sk-proj-, 164 characters), and a key of the older

@@ -95,16 +95,25 @@ def hide_addresses(api_error: ApiError, hosts: set[str]) -> None:
 
 def without_addresses(text: str, hosts: set[str]) -> str:
     """`text` with each of `hosts` (with any scheme, user, port and path written with it)
-    shown as HIDDEN_ADDRESS."""
+    shown as HIDDEN_ADDRESS: a dotted host or an IP address wherever it is, a host of one
+    label (vllm, often a worker's own id too) where it is written as an address only."""
     if not hosts:
         return text
-    names = "|".join(re.escape(host) for host in sorted(hosts, key=len, reverse=True))
-    address = re.compile(
-        rf"(?:\b[a-z][a-z0-9+.-]*://)?(?:[^\s/@]+@)?(?<![\w.-])\[?(?:{names})\]?(?![\w-]|\.\w)"
-        r"(?::\d+| port \d+)?(?:/[^\s()'\",;]*)?",
-        re.IGNORECASE,
-    )
-    return address.sub(HIDDEN_ADDRESS, text)
+    bare = [host for host in hosts if "." in host or ":" in host]
+    single = [host for host in hosts if host not in bare]
+    scheme = r"\b[a-z][a-z0-9+.-]*://(?:[^\s/@]+@)?"
+    port, path, end = r"(?::\d+| port \d+)", r"(?:/[^\s()'\",;]*)?", r"(?![\w-]|\.\w)"
+    forms = [rf"{scheme}\[?{names(hosts)}\]?{end}{port}?{path}"]
+    if bare:
+        forms.append(rf"(?<![\w.-])\[?{names(bare)}\]?{end}{port}?{path}")
+    if single:
+        forms.append(rf"(?<![\w.-]){names(single)}{port}{path}")
+    return re.sub("|".join(forms), HIDDEN_ADDRESS, text, flags=re.IGNORECASE)
+
+
+def names(hosts: list[str] | set[str]) -> str:
+    """A regular expression's group matching any of `hosts`, the longest first."""
+    return f"(?:{'|'.join(re.escape(host) for host in sorted(hosts, key=len, reverse=True))})"
 
 
 def workers_failed(server: FuguServer, error: AllWorkersFailedError) -> ApiError:
