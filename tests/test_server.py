@@ -11,6 +11,7 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -962,6 +963,8 @@ def test_cost_weight_picks_the_head_for_the_nearest_trained_weight(
             model=MODEL, messages=user(MATH), extra_body={"cost_weight": -1}
         )
     assert error.value.body["param"] == "cost_weight"
+    # the decision log says which member answered each routed request
+    assert [line["cost_weight"] for line in running.log_lines()] == [0.0, 0.0, 0.0, 10.0]
 
 
 # --- auth and secrets ---------------------------------------------------------------------------
@@ -1260,6 +1263,35 @@ def test_decision_log_lines_are_ready_to_become_training_records(
     with_content.client().chat.completions.create(model=MODEL, messages=messages)
     [line] = with_content.log_lines()
     assert line["messages"] == messages
+
+
+def test_a_decision_log_line_holds_the_routing_the_client_was_answered_with(
+    serve, stubs: Stubs
+) -> None:
+    """The line's probabilities aligned with its worker_ids, its ranking, time (UTC) and
+    latencies (seconds) are those of the request, as the README says."""
+    running = serve(pool_for(stubs))
+    for stub in stubs.workers.values():
+        stub.latency_s = 0.3
+    started, before = time.perf_counter(), datetime.now(UTC)
+    completion = running.client().chat.completions.create(
+        model=MODEL, messages=user(MATH), extra_body={"include_routing": True}
+    )
+    elapsed, after = time.perf_counter() - started, datetime.now(UTC)
+    routing = completion.model_extra["fugu"]
+    [line] = running.log_lines()
+    assert dict(zip(line["worker_ids"], line["probabilities"], strict=True)) == pytest.approx(
+        routing["probabilities"], abs=1e-6
+    )
+    assert line["ranking"] == routing["ranking"]
+    assert (line["model"], line["chosen"], line["worker"]) == (
+        MODEL,
+        routing["chosen"],
+        routing["worker"],
+    )
+    assert before <= datetime.fromisoformat(line["time"]) <= after
+    assert line["routing_latency_s"] == pytest.approx(routing["routing_ms"] / 1000, abs=1e-3)
+    assert 0.3 <= line["latency_s"] <= elapsed
 
 
 def test_a_server_that_could_not_start_stops_its_decision_log_thread(

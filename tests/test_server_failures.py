@@ -569,6 +569,7 @@ def test_every_worker_failing_is_a_502_naming_what_was_tried(serve, stubs: Stubs
     lines = running.log_lines()
     assert [line["outcome"] for line in lines] == ["error", "error"]
     assert all(line["worker"] is None and line["status"] == 502 for line in lines)
+    assert [line["fallback"] for line in lines] == [False, False]  # no worker answered
 
 
 def test_routed_requests_no_worker_answered_are_counted_by_their_error_code(
