@@ -11,6 +11,7 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -584,6 +585,29 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
         (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6
     )
     assert "# TYPE fugu_routing_latency_seconds histogram" in metrics
+
+
+def test_the_latency_histograms_are_in_seconds_and_the_in_flight_gauge_counts_requests(
+    serve, stubs: Stubs
+) -> None:
+    running = serve(pool_for(stubs))
+    for stub in stubs.workers.values():
+        stub.latency_s = 0.5
+    started = time.perf_counter()
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(
+            running.client().chat.completions.create, model=MODEL, messages=user(MATH)
+        )
+        assert wait_until(lambda: metric_value(running.metrics(), "fugu_requests_in_flight") == 1)
+        answer.result()
+    elapsed = time.perf_counter() - started
+    metrics = running.metrics()
+    assert metric_value(metrics, "fugu_requests_in_flight") == 0
+    [line] = running.log_lines()
+    routing = metric_value(metrics, "fugu_routing_latency_seconds_sum")
+    assert routing == pytest.approx(line["routing_latency_s"])
+    upstream = metric_value(metrics, "fugu_upstream_latency_seconds_sum", worker=line["worker"])
+    assert 0.5 <= upstream <= elapsed
 
 
 def test_health_says_degraded_or_unavailable_when_workers_are_down(
