@@ -619,6 +619,39 @@ def test_the_decision_log_says_once_that_it_drops_decisions_and_then_how_many(
     assert "(4 decisions were dropped meanwhile)" in caplog.text, caplog.text
 
 
+def test_the_decision_log_counts_every_decision_dropped_from_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Decisions that reach the writer together (concurrent requests on a full disk) are
+    dropped together past MAX_UNWRITTEN: each of them is counted, not one per batch."""
+    monkeypatch.setattr(log_module, "MAX_UNWRITTEN", 2)
+    writing, released, disk = threading.Event(), threading.Event(), {"full": True}
+    real_append = log_module.append_jsonl
+
+    def full_disk_append(path: Path, rows: list[dict[str, object]]) -> int:
+        writing.set()
+        released.wait(10)
+        if disk["full"]:
+            raise OSError(28, "No space left on device")
+        return real_append(path, rows)
+
+    monkeypatch.setattr(log_module, "append_jsonl", full_disk_append)
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    log.write(decision("first"), None)
+    assert writing.wait(10)  # the writer waits on the disk while five more come
+    for index in range(5):
+        log.write(decision(f"while full {index}"), None)
+    released.set()
+    log.flush()
+    disk["full"] = False
+    log.write(decision("after"), None)
+    log.close()
+    lines = [json.loads(line)["request_id"] for line in path.read_text().splitlines()]
+    assert lines == ["while full 3", "while full 4", "after"]
+    assert "(4 decisions were dropped meanwhile)" in caplog.text, caplog.text
+
+
 def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_path: Path) -> None:
     """logrotate moving the file away, or its folder deleted, while the server runs: the
     next decisions go to a new file at the same path."""
