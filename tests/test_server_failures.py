@@ -240,7 +240,13 @@ def test_a_failing_worker_falls_back_to_the_next_best(
                 "close": "connection", "bad_model": "worker_config",
                 "conflict": "server"}  # fmt: skip
     assert line["attempts"][0]["outcome"] == expected[failure]
-    assert metric_value(running.metrics(), "fugu_fallbacks_total") == 1
+    metrics = running.metrics()
+    assert metric_value(metrics, "fugu_fallbacks_total") == 1
+    # the tokens and their cost are the answering worker's, not the failed first choice's
+    assert metric_value(metrics, "fugu_tokens_total", worker=second, kind="completion") == 3
+    assert metric_value(metrics, "fugu_cost_total", worker=second) == pytest.approx(line["cost"])
+    assert metric_value(metrics, "fugu_tokens_total", worker=first, kind="completion") == 0
+    assert metric_value(metrics, "fugu_cost_total", worker=first) == 0
 
 
 def retry_me_app() -> FastAPI:
