@@ -599,6 +599,8 @@ def test_routed_requests_no_worker_answered_are_counted_by_their_error_code(
         assert metric_value(text, "fugu_errors_total", code=code) == 1, code
     assert metric_value(text, "fugu_errors_total", code="error") == 0
     assert metric_value(text, "fugu_errors_total", code="ok") == 0
+    for status in ("200", "400", "502", "503"):  # and each by the status it was answered
+        assert metric_value(text, "fugu_requests_total", status=status, stream="false") == 1
     assert [line["outcome"] for line in running.log_lines()] == ["ok"] + ["error"] * 3
 
 
