@@ -652,6 +652,42 @@ def test_the_decision_log_counts_every_decision_dropped_from_one_batch(
     assert "(4 decisions were dropped meanwhile)" in caplog.text, caplog.text
 
 
+def test_a_second_full_disk_is_told_again_with_its_own_count_of_dropped_decisions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A disk full again after the log was written again is said again, and its recovery
+    counts only the decisions it dropped itself."""
+    monkeypatch.setattr(log_module, "MAX_UNWRITTEN", 1)
+    disk = {"full": False}
+    real_append = log_module.append_jsonl
+
+    def append(path: Path, rows: list[dict[str, object]]) -> int:
+        if disk["full"]:
+            raise OSError(28, "No space left on device")
+        return real_append(path, rows)
+
+    monkeypatch.setattr(log_module, "append_jsonl", append)
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    for names in (["a", "b"], ["c"]):  # two full disks, the first dropping one decision
+        disk["full"] = True
+        for name in names:
+            log.write(decision(name), None)
+            log.flush()
+        disk["full"] = False
+        log.write(decision(f"after {names[-1]}"), None)
+        log.flush()
+    log.close()
+    lines = [json.loads(line)["request_id"] for line in path.read_text().splitlines()]
+    assert lines == ["b", "after b", "c", "after c"]
+    assert caplog.text.count("could not append to the decision log") == 2, caplog.text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"the decision log {path} is written again (1 decisions were dropped meanwhile)",
+        f"the decision log {path} is written again",
+    ]
+
+
 def test_the_decision_log_is_written_again_where_its_file_or_folder_went(tmp_path: Path) -> None:
     """logrotate moving the file away, or its folder deleted, while the server runs: the
     next decisions go to a new file at the same path."""
