@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -619,23 +619,37 @@ def test_the_decision_log_says_once_that_it_drops_decisions_and_then_how_many(
     assert "(4 decisions were dropped meanwhile)" in caplog.text, caplog.text
 
 
+def fillable_disk(
+    monkeypatch: pytest.MonkeyPatch, full: bool, on_write: Callable[[], None] = lambda: None
+) -> dict[str, bool]:
+    """The decision log's disk, full (ENOSPC) while the returned {"full": ...} says so;
+    `on_write` runs first at each write."""
+    disk = {"full": full}
+    real_append = log_module.append_jsonl
+
+    def append(path: Path, rows: list[dict[str, object]]) -> int:
+        on_write()
+        if disk["full"]:
+            raise OSError(28, "No space left on device")
+        return real_append(path, rows)
+
+    monkeypatch.setattr(log_module, "append_jsonl", append)
+    return disk
+
+
 def test_the_decision_log_counts_every_decision_dropped_from_one_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Decisions that reach the writer together (concurrent requests on a full disk) are
     dropped together past MAX_UNWRITTEN: each of them is counted, not one per batch."""
     monkeypatch.setattr(log_module, "MAX_UNWRITTEN", 2)
-    writing, released, disk = threading.Event(), threading.Event(), {"full": True}
-    real_append = log_module.append_jsonl
+    writing, released = threading.Event(), threading.Event()
 
-    def full_disk_append(path: Path, rows: list[dict[str, object]]) -> int:
+    def slow_disk() -> None:
         writing.set()
         released.wait(10)
-        if disk["full"]:
-            raise OSError(28, "No space left on device")
-        return real_append(path, rows)
 
-    monkeypatch.setattr(log_module, "append_jsonl", full_disk_append)
+    disk = fillable_disk(monkeypatch, full=True, on_write=slow_disk)
     path = tmp_path / "decisions.jsonl"
     log = DecisionLog(path)
     log.write(decision("first"), None)
@@ -658,15 +672,7 @@ def test_a_second_full_disk_is_told_again_with_its_own_count_of_dropped_decision
     """A disk full again after the log was written again is said again, and its recovery
     counts only the decisions it dropped itself."""
     monkeypatch.setattr(log_module, "MAX_UNWRITTEN", 1)
-    disk = {"full": False}
-    real_append = log_module.append_jsonl
-
-    def append(path: Path, rows: list[dict[str, object]]) -> int:
-        if disk["full"]:
-            raise OSError(28, "No space left on device")
-        return real_append(path, rows)
-
-    monkeypatch.setattr(log_module, "append_jsonl", append)
+    disk = fillable_disk(monkeypatch, full=False)
     path = tmp_path / "decisions.jsonl"
     log = DecisionLog(path)
     for names in (["a", "b"], ["c"]):  # two full disks, the first dropping one decision
