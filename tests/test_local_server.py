@@ -101,6 +101,16 @@ def crash(pool: WorkerPool, worker_id: str) -> None:
     process.wait()
 
 
+def stand_in_servers_taken_as_ready(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Launched servers are stand-in processes (stand_in_servers), ready as soon as launched."""
+    stand_in_servers(monkeypatch, tmp_path)
+
+    async def ready(self: LocalServer) -> None:
+        return None
+
+    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+
+
 def run_in_pool(config: PoolConfig, check: Callable[[WorkerPool], Awaitable[None]]) -> None:
     """Run `check` on a started pool of `config`, leaving no process running."""
 
@@ -1156,12 +1166,7 @@ def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_res
     size is llama.cpp's reading patched."""
     import llama_cpp
 
-    stand_in_servers(monkeypatch, tmp_path)
-
-    async def ready(self: LocalServer) -> None:
-        return None
-
-    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
     gguf = tmp_path / "model.gguf"
     gguf.symlink_to(resolve_gguf("embedded:smollm2"))
     config = PoolConfig.model_validate(
@@ -1191,12 +1196,7 @@ def test_a_gguf_replaced_by_one_without_its_chat_format_fails_its_crashed_server
     handler"). The restart checks it again (the file's reading is cached per version) and
     fails, naming the template. The server is a stand-in process taken as ready; the new
     model is the embedded GGUF with its template's key renamed."""
-    stand_in_servers(monkeypatch, tmp_path)
-
-    async def ready(self: LocalServer) -> None:
-        return None
-
-    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
     gguf = tmp_path / "model.gguf"
     gguf.symlink_to(resolve_gguf("embedded:smollm2"))
     untemplated = tmp_path / "untemplated.gguf"
@@ -1223,12 +1223,7 @@ def test_a_gguf_llama_cpp_cannot_load_is_refused_before_it_starts(
     with chat_format chat_template.default it was said to lack that template, and to leave
     chat_format out. Serve's check, the pool's start and a crashed server's restart on
     such a file now refuse it with llama.cpp's reason. The servers are stand-ins."""
-    stand_in_servers(monkeypatch, tmp_path)
-
-    async def ready(self: LocalServer) -> None:
-        return None
-
-    monkeypatch.setattr(LocalServer, "wait_ready", ready)
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
     cut = tmp_path / "cut.gguf"
     with resolve_gguf("embedded:smollm2").open("rb") as whole:
         cut.write_bytes(whole.read(20_000_000))
