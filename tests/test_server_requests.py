@@ -428,6 +428,15 @@ def test_a_check_across_parameters_names_its_parameter(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def assert_a_400(client: openai.OpenAI, extra: dict, param: str, message: str) -> None:
+    """A request with `extra` in its body is refused with a 400 naming `param`, saying
+    `message`."""
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
+    assert error.value.body["param"] == param
+    assert error.value.body["message"] == message
+
+
 def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
     shared_server: Running, stubs: Stubs
 ) -> None:
@@ -450,13 +459,11 @@ def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
          "response_format.json_schema.strict", '"true"'),
         ({"tools": [tool(1)]}, "tools[0].function.strict", "1"),
     ):  # fmt: skip
-        with pytest.raises(openai.BadRequestError) as error:
-            client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
-        assert error.value.body["param"] == param
-        assert error.value.body["message"] == (
+        assert_a_400(
+            client, extra, param,
             f"invalid request: {param} must be true or false (a JSON boolean, not a string or a "
-            f"number); got {got}"
-        )
+            f"number); got {got}",
+        )  # fmt: skip
     assert not any(stub.bodies for stub in stubs.workers.values())
     for strict in (True, False, None):
         raw = client.chat.completions.with_raw_response.create(
@@ -483,13 +490,11 @@ def test_a_description_that_is_no_string_is_a_400_naming_it(
         ({"functions": [{"name": "f", "description": {"a": 1}}]},
          "functions[0].description", '{"a": 1}'),
     ):  # fmt: skip
-        with pytest.raises(openai.BadRequestError) as error:
-            client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
-        assert error.value.body["param"] == param
-        assert error.value.body["message"] == (
+        assert_a_400(
+            client, extra, param,
             f"invalid request: {param} must be a string, the text telling the model what it "
-            f"is for; got {got}"
-        )
+            f"is for; got {got}",
+        )  # fmt: skip
     assert not any(stub.bodies for stub in stubs.workers.values())
     for description in ("Adds two numbers", None):
         tool = {"type": "function", "function": {"name": "f", "description": description}}

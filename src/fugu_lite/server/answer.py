@@ -17,7 +17,7 @@ from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
 from .disconnect import ClientDisconnectedError, until_disconnected
 from .dispatch import AllWorkersFailedError, Attempt, OpenedStream, WorkerRejectedError
-from .errors import failure, worker_hosts
+from .errors import failure
 from .responses import (
     JSONAnswer,
     Routed,
@@ -226,7 +226,7 @@ def relayed_stream(server: FuguServer, routed: Routed, opened: OpenedStream) -> 
         idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
         redact=server.redact,
         on_done=done,
-        worker_hosts=worker_hosts(server),
+        worker_hosts=server.worker_hosts,
         first_extra=routing_field(routed, opened.attempts, None)
         if routed.chat.include_routing
         else None,

@@ -57,7 +57,7 @@ from .body import read_body
 from .breaker import CircuitBreaker
 from .chat_request import ChatCompletionRequest
 from .dispatch import Dispatcher
-from .errors import install_error_handlers
+from .errors import install_error_handlers, worker_hosts
 from .log import DecisionLog
 from .metrics import Metrics
 from .request_parsing import parse_request
@@ -141,6 +141,7 @@ class FuguServer:
             family, [w for w in pool_config.opt_out if w in family.worker_ids]
         )
         self.pool_config = pool_config
+        self.worker_hosts = worker_hosts(pool_config)  # hidden from clients' error messages
         self.pool = WorkerPool(pool_config)
         self.metrics = Metrics(self.router.worker_ids)
         self.breaker = CircuitBreaker(

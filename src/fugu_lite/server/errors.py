@@ -38,6 +38,7 @@ from .responses import (
 )
 
 if TYPE_CHECKING:
+    from ..workers.config import PoolConfig
     from .app import FuguServer
 
 logger = logging.getLogger(__name__)
@@ -68,17 +69,18 @@ def failure(
         )
     else:
         api_error = workers_failed(server, error)
-    hide_addresses(api_error, worker_hosts(server))
+    hide_addresses(api_error, server.worker_hosts)
     api_error.headers.update(routing_headers(routed, attempts))
     finish(server, routed, attempts, None, "error", api_error.status, code=api_error.code)
     api_error.recorded = True
     return api_error
 
 
-def worker_hosts(server: FuguServer) -> set[str]:
+def worker_hosts(pool_config: PoolConfig) -> set[str]:
     """The hosts the pool's workers are called at: each remote worker's, a local one's
-    loopback, and the environment's proxies (HTTP_PROXY ...) calls may go through."""
-    urls = [w.base_url or f"http://{LOCAL_WORKER_HOST}" for w in server.pool_config.workers]
+    loopback, and the environment's proxies (HTTP_PROXY ...) calls may go through, as the
+    pool's clients read them at its start."""
+    urls = [w.base_url or f"http://{LOCAL_WORKER_HOST}" for w in pool_config.workers]
     proxies = [url for scheme, url in urllib.request.getproxies().items() if scheme != "no"]
     urls += [proxy if "://" in proxy else f"http://{proxy}" for proxy in proxies]
     return {host for url in urls if (host := urlsplit(url).hostname)}
