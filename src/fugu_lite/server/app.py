@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 import uvicorn
@@ -542,9 +543,22 @@ class WhollyStoppingServer(uvicorn.Server):
     cancelled then (a 503 and their lines, as when the graceful timeout ends) and the app
     shut down all the same (its local workers' servers stopped, its decision log closed)."""
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """A second SIGTERM (`kill` or `systemctl stop` again) ends the wait for the requests
+        in flight at once, as a second Ctrl-C does: uvicorn forces its quit on SIGINT only."""
+        stopping = self.should_exit
+        super().handle_exit(sig, frame)
+        if stopping:
+            self.force_exit = True
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets)
         if self.force_exit:
+            if self.server_state.tasks:  # logged here, not in the signal handler
+                logger.warning(
+                    "stopped again: the requests still in flight (%d) are not waited for, "
+                    "each is answered 503 shutting_down now", len(self.server_state.tasks),
+                )  # fmt: skip
             for task in self.server_state.tasks:
                 task.cancel(msg="Task cancelled, forced quit")
             await self.lifespan.shutdown()
