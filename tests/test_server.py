@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import socket
 import time
@@ -1316,6 +1317,33 @@ def test_a_decision_log_line_holds_the_routing_the_client_was_answered_with(
     assert before <= datetime.fromisoformat(line["time"]) <= after
     assert line["routing_latency_s"] == pytest.approx(routing["routing_ms"] / 1000, abs=1e-3)
     assert 0.3 <= line["latency_s"] <= elapsed
+
+
+def strict_json(line: str) -> dict:
+    """A line as a strict JSON parser (jq) reads it: no NaN or Infinity."""
+
+    def refused(constant: str) -> None:
+        raise ValueError(f"{constant} is no JSON")
+
+    return json.loads(line, parse_constant=refused)  # type: ignore[no-any-return]
+
+
+def test_a_cost_too_large_for_a_number_is_null_and_its_price_named(
+    serve, stubs: Stubs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker price near 1e308 made a request's cost inf: the decision log wrote
+    `Infinity`, which jq refuses, and an include_routing answer was a 500. The cost is
+    unknown (null) now, streamed or not, and serve says at its start which price it is."""
+    huge = {"input_price_per_mtok": 1e308, "output_price_per_mtok": 1e308}
+    running = serve(pool_for(stubs, overrides=dict.fromkeys(stubs.workers, huge)))
+    assert "input_price_per_mtok is 1e+308 USD per million tokens, too large" in caplog.text
+    answer = running.post({**VALID, "include_routing": True})
+    assert answer.status_code == 200 and answer.json()["fugu"]["cost"] is None
+    assert running.post({**VALID, "stream": True}).status_code == 200
+    running.state.log.flush()
+    lines = running.settings.log_requests.read_text().splitlines()
+    assert [strict_json(line)["cost"] for line in lines] == [None, None]
+    assert all(math.isfinite(c) for _, c in metric_samples(running.metrics(), "fugu_cost_total"))
 
 
 def test_a_server_that_could_not_start_stops_its_decision_log_thread(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import math
 import re
 import shlex
 from importlib import resources
@@ -368,10 +369,29 @@ def per_token_prices(config: PoolConfig) -> list[str]:
     ]
 
 
+def overflowing_prices(config: PoolConfig) -> list[str]:
+    """Notes for the prices at which a call of a million tokens costs more than a float holds
+    (inf): its cost is unknown (null), in records, the decision log and metrics."""
+    return [
+        f"worker {worker.id}'s {key} is {price:g} USD per million tokens, too large to count "
+        "a call's cost at (more than a number holds): its calls' costs are left unknown "
+        "(null); give the price in USD per million tokens"
+        for worker in config.workers
+        for key in PRICES
+        if not math.isfinite((price := getattr(worker, key)) * 1e6)
+    ]
+
+
 def pool_notes(config: PoolConfig) -> list[str]:
     """What collect and serve say of the pool at their start: local workers sent one call at
-    a time, workers without prices beside priced ones, prices that look given per token."""
-    return [*queued_locally(config), *unpriced(config), *per_token_prices(config)]
+    a time, workers without prices beside priced ones, prices that look given per token or
+    too large to count a cost at."""
+    return [
+        *queued_locally(config),
+        *unpriced(config),
+        *per_token_prices(config),
+        *overflowing_prices(config),
+    ]
 
 
 def embedded_pool_path() -> Path:

@@ -339,7 +339,7 @@ class WorkerPool:
         server = self.servers.get(worker_id)
         return server is None or server.is_alive() or worker_id in self._restarting
 
-    def cost(self, worker_id: str, usage: Usage) -> float:
+    def cost(self, worker_id: str, usage: Usage) -> float | None:
         return usage_cost(self.worker(worker_id), usage)
 
     def request_messages(

@@ -64,12 +64,16 @@ def json_safe(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def usage_cost(worker: WorkerConfig, usage: Usage) -> float:
-    """USD: the worker's prices per million tokens times the call's tokens."""
-    return (
+def usage_cost(worker: WorkerConfig, usage: Usage) -> float | None:
+    """USD: the worker's prices per million tokens times the call's tokens; None (unknown)
+    when that is too large for a float. A price near 1e308 made it inf: serve's decision log
+    wrote `Infinity` (no JSON: jq refused the line) and its include_routing answer was a 500;
+    pool_notes says which price it is."""
+    cost = (
         usage.prompt_tokens * worker.input_price_per_mtok
         + usage.completion_tokens * worker.output_price_per_mtok
     ) / 1e6
+    return cost if math.isfinite(cost) else None
 
 
 # What a web page where a worker's JSON or event stream was expected most often means.
