@@ -306,7 +306,8 @@ def test_a_grader_that_raises_or_scores_out_of_range_leaves_the_answer_to_grade(
 def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota (no credit left) was a rate limit like any other: every
     task's call was sent and retried with backoff, for a refusal that could not change; then
-    its one call was still retried."""
+    its one call was still retried. Its down line said to add credit twice (the error's own
+    fix, then its own); once now."""
     tasks = number_tasks(6)
     with StubWorker(solver(tasks)) as good, StubWorker(mode="quota") as broke:
         config = stub_pool(("good", good), ("broke", broke), max_concurrency=1)
@@ -315,6 +316,7 @@ def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None
     assert stats["broke"].calls == 1 and len(broke.bodies) == 1  # one call, not retried
     assert "quota is used up" in (stats["broke"].down or "")
     assert "out of quota" in (stats["broke"].down or "")
+    assert (stats["broke"].down or "").count("add credit") == 1, stats["broke"].down
     assert stats["broke"].pending == 6 and stats["good"].done == 6 and not summary.complete
 
 

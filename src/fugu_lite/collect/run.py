@@ -271,9 +271,9 @@ class Collector:
         if not self.pool.is_alive(worker_id):
             self.counters.down[worker_id] = self._server_gone(worker_id)
         elif result.error_code == NO_QUOTA:  # every later call would be refused alike
+            # (the error says what to do: add credit, describe_failure's NO_QUOTA_REFUSAL)
             self.counters.down[worker_id] = (
-                f"its provider says the account's quota is used up ({result.error}); add "
-                "credit or raise the limit"
+                f"its provider says the account's quota is used up ({result.error})"
             )
         elif self.counters.consecutive_down[worker_id] >= self.down_after:
             self.counters.down[worker_id] = (
