@@ -937,6 +937,23 @@ def test_a_worker_named_as_its_host_is_still_named_to_the_client() -> None:
     )
 
 
+def test_a_private_address_in_a_workers_own_error_is_hidden_from_the_client() -> None:
+    """A worker that is a gateway (LiteLLM, a company proxy) relays its upstream's error,
+    whose address is in no pool config: serve's client was shown it ("upstream connect
+    error to http://10.0.0.5:8080/v1"). A private, loopback or link-local IP address is
+    hidden wherever it is now; a public one, a version number and a host name are kept."""
+    said = (
+        "worker gw: server: HTTP 502: upstream connect error to http://10.0.0.5:8080/v1 "
+        "(nothing listens on 192.168.1.7 port 8000; metadata 169.254.169.254/latest, "
+        "[fd00::5]:3128); resolver 8.8.8.8:53; vllm 0.6.1.2; see https://status.example.com"
+    )
+    assert without_addresses(said, {"gateway.example.com"}) == (
+        "worker gw: server: HTTP 502: upstream connect error to [worker address] "
+        "(nothing listens on [worker address]; metadata [worker address], "
+        "[worker address]); resolver 8.8.8.8:53; vllm 0.6.1.2; see https://status.example.com"
+    )
+
+
 # A project key as OpenAI issues them (sk-proj-, 164 characters), and a key of the older
 # kind (sk-, 51).
 PROJECT_KEY = "sk-proj-" + "Ab3dE" * 30 + "fG7hZq9X"

@@ -4,6 +4,7 @@ unknown routes, an unexpected exception as a 500 that leaks nothing)."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import re
@@ -50,6 +51,21 @@ BUSY_RETRY_AFTER_S = 1.0
 HIDDEN_ADDRESS = "[worker address]"
 # Where a local worker's llama.cpp server listens (workers.local_server starts it there).
 LOCAL_WORKER_HOST = "127.0.0.1"
+# An IP address (with any scheme, user, port and path written with it) in a worker's message:
+# one in a private, loopback or link-local network is the operator's too (a gateway's upstream,
+# in the error it relays), and no client could reach it. (Not ipaddress's is_private, which
+# takes 0.6.1.2, a version number, for one of "this network".)
+INTERNAL_NETWORKS = tuple(
+    ipaddress.ip_network(network)
+    for network in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.0/8",
+                    "169.254.0.0/16", "::1/128", "fc00::/7", "fe80::/10")
+)  # fmt: skip
+IP_ADDRESS = re.compile(
+    r"(?:\b[a-z][a-z0-9+.-]*://(?:[^\s/@]+@)?)?(?<![\w.:])"
+    r"(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\])(?![\w-]|\.\w)"
+    r"(?::\d+| port \d+)?(?:/[^\s()'\",;]*)?",
+    re.IGNORECASE,
+)
 
 
 def failure(
@@ -98,7 +114,9 @@ def hide_addresses(api_error: ApiError, hosts: set[str]) -> None:
 def without_addresses(text: str, hosts: set[str]) -> str:
     """`text` with each of `hosts` (with any scheme, user, port and path written with it)
     shown as HIDDEN_ADDRESS: a dotted host or an IP address wherever it is, a host of one
-    label (vllm, often a worker's own id too) where it is written as an address only."""
+    label (vllm, often a worker's own id too) where it is written as an address only; and
+    each private, loopback or link-local IP address, in the pool or not (IP_ADDRESS)."""
+    text = IP_ADDRESS.sub(hidden_if_internal, text)
     if not hosts:
         return text
     bare = [host for host in hosts if "." in host or ":" in host]
@@ -111,6 +129,15 @@ def without_addresses(text: str, hosts: set[str]) -> str:
     if single:
         forms.append(rf"(?<![\w.-]){names(single)}{port}{path}")
     return re.sub("|".join(forms), HIDDEN_ADDRESS, text, flags=re.IGNORECASE)
+
+
+def hidden_if_internal(address: re.Match[str]) -> str:
+    try:
+        ip = ipaddress.ip_address(address[1].strip("[]"))
+    except ValueError:  # 999.1.2.3, a version number
+        return address[0]
+    internal = any(ip in network for network in INTERNAL_NETWORKS)
+    return HIDDEN_ADDRESS if internal else address[0]
 
 
 def names(hosts: list[str] | set[str]) -> str:
