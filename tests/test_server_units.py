@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -763,6 +764,44 @@ def test_the_decision_log_says_when_it_could_not_finish_writing_at_close(
     log.close(timeout_s=0.2)
     stalled.set()
     assert "still being written" in caplog.text and "1 still queued" in caplog.text, caplog.text
+
+
+def test_a_decision_written_after_a_close_that_timed_out_is_not_truncated_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After close() gave up on a stalled disk, a later decision (a 503 as the server stops)
+    was appended at once while the writer thread was still in its own append; that append
+    then failing (EIO) truncated the file back to where it began, the later line with it,
+    lost without a word. The two appends take turns now: the later line is written, and the
+    stalled one's loss is logged."""
+    path = tmp_path / "decisions.jsonl"
+    writing, stalled = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def stalling_fsync(descriptor: int) -> None:
+        if threading.current_thread().name != "fugu-decision-log":
+            return real_fsync(descriptor)
+        writing.set()
+        stalled.wait(10)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", stalling_fsync)
+    log = DecisionLog(path)
+    writer = log._thread
+    assert writer is not None
+    log.write(decision("stalled"), None)
+    assert writing.wait(10)  # the writer thread's line is written, not yet synced
+    log.close(timeout_s=0.2)
+    later = threading.Thread(target=log.write, args=(decision("after the close"), None))
+    later.start()
+    later.join(0.5)  # it waits for the stalled append now; it did not
+    stalled.set()
+    later.join(10)
+    writer.join(10)
+    assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == [
+        "after the close"
+    ]
+    assert "1 decisions were never written" in caplog.text, caplog.text
 
 
 def test_the_decision_log_writes_a_worker_message_holding_half_a_surrogate_pair(

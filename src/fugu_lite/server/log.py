@@ -90,6 +90,10 @@ class DecisionLog:
         self.log_content = log_content
         self._queue: queue.Queue[DecisionLogEntry | _FlushMarker | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        # One append at a time: after a close that timed out, the writer thread may still be
+        # appending while a later decision is written at once (_write_after_close), and an
+        # append that fails truncates the file back to where it began.
+        self._appending = threading.Lock()
         self._failing = False
         self._dropped = 0  # decisions dropped (past MAX_UNWRITTEN) since the log last took any
         if self.path is not None:
@@ -116,7 +120,8 @@ class DecisionLog:
         after close(): written here, synchronously."""
         assert self.path is not None
         try:
-            append_jsonl(self.path, [entry.as_row()])
+            with self._appending:
+                append_jsonl(self.path, [entry.as_row()])
         except OSError as error:
             logger.error(
                 "the decision of request %s was never written to the decision log %s (%s; "
@@ -171,7 +176,8 @@ class DecisionLog:
         decision glued to it); returns those not written, to try again with the next ones."""
         assert self.path is not None
         try:
-            append_jsonl(self.path, rows)  # (makes its folder again, if deleted meanwhile)
+            with self._appending:
+                append_jsonl(self.path, rows)  # (makes its folder again, if deleted meanwhile)
         except OSError as error:
             if not self._failing:
                 logger.error(
