@@ -475,7 +475,7 @@ def test_a_failed_restarts_log_is_kept_until_the_worker_starts_again(
             gguf.unlink()
             gguf.write_bytes(b"GGUF" + b"corrupted" * 100)  # the disk file got corrupted, say
             # ... after the restart's check that llama.cpp loads it, which would refuse it
-            monkeypatch.setattr(local_server, "_load_error", lambda gguf, version: None)
+            monkeypatch.setattr(local_server, "_load_error", lambda gguf: None)
             with pytest.raises(LocalServerError, match="exited with code") as caught:
                 await pool.restart(worker.id)
             named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
@@ -1356,3 +1356,34 @@ def test_servers_that_ignore_sigterm_are_stopped_in_one_grace_not_one_each(
     assert all(
         server.process and server.process.returncode == -signal.SIGKILL for server in servers
     )
+
+
+def test_a_local_workers_gguf_is_opened_once_by_serves_check_and_the_pools_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serve's check and the pool's start opened a local worker's GGUF with llama.cpp three
+    times (whether it loads, its vocabulary's size, its chat template), each open costing
+    time and memory, more for a large model; it is opened once now, all read from that
+    open. The GGUF is a copy of the embedded one (a file not read before); servers are
+    stand-ins taken as ready."""
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
+    gguf = tmp_path / "model.gguf"
+    shutil.copyfile(resolve_gguf("embedded:smollm2"), gguf)
+    opened: list[Path] = []
+    real_open = local_server.vocab_only_model
+
+    def counted_open(path: Path) -> Any:
+        opened.append(path)
+        return real_open(path)
+
+    monkeypatch.setattr(local_server, "vocab_only_model", counted_open)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": str(gguf)}}]}
+    )
+    preflight(config)
+
+    async def read_its_model(pool: WorkerPool) -> None:
+        assert pool.vocab_sizes["w"] == 49152 and pool.calls_as_text["w"]
+
+    run_in_pool(config, read_its_model)
+    assert opened == [gguf]

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -214,7 +215,7 @@ def check_gguf_loads(worker_id: str, config: LocalServerConfig) -> None:
     started all the same and exited with a bare "Failed to load model from file" in its log
     (and a chat_format chat_template.NAME was said to name a template the GGUF lacks)."""
     gguf = worker_gguf(worker_id, config)
-    reason = _load_error(gguf, gguf_version(gguf))
+    reason = _load_error(gguf)
     if reason is not None:
         raise ConfigError(
             f"local worker {worker_id!r}: llama.cpp cannot load {gguf}: {reason}; download "
@@ -224,11 +225,28 @@ def check_gguf_loads(worker_id: str, config: LocalServerConfig) -> None:
 
 
 LOAD_ERROR = re.compile(r"error loading model: (.+)")  # llama.cpp's words, in its log
+CHAT_TEMPLATE_KEY = "tokenizer.chat_template"  # and tokenizer.chat_template.NAME
+
+
+@dataclass(frozen=True)
+class GgufReading:
+    """What fugu-lite reads of a GGUF with llama.cpp, in one vocabulary-only open: why it
+    cannot load (None if it can), its vocabulary's size and its chat templates by metadata
+    key. Each open costs time and memory, more for a large model: the pool's start opened
+    it three times (its load, its vocabulary, its template)."""
+
+    load_error: str | None
+    vocab_size: int | None = None
+    chat_templates: dict[str, str] = field(default_factory=dict)
+
+
+def gguf_reading(gguf: Path) -> GgufReading:
+    """The GGUF's reading (GgufReading), cached per version of the file at its path."""
+    return _gguf_reading(gguf, gguf_version(gguf))
 
 
 @functools.cache
-def _load_error(gguf: Path, version: tuple[int, int, int] | None) -> str | None:
-    """Why llama.cpp cannot load the GGUF (from what it logs while trying), None if it can."""
+def _gguf_reading(gguf: Path, version: tuple[int, int, int] | None) -> GgufReading:
     import llama_cpp
     from llama_cpp import _logger
 
@@ -242,26 +260,48 @@ def _load_error(gguf: Path, version: tuple[int, int, int] | None) -> str | None:
     try:
         with vocab_only_model(gguf) as model:
             if model is not None:
-                return None
+                vocab = llama_cpp.llama_model_get_vocab(model)
+                return GgufReading(
+                    load_error=None,
+                    vocab_size=int(llama_cpp.llama_vocab_n_tokens(vocab)),
+                    chat_templates=chat_templates(model),
+                )
     finally:
         llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
     reasons = [found.group(1).strip() for found in map(LOAD_ERROR.search, said) if found]
-    return reasons[0] if reasons else "it is not a model it can read"
+    return GgufReading(load_error=reasons[0] if reasons else "it is not a model it can read")
+
+
+def chat_templates(model: Any) -> dict[str, str]:
+    """A loaded model's chat templates (tokenizer.chat_template and
+    tokenizer.chat_template.NAME metadata), by key."""
+    import llama_cpp
+
+    templates = {}
+    for index in range(llama_cpp.llama_model_meta_count(model)):
+        key = _meta_text(llama_cpp.llama_model_meta_key_by_index, model, index)
+        if key == CHAT_TEMPLATE_KEY or key.startswith(f"{CHAT_TEMPLATE_KEY}."):
+            templates[key] = _meta_text(llama_cpp.llama_model_meta_val_str_by_index, model, index)
+    return templates
+
+
+def _meta_text(read: Any, model: Any, index: int) -> str:
+    """One of a model's metadata keys or values, by index, as read by `read` (llama.cpp's
+    snprintf-like reader, told its buffer's size)."""
+    size = read(model, index, ctypes.create_string_buffer(1), 1)
+    buffer = ctypes.create_string_buffer(max(size, 0) + 1)
+    read(model, index, buffer, max(size, 0) + 1)
+    return buffer.value.decode("utf-8", errors="replace")
+
+
+def _load_error(gguf: Path) -> str | None:
+    """Why llama.cpp cannot load the GGUF (from what it logs while trying), None if it can."""
+    return gguf_reading(gguf).load_error
 
 
 def vocab_size(gguf: Path) -> int | None:
     """How many tokens the GGUF's vocabulary has, None if llama.cpp cannot read it."""
-    return _vocab_size(gguf, gguf_version(gguf))
-
-
-@functools.cache
-def _vocab_size(gguf: Path, version: tuple[int, int, int] | None) -> int | None:
-    import llama_cpp
-
-    with vocab_only_model(gguf) as model:
-        if model is None:
-            return None
-        return int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model)))
+    return gguf_reading(gguf).vocab_size
 
 
 def chat_template(gguf: Path, name: str = "default") -> str | None:
@@ -269,23 +309,8 @@ def chat_template(gguf: Path, name: str = "default") -> str | None:
     renders prompts with when the worker sets no chat_format, or chat_format
     chat_template.default), or another it names (`tokenizer.chat_template.tool_use`, for
     chat_format chat_template.tool_use); None when it has none or llama.cpp cannot read it."""
-    return _chat_template(gguf, name, gguf_version(gguf))
-
-
-@functools.cache
-def _chat_template(gguf: Path, name: str, version: tuple[int, int, int] | None) -> str | None:
-    import llama_cpp
-
-    key = b"tokenizer.chat_template" + (b"" if name == "default" else f".{name}".encode())
-    with vocab_only_model(gguf) as model:
-        if model is None:
-            return None
-        size = llama_cpp.llama_model_meta_val_str(model, key, ctypes.create_string_buffer(1), 1)
-        if size < 0:
-            return None
-        buffer = ctypes.create_string_buffer(size + 1)
-        llama_cpp.llama_model_meta_val_str(model, key, buffer, size + 1)
-        return buffer.value.decode("utf-8", errors="replace")
+    key = CHAT_TEMPLATE_KEY + ("" if name == "default" else f".{name}")
+    return gguf_reading(gguf).chat_templates.get(key)
 
 
 def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig) -> list[str]:
