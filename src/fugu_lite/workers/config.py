@@ -48,6 +48,10 @@ _HTTPS_ONLY = (
     "the server would answer HTTPS only, and fugu-lite calls its own server over plain HTTP, "
     "so its start would time out; it listens on 127.0.0.1 only"
 )
+_HELP_ONLY = (
+    "llama.cpp's server would print its flags and exit at its start, serving nothing; see "
+    "them with `python -m llama_cpp.server --help` in a shell"
+)
 # llama_cpp.server's flags that would undo what fugu-lite relies on, and why.
 SERVER_FLAGS_REFUSED = {
     "--config_file": "llama.cpp's server then takes every setting from that file and none of "
@@ -57,6 +61,8 @@ SERVER_FLAGS_REFUSED = {
     "refuse them all (401) and its start time out; it listens on 127.0.0.1 only",
     "--ssl_keyfile": _HTTPS_ONLY,
     "--ssl_certfile": _HTTPS_ONLY,
+    "--help": _HELP_ONLY,
+    "-h": _HELP_ONLY,
 }
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
