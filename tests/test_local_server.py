@@ -1387,3 +1387,36 @@ def test_a_local_workers_gguf_is_opened_once_by_serves_check_and_the_pools_start
 
     run_in_pool(config, read_its_model)
     assert opened == [gguf]
+
+
+def test_a_gguf_without_a_chat_template_and_no_chat_format_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local worker without a chat_format, its GGUF without a chat template of its own,
+    passed serve's check and the pool's start: llama.cpp's server then wrote its prompts in
+    the llama-2 format without a word, and an instruct model of another family answered
+    with nonsense. Both refuse it now, saying to set chat_format and naming formats; a
+    chat_format set is taken. The GGUF is the embedded one with its template's key renamed;
+    servers are stand-ins taken as ready."""
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
+    untemplated = tmp_path / "untemplated.gguf"
+    key = b"tokenizer.chat_template"
+    untemplated.write_bytes(
+        resolve_gguf("embedded:smollm2").read_bytes().replace(key, b"tokenizer.xhat_template")
+    )
+    local: dict[str, Any] = {"gguf": str(untemplated)}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+    said = (
+        rf"^worker w: {re.escape(str(untemplated))} has no chat template of its own "
+        r"\(tokenizer.chat_template\), so llama.cpp's server would write its prompts in the "
+        r"llama-2 format.*; set local.chat_format to the format the model was trained with, "
+        r"one llama.cpp's server has \(such as chatml, llama-3, "
+    )
+    with pytest.raises(PoolStartError, match=said):
+        preflight(config)
+    with leaving_no_process_running(), pytest.raises(PoolStartError, match=said):
+        asyncio.run(answer(config))
+    formatted = {**local, "chat_format": "chatml"}
+    preflight(
+        PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": formatted}]})
+    )

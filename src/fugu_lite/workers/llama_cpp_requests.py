@@ -32,7 +32,7 @@ from .llama_cpp_schemas import (
     unconvertible_schema,
     unrenderable_literal,
 )
-from .local_server import chat_template, worker_gguf
+from .local_server import chat_template, gguf_reading, worker_gguf
 from .output_limits import OUTPUT_LIMITS
 
 GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
@@ -234,9 +234,13 @@ def check_local_params(worker: WorkerConfig) -> None:
 def check_chat_format(worker: WorkerConfig) -> None:
     """PoolStartError for a local worker's chat_format that llama-cpp-python's server does not
     have (a typo): the server started all the same, and answered every call with a 500
-    "Invalid chat handler". A chat_template.NAME format must name a template of the GGUF."""
+    "Invalid chat handler". A chat_template.NAME format must name a template of the GGUF,
+    and a worker without a chat_format needs a GGUF with a template of its own."""
     local = worker.local
-    if local is None or local.chat_format is None:
+    if local is None:
+        return
+    if local.chat_format is None:
+        check_own_chat_template(worker.id, local)
         return
     chat_format = local.chat_format
     name = gguf_template_name(chat_format)
@@ -257,6 +261,26 @@ def check_chat_format(worker: WorkerConfig) -> None:
         f"worker {worker.id}: local.chat_format {chat_format!r}{hint} is not a chat format of "
         f"llama.cpp's server, which would answer every call with an error; it has "
         f"{', '.join(sorted(known))}, or leave chat_format out for the GGUF's own template"
+    )
+
+
+# Formats of model families that llama.cpp's server has, named when a GGUF has no template.
+COMMON_CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "qwen")
+
+
+def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
+    """PoolStartError for a GGUF (one llama.cpp loads) without a chat template of its own,
+    given no chat_format: llama.cpp's server then rendered its prompts in the llama-2 format
+    without a word, and an instruct model of another family answered them with nonsense."""
+    gguf = worker_gguf(worker_id, local)
+    if gguf_reading(gguf).load_error is not None or chat_template(gguf) is not None:
+        return
+    raise PoolStartError(
+        f"worker {worker_id}: {local.gguf} has no chat template of its own "
+        "(tokenizer.chat_template), so llama.cpp's server would write its prompts in the "
+        "llama-2 format, which a model of another family answers with nonsense; set "
+        "local.chat_format to the format the model was trained with, one llama.cpp's server "
+        f"has (such as {', '.join(COMMON_CHAT_FORMATS)}; llama-2 for a Llama 2 model)"
     )
 
 
