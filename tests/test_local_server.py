@@ -722,6 +722,21 @@ def test_stopping_a_server_that_ignores_sigterm_kills_it_and_its_children(
         assert alive([child]) == [], end
 
 
+# What serve's check and the pool's start say of with_a_mistyped_gguf's pool.
+MISTYPED_GGUF = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
+
+
+def with_a_mistyped_gguf(first: str, tmp_path: Path) -> PoolConfig:
+    """A pool of two local workers: `first` on the embedded GGUF, then 'typo', whose GGUF
+    path (in tmp_path) is mistyped."""
+    return PoolConfig.model_validate(
+        {"workers": [
+            {"id": first, "model": "m", "local": {"gguf": "embedded:smollm2"}},
+            {"id": "typo", "model": "m", "local": {"gguf": str(tmp_path / "modle.gguf")}},
+        ]}
+    )  # fmt: skip
+
+
 def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -730,16 +745,10 @@ def test_a_local_workers_missing_gguf_is_named_with_its_worker(
     the pool's start alike; the servers started before it are stopped. Servers here are
     stand-in processes that never answer."""
     stand_in_servers(monkeypatch, tmp_path)
-    config = PoolConfig.model_validate(
-        {"workers": [
-            {"id": "fine", "model": "m", "local": {"gguf": "embedded:smollm2"}},
-            {"id": "typo", "model": "m", "local": {"gguf": str(tmp_path / "modle.gguf")}},
-        ]}
-    )  # fmt: skip
-    named = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
-    with pytest.raises(ConfigError, match=named):
+    config = with_a_mistyped_gguf("fine", tmp_path)
+    with pytest.raises(ConfigError, match=MISTYPED_GGUF):
         preflight(config)
-    with leaving_no_process_running(), pytest.raises(ConfigError, match=named):
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=MISTYPED_GGUF):
         asyncio.run(local_server.start_local_servers(config.workers))
 
 
@@ -1273,14 +1282,8 @@ def test_a_server_that_cannot_be_stopped_after_a_failure_leaves_the_failures_err
             raise LocalServerError("it was still running 5 s after SIGKILL")
 
     monkeypatch.setattr(LocalServer, "stop", stuck_stop)
-    config = PoolConfig.model_validate(
-        {"workers": [
-            {"id": "stuck", "model": "m", "local": {"gguf": "embedded:smollm2"}},
-            {"id": "typo", "model": "m", "local": {"gguf": str(tmp_path / "modle.gguf")}},
-        ]}
-    )  # fmt: skip
-    named = r"^local worker 'typo': GGUF file .*modle\.gguf not found"
-    with leaving_no_process_running(), pytest.raises(ConfigError, match=named):
+    config = with_a_mistyped_gguf("stuck", tmp_path)
+    with leaving_no_process_running(), pytest.raises(ConfigError, match=MISTYPED_GGUF):
         asyncio.run(local_server.start_local_servers(config.workers))
     assert "could not stop the llama.cpp server of local worker 'stuck'" in caplog.text
     caplog.clear()
