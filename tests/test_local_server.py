@@ -1001,6 +1001,8 @@ def test_a_local_n_threads_far_over_the_machines_cores_is_refused_before_it_star
         (["--flash-attn", "true"], "'--flash-attn' (did you mean '--flash_attn'?) is not a flag"),
         (["--seed", "one"], "would refuse them (argument --seed: invalid int value: 'one')"),
         (["--seed", "1", "2"], "'2' follows no flag that takes it"),
+        (["\u2014seed", "1"], "'\u2014seed' starts with '\u2014', not '--' (a dash that a"),
+        (["\u2013seed=1"], "start: unrecognized arguments); write '--seed=1'"),
     ],
 )
 def test_an_extra_arg_llama_cpps_server_refuses_is_named_before_it_starts(
@@ -1009,7 +1011,10 @@ def test_an_extra_arg_llama_cpps_server_refuses_is_named_before_it_starts(
     """An unknown flag in local.extra_args (a typo) or a value its flag does not take passed
     serve's check and the pool's start, and llama.cpp's server exited at once, its usage
     text in the log (the pool's start failed on it, serve's after the checks were passed);
-    both refuse it now against the server's own parser, naming the closest flag."""
+    both refuse it now against the server's own parser, naming the closest flag. A flag
+    copied with a typographic dash (an em dash that an editor made of "--") was said to
+    follow no flag, to be removed or put after its flag; it is said to start with that
+    dash, with the flag to write."""
     stand_in_servers(monkeypatch, tmp_path)
     local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
     config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})

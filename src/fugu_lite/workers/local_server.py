@@ -159,11 +159,23 @@ def check_extra_args(worker_id: str, config: LocalServerConfig) -> None:
         raise ConfigError(f"{where}: {unknown_flag_problem(unknown[0], parser)}")
 
 
+# Dashes that editors put for "--" (en and em dash, minus sign...), none of them a flag's.
+TYPOGRAPHIC_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+
+
 def unknown_flag_problem(arg: str, parser: argparse.ArgumentParser) -> str:
     """What is wrong with an extra_args item that llama_cpp.server's parser left over: a
-    flag it does not have (with its closest flag), or a word that follows no flag."""
+    flag written with a typographic dash, a flag it does not have (with its closest flag),
+    or a word that follows no flag."""
     flags = [flag for action in parser._actions for flag in action.option_strings]
     flag = arg.split("=", 1)[0]
+    if flag.startswith(tuple(TYPOGRAPHIC_DASHES)):
+        meant = "--" + arg.lstrip(TYPOGRAPHIC_DASHES + "-")
+        return (
+            f"{arg!r} starts with {flag[0]!r}, not '--' (a dash that a word processor or web "
+            "page made of two hyphens, copied with the flag; llama.cpp's server would exit at "
+            f"its start: unrecognized arguments); write {meant!r}"
+        )
     if not flag.startswith("-"):
         return (
             f"{arg!r} follows no flag that takes it (llama.cpp's server would exit at its "
