@@ -1397,6 +1397,16 @@ def test_a_local_workers_gguf_is_opened_once_by_serves_check_and_the_pools_start
     assert opened == [gguf]
 
 
+def untemplated_gguf(tmp_path: Path) -> Path:
+    """The embedded GGUF without a chat template (its key renamed), in tmp_path."""
+    untemplated = tmp_path / "untemplated.gguf"
+    key = b"tokenizer.chat_template"
+    untemplated.write_bytes(
+        resolve_gguf("embedded:smollm2").read_bytes().replace(key, b"tokenizer.xhat_template")
+    )
+    return untemplated
+
+
 def test_a_gguf_without_a_chat_template_and_no_chat_format_is_refused_before_it_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1407,11 +1417,7 @@ def test_a_gguf_without_a_chat_template_and_no_chat_format_is_refused_before_it_
     chat_format set is taken. The GGUF is the embedded one with its template's key renamed;
     servers are stand-ins taken as ready."""
     stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
-    untemplated = tmp_path / "untemplated.gguf"
-    key = b"tokenizer.chat_template"
-    untemplated.write_bytes(
-        resolve_gguf("embedded:smollm2").read_bytes().replace(key, b"tokenizer.xhat_template")
-    )
+    untemplated = untemplated_gguf(tmp_path)
     local: dict[str, Any] = {"gguf": str(untemplated)}
     config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
     said = (
@@ -1427,4 +1433,23 @@ def test_a_gguf_without_a_chat_template_and_no_chat_format_is_refused_before_it_
     formatted = {**local, "chat_format": "chatml"}
     preflight(
         PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": formatted}]})
+    )
+
+
+def test_a_gguf_without_templates_given_its_own_as_chat_format_is_told_to_set_one(
+    tmp_path: Path,
+) -> None:
+    """chat_format chat_template.default on a GGUF without any chat template was refused
+    saying to leave chat_format out for the GGUF's own template, which is refused in turn
+    (it has none): the error says now to set a format llama.cpp's server has."""
+    local = {"gguf": str(untemplated_gguf(tmp_path)), "chat_format": "chat_template.default"}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+    with pytest.raises(PoolStartError) as caught:
+        preflight(config)
+    said = str(caught.value)
+    assert said.endswith(
+        "does not have (llama.cpp's server would answer every call with an error); it has no "
+        "chat template of its own either: set local.chat_format to the format the model was "
+        "trained with, one llama.cpp's server has (such as chatml, llama-3, mistral-instruct, "
+        "gemma, qwen; llama-2 for a Llama 2 model)"
     )

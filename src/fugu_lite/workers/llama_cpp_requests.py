@@ -15,6 +15,7 @@ import functools
 import inspect
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -245,11 +246,12 @@ def check_chat_format(worker: WorkerConfig) -> None:
     chat_format = local.chat_format
     name = gguf_template_name(chat_format)
     if name is not None:
-        if chat_template(worker_gguf(worker.id, local), name) is None:
+        gguf = worker_gguf(worker.id, local)
+        if chat_template(gguf, name) is None:
             raise PoolStartError(
                 f"worker {worker.id}: local.chat_format {chat_format!r} names a chat template "
                 f"that {local.gguf} does not have (llama.cpp's server would answer every call "
-                "with an error); leave chat_format out for the GGUF's own template"
+                f"with an error); {own_template_advice(gguf)}"
             )
         return
     known = llama_cpp_chat_formats()
@@ -266,6 +268,19 @@ def check_chat_format(worker: WorkerConfig) -> None:
 
 # Formats of model families that llama.cpp's server has, named when a GGUF has no template.
 COMMON_CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "qwen")
+SOME_CHAT_FORMATS = f"{', '.join(COMMON_CHAT_FORMATS)}; llama-2 for a Llama 2 model"
+
+
+def own_template_advice(gguf: Path) -> str:
+    """What to set for a chat template the GGUF lacks: none, for its own template, or
+    llama.cpp's format of the model when it has none of its own (leaving chat_format out
+    is then refused, check_own_chat_template)."""
+    if chat_template(gguf) is not None:
+        return "leave chat_format out for the GGUF's own template"
+    return (
+        "it has no chat template of its own either: set local.chat_format to the format the "
+        f"model was trained with, one llama.cpp's server has (such as {SOME_CHAT_FORMATS})"
+    )
 
 
 def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
@@ -280,7 +295,7 @@ def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
         "(tokenizer.chat_template), so llama.cpp's server would write its prompts in the "
         "llama-2 format, which a model of another family answers with nonsense; set "
         "local.chat_format to the format the model was trained with, one llama.cpp's server "
-        f"has (such as {', '.join(COMMON_CHAT_FORMATS)}; llama-2 for a Llama 2 model)"
+        f"has (such as {SOME_CHAT_FORMATS})"
     )
 
 
