@@ -303,6 +303,10 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
         (["--api_key=secret"], "--api_key: fugu-lite checks and calls its own server without a"),
         (["--ssl_keyfile", "k.pem"], "--ssl_keyfile: the server would answer HTTPS only"),
         (["--ssl_certfile=c.pem"], "--ssl_certfile: the server would answer HTTPS only"),
+        (
+            ["--hf_model_repo_id", "bartowski/Qwen2.5-0.5B-Instruct-GGUF"],
+            "--hf_model_repo_id: llama.cpp's server would then download a model from that",
+        ),
         (["--help"], "--help: llama.cpp's server would print its flags and exit at its start"),
         (["--seed", "1", "-h"], "-h: llama.cpp's server would print its flags and exit"),
         (["--he"], "--he: llama.cpp's server reads it as --help (a flag's start stands for"),
@@ -318,7 +322,9 @@ def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
     timed out after startup_timeout_s ("raise it if the machine is busy"). -h or --help
     (or its start) made it print its flags and exit: it was refused as a flag llama.cpp's
     server does not have ("did you mean '--model'?"), then told to see its flags with
-    --help."""
+    --help. --hf_model_repo_id made it look for local.gguf's path in that Hugging Face repo,
+    to download, serving no local.gguf: its start failed on a file not found there, or on
+    HF_HUB_OFFLINE, saying to unset it."""
     worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
     with pytest.raises(ValidationError, match=re.escape(said)):
         PoolConfig.model_validate({"workers": [worker]})

@@ -59,6 +59,9 @@ SERVER_FLAGS_REFUSED = {
     "and extra_args",
     "--api_key": "fugu-lite checks and calls its own server without a key, so the server would "
     "refuse them all (401) and its start time out; it listens on 127.0.0.1 only",
+    "--hf_model_repo_id": "llama.cpp's server would then download a model from that Hugging "
+    "Face repo (a file of it matching local.gguf's path), not serve local.gguf; download the "
+    "GGUF yourself and give its path as local.gguf",
     "--ssl_keyfile": _HTTPS_ONLY,
     "--ssl_certfile": _HTTPS_ONLY,
     "--help": _HELP_ONLY,
