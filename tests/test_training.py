@@ -45,6 +45,7 @@ from fugu_lite.train_rl import (
     train_batch,
     train_rl,
 )
+from fugu_lite.train_rl import prepare_run as prepare_rl_run
 from fugu_lite.train_sft import (
     BestEpoch,
     keep_best_epoch,
@@ -492,6 +493,26 @@ def test_sfts_max_grad_norm_clips_the_step(
         training = SFT_TRAINING.model_copy(update={"max_grad_norm": max_grad_norm})
         run = prepare_run(records, model, training)
         train_step(run, next(iter(run.train_loader)), epoch=1)
+        moved[max_grad_norm] = float(model.output_layer.weight.detach().abs().sum())
+    assert moved[1.0] > 0
+    assert moved[1e-10] < moved[1.0] / 10
+
+
+def test_rls_max_grad_norm_clips_the_step(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """An RL step's gradient is clipped to max_grad_norm: a tiny one all but stops the step
+    (no test read it, so an RL that never clipped passed every one)."""
+    moved = {}
+    for max_grad_norm in (1.0, 1e-10):
+        torch.manual_seed(0)
+        model = make_model(tiny_model_cfg, records[0].worker_ids)
+        training = RL_TRAINING.model_copy(
+            update={"estimator": "expected_reward", "max_grad_norm": max_grad_norm}
+        )
+        run = prepare_rl_run(records, model, training)
+        train_batch(run, next(iter(run.train_loader)), epoch=1, step=len(run.train_loader) - 1)
+        assert run.global_step == 1
         moved[max_grad_norm] = float(model.output_layer.weight.detach().abs().sum())
     assert moved[1.0] > 0
     assert moved[1e-10] < moved[1.0] / 10
