@@ -601,6 +601,10 @@ def test_train_rl_from_scratch_beats_the_uniform_router(
         assert {"reward", "expected_reward", "entropy"} <= set(epoch["validation"])
     first, final = report["history"][0], report["history"][-1]
     assert final["train"]["sampled_reward"] > first["train"]["sampled_reward"]
+    # the validation figures are the validation split's, of the last epoch's (kept) weights
+    loaded = load_router(tmp_path, tiny_model_cfg, records[0].worker_ids)
+    validation = make_loader(records, loaded, "validation", batch_size=16, shuffle=False)
+    assert final["validation"] == pytest.approx(evaluate_loader(loaded, validation), abs=1e-6)
     assert final["validation"]["expected_reward"] > baseline["expected_reward"] + 0.1
     assert final["validation"]["reward"] > baseline["reward"] + 0.1
     assert final["validation"]["entropy"] < baseline["entropy"]
