@@ -482,6 +482,41 @@ def test_sfts_learning_rate_anneals_once_over_every_step_of_every_epoch(
     assert rates[-1] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_an_sft_steps_gradient_is_its_own_batchs_alone(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """Each SFT step's gradient is its batch's loss gradient at the weights of that step, not
+    the sum of every step's so far (no test read a second step's gradient)."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    training = SFT_TRAINING.model_copy(update={"max_grad_norm": math.inf})
+    run = prepare_run(records, model, training)
+    first, second = itertools.islice(run.train_loader, 2)
+    train_step(run, first, epoch=1)
+    fresh = RouterModel(tiny_model_cfg, model.worker_ids, model.feature_dim)
+    fresh.load_state_dict(model.state_dict())
+    logits = fresh(features=second["features"])
+    loss, _ = sft_loss(logits, second["rewards"], training.temperature, training.tie_handling)
+    loss.backward()
+    train_step(run, second, epoch=1)
+    torch.testing.assert_close(model.output_layer.weight.grad, fresh.output_layer.weight.grad)
+
+
+def test_sfts_steps_anneal_the_learning_rate(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """Each SFT step advances the cosine schedule, so the last step of the last epoch ends
+    at a learning rate of 0 (the schedule's test stepped it by hand: SFT steps that never
+    did trained at the full rate throughout)."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    run = prepare_run(records, model, SFT_TRAINING.model_copy(update={"epochs": 1}))
+    rates = []
+    for batch in run.train_loader:
+        train_step(run, batch, epoch=1)
+        rates.append(run.optimizer.param_groups[0]["lr"])
+    assert rates[0] < SFT_TRAINING.learning_rate
+    assert rates[-1] == pytest.approx(0.0, abs=1e-12)
+
+
 def test_sfts_max_grad_norm_clips_the_step(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig
 ) -> None:
