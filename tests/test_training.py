@@ -270,6 +270,25 @@ def test_normalised_advantages_of_one_rollout_of_one_prompt_stay_finite() -> Non
     assert torch.isfinite(logits.grad).all()
 
 
+def test_normalised_advantages_are_standardised_over_the_batchs_rollouts() -> None:
+    """normalize_advantage divides the rollouts' advantages (sampled minus expected reward) by
+    their spread after centring them; no test read its loss, so a setting that did nothing
+    passed every one."""
+    logits = torch.tensor([[0.5, -0.2, 0.1], [0.0, 1.0, -1.0], [0.3, 0.3, -0.6]])
+    torch.manual_seed(7)
+    actions = torch.distributions.Categorical(logits=logits).sample((4,))
+    sampled = REWARDS[:3].gather(1, actions.T).T
+    advantage = sampled - (torch.softmax(logits, -1) * REWARDS[:3]).sum(-1)
+    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-6)
+    log_prob = torch.log_softmax(logits, -1).gather(1, actions.T).T
+    torch.manual_seed(7)
+    loss, _ = contextual_bandit_loss(
+        logits, REWARDS[:3], rollouts_per_prompt=4, entropy_coefficient=0.0,
+        normalize_advantage=True,
+    )  # fmt: skip
+    assert float(loss) == pytest.approx(float(-(log_prob * advantage).mean()), rel=1e-5)
+
+
 def test_an_rl_optimizer_step_leaves_no_gradient_for_the_next() -> None:
     model = RouterModel(ModelConfig(head="linear", normalize_features=False), ["a", "b"], 3)
     optimizer = torch.optim.AdamW(optimizer_parameters(model), lr=0.1)
