@@ -423,6 +423,27 @@ def test_evaluate_loader_gives_the_per_prompt_means_of_known_logits(
     assert model.training  # put back in the mode it was in
 
 
+def test_validation_figures_are_taken_without_dropout(tiny_model_cfg: ModelConfig) -> None:
+    """evaluate_loader scores the head as it routes (eval mode): in training mode its dropout
+    made each epoch's validation reward, which chooses SFT's kept epoch, a random draw."""
+    cfg = tiny_model_cfg.model_copy(
+        update={"head": "mlp", "head_hidden": 64, "head_dropout": 0.5, "normalize_features": False}
+    )
+    model = RouterModel(cfg, ["a", "b", "c"], feature_dim=8)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.output_layer.weight.normal_()
+    features, rewards = torch.randn(32, 8), torch.rand(32, 3)
+    loader = [{"features": features, "rewards": rewards}]
+    probabilities = model.probabilities(features)
+    expected = float((probabilities * rewards).sum(-1).mean())
+    model.train()
+    for _ in range(2):
+        metrics = evaluate_loader(model, loader)  # type: ignore[arg-type]
+        assert metrics["expected_reward"] == pytest.approx(expected, rel=1e-5)
+    assert model.training
+
+
 def test_train_sft_beats_the_uniform_router_and_reports_each_epoch(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
