@@ -609,6 +609,24 @@ def test_sfts_weight_decay_shrinks_the_weights(
     torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
 
 
+def test_rls_weight_decay_shrinks_the_weights(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """On prompts whose workers all tie the expected reward gives no gradient (nor does the
+    entropy at the untrained head's uniform policy), so an RL step is AdamW's weight decay
+    alone: every weight times 1 - learning_rate * weight_decay (no test read RL's)."""
+    tied = [r.model_copy(update={"rewards": [0.5] * len(r.rewards)}) for r in records]
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8})
+    model = make_model(cfg, records[0].worker_ids)
+    training = RL_TRAINING.model_copy(update={"estimator": "expected_reward", "weight_decay": 0.5})
+    run = prepare_rl_run(tied, model, training)
+    hidden = model.head[0].weight.detach().clone()
+    train_batch(run, next(iter(run.train_loader)), epoch=1, step=len(run.train_loader) - 1)
+    assert run.global_step == 1
+    shrunk = hidden * (1 - training.learning_rate * training.weight_decay)
+    torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
+
+
 def test_a_second_training_run_reads_only_the_feature_cache(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
