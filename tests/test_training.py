@@ -719,6 +719,24 @@ def test_train_rl_is_reproducible_and_the_seed_matters(
     assert runs[0]["history"] != runs[2]["history"]
 
 
+def test_train_sft_is_reproducible_and_the_seed_matters(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """The seed orders SFT's train batches (RL's test passed on its sampling alone, so an SFT
+    that never shuffled, every seed training alike, passed every test)."""
+    training = SFT_TRAINING.model_copy(update={"epochs": 2})
+    runs = [
+        train_sft(records, SFTConfig(model=tiny_model_cfg, training=t), tmp_path / name)
+        for name, t in (
+            ("a", training),
+            ("b", training),
+            ("c", training.model_copy(update={"seed": 1})),
+        )
+    ]
+    assert runs[0]["history"] == runs[1]["history"]
+    assert runs[0]["history"] != runs[2]["history"]
+
+
 def test_gradient_accumulation_counts_optimizer_steps(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
