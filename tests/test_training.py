@@ -324,6 +324,24 @@ def test_an_accumulated_rl_batch_adds_its_share_of_the_gradient() -> None:
     assert run.global_step == 0
 
 
+def test_the_rl_stage_passes_its_entropy_coefficient_to_the_loss(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """A step's loss takes training.entropy_coefficient times the policy's entropy off (the
+    stage's tests ran the loss's own default, so a stage that never passed it passed them)."""
+    losses = {}
+    for coefficient in (0.0, 2.0):
+        model = make_model(tiny_model_cfg, records[0].worker_ids)
+        training = RL_TRAINING.model_copy(
+            update={"estimator": "expected_reward", "entropy_coefficient": coefficient}
+        )
+        run = prepare_rl_run(records, model, training)
+        batch = {"features": torch.zeros(4, model.feature_dim), "rewards": REWARDS}
+        losses[coefficient] = train_batch(run, batch, epoch=1, step=0)["loss"]
+    # the untrained head is uniform over the three workers: its entropy is log 3
+    assert losses[0.0] - losses[2.0] == pytest.approx(2.0 * math.log(3), rel=1e-5)
+
+
 @pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
 def test_the_seed_rl_module_still_builds_a_loop_of_its_own(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, estimator: str
