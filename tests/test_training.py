@@ -97,6 +97,14 @@ def test_soft_targets_are_a_tempered_softmax_of_the_rewards() -> None:
     assert tie_mask(REWARDS).tolist() == [False, False, False, True]
 
 
+def test_a_row_whose_workers_differ_by_a_little_is_not_a_tie() -> None:
+    """Only rows where every worker earned the same reward are ties (skipped by `skip`): the
+    hand-made rows differed by 0.8 or more, so a tie test that took rows within 0.2 of each
+    other as ties (dropping real, if small, routing signal) passed every test."""
+    rewards = torch.tensor([[0.5, 0.51, 0.5], [0.0, 0.0, 0.001], [0.3, 0.3, 0.3]])
+    assert tie_mask(rewards).tolist() == [False, False, True]
+
+
 def test_sft_loss_is_the_mean_kl_to_the_soft_targets() -> None:
     torch.manual_seed(0)
     logits = torch.randn(4, 3)
