@@ -46,6 +46,30 @@ def test_tasks_generate_and_demo_refuse_unusable_paths_before_any_work(tmp_path:
     assert not (tmp_path / "d").exists()  # refused before the LLMRouter stage
 
 
+def test_an_output_through_a_link_loop_is_refused_naming_the_loop(tmp_path: Path) -> None:
+    """`-o runs/x` with `runs` a link to itself (`ln -s runs runs`) was said to be a link to a
+    disk not mounted ("which is not there ... create it"), and `-o loop.jsonl`, the file
+    itself such a link, failed only once the output was written, after the work; each is
+    refused before any work now, saying the link leads back to itself."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    records = tmp_path / "records.jsonl"  # never read: the output is checked first
+    for args in (
+        ("tasks", "generate", "-o", loop),
+        ("tasks", "generate", "-o", loop / "tasks.jsonl"),
+        ("train", "sft", "-r", records, "-o", loop),
+        ("train", "sft", "-r", records, "-o", loop / "sft"),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert flat(result.stderr) == (
+            f"error: -o {args[-1]}: {loop} is a link that leads back to itself ({loop} -> "
+            f"{loop}), so it names nothing; remove the link or point it elsewhere, or give "
+            "another path"
+        ), args
+    assert loop.readlink() == loop
+
+
 @pytest.mark.parametrize(
     ("command", "flag", "advice"),
     [

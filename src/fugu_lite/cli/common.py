@@ -4,6 +4,7 @@ record files made before any long work."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import threading
@@ -272,6 +273,13 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
             f"{flag} {path.with_suffix('')}, and compress a copy afterwards if needed"
         )
     path = path.absolute()
+    loop = link_loop(path)
+    if loop is not None:  # else said to point at a disk not mounted, or failed after the work
+        fail(
+            f"{flag} {path}: {loop} is a link that leads back to itself ({loop} -> "
+            f"{loop.readlink()}), so it names nothing; remove the link or point it elsewhere, "
+            "or give another path"
+        )
     if kind == "file" and path.is_dir():
         fail(f"{flag} {path} is a directory; give a file path, e.g. {path / example}")
     if kind == "folder" and path.exists() and not path.is_dir():
@@ -288,6 +296,20 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
         fail(f"{flag} {path}: {existing} is a file, so nothing can be created inside it")
     if not os.access(existing, os.W_OK | os.X_OK):
         fail(f"{flag} {path}: no permission to write in {existing}; choose another path")
+
+
+def link_loop(path: Path) -> Path | None:
+    """The link among `path` and the folders above it that leads back to itself (`ln -s
+    loop loop`, or links pointing at each other), if any."""
+    for link in (path, *path.parents):
+        if not link.is_symlink():
+            continue
+        try:
+            link.stat()
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return link
+    return None
 
 
 def check_not_replacing(output: Path, force: bool) -> None:
