@@ -211,6 +211,28 @@ def test_import_refuses_to_overwrite_its_source(tmp_path: Path) -> None:
     assert f"lies inside the source folder {tmp_path}" in flat(result.output)
 
 
+def test_a_link_loop_given_to_import_is_one_error_line(tmp_path: Path) -> None:
+    """A source or -o through a link that leads back to itself (`ln -s data data`) ended
+    import in a RuntimeError traceback, 'Symlink loop', from comparing the two; each is one
+    error line now, and nothing is written."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    source = tmp_path / "long.csv"
+    source.write_text("prompt,worker,reward\nhi,a,1\nhi,b,0\n", encoding="utf-8")
+    output = tmp_path / "records.jsonl"
+    for args, expected in (
+        ((source, "-o", loop / "records.jsonl"), f"error: -o {loop / 'records.jsonl'}: {loop} is "
+         "a link that leads back to itself"),
+        ((loop / "long.csv", "-o", output), f"error: {loop / 'long.csv'}: cannot be read (Too "
+         "many levels of symbolic links)"),
+    ):  # fmt: skip
+        result = invoke("data", "import", "long", *args)
+        assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+        assert flat(result.stderr).startswith(expected), result.stderr
+    assert not output.exists()
+    assert loop.readlink() == loop
+
+
 def test_import_and_generate_refuse_to_replace_an_existing_file_without_force(
     tmp_path: Path,
 ) -> None:

@@ -13,13 +13,15 @@ from .common import (
     KEY_VALUE,
     ForceOption,
     JsonlOutputOption,
-    check_file_to_write,
+    check_not_replacing,
+    check_output,
     command_group,
     console,
     fail,
     parse_pairs,
     print_result,
     read_records_or_fail,
+    same_path,
     writing_file,
 )
 
@@ -55,8 +57,9 @@ def data_import(
     options = parse_pairs(option, "--option", "on_missing=drop")
     if str(source) == "-" and not source.exists():
         fail("the source - (standard input) is not read: give the dataset's file or folder path")
+    check_output(output, "-o", "file", "records.jsonl")  # a link loop, before resolving it
     check_not_source(source, output)
-    check_file_to_write(output, force, "records.jsonl")
+    check_not_replacing(output, force)
     with writing_file(output):
         try:
             records = import_dataset(format, source, **options)
@@ -139,15 +142,12 @@ def _summary_table(worker_ids: list[str], by_split: dict[str, list], costed: lis
 
 def check_not_source(source: Path, output: Path) -> None:
     """The output must not replace the source file, nor land inside a source folder."""
-    source_path, output_path = source.resolve(), output.resolve()
-    if output_path == source_path or (
-        output_path.exists() and source_path.exists() and output_path.samefile(source_path)
-    ):
+    if same_path(output, source):
         fail(
             f"-o {output} is the source file itself, which the import would overwrite; "
             f"write the records to another file, e.g. -o {output.with_suffix('')}.records.jsonl"
         )
-    if source_path.is_dir() and output_path.is_relative_to(source_path):
+    if source.is_dir() and output.resolve().is_relative_to(source.resolve()):
         fail(
             f"-o {output} lies inside the source folder {source}; write the records outside "
             "it, so the dataset stays as downloaded"
