@@ -396,6 +396,29 @@ def test_a_pipeline_refuses_an_output_folder_holding_a_stages_checkpoint(
 
 
 @pytest.mark.parametrize(
+    ("weights", "what"),
+    [
+        ("", "give at least one cost weight, e.g. 0,0.25,0.5,1"),
+        (" , ", "give at least one cost weight, e.g. 0,0.25,0.5,1"),
+        ("0,lots", "'lots' is not a number; cost weights are comma-separated numbers, e.g. "
+         "0,0.25,0.5,1"),
+        ("0,-1", "cost weights must be finite and >= 0, at most 1,000,000"),
+    ],
+)  # fmt: skip
+def test_bad_cost_weights_are_refused_naming_the_flag(
+    tmp_path: Path, weights: str, what: str
+) -> None:
+    """`--cost-weights "$WEIGHTS"` with WEIGHTS unset was refused as "give at least one cost
+    weight", naming no flag (the config's sft.cost_weight is one too); the refusal names
+    --cost-weights and what it was given now, before any work."""
+    result = invoke("train", "pipeline", "-r", tmp_path / "never-read.jsonl",
+                    "-o", tmp_path / "family", "--cost-weights", weights)  # fmt: skip
+    assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+    assert flat(result.stderr).startswith(f"error: --cost-weights {weights!r}: {what}")
+    assert not (tmp_path / "family").exists()
+
+
+@pytest.mark.parametrize(
     ("held", "weights", "trains"),
     [
         ("family", [], "fugu_lite.pipeline.train_pipeline"),

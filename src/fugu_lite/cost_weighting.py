@@ -139,12 +139,15 @@ def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
 
 def parse_cost_weights(text: str) -> list[float]:
     """ "0,0.25,0.5" -> [0.0, 0.25, 0.5]."""
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise ValueError(
-            f"cost weights {text!r} must be comma-separated numbers, e.g. 0,0.25,0.5,1"
-        ) from error
+    values = []
+    for part in (part.strip() for part in text.split(",")):
+        try:
+            values.extend([float(part)] if part else [])
+        except ValueError as error:
+            raise ValueError(
+                f"{part!r} is not a number; cost weights are comma-separated numbers, e.g. "
+                "0,0.25,0.5,1"
+            ) from error
     return normalized_cost_weights(values)
 
 

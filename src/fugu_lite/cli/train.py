@@ -244,7 +244,7 @@ def pipeline_training(
     try:
         weights = parse_cost_weights(cost_weights)
     except ValueError as error:
-        fail(str(error))
+        fail(f"--cost-weights {cost_weights!r}: {error}")
     return lambda: train_router_family(read_records_or_fail(records), cfg, output, weights)
 
 
