@@ -428,6 +428,26 @@ def test_a_damaged_or_missing_manifest_is_refused(family: Family, tmp_path: Path
     )
 
 
+def test_a_manifest_listing_no_workers_is_said_to_be_damaged(
+    family: Family, tmp_path: Path
+) -> None:
+    """A router_family.json with `"worker_ids": []` was read, then refused as if its member
+    "was trained again since the family was" (routing to the workers [...], the manifest
+    listing []); it is said to be damaged, naming worker_ids, before any member loads."""
+    copied = tmp_path / "family"
+    shutil.copytree(family.family, copied)
+    manifest = json.loads((copied / FAMILY_FILE).read_text("utf-8"))
+    manifest["worker_ids"] = []
+    (copied / FAMILY_FILE).write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(CostWeightError) as error:
+        load_router_family(copied)
+    assert str(error.value) == (
+        f"{copied / FAMILY_FILE} is damaged (worker_ids: List should have at least 1 item after "
+        "validation, not 0); train the family again (`fugu-lite train pipeline ... "
+        "--cost-weights`)"
+    )
+
+
 @pytest.mark.parametrize(
     ("entries", "key"),
     [

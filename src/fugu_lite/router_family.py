@@ -61,7 +61,7 @@ class FamilyManifest(BaseModel):
 
     format: Literal["fugu-lite-router-family"] = FAMILY_FORMAT
     package_version: str = __version__
-    worker_ids: list[str]
+    worker_ids: list[str] = Field(min_length=1)
     reference_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     members: list[FamilyMember] = Field(min_length=1)
     selection: str = "every trained cost weight"
