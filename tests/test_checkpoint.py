@@ -318,6 +318,24 @@ def test_a_tensor_digest_edited_to_no_sha256_is_said_to_be_damaged(
     )
 
 
+def test_a_tensor_digest_written_in_capitals_is_the_same_digest(
+    tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """A router.json whose tensor_file_sha256 was written in capitals (as PowerShell's
+    Get-FileHash prints it, after another tool rewrote the tensors) passed the check that it
+    is a SHA-256, then was refused as naming another save's tensor file ("its files come from
+    two different saves"); it is the same digest, and loads."""
+    from fugu_lite.checkpoint import tensor_digest
+
+    directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
+    meta = json.loads((directory / META_FILE).read_text())
+    digest = meta["tensor_file_sha256"]
+    meta["tensor_file_sha256"] = digest.upper()
+    (directory / META_FILE).write_text(json.dumps(meta))
+    assert load_router(directory).worker_ids == ["a", "b"]
+    assert tensor_digest(directory) == digest  # what a stage records it started from
+
+
 def test_a_checkpoint_of_a_newer_version_that_does_not_load_names_that_version(
     tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -286,7 +286,7 @@ def tensor_digest(directory: str | Path) -> str:
     refuses a file that differs, so a stage that loaded it need not hash it again); hashed
     from the file for a checkpoint whose metadata does not name it."""
     named = read_checkpoint_metadata(directory).get(TENSOR_DIGEST_KEY)
-    return named if isinstance(named, str) else file_digest(Path(directory) / HEAD_FILE)
+    return named.lower() if isinstance(named, str) else file_digest(Path(directory) / HEAD_FILE)
 
 
 def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch.Tensor]:
@@ -313,7 +313,8 @@ def read_tensors(path: Path, metadata: dict, meta_path: Path) -> dict[str, torch
             "not a SHA-256 string of 64 hexadecimal digits); copy the checkpoint folder again, "
             "or retrain it"
         )
-    if expected is not None and payload_digest(payload) != expected:
+    # hexadecimal in capitals (PowerShell's Get-FileHash) is the same digest
+    if expected is not None and payload_digest(payload) != expected.lower():
         raise CheckpointError(
             f"{path} is not the tensor file {meta_path.name} was written with (its SHA-256 "
             "differs): the checkpoint was saved again and that save was stopped half-way, or "
