@@ -145,14 +145,19 @@ def test_route_refuses_excluding_every_worker(run: Run) -> None:
     assert "chosen worker" not in message
 
 
-@pytest.mark.parametrize("weight", ["-1", "nan"])
-def test_route_refuses_a_cost_weight_no_router_could_take(run: Run, weight: str) -> None:
+@pytest.mark.parametrize(("weight", "shown"), [("-1", "-1"), ("nan", "nan"), ("1e400", "inf")])
+def test_route_refuses_a_cost_weight_no_router_could_take(
+    run: Run, weight: str, shown: str
+) -> None:
     """`route --cost-weight -1` on a single checkpoint advised training a router family for
-    cost weight -1, which that family then refused as well."""
+    cost weight -1, which that family then refused as well; then it was refused as "a cost
+    weight must be a finite number >= 0, got -1.0", naming no flag. The refusal names
+    --cost-weight and what to give."""
     result = invoke("route", "--checkpoint", run.checkpoint, "hi", "--cost-weight", weight)
     assert result.exit_code == 2, result.output
-    assert f"error: a cost weight must be a finite number >= 0, got {float(weight)}\n" == (
-        result.stderr
+    assert result.stderr == (
+        f"error: --cost-weight {shown} is not a cost weight: give a number >= 0 (0: quality "
+        "only; the larger, the more a worker's cost counts), or leave it out\n"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,6 +46,7 @@ def route_command(
     """Print the worker the router picks for one prompt, and the probabilities."""
     from ..cost_routing import route_checkpoint
 
+    check_cost_weight_option(cost_weight)
     text = prompt_text(prompt)
     try:
         decision = route_checkpoint(checkpoint, text, exclude or [], cost_weight, backbone)
@@ -56,6 +58,16 @@ def route_command(
     print_cost_weight(decision)
     console.print(f"chosen worker: [bold]{console_name(decision.worker)}[/bold]")
     console.print(decision_table(decision))
+
+
+def check_cost_weight_option(cost_weight: float | None) -> None:
+    """A negative or not finite --cost-weight: it was refused as "a cost weight must be a
+    finite number >= 0, got -1.0", naming no flag (a router family's are --cost-weights)."""
+    if cost_weight is not None and not (math.isfinite(cost_weight) and cost_weight >= 0):
+        fail(
+            f"--cost-weight {cost_weight:g} is not a cost weight: give a number >= 0 (0: "
+            "quality only; the larger, the more a worker's cost counts), or leave it out"
+        )
 
 
 def prompt_text(prompt: str) -> str:
