@@ -1180,6 +1180,25 @@ def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_install
     assert str(error.value) == "config file mine/default.yaml not found"
 
 
+def test_a_config_that_is_a_link_leading_back_to_itself_is_not_said_to_be_missing(
+    tmp_path: Path,
+) -> None:
+    """`ln -s mine.yaml configs/` makes configs/mine.yaml a link to itself (a relative link
+    is read from its own folder); -c configs/mine.yaml was "not found", though `ls` shows
+    it there. It is said to be a link that cannot be read, and why."""
+    (tmp_path / "configs").mkdir()
+    link = tmp_path / "configs" / "mine.yaml"
+    link.symlink_to("mine.yaml")
+    with pytest.raises(ConfigError) as error:
+        load_config(link, PipelineConfig)
+    assert str(error.value) == f"{link}: cannot be read (Too many levels of symbolic links)"
+    # a link to nothing is still not found
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "dangling.yaml", PipelineConfig)
+    assert str(error.value) == f"config file {tmp_path / 'dangling.yaml'} not found"
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")

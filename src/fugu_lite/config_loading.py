@@ -242,8 +242,12 @@ def _commands_reading(section: str) -> str:
 def _read_yaml_mapping(path: Path) -> dict:
     if means_stdin(path):
         raise ConfigError(f"-c {STDIN_NOT_READ}")
-    if not path.exists():
-        raise ConfigError(f"config file {path} not found{_shipped_config_hint(path)}")
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError(f"config file {path} not found{_shipped_config_hint(path)}") from None
+    except OSError:  # a link leading back to itself (not "not found"): reading it says so
+        pass
     if path.is_dir():
         raise ConfigError(f"{path} is a directory, not a config file; give the YAML file's path")
     text = _config_text(path)
