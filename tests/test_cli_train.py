@@ -418,6 +418,24 @@ def test_bad_cost_weights_are_refused_naming_the_flag(
     assert not (tmp_path / "family").exists()
 
 
+def test_cost_weights_sharing_a_member_folder_are_refused_before_training(
+    run: Run, tmp_path: Path
+) -> None:
+    """`--cost-weights 0.1234567,0.1234568` trained both members into lambda-0.123457 (the
+    folder names a weight to 6 significant digits), the second over the first, and the
+    manifest listed that folder for both; they are refused before any training now."""
+    output = tmp_path / "family"
+    result = invoke("train", "pipeline", "-r", run.records_path, "-c", run.config_path,
+                    "-o", output, "--cost-weights", "0,0.1234568,0.1234567")  # fmt: skip
+    assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+    assert flat(result.stderr) == (
+        "error: --cost-weights 0.1234567 and 0.1234568 would both be trained into "
+        "lambda-0.123457 (a member's folder names its cost weight to 6 significant digits); "
+        "give weights that differ within those, or only one of the two"
+    )
+    assert not output.exists()
+
+
 @pytest.mark.parametrize(
     ("held", "weights", "trains"),
     [

@@ -34,6 +34,7 @@ from .cost_weighting import (
 from .io import describe_validation_error, read_json, write_json
 from .model import RouterModel, load_router
 from .schemas import RewardRecord
+from .text import exact_number
 from .text_reading import RecordFileError
 
 if TYPE_CHECKING:
@@ -311,6 +312,7 @@ def train_router_family(
     started = time.perf_counter()
     output = Path(output_dir)
     weights = normalized_cost_weights(cost_weights)
+    check_member_folders(weights)
     check_family_cost_settings(config)
     _require_costs_for(records, weights)
     reference = family_reference_cost(records, config)
@@ -334,6 +336,23 @@ def train_router_family(
     }
     write_json(output / "training_report.json", report)
     return report
+
+
+def check_member_folders(weights: list[float]) -> None:
+    """Refuse weights that differ only past the 6 significant digits a member's folder names:
+    both were trained into one folder (lambda-0.123457), the second over the first, and the
+    manifest listed that folder for both."""
+    first_of: dict[str, float] = {}
+    for weight in weights:
+        folder = member_folder(weight)
+        if folder in first_of:
+            raise ValueError(
+                f"--cost-weights {exact_number(first_of[folder])} and {exact_number(weight)} "
+                f"would both be trained into {folder} (a member's folder names its cost weight "
+                "to 6 significant digits); give weights that differ within those, or only one "
+                "of the two"
+            )
+        first_of[folder] = weight
 
 
 def _require_costs_for(records: list[RewardRecord], weights: list[float]) -> None:
