@@ -418,6 +418,26 @@ def test_bad_cost_weights_are_refused_naming_the_flag(
     assert not (tmp_path / "family").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "advice"),
+    [("es.iterations=300", "training.iterations=..."), ("es={sigma0: 0.5}", "training.KEY=...")],
+)
+def test_an_es_setting_given_to_the_pipeline_is_refused(
+    tmp_path: Path, override: str, advice: str
+) -> None:
+    """`train pipeline --set es.iterations=300` trained SFT and RL without a word, the
+    setting doing nothing (the pipeline runs no ES); it is refused now, saying which command
+    reads it."""
+    result = invoke("train", "pipeline", "-r", tmp_path / "never-read.jsonl",
+                    "-o", tmp_path / "run", "--set", override)  # fmt: skip
+    assert result.exit_code == 2, f"{result.output}\n{result.exception!r}"
+    key = override.partition("=")[0]
+    assert flat(result.stderr) == (
+        f"error: --set {key}: the pipeline trains SFT, then RL, and reads no es.* setting; "
+        f"give it to `fugu-lite train es` (--set {advice}), or leave it out"
+    )
+
+
 def test_cost_weights_sharing_a_member_folder_are_refused_before_training(
     run: Run, tmp_path: Path
 ) -> None:

@@ -222,12 +222,26 @@ def train_pipeline_command(
 
     A re-run keeps each stage already trained from the same config, records and SFT."""
     overrides = parse_overrides(set_)
+    check_no_es_overrides(overrides)
     cfg = load_or_fail(config, PipelineConfig, overrides)
     check_device_or_fail(cfg, config, overrides)
     # one folder may hold a pipeline, then a family (or the other way): neither's checkpoints
     # are in the folder itself
     check_not_another_stage(output, "pipeline", mine=("family",))
     run_stage(output, pipeline_training(records, cfg, output, cost_weights), PIPELINE_KEPT)
+
+
+def check_no_es_overrides(overrides: dict) -> None:
+    """`train pipeline --set es.iterations=300` was taken without a word, and did nothing:
+    the pipeline trains SFT, then RL, never ES."""
+    for key in overrides:
+        section, _, rest = str(key).partition(".")
+        if section.lower() == "es":
+            fail(
+                f"--set {key}: the pipeline trains SFT, then RL, and reads no es.* setting; "
+                f"give it to `fugu-lite train es` (--set training.{rest or 'KEY'}=...), or "
+                "leave it out"
+            )
 
 
 def pipeline_training(
