@@ -156,8 +156,8 @@ def test_route_refuses_a_cost_weight_no_router_could_take(
     result = invoke("route", "--checkpoint", run.checkpoint, "hi", "--cost-weight", weight)
     assert result.exit_code == 2, result.output
     assert result.stderr == (
-        f"error: --cost-weight {shown} is not a cost weight: give a number >= 0 (0: quality "
-        "only; the larger, the more a worker's cost counts), or leave it out\n"
+        f"error: --cost-weight {shown} is not a cost weight: give a finite number >= 0 (0: "
+        "quality only; the larger, the more a worker's cost counts), or leave it out\n"
     )
 
 

@@ -65,7 +65,7 @@ def check_cost_weight_option(cost_weight: float | None) -> None:
     finite number >= 0, got -1.0", naming no flag (a router family's are --cost-weights)."""
     if cost_weight is not None and not (math.isfinite(cost_weight) and cost_weight >= 0):
         fail(
-            f"--cost-weight {cost_weight:g} is not a cost weight: give a number >= 0 (0: "
+            f"--cost-weight {cost_weight:g} is not a cost weight: give a finite number >= 0 (0: "
             "quality only; the larger, the more a worker's cost counts), or leave it out"
         )
 
