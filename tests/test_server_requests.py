@@ -76,6 +76,9 @@ BAD_INPUTS = [
     ("a developer turn with null content", {**VALID, "messages": [
         {"role": "developer", "content": None}, *VALID["messages"]]}, 400,
      "messages[0] is a developer message without content"),
+    ("a system turn with null content", {**VALID, "messages": [
+        {"role": "system", "content": None}, *VALID["messages"]]}, 400,
+     "messages[0] is a system message without content"),
     ("a tool turn without content", {**VALID, "messages": [
         *VALID["messages"], {"role": "tool", "tool_call_id": "c1"}]}, 400,
      "messages[1] is a tool message without content"),
@@ -182,6 +185,13 @@ BAD_INPUTS = [
     ("a tool name of 65 characters", {**VALID, "tools": [{"type": "function", "function": {
         "name": "f" * 65}}]}, 400,
      "tools[0].function.name must be letters, digits, _ or - (at most 64)"),
+    ("an empty tool name", {**VALID, "tools": [{"type": "function", "function": {
+        "name": ""}}]}, 400,
+     'tools[0].function.name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
+     'got ""'),
+    ("a tool's parameters a string", {**VALID, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": "object"}}]}, 400,
+     "tools[0].function.parameters must be a JSON schema object"),
     # the same for the deprecated functions (OpenAI refuses both; a remote worker got them)
     ("a function name with a space", {**VALID, "functions": [{"name": "get weather"}]}, 400,
      'functions[0].name must be letters, digits, _ or - (at most 64), e.g. "get_weather"; '
@@ -224,6 +234,28 @@ BAD_INPUTS = [
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
      "messages[1].tool_calls[0] must be an object"),
+    # each part of a call as OpenAI shapes it (no test sent one without its id or type, nor
+    # tool_calls that are no list, nor a deprecated call whose arguments are no string)
+    ("a tool call of another type", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls[0] must be an object with a string id, type \"function\""),
+    ("a tool call without its id", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
+            {"type": "function", "function": {"name": "add", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls[0] must be an object with a string id"),
+    ("tool_calls one call not in a list", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": {
+            "id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls must be a list"),
+    ("a function call's arguments not a string", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "content": None,
+                                             "function_call": {"name": "add", "arguments": {}}},
+        {"role": "function", "name": "add", "content": "5"}]}, 400,
+     "messages[1].function_call must be an object with a string name and arguments"),
     ("a schema no value matches", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
             "enum": {"anyOf": []}, "b": {"const": {"enum": []}}}}}}}, 400,
