@@ -198,6 +198,18 @@ BAD_INPUTS = [
      'got "get weather"'),
     ("a function without a name", {**VALID, "functions": [{"parameters": {}}]}, 400,
      "functions[0] needs a string 'name'"),
+    # each shape check of tools, tool_choice, functions and json_schema (none was sent one)
+    ("a tool without a type", {**VALID, "tools": [{"function": {"name": "add"}}]}, 400,
+     "tools[0] needs a string 'type', e.g. \"function\""),
+    ("a tool_choice object without a type", {**VALID, "tools": [TOOL], "tool_choice": {
+        "function": {"name": "add"}}}, 400,
+     "tool_choice as an object needs a string 'type', e.g. \"function\""),
+    ("a json_schema name a number", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": 5, "schema": {"type": "object"}}}}, 400,
+     'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got 5'),
+    ("a function's schema no value matches", {**VALID, "functions": [{"name": "f",
+        "parameters": {"type": "object", "properties": {"a": {"enum": []}}}}]}, 400,
+     "functions[0].parameters.properties.a.enum is empty, so no value could match"),
     ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
         "type": "function", "function": {"name": "mul"}}}, 400,
      "names the function 'mul', which is not among the tools (add)"),
@@ -801,8 +813,11 @@ def test_a_form_or_an_upload_instead_of_json_is_told_what_to_send(
         VALID, headers={"content-type": "application/x-www-form-urlencoded"}
     )
     assert response.status_code == 200, response.text
-    not_json = shared_server.post(b"{oops", headers={"content-type": "application/json"})
-    assert not_json.json()["error"]["message"].endswith("at line 1, column 2")
+    # sent as JSON (charset, capitals or a JSON type of its own), it is not told to send JSON
+    for content_type in ("application/json", "Application/JSON; charset=utf-8", "text/json",
+                         "application/vnd.api+json"):  # fmt: skip
+        not_json = shared_server.post(b"{oops", headers={"content-type": content_type})
+        assert not_json.json()["error"]["message"].endswith("at line 1, column 2"), content_type
 
 
 def test_a_refused_request_carries_a_request_id(shared_server: Running) -> None:
