@@ -240,6 +240,14 @@ def test_a_failing_worker_falls_back_to_the_next_best(
                 "close": "connection", "bad_model": "worker_config",
                 "conflict": "server"}  # fmt: skip
     assert line["attempts"][0]["outcome"] == expected[failure]
+    # the `fugu` field says the same: the first choice, the worker that answered, each
+    # attempt's latency in ms, and the answering worker's cost
+    routing = raw.parse().model_extra["fugu"]
+    assert (routing["chosen"], routing["worker"]) == (first, second)
+    assert [a["latency_ms"] for a in routing["attempts"]] == pytest.approx(
+        [a["latency_s"] * 1000 for a in line["attempts"]], abs=0.01
+    )
+    assert routing["cost"] == pytest.approx(line["cost"]) and line["cost"] > 0
     metrics = running.metrics()
     assert metric_value(metrics, "fugu_fallbacks_total") == 1
     # the tokens and their cost are the answering worker's, not the failed first choice's
