@@ -1252,8 +1252,12 @@ def test_worker_keys_never_reach_responses_or_logs(
     )
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert answer.choices[0].message.content == streamed == "the key I was sent: [redacted]"
+    # a conversation holding the key (a user pasting it in) is logged with it redacted
+    pasted = user(f"is {WORKER_KEY} the coder's key?")
+    client.chat.completions.create(model=MODEL, messages=pasted, extra_body=to_coder)
     running.state.log.flush()
     assert WORKER_KEY not in running.settings.log_requests.read_text()
+    assert running.log_lines()[-1]["messages"] == user("is [redacted] the coder's key?")
     assert WORKER_KEY not in caplog.text
     assert WORKER_KEY not in running.metrics()
 
