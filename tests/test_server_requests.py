@@ -682,6 +682,17 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
     assert error.value.body["message"] == (
         "invalid request: metadata.score: Input should be a valid string (got 1)"
     )
+    # a key written like one of pydantic's branch names ("trace-id", "none") is named too:
+    # it was left out, the 400 saying only "metadata: ... (got 7)" of 16 keys
+    for key in ("trace-id", "none"):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(
+                model=MODEL, messages=user("hi"), extra_body={"metadata": {"team": "a", key: 7}}
+            )
+        assert error.value.body["param"] == f"metadata.{key}"
+        assert error.value.body["message"] == (
+            f"invalid request: metadata.{key}: Input should be a valid string (got 7)"
+        )
     assert not any(stub.bodies for stub in stubs.workers.values())
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL, messages=user("hi"), metadata={"team": "search"}

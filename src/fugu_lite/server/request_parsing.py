@@ -26,7 +26,7 @@ def parse_request(
     try:
         request = ChatCompletionRequest.model_validate(payload)
     except ValidationError as error:
-        raise validation_api_error(error) from error
+        raise validation_api_error(error, payload) from error
     check_token_limits(request, max_tokens_limit)
     return request
 
@@ -191,22 +191,22 @@ def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
         ) from error
 
 
-def validation_api_error(error: ValidationError) -> ApiError:
+def validation_api_error(error: ValidationError, payload: dict[str, Any]) -> ApiError:
     """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
-    problems = [problem(item) for item in error.errors()]
+    problems = [problem(item, payload) for item in error.errors()]
     first_param = next((param for param, _ in problems if param), None)
     return ApiError(
         400, "invalid request: " + "; ".join(text for _, text in problems), param=first_param
     )
 
 
-def problem(item: ErrorDetails) -> tuple[str, str]:
+def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
     """(param, its text) of one of pydantic's errors; a check across parameters (a
     ParamError, placed at the whole body) names its own parameter and says it itself."""
     cause = item.get("ctx", {}).get("error")
     if isinstance(cause, ParamError):
         return cause.param, str(cause)
-    param = field_path(item["loc"])
+    param = field_path(item["loc"], payload)
     message = item["msg"].removeprefix("Value error, ")
     if item["type"] == "missing":
         message = "is required"
@@ -217,14 +217,18 @@ def problem(item: ErrorDetails) -> tuple[str, str]:
     return param, f"{param or 'body'}: {message}"
 
 
-def field_path(location: tuple | list) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped)."""
+def field_path(location: tuple | list, payload: dict[str, Any]) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped;
+    a key the body holds is kept, though it looks like one: metadata's "trace-id")."""
     path = ""
+    value: Any = payload
     for part in location:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif not is_union_tag(str(part)):
+            value = value[part] if isinstance(value, list) and part < len(value) else None
+        elif (isinstance(value, dict) and part in value) or not is_union_tag(str(part)):
             path += f".{part}" if path else str(part)
+            value = value.get(part) if isinstance(value, dict) else None
     return path
 
 
