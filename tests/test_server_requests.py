@@ -44,6 +44,7 @@ BAD_INPUTS = [
     ("a raw tab in a string", b'{"model": "a\tb"}', 400,
      "not valid JSON: Invalid control character at line 1, column 13"),
     ("empty body", b"", 400, "empty"),
+    ("a body of blank lines", b" \r\n\r\n", 400, "the request body is empty; send a JSON object"),
     # it said "got a JSON list", and of null "a JSON NoneType", in Python's words
     ("array body", b"[1, 2]", 400,
      "must be a JSON object with `model` and `messages`, got an array"),
@@ -272,6 +273,9 @@ BAD_INPUTS = [
         "json_schema": {"name": "x", "schema": {"type": "object", "properties": {
             "enum": {"anyOf": []}, "b": {"const": {"enum": []}}}}}}}, 400,
      "response_format.json_schema.schema.properties.enum.anyOf is empty"),
+    ("a json_object's schema no value matches", {**VALID, "response_format": {
+        "type": "json_object", "schema": {"type": "object", "properties": {"a": {"enum": []}}}}},
+     400, "response_format.schema.properties.a.enum is empty"),
     ("a schema whose oneOf is empty", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": "x", "schema": {"oneOf": []}}}}, 400,
      "response_format.json_schema.schema.oneOf is empty"),
@@ -326,6 +330,10 @@ BAD_INPUTS = [
     ("deeply nested body", b'{"model": "fugu-lite", "messages": ' + b"[" * 1500 + b"]" * 1500
      + b"}", 400, "nested too deeply"),
     # the value sent was quoted in escapes: "us\u00e9r", a tool named "\u5929\u6c14"
+    # a long value is cut short, not quoted whole into the message
+    ("a long unknown role", {**VALID, "messages": [{"role": "r" * 100, "content": "x"}]}, 400,
+     'messages[0].role: Input should be \'system\', \'user\', \'assistant\', \'tool\', '
+     '\'developer\' or \'function\' (got "' + "r" * 76 + '...)'),
     ("a role with a letter beyond ASCII", {**VALID, "messages": [
         {"role": "usér", "content": "x"}]}, 400, '(got "usér")'),
     ("a tool named in another script", {**VALID, "tools": [
@@ -393,6 +401,16 @@ def test_function_call_without_functions_is_a_400_naming_it(
         model=MODEL, messages=user("hi"), functions=[TOOL["function"]], function_call=call
     )
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["function_call"] == call
+
+
+def test_a_tool_of_another_type_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
+    """A tool that is no function (OpenAI's custom tools) is not checked as one: it reaches
+    the worker as sent, beside the function tools."""
+    custom = {"type": "custom", "custom": {"name": "sql", "description": "a query"}}
+    raw = shared_server.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), extra_body={"tools": [custom, TOOL]}
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["tools"] == [custom, TOOL]
 
 
 def test_a_function_call_beside_tools_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
