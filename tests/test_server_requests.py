@@ -242,6 +242,12 @@ BAD_INPUTS = [
     ("tool message without its call id", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "tool", "content": "5"}]}, 400,
      "messages[1] is a tool message without a string tool_call_id"),
+    ("a tool message's call id a number", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "tool", "tool_call_id": 1, "content": "5"}]},
+     400, "messages[1] is a tool message without a string tool_call_id"),
+    ("a function message's name a number", {**VALID, "messages": [
+        *VALID["messages"], {"role": "function", "name": 7, "content": "sunny"}]}, 400,
+     "messages[1] is a function message without a string name"),
     ("tool call arguments not a string", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
