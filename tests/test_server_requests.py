@@ -419,6 +419,23 @@ def test_a_tool_of_another_type_is_sent_on(shared_server: Running, stubs: Stubs)
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["tools"] == [custom, TOOL]
 
 
+def test_tools_refused_themselves_are_the_only_error_named(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """Malformed `tools` are told as such; the tool_choice or parallel_tool_calls beside
+    them is not refused as well for coming "without tools" (a second, wrong error)."""
+    for extra in ({"tool_choice": "auto"}, {"parallel_tool_calls": True}):
+        response = shared_server.post({**VALID, "tools": [{"type": 5}], **extra})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"] == "tools"
+        assert error["message"] == (
+            "invalid request: tools: tools[0] needs a string 'type', e.g. \"function\" "
+            '(got [{"type": 5}])'
+        )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_a_function_call_beside_tools_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """A client mixing both styles (`tools` and the deprecated function_call "auto") is not
     refused for lacking `functions`: the workers get it (workers.llama_cpp_requests drops
