@@ -130,7 +130,9 @@ BAD_INPUTS = [
      'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got "my '),
     ("json_schema without its object", {**VALID, "response_format": {
         "type": "json_schema", "schema": {"type": "object"}}}, 400,
-     'type "json_schema" needs a `json_schema` object'),
+     'type "json_schema" needs a `json_schema` object, e.g. {"type": "json_schema", "json_schema": '
+     '{"name": "answer", "schema": {"type": "object", ...}}}; the schema goes inside it, not '
+     "beside it"),
     # OpenAI refused it; a local worker's grammar fell back to free JSON
     ("a json_schema's schema a string", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": "x", "schema": "object"}}}, 400,
@@ -423,7 +425,8 @@ def test_tools_refused_themselves_are_the_only_error_named(
     shared_server: Running, stubs: Stubs
 ) -> None:
     """Malformed `tools` are told as such; the tool_choice or parallel_tool_calls beside
-    them is not refused as well for coming "without tools" (a second, wrong error)."""
+    them is not refused as well for coming "without tools" (a second, wrong error), nor a
+    function_call beside malformed `functions`."""
     for extra in ({"tool_choice": "auto"}, {"parallel_tool_calls": True}):
         response = shared_server.post({**VALID, "tools": [{"type": 5}], **extra})
         assert response.status_code == 400, response.text
@@ -433,6 +436,14 @@ def test_tools_refused_themselves_are_the_only_error_named(
             "invalid request: tools: tools[0] needs a string 'type', e.g. \"function\" "
             '(got [{"type": 5}])'
         )
+    # the same for malformed functions beside the deprecated function_call
+    response = shared_server.post(
+        {**VALID, "functions": [{"parameters": {}}], "function_call": "auto"}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "functions"
+    assert "function_call" not in error["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
