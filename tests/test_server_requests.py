@@ -52,6 +52,7 @@ BAD_INPUTS = [
     ("string body", b'"hi"', 400,
      "must be a JSON object with `model` and `messages`, got a string"),
     ("number body", b"4.5", 400, "must be a JSON object with `model` and `messages`, got a number"),
+    ("integer body", b"7", 400, "must be a JSON object with `model` and `messages`, got a number"),
     ("boolean body", b"true", 400, "must be a JSON object with `model` and `messages`, got true"),
     ("not utf-8", b'{"model": "\xff"}', 400, "not UTF-8"),
     ("missing messages", {"model": MODEL}, 400, "messages: is required"),
