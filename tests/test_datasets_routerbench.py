@@ -591,6 +591,28 @@ def test_a_raw_routerbench_samples_rows_must_agree_on_its_prompt_task_and_split(
     assert len(import_routerbench(path, split_column="fold")) == 3
 
 
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_a_raw_samples_rows_agree_on_an_empty_cell_a_spaced_task_and_a_splits_case(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A sample's rows with its prompt on one row only (the others empty) were refused as
+    disagreeing in a CSV (its empty cell is "", a pickle's NaN, which disagrees with nothing),
+    so a raw pickle saved as CSV no longer imported; and rows whose eval_name differs only in
+    spaces around it, or whose split only in case, were refused though both are read so."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw["fold"] = ["train", "Train", "test", "TEST ", "validation", "val"]
+    raw.loc[0, "prompt"] = math.nan  # the first sample's prompt on its second row only
+    raw.loc[3, "eval_name"] = f" {raw.loc[3, 'eval_name']} "
+    path = tmp_path / f"routerbench_raw{suffix}"
+    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    records = import_routerbench(path, split_column="fold")
+    assert [(r.prompt, r.task, r.split) for r in records] == [
+        ("['What is 2+2?']", "mmlu-math", "train"),
+        ("Tom has 3 apples.", "gsm8k", "test"),
+        ("Write a poem.", "mt-bench", "validation"),
+    ]
+
+
 @pytest.mark.parametrize("dtype", ["object", "string"])
 def test_routerbench_pickled_prompt_of_none_says_what_to_do(tmp_path: Path, dtype: str) -> None:
     """A pickled table's empty prompt cell is None (an object column) or pd.NA (a "string"

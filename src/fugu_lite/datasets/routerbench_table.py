@@ -14,6 +14,7 @@ from typing import Literal, cast
 import numpy as np
 import pandas as pd
 
+from ..schemas import canonical_split
 from ..text_reading import RecordFileError, nul_text_message, open_for_reading, utf8_error_message
 from .common import (
     CSV_QUOTING_HINT,
@@ -192,8 +193,13 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     # a model named with spaces around it on some rows (" m2", "m2 ") is that model, as a
     # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"; and a
     # sample_id so is that sample, as a wide table's id is (its rows were another sample)
+    fixed_columns = [c for c in ("prompt", "eval_name", split_column) if c and c in table.columns]
     table = table.assign(
-        model_name=table["model_name"].map(_stripped), sample_id=table["sample_id"].map(_stripped)
+        model_name=table["model_name"].map(_stripped),
+        sample_id=table["sample_id"].map(_stripped),
+        # a CSV's empty cell is "" where a pickle's is NaN: a pickle with a sample's prompt
+        # on one of its rows imported, and the same table saved as CSV was refused
+        **{column: table[column].map(_empty_text_as_none) for column in fixed_columns},
     )
     repeated = table.duplicated(["sample_id", "model_name"])
     if repeated.any():
@@ -202,9 +208,7 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
             f"{path}: sample_id {first['sample_id']!r} has more than one row for model "
             f"{first['model_name']!r}; keep one row per sample and model"
         )
-    _check_one_value_per_sample(
-        table, path, [c for c in ("prompt", "eval_name", split_column) if c]
-    )
+    _check_one_value_per_sample(table, path, fixed_columns, split_column)
     kept = [
         c for c in (*NON_MODEL_COLUMNS, split_column) if c in table.columns and c != "sample_id"
     ]
@@ -220,15 +224,20 @@ def _stripped(value: object) -> object:
     return value.strip() if isinstance(value, str) else value
 
 
-def _check_one_value_per_sample(table: pd.DataFrame, path: Path, columns: list[str]) -> None:
+def _empty_text_as_none(value: object) -> object:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _check_one_value_per_sample(
+    table: pd.DataFrame, path: Path, columns: list[str], split_column: str | None
+) -> None:
     """A sample's model rows must agree on its prompt, eval_name and split: rows of one
     sample_id with two prompts (ids reused across evals: 0, 1, 2 in each) were joined into one
     record with the first row's prompt, the other prompt's scores mixed in. An empty cell
-    (NaN) disagrees with nothing; the first row's value with one is taken."""
-    for column in (c for c in columns if c in table.columns):
-        values = table[column].map(
-            lambda value: repr(value) if isinstance(value, list | dict) else value
-        )
+    disagrees with nothing; the first row's value with one is taken. Values are compared as
+    the record reads them: an eval_name without the spaces around it, a split in any case."""
+    for column in columns:
+        values = table[column].apply(_as_read, args=(column, split_column))
         counts = values.groupby(table["sample_id"], sort=False).nunique()
         if not (counts > 1).any():
             continue
@@ -247,6 +256,15 @@ def _check_one_value_per_sample(table: pd.DataFrame, path: Path, columns: list[s
             "sample's model rows by sample_id, so they must agree: give each sample its own "
             f"sample_id (ids reused across evals?), or make its rows' {column} the same"
         )
+
+
+def _as_read(value: object, column: str, split_column: str | None) -> object:
+    """A prompt, eval_name or split cell as its record reads it, to be compared."""
+    if isinstance(value, list | dict):
+        return repr(value)
+    if column == split_column:
+        return canonical_split(value) or value
+    return _stripped(value) if column == "eval_name" else value
 
 
 def _check_raw_keys(table: pd.DataFrame, path: Path) -> None:
