@@ -356,6 +356,32 @@ def test_routerbench_bad_tables(tmp_path: Path) -> None:
         import_routerbench(tmp_path / "rb.parquet")
 
 
+def test_a_cost_column_spelt_otherwise_is_named(tmp_path: Path, caplog) -> None:
+    """A cost column in another case or with a space after its | (`m2|Total_Cost`) is not
+    read as its model's cost: the model was left out with the advice to add the cost column
+    the table has, and a table of such columns only was said to have no model columns."""
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        "prompt,eval_name,m1,m1|total_cost,m2,m2|Total_Cost\np,t,1,0.1,0,0.2\n", encoding="utf-8"
+    )
+    with caplog.at_level(logging.WARNING):
+        assert [r.worker_ids for r in import_routerbench(path)] == [["m1"]]
+    assert (
+        "column(s) ['m2'] hold numbers but have no cost column ['m2|total_cost'], so they are "
+        "not imported as models; add the cost column(s) to import them; the column(s) "
+        "['m2|Total_Cost'] are cost columns spelt otherwise: name each `<model>|total_cost`, in "
+        "that case and without spaces after the |"
+    ) in caplog.text
+    path.write_text("prompt,eval_name,m1,m1| total cost\np,t,1,0.1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value).endswith(
+        "no model columns; each model needs a score column `<model>` and a `<model>|total_cost` "
+        "column; the column(s) ['m1| total cost'] are cost columns spelt otherwise: name each "
+        "`<model>|total_cost`, in that case and without spaces after the |"
+    )
+
+
 def test_routerbench_csv_with_pandas_index_column_is_read_without_a_warning(
     tmp_path: Path, caplog
 ) -> None:

@@ -36,6 +36,7 @@ from .routerbench_columns import (
     COST_SUFFIX,
     REQUIRED_COLUMNS,
     UNNAMED_COLUMN,
+    cost_spelling_hint,
     index_as_columns,
     routerbench_models,
     unpriced_numeric_columns,
@@ -104,8 +105,9 @@ def _warn_unpriced_columns(
     if skipped:
         logger.warning(
             "%s: column(s) %s hold numbers but have no cost column %s, so they are not "
-            "imported as models; add the cost column(s) to import them",
+            "imported as models; add the cost column(s) to import them%s",
             path, skipped, [column + COST_SUFFIX for column in skipped],
+            cost_spelling_hint(table.columns),
         )  # fmt: skip
 
 

@@ -5,6 +5,7 @@ column), and the numeric columns skipped for want of a cost column."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -30,10 +31,28 @@ def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
     if not with_cost:
         raise RecordFileError(
             f"{path}: no model columns; each model needs a score column `<model>` and a "
-            f"`<model>{COST_SUFFIX}` column"
+            f"`<model>{COST_SUFFIX}` column" + cost_spelling_hint(columns)
         )
     return sorted(
         unicode_text(model, f"the model column {model!r}", str(path)) for model in with_cost
+    )
+
+
+def cost_spelling_hint(columns: Iterable[object]) -> str:
+    """For cost columns spelt otherwise (`m1|Total_Cost`, `m1| total_cost`), which are not read
+    as a model's cost: the table was said to have no model columns, or to need a cost column
+    that it has, its model left out."""
+    spelt_otherwise = [
+        str(column)
+        for column in columns
+        if not str(column).strip().endswith(COST_SUFFIX)
+        and "_".join(str(column).rpartition("|")[2].split()).casefold() == "total_cost"
+    ]
+    if not spelt_otherwise:
+        return ""
+    return (
+        f"; the column(s) {spelt_otherwise} are cost columns spelt otherwise: name each "
+        f"`<model>{COST_SUFFIX}`, in that case and without spaces after the |"
     )
 
 
