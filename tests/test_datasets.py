@@ -67,10 +67,11 @@ def test_dropped_duplicates_are_a_visible_warning(caplog) -> None:
     """The warning said neither which record of a prompt is kept nor that the dropped ones
     held other rewards (conflicting data a user would want to look at)."""
     repeated = [record("same", [1, 0]), record("same", [0, 1]), record("same", [1, 0])]
+    repeated.append(record("same", [0, 0]))
     with caplog.at_level(logging.WARNING):
         assert apply_standard_split(repeated)[0].rewards == [1, 0]
-    assert "dropped 2 records whose prompt already appeared" in caplog.text
-    assert "the first record of a prompt is kept (1 of the dropped had other rewards" in (
+    assert "dropped 3 records whose prompt already appeared" in caplog.text
+    assert "the first record of a prompt is kept (2 of the dropped had other rewards" in (
         caplog.text
     )
     assert "prompt 'same'" in caplog.text

@@ -472,6 +472,24 @@ def test_long_format_split_column(tmp_path: Path) -> None:
         import_long(path, use_split_column=True)
 
 
+@pytest.mark.parametrize("column", ["task", "id"])
+def test_a_prompts_rows_with_different_tasks_or_ids_are_refused(
+    tmp_path: Path, column: str
+) -> None:
+    """A prompt's rows must agree on its task and id: one record has one of each, and taking
+    the first row's would file the prompt under a task (or an id) that its other rows deny."""
+    rows = [{**row, "id": row["prompt"]} for row in long_rows()]
+    rows[3][column] = "other"  # p2's second row
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    expected = ["other", "u"] if column == "task" else ["other", "p2"]
+    assert str(raised.value) == (
+        f"{path}, line 3: prompt 'p2' has different {column} values across its rows: "
+        f"{expected}; give one {column} per prompt"
+    )
+
+
 def test_long_format_csv_that_repeats_its_header_names_the_line(tmp_path: Path) -> None:
     """Two CSV files joined with `cat` hold the second header as a row, which was refused as
     "reward must be a finite number, got 'reward'"."""
@@ -623,7 +641,7 @@ def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
     """A reward column in a spreadsheet's percentage format (`85%`) was refused as not a
     number; it is the fraction it shows."""
     path = tmp_path / "long.csv"
-    path.write_text("prompt,worker,reward\nq,a,85%\nq,b, 2.5 %\nr,a,0.5\nr,b,0\n")
+    path.write_text("prompt,worker,reward\nq,a,85% \nq,b, 2.5 %\nr,a,0.5\nr,b,0\n")
     assert [r.rewards for r in import_long(path)] == [[0.85, 0.025], [0.5, 0.0]]
     path.write_text("prompt,worker,reward\nq,a,85%\nq,b,x%\n")
     with pytest.raises(RecordFileError, match=r"line 3: reward must be a finite number, got 'x%'"):
@@ -660,9 +678,13 @@ def test_a_percentage_with_a_decimal_comma_says_to_write_a_decimal_point(tmp_pat
 def test_long_format_refuses_percentages_beside_plain_numbers_above_one(tmp_path: Path) -> None:
     """`85%` on one row and `85` on another were read as 0.85 and 85: two scales silently."""
     path = tmp_path / "long.csv"
-    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,0\nr,a,85\nr,b,0\n")
-    with pytest.raises(RecordFileError, match=r"percentages \(.*line 2\) and as plain numbers "):
+    path.write_text("prompt,worker,reward\nq,a,85%\nq,b,0\nr,a,85\nr,b,0\ns,a,50%\ns,b,0\n")
+    with pytest.raises(RecordFileError) as raised:
         import_long(path)
+    assert str(raised.value).startswith(
+        f"{path}: rewards are written both as percentages ({path}, line 2) and as plain numbers "
+        f"outside 0-1 ({path}, line 4: 85), so they are on two scales"
+    )
 
 
 def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog) -> None:
@@ -672,6 +694,11 @@ def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING):
         assert [r.rewards for r in import_long(path)] == [[85.0, 40.0]]
     assert "some lie outside 0-1 (" in caplog.text and "line 2: 85)" in caplog.text
+    caplog.clear()
+    path.write_text("prompt,worker,reward\nq,a,1\nq,b,-1\n")  # a penalty, below the scale
+    with caplog.at_level(logging.WARNING):
+        assert [r.rewards for r in import_long(path)] == [[1.0, -1.0]]
+    assert "some lie outside 0-1 (" in caplog.text and "line 3: -1)" in caplog.text
     caplog.clear()
     path.write_text("prompt,worker,reward\nq,a,1\nq,b,0.4\n")
     with caplog.at_level(logging.WARNING):
