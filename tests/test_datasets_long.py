@@ -771,6 +771,27 @@ def test_a_table_written_in_another_pandas_layout_says_to_write_it_by_rows(
     )
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_rows_wrapped_in_an_object_under_a_key_say_to_write_the_list_alone(
+    tmp_path: Path, indent: int | None
+) -> None:
+    """An export holding its rows in a list under a key ({"data": [...]}) was refused as a
+    row without prompt, worker and reward whose "keys are version, data ...: rename the
+    keys", advice that fits no such file."""
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"version": 1, "data": long_rows()}, indent=indent))
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    where = f"{path}, line 1" if indent is None else str(path)
+    assert str(raised.value) == (
+        f"{where}: holds the rows in a list under its key 'data' (an export wrapping them), not "
+        "a row; the long format reads the rows themselves: write that list alone to a .json "
+        "file, or one row object a line to a .jsonl file"
+    )
+    path.write_text(json.dumps(long_rows(), indent=indent))
+    assert len(import_long(path)) == 2
+
+
 def test_a_json_file_holding_one_indented_row_object_is_read(tmp_path: Path) -> None:
     path = tmp_path / "long.json"
     path.write_text(json.dumps({"prompt": "q", "worker": "a", "reward": 1}, indent=2))

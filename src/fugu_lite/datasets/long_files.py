@@ -150,6 +150,27 @@ def _refuse_columns_layout(row: dict, where: str) -> None:
             f"{where}: holds the whole table in pandas' orient='{orient}' layout, as "
             f"DataFrame.to_json(orient='{orient}') writes; {WRITE_BY_ROWS}"
         )
+    wrapper = _key_of_rows(row)
+    if wrapper is not None:
+        raise RecordFileError(
+            f"{where}: holds the rows in a list under its key {wrapper!r} (an export wrapping "
+            "them), not a row; the long format reads the rows themselves: write that list alone "
+            "to a .json file, or one row object a line to a .jsonl file"
+        )
+
+
+def _key_of_rows(row: dict) -> str | None:
+    """The key of a list of row objects in an object that is no row (`{"data": [{"prompt":
+    ...}, ...]}`): it was refused as a row without prompt, worker and reward, with the advice
+    to rename its keys."""
+    if "prompt" in row:
+        return None
+    for key, value in row.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            names = {str(name).strip().casefold() for name in value[0]}
+            if {"prompt", "worker"} <= names:
+                return str(key)
+    return None
 
 
 def _pandas_orient(row: dict) -> str | None:
