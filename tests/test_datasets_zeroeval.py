@@ -127,6 +127,22 @@ def test_zeroeval_missing_score_errors_or_drops(tmp_path: Path, caplog) -> None:
         import_zeroeval(path, on_missing="skip")  # type: ignore[arg-type]
 
 
+def test_a_model_scored_only_after_the_first_row_is_a_worker(tmp_path: Path) -> None:
+    """The workers are every model some row scores: a model first scored on a later row (a
+    model added to the runs halfway) is a worker the earlier rows miss, not one left out."""
+    added = {"scores": {"m1": 0, "m2": 1, "m3": 1}, "out_chars": {"m1": 4, "m2": 8, "m3": 12}}
+    rows = [zeroeval_row("a"), zeroeval_row("b", **added)]
+    path = write_jsonl(tmp_path / "z.jsonl", rows)
+    with pytest.raises(
+        RecordFileError, match=r"z\.jsonl, line 1: no score or out_chars for \['m3'\]"
+    ):
+        import_zeroeval(path)
+    records = import_zeroeval(path, on_missing="drop")
+    assert [(r.prompt, r.worker_ids, r.rewards) for r in records] == [
+        ("b", ["m1", "m2", "m3"], [0.0, 1.0, 1.0])
+    ]
+
+
 def test_zeroeval_null_or_nan_score_counts_as_missing(tmp_path: Path, caplog) -> None:
     """A score given as null (or NaN) failed as "must be a finite number" even with
     on_missing=drop, which dropped only rows whose key was absent."""
