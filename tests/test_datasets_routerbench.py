@@ -75,7 +75,7 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
         assert import_routerbench(path) == import_routerbench(tmp_path / "wide.pkl")
     assert caplog.text == ""
     raw.drop(index=[1]).to_pickle(tmp_path / "gap.pkl")  # the first sample's second model
-    with pytest.raises(RecordFileError, match=r"row 1 \(sample_id=mmlu.0\): score or total_cost"):
+    with pytest.raises(RecordFileError, match=r"the rows of sample_id=mmlu.0: score or total_cost"):
         import_routerbench(tmp_path / "gap.pkl")
     assert len(import_routerbench(tmp_path / "gap.pkl", on_missing="drop")) == 2
     pd.concat([raw, raw[:1]]).to_pickle(tmp_path / "twice.pkl")
@@ -84,6 +84,26 @@ def test_routerbench_reads_the_raw_table_of_a_row_per_sample_and_model(
     assert str(raised.value) == (
         f"{tmp_path / 'twice.pkl'}: sample_id 'mmlu.0' has more than one row for model "
         f"{ROUTERBENCH_MODELS[-1]!r}; keep one row per sample and model"
+    )
+
+
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+def test_a_raw_samples_bad_value_is_named_by_its_sample_not_a_row_of_another(
+    tmp_path: Path, suffix: str
+) -> None:
+    """A raw table's score that is no number, or its prompt missing, was named at the row of
+    the pivoted table ("row 2 (sample_id=gsm.1)"), which in the file is a row of another
+    sample (here mmlu.0's second model); it is named by its sample's rows now."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw["performance"] = raw["performance"].astype(object)
+    raw.loc[3, "performance"] = "n/a?"  # gsm.1's second model, the file's row 4
+    path = tmp_path / f"routerbench_raw{suffix}"
+    raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, the rows of sample_id=gsm.1: the score of {ROUTERBENCH_MODELS[0]} must be a "
+        "finite number, got 'n/a?'"
     )
 
 

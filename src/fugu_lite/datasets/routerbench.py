@@ -64,12 +64,12 @@ def import_routerbench(
     path = Path(source)
     policy = check_missing_policy(on_missing)
     check_split_column(split_column)
-    table = _read_table(path, split_column)
+    table, raw = _read_table(path, split_column)
     workers = routerbench_models(table, path)
     if table.empty:
         raise RecordFileError(f"{path}: has a header but no data rows; add rows to import")
     _warn_unpriced_columns(path, table, workers, split_column)
-    imported, incomplete = _import_rows(path, table, workers, policy, split_column)
+    imported, incomplete = _import_rows(path, table, workers, policy, split_column, raw)
     _report_dropped(path, len(imported.records), incomplete)
     if split_column is None:
         for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
@@ -78,9 +78,9 @@ def import_routerbench(
     return apply_given_split(imported.records, imported.splits, imported.names)
 
 
-def _read_table(path: Path, split_column: str | None) -> pd.DataFrame:
+def _read_table(path: Path, split_column: str | None) -> tuple[pd.DataFrame, bool]:
     """The file as a wide table (a raw one pivoted), its known columns named as RouterBench
-    names them; a missing required column is an error."""
+    names them, and whether it was raw; a missing required column is an error."""
     table = index_as_columns(read_routerbench_table(path), split_column)
     table = with_known_column_names(table, path)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
@@ -93,9 +93,10 @@ def _read_table(path: Path, split_column: str | None) -> pd.DataFrame:
         raise RecordFileError(
             f"{path}: missing column(s) {absent}; found {list(table.columns)}{separator_hint}"
         )
-    if all(column in table.columns for column in RAW_COLUMNS):
+    raw = all(column in table.columns for column in RAW_COLUMNS)
+    if raw:
         table = wide_from_raw(table, path, split_column)
-    return with_stripped_model_names(table, path)
+    return with_stripped_model_names(table, path), raw
 
 
 def _warn_unpriced_columns(
@@ -117,8 +118,11 @@ def _import_rows(
     workers: list[str],
     policy: MissingPolicy,
     split_column: str | None,
+    raw: bool,
 ) -> tuple[ImportedRecords, int]:
-    """A record per row, and how many rows were dropped for a missing value."""
+    """A record per row, and how many rows were dropped for a missing value. A raw table's
+    row here is a sample, named by its sample_id: its position in the pivoted table named a
+    row of the file that was another sample's or model's."""
     has_sample_id = "sample_id" in table.columns
     from_csv = table_kind(path)[0] == ".csv"
     imported = ImportedRecords()
@@ -129,7 +133,9 @@ def _import_rows(
         where = f"{path}, row {position}"
         if from_csv and is_header_copy(*_named_cells(row)):
             raise repeated_header(where)
-        if has_sample_id:
+        if raw:
+            where = f"{path}, the rows of sample_id={row['sample_id']}"
+        elif has_sample_id:
             where += f" (sample_id={row['sample_id']})"
         record = _row_record(row, where, workers, policy, from_csv, has_sample_id)
         if record is None:
