@@ -448,6 +448,11 @@ def test_writing_records_does_not_hold_the_file_in_memory(tmp_path: Path) -> Non
     [
         ("long", "prompt,worker,reward,task", ["q,a,1,t", "q,b,0,t", "r,a,0,t", "r,b,1,t"]),
         ("routerbench", "prompt,eval_name,a,a|total_cost", ["q,t,1,0.1", "r,t,0,0.2"]),
+        (
+            "routerbench",  # the raw table, a row per sample and model
+            "sample_id,prompt,eval_name,model_name,performance,cost",
+            ["s1,q,t,a,1,0.1", "s1,q,t,b,0,0.2", "s2,r,t,a,0,0.1", "s2,r,t,b,1,0.2"],
+        ),
     ],
 )
 def test_a_spreadsheets_empty_rows_are_skipped_like_blank_lines(

@@ -107,6 +107,21 @@ def test_a_raw_samples_bad_value_is_named_by_its_sample_not_a_row_of_another(
     )
 
 
+@pytest.mark.parametrize("index", [False, True])
+def test_raw_tables_joined_with_cat_name_the_repeated_header(tmp_path: Path, index: bool) -> None:
+    """Two raw CSVs joined with `cat` hold the second header as a row, which was pivoted into
+    a model 'model_name' that every sample missed: "score or total_cost of ['model_name'] is
+    missing or NaN; fix the row, delete it, or pass --option on_missing=drop"."""
+    raw = raw_routerbench_table(routerbench_table())
+    path = tmp_path / "routerbench_raw.csv"
+    path.write_text(raw[:2].to_csv(index=index) + raw[2:].to_csv(index=index), encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path, on_missing="drop")
+    assert str(raised.value).startswith(
+        f"{path}, row 3: repeats the header line (files joined with `cat`?); delete that line"
+    )
+
+
 def test_a_raw_tables_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:
     """A raw table naming one model ' m2' on some rows and 'm2 ' on others (sources joined)
     was refused as "the model columns [' m2', 'm2 '] name one model", columns it does not

@@ -35,9 +35,9 @@ from .common import (
 from .routerbench_columns import (
     COST_SUFFIX,
     REQUIRED_COLUMNS,
-    UNNAMED_COLUMN,
     cost_spelling_hint,
     index_as_columns,
+    named_cells,
     routerbench_models,
     unpriced_numeric_columns,
     with_known_column_names,
@@ -131,7 +131,7 @@ def _import_rows(
         if from_csv and not any(str(value).strip() for value in row.values()):
             continue  # a spreadsheet's empty row (",,,")
         where = f"{path}, row {position}"
-        if from_csv and is_header_copy(*_named_cells(row)):
+        if from_csv and is_header_copy(*named_cells(row)):
             raise repeated_header(where)
         if raw:
             where = f"{path}, the rows of sample_id={row['sample_id']}"
@@ -188,14 +188,6 @@ def _report_dropped(path: Path, kept: int, incomplete: int) -> None:
         )
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)
-
-
-def _named_cells(row: dict) -> tuple[list[object], list[str]]:
-    """The row's cells and their column names, less the columns of an empty header cell
-    (pandas' index column, "Unnamed: 0", which a repeated header leaves empty)."""
-    named = [(value, str(name)) for name, value in row.items()]
-    kept = [(value, name) for value, name in named if not UNNAMED_COLUMN.fullmatch(name)]
-    return [value for value, _ in kept], [name for _, name in kept]
 
 
 def _number(value: object, what: str, where: str) -> float | None:

@@ -21,6 +21,14 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
 
 
+def named_cells(row: dict) -> tuple[list[object], list[str]]:
+    """The row's cells and their column names, less the columns of an empty header cell
+    (pandas' index column, "Unnamed: 0", which a repeated header leaves empty)."""
+    named = [(value, str(name)) for name, value in row.items()]
+    kept = [(value, name) for value, name in named if not UNNAMED_COLUMN.fullmatch(name)]
+    return [value for value, _ in kept], [name for _, name in kept]
+
+
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
     """Models are the columns that have a matching `<model>|total_cost` column, sorted."""
     columns = {str(column) for column in table.columns}

@@ -21,10 +21,12 @@ from .common import (
     CUT_SHORT_ADVICE,
     compressed_file_advice,
     is_blank,
+    is_header_copy,
     is_separator_line,
+    repeated_header,
     to_csv_hint,
 )
-from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS
+from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS, named_cells
 
 # What pandas reads (and infers from the name) with the standard library alone:
 # `routerbench_0shot.pkl.gz` was refused as "expected a .pkl or .csv".
@@ -189,6 +191,9 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
     a `<model>|total_cost` column per model); it was refused as having "no model columns".
     A sample without some model's row gets no score for it (see on_missing)."""
+    table = table.reset_index(drop=True)  # the table's row n is index n - 1, as named below
+    if table_kind(path)[0] == ".csv":
+        table = _filled_csv_rows(table, path)
     _check_raw_keys(table, path)
     # a model named with spaces around it on some rows (" m2", "m2 ") is that model, as a
     # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"; and a
@@ -220,6 +225,18 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     return fixed.join(scores).join(costs).reset_index()
 
 
+def _filled_csv_rows(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A raw CSV's rows less a spreadsheet's empty ones (",,,"), skipped as a wide CSV skips
+    them (they were refused as a row without a sample_id); a row repeating the header (files
+    joined with `cat`) is named (it was pivoted into a model 'model_name' every sample missed)."""
+    filled = []
+    for position, row in enumerate(table.to_dict("records"), start=1):
+        if is_header_copy(*named_cells(row)):
+            raise repeated_header(f"{path}, row {position}")
+        filled.append(any(str(value).strip() for value in row.values()))
+    return table[filled]
+
+
 def _stripped(value: object) -> object:
     return value.strip() if isinstance(value, str) else value
 
@@ -242,10 +259,11 @@ def _check_one_value_per_sample(
         if not (counts > 1).any():
             continue
         sample = counts.index[counts > 1][0]
-        pairs = zip(table["sample_id"], values, strict=True)
         rows = [
             (position, value)
-            for position, (sample_id, value) in enumerate(pairs, start=1)
+            for position, sample_id, value in zip(
+                table.index + 1, table["sample_id"], values, strict=True
+            )
             if sample_id == sample and not pd.isna(value)
         ]
         first = rows[0]
@@ -271,15 +289,15 @@ def _check_raw_keys(table: pd.DataFrame, path: Path) -> None:
     """Every raw row needs its sample_id, the key its sample's models are joined by (a
     pickle's rows without one were left out without a word: groupby skips NaN keys), and its
     model_name."""
-    for position, value in enumerate(table["sample_id"], start=1):
+    for position, value in zip(table.index + 1, table["sample_id"], strict=True):
         if is_blank(str(value)):
             raise RecordFileError(
                 f"{path}, row {position}: no sample_id; the raw table (a row per sample and "
                 "model) joins a sample's models by its sample_id, so every row needs one: fill "
                 "it in, or delete the sample's rows"
             )
-    for position, (sample_id, value) in enumerate(
-        zip(table["sample_id"], table["model_name"], strict=True), start=1
+    for position, sample_id, value in zip(
+        table.index + 1, table["sample_id"], table["model_name"], strict=True
     ):
         if is_blank(str(value)):
             # the pivot leaves such a row out: its score and cost were lost without a word
