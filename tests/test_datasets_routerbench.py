@@ -122,6 +122,31 @@ def test_raw_tables_joined_with_cat_name_the_repeated_header(tmp_path: Path, ind
     )
 
 
+@pytest.mark.parametrize(
+    ("renamed", "missing"),
+    [
+        ({"sample_id": "id"}, ["sample_id"]),
+        ({"cost": "price"}, ["cost"]),
+        ({"model_name": "Model_Name", "performance": "Performance"}, ["model_name", "performance"]),
+    ],
+)
+def test_a_raw_table_without_one_of_its_columns_says_which(
+    tmp_path: Path, renamed: dict[str, str], missing: list[str]
+) -> None:
+    """A raw table (a row per sample and model) without one of its columns as named was not
+    read as one, and was refused as having "no model columns; each model needs a score
+    column `<model>` and a `<model>|total_cost` column", not a word of the raw table's."""
+    path = tmp_path / "routerbench_raw.csv"
+    raw_routerbench_table(routerbench_table()).rename(columns=renamed).to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value).endswith(
+        "; with a model_name column it is the raw table (a row per sample and model), whose "
+        "columns are sample_id, model_name, performance, cost, named so (in that case): it has "
+        f"no {missing}"
+    )
+
+
 def test_a_raw_tables_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> None:
     """A raw table naming one model ' m2' on some rows and 'm2 ' on others (sources joined)
     was refused as "the model columns [' m2', 'm2 '] name one model", columns it does not

@@ -34,6 +34,7 @@ from .common import (
 )
 from .routerbench_columns import (
     COST_SUFFIX,
+    RAW_COLUMNS,
     REQUIRED_COLUMNS,
     cost_spelling_hint,
     index_as_columns,
@@ -43,7 +44,7 @@ from .routerbench_columns import (
     with_known_column_names,
     with_stripped_model_names,
 )
-from .routerbench_table import RAW_COLUMNS, read_routerbench_table, table_kind, wide_from_raw
+from .routerbench_table import read_routerbench_table, table_kind, wide_from_raw
 from .split import apply_given_split, apply_standard_split
 
 logger = logging.getLogger(__name__)

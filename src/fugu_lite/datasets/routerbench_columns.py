@@ -19,6 +19,8 @@ COST_SUFFIX = "|total_cost"
 UNNAMED_COLUMN = re.compile(r"Unnamed: \d+")
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
+# routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
+RAW_COLUMNS: tuple[str, ...] = ("sample_id", "model_name", "performance", "cost")
 
 
 def named_cells(row: dict) -> tuple[list[object], list[str]]:
@@ -39,7 +41,7 @@ def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
     if not with_cost:
         raise RecordFileError(
             f"{path}: no model columns; each model needs a score column `<model>` and a "
-            f"`<model>{COST_SUFFIX}` column" + cost_spelling_hint(columns)
+            f"`<model>{COST_SUFFIX}` column" + cost_spelling_hint(columns) + raw_table_hint(columns)
         )
     return sorted(
         unicode_text(model, f"the model column {model!r}", str(path)) for model in with_cost
@@ -61,6 +63,21 @@ def cost_spelling_hint(columns: Iterable[object]) -> str:
     return (
         f"; the column(s) {spelt_otherwise} are cost columns spelt otherwise: name each "
         f"`<model>{COST_SUFFIX}`, in that case and without spaces after the |"
+    )
+
+
+def raw_table_hint(columns: Iterable[str]) -> str:
+    """For a table with a model_name column (in any case) that is not read as the raw table
+    (a row per sample and model) for want of one of its columns as named: it was said to have
+    "no model columns", each needing `<model>` and `<model>|total_cost`, not a word of the raw
+    table's columns."""
+    names = set(columns)
+    if not any(name.strip().casefold() == "model_name" for name in names):
+        return ""
+    missing = [column for column in RAW_COLUMNS if column not in names]
+    return (
+        f"; with a model_name column it is the raw table (a row per sample and model), whose "
+        f"columns are {', '.join(RAW_COLUMNS)}, named so (in that case): it has no {missing}"
     )
 
 

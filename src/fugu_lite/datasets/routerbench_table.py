@@ -182,10 +182,6 @@ def _starts_with_a_separator_line(path: Path) -> bool:
     return bool(len(first)) and is_separator_line(list(first.iloc[0]))
 
 
-# routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
-RAW_COLUMNS: tuple[str, ...] = ("sample_id", "model_name", "performance", "cost")
-
-
 def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> pd.DataFrame:
     """RouterBench's raw table (a row per sample and model: model_name, performance, cost, as
     routerbench_raw.pkl holds the 5-shot data) as the wide one (a row per sample, a score and
