@@ -24,6 +24,7 @@ from fugu_lite.datasets import (
     SplitError,
     import_dataset,
     import_long,
+    import_zeroeval,
     standard_split,
 )
 from fugu_lite.datasets.common import stable_id
@@ -573,9 +574,15 @@ def test_a_csv_prompt_cell_holding_chat_messages_is_read_as_them(tmp_path: Path)
         {"prompt": messages, "worker": "w2", "reward": 0},
         {"prompt": "['not', 'messages']", "worker": "w1", "reward": 0},
         {"prompt": "['not', 'messages']", "worker": "w2", "reward": 1},
+        # objects without a role: a prompt of data (JSON rows to sort), text as written
+        {"prompt": '[{"name": "b"}, {"name": "a"}]', "worker": "w1", "reward": 1},
+        {"prompt": '[{"name": "b"}, {"name": "a"}]', "worker": "w2", "reward": 1},
     ]
     expected = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
-    assert [record.prompt for record in expected][1] == "['not', 'messages']"
+    assert [record.prompt for record in expected][1:] == [
+        "['not', 'messages']",
+        '[{"name": "b"}, {"name": "a"}]',
+    ]
     for name, as_text in [("json.csv", json.dumps), ("repr.csv", repr)]:
         table = pd.DataFrame(rows)
         table["prompt"] = [p if isinstance(p, str) else as_text(p) for p in table["prompt"]]
@@ -604,8 +611,11 @@ def test_excels_separator_line_before_the_header_is_skipped(tmp_path: Path) -> N
     path.write_text("sep=,\nprompt,worker,reward\nq,a,1\nq,b,x\n")
     with pytest.raises(RecordFileError, match=r"long\.csv, line 4: reward must be"):
         import_long(path)  # lines are still counted in the file
-    path.write_text("SEP=;\nprompt;worker;reward\nq;a;1\n")
-    with pytest.raises(RecordFileError, match=r"the header is one column: .* separated by commas"):
+    path.write_text("SEP=;\nprompt;worker;reward\nq;a;1\n")  # in any case: the header follows
+    with pytest.raises(
+        RecordFileError,
+        match=r"in the header \['prompt;worker;reward'\]; the header is one column: .* commas",
+    ):
         import_long(path)
 
 
@@ -1038,6 +1048,9 @@ def test_a_table_of_rewards_with_a_grader_column_is_not_called_a_task(tmp_path: 
         import_long(path)
     assert "this is a task" not in str(raised.value)
     assert "the row's keys are prompt, model, reward, grader" in str(raised.value)
+    # nor a ZeroEval row with its scores beside a grader
+    rows = [zeroeval_row("q1", grader="number"), zeroeval_row("q2", grader="number")]
+    assert len(import_zeroeval(write_jsonl(tmp_path / "scores.jsonl", rows))) == 2
 
 
 @pytest.mark.parametrize("reward", ["Infinity", "inf", "-inf", "1e400"])

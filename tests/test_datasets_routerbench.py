@@ -249,6 +249,13 @@ def test_routerbench_reads_fixed_columns_a_pickle_holds_as_its_index(
     assert import_routerbench(path) == expected
     plain.set_index(pd.Index(["r1", "r2", "r3"], name="row")).to_pickle(path)
     assert import_routerbench(path) == expected  # an index of no fixed column is not read
+    # the split column given is read from the index too
+    plain.assign(fold=["test", "train", "validation"]).set_index("fold").to_pickle(path)
+    assert [r.split for r in import_routerbench(path, split_column="fold")] == [
+        "test",
+        "train",
+        "validation",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -569,11 +576,13 @@ def test_a_routerbench_row_with_a_field_more_than_the_header_is_named(tmp_path: 
 
 def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.csv"
-    routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0]}).to_csv(path, index=False)
+    # a column left empty (a spreadsheet's "notes") holds no numbers: not told of as a model
+    table = routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0], "notes": ["", " ", "NA"]})
+    table.to_csv(path, index=False)
     with caplog.at_level(logging.WARNING):
         records = import_routerbench(path)
     assert records[0].worker_ids == sorted(ROUTERBENCH_MODELS)
-    assert "['claude-v2'] hold numbers but have no cost column" in caplog.text
+    assert "column(s) ['claude-v2'] hold numbers but have no cost column" in caplog.text
     assert "claude-v2|total_cost" in caplog.text
     assert "sample_id" not in caplog.text.split("hold numbers")[0]
 
