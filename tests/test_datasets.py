@@ -77,6 +77,19 @@ def test_dropped_duplicates_are_a_visible_warning(caplog) -> None:
     assert "prompt 'same'" in caplog.text
 
 
+def test_repeated_ids_are_named_with_the_prompts_of_the_first(caplog) -> None:
+    """The warning names the first repeated id and two of its own prompts, not another's."""
+    ids = ["i1", "i1", "i2", "i2", "i2"]
+    records = [
+        record(prompt, [1, 0]).model_copy(update={"id": record_id})
+        for prompt, record_id in zip("abcde", ids, strict=True)
+    ]
+    with caplog.at_level(logging.WARNING):
+        assert len(apply_standard_split(records)) == 5
+    assert "record ids repeat: 2 of them are each given to more than one prompt" in caplog.text
+    assert "(first: id 'i1', on the prompts 'a' and 'b')" in caplog.text
+
+
 def test_apply_given_split_keeps_valid_values_and_dedupes() -> None:
     records = [record("x", [1, 0]), record("y", [0, 1]), record("x", [0, 0])]
     result = apply_given_split(records, ["test", "validation", "train"], ["r1", "r2", "r3"])
@@ -100,11 +113,11 @@ def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
     long = write_jsonl(tmp_path / "long.jsonl", rows)
     zeroeval = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q", Split="test")])
     routerbench = tmp_path / "rb.csv"
-    routerbench_table(split=["test"] * 3).to_csv(routerbench, index=False)
+    routerbench_table(Split=["test"] * 3).to_csv(routerbench, index=False)  # in any case
     for importer, path, option in (
         (import_long, long, "use_split_column=true"),
         (import_zeroeval, zeroeval, "split_column=Split"),
-        (import_routerbench, routerbench, "split_column=split"),
+        (import_routerbench, routerbench, "split_column=Split"),
     ):
         caplog.clear()
         with caplog.at_level(logging.WARNING):

@@ -418,6 +418,12 @@ def test_routerbench_bad_tables(tmp_path: Path) -> None:
     routerbench_table().drop(columns="eval_name").to_csv(path, index=False)
     with pytest.raises(RecordFileError, match=r"missing column\(s\) \['eval_name'\]"):
         import_routerbench(path)
+    routerbench_table().drop(columns=ROUTERBENCH_MODELS[0]).to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}: cost columns without a score column for {[ROUTERBENCH_MODELS[0]]}"
+    )
     (tmp_path / "rb.parquet").write_bytes(b"")
     with pytest.raises(RecordFileError, match=r"expected a \.pkl or \.csv"):
         import_routerbench(tmp_path / "rb.parquet")
