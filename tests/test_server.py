@@ -1005,6 +1005,7 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
     for headers in ({}, {"authorization": "Basic abc"}, {"authorization": "Bearer"}):
         response = running.post({"model": MODEL, "messages": user(MATH)}, headers=headers)
         assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"  # RFC 9110: a 401 says how
         assert set(response.json()["error"]) >= {"message", "type", "param", "code"}
         assert ENDPOINT_KEY not in response.text
     for key in (ENDPOINT_KEY, "sk-second-key-abcdef"):
@@ -1014,23 +1015,31 @@ def test_api_keys_are_required_when_configured(serve, stubs: Stubs) -> None:
         assert completion.model == MODEL
     assert httpx.get(f"{running.url}/metrics").status_code == 401
     assert httpx.get(f"{running.url}/v1/models").status_code == 401
+    assert httpx.get(f"{running.url}/v1/models/{MODEL}").status_code == 401
     assert "fugu_requests_total" in running.metrics(api_key=ENDPOINT_KEY)
     assert httpx.get(f"{running.url}/health").status_code == 200
 
 
 def test_a_key_is_matched_as_it_is_and_its_scheme_in_any_case(serve, stubs: Stubs) -> None:
     """HTTP reads an authentication scheme in any case (`bearer KEY`, as some clients and
-    proxies write it), a key only as it is: the same letters in another case are another
-    key."""
+    proxies write it), a key only as it is: the same letters in another case, or a key
+    with characters added or cut off, are other keys; a key under another scheme (`Basic
+    KEY`) is refused, saying which scheme to use."""
     running = serve(pool_for(stubs), api_keys=[ENDPOINT_KEY])
     body = {"model": MODEL, "messages": user(MATH)}
     for scheme in ("bearer", "BEARER"):
         response = running.post(body, {"authorization": f"{scheme} {ENDPOINT_KEY}"})
         assert response.status_code == 200, response.text
-    for key in (ENDPOINT_KEY.upper(), ENDPOINT_KEY.capitalize()):
+    for key in (ENDPOINT_KEY.upper(), ENDPOINT_KEY.capitalize(), ENDPOINT_KEY + "0",
+                ENDPOINT_KEY[:-1], ENDPOINT_KEY[:8]):  # fmt: skip
         response = running.post(body, {"authorization": f"Bearer {key}"})
         assert response.status_code == 401
         assert response.json()["error"]["message"] == "invalid API key"
+    response = running.post(body, {"authorization": f"Basic {ENDPOINT_KEY}"})
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == (
+        "the Authorization header must be `Bearer YOUR_KEY`"
+    )
     assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
 
 
