@@ -1094,6 +1094,15 @@ def test_a_key_of_six_characters_is_taken_and_redacted(monkeypatch: pytest.Monke
     assert Redactor(["zq7x5w"])("the key zq7x5w leaked") == "the key [redacted] leaked"
 
 
+def test_a_secret_starting_with_another_is_redacted_whole() -> None:
+    """Of two secrets where one begins the other (a key and a longer one made from it),
+    the longer is redacted whole wherever it is: the shorter one matched first would leave
+    the rest of the longer shown."""
+    redact = Redactor(["sk-team-abcdef", "sk-team-abcdef-worker-2"])
+    assert redact("sk-team-abcdef-worker-2 and sk-team-abcdef") == "[redacted] and [redacted]"
+    assert redact.scrub({"error": ["sk-team-abcdef-worker-2"]}) == {"error": ["[redacted]"]}
+
+
 def test_a_note_after_a_key_is_a_comment_not_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
