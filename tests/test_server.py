@@ -628,6 +628,22 @@ def test_health_says_degraded_or_unavailable_when_workers_are_down(
     assert (response.status_code, response.json()["status"]) == (503, "unavailable")
 
 
+def test_health_is_about_the_workers_the_router_may_choose(
+    serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker opted out server-wide is never routed to: its being down leaves /health ok
+    (a load balancer reading degraded or a 503 would take a serving instance out)."""
+    opted_out = WORKERS[0]
+    running = serve(pool_for(stubs, opt_out=(opted_out,)))
+    monkeypatch.setattr(running.state.pool, "is_alive", lambda worker: worker != opted_out)
+    response = httpx.get(f"{running.url}/health")
+    assert (response.status_code, response.json()["status"]) == (200, "ok")
+    assert response.json()["workers"][opted_out]["alive"] is False
+    monkeypatch.setattr(running.state.pool, "is_alive", lambda worker: worker == opted_out)
+    response = httpx.get(f"{running.url}/health")
+    assert (response.status_code, response.json()["status"]) == (503, "unavailable")
+
+
 def test_an_internal_error_is_a_counted_500_and_the_server_goes_on(
     serve, stubs: Stubs, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
