@@ -248,6 +248,9 @@ def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
     assert events[-1] == "data: [DONE]"
     first = json.loads(events[0].removeprefix("data: "))
     assert first["fugu"]["worker"] == response.headers["x-fugu-worker"]
+    # every chunk carries the answer's id (the worker's own is another server's)
+    ids = {json.loads(event.removeprefix("data: "))["id"] for event in events[:-1]}
+    assert ids == {response.headers["x-request-id"]}
 
 
 def test_the_routing_field_comes_on_the_first_chunk_sent(
