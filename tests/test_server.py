@@ -911,6 +911,7 @@ def test_excluding_every_worker_or_an_unknown_one_is_a_clear_400(serve, stubs: S
         )
     assert error.value.body["code"] == "no_worker_left"
     assert "no worker is left" in error.value.body["message"]
+    assert error.value.body["param"] == "exclude_workers"  # the parameter to change
     with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(
             model=MODEL, messages=user(MATH), extra_body={"exclude_workers": ["gpt-5"]}
