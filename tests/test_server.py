@@ -561,6 +561,8 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
     client = running.client()
     assert [model.id for model in client.models.list()] == [MODEL]
     assert client.models.retrieve(MODEL).id == MODEL
+    # a single checkpoint serves no cost weight but its own: none to choose from
+    assert client.models.retrieve(MODEL).model_extra["cost_weights"] is None
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("gpt-4o")
     health = running.health()
