@@ -926,6 +926,9 @@ def test_excluding_every_worker_or_an_unknown_one_is_a_clear_400(serve, stubs: S
         )
     meant = "(did you mean 'coder' for 'Coder', 'mathematician' for 'mathematicain'?)"
     assert meant in error.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as error:  # said as such, not as none left
+        client.chat.completions.create(model=MODEL, messages=user(MATH), extra_body={"workers": []})
+    assert error.value.body["message"].startswith("workers is empty; name one or more of: ")
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
