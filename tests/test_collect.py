@@ -15,6 +15,7 @@ import pytest
 import yaml
 from cli_support import SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, SIGTERM_AFTER_TWO_CALLS
 from conftest import (
+    AnsweringTogether,
     collect_with_file_limit,
     log_lines,
     number_tasks,
@@ -90,6 +91,17 @@ def test_rerun_skips_finished_cells(tmp_path: Path) -> None:
         summary = run_collect(config, more, output)
     assert len(a.bodies) == 6 and summary.records_written == 2
     assert sorted(record_ids(output)) == sorted(t.id for t in more)
+
+
+def test_a_worker_is_sent_as_many_calls_at_once_as_its_max_concurrency(tmp_path: Path) -> None:
+    """No test counted a worker's calls at once: one caller too few per worker (a worker
+    taking 3 calls at once sent 2 at a time, a slower collection) passed every test. The stub
+    holds its answers until it has had 3 calls at once; the pool never lets it have more."""
+    tasks = number_tasks(6)
+    output = tmp_path / "rewards.jsonl"
+    with AnsweringTogether(solver(tasks), together=3) as stub:
+        summary = run_collect(stub_pool(("w", stub), max_concurrency=3), tasks, output)
+    assert summary.complete and stub.max_in_flight == 3
 
 
 def test_a_down_worker_is_reported_and_retried_next_run_not_scored_zero(tmp_path: Path) -> None:
