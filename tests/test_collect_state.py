@@ -644,6 +644,8 @@ def test_a_context_refusal_is_asked_again_once_n_ctx_is_raised(tmp_path: Path) -
 
     assert state(256).cells_to_call("loc") == [] and state(256).record_for(task.id) is not None
     assert state(1024).cells_to_call("loc") == [task.id]
+    # nor is its 0 a grade at 1024: with loc down, no record holding it is written
+    assert not state(1024).is_graded((task.id, "loc")) and state(1024).record_for(task.id) is None
 
 
 def test_an_answer_at_a_raised_n_ctx_is_not_given_the_refusals_grade_at_the_old_one(
