@@ -3,6 +3,7 @@ log, resume, down workers, failed and refused calls, the summary table and the C
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import re
@@ -313,6 +314,30 @@ def test_a_grader_that_raises_or_scores_out_of_range_leaves_the_answer_to_grade(
         summary = run_collect(config, tasks, output)
         assert len(stub.bodies) == 2  # graded again from the logged answer
     assert summary.complete and all(r.rewards == [1.0] for r in read_records(output))
+
+
+def test_answers_are_graded_here_two_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grader that runs here (the code grader's sandbox takes a core) has 2 grade slots: no
+    test counted grades at once, so grading every answer as it came (as many sandboxes at
+    once as answers in flight) passed every test."""
+    tasks = number_tasks(8)
+    output = tmp_path / "rewards.jsonl"
+    real_grade = collect_module.grade
+    at_once = [0, 0]  # now, most
+
+    async def slow(task, output_text, judge=None):
+        at_once[0] += 1
+        at_once[1] = max(at_once)
+        await asyncio.sleep(0.2)
+        at_once[0] -= 1
+        return await real_grade(task, output_text, judge)
+
+    monkeypatch.setattr(collect_module, "grade", slow)
+    with StubWorker(solver(tasks)) as stub:
+        summary = run_collect(stub_pool(("w", stub), max_concurrency=4), tasks, output)
+    assert summary.complete and at_once[1] == 2
 
 
 def test_a_worker_whose_quota_is_used_up_is_down_at_once(tmp_path: Path) -> None:
