@@ -546,6 +546,60 @@ def test_a_check_across_parameters_names_its_parameter(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+ASKED = {"role": "user", "content": "add two and three, then tell me the sum in a short sentence"}
+CALL = {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "param", "ending"),
+    [
+        ([ASKED, {"role": "assistant", "tool_calls": [CALL]}], "messages[1].tool_calls[0]",
+         'e.g. [{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '
+         '"{\\"a\\": 2}"}}] (got {"id": "c1", "type": "custom", "function": {"name": "add", '
+         '"arguments": "{}"}})'),
+        ([ASKED, {"role": "assistant", "tool_calls": CALL}], "messages[1].tool_calls",
+         '(got {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "{}"}})'),
+        ([ASKED, {"role": "assistant", "tool_calls": []}], "messages[1].tool_calls",
+         "leave tool_calls out of a turn that called no tool"),
+        ([ASKED, {"role": "tool", "tool_call_id": 1, "content": "5"}], "messages[1].tool_call_id",
+         "give the id of the assistant's tool call it answers (got 1)"),
+        ([ASKED, {"role": "tool", "content": "5"}], "messages[1].tool_call_id",
+         "give the id of the assistant's tool call it answers"),
+        ([ASKED, {"role": "function", "name": 7, "content": "5"}], "messages[1].name",
+         '{"role": "function", "name": "weather", "content": "sunny"} (got 7)'),
+        ([ASKED, {"role": "assistant", "function_call": {"name": "add", "arguments": {}}}],
+         "messages[1].function_call", 'got {"name": "add", "arguments": {}}'),
+        ([ASKED, {"role": "user", "content": None}], "messages[1].content",
+         "(only an assistant turn, or a function result, may have none)"),
+        ([ASKED, {"role": "user", "content": []}], "messages[1].content",
+         "give at least one content part, or the text as a string"),
+        ([ASKED, {"role": "user", "content": "hi", "name": 5}], "messages[1].name",
+         "as OpenAI's API requires; got 5"),
+        ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "txt",
+            "text": "b"}]}], "messages[1].content[1].type",
+         "use one of text, image_url, input_audio, file, refusal"),
+        # each was right: kept so
+        ([], "messages", "messages: must hold at least one message"),
+        ([ASKED, {"content": "hi"}], "messages[1].role", "messages[1].role: is required"),
+        ([ASKED, {"role": "User", "content": "hi"}], "messages[1].role", '(got "User")'),
+    ],
+)  # fmt: skip
+def test_a_bad_field_of_a_message_is_named_with_its_own_value(
+    shared_server: Running, stubs: Stubs, messages: list[Any], param: str, ending: str
+) -> None:
+    """A bad field of one message (its tool_calls, tool_call_id, content, name) was a 400
+    with param `messages`, its message ending with "(got [the whole conversation, cut to 80
+    characters])": not the bad value, which the client could not see. The param now names
+    the field (messages[1].tool_calls[0]), and the value shown is the field's own."""
+    with pytest.raises(openai.BadRequestError) as error:
+        shared_server.client().chat.completions.create(model=MODEL, messages=messages)
+    body = error.value.body
+    assert body["param"] == param
+    assert body["message"].endswith(ending), body["message"]
+    assert "add two and three" not in body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def assert_a_400(client: openai.OpenAI, extra: dict, param: str, message: str) -> None:
     """A request with `extra` in its body is refused with a 400 naming `param`, saying
     `message`."""

@@ -22,22 +22,29 @@ CONTENT_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
 RESPONSES_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
 
 
-class ParamError(ValueError):
-    """A check reading several parameters (a model validator, whose error pydantic places
-    at the whole body): `param` names the one it refuses, for the error's `param`."""
+# A ParamError's value for a field that was not sent (no value to show).
+ABSENT: Any = object()
 
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
+
+class ParamError(ValueError):
+    """A check whose error pydantic places at the whole body or list (a model validator, the
+    messages' validator): `param` names the field it refuses, for the error's `param`, and
+    `value`, when given, is the field's own value, shown as a type error shows it (not the
+    whole body or conversation)."""
+
+    def __init__(self, param: str, message: str, value: Any = ABSENT) -> None:
+        super().__init__(message if value is ABSENT else f"{message} (got {compact(value)})")
         self.param = param
 
 
 def check_content(index: int, message: ChatMessage) -> None:
     """messages[index] has content where its role needs it, and its parts are OpenAI's."""
     if message.content is None and message.role in CONTENT_REQUIRED:
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].content",
             f"messages[{index}] is a {message.role} message without content (null or "
             'missing); give its text ("" for none) or content parts, as OpenAI\'s '
-            "API requires (only an assistant turn, or a function result, may have none)"
+            "API requires (only an assistant turn, or a function result, may have none)",
         )
     # OpenAI refuses an empty list for any role; an assistant turn's went on to a worker
     # that refused it as well (a 400 blamed on the worker), or read it as "".
@@ -45,9 +52,10 @@ def check_content(index: int, message: ChatMessage) -> None:
         none = (
             ' (null or "" for an assistant turn with none)' if message.role == "assistant" else ""
         )
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].content",
             f"messages[{index}].content is an empty list, which OpenAI's API refuses "
-            f"too; give at least one content part, or the text as a string{none}"
+            f"too; give at least one content part, or the text as a string{none}",
         )
     check_part_types(index, message.content)
 
@@ -56,9 +64,11 @@ def check_tool_turn(index: int, message: ChatMessage) -> None:
     """A tool result names the call it answers; an assistant's tool_calls are OpenAI's."""
     extra = message.model_extra or {}
     if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].tool_call_id",
             f"messages[{index}] is a tool message without a string tool_call_id; "
-            "give the id of the assistant's tool call it answers"
+            "give the id of the assistant's tool call it answers",
+            extra.get("tool_call_id", ABSENT),
         )
     calls = extra.get("tool_calls")
     if message.role == "assistant" and calls is not None:
@@ -71,19 +81,22 @@ def check_function_turn(index: int, message: ChatMessage) -> None:
     if message.role == "assistant":
         check_function_call(index, extra.get("function_call"))
     if message.role == "function" and not isinstance(extra.get("name"), str):
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].name",
             f"messages[{index}] is a function message without a string name; give "
             "the name of the function whose result it holds, e.g. "
-            '{"role": "function", "name": "weather", "content": "sunny"}'
+            '{"role": "function", "name": "weather", "content": "sunny"}',
+            extra.get("name", ABSENT),
         )
 
 
 def check_name(index: int, message: ChatMessage) -> None:
     name = (message.model_extra or {}).get("name")
     if name is not None and not isinstance(name, str):
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].name",
             f"messages[{index}].name must be a string (the participant's name, e.g. "
-            f'"alice"), as OpenAI\'s API requires; got {compact(name)}'
+            f'"alice"), as OpenAI\'s API requires; got {compact(name)}',
         )
 
 
@@ -97,9 +110,10 @@ def check_part_types(index: int, content: Any) -> None:
             continue
         known = RESPONSES_PART_TYPES.get(kind)
         hint = f' (the Responses API\'s name; here it is "{known}")' if known else ""
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].content[{number}].type",
             f"messages[{index}].content[{number}] is a part of type {compact(kind)}{hint}, "
-            f"which OpenAI's chat API does not take; use one of {', '.join(CONTENT_PART_TYPES)}"
+            f"which OpenAI's chat API does not take; use one of {', '.join(CONTENT_PART_TYPES)}",
         )
 
 
@@ -135,11 +149,16 @@ def check_tool_calls(index: int, calls: Any) -> None:
         '"arguments": "{\\"a\\": 2}"}}]'
     )
     if not isinstance(calls, list):
-        raise ValueError(f"messages[{index}].tool_calls must be a list, e.g. {example}")
+        raise ParamError(
+            f"messages[{index}].tool_calls",
+            f"messages[{index}].tool_calls must be a list, e.g. {example}",
+            calls,
+        )
     if not calls:
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].tool_calls",
             f"messages[{index}].tool_calls is an empty list, which OpenAI's API refuses too; "
-            "leave tool_calls out of a turn that called no tool"
+            "leave tool_calls out of a turn that called no tool",
         )
     for number, call in enumerate(calls):
         if (
@@ -148,10 +167,12 @@ def check_tool_calls(index: int, calls: Any) -> None:
             or call.get("type") != "function"
             or not is_function_call(call.get("function"))
         ):
-            raise ValueError(
+            raise ParamError(
+                f"messages[{index}].tool_calls[{number}]",
                 f"messages[{index}].tool_calls[{number}] must be an object with a string "
                 'id, type "function" and function {name, arguments (a JSON string)}, '
-                f"e.g. {example}"
+                f"e.g. {example}",
+                call,
             )
 
 
@@ -161,10 +182,11 @@ def check_function_call(index: int, call: Any) -> None:
     if call is None:
         return
     if not is_function_call(call):
-        raise ValueError(
+        raise ParamError(
+            f"messages[{index}].function_call",
             f"messages[{index}].function_call must be an object with a string name and "
             'arguments (a JSON string), e.g. {"name": "add", "arguments": "{\\"a\\": 2}"}; '
-            f"got {compact(call)}"
+            f"got {compact(call)}",
         )
 
 

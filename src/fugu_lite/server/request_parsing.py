@@ -201,8 +201,8 @@ def validation_api_error(error: ValidationError, payload: dict[str, Any]) -> Api
 
 
 def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
-    """(param, its text) of one of pydantic's errors; a check across parameters (a
-    ParamError, placed at the whole body) names its own parameter and says it itself."""
+    """(param, its text) of one of pydantic's errors; a ParamError (a check placed at the
+    whole body, or at all the messages) names its own field and says it itself."""
     cause = item.get("ctx", {}).get("error")
     if isinstance(cause, ParamError):
         return cause.param, str(cause)
