@@ -432,10 +432,9 @@ def test_tools_refused_themselves_are_the_only_error_named(
         response = shared_server.post({**VALID, "tools": [{"type": 5}], **extra})
         assert response.status_code == 400, response.text
         error = response.json()["error"]
-        assert error["param"] == "tools"
+        assert error["param"] == "tools[0].type"
         assert error["message"] == (
-            "invalid request: tools: tools[0] needs a string 'type', e.g. \"function\" "
-            '(got [{"type": 5}])'
+            "invalid request: tools[0] needs a string 'type', e.g. \"function\" (got 5)"
         )
     # the same for malformed functions beside the deprecated function_call
     response = shared_server.post(
@@ -443,7 +442,7 @@ def test_tools_refused_themselves_are_the_only_error_named(
     )
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert error["param"] == "functions"
+    assert error["param"] == "functions[0].name"
     assert "function_call" not in error["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
@@ -597,6 +596,47 @@ def test_a_bad_field_of_a_message_is_named_with_its_own_value(
     assert body["param"] == param
     assert body["message"].endswith(ending), body["message"]
     assert "add two and three" not in body["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "ending"),
+    [
+        ({"tools": [WEATHER, {"type": 5}]}, "tools[1].type",
+         "tools[1] needs a string 'type', e.g. \"function\" (got 5)"),
+        ({"tools": [WEATHER, {"type": "function", "function": {"parameters": {}}}]},
+         "tools[1].function", '"parameters": {...}}} (got {"parameters": {}})'),
+        ({"tools": [WEATHER, {"type": "function", "function": {"name": "a.b"}}]},
+         "tools[1].function.name", 'e.g. "get_weather"; got "a.b"'),
+        ({"tools": [WEATHER, {"type": "function", "function": {"name": "f", "parameters":
+            "object"}}]}, "tools[1].function.parameters",
+         'tools[1].function.parameters must be a JSON schema object (got "object")'),
+        ({"functions": [WEATHER["function"], {"name": 5}]}, "functions[1].name",
+         'functions[1] needs a string \'name\', e.g. {"name": "add", "parameters": {...}} '
+         "(got 5)"),
+        ({"functions": [WEATHER["function"], {"name": "a b"}]}, "functions[1].name",
+         'e.g. "get_weather"; got "a b"'),
+    ],
+)  # fmt: skip
+def test_a_bad_tool_is_named_with_its_own_value(
+    shared_server: Running, stubs: Stubs, extra: dict[str, Any], param: str, ending: str
+) -> None:
+    """A bad tool or deprecated function (no type, no function object, a name or parameters
+    OpenAI refuses) was a 400 with param `tools` (or `functions`), its message ending with
+    "(got [all the tools, cut to 80 characters])", which held the good tools, not the bad
+    one; the param now names the field, and the value shown is its own."""
+    with pytest.raises(openai.BadRequestError) as error:
+        shared_server.client().chat.completions.create(
+            model=MODEL, messages=user("hi"), extra_body=extra
+        )
+    body = error.value.body
+    assert body["param"] == param
+    assert body["message"].endswith(ending), body["message"]
+    assert "city" not in body["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 

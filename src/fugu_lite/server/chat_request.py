@@ -20,6 +20,7 @@ from ..schemas import ChatMessage
 from ..text import exact_number
 from .json_schema import empty_choice
 from .request_checks import (
+    ABSENT,
     FUNCTION_CALL_MODES,
     NAME_RULE,
     ONLY_WITH_TOOLS,
@@ -204,15 +205,21 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(EMPTY_TOOLS.format(what="tool", name="tools"))
         for index, tool in enumerate(tools or []):
             if not isinstance(tool.get("type"), str):
-                raise ValueError(f"tools[{index}] needs a string 'type', e.g. \"function\"")
+                raise ParamError(
+                    f"tools[{index}].type",
+                    f"tools[{index}] needs a string 'type', e.g. \"function\"",
+                    tool.get("type", ABSENT),
+                )
             if tool["type"] != "function":
                 continue
             function = tool.get("function")
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise ValueError(
+                raise ParamError(
+                    f"tools[{index}].function",
                     f"tools[{index}] is a function tool without a 'function' object holding "
                     'its \'name\', e.g. {"type": "function", "function": {"name": "add", '
-                    '"parameters": {...}}}'
+                    '"parameters": {...}}}',
+                    tool.get("function", ABSENT),
                 )
             check_function(f"tools[{index}].function", function)
         return tools
@@ -227,9 +234,11 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(EMPTY_TOOLS.format(what="function", name="functions"))
         for index, function in enumerate(functions or []):
             if not isinstance(function.get("name"), str):
-                raise ValueError(
+                raise ParamError(
+                    f"functions[{index}].name",
                     f"functions[{index}] needs a string 'name', e.g. "
-                    '{"name": "add", "parameters": {...}}'
+                    '{"name": "add", "parameters": {...}}',
+                    function.get("name", ABSENT),
                 )
             check_function(f"functions[{index}]", function)
         return functions

@@ -214,12 +214,15 @@ def check_function(where: str, function: dict[str, Any]) -> None:
     """A function's name by OpenAI's rule, and its parameters a schema object (null: absent,
     as OpenAI reads it)."""
     if not OPENAI_NAME.fullmatch(function["name"]):
-        raise ValueError(
-            f'{where}.name {NAME_RULE}, e.g. "get_weather"; got {compact(function["name"])}'
+        raise ParamError(
+            f"{where}.name",
+            f'{where}.name {NAME_RULE}, e.g. "get_weather"; got {compact(function["name"])}',
         )
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
-        raise ValueError(f"{where}.parameters must be a JSON schema object")
+        raise ParamError(
+            f"{where}.parameters", f"{where}.parameters must be a JSON schema object", parameters
+        )
     check_spec_types(where, function)
 
 
