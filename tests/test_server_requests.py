@@ -577,6 +577,13 @@ CALL = {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "
         ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "txt",
             "text": "b"}]}], "messages[1].content[1].type",
          "use one of text, image_url, input_audio, file, refusal"),
+        # a part's own checks (ChatMessage's) showed the whole content, cut before the part
+        ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a" * 40}, {"type":
+            "text", "text": "b" * 40}, {"type": "text", "text": 5}]}], "messages[1].content[2]",
+         'content[2] is a text part whose \'text\' is not a string (got {"type": "text", '
+         '"text": 5})'),
+        ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a" * 80}, "b"]}],
+         "messages[1].content[1]", '{"type": "text", "text": "..."} (got "b")'),
         # each was right: kept so
         ([], "messages", "messages: must hold at least one message"),
         ([ASKED, {"content": "hi"}], "messages[1].role", "messages[1].role: is required"),

@@ -62,6 +62,16 @@ def split_alias_to_name(value: object) -> object:
 SplitField = Annotated[Split, BeforeValidator(split_alias_to_name)]
 
 
+class PartError(ValueError):
+    """A content part's error, with its place in the content: a request's 400 names the
+    part (messages[0].content[2]) and shows it, not the whole content."""
+
+    def __init__(self, index: int, message: str, part: object) -> None:
+        super().__init__(message)
+        self.index = index
+        self.part = part
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -76,15 +86,21 @@ class ChatMessage(BaseModel):
         string."""
         for index, part in enumerate(content if isinstance(content, list) else []):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise ValueError(
+                raise PartError(
+                    index,
                     f"content[{index}] must be an object with a string 'type', e.g. "
-                    '{"type": "text", "text": "..."}'
+                    '{"type": "text", "text": "..."}',
+                    part,
                 )
             if part["type"] == "text" and not isinstance(part.get("text"), str):
-                raise ValueError(f"content[{index}] is a text part whose 'text' is not a string")
+                raise PartError(
+                    index, f"content[{index}] is a text part whose 'text' is not a string", part
+                )
             if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
-                raise ValueError(
-                    f"content[{index}] is a refusal part whose 'refusal' is not a string"
+                raise PartError(
+                    index,
+                    f"content[{index}] is a refusal part whose 'refusal' is not a string",
+                    part,
                 )
         return content
 

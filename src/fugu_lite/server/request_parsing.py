@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
@@ -208,12 +209,15 @@ def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
         return cause.param, str(cause)
     param = field_path(item["loc"], payload)
     message = item["msg"].removeprefix("Value error, ")
+    value = item.get("input")
+    if isinstance(cause, PartError):  # the part, not the whole content
+        param, value = f"{param}[{cause.index}]", cause.part
     if item["type"] == "missing":
         message = "is required"
     elif item["type"] == "too_short" and param == "messages":
         message = "must hold at least one message"
     elif "input" in item:
-        message = f"{message} (got {compact(item['input'])})"
+        message = f"{message} (got {compact(value)})"
     return param, f"{param or 'body'}: {message}"
 
 
