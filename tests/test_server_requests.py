@@ -125,7 +125,7 @@ BAD_INPUTS = [
     # OpenAI's API requires the name; a local worker ignored it (routing decided)
     ("json_schema without a name", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"schema": {"type": "object"}}}}, 400,
-     "response_format: json_schema.name is required"),
+     "response_format.json_schema.name is required"),
     ("json_schema name with a space", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": "my answer", "schema": {"type": "object"}}}}, 400,
      'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got "my '),
@@ -654,6 +654,34 @@ def assert_a_400(client: openai.OpenAI, extra: dict, param: str, message: str) -
         client.chat.completions.create(model=MODEL, messages=user("hi"), extra_body=extra)
     assert error.value.body["param"] == param
     assert error.value.body["message"] == message
+
+
+def test_a_bad_json_schema_is_named_with_its_own_value(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A json_schema response_format without its name, with a name OpenAI refuses, or
+    without its json_schema object was a 400 with param `response_format` whose message
+    ended with "(got {the whole response_format, cut to 80 characters})" (after its own
+    'got "my answer"'); the param now names the field, and only its own value is shown."""
+    client = shared_server.client()
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    where = "response_format.json_schema.name"
+    for spec, message in (
+        ({"name": "my answer", "schema": schema},
+         f'{where} must be letters, digits, _ or - (at most 64), e.g. "answer"; got "my answer"'),
+        ({"schema": schema}, f'{where} is required, as in OpenAI\'s API, e.g. "answer"'),
+    ):  # fmt: skip
+        extra = {"response_format": {"type": "json_schema", "json_schema": spec}}
+        assert_a_400(client, extra, where, f"invalid request: {message}")
+    assert_a_400(
+        client,
+        {"response_format": {"type": "json_schema", "json_schema": "answer"}},
+        "response_format.json_schema",
+        'invalid request: response_format of type "json_schema" needs a `json_schema` object, '
+        'e.g. {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": '
+        '"object", ...}}} (got "answer")',
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
 
 
 def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(

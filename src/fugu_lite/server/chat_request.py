@@ -78,15 +78,19 @@ class ResponseFormat(BaseModel):
                 if "schema" in (self.model_extra or {})
                 else ""
             )
-            raise ValueError(
-                'type "json_schema" needs a `json_schema` object, e.g. {"type": "json_schema", '
-                '"json_schema": {"name": "answer", "schema": {"type": "object", ...}}}' + beside
+            raise ParamError(
+                "response_format.json_schema",
+                'response_format of type "json_schema" needs a `json_schema` object, e.g. '
+                '{"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": '
+                '"object", ...}}}' + beside,
+                spec if spec is not None else ABSENT,
             )
+        where = "response_format.json_schema.name"
         name = spec.get("name")
         if name is None:
-            raise ValueError('json_schema.name is required, as in OpenAI\'s API, e.g. "answer"')
+            raise ParamError(where, f'{where} is required, as in OpenAI\'s API, e.g. "answer"')
         if not isinstance(name, str) or not OPENAI_NAME.fullmatch(name):
-            raise ValueError(f'json_schema.name {NAME_RULE}, e.g. "answer"; got {compact(name)}')
+            raise ParamError(where, f'{where} {NAME_RULE}, e.g. "answer"; got {compact(name)}')
         check_spec_types("response_format.json_schema", spec)
         return self
 
