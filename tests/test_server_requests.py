@@ -684,6 +684,29 @@ def test_a_bad_json_schema_is_named_with_its_own_value(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def test_a_bad_logit_bias_entry_is_named_by_its_token(shared_server: Running, stubs: Stubs) -> None:
+    """A logit_bias entry out of range, or keyed by no token id, was a 400 with param
+    `logit_bias` whose message ended with "(got {all the biases, cut to 80 characters})": of
+    a client's list of banned tokens, the first few, not the bad one. The param now names the
+    entry (logit_bias.50256, as a bias that is no number is named), and the message says it."""
+    banned = {str(token): -100 for token in range(1000, 1020)}
+    client = shared_server.client()
+    assert_a_400(
+        client,
+        {"logit_bias": {**banned, "50256": 200}},
+        "logit_bias.50256",
+        "invalid request: logit_bias['50256'] = 200 is outside -100..100",
+    )
+    assert_a_400(
+        client,
+        {"logit_bias": {**banned, "hello": 5}},
+        "logit_bias.hello",
+        "invalid request: logit_bias keys are token ids (integers written as strings, e.g. "
+        "\"50256\"); got 'hello'",
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
     shared_server: Running, stubs: Stubs
 ) -> None:

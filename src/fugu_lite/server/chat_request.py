@@ -192,13 +192,15 @@ class ChatCompletionRequest(BaseModel):
     def _token_id_biases(cls, value: dict[str, float] | None) -> dict[str, float] | None:
         for token, bias in (value or {}).items():
             if not token.isdecimal():  # isdigit() takes '²', which int() refuses
-                raise ValueError(
+                raise ParamError(
+                    f"logit_bias.{token}",
                     f"logit_bias keys are token ids (integers written as strings, e.g. "
-                    f'"50256"); got {token!r}'
+                    f'"50256"); got {token!r}',
                 )
             if not -100 <= bias <= 100:
-                raise ValueError(
-                    f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100"
+                raise ParamError(
+                    f"logit_bias.{token}",
+                    f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100",
                 )
         return value
 
