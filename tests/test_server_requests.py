@@ -510,6 +510,10 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
          "tool_choice", "tool_choice names the function 'mul', which is not among the tools"),
         ({"tools": [TOOL], "tool_choice": {"type": "function"}}, "tool_choice",
          'tool_choice {"type": "function"} needs "function": {"name": "..."}'),
+        # the Responses API's shape: the name beside, not inside, was not shown
+        ({"tools": [TOOL], "tool_choice": {"type": "function", "name": "add"}}, "tool_choice",
+         'tool_choice {"type": "function"} needs "function": {"name": "..."} (got {"type": '
+         '"function", "name": "add"})'),
         ({"functions": [TOOL["function"]], "function_call": {"name": "mul"}}, "function_call",
          "function_call names the function 'mul', which is not among the functions (add)"),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {

@@ -126,7 +126,9 @@ def named_function(choice: str | dict[str, Any]) -> str | None:
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
         raise ParamError(
-            "tool_choice", 'tool_choice {"type": "function"} needs "function": {"name": "..."}'
+            "tool_choice",
+            'tool_choice {"type": "function"} needs "function": {"name": "..."}',
+            choice,
         )
     return name
 
