@@ -122,6 +122,8 @@ BAD_INPUTS = [
     ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
     ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
      "response_format.type"),
+    ("response_format a word", {**VALID, "response_format": "json"}, 400,
+     'invalid request: response_format: must be a JSON object (got "json")'),
     # OpenAI's API requires the name; a local worker ignored it (routing decided)
     ("json_schema without a name", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"schema": {"type": "object"}}}}, 400,
@@ -588,6 +590,8 @@ CALL = {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "
          '"text": 5})'),
         ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a" * 80}, "b"]}],
          "messages[1].content[1]", '{"type": "text", "text": "..."} (got "b")'),
+        # pydantic's "a valid dictionary or instance of ChatMessage", a class never sent
+        ([ASKED, "hi"], "messages[1]", 'messages[1]: must be a JSON object (got "hi")'),
         # each was right: kept so
         ([], "messages", "messages: must hold at least one message"),
         ([ASKED, {"content": "hi"}], "messages[1].role", "messages[1].role: is required"),

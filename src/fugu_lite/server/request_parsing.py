@@ -216,6 +216,8 @@ def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
         message = "is required"
     elif item["type"] == "too_short" and param == "messages":
         message = "must hold at least one message"
+    elif item["type"] == "model_type":  # "a valid dictionary or instance of ChatMessage"
+        message = f"must be a JSON object (got {compact(value)})"
     elif "input" in item:
         message = f"{message} (got {compact(value)})"
     return param, f"{param or 'body'}: {message}"
