@@ -23,6 +23,7 @@ from fugu_lite.evaluation import (
     RewardTable,
     Selection,
     argmax_choices,
+    baselines,
     evaluation_markdown,
     evaluation_report,
     fit_ridge,
@@ -440,6 +441,32 @@ def test_ridge_standardises_with_train_statistics() -> None:
     model = fit_ridge(train_x, np.array([[0.0], [1.0]]), alpha=1e-6)
     np.testing.assert_allclose(model.scaler.mean_, [5.0])
     np.testing.assert_allclose(model.predict(np.array([[5.0]])), [[0.5]], atol=1e-6)
+
+
+@pytest.mark.parametrize(("baseline", "grid"), [(knn_baseline, (4,)), (ridge_baseline, (1e9,))])
+def test_a_baseline_is_fitted_on_train_and_only_scored_on_validation(baseline, grid) -> None:
+    """With k = every train prompt, or an alpha that flattens every coefficient, a baseline
+    predicts the train split's mean rewards on every prompt; fitted on the validation split
+    (where b is always best) it would predict b."""
+    features = np.array([[1, 0], [0, 1], [1, 1], [1, -1]], dtype=np.float32)
+    train = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])  # means 0.75, 0.25
+    validation = np.tile([0.0, 1.0], (4, 1))
+    result = baseline(features, train, features[:2], features, validation, grid=grid)
+    assert result.selection.selected_on == "validation"
+    np.testing.assert_allclose(result.predictions, [[0.75, 0.25]] * 2, atol=1e-6)
+
+
+def test_knn_predicts_each_block_of_queries_from_its_own_neighbours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kNN scores the queries in blocks (a test split of many thousands of prompts would
+    not fit at once); every block, the last and shorter one too, must use its own rows."""
+    monkeypatch.setattr(baselines, "_KNN_BLOCK", 2)
+    train_x = np.eye(3, dtype=np.float32)
+    train_r = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    order = [2, 0, 1, 1, 0]
+    predicted = knn_predict(train_x, train_r, train_x[order] * 3, k=1)
+    np.testing.assert_allclose(predicted, train_r[order])
 
 
 @pytest.mark.parametrize("baseline", [knn_baseline, ridge_baseline])
