@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from cli_support import PNG_MAGIC, Run, flat, invoke, ok
 from conftest import WORKERS, generated_records
 
 from fugu_lite.config import ModelConfig
+from fugu_lite.evaluate_checkpoint import evaluated_and_train, evaluation_data
 from fugu_lite.schemas import RewardRecord, read_records, write_records
 
 
@@ -77,6 +80,38 @@ def test_eval_prints_each_sentence_and_path_on_one_line_when_piped(
     assert f"report written to {output_dir}" in lines, result.stdout
     sentence = r"The router picks the best single worker \(.+\) on .+ and less on [\d.]+%\."
     assert any(re.fullmatch(sentence, line) for line in lines), result.stdout
+
+
+class FeaturesOfTheirNumbers:
+    """A router's stand-in for evaluation_data: a prompt "p X Y" has the features [X, Y]."""
+
+    feature_dim = 2
+    model_cfg = ModelConfig(backbone="stand-in")
+
+    def features_for(self, prompts: list[str]) -> torch.Tensor:
+        return torch.tensor([[float(x) for x in prompt.split()[1:]] for prompt in prompts])
+
+
+def test_eval_fits_the_baselines_on_train_and_chooses_their_settings_on_validation() -> None:
+    """kNN and ridge fitted on the evaluated split, or their k and alpha chosen on it, each
+    passed every eval test (the report checks bound the methods, not the baselines)."""
+    features = [(1, 0), (0, 1), (1, 1), (1, -1)]
+    train = [([1.0, 0.0], x) for x in features[:2]] + [([1.0, 1.0], features[2])]
+    train += [([0.0, 0.0], features[3])]  # mean rewards: a 0.75, b 0.25
+    validation = [([0.0, 1.0], x) for x in features[:3]]
+    test = [([0.0, 1.0], x) for x in features[:2]]
+    records = [
+        RewardRecord(prompt=f"p {x} {y}", split=split, worker_ids=["a", "b"], rewards=rewards)
+        for split, rows in (("train", train), ("validation", validation), ("test", test))
+        for rewards, (x, y) in rows
+    ]
+    evaluated, train_records = evaluated_and_train(records, "test")
+    data = evaluation_data(FeaturesOfTheirNumbers(), records, "test", evaluated, train_records)
+    for info in data.baseline_info.values():
+        assert (info["selected_on"], info["n_validation"]) == ("validation", 3)
+    # every k of the grid is above the 4 train prompts: k = 4, the mean of train's rewards
+    assert data.baseline_info["knn"]["chosen"] == 4
+    np.testing.assert_allclose(data.predictions["knn"], [[0.75, 0.25]] * 2)
 
 
 def test_eval_defaults_to_a_folder_beside_the_checkpoint(run: Run) -> None:
