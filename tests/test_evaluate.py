@@ -650,6 +650,7 @@ def test_router_predictions_rows() -> None:
     assert rows[0]["id"] == "p0"
     assert rows[0]["prompt_hash"] == prompt_hash("prompt 0")
     assert rows[1]["chosen_worker"] == "a"
+    assert rows[1]["cost"] == pytest.approx(4.0)  # each prompt's own cost, not the first's
     assert "cost" not in router_predictions(make_table(table.rewards), probabilities)[0]
 
 
