@@ -1341,6 +1341,14 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
         evaluation_report(many, many, "test", always_w0, {}, {})
     )
     assert (names[-1], router[-1], oracle[-1]) == ("3 other workers", 0.0, pytest.approx(3 / 62))
+    # w61, the oracle's on 2 of 3 prompts but never the router's, keeps its row: the rows
+    # are the largest router and oracle shares together, not the router's alone
+    rewards = np.zeros((3, 62))
+    rewards[[0, 1, 2], [61, 61, 0]] = 1.0
+    oracle_only = make_table(rewards, workers=[f"w{index}" for index in range(62)])
+    report_of = evaluation_report(oracle_only, oracle_only, "test", always_w0[:3], {}, {})
+    names, router, oracle = plotted_workers(report_of)
+    assert (names[-2], router[-2], oracle[-2]) == ("w61", 0.0, pytest.approx(2 / 3))
     markdown = evaluation_markdown(report, ["router_choices.png"])
     said = "shows the 59 workers with the largest shares; its last row sums the other 31"
     assert said in markdown
