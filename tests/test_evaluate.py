@@ -528,6 +528,14 @@ def test_a_best_value_first_in_the_grid_is_at_its_edge_too() -> None:
     assert selection.at_grid_edge
 
 
+def test_an_empty_grid_is_refused_naming_its_parameter() -> None:
+    """Without the check an empty grid ended in numpy's 'attempt to get argmax of an empty
+    sequence'."""
+    features, rewards = np.eye(3, dtype=np.float32), np.eye(3)
+    with pytest.raises(ValueError, match="the alpha grid is empty"):
+        ridge_baseline(features, rewards, features, features, rewards, grid=())
+
+
 def test_a_grid_of_one_value_or_a_repeated_value_is_scored_once_per_value() -> None:
     validation = np.array([[1.0, 0.0]])
     right, wrong = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
