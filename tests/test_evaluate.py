@@ -42,7 +42,14 @@ from fugu_lite.evaluation import (
 from fugu_lite.evaluation.output import remove_evaluations
 from fugu_lite.evaluation.pareto_output import print_pareto
 from fugu_lite.evaluation.pareto_plot import plot_pareto
-from fugu_lite.evaluation.plots import plain_text, plot_per_task, save_png
+from fugu_lite.evaluation.plots import (
+    PER_TASK_PLOT_ROWS,
+    per_task_plot_note,
+    plain_text,
+    plot_per_task,
+    plotted_tasks,
+    save_png,
+)
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
 WORKERS = ["a", "b", "c"]
@@ -1285,6 +1292,14 @@ def test_the_per_task_plot_of_many_tasks_stays_bounded_and_says_what_it_pools(
     from fugu_lite.evaluation.plots import plotted_tasks
 
     assert plotted_tasks(report["per_task"])[-1]["oracle"] == pytest.approx(oracle_mean)
+
+
+def test_a_per_task_plot_with_a_row_for_every_task_says_it_leaves_nothing_out() -> None:
+    """40 tasks have a row each: the note under the plot is for 41 and more."""
+    rows = [{"task": f"t{index}", "n": 1} for index in range(PER_TASK_PLOT_ROWS + 1)]
+    assert len(plotted_tasks(rows[:-1])) == PER_TASK_PLOT_ROWS
+    assert per_task_plot_note({"per_task": rows[:-1]}) is None
+    assert "its last row pools the other 2 tasks" in str(per_task_plot_note({"per_task": rows}))
 
 
 def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:
