@@ -284,6 +284,18 @@ def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: P
         assert f"(the records hold {sizes}); choose another one with --split" in flat(result.output)
 
 
+def test_eval_without_a_train_split_says_it_needs_one() -> None:
+    """Records of the test split alone ended in 'cannot build a reward table from zero
+    records' without the check, naming no split."""
+    records = [
+        RewardRecord(prompt=f"p {index}", split="test", worker_ids=["a", "b"], rewards=[1, 0])
+        for index in range(2)
+    ]
+    with pytest.raises(ValueError, match=r"evaluation needs a train split") as refused:
+        evaluated_and_train(records, "test")
+    assert "the records hold test 2; give some records the train split" in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("name", "pareto"), [("predictions.jsonl", []), ("pareto_report.json", ["--pareto"])]
 )
