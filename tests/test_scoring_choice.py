@@ -233,6 +233,14 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("B. Wait, no — it's C.", "C"),
         ("B... actually C", "C"),
         ("The answer is B. Oops, C is wrong too.", "B"),
+        # a hesitation before a bare letter ending its sentence (B was read, or no letter: "B.
+        # Hmm, C." was taken for a list of the options)
+        ("The answer is B. Hmm, C.", "C"),
+        ("B. Hmm, actually C.", "C"),
+        ("Answer: B. Hmmm... C.", "C"),
+        ("B. Hmm, C is wrong too.", "B"),
+        ("The answer is B. Hmm, C is taller than A.", "B"),
+        ("The answer is B. Hmm, C is correct.", "C"),
         ("B. C is wrong because Cal is short.", "B"),
         # a bare correction's letter said to be correct or what is asked (B was read)
         ("Answer: B. Wait, actually C is correct.", "C"),

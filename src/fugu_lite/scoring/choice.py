@@ -1,16 +1,16 @@
 """The choice grader: the option letter (A-E) a worker's output chooses: "\\boxed{B}", "Answer: B",
 "<answer>B</answer>", "The answer must be B", "The answer is most likely B", the last
-self-correction ("Wait, actually it's (C)", "Wait, actually C.", "Oops, C."), "The correct option is
-b.", "I would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo", "B - foo" (unless
-its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?" (the word after the
-question's "is"; "54 is larger than 9" alike for an option's text), "..., so the smallest is B." for
-"Which is the smallest?", "A is not the tallest; B is.", the one option checked ("- [x] B", "B) Bob
-✅"), a line holding just "B", a last sentence holding just a letter ("Not A, not C. B."), or the
-text of exactly one option (the answer, or its first or last clause when no other option is named:
-"Yes, all wugs are feps.", or the only option named when it is cited with its letter: "The capital
-is B) Paris."). Two different letters with no answer marker ("A or B", "(A) ... (C)"), or a second
-one hedged after the answer ("The answer is B (or C).") are ambiguous and score 0. A JSON reply's
-'{"answer": "B"}' is an "Answer: B".
+self-correction ("Wait, actually it's (C)", "Wait, actually C.", "Oops, C.", "Hmm, C."), "The
+correct option is b.", "I would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo",
+"B - foo" (unless its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?"
+(the word after the question's "is"; "54 is larger than 9" alike for an option's text), "..., so
+the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", the one option
+checked ("- [x] B", "B) Bob ✅"), a line holding just "B", a last sentence holding just a letter
+("Not A, not C. B."), or the text of exactly one option (the answer, or its first or last clause
+when no other option is named: "Yes, all wugs are feps.", or the only option named when it is cited
+with its letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or
+B", "(A) ... (C)"), or a second one hedged after the answer ("The answer is B (or C).") are
+ambiguous and score 0. A JSON reply's '{"answer": "B"}' is an "Answer: B".
 """
 
 from __future__ import annotations

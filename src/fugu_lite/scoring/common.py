@@ -50,10 +50,10 @@ BARE_CORRECTION_LEAD = (
     r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
 )
 # a retraction leading a bare correction: "The answer is A. Oops, B.", "A. Sorry, B.", "That
-# seems wrong. B." (the choice grader's, and only when the letter ends its sentence: "Oops, B
-# is wrong too." corrects nothing)
+# seems wrong. B.", "A. Hmm, B." (the choice grader's, and only when the letter ends its
+# sentence: "Oops, B is wrong too." and "Hmm, B is wrong too." correct nothing)
 RETRACTION_LEAD = (
-    rf"\b(?:oops|sorry|{_SAID_WRONG})\b[\s,:;!.—–-]{{0,3}}"
+    rf"\b(?:oops|sorry|hm+|{_SAID_WRONG})\b[\s,:;!.—–-]{{0,3}}"
     r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"
 )
 
