@@ -819,6 +819,25 @@ def test_negative_numbers_and_done_subtractions_still_count(answer: str, output:
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("-12", r"The profit is -\$12.", 1.0),
+        ("12", r"The profit is -\$12.", 0.0),  # scored 1 before: the sign was lost
+        ("-1200", r"**Answer:** −\$1,200", 1.0),
+        ("12", r"It costs \$12.", 1.0),
+        ("3000000", r"The prize is \$3M.", 1.0),
+    ],
+)
+def test_a_minus_before_a_dollar_escaped_in_markdown_is_its_sign(
+    answer: str, output: str, score: float
+) -> None:
+    """Markdown escapes a dollar sign ("\\$12", so that it opens no LaTeX math): "-\\$12" was
+    read as 12."""
+    result = graded(number_task(answer, "What was his profit?"), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:
     result = graded(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
     assert (result.score, result.error) == (0.0, None)

@@ -16,8 +16,9 @@ from .common import clip, latex_fractions
 
 NUMBER = re.compile(
     r"(?<![\w.])(?<!\^)(?<!\^\s)"  # "cm^2" has no number 2
-    # "negative 7", "minus 7" ("10 minus 7" is a subtraction)
-    r"(?P<sign>-|(?<![\w-])(?<!\d\s)(?<!\d\s\s)(?i:negative|minus)\s)?(?P<dollar>\$\s?)?"
+    # "negative 7", "minus 7" ("10 minus 7" is a subtraction); a dollar escaped in markdown
+    # keeps its sign: "-\$12" is -12
+    r"(?P<sign>-|(?<![\w-])(?<!\d\s)(?<!\d\s\s)(?i:negative|minus)\s)?(?P<dollar>\\?\$\s?)?"
     r"(?P<body>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     # 1e6, 1.5 x 10^6, 2^10, 10**3
     r"(?:[eE](?P<e_power>[+-]?\d+)(?!\w)"
