@@ -838,6 +838,29 @@ def test_a_minus_before_a_dollar_escaped_in_markdown_is_its_sign(
     assert (result.score, result.error) == (score, None), result.detail
 
 
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        # off in the last digits: within 1e-6 relative of the key, so scored 1 before
+        ("7006652", "1234 × 5678 = 7006653", 0.0),
+        ("1000000", "The answer is 1000001.", 0.0),
+        ("1000000", "The answer is $1,000,001.00", 0.0),
+        ("-1000000", "The answer is -1,000,001.", 0.0),
+        ("1000000", "It is 1000000 or 1000001.", 0.0),  # two answers, not one value twice
+        # the same number, float noise, or a rounding not written digit by digit still count
+        ("1000000", "The answer is $1,000,000.00", 1.0),
+        ("1000000", "The answer is 999999.9999999999", 1.0),
+        ("1234567891", "The answer is 1.2345678e9", 1.0),
+        ("1000000", "The answer is 1 million.", 1.0),
+    ],
+)
+def test_a_whole_number_off_in_its_last_digits_is_wrong(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer, "What is 1234 * 5678?"), output)
+    assert (result.score, result.error) == (score, None), result.detail
+
+
 def test_a_run_of_hundreds_of_digits_is_a_wrong_number_not_a_grading_error() -> None:
     result = graded(number_task("7"), "7 " + "9" * 400)  # small models repeat digits
     assert (result.score, result.error) == (0.0, None)

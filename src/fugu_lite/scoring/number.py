@@ -35,8 +35,8 @@ numbers in Chinese text are read ("答案是42。", "3万" is 30000). A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
 number: 0. A number in words is read after a marker with no digit in its sentence ("The
 answer is five."), else only when the output holds no digit. Equal when within 1e-6
-relative, or when the output rounds the reference at the number of decimals it shows (2 or
-more), e.g. 0.33 for 1/3.
+relative (not two whole numbers written out: 1000001 is not 1000000), or when the output
+rounds the reference at the number of decimals it shows (2 or more), e.g. 0.33 for 1/3.
 """
 
 from __future__ import annotations

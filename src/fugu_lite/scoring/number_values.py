@@ -48,6 +48,9 @@ class FoundNumber(BaseModel):
     in_other_unit: tuple[float, int] | None = None
     """The same quantity given in another unit the question asks for, also read: "150
     minutes (9000 seconds)" for "... in minutes and seconds" matches 150 and 9000."""
+    in_digits: bool = False
+    """Written out digit by digit ("1000001", "$1,000,001.00"; not "1.000001e6", "2.5
+    million", "3/4"): a whole number so written is no rounding of another one."""
 
 
 NUMBER_WORDS: dict[str, int] = {
@@ -130,10 +133,13 @@ def numbers_match(
     reference_percent: bool = False,
     decimals_asked: int | None = None,
 ) -> bool:
-    """Equal within 1e-6 relative, or at the decimals shown (see `_equal`). "50%" matches a
+    """Equal within 1e-6 relative (but for two whole numbers, the found one written out in
+    digits: 1000001 is not 1000000), or at the decimals shown (see `_equal`). "50%" matches a
     reference of 50 and, unless the reference itself is written with "%", one of 0.5 (a
     reference "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
     readings = [(found.value, found.decimals)]
+    if _different_whole_numbers(found, reference, reference_decimals):
+        readings = []  # 1000001 is not 1000000, though within 1e-6 of it
     if found.as_written is not None:
         readings.append(found.as_written)
     if found.in_other_unit is not None:
@@ -143,6 +149,20 @@ def numbers_match(
     return any(
         _equal(value, decimals, reference, reference_decimals, decimals_asked)
         for value, decimals in readings
+    )
+
+
+def _different_whole_numbers(found: FoundNumber, reference: float, reference_decimals: int) -> bool:
+    """Whether `found`, a whole number written out in digits, is another whole number than
+    `reference` (written with no decimals): the relative tolerance is for float noise and
+    roundings, and made an answer off in its last digits right (7006653 for 1234 * 5678 =
+    7006652)."""
+    return (
+        found.in_digits
+        and reference_decimals == 0
+        and found.value.is_integer()
+        and reference.is_integer()
+        and found.value != reference
     )
 
 
@@ -281,6 +301,9 @@ def found_number(match: re.Match[str]) -> FoundNumber:
             decimals=decimals,
             percent=match.group("percent") is not None,
             symbolic=_is_symbolic(match),
+            in_digits=power is None
+            and match.group("power") is None
+            and not match.group("denominator"),
         )
     digits = _MAGNITUDES[magnitude.lower()]
     return FoundNumber(
