@@ -47,6 +47,7 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         "Sure! Here is the reversed word:\n\n- olleh",
         "> **Answer:** olleh",
         "The answer is ｏｌｌｅｈ.",  # full-width letters (NFKC)
+        "Final answer olleh",  # a marker without its colon
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
@@ -363,6 +364,8 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("I think it's olleh.", 1.0),
         ("olleh is the reversed word.", 1.0),
         ("OLLEH is the answer.", 1.0),
+        ("olleh is my final answer.", 1.0),
+        ("ollhe is my final answer.", 0.0),
         ("Reversing 'hello' gives us ollhe.", 0.0),
         ("It's ollhe.", 0.0),
         ("ollhe is the reversed word.", 0.0),

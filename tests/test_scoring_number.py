@@ -656,6 +656,10 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
         ("What is 25 divided by 2?", "12.5", "12.54", 0.0),
         # a reference of fewer decimals than asked is exact: 0.050
         ("What is 0.1 times 0.5, to the nearest thousandth?", "0.05", "0.054", 0.0),
+        # a float32 result, off in its last digit: within 1e-6 relative of a computed key
+        ("What is the square root of 0.5?", "0.7071067811865476", "0.70710677", 1.0),
+        ("What is the square root of 0.5?", "0.7071067811865476", "0.7071", 1.0),
+        ("What is the square root of 0.5?", "0.7071067811865476", "0.70712", 0.0),
     ],
 )
 def test_number_grader_accepts_a_rounding_at_the_precision_shown_or_asked(
