@@ -241,6 +241,8 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("B. Hmm, C is wrong too.", "B"),
         ("The answer is B. Hmm, C is taller than A.", "B"),
         ("The answer is B. Hmm, C is correct.", "C"),
+        ("The answer is B. Hmm, e.g. Cal is short.", "B"),  # no option e
+        ("The answer is B. Oops, e.g. Cal is short.", "B"),
         ("B. C is wrong because Cal is short.", "B"),
         # a bare correction's letter said to be correct or what is asked (B was read)
         ("Answer: B. Wait, actually C is correct.", "C"),

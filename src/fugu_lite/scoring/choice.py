@@ -61,7 +61,8 @@ _CHOICE_MARKER = re.compile(
     # ends it, as a conclusion's), and a guess: "I'm not sure, but I think B."
     rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}"
     r"|\bI\s+(?:think|guess|believe)\b,?))\s*"
-    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$\"']*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z])\s*[)\]]?"
+    # (not the "e" of "Oops, e.g. ...")
+    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$\"']*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z]|\.[A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
