@@ -70,6 +70,19 @@ def test_exact_grader_rejects(output: str) -> None:
     assert graded(exact_task("olleh"), output).score == 0.0
 
 
+def test_an_article_is_part_of_an_exact_answer() -> None:
+    """Normalising drops no article: the first two words of "the big red dog" are not "big"."""
+    task = Task(
+        id="e",
+        prompt="What are the first two words of 'the big red dog'?",
+        answer="the big",
+        grader="exact",
+        task="string",
+    )
+    assert graded(task, "The answer is: the big").score == 1.0
+    assert graded(task, "The answer is: big").score == 0.0
+
+
 @pytest.mark.parametrize(
     "output",
     [
