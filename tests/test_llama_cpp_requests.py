@@ -1,0 +1,254 @@
+"""A request in the form a local llama.cpp server takes, checked function by function: what
+is rewritten on the way (messages, parameters, schemas), what is kept from local workers
+(`local_worker_gaps`) and what llama-cpp-python's own request model refuses. Each of these
+only shows against a real server in test_server_llama.py (minutes); here each is named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fugu_lite.workers.llama_cpp_requests import (
+    llama_cpp_message,
+    llama_cpp_params,
+    llama_cpp_request_problem,
+    local_worker_gaps,
+)
+from fugu_lite.workers.llama_cpp_schemas import (
+    MAX_OPTIONAL_REPEATS,
+    deep_repetition,
+    llama_cpp_schema,
+    unrenderable_literal,
+)
+
+RATING = {"type": "integer", "minimum": 1, "maximum": 3}  # llama.cpp leaves bounds out
+RATING_ENUM = {"type": "integer", "enum": [1, 2, 3]}  # ... and writes an enum
+
+
+def function_tool(name: str, parameters: Any = None, **extra: Any) -> dict[str, Any]:
+    function = {"name": name, **extra}
+    if parameters is not None:
+        function["parameters"] = parameters
+    return {"type": "function", "function": function}
+
+
+def test_a_messages_content_is_one_string_with_a_refusal_as_what_was_said() -> None:
+    parts = [{"type": "text", "text": "I looked."}, {"type": "refusal", "refusal": "I won't."}]
+    assert llama_cpp_message({"role": "assistant", "content": parts}) == {
+        "role": "assistant",
+        "content": "I looked.\nI won't.",
+    }
+    assert llama_cpp_message({"role": "developer", "content": "Be brief."}) == {
+        "role": "system",
+        "content": "Be brief.",
+    }
+
+
+def test_an_assistant_turns_calls_are_written_into_it_only_for_a_template_without_them() -> None:
+    """Arguments that are JSON go as JSON, others as the string they are; a deprecated
+    function_call too. A user's turn, or a template that renders calls, is left alone."""
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}},
+        {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": "not json"}},
+    ]
+    turn = {"role": "assistant", "content": "Let me add.", "tool_calls": calls}
+    assert llama_cpp_message(turn, calls_as_text=True)["content"] == (
+        'Let me add.\n{"name": "add", "arguments": {"a": 2}}\n'
+        '{"name": "echo", "arguments": "not json"}'
+    )
+    assert llama_cpp_message(turn)["content"] == "Let me add."
+    legacy = {"role": "assistant", "content": None,
+              "function_call": {"name": "f", "arguments": "{}"}}  # fmt: skip
+    assert llama_cpp_message(legacy, calls_as_text=True)["content"] == (
+        '{"name": "f", "arguments": {}}'
+    )
+    user = {"role": "user", "content": "hi", "tool_calls": calls}
+    assert llama_cpp_message(user, calls_as_text=True)["content"] == "hi"
+
+
+def test_empty_stop_strings_are_left_out_and_the_others_kept() -> None:
+    assert llama_cpp_params({"stop": ["", "END", ""]})["stop"] == ["END"]
+    assert llama_cpp_params({"stop": ""})["stop"] == []
+    assert llama_cpp_params({"stop": ["a", "b", "c", "d"]})["stop"] == ["a", "b", "c", "d"]
+    assert llama_cpp_params({"stop": "END"})["stop"] == "END"
+
+
+def test_logprobs_alone_asks_for_the_chosen_tokens_only() -> None:
+    assert llama_cpp_params({"logprobs": True})["top_logprobs"] == 0
+    assert llama_cpp_params({"logprobs": True, "top_logprobs": 3})["top_logprobs"] == 3
+    assert "top_logprobs" not in llama_cpp_params({"logprobs": False})
+    assert "top_logprobs" not in llama_cpp_params({})
+
+
+def test_a_function_call_governs_only_beside_functions() -> None:
+    assert "function_call" not in llama_cpp_params({"function_call": "auto"})
+    functions = [{"name": "f", "parameters": {"type": "object", "properties": {}}}]
+    kept = llama_cpp_params({"function_call": "none", "functions": functions})
+    assert kept["function_call"] == "none" and kept["functions"] == functions
+
+
+def test_a_json_schema_goes_as_json_object_with_its_schema_as_llama_cpp_reads_it() -> None:
+    schema = {"type": "object", "properties": {"r": RATING}, "required": ["r"]}
+    spec = {"name": "x", "schema": schema, "strict": True}
+    expected = {"type": "object", "properties": {"r": RATING_ENUM}, "required": ["r"]}
+    converted = llama_cpp_params({"response_format": {"type": "json_schema", "json_schema": spec}})
+    assert converted["response_format"] == {"type": "json_object", "schema": expected}
+    no_schema = {"type": "json_schema", "json_schema": {"name": "x"}}
+    assert llama_cpp_params({"response_format": no_schema})["response_format"] == {
+        "type": "json_object"
+    }
+    own_form = {"type": "json_object", "schema": schema}  # llama.cpp's own form
+    assert llama_cpp_params({"response_format": own_form})["response_format"] == {
+        "type": "json_object",
+        "schema": expected,
+    }
+    assert llama_cpp_params({"response_format": {"type": "text"}})["response_format"] == {
+        "type": "text"
+    }
+
+
+def test_a_functions_parameters_are_given_and_rewritten_and_its_null_keys_left_out() -> None:
+    rated = {"type": "object", "properties": {"r": RATING}}
+    tools = [
+        function_tool("bare", description=None),
+        function_tool("rated", rated, description="Rate it."),
+    ]
+    converted = llama_cpp_params({"tools": tools, "functions": [{"name": "old", "strict": None}]})
+    assert converted["tools"] == [
+        function_tool("bare", {"type": "object", "properties": {}}),
+        function_tool("rated", {"type": "object", "properties": {"r": RATING_ENUM}},
+                      description="Rate it."),
+    ]  # fmt: skip
+    assert converted["functions"] == [
+        {"name": "old", "parameters": {"type": "object", "properties": {}}}
+    ]
+    assert tools[0]["function"] == {"name": "bare", "description": None}  # the caller's as sent
+
+
+def test_tool_choice_required_names_a_single_tool_and_is_a_gap_among_several() -> None:
+    one = [function_tool("f")]
+    named = {"type": "function", "function": {"name": "f"}}
+    assert llama_cpp_params({"tools": one, "tool_choice": "required"})["tool_choice"] == named
+    assert local_worker_gaps({"tools": one, "tool_choice": "required"}) == []
+    two = [function_tool("f"), function_tool("g")]
+    assert llama_cpp_params({"tools": two, "tool_choice": "required"})["tool_choice"] == "required"
+    [gap] = local_worker_gaps({"tools": two, "tool_choice": "required"})
+    assert 'tool_choice "required" among several tools' in gap
+    assert llama_cpp_params({"tools": one, "tool_choice": "auto"})["tool_choice"] == "auto"
+
+
+def test_each_option_a_local_worker_cannot_give_is_a_gap_naming_it() -> None:
+    search = {"type": "web_search"}
+    for params, named in [
+        ({"grammar": 'root ::= "a"'}, "llama.cpp's `grammar`"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio output"),
+        ({"modalities": ["text", "audio"]}, "audio output"),
+        ({"tools": [function_tool("f"), search]}, "tools of type web_search"),
+        ({"tools": [function_tool("f")], "tool_choice": {"type": "custom"}},
+         "tool_choice of type custom"),
+        ({"tools": [function_tool("f")], "functions": [{"name": "g"}]},
+         "both `tools` and the deprecated `functions`"),
+    ]:  # fmt: skip
+        gaps = local_worker_gaps(params)
+        assert len(gaps) == 1 and named in gaps[0], (params, gaps)
+    assert local_worker_gaps({"modalities": ["text"], "tools": [function_tool("f")]}) == []
+
+
+def test_only_the_schema_a_request_names_is_checked_where_it_is_sent() -> None:
+    """A tool's schema becomes a grammar only when tool_choice (or function_call) names it,
+    or "required" with that one tool; its problems are named at its place."""
+    quoted = {"type": "object", "properties": {'say"': {"type": "string"}}}
+    tools = [function_tool("plain"), function_tool("quoted", quoted)]
+    assert local_worker_gaps({"tools": tools}) == []
+    choice = {"type": "function", "function": {"name": "quoted"}}
+    [gap] = local_worker_gaps({"tools": tools, "tool_choice": choice})
+    assert '(tools[1].function.parameters.properties.say\\"' in gap
+    functions = [{"name": "plain"}, {"name": "quoted", "parameters": quoted}]
+    assert local_worker_gaps({"functions": functions, "function_call": "auto"}) == []
+    [gap] = local_worker_gaps({"functions": functions, "function_call": {"name": "quoted"}})
+    assert '(functions[1].parameters.properties.say\\"' in gap
+    [gap] = local_worker_gaps({"tools": tools[1:], "tool_choice": "required"})
+    assert "(tools[0].function.parameters.properties" in gap
+
+
+def test_a_constraint_llama_cpp_leaves_out_is_a_gap_of_a_strict_tool_only() -> None:
+    counted = {"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}
+    choice = {"type": "function", "function": {"name": "f"}}
+    strict = [function_tool("f", counted, strict=True)]
+    [gap] = local_worker_gaps({"tools": strict, "tool_choice": choice})
+    assert "a strict JSON schema with `minimum` (tools[0].function.parameters" in gap
+    loose = [function_tool("f", counted)]
+    assert local_worker_gaps({"tools": loose, "tool_choice": choice}) == []
+
+
+def test_a_request_llama_cpp_refuses_names_the_parameter_not_every_role_tried() -> None:
+    problem = llama_cpp_request_problem(
+        {"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}
+    )
+    assert problem is not None and problem.startswith("temperature: Input should be a valid number")
+    assert llama_cpp_request_problem({"messages": [{"role": "user", "content": "hi"}]}) is None
+    bad_turn = llama_cpp_request_problem({"messages": [{"role": "user", "content": 5}]})
+    assert bad_turn is not None and "role" not in bad_turn and bad_turn.count(";") <= 2
+
+
+def test_an_integer_range_is_an_enum_up_to_its_largest_and_exclusive_bounds_are_kept_out() -> None:
+    assert llama_cpp_schema({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4}) == {
+        "type": "integer",
+        "enum": [1, 2, 3],
+    }
+    widest = llama_cpp_schema({"type": "integer", "minimum": 0, "maximum": 255})
+    assert widest["enum"] == list(range(256))
+    too_wide = {"type": "integer", "minimum": 0, "maximum": 256}
+    assert llama_cpp_schema(too_wide) == too_wide
+    even = llama_cpp_schema({"type": "integer", "minimum": 1, "maximum": 6, "multipleOf": 2})
+    assert even == {"type": "integer", "enum": [2, 4, 6]}
+    optional = llama_cpp_schema({"type": ["integer", "null"], "minimum": 1, "maximum": 2})
+    assert optional == {"enum": [1, 2, None]}
+
+
+def test_characters_the_converter_mangles_are_found_at_their_edges() -> None:
+    def found(name: str) -> tuple[str, str] | None:
+        return unrenderable_literal({"type": "object", "properties": {name: {}}})
+
+    assert found("\x1f") is not None and found(" ~é\uffff") is None
+    assert found("\U00010000") is not None
+    tab = unrenderable_literal({"enum": ["ok", "tab\there"]})
+    assert tab == (".enum", "a control character (\\t)")
+    assert unrenderable_literal({"const": {"a\\b": 1}}) == (".const", "a backslash (\\)")
+
+
+def test_an_optional_repetition_is_deep_only_beyond_its_limit() -> None:
+    assert deep_repetition({"type": "string", "maxLength": MAX_OPTIONAL_REPEATS}) is None
+    assert deep_repetition({"type": "string", "maxLength": MAX_OPTIONAL_REPEATS + 1}) is not None
+    narrowed = {"type": "array", "minItems": 500, "maxItems": 500 + MAX_OPTIONAL_REPEATS}
+    assert deep_repetition(narrowed) is None
+    assert deep_repetition({"type": "string", "pattern": "^a{1,1002}$"}) == (
+        ".pattern",
+        "{1,1002} repetitions",
+    )
+
+
+def test_a_schema_llama_cpp_misreads_is_rewritten_and_one_it_cannot_follow_is_a_gap() -> None:
+    optional = {"type": ["object", "null"], "properties": {"a": {"type": "string"}}}
+    assert llama_cpp_schema(optional) == {
+        "anyOf": [
+            {"properties": {"a": {"type": "string"}}, "type": "object"},
+            {"properties": {"a": {"type": "string"}}, "type": "null"},
+        ]
+    }
+    any_value = llama_cpp_schema({"properties": {"n": {"title": "Notes"}}})
+    assert any_value["properties"]["n"]["type"] == ["string", "number", "boolean", "object",
+                                                    "array", "null"]  # fmt: skip
+
+    def gaps(schema: dict[str, Any], strict: bool = False) -> list[str]:
+        spec = {"name": "x", "schema": schema, "strict": strict}
+        return local_worker_gaps({"response_format": {"type": "json_schema", "json_schema": spec}})
+
+    named = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}
+    for schema, strict, problem in [
+        ({"type": "string", "pattern": "[a-z]+"}, False, "not anchored with ^ and $"),
+        ({"type": "object", "properties": {"": {}}}, False, "an empty property name"),
+        (named, True, "`required` 'b' (not in its properties)"),
+        ({"type": "string", "format": "email"}, True, '`format: "email"`'),
+    ]:
+        [gap] = gaps(schema, strict)
+        assert problem in gap, gap
