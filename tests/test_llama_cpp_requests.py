@@ -252,3 +252,13 @@ def test_a_schema_llama_cpp_misreads_is_rewritten_and_one_it_cannot_follow_is_a_
     ]:
         [gap] = gaps(schema, strict)
         assert problem in gap, gap
+
+
+def test_an_assistant_turns_refusal_beside_no_content_is_what_it_said() -> None:
+    """OpenAI answers a declined request with `content: null` and the words in `refusal`; a
+    client sending that turn back gave a local worker an empty turn, as if nothing was said."""
+    turn = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    assert llama_cpp_message(turn)["content"] == "I can't help with that."
+    answered = {"role": "assistant", "content": "Sure.", "refusal": None}
+    assert llama_cpp_message(answered)["content"] == "Sure."
+    assert llama_cpp_message({"role": "assistant", "content": None})["content"] == ""

@@ -44,7 +44,8 @@ def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> d
     refusal) parts become one string, `developer` becomes `system` (OpenAI's own mapping
     for older models), and a message without content (an assistant turn holding only
     tool_calls, which OpenAI sends as `content: null`) gets an empty string, since
-    llama.cpp's server answers those with a 500. With `calls_as_text` (a chat template
+    llama.cpp's server answers those with a 500 (a declined answer, `content: null` beside
+    its `refusal`, gets the refusal's words). With `calls_as_text` (a chat template
     that renders no tool calls, such as SmolLM2's), an assistant's tool_calls or
     function_call are written into its content too (`call_lines`)."""
     plain = dict(message)
@@ -52,7 +53,8 @@ def llama_cpp_message(message: dict[str, Any], calls_as_text: bool = False) -> d
         plain["role"] = "system"
     content = plain.get("content")
     if content is None:
-        plain["content"] = ""
+        refusal = plain.get("refusal")  # OpenAI's declined answer: what the assistant said
+        plain["content"] = refusal if isinstance(refusal, str) else ""
     elif isinstance(content, list):
         content = [refusal_as_text(part) for part in content]
         plain["content"] = parts_text(content) if text_only(content) else content
