@@ -243,6 +243,24 @@ def test_a_record_with_a_blank_prompt_is_refused(tmp_path: Path, prompt: str) ->
     assert "fill in its prompt or drop the record" in message, message
 
 
+def test_a_record_whose_messages_hold_no_text_is_refused(tmp_path: Path) -> None:
+    """Messages whose every content is empty or missing (the text under 'text', as another
+    tool writes it) were read and trained on as "user: ", every such record giving the
+    router the same features, where a blank text prompt is refused."""
+    prompts = [
+        [{"role": "user", "text": "What is 2+2?"}],
+        [{"role": "system", "content": " "}, {"role": "user", "content": [{"type": "image_url"}]}],
+    ]
+    for prompt in prompts:
+        path = write_rows(tmp_path / "records.jsonl", [good_row(0), good_row(1, prompt=prompt)])
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        message = str(error.value)
+        assert f"{path}, line 2: " in message and "prompt's messages hold no text" in message
+        assert "give a message its 'content' or drop the record" in message, message
+        assert ("'text' is not read" in message) == ("text" in prompt[0]), message
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

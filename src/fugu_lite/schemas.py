@@ -232,6 +232,15 @@ class RewardRecord(BaseModel):
                 raise ValueError(f"costs must not be negative: {self.costs}")
         if isinstance(self.prompt, list) and not self.prompt:
             raise ValueError("prompt is an empty list of messages")
+        if isinstance(self.prompt, list) and not any(
+            message_text(message).strip() for message in self.prompt
+        ):
+            # as a blank text prompt: every such record gave the same features
+            raise ValueError(
+                "prompt's messages hold no text (every 'content' is empty or missing)"
+                + text_elsewhere_hint(self.prompt)
+                + "; give a message its 'content' or drop the record"
+            )
         if isinstance(self.prompt, str) and not self.prompt.strip():
             # an empty prompt cannot be routed: every such record gave the same features
             raise ValueError(
@@ -253,6 +262,22 @@ class RewardRecord(BaseModel):
 
     def reward_of(self, worker_id: str) -> float:
         return self.rewards[self.worker_ids.index(worker_id)]
+
+
+def text_elsewhere_hint(messages: list[ChatMessage]) -> str:
+    """Messages holding their text under another key ('text', ShareGPT's 'value'), which is
+    kept but not sent: "every message's 'content' is empty" alone did not say where it went."""
+    keys = sorted(
+        {
+            key
+            for message in messages
+            for key, value in (message.model_extra or {}).items()
+            if isinstance(value, str) and value.strip()
+        }
+    )
+    if not keys:
+        return ""
+    return f" (a message's text goes in 'content'; {', '.join(map(repr, keys))} is not read)"
 
 
 def _check_finite(name: str, values: list[float]) -> None:

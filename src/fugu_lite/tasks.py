@@ -45,6 +45,7 @@ from .schemas import (
     id_as_read,
     message_text,
     number_as_text,
+    text_elsewhere_hint,
 )
 from .text_reading import RecordFileError
 
@@ -198,25 +199,9 @@ def _prompt_problems(task: Task) -> list[str]:
     ):
         return [
             "every message's 'content' is empty; write the question the workers should answer "
-            "in a user message" + _text_elsewhere_hint(task.messages)
+            "in a user message" + text_elsewhere_hint(task.messages)
         ]
     return []
-
-
-def _text_elsewhere_hint(messages: list[ChatMessage]) -> str:
-    """Messages holding their text under another key ('text', ShareGPT's 'value'), which is
-    kept but not sent: "every message's 'content' is empty" alone did not say where it went."""
-    keys = sorted(
-        {
-            key
-            for message in messages
-            for key, value in (message.model_extra or {}).items()
-            if isinstance(value, str) and value.strip()
-        }
-    )
-    if not keys:
-        return ""
-    return f" (a message's text goes in 'content'; {', '.join(map(repr, keys))} is not read)"
 
 
 def _grader_problems(task: Task) -> list[str]:
