@@ -344,6 +344,21 @@ def test_a_numeric_id_or_task_in_a_records_file_is_read_as_its_text(tmp_path: Pa
         read_records(path)  # a bool is no id
 
 
+def test_a_records_task_with_spaces_around_it_is_its_family(tmp_path: Path) -> None:
+    """A record's task " math " (written when task names were read as written) is the family
+    math, as a task file's is: not a family of its own beside math in tables."""
+    path = write_rows(tmp_path / "r.jsonl", [good_row(0, task=" math\t"), good_row(1, task="math")])
+    assert [record.task for record in read_records(path)] == ["math", "math"]
+
+
+def test_a_record_without_workers_is_refused_naming_its_line(tmp_path: Path) -> None:
+    path = write_rows(tmp_path / "r.jsonl", [good_row(0, worker_ids=[], rewards=[])])
+    with pytest.raises(
+        RecordFileError, match=r"r\.jsonl, line 1: .*worker_ids: List should have at least 1 item"
+    ):
+        read_records(path)
+
+
 def test_nan_reward_refused_when_building_a_record() -> None:
     with pytest.raises(ValidationError, match=r"rewards must be finite.*positions \[0, 2\]"):
         RewardRecord(prompt="p", split="train", worker_ids=WORKERS, rewards=[math.nan, 1, math.inf])
