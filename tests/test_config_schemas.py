@@ -344,6 +344,15 @@ def test_a_numeric_id_or_task_in_a_records_file_is_read_as_its_text(tmp_path: Pa
         read_records(path)  # a bool is no id
 
 
+def test_a_whole_float_id_in_a_records_file_is_the_integers_id(tmp_path: Path) -> None:
+    """pandas writes an integer id column with a gap as floats (`"id": 1.0`): a records file
+    written with to_json gave the ids "1.0" and "3.0", where a task file and `data import`
+    read the same ids as "1" and "3"."""
+    rows = [good_row(0, id=1.0), good_row(1, id=None), good_row(2, id=3.0), good_row(3, id=2.5)]
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    assert [record.id for record in read_records(path)] == ["1", None, "3", "2.5"]
+
+
 def test_a_records_task_with_spaces_around_it_is_its_family(tmp_path: Path) -> None:
     """A record's task " math " (written when task names were read as written) is the family
     math, as a task file's is: not a family of its own beside math in tables."""

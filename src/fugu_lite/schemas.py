@@ -135,6 +135,12 @@ def number_as_text(value: object) -> object:
     return value
 
 
+def whole_number(value: float) -> bool:
+    """A float that is exactly an integer a JSON writer would write as one: 1e30 is none
+    (as an int its digits would be 1000000000000000019884624838656)."""
+    return value.is_integer() and abs(value) < 2**53
+
+
 def id_as_read(value: str) -> str:
     """A task's id or name as a task file's is read: "q1 " is the id q1 (a duplicate of
     another q1), "math " the family math; a blank value stays as it is, for task_problems to
@@ -180,7 +186,9 @@ class RewardRecord(BaseModel):
 
     @field_validator("id", "task", mode="before")
     @classmethod
-    def _number_as_text(cls, value: object) -> object:
+    def _number_as_text(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name == "id" and isinstance(value, float) and whole_number(value):
+            value = int(value)  # pandas' integer ids with a gap: 1.0 is the id 1, as a task's
         return number_as_text(value)
 
     @field_validator("task", mode="after")

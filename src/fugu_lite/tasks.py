@@ -46,6 +46,7 @@ from .schemas import (
     message_text,
     number_as_text,
     text_elsewhere_hint,
+    whole_number,
 )
 from .text_reading import RecordFileError
 
@@ -98,7 +99,7 @@ class Task(BaseModel):
                 f"'{info.field_name}' is {written}, not a finite number; write a finite number "
                 "or text in quotes"
             )
-        if info.field_name == "id" and isinstance(value, float) and _whole_number(value):
+        if info.field_name == "id" and isinstance(value, float) and whole_number(value):
             value = int(value)
         return number_as_text(value)
 
@@ -142,12 +143,6 @@ class Task(BaseModel):
         return self.split or standard_split(self.prompt_text())
 
 
-def _whole_number(value: float) -> bool:
-    """A float that is exactly an integer a JSON writer would write as one: 1e30 is none
-    (as an int its digits would be 1000000000000000019884624838656)."""
-    return value.is_integer() and abs(value) < 2**53
-
-
 def id_read_now(saved: str) -> str:
     """The id a task file's number is read as now, from the id an earlier fugu-lite read it
     as (and wrote into its records and call log): a whole float's text such as "1.0" (before
@@ -161,7 +156,7 @@ def id_read_now(saved: str) -> str:
         return saved
     if saved != str(number) and not (number.is_integer() and saved == str(int(number))):
         return saved  # text no number was read as ("007", "1_000", "1e3")
-    return str(int(number)) if _whole_number(number) else str(number)
+    return str(int(number)) if whole_number(number) else str(number)
 
 
 def task_problems(task: Task) -> list[str]:
