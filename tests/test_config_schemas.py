@@ -110,6 +110,24 @@ def test_a_line_that_is_not_json_names_file_and_line(tmp_path: Path) -> None:
     assert "not valid JSON" in message
 
 
+def test_a_files_only_line_cut_short_is_said_to_be_cut_short(tmp_path: Path) -> None:
+    """A records file whose one line a crash cut short (no newline after it) was told "the
+    file does not start as JSON Lines ... check that it is the file meant (a CSV or other
+    table ...)"."""
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(good_row(1))[:30], encoding="utf-8")
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 1: not valid JSON (Expecting ':' delimiter at column 31); the "
+        "file's only line ends before its JSON does: it was cut short (a run killed while "
+        "writing it, a copy cut short); write it again"
+    )
+    path.write_text("prompt,worker,reward", encoding="utf-8")  # a CSV's header: no JSON cut
+    with pytest.raises(RecordFileError, match="check that it is the file meant"):
+        read_records(path)
+
+
 def test_a_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "list.jsonl", [json.dumps(good_row(1)), "[1, 2, 3]"])
     with pytest.raises(RecordFileError, match=r"line 2: expected a JSON object, got list"):

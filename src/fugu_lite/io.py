@@ -244,7 +244,17 @@ def _not_json_message(
     near_miss = _near_miss(line)
     if near_miss is not None:
         return f"{where}: {near_miss}"
+    if first and not line.endswith("\n") and _ends_too_soon(line, error):
+        # the file's one line, a crash cut short: no other kind of file to look for
+        reason = f"{json_error_reason(error)} at column {error.colno}"
+        return f"{where}: not valid JSON ({reason}); {CUT_SHORT_ADVICE}"
     return _plain_not_json_message(where, first, error)
+
+
+CUT_SHORT_ADVICE = (
+    "the file's only line ends before its JSON does: it was cut short (a run killed while "
+    "writing it, a copy cut short); write it again"
+)
 
 
 def _cr_line_ends_message(where: str, path: Path) -> str:
