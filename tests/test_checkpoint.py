@@ -938,6 +938,26 @@ def test_a_checkpoint_records_its_backbone_weights_and_loads_on_the_same_ones(
             torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
 
 
+def test_a_weights_digest_written_in_capitals_is_the_same_digest(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A weights_sha256 hand-edited in capitals (as PowerShell's Get-FileHash prints it) was
+    compared as is, and the same weights were refused as other ones."""
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    save_tiny_backbone(tmp_path / "bb", seed=0)
+    checkpoint, logits = router_on_folder(records, str(tmp_path / "bb"), tmp_path)
+    metadata = json.loads((checkpoint / META_FILE).read_text())
+    fingerprint = metadata["backbone_fingerprint"]
+    fingerprint["weights_sha256"] = fingerprint["weights_sha256"].upper()
+    (checkpoint / META_FILE).write_text(json.dumps(metadata))
+    loaded = load_router(checkpoint)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+    save_tiny_backbone(tmp_path / "bb", seed=1)  # other weights are still refused
+    with pytest.raises(CheckpointError, match="trained on the backbone"):
+        load_router(checkpoint)
+
+
 def test_a_backbone_folder_with_other_weights_of_the_same_shape_is_refused(
     records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

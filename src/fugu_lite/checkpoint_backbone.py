@@ -183,7 +183,8 @@ def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str
         )
     stored_digest = stored.get("weights_sha256")
     found = weights_fingerprint(backbone)
-    if not stored_digest or found is None or found["weights_sha256"] == stored_digest:
+    # in capitals where a tool printed it so (PowerShell's Get-FileHash): the same digest
+    if not stored_digest or found is None or found["weights_sha256"] == stored_digest.lower():
         return None
     return (
         f"weights of SHA-256 {stored_digest} ({', '.join(stored.get('weight_files') or [])})",
