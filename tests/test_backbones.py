@@ -244,6 +244,23 @@ def test_a_backbone_folder_that_is_not_there_is_named(
     assert "Repo id" not in message
 
 
+@pytest.mark.parametrize("name", ["loop", "./loop"])
+def test_a_backbone_folder_that_is_a_link_loop_is_said_to_be_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """`loop`, a link to itself (`ln -s loop loop`), went to the hub (offline: 'HF_HUB_OFFLINE
+    is set, so loop is not downloaded'), and `./loop` was said not to exist."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(name)
+    message = str(raised.value)
+    assert f"the backbone folder {name} ({tmp_path / 'loop'}) is a link that leads back to " in (
+        message
+    )
+    assert "hub could not" not in message and "does not exist" not in message
+
+
 @pytest.mark.parametrize(("name", "meant"), [("MiniLM", "minilm"), ("SmolLM2", "smollm2")])
 def test_an_embedded_name_in_other_case_is_suggested(name: str, meant: str) -> None:
     """`MiniLM` (as the model is usually spelt) went to the hub and failed offline with only

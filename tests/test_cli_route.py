@@ -228,6 +228,25 @@ def test_route_and_eval_take_the_backbone_where_it_is_now(
     assert (tmp_path / "e" / "evaluation_report.json").exists()
 
 
+def test_route_says_a_checkpoint_or_backbone_that_is_a_link_loop_is_one(
+    tmp_path: Path, tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--checkpoint loop` or `--backbone loop`, a link to itself (`ln -s loop loop`): the
+    checkpoint was said not to exist, the backbone went to the hub (offline: 'HF_HUB_OFFLINE
+    is set, so loop is not downloaded')."""
+    from fugu_lite.model import RouterModel
+
+    checkpoint = RouterModel(tiny_model_cfg, WORKERS, 32).save_checkpoint(tmp_path / "c")
+    monkeypatch.chdir(tmp_path)
+    Path("loop").symlink_to("loop")
+    result = invoke("route", "--checkpoint", "loop", "hello")
+    assert result.exit_code == 2, result.output
+    assert "; it is a link that leads back to itself" in flat(result.output)
+    result = invoke("route", "--checkpoint", checkpoint, "--backbone", "loop", "hello")
+    assert result.exit_code == 2, result.output
+    assert "--backbone loop is a link that leads back to itself" in flat(result.output)
+
+
 @pytest.mark.parametrize(
     ("kind", "tensors"), [("router", "router_head"), ("reward_head", "reward_head")]
 )

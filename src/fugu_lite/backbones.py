@@ -54,7 +54,7 @@ from .backbone_identity import (
 )
 from .file_digests import cache_root, is_lfs_pointer
 from .text import notes_console
-from .text_reading import json_error_reason
+from .text_reading import broken_link, json_error_reason
 
 console = notes_console()
 
@@ -92,10 +92,16 @@ def load_backbone(name: str, device: str = "cpu") -> LoadedBackbone:
         loaded = _load_embedded(name)
     elif (local := local_backbone_path(name)) is not None:
         loaded = _load_local(local)
-    elif names_a_path(name):  # the hub would only say it is no valid repo id
+    elif (broken := broken_link(Path(name).expanduser())) or names_a_path(name):
+        # the hub would only say it is no valid repo id, or offline that it is not cached
+        looked = Path(name).expanduser().absolute()
+        what = (
+            f"({looked}) is {broken}: fix the link, or"
+            if broken
+            else f"does not exist (looked for {looked}):"
+        )
         raise RuntimeError(
-            f"the backbone folder {name} does not exist (looked for "
-            f"{Path(name).expanduser().absolute()}): give the folder the backbone was saved to "
+            f"the backbone folder {name} {what} give the folder the backbone was saved to "
             f"with save_pretrained, an embedded name ({', '.join(EMBEDDED_BACKBONES)}) or a hub id"
         )
     else:

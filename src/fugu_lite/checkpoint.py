@@ -23,7 +23,7 @@ from .config import ModelConfig
 from .config_errors import describe_config_error
 from .file_digests import is_lfs_pointer
 from .io import describe_validation_error
-from .text_reading import RecordFileError, json_error_reason, read_utf8_text
+from .text_reading import RecordFileError, broken_link, json_error_reason, read_utf8_text
 
 HEAD_FILE = "router_head.safetensors"
 META_FILE = "router.json"
@@ -238,7 +238,8 @@ def _where_the_checkpoint_is(directory: Path) -> str:
     from .es_state import state_path  # it imports this module: import it when asked
 
     if not directory.exists():
-        return "; that folder does not exist"
+        broken = broken_link(directory)
+        return f"; it is {broken}" if broken else "; that folder does not exist"
     if state_path(directory).is_file():
         return (
             "; it holds an interrupted `train es` search (es_state) but no checkpoint yet: "

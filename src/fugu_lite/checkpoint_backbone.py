@@ -28,6 +28,7 @@ from .checkpoint import (
 )
 from .config import ModelConfig, unusable_device
 from .features import console
+from .text_reading import broken_link
 
 
 def portable_model_config(model_cfg: ModelConfig, directory: Path) -> tuple[dict, dict]:
@@ -52,6 +53,9 @@ def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None
     is pinned to the snapshot commit the checkpoint was trained on (see _pinned_download)."""
     stored = str(metadata["model"]["backbone"])
     if backbone is not None:
+        broken = broken_link(Path(backbone).expanduser())
+        if broken:
+            raise CheckpointError(f"--backbone {backbone} is {broken}: fix the link")
         if names_a_path(backbone) and local_backbone_path(backbone) is None:
             raise CheckpointError(f"--backbone {backbone}: no such file or folder")
         given = canonical_backbone(backbone)

@@ -4,7 +4,9 @@ UTF-8 (with a hint for UTF-16), NUL bytes, a lone surrogate escape, JSON's own r
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from io import BufferedReader
 from pathlib import Path
@@ -43,6 +45,22 @@ def means_stdin(path: Path) -> bool:
     """`-` given as a file to read where no file has that name: stdin was meant, which only
     `route -` reads ("-: file not found" left users puzzled)."""
     return str(path) == "-" and not path.exists()
+
+
+def broken_link(path: Path) -> str:
+    """What a path that is a symbolic link leading nowhere is, to follow `PATH is`: one that
+    leads back to itself (`ln -s loop loop`), or one to a path that is not there; '' for any
+    other path. Path.exists() is False for both, which read as "does not exist"."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a link that leads back to itself (a loop of symbolic links)"
+    if not path.is_symlink() or path.exists():
+        return ""
+    return (
+        f"a link to {os.readlink(path)}, which is not there (a disk not mounted, a folder moved?)"
+    )
 
 
 def check_no_lone_surrogate(text: str, value: Any, where: str) -> None:
