@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from router_support import (
     embedded_tiny_package,
+    fake_hub_snapshot,
 )
 
 
@@ -109,3 +110,25 @@ def test_the_weights_fingerprint_reads_the_files_the_weights_load_from(
         "weight_files": ["tiny.gguf"],
     }
     assert backbone_is_decoder("tiny-gguf") is True
+
+
+def test_a_hub_id_pinned_to_a_commit_is_that_snapshot_not_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's hub model pinned to the commit it was trained on (org/name@<commit>),
+    with a newer snapshot in the cache that refs/main names: its identity (the features' cache
+    key) and its snapshot are the pinned commit's, so the newer weights' features are never
+    read for it."""
+    from huggingface_hub import constants
+
+    from fugu_lite.backbone_identity import backbone_identity, hub_snapshot
+
+    hub_cache = tmp_path / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    trained, newer = "a" * 40, "b" * 40
+    fake_hub_snapshot(hub_cache, "org/tiny", trained, seed=0)
+    fake_hub_snapshot(hub_cache, "org/tiny", newer, seed=1)  # refs/main now names it
+    assert backbone_identity("org/tiny") == f"hub:org/tiny@{newer}"
+    assert backbone_identity(f"org/tiny@{trained}") == f"hub:org/tiny@{trained}"
+    snapshot = hub_snapshot(f"org/tiny@{trained}")
+    assert snapshot is not None and snapshot.name == trained
