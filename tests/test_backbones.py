@@ -356,3 +356,14 @@ def test_the_tiny_random_backbone_leaves_torchs_random_numbers_as_they_were() ->
     torch.manual_seed(123)
     backbones_module.tiny_random_backbone(seed=7)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_loaded_backbone_is_frozen(tmp_path: Path) -> None:
+    """A backbone whose weights kept requires_grad had every backward pass through it (SVF
+    training's, which trains only the head and the SVF weights) compute and hold their
+    gradients for nothing."""
+    from router_support import save_tiny_encoder
+
+    save_tiny_encoder(tmp_path / "bert", "bert")
+    loaded = load_backbone(str(tmp_path / "bert"))
+    assert not any(parameter.requires_grad for parameter in loaded.model.parameters())
