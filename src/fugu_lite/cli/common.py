@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from ..config_errors import ConfigError
 from ..config_loading import UniqueKeyLoader, load_config
 from ..text import console_name, console_text, notes_console, results_console
-from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError
+from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError, broken_link
 
 if TYPE_CHECKING:
     from ..schemas import RewardRecord
@@ -288,8 +288,8 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
     while not existing.exists():
         if existing.is_symlink():  # else found only when the output is written, after the work
             fail(
-                f"{flag} {path}: {existing} is a link to {existing.readlink()}, which is not "
-                "there (a disk not mounted, a folder moved?); create it, or give another path"
+                f"{flag} {path}: {existing} is {broken_link(existing)}; create it, or give "
+                "another path"
             )
         existing = existing.parent
     if not existing.is_dir():
