@@ -172,6 +172,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--n_ctx",
     "--config_file",
     "--api_key",
+    "--hf_model_repo_id",
 }
 
 
