@@ -140,9 +140,9 @@ def normalized_cost_weights(cost_weights: Sequence[float]) -> list[float]:
 def parse_cost_weights(text: str) -> list[float]:
     """ "0,0.25,0.5" -> [0.0, 0.25, 0.5]."""
     values = []
-    for part in (part.strip() for part in text.split(",")):
+    for part in filter(None, (part.strip() for part in text.split(","))):
         try:
-            values.extend([float(part)] if part else [])
+            values.append(float(part))
         except ValueError as error:
             raise ValueError(
                 f"{part!r} is not a number; cost weights are comma-separated numbers, e.g. "

@@ -47,15 +47,22 @@ def means_stdin(path: Path) -> bool:
     return str(path) == "-" and not path.exists()
 
 
+def leads_back_to_itself(path: Path) -> bool:
+    """Whether following `path`'s links comes back to one of them (`ln -s loop loop`, or
+    links pointing at each other), so it names nothing."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
+
+
 def broken_link(path: Path) -> str:
     """What a path that is a symbolic link leading nowhere is, to follow `PATH is`: one that
     leads back to itself (`ln -s loop loop`), or one to a path that is not there; '' for any
     other path. Path.exists() is False for both, which read as "does not exist"."""
-    try:
-        os.stat(path)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            return "a link that leads back to itself (a loop of symbolic links)"
+    if leads_back_to_itself(path):
+        return "a link that leads back to itself (a loop of symbolic links)"
     if not path.is_symlink() or path.exists():
         return ""
     return (

@@ -4,7 +4,6 @@ record files made before any long work."""
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import threading
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 from ..config_errors import ConfigError
 from ..config_loading import UniqueKeyLoader, load_config
 from ..text import console_name, console_text, notes_console, results_console
-from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError, broken_link
+from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError, broken_link, leads_back_to_itself
 
 if TYPE_CHECKING:
     from ..schemas import RewardRecord
@@ -301,15 +300,14 @@ def check_output(path: Path, flag: str, kind: str, example: str = "records.jsonl
 def link_loop(path: Path) -> Path | None:
     """The link among `path` and the folders above it that leads back to itself (`ln -s
     loop loop`, or links pointing at each other), if any."""
-    for link in (path, *path.parents):
-        if not link.is_symlink():
-            continue
-        try:
-            link.stat()
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                return link
-    return None
+    return next(
+        (
+            link
+            for link in (path, *path.parents)
+            if link.is_symlink() and leads_back_to_itself(link)
+        ),
+        None,
+    )
 
 
 def check_not_replacing(output: Path, force: bool) -> None:

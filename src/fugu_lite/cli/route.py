@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -63,7 +62,13 @@ def route_command(
 def check_cost_weight_option(cost_weight: float | None) -> None:
     """A negative or not finite --cost-weight: it was refused as "a cost weight must be a
     finite number >= 0, got -1.0", naming no flag (a router family's are --cost-weights)."""
-    if cost_weight is not None and not (math.isfinite(cost_weight) and cost_weight >= 0):
+    from ..cost_weighting import CostWeightError, check_cost_weight
+
+    if cost_weight is None:
+        return
+    try:
+        check_cost_weight(cost_weight)
+    except CostWeightError:
         fail(
             f"--cost-weight {cost_weight:g} is not a cost weight: give a finite number >= 0 (0: "
             "quality only; the larger, the more a worker's cost counts), or leave it out"

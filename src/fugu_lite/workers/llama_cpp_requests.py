@@ -270,7 +270,10 @@ def check_chat_format(worker: WorkerConfig) -> None:
 
 # Formats of model families that llama.cpp's server has, named when a GGUF has no template.
 COMMON_CHAT_FORMATS = ("chatml", "llama-3", "mistral-instruct", "gemma", "qwen")
-SOME_CHAT_FORMATS = f"{', '.join(COMMON_CHAT_FORMATS)}; llama-2 for a Llama 2 model"
+SET_A_CHAT_FORMAT = (
+    "set local.chat_format to the format the model was trained with, one llama.cpp's server "
+    f"has (such as {', '.join(COMMON_CHAT_FORMATS)}; llama-2 for a Llama 2 model)"
+)
 
 
 def own_template_advice(gguf: Path) -> str:
@@ -279,10 +282,7 @@ def own_template_advice(gguf: Path) -> str:
     is then refused, check_own_chat_template)."""
     if chat_template(gguf) is not None:
         return "leave chat_format out for the GGUF's own template"
-    return (
-        "it has no chat template of its own either: set local.chat_format to the format the "
-        f"model was trained with, one llama.cpp's server has (such as {SOME_CHAT_FORMATS})"
-    )
+    return f"it has no chat template of its own either: {SET_A_CHAT_FORMAT}"
 
 
 def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
@@ -295,9 +295,8 @@ def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
     raise PoolStartError(
         f"worker {worker_id}: {local.gguf} has no chat template of its own "
         "(tokenizer.chat_template), so llama.cpp's server would write its prompts in the "
-        "llama-2 format, which a model of another family answers with nonsense; set "
-        "local.chat_format to the format the model was trained with, one llama.cpp's server "
-        f"has (such as {SOME_CHAT_FORMATS})"
+        "llama-2 format, which a model of another family answers with nonsense; "
+        + SET_A_CHAT_FORMAT
     )
 
 
