@@ -414,6 +414,48 @@ def test_function_call_without_functions_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["function_call"] == call
 
 
+STOPS = "a string or an array of at most 4 strings"
+PARTS = 'a string, or an array of content parts such as [{"type": "text", "text": "..."}]'
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "message"),
+    [
+        ({"stop": 5}, "stop", f"stop: must be {STOPS} (got 5)"),
+        ({"stop": {"a": 1}}, "stop", f'stop: must be {STOPS} (got {{"a": 1}})'),
+        # a list: its own item's error, not the string branch's as well
+        ({"stop": ["a", 1]}, "stop[1]", "stop[1]: Input should be a valid string (got 1)"),
+        ({"tools": [TOOL], "tool_choice": ["auto"]}, "tool_choice",
+         'tool_choice: must be "none", "auto", "required" or an object naming a tool, such as '
+         '{"type": "function", "function": {"name": "add"}} (got ["auto"])'),
+        ({"functions": [TOOL["function"]], "function_call": 5}, "function_call",
+         'function_call: must be "none", "auto" or an object naming a function, such as '
+         '{"name": "add"} (got 5)'),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content",
+         f"messages[0].content: must be {PARTS} (got 5)"),
+        # one part, not in a list
+        ({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]},
+         "messages[0].content",
+         f'messages[0].content: must be {PARTS} (got {{"type": "text", "text": "hi"}})'),
+    ],
+)  # fmt: skip
+def test_a_field_of_several_types_given_none_of_them_is_one_error(
+    shared_server: Running, stubs: Stubs, extra: dict[str, Any], param: str, message: str
+) -> None:
+    """A field OpenAI types as one of several (stop: a string or strings; tool_choice: a
+    mode or an object; content: text or parts) given a value of none of them was told two
+    mistakes, one per type ("stop: Input should be a valid string (got 5); stop: Input
+    should be a valid list (got 5)"), and a list of stops holding a number was told it
+    should be a string as well as its item; it is now one error saying what the field
+    accepts, or the item's alone."""
+    response = shared_server.post({**VALID, **extra})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert error["message"] == f"invalid request: {message}"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_a_tool_of_another_type_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """A tool that is no function (OpenAI's custom tools) is not checked as one: it reaches
     the worker as sent, beside the function tools."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -194,11 +195,80 @@ def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
 
 def validation_api_error(error: ValidationError, payload: dict[str, Any]) -> ApiError:
     """A 400 naming each bad field (`messages[0].role: ...`) and what was sent."""
-    problems = [problem(item, payload) for item in error.errors()]
+    problems = [
+        one_problem
+        for field, items in by_field(error.errors(), payload).items()
+        for one_problem in field_problems(field, items, payload)
+    ]
     first_param = next((param for param, _ in problems if param), None)
     return ApiError(
         400, "invalid request: " + "; ".join(text for _, text in problems), param=first_param
     )
+
+
+# A pydantic error with the branch of a union it was found in (None: the field is no union).
+BranchError = tuple[str | None, ErrorDetails]
+
+
+def by_field(errors: list[ErrorDetails], payload: dict[str, Any]) -> dict[tuple, list[BranchError]]:
+    """pydantic's errors by the field they are at, in their order: a field typed as a union
+    (`stop`: a string or strings) has one error per branch, each at the field and the
+    branch's tag (('stop', 'str'), ('stop', 'list[str]', 0))."""
+    fields: dict[tuple, list[BranchError]] = {}
+    for item in errors:
+        location = tuple(item["loc"])
+        tag_at = union_tag_index(location, payload)
+        field = location if tag_at is None else location[:tag_at]
+        tag = None if tag_at is None else str(location[tag_at])
+        fields.setdefault(field, []).append((tag, item))
+    return fields
+
+
+def field_problems(
+    field: tuple, items: list[BranchError], payload: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """The problems of one field. A union's: those of the branch the value is of (a list of
+    stops: its items'), or one saying what the field accepts when the value is of no branch;
+    one error per branch ("stop: Input should be a valid string; stop: Input should be a
+    valid list") told a client of two mistakes, and one of them a type it had not sent."""
+    if all(tag is None for tag, _ in items):
+        return [problem(item, payload) for _, item in items]
+    value = value_at(field, payload)
+    kinds = json_branch_names(value)
+    matching = [item for tag, item in items if tag is not None and tag_base(tag) in kinds]
+    if matching:
+        return [problem(item, payload) for item in matching]
+    accepts = UNION_ACCEPTS.get(str(field[-1]))
+    if accepts is None:  # a union not listed: pydantic's error of each branch
+        return [problem(item, payload) for _, item in items]
+    param = field_path(field, payload)
+    return [(param, f"{param}: must be {accepts} (got {compact(value)})")]
+
+
+# What a field typed as a union accepts, as OpenAI documents it (by the field's name).
+UNION_ACCEPTS = {
+    "stop": "a string or an array of at most 4 strings",
+    "tool_choice": '"none", "auto", "required" or an object naming a tool, such as '
+    '{"type": "function", "function": {"name": "add"}}',
+    "function_call": '"none", "auto" or an object naming a function, such as {"name": "add"}',
+    "content": 'a string, or an array of content parts such as [{"type": "text", "text": "..."}]',
+}
+
+
+def tag_base(tag: str) -> str:
+    """'list[str]' -> 'list'."""
+    return tag.partition("[")[0]
+
+
+def json_branch_names(value: Any) -> set[str]:
+    """The union branches (by their tag's base) a JSON value is of."""
+    if isinstance(value, bool):
+        return {"bool"}
+    if isinstance(value, int):
+        return {"int", "float"}
+    kinds = {str: "str", list: "list", dict: "dict", float: "float"}
+    kind = kinds.get(type(value))
+    return {kind} if kind else set()
 
 
 def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
@@ -223,18 +293,42 @@ def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
     return param, f"{param or 'body'}: {message}"
 
 
-def field_path(location: tuple | list, payload: dict[str, Any]) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped;
-    a key the body holds is kept, though it looks like one: metadata's "trace-id")."""
-    path = ""
+def walk(location: tuple | list, payload: dict[str, Any]) -> Iterator[tuple[Any, bool, Any]]:
+    """(part, whether it is pydantic's tag of a union's branch, the body's value there) of
+    each part of an error's location; a key the body holds is no tag, though it looks like
+    one: metadata's "trace-id"."""
     value: Any = payload
     for part in location:
         if isinstance(part, int):
-            path += f"[{part}]"
             value = value[part] if isinstance(value, list) and part < len(value) else None
+            yield part, False, value
         elif (isinstance(value, dict) and part in value) or not is_union_tag(str(part)):
-            path += f".{part}" if path else str(part)
             value = value.get(part) if isinstance(value, dict) else None
+            yield part, False, value
+        else:
+            yield part, True, value
+
+
+def union_tag_index(location: tuple, payload: dict[str, Any]) -> int | None:
+    """Where in `location` a union's branch tag is (None: it has none)."""
+    tags = (index for index, (_, tag, _) in enumerate(walk(location, payload)) if tag)
+    return next(tags, None)
+
+
+def value_at(location: tuple, payload: dict[str, Any]) -> Any:
+    """The body's value at a field's location (None where the body holds none)."""
+    steps = list(walk(location, payload))
+    return steps[-1][2] if steps else payload
+
+
+def field_path(location: tuple | list, payload: dict[str, Any]) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role' (pydantic's union branch tags dropped)."""
+    path = ""
+    for part, tag, _ in walk(location, payload):
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not tag:
+            path += f".{part}" if path else str(part)
     return path
 
 
