@@ -955,6 +955,38 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["metadata"] == {"team": "search"}
 
 
+@pytest.mark.parametrize(
+    ("extra", "param", "message"),
+    [
+        ({"metadata": {"a.b": 7}}, 'metadata["a.b"]',
+         'metadata["a.b"]: Input should be a valid string (got 7)'),
+        ({"metadata": {"runs[0]": 7}}, 'metadata["runs[0]"]',
+         'metadata["runs[0]"]: Input should be a valid string (got 7)'),
+        ({"metadata": {"": 7}}, 'metadata[""]', 'metadata[""]: Input should be a valid string'),
+        ({"metadata": {"my key": 7}}, 'metadata["my key"]',
+         'metadata["my key"]: Input should be a valid string'),
+        ({"logit_bias": {"1.5": 1}}, 'logit_bias["1.5"]', "logit_bias keys are token ids"),
+        # a schema's property names: the path in the message, not its param
+        ({"response_format": {"type": "json_object", "schema": {"properties": {"a.b": {
+            "enum": []}}}}}, "response_format.schema",
+         'response_format.schema.properties["a.b"].enum is empty'),
+    ],
+)  # fmt: skip
+def test_a_key_holding_a_dot_or_a_bracket_is_named_in_brackets(
+    shared_server: Running, stubs: Stubs, extra: dict[str, Any], param: str, message: str
+) -> None:
+    """OpenAI's metadata keys may hold a dot or a bracket; such a key was named as a path
+    (`metadata.a.b` for the key "a.b": the key b of a key a), and an empty key as
+    `metadata.`. A key that is empty or holds a dot, a bracket, a quote or
+    a space is now written in brackets as a JSON string, in `param` and the message."""
+    response = shared_server.post({**VALID, **extra})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert error["message"].startswith(f"invalid request: {message}"), error["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
     response = shared_server.post(big)

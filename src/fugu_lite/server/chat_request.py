@@ -18,7 +18,7 @@ from pydantic import (
 
 from ..schemas import ChatMessage
 from ..text import exact_number
-from .json_schema import empty_choice
+from .json_schema import empty_choice, key_path
 from .request_checks import (
     ABSENT,
     FUNCTION_CALL_MODES,
@@ -193,13 +193,13 @@ class ChatCompletionRequest(BaseModel):
         for token, bias in (value or {}).items():
             if not token.isdecimal():  # isdigit() takes '²', which int() refuses
                 raise ParamError(
-                    f"logit_bias.{token}",
+                    key_path("logit_bias", token),
                     f"logit_bias keys are token ids (integers written as strings, e.g. "
                     f'"50256"); got {token!r}',
                 )
             if not -100 <= bias <= 100:
                 raise ParamError(
-                    f"logit_bias.{token}",
+                    key_path("logit_bias", token),
                     f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100",
                 )
         return value

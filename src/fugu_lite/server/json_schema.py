@@ -1,9 +1,26 @@
-"""Walking a JSON schema (a request's response_format, a tool's parameters) node by node."""
+"""Walking a JSON schema (a request's response_format, a tool's parameters) node by node,
+and naming a place in a JSON value (an error's `param`)."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from typing import Any
+
+# A key written after a dot in a path (metadata.team, $defs.Point); one that is empty or
+# holds a dot, a bracket, a quote or a space is written in brackets as a JSON string
+# (metadata["a.b"], properties[""]), or the path would name another place.
+PLAIN_KEY = re.compile(r"""[^.\[\]"'\s]+""")
+
+
+def key_path(path: str, key: str) -> str:
+    """The path of `key` in the object at `path`: 'metadata' + 'team' -> 'metadata.team',
+    'metadata' + 'a.b' -> 'metadata["a.b"]' (not 'metadata.a.b', the key b of a key a)."""
+    if PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
 
 CHOICE_KEYWORDS = ("enum", "anyOf", "oneOf", "type")
 DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, not schemas
@@ -21,9 +38,10 @@ def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
             for key, value in node.items():
                 if key in SCHEMA_MAPS and isinstance(value, dict):
                     # names, not keywords: a property may be called "enum"
-                    pending.extend((f"{path}.{key}.{name}", sub) for name, sub in value.items())
+                    names = key_path(path, key)
+                    pending.extend((key_path(names, name), sub) for name, sub in value.items())
                 elif key not in DATA_KEYWORDS:
-                    pending.append((f"{path}.{key}", value))
+                    pending.append((key_path(path, key), value))
         elif isinstance(node, list):
             pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
 

@@ -16,6 +16,7 @@ from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
+from .json_schema import key_path
 from .request_checks import ParamError, compact
 
 
@@ -327,8 +328,8 @@ def field_path(location: tuple | list, payload: dict[str, Any]) -> str:
     for part, tag, _ in walk(location, payload):
         if isinstance(part, int):
             path += f"[{part}]"
-        elif not tag:
-            path += f".{part}" if path else str(part)
+        elif not tag:  # the first part: one of the request's own fields
+            path = key_path(path, str(part)) if path else str(part)
     return path
 
 
