@@ -656,6 +656,61 @@ def test_a_bad_field_of_a_message_is_named_with_its_own_value(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+USER_ONLY = "move it to a user message"
+
+
+@pytest.mark.parametrize(
+    ("messages", "param", "message"),
+    [
+        ([{"role": "system", "content": [IMAGE]}, ASKED], "messages[0].content[0].type",
+         'messages[0].content[0] is a part of type "image_url", which OpenAI\'s chat API takes '
+         f"only in user messages, not in system messages; {USER_ONLY}"),
+        ([ASKED, {"role": "assistant", "content": [{"type": "text", "text": "a"}, IMAGE]}],
+         "messages[1].content[1].type", f"not in assistant messages; {USER_ONLY}"),
+        ([ASKED, {"role": "tool", "tool_call_id": "c1", "content": [{"type": "file", "file": {
+            "file_id": "f1"}}]}], "messages[1].content[0].type",
+         f'type "file", which OpenAI\'s chat API takes only in user messages, not in tool '
+         f"messages; {USER_ONLY}"),
+        ([{"role": "developer", "content": [{"type": "input_audio", "input_audio": {
+            "data": "AA==", "format": "wav"}}]}, ASKED], "messages[0].content[0].type",
+         f"not in developer messages; {USER_ONLY}"),
+        ([{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}],
+         "messages[0].content[0].type",
+         'messages[0].content[0] is a part of type "refusal", which OpenAI\'s chat API takes '
+         'only in assistant messages, not in user messages; give its words as a text part, '
+         '{"type": "text", "text": "..."}'),
+    ],
+)  # fmt: skip
+def test_a_part_of_a_type_its_role_does_not_take_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, messages: list[Any], param: str, message: str
+) -> None:
+    """OpenAI takes image, audio and file parts in user messages only, refusal parts in
+    assistant ones only. Any part of those types went on: an image in a system message to a
+    remote worker, which refused it (a 400 blamed on the worker), and a user's refusal part
+    to a local worker as the user's words, the router reading it as no text at all. Each is
+    now a 400 naming the part's type."""
+    response = shared_server.post({**VALID, "messages": messages})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert message in error["message"], error["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_parts_of_the_types_a_role_takes_are_sent_on(shared_server: Running, stubs: Stubs) -> None:
+    """Text and refusal parts in an assistant turn, text parts in system and user turns."""
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+        ASKED,
+        {"role": "assistant", "content": [{"type": "text", "text": "I"},
+                                          {"type": "refusal", "refusal": "won't"}]},
+        {"role": "user", "content": [{"type": "text", "text": "please"}]},
+    ]  # fmt: skip
+    response = shared_server.post({**VALID, "messages": messages})
+    assert response.status_code == 200, response.text
+
+
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
 

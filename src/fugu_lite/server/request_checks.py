@@ -18,6 +18,16 @@ FUNCTION_CALL_MODES = ("none", "auto")  # the deprecated function_call's
 CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
 # The content parts of OpenAI's chat API (refusal: an assistant's); it refuses any other.
 CONTENT_PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
+# The parts each role's messages may hold, as OpenAI's chat API takes them ("function", the
+# deprecated function result, is text as a tool's is).
+ROLE_PART_TYPES = {
+    "system": ("text",),
+    "developer": ("text",),
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+    "tool": ("text",),
+    "function": ("text",),
+}
 # The Responses API's names for them, which clients copy into chat requests.
 RESPONSES_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
 
@@ -58,6 +68,7 @@ def check_content(index: int, message: ChatMessage) -> None:
             f"too; give at least one content part, or the text as a string{none}",
         )
     check_part_types(index, message.content)
+    check_part_roles(index, message)
 
 
 def check_tool_turn(index: int, message: ChatMessage) -> None:
@@ -114,6 +125,30 @@ def check_part_types(index: int, content: Any) -> None:
             f"messages[{index}].content[{number}].type",
             f"messages[{index}].content[{number}] is a part of type {compact(kind)}{hint}, "
             f"which OpenAI's chat API does not take; use one of {', '.join(CONTENT_PART_TYPES)}",
+        )
+
+
+def check_part_roles(index: int, message: ChatMessage) -> None:
+    """Each content part of messages[index] is of a type its role's messages take at OpenAI:
+    an image in a system message went on to a remote worker, which refused it (a 400
+    blamed on the worker), and a refusal in a user message was read by a local worker as
+    the user's words and by the router as no text."""
+    taken = ROLE_PART_TYPES[message.role]
+    for number, part in enumerate(message.content if isinstance(message.content, list) else []):
+        kind = part["type"]  # one of CONTENT_PART_TYPES: check_part_types
+        if kind in taken:
+            continue
+        owner = "assistant" if kind == "refusal" else "user"
+        fix = (
+            'give its words as a text part, {"type": "text", "text": "..."}'
+            if kind == "refusal"
+            else "move it to a user message"
+        )
+        raise ParamError(
+            f"messages[{index}].content[{number}].type",
+            f"messages[{index}].content[{number}] is a part of type {compact(kind)}, which "
+            f"OpenAI's chat API takes only in {owner} messages, not in {message.role} "
+            f"messages; {fix}",
         )
 
 
