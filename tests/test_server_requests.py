@@ -290,6 +290,16 @@ BAD_INPUTS = [
     ("a schema whose oneOf is empty", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": "x", "schema": {"oneOf": []}}}}, 400,
      "response_format.json_schema.schema.oneOf is empty"),
+    # inside a list of schemas, and in a definition named as a keyword of values (no test
+    # had either: a walk skipping them passed)
+    ("an empty enum in one of an anyOf's schemas", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"anyOf": [
+            {"type": "string"}, {"enum": []}]}}}}, 400,
+     "response_format.json_schema.schema.anyOf[1].enum is empty"),
+    ("an empty enum in a definition named default", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"$defs": {"default": {
+            "enum": []}}}}}}, 400,
+     "response_format.json_schema.schema.$defs.default.enum is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
@@ -316,6 +326,9 @@ BAD_INPUTS = [
     ("the Responses API's text part", {**VALID, "messages": [{"role": "user", "content": [
         {"type": "input_text", "text": "hi"}]}]}, 400,
      'type "input_text" (the Responses API\'s name; here it is "text")'),
+    ("the Responses API's image part", {**VALID, "messages": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]}]}, 400,
+     'type "input_image" (the Responses API\'s name; here it is "image_url")'),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
      b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
     # a JSON escape in capitals, and a surrogate written as (CESU-8) bytes, which json reads
@@ -345,6 +358,11 @@ BAD_INPUTS = [
     ("a long unknown role", {**VALID, "messages": [{"role": "r" * 100, "content": "x"}]}, 400,
      'messages[0].role: Input should be \'system\', \'user\', \'assistant\', \'tool\', '
      '\'developer\' or \'function\' (got "' + "r" * 76 + '...)'),
+    # the edge: a value of 80 characters as JSON is shown whole, one of 81 cut short
+    ("an unknown role of 80 characters", {**VALID, "messages": [{"role": "r" * 78,
+        "content": "x"}]}, 400, '(got "' + "r" * 78 + '")'),
+    ("an unknown role of 81 characters", {**VALID, "messages": [{"role": "r" * 79,
+        "content": "x"}]}, 400, '(got "' + "r" * 76 + '...)'),
     ("a role with a letter beyond ASCII", {**VALID, "messages": [
         {"role": "usér", "content": "x"}]}, 400, '(got "usér")'),
     ("a tool named in another script", {**VALID, "tools": [
@@ -616,6 +634,15 @@ CALL = {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "
          '{"role": "function", "name": "weather", "content": "sunny"} (got 7)'),
         ([ASKED, {"role": "assistant", "function_call": {"name": "add", "arguments": {}}}],
          "messages[1].function_call", 'got {"name": "add", "arguments": {}}'),
+        # a call without its name, a call that is no object (none was sent: a check
+        # dropping either passed, the second then a 500)
+        ([ASKED, {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"arguments": "{}"}}]}], "messages[1].tool_calls[0]",
+         '(got {"id": "c1", "type": "function", "function": {"arguments": "{}"}})'),
+        ([ASKED, {"role": "assistant", "function_call": {"arguments": "{}"}}],
+         "messages[1].function_call", 'got {"arguments": "{}"}'),
+        ([ASKED, {"role": "assistant", "tool_calls": ["add"]}], "messages[1].tool_calls[0]",
+         '(got "add")'),
         ([ASKED, {"role": "user", "content": None}], "messages[1].content",
          "(only an assistant turn, or a function result, may have none)"),
         ([ASKED, {"role": "user", "content": []}], "messages[1].content",
@@ -977,6 +1004,26 @@ def test_parameters_at_openais_limits_are_sent_on(shared_server: Running, stubs:
         sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
         assert {key: sent[key] for key in limits} == limits
         assert sent["stop"] == stop
+
+
+def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A function named in 64 characters (OpenAI's most) and a deprecated function result
+    with null content reach the worker (no test sent either: a check refusing one passed)."""
+    name = "f" * 64
+    messages = [
+        ASKED,
+        {"role": "assistant", "content": None, "function_call": {"name": "add",
+                                                                 "arguments": "{}"}},
+        {"role": "function", "name": "add", "content": None},
+    ]  # fmt: skip
+    tools = [{"type": "function", "function": {"name": name}}]
+    response = shared_server.post({**VALID, "messages": messages, "tools": tools})
+    assert response.status_code == 200, response.text
+    sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["tools"][0]["function"]["name"] == name
+    assert [message["role"] for message in sent["messages"]] == ["user", "assistant", "function"]
 
 
 def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs: Stubs) -> None:
