@@ -259,6 +259,30 @@ def test_an_edited_local_backbone_folder_never_reuses_stale_features(
         assert not torch.allclose(first, again)
 
 
+def test_features_of_a_loaded_backbone_saved_again_since_are_cached_as_the_loaded_ones(
+    tmp_path: Path,
+) -> None:
+    """A server keeps the backbone it loaded; a folder saved again in place meanwhile (other
+    weights) keyed the features the loaded weights went on computing by the new files, and
+    a later run on those files read them as its own."""
+    folder = tmp_path / "backbone"
+    save_tiny_backbone(folder, seed=0)
+    cfg = ModelConfig(
+        backbone=str(folder), layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path)
+    )
+    _, server = compute_features(PROMPTS[:1], cfg)
+    assert server is not None
+    save_tiny_backbone(folder, seed=1)
+    served, _ = compute_features(PROMPTS[1:], cfg, server)
+    again, _ = compute_features(PROMPTS[1:], cfg, server)  # the server's own stay cached
+    torch.testing.assert_close(again, served)
+
+    later_run, extractor = compute_features(PROMPTS[1:], cfg)
+    assert extractor is not None  # the new files had to run
+    torch.testing.assert_close(later_run, compute_features(PROMPTS[1:], cfg, use_cache=False)[0])
+    assert not torch.allclose(later_run, served)
+
+
 def test_a_backbone_file_rewritten_at_the_same_size_in_the_same_second_is_a_new_backbone(
     tiny_backbone, tmp_path: Path
 ) -> None:

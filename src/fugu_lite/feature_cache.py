@@ -85,9 +85,11 @@ def prompt_key(prompt: Prompt) -> str:
     )
 
 
-def feature_cache_key(model_cfg: ModelConfig) -> str:
+def feature_cache_key(model_cfg: ModelConfig, identity: str | None = None) -> str:
+    """The cache folder's name for these settings; `identity`: of the backbone weights that
+    compute the features (a loaded backbone's), by default those its files hold now."""
     settings = {
-        "backbone": backbone_identity(model_cfg.backbone),
+        "backbone": identity or backbone_identity(model_cfg.backbone),
         "layer": model_cfg.layer,
         "pooling": configured_pooling(model_cfg),  # auto and what it means share a cache
         "max_tokens": model_cfg.max_tokens,
@@ -116,7 +118,7 @@ def backbone_shape(model_cfg: ModelConfig) -> tuple[BackboneShape, FeatureExtrac
         hidden_size=backbone.hidden_size,
         parameters=sum(parameter.numel() for parameter in backbone.model.parameters()),
     )
-    cache = FeatureCache(model_cfg)  # a hub id just downloaded: the cache of its snapshot
+    cache = FeatureCache(model_cfg, backbone.identity)  # a hub id just downloaded: its snapshot's
     cache.write(lambda: write_text_atomic(cache.shape_path, shape.model_dump_json()))
     return shape, FeatureExtractor(backbone, model_cfg)
 
@@ -139,13 +141,14 @@ class FeatureCache:
     """Features of a frozen backbone, one folder per settings key, appended as shards.
 
     A hub id not downloaded yet has no key naming its weights (see awaits_download): its
-    cache reads and writes nothing; once loaded, a new FeatureCache is its snapshot's."""
+    cache reads and writes nothing; once loaded, a new FeatureCache is its snapshot's.
+    `identity`: of a loaded backbone, whose features these are (see feature_cache_key)."""
 
-    def __init__(self, model_cfg: ModelConfig) -> None:
+    def __init__(self, model_cfg: ModelConfig, identity: str | None = None) -> None:
         root = Path(model_cfg.cache_dir) if model_cfg.cache_dir else cache_root()
-        self.folder = root / "features" / feature_cache_key(model_cfg)
+        self.folder = root / "features" / feature_cache_key(model_cfg, identity)
         self.model_cfg = model_cfg
-        self.pinned = not awaits_download(model_cfg.backbone)
+        self.pinned = identity is not None or not awaits_download(model_cfg.backbone)
         self._rows: dict[str, torch.Tensor] | None = None
 
     @property
@@ -316,7 +319,7 @@ def compute_features(
     New features are cached every few hundred prompts, so an interrupted extraction
     resumes where it stopped.
     """
-    cache = FeatureCache(model_cfg) if use_cache else None
+    cache = _cache_of(model_cfg, extractor) if use_cache else None
     if cache is not None and cache.computed_under_other_versions():
         extractor = extractor or _loaded_extractor(model_cfg)
         cache.check_versions(extractor)
@@ -326,15 +329,24 @@ def compute_features(
     missing = [key for key in first_index if key not in known]
     if missing:
         extractor = extractor or _loaded_extractor(model_cfg)
-        if cache is not None and not cache.pinned:
-            cache = FeatureCache(model_cfg)  # the hub id downloaded: its snapshot's cache
-            known.update(cache.rows())
-            missing = [key for key in missing if key not in known]
+        if cache is not None and _cache_of(model_cfg, extractor).folder != cache.folder:
+            # a hub id downloaded now, or a backbone whose files changed while it loaded: the
+            # features are the loaded weights', so are read from and written to their cache
+            cache = _cache_of(model_cfg, extractor)
+            known = dict(cache.rows())
+            missing = [key for key in first_index if key not in known]
         if cache is not None:
             cache.record_probe(extractor)
         missing_prompts = {key: prompts[first_index[key]] for key in missing}
         known.update(_extracted(missing_prompts, extractor, cache, model_cfg, description))
     return torch.stack([known[key] for key in keys]).float(), extractor
+
+
+def _cache_of(model_cfg: ModelConfig, extractor: FeatureExtractor | None) -> FeatureCache:
+    """The cache of the weights an extractor has loaded: a backbone changed on disk since it
+    was loaded (a server's, a folder saved again in place) keyed its features by the new
+    files, and a later run on those read the old weights' features as theirs."""
+    return FeatureCache(model_cfg, extractor.backbone.identity if extractor else None)
 
 
 def _loaded_extractor(model_cfg: ModelConfig) -> FeatureExtractor:
