@@ -545,6 +545,39 @@ def test_quantizing_leaves_the_export_folder_to_other_runs(
     assert session.path.stat().st_size > 1000
 
 
+def test_the_int8_copy_holds_seven_bit_int8_matmul_weights_scaled_per_output_channel(
+    tiny: LoadedBackbone, cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """quantize_export's choices, which the features' tolerance does not tell apart: signed
+    int8 weights, in 7 bits (reduce_range: u8 x s8 products overflow on CPUs without VNNI),
+    one scale per output channel, the weights of MatMuls alone (the embeddings stay fp32);
+    and static quantization's advice to pre-process the model is not printed."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    folder = cache / "export"
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    with caplog.at_level("WARNING"):
+        quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
+    assert "pre-processing" not in caplog.text
+
+    fp32 = onnx.load(str(folder / MODEL_FILE))
+    fp32_weights = {weight.name: numpy_helper.to_array(weight) for weight in fp32.graph.initializer}
+    matmul_weights = {
+        name for node in fp32.graph.node if node.op_type == "MatMul" for name in node.input
+    } & set(fp32_weights)
+    int8 = onnx.load(str(folder / QUANTIZED_FILE))
+    stored = {weight.name: numpy_helper.to_array(weight) for weight in int8.graph.initializer}
+    quantized = {name.removesuffix("_quantized") for name in stored if name.endswith("_quantized")}
+    assert matmul_weights and quantized == matmul_weights
+    for name in matmul_weights:
+        values = stored[f"{name}_quantized"]
+        assert values.dtype == np.int8 and np.abs(values.astype(int)).max() <= 64, name
+        assert stored[f"{name}_scale"].shape == (fp32_weights[name].shape[1],), name
+
+
 def test_int8_on_a_cache_too_full_for_its_quantized_copy_says_to_give_a_cache_with_room(
     tiny: LoadedBackbone,
     cache: Path,
