@@ -261,6 +261,29 @@ def test_the_session_runs_on_torchs_thread_count(tiny: LoadedBackbone, shared_ca
         torch.set_num_threads(previous)
 
 
+def test_the_session_runs_its_graph_in_sequence_on_one_pool_that_does_not_spin(
+    tiny: LoadedBackbone, shared_cache: Path
+) -> None:
+    """The session options no feature tells apart: a second pool (inter-op threads) or
+    parallel execution would add threads beyond torch's count (ONNX Runtime runs a graph in
+    sequence with one inter-op thread whatever the mode), and spinning pool threads steal the
+    cores of a shared machine between forwards."""
+    import onnxruntime as ort
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # a pool of two: one of its own for each thread would be two
+    try:
+        onnx = extractor_for(tiny, layer=3).runtime.onnx
+    finally:
+        torch.set_num_threads(previous)
+    assert onnx is not None and onnx.threads == 2
+    options = onnx.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.inter_op_num_threads == 1
+    assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+
 def test_concurrent_first_calls_export_once(
     tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
