@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -174,6 +175,42 @@ def test_without_onnxruntime_auto_uses_torch_and_onnx_says_how_to_install(
     assert choice.runtime == "torch" and "onnxruntime not installed" in choice.reason
     with pytest.raises(OnnxRuntimeError, match="pip install onnxruntime"):
         requested_runtime(ModelConfig(runtime="onnx"))
+
+
+def test_an_onnxruntime_that_cannot_be_imported_keeps_the_cached_export_and_says_so(
+    tiny: LoadedBackbone,
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An installed onnxruntime whose import fails (a wheel built against numpy 1 under numpy
+    2) was found only on opening the session: the good cached export was called unusable,
+    deleted and exported again by every run, then the failure blamed on the export. A
+    package that raises on import stands in for the broken install (the shared environment's
+    own onnxruntime cannot be broken here)."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    export = (folder / MODEL_FILE).stat()
+    broken = tmp_path / "broken" / "onnxruntime"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("numpy.core.multiarray failed")\n')
+    monkeypatch.syspath_prepend(str(broken.parent))
+    for name in [name for name in sys.modules if name.split(".")[0] == "onnxruntime"]:
+        monkeypatch.delitem(sys.modules, name)
+    exports = count_exports(monkeypatch)
+    capsys.readouterr()
+
+    extractor = extractor_for(tiny, layer=2)
+    assert extractor.runtime.name == "torch"
+    assert "onnxruntime cannot be imported: numpy.core" in extractor.runtime.describe()
+    assert "unusable" not in capsys.readouterr().err
+    assert exports == [] and (folder / MODEL_FILE).stat().st_ino == export.st_ino
+    for setting in ({"runtime": "onnx"}, {"quantization": "int8"}):
+        with pytest.raises(OnnxRuntimeError, match=r"cannot be imported .* reinstall it"):
+            extractor_for(tiny, layer=2, **setting).encode(PROMPTS[:1])
+    assert exports == []
 
 
 def test_the_runtime_setting_is_validated() -> None:

@@ -78,6 +78,17 @@ def missing_packages() -> list[str]:
     return [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
 
 
+def onnxruntime_import_error() -> str:
+    """Why an installed onnxruntime cannot be imported (a build for another numpy, a shared
+    library missing); '' when it can. Found only on opening a session, it was taken for an
+    unusable cached export: deleted and exported again on every run, then blamed."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as error:
+        return str(error)
+    return ""
+
+
 def requested_runtime(model_cfg: ModelConfig) -> RuntimeChoice:
     """The runtime the config asks for, before any export: 'auto' resolves to onnx when it can."""
     if model_cfg.runtime == "torch":
@@ -86,20 +97,36 @@ def requested_runtime(model_cfg: ModelConfig) -> RuntimeChoice:
         return RuntimeChoice("torch", "SVF is on (its offsets change the backbone's weights)")
     if model_cfg.device != "cpu":
         return RuntimeChoice("torch", f"device {model_cfg.device!r} (ONNX Runtime runs on cpu)")
-    missing = missing_packages()
+    missing = " and ".join(missing_packages())
     if missing:
-        if model_cfg.quantization == "int8":
-            raise OnnxRuntimeError(
-                f"model.quantization is 'int8' but {' and '.join(missing)} is not installed: "
-                f"`pip install {' '.join(missing)}`, or set model.quantization to 'none'"
-            )
-        if model_cfg.runtime == "onnx":
-            raise OnnxRuntimeError(
-                f"model.runtime is 'onnx' but {' and '.join(missing)} is not installed: "
-                f"`pip install {' '.join(missing)}`, or set model.runtime to 'torch' or 'auto'"
-            )
-        return RuntimeChoice("torch", f"{' and '.join(missing)} not installed")
+        install = f"`pip install {missing.replace(' and ', ' ')}`"
+        return _without_onnx(
+            model_cfg, f"{missing} is not installed", install, f"{missing} not installed"
+        )
+    broken = onnxruntime_import_error()
+    if broken:
+        problem = f"onnxruntime cannot be imported ({broken})"
+        reinstall = "reinstall it (`pip install --force-reinstall onnxruntime`)"
+        return _without_onnx(
+            model_cfg, problem, reinstall, f"onnxruntime cannot be imported: {broken}"
+        )
     return RuntimeChoice("onnx", f"model.runtime is {model_cfg.runtime!r}")
+
+
+def _without_onnx(model_cfg: ModelConfig, problem: str, fix: str, reason: str) -> RuntimeChoice:
+    """ONNX Runtime is not to be had: torch for runtime 'auto' (`reason`); for 'onnx', and for
+    int8 (which torch cannot give), an OnnxRuntimeError saying the problem and its fix."""
+    if model_cfg.quantization == "int8":
+        raise OnnxRuntimeError(
+            f"model.quantization is 'int8' but {problem}: {fix}, or set model.quantization to "
+            "'none'"
+        )
+    if model_cfg.runtime == "onnx":
+        raise OnnxRuntimeError(
+            f"model.runtime is 'onnx' but {problem}: {fix}, or set model.runtime to 'torch' or "
+            "'auto'"
+        )
+    return RuntimeChoice("torch", reason)
 
 
 def relative_difference(
