@@ -172,20 +172,23 @@ def test_a_feature_cache_under_another_key_than_its_settings_give_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A feature cache of an earlier feature format (or backbone version) is never read again:
-    its folder is not the key its settings give now."""
+    its folder is not the key its settings give now; nor is one set aside when an upgrade
+    moved its features, which is said apart (its settings still give its old key)."""
     from fugu_lite.caches import cache_entries
     from fugu_lite.feature_cache import feature_cache_key
 
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "elsewhere"))
     cfg = ModelConfig(backbone="tiny-random", layer=-1)
     root = tmp_path / "fugu-cache"
-    for key in (feature_cache_key(cfg), "0" * 16):
+    set_aside = f"{feature_cache_key(cfg)}.stale-1733480000000000000"
+    for key in (feature_cache_key(cfg), "0" * 16, set_aside):
         (root / "features" / key).mkdir(parents=True)
         (root / "features" / key / "settings.json").write_text(cfg.model_dump_json())
     statuses = {entry.path.name: (entry.status, entry.reason) for entry in cache_entries(root)}
     assert statuses == {
         feature_cache_key(cfg): ("current", ""),
         "0" * 16: ("stale", "its backbone or the feature format changed since"),
+        set_aside: ("stale", "set aside: the features moved with an upgrade"),
     }
 
 
