@@ -243,6 +243,20 @@ def test_the_export_is_cached_and_reused(
     assert export_folder(tiny.name, tiny.identity, 2) != folder
 
 
+def test_an_export_folder_can_be_read_by_the_other_users_of_a_shared_cache(
+    tiny: LoadedBackbone, cache: Path
+) -> None:
+    """The export is staged in a folder from mkdtemp, made 0700: moved into place as it
+    was, the export of a cache shared by several users (FUGU_LITE_CACHE_DIR on a team's
+    disk) could be opened by its exporter alone."""
+    import stat
+
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+
+
 def test_a_pinned_hub_id_shares_the_unpinned_ids_export_folder(cache: Path) -> None:
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = "sentence-transformers/all-MiniLM-L6-v2"
