@@ -640,6 +640,16 @@ def test_a_resume_on_records_of_other_workers_is_refused_naming_both_worker_list
     message = " ".join(str(error.value).split())
     assert f"workers: saved {records[0].worker_ids} vs now {more[0].worker_ids}" in message
     assert "normaliser" not in message and "features differ" not in message
+    # as many other workers (the same start model, other rewards): named as well
+    others = [
+        record.model_copy(update={"worker_ids": ["p", "q", "r"], "rewards": record.rewards[::-1]})
+        for record in records
+    ]
+    with pytest.raises(ESResumeError) as error:
+        train_es(others, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert f"workers: saved {records[0].worker_ids} vs now ['p', 'q', 'r']" in message
+    assert "features differ" not in message
     # the same workers renamed (the same rewards): the same search, continued
     renamed = [record.model_copy(update={"worker_ids": ["x", "y", "z"]}) for record in records]
     report = train_es(renamed, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
