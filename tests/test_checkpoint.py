@@ -557,6 +557,18 @@ def test_a_family_folder_given_as_a_checkpoint_says_what_it_is(tmp_path: Path) -
         load_router(tmp_path)
 
 
+def test_a_family_folder_given_as_a_checkpoint_names_a_member_it_has(tmp_path: Path) -> None:
+    """A family trained with --cost-weights 0.5,1 was told to pass FAMILY/lambda-0/rl, which
+    it does not have: the hint names the member of its smallest cost weight."""
+    from fugu_lite.router_family import FamilyManifest, FamilyMember, write_family_manifest
+
+    members = [FamilyMember(cost_weight=w, checkpoint=f"lambda-{w:g}/rl") for w in (1.0, 0.5)]
+    write_family_manifest(tmp_path, FamilyManifest(worker_ids=["a", "b"], members=members))
+    with pytest.raises(CheckpointError) as error:
+        load_router(tmp_path)
+    assert f"pass one member's folder, e.g. {tmp_path / 'lambda-0.5' / 'rl'} (" in str(error.value)
+
+
 def test_a_folder_beside_a_checkpoint_says_where_the_checkpoint_is(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -182,12 +182,12 @@ def _what_it_is(directory: Path) -> str:
     """A hint when the folder holds another fugu-lite artefact."""
     # both import this module: import them when asked
     from .reward_head import is_reward_head
-    from .router_family import FAMILY_FILE, has_family_members, is_router_family, member_folder
+    from .router_family import FAMILY_FILE, has_family_members, is_router_family
 
     if is_router_family(directory):
         return (
-            "; it is a router family: pass one member's folder, e.g. "
-            f"{directory / member_folder(0) / 'rl'} (listed in {FAMILY_FILE})"
+            f"; it is a router family: pass one member's folder{_example_member(directory)} "
+            f"(listed in {FAMILY_FILE})"
         )
     if is_reward_head(directory):
         return "; it is a reward head, which `route`, `serve` and `eval --pareto` read"
@@ -210,6 +210,20 @@ def _what_it_is(directory: Path) -> str:
             "--cost-weights` run that writes it was interrupted; run it again"
         )
     return _where_the_checkpoint_is(directory)
+
+
+def _example_member(directory: Path) -> str:
+    """', e.g. FAMILY/lambda-0.5/rl': the folder of the family's smallest cost weight as its
+    manifest lists it (a family trained without 0 has no lambda-0), or '' when the manifest
+    cannot be read."""
+    from .router_family import read_family_manifest
+
+    try:
+        members = read_family_manifest(directory).members
+    except CheckpointError:  # damaged: the hint names the manifest all the same
+        return ""
+    first = min(members, key=lambda member: member.cost_weight)
+    return f", e.g. {directory / first.checkpoint}"
 
 
 def half_saved_hint(directory: Path) -> str:
