@@ -836,6 +836,15 @@ def test_a_damaged_search_state_is_refused_clearly_and_no_resume_starts_over(
     assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
 
 
+def test_a_state_file_holding_another_pickle_is_refused_by_name(tmp_path: Path) -> None:
+    """A readable pickle of something else (another tool's state.pkl copied in) is not a
+    search state: refused by name, not an AttributeError from reading it as a mapping."""
+    state_path(tmp_path).parent.mkdir(parents=True)
+    state_path(tmp_path).write_bytes(pickle.dumps([1, 2, 3]))
+    with pytest.raises(ESResumeError, match=r"state\.pkl is not an ES search state; .*--no-resume"):
+        read_es_state(tmp_path)
+
+
 def test_train_es_no_resume_starts_over_where_the_saved_state_cannot_be_continued(
     records: list[RewardRecord], tmp_path: Path
 ) -> None:
