@@ -496,6 +496,46 @@ def test_ctrl_c_after_a_save_says_which_generation_the_run_continues_from(
         ) in said
 
 
+def test_ctrl_c_in_a_resumed_runs_first_update_says_it_continues_from_the_saved_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A resumed run stopped in CMA's update of its first generation has saved nothing
+    itself, but the state it resumed from is on disk: the same command continues from it,
+    it does not start over."""
+    output = interrupted_evolve(tmp_path, monkeypatch, 6, "scoring")
+    assert read_es_state(output)["generation"] == 5
+    capsys.readouterr()
+    assert interrupted_evolve(tmp_path, monkeypatch, 1, "update") == output  # resumes it
+    assert read_es_state(output)["generation"] == 5
+    said = " ".join(capsys.readouterr().err.split())
+    assert "resuming from generation 5 of 12" in said
+    assert "ES: stopped; generation 5 is the last one saved" in said
+    assert "starts over" not in said
+
+
+def test_a_run_finished_early_validates_its_last_generation_as_a_run_of_that_length_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of 12 generations stopped after generation 8 (not a multiple of validate_every,
+    so not validated), then finished with iterations=8: generation 8 is now the last one,
+    which a run of 8 validates; its mean must be weighed before the checkpoint is kept."""
+    output = interrupted_evolve(tmp_path, monkeypatch, 9, "scoring")
+    assert read_es_state(output)["generation"] == 8
+    train, validation, config = interrupted_evolve_case(tmp_path, iterations=8)
+    finished, seconds = evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, output,
+    )  # fmt: skip
+    uninterrupted, _ = evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, tmp_path / "eight",
+    )  # fmt: skip
+    assert seconds == [] and "validation" in finished.history[-1]
+    assert without_seconds(finished.history) == without_seconds(uninterrupted.history)
+    assert finished.best_generation == uninterrupted.best_generation
+    assert (finished.best_parameters == uninterrupted.best_parameters).all()
+
+
 # --- train_es on records: report, checkpoint, resume ----------------------------------------
 
 
@@ -944,8 +984,8 @@ def test_an_incomplete_search_state_is_refused_naming_what_it_lacks(
 def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
-    train_es(records, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
-    with pytest.raises(ESResumeError, match="already at generation 8, past iterations=4"):
+    train_es(records, tiny_config(tiny_model_cfg, iterations=5), tmp_path)
+    with pytest.raises(ESResumeError, match="already at generation 5, past iterations=4"):
         train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
 
 
