@@ -90,3 +90,40 @@ def long_rows() -> list[dict]:
 def write_long_csv(path: Path, rows: list[dict]) -> Path:
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
+
+
+# --- LLMRouter (test_datasets_llmrouter.py, and the demo's LLMRouter stage) --------------------
+
+LLMROUTER_PRICES = {
+    "big": {"input_price": 0.9, "output_price": 1.2},
+    "small": {"input_price": 0.1, "output_price": 0.2},
+    "unused": {"input_price": 5.0, "output_price": 5.0},
+}
+
+
+def make_llmrouter(root: Path, train: list[dict] | None = None) -> Path:
+    """A tiny llmrouter/ folder under `root`; returns the data folder `root`."""
+    base = root / "llmrouter" / "data"
+    train = train or [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}, "cluster_id": 3},
+        {"question": "q2 longer", "scores": {"small": 0.0, "big": 1.0}, "cluster_id": 1},
+    ]
+    write_json(base / "dcrouter_preprocessed/train.json", train)
+    write_json(
+        base / "dcrouter_preprocessed/test.json",
+        [
+            {"question": "q3", "scores": {"big": 0.5, "small": 0.25}},
+            {"question": "q1", "scores": {"big": 1.0, "small": 1.0}},
+        ],
+    )
+    queries = base / "example_data/query_data"
+    write_jsonl(
+        queries / "default_query_train.jsonl",
+        [{"task_name": "math", "query": "q1"}, {"task_name": "qa", "query": "q2 longer"}],
+    )
+    write_jsonl(
+        queries / "default_query_test.jsonl",
+        [{"task_name": "other", "query": "q1"}, {"task_name": "code", "query": "q3"}],
+    )
+    write_json(base / "example_data/llm_candidates/default_llm.json", LLMROUTER_PRICES)
+    return root

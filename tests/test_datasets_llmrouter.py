@@ -11,6 +11,8 @@ import httpx
 import pytest
 from conftest import require_shared_data
 from datasets_support import (
+    LLMROUTER_PRICES,
+    make_llmrouter,
     split_figures,
     write_json,
     write_jsonl,
@@ -29,40 +31,6 @@ from fugu_lite.schemas import RewardRecord
 from fugu_lite.text_reading import RecordFileError
 
 # --- LLMRouter -----------------------------------------------------------------------------
-
-LLMROUTER_PRICES = {
-    "big": {"input_price": 0.9, "output_price": 1.2},
-    "small": {"input_price": 0.1, "output_price": 0.2},
-    "unused": {"input_price": 5.0, "output_price": 5.0},
-}
-
-
-def make_llmrouter(root: Path, train: list[dict] | None = None) -> Path:
-    """A tiny llmrouter/ folder under `root`; returns the data folder `root`."""
-    base = root / "llmrouter" / "data"
-    train = train or [
-        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}, "cluster_id": 3},
-        {"question": "q2 longer", "scores": {"small": 0.0, "big": 1.0}, "cluster_id": 1},
-    ]
-    write_json(base / "dcrouter_preprocessed/train.json", train)
-    write_json(
-        base / "dcrouter_preprocessed/test.json",
-        [
-            {"question": "q3", "scores": {"big": 0.5, "small": 0.25}},
-            {"question": "q1", "scores": {"big": 1.0, "small": 1.0}},
-        ],
-    )
-    queries = base / "example_data/query_data"
-    write_jsonl(
-        queries / "default_query_train.jsonl",
-        [{"task_name": "math", "query": "q1"}, {"task_name": "qa", "query": "q2 longer"}],
-    )
-    write_jsonl(
-        queries / "default_query_test.jsonl",
-        [{"task_name": "other", "query": "q1"}, {"task_name": "code", "query": "q3"}],
-    )
-    write_json(base / "example_data/llm_candidates/default_llm.json", LLMROUTER_PRICES)
-    return root
 
 
 @pytest.mark.parametrize("output_tokens", [math.inf, math.nan, -1.0])

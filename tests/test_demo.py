@@ -107,6 +107,57 @@ def test_a_named_data_dir_is_named_whole_in_the_error(tmp_path: Path) -> None:
     assert str(missing) in str(error.value)
 
 
+def test_the_llmrouter_stage_imports_trains_and_evaluates_on_the_test_split(
+    tmp_path: Path,
+) -> None:
+    """The demo's first step ran in no test (each one passes --no-llmrouter or stops before
+    it): here on a small generated llmrouter/ folder and the tiny config."""
+    from datasets_support import make_llmrouter
+
+    from fugu_lite.config import PipelineConfig
+
+    train = [
+        {"question": f"question {index} on {'sums' if index % 2 else 'poems'}",
+         "scores": {"small": float(index % 2), "big": float(1 - index % 2)}}
+        for index in range(30)
+    ]  # fmt: skip
+    data = make_llmrouter(tmp_path / "data", train)
+    config = PipelineConfig.model_validate(
+        yaml.safe_load(CONFIG.format(cache_dir=tmp_path / "cache"))
+    )
+    output = tmp_path / "llmrouter"
+    report = demo.run_llmrouter(data, output, config)
+    assert report is not None and report["split"] == "test"
+    records = read_records(output / "records.jsonl")
+    assert report["sizes"]["evaluated"] == sum(record.split == "test" for record in records) > 0
+    assert report["sizes"]["train"] == sum(record.split == "train" for record in records)
+    written = json.loads((output / "evaluation" / "evaluation_report.json").read_text())
+    assert written["split"] == "test"
+    assert Path(written["checkpoint"]) == (output / "router" / "rl").absolute()
+
+
+def test_without_llmrouter_data_found_the_demo_skips_that_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No folder named, none found and no download (offline): the LLMRouter stage is skipped
+    with a note and the demo goes on to the local loop."""
+    import httpx
+
+    import fugu_lite.datasets.data_dir as data_dir_module
+    from fugu_lite.config import PipelineConfig
+
+    def offline(target: Path, timeout: float = 60.0) -> Path:  # GitHub cannot be reached here
+        raise httpx.ConnectError("no network")
+
+    monkeypatch.delenv("FUGU_LITE_DATA_DIR", raising=False)
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(data_dir_module, "default_search_paths", list)  # not this machine's
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", offline)
+    assert demo.run_llmrouter(None, tmp_path / "llmrouter", PipelineConfig()) is None
+    assert "skipping the LLMRouter stage" in " ".join(capsys.readouterr().out.split())
+    assert not (tmp_path / "llmrouter").exists()
+
+
 @pytest.mark.parametrize("named_by", ["--data-dir", "FUGU_LITE_DATA_DIR"])
 def test_a_data_folder_without_llmrouter_stops_the_demo_before_the_local_loop(
     tmp_path: Path, named_by: str
@@ -239,6 +290,8 @@ def test_a_demo_with_fewer_tasks_than_an_earlier_one_trains_on_its_own_tasks_onl
             )
             assert result.exit_code == 0, result.output
     assert "the router trains and is evaluated on this run's 12 only" in flat(result.stderr)
+    # --no-llmrouter and --no-serve: only the local loop ran
+    assert "1/3 LLMRouter" not in result.output and "3/3 serve" not in result.output
     local = tmp_path / "demo" / "local"
     tasks = {task.id for task in read_tasks(local / "tasks.jsonl")}
     records = read_records(local / "rewards.jsonl")
