@@ -39,7 +39,13 @@ from fugu_lite.es_population import (
     searches_output_weights_only,
     set_parameter_vector,
 )
-from fugu_lite.es_state import ESResumeError, fresh_state, read_es_state, state_path
+from fugu_lite.es_state import (
+    ESResumeError,
+    SearchState,
+    fresh_state,
+    read_es_state,
+    state_path,
+)
 from fugu_lite.evaluation.output import REPORT_JSON
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.schemas import RewardRecord, write_records
@@ -333,6 +339,16 @@ def interrupted_evolve_case(
     return train, validation, config
 
 
+def evolve_afresh(
+    train: SplitData, validation: SplitData, config: ESConfig, output: Path
+) -> tuple[SearchState, list[float]]:
+    """evolve() of the interrupted case's model (see interrupted_evolve_case), from its start."""
+    return evolve(
+        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
+        train, validation, config, output,
+    )  # fmt: skip
+
+
 def interrupted_evolve(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -378,8 +394,7 @@ def interrupted_evolve(
         monkeypatch.setattr(cmaes.SepCMA, "tell", torn_tell)
     output = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        evolve(RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-               train, validation, config, output)  # fmt: skip
+        evolve_afresh(train, validation, config, output)
     monkeypatch.undo()
     return output
 
@@ -393,10 +408,7 @@ def continued_after_interrupt(
     saved = read_es_state(output)
     assert saved is not None
     train, validation, config = interrupted_evolve_case(tmp_path)
-    uninterrupted, _ = evolve(
-        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-        train, validation, config, tmp_path / "uninterrupted",
-    )  # fmt: skip
+    uninterrupted, _ = evolve_afresh(train, validation, config, tmp_path / "uninterrupted")
     model = RouterModel(config.model, ["a", "b", "c"], feature_dim=4)
     continued, seconds = evolve(model, train, validation, config, output)
     assert len(seconds) == 12 - saved["generation"]
@@ -442,14 +454,8 @@ def test_a_last_generation_stopped_while_validating_is_validated_when_continued_
     config_11 = interrupted_evolve_case(tmp_path, iterations=11)[2]
     finished = tmp_path / "finished"
     for run_config in (config_11, config):  # the 11 generations finished, then continued
-        uninterrupted, _ = evolve(
-            RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-            train, validation, run_config, finished,
-        )  # fmt: skip
-    continued, _ = evolve(
-        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-        train, validation, config, output,
-    )  # fmt: skip
+        uninterrupted, _ = evolve_afresh(train, validation, run_config, finished)
+    continued, _ = evolve_afresh(train, validation, config, output)
     assert "validation" in continued.history[10]
     assert without_seconds(continued.history) == without_seconds(uninterrupted.history)
     assert continued.best_generation == uninterrupted.best_generation
@@ -522,14 +528,8 @@ def test_a_run_finished_early_validates_its_last_generation_as_a_run_of_that_len
     output = interrupted_evolve(tmp_path, monkeypatch, 9, "scoring")
     assert read_es_state(output)["generation"] == 8
     train, validation, config = interrupted_evolve_case(tmp_path, iterations=8)
-    finished, seconds = evolve(
-        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-        train, validation, config, output,
-    )  # fmt: skip
-    uninterrupted, _ = evolve(
-        RouterModel(config.model, ["a", "b", "c"], feature_dim=4),
-        train, validation, config, tmp_path / "eight",
-    )  # fmt: skip
+    finished, seconds = evolve_afresh(train, validation, config, output)
+    uninterrupted, _ = evolve_afresh(train, validation, config, tmp_path / "eight")
     assert seconds == [] and "validation" in finished.history[-1]
     assert without_seconds(finished.history) == without_seconds(uninterrupted.history)
     assert finished.best_generation == uninterrupted.best_generation
