@@ -1453,3 +1453,84 @@ def test_a_gguf_without_templates_given_its_own_as_chat_format_is_told_to_set_on
         "trained with, one llama.cpp's server has (such as chatml, llama-3, mistral-instruct, "
         "gemma, qwen; llama-2 for a Llama 2 model)"
     )
+
+
+def llama_cpp_log_callback() -> int | None:
+    """The address of llama.cpp's log callback now."""
+    import ctypes
+
+    import llama_cpp
+
+    callback, user_data = llama_cpp.llama_log_callback(), ctypes.c_void_p()
+    llama_cpp.llama_log_get(ctypes.byref(callback), ctypes.byref(user_data))
+    return ctypes.cast(callback, ctypes.c_void_p).value
+
+
+def test_ggufs_read_at_once_keep_their_own_load_errors_and_llama_cpps_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF's reading sets llama.cpp's one log callback (for the whole process) to keep
+    what it says, and set llama-cpp-python's own back after: two read at once (two workers'
+    servers started again together) swapped each other's, one taking the other's load error
+    and the other "it is not a model it can read"; and a callback set before (by the
+    program using fugu-lite) was replaced by llama-cpp-python's. Readings now take turns
+    and put back the callback that was set. The reading of a file llama.cpp refuses at
+    once starts first; one of a file cut short (refused later) is held to enter llama.cpp's
+    open with it (for up to 1 s: a reading that waits for the other's end cannot)."""
+    import ctypes
+
+    import llama_cpp
+
+    cut = tmp_path / "cut.gguf"
+    with resolve_gguf("embedded:smollm2").open("rb") as whole:
+        cut.write_bytes(whole.read(20_000_000))
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGUF" + b"but not a model" * 100)
+    together = threading.Barrier(2, timeout=1)
+    real_open = local_server.vocab_only_model
+
+    junk_inside = threading.Event()
+
+    def open_together(gguf: Path) -> Any:
+        if gguf == junk:
+            junk_inside.set()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait()
+        return real_open(gguf)
+
+    monkeypatch.setattr(local_server, "vocab_only_model", open_together)
+    heard: list[bytes] = []
+
+    @llama_cpp.llama_log_callback
+    def programs_own(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        heard.append(text)
+
+    before = llama_cpp_log_callback()
+    llama_cpp.llama_log_set(programs_own, ctypes.c_void_p(0))
+    errors: dict[Path, str | None] = {}
+    try:
+        readers = [
+            threading.Thread(
+                target=lambda gguf=gguf: errors.update(
+                    {gguf: local_server.gguf_reading(gguf).load_error}
+                )
+            )
+            for gguf in (junk, cut)
+        ]
+        readers[0].start()
+        assert junk_inside.wait(timeout=30)
+        readers[1].start()
+        for reader in readers:
+            reader.join()
+        assert llama_cpp_log_callback() == ctypes.cast(programs_own, ctypes.c_void_p).value
+    finally:
+        from llama_cpp import _logger
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+    assert errors == {
+        cut: "tensor 'token_embd.weight' data is not within the file bounds, model is "
+        "corrupted or incomplete",
+        junk: f"llama_model_loader: failed to load model from {junk}",
+    }
+    assert heard == []  # the readings' lines were kept, not passed on
+    assert llama_cpp_log_callback() == before

@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -260,7 +261,30 @@ def gguf_reading(gguf: Path) -> GgufReading:
 @functools.cache
 def _gguf_reading(gguf: Path, version: tuple[int, int, int] | None) -> GgufReading:
     import llama_cpp
-    from llama_cpp import _logger
+
+    with llama_cpp_log_kept() as said, vocab_only_model(gguf) as model:
+        if model is not None:
+            vocab = llama_cpp.llama_model_get_vocab(model)
+            return GgufReading(
+                load_error=None,
+                vocab_size=int(llama_cpp.llama_vocab_n_tokens(vocab)),
+                chat_templates=chat_templates(model),
+            )
+    reasons = [found.group(1).strip() for found in map(LOAD_ERROR.search, said) if found]
+    return GgufReading(load_error=reasons[0] if reasons else "it is not a model it can read")
+
+
+# llama.cpp has one log callback for the whole process: two GGUFs read at once (two
+# workers' servers started again together) swapped each other's, one reading taking the
+# other's load error and the other none.
+_llama_cpp_log_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def llama_cpp_log_kept() -> Iterator[list[str]]:
+    """The lines llama.cpp logs inside, kept in a list instead of printed; one thread at a
+    time, and llama.cpp's log callback is the one it had before on the way out."""
+    import llama_cpp
 
     said: list[str] = []
 
@@ -268,20 +292,14 @@ def _gguf_reading(gguf: Path, version: tuple[int, int, int] | None) -> GgufReadi
     def keep(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         said.append(text.decode("utf-8", errors="replace"))
 
-    llama_cpp.llama_log_set(keep, ctypes.c_void_p(0))
-    try:
-        with vocab_only_model(gguf) as model:
-            if model is not None:
-                vocab = llama_cpp.llama_model_get_vocab(model)
-                return GgufReading(
-                    load_error=None,
-                    vocab_size=int(llama_cpp.llama_vocab_n_tokens(vocab)),
-                    chat_templates=chat_templates(model),
-                )
-    finally:
-        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
-    reasons = [found.group(1).strip() for found in map(LOAD_ERROR.search, said) if found]
-    return GgufReading(load_error=reasons[0] if reasons else "it is not a model it can read")
+    with _llama_cpp_log_lock:
+        previous, previous_data = llama_cpp.llama_log_callback(), ctypes.c_void_p()
+        llama_cpp.llama_log_get(ctypes.byref(previous), ctypes.byref(previous_data))
+        llama_cpp.llama_log_set(keep, ctypes.c_void_p(0))
+        try:
+            yield said
+        finally:
+            llama_cpp.llama_log_set(previous, previous_data)
 
 
 def chat_templates(model: Any) -> dict[str, str]:
