@@ -1534,3 +1534,53 @@ def test_ggufs_read_at_once_keep_their_own_load_errors_and_llama_cpps_log(
     }
     assert heard == []  # the readings' lines were kept, not passed on
     assert llama_cpp_log_callback() == before
+
+
+def embedded_gguf_with_keys_renamed(path: Path, renames: dict[str, str]) -> Path:
+    """The embedded GGUF at `path` with metadata keys renamed; the names of each side add up
+    to the same length (a key is its length and its bytes), so the tensors stay where their
+    offsets say."""
+
+    def key(name: str) -> bytes:
+        return len(name).to_bytes(8, "little") + name.encode()
+
+    data = resolve_gguf("embedded:smollm2").read_bytes()
+    for old, new in renames.items():
+        assert data.count(key(old)) == 1, old
+        data = data.replace(key(old), key(new))
+    assert sum(map(len, renames)) == sum(map(len, renames.values()))
+    path.write_bytes(data)
+    return path
+
+
+def test_a_gguf_whose_template_is_under_its_default_name_has_its_own_template(
+    tmp_path: Path,
+) -> None:
+    """A GGUF whose only chat template is `tokenizer.chat_template.default` (no plain
+    `tokenizer.chat_template`) was said to have no chat template of its own, given no
+    chat_format, and to lack chat_template.default given that: both refused, where
+    llama-cpp-python's server renders prompts with that template (its chat_template.default
+    is `tokenizer.chat_template`, else `tokenizer.chat_template.default`). Both are taken now;
+    a GGUF with both keys is rendered with the plain one, as the server does. The GGUFs are
+    the embedded one with keys renamed (another key shortened to keep the length)."""
+    own = resolve_gguf("embedded:smollm2")
+    template = local_server.chat_template(own)
+    assert template is not None and "im_start" in template
+    only_default = embedded_gguf_with_keys_renamed(
+        tmp_path / "only_default.gguf",
+        {"tokenizer.chat_template": "tokenizer.chat_template.default",
+         "general.organization": "general.orga"},
+    )  # fmt: skip
+    for chat_format in (None, "chat_template.default"):
+        local = {"gguf": str(only_default), "chat_format": chat_format}
+        preflight(
+            PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+        )
+    assert local_server.chat_template(only_default) == template
+    both = embedded_gguf_with_keys_renamed(
+        tmp_path / "both.gguf",  # tokenizer.chat_template.default: "HuggingFaceTB"
+        {"general.organization": "tokenizer.chat_template.default",
+         "general.size_label": "general"},
+    )  # fmt: skip
+    assert local_server.chat_template(both) == template
+    assert local_server.chat_template(both, "tool_use") is None

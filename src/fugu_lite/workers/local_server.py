@@ -335,12 +335,15 @@ def vocab_size(gguf: Path) -> int | None:
 
 
 def chat_template(gguf: Path, name: str = "default") -> str | None:
-    """The GGUF's own chat template (`tokenizer.chat_template`, which llama.cpp's server
-    renders prompts with when the worker sets no chat_format, or chat_format
-    chat_template.default), or another it names (`tokenizer.chat_template.tool_use`, for
-    chat_format chat_template.tool_use); None when it has none or llama.cpp cannot read it."""
-    key = CHAT_TEMPLATE_KEY + ("" if name == "default" else f".{name}")
-    return gguf_reading(gguf).chat_templates.get(key)
+    """The GGUF's own chat template, which llama.cpp's server renders prompts with when the
+    worker sets no chat_format, or chat_format chat_template.default (its
+    `tokenizer.chat_template`, else its `tokenizer.chat_template.default`, as the server
+    reads them), or another it names (`tokenizer.chat_template.tool_use`, for chat_format
+    chat_template.tool_use); None when it has none or llama.cpp cannot read it."""
+    templates = gguf_reading(gguf).chat_templates
+    if name == "default" and CHAT_TEMPLATE_KEY in templates:
+        return templates[CHAT_TEMPLATE_KEY]
+    return templates.get(f"{CHAT_TEMPLATE_KEY}.{name}")
 
 
 def server_command(gguf: Path, model: str, port: int, config: LocalServerConfig) -> list[str]:
