@@ -1584,3 +1584,30 @@ def test_a_gguf_whose_template_is_under_its_default_name_has_its_own_template(
     )  # fmt: skip
     assert local_server.chat_template(both) == template
     assert local_server.chat_template(both, "tool_use") is None
+
+
+def test_a_mistyped_chat_format_names_the_nearest_and_leaves_out_only_with_a_template(
+    tmp_path: Path,
+) -> None:
+    """A mistyped local.chat_format was told "or leave chat_format out for the GGUF's own
+    template" on a GGUF without one too, where leaving it out is refused in turn; and one
+    in capitals ("ChatML") was given no format it meant, one with a space after it or
+    without its dash one alone. The nearest formats are named now (the one it is but for
+    case and spaces, else up to three), and leaving it out is said only for a GGUF with a
+    template of its own."""
+    untemplated = untemplated_gguf(tmp_path)
+    meant = {
+        "chatml ": "(did you mean 'chatml'?)",
+        "ChatML": "(did you mean 'chatml'?)",
+        "llama2": "(did you mean 'llama-2' or 'llama-3'?)",
+    }
+    leave_out = "or leave chat_format out for the GGUF's own template"
+    for gguf, own in ((resolve_gguf("embedded:smollm2"), True), (untemplated, False)):
+        for chat_format, hint in meant.items():
+            local = {"gguf": str(gguf), "chat_format": chat_format}
+            worker = WorkerConfig.model_validate({"id": "w", "model": "m", "local": local})
+            with pytest.raises(PoolStartError) as caught:
+                llama_cpp_requests.check_chat_format(worker)
+            said = str(caught.value)
+            assert said.startswith(f"worker w: local.chat_format {chat_format!r} {hint} is not")
+            assert ("chatml, chatml-function-calling" in said) and said.endswith(leave_out) == own

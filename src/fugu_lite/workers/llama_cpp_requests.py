@@ -259,13 +259,25 @@ def check_chat_format(worker: WorkerConfig) -> None:
     known = llama_cpp_chat_formats()
     if not known or chat_format in known:
         return
-    close = difflib.get_close_matches(chat_format, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = nearest_chat_formats(chat_format, known)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    own = chat_template(worker_gguf(worker.id, local)) is not None
     raise PoolStartError(
         f"worker {worker.id}: local.chat_format {chat_format!r}{hint} is not a chat format of "
         f"llama.cpp's server, which would answer every call with an error; it has "
-        f"{', '.join(sorted(known))}, or leave chat_format out for the GGUF's own template"
+        f"{', '.join(sorted(known))}"
+        + (", or leave chat_format out for the GGUF's own template" if own else "")
     )
+
+
+def nearest_chat_formats(chat_format: str, known: frozenset[str]) -> list[str]:
+    """The chat formats a mistyped one most likely means: the one it is but for case and
+    spaces ("ChatML", "chatml "), else up to three that read closest ("llama2")."""
+    by_written = {name.lower(): name for name in known}
+    written = chat_format.strip().lower()
+    if written in by_written:
+        return [by_written[written]]
+    return [by_written[name] for name in difflib.get_close_matches(written, by_written, n=3)]
 
 
 # Formats of model families that llama.cpp's server has, named when a GGUF has no template.
