@@ -173,6 +173,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--config_file",
     "--api_key",
     "--hf_model_repo_id",
+    "--root_path",
 }
 
 

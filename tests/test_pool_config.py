@@ -307,6 +307,8 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
             ["--hf_model_repo_id", "bartowski/Qwen2.5-0.5B-Instruct-GGUF"],
             "--hf_model_repo_id: llama.cpp's server would then download a model from that",
         ),
+        (["--root_path", "/v1"], "--root_path: with a root path of /v1 (or one under it)"),
+        (["--root=/llm"], "--root: llama.cpp's server reads it as --root_path (a flag's start"),
         (["--help"], "--help: llama.cpp's server would print its flags and exit at its start"),
         (["--seed", "1", "-h"], "-h: llama.cpp's server would print its flags and exit"),
         (["--he"], "--he: llama.cpp's server reads it as --help (a flag's start stands for"),
@@ -324,7 +326,8 @@ def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
     server does not have ("did you mean '--model'?"), then told to see its flags with
     --help. --hf_model_repo_id made it look for local.gguf's path in that Hugging Face repo,
     to download, serving no local.gguf: its start failed on a file not found there, or on
-    HF_HUB_OFFLINE, saying to unset it."""
+    HF_HUB_OFFLINE, saying to unset it. --root_path /v1 made the server take /v1 off the
+    paths fugu-lite calls and answer them 404: its start timed out the same way."""
     worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
     with pytest.raises(ValidationError, match=re.escape(said)):
         PoolConfig.model_validate({"workers": [worker]})

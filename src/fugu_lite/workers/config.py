@@ -62,6 +62,10 @@ SERVER_FLAGS_REFUSED = {
     "--hf_model_repo_id": "llama.cpp's server would then download a model from that Hugging "
     "Face repo (a file of it matching local.gguf's path), not serve local.gguf; download the "
     "GGUF yourself and give its path as local.gguf",
+    "--root_path": "with a root path of /v1 (or one under it) llama.cpp's server takes that "
+    "part off the paths fugu-lite calls (/v1/models, /v1/chat/completions) and answers them "
+    "404, so its start would time out; a reverse proxy's root path is of no use to a server "
+    "only fugu-lite calls, on 127.0.0.1",
     "--ssl_keyfile": _HTTPS_ONLY,
     "--ssl_certfile": _HTTPS_ONLY,
     "--help": _HELP_ONLY,
