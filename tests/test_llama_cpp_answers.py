@@ -1,0 +1,134 @@
+"""A local worker's answers put in OpenAI's form (llama_cpp_answers), each function on its
+own: only the real-server tests (integration, minutes) reached them. The answers are shaped
+as llama-cpp-python's server gives them (llama_chat_format's function-calling streams)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fugu_lite.workers.llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
+
+ARGUMENTS = '{"a": 1, "b": 2}'
+
+
+def tool_call(name: str = "add", index: int = 0, arguments: str = ARGUMENTS) -> dict[str, Any]:
+    return {
+        "index": index,
+        "id": f"call__{index}_{name}_cmpl-1",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def completion_with_a_call() -> dict[str, Any]:
+    """A completion of a request with tools, as llama.cpp's server gives it: the call in
+    both calling styles."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "add", "arguments": ARGUMENTS},
+        "tool_calls": [tool_call()],
+    }
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls", "logprobs": None}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "choices": [choice]}
+
+
+def call_delta(arguments: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A stream chunk carrying part of a call, as llama.cpp's server streams it: the call's
+    id, type and name repeated in every delta, the legacy function_call beside it."""
+    delta = {
+        "role": None,
+        "content": None,
+        "function_call": {"name": "add", "arguments": arguments},
+        "tool_calls": calls if calls is not None else [tool_call(arguments=arguments)],
+    }
+    choice = {"index": 0, "finish_reason": None, "logprobs": None, "delta": delta}
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice]}
+
+
+def test_a_call_is_given_in_the_calling_style_of_its_request() -> None:
+    """A request with tools gets `tool_calls` alone and finish_reason "tool_calls"; one with
+    the deprecated `functions` gets `function_call` alone and finish_reason "function_call",
+    in a completion's message and in a stream's delta."""
+    for legacy in (False, True):
+        [choice] = one_call_style(completion_with_a_call(), legacy=legacy)["choices"]
+        [chunk_choice] = one_call_style(call_delta(ARGUMENTS), legacy=legacy)["choices"]
+        for part in (choice["message"], chunk_choice["delta"]):
+            if legacy:
+                assert "tool_calls" not in part
+                assert part["function_call"] == {"name": "add", "arguments": ARGUMENTS}
+            else:
+                assert "function_call" not in part
+                assert part["tool_calls"] == [tool_call()]
+        assert choice["finish_reason"] == ("function_call" if legacy else "tool_calls")
+        assert chunk_choice["finish_reason"] is None
+
+
+def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
+    """What a worker's answer lacks (choices, a choice's message) is for the completion's
+    parser to say; reshaping it leaves it as it came rather than fail on it."""
+    for payload in (
+        {"error": {"message": "model is loading"}},
+        {"choices": None},
+        {"choices": [{"index": 0, "finish_reason": "stop"}]},
+        {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+    ):
+        for legacy in (False, True):
+            assert one_call_style(copy.deepcopy(payload), legacy=legacy) == payload
+
+
+def token(chosen: float, *alternatives: float) -> dict[str, Any]:
+    """A token's logprobs as llama.cpp's server gives them: the chosen token first among
+    its top_logprobs, whether or not it is one of the most likely asked."""
+    top = [{"token": "chosen", "logprob": chosen}]
+    top += [{"token": f"t{n}", "logprob": value} for n, value in enumerate(alternatives)]
+    return {"token": "chosen", "logprob": chosen, "top_logprobs": top}
+
+
+def logprobs_chunk(*tokens: dict[str, Any]) -> dict[str, Any]:
+    choice = {"index": 0, "delta": {"content": "x"}, "logprobs": {"content": list(tokens)}}
+    return {"choices": [choice]}
+
+
+def top_values(payload: dict[str, Any]) -> list[list[float]]:
+    content = payload["choices"][0]["logprobs"]["content"]
+    return [[entry["logprob"] for entry in each["top_logprobs"]] for each in content]
+
+
+def test_top_logprobs_hold_the_most_likely_tokens_asked_most_likely_first() -> None:
+    """llama.cpp adds the chosen token to a token's top_logprobs when it is not among the N
+    asked (N + 1 alternatives, one for top_logprobs 0); they hold the N most likely now,
+    the most likely first, as OpenAI's do (none for 0)."""
+    unlikely = token(-3.0, -0.5, -1.0)  # the chosen one is not among the 2 most likely
+    likely = token(-0.1, -2.0, -2.5)  # it is, and the third is left out
+    payload = logprobs_chunk(copy.deepcopy(unlikely), copy.deepcopy(likely))
+    assert top_values(top_logprobs_as_asked(payload, 2)) == [[-0.5, -1.0], [-0.1, -2.0]]
+    alone = logprobs_chunk(copy.deepcopy(unlikely))
+    assert top_values(top_logprobs_as_asked(alone, 0)) == [[]]
+    few = logprobs_chunk(token(-0.1, -2.0))  # no more than asked: as it came
+    assert top_values(top_logprobs_as_asked(few, 5)) == [[-0.1, -2.0]]
+
+
+def test_a_chunk_without_logprobs_is_left_as_it_is() -> None:
+    """A stream's last chunk (its finish_reason) carries `logprobs: null` although the
+    request asked for them; it is passed on as it came."""
+    last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "logprobs": None}]}
+    assert top_logprobs_as_asked(copy.deepcopy(last), 2) == last
+
+
+def test_a_streamed_calls_id_type_and_name_are_in_its_first_delta_only() -> None:
+    """llama.cpp repeats a streamed call's id, type and name (and a function_call's name) in
+    every delta, and clients join what the deltas hold (the openai SDK's stream helper
+    named the tool "addaddadd..."); they are in each call's first delta only now, its
+    arguments in every one."""
+    named: set[tuple[Any, Any]] = set()
+    opening = named_once(call_delta('{"a": 1'), named)["choices"][0]["delta"]
+    assert opening["tool_calls"] == [tool_call(arguments='{"a": 1')]
+    assert opening["function_call"] == {"name": "add", "arguments": '{"a": 1'}
+    following = named_once(call_delta(', "b": 2}'), named)["choices"][0]["delta"]
+    assert following["tool_calls"] == [{"index": 0, "function": {"arguments": ', "b": 2}'}}]
+    assert following["function_call"] == {"arguments": ', "b": 2}'}
+    # A second call of the same answer (its own index) is named in its own first delta.
+    second = named_once(call_delta("{", [tool_call("mul", 1, "{")]), named)
+    assert second["choices"][0]["delta"]["tool_calls"] == [tool_call("mul", 1, "{")]
