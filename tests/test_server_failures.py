@@ -964,6 +964,25 @@ def test_a_private_address_in_a_workers_own_error_is_hidden_from_the_client() ->
     )
 
 
+def test_a_private_ipv6_address_written_bare_in_a_workers_own_error_is_hidden() -> None:
+    """An IPv6 address was hidden only in brackets ("[fd00::5]:3128"): written bare, as a
+    gateway's error often has it ("upstream fe80::1%eth0 refused", "::1 port 8080"), it was
+    shown to serve's client. Each private, loopback, link-local or unique-local one is hidden
+    now, as an IPv4 one is; a public one, a time, a MAC address and a hash are kept."""
+    said = (
+        "upstream fe80::1%eth0 refused; fd12:3456:789a::1: connection refused; ::1 port 8080; "
+        "fd00::5:8080 and fe80::2%eth0:8080 down; http://[fe80::1%25eth0]:8080/v1 too "
+        "(::ffff:10.0.0.5). Public 2606:4700::1111 and ::ffff:8.8.8.8 at 12:30:45, "
+        "mac 00:1a:2b:3c:4d:5e, sha256:deadbeef01, vllm 0.6.1.2"
+    )
+    assert without_addresses(said, set()) == (
+        "upstream [worker address] refused; [worker address]: connection refused; "
+        "[worker address]; [worker address] and [worker address] down; [worker address] too "
+        "([worker address]). Public 2606:4700::1111 and ::ffff:8.8.8.8 at 12:30:45, "
+        "mac 00:1a:2b:3c:4d:5e, sha256:deadbeef01, vllm 0.6.1.2"
+    )
+
+
 # A project key as OpenAI issues them (sk-proj-, 164 characters), and a key of the older
 # kind (sk-, 51).
 PROJECT_KEY = "sk-proj-" + "Ab3dE" * 30 + "fG7hZq9X"

@@ -60,9 +60,17 @@ INTERNAL_NETWORKS = tuple(
     for network in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.0/8",
                     "169.254.0.0/16", "::1/128", "fc00::/7", "fe80::/10")
 )  # fmt: skip
+# An IPv6 address is often written bare ("fe80::1%eth0", "::1"): hex groups and colons, an
+# IPv4 address at its end, then a zone (%eth0; %25eth0 in a URL) or no colon and letter or
+# digit (the address cut short). Times (12:30:45) and MAC addresses match too, and are kept
+# as no IP address (hidden_if_internal).
+BARE_IPV6 = (
+    r"(?:[0-9a-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-f]{1,4}|(?<=::))"
+    r"(?:%[\w-]+|(?!:\w))"
+)
 IP_ADDRESS = re.compile(
     r"(?:\b[a-z][a-z0-9+.-]*://(?:[^\s/@]+@)?)?(?<![\w.:])"
-    r"(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\])(?![\w-]|\.\w)"
+    rf"(\d{{1,3}}(?:\.\d{{1,3}}){{3}}|\[[0-9a-f:.]+(?:%[\w-]+)?\]|{BARE_IPV6})(?![\w-]|\.\w)"
     r"(?::\d+| port \d+)?(?:/[^\s()'\",;]*)?",
     re.IGNORECASE,
 )
@@ -134,8 +142,10 @@ def without_addresses(text: str, hosts: set[str]) -> str:
 def hidden_if_internal(address: re.Match[str]) -> str:
     try:
         ip = ipaddress.ip_address(address[1].strip("[]"))
-    except ValueError:  # 999.1.2.3, a version number
+    except ValueError:  # 999.1.2.3, a version number; 12:30:45, a time
         return address[0]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:  # ::ffff:10.0.0.5
+        ip = ip.ipv4_mapped
     internal = any(ip in network for network in INTERNAL_NETWORKS)
     return HIDDEN_ADDRESS if internal else address[0]
 
