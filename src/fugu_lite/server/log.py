@@ -134,7 +134,7 @@ class DecisionLog:
             self._thread.join(timeout=timeout_s)
             if self._thread.is_alive():  # a stalled disk: the process may end before it writes
                 logger.error(
-                    "the decision log %s was still being written %.0f s after the server "
+                    "the decision log %s was still being written %g s after the server "
                     "began to stop; the decisions not yet on disk (%d still queued) may be "
                     "lost", self.path, timeout_s, max(self._queue.qsize() - 1, 0),
                 )  # fmt: skip
