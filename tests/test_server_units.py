@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
 from fugu_lite.server import log as log_module
-from fugu_lite.server.app import show_package_logs, uvicorn_log_config
+from fugu_lite.server.app import check_workers_match, show_package_logs, uvicorn_log_config
 from fugu_lite.server.auth import Redactor
 from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
@@ -438,6 +438,30 @@ def test_serve_command_refuses_bad_flags_before_loading_anything(
         busy.listen()
         port = busy.getsockname()[1]
         assert f"cannot listen on 127.0.0.1:{port}" in serve_with("--port", str(port))
+
+
+def test_a_pool_lacking_a_routers_worker_is_refused_and_one_with_more_is_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """check_workers_match was read only by `serve` runs whose wrong acceptance of a pool
+    lacking a router's worker left the server listening: a mutant passing it was caught by
+    the test timing out, not by an assert. Each case is read here at once: a pool lacking a
+    worker is refused naming it, one with a worker more is warned of, naming it, and a pool
+    of exactly the router's workers passes without a word."""
+
+    def pool_of(*ids: str) -> PoolConfig:
+        return PoolConfig(
+            workers=[WorkerConfig(id=i, model="m", base_url="http://127.0.0.1:9/v1") for i in ids]
+        )
+
+    with pytest.raises(ValueError, match=r"the pool has no worker \['coder'\]"):
+        check_workers_match(WORKERS, pool_of("cheap-small", "mathematician", "extra"))
+    with caplog.at_level(logging.WARNING, logger="fugu_lite.server.app"):
+        check_workers_match(WORKERS, pool_of(*WORKERS))
+        assert not caplog.records
+        check_workers_match(WORKERS, pool_of("extra", *WORKERS))
+    [warning] = [record.getMessage() for record in caplog.records]
+    assert warning == "pool workers ['extra'] are unknown to the router and never chosen"
 
 
 def test_serve_command_refuses_bad_setups_before_listening(
