@@ -1410,3 +1410,26 @@ def test_a_server_that_could_not_start_stops_its_decision_log_thread(
         asyncio.run(server.start())
     writer.join(5)
     assert not writer.is_alive()
+
+
+# uvicorn ends its thread with sys.exit(3) on a failed start (threading ignores a SystemExit)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_server_thread_whose_app_could_not_start_says_why_without_waiting_out_its_timeout(
+    stubs: Stubs, family: RouterFamily, checkpoint: Path
+) -> None:
+    """ServerThread (tests, benches, `make demo`) ends its wait for the server at once when
+    uvicorn's thread ends, saying the app's own startup error: no test started an app that
+    fails, so waiting out the whole startup timeout instead (300 s by default), or saying
+    "see the log above" for the reason, passed every test."""
+    app = create_app(
+        ServeSettings(checkpoint=checkpoint), family=family, pool_config=pool_for(stubs)
+    )
+
+    async def failing_start() -> None:
+        raise RuntimeError("the pool could not start")
+
+    app.state.fugu.pool.__aenter__ = failing_start
+    # far longer than a failed start takes here, loaded or not; waited out, it says so
+    with pytest.raises(RuntimeError) as refused:
+        ServerThread(app, startup_timeout_s=30).start()
+    assert str(refused.value) == "fugu-lite did not start: the pool could not start"
