@@ -45,8 +45,9 @@ from fugu_lite.cli import app
 from fugu_lite.config import PipelineConfig, RLTrainingConfig, SFTTrainingConfig
 from fugu_lite.router_family import RouterFamily, load_family_or_single, train_router_family
 from fugu_lite.schemas import ChatMessage, RewardRecord
+from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.app import ServeSettings, create_app
-from fugu_lite.server.auth import ApiKeyError, Redactor, load_api_keys
+from fugu_lite.server.auth import ApiKeyChecker, ApiKeyError, Redactor, load_api_keys
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
 
@@ -1066,6 +1067,17 @@ def test_a_key_is_matched_as_it_is_and_its_scheme_in_any_case(serve, stubs: Stub
         "the Authorization header must be `Bearer YOUR_KEY`"
     )
     assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
+
+
+def test_a_bearer_header_with_no_key_after_it_is_told_the_headers_form() -> None:
+    """`Authorization: Bearer` with no key after it (curl's `-H "Authorization: Bearer
+    $KEY"` with KEY unset) is told the header's form; only its 401 status was read, so
+    answering it "invalid API key", as if a wrong key had been sent, passed every test."""
+    checker = ApiKeyChecker([ENDPOINT_KEY])
+    for header in ("Bearer", "Bearer ", "bearer    "):
+        with pytest.raises(ApiError) as refused:
+            checker.check({"authorization": header})
+        assert refused.value.message == "the Authorization header must be `Bearer YOUR_KEY`"
 
 
 def test_a_key_sent_in_another_apis_header_is_told_where_it_goes(serve, stubs: Stubs) -> None:
