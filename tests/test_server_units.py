@@ -182,6 +182,34 @@ async def batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
         await batcher.submit("late")
 
 
+def test_micro_batcher_answers_on_after_a_client_left_during_its_forward_pass() -> None:
+    """A request whose client left while its batch's forward pass ran (its future cancelled)
+    is skipped when the pass's results are handed out: no test cancelled one then, so
+    setting its result anyway (InvalidStateError, which ended the batcher's loop, so that
+    its batch mates and every later request waited forever) passed every test."""
+    asyncio.run(batcher_answers_on_after_a_client_left_during_its_forward_pass())
+
+
+async def batcher_answers_on_after_a_client_left_during_its_forward_pass() -> None:
+    in_pass, release = threading.Event(), threading.Event()
+
+    def blocking(items: list[str]) -> list[str]:
+        in_pass.set()
+        release.wait(10)
+        return items
+
+    batcher = MicroBatcher(blocking, window_s=0.0)
+    batcher.start()
+    gone, kept = (asyncio.create_task(batcher.submit(item)) for item in ("gone", "kept"))
+    while not in_pass.is_set():
+        await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.to_thread(release.set)
+    assert await asyncio.wait_for(kept, 5) == "kept"
+    assert await asyncio.wait_for(batcher.submit("later"), 5) == "later"
+    await batcher.stop()
+
+
 def test_micro_batcher_fails_the_batch_not_the_batcher() -> None:
     asyncio.run(batcher_fails_the_batch_not_the_batcher())
 
