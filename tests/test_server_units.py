@@ -240,6 +240,23 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     await batcher.stop()
 
 
+def test_a_batcher_or_breaker_built_with_settings_that_cannot_work_is_refused() -> None:
+    """serve's flags are checked before these are built, but a bench or a program builds
+    them itself: no test gave them a setting that cannot work, so taking max_batch 0 (every
+    batch empty: no request ever routed, the loop spinning), a negative window, a failure
+    threshold of 0 or a negative cool-down passed every test."""
+    with pytest.raises(ValueError, match=r"^max_batch must be at least 1$"):
+        MicroBatcher(lambda items: items, max_batch=0)
+    with pytest.raises(ValueError, match=r"^the batching window must be >= 0 seconds$"):
+        MicroBatcher(lambda items: items, window_s=-0.001)
+    with pytest.raises(ValueError, match=r"failure threshold must be at least 1$"):
+        CircuitBreaker(WORKERS, failure_threshold=0)
+    with pytest.raises(ValueError, match=r"cool-down must be >= 0 seconds$"):
+        CircuitBreaker(WORKERS, cooldown_s=-0.5)
+    assert MicroBatcher(lambda items: items, window_s=0.0, max_batch=1).max_batch == 1
+    assert CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.0).cooldown_s == 0.0
+
+
 def test_circuit_breaker_states() -> None:
     now = [0.0]
     breaker = CircuitBreaker(["a", "b"], failure_threshold=2, cooldown_s=10, clock=lambda: now[0])
