@@ -149,6 +149,21 @@ async def batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop
     assert await running == "running"  # (the next test: in its forward pass at stop)
 
 
+def started_blocking_batcher() -> tuple[MicroBatcher[str, str], threading.Event, threading.Event]:
+    """A started batcher (in a running event loop) whose forward pass sets `in_pass`, then
+    waits for `release` (10 s at most)."""
+    in_pass, release = threading.Event(), threading.Event()
+
+    def blocking(items: list[str]) -> list[str]:
+        in_pass.set()
+        release.wait(10)
+        return items
+
+    batcher = MicroBatcher(blocking, window_s=0.0)
+    batcher.start()
+    return batcher, in_pass, release
+
+
 def test_micro_batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
     """stop() cancelled the batcher while a batch ran its forward pass: that batch's requests
     were never answered, and their clients waited forever; then they were failed as shutting
@@ -159,15 +174,7 @@ def test_micro_batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
 
 
 async def batcher_answers_the_batch_in_its_forward_pass_at_stop() -> None:
-    in_pass, release = threading.Event(), threading.Event()
-
-    def blocking(items: list[str]) -> list[str]:
-        in_pass.set()
-        release.wait(10)
-        return items
-
-    batcher = MicroBatcher(blocking, window_s=0.0)
-    batcher.start()
+    batcher, in_pass, release = started_blocking_batcher()
     running = asyncio.gather(*(batcher.submit(item) for item in ("a", "b")))
     while not in_pass.is_set():
         await asyncio.sleep(0.01)
@@ -191,15 +198,7 @@ def test_micro_batcher_answers_on_after_a_client_left_during_its_forward_pass() 
 
 
 async def batcher_answers_on_after_a_client_left_during_its_forward_pass() -> None:
-    in_pass, release = threading.Event(), threading.Event()
-
-    def blocking(items: list[str]) -> list[str]:
-        in_pass.set()
-        release.wait(10)
-        return items
-
-    batcher = MicroBatcher(blocking, window_s=0.0)
-    batcher.start()
+    batcher, in_pass, release = started_blocking_batcher()
     gone, kept = (asyncio.create_task(batcher.submit(item)) for item in ("gone", "kept"))
     while not in_pass.is_set():
         await asyncio.sleep(0.01)
