@@ -4,6 +4,7 @@ reading its output, and the `run` fixture's import -> train pipeline (conftest.p
 from __future__ import annotations
 
 import csv
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +70,12 @@ sys.argv[0] = "fugu-lite"
 main()
 """
 )
+
+
+def ignore_ctrl_c() -> None:
+    """A subprocess's preexec_fn: it starts with Ctrl-C (SIGINT) ignored, as a script's shell
+    starts a command run in the background (`fugu-lite collect ... &`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 runner = CliRunner()

@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, SIGTERM_AFTER_TWO_CALLS
+from cli_support import (
+    SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT,
+    SIGTERM_AFTER_TWO_CALLS,
+    ignore_ctrl_c,
+)
 from conftest import (
     AnsweringTogether,
     collect_with_file_limit,
@@ -1003,9 +1007,20 @@ def test_a_signal_stops_collect_run_as_the_console_script_without_a_traceback(
     _stop_collect_after_two_calls(tmp_path, SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, stop_signal)
 
 
-def _stop_collect_after_two_calls(tmp_path: Path, script: str, stop_signal: str) -> None:
+def test_sigterm_stops_collect_started_with_ctrl_c_ignored_as_ctrl_c_does(tmp_path: Path) -> None:
+    """Started with Ctrl-C ignored (`fugu-lite collect ... &` in a script), asyncio.run did
+    not cancel the run on the SIGTERM taken as a Ctrl-C: its KeyboardInterrupt broke out of
+    one of the run's tasks and Python printed the traceback. The SIGTERM now cancels the run
+    itself: one line, exit 130, what was answered kept, and the next run goes on."""
+    _stop_collect_after_two_calls(tmp_path, SIGTERM_AFTER_TWO_CALLS, "SIGTERM", ctrl_c_ignored=True)
+
+
+def _stop_collect_after_two_calls(
+    tmp_path: Path, script: str, stop_signal: str, ctrl_c_ignored: bool = False
+) -> None:
     """collect stopped by the signal after its second call: one line, exit 130, no
-    traceback, and the next run asks only what was not answered."""
+    traceback, and the next run asks only what was not answered. `ctrl_c_ignored`: started
+    with SIGINT ignored, as a script's shell starts a command run in the background."""
     tasks = number_tasks(8)
     output = tmp_path / "rewards.jsonl"
     tasks_path, pool_path = tmp_path / "tasks.jsonl", tmp_path / "pool.yaml"
@@ -1019,6 +1034,7 @@ def _stop_collect_after_two_calls(tmp_path: Path, script: str, stop_signal: str)
             capture_output=True, text=True, timeout=120,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
                  "STOP_SIGNAL": stop_signal},
+            preexec_fn=ignore_ctrl_c if ctrl_c_ignored else None,
         )  # fmt: skip
         said = stopped.stdout + stopped.stderr
         assert stopped.returncode == 130, said

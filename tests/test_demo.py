@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import CONFIG, SIGTERM_AFTER_TWO_CALLS, flat
+from cli_support import CONFIG, SIGTERM_AFTER_TWO_CALLS, flat, ignore_ctrl_c
 from rich.console import Console
 from server_support import Stubs, pool_for
 from typer.testing import CliRunner, Result
@@ -207,10 +207,15 @@ def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
 
 
-def test_sigterm_while_the_demo_collects_stops_it_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ctrl_c", ["handled", "ignored"])
+def test_sigterm_while_the_demo_collects_stops_it_without_a_traceback(
+    tmp_path: Path, ctrl_c: str
+) -> None:
     """The demo raised SIGTERM as KeyboardInterrupt wherever it was, inside one of its
     collection's asyncio tasks too: Python printed that task's traceback ("Task exception was
-    never retrieved") after the `interrupted:` line. It now stops as on Ctrl-C, as collect does."""
+    never retrieved") after the `interrupted:` line. It now stops as on Ctrl-C, as collect does,
+    also when started with Ctrl-C ignored (`fugu-lite demo &` in a script), where asyncio.run
+    does not cancel its run on one."""
     with StubWorker() as stub:
         pool = tmp_path / "pool.yaml"
         workers = [{"id": name, "model": "stub-model", "base_url": stub.base_url}
@@ -222,6 +227,7 @@ def test_sigterm_while_the_demo_collects_stops_it_without_a_traceback(tmp_path: 
             [sys.executable, "-c", SIGTERM_AFTER_TWO_CALLS, *args],
             capture_output=True, text=True, timeout=120,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"},
+            preexec_fn=ignore_ctrl_c if ctrl_c == "ignored" else None,
         )  # fmt: skip
     said = stopped.stdout + stopped.stderr
     assert stopped.returncode == 130, said

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from pathlib import Path
@@ -98,13 +97,14 @@ def run_local_loop(
     """Collect the local pool's rewards on `tasks`, train and evaluate on them."""
     from .collect.errors import CollectError
     from .collect.run import collect
+    from .collect.sigterm import run_until_stopped
     from .collect.summary import end_of_run_lines, summary_table
 
     output_dir = settings.output / "local"
     console.rule("2/3 local pool: generate tasks, collect rewards, train, evaluate")
     write_tasks(output_dir / "tasks.jsonl", tasks)
     rewards_path = output_dir / "rewards.jsonl"
-    summary = asyncio.run(collect(pool_config, tasks, rewards_path))
+    summary = run_until_stopped(collect(pool_config, tasks, rewards_path))
     console.print(summary_table(summary))
     for line in end_of_run_lines(summary, pool_config):
         notes_console().print(line)

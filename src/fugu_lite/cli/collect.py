@@ -86,10 +86,9 @@ def run_collection(
 ) -> tuple[CollectSummary, PoolConfig]:  # fmt: skip
     """Read the pool and the tasks, and collect; an interruption or a bad input ends the
     command with one line."""
-    import asyncio
-
     from ..collect.errors import CollectError
     from ..collect.run import collect
+    from ..collect.sigterm import run_until_stopped
     from ..tasks import read_tasks
     from ..workers.api_keys import PoolStartError
     from ..workers.config import load_pool_config
@@ -100,7 +99,7 @@ def run_collection(
         task_list = read_tasks(tasks)
         if judge is not None and not any(task.grader == "judge" for task in task_list):
             warn_judge_unused(judge, tasks)
-        summary = asyncio.run(
+        summary = run_until_stopped(
             collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
         )
     except KeyboardInterrupt:

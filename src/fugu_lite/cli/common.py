@@ -185,8 +185,9 @@ def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
     it, then raising KeyboardInterrupt), and outside it a Ctrl-C is a KeyboardInterrupt.
     Raised as KeyboardInterrupt itself (default_int_handler), it broke out of whichever of
     the run's tasks was running, whose traceback Python then printed. Where Ctrl-C is
-    ignored (a job a script started in the background), it is still raised so: stopped with
-    a traceback, not left running."""
+    ignored (a job a script started in the background), it is still raised so, and a
+    collection's asyncio run, which asyncio.run then does not cancel, cancels itself on
+    SIGTERM first (collect.sigterm.run_until_stopped)."""
     if callable(signal.getsignal(signal.SIGINT)):
         signal.raise_signal(signal.SIGINT)
     else:

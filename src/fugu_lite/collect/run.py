@@ -26,7 +26,7 @@ the worker's n_ctx is the same.
 This module runs a collection (collect, the Collector loop); what is already done is in
 state.py, the files' format in journal.py, their lock in lock.py, the hashes that say what
 still fits in hashes.py, the judge's wrapper in judge.py, the run's counters and its
-end-of-run summary in summary.py.
+end-of-run summary in summary.py, the stop of a run on SIGTERM in sigterm.py.
 """
 
 from __future__ import annotations
