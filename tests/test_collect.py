@@ -1007,45 +1007,82 @@ def test_a_signal_stops_collect_run_as_the_console_script_without_a_traceback(
     _stop_collect_after_two_calls(tmp_path, SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, stop_signal)
 
 
-def test_sigterm_stops_collect_started_with_ctrl_c_ignored_as_ctrl_c_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "script",
+    [SIGTERM_AFTER_TWO_CALLS, SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT],
+    ids=["app", "console-script"],
+)
+def test_sigterm_stops_collect_started_with_ctrl_c_ignored_as_ctrl_c_does(
+    tmp_path: Path, script: str
+) -> None:
     """Started with Ctrl-C ignored (`fugu-lite collect ... &` in a script), asyncio.run did
     not cancel the run on the SIGTERM taken as a Ctrl-C: its KeyboardInterrupt broke out of
     one of the run's tasks and Python printed the traceback. The SIGTERM now cancels the run
     itself: one line, exit 130, what was answered kept, and the next run goes on."""
-    _stop_collect_after_two_calls(tmp_path, SIGTERM_AFTER_TWO_CALLS, "SIGTERM", ctrl_c_ignored=True)
+    _stop_collect_after_two_calls(tmp_path, script, "SIGTERM", ctrl_c_ignored=True)
+
+
+def test_a_ctrl_c_ignored_when_collect_started_stays_ignored_under_the_console_script(
+    tmp_path: Path,
+) -> None:
+    """A script's shell starts `fugu-lite collect ... &` with Ctrl-C ignored, so that a
+    Ctrl-C meant for the script's foreground command leaves it running (Python keeps it
+    ignored). The console script's entry point set its own Ctrl-C handler whatever it
+    found, so that Ctrl-C stopped the collection. It is ignored now: the run goes on."""
+    tasks = number_tasks(8)
+    output = tmp_path / "rewards.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        finished = _collect_signalled_after_two_calls(
+            tmp_path, tasks, stub, SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT, "SIGINT", True
+        )
+    said = finished.stdout + finished.stderr
+    assert finished.returncode == 0 and "interrupted" not in said, said
+    assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
 
 
 def _stop_collect_after_two_calls(
     tmp_path: Path, script: str, stop_signal: str, ctrl_c_ignored: bool = False
 ) -> None:
     """collect stopped by the signal after its second call: one line, exit 130, no
-    traceback, and the next run asks only what was not answered. `ctrl_c_ignored`: started
-    with SIGINT ignored, as a script's shell starts a command run in the background."""
+    traceback, and the next run asks only what was not answered."""
     tasks = number_tasks(8)
     output = tmp_path / "rewards.jsonl"
-    tasks_path, pool_path = tmp_path / "tasks.jsonl", tmp_path / "pool.yaml"
-    write_tasks(tasks_path, tasks)
     with StubWorker(solver(tasks)) as stub:
-        config = stub_pool(("a", stub), ("b", stub))
-        pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-        args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
-        stopped = subprocess.run(
-            [sys.executable, "-c", script, *args, "--no-progress"],
-            capture_output=True, text=True, timeout=120,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
-                 "STOP_SIGNAL": stop_signal},
-            preexec_fn=ignore_ctrl_c if ctrl_c_ignored else None,
-        )  # fmt: skip
+        stopped = _collect_signalled_after_two_calls(
+            tmp_path, tasks, stub, script, stop_signal, ctrl_c_ignored
+        )
         said = stopped.stdout + stopped.stderr
         assert stopped.returncode == 130, said
         assert "interrupted:" in said and "Traceback" not in said, said
         asked = len(stub.bodies)
         answered = sum(line["event"] == "call" for line in log_lines(output))
         assert answered < 2 * len(tasks)
-        summary = run_collect(config, tasks, output)
+        summary = run_collect(stub_pool(("a", stub), ("b", stub)), tasks, output)
         assert summary.complete and summary.torn_lines == []
         assert len(stub.bodies) - asked == 2 * len(tasks) - answered  # no answer asked again
     assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
+
+
+def _collect_signalled_after_two_calls(
+    tmp_path: Path, tasks: list[Task], stub: StubWorker, script: str, stop_signal: str,
+    ctrl_c_ignored: bool,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """`script` (collect into tmp_path/rewards.jsonl, two workers of `stub`) sent
+    `stop_signal` after its second call. `ctrl_c_ignored`: started with SIGINT ignored, as a
+    script's shell starts a command run in the background."""
+    tasks_path, pool_path = tmp_path / "tasks.jsonl", tmp_path / "pool.yaml"
+    write_tasks(tasks_path, tasks)
+    config = stub_pool(("a", stub), ("b", stub))
+    pool_path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    output = tmp_path / "rewards.jsonl"
+    args = ["collect", "--pool", str(pool_path), "--tasks", str(tasks_path), "-o", str(output)]
+    return subprocess.run(
+        [sys.executable, "-c", script, *args, "--no-progress"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
+             "STOP_SIGNAL": stop_signal},
+        preexec_fn=ignore_ctrl_c if ctrl_c_ignored else None,
+    )  # fmt: skip
 
 
 def test_an_answer_holding_half_an_emoji_is_kept_and_graded(tmp_path: Path) -> None:

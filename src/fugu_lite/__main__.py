@@ -31,7 +31,10 @@ def main() -> None:
     # backend named in the environment is never used, and an unknown one (MPLBACKEND=Qt4Agg
     # of an older setup) stopped `eval` with a traceback from matplotlib's import.
     os.environ["MPLBACKEND"] = "agg"
-    signal.signal(signal.SIGINT, _record_interrupt)
+    # Ctrl-C ignored stays ignored, as Python leaves it: a script's shell starts
+    # `fugu-lite collect ... &` so, for a Ctrl-C meant for the script to leave it running
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _record_interrupt)
     try:
         from .cli import app, interruption_reported
 
