@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.hashes import grading_code_digest
 from fugu_lite.collect.journal import LogEntry, default_log_path
+from fugu_lite.collect.sigterm import run_until_stopped
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
@@ -1038,6 +1040,42 @@ def test_a_ctrl_c_ignored_when_collect_started_stays_ignored_under_the_console_s
     said = finished.stdout + finished.stderr
     assert finished.returncode == 0 and "interrupted" not in said, said
     assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
+
+
+def test_a_sigterm_cancels_the_run_then_goes_to_the_handler_it_found() -> None:
+    """run_until_stopped, with Ctrl-C ignored (asyncio.run then cancels nothing on one): the
+    SIGTERM cancels the run's task where it waits, and the SIGTERM handler found (the CLI's
+    raises KeyboardInterrupt) gets it once the event loop is gone, not inside one of its
+    tasks; the handler is put back after."""
+    seen: list[object] = []
+
+    def found(signum: int, frame: object) -> None:
+        try:
+            asyncio.get_running_loop()
+            seen.append("handler inside the loop")
+        except RuntimeError:
+            seen.append("handler after the loop")
+        raise KeyboardInterrupt
+
+    async def waiting() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    term = signal.signal(signal.SIGTERM, found)
+    ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_until_stopped(waiting())
+        after = signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, term)
+        signal.signal(signal.SIGINT, ctrl_c)
+    assert seen == ["cancelled", "handler after the loop"]
+    assert after is found
 
 
 def _stop_collect_after_two_calls(
