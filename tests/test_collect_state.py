@@ -83,6 +83,20 @@ def test_a_second_collect_on_the_same_files_is_refused_while_the_first_runs(
     assert list((tmp_path / "new").iterdir()) == []
 
 
+def test_an_empty_records_file_that_was_there_before_the_run_is_kept(tmp_path: Path) -> None:
+    """collect removes the records file it created when the run leaves it empty (no task
+    answered by every worker); no test had a file that was there before the run (made by
+    `touch`, or by a script checking its path), so removing that one too, a file the user
+    made, passed every test. It is kept."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    output.touch()
+    with StubWorker(mode="bad_model") as stub:  # every call refused: no record written
+        summary = run_collect(stub_pool(("w", stub)), tasks, output)
+    assert summary.records_total == 0 and summary.workers[0].failed_calls == 2
+    assert output.exists() and output.stat().st_size == 0
+
+
 def test_an_output_that_cannot_be_opened_is_refused_naming_it(tmp_path: Path) -> None:
     """-o a link into a folder that is gone (an unmounted disk) passed the checks and ended
     `collect` with a FileNotFoundError traceback; a file the user may not write (made by
