@@ -550,6 +550,31 @@ def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: P
     ]
 
 
+def test_an_unfinished_tasks_grade_under_an_earlier_answer_key_is_not_counted_done(
+    tmp_path: Path,
+) -> None:
+    """A saved grade of an unfinished task given under an earlier answer key is graded again;
+    until it is (its judge down, its grader failing) the cell is not done, and only written
+    records keep such grades in the table. No test summarised such a cell: a table counting
+    it done, its old score in the mean, passed every test."""
+    task = Task(id="capital", prompt="Capital of France?", answer="Paris", grader="exact",
+                task="geography")  # fmt: skip
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
+    )
+    cell = {"task_id": task.id, "worker_id": "w",
+            "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
+    call = {**cell, "event": "call", "output": "Paris", "latency_s": 0.5}
+    grade = {**cell, "event": "grade", "score": 1.0, "grading_hash": hashes.grading_hash(task),
+             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+    log = tmp_path / "r.calls.jsonl"
+    log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")
+    fixed = task.model_copy(update={"answer": "paris", "case_sensitive": True})
+    state = collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+    worker = summarize(state, RunCounters(state.worker_ids)).workers[0]
+    assert (worker.done, worker.pending, worker.mean_score) == (0, 1, None)
+
+
 def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
     """A local worker's `model` is only a label: an answer of another GGUF file (or chat
     format) is not reused. Call lines of older versions, which do not name the file, are."""
