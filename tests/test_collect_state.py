@@ -525,10 +525,12 @@ def test_the_summary_of_records_graded_under_an_earlier_answer_key_counts_them(
     assert summary.workers == [worker.model_copy(update={"calls": 0}) for worker in before.workers]
 
 
-def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: Path) -> None:
-    """A task's case_sensitive is part of its answer key (README): fixed between runs, its
-    saved answers are graded again, and the note naming what changed named the answer,
-    tests, grader and rubric only, leaving the user to wonder which of those they changed."""
+def state_after_an_answer_key_fix(
+    tmp_path: Path, output: str, fix: dict[str, Any]
+) -> collect_state.CollectState:
+    """The state of a collection of one exact-graded task, "Capital of France?" (answer
+    Paris), whose one worker's answer `output` was graded 1.0, read again after the task's
+    answer key got `fix`: no record written, so the task is unfinished."""
     task = Task(id="capital", prompt="Capital of France?", answer="Paris", grader="exact",
                 task="geography")  # fmt: skip
     config = PoolConfig.model_validate(
@@ -536,14 +538,21 @@ def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: P
     )
     cell = {"task_id": task.id, "worker_id": "w",
             "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
-    call = {**cell, "event": "call", "output": "paris"}
+    call = {**cell, "event": "call", "output": output, "latency_s": 0.5}
     grade = {**cell, "event": "grade", "score": 1.0, "grading_hash": hashes.grading_hash(task),
              "grading_code": hashes.grading_code_digest()}  # fmt: skip
     log = tmp_path / "r.calls.jsonl"
     log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")
-    fixed = task.model_copy(update={"case_sensitive": True})
-    state = collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
-    assert state.cells_to_grade() == [(task.id, "w")]
+    fixed = task.model_copy(update=fix)
+    return collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+
+
+def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: Path) -> None:
+    """A task's case_sensitive is part of its answer key (README): fixed between runs, its
+    saved answers are graded again, and the note naming what changed named the answer,
+    tests, grader and rubric only, leaving the user to wonder which of those they changed."""
+    state = state_after_an_answer_key_fix(tmp_path, "paris", {"case_sensitive": True})
+    assert state.cells_to_grade() == [("capital", "w")]
     assert state.regrade_notes() == [
         "1 saved answer is graded again, without asking its worker again: the task's answer "
         "key (answer, tests, grader, rubric, case_sensitive) changed"
@@ -557,20 +566,8 @@ def test_an_unfinished_tasks_grade_under_an_earlier_answer_key_is_not_counted_do
     until it is (its judge down, its grader failing) the cell is not done, and only written
     records keep such grades in the table. No test summarised such a cell: a table counting
     it done, its old score in the mean, passed every test."""
-    task = Task(id="capital", prompt="Capital of France?", answer="Paris", grader="exact",
-                task="geography")  # fmt: skip
-    config = PoolConfig.model_validate(
-        {"workers": [{"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1"}]}
-    )
-    cell = {"task_id": task.id, "worker_id": "w",
-            "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
-    call = {**cell, "event": "call", "output": "Paris", "latency_s": 0.5}
-    grade = {**cell, "event": "grade", "score": 1.0, "grading_hash": hashes.grading_hash(task),
-             "grading_code": hashes.grading_code_digest()}  # fmt: skip
-    log = tmp_path / "r.calls.jsonl"
-    log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")
-    fixed = task.model_copy(update={"answer": "paris", "case_sensitive": True})
-    state = collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+    fix = {"answer": "paris", "case_sensitive": True}
+    state = state_after_an_answer_key_fix(tmp_path, "Paris", fix)
     worker = summarize(state, RunCounters(state.worker_ids)).workers[0]
     assert (worker.done, worker.pending, worker.mean_score) == (0, 1, None)
 
