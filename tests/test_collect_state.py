@@ -531,6 +531,17 @@ def state_after_an_answer_key_fix(
     """The state of a collection of one exact-graded task, "Capital of France?" (answer
     Paris), whose one worker's answer `output` was graded 1.0, read again after the task's
     answer key got `fix`: no record written, so the task is unfinished."""
+    task, config, log = one_graded_answer(tmp_path, output, hashes.grading_code_digest())
+    fixed = task.model_copy(update=fix)
+    return collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+
+
+def one_graded_answer(
+    tmp_path: Path, output: str, grading_code: str | None
+) -> tuple[Task, PoolConfig, Path]:
+    """One exact-graded task, "Capital of France?" (answer Paris), its one-worker pool and
+    the call log tmp_path/r.calls.jsonl holding the worker's answer `output` graded 1.0 with
+    `grading_code` (None: as an older fugu-lite logged it, without)."""
     task = Task(id="capital", prompt="Capital of France?", answer="Paris", grader="exact",
                 task="geography")  # fmt: skip
     config = PoolConfig.model_validate(
@@ -540,11 +551,10 @@ def state_after_an_answer_key_fix(
             "request_hash": hashes.request_hash(config.workers[0], task)}  # fmt: skip
     call = {**cell, "event": "call", "output": output, "latency_s": 0.5}
     grade = {**cell, "event": "grade", "score": 1.0, "grading_hash": hashes.grading_hash(task),
-             "grading_code": hashes.grading_code_digest()}  # fmt: skip
+             "grading_code": grading_code}  # fmt: skip
     log = tmp_path / "r.calls.jsonl"
     log.write_text(f"{json.dumps(call)}\n{json.dumps(grade)}\n")
-    fixed = task.model_copy(update=fix)
-    return collect_state.CollectState(config, [fixed], tmp_path / "r.jsonl", log).load()
+    return task, config, log
 
 
 def test_a_case_rule_fixed_between_runs_is_named_in_the_regrade_note(tmp_path: Path) -> None:
@@ -570,6 +580,22 @@ def test_an_unfinished_tasks_grade_under_an_earlier_answer_key_is_not_counted_do
     state = state_after_an_answer_key_fix(tmp_path, "Paris", fix)
     worker = summarize(state, RunCounters(state.worker_ids)).workers[0]
     assert (worker.done, worker.pending, worker.mean_score) == (0, 1, None)
+
+
+def test_records_graded_by_a_fugu_lite_that_logged_no_grading_code_get_no_note(
+    tmp_path: Path,
+) -> None:
+    """A written record whose grade line an older fugu-lite wrote without its grading code
+    would be noted on every run for ever (records are never rewritten); no test had one, so
+    a note saying so each run passed every test. Only a pending task's answer is noted."""
+    task, config, log = one_graded_answer(tmp_path, "Paris", grading_code=None)
+    output = tmp_path / "r.jsonl"
+    record = RewardRecord(
+        prompt=task.record_prompt(), split="train", worker_ids=["w"], rewards=[1.0], id=task.id
+    )
+    write_records(output, [record])
+    state = collect_state.CollectState(config, [task], output, log).load()
+    assert state.recorded == {task.id} and state.regrade_notes() == []
 
 
 def test_a_local_worker_with_another_model_file_is_asked_again(tmp_path: Path) -> None:
