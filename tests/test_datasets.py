@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from datasets_support import (
+    ROUTERBENCH_MODELS,
     long_rows,
     record,
     routerbench_table,
@@ -129,6 +130,43 @@ def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
         import_long(long, use_split_column=True)
         import_long(write_jsonl(tmp_path / "plain.jsonl", long_rows()))
     assert "split column" not in caplog.text
+
+
+@pytest.mark.parametrize("format", ["routerbench", "zeroeval", "records"])
+def test_rewards_outside_zero_to_one_are_warned_of_in_every_format(
+    tmp_path: Path, format: str, caplog
+) -> None:
+    """Only the long format said that a 0-100 score column lies off the graders' scale: a
+    RouterBench or ZeroEval file, or a records file, was read and trained on without a word."""
+    ordinary = tmp_path / "ordinary"
+    ordinary.mkdir()
+    if format == "routerbench":
+        path = tmp_path / "rb.csv"
+        table = routerbench_table()
+        table[ROUTERBENCH_MODELS[1]] = [1.0, 85.0, 0.5]
+        table.to_csv(path, index=False)
+        routerbench_table().to_csv(ordinary / "rb.csv", index=False)
+        read, where = import_routerbench, f"{path}, row 2 (sample_id=gsm.1)"
+    elif format == "zeroeval":
+        rows = [zeroeval_row("q1"), zeroeval_row("q2", scores={"m1": 85, "m2": 1})]
+        path = write_jsonl(tmp_path / "scores_compact.jsonl", rows)
+        write_jsonl(ordinary / "scores_compact.jsonl", rows[:1])
+        read, where = import_zeroeval, f"{path}, line 2"
+    else:
+        path = tmp_path / "records.jsonl"
+        write_records(path, [record("x", [1, 0]), record("y", [0, -1])])
+        write_records(ordinary / "records.jsonl", [record("x", [1, 0]), record("y", [0, 0.5])])
+        read, where = read_records, f"{path}, line 2"
+    with caplog.at_level(logging.WARNING):
+        read(path)
+    assert f"{path}: rewards are read as written, and some lie outside 0-1 ({where}: " in (
+        caplog.text
+    )
+    assert "write them as fractions (0.85)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        read(ordinary / path.name)
+    assert "outside 0-1" not in caplog.text
 
 
 def test_file_suffixes_in_capitals_are_read(tmp_path: Path) -> None:

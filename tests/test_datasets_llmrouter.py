@@ -3,6 +3,7 @@ generated files, plus the real ../shared/data."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -57,6 +58,23 @@ def test_llmrouter_reads_scores_tasks_and_costs(tmp_path: Path) -> None:
         [(input_tokens * 0.9 + 100 * 1.2) / 1e6, (input_tokens * 0.1 + 100 * 0.2) / 1e6]
     )
     assert all(r.split == standard_split(r.prompt_text) for r in records)
+
+
+def test_llmrouter_scores_outside_zero_to_one_are_warned_of(tmp_path: Path, caplog) -> None:
+    """As the other formats' are: a 0-100 score was read and trained on without a word."""
+    train = [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}},
+        {"question": "q2", "scores": {"small": 100, "big": 0.0}},
+    ]
+    root = make_llmrouter(tmp_path, train)
+    with caplog.at_level(logging.WARNING):
+        import_llmrouter(root)
+    where = f"{root / 'llmrouter' / 'data/dcrouter_preprocessed/train.json'}, item 2: 100"
+    assert f"some lie outside 0-1 ({where})" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        import_llmrouter(make_llmrouter(tmp_path / "ordinary"))
+    assert "outside 0-1" not in caplog.text
 
 
 def test_llmrouter_accepts_the_folder_itself_and_its_parent(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from pydantic import (
 from .io import iter_models, write_jsonl
 from .text import visible_controls
 from .text_reading import RecordFileError
+
+logger = logging.getLogger(__name__)
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -302,13 +305,45 @@ def prompt_hash(text: str) -> str:
 
 
 def read_records(path: str | Path) -> list[RewardRecord]:
-    """Read a RewardRecord JSONL file and check that every record has the same workers."""
+    """Read a RewardRecord JSONL file and check that every record has the same workers; warn
+    of rewards off the 0-1 scale."""
     numbered = list(iter_models(path, RewardRecord, _other_file_hint))
     if not numbered:
         raise RecordFileError(f"{path}: holds no records")
     records = [record for _, record in numbered]
     check_same_workers(records, source=str(path), lines=[line for line, _ in numbered])
+    warn_of_rewards_off_scale(str(path), records, [f"{path}, line {line}" for line, _ in numbered])
     return records
+
+
+AS_FRACTIONS = "if they are percentages, write them as fractions (0.85)"
+
+
+def warn_of_a_reward_off_scale(
+    source: str, where: str, reward: float, advice: str = AS_FRACTIONS
+) -> None:
+    """Rewards outside [0, 1] are read as given, with this warning, whatever the file's
+    format: the graders score 0-1 and the training defaults assume that scale, so a 0-100
+    column trains very differently (near one-hot SFT targets). `where` names the first such
+    reward's row; `advice` is how the format writes a percentage."""
+    logger.warning(
+        "%s: rewards are read as written, and some lie outside 0-1 (%s: %g); fugu-lite's "
+        "graders score 0-1 and its training defaults (SFT temperature 1, cost weights) assume "
+        "that scale: %s",
+        source, where, reward, advice,
+    )  # fmt: skip
+
+
+def warn_of_rewards_off_scale(
+    source: str, records: Sequence[RewardRecord], places: Sequence[str]
+) -> None:
+    """warn_of_a_reward_off_scale for the first record (named by its place: its file's line
+    or row) holding a reward outside [0, 1]; nothing when every reward is on the scale."""
+    for place, record in zip(places, records, strict=True):
+        beyond = [reward for reward in record.rewards if not 0.0 <= reward <= 1.0]
+        if beyond:
+            warn_of_a_reward_off_scale(source, place, beyond[0])
+            return
 
 
 def _other_file_hint(row: dict) -> str | None:

@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import Field
 
 from ..io import iter_jsonl, read_json
-from ..schemas import RewardRecord
+from ..schemas import RewardRecord, warn_of_rewards_off_scale
 from ..text_reading import RecordFileError
 from .common import build_record, require_float, require_text, stable_id
 from .split import apply_standard_split
@@ -64,6 +64,7 @@ def import_llmrouter(
     tasks = read_llmrouter_tasks(root)
     prices = read_llmrouter_prices(root / PRICE_FILE)
     records: list[RewardRecord] = []
+    places: list[str] = []
     worker_ids: list[str] | None = None
     for relative in SCORE_FILES:
         for where, question, scores in _score_rows(root / relative):
@@ -73,7 +74,9 @@ def import_llmrouter(
             _check_same_models(where, scores, worker_ids)
             costs = _estimated_costs(question, worker_ids, prices, output_tokens)
             records.append(_score_record(where, question, scores, worker_ids, costs, tasks))
+            places.append(where)
     _warn_unmatched(records)
+    warn_of_rewards_off_scale(str(root), records, places)
     return apply_standard_split(records)
 
 

@@ -4,12 +4,12 @@ percentage (`85%`), and the scale of a file's rewards is checked as a whole."""
 
 from __future__ import annotations
 
-import logging
 import math
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from ..schemas import warn_of_a_reward_off_scale
 from ..text_reading import RecordFileError
 from .common import (
     id_text,
@@ -21,8 +21,6 @@ from .common import (
     to_float,
 )
 from .split import parse_split
-
-logger = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "worker", "reward")
 COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "cost", "task", "split", "id")
@@ -159,13 +157,13 @@ def check_reward_scale(path: Path, percent_at: str | None, beyond: LongRow | Non
             f"numbers outside 0-1 ({beyond.where}: {beyond.reward:g}), so they are on two "
             "scales; write every reward as a fraction (0.85) or every one as a percentage (85%)"
         )
-    logger.warning(
-        "%s: rewards are read as written, and some lie outside 0-1 (%s: %g); fugu-lite's "
-        "graders score 0-1 and its training defaults (SFT temperature 1, cost weights) assume "
-        "that scale: if the column holds percentages, write them as fractions (0.85) or with "
-        "a percent sign (85%%)",
-        path, beyond.where, beyond.reward,
-    )  # fmt: skip
+    warn_of_a_reward_off_scale(
+        str(path),
+        beyond.where,
+        beyond.reward,
+        "if the column holds percentages, write them as fractions (0.85) or with a percent "
+        "sign (85%)",
+    )
 
 
 def _optional_text(value: object) -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..schemas import RewardRecord
+from ..schemas import RewardRecord, warn_of_rewards_off_scale
 from ..text_reading import RecordFileError
 from .common import (
     ImportedRecords,
@@ -72,6 +72,7 @@ def import_routerbench(
     _warn_unpriced_columns(path, table, workers, split_column)
     imported, incomplete = _import_rows(path, table, workers, policy, split_column, raw)
     _report_dropped(path, len(imported.records), incomplete)
+    warn_of_rewards_off_scale(str(path), imported.records, imported.names)
     if split_column is None:
         for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
             warn_unused_split_column(path, f"split_column={column}")

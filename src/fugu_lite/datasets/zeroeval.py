@@ -11,7 +11,7 @@ from typing import NamedTuple
 from pydantic import NonNegativeFloat
 
 from ..io import iter_jsonl
-from ..schemas import RewardRecord
+from ..schemas import RewardRecord, warn_of_rewards_off_scale
 from ..text_reading import RecordFileError
 from .common import (
     ImportedRecords,
@@ -108,6 +108,7 @@ def import_zeroeval(
         _check_prices(worker_ids, prices)
     imported, empty, incomplete = _import_rows(path, rows, worker_ids, prices, policy, split_column)
     _report_dropped(path, len(imported.records), empty, incomplete)
+    warn_of_rewards_off_scale(str(path), imported.records, imported.names)
     if split_column is None:
         for key in {key for _, row in rows for key in row if key.strip().casefold() == "split"}:
             warn_unused_split_column(path, f"split_column={key}")
