@@ -371,6 +371,18 @@ def test_a_whole_float_id_in_a_records_file_is_the_integers_id(tmp_path: Path) -
     assert [record.id for record in read_records(path)] == ["1", None, "3", "2.5"]
 
 
+def test_boolean_rewards_and_costs_in_a_records_file_are_one_and_zero(tmp_path: Path) -> None:
+    """A pass/fail column written as JSON booleans is read as an importer reads a boolean
+    cell (true is 1, false 0), by the record's own rule, not by pydantic's lax mode alone."""
+    row = good_row(0, rewards=[True, False, True], costs=[False, True, 0.5])
+    path = write_rows(tmp_path / "r.jsonl", [row])
+    [record] = read_records(path)
+    assert (record.rewards, record.costs) == ([1.0, 0.0, 1.0], [0.0, 1.0, 0.5])
+    assert all(type(value) is float for value in [*record.rewards, *(record.costs or [])])
+    strict = RewardRecord.model_validate(row, strict=True)
+    assert (strict.rewards, strict.costs) == (record.rewards, record.costs)
+
+
 def test_a_records_task_with_spaces_around_it_is_its_family(tmp_path: Path) -> None:
     """A record's task " math " (written when task names were read as written) is the family
     math, as a task file's is: not a family of its own beside math in tables."""

@@ -203,6 +203,15 @@ class RewardRecord(BaseModel):
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod
+    def _booleans_are_one_and_zero(cls, values: object) -> object:
+        """`true`/`false` (a pass/fail column) is 1 and 0, as every importer reads a boolean
+        cell: said so here, not left to pydantic's lax mode, which a strict float would end."""
+        if not isinstance(values, list):
+            return values
+        return [float(value) if isinstance(value, bool) else value for value in values]
+
+    @field_validator("rewards", "costs", mode="before")
+    @classmethod
     def _nulls_are_missing_values(cls, values: object, info: ValidationInfo) -> object:
         """null is JSON's missing value (pandas writes NaN as it): said as one, with what to
         do, as NaN is, not as "Input should be a valid number" at each position."""
