@@ -383,6 +383,21 @@ def test_boolean_rewards_and_costs_in_a_records_file_are_one_and_zero(tmp_path: 
     assert (strict.rewards, strict.costs) == (record.rewards, record.costs)
 
 
+@pytest.mark.parametrize("blank", ["", " \t"])
+def test_a_record_with_a_blank_id_is_refused_naming_its_line(tmp_path: Path, blank: str) -> None:
+    """An id "" (or spaces) was read: many such records shared one id that names no record,
+    where a task's blank id is refused. No id at all (absent or null) is still none."""
+    rows = [good_row(0, id="q0"), good_row(1, id=blank), good_row(2, id=None)]
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        read_records(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}, line 2: ") and f"id is blank ({blank!r})" in message
+    assert "give the record an id of its own, or leave 'id' out" in message, message
+    path = write_rows(tmp_path / "r.jsonl", [rows[0], good_row(1), rows[2]])
+    assert [record.id for record in read_records(path)] == ["q0", None, None]
+
+
 def test_a_records_task_with_spaces_around_it_is_its_family(tmp_path: Path) -> None:
     """A record's task " math " (written when task names were read as written) is the family
     math, as a task file's is: not a family of its own beside math in tables."""

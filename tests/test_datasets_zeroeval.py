@@ -281,6 +281,20 @@ def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) 
         import_zeroeval(path)
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_id_is_refused_naming_its_line(tmp_path: Path, blank: str) -> None:
+    """Every row with an id "" was given the record id "gsm:", one id for many prompts (a
+    warning of repeated ids at best), where a row without an id is refused."""
+    rows = [zeroeval_row("q1"), zeroeval_row("q2", id=blank), zeroeval_row("q3", id=blank)]
+    path = write_jsonl(tmp_path / "scores.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: id is blank ({blank!r}); give every row an id of its own (a record's "
+        "id is its task and this id, e.g. gsm:1)"
+    )
+
+
 def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
     """A row's task "gsm " and id "1 " made the record id "gsm :1 " (the task itself was read
     as "gsm"), where the long and RouterBench importers read ids and tasks without spaces."""

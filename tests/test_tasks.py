@@ -751,14 +751,18 @@ def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) ->
     assert "1 tasks repeat" in " ".join(output.split()) and "another split" not in output
 
 
+@pytest.mark.parametrize("blank", ["  ", ""])
 @pytest.mark.parametrize(
     ("field", "expected"),
     [("id", "'id' is blank; give every task an id of its own"), ("task", "'task' is blank")],
 )
-def test_a_blank_id_or_task_name_is_refused(tmp_path: Path, field: str, expected: str) -> None:
+def test_a_blank_id_or_task_name_is_refused(
+    tmp_path: Path, field: str, expected: str, blank: str
+) -> None:
     """ "id": "  " and "task": " " were read: records no one can tell apart by id, and a
-    family shown as an empty cell in every table."""
-    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", field: "  "}])
+    family shown as an empty cell in every table. An empty one ("") is told so too, not as
+    "String should have at least 1 character"."""
+    message = read_error(tmp_path, [GOOD, {**GOOD, "id": "q2", field: blank}])
     assert f"tasks.jsonl, line 2: {expected}" in message
 
 

@@ -194,6 +194,17 @@ class RewardRecord(BaseModel):
             value = int(value)  # pandas' integer ids with a gap: 1.0 is the id 1, as a task's
         return number_as_text(value)
 
+    @field_validator("id", mode="after")
+    @classmethod
+    def _id_not_blank(cls, value: str | None) -> str | None:
+        """A blank id ("", "  ") names no record: many such records shared one id, where a
+        task's blank id is refused."""
+        if value is not None and not value.strip():
+            raise ValueError(
+                f"id is blank ({value!r}); give the record an id of its own, or leave 'id' out"
+            )
+        return value
+
     @field_validator("task", mode="after")
     @classmethod
     def _family_without_surrounding_spaces(cls, value: str | None) -> str | None:

@@ -73,13 +73,13 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
+    id: str
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
     answer: str | None = None
     tests: str | None = None
     grader: str
-    task: str = Field(min_length=1)
+    task: str
     split: SplitField | None = None
     rubric: str | None = None
     case_sensitive: bool = False

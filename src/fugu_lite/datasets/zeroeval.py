@@ -181,6 +181,12 @@ def _checked_row(row: dict, where: str) -> _Row:
     row_id = row.get("id")
     if isinstance(row_id, float) and row_id.is_integer():
         row_id = int(row_id)  # 1.0, as pandas writes an integer column with a gap, is id 1
+    if isinstance(row_id, str) and not row_id.strip():
+        # every such row's record was the id "gsm:", shared, where a missing id is refused
+        raise RecordFileError(
+            f"{where}: id is blank ({row_id!r}); give every row an id of its own (a record's id "
+            "is its task and this id, e.g. gsm:1)"
+        )
     if isinstance(row_id, str):
         row_id = row_id.strip()
     if not isinstance(row_id, str | int) or isinstance(row_id, bool):
