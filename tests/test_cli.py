@@ -23,6 +23,7 @@ from cli_support import CONFIG, Run, flat, invoke, ok, runner
 from conftest import WORKERS, generated_records, number_tasks, stub_pool
 
 from fugu_lite.cli import app
+from fugu_lite.cli.common import same_path
 from fugu_lite.schemas import write_records
 from fugu_lite.tasks import Task, write_tasks
 from fugu_lite.testing.stub_worker import StubWorker
@@ -1068,6 +1069,32 @@ def test_a_command_puts_back_the_sigterm_and_ctrl_c_handlers_it_found(
             signal.signal(number, handler)
     assert result.exit_code == {"trained": 0, "failed": 2, "interrupted": 130}[outcome]
     assert after == {signal.SIGTERM: apps_own, signal.SIGINT: apps_own}
+
+
+def test_collect_refuses_records_and_call_log_named_alike_in_a_folder_that_ignores_case(
+    tmp_path: Path,
+) -> None:
+    """On a file system that ignores case (macOS's and Windows' default) `-o R.jsonl --log
+    r.jsonl` name one file: neither there yet, they passed as two, and the first run wrote
+    the call log into the records. Linux makes no such file system here (this kernel's tmpfs
+    has no casefold), so the folder answers as one does: its entry `A` is the file `a`. In a
+    folder that tells case apart the two names stay two files."""
+    tasks = tmp_path / "tasks.jsonl"
+    write_tasks(tasks, number_tasks(1))
+    alike = tmp_path / "alike"
+    alike.mkdir()
+    (alike / "a").touch()
+    (alike / "A").symlink_to("a")
+    result = invoke("collect", "-t", tasks, "-o", alike / "R.jsonl", "--log", alike / "r.jsonl")
+    assert result.exit_code == 2, result.output
+    assert f"--log {alike / 'r.jsonl'} is the records file (-o) itself" in flat(result.output)
+    assert sorted(path.name for path in alike.iterdir()) == ["A", "a"]
+    apart = tmp_path / "apart"
+    apart.mkdir()
+    (apart / "a").touch()
+    assert not same_path(apart / "R.jsonl", apart / "r.jsonl")
+    assert not same_path(tmp_path / "new" / "R.jsonl", tmp_path / "new" / "r.jsonl")
+    assert same_path(alike / "new" / "R.jsonl", alike / "new" / "r.jsonl")
 
 
 def test_collect_refuses_records_that_are_a_hard_link_of_its_task_file(tmp_path: Path) -> None:

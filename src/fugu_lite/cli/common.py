@@ -348,13 +348,53 @@ def writing_file(output: Path) -> Iterator[None]:
 
 
 def same_path(first: Path, second: Path) -> bool:
-    """Whether two paths name one file or folder (`run`, `./run`, a link to it)."""
+    """Whether two paths name one file or folder (`run`, `./run`, a link to it, or `R.jsonl`
+    and `r.jsonl` not yet written in a folder that ignores case, as macOS's and Windows'
+    do by default)."""
     try:
-        if first.resolve() == second.resolve():
-            return True
+        first_resolved, second_resolved = first.resolve(), second.resolve()
     except RuntimeError:  # a link loop (Python < 3.13) names no file: only its own spelling
         return first.absolute() == second.absolute()
-    return first.exists() and second.exists() and first.samefile(second)
+    if first_resolved == second_resolved:
+        return True
+    if first.exists() or second.exists():
+        return first.exists() and second.exists() and first.samefile(second)
+    return str(first_resolved).casefold() == str(second_resolved).casefold() and ignores_case(
+        first_resolved.parent
+    )
+
+
+def ignores_case(folder: Path) -> bool:
+    """Whether names in `folder` (or, where it is not there yet, its nearest existing
+    ancestor) that differ only in case are one file, as the file system answers it: a name
+    found there and that name in the other case are one file. A folder of a case-sensitive
+    system (Linux's) says no, so `R.jsonl` and `r.jsonl` stay two files there."""
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        with os.scandir(folder) as entries:
+            name = next((e.name for e in entries if _swaps_case(e.name)), None)
+    except OSError:
+        name = None
+    if name is not None:
+        return _one_file(folder / name, folder / name.swapcase())
+    # an empty folder: its own name in its parent (or an ancestor's), on the same file system
+    # as a rule
+    named = next((path for path in (folder, *folder.parents) if _swaps_case(path.name)), None)
+    return named is not None and _one_file(named, named.with_name(named.name.swapcase()))
+
+
+def _swaps_case(name: str) -> bool:
+    """Whether the name has letters whose other case names it back (not "ß", whose upper
+    case is "SS")."""
+    return name.swapcase() != name and name.swapcase().swapcase() == name
+
+
+def _one_file(name: Path, other_case: Path) -> bool:
+    try:
+        return name.samefile(other_case)
+    except OSError:  # not there in the other case: the folder tells case apart
+        return False
 
 
 def read_records_or_fail(path: Path) -> list[RewardRecord]:
