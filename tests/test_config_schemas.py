@@ -398,6 +398,20 @@ def test_a_record_with_a_blank_id_is_refused_naming_its_line(tmp_path: Path, bla
     assert [record.id for record in read_records(path)] == ["q0", None, None]
 
 
+def test_a_record_with_a_blank_worker_id_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """A worker "" (or spaces) was read and trained on, though no pool can name such a worker
+    (a pool refuses an empty id), so the router could never serve the worker it chose."""
+    path = write_rows(tmp_path / "r.jsonl", [good_row(0, worker_ids=["a", " ", "c"])])
+    with pytest.raises(RecordFileError) as raised:
+        read_records(path)
+    message = str(raised.value)
+    assert (
+        message.startswith(f"{path}, line 1: ")
+        and "worker_ids has a blank id at position(s) [1]" in message
+    )
+    assert "give each worker its id" in message, message
+
+
 def test_a_records_task_with_spaces_around_it_is_its_family(tmp_path: Path) -> None:
     """A record's task " math " (written when task names were read as written) is the family
     math, as a task file's is: not a family of its own beside math in tables."""

@@ -295,6 +295,18 @@ def test_a_blank_id_is_refused_naming_its_line(tmp_path: Path, blank: str) -> No
     )
 
 
+def test_a_model_with_a_blank_name_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """A model named "" or " " in scores became the worker "", which no pool can name."""
+    row = zeroeval_row("q2", scores={"m1": 0, " ": 1}, out_chars={"m1": 40, " ": 400})
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q1"), row])
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: scores names a model ' ', a blank name; name the model, or delete its "
+        "entry"
+    )
+
+
 def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
     """A row's task "gsm " and id "1 " made the record id "gsm :1 " (the task itself was read
     as "gsm"), where the long and RouterBench importers read ids and tasks without spaces."""

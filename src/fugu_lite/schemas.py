@@ -246,6 +246,13 @@ class RewardRecord(BaseModel):
         n_workers = len(self.worker_ids)
         if len(set(self.worker_ids)) != n_workers:
             raise ValueError(f"worker_ids has duplicates: {self.worker_ids}")
+        blank = [index for index, worker in enumerate(self.worker_ids) if not worker.strip()]
+        if blank:
+            # no pool can name such a worker, so a router trained on it could never serve it
+            raise ValueError(
+                f"worker_ids has a blank id at position(s) {blank}: {self.worker_ids}; give "
+                "each worker its id (the pool's id of the worker that answered)"
+            )
         if len(self.rewards) != n_workers:
             raise ValueError(
                 f"rewards has {len(self.rewards)} values but worker_ids has {n_workers}; "

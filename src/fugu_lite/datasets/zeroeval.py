@@ -257,6 +257,12 @@ def _mapping(row: dict, key: str, where: str) -> dict:
     stripped = {model.strip(): number for model, number in value.items()}
     if len(stripped) < len(value):
         _refuse_a_model_named_twice(value, key, where)
+    if "" in stripped:
+        blank = next(model for model in value if not model.strip())
+        raise RecordFileError(
+            f"{where}: {key} names a model {blank!r}, a blank name; name the model, or delete "
+            "its entry"
+        )
     return stripped
 
 
