@@ -17,6 +17,7 @@ import pytest
 import torch
 import typer
 import yaml
+from conftest import writer_temporary
 from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
@@ -43,7 +44,7 @@ from fugu_lite.schemas import (
     records_in_split,
     write_records,
 )
-from fugu_lite.text_reading import RecordFileError
+from fugu_lite.text_reading import RecordFileError, broken_link
 from fugu_lite.training_common import make_loader, make_model, seed_everything
 from fugu_lite.workers.config import load_pool_config
 
@@ -523,6 +524,29 @@ def test_a_worker_mismatch_names_the_file_line_not_the_record_number(tmp_path: P
         read_records(path)
 
 
+def test_a_link_to_a_file_that_is_there_is_no_broken_link(tmp_path: Path) -> None:
+    """broken_link says what a link leading nowhere is; a link to a file that is there (a
+    backbone folder linked from another disk) is none, and `--backbone LINK` is read."""
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "weights")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert broken_link(tmp_path / "linked") == ""
+    assert broken_link(tmp_path / "weights") == ""
+    assert broken_link(tmp_path / "dangling").startswith(f"a link to {tmp_path / 'gone'}, which")
+
+
+def test_a_records_file_named_dash_is_read_where_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-r -` means standard input (not read) only where no file has that name: a file named
+    `-` (made by `cmd > -`) is read."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecordFileError, match="standard input"):
+        read_records(Path("-"))
+    write_rows(tmp_path / "-", [good_row(0)])
+    assert [record.prompt for record in read_records(Path("-"))] == ["prompt 0"]
+
+
 def test_a_lone_surrogate_escape_names_the_file_and_line(tmp_path: Path) -> None:
     """A prompt holding "\\ud83d" (half an emoji) was read, then failed when it was hashed
     or written: "'utf-8' codec can't encode character", no file or line named."""
@@ -534,6 +558,10 @@ def test_a_lone_surrogate_escape_names_the_file_and_line(tmp_path: Path) -> None
     ):
         read_records(path)
     assert read_records(write_lines(path, [pair]))[0].prompt == "smile \U0001f600"
+    # in capitals, as .NET's and Java's JSON writers escape it
+    write_lines(path, [pair, lone.replace("\\ud83d", "\\uD83D")])
+    with pytest.raises(RecordFileError, match=r"line 2: holds a lone UTF-16 surrogate escape"):
+        read_records(path)
     (tmp_path / "p.json").write_text('{"a": ["\\udc00"]}', encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"p\.json: holds a lone UTF-16 surrogate"):
         read_json(tmp_path / "p.json")
@@ -1932,6 +1960,19 @@ def test_a_temporary_file_a_day_old_is_removed_even_if_its_pid_runs(tmp_path: Pa
         live.wait()
 
 
+def test_a_live_writers_temporary_hours_old_is_kept(tmp_path: Path) -> None:
+    """A write that takes hours (a large shard, a slow disk) keeps its temporary while its
+    writer runs: only a day's age (a pid reused since) makes a live pid's file a leftover."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    name = writer_temporary("shard.safetensors", os.getpid()) + ".tmp"
+    two_hours_ago = time.time() - 2 * 3600
+    (folder / name).touch()
+    os.utime(folder / name, (two_hours_ago, two_hours_ago))
+    write_json(folder / "report.json", {"run": "later"})
+    assert (folder / name).exists()
+
+
 def test_the_sweep_of_killed_writers_files_leaves_a_users_own_hidden_files(
     tmp_path: Path,
 ) -> None:
@@ -1942,6 +1983,7 @@ def test_the_sweep_of_killed_writers_files_leaves_a_users_own_hidden_files(
     assert dead.wait(60) == 9
     (killed,) = temporaries_of(tmp_path, "shard.safetensors")
     users = [".notes.20241201.tmp", ".report.w-2024-12.txt", ".plan.w-laptop-7.draft"]
+    users.append(killed + ".bak")  # a copy the user made of it: a name of their own
     two_days_ago = time.time() - 2 * 24 * 3600
     for name in [*users, killed]:
         (tmp_path / name).touch()

@@ -10,6 +10,7 @@ import json
 import logging
 import lzma
 import tracemalloc
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -202,6 +203,11 @@ def test_a_utf16_file_is_called_utf16(tmp_path: Path, name: str) -> None:
         RecordFileError, match=r"not UTF-8 text \(invalid continuation byte\); re-save"
     ):
         import_dataset(format, path)
+    path.write_bytes(("\u00e9" + text).encode("utf-16-le"))  # no byte-order mark: its NULs tell
+    with pytest.raises(
+        RecordFileError, match=r"not UTF-8 text \(invalid continuation byte\): it looks UTF-16"
+    ):
+        import_dataset(format, path)
 
 
 @pytest.mark.parametrize("name", ["long.jsonl", "records.jsonl", "long.csv", "rb.csv"])
@@ -319,6 +325,28 @@ def test_a_compressed_file_where_text_is_read_is_called_compressed(
         f"{path}: the file is {kind}-compressed, not text; decompress it first "
         f"(`{command} {name} > {plain}`) and give the decompressed file"
     )
+
+
+def test_a_zipped_records_file_or_one_named_in_capitals_is_called_compressed(
+    tmp_path: Path,
+) -> None:
+    """A zip archive and a name in capitals (RECORDS.JSONL.GZ, as Windows tools write) are
+    said to be compressed, with the command and the name to decompress them to."""
+    plain = tmp_path / "records.jsonl"
+    write_records(plain, [record("q", [1.0, 0.0])])
+    zipped = tmp_path / "records.jsonl.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.write(plain, plain.name)
+    capitals = tmp_path / "RECORDS.JSONL.GZ"
+    capitals.write_bytes(gzip.compress(plain.read_bytes()))
+    for path, command in ((zipped, "unzip -p"), (capitals, "gunzip -c")):
+        with pytest.raises(RecordFileError) as raised:
+            read_records(path)
+        kind = "zip" if path == zipped else "gzip"
+        assert str(raised.value) == (
+            f"{path}: the file is {kind}-compressed, not text; decompress it first "
+            f"(`{command} {path.name} > {path.stem}`) and give the decompressed file"
+        )
 
 
 @pytest.mark.parametrize("name", ["long.csv", "rb.csv", "long.jsonl", "ze.jsonl"])
