@@ -2056,13 +2056,22 @@ def test_an_atomic_write_through_a_symlink_writes_the_file_it_names(tmp_path: Pa
 
 
 def test_atomic_writes_keep_the_mode_or_follow_the_umask(tmp_path: Path) -> None:
-    fresh = tmp_path / "fresh.txt"
+    """A new file gets 0o666 less the umask: with a group's umask 002 (a shared checkpoint
+    folder) the group may write it, and so may it a library's 0o600 file given that mode."""
+    from fugu_lite.atomic_files import give_new_file_mode
+
+    fresh, shared, library = tmp_path / "fresh.txt", tmp_path / "shared.txt", tmp_path / "lib"
+    library.touch(mode=0o600)
     old_umask = os.umask(0o022)
     try:
         write_text_atomic(fresh, "new\n")
+        os.umask(0o002)
+        write_text_atomic(shared, "new\n")
+        give_new_file_mode(library)
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+    assert stat.S_IMODE(shared.stat().st_mode) == stat.S_IMODE(library.stat().st_mode) == 0o664
     existing = tmp_path / "existing.txt"
     existing.write_text("old\n")
     existing.chmod(0o640)
@@ -2233,3 +2242,13 @@ def test_a_finished_folder_a_concurrent_writer_moved_into_place_first_is_kept(
         (folder / "model.onnx").write_bytes(made_by)
     move_folder_into_place(staging, target, "model.onnx")
     assert (target / "model.onnx").read_bytes() == b"the other run"
+
+
+def test_a_folder_that_cannot_be_moved_into_place_is_an_error(tmp_path: Path) -> None:
+    """A staging folder that cannot be renamed (gone, or on another disk) with no finished
+    folder at the target is an error, not a move said done that left nothing in place."""
+    from fugu_lite.atomic_files import move_folder_into_place
+
+    with pytest.raises(FileNotFoundError):
+        move_folder_into_place(tmp_path / ".gone.staging", tmp_path / "export", "model.onnx")
+    assert not (tmp_path / "export").exists()
