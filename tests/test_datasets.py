@@ -330,8 +330,9 @@ def test_a_compressed_file_where_text_is_read_is_called_compressed(
 def test_a_zipped_records_file_or_one_named_in_capitals_is_called_compressed(
     tmp_path: Path,
 ) -> None:
-    """A zip archive and a name in capitals (RECORDS.JSONL.GZ, as Windows tools write) are
-    said to be compressed, with the command and the name to decompress them to."""
+    """A zip archive, a zstd frame, bzip2 of nothing and a name in capitals (RECORDS.JSONL.GZ,
+    as Windows tools write) are said to be compressed, with the command and the name to
+    decompress them to."""
     plain = tmp_path / "records.jsonl"
     write_records(plain, [record("q", [1.0, 0.0])])
     zipped = tmp_path / "records.jsonl.zip"
@@ -339,10 +340,18 @@ def test_a_zipped_records_file_or_one_named_in_capitals_is_called_compressed(
         archive.write(plain, plain.name)
     capitals = tmp_path / "RECORDS.JSONL.GZ"
     capitals.write_bytes(gzip.compress(plain.read_bytes()))
-    for path, command in ((zipped, "unzip -p"), (capitals, "gunzip -c")):
+    zstd = tmp_path / "records.jsonl.zst"  # zstd's frame magic; no zstd module needed
+    zstd.write_bytes(b"(\xb5/\xfd" + plain.read_bytes())
+    empty = tmp_path / "records.jsonl.bz2"  # bzip2 of nothing: its stream end follows BZh9
+    empty.write_bytes(bz2.compress(b""))
+    for path, kind, command in (
+        (zipped, "zip", "unzip -p"),
+        (capitals, "gzip", "gunzip -c"),
+        (zstd, "zstd", "zstd -dc"),
+        (empty, "bzip2", "bunzip2 -c"),
+    ):
         with pytest.raises(RecordFileError) as raised:
             read_records(path)
-        kind = "zip" if path == zipped else "gzip"
         assert str(raised.value) == (
             f"{path}: the file is {kind}-compressed, not text; decompress it first "
             f"(`{command} {path.name} > {path.stem}`) and give the decompressed file"
