@@ -1225,6 +1225,15 @@ def test_number_grader_reads_a_number_in_words_whole(
         ("The answer is 125. Actually no, 126.", "126", 1.0),
         ("125\nActually 126.", "126", 1.0),
         ("The answer is 125. Actually 126.", "125", 0.0),
+        # a hesitation or an apology leads a correction, as "A. Hmm, B." does to the choice grader
+        ("The answer is 125. Hmm, 126.", "126", 1.0),
+        ("The answer is 125. Hmm, 126.", "125", 0.0),
+        ("Answer: 125. Hmm... 126 apples.", "126", 1.0),
+        ("125\n\nHmm, 126.", "126", 1.0),
+        ("The answer is 125. Sorry, 126.", "126", 1.0),
+        ("The answer is 125. Hmm, 126 is wrong.", "125", 1.0),
+        ("The answer is 125. Hmm, 126? Let me check. Yes, 125.", "125", 1.0),
+        ("The answer is 125. Hmm, 126 or 127.", "125", 0.0),
         # no correction: a remark, a question or more than a unit after the number
         ("The answer is 125. Wait, 126 is wrong.", "125", 1.0),
         ("The answer is 125. Wait, 126? No, 125 it is.", "126", 0.0),

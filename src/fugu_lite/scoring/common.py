@@ -51,7 +51,8 @@ BARE_CORRECTION_LEAD = (
 )
 # a retraction leading a bare correction: "The answer is A. Oops, B.", "A. Sorry, B.", "That
 # seems wrong. B.", "A. Hmm, B." (the choice grader's, and only when the letter ends its
-# sentence: "Oops, B is wrong too." and "Hmm, B is wrong too." correct nothing)
+# sentence: "Oops, B is wrong too." and "Hmm, B is wrong too." correct nothing; the number
+# grader's too, as a bare correction's lead: "125. Hmm, 126.")
 RETRACTION_LEAD = (
     rf"\b(?:oops|sorry|hm+|{_SAID_WRONG})\b[\s,:;!.—–-]{{0,3}}"
     r"(?:(?:no|sorry)\b[\s,:;!.—–-]{0,3})?"

@@ -5,11 +5,11 @@ output after its answer). Priority: the last
 `\\boxed{}`, then `#### X`, then the number after the last "answer is" / "Answer:" / "answer
 should be" / a JSON reply's `"answer": 42` marker (not "answer would be" after an "if": a
 what-if) or self-correction ("Wait, no: it is 14", "Corrected: 14", "Hmm, actually 14.",
-"Wait, 14.", "I mean 14." when the number is the whole sentence and the last) (after
-its last `=` when the marker's sentence holds an equation, or alone on the next line when
-the marker ends its line; not one the marker rules out, "answer is not 41", nor the first
-operand of arithmetic, "3 more than 9"), else a count of the pairs listed after it ("4 ways:
-(1,2), (2,1), (3,0), (0,3)."), else the last number in the output (before a
+"Wait, 14.", "I mean 14.", "Hmm, 14.", "Sorry, 14." when the number is the whole sentence
+and the last) (after its last `=` when the marker's sentence holds an equation, or alone on
+the next line when the marker ends its line; not one the marker rules out, "answer is not
+41", nor the first operand of arithmetic, "3 more than 9"), else a count of the pairs listed
+after it ("4 ways: (1,2), (2,1), (3,0), (0,3)."), else the last number in the output (before a
 closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000 g /
 1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
@@ -54,6 +54,7 @@ from .common import (
     BARE_CORRECTION_LEAD,
     CJK_ANSWER_MARKER,
     RETRACTION,
+    RETRACTION_LEAD,
     SELF_CORRECTION,
     Grade,
     cannot_grade,
@@ -114,7 +115,8 @@ def _both_signs(match: re.Match[str]) -> str:
 
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
-_BARE_CORRECTION = rf"{BARE_CORRECTION_LEAD}(?=[$-]?\d|\.\d)"
+# "Wait, 126.", and as the choice grader reads "A. Hmm, B.": "125. Hmm, 126.", "Sorry, 126."
+_BARE_CORRECTION = rf"(?:{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD})[^\S\n]*(?=[$-]?\d|\.\d)"
 _ANSWER_MARKER = re.compile(
     r"(?:final answer|answer is|answer[\"']?\s*[:=]|answer (?:would|should|must|will) be|result is|"
     rf"result\s*:|solution is|total is|correct(?:ion|ed)\s*:|{SELF_CORRECTION}"
