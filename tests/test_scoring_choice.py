@@ -125,6 +125,8 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("Answer: Ann\nHmm, no. Answer: Bob", "B"),
         ("Answer: Ann.\nAnswer: Bob.", "B"),
         ("Bob\n\nAnswer: Ann", "A"),
+        ("**Final answer** Bob", "B"),  # a bold label without its colon
+        ("The answer is Ann.\n\n**Final answer** Bob", "B"),
         ("<answer>Ann</answer>\nNo:\n<answer>Bob</answer>", "B"),
     ],
 )

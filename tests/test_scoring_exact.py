@@ -48,6 +48,10 @@ def exact_task(answer: str, case_sensitive: bool = False) -> Task:
         "> **Answer:** olleh",
         "The answer is ｏｌｌｅｈ.",  # full-width letters (NFKC)
         "Final answer olleh",  # a marker without its colon
+        "**Final answer** olleh",  # a bold label without its colon
+        "__Final Answer__ olleh",
+        "Reversing h-e-l-l-o.\n\n**Final answer** olleh",
+        "**Answer** — olleh",
     ],
 )
 def test_exact_grader_normalises(output: str) -> None:
@@ -94,6 +98,9 @@ def test_an_article_is_part_of_an_exact_answer() -> None:
         "olleh\n\nWait, no, it's ollhe.",  # a self-correction is the answer
         'olleh\n\nHmm, let me reconsider: actually it is "ollhe".',
         "“olleh”的反转？答案是ollhe。",
+        # a label without its colon gives the last answer
+        "The answer is olleh.\n\n**Final answer** ollhe",
+        "The answer is olleh.\nFinal answer ollhe",
     ],
 )
 def test_an_explicit_wrong_answer_is_not_saved_by_text_elsewhere(output: str) -> None:

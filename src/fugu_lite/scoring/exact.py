@@ -5,9 +5,10 @@ punctuation, a leading bullet, quote or heading "- tac", "> tac", "### tac", clo
 emoji "tac ✅", LaTeX text "$\\text{tac}$", a closing note "tac (reversed)"
 unless it may retract the answer, an "Answer:" prefix; case too
 unless `task.case_sensitive`). The whole output,
-the text after the last answer marker ("Answer:", "The answer is", "Output:", or a
-self-correction "Wait, no, it's tac", "Wait, actually tac.") or the last line's last "is"
-/ "gives us" / "it's" (also without a "the letter" / "the word" naming it: "... is the letter a"),
+the text after the last answer marker ("Answer:", "The answer is", "Output:", a label
+without its colon starting its line, "**Final answer** tac", or a self-correction "Wait,
+no, it's tac", "Wait, actually tac.") or the last line's last "is" / "gives us" / "it's"
+(also without a "the letter" / "the word" naming it: "... is the letter a"),
 the text before "is the answer" ("tac is the reversed word."), the subject of the last
 line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
 `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
@@ -59,7 +60,17 @@ _PREFIX = re.compile(
     r"^(?:(?:the\s+)?(?:final\s+)?(?:answer|result|output)\s*(?:is|:|=)|final answer\s*:?)\s*",
     re.IGNORECASE,
 )
-_MARKER_SEGMENT = re.compile(r"(?:answer|result)\s*(?:is|:|=)\s*(?P<rest>[^\n]*)", re.IGNORECASE)
+# "Final answer tac", "**Final answer** tac", "**Answer** — tac", "### Final answer\ntac": an
+# answer label starting its line without its colon (not "Final answer is tac" nor "Final
+# answer: tac", which the other markers read, nor "tac is my final answer.")
+_LABEL_WITHOUT_COLON = (
+    r"(?:^|(?<=\n))[ \t#>]*(?:[*_]+(?:final\s+)?answer[*_]+|final\s+answer\b[*_]*)"
+    r"(?![ \t]*(?:(?:is|was|would|should|must|will)\b|[:=]))(?:[ \t]*[—–-](?=[ \t]))?"
+)
+_MARKER_SEGMENT = re.compile(
+    rf"(?:(?:answer|result)\s*(?:is|:|=)|{_LABEL_WITHOUT_COLON})\s*(?P<rest>[^\n]*)",
+    re.IGNORECASE,
+)
 _ANSWER_TAG = re.compile(r"<answer>([^<]*)</answer>", re.IGNORECASE)
 WRAPPERS = "\"'`*_“”‘’「」«» \t"
 _WHITESPACE = "".join(chr(code) for code in range(0x3001) if chr(code).isspace())
@@ -178,7 +189,8 @@ def _quoted_texts(text: str) -> list[str]:
 # and a bare one giving a single word as its whole sentence ("tac\n\nWait, actually tca.",
 # "No wait, tca."; not "Actually, this was easy.")
 _EXACT_MARKER = re.compile(
-    rf"(?:(?:answer|result|output)[*_\"']*\s*(?:is\b|[:=])|{CJK_ANSWER_MARKER}|{SELF_CORRECTION}"
+    rf"(?:(?:answer|result|output)[*_\"']*\s*(?:is\b|[:=])|{_LABEL_WITHOUT_COLON}"
+    rf"|{CJK_ANSWER_MARKER}|{SELF_CORRECTION}"
     rf"|(?:{BARE_CORRECTION_LEAD}|\bno,?\s+wait\b[\s,:;!.—–-]{{0,3}})"
     r"(?!(?:yes|no|right|correct|true|fine|ok|okay|sure|hmm|wait)\b)"  # "Actually, yes."
     r"(?=[*_'\"`“‘]*[^\W_][^\s.,;:!?*_'\"`”’]*[*_'\"`”’]*(?:[.!]+(?=\s|$)|[ \t]*(?:\n|$))))[\s:]*",
