@@ -436,6 +436,21 @@ def test_choice_grader_reads_a_closing_letter_in_linear_time() -> None:
     assert time.process_time() - started < LINEAR_CPU_S
 
 
+def test_choice_grader_reads_a_marker_before_a_run_of_spaces_in_linear_time() -> None:
+    """The spaces after a marker were tried split every way among the marker's optional
+    parts: "Answer" and 90 spaces took about 15 s, 200 would take half an hour. Each
+    output's time is checked before the next: the first shows it in seconds."""
+    started = time.process_time()
+    for output, score in (
+        ("Answer" + " " * 90 + "!", 0.0),
+        ("Answer" + " " * 200_000 + "!", 0.0),
+        ("Hmm," + " " * 200_000 + "?", 0.0),
+        ("Answer:" + " " * 200_000 + "B", 1.0),
+    ):
+        assert graded(choice_task("B"), output).score == score
+        assert time.process_time() - started < LINEAR_CPU_S
+
+
 @pytest.mark.parametrize(
     ("output", "score"),
     [

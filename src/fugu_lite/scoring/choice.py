@@ -48,7 +48,7 @@ from .exact import WRAPPERS, answer_candidates, normalise, without_closing_note
 # how sure a reply is of the letter after "the answer is": "most likely B", "definitely B"
 _CERTAINTY = r"(?:most\s+likely|likely|probably|definitely|clearly|certainly|surely)"
 _CHOICE_MARKER = re.compile(
-    r"(?:(?:answer|(?P<option>option|choice))[\"']?\s*"  # and a JSON key: "answer": "B"
+    r"(?:(?:answer|(?P<option>option|choice))[\"']?\s*+"  # and a JSON key: "answer": "B"
     # "The answer must be B.", "The answer is most likely B."
     rf"(?P<said>(?:is|(?:would|will|should|must) be|[:=>\-])(?:\s+{_CERTAINTY})?)?"
     r"|result\s*(?:is|:)"
@@ -60,9 +60,10 @@ _CHOICE_MARKER = re.compile(
     # a bare correction: "Answer: A. Wait, actually B.", "The answer is A. Oops, B." (the letter
     # ends it, as a conclusion's), and a guess: "I'm not sure, but I think B."
     rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}"
-    r"|\bI\s+(?:think|guess|believe)\b,?))\s*"
-    # (not the "e" of "Oops, e.g. ...")
-    r"(?:option|choice|letter)?\s*[:\-]?\s*[*$\"']*\s*[(\[]?\s*(?P<letter>[A-Ea-e])(?![A-Za-z]|\.[A-Za-z])\s*[)\]]?"
+    r"|\bI\s+(?:think|guess|believe)\b,?))\s*+"
+    # (not the "e" of "Oops, e.g. ..."; the spaces taken whole: a run of them after a marker
+    # took time growing as its length to the sixth power)
+    r"(?:option|choice|letter)?\s*+[:\-]?\s*+[*$\"']*\s*+[(\[]?\s*+(?P<letter>[A-Ea-e])(?![A-Za-z]|\.[A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
