@@ -21,6 +21,9 @@ def choice_task(answer: str) -> Task:
         "(B)",
         "B",
         "Answer: B",
+        "Answer — B",  # a dash after the marker, also after a bold label
+        "Ann is shorter.\n\n**Final answer** — B",
+        "**Answer** - B",
         "The correct option is b.",
         "B) Bob",
         "B. Bob is the tallest.",

@@ -61,9 +61,10 @@ _CHOICE_MARKER = re.compile(
     # ends it, as a conclusion's), and a guess: "I'm not sure, but I think B."
     rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}"
     r"|\bI\s+(?:think|guess|believe)\b,?))\s*+"
-    # (not the "e" of "Oops, e.g. ..."; the spaces taken whole: a run of them after a marker
-    # took time growing as its length to the sixth power)
-    r"(?:option|choice|letter)?\s*+[:\-]?\s*+[*$\"']*\s*+[(\[]?\s*+(?P<letter>[A-Ea-e])(?![A-Za-z]|\.[A-Za-z])\s*[)\]]?"
+    # (not the "e" of "Oops, e.g. ..."; a dash after a bold label: "**Answer** — B"; the spaces
+    # taken whole: a run of them after a marker took time growing as its length to the sixth
+    # power)
+    r"(?:option|choice|letter)?[*_]*+\s*+[:\-—–]?\s*+[*$\"']*\s*+[(\[]?\s*+(?P<letter>[A-Ea-e])(?![A-Za-z]|\.[A-Za-z])\s*[)\]]?"
     r"(?=(?P<after>[^\n]{0,12}))",  # looked at, not consumed: "B. Wait, it's C"
     re.IGNORECASE,
 )
