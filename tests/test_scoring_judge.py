@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import graded
 
-from fugu_lite.scoring.judge import judge_messages, parse_judge_score
+from fugu_lite.scoring.judge import MAX_JUDGED_CHARS, judge_messages, parse_judge_score
 from fugu_lite.tasks import Task
 
 
@@ -37,6 +37,9 @@ def test_judge_scores_with_the_rubric_and_reference() -> None:
     content = judge_messages(judge_task(), "x" * 10_000)[-1]["content"]
     assert "Full marks only if the city named is the capital." in content
     assert "response truncated" in content
+    # the judge reads at most MAX_JUDGED_CHARS of a long response, not all of it
+    assert "x" * MAX_JUDGED_CHARS in content
+    assert "x" * (MAX_JUDGED_CHARS + 1) not in content
 
 
 def test_a_blank_output_scores_0_without_asking_the_judge() -> None:
@@ -153,6 +156,8 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("Score: 5e-1", None),
         ("SCORE: 7,5", None),
         ("SCORE: 7, the answer is right.", 0.7),
+        # a percentage is no score of 0-10: "9%" is not 9
+        ("Overall: 9% of its claims are unsupported.", None),
     ],
 )
 def test_parse_judge_score(reply: str, score: float | None) -> None:
