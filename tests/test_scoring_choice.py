@@ -608,6 +608,8 @@ TALLER_IN_CAPITALS = "Who is TALLER, Ann or Bob?\n(A) Ann\n(B) Bob"
         (choice_task("B").prompt, "A. Ann is 150 cm.\nB. Bob is 160 cm.\nSo the tallest is Bob."),
         # the option's whole text, not one inside it: 5 is in 15
         ("Which number is larger?\n(A) 5\n(B) 15", "15 is larger than 5."),
+        # what the question asks without its article: "a multiple of 3"
+        ("Which number is a multiple of 3?\n(A) 10\n(B) 12\n(C) 14", "12 is a multiple of 3."),
     ],
 )
 def test_choice_grader_reads_what_any_question_asks_and_a_list_with_dots(
@@ -616,3 +618,11 @@ def test_choice_grader_reads_what_any_question_asks_and_a_list_with_dots(
     task = Task(id="c", prompt=prompt, answer="B", grader="choice", task="logic")
     result = graded(task, output)
     assert result.score == 1.0, result.detail
+
+
+def test_a_question_asking_for_one_that_is_something_reads_no_predicate_one() -> None:
+    """ "Which animal is one that can fly?" asks no predicate "one that can": "Dog is one that
+    can swim, not fly." says nothing the question asks, and chooses no option."""
+    prompt = "Which animal is one that can fly?\n(A) Dog\n(B) Bird\n(C) Cat"
+    task = Task(id="c", prompt=prompt, answer="A", grader="choice", task="logic")
+    assert graded(task, "Dog is one that can swim, not fly.").score == 0.0
