@@ -66,6 +66,9 @@ def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:
     harmony = graded(number_task("7"), "<|channel|>analysis<|message|>The answer is 7")
     assert harmony.score == 0.0 and "stopped inside its thinking" in harmony.detail
     assert graded(choice_task(), "<think>B, surely. Answer: B").score == 0.0
+    # the block opened as <thinking> (which a </thinking> closes) is cut inside it too
+    thinking = graded(number_task("7"), "<thinking>\nThe answer is 7. But check")
+    assert thinking.score == 0.0 and "stopped inside its thinking" in thinking.detail
 
 
 def test_invisible_characters_in_an_answer_are_not_read() -> None:
