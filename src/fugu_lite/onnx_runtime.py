@@ -97,9 +97,10 @@ def requested_runtime(model_cfg: ModelConfig) -> RuntimeChoice:
         return RuntimeChoice("torch", "SVF is on (its offsets change the backbone's weights)")
     if model_cfg.device != "cpu":
         return RuntimeChoice("torch", f"device {model_cfg.device!r} (ONNX Runtime runs on cpu)")
-    missing = " and ".join(missing_packages())
-    if missing:
-        install = f"`pip install {missing.replace(' and ', ' ')}`"
+    missing_names = missing_packages()
+    if missing_names:
+        missing = " and ".join(missing_names)
+        install = f"`pip install {' '.join(missing_names)}`"
         return _without_onnx(
             model_cfg, f"{missing} is not installed", install, f"{missing} not installed"
         )
