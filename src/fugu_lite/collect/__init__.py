@@ -14,6 +14,8 @@ What lives where:
 - errors.py: CollectError;
 - judge.py: the LLM judge's wrapper (each call logged) and the check that it is in the pool;
 - summary.py: the run's counters, its summary and the end-of-run table and lines.
+- sigterm.py: a run that SIGTERM stops as Ctrl-C does, whatever Ctrl-C's handler
+  (run_until_stopped).
 
 Nothing is re-exported here: import from the module (`fugu_lite.collect.run.collect`,
 `fugu_lite.collect.journal.default_log_path`).
