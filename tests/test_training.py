@@ -620,14 +620,22 @@ def test_rls_max_grad_norm_clips_the_step(
     assert moved[1e-10] < moved[1.0] / 10
 
 
+def tied_records_and_mlp_head(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> tuple[list[RewardRecord], RouterModel]:
+    """The records with every worker's reward tied at 0.5 (no gradient from the loss), and a
+    fresh model with a hidden layer whose weights weight decay alone then moves."""
+    tied = [r.model_copy(update={"rewards": [0.5] * len(r.rewards)}) for r in records]
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8})
+    return tied, make_model(cfg, records[0].worker_ids)
+
+
 def test_sfts_weight_decay_shrinks_the_weights(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig
 ) -> None:
     """On prompts whose workers all tie (skipped) the loss gives no gradient, so a step is
     AdamW's weight decay alone: every weight times 1 - learning_rate * weight_decay."""
-    tied = [r.model_copy(update={"rewards": [0.5] * len(r.rewards)}) for r in records]
-    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8})
-    model = make_model(cfg, records[0].worker_ids)
+    tied, model = tied_records_and_mlp_head(records, tiny_model_cfg)
     training = SFT_TRAINING.model_copy(update={"tie_handling": "skip", "weight_decay": 0.5})
     run = prepare_run(tied, model, training)
     hidden = model.head[0].weight.detach().clone()
@@ -642,9 +650,7 @@ def test_rls_weight_decay_shrinks_the_weights(
     """On prompts whose workers all tie the expected reward gives no gradient (nor does the
     entropy at the untrained head's uniform policy), so an RL step is AdamW's weight decay
     alone: every weight times 1 - learning_rate * weight_decay (no test read RL's)."""
-    tied = [r.model_copy(update={"rewards": [0.5] * len(r.rewards)}) for r in records]
-    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8})
-    model = make_model(cfg, records[0].worker_ids)
+    tied, model = tied_records_and_mlp_head(records, tiny_model_cfg)
     training = RL_TRAINING.model_copy(update={"estimator": "expected_reward", "weight_decay": 0.5})
     run = prepare_rl_run(tied, model, training)
     hidden = model.head[0].weight.detach().clone()

@@ -329,13 +329,14 @@ def compute_features(
     missing = [key for key in first_index if key not in known]
     if missing:
         extractor = extractor or _loaded_extractor(model_cfg)
-        if cache is not None and _cache_of(model_cfg, extractor).folder != cache.folder:
-            # a hub id downloaded now, or a backbone whose files changed while it loaded: the
-            # features are the loaded weights', so are read from and written to their cache
-            cache = _cache_of(model_cfg, extractor)
-            known = dict(cache.rows())
-            missing = [key for key in first_index if key not in known]
         if cache is not None:
+            loaded_cache = _cache_of(model_cfg, extractor)
+            if loaded_cache.folder != cache.folder:
+                # a hub id downloaded now, or a backbone whose files changed while it loaded:
+                # the features are the loaded weights', so are read from and written to theirs
+                cache = loaded_cache
+                known = dict(cache.rows())
+                missing = [key for key in first_index if key not in known]
             cache.record_probe(extractor)
         missing_prompts = {key: prompts[first_index[key]] for key in missing}
         known.update(_extracted(missing_prompts, extractor, cache, model_cfg, description))
