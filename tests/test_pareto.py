@@ -105,6 +105,24 @@ def test_pareto_report_on_a_known_case() -> None:
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
 
 
+def test_the_oracles_point_pays_the_cheapest_of_equally_good_workers() -> None:
+    """On a prompt both workers get right the oracle pays the cheaper one, here the second:
+    every other test's tie had the cheaper worker first, so an oracle paying the first of
+    equally good workers drew its star at a cost it never needs."""
+    train = reward_table([cost_record("train", [1.0, 1.0], [3.0, 1.0], "t1")])
+    evaluated = reward_table(
+        [
+            cost_record("test", [1.0, 1.0], [3.0, 1.0], "e1"),  # a tie: b at 1, not a at 3
+            cost_record("test", [1.0, 0.0], [3.0, 1.0], "e2"),  # only a is right: 3
+        ]
+    )
+    always_a = {0.0: np.array([[1.0, 0.0], [1.0, 0.0]])}
+    report = pareto_report(train, evaluated, "test", always_a, {}, [0.0], reference_cost=2.0)
+    # (1 + 3) / 2 at reward 1; the first of the tied workers would cost (3 + 3) / 2 = 3
+    assert report["oracle"]["mean_cost"] == pytest.approx(2.0)
+    assert report["oracle"]["mean_reward"] == pytest.approx(1.0)
+
+
 def a_best_on_train_b_on_test_report() -> dict:
     """The cost-quality report of two workers, a (cost 3) best on train and b (cost 1) on
     test, and a router that always asks a at cost weight 0 and always b at 1."""
