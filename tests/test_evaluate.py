@@ -50,6 +50,7 @@ from fugu_lite.evaluation.plots import (
     plotted_tasks,
     save_png,
 )
+from fugu_lite.evaluation.report import baseline_notes
 from fugu_lite.schemas import RewardRecord, prompt_hash
 
 WORKERS = ["a", "b", "c"]
@@ -620,6 +621,9 @@ def test_choosing_hyperparameters_on_the_evaluated_split_is_flagged() -> None:
     predictions, info = run_baselines(train_x, train, validation_x, validation_x, validation)
     report = evaluation_report(train, validation, "validation", None, predictions, info)
     assert sum("optimistic" in note for note in report["notes"]) == 2
+    # evaluated on train or test, k and alpha were chosen on another split than the scores'
+    for split in ("train", "test"):
+        assert not any("same validation split" in note for note in baseline_notes(split, info))
 
 
 # --- predictions, files, console ----------------------------------------------
@@ -1062,7 +1066,9 @@ def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     assert not (tmp_path / "router_choices.png").exists()
     assert not (tmp_path / "per_task_reward.png").exists()
     assert (tmp_path / "predictions.jsonl").read_text() == ""
-    assert "No task labels" in (tmp_path / "evaluation_report.md").read_text()
+    markdown = (tmp_path / "evaluation_report.md").read_text()
+    assert "No task labels" in markdown
+    assert "train prompts: 2 · validation prompts: none ·" in markdown  # no "None"
 
 
 def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
@@ -1155,6 +1161,9 @@ def test_the_console_tables_put_each_figure_in_its_column() -> None:
         ["random", "0.467", "-0.333", "—"],
         ["code", "1", "1.000", "0.000", "1.000", "0.000", "1.000"],
         ["(no task)", "1", "0.000", "0.000", "1.000", "1.000", "1.000"],
+        # which worker each learned method asks: router, kNN, per-task best (no oracle)
+        ["a", "40.0%", "0.0%", "20.0%"],
+        ["b", "20.0%", "0.0%", "80.0%"],
     ):
         assert row in rows, text
     assert "earns more on 40.0% and less on 20.0%." in " ".join(text.split())
