@@ -157,6 +157,17 @@ def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated
     assert report["curves"]["router"]["label"] == "router (2 cost weights)"
 
 
+def test_the_baselines_cost_weights_and_points_are_listed_ascending() -> None:
+    """Cost weights given out of order: the baselines' weights and each baseline's points
+    are listed ascending, as the router's are (they came in the order given)."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    predictions = {"knn": (evaluated.rewards, evaluated.costs)}
+    report = pareto_report(train, evaluated, "test", perfect, predictions, [1.0, 0.0], 1.5)
+    assert report["baseline_cost_weights"] == [0.0, 1.0]
+    assert [point["cost_weight"] for point in report["curves"]["knn"]["points"]] == [0.0, 1.0]
+
+
 def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     """pareto_report.md of the train-and-test case, cell by cell: the router at cost weight
     0 always asks a (cost 3, reward 0.5), at 1 always b (cost 1, reward 1), so each weight's
@@ -250,6 +261,7 @@ def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
     # [1, 2] at the floor -1, then (0.6 + 0.9) / 2 * 2 on [2, 4]: (-1 + 1.5) / 3
     assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0, floor=-1.0) == pytest.approx(0.5 / 3)
     assert aiq([(3.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # the whole range below it
+    assert aiq([(2.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # all but its top, cost 2
     assert hull_reward_at([(1.0, 0.5)], 0.5, floor=-1.0) == -1.0
 
 
