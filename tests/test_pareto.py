@@ -482,3 +482,5 @@ def test_a_pareto_report_says_when_a_baseline_used_a_default_or_the_grids_edge()
     report = pareto_report(train, evaluated, "test", probabilities, predictions, [0.0], 1.5, info)
     assert "knn: no validation split: k=100 is a fixed default" in report["notes"]
     assert "ridge: alpha=0.01 chosen on validation; at the edge" in report["notes"]
+    labels = [report["curves"][name]["label"] for name in ("knn", "ridge")]
+    assert labels == ["kNN (k=100)", "ridge (alpha=0.01)"]
