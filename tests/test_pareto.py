@@ -406,6 +406,18 @@ def test_a_pareto_report_refuses_predictions_that_do_not_match_the_evaluated_tab
         pareto_report(table, table, "test", probabilities, predictions, [0.0], 1.0)
 
 
+def test_a_pareto_report_refuses_splits_whose_workers_differ() -> None:
+    """The best single worker is a column of train read on the evaluated split: with the
+    evaluated split's workers in another order the report named b, the worse on train, as
+    the best single worker (reward 0 at cost 1), where eval refuses such splits."""
+    train = reward_table([cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1")])  # a is best
+    evaluated = RewardTable(np.array([[0.0, 1.0]]), np.array([[1.0, 3.0]]), [None], ["e1"],
+                            ["h1"], ["b", "a"])  # fmt: skip
+    differ = r"train workers \['a', 'b'\] differ from evaluated workers \['b', 'a'\]"
+    with pytest.raises(ValueError, match=differ):
+        pareto_report(train, evaluated, "test", {0.0: np.array([[1.0, 0.0]])}, {}, [0.0], 1.0)
+
+
 def test_cost_weighted_choices_trade_predicted_reward_for_cost() -> None:
     rewards = np.array([[0.9, 1.0]])
     costs = np.array([[0.1, 1.0]])

@@ -29,6 +29,7 @@ from .hull import aiq, cost_to_reach, non_decreasing_hull, reward_floor
 from .report import (
     baseline_notes,
     best_single_worker,
+    check_train_and_evaluated,
     oracle_choices,
     train_split_notes,
 )
@@ -111,8 +112,10 @@ def _check_pareto_inputs(
     baseline_predictions: Mapping[str, tuple[np.ndarray, np.ndarray]],
     reference_cost: float,
 ) -> np.ndarray:
-    """Refuse what gives no cost-quality curve, or a wrong one (predictions not aligned
-    with the evaluated prompts and workers); returns the evaluated split's costs."""
+    """Refuse what gives no cost-quality curve, or a wrong one (splits of other workers,
+    predictions not aligned with the evaluated prompts and workers); returns the evaluated
+    split's costs."""
+    check_train_and_evaluated(train, evaluated)
     require_table_costs(train)
     evaluated_costs = require_table_costs(evaluated)
     if not router_probabilities:

@@ -428,12 +428,9 @@ def baseline_notes(split_name: str, baseline_info: Mapping[str, object]) -> list
     return notes
 
 
-def _check_inputs(
-    train: RewardTable,
-    evaluated: RewardTable,
-    router_probabilities: np.ndarray | None,
-    baseline_predictions: dict[str, np.ndarray],
-) -> None:
+def check_train_and_evaluated(train: RewardTable, evaluated: RewardTable) -> None:
+    """Refuse an empty split, or splits whose workers differ: the best single worker is a
+    column of train read on the evaluated split, so another order names another worker."""
     if train.n_prompts == 0 or evaluated.n_prompts == 0:
         raise ValueError("train and evaluated tables must each have at least one prompt")
     if train.worker_ids != evaluated.worker_ids:
@@ -441,6 +438,15 @@ def _check_inputs(
             f"train workers {train.worker_ids} differ from evaluated workers "
             f"{evaluated.worker_ids}; both splits need the same workers in the same order"
         )
+
+
+def _check_inputs(
+    train: RewardTable,
+    evaluated: RewardTable,
+    router_probabilities: np.ndarray | None,
+    baseline_predictions: dict[str, np.ndarray],
+) -> None:
+    check_train_and_evaluated(train, evaluated)
     if router_probabilities is not None:
         check_aligned("router probabilities", router_probabilities, evaluated)
     for name, predicted in baseline_predictions.items():
