@@ -187,6 +187,7 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
         "| a (best single) | 3.00 | 0.5000 |",
         "| b | 1.00 | 1.0000 |",
         "| oracle | 1.00 | 1.0000 |",
+        "- cost range: [1.00, 3.00]",  # b's cost to a's
     ]
     assert [line for line in expected if line not in lines] == []
 
