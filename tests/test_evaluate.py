@@ -251,6 +251,7 @@ def test_costs_none_versus_present() -> None:
     # Among equally good workers the oracle takes the cheapest: b (1.0), c (1.0), a (4.0).
     assert methods["oracle"]["mean_cost"] == pytest.approx((1.0 + 1.0 + 4.0) / 3)
     assert with_costs["choices"]["oracle"]["counts"] == {"a": 1, "b": 1, "c": 1}
+    assert methods["oracle"]["detail"].endswith("among equally good workers the cheapest")
 
 
 def test_the_oracle_takes_the_cheapest_of_equally_good_workers_at_fractions_of_a_cent() -> None:
@@ -596,6 +597,7 @@ def test_run_baselines_without_validation_uses_defaults_and_says_so() -> None:
     assert report["methods"]["knn"]["label"] == f"kNN (k={DEFAULT_K})"
     assert "fixed default" in report["methods"]["ridge"]["detail"]
     assert sum("no validation split" in note for note in report["notes"]) == 2
+    assert report["sizes"]["validation"] is None  # no prompt chose k or alpha
 
 
 def test_run_baselines_checks_feature_rows() -> None:
@@ -1069,6 +1071,7 @@ def test_write_evaluation_without_router_or_tasks(tmp_path: Path) -> None:
     markdown = (tmp_path / "evaluation_report.md").read_text()
     assert "No task labels" in markdown
     assert "train prompts: 2 · validation prompts: none ·" in markdown  # no "None"
+    assert "- no router probabilities were given: only references and baselines" in markdown
 
 
 def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
@@ -1102,7 +1105,10 @@ def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
         "| kNN (k=5) | 0.400 | -0.500 | — | k=5 chosen on validation |",
         "| best single (b) | 0.600 | 0.000 | — | b: highest mean reward on train |",
         "| random | 0.467 | -0.333 | — | expected reward of a uniformly random worker |",
+        "| oracle | 1.000 | 1.000 | — | best worker per prompt (upper bound); among equally good "
+        "workers the best single |",  # no costs: ties go to b
         "| Task | n | router | kNN | per-task best | best single | oracle | Best worker on train |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",  # n and every reward right
         "| code | 1 | 1.000 | 0.000 | 1.000 | 0.000 | 1.000 | a |",
         "| math | 2 | 1.000 | 0.500 | 0.500 | 0.500 | 1.000 | b |",
         "| (no task) | 1 | 0.000 | 0.000 | 1.000 | 1.000 | 1.000 | — (best single) |",
@@ -1111,6 +1117,7 @@ def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
         "| b | 1 (20.0%) | 0 (0.0%) | 4 (80.0%) | 5 (100.0%) | 3 (60.0%) |",
         "The router picks the best single worker (b) on 20.0% of prompts; its choice earns "
         "more on 40.0% and less on 20.0%.",
+        "### kNN (k=5)",
         "| 5 | 0.700 | chosen |",
         "| 10 | 0.600 |  |",
         "- costs unknown on this split: no mean costs",
