@@ -1174,6 +1174,7 @@ def test_the_console_tables_put_each_figure_in_its_column() -> None:
     ):
         assert row in rows, text
     assert "earns more on 40.0% and less on 20.0%." in " ".join(text.split())
+    assert "note: costs unknown on this split: no mean costs" in text
 
 
 def test_the_console_tables_never_cut_a_worker_id_on_a_narrow_terminal() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cost_record
+from rich.console import Console
 
 from fugu_lite.evaluation import (
     aiq,
@@ -20,7 +21,7 @@ from fugu_lite.evaluation import (
 )
 from fugu_lite.evaluation.curves import cost_weighted_choices
 from fugu_lite.evaluation.hull import hull_reward_at, reward_floor
-from fugu_lite.evaluation.pareto_output import pareto_markdown, write_pareto
+from fugu_lite.evaluation.pareto_output import pareto_markdown, print_pareto, write_pareto
 from fugu_lite.evaluation.pareto_plot import plot_pareto
 from fugu_lite.evaluation.table import RewardTable, reward_table
 from fugu_lite.schemas import records_in_split
@@ -121,6 +122,7 @@ def test_the_oracles_point_pays_the_cheapest_of_equally_good_workers() -> None:
     # (1 + 3) / 2 at reward 1; the first of the tied workers would cost (3 + 3) / 2 = 3
     assert report["oracle"]["mean_cost"] == pytest.approx(2.0)
     assert report["oracle"]["mean_reward"] == pytest.approx(1.0)
+    assert report["n_prompts"] == 2  # the evaluated split's, not train's 1
 
 
 def a_best_on_train_b_on_test_report() -> dict:
@@ -328,6 +330,11 @@ def test_a_best_single_worker_at_or_below_0_has_no_target_and_a_note(
     markdown = (tmp_path / "pareto_report.md").read_text()
     assert "x its reward = undefined (see the notes)" in markdown
     assert "no quality target" in markdown
+    # no curve has a cost share: none reads as a curve that falls short of a target
+    assert "| — (no target) |" in markdown and "not reached" not in markdown
+    console = Console(record=True, width=200)
+    print_pareto(report, console)
+    assert "note: the best single worker's mean reward is" in console.export_text()
 
 
 @pytest.mark.parametrize(
