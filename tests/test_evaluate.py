@@ -1317,6 +1317,10 @@ def test_a_per_task_plot_with_a_row_for_every_task_says_it_leaves_nothing_out() 
     assert len(plotted_tasks(rows[:-1])) == PER_TASK_PLOT_ROWS
     assert per_task_plot_note({"per_task": rows[:-1]}) is None
     assert "its last row pools the other 2 tasks" in str(per_task_plot_note({"per_task": rows}))
+    # task t<i> of i + 1 prompts: the 39 largest, t2..t40, keep the table's order
+    sized = [{"task": f"t{index}", "n": index + 1} for index in range(PER_TASK_PLOT_ROWS + 1)]
+    kept = [row["task"] for row in plotted_tasks(sized)]
+    assert kept == [f"t{index}" for index in range(2, PER_TASK_PLOT_ROWS + 1)] + ["2 other tasks"]
 
 
 def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:
