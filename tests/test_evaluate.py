@@ -450,6 +450,10 @@ def test_ridge_standardises_with_train_statistics() -> None:
     model = fit_ridge(train_x, np.array([[0.0], [1.0]]), alpha=1e-6)
     np.testing.assert_allclose(model.scaler.mean_, [5.0])
     np.testing.assert_allclose(model.predict(np.array([[5.0]])), [[0.5]], atol=1e-6)
+    # scaled too: z = (x - 5) / 5 = -1, 1, so with alpha = 1 the slope is (0.5 + 0.5) / (2 + 1)
+    # and x = 10 predicts 0.5 + 1/3 (centred only, z = -5, 5, it would be 0.5 + 25/51)
+    model = fit_ridge(train_x, np.array([[0.0], [1.0]]), alpha=1.0)
+    np.testing.assert_allclose(model.predict(np.array([[10.0]])), [[0.5 + 1 / 3]], rtol=1e-5)
 
 
 @pytest.mark.parametrize(("baseline", "grid"), [(knn_baseline, (4,)), (ridge_baseline, (1e9,))])
