@@ -183,7 +183,9 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     expected = [
         "| router (2 cost weights) | 1.0000 | 1.00 | 33.3% |",
         "| single workers | 1.0000 | 1.00 | 33.3% |",
+        "| --- | ---: | ---: | ---: |",  # the summary's figures aligned right
         "| lambda | router cost | router reward |",
+        "| --- | ---: | ---: |",
         "| 0 | 3.00 | 0.5000 |",
         "| 1 | 1.00 | 1.0000 |",
         "| a (best single) | 3.00 | 0.5000 |",
