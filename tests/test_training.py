@@ -644,6 +644,26 @@ def test_sfts_weight_decay_shrinks_the_weights(
     torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
 
 
+def test_an_sft_step_takes_the_learning_rate_before_the_schedule_anneals_it(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """The schedule anneals after each step: a run of one step takes it at the full learning
+    rate (then 0). The schedule test stepped it by hand, so a train_step annealing before
+    its step (the first at a lower rate, the last at 0, doing nothing) passed every test;
+    the step is read on weight decay alone, as in test_sfts_weight_decay_shrinks_the_weights."""
+    tied, model = tied_records_and_mlp_head(records, tiny_model_cfg)
+    training = SFT_TRAINING.model_copy(
+        update={"tie_handling": "skip", "weight_decay": 0.5, "epochs": 1, "batch_size": 1000}
+    )
+    run = prepare_run(tied, model, training)
+    assert len(run.train_loader) == 1
+    hidden = model.head[0].weight.detach().clone()
+    train_step(run, next(iter(run.train_loader)), epoch=1)
+    shrunk = hidden * (1 - training.learning_rate * training.weight_decay)
+    torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
+    assert run.scheduler.get_last_lr()[0] == pytest.approx(0.0, abs=1e-12)
+
+
 def test_rls_weight_decay_shrinks_the_weights(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig
 ) -> None:
