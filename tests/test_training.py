@@ -211,6 +211,17 @@ def test_reinforce_moves_probability_to_the_best_worker() -> None:
     assert 0.0 <= metrics["sampled_reward"] <= 1.0
 
 
+def test_reinforces_sampled_reward_is_the_mean_reward_of_its_rollouts() -> None:
+    """sampled_reward (the RL step's line and history) is the mean reward of the workers the
+    rollouts chose: a policy all but certain of worker 0 earns worker 0's mean reward. Only
+    expected_reward's was read, so reporting the best rollout's reward passed every test."""
+    torch.manual_seed(0)
+    logits = torch.tensor([[30.0, 0.0, 0.0], [30.0, 0.0, 0.0]])
+    rewards = torch.tensor([[0.2, 1.0, 0.0], [0.6, 0.0, 1.0]])
+    _, metrics = contextual_bandit_loss(logits, rewards, rollouts_per_prompt=8)
+    assert metrics["sampled_reward"] == pytest.approx(0.4)
+
+
 def test_reinforce_is_reproducible_with_a_seed() -> None:
     def sampled(seed: int) -> tuple[float, torch.Tensor]:
         torch.manual_seed(seed)
