@@ -47,6 +47,7 @@ from fugu_lite.train_rl import (
     train_rl,
 )
 from fugu_lite.train_rl import prepare_run as prepare_rl_run
+from fugu_lite.train_rl import run_epoch as rl_run_epoch
 from fugu_lite.train_sft import (
     BestEpoch,
     keep_best_epoch,
@@ -57,6 +58,7 @@ from fugu_lite.train_sft import (
     train_sft,
     train_step,
 )
+from fugu_lite.train_sft import run_epoch as sft_run_epoch
 from fugu_lite.training_common import (
     TrainingDiverged,
     evaluate_loader,
@@ -689,6 +691,35 @@ def test_rls_weight_decay_shrinks_the_weights(
     assert run.global_step == 1
     shrunk = hidden * (1 - training.learning_rate * training.weight_decay)
     torch.testing.assert_close(model.head[0].weight.detach(), shrunk)
+
+
+@pytest.mark.parametrize("stage", ["sft", "rl"])
+def test_a_stage_continued_from_a_checkpoint_takes_its_steps_with_the_heads_dropout(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+) -> None:
+    """load_router gives a checkpoint in eval mode, so each epoch puts the model back in
+    training mode for its steps (the pipeline's RL continues SFT's checkpoint, whose MLP head
+    has dropout 0.3 by default); no test continued a stage from a loaded checkpoint, so an
+    epoch that left it in eval mode (every step without dropout) passed every test."""
+    cfg = tiny_model_cfg.model_copy(update={"head": "mlp", "head_hidden": 8, "head_dropout": 0.5})
+    make_model(cfg, records[0].worker_ids).save_checkpoint(tmp_path / "start")
+    model = load_router(tmp_path / "start", cfg, records[0].worker_ids)
+    assert not model.training
+    steps_in_training_mode: list[bool] = []
+    model.head.register_forward_pre_hook(
+        lambda module, _: steps_in_training_mode.append(module.training)
+    )
+    if stage == "sft":
+        sft_run = prepare_run(records, model, SFT_TRAINING)
+        sft_run_epoch(sft_run, 1)
+        steps = len(sft_run.train_loader)
+    else:
+        rl_run = prepare_rl_run(records, model, RL_TRAINING)
+        rl_run_epoch(rl_run, 1)
+        steps = len(rl_run.train_loader)
+    # the steps' forward passes, then evaluate_loader's (without dropout)
+    assert steps_in_training_mode[:steps] == [True] * steps
+    assert not any(steps_in_training_mode[steps:])
 
 
 def test_a_second_training_run_reads_only_the_feature_cache(
