@@ -204,6 +204,24 @@ def test_a_generation_scores_the_population_on_batch_size_train_prompts() -> Non
         assert metrics["reward_mean"] * min(batch_size, len(values)) in sums
 
 
+def test_each_generation_draws_its_own_train_batch() -> None:
+    """A generation's batch_size prompts are drawn with that generation's seed, so the
+    generations score different prompts (each of prompt i's workers earns 2**i, so the mean
+    reward names the pair scored); one generation was read, so scoring every generation on
+    the split's first batch_size prompts (ES then never learns from the others) passed
+    every test."""
+    values = [2.0**index for index in range(6)]
+    features = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    train = SplitData({"features": features}, torch.tensor([[value, value] for value in values]))
+    model, optimizer = tiny_search()
+    training = ESTrainingConfig(**{**TINY_TRAINING, "batch_size": 2})
+    pairs = {
+        run_generation(model, optimizer, train, training, generation)["reward_mean"] * 2
+        for generation in range(1, 7)
+    }
+    assert len(pairs) > 1
+
+
 def test_a_fresh_search_draws_population_size_candidates_sigma0_around_the_start() -> None:
     """Every test ran with sigma0 0.5: a search given no step (or its own) and CMA's default
     population of 4 + 3 ln(dim) passed them all."""
