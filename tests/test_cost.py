@@ -63,6 +63,7 @@ from fugu_lite.reward_head_training import (
     RewardHeadTraining,
     effective_cluster_count,
     fit_cluster_mixture,
+    fit_cost_model,
     start_router,
     train_reward_head,
 )
@@ -935,6 +936,18 @@ def test_a_cluster_mixture_predicts_each_clusters_mean_reward() -> None:
     assert effective_cluster_count(80, n_train=70, n_distinct=70, per=10) == 7
     assert effective_cluster_count(80, n_train=5, n_distinct=5, per=10) == 1
     assert effective_cluster_count(30, n_train=900, n_distinct=12, per=10) == 12
+
+
+def test_the_cost_model_predicts_in_cost_units_whatever_the_reference_cost() -> None:
+    """The ridge is fitted on cost / reference, its weights and bias scaled back by the
+    reference. The tests' records cost a worker the same on every prompt (its weights then
+    0), so weights left in reference units (predicted costs varying between prompts
+    1 / reference times as much as the costs do) passed every test."""
+    x = np.linspace(-1.0, 1.0, 21)[:, None]
+    costs = np.hstack([100.0 + 50.0 * x, 200.0 - 20.0 * x])
+    for reference in (1.0, 150.0):
+        weight, bias = fit_cost_model(x, costs, reference, alpha=1e-6)
+        np.testing.assert_allclose(x @ weight.T + bias, costs, rtol=1e-4)
 
 
 def test_the_served_cost_weights_are_0_then_ten_a_decade_from_a_thousandth_to_100() -> None:
