@@ -544,16 +544,23 @@ def test_a_key_no_header_can_carry_is_refused_at_start_without_showing_it(
     assert stub.bodies == []
 
 
-@pytest.mark.parametrize("quote", ['"', "'"])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [(f'"{SECRET}"', "is wrapped in quotes"), (f"'{SECRET}'", "is wrapped in quotes"),
+     (f'{SECRET}"', "ends with a quote"), (f"{SECRET}'", "ends with a quote"),
+     (f'"{SECRET}', "starts with a quote"), ('"', "starts with a quote")],
+)  # fmt: skip
 def test_a_key_read_with_its_quotes_is_refused_at_start_without_showing_it(
-    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, quote: str
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch, value: str, problem: str
 ) -> None:
     """A key written `KEY="sk-..."` in a .env file that its reader keeps the quotes of
     (docker's --env-file, systemd's EnvironmentFile with other quotes) was sent with them:
     every call got a 401, "its API key is missing or not accepted", and the worker was taken
-    as down, with nothing pointing at the quotes. The pool now refuses it at start."""
-    monkeypatch.setenv(KEY_ENV, f"{quote}{SECRET}{quote}")
-    with pytest.raises(PoolStartError, match="is wrapped in quotes") as raised:
+    as down, with nothing pointing at the quotes. The pool now refuses it at start; so too a
+    key copied with one quote (`sk-..."`, the end of such a line pasted after its opening
+    quote), which was taken while one wrapped in both was refused."""
+    monkeypatch.setenv(KEY_ENV, value)
+    with pytest.raises(PoolStartError, match=problem) as raised:
         asyncio.run(one_call(pool_config(stub.base_url, api_key_env=KEY_ENV)))
     assert KEY_ENV in str(raised.value) and SECRET[4:12] not in str(raised.value)
     assert stub.bodies == []

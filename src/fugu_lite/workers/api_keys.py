@@ -13,6 +13,7 @@ NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open se
 # A key as OpenAI's 401 shows the one it refused: its first characters, asterisks, its
 # last four ("sk-abc12****...****wxyz", "sk-proj-****...****wxyz"), which identify it.
 MASKED_KEY = re.compile(r"[\w-]*\*{4,}[\w-]*")
+QUOTES = "\"'"
 
 
 class PoolStartError(RuntimeError):
@@ -67,10 +68,16 @@ def key_problem(key: str) -> str | None:
             "has spaces or a line break around it (copied with its newline, or read from a "
             "file with Windows line endings?)"
         )
-    if len(key) > 1 and key[0] == key[-1] and key[0] in "\"'":
+    if len(key) > 1 and key[0] == key[-1] and key[0] in QUOTES:
         return (
             "is wrapped in quotes (a .env file read by something that keeps them, as docker's "
             "--env-file does?)"
+        )
+    if key[0] in QUOTES or key[-1] in QUOTES:  # `sk-abc"`: sent with it, a 401 on every call
+        end = "starts" if key[0] in QUOTES else "ends"
+        return (
+            f"{end} with a quote, which no key holds (copied with it from a shell line or a "
+            ".env file?)"
         )
     if any(character.isspace() or not character.isprintable() for character in key):
         return "holds a space, tab or control character"
