@@ -169,6 +169,27 @@ def test_a_worker_text_that_yaml_reads_as_a_number_or_date_says_to_quote_it(
 
 
 @pytest.mark.parametrize(
+    ("setting", "key"),
+    [("max_concurrency: yes", "workers.0.max_concurrency"),
+     ("input_price_per_mtok: true", "workers.0.input_price_per_mtok"),
+     ("max_retries: off", "workers.0.max_retries"),
+     ("timeout_s: no", "workers.0.timeout_s"),
+     ("local: {gguf: a.gguf, n_threads: on}", "workers.0.local.n_threads")],
+)  # fmt: skip
+def test_a_worker_number_that_yaml_reads_as_a_boolean_is_refused_naming_the_key(
+    tmp_path: Path, setting: str, key: str
+) -> None:
+    """pydantic takes a boolean as 1 or 0 for a number, so `input_price_per_mtok: true` priced
+    the worker at 1 USD and `max_concurrency: yes` sent it one call at a time without a word
+    (`timeout_s: no` was "greater than 0 (got False)"), where a training config refuses such
+    a number as a boolean; the pool now says so too."""
+    place = "" if setting.startswith("local") else ", base_url: 'http://x'"
+    path = write(tmp_path, f"workers:\n  - {{id: a, model: m, {setting}{place}}}\n")
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}: Input should be a number, not "):
+        load_pool_config(path)
+
+
+@pytest.mark.parametrize(
     ("worker_id", "expected"),
     [
         ("gpt 4o mini", "workers.1.id: worker id 'gpt 4o mini' has characters other than "

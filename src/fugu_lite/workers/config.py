@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from ..config import PipelineConfig, SFTConfig
+# the training configs' base: unknown keys refused, and a number given as a boolean
+# (`input_price_per_mtok: true`, `max_concurrency: yes`) too, not read as 1 or 0
+from ..config import PipelineConfig, SFTConfig, StrictModel
 from ..config_errors import ConfigError, quoting_hint
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
@@ -79,10 +81,6 @@ _NOT_WORKER_ID = re.compile(r"[^A-Za-z0-9._:/@+-]+")
 _HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
 _BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # https://, hf://, file:// (a drive, C:, is none)
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
 
 class LocalServerConfig(StrictModel):
