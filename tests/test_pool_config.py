@@ -97,9 +97,9 @@ def test_bad_pool_configs_say_what_to_fix(tmp_path: Path, body: str, expected: s
     [
         # the SDK adds chat/completions after the query: '?api-version=1/chat/completions'
         ("https://x.example.com/v1?api-version=1",
-         r"has a query \('\?api-version=1'\): each call adds /chat/completions after it"),
+         r"has a query \('\?api-version=\*\*\*'\): each call adds /chat/completions after it"),
         ("https://x.example.com/v1/chat/completions?api-version=1",
-         r"has a query \('\?api-version=1'\)"),
+         r"has a query \('\?api-version=\*\*\*'\)"),
         ("https://x.example.com/v1#top", r"has a fragment \('#top'\)"),
         # a call went to 'https:///chat/completions', a DNS failure naming no host
         ("https://", r"names no host, e\.g\. https://api\.openai\.com/v1"),
@@ -113,6 +113,24 @@ def test_a_base_url_with_a_query_or_no_host_says_what_to_fix(
     path = write(tmp_path, f"workers:\n  - {{id: a, model: m, base_url: '{base_url}'}}\n")
     with pytest.raises(ConfigError, match=expected):
         load_pool_config(path)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "shown"),
+    [(f"https://ai.example.com/v1beta/openai?key={SECRET}", "https://ai.example.com/v1beta/openai?key=***"),
+     (f"ai.example.com/v1?key={SECRET}", "http://ai.example.com/v1?key=***"),
+     (f"https://me:{SECRET}@ai.example.com/v1/chat/completions", "https://***@ai.example.com/v1 ")],
+)  # fmt: skip
+def test_a_refused_base_url_is_shown_without_the_key_it_may_hold(
+    tmp_path: Path, base_url: str, shown: str
+) -> None:
+    """A base_url with its key in its query (`?key=...`, as some APIs take it) or its
+    user:password was refused with the whole URL echoed, the key on the terminal and in CI
+    logs, where a call's error shows its address without them."""
+    path = write(tmp_path, f"workers:\n  - {{id: a, model: m, base_url: '{base_url}'}}\n")
+    with pytest.raises(ConfigError, match=re.escape(shown)) as caught:
+        load_pool_config(path)
+    assert SECRET not in str(caught.value)
 
 
 def test_a_base_url_with_its_scheme_in_capitals_loads(tmp_path: Path) -> None:

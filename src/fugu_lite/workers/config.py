@@ -80,6 +80,7 @@ _WORKER_ID_CHARACTER = re.compile(r"[A-Za-z0-9._:/@+-]*")
 _NOT_WORKER_ID = re.compile(r"[^A-Za-z0-9._:/@+-]+")
 _HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
 _BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?/*)[^/?#@]*@")  # 'https://user:pass@'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # https://, hf://, file:// (a drive, C:, is none)
 
 
@@ -198,9 +199,11 @@ class WorkerConfig(StrictModel):
     @field_validator("base_url")
     @classmethod
     def _check_base_url(cls, value: str | None) -> str | None:
-        problem = None if value is None else base_url_problem(value)
+        # told on the URL as shown, which has the same scheme, host, path and query keys
+        shown = None if value is None else shown_url(value)
+        problem = None if shown is None else base_url_problem(shown)
         if problem is not None:
-            raise ValueError(f"base_url {value!r} {problem}")
+            raise ValueError(f"base_url {shown!r} {problem}")
         return value
 
     @field_validator("params")
@@ -248,6 +251,19 @@ def worker_id_problem(worker_id: str) -> str | None:
     fixed = re.sub(r"^[^A-Za-z0-9]+", "", _NOT_WORKER_ID.sub("-", worker_id)).rstrip("-")
     example = f"; e.g. {fixed!r}" if fixed else ""
     return f"worker id {worker_id!r} {problem}{example}"
+
+
+def shown_url(url: str) -> str:
+    """`url` as an error shows it: its user:password and its query's values, which may hold a
+    key (`?key=AIza...`, as some APIs take it), as ***; the error echoed them whole."""
+    url = _USERINFO.sub(r"\1***@", url)
+    before, mark, query = url.partition("?")
+    query, hash_mark, fragment = query.partition("#")
+    values_hidden = "&".join(
+        f"{name}=***" if equals else name
+        for name, equals, _ in (field.partition("=") for field in query.split("&"))
+    )
+    return f"{before}{mark}{values_hidden}{hash_mark}{fragment}"
 
 
 def base_url_problem(url: str) -> str | None:
