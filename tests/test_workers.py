@@ -495,6 +495,17 @@ def test_an_error_message_is_cut_to_its_longest() -> None:
     assert redact("x" * 5000, SECRET) == "x" * MAX_ERROR_CHARS
 
 
+def test_a_short_key_and_a_key_cut_to_its_first_characters_are_scrubbed() -> None:
+    """A self-hosted server's short key (vLLM's `--api-key abc123`) is scrubbed as a long one
+    is, and a key cut short at the end of a message (a long body cut before) down to its
+    first 4 characters (3 are as likely the end of an ordinary word); a run of asterisks
+    that shows nothing of the key is the server's own text, kept."""
+    assert redact("the key abc123 was refused", "abc123") == "the key *** was refused"
+    assert redact(f"Authorization: Bearer {SECRET[:6]}", SECRET) == "Authorization: Bearer ***"
+    assert redact(f"Authorization: Bearer {SECRET[:3]}", SECRET).endswith(f" {SECRET[:3]}")
+    assert redact("the password **** was refused", SECRET) == "the password **** was refused"
+
+
 def test_stream_errors_do_not_leak_the_key(stub: StubWorker, monkeypatch) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     stub.mode = "leak"
@@ -526,6 +537,7 @@ def test_missing_key_variable_is_a_clear_error(stub: StubWorker, monkeypatch) ->
         (f"{SECRET}\n", "a line break around it"),
         (f" {SECRET}", "spaces or a line break around it"),
         (f"{SECRET[:8]} {SECRET[8:]}", "holds a space"),
+        (f"{SECRET[:8]}\x1b{SECRET[8:]}", "control character"),  # a terminal's colour code
         (f"{SECRET}\u2019", "not ASCII"),
     ],
 )
