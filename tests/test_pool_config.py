@@ -241,14 +241,24 @@ def test_the_id_suggested_for_a_refused_worker_id_is_one_that_would_do(
     assert worker_id_problem(would_do) is None
 
 
-def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        f"workers:\n  - {{id: a, model: m, base_url: 'http://x', api_key_env: '{SECRET}'}}\n",
-    )
+@pytest.mark.parametrize(
+    "pasted",
+    [SECRET, "gsk_Xq3Jd9LmP02kZr7VbN4tYw8Hc1FgEe6UaS5o", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+     "Xk3jd9LmP02kZr7VbN4tYw8Hc1FgEe6U", "ab3f9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b"],
+)  # fmt: skip
+def test_a_key_pasted_into_api_key_env_is_rejected_without_echoing_it(
+    tmp_path: Path, pasted: str
+) -> None:
+    """A key of a variable name's characters (Groq's gsk_..., Hugging Face's hf_..., Mistral's
+    letters and digits, a hex key) was taken as the variable's name, and the pool's start
+    printed it: "reads its API key from the environment variable gsk_..., which is not set;
+    `export gsk_...=...` first". A variable's name is still taken."""
+    worker = "{id: a, model: m, base_url: 'http://x', api_key_env: '%s'}"
     with pytest.raises(ConfigError, match="NAME of the environment variable") as caught:
-        load_pool_config(path)
-    assert SECRET not in str(caught.value)
+        load_pool_config(write(tmp_path, f"workers:\n  - {worker % pasted}\n"))
+    assert pasted not in str(caught.value)
+    named = load_pool_config(write(tmp_path, f"workers:\n  - {worker % 'AZURE_OPENAI_KEY_2'}\n"))
+    assert named.worker("a").api_key_env == "AZURE_OPENAI_KEY_2"
 
 
 def test_missing_pool_file_and_bad_yaml(tmp_path: Path) -> None:

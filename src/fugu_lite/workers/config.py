@@ -75,6 +75,7 @@ SERVER_FLAGS_REFUSED = {
 }
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KEY_LIKE_WORD = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9]{20,}")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 _WORKER_ID_CHARACTER = re.compile(r"[A-Za-z0-9._:/@+-]*")
 _NOT_WORKER_ID = re.compile(r"[^A-Za-z0-9._:/@+-]+")
@@ -188,7 +189,7 @@ class WorkerConfig(StrictModel):
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
         # Never echo the value: a user may have pasted the key itself here.
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and (not _ENV_NAME.match(value) or looks_like_a_key(value)):
             raise ValueError(
                 "api_key_env is the NAME of the environment variable that holds the key "
                 "(e.g. OPENAI_API_KEY), not the key itself; export the key and name the "
@@ -234,6 +235,14 @@ class WorkerConfig(StrictModel):
     @property
     def is_local(self) -> bool:
         return self.local is not None
+
+
+def looks_like_a_key(name: str) -> bool:
+    """Whether an api_key_env of a variable name's characters is a key pasted in its place
+    (Groq's gsk_..., Hugging Face's hf_..., Mistral's 32 letters and digits): a word of 20 or
+    more letters and digits mixed, which no variable's name has. Taken as a name, the key was
+    printed in the pool's start error ("export gsk_...=... first")."""
+    return any(_KEY_LIKE_WORD.fullmatch(word) for word in name.split("_"))
 
 
 def worker_id_problem(worker_id: str) -> str | None:
