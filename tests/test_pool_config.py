@@ -14,6 +14,8 @@ from fugu_lite.workers.config import (
     PoolConfig,
     embedded_pool_config,
     load_pool_config,
+    one_call_at_a_time,
+    pool_notes,
     resolve_gguf,
 )
 
@@ -284,6 +286,37 @@ def test_a_pool_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(b"workers:\n  - {id: caf\xe9, model: m, base_url: 'http://x'}\n")
     with pytest.raises(ConfigError, match=r"pool\.yaml, line 2: not UTF-8 text"):
         load_pool_config(path)
+
+
+def test_local_workers_are_sent_one_call_at_a_time_and_only_what_needs_a_word_is_noted() -> None:
+    """What collect and serve say of a pool at their start, and the local workers' one call
+    at a time, were read only by integration runs of llama.cpp (minutes) and by remote pools:
+    a remote worker sent one call at a time, a local worker with max_concurrency 1 noted as
+    queued, a local worker noted as unpriced (it costs nothing to run), a price whose call of
+    a million tokens costs more than a float holds not noted, or a pool priced nowhere told
+    of unpriced workers (an IndexError naming none priced) passed every unit test."""
+    local = {"model": "m", "local": {"gguf": "a.gguf"}}
+    config = PoolConfig.model_validate(
+        {
+            "workers": [
+                {"id": "remote", "model": "m", "base_url": "http://x", "max_concurrency": 4,
+                 "input_price_per_mtok": 1e303, "output_price_per_mtok": 0.6},
+                {**local, "id": "busy", "max_concurrency": 3},
+                {**local, "id": "calm"},
+            ]
+        }
+    )  # fmt: skip
+    sent = one_call_at_a_time(config)
+    assert [worker.max_concurrency for worker in sent.workers] == [4, 1, 1]
+    notes = pool_notes(config)
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("local worker busy is sent one call at a time, not max_concurrency")
+    assert notes[1].startswith("worker remote's input_price_per_mtok is 1e+303 USD per million")
+    unpriced = {"id": "remote", "model": "m", "base_url": "http://x"}  # none priced: no note
+    assert (
+        pool_notes(PoolConfig.model_validate({"workers": [unpriced, {**local, "id": "calm"}]}))
+        == []
+    )
 
 
 def test_embedded_pool_is_local_variants_of_the_shipped_gguf() -> None:
