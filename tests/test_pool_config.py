@@ -28,8 +28,11 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
+def test_pool_yaml_loads_and_resolves_relative_gguf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "models").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # ~/ is the home folder's, not the pool's
     path = write(
         tmp_path,
         """
@@ -44,12 +47,17 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
           - id: mine
             model: tiny
             local: {gguf: models/tiny.gguf}
+          - id: home
+            model: tiny
+            local: {gguf: ~/tiny.gguf}
         opt_out: [remote]
         """,
     )
     config = load_pool_config(path)
-    assert config.worker_ids == ["remote", "mine"]
+    assert config.worker_ids == ["remote", "mine", "home"]
     assert config.worker("mine").local.gguf == str(tmp_path / "models" / "tiny.gguf")
+    home_gguf = Path(config.worker("home").local.gguf).expanduser()  # as resolve_gguf reads it
+    assert home_gguf == tmp_path / "home" / "tiny.gguf"
     assert config.opt_out == ["remote"]
 
 
@@ -65,6 +73,10 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(tmp_path: Path) -> None:
         ("- {id: a, model: m, base_url: 'http://x', zzz: 2}",
          r"unknown key 'workers\.0\.zzz': known keys here: id,"),
         ("- {id: a, model: m, base_url: 'http://x', params: {model: x}}", "may not set model"),
+        ("- {id: a, model: m, base_url: 'http://x', params: {stream: true}}", "may not set stream"),
+        # a typo there left the worker meant routed to
+        ("- {id: a, model: m, base_url: 'http://x'}\nopt_out: [b]",
+         r"opt_out names unknown workers \['b'\]; the workers are a"),
         ("- {id: a, model: m, base_url: 'http://x'}\n  - {id: a, model: n, base_url: 'http://y'}",
          "repeated: a"),
         ("- {id: a, model: m, base_url: 'http://x', max_concurrency: 0}", "max_concurrency"),
