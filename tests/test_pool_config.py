@@ -495,6 +495,28 @@ def test_an_empty_pool_file_or_a_bare_list_of_workers_says_what_to_write(tmp_pat
     assert load_pool_config(fixed).worker_ids == ["a"]
 
 
+def test_workers_written_as_a_mapping_by_id_say_to_write_a_list_without_echoing_them(
+    tmp_path: Path,
+) -> None:
+    """`workers:` as a mapping of ids to settings was "Input should be a valid list (got
+    {...})", the whole pool echoed, a key pasted into api_key_env with it, and no word of
+    the list to write."""
+    path = write(
+        tmp_path,
+        f"""
+        workers:
+          fast: {{model: m, base_url: 'http://x', api_key_env: '{SECRET}'}}
+          slow: {{model: n, base_url: 'http://y'}}
+        """,
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(path)
+    assert "workers: is a mapping ('fast', 'slow'), not a list: write each worker as an item " in (
+        str(caught.value)
+    )
+    assert SECRET not in str(caught.value)
+
+
 def test_a_top_level_anchor_of_shared_worker_settings_says_where_it_goes(tmp_path: Path) -> None:
     """`defaults: &d {...}` merged into each worker was refused as "unknown key 'defaults'"
     with the pool's keys, no word of where shared worker settings go."""

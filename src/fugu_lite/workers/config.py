@@ -514,6 +514,8 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
         elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
             lines.append(f"  {key}: {message}")
+        elif location == ["workers"] and isinstance(item.get("input"), dict):
+            lines.append(f"  workers: {_workers_by_name(item['input'])}")
         else:
             given = item.get("input")
             hint = _one_string_hint(location, given)
@@ -521,6 +523,18 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
                 hint = quoting_hint(given, None)
             lines.append(f"  {key}: {message} (got {given!r}){hint}")
     return "\n".join(lines)
+
+
+def _workers_by_name(given: dict) -> str:
+    """`workers:` written as a mapping of ids to their settings was "Input should be a valid
+    list (got {...})": the whole pool echoed (an api_key_env's value too, where a key may be
+    pasted), with no word of the list to write."""
+    names = ", ".join(repr(str(name)) for name in list(given)[:3])
+    more = ", ..." if len(given) > 3 else ""
+    return (
+        f"is a mapping ({names}{more}), not a list: write each worker as an item of the list, "
+        "`- id: NAME` followed by its other keys indented under it"
+    )
 
 
 def _one_string_hint(location: list[str], given: object) -> str:
