@@ -9,7 +9,7 @@ What lives where:
   (Failure, describe_failure, broken_stream_error), the CallResult of a call that failed;
 - streams.py: a streamed call's chunks (WatchedStream, OpenStream, chunk_shaper, CUT_STREAM);
 - retries.py: which failures are tried again (RETRYABLE_KINDS) and the backoff;
-- api_keys.py: the workers' API keys (read_key, check_api_keys, redact, PoolStartError);
+- api_keys.py: the workers' API keys (read_key, redact, PoolStartError);
 - errors.py: what a failed call means (classify_error, WorkerCallError, the refusals);
 - output_limits.py: the output-token limit under the name each worker reads;
 - preflight.py: what would stop the pool's start (keys, GGUF files, llama.cpp's server,

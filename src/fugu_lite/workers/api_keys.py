@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from .config import PoolConfig, WorkerConfig
+from .config import WorkerConfig
 from .errors import MAX_ERROR_CHARS
 
 NO_KEY = "fugu-lite-no-key"  # sent when a worker needs no key (local or open servers)
@@ -84,10 +84,3 @@ def key_problem(key: str) -> str | None:
     if not key.isascii():
         return "holds a character that is not ASCII (a typographic quote or dash copied with it?)"
     return None
-
-
-def check_api_keys(config: PoolConfig) -> None:
-    """Before any long work: the PoolStartError that starting this pool would raise for a
-    remote worker whose API key variable is unset, empty or unusable."""
-    for worker in config.workers:
-        read_key(worker)

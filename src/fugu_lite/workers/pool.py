@@ -14,7 +14,7 @@ variable the worker names; they are scrubbed from every error message.
 
 What lives beside it: what a call gives back (CallResult, Usage, usage_cost, json_safe) is in
 results.py; which failures are retried and the backoff in retries.py; the API keys (read_key,
-check_api_keys, redact, PoolStartError) in api_keys.py; what a failed call means (its kind,
+redact, PoolStartError) in api_keys.py; what a failed call means (its kind,
 the refusals read from a worker's words) in errors.py; a local worker's requests and answers
 in llama.cpp's form in llama_cpp_requests.py, llama_cpp_schemas.py and llama_cpp_answers.py; the
 output-token limit sent in output_limits.py; one attempt's answer read, or its failure described,
