@@ -74,6 +74,10 @@ def test_pool_yaml_loads_and_resolves_relative_gguf(
          r"unknown key 'workers\.0\.zzz': known keys here: id,"),
         ("- {id: a, model: m, base_url: 'http://x', params: {model: x}}", "may not set model"),
         ("- {id: a, model: m, base_url: 'http://x', params: {stream: true}}", "may not set stream"),
+        # sent in each call's body (the worker then got no key: a 401), the key kept in the file
+        (f"- {{id: a, model: m, base_url: 'http://x', params: {{api_key: {SECRET}}}}}",
+         r"params may not hold api_key: keys never go in the file: export the key and set "
+         r"api_key_env to the variable's NAME$"),
         # a typo there left the worker meant routed to
         ("- {id: a, model: m, base_url: 'http://x'}\nopt_out: [b]",
          r"opt_out names unknown workers \['b'\]; the workers are a"),

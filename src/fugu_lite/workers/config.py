@@ -216,6 +216,8 @@ class WorkerConfig(StrictModel):
                 f"params may not set {', '.join(reserved)}: fugu-lite sets them per call "
                 "(use the worker's `model` field for the model name)"
             )
+        if "api_key" in value:  # sent in each call's body, as text of the request, not its key
+            raise ValueError(f"params may not hold api_key: {_HINTS['api_key']}")
         return value
 
     @model_validator(mode="after")
