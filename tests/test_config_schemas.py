@@ -825,6 +825,19 @@ def test_a_bad_value_inside_a_section_given_by_set_names_that_set() -> None:
     assert "  training.epochs (--set training): Input should be greater" in str(error.value)
 
 
+def test_a_files_bad_key_whose_name_starts_as_a_set_key_is_named_as_the_files(
+    tmp_path: Path,
+) -> None:
+    """`--set model.head=linear` beside a file's bad `head_hidden: 0`: the key the --set gave
+    is model.head, so model.head_hidden is the file's to fix, not the --set's."""
+    path = write_yaml(tmp_path / "c.yaml", "model:\n  head_hidden: 0\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, SFTConfig, {"model.head": "linear"})
+    assert "\n  model.head_hidden: Input should be greater than or equal to 1 (got 0)" in str(
+        error.value
+    )
+
+
 def test_a_set_key_in_the_wrong_section_names_the_section_as_set_names_it(tmp_path: Path) -> None:
     """--set keys of a stage are model.* and training.*, also with a pipeline file as -c."""
     path = write_yaml(tmp_path / "p.yaml", "sft:\n  epochs: 3\n")
