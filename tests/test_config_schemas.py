@@ -366,10 +366,11 @@ def test_a_numeric_id_or_task_in_a_records_file_is_read_as_its_text(tmp_path: Pa
 def test_a_whole_float_id_in_a_records_file_is_the_integers_id(tmp_path: Path) -> None:
     """pandas writes an integer id column with a gap as floats (`"id": 1.0`): a records file
     written with to_json gave the ids "1.0" and "3.0", where a task file and `data import`
-    read the same ids as "1" and "3"."""
+    read the same ids as "1" and "3". A float past 2**53 is no integer a writer wrote: 1e30
+    stays "1e+30", not its 31 digits, as a task's id."""
     rows = [good_row(0, id=1.0), good_row(1, id=None), good_row(2, id=3.0), good_row(3, id=2.5)]
-    path = write_rows(tmp_path / "r.jsonl", rows)
-    assert [record.id for record in read_records(path)] == ["1", None, "3", "2.5"]
+    path = write_rows(tmp_path / "r.jsonl", [*rows, good_row(4, id=1e30)])
+    assert [record.id for record in read_records(path)] == ["1", None, "3", "2.5", "1e+30"]
 
 
 def test_boolean_rewards_and_costs_in_a_records_file_are_one_and_zero(tmp_path: Path) -> None:
