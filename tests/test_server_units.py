@@ -33,6 +33,7 @@ from fugu_lite.server.app import check_workers_match, show_package_logs, uvicorn
 from fugu_lite.server.auth import Redactor
 from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
+from fugu_lite.server.disconnect import until_disconnected
 from fugu_lite.server.dispatch import Attempt, Dispatcher
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.server.metrics import Metrics
@@ -254,6 +255,64 @@ def test_a_batcher_or_breaker_built_with_settings_that_cannot_work_is_refused() 
         CircuitBreaker(WORKERS, cooldown_s=-0.5)
     assert MicroBatcher(lambda items: items, window_s=0.0, max_batch=1).max_batch == 1
     assert CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=0.0).cooldown_s == 0.0
+
+
+class ClientThatStays:
+    """A request's receive channel whose client never leaves; it notes when a receive() is
+    cancelled (the disconnect watcher given up on)."""
+
+    def __init__(self) -> None:
+        self.watch_cancelled = asyncio.Event()
+
+    async def receive(self) -> dict[str, str]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.watch_cancelled.set()
+            raise
+        return {"type": "http.disconnect"}
+
+
+def test_a_handler_cancelled_cancels_its_work_and_a_request_ended_stops_its_watcher() -> None:
+    """until_disconnected (a chat request's routing and worker call): no test cancelled the
+    handler itself (a shutdown's forced quit) or looked for its disconnect watcher after the
+    work ended, so leaving the worker's call running on for nobody, or the watcher waiting
+    until the connection closed (one task more per request on a keep-alive connection),
+    passed every test."""
+    asyncio.run(handler_cancelled_cancels_its_work_and_a_request_ended_stops_its_watcher())
+
+
+async def handler_cancelled_cancels_its_work_and_a_request_ended_stops_its_watcher() -> None:
+    work_cancelled, work_started = asyncio.Event(), asyncio.Event()
+
+    async def slow_call() -> str:
+        work_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            work_cancelled.set()
+            raise
+        return "never"
+
+    handler = asyncio.create_task(until_disconnected(ClientThatStays(), slow_call()))  # type: ignore[arg-type]
+    await asyncio.wait_for(work_started.wait(), 5)
+    handler.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handler
+    assert await set_within(work_cancelled, 5), "the call ran on after its handler was cancelled"
+
+    async def quick_call() -> str:
+        return "answer"
+
+    client = ClientThatStays()
+    assert await until_disconnected(client, quick_call()) == "answer"  # type: ignore[arg-type]
+    assert await set_within(client.watch_cancelled, 5), "the watcher outlived its request"
+
+
+async def set_within(event: asyncio.Event, timeout_s: float) -> bool:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout_s)
+    return event.is_set()
 
 
 def test_circuit_breaker_states() -> None:
