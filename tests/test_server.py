@@ -592,6 +592,11 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
         (prompt_tokens * 1.0 + completion_tokens * 2.0) / 1e6
     )
     assert "# TYPE fugu_routing_latency_seconds histogram" in metrics
+    # what a Prometheus scraper reads (3.x refuses a scrape of another content-type), without
+    # the `*_created` series (one more per series, nothing a scraper needs)
+    scraped = httpx.get(f"{running.url}/metrics")
+    assert scraped.headers["content-type"].startswith("text/plain; version=")
+    assert "_created" not in scraped.text
 
 
 def test_the_latency_histograms_are_in_seconds_and_the_in_flight_gauge_counts_requests(
