@@ -150,14 +150,18 @@ async def batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop
     assert await running == "running"  # (the next test: in its forward pass at stop)
 
 
-def started_blocking_batcher() -> tuple[MicroBatcher[str, str], threading.Event, threading.Event]:
+def started_blocking_batcher(
+    fails: bool = False,
+) -> tuple[MicroBatcher[str, str], threading.Event, threading.Event]:
     """A started batcher (in a running event loop) whose forward pass sets `in_pass`, then
-    waits for `release` (10 s at most)."""
+    waits for `release` (10 s at most) and answers, or raises ValueError if it `fails`."""
     in_pass, release = threading.Event(), threading.Event()
 
     def blocking(items: list[str]) -> list[str]:
         in_pass.set()
         release.wait(10)
+        if fails:
+            raise ValueError("the forward pass failed")
         return items
 
     batcher = MicroBatcher(blocking, window_s=0.0)
@@ -207,6 +211,26 @@ async def batcher_answers_on_after_a_client_left_during_its_forward_pass() -> No
     await asyncio.to_thread(release.set)
     assert await asyncio.wait_for(kept, 5) == "kept"
     assert await asyncio.wait_for(batcher.submit("later"), 5) == "later"
+    await batcher.stop()
+
+
+def test_micro_batcher_goes_on_after_a_client_left_during_a_forward_pass_that_failed() -> None:
+    """The failing twin of the test above: a lone request whose client left while its
+    forward pass ran, the pass then failing. No test did it, so setting the error on its
+    cancelled future anyway (InvalidStateError, ending the batcher's loop: every later
+    request waited forever) passed every test."""
+    asyncio.run(batcher_goes_on_after_a_client_left_during_a_forward_pass_that_failed())
+
+
+async def batcher_goes_on_after_a_client_left_during_a_forward_pass_that_failed() -> None:
+    batcher, in_pass, release = started_blocking_batcher(fails=True)
+    gone = asyncio.create_task(batcher.submit("gone"))
+    while not in_pass.is_set():
+        await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.to_thread(release.set)
+    with pytest.raises(ValueError, match="the forward pass failed"):
+        await asyncio.wait_for(batcher.submit("later"), 5)  # failed, not left waiting
     await batcher.stop()
 
 
