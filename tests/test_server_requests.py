@@ -1009,8 +1009,9 @@ def test_parameters_at_openais_limits_are_sent_on(shared_server: Running, stubs:
 def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
     shared_server: Running, stubs: Stubs
 ) -> None:
-    """A function named in 64 characters (OpenAI's most) and a deprecated function result
-    with null content reach the worker (no test sent either: a check refusing one passed)."""
+    """A function named in 64 characters (OpenAI's most), four stop sequences (its most) and
+    a deprecated function result with null content reach the worker (no test sent any of
+    them: a check refusing one passed)."""
     name = "f" * 64
     messages = [
         ASKED,
@@ -1019,10 +1020,11 @@ def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
         {"role": "function", "name": "add", "content": None},
     ]  # fmt: skip
     tools = [{"type": "function", "function": {"name": name}}]
-    response = shared_server.post({**VALID, "messages": messages, "tools": tools})
+    stops = ["a", "b", "c", "d"]
+    response = shared_server.post({**VALID, "messages": messages, "tools": tools, "stop": stops})
     assert response.status_code == 200, response.text
     sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
-    assert sent["tools"][0]["function"]["name"] == name
+    assert sent["tools"][0]["function"]["name"] == name and sent["stop"] == stops
     assert [message["role"] for message in sent["messages"]] == ["user", "assistant", "function"]
 
 
