@@ -474,6 +474,22 @@ def test_a_field_of_several_types_given_none_of_them_is_one_error(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def test_a_request_with_two_bad_fields_tells_both_and_names_the_first(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI's error names one param: the 400 names the first bad field (in the request's
+    field order) and tells each. No test sent two, so naming the last passed every test."""
+    response = shared_server.post({**VALID, "temperature": 7, "top_p": 3})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "temperature"
+    assert error["message"] == (
+        "invalid request: temperature: Input should be less than or equal to 2 (got 7); "
+        "top_p: Input should be less than or equal to 1 (got 3)"
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_a_tool_of_another_type_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """A tool that is no function (OpenAI's custom tools) is not checked as one: it reaches
     the worker as sent, beside the function tools."""
