@@ -429,6 +429,26 @@ def unstarted_dispatcher(breaker: CircuitBreaker) -> Dispatcher:
     return Dispatcher(pool, breaker, Metrics(WORKERS), Redactor([]))
 
 
+def test_a_rate_limited_worker_skipped_while_half_open_is_probed_once_its_limit_ends() -> None:
+    """A worker skipped for its provider's rate limit must not take its circuit's probe:
+    no test skipped a half-open one, so taking the probe first and then skipping the
+    worker (the probe never given back: the worker never called again, its circuit
+    half-open for good) passed every test."""
+    now = [0.0]
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=10, clock=lambda: now[0])
+    dispatcher = unstarted_dispatcher(breaker)
+    worker = WORKERS[0]
+    breaker.record_failure(worker, "call")
+    now[0] = 10.0
+    assert breaker.acquire(worker) == "probe"
+    breaker.rate_limited(worker, 15.0, "probe")  # the probe's 429: Retry-After 5 s
+    skipped: list[Attempt] = []
+    assert dispatcher._may_call(worker, skipped) is None
+    assert [attempt.outcome for attempt in skipped] == ["rate_limit"]
+    now[0] = 15.0
+    assert dispatcher._may_call(worker, []) == "probe"
+
+
 def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:
     """Concurrent requests to a failing worker all fail, one after another: each failure
     after the one that opened its circuit opened it again, so 16 requests in flight made
