@@ -1236,6 +1236,9 @@ def test_a_form_or_an_upload_instead_of_json_is_told_what_to_send(
                          "application/vnd.api+json"):  # fmt: skip
         not_json = shared_server.post(b"{oops", headers={"content-type": content_type})
         assert not_json.json()["error"]["message"].endswith("at line 1, column 2"), content_type
+    # sent with no Content-Type at all (httpx's content=, a raw socket): nothing to tell
+    not_json = httpx.post(url, content=b"{oops")
+    assert not_json.json()["error"]["message"].endswith("at line 1, column 2")
 
 
 def test_a_refused_request_carries_a_request_id(shared_server: Running) -> None:
