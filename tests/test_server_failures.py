@@ -655,6 +655,8 @@ def test_circuit_breaker_opens_after_repeated_failures_and_closes_after_cooldown
 
     bad.mode = "ok"
     assert wait_until(lambda: running.health()["workers"][first]["circuit"] == "half_open", 3)
+    # what the next request meets: the worker is called (the probe), so it is no outage
+    assert running.health()["status"] == "ok"
     raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(MATH))
     assert raw.headers["x-fugu-worker"] == first  # the probe went through and succeeded
     assert running.health()["workers"][first]["circuit"] == "closed"
