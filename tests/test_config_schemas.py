@@ -42,6 +42,7 @@ from fugu_lite.schemas import (
     check_same_workers,
     read_records,
     records_in_split,
+    repeated_ids,
     write_records,
 )
 from fugu_lite.text_reading import RecordFileError, broken_link
@@ -398,6 +399,17 @@ def test_a_record_with_a_blank_id_is_refused_naming_its_line(tmp_path: Path, bla
     assert "give the record an id of its own, or leave 'id' out" in message, message
     path = write_rows(tmp_path / "r.jsonl", [rows[0], good_row(1), rows[2]])
     assert [record.id for record in read_records(path)] == ["q0", None, None]
+
+
+def test_a_records_id_with_spaces_around_it_is_that_id(tmp_path: Path) -> None:
+    """A record's id " q1" was another id than "q1", though its task and a task file's id are
+    read without the spaces: the two records' repeated id went unwarned of, and a join by id
+    (a task file's "q1") missed the first."""
+    rows = [good_row(0, id=" q1"), good_row(1, id="q1\t"), good_row(2, id="q2")]
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    records = read_records(path)
+    assert [record.id for record in records] == ["q1", "q1", "q2"]
+    assert repeated_ids(records) == ["q1"]
 
 
 def test_a_record_with_a_blank_worker_id_is_refused_naming_its_line(tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def whole_number(value: float) -> bool:
 def id_as_read(value: str) -> str:
     """A task's id or name as a task file's is read: "q1 " is the id q1 (a duplicate of
     another q1), "math " the family math; a blank value stays as it is, for task_problems to
-    name. A record's task is read so too, and saved lines written when ids were read as
+    name. A record's id and task are read so too, and saved lines written when ids were read as
     written are matched so."""
     return value.strip() or value
 
@@ -198,12 +198,14 @@ class RewardRecord(BaseModel):
     @classmethod
     def _id_not_blank(cls, value: str | None) -> str | None:
         """A blank id ("", "  ") names no record: many such records shared one id, where a
-        task's blank id is refused."""
+        task's blank id is refused. Other ids are read without surrounding spaces, as a task
+        file's and every importer's: " q1" was another id than "q1" (no repeat warned of, a
+        join by id missed it)."""
         if value is not None and not value.strip():
             raise ValueError(
                 f"id is blank ({value!r}); give the record an id of its own, or leave 'id' out"
             )
-        return value
+        return None if value is None else id_as_read(value)
 
     @field_validator("task", mode="after")
     @classmethod
