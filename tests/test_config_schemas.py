@@ -386,6 +386,32 @@ def test_boolean_rewards_and_costs_in_a_records_file_are_one_and_zero(tmp_path: 
     assert (strict.rewards, strict.costs) == (record.rewards, record.costs)
 
 
+def test_rewards_and_costs_written_as_text_are_read_as_the_importers_read_them(
+    tmp_path: Path,
+) -> None:
+    """pydantic's lax mode read a records file's "0.5" but refused "True" (where true, and an
+    importer's "True" cell, is 1) and read "1_0" as a reward of 10 (an importer refuses it):
+    text is read by the importers' rule, and text that is no number is refused naming its
+    line, its worker and how to write it."""
+    row = good_row(0, rewards=["0.5", "True", " false "], costs=["0.002", "FALSE", 1])
+    path = write_rows(tmp_path / "r.jsonl", [row])
+    [record] = read_records(path)
+    assert (record.rewards, record.costs) == ([0.5, 1.0, 0.0], [0.002, 0.0, 1.0])
+    refused = {
+        "1_0": "'1_0' (write the number without underscores: 10, or 1.0 if a decimal point",
+        "0,5": "'0,5' (write numbers with a decimal point",
+        "yes": "'yes'; write each value",
+    }
+    for text, said in refused.items():
+        rows = [good_row(0), good_row(1, rewards=[0.5, 1.0, text])]
+        path = write_rows(tmp_path / "bad.jsonl", rows)
+        with pytest.raises(RecordFileError) as raised:
+            read_records(path)
+        message = str(raised.value)
+        assert message.startswith(f"{path}, line 2: "), message
+        assert f"rewards holds a text that is no finite number for c: {said}" in message, message
+
+
 @pytest.mark.parametrize("blank", ["", " \t"])
 def test_a_record_with_a_blank_id_is_refused_naming_its_line(tmp_path: Path, blank: str) -> None:
     """An id "" (or spaces) was read: many such records shared one id that names no record,

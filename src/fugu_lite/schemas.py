@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from .io import iter_models, write_jsonl
+from .number_text import number_hint, to_float
 from .text import visible_controls
 from .text_reading import RecordFileError
 
@@ -216,12 +217,28 @@ class RewardRecord(BaseModel):
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod
-    def _booleans_are_one_and_zero(cls, values: object) -> object:
-        """`true`/`false` (a pass/fail column) is 1 and 0, as every importer reads a boolean
-        cell: said so here, not left to pydantic's lax mode, which a strict float would end."""
+    def _values_read_as_the_importers_read_them(
+        cls, values: object, info: ValidationInfo
+    ) -> object:
+        """A value is read by the importers' rule (to_float), not by pydantic's lax mode,
+        which read `"1_0"` as 10 and refused `"True"`: `true`/`false` (a pass/fail column,
+        as JSON booleans or text in any case) is 1 and 0, a number written as text is that
+        number; other text is refused, naming its worker and how to write it."""
         if not isinstance(values, list):
             return values
-        return [float(value) if isinstance(value, bool) else value for value in values]
+        bad = [
+            index
+            for index, value in enumerate(values)
+            if isinstance(value, str) and to_float(value) is None
+        ]
+        if bad:
+            value = values[bad[0]]
+            raise ValueError(
+                f"{info.field_name} holds a text that is no finite number for "
+                f"{_places(bad[:1], info)[0]}: {value!r}{number_hint(value)}; write each "
+                "value as a JSON number (0.5) or true/false"
+            )
+        return [to_float(value) if isinstance(value, bool | str) else value for value in values]
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod
@@ -230,12 +247,7 @@ class RewardRecord(BaseModel):
         do, as NaN is, not as "Input should be a valid number" at each position."""
         if not isinstance(values, list) or not any(value is None for value in values):
             return values
-        workers = info.data.get("worker_ids") or []
-        missing = [
-            str(workers[index]) if index < len(workers) else f"position {index}"
-            for index, value in enumerate(values)
-            if value is None
-        ]
+        missing = _places([index for index, value in enumerate(values) if value is None], info)
         fix = (
             "give every worker its cost, or leave costs out of the record"
             if info.field_name == "costs"
@@ -302,6 +314,15 @@ class RewardRecord(BaseModel):
 
     def reward_of(self, worker_id: str) -> float:
         return self.rewards[self.worker_ids.index(worker_id)]
+
+
+def _places(indexes: list[int], info: ValidationInfo) -> list[str]:
+    """The workers at these positions of a record's rewards or costs (a position past its
+    worker_ids named as such)."""
+    workers = info.data.get("worker_ids") or []
+    return [
+        str(workers[index]) if index < len(workers) else f"position {index}" for index in indexes
+    ]
 
 
 def text_elsewhere_hint(messages: list[ChatMessage]) -> str:

@@ -9,16 +9,15 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from ..number_text import number_hint, to_float
 from ..schemas import warn_of_a_reward_off_scale
 from ..text_reading import RecordFileError
 from .common import (
     id_text,
     is_blank,
-    number_hint,
     refuse_a_record_or_task_row,
     require_float,
     require_text,
-    to_float,
 )
 from .split import parse_split
 

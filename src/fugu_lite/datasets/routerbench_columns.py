@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..number_text import to_float
 from ..text_reading import RecordFileError
-from .common import is_blank, known_column_names, to_float, unicode_text
+from .common import is_blank, known_column_names, unicode_text
 
 COST_SUFFIX = "|total_cost"
 # what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
