@@ -2079,9 +2079,12 @@ def test_an_append_after_a_torn_last_line_starts_a_line_of_its_own(tmp_path: Pat
     assert [json.loads(line) for line in lines[2:]] == [{"request_id": "c"}, {"request_id": "d"}]
     append_jsonl(path, [{"request_id": "e"}])  # a whole last line gets no blank line after it
     assert path.read_text(encoding="utf-8").endswith('"d"}\n{"request_id": "e"}\n')
-    empty = tmp_path / "new.jsonl"
-    append_jsonl(empty, [{"request_id": "f"}])
-    assert empty.read_text(encoding="utf-8") == '{"request_id": "f"}\n'
+    for name in ("new.jsonl", "touched.jsonl"):  # a file made empty beforehand (touch) too
+        empty = tmp_path / name
+        if name == "touched.jsonl":
+            empty.touch()
+        append_jsonl(empty, [{"request_id": "f"}])
+        assert empty.read_text(encoding="utf-8") == '{"request_id": "f"}\n'
 
 
 def test_an_atomic_write_through_a_symlink_writes_the_file_it_names(tmp_path: Path) -> None:
