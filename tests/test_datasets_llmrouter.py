@@ -194,6 +194,33 @@ def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch)
     assert (target / "LICENSE").read_text() == "{}"
     assert commit in (target / "SOURCE.txt").read_text()
     assert resolve_data_dir(None, search_paths=[], cache_dir=tmp_path, download=False) == tmp_path
+    # a download cut short goes on with the files it lacks: those there are not fetched again
+    (target / "LICENSE").unlink()
+    requested.clear()
+    data_dir_module.download_llmrouter(target, transport=httpx.MockTransport(fake_github))
+    assert requested == [f"/ulab-uiuc/LLMRouter/{commit}/LICENSE"]
+
+
+def test_another_dataset_is_neither_taken_from_nor_downloaded_to_the_llmrouter_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only LLMRouter is downloaded: a zeroeval/ not found elsewhere is not found, whether the
+    cache holds LLMRouter's download (the cache was returned, with no zeroeval/ in it) or not
+    (LLMRouter was downloaded for it); every test looked for llmrouter/ alone."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    downloads: list[Path] = []
+
+    def download(target: Path, timeout: float = 60.0) -> Path:
+        downloads.append(target)
+        return target
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", download)
+    full = make_llmrouter(tmp_path / "full")
+    (full / "llmrouter" / "LICENSE").write_text("MIT\n")
+    for cache in (full, tmp_path / "empty"):
+        with pytest.raises(DataNotFoundError, match=r"^no zeroeval/ data folder found; pass"):
+            resolve_data_dir(None, dataset="zeroeval", search_paths=[], cache_dir=cache)
+    assert downloads == []
 
 
 @pytest.mark.parametrize("named", [True, False], ids=["env", "beside"])
