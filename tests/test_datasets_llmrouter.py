@@ -139,6 +139,22 @@ def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatc
     assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
     with pytest.raises(DataNotFoundError, match="--data-dir points to"):
         resolve_data_dir(tmp_path / "nothing")
+    monkeypatch.setenv("HOME", str(tmp_path))  # a `~` no shell expanded: quoted, a service's env
+    assert resolve_data_dir("~/mine") == (tmp_path / "mine").resolve()
+    monkeypatch.setenv(DATA_DIR_ENV, "~/from_env")
+    assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
+    monkeypatch.setenv(DATA_DIR_ENV, "")  # `FUGU_LITE_DATA_DIR=` in an env file: unset
+    assert resolve_data_dir(None, search_paths=[tmp_path / "mine"]) == (tmp_path / "mine").resolve()
+
+
+def test_the_search_takes_the_first_folder_holding_the_dataset(tmp_path: Path) -> None:
+    """A data folder is one holding the dataset asked for: a shared/data of LLMRouter alone
+    was taken for ZeroEval's, which the next folder searched held."""
+    make_llmrouter(tmp_path / "first")
+    (tmp_path / "second" / "zeroeval").mkdir(parents=True)
+    searched = [tmp_path / "first", tmp_path / "second"]
+    found = resolve_data_dir(None, dataset="zeroeval", search_paths=searched, download=False)
+    assert found == (tmp_path / "second").resolve()
 
 
 def test_resolve_data_dir_finds_shared_data_next_to_cwd(tmp_path: Path, monkeypatch) -> None:
@@ -159,6 +175,13 @@ def test_resolve_data_dir_offline_error_says_what_to_do(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(data_dir_module, "download_llmrouter", no_network)
     with pytest.raises(DataNotFoundError, match=r"--data-dir.*downloading it .* failed"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
+
+    def read_only_cache(target: Path, timeout: float = 60.0) -> Path:
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", read_only_cache)
+    with pytest.raises(DataNotFoundError, match=r"downloading it .* failed: .*Permission denied"):
         resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
 
 
