@@ -90,6 +90,13 @@ def test_records_round_trip_through_jsonl(tmp_path: Path, records: list[RewardRe
     written = [*records, chat]
     assert write_records(path, written) == len(written)
     assert read_records(path) == written
+    # what a record lacks is left out, not written as null (as the README's records show)
+    assert set(json.loads(path.read_text(encoding="utf-8").splitlines()[-1])) == {
+        "prompt",
+        "split",
+        "worker_ids",
+        "rewards",
+    }
 
 
 def test_blank_lines_are_skipped(tmp_path: Path) -> None:
@@ -166,6 +173,9 @@ def test_a_json_list_on_each_line_is_not_called_one_json_list(tmp_path: Path) ->
     two_lists = [json.dumps([good_row(1)]), json.dumps([good_row(2)])]  # two .json files cat'ed
     with pytest.raises(RecordFileError, match="the file holds a JSON list, not JSON Lines"):
         read_records(write_lines(path, two_lists))
+    one_list = ['["What is 2+2?", "Name a prime."]']  # a .json of prompts: one list, no rows
+    with pytest.raises(RecordFileError, match="the file holds a JSON list, not JSON Lines"):
+        read_records(write_lines(path, one_list))
 
 
 @pytest.mark.parametrize("opening", ["{", '{"prompt": "p",'])
