@@ -621,22 +621,25 @@ def test_routerbench_csv_of_another_separator_says_to_use_commas(
     assert "separated by commas" in str(error.value)
 
 
+@pytest.mark.parametrize("name", ["rb.pkl", "rb.pkl.gz"])
 @pytest.mark.parametrize("module", ["pandas.core.indexes.numeric_v9", "numpy._core_v9.multiarray"])
 def test_routerbench_pickle_of_another_pandas_version_says_how_to_convert_it(
-    tmp_path: Path, module: str
+    tmp_path: Path, module: str, name: str
 ) -> None:
     """A pickle names the classes of the pandas and numpy that wrote it (numpy 2's
     `numpy._core` is unknown to numpy 1): the error said to re-export the table with
-    to_pickle, which needs the table read first, without a word of versions."""
-    path = tmp_path / "rb.pkl"
+    to_pickle, which needs the table read first, without a word of versions. The CSV it says
+    to write is named without .pkl and a compression suffix (not rb.pkl.gz.csv)."""
+    path = tmp_path / name
     # a protocol-2 pickle of one object whose class lives in `module` (GLOBAL, then NEWOBJ)
-    path.write_bytes(b"\x80\x02c" + module.encode() + b"\nTable\nq\x00)\x81q\x01.")
+    pickled = b"\x80\x02c" + module.encode() + b"\nTable\nq\x00)\x81q\x01."
+    path.write_bytes(gzip.compress(pickled) if name.endswith(".gz") else pickled)
     with pytest.raises(RecordFileError) as error:
         import_routerbench(path)
     message = str(error.value)
-    assert "rb.pkl: not a readable pandas pickle (ModuleNotFoundError: No module named" in message
+    assert f"{name}: not a readable pandas pickle (ModuleNotFoundError: No module named" in message
     assert f"this is pandas {pd.__version__}, numpy {np.__version__}" in message
-    assert "to_csv(" in message
+    assert f"pandas.read_pickle('{name}').to_csv('rb.csv', index=False)" in message
 
 
 def test_routerbench_empty_prompt_says_what_to_do(tmp_path: Path) -> None:
