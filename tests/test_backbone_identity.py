@@ -36,6 +36,31 @@ def test_file_digests_are_read_from_the_cache_until_the_file_changes(
     assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()
 
 
+def test_a_damaged_digest_entry_or_an_unwritable_cache_costs_only_reading_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A digest entry whose sha256 is no text (a hand edit, another tool) was handed on as the
+    file's digest, and a cache folder that cannot be written (a file stands in for a
+    read-only one: root ignores permission bits) must not stop the digest being read."""
+    import hashlib
+
+    from fugu_lite.file_digests import _FILE_DIGESTS, file_sha256
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights")
+    expected = hashlib.sha256(b"weights").hexdigest()
+    assert file_sha256(weights) == expected
+    (entry,) = (tmp_path / "fugu-cache" / "digests").iterdir()
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), "sha256": 5}))
+    _FILE_DIGESTS.clear()  # a new process
+    assert file_sha256(weights) == expected
+    (tmp_path / "blocked").write_text("")
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    _FILE_DIGESTS.clear()
+    assert file_sha256(weights) == expected
+
+
 def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
