@@ -695,6 +695,29 @@ def test_a_raw_routerbench_samples_rows_must_agree_on_its_prompt_task_and_split(
     assert len(import_routerbench(path, split_column="fold")) == 3
 
 
+def test_a_raw_samples_rows_that_disagree_are_named_past_its_empty_cell(tmp_path: Path) -> None:
+    """An empty cell disagrees with nothing, so the rows named as disagreeing are two with a
+    value: a sample's first row with no prompt was named against its second ("rows 1 and 2
+    (nan, 'q1')") though the prompts that differ are on rows 2 and 3."""
+    raw = pd.DataFrame(
+        {
+            "sample_id": ["s1"] * 3,
+            "prompt": [math.nan, "q1", "q2"],
+            "eval_name": ["mmlu"] * 3,
+            "model_name": ["m1", "m2", "m3"],
+            "performance": [1.0, 0.0, 1.0],
+            "cost": [0.1, 0.2, 0.3],
+        }
+    )
+    path = tmp_path / "routerbench_raw.pkl"
+    raw.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value).startswith(
+        f"{path}: sample_id 's1' has different prompt values on its rows 2 and 3 ('q1', 'q2')"
+    )
+
+
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])
 def test_a_raw_samples_rows_agree_on_an_empty_cell_a_spaced_task_and_a_splits_case(
     tmp_path: Path, suffix: str
