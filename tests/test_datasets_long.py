@@ -639,14 +639,28 @@ def test_a_folder_given_to_the_long_importer_names_the_files_it_could_read(
     it were a file of another kind."""
     folder = tmp_path / "rewards"
     folder.mkdir()
-    for name in ("b.jsonl", "a.csv", "notes.txt"):
+    # a compressed JSON Lines file is refused by the long format, so it is not named
+    for name in ("b.jsonl", "a.csv", "notes.txt", "c.jsonl.gz", "d.csv.gz"):
         (folder / name).write_text("", encoding="utf-8")
     with pytest.raises(RecordFileError) as raised:
         import_long(folder)
     assert str(raised.value) == (
         f"{folder}: is a folder; the long format reads one file: give its path, e.g. "
-        f"{folder / 'a.csv'} (the folder holds a.csv, b.jsonl)"
+        f"{folder / 'a.csv'} (the folder holds a.csv, b.jsonl, d.csv.gz)"
     )
+
+
+def test_a_json_file_that_is_no_json_gets_the_json_files_error(tmp_path: Path) -> None:
+    """A .json holds one JSON value over any lines: one that is no JSON is told where and
+    why (a comma before its closing brace), not read again as JSON Lines and called
+    pretty-printed JSON Lines at its line 1."""
+    path = tmp_path / "long.json"
+    path.write_text('{\n  "prompt": "p",\n  "worker": "a",\n  "reward": 1,\n}\n', encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: not valid JSON at line 5, column 1"), message
+    assert "a comma after the last item of an object or list" in message, message
 
 
 def test_long_format_reads_percentages_as_fractions(tmp_path: Path) -> None:
