@@ -650,6 +650,21 @@ def test_a_folder_given_to_the_long_importer_names_the_files_it_could_read(
     )
 
 
+def test_a_row_with_one_list_valued_cell_is_a_bad_row_not_a_table_by_columns(
+    tmp_path: Path,
+) -> None:
+    """A table by columns maps both worker and reward to all their values; one row whose
+    worker alone is a list (two workers typed into one cell) is that row's error, not a file
+    written by columns."""
+    rows = [{"prompt": "p", "worker": ["a", "b"], "reward": 1}]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 1: worker must be a non-empty string, got ['a', 'b']"
+    )
+
+
 def test_a_json_file_that_is_no_json_gets_the_json_files_error(tmp_path: Path) -> None:
     """A .json holds one JSON value over any lines: one that is no JSON is told where and
     why (a comma before its closing brace), not read again as JSON Lines and called
