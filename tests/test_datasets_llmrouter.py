@@ -147,9 +147,12 @@ def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatc
     assert resolve_data_dir(None, search_paths=[tmp_path / "mine"]) == (tmp_path / "mine").resolve()
 
 
-def test_the_search_takes_the_first_folder_holding_the_dataset(tmp_path: Path) -> None:
+def test_the_search_takes_the_first_folder_holding_the_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A data folder is one holding the dataset asked for: a shared/data of LLMRouter alone
     was taken for ZeroEval's, which the next folder searched held."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     make_llmrouter(tmp_path / "first")
     (tmp_path / "second" / "zeroeval").mkdir(parents=True)
     searched = [tmp_path / "first", tmp_path / "second"]
