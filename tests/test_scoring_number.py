@@ -412,6 +412,9 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("The answer is 12? No: 14.", 0.0, 1.0),
         ("**Answer:** 12? No, 14 apples.", 0.0, 1.0),
         ("The answer is 12. No: 14.", 0.0, 1.0),  # a "No:" starting a sentence
+        # a "No," right between two numbers, the second ending its sentence
+        ("The answer is 12. No, 14.", 0.0, 1.0),
+        ("The answer is 12.\n\nNo, 14 apples.", 0.0, 1.0),
         ("The answer is 12.\nNo — 14 apples.", 0.0, 1.0),
         ("The answer is 12. Note: 14 were seen, 2 twice.", 1.0, 0.0),
         ("The answer is 12.\n\nWait, let me verify: 12 apples + 2 pears = 14 fruits.", 1.0, 0.0),
