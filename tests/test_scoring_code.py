@@ -309,6 +309,13 @@ def test_code_that_parses_keeps_what_looks_like_html_in_it() -> None:
     assert extract_code(f"<pre><code>{code}</code></pre>") == code
 
 
+def test_a_code_tag_named_in_prose_after_raw_code_is_no_code_element() -> None:
+    """A `<code>` never closed is the tag named in prose, not a code element: read as one,
+    the prose after it was graded as the code (SyntaxError, 0)."""
+    output = f"Here it is:\n\n{ADD}\nOn a web page, put it in a <code> element.\nHope this helps!"
+    assert extract_code(output) == ADD
+
+
 @pytest.mark.parametrize(
     "output",
     [
