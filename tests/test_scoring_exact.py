@@ -439,6 +439,8 @@ def test_exact_grader_does_not_read_quoted_text_said_to_be_wrong() -> None:
     assert graded(exact_task("olleh"), "'olleh' is wrong; it is ollhe.").score == 0.0
     assert graded(exact_task("olleh"), '"olleh" is incorrect.').score == 0.0
     assert graded(exact_task("olleh"), "'ollhe' is wrong, 'olleh' is right.").score == 1.0
+    # candidates marked true or false: the one marked false, though last, is no answer
+    assert graded(exact_task("olleh"), "Candidates: 'olleh' true, 'ollhe' false.").score == 1.0
 
 
 def test_exact_grader_reads_a_letter_named_by_its_kind() -> None:
