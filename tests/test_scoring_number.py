@@ -1025,6 +1025,13 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         ("How many meters did she run?", "She ran 3 km and 200 m.", "3200", 1.0),
         ("How many centimeters tall is the door?", "The door is 2 m 10 cm tall.", "210", 1.0),
         ("How many ounces does the baby weigh?", "The baby weighs 7 pounds 4 ounces.", "116", 1.0),
+        # two numbers in one unit are two quantities, not one (120 + 60 minutes)
+        (
+            "How many minutes are in 2 hours?",
+            "The answer is 120 minutes, 60 minutes in each hour.",
+            "120",
+            1.0,
+        ),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
@@ -1048,6 +1055,8 @@ def test_a_quantity_in_two_units_is_read_in_the_unit_asked(
         # not one quantity, or no unit asked: the marker's number, as before
         (IN_GRAMS, "The answer is 4 kg (5000 g).", "5000", 0.0),
         (TRIP, "The answer is 1.5 hours, or 90 minutes.", "1.5", 1.0),
+        # two numbers in one unit: the first is the answer, the second no smaller part of it
+        (HOW_MANY_MINUTES, "The answer is 90 minutes, 20 minutes more than the news.", "90", 1.0),
     ],
 )
 def test_a_marked_quantity_in_two_units_is_read_in_the_unit_asked(
