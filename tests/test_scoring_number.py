@@ -949,6 +949,8 @@ MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
         # the answer stated again after a colon is no explanation
         (MAXIMUM, "Comparing 3 and 9: 9 is larger.", "9", 1.0),
         (MAXIMUM, "Comparing: 3 < 9, 4 < 9. The largest: 9", "9", 1.0),
+        # the question's number twice, the explanation before them both
+        ("What is 8 times 8?", "64 when you multiply 8 by 8.", "64", 1.0),
         # with no explanation before them, the question's numbers may be the answer
         (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
         (BUY, "12 + 8 = 20 - 5", "20", 0.0),
