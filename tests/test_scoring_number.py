@@ -720,6 +720,9 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("10", "10 m/s\n\nTo convert, multiply 36 by 1000 and divide by 3600.", 1.0),
         ("2.5", "2.5 hours. Just divide 150 by 60.", 1.0),
         ("3600", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 0.0),
+        # a step's result on the way is working too
+        ("15", "15 apples. First multiply 3 by 4 to get 12, then add 3.", 1.0),
+        ("15", "He has 15 apples.\nTo find it, multiply 3 by 4 = 12 and add 3.", 1.0),
         # instructions that reach a result end with it
         ("10", "36 km/h. Multiply 36 by 1000 and divide by 3600, giving 10 m/s.", 1.0),
         ("10", "Multiply 36 by 1000 and divide by 3600 to get 10.", 1.0),

@@ -62,7 +62,8 @@ def working_at_the_end(text: str) -> int | None:
 
 
 # Closing instructions for computing the answer: "10 m/s. To convert, multiply 36 by 1000 and
-# divide by 3600." (their numbers are operands), unless a result follows ("..., giving 10")
+# divide by 3600." (their numbers are operands, and a result on the way is one of their steps:
+# "15 apples. Multiply 3 by 4 to get 12, then add 3.")
 _METHOD = re.compile(
     r"(?:^|(?<=[.!?])\s++|(?<!\s)[^\S\n]*+\n\s*+)(?:to\s+(?:convert|get|find|calculate|compute|work)\b[^.\n]{0,80}?"
     r",\s*)?(?:(?:first|just|simply|you|we)\s+)?(?:multiply|divide|add|subtract)\b",
@@ -82,12 +83,13 @@ _OPERAND_BEFORE = re.compile(
 
 def method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
     """Where closing instructions start after a number, when they end on an operand ("...
-    divide by 3600.") and give no result ("Add 5 and you have 17." gives 17)."""
+    divide by 3600.", "..., to get 12, then add 3."; "Add 5 and you have 17." ends on its
+    result, 17)."""
     methods = list(_METHOD.finditer(text))
     if not methods or not numbers or numbers[0].end() > methods[-1].start():
         return None
     method, last = methods[-1], numbers[-1]
-    if _RESULT.search(text, method.end()) or last.start() < method.end():
+    if last.start() < method.end():
         return None
     operand = _OPERAND_BEFORE.search(text, max(method.end(), last.start() - 20), last.start())
     return method.start() if operand else None
