@@ -147,6 +147,7 @@ def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: s
         ("The answer is B or maybe C.", "ambiguous"),
         ("Answer: B, or possibly C", "ambiguous"),
         ("The answer is (B), or perhaps (C).", "ambiguous"),
+        ("The answer is B/C.", "ambiguous"),
         # another letter named after the answer, not as a second one, leaves it
         ("The answer is B (and C is wrong).", "extracted B"),
         ("The answer is B, and C is wrong.", "extracted B"),
@@ -359,6 +360,9 @@ TALLEST = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?\n(
         (LARGER, "The larger number is 54, not 9.", "A", 1.0),
         (LARGER, "The larger number is 54, not 9.", "B", 0.0),
         (EVEN, "7 is odd, 12 is even, 33 is odd.", "B", 1.0),
+        # two options said to be what is asked: ambiguous, whichever is right
+        (EVEN, "7 is even, 12 is even.", "A", 0.0),
+        (EVEN, "7 is even, 12 is even.", "B", 0.0),
         (TALLEST, "Bob is taller than Cy, and Ann is the tallest.", "B", 1.0),
         # a comparative of the facts, not of the question, answers nothing
         (TALLEST, "A is taller than Cy.", "A", 0.0),
@@ -411,6 +415,7 @@ def test_choice_grader_reads_option_texts_in_linear_time_on_a_run_of_spaces() ->
         ("Not A, not C. **B**.", 1.0),
         ("not a, not c. b.", 1.0),
         ("not a, not c. b", 1.0),
+        ("Not A, not C; B.", 1.0),
         ("not b, not c. a.", 0.0),
         ("Ann is shorter than Bob; Cal is the shortest. B!", 1.0),
         ("Not B, not C. A.", 0.0),
