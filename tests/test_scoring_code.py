@@ -749,6 +749,20 @@ def test_sandbox_failure_of_our_own_is_an_error_not_a_zero() -> None:
     assert "could not start the sandbox" in (result.error or "")
 
 
+def test_a_sandbox_that_does_not_start_within_its_time_limit_says_so(tmp_path: Path) -> None:
+    """Not "failed before running the code (exit -9)": the machine was too slow, the code no
+    part of it."""
+    slow_python = tmp_path / "python3"
+    slow_python.write_text("#!/bin/sh\nsleep 5\n")
+    slow_python.chmod(0o755)
+    limits = FAST.model_copy(
+        update={"python": str(slow_python), "timeout_s": 0.5, "network_isolation": "hook"}
+    )
+    result = graded(code_task(), ADD, sandbox=limits)
+    assert result.score is None
+    assert "did not start within the time limit" in (result.error or "")
+
+
 def test_concurrent_sandboxes_all_finish() -> None:
     async def many() -> list[Grade]:
         good = "def add(a, b):\n    return a + b"
