@@ -1030,6 +1030,9 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         ("How many meters did she run?", "She ran 3 km and 200 m.", "3200", 1.0),
         ("How many centimeters tall is the door?", "The door is 2 m 10 cm tall.", "210", 1.0),
         ("How many ounces does the baby weigh?", "The baby weighs 7 pounds 4 ounces.", "116", 1.0),
+        # a unit asked after "in", and either of two units asked
+        ("What is 150 minutes in hours?", "2 hours and 30 minutes", "2.5", 1.0),
+        ("How heavy is the bag, in grams or kilograms?", "5 kg (5000 g)", "5", 1.0),
         # two numbers in one unit are two quantities, not one (120 + 60 minutes)
         (
             "How many minutes are in 2 hours?",
