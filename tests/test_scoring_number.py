@@ -1157,6 +1157,8 @@ def test_a_ruled_out_number_or_a_confidence_is_not_the_answer(
         # a reason that goes on to a result, or one with no number before it
         ("He has 20, since 12 + 8 = 20, and after giving 5 he has 15.", "15", 1.0),
         ("Since each hour has 3600 seconds, 2 hours is 7200 seconds.", "7200", 1.0),
+        # a reason in an earlier sentence closes nothing
+        ("Ann has 12 apples because she bought 12. Tom has 20 apples.", "20", 1.0),
     ],
 )
 def test_a_closing_reason_is_not_the_answer(output: str, answer: str, score: float) -> None:
