@@ -405,8 +405,6 @@ def test_extra_args_that_override_the_flags_fugu_lite_sets_are_refused(
             ["--hf_model_repo_id", "bartowski/Qwen2.5-0.5B-Instruct-GGUF"],
             "--hf_model_repo_id: llama.cpp's server would then download a model from that",
         ),
-        (["--root_path", "/v1"], "--root_path: with a root path of /v1 (or one under it)"),
-        (["--root=/llm"], "--root: llama.cpp's server reads it as --root_path (a flag's start"),
         (["--help"], "--help: llama.cpp's server would print its flags and exit at its start"),
         (["--seed", "1", "-h"], "-h: llama.cpp's server would print its flags and exit"),
         (["--he"], "--he: llama.cpp's server reads it as --help (a flag's start stands for"),
@@ -424,11 +422,50 @@ def test_extra_args_that_undo_what_fugu_lite_relies_on_are_refused(
     server does not have ("did you mean '--model'?"), then told to see its flags with
     --help. --hf_model_repo_id made it look for local.gguf's path in that Hugging Face repo,
     to download, serving no local.gguf: its start failed on a file not found there, or on
-    HF_HUB_OFFLINE, saying to unset it. --root_path /v1 made the server take /v1 off the
-    paths fugu-lite calls and answer them 404: its start timed out the same way."""
+    HF_HUB_OFFLINE, saying to unset it."""
     worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
     with pytest.raises(ValidationError, match=re.escape(said)):
         PoolConfig.model_validate({"workers": [worker]})
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--root_path", "/v1"], "--root_path /v1: llama.cpp's server would take /v1 off the "
+         "paths fugu-lite calls (/v1/models, /v1/chat/completions) and answer them 404"),
+        (["--root=/v1/chat"], "--root_path /v1/chat: llama.cpp's server would take /v1/chat "
+         "off the paths fugu-lite calls (/v1/chat/completions)"),
+        (["--root_path", "/proxy", "--root_path=/v1/models"], "--root_path /v1/models:"),
+    ],
+)  # fmt: skip
+def test_a_root_path_that_takes_the_paths_fugu_lite_calls_is_refused(
+    args: list[str], said: str
+) -> None:
+    """--root_path /v1 made llama.cpp's server take /v1 off /v1/models and
+    /v1/chat/completions and answer them 404 (checked on a real server; /v1/chat left
+    /v1/models answering and every call 404): its start timed out, or every call failed."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        PoolConfig.model_validate({"workers": [worker]})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--root_path", "/proxy"],
+        ["--root=/llm"],
+        ["--root_path=/v1x"],
+        ["--root_path", "/v1", "--root_path", "/proxy"],  # argparse takes the last
+        ["--root_path="],
+    ],
+)
+def test_a_reverse_proxys_root_path_is_taken(args: list[str]) -> None:
+    """A root path that the paths fugu-lite calls do not go on from (a reverse proxy's) is
+    harmless: a real llama.cpp server with --root_path /proxy answered /v1/models and
+    /v1/chat/completions as without it. It was refused all the same."""
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2", "extra_args": args}}
+    local = PoolConfig.model_validate({"workers": [worker]}).workers[0].local
+    assert local is not None and local.extra_args == args
 
 
 @pytest.mark.parametrize(

@@ -64,15 +64,15 @@ SERVER_FLAGS_REFUSED = {
     "--hf_model_repo_id": "llama.cpp's server would then download a model from that Hugging "
     "Face repo (a file of it matching local.gguf's path), not serve local.gguf; download the "
     "GGUF yourself and give its path as local.gguf",
-    "--root_path": "with a root path of /v1 (or one under it) llama.cpp's server takes that "
-    "part off the paths fugu-lite calls (/v1/models, /v1/chat/completions) and answers them "
-    "404, so its start would time out; a reverse proxy's root path is of no use to a server "
-    "only fugu-lite calls, on 127.0.0.1",
     "--ssl_keyfile": _HTTPS_ONLY,
     "--ssl_certfile": _HTTPS_ONLY,
     "--help": _HELP_ONLY,
     "-h": _HELP_ONLY,
 }
+# llama_cpp.server's flag whose value only may break what fugu-lite calls (root_path_problem).
+ROOT_PATH_FLAG = "--root_path"
+# What fugu-lite calls on a local worker's server: its start's poll, and each call.
+LOCAL_SERVER_PATHS = ("/v1/models", "/v1/chat/completions")
 CHAT_PATH = "/chat/completions"  # what a call adds to base_url
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEY_LIKE_WORD = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9]{20,}")
@@ -134,7 +134,48 @@ class LocalServerConfig(StrictModel):
                     f"{' or '.join(abbreviated)} (a flag's start stands for the whole flag), "
                     f"and {why_refused(abbreviated[0])}; write a flag's whole name"
                 )
+        root_path = given_root_path(value)
+        problem = None if root_path is None else root_path_problem(root_path)
+        if problem is not None:
+            raise ValueError(f"extra_args may not set --root_path {root_path}: {problem}")
         return value
+
+
+def given_root_path(args: list[str]) -> str | None:
+    """The --root_path that llama_cpp.server's argparse reads from these args (the last one
+    given, also as `--root_path=PATH` or a start of the flag such as `--root`); None when
+    none is given."""
+    found = None
+    for index, arg in enumerate(args):
+        flag, equals, value = arg.partition("=")
+        if len(flag) < 3 or not ROOT_PATH_FLAG.startswith(flag):
+            continue
+        if equals:
+            found = value
+        elif index + 1 < len(args):
+            found = args[index + 1]
+    return found
+
+
+def root_path_problem(root_path: str) -> str | None:
+    """Why llama.cpp's server given this --root_path would not answer fugu-lite, None when
+    it would: its web framework (Starlette) takes a root path off the start of a request's
+    path when the path goes on with '/' after it, so /v1 (or /v1/chat) made /v1/models (or
+    /v1/chat/completions) another path, answered 404. A reverse proxy's (/proxy) is left
+    alone."""
+    broken = [
+        path
+        for path in LOCAL_SERVER_PATHS
+        if root_path and (path == root_path or path.startswith(f"{root_path}/"))
+    ]
+    if not broken:
+        return None
+    return (
+        f"llama.cpp's server would take {root_path} off the paths fugu-lite calls "
+        f"({', '.join(broken)}) and answer them 404, so its start would time out (or every "
+        "call fail); give a root path that is not /v1 or a path under it (a reverse proxy's, "
+        "such as /proxy), or leave --root_path out: only fugu-lite calls this server"
+    )
 
 
 def why_refused(flag: str) -> str:
