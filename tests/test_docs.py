@@ -174,6 +174,7 @@ OTHER_PROGRAMS_OPTIONS = {
     "--api_key",
     "--hf_model_repo_id",
     "--root_path",
+    "--hf_tokenizer_config_path",
 }
 
 

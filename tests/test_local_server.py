@@ -1422,9 +1422,10 @@ def test_a_gguf_without_a_chat_template_and_no_chat_format_is_refused_before_it_
     config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
     said = (
         rf"^worker w: {re.escape(str(untemplated))} has no chat template of its own "
-        r"\(tokenizer.chat_template\), so llama.cpp's server would write its prompts in the "
-        r"llama-2 format.*; set local.chat_format to the format the model was trained with, "
-        r"one llama.cpp's server has \(such as chatml, llama-3, "
+        r"\(no tokenizer.chat_template nor tokenizer.chat_template.default in its metadata\), "
+        r"so llama.cpp's server would write its prompts in the llama-2 format.*; set "
+        r"local.chat_format to the format the model was trained with, one llama.cpp's server "
+        r"has \(such as chatml, llama-3, "
     )
     with pytest.raises(PoolStartError, match=said):
         preflight(config)
@@ -1451,7 +1452,50 @@ def test_a_gguf_without_templates_given_its_own_as_chat_format_is_told_to_set_on
         "does not have (llama.cpp's server would answer every call with an error); it has no "
         "chat template of its own either: set local.chat_format to the format the model was "
         "trained with, one llama.cpp's server has (such as chatml, llama-3, mistral-instruct, "
-        "gemma, qwen; llama-2 for a Llama 2 model)"
+        "gemma, qwen; llama-2 for a Llama 2 model); or, given the model's tokenizer_config.json "
+        "(from its Hugging Face repo) holding its chat_template, set local.chat_format to "
+        "hf-tokenizer-config and local.extra_args to ['--hf_tokenizer_config_path', "
+        "'/its/full/path/tokenizer_config.json']"
+    )
+
+
+def test_a_gguf_without_its_own_template_is_told_every_way_to_give_one(tmp_path: Path) -> None:
+    """A GGUF without a template of its own, given no chat_format, was told only to set one
+    of llama.cpp's formats, its missing template named as tokenizer.chat_template alone: a
+    template it has under another name (tokenizer.chat_template.tool_use, which chat_format
+    chat_template.tool_use renders with) went unsaid, as did the model's
+    tokenizer_config.json (chat_format hf-tokenizer-config). Each is said now, and each
+    way said is taken by the pool's check. The GGUF is the embedded one with its template's
+    key renamed (another key shortened to keep the length)."""
+    tool_use_only = embedded_gguf_with_keys_renamed(
+        tmp_path / "tool_use_only.gguf",
+        {"tokenizer.chat_template": "tokenizer.chat_template.tool_use",
+         "general.organization": "general.org"},
+    )  # fmt: skip
+
+    def checked(**local: Any) -> None:
+        worker = {"id": "w", "model": "m", "local": {"gguf": str(tool_use_only), **local}}
+        preflight(PoolConfig.model_validate({"workers": [worker]}))
+
+    with pytest.raises(PoolStartError) as caught:
+        checked()
+    said = str(caught.value)
+    assert "(no tokenizer.chat_template nor tokenizer.chat_template.default in its" in said
+    assert said.endswith(
+        "answers with nonsense; set local.chat_format to chat_template.tool_use for its "
+        "template of that name, or to the format the model was trained with, one llama.cpp's "
+        "server has (such as chatml, llama-3, mistral-instruct, gemma, qwen; llama-2 for a "
+        "Llama 2 model); or, given the model's tokenizer_config.json (from its Hugging Face "
+        "repo) holding its chat_template, set local.chat_format to hf-tokenizer-config and "
+        "local.extra_args to ['--hf_tokenizer_config_path', "
+        "'/its/full/path/tokenizer_config.json']"
+    )
+    checked(chat_format="chat_template.tool_use")
+    checked(chat_format="chatml")
+    tokenizer_config = tmp_path / "tokenizer_config.json"
+    checked(
+        chat_format="hf-tokenizer-config",
+        extra_args=["--hf_tokenizer_config_path", str(tokenizer_config)],
     )
 
 

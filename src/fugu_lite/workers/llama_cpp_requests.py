@@ -33,7 +33,7 @@ from .llama_cpp_schemas import (
     unconvertible_schema,
     unrenderable_literal,
 )
-from .local_server import chat_template, gguf_reading, worker_gguf
+from .local_server import CHAT_TEMPLATE_KEY, chat_template, gguf_reading, worker_gguf
 from .output_limits import OUTPUT_LIMITS
 
 GGUF_TEMPLATE_FORMAT = "chat_template."  # a GGUF's own templates: chat_template.default...
@@ -288,13 +288,40 @@ SET_A_CHAT_FORMAT = (
 )
 
 
+USE_A_TOKENIZER_CONFIG = (
+    "or, given the model's tokenizer_config.json (from its Hugging Face repo) holding its "
+    "chat_template, set local.chat_format to hf-tokenizer-config and local.extra_args to "
+    "['--hf_tokenizer_config_path', '/its/full/path/tokenizer_config.json']"
+)
+
+
 def own_template_advice(gguf: Path) -> str:
     """What to set for a chat template the GGUF lacks: none, for its own template, or
-    llama.cpp's format of the model when it has none of its own (leaving chat_format out
-    is then refused, check_own_chat_template)."""
+    another when it has none of its own (leaving chat_format out is then refused,
+    check_own_chat_template)."""
     if chat_template(gguf) is not None:
         return "leave chat_format out for the GGUF's own template"
-    return f"it has no chat template of its own either: {SET_A_CHAT_FORMAT}"
+    return f"it has no chat template of its own either: {untemplated_advice(gguf)}"
+
+
+def untemplated_advice(gguf: Path) -> str:
+    """What to set for a GGUF without a chat template of its own: a template it has under
+    another name (chat_template.NAME), a format of llama.cpp's server, or the model's
+    tokenizer_config.json. Only llama.cpp's formats were named, though the server takes
+    the other two as well."""
+    names = [
+        key.removeprefix(f"{CHAT_TEMPLATE_KEY}.")
+        for key in sorted(gguf_reading(gguf).chat_templates)
+        if key.startswith(f"{CHAT_TEMPLATE_KEY}.")
+    ]
+    named = " or ".join(f"{GGUF_TEMPLATE_FORMAT}{name}" for name in names)
+    own = (
+        f"set local.chat_format to {named} for its template of that name, or "
+        f"{SET_A_CHAT_FORMAT.removeprefix('set local.chat_format ')}"
+        if names
+        else SET_A_CHAT_FORMAT
+    )
+    return f"{own}; {USE_A_TOKENIZER_CONFIG}"
 
 
 def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
@@ -305,10 +332,10 @@ def check_own_chat_template(worker_id: str, local: LocalServerConfig) -> None:
     if gguf_reading(gguf).load_error is not None or chat_template(gguf) is not None:
         return
     raise PoolStartError(
-        f"worker {worker_id}: {local.gguf} has no chat template of its own "
-        "(tokenizer.chat_template), so llama.cpp's server would write its prompts in the "
-        "llama-2 format, which a model of another family answers with nonsense; "
-        + SET_A_CHAT_FORMAT
+        f"worker {worker_id}: {local.gguf} has no chat template of its own (no "
+        f"{CHAT_TEMPLATE_KEY} nor {CHAT_TEMPLATE_KEY}.default in its metadata), so llama.cpp's "
+        "server would write its prompts in the llama-2 format, which a model of another "
+        f"family answers with nonsense; {untemplated_advice(gguf)}"
     )
 
 
