@@ -1655,3 +1655,43 @@ def test_a_mistyped_chat_format_names_the_nearest_and_leaves_out_only_with_a_tem
             said = str(caught.value)
             assert said.startswith(f"worker w: local.chat_format {chat_format!r} {hint} is not")
             assert ("chatml, chatml-function-calling" in said) and said.endswith(leave_out) == own
+
+
+@pytest.mark.parametrize(
+    ("workers", "first"),
+    [
+        (
+            [
+                {"id": "w", "model": "m", "params": {"repetition_penalty": 1.1},
+                 "local": {"gguf": "embedded:smollm2", "n_threads": 10**6}},
+            ],
+            "local worker 'w': local.n_threads 1000000 is more threads",
+        ),
+        (
+            [
+                {"id": "w", "model": "m", "local": {"gguf": "missing.gguf", "n_threads": 10**6}},
+                {"id": "remote", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+                 "api_key_env": "FUGU_LITE_TEST_UNSET_KEY"},
+            ],
+            "worker 'remote' reads its API key from the environment variable "
+            "FUGU_LITE_TEST_UNSET_KEY, which is not set",
+        ),
+    ],
+)  # fmt: skip
+def test_preflight_and_the_pools_start_say_the_same_first_problem(
+    workers: list[dict[str, Any]], first: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve's and demo's check (preflight) and the pool's start checked a pool's workers
+    in different orders, so a pool with two problems was told one by `serve` and the other
+    by a program starting the pool itself (collect, a bench): params before local.n_threads
+    at the start, after it in preflight; every worker's API key before any local worker's
+    problem at the start, worker by worker in preflight. Both say the same one now."""
+    monkeypatch.delenv("FUGU_LITE_TEST_UNSET_KEY", raising=False)
+    stand_in_servers_taken_as_ready(monkeypatch, tmp_path)
+    config = PoolConfig.model_validate({"workers": workers})
+    with pytest.raises((PoolStartError, ConfigError)) as by_preflight:
+        preflight(config)
+    with leaving_no_process_running(), pytest.raises((PoolStartError, ConfigError)) as at_start:
+        asyncio.run(answer(config))
+    assert str(by_preflight.value).startswith(first)
+    assert (at_start.type, str(at_start.value)) == (by_preflight.type, str(by_preflight.value))

@@ -56,7 +56,6 @@ from .errors import (
 )
 from .llama_cpp_requests import (
     check_chat_format,
-    check_local_params,
     llama_cpp_message,
     llama_cpp_params,
     llama_cpp_request_problem,
@@ -65,7 +64,6 @@ from .llama_cpp_requests import (
 from .local_server import (
     LocalServer,
     check_gguf_loads,
-    check_llama_cpp_installed,
     segfault_hint,
     start_local_servers,
     stop_after_failure,
@@ -74,6 +72,7 @@ from .local_server import (
     worker_gguf,
 )
 from .output_limits import with_output_limit
+from .preflight import check_local_worker
 from .results import CallResult, Usage, answer_json, parse_completion, usage_cost, web_page_hint
 from .retries import RETRYABLE_KINDS, attempt_timeout_s, call_budget_s, retry_wait
 from .streams import (
@@ -142,11 +141,7 @@ class WorkerPool:
         """Read the API keys, start the local servers, make each worker's client."""
         self._keys = {worker.id: read_key(worker) for worker in self.config.workers}
         for worker in self.config.workers:
-            if worker.local is not None:
-                check_llama_cpp_installed()
-                check_local_params(worker)  # loads the request model: not on a request's loop
-                check_gguf_loads(worker.id, worker.local)
-                check_chat_format(worker)
+            check_local_worker(worker)  # as preflight does, in its order
         self.servers = await start_local_servers(self.config.workers)
         # No __aexit__ follows a start that fails (or is cancelled: Ctrl-C) from here on.
         try:
