@@ -157,3 +157,27 @@ def test_a_hub_id_pinned_to_a_commit_is_that_snapshot_not_the_newest(
     assert backbone_identity(f"org/tiny@{trained}") == f"hub:org/tiny@{trained}"
     snapshot = hub_snapshot(f"org/tiny@{trained}")
     assert snapshot is not None and snapshot.name == trained
+
+
+@pytest.mark.parametrize(
+    ("config", "kind"),
+    [([{"model_type": "bert"}], "array"), ("bert", "string"), (7, "number"), (None, "null")],
+)
+def test_a_backbone_config_that_is_no_json_object_is_refused_naming_the_file(
+    config: object, kind: str, tmp_path: Path
+) -> None:
+    """A backbone folder whose config.json is valid JSON but no object (a list, a string)
+    ended pooling `auto`'s reading of it in a bare TypeError; it is refused naming the file
+    and what it must hold. One that is an object is read as before."""
+    from fugu_lite.backbone_identity import backbone_is_decoder
+    from fugu_lite.config_errors import ConfigError
+
+    folder = tmp_path / "backbone"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        backbone_is_decoder(str(folder))
+    said = str(caught.value)
+    assert said.startswith(f"{folder / 'config.json'} holds a JSON {kind}, not an object")
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert"}), encoding="utf-8")
+    assert backbone_is_decoder(str(folder)) is False

@@ -300,3 +300,23 @@ def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_i
         "tiny-gguf_model.gguf_17_old": ("stale", "its package's weights changed since"),
         "not-embedded_model.gguf_5": ("unknown", "not a backbone this version embeds"),
     }
+
+
+def test_a_feature_cache_of_a_backbone_whose_config_is_no_json_object_is_listed(
+    tmp_path: Path,
+) -> None:
+    """A feature cache of a backbone folder whose config.json had become a JSON list ended
+    `cache list` (and `cache clear`) in a bare TypeError; it is listed as unknown, saying
+    what is wrong with which file."""
+    from fugu_lite.caches import cache_entries
+
+    backbone = tmp_path / "backbone"
+    backbone.mkdir()
+    (backbone / "config.json").write_text('[{"model_type": "bert"}]', encoding="utf-8")
+    cfg = ModelConfig(backbone=str(backbone), layer=-1, pooling="auto")
+    folder = tmp_path / "fugu-cache" / "features" / ("a" * 16)
+    folder.mkdir(parents=True)
+    (folder / "settings.json").write_text(cfg.model_dump_json(), encoding="utf-8")
+    [entry] = cache_entries(tmp_path / "fugu-cache")
+    assert (entry.status, entry.what) == ("unknown", f"{backbone}, layer -1, auto, none")
+    assert entry.reason.startswith(f"{backbone / 'config.json'} holds a JSON array, not an")

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config_errors import ConfigError
 from .file_digests import file_sha256, sha256_text
 
 TINY_RANDOM = "tiny-random"
@@ -75,11 +76,28 @@ def backbone_is_decoder(name: str) -> bool | None:
         folder = hub_snapshot(name)
     if folder is None:
         return None
+    config_file = folder / "config.json"
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        return is_decoder_type(str(config["model_type"]), bool(config.get("is_encoder_decoder")))
-    except (OSError, ValueError, KeyError):
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    if not isinstance(config, dict):
+        raise ConfigError(not_a_config_object(config_file, config))
+    if "model_type" not in config:
+        return None
+    return is_decoder_type(str(config["model_type"]), bool(config.get("is_encoder_decoder")))
+
+
+def not_a_config_object(config_file: Path, config: object) -> str:
+    """Why a backbone's config.json that is JSON but no object is refused: reading its
+    model_type ended in a bare TypeError."""
+    from .server.request_parsing import json_kind
+
+    return (
+        f"{config_file} holds a JSON {json_kind(config).split()[-1]}, not an object: a "
+        "backbone's config.json is the object its model was saved with (its model_type, its "
+        "sizes...); restore it from where the backbone came from, or save the backbone again"
+    )
 
 
 def local_backbone_path(name: str) -> Path | None:

@@ -33,6 +33,7 @@ from .backbone_identity import (
     safe_name,
 )
 from .config import ModelConfig
+from .config_errors import ConfigError
 from .feature_cache import feature_cache_key
 from .file_digests import digest_file_name
 from .onnx_export import SETTINGS_FILE, export_folder, export_settings
@@ -142,7 +143,7 @@ def _feature_entry(folder: Path) -> tuple[Status, str, str]:
         return absent[0], what, absent[1]
     try:
         key = feature_cache_key(cfg)
-    except (OSError, RuntimeError) as error:
+    except (OSError, RuntimeError, ConfigError) as error:  # ConfigError: its config.json
         return "unknown", what, str(error)
     if ".stale-" in folder.name:
         return "stale", what, "set aside: the features moved with an upgrade"
