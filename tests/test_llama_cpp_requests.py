@@ -161,11 +161,11 @@ def test_only_the_schema_a_request_names_is_checked_where_it_is_sent() -> None:
     assert local_worker_gaps({"tools": tools}) == []
     choice = {"type": "function", "function": {"name": "quoted"}}
     [gap] = local_worker_gaps({"tools": tools, "tool_choice": choice})
-    assert '(tools[1].function.parameters.properties.say\\"' in gap
+    assert '(tools[1].function.parameters.properties["say\\""]' in gap
     functions = [{"name": "plain"}, {"name": "quoted", "parameters": quoted}]
     assert local_worker_gaps({"functions": functions, "function_call": "auto"}) == []
     [gap] = local_worker_gaps({"functions": functions, "function_call": {"name": "quoted"}})
-    assert '(functions[1].parameters.properties.say\\"' in gap
+    assert '(functions[1].parameters.properties["say\\""]' in gap
     [gap] = local_worker_gaps({"tools": tools[1:], "tool_choice": "required"})
     assert "(tools[0].function.parameters.properties" in gap
 
@@ -210,6 +210,11 @@ def test_characters_the_converter_mangles_are_found_at_their_edges() -> None:
         return unrenderable_literal({"type": "object", "properties": {name: {}}})
 
     assert found("\x1f") is not None and found(" ~é\uffff") is None
+    # its name in brackets, as the request's other paths write an odd name
+    assert found('say"') == ('.properties["say\\""]', 'a double quote (")')
+    nested = {"properties": {"v": {"properties": {"a\nb": {}}}}}
+    assert unrenderable_literal(nested) == ('.properties.v.properties["a\\nb"]',
+                                            "a control character (\\n)")  # fmt: skip
     assert found("\U00010000") is not None
     tab = unrenderable_literal({"enum": ["ok", "tab\there"]})
     assert tab == (".enum", "a control character (\\t)")

@@ -626,7 +626,7 @@ def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: L
               "required": ["v"]}  # fmt: skip
     cases = [
         (answer({"type": "object", "properties": {"a\nb": {"type": "string"}}}),
-         ".properties.a\\nb", "a control character (\\n)"),
+         '.properties["a\\nb"]', "a control character (\\n)"),
         (answer({"type": "object", "properties": {"v": {"enum": ["a\tb", "c"]}}}),
          ".properties.v.enum", "a control character (\\t)"),
         (answer(one_of), ".properties.v.enum", "a backslash (\\)"),
@@ -635,7 +635,7 @@ def test_a_schema_name_or_value_llama_cpp_mangles_never_reaches_a_worker(live: L
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
             "type": "object", "properties": {"a\bb": {"type": "string"}}}}}],
           "tool_choice": {"type": "function", "function": {"name": "f"}}},
-         "tools[0].function.parameters.properties.a\\bb", "a control character (\\b)"),
+         'tools[0].function.parameters.properties["a\\bb"]', "a control character (\\b)"),
     ]  # fmt: skip
     for params, where, character in cases:
         for stream in (False, True):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..server.json_schema import SCHEMA_MAPS, schema_nodes
+from ..server.json_schema import SCHEMA_MAPS, key_path, schema_nodes
 
 
 def unrenderable_literal(schema: Any) -> tuple[str, str] | None:
@@ -33,8 +33,7 @@ def unrenderable_literal(schema: Any) -> tuple[str, str] | None:
         for name in properties if isinstance(properties, dict) else {}:
             character = unrenderable_character(name)
             if character is not None:
-                shown = json.dumps(name, ensure_ascii=False)[1:-1]
-                return f"{path}.properties.{shown}", character
+                return key_path(f"{path}.properties", name), character
         enum = node.get("enum")
         values = enum if isinstance(enum, list) else []
         for keyword, value in [*(("enum", v) for v in values), ("const", node.get("const"))]:
