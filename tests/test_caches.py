@@ -320,3 +320,30 @@ def test_a_feature_cache_of_a_backbone_whose_config_is_no_json_object_is_listed(
     [entry] = cache_entries(tmp_path / "fugu-cache")
     assert (entry.status, entry.what) == ("unknown", f"{backbone}, layer -1, auto, none")
     assert entry.reason.startswith(f"{backbone / 'config.json'} holds a JSON array, not an")
+
+
+def test_an_export_of_a_backbone_folder_with_a_file_that_cannot_be_read_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ONNX export of a backbone folder holding a file that cannot be read (another
+    user's, a disk error) ended `cache list` (and `cache clear`) in an OSError traceback,
+    listing nothing: the export's backbone identity reads every file of the folder, and
+    only a feature cache's reading was guarded. The export is listed as unknown, saying
+    why. The unreadable file is a link to /proc/self/mem, which reads with an I/O error
+    even for root (a file's mode does not stop root)."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.onnx_export import export_settings
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "elsewhere"))
+    backbone = tmp_path / "backbone"
+    backbone.mkdir()
+    (backbone / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
+    (backbone / "model.safetensors").symlink_to("/proc/self/mem")
+    root = tmp_path / "fugu-cache"
+    export = root / "onnx" / "backbone-layer4-0123456789abcdef"
+    export.mkdir(parents=True)
+    settings = {**export_settings("identity", 4), "backbone_name": str(backbone)}
+    (export / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    [entry] = cache_entries(root)
+    assert (entry.status, entry.what) == ("unknown", f"{backbone}, layer 4")
+    assert entry.reason.startswith("its backbone cannot be read (") and "Errno 5" in entry.reason

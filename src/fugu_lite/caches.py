@@ -179,8 +179,12 @@ def _export_entry(folder: Path) -> tuple[Status, str, str]:
     absent = _backbone_absent(name)
     if absent is not None:
         return absent[0], what, absent[1]
+    try:
+        identity = backbone_identity(name)
+    except OSError as error:  # a file of its folder that cannot be read
+        return "unknown", what, f"its backbone cannot be read ({error})"
     # by name: the folder export_folder gives is under $FUGU_LITE_CACHE_DIR, not --cache-dir
-    if export_folder(name, backbone_identity(name), layer).name != folder.name:
+    if export_folder(name, identity, layer).name != folder.name:
         return "stale", what, "its backbone changed since"
     return "current", what, ""
 
