@@ -347,3 +347,34 @@ def test_an_export_of_a_backbone_folder_with_a_file_that_cannot_be_read_is_liste
     [entry] = cache_entries(root)
     assert (entry.status, entry.what) == ("unknown", f"{backbone}, layer 4")
     assert entry.reason.startswith("its backbone cannot be read (") and "Errno 5" in entry.reason
+
+
+def test_a_link_to_nowhere_in_the_cache_is_listed_and_cleared_with_all(tmp_path: Path) -> None:
+    """A feature cache moved to another disk and linked back, the disk then gone (or the
+    folder moved again), left a link to nowhere under features/ that `cache list` never
+    listed and `cache clear --all` never removed (only folders were items). It is listed
+    as unknown, saying where it leads (a disk not mounted keeps its link on a plain clear),
+    and removed by --all, with no note of a target kept."""
+    from typer.testing import CliRunner
+
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.cli import app
+
+    root = tmp_path / "fugu-cache"
+    (root / "features").mkdir(parents=True)
+    link = root / "features" / "0123456789abcdef"
+    link.symlink_to(tmp_path / "unmounted-disk" / "0123456789abcdef")
+    [entry] = cache_entries(root)
+    assert (entry.kind, entry.path, entry.status) == ("features", link, "unknown")
+    assert entry.reason == (
+        f"a link to {tmp_path / 'unmounted-disk' / '0123456789abcdef'}, which is not there (a "
+        "disk not mounted, a folder moved?)"
+    )
+    result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert link.is_symlink()
+    result = CliRunner().invoke(app, ["cache", "clear", "--all", "--cache-dir", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert not link.is_symlink()
+    said = " ".join(result.output.split())
+    assert "removed 1 cached item (0.0 MB)" in said and "was a link to" not in said

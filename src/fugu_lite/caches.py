@@ -38,6 +38,7 @@ from .feature_cache import feature_cache_key
 from .file_digests import digest_file_name
 from .onnx_export import SETTINGS_FILE, export_folder, export_settings
 from .text import console_text
+from .text_reading import broken_link
 
 Status = Literal["current", "stale", "unknown"]
 Kind = Literal["features", "onnx", "backbones", "digests"]
@@ -70,7 +71,11 @@ def cache_entries(root: Path) -> list[CacheEntry]:
         except OSError:  # none of this kind, or a folder this user cannot read
             children = []
         for child in children:
-            if _is_item(kind, child):
+            nowhere = broken_link(child) if kind != "digests" else ""
+            if nowhere:  # its disk not mounted, maybe: kept but by --all
+                entries.append(CacheEntry(kind=kind, path=child, size_bytes=0, what="?",
+                                          status="unknown", reason=nowhere))  # fmt: skip
+            elif _is_item(kind, child):
                 status, what, reason = judges[kind](child)
                 entries.append(CacheEntry(kind=kind, path=child, size_bytes=_size(child),
                                           what=what, status=status, reason=reason))  # fmt: skip

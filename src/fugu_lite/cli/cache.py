@@ -118,7 +118,11 @@ def cache_clear(
     refuse_a_foreign_folder(root)
     remove_killed_writers_files(root)
     entries = [e for e in cache_entries(root) if everything or e.status == "stale"]
-    links = {entry.path: entry.path.resolve() for entry in entries if entry.path.is_symlink()}
+    links = {  # a link to nowhere has no target kept to note
+        entry.path: entry.path.resolve()
+        for entry in entries
+        if entry.path.is_symlink() and entry.path.exists()
+    }
     freed = remove_or_say_how_far(entries)
     kept = [entry for entry in entries if entry.path.is_symlink() or entry.path.exists()]
     warn_of_kept(kept)
