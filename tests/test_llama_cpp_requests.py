@@ -16,7 +16,9 @@ from fugu_lite.workers.llama_cpp_requests import (
 from fugu_lite.workers.llama_cpp_schemas import (
     MAX_OPTIONAL_REPEATS,
     deep_repetition,
+    ignored_constraint,
     llama_cpp_schema,
+    unconvertible_pattern,
     unrenderable_literal,
 )
 
@@ -267,3 +269,52 @@ def test_an_assistant_turns_refusal_beside_no_content_is_what_it_said() -> None:
     answered = {"role": "assistant", "content": "Sure.", "refusal": None}
     assert llama_cpp_message(answered)["content"] == "Sure."
     assert llama_cpp_message({"role": "assistant", "content": None})["content"] == ""
+
+
+def test_a_pattern_is_found_unconvertible_unanchored_at_either_end_or_with_a_quote() -> None:
+    """llama-cpp-python's converter takes only a pattern anchored at both ends (it drops the
+    whole schema for another: free JSON) and copies a double quote into the grammar (the
+    answer is not valid JSON)."""
+    for pattern in ("^[a-z]+", "[a-z]+$"):
+        found = unconvertible_pattern({"type": "string", "pattern": pattern})
+        assert found is not None and found[1].startswith("not anchored with ^ and $"), pattern
+    quoted = unconvertible_pattern({"properties": {"a": {"pattern": '^say "hi"$'}}})
+    assert quoted is not None and quoted[0] == ".properties.a"
+    assert quoted[1].startswith('with a double quote (")')
+    assert unconvertible_pattern({"type": "string", "pattern": "^[a-z]+$"}) is None
+
+
+def test_an_integer_range_takes_its_tightest_bounds_and_refuses_a_multiple_of_zero() -> None:
+    """Of a minimum and an exclusiveMinimum (a maximum and an exclusiveMaximum) the tighter
+    one bounds the enum; a multipleOf 0, which no number is a multiple of, leaves the schema
+    as it is (not a ZeroDivisionError on the way to the enum)."""
+    both = {"type": "integer", "minimum": 1, "exclusiveMinimum": 3, "maximum": 9,
+            "exclusiveMaximum": 6}  # fmt: skip
+    assert llama_cpp_schema(both) == {"type": "integer", "enum": [4, 5]}
+    no_multiple = {"type": "integer", "minimum": 0, "maximum": 5, "multipleOf": 0}
+    assert llama_cpp_schema(no_multiple) == no_multiple
+
+
+def test_a_const_of_none_of_its_listed_types_keeps_its_types() -> None:
+    """A const beside a list of types loses the list only when it has one of them (then
+    the converter writes the const); one that has none matches nothing and is left as it
+    is, not turned into a schema answering that const."""
+    assert llama_cpp_schema({"type": ["string", "null"], "const": "a"}) == {"const": "a"}
+    none = {"type": ["string", "null"], "const": 5}
+    assert llama_cpp_schema(none) == none
+
+
+def test_unique_items_false_and_the_uuid_formats_are_no_constraint_left_out() -> None:
+    """uniqueItems false constrains nothing, and llama-cpp-python's converter writes uuid1
+    to uuid5 as it writes uuid: neither keeps a strict schema from local workers."""
+    assert ignored_constraint({"type": "array", "uniqueItems": False}) is None
+    assert ignored_constraint({"type": "array", "uniqueItems": True}) == (
+        ".uniqueItems",
+        "`uniqueItems`",
+    )
+    for form in ("uuid", "uuid1", "uuid4", "uuid5"):
+        assert ignored_constraint({"type": "string", "format": form}) is None, form
+    assert ignored_constraint({"type": "string", "format": "uuid6"}) == (
+        ".format",
+        '`format: "uuid6"`',
+    )
