@@ -181,3 +181,102 @@ def test_a_backbone_config_that_is_no_json_object_is_refused_naming_the_file(
     assert said.startswith(f"{folder / 'config.json'} holds a JSON {kind}, not an object")
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}), encoding="utf-8")
     assert backbone_is_decoder(str(folder)) is False
+
+
+@pytest.mark.parametrize(
+    ("config", "decoder"),
+    [
+        ({"model_type": "llama"}, True),
+        ({"model_type": "bert"}, False),
+        ({"model_type": "mpnet"}, False),
+        ({"model_type": "t5", "is_encoder_decoder": True}, False),
+    ],
+)
+def test_a_backbone_is_a_decoder_by_its_configs_model_type_unless_it_is_an_encoder(
+    config: dict, decoder: bool, tmp_path: Path
+) -> None:
+    """What pooling `auto` means on a backbone folder (penultimate on a decoder, mean on an
+    encoder) is read from its config.json: the encoders fugu-lite knows (all-mpnet-base-v2
+    too) and an encoder-decoder (T5, which says so in is_encoder_decoder) are no decoders."""
+    from fugu_lite.backbone_identity import backbone_is_decoder
+
+    folder = tmp_path / "backbone"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert backbone_is_decoder(str(folder)) is decoder
+
+
+def test_a_backbone_folder_is_named_by_its_real_path_and_identified_by_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backbone folder reached through a symbolic link is the folder it leads to (one
+    feature cache for both names), and its identity reads its files only: a link in it that
+    leads nowhere (a weights file moved) is no file to read. A name starting with ~ is a
+    path, not a hub id."""
+    from fugu_lite.backbone_identity import backbone_identity, canonical_backbone, names_a_path
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    folder = tmp_path / "backbone"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
+    (folder / "old.safetensors").symlink_to(tmp_path / "moved.safetensors")
+    link = tmp_path / "latest"
+    link.symlink_to(folder)
+    assert canonical_backbone(str(link)) == canonical_backbone(str(folder)) == str(folder)
+    assert backbone_identity(str(link)) == backbone_identity(str(folder))
+    assert backbone_identity(str(folder)).startswith(f"{folder}:config.json:")
+    assert "old.safetensors" not in backbone_identity(str(folder))
+    assert names_a_path("~/models/minilm") and not names_a_path("org/model")
+
+
+def test_only_a_full_commit_pins_a_hub_id_and_an_empty_ref_is_no_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hub id is pinned to a commit by its whole 40-digit hash only (a short or longer
+    one names no snapshot the cache holds by that name); and a refs/main left empty (a
+    download cut short) names no snapshot, not the snapshots folder itself."""
+    from huggingface_hub import constants
+
+    from fugu_lite.backbone_identity import hub_id_and_pin, hub_snapshot, pinned_hub_id
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert pinned_hub_id("org/tiny", commit) == f"org/tiny@{commit}"
+    assert hub_id_and_pin(f"org/tiny@{commit}") == ("org/tiny", commit)
+    for wrong in (commit[:7], commit + "8"):
+        assert pinned_hub_id("org/tiny", wrong) is None, wrong
+    hub_cache = tmp_path / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    folder = hub_cache / "models--org--tiny"
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text("")
+    assert hub_snapshot("org/tiny") is None
+    (folder / "refs" / "main").write_text(commit)
+    assert hub_snapshot("org/tiny") == folder / "snapshots" / commit
+
+
+def test_a_folders_weights_are_its_model_files_beside_other_safetensors(tmp_path: Path) -> None:
+    """transformers loads a folder's model*.safetensors; another .safetensors beside it (an
+    adapter, a copy of the embeddings) is no weight file of the backbone's fingerprint."""
+    from fugu_lite.backbone_identity import folder_weight_files
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"adapter")
+    assert folder_weight_files(tmp_path) == [tmp_path / "model.safetensors"]
+    (tmp_path / "model.safetensors").unlink()
+    assert folder_weight_files(tmp_path) == [tmp_path / "adapter_model.safetensors"]
+
+
+def test_weights_that_cannot_be_read_have_no_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backbone whose weights cannot be read (another user's file, a disk error) has no
+    fingerprint, so a finished training is saved all the same, without it. The unreadable
+    file is a link to /proc/self/mem, which reads with an I/O error even for root."""
+    from fugu_lite.backbone_identity import weights_fingerprint
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    folder = tmp_path / "backbone"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to("/proc/self/mem")
+    assert weights_fingerprint(str(folder)) is None
