@@ -28,6 +28,12 @@ from router_support import (
 
 from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
 from fugu_lite.checkpoint_backbone import locate_backbone
+from fugu_lite.checkpoint_mismatch import (
+    checkpoint_mismatches,
+    mismatch_fix,
+    model_differs,
+    workers_mismatch,
+)
 from fugu_lite.config import ModelConfig
 from fugu_lite.feature_cache import (
     FeatureCache,
@@ -1201,3 +1207,38 @@ def test_a_damaged_cost_weighting_in_the_metadata_is_a_checkpoint_error(
             read()
         assert str(error.value).startswith(f"{directory / META_FILE} is damaged ({said}")
         assert str(error.value).endswith("); retrain or restore the checkpoint")
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"chat_template": False}, "model.chat_template: checkpoint True vs config False"),
+        ({"quantization": "int8"}, "model.quantization: checkpoint 'none' vs config 'int8'"),
+        ({"head_hidden": 64}, "model.head_hidden: checkpoint 256 vs config 64"),
+    ],
+)
+def test_a_setting_that_changes_the_features_or_the_head_is_a_mismatch(
+    changes: dict, expected: str
+) -> None:
+    """The chat template (other prompts), int8 quantization (other features) and the MLP
+    head's width (another head) each make a checkpoint another model than its config's;
+    no test of loading a checkpoint changed them."""
+    saved = ModelConfig(backbone="tiny-random", head="mlp")
+    metadata = {"worker_ids": ["a", "b"], "model": saved.model_dump(mode="json")}
+    assert checkpoint_mismatches(metadata, saved, ["a", "b"]) == []
+    given = saved.model_copy(update=changes)
+    assert checkpoint_mismatches(metadata, given, ["a", "b"]) == [expected]
+
+
+def test_a_mismatchs_fix_says_what_to_do_about_each_kind_of_difference() -> None:
+    """Other workers need other records, another model config the checkpoint's own; the
+    workers' difference names what each side lacks, or that only their order differs."""
+    reordered = workers_mismatch(["a", "b"], ["b", "a"])
+    assert reordered.endswith("(the same workers in another order)")
+    other = workers_mismatch(["a", "b"], ["b", "c"])
+    assert other.endswith("(the records lack ['a']; the checkpoint does not know ['c'])")
+    layer = "model.layer: checkpoint -1 vs config 1"
+    assert model_differs([other, layer]) and not model_differs([other])
+    assert mismatch_fix([other]).startswith("Use records with the checkpoint's workers")
+    assert mismatch_fix([layer]).startswith("Use the model config the checkpoint was trained")
+    assert mismatch_fix([other, layer]) == f"{mismatch_fix([other])} {mismatch_fix([layer])}"
