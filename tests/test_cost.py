@@ -225,6 +225,15 @@ def test_parse_and_nearest_cost_weights() -> None:
         nearest_cost_weight(grid, math.nan)
 
 
+def test_a_request_halfway_between_two_decimal_cost_weights_gets_the_smaller() -> None:
+    """Distances were taken in binary floats, where 0.3 - 0.2 < 0.2 - 0.1: a family of 0.1
+    and 0.3 asked for 0.2 answered with its 0.3 head, against the quality-first tie rule."""
+    assert nearest_cost_weight([0.1, 0.3], 0.2) == 0.1
+    assert nearest_cost_weight([0.0, 0.3, 0.5], 0.4) == 0.3
+    assert nearest_cost_weight([0.7, 0.9], 0.8) == 0.7
+    assert nearest_cost_weight([0.7, 0.9], 0.8000001) == 0.9  # just past halfway: the larger
+
+
 @pytest.mark.parametrize("stage", ["sft", "rl", "es"])
 def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path: Path) -> None:
     records = cost_case_records()

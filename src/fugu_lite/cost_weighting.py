@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 from .checkpoint import CheckpointError
 from .config import MAX_COST_WEIGHT, CostAware
@@ -160,7 +161,14 @@ def nearest_cost_weight(cost_weights: Sequence[float], requested: float) -> floa
     """The trained cost weight nearest to the requested one; a tie goes to the smaller
     (quality-first) weight, and requests beyond either end get that end."""
     check_cost_weight(requested)
-    return min(sorted(cost_weights), key=lambda weight: abs(weight - requested))
+    asked = written_value(requested)
+    return min(sorted(cost_weights), key=lambda weight: abs(written_value(weight) - asked))
+
+
+def written_value(weight: float) -> Fraction:
+    """A weight as written (0.2 is 1/5), exactly: binary floats made 0.2 nearer to 0.3 than
+    to 0.1 (0.3 - 0.2 < 0.2 - 0.1 in floats), so a tie went to the larger weight."""
+    return Fraction(repr(float(weight)))
 
 
 def head_cost_weight(requested: float | None) -> float:
