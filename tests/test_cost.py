@@ -786,6 +786,15 @@ def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: F
         service.allowed_workers(None, None, 0.5)
 
 
+def test_route_checkpoint_refuses_a_negative_cost_weight_as_one(family: Family) -> None:
+    """route_checkpoint (the API under `route`, whose flag check comes first) checks the
+    weight itself: without that, a plain checkpoint answered -1 or NaN with 'cannot serve
+    cost weight -1; train a router family...', as if another checkpoint could."""
+    for bad in (-1.0, math.nan):
+        with pytest.raises(CostWeightError, match="a cost weight must be a finite number >= 0"):
+            route_checkpoint(family.plain, "hi", cost_weight=bad)
+
+
 def test_a_refused_cost_weight_is_named_with_every_digit(
     family: Family, reward_head: Head, tmp_path: Path
 ) -> None:
