@@ -1182,6 +1182,24 @@ def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
     assert results[2].probabilities[CHEAP] == pytest.approx(float(exact[0]), abs=1e-5)
 
 
+def test_a_batch_mixing_cost_weights_routes_each_request_on_its_own_prompt(
+    reward_head: Head,
+) -> None:
+    """The server routes a batch one member's rows at a time; no test's batch held other
+    prompts at other weights, so a member reading the batch's first rows (another request's
+    prompt) went unseen."""
+    service = RouterService(load_family_or_single(reward_head.head))
+    prompts = reward_head.test_prompts()[:3]
+    requests = [
+        RouteRequest([ChatMessage(role="user", content=prompt)], (CHEAP, PREMIUM), weight)
+        for prompt, weight in zip(prompts, (0.0, 0.3, 0.3), strict=True)
+    ]
+    together = service.route_batch(requests)
+    for request, routed in zip(requests, together, strict=True):
+        alone = service.route_batch([request])[0]
+        assert routed.probabilities == pytest.approx(alone.probabilities, abs=1e-5)
+
+
 def test_a_reward_head_answers_a_cost_weight_of_minus_zero_as_zero(reward_head: Head) -> None:
     """--cost-weight -0 (or a request's -0.0) passed the >= 0 check and was answered and
     reported as cost weight -0.0 ('cost weight: -0'), where a family reports it as 0."""
