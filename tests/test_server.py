@@ -48,6 +48,7 @@ from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.auth import ApiKeyChecker, ApiKeyError, Redactor, load_api_keys
+from fugu_lite.server.routing import RouterService
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
 
@@ -966,6 +967,17 @@ def test_server_wide_opt_out_is_never_routed_to(serve, stubs: Stubs, family: Rou
         )
     assert "opted out server-wide" in error.value.body["message"]
     assert running.health()["opt_out"] == [favourite]
+
+
+def test_opt_outs_leaving_the_router_no_worker_are_refused_at_start(family: RouterFamily) -> None:
+    """A pool may opt out of every worker the router knows (it may hold more workers); no
+    test built such a router, so starting it anyway, each request then a 400 'allow at least
+    one of: ' naming none, went unseen."""
+    with pytest.raises(
+        ValueError, match=r"^opt_out lists every worker \(.+\); leave at least one$"
+    ):
+        RouterService(family, family.worker_ids)
+    assert RouterService(family, family.worker_ids[1:]).opt_out == family.worker_ids[1:]
 
 
 def test_cost_weight_needs_a_router_family(serve, stubs: Stubs) -> None:
