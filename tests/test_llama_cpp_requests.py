@@ -214,6 +214,8 @@ def test_characters_the_converter_mangles_are_found_at_their_edges() -> None:
     assert found("\x1f") is not None and found(" ~é\uffff") is None
     # its name in brackets, as the request's other paths write an odd name
     assert found('say"') == ('.properties["say\\""]', 'a double quote (")')
+    # a control character \s does not cover (a backspace) in brackets too, not written raw
+    assert found("a\bb") == ('.properties["a\\bb"]', "a control character (\\b)")
     nested = {"properties": {"v": {"properties": {"a\nb": {}}}}}
     assert unrenderable_literal(nested) == ('.properties.v.properties["a\\nb"]',
                                             "a control character (\\n)")  # fmt: skip

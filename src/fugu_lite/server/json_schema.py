@@ -9,15 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 # A key written after a dot in a path (metadata.team, $defs.Point); one that is empty or
-# holds a dot, a bracket, a quote or a space is written in brackets as a JSON string
-# (metadata["a.b"], properties[""]), or the path would name another place.
+# holds a dot, a bracket, a quote, a space or a character not printed (a backspace, which \s
+# does not cover) is written in brackets as a JSON string (metadata["a.b"], properties[""],
+# properties["a\bb"]), or the path would name another place, or be written raw.
 PLAIN_KEY = re.compile(r"""[^.\[\]"'\s]+""")
 
 
 def key_path(path: str, key: str) -> str:
     """The path of `key` in the object at `path`: 'metadata' + 'team' -> 'metadata.team',
     'metadata' + 'a.b' -> 'metadata["a.b"]' (not 'metadata.a.b', the key b of a key a)."""
-    if PLAIN_KEY.fullmatch(key):
+    if PLAIN_KEY.fullmatch(key) and key.isprintable():
         return f"{path}.{key}"
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
