@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .config_errors import ConfigError
 from .file_digests import file_sha256, sha256_text
+from .io import json_kind
 
 TINY_RANDOM = "tiny-random"
 
@@ -91,8 +92,6 @@ def backbone_is_decoder(name: str) -> bool | None:
 def not_a_config_object(config_file: Path, config: object) -> str:
     """Why a backbone's config.json that is JSON but no object is refused: reading its
     model_type ended in a bare TypeError."""
-    from .server.request_parsing import json_kind
-
     return (
         f"{config_file} holds a JSON {json_kind(config).split()[-1]}, not an object: a "
         "backbone's config.json is the object its model was saved with (its model_type, its "

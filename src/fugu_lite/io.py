@@ -31,6 +31,16 @@ from .text_reading import (
 M = TypeVar("M", bound=BaseModel)
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (Python's said "a JSON list", "a JSON NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return json.dumps(value)  # true or false
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), "a JSON value")
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 

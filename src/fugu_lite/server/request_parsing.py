@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from ..io import json_kind
 from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
@@ -78,16 +79,6 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             f"{json_kind(payload)}",
         )
     return payload
-
-
-def json_kind(value: Any) -> str:
-    """What a JSON value is, in JSON's words (Python's said "a JSON list", "a JSON NoneType")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return json.dumps(value)  # true or false
-    kinds = {list: "an array", str: "a string", int: "a number", float: "a number"}
-    return kinds.get(type(value), "a JSON value")
 
 
 def check_token_limits(request: ChatCompletionRequest, max_tokens_limit: int) -> None:
