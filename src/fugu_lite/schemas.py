@@ -226,19 +226,17 @@ class RewardRecord(BaseModel):
         number; other text is refused, naming its worker and how to write it."""
         if not isinstance(values, list):
             return values
-        bad = [
-            index
-            for index, value in enumerate(values)
-            if isinstance(value, str) and to_float(value) is None
-        ]
-        if bad:
-            value = values[bad[0]]
+        read = [to_float(value) if isinstance(value, bool | str) else value for value in values]
+        bad = next((i for i, value in enumerate(values) if isinstance(value, str)
+                    and read[i] is None), None)  # fmt: skip
+        if bad is not None:
+            value = values[bad]
             raise ValueError(
                 f"{info.field_name} holds a text that is no finite number for "
-                f"{_places(bad[:1], info)[0]}: {value!r}{number_hint(value)}; write each "
+                f"{_places([bad], info)[0]}: {value!r}{number_hint(value)}; write each "
                 "value as a JSON number (0.5) or true/false"
             )
-        return [to_float(value) if isinstance(value, bool | str) else value for value in values]
+        return read
 
     @field_validator("rewards", "costs", mode="before")
     @classmethod
