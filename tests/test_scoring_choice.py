@@ -230,6 +230,12 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("The answer is **B**? No, it is C.", "C"),
         ("The answer is B. No: C.", "C"),  # also a "No:" starting a sentence
         ("The answer is B? Yes: B.", "B"),
+        # a "No," opening the sentence after the letter's, before a bare letter (no letter was
+        # read: "B. No, C." taken for a list of the options)
+        ("The answer is B. No, C.", "C"),
+        ("The answer is B.\n\nNo, C.", "C"),
+        ("The answer is B. No, C is wrong.", "B"),
+        ("The answer is B. No, C is the tallest.", "C"),
         # a retraction before a bare letter ending its sentence (no letter, or B, was read)
         ("The answer is B. Oops, C.", "C"),
         ("B. Oops, C.", "C"),

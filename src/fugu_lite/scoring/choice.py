@@ -40,6 +40,7 @@ from .common import (
     cannot_grade,
     end_of_line,
     last_boxed,
+    no_after,
     unlatex,
     wrong,
 )
@@ -47,6 +48,9 @@ from .exact import WRAPPERS, answer_candidates, normalise, without_closing_note
 
 # how sure a reply is of the letter after "the answer is": "most likely B", "definitely B"
 _CERTAINTY = r"(?:most\s+likely|likely|probably|definitely|clearly|certainly|surely)"
+# "No," opening the sentence after a letter's: "The answer is A. No, B." (not after a word
+# ending in a letter: "... the race. No, ...")
+_NO_AFTER_A_LETTER = no_after(r"\b[A-E]")
 _CHOICE_MARKER = re.compile(
     r"(?:(?:answer|(?P<option>option|choice))[\"']?\s*+"  # and a JSON key: "answer": "B"
     # "The answer must be B.", "The answer is most likely B."
@@ -57,9 +61,10 @@ _CHOICE_MARKER = re.compile(
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
     r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
     r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
-    # a bare correction: "Answer: A. Wait, actually B.", "The answer is A. Oops, B." (the letter
-    # ends it, as a conclusion's), and a guess: "I'm not sure, but I think B."
-    rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}"
+    # a bare correction: "Answer: A. Wait, actually B.", "The answer is A. Oops, B.", "The
+    # answer is A. No, B." (the letter ends it, as a conclusion's), and a guess: "I'm not
+    # sure, but I think B."
+    rf"|{SELF_CORRECTION}|(?P<bare>{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}|{_NO_AFTER_A_LETTER}"
     r"|\bI\s+(?:think|guess|believe)\b,?))\s*+"
     # (not the "e" of "Oops, e.g. ..."; a dash after a bold label: "**Answer** — B"; the spaces
     # taken whole: a run of them after a marker took time growing as its length to the sixth

@@ -59,6 +59,13 @@ RETRACTION_LEAD = (
 )
 
 
+def no_after(answer: str) -> str:
+    """A sentence opening "No," right after an answer's sentence end, as a bare correction's
+    lead: "125. No, 126.", "B. No, C." (`answer` matches the answer's last character; not in
+    the shared RETRACTION, where "No, ..." mostly starts an explanation)."""
+    return rf"(?:(?<={answer}[.!]\s)|(?<={answer}[.!]\s\s))no,"
+
+
 # The reply says its earlier answer was wrong: "3\n\nWait, actually 5.", "The answer is 3.
 # Oops, I miscounted: there are 5.", "[1, 2, 3]? No: [1, 3, 2].", "The answer is 5000. No:
 # 500." (not a mere check: "Wait, let me verify: 1 + 2 = 3")

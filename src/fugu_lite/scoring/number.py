@@ -61,6 +61,7 @@ from .common import (
     clip,
     end_of_line,
     last_boxed,
+    no_after,
     unlatex,
     wrong,
 )
@@ -115,9 +116,8 @@ def _both_signs(match: re.Match[str]) -> str:
 
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
-# a sentence opening "No," right after a number and right before another: "125. No, 126." (not
-# in the shared RETRACTION, where "No, ..." mostly starts an explanation)
-_NO_AFTER_A_NUMBER = r"(?:(?<=\d[.!]\s)|(?<=\d[.!]\s\s))no,"
+# a sentence opening "No," right after a number and right before another: "125. No, 126."
+_NO_AFTER_A_NUMBER = no_after(r"\d")
 # "Wait, 126.", and as the choice grader reads "A. Hmm, B.": "125. Hmm, 126.", "Sorry, 126."
 _BARE_CORRECTION = (
     rf"(?:{BARE_CORRECTION_LEAD}|{RETRACTION_LEAD}|{_NO_AFTER_A_NUMBER})[^\S\n]*(?=[$-]?\d|\.\d)"
