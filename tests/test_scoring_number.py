@@ -1040,6 +1040,32 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
             "120",
             1.0,
         ),
+        # a conversion rate after the quantity is no answer (60 was read as the last number),
+        # unless the question asks for a rate
+        (
+            "How many minutes are in 2 hours?",
+            "There are 120 minutes, 60 minutes in each hour.",
+            "120",
+            1.0,
+        ),
+        (
+            "How many minutes are in 2 hours?",
+            "There are 120 minutes, 60 minutes per hour.",
+            "120",
+            1.0,
+        ),
+        (
+            "How many apples are there in all?",
+            "There are 12 apples, 4 apples in each box.",
+            "12",
+            1.0,
+        ),
+        (
+            "How many apples does each box hold?",
+            "They hold 12 apples, 4 apples in each box.",
+            "4",
+            1.0,
+        ),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

@@ -313,6 +313,8 @@ def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[
     tolerance, a precision: "to 2 decimal places") nor, unless the question asks for a whole,
     the whole another number is a part of ("2 candies left out of 4": the answer is 2)."""
     said = [number for number in numbers if not _is_aside(number)]
+    if not _RATE_ASKED.search(question):  # "120 minutes, 60 minutes in each hour.": 120
+        said = [number for number in said if not _is_a_conversion_rate(number)]
     if _PERCENTAGE_ASKED.search(question):  # "20 is 25% of 80." for "What percentage ...?"
         said = [number for number in said if not _is_what_a_percentage_is_of(number)] or said
     if _WHOLE_ASKED.search(question):
@@ -478,6 +480,25 @@ def _is_aside(number: re.Match[str]) -> bool:
         or (number.group("percent") is not None and _CONFIDENCE_AFTER.match(text, number.end()))
         or _is_a_tolerance(number)
         or _is_a_precision(number)
+    )
+
+
+# a conversion rate after a quantity, "120 minutes, 60 minutes in each hour" (the 60), when
+# the question asks for no rate ("How many minutes are in each hour?")
+_QUANTITY_AND_COMMA_BEFORE = re.compile(r"\d(?:[^\S\n]?[^\W\d_]+)?,[^\S\n]$")
+_RATE_AFTER = re.compile(
+    r"[^\S\n]?[^\W\d_]+[^\S\n]+(?:in[^\S\n]+(?:each|every|a|an|one)|per|each|every|a|an)"
+    r"[^\S\n]+[^\W\d_]+[^\S\n]*(?:[.!;)\n]|$)",
+    re.IGNORECASE,
+)
+_RATE_ASKED = re.compile(r"\b(?:in\s+(?:each|every|a|an|one)|per|each|every)\s", re.IGNORECASE)
+
+
+def _is_a_conversion_rate(number: re.Match[str]) -> bool:
+    start = number.start()
+    return bool(
+        _QUANTITY_AND_COMMA_BEFORE.search(number.string[max(0, start - 40) : start])
+        and _RATE_AFTER.match(number.string, number.end())
     )
 
 
