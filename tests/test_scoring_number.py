@@ -610,6 +610,9 @@ LARGER_OF_TWO = "Which is larger, 9 or 3?"
         (GIVE_AWAY, "5", "5 apples. Tom started with 8 and gave away 3.", 1.0),
         (GIVE_AWAY, "5", "**5** apples remain.\n\nTom started with 8 and gave away 3.", 1.0),
         (GIVE_AWAY, "3", "5 apples. Tom started with 8 and gave away 3.", 0.0),
+        # the answer before the whole it is out of (3 was read: 8 taken for the answer)
+        (GIVE_AWAY, "5", "He keeps 5 of 8. He started with 8 and gave away 3.", 1.0),
+        (GIVE_AWAY, "3", "He keeps 5 of 8. He started with 8 and gave away 3.", 0.0),
         # a closing sentence with a result, or after a question's number, may be the answer
         (GIVE_AWAY, "5", "He gives away 3 of 8. So he has 8 - 3 = 5.", 1.0),
         (LARGER_OF_TWO, "9", "Compare 9 and 3. The larger is 9.", 1.0),

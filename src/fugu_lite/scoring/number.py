@@ -93,6 +93,7 @@ from .number_values import (
     find_numbers,
     found_number,
     is_number,
+    is_the_whole,
     normalise_number_text,
     numbers_match,
     worded_number,
@@ -319,7 +320,7 @@ def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[
         said = [number for number in said if not _is_what_a_percentage_is_of(number)] or said
     if _WHOLE_ASKED.search(question):
         return said
-    return [number for number in said if not _is_the_whole(number)] or said
+    return [number for number in said if not is_the_whole(number)] or said
 
 
 def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> _Extracted:
@@ -515,21 +516,9 @@ def _is_a_tolerance(number: re.Match[str]) -> bool:
     return _TOLERANCE_BEFORE.search(number.string, max(0, start - 20), start) is not None
 
 
-# The whole a number is a part of, "14 apples left out of 17", "2 out of the 4", "2 of the 4"
-# (not after more words: "3 packs for a total of 12"): not the answer unless the question
-# asks for a whole ("How many in total?", "out of how many?")
-_WHOLE_BEFORE = re.compile(
-    r"\d(?:[^\d.?!\n]{0,40}\bout|(?:\s+[^\W\d]+)?)\s+of\s+(?:the\s+|a\s+total\s+of\s+)?\$?$",
-    re.IGNORECASE,
-)
+# the question asks for a whole ("How many in total?", "out of how many?"): the whole a number
+# is a part of may be the answer
 _WHOLE_ASKED = re.compile(r"\b(?:total|in\s+all|altogether|out\s+of)\b", re.IGNORECASE)
-
-
-def _is_the_whole(number: re.Match[str]) -> bool:
-    start = number.start()
-    before = number.string[max(0, start - 60) : start]
-    # the plain test first: the search tries every start in the window, for every number
-    return "of" in before.lower() and _WHOLE_BEFORE.search(before) is not None
 
 
 # what a percentage is of, "25% of 80", when the question asks for the percentage

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .number_values import FoundNumber, find_numbers, found_number, numbers_match
+from .number_values import FoundNumber, find_numbers, found_number, is_the_whole, numbers_match
 
 # the end of a sentence (a period before a space or the end of the text) or of a line
 SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
@@ -140,7 +140,8 @@ _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
 def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
     """Where a closing sentence that only restates the question's setup starts: two or more
     numbers, all the question's, and no result ("5 apples. Tom started with 8 and gave away
-    3."), after an answer of the reply's own (the question's number before it may be the
+    3."), after an answer of the reply's own, read before the whole it is out of ("He keeps 5
+    of 8. He started with 8 and gave away 3."; the question's number before it may be the
     answer: "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
     if len(numbers) < 3 or not prompt:
         return None
@@ -155,7 +156,8 @@ def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> in
     asked = [found_number(number).value for number in find_numbers(prompt)]
     if not all(any(numbers_match(found_number(n), q) for q in asked) for n in restated):
         return None
-    if any(numbers_match(found_number(before[-1]), q) for q in asked):
+    answer = next((n for n in reversed(before) if not is_the_whole(n)), before[-1])
+    if any(numbers_match(found_number(answer), q) for q in asked):
         return None
     return start
 

@@ -266,6 +266,23 @@ def is_number(match: re.Match[str]) -> bool:
     return not (zero and power is not None and int(power) < 0)
 
 
+# The whole a number is a part of, "14 apples left out of 17", "2 out of the 4", "2 of the 4"
+# (not after more words: "3 packs for a total of 12"): not the answer unless the question
+# asks for a whole
+_WHOLE_BEFORE = re.compile(
+    r"\d(?:[^\d.?!\n]{0,40}\bout|(?:\s+[^\W\d]+)?)\s+of\s+(?:the\s+|a\s+total\s+of\s+)?\$?$",
+    re.IGNORECASE,
+)
+
+
+def is_the_whole(number: re.Match[str]) -> bool:
+    """Whether `number` is the whole another number before it is a part of ("5 of 8": 8)."""
+    start = number.start()
+    before = number.string[max(0, start - 60) : start]
+    # the plain test first: the search tries every start in the window, for every number
+    return "of" in before.lower() and _WHOLE_BEFORE.search(before) is not None
+
+
 SYMBOL_AFTER = re.compile(r"\s?(?:π|√|\\pi(?![a-zA-Z])|\\sqrt)")
 _SYMBOL_BEFORE = re.compile(r"(?:√|\\sqrt\s?(?:\[\d+\])?\{?)\s?$")
 
