@@ -547,6 +547,25 @@ def test_choice_grader_does_not_read_an_option_only_compared(output: str, score:
     assert result.score == score, result.detail
 
 
+@pytest.mark.parametrize(
+    ("output", "chosen"),
+    [
+        # a labelled option said to be what the question does not ask (B was read)
+        ("Option: B (17) is smaller than A.", None),
+        ("Option - B (17) is smaller.", None),
+        ("Option: A is the larger.", "A"),
+        ("The correct option is A.", "A"),
+    ],
+)
+def test_choice_grader_does_not_read_a_labelled_option_only_compared(
+    output: str, chosen: str | None
+) -> None:
+    for answer in "AB":
+        task = Task(id="c", prompt=LARGER, answer=answer, grader="choice", task="logic")
+        result = graded(task, output)
+        assert result.score == (1.0 if answer == chosen else 0.0), result.detail
+
+
 CAPITAL = "Which city is the capital of France?\nA) London\nB) Paris\nC) Rome\nD) Madrid"
 
 

@@ -193,7 +193,7 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
     why it is ambiguous ("Answer: A or B"); None when no marker gives one."""
     for match in reversed(list(_CHOICE_MARKER.finditer(text))):
         letter, after = match.group("letter"), match.group("after")
-        if match["option"] and not match["said"] and _only_compared(text, match, asked):
+        if match["option"] and _only_labelled(match) and _only_compared(text, match, asked):
             continue  # "Option A (42) is larger than option B (17).": B is no answer
         if letter == "a" and _ARTICLE_A.match(text, match.end("letter")):
             continue  # "the answer is a bit..." is the article, not option a
@@ -212,6 +212,12 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
             continue  # "Let me consider each option:\nA) Ann\nB) Bob"
         return letter.upper(), "after an answer marker"
     return None
+
+
+def _only_labelled(match: re.Match[str]) -> bool:
+    """Whether "option" names its letter bare or as a label ("option B", "Option: B"), not
+    said to be the answer ("The correct option is B")."""
+    return not match["said"] or not match["said"][0].isalpha()
 
 
 def _said_correct(text: str, match: re.Match[str], asked: set[Predicate]) -> bool:
