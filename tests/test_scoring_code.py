@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST, LINEAR_CPU_S, finished_pid, graded, writer_temporary
 
-from fugu_lite.sandbox import run_python_tests
+from fugu_lite.sandbox import SandboxResult, run_python_tests
 from fugu_lite.scoring import Grade, grade
 from fugu_lite.scoring.code import extract_code
 from fugu_lite.tasks import Task
@@ -951,3 +951,21 @@ def test_an_import_a_test_function_cannot_do_is_a_grading_error_not_a_zero() -> 
     code = "def add(a, b):\n    import numpy\n    return a + b\n"
     own = graded(code_task("def test_plain():\n    assert add(1, 1) == 2\n"), code)
     assert (own.score, own.error) == (0.0, None)
+
+
+def test_no_more_sandboxes_run_at_once_than_max_concurrent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each run's folder is made in the user's temp folder (here in tmp_path, which no other
+    # run shares) and removed when the run ends, so a run's code sees the runs in flight as
+    # the folders beside its own
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = "import os\nIN_FLIGHT = len(os.listdir(os.path.join(os.getcwd(), '..', '..')))\n"
+    limits = FAST.model_copy(update={"max_concurrent": 1})
+
+    async def three_at_once() -> list[SandboxResult]:
+        runs = (run_python_tests(code, "print(IN_FLIGHT)\n", limits) for _ in range(3))
+        return await asyncio.gather(*runs)
+
+    results = asyncio.run(three_at_once())
+    assert [(r.status, r.stdout.strip()) for r in results] == [("ok", "1")] * 3, results
