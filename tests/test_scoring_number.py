@@ -1026,6 +1026,18 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         (IN_GRAMS, "5000 g (5 kg)", "5", 0.0),
         (IN_GRAMS, "4000 g (5 kg)", "5000", 0.0),  # not one quantity: the last number
         (IN_GRAMS, "**5000 grams** (4 kg)", "5000", 0.0),
+        # said to be the same in another sentence or clause (2.5 hours, the last number, was
+        # read)
+        (HOW_MANY_MINUTES, "It lasts 150 minutes. That is the same as 2.5 hours.", "150", 1.0),
+        (HOW_MANY_MINUTES, "It lasts 150 minutes, the same as 2.5 hours.", "150", 1.0),
+        (HOW_MANY_MINUTES, "It lasts 2.5 hours. That is the same as 150 minutes.", "150", 1.0),
+        (HOW_MANY_MINUTES, "It lasts 150 minutes. That is 3 hours.", "150", 0.0),
+        (
+            "How many hours does the film last?",
+            "It lasts 2.5 hours. That is 150 minutes.",
+            "2.5",
+            1.0,
+        ),
         # each unit's size
         ("How many days did the trip last?", "It lasted 1 week and 3 days.", "10", 1.0),
         ("How many hours did the job take?", "It took 2 days and 6 hours.", "54", 1.0),

@@ -190,9 +190,13 @@ def units_asked(prompt: str) -> set[str]:
     }
 
 
-# "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg"
+# "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg", "150 minutes,
+# the same as 2.5 hours", "150 minutes. That is the same as 2.5 hours."
+_SAME_AS = r"(?:the\s+same\s+as|equal\s+to|equivalent\s+to)"
 _BETWEEN_UNITS = re.compile(
-    r"[*_]*\s?,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is)?\s?[*_]*", re.IGNORECASE
+    rf"[*_]*\s?(?:\.\s(?:that|this)\s+is(?:\s+{_SAME_AS})?\s?"
+    rf"|,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is(?:\s+{_SAME_AS})?|{_SAME_AS})?\s?)[*_]*",
+    re.IGNORECASE,
 )
 
 
