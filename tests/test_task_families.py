@@ -631,3 +631,60 @@ def test_every_answer_key_is_what_its_question_asks(seed: int) -> None:
     assert Counter(task.task for task in tasks) == {f: 120 for f in FAMILIES if f != "list"}
     # the right option's letter varies: a key always "A" would reward a worker that says "A"
     assert len({task.answer for task in tasks if task.grader == "choice"}) >= 3
+
+
+def near_misses(description: str) -> list[Callable[..., object]]:
+    """Functions a worker might write for the description that are wrong at an edge (a sign,
+    0, a boundary, the last item), each of which the task's asserts must fail."""
+    if "returns x plus" in description:
+        return [lambda x: abs(x) + number_in(description, "plus")]
+    if "multiplied by" in description:
+        return [lambda x: abs(x) * number_in(description, "multiplied by")]
+    if "is_multiple" in description:
+        return [lambda n: n > 0 and n % number_in(description, "divisible by") == 0]
+    if "greet" in description:
+        right = code_solution(description)
+        return [lambda name: right(name.split()[0])]  # the first word of the name only
+    if "sum_above" in description:  # (above 0, counting a 0 adds nothing: no near miss)
+        t = number_in(description, "greater than")
+        return [lambda xs: sum(x for x in xs if x >= t)] if t != 0 else []
+    if "repeat(s)" in description:
+        right = code_solution(description)
+        return [lambda s: right(s)[len(s) :].lstrip(" -")]  # one copy short
+    if "label(n)" in description:
+        right = code_solution(description)
+        return [lambda n: right(n) if n > 0 else str(n)]  # 0 is divisible by every k
+    if "seq(n)" in description:
+        right = code_solution(description)
+        return [lambda n: right(n + 1)]  # counting from 1
+    if "digit_power_sum" in description:
+        power = number_in(description, "power")
+        return [lambda n: sum(int(digit) for digit in str(n)) ** power]
+    if "chunks" in description:
+        size = number_in(description, "lists of")
+        return [lambda xs: [xs[i : i + size] for i in range(0, len(xs) - size + 1, size)]]
+    return []  # count_char: no near miss that all its tests refuse (see the report)
+
+
+def passes(tests: str, name: str, function: Callable[..., object]) -> bool:
+    try:
+        return all(
+            eval(line.removeprefix("assert "), {name: function}) for line in tests.splitlines()
+        )
+    except Exception:  # a near miss may raise on an edge case: it fails that test
+        return False
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_code_tasks_tests_refuse_a_constant_and_a_near_miss(seed: int) -> None:
+    """A code task whose asserts kept one case, or lost the case at an edge (0, a boundary,
+    a negative, the shorter last chunk), would credit a function returning a constant or
+    one wrong at that edge."""
+    for task in generate_tasks(n_per_family=60, seed=seed, families=["code"]):
+        question = task.prompt_text().split("\n")[0]
+        found = re.search(r"Write a Python function `(\w+)\(", question)
+        assert found is not None, question
+        tests = task.tests or ""
+        first_expected = eval(tests.splitlines()[0].split(" == ", 1)[1])
+        for wrong in [lambda *_, constant=first_expected: constant, *near_misses(question)]:
+            assert not passes(tests, found[1], wrong), (task.prompt, tests)

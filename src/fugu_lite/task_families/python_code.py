@@ -61,7 +61,8 @@ def _code_greet(rng: random.Random) -> Draft:
 
 def _code_count_char(rng: random.Random) -> Draft:
     letter = rng.choice("aeiorstn")
-    words = ("banana", "", "strawberry", "mississippi", "tennis")
+    # each letter counted at least once ("tattoo" for 'o': a function returning 0 passed them)
+    words = ("banana", "", "strawberry", "mississippi", "tennis", "tattoo")
     return _code(
         "count_char(s)",
         f"returns how many times the character '{letter}' appears in the string s",
