@@ -654,6 +654,9 @@ def near_misses(description: str) -> list[Callable[..., object]]:
     if "label(n)" in description:
         right = code_solution(description)
         return [lambda n: right(n) if n > 0 else str(n)]  # 0 is divisible by every k
+    if "sum_multiples" in description:
+        right = code_solution(description)
+        return [lambda n: right(n + 1)]  # up to n, not below it
     if "seq(n)" in description:
         right = code_solution(description)
         return [lambda n: right(n + 1)]  # counting from 1

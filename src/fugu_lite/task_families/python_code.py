@@ -115,7 +115,8 @@ def _code_sum_multiples(rng: random.Random) -> Draft:
     return _code(
         "sum_multiples(n)",
         f"returns the sum of all positive integers below n that are divisible by {a} or {b}",
-        [f"assert sum_multiples({n}) == {expected(n)}" for n in (1, 10, 20, 100)],
+        # a * b, divisible by both: "below n" is not "up to n" (for 3 and 7 no other n told)
+        [f"assert sum_multiples({n}) == {expected(n)}" for n in sorted({1, 10, 20, 100, a * b})],
         f"def sum_multiples(n):\n    return sum(i for i in range(1, n) if i % {a} == 0 "
         f"or i % {b} == 0)\n",
     )
