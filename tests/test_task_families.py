@@ -143,6 +143,8 @@ async def grade_all(tasks: list[Task], make_output) -> list[float | None]:
         ("[-3, 5, 12, 12]", 0.0),  # an element too many, after or before
         ("[-7, -3, 5, 12]", 0.0),
         ("-3 5 12 40", 0.0),
+        ("-3 5 12 -40", 0.0),  # also a negative one after
+        ("[-3, 5, 12, -40]", 0.0),
         ("[-3, 5, 12.5]", 0.0),
     ],
 )
