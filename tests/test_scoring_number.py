@@ -1081,6 +1081,14 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
             "4",
             1.0,
         ),
+        # a part in the smaller unit of a whole larger one or more is no part of one quantity
+        # ("2 hours, 60 minutes" was read as 180 minutes)
+        (
+            "How many minutes are in each hour?",
+            "There are 120 minutes in 2 hours, 60 minutes in each hour.",
+            "60",
+            1.0,
+        ),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

@@ -59,7 +59,8 @@ _UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
 
 def _quantity(text: str) -> tuple[str, Fraction] | None:
     """The kind and size (in the kind's smallest unit) of "2 hours and 30 minutes", or None
-    when its parts are of different kinds or not from the largest unit down."""
+    when its parts are of different kinds, not from the largest unit down, or one is a whole
+    unit before it or more ("2 hours, 60 minutes in each hour" is no 3 hours)."""
     parts = [
         (_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"]))
         for m in _QUANTITY_PART.finditer(text)
@@ -67,6 +68,10 @@ def _quantity(text: str) -> tuple[str, Fraction] | None:
     kinds = {kind for (kind, _), _ in parts}
     sizes = [size for (_, size), _ in parts]
     if len(kinds) != 1 or sizes != sorted(set(sizes), reverse=True):
+        return None
+    if any(
+        size * value >= larger for larger, ((_, size), value) in zip(sizes, parts[1:], strict=False)
+    ):
         return None
     return kinds.pop(), sum((size * value for (_, size), value in parts), Fraction(0))
 
@@ -231,7 +236,8 @@ def one_quantity_in_two_units(
 
 def in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
     """Whether two numbers side by side are one quantity in two units ("2 hours and 30
-    minutes"): the larger unit after the first, a smaller one of its kind after the second."""
+    minutes"): the larger unit after the first, a smaller one of its kind after the second,
+    less than one of the larger ("2 hours, 60 minutes" is none)."""
     between = _UNITS_BETWEEN.fullmatch(text, first.end(), second.start())
     after = _UNIT_AFTER.match(text, second.end())
     if between is None or after is None:
@@ -239,4 +245,6 @@ def in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool
     (kind, size), (other_kind, other_size) = (
         _UNIT_SIZES[match["unit"].lower()] for match in (between, after)
     )
-    return kind == other_kind and size > other_size
+    return (
+        kind == other_kind and size > other_size and found_number(second).value * other_size < size
+    )
