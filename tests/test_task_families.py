@@ -661,7 +661,9 @@ def near_misses(description: str) -> list[Callable[..., object]]:
         return [lambda n: right(n + 1)]  # up to n, not below it
     if "seq(n)" in description:
         right = code_solution(description)
-        return [lambda n: right(n + 1)]  # counting from 1
+        starts = re.findall(r"starts (\d+), (\d+)", description)[0]
+        first_term_wrong = [lambda n: right(max(n, 1))] if starts[0] != starts[1] else []
+        return [lambda n: right(n + 1), *first_term_wrong]  # counting from 1
     if "digit_power_sum" in description:
         power = number_in(description, "power")
         return [lambda n: sum(int(digit) for digit in str(n)) ** power]
