@@ -21,7 +21,13 @@ from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.scoring import grade
 from fugu_lite.task_families import FAMILIES, generate_tasks
-from fugu_lite.task_families.drafts import CODE_HINT, EXACT_HINT, NUMBER_HINT
+from fugu_lite.task_families.drafts import (
+    CODE_HINT,
+    EXACT_HINT,
+    NUMBER_HINT,
+    choice_draft,
+    question_key,
+)
 from fugu_lite.task_families.lists import list_regex
 from fugu_lite.tasks import Task
 
@@ -277,6 +283,17 @@ def test_no_question_is_asked_twice_with_its_options_reordered() -> None:
         tasks = [t for t in generate_tasks(100, seed, families=["logic"]) if t.grader == "choice"]
         assert len(tasks) == 100
         assert len({asked(task) for task in tasks}) == len(tasks)
+
+
+def test_a_question_with_four_options_lettered_otherwise_is_the_same_question() -> None:
+    """A weekday question has four options (A-D): the D line read as part of the question
+    would make one question lettered otherwise two."""
+    drafts = [
+        choice_draft(random.Random(seed), "What day?", "Monday", ["Tuesday", "Friday", "Sunday"])
+        for seed in range(20)
+    ]
+    assert len({str(draft["prompt"]) for draft in drafts}) > 1
+    assert len({question_key(draft) for draft in drafts}) == 1
 
 
 @pytest.mark.parametrize("seed", range(3))
