@@ -299,3 +299,34 @@ def test_route_refuses_a_prompt_argument_that_is_not_utf8(tmp_path: Path) -> Non
         "error: the prompt argument is not UTF-8 text (the byte 0xe9 at character 2); set "
         "the terminal to UTF-8, or pipe the prompt as UTF-8 to `route -`"
     )
+
+
+@pytest.fixture(scope="module")
+def three_price_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reward head over a premium, a middle and a cheap worker, each a little worse and much
+    cheaper than the one before it."""
+    from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
+
+    folder = tmp_path_factory.mktemp("head")
+    cfg = ModelConfig(backbone="tiny-random", layer=-1, head="linear", max_tokens=32,
+                      cache_dir=str(folder / "cache"))  # fmt: skip
+    workers = ["premium", "middle", "cheap"]
+    update = {"worker_ids": workers, "rewards": [1.0, 0.95, 0.9], "costs": [1.0, 0.3, 0.01]}
+    records = [r.model_copy(update=update) for r in generated_records(n_per_topic=10)]
+    train_reward_head(records, RewardHeadConfig(model=cfg), folder / "head")
+    return folder / "head"
+
+
+def test_route_lists_a_reward_heads_workers_by_utility_where_probabilities_underflow(
+    three_price_head: Path,
+) -> None:
+    """At cost weight 100 every worker but the cheapest gets probability exactly 0 (utility /
+    temperature underflows the softmax), and the table listed them in the pool's order: the
+    dearest worker before the middle one, though the server falls back to the middle first."""
+    args = ("route", "--checkpoint", three_price_head, "--cost-weight", "100", "hello")
+    rows = probability_rows(ok(invoke(*args)))
+    assert rows["middle"] == 0.0  # underflowed: only the ranking tells it from the dearest
+    assert list(rows) == ["cheap", "middle", "premium"]
+    assert json.loads(ok(invoke(*args, "--json")))["ranking"] == ["cheap", "middle", "premium"]
+    excluded = probability_rows(ok(invoke(*args, "--exclude", "middle")))
+    assert list(excluded.items()) == [("cheap", 1.0), ("premium", 0.0), ("middle", "excluded")]

@@ -28,6 +28,7 @@ from .routing import (
     RoutingDecision,
     allowed_workers,
     excluded_workers,
+    ranked_workers,
     require_finite_probabilities,
     route_prompts,
 )
@@ -98,17 +99,23 @@ def route_with_reward_head(
     allowed = allowed_workers(head.worker_ids, exclude)
     view = head.at_cost_weight(used)
     features = head.features_for(list(prompts), use_cache=False)
-    probabilities = view.probabilities(features, allowed).cpu()
+    logits = view.allowed_logits(features, allowed).cpu()
+    probabilities = torch.softmax(logits, dim=-1)
     require_finite_probabilities(probabilities, prompts, head.model_cfg.backbone)
     with torch.inference_mode():
         rewards, costs = (value.cpu() for value in head.predict(features))
     decisions = []
-    for row, reward_row, cost_row in zip(probabilities, rewards, costs, strict=True):
+    for row, logit_row, reward_row, cost_row in zip(
+        probabilities, logits, rewards, costs, strict=True
+    ):
         decisions.append(
             CostRoutingDecision(
                 worker=head.worker_ids[int(row.argmax())],
                 probabilities=dict(zip(head.worker_ids, row.tolist(), strict=True)),
                 excluded=excluded_workers(exclude),
+                ranking=ranked_workers(
+                    allowed, dict(zip(head.worker_ids, logit_row.tolist(), strict=True))
+                ),
                 requested_cost_weight=cost_weight,
                 cost_weight=used,
                 predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),

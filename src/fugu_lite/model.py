@@ -221,13 +221,20 @@ class RouterModel(nn.Module):
         self, features: torch.Tensor, allowed: Sequence[str] | None = None
     ) -> torch.Tensor:
         """The routing distribution, always in eval mode (no dropout)."""
+        return torch.softmax(self.allowed_logits(features, allowed), dim=-1)
+
+    @torch.inference_mode()
+    def allowed_logits(
+        self, features: torch.Tensor, allowed: Sequence[str] | None = None
+    ) -> torch.Tensor:
+        """The logits in eval mode (no dropout); -inf for a worker not in `allowed`."""
         was_training = self.training
         self.eval()
         logits = self(features=features.to(self.device_ref))
         self.train(was_training)
         if allowed is not None:
             logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
-        return torch.softmax(logits, dim=-1)
+        return logits
 
     def worker_mask(self, allowed: Sequence[str]) -> torch.Tensor:
         return torch.tensor(

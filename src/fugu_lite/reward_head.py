@@ -209,10 +209,17 @@ class CostWeightedView:
     def probabilities(
         self, features: torch.Tensor, allowed: Sequence[str] | None = None
     ) -> torch.Tensor:
+        return torch.softmax(self.allowed_logits(features, allowed), dim=-1)
+
+    @torch.inference_mode()
+    def allowed_logits(
+        self, features: torch.Tensor, allowed: Sequence[str] | None = None
+    ) -> torch.Tensor:
+        """utility / temperature; -inf for a worker not in `allowed`."""
         logits = self(features=features.to(self.device_ref))
         if allowed is not None:
             logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
-        return torch.softmax(logits, dim=-1)
+        return logits
 
     def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
         return self.router.features_for(prompts, use_cache)

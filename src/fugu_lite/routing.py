@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .config_errors import close_keys
 from .features import Prompt, prompt_text
@@ -25,6 +25,17 @@ class RoutingDecision(BaseModel):
     worker: str
     probabilities: dict[str, float]
     excluded: list[str]
+    ranking: list[str] = Field(
+        description="The allowed workers, the choice first, then the order a server falls "
+        "back in (ranked_workers)."
+    )
+
+
+def ranked_workers(allowed: Sequence[str], logits: Mapping[str, float]) -> list[str]:
+    """The allowed workers, highest logit first. Not by probability: far behind the best (a
+    reward head at a large cost weight) probabilities underflow to exactly 0, and such
+    workers tied, in the pool's order (the dearest before a cheaper one)."""
+    return sorted(allowed, key=lambda worker: -logits[worker])
 
 
 def excluded_workers(exclude: Sequence[str]) -> list[str]:
@@ -70,16 +81,20 @@ def route_prompts(
     """Route a batch; excluded workers get probability 0 and the rest are renormalised."""
     allowed = allowed_workers(model.worker_ids, exclude)
     features = model.features_for(list(prompts), use_cache=False)
-    probabilities = model.probabilities(features, allowed).cpu()
+    logits = model.allowed_logits(features, allowed).cpu()
+    probabilities = torch.softmax(logits, dim=-1)
     require_finite_probabilities(probabilities, prompts, model.model_cfg.backbone)
     decisions = []
-    for row in probabilities:
+    for row, logit_row in zip(probabilities, logits, strict=True):
         chosen = int(row.argmax())
         decisions.append(
             RoutingDecision(
                 worker=model.worker_ids[chosen],
                 probabilities=dict(zip(model.worker_ids, row.tolist(), strict=True)),
                 excluded=excluded_workers(exclude),
+                ranking=ranked_workers(
+                    allowed, dict(zip(model.worker_ids, logit_row.tolist(), strict=True))
+                ),
             )
         )
     return decisions

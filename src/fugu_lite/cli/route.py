@@ -140,8 +140,8 @@ def print_cost_weight(decision: RoutingDecision) -> None:
 
 
 def decision_table(decision: RoutingDecision) -> Table:
-    """Each worker's probability, most likely first (a reward head's predicted reward and
-    cost beside it); an excluded worker says so."""
+    """Each worker's probability in the decision's ranking, the excluded ones last (a reward
+    head's predicted reward and cost beside it); an excluded worker says so."""
     from ..cost_routing import CostRoutingDecision
 
     rewards: dict[str, float] | None = None
@@ -152,7 +152,9 @@ def decision_table(decision: RoutingDecision) -> Table:
     if rewards:
         table.add_column("predicted reward")
         table.add_column("predicted cost")
-    for worker, probability in sorted(decision.probabilities.items(), key=lambda kv: -kv[1]):
+    excluded = [worker for worker in decision.probabilities if worker not in decision.ranking]
+    for worker in [*decision.ranking, *excluded]:
+        probability = decision.probabilities[worker]
         cells = ["excluded" if worker in decision.excluded else f"{probability:.4f}"]
         if rewards:
             cost = costs.get(worker)

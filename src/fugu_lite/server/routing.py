@@ -19,7 +19,7 @@ from ..cost_weighting import (
 )
 from ..model import RouterModel
 from ..router_family import RouterFamily
-from ..routing import damaged_backbone_hint, meant_workers
+from ..routing import damaged_backbone_hint, meant_workers, ranked_workers
 from ..schemas import ChatMessage
 from ..text import exact_number
 from .api_error import ApiError
@@ -210,7 +210,7 @@ class RouterService:
         ):
             values = dict(zip(self.worker_ids, row, strict=True))
             by_score = dict(zip(self.worker_ids, score, strict=True))
-            ranking = sorted(request.allowed, key=lambda worker: -by_score[worker])
+            ranking = ranked_workers(request.allowed, by_score)
             results.append(RouteResult(ranking, values, used, len(requests), forward_s))
         return results
 
