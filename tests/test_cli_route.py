@@ -330,3 +330,29 @@ def test_route_lists_a_reward_heads_workers_by_utility_where_probabilities_under
     assert json.loads(ok(invoke(*args, "--json")))["ranking"] == ["cheap", "middle", "premium"]
     excluded = probability_rows(ok(invoke(*args, "--exclude", "middle")))
     assert list(excluded.items()) == [("cheap", 1.0), ("premium", 0.0), ("middle", "excluded")]
+
+
+def test_route_prints_the_cost_weight_it_used_as_given(
+    three_price_head: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """route printed cost weights with :g (6 significant digits): --cost-weight 0.1234567 as
+    'cost weight: 0.123457', 123456.7 as 123457, 1000001 as '1e+06', though --json and the
+    routing used the weight given."""
+    from rich.console import Console
+
+    from fugu_lite.cli import route
+    from fugu_lite.cost_routing import CostRoutingDecision
+
+    for weight in ("0.1234567", "123456.7"):
+        args = ("route", "--checkpoint", three_price_head, "--cost-weight", weight, "hello")
+        assert f"cost weight: {weight} (reward head: answered exactly)" in flat(ok(invoke(*args)))
+    refused = invoke("route", "--checkpoint", three_price_head, "--cost-weight", "-0.1234567", "hi")
+    assert refused.exit_code == 2 and "--cost-weight -0.1234567 is not" in refused.stderr
+    # a family's member: the weight asked for and the one its head was trained for
+    shown = Console(width=200, record=True)
+    monkeypatch.setattr(route, "console", shown)
+    decision = CostRoutingDecision(worker="cheap", probabilities={"cheap": 1.0}, excluded=[],
+                                   ranking=["cheap"], requested_cost_weight=1000001,
+                                   cost_weight=0.1234567)  # fmt: skip
+    route.print_cost_weight(decision)
+    assert shown.export_text() == "cost weight: 1000001 -> head trained for 0.1234567\n"

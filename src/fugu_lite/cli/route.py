@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Column, Table
 
-from ..text import console_name, cost_text
+from ..text import console_name, cost_text, exact_number
 from ..text_reading import utf16_hint
 from .common import BackboneOption, CheckpointOption, console, err_console, fail
 
@@ -70,8 +70,9 @@ def check_cost_weight_option(cost_weight: float | None) -> None:
         check_cost_weight(cost_weight)
     except CostWeightError:
         fail(
-            f"--cost-weight {cost_weight:g} is not a cost weight: give a finite number >= 0 (0: "
-            "quality only; the larger, the more a worker's cost counts), or leave it out"
+            f"--cost-weight {exact_number(cost_weight)} is not a cost weight: give a finite "
+            "number >= 0 (0: quality only; the larger, the more a worker's cost counts), or "
+            "leave it out"
         )
 
 
@@ -126,16 +127,18 @@ def stdin_text() -> str:
 
 def print_cost_weight(decision: RoutingDecision) -> None:
     """The cost weight a family's head or a reward head answered for (nothing for a plain
-    checkpoint)."""
+    checkpoint), every digit as given: :g printed 0.1234567 as 0.123457."""
     from ..cost_routing import CostRoutingDecision
 
     if isinstance(decision, CostRoutingDecision) and decision.predicted_rewards is not None:
-        console.print(f"cost weight: {decision.cost_weight:g} (reward head: answered exactly)")
+        console.print(
+            f"cost weight: {exact_number(decision.cost_weight)} (reward head: answered exactly)"
+        )
     elif isinstance(decision, CostRoutingDecision):
         requested = decision.requested_cost_weight
         console.print(
-            f"cost weight: {'default' if requested is None else f'{requested:g}'} -> head "
-            f"trained for {decision.cost_weight:g}"
+            f"cost weight: {'default' if requested is None else exact_number(requested)} -> "
+            f"head trained for {exact_number(decision.cost_weight)}"
         )
 
 
