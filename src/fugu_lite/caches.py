@@ -184,10 +184,9 @@ def _export_entry(folder: Path) -> tuple[Status, str, str]:
     absent = _backbone_absent(name)
     if absent is not None:
         return absent[0], what, absent[1]
-    try:
-        identity = backbone_identity(name)
-    except OSError as error:  # a file of its folder that cannot be read
-        return "unknown", what, f"its backbone cannot be read ({error})"
+    identity, unreadable = _identity_or_why_not(name)
+    if identity is None:
+        return "unknown", what, unreadable
     # by name: the folder export_folder gives is under $FUGU_LITE_CACHE_DIR, not --cache-dir
     if export_folder(name, identity, layer).name != folder.name:
         return "stale", what, "its backbone changed since"
@@ -202,7 +201,10 @@ def _copy_entry(folder: Path) -> tuple[Status, str, str]:
         absent = _backbone_absent(name)
         if absent is not None:
             return absent[0], name, absent[1]
-        if folder.name == safe_name(backbone_identity(name)):
+        identity, unreadable = _identity_or_why_not(name)
+        if identity is None:
+            return "unknown", name, unreadable
+        if folder.name == safe_name(identity):
             return "current", name, ""
         return "stale", name, "its package's weights changed since"
     return "unknown", "?", "not a backbone this version embeds"
@@ -244,6 +246,16 @@ def _backbone_absent(name: str) -> tuple[Status, str] | None:
     if hub_snapshot(name) is None:
         return "unknown", "not in the local Hugging Face cache"
     return None
+
+
+def _identity_or_why_not(name: str) -> tuple[str | None, str]:
+    """The backbone's identity, or None and why it cannot be read: a file of its folder that
+    cannot be read, an embedded package broken on disk (a weight file linking to nowhere, an
+    uninstall that left its folder without __init__.py: RuntimeError)."""
+    try:
+        return backbone_identity(name), ""
+    except (OSError, RuntimeError) as error:
+        return None, f"its backbone cannot be read ({error})"
 
 
 def _embedded_name_of(readable: str) -> str | None:
