@@ -227,12 +227,11 @@ def run_pareto_evaluation(
     records: list[RewardRecord],
     split: str,
     output_dir: Path,
-    baseline_cost_weights: Sequence[float] | None = None,
     backbone: str | None = None,
 ) -> dict:
     """Cost-quality curves on one split: each member of a router family (a plain checkpoint
-    gives its one point), kNN and ridge over the family's cost weights (or the ones given),
-    the single workers and the oracle; writes pareto_report.json/.md and a plot."""
+    gives its one point), kNN and ridge over the family's cost weights, the single workers
+    and the oracle; writes pareto_report.json/.md and a plot."""
     evaluated_and_train(records, split)  # refused before the family loads, as are
     require_pareto_costs(records, split)  # records without costs
     family = load_family_or_single(checkpoint, backbone)
@@ -240,14 +239,13 @@ def run_pareto_evaluation(
     evaluated_records, train_records = evaluated_and_train(records, split)
     model = family.routers[0]  # every member shares the model config, so the features
     data = evaluation_data(model, records, split, evaluated_records, train_records)
-    weights = family.cost_weights if baseline_cost_weights is None else baseline_cost_weights
     report = pareto_report(
         data.train,
         data.evaluated,
         split,
         member_probabilities(family, data.evaluated_x),
         baseline_cost_predictions(data.train_x, data.train, data.evaluated_x, data.baseline_info),
-        weights,
+        family.cost_weights,
         family.reference_cost or default_reference_cost(records, PARETO_COST_FIX),
         data.baseline_info,
     )
