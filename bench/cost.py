@@ -33,7 +33,7 @@ from fugu_lite.config import PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import import_dataset
 from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
-from fugu_lite.evaluation import aiq, cost_to_reach, non_decreasing_hull, reward_table
+from fugu_lite.evaluation import curve_entry_in, non_decreasing_hull, reward_table
 from fugu_lite.evaluation.curves import OperatingPoint, router_curve
 from fugu_lite.reward_head import SERVED_COST_WEIGHTS
 from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
@@ -88,19 +88,6 @@ def keep_validation_hull(family_dir: Path, records: list[RewardRecord]) -> list[
         ),
     )
     return [float(weight) for weight in kept if weight is not None]
-
-
-def curve_figures(points: list[OperatingPoint], report: dict) -> dict:
-    """AIQ and cost share at the target for a curve not in `report`, on its cost range."""
-    hull = non_decreasing_hull([(p.mean_cost, p.mean_reward) for p in points])
-    target = report["target_reward"]
-    reach = None if target is None else cost_to_reach(hull, target)
-    best_cost = report["best_single"]["mean_cost"]
-    cost_min, cost_max = report["cost_range"]
-    return {
-        "aiq": aiq(hull, cost_min, cost_max, report["aiq_floor"]),
-        "cost_fraction_at_target": None if reach is None or best_cost <= 0 else reach / best_cost,
-    }
 
 
 def train_family(records: list[RewardRecord], config: PipelineConfig, output: Path) -> list[float]:
@@ -183,9 +170,11 @@ def test_and_validation_curves(
     curves = {name: report["curves"][name] for name in ("router", "knn", "ridge", "workers")}
     validation_aiq = {name: validation["curves"][name]["aiq"] for name in curves}
     if family_dir is not None:
-        curves["family"] = curve_figures(family_points(family_dir, records, "test"), report)
-        validation_aiq["family"] = curve_figures(
-            family_points(family_dir, records, "validation"), validation
+        curves["family"] = curve_entry_in(
+            report, "family", family_points(family_dir, records, "test")
+        )
+        validation_aiq["family"] = curve_entry_in(
+            validation, "family", family_points(family_dir, records, "validation")
         )["aiq"]
     return curves, validation_aiq
 

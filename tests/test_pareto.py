@@ -15,11 +15,12 @@ from fugu_lite.evaluation import (
     aiq,
     baseline_cost_predictions,
     cost_to_reach,
+    curve_entry_in,
     fit_ridge,
     non_decreasing_hull,
     pareto_report,
 )
-from fugu_lite.evaluation.curves import cost_weighted_choices
+from fugu_lite.evaluation.curves import cost_weighted_choices, router_curve
 from fugu_lite.evaluation.hull import hull_reward_at, reward_floor
 from fugu_lite.evaluation.pareto_output import pareto_markdown, print_pareto, write_pareto
 from fugu_lite.evaluation.pareto_plot import plot_pareto
@@ -104,6 +105,30 @@ def test_pareto_report_on_a_known_case() -> None:
     assert report["cost_range"] == [1.0, 2.0]
     assert workers["aiq"] == pytest.approx(0.75)
     assert router["aiq"] == pytest.approx(0.5)  # 0 on [1, 1.5], 1 on [1.5, 2]
+
+
+def test_a_curve_traced_outside_a_report_is_figured_on_the_reports_range_and_target() -> None:
+    """bench/cost.py figures its router family's curve beside a reward head's report; it
+    repeated the report's AIQ and cost-share arithmetic, and now asks curve_entry_in. On
+    the known case's report (costs 1 to 2, target 0.95, best single b at cost 2) a curve
+    asking b at cost weight 0 and a at 1 is the single workers' hull, worked out by hand."""
+    train = reward_table([cost_record("train", [0.0, 1.0], [1.0, 2.0], "t1")])
+    evaluated = reward_table(
+        [
+            cost_record("test", [0.0, 1.0], [1.0, 2.0], "e1"),
+            cost_record("test", [1.0, 1.0], [1.0, 2.0], "e2"),
+        ]
+    )
+    perfect = np.array([[0.0, 1.0], [1.0, 0.0]])
+    report = pareto_report(train, evaluated, "test", {0.0: perfect}, {}, [0.0], reference_cost=1.5)
+    always_b, always_a = np.array([[0.0, 1.0], [0.0, 1.0]]), np.array([[1.0, 0.0], [1.0, 0.0]])
+    points = router_curve(evaluated, {0.0: always_b, 1.0: always_a})
+    entry = curve_entry_in(report, "family", points)
+    assert entry["hull"] == [[1.0, 0.5], [2.0, 1.0]]
+    assert entry["aiq"] == pytest.approx(0.75)  # the mean of 0.5 -> 1 over [1, 2]
+    assert entry["cost_at_target"] == pytest.approx(1.9)  # 0.95 on the hull
+    assert entry["cost_fraction_at_target"] == pytest.approx(0.95)  # 1.9 / b's 2
+    assert entry["label"] == "family"
 
 
 def test_the_oracles_point_pays_the_cheapest_of_equally_good_workers() -> None:

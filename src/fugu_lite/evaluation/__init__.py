@@ -35,7 +35,7 @@ from .baselines import (
 from .curves import OperatingPoint, baseline_cost_predictions
 from .hull import aiq, cost_to_reach, non_decreasing_hull, reward_floor
 from .output import evaluation_markdown, print_evaluation, write_evaluation
-from .pareto import pareto_report
+from .pareto import curve_entry_in, pareto_report
 from .pareto_output import print_pareto, write_pareto
 from .plots import write_plots
 from .report import (
@@ -63,6 +63,7 @@ __all__ = [
     "baseline_cost_predictions",
     "best_single_worker",
     "cost_to_reach",
+    "curve_entry_in",
     "evaluation_markdown",
     "evaluation_report",
     "fit_ridge",

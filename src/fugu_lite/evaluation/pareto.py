@@ -190,6 +190,18 @@ def _curve_entries(
     }
 
 
+def curve_entry_in(
+    report: Mapping, name: str, points: list[OperatingPoint], info: Mapping | None = None
+) -> dict:
+    """A curve traced outside `report` (bench/cost.py's router family) figured as the report
+    figures its own: AIQ over its cost range and floor, cost to reach its target and that
+    cost's share of its best single worker's."""
+    cost_min, cost_max = report["cost_range"]
+    best_cost = report["best_single"]["mean_cost"]
+    floor, target = report["aiq_floor"], report["target_reward"]
+    return _curve_entry(name, points, info, (cost_min, cost_max), floor, target, best_cost)
+
+
 def _curve_entry(
     name: str,
     points: list[OperatingPoint],
