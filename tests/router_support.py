@@ -15,7 +15,12 @@ from fugu_lite.config import ModelConfig
 from fugu_lite.model import RouterModel
 from fugu_lite.schemas import RewardRecord
 from fugu_lite.train_sft import sft_loss
-from fugu_lite.training_common import make_loader, make_model, seed_everything
+from fugu_lite.training_common import (
+    make_loader,
+    make_model,
+    optimizer_parameters,
+    seed_everything,
+)
 
 WORKERS_OF_TEST = ["cheap-small", "coder", "mathematician"]
 PROMPTS = [
@@ -39,7 +44,7 @@ def train_briefly(records: list[RewardRecord], cfg: ModelConfig, epochs: int = 1
     seed_everything(0)
     model = make_model(cfg, records[0].worker_ids)
     loader = make_loader(records, model, "train", batch_size=16, shuffle=True)
-    optimizer = torch.optim.Adam(model.trainable_parameters(), lr=0.05)
+    optimizer = torch.optim.Adam(optimizer_parameters(model), lr=0.05)
     for _ in range(epochs):
         for batch in loader:
             loss, _ = sft_loss(model(features=batch["features"]), batch["rewards"], 0.1)

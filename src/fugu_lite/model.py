@@ -51,6 +51,12 @@ from .io import write_json
 from .svf import SVF
 
 
+def trainable_parameters(module: nn.Module) -> Iterator[nn.Parameter]:
+    """Every parameter that requires grad, in the module's order: what the gradient stages
+    optimise (training_common.optimizer_parameters) and trainable_parameter_counts counts."""
+    return (parameter for parameter in module.parameters() if parameter.requires_grad)
+
+
 def build_head(model_cfg: ModelConfig, feature_dim: int, n_workers: int) -> nn.Module:
     if model_cfg.head == "linear":
         return nn.Linear(feature_dim, n_workers, bias=False)
@@ -241,11 +247,8 @@ class RouterModel(nn.Module):
             [worker in allowed for worker in self.worker_ids], device=self.device_ref
         )
 
-    def trainable_parameters(self) -> Iterator[nn.Parameter]:
-        return (parameter for parameter in self.parameters() if parameter.requires_grad)
-
     def trainable_parameter_counts(self) -> tuple[int, int]:
-        trainable = sum(parameter.numel() for parameter in self.trainable_parameters())
+        trainable = sum(parameter.numel() for parameter in trainable_parameters(self))
         head_total = sum(parameter.numel() for parameter in self.head.parameters())
         svf_total = self.svf.offset_count() if self.svf is not None else 0
         return trainable, head_total + svf_total + self.backbone_parameters

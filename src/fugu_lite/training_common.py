@@ -37,7 +37,7 @@ from .evaluation.output import remove_evaluations
 from .feature_cache import backbone_shape
 from .features import FeatureExtractor, Prompt
 from .io import write_json
-from .model import RouterModel, load_router
+from .model import RouterModel, load_router, trainable_parameters
 from .progress import LineProgress
 from .schemas import RewardRecord, check_same_workers, records_in_split, split_sizes
 from .text import console_text, notes_console
@@ -423,8 +423,9 @@ def run_epochs(
 
 
 def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
-    """What the gradient stages optimise: every parameter that requires grad."""
-    return (parameter for parameter in model.parameters() if parameter.requires_grad)
+    """What the gradient stages optimise: every parameter that requires grad (the seed's
+    name for model.trainable_parameters)."""
+    return trainable_parameters(model)
 
 
 def stage_progress(
