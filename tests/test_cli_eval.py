@@ -392,3 +392,23 @@ def test_costs_are_written_without_e_notation(
     for text in [stats, evaluated, pareto, *reports]:
         assert shown in text, text
     assert "predicted cost" in routed  # the reward head's column, checked above
+
+
+def test_only_a_report_on_validation_says_the_router_was_kept_for_its_validation_reward(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """In a manual mutation round the note that an SFT router kept its epoch for its
+    validation reward given on every split but test (split == "test" for != "validation")
+    passed every test, which read the notes of validation and test only: `eval --split
+    train` then called the router's train score optimistic for a choice made on validation."""
+    from fugu_lite.evaluate_checkpoint import router_selection_notes
+    from fugu_lite.model import RouterModel
+
+    history = [{"epoch": 1, "validation": 0.5}, {"epoch": 2, "validation": 0.6}]
+    checkpoint = RouterModel(tiny_model_cfg, WORKERS, 32).save_checkpoint(
+        tmp_path / "sft", metadata={"stage": "sft", "history": history}
+    )
+    [note] = router_selection_notes(checkpoint, "validation")
+    assert "its SFT epoch was kept for its reward on the validation split" in note
+    assert router_selection_notes(checkpoint, "train") == []
+    assert router_selection_notes(checkpoint, "test") == []
