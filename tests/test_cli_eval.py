@@ -412,3 +412,23 @@ def test_only_a_report_on_validation_says_the_router_was_kept_for_its_validation
     assert "its SFT epoch was kept for its reward on the validation split" in note
     assert router_selection_notes(checkpoint, "train") == []
     assert router_selection_notes(checkpoint, "test") == []
+
+
+def test_eval_pareto_weighs_costs_by_the_routers_own_reference_cost(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """In a manual mutation round the cost-quality report taking the evaluated records' mean
+    train cost as its reference, not the reward head's (or family's) own, passed every test:
+    each evaluated the records the router was trained on, where the two are equal. On
+    records whose costs are ten times as high, kNN's and ridge's curves then charged a cost
+    weight a tenth of what it charges the router, beside the router's curve."""
+    from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
+    from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
+
+    records = generated_records(n_per_topic=10)
+    train_reward_head(records, RewardHeadConfig(model=tiny_model_cfg), tmp_path / "head")
+    trained = json.loads((tmp_path / "head" / "reward_head.json").read_text())["reference_cost"]
+    dearer = [r.model_copy(update={"costs": [10 * c for c in r.costs or []]}) for r in records]
+    report = run_pareto_evaluation(tmp_path / "head", dearer, "test", tmp_path / "pareto")
+    assert trained == pytest.approx((0.1 + 1 + 2) / 3)  # the mean train cost
+    assert report["reference_cost"] == trained  # not the dearer records' mean, ten times it
