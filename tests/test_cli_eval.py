@@ -432,3 +432,21 @@ def test_eval_pareto_weighs_costs_by_the_routers_own_reference_cost(
     report = run_pareto_evaluation(tmp_path / "head", dearer, "test", tmp_path / "pareto")
     assert trained == pytest.approx((0.1 + 1 + 2) / 3)  # the mean train cost
     assert report["reference_cost"] == trained  # not the dearer records' mean, ten times it
+
+
+def test_eval_pareto_of_a_reward_head_on_validation_reads_no_router_checkpoint(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """In a manual mutation round, member_selection_notes without its reward-head check
+    passed every test, none of which evaluated a reward head on validation (bench/cost.py
+    does): it then read the head's folder as a router checkpoint and `eval --pareto --split
+    validation` stopped on 'not a fugu-lite router checkpoint'. A reward head keeps no epoch
+    on validation, so its report has no such note."""
+    from fugu_lite.evaluate_checkpoint import run_pareto_evaluation
+    from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
+
+    records = generated_records(n_per_topic=10)
+    train_reward_head(records, RewardHeadConfig(model=tiny_model_cfg), tmp_path / "head")
+    report = run_pareto_evaluation(tmp_path / "head", records, "validation", tmp_path / "out")
+    assert report["split"] == "validation" and report["router_kind"] == "family"
+    assert not [note for note in report["notes"] if note.startswith("router:")]
