@@ -450,3 +450,24 @@ def test_eval_pareto_of_a_reward_head_on_validation_reads_no_router_checkpoint(
     report = run_pareto_evaluation(tmp_path / "head", records, "validation", tmp_path / "out")
     assert report["split"] == "validation" and report["router_kind"] == "family"
     assert not [note for note in report["notes"] if note.startswith("router:")]
+
+
+def test_plain_eval_of_a_reward_head_says_to_use_pareto(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """In a manual mutation round, eval without --pareto no longer refusing a reward head
+    itself passed every test (only a family's refusal was read): the head's folder was then
+    read as a router checkpoint after the records, and the refusal said what it is not
+    rather than 'evaluate it with --pareto'."""
+    from fugu_lite.reward_head_training import RewardHeadConfig, train_reward_head
+
+    records = generated_records(n_per_topic=10)
+    train_reward_head(records, RewardHeadConfig(model=tiny_model_cfg), tmp_path / "head")
+    records_path = tmp_path / "records.jsonl"
+    write_records(records_path, records)
+    result = invoke("eval", "--checkpoint", tmp_path / "head", "-r", records_path)
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path / 'head'} is a reward head (any cost weight): evaluate it with --pareto" in (
+        flat(result.stderr)
+    )
+    assert not (tmp_path / "head" / "eval-test").exists()
