@@ -471,3 +471,38 @@ def test_plain_eval_of_a_reward_head_says_to_use_pareto(
         flat(result.stderr)
     )
     assert not (tmp_path / "head" / "eval-test").exists()
+
+
+@pytest.mark.parametrize(
+    ("pareto", "target", "report_file"),
+    [
+        (False, "run_evaluation", "evaluation_report.json"),
+        (True, "run_pareto_evaluation", "pareto_report.json"),
+    ],
+)
+def test_ctrl_c_during_eval_names_the_file_that_completes_its_report(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pareto: bool,
+    target: str,
+    report_file: str,
+) -> None:
+    """In a manual mutation round, eval --pareto's interruption naming evaluation_report.json
+    (the plain report's file, which a cost-quality report never holds) passed every test: no
+    test interrupted eval. The Ctrl-C is raised where the evaluation runs, as
+    test_ctrl_c_during_training_says_what_was_kept_and_how_to_go_on does for training."""
+
+    def interrupted(*args: object, **kwargs: object) -> dict:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(f"fugu_lite.evaluate_checkpoint.{target}", interrupted)
+    (tmp_path / "c").mkdir()
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=3))
+    flags = ["--pareto"] if pareto else []
+    result = invoke("eval", "--checkpoint", tmp_path / "c", "-r", records, "-o", tmp_path / "r",
+                    *flags)  # fmt: skip
+    assert result.exit_code == 130, result.output
+    text = flat(result.output)
+    assert text.startswith("interrupted:")
+    assert f"the report in {tmp_path / 'r'} is not complete until it holds {report_file}" in text
