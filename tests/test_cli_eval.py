@@ -506,3 +506,25 @@ def test_ctrl_c_during_eval_names_the_file_that_completes_its_report(
     text = flat(result.output)
     assert text.startswith("interrupted:")
     assert f"the report in {tmp_path / 'r'} is not complete until it holds {report_file}" in text
+
+
+def test_eval_that_cannot_write_its_report_says_so_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, eval no longer turning an OSError into its one-line error
+    passed every test: none had a report write fail. A full disk is the case; it cannot be
+    run here (no test fills a disk), so the evaluation raises what the write would."""
+
+    def disk_full(*args: object, **kwargs: object) -> dict:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("fugu_lite.evaluate_checkpoint.run_evaluation", disk_full)
+    (tmp_path / "c").mkdir()
+    records = tmp_path / "records.jsonl"
+    write_records(records, generated_records(n_per_topic=3))
+    result = invoke("eval", "--checkpoint", tmp_path / "c", "-r", records, "-o", tmp_path / "r")
+    assert result.exit_code == 2, result.output
+    assert flat(result.stderr) == (
+        f"error: cannot write the report in {tmp_path / 'r'}: [Errno 28] No space left on "
+        "device; choose another --output"
+    )
