@@ -137,6 +137,25 @@ def test_a_files_only_line_cut_short_is_said_to_be_cut_short(tmp_path: Path) -> 
         read_records(path)
 
 
+def test_a_file_cut_short_inside_a_text_holding_a_quote_is_said_to_be_cut_short(
+    tmp_path: Path,
+) -> None:
+    """A line or a .json cut short inside a text holding an escaped quote (an answer saying
+    "hi") was taken for a fault inside, not for the file ending: the records file's only line
+    was told to check that it is the file meant (a CSV ...), the .json not to fetch it again."""
+    row = {**good_row(1), "prompt": 'Say "hi" to me'}
+    records = tmp_path / "records.jsonl"
+    line = json.dumps(row)
+    records.write_text(line[: line.index("hi") + 2], encoding="utf-8")
+    with pytest.raises(RecordFileError, match="only line ends before its JSON does"):
+        read_records(records)
+    scores = tmp_path / "scores.json"
+    text = json.dumps([row, row])
+    scores.write_text(text[: text.index("hi") + 2], encoding="utf-8")
+    with pytest.raises(RecordFileError, match="the file ends before its JSON does"):
+        read_json(scores)
+
+
 def test_a_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "list.jsonl", [json.dumps(good_row(1)), "[1, 2, 3]"])
     with pytest.raises(RecordFileError, match=r"line 2: expected a JSON object, got list"):
