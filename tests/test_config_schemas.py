@@ -137,6 +137,28 @@ def test_a_files_only_line_cut_short_is_said_to_be_cut_short(tmp_path: Path) -> 
         read_records(path)
 
 
+def test_a_line_cut_short_before_more_rows_is_neither_the_only_line_nor_a_line_break(
+    tmp_path: Path,
+) -> None:
+    """A line cut short (a write killed half-way) with rows after it is no file's only line
+    cut short, and a text it cuts is no line break typed inside a string: it is a line to fix
+    or delete."""
+    whole, other = json.dumps(good_row(1)), json.dumps(good_row(2))
+    path = write_lines(tmp_path / "records.jsonl", [whole[:30], other])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    message = str(error.value)
+    assert "check that it is the file meant" in message and "only line" not in message
+    cut_in_a_text = whole[: whole.index("prompt 1") + 3]
+    path = write_lines(tmp_path / "records.jsonl", [whole, cut_in_a_text, other])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 2: not valid JSON (Invalid control character at column "
+        f"{len(cut_in_a_text) + 1}); fix or delete that line"
+    )
+
+
 def test_a_file_cut_short_inside_a_text_holding_a_quote_is_said_to_be_cut_short(
     tmp_path: Path,
 ) -> None:
@@ -168,14 +190,16 @@ def test_a_json_list_of_records_is_called_a_list(tmp_path: Path, indent: int | N
     list", or (indented) as "not valid JSON ... check that it is the file meant ... or fix
     that line", neither of which says what to change."""
     path = tmp_path / "records.json"
-    path.write_text(json.dumps([good_row(1), good_row(2)], indent=indent), encoding="utf-8")
-    with pytest.raises(RecordFileError) as error:
-        read_records(path)
-    assert str(error.value) == (
-        f"{path}, line 1: the file holds a JSON list, not JSON Lines (one JSON object a line, "
-        "no enclosing [ ]); write each object on a line of its own, e.g. jq -c '.[]' "
-        "records.json > records.lines.jsonl"
-    )
+    text = json.dumps([good_row(1), good_row(2)], indent=indent)
+    for written in (text, "  " + text):  # a list indented inside its file too
+        path.write_text(written, encoding="utf-8")
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        assert str(error.value) == (
+            f"{path}, line 1: the file holds a JSON list, not JSON Lines (one JSON object a "
+            "line, no enclosing [ ]); write each object on a line of its own, e.g. jq -c '.[]' "
+            "records.json > records.lines.jsonl"
+        )
 
 
 def test_a_json_list_on_each_line_is_not_called_one_json_list(tmp_path: Path) -> None:
@@ -315,7 +339,7 @@ def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     with pytest.raises(RecordFileError) as error:
         read_records(path)
     message = str(error.value)
-    assert f"{path}, line 2" in message
+    assert f"{path}, line 2: not a valid RewardRecord: record: " in message  # the whole row's
     assert "rewards has 2 values but worker_ids has 3" in message
 
 
