@@ -224,6 +224,17 @@ def test_a_torn_line_longer_than_a_block_is_cut_keeping_the_lines_before_it(
     assert fragment == torn.decode() and Path(f"{log}.torn").read_bytes() == torn + b"\n"
 
 
+def test_a_file_whose_only_line_is_torn_is_emptied_and_its_line_saved(tmp_path: Path) -> None:
+    """A run killed while writing its first line leaves a file holding that line cut short,
+    with no newline before it: the search for the last newline must stop at the file's start
+    (a search not reading its first byte never did) and cut it all."""
+    log = tmp_path / "r.calls.jsonl"
+    torn = b'{"event": "call", "task_id": "add-0", "output": "The answer'
+    log.write_bytes(torn)
+    assert journal.repair_torn_tail(log) == torn.decode()
+    assert log.read_bytes() == b"" and Path(f"{log}.torn").read_bytes() == torn + b"\n"
+
+
 def test_a_torn_line_that_cannot_be_saved_is_left_in_place_and_said(tmp_path: Path) -> None:
     """On a disk still full after a run stopped mid-line, the next run cut the torn line off
     first and then failed to save it in *.torn, with a traceback: the line was lost."""
