@@ -149,6 +149,15 @@ def test_a_line_cut_short_before_more_rows_is_neither_the_only_line_nor_a_line_b
         read_records(path)
     message = str(error.value)
     assert "check that it is the file meant" in message and "only line" not in message
+    # where it ends, as for a file's only line: json counts it as column 1 past the newline
+    assert "(Expecting ':' delimiter at column 31)" in message
+    path = write_lines(tmp_path / "records.jsonl", [whole, whole[:30], other])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 2: not valid JSON (Expecting ':' delimiter at column 31); fix or delete "
+        "that line"
+    )
     cut_in_a_text = whole[: whole.index("prompt 1") + 3]
     path = write_lines(tmp_path / "records.jsonl", [whole, cut_in_a_text, other])
     with pytest.raises(RecordFileError) as error:

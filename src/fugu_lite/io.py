@@ -261,7 +261,7 @@ def _not_json_message(
         # the file's one line, a crash cut short: no other kind of file to look for
         reason = f"{json_error_reason(error)} at column {error.colno}"
         return f"{where}: not valid JSON ({reason}); {CUT_SHORT_ADVICE}"
-    return _plain_not_json_message(where, first, error)
+    return _plain_not_json_message(where, first, error, _column_in_line(line, error))
 
 
 CUT_SHORT_ADVICE = (
@@ -320,7 +320,16 @@ def _not_a_json_space_message(where: str, line: str, error: json.JSONDecodeError
     )
 
 
-def _plain_not_json_message(where: str, first: bool, error: json.JSONDecodeError) -> str:
+def _column_in_line(line: str, error: json.JSONDecodeError) -> int:
+    """The column of the line where JSON refused it: one past its last character when JSON
+    wanted more there, which json counts past the newline, as column 1 of a line after it (a
+    line cut short was 'not valid JSON (Expecting ':' delimiter at column 1)')."""
+    return min(error.pos, len(line.rstrip("\r\n"))) + 1
+
+
+def _plain_not_json_message(
+    where: str, first: bool, error: json.JSONDecodeError, column: int
+) -> str:
     advice = (
         "the file does not start as JSON Lines (one JSON object a line): check that "
         "it is the file meant (a CSV or other table is imported with `fugu-lite data "
@@ -328,7 +337,7 @@ def _plain_not_json_message(where: str, first: bool, error: json.JSONDecodeError
         if first
         else "fix or delete that line"
     )
-    return f"{where}: not valid JSON ({json_error_reason(error)} at column {error.colno}); {advice}"
+    return f"{where}: not valid JSON ({json_error_reason(error)} at column {column}); {advice}"
 
 
 def _checked_object(path: Path, line_number: int, line: str, value: object) -> dict:
