@@ -55,6 +55,9 @@ def test_a_damaged_digest_entry_or_an_unwritable_cache_costs_only_reading_the_fi
     entry.write_text(json.dumps({**json.loads(entry.read_text()), "sha256": 5}))
     _FILE_DIGESTS.clear()  # a new process
     assert file_sha256(weights) == expected
+    entry.write_text('{"stamp": [')  # no JSON at all (a disk fault, a hand edit cut short)
+    _FILE_DIGESTS.clear()
+    assert file_sha256(weights) == expected
     (tmp_path / "blocked").write_text("")
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
     _FILE_DIGESTS.clear()
