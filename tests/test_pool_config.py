@@ -681,3 +681,29 @@ def test_an_extra_args_item_of_a_flag_and_its_value_says_to_split_it() -> None:
         PoolConfig.model_validate({"workers": [worker]})
     worker["local"]["extra_args"] = ["--lora_path", "/models/my lora.gguf", "--seed=1"]
     assert PoolConfig.model_validate({"workers": [worker]}).workers[0].local is not None
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "said"),
+    [
+        (f"['--api_key {SECRET}']", "extra_args may not set --api_key: fugu-lite checks and "),
+        (f"['--api {SECRET}']", "extra_args may not set --api: llama.cpp's server reads it as "),
+        (f"['--seed 1 --api_key={SECRET}']", "extra_args item '--seed 1 --api_key=***' is "
+         "several words of llama.cpp's command line in one; give each its own item: "
+         "['--seed', '1', '--api_key=***']"),
+        (f"'--api_key {SECRET}'", "(got '--api_key ***'); extra_args is a list of words: write "
+         "`extra_args: ['--api_key', '***']`"),
+    ],
+)  # fmt: skip
+def test_an_api_key_given_in_extra_args_is_refused_without_echoing_it(
+    tmp_path: Path, extra_args: str, said: str
+) -> None:
+    """`extra_args: ['--api_key sk-...']` (a flag and its key in one item) was told to be
+    split into ['--api_key', 'sk-...'], the key printed on the terminal and in CI logs before
+    --api_key itself was refused; the flag is refused first now, and wherever an item's words
+    are shown, the value given to --api_key (or a start of it) is ***."""
+    worker = f"{{id: a, model: m, local: {{gguf: embedded:smollm2, extra_args: {extra_args}}}}}"
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, f"workers:\n  - {worker}\n"))
+    assert said in str(caught.value)
+    assert SECRET not in str(caught.value)

@@ -69,6 +69,7 @@ SERVER_FLAGS_REFUSED = {
     "--help": _HELP_ONLY,
     "-h": _HELP_ONLY,
 }
+API_KEY_FLAG = "--api_key"  # its value, a key, is never shown in an error (shown_args)
 # llama_cpp.server's flag whose value only may break what fugu-lite calls (root_path_problem).
 ROOT_PATH_FLAG = "--root_path"
 # What fugu-lite calls on a local worker's server: its start's poll, and each call.
@@ -117,14 +118,10 @@ class LocalServerConfig(StrictModel):
         # llama_cpp.server takes the last of a flag given twice: these would override what
         # fugu-lite sets and relies on (the port it polls, the n_ctx it counts with...).
         for arg in value:
-            flag = arg.split("=", 1)[0]
-            if flag.startswith("--") and len(flag.split()) > 1:
-                # llama.cpp's server exited at its start: "unrecognized arguments: --seed 1"
-                words = ", ".join(repr(word) for word in _words(arg))
-                raise ValueError(
-                    f"extra_args item {arg!r} is several words of llama.cpp's command line in "
-                    f"one; give each its own item: [{words}]"
-                )
+            # an item's flag is its first word: a refused flag is told before the item's words
+            # are ('--api_key sk-...' showed the key in the words to split it into)
+            words = arg.split("=", 1)[0].split()
+            flag = words[0] if words else ""
             if flag in SERVER_FLAGS_SET or flag in SERVER_FLAGS_REFUSED:
                 raise ValueError(f"extra_args may not set {flag}: {why_refused(flag)}")
             abbreviated = abbreviated_flags(flag)
@@ -133,6 +130,13 @@ class LocalServerConfig(StrictModel):
                     f"extra_args may not set {flag}: llama.cpp's server reads it as "
                     f"{' or '.join(abbreviated)} (a flag's start stands for the whole flag), "
                     f"and {why_refused(abbreviated[0])}; write a flag's whole name"
+                )
+            if flag.startswith("--") and len(words) > 1:
+                # llama.cpp's server exited at its start: "unrecognized arguments: --seed 1"
+                shown = ", ".join(repr(word) for word in shown_args(_words(arg)))
+                raise ValueError(
+                    f"extra_args item {shown_args_text(arg)!r} is several words of llama.cpp's "
+                    f"command line in one; give each its own item: [{shown}]"
                 )
         root_path = given_root_path(value)
         problem = None if root_path is None else root_path_problem(root_path)
@@ -176,6 +180,33 @@ def root_path_problem(root_path: str) -> str | None:
         "call fail); give a root path that is not /v1 or a path under it (a reverse proxy's, "
         "such as /proxy), or leave --root_path out: only fugu-lite calls this server"
     )
+
+
+def shown_args(args: list[str]) -> list[str]:
+    """extra_args words as an error shows them: the value given to --api_key (or to a start
+    of it, which llama.cpp's server reads as it), a key, as ***."""
+    shown: list[str] = []
+    for previous, arg in zip(["", *args], args, strict=False):
+        flag, equals, _ = arg.partition("=")
+        if _gives_a_key(previous):
+            shown.append("***")
+        elif equals and _gives_a_key(flag):
+            shown.append(f"{flag}=***")
+        else:
+            shown.append(arg)
+    return shown
+
+
+def shown_args_text(text: str) -> str:
+    """extra_args' text (an item, or the whole list written as one string) as an error shows
+    it: as written, or its words with the value given to --api_key as *** (shown_args)."""
+    words = _words(text)
+    shown = shown_args(words)
+    return text if shown == words else " ".join(shown)
+
+
+def _gives_a_key(flag: str) -> bool:
+    return flag == API_KEY_FLAG or API_KEY_FLAG in abbreviated_flags(flag)
 
 
 def why_refused(flag: str) -> str:
@@ -564,6 +595,8 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
             hint = _one_string_hint(location, given)
             if not hint and item["type"] == "string_type":
                 hint = quoting_hint(given, None)
+            if location[2:4] == ["local", "extra_args"] and isinstance(given, str):
+                given = shown_args_text(given)
             lines.append(f"  {key}: {message} (got {given!r}){hint}")
     return "\n".join(lines)
 
@@ -593,7 +626,7 @@ def _one_string_hint(location: list[str], given: object) -> str:
     if location[2:] == ["local"]:
         return f"; local: is a section: write `local: {{gguf: {given}}}`"
     if location[2:] == ["local", "extra_args"]:
-        words = ", ".join(repr(word) for word in _words(given))
+        words = ", ".join(repr(word) for word in shown_args(_words(given)))
         return f"; extra_args is a list of words: write `extra_args: [{words}]`"
     return ""
 
