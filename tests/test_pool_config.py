@@ -707,3 +707,19 @@ def test_an_api_key_given_in_extra_args_is_refused_without_echoing_it(
         load_pool_config(write(tmp_path, f"workers:\n  - {worker}\n"))
     assert said in str(caught.value)
     assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["1OPENAI_KEY", "OPENAI-KEY", "OPENAI KEY", "OPENAI.KEY"])
+def test_an_api_key_env_no_shell_can_set_is_refused_naming_the_rule(
+    tmp_path: Path, name: str
+) -> None:
+    """A name that starts with a digit or holds a '-' or '.', which no POSIX shell can
+    export, was refused as a key pasted in the name's place ("not the key itself") to a user
+    who wrote a name; the refusal names the rule of a variable's name, still without the
+    value (it may be a key)."""
+    worker = f"{{id: a, model: m, base_url: 'http://x', api_key_env: '{name}'}}"
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, f"workers:\n  - {worker}\n"))
+    said = str(caught.value)
+    assert "a variable's name is letters, digits and _, and does not start with a digit" in said
+    assert name not in said

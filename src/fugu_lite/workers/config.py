@@ -260,12 +260,14 @@ class WorkerConfig(StrictModel):
     @field_validator("api_key_env")
     @classmethod
     def _check_env_name(cls, value: str | None) -> str | None:
-        # Never echo the value: a user may have pasted the key itself here.
+        # Never echo the value: a user may have pasted the key itself here. The rule is
+        # named: a name such as OPENAI-KEY or 1KEY was told only that it was no key.
         if value is not None and (not _ENV_NAME.match(value) or looks_like_a_key(value)):
             raise ValueError(
                 "api_key_env is the NAME of the environment variable that holds the key "
                 "(e.g. OPENAI_API_KEY), not the key itself; export the key and name the "
-                "variable here"
+                "variable here (a variable's name is letters, digits and _, and does not "
+                "start with a digit)"
             )
         return value
 
