@@ -723,3 +723,24 @@ def test_an_api_key_env_no_shell_can_set_is_refused_naming_the_rule(
     said = str(caught.value)
     assert "a variable's name is letters, digits and _, and does not start with a digit" in said
     assert name not in said
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [f"https://me:{SECRET}@ai.example.com/v1", f"http://{SECRET}@127.0.0.1:8080/v1",
+     f"https://:{SECRET}@ai.example.com/v1"],
+)  # fmt: skip
+def test_a_base_url_holding_a_user_or_password_is_refused_without_showing_them(
+    tmp_path: Path, base_url: str
+) -> None:
+    """A base_url with user:password@ was taken, and each call carried them as 'Basic ...'
+    in place of the worker's Bearer key (checked on the stub worker, which recorded the
+    Authorization header), while httpx logged the address with them at each call; it is
+    refused, saying where a key goes, without showing them."""
+    worker = f"{{id: a, model: m, base_url: '{base_url}', api_key_env: OPENAI_API_KEY}}"
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(write(tmp_path, f"workers:\n  - {worker}\n"))
+    said = str(caught.value)
+    assert "@" in said and "holds a user and password (user:password@): the openai SDK" in said
+    assert "the key in the environment variable api_key_env names" in said
+    assert SECRET not in said

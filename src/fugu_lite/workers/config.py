@@ -367,6 +367,15 @@ def base_url_problem(url: str) -> str | None:
             f"is the chat endpoint itself; give the API root it is under, {root} (each call "
             f"adds {CHAT_PATH}, as the openai SDK does)"
         )
+    if parts.username or parts.password:
+        # checked on a real server: the call carried 'Basic <user:password>' and no Bearer
+        # key, and httpx logged the address with them at each call
+        return (
+            "holds a user and password (user:password@): the openai SDK's HTTP library sends "
+            "them as Basic auth in place of the worker's key, and logs them with each call's "
+            "address; give the address without them, and the key in the environment variable "
+            "api_key_env names"
+        )
     return None
 
 
