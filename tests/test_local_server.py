@@ -1695,3 +1695,90 @@ def test_preflight_and_the_pools_start_say_the_same_first_problem(
         asyncio.run(answer(config))
     assert str(by_preflight.value).startswith(first)
     assert (at_start.type, str(at_start.value)) == (by_preflight.type, str(by_preflight.value))
+
+
+NUMBERED_LINES_THEN_EXIT = "for n in range(1, 31): print(f'line {n}', flush=True)"
+
+
+def test_a_server_that_exits_while_starting_is_told_by_its_code_and_its_kept_logs_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, an exit code of 0 told as 'signal 0', the error showing
+    24 of its log's last lines for 25, and the log the error names removed when the failed
+    start's servers are stopped (keep_log not set, or not heeded), each passed every test
+    outside the integration ones. The server here is a stand-in process that writes 30
+    lines and exits at once."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    exits = [sys.executable, "-c", NUMBERED_LINES_THEN_EXIT]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: exits)
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    )
+    with leaving_no_process_running(), pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    first_line, said = str(caught.value).split("\n", 1)
+    assert first_line.endswith("exited with code 0 while starting.")
+    named = re.search(r"last lines of its log \((.+)\):\n", said)
+    assert named is not None
+    tail = said[named.end() :].splitlines()
+    assert tail == [f"line {n}" for n in range(31 - local_server.LOG_TAIL_LINES, 31)]
+    assert Path(named[1]).read_text().splitlines()[-1] == "line 30"  # kept, to read
+
+
+PORT_TAKEN_THEN_EXIT = """
+import sys
+with open(sys.argv[1], "a") as launches:
+    launches.write("launched\\n")
+print("ERROR:    [Errno 98] error while attempting to bind on address "
+      "('127.0.0.1', 1234): address already in use", flush=True)
+raise SystemExit(1)
+"""
+
+
+def test_a_server_whose_port_is_taken_is_started_again_on_another_a_few_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, a start on another port tried once more than
+    PORT_ATTEMPTS, and the log of each start given up left behind, passed every test outside
+    the integration ones. The server here is a stand-in process whose port is always taken:
+    it is started PORT_ATTEMPTS times, and only the last start's log, which the error names,
+    is left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    launches = tmp_path / "launches"
+    taken = [sys.executable, "-c", PORT_TAKEN_THEN_EXIT, str(launches)]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: taken)
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    )
+    with leaving_no_process_running(), pytest.raises(LocalServerError) as caught:
+        asyncio.run(local_server.start_local_servers([worker]))
+    assert "exited with code 1 while starting" in str(caught.value)
+    assert "address already in use" in str(caught.value)
+    assert launches.read_text().splitlines() == ["launched"] * local_server.PORT_ATTEMPTS
+    named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
+    assert named is not None
+    assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == [Path(named[1])]
+
+
+def test_a_server_stopped_or_killed_on_purpose_is_not_taken_for_crashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, `crashed` taken as any server not running (stopped on
+    purpose or not) passed every test outside the integration ones: a server the pool kills
+    to drop an abandoned answer (stop_abandoned_answer, which starts it again itself) would
+    be restarted a second time by serve's supervisor, or collect's, beside it. The servers
+    here are stand-in processes."""
+    stand_in_servers(monkeypatch, tmp_path)
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    )
+    with leaving_no_process_running():
+        killed, stopped, exited = launched(worker), launched(worker), launched(worker)
+        assert not any(server.crashed for server in (killed, stopped, exited))
+        killed.kill()
+        stopped.stop()
+        assert exited.process is not None
+        exited.process.kill()  # as the OOM killer would
+        exited.process.wait()
+        assert (killed.crashed, stopped.crashed, exited.crashed) == (False, False, True)
+        exited.stop()
