@@ -554,6 +554,9 @@ def test_a_local_worker_without_llama_cpp_says_to_install_it_or_use_a_remote_wor
     with pytest.raises(LocalServerError, match="or give the worker a remote base_url"):
         server.launch()
     assert server.process is None
+    # a pool of remote workers needs no llama.cpp (checking it for every worker passed)
+    remote = {"id": "r", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    preflight(PoolConfig.model_validate({"workers": [remote]}))
 
 
 class AnswersEverything(http.server.BaseHTTPRequestHandler):
@@ -1675,6 +1678,13 @@ def test_a_mistyped_chat_format_names_the_nearest_and_leaves_out_only_with_a_tem
             ],
             "worker 'remote' reads its API key from the environment variable "
             "FUGU_LITE_TEST_UNSET_KEY, which is not set",
+        ),
+        (  # the config's own problems before the GGUF's reading, an open of the file
+            [
+                {"id": "w", "model": "m", "params": {"repetition_penalty": 1.1},
+                 "local": {"gguf": "missing.gguf"}},
+            ],
+            "worker w: params 'repetition_penalty' (did you mean 'repeat_penalty'?) are not",
         ),
     ],
 )  # fmt: skip
