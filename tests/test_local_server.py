@@ -1792,3 +1792,27 @@ def test_a_server_stopped_or_killed_on_purpose_is_not_taken_for_crashed(
         exited.process.wait()
         assert (killed.crashed, stopped.crashed, exited.crashed) == (False, False, True)
         exited.stop()
+
+
+CORES_OF_ONE = """
+import os
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from fugu_lite.workers.local_server import machine_cores
+print(machine_cores())
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
+    reason="needs a process affinity to set, and two cores to tell it from the machine's",
+)
+def test_the_cores_a_local_worker_may_use_are_those_the_process_may_run_on() -> None:
+    """In a manual mutation round, machine_cores counting the machine's cores (os.cpu_count)
+    and not those the process may run on passed every test: in a container, or under
+    taskset, local.n_threads was allowed up to 4 threads for each core of the host. A
+    process here restricts itself to one core."""
+    shown = subprocess.run(
+        [sys.executable, "-c", CORES_OF_ONE], capture_output=True, text=True, timeout=60,
+        check=True,
+    )  # fmt: skip
+    assert shown.stdout.split() == ["1"]
