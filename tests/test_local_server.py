@@ -1783,15 +1783,18 @@ def test_a_server_stopped_or_killed_on_purpose_is_not_taken_for_crashed(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
     )
     with leaving_no_process_running():
-        killed, stopped, exited = launched(worker), launched(worker), launched(worker)
-        assert not any(server.crashed for server in (killed, stopped, exited))
-        killed.kill()
-        stopped.stop()
-        assert exited.process is not None
-        exited.process.kill()  # as the OOM killer would
-        exited.process.wait()
-        assert (killed.crashed, stopped.crashed, exited.crashed) == (False, False, True)
-        exited.stop()
+        servers = killed, stopped, exited = launched(worker), launched(worker), launched(worker)
+        try:
+            assert not any(server.crashed for server in servers)
+            killed.kill()
+            stopped.stop()
+            assert exited.process is not None
+            exited.process.kill()  # as the OOM killer would
+            exited.process.wait()
+            assert (killed.crashed, stopped.crashed, exited.crashed) == (False, False, True)
+        finally:
+            for server in servers:
+                server.stop()
 
 
 CORES_OF_ONE = """
@@ -1816,3 +1819,34 @@ def test_the_cores_a_local_worker_may_use_are_those_the_process_may_run_on() -> 
         check=True,
     )  # fmt: skip
     assert shown.stdout.split() == ["1"]
+
+
+def test_servers_still_starting_when_their_start_is_cancelled_are_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, start_local_servers stopping its servers on an Exception
+    only (not on a cancellation: a Ctrl-C, a timeout around the pool's start) passed every
+    test, those of a cancelled start included (they cancel it after the servers came up,
+    or end the process, whose exit stops them): servers cancelled while loading their
+    model ran on until the process ended. The servers here are stand-in processes that
+    never listen."""
+    stand_in_servers(monkeypatch, tmp_path)
+    workers = [
+        WorkerConfig.model_validate(
+            {"id": name, "model": "m", "local": {"gguf": "embedded:smollm2"}}
+        )
+        for name in ("a", "b")
+    ]
+
+    before = set(local_server._running)
+
+    async def cancelled_while_starting() -> None:
+        start = asyncio.create_task(local_server.start_local_servers(workers))
+        while len(local_server._running - before) < len(workers):  # both launched
+            await asyncio.sleep(0.01)
+        start.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await start
+
+    with leaving_no_process_running():
+        asyncio.run(cancelled_while_starting())
