@@ -86,6 +86,8 @@ def test_a_function_call_governs_only_beside_functions() -> None:
     functions = [{"name": "f", "parameters": {"type": "object", "properties": {}}}]
     kept = llama_cpp_params({"function_call": "none", "functions": functions})
     assert kept["function_call"] == "none" and kept["functions"] == functions
+    # an empty list of functions is none: taken as some, its function_call was kept
+    assert "function_call" not in llama_cpp_params({"function_call": "auto", "functions": []})
 
 
 def test_a_json_schema_goes_as_json_object_with_its_schema_as_llama_cpp_reads_it() -> None:
@@ -190,6 +192,18 @@ def test_a_request_llama_cpp_refuses_names_the_parameter_not_every_role_tried() 
     assert llama_cpp_request_problem({"messages": [{"role": "user", "content": "hi"}]}) is None
     bad_turn = llama_cpp_request_problem({"messages": [{"role": "user", "content": 5}]})
     assert bad_turn is not None and "role" not in bad_turn and bad_turn.count(";") <= 2
+    # a choice among fixed values outside a message's role is named (only the roles tried
+    # are left out), and each of a few problems is
+    two = llama_cpp_request_problem(
+        {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"},
+         "temperature": "hot"}
+    )  # fmt: skip
+    assert two is not None
+    assert [part.split(":")[0] for part in two.split("; ")] == [
+        "temperature",
+        "response_format.type",
+    ]
+    assert two.endswith("; response_format.type: Input should be 'text' or 'json_object'")
 
 
 def test_an_integer_range_is_an_enum_up_to_its_largest_and_exclusive_bounds_are_kept_out() -> None:
