@@ -664,6 +664,29 @@ def test_circuit_breaker_opens_after_repeated_failures_and_closes_after_cooldown
     assert metric_value(running.metrics(), "fugu_circuit_open", worker=first) == 0
 
 
+def test_health_counts_a_half_open_worker_whose_probe_is_out_as_unable_to_take_a_request(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A half-open circuit lets one probe through; while it is out, dispatch skips the worker
+    (circuit_open). /health said half_open and status ok then, though the next request could
+    not go to it; it says the probe is out and degraded now, and ok again once it is back."""
+    running = serve(pool_for(stubs), breaker_failures=1, breaker_cooldown_s=0)
+    first, second = ranking_for(family, MATH).ranking[:2]
+    breaker = running.state.breaker
+    breaker.record_failure(first)  # open, and half-open at once (no cool-down)
+    assert running.health()["status"] == "ok"  # the next request would be the probe
+    permit = breaker.acquire(first)  # as a request's dispatch takes it: the probe is out
+    assert permit == "probe"
+    health = running.health()
+    assert (health["workers"][first]["circuit"], health["status"]) == ("half_open", "degraded")
+    assert health["workers"][first]["probe_in_flight"]
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:circuit_open,{second}:ok"
+    breaker.release(first, permit)
+    health = running.health()
+    assert (health["workers"][first]["probe_in_flight"], health["status"]) == (False, "ok")
+
+
 def test_every_allowed_circuit_open_is_a_503_with_retry_after(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

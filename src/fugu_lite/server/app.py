@@ -387,7 +387,8 @@ def health_body(server: FuguServer) -> dict[str, Any]:
     for worker, state in workers.items():
         state["alive"] = server.pool.is_alive(worker)
     choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
-    usable = [w for w in choosable if workers[w]["circuit"] != "open" and workers[w]["alive"]]
+    # as dispatch: an open circuit, or a half-open one whose one probe is out, skips the worker
+    usable = [w for w in choosable if server.breaker.takes_request(w) and workers[w]["alive"]]
     status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
     return {
         "status": status,

@@ -53,16 +53,19 @@ class CircuitBreaker:
     def acquire(self, worker: str) -> Permit | None:
         """May a request go to this worker now (None: no)? In half-open state only one
         may, the probe; its caller says so when it ends without a verdict (release)."""
-        state = self.state(worker)
-        if state == "closed":
+        if not self.takes_request(worker):
+            return None
+        if self.state(worker) == "closed":
             return "call"
-        if state == "open":
-            return None
-        circuit = self.circuits[worker]
-        if circuit.probe_in_flight:
-            return None
-        circuit.probe_in_flight = True
+        self.circuits[worker].probe_in_flight = True
         return "probe"
+
+    def takes_request(self, worker: str) -> bool:
+        """Would acquire() let a request through now (without taking the probe)?"""
+        state = self.state(worker)
+        return state == "closed" or (
+            state == "half_open" and not self.circuits[worker].probe_in_flight
+        )
 
     def record_success(self, worker: str, permit: Permit = "probe") -> None:
         """A call that answered. One let through while the circuit was closed ("call") that
@@ -124,6 +127,7 @@ class CircuitBreaker:
         return {
             worker: {
                 "circuit": self.state(worker),
+                "probe_in_flight": circuit.probe_in_flight,
                 "consecutive_failures": circuit.consecutive_failures,
                 "times_opened": circuit.times_opened,
             }
