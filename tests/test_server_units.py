@@ -151,13 +151,16 @@ async def batcher_skips_a_request_whose_client_left_and_fails_those_left_at_stop
 
 
 def started_blocking_batcher(
-    fails: bool = False,
+    fails: bool = False, passes: list[list[str]] | None = None
 ) -> tuple[MicroBatcher[str, str], threading.Event, threading.Event]:
     """A started batcher (in a running event loop) whose forward pass sets `in_pass`, then
-    waits for `release` (10 s at most) and answers, or raises ValueError if it `fails`."""
+    waits for `release` (10 s at most) and answers, or raises ValueError if it `fails`.
+    Each pass's items are appended to `passes`, when given."""
     in_pass, release = threading.Event(), threading.Event()
 
     def blocking(items: list[str]) -> list[str]:
+        if passes is not None:
+            passes.append(items)
         in_pass.set()
         release.wait(10)
         if fails:
@@ -231,6 +234,27 @@ async def batcher_goes_on_after_a_client_left_during_a_forward_pass_that_failed(
     await asyncio.to_thread(release.set)
     with pytest.raises(ValueError, match="the forward pass failed"):
         await asyncio.wait_for(batcher.submit("later"), 5)  # failed, not left waiting
+    await batcher.stop()
+
+
+def test_micro_batcher_reruns_a_failed_batch_without_the_requests_whose_clients_left() -> None:
+    """A failed batch is run again item by item to find the bad one; a request whose client
+    left during the failed pass was run again as well: a forward pass for nobody, which the
+    requests behind it waited for."""
+    asyncio.run(batcher_reruns_a_failed_batch_without_the_requests_whose_clients_left())
+
+
+async def batcher_reruns_a_failed_batch_without_the_requests_whose_clients_left() -> None:
+    passes: list[list[str]] = []
+    batcher, in_pass, release = started_blocking_batcher(fails=True, passes=passes)
+    gone, kept = (asyncio.create_task(batcher.submit(item)) for item in ("gone", "kept"))
+    while not in_pass.is_set():
+        await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.to_thread(release.set)
+    with pytest.raises(ValueError, match="the forward pass failed"):
+        await asyncio.wait_for(kept, 5)
+    assert passes == [["gone", "kept"], ["kept"]]
     await batcher.stop()
 
 

@@ -134,7 +134,8 @@ class MicroBatcher(Generic[T, R]):
         except Exception as error:
             if len(batch) > 1:  # find the bad item: it alone fails, not its batch mates
                 for single in batch:
-                    await self._process([single])
+                    if not single[1].cancelled():  # its client left: no pass for nobody
+                        await self._process([single])
                 return
             _, future = batch[0]
             if not future.done():
