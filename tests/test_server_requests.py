@@ -1401,3 +1401,31 @@ def test_every_endpoint_answers_with_a_request_id(shared_server: Running) -> Non
     assert listed.headers["x-request-id"].startswith("chatcmpl-")
     answered = shared_server.post(VALID, headers={"x-request-id": "trace-2"})
     assert answered.headers.get_list("x-request-id") == ["trace-2"]
+
+
+def test_a_null_optional_key_of_a_message_is_left_out_and_null_content_is_sent_as_null(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A message's null optional key (name, refusal, tool_calls) is OpenAI's "none": it is
+    left out, as llama.cpp's server refuses some of them null. Null content is sent on as
+    null: a deprecated function result's content is required, null or not (openai's
+    ChatCompletionFunctionMessageParam), and it was dropped with the other null keys."""
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    messages = [
+        {**ASKED, "name": None},
+        {"role": "assistant", "content": None, "refusal": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"},
+        {"role": "assistant", "content": None, "tool_calls": None,
+         "function_call": {"name": "add", "arguments": "{}"}},
+        {"role": "function", "name": "add", "content": None},
+    ]  # fmt: skip
+    response = shared_server.post({**VALID, "messages": messages})
+    assert response.status_code == 200, response.text
+    sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]["messages"]
+    assert sent == [
+        ASKED,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        messages[2],
+        {"role": "assistant", "content": None, "function_call": messages[3]["function_call"]},
+        messages[4],
+    ]

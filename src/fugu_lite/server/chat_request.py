@@ -426,4 +426,15 @@ class ChatCompletionRequest(BaseModel):
         }
 
     def message_dicts(self) -> list[dict[str, Any]]:
-        return [message.model_dump(exclude_none=True) for message in self.messages]
+        return [worker_message(message) for message in self.messages]
+
+
+def worker_message(message: ChatMessage) -> dict[str, Any]:
+    """A message as the worker gets it: a null optional key (name, refusal, tool_calls) is
+    OpenAI's "none" and is left out (llama.cpp's server refuses some null); content the
+    client sent as null stays null, as a deprecated function result's is required, null or
+    not (a local worker gets "" for it: llama_cpp_message)."""
+    sent = message.model_dump(exclude_none=True)
+    if message.content is None and "content" in message.model_fields_set:
+        sent["content"] = None
+    return sent
