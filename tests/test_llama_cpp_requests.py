@@ -5,7 +5,10 @@ only shows against a real server in test_server_llama.py (minutes); here each is
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from fugu_lite.workers.llama_cpp_requests import (
     llama_cpp_message,
@@ -334,3 +337,34 @@ def test_unique_items_false_and_the_uuid_formats_are_no_constraint_left_out() ->
         ".format",
         '`format: "uuid6"`',
     )
+
+
+def converter_alternatives(schema: dict[str, Any], rule: str) -> set[str]:
+    """What llama-cpp-python's grammar converter lets the value of `rule` be: its rule's
+    alternatives, one it names after the rule (payload-3 ::= object) by what that one is."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    rules = dict(line.split(" ::= ", 1) for line in json_schema_to_gbnf(json.dumps(schema))
+                 .splitlines() if " ::= " in line)  # fmt: skip
+    alternatives = rules[rule].split(" | ")
+    return {rules[name] if name.startswith(f"{rule}-") else name for name in alternatives}
+
+
+def test_a_nested_schema_of_any_value_lets_a_local_worker_answer_any_value() -> None:
+    """llama-cpp-python's grammar converter reads the schema `{}` as an object: a tool's
+    argument, an array's items or an object's other values meant to be anything (`{}`) could
+    only be objects from a local worker. Nested, `{}` is every JSON type now; a tool's own
+    `parameters: {}` stays the object it is."""
+    pytest.importorskip("llama_cpp")
+    tags = {"type": "array", "items": {}}
+    anything = {"type": "object", "properties": {"payload": {}, "tags": tags},
+                "additionalProperties": {}}  # fmt: skip
+    params = {"tools": [function_tool("save", anything), function_tool("ping", {})]}
+    saved, pinged = (tool["function"]["parameters"] for tool in llama_cpp_params(params)["tools"])
+    for rule in ("payload", "tags-item", "additional-value"):
+        assert {"string", "number"} <= converter_alternatives(saved, rule), rule
+    assert pinged == {}
+    assert converter_alternatives(pinged, "root") == {"object"}
+    format_ = {"type": "json_schema", "json_schema": {"name": "a", "schema": anything}}
+    answer = llama_cpp_params({"response_format": format_})["response_format"]["schema"]
+    assert {"string", "number"} <= converter_alternatives(answer, "payload")

@@ -79,34 +79,47 @@ ANNOTATIONS = frozenset(
      "writeOnly"}
 )  # fmt: skip
 ANY_JSON_TYPES = ["string", "number", "boolean", "object", "array", "null"]
-SUBSCHEMA_KEYS = frozenset({"items", "prefixItems", "anyOf", "oneOf", "allOf"})
+SUBSCHEMA_KEYS = frozenset(
+    {"items", "prefixItems", "anyOf", "oneOf", "allOf", "additionalProperties"}
+)
 
 
 def llama_cpp_schema(schema: Any, *, split_types: bool = True) -> Any:
     """A JSON schema in the form llama-cpp-python's grammar converter reads as meant: a
-    sub-schema holding annotations only (pydantic's `Any` field, `{"title": "Notes"}`) or
-    `true` stands for any value, on which the converter fails (its server then ignores the
-    whole schema and answers any JSON); it gets every JSON type instead. A small integer
-    range (`integer_range_as_enum`) becomes the enum of its values, which it enforces, an
-    enum beside a list of types loses the list (`enum_without_type_list`), and a list of
-    types beside other keywords becomes an anyOf (`type_list_as_any_of`; `split_types`
-    False leaves it, so that a problem found is named at its place in the client's schema)."""
-    if schema is True:
+    sub-schema that allows any value, `{}`, `true` or one holding annotations only
+    (pydantic's `Any` field, `{"title": "Notes"}`), gets every JSON type instead (the
+    converter reads `{}` as an object, so a tool argument meant to be anything could only
+    be an object, and fails on the others: its server then ignores the whole schema and
+    answers any JSON); the schema itself may be `{}` (a tool's `parameters`: an object).
+    A small integer range (`integer_range_as_enum`) becomes the enum of its values, which
+    it enforces, an enum beside a list of types loses the list (`enum_without_type_list`),
+    and a list of types beside other keywords becomes an anyOf (`type_list_as_any_of`;
+    `split_types` False leaves it, so that a problem found is named at its place in the
+    client's schema)."""
+    if schema == {}:
+        return schema
+    return llama_cpp_subschema(schema, split_types=split_types)
+
+
+def llama_cpp_subschema(schema: Any, *, split_types: bool) -> Any:
+    """`llama_cpp_schema` of a schema inside another, where `{}` is any value."""
+    if schema is True or schema == {}:
         return {"type": ANY_JSON_TYPES}
     if isinstance(schema, list):
-        return [llama_cpp_schema(item, split_types=split_types) for item in schema]
+        return [llama_cpp_subschema(item, split_types=split_types) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    if schema and set(schema) <= ANNOTATIONS:
+    if set(schema) <= ANNOTATIONS:
         return {**schema, "type": ANY_JSON_TYPES}
     converted: dict[str, Any] = {}
     for key, value in schema.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):
             converted[key] = {
-                name: llama_cpp_schema(sub, split_types=split_types) for name, sub in value.items()
+                name: llama_cpp_subschema(sub, split_types=split_types)
+                for name, sub in value.items()
             }
         elif key in SUBSCHEMA_KEYS:
-            converted[key] = llama_cpp_schema(value, split_types=split_types)
+            converted[key] = llama_cpp_subschema(value, split_types=split_types)
         else:
             converted[key] = value
     converted = enum_without_type_list(integer_range_as_enum(converted))
