@@ -216,6 +216,10 @@ BAD_INPUTS = [
     ("a function's schema no value matches", {**VALID, "functions": [{"name": "f",
         "parameters": {"type": "object", "properties": {"a": {"enum": []}}}}]}, 400,
      "functions[0].parameters.properties.a.enum is empty, so no value could match"),
+    # each schema is checked, not only the request's first (a good tool before a bad one)
+    ("a second tool's schema no value matches", {**VALID, "tools": [TOOL, {"type": "function",
+        "function": {"name": "mul", "parameters": {"properties": {"b": {"type": []}}}}}]}, 400,
+     "tools[1].function.parameters.properties.b.type is empty, so no value could match"),
     ("tool_choice naming no tool", {**VALID, "tools": [TOOL], "tool_choice": {
         "type": "function", "function": {"name": "mul"}}}, 400,
      "names the function 'mul', which is not among the tools (add)"),
