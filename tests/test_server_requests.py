@@ -1433,3 +1433,21 @@ def test_a_null_optional_key_of_a_message_is_left_out_and_null_content_is_sent_a
         {"role": "assistant", "content": None, "function_call": messages[3]["function_call"]},
         messages[4],
     ]
+
+
+def test_a_call_naming_a_later_function_or_tool_is_sent_on(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """function_call and tool_choice may name any of the functions or tools, not only the
+    first: every test named the first (or the only) one, so looking the name up among the
+    first alone passed them all."""
+    mul = {"name": "mul", "parameters": {"type": "object"}}
+    for chosen in (
+        {"functions": [TOOL["function"], mul], "function_call": {"name": "mul"}},
+        {"tools": [TOOL, {"type": "function", "function": mul}],
+         "tool_choice": {"type": "function", "function": {"name": "mul"}}},
+    ):  # fmt: skip
+        response = shared_server.post({**VALID, **chosen})
+        assert response.status_code == 200, response.text
+        sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
+        assert {key: sent[key] for key in chosen} == chosen
