@@ -147,6 +147,33 @@ def test_cache_key_follows_the_feature_settings_only() -> None:
         assert feature_cache_key(base.model_copy(update=changes)) == key, changes
 
 
+def test_a_new_feature_format_version_computes_the_features_again(
+    tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FEATURE_FORMAT_VERSION is bumped when fugu-lite computes other features: what the
+    earlier version cached must not be read as the new features."""
+    compute_features(PROMPTS, tiny_model_cfg)
+    version = feature_cache_module.FEATURE_FORMAT_VERSION
+    monkeypatch.setattr(feature_cache_module, "FEATURE_FORMAT_VERSION", version + 1)
+    _, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None  # the backbone ran again
+
+
+def test_conversations_that_differ_only_in_their_roles_get_their_own_features(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """Through a chat template a message's role is part of what the backbone reads."""
+    extractor = FeatureExtractor(golden_backbone(), tiny_model_cfg)
+    asked = [ChatMessage(role="user", content="Red?")]
+    told = [ChatMessage(role="system", content="Red?")]
+    cached, _ = compute_features([asked, told], tiny_model_cfg, extractor)
+    fresh, _ = compute_features([asked, told], tiny_model_cfg, extractor, use_cache=False)
+    assert not torch.allclose(fresh[0], fresh[1])
+    torch.testing.assert_close(cached, fresh)
+    again, _ = compute_features([told, asked], tiny_model_cfg, extractor)  # from the cache
+    torch.testing.assert_close(again, fresh.flip(0))
+
+
 # The row sums of the features of GOLDEN_PROMPTS on golden_backbone(), by the
 # FEATURE_FORMAT_VERSION they were computed under: (chat template, pooling, layer) -> sums.
 GOLDEN_FEATURE_SUMS = {
@@ -368,7 +395,7 @@ def test_a_damaged_cache_shard_is_set_aside_and_computed_again(
     assert "damaged" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("damage", ["narrower rows", "integer rows"])
+@pytest.mark.parametrize("damage", ["narrower rows", "integer rows", "one value per row"])
 def test_a_cache_shard_of_the_wrong_shape_or_dtype_is_set_aside_and_computed_again(
     tiny_model_cfg: ModelConfig, damage: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -381,6 +408,7 @@ def test_a_cache_shard_of_the_wrong_shape_or_dtype_is_set_aside_and_computed_aga
     wrong = {
         "narrower rows": rows[:, :16],
         "integer rows": rows.round().to(torch.int64),
+        "one value per row": rows[:, 0],
     }[damage]
     save_file({"features": wrong.contiguous()}, shard)
     again, extractor = compute_features(PROMPTS, tiny_model_cfg)
@@ -390,6 +418,41 @@ def test_a_cache_shard_of_the_wrong_shape_or_dtype_is_set_aside_and_computed_aga
     err = capsys.readouterr().err
     assert "is damaged" in err and str(shard.name) in err.replace("\n", "")
     assert shard.with_name(shard.name + ".damaged").exists()
+
+
+def test_a_narrower_shard_of_a_cache_without_its_probe_is_set_aside(
+    tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cache of an earlier fugu-lite has no probe: the backbone's shape file gives the
+    features' width."""
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    backbone_shape(tiny_model_cfg)
+    folder = FeatureCache(tiny_model_cfg).folder
+    (folder / feature_cache_module.PROBE_FILE).unlink()
+    (shard,) = folder.glob("shard-*.safetensors")
+    save_file({"features": load_file(shard)["features"][:, :16].contiguous()}, shard)
+    again, extractor = compute_features(PROMPTS, tiny_model_cfg)
+    assert extractor is not None
+    torch.testing.assert_close(again, expected)
+    assert "is damaged" in capsys.readouterr().err
+
+
+def test_a_feature_cache_write_removes_what_killed_writers_of_earlier_versions_left(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """Earlier versions named a shard's temporary file without its writer: a killed run's
+    stayed in the cache for good. One a day old goes; a newer one may be a live run's."""
+    folder = FeatureCache(tiny_model_cfg).folder
+    folder.mkdir(parents=True)
+    old = folder / ".shard-1.safetensors.abcd1234.tmp"
+    recent = folder / ".shard-2.safetensors.abcd1234.tmp"
+    for leftover in (old, recent):
+        leftover.write_bytes(b"half a shard")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (two_days_ago, two_days_ago))
+    compute_features(PROMPTS, tiny_model_cfg)
+    assert not old.exists()
+    assert recent.exists()
 
 
 def test_an_unwritable_cache_folder_is_said_once_and_the_run_goes_on(
@@ -590,32 +653,36 @@ def test_an_embedded_package_upgraded_to_weights_of_the_same_size_gets_their_fea
     assert not torch.allclose(new, old)
 
 
-def made_under_an_older_transformers(folder: Path, factor: float) -> None:
-    """The cache folder as an older installation left it: made under transformers 4.0.0,
-    whose features (kept ones and probe alike) were `factor` times today's."""
+def made_by_an_older_installation(
+    folder: Path, factor: float, package: str = "transformers"
+) -> None:
+    """The cache folder as an older installation left it: made under transformers (or
+    `package`) 4.0.0, whose features (kept ones and probe alike) were `factor` times today's."""
     from safetensors.torch import load_file, save_file
 
-    versions = {**feature_cache_module.computation_versions(), "transformers": "4.0.0"}
+    versions = {**feature_cache_module.computation_versions(), package: "4.0.0"}
     for path in folder.glob("*.safetensors"):
         tensors = {name: value * factor for name, value in load_file(path).items()}
         metadata = {"versions": json.dumps(versions)} if path.name == "probe.safetensors" else None
         save_file(tensors, path, metadata=metadata)
 
 
-@pytest.mark.parametrize("features_moved", [True, False], ids=["moved", "same"])
+@pytest.mark.parametrize("factor", [1.5, 1.01, 1.0], ids=["moved", "moved 1%", "same"])
 def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only_if_equal(
     tiny_model_cfg: ModelConfig,
-    features_moved: bool,
+    factor: float,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A transformers (or tokenizers, torch, onnxruntime) upgrade that computes other
     features reused the cache of the old ones: training saw the old features, routing the
     new. Here the cache is as an older installation left it: made under transformers
-    4.0.0, whose features (kept ones and probe alike) were 1.5 times today's, or the same."""
+    4.0.0, whose features (kept ones and probe alike) were `factor` times today's (1%:
+    ten times the probe's tolerance)."""
+    features_moved = factor != 1.0
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     cache = FeatureCache(tiny_model_cfg)
-    made_under_an_older_transformers(cache.folder, factor=1.5 if features_moved else 1.0)
+    made_by_an_older_installation(cache.folder, factor)
     assert FeatureCache(tiny_model_cfg).computed_under_other_versions()
 
     again, _ = compute_features(PROMPTS, tiny_model_cfg)
@@ -628,6 +695,19 @@ def test_a_cache_made_under_other_package_versions_is_checked_once_and_kept_only
     torch.testing.assert_close(compute_features(PROMPTS, tiny_model_cfg)[0], expected)
 
 
+@pytest.mark.parametrize("package", ["torch", "tokenizers", "onnxruntime"])
+def test_a_cache_made_under_another_version_of_any_package_computing_features_is_checked(
+    tiny_model_cfg: ModelConfig, package: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not only transformers: torch runs the forward, tokenizers the tokenizer, ONNX Runtime
+    its own kernels."""
+    expected, _ = compute_features(PROMPTS, tiny_model_cfg)
+    made_by_an_older_installation(FeatureCache(tiny_model_cfg).folder, 1.5, package)
+    again, _ = compute_features(PROMPTS, tiny_model_cfg)
+    torch.testing.assert_close(again, expected)
+    assert f"{package} 4.0.0 ->" in " ".join(capsys.readouterr().err.split())
+
+
 def test_a_probe_of_other_prompts_under_other_versions_sets_the_cache_aside(
     tiny_model_cfg: ModelConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -635,7 +715,7 @@ def test_a_probe_of_other_prompts_under_other_versions_sets_the_cache_aside(
     vouch for the cache made under other versions: it is set aside, not kept."""
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     folder = FeatureCache(tiny_model_cfg).folder
-    made_under_an_older_transformers(folder, factor=1.5)
+    made_by_an_older_installation(folder, factor=1.5)
     probe = folder / feature_cache_module.PROBE_FILE
     with safe_open(probe, framework="pt") as kept:
         metadata = kept.metadata()
@@ -656,7 +736,7 @@ def test_a_moved_cache_that_cannot_be_set_aside_is_said_once_and_never_read(
     and cache folder, and its old features are never read."""
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     folder = FeatureCache(tiny_model_cfg).folder
-    made_under_an_older_transformers(folder, factor=1.5)
+    made_by_an_older_installation(folder, factor=1.5)
     rename = Path.rename
 
     def read_only(path: Path, target: Path) -> Path:
@@ -681,7 +761,7 @@ def test_two_runs_setting_aside_the_same_moved_cache_both_go_on_caching(
     nothing for the rest of its run (saying its old features were 'ignored')."""
     expected, _ = compute_features(PROMPTS, tiny_model_cfg)
     folder = FeatureCache(tiny_model_cfg).folder
-    made_under_an_older_transformers(folder, factor=1.5)
+    made_by_an_older_installation(folder, factor=1.5)
     first, second = FeatureCache(tiny_model_cfg), FeatureCache(tiny_model_cfg)
     extractor = FeatureExtractor(tiny_backbone, tiny_model_cfg)
 
