@@ -192,6 +192,27 @@ def test_a_feature_cache_under_another_key_than_its_settings_give_is_stale(
     }
 
 
+def test_a_feature_cache_of_a_backbone_folder_named_from_the_working_folder_is_current_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature cache's settings name a backbone folder by its absolute path: named as the
+    config wrote it (`bb`), `cache list` run from another folder read `bb` as a hub id not
+    downloaded and listed the cache as unknown, where it is current (and stale once the
+    folder is gone, for `cache clear` to remove)."""
+    from fugu_lite.caches import cache_entries
+
+    save_tiny_backbone(tmp_path / "bb")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = ModelConfig(
+        backbone="bb", layer=-1, max_tokens=32, runtime="torch", cache_dir=str(tmp_path / "c")
+    )
+    compute_features(PROMPTS[:1], cfg)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (entry,) = [entry for entry in cache_entries(tmp_path / "c") if entry.kind == "features"]
+    assert (entry.status, entry.reason) == ("current", "")
+
+
 def test_cache_clear_leaves_the_folder_a_linked_item_points_to_as_it_is(tmp_path: Path) -> None:
     """A feature cache moved to another disk and linked back: what lies in that folder is not
     fugu-lite's to sweep (the link can point anywhere), so a killed writer's leftover there
