@@ -147,6 +147,23 @@ def test_cache_key_follows_the_feature_settings_only() -> None:
         assert feature_cache_key(base.model_copy(update=changes)) == key, changes
 
 
+def test_a_prompt_quoting_a_conversation_as_json_gets_its_own_features(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """A conversation is keyed by its messages' JSON: a text prompt that was that very JSON
+    (a question about a chat log) shared its key, so whichever of the two came first gave
+    both their features, cached or not."""
+    conversation = [ChatMessage(role="user", content="Red?")]
+    quoted = '[{"content": "Red?", "role": "user"}]'
+    features, extractor = compute_features([conversation, quoted], tiny_model_cfg)
+    assert extractor is not None
+    each = torch.cat([extractor.encode([conversation]), extractor.encode([quoted])])
+    assert not torch.allclose(each[0], each[1])
+    torch.testing.assert_close(features, each, rtol=1e-4, atol=1e-5)
+    again, _ = compute_features([quoted], tiny_model_cfg)  # from the cache
+    torch.testing.assert_close(again[0], each[1], rtol=1e-4, atol=1e-5)
+
+
 def test_a_new_feature_format_version_computes_the_features_again(
     tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -78,11 +78,28 @@ def versions_moved(saved: object) -> str:
 
 
 def prompt_key(prompt: Prompt) -> str:
+    """The key of a prompt's features: a text's hash, a conversation's that of its messages'
+    JSON. A text that is that very JSON (a prompt quoting a chat log) shared the
+    conversation's key, so one of the two got the other's features; its key now ends in
+    `-text`, which no hash does (every other key is as it was, so caches stay valid)."""
     if isinstance(prompt, str):
-        return prompt_hash(prompt)
-    return prompt_hash(
-        json.dumps([m.model_dump(exclude_none=True) for m in prompt], sort_keys=True)
-    )
+        key = prompt_hash(prompt)
+        return f"{key}-text" if _is_conversation_json(prompt) else key
+    return prompt_hash(_conversation_json(prompt))
+
+
+def _conversation_json(messages: list[ChatMessage]) -> str:
+    return json.dumps([m.model_dump(exclude_none=True) for m in messages], sort_keys=True)
+
+
+def _is_conversation_json(text: str) -> bool:
+    if not text.startswith("[{"):  # what every conversation's JSON starts with
+        return False
+    try:
+        messages = [ChatMessage.model_validate(item) for item in json.loads(text)]
+    except (ValueError, TypeError, RecursionError):  # a ValidationError is a ValueError
+        return False
+    return _conversation_json(messages) == text
 
 
 def feature_cache_key(model_cfg: ModelConfig, identity: str | None = None) -> str:
