@@ -353,12 +353,19 @@ def test_concurrent_first_calls_export_once(
     torch.testing.assert_close(torch.cat(rows), reference, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("weights", ["other", "nan"])
 def test_a_wrong_cached_export_is_replaced(
-    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str]
+    tiny: LoadedBackbone, cache: Path, capsys: pytest.CaptureFixture[str], weights: str
 ) -> None:
-    """The check against torch catches an export of other weights under this key."""
+    """The check against torch catches an export of other weights under this key, and one
+    whose hidden states are NaN (weights gone NaN in a fine-tune): NaN is no difference at
+    all to a plain `difference > tolerance`, and every feature would be NaN."""
     folder = export_folder(tiny.name, tiny.identity, 2)
     impostor = extractor_for(tiny_random_backbone(seed=1), layer=2, runtime="torch")
+    if weights == "nan":
+        with torch.no_grad():
+            for parameter in impostor.truncated.parameters():
+                parameter.fill_(float("nan"))
     export_backbone(impostor.truncated, impostor.tokenize(PROMPTS[:2]), folder)
     extractor = extractor_for(tiny, layer=2)
     assert extractor.runtime.name == "onnx"
@@ -694,6 +701,26 @@ def test_int8_on_a_cache_too_full_for_its_quantized_copy_says_to_give_a_cache_wi
     assert "unusable" not in said and "train" not in said
     assert (export / MODEL_FILE).read_bytes() == exported  # kept, not exported again
     assert not (export / QUANTIZED_FILE).exists()
+
+
+def test_a_quantization_failing_on_a_cache_with_room_keeps_its_own_error(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a cache without room for the export is a full disk: ONNX Runtime's own failure
+    (an operator its quantizer cannot take) said as 'No space left on device' would send
+    the user to free space for nothing."""
+    import onnxruntime.quantization
+
+    def unsupported(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("cannot quantize operator MadeUp")
+
+    folder = cache / "export"
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", unsupported)
+    with pytest.raises(RuntimeError, match="cannot quantize operator MadeUp"):
+        quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
+    assert not (folder / QUANTIZED_FILE).exists()
 
 
 def test_an_unusable_export_a_read_only_cache_cannot_remove_is_said_as_the_caches_problem(
