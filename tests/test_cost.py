@@ -560,11 +560,13 @@ def test_a_manifest_listing_its_members_out_of_order_loads_them_sorted(tmp_path:
     assert [router.feature_dim for router in family.routers] == [8, 9]
 
 
-def test_a_member_of_another_model_config_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("change", [{"head": "linear"}, {"layer": 1}], ids=str)
+def test_a_member_of_another_model_config_is_refused(tmp_path: Path, change: dict) -> None:
     """Members share one backbone and head shape: one saved with another head is refused,
-    not routed beside the others."""
+    not routed beside the others; and one of another layer, since `serve` and `eval` compute
+    every member's features with the first member's extractor."""
     write_family_of_members(tmp_path, {0: ["a", "b"]})
-    other = tiny_cfg(tmp_path).model_copy(update={"head": "linear"})
+    other = tiny_cfg(tmp_path).model_copy(update=change)
     RouterModel(other, ["a", "b"], 8).save_checkpoint(tmp_path / "1" / "rl")
     with pytest.raises(CostWeightError, match="member 1/rl has another model config than 0/rl"):
         load_router_family(tmp_path)
