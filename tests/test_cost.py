@@ -480,6 +480,19 @@ def test_an_infinite_number_in_a_hand_edited_manifest_is_refused(
     )
 
 
+def test_a_negative_cost_weight_in_a_hand_edited_manifest_is_refused(tmp_path: Path) -> None:
+    """A cost weight below 0 (a hand edit: training refuses one) was loaded as a member's,
+    one a request's lambda could be routed to as the nearest."""
+    text = '{"worker_ids": ["a"], "members": [{"cost_weight": -0.5, "checkpoint": "m/rl"}]}'
+    (tmp_path / FAMILY_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(CostWeightError) as error:
+        read_family_manifest(tmp_path)
+    assert str(error.value).startswith(
+        f"{tmp_path / FAMILY_FILE} is damaged (members.0.cost_weight: Input should be greater "
+        "than or equal to 0"
+    )
+
+
 def test_an_infinite_trained_cost_weighting_is_refused_naming_the_key(
     family: Family, tmp_path: Path
 ) -> None:
