@@ -337,6 +337,26 @@ def test_routerbench_without_sample_id_and_with_split_column(tmp_path: Path) -> 
         import_routerbench(path, split_column="nope")
 
 
+@pytest.mark.parametrize("header", [" fold", "Fold ", "FOLD"])
+def test_routerbench_split_column_is_read_without_case_or_spaces(
+    tmp_path: Path, header: str
+) -> None:
+    """A split column written ` fold` (a CSV with a space after each comma) was refused as
+    missing for split_column=fold, while ` prompt` and ` eval_name` were found; it is read
+    by their rule, from a pickle's index too, and given with spaces or in capitals too."""
+    table = routerbench_table(fold=["train", "test", "validation"])
+    expected = ["train", "test", "validation"]
+    spaced = _to_csv(table.rename(columns={"fold": header}), tmp_path / "rb.csv")
+    for given in ("fold", " Fold"):
+        assert [r.split for r in import_routerbench(spaced, split_column=given)] == expected
+    table.rename(columns={"fold": header}).set_index(header).to_pickle(tmp_path / "rb.pkl")
+    records = import_routerbench(tmp_path / "rb.pkl", split_column="fold")
+    assert [r.split for r in records] == expected
+    doubled = _to_csv(table.assign(**{header: table["fold"]}), tmp_path / "doubled.csv")
+    with pytest.raises(RecordFileError, match=r"\['fold'\] are named more than once"):
+        import_routerbench(doubled, split_column="fold")
+
+
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])
 def test_routerbench_rows_without_a_sample_id_get_an_id_of_their_prompt(
     tmp_path: Path, suffix: str

@@ -84,7 +84,7 @@ def _read_table(path: Path, split_column: str | None) -> tuple[pd.DataFrame, boo
     """The file as a wide table (a raw one pivoted), its known columns named as RouterBench
     names them, and whether it was raw; a missing required column is an error."""
     table = index_as_columns(read_routerbench_table(path), split_column)
-    table = with_known_column_names(table, path)
+    table = with_known_column_names(table, path, split_column)
     absent = [c for c in (*REQUIRED_COLUMNS, split_column) if c and c not in table.columns]
     if absent:
         separator_hint = (

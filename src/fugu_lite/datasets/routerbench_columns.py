@@ -82,26 +82,40 @@ def raw_table_hint(columns: Iterable[str]) -> str:
     )
 
 
+def fixed_column_keys(split_column: str | None) -> tuple[str, ...]:
+    """The fixed columns' names as read (without case or surrounding spaces), the split column
+    given last."""
+    if split_column is None:
+        return NON_MODEL_COLUMNS
+    return (*NON_MODEL_COLUMNS, split_column.strip().casefold())
+
+
 def index_as_columns(table: pd.DataFrame, split_column: str | None) -> pd.DataFrame:
     """Index levels named as a fixed column (a table saved after `set_index("sample_id")`)
     are that column: the ids were replaced by ones made from the prompts without a word, and
     an eval_name in the index was "missing". Other index levels (pandas' 0, 1, 2) are not
     read."""
+    fixed = fixed_column_keys(split_column)
     levels = [
         name
         for name in table.index.names
-        if name is not None
-        and name not in table.columns
-        and (str(name).strip().casefold() in NON_MODEL_COLUMNS or name == split_column)
+        if name is not None and name not in table.columns and str(name).strip().casefold() in fixed
     ]
     return table.reset_index(level=levels) if levels else table
 
 
-def with_known_column_names(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+def with_known_column_names(
+    table: pd.DataFrame, path: Path, split_column: str | None
+) -> pd.DataFrame:
     """` Prompt` or `Sample_ID` (a spreadsheet's header) is prompt or sample_id: a sample_id
-    column named otherwise was skipped silently, its ids lost. Model columns keep their case."""
+    column named otherwise was skipped silently, its ids lost. The split column given is read
+    so too, and named as given (` fold` for split_column=fold was refused as missing, its
+    neighbours ` prompt` and ` eval_name` found). Model columns keep their case."""
     names = [str(column) for column in table.columns]
-    read = known_column_names(names, NON_MODEL_COLUMNS, str(path))
+    keys = fixed_column_keys(split_column)
+    read = known_column_names(names, keys, str(path))
+    if split_column is not None:
+        read = [split_column if name == keys[-1] else name for name in read]
     renamed = {old: new for old, new in zip(table.columns, read, strict=True) if str(old) != new}
     return table.rename(columns=renamed) if renamed else table
 
