@@ -215,13 +215,30 @@ def test_per_task_best_uses_train_labels_and_falls_back_to_best_single() -> None
     assert report["methods"]["per_task_best"]["mean_reward"] == pytest.approx(4 / 5)
     assert report["methods"]["best_single"]["mean_reward"] == pytest.approx(2 / 5)
     per_task = {row["task"]: row for row in report["per_task"]}
-    assert list(per_task) == ["code", "math", "poetry", "(no task)"]
+    assert list(per_task) == ["code", "math", "poetry", None]  # None: the unlabelled prompts
     assert per_task["code"]["n"] == 2
     assert per_task["code"]["per_task_best"] == pytest.approx(1.0)
     assert per_task["code"]["best_single"] == pytest.approx(0.0)
     assert per_task["code"]["oracle"] == pytest.approx(1.0)
     assert per_task["code"]["per_task_best_worker"] == "b"
     assert per_task["poetry"]["per_task_best_worker"] is None
+
+
+def test_a_task_named_no_task_is_not_the_unlabelled_prompts_row() -> None:
+    """A task named "(no task)", the unlabelled prompts' label, was merged with them into
+    one per-task row (n counting both), which took that task's best worker on train; they are
+    two rows, the unlabelled prompts' last, and both are shown."""
+    train = make_table([[1, 0, 0]] * 2 + [[0, 1, 0]] * 3, tasks=["(no task)"] * 2 + ["x"] * 3)
+    evaluated = make_table([[1, 0, 0], [0, 1, 0], [0, 0, 1]], tasks=["(no task)", None, None])
+    report = evaluation_report(train, evaluated, "test", None, {}, {})
+    rows = [(row["task"], row["n"], row["per_task_best_worker"]) for row in report["per_task"]]
+    assert rows == [("(no task)", 1, "a"), (None, 2, None)]
+    assert [row["per_task_best"] for row in report["per_task"]] == [1.0, 0.5]
+    lines = evaluation_markdown(report, []).splitlines()
+    assert [line.split(" | ")[:2] for line in lines if line.startswith("| (no task)")] == [
+        ["| (no task)", "1"],
+        ["| (no task)", "2"],
+    ]
 
 
 def test_no_task_labels_means_no_per_task_rows() -> None:

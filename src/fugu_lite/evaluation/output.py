@@ -21,7 +21,7 @@ from .plots import (
     per_task_plot_note,
     write_plots,
 )
-from .table import markdown_cell, markdown_table
+from .table import markdown_cell, markdown_table, task_label
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -152,7 +152,7 @@ def _markdown_per_task(report: dict, plots: list[str]) -> list[str]:
         header.append("Best worker on train")
     rows = []
     for row in report["per_task"]:
-        cells = [row["task"], str(row["n"]), *[_reward(row[name]) for name in columns]]
+        cells = [task_label(row["task"]), str(row["n"]), *[_reward(row[name]) for name in columns]]
         if has_task_best:
             cells.append(row["per_task_best_worker"] or "— (best single)")
         rows.append(cells)
@@ -278,7 +278,7 @@ def _per_task_console_table(report: dict) -> Table:
         per_task.add_column(console_name(report["methods"][name]["short_label"]), justify="right")
     for row in report["per_task"]:
         cells = [_reward(row[name]) for name in columns]
-        per_task.add_row(console_name(row["task"]), str(row["n"]), *cells)
+        per_task.add_row(console_name(task_label(row["task"])), str(row["n"]), *cells)
     return per_task
 
 

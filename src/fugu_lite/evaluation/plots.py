@@ -13,6 +13,7 @@ from matplotlib.legend import Legend
 
 from ..atomic_files import write_bytes_atomic
 from ..text import visible_controls
+from .table import task_label
 
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"
@@ -128,7 +129,7 @@ def plot_per_task(report: dict) -> Figure:
         )
         if name in report["methods"]
     ]
-    tasks = [plain_text(f"{row['task']} (n={row['n']})") for row in rows]
+    tasks = [plain_text(f"{task_label(row['task'])} (n={row['n']})") for row in rows]
     positions = np.arange(len(rows))
     height = 0.8 / len(series)
     figure = Figure(figsize=(8.0, max(3.0, 0.2 * len(rows) * len(series) + 1.5)))

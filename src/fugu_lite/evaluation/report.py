@@ -20,7 +20,6 @@ import numpy as np
 
 from .table import RewardTable, argmax_choices, check_aligned, picked
 
-NO_TASK = "(no task)"
 RESERVED_METHODS = ("router", "per_task_best", "best_single", "random", "oracle")
 BASELINE_LABELS = {"knn": "kNN", "ridge": "ridge"}
 # Below this oracle - best single gap, "gap closed" divides by ~0 and is reported as None.
@@ -35,7 +34,11 @@ def best_single_worker(rewards: np.ndarray) -> int:
 def per_task_best_workers(train: RewardTable) -> dict[str, int]:
     """For each task label seen in train, the worker with the highest mean train reward on it."""
     rows_by_task = _rows_by_task(train.tasks, include_unlabelled=False)
-    return {task: best_single_worker(train.rewards[rows]) for task, rows in rows_by_task.items()}
+    return {
+        task: best_single_worker(train.rewards[rows])
+        for task, rows in rows_by_task.items()
+        if task is not None
+    }
 
 
 def per_task_choices(
@@ -304,13 +307,15 @@ def _detail(name: str, best_single_worker_id: str, info: dict | None) -> str:
     return "argmax of predicted rewards"
 
 
-def _rows_by_task(tasks: list[str | None], include_unlabelled: bool) -> dict[str, np.ndarray]:
-    rows: dict[str, list[int]] = defaultdict(list)
+def _rows_by_task(
+    tasks: list[str | None], include_unlabelled: bool
+) -> dict[str | None, np.ndarray]:
+    """The rows of each task; the unlabelled ones under None (a task named as their label,
+    "(no task)", is another task), when included."""
+    rows: dict[str | None, list[int]] = defaultdict(list)
     for row, task in enumerate(tasks):
-        if task is not None:
+        if task is not None or include_unlabelled:
             rows[task].append(row)
-        elif include_unlabelled:
-            rows[NO_TASK].append(row)
     return {task: np.array(indices, dtype=np.int64) for task, indices in rows.items()}
 
 
@@ -329,13 +334,13 @@ def _per_task_best_summary(
 def _per_task_table(
     evaluated: RewardTable, choices: dict[str, np.ndarray], best_by_task: dict[str, int]
 ) -> list[dict]:
-    """One row per task label of the evaluated split; empty when no prompt has a label."""
+    """One row per task label of the evaluated split, the unlabelled prompts' last (task None,
+    labelled "(no task)" where shown); empty when no prompt has a label."""
     if all(task is None for task in evaluated.tasks):
         return []
     rows_by_task = _rows_by_task(evaluated.tasks, include_unlabelled=True)
-    ordered = sorted(task for task in rows_by_task if task != NO_TASK)
-    if NO_TASK in rows_by_task:
-        ordered.append(NO_TASK)
+    labelled = sorted(task for task in rows_by_task if task is not None)
+    ordered = [*labelled, None] if None in rows_by_task else labelled
     table = []
     for task in ordered:
         rows = rows_by_task[task]
@@ -343,7 +348,7 @@ def _per_task_table(
         entry: dict = {"task": task, "n": len(rows)}
         for name, choice in choices.items():
             entry[name] = float(picked(task_rewards, choice[rows]).mean())
-        worker = best_by_task.get(task)
+        worker = None if task is None else best_by_task.get(task)
         entry["per_task_best_worker"] = None if worker is None else evaluated.worker_ids[worker]
         table.append(entry)
     return table

@@ -99,6 +99,14 @@ def reward_table(records: list[RewardRecord]) -> RewardTable:
     )
 
 
+NO_TASK = "(no task)"
+
+
+def task_label(task: str | None) -> str:
+    """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK."""
+    return NO_TASK if task is None else task
+
+
 def check_aligned(name: str, matrix: np.ndarray, table: RewardTable) -> None:
     """Refuse a [N, W] matrix of `name` (probabilities, predictions) that is not one finite
     row per prompt of `table` and one column per worker: argmax would read it anyway."""
