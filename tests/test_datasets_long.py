@@ -61,6 +61,23 @@ def test_long_format_reads_a_compressed_csv_and_ndjson(tmp_path: Path, name: str
     assert import_long(path) == plain
 
 
+@pytest.mark.parametrize("name", ["rewards.2024.csv", "rewards.v2.jsonl", "runs.2024.csv.gz"])
+def test_a_file_name_with_a_dot_before_its_suffix_is_read_by_its_last_suffix(
+    tmp_path: Path, name: str
+) -> None:
+    """A name holding a date or a version (rewards.2024.csv) is read by its suffix, as the
+    folder listing of readable files takes it."""
+    path = tmp_path / name
+    if ".csv" in name:
+        text = pd.DataFrame(long_rows()).to_csv(index=False)
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "wt", encoding="utf-8") as stream:
+            stream.write(text)
+    else:
+        write_jsonl(path, long_rows())
+    assert import_long(path) == import_long(write_jsonl(tmp_path / "long.jsonl", long_rows()))
+
+
 def test_long_format_names_a_bad_archive_and_a_compressed_json(tmp_path: Path) -> None:
     fake = tmp_path / "long.csv.gz"
     fake.write_text("prompt,worker,reward\np1,w1,1\n", encoding="utf-8")  # not gzip
@@ -357,8 +374,8 @@ def test_long_format_row_longer_than_the_header_is_an_error(tmp_path: Path) -> N
         match=r"long\.csv, line 2: 5 fields but the header has 4 \(\[' algebra'\] are left",
     ):
         import_long(path)
-    path.write_text("prompt,worker,reward,task\np1,w1,1,t,,\np1,w2,0,t\n", encoding="utf-8")
-    assert import_long(path)[0].task == "t"  # empty trailing cells, as spreadsheets write
+    path.write_text("prompt,worker,reward,task\np1,w1,1,t,,\np1,w2,0,t, , \t\n", encoding="utf-8")
+    assert import_long(path)[0].task == "t"  # empty or blank trailing cells, as spreadsheets write
 
 
 def test_long_format_reads_true_and_false_rewards(tmp_path: Path) -> None:
@@ -371,8 +388,13 @@ def test_long_format_reads_a_json_list_of_rows(tmp_path: Path) -> None:
     """A .json file holding one list of rows (what json.dump of a list writes) was refused
     as bad JSON on line 1, or as "expected a JSON object, got list"."""
     path = tmp_path / "long.json"
-    for text in (json.dumps(long_rows(), indent=2), json.dumps(long_rows())):
-        path.write_text(text, encoding="utf-8-sig")  # with a BOM, as some editors save
+    # with a BOM, as some editors save; a line break and spaces before the list too
+    for text in (
+        json.dumps(long_rows(), indent=2),
+        json.dumps(long_rows()),
+        "\n  [\n" + json.dumps(long_rows(), indent=2)[1:],
+    ):
+        path.write_text(text, encoding="utf-8-sig")
         assert import_long(path) == import_long(write_jsonl(tmp_path / "long.jsonl", long_rows()))
     path.write_text(json.dumps([*long_rows(), "p3"]), encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"long\.json, item 5: expected an object"):
@@ -639,14 +661,23 @@ def test_a_folder_given_to_the_long_importer_names_the_files_it_could_read(
     it were a file of another kind."""
     folder = tmp_path / "rewards"
     folder.mkdir()
-    # a compressed JSON Lines file is refused by the long format, so it is not named
-    for name in ("b.jsonl", "a.csv", "notes.txt", "c.jsonl.gz", "d.csv.gz"):
+    # a compressed JSON Lines file is refused by the long format, so it is not named; a name
+    # is read by its last suffix (e.2024.csv is a CSV, f.csv.txt is not)
+    for name in (
+        "b.jsonl",
+        "a.csv",
+        "notes.txt",
+        "c.jsonl.gz",
+        "d.csv.gz",
+        "e.2024.csv",
+        "f.csv.txt",
+    ):
         (folder / name).write_text("", encoding="utf-8")
     with pytest.raises(RecordFileError) as raised:
         import_long(folder)
     assert str(raised.value) == (
         f"{folder}: is a folder; the long format reads one file: give its path, e.g. "
-        f"{folder / 'a.csv'} (the folder holds a.csv, b.jsonl, d.csv.gz)"
+        f"{folder / 'a.csv'} (the folder holds a.csv, b.jsonl, d.csv.gz, e.2024.csv)"
     )
 
 

@@ -535,6 +535,10 @@ def test_a_routerbench_csv_given_to_the_long_importer_names_routerbench(tmp_path
         "column per model): import it with `fugu-lite data import routerbench`"
     )
     assert "missing column(s) ['worker', 'reward']" in str(raised.value)
+    # a header written with a space after each comma and one before the line's end
+    path.write_text("prompt, eval_name, m1, m1|total_cost \nq, e, 1, 0.1\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"make it a RouterBench table"):
+        import_dataset("long", path)
 
 
 def test_routerbench_split_column_named_like_a_number(tmp_path: Path) -> None:
