@@ -193,14 +193,15 @@ def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path
     """`data import long` on a ZeroEval file (or rows with a `text` key) said only "line 1: no
     value for ['prompt', 'worker', 'reward']", with no word of what the rows do hold."""
     path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("What is 2+2?")])
-    with pytest.raises(RecordFileError) as raised:
-        import_long(path)
-    assert str(raised.value) == (
-        f"{path}, line 1: no value for ['prompt', 'worker', 'reward']; the row's keys are task, "
-        "id, question, gold, scores, out_chars, the long format's prompt, worker, reward, cost, "
-        "task, split, id: rename the keys, or import the file with its own format (zeroeval, "
-        "routerbench)"
-    )
+    for policy in ("error", "drop"):  # drop lets a missing reward by, not a missing worker
+        with pytest.raises(RecordFileError) as raised:
+            import_long(path, on_missing=policy)  # type: ignore[arg-type]
+        assert str(raised.value) == (
+            f"{path}, line 1: no value for ['prompt', 'worker', 'reward']; the row's keys are "
+            "task, id, question, gold, scores, out_chars, the long format's prompt, worker, "
+            "reward, cost, task, split, id: rename the keys, or import the file with its own "
+            "format (zeroeval, routerbench)"
+        )
     # a CSV row short of cells has every column, its missing cells empty: no keys to name
     path = tmp_path / "long.csv"
     path.write_text("prompt,worker,reward,cost\np1,w1\n", encoding="utf-8")
@@ -978,6 +979,11 @@ def test_a_worker_written_as_a_number_is_the_worker_its_csv_cell_names(tmp_path:
     assert as_json[0].worker_ids == ["1", "2"]
     rows[0]["worker"] = math.nan
     with pytest.raises(RecordFileError, match=r"line 1: worker is empty \(nan\)"):
+        import_long(write_jsonl(tmp_path / "rows.jsonl", rows))
+    rows[0]["worker"] = True  # a boolean is no number here: no worker is named true
+    with pytest.raises(
+        RecordFileError, match=r"line 1: worker must be a non-empty string, got True"
+    ):
         import_long(write_jsonl(tmp_path / "rows.jsonl", rows))
 
 
