@@ -127,6 +127,10 @@ def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
         assert f"{path} has a split column, which is not used" in caplog.text
         assert f"pass --option {option} to keep the file's split" in caplog.text
     caplog.clear()
+    with caplog.at_level(logging.WARNING):  # a split on some rows only is a split column too
+        import_long(write_jsonl(tmp_path / "some.jsonl", [rows[0], *long_rows()[1:]]))
+    assert "has a split column, which is not used" in caplog.text
+    caplog.clear()
     with caplog.at_level(logging.WARNING):
         import_long(long, use_split_column=True)
         import_long(write_jsonl(tmp_path / "plain.jsonl", long_rows()))

@@ -262,12 +262,16 @@ def test_a_duplicate_cell_with_another_reward_says_which_rewards_and_what_to_do(
         "2); keep one row per prompt and worker: its rewards differ (1 there, 0.5 here), so keep "
         "the right one, or average a worker's attempts at a prompt into one row"
     )
-    path.write_text("prompt,worker,reward\nq,a,1\nq,b,0\nq,a,1\n", encoding="utf-8")
-    with pytest.raises(RecordFileError) as raised:
-        import_long(path)
-    assert str(raised.value).endswith(
-        "keep one row per prompt and worker: it repeats that row's reward, so delete it"
-    )
+    # the same reward twice, or twice none (read as NaN with on_missing=drop): a repeat
+    for rewards, policy in (("1", "error"), ("", "drop")):
+        path.write_text(
+            f"prompt,worker,reward\nq,a,{rewards}\nq,b,0\nq,a,{rewards}\n", encoding="utf-8"
+        )
+        with pytest.raises(RecordFileError) as raised:
+            import_long(path, on_missing=policy)  # type: ignore[arg-type]
+        assert str(raised.value).endswith(
+            "keep one row per prompt and worker: it repeats that row's reward, so delete it"
+        )
 
 
 def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
@@ -330,6 +334,11 @@ def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, 
         (result,) = import_long(path)
     assert (result.rewards, result.costs, result.task) == ([1.0, 0.0], [0.1, 0.2], "t")
     assert "column(s) [' notes'] are not read" in caplog.text
+    caplog.clear()
+    path.write_text("prompt,worker,reward,\np1,w1,1,\np1,w2,0,\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        import_long(path)
+    assert "not read" not in caplog.text  # a header's trailing comma names no column
     rows = [{key.upper(): value for key, value in row.items()} for row in long_rows()]
     assert import_long(write_jsonl(tmp_path / "long.jsonl", rows))[0].costs == [0.1, 0.2]
     path.write_text("prompt,worker,reward,cost,Cost\np1,w1,1,0.1,0.2\n", encoding="utf-8")
