@@ -604,10 +604,37 @@ def test_a_routerbench_row_with_a_field_more_than_the_header_is_named(tmp_path: 
         import_routerbench(path)
 
 
+def test_routerbench_workers_are_sorted_whatever_the_column_order(tmp_path: Path) -> None:
+    """A record's workers are the models sorted by name, each with its own score and cost,
+    however the table orders its columns (a pool and the records of another import of the
+    table then name the workers alike)."""
+    path = tmp_path / "rb.csv"
+    path.write_text(
+        "prompt,eval_name,m3,m3|total_cost,m1,m1|total_cost,m2,m2|total_cost\n"
+        "q,e,0.3,3,0.1,1,0.2,2\n",
+        encoding="utf-8",
+    )
+    (record,) = import_routerbench(path)
+    assert (record.worker_ids, record.rewards, record.costs) == (
+        ["m1", "m2", "m3"],
+        [0.1, 0.2, 0.3],
+        [1.0, 2.0, 3.0],
+    )
+
+
 def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, caplog) -> None:
     path = tmp_path / "rb.csv"
-    # a column left empty (a spreadsheet's "notes") holds no numbers: not told of as a model
-    table = routerbench_table(**{"claude-v2": [1.0, 0.0, 1.0], "notes": ["", " ", "NA"]})
+    # a column left empty (a spreadsheet's "notes") holds no numbers, nor does one of text
+    # with a number among it: neither is told of as a model; nor is a column whose name holds
+    # the cost suffix before its end (no model's cost)
+    table = routerbench_table(
+        **{
+            "claude-v2": [1.0, 0.0, 1.0],
+            "notes": ["", " ", "NA"],
+            "comment": ["2", "see row 1", ""],
+            f"{ROUTERBENCH_MODELS[0]}|total_cost_per_1k": [1.0, 2.0, 3.0],
+        }
+    )
     table.to_csv(path, index=False)
     with caplog.at_level(logging.WARNING):
         records = import_routerbench(path)
