@@ -13,11 +13,12 @@ import pytest
 import torch
 from conftest import generated_records
 from rich.progress import TaskID
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 import fugu_lite.train_es as train_es_module
 from fugu_lite.backbones import load_backbone
-from fugu_lite.checkpoint import CheckpointError
+from fugu_lite.checkpoint import HEAD_FILE, CheckpointError
 from fugu_lite.cli import app
 from fugu_lite.config import (
     ESConfig,
@@ -228,6 +229,10 @@ def test_a_checkpoint_round_trips_the_offsets(svf_cfg: ModelConfig, tmp_path: Pa
     assert meta["svf_matrices"] == {name: [32, 64] for name in MATRICES[:6]} | {
         "layers.2.self_attn.q_proj": [32, 32]
     }
+    # Only the offsets are stored: a matrix's decomposition is the backbone's, recomputed at
+    # load (stored too, it added every U and V to the file and was loaded over the backbone's).
+    stored = [name for name in load_file(tmp_path / HEAD_FILE) if name.startswith("svf.")]
+    assert len(stored) == len(MATRICES) and all(name.endswith(".offsets") for name in stored)
     loaded = load_router(tmp_path)
     assert loaded.svf.names == model.svf.names
     for name, offsets in offsets_of(model).items():
