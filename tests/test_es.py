@@ -313,6 +313,22 @@ def test_policy_metrics_of_the_zero_head_on_known_rewards() -> None:
     )
 
 
+def test_policy_metrics_read_the_policy_without_the_heads_dropout() -> None:
+    """A search from zero starts from a fresh MLP head, in training mode: its validation
+    (the reward every later mean must beat) is the policy's own, without dropout, as the
+    validations of the means are."""
+    generator = torch.Generator().manual_seed(0)
+    config = ModelConfig(head="mlp", head_hidden=16, head_dropout=0.5, normalize_features=False)
+    model = RouterModel(config, ["a", "b", "c"], 4)
+    torch.nn.init.normal_(model.output_layer.weight, generator=generator)  # it starts at 0
+    data = SplitData(
+        {"features": torch.randn(64, 4, generator=generator)},
+        torch.rand(64, 3, generator=generator),
+    )
+    without_dropout = policy_metrics(model.eval(), data)
+    assert policy_metrics(model.train(), data) == pytest.approx(without_dropout)
+
+
 def test_sep_cma_es_reaches_the_oracle_on_clustered_features(tmp_path: Path) -> None:
     generator = torch.Generator().manual_seed(0)
     centers = 3.0 * torch.randn(4, 8, generator=generator)
