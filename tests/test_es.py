@@ -217,6 +217,19 @@ def test_a_generation_scores_the_population_on_batch_size_train_prompts() -> Non
         assert metrics["reward_mean"] * min(batch_size, len(values)) in sums
 
 
+def test_a_generations_line_gives_the_best_and_the_mean_fitness_of_its_candidates() -> None:
+    """Without an entropy bonus a candidate's fitness is its reward, so the generation's
+    mean fitness is its candidates' mean reward, below the best of them (the candidates of
+    this population choose different workers on prompts each worker wins half of)."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(16, 3, generator=generator)
+    train = SplitData({"features": features}, (features[:, :2] > 0).float())
+    model, optimizer = tiny_search(population=8)
+    metrics = run_generation(model, optimizer, train, ESTrainingConfig(**TINY_TRAINING), 1)
+    assert metrics["fitness_mean"] == pytest.approx(metrics["reward_mean"])
+    assert metrics["fitness_best"] > metrics["fitness_mean"]
+
+
 def test_each_generation_draws_its_own_train_batch() -> None:
     """A generation's batch_size prompts are drawn with that generation's seed, so the
     generations score different prompts (each of prompt i's workers earns 2**i, so the mean
