@@ -304,14 +304,21 @@ def test_a_huge_feature_dim_in_the_metadata_is_refused_before_the_router_is_buil
     assert f"its feature_dim is {10**12}, but the tensors take 32 features" in str(error.value)
 
 
+SHA256SUM_LINE = "0" * 64 + "  router_head.safetensors"  # what sha256sum prints
+
+
 @pytest.mark.parametrize(
-    ("digest", "shown"), [(1234, "1234"), ("abc", '"abc"')], ids=["number", "short text"]
+    ("digest", "shown"),
+    [(1234, "1234"), ("abc", '"abc"'), (SHA256SUM_LINE, '"' + SHA256SUM_LINE[:79])],
+    ids=["number", "short text", "sha256sum's line"],
 )
 def test_a_tensor_digest_edited_to_no_sha256_is_said_to_be_damaged(
     tiny_model_cfg: ModelConfig, tmp_path: Path, digest: object, shown: str
 ) -> None:
     """A router.json whose tensor_file_sha256 was edited to a number was said to name
-    another save's tensor file ("its files come from two different saves")."""
+    another save's tensor file ("its files come from two different saves"); so was one
+    holding a digest followed by more (sha256sum's whole line pasted) when only its start
+    was checked."""
     directory = RouterModel(tiny_model_cfg, ["a", "b"], 32).save_checkpoint(tmp_path / "c")
     meta = json.loads((directory / META_FILE).read_text())
     meta["tensor_file_sha256"] = digest
