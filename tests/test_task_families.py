@@ -687,7 +687,10 @@ def near_misses(description: str) -> list[Callable[..., object]]:
     if "chunks" in description:
         size = number_in(description, "lists of")
         return [lambda xs: [xs[i : i + size] for i in range(0, len(xs) - size + 1, size)]]
-    return []  # count_char: no near miss that all its tests refuse (see the report)
+    if "count_char" in description:
+        letter = re.findall(r"character '(\w)'", description)[0]
+        return [lambda s: int(letter in s)]  # whether it appears, not how many times
+    return []
 
 
 def passes(tests: str, name: str, function: Callable[..., object]) -> bool:

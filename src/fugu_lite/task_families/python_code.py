@@ -61,8 +61,9 @@ def _code_greet(rng: random.Random) -> Draft:
 
 def _code_count_char(rng: random.Random) -> Draft:
     letter = rng.choice("aeiorstn")
-    # each letter counted at least once ("tattoo" for 'o': a function returning 0 passed them)
-    words = ("banana", "", "strawberry", "mississippi", "tennis", "tattoo")
+    # each letter in some word twice or more ("tattoo" for 'o': a function returning 0 passed
+    # them; "cheese" for 'e': one returning whether it appears did)
+    words = ("banana", "", "strawberry", "mississippi", "tennis", "tattoo", "cheese")
     return _code(
         "count_char(s)",
         f"returns how many times the character '{letter}' appears in the string s",
