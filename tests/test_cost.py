@@ -1347,6 +1347,28 @@ def test_a_reward_head_on_free_workers_names_its_own_setting(tmp_path: Path) -> 
     assert report["validation"]["cost_mean_abs_relative_error"] is None
 
 
+def test_the_validation_cost_error_is_relative_to_the_mean_cost(tmp_path: Path) -> None:
+    """cost_mean_abs_relative_error divides the mean absolute cost error by the validation
+    records' mean cost (not, say, their largest): costs that vary from prompt to prompt,
+    which no feature predicts, leave an error to divide."""
+    rng = random.Random(1)
+    records = [
+        r.model_copy(update={"costs": [rng.uniform(0.05, 0.15), rng.uniform(0.5, 1.5)]})
+        for r in cost_case_records()
+    ]
+    report = train_reward_head(records, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
+    head = load_reward_head(tmp_path / "h", worker_ids=[CHEAP, PREMIUM])
+    checked = [r for r in records if r.split == "validation"]
+    with torch.inference_mode():
+        _, predicted = head.predict(head.features_for([r.prompt for r in checked]))
+    actual = np.array([r.costs for r in checked])
+    error = np.abs(predicted.numpy() - actual).mean()
+    assert error > 0.01
+    assert report["validation"]["cost_mean_abs_relative_error"] == pytest.approx(
+        error / actual.mean(), rel=1e-4
+    )
+
+
 def test_a_reward_head_stopped_after_its_checkpoint_leaves_no_earlier_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
