@@ -27,9 +27,7 @@ from .router_family import (
 from .routing import (
     RoutingDecision,
     allowed_workers,
-    excluded_workers,
-    ranked_workers,
-    require_finite_probabilities,
+    decisions_from_logits,
     route_prompts,
 )
 from .text import exact_number
@@ -100,33 +98,23 @@ def route_with_reward_head(
     view = head.at_cost_weight(used)
     features = head.features_for(list(prompts), use_cache=False)
     logits = view.allowed_logits(features, allowed).cpu()
-    probabilities = torch.softmax(logits, dim=-1)
-    require_finite_probabilities(probabilities, prompts, head.model_cfg.backbone)
+    decisions = decisions_from_logits(view, logits, prompts, allowed, exclude)
     with torch.inference_mode():
         rewards, costs = (value.cpu() for value in head.predict(features))
-    decisions = []
-    for row, logit_row, reward_row, cost_row in zip(
-        probabilities, logits, rewards, costs, strict=True
-    ):
-        decisions.append(
-            CostRoutingDecision(
-                worker=head.worker_ids[int(row.argmax())],
-                probabilities=dict(zip(head.worker_ids, row.tolist(), strict=True)),
-                excluded=excluded_workers(exclude),
-                ranking=ranked_workers(
-                    allowed, dict(zip(head.worker_ids, logit_row.tolist(), strict=True))
-                ),
-                requested_cost_weight=cost_weight,
-                cost_weight=used,
-                predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),
-                predicted_costs=(
-                    dict(zip(head.worker_ids, cost_row.tolist(), strict=True))
-                    if head.predicts_costs
-                    else None
-                ),
-            )
+    return [
+        CostRoutingDecision(
+            **decision.model_dump(),
+            requested_cost_weight=cost_weight,
+            cost_weight=used,
+            predicted_rewards=dict(zip(head.worker_ids, reward_row.tolist(), strict=True)),
+            predicted_costs=(
+                dict(zip(head.worker_ids, cost_row.tolist(), strict=True))
+                if head.predicts_costs
+                else None
+            ),
         )
-    return decisions
+        for decision, reward_row, cost_row in zip(decisions, rewards, costs, strict=True)
+    ]
 
 
 def route_checkpoint(

@@ -82,22 +82,31 @@ def route_prompts(
     allowed = allowed_workers(model.worker_ids, exclude)
     features = model.features_for(list(prompts), use_cache=False)
     logits = model.allowed_logits(features, allowed).cpu()
+    return decisions_from_logits(model, logits, prompts, allowed, exclude)
+
+
+def decisions_from_logits(
+    model: RouterModel | CostWeightedView,
+    logits: torch.Tensor,
+    prompts: Sequence[Prompt],
+    allowed: Sequence[str],
+    exclude: Sequence[str],
+) -> list[RoutingDecision]:
+    """Each prompt's decision from its row of logits (-inf for a worker not allowed): the
+    softmax's argmax, its probabilities, and the allowed workers ranked by logit."""
     probabilities = torch.softmax(logits, dim=-1)
     require_finite_probabilities(probabilities, prompts, model.model_cfg.backbone)
-    decisions = []
-    for row, logit_row in zip(probabilities, logits, strict=True):
-        chosen = int(row.argmax())
-        decisions.append(
-            RoutingDecision(
-                worker=model.worker_ids[chosen],
-                probabilities=dict(zip(model.worker_ids, row.tolist(), strict=True)),
-                excluded=excluded_workers(exclude),
-                ranking=ranked_workers(
-                    allowed, dict(zip(model.worker_ids, logit_row.tolist(), strict=True))
-                ),
-            )
+    return [
+        RoutingDecision(
+            worker=model.worker_ids[int(row.argmax())],
+            probabilities=dict(zip(model.worker_ids, row.tolist(), strict=True)),
+            excluded=excluded_workers(exclude),
+            ranking=ranked_workers(
+                allowed, dict(zip(model.worker_ids, logit_row.tolist(), strict=True))
+            ),
         )
-    return decisions
+        for row, logit_row in zip(probabilities, logits, strict=True)
+    ]
 
 
 def require_finite_probabilities(
