@@ -57,7 +57,7 @@ from fugu_lite.train_es import (
     train_es,
     validate_mean,
 )
-from fugu_lite.training_common import make_model
+from fugu_lite.training_common import TrainingDiverged, make_model
 
 REWARDS = torch.tensor([[0.0, 1.0, 0.2], [0.9, 0.1, 0.3]])
 TINY_TRAINING = {
@@ -228,6 +228,50 @@ def test_a_generations_line_gives_the_best_and_the_mean_fitness_of_its_candidate
     metrics = run_generation(model, optimizer, train, ESTrainingConfig(**TINY_TRAINING), 1)
     assert metrics["fitness_mean"] == pytest.approx(metrics["reward_mean"])
     assert metrics["fitness_best"] > metrics["fitness_mean"]
+
+
+class TellRecordingSepCMA(SepCMA):
+    """A sep-CMA-ES that keeps the values each tell gave it (the search itself unchanged)."""
+
+    told: list[list[float]]
+
+    def tell(self, solutions: list[tuple[np.ndarray, float]]) -> None:
+        self.told = [*getattr(self, "told", []), [value for _, value in solutions]]
+        super().tell(solutions)
+
+
+def overflowing_search(first_weight: float) -> tuple[RouterModel, TellRecordingSepCMA, SplitData]:
+    """tiny_search's head from weight first_weight on worker a's first feature, whose value
+    on the first prompt (3e38) overflows float32 past a weight of 1.13, and worker b best."""
+    model, _ = tiny_search()
+    start = np.zeros(6)
+    start[0] = first_weight
+    optimizer = TellRecordingSepCMA(mean=start, sigma=0.1, seed=0, population_size=8)
+    features = torch.tensor([[3e38, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    return model, optimizer, SplitData({"features": features}, torch.tensor([[0.0, 1.0]] * 2))
+
+
+def test_a_candidate_whose_logits_overflow_ranks_below_every_finite_one() -> None:
+    """An infinite logit makes the entropy, so the fitness, NaN; told to CMA as -NaN, which
+    compares false with every value, it was sorted first: the mean moved toward the
+    candidates that overflowed (here also the ones choosing the worse worker), and the
+    generation's fitness figures were NaN (invalid JSON in the report)."""
+    model, optimizer, train = overflowing_search(first_weight=1.2)
+    metrics = run_generation(model, optimizer, train, ESTrainingConfig(**TINY_TRAINING), 1)
+    told = optimizer.told[-1]
+    overflowed = [value for value in told if not math.isfinite(value)]
+    assert 0 < len(overflowed) < len(told)
+    assert not any(math.isnan(value) for value in told)
+    assert min(overflowed) > max(value for value in told if math.isfinite(value))
+    assert metrics["candidates_not_finite"] == len(overflowed)
+    assert all(math.isfinite(value) for value in metrics.values())
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_a_generation_whose_every_candidate_overflows_stops_naming_sigma0() -> None:
+    model, optimizer, train = overflowing_search(first_weight=5.0)
+    with pytest.raises(TrainingDiverged, match=r"generation 1: the logits of every candidate"):
+        run_generation(model, optimizer, train, ESTrainingConfig(**TINY_TRAINING), 1)
 
 
 def test_each_generation_draws_its_own_train_batch() -> None:

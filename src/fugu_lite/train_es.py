@@ -21,6 +21,7 @@ resume checks in `es_state.py`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,7 +58,14 @@ from .model import RouterModel
 from .progress import LineProgress
 from .schemas import RewardRecord, records_in_split
 from .threads import torch_fit_threads
-from .training_common import STAGE_REPORT, console, save_stage, stage_progress, start_stage
+from .training_common import (
+    STAGE_REPORT,
+    TrainingDiverged,
+    console,
+    save_stage,
+    stage_progress,
+    start_stage,
+)
 
 # --- the search -------------------------------------------------------------------------------
 
@@ -94,13 +102,32 @@ def run_generation(
         generator,
     )
     fitness = scores["fitness"].tolist()
-    optimizer.tell([(x, -value) for x, value in zip(solutions, fitness, strict=True)])
-    return {
-        "fitness_best": max(fitness),
-        "fitness_mean": sum(fitness) / len(fitness),
+    finite = [math.isfinite(value) for value in fitness]
+    if not any(finite):
+        raise TrainingDiverged(
+            f"ES diverged at generation {generation}: the logits of every candidate became NaN "
+            "or infinite (its parameters times the features overflow float32), so it stopped "
+            f"and wrote no checkpoint; lower training.sigma0 (now {training.sigma0:g}) and run "
+            "it again"
+        )
+    optimizer.tell([(x, cma_value(value)) for x, value in zip(solutions, fitness, strict=True)])
+    kept = [index for index, is_finite in enumerate(finite) if is_finite]
+    metrics = {
+        "fitness_best": max(fitness[index] for index in kept),
+        "fitness_mean": sum(fitness[index] for index in kept) / len(kept),
         "reward_mean": float(scores["reward"].mean()),
-        "entropy_mean": float(scores["entropy"].mean()),
+        "entropy_mean": float(scores["entropy"][kept].mean()),
     }
+    if len(kept) < len(fitness):
+        metrics["candidates_not_finite"] = len(fitness) - len(kept)
+    return metrics
+
+
+def cma_value(fitness: float) -> float:
+    """What CMA is told of a candidate (it minimises): its negated fitness, or +inf, the
+    worst, when the fitness is NaN (logits that overflowed): NaN compares false with every
+    value, so CMA's sort could rank it best and move the mean toward it."""
+    return -fitness if math.isfinite(fitness) else math.inf
 
 
 def evolve(
@@ -450,6 +477,9 @@ def _status(entry: dict) -> str:
         f"fitness best {entry['train']['fitness_best']:.4f} "
         f"mean {entry['train']['fitness_mean']:.4f}"
     )
+    not_finite = entry["train"].get("candidates_not_finite")
+    if not_finite:
+        status += f" ({not_finite} candidates with NaN or infinite logits ranked last)"
     if "validation" in entry:
         status += f" · validation reward {entry['validation']['reward']:.4f}"
     return status
