@@ -238,9 +238,15 @@ class RouterModel(nn.Module):
         self.eval()
         logits = self(features=features.to(self.device_ref))
         self.train(was_training)
-        if allowed is not None:
-            logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
-        return logits
+        return self.without_disallowed(logits, allowed)
+
+    def without_disallowed(
+        self, logits: torch.Tensor, allowed: Sequence[str] | None
+    ) -> torch.Tensor:
+        """`logits` with -inf for each worker not in `allowed` (None: every worker)."""
+        if allowed is None:
+            return logits
+        return logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
 
     def worker_mask(self, allowed: Sequence[str]) -> torch.Tensor:
         return torch.tensor(

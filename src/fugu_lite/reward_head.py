@@ -216,10 +216,7 @@ class CostWeightedView:
         self, features: torch.Tensor, allowed: Sequence[str] | None = None
     ) -> torch.Tensor:
         """utility / temperature; -inf for a worker not in `allowed`."""
-        logits = self(features=features.to(self.device_ref))
-        if allowed is not None:
-            logits = logits.masked_fill(~self.worker_mask(allowed), float("-inf"))
-        return logits
+        return self.router.without_disallowed(self(features=features.to(self.device_ref)), allowed)
 
     def features_for(self, prompts: Sequence[Prompt], use_cache: bool = True) -> torch.Tensor:
         return self.router.features_for(prompts, use_cache)
