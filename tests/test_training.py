@@ -106,6 +106,11 @@ def test_a_row_whose_workers_differ_by_a_little_is_not_a_tie() -> None:
     other as ties (dropping real, if small, routing signal) passed every test."""
     rewards = torch.tensor([[0.5, 0.51, 0.5], [0.0, 0.0, 0.001], [0.3, 0.3, 0.3]])
     assert tie_mask(rewards).tolist() == [False, False, True]
+    # Cost-weighted rewards of two right answers differ by the cost term alone, which a small
+    # cost weight makes tiny (0.01 x a cost difference of 1e-4 of the reference cost): that
+    # is the cheaper worker's signal, not a tie (a tolerance of 1e-4 passed the rows above).
+    both_right = torch.tensor([[1.0 - 0.01 * 0.5000, 1.0 - 0.01 * 0.5001]])
+    assert tie_mask(both_right).tolist() == [False]
 
 
 def test_sft_loss_is_the_mean_kl_to_the_soft_targets() -> None:
