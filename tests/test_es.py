@@ -230,6 +230,20 @@ def test_a_generations_line_gives_the_best_and_the_mean_fitness_of_its_candidate
     assert metrics["fitness_best"] > metrics["fitness_mean"]
 
 
+def test_a_generations_fitness_adds_its_configs_entropy_bonus() -> None:
+    """training.entropy_coefficient reached population_fitness through run_generation alone:
+    the search scoring every population with a bonus of 0 (the config's value dropped)
+    passed every ES test, which ran without a bonus or called population_fitness itself."""
+    features = torch.randn(16, 3, generator=torch.Generator().manual_seed(0))
+    train = SplitData({"features": features}, (features[:, :2] > 0).float())
+    model, optimizer = tiny_search(population=8)
+    training = ESTrainingConfig(**{**TINY_TRAINING, "entropy_coefficient": 0.5})
+    metrics = run_generation(model, optimizer, train, training, 1)
+    assert metrics["entropy_mean"] > 0.1
+    expected = metrics["reward_mean"] + 0.5 * metrics["entropy_mean"]
+    assert metrics["fitness_mean"] == pytest.approx(expected)
+
+
 class TellRecordingSepCMA(SepCMA):
     """A sep-CMA-ES that keeps the values each tell gave it (the search itself unchanged)."""
 
