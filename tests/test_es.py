@@ -244,6 +244,25 @@ def test_a_generations_fitness_adds_its_configs_entropy_bonus() -> None:
     assert metrics["fitness_mean"] == pytest.approx(expected)
 
 
+def test_a_generation_with_samples_scores_sampled_choices_not_the_argmax() -> None:
+    """Every candidate prefers worker b, the right one, by a logit of about 1: its argmax
+    always earns 1, its sampled choices about sigmoid(1) = 0.73. training.samples reached
+    population_fitness through run_generation alone, and scoring every generation on the
+    argmax (samples dropped) passed every ES test."""
+    model, _ = tiny_search()
+    start = np.zeros(6)
+    start[3] = 1.0  # worker b's weight on the first feature, the only one set
+    features = torch.tensor([[1.0, 0.0, 0.0]] * 4)
+    train = SplitData({"features": features}, torch.tensor([[0.0, 1.0]] * 4))
+    rewards = {}
+    for samples in (0, 256):
+        optimizer = SepCMA(mean=start.copy(), sigma=0.05, seed=0, population_size=8)
+        training = ESTrainingConfig(**{**TINY_TRAINING, "samples": samples})
+        rewards[samples] = run_generation(model, optimizer, train, training, 1)["reward_mean"]
+    assert rewards[0] == 1.0
+    assert rewards[256] == pytest.approx(1 / (1 + math.exp(-1)), abs=0.05)
+
+
 class TellRecordingSepCMA(SepCMA):
     """A sep-CMA-ES that keeps the values each tell gave it (the search itself unchanged)."""
 
