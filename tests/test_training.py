@@ -1357,6 +1357,27 @@ def test_a_pipeline_rerun_keeps_the_finished_sft_of_the_same_config_and_records(
     assert len(trained) == 2
 
 
+def test_a_cost_weighted_pipeline_rerun_keeps_its_finished_sft(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage's inputs digest the records as read, which the pipeline digests again to keep a
+    finished stage: train_sft digesting its cost-weighted rewards instead (the records
+    start_stage returns) passed every test, none of which reran a pipeline with a cost
+    weight, whose SFT was then trained again on every run."""
+    base = pipeline_config(tiny_model_cfg)
+    config = base.model_copy(update={"sft": base.sft.model_copy(update={"cost_weight": 0.5})})
+    train_pipeline(records, config, tmp_path)
+    trained = []
+    monkeypatch.setattr(
+        pipeline_module, "train_sft", lambda *args: trained.append(args) or train_sft(*args)
+    )
+    train_pipeline(records, config, tmp_path)
+    assert trained == []
+
+
 def test_a_pipeline_rerun_keeps_the_finished_rl_of_the_same_config_records_and_sft(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
