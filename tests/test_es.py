@@ -676,6 +676,19 @@ def test_a_run_finished_early_validates_its_last_generation_as_a_run_of_that_len
 # --- train_es on records: report, checkpoint, resume ----------------------------------------
 
 
+def test_es_prints_a_generations_line_every_log_every_generations(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SFT's and RL's step lines were checked, ES's not: printing the generations after each
+    log_every-th (generation % log_every == 1) passed every test (none read 'ES gen N')."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=6, log_every=3), tmp_path)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ES gen ")]
+    assert [line.split()[2] for line in lines] == ["3", "6"]
+
+
 def test_train_es_writes_a_report_and_a_checkpoint_load_router_reads(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
