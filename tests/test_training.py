@@ -832,6 +832,19 @@ def test_training_is_reproducible_and_the_seed_matters(
     assert runs[0]["history"] != runs[2]["history"]
 
 
+def test_the_seed_chooses_an_mlp_heads_starting_weights(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """The tests' linear head starts at zero, whatever the seed: a stage seeding torch only
+    after building its model (so the default MLP head's random start was whatever the
+    process had drawn before, not the seed's) passed the SFT and seed tests. Two runs in one
+    process must train alike, the second starting after the first drew its numbers."""
+    mlp = tiny_model_cfg.model_copy(update={"head": "mlp"})
+    config = SFTConfig(model=mlp, training=SFT_TRAINING.model_copy(update={"epochs": 1}))
+    runs = [train_sft(records, config, tmp_path / name) for name in ("a", "b")]
+    assert runs[0]["history"] == runs[1]["history"]
+
+
 def test_gradient_accumulation_counts_optimizer_steps(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
