@@ -101,6 +101,9 @@ BAD_INPUTS = [
     ("logprobs a number", {**VALID, "logprobs": 1}, 400,
      "logprobs: Input should be a valid boolean (got 1)"),
     ("user a number", {**VALID, "user": 5}, 400, "user: Input should be a valid string (got 5)"),
+    # OpenAI types it as a boolean; a word went on to the worker, after routing
+    ("store a word", {**VALID, "store": "yes"}, 400,
+     'store: Input should be a valid boolean (got "yes")'),
     # OpenAI's parameters typed as OpenAI types them: llama.cpp's server answers these 500
     ("temperature a word", {**VALID, "temperature": "hot"}, 400, "temperature"),
     # OpenAI's types, not pydantic's lax reading: each reached the worker as 1.0, true, []
@@ -1074,9 +1077,10 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
         )
     assert not any(stub.bodies for stub in stubs.workers.values())
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=user("hi"), metadata={"team": "search"}
+        model=MODEL, messages=user("hi"), metadata={"team": "search"}, store=True
     )
-    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["metadata"] == {"team": "search"}
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert (sent["metadata"], sent["store"]) == ({"team": "search"}, True)
 
 
 @pytest.mark.parametrize(

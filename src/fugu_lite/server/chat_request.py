@@ -148,6 +148,8 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = None
     # Strings, as OpenAI types them: a local worker ignored a number, a remote one refused it
     metadata: dict[str, str] | None = None
+    # A boolean, as OpenAI types it: "yes" went on to the worker, after routing
+    store: bool | None = Field(default=None, strict=True)
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None
