@@ -101,6 +101,14 @@ BAD_INPUTS = [
     ("logprobs a number", {**VALID, "logprobs": 1}, 400,
      "logprobs: Input should be a valid boolean (got 1)"),
     ("user a number", {**VALID, "user": 5}, 400, "user: Input should be a valid string (got 5)"),
+    # OpenAI's limits of metadata (16 pairs, keys of 64 characters, values of 512): a remote
+    # worker refused more, after routing
+    ("17 metadata pairs", {**VALID, "metadata": {f"k{i}": "v" for i in range(17)}}, 400,
+     "metadata holds 17 key-value pairs; OpenAI's API takes at most 16"),
+    ("a metadata key of 65 characters", {**VALID, "metadata": {"k" * 65: "v"}}, 400,
+     f'metadata key "{"k" * 65}" is 65 characters long; OpenAI\'s API takes keys of at most 64'),
+    ("a metadata value of 513 characters", {**VALID, "metadata": {"team": "v" * 513}}, 400,
+     "metadata['team'] is 513 characters long; OpenAI's API takes values of at most 512"),
     # OpenAI types it as a boolean; a word went on to the worker, after routing
     ("store a word", {**VALID, "store": "yes"}, 400,
      'store: Input should be a valid boolean (got "yes")'),
@@ -1081,6 +1089,12 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
     )
     sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
     assert (sent["metadata"], sent["store"]) == ({"team": "search"}, True)
+    # OpenAI's limits are taken: 16 pairs, a key of 64 characters, a value of 512
+    at_limits = {f"k{i}": "v" for i in range(15)} | {"k" * 64: "v" * 512}
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), metadata=at_limits
+    )
+    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["metadata"] == at_limits
 
 
 @pytest.mark.parametrize(

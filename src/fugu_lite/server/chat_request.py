@@ -45,6 +45,11 @@ FUGU_KEYS = ("exclude_workers", "workers", "cost_weight", "include_routing")
 # Keys handled by fugu-lite and so not forwarded as worker parameters.
 NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUGU_KEYS})
 
+# OpenAI's limits of a request's metadata
+METADATA_MAX_PAIRS = 16
+METADATA_MAX_KEY_CHARS = 64
+METADATA_MAX_VALUE_CHARS = 512
+
 EMPTY_TOOLS = (
     "is an empty list, which OpenAI's API refuses too; give at least one {what}, or leave "
     "{name} out"
@@ -203,6 +208,32 @@ class ChatCompletionRequest(BaseModel):
                 raise ParamError(
                     key_path("logit_bias", token),
                     f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100",
+                )
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_within_openais_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        """OpenAI's limits of metadata: a remote worker refused more, after routing."""
+        if value is not None and len(value) > METADATA_MAX_PAIRS:
+            raise ParamError(
+                "metadata",
+                f"metadata holds {len(value)} key-value pairs; OpenAI's API takes at most "
+                f"{METADATA_MAX_PAIRS}, so send the others another way (e.g. joined into one "
+                "value)",
+            )
+        for key, text in (value or {}).items():
+            if len(key) > METADATA_MAX_KEY_CHARS:
+                raise ParamError(
+                    key_path("metadata", key),
+                    f"metadata key {compact(key)} is {len(key)} characters long; OpenAI's API "
+                    f"takes keys of at most {METADATA_MAX_KEY_CHARS}",
+                )
+            if len(text) > METADATA_MAX_VALUE_CHARS:
+                raise ParamError(
+                    key_path("metadata", key),
+                    f"metadata[{key!r}] is {len(text)} characters long; OpenAI's API takes "
+                    f"values of at most {METADATA_MAX_VALUE_CHARS}",
                 )
         return value
 
