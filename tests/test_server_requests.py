@@ -1129,6 +1129,12 @@ def test_a_key_holding_a_dot_or_a_bracket_is_named_in_brackets(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def sized(size: int) -> bytes:
+    """A request body of exactly `size` bytes."""
+    padding = size - len(json.dumps({**VALID, "messages": user("")}))
+    return json.dumps({**VALID, "messages": user("x" * padding)}).encode()
+
+
 def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     big = {**VALID, "messages": [{"role": "user", "content": "x" * 5000}]}
     response = shared_server.post(big)
@@ -1146,10 +1152,6 @@ def test_body_size_limit_is_a_413(shared_server: Running, stubs: Stubs) -> None:
     assert response.status_code == 413
     assert "more than this server accepts (4096 bytes)" in response.json()["error"]["message"]
     assert not any(stub.bodies for stub in stubs.workers.values())
-
-    def sized(size: int) -> bytes:  # a request body of exactly `size` bytes
-        padding = size - len(json.dumps({**VALID, "messages": user("")}))
-        return json.dumps({**VALID, "messages": user("x" * padding)}).encode()
 
     # the limit itself is accepted, whether the size is declared (Content-Length) or not
     assert shared_server.post(sized(4096)).status_code == 200
@@ -1176,11 +1178,20 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
         ("x-gzip", gzip.compress(body.encode())),
         ("deflate", zlib.compress(body.encode())),
         ("identity", body.encode()),
+        # content codings are named in any case (RFC 9110)
+        ("GZIP", gzip.compress(body.encode())),
+        ("Deflate", zlib.compress(body.encode())),
     ):
         response = shared_server.post(data, headers={"content-encoding": encoding})
         assert response.status_code == 200, response.text
     sent = [b["messages"][-1]["content"] for stub in stubs.workers.values() for b in stub.bodies]
-    assert sent == ["zipped hi"] * 4
+    assert sent == ["zipped hi"] * 6
+    # the limit itself is accepted once decompressed too, one byte more is not
+    for size, status in ((4096, 200), (4097, 413)):
+        response = shared_server.post(
+            gzip.compress(sized(size)), headers={"content-encoding": "gzip"}
+        )
+        assert response.status_code == status, response.text
 
     # under the limit as sent (a few dozen bytes), far over it once decompressed
     bomb = gzip.compress(json.dumps({**VALID, "messages": user("x" * 100_000)}).encode())
@@ -1198,7 +1209,7 @@ def test_a_compressed_body_is_read_as_its_content_encoding_says(
     for response, status, fragment in refused:
         assert response.status_code == status, response.text
         assert fragment in response.json()["error"]["message"]
-    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 4
+    assert len([b for stub in stubs.workers.values() for b in stub.bodies]) == 7
 
 
 def test_a_client_leaving_during_its_upload_is_no_internal_error(
