@@ -37,6 +37,7 @@ from fugu_lite.server.disconnect import until_disconnected
 from fugu_lite.server.dispatch import Attempt, Dispatcher
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.server.metrics import Metrics
+from fugu_lite.server.stream import estimated_usage
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, load_pool_config
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.preflight import preflight
@@ -577,6 +578,19 @@ def serve_args() -> list[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return ["serve", "--port", str(probe.getsockname()[1])]
+
+
+def test_a_streams_estimated_usage_is_four_characters_a_prompt_token_and_a_token_a_chunk() -> None:
+    """The usage of a stream whose worker reported none (llama.cpp's server), which its
+    cost and the token metrics are counted from: ~4 characters of the prompt's texts as
+    JSON strings per prompt token, at least one, and one token per content chunk (only the
+    completion tokens were ever checked: any prompt estimate passed)."""
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "x" * 30}]
+    # '"be brief"' and '"xx...x"': 10 + 32 characters, 10 prompt tokens
+    assert estimated_usage(messages, 3) == {
+        "prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "fugu_estimated": True,
+    }  # fmt: skip
+    assert estimated_usage([{"role": "assistant", "content": None}], 0)["prompt_tokens"] == 1
 
 
 def test_serve_command_refuses_bad_flags_before_loading_anything(
