@@ -285,10 +285,21 @@ def test_the_routing_field_comes_on_the_first_chunk_sent(
                 model=MODEL, messages=user(MATH), stream=True, extra_body={"include_routing": True}
             )
         )
+        # a client that asked for usage reads chunks without choices: it gets that one too
+        with_usage = list(
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True,
+                stream_options={"include_usage": True},
+            )
+        )  # fmt: skip
     assert all(chunk.choices for chunk in chunks)
     assert chunks[0].model_extra is not None and chunks[0].model_extra["fugu"]["worker"] == first
     assert all("fugu" not in (chunk.model_extra or {}) for chunk in chunks[1:])
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == "hello"
+    head = with_usage[0]
+    assert head.choices == [] and head.usage is None
+    assert (head.model_extra or {}).get("prompt_filter_results") == [{"prompt_index": 0}]
+    assert with_usage[-1].choices == [] and with_usage[-1].usage is not None
 
 
 def scripted_stream(chunks: list[dict[str, Any]]) -> FastAPI:
