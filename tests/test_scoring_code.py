@@ -833,6 +833,31 @@ def test_a_call_of_the_codes_own_test_function_does_not_decide_its_score() -> No
     assert graded(code_task(), f"{ADD}\n{called_with}").score == 1.0  # a value: still run
 
 
+@pytest.mark.parametrize(
+    "run_own_tests",
+    [
+        "unittest.main()",
+        "unittest.main(argv=[''], verbosity=2)",
+        "import unittest as ut\nut.main()",
+        "from unittest import main as run_tests\nrun_tests()",
+    ],
+)
+def test_the_codes_own_unittest_run_does_not_decide_its_score(run_own_tests: str) -> None:
+    """unittest.main() at the end of the code, outside a main guard, looked for tests in the
+    harness's module, found none, and exited: a right function scored 0 (SystemExit: True)."""
+    own_tests = (
+        "import unittest\n\nclass TestAdd(unittest.TestCase):\n"
+        "    def test_example(self):\n        self.assertEqual(add(2, 2), 5)\n\n"
+    )
+    result = graded(code_task(), f"{ADD}\n{own_tests}{run_own_tests}\n")
+    assert (result.score, result.detail) == (1.0, "4/4 tests passed")
+
+
+def test_a_main_of_the_codes_own_still_runs_beside_unittest() -> None:
+    program = "import unittest\n\ndef main():\n    raise SystemExit('main ran')\n\nmain()\n"
+    assert "SystemExit: main ran" in graded(code_task(), ADD + program).detail
+
+
 def test_code_may_use_its_own_file_name_as_a_script_does() -> None:
     """`__file__` was not defined: the usual script preamble raised NameError at load."""
     preamble = (

@@ -24,7 +24,8 @@ which can write results.jsonl itself (every test passed, none run).
 Tests are the task's `tests` code: each top-level `assert`, each top-level statement holding
 one (a loop over cases) and each top-level `test*` function counts as one test; other
 top-level statements run as set-up, in order. The code's own top-level asserts, loops
-holding one and calls of its test functions (its examples, right or wrong) are left out.
+holding one, calls of its test functions and of unittest.main() (its examples, right or wrong,
+and its own tests) are left out.
 
 This module starts and limits the run; the script run inside it is sandbox_harness.py, and
 reading what it reported back is sandbox_results.py.

@@ -284,23 +284,43 @@ def reads_stdin(code):
 
 def without_own_asserts(code):
     """The code compiled without its top-level asserts, loops holding one (`for args,
-    expected in cases: assert ...`) and calls of its own test functions (`test_add()`): the
-    model's own checks, and one it got wrong (`assert add(2, 2) == 5`) would fail every test
-    of functions that may be right. The task's tests judge those."""
+    expected in cases: assert ...`), calls of its own test functions (`test_add()`) and of
+    unittest.main(): the model's own checks, and one it got wrong (`assert add(2, 2) == 5`)
+    would fail every test of functions that may be right. The task's tests judge those."""
     tree = ast.parse(code, "solution.py")
     own_tests = {
         node.name for node in tree.body
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
         and any(isinstance(inner, ast.Assert) for inner in ast.walk(node))
     }
-    tree.body = [node for node in tree.body if not is_own_check(node, own_tests)]
+    runners = unittest_main_names(tree)
+    tree.body = [node for node in tree.body if not is_own_check(node, own_tests, runners)]
     return compile(tree, "solution.py", "exec")
 
 
-def is_own_check(node, own_tests):
-    """An assert, a loop holding one, or a call of one of `own_tests` with no arguments."""
+def unittest_main_names(tree):
+    """The names the code's top-level imports give unittest.main (`unittest.main`, `ut.main`,
+    `main`). Called outside a main guard, it runs the TestCases of __main__, the harness's
+    module (none), then exits: a right function failed every test."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.update(
+                (alias.asname or alias.name) + ".main"
+                for alias in node.names if alias.name == "unittest"
+            )
+        elif isinstance(node, ast.ImportFrom) and node.module == "unittest":
+            names.update(alias.asname or alias.name for alias in node.names if alias.name == "main")
+    return names
+
+
+def is_own_check(node, own_tests, runners):
+    """An assert, a loop holding one, a call of one of `own_tests` with no arguments, or a
+    call of one of `runners` (unittest.main)."""
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
+        if ast.unparse(call.func) in runners:
+            return True
         return isinstance(call.func, ast.Name) and call.func.id in own_tests and not call.args
     return isinstance(node, ast.Assert) or (
         isinstance(node, (ast.For, ast.While)) and holds_assert(node)
