@@ -375,6 +375,23 @@ def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
     assert result.stdout.startswith("xxxx")
 
 
+def test_a_file_the_code_writes_is_cut_at_the_file_size_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file size limit is all that keeps code from filling the disk from its working
+    folder: a write past it fails with an error the code may catch (not a kill)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = (
+        "import os\ntry:\n    with open('big.bin', 'wb') as out:\n"
+        "        out.write(b'y' * 3_000_000)\n    ERROR = None\n"
+        "except OSError as error:\n    ERROR = error.strerror\n"
+        "SIZE = os.path.getsize('big.bin')\n"
+    )
+    tests = "assert ERROR == 'File too large'\nassert SIZE < 3_000_000\n"
+    result = asyncio.run(run_python_tests(code, tests, FAST))
+    assert (result.status, result.passed, result.total) == ("ok", 2, 2), result.detail
+
+
 @pytest.mark.parametrize(
     "setup",
     [
@@ -497,8 +514,9 @@ def test_code_may_run_an_event_loop_but_no_socket_of_its_own() -> None:
     assert result.score == 1.0, result.detail
     local = "import socket\nsocket.socket(socket.AF_UNIX).connect('/run/any.sock')\n"
     assert "socket.connect is not allowed" in graded(code_task(), local + ADD).detail
-    internet = "import socket\nsocket.socket()\n"
-    assert "socket.__new__ is not allowed" in graded(code_task(), internet + ADD).detail
+    for family in ("", "socket.AF_INET6"):
+        internet = f"import socket\nsocket.socket({family})\n"
+        assert "socket.__new__ is not allowed" in graded(code_task(), internet + ADD).detail
 
 
 def test_code_replacing_time_sleep_does_not_make_the_sandbox_spin() -> None:
@@ -689,6 +707,10 @@ def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     assert graded(code_task(), local).score == 1.0
     beside = "open('../work.txt', 'w').write('x')\n"  # a name starting as the folder's does
     assert "only the working folder is writable" in graded(code_task(), beside + ADD).detail
+    created = tmp_path / "created.txt"  # mode 'x' creates a file as 'w' does
+    exclusive = f"open({str(created)!r}, 'x').write('x')\n"
+    assert "only the working folder is writable" in graded(code_task(), exclusive + ADD).detail
+    assert not created.exists()
     silenced = "import os, sys\nsys.stdout = open(os.devnull, 'w')\nprint('quiet')\n"
     assert graded(code_task(), silenced + ADD).score == 1.0
 
@@ -831,6 +853,10 @@ def test_a_call_of_the_codes_own_test_function_does_not_decide_its_score() -> No
     assert graded(code_task(), f"{ADD}\n{own_test}").score == 1.0
     called_with = "def test_value(x):\n    assert x\n    return x\n\nFIRST = test_value(1)\n"
     assert graded(code_task(), f"{ADD}\n{called_with}").score == 1.0  # a value: still run
+    # a test* function without an assert is no check: its call still runs
+    setting_up = "def testing_setup():\n    global PLUS\n    PLUS = lambda a, b: a + b\n\n"
+    plus = "testing_setup()\ndef add(a, b):\n    return PLUS(a, b)\n"
+    assert graded(code_task(), setting_up + plus).score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -925,6 +951,8 @@ def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
         "import resource\n_, hard = resource.getrlimit(resource.RLIMIT_STACK)\n"
         "resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+        # a finite hard limit kept as it is (the stack's may be unlimited here): no raise
+        "resource.setrlimit(resource.RLIMIT_AS, resource.getrlimit(resource.RLIMIT_AS))\n"
     )
     assert graded(code_task(), stack + ADD).score == 1.0
     unlimited = "import resource\nM = resource.RLIM_INFINITY\n"
