@@ -895,6 +895,22 @@ def test_code_may_use_its_own_file_name_as_a_script_does() -> None:
     assert result.score == 1.0, result.detail
 
 
+@pytest.mark.parametrize(
+    "reading",
+    [
+        "import sys\nLIMIT = int(sys.argv[1]) if len(sys.argv) > 1 else 10\n",
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--limit', type=int, default=10)\nARGS = parser.parse_args()\n",
+    ],
+)
+def test_code_reading_its_command_line_sees_a_script_run_without_arguments(reading: str) -> None:
+    """sys.argv held the harness's (its folder, its limits as JSON), so a script's command
+    line read at load, int(sys.argv[1]) or argparse's parse_args(), failed a right function."""
+    tests = "import os, sys\nassert [os.path.basename(a) for a in sys.argv] == ['solution.py']\n"
+    result = graded(code_task(ADD_TESTS + tests), reading + ADD)
+    assert (result.score, result.detail) == (1.0, "5/5 tests passed")
+
+
 @pytest.mark.parametrize("call", ["exit(1)", "quit()"])
 def test_exit_and_quit_exit_as_in_python_not_a_name_error(call: str) -> None:
     # `site` defines them and the sandbox's `python -S` skips it

@@ -329,6 +329,7 @@ def is_own_check(node, own_tests, runners):
 
 module = type(sys)("solution")
 module.__file__ = os.path.join(folder, "solution.py")  # as a script has it
+sys.argv = [module.__file__]  # not the harness's: a script run with no arguments
 sys.modules["solution"] = module
 namespace = module.__dict__
 try:
