@@ -467,6 +467,10 @@ def test_fork_bomb_and_subprocesses_are_refused() -> None:
     assert "not allowed" in spawn.detail
     direct = "import _posixsubprocess\n_posixsubprocess.fork_exec(['sleep', '30'])\n"
     assert "starting a process is not allowed" in graded(code_task(), direct).detail
+    spawn_call = "import os\nos.posix_spawn('/bin/true', ['true'], {})\n"
+    assert "os.posix_spawn is not allowed" in graded(code_task(), spawn_call + ADD).detail
+    replaced = "import os\nos.execv('/bin/true', ['true'])\n"  # the harness replaced
+    assert "os.exec is not allowed" in graded(code_task(), replaced + ADD).detail
     assert not [pid for pid in set(os.listdir("/proc")) - before if _is_sandbox(pid)]
 
 
@@ -711,6 +715,11 @@ def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     exclusive = f"open({str(created)!r}, 'x').write('x')\n"
     assert "only the working folder is writable" in graded(code_task(), exclusive + ADD).detail
     assert not created.exists()
+    kept = tmp_path / "kept.txt"  # moved into the working folder: gone from where it was
+    kept.write_text("x")
+    moving_in = f"import os\nos.rename({str(kept)!r}, 'kept.txt')\n"
+    assert "outside the working folder" in graded(code_task(), moving_in + ADD).detail
+    assert kept.exists()
     silenced = "import os, sys\nsys.stdout = open(os.devnull, 'w')\nprint('quiet')\n"
     assert graded(code_task(), silenced + ADD).score == 1.0
 
@@ -808,6 +817,16 @@ def test_the_tests_own_failing_import_is_a_grading_error_not_a_zero() -> None:
     )
     assert (own.score, own.error) == (0.0, None)
     assert graded(code_task("from solution import add\nassert add(1, 2) == 3\n"), ADD).score == 1.0
+    assert graded(code_task("import solution\nassert solution.add(1, 2) == 3\n"), ADD).score == 1.0
+
+
+def test_a_long_error_keeps_its_end_where_the_error_is_named() -> None:
+    # a syntax error's text starts with its line of code, which may run on for thousands of
+    # characters; its kind and message come last
+    long_line = "TABLE = [" + "1, " * 1_000 + "]]\n"
+    result = graded(code_task(), f"```python\n{long_line}{ADD}```")
+    assert result.score == 0.0
+    assert "SyntaxError: unmatched ']'" in result.detail
 
 
 def test_a_lone_surrogate_in_the_codes_error_can_be_saved_with_the_grade() -> None:
