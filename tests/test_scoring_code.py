@@ -348,6 +348,17 @@ def test_infinite_loop_times_out_with_score_zero() -> None:
     assert time.perf_counter() - started < FAST.timeout_s + 3
 
 
+def test_the_cpu_limit_is_the_time_limit_rounded_up() -> None:
+    """Below it (1 s of CPU for a 1.5 s limit), busy code would be killed as over its CPU
+    time before its time was up, where the machine is idle (under load, the wall clock
+    comes first and a timeout test does not see it)."""
+    tests = (
+        f"import resource\nassert resource.getrlimit(resource.RLIMIT_CPU)[0] >= {FAST.timeout_s}\n"
+    )
+    result = asyncio.run(run_python_tests(ADD, tests, FAST))
+    assert (result.status, result.passed) == ("ok", 1), result.tests
+
+
 def test_a_timeout_or_crash_says_where_the_code_was() -> None:
     looping = "def add(a, b):\n    while a == -1:\n        pass\n    return a + b\n"
     detail = graded(code_task(), looping).detail
@@ -455,6 +466,11 @@ def test_memory_hog_is_stopped() -> None:
     at_import = graded(code_task(), "hog = [0] * (10 ** 9)\ndef add(a, b):\n    return a + b")
     assert at_import.score == 0.0
     assert "MemoryError" in at_import.detail
+    # the limit is memory_mb: twice it is refused (bytes(n) maps zeroed pages without using
+    # them, so it costs nothing where it is allowed), a quarter of it runs
+    for megabytes, score in ((2 * FAST.memory_mb, 0.0), (FAST.memory_mb // 4, 1.0)):
+        sized = f"def add(a, b):\n    block = bytes({megabytes} * 1024 ** 2)\n    return a + b\n"
+        assert graded(code_task(), sized).score == score, megabytes
 
 
 def test_fork_bomb_and_subprocesses_are_refused() -> None:
