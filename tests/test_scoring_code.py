@@ -563,6 +563,29 @@ def _is_sandbox(pid: str, parent_pid: int | None = None) -> bool:
     return b"harness.py" in cmdline and parent == (parent_pid or os.getpid())
 
 
+def test_the_code_reads_none_of_the_grading_processs_standard_input(tmp_path: Path) -> None:
+    """The code's stdin is empty, not the grading process's own: when collecting from a
+    terminal, an input() in the code would wait on the user's keys, and take them."""
+    script = (
+        "import asyncio\n"
+        "from fugu_lite.sandbox import SandboxLimits, run_python_tests\n"
+        "result = asyncio.run(run_python_tests('import sys\\nREAD = sys.stdin.read()\\n',"
+        " 'print(repr(READ))\\n', SandboxLimits(timeout_s=10)))\n"
+        "print(result.status, result.stdout.strip())\n"
+    )
+    env = os.environ | {"TMPDIR": str(tmp_path)}
+    grader = subprocess.run(
+        [sys.executable, "-c", script],
+        input="the grader's own input\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert grader.stdout.strip() == "ok ''", grader.stderr
+
+
 def test_the_sandbox_dies_with_a_killed_grading_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
