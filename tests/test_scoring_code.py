@@ -455,6 +455,8 @@ def test_network_namespace_when_available() -> None:
         pytest.skip("this machine has no network interface to hide")
     checked = asyncio.run(run_python_tests(probe, "assert INTERFACES == ['lo'], INTERFACES\n"))
     assert checked.passed == 1, checked.tests
+    hook_asked = FAST.model_copy(update={"network_isolation": "hook"})
+    assert asyncio.run(run_python_tests(code, ADD_TESTS, hook_asked)).network_isolation == "hook"
 
 
 def test_memory_hog_is_stopped() -> None:
@@ -831,6 +833,22 @@ def test_a_sandbox_that_does_not_start_within_its_time_limit_says_so(tmp_path: P
     result = graded(code_task(), ADD, sandbox=limits)
     assert result.score is None
     assert "did not start within the time limit" in (result.error or "")
+
+
+def test_a_sandbox_failing_before_the_code_shows_the_end_of_its_error_output(
+    tmp_path: Path,
+) -> None:
+    # a traceback names its error last; what comes first may be warnings, noise
+    failing_python = tmp_path / "python3"
+    failing_python.write_text(
+        "#!/bin/sh\nyes noise | head -c 5000 >&2\necho broken here >&2\nexit 1\n"
+    )
+    failing_python.chmod(0o755)
+    limits = FAST.model_copy(update={"python": str(failing_python), "network_isolation": "hook"})
+    result = asyncio.run(run_python_tests(ADD, ADD_TESTS, limits))
+    assert result.status == "internal_error"
+    assert result.detail.startswith("the sandbox failed before running the code (exit 1): ")
+    assert result.detail.endswith("broken here")
 
 
 def test_concurrent_sandboxes_all_finish() -> None:
