@@ -516,6 +516,9 @@ def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
     result = graded(code_task(), code, sandbox=FAST.model_copy(update={"timeout_s": 4.0}))
     assert (result.score, result.error) == (0.0, None)
     assert "killed by signal SIGALRM" in result.detail
+    # the CPU limit's signal, raised by the code itself so as not to spend the CPU time
+    over_cpu = graded(code_task(), "import signal\nsignal.raise_signal(signal.SIGXCPU)\n")
+    assert "crashed: killed: CPU time limit exceeded" in over_cpu.detail
 
 
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
@@ -778,7 +781,7 @@ def test_exiting_early_is_the_models_fault() -> None:
     assert (exit_call.score, "SystemExit" in exit_call.detail) == (0.0, True)
     hard_exit = graded(code_task(), "import os\ndef add(a, b):\n    os._exit(0)\n")
     assert hard_exit.score == 0.0
-    assert "crashed" in hard_exit.detail
+    assert "crashed: the process exited (code 0) before the tests finished" in hard_exit.detail
 
 
 def test_a_function_under_another_name_says_what_the_code_defines() -> None:
