@@ -227,7 +227,11 @@ def test_per_task_best_uses_train_labels_and_falls_back_to_best_single() -> None
 def test_a_task_named_no_task_is_not_the_unlabelled_prompts_row() -> None:
     """A task named "(no task)", the unlabelled prompts' label, was merged with them into
     one per-task row (n counting both), which took that task's best worker on train; they are
-    two rows, the unlabelled prompts' last, and both are shown."""
+    two rows, the unlabelled prompts' last. Both were then shown as `(no task)`, in the
+    Markdown and console tables and on the plot: the task so named is now shown quoted, as
+    is any task whose name starts with a parenthesis or a quote, which would read the same."""
+    from fugu_lite.evaluation.table import task_label
+
     train = make_table([[1, 0, 0]] * 2 + [[0, 1, 0]] * 3, tasks=["(no task)"] * 2 + ["x"] * 3)
     evaluated = make_table([[1, 0, 0], [0, 1, 0], [0, 0, 1]], tasks=["(no task)", None, None])
     report = evaluation_report(train, evaluated, "test", None, {}, {})
@@ -235,10 +239,21 @@ def test_a_task_named_no_task_is_not_the_unlabelled_prompts_row() -> None:
     assert rows == [("(no task)", 1, "a"), (None, 2, None)]
     assert [row["per_task_best"] for row in report["per_task"]] == [1.0, 0.5]
     lines = evaluation_markdown(report, []).splitlines()
-    assert [line.split(" | ")[:2] for line in lines if line.startswith("| (no task)")] == [
-        ["| (no task)", "1"],
+    assert [line.split(" | ")[:2] for line in lines if "(no task)" in line] == [
+        ['| "(no task)"', "1"],
         ["| (no task)", "2"],
     ]
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    named = [row[:2] for row in console_rows(console.export_text()) if "(no task)" in row[0]]
+    assert named == [['"(no task)"', "1"], ["(no task)", "2"]]
+    ticks = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
+    assert ticks == ['"(no task)" (n=1)', "(no task) (n=2)"]
+    # quoted as JSON: a task named with the quotes is not the one without them
+    names = ["(no task)", '"(no task)"', "(x", "x (y)", None]
+    assert [task_label(name) for name in names] == [
+        '"(no task)"', '"\\"(no task)\\""', '"(x"', "x (y)", "(no task)",
+    ]  # fmt: skip
 
 
 def test_no_task_labels_means_no_per_task_rows() -> None:

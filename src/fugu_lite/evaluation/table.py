@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import dataclass
 
@@ -100,11 +101,20 @@ def reward_table(records: list[RewardRecord]) -> RewardTable:
 
 
 NO_TASK = "(no task)"
+# A task name starting with one of these is shown quoted: rows that are no task, the
+# unlabelled prompts' NO_TASK and a plot's pooled "(N other tasks)", are in parentheses.
+_QUOTED_TASK_STARTS = ("(", '"')
 
 
 def task_label(task: str | None) -> str:
-    """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK."""
-    return NO_TASK if task is None else task
+    """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK, and
+    a task named "(no task)" (any name starting with a parenthesis or a double quote) in
+    double quotes as JSON writes it, so that no task reads as a row of another kind."""
+    if task is None:
+        return NO_TASK
+    if task.startswith(_QUOTED_TASK_STARTS):
+        return json.dumps(task, ensure_ascii=False)
+    return task
 
 
 def check_aligned(name: str, matrix: np.ndarray, table: RewardTable) -> None:
