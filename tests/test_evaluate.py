@@ -1336,7 +1336,7 @@ def test_the_per_task_plot_of_many_tasks_stays_bounded_and_says_what_it_pools(
     shown = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
     assert len(shown) == 40
     assert all(task in {f"{tasks[i]} (n=3)" for i in range(1, n_tasks, 2)} for task in shown[:39])
-    assert shown[-1] == f"51 other tasks (n={6 * 3 + 45})"
+    assert shown[-1] == f"(51 other tasks) (n={6 * 3 + 45})"
     markdown = (tmp_path / "evaluation_report.md").read_text()
     assert "shows the 39 tasks with the most prompts; its last row pools the other 51" in markdown
     # the pooled row's mean is the mean over the other tasks' prompts
@@ -1344,19 +1344,28 @@ def test_the_per_task_plot_of_many_tasks_stays_bounded_and_says_what_it_pools(
     oracle_mean = float(table.rewards[others].max(axis=1).mean())
     from fugu_lite.evaluation.plots import plotted_tasks
 
-    assert plotted_tasks(report["per_task"])[-1]["oracle"] == pytest.approx(oracle_mean)
+    assert plotted_tasks(report["per_task"])[-1][1]["oracle"] == pytest.approx(oracle_mean)
 
 
 def test_a_per_task_plot_with_a_row_for_every_task_says_it_leaves_nothing_out() -> None:
-    """40 tasks have a row each: the note under the plot is for 41 and more."""
+    """40 tasks have a row each: the note under the plot is for 41 and more. The pooled row
+    was labelled "N other tasks", as a task of that name is: it is in parentheses now, and a
+    task named with them is quoted."""
     rows = [{"task": f"t{index}", "n": 1} for index in range(PER_TASK_PLOT_ROWS + 1)]
     assert len(plotted_tasks(rows[:-1])) == PER_TASK_PLOT_ROWS
     assert per_task_plot_note({"per_task": rows[:-1]}) is None
     assert "its last row pools the other 2 tasks" in str(per_task_plot_note({"per_task": rows}))
     # task t<i> of i + 1 prompts: the 39 largest, t2..t40, keep the table's order
     sized = [{"task": f"t{index}", "n": index + 1} for index in range(PER_TASK_PLOT_ROWS + 1)]
-    kept = [row["task"] for row in plotted_tasks(sized)]
-    assert kept == [f"t{index}" for index in range(2, PER_TASK_PLOT_ROWS + 1)] + ["2 other tasks"]
+    kept = [label for label, _ in plotted_tasks(sized)]
+    assert kept == [f"t{index}" for index in range(2, PER_TASK_PLOT_ROWS + 1)] + ["(2 other tasks)"]
+    # tasks named as the pooled row, with or without its parentheses, read as tasks
+    sized[2]["task"], sized[3]["task"] = "2 other tasks", "(2 other tasks)"
+    report = {"per_task": [{**row, "oracle": 1.0} for row in sized], "split": "test",
+              "methods": {"oracle": {"label": "oracle"}}}  # fmt: skip
+    ticks = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
+    assert ticks[:2] == ["2 other tasks (n=3)", '"(2 other tasks)" (n=4)']
+    assert ticks[-1] == "(2 other tasks) (n=3)"  # t0 and t1, of 1 and 2 prompts
 
 
 def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:

@@ -119,7 +119,8 @@ def plot_router_choices(report: dict) -> Figure:
 
 def plot_per_task(report: dict) -> Figure:
     """Per task: router (when present), best single and oracle, as horizontal grouped bars."""
-    rows = plotted_tasks(report["per_task"])
+    labelled = plotted_tasks(report["per_task"])
+    rows = [row for _, row in labelled]
     series = [
         (name, plain_text(report["methods"][name]["label"]), color)
         for name, color in (
@@ -129,7 +130,7 @@ def plot_per_task(report: dict) -> Figure:
         )
         if name in report["methods"]
     ]
-    tasks = [plain_text(f"{task_label(row['task'])} (n={row['n']})") for row in rows]
+    tasks = [plain_text(f"{label} (n={row['n']})") for label, row in labelled]
     positions = np.arange(len(rows))
     height = 0.8 / len(series)
     figure = Figure(figsize=(8.0, max(3.0, 0.2 * len(rows) * len(series) + 1.5)))
@@ -165,21 +166,24 @@ def plotted_workers(report: dict) -> tuple[list[str], list[float], list[float]]:
     )
 
 
-def plotted_tasks(rows: list[dict]) -> list[dict]:
-    """The per-task plot's rows: every task when they fit; else the tasks with the most
-    prompts (in the report's order) and a last row pooling the other tasks' prompts."""
+def plotted_tasks(rows: list[dict]) -> list[tuple[str, dict]]:
+    """The per-task plot's rows and their labels: every task when they fit; else the tasks
+    with the most prompts (in the report's order) and a last row, "(N other tasks)", pooling
+    the other tasks' prompts (in parentheses: task_label quotes a task named so)."""
     if len(rows) <= PER_TASK_PLOT_ROWS:
-        return rows
+        return [(task_label(row["task"]), row) for row in rows]
     by_size = sorted(range(len(rows)), key=lambda index: -rows[index]["n"])
-    kept = sorted(by_size[: PER_TASK_PLOT_ROWS - 1])
+    kept = [rows[index] for index in sorted(by_size[: PER_TASK_PLOT_ROWS - 1])]
     others = [rows[index] for index in by_size[PER_TASK_PLOT_ROWS - 1 :]]
-    return [rows[index] for index in kept] + [pooled_row(others)]
+    return [(task_label(row["task"]), row) for row in kept] + [
+        (f"({len(others):,} other tasks)", pooled_row(others))
+    ]
 
 
 def pooled_row(rows: list[dict]) -> dict:
-    """One row for `rows`: each method's mean reward over all their prompts."""
+    """One row for `rows`: their prompts and each method's mean reward over them."""
     n = sum(row["n"] for row in rows)
-    pooled: dict = {"task": f"{len(rows):,} other tasks", "n": n}
+    pooled: dict = {"n": n}
     for name in ("router", "best_single", "oracle"):
         if name in rows[0]:
             pooled[name] = sum(row[name] * row["n"] for row in rows) / n
