@@ -1187,6 +1187,63 @@ def test_each_plot_draws_the_figures_of_its_report() -> None:
     ]
 
 
+def plot_texts(figure: Figure) -> dict[str, object]:
+    """What a plot of the report says in words: its title, axis labels, tick labels (the
+    rows or bars), bar labels and legend."""
+    axes = figure.axes[0]
+    ticks = axes.get_yticklabels() if axes.get_ylabel() == "" else axes.get_xticklabels()
+    return {
+        "title": axes.get_title(),
+        "axes": (axes.get_xlabel(), axes.get_ylabel()),
+        "ticks": [text.get_text() for text in ticks],
+        "bar labels": [text.get_text() for text in axes.texts],
+        "legend": [text.get_text() for text in figure.legends[0].get_texts()],
+    }
+
+
+def test_each_plot_names_its_bars_axes_and_legend() -> None:
+    """The words of the three plots of tied_report: the legend naming each series, the bars'
+    printed values (3 decimals, as the tables), the split and prompt count in the title, the
+    best single worker marked among the workers; each per-task bar inside its task's row
+    (rows read top down). A plot calling the router's bars the oracle's, marking another
+    worker best single or rounding its figures to 2 decimals still drew the right bars."""
+    from fugu_lite.evaluation.plots import plot_mean_reward, plot_router_choices
+
+    report = tied_report()
+    assert plot_texts(plot_mean_reward(report)) == {
+        "title": "Mean reward per method (test, n=5)",
+        "axes": ("", "mean reward"),
+        "ticks": ["router", "kNN (k=5)", "per-task best (labels)", "random"],
+        "bar labels": ["0.800", "0.400", "0.800", "0.467"],
+        "legend": ["oracle", "best single (b)"],
+    }
+    choices = plot_router_choices(report)
+    assert plot_texts(choices) == {
+        "title": "Which worker answers (test)",
+        "axes": ("share of prompts", ""),
+        "ticks": ["a", "b (best single)", "c"],
+        "bar labels": [],
+        "legend": ["router", "oracle"],
+    }
+    per_task = plot_per_task(report)
+    assert plot_texts(per_task) == {
+        "title": "Mean reward per task (test)",
+        "axes": ("mean reward", ""),
+        "ticks": ["code (n=1)", "math (n=2)", "poetry (n=1)", "(no task) (n=1)"],
+        "bar labels": [],
+        "legend": ["router", "best single (b)", "oracle"],
+    }
+    for figure in (choices, per_task):
+        axes = figure.axes[0]
+        assert axes.yaxis_inverted()  # the first worker or task on top
+        for row, tick in enumerate(axes.get_yticks()):
+            bars = [series[row] for series in axes.containers]  # router first
+            tops = [bar.get_y() for bar in bars]
+            assert tops == sorted(tops), (row, tops)
+            for bar in bars:  # inside its row's band, not reaching the next row
+                assert tick - 0.5 < bar.get_y() < bar.get_y() + bar.get_height() < tick + 0.5
+
+
 def console_rows(text: str) -> list[list[str]]:
     """The cells of each row of the rich tables in `text`."""
     return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines()

@@ -243,8 +243,20 @@ def test_the_cost_quality_plot_draws_each_hull_the_oracle_and_the_target() -> No
         [[0.0, 1.0], [pytest.approx(0.95)] * 2],  # the target, across the axes
     ]
     # each curve's points, then the oracle's star, at (cost, reward)
-    axes = plot_pareto(report).axes[0]
+    figure = plot_pareto(report)
+    axes = figure.axes[0]
     assert (axes.get_xlabel(), axes.get_ylabel()) == ("mean cost per prompt", "mean reward")
+    # the legend names each curve with its AIQ (3 decimals, as drawn on no other plot), the
+    # oracle and the target's worker; the flat extensions are dotted, the target dashed
+    assert axes.get_title() == "Cost vs quality (test, n=2)"
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == [
+        "router (1 cost weight), AIQ 0.500",
+        "single workers, AIQ 0.750",
+        "oracle (cheapest correct)",
+        "0.95 x best single (b)",
+    ]
+    assert [line.get_linestyle() for line in axes.lines] == ["-", ":", "-", ":", "--"]
+    assert [text.get_text() for text in axes.texts] == ["a", "b"]  # each worker's point
     points = [collection.get_offsets().tolist() for collection in axes.collections]
     assert points == [[[1.5, 1.0]], [[1.0, 0.5], [2.0, 1.0]], [[1.5, 1.0]]]
     always_b, always_a = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0]])
