@@ -256,6 +256,27 @@ def test_a_task_named_no_task_is_not_the_unlabelled_prompts_row() -> None:
     ]  # fmt: skip
 
 
+def test_a_blank_task_name_is_shown_quoted_not_as_an_empty_cell() -> None:
+    """RewardRecord takes a blank task ("" or spaces, kept as written): its per-task row was
+    an empty cell in the Markdown and console tables and a bare "(n=2)" on the plot, read as
+    a row without a name, and the tasks "" and "  " could not be told apart."""
+    table = make_table(np.eye(3)[[0, 1, 2, 0, 1]], tasks=["", "", "  ", "math", None])
+    report = evaluation_report(table, table, "test", None, {}, {})
+    assert [row["task"] for row in report["per_task"]] == ["", "  ", "math", None]
+    lines = evaluation_markdown(report, []).splitlines()
+    cells = [line.split(" | ") for line in lines if line.startswith("| ")]
+    rows = [row[:2] for row in cells if row[1].isdigit()]  # the per-task table's: Task, n
+    assert rows == [['| ""', "2"], ['| "  "', "1"], ["| math", "1"], ["| (no task)", "1"]]
+    console = Console(record=True, width=200)
+    print_evaluation(report, console)
+    per_task = console.export_text().split("Mean reward per task")[1]
+    assert [row[:2] for row in console_rows(per_task)][:4] == [
+        ['""', "2"], ['"  "', "1"], ["math", "1"], ["(no task)", "1"],
+    ]  # fmt: skip
+    ticks = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
+    assert ticks == ['"" (n=2)', '"  " (n=1)', "math (n=1)", "(no task) (n=1)"]
+
+
 def test_no_task_labels_means_no_per_task_rows() -> None:
     table = make_table([[1, 0, 0], [0, 1, 0]])
     report = evaluation_report(table, table, "train", None, {}, {})

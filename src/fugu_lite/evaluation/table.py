@@ -108,11 +108,12 @@ _QUOTED_TASK_STARTS = ("(", '"')
 
 def task_label(task: str | None) -> str:
     """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK, and
-    a task named "(no task)" (any name starting with a parenthesis or a double quote) in
-    double quotes as JSON writes it, so that no task reads as a row of another kind."""
+    in double quotes as JSON writes it a task named "(no task)" (any name starting with a
+    parenthesis or a double quote) and a blank one (an empty cell read as no name), so that
+    no task reads as a row of another kind or as another blank task."""
     if task is None:
         return NO_TASK
-    if task.startswith(_QUOTED_TASK_STARTS):
+    if not task.strip() or task.startswith(_QUOTED_TASK_STARTS):
         return json.dumps(task, ensure_ascii=False)
     return task
 
