@@ -522,6 +522,26 @@ def test_a_baseline_is_fitted_on_train_and_only_scored_on_validation(baseline, g
     np.testing.assert_allclose(result.predictions, [[0.75, 0.25]] * 2, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("baseline", "grid", "expected"),
+    [(knn_baseline, (1, 4), 4), (ridge_baseline, (1e-3, 1e9), 1e9)],
+)
+def test_a_baselines_grid_is_scored_by_predictors_fitted_on_train(baseline, grid, expected) -> None:
+    """On train, a is the better worker where x > 0 and no better than b's 0.4 where x < 0;
+    on validation a is best everywhere. Fitted on train, the closest fit (k = 1, alpha
+    1e-3) sends the x < 0 prompt to b and scores 0.5, the flattest (every train prompt, or
+    alpha 1e9: the train means) sends both to a and scores 1.0. Fitted on validation itself,
+    every value would score 1.0 and the tie would go to the closest fit."""
+    train_x = np.array([[-1.0], [-1.0], [1.0], [1.0]], dtype=np.float32)
+    train = np.array([[0.0, 0.4], [0.0, 0.4], [1.0, 0.4], [1.0, 0.4]])
+    validation_x = np.array([[-1.0], [1.0]], dtype=np.float32)
+    validation = np.array([[1.0, 0.0], [1.0, 0.0]])
+    result = baseline(train_x, train, validation_x, validation_x, validation, grid=grid)
+    assert result.selection.chosen == expected
+    scores = list(result.selection.validation_scores.values())
+    assert scores == pytest.approx([0.5, 1.0])
+
+
 def test_knn_predicts_each_block_of_queries_from_its_own_neighbours(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
