@@ -1539,3 +1539,5 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     markdown = evaluation_markdown(report, ["router_choices.png"])
     said = "shows the 59 workers with the largest shares; its last row sums the other 31"
     assert said in markdown
+    # no plot written (a report without a router has none): nothing said about one
+    assert "The plot shows" not in evaluation_markdown(report, [])
