@@ -1195,6 +1195,7 @@ def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
         "The router picks the best single worker (b) on 20.0% of prompts; its choice earns "
         "more on 40.0% and less on 20.0%.",
         "### kNN (k=5)",
+        "k=5 chosen",  # the selection's note: how k was chosen, not only its value
         "| 5 | 0.700 | chosen |",
         "| 10 | 0.600 |  |",
         "- costs unknown on this split: no mean costs",
