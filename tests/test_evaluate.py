@@ -147,6 +147,15 @@ def test_a_reward_table_refuses_nan_or_infinite_values_naming_the_worker_and_pro
         make_table(values["rewards"], costs=values["costs"], workers=["a", "b"])
 
 
+def test_a_reward_table_names_its_first_bad_value_and_a_prompt_without_id_by_its_row() -> None:
+    """Of several NaN or infinite values the first (row by row) is named, and a prompt
+    without an id by its row: 'prompt None' would name no prompt."""
+    rewards = np.array([[1.0, 0.0], [np.inf, 1.0], [0.0, np.nan]])
+    with pytest.raises(ValueError, match=r"hold 2 NaN .* the first for worker 'a' on row 1;"):
+        RewardTable(rewards=rewards, costs=None, tasks=[None] * 3, ids=[None] * 3,
+                    prompt_hashes=["h0", "h1", "h2"], worker_ids=["a", "b"])  # fmt: skip
+
+
 def test_argmax_ties_go_to_lowest_index() -> None:
     scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [0.3, 0.3, 0.3]])
     assert argmax_choices(scores).tolist() == [0, 1, 0]
