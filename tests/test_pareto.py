@@ -184,6 +184,22 @@ def test_the_best_single_worker_is_chosen_on_train_and_measured_on_the_evaluated
     assert report["curves"]["router"]["label"] == "router (2 cost weights)"
 
 
+def test_a_single_workers_point_is_its_mean_cost_and_reward_over_the_prompts() -> None:
+    """Each worker's cost varies from prompt to prompt: its point is at its mean cost (a at
+    2.0, b at 3.0), not its dearest prompt's or its first's."""
+    table = reward_table(
+        [
+            cost_record("test", [1.0, 0.0], [1.0, 4.0], "e1"),
+            cost_record("test", [0.0, 1.0], [3.0, 2.0], "e2"),
+        ]
+    )
+    router = {0.0: np.array([[1.0, 0.0], [1.0, 0.0]])}
+    report = pareto_report(table, table, "test", router, {}, [0.0], reference_cost=1.0)
+    points = [(p["label"], p["mean_cost"], p["mean_reward"]) for p in
+              report["curves"]["workers"]["points"]]  # fmt: skip
+    assert points == [("a", 2.0, 0.5), ("b", 3.0, 0.5)]
+
+
 def test_the_baselines_cost_weights_and_points_are_listed_ascending() -> None:
     """Cost weights given out of order: the baselines' weights and each baseline's points
     are listed ascending, as the router's are (they came in the order given)."""
