@@ -935,7 +935,7 @@ def test_a_full_disk_while_writing_is_one_error_line_and_the_next_run_continues(
         said = full.stdout + full.stderr
         assert full.returncode == 2, said  # fail(): an error the user fixes
         assert "Traceback" not in said and f"cannot write {default_log_path(output)}" in said
-        assert "run the same command again" in said
+        assert "run the same command again" in said and "raise your file size limit" in said
         written = len(stub.bodies)
         assert 0 < written < len(tasks)
 

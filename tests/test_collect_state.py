@@ -5,8 +5,10 @@ worker's model file)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -295,11 +297,63 @@ def test_a_whole_last_line_that_cannot_get_its_newline_is_said(tmp_path: Path) -
         said = full.stdout + full.stderr
         assert full.returncode == 2 and "Traceback" not in said, said
         assert f"cannot write {log}" in said and "run the same command again" in said
+        assert "raise your file size limit (ulimit -f)" in said  # EFBIG: not a full disk
         assert log.read_bytes() == unended and len(stub.bodies) == 5
 
         summary = run_collect(config, tasks, output)  # room again
     assert summary.complete and summary.torn_lines == [] and len(stub.bodies) == 6
     assert log.read_bytes().startswith(unended + b"\n")
+
+
+def test_a_torn_line_blocked_by_a_folder_at_its_torn_path_says_to_move_the_folder(
+    tmp_path: Path,
+) -> None:
+    """Saving a torn line in *.torn told the user to 'free disk space' whatever the error:
+    a folder in the way (or a permission, a read-only mount) sent them to look for space."""
+    log = tmp_path / "r.calls.jsonl"
+    torn = b'{"event": "call"}\n{"event": "ca'
+    log.write_bytes(torn)
+    (tmp_path / "r.calls.jsonl.torn").mkdir()
+    with pytest.raises(CollectError) as refused:
+        journal.repair_torn_tail(log)
+    said = str(refused.value)
+    assert "Is a directory" in said and "move the folder at that path out of the way" in said
+    assert "free disk space" not in said and log.read_bytes() == torn
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"),
+    [
+        (errno.ENOSPC, "free disk space"),
+        (errno.EDQUOT, "free space within your disk quota"),
+        (errno.EFBIG, "raise your file size limit (ulimit -f)"),
+        (errno.EACCES, "give yourself write permission on the file and its folder"),
+        (errno.EPERM, "give yourself write permission on the file and its folder"),
+        (errno.EROFS, "remount its file system read-write"),
+        (errno.EIO, "fix what stops the write"),
+    ],
+)
+@pytest.mark.parametrize("tail", [b'{"event": "ca', b'{"event": "call"}'])
+def test_a_torn_line_repair_that_cannot_write_says_what_to_do_about_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fix: str, tail: bytes
+) -> None:
+    """Saving a torn line in *.torn, or giving a whole last line its newline, said 'free
+    disk space' for any error, a permission denied or a read-only file system too. The write
+    fails here through a stand-in append_whole: tests run as root (no permission is denied)
+    and cannot mount a read-only file system."""
+
+    def failing_append(path: Path, data: bytes) -> None:
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(journal, "append_whole", failing_append)
+    log = tmp_path / "r.calls.jsonl"
+    log.write_bytes(b'{"event": "call"}\n' + tail)
+    with pytest.raises(CollectError) as refused:
+        journal.repair_torn_tail(log)
+    said = str(refused.value)
+    assert os.strerror(code) in said and fix in said and "run the same command again" in said
+    assert ("free disk space" in said) == (code == errno.ENOSPC)
+    assert log.read_bytes() == b'{"event": "call"}\n' + tail  # kept until it can be saved
 
 
 def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ and the repair of a torn last line (a write killed half-way).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -108,7 +109,7 @@ def end_last_line(path: Path) -> None:
     except OSError as error:
         raise CollectError(
             f"cannot write {path}: {error.strerror or error}; its last line, whole but without "
-            "its newline, gets one before anything else is written there: free disk space, "
+            f"its newline, gets one before anything else is written there: {write_fix(error)}, "
             "then run the same command again"
         ) from error
 
@@ -124,8 +125,32 @@ def save_torn(path: Path, fragment: str) -> None:
         raise CollectError(
             f"cannot write {torn_path}: {error.strerror or error}; {path} ends in a line cut "
             f"short (a run stopped mid-write), left there until it can be saved in "
-            f"{torn_path.name}: free disk space, then run the same command again"
+            f"{torn_path.name}: {write_fix(error)}, then run the same command again"
         ) from error
+
+
+# What to do about a write that failed, by its errno (its strerror names the cause).
+_WRITE_FIXES = {
+    errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EFBIG: (
+        "raise your file size limit (ulimit -f), or move the records and call log to a file "
+        "system that allows larger files"
+    ),
+    errno.EACCES: "give yourself write permission on the file and its folder",
+    errno.EPERM: "give yourself write permission on the file and its folder",
+    errno.EROFS: (
+        "remount its file system read-write, or copy the records and call log to a folder you "
+        "can write and collect there"
+    ),
+    errno.EISDIR: "move the folder at that path out of the way",
+}
+
+
+def write_fix(error: OSError) -> str:
+    """What the user does about a write to a collection's file that failed: free disk space
+    only for a full disk, not for a permission, a read-only mount or a folder in the way."""
+    return _WRITE_FIXES.get(error.errno or 0, "fix what stops the write")
 
 
 def is_json_object(line: bytes) -> bool:

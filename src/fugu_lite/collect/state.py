@@ -31,7 +31,7 @@ from .hashes import (
     local_hash,
     request_hash,
 )
-from .journal import LogEntry, repair_torn_tail, validated_lines
+from .journal import LogEntry, repair_torn_tail, validated_lines, write_fix
 
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -555,8 +555,8 @@ def append_line(path: Path, row: BaseModel) -> None:
     except OSError as error:
         raise CollectError(
             f"cannot write {path}: {error.strerror or error}; everything written before is "
-            "kept (a line cut short is cut off when it runs again): free disk space or fix "
-            "the file's permissions, then run the same command again"
+            f"kept (a line cut short is cut off when it runs again): {write_fix(error)}, then "
+            "run the same command again"
         ) from error
 
 
