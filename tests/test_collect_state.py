@@ -174,6 +174,8 @@ def test_a_worker_reporting_no_usage_has_an_unknown_cost_not_zero(tmp_path: Path
 
 
 def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
+    """A torn record is written again from the call log, no worker asked again: its note
+    said 'its cell is redone', as of a call-log line, a cell of a worker to be asked."""
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
@@ -187,6 +189,13 @@ def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
         summary = run_collect(config, tasks, output)
         assert len(stub.bodies) == 4  # the torn record is rebuilt from the call log
     assert len(summary.torn_lines) == 2 and str(output) in summary.torn_lines[0]
+    records_note, log_note = summary.torn_lines
+    assert records_note.endswith(
+        "kept in rewards.jsonl.torn); if its task is in this task file, its record is written "
+        "again from the answers saved in rewards.calls.jsonl (a worker is asked again only for "
+        "an answer not saved there)"
+    )
+    assert log_note.startswith(str(log)) and log_note.endswith("its cell is redone")
     ids = record_ids(output)
     assert sorted(ids) == sorted(t.id for t in tasks) and ids[-1] == torn_id
     assert Path(str(output) + ".torn").read_text().startswith(lines[-1][:25])

@@ -107,13 +107,26 @@ class CollectState:
             if fragment is not None:
                 self.torn.append(
                     f"{path}: cut an unfinished last line ({len(fragment)} characters, kept "
-                    f"in {path.name}.torn); its cell is redone"
+                    f"in {path.name}.torn); {self._torn_line_redone(path)}"
                 )
         if self.output.exists():
             self._load_records()
         if self.log.exists():
             self._load_log()
         return self
+
+    def _torn_line_redone(self, path: Path) -> str:
+        """What becomes of the line cut from `path`: a call-log line's call, grade or verdict
+        is made again; a record's task is left without its record, so it is finished again
+        from the answers and grades the call log holds (no call for those), and its record
+        written again, if the task is in this run's task file."""
+        if path == self.log:
+            return "its cell is redone"
+        return (
+            "if its task is in this task file, its record is written again from the answers "
+            f"saved in {self.log.name} (a worker is asked again only for an answer not saved "
+            "there)"
+        )
 
     def _load_records(self) -> None:
         records = validated_lines(self.output, RewardRecord, "a RewardRecord")
