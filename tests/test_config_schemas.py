@@ -17,7 +17,7 @@ import pytest
 import torch
 import typer
 import yaml
-from conftest import writer_temporary
+from conftest import finished_pid, writer_temporary
 from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
@@ -1998,17 +1998,39 @@ def test_an_atomic_write_syncs_its_folder_after_the_rename(
 ) -> None:
     """Only the temporary file was fsynced: after a power loss the rename (the folder's
     entry) could be lost, leaving the old file or none though the write had returned."""
-    synced: list[tuple[bool, bool]] = []
+    synced: list[tuple[bool, bool, int]] = []
     real_fsync = os.fsync
 
     def recording_fsync(descriptor: int) -> None:
-        is_folder = stat.S_ISDIR(os.fstat(descriptor).st_mode)
-        synced.append((is_folder, (tmp_path / "state.bin").exists()))
+        info = os.fstat(descriptor)
+        is_folder = stat.S_ISDIR(info.st_mode)
+        synced.append(
+            (is_folder, (tmp_path / "state.bin").exists(), 0 if is_folder else info.st_size)
+        )
         real_fsync(descriptor)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     write_bytes_atomic(tmp_path / "state.bin", b"new")
-    assert synced == [(False, False), (True, True)]  # the file, then its folder once renamed
+    # the file holding its 3 bytes (not still in Python's buffer, which the fsync would not
+    # write), then its folder once renamed
+    assert synced == [(False, False, 3), (True, True, 0)]
+
+
+def test_an_atomic_write_stopped_by_ctrl_c_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path,
+) -> None:
+    """A Ctrl-C in the middle of a write (a report written piece by piece) is no Exception:
+    the old file must stay and the temporary go, as on an error; a live run's temporary is
+    not swept by a later write of the same process."""
+    from fugu_lite.atomic_files import atomic_output
+
+    path = tmp_path / "report.jsonl"
+    path.write_bytes(b"old\n")
+    with pytest.raises(KeyboardInterrupt), atomic_output(path) as stream:
+        stream.write(b"half a rep")
+        raise KeyboardInterrupt
+    assert path.read_bytes() == b"old\n"
+    assert [entry.name for entry in tmp_path.iterdir()] == ["report.jsonl"]
 
 
 STOPPED_WRITER = """\
@@ -2072,6 +2094,19 @@ def test_a_temporary_file_a_day_old_is_removed_even_if_its_pid_runs(tmp_path: Pa
     finally:
         live.kill()
         live.wait()
+
+
+def test_another_hosts_temporary_is_not_taken_for_a_killed_writers(tmp_path: Path) -> None:
+    """On a folder shared by two machines (NFS), another host's writer is not a process of
+    this one: that its pid runs nothing here says nothing, so its temporary stays until a
+    day's age makes it a leftover whoever wrote it (test_a_temporary_file_a_day_old...)."""
+    pid = finished_pid()  # no process here: a writer of this host with it is dead
+    name = f".shard.safetensors.w-another-host-{pid}.k1ll3d00.tmp"
+    ours = writer_temporary("shard.safetensors", pid) + ".tmp"
+    for leftover in (name, ours):
+        (tmp_path / leftover).touch()
+    write_json(tmp_path / "report.json", {"run": "later"})
+    assert (tmp_path / name).exists() and not (tmp_path / ours).exists()
 
 
 def test_a_live_writers_temporary_hours_old_is_kept(tmp_path: Path) -> None:
