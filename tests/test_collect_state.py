@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,22 @@ def test_an_empty_records_file_that_was_there_before_the_run_is_kept(tmp_path: P
         summary = run_collect(stub_pool(("w", stub)), tasks, output)
     assert summary.records_total == 0 and summary.workers[0].failed_calls == 2
     assert output.exists() and output.stat().st_size == 0
+
+
+def test_a_new_collections_files_get_the_mode_the_umask_gives(tmp_path: Path) -> None:
+    """The records and call log are created by the open that locks them: made 0o600 there,
+    the other users of a shared folder (a group's umask 002) could not read the rewards,
+    where every other file fugu-lite writes gets 0o666 less the umask."""
+    tasks = number_tasks(2)
+    output = tmp_path / "r.jsonl"
+    umask = os.umask(0o002)
+    try:
+        with StubWorker(solver(tasks)) as stub:
+            run_collect(stub_pool(("w", stub)), tasks, output)
+    finally:
+        os.umask(umask)
+    made = (output, default_log_path(output))
+    assert [stat.S_IMODE(path.stat().st_mode) for path in made] == [0o664, 0o664]
 
 
 def test_an_output_that_cannot_be_opened_is_refused_naming_it(tmp_path: Path) -> None:
