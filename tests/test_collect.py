@@ -41,7 +41,7 @@ from fugu_lite.collect import state as collect_state
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.collect.hashes import grading_code_digest
 from fugu_lite.collect.journal import LogEntry, default_log_path
-from fugu_lite.collect.sigterm import run_until_stopped
+from fugu_lite.collect.sigterm import SigtermStop, run_until_stopped
 from fugu_lite.collect.summary import CollectSummary, WorkerSummary, end_of_run_lines, summary_table
 from fugu_lite.schemas import prompt_hash, read_records
 from fugu_lite.scoring import Grade
@@ -1076,6 +1076,51 @@ def test_a_sigterm_cancels_the_run_then_goes_to_the_handler_it_found() -> None:
         signal.signal(signal.SIGINT, ctrl_c)
     assert seen == ["cancelled", "handler after the loop"]
     assert after is found
+
+
+def test_a_second_sigterm_or_one_after_the_run_goes_to_the_handler_at_once() -> None:
+    """A second SIGTERM while the run winds down (a local server slow to stop) must force a
+    stop, as a second Ctrl-C does, not cancel the run again; one that comes once the run's
+    task is done (asyncio.run closing the loop) must not be swallowed."""
+    handled: list[int] = []
+    stop = SigtermStop(lambda signum, frame: handled.append(signum))
+
+    async def stopped_twice() -> None:
+        stop.on_sigterm(signal.SIGTERM, None)  # cancels this task at its next await
+        stop.on_sigterm(signal.SIGTERM, None)
+        await asyncio.sleep(0)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(stop.watched(stopped_twice()))
+    assert handled == [signal.SIGTERM]
+
+    async def done() -> None:
+        return None
+
+    after = SigtermStop(lambda signum, frame: handled.append(signum))
+    asyncio.run(after.watched(done()))
+    after.on_sigterm(signal.SIGTERM, None)
+    assert handled == [signal.SIGTERM, signal.SIGTERM]
+
+
+def test_a_run_cancelled_without_a_sigterm_is_not_handed_to_the_sigterm_handler() -> None:
+    """Only a cancellation that a SIGTERM asked for goes to the SIGTERM handler (the CLI's
+    raises KeyboardInterrupt): one of the run's own stays a CancelledError."""
+    handled: list[int] = []
+
+    async def cancels_itself() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+
+    term = signal.signal(signal.SIGTERM, lambda signum, frame: handled.append(signum))
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            run_until_stopped(cancels_itself())
+    finally:
+        signal.signal(signal.SIGTERM, term)
+    assert handled == []
 
 
 def _stop_collect_after_two_calls(
