@@ -501,6 +501,22 @@ def test_a_changed_request_is_asked_again(tmp_path: Path, change: dict) -> None:
         assert body["model"] == "other" or "model" not in change
 
 
+def test_a_tasks_prompt_edited_between_runs_is_asked_again(tmp_path: Path) -> None:
+    """A task whose prompt was fixed between runs (same id, a word added) is asked again: its
+    worker's answer to the old prompt does not answer the new one."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    edited = [tasks[0].model_copy(update={"prompt": f"{tasks[0].prompt} Only the number."})]
+    with StubWorker(solver([*tasks, *edited])) as stub:
+        down_url = closed_base_url(tasks)
+        run_collect(beside_a_down_worker(stub, down_url), tasks, output, down_after=1)
+        summary = run_collect(
+            beside_a_down_worker(stub, down_url), [*edited, tasks[1]], output, down_after=1
+        )
+    assert [body["messages"][-1]["content"] for body in stub.bodies[2:]] == [edited[0].prompt]
+    assert len(summary.reasks) == 1 and "1 saved answer of w is not reused" in summary.reasks[0]
+
+
 def test_an_unfinished_tasks_answers_to_an_earlier_request_are_not_counted_done(
     tmp_path: Path,
 ) -> None:
