@@ -1022,13 +1022,50 @@ def test_an_extra_arg_llama_cpps_server_refuses_is_named_before_it_starts(
     local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
     config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
     with pytest.raises(
-        ConfigError, match=f"^local worker 'w': local.extra_args .*{re.escape(said)}"
+        ConfigError, match=f"^local worker 'w': local.extra_args: .*{re.escape(said)}"
     ):
         preflight(config)
     with leaving_no_process_running(), pytest.raises(ConfigError, match=re.escape(said)):
         asyncio.run(local_server.start_local_servers(config.workers))
     fine = {**local, "extra_args": ["--seed", "-1", "--n_gpu_layers=0", "--flash_attn", "true"]}
     preflight(PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": fine}]}))
+
+
+KEY = "sk-live-0123456789abcdefghij"
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "said"),
+    [
+        (["--api-key", KEY], "'--api-key' (did you mean '--api_key'?) is not a flag"),
+        (["\u2014api_key=" + KEY], "starts with '\u2014', not '--' (a dash"),
+        (["\u2014api_key", KEY], "'\u2014api_key' starts with '\u2014', not '--'"),
+        (
+            ["--verbose", "True", "--seed", "1", "--n_gpu_layres", "1"],
+            "local.extra_args: '--n_gpu_layres' (did you mean '--n_gpu_layers'?)",
+        ),
+    ],
+)
+def test_an_extra_arg_llama_cpps_server_refuses_is_named_alone_and_no_key_is_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_args: list[str], said: str
+) -> None:
+    """The error of an extra_args item that llama.cpp's server refuses showed the whole
+    list: the item was lost in a long one, and a typo of --api_key (a hyphen for its
+    underscore, or a typographic dash, which the config's check of --api_key does not
+    take for it) showed the key given after it on the terminal and in CI logs. It names
+    the item alone now, and the flag to write with its key as ***."""
+    stand_in_servers(monkeypatch, tmp_path)
+    local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+    with pytest.raises(ConfigError) as by_preflight:
+        preflight(config)
+    with leaving_no_process_running(), pytest.raises(ConfigError) as at_start:
+        asyncio.run(local_server.start_local_servers(config.workers))
+    for error in (str(by_preflight.value), str(at_start.value)):
+        assert said in error
+        assert KEY not in error and "--verbose" not in error
+    if "=" in extra_args[0]:
+        assert "write '--api_key=***'" in str(by_preflight.value)
 
 
 CHATTY_SERVER = """

@@ -39,7 +39,7 @@ import psutil
 from ..atomic_files import user_temp_folder, writer_prefix
 from ..config_errors import ConfigError
 from ..text import exact_number
-from .config import LocalServerConfig, WorkerConfig, resolve_gguf
+from .config import LocalServerConfig, WorkerConfig, resolve_gguf, shown_args_text
 
 LOG_TAIL_LINES = 25
 # A server's log is cut back to its last LOG_KEPT_BYTES once past LOG_MAX_BYTES (trim_log).
@@ -146,9 +146,10 @@ def check_extra_args(worker_id: str, config: LocalServerConfig) -> None:
     """ConfigError for a local.extra_args that llama_cpp.server's parser refuses (an unknown
     flag, a typo such as --n_gpu_layres, a value of the wrong type, a flag without its
     value): the server started all the same, and exited at once with its usage text in its
-    log, which the pool's start then showed."""
+    log, which the pool's start then showed. The error names the item, not the list: a
+    long list hid it, and a typo of --api_key (which the config refuses) showed its key."""
     parser = server_flag_parser()
-    where = f"local worker {worker_id!r}: local.extra_args {config.extra_args}"
+    where = f"local worker {worker_id!r}: local.extra_args"
     try:
         _, unknown = parser.parse_known_args(config.extra_args)
     except ValueError as error:
@@ -171,9 +172,9 @@ def unknown_flag_problem(arg: str, parser: argparse.ArgumentParser) -> str:
     flags = [flag for action in parser._actions for flag in action.option_strings]
     flag = arg.split("=", 1)[0]
     if flag.startswith(tuple(TYPOGRAPHIC_DASHES)):
-        meant = "--" + arg.lstrip(TYPOGRAPHIC_DASHES + "-")
+        meant = shown_args_text("--" + arg.lstrip(TYPOGRAPHIC_DASHES + "-"))
         return (
-            f"{arg!r} starts with {flag[0]!r}, not '--' (a dash that a word processor or web "
+            f"{flag!r} starts with {flag[0]!r}, not '--' (a dash that a word processor or web "
             "page made of two hyphens, copied with the flag; llama.cpp's server would exit at "
             f"its start: unrecognized arguments); write {meant!r}"
         )
