@@ -1637,6 +1637,24 @@ def embedded_gguf_with_keys_renamed(path: Path, renames: dict[str, str]) -> Path
     return path
 
 
+def test_a_gguf_rewritten_in_place_at_the_same_size_is_read_again(tmp_path: Path) -> None:
+    """In a manual mutation round, a GGUF's version without its mtime (inode and size only)
+    passed every test: each replaced GGUF was a new file (another inode). A GGUF written
+    over in place (`cp new.gguf model.gguf` keeps the inode) by another of the same size (a
+    fine-tune or quantisation of the same model) then kept the old one's reading, here its
+    chat template, at a crashed server's restart. The new GGUF is the embedded one with its
+    template's key renamed, written after the first reading."""
+    gguf = tmp_path / "model.gguf"
+    shutil.copyfile(resolve_gguf("embedded:smollm2"), gguf)
+    before = gguf.stat()
+    assert local_server.chat_template(gguf) is not None
+    embedded_gguf_with_keys_renamed(gguf, {"tokenizer.chat_template": "tokenizer.xhat_template"})
+    after = gguf.stat()
+    assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+    assert after.st_mtime_ns != before.st_mtime_ns
+    assert local_server.chat_template(gguf) is None
+
+
 def test_a_gguf_whose_template_is_under_its_default_name_has_its_own_template(
     tmp_path: Path,
 ) -> None:
