@@ -1825,6 +1825,65 @@ def test_a_server_whose_port_is_taken_is_started_again_on_another_a_few_times(
     assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == [Path(named[1])]
 
 
+# A stand-in server's /v1/models: its port and status are its first two arguments.
+SERVES_MODELS = """
+import http.server, sys
+port, status = int(sys.argv[1]), int(sys.argv[2])
+
+class Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(b'{"object": "list", "data": []}')
+
+http.server.HTTPServer(("127.0.0.1", port), Models).serve_forever()
+"""
+LOSES_ITS_FIRST_PORT = (
+    """
+import pathlib, sys, time
+port, launches, load_s = int(sys.argv[1]), pathlib.Path(sys.argv[3]), float(sys.argv[4])
+first = not launches.exists()
+with launches.open("a") as written:
+    written.write("launched\\n")
+time.sleep(load_s if first else load_s / 2)  # its model's load
+if first:
+    print("ERROR:    [Errno 98] error while attempting to bind on address "
+          f"('127.0.0.1', {port}): address already in use", flush=True)
+    raise SystemExit(1)
+"""
+    + SERVES_MODELS
+)
+
+
+def test_a_server_started_again_on_another_port_has_its_whole_start_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, the start deadline left as it was when a server whose
+    port was taken is started again on another port passed every test outside the
+    integration ones: a server that lost its port after loading its model for most of
+    local.startup_timeout_s then had what was left to load it again, and timed out. The
+    server here is a stand-in process that loads (sleeps) for 3/4 of its 5 s timeout and
+    finds its port taken, then, started again, loads for 3/8 of it and answers."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    launches, timeout_s = tmp_path / "launches", 5.0
+
+    def loses_its_first_port(gguf: Path, model: str, port: int, config: Any) -> list[str]:
+        load_s = str(timeout_s * 3 / 4)
+        return [sys.executable, "-c", LOSES_ITS_FIRST_PORT, str(port), "200", str(launches), load_s]
+
+    monkeypatch.setattr(local_server, "server_command", loses_its_first_port)
+    local = {"gguf": "embedded:smollm2", "startup_timeout_s": timeout_s}
+    worker = WorkerConfig.model_validate({"id": "w", "model": "m", "local": local})
+
+    async def start_and_stop() -> None:
+        servers = await local_server.start_local_servers([worker])
+        local_server.stop_local_servers(servers.values())
+
+    with leaving_no_process_running():
+        asyncio.run(start_and_stop())
+    assert launches.read_text().splitlines() == ["launched", "launched"]
+
+
 def test_a_server_stopped_or_killed_on_purpose_is_not_taken_for_crashed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
