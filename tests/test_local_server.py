@@ -1118,6 +1118,53 @@ def test_a_long_serves_server_log_is_cut_back_to_its_tail(
         server.stop()
 
 
+def test_a_servers_log_is_cut_back_only_once_past_its_limit(tmp_path: Path) -> None:
+    """In a manual mutation round, trim_log cutting a log from LOG_KEPT_BYTES on instead of
+    past LOG_MAX_BYTES passed every test (the one log cut was 1.4 MB): each call then
+    rewrote the log's last 64 KiB, and a crash's report lost all but that, where the
+    README says a log is cut back past 1 MiB. A log of exactly LOG_MAX_BYTES is kept
+    whole; a line more and it is cut back to its last whole lines."""
+    server = LocalServer(two_local_workers().workers[0])
+    server.log_path = tmp_path / "server.log"
+    line = b"INFO:     127.0.0.1:41738 - 'POST /v1/chat/completions HTTP/1.1' 200 OK\n"
+    lines, rest = divmod(local_server.LOG_MAX_BYTES, len(line))
+    whole = b"x" * (rest - 1) + b"\n" + line * lines
+    server.log_path.write_bytes(whole)
+    server.trim_log()
+    assert server.log_path.read_bytes() == whole
+    with server.log_path.open("ab") as log:
+        log.write(b"the last line\n")
+    server.trim_log()
+    kept = server.log_path.read_bytes()
+    assert len(kept) <= local_server.LOG_KEPT_BYTES
+    assert kept.startswith(line) and kept.endswith(line + b"the last line\n")
+
+
+def test_a_server_whose_log_was_removed_takes_calls_and_says_it_has_no_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, log_tail reading a log that is gone (its exists check
+    dropped) and trim_log cutting one (FileNotFoundError no longer suppressed) each passed
+    every test: a log removed while its server ran (a temp folder's cleaner, a user's rm),
+    or by a restart whose launch failed after making it (a fork out of memory), then ended
+    each call sent to the worker, or its crash's report, in a FileNotFoundError naming
+    the log. The server is a stand-in process."""
+    stand_in_servers(monkeypatch, tmp_path)
+    config = PoolConfig.model_validate(
+        {"workers": [{"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}]}
+    )
+    server = launched(config.workers[0])
+    try:
+        assert server.log_path is not None
+        server.log_path.unlink()
+        pool = WorkerPool(config)
+        pool.servers = {"w": server}
+        pool._sent_call("w")
+        assert pool.exit_report("w") == (None, "(no log)")
+    finally:
+        server.stop()
+
+
 def test_a_server_gets_none_of_the_variables_llama_cpp_reads_as_its_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
