@@ -1453,6 +1453,51 @@ def test_servers_that_ignore_sigterm_are_stopped_in_one_grace_not_one_each(
     )
 
 
+FINISHES_ITS_ANSWER = """
+import signal, sys, time
+
+def finish(signum, frame):
+    time.sleep(float(sys.argv[1]))  # the answer being generated, which uvicorn finishes
+    raise SystemExit(0)
+
+signal.signal(signal.SIGTERM, finish)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_servers_that_end_on_sigterm_finish_their_answers_stopped_alone_or_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, stop without its SIGTERM (a server stopped alone, as a
+    failed restart's, waited out its grace and was SIGKILLed) and stop_local_servers
+    without SIGTERM to all at once (each got it when the one before had ended, the last
+    ones SIGKILLed when the grace ran out) each passed every test: the only servers
+    stopped in them ignored SIGTERM. The servers here are stand-ins that take 2 s to
+    end on SIGTERM (an answer to finish): stopped alone, or three together within the 5 s
+    grace they share, each ends on its own (code 0)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    finishing = [sys.executable, "-c", FINISHES_ITS_ANSWER, "2"]
+    monkeypatch.setattr(local_server, "server_command", lambda *args: finishing)
+    worker = WorkerConfig.model_validate(
+        {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    )
+    with leaving_no_process_running():
+        servers = [launched(worker) for _ in range(4)]
+        try:
+            for server in servers:  # each has its SIGTERM handler ("ready" in its log)
+                assert server.log_path is not None
+                deadline = time.monotonic() + 30
+                while "ready" not in server.log_tail(1):
+                    assert time.monotonic() < deadline, "a stand-in server did not start"
+                    time.sleep(0.05)
+            servers[0].stop()
+            local_server.stop_local_servers(servers[1:])
+        finally:
+            local_server.stop_local_servers(servers)
+    assert [server.process and server.process.returncode for server in servers] == [0] * 4
+
+
 def test_a_local_workers_gguf_is_opened_once_by_serves_check_and_the_pools_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
