@@ -1885,7 +1885,7 @@ def test_a_server_that_exits_while_starting_is_told_by_its_code_and_its_kept_log
 PORT_TAKEN_THEN_EXIT = """
 import sys
 with open(sys.argv[1], "a") as launches:
-    launches.write("launched\\n")
+    launches.write(sys.argv[2] + "\\n")  # its port
 print("ERROR:    [Errno 98] error while attempting to bind on address "
       "('127.0.0.1', 1234): address already in use", flush=True)
 raise SystemExit(1)
@@ -1896,14 +1896,18 @@ def test_a_server_whose_port_is_taken_is_started_again_on_another_a_few_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In a manual mutation round, a start on another port tried once more than
-    PORT_ATTEMPTS, and the log of each start given up left behind, passed every test outside
-    the integration ones. The server here is a stand-in process whose port is always taken:
-    it is started PORT_ATTEMPTS times, and only the last start's log, which the error names,
-    is left."""
+    PORT_ATTEMPTS, the log of each start given up left behind, and each start again on the
+    port that was taken (its new port chosen at the first launch only) passed every test
+    outside the integration ones. The server here is a stand-in process whose port is
+    always taken: it is started PORT_ATTEMPTS times, each on its own port, and only the
+    last start's log, which the error names, is left."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     launches = tmp_path / "launches"
-    taken = [sys.executable, "-c", PORT_TAKEN_THEN_EXIT, str(launches)]
-    monkeypatch.setattr(local_server, "server_command", lambda *args: taken)
+
+    def taken(gguf: Path, model: str, port: int, config: Any) -> list[str]:
+        return [sys.executable, "-c", PORT_TAKEN_THEN_EXIT, str(launches), str(port)]
+
+    monkeypatch.setattr(local_server, "server_command", taken)
     worker = WorkerConfig.model_validate(
         {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
     )
@@ -1911,10 +1915,24 @@ def test_a_server_whose_port_is_taken_is_started_again_on_another_a_few_times(
         asyncio.run(local_server.start_local_servers([worker]))
     assert "exited with code 1 while starting" in str(caught.value)
     assert "address already in use" in str(caught.value)
-    assert launches.read_text().splitlines() == ["launched"] * local_server.PORT_ATTEMPTS
+    ports = launches.read_text().splitlines()
+    assert len(ports) == len(set(ports)) == local_server.PORT_ATTEMPTS
     named = re.search(r"last lines of its log \((.+)\):\n", str(caught.value))
     assert named is not None
     assert list((tmp_path / f"fugu-lite-{os.getuid()}").iterdir()) == [Path(named[1])]
+
+
+def started_and_stopped(local: dict[str, Any]) -> None:
+    """Start a local worker of these local settings, as a pool's start does, then stop it,
+    leaving no process running."""
+    worker = WorkerConfig.model_validate({"id": "w", "model": "m", "local": local})
+
+    async def start_and_stop() -> None:
+        servers = await local_server.start_local_servers([worker])
+        local_server.stop_local_servers(servers.values())
+
+    with leaving_no_process_running():
+        asyncio.run(start_and_stop())
 
 
 # A stand-in server's /v1/models: its port and status are its first two arguments.
@@ -1965,15 +1983,65 @@ def test_a_server_started_again_on_another_port_has_its_whole_start_timeout(
 
     monkeypatch.setattr(local_server, "server_command", loses_its_first_port)
     local = {"gguf": "embedded:smollm2", "startup_timeout_s": timeout_s}
-    worker = WorkerConfig.model_validate({"id": "w", "model": "m", "local": local})
-
-    async def start_and_stop() -> None:
-        servers = await local_server.start_local_servers([worker])
-        local_server.stop_local_servers(servers.values())
-
-    with leaving_no_process_running():
-        asyncio.run(start_and_stop())
+    started_and_stopped(local)
     assert launches.read_text().splitlines() == ["launched", "launched"]
+
+
+def serving_models(status: int) -> Callable[..., list[str]]:
+    """A server_command whose servers are stand-ins answering /v1/models with `status`."""
+
+    def command(gguf: Path, model: str, port: int, config: Any) -> list[str]:
+        return [sys.executable, "-c", SERVES_MODELS, str(port), str(status)]
+
+    return command
+
+
+def test_a_proxy_set_for_other_programs_does_not_reach_a_local_servers_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a manual mutation round, the start's probe of GET /v1/models reading the proxy
+    variables (httpx's trust_env, on by default) passed every test: with an HTTP_PROXY or
+    ALL_PROXY exported for other programs (a company proxy), each local worker's start was
+    asked of the proxy, which cannot reach this machine's 127.0.0.1, and timed out. The
+    proxy here is a port where nothing listens; the server a stand-in answering 200."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(local_server, "server_command", serving_models(200))
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{free_port()}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    local = {"gguf": "embedded:smollm2", "startup_timeout_s": 20}
+    started_and_stopped(local)
+
+
+@pytest.mark.parametrize("answers", ["its own process, with 401", "another process, with 200"])
+def test_a_server_is_ready_only_when_its_own_process_answers_200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: str
+) -> None:
+    """In a manual mutation round, a start's probe taking any answer of the server's own
+    process (as its 401 when an API_KEY reached it) for ready, or a 200 from any process
+    on its port (not checking that its own listens: the integration test of it alone
+    caught that), passed every test outside the integration ones: the worker was then
+    taken for ready, and each call failed (401) or went to another fugu-lite's server.
+    The servers here are stand-ins: one answering 401, or one that never listens while
+    another process answers on its port."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AnswersEverything)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        if answers.startswith("its own"):
+            monkeypatch.setattr(local_server, "server_command", serving_models(401))
+        else:
+            stand_in_servers(monkeypatch, tmp_path)
+            monkeypatch.setattr(local_server, "free_port", lambda: other.server_address[1])
+        local = {"gguf": "embedded:smollm2", "startup_timeout_s": 2}
+        worker = WorkerConfig.model_validate({"id": "w", "model": "m", "local": local})
+        within = r"did not answer on .* within 2 s"
+        with leaving_no_process_running(), pytest.raises(LocalServerError, match=within):
+            asyncio.run(local_server.start_local_servers([worker]))
+    finally:
+        other.shutdown()
+        other.server_close()
 
 
 def test_a_server_stopped_or_killed_on_purpose_is_not_taken_for_crashed(
