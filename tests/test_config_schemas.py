@@ -343,6 +343,26 @@ def test_a_record_whose_messages_hold_no_text_is_refused(tmp_path: Path) -> None
         assert ("'text' is not read" in message) == ("text" in prompt[0]), message
 
 
+def test_a_prompt_mixing_texts_and_messages_names_where_and_how_to_fix_it(tmp_path: Path) -> None:
+    """A prompt list holding texts beside message objects was refused as "prompt.messages.0:
+    Input should be a valid dictionary or instance of ChatMessage", pydantic's words, which
+    said neither that the list mixes the two nor which items are texts."""
+    message = {"role": "user", "content": "What is 2+2?"}
+    for prompt, texts, first_message in [
+        (["You are terse.", message], "0", "1"),
+        ([message, "Answer in one word.", message, "Thanks"], "1, 3", "0"),
+    ]:
+        path = write_rows(tmp_path / "records.jsonl", [good_row(0), good_row(1, prompt=prompt)])
+        with pytest.raises(RecordFileError) as error:
+            read_records(path)
+        assert str(error.value) == (
+            f"{path}, line 2: not a valid RewardRecord: record: prompt mixes texts and chat "
+            f"messages (texts at position {texts}, a message at position {first_message}); a "
+            "prompt is one text, or a list of messages only: write each text as a message, "
+            '{"role": "user", "content": "..."} (or the role it has)'
+        )
+
+
 def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "r.jsonl", [good_row(1), good_row(2, rewards=[0.0, 1.0])])
     with pytest.raises(RecordFileError) as error:

@@ -1099,18 +1099,34 @@ def test_a_json_file_cut_short_says_so(tmp_path: Path, cut: float) -> None:
     assert "cut short" not in str(raised.value)
 
 
-def test_a_prompt_given_as_a_list_of_texts_says_how_to_write_it(tmp_path: Path) -> None:
-    """A conversation's turns as a list of texts (["Hi", "What is 2+2?"]) were refused as
-    "not a valid record: prompt.messages.0: Input should be a valid dictionary or instance
-    of ChatMessage", which said neither what a prompt is nor what to do."""
-    rows = [{**row, "prompt": ["Hi", str(row["prompt"])]} for row in long_rows()]
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        (
+            "Hi",
+            "prompt is a list of 2 texts, not of chat messages; a prompt is text, or a list of "
+            'messages such as {"role": "user", "content": "..."}: join the texts into one, or '
+            "give each its role",
+        ),
+        (
+            {"role": "system", "content": "Be terse."},
+            "prompt mixes texts and chat messages (texts at position 1, a message at position "
+            "0); a prompt is one text, or a list of messages only: write each text as a "
+            'message, {"role": "user", "content": "..."} (or the role it has)',
+        ),
+    ],
+)
+def test_a_prompt_list_holding_texts_says_how_to_write_it(
+    tmp_path: Path, first: object, expected: str
+) -> None:
+    """A conversation's turns as a list of texts (["Hi", "What is 2+2?"]), or texts beside
+    message objects, were refused as "not a valid record: prompt.messages.0: Input should be
+    a valid dictionary or instance of ChatMessage", which said neither what a prompt is, nor
+    which items are texts, nor what to do."""
+    rows = [{**row, "prompt": [first, str(row["prompt"])]} for row in long_rows()]
     with pytest.raises(RecordFileError) as raised:
         import_long(write_jsonl(tmp_path / "long.jsonl", rows))
-    assert str(raised.value).endswith(
-        "line 1: prompt is a list of 2 texts, not of chat messages; a prompt is text, or a list "
-        'of messages such as {"role": "user", "content": "..."}: join the texts into one, or '
-        "give each its role"
-    )
+    assert str(raised.value).endswith(f"line 1: {expected}")
 
 
 def test_a_table_of_rewards_with_a_grader_column_is_not_called_a_task(tmp_path: Path) -> None:

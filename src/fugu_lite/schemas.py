@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from .io import iter_models, write_jsonl
 from .number_text import number_hint, to_float
@@ -164,6 +165,29 @@ def prompt_form(value: object) -> str | None:
     return None
 
 
+def texts_in_a_message_list(prompt: object) -> str | None:
+    """What is wrong with a prompt list holding texts (a conversation's turns as texts, or texts
+    beside message objects), or None: pydantic said "prompt.messages.0: Input should be a
+    valid dictionary or instance of ChatMessage", neither what a prompt is nor what to do."""
+    if not isinstance(prompt, list):
+        return None
+    texts = [index for index, item in enumerate(prompt) if isinstance(item, str)]
+    if not texts:
+        return None
+    if len(texts) == len(prompt):
+        return (
+            f"prompt is a list of {len(prompt)} texts, not of chat messages; a prompt is text, "
+            'or a list of messages such as {"role": "user", "content": "..."}: join the texts '
+            "into one, or give each its role"
+        )
+    message = next(index for index, item in enumerate(prompt) if not isinstance(item, str))
+    return (
+        f"prompt mixes texts and chat messages (texts at position {', '.join(map(str, texts))}, "
+        f"a message at position {message}); a prompt is one text, or a list of messages only: "
+        'write each text as a message, {"role": "user", "content": "..."} (or the role it has)'
+    )
+
+
 # A record's prompt: its text, or a list of chat messages.
 PromptField = Annotated[
     Annotated[str, Tag("text")] | Annotated[list[ChatMessage], Tag("messages")],
@@ -187,6 +211,14 @@ class RewardRecord(BaseModel):
     costs: list[float] | None = None
     task: str | None = None
     id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_texts_among_messages(cls, data: object) -> object:
+        problem = texts_in_a_message_list(data.get("prompt") if isinstance(data, dict) else None)
+        if problem is not None:  # a custom error: said without pydantic's "Value error, "
+            raise PydanticCustomError("prompt_texts", problem)
+        return data
 
     @field_validator("id", "task", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..number_text import number_hint, to_float
-from ..schemas import warn_of_a_reward_off_scale
+from ..schemas import texts_in_a_message_list, warn_of_a_reward_off_scale
 from ..text_reading import RecordFileError
 from .common import (
     id_text,
@@ -77,14 +77,9 @@ def _prompt(prompt: object, where: str) -> str | list:
             f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
             "messages; a chat prompt is a list, even of one message: put it in [ ]"
         )
-    if isinstance(prompt, list) and prompt and all(isinstance(item, str) for item in prompt):
-        # a conversation's turns as texts: "prompt.messages.0: Input should be a valid
-        # dictionary or instance of ChatMessage" said neither what a prompt is nor what to do
-        raise RecordFileError(
-            f"{where}: prompt is a list of {len(prompt)} texts, not of chat messages; a prompt "
-            'is text, or a list of messages such as {"role": "user", "content": "..."}: join '
-            "the texts into one, or give each its role"
-        )
+    problem = texts_in_a_message_list(prompt)
+    if problem is not None:
+        raise RecordFileError(f"{where}: {problem}")
     if isinstance(prompt, list):
         return prompt
     return require_text(prompt, "prompt", where)
