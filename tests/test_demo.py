@@ -342,6 +342,26 @@ def test_more_tasks_per_family_than_a_family_can_make_stops_the_demo_before_any_
     assert not (tmp_path / "demo").exists(), result.output
 
 
+def test_a_device_torch_cannot_use_here_stops_the_demo_before_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo -c` with `model.device: cuda` on a machine without CUDA imported the LLMRouter
+    data, then ended in torch's AssertionError traceback 'Torch not compiled with CUDA
+    enabled' at its first feature, where `train` refuses that config before any work."""
+    config = tmp_path / "gpu.yaml"
+    config.write_text("model:\n  device: 'cuda:63'\n", encoding="utf-8")  # no machine has 64
+    unreachable = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
+    result, stages = demo_with_the_llmrouter_stage_watched(
+        tmp_path, monkeypatch, unreachable, "-c", str(config)
+    )
+    assert result.exit_code == 2, result.output
+    assert flat(result.stderr).startswith(
+        f"error: model.device in {config} is 'cuda:63', which torch cannot use on this machine"
+    ), result.stderr
+    assert stages == []
+    assert not (tmp_path / "demo").exists(), result.output
+
+
 def test_a_local_worker_without_its_gguf_stops_the_demo_before_any_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

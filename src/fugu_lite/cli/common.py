@@ -17,6 +17,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 
+from ..config import ModelConfig, unusable_device
 from ..config_errors import ConfigError
 from ..config_loading import UniqueKeyLoader, load_config
 from ..text import console_name, console_text, notes_console, results_console
@@ -413,6 +414,28 @@ def read_records_or_fail(path: Path) -> list[RewardRecord]:
             "record its own id"
         )
     return records
+
+
+def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) -> None:
+    """A training config's model.device that torch cannot use here (`cuda` on a machine
+    without CUDA) ended the run in torch's AssertionError 'Torch not compiled with CUDA
+    enabled', after the records were read (`demo`: after the LLMRouter import, as a
+    traceback)."""
+    model = getattr(config, "model", None)
+    if not isinstance(model, ModelConfig) or (reason := unusable_device(model.device)) is None:
+        return
+    given = (
+        "--set model.device"
+        if "model.device" in overrides
+        # `--set "model={device: cuda}"`: it was said to be in the -c file, or in None
+        else "model.device (given by --set model)"
+        if "model" in overrides
+        else f"model.device in {path}"
+    )
+    fail(
+        f"{given} is {model.device!r}, which torch cannot use on this machine ({reason}): "
+        "set it to cpu (`device: cpu` under `model:`, or --set model.device=cpu)"
+    )
 
 
 def load_or_fail(path: Path | None, config_type: type[ConfigT], overrides: dict) -> ConfigT:

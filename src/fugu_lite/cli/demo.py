@@ -12,6 +12,7 @@ from ..config_errors import ConfigError
 from ..config_loading import DEFAULT_CONFIG
 from .common import (
     PoolOption,
+    check_device_or_fail,
     check_output,
     fail,
     load_or_fail,
@@ -81,6 +82,7 @@ def demo_command(
     from ..demo import DemoSettings, run_demo
 
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
+    check_device_or_fail(cfg, config or DEFAULT_CONFIG, {})
     check_output(output, "-o", "folder")
     check_pool_starts(pool)
     settings = DemoSettings(

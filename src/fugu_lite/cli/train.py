@@ -7,16 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel
 
-from ..config import (
-    MAX_COST_WEIGHT,
-    ModelConfig,
-    PipelineConfig,
-    RLConfig,
-    SFTConfig,
-    unusable_device,
-)
+from ..config import MAX_COST_WEIGHT, PipelineConfig, RLConfig, SFTConfig
 from ..config_errors import ConfigError
 from ..config_loading import load_stage_config
 from .common import (
@@ -26,6 +18,7 @@ from .common import (
     OutputOption,
     RecordsOption,
     SetOption,
+    check_device_or_fail,
     check_output,
     command_group,
     fail,
@@ -55,27 +48,6 @@ def load_stage_or_fail(
         fail(str(error))
     check_device_or_fail(config, path, overrides)
     return config
-
-
-def check_device_or_fail(config: BaseModel, path: Path | None, overrides: dict) -> None:
-    """A training config's model.device that torch cannot use here (`cuda` on a machine
-    without CUDA) ended the run in torch's AssertionError 'Torch not compiled with CUDA
-    enabled', after the records were read."""
-    model = getattr(config, "model", None)
-    if not isinstance(model, ModelConfig) or (reason := unusable_device(model.device)) is None:
-        return
-    given = (
-        "--set model.device"
-        if "model.device" in overrides
-        # `--set "model={device: cuda}"`: it was said to be in the -c file, or in None
-        else "model.device (given by --set model)"
-        if "model" in overrides
-        else f"model.device in {path}"
-    )
-    fail(
-        f"{given} is {model.device!r}, which torch cannot use on this machine ({reason}): "
-        "set it to cpu (`device: cpu` under `model:`, or --set model.device=cpu)"
-    )
 
 
 # `train sft` and `train rl`: both may continue from a checkpoint. A str, passed on as given
