@@ -1382,6 +1382,8 @@ def test_a_stage_config_given_as_a_pipe_is_read_once(
         ('[model]\nbackbone = "minilm"\n\n[sft]\nepochs = 5\n', "line 1, `[model]`", "model:"),
         ("# mine\nepochs = 5\nlayer = 3\n", "line 2, `epochs = 5`", "epochs: 5"),
         ("model:\n  layer: 3\n  head = mlp\n", "line 3, `head = mlp`", "head: mlp"),
+        # the last line, without a line break: YAML stops on the TOML line itself
+        ("model:\n  layer: 3\nhead = mlp", "line 3, `head = mlp`", "head: mlp"),
     ],
 )
 def test_a_toml_file_given_as_a_config_says_which_line_is_no_yaml(
