@@ -886,12 +886,15 @@ def test_unknown_top_level_key_names_key_and_close_match(tmp_path: Path) -> None
 
 
 def test_unknown_nested_key_names_dotted_key_and_close_match(tmp_path: Path) -> None:
-    path = write_yaml(tmp_path / "c.yaml", "model:\n  layr: 3\nrl:\n  estimater: reinforce\n")
+    text = "model:\n  layr: 3\n  pool: mean\nrl:\n  estimater: reinforce\n"
+    path = write_yaml(tmp_path / "c.yaml", text)
     with pytest.raises(ConfigError) as error:
         load_config(path, PipelineConfig)
     message = str(error.value)
     assert "unknown key 'model.layr'" in message
     assert "did you mean 'layer'?" in message
+    # a key cut short (difflib's ratio 0.73) is still a close match
+    assert "unknown key 'model.pool': did you mean 'pooling'?" in message
     assert "unknown key 'rl.estimater'" in message
     assert "did you mean 'estimator'?" in message
 
