@@ -778,9 +778,10 @@ def test_split_aliases_name_the_same_split_in_records_as_in_importers(
     "unknown split 'dev'"."""
     validation = [r for r in records if r.split == "validation"]
     assert validation and records_in_split(records, "Dev") == validation
+    assert records_in_split(records, " dev\t") == validation  # a table cell's spaces aside
     path = write_rows(
         tmp_path / "r.jsonl",
-        [good_row(1, split="dev"), good_row(2, split="VAL"), good_row(3, split="testing")],
+        [good_row(1, split="dev"), good_row(2, split="VAL "), good_row(3, split="testing")],
     )
     assert [record.split for record in read_records(path)] == ["validation", "validation", "test"]
     written = tmp_path / "written.jsonl"
@@ -1087,6 +1088,15 @@ def test_a_section_nested_in_another_says_it_is_a_top_level_section(
     assert "unindent it" in str(error.value) or "directly under training:" in str(error.value)
 
 
+def test_a_section_nested_by_set_is_not_told_to_be_unindented() -> None:
+    """A --set key is no indented line: `--set sft.model.layer=3` is not told to unindent."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"sft.model.layer": 3})
+    message = str(error.value)
+    assert "unknown key 'sft.model': " in message and "(given by --set sft.model.layer)" in message
+    assert "unindent" not in message and "indented" not in message
+
+
 @pytest.mark.parametrize(
     ("text", "key", "shown"),
     [
@@ -1202,6 +1212,9 @@ def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
     integer (got '1e3')" about what the user wrote as a number."""
     path = write_yaml(tmp_path / "c.yaml", "sft:\n  batch_size: 1e3\n  learning_rate: 1e-3\n")
     with pytest.raises(ConfigError, match=r"\(got '1e3'\); YAML reads 1e3 as text: write 1000$"):
+        load_config(path, PipelineConfig)
+    write_yaml(path, "sft:\n  batch_size: 2E3\n")  # a capital E: text to YAML too
+    with pytest.raises(ConfigError, match=r"\(got '2E3'\); YAML reads 2E3 as text: write 2000$"):
         load_config(path, PipelineConfig)
     write_yaml(path, "sft:\n  batch_size: 1000\n  learning_rate: 1e-3\n")
     assert load_config(path, PipelineConfig).sft.learning_rate == 0.001
