@@ -45,6 +45,7 @@ from fugu_lite.schemas import (
     repeated_ids,
     write_records,
 )
+from fugu_lite.tasks import Task
 from fugu_lite.text_reading import RecordFileError, broken_link
 from fugu_lite.training_common import make_loader, make_model, seed_everything
 from fugu_lite.workers.config import load_pool_config
@@ -2380,6 +2381,19 @@ def test_a_records_prompt_hash_is_the_sha1_of_its_exact_text() -> None:
     for prompt in (" prompt 1\n", "prompt 1", "pr\u00e9mpt\r\n"):
         record = RewardRecord(prompt=prompt, split="train", worker_ids=WORKERS, rewards=[0, 1, 0])
         assert record.prompt_hash == hashlib.sha1(prompt.encode("utf-8")).hexdigest()
+
+
+def test_a_records_messages_give_the_text_and_hash_their_task_gives() -> None:
+    """A record of chat messages is named by the same text (and prompt_hash) as the task it
+    was collected from: collect matches its call log's prompt_hash against the task's, and
+    the standard split hashes that text. Joining the turns with a space passed every test."""
+    messages = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "2+2?"}]
+    task = Task(id="q", messages=messages, answer="4", grader="number", task="math")
+    record = RewardRecord(
+        prompt=task.record_prompt(), split="train", worker_ids=WORKERS, rewards=[0, 1, 0]
+    )
+    assert record.prompt_text == task.prompt_text()
+    assert record.prompt_hash == hashlib.sha1(task.prompt_text().encode("utf-8")).hexdigest()
 
 
 def test_a_nan_id_or_task_in_a_records_file_is_no_value(tmp_path: Path) -> None:
