@@ -311,6 +311,14 @@ def test_messages_given_beside_or_instead_of_the_prompt_say_where_they_go(tmp_pa
             f"{path}, line 1: a record has no 'messages' field: its prompt is 'prompt', as "
             "text or as the list of messages; give the messages as 'prompt' (alone)"
         )
+    # a task of messages (it has a grader, no rewards) is a task file, not a record to fix
+    task = {"id": "q1", "messages": messages, "answer": "4", "grader": "number", "task": "math"}
+    path = write_rows(tmp_path / "tasks.jsonl", [task])
+    with pytest.raises(RecordFileError) as error:
+        read_records(path)
+    assert f"{path}, line 1: this is a task (it has 'grader'), not a RewardRecord" in str(
+        error.value
+    )
 
 
 @pytest.mark.parametrize("prompt", ["", " \n\t"])
