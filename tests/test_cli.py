@@ -120,6 +120,9 @@ def test_an_empty_eval_or_demo_path_is_refused_not_read_as_the_working_directory
         ["eval", "--checkpoint", "c", "-r", "r.jsonl", "--backbone", ""],
         ["train", "rl", "-r", "r.jsonl", "-o", "o", "--checkpoint", ""],
         ["train", "es", "-r", "r.jsonl", "-o", "o", "--checkpoint", ""],
+        # blank, not only empty: a file named ' ' was written in the working directory
+        ["tasks", "generate", "--output", " "],
+        ["route", "--checkpoint", "c", "--backbone", "\t", "hi"],
     ],
 )
 def test_every_path_option_refuses_an_empty_path(
@@ -132,7 +135,7 @@ def test_every_path_option_refuses_an_empty_path(
     is empty, naming its option."""
     monkeypatch.chdir(tmp_path)
     result = invoke(*command)
-    flag = command[command.index("") - 1]
+    flag = command[next(index for index, part in enumerate(command) if not part.strip()) - 1]
     message = flat(result.output)
     assert result.exit_code == 2, message
     assert f"Invalid value for '{flag}'" in message or f"/ '{flag}'" in message, message
