@@ -1688,6 +1688,17 @@ def test_a_set_with_no_value_says_so_and_what_to_write() -> None:
     ) in str(error.value)
 
 
+def test_a_set_with_no_key_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set =5` (the key forgotten, or only spaces before '=') is told it has no key, not
+    that a key '' has an empty part."""
+    for pair in ("=5", " =5"):
+        with pytest.raises(typer.Exit):
+            parse_overrides([pair])
+        assert f"--set {pair!r} has no key before '='; e.g. --set training.epochs=5" in " ".join(
+            capsys.readouterr().err.split()
+        )
+
+
 @pytest.mark.parametrize(
     ("text", "key", "shown"), [("sft: 3\n", "sft", "3"), ("model: [a]\n", "model", "['a']")]
 )
