@@ -687,6 +687,34 @@ def test_health_counts_a_half_open_worker_whose_probe_is_out_as_unable_to_take_a
     assert (health["workers"][first]["probe_in_flight"], health["status"]) == (False, "ok")
 
 
+def test_health_counts_a_rate_limited_worker_as_unable_to_take_a_request_until_its_limit_ends(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker whose provider answered a 429 with a Retry-After is skipped without a call
+    until it ends (rate_limit), but /health counted it as able to take a request: status ok
+    while the next request could not go to it, and ok (not unavailable) while every request
+    was a 429. It counts it as dispatch does now, and says how long its limit lasts."""
+    running = serve(pool_for(stubs))
+    first, second = ranking_for(family, MATH).ranking[:2]
+    limited = stubs.workers[first]
+    limited.mode, limited.retry_after_s = "429", 30.0
+    response = running.post({"model": MODEL, "messages": user(MATH)})
+    assert response.headers["x-fugu-attempts"] == f"{first}:rate_limit,{second}:ok"
+    limited.mode = "ok"
+    health = running.health()
+    assert health["status"] == "degraded"
+    assert 0 < health["workers"][first]["rate_limited_for_s"] <= 30
+    assert health["workers"][second]["rate_limited_for_s"] == 0
+    alone = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert (alone.status_code, alone.headers["x-fugu-attempts"]) == (429, f"{first}:rate_limit")
+
+    breaker = running.state.breaker
+    for worker in WORKERS:
+        breaker.rate_limited(worker, breaker.clock() + 30.0, "call")
+    response = httpx.get(f"{running.url}/health")
+    assert (response.status_code, response.json()["status"]) == (503, "unavailable")
+
+
 def test_every_allowed_circuit_open_is_a_503_with_retry_after(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:

@@ -20,6 +20,7 @@ import copy
 import gc
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -382,13 +383,15 @@ def add_info_routes(app: FastAPI, server: FuguServer) -> None:
 
 
 def health_body(server: FuguServer) -> dict[str, Any]:
-    """/health's answer: the status, and each worker's circuit and whether it is alive."""
+    """/health's answer: the status, and each worker's circuit, the rest of its provider's
+    rate limit and whether it is alive."""
     workers = server.breaker.snapshot()
     for worker, state in workers.items():
+        # rounded up: a limit with 0.04 s left still keeps the worker from a request
+        state["rate_limited_for_s"] = math.ceil(server.breaker.limited_for(worker) * 10) / 10
         state["alive"] = server.pool.is_alive(worker)
     choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
-    # as dispatch: an open circuit, or a half-open one whose one probe is out, skips the worker
-    usable = [w for w in choosable if server.breaker.takes_request(w) and workers[w]["alive"]]
+    usable = [w for w in choosable if server.dispatcher.takes_request(w)]
     status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
     return {
         "status": status,

@@ -304,6 +304,16 @@ class Dispatcher:
             return None
         return None if self._process_exited(worker, permit, attempts) else permit
 
+    def takes_request(self, worker: str) -> bool:
+        """Would `_may_call` let a request through to the worker now (without taking its
+        circuit's probe)? Not while its provider's rate limit lasts, its circuit is open (or
+        half-open with its probe out) or its local process has exited (/health's count)."""
+        return (
+            self.breaker.limited_for(worker) <= 0
+            and self.breaker.takes_request(worker)
+            and self.pool.is_alive(worker)
+        )
+
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
         is skipped without a call."""
