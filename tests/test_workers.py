@@ -39,7 +39,13 @@ from fugu_lite.workers.output_limits import OUTPUT_LIMITS
 from fugu_lite.workers.pool import WorkerPool, judge_from_pool
 from fugu_lite.workers.preflight import preflight
 from fugu_lite.workers.results import CallResult, parse_completion
-from fugu_lite.workers.retries import MAX_RETRY_AFTER_S, RETRYABLE_KINDS, call_budget_s, retry_wait
+from fugu_lite.workers.retries import (
+    MAX_RETRY_AFTER_S,
+    RETRYABLE_KINDS,
+    backoff,
+    call_budget_s,
+    retry_wait,
+)
 
 SECRET = "sk-test-9f8e7d6c5b4a39281706"
 KEY_ENV = "FUGU_TEST_WORKER_KEY"
@@ -345,6 +351,16 @@ def test_backoff_is_exponential_with_jitter(
     assert len({round(wait / (base * 2**index), 9) for index, wait in enumerate(slept)}) > 1
     gaps = [later - earlier for earlier, later in pairwise(stub.arrivals)]
     assert all(gap >= wait for gap, wait in zip(gaps, slept, strict=True)), (gaps, slept)
+
+
+def test_the_backoffs_jitter_spans_half_to_one_and_a_half_its_nominal_wait() -> None:
+    """The test above sees three waits, so a jitter over half its range (0.5x-1.0x: every
+    retry sooner than the nominal wait, the mean 0.75x) passed it; 400 draws each fall in
+    the lowest and the highest quarter of the range unless it is cut (chance 0.75**400)."""
+    worker = pool_config("http://127.0.0.1:9/v1", retry_backoff_s=1.0).workers[0]
+    waits = [backoff(worker, 3, None) / 4.0 for _ in range(400)]  # nominal: 1 s doubled twice
+    assert 0.5 <= min(waits) < 0.75
+    assert 1.25 < max(waits) <= 1.5
 
 
 def test_rate_limit_waits_at_least_retry_after(stub: StubWorker) -> None:
