@@ -16,12 +16,15 @@ from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
+import openai
 import pytest
 from conftest import AnsweringTogether
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from openai import AsyncOpenAI
 
+from fugu_lite.server.dispatch import RETRIED_BEFORE_NEXT
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
@@ -361,6 +364,35 @@ def test_the_backoffs_jitter_spans_half_to_one_and_a_half_its_nominal_wait() -> 
     waits = [backoff(worker, 3, None) / 4.0 for _ in range(400)]  # nominal: 1 s doubled twice
     assert 0.5 <= min(waits) < 0.75
     assert 1.25 < max(waits) <= 1.5
+
+
+def test_a_retry_after_shorter_than_the_backoff_is_waited_the_backoff() -> None:
+    """A wait is at least the worker's Retry-After and at least the backoff: a Retry-After
+    shorter than the backoff taken for the whole wait (0.01 s where the backoff is 0.5 s
+    or more) passed every test, which gave Retry-After with no backoff."""
+    worker = pool_config("http://127.0.0.1:9/v1", retry_backoff_s=1.0).workers[0]
+    assert all(backoff(worker, 1, 0.01) >= 0.5 for _ in range(20))
+    assert backoff(worker, 1, 3.0) >= 3.0
+
+
+def test_a_kind_its_caller_does_not_retry_is_not_retried_though_the_worker_says_to() -> None:
+    """serve has the pool not retry a 429 while another worker follows (RETRIED_BEFORE_NEXT:
+    the request is handed on at once); a worker's `x-should-retry: true` turns only a client
+    error into one retried. Retrying any kind the worker said to (a 429 too) passed every
+    test: the client was held through the 429's waits while the next worker could answer."""
+    worker = pool_config("http://127.0.0.1:9/v1", retry_backoff_s=0.0).workers[0]
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    said = {"x-should-retry": "true"}
+    limited = openai.RateLimitError(
+        "rate limited", response=httpx.Response(429, headers=said, request=request), body=None
+    )
+    conflict = openai.ConflictError(
+        "lock timeout", response=httpx.Response(409, headers=said, request=request), body=None
+    )
+    deadline = time.perf_counter() + 30.0
+    assert retry_wait(worker, 1, "rate_limit", RETRIED_BEFORE_NEXT, limited, 0.0, deadline) is None
+    assert retry_wait(worker, 1, "rate_limit", RETRYABLE_KINDS, limited, 0.0, deadline) == 0.0
+    assert retry_wait(worker, 1, "client", RETRIED_BEFORE_NEXT, conflict, None, deadline) == 0.0
 
 
 def test_rate_limit_waits_at_least_retry_after(stub: StubWorker) -> None:
