@@ -95,6 +95,8 @@ def sdk_rate_limit(headers: dict[str, str]) -> openai.RateLimitError:
     [
         ({"retry-after": "12"}, 12.0),
         ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        # retry-after-ms is milliseconds only: the SDK reads no date there, but Retry-After
+        ({"retry-after-ms": "Fri, 31 Dec 9999 23:59:59 GMT", "retry-after": "9"}, 9.0),
         ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
         # HTTP's asctime date (in GMT, written without a zone), and one said in no known zone
         ({"retry-after": "Sun Nov  6 08:49:37 1994"}, 0.0),
