@@ -474,6 +474,25 @@ def test_a_rate_limited_worker_skipped_while_half_open_is_probed_once_its_limit_
     assert dispatcher._may_call(worker, []) == "probe"
 
 
+def test_a_rate_limited_worker_is_skipped_to_the_end_of_its_limit_not_before() -> None:
+    """Every test asked a rate-limited worker again after its whole Retry-After or well
+    within it, so skipping it only while more than half a second of its limit was left (its
+    provider then answering one more 429) passed them all."""
+    now = [0.0]
+    breaker = CircuitBreaker(WORKERS, clock=lambda: now[0])
+    dispatcher = unstarted_dispatcher(breaker)
+    worker = WORKERS[0]
+    breaker.rate_limited(worker, 5.0, "call")  # a 429's Retry-After of 5 s
+    now[0] = 4.9
+    skipped: list[Attempt] = []
+    assert dispatcher._may_call(worker, skipped) is None
+    assert [attempt.outcome for attempt in skipped] == ["rate_limit"]
+    assert not dispatcher.takes_request(worker)  # /health's count
+    now[0] = 5.0
+    assert dispatcher._may_call(worker, []) == "call"
+    assert dispatcher.takes_request(worker)
+
+
 def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:
     """Concurrent requests to a failing worker all fail, one after another: each failure
     after the one that opened its circuit opened it again, so 16 requests in flight made
