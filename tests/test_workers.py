@@ -29,6 +29,7 @@ from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError, redact
+from fugu_lite.workers.attempts import refused_result
 from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
 from fugu_lite.workers.llama_cpp_requests import (
@@ -238,6 +239,11 @@ def test_a_logit_bias_key_must_be_below_the_local_models_vocabulary_size() -> No
     error = refused("100")
     assert error is not None and error.status_code == 400
     assert "logit_bias key '100' is not a token id of its model" in str(error)
+    # chat's result for it: a 400 of the request, and no call sent (only llama.cpp
+    # integration runs reached it, so attempts 1 and status None passed every unit test)
+    result = refused_result("llama", error)
+    assert (result.error_kind, result.status_code, result.attempts) == ("client", 400, 0)
+    assert result.error == str(error) and result.output is None
 
 
 def test_missing_usage_gives_no_cost_rather_than_zero(stub: StubWorker) -> None:
