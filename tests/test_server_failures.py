@@ -287,6 +287,42 @@ def test_a_worker_4xx_said_worth_retrying_falls_back_to_the_next_best(
             assert response.headers["x-fugu-attempts"] == f"{first}:server,{second}:ok"
 
 
+def overloaded_app(calls: list[float]) -> FastAPI:
+    """An OpenAI-style upstream answering every call with a 503 asking to wait 2 s (an
+    overloaded provider), noting each call's time in `calls`."""
+    upstream = FastAPI()
+
+    @upstream.post("/v1/chat/completions")
+    async def chat() -> JSONResponse:
+        calls.append(time.monotonic())
+        error = {"message": "the engine is overloaded", "type": "server_error", "param": None,
+                 "code": None}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=503, headers={"retry-after": "2"})
+
+    return upstream
+
+
+def test_a_5xx_asking_to_wait_goes_to_the_next_worker_at_once_not_after_its_waits(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's 503 with a Retry-After was retried through those waits (the pool's
+    max_retries, each at least the Retry-After) while the next worker could answer: 2 s
+    retried twice kept the client 4 s. As for a 429, the next worker now answers at once;
+    the worker alone, with no worker after it, is still retried after its waits."""
+    first, second = ranking_for(family, MATH).ranking[:2]
+    calls: list[float] = []
+    with ServerThread(overloaded_app(calls)) as overloaded:
+        worker = {"base_url": overloaded.base_url, "max_retries": 1, "retry_backoff_s": 0.0}
+        running = serve(pool_for(stubs, overrides={first: worker}))
+        response = running.post({"model": MODEL, "messages": user(MATH)})
+        assert response.headers["x-fugu-attempts"] == f"{first}:server,{second}:ok"
+        assert len(calls) == 1
+        alone = running.post({"model": MODEL, "messages": user(MATH), "workers": [first]})
+    assert alone.status_code == 502
+    assert len(calls) == 3
+    assert calls[2] - calls[1] >= 2.0
+
+
 def test_killing_the_chosen_worker_falls_back(serve, stubs: Stubs, family: RouterFamily) -> None:
     first, second = ranking_for(family, CODE).ranking[:2]
     doomed, _ = counted_stub(reply="answer from the doomed worker")

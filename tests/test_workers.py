@@ -401,6 +401,22 @@ def test_a_kind_its_caller_does_not_retry_is_not_retried_though_the_worker_says_
     assert retry_wait(worker, 1, "client", RETRIED_BEFORE_NEXT, conflict, None, deadline) == 0.0
 
 
+def test_a_5xx_asking_to_wait_is_retried_only_by_a_caller_that_waits_out_429s() -> None:
+    """serve hands a 429 on to the next worker at once (RETRIED_BEFORE_NEXT); a 503 asking
+    to wait (Retry-After) was retried through its waits all the same, holding the client
+    from the next worker. A caller retrying 429s (collect; serve's last worker) still waits
+    it out, and a 5xx that asks no wait is retried by both."""
+    worker = pool_config("http://127.0.0.1:9/v1", retry_backoff_s=0.0).workers[0]
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    overloaded = openai.InternalServerError(
+        "overloaded", response=httpx.Response(503, request=request), body=None
+    )
+    deadline = time.perf_counter() + 30.0
+    assert retry_wait(worker, 1, "server", RETRIED_BEFORE_NEXT, overloaded, 2.0, deadline) is None
+    assert retry_wait(worker, 1, "server", RETRYABLE_KINDS, overloaded, 2.0, deadline) == 2.0
+    assert retry_wait(worker, 1, "server", RETRIED_BEFORE_NEXT, overloaded, None, deadline) == 0.0
+
+
 def test_rate_limit_waits_at_least_retry_after(stub: StubWorker) -> None:
     stub.retry_after_s = 0.4
     stub.fail_next("429")

@@ -19,7 +19,7 @@ from ..workers.errors import (
 )
 from ..workers.pool import WorkerPool
 from ..workers.results import CallResult
-from ..workers.retries import RETRYABLE_KINDS, call_budget_s
+from ..workers.retries import RATE_LIMITED, RETRYABLE_KINDS, call_budget_s
 from .auth import Redactor
 from .breaker import CircuitBreaker, Permit
 from .metrics import Metrics
@@ -38,7 +38,6 @@ NEXT_WORKER_OUTCOMES = FALLBACK_KINDS | {CONTEXT_LENGTH, BUSY}  # outcomes that 
 # while another worker may answer, the client is not held through those waits. Nor is it
 # broken: its circuit is not charged (a 429 insufficient_quota, no credit left, is no rate
 # limit: workers.errors.classify_error, and refine_kind's worker_config).
-RATE_LIMITED = "rate_limit"
 RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
 # A worker's 409 is a conflict in its own state (a lock timeout), which the openai SDK
 # retries as it does a 5xx: not the request's fault, so the next worker is tried (as it is

@@ -12,7 +12,8 @@ from .errors import retry_header
 MAX_RETRY_AFTER_S = 60.0
 MAX_DOUBLINGS = 64  # of retry_backoff_s (backoff)
 BACKOFF_MARGIN_S = 5.0  # a call's budget for the waits between its attempts (call_budget_s)
-RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server"})
+RATE_LIMITED = "rate_limit"  # a 429 (classify_error)
+RETRYABLE_KINDS = frozenset({"timeout", "connection", RATE_LIMITED, "server"})
 
 
 def call_budget_s(worker: WorkerConfig) -> float:
@@ -56,13 +57,17 @@ def tried_again(
     """Whether a failed attempt is tried again: the worker's max_retries are not used up; its
     kind is one the caller has retried, or a client error (a 409, say) the worker answered
     with `x-should-retry: true`; the worker did not answer `x-should-retry: false` (the
-    openai SDK obeys that header both ways); and its Retry-After is not over
-    MAX_RETRY_AFTER_S (a retry sooner is refused again: the caller is told the wait in
-    retry_after_s; the openai SDK does not retry then either)."""
+    openai SDK obeys that header both ways); its Retry-After is not over MAX_RETRY_AFTER_S
+    (a retry sooner is refused again: the caller is told the wait in retry_after_s; the
+    openai SDK does not retry then either); and a caller that does not retry 429s (serve,
+    while another worker follows) is not held through any worker's Retry-After: a 503 asking
+    to wait 3 s, retried twice, kept the client 6 s from the next worker."""
     said = retry_header(error)
     if said is False or attempt > worker.max_retries:
         return False
     if kind not in retried and not (said and kind == "client"):
+        return False
+    if retry_after and RATE_LIMITED not in retried:
         return False
     return retry_after is None or retry_after <= MAX_RETRY_AFTER_S
 
