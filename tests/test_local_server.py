@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import http.server
 import importlib.util
 import os
@@ -1254,6 +1255,38 @@ def test_collect_with_no_temp_folder_for_a_servers_log_names_the_folder_and_the_
     )
     assert "free disk space there, or set TMPDIR to a folder" in flat(result.output)
     assert "another user made it?" not in flat(result.output)
+
+
+def test_a_server_process_that_cannot_be_made_is_one_error_naming_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork refused (too many processes, too little memory) ended collect's pool start in
+    an OSError's traceback naming no worker; it is one error line now, naming the worker
+    and what to do, and its empty log is not left in the temp folder. The refusal is made
+    by a stand-in Popen: exhausting processes or memory here would hit the whole machine."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+
+    def refused_fork(*args: object, **kwargs: object) -> subprocess.Popen:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(local_server.subprocess, "Popen", refused_fork)
+    pool = tmp_path / "pool.yaml"
+    worker = {"id": "w", "model": "m", "local": {"gguf": "embedded:smollm2"}}
+    pool.write_text(yaml.safe_dump({"workers": [worker]}), encoding="utf-8")
+    tasks = tmp_path / "tasks.jsonl"
+    write_tasks(tasks, [t for t in generate_tasks(1, seed=3) if t.grader != "code"][:1])
+    result = invoke(
+        "collect", "--pool", pool, "-t", tasks, "-o", tmp_path / "r.jsonl", "--no-progress"
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        f"error: local worker 'w': cannot start its llama.cpp server ({sys.executable} -m "
+        "llama_cpp.server): Resource temporarily unavailable; the machine is out of processes "
+        "or memory" in flat(result.output)
+    )
+    assert not list(temp.rglob("*.log"))
 
 
 def test_a_gguf_replaced_while_serving_is_read_again_when_its_crashed_server_restarts(

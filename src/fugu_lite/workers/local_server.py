@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import ctypes
 import difflib
+import errno
 import functools
 import importlib.util
 import logging
@@ -436,18 +437,38 @@ class LocalServer:
         self.command = server_command(gguf, self.model, self.port, self.config)
         self.log_path = self._new_log()
         parent = os.getpid()
-        # Appending (O_APPEND): the server writes at the log's end after trim_log cuts it.
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command,
-                stdin=subprocess.DEVNULL,
-                env=server_environment(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches fugu-lite, which stops it in order
-                preexec_fn=(lambda: _die_with_parent(parent)) if sys.platform == "linux" else None,
-            )
+        try:
+            # Appending (O_APPEND): the server writes at the log's end after trim_log cuts it.
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    self.command,
+                    stdin=subprocess.DEVNULL,
+                    env=server_environment(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C reaches fugu-lite, which stops it in order
+                    preexec_fn=(
+                        (lambda: _die_with_parent(parent)) if sys.platform == "linux" else None
+                    ),
+                )
+        except OSError as error:
+            self.log_path.unlink(missing_ok=True)
+            raise LocalServerError(self._not_started(error)) from error
         _running.add(self)
+
+    def _not_started(self, error: OSError) -> str:
+        """Why its process could not be made (no fork: too many processes, too little
+        memory): the bare OSError ended collect or serve in a traceback naming no worker."""
+        return (
+            f"local worker {self.worker_id!r}: cannot start its llama.cpp server "
+            f"({self.command[0]} -m llama_cpp.server): {error.strerror or error}; "
+            + (
+                "the machine is out of processes or memory: stop other programs (or raise "
+                "ulimit -u), or use fewer local workers, and run it again"
+                if error.errno in (errno.EAGAIN, errno.ENOMEM)
+                else f"check that {self.command[0]} runs, and run it again"
+            )
+        )
 
     def _new_log(self) -> Path:
         """An empty log file in this user's temp folder; LocalServerError naming the folder
