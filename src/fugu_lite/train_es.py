@@ -102,8 +102,8 @@ def run_generation(
         generator,
     )
     fitness = scores["fitness"].tolist()
-    finite = [math.isfinite(value) for value in fitness]
-    if not any(finite):
+    kept = [index for index, value in enumerate(fitness) if math.isfinite(value)]
+    if not kept:
         raise TrainingDiverged(
             f"ES diverged at generation {generation}: the logits of every candidate became NaN "
             "or infinite (its parameters times the features overflow float32), so it stopped "
@@ -111,7 +111,6 @@ def run_generation(
             "it again"
         )
     optimizer.tell([(x, cma_value(value)) for x, value in zip(solutions, fitness, strict=True)])
-    kept = [index for index, is_finite in enumerate(finite) if is_finite]
     metrics = {
         "fitness_best": max(fitness[index] for index in kept),
         "fitness_mean": sum(fitness[index] for index in kept) / len(kept),
