@@ -197,16 +197,31 @@ def test_a_generated_list_task_answers_the_list_its_prompt_shows(seed: int) -> N
     assert checked > 20
 
 
+def drafts_of(family: str, draws: int = 300) -> list[dict[str, object]]:
+    """`draws` drafts of each maker of `family`, each from a generator of its own seed."""
+    makers = [maker for level in FAMILIES[family].values() for maker in level]
+    return [maker(random.Random(draw)) for maker in makers for draw in range(draws)]
+
+
 def test_a_sort_task_never_shows_its_list_in_order() -> None:
     """A list shown already sorted (or in reverse) asks nothing: echoing it would score 1.
     Every maker of the list family draws 300 tasks."""
-    makers = [maker for level in FAMILIES["list"].values() for maker in level]
-    drafts = [maker(random.Random(draw)) for maker in makers for draw in range(300)]
-    sorts = [draft for draft in drafts if draft["grader"] == "regex"]
+    sorts = [draft for draft in drafts_of("list") if draft["grader"] == "regex"]
     assert len(sorts) >= 600
     for draft in sorts:
         values = [int(value) for value in re.findall(r"-?\d+", str(draft["prompt"]))]
         assert values not in (sorted(values), sorted(values, reverse=True)), draft["prompt"]
+
+
+def test_an_arithmetic_answer_is_never_negative_nor_a_story_left_with_nothing() -> None:
+    """The arithmetic family is for small workers: "What is 3 - 17?", "(4 + 2) * 3 - 25",
+    a story giving away more than was had, paying $20 for $20 of notebooks, or each child
+    eating every candy had keys the solver agrees with, so no other test saw them."""
+    answers = {str(d["prompt"]): Fraction(str(d["answer"])) for d in drafts_of("arithmetic")}
+    assert [prompt for prompt, answer in answers.items() if answer < 0] == []
+    stories = {p: a for p, a in answers.items() if not p.startswith("What is")}
+    assert len(stories) > 300
+    assert [prompt for prompt, answer in stories.items() if answer <= 0] == []
 
 
 @pytest.mark.parametrize("seed", range(4))
