@@ -111,6 +111,7 @@ def test_blank_lines_are_skipped(tmp_path: Path) -> None:
         ({**GOOD, "answer": "2,5"}, "a comma only separates thousands"),  # not 25
         ({**GOOD, "answer": "1.234,5"}, "a comma only separates thousands"),  # not 1.2345
         ({**GOOD, "answer": "12345,678"}, "a comma only separates thousands"),  # not 12345678
+        ({**GOOD, "answer": "1234,567"}, "a comma only separates thousands"),  # 4 digits first
         ({**GOOD, "grader": "choice", "answer": "F"}, "not an option letter"),
         ({**GOOD, "grader": "regex", "answer": "(unclosed"}, "not a valid regular expression"),
         ({**GOOD, "grader": "regex", "answer": r"\d*"}, "matches the empty string"),
