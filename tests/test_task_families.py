@@ -224,6 +224,15 @@ def test_an_arithmetic_answer_is_never_negative_nor_a_story_left_with_nothing() 
     assert [prompt for prompt, answer in stories.items() if answer <= 0] == []
 
 
+def test_a_choice_question_lists_each_option_once() -> None:
+    """ "Which number is larger? (A) 42 (B) 42", an even number beside the same odd one
+    twice, or a weekday question offering its answer twice has no one right letter, yet the
+    solver finds the key among the options and passed them all."""
+    for draft in drafts_of("logic"):
+        options = re.findall(r"^\([A-E]\) (.*)$", str(draft["prompt"]), re.MULTILINE)
+        assert len(options) >= 2 and len(set(options)) == len(options), draft["prompt"]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
     """ "All wugs are feps. Some feps are daxes. Must some wugs be daxes?" had the key
