@@ -213,6 +213,17 @@ def test_a_sort_task_never_shows_its_list_in_order() -> None:
         assert values not in (sorted(values), sorted(values, reverse=True)), draft["prompt"]
 
 
+def test_a_second_largest_question_shows_no_number_twice() -> None:
+    """ "What is the second largest number in the list [9, 4, 9, 2]?" is 9 (the second of
+    the sorted entries) or 4 (the second of the different numbers); the list test's own
+    sorted(values)[-2] agrees with the first, so a maker drawing repeats passed it."""
+    asked = [d for d in drafts_of("list") if "second largest" in str(d["prompt"])]
+    assert len(asked) >= 300
+    for draft in asked:
+        values = re.findall(r"-?\d+", str(draft["prompt"]).split("]")[0])
+        assert len(set(values)) == len(values), draft["prompt"]
+
+
 def test_an_arithmetic_answer_is_never_negative_nor_a_story_left_with_nothing() -> None:
     """The arithmetic family is for small workers: "What is 3 - 17?", "(4 + 2) * 3 - 25",
     a story giving away more than was had, paying $20 for $20 of notebooks, or each child
@@ -323,15 +334,19 @@ def test_a_question_with_four_options_lettered_otherwise_is_the_same_question() 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_count_over_a_list_with_repeats_says_how_repeats_count(seed: int) -> None:
     """ "How many numbers are in the list [26, 17, 40, 2, 40, 8, 5]?" has two answers, 7
-    entries or 6 different numbers; the key said 7 without saying so."""
+    entries or 6 different numbers; the key said 7 without saying so. A count over a list
+    without a repeat (an even count whose odd numbers repeat too) says nothing of it."""
     counted = {"How many numbers": lambda v: True, "How many even": lambda v: v % 2 == 0}
     ambiguous = 0
     for task in generate_tasks(n_per_family=100, seed=seed, families=["list"]):
         for words, counts in counted.items():
             values = [value for value in listed(task) if counts(value)]
-            if task.prompt_text().startswith(words) and len(set(values)) < len(values):
-                ambiguous += 1
-                assert "each time it appears" in task.prompt_text(), task.prompt
+            if not task.prompt_text().startswith(words):
+                continue
+            repeats = len(set(values)) < len(values)
+            ambiguous += repeats
+            # and only then: a list without a repeat was asked as before it
+            assert ("each time it appears" in task.prompt_text()) == repeats, task.prompt
     assert ambiguous > 0
 
 
