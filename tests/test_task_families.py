@@ -213,6 +213,20 @@ def test_a_sort_task_never_shows_its_list_in_order() -> None:
         assert values not in (sorted(values), sorted(values, reverse=True)), draft["prompt"]
 
 
+def test_a_reversing_task_never_asks_for_what_it_shows() -> None:
+    """A word or words that read the same reversed ("cat dog cat", a word drawn twice)
+    would be answered by echoing the question's quoted text."""
+    reversals = [
+        draft
+        for draft in drafts_of("string")
+        if re.search(r"backwards|Reverse the order", str(draft["prompt"]))
+    ]
+    assert len(reversals) >= 900
+    for draft in reversals:
+        shown = re.findall(r"'([^']*)'", str(draft["prompt"]))[-1]
+        assert draft["answer"] != shown, draft["prompt"]
+
+
 def test_a_second_largest_question_shows_no_number_twice() -> None:
     """ "What is the second largest number in the list [9, 4, 9, 2]?" is 9 (the second of
     the sorted entries) or 4 (the second of the different numbers); the list test's own
