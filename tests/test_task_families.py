@@ -160,6 +160,20 @@ def test_a_sorted_list_task_wants_exactly_the_list(output: str, score: float) ->
     assert asyncio.run(grade(task, output)).score == score
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [("[3, 5, 12]", 1.0), ("3; 5; 12", 1.0), ("[-3, 5, 12]", 0.0), ("-3 5 12", 0.0)],
+)
+def test_a_sorted_list_task_reads_a_semicolon_and_refuses_a_sign_the_list_lacks(
+    output: str, score: float
+) -> None:
+    """A minus before the first number is another number: "[-3, 5, 12]" does not sort
+    [12, 3, 5]; a semicolon separates as a comma does."""
+    prompt = "Sort the list [12, 3, 5] from smallest to largest."
+    task = Task(id="s2", prompt=prompt, answer=list_regex([3, 5, 12]), grader="regex", task="sort")
+    assert asyncio.run(grade(task, output)).score == score
+
+
 def test_every_generated_task_grades_its_reference_1_and_a_wrong_answer_0() -> None:
     tasks = generate_tasks(n_per_family=15, seed=11)
     right = asyncio.run(grade_all(tasks, reference_output))
