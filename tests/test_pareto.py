@@ -315,6 +315,20 @@ def test_a_reference_cost_of_0_is_refused() -> None:
         pareto_report(train, evaluated, "test", perfect, {}, [0.0], reference_cost=0.0)
 
 
+def test_baselines_given_no_cost_weights_are_refused_naming_the_argument() -> None:
+    """pareto_report (public API; eval --pareto always gives the family's weights) given
+    baseline predictions but no weights to trace them at stopped on 'a hull needs at least
+    one point', naming neither the baseline nor the argument; without baselines no weight
+    is needed."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    predictions = {"knn": (evaluated.rewards, evaluated.costs)}
+    with pytest.raises(ValueError, match=r"baseline_cost_weights is empty.*\['knn'\]"):
+        pareto_report(train, evaluated, "test", perfect, predictions, [], 1.5)
+    report = pareto_report(train, evaluated, "test", perfect, {}, [], 1.5)
+    assert list(report["curves"]) == ["router", "workers"]
+
+
 def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
     # [1, 2] at the floor -1, then (0.6 + 0.9) / 2 * 2 on [2, 4]: (-1 + 1.5) / 3
     assert aiq([(2.0, 0.6), (4.0, 0.9)], 1.0, 4.0, floor=-1.0) == pytest.approx(0.5 / 3)

@@ -55,7 +55,12 @@ def pareto_report(
     probabilities; `baseline_predictions` maps a baseline to (predicted rewards, predicted
     costs); the best single worker is chosen on train. Returns a JSON-serialisable dict."""
     evaluated_costs = _check_pareto_inputs(
-        train, evaluated, router_probabilities, baseline_predictions, reference_cost
+        train,
+        evaluated,
+        router_probabilities,
+        baseline_predictions,
+        baseline_cost_weights,
+        reference_cost,
     )
     info = baseline_info or {}
     curves = _curves(
@@ -110,6 +115,7 @@ def _check_pareto_inputs(
     evaluated: RewardTable,
     router_probabilities: Mapping[float, np.ndarray],
     baseline_predictions: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    baseline_cost_weights: Sequence[float],
     reference_cost: float,
 ) -> np.ndarray:
     """Refuse what gives no cost-quality curve, or a wrong one (splits of other workers,
@@ -122,6 +128,13 @@ def _check_pareto_inputs(
         raise ValueError("give the probabilities of at least one router")
     if reference_cost <= 0:
         raise ValueError(f"reference_cost must be > 0, got {reference_cost}")
+    if baseline_predictions and not baseline_cost_weights:
+        # each baseline's curve has a point per cost weight: none left it without a hull
+        raise ValueError(
+            f"baseline_cost_weights is empty, so the baselines {sorted(baseline_predictions)} "
+            "would have no point; give the cost weights to trace them at (eval --pareto "
+            "gives the router's), or no baseline predictions"
+        )
     for weight, probabilities in router_probabilities.items():
         check_aligned(f"router probabilities (cost weight {weight:g})", probabilities, evaluated)
     for name, (rewards, costs) in baseline_predictions.items():
