@@ -237,6 +237,24 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     assert [line for line in expected if line not in lines] == []
 
 
+def test_cost_weights_alike_to_6_digits_are_told_apart_in_the_per_weight_tables() -> None:
+    """The per-weight table wrote lambda with :g, so members at 0.1234567 (always a) and
+    0.1234568 (always b), which a hand-edited router_family.json can list, were two rows
+    both named 0.123457, in pareto_report.md and on the console."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    always_a, always_b = np.array([[1.0, 0.0]] * 2), np.array([[0.0, 1.0]] * 2)
+    probabilities = {0.1234567: always_b, 0.1234568: always_a}
+    report = pareto_report(train, evaluated, "test", probabilities, {}, [0.0], 1.5)
+    lines = pareto_markdown(report).splitlines()
+    assert "| 0.1234567 | 2.00 | 1.0000 |" in lines
+    assert "| 0.1234568 | 1.00 | 0.5000 |" in lines
+    console = Console(record=True, width=200)
+    print_pareto(report, console)
+    rows = [line.split("│")[1].strip() for line in console.export_text().splitlines()
+            if line.startswith("│ 0.1234")]  # fmt: skip
+    assert rows == ["0.1234567", "0.1234568"]
+
+
 def plotted_lines(report: dict) -> list[list[list[float]]]:
     """The (x, y) data of each line of report's cost-quality plot, in drawing order."""
     axes = plot_pareto(report).axes[0]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text import cost_text
+from ..text import cost_text, exact_number
 from .curves import (
     OperatingPoint,
     baseline_curve,
@@ -136,7 +136,8 @@ def _check_pareto_inputs(
             "gives the router's), or no baseline predictions"
         )
     for weight, probabilities in router_probabilities.items():
-        check_aligned(f"router probabilities (cost weight {weight:g})", probabilities, evaluated)
+        label = f"router probabilities (cost weight {exact_number(weight)})"
+        check_aligned(label, probabilities, evaluated)
     for name, (rewards, costs) in baseline_predictions.items():
         check_aligned(f"baseline {name!r} predicted rewards", rewards, evaluated)
         check_aligned(f"baseline {name!r} predicted costs", costs, evaluated)

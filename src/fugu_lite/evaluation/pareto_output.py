@@ -9,7 +9,7 @@ from rich.table import Column, Table
 
 from ..atomic_files import remove_files, write_text_atomic
 from ..io import write_json
-from ..text import console_name, console_text, cost_text
+from ..text import console_name, console_text, cost_text, exact_number
 from .pareto import CURVE_LABELS
 from .pareto_plot import plot_pareto
 from .plots import save_png
@@ -57,7 +57,8 @@ def cost_weight_rows(report: dict) -> tuple[list[str], list[list[str]]]:
                           for kind in ("cost", "reward")]]  # fmt: skip
     rows = []
     for weight in weights:
-        cells = [f"{weight:g}"]
+        # every digit: :g showed 0.1234567 and 0.1234568 (a hand-edited family) as one row name
+        cells = [exact_number(weight)]
         for name in names:
             point = next(
                 (p for p in report["curves"][name]["points"] if p["cost_weight"] == weight), None
