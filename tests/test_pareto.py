@@ -152,11 +152,12 @@ def test_the_oracles_point_pays_the_cheapest_of_equally_good_workers() -> None:
 
 def a_best_on_train_b_on_test_report() -> dict:
     """The cost-quality report of two workers, a (cost 3) best on train and b (cost 1) on
-    test, and a router that always asks a at cost weight 0 and always b at 1."""
+    test, and a router that always asks a at cost weight 0 and always b at 1. Train's prices
+    are twice test's: a best single worker's cost taken from train read 6 for a's 3."""
     train = reward_table(
         [
-            cost_record("train", [1.0, 0.0], [3.0, 1.0], "t1"),
-            cost_record("train", [0.8, 0.2], [3.0, 1.0], "t2"),
+            cost_record("train", [1.0, 0.0], [6.0, 2.0], "t1"),
+            cost_record("train", [0.8, 0.2], [6.0, 2.0], "t2"),
         ]
     )
     evaluated = reward_table(
@@ -353,6 +354,17 @@ def test_aiq_below_a_curve_is_the_floor_it_is_given() -> None:
     assert aiq([(3.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # the whole range below it
     assert aiq([(2.0, 0.6)], 1.0, 2.0, floor=-1.0) == -1.0  # all but its top, cost 2
     assert hull_reward_at([(1.0, 0.5)], 0.5, floor=-1.0) == -1.0
+
+
+def test_a_reversed_cost_range_and_a_report_without_a_router_are_refused() -> None:
+    """aiq over [2, 1] (refused only below cost_min - 1, say) gave a number for a range that
+    holds no cost, and pareto_report given no router probabilities (its check dropped) said
+    only 'a hull needs at least one point': each passed every test."""
+    with pytest.raises(ValueError, match=r"cost range \[2.0, 1.9\] is empty"):
+        aiq([(1.0, 0.5)], 2.0, 1.9)
+    train, evaluated = known_case_tables(1.0, 0.0)
+    with pytest.raises(ValueError, match="give the probabilities of at least one router"):
+        pareto_report(train, evaluated, "test", {}, {}, [0.0], 1.5)
 
 
 def known_case_tables(scale: float, shift: float) -> tuple[RewardTable, RewardTable]:
