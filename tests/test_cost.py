@@ -234,6 +234,15 @@ def test_a_request_halfway_between_two_decimal_cost_weights_gets_the_smaller() -
     assert nearest_cost_weight([0.7, 0.9], 0.8000001) == 0.9  # just past halfway: the larger
 
 
+def test_a_tie_goes_to_the_smaller_cost_weight_whatever_the_order_given() -> None:
+    """nearest_cost_weight taking the weights in the order given (its sorted() dropped) passed
+    every test, each of which gave them ascending as a loaded family's are: weights given
+    otherwise (a RouterFamily built by hand, another caller) then answered a request halfway
+    between two with the larger, against the quality-first tie rule."""
+    assert nearest_cost_weight([1.0, 0.5, 0.0], 0.25) == 0.0
+    assert nearest_cost_weight([0.3, 0.1], 0.2) == 0.1
+
+
 @pytest.mark.parametrize("stage", ["sft", "rl", "es"])
 def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path: Path) -> None:
     records = cost_case_records()
