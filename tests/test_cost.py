@@ -66,6 +66,7 @@ from fugu_lite.reward_head_training import (
     fit_cost_model,
     start_router,
     train_reward_head,
+    validation_summary,
 )
 from fugu_lite.router_family import (
     FAMILY_FILE,
@@ -992,6 +993,33 @@ def test_the_cost_model_predicts_in_cost_units_whatever_the_reference_cost() -> 
         np.testing.assert_allclose(x @ weight.T + bias, costs, rtol=1e-4)
 
 
+def test_the_assignment_and_cost_model_take_their_configured_strengths() -> None:
+    """training.assignment_c and training.cost_alpha each passed every test with a fixed
+    value in its place (C=1.0 in the assignment, alpha=1.0 in assembled_head): no test fitted
+    with two strengths. A weaker L2 (larger C) leaves larger assignment weights; a ridge of
+    alpha 1e-6 follows a cost that grows with the feature, one of 1e6 flattens it."""
+    import fugu_lite.reward_head_training as training
+
+    features, rewards = blob_case(20, seed=0)
+    standardised = (features - features.mean(axis=0)) / features.std(axis=0)
+    norms = [
+        np.linalg.norm(fit_cluster_mixture(features, standardised, rewards, 2, 0, c, 1).weight)
+        for c in (0.01, 10.0)
+    ]
+    assert norms[0] < norms[1] / 2
+    x = np.linspace(-1.0, 1.0, 11)[:, None]
+    costs = np.hstack([1.0 + x, np.ones_like(x)])
+    table = RewardTable(np.zeros((11, 2)), costs, [None] * 11, [None] * 11,
+                        [str(i) for i in range(11)], ["a", "b"])  # fmt: skip
+    data = training.FitData(raw=x, standardised=x, table=table)
+    member = fit_cluster_mixture(x, x, table.rewards, 1, 0, 1.0, 1)
+    slopes = [
+        float(training.assembled_head([member], data, 1.0, alpha).cost_weight[0, 0])
+        for alpha in (1e-6, 1e6)
+    ]
+    assert slopes[0] == pytest.approx(1.0, abs=1e-3) and abs(slopes[1]) < 1e-3
+
+
 def test_the_served_cost_weights_are_0_then_ten_a_decade_from_a_thousandth_to_100() -> None:
     weights = SERVED_COST_WEIGHTS
     assert weights[:3] == (0.0, 0.001, 0.00126) and weights[-1] == 100.0
@@ -1131,6 +1159,7 @@ def test_the_reward_head_predicts_rewards_and_costs_and_reports_validation(
     assert report["reference_cost"] == pytest.approx(0.55)  # mean train cost
     n_train = sum(r.split == "train" for r in reward_head.records)
     assert [c["clusters"] for c in report["clusterings"]] == [n_train // 10] * 6
+    assert [c["seed"] for c in report["clusterings"]] == [0, 1, 2, 3, 4, 5]  # seed + i
     validation = report["validation"]
     assert validation["reward_at_cost_weight_0"] == pytest.approx(1.0)  # premium every time
     # AIQ is over the single workers' cost range, [0.1, 1]: the head's curve runs there from
@@ -1376,6 +1405,54 @@ def test_the_validation_cost_error_is_relative_to_the_mean_cost(tmp_path: Path) 
     assert report["validation"]["cost_mean_abs_relative_error"] == pytest.approx(
         error / actual.mean(), rel=1e-4
     )
+
+
+def test_the_validation_aiq_spans_the_single_workers_costs_not_the_heads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """training_report.json's validation AIQ is over the single workers' mean costs: taken
+    over the head's own points (their dearest for the top) it passed every test, whose head
+    at cost weight 0 always paid the dearest worker's price. Here a costs 10 on p1 and 0 on
+    p2 (mean 5), b 1 on each; a hand-set head, knowing rewards and costs, takes a then b at
+    small weights (cost 5.5, reward 1), b twice above 1/9 (1, 0.5), b then a above 1 (0.5,
+    0). Its hull over [1, 5] is 0.5 + (c - 1) / 9: mean 0.5 + 2 / 9 (over [1, 5.5]: 0.75)."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [2], 1.0, 0.05)
+    router.head.assign_weight.copy_(torch.tensor([[50.0], [-50.0]]))  # p1 (+1) -> cluster 0
+    router.head.cluster_rewards.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    router.head.cost_weight.copy_(torch.tensor([[5.0], [0.0]]))  # a: 5 + 5 x feature
+    router.head.cost_bias.copy_(torch.tensor([5.0, 1.0]))
+    features = torch.tensor([[1.0], [-1.0]])
+    monkeypatch.setattr(router, "features_for", lambda prompts: features)
+    records = [
+        cost_record("validation", [1.0, 0.0], [10.0, 1.0], "p1"),
+        cost_record("validation", [0.0, 1.0], [0.0, 1.0], "p2"),
+    ]
+    summary = validation_summary(router, records)
+    assert summary is not None and summary["reward_at_cost_weight_0"] == pytest.approx(1.0)
+    assert summary["aiq"] == pytest.approx(0.5 + 2 / 9)
+
+
+def test_the_validation_aiq_is_at_the_lowest_reward_below_the_heads_cheapest_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below the head's cheapest point the validation AIQ counts the lowest reward (rewards
+    going below 0), as eval --pareto does: 0 in its place passed every test, whose rewards
+    were all >= 0. a (cost 1, reward -1), b (2, 0), c (3, 0.5); a hand-set head that thinks
+    a worst and dearest asks c at cost weight 0 and b above 0.5, never a: over [1, 3] its
+    hull is -1 on [1, 2] then 0 -> 0.5 on [2, 3], a mean of (-1 + 0.25) / 2 (with 0: 0.125)."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b", "c"], 1, [1], 1.0,
+                             0.05)  # fmt: skip
+    router.head.cluster_rewards.copy_(torch.tensor([[-5.0, 0.0, 0.5]]))
+    router.head.cost_bias.copy_(torch.tensor([5.0, 2.0, 3.0]))
+    monkeypatch.setattr(router, "features_for", lambda prompts: torch.zeros(len(prompts), 1))
+    records = [
+        RewardRecord(prompt=f"p{i}", split="validation", worker_ids=["a", "b", "c"],
+                     rewards=[-1.0, 0.0, 0.5], costs=[1.0, 2.0, 3.0], id=f"p{i}")
+        for i in range(2)
+    ]  # fmt: skip
+    summary = validation_summary(router, records)
+    assert summary is not None and summary["reward_at_cost_weight_0"] == pytest.approx(0.5)
+    assert summary["aiq"] == pytest.approx((-1.0 + 0.25) / 2)
 
 
 def test_a_reward_head_stopped_after_its_checkpoint_leaves_no_earlier_report(
