@@ -256,6 +256,25 @@ def test_cost_weights_alike_to_6_digits_are_told_apart_in_the_per_weight_tables(
     assert rows == ["0.1234567", "0.1234568"]
 
 
+def test_a_cost_weight_one_curve_lacks_is_a_dash_in_the_per_weight_table() -> None:
+    """pareto_report takes the router's and the baselines' weights apart (eval --pareto gives
+    both the family's): the per-weight table taking its rows from the router's points only,
+    or a curve's missing point written as '-', passed every test, each of which gave both
+    the same weights. The router at 0 and 1, kNN (perfect predictions) at 0.5 only."""
+    train, evaluated = known_case_tables(1.0, 0.0)
+    always_a, always_b = np.array([[1.0, 0.0]] * 2), np.array([[0.0, 1.0]] * 2)
+    predictions = {"knn": (evaluated.rewards, evaluated.costs)}
+    report = pareto_report(train, evaluated, "test", {0.0: always_b, 1.0: always_a},
+                           predictions, [0.5], 1.5)  # fmt: skip
+    lines = pareto_markdown(report).splitlines()
+    rows = [line for line in lines if line.startswith(("| 0 ", "| 0.5 ", "| 1 "))]
+    assert rows == [
+        "| 0 | 2.00 | 1.0000 | — | — |",
+        "| 0.5 | — | — | 1.50 | 1.0000 |",
+        "| 1 | 1.00 | 0.5000 | — | — |",
+    ]
+
+
 def plotted_lines(report: dict) -> list[list[list[float]]]:
     """The (x, y) data of each line of report's cost-quality plot, in drawing order."""
     axes = plot_pareto(report).axes[0]
