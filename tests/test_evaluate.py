@@ -1476,6 +1476,24 @@ def test_a_per_task_plot_with_a_row_for_every_task_says_it_leaves_nothing_out() 
     assert ticks[-1] == "(2 other tasks) (n=3)"  # t0 and t1, of 1 and 2 prompts
 
 
+def test_a_worker_named_as_the_choices_plots_pooled_row_reads_as_a_worker() -> None:
+    """Past 60 workers the router choices plot's last row sums the others' shares; it was
+    labelled "N other workers", as a worker of that name is, so both read "3 other workers".
+    The pooled row is in parentheses now, and a worker named with them is quoted, as the
+    per-task plot does for tasks."""
+    from fugu_lite.evaluation.plots import plot_router_choices
+
+    workers = [f"w{index}" for index in range(62)]
+    workers[1], workers[2] = "3 other workers", "(3 other workers)"
+    table = make_table(np.eye(62), workers=workers)  # each the oracle's on its own prompt
+    always_w0 = one_hot(np.zeros(62, dtype=np.int64), 62)
+    report = evaluation_report(table, table, "test", always_w0, {}, {})
+    ticks = [text.get_text() for text in plot_router_choices(report).axes[0].get_yticklabels()]
+    assert ticks[:3] == ["w0 (best single)", "3 other workers", '"(3 other workers)"']
+    assert ticks[-1] == "(3 other workers)"  # w59..w61
+    assert len(set(ticks)) == len(ticks)
+
+
 def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:
     """Worker and task names of 200 characters (with `_` and `$`) made labels wider than the
     figure: matplotlib's layout gave up ('axes sizes collapsed to zero') and the labels ran
@@ -1525,7 +1543,7 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     assert figure.get_size_inches()[1] <= 0.35 * 60 + 1.5
     axes = figure.axes[0]
     shown = [text.get_text() for text in axes.get_yticklabels()]
-    assert len(shown) == 60 and shown[-1] == "31 other workers"
+    assert len(shown) == 60 and shown[-1] == "(31 other workers)"
     assert all(report["worker_ids"][index] in shown[index] for index in range(3))
     router_bars = axes.containers[0]
     total = sum(bar.get_width() for bar in router_bars)
@@ -1537,7 +1555,7 @@ def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     names, router, oracle = plotted_workers(
         evaluation_report(many, many, "test", always_w0, {}, {})
     )
-    assert (names[-1], router[-1], oracle[-1]) == ("3 other workers", 0.0, pytest.approx(3 / 62))
+    assert (names[-1], router[-1], oracle[-1]) == ("(3 other workers)", 0.0, pytest.approx(3 / 62))
     # w61, the oracle's on 2 of 3 prompts but never the router's, keeps its row: the rows
     # are the largest router and oracle shares together, not the router's alone
     rewards = np.zeros((3, 62))

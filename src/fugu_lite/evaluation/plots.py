@@ -13,7 +13,7 @@ from matplotlib.legend import Legend
 
 from ..atomic_files import write_bytes_atomic
 from ..text import visible_controls
-from .table import task_label
+from .table import row_name, task_label
 
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"
@@ -99,7 +99,7 @@ def plot_router_choices(report: dict) -> Figure:
 
     Horizontal bars, one row per worker: the figure grows in height with the pool, so 30
     workers stay readable (columns made it a 29-inch-wide strip)."""
-    best = report["best_single"]["worker"]
+    best = row_name(report["best_single"]["worker"])
     workers, router, oracle = plotted_workers(report)
     names = [plain_text(f"{w} (best single)" if w == best else w) for w in workers]
     positions = np.arange(len(workers))
@@ -148,19 +148,20 @@ def plot_per_task(report: dict) -> Figure:
 
 
 def plotted_workers(report: dict) -> tuple[list[str], list[float], list[float]]:
-    """The router choices plot's rows (names, router shares, oracle shares): every worker
+    """The router choices plot's rows (labels, router shares, oracle shares): every worker
     when they fit; else the workers with the largest shares (in the pool's order) and a last
-    row with the other workers' shares summed."""
-    workers = report["worker_ids"]
-    router = [report["choices"]["router"]["shares"][worker] for worker in workers]
-    oracle = [report["choices"]["oracle"]["shares"][worker] for worker in workers]
+    row, "(N other workers)", with the other workers' shares summed (in parentheses: row_name
+    quotes a worker named so)."""
+    workers = [row_name(worker) for worker in report["worker_ids"]]
+    router = [report["choices"]["router"]["shares"][worker] for worker in report["worker_ids"]]
+    oracle = [report["choices"]["oracle"]["shares"][worker] for worker in report["worker_ids"]]
     if len(workers) <= CHOICES_PLOT_ROWS:
         return workers, router, oracle
     by_share = sorted(range(len(workers)), key=lambda index: -(router[index] + oracle[index]))
     kept = sorted(by_share[: CHOICES_PLOT_ROWS - 1])
     others = by_share[CHOICES_PLOT_ROWS - 1 :]
     return (
-        [workers[index] for index in kept] + [f"{len(others):,} other workers"],
+        [workers[index] for index in kept] + [f"({len(others):,} other workers)"],
         [router[index] for index in kept] + [sum(router[index] for index in others)],
         [oracle[index] for index in kept] + [sum(oracle[index] for index in others)],
     )
@@ -169,7 +170,7 @@ def plotted_workers(report: dict) -> tuple[list[str], list[float], list[float]]:
 def plotted_tasks(rows: list[dict]) -> list[tuple[str, dict]]:
     """The per-task plot's rows and their labels: every task when they fit; else the tasks
     with the most prompts (in the report's order) and a last row, "(N other tasks)", pooling
-    the other tasks' prompts (in parentheses: task_label quotes a task named so)."""
+    the other tasks' prompts (in parentheses: row_name quotes a task named so)."""
     if len(rows) <= PER_TASK_PLOT_ROWS:
         return [(task_label(row["task"]), row) for row in rows]
     by_size = sorted(range(len(rows)), key=lambda index: -rows[index]["n"])

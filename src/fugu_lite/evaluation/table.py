@@ -101,21 +101,26 @@ def reward_table(records: list[RewardRecord]) -> RewardTable:
 
 
 NO_TASK = "(no task)"
-# A task name starting with one of these is shown quoted: rows that are no task, the
-# unlabelled prompts' NO_TASK and a plot's pooled "(N other tasks)", are in parentheses.
-_QUOTED_TASK_STARTS = ("(", '"')
+# A task or worker name starting with one of these is shown quoted: rows that are no task or
+# worker, the unlabelled prompts' NO_TASK and a plot's pooled "(N other tasks)" and
+# "(N other workers)", are in parentheses.
+_QUOTED_NAME_STARTS = ("(", '"')
 
 
 def task_label(task: str | None) -> str:
-    """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK, and
-    in double quotes as JSON writes it a task named "(no task)" (any name starting with a
-    parenthesis or a double quote) and a blank one (an empty cell read as no name), so that
-    no task reads as a row of another kind or as another blank task."""
-    if task is None:
-        return NO_TASK
-    if not task.strip() or task.startswith(_QUOTED_TASK_STARTS):
-        return json.dumps(task, ensure_ascii=False)
-    return task
+    """A per-task row's task as shown: the unlabelled prompts' row (task None) as NO_TASK,
+    a named task as row_name shows it."""
+    return NO_TASK if task is None else row_name(task)
+
+
+def row_name(name: str) -> str:
+    """A task's or worker's name as its row shows it: in double quotes as JSON writes it when
+    it starts with a parenthesis or a double quote (a task named "(no task)") or is blank (an
+    empty cell read as no name), so that no name reads as a row of another kind or as
+    another blank name."""
+    if not name.strip() or name.startswith(_QUOTED_NAME_STARTS):
+        return json.dumps(name, ensure_ascii=False)
+    return name
 
 
 def check_aligned(name: str, matrix: np.ndarray, table: RewardTable) -> None:
