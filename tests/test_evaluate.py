@@ -1526,6 +1526,38 @@ def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -
     assert task.startswith("t_\\$t_") and task.endswith("_end (n=8)") and "…" in task
 
 
+def test_long_labels_that_differ_only_in_their_middle_stay_apart_on_every_plot() -> None:
+    """A label over 48 characters loses its middle, so two worker or task names differing
+    only there (one model's variants under a long organisation path) read the same: the
+    plots' rows and the cost-quality plot's points could not be told apart. Such labels
+    now show where the names differ; labels that do not collide keep their start and end."""
+    from fugu_lite.evaluation.plots import distinct_lines, plot_router_choices
+
+    stem, end = "organisation-name/" + "very-long-model-name-" * 2, "-instruct-q4_k_m-gguf-2024"
+    workers = [f"{stem}v{index}{end}" for index in (1, 2, 3)] + ["x" * 70]
+    tasks = [f"{stem}task-{letter}{end}" for letter in "ab"] * 2
+    rewards = np.tile([0.2, 0.4, 0.6, 1.0], (4, 1))  # the best single is the x worker
+    costs = np.tile([1.0, 2.0, 3.0, 4.0], (4, 1))
+    table = make_table(rewards, costs=costs, tasks=tasks, workers=workers)
+    report = evaluation_report(table, table, "test", np.full((4, 4), 1 / 4), {}, {})
+    choices = [text.get_text() for text in plot_router_choices(report).axes[0].get_yticklabels()]
+    per_task = [text.get_text() for text in plot_per_task(report).axes[0].get_yticklabels()]
+    pareto = pareto_report(table, table, "test", {0.0: np.full((4, 4), 1 / 4)}, {}, [0.0], 1.0)
+    points = [text.get_text() for text in plot_pareto(pareto).axes[0].texts]
+    for labels, names in ((choices, workers), (per_task, ["a", "b"]), (points, workers)):
+        assert len(set(labels)) == len(labels) == len(names), labels
+        assert all(len(label) <= 48 and "…" in label for label in labels), labels
+    for labels in (choices, points):
+        for index, label in zip((1, 2, 3), labels, strict=False):
+            assert f"v{index}-instruct" in label.replace("…", ""), labels
+    assert [label.split("task-")[1][0] for label in per_task] == ["a", "b"]
+    # a label that collides with none keeps its start and end
+    assert choices[3] == "x" * 23 + "…" + "x" * 10 + " (best single)"
+    # names repeating one pattern read the same wherever they are cut: numbered then
+    repeating = distinct_lines(["ab" * 40, "ab" * 41, "ab" * 42])
+    assert len(set(repeating)) == 3 and all(len(label) <= 52 for label in repeating), repeating
+
+
 def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
     """One row per worker: a pool of 400 workers made a 17,000-pixel-tall plot. The workers
     with the largest shares keep their rows; one last row sums the others' shares, and the

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import Bbox
 
-from .plots import legend_beside, plain_text
+from .plots import legend_beside, plain_labels, plain_text
 
 
 def plot_pareto(report: dict) -> Figure:
@@ -31,10 +31,14 @@ def plot_pareto(report: dict) -> Figure:
     axes.set_title(f"Cost vs quality ({report['split']}, n={report['n_prompts']})")
     legend = legend_beside(figure, axes, fontsize=7)
     workers = report["curves"]["workers"]["points"]
+    labels = plain_labels([p["label"] for p in workers])
     label_points(
         figure,
         axes,
-        [(p["mean_cost"], p["mean_reward"], plain_text(p["label"])) for p in workers],
+        [
+            (p["mean_cost"], p["mean_reward"], label)
+            for p, label in zip(workers, labels, strict=True)
+        ],
         legend,
         stars=[(oracle["mean_cost"], oracle["mean_reward"])],
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from io import BytesIO
 from pathlib import Path
 
@@ -25,6 +27,9 @@ PER_TASK_PLOT_ROWS = 40
 CHOICES_PLOT_ROWS = 60  # workers with a row of their own on the router choices plot
 _DPI = 120
 _LABEL_CHARS = 48
+# A label shortened where it differs from another: its first and last characters kept, and
+# the part from a few characters before the difference.
+_AT_HEAD, _AT_TAIL, _AT_CONTEXT = 15, 16, 5
 
 
 def plain_text(text: str) -> str:
@@ -32,8 +37,57 @@ def plain_text(text: str) -> str:
     otherwise be parsed as math (and one like `$\\x$` stops the plot with an error); control
     characters, which no font draws, as escapes (`\\x1b`); line breaks stay. A line longer
     than _LABEL_CHARS loses its middle (a 200-character name left the plot no room)."""
-    shown = "\n".join(shortened(visible_controls(line)) for line in text.splitlines())
-    return shown.replace("$", r"\$")
+    return plain_labels([text])[0]
+
+
+def plain_labels(texts: Sequence[str]) -> list[str]:
+    """plain_text of each of one plot's labels (its rows, its points), kept apart: two long
+    names that differ only in their middle would both lose it and read the same, so such
+    lines show where they differ (distinct_lines)."""
+    lines_of = [[visible_controls(line) for line in text.splitlines()] for text in texts]
+    shown = [list(lines) for lines in lines_of]
+    for depth in range(max((len(lines) for lines in lines_of), default=0)):
+        holding = [index for index, lines in enumerate(lines_of) if depth < len(lines)]
+        kept = distinct_lines([lines_of[index][depth] for index in holding])
+        for index, line in zip(holding, kept, strict=True):
+            shown[index][depth] = line
+    return ["\n".join(lines).replace("$", r"\$") for lines in shown]
+
+
+def distinct_lines(lines: list[str]) -> list[str]:
+    """Each line shortened; lines that differ but would read the same show, between their
+    start and end, the part where they first differ (shortened_at); should some still read
+    the same (names repeating one pattern), a " [2]", " [3]" ... tells them apart."""
+    shown = [shortened(line) for line in lines]
+    for _ in lines:  # each pass parts the lines of a colliding label where they first differ
+        colliding = _colliding(lines, shown)
+        if not colliding:
+            return shown
+        shown = [
+            shortened_at(line, _first_difference(colliding[label])) if label in colliding
+            else label
+            for line, label in zip(lines, shown, strict=True)
+        ]  # fmt: skip
+    colliding = _colliding(lines, shown)
+    return [
+        f"{label} [{colliding[label].index(line) + 1}]" if label in colliding else label
+        for line, label in zip(lines, shown, strict=True)
+    ]
+
+
+def _colliding(lines: list[str], shown: list[str]) -> dict[str, list[str]]:
+    """Each label in `shown` that two different `lines` read as, with those lines (sorted)."""
+    lines_by_label: dict[str, set[str]] = defaultdict(set)
+    for line, label in zip(lines, shown, strict=True):
+        lines_by_label[label].add(line)
+    return {label: sorted(group) for label, group in lines_by_label.items() if len(group) > 1}
+
+
+def _first_difference(sorted_lines: list[str]) -> int:
+    """Where the sorted lines first differ: their first and last differ there first."""
+    first, last = sorted_lines[0], sorted_lines[-1]
+    pairs = enumerate(zip(first, last, strict=False))
+    return next((index for index, (a, b) in pairs if a != b), min(len(first), len(last)))
 
 
 def shortened(line: str) -> str:
@@ -43,6 +97,20 @@ def shortened(line: str) -> str:
         return line
     head = (_LABEL_CHARS - 1) // 2
     return f"{line[:head]}…{line[len(line) - (_LABEL_CHARS - 1 - head) :]}"
+
+
+def shortened_at(line: str, at: int) -> str:
+    """`line` within _LABEL_CHARS as its start, the part from a few characters before index
+    `at` on, and its end, joined by `…` where something is left out."""
+    if len(line) <= _LABEL_CHARS:
+        return line
+    end = len(line) - _AT_TAIL
+    width = _LABEL_CHARS - _AT_HEAD - _AT_TAIL - 2
+    start = max(_AT_HEAD, min(at - _AT_CONTEXT, end - width))
+    return (
+        f"{line[:_AT_HEAD]}{'…' if start > _AT_HEAD else ''}{line[start : start + width]}"
+        f"{'…' if start + width < end else ''}{line[end:]}"
+    )
 
 
 def legend_beside(figure: Figure, axes: Axes, fontsize: float) -> Legend:
@@ -101,7 +169,7 @@ def plot_router_choices(report: dict) -> Figure:
     workers stay readable (columns made it a 29-inch-wide strip)."""
     best = row_name(report["best_single"]["worker"])
     workers, router, oracle = plotted_workers(report)
-    names = [plain_text(f"{w} (best single)" if w == best else w) for w in workers]
+    names = plain_labels([f"{w} (best single)" if w == best else w for w in workers])
     positions = np.arange(len(workers))
     height = 0.4
     figure = Figure(figsize=(8.0, max(3.0, 0.35 * len(workers) + 1.5)), layout="constrained")
@@ -130,7 +198,7 @@ def plot_per_task(report: dict) -> Figure:
         )
         if name in report["methods"]
     ]
-    tasks = [plain_text(f"{label} (n={row['n']})") for label, row in labelled]
+    tasks = plain_labels([f"{label} (n={row['n']})" for label, row in labelled])
     positions = np.arange(len(rows))
     height = 0.8 / len(series)
     figure = Figure(figsize=(8.0, max(3.0, 0.2 * len(rows) * len(series) + 1.5)))
