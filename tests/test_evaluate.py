@@ -474,6 +474,9 @@ def test_knn_neighbours_are_the_most_cosine_similar_not_the_largest_dot_product(
     train_r = np.array([[1.0, 0.0], [0.0, 1.0]])
     query = np.array([[1, 0]], dtype=np.float32)
     np.testing.assert_allclose(knn_predict(train_x, train_r, query, k=1), [[0.0, 1.0]])
+    # features shorter than 1 are scaled to unit length too: the short one along the query
+    short = np.array([[0.05, 0.0], [0.6, 0.6]], dtype=np.float32)
+    np.testing.assert_allclose(knn_predict(short, train_r, query / 10, k=1), [[1.0, 0.0]])
     with pytest.raises(ValueError, match="k must be at least 1, got 0"):
         knn_predict(train_x, train_r, query, k=0)
 
@@ -601,6 +604,8 @@ def test_select_on_validation_flags_a_choice_at_the_edge_of_the_grid() -> None:
     assert selection.chosen == 3.0
     assert selection.at_grid_edge
     assert "edge of the grid" in selection.note
+    # the report's notes read it from the selection as run_baselines hands it on
+    assert baseline_notes("test", {"x": selection.as_dict()}) == [f"x: {selection.note}"]
 
 
 def test_a_grid_where_every_value_ties_is_not_flagged_as_at_its_edge() -> None:
