@@ -156,6 +156,15 @@ def test_a_reward_table_names_its_first_bad_value_and_a_prompt_without_id_by_its
                     prompt_hashes=["h0", "h1", "h2"], worker_ids=["a", "b"])  # fmt: skip
 
 
+def test_a_reward_table_refuses_costs_of_another_shape_than_its_rewards() -> None:
+    """Costs with a column or a prompt too many (arrays, not records, which check them):
+    a mean cost then read only the columns picked, the extra worker's costs unseen."""
+    rewards = np.array([[1.0, 0.0], [0.0, 1.0]])
+    for costs in (np.ones((2, 3)), np.ones((3, 2))):
+        with pytest.raises(ValueError, match=rf"costs has shape \({costs.shape[0]}, "):
+            make_table(rewards, costs=costs, workers=["a", "b"])
+
+
 def test_argmax_ties_go_to_lowest_index() -> None:
     scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [0.3, 0.3, 0.3]])
     assert argmax_choices(scores).tolist() == [0, 1, 0]
