@@ -210,6 +210,10 @@ def test_the_baselines_cost_weights_and_points_are_listed_ascending() -> None:
     report = pareto_report(train, evaluated, "test", perfect, predictions, [1.0, 0.0], 1.5)
     assert report["baseline_cost_weights"] == [0.0, 1.0]
     assert [point["cost_weight"] for point in report["curves"]["knn"]["points"]] == [0.0, 1.0]
+    # the router's members given by cost weight in another order are listed ascending too
+    members = {1.0: perfect[0.0], 0.0: perfect[0.0]}
+    report = pareto_report(train, evaluated, "test", members, predictions, [1.0, 0.0], 1.5)
+    assert [point["cost_weight"] for point in report["curves"]["router"]["points"]] == [0.0, 1.0]
 
 
 def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
