@@ -1131,6 +1131,7 @@ def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_repor
     tmp_path: Path,
 ) -> None:
     """Training again clears the checkpoint's own reports only: a default eval-SPLIT folder
+    (its report naming no checkpoint, or one that is gone: the checkpoint was moved since)
     and one whose report (of eval or eval --pareto) names the checkpoint; a default-named
     folder whose report names another checkpoint, a folder of the user's that holds a file of
     the same name (its report naming a checkpoint that is gone) and a linked folder, which is
@@ -1139,6 +1140,7 @@ def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_repor
     elsewhere = tmp_path / "elsewhere"
     folders = {
         "eval-test": {},
+        "eval-moved": {"checkpoint": str(tmp_path / "moved-from")},
         "mine": {"checkpoint": str(checkpoint)},
         "eval-of-rl": {"checkpoint": str(tmp_path)},
         "notes": {"checkpoint": str(tmp_path / "gone")},
@@ -1150,7 +1152,7 @@ def test_removing_a_checkpoints_evaluations_keeps_folders_that_are_not_its_repor
     (checkpoint / "pareto-linked").symlink_to(elsewhere)
     (checkpoint / "curves").mkdir()  # `eval --pareto -o CHECKPOINT/curves`
     (checkpoint / "curves" / "pareto_report.json").write_text(json.dumps(folders["mine"]))
-    assert remove_evaluations(checkpoint) == ["curves", "eval-test", "mine"]
+    assert remove_evaluations(checkpoint) == ["curves", "eval-moved", "eval-test", "mine"]
     left = sorted(path.name for path in checkpoint.iterdir())
     assert left == ["eval-of-rl", "notes", "pareto-linked"]
     for kept in (checkpoint / "eval-of-rl", checkpoint / "notes", elsewhere):
