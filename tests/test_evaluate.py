@@ -1192,6 +1192,12 @@ def test_print_evaluation_shows_the_comparison_per_task_and_choices() -> None:
         assert re.search(rf"│ {worker}\s*│\s*{cells}\s*│", choices), choices
     same = report["router_vs_best_single"]["same_choice"]
     assert f"on {100 * same:.1f}% of prompts" in " ".join(text.split())
+    # the router's row, and only it, stands out in bold on a terminal
+    terminal = Console(record=True, width=200, force_terminal=True, color_system="standard")
+    print_evaluation(report, terminal)
+    rows = [line for line in terminal.export_text(styles=True).splitlines() if "│" in line]
+    bold = [re.sub(r"\x1b\[\d*m", "", line.split("│")[1]) for line in rows if "\x1b[1m" in line]
+    assert [cell.strip() for cell in bold] == ["router"], bold
 
 
 def test_the_markdown_report_puts_each_figure_in_its_column() -> None:
