@@ -94,8 +94,11 @@ BAD_INPUTS = [
     ("stream a string", {**VALID, "stream": "yes"}, 400, "stream: Input should be a valid boolean"),
     ("n a string", {**VALID, "n": "1"}, 400, "n: Input should be a valid integer"),
     ("temperature out of range", {**VALID, "temperature": 7}, 400, "temperature"),
-    ("n above 1", {**VALID, "n": 3}, 400, "n=3 is not supported"),
-    ("n zero", {**VALID, "n": 0}, 400, "n=0 is not supported"),
+    # it said the value twice: "n: n=3 is not supported: ... (got 3)"
+    ("n above 1", {**VALID, "n": 3}, 400, "invalid request: n: must be 1 (or left out): "
+     "fugu-lite routes each request to one worker and returns one choice; repeat the request "
+     "for more choices (got 3)"),
+    ("n zero", {**VALID, "n": 0}, 400, "n: must be 1 (or left out): fugu-lite routes"),
     ("parallel_tool_calls a word", {**VALID, "tools": [TOOL], "parallel_tool_calls": "false"},
      400, "parallel_tool_calls: Input should be a valid boolean"),
     ("logprobs a number", {**VALID, "logprobs": 1}, 400,

@@ -169,9 +169,10 @@ class ChatCompletionRequest(BaseModel):
     @classmethod
     def _single_choice(cls, value: int | None) -> int | None:
         if value is not None and value != 1:
+            # the value is not said here: the 400 ends with "(got 2)" already
             raise ValueError(
-                f"n={value} is not supported: fugu-lite routes each request to one worker and "
-                "returns one choice; send n=1 (or leave it out) and repeat the request instead"
+                "must be 1 (or left out): fugu-lite routes each request to one worker and "
+                "returns one choice; repeat the request for more choices"
             )
         return value
 
