@@ -1103,6 +1103,86 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
 @pytest.mark.parametrize(
     ("extra", "param", "message"),
     [
+        ({"reasoning_effort": "ultra"}, "reasoning_effort",
+         "reasoning_effort: Input should be 'none', 'minimal', 'low', 'medium', 'high', 'xhigh' "
+         """or 'max' (got "ultra")"""),
+        ({"service_tier": "turbo"}, "service_tier", "service_tier: Input should be 'auto', "
+         """'default', 'flex', 'scale', 'priority' or 'fast' (got "turbo")"""),
+        ({"verbosity": 2}, "verbosity",
+         "verbosity: Input should be 'low', 'medium' or 'high' (got 2)"),
+        # a string: a local worker's check for audio output (a list holding "audio") missed it
+        ({"modalities": "audio"}, "modalities",
+         'modalities: Input should be a valid list (got "audio")'),
+        ({"modalities": ["text", "video"]}, "modalities[1]",
+         """modalities[1]: Input should be 'text' or 'audio' (got "video")"""),
+        ({"audio": {"voice": "alloy"}}, "audio.format", "audio.format: is required"),
+        ({"audio": {"format": "wav", "voice": 5}}, "audio.voice",
+         """audio.voice: must be a voice's name, such as "alloy", or a custom voice's """
+         '{"id": "..."} (got 5)'),
+        ({"audio": {"format": "wav", "voice": {"name": "x"}}}, "audio.voice",
+         'audio.voice as an object is a custom voice: it needs its string "id"'),
+        ({"prediction": "def f(): pass"}, "prediction",
+         'prediction: must be a JSON object (got "def f(): pass")'),
+        ({"prediction": {"type": "content", "content": [{"type": "text", "text": 1}]}},
+         "prediction.content[0].text",
+         "prediction.content[0].text: Input should be a valid string (got 1)"),
+        ({"web_search_options": {"search_context_size": "huge"}},
+         "web_search_options.search_context_size",
+         "web_search_options.search_context_size: Input should be 'low', 'medium' or 'high' "
+         '(got "huge")'),
+        ({"web_search_options": {"user_location": {"approximate": {"city": "Oslo"}}}},
+         "web_search_options.user_location.type",
+         "web_search_options.user_location.type: is required"),
+    ],
+)  # fmt: skip
+def test_openais_typed_options_are_refused_naming_the_field(
+    shared_server: Running, stubs: Stubs, extra: dict[str, Any], param: str, message: str
+) -> None:
+    """These went on to the worker unchecked, after routing, where OpenAI refuses any value
+    its API does not type (a 400 blamed on the worker, counted against it); each is a 400
+    naming the field now, before routing."""
+    response = shared_server.post({**VALID, **extra})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert error["message"].startswith(f"invalid request: {message}"), error["message"]
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_openais_typed_options_reach_the_worker_as_sent(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """Values OpenAI takes, sent by the openai SDK, reach the worker unchanged (a custom
+    voice, text parts, a location's null and a key fugu-lite does not know included)."""
+    options: dict[str, Any] = {
+        "reasoning_effort": "xhigh", "service_tier": "flex", "verbosity": "low",
+        "modalities": ["text", "audio"],
+        "audio": {"format": "pcm16", "voice": {"id": "voice_1234"}},
+        "prediction": {"type": "content", "content": [{"type": "text", "text": "x = 1"}]},
+        "web_search_options": {"search_context_size": "low", "user_location": {
+            "type": "approximate", "approximate": {"city": "Oslo", "timezone": None}}},
+    }  # fmt: skip
+    client = shared_server.client()
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), **options
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert {key: sent[key] for key in options} == options
+    plain = {
+        "audio": {"format": "mp3", "voice": "alloy", "speed": 1.2},
+        "prediction": {"type": "content", "content": "x = 1"},
+        "web_search_options": {},
+    }
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), extra_body=plain
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert {key: sent[key] for key in plain} == plain
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "message"),
+    [
         ({"metadata": {"a.b": 7}}, 'metadata["a.b"]',
          'metadata["a.b"]: Input should be a valid string (got 7)'),
         ({"metadata": {"runs[0]": 7}}, 'metadata["runs[0]"]',

@@ -118,6 +118,75 @@ class ResponseFormat(BaseModel):
         return self
 
 
+# The values OpenAI takes for these parameters, as the openai SDK (3.63) types them; another
+# went on to the worker after routing, where OpenAI refuses it (a 400 blamed on the worker)
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast"]
+Verbosity = Literal["low", "medium", "high"]
+Modality = Literal["text", "audio"]
+AudioFormat = Literal["wav", "aac", "mp3", "flac", "opus", "pcm16"]
+
+
+class AudioOutput(BaseModel):
+    """`audio`: the format and voice of an answer's audio, both required by OpenAI."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: AudioFormat
+    voice: str | dict[str, Any]
+
+    @field_validator("voice")
+    @classmethod
+    def _custom_voice_has_an_id(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(value, dict) and not isinstance(value.get("id"), str):
+            raise ParamError(
+                "audio.voice",
+                'audio.voice as an object is a custom voice: it needs its string "id", e.g. '
+                '{"id": "voice_1234"}',
+                value,
+            )
+        return value
+
+
+class PredictionTextPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["text"]
+    text: str
+
+
+class Prediction(BaseModel):
+    """`prediction`: a predicted output, its text or text parts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["content"]
+    content: str | list[PredictionTextPart]
+
+
+class ApproximateLocation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    city: str | None = None
+    country: str | None = None
+    region: str | None = None
+    timezone: str | None = None
+
+
+class UserLocation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["approximate"]
+    approximate: ApproximateLocation
+
+
+class WebSearchOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: UserLocation | None = None
+
+
 class ChatCompletionRequest(BaseModel):
     """OpenAI's request. OpenAI's common sampling and output parameters are typed as OpenAI
     types them, so a client's mistake is its 400 here rather than a worker's 500 (which
@@ -155,6 +224,14 @@ class ChatCompletionRequest(BaseModel):
     metadata: dict[str, str] | None = None
     # A boolean, as OpenAI types it: "yes" went on to the worker, after routing
     store: bool | None = Field(default=None, strict=True)
+    # As OpenAI types them (see ReasoningEffort); a valid value goes on as sent
+    reasoning_effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None
+    verbosity: Verbosity | None = None
+    modalities: list[Modality] | None = None
+    audio: AudioOutput | None = None
+    prediction: Prediction | None = None
+    web_search_options: WebSearchOptions | None = None
     # fugu-lite's own keys (`extra_body` in the openai SDK)
     exclude_workers: list[str] | None = None
     workers: list[str] | None = None

@@ -244,6 +244,7 @@ UNION_ACCEPTS = {
     '{"type": "function", "function": {"name": "add"}}',
     "function_call": '"none", "auto" or an object naming a function, such as {"name": "add"}',
     "content": 'a string, or an array of content parts such as [{"type": "text", "text": "..."}]',
+    "voice": 'a voice\'s name, such as "alloy", or a custom voice\'s {"id": "..."}',
 }
 
 
