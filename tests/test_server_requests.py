@@ -574,6 +574,33 @@ def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
     assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["parallel_tool_calls"] is False
 
 
+HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (HI + b'"metadata": {"score": NaN}}', "invalid_json"),
+        (HI + b'"metadata": {"score": 1e400}}', "invalid_json"),
+        (HI + b'"seed": -Infinity}', "invalid_json"),
+        (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode"),
+        (HI + b'"user": "x",}', None),
+    ],
+    ids=["NaN", "1e400", "-Infinity", "a lone surrogate", "a trailing comma"],
+)
+def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
+    shared_server: Running, body: bytes, code: str | None
+) -> None:
+    """What makes a body no JSON or no Unicode text is an error of the body, not of one
+    parameter (param null), and its code tells a client which: invalid_json for a number
+    JSON has not (NaN, Infinity) or a float cannot hold, invalid_unicode for a lone surrogate,
+    none for text that is no JSON at all (no test read these codes: dropping one passed)."""
+    response = shared_server.post(body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, code)
+
+
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(
     serve: Any, stubs: Stubs, caplog: pytest.LogCaptureFixture
 ) -> None:
