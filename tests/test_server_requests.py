@@ -1142,6 +1142,11 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
          'modalities: Input should be a valid list (got "audio")'),
         ({"modalities": ["text", "video"]}, "modalities[1]",
          """modalities[1]: Input should be 'text' or 'audio' (got "video")"""),
+        # OpenAI requires audio's format and voice with audio output
+        ({"modalities": ["text", "audio"]}, "audio",
+         "audio is required when modalities asks for audio output, as OpenAI's API requires: "
+         'give its format and voice, e.g. {"format": "wav", "voice": "alloy"}, or drop "audio" '
+         "from modalities"),
         ({"audio": {"voice": "alloy"}}, "audio.format", "audio.format: is required"),
         ({"audio": {"format": "wav", "voice": 5}}, "audio.voice",
          """audio.voice: must be a voice's name, such as "alloy", or a custom voice's """

@@ -468,6 +468,19 @@ class ChatCompletionRequest(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _audio_output_needs_audio(self) -> ChatCompletionRequest:
+        """OpenAI requires `audio` (its format and voice) when `modalities` asks for audio;
+        without it a remote worker refused the request after routing."""
+        if "audio" in (self.modalities or []) and self.audio is None:
+            raise ParamError(
+                "audio",
+                "audio is required when modalities asks for audio output, as OpenAI's API "
+                'requires: give its format and voice, e.g. {"format": "wav", "voice": '
+                '"alloy"}, or drop "audio" from modalities',
+            )
+        return self
+
+    @model_validator(mode="after")
     def _stream_options_need_a_stream(self) -> ChatCompletionRequest:
         if self.stream_options is not None and not self.stream:
             raise ParamError(
