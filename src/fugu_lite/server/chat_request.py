@@ -127,10 +127,14 @@ Modality = Literal["text", "audio"]
 AudioFormat = Literal["wav", "aac", "mp3", "flac", "opus", "pcm16"]
 
 
-class AudioOutput(BaseModel):
-    """`audio`: the format and voice of an answer's audio, both required by OpenAI."""
+class PassedOn(BaseModel):
+    """An object in OpenAI's request: the keys fugu-lite does not type go on as sent."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class AudioOutput(PassedOn):
+    """`audio`: the format and voice of an answer's audio, both required by OpenAI."""
 
     format: AudioFormat
     voice: str | dict[str, Any]
@@ -148,41 +152,31 @@ class AudioOutput(BaseModel):
         return value
 
 
-class PredictionTextPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class PredictionTextPart(PassedOn):
     type: Literal["text"]
     text: str
 
 
-class Prediction(BaseModel):
+class Prediction(PassedOn):
     """`prediction`: a predicted output, its text or text parts."""
-
-    model_config = ConfigDict(extra="allow")
 
     type: Literal["content"]
     content: str | list[PredictionTextPart]
 
 
-class ApproximateLocation(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class ApproximateLocation(PassedOn):
     city: str | None = None
     country: str | None = None
     region: str | None = None
     timezone: str | None = None
 
 
-class UserLocation(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class UserLocation(PassedOn):
     type: Literal["approximate"]
     approximate: ApproximateLocation
 
 
-class WebSearchOptions(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class WebSearchOptions(PassedOn):
     search_context_size: Literal["low", "medium", "high"] | None = None
     user_location: UserLocation | None = None
 
