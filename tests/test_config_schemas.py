@@ -1625,6 +1625,10 @@ def test_a_backbone_folder_relative_to_the_config_file_is_refused_saying_where_i
     assert load_config(path, PipelineConfig).model.backbone == "./bb"
     (tmp_path / "work" / "bb").rmdir()
     assert load_config(path, PipelineConfig, {"model.backbone": "./bb"}).model.backbone == "./bb"
+    # a --set of the whole section is typed from the working directory too: not the file's
+    given = {"model": {"backbone": "./bb"}}
+    assert load_config(path, PipelineConfig, given).model.backbone == "./bb"
+    assert load_stage_config(path, SFTConfig, "sft", given).model.backbone == "./bb"
     (tmp_path / "configs" / "minilm").mkdir()
     embedded = write_yaml(tmp_path / "configs" / "e.yaml", "model:\n  backbone: minilm\n")
     assert load_config(embedded, PipelineConfig).model.backbone == "minilm"

@@ -98,7 +98,7 @@ def describe_config_error(
     lines = [f"{source}: invalid {config_type.__name__}:"]
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
-        given = _override_of(key, overrides)
+        given = override_of(key, overrides)
         key = _key_as_the_file_names_it(key, file_keys, given)
         if item["type"] == "extra_forbidden":
             lines.append(_unknown_key_line(item, config_type, key, given, file_keys))
@@ -107,7 +107,7 @@ def describe_config_error(
     return "\n".join(lines)
 
 
-def _override_of(key: str, overrides: Mapping[str, object] | None) -> str | None:
+def override_of(key: str, overrides: Mapping[str, object] | None) -> str | None:
     """The --set key that gave `key` (it, a section holding it, or a key inside it), if any."""
     return next(
         (

@@ -19,6 +19,7 @@ from .config_errors import (
     describe_config_error,
     describe_yaml_error,
     nested_matches,
+    override_of,
     section_type,
     toml_hint,
 )
@@ -194,9 +195,10 @@ def _validate_stage(
 def check_backbone_folder_base(config: BaseModel, path: Path, overrides: Mapping) -> None:
     """A config's relative `model.backbone` folder is read from the working directory: one
     written relative to the config file (which does not exist from here) went to the hub,
-    or "does not exist", with no word of where it is."""
+    or "does not exist", with no word of where it is. A backbone given by --set (its key or
+    `--set model={backbone: bb}`) is typed from the working directory: the file is not blamed."""
     model = getattr(config, "model", None)
-    if not isinstance(model, ModelConfig) or "model.backbone" in overrides:
+    if not isinstance(model, ModelConfig) or override_of("model.backbone", overrides):
         return
     name = model.backbone
     if name == TINY_RANDOM or name in EMBEDDED_BACKBONES or Path(name).expanduser().is_absolute():
