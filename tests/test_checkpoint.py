@@ -754,11 +754,7 @@ def test_metadata_json_beyond_what_python_reads_is_a_checkpoint_error(
         ("worker_ids", "abc", "worker_ids: Input should be a valid list"),
         ("worker_ids", [1, 2], "worker_ids.0: Input should be a valid string"),
         ("worker_ids", [], "worker_ids: List should have at least 1 item"),
-        (
-            "worker_ids",
-            ["x", "y", "x"],
-            "worker_ids: Value error, it names the worker 'x' more than once",
-        ),
+        ("worker_ids", ["x", "y", "x"], "worker_ids: it names the worker 'x' more than once"),
         ("feature_dim", "32", "feature_dim: Input should be a valid integer"),
         ("backbone_parameters", None, "backbone_parameters: Input should be a valid integer"),
         ("backbone_parameters", -1, "backbone_parameters: Input should be greater than or equal"),

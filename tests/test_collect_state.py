@@ -404,7 +404,7 @@ def test_corrupt_middle_line_is_a_clear_error(tmp_path: Path) -> None:
     [
         ({"split": None}, False, "split: Field required"),
         ({"note": "by hand"}, False, "note: Extra inputs are not permitted"),
-        ({"rewards": [1.0, "x"]}, False, "rewards: Value error, rewards holds a text that is no"),
+        ({"rewards": [1.0, "x"]}, False, "rewards: rewards holds a text that is no"),
         ({"event": "answer"}, True, "event: Input should be 'call', 'grade' or 'judge'"),
         ({"worker_id": None}, True, "worker_id: Field required"),
     ],

@@ -377,8 +377,11 @@ def test_rewards_length_must_match_worker_ids(tmp_path: Path) -> None:
     with pytest.raises(RecordFileError) as error:
         read_records(path)
     message = str(error.value)
-    assert f"{path}, line 2: not a valid RewardRecord: record: " in message  # the whole row's
-    assert "rewards has 2 values but worker_ids has 3" in message
+    # the whole row's problem, said as our check says it (not "record: Value error, ...")
+    assert (
+        f"{path}, line 2: not a valid RewardRecord: record: rewards has 2 values but "
+        "worker_ids has 3; give exactly one reward per worker, in the order of worker_ids"
+    ) in message
 
 
 def test_costs_length_must_match_worker_ids() -> None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from .config import STAGE_SECTIONS, PipelineConfig
+from .io import check_message
 from .text_reading import nul_text_message
 
 
@@ -262,8 +263,8 @@ def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
     shown = key if given is None else f"--set {key}" if given == key else f"{key} (--set {given})"
     value = item.get("input")
     # a section's own check (runtime with device) says what is wrong in its message;
-    # its input is the whole section, and "Value error," is pydantic's word
-    message = str(item["msg"]).removeprefix("Value error, ")
+    # its input is the whole section
+    message = check_message(item)
     if item["type"] == "model_type":  # pydantic's "valid dictionary or instance of X"
         message = (
             f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .atomic_files import append_whole, atomic_output, write_text_atomic
 from .text_reading import (
@@ -462,5 +463,13 @@ def describe_validation_error(error: ValidationError, whole: str | None = "recor
     parts = []
     for item in error.errors():
         location = ".".join(str(part) for part in item["loc"]) or whole
-        parts.append(f"{location}: {item['msg']}" if location else str(item["msg"]))
+        message = check_message(item)
+        parts.append(f"{location}: {message}" if location else message)
     return "; ".join(parts)
+
+
+def check_message(item: ErrorDetails) -> str:
+    """One problem of a pydantic error as its check says it: a validator's ValueError without
+    the "Value error, " pydantic puts before it ("record: Value error, rewards has ..."), a
+    word that tells a user nothing."""
+    return str(item["msg"]).removeprefix("Value error, ")
