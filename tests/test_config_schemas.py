@@ -2342,6 +2342,36 @@ def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) ->
     assert "did you mean 'model'?" in str(error.value) and "YAML anchor" not in str(error.value)
 
 
+def test_a_top_level_value_holding_a_yaml_anchor_says_where_its_anchor_goes(
+    tmp_path: Path,
+) -> None:
+    """`lr: &lr 0.001`, then `learning_rate: *lr` in each stage, was refused as "unknown key
+    'lr'" with no hint (only a mapping got the anchor's); it gets one fitting a value, which
+    is no section to anchor nor to merge with `<<:`."""
+    text = "lr: &lr 0.001\nsft:\n  learning_rate: *lr\nrl:\n  learning_rate: *lr\n"
+    path = write_yaml(tmp_path / "anchored.yaml", text)
+    hint = (
+        "if it only holds a YAML anchor (`lr: &lr ...`), put the anchor on the first key inside "
+        "a known section that uses the value (an indented `key: &lr ...` under `{}:`) and reuse "
+        "it with `*lr`"
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert f"  unknown key 'lr': {hint.format('sft')}; known keys here: " in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RLConfig, "rl")
+    assert f"unknown top-level key(s) 'lr' ({hint.format('rl')})." in str(error.value)
+    stage = write_yaml(tmp_path / "stage.yaml", "lr: &lr 0.001\ntraining:\n  epochs: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(stage, SFTConfig, "sft")
+    assert f"  unknown key 'lr': {hint.format('training')}; known keys" in str(error.value)
+    assert "<<:" not in str(error.value)
+    # what the hint says works
+    fixed = "sft:\n  learning_rate: &lr 0.002\nrl:\n  learning_rate: *lr\n"
+    config = load_config(write_yaml(tmp_path / "fixed.yaml", fixed), PipelineConfig)
+    assert config.sft.learning_rate == config.rl.learning_rate == 0.002
+
+
 @pytest.mark.parametrize(
     ("source", "config_type", "key"),
     [(None, PipelineConfig, "base.seed"), (None, SFTConfig, "extra.seed"),

@@ -248,14 +248,14 @@ def _nested_section_hint(
 def _anchor_section_hint(
     item: ErrorDetails, config_type: type[BaseModel], key: str, known: list[str]
 ) -> str:
-    """An unknown top-level section may only hold a YAML anchor: where anchors go."""
-    if len(item["loc"]) != 1 or not isinstance(item.get("input"), dict):
+    """An unknown top-level key may only hold a YAML anchor: where anchors go."""
+    if len(item["loc"]) != 1:
         return ""
     holders = [
         name for name in known if name != "model" and section_type(config_type, (name,)) is not None
     ]
     if key not in STAGE_SECTIONS and holders:
-        return f"{anchor_hint(key, holders[0])}; "
+        return f"{anchor_hint(key, holders[0], item.get('input'))}; "
     return ""
 
 
@@ -331,9 +331,17 @@ def quoting_hint(given: object, set_key: str | None) -> str:
     return f"; {problem}: write the text in quotes ({for_example}{quoted})"
 
 
-def anchor_hint(key: object, section: str) -> str:
+def anchor_hint(key: object, section: str, value: object) -> str:
     """A top-level key that only holds a YAML anchor (`base: &b {...}`, then `sft: *b`) is read
-    as a section of the config: it was refused as unknown with no word of where anchors go."""
+    as a section of the config: it was refused as unknown with no word of where anchors go. A
+    value that is no mapping (`lr: &lr 0.001`, then `learning_rate: *lr` in each stage) is
+    shared the same way, but it is no section to put the anchor on, nor to merge."""
+    if not isinstance(value, dict):
+        return (
+            f"if it only holds a YAML anchor (`{key}: &{key} ...`), put the anchor on the first "
+            f"key inside a known section that uses the value (an indented `key: &{key} ...` "
+            f"under `{section}:`) and reuse it with `*{key}`"
+        )
     return (
         f"if it only holds a YAML anchor (`{key}: &{key} ...`), put the anchor on a known "
         f"section or a key inside one (`{section}: &{key} ...`) and reuse it with `*{key}` or "

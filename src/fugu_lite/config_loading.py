@@ -114,13 +114,7 @@ def _unknown_section_hint(key: object, value: object, stage: str, known: list[st
         # a stage file's section: difflib's nearest key one section down was 'sft.tie_handling'
         return f"{key!r} ({_training_section_hint(stage)})"
     close = close_keys(str(key), known) or _keys_one_section_down(str(key), stage)
-    hint = (
-        f"did you mean {close[0]!r}?"
-        if close
-        else anchor_hint(key, stage)
-        if isinstance(value, dict)
-        else ""
-    )
+    hint = f"did you mean {close[0]!r}?" if close else anchor_hint(key, stage, value)
     return f"{key!r}" + (f" ({hint})" if hint else "")
 
 
