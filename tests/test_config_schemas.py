@@ -2328,6 +2328,10 @@ def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) ->
     with pytest.raises(ConfigError) as error:
         load_stage_config(path, RLConfig, "rl")
     assert f"unknown top-level key(s) 'base' ({hint.format('rl')})." in str(error.value)
+    # train reward-head reads a pipeline file's model: only: its anchor goes on a section there
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, RewardHeadConfig, "reward_head")
+    assert f"unknown top-level key(s) 'base' ({hint.format('sft')})." in str(error.value)
     stage = write_yaml(tmp_path / "stage.yaml", "base: &b\n  seed: 3\ntraining: *b\n")
     with pytest.raises(ConfigError) as error:
         load_stage_config(stage, SFTConfig, "sft")

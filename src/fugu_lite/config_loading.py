@@ -114,7 +114,9 @@ def _unknown_section_hint(key: object, value: object, stage: str, known: list[st
         # a stage file's section: difflib's nearest key one section down was 'sft.tie_handling'
         return f"{key!r} ({_training_section_hint(stage)})"
     close = close_keys(str(key), known) or _keys_one_section_down(str(key), stage)
-    hint = f"did you mean {close[0]!r}?" if close else anchor_hint(key, stage, value)
+    # train reward-head reads a pipeline file too, which has no reward_head: section
+    section = stage if stage in STAGE_SECTIONS else STAGE_SECTIONS[0]
+    hint = f"did you mean {close[0]!r}?" if close else anchor_hint(key, section, value)
     return f"{key!r}" + (f" ({hint})" if hint else "")
 
 
