@@ -67,13 +67,15 @@ def test_a_model_named_with_spaces_around_it_is_that_model(tmp_path: Path) -> No
     )
 
 
-def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path) -> None:
+def test_zeroeval_reads_scores_and_token_costs(tmp_path: Path, caplog) -> None:
     path = write_jsonl(
         tmp_path / "zeroeval" / "scores_compact.jsonl",
         [zeroeval_row("a"), zeroeval_row("b", task="crux"), zeroeval_row("", task="math-l5")],
     )
-    records = import_zeroeval(path)
-    assert [r.prompt for r in records] == ["a", "b"]  # the empty question is dropped
+    with caplog.at_level(logging.WARNING):
+        records = import_zeroeval(path)
+    assert [r.prompt for r in records] == ["a", "b"]  # the empty question is dropped, and said
+    assert f"{path}: dropped 1 rows with an empty question" in caplog.text
     assert records[0].worker_ids == ["m1", "m2"]
     assert records[0].rewards == [0.0, 1.0]
     assert records[0].costs == [10.0, 100.0]  # out_chars / 4: tokens, not USD
@@ -95,7 +97,8 @@ def test_zeroeval_negative_or_nan_prices_are_refused(tmp_path: Path) -> None:
     wrong but positive, with no word."""
     path = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("What is 2+2?")])
     negative, nan = {"m1": (-1.0, 2.0), "m2": (1.0, 2.0)}, {"m1": (1.0, 2.0), "m2": (1.0, math.nan)}
-    for prices in (negative, nan):
+    infinite = {"m1": (math.inf, 2.0), "m2": (1.0, 2.0)}  # at least 0, but no price
+    for prices in (negative, nan, infinite):
         with pytest.raises(ValueError, match="prices must be finite numbers of at least 0"):
             import_zeroeval(path, prices=prices)
     with pytest.raises(ValueError, match=r"option prices=.* is not valid: .*greater than or equal"):
@@ -278,6 +281,10 @@ def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) 
     assert [r.id for r in import_zeroeval(path)] == ["gsm:1"]
     write_jsonl(path, [zeroeval_row("q1", id=1.5)])
     with pytest.raises(RecordFileError, match=r"id must be a string or an integer, got 1\.5"):
+        import_zeroeval(path)
+    # JSON's true is no id either (Python takes a bool for an int: the record id was gsm:True)
+    write_jsonl(path, [zeroeval_row("q1", id=True)])
+    with pytest.raises(RecordFileError, match=r"id must be a string or an integer, got True"):
         import_zeroeval(path)
 
 
