@@ -99,6 +99,30 @@ def test_llmrouter_inconsistent_models_name_the_item(tmp_path: Path) -> None:
         import_llmrouter(tmp_path)
 
 
+def test_an_llmrouter_item_scoring_no_model_is_refused_naming_the_item(tmp_path: Path) -> None:
+    make_llmrouter(tmp_path, train=[{"question": "q1", "scores": {}}])
+    with pytest.raises(RecordFileError) as raised:
+        import_llmrouter(tmp_path)
+    assert str(raised.value).endswith(
+        "train.json, item 1: scores must be a non-empty {model: score} object"
+    )
+
+
+def test_llmrouter_questions_without_a_task_are_counted_in_a_warning(
+    tmp_path: Path, caplog
+) -> None:
+    """A question the query files do not hold is imported without a task: said, with how
+    many, as per-task reports leave them out."""
+    train = [
+        {"question": "q1", "scores": {"small": 1.0, "big": 0.0}},
+        {"question": "not in the query files", "scores": {"small": 0.0, "big": 1.0}},
+    ]
+    with caplog.at_level(logging.WARNING):
+        records = import_llmrouter(make_llmrouter(tmp_path, train=train))
+    assert [r.task for r in records] == ["math", None, "code"]
+    assert "1 LLMRouter questions have no task in the query files" in caplog.text
+
+
 def test_llmrouter_bad_score_names_the_item(tmp_path: Path) -> None:
     make_llmrouter(tmp_path, train=[{"question": "q1", "scores": {"small": "n/a", "big": 1}}])
     with pytest.raises(RecordFileError, match=r"item 1: the score of small must be a finite"):
@@ -315,6 +339,12 @@ def test_a_question_with_spaces_around_it_or_beyond_ascii_keeps_its_task_and_len
     assert (first.prompt, first.task) == (question, "math")
     input_tokens = len(question) / 4
     assert first.costs == pytest.approx([input_tokens * 0.9 / 1e6, input_tokens * 0.1 / 1e6])
+    # it and its text without the spaces are two prompts (DESIGN.md), each with its own id
+    scores = {"small": 1.0, "big": 0.0}
+    spellings = [{"question": text, "scores": scores} for text in (question, question.strip())]
+    make_llmrouter(tmp_path, train=spellings)
+    records = [r for r in import_llmrouter(root) if r.prompt.strip() == question.strip()]
+    assert len(records) == len({r.id for r in records}) == 2
 
 
 def test_a_download_cut_short_is_completed_not_taken_for_the_data(
