@@ -1409,6 +1409,7 @@ def test_a_stage_config_given_as_a_pipe_is_read_once(
     [
         ('[model]\nbackbone = "minilm"\n\n[sft]\nepochs = 5\n', "line 1, `[model]`", "model:"),
         ("# mine\nepochs = 5\nlayer = 3\n", "line 2, `epochs = 5`", "epochs: 5"),
+        ("  # mine, indented\nepochs = 5\n", "line 2, `epochs = 5`", "epochs: 5"),
         ("model:\n  layer: 3\n  head = mlp\n", "line 3, `head = mlp`", "head: mlp"),
         # the last line, without a line break: YAML stops on the TOML line itself
         ("model:\n  layer: 3\nhead = mlp", "line 3, `head = mlp`", "head: mlp"),
@@ -1707,8 +1708,11 @@ def test_a_set_with_no_key_says_so(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "key", "shown"), [("sft: 3\n", "sft", "3"), ("model: [a]\n", "model", "['a']")]
-)
+    ("text", "key", "shown"),
+    [("sft: 3\n", "sft", "3"), ("model: [a]\n", "model", "['a']"),
+     # empty, but no section either: not the section's defaults, as a null (`sft:` alone) is
+     ("sft: 0\n", "sft", "0"), ("model: []\n", "model", "[]"), ("rl: ''\n", "rl", "''")],
+)  # fmt: skip
 def test_a_section_that_is_not_a_mapping_says_how_to_write_one(
     tmp_path: Path, text: str, key: str, shown: str
 ) -> None:
@@ -1979,6 +1983,12 @@ def test_a_stage_section_in_capitals_given_by_set_to_its_own_stage_says_to_use_t
         )
     with pytest.raises(ConfigError, match=r"--set RL\.epochs: rl\.\* are the settings of"):
         load_stage_config(None, SFTConfig, "sft", {"RL.epochs": 5})
+    # the whole section (`--set sft={epochs: 5}`) names no key to give as training.<key>
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(None, SFTConfig, "sft", {"sft": {"epochs": 5}})
+    assert "  unknown key 'sft': known keys here: model, training (given by --set sft)" in str(
+        error.value
+    )
 
 
 @pytest.mark.parametrize(
