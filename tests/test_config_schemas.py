@@ -2320,32 +2320,42 @@ def test_a_sections_own_check_reads_without_pydantics_words_or_the_whole_section
     assert "Value error" not in message and "{" not in message, message
 
 
+def anchor_holder_refusals(tmp_path: Path, pipeline_text: str, stage_text: str) -> list[str]:
+    """The errors of a pipeline file read by `train pipeline` and by `train rl`, and of a stage
+    file read by `train sft`."""
+    path = write_yaml(tmp_path / "anchored.yaml", pipeline_text)
+    stage = write_yaml(tmp_path / "stage.yaml", stage_text)
+    messages = []
+    for load in (
+        lambda: load_config(path, PipelineConfig),
+        lambda: load_stage_config(path, RLConfig, "rl"),
+        lambda: load_stage_config(stage, SFTConfig, "sft"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load()
+        messages.append(str(error.value))
+    return messages
+
+
 def test_a_top_level_yaml_anchor_holder_says_where_anchors_go(tmp_path: Path) -> None:
     """`base: &b {...}` then `sft: *b` was refused as "unknown key 'base'" with the known keys,
     no word that an anchor sits on or inside a known section, nor that `<<: *b` merges it."""
     anchored = "base: &b\n  seed: 3\nsft: *b\nrl:\n  <<: *b\n"
-    path = write_yaml(tmp_path / "anchored.yaml", anchored)
     hint = (
         "if it only holds a YAML anchor (`base: &base ...`), put the anchor on a known section "
         "or a key inside one (`{}: &base ...`) and reuse it with `*base` or merge it with "
         "`<<: *base`"
     )
-    with pytest.raises(ConfigError) as error:
-        load_config(path, PipelineConfig)
-    assert f"  unknown key 'base': {hint.format('sft')}; known keys here: model, " in str(
-        error.value
+    pipeline, rl, sft = anchor_holder_refusals(
+        tmp_path, anchored, "base: &b\n  seed: 3\ntraining: *b\n"
     )
-    with pytest.raises(ConfigError) as error:
-        load_stage_config(path, RLConfig, "rl")
-    assert f"unknown top-level key(s) 'base' ({hint.format('rl')})." in str(error.value)
+    assert f"  unknown key 'base': {hint.format('sft')}; known keys here: model, " in pipeline
+    assert f"unknown top-level key(s) 'base' ({hint.format('rl')})." in rl
+    assert f"  unknown key 'base': {hint.format('training')}; known keys" in sft
     # train reward-head reads a pipeline file's model: only: its anchor goes on a section there
     with pytest.raises(ConfigError) as error:
-        load_stage_config(path, RewardHeadConfig, "reward_head")
+        load_stage_config(tmp_path / "anchored.yaml", RewardHeadConfig, "reward_head")
     assert f"unknown top-level key(s) 'base' ({hint.format('sft')})." in str(error.value)
-    stage = write_yaml(tmp_path / "stage.yaml", "base: &b\n  seed: 3\ntraining: *b\n")
-    with pytest.raises(ConfigError) as error:
-        load_stage_config(stage, SFTConfig, "sft")
-    assert f"  unknown key 'base': {hint.format('training')}; known keys" in str(error.value)
     # what the hint says works: the anchor on a known section, merged into another
     fixed = write_yaml(tmp_path / "fixed.yaml", "sft: &b\n  seed: 3\nrl:\n  <<: *b\n  seed: 4\n")
     config = load_config(fixed, PipelineConfig)
@@ -2363,23 +2373,18 @@ def test_a_top_level_value_holding_a_yaml_anchor_says_where_its_anchor_goes(
     'lr'" with no hint (only a mapping got the anchor's); it gets one fitting a value, which
     is no section to anchor nor to merge with `<<:`."""
     text = "lr: &lr 0.001\nsft:\n  learning_rate: *lr\nrl:\n  learning_rate: *lr\n"
-    path = write_yaml(tmp_path / "anchored.yaml", text)
     hint = (
         "if it only holds a YAML anchor (`lr: &lr ...`), put the anchor on the first key inside "
         "a known section that uses the value (an indented `key: &lr ...` under `{}:`) and reuse "
         "it with `*lr`"
     )
-    with pytest.raises(ConfigError) as error:
-        load_config(path, PipelineConfig)
-    assert f"  unknown key 'lr': {hint.format('sft')}; known keys here: " in str(error.value)
-    with pytest.raises(ConfigError) as error:
-        load_stage_config(path, RLConfig, "rl")
-    assert f"unknown top-level key(s) 'lr' ({hint.format('rl')})." in str(error.value)
-    stage = write_yaml(tmp_path / "stage.yaml", "lr: &lr 0.001\ntraining:\n  epochs: 2\n")
-    with pytest.raises(ConfigError) as error:
-        load_stage_config(stage, SFTConfig, "sft")
-    assert f"  unknown key 'lr': {hint.format('training')}; known keys" in str(error.value)
-    assert "<<:" not in str(error.value)
+    pipeline, rl, sft = anchor_holder_refusals(
+        tmp_path, text, "lr: &lr 0.001\ntraining:\n  epochs: 2\n"
+    )
+    assert f"  unknown key 'lr': {hint.format('sft')}; known keys here: " in pipeline
+    assert f"unknown top-level key(s) 'lr' ({hint.format('rl')})." in rl
+    assert f"  unknown key 'lr': {hint.format('training')}; known keys" in sft
+    assert "<<:" not in sft
     # what the hint says works
     fixed = "sft:\n  learning_rate: &lr 0.002\nrl:\n  learning_rate: *lr\n"
     config = load_config(write_yaml(tmp_path / "fixed.yaml", fixed), PipelineConfig)
