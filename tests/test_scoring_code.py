@@ -958,6 +958,44 @@ def test_the_codes_own_unittest_run_does_not_decide_its_score(run_own_tests: str
     assert (result.score, result.detail) == (1.0, "4/4 tests passed")
 
 
+OWN_TEST_CASE = (
+    "import unittest\n\nclass TestAdd(unittest.TestCase):\n"
+    "    def test_example(self):\n        self.assertEqual(add(2, 2), 5)\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    "own_checks",
+    [
+        "try:\n    assert add(2, 2) == 5\nfinally:\n    print('checked')\n",
+        "try:\n    assert add(2, 2) == 5\nexcept AssertionError:\n    print('wrong')\n    raise\n",
+        "import contextlib\nwith contextlib.suppress(TypeError):\n    assert add(2, 2) == 5\n",
+        "def test_add():\n    assert add(2, 2) == 5\n\n"
+        "try:\n    test_add()\nexcept TypeError:\n    pass\n",
+        "if True:\n    for a in range(3):\n        assert add(a, 0) == a + 1\n",
+        f"{OWN_TEST_CASE}RUN_TESTS = True\nif RUN_TESTS:\n    unittest.main()\n",
+        f"{OWN_TEST_CASE}if __name__ == '__main__':\n    pass\nelse:\n    unittest.main()\n",
+    ],
+)
+def test_the_codes_own_checks_inside_a_top_level_if_try_or_with_do_not_decide_its_score(
+    own_checks: str,
+) -> None:
+    """An assert of the code's own, a call of its test function or unittest.main() inside a
+    top-level try, with or if ran at load as a bare one would: one wrong failed every test."""
+    result = graded(code_task(), f"{ADD}\n{own_checks}")
+    assert (result.score, result.detail) == (1.0, "4/4 tests passed")
+
+
+def test_the_rest_of_a_top_level_try_holding_an_own_check_still_runs() -> None:
+    setting_up = (
+        "try:\n    from operator import add as PLUS\n    assert PLUS(2, 2) == 5\n"
+        "except ImportError:\n    PLUS = None\nelse:\n    READY = True\n"
+    )
+    uses = "def add(a, b):\n    return PLUS(a, b) if READY else None\n"
+    result = graded(code_task(), setting_up + uses)
+    assert (result.score, result.detail) == (1.0, "4/4 tests passed")
+
+
 def test_a_main_of_the_codes_own_still_runs_beside_unittest() -> None:
     program = "import unittest\n\ndef main():\n    raise SystemExit('main ran')\n\nmain()\n"
     assert "SystemExit: main ran" in graded(code_task(), ADD + program).detail

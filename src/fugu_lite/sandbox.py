@@ -25,7 +25,7 @@ Tests are the task's `tests` code: each top-level `assert`, each top-level state
 one (a loop over cases) and each top-level `test*` function counts as one test; other
 top-level statements run as set-up, in order. The code's own top-level asserts, loops
 holding one, calls of its test functions and of unittest.main() (its examples, right or wrong,
-and its own tests) are left out.
+and its own tests) are left out, also inside a top-level if, try or with.
 
 This module starts and limits the run; the script run inside it is sandbox_harness.py, and
 reading what it reported back is sandbox_results.py.

@@ -285,8 +285,9 @@ def reads_stdin(code):
 def without_own_asserts(code):
     """The code compiled without its top-level asserts, loops holding one (`for args,
     expected in cases: assert ...`), calls of its own test functions (`test_add()`) and of
-    unittest.main(): the model's own checks, and one it got wrong (`assert add(2, 2) == 5`)
-    would fail every test of functions that may be right. The task's tests judge those."""
+    unittest.main(), also inside a top-level if, try or with: the model's own checks, and one
+    it got wrong (`assert add(2, 2) == 5`) would fail every test of functions that may be
+    right. The task's tests judge those."""
     tree = ast.parse(code, "solution.py")
     own_tests = {
         node.name for node in tree.body
@@ -294,16 +295,42 @@ def without_own_asserts(code):
         and any(isinstance(inner, ast.Assert) for inner in ast.walk(node))
     }
     runners = unittest_main_names(tree)
-    tree.body = [node for node in tree.body if not is_own_check(node, own_tests, runners)]
+    tree.body = without_own_checks(tree.body, own_tests, runners)
     return compile(tree, "solution.py", "exec")
 
 
+def without_own_checks(body, own_tests, runners):
+    """`body` without its own checks, also those inside its if, try and with statements
+    (`try: assert add(2, 2) == 5` then `finally:`, `if RUN: unittest.main()` run at load as
+    bare ones do), whose other statements stay; a block left empty holds a `pass`."""
+    kept = []
+    for node in body:
+        if is_own_check(node, own_tests, runners):
+            continue
+        for block, field in blocks_inside(node):
+            statements = getattr(block, field)
+            inner = without_own_checks(statements, own_tests, runners)
+            setattr(block, field, inner or [ast.copy_location(ast.Pass(), statements[0])])
+        kept.append(node)
+    return kept
+
+
+def blocks_inside(node):
+    """Each (statement, field) block of an if, try or with statement that runs at load: its
+    body, else, finally and except blocks (none for a function, class or loop)."""
+    if isinstance(node, (ast.If, ast.Try, ast.TryStar, ast.With)):
+        for block in (node, *getattr(node, "handlers", [])):
+            for field in ("body", "orelse", "finalbody"):
+                if getattr(block, field, []):
+                    yield block, field
+
+
 def unittest_main_names(tree):
-    """The names the code's top-level imports give unittest.main (`unittest.main`, `ut.main`,
-    `main`). Called outside a main guard, it runs the TestCases of __main__, the harness's
-    module (none), then exits: a right function failed every test."""
+    """The names the code's imports give unittest.main (`unittest.main`, `ut.main`, `main`).
+    Called outside a main guard, it runs the TestCases of __main__, the harness's module
+    (none), then exits: a right function failed every test."""
     names = set()
-    for node in tree.body:
+    for node in run_at_load(tree.body):
         if isinstance(node, ast.Import):
             names.update(
                 (alias.asname or alias.name) + ".main"
@@ -312,6 +339,15 @@ def unittest_main_names(tree):
         elif isinstance(node, ast.ImportFrom) and node.module == "unittest":
             names.update(alias.asname or alias.name for alias in node.names if alias.name == "main")
     return names
+
+
+def run_at_load(body):
+    """The statements of `body` and those inside its if, try and with statements, not those
+    of the functions and classes it defines."""
+    for node in body:
+        yield node
+        for block, field in blocks_inside(node):
+            yield from run_at_load(getattr(block, field))
 
 
 def is_own_check(node, own_tests, runners):
