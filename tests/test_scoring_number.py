@@ -984,6 +984,7 @@ TRIP = "A trip starts at 9:00 and ends at 11:30. How long does it take?"
 BOTH_UNITS = "How many hours and how many minutes are in 150 minutes?"
 TO_MINUTES_AND_SECONDS = "Convert 2.5 hours to minutes and seconds."
 IN_GRAMS = "A bag holds 2 kg of rice and another 3 kg. How many grams of rice are there?"
+TRIP_MINUTES = "How many minutes did the trip take?"
 HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it last?"
 
 
@@ -1089,6 +1090,18 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
             "60",
             1.0,
         ),
+        (
+            "How many minutes are in each hour?",
+            "There are 120 minutes in 2 hours and 60 minutes in each hour.",
+            "60",
+            1.0,
+        ),
+        # but one joined by "and" is a carry not made: "1 hour and 60 minutes" is 120
+        # minutes, not the 60 read as the last number
+        (TRIP_MINUTES, "It took 1 hour and 60 minutes.", "60", 0.0),
+        (TRIP_MINUTES, "It took 1 hour and 60 minutes.", "120", 1.0),
+        (TRIP_MINUTES, "The answer is 2 hours and 90 minutes.", "210", 1.0),
+        ("How long did the trip take?", "It took 1 hour and 60 minutes.", "60", 0.0),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

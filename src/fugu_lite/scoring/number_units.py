@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from itertools import pairwise
 
 from ..tasks import format_number
 from .number_values import FoundNumber, found_number
@@ -53,25 +54,38 @@ _UNITS_ASKED_CHAIN = re.compile(
     re.IGNORECASE,
 )
 _UNIT_WORD = re.compile(rf"\b(?:{_UNIT})\b", re.IGNORECASE)
-_UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b,?\s(?:and\s)?", re.IGNORECASE)
+_UNITS_BETWEEN = re.compile(rf"\s?(?P<unit>{_UNIT})\b(?P<joiner>,?\s(?:and\s)?)", re.IGNORECASE)
 _UNIT_AFTER = re.compile(rf"\s?(?P<unit>{_UNIT})\b", re.IGNORECASE)
 
 
-def _quantity(text: str) -> tuple[str, Fraction] | None:
+# after a part in a smaller unit, what makes it a rate: "60 minutes in each hour", "per hour"
+_RATE_AFTER = re.compile(r"\s+(?:(?:in\s+)?(?:each|every|an?|one)|per)\b", re.IGNORECASE)
+_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+
+
+def _summed_past_a_whole(separators: list[str], text: str, end: int) -> bool:
+    """Whether parts of which one is a whole larger unit or more are still one quantity: joined
+    by "and" alone ("1 hour and 60 minutes", a carry not made: 120 minutes), not a list
+    ("2 hours, 60 minutes") and not a rate (`text` going on "in each hour" at `end`)."""
+    return all(_AND.fullmatch(separator) for separator in separators) and not _RATE_AFTER.match(
+        text, end
+    )
+
+
+def _quantity(match: re.Match[str]) -> tuple[str, Fraction] | None:
     """The kind and size (in the kind's smallest unit) of "2 hours and 30 minutes", or None
     when its parts are of different kinds, not from the largest unit down, or one is a whole
-    unit before it or more ("2 hours, 60 minutes in each hour" is no 3 hours)."""
-    parts = [
-        (_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"]))
-        for m in _QUANTITY_PART.finditer(text)
-    ]
+    unit before it or more unless summed ("2 hours, 60 minutes in each hour" is no 3 hours)."""
+    found = list(_QUANTITY_PART.finditer(match.group(0)))
+    parts = [(_UNIT_SIZES[m["unit"].lower()], Fraction(m["value"])) for m in found]
     kinds = {kind for (kind, _), _ in parts}
     sizes = [size for (_, size), _ in parts]
     if len(kinds) != 1 or sizes != sorted(set(sizes), reverse=True):
         return None
+    separators = [match.group(0)[one.end() : other.start()] for one, other in pairwise(found)]
     if any(
         size * value >= larger for larger, ((_, size), value) in zip(sizes, parts[1:], strict=False)
-    ):
+    ) and not _summed_past_a_whole(separators, match.string, match.end()):
         return None
     return kinds.pop(), sum((size * value for (_, size), value in parts), Fraction(0))
 
@@ -87,10 +101,10 @@ def in_the_unit_asked(text: str, prompt: str) -> str:
         asked.setdefault(_UNIT_SIZES[unit][0], set()).add(unit)
     if not asked:
         return text
-    in_question = {_quantity(m.group(0)) for m in _COMPOUND_QUANTITY.finditer(prompt)}
+    in_question = {_quantity(m) for m in _COMPOUND_QUANTITY.finditer(prompt)}
 
     def convert(match: re.Match[str]) -> str:
-        quantity = _quantity(match.group(0))
+        quantity = _quantity(match)
         if quantity is None or quantity in in_question:
             return match.group(0)
         kind, size = quantity
@@ -245,6 +259,9 @@ def in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool
     (kind, size), (other_kind, other_size) = (
         _UNIT_SIZES[match["unit"].lower()] for match in (between, after)
     )
+    part_size = found_number(second).value * other_size
     return (
-        kind == other_kind and size > other_size and found_number(second).value * other_size < size
+        kind == other_kind
+        and size > other_size
+        and (part_size < size or _summed_past_a_whole([between["joiner"]], text, after.end()))
     )
