@@ -189,6 +189,13 @@ def test_choice_grader_reads_a_letter_after_must_be_or_a_word_of_certainty(
     [
         # a list of the options is no answer: its first letter (A) is not chosen
         ("A", "Let me consider each option:\nA) Ann - short\nB) Bob - tall\nC) Cal - medium", 0.0),
+        # also as a list of bullets, its letters bold or not, left without a conclusion (a
+        # reply cut off): its first letter was the answer after "each option:"
+        ("A", "Let's analyze each option:\n- (A) Ann: 150 cm\n- (B) Bob: 160 cm", 0.0),
+        ("A", "Evaluating each choice:\n- **A)** Ann: 150 cm\n- **B)** Bob: 160 cm", 0.0),
+        ("A", "Let's evaluate each answer:\n- A. Ann is 150 cm\n  - B. Bob is 160 cm", 0.0),
+        ("A", "Let's weigh each option: A is 150 cm, B is 160 cm, C is 140 cm.", 0.0),
+        ("B", "Each option:\n- (A) Ann: 150 cm\n- (B) Bob: 160 cm\n\nSo the answer is (B).", 1.0),
         ("A", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 0.0),
         ("B", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 1.0),
         ("B", "Options:\n(A) Ann: short\n(B) Bob: tall\n\nThe answer is (B).", 1.0),

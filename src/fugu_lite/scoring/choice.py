@@ -52,7 +52,8 @@ _CERTAINTY = r"(?:most\s+likely|likely|probably|definitely|clearly|certainly|sur
 # ending in a letter: "... the race. No, ...")
 _NO_AFTER_A_LETTER = no_after(r"\b[A-E]")
 _CHOICE_MARKER = re.compile(
-    r"(?:(?:answer|(?P<option>option|choice))[\"']?\s*+"  # and a JSON key: "answer": "B"
+    # (not "Let's weigh each option: A is 150 cm, B is ...", a list of them)
+    r"(?:(?<!each )(?<!every )(?:answer|(?P<option>option|choice))[\"']?\s*+"  # JSON: "answer": "B"
     # "The answer must be B.", "The answer is most likely B."
     rf"(?P<said>(?:is|(?:would|will|should|must) be|[:=>\-])(?:\s+{_CERTAINTY})?)?"
     r"|result\s*(?:is|:)"
@@ -363,13 +364,14 @@ def _checked_letters(text: str) -> set[str]:
 
 def _begins_a_list(text: str, letter: str, end: int) -> bool:
     """Whether the option letter ending at `end` begins a list of the options ("A) Ann\nB)
-    Bob", "A: Ann is 150 cm, B: Bob ..."): the next letter follows with the same delimiter
-    at the start of a line or after a comma, within a few lines (a bounded look: linear)."""
+    Bob", "- (A) Ann\n- (B) Bob", "A: Ann is 150 cm, B: Bob ..."): the next letter follows
+    with the same delimiter at the start of a line (after a bullet or not) or after a comma,
+    within a few lines (a bounded look: linear)."""
     delimiter = text[end : end + 1]
     if delimiter not in {")", "]", ":", "."} or letter.upper() == "E":
         return False
     following = chr(ord(letter.upper()) + 1)
-    pattern = rf"(?:\n[\s*_]*|[,;]\s*)[(\[]?{following}{re.escape(delimiter)}"
+    pattern = rf"(?:\n[\s*_]*(?:[-+•][\s*_]*)?|[,;]\s*)[(\[]?{following}{re.escape(delimiter)}"
     return re.search(pattern, text[end : end + 300]) is not None
 
 
