@@ -69,6 +69,9 @@ def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:
     # the block opened as <thinking> (which a </thinking> closes) is cut inside it too
     thinking = graded(number_task("7"), "<thinking>\nThe answer is 7. But check")
     assert thinking.score == 0.0 and "stopped inside its thinking" in thinking.detail
+    # also after a line break before its <think> (as some chat templates leave it)
+    led = graded(number_task("7"), "\n\n<think>\nThe answer is 7. But check")
+    assert led.score == 0.0 and "stopped inside its thinking" in led.detail
 
 
 def test_invisible_characters_in_an_answer_are_not_read() -> None:

@@ -36,6 +36,7 @@ def choice_task(answer: str) -> Task:
         "B is the correct answer.",
         "(A) is wrong because Ann is shorter, and (B) is correct.",
         "Option A is wrong; B is correct.",
+        "B is correct; option A seems wrong.",
         "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
         r"\boxed{B}",
         r"The answer is $\boxed{\text{B}}$",

@@ -401,6 +401,9 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("I got 12, but that seems wrong; it is 14", 0.0, 1.0),
         ("The answer is 12. Hmm, that seems wrong; it is 14.", 0.0, 1.0),
         ("The answer is 12. That looks incorrect. It is 14.", 0.0, 1.0),
+        ("The answer is 12. This is wrong; it is 14.", 0.0, 1.0),
+        ("The answer is 12. Sorry, make that 14.", 0.0, 1.0),
+        ("The answer is 12. Oh actually, 14.", 0.0, 1.0),
         ("12\n\nThis seems wrong. Let me redo it: 14.", 0.0, 1.0),
         ("The answer is 12. That seems right: 14 - 2 = 12.", 1.0, 0.0),
         (
