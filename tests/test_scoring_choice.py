@@ -37,6 +37,7 @@ def choice_task(answer: str) -> Task:
         "(A) is wrong because Ann is shorter, and (B) is correct.",
         "Option A is wrong; B is correct.",
         "B is correct; option A seems wrong.",
+        "B is correct; option C looks incorrect.",  # its rejection past 12 characters
         "B\n\nExplanation: (A) Ann and (C) Cal are both shorter.",
         r"\boxed{B}",
         r"The answer is $\boxed{\text{B}}$",

@@ -198,7 +198,7 @@ def _letter_after_marker(text: str, asked: set[Predicate]) -> _Choice | None:
             continue  # "Option A (42) is larger than option B (17).": B is no answer
         if letter == "a" and _ARTICLE_A.match(text, match.end("letter")):
             continue  # "the answer is a bit..." is the article, not option a
-        if REJECTED.match(after):
+        if REJECTED.match(text[match.end() : match.end() + 40]):  # past `after`'s 12
             continue  # "option A is wrong" names a letter, but not as the answer
         if (
             (match["conclusion"] or match["bare"])
