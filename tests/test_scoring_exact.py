@@ -460,6 +460,7 @@ def test_exact_grader_reads_stated_answers_in_linear_time() -> None:
 
 
 FIRST_LETTER = "What is the first letter of the word 'banana'?"
+WHO_ARE_TALLER = "The twins are 170 cm tall and Bob is 160 cm tall. Who are taller?"
 
 
 @pytest.mark.parametrize(
@@ -472,6 +473,14 @@ FIRST_LETTER = "What is the first letter of the word 'banana'?"
         (WHO_IS_TALLER, "Ann is not taller; Bob is.", "Ann", 0.0),
         (FIRST_LETTER, "b is the first letter.", "b", 1.0),
         (FIRST_LETTER, "The first letter is b, and a is the first vowel.", "a", 0.0),
+        # a question on a line of its own after one without a full stop, and one asking "are"
+        (
+            "Ann: 150 cm, Bob: 160 cm\nWho is taller?",
+            "Between Ann and Bob, Bob is taller.",
+            "Bob",
+            1.0,
+        ),
+        (WHO_ARE_TALLER, "Between the twins and Bob, the twins are taller.", "the twins", 1.0),
     ],
 )
 def test_exact_grader_reads_what_the_reply_says_is_what_the_question_asks(
