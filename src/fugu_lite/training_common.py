@@ -404,14 +404,17 @@ def run_epochs(
     epochs: int,
     run_epoch: Callable[[int], dict],
     train_keys: tuple[str, ...],
-    output: Console = console,
+    output: Console | None = None,
 ) -> list[dict]:
     """A gradient stage's epochs under its progress bar: each epoch's report (run_epoch(1),
-    run_epoch(2), ...), printed as its line on `output`; returns the reports."""
+    run_epoch(2), ...), printed as its line on `output` (this module's console if None), the
+    console of the bar too: a line printed on another console while the bar is drawn is glued
+    after a stale copy of the bar."""
+    output = output or console
     history: list[dict] = []
     with (
         torch_fit_threads(model.svf is not None),
-        stage_progress(f"{stage} epochs", each_step_printed=True) as progress,
+        stage_progress(f"{stage} epochs", output, each_step_printed=True) as progress,
     ):
         task = progress.add_task(stage.lower(), total=epochs, status="")
         for epoch in range(1, epochs + 1):
@@ -429,12 +432,13 @@ def optimizer_parameters(model: nn.Module) -> Iterator[nn.Parameter]:
 
 
 def stage_progress(
-    label: str, output: Console = console, each_step_printed: bool = False
+    label: str, output: Console | None = None, each_step_printed: bool = False
 ) -> Progress | LineProgress:
-    """The progress bar of a training stage: label, bar, n/total, elapsed, a status field.
-    Where bars are not redrawn (stderr piped) rich drew it only at the end: there it is a
-    line each tenth (see LineProgress), or nothing when the stage prints a line for each
-    step anyway (`SFT epoch 3/8: ...`)."""
+    """The progress bar of a training stage on `output` (this module's console if None):
+    label, bar, n/total, elapsed, a status field. Where bars are not redrawn (stderr piped)
+    rich drew it only at the end: there it is a line each tenth (see LineProgress), or
+    nothing when the stage prints a line for each step anyway (`SFT epoch 3/8: ...`)."""
+    output = output or console
     if not output.is_interactive:
         return Progress(disable=True) if each_step_printed else LineProgress(output, label)
     return Progress(
