@@ -307,6 +307,21 @@ def test_a_generation_whose_every_candidate_overflows_stops_naming_sigma0() -> N
         run_generation(model, optimizer, train, ESTrainingConfig(**TINY_TRAINING), 1)
 
 
+def test_a_mean_whose_logits_overflow_on_validation_stops_naming_sigma0() -> None:
+    """A CMA mean that overflows float32 on a validation prompt (none of the train batch's)
+    stopped the search with torch's own 'Expected parameter probs ... found invalid values'
+    and a dump of the tensor, naming no setting; it stops as a generation whose every
+    candidate overflowed does, before the mean is kept as the best."""
+    model, optimizer, validation = overflowing_search(first_weight=0.0)
+    training = ESTrainingConfig(**TINY_TRAINING)
+    state = fresh_state(model, training, {}, validation)
+    optimizer.mean[0] = 5.0
+    state.optimizer = optimizer
+    with pytest.raises(TrainingDiverged, match=r"generation 3 \(its mean, on validation\).*sigma0"):
+        validate_mean(model, state, validation, 3, training)
+    assert state.best_generation == 0
+
+
 def test_each_generation_draws_its_own_train_batch() -> None:
     """A generation's batch_size prompts are drawn with that generation's seed, so the
     generations score different prompts (each of prompt i's workers earns 2**i, so the mean
@@ -360,7 +375,7 @@ def test_a_validated_mean_that_only_ties_the_best_does_not_replace_it() -> None:
     training = ESTrainingConfig(**TINY_TRAINING)
     state = fresh_state(model, training, {}, validation)
     state.optimizer = optimizer  # its mean is the start: the same validation reward
-    validate_mean(model, state, validation, generation=3)
+    validate_mean(model, state, validation, 3, training)
     assert (state.best_generation, state.best_validation_reward) == (0, 0.5)
 
 
@@ -499,15 +514,15 @@ def interrupted_evolve(
     train, validation, config = interrupted_evolve_case(tmp_path, iterations)
     calls = {"n": 0}
     if where == "validation":
-        real_metrics = train_es_module.policy_metrics
+        real_validation = train_es_module.policy_logits
 
-        def validating(*args: object) -> dict[str, float]:
+        def validating(*args: object) -> torch.Tensor:
             calls["n"] += 1
             if calls["n"] == at_generation:
                 raise KeyboardInterrupt
-            return real_metrics(*args)  # type: ignore[arg-type]
+            return real_validation(*args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(train_es_module, "policy_metrics", validating)
+        monkeypatch.setattr(train_es_module, "policy_logits", validating)
     elif where == "scoring":
         real_logits = train_es_module.population_logits
 

@@ -177,17 +177,26 @@ def population_fitness(
     }
 
 
-@torch.no_grad()
 def policy_metrics(model: RouterModel, data: SplitData) -> dict[str, float]:
     """The metrics of evaluate_loader: argmax reward, expected reward, oracle, entropy."""
+    return logits_metrics(policy_logits(model, data), data.rewards)
+
+
+@torch.no_grad()
+def policy_logits(model: RouterModel, data: SplitData) -> torch.Tensor:
+    """The logits [B, W] of the model's own parameters on a split, in eval mode."""
     model.eval()
-    logits = batched_logits(model, data.inputs)
+    return batched_logits(model, data.inputs)
+
+
+def logits_metrics(logits: torch.Tensor, rewards: torch.Tensor) -> dict[str, float]:
+    """policy_metrics of these logits [B, W] (finite: torch refuses NaN probabilities)."""
     probabilities = torch.softmax(logits, dim=-1)
     choice = logits.argmax(dim=-1, keepdim=True)
     entropy = torch.distributions.Categorical(probs=probabilities).entropy()
     return {
-        "reward": float(data.rewards.gather(1, choice).mean()),
-        "expected_reward": float((probabilities * data.rewards).sum(dim=-1).mean()),
-        "oracle_reward": float(data.rewards.max(dim=-1).values.mean()),
+        "reward": float(rewards.gather(1, choice).mean()),
+        "expected_reward": float((probabilities * rewards).sum(dim=-1).mean()),
+        "oracle_reward": float(rewards.max(dim=-1).values.mean()),
         "entropy": float(entropy.mean()),
     }

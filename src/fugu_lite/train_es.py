@@ -36,7 +36,8 @@ from .config import ESConfig, ESTrainingConfig
 from .cost_weighting import cost_weighting_summary
 from .es_population import (
     SplitData,
-    policy_metrics,
+    logits_metrics,
+    policy_logits,
     population_fitness,
     population_logits,
     restrict_search,
@@ -62,6 +63,7 @@ from .training_common import (
     STAGE_REPORT,
     TrainingDiverged,
     console,
+    require_finite,
     save_stage,
     stage_progress,
     start_stage,
@@ -107,8 +109,7 @@ def run_generation(
         raise TrainingDiverged(
             f"ES diverged at generation {generation}: the logits of every candidate became NaN "
             "or infinite (its parameters times the features overflow float32), so it stopped "
-            f"and wrote no checkpoint; lower training.sigma0 (now {training.sigma0:g}) and run "
-            "it again"
+            f"and wrote no checkpoint; {lower_sigma0(training)}"
         )
     optimizer.tell([(x, cma_value(value)) for x, value in zip(solutions, fitness, strict=True)])
     metrics = {
@@ -120,6 +121,11 @@ def run_generation(
     if len(kept) < len(fitness):
         metrics["candidates_not_finite"] = len(fitness) - len(kept)
     return metrics
+
+
+def lower_sigma0(training: ESTrainingConfig) -> str:
+    """What to do when the search diverged: parameters that large come of too large steps."""
+    return f"lower training.sigma0 (now {training.sigma0:g}) and run it again"
 
 
 def cma_value(fitness: float) -> float:
@@ -291,7 +297,7 @@ def run_and_record(
     state.generation = generation
     if validation is not None and validation_due(generation, training):
         entry["validation"] = None  # pending: the resumed run may be given more iterations
-        entry["validation"] = validate_mean(model, state, validation, generation)
+        entry["validation"] = validate_mean(model, state, validation, generation, training)
     return generation % training.save_every == 0 or generation == training.iterations
 
 
@@ -309,16 +315,24 @@ def validate_pending(
     if entry is None or entry.get("validation") is not None:
         return
     if "validation" in entry or validation_due(state.generation, training):
-        entry["validation"] = validate_mean(model, state, validation, state.generation)
+        entry["validation"] = validate_mean(model, state, validation, state.generation, training)
 
 
 def validate_mean(
-    model: RouterModel, state: SearchState, validation: SplitData, generation: int
+    model: RouterModel,
+    state: SearchState,
+    validation: SplitData,
+    generation: int,
+    training: ESTrainingConfig,
 ) -> dict[str, float]:
     """The policy metrics of the CMA mean on validation; a better reward than the best so
-    far makes it the best (a tie keeps the earlier one)."""
+    far makes it the best (a tie keeps the earlier one). A mean whose logits overflow stops
+    the search as a generation whose every candidate's do."""
     set_parameter_vector(model, state.optimizer.mean)
-    metrics = policy_metrics(model, validation)
+    logits = policy_logits(model, validation)
+    where = f"generation {generation} (its mean, on validation)"
+    require_finite("ES", where, lower_sigma0(training), logits=logits)
+    metrics = logits_metrics(logits, validation.rewards)
     best = state.best_validation_reward  # set by fresh_state when there is a validation split
     if best is None or metrics["reward"] > best:
         state.best_validation_reward = metrics["reward"]
