@@ -143,8 +143,18 @@ def test_cache_key_follows_the_feature_settings_only() -> None:
         {"device": "meta"},
         {"feature_batch_size": 3},
         {"cache_dir": "/elsewhere"},
+        {"pooling": "penultimate"},  # what auto means on this decoder: the same features
     ):
         assert feature_cache_key(base.model_copy(update=changes)) == key, changes
+
+
+def test_an_fp32_cache_key_is_the_one_earlier_versions_gave() -> None:
+    """The key of fp32 features is the one fugu-lite gave before int8 existed (c0814f0^'s
+    feature_cache_key, worked out by its recipe for this config): a key holding the
+    quantization 'none' too would have had every user's cache computed again, silently.
+    It changes only with FEATURE_FORMAT_VERSION, which computes every feature again anyway."""
+    fp32 = ModelConfig(backbone="org/name", layer=4, pooling="mean", max_tokens=256)
+    assert feature_cache_key(fp32, f"hub:org/name@{'a' * 40}") == "a2c1abb3dc1f3d8996ba"
 
 
 def test_a_prompt_quoting_a_conversation_as_json_gets_its_own_features(
