@@ -216,6 +216,15 @@ def why_refused(flag: str) -> str:
     return SERVER_FLAGS_REFUSED[flag]
 
 
+def refused_flag(flag: str) -> str | None:
+    """The flag extra_args may not set that llama.cpp's server reads `flag` as (the flag
+    itself, or one it is the start of), None when it is none of them."""
+    if flag in SERVER_FLAGS_SET or flag in SERVER_FLAGS_REFUSED:
+        return flag
+    abbreviated = abbreviated_flags(flag)
+    return abbreviated[0] if abbreviated else None
+
+
 def abbreviated_flags(flag: str) -> list[str]:
     """The flags refused in extra_args that `flag` is the start of: llama_cpp.server's
     argparse takes `--interrupt` for --interrupt_requests (allow_abbrev), overriding

@@ -40,7 +40,14 @@ import psutil
 from ..atomic_files import user_temp_folder, writer_prefix
 from ..config_errors import ConfigError
 from ..text import exact_number
-from .config import LocalServerConfig, WorkerConfig, resolve_gguf, shown_args_text
+from .config import (
+    LocalServerConfig,
+    WorkerConfig,
+    refused_flag,
+    resolve_gguf,
+    shown_args_text,
+    why_refused,
+)
 
 LOG_TAIL_LINES = 25
 # A server's log is cut back to its last LOG_KEPT_BYTES once past LOG_MAX_BYTES (trim_log).
@@ -173,22 +180,47 @@ def unknown_flag_problem(arg: str, parser: argparse.ArgumentParser) -> str:
     flags = [flag for action in parser._actions for flag in action.option_strings]
     flag = arg.split("=", 1)[0]
     if flag.startswith(tuple(TYPOGRAPHIC_DASHES)):
-        meant = shown_args_text("--" + arg.lstrip(TYPOGRAPHIC_DASHES + "-"))
-        return (
+        dashed = "--" + flag.lstrip(TYPOGRAPHIC_DASHES + "-")
+        typographic = (
             f"{flag!r} starts with {flag[0]!r}, not '--' (a dash that a word processor or web "
             "page made of two hyphens, copied with the flag; llama.cpp's server would exit at "
-            f"its start: unrecognized arguments); write {meant!r}"
+            "its start: unrecognized arguments)"
         )
+        refused = closest_flag_refused(dashed)
+        if refused is not None:
+            return f"{typographic}; {refused}"
+        meant = shown_args_text("--" + arg.lstrip(TYPOGRAPHIC_DASHES + "-"))
+        return f"{typographic}; write {meant!r}"
     if not flag.startswith("-"):
         return (
             f"{arg!r} follows no flag that takes it (llama.cpp's server would exit at its "
             "start: unrecognized arguments); remove it, or put its flag before it"
         )
     close = difflib.get_close_matches(flag, flags, n=1)
+    refused = closest_flag_refused(close[0]) if close else None
+    if refused is not None:
+        return (
+            f"{flag!r} is not a flag of llama.cpp's server, which would exit at its start "
+            f"(unrecognized arguments); {refused}"
+        )
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return (
         f"{flag!r}{hint} is not a flag of llama.cpp's server, which would exit at its start "
         "(unrecognized arguments); see its flags with `python -m llama_cpp.server --help`"
+    )
+
+
+def closest_flag_refused(flag: str) -> str | None:
+    """What to say of the flag that an extra_args typo is closest to when extra_args may not
+    set it either (None when it may): "did you mean '--api_key'?" sent the user to a flag
+    the config then refused, two tries for one."""
+    refused = refused_flag(flag)
+    if refused is None:
+        return None
+    read_as = "" if refused == flag else f" (which llama.cpp's server reads as {refused})"
+    return (
+        f"the flag it looks like, {flag}{read_as}, is one extra_args may not set either: "
+        f"{why_refused(refused)}"
     )
 
 
