@@ -1816,6 +1816,31 @@ def test_a_gguf_rewritten_in_place_at_the_same_size_is_read_again(tmp_path: Path
     assert local_server.chat_template(gguf) is None
 
 
+def test_a_gguf_rewritten_in_place_keeping_its_size_and_mtime_is_read_again(
+    tmp_path: Path,
+) -> None:
+    """A GGUF written over in place by another of the same size with its time kept (`cp -p`
+    or `rsync --inplace -t` of a new quantisation, a restore from a backup) kept the old
+    one's reading, here its chat template, at a crashed server's restart: its version was
+    its inode, size and mtime, each the same. The file's change time (ctime), which a write
+    or a time set moves and no user can set back, tells them apart; reading it does not
+    move it, so a GGUF left alone is read once."""
+    gguf = tmp_path / "model.gguf"
+    shutil.copyfile(resolve_gguf("embedded:smollm2"), gguf)
+    before = gguf.stat()
+    assert local_server.chat_template(gguf) is not None
+    assert gguf.stat().st_ctime_ns == before.st_ctime_ns
+    embedded_gguf_with_keys_renamed(gguf, {"tokenizer.chat_template": "tokenizer.xhat_template"})
+    os.utime(gguf, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = gguf.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert local_server.chat_template(gguf) is None
+
+
 def test_a_gguf_whose_template_is_under_its_default_name_has_its_own_template(
     tmp_path: Path,
 ) -> None:

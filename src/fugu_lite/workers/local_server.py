@@ -246,13 +246,18 @@ def vocab_only_model(gguf: Path) -> Iterator[Any]:
         quiet.setLevel(level)
 
 
-def gguf_version(gguf: Path) -> tuple[int, int, int] | None:
+GgufVersion = tuple[int, int, int, int]  # inode, size, mtime and ctime, in ns (gguf_version)
+
+
+def gguf_version(gguf: Path) -> GgufVersion | None:
     """What tells the GGUF file at a path from another put there later (a new download, a
     symlink moved), None if it is not there: readings of a GGUF are cached per version, and
-    a crashed server started again serves the file then at its path."""
+    a crashed server started again serves the file then at its path. Its ctime too: a file
+    written over in place with its size and mtime kept (`cp -p`, `rsync --inplace -t`)
+    differs in that alone; a chmod also moves it, costing only a reading again."""
     with contextlib.suppress(OSError):
         info = gguf.stat()
-        return info.st_ino, info.st_size, info.st_mtime_ns
+        return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
     return None
 
 
@@ -293,7 +298,7 @@ def gguf_reading(gguf: Path) -> GgufReading:
 
 
 @functools.cache
-def _gguf_reading(gguf: Path, version: tuple[int, int, int] | None) -> GgufReading:
+def _gguf_reading(gguf: Path, version: GgufVersion | None) -> GgufReading:
     import llama_cpp
 
     with llama_cpp_log_kept() as said, vocab_only_model(gguf) as model:
