@@ -45,6 +45,7 @@ from fugu_lite.workers.preflight import preflight
 from fugu_lite.workers.results import CallResult, parse_completion
 from fugu_lite.workers.retries import (
     MAX_RETRY_AFTER_S,
+    MIN_ATTEMPT_S,
     RETRYABLE_KINDS,
     backoff,
     call_budget_s,
@@ -1312,14 +1313,54 @@ def test_the_last_attempt_ends_at_the_calls_budget(
     had cut it, taking the worker for timed out without knowing how many attempts it had).
     Timed by the call's latency_s, from where its budget starts: the pool's start and close
     are no part of it (a loaded machine's 0.3 s there failed a bound on the whole run)."""
+    monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # budget 4 s
+    stub.retry_after_s = 2.8  # the last attempt has 1.2 s left; its whole timeout_s ends >= 4.8 s
+    stub.mode = "hang"
+    stub.fail_next("429")
+    config = pool_config(stub.base_url, timeout_s=2.0, max_retries=1, retry_backoff_s=0.0)
+    result = asyncio.run(one_call(config))
+    assert result.error_kind == "timeout" and result.attempts == 2
+    assert 3.95 <= result.latency_s < 4.35
+
+
+def test_a_retry_that_would_leave_its_attempt_a_sliver_of_the_budget_is_not_made(
+    stub: StubWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait that ended just before the call's budget was taken, and the attempt after it
+    given what was left (0.3 s here, or a few ms): too short for any answer, it timed out,
+    so the call failed as a timeout, not as the 429 it had (serve took the worker for timed
+    out, where a Retry-After past the budget has it skipped as rate limited), the worker
+    was asked once more for nothing, and a local worker's server, healthy, was killed and
+    started again (a timed-out answer is stopped so). The call now fails with the error
+    before that wait."""
     monkeypatch.setattr("fugu_lite.workers.retries.BACKOFF_MARGIN_S", 0.0)  # budget 3 s
-    stub.retry_after_s = 2.2  # the last attempt has 0.8 s left; its whole timeout_s ends >= 3.7 s
+    stub.retry_after_s = 2.7
     stub.mode = "hang"
     stub.fail_next("429")
     config = pool_config(stub.base_url, timeout_s=1.5, max_retries=1, retry_backoff_s=0.0)
     result = asyncio.run(one_call(config))
-    assert result.error_kind == "timeout" and result.attempts == 2
-    assert 2.95 <= result.latency_s < 3.35
+    assert result.error_kind == "rate_limit" and result.attempts == 1
+    assert result.retry_after_s == 2.7 and len(stub.arrivals) == 1
+    assert result.latency_s < 1.0
+
+
+def test_a_retry_is_made_when_its_attempt_has_a_second_or_its_whole_timeout() -> None:
+    """A retry's attempt must have at least MIN_ATTEMPT_S of the call's budget after its
+    wait, or the worker's whole timeout_s when that is shorter; the wait is the Retry-After
+    here (no backoff). The deadline is far from now plus what is left, so the test's own
+    time does not count."""
+    error = RuntimeError()
+
+    def wait_left(timeout_s: float, retry_after: float, left_s: float) -> float | None:
+        worker = pool_config("http://x", timeout_s=timeout_s, retry_backoff_s=0.0).workers[0]
+        deadline = time.perf_counter() + retry_after + left_s
+        return retry_wait(worker, 1, "rate_limit", RETRYABLE_KINDS, error, retry_after, deadline)
+
+    assert MIN_ATTEMPT_S == 1.0
+    assert wait_left(30.0, 5.0, left_s=1.2) == 5.0
+    assert wait_left(30.0, 5.0, left_s=0.8) is None
+    assert wait_left(0.4, 5.0, left_s=0.6) == 5.0  # its whole timeout_s
+    assert wait_left(0.4, 5.0, left_s=0.2) is None
 
 
 # -- the pool's life: entered once, closed, entered again ----------------------------------

@@ -12,6 +12,9 @@ from .errors import retry_header
 MAX_RETRY_AFTER_S = 60.0
 MAX_DOUBLINGS = 64  # of retry_backoff_s (backoff)
 BACKOFF_MARGIN_S = 5.0  # a call's budget for the waits between its attempts (call_budget_s)
+# The least of the call's budget a retry's attempt must have after its wait (or the worker's
+# whole timeout_s, if shorter): one with less is cut before any answer (ends_before).
+MIN_ATTEMPT_S = 1.0
 RATE_LIMITED = "rate_limit"  # a 429 (classify_error)
 RETRYABLE_KINDS = frozenset({"timeout", "connection", RATE_LIMITED, "server"})
 
@@ -29,11 +32,15 @@ def attempt_timeout_s(worker: WorkerConfig, deadline: float) -> float:
     return min(worker.timeout_s, deadline - time.perf_counter())
 
 
-def ends_before(wait_s: float, deadline: float) -> bool:
-    """Whether a wait before a retry ends before the call's deadline (time.perf_counter); a
-    longer one (a Retry-After beyond the budget) is not waited for: the call fails at once,
-    its caller told the wait (retry_after_s)."""
-    return time.perf_counter() + wait_s < deadline
+def ends_before(worker: WorkerConfig, wait_s: float, deadline: float) -> bool:
+    """Whether a wait before a retry ends before the call's deadline (time.perf_counter)
+    with time left for the attempt after it (MIN_ATTEMPT_S, or the worker's timeout_s if
+    shorter); a longer one (a Retry-After beyond the budget) is not waited for: the call
+    fails at once with the error before it, its caller told the wait (retry_after_s). An
+    attempt left a sliver timed out: the call failed as a timeout (not as the 429 it had),
+    and a local worker's server, healthy, was killed and started again."""
+    needed = min(worker.timeout_s, MIN_ATTEMPT_S)
+    return time.perf_counter() + wait_s + needed <= deadline
 
 
 def backoff(worker: WorkerConfig, attempt: int, retry_after: float | None) -> float:
@@ -85,7 +92,7 @@ def retry_wait(
     tried again (`tried_again`) or the wait would not end before the call's deadline."""
     wait = backoff(worker, attempt, retry_after)
     if tried_again(worker, attempt, kind, retried, error, retry_after) and ends_before(
-        wait, deadline
+        worker, wait, deadline
     ):
         return wait
     return None
