@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -29,7 +30,12 @@ from typer.testing import CliRunner
 
 from fugu_lite.cli import app as cli_app
 from fugu_lite.server import log as log_module
-from fugu_lite.server.app import check_workers_match, show_package_logs, uvicorn_log_config
+from fugu_lite.server.app import (
+    check_workers_match,
+    health_body,
+    show_package_logs,
+    uvicorn_log_config,
+)
 from fugu_lite.server.auth import Redactor
 from fugu_lite.server.batching import BatcherClosedError, MicroBatcher
 from fugu_lite.server.breaker import CircuitBreaker
@@ -491,6 +497,47 @@ def test_a_rate_limited_worker_is_skipped_to_the_end_of_its_limit_not_before() -
     now[0] = 5.0
     assert dispatcher._may_call(worker, []) == "call"
     assert dispatcher.takes_request(worker)
+
+
+@pytest.mark.parametrize("first_read", [True, False])
+def test_health_reads_each_workers_process_and_limit_once(
+    monkeypatch: pytest.MonkeyPatch, first_read: bool
+) -> None:
+    """/health read each worker's is_alive for its `alive` and again for its status (and
+    its rate limit's clock for rate_limited_for_s and again for the status): a local
+    worker's process ending between the two reads (or its limit ending) gave an answer at
+    odds with itself, every worker alive and the status degraded, or a worker not alive
+    and the status ok. Each is read once now. The reads are stand-ins that change at each
+    call: a process ending between two reads microseconds apart cannot be timed here."""
+    reads = {worker: 0 for worker in WORKERS}
+
+    def is_alive(worker: str) -> bool:
+        reads[worker] += 1
+        return first_read if reads[worker] == 1 else not first_read
+
+    now = [4.9]
+
+    def clock() -> float:
+        now[0] += 0.05  # the limits below end at the second read
+        return now[0]
+
+    breaker = CircuitBreaker(WORKERS, clock=clock)
+    dispatcher = unstarted_dispatcher(breaker)
+    monkeypatch.setattr(dispatcher.pool, "is_alive", is_alive)
+    for worker in WORKERS:
+        breaker.rate_limited(worker, 5.0, "call")
+    router = SimpleNamespace(worker_ids=list(WORKERS), opt_out=[])
+    server = SimpleNamespace(
+        breaker=breaker, pool=dispatcher.pool, dispatcher=dispatcher, router=router,
+        settings=SimpleNamespace(model_name=MODEL),
+    )  # fmt: skip
+    body = health_body(server)  # type: ignore[arg-type]
+    assert reads == {worker: 1 for worker in WORKERS}
+    workers = body["workers"]
+    able = [w for w in WORKERS if workers[w]["alive"] and workers[w]["rate_limited_for_s"] == 0]
+    expected = "ok" if len(able) == len(WORKERS) else "degraded" if able else "unavailable"
+    assert body["status"] == expected
+    assert workers[WORKERS[0]]["rate_limited_for_s"] == 0.1  # the first read: 0.05 s left
 
 
 def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:

@@ -386,12 +386,16 @@ def health_body(server: FuguServer) -> dict[str, Any]:
     """/health's answer: the status, and each worker's circuit, the rest of its provider's
     rate limit and whether it is alive."""
     workers = server.breaker.snapshot()
+    takes_request = set()
     for worker, state in workers.items():
+        standing = server.dispatcher.standing(worker)  # read once: see WorkerStanding
         # rounded up: a limit with 0.04 s left still keeps the worker from a request
-        state["rate_limited_for_s"] = math.ceil(server.breaker.limited_for(worker) * 10) / 10
-        state["alive"] = server.pool.is_alive(worker)
+        state["rate_limited_for_s"] = math.ceil(standing.rate_limited_for_s * 10) / 10
+        state["alive"] = standing.alive
+        if standing.takes_request:
+            takes_request.add(worker)
     choosable = [w for w in server.router.worker_ids if w not in server.router.opt_out]
-    usable = [w for w in choosable if server.dispatcher.takes_request(w)]
+    usable = [w for w in choosable if w in takes_request]
     status = "ok" if len(usable) == len(choosable) else "degraded" if usable else "unavailable"
     return {
         "status": status,

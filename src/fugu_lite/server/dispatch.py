@@ -45,6 +45,17 @@ RETRIED_BEFORE_NEXT = RETRYABLE_KINDS - {RATE_LIMITED}
 CONFLICT = 409
 
 
+@dataclass(frozen=True)
+class WorkerStanding:
+    """Whether a worker takes a request now, with what that was decided on (/health's
+    alive and rate_limited_for_s), each read once: its process polled, or the clock read,
+    again for the status could disagree with the first reading."""
+
+    alive: bool
+    rate_limited_for_s: float
+    takes_request: bool
+
+
 @dataclass
 class Attempt:
     worker: str
@@ -307,11 +318,14 @@ class Dispatcher:
         """Would `_may_call` let a request through to the worker now (without taking its
         circuit's probe)? Not while its provider's rate limit lasts, its circuit is open (or
         half-open with its probe out) or its local process has exited (/health's count)."""
-        return (
-            self.breaker.limited_for(worker) <= 0
-            and self.breaker.takes_request(worker)
-            and self.pool.is_alive(worker)
-        )
+        return self.standing(worker).takes_request
+
+    def standing(self, worker: str) -> WorkerStanding:
+        """takes_request, with its process's state and its rate limit's rest as read for it."""
+        limited_for_s = self.breaker.limited_for(worker)
+        alive = self.pool.is_alive(worker)
+        takes = limited_for_s <= 0 and self.breaker.takes_request(worker) and alive
+        return WorkerStanding(alive=alive, rate_limited_for_s=limited_for_s, takes_request=takes)
 
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
