@@ -368,3 +368,22 @@ def test_a_nested_schema_of_any_value_lets_a_local_worker_answer_any_value() -> 
     format_ = {"type": "json_schema", "json_schema": {"name": "a", "schema": anything}}
     answer = llama_cpp_params({"response_format": format_})["response_format"]["schema"]
     assert {"string", "number"} <= converter_alternatives(answer, "payload")
+
+
+def test_a_listed_types_enum_keeps_only_their_values_and_fractional_bounds_round_inward() -> None:
+    """In a manual mutation round of llama_cpp_schemas, four wrong edits passed every test:
+    an enum beside a list of types kept its values of none of them (a 5 among the colours
+    of ["string", "null"]: llama.cpp's grammar then let the model answer 5, which the
+    client's schema refuses), a whole float (1.0) not taken for an integer (the enum left
+    beside its list of types, which the converter reads first: any integer answered), an
+    exclusive bound that is no integer (exclusiveMinimum 0.5) stepped past once more after
+    rounding (1, a valid answer, left out), and a pattern's {m,n} counted as n repetitions
+    deep, not n - m (a pattern of 500 to 1400 letters refused as too deep)."""
+    colours = {"type": ["string", "null"], "enum": ["red", 5, None]}
+    assert llama_cpp_schema(colours) == {"enum": ["red", None]}
+    whole = {"type": ["integer", "null"], "enum": [1.0, "x"]}
+    assert llama_cpp_schema(whole) == {"enum": [1.0]}
+    between = {"type": "integer", "exclusiveMinimum": 0.5, "exclusiveMaximum": 3.5}
+    assert llama_cpp_schema(between) == {"type": "integer", "enum": [1, 2, 3]}
+    narrowed = f"^a{{500,{500 + MAX_OPTIONAL_REPEATS}}}$"
+    assert deep_repetition({"type": "string", "pattern": narrowed}) is None
