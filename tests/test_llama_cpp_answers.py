@@ -5,9 +5,13 @@ as llama-cpp-python's server gives them (llama_chat_format's function-calling st
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
+from fugu_lite.workers.config import WorkerConfig
 from fugu_lite.workers.llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
+from fugu_lite.workers.results import VERY_UNLIKELY_LOGPROB
+from fugu_lite.workers.streams import chunk_shaper
 
 ARGUMENTS = '{"a": 1, "b": 2}'
 
@@ -132,3 +136,34 @@ def test_a_streamed_calls_id_type_and_name_are_in_its_first_delta_only() -> None
     # A second call of the same answer (its own index) is named in its own first delta.
     second = named_once(call_delta("{", [tool_call("mul", 1, "{")]), named)
     assert second["choices"][0]["delta"]["tool_calls"] == [tool_call("mul", 1, "{")]
+
+
+def test_a_local_workers_stream_chunks_go_through_each_reshaping_one_stream_long() -> None:
+    """chunk_shaper, which a stream's chunks go through, was reached by the real-server
+    tests alone (integration, minutes): leaving top_logprobs_as_asked out of it, or
+    starting `named` over at each chunk (every delta naming its call again: the openai
+    SDK's stream helper named the tool "addaddadd..."), passed every unit test. A local
+    worker's chunks are cut to the top_logprobs asked and name each call once over the
+    whole stream; a remote worker's are left as sent but for the numbers JSON cannot
+    hold."""
+    local = WorkerConfig(id="w", model="m", local={"gguf": "x.gguf"})
+    remote = WorkerConfig(id="r", model="m", base_url="http://127.0.0.1:9/v1")
+    body = {"tools": [{"type": "function", "function": {"name": "add"}}], "top_logprobs": 1}
+    shape = chunk_shaper(local, body)
+    opening = shape(call_delta('{"a": 1'))["choices"][0]["delta"]
+    assert opening == {
+        "role": None,
+        "content": None,
+        "tool_calls": [tool_call(arguments='{"a": 1')],
+    }
+    following = shape(call_delta(', "b": 2}'))["choices"][0]["delta"]
+    assert following["tool_calls"] == [{"index": 0, "function": {"arguments": ', "b": 2}'}}]
+    cut = shape(logprobs_chunk(token(-3.0, -0.5, -1.0)))
+    assert top_values(cut) == [[-0.5]]
+    ruled_out = token(-0.1, -math.inf)
+    as_sent = chunk_shaper(remote, body)(logprobs_chunk(copy.deepcopy(ruled_out)))
+    assert top_values(as_sent) == [[-0.1, VERY_UNLIKELY_LOGPROB]]
+    assert (
+        chunk_shaper(remote, body)(call_delta("{"))["choices"][0]["delta"]
+        == (call_delta("{")["choices"][0]["delta"])
+    )
