@@ -577,6 +577,10 @@ def test_a_short_key_and_a_key_cut_to_its_first_characters_are_scrubbed() -> Non
     assert redact("the key abc123 was refused", "abc123") == "the key *** was refused"
     assert redact(f"Authorization: Bearer {SECRET[:6]}", SECRET) == "Authorization: Bearer ***"
     assert redact(f"Authorization: Bearer {SECRET[:3]}", SECRET).endswith(f" {SECRET[:3]}")
+    # the edges: a key of 4 characters, and a key cut to its first 4 (in a mutation round,
+    # a key under 6 left unscrubbed and a key cut to 4 or 5 kept passed every test)
+    assert redact("the key ab12 was refused", "ab12") == "the key *** was refused"
+    assert redact(f"Authorization: Bearer {SECRET[:4]}", SECRET) == "Authorization: Bearer ***"
     assert redact("the password **** was refused", SECRET) == "the password **** was refused"
 
 
@@ -1038,6 +1042,10 @@ def test_only_the_text_parts_of_an_answer_are_its_output() -> None:
     parts = [{"type": "reasoning", "text": "Let me think. "}, {"type": "text", "text": "4"}]
     raw = {"choices": [{"message": {"role": "assistant", "content": parts}}]}
     assert parse_completion(raw) == ("4", None)
+    # A text part of null text (a mutant joining str(None) passed every test) adds nothing.
+    empty = [{"type": "text", "text": None}, {"type": "text", "text": "4"}]
+    raw = {"choices": [{"message": {"role": "assistant", "content": empty}}]}
+    assert parse_completion(raw) == ("4", None)
 
 
 def test_a_chat_call_given_stream_true_is_still_answered_whole(stub: StubWorker) -> None:
@@ -1259,6 +1267,7 @@ def test_an_answer_with_unreadable_usage_is_kept_with_its_cost_unknown(
     [
         ({"prompt_tokens": 7, "completion_tokens": 0}, (7, 0)),  # an empty answer: prompt paid
         ({"prompt_tokens": 7.0, "completion_tokens": "8"}, (7, 8)),  # whole numbers, as sent
+        ({"prompt_tokens": " 7", "completion_tokens": "8\n"}, (7, 8)),  # digits, spaced
     ],
 )
 def test_an_answer_with_readable_usage_has_its_cost(
