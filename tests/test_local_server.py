@@ -1032,6 +1032,21 @@ def test_an_extra_arg_llama_cpps_server_refuses_is_named_before_it_starts(
     preflight(PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": fine}]}))
 
 
+def extra_args_refusals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_args: list[str]
+) -> list[str]:
+    """The errors of serve's check (preflight) and of the pool's start for a local worker
+    with these extra_args, which both must refuse; no server is left running."""
+    stand_in_servers(monkeypatch, tmp_path)
+    local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
+    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
+    with pytest.raises(ConfigError) as by_preflight:
+        preflight(config)
+    with leaving_no_process_running(), pytest.raises(ConfigError) as at_start:
+        asyncio.run(local_server.start_local_servers(config.workers))
+    return [str(by_preflight.value), str(at_start.value)]
+
+
 KEY = "sk-live-0123456789abcdefghij"
 
 
@@ -1055,14 +1070,7 @@ def test_an_extra_arg_llama_cpps_server_refuses_is_named_alone_and_no_key_is_sho
     underscore, or a typographic dash, which the config's check of --api_key does not
     take for it) showed the key given after it on the terminal and in CI logs. It names
     the item alone now, and the flag to write with its key as ***."""
-    stand_in_servers(monkeypatch, tmp_path)
-    local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
-    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
-    with pytest.raises(ConfigError) as by_preflight:
-        preflight(config)
-    with leaving_no_process_running(), pytest.raises(ConfigError) as at_start:
-        asyncio.run(local_server.start_local_servers(config.workers))
-    for error in (str(by_preflight.value), str(at_start.value)):
+    for error in extra_args_refusals(tmp_path, monkeypatch, extra_args):
         assert said in error
         assert KEY not in error and "--verbose" not in error
 
@@ -1091,14 +1099,7 @@ def test_a_typo_of_a_flag_extra_args_may_not_set_says_what_the_config_takes_inst
     '--api_key=***'), which the config then refused in turn: two tries for one. It is told
     now that the flag it looks like may not be set either, and what to do instead (leave
     the key out, set local.n_ctx); the key stays unshown."""
-    stand_in_servers(monkeypatch, tmp_path)
-    local = {"gguf": "embedded:smollm2", "extra_args": extra_args}
-    config = PoolConfig.model_validate({"workers": [{"id": "w", "model": "m", "local": local}]})
-    with pytest.raises(ConfigError) as by_preflight:
-        preflight(config)
-    with leaving_no_process_running(), pytest.raises(ConfigError) as at_start:
-        asyncio.run(local_server.start_local_servers(config.workers))
-    for error in (str(by_preflight.value), str(at_start.value)):
+    for error in extra_args_refusals(tmp_path, monkeypatch, extra_args):
         assert f"the flag it looks like, {meant}, is one extra_args may not set either" in error
         assert instead in error
         assert "did you mean" not in error and "write '" not in error
