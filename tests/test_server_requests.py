@@ -1173,7 +1173,15 @@ def test_openais_typed_options_are_refused_naming_the_field(
     """These went on to the worker unchecked, after routing, where OpenAI refuses any value
     its API does not type (a 400 blamed on the worker, counted against it); each is a 400
     naming the field now, before routing."""
-    response = shared_server.post({**VALID, **extra})
+    assert_refused_before_routing(shared_server, stubs, extra, param, message)
+
+
+def assert_refused_before_routing(
+    server: Running, stubs: Stubs, extra: dict[str, Any], param: str, message: str
+) -> None:
+    """A request with `extra` in its body is a 400 naming `param`, its message starting with
+    `message`, and no worker is asked."""
+    response = server.post({**VALID, **extra})
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["param"] == param
@@ -1236,12 +1244,7 @@ def test_a_key_holding_a_dot_or_a_bracket_is_named_in_brackets(
     (`metadata.a.b` for the key "a.b": the key b of a key a), and an empty key as
     `metadata.`. A key that is empty or holds a dot, a bracket, a quote or
     a space is now written in brackets as a JSON string, in `param` and the message."""
-    response = shared_server.post({**VALID, **extra})
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert error["param"] == param
-    assert error["message"].startswith(f"invalid request: {message}"), error["message"]
-    assert not any(stub.bodies for stub in stubs.workers.values())
+    assert_refused_before_routing(shared_server, stubs, extra, param, message)
 
 
 def sized(size: int) -> bytes:
