@@ -118,12 +118,7 @@ class ResponseFormat(BaseModel):
         return self
 
 
-# The values OpenAI takes for these parameters, as the openai SDK (3.63) types them; another
-# went on to the worker after routing, where OpenAI refuses it (a 400 blamed on the worker)
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
-ServiceTier = Literal["auto", "default", "flex", "scale", "priority", "fast"]
-Verbosity = Literal["low", "medium", "high"]
-Modality = Literal["text", "audio"]
+# audio output is OpenAI's own: its formats as the openai SDK (3.63) types them
 AudioFormat = Literal["wav", "aac", "mp3", "flac", "opus", "pcm16"]
 
 
@@ -218,11 +213,12 @@ class ChatCompletionRequest(BaseModel):
     metadata: dict[str, str] | None = None
     # A boolean, as OpenAI types it: "yes" went on to the worker, after routing
     store: bool | None = Field(default=None, strict=True)
-    # As OpenAI types them (see ReasoningEffort); a valid value goes on as sent
-    reasoning_effort: ReasoningEffort | None = None
-    service_tier: ServiceTier | None = None
-    verbosity: Verbosity | None = None
-    modalities: list[Modality] | None = None
+    # Strings, as every provider types them; their values are each provider's own (Groq's
+    # service_tier "on_demand", OpenRouter's modalities "image"), so any string goes on as sent
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    verbosity: str | None = None
+    modalities: list[str] | None = None
     audio: AudioOutput | None = None
     prediction: Prediction | None = None
     web_search_options: WebSearchOptions | None = None
