@@ -16,6 +16,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import torch
@@ -372,6 +374,37 @@ def test_a_wrong_cached_export_is_replaced(
     assert "unusable" in capsys.readouterr().err
     reference = extractor_for(tiny, layer=2, runtime="torch").encode(PROMPTS)
     torch.testing.assert_close(extractor.encode(PROMPTS), reference, rtol=1e-5, atol=1e-5)
+
+
+class PaddingHeavyBackbone(torch.nn.Module):
+    """A stand-in truncated backbone: hidden states 1.0 on real tokens, 1000.0 on padding
+    (what a backbone may leave there: no feature reads it)."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> SimpleNamespace:
+        real = attention_mask.unsqueeze(-1).float().expand(*input_ids.shape, 4)
+        return SimpleNamespace(last_hidden_state=real + (1 - real) * 1000.0)
+
+
+class OffOnARealToken:
+    """A stand-in ONNX session (no export needed): torch's hidden states, 0.5 off on the
+    first real token."""
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        states = PaddingHeavyBackbone()(input_ids, attention_mask).last_hidden_state.clone()
+        states[0, 0, 0] += 0.5
+        return states
+
+
+def test_the_exports_check_is_relative_to_the_real_tokens_values_not_the_paddings() -> None:
+    """An export 50% off on a real token must fail the check: scaled by the largest value
+    over padding too (1000 here), the difference read 0.0005, under the check's tolerance."""
+    batch = {
+        "input_ids": torch.ones(2, 3, dtype=torch.long),
+        "attention_mask": torch.tensor([[1, 1, 1], [1, 0, 0]]),
+    }
+    onnx = cast(OnnxBackbone, OffOnARealToken())
+    difference = onnx_module.relative_difference(onnx, PaddingHeavyBackbone(), batch)
+    assert difference == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("quantization", ["none", "int8"])
