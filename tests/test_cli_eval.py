@@ -414,6 +414,40 @@ def test_only_a_report_on_validation_says_the_router_was_kept_for_its_validation
     assert router_selection_notes(checkpoint, "test") == []
 
 
+def test_a_familys_notes_on_validation_read_each_members_checkpoint(
+    tmp_path: Path, tiny_model_cfg: ModelConfig
+) -> None:
+    """No test read a family member's note (stop 40's evalleft round: member_selection_notes
+    reading the family's own folder survived its selection of tests): the test families were
+    trained by `train pipeline`, whose RL members keep no epoch on validation, so no note was
+    due. A family whose second member is an SFT router kept for its validation reward (its
+    first an RL one) is reported so on validation."""
+    from fugu_lite.evaluate_checkpoint import member_selection_notes
+    from fugu_lite.model import RouterModel
+    from fugu_lite.router_family import (
+        FamilyManifest,
+        FamilyMember,
+        load_router_family,
+        member_folder,
+        write_family_manifest,
+    )
+
+    history = [{"epoch": 1, "validation": 0.5}, {"epoch": 2, "validation": 0.6}]
+    family_folder = tmp_path / "family"
+    members = []
+    for weight, stage in ((0.0, "rl"), (1.0, "sft")):
+        folder = member_folder(weight)
+        RouterModel(tiny_model_cfg, WORKERS, 32).save_checkpoint(
+            family_folder / folder, metadata={"stage": stage, "history": history}
+        )
+        members.append(FamilyMember(cost_weight=weight, checkpoint=folder))
+    write_family_manifest(family_folder, FamilyManifest(worker_ids=WORKERS, members=members))
+    family = load_router_family(family_folder)
+    [note] = member_selection_notes(family_folder, family, "validation")
+    assert "its SFT epoch was kept for its reward on the validation split" in note
+    assert member_selection_notes(family_folder, family, "test") == []
+
+
 def test_eval_pareto_weighs_costs_by_the_routers_own_reference_cost(
     tmp_path: Path, tiny_model_cfg: ModelConfig
 ) -> None:
