@@ -1123,6 +1123,30 @@ def test_each_clustering_of_a_reward_head_is_seeded_with_its_own_seed(
     assert seeds == [(2, 5), (2, 6), (3, 7), (3, 8)]
 
 
+def test_each_clustering_restarts_k_means_as_often_as_configured() -> None:
+    """No test fitted with two restart counts (left by stop 40's costmut round, which saw
+    training.kmeans_restarts could be ignored unnoticed, as assignment_c could). On 60
+    scattered prompts and 6 clusters, 1 and 10 restarts end in other clusterings: each
+    member is the one of its configured count."""
+    import fugu_lite.reward_head_training as training
+
+    rng = np.random.default_rng(2)
+    features, rewards = rng.normal(size=(60, 3)), rng.uniform(size=(60, 2))
+    table = RewardTable(rewards, None, [None] * 60, [None] * 60, [str(i) for i in range(60)],
+                        ["a", "b"])  # fmt: skip
+    data = training.FitData(raw=features, standardised=features, table=table)
+    fitted = {
+        restarts: training.fit_members(
+            data, [6], RewardHeadTraining(cluster_counts=[6], kmeans_restarts=restarts)
+        )[0].rewards
+        for restarts in (1, 10)
+    }
+    for restarts, table_fitted in fitted.items():
+        expected = fit_cluster_mixture(features, features, rewards, 6, 0, 1.0, restarts)
+        np.testing.assert_allclose(table_fitted, expected.rewards)
+    assert not np.allclose(fitted[1], fitted[10])
+
+
 @dataclass
 class Head:
     root: Path
