@@ -36,7 +36,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from .datasets.split import standard_split
-from .io import iter_jsonl, write_jsonl
+from .io import check_message, iter_jsonl, write_jsonl
 from .schemas import (
     SPLIT_VALUES_TEXT,
     ChatMessage,
@@ -529,7 +529,7 @@ def _field_problem(item: ErrorDetails, location: str) -> str:
     if item["type"] == "missing":
         return f"missing field {location!r}; add it"
     if item["type"] == "value_error":
-        return str(item["msg"]).removeprefix("Value error, ")
+        return check_message(item)
     if location == "split":
         return (
             f"unknown split {item.get('input')!r}; allowed values: {SPLIT_VALUES_TEXT} "

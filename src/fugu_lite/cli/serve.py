@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ..config_errors import ConfigError
+from ..io import check_message
 from .common import (
     BackboneOption,
     CheckpointOption,
@@ -56,7 +57,7 @@ def check_port_free(host: str, port: int) -> None:
 def settings_problem(item: Any) -> str:
     """One problem of a pydantic ValidationError: a validator's own message as it is."""
     if item["type"] == "value_error":
-        return str(item["msg"]).removeprefix("Value error, ")
+        return check_message(item)
     return f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
 
 

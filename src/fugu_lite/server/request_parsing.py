@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from ..io import json_kind
+from ..io import check_message, json_kind
 from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
@@ -271,7 +271,7 @@ def problem(item: ErrorDetails, payload: dict[str, Any]) -> tuple[str, str]:
     if isinstance(cause, ParamError):
         return cause.param, str(cause)
     param = field_path(item["loc"], payload)
-    message = item["msg"].removeprefix("Value error, ")
+    message = check_message(item)
     value = item.get("input")
     if isinstance(cause, PartError):  # the part, not the whole content
         param, value = f"{param}[{cause.index}]", cause.part

@@ -25,6 +25,7 @@ from ..config import PipelineConfig, SFTConfig, StrictModel
 from ..config_errors import ConfigError, quoting_hint
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
+from ..io import check_message
 from ..text_reading import STDIN_NOT_READ, means_stdin
 
 EMBEDDED_PREFIX = "embedded:"
@@ -600,7 +601,7 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
     for item in error.errors():
         location = [str(part) for part in item["loc"]]
         key = ".".join(location) or "pool"
-        message = str(item["msg"]).removeprefix("Value error, ")
+        message = check_message(item)
         if item["type"] == "extra_forbidden":
             known = _known_keys(item["loc"][:-1])
             close = difflib.get_close_matches(location[-1], known, n=1)
