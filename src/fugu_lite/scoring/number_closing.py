@@ -23,7 +23,9 @@ SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # restates the answer, "(= 12)", "(i.e. 12)", stays.
 # (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5, "68°F
 # (20°C × 9/5 + 32)" 68)
-_OPERAND = r"\$?\d[\d.,]*%?(?:\s?°?\s?[^\W\d_]+|°)?"
+# (a space before a unit taken one way only: "\s?°?\s?" read the one space of "1 m" as
+# either, so a parenthetical of n operands with units was tried in 2^n ways)
+_OPERAND = r"\$?\d[\d.,]*%?(?:(?:\s?°\s?|\s)?[^\W\d_]+|°)?"
 _ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
 # "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
 # into steps in every way, which took quadratic time)
