@@ -711,9 +711,19 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("12", "She has 12 apples left (15 - 3).", 1.0),
         ("18", "Janet makes $18 per day ($9 × 2).", 1.0),
         ("3", "She has 12 apples left (15 - 3).", 0.0),
+        # the working in words, and in a clause after a comma (20 is no number of the
+        # question's, so the rule for restating the question does not read it)
+        ("17", "17 apples left (20 minus 3).", 1.0),
+        ("3", "17 apples left (20 minus 3).", 0.0),
+        ("2.5", "2.5 hours (150 divided by 60).", 1.0),
+        ("17", "17 left, from 20 minus 3.", 1.0),
+        ("3", "17 left, from 20 minus 3.", 0.0),
+        ("17", "He has 17 apples left, i.e. 20 - 3.", 1.0),
+        ("17", "17 apples are left, which is 20 minus 3.", 1.0),
         # a parenthetical that gives the answer stays
         ("12", "Total: 5 + 7 (= 12)", 1.0),
         ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
+        ("12", "The total is 5 + 7, which is 12.", 1.0),
         ("10", "The value is (5 + 5)", 0.0),  # the working and nothing else: no answer
         ("391", "The product is 391 (17 × 20 = 340, 17 × 3 = 51).", 1.0),
         ("18", "She makes 18 dollars. (Note: this assumes all 9 eggs sell at $2.)", 1.0),

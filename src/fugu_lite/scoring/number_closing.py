@@ -26,7 +26,9 @@ SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # (a space before a unit taken one way only: "\s?°?\s?" read the one space of "1 m" as
 # either, so a parenthetical of n operands with units was tried in 2^n ways)
 _OPERAND = r"\$?\d[\d.,]*%?(?:(?:\s?°\s?|\s)?[^\W\d_]+|°)?"
-_ARITHMETIC = rf"{_OPERAND}(?:\s*[-+*/×x·÷]\s*{_OPERAND})+"
+# a sign or its word: "(15 - 3)", "(20 minus 3)"
+_OPERATOR = r"(?:\s*[-+*/×x·÷]\s*|\s+(?:plus|minus|times|(?:divided|multiplied)\s+by)\s+)"
+_ARITHMETIC = rf"{_OPERAND}(?:{_OPERATOR}{_OPERAND})+"
 # "17 × 20 = 340" (its numbers possessive: a run of "1,1,1,..." is read one way, not split
 # into steps in every way, which took quadratic time)
 _STEP_NUMBER = r"\$?\d+(?:[.,]\d+)*+%?"
@@ -47,9 +49,22 @@ _WORKING = re.compile(
 )
 
 
+# A closing clause showing the working after the answer and a comma: "17 left, from 20 minus
+# 3.", "17 apples, i.e. 20 - 3." (tried on the output's last characters only: linear)
+_WORKING_CLAUSE = re.compile(
+    rf",\s*(?:from|i\.e\.,?|that\s+is,?|which\s+is)\s+{_ARITHMETIC}[\s.!*_$]*\Z",
+    re.IGNORECASE,
+)
+MAX_WORKING_CLAUSE_CHARS = 200
+
+
 def working_at_the_end(text: str) -> int | None:
-    """Where a parenthetical ending the output that only shows the working starts (its
-    own parentheses read as plain working: "10°C ((50°F - 32) × 5/9)")."""
+    """Where a parenthetical or a comma's clause ending the output that only shows the
+    working starts (a parenthetical's own parentheses read as plain working: "10°C ((50°F -
+    32) × 5/9)")."""
+    clause = _WORKING_CLAUSE.search(text, max(0, len(text) - MAX_WORKING_CLAUSE_CHARS))
+    if clause is not None:
+        return clause.start()
     end = text.rfind(")")
     depth, start = 0, end
     while start >= 0:
