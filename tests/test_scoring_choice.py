@@ -42,6 +42,7 @@ def choice_task(answer: str) -> Task:
         r"\boxed{B}",
         r"The answer is $\boxed{\text{B}}$",
         r"\boxed{(b)}",  # a lower-case letter in any form is the option's
+        r"\boxed{**B**}",  # markdown inside the box
         "Bob is the tallest (b).",
         "<answer>B</answer>",
         "The answer is $B$.",
@@ -77,6 +78,7 @@ def test_choice_grader_finds_the_letter(output: str) -> None:
         ("B - no wait, the tallest is Cal.", "extracted C"),
         ("B. Oops, I made a mistake: Cal is taller.", "no option letter"),
         ("Ruled out: B", "no option letter"),
+        ("I compared the heights.\nEliminated: B", "no option letter"),
         ("", "empty output"),
     ],
 )
@@ -90,6 +92,7 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
     ("output", "letter"),
     [
         ("I would choose B.", "B"),
+        ("B is the tallest. I would never pick A.", "B"),
         ("Comparing heights, I pick B because Bob is the tallest.", "B"),
         ("Answer: The tallest is Bob, so B.", "B"),
         ("A) Ann - no\nB) Bob - yes\nC) Cal - no\n\nSo B.", "B"),
@@ -197,6 +200,9 @@ def test_choice_grader_reads_a_letter_after_must_be_or_a_word_of_certainty(
         ("A", "Evaluating each choice:\n- **A)** Ann: 150 cm\n- **B)** Bob: 160 cm", 0.0),
         ("A", "Let's evaluate each answer:\n- A. Ann is 150 cm\n  - B. Bob is 160 cm", 0.0),
         ("A", "Let's weigh each option: A is 150 cm, B is 160 cm, C is 140 cm.", 0.0),
+        ("A", "Let's weigh every option: A is 150 cm, B is 160 cm, C is 140 cm.", 0.0),
+        # an option's line longer than the next letter's usual distance
+        ("A", "The answer is:\nA) Ann, who is 150 cm tall, the shortest of the three\nB) Bob", 0.0),
         ("B", "Each option:\n- (A) Ann: 150 cm\n- (B) Bob: 160 cm\n\nSo the answer is (B).", 1.0),
         ("A", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 0.0),
         ("B", "A: Ann is 150 cm, B: Bob is 190 cm, C: Cal is 170 cm. So the tallest is Bob.", 1.0),
@@ -271,6 +277,7 @@ def test_choice_grader_does_not_read_a_list_of_the_options_as_an_answer(
         ("Answer: B. Actually, C is the tallest.", "C"),
         ("Answer: B. Actually, C is taller than A.", "B"),
         ("Answer: B. Actually, C is correct too.", "B"),
+        ("Answer: B. Wait, actually C is correct as well.", "B"),
     ],
 )
 def test_choice_grader_follows_a_self_correction(output: str, letter: str) -> None:
@@ -510,6 +517,8 @@ def test_choice_grader_reads_what_is_asked_in_linear_time() -> None:
         ("A) Ann ❌\nB) Bob ✅\nC) Cal ❌", 1.0),
         ("A ❌ B ✅ C ❌", 1.0),
         ("**B** ✅", 1.0),
+        ("❌\ufe0f A\n✅\ufe0f B", 1.0),  # emoji marks with their variation selector
+        ("Ann is 150 cm and Bob 160 cm.\n✔\ufe0f B", 1.0),
         ("- [x] A\n- [ ] B", 0.0),
         ("[x] A [x] B", 0.0),  # two options checked
         ("✅ Option A is wrong", 0.0),  # the mark is next to no letter
