@@ -356,6 +356,7 @@ def test_regex_grader_takes_linear_time_on_repeated_markers(output: str) -> None
         ("olleh ✅", 1.0),
         ("olleh 🎉🎉", 1.0),
         ("$\\text{olleh}$", 1.0),
+        ("$\\textbf{olleh}$", 1.0),
         ("\\(\\mathrm{olleh}\\)", 1.0),
         ("### hello", 0.0),
         ("olleh ✅\n\nWait, no, it's ollhe.", 0.0),
@@ -394,6 +395,10 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ('"olleh" is "hello" spelled backwards.', 1.0),
         ("olleh is hello in reverse.", 1.0),
         ("'ollhe' is 'hello' reversed.", 0.0),
+        ("olleh would be the answer.", 1.0),
+        ("Reversing the word yields olleh", 1.0),
+        # a box stated last is the answer, not a quoted text before it
+        ("I first thought 'olleh'.\n\\fbox{ollhe}", 0.0),
         # an answer ruled out, then the answer
         ("The answer is not ollhe, it is olleh.", 1.0),
         ("The answer is not ollhe but olleh.", 1.0),
@@ -518,6 +523,12 @@ SALT_AND_PEPPER = "Reverse the order of the words in: 'salt and pepper'."
         (SORT_LETTERS, "eilrsv", "e, i, l, r, s, and v", 1.0),
         (SORT_LETTERS, "eilrsv", "The sorted letters are e, i, l, r, s and v.", 1.0),
         (SORT_LETTERS, "eilrsv", "e, i, l, r, and s", 0.0),
+        (
+            "Arrange the letters of the word 'silver' in alphabetical order.",
+            "eilrsv",
+            "e, i, l, r, s, v",
+            1.0,
+        ),
         (REVERSE_WORDS, "cherry banana apple", "Reversed: cherry, banana, apple", 1.0),
         (REVERSE_WORDS, "cherry banana apple", "'cherry', 'banana', 'apple'", 1.0),
         (REVERSE_WORDS, "cherry banana apple", "Reversed: banana, cherry, apple", 0.0),
