@@ -378,6 +378,9 @@ TALLEST = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?\n(
         (TALLER, "Ann is taller than Bob.", "B", 1.0),
         (LARGER, "B is smaller, A is larger.", "A", 1.0),
         (LARGER, "B is smaller, A is larger.", "B", 0.0),
+        # the option said to be it after a label or a word leading its clause
+        (LARGER, "Comparing them: 54 is larger than 9.", "A", 1.0),
+        (LARGER, "9 < 54, thus 54 is larger.", "A", 1.0),
         (LARGER, "54 is larger than 9.", "A", 1.0),
         (LARGER, "The larger number is 54, not 9.", "A", 1.0),
         (LARGER, "The larger number is 54, not 9.", "B", 0.0),

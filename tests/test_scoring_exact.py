@@ -486,6 +486,8 @@ WHO_ARE_TALLER = "The twins are 170 cm tall and Bob is 160 cm tall. Who are tall
             1.0,
         ),
         (WHO_ARE_TALLER, "Between the twins and Bob, the twins are taller.", "the twins", 1.0),
+        ("Who is taller, Ann or Bob?", "Comparing them: Bob is taller.", "Bob", 1.0),
+        ("Who is taller, Ann or Bob?", "Ann is 150 cm, hence Bob is taller.", "Bob", 1.0),
     ],
 )
 def test_exact_grader_reads_what_the_reply_says_is_what_the_question_asks(
