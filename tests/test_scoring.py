@@ -65,6 +65,9 @@ def test_an_answer_cut_inside_its_thinking_has_no_answer() -> None:
     assert "stopped inside its thinking" in cut.detail
     harmony = graded(number_task("7"), "<|channel|>analysis<|message|>The answer is 7")
     assert harmony.score == 0.0 and "stopped inside its thinking" in harmony.detail
+    # as llama.cpp may leave it, after the assistant's start token
+    started = graded(number_task("7"), "<|start|>assistant<|channel|>analysis<|message|>It is 7")
+    assert started.score == 0.0 and "stopped inside its thinking" in started.detail
     assert graded(choice_task(), "<think>B, surely. Answer: B").score == 0.0
     # the block opened as <thinking> (which a </thinking> closes) is cut inside it too
     thinking = graded(number_task("7"), "<thinking>\nThe answer is 7. But check")

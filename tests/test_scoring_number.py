@@ -299,6 +299,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
     ("answer", "output", "score"),
     [
         ("42", "答案是42。", 1.0),  # "the answer is 42": no number at all before
+        ("42", "答案为42。因为每组7个，共6组。", 1.0),  # 为: a reason after the answer
         ("42", "所以答案是４２。", 1.0),  # full-width digits
         ("7", "小明有42个苹果，分给6个人，每人7个。", 1.0),
         ("42", "答案是42。验证：42÷6=7", 1.0),  # a check after the answer
@@ -397,6 +398,7 @@ def test_number_grader_reads_a_number_and_a_half(answer: str, output: str, score
         ("12\n\nNo wait, 14.", 0.0, 1.0),
         ("The answer is 12.\n\nOops, I miscounted. There are 14 apples.", 0.0, 1.0),
         ("The answer is 12. I miscounted: there are 14 apples.", 0.0, 1.0),
+        ("The answer is 12. I miscalculated: there are 14 apples.", 0.0, 1.0),
         ("The answer is 12. That’s wrong. It is 14.", 0.0, 1.0),  # a typographic apostrophe
         ("I got 12, but that seems wrong; it is 14", 0.0, 1.0),
         ("The answer is 12. Hmm, that seems wrong; it is 14.", 0.0, 1.0),
