@@ -540,6 +540,40 @@ def test_health_reads_each_workers_process_and_limit_once(
     assert workers[WORKERS[0]]["rate_limited_for_s"] == 0.1  # the first read: 0.05 s left
 
 
+def test_health_reads_each_workers_circuit_once() -> None:
+    """/health read each worker's circuit for its shown state (the breaker's snapshot) and
+    again for its status (takes_request), each reading the clock: a cool-down ending
+    between the two showed every circuit open with the status ok (or, the probe taken
+    back between them, half_open with unavailable). Each circuit is read once now. The
+    clock is a stand-in that moves at each read: microseconds between two reads cannot be
+    timed here."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.01
+        return now[0]
+
+    breaker = CircuitBreaker(WORKERS, failure_threshold=1, cooldown_s=1.0, clock=clock)
+    for worker in WORKERS:
+        breaker.record_failure(worker)
+        assert breaker.state(worker) == "open"
+    dispatcher = unstarted_dispatcher(breaker)
+    router = SimpleNamespace(worker_ids=list(WORKERS), opt_out=[])
+    server = SimpleNamespace(
+        breaker=breaker, pool=dispatcher.pool, dispatcher=dispatcher, router=router,
+        settings=SimpleNamespace(model_name=MODEL),
+    )  # fmt: skip
+    seen: list[tuple[list[str], str]] = []
+    while not seen or seen[-1][0] != ["half_open"] * len(WORKERS):
+        body = health_body(server)  # type: ignore[arg-type]
+        circuits = [body["workers"][w]["circuit"] for w in WORKERS]
+        seen.append((circuits, body["status"]))
+    for circuits, status in seen:
+        usable = circuits.count("half_open")
+        expected = "ok" if usable == len(WORKERS) else "degraded" if usable else "unavailable"
+        assert status == expected, (circuits, status)
+
+
 def test_failures_of_calls_started_before_the_circuit_opened_do_not_open_it_again() -> None:
     """Concurrent requests to a failing worker all fail, one after another: each failure
     after the one that opened its circuit opened it again, so 16 requests in flight made

@@ -385,10 +385,11 @@ def add_info_routes(app: FastAPI, server: FuguServer) -> None:
 def health_body(server: FuguServer) -> dict[str, Any]:
     """/health's answer: the status, and each worker's circuit, the rest of its provider's
     rate limit and whether it is alive."""
-    workers = server.breaker.snapshot()
+    workers = {}
     takes_request = set()
-    for worker, state in workers.items():
+    for worker in server.breaker.circuits:
         standing = server.dispatcher.standing(worker)  # read once: see WorkerStanding
+        state = workers[worker] = standing.circuit.shown()
         # rounded up: a limit with 0.04 s left still keeps the worker from a request
         state["rate_limited_for_s"] = math.ceil(standing.rate_limited_for_s * 10) / 10
         state["alive"] = standing.alive

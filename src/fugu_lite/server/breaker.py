@@ -26,6 +26,31 @@ class WorkerCircuit:
     limited_until: float = 0.0  # clock() at which the provider's rate limit (429) ends
 
 
+@dataclass(frozen=True)
+class CircuitReading:
+    """A worker's circuit as read once (the clock read once for its cool-down): /health's
+    shown state and whether it takes a request come of one reading, so they agree."""
+
+    state: State
+    probe_in_flight: bool
+    consecutive_failures: int
+    times_opened: int
+
+    @property
+    def takes_request(self) -> bool:
+        """Would acquire() let a request through (without taking the probe)?"""
+        return self.state == "closed" or (self.state == "half_open" and not self.probe_in_flight)
+
+    def shown(self) -> dict[str, object]:
+        """The circuit as /health shows it."""
+        return {
+            "circuit": self.state,
+            "probe_in_flight": self.probe_in_flight,
+            "consecutive_failures": self.consecutive_failures,
+            "times_opened": self.times_opened,
+        }
+
+
 class CircuitBreaker:
     def __init__(
         self,
@@ -62,9 +87,13 @@ class CircuitBreaker:
 
     def takes_request(self, worker: str) -> bool:
         """Would acquire() let a request through now (without taking the probe)?"""
+        return self.reading(worker).takes_request
+
+    def reading(self, worker: str) -> CircuitReading:
         state = self.state(worker)
-        return state == "closed" or (
-            state == "half_open" and not self.circuits[worker].probe_in_flight
+        circuit = self.circuits[worker]
+        return CircuitReading(
+            state, circuit.probe_in_flight, circuit.consecutive_failures, circuit.times_opened
         )
 
     def record_success(self, worker: str, permit: Permit = "probe") -> None:
@@ -124,12 +153,4 @@ class CircuitBreaker:
         return min(waits, default=0.0)
 
     def snapshot(self) -> dict[str, dict[str, object]]:
-        return {
-            worker: {
-                "circuit": self.state(worker),
-                "probe_in_flight": circuit.probe_in_flight,
-                "consecutive_failures": circuit.consecutive_failures,
-                "times_opened": circuit.times_opened,
-            }
-            for worker, circuit in self.circuits.items()
-        }
+        return {worker: self.reading(worker).shown() for worker in self.circuits}

@@ -21,7 +21,7 @@ from ..workers.pool import WorkerPool
 from ..workers.results import CallResult
 from ..workers.retries import RATE_LIMITED, RETRYABLE_KINDS, call_budget_s
 from .auth import Redactor
-from .breaker import CircuitBreaker, Permit
+from .breaker import CircuitBreaker, CircuitReading, Permit
 from .metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -48,9 +48,10 @@ CONFLICT = 409
 @dataclass(frozen=True)
 class WorkerStanding:
     """Whether a worker takes a request now, with what that was decided on (/health's
-    alive and rate_limited_for_s), each read once: its process polled, or the clock read,
-    again for the status could disagree with the first reading."""
+    circuit, alive and rate_limited_for_s), each read once: its process polled, or the
+    clock read, again for the status could disagree with the first reading."""
 
+    circuit: CircuitReading
     alive: bool
     rate_limited_for_s: float
     takes_request: bool
@@ -323,9 +324,10 @@ class Dispatcher:
     def standing(self, worker: str) -> WorkerStanding:
         """takes_request, with its process's state and its rate limit's rest as read for it."""
         limited_for_s = self.breaker.limited_for(worker)
+        circuit = self.breaker.reading(worker)
         alive = self.pool.is_alive(worker)
-        takes = limited_for_s <= 0 and self.breaker.takes_request(worker) and alive
-        return WorkerStanding(alive=alive, rate_limited_for_s=limited_for_s, takes_request=takes)
+        takes = limited_for_s <= 0 and circuit.takes_request and alive
+        return WorkerStanding(circuit, alive, limited_for_s, takes)
 
     def _still_rate_limited(self, worker: str, attempts: list[Attempt]) -> bool:
         """A worker whose provider's rate limit (the Retry-After of its 429) has not ended
