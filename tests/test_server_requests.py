@@ -112,6 +112,12 @@ BAD_INPUTS = [
      f'metadata key "{"k" * 65}" is 65 characters long; OpenAI\'s API takes keys of at most 64'),
     ("a metadata value of 513 characters", {**VALID, "metadata": {"team": "v" * 513}}, 400,
      "metadata['team'] is 513 characters long; OpenAI's API takes values of at most 512"),
+    # OpenAI's safety_identifier: a string of at most 128 characters (its API reference); a
+    # remote worker refused more, after routing
+    ("a safety_identifier of 129 characters", {**VALID, "safety_identifier": "u" * 129}, 400,
+     "safety_identifier is 129 characters long; OpenAI's API takes at most 128"),
+    ("safety_identifier a number", {**VALID, "safety_identifier": 5}, 400,
+     "safety_identifier: Input should be a valid string (got 5)"),
     # OpenAI types it as a boolean; a word went on to the worker, after routing
     ("store a word", {**VALID, "store": "yes"}, 400,
      'store: Input should be a valid boolean (got "yes")'),
@@ -1087,6 +1093,19 @@ def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
     sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
     assert sent["tools"][0]["function"]["name"] == name and sent["stop"] == stops
     assert [message["role"] for message in sent["messages"]] == ["user", "assistant", "function"]
+
+
+def test_user_and_safety_identifier_reach_the_worker_as_sent(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A safety_identifier of 128 characters (OpenAI's most) is sent on; so is a `user` of any
+    length: OpenAI documents no limit of it (the openai SDK's types, 3.63), and a provider's
+    own (OpenRouter's 128) is that worker's to say."""
+    sent_ids = {"safety_identifier": "s" * 128, "user": "u" * 1000}
+    response = shared_server.post({**VALID, **sent_ids})
+    assert response.status_code == 200, response.text
+    sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
+    assert {key: sent[key] for key in sent_ids} == sent_ids
 
 
 def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs: Stubs) -> None:

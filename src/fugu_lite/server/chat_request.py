@@ -49,6 +49,9 @@ NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUG
 METADATA_MAX_PAIRS = 16
 METADATA_MAX_KEY_CHARS = 64
 METADATA_MAX_VALUE_CHARS = 512
+# OpenAI's limit of safety_identifier (its API reference). `user` has none documented, so it
+# goes on at any length: a provider's own limit (OpenRouter's 128) is that worker's to say.
+SAFETY_IDENTIFIER_MAX_CHARS = 128
 
 EMPTY_TOOLS = (
     "is an empty list, which OpenAI's API refuses too; give at least one {what}, or leave "
@@ -209,6 +212,7 @@ class ChatCompletionRequest(BaseModel):
     functions: list[dict[str, Any]] | None = None
     function_call: str | dict[str, Any] | None = None
     user: str | None = None
+    safety_identifier: str | None = None
     # Strings, as OpenAI types them: a local worker ignored a number, a remote one refused it
     metadata: dict[str, str] | None = None
     # A boolean, as OpenAI types it: "yes" went on to the worker, after routing
@@ -303,6 +307,19 @@ class ChatCompletionRequest(BaseModel):
                     f"metadata[{key!r}] is {len(text)} characters long; OpenAI's API takes "
                     f"values of at most {METADATA_MAX_VALUE_CHARS}",
                 )
+        return value
+
+    @field_validator("safety_identifier")
+    @classmethod
+    def _safety_identifier_within_openais_limit(cls, value: str | None) -> str | None:
+        """A remote worker refused a longer one, after routing."""
+        if value is not None and len(value) > SAFETY_IDENTIFIER_MAX_CHARS:
+            raise ParamError(
+                "safety_identifier",
+                f"safety_identifier is {len(value)} characters long; OpenAI's API takes at "
+                f"most {SAFETY_IDENTIFIER_MAX_CHARS} (send a hash of a longer id, as OpenAI "
+                "recommends)",
+            )
         return value
 
     @field_validator("tools")
