@@ -246,7 +246,13 @@ def test_streaming_raw_events_end_with_done_and_carry_routing_headers(
         # not held back by a proxy (nginx buffered it: the events came all at once, at the end)
         assert response.headers["cache-control"] == "no-cache"
         assert response.headers["x-accel-buffering"] == "no"
-        events = [line for line in response.iter_lines() if line.startswith("data: ")]
+        raw = "".join(response.iter_text())
+    # SSE's framing: each event a `data:` line ended by a blank line, [DONE] too (a client
+    # that dispatches an event at its blank line, as EventSource does, never saw a [DONE]
+    # written with one newline; the openai SDK ends the stream all the same)
+    assert raw.endswith("\n\ndata: [DONE]\n\n")
+    events = raw.removesuffix("\n\n").split("\n\n")
+    assert all(event.startswith("data: ") and "\n" not in event for event in events)
     assert events[-1] == "data: [DONE]"
     first = json.loads(events[0].removeprefix("data: "))
     assert first["fugu"]["worker"] == response.headers["x-fugu-worker"]
