@@ -643,6 +643,21 @@ def test_a_failure_of_a_call_started_before_the_circuit_opened_leaves_a_half_ope
     assert breaker.state("a") == "open" and breaker.retry_after_s(["a"]) == 10
 
 
+def test_a_failed_probe_is_no_longer_shown_out() -> None:
+    """A half-open circuit's probe that failed opens the circuit again and is over: /health
+    went on showing probe_in_flight true on the open circuit had its failure left the
+    probe marked (no test read it after a failed probe; the cool-down's end clears it)."""
+    now = [0.0]
+    breaker = CircuitBreaker(["a"], failure_threshold=1, cooldown_s=10, clock=lambda: now[0])
+    breaker.record_failure("a", "call")
+    now[0] = 10.0
+    assert breaker.acquire("a") == "probe" and breaker.snapshot()["a"]["probe_in_flight"]
+    breaker.record_failure("a", "probe")
+    assert breaker.snapshot()["a"] == {
+        "circuit": "open", "probe_in_flight": False, "consecutive_failures": 2, "times_opened": 2,
+    }  # fmt: skip
+
+
 def test_the_retry_after_of_open_circuits_is_the_first_to_half_open() -> None:
     now = [0.0]
     breaker = CircuitBreaker(["a", "b"], failure_threshold=1, cooldown_s=10, clock=lambda: now[0])
