@@ -295,31 +295,21 @@ class ChatCompletionRequest(BaseModel):
                 "value)",
             )
         for key, text in (value or {}).items():
-            if len(key) > METADATA_MAX_KEY_CHARS:
-                raise ParamError(
-                    key_path("metadata", key),
-                    f"metadata key {compact(key)} is {len(key)} characters long; OpenAI's API "
-                    f"takes keys of at most {METADATA_MAX_KEY_CHARS}",
-                )
-            if len(text) > METADATA_MAX_VALUE_CHARS:
-                raise ParamError(
-                    key_path("metadata", key),
-                    f"metadata[{key!r}] is {len(text)} characters long; OpenAI's API takes "
-                    f"values of at most {METADATA_MAX_VALUE_CHARS}",
-                )
+            param = key_path("metadata", key)
+            named = f"metadata key {compact(key)}"
+            check_length(param, named, key, METADATA_MAX_KEY_CHARS, of="keys of ")
+            named = f"metadata[{key!r}]"
+            check_length(param, named, text, METADATA_MAX_VALUE_CHARS, of="values of ")
         return value
 
     @field_validator("safety_identifier")
     @classmethod
     def _safety_identifier_within_openais_limit(cls, value: str | None) -> str | None:
         """A remote worker refused a longer one, after routing."""
-        if value is not None and len(value) > SAFETY_IDENTIFIER_MAX_CHARS:
-            raise ParamError(
-                "safety_identifier",
-                f"safety_identifier is {len(value)} characters long; OpenAI's API takes at "
-                f"most {SAFETY_IDENTIFIER_MAX_CHARS} (send a hash of a longer id, as OpenAI "
-                "recommends)",
-            )
+        if value is not None:
+            hint = " (send a hash of a longer id, as OpenAI recommends)"
+            limit = SAFETY_IDENTIFIER_MAX_CHARS
+            check_length("safety_identifier", "safety_identifier", value, limit, hint=hint)
         return value
 
     @field_validator("tools")
@@ -569,3 +559,15 @@ def worker_message(message: ChatMessage) -> dict[str, Any]:
     if message.content is None and "content" in message.model_fields_set:
         sent["content"] = None
     return sent
+
+
+def check_length(
+    param: str, named: str, text: str, limit: int, *, of: str = "", hint: str = ""
+) -> None:
+    """`text` (`named` in the message) within OpenAI's limit of `limit` characters: a remote
+    worker refused a longer one, after routing."""
+    if len(text) > limit:
+        raise ParamError(
+            param,
+            f"{named} is {len(text)} characters long; OpenAI's API takes {of}at most {limit}{hint}",
+        )
