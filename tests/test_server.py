@@ -1100,6 +1100,19 @@ def test_a_key_is_matched_as_it_is_and_its_scheme_in_any_case(serve, stubs: Stub
     assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
 
 
+def test_a_key_after_more_than_one_space_is_read() -> None:
+    """HTTP's credentials may follow their scheme after one space or more (RFC 7235's
+    `auth-scheme 1*SP token68`): `Bearer  KEY`, as a client joining its words by hand
+    may write it, is the key KEY (no test sent more than one space: a key read with the
+    spaces before it, refused as invalid, passed every test)."""
+    checker = ApiKeyChecker([ENDPOINT_KEY])
+    for header in (f"Bearer  {ENDPOINT_KEY}", f"bearer   {ENDPOINT_KEY}"):
+        checker.check({"authorization": header})  # no 401
+    with pytest.raises(ApiError) as refused:
+        checker.check({"authorization": f"Bearer  {ENDPOINT_KEY[:-1]}"})
+    assert refused.value.message == "invalid API key"
+
+
 def test_a_bearer_header_with_no_key_after_it_is_told_the_headers_form() -> None:
     """`Authorization: Bearer` with no key after it (curl's `-H "Authorization: Bearer
     $KEY"` with KEY unset) is told the header's form; only its 401 status was read, so
