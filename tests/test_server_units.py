@@ -887,6 +887,24 @@ def decision(request_id: str) -> DecisionLogEntry:
     )  # fmt: skip
 
 
+def test_the_decision_log_holds_a_conversation_only_when_content_logging_is_on(
+    tmp_path: Path,
+) -> None:
+    """The decision log holds no prompt unless the server was started with content logging
+    on, whatever its caller hands it: the log's own check was left to the caller, which
+    passes none when it is off, so a log writing every conversation it was given passed
+    every test."""
+    messages = [{"role": "user", "content": "secret plans"}]
+    for log_content in (False, True):
+        path = tmp_path / f"{log_content}.jsonl"
+        log = DecisionLog(path, log_content=log_content)
+        log.write(decision("r"), messages)
+        log.close()
+        [line] = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+        assert line.get("messages") == (messages if log_content else None)
+        assert ("secret plans" in path.read_text(encoding="utf-8")) == log_content
+
+
 def test_the_decision_log_survives_a_full_disk_whole_and_losing_nothing(tmp_path: Path) -> None:
     """A write that failed half-way (a full disk) left half a line in the decision log, and
     the next decision was appended to it: one line that is no JSON (whatever reads the log
