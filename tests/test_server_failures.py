@@ -811,6 +811,8 @@ def test_a_503_for_a_half_open_circuit_whose_probe_is_out_says_so(serve, stubs: 
     message = response.json()["error"]["message"]
     assert "circuit half-open: coder" in message and "probe" in message
     assert "circuit open" not in message and "cooling down" not in message
+    # no cool-down is left, yet the probe is out: a client back at once is refused again
+    assert response.headers["retry-after"] == "1" and message.endswith("; retry in 1 s")
 
 
 def test_a_502_names_a_half_open_circuit_whose_probe_is_out_as_such(serve, stubs: Stubs) -> None:
