@@ -11,7 +11,9 @@ from pydantic import ValidationError
 
 from fugu_lite.config_errors import ConfigError
 from fugu_lite.workers.config import (
+    LocalServerConfig,
     PoolConfig,
+    WorkerConfig,
     embedded_pool_config,
     load_pool_config,
     one_call_at_a_time,
@@ -707,6 +709,42 @@ def test_an_api_key_given_in_extra_args_is_refused_without_echoing_it(
         load_pool_config(write(tmp_path, f"workers:\n  - {worker}\n"))
     assert said in str(caught.value)
     assert SECRET not in str(caught.value)
+
+
+_KEYED_LOCAL = {"gguf": "embedded:smollm2", "extra_args": ["--api_key", SECRET]}
+_KEYED_PARAMS = {"extra_headers": {"Authorization": f"Bearer {SECRET}"}}
+_KEYED_WORKER = {"id": "a", "model": "m", "base_url": "http://h", "params": _KEYED_PARAMS}
+
+
+@pytest.mark.parametrize(
+    ("model", "given"),
+    [
+        (LocalServerConfig, _KEYED_LOCAL),
+        (LocalServerConfig, {**_KEYED_LOCAL, "extra_args": [f"--api={SECRET}"]}),
+        (WorkerConfig, {"id": "a", "model": "m", "local": _KEYED_LOCAL}),
+        (WorkerConfig, {"id": "a", "model": "m", "base_url": f"ai.example.com?key={SECRET}"}),
+        (WorkerConfig, {"id": "a", "model": "m", "base_url": "http://h", "api_key_env": SECRET}),
+        (WorkerConfig, {"id": "a", "model": "m", "base_url": "h", "params": {"api_key": SECRET}}),
+        (PoolConfig, {"workers": [{"id": "a", "model": "m", "local": _KEYED_LOCAL}]}),
+        # a model check refusing the whole worker or pool showed its input cut to its ends,
+        # the key's last 18 characters in a header its params send
+        (WorkerConfig, {"id": "a", "model": "m", "params": _KEYED_PARAMS}),
+        (PoolConfig, {"workers": [_KEYED_WORKER, _KEYED_WORKER]}),
+    ],
+)  # fmt: skip
+def test_a_pool_model_validated_directly_never_shows_a_key(
+    model: type[LocalServerConfig | WorkerConfig | PoolConfig], given: dict
+) -> None:
+    """Through load_pool_config the key was masked, but PoolConfig.model_validate (Python's
+    way in, no YAML file) raised pydantic's ValidationError, whose text shows each refused
+    input: an extra_args --api_key's value, a base_url's ?key=, a key pasted as api_key_env,
+    or the whole pool with them when a model check refused it (cut to its ends, whose last
+    characters were the key's)."""
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(given)
+    assert SECRET[-12:] not in str(caught.value)
+    assert SECRET[-12:] not in repr(caught.value)
+    assert caught.value.errors()  # what describe_pool_error reads keeps its inputs
 
 
 @pytest.mark.parametrize("name", ["1OPENAI_KEY", "OPENAI-KEY", "OPENAI KEY", "OPENAI.KEY"])

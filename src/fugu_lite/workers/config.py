@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # the training configs' base: unknown keys refused, and a number given as a boolean
 # (`input_price_per_mtok: true`, `max_concurrency: yes`) too, not read as 1 or 0
@@ -85,10 +92,16 @@ _HTTP_SCHEME = re.compile(r"^https?://", re.IGNORECASE)
 _BROKEN_SCHEME = re.compile(r"^https?:/*", re.IGNORECASE)  # 'https:/host', 'http:host'
 _USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?/*)[^/?#@]*@")  # 'https://user:pass@'
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")  # https://, hf://, file:// (a drive, C:, is none)
+# merged with StrictModel's: pydantic's own error text shows each refused input, a key in
+# extra_args (--api_key sk-...), a base_url's ?key= or a worker's params, when a pool model
+# is validated directly (describe_pool_error reads errors(), which keeps them, and hides keys)
+_NO_INPUT_SHOWN = ConfigDict(hide_input_in_errors=True)
 
 
 class LocalServerConfig(StrictModel):
     """A GGUF model that fugu-lite serves itself with `python -m llama_cpp.server`."""
+
+    model_config = _NO_INPUT_SHOWN
 
     gguf: str = Field(description="Path to a .gguf file, or embedded:smollm2.")
     # llama.cpp keeps n_ctx in 32 bits: 2**32 + 256 made a context of 256 tokens.
@@ -237,6 +250,7 @@ def abbreviated_flags(flag: str) -> list[str]:
 
 
 class WorkerConfig(StrictModel):
+    model_config = _NO_INPUT_SHOWN
     id: str
     model: str
     base_url: str | None = None
@@ -402,6 +416,7 @@ def _query_problem(query: str, fragment: str) -> str:
 
 
 class PoolConfig(StrictModel):
+    model_config = _NO_INPUT_SHOWN
     workers: list[WorkerConfig] = Field(min_length=1)
     opt_out: list[str] = Field(default_factory=list)
 
