@@ -36,6 +36,38 @@ def test_file_digests_are_read_from_the_cache_until_the_file_changes(
     assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()
 
 
+def test_a_file_written_over_in_place_with_its_size_and_time_kept_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Weights written over in place by others of the same size, their modification time kept
+    (`cp -p`, `rsync --inplace -t`, a restore from a backup: the inode stays too) kept the old
+    weights' digest, in this process and from digests/, so a feature cache or checkpoint
+    check named the new weights by the old ones; only their ctime differs."""
+    import hashlib
+
+    from fugu_lite.file_digests import _FILE_DIGESTS, file_sha256
+
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "fugu-cache"))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights one")
+    assert file_sha256(weights) == hashlib.sha256(b"weights one").hexdigest()
+    before = weights.stat()
+    with weights.open("r+b") as handle:  # in place: the same inode and size
+        handle.write(b"weights two")
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while weights.stat().st_ctime_ns == before.st_ctime_ns:  # within the clock's tick still
+        os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = weights.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()  # this process
+    _FILE_DIGESTS.clear()  # a new process reading digests/
+    assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()
+
+
 def test_a_damaged_digest_entry_or_an_unwritable_cache_costs_only_reading_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -256,6 +256,31 @@ def test_a_digest_of_a_file_replaced_with_the_same_size_and_time_is_stale(
     assert (entry.status, entry.reason) == ("stale", "its file changed since")
 
 
+def test_a_digest_of_a_file_written_over_in_place_keeping_its_size_and_time_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A weight file written over in place, its size and modification time kept (`cp -p`,
+    `rsync --inplace -t`: the inode stays too), was listed current, its digest the old
+    file's; only the file's change time tells them apart."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.file_digests import file_sha256
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights one")
+    file_sha256(weights)
+    assert [entry.status for entry in cache_entries(root)] == ["current"]
+    before = weights.stat()
+    with weights.open("r+b") as handle:
+        handle.write(b"weights two")
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while weights.stat().st_ctime_ns == before.st_ctime_ns:  # within the clock's tick still
+        os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    (entry,) = cache_entries(root)
+    assert (entry.status, entry.reason) == ("stale", "its file changed since")
+
+
 @pytest.mark.parametrize(
     "damage",
     ['"layer": 1e400', '"layer": 4, "backbone_name": 5', '"layer": 4, "backbone_name": ["a"]'],

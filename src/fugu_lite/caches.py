@@ -6,7 +6,8 @@ folder edited or removed, a newer hub download or embedded package, another torc
 transformers release, or a new feature format each start a new entry beside the old one,
 which stays on disk (an ONNX export is ~76 MB for MiniLM at layer 4 and its int8 copy ~55 MB,
 a dequantized SmolLM2 540 MB).
-`digests/` remembers the SHA-256 of backbone weight files by path, size and modification time:
+`digests/` remembers the SHA-256 of backbone weight files by path, size, modification time,
+inode and change time:
 one small file per weight file ever checked, read again only while that file is unchanged.
 """
 
@@ -35,7 +36,7 @@ from .backbone_identity import (
 from .config import ModelConfig
 from .config_errors import ConfigError
 from .feature_cache import feature_cache_key
-from .file_digests import digest_file_name
+from .file_digests import digest_file_name, digest_stamp
 from .onnx_export import SETTINGS_FILE, export_folder, export_settings
 from .text import console_text
 from .text_reading import broken_link
@@ -212,10 +213,11 @@ def _copy_entry(folder: Path) -> tuple[Status, str, str]:
 
 def _digest_entry(path: Path) -> tuple[Status, str, str]:
     """A weight file's SHA-256 as backbones.file_sha256 keeps it: read again only while the
-    file at its path keeps its size, modification time and inode (else computed anew)."""
+    file at its path keeps its size, modification time, inode and change time (else computed
+    anew)."""
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-        file_path, size, mtime_ns, inode = saved["stamp"]
+        file_path, _size, _mtime_ns, _inode, _ctime_ns = stamp = saved["stamp"]
     except OSError as error:
         return "unknown", "?", f"cannot be read ({error.strerror or error})"
     except (ValueError, KeyError, TypeError):
@@ -223,10 +225,10 @@ def _digest_entry(path: Path) -> tuple[Status, str, str]:
     if path.name != digest_file_name(str(file_path)):
         return "stale", str(file_path), "not a digest this version reads"
     try:
-        info = Path(file_path).stat()
+        current = digest_stamp(Path(file_path))
     except OSError:
         return "stale", str(file_path), "its file is gone"
-    if [info.st_size, info.st_mtime_ns, info.st_ino] != [size, mtime_ns, inode]:
+    if list(current) != stamp:
         return "stale", str(file_path), "its file changed since"
     return "current", str(file_path), ""
 

@@ -24,17 +24,20 @@ def cache_root() -> Path:
     return Path(named).expanduser() if named.strip() else Path.home() / ".cache" / "fugu-lite"
 
 
-_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+DigestStamp = tuple[str, int, int, int, int]  # path, size, mtime_ns, inode, ctime_ns
+_FILE_DIGESTS: dict[DigestStamp, str] = {}
 
 
 def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode) in this process and
-    in cache_root()/digests, so a weight file (a backbone's, a local worker's GGUF) is read
-    once, not on every load; a file written again (another size, mtime or inode) is read
-    again. A cache folder that cannot be written only costs the reading."""
+    """The SHA-256 of a file, remembered by (path, size, mtime_ns, inode, ctime_ns) in this
+    process and in cache_root()/digests, so a weight file (a backbone's, a local worker's
+    GGUF) is read once, not on every load; a file written again (another size, mtime, inode
+    or ctime) is read again. Its ctime too: a file written over in place with its size and
+    mtime kept (`cp -p`, `rsync --inplace -t`) differs in that alone, as gguf_version says;
+    a chmod also moves it, costing only a reading again. A cache folder that cannot be
+    written only costs the reading."""
     resolved = path.resolve()  # a hub snapshot's files are links into its blobs
-    info = resolved.stat()
-    key = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ino)
+    key = digest_stamp(resolved)
     stamp = list(key)  # as JSON writes it back
     if key in _FILE_DIGESTS:
         return _FILE_DIGESTS[key]
@@ -47,6 +50,13 @@ def file_sha256(path: Path) -> str:
             write_text_atomic(entry, json.dumps({"stamp": stamp, "sha256": digest}))
     _FILE_DIGESTS[key] = digest
     return digest
+
+
+def digest_stamp(resolved: Path) -> DigestStamp:
+    """What a file's remembered digest is kept under (file_sha256): its resolved path and
+    what tells the file there from another written later."""
+    info = resolved.stat()
+    return str(resolved), info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns
 
 
 def _cached_digest(entry: Path, stamp: list) -> str | None:
