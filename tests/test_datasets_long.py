@@ -214,6 +214,28 @@ def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path
     )
 
 
+@pytest.mark.parametrize(
+    ("row", "missing"),
+    [
+        ({"prompt": "q", "worker": "a", "rewards": 1}, "['reward']"),
+        ({"prompt": "q", "worker_ids": "a", "reward": 1}, "['worker']"),
+    ],
+)
+def test_a_row_with_one_of_a_records_keys_is_told_to_rename_its_keys(
+    tmp_path: Path, row: dict, missing: str
+) -> None:
+    """A row is a RewardRecord (told to skip the import) only with both worker_ids and
+    rewards: a long row with one of them, a key misnamed ('rewards' for reward), has its
+    keys named to rename (in a mutation round, either key alone was told 'this is a
+    RewardRecord ... give it as it is to train' with every importer test passing)."""
+    path = write_jsonl(tmp_path / "rows.jsonl", [row])
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).startswith(f"{path}, line 1: no value for {missing}")
+    assert "RewardRecord" not in str(raised.value)
+    assert "rename the keys" in str(raised.value)
+
+
 def test_long_format_cost_written_as_na_is_no_cost(tmp_path: Path) -> None:
     """A missing cost written as "NA" (R's write.csv) or "NaN" failed as "cost must be a
     finite number, got 'NA'", while an empty cell (pandas' to_csv) meant no cost."""
