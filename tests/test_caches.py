@@ -463,3 +463,33 @@ def test_a_link_to_nowhere_in_the_cache_is_listed_and_cleared_with_all(tmp_path:
     assert not link.is_symlink()
     said = " ".join(result.output.split())
     assert "removed 1 cached item (0.0 MB)" in said and "was a link to" not in said
+
+
+def test_cache_clear_counts_only_the_bytes_of_the_items_it_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An item that could not be removed (another user's, on a mount this user may not
+    write) kept its bytes, which `cache clear` counted as freed all the same in a mutation
+    round (remove_entries adding each entry's size without looking it is gone). Root may
+    remove any folder whatever its permission bits, so rmtree stands in for that failure,
+    leaving the other user's folder where it is."""
+    from fugu_lite import caches
+
+    kept, removed = tmp_path / "features" / "theirs", tmp_path / "features" / "mine"
+    for folder, size in ((kept, 3000), (removed, 500)):
+        folder.mkdir(parents=True)
+        (folder / "rows.npy").write_bytes(b"x" * size)
+    real_rmtree = shutil.rmtree
+
+    def rmtree_but_theirs(path: Path, ignore_errors: bool = False) -> None:
+        if Path(path) != kept:
+            real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(caches.shutil, "rmtree", rmtree_but_theirs)
+    entries = [
+        caches.CacheEntry(kind="features", path=folder, size_bytes=caches._size(folder),
+                          what="?", status="stale")
+        for folder in (kept, removed)
+    ]  # fmt: skip
+    assert caches.remove_entries(entries) == 500
+    assert kept.exists() and not removed.exists()
