@@ -493,3 +493,38 @@ def test_cache_clear_counts_only_the_bytes_of_the_items_it_removed(
     ]  # fmt: skip
     assert caches.remove_entries(entries) == 500
     assert kept.exists() and not removed.exists()
+
+
+def test_a_cache_items_size_leaves_out_what_its_links_point_to(tmp_path: Path) -> None:
+    """A cache folder's link to a file elsewhere (a weight file kept on another disk) is the
+    link alone: `cache clear` removes the link, not the file, so its bytes are none of the
+    item's; in a mutation round, counting the file a link points to passed every test."""
+    from fugu_lite.caches import _size
+
+    folder = tmp_path / "backbones" / "item"
+    folder.mkdir(parents=True)
+    (folder / "rows.npy").write_bytes(b"x" * 100)
+    elsewhere = tmp_path / "elsewhere.bin"
+    elsewhere.write_bytes(b"x" * 5000)
+    (folder / "weights.bin").symlink_to(elsewhere)
+    assert _size(folder) == 100
+
+
+def test_a_digest_under_another_name_than_its_file_gives_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A digest entry is read only under the name its file's path gives (digest_file_name):
+    one under another name (copied, or named by another version's rule) is never read
+    again, so it is stale; in a mutation round, dropping that check listed it current."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.file_digests import file_sha256
+
+    root = tmp_path / "fugu-cache"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(root))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"weights")
+    file_sha256(weights)
+    (entry,) = (root / "digests").iterdir()
+    entry.rename(entry.with_name("0" * 24 + ".json"))
+    (listed,) = cache_entries(root)
+    assert (listed.status, listed.reason) == ("stale", "not a digest this version reads")
