@@ -528,3 +528,38 @@ def test_a_digest_under_another_name_than_its_file_gives_is_stale(
     entry.rename(entry.with_name("0" * 24 + ".json"))
     (listed,) = cache_entries(root)
     assert (listed.status, listed.reason) == ("stale", "not a digest this version reads")
+
+
+def test_a_feature_cache_of_a_hub_model_not_downloaded_here_is_unknown_not_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature cache of a hub model whose snapshot is not in this machine's Hugging Face
+    cache (a cache folder shared between machines, a hub cache cleared) may be read again
+    once the model is downloaded, so only `clear --all` may remove it; in a mutation round,
+    listing it stale, for every `cache clear` to remove, passed every test."""
+    from huggingface_hub import constants
+
+    from fugu_lite.caches import cache_entries
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    cfg = ModelConfig(backbone="some-org/not-downloaded", layer=-1)
+    folder = tmp_path / "fugu-cache" / "features" / ("0" * 16)
+    folder.mkdir(parents=True)
+    (folder / "settings.json").write_text(cfg.model_dump_json())
+    (entry,) = cache_entries(tmp_path / "fugu-cache")
+    assert (entry.status, entry.reason) == ("unknown", "not in the local Hugging Face cache")
+
+
+def test_a_cache_folder_named_as_a_kind_is_not_taken_for_that_kinds_folder(
+    tmp_path: Path,
+) -> None:
+    """A cache folder that holds kind folders is the cache folder, whatever its own name:
+    `--cache-dir /disk/features` (a cache folder named features, holding features/ and
+    onnx/) must not be refused as the features/ folder of /disk; in a mutation round,
+    dropping that check passed every test."""
+    from fugu_lite.cli.cache import is_one_kinds_folder
+
+    root = tmp_path / "features"
+    (root / "features" / ("0" * 16)).mkdir(parents=True)
+    assert not is_one_kinds_folder(root)
+    assert is_one_kinds_folder(root / "features")
