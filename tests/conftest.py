@@ -87,6 +87,24 @@ def finished_pid() -> int:
     return int(done.stdout)
 
 
+def write_over_in_place_keeping_size_and_time(path: Path, content: bytes) -> None:
+    """Write `content` (of the file's size) over the file in place, its modification time
+    set back (`cp -p`, `rsync --inplace -t`): the same inode, size and mtime, only its ctime
+    moved (waited for past the clock's tick)."""
+    before = path.stat()
+    with path.open("r+b") as handle:
+        handle.write(content)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while path.stat().st_ctime_ns == before.st_ctime_ns:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+
+
 def save_tiny_backbone(folder: Path, seed: int = 0) -> None:
     """A tiny random backbone (tiny_random_backbone(seed)) saved as a local model folder."""
     from fugu_lite.backbones import tiny_random_backbone

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_over_in_place_keeping_size_and_time
 from router_support import (
     embedded_tiny_package,
     fake_hub_snapshot,
@@ -51,18 +52,7 @@ def test_a_file_written_over_in_place_with_its_size_and_time_kept_is_read_again(
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"weights one")
     assert file_sha256(weights) == hashlib.sha256(b"weights one").hexdigest()
-    before = weights.stat()
-    with weights.open("r+b") as handle:  # in place: the same inode and size
-        handle.write(b"weights two")
-    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
-    while weights.stat().st_ctime_ns == before.st_ctime_ns:  # within the clock's tick still
-        os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
-    after = weights.stat()
-    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
-        before.st_ino,
-        before.st_size,
-        before.st_mtime_ns,
-    )
+    write_over_in_place_keeping_size_and_time(weights, b"weights two")
     assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()  # this process
     _FILE_DIGESTS.clear()  # a new process reading digests/
     assert file_sha256(weights) == hashlib.sha256(b"weights two").hexdigest()

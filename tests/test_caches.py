@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import save_tiny_backbone
+from conftest import save_tiny_backbone, write_over_in_place_keeping_size_and_time
 from router_support import (
     PROMPTS,
     forbid_backbone_loading,
@@ -271,12 +271,7 @@ def test_a_digest_of_a_file_written_over_in_place_keeping_its_size_and_time_is_s
     weights.write_bytes(b"weights one")
     file_sha256(weights)
     assert [entry.status for entry in cache_entries(root)] == ["current"]
-    before = weights.stat()
-    with weights.open("r+b") as handle:
-        handle.write(b"weights two")
-    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
-    while weights.stat().st_ctime_ns == before.st_ctime_ns:  # within the clock's tick still
-        os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    write_over_in_place_keeping_size_and_time(weights, b"weights two")
     (entry,) = cache_entries(root)
     assert (entry.status, entry.reason) == ("stale", "its file changed since")
 
