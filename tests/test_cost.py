@@ -811,6 +811,23 @@ def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: F
         service.allowed_workers(None, None, 0.5)
 
 
+def test_a_checkpoint_recording_no_cost_weighting_serves_cost_weight_0_only(
+    family: Family, tmp_path: Path
+) -> None:
+    """A router.json without metadata.cost_weighting (written before stages recorded it) was
+    trained without a cost weight: route answers --cost-weight 0 with it, and refuses 0.5
+    naming 0 as its own, like a checkpoint that records 0."""
+    plain = tmp_path / "plain"
+    shutil.copytree(family.plain, plain)
+    metadata = json.loads((plain / "router.json").read_text("utf-8"))
+    del metadata["metadata"]["cost_weighting"]
+    (plain / "router.json").write_text(json.dumps(metadata), "utf-8")
+    answered = route_checkpoint(plain, "hi", cost_weight=0.0)
+    assert isinstance(answered, CostRoutingDecision) and answered.cost_weight == 0.0
+    with pytest.raises(CostWeightError, match=r"trained with cost weight 0\), so it cannot"):
+        route_checkpoint(plain, "hi", cost_weight=0.5)
+
+
 def test_route_checkpoint_refuses_a_negative_cost_weight_as_one(family: Family) -> None:
     """route_checkpoint (the API under `route`, whose flag check comes first) checks the
     weight itself: without that, a plain checkpoint answered -1 or NaN with 'cannot serve

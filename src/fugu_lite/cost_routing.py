@@ -137,8 +137,11 @@ def route_checkpoint(
     if is_router_family(checkpoint):
         family = load_router_family(checkpoint, backbone)
         return route_with_cost_weight(family, [prompt], cost_weight, exclude)[0]
-    trained = None if cost_weight is None else trained_cost_weighting(checkpoint)["cost_weight"]
-    if cost_weight is not None and trained is not None and cost_weight != trained:
+    if cost_weight is None:
+        return route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]
+    # a checkpoint that records no cost weighting was trained without one: weight 0
+    trained = trained_cost_weighting(checkpoint)["cost_weight"]
+    if cost_weight != trained:
         raise CostWeightError(
             f"{checkpoint} is a single router checkpoint (trained with cost weight "
             f"{exact_number(trained)}), so it cannot serve cost weight "
@@ -148,8 +151,6 @@ def route_checkpoint(
             "out --cost-weight"
         )
     decision = route_prompts(load_router(checkpoint, backbone=backbone), [prompt], exclude)[0]
-    if cost_weight is None or trained is None:
-        return decision
     # the cost weight it was trained with: what it answers anyway
     return CostRoutingDecision(
         **decision.model_dump(), requested_cost_weight=cost_weight, cost_weight=trained
