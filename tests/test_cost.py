@@ -62,8 +62,10 @@ from fugu_lite.reward_head_training import (
     RewardHeadConfig,
     RewardHeadTraining,
     effective_cluster_count,
+    fewer_clusters_note,
     fit_cluster_mixture,
     fit_cost_model,
+    head_warnings,
     start_router,
     train_reward_head,
     validation_summary,
@@ -1616,6 +1618,47 @@ def test_a_reward_head_reports_why_it_cannot_choose_like_the_other_stages(
     fine = train_reward_head(cost_case_records(), RewardHeadConfig(model=tiny_cfg(tmp_path)),
                              tmp_path / "fine")  # fmt: skip
     assert fine["warnings"] == []
+
+
+def test_the_reward_heads_tie_warning_adds_the_cost_weight_note_to_ties_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The note that predicted costs still choose above cost weight 0 belongs to a train
+    split whose workers tie, with costs: not to records of one worker (the router can only
+    ever choose it, at any weight) nor to one train prompt (nothing to choose between)."""
+    records = cost_case_records(12)
+    one_worker = [
+        r.model_copy(update={"worker_ids": [CHEAP], "rewards": [0.5], "costs": [0.1]})
+        for r in records
+    ]
+    train = [r for r in one_worker if r.split == "train"]
+    warned, has_costs = head_warnings(one_worker, train, [CHEAP])
+    assert has_costs and len(warned) == 1 and "the records have one worker" in warned[0]
+    assert "chooses by predicted cost" not in warned[0]
+    one_prompt = [r for r in records if r.split != "train"] + [
+        next(r for r in records if r.split == "train")
+    ]
+    train = [r for r in one_prompt if r.split == "train"]
+    warned, _ = head_warnings(one_prompt, train, [CHEAP, PREMIUM])
+    assert len(warned) == 1 and "the train split has one prompt" in warned[0]
+    assert "chooses by predicted cost" not in warned[0]
+    tied = [r.model_copy(update={"rewards": [0.5, 0.5]}) for r in records]
+    train = [r for r in tied if r.split == "train"]
+    warned, _ = head_warnings(tied, train, [CHEAP, PREMIUM])
+    assert len(warned) == 1 and "above it the head chooses by predicted cost" in warned[0]
+    said = flat(capsys.readouterr().err)
+    assert said.count("warning: reward head:") == 3
+
+
+def test_the_fewer_clusters_note_names_the_count_the_train_split_allows() -> None:
+    """No note when every count is fitted as asked; otherwise the most the split allows:
+    its prompts / min_cluster_prompts, but no more than its distinct rows, and at least 1."""
+    assert fewer_clusters_note([3, 5], [3, 5], 100, 100, 10) is None
+    by_distinct = fewer_clusters_note([8], [4], 100, 4, 10)
+    assert by_distinct is not None
+    assert "(8 -> 4): the 100 train prompts (4 distinct) allow at most 4 " in by_distinct
+    too_few = fewer_clusters_note([2], [1], 5, 5, 10)
+    assert too_few is not None and "the 5 train prompts (5 distinct) allow at most 1 " in too_few
 
 
 def test_a_reward_head_says_when_it_fits_fewer_clusters_than_asked(
