@@ -809,8 +809,9 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     first_train = next(index for index, record in enumerate(records) if record.split == "train")
     changed = list(records)
     changed[first_train] = records[first_train].model_copy(update={"rewards": [0.5, 0.5, 0.5]})
-    with pytest.raises(ESResumeError, match="the train/validation records"):
+    with pytest.raises(ESResumeError, match="the train/validation records") as error:
         train_es(changed, config, tmp_path)
+    assert "saved from" not in str(error.value)  # the same counts: nothing to say of them
     # Another train prompt: without a --checkpoint, the start model differs only by the
     # feature normaliser fitted on the train records, which the message must say.
     changed[first_train] = records[first_train].model_copy(update={"prompt": "another prompt"})
@@ -825,6 +826,20 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     fresh = train_es(records, other, tmp_path, resume=False)
     assert fresh["resumed_from"] == []
     assert fresh["config"]["training"]["sigma0"] == 0.1
+
+
+def test_a_resume_may_change_how_the_run_logs_saves_and_reads_its_features(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """log_every, save_every, the feature cache and its batch size change how the run logs,
+    saves or computes its features, not the search: each was refused as another config if
+    RESUMABLE_KEYS lost it (no resume changed any of them)."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path / "es")
+    elsewhere = tiny_model_cfg.model_copy(
+        update={"cache_dir": str(tmp_path / "other-cache"), "feature_batch_size": 7}
+    )
+    config = tiny_config(elsewhere, iterations=6, log_every=5, save_every=3)
+    assert train_es(records, config, tmp_path / "es")["resumed_from"] == [4]
 
 
 def test_a_resume_on_records_of_other_workers_is_refused_naming_both_worker_lists(
@@ -912,6 +927,7 @@ def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
     assert saved is not None
     now = {"fugu-lite": fugu_lite.__version__, "cmaes": cmaes.__version__}
     saved["fingerprint"]["versions"] = {**now, changed: "0.0.1-older"}
+    saved["fingerprint"]["code"] = "0" * 64  # another version ran other sources too
     state_path(tmp_path).write_bytes(pickle.dumps(saved))
     longer = tiny_config(tiny_model_cfg, iterations=6)
     with pytest.raises(ESResumeError) as error:
@@ -919,6 +935,8 @@ def test_a_state_saved_by_another_version_is_refused_naming_both_versions(
     message = str(error.value)
     assert f"{changed} version: saved 0.0.1-older vs now {now[changed]}" in message
     assert f"{other} version" not in message
+    # the version says it all: 'restore that code to continue it' would be wrong advice
+    assert "other sources" not in message
     assert "--no-resume" in message
     assert train_es(records, longer, tmp_path, resume=False)["resumed_from"] == []
 
