@@ -659,6 +659,30 @@ def test_quantizing_leaves_the_export_folder_to_other_runs(
     assert session.path.stat().st_size > 1000
 
 
+def test_quantizing_on_a_file_system_without_hard_links_copies_the_export(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """quantize_export links the export into its staging folder; where the file system has
+    no hard links (os.link fails: some network or FUSE mounts) it copies it. The failure is
+    stood in for by os.link raising, as such a mount cannot be made here."""
+    folder = export_folder(tiny.name, tiny.identity, 2)
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), folder)
+    exported = (folder / MODEL_FILE).read_bytes()
+
+    def no_hard_links(source: object, target: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    quantize_export(folder / MODEL_FILE, folder / QUANTIZED_FILE)
+    assert sorted(path.name for path in folder.iterdir()) == sorted([MODEL_FILE, QUANTIZED_FILE])
+    assert (folder / MODEL_FILE).read_bytes() == exported
+    session = OnnxBackbone(folder / QUANTIZED_FILE, 1, quantized=True)
+    ids = plain.tokenize(PROMPTS[:1])
+    hidden = session.hidden_states(ids["input_ids"], ids["attention_mask"])
+    assert hidden.shape[0] == 1 and torch.isfinite(hidden).all()
+
+
 def test_the_int8_copy_holds_seven_bit_int8_matmul_weights_scaled_per_output_channel(
     tiny: LoadedBackbone, cache: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
