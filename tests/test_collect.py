@@ -7,10 +7,13 @@ import asyncio
 import math
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -1121,6 +1124,74 @@ def test_a_run_cancelled_without_a_sigterm_is_not_handed_to_the_sigterm_handler(
     finally:
         signal.signal(signal.SIGTERM, term)
     assert handled == []
+
+
+class WaitNotingSelector(selectors.DefaultSelector):
+    """An event loop's selector that says (`waiting`) while the loop sits in select() with
+    nothing due for more than a second: a signal landing then finds it there, as a `kill`
+    finds a run whose every call waits on a worker."""
+
+    def __init__(self, waiting: threading.Event) -> None:
+        super().__init__()
+        self.waiting = waiting
+
+    def select(self, timeout: float | None = None) -> list:
+        if timeout is None or timeout > 1:
+            self.waiting.set()
+        try:
+            return super().select(timeout)
+        finally:
+            self.waiting.clear()
+
+
+def test_a_sigterm_while_collect_waits_on_a_worker_stops_it_at_once_keeping_the_answers(
+    tmp_path: Path,
+) -> None:
+    """A SIGTERM's cancel of the run is only scheduled: an event loop waiting in select()
+    (a worker that does not answer, its timeout_s a minute away) ran it only when that wait
+    ended, unless the SIGTERM also wakes the loop. No test reached that wait (the signal
+    tests send it from within a call, the loop busy). Here the third call hangs, and the
+    SIGTERM is sent once the loop is seen waiting in select(): the run stops far sooner than
+    the hang's 60 s timeout, with exit 130 and the two answers kept."""
+    tasks = number_tasks(3)
+    output = tmp_path / "rewards.jsonl"
+    write_tasks(tmp_path / "tasks.jsonl", tasks)
+    waiting = threading.Event()
+    sent_at: list[float] = []
+    with StubWorker(solver(tasks)) as stub:
+        stub.fail_next("ok", "ok", "hang")
+        config = stub_pool(("w", stub), max_concurrency=1, max_retries=0, timeout_s=60.0)
+        (tmp_path / "pool.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+
+        def sigterm_once_the_hang_is_waited_on() -> None:
+            deadline = time.monotonic() + 60
+            while stub.modes_served[2:] != ["hang"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if stub.modes_served[2:] == ["hang"] and waiting.wait(timeout=60):
+                sent_at.append(time.monotonic())
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        class NotingPolicy(asyncio.DefaultEventLoopPolicy):
+            def new_event_loop(self) -> asyncio.AbstractEventLoop:
+                return asyncio.SelectorEventLoop(WaitNotingSelector(waiting))
+
+        sender = threading.Thread(target=sigterm_once_the_hang_is_waited_on, daemon=True)
+        args = ["collect", "--pool", str(tmp_path / "pool.yaml"), "-t",
+                str(tmp_path / "tasks.jsonl"), "-o", str(output), "--no-progress"]  # fmt: skip
+        term = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a late one must not end pytest
+        asyncio.set_event_loop_policy(NotingPolicy())
+        try:
+            sender.start()
+            result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+            ended_at = time.monotonic()
+            sender.join(timeout=60)
+        finally:
+            asyncio.set_event_loop_policy(None)
+            signal.signal(signal.SIGTERM, term)
+    assert sent_at, f"the hanging call was not waited on in select(): {result.output}"
+    assert result.exit_code == 130 and "interrupted:" in result.output, result.output
+    assert ended_at - sent_at[0] < 30, "the SIGTERM did not stop the run before the hang's end"
+    assert sorted(record_ids(output)) == ["add-0", "add-1"]
 
 
 def _stop_collect_after_two_calls(
