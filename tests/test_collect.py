@@ -1081,10 +1081,11 @@ def test_a_sigterm_cancels_the_run_then_goes_to_the_handler_it_found() -> None:
     assert after is found
 
 
-def test_a_second_sigterm_or_one_after_the_run_goes_to_the_handler_at_once() -> None:
+def test_a_second_sigterm_or_one_outside_the_run_goes_to_the_handler_at_once() -> None:
     """A second SIGTERM while the run winds down (a local server slow to stop) must force a
     stop, as a second Ctrl-C does, not cancel the run again; one that comes once the run's
-    task is done (asyncio.run closing the loop) must not be swallowed."""
+    task is done (asyncio.run closing the loop), or before it has started (asyncio.run still
+    making its loop), must not be swallowed."""
     handled: list[int] = []
     stop = SigtermStop(lambda signum, frame: handled.append(signum))
 
@@ -1104,6 +1105,49 @@ def test_a_second_sigterm_or_one_after_the_run_goes_to_the_handler_at_once() -> 
     asyncio.run(after.watched(done()))
     after.on_sigterm(signal.SIGTERM, None)
     assert handled == [signal.SIGTERM, signal.SIGTERM]
+    SigtermStop(lambda signum, frame: handled.append(signum)).on_sigterm(signal.SIGTERM, None)
+    assert handled == [signal.SIGTERM] * 3
+
+
+def test_a_sigterm_ignored_stays_ignored_and_a_run_outside_the_main_thread_runs() -> None:
+    """run_until_stopped leaves SIGTERM alone where Python's handler is not its own: ignored
+    (a SIGTERM then must not cancel the run, nor reach SIG_IGN as if it were a handler to
+    call), and outside the main thread, where Python refuses to set one (ValueError)."""
+    seen: list[object] = []
+
+    async def sigtermed() -> str:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10):  # a handler would run at one of these
+            await asyncio.sleep(0)
+        return "done"
+
+    term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        assert run_until_stopped(sigtermed()) == "done"
+    finally:
+        signal.signal(signal.SIGTERM, term)
+    assert seen == [signal.SIG_IGN]
+
+    async def answer() -> int:
+        return 42
+
+    results: list[object] = []
+
+    def in_a_thread() -> None:
+        try:
+            results.append(run_until_stopped(answer()))
+        except Exception as error:
+            results.append(error)
+
+    thread = threading.Thread(target=in_a_thread)
+    term = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # one of its own
+    try:
+        thread.start()
+        thread.join(timeout=60)
+    finally:
+        signal.signal(signal.SIGTERM, term)
+    assert results == [42]
 
 
 def test_a_run_cancelled_without_a_sigterm_is_not_handed_to_the_sigterm_handler() -> None:
