@@ -78,6 +78,14 @@ def ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def ctrl_c_at_its_default() -> None:
+    """A subprocess's preexec_fn: it starts with Ctrl-C (SIGINT) at its default action, as a
+    command typed at a terminal, whatever this test run got: one a script started in the
+    background (`pytest ... &`) has Ctrl-C ignored, which its children keep, and a child
+    sent SIGINT there went on running."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 runner = CliRunner()
 
 

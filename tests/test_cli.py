@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import typer
 import yaml
-from cli_support import CONFIG, Run, flat, invoke, ok, runner
+from cli_support import CONFIG, Run, ctrl_c_at_its_default, flat, invoke, ok, runner
 from conftest import WORKERS, generated_records, number_tasks, stub_pool
 
 from fugu_lite.cli import app
@@ -598,6 +598,7 @@ def test_ctrl_c_while_the_command_line_imports_says_so_in_one_line(
         cwd=Path(__file__).resolve().parents[1],
         env={**os.environ, "COLUMNS": "200"},
         timeout=120,
+        preexec_fn=ctrl_c_at_its_default,
     )
     assert child.returncode == 130, child.stdout + child.stderr
     output = child.stdout + child.stderr

@@ -21,6 +21,7 @@ import yaml
 from cli_support import (
     SIGNAL_AFTER_TWO_CALLS_AS_CONSOLE_SCRIPT,
     SIGTERM_AFTER_TWO_CALLS,
+    ctrl_c_at_its_default,
     ignore_ctrl_c,
 )
 from conftest import (
@@ -1279,7 +1280,7 @@ def _collect_signalled_after_two_calls(
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200",
              "STOP_SIGNAL": stop_signal},
-        preexec_fn=ignore_ctrl_c if ctrl_c_ignored else None,
+        preexec_fn=ignore_ctrl_c if ctrl_c_ignored else ctrl_c_at_its_default,
     )  # fmt: skip
 
 

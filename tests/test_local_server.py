@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import pytest
 import yaml
-from cli_support import flat, invoke
+from cli_support import ctrl_c_at_its_default, flat, invoke
 from conftest import finished_pid, writer_temporary
 
 from fugu_lite.collect.errors import CollectError
@@ -954,7 +954,10 @@ def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
     script = tmp_path / "serve.py"
     script.write_text(STAND_IN_SERVE, encoding="utf-8")
     command = [sys.executable, str(script), "--checkpoint", str(checkpoint), "--pool", str(pool)]
-    child = subprocess.Popen([*command, "--port", str(free_port())], stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [*command, "--port", str(free_port())], stderr=subprocess.PIPE,
+        preexec_fn=ctrl_c_at_its_default,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while len(started := stand_ins(child.pid)) < len(worker_ids):
