@@ -560,6 +560,8 @@ def test_a_refused_key_names_the_variable_it_came_from_not_the_key(
     assert "fix api_key_env: set it to the name of the environment variable" in (
         unkeyed.error or ""
     )
+    no_access = "has no access to model 'stub-model' or this endpoint"
+    assert (no_access in (unkeyed.error or "")) == (status == "403"), unkeyed.error
     assert len(stub.bodies) == 3  # none retried
 
 
