@@ -721,6 +721,21 @@ def test_a_stream_refused_keeps_the_workers_error_code(stub: StubWorker) -> None
     assert (error.kind, error.status_code, error.code) == ("client", 400, "context_length_exceeded")
 
 
+def test_a_prompt_over_the_context_is_not_logged_as_the_workers_failure(
+    stub: StubWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In a manual mutation round, failed_result logging a call refused for a prompt over
+    the worker's context at INFO, as the worker's failure (serve then tries a worker with a
+    longer context: no failure of this one), passed every workers test; it is logged at
+    DEBUG, and another refusal (a 400) still at INFO."""
+    caplog.set_level(logging.DEBUG, logger="fugu_lite.workers.attempts")
+    for mode in ("context", "400"):
+        stub.mode = mode
+        assert not asyncio.run(one_call(pool_config(stub.base_url))).ok
+    failed = [record.levelno for record in caplog.records if "failed after" in record.message]
+    assert failed == [logging.DEBUG, logging.INFO]
+
+
 def test_a_stream_cut_short_without_its_end_is_a_failure_not_an_answer(stub: StubWorker) -> None:
     """A stream whose connection closed cleanly after a word, with no finish_reason and no
     `data: [DONE]`, ended as if the answer were whole: serve relayed half an answer as a
