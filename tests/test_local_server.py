@@ -948,7 +948,10 @@ def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
     import json
 
     worker_ids = json.loads((checkpoint / "router.json").read_text())["worker_ids"]
-    workers = [{"id": w, "model": w, "local": {"gguf": "embedded:smollm2"}} for w in worker_ids]
+    # their start's timeout far past the wait for serve's stop: a loaded machine takes tens
+    # of seconds to stop it (20 s ran out at load 24), and still not the start's 600 s
+    local = {"gguf": "embedded:smollm2", "startup_timeout_s": 600}
+    workers = [{"id": w, "model": w, "local": local} for w in worker_ids]
     pool = tmp_path / "pool.yaml"
     pool.write_text(json.dumps({"workers": workers}), encoding="utf-8")
     script = tmp_path / "serve.py"
@@ -959,12 +962,12 @@ def test_ctrl_c_while_serve_starts_its_local_workers_stops_it_and_them(
         preexec_fn=ctrl_c_at_its_default,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # serve imports torch and loads the router first
         while len(started := stand_ins(child.pid)) < len(worker_ids):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         child.send_signal(stop)
-        child.wait(timeout=20)
+        child.wait(timeout=300)
     finally:
         child.kill()
         _, stderr = child.communicate()
