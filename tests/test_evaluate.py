@@ -1507,11 +1507,14 @@ def test_a_worker_named_as_the_choices_plots_pooled_row_reads_as_a_worker() -> N
 
     workers = [f"w{index}" for index in range(62)]
     workers[1], workers[2] = "3 other workers", "(3 other workers)"
+    workers[3] = "w0 (best single)"  # read as the best single worker w0 unquoted
     table = make_table(np.eye(62), workers=workers)  # each the oracle's on its own prompt
     always_w0 = one_hot(np.zeros(62, dtype=np.int64), 62)
     report = evaluation_report(table, table, "test", always_w0, {}, {})
     ticks = [text.get_text() for text in plot_router_choices(report).axes[0].get_yticklabels()]
-    assert ticks[:3] == ["w0 (best single)", "3 other workers", '"(3 other workers)"']
+    assert ticks[:4] == [
+        "w0 (best single)", "3 other workers", '"(3 other workers)"', '"w0 (best single)"',
+    ]  # fmt: skip
     assert ticks[-1] == "(3 other workers)"  # w59..w61
     assert len(set(ticks)) == len(ticks)
 

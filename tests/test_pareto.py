@@ -242,6 +242,32 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     assert [line for line in expected if line not in lines] == []
 
 
+def test_workers_named_as_the_oracles_or_the_best_single_workers_row_are_quoted() -> None:
+    """The single workers and the oracle share one table: a worker named "oracle" read as a
+    second oracle row, and one named "a (best single)" beside the best single worker a read
+    as a second a, in pareto_report.md and on the console. Such names are quoted now."""
+    workers = ["a", "a (best single)", "oracle"]
+    table = RewardTable(
+        rewards=np.array([[1.0, 0.5, 0.2]] * 2), costs=np.array([[3.0, 1.0, 2.0]] * 2),
+        tasks=[None, None], ids=["e1", "e2"], prompt_hashes=["h1", "h2"], worker_ids=workers,
+    )  # fmt: skip
+    always_a = {0.0: np.array([[1.0, 0.0, 0.0]] * 2)}
+    report = pareto_report(table, table, "test", always_a, {}, [0.0], reference_cost=2.0)
+    lines = pareto_markdown(report).splitlines()
+    expected = [
+        "| a (best single) | 3.00 | 1.0000 |",
+        '| "a (best single)" | 1.00 | 0.5000 |',
+        '| "oracle" | 2.00 | 0.2000 |',
+        "| oracle | 3.00 | 1.0000 |",
+    ]
+    assert [line for line in expected if line not in lines] == []
+    console = Console(record=True, width=200)
+    print_pareto(report, console)
+    names = [line.split("│")[1].strip() for line in console.export_text().splitlines()
+             if line.startswith("│") and ("oracle" in line or "best single)" in line)]  # fmt: skip
+    assert names == ["a (best single)", '"a (best single)"', '"oracle"', "oracle"]
+
+
 def test_cost_weights_alike_to_6_digits_are_told_apart_in_the_per_weight_tables() -> None:
     """The per-weight table wrote lambda with :g, so members at 0.1234567 (always a) and
     0.1234568 (always b), which a hand-edited router_family.json can list, were two rows

@@ -13,7 +13,7 @@ from ..text import console_name, console_text, cost_text, exact_number
 from .pareto import CURVE_LABELS
 from .pareto_plot import plot_pareto
 from .plots import save_png
-from .table import markdown_cell, markdown_table
+from .table import markdown_cell, markdown_table, worker_row_name
 
 PARETO_JSON = "pareto_report.json"
 PARETO_MARKDOWN = "pareto_report.md"
@@ -70,19 +70,23 @@ def cost_weight_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+ORACLE_ROW = "oracle"
+
+
 def reference_rows(report: dict) -> list[list[str]]:
-    """Each single worker and the oracle: mean cost, mean reward."""
+    """Each single worker and the oracle: mean cost, mean reward (a worker named as the
+    oracle's row, or as the best single worker's, is quoted: worker_row_name)."""
     best = report["best_single"]["worker"]
     rows = [
         [
-            f"{point['label']}{' (best single)' if point['label'] == best else ''}",
+            worker_row_name(point["label"], best, other_rows=(ORACLE_ROW,)),
             _cost(point["mean_cost"]),
             f"{point['mean_reward']:.4f}",
         ]
         for point in report["curves"]["workers"]["points"]
     ]
     oracle = report["oracle"]
-    rows.append(["oracle", _cost(oracle["mean_cost"]), f"{oracle['mean_reward']:.4f}"])
+    rows.append([ORACLE_ROW, _cost(oracle["mean_cost"]), f"{oracle['mean_reward']:.4f}"])
     return rows
 
 

@@ -15,7 +15,7 @@ from matplotlib.legend import Legend
 
 from ..atomic_files import write_bytes_atomic
 from ..text import visible_controls
-from .table import row_name, task_label
+from .table import BEST_SINGLE_MARK, row_name, task_label
 
 MEAN_REWARD_PLOT = "mean_reward.png"
 CHOICES_PLOT = "router_choices.png"
@@ -169,7 +169,7 @@ def plot_router_choices(report: dict) -> Figure:
     workers stay readable (columns made it a 29-inch-wide strip)."""
     best = row_name(report["best_single"]["worker"])
     workers, router, oracle = plotted_workers(report)
-    names = plain_labels([f"{w} (best single)" if w == best else w for w in workers])
+    names = plain_labels([f"{w}{BEST_SINGLE_MARK}" if w == best else w for w in workers])
     positions = np.arange(len(workers))
     height = 0.4
     figure = Figure(figsize=(8.0, max(3.0, 0.35 * len(workers) + 1.5)), layout="constrained")

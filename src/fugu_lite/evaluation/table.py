@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,6 +106,9 @@ NO_TASK = "(no task)"
 # worker, the unlabelled prompts' NO_TASK and a plot's pooled "(N other tasks)" and
 # "(N other workers)", are in parentheses.
 _QUOTED_NAME_STARTS = ("(", '"')
+# What follows the best single worker's name in a table or plot of the single workers; a
+# name ending so is shown quoted ("x (best single)" read as the best single worker x).
+BEST_SINGLE_MARK = " (best single)"
 
 
 def task_label(task: str | None) -> str:
@@ -113,14 +117,27 @@ def task_label(task: str | None) -> str:
     return NO_TASK if task is None else row_name(task)
 
 
-def row_name(name: str) -> str:
+def row_name(name: str, other_rows: Collection[str] = ()) -> str:
     """A task's or worker's name as its row shows it: in double quotes as JSON writes it when
-    it starts with a parenthesis or a double quote (a task named "(no task)") or is blank (an
-    empty cell read as no name), so that no name reads as a row of another kind or as
-    another blank name."""
-    if not name.strip() or name.startswith(_QUOTED_NAME_STARTS):
+    it starts with a parenthesis or a double quote (a task named "(no task)"), is blank (an
+    empty cell read as no name), ends with BEST_SINGLE_MARK or is one of `other_rows`, the
+    rows of its table that are no task or worker ("oracle" below the single workers), so
+    that no name reads as a row of another kind or as another blank name."""
+    if (
+        not name.strip()
+        or name.startswith(_QUOTED_NAME_STARTS)
+        or name.endswith(BEST_SINGLE_MARK)
+        or name in other_rows
+    ):
         return json.dumps(name, ensure_ascii=False)
     return name
+
+
+def worker_row_name(worker: str, best_single: str, other_rows: Collection[str] = ()) -> str:
+    """A single worker's row name (row_name), BEST_SINGLE_MARK after the best single
+    worker's."""
+    name = row_name(worker, other_rows)
+    return f"{name}{BEST_SINGLE_MARK}" if worker == best_single else name
 
 
 def check_aligned(name: str, matrix: np.ndarray, table: RewardTable) -> None:
