@@ -48,11 +48,10 @@ PARETO_COST_FIX = (
 def split_features(
     model: RouterModel | CostWeightedView, records: list[RewardRecord], split: str
 ) -> np.ndarray:
-    """The backbone features of the split's prompts; NaN or infinite ones (damaged weights)
-    are refused naming the backbone, before a baseline stops on them in scikit-learn."""
+    """The backbone features of the split's prompts (evaluation_data asks only for splits
+    holding records); NaN or infinite ones (damaged weights) are refused naming the
+    backbone, before a baseline stops on them in scikit-learn."""
     selected = records_in_split(records, split)
-    if not selected:
-        return np.zeros((0, model.feature_dim), dtype=np.float32)
     features = model.features_for([record.prompt for record in selected])
     require_finite_features(features, selected, model.model_cfg.backbone, split)
     return features.numpy()
@@ -163,7 +162,7 @@ def run_evaluation(
     workers = read_checkpoint_metadata(checkpoint)["worker_ids"]
     records = in_checkpoint_order(records, checkpoint, workers)
     evaluated_records, train_records = evaluated_and_train(records, split)
-    model = load_router(checkpoint, worker_ids=workers, backbone=backbone)
+    model = load_router(checkpoint, backbone=backbone)
     data = evaluation_data(model, records, split, evaluated_records, train_records)
     probabilities = model.probabilities(torch.from_numpy(data.evaluated_x)).cpu().numpy()
     report = evaluation_report(
@@ -211,13 +210,11 @@ def router_selection_notes(checkpoint: Path, split: str) -> list[str]:
 
 
 def member_selection_notes(checkpoint: Path, family: RouterFamily, split: str) -> list[str]:
-    """router_selection_notes of each router checkpoint of the family (a plain checkpoint
-    is its own); a reward head keeps no epoch or generation."""
+    """router_selection_notes of each router checkpoint of the family (a plain checkpoint's
+    one member is its own folder, "."); a reward head keeps no epoch or generation."""
     if split != "validation" or is_reward_head(checkpoint):
         return []
-    folders = [checkpoint] if family.kind == "single" else [
-        family.directory / member.checkpoint for member in family.manifest.members
-    ]  # fmt: skip
+    folders = [family.directory / member.checkpoint for member in family.manifest.members]
     notes = [note for folder in folders for note in router_selection_notes(folder, split)]
     return list(dict.fromkeys(notes))
 
