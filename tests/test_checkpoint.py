@@ -582,6 +582,24 @@ def test_a_family_folder_given_as_a_checkpoint_names_a_member_it_has(tmp_path: P
     assert f"pass one member's folder, e.g. {tmp_path / 'lambda-0.5' / 'rl'} (" in str(error.value)
 
 
+def test_a_folder_of_family_members_without_a_manifest_says_the_family_run_was_interrupted(
+    tmp_path: Path,
+) -> None:
+    """A family run stopped before router_family.json leaves OUTPUT/lambda-<w>/rl: given as a
+    checkpoint, the folder says so. No test read that hint, so it could be given for any
+    folder named lambda-... (a user's lambda-notes), or never, unseen."""
+    interrupted, other = tmp_path / "family", tmp_path / "notes"
+    (interrupted / "lambda-0" / "rl").mkdir(parents=True)
+    (other / "lambda-notes").mkdir(parents=True)
+    hint = "it holds router family members but no router_family.json"
+    with pytest.raises(CheckpointError) as error:
+        load_router(interrupted)
+    assert hint in str(error.value)
+    with pytest.raises(CheckpointError) as error:
+        load_router(other)
+    assert hint not in str(error.value)
+
+
 def test_a_folder_beside_a_checkpoint_says_where_the_checkpoint_is(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
