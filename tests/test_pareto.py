@@ -223,7 +223,10 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     a's cost) and the references show a column swapped or a point of another weight."""
     report = a_best_on_train_b_on_test_report()
     markdown = pareto_markdown(report)
-    said = "best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 · target"
+    said = (
+        "best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 · target "
+        "0.95 x its reward = 0.4750."  # to 4 decimals, as every reward here
+    )
     assert said in markdown
     lines = markdown.splitlines()
     expected = [
@@ -266,6 +269,22 @@ def test_workers_named_as_the_oracles_or_the_best_single_workers_row_are_quoted(
     names = [line.split("│")[1].strip() for line in console.export_text().splitlines()
              if line.startswith("│") and ("oracle" in line or "best single)" in line)]  # fmt: skip
     assert names == ["a (best single)", '"a (best single)"', '"oracle"', "oracle"]
+
+
+def test_a_report_for_another_quality_fraction_names_that_fraction_everywhere() -> None:
+    """pareto_report takes the share of the best single worker's reward its target is; every
+    test gave the default 0.95, so the console's summary title and the plot's target line
+    could say 0.95 whatever the report's target was."""
+    train, evaluated = known_case_tables(1.0, 0.0)  # best single b, reward 1 on test
+    perfect = {0.0: np.array([[0.0, 1.0], [1.0, 0.0]])}
+    report = pareto_report(train, evaluated, "test", perfect, {}, [0.0], 1.5, quality_fraction=0.8)
+    assert report["target_reward"] == pytest.approx(0.8)
+    assert "target 0.8 x its reward = 0.8000." in pareto_markdown(report)
+    console = Console(record=True, width=200)
+    print_pareto(report, console)
+    assert "AIQ and cost to reach 0.8 x best single's reward (0.8000)" in console.export_text()
+    legend = [text.get_text() for text in plot_pareto(report).legends[0].get_texts()]
+    assert legend[-1] == "0.8 x best single (b)"
 
 
 def test_cost_weights_alike_to_6_digits_are_told_apart_in_the_per_weight_tables() -> None:
