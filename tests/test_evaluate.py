@@ -165,6 +165,17 @@ def test_a_reward_table_refuses_costs_of_another_shape_than_its_rewards() -> Non
             make_table(rewards, costs=costs, workers=["a", "b"])
 
 
+@pytest.mark.parametrize("column", ["tasks", "ids", "prompt_hashes"])
+def test_a_reward_table_refuses_a_prompt_column_of_another_length(column: str) -> None:
+    """Tasks, ids or prompt hashes one short of the rewards' rows (arrays, not records;
+    records give one each): the per-task rows then left prompts out, and predictions.jsonl
+    or naming a bad value by its prompt stopped on an IndexError. No test gave such a table."""
+    columns = {"tasks": ["t0", "t1"], "ids": ["p0", "p1"], "prompt_hashes": ["h0", "h1"]}
+    columns[column] = columns[column][:1]
+    with pytest.raises(ValueError, match=rf"^{column} has 1 entries but rewards has 2$"):
+        RewardTable(rewards=np.eye(2), costs=None, worker_ids=["a", "b"], **columns)
+
+
 def test_argmax_ties_go_to_lowest_index() -> None:
     scores = np.array([[0.5, 0.5, 0.1], [0.2, 0.7, 0.7], [0.3, 0.3, 0.3]])
     assert argmax_choices(scores).tolist() == [0, 1, 0]
