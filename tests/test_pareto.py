@@ -224,8 +224,9 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
     report = a_best_on_train_b_on_test_report()
     markdown = pareto_markdown(report)
     said = (
-        "best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 · target "
-        "0.95 x its reward = 0.4750."  # to 4 decimals, as every reward here
+        "2 prompts · reference cost 2.00 (lambda = 1 charges one reward point per reference "
+        "cost) · best single worker a (chosen on train): mean reward 0.5000 at mean cost 3.00 "
+        "· target 0.95 x its reward = 0.4750."  # to 4 decimals, as every reward here
     )
     assert said in markdown
     lines = markdown.splitlines()
@@ -241,6 +242,7 @@ def test_the_cost_quality_markdown_puts_each_figure_in_its_column() -> None:
         "| b | 1.00 | 1.0000 |",
         "| oracle | 1.00 | 1.0000 |",
         "- cost range: [1.00, 3.00]",  # b's cost to a's
+        "![Cost-quality curves](cost_quality.png)",  # the plot written beside it
     ]
     assert [line for line in expected if line not in lines] == []
 
