@@ -1399,13 +1399,18 @@ def printed_tables(report: dict, pareto: dict) -> str:
 
 def test_eval_pareto_prints_its_numbers_right_aligned() -> None:
     """The workers' and the AIQ tables of `eval --pareto` left-aligned their numbers: a cost
-    of 25,000.00 and one of 0.10 began in the same column, so magnitudes did not line up."""
+    of 25,000.00 and one of 0.10 began in the same column, so magnitudes did not line up.
+    The per-weight table (members always asking b and always asking a) aligns them too."""
     costs = np.tile([0.1, 25_000.0, 3.0], (6, 1))
     table = make_table(np.tile([0.2, 0.9, 0.5], (6, 1)), costs=costs)
     probabilities = one_hot(np.ones(6, dtype=np.int64), 3)
+    members = {0.0: probabilities, 1.0: one_hot(np.zeros(6, dtype=np.int64), 3)}
     console = Console(record=True, width=120)
-    print_pareto(pareto_report(table, table, "test", {0.0: probabilities}, {}, [0.0], 1.0), console)
+    print_pareto(pareto_report(table, table, "test", members, {}, [0.0], 1.0), console)
     lines = console.export_text().splitlines()
+    per_weight = [next(line for line in lines if line.startswith(f"│ {w} ")) for w in "01"]
+    ends = {len(row.split("│")[2].rstrip()) for row in per_weight}  # 25,000.00 and 0.10
+    assert len(ends) == 1, per_weight
     workers = [next(line for line in lines if line.startswith(f"│ {w} ")) for w in ("a", "b")]
     ends = {len(row.split("│")[2].rstrip()) for row in workers}  # 0.10 and 25,000.00
     assert len(ends) == 1, workers
