@@ -302,9 +302,11 @@ def test_cost_weights_alike_to_6_digits_are_told_apart_in_the_per_weight_tables(
     assert "| 0.1234568 | 1.00 | 0.5000 |" in lines
     console = Console(record=True, width=200)
     print_pareto(report, console)
-    rows = [line.split("│")[1].strip() for line in console.export_text().splitlines()
+    text = console.export_text()
+    rows = [line.split("│")[1].strip() for line in text.splitlines()
             if line.startswith("│ 0.1234")]  # fmt: skip
     assert rows == ["0.1234567", "0.1234568"]
+    assert "Cost and reward per cost weight (test)" in text  # its split
 
 
 def test_a_cost_weight_one_curve_lacks_is_a_dash_in_the_per_weight_table() -> None:
