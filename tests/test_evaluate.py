@@ -15,6 +15,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Bbox
 from rich.console import Console
 
 from fugu_lite.evaluation import (
@@ -1069,6 +1070,13 @@ def test_the_cost_quality_plot_labels_close_workers_without_overlap(tmp_path: Pa
     assert sorted(labels) == sorted(workers)
     for (first, one), (second, other) in combinations(labels.items(), 2):
         assert not one.overlaps(other), (first, second, one, other)
+    # nor the oracle's star, drawn over far's point (far is right on every prompt)
+    star_x, star_y = axes.transData.transform(
+        (report["oracle"]["mean_cost"], report["oracle"]["mean_reward"])
+    )
+    half = 6.0 * figure.dpi / 72.0  # the star's s=120: about 11 points across
+    star = Bbox.from_extents(star_x - half, star_y - half, star_x + half, star_y + half)
+    assert [name for name, box in labels.items() if box.overlaps(star)] == []
     figure_box = figure.bbox
     for name, box in labels.items():  # nothing cut off at the image's edge
         assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1, name
