@@ -270,6 +270,27 @@ def test_the_summary_table_shows_money_as_money() -> None:
     assert "judge j: 3 calls, cost $0.25" in text and "e+" not in text and "e-0" not in text
 
 
+def test_a_cost_known_for_some_answers_only_shows_that_part_then_a_question_mark() -> None:
+    """A worker (or judge) that reported token counts for some answers only: the table shows
+    the cost of those, then `+?`, not `?` as for one that reported none, nor the known part
+    alone as if it were the whole cost."""
+    workers = [
+        WorkerSummary(worker_id=worker_id, done=2, pending=0, calls=2, errors=0,
+                      mean_score=1.0, cost=cost, unpriced=unpriced, mean_latency_s=1.0)
+        for worker_id, cost, unpriced in (("some", 0.5, 1), ("none", 0.0, 2), ("all", 0.5, 0))
+    ]  # fmt: skip
+    judges = [JudgeSummary(worker_id="j", calls=3, cost=0.25, unpriced=1)]
+    summary = CollectSummary(output="r.jsonl", log="r.calls.jsonl", tasks=1, records_total=1,
+                             records_written=1, workers=workers, judges=judges)  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(summary_table(summary))
+    text = console.export_text()
+    costs = {line.split()[0]: line.split()[-2] for line in text.splitlines()
+             if line.split()[:1] in (["some"], ["none"], ["all"])}  # fmt: skip
+    assert costs == {"some": "$0.50+?", "none": "?", "all": "$0.50"}
+    assert "judge j: 3 calls, cost $0.25+?" in text
+
+
 def test_judge_calls_name_the_task_and_the_answer_they_judged(tmp_path: Path) -> None:
     tasks = haiku_tasks(2)
     output = tmp_path / "r.jsonl"
