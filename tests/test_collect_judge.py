@@ -401,6 +401,25 @@ def test_a_judge_cut_after_its_score_is_graded_by_it(tmp_path: Path) -> None:
     )
 
 
+def test_a_judge_cut_after_its_score_is_read_against_the_answer_without_its_thinking(
+    tmp_path: Path,
+) -> None:
+    """The cut check reads the judge's reply as the judge grader does: without the score
+    lines the judged answer itself holds, after that answer's thinking (the judge never sees
+    the thinking). A score line only in the worker's thinking is no echo, so a judge cut
+    after giving that very score has scored, and the answer is graded by it."""
+    tasks = haiku_tasks(2)
+    answer = "<think>\nSCORE: 7\n</think>\nRain on the roof."
+    with StubWorker(answer_or_verdict(answer, "SCORE: 7\nThe imagery is vivid, but")) as stub:
+        stub.finish_reason = "length"  # the judge's reply is cut; so is the answer, still whole
+        config = stub_pool(("w", stub), ("judge", stub), params={"max_tokens": 24})
+        summary = run_collect(config, tasks, tmp_path / "r.jsonl", judge_worker="judge")
+    assert summary.complete and summary.workers[0].ungraded == 0, summary.workers[0].grade_error
+    assert all(
+        record.rewards[0] == pytest.approx(0.7) for record in read_records(tmp_path / "r.jsonl")
+    )
+
+
 def test_a_judges_reply_holding_half_an_emoji_grades_the_answer(tmp_path: Path) -> None:
     """The judge grader keeps the end of the judge's reply as its grade's detail: half of a
     surrogate pair there (`"\\ud83d"`, an emoji cut in two by a server counting UTF-16
