@@ -721,6 +721,24 @@ def test_a_judge_no_task_asks_for_is_said(tmp_path: Path, graders: tuple[str, ..
     assert len(read_records(tmp_path / "r.jsonl")) == 2
 
 
+def test_a_judge_not_in_the_pool_is_refused_without_a_warning_that_it_is_never_asked(
+    tmp_path: Path,
+) -> None:
+    """`--judge` mistyped on tasks with no judge grader printed a warning that this judge is
+    never asked (as if it were one of the pool's), then the error that it is not in the pool:
+    two lines on one typo, the first of them moot. The error alone is said now."""
+    write_tasks(tmp_path / "tasks.jsonl", number_tasks(2))
+    with StubWorker("The answer is 1.") as stub:
+        pool_path = tmp_path / "pool.yaml"
+        pool_path.write_text(yaml.safe_dump(stub_pool(("w", stub)).model_dump(mode="json")))
+        args = ["collect", "--pool", str(pool_path), "-t", str(tmp_path / "tasks.jsonl"),
+                "-o", str(tmp_path / "r.jsonl"), "--judge", "ww", "--no-progress"]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == ["error: --judge 'ww' is not in the pool; pick one of w"]
+    assert stub.bodies == []
+
+
 def test_a_reasoning_judges_draft_score_is_not_its_verdict(tmp_path: Path) -> None:
     """A reasoning judge (Qwen3, R1 distills) weighs a score inside `<think>`: cut there at its
     token limit, or ending without a verdict, it gave no score; its draft ("SCORE: 9") was

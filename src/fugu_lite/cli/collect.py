@@ -97,7 +97,8 @@ def run_collection(
     try:
         pool_config = load_pool_config(pool)
         task_list = read_tasks(tasks)
-        if judge is not None and not any(task.grader == "judge" for task in task_list):
+        # a judge not in the pool is an error of its own (check_judge), never asked either
+        if judge in pool_config.worker_ids and not any(t.grader == "judge" for t in task_list):
             warn_judge_unused(judge, tasks)
         summary = run_until_stopped(
             collect(pool_config, task_list, output, log, judge_worker=judge, show_progress=progress)
