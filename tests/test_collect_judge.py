@@ -381,6 +381,9 @@ def test_a_judge_cut_at_its_token_limit_says_so(tmp_path: Path, limit: str) -> N
     assert "task h0: the judge failed" in (summary.workers[0].grade_error or "")
     assert f"({limit} 24)" in (summary.workers[0].grade_error or "")
     assert f"raise params.{limit} of worker judge" in (summary.workers[0].grade_error or "")
+    # the judge line keeps why the reply ended, as a call line does
+    judged = [line for line in log_lines(tmp_path / "r.jsonl") if line["event"] == "judge"]
+    assert judged and all(line.get("finish_reason") == "length" for line in judged), judged
 
 
 def test_a_judge_cut_after_its_score_is_graded_by_it(tmp_path: Path) -> None:
