@@ -190,6 +190,17 @@ def test_judge_tasks_need_a_judge_worker(tmp_path: Path) -> None:
     assert "Write a haiku." in judge_request and "Autumn wind." in judge_request
 
 
+def test_a_task_file_with_some_judge_tasks_needs_a_judge_before_any_call(tmp_path: Path) -> None:
+    """A task file mixing judge tasks with others is refused without --judge as one of judge
+    tasks alone is, before any call: its judge tasks' answers could never be graded, and the
+    other tasks' answers would be paid for on a run that cannot finish."""
+    tasks = [*number_tasks(2), *haiku_tasks(1)]
+    with StubWorker(answer_or_verdict("The answer is 1.", "SCORE: 8")) as stub:
+        with pytest.raises(CollectError, match="some tasks use the judge grader"):
+            run_collect(stub_pool(("w", stub)), tasks, tmp_path / "r.jsonl")
+        assert stub.bodies == []
+
+
 def haiku_tasks(n: int) -> list[Task]:
     return [Task(id=f"h{i}", prompt=f"Write haiku {i}.", grader="judge", task="poetry")
             for i in range(n)]  # fmt: skip
