@@ -20,8 +20,9 @@ from cli_support import flat, invoke
 from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.scoring import grade
-from fugu_lite.task_families import FAMILIES, generate_tasks
+from fugu_lite.task_families import FAMILIES, generate_tasks, python_code
 from fugu_lite.task_families.drafts import (
+    CHOICE_HINT,
     CODE_HINT,
     EXACT_HINT,
     NUMBER_HINT,
@@ -656,7 +657,7 @@ def code_solution(description: str) -> Callable[..., object]:
         return lambda n: word if n % number_in(description, "divisible by") == 0 else str(n)
     if "sum_multiples" in description:
         found = re.search(r"divisible by (\d+) or (\d+)", description)
-        assert found is not None, description
+        assert found is not None and found[1] != found[2], description  # not "by 4 or 4"
         a, b = int(found[1]), int(found[2])
         return lambda n: sum(i for i in range(1, n) if i % a == 0 or i % b == 0)
     if "seq(n)" in description:
@@ -699,8 +700,14 @@ def check_key_from_the_question(task: Task) -> None:
         assert found is not None, question
         reference: dict[str, object] = {}
         exec(task.answer or "", reference)  # the generator's own reference solution
+        # an example the description gives ("e.g. greet('Ana') returns 'Hi, Ana!'") too
+        examples = re.findall(r"e\.g\. (\w+\(.*?\)) returns ('[^']*')", question)
+        checks = [
+            *(task.tests or "").splitlines(),
+            *(f"{call} == {value}" for call, value in examples),
+        ]
         for namespace in ({found[1]: code_solution(question)}, reference):
-            for line in (task.tests or "").splitlines():  # the task's asserts
+            for line in checks:
                 assert eval(line.removeprefix("assert "), namespace), (task.prompt, line)
 
 
@@ -754,7 +761,10 @@ def near_misses(description: str) -> list[Callable[..., object]]:
         return [lambda n: sum(int(digit) for digit in str(n)) ** power]
     if "chunks" in description:
         size = number_in(description, "lists of")
-        return [lambda xs: [xs[i : i + size] for i in range(0, len(xs) - size + 1, size)]]
+        return [
+            lambda xs: [xs[i : i + size] for i in range(0, len(xs) - size + 1, size)],
+            lambda xs: [xs[i : i + size] for i in range(0, max(len(xs), 1), size)],  # [] -> [[]]
+        ]
     if "count_char" in description:
         letter = re.findall(r"character '(\w)'", description)[0]
         return [lambda s: int(letter in s)]  # whether it appears, not how many times
@@ -783,3 +793,37 @@ def test_a_code_tasks_tests_refuse_a_constant_and_a_near_miss(seed: int) -> None
         first_expected = eval(tests.splitlines()[0].split(" == ", 1)[1])
         for wrong in [lambda *_, constant=first_expected: constant, *near_misses(question)]:
             assert not passes(tests, found[1], wrong), (task.prompt, tests)
+
+
+def test_every_code_maker_is_drawn() -> None:
+    """A maker written in python_code but left out of its MAKERS (or dropped from them) is a
+    kind of task never asked, which no test of the tasks that are made can see."""
+    makers = {
+        name: maker
+        for name, maker in vars(python_code).items()
+        if name.startswith("_code_") and callable(maker)
+    }
+    registered = {maker for level in FAMILIES["code"].values() for maker in level}
+    assert set(makers.values()) == registered
+    asked = {
+        re.findall(r"`(\w+)\(", task.prompt_text())[0]
+        for task in generate_tasks(n_per_family=150, seed=0, families=["code"])
+    }
+    named = {
+        re.findall(r"`(\w+)\(", str(maker(random.Random(0))["prompt"]))[0] for maker in registered
+    }
+    assert asked == named
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_every_prompt_ends_with_the_hint_its_grader_reads(seed: int) -> None:
+    """The hint says what form of answer the grader reads ("Answer with just the number.",
+    "Reply with the Python code only."); a maker dropping it left the worker to guess, and the
+    solvers, which take the hint off when it is there, passed."""
+    hints = {
+        "number": NUMBER_HINT, "exact": EXACT_HINT, "regex": EXACT_HINT,
+        "choice": CHOICE_HINT, "code": CODE_HINT,
+    }  # fmt: skip
+    tasks = generate_tasks(n_per_family=60, seed=seed)
+    assert {task.grader for task in tasks} == set(hints)
+    assert [t.prompt for t in tasks if not t.prompt_text().endswith(hints[t.grader])] == []
