@@ -609,7 +609,9 @@ def logic_key(question: str, options: list[str]) -> str:
         r"All (\w+) are (\w+)\. (All|Some|No) (\w+) are (\w+)\. (.*)", question
     ):
         x, y, quantity, y_again, z, asked = match.groups()
-        assert y == y_again, question
+        # a word in two roles changes the answer: "All wugs are feps. Some feps are wugs.
+        # Are some wugs wugs?" is Yes, not Cannot tell
+        assert y == y_again and len({x, y, z}) == 3, question
         answers = {
             ("All", f"Are all {x} {z}?"): "Yes",
             ("Some", f"Are some {x} {z}?"): "Cannot tell",
