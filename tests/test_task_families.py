@@ -20,7 +20,12 @@ from cli_support import flat, invoke
 from fugu_lite.datasets import standard_split
 from fugu_lite.sandbox import SandboxLimits
 from fugu_lite.scoring import grade
-from fugu_lite.task_families import FAMILIES, generate_tasks, python_code
+from fugu_lite.task_families import (
+    FAMILIES,
+    REPEATS_BEFORE_GIVING_UP,
+    generate_tasks,
+    python_code,
+)
 from fugu_lite.task_families.drafts import (
     CHOICE_HINT,
     CODE_HINT,
@@ -75,6 +80,56 @@ def test_generator_refuses_impossible_requests() -> None:
     # new prompts come after ever longer runs of repeats (in all, it gave up at 684)
     assert made > 800
     assert len(generate_tasks(800, families=["unit_conversion"])) == 800
+
+
+def scripted_units(monkeypatch: pytest.MonkeyPatch, prompts: Callable[[int], str]) -> list[str]:
+    """The unit family's makers replaced by one giving `prompts(n)` on its n-th draw (from
+    0); the list of prompts drawn so far is returned, growing as the generator draws."""
+    drawn: list[str] = []
+
+    def draw(rng: random.Random) -> dict[str, object]:
+        drawn.append(prompts(len(drawn)))
+        return {"prompt": drawn[-1], "answer": "1", "grader": "number"}
+
+    monkeypatch.setitem(FAMILIES, "unit_conversion", {level: (draw,) for level in (1, 2, 3)})
+    return drawn
+
+
+def test_a_family_is_given_up_after_exactly_its_bound_of_repeats_in_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rare unit conversion comes about once in 2,400 draws: a run of that many repeats
+    must not end the family, and one of REPEATS_BEFORE_GIVING_UP + 1 must, at once (the
+    made > 800 of the unit family's own test let a bound of 1,000 through)."""
+
+    def prompts(n: int) -> str:  # 300 new, 2,400 repeats, one new more, then repeats
+        return f"new {n}?" if n < 300 or n == 2700 else "new 0?"
+
+    drawn = scripted_units(monkeypatch, prompts)
+    assert len(generate_tasks(301, families=["unit_conversion"])) == 301
+    assert len(drawn) == 2701
+    drawn.clear()
+    with pytest.raises(ValueError, match="could not make 302 different unit_conversion tasks"):
+        generate_tasks(302, families=["unit_conversion"])
+    assert len(drawn) == 2701 + REPEATS_BEFORE_GIVING_UP + 1
+    monkeypatch.undo()
+    # the real unit family likewise: the bound of repeats, not of draws per task, ends it
+    drawn = []
+    monkeypatch.setitem(
+        FAMILIES,
+        "unit_conversion",
+        {
+            level: tuple(
+                (lambda rng, maker=maker: drawn.append(maker(rng)) or drawn[-1]) for maker in makers
+            )
+            for level, makers in FAMILIES["unit_conversion"].items()
+        },
+    )
+    with pytest.raises(ValueError, match="could not make 3000 different"):
+        generate_tasks(3000, families=["unit_conversion"])
+    prompts_drawn = [str(draft["prompt"]) for draft in drawn]
+    last_new = max(prompts_drawn.index(prompt) for prompt in set(prompts_drawn))
+    assert len(drawn) - 1 - last_new == REPEATS_BEFORE_GIVING_UP + 1
 
 
 def test_generated_ids_name_family_seed_and_place() -> None:
