@@ -600,7 +600,9 @@ def test_cli_generates_and_checks_task_files(tmp_path: Path) -> None:
     assert made.exit_code == 0, made.output
     assert "wrote 24 tasks" in made.output
     assert read_tasks(path) == generate_tasks(4, seed=0)
-    assert runner.invoke(app, ["tasks", "check", str(path)]).exit_code == 0
+    checked = runner.invoke(app, ["tasks", "check", str(path)])
+    assert checked.exit_code == 0 and "arithmetic" in checked.output
+    assert checked.output in made.output  # generate shows the summary check shows
     seeded = tmp_path / "seeded.jsonl"
     made = runner.invoke(
         app, ["tasks", "generate", "-o", str(seeded), "--per-family", "4", "--seed", "3"]
@@ -735,11 +737,13 @@ def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) ->
         {**GOOD, "split": "train"},
         {**GOOD, "id": "q2", "split": "train"},
         {**GOOD, "id": "q3", "split": "test"},
+        {**GOOD, "id": "q4", "split": "train"},
     ]
     path = write_lines(tmp_path / "t.jsonl", rows)
     warning = " ".join(CliRunner().invoke(app, ["tasks", "check", str(path)]).output.split())
     assert "keeps the first record" not in warning
     assert "writes a record for each, all of which training uses" in warning
+    assert "3 tasks repeat" in warning and "and 1 of them are in another split" in warning
     assert "another split than that earlier task ('q3' in test, 'q1' in train)" in warning
     assert "so two splits share a prompt" in warning
     same_split = write_lines(tmp_path / "s.jsonl", rows[:2])
@@ -750,6 +754,10 @@ def test_tasks_check_names_a_repeated_prompt_in_another_split(tmp_path: Path) ->
     same_split = write_lines(tmp_path / "d.jsonl", [GOOD, standard])
     output = CliRunner().invoke(app, ["tasks", "check", str(same_split)]).output
     assert "1 tasks repeat" in " ".join(output.split()) and "another split" not in output
+    # an id is shown as written, not read as console markup
+    marked = write_lines(tmp_path / "m.jsonl", [GOOD, {**GOOD, "id": "[bold]q2"}])
+    output = CliRunner().invoke(app, ["tasks", "check", str(marked)]).output
+    assert "(first: '[bold]q2'" in " ".join(output.split())
 
 
 @pytest.mark.parametrize("blank", ["  ", ""])
