@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import FAST, LINEAR_CPU_S, finished_pid, graded, writer_temporary
 
-from fugu_lite.sandbox import SandboxResult, run_python_tests
+from fugu_lite.sandbox import SandboxLimits, SandboxResult, run_python_tests
+from fugu_lite.sandbox_results import collect_results
 from fugu_lite.scoring import Grade, grade
 from fugu_lite.scoring.code import extract_code
 from fugu_lite.tasks import Task
@@ -1155,3 +1157,46 @@ def test_no_more_sandboxes_run_at_once_than_max_concurrent(
 
     results = asyncio.run(three_at_once())
     assert [(r.status, r.stdout.strip()) for r in results] == [("ok", "1")] * 3, results
+
+
+def test_a_run_stopped_after_its_last_test_says_so(tmp_path: Path) -> None:
+    """Killed or timed out past its last test's result, before the harness's "done" (its
+    watch ending it as the grading process died, results.jsonl at the file size limit), a run
+    was said to be in its last step; read from a results file written here, as the harness
+    writes it, since no code can be timed to stop just there."""
+    events = [
+        {"event": "ready", "total": 1},
+        {"event": "start", "where": "the test test_add"},
+        {"event": "test", "name": "test_add", "passed": True},
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    killed = collect_results(tmp_path, -9, False, SandboxLimits())
+    assert (killed.status, killed.detail) == (
+        "crashed",
+        "killed by signal SIGKILL, after the tests",
+    )
+    timed_out = collect_results(tmp_path, -9, True, SandboxLimits(timeout_s=2))
+    assert (timed_out.status, timed_out.detail) == (
+        "timeout",
+        "still running after 2 s after the tests",
+    )
+
+
+def test_a_failed_import_of_the_tests_is_a_grading_error_though_the_run_then_timed_out(
+    tmp_path: Path,
+) -> None:
+    """The tests' own import failing (numpy, absent here) is the task's fault whatever the
+    code does next; a code that then hung in a test was scored a timeout's 0 by a verdict
+    reading the time limit first. Read from a results file written as the harness writes it."""
+    events = [
+        {"event": "ready", "total": 1},
+        {"event": "start", "where": "the tests' set-up line 1"},
+        {"event": "setup_error", "line": 1, "error": "ModuleNotFoundError", "tests_import": True},
+        {"event": "start", "where": "the test test_add"},
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    result = collect_results(tmp_path, -9, True, SandboxLimits(timeout_s=2))
+    assert (result.status, result.detail) == (
+        "tests_error",
+        "line 1 of the tests raised ModuleNotFoundError",
+    )
