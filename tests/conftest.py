@@ -89,11 +89,16 @@ def finished_pid() -> int:
 
 def write_over_in_place_keeping_size_and_time(path: Path, content: bytes) -> None:
     """Write `content` (of the file's size) over the file in place, its modification time
-    set back (`cp -p`, `rsync --inplace -t`): the same inode, size and mtime, only its ctime
-    moved (waited for past the clock's tick)."""
+    set back (`cp -p`, `rsync --inplace -t`): see set_time_back."""
     before = path.stat()
     with path.open("r+b") as handle:
         handle.write(content)
+    set_time_back(path, before)
+
+
+def set_time_back(path: Path, before: os.stat_result) -> None:
+    """Give a file written over in place its modification time of `before` again: the same
+    inode, size and mtime, only its ctime moved (waited for past the clock's tick)."""
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     while path.stat().st_ctime_ns == before.st_ctime_ns:
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))

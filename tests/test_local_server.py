@@ -27,7 +27,7 @@ import psutil
 import pytest
 import yaml
 from cli_support import ctrl_c_at_its_default, flat, invoke
-from conftest import finished_pid, writer_temporary
+from conftest import finished_pid, set_time_back, writer_temporary
 
 from fugu_lite.collect.errors import CollectError
 from fugu_lite.config_errors import ConfigError
@@ -1842,13 +1842,7 @@ def test_a_gguf_rewritten_in_place_keeping_its_size_and_mtime_is_read_again(
     assert local_server.chat_template(gguf) is not None
     assert gguf.stat().st_ctime_ns == before.st_ctime_ns
     embedded_gguf_with_keys_renamed(gguf, {"tokenizer.chat_template": "tokenizer.xhat_template"})
-    os.utime(gguf, ns=(before.st_atime_ns, before.st_mtime_ns))
-    after = gguf.stat()
-    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
-        before.st_ino,
-        before.st_size,
-        before.st_mtime_ns,
-    )
+    set_time_back(gguf, before)
     assert local_server.chat_template(gguf) is None
 
 
