@@ -403,6 +403,10 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("The answer is not ollhe, it is olleh.", 1.0),
         ("The answer is not ollhe but olleh.", 1.0),
         ("The answer is not olleh, it's ollhe.", 0.0),
+        # the comma after "rather" or "but" is no part of the answer
+        ("The answer is not ollhe; rather, olleh.", 1.0),
+        ("The answer is not ollhe, but, olleh.", 1.0),
+        ("The answer is not olleh; rather, ollhe.", 0.0),
         ("The answer is not olleh.", 0.0),
         # a label ending its line, the answer on the next one, then a note
         ("The reversed word is:\n\nolleh\n\n(h-e-l-l-o backwards)", 1.0),

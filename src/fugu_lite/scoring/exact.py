@@ -128,9 +128,10 @@ _STATED_FIRST = re.compile(
     r"(?:reversed|backwards|(?:spelled|written|read)\s+backwards|in\s+reverse)\b",
     re.IGNORECASE,
 )
-# an answer ruled out and then given: "The answer is not act, it is tac." -> "tac."
+# an answer ruled out and then given: "The answer is not act, it is tac." -> "tac." (a
+# comma after the word, "rather, tac", is no part of it)
 _NOT_THIS_BUT = re.compile(
-    r"not\b[^\n]*?(?:\bbut\b|[,;.]\s*(?:it|that)(?:\s+is|['’]s)\b|[,;.]\s*rather\b)\s*:?\s*"
+    r"not\b[^\n]*?(?:\bbut\b|[,;.]\s*(?:it|that)(?:\s+is|['’]s)\b|[,;.]\s*rather\b)\s*[:,]?\s*"
     r"(?P<answer>[^\n]+)",
     re.IGNORECASE,
 )
