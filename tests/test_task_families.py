@@ -796,9 +796,13 @@ def near_misses(description: str) -> list[Callable[..., object]]:
     if "greet" in description:
         right = code_solution(description)
         return [lambda name: right(name.split()[0])]  # the first word of the name only
-    if "sum_above" in description:  # (above 0, counting a 0 adds nothing: no near miss)
+    if "sum_above" in description:
         t = number_in(description, "greater than")
-        return [lambda xs: sum(x for x in xs if x >= t)] if t != 0 else []
+        return [
+            *([lambda xs: sum(x for x in xs if x >= t)] if t != 0 else []),  # 0 adds nothing
+            lambda xs: sum({x for x in xs if x > t}),  # a set: a repeated number once
+            lambda xs: sum(xs[i] for i in range(1, len(xs)) if xs[i] > t),  # from index 1
+        ]
     if "repeat(s)" in description:
         right = code_solution(description)
         return [lambda s: right(s)[len(s) :].lstrip(" -")]  # one copy short

@@ -74,7 +74,11 @@ def _code_count_char(rng: random.Random) -> Draft:
 
 def _code_sum_above(rng: random.Random) -> Draft:
     t = rng.randint(0, 10)
-    lists: tuple[list[int], ...] = ([1, 5, 12, 20], [], [t, t + 1, t - 1], [-5, 30])
+    # the last list starts above t and repeats a number: a set comprehension summing each
+    # number once, or a loop from index 1, passed the others
+    lists: tuple[list[int], ...] = (
+        [1, 5, 12, 20], [], [t, t + 1, t - 1], [-5, 30], [t + 4, -20, t + 4],
+    )  # fmt: skip
     return _code(
         "sum_above(xs)",
         f"returns the sum of the numbers in the list xs that are greater than {t}",
