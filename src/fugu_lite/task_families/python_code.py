@@ -158,7 +158,8 @@ def _code_digit_powers(rng: random.Random) -> Draft:
 
 def _code_chunks(rng: random.Random) -> Draft:
     k = rng.randint(2, 4)
-    lists: tuple[list[int], ...] = (list(range(1, 8)), [], [5] * k)
+    # the last list ends on a chunk of one item for every k (the first does not for k = 4)
+    lists: tuple[list[int], ...] = (list(range(1, 8)), [], [5] * k, list(range(1, k + 2)))
     return _code(
         "chunks(xs)",
         f"splits the list xs into consecutive lists of {k} items (the last one may be "
