@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import os
 import random
 import re
@@ -13,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from cli_support import flat, invoke
@@ -24,7 +26,6 @@ from fugu_lite.task_families import (
     FAMILIES,
     REPEATS_BEFORE_GIVING_UP,
     generate_tasks,
-    python_code,
 )
 from fugu_lite.task_families.drafts import (
     CHOICE_HINT,
@@ -858,16 +859,27 @@ def test_a_code_tasks_tests_refuse_a_constant_and_a_near_miss(seed: int) -> None
             assert not passes(tests, found[1], wrong), (task.prompt, tests)
 
 
-def test_every_code_maker_is_drawn() -> None:
-    """A maker written in python_code but left out of its MAKERS (or dropped from them) is a
-    kind of task never asked, which no test of the tasks that are made can see."""
-    makers = {
-        name: maker
-        for name, maker in vars(python_code).items()
-        if name.startswith("_code_") and callable(maker)
+def makers_defined_in(module: ModuleType) -> set[Callable[..., object]]:
+    """The functions of a family's module that draw a task from a generator alone: its
+    makers (a helper such as lists' _numbers(rng, count, low, high) takes more)."""
+    return {
+        function
+        for function in vars(module).values()
+        if inspect.isfunction(function)
+        and function.__module__ == module.__name__
+        and list(inspect.signature(function).parameters) == ["rng"]
     }
+
+
+def test_every_maker_is_drawn() -> None:
+    """A maker written in a family's module but left out of its MAKERS (or dropped from
+    them: units' hours-to-seconds, lists' average) is a kind of task never asked, which no
+    test of the tasks that are made can see."""
+    for family, levels in FAMILIES.items():
+        registered = {maker for level in levels.values() for maker in level}
+        (module,) = {sys.modules[maker.__module__] for maker in registered}
+        assert makers_defined_in(module) == registered, family
     registered = {maker for level in FAMILIES["code"].values() for maker in level}
-    assert set(makers.values()) == registered
     asked = {
         re.findall(r"`(\w+)\(", task.prompt_text())[0]
         for task in generate_tasks(n_per_family=150, seed=0, families=["code"])
