@@ -321,6 +321,17 @@ def test_an_arithmetic_answer_is_never_negative_nor_a_story_left_with_nothing() 
     assert [prompt for prompt, answer in stories.items() if answer <= 0] == []
 
 
+def test_a_unit_conversion_never_converts_nothing() -> None:
+    """ "Convert 0 centimeters to meters." or "0 kilometers per hour" asks for 0 in any unit:
+    a worker knowing no conversion answers it. A temperature of 0 is a real one (0 degrees
+    Celsius is 32 degrees Fahrenheit). Every maker of the unit family draws 300 tasks."""
+    drafts = [d for d in drafts_of("unit_conversion") if "degrees" not in str(d["prompt"])]
+    assert len(drafts) > 1000
+    for draft in drafts:
+        quantities = [int(n) for n in re.findall(r"-?\d+", str(draft["prompt"]))]
+        assert min(quantities, default=1) > 0 < Fraction(str(draft["answer"])), draft["prompt"]
+
+
 def test_a_choice_question_lists_each_option_once() -> None:
     """ "Which number is larger? (A) 42 (B) 42", an even number beside the same odd one
     twice, or a weekday question offering its answer twice has no one right letter, yet the
