@@ -934,6 +934,8 @@ BUY = "Tom has 12 apples. He gets 8 more and gives away 5. How many apples does 
 LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
 EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
 MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
+HOURS = "How many minutes are in 4 hours? Answer with just the number."
+DOZENS = "How many items are in 5 dozens? Answer with just the number."
 
 
 @pytest.mark.parametrize(
@@ -951,8 +953,15 @@ MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
         (APPLES, "Sam has 12 apples left after giving away 3.", "12", 1.0),
         (APPLES, "Sam has 12 apples left after giving away 3.", "3", 0.0),
         (APPLES, "Sam now has 12 apples, since he started with 15 and gave away 3.", "12", 1.0),
+        # the question's quantity after "in": "There are 240 minutes in 4 hours." for "How
+        # many minutes are in 4 hours?", the unit family's question, answered 4
+        (HOURS, "There are 240 minutes in 4 hours.", "240", 1.0),
+        (HOURS, "There are 240 minutes in 4 hours.", "4", 0.0),
+        (HOURS, "There are 240 minutes in 4 hours.", "60", 0.0),
+        (DOZENS, "There are 60 items in 5 dozens.", "60", 1.0),
         # a clause with a number of its own may hold the answer
         (SAVINGS, "He will have $20 after 4 weeks.", "4", 1.0),
+        (SAVINGS, "He has $20 in 4 weeks.", "4", 1.0),
         (REMAINDER, "When 15 is divided by 4, the remainder is 3.", "3", 1.0),
         # an explanation after a dash, a colon, in parentheses or in a note, alike
         (BUY, "15 (Tom had 12, got 8, gave 5)", "15", 1.0),

@@ -114,10 +114,11 @@ def method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
 
 MAX_RESTATED_NUMBERS = 4
 # What begins an explanation after the answer: a closing clause ("The remainder is 3 when 15
-# is divided by 4.", "12 apples left after giving away 3"), a dash, colon or parenthesis ("15
-# (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a note ("15.\nNote: ...")
+# is divided by 4.", "12 apples left after giving away 3", "240 minutes in 4 hours"), a dash,
+# colon or parenthesis ("15 (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a
+# note ("15.\nNote: ...")
 EXPLANATION_START = re.compile(
-    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|out\s+of)\s"
+    r",?\s+(?:when|whenever|if|after|before|because|since|given|once|by|from|in|out\s+of)\s"
     r"|\s*(?:[—–]|--)\s|:\s|;\s|\s\("
     r"|[.!]?\s+(?:this\s+is\s+)?(?:because|since|note|explanation|reasoning)\b",
     re.IGNORECASE,
