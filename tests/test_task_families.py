@@ -341,6 +341,43 @@ def test_a_choice_question_lists_each_option_once() -> None:
         assert len(options) >= 2 and len(set(options)) == len(options), draft["prompt"]
 
 
+def key_text(draft: dict[str, object]) -> str:
+    """The text of a choice draft's right option."""
+    found = re.search(rf"^\({draft['answer']}\) (.*)$", str(draft["prompt"]), re.MULTILINE)
+    assert found is not None, draft["prompt"]
+    return found[1]
+
+
+def test_a_question_a_worker_must_work_out_is_answered_both_ways() -> None:
+    """ "Is 31 greater than 12?" drawn with its larger number first (sorted draws) always
+    had the key Yes, and a conditional drawn without its "the street is not wet" form always
+    Cannot tell: a worker giving that one answer scored 1 on every such question, and the
+    key solver agreed with each key."""
+    drafts = drafts_of("logic")
+    for starts, answers in (("Is ", {"Yes", "No"}), ("If ", {"No", "Cannot tell"})):
+        keys = Counter(key_text(d) for d in drafts if str(d["prompt"]).startswith(starts))
+        assert set(keys) == answers, starts
+        assert min(keys.values()) > 0.3 * keys.total(), (starts, keys)
+
+
+def test_a_largest_or_smallest_number_is_not_always_at_one_end_of_its_list() -> None:
+    """A list drawn in order ("What is the smallest number in the list [2, 5, 8]?") is
+    answered by its first number; the list test solves the key again from the list shown,
+    so it agreed. Each maker asking for one draws 300 tasks."""
+    makers = [maker for level in FAMILIES["list"].values() for maker in level]
+    asking = 0
+    for maker in makers:
+        drafts = [maker(random.Random(draw)) for draw in range(300)]
+        if not re.search(r"the (?:largest|smallest) number", str(drafts[0]["prompt"])):
+            continue
+        asking += 1
+        shown = [re.findall(r"-?\d+", str(draft["prompt"])) for draft in drafts]
+        for end in (0, -1):
+            at_the_end = [d for d, s in zip(drafts, shown, strict=True) if d["answer"] == s[end]]
+            assert len(at_the_end) < 0.6 * len(drafts), (maker.__name__, end)
+    assert asking == 3  # the largest and smallest of small numbers, the largest with negatives
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_cannot_tell_answer_is_never_asked_as_must(seed: int) -> None:
     """ "All wugs are feps. Some feps are daxes. Must some wugs be daxes?" had the key
