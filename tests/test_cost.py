@@ -627,6 +627,26 @@ def test_every_member_is_trained_with_its_cost_weight_and_the_familys_reference_
     assert trained == {0.0: (0.0, 3.0, 3.0), 0.5: (0.5, 3.0, 3.0)}
 
 
+def test_a_family_takes_the_same_reference_cost_set_on_both_stages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stages' reference costs are refused only when they differ (the refusal says to give
+    both the same value): set alike, they are the family's one reference cost."""
+    import fugu_lite.pipeline as pipeline
+
+    def trained(records, member_config, member_output) -> dict:
+        return {"checkpoint": str(Path(member_output) / "rl")}
+
+    monkeypatch.setattr(pipeline, "train_pipeline", trained)
+    config = PipelineConfig(
+        model=tiny_cfg(tmp_path),
+        sft=SFTTrainingConfig(reference_cost=0.3),
+        rl=RLTrainingConfig(reference_cost=0.3),
+    )
+    report = train_router_family(cost_case_records(), config, tmp_path / "family", [0, 0.5])
+    assert report["reference_cost"] == 0.3
+
+
 @pytest.mark.parametrize("costs", [None, [0.0, 0.0]])
 def test_a_family_without_usable_costs_says_what_to_do(
     tmp_path: Path, costs: list[float] | None
