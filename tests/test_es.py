@@ -217,6 +217,20 @@ def test_a_generation_scores_the_population_on_batch_size_train_prompts() -> Non
         assert metrics["reward_mean"] * min(batch_size, len(values)) in sums
 
 
+def test_the_opening_line_gives_the_batch_a_generation_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A train split smaller than batch_size is scored whole: the line before the first
+    generation says that batch (6), not the setting (32)."""
+    model, _ = tiny_search()
+    generator = torch.Generator().manual_seed(0)
+    train = SplitData({"features": torch.randn(6, 3, generator=generator)},
+                      torch.rand(6, 2, generator=generator))  # fmt: skip
+    training = ESTrainingConfig(**{**TINY_TRAINING, "iterations": 1})
+    evolve(model, train, None, ESConfig(model=model.model_cfg, training=training), tmp_path)
+    assert "population=8; batch=6" in " ".join(capsys.readouterr().err.split())
+
+
 def test_a_generations_line_gives_the_best_and_the_mean_fitness_of_its_candidates() -> None:
     """Without an entropy bonus a candidate's fitness is its reward, so the generation's
     mean fitness is its candidates' mean reward, below the best of them (the candidates of
