@@ -315,6 +315,25 @@ def test_a_candidate_whose_logits_overflow_ranks_below_every_finite_one() -> Non
     json.dumps(metrics, allow_nan=False)
 
 
+def test_a_generations_line_counts_its_candidates_whose_logits_overflowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 'ES gen N' line says how many candidates overflowed and were ranked last: their
+    NaN fitness is left out of the line's best and mean, which alone would hide them."""
+    model, optimizer, train = overflowing_search(first_weight=1.2)
+    set_parameter_vector(model, optimizer.mean)
+    training = ESTrainingConfig(**{**TINY_TRAINING, "sigma0": 0.1, "iterations": 1, "log_every": 1})
+    state, _ = evolve(
+        model, train, None, ESConfig(model=model.model_cfg, training=training), tmp_path
+    )
+    overflowed = state.history[-1]["train"]["candidates_not_finite"]
+    assert 0 < overflowed < 8
+    line = next(
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("ES gen 1 ")
+    )
+    assert f"({overflowed} candidates with NaN or infinite logits ranked last)" in line
+
+
 def test_a_generation_whose_every_candidate_overflows_stops_naming_sigma0() -> None:
     model, optimizer, train = overflowing_search(first_weight=5.0)
     with pytest.raises(TrainingDiverged, match=r"generation 1: the logits of every candidate"):
