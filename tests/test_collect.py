@@ -741,6 +741,21 @@ def test_a_finished_collection_is_summarised_without_starting_the_pool(
     assert result.exit_code == 2 and "STUB_KEY, which is not set" in result.output
 
 
+def test_a_worker_without_graded_answers_has_no_cost_in_the_table(tmp_path: Path) -> None:
+    """A worker down from the start (its server gone) has no graded answer: the table showed
+    its score and latency as '-' but its cost as '$0', read as answers given for free."""
+    tasks = number_tasks(2)
+    with StubWorker(solver(tasks)) as up:
+        summary = run_collect(pool_with_a_down_worker(up, tasks), tasks, tmp_path / "r.jsonl",
+                              down_after=1)  # fmt: skip
+    console = Console(width=100, record=True)
+    console.print(summary_table(summary))
+    rows = {line.split()[0]: line.split()[-3:] for line in console.export_text().splitlines()
+            if line.split()[:1] in (["up"], ["down"])}  # fmt: skip
+    assert rows["down"] == ["-", "-", "-"], rows  # score, cost, latency
+    assert rows["up"][0] == "1.000" and rows["up"][1].startswith("$0.0000"), rows
+
+
 def test_the_summary_table_keeps_its_numbers_whole_beside_long_worker_ids() -> None:
     """Piped (80 columns), the table of a pool with long worker ids, as remote models have
     them, cut every number to '…' (and the ids too): nothing of the summary could be read."""

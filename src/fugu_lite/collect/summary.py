@@ -386,9 +386,11 @@ def summary_table(summary: CollectSummary) -> Table:
 
 
 def cost_text_of(cost: float, unpriced: int, answers: int) -> str:
-    """A cost in the table (the known part of `answers` answers' cost): `?` when none of them
-    has a known cost (their worker reported no usage), `+?` after the known part when some
-    have none."""
+    """A cost in the table (the known part of `answers` answers' cost): `-` for no answers
+    (as their score and latency), `?` when none of them has a known cost (their worker
+    reported no usage), `+?` after the known part when some have none."""
+    if not answers:  # '$0' read as answers given for free
+        return "-"
     if not unpriced:
         return usd(cost)
     return "?" if unpriced == answers else f"{usd(cost)}+?"
