@@ -116,6 +116,20 @@ def test_a_new_collections_files_get_the_mode_the_umask_gives(tmp_path: Path) ->
     assert [stat.S_IMODE(path.stat().st_mode) for path in made] == [0o664, 0o664]
 
 
+def test_records_and_a_call_log_in_folders_not_made_yet_are_written_there(
+    tmp_path: Path,
+) -> None:
+    """`collect -o runs/new/r.jsonl --log logs/x/r.calls.jsonl` on a fresh checkout: the
+    check of -o and --log takes folders not there yet, and the open that locks the files
+    makes them, each level of them."""
+    tasks = number_tasks(2)
+    output, log = tmp_path / "runs" / "new" / "r.jsonl", tmp_path / "logs" / "x" / "r.calls.jsonl"
+    with StubWorker(solver(tasks)) as stub:
+        summary = run_collect(stub_pool(("w", stub)), tasks, output, log=log)
+    assert summary.complete and sorted(record_ids(output)) == ["add-0", "add-1"]
+    assert {json.loads(line)["event"] for line in log.read_text().splitlines()} == {"call", "grade"}
+
+
 def test_an_output_that_cannot_be_opened_is_refused_naming_it(tmp_path: Path) -> None:
     """-o a link into a folder that is gone (an unmounted disk) passed the checks and ended
     `collect` with a FileNotFoundError traceback; a file the user may not write (made by
