@@ -2197,6 +2197,28 @@ def test_a_live_writers_temporary_hours_old_is_kept(tmp_path: Path) -> None:
     assert (folder / name).exists()
 
 
+def test_a_temporary_of_another_users_live_writer_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a folder two users of this host write in (a group's runs/, a shared cache), the
+    other user's writer cannot be signalled: os.kill(pid, 0) is refused with EPERM, which
+    says its process is alive, so its temporary (a write in progress) is kept. Tests run as
+    root, which may signal any process: os.kill stands in for that refusal."""
+    other_users_pid = finished_pid()
+    real_kill = os.kill
+
+    def refused_for_the_other_user(pid: int, signal_number: int) -> None:
+        if pid == other_users_pid:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        real_kill(pid, signal_number)
+
+    monkeypatch.setattr(os, "kill", refused_for_the_other_user)
+    name = writer_temporary("shard.safetensors", other_users_pid) + ".tmp"
+    (tmp_path / name).touch()
+    remove_dead_writers_files(tmp_path)
+    assert (tmp_path / name).exists()
+
+
 def test_the_sweep_of_killed_writers_files_leaves_a_users_own_hidden_files(
     tmp_path: Path,
 ) -> None:
