@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import save_tiny_backbone, write_over_in_place_keeping_size_and_time
+from conftest import (
+    finished_pid,
+    save_tiny_backbone,
+    write_over_in_place_keeping_size_and_time,
+    writer_temporary,
+)
 from router_support import (
     PROMPTS,
     forbid_backbone_loading,
@@ -558,3 +563,22 @@ def test_a_cache_folder_named_as_a_kind_is_not_taken_for_that_kinds_folder(
     (root / "features" / ("0" * 16)).mkdir(parents=True)
     assert not is_one_kinds_folder(root)
     assert is_one_kinds_folder(root / "features")
+
+
+def test_a_kind_named_folder_holding_only_hidden_files_is_not_taken_for_that_kinds_folder(
+    tmp_path: Path,
+) -> None:
+    """A new cache folder named features (`--cache-dir ~/features`) holding only hidden files
+    (Finder's .DS_Store, a killed writer's temporary) holds no cache of the kind: it is not
+    refused as the features/ folder of the cache folder ~ (`give --cache-dir ~`), it is read
+    as a cache folder with nothing cached yet; in a mutation round, counting hidden entries
+    passed every test."""
+    from fugu_lite.cli.cache import is_one_kinds_folder
+
+    root = tmp_path / "features"
+    root.mkdir()
+    (root / ".DS_Store").touch()
+    (root / (writer_temporary("settings.json", finished_pid()) + ".tmp")).touch()
+    assert not is_one_kinds_folder(root)
+    (root / ("0" * 16)).mkdir()  # a key folder: that kind's folder after all
+    assert is_one_kinds_folder(root)
