@@ -985,6 +985,29 @@ def test_a_cache_dir_that_is_one_kinds_folder_names_the_cache_folder(
 
 
 @pytest.mark.parametrize("command", ["list", "clear"])
+def test_a_cache_folder_variable_naming_one_kinds_folder_names_the_cache_folder(
+    run: Run, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$FUGU_LITE_CACHE_DIR set to CACHE/features got past the check --cache-dir has: `cache
+    list` said 'nothing cached in CACHE/features' of a folder holding a feature cache, and
+    `cache clear` refused it naming the cache's own key folder and saying to give --cache-dir,
+    while the variable was the cause; both name the variable and the folder to set it to."""
+    features = run.root / "cache" / "features"
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(features))
+    result = invoke("cache", command)
+    assert result.exit_code == 2, (result.output, result.exception)
+    said = flat(result.stderr)
+    assert (
+        f"error: FUGU_LITE_CACHE_DIR names {features}, the features/ folder of the cache "
+        f"folder {features.parent}; set it to the cache folder itself: "
+        f"FUGU_LITE_CACHE_DIR={features.parent}"
+    ) in said
+    assert "--cache-dir" not in said and any(features.iterdir())
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(features.parent))
+    ok(invoke("cache", "list"))
+
+
+@pytest.mark.parametrize("command", ["list", "clear"])
 def test_a_file_where_the_cache_folder_should_be_is_named_by_where_it_came_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:

@@ -52,12 +52,23 @@ def cache_folder_or_fail(cache_dir: Path | None) -> Path:
             f"--cache-dir {root} does not exist; give the cache folder (default "
             f"$FUGU_LITE_CACHE_DIR, else ~/.cache/fugu-lite: here {cache_root()})"
         )
-    if cache_dir is not None and is_one_kinds_folder(root):
-        fail(
-            f"--cache-dir {root} is the {root.name}/ folder of the cache folder {root.parent}; "
-            f"give the cache folder itself: --cache-dir {root.parent}"
-        )
+    if is_one_kinds_folder(root):  # never the default folder, named fugu-lite
+        fail(one_kinds_folder(root, cache_dir is not None))
     return root
+
+
+def one_kinds_folder(root: Path, given: bool) -> str:
+    """Why one kind's folder at the cache folder's place is refused, named by where that place
+    came from: --cache-dir or $FUGU_LITE_CACHE_DIR (whose runs would cache inside it)."""
+    what = f"the {root.name}/ folder of the cache folder {root.parent}"
+    if given:
+        return (
+            f"--cache-dir {root} is {what}; give the cache folder itself: --cache-dir {root.parent}"
+        )
+    return (
+        f"{CACHE_DIR_ENV} names {root}, {what}; set it to the cache folder itself: "
+        f"{CACHE_DIR_ENV}={root.parent} (as it is, runs cache everything anew inside it)"
+    )
 
 
 def is_one_kinds_folder(root: Path) -> bool:
