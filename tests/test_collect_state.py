@@ -593,8 +593,11 @@ def test_written_records_of_an_earlier_request_are_reported(tmp_path: Path) -> N
 
         fresh = tmp_path / "fresh.jsonl"  # the way out: w asked again with the new params
         summary = run_collect(changed, tasks, fresh, log=default_log_path(output))
+        # the records of fresh hold the answers to the new request: nothing to note any more
+        again = run_collect(changed, tasks, fresh, log=default_log_path(output))
     assert summary.complete and len(stub.bodies) == 6 + 2
     assert [body.get("temperature") for body in stub.bodies[6:]] == [0.7, 0.7]
+    assert again.complete and again.reasks == []
 
 
 def test_the_summary_of_records_kept_from_an_earlier_request_counts_them(
