@@ -74,11 +74,11 @@ def test_an_output_through_a_link_loop_is_refused_naming_the_loop(tmp_path: Path
 @pytest.mark.parametrize(
     ("command", "flag", "advice"),
     [
-        (["eval", "--checkpoint", "c", "-r", "r.jsonl"], "'--output' / '-o'",
+        (["eval", "--checkpoint", "c", "-r", "r.jsonl"], "-o",
          "give the report folder, or leave -o out for the default"),
-        (["demo", "--no-serve"], "'--output' / '-o'",
+        (["demo", "--no-serve"], "-o",
          "give the folder for the demo's outputs, or leave -o out"),
-        (["demo", "--no-serve", "-o", "d"], "'--config' / '-c'",
+        (["demo", "--no-serve", "-o", "d"], "-c",
          "give the pipeline YAML file, or leave -c out for the default"),
     ],
 )  # fmt: skip
@@ -90,11 +90,10 @@ def test_an_empty_eval_or_demo_path_is_refused_not_read_as_the_working_directory
     `demo -o ''` put its runs there too, and `demo -c ''` was refused as ". is a directory"."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "predictions.jsonl").write_text("mine\n", encoding="utf-8")
-    option = "-c" if "--config" in flag else "-o"
-    result = invoke(*command, option, "")
+    result = invoke(*command, flag, "")
     assert result.exit_code == 2, result.output
-    expected = f"Invalid value for {flag}: is empty (an unset shell variable?); {advice}"
-    assert expected in flat(result.output)
+    expected = f"error: {flag} '': is empty (an unset shell variable?); {advice}"
+    assert flat(result.output) == expected
     assert [path.name for path in tmp_path.iterdir()] == ["predictions.jsonl"]
     assert (tmp_path / "predictions.jsonl").read_text(encoding="utf-8") == "mine\n"
 
@@ -138,9 +137,47 @@ def test_every_path_option_refuses_an_empty_path(
     flag = command[next(index for index, part in enumerate(command) if not part.strip()) - 1]
     message = flat(result.output)
     assert result.exit_code == 2, message
-    assert f"Invalid value for '{flag}'" in message or f"/ '{flag}'" in message, message
-    assert "is empty (an unset shell variable?); give" in message, message
+    assert message.startswith(f"error: {flag} '"), message
+    assert "': is empty (an unset shell variable?); give" in message, message
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["tasks", "generate", "--per-family", "0"],
+         "error: --per-family 0: Input should be greater than or equal to 1"),
+        (["tasks", "generate", "--per-family=ten"],
+         "error: --per-family ten: Input should be a valid integer, unable to parse string as "
+         "an integer"),
+        (["tasks", "generate", "--per-family", "5", "--per-family", "0"],  # the last one counts
+         "error: --per-family 0: Input should be greater than or equal to 1"),
+        (["route", "--checkpoint", "c", "--cost-weight", "a lot", "hi"],
+         "error: --cost-weight 'a lot': Input should be a valid number, unable to parse string "
+         "as a number"),
+    ],
+)  # fmt: skip
+def test_an_option_value_out_of_range_or_of_the_wrong_type_is_one_error_line(
+    tmp_path: Path, monkeypatch, command: list[str], said: str
+) -> None:
+    """`tasks generate --per-family 0` (or `--port 0`, `--cost-weight x`) was refused by
+    Click: its usage lines, then "Error: Invalid value for '--per-family': ...", unlike every
+    other refusal's one `error:` line naming the option and the value given."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command, "-o", tmp_path / "out") if command[0] == "tasks" else invoke(*command)
+    assert result.exit_code == 2, result.output
+    assert result.output == f"{said}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_or_unknown_option_keeps_the_usage_lines() -> None:
+    """Only a refused value is one error line: a missing argument or an unknown option is told
+    with the command's usage, which says what it takes."""
+    for args, error in ((["route"], "Missing argument"), (["tasks", "generate", "--bogus"],
+                        "No such option: --bogus")):  # fmt: skip
+        result = invoke(*args)
+        assert result.exit_code == 2 and result.output.startswith("Usage: "), result.output
+        assert error in result.output
 
 
 def test_collect_with_a_directory_where_its_default_call_log_goes_says_so(tmp_path: Path) -> None:

@@ -152,10 +152,11 @@ def test_an_empty_output_folder_is_refused_not_the_working_directory(
     monkeypatch.chdir(tmp_path)
     result = invoke("train", stage, "-r", tmp_path / "missing.jsonl", "-o", blank)
     assert result.exit_code == 2
-    assert (
-        "Invalid value for '--output' / '-o': is empty (an unset shell variable?); give the "
-        "output folder, or . for the working directory"
-    ) in flat(result.output)
+    said = flat(result.output)
+    assert said.startswith("error: -o '") and said.endswith(
+        "': is empty (an unset shell variable?); give the output folder, or . for the working "
+        "directory"
+    ), said
     assert list(tmp_path.iterdir()) == []
 
 
@@ -167,8 +168,7 @@ def test_an_empty_records_path_is_refused_as_empty(tmp_path: Path, command: list
     result = invoke(*command, "-r", "", "-o", tmp_path / "o", *checkpoint)
     assert result.exit_code == 2
     assert (
-        "Invalid value for '--records' / '-r': is empty (an unset shell variable?); give the "
-        "RewardRecord JSONL file"
+        "error: -r '': is empty (an unset shell variable?); give the RewardRecord JSONL file"
     ) in flat(result.output)
 
 
@@ -179,7 +179,7 @@ def test_an_empty_config_path_is_refused_as_empty(tmp_path: Path, stage: str) ->
     result = invoke("train", stage, "-r", tmp_path / "r.jsonl", "-o", tmp_path / "o", "-c", "")
     assert result.exit_code == 2
     assert (
-        "Invalid value for '--config' / '-c': is empty (an unset shell variable?); give the "
+        "error: -c '': is empty (an unset shell variable?); give the "
         "YAML config file, or leave -c out for the defaults"
     ) in flat(result.output)
 

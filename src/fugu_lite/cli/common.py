@@ -5,22 +5,26 @@ record files made before any long work."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 import yaml
 from pydantic import BaseModel
+from typer._click.core import Context
+from typer._click.exceptions import MissingParameter
+from typer.core import TyperGroup
 
 from ..config import ModelConfig, unusable_device
 from ..config_errors import ConfigError
 from ..config_loading import UniqueKeyLoader, load_config
-from ..text import console_name, console_text, notes_console, results_console
+from ..text import console_name, console_text, notes_console, results_console, visible_controls
 from ..text_reading import COMPRESSION_SUFFIXES, RecordFileError, broken_link, leads_back_to_itself
 
 if TYPE_CHECKING:
@@ -29,10 +33,47 @@ if TYPE_CHECKING:
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
+class OneLineValueErrors(TyperGroup):
+    """A group whose commands' refused option values (out of range, not a number, empty) are
+    one `error:` line naming the option and the value given, as every other refusal is: Click
+    printed them after its usage lines as "Error: Invalid value for '--per-family': ...".
+    A missing option or an unknown one keeps Click's usage lines, which show what to give."""
+
+    def invoke(self, ctx: Context) -> Any:
+        given = [*ctx._protected_args, *ctx.args]  # the command line left to the subcommand
+        try:
+            return super().invoke(ctx)
+        except typer.BadParameter as error:
+            if isinstance(error, MissingParameter):
+                raise
+            fail(refused_value(error, given))
+
+
+def refused_value(error: typer.BadParameter, given: list[str]) -> str:
+    """A refused value said as the commands say theirs: `--per-family 0: Input should be ...`
+    (the last value given to the option, as Click takes it; an argument by its name)."""
+    param, problem = error.param, error.message
+    if param is None or not param.opts[0].startswith("-"):  # an argument
+        return f"{param.get_error_hint().strip(chr(39)).upper() if param else 'A VALUE'}: {problem}"
+    flag, value = param.opts[0], None
+    for index, part in enumerate(given):
+        if part == "--":
+            break
+        for opt in (*param.opts, *param.secondary_opts):
+            if part == opt and index + 1 < len(given):
+                flag, value = opt, given[index + 1]
+            elif opt.startswith("--") and part.startswith(f"{opt}="):
+                flag, value = opt, part.removeprefix(f"{opt}=")
+    shown = "" if value is None else f" {shlex.quote(visible_controls(value))}"
+    return f"{flag}{shown}: {problem}"
+
+
 def command_group(help: str) -> typer.Typer:
     # plain (click) help: rich's option tables cut the names that do not fit their column, so
     # at 80 columns (or piped) `serve --help` listed `--max-body-byt…` and `--breaker-cool…`
-    return typer.Typer(no_args_is_help=True, help=help, rich_markup_mode=None)
+    return typer.Typer(
+        no_args_is_help=True, help=help, rich_markup_mode=None, cls=OneLineValueErrors
+    )
 
 
 console = results_console()
