@@ -307,6 +307,26 @@ def test_a_blank_task_name_is_shown_quoted_not_as_an_empty_cell() -> None:
     assert ticks == ['"" (n=2)', '"  " (n=1)', "math (n=1)", "(no task) (n=1)"]
 
 
+def test_a_workers_name_in_the_best_worker_column_never_reads_as_the_fallback() -> None:
+    """The Markdown per-task table's "Best worker on train" column showed a worker's name as
+    written: a worker named "— (best single)", best on train for task y, read as the fallback
+    of task z, which no train prompt labels (so the best single worker answers it). It is
+    shown as its row is (row_name), quoted; the fallback is not."""
+    workers = ["a", "— (best single)", "b (best single)"]
+    train = make_table(
+        np.eye(3)[[0, 0, 0, 1, 1, 2]], tasks=["x"] * 3 + ["y"] * 2 + ["w"], workers=workers
+    )
+    evaluated = make_table(np.eye(3)[[0, 1, 2, 1]], tasks=["x", "y", "w", "z"], workers=workers)
+    report = evaluation_report(train, evaluated, "test", None, {}, {})
+    lines = evaluation_markdown(report, []).splitlines()
+    table = lines[lines.index("## Per task") + 2 :]
+    rows = [line.strip("| ").split(" | ") for line in table[2 : table.index("")]]
+    assert [(row[0], row[-1]) for row in rows] == [
+        ("w", '"b (best single)"'), ("x", "a"), ("y", '"— (best single)"'),
+        ("z", "— (best single)"),
+    ]  # fmt: skip
+
+
 def test_no_task_labels_means_no_per_task_rows() -> None:
     table = make_table([[1, 0, 0], [0, 1, 0]])
     report = evaluation_report(table, table, "train", None, {}, {})

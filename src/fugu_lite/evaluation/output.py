@@ -21,7 +21,7 @@ from .plots import (
     per_task_plot_note,
     write_plots,
 )
-from .table import markdown_cell, markdown_table, task_label
+from .table import markdown_cell, markdown_table, row_name, task_label
 
 REPORT_JSON = "evaluation_report.json"
 REPORT_MARKDOWN = "evaluation_report.md"
@@ -154,7 +154,8 @@ def _markdown_per_task(report: dict, plots: list[str]) -> list[str]:
     for row in report["per_task"]:
         cells = [task_label(row["task"]), str(row["n"]), *[_reward(row[name]) for name in columns]]
         if has_task_best:
-            cells.append(row["per_task_best_worker"] or "— (best single)")
+            worker = row["per_task_best_worker"]
+            cells.append("— (best single)" if worker is None else row_name(worker))
         rows.append(cells)
     return [
         "## Per task",
