@@ -361,6 +361,8 @@ def test_unknown_embedded_model_is_a_clear_error() -> None:
     [
         (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n", "git lfs pull"),
         (b"\n<!DOCTYPE html><html><body>model page</body></html>", "web page"),
+        # saved as "UTF-8 with BOM": the BOM before the page
+        (b"\xef\xbb\xbf<!DOCTYPE html><html><body>model page</body></html>", "web page"),
         (b"PK\x03\x04 a zip archive", "starts with b'PK\\x03\\x04"),
     ],
 )

@@ -31,7 +31,7 @@ from fugu_lite.workers import pool as workers_module
 from fugu_lite.workers.api_keys import PoolStartError, redact
 from fugu_lite.workers.attempts import refused_result
 from fugu_lite.workers.config import PoolConfig, WorkerConfig
-from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError
+from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError, page_words
 from fugu_lite.workers.llama_cpp_requests import (
     check_chat_format,
     check_local_params,
@@ -42,7 +42,7 @@ from fugu_lite.workers.local_server import LocalServer
 from fugu_lite.workers.output_limits import OUTPUT_LIMITS
 from fugu_lite.workers.pool import WorkerPool, judge_from_pool
 from fugu_lite.workers.preflight import preflight
-from fugu_lite.workers.results import CallResult, parse_completion
+from fugu_lite.workers.results import CallResult, answer_json, parse_completion
 from fugu_lite.workers.retries import (
     MAX_RETRY_AFTER_S,
     MIN_ATTEMPT_S,
@@ -1025,6 +1025,19 @@ def test_a_web_page_instead_of_json_is_named_with_the_base_url_to_check(stub: St
     assert result.error_kind == "server" and result.error is not None
     assert "not JSON (text/html" in result.error and "<!doctype html>" in result.error
     assert "base_url" in result.error and "/v1" in result.error
+
+
+def test_a_web_page_starting_with_a_byte_order_mark_is_named_a_web_page() -> None:
+    """A page saved as "UTF-8 with BOM" (a static page a base_url points at, a proxy's error
+    page) was named a web page only when its content-type said HTML: the BOM before its
+    '<!DOCTYPE html>' hid it, so an answer without one lost the base_url hint and an error
+    gave its whole markup instead of its title."""
+    page = "\ufeff<!DOCTYPE html>\n<html><head><title>Bad gateway</title></head></html>"
+    with pytest.raises(ValueError, match="no content-type") as raised:
+        answer_json(page.encode(), None)
+    assert "it is a web page" in str(raised.value) and "base_url" in str(raised.value)
+    assert page_words(page) == "Bad gateway"
+    assert page_words("\ufeff{}") is None  # a BOM alone makes no web page
 
 
 def test_an_error_page_is_read_as_its_words_not_its_markup(stub: StubWorker) -> None:

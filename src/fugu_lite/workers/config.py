@@ -7,6 +7,7 @@ names the environment variable that holds its key (`api_key_env`).
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import importlib.util
 import math
@@ -845,6 +846,8 @@ def not_gguf_problem(path: Path) -> str | None:
         start = handle.read(256)
     if start.startswith(GGUF_MAGIC):
         return None
-    if start.lstrip().lower().startswith((b"<!doctype html", b"<html")):
+    # a page saved by a browser or an editor as "UTF-8 with BOM" starts with the BOM
+    page = start.removeprefix(codecs.BOM_UTF8).lstrip().lower()
+    if page.startswith((b"<!doctype html", b"<html")):
         return "it is a web page (a download of the model's page, not of its file)"
     return f"it starts with {start[:8]!r}, not {GGUF_MAGIC!r}"

@@ -323,7 +323,8 @@ def page_words(text: str) -> str | None:
     """What an error page says (a proxy's or CDN's 502, 504, 524, HTML before its words):
     its title, else its text without tags, scripts and styles; None for text that is no
     web page. The page itself filled the error with markup up to MAX_ERROR_CHARS."""
-    start = text.lstrip()[:200].lower()
+    # a page saved as "UTF-8 with BOM" starts with it
+    start = text.removeprefix("\ufeff").lstrip()[:200].lower()
     if not start.startswith(("<!doctype html", "<html", "<head", "<body")):
         return None
     title = HTML_TITLE.search(text)

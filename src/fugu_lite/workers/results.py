@@ -100,7 +100,8 @@ def answer_json(content: bytes, content_type: str | None) -> Any:
 def web_page_hint(content_type: str | None, start: str = "") -> str:
     """ "; <WEB_PAGE_HINT>" for an answer (its content-type, or its first characters) that is
     a web page where JSON or an event stream was expected, else ""."""
-    if "html" in (content_type or "").lower() or start.lstrip().startswith("<"):
+    page = start.removeprefix("\ufeff").lstrip()  # a page saved "UTF-8 with BOM" starts so
+    if "html" in (content_type or "").lower() or page.startswith("<"):
         return f"; {WEB_PAGE_HINT}"
     return ""
 
