@@ -1105,6 +1105,66 @@ def test_the_cost_quality_plot_labels_close_workers_without_overlap(tmp_path: Pa
     assert (tmp_path / "cost_quality.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_label_with_no_free_spot_goes_where_it_overlaps_least() -> None:
+    """When every spot around a point is taken (a crowded plot: here one box covers them
+    all), the label goes to the spot that overlaps the fewest other labels and points, not
+    to the first one tried, up-right of the point, where it also covers a second label."""
+    from fugu_lite.evaluation.pareto_plot import _label_box, _label_candidates, _label_spot
+
+    anchor, size = np.array([500.0, 500.0]), Bbox.from_extents(0, 0, 40, 10)
+    everywhere = Bbox.from_extents(0.0, 0.0, 1000.0, 1000.0)
+    up_right = Bbox.from_extents(495.0, 495.0, 600.0, 600.0)  # another label
+    distance, angle = _label_candidates()[0]
+    dx, dy = distance * np.cos(angle), distance * np.sin(angle)
+    assert _label_box(anchor[0] + dx, anchor[1] + dy, dx, dy, size).overlaps(up_right)
+    others = np.array([everywhere.extents, up_right.extents])
+    dx, dy, box = _label_spot(anchor, size, others, everywhere, 1.0)
+    assert everywhere.contains(*box.p0) and everywhere.contains(*box.p1)
+    assert not box.overlaps(up_right), (dx, dy, box)
+
+
+def test_a_label_faces_its_point_and_is_led_to_it_only_when_set_apart() -> None:
+    """A label right of its point starts at its offset, one left of it ends there, one
+    straight above or below is centred on the point (and likewise up and down), as the spot
+    reserved for it is; a thin leader line joins it to its point only beyond the nearest
+    distance, where the label no longer sits beside its point."""
+    from fugu_lite.evaluation.pareto_plot import (
+        _LABEL_DISTANCES,
+        _annotate,
+        _label_box,
+        _label_candidates,
+        _text_size,
+    )
+
+    figure = Figure(figsize=(6.0, 6.0), dpi=100)
+    axes = figure.add_subplot()
+    axes.set_xlim(0.0, 1.0)
+    axes.set_ylim(0.0, 1.0)
+    spots = [spot for spot in _label_candidates() if spot[0] in _LABEL_DISTANCES[:2]]
+    for distance, angle in spots:
+        _annotate(axes, "label", (0.5, 0.5), (distance * np.cos(angle), distance * np.sin(angle)))
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw_without_rendering()
+    anchor = axes.transData.transform((0.5, 0.5))
+    pixels_per_point = figure.dpi / 72.0
+    size = _text_size(figure, renderer, "label")
+    for (distance, angle), text in zip(spots, axes.texts, strict=True):
+        assert isinstance(text, Annotation)
+        text.update_positions(renderer)
+        drawn = Text.get_window_extent(text, renderer)
+        dx, dy = text.xyann
+        x, y = anchor[0] + dx * pixels_per_point, anchor[1] + dy * pixels_per_point
+        facing_x = drawn.x0 if dx > 0.5 else drawn.x1 if dx < -0.5 else drawn.x0 + drawn.width / 2
+        facing_y = drawn.y0 if dy > 0.5 else drawn.y1 if dy < -0.5 else drawn.y0 + drawn.height / 2
+        spot = (distance, round(float(np.degrees(angle)), 1))
+        assert (facing_x, facing_y) == (pytest.approx(x, abs=1.0), pytest.approx(y, abs=1.0)), spot
+        reserved = _label_box(x, y, dx, dy, size)  # where label_points keeps others out
+        assert reserved.padded(0.5).contains(drawn.x0, drawn.y0), spot
+        assert reserved.padded(0.5).contains(drawn.x1, drawn.y1), spot
+        led = text.arrow_patch is not None
+        assert led == (distance > _LABEL_DISTANCES[0]), spot
+
+
 def test_the_cost_quality_plot_of_150_workers_is_labelled_in_seconds() -> None:
     """Placing each label tried every spot against every other label one pair at a time:
     about 8.6 s of CPU for 100 workers, growing with their square (a pool of 200 took half a
