@@ -357,6 +357,21 @@ def test_routerbench_split_column_is_read_without_case_or_spaces(
         import_routerbench(doubled, split_column="fold")
 
 
+def test_an_unused_split_column_written_with_spaces_is_named_without_them(
+    tmp_path: Path, caplog
+) -> None:
+    """A CSV with a space after each comma has the split column ' split': the warning that it
+    is not used said to pass `--option split_column= split`, which a shell gives as an empty
+    split_column (refused) and a stray argument; the column is named as split_column reads
+    it, without the space, and that option keeps the file's split."""
+    folds = ["test", "train", "validation"]
+    path = _to_csv(routerbench_table(**{" split": folds}), tmp_path / "rb.csv")
+    with caplog.at_level(logging.WARNING):
+        import_routerbench(path)
+    assert "pass --option split_column=split to keep the file's split" in caplog.text
+    assert [r.split for r in import_routerbench(path, split_column="split")] == folds
+
+
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])
 def test_routerbench_rows_without_a_sample_id_get_an_id_of_their_prompt(
     tmp_path: Path, suffix: str

@@ -75,7 +75,9 @@ def import_routerbench(
     warn_of_rewards_off_scale(str(path), imported.records, imported.names)
     if split_column is None:
         for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
-            warn_unused_split_column(path, f"split_column={column}")
+            # named without its spaces (split_column is read so): ' split' from a CSV with a
+            # space after each comma made the hint 'split_column= split', two shell words
+            warn_unused_split_column(path, f"split_column={str(column).strip()}")
         return apply_standard_split(imported.records)
     return apply_given_split(imported.records, imported.splits, imported.names)
 
