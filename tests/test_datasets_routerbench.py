@@ -571,6 +571,10 @@ def test_routerbench_with_no_records_left_is_an_error(tmp_path: Path) -> None:
     path.write_text("prompt,eval_name,m1,m1|total_cost\np,t,,0.1\nq,t,1,NA\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"every one of its 2 rows misses a score or cost"):
         import_routerbench(path, on_missing="drop")
+    # a spreadsheet's empty rows alone: the import gave no records and no word of why
+    path.write_text("prompt,eval_name,m1,m1|total_cost\n,,,\n , ,,\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"rb\.csv: has a header but only empty rows"):
+        import_routerbench(path)
 
 
 RB_HEADER = b"prompt,eval_name,m,m|total_cost\n"

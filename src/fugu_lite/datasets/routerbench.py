@@ -184,12 +184,14 @@ def _row_record(
 
 
 def _report_dropped(path: Path, kept: int, incomplete: int) -> None:
-    """Refuse a file whose every row was dropped; warn of the rows dropped."""
+    """Refuse a file whose every row was dropped or empty; warn of the rows dropped."""
     if incomplete and not kept:
         raise RecordFileError(
             f"{path}: every one of its {incomplete} rows misses a score or cost, so "
             "--option on_missing=drop leaves no records; fill in the missing values"
         )
+    if not kept:  # a spreadsheet's empty rows (",,,") alone below the header
+        raise RecordFileError(f"{path}: has a header but only empty rows; add rows to import")
     if incomplete:
         logger.warning("%s: dropped %d rows with a missing score or cost", path, incomplete)
 
