@@ -43,8 +43,11 @@ from fugu_lite.text_reading import RecordFileError
 
 
 def test_standard_split_follows_the_documented_hashes() -> None:
-    for index in range(300):
-        text = f"prompt number {index}"
+    # beyond ASCII too: the prompt's UTF-8 bytes are hashed (DESIGN.md), which only the real
+    # data's reference numbers checked (a prompt encoded as Latin-1 passed every unit test)
+    texts = [f"prompt number {index}" for index in range(300)]
+    texts += [f"¿Cuánto es {index} × 2? 🙂 数学" for index in range(100)]
+    for text in texts:
         test_bucket = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 10
         salted = ("validation:" + text).encode("utf-8")
         validation_bucket = int(hashlib.sha1(salted).hexdigest(), 16) % 10
