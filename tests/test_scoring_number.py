@@ -722,6 +722,14 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("3", "17 left, from 20 minus 3.", 0.0),
         ("17", "He has 17 apples left, i.e. 20 - 3.", 1.0),
         ("17", "17 apples are left, which is 20 minus 3.", 1.0),
+        # operands that say what they count in a few words
+        ("24", "There are 24 eggs (4 boxes × 6 eggs each).", 1.0),
+        ("6", "There are 24 eggs (4 boxes × 6 eggs each).", 0.0),
+        ("12", "It costs $12 ($10 plus $2 in tax).", 1.0),
+        ("2", "It costs $12 ($10 plus $2 in tax).", 0.0),
+        ("45", "She earns $45 (3 hours × $15 an hour).", 1.0),
+        ("12", "He pays $12 ($10 for the shirt + $2 tax).", 1.0),
+        ("7", "He walked 7 miles (3 miles on Monday plus 4 miles on Tuesday).", 1.0),
         # a parenthetical that gives the answer stays
         ("12", "Total: 5 + 7 (= 12)", 1.0),
         ("12", "The sum is 5 + 7 (i.e. 12).", 1.0),
@@ -1007,8 +1015,12 @@ def test_a_closing_sum_of_quantities_with_units_is_read_in_linear_time() -> None
     # tried in 2^n ways, one for each space before a unit: 24 operands took 17 s of CPU,
     # 30 some 18 minutes
     output = "It is 25 m (" + "1 m + " * 24 + "1 m) in all, I think."
+    # operands with a few words each ("$1 in tax"): a unit and the words after it could
+    # share the words out in two ways per operand
+    worded = "It is $25 (" + "$1 in tax plus " * 24 + "$1 tax) and so on, I think."
     started = time.process_time()
     assert graded(number_task("25"), output).score is not None
+    assert graded(number_task("25"), worded).score is not None
     assert time.process_time() - started < LINEAR_CPU_S
 
 

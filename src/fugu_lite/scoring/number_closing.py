@@ -22,10 +22,18 @@ SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 # "x = 5 (since 2x = 10)", "68°F (using F = C × 9/5 + 32)", "(1 km = 1,000 m)". One that
 # restates the answer, "(= 12)", "(i.e. 12)", stays.
 # (an operand may carry its unit: "5 kilograms (5000 grams / 1000)." answers 5, "68°F
-# (20°C × 9/5 + 32)" 68)
-# (a space before a unit taken one way only: "\s?°?\s?" read the one space of "1 m" as
-# either, so a parenthetical of n operands with units was tried in 2^n ways)
-_OPERAND = r"\$?\d[\d.,]*%?(?:(?:\s?°\s?|\s)?[^\W\d_]+|°)?"
+# (20°C × 9/5 + 32)" 68, and up to two more words that say what it counts: "24 eggs (4
+# boxes × 6 eggs each).", "$12 ($10 plus $2 in tax).", "$45 (3 hours × $15 an hour).")
+# (each operand read one way only, so that a parenthetical that is no working fails in
+# linear time: "\s?°?\s?" read the one space of "1 m" as either, and a unit and the words
+# after it could share them out, so n operands were tried in 2^n ways; its unit and words
+# are no operator word and taken whole)
+_OPERATOR_WORD = r"(?:x|plus|minus|times|divided|multiplied)(?![^\W\d_])"
+_OPERAND_WORD = rf"(?!{_OPERATOR_WORD})[^\W\d_]+"
+_OPERAND = (
+    rf"\$?\d[\d.,]*%?(?:\s?°(?:\s?{_OPERAND_WORD})?|\s?{_OPERAND_WORD})?+"
+    rf"(?:\s{_OPERAND_WORD}){{0,2}}+"
+)
 # a sign or its word: "(15 - 3)", "(20 minus 3)"
 _OPERATOR = r"(?:\s*[-+*/×x·÷]\s*|\s+(?:plus|minus|times|(?:divided|multiplied)\s+by)\s+)"
 _ARITHMETIC = rf"{_OPERAND}(?:{_OPERATOR}{_OPERAND})+"
