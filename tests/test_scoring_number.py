@@ -796,6 +796,9 @@ def test_subtraction_is_not_a_negative_number() -> None:
         ("3", "10 minus 7 is 3.", 1.0),  # a subtraction, not a sign
         ("10", "The answer is 10  minus 7.", 0.0),
         ("3", "$10 minus $7 = $3", 1.0),
+        # a sign after a word, also after a comma
+        ("-3", "The high was 5 degrees, minus 3 at night.", 1.0),
+        ("-3", "The temperature went from 5 to minus 3.", 1.0),
     ],
 )
 def test_minus_before_a_number_is_its_sign(answer: str, output: str, score: float) -> None:
@@ -837,6 +840,23 @@ def test_a_range_or_subtraction_at_the_end_is_no_answer(answer: str, output: str
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (0.0, None)
     assert "two numbers" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("3", "He spent 20 minus 3 dollars."),  # read 3
+        ("17", "He spent 20 minus 3 dollars."),
+        ("3", "He spent $20 minus $3."),
+        ("-3", "The value is 20, minus 3"),  # read -3: the minus as its sign
+        ("-3", "The price is $20, minus $3."),
+    ],
+)
+def test_a_subtraction_in_words_not_done_at_the_end_is_no_answer(answer: str, output: str) -> None:
+    """As "15-3" is no answer, nor is its subtrahend (3, or -3 after a comma)."""
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert "an expression" in result.detail
 
 
 @pytest.mark.parametrize(
