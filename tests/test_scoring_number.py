@@ -459,6 +459,7 @@ def test_number_grader_follows_a_self_correction(
         ("3", "The answer is 3 times.", 1.0),
         ("42", "The answer is 42 plus tax.", 1.0),
         ("12", "The answer is 12 (3 more than 9).", 1.0),
+        ("3", "The answer is 3 fewer than 9.", 0.0),
     ],
 )
 def test_an_answer_stated_as_arithmetic_is_not_its_first_operand(
@@ -722,6 +723,10 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("3", "17 left, from 20 minus 3.", 0.0),
         ("17", "He has 17 apples left, i.e. 20 - 3.", 1.0),
         ("17", "17 apples are left, which is 20 minus 3.", 1.0),
+        ("24", "There are 24 eggs (4 times 6).", 1.0),
+        ("18", "Janet makes $18 a day (via 9 eggs × $2).", 1.0),
+        # a clause of working tens of characters long
+        ("1250", "She has $1,250 left, i.e. $2,000 in savings minus $750 in rent.", 1.0),
         # operands that say what they count in a few words
         ("24", "There are 24 eggs (4 boxes × 6 eggs each).", 1.0),
         ("6", "There are 24 eggs (4 boxes × 6 eggs each).", 0.0),
@@ -745,6 +750,7 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("10", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 1.0),
         ("10", "10 m/s\n\nTo convert, multiply 36 by 1000 and divide by 3600.", 1.0),
         ("2.5", "2.5 hours. Just divide 150 by 60.", 1.0),
+        ("5", "5 apples. Multiply 2 by 4, then subtract 3.", 1.0),
         ("3600", "10 m/s. To convert, multiply 36 by 1000 and divide by 3600.", 0.0),
         # a step's result on the way is working too
         ("15", "15 apples. First multiply 3 by 4 to get 12, then add 3.", 1.0),
@@ -1112,6 +1118,19 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         ("How many meters did she run?", "She ran 3 km and 200 m.", "3200", 1.0),
         ("How many centimeters tall is the door?", "The door is 2 m 10 cm tall.", "210", 1.0),
         ("How many ounces does the baby weigh?", "The baby weighs 7 pounds 4 ounces.", "116", 1.0),
+        # three parts, and two in one unit (two quantities, not one: not 45 minutes)
+        (
+            "How many seconds did the race take?",
+            "It took 1 hour, 2 minutes and 30 seconds.",
+            "3750",
+            1.0,
+        ),
+        (
+            "How long was the second run in minutes?",
+            "They took 20 minutes and 25 minutes.",
+            "25",
+            1.0,
+        ),
         # a unit asked after "in", and either of two units asked
         ("What is 150 minutes in hours?", "2 hours and 30 minutes", "2.5", 1.0),
         ("How heavy is the bag, in grams or kilograms?", "5 kg (5000 g)", "5", 1.0),
@@ -1355,6 +1374,7 @@ def test_copies_of_the_question_are_found_in_linear_time() -> None:
         ("One hundred twenty-six", "6", 0.0),  # nor a part of a longer number in words
         ("one hundred and five", "5", 0.0),
         ("forty", "40", 1.0),
+        ("ninety-nine", "99", 1.0),
     ],
 )
 def test_number_grader_reads_a_number_in_words_whole(
@@ -1568,6 +1588,7 @@ def test_a_measurement_is_read_without_its_tolerance(
         ("20", "The answer is 12. If instead there were 5 boxes, the answer would be 20.", 0.0),
         ("12", "The answer is 12.\n\nNote: if each box held 5, the answer would be 15.", 1.0),
         ("15", "So the answer is 15. Otherwise, the answer would be 20.", 1.0),
+        ("12", "The answer is 12. Suppose there were 5 boxes; the answer would be 20.", 1.0),
         # no condition before it, or no answer before it: still the answer
         ("12", "He had 12 apples, so the answer would be 12.", 1.0),
         ("12", "If we add 5 and 7, the answer would be 12.", 1.0),
