@@ -965,6 +965,7 @@ REMAINDER = "What is the remainder when 15 is divided by 4? Answer with just the
 APPLES = "Sam has 15 apples and gives away 3. How many apples does Sam have now?"
 SAVINGS = "Sam saves $5 a week. How many weeks until he has $20?"
 BUY = "Tom has 12 apples. He gets 8 more and gives away 5. How many apples does he have now?"
+BUY_TWICE = "Tom has 12 apples. He gets 8, then 4 more and gives away 5. How many has he now?"
 LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
 EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
 MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
@@ -1000,6 +1001,7 @@ DOZENS = "How many items are in 5 dozens? Answer with just the number."
         # an explanation after a dash, a colon, in parentheses or in a note, alike
         (BUY, "15 (Tom had 12, got 8, gave 5)", "15", 1.0),
         (BUY, "15 (Tom had 12, got 8, gave 5)", "5", 0.0),
+        (BUY_TWICE, "19 (Tom had 12, got 8 and 4, gave 5)", "19", 1.0),  # four restated
         (BUY, "15 — Tom had 12, got 8 more, and gave away 5.", "15", 1.0),
         (BUY, "Tom has 15 apples: he had 12, got 8, and gave away 5.", "15", 1.0),
         (BUY, "He has 15.\nNote: Tom started with 12.", "15", 1.0),
@@ -1335,6 +1337,7 @@ SHARE = (
 )
 WHAT_IS = "What is 9 * 11 + 27? Answer with just the number."
 SHARED = "20 candies are shared equally among 5 children. Each child then eats 2 of them."
+LONG_SHARE = "".join(f"Box {box} holds {box + 2} pens. " for box in range(1, 21)) + SHARE
 
 
 @pytest.mark.parametrize(
@@ -1344,6 +1347,7 @@ SHARED = "20 candies are shared equally among 5 children. Each child then eats 2
         (WHAT_IS, "What is 9 * 11 + 27?", "27", 0.0),
         (SHARE, SHARED, "2", 0.0),
         (SHARE, "Each child gets 4. Each child then eats 2 of them.", "2", 0.0),
+        (LONG_SHARE, SHARED, "2", 0.0),  # the last sentences of a long question
         # the answer after the copy counts
         (WHAT_IS, "What is 9 * 11 + 27? 126", "126", 1.0),
         (SHARE, "Each child then eats 2 of them. So 4 - 2 = 2 are left.", "2", 1.0),
