@@ -909,6 +909,10 @@ def test_a_minus_before_a_dollar_escaped_in_markdown_is_its_sign(
         ("1000000", "The answer is $1,000,001.00", 0.0),
         ("-1000000", "The answer is -1,000,001.", 0.0),
         ("1000000", "It is 1000000 or 1000001.", 0.0),  # two answers, not one value twice
+        # a whole key written with decimals (a float column's CSV): scored 1 after that fix
+        ("7006652.0", "1234 × 5678 = 7006653", 0.0),
+        ("1000000.00", "The answer is $1,000,001.00", 0.0),
+        ("1000000.00", "The answer is $1,000,000", 1.0),
         # the same number, float noise, or a rounding not written digit by digit still count
         ("1000000", "The answer is $1,000,000.00", 1.0),
         ("1000000", "The answer is 999999.9999999999", 1.0),

@@ -138,7 +138,7 @@ def numbers_match(
     reference of 50 and, unless the reference itself is written with "%", one of 0.5 (a
     reference "50%" is 50 percent: "0.5" stays ambiguous and does not match it)."""
     readings = [(found.value, found.decimals)]
-    if _different_whole_numbers(found, reference, reference_decimals):
+    if _different_whole_numbers(found, reference):
         readings = []  # 1000001 is not 1000000, though within 1e-6 of it
     if found.as_written is not None:
         readings.append(found.as_written)
@@ -152,14 +152,13 @@ def numbers_match(
     )
 
 
-def _different_whole_numbers(found: FoundNumber, reference: float, reference_decimals: int) -> bool:
+def _different_whole_numbers(found: FoundNumber, reference: float) -> bool:
     """Whether `found`, a whole number written out in digits, is another whole number than
-    `reference` (written with no decimals): the relative tolerance is for float noise and
-    roundings, and made an answer off in its last digits right (7006653 for 1234 * 5678 =
-    7006652)."""
+    `reference` (also one written with decimals, "7006652.0", as a float column's CSV gives
+    it): the relative tolerance is for float noise and roundings, and made an answer off in
+    its last digits right (7006653 for 1234 * 5678 = 7006652)."""
     return (
         found.in_digits
-        and reference_decimals == 0
         and found.value.is_integer()
         and reference.is_integer()
         and found.value != reference
