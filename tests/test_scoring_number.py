@@ -139,6 +139,7 @@ def test_number_grader_reads_scientific_notation_and_powers(answer: str, output:
         ("5e-3", "0.01", 0.0),  # as for a key 0.005: one digit is no rounding
         ("0.00001", "0.00", 0.0),
         ("-2.220446049250313e-16", "0.00", 1.0),  # a computed key's float noise
+        ("1.2345678901234e-12", "0.00", 0.0),  # 14 significant digits: a key, not noise
     ],
 )
 def test_a_small_key_is_matched_at_the_precision_it_is_written_to(
@@ -668,6 +669,7 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
         ("What is 25 divided by 2?", "12.5", "12.54", 0.0),
         # a reference of fewer decimals than asked is exact: 0.050
         ("What is 0.1 times 0.5, to the nearest thousandth?", "0.05", "0.054", 0.0),
+        ("What is 1/3 to the nearest thousandth?", "0.333333", "0.33", 0.0),  # fewer than asked
         # a float32 result, off in its last digit: within 1e-6 relative of a computed key
         ("What is the square root of 0.5?", "0.7071067811865476", "0.70710677", 1.0),
         ("What is the square root of 0.5?", "0.7071067811865476", "0.7071", 1.0),
