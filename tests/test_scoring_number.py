@@ -1687,6 +1687,7 @@ def test_the_answer_key_of_a_json_reply_is_the_answer(
         ("12.57", "The area is 12.57, rounded to 2 decimal places.", 1.0),
         ("12.57", "Area = π × 2² ≈ 12.566 → **12.57** (to 2 d.p.)", 1.0),
         ("4570", "That gives 4571, or 4570 to 3 s.f.", 1.0),
+        ("0.00457", "The concentration is 0.00457 mol/L (rounded to 3 sig figs).", 1.0),
         ("2", "The area is 12.57, rounded to 2 decimal places.", 0.0),
         # the number of places itself, when it is what is said
         ("2", "It is given to 2 decimal places.", 1.0),
