@@ -1111,6 +1111,7 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         # read)
         (HOW_MANY_MINUTES, "It lasts 150 minutes. That is the same as 2.5 hours.", "150", 1.0),
         (HOW_MANY_MINUTES, "It lasts 150 minutes, the same as 2.5 hours.", "150", 1.0),
+        (HOW_MANY_MINUTES, "It lasts 150 minutes, equivalent to 2.5 hours.", "150", 1.0),
         (HOW_MANY_MINUTES, "It lasts 2.5 hours. That is the same as 150 minutes.", "150", 1.0),
         (HOW_MANY_MINUTES, "It lasts 150 minutes. That is 3 hours.", "150", 0.0),
         (
@@ -1521,6 +1522,7 @@ TOTAL = "A class of students took a test and 12 passed. How many students were t
         ("How many eggs did he buy?", "He bought 3 packs for a total of 12 eggs.", "12", 1.0),
         ("What is 25% of 80?", "25% of 80 is 20.", "20", 1.0),
         ("How many apples are left?", "14 apples left out of 17", "14", 1.0),
+        ("How many are left?", "Sam has 3 red apples still in his basket out of 8.", "3", 1.0),
         # the whole is the answer when the question asks for it
         (TOTAL, "12 passed out of 30", "30", 1.0),
         ("Out of how many?", "14 out of 17", "17", 1.0),
