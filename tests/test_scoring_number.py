@@ -1127,6 +1127,7 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         ("How many meters did she run?", "She ran 3 km and 200 m.", "3200", 1.0),
         ("How many centimeters tall is the door?", "The door is 2 m 10 cm tall.", "210", 1.0),
         ("How many ounces does the baby weigh?", "The baby weighs 7 pounds 4 ounces.", "116", 1.0),
+        ("How many ounces does the baby weigh?", "The baby weighs 7 lbs 4 oz.", "116", 1.0),
         # three parts, and two in one unit (two quantities, not one: not 45 minutes)
         (
             "How many seconds did the race take?",
@@ -1255,6 +1256,7 @@ HOURLY = "What is her hourly wage if she earns $120 in 8 hours?"
         (PER_WEEK, "$880 a week, or $126 a day", "126", 0.0),
         (PER_WEEK, "18 dollars daily, so 126 dollars weekly.", "126", 1.0),
         (PER_DAY, "$18 a day, or $126 a week.", "18", 1.0),
+        (PER_DAY, "She earns $18 a day, so $126 a week.", "18", 1.0),
         (PER_DAY, "She earns $126 a week, i.e. $20 a day.", "18", 0.0),
         (TO_M_PER_S, "25 m/s = 90 km/h", "25", 1.0),
         (TO_M_PER_S, "90 km/h = 25 m/s", "90", 0.0),
