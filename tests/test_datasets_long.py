@@ -1062,7 +1062,9 @@ def test_excels_na_marker_is_a_missing_value(tmp_path: Path) -> None:
         import_long(path)
 
 
-@pytest.mark.parametrize("error", ["#DIV/0!", "#VALUE!", "#REF!", "#NUM!"])
+@pytest.mark.parametrize(
+    "error", ["#DIV/0!", "#VALUE!", "#REF!", "#NUM!", "#NAME?", "#NULL!", "#SPILL!", "#CALC!"]
+)
 def test_a_spreadsheets_formula_error_is_named_not_read_as_a_number(
     tmp_path: Path, error: str
 ) -> None:
