@@ -766,6 +766,19 @@ def test_a_typographic_minus_sign_is_read_as_a_minus(tmp_path: Path) -> None:
         import_long(path)
 
 
+def test_a_negative_number_with_a_decimal_comma_says_to_write_a_decimal_point(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text('prompt,worker,reward\nq,a,"-0,5"\nq,b,1\n', encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: reward must be a finite number, got '-0,5' (write numbers with a "
+        "decimal point and no thousands separator: 0.5, 1000)"
+    )
+
+
 def test_a_percentage_with_a_decimal_comma_says_to_write_a_decimal_point(tmp_path: Path) -> None:
     """A spreadsheet in a decimal-comma locale writes "85,5%": it was refused as "reward must
     be a finite number, got '85,5%'" alone, where a plain "0,5" is told how to write it."""
