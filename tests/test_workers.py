@@ -911,10 +911,17 @@ def sse_chunk(choices: list[dict[str, Any]], **more: Any) -> str:
         # [DONE] after a last chunk without a finish_reason (a server that gives none)
         [sse_chunk([{"index": 0, "delta": {"content": "4"}, "finish_reason": None}]),
          "data: [DONE]\n\n"],
+        # no [DONE], a finish_reason other than stop: the answer cut at its max_tokens
+        [sse_chunk([{"index": 0, "delta": {"content": "4"}, "finish_reason": "length"}])],
+        # or a tool call
+        [sse_chunk([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])],
     ],
 )  # fmt: skip
 def test_a_stream_that_ended_as_it_should_is_not_called_cut(events: list[str]) -> None:
-    """A stream ended by its finish_reason, or by `data: [DONE]`, is whole: either one."""
+    """A stream ended by its finish_reason, or by `data: [DONE]`, is whole: either one.
+    Any finish_reason ends it: taking only "stop" (a mutation round's finishes) passed
+    every test, and a server sending no [DONE] had each answer cut at its max_tokens, or
+    each tool call, failed as a stream cut mid-answer."""
     chunks = streamed_from(events)
     assert len(chunks) == len([event for event in events if "[DONE]" not in event])
 
