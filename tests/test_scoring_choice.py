@@ -545,6 +545,11 @@ def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_on
     task = Task(id="c", prompt=prompt, answer="A", grader="choice", task="logic")
     assert graded(task, "A) 5 ✅\nB) 4 ❌\nC) 9 ✅").score == 0.0  # ticks the odd ones
     assert graded(task, "- [x] A").score == 0.0
+    # "except" asks for the one that is not so, as "NOT" does
+    except_prompt = "All of these numbers are odd EXCEPT which one?\n(A) 5\n(B) 4\n(C) 9"
+    ticked = "A) 5 ✅ odd\nB) 4 ❌ even\nC) 9 ✅ odd\n\nSo the one that is not odd is 4."
+    except_task = Task(id="c", prompt=except_prompt, answer="B", grader="choice", task="logic")
+    assert graded(except_task, ticked).score == 1.0
 
 
 LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the correct option."
@@ -557,6 +562,7 @@ LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the
         ("I pick option A over option B.", 1.0),
         ("Option B is smaller, so option A.", 1.0),
         ("Option B is wrong, option A is right.", 1.0),
+        ("The answer is A. Compared with option B, it is larger.", 1.0),
         ("Option B (17) is smaller than option A (42).", 0.0),  # a comparison, no choice
         ("Option B (17) is the larger.", 0.0),
         ("Option A (42) is smaller than option B (17).", 0.0),

@@ -316,6 +316,13 @@ def test_an_anchored_pattern_matches_the_answer_after_its_marker() -> None:
     assert graded(regex_task(r"^yes$"), '{"answer": "yes"}').score == 1.0  # the text, unquoted
 
 
+def test_a_bullet_list_of_two_items_after_the_marker_is_its_items() -> None:
+    sorted_12 = r"(?<![\d.-])\[?\s*1(?:\s*[,;]\s*|\s+)2\s*\]?(?![\d.])"
+    task = regex_task(sorted_12).model_copy(update={"prompt": "Sort [2, 1]."})
+    assert graded(task, "Final answer:\n- 1\n- 2\n\nThe input was [2, 1].").score == 1.0
+    assert graded(task, "Final answer:\n- 2\n- 1\n\nSorted: [1, 2]").score == 0.0
+
+
 @pytest.mark.parametrize(
     ("output", "score"),
     [

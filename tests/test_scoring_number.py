@@ -111,6 +111,7 @@ def test_number_grader_wrong_answers_score_zero_with_reason(
         ("1500000", "1.5×10⁶"),  # superscripts, which NFKC would turn into 1.5×106
         ("1500000", r"\boxed{1.5 \times 10^{6}}"),
         ("1500000", r"$1.5 \cdot 10^{6}$"),
+        ("1500000", r"\boxed{1.5 \cdot 10^{6}}"),  # in a box (\cdot blanked read 10^6)
         ("1000000", "10^6"),
         ("0.001", "10⁻³"),
         ("1024", "The answer is 2^10."),
