@@ -205,6 +205,9 @@ def test_code_in_html_code_elements_without_a_fence_is_the_code(output: str) -> 
         "`def add(a, b): return a + b`",
         "Here it is: `def add(a, b): return a + b`. It adds them.",
         "Call `add` once you define it: `def add(a, b): return a + b`",
+        # between two or three backticks, as Markdown allows: a one-line "fence"
+        "```def add(a, b): return a + b```",
+        "Here it is: ``def add(a, b): return a + b``",
     ],
 )
 def test_a_definition_in_inline_code_is_the_code(output: str) -> None:

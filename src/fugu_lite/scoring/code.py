@@ -64,9 +64,11 @@ def _fenced_blocks(output: str) -> list[tuple[str, str]]:
     return blocks
 
 
-# a one-line definition in inline code: "`def add(a, b): return a + b`"
+# a one-line definition in inline code: "`def add(a, b): return a + b`", also between two or
+# three backticks ("``def ...``", "```def ...```": a one-line fence is no fence)
 _INLINE_CODE_DEFINITION = re.compile(
-    r"(?<!`)`(?!`)(?P<code>[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[^`\n]*)`(?!`)"
+    r"(?<!`)(?P<ticks>`{1,3})(?!`)"
+    r"(?P<code>[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+[^`\n]*)(?P=ticks)(?!`)"
 )
 
 
