@@ -247,6 +247,10 @@ def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:
     in_its_body = "```python\ndef add(a, b):\n    total = a + b\n    return (total +"
     detail = graded(code_task(), in_its_body).detail  # not add() without its last line
     assert "SyntaxError" in detail and "never closed" in detail, detail
+    # nor when it ran out in an import or a decorator after the function (a code line)
+    for cut_line in ("from operator import (", "@functools.lru_cache(maxsize="):
+        detail = graded(code_task(), f"```python\n{ADD}\n{cut_line}").detail
+        assert "SyntaxError" in detail and "never closed" in detail, detail
 
 
 def test_a_syntax_error_with_code_after_it_in_a_fence_never_closed_is_still_one() -> None:
