@@ -404,6 +404,9 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("'ollhe' is 'hello' reversed.", 0.0),
         ("olleh would be the answer.", 1.0),
         ("Reversing the word yields olleh", 1.0),
+        ("Reversing the letters, you get olleh.", 1.0),  # "get" and "reads" state it too
+        ("Read from the end, it reads olleh.", 1.0),
+        ("Reversing the letters, you get ollhe.", 0.0),
         # a box stated last is the answer, not a quoted text before it
         ("I first thought 'olleh'.\n\\fbox{ollhe}", 0.0),
         # an answer ruled out, then the answer

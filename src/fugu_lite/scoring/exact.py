@@ -7,7 +7,7 @@ unless it may retract the answer, an "Answer:" prefix; case too
 unless `task.case_sensitive`). The whole output,
 the text after the last answer marker ("Answer:", "The answer is", "Output:", a label
 without its colon starting its line, "**Final answer** tac", or a self-correction "Wait,
-no, it's tac", "Wait, actually tac.") or the last line's last "is" / "gives us" / "it's"
+no, it's tac", "Wait, actually tac.") or the last line's last "is" / "gives us" / "get" / "it's"
 (also without a "the letter" / "the word" naming it: "... is the letter a"),
 the text before "is the answer" ("tac is the reversed word."), the subject of the last
 line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
@@ -103,9 +103,11 @@ def normalise(text: str, case_sensitive: bool = False) -> str:
     return text if case_sensitive else text.casefold()
 
 
-# what states the answer after it: "... is t", "... gives us tac", "It's tac."
+# what states the answer after it: "... is t", "... gives us tac", "you get tac", "it reads
+# tac", "It's tac."
 _VERDICT_VERB = re.compile(
-    r"(?:\b(?:is|are|be|gives(?:\s+us)?|becomes|yields)\b|\b(?:it|that|this|here)['’]s)\s*:?\s+",
+    r"(?:\b(?:is|are|be|gives(?:\s+us)?|gets?|becomes|yields|reads)\b"
+    r"|\b(?:it|that|this|here)['’]s)\s*:?\s+",
     re.IGNORECASE,
 )
 # the answer named by its kind: "... is the letter a", "... is the word 'tac'"
