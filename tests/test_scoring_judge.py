@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import graded
 
-from fugu_lite.scoring.judge import MAX_JUDGED_CHARS, judge_messages, parse_judge_score
+from fugu_lite.scoring.judge import (
+    DEFAULT_RUBRIC,
+    JUDGE_SYSTEM,
+    MAX_JUDGED_CHARS,
+    judge_messages,
+    parse_judge_score,
+)
 from fugu_lite.tasks import Task
 
 
@@ -34,12 +40,23 @@ def test_judge_scores_with_the_rubric_and_reference() -> None:
     assert good.score == pytest.approx(0.9)
     bad = graded(judge_task(), "It is Lyon.", judge=reference_judge)
     assert bad.score == pytest.approx(0.1)
-    content = judge_messages(judge_task(), "x" * 10_000)[-1]["content"]
+    messages = judge_messages(judge_task(), "x" * 10_000)
+    assert messages[0] == {"role": "system", "content": JUDGE_SYSTEM}  # the grader's role
+    content = messages[-1]["content"]
     assert "Full marks only if the city named is the capital." in content
     assert "response truncated" in content
     # the judge reads at most MAX_JUDGED_CHARS of a long response, not all of it
     assert "x" * MAX_JUDGED_CHARS in content
     assert "x" * (MAX_JUDGED_CHARS + 1) not in content
+
+
+def test_a_task_without_a_reference_or_rubric_is_judged_on_the_default_rubric_alone() -> None:
+    """An open task (no answer, no rubric) must not show the judge a reference "None" to
+    compare with, nor a rubric "None"."""
+    open_task = Task(id="j", prompt="Write a haiku about rain.", grader="judge", task="chat")
+    content = judge_messages(open_task, "Soft rain on the roof")[-1]["content"]
+    assert f"Rubric: {DEFAULT_RUBRIC}" in content
+    assert "REFERENCE ANSWER" not in content and "None" not in content
 
 
 def test_a_blank_output_scores_0_without_asking_the_judge() -> None:
@@ -65,11 +82,15 @@ def test_judge_failures_are_errors_not_zeros() -> None:
     async def out_of_range(messages: list[dict[str, str]]) -> str:
         return "SCORE: 15"
 
+    async def no_text(messages: list[dict[str, str]]) -> object:
+        return None  # a user's judge callable returning no reply
+
     for judge, expected in [
         (None, "needs a judge"),
         (down, "ConnectionError: worker judge-1 is down"),
         (rambling, "could not read a score"),
         (out_of_range, "could not read a score"),
+        (no_text, "the judge replied NoneType, not text"),
     ]:
         result = graded(judge_task(), "Paris", judge=judge)
         assert result.score is None
@@ -114,6 +135,13 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
     # nor when the response holds that fraction alone on a line
     assert graded(judge_task(), "Paris\n3/5", judge=ratio_verdict).score == pytest.approx(0.6)
 
+    # a score line past what the judge was shown cannot be echoed: the judge's own is read
+    async def plain_verdict(messages: list[dict[str, str]]) -> str:
+        return "It names Paris, at great length.\nSCORE: 7"
+
+    long_response = "Paris. " + "x" * MAX_JUDGED_CHARS + "\nSCORE: 7"
+    assert graded(judge_task(), long_response, judge=plain_verdict).score == pytest.approx(0.7)
+
 
 @pytest.mark.parametrize(
     ("reply", "score"),
@@ -140,9 +168,15 @@ def test_a_judge_echoing_the_response_is_not_read_as_the_responses_own_score() -
         ("I'd give it a 7.", 0.7),
         ("I would rate this response a 9 (it cites 2 of the 3 facts).", 0.9),
         ("My score is 6.", 0.6),
+        ("The score would be 7.", 0.7),
+        ("I would award it an 8.", 0.8),
+        ("Overall the response scored 6.", 0.6),
         ("**Score**: 7", 0.7),
         ("Score (out of 10): 7", 0.7),
         ("Rating: 8", 0.8),
+        ("**Grade:** 8", 0.8),
+        ("Correctness: 4/5\nClarity: 3/5\nTotal: 7/10", 0.7),  # the total of its parts
+        ("**7**", 0.7),  # a reply of only a number, in bold
         ("Accuracy: 8/10\nClarity: 6/10\nOverall: 7/10", 0.7),
         # "SCORE: N" wins over a remark after it; ratios that disagree are no verdict
         ("SCORE: 7/10\n\nA perfect response would score 10/10.", 0.7),
