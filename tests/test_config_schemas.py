@@ -735,6 +735,13 @@ def test_the_nul_bytes_a_power_cut_leaves_are_not_called_utf16(tmp_path: Path) -
     said = str(raised.value)
     assert said.startswith(f"{path}, line 2: NUL bytes, not text: what a crash or power cut")
     assert "UTF-16" not in said and "tr -d '\\000'" in said
+    # a line cut inside its row and zero-filled, which the next append ended with a newline
+    # before its own rows (append_jsonl after a torn line)
+    torn = json.dumps(good_row(1)).encode()[:20] + b"\x00" * 512 + b"\n"
+    path.write_bytes(json.dumps(good_row(1)).encode() + b"\n" + torn + b"{}\n")
+    with pytest.raises(RecordFileError) as raised:
+        read_records(path)
+    assert str(raised.value).startswith(f"{path}, line 2: NUL bytes, not text: what a crash")
     (tmp_path / "prices.json").write_bytes(b'{\n  "a": 1\n}\n' + b"\x00" * 512)
     with pytest.raises(RecordFileError, match=r"prices\.json, line 4: NUL bytes, not text"):
         read_json(tmp_path / "prices.json")
