@@ -118,6 +118,12 @@ BAD_INPUTS = [
      "safety_identifier is 129 characters long; OpenAI's API takes at most 128"),
     ("safety_identifier a number", {**VALID, "safety_identifier": 5}, 400,
      "safety_identifier: Input should be a valid string (got 5)"),
+    # OpenAI's prompt_cache_key: a string of at most 64 characters (its API's 400
+    # string_above_max_length); a remote worker refused more, after routing
+    ("a prompt_cache_key of 65 characters", {**VALID, "prompt_cache_key": "k" * 65}, 400,
+     "prompt_cache_key is 65 characters long; OpenAI's API takes at most 64"),
+    ("prompt_cache_key a number", {**VALID, "prompt_cache_key": 5}, 400,
+     "prompt_cache_key: Input should be a valid string (got 5)"),
     # OpenAI types it as a boolean; a word went on to the worker, after routing
     ("store a word", {**VALID, "store": "yes"}, 400,
      'store: Input should be a valid boolean (got "yes")'),
@@ -1106,6 +1112,24 @@ def test_user_and_safety_identifier_reach_the_worker_as_sent(
     assert response.status_code == 200, response.text
     sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
     assert {key: sent[key] for key in sent_ids} == sent_ids
+
+
+def test_a_prompt_cache_key_is_checked_as_openai_checks_it(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """OpenAI refuses a prompt_cache_key over 64 characters (400 string_above_max_length); it
+    went on, so whether the request failed depended on the worker routed to. The openai SDK's
+    BadRequestError names it, and one of 64 characters is sent on as it is."""
+    client = shared_server.client()
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=MODEL, messages=user("hi"), prompt_cache_key="k" * 65)
+    assert error.value.body["param"] == "prompt_cache_key"
+    assert not any(stub.bodies for stub in stubs.workers.values())
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=user("hi"), prompt_cache_key="k" * 64
+    )
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["prompt_cache_key"] == "k" * 64
 
 
 def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs: Stubs) -> None:

@@ -49,9 +49,14 @@ NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUG
 METADATA_MAX_PAIRS = 16
 METADATA_MAX_KEY_CHARS = 64
 METADATA_MAX_VALUE_CHARS = 512
-# OpenAI's limit of safety_identifier (its API reference). `user` has none documented, so it
-# goes on at any length: a provider's own limit (OpenRouter's 128) is that worker's to say.
-SAFETY_IDENTIFIER_MAX_CHARS = 128
+# OpenAI's limits of its identifier strings, with what to send instead of a longer one:
+# safety_identifier's is in its API reference; prompt_cache_key's is its API's 400
+# (string_above_max_length), documented nowhere else. `user` has none, so it goes on at any
+# length: a provider's own limit (OpenRouter's 128) is that worker's to say.
+IDENTIFIER_LIMITS = {
+    "safety_identifier": (128, " (send a hash of a longer id, as OpenAI recommends)"),
+    "prompt_cache_key": (64, " (send a hash of a longer key: equal keys are all the cache needs)"),
+}
 
 EMPTY_TOOLS = (
     "is an empty list, which OpenAI's API refuses too; give at least one {what}, or leave "
@@ -213,6 +218,7 @@ class ChatCompletionRequest(BaseModel):
     function_call: str | dict[str, Any] | None = None
     user: str | None = None
     safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
     # Strings, as OpenAI types them: a local worker ignored a number, a remote one refused it
     metadata: dict[str, str] | None = None
     # A boolean, as OpenAI types it: "yes" went on to the worker, after routing
@@ -302,14 +308,15 @@ class ChatCompletionRequest(BaseModel):
             check_length(param, named, text, METADATA_MAX_VALUE_CHARS, of="values of ")
         return value
 
-    @field_validator("safety_identifier")
+    @field_validator(*IDENTIFIER_LIMITS)
     @classmethod
-    def _safety_identifier_within_openais_limit(cls, value: str | None) -> str | None:
+    def _identifier_within_openais_limit(
+        cls, value: str | None, info: ValidationInfo
+    ) -> str | None:
         """A remote worker refused a longer one, after routing."""
-        if value is not None:
-            hint = " (send a hash of a longer id, as OpenAI recommends)"
-            limit = SAFETY_IDENTIFIER_MAX_CHARS
-            check_length("safety_identifier", "safety_identifier", value, limit, hint=hint)
+        if value is not None and info.field_name is not None:
+            limit, hint = IDENTIFIER_LIMITS[info.field_name]
+            check_length(info.field_name, info.field_name, value, limit, hint=hint)
         return value
 
     @field_validator("tools")
