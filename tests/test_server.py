@@ -599,6 +599,7 @@ def test_models_health_and_metrics(serve, stubs: Stubs) -> None:
     chosen = ranking_for(running.state.router.family, MATH).ranking[0]
     assert metric_value(metrics, "fugu_worker_choices_total", worker=chosen) == 1
     assert metric_value(metrics, "fugu_worker_calls_total", worker=chosen, outcome="ok") == 1
+    assert metric_value(metrics, "fugu_fallbacks_total") == 0  # answered by the first choice
     assert metric_value(metrics, "fugu_routing_latency_seconds_count") == 1
     assert metric_value(metrics, "fugu_upstream_latency_seconds_count", worker=chosen) == 1
     # the stub counts whitespace tokens; prices are 1 (input) and 2 (output) per million
