@@ -1377,12 +1377,14 @@ def test_a_busy_or_rate_limited_worker_is_logged_as_a_note_not_a_failure(
 
 
 def test_a_conversation_too_long_for_every_worker_is_the_clients_400(
-    serve, stubs: Stubs, family: RouterFamily
+    serve, stubs: Stubs, family: RouterFamily, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every allowed worker refusing the conversation as longer than its context is the
     client's error, as OpenAI answers it: the SDK's BadRequestError with code
     context_length_exceeded and param messages, naming each worker's limit and what to
-    shorten, and no Retry-After (retrying the same conversation cannot help)."""
+    shorten, and no Retry-After (retrying the same conversation cannot help). The log's
+    note of the last refusal says no worker is left to try, not that the next one is."""
+    caplog.set_level(logging.INFO, logger="fugu_lite")
     running = serve(pool_for(stubs))
     first, second = ranking_for(family, MATH).ranking[:2]
     for worker in (first, second):
@@ -1405,6 +1407,10 @@ def test_a_conversation_too_long_for_every_worker_is_the_clients_400(
     assert "maximum context length is 100 tokens" in message
     assert "shorten the messages or max_tokens" in message
     assert [a["outcome"] for a in error["tried"]] == ["context_length_exceeded"] * 2
+    notes = [r.message for r in caplog.records if "longer than its context" in r.message]
+    assert [note.split(":")[0] for note in notes] == [f"worker {first}", f"worker {second}"]
+    assert "trying the next allowed worker" in notes[0]
+    assert "no other allowed worker is left" in notes[1]
 
 
 def test_a_conversation_too_long_for_some_workers_while_the_rest_are_down_is_retriable(
