@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -430,6 +430,27 @@ def test_a_stream_timed_out_after_it_had_a_slot_is_a_timeout_not_busy() -> None:
     for had_slot, outcome in ((True, "timeout"), (False, "busy")):
         attempt = dispatcher._stream_attempt(WORKERS[0], TimeoutError(), had_slot, started, "call")
         assert attempt.outcome == outcome
+
+
+def test_a_stream_that_ends_before_its_first_chunk_goes_to_the_next_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's stream that ends without a chunk (closed cleanly at once: a proxy in front
+    of it restarting) is the worker's failure, and the next worker answers: no test had one,
+    so taking it as the request's fault (the client's 400 worker_rejected_request, no other
+    worker tried) passed every test."""
+    dispatcher = unstarted_dispatcher(CircuitBreaker(WORKERS))
+    first, second = WORKERS[:2]
+
+    async def stream_chat(worker: str, *_: object, **__: object) -> AsyncIterator[dict]:
+        if worker == second:
+            yield {"choices": []}
+
+    monkeypatch.setattr(dispatcher.pool, "stream_chat", stream_chat)
+    opened = asyncio.run(dispatcher.open_stream([first, second], user("hi"), {}))
+    assert opened.worker == second
+    assert [(a.worker, a.outcome) for a in opened.attempts] == [(first, "server"), (second, "ok")]
+    assert "the stream ended before any chunk" in (opened.attempts[0].message or "")
 
 
 def test_a_local_worker_is_known_to_refuse_a_conversation_only_with_no_larger_a_context() -> None:
