@@ -473,6 +473,25 @@ def test_a_local_worker_is_known_to_refuse_a_conversation_only_with_no_larger_a_
     assert not dispatcher.would_refuse_too("remote", ["small"])
 
 
+def test_a_busy_local_worker_is_said_to_take_one_call_at_a_time() -> None:
+    """A local worker is sent one call at a time whatever its max_concurrency, so its busy
+    message says that, and not to raise its max_concurrency (which would change nothing), as
+    a remote worker's does: only a remote worker was ever busy in a test, so giving every
+    worker the remote's message passed every test."""
+    local = WorkerConfig(id="local", model="m", local={"gguf": "embedded:smollm2"})
+    remote = WorkerConfig(
+        id="remote", model="m", base_url="http://127.0.0.1:9/v1", max_concurrency=3
+    )
+    pool = WorkerPool(PoolConfig(workers=[local, remote]))
+    ids = ["local", "remote"]
+    dispatcher = Dispatcher(pool, CircuitBreaker(ids), Metrics(ids), Redactor([]))
+    local_busy, remote_busy = dispatcher.busy_message("local"), dispatcher.busy_message("remote")
+    assert "answers one request at a time" in local_busy and "raise its timeout_s" in local_busy
+    assert "max_concurrency taken" not in local_busy
+    assert "all 3 of its max_concurrency taken" in remote_busy
+    assert "raise its max_concurrency or timeout_s" in remote_busy
+
+
 def unstarted_dispatcher(breaker: CircuitBreaker) -> Dispatcher:
     """A dispatcher over a pool of WORKERS that is not started (no call is made)."""
     pool = WorkerPool(PoolConfig(workers=[
