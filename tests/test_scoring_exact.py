@@ -407,6 +407,15 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("Reversing the letters, you get olleh.", 1.0),  # "get" and "reads" state it too
         ("Read from the end, it reads olleh.", 1.0),
         ("Reversing the letters, you get ollhe.", 0.0),
+        # a closing aside after the answer on its line: "which", "since", "as", "not"
+        ("The reversed word is olleh, which reads hello backwards.", 1.0),
+        ("The reversed word is olleh, which is hello spelled backwards.", 1.0),
+        ("The reversed string is olleh, since we read h-e-l-l-o from the end.", 1.0),
+        ("It is olleh, not hello.", 1.0),
+        ("It is ollhe, not olleh.", 0.0),
+        ("The reversed word is olleh, which is wrong; it is ollhe.", 0.0),
+        ("I think it is olleh, as expected? No: ollhe.", 0.0),
+        ("It becomes ollhe, which is not olleh.", 0.0),
         # a box stated last is the answer, not a quoted text before it
         ("I first thought 'olleh'.\n\\fbox{ollhe}", 0.0),
         # an answer ruled out, then the answer

@@ -8,7 +8,8 @@ unless `task.case_sensitive`). The whole output,
 the text after the last answer marker ("Answer:", "The answer is", "Output:", a label
 without its colon starting its line, "**Final answer** tac", or a self-correction "Wait,
 no, it's tac", "Wait, actually tac.") or the last line's last "is" / "gives us" / "get" / "it's"
-(also without a "the letter" / "the word" naming it: "... is the letter a"),
+(also without a "the letter" / "the word" naming it: "... is the letter a"; also before
+a closing aside: "It is tac, which reads cat backwards."),
 the text before "is the answer" ("tac is the reversed word."), the subject of the last
 line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
 `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
@@ -139,6 +140,24 @@ _NOT_THIS_BUT = re.compile(
 )
 
 
+# an aside closing the last line after the answer it states: "The reversed word is olleh,
+# which reads hello backwards.", "..., since we read it from the end", "It is olleh, not
+# hello." (not one that may take the answer back: ", which is wrong; it is tca")
+_CLOSING_ASIDE = re.compile(
+    r",\s+(?:which|since|because|as|not)\b(?P<aside>[^\n]*)$", re.IGNORECASE
+)
+_TAKEN_BACK = re.compile(r"\b(?:wrong|mistake|incorrect|typo|oops)\b", re.IGNORECASE)
+
+
+def _said_before_a_closing_aside(line: str) -> str | None:
+    """The text after the last verdict verb before a closing aside of `line`, or None."""
+    aside = _CLOSING_ASIDE.search(line)
+    if aside is None or _RETRACTING_NOTE.search(aside["aside"]) or _TAKEN_BACK.search(line):
+        return None
+    verdict = list(_VERDICT_VERB.finditer(line, 0, aside.start()))
+    return line[verdict[-1].end() : aside.start()] if verdict else None
+
+
 def answer_candidates(output: str) -> dict[str, str]:
     """The parts of an output that may hold the answer, by name."""
     candidates = {"the whole output": output}
@@ -163,6 +182,9 @@ def answer_candidates(output: str) -> dict[str, str]:
         named = _without_its_kind(said)
         if named is not None:  # "The last letter of the word banana is the letter a."
             candidates["the letter or word named after the last 'is'"] = named
+    before_aside = _said_before_a_closing_aside(last_line)
+    if before_aside is not None:  # "The reversed word is olleh, which reads hello backwards."
+        candidates["the text after the last 'is' before a closing aside"] = before_aside
     for line in lines[:1] + lines[-1:]:
         stated = _STATED_FIRST.match(line)
         if stated and stated.group("answer"):  # "tac is the reversed word."
