@@ -122,6 +122,29 @@ def test_raw_tables_joined_with_cat_name_the_repeated_header(tmp_path: Path, ind
     )
 
 
+@pytest.mark.parametrize("raw", [False, True])
+@pytest.mark.parametrize("on_missing", ["error", "drop"])
+def test_a_pickle_holding_its_header_as_a_row_names_that_row(
+    tmp_path: Path, raw: bool, on_missing: str
+) -> None:
+    """A pickled table with its column names as a row (a CSV read with header=None) was
+    refused as a score that is no number ("the score of m1 must be a finite number, got 'm1'
+    (write the number alone, without a currency sign or unit: 1)"), a raw one as a model
+    'model_name' that every sample missed, never as a header among the data."""
+    table = raw_routerbench_table(routerbench_table()) if raw else routerbench_table()
+    header = pd.DataFrame([list(table.columns)], columns=table.columns)
+    copied = pd.concat([table[:1], header, table[1:]], ignore_index=True)
+    path = tmp_path / "routerbench.pkl"
+    copied.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path, on_missing=on_missing)
+    assert str(raised.value) == (
+        f"{path}, row 2: holds the column names, not data (a header read as a row: a CSV read "
+        "with header=None, or tables joined with their headers); drop that row and save the "
+        "table again"
+    )
+
+
 @pytest.mark.parametrize(
     ("renamed", "missing"),
     [

@@ -113,9 +113,14 @@ def is_header_copy(cells: Sequence[object], header: Sequence[object]) -> bool:
     return _folded(cells) == _folded(header)
 
 
+def folded_name(cell: object) -> str:
+    """A header cell as names are compared; a second file's header starts with its own BOM
+    when files saved with one are joined."""
+    return str(cell).removeprefix("\ufeff").strip().casefold()
+
+
 def _folded(cells: Sequence[object]) -> list[str]:
-    # a second file's header starts with its own BOM when files saved with one are joined
-    folded = [str(cell).removeprefix("\ufeff").strip().casefold() for cell in cells]
+    folded = [folded_name(cell) for cell in cells]
     while folded and not folded[-1]:
         folded.pop()
     return folded

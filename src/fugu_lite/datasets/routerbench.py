@@ -23,9 +23,7 @@ from .common import (
     csv_line_breaks,
     id_text,
     is_blank,
-    is_header_copy,
     other_separator_hint,
-    repeated_header,
     require_float,
     require_text,
     stable_id,
@@ -38,7 +36,8 @@ from .routerbench_columns import (
     REQUIRED_COLUMNS,
     cost_spelling_hint,
     index_as_columns,
-    named_cells,
+    names_its_column,
+    refuse_a_header_copy,
     routerbench_models,
     unpriced_numeric_columns,
     with_known_column_names,
@@ -135,8 +134,8 @@ def _import_rows(
         if from_csv and not any(str(value).strip() for value in row.values()):
             continue  # a spreadsheet's empty row (",,,")
         where = f"{path}, row {position}"
-        if from_csv and is_header_copy(*named_cells(row)):
-            raise repeated_header(where)
+        if names_its_column(row["prompt"], "prompt"):
+            refuse_a_header_copy(row, where, from_csv)
         if raw:
             where = f"{path}, the rows of sample_id={row['sample_id']}"
         elif has_sample_id:

@@ -12,7 +12,14 @@ import pandas as pd
 
 from ..number_text import to_float
 from ..text_reading import RecordFileError
-from .common import is_blank, known_column_names, unicode_text
+from .common import (
+    folded_name,
+    is_blank,
+    is_header_copy,
+    known_column_names,
+    repeated_header,
+    unicode_text,
+)
 
 COST_SUFFIX = "|total_cost"
 # what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
@@ -30,6 +37,30 @@ def named_cells(row: dict) -> tuple[list[object], list[str]]:
     named = [(value, str(name)) for name, value in row.items()]
     kept = [(value, name) for value, name in named if not UNNAMED_COLUMN.fullmatch(name)]
     return [value for value, _ in kept], [name for _, name in kept]
+
+
+def refuse_a_header_copy(row: dict, where: str, from_csv: bool) -> None:
+    """A row whose cells are its columns' names: a CSV's header repeated (files joined with
+    `cat`), or a pickle's table holding its header as a row (a CSV read with header=None).
+    The pickle's was refused as a score that is no number ("got 'm1' (write the number alone,
+    without a currency sign or unit: 1)"), or a raw one's pivoted into a model 'model_name'
+    that every sample missed."""
+    if not is_header_copy(*named_cells(row)):
+        return
+    if from_csv:
+        raise repeated_header(where)
+    raise RecordFileError(
+        f"{where}: holds the column names, not data (a header read as a row: a CSV read with "
+        "header=None, or tables joined with their headers); drop that row and save the table "
+        "again"
+    )
+
+
+def names_its_column(value: object, column: str) -> bool:
+    """Whether a cell is its column's name as a header copy holds it (any case, spaces): the
+    one cell of a row looked at before the whole row, as comparing every cell of every row of
+    a large table took seconds."""
+    return folded_name(value) == column
 
 
 def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:

@@ -21,12 +21,15 @@ from .common import (
     CUT_SHORT_ADVICE,
     compressed_file_advice,
     is_blank,
-    is_header_copy,
     is_separator_line,
-    repeated_header,
     to_csv_hint,
 )
-from .routerbench_columns import COST_SUFFIX, NON_MODEL_COLUMNS, named_cells
+from .routerbench_columns import (
+    COST_SUFFIX,
+    NON_MODEL_COLUMNS,
+    names_its_column,
+    refuse_a_header_copy,
+)
 
 # What pandas reads (and infers from the name) with the standard library alone:
 # `routerbench_0shot.pkl.gz` was refused as "expected a .pkl or .csv".
@@ -188,8 +191,10 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     a `<model>|total_cost` column per model); it was refused as having "no model columns".
     A sample without some model's row gets no score for it (see on_missing)."""
     table = table.reset_index(drop=True)  # the table's row n is index n - 1, as named below
-    if table_kind(path)[0] == ".csv":
-        table = _filled_csv_rows(table, path)
+    from_csv = table_kind(path)[0] == ".csv"
+    _refuse_header_copies(table, path, from_csv)
+    if from_csv:
+        table = _filled_csv_rows(table)
     _check_raw_keys(table, path)
     # a model named with spaces around it on some rows (" m2", "m2 ") is that model, as a
     # wide table's column is: it was refused as the "model columns [' m2', 'm2 ']"; and a
@@ -221,15 +226,19 @@ def wide_from_raw(table: pd.DataFrame, path: Path, split_column: str | None) -> 
     return fixed.join(scores).join(costs).reset_index()
 
 
-def _filled_csv_rows(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _refuse_header_copies(table: pd.DataFrame, path: Path, from_csv: bool) -> None:
+    """A raw row repeating the header (CSVs joined with `cat`, a pickle's header read as a
+    row) is named: it was pivoted into a model 'model_name' that every sample missed."""
+    suspects = table["model_name"].map(lambda value: names_its_column(value, "model_name"))
+    for index in table.index[suspects]:
+        row = table.loc[index].to_dict()
+        refuse_a_header_copy(row, f"{path}, row {index + 1}", from_csv)
+
+
+def _filled_csv_rows(table: pd.DataFrame) -> pd.DataFrame:
     """A raw CSV's rows less a spreadsheet's empty ones (",,,"), skipped as a wide CSV skips
-    them (they were refused as a row without a sample_id); a row repeating the header (files
-    joined with `cat`) is named (it was pivoted into a model 'model_name' every sample missed)."""
-    filled = []
-    for position, row in enumerate(table.to_dict("records"), start=1):
-        if is_header_copy(*named_cells(row)):
-            raise repeated_header(f"{path}, row {position}")
-        filled.append(any(str(value).strip() for value in row.values()))
+    them (they were refused as a row without a sample_id)."""
+    filled = [any(str(value).strip() for value in row) for row in table.itertuples(index=False)]
     return table[filled]
 
 
