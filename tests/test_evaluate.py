@@ -1123,6 +1123,23 @@ def test_a_label_with_no_free_spot_goes_where_it_overlaps_least() -> None:
     assert not box.overlaps(up_right), (dx, dy, box)
 
 
+def test_a_label_whose_spots_all_overlap_alike_goes_to_the_nearest() -> None:
+    """Where every spot overlaps as much (a point under a box covering them all), the label
+    goes to the nearest spot, beside its point: each spot's overlap, computed from its own
+    corners, is off in its last bits, and that rounding sent this one 75 points away."""
+    from fugu_lite.evaluation.pareto_plot import _LABEL_DISTANCES, _label_candidates, _label_spot
+
+    anchor, size = np.array([402.7, 435.0]), Bbox.from_extents(0, 0, 40, 10)
+    everywhere = Bbox.from_extents(0.0, 0.0, 1000.0, 1000.0)
+    dx, dy, _ = _label_spot(anchor, size, np.array([everywhere.extents]), everywhere, 1.0)
+    distance, angle = _label_candidates()[0]
+    assert distance == _LABEL_DISTANCES[0]
+    assert (dx, dy) == (
+        pytest.approx(distance * np.cos(angle)),
+        pytest.approx(distance * np.sin(angle)),
+    )
+
+
 def test_a_label_faces_its_point_and_is_led_to_it_only_when_set_apart() -> None:
     """A label right of its point starts at its offset, one left of it ends there, one
     straight above or below is centred on the point (and likewise up and down), as the spot
