@@ -139,6 +139,28 @@ def test_long_format_can_drop_prompts_missing_a_worker(tmp_path: Path, caplog) -
     lonely = write_long_csv(tmp_path / "lonely.csv", [rows[0], rows[2]])
     with pytest.raises(RecordFileError, match="every one of its 2 prompts misses a row"):
         import_long(lonely, on_missing="drop")
+    caplog.clear()
+    three = write_long_csv(  # p2 misses two workers: one prompt dropped, not two
+        tmp_path / "three.csv",
+        [*({"prompt": "p1", "worker": w, "reward": 1} for w in ("w1", "w2", "w3")), rows[2]],
+    )
+    with caplog.at_level(logging.WARNING):
+        assert [record.prompt for record in import_long(three, on_missing="drop")] == ["p1"]
+    assert "dropped 1 of 2 prompts without a row" in caplog.text
+    assert "{'w2': 1, 'w3': 1}" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("long.csv", "prompt,worker,reward\n"), ("long.jsonl", "\n\n")]
+)
+def test_a_long_file_without_rows_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    """A header alone, or JSON Lines of blank lines, is no data: it must not import as no
+    records without a word (data import then said only that the import yields no records)."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path, on_missing="drop")
+    assert str(raised.value) == f"{path}: holds no rows"
 
 
 def test_workers_that_differ_only_in_case_are_named_in_the_missing_worker_error(
@@ -163,6 +185,11 @@ def test_workers_that_differ_only_in_case_are_named_in_the_missing_worker_error(
     with caplog.at_level(logging.WARNING):
         assert [record.prompt for record in import_long(path, on_missing="drop")] == ["q3"]
     assert caplog.text.rstrip().endswith(hint)
+    q1_and_q2 = "".join(rows.splitlines(keepends=True)[:4])
+    path.write_text(f"prompt,worker,reward\n{q1_and_q2}", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:  # every prompt dropped, for want of a case
+        import_long(path, on_missing="drop")
+    assert str(raised.value).endswith("add the missing rows and rewards" + hint)
     path.write_text("prompt,worker,reward\nq1,a,1\nq1,b,0\nq2,a,1\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"on_missing=drop\)$"):  # no case to speak of
         import_long(path)
@@ -202,6 +229,9 @@ def test_long_format_given_rows_of_another_shape_names_their_keys(tmp_path: Path
             "reward, cost, task, split, id: rename the keys, or import the file with its own "
             "format (zeroeval, routerbench)"
         )
+    empty = write_jsonl(tmp_path / "empty.jsonl", [{}])  # an object without keys says so
+    with pytest.raises(RecordFileError, match=r"line 1: .*; the row's keys are none, the long"):
+        import_long(empty)
     # a CSV row short of cells has every column, its missing cells empty: no keys to name
     path = tmp_path / "long.csv"
     path.write_text("prompt,worker,reward,cost\np1,w1\n", encoding="utf-8")
@@ -583,12 +613,21 @@ def test_long_format_unreadable_csv_names_file_and_line(
         import_long(path)
 
 
-def test_long_format_partial_costs_are_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("without", [2, 3])  # p2's first worker by name (w1), or its last
+def test_long_format_partial_costs_are_an_error(tmp_path: Path, without: int) -> None:
     rows = long_rows()
-    del rows[3]["cost"]
+    del rows[without]["cost"]
     path = write_jsonl(tmp_path / "long.jsonl", rows)
     with pytest.raises(RecordFileError, match=r"prompt 'p2' has a cost for some workers"):
         import_long(path)
+
+
+def test_a_cost_of_zero_is_a_cost(tmp_path: Path) -> None:
+    """A free worker (a local model) costs 0: its prompts keep their costs, and a 0 is not
+    taken for no cost."""
+    rows = [{**row, "cost": 0} if row["worker"] == "w1" else row for row in long_rows()]
+    records = import_long(write_jsonl(tmp_path / "long.jsonl", rows))
+    assert [record.costs for record in records] == [[0.0, 0.2], [0.0, 0.3]]
 
 
 def test_long_format_chat_prompts(tmp_path: Path) -> None:
