@@ -140,6 +140,20 @@ def test_an_unused_split_column_is_a_warning(tmp_path: Path, caplog) -> None:
     assert "split column" not in caplog.text
 
 
+def test_a_split_column_without_a_value_is_no_split_to_keep(tmp_path: Path, caplog) -> None:
+    """A split column empty on every row (a JSON row's "split": "", a spreadsheet's column
+    left blank) was warned of as a split not used, and the option it advised failed on 'no
+    split value': there is no split to keep, so no word of one."""
+    long = write_jsonl(tmp_path / "long.jsonl", [{**row, "split": ""} for row in long_rows()])
+    zeroeval = write_jsonl(tmp_path / "scores_compact.jsonl", [zeroeval_row("q", split=" ")])
+    routerbench = tmp_path / "rb.csv"
+    routerbench_table(split=[""] * 3).to_csv(routerbench, index=False)
+    with caplog.at_level(logging.WARNING):
+        assert import_long(long) and import_zeroeval(zeroeval)
+        assert import_routerbench(routerbench)
+    assert "split column" not in caplog.text
+
+
 @pytest.mark.parametrize("format", ["routerbench", "zeroeval", "records"])
 def test_rewards_outside_zero_to_one_are_warned_of_in_every_format(
     tmp_path: Path, format: str, caplog

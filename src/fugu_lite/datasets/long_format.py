@@ -35,7 +35,7 @@ from .common import (
 )
 from .long_files import raw_rows
 from .long_rows import COLUMNS, LongRow, check_reward_scale, is_percentage, parse_row
-from .split import apply_given_split, apply_standard_split
+from .split import apply_given_split, apply_standard_split, no_value
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,9 @@ def _read_cells(path: Path, use_split_column: bool, drop_missing: bool) -> _Cell
     an error."""
     cells = _Cells()
     for where, raw in raw_rows(path):
-        cells.has_split = cells.has_split or raw.get("split") is not None
+        # a split given: a JSON row's "split": "" (as an empty CSV cell) is none, and the
+        # unused-column warning's advice to keep it then failed on 'no split value'
+        cells.has_split = cells.has_split or not no_value(raw.get("split"))
         cells.ignored.update(dict.fromkeys(k for k in raw if k not in COLUMNS and k.strip()))
         prompt, row = parse_row(raw, where, use_split_column, drop_missing)
         if is_percentage(raw.get("reward")):

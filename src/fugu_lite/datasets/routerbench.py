@@ -44,7 +44,7 @@ from .routerbench_columns import (
     with_stripped_model_names,
 )
 from .routerbench_table import read_routerbench_table, table_kind, wide_from_raw
-from .split import apply_given_split, apply_standard_split
+from .split import apply_given_split, apply_standard_split, no_value
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +73,18 @@ def import_routerbench(
     _report_dropped(path, len(imported.records), incomplete)
     warn_of_rewards_off_scale(str(path), imported.records, imported.names)
     if split_column is None:
-        for column in (c for c in table.columns if str(c).strip().casefold() == "split"):
+        for column in (c for c in table.columns if _is_a_split_column(c, table[c])):
             # named without its spaces (split_column is read so): ' split' from a CSV with a
             # space after each comma made the hint 'split_column= split', two shell words
             warn_unused_split_column(path, f"split_column={str(column).strip()}")
         return apply_standard_split(imported.records)
     return apply_given_split(imported.records, imported.splits, imported.names)
+
+
+def _is_a_split_column(column: object, values: pd.Series) -> bool:
+    """A column named split with a split on some row: an empty one (a spreadsheet's column
+    left blank) was warned of as unused, and keeping it as said failed on 'no split value'."""
+    return str(column).strip().casefold() == "split" and not values.map(no_value).all()
 
 
 def _read_table(path: Path, split_column: str | None) -> tuple[pd.DataFrame, bool]:

@@ -27,7 +27,7 @@ from .common import (
     warn_unused_split_column,
 )
 from .long_files import DECOMPRESS_COMMANDS
-from .split import apply_given_split, apply_standard_split
+from .split import apply_given_split, apply_standard_split, no_value
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,9 @@ def import_zeroeval(
     _report_dropped(path, len(imported.records), empty, incomplete)
     warn_of_rewards_off_scale(str(path), imported.records, imported.names)
     if split_column is None:
-        for key in {key for _, row in rows for key in row if key.strip().casefold() == "split"}:
+        # a key with a split on some row: "split": "" on every row is no split to keep
+        given = {key for _, row in rows for key, value in row.items() if not no_value(value)}
+        for key in {key for key in given if key.strip().casefold() == "split"}:
             warn_unused_split_column(path, f"split_column={key}")
         return apply_standard_split(imported.records)
     return apply_given_split(imported.records, imported.splits, imported.names)
