@@ -240,12 +240,18 @@ def test_a_raw_routerbench_row_without_a_sample_id_or_model_name_is_named(
     assert str(raised.value) == f"{path}, {expected}"
 
 
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
 @pytest.mark.parametrize("index", [False, True])
-def test_routerbench_csv_that_repeats_its_header_names_the_row(tmp_path: Path, index: bool) -> None:
+def test_routerbench_csv_that_repeats_its_header_names_the_row(
+    tmp_path: Path, index: bool, bom: str
+) -> None:
     """Two CSV files joined with `cat` hold the second header as a row, which was refused as
-    "the score of ... must be a finite number, got '...'" (as in the long format)."""
+    "the score of ... must be a finite number, got '...'" (as in the long format); files
+    saved with a BOM (Excel's "CSV UTF-8") hold the second's before its first name, here the
+    prompt's."""
     table = routerbench_table()
-    text = table[:1].to_csv(index=index) + table[1:].to_csv(index=index)
+    table = table[["prompt", *(column for column in table.columns if column != "prompt")]]
+    text = bom + table[:1].to_csv(index=index) + bom + table[1:].to_csv(index=index)
     path = tmp_path / "rb.csv"
     path.write_text(text.replace("prompt,", " Prompt ,", 2), encoding="utf-8")
     with pytest.raises(RecordFileError) as raised:
@@ -671,7 +677,7 @@ def test_routerbench_warns_about_a_score_column_without_costs(tmp_path: Path, ca
     # the cost suffix before its end (no model's cost)
     table = routerbench_table(
         **{
-            "claude-v2": [1.0, 0.0, 1.0],
+            "claude-v2": [1.0, "NA", 1.0],  # a missing score written NA: still numbers
             "notes": ["", " ", "NA"],
             "comment": ["2", "see row 1", ""],
             f"{ROUTERBENCH_MODELS[0]}|total_cost_per_1k": [1.0, 2.0, 3.0],
