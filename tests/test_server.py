@@ -86,6 +86,21 @@ def test_a_request_is_answered_by_the_routed_worker_under_the_router_name(
     assert ranking_for(family, CODE).ranking[0] == "coder"
 
 
+def test_the_probabilities_header_is_the_routing_distribution_to_four_places(
+    serve, stubs: Stubs
+) -> None:
+    """x-fugu-probabilities rounds each worker's probability to 4 places (a header, read by
+    people and logged by proxies); the body's `fugu` field keeps them whole."""
+    running = serve(pool_for(stubs))
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH), extra_body={"include_routing": True}
+    )
+    whole = raw.parse().model_extra["fugu"]["probabilities"]
+    assert any(round(p, 4) != p for p in whole.values()), whole  # else rounding shows nothing
+    header = json.loads(raw.headers["x-fugu-probabilities"])
+    assert header == {worker: round(p, 4) for worker, p in whole.items()}
+
+
 def test_routing_field_is_opt_in(serve, stubs: Stubs) -> None:
     running = serve(pool_for(stubs))
     completion = running.client().chat.completions.create(model=MODEL, messages=user(MATH))
