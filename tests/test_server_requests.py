@@ -1605,7 +1605,9 @@ def test_a_null_optional_key_of_a_message_is_left_out_and_null_content_is_sent_a
     """A message's null optional key (name, refusal, tool_calls) is OpenAI's "none": it is
     left out, as llama.cpp's server refuses some of them null. Null content is sent on as
     null: a deprecated function result's content is required, null or not (openai's
-    ChatCompletionFunctionMessageParam), and it was dropped with the other null keys."""
+    ChatCompletionFunctionMessageParam), and it was dropped with the other null keys. Content
+    the client left out stays out: a tool-call turn without it reached the worker as sent
+    only while worker_message read which keys were sent."""
     call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
     messages = [
         {**ASKED, "name": None},
@@ -1614,6 +1616,8 @@ def test_a_null_optional_key_of_a_message_is_left_out_and_null_content_is_sent_a
         {"role": "assistant", "content": None, "tool_calls": None,
          "function_call": {"name": "add", "arguments": "{}"}},
         {"role": "function", "name": "add", "content": None},
+        {"role": "assistant", "tool_calls": [{**call, "id": "c2"}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "6"},
     ]  # fmt: skip
     response = shared_server.post({**VALID, "messages": messages})
     assert response.status_code == 200, response.text
@@ -1623,7 +1627,7 @@ def test_a_null_optional_key_of_a_message_is_left_out_and_null_content_is_sent_a
         {"role": "assistant", "content": None, "tool_calls": [call]},
         messages[2],
         {"role": "assistant", "content": None, "function_call": messages[3]["function_call"]},
-        messages[4],
+        *messages[4:],
     ]
 
 
