@@ -344,11 +344,12 @@ class ErrorAnswers:
     def __init__(self, server: FuguServer) -> None:
         self.server = server
 
-    def count_refused(self, error: ApiError) -> None:
+    def count_refused(self, error: ApiError, label: str | None = None) -> None:
         """Metrics for a request answered without a decision log line: refused before
-        routing (bad input, auth, unknown model or path) or failed inside fugu-lite."""
+        routing (bad input, auth, unknown model or path) or failed inside fugu-lite, counted
+        by `label`, else by its code or type."""
         self.server.metrics.requests.labels(str(error.status), "unknown").inc()
-        self.server.metrics.errors.labels(error.code or error.type).inc()
+        self.server.metrics.errors.labels(label or error.code or error.type).inc()
 
     async def api_error(self, request: Request, error: ApiError) -> JSONAnswer:
         if not error.recorded:
@@ -371,10 +372,10 @@ class ErrorAnswers:
         )
 
     async def http_error(self, request: Request, error: StarletteHTTPException) -> JSONAnswer:
-        refused = ApiError(
-            error.status_code, http_error_message(request, error), code=str(error.status_code)
-        )
-        self.count_refused(refused)
+        # OpenAI's code for an unknown route is null ("Invalid URL (POST /v1/x)"); the
+        # metrics count such a refusal by its status, as before
+        refused = ApiError(error.status_code, http_error_message(request, error))
+        self.count_refused(refused, label=str(error.status_code))
         return JSONAnswer(
             refused.body(),
             status_code=error.status_code,
