@@ -1470,10 +1470,13 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(shared_server: Runnin
     assert response.json()["error"]["code"] is None
 
 
-def test_a_base_url_without_v1_is_told_to_add_it(shared_server: Running) -> None:
+def test_a_base_url_without_v1_or_with_it_twice_is_told_what_to_set(
+    shared_server: Running,
+) -> None:
     """An openai client given base_url="http://host:8000" (no /v1) posted to
     /chat/completions and got a 404 listing this server's routes; the 404 now says what to
-    set the base_url to."""
+    set the base_url to. So it does for a base_url with /v1 twice (/v1 added to one that
+    had it: /v1/v1/chat/completions), which had the list alone."""
     root = shared_server.url
     client = openai.OpenAI(base_url=root, api_key="unused", max_retries=0)
     hint = f"the client's base_url lacks /v1: set it to {root}/v1"
@@ -1484,6 +1487,19 @@ def test_a_base_url_without_v1_is_told_to_add_it(shared_server: Running) -> None
         client.models.retrieve(MODEL)
     assert error.value.body["message"].endswith(hint)
     response = httpx.post(f"{root}/v1/completions", json=VALID)
+    assert response.status_code == 404 and "base_url" not in response.text
+    doubled = openai.OpenAI(base_url=f"{root}/v1/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as error:
+        doubled.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert error.value.body["message"] == (
+        "no route POST /v1/v1/chat/completions; this server answers POST /v1/chat/completions, "
+        f"GET /v1/models, /health and /metrics; the client's base_url has /v1 twice: set it to "
+        f"{root}/v1"
+    )
+    with pytest.raises(openai.NotFoundError) as error:
+        doubled.models.retrieve(MODEL)
+    assert error.value.body["message"].endswith(f"has /v1 twice: set it to {root}/v1")
+    response = httpx.post(f"{root}/v1/v1/completions", json=VALID)
     assert response.status_code == 404 and "base_url" not in response.text
 
 

@@ -404,7 +404,7 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     if error.status_code == 404:
         return (
             f"no route {request.method} {request.url.path}; this server answers POST "
-            f"/v1/chat/completions, GET /v1/models, /health and /metrics{without_v1(request)}"
+            f"/v1/chat/completions, GET /v1/models, /health and /metrics{base_url_fix(request)}"
         )
     if error.status_code == 405:
         return f"{request.method} is not allowed on {request.url.path}"
@@ -415,14 +415,21 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
 V1_PATHS = ("/chat/completions", "/models")
 
 
-def without_v1(request: Request) -> str:
-    """For a path this server answers under /v1 (a client's base_url written without it,
-    http://host:8000 for http://host:8000/v1), what to set instead."""
+def base_url_fix(request: Request) -> str:
+    """For a path this server answers under /v1 reached from a client's base_url written
+    without it (http://host:8000 for http://host:8000/v1) or with it twice
+    (http://host:8000/v1/v1), what to set instead."""
     path = request.url.path
-    if not any(path == known or path.startswith(f"{known}/") for known in V1_PATHS):
-        return ""
     root = str(request.base_url).rstrip("/")
-    return f"; the client's base_url lacks /v1: set it to {root}/v1"
+    if answered_under_v1(path):
+        return f"; the client's base_url lacks /v1: set it to {root}/v1"
+    if path.startswith("/v1/v1/") and answered_under_v1(path.removeprefix("/v1/v1")):
+        return f"; the client's base_url has /v1 twice: set it to {root}/v1"
+    return ""
+
+
+def answered_under_v1(path: str) -> bool:
+    return any(path == known or path.startswith(f"{known}/") for known in V1_PATHS)
 
 
 class InternalErrorMiddleware:
