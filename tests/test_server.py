@@ -1065,6 +1065,24 @@ def test_cost_weight_picks_the_head_for_the_nearest_trained_weight(
     assert [line["cost_weight"] for line in running.log_lines()] == [0.0, 0.0, 0.0, 10.0]
 
 
+def test_fugu_lites_own_keys_never_reach_the_worker(
+    serve, stubs: Stubs, router_family: RouterFamily
+) -> None:
+    """exclude_workers, workers, cost_weight and include_routing are fugu-lite's (the
+    openai SDK's extra_body); OpenAI refuses a key it does not know ("Unrecognized request
+    argument supplied"), so a remote worker sent one would refuse every request holding it.
+    No test read a worker's body after a cost_weight: the stub takes any key."""
+    running = serve(pool_for(stubs), router=router_family)
+    own = {"exclude_workers": ["coder"], "workers": ["cheap-small", "mathematician"],
+           "cost_weight": 8.0, "include_routing": True}  # fmt: skip
+    raw = running.client().chat.completions.with_raw_response.create(
+        model=MODEL, messages=user(MATH), extra_body=own
+    )
+    assert raw.parse().model_extra["fugu"]["cost_weight"] == 10.0  # each key was read
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["messages"] == user(MATH) and not own.keys() & sent.keys(), sent
+
+
 # --- auth and secrets ---------------------------------------------------------------------------
 
 
