@@ -427,15 +427,25 @@ def normalise_number_text(text: str) -> str:
 # stop "。" ends a sentence as ". " does.
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
-# "3万" is 30,000 and "1.2亿" 120,000,000 (not 3 and 1.2); "3万5千" (35,000) is left as it is
+# "3万" is 30,000 and "1.2亿" 120,000,000 (not 3 and 1.2), and with smaller parts after it,
+# each below the unit before it, "3万5千" 35,000 and "1亿2000万" 120,000,000 (read 5 and 2000
+# before); "3万5" (35,000 or 30,005) is left as it is
 _CJK_MAGNITUDE = re.compile(
-    r"(?<![\d.,])(?P<number>\d+(?:\.\d+)?)\s?(?P<unit>[万萬亿億])(?![\d万萬千百十])"
+    r"(?<![\d.,])(?P<number>\d+(?:\.\d+)?)\s?(?P<unit>[万萬亿億])"
+    r"(?P<parts>(?: ?\d+[万萬千百十])*+)(?![\d万萬千百十])"  # the space _CJK_BEFORE_NUMBER puts
 )
-_CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8}
+_CJK_PART = re.compile(r" ?(?P<number>\d+)(?P<unit>[万萬千百十])")
+_CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
 
 
 def _cjk_magnitude(match: re.Match[str]) -> str:
-    value = Fraction(match["number"]) * 10 ** _CJK_MAGNITUDES[match["unit"]]
+    digits = _CJK_MAGNITUDES[match["unit"]]
+    value = Fraction(match["number"]) * 10**digits
+    for part in _CJK_PART.finditer(match["parts"]):
+        size = int(part["number"]) * 10 ** _CJK_MAGNITUDES[part["unit"]]
+        if "." in match["number"] or size >= 10**digits:  # "1.5万5千", "3万12千": as written
+            return match.group(0)
+        value, digits = value + size, _CJK_MAGNITUDES[part["unit"]]
     return str(value.numerator) if value.denominator == 1 else match.group(0)
 
 
