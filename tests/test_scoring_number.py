@@ -949,6 +949,10 @@ def test_thousands_of_repeated_digits_are_a_wrong_number_not_a_grading_error() -
     assert len(result.detail) < 200
     assert graded(number_task("7"), "1" * 5000 + "\nThe answer is 7.").score == 1.0
     assert graded(number_task("7"), "7/" + "1" * 5000).score == 0.0
+    # before 万 (ten thousand), as a number or its decimals: a ValueError before
+    for output in ("答案是" + "1" * 5000 + "万", "答案是1." + "1" * 5000 + "万"):
+        in_chinese = graded(number_task("7"), output)
+        assert (in_chinese.score, in_chinese.error) == (0.0, None)
 
 
 @pytest.mark.parametrize(

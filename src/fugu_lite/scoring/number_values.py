@@ -429,12 +429,14 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # "3万" is 30,000 and "1.2亿" 120,000,000 (not 3 and 1.2), and with smaller parts after it,
 # each below the unit before it, "3万5千" 35,000 and "1亿2000万" 120,000,000 (read 5 and 2000
-# before); "3万5" (35,000 or 30,005) is left as it is
+# before); "3万5" (35,000 or 30,005) is left as it is. (A run of digits past 20 is left as
+# written too: its value cannot be written as an int past 4300 digits, a grading error.)
+# (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.)
 _CJK_MAGNITUDE = re.compile(
-    r"(?<![\d.,])(?P<number>\d+(?:\.\d+)?)\s?(?P<unit>[万萬亿億])"
-    r"(?P<parts>(?: ?\d+[万萬千百十])*+)(?![\d万萬千百十])"  # the space _CJK_BEFORE_NUMBER puts
+    r"(?<![\d.,])(?P<number>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>[万萬亿億])"
+    r"(?P<parts>(?: ?\d{1,20}[万萬千百十])*+)(?![\d万萬千百十])"
 )
-_CJK_PART = re.compile(r" ?(?P<number>\d+)(?P<unit>[万萬千百十])")
+_CJK_PART = re.compile(r" ?(?P<number>\d{1,20})(?P<unit>[万萬千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
 
 
