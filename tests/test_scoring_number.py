@@ -878,6 +878,29 @@ def test_a_subtraction_in_words_not_done_at_the_end_is_no_answer(answer: str, ou
 @pytest.mark.parametrize(
     ("answer", "output"),
     [
+        ("3", "He spent 20 plus 3 dollars."),  # read 3
+        ("23", "He spent 20 plus 3 dollars."),
+        ("3", "The value is 20 + 3"),
+        ("3", "The price is $20 + $3."),
+        ("3", "The value is 20 times 3."),
+        ("60", "The value is 20 times 3."),
+        ("3", "The area is 20 × 3"),
+        ("3", "Each gets 12 divided by 3."),
+        ("4", "Each gets 12 ÷ 4"),
+    ],
+)
+def test_a_sum_or_product_not_done_at_the_end_is_no_answer(answer: str, output: str) -> None:
+    """As "20 minus 3" is no answer, nor is the last operand of another operation."""
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert "an expression" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        ("23", "The value is 20 + 3 = 23."),
+        ("60", "20 times 3 is 60."),
         ("-3", "x = -3"),
         ("-3", "2x + 6 = 0, so x = -3"),
         ("-3", "The temperature went from 5 to -3"),

@@ -16,7 +16,8 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
 days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
 roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
-"5 minus 7" or "5, minus 7"; "-2, 3" in a box),
+"5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
+3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -337,9 +338,9 @@ def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> 
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
         return None, f"{hedge} at the end"
-    subtraction = _subtraction_in_words(text, numbers[-2:])
-    if subtraction is not None:
-        return None, f"the answer is an expression, not a number: {subtraction!r} at the end"
+    expression = _operation_not_done(text, numbers[-2:])
+    if expression is not None:
+        return None, f"the answer is an expression, not a number: {expression!r} at the end"
     if numbers:
         return found_number(numbers[-1]), "the last number"
     words = list(WORDED_NUMBER.finditer(text))
@@ -348,19 +349,26 @@ def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> 
     return None, ""
 
 
-# a subtraction in words not done, as "15-3" is one: "He spent 20 minus 3 dollars.", "The
-# value is 20, minus 3" (where the "minus" after a comma is read as the 3's sign; not after a
-# word, "5 degrees, minus 3 at night", "from 5 to minus 3", where it is)
-_MINUS_BETWEEN = re.compile(r",?[^\S\n]+minus[^\S\n]+", re.IGNORECASE)
+# an operation not done, as "15-3" is one: a subtraction in words, "He spent 20 minus 3
+# dollars.", "The value is 20, minus 3" (where the "minus" after a comma is read as the 3's
+# sign; not after a word, "5 degrees, minus 3 at night", "from 5 to minus 3", where it is), a
+# sum, product or quotient, "20 plus 3", "20 + 3", "20 times 3", "20 × 3", "20 divided by 3"
+# ("x" is left out: "a 20 x 30 room" gives its sides)
+_OPERATION_BETWEEN = re.compile(
+    r",?[^\S\n]+minus[^\S\n]+"
+    r"|[^\S\n]+(?:plus|times|(?:multiplied|divided)[^\S\n]+by)[^\S\n]+"
+    r"|[^\S\n]*[+*×·⋅÷][^\S\n]*",
+    re.IGNORECASE,
+)
 
 
-def _subtraction_in_words(text: str, pair: list[re.Match[str]]) -> str | None:
-    """The text of two numbers side by side that are a subtraction in words, or None."""
+def _operation_not_done(text: str, pair: list[re.Match[str]]) -> str | None:
+    """The text of two numbers side by side that are an operation not done, or None."""
     if len(pair) < 2:
         return None
     first, second = pair
-    subtrahend = second.start("dollar") if second["dollar"] else second.start("body")
-    if not _MINUS_BETWEEN.fullmatch(text, first.end(), subtrahend):
+    operand = second.start("dollar") if second["dollar"] else second.start("body")
+    if not _OPERATION_BETWEEN.fullmatch(text, first.end(), operand):
         return None
     return clip(text[first.start() : second.end()])
 
