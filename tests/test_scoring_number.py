@@ -1600,6 +1600,27 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
 @pytest.mark.parametrize(
     ("answer", "output", "score"),
     [
+        ("4", r"The area is $\boxed{3 \cdot 4}$.", 0.0),  # read 4
+        ("12", r"The area is $\boxed{3 \cdot 4}$.", 0.0),  # the grader does not compute it
+        ("4", r"\boxed{3 \times 4}", 0.0),
+        ("4", r"\boxed{3 + 4}", 0.0),
+        ("3", r"\boxed{12 \div 3}", 0.0),  # read 3 ("\div" blanked)
+        ("12", r"\boxed{3 \cdot 4 = 12}", 1.0),  # its value given counts
+        ("1500000", r"\boxed{1.5 \cdot 10^{6}}", 1.0),  # a power of ten is no operation
+    ],
+)
+def test_an_operation_not_done_in_a_box_is_no_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail
+    if score == 0.0:
+        assert "an expression" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
         ("5", r"The number of arrangements is $\boxed{5!}$.", 0.0),  # 120, not 5
         ("3", r"\boxed{(1+2)!}", 0.0),
         ("120", r"\boxed{5!}", 0.0),  # the grader does not compute it

@@ -18,6 +18,7 @@ days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", 
 roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
+an operation in a box ("\\boxed{3 \\cdot 4}": the grader does not compute it),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -117,6 +118,8 @@ def _both_signs(match: re.Match[str]) -> str:
     return f"{match['number']} or -{match['number']}"
 
 
+# LaTeX's division sign (unlatex blanks it, leaving "12   4" for "12 \\div 4")
+_LATEX_DIVIDE = re.compile(r"\\div(?![a-zA-Z])")
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
 _FACTORIAL = re.compile(r"[\d)]\s*!(?!=)")
 # a sentence opening "No," right after a number and right before another: "125. No, 126."
@@ -227,11 +230,14 @@ def _boxed_answer(text: str) -> _Extracted | None:
     if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5
         shown = clip(boxed.strip())
         return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
-    boxed = unlatex(boxed)
+    boxed = unlatex(_LATEX_DIVIDE.sub("÷", boxed))
     numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
     hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} in \\boxed{{}}"
+    expression = _operation_not_done(boxed, numbers[-2:])
+    if expression is not None:  # "\\boxed{3 \\cdot 4}": the grader does not compute
+        return None, f"the answer is an expression, not a number: {expression!r} in \\boxed{{}}"
     return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
 
 
