@@ -1011,6 +1011,7 @@ LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
 EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
 MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
 HOURS = "How many minutes are in 4 hours? Answer with just the number."
+CM_IN_METERS = "How many centimeters are in 3 meters?"
 DOZENS = "How many items are in 5 dozens? Answer with just the number."
 
 
@@ -1232,6 +1233,16 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         (TRIP_MINUTES, "It took 1 hour and 60 minutes.", "120", 1.0),
         (TRIP_MINUTES, "The answer is 2 hours and 90 minutes.", "210", 1.0),
         ("How long did the trip take?", "It took 1 hour and 60 minutes.", "60", 0.0),
+        # the answer stated before the question's quantity, joined by a verb (read 3, the
+        # question's number, for centimeters, and 300 for meters)
+        (CM_IN_METERS, "300 centimeters is 3 meters.", "300", 1.0),
+        (CM_IN_METERS, "300 centimeters is 3 meters.", "3", 0.0),
+        (CM_IN_METERS, "300 cm equals 3 m.", "300", 1.0),
+        (CM_IN_METERS, "So 300 centimeters make 3 meters.", "300", 1.0),
+        ("Convert 300 centimeters to meters.", "3 meters is 300 centimeters.", "3", 1.0),
+        ("Convert 300 centimeters to meters.", "3 meters are 300 centimeters.", "300", 0.0),
+        # not one quantity: the last number, as before
+        (CM_IN_METERS, "3 meters is 30 centimeters.", "30", 1.0),
     ],
 )
 def test_a_quantity_in_two_units_is_read_in_the_unit_asked(

@@ -210,11 +210,14 @@ def units_asked(prompt: str) -> set[str]:
 
 
 # "150 minutes (9000 seconds)", "**5000 grams** (i.e. 5 kg)", "5000 g, or 5 kg", "150 minutes,
-# the same as 2.5 hours", "150 minutes. That is the same as 2.5 hours."
+# the same as 2.5 hours", "150 minutes. That is the same as 2.5 hours.", and the answer stated
+# before the question's quantity: "300 centimeters is 3 meters.", "... equals ...", "... make
+# ..." (the two must be one quantity: "3 meters is 30 centimeters" is none)
 _SAME_AS = r"(?:the\s+same\s+as|equal\s+to|equivalent\s+to)"
 _BETWEEN_UNITS = re.compile(
     rf"[*_]*\s?(?:\.\s(?:that|this)\s+is(?:\s+{_SAME_AS})?\s?"
-    rf"|,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|which\s+is(?:\s+{_SAME_AS})?|{_SAME_AS})?\s?)[*_]*",
+    rf"|,?\s?\(?\s?(?:=|or|i\.e\.,?|that\s+is,?|(?:which\s+)?(?:is|are)(?:\s+{_SAME_AS})?"
+    rf"|equals|makes?|{_SAME_AS})?\s?)[*_]*",
     re.IGNORECASE,
 )
 
