@@ -617,6 +617,7 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
 
 GIVE_AWAY = "Tom has 8 apples and gives away 3. How many apples does he have left?"
 LARGER_OF_TWO = "Which is larger, 9 or 3?"
+COWS = "A farmer has 10 cows. He buys 5 more and sells 5. How many cows does he have?"
 
 
 @pytest.mark.parametrize(
@@ -632,6 +633,13 @@ LARGER_OF_TWO = "Which is larger, 9 or 3?"
         (GIVE_AWAY, "5", "He gives away 3 of 8. So he has 8 - 3 = 5.", 1.0),
         (LARGER_OF_TWO, "9", "Compare 9 and 3. The larger is 9.", 1.0),
         (LARGER_OF_TWO, "9", "The difference is 6. Of 3 and 9, 9 is larger.", 1.0),
+        # one number of the question's, after the word it follows there (read 5 before)
+        (GIVE_AWAY, "5", "He has 5 apples left. He gave away 3.", 1.0),
+        (GIVE_AWAY, "3", "He has 5 apples left. He gave away 3.", 0.0),
+        (GIVE_AWAY, "5", "**5** apples.\nTom gave away 3 of them.", 1.0),
+        # said anew, or as a state ("has"), it may be the answer
+        (GIVE_AWAY, "3", "He has 5 apples left. He gave his friend 3.", 1.0),
+        (COWS, "10", "He had 15 then. He has 10 cows.", 1.0),
     ],
 )
 def test_a_closing_sentence_restating_the_question_is_not_the_answer(

@@ -161,15 +161,36 @@ def question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) ->
 
 
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
+_WORD_BEFORE = re.compile(r"([^\W\d_]+)[^\S\n]*\$?$")
+# a state, not an event: "He had 15 then. He has 10 cows." may answer the question's 10
+_STATE_WORDS = {"has", "have", "had", "is", "are", "was", "were"}
+
+
+def _said_as_in_the_question(number: re.Match[str], prompt: str) -> bool:
+    """Whether `number` follows the word it follows in the question ("He gave away 5." for
+    "... and gives away 5."), not a "has" or "is": a copy of the question's event, not a
+    result said anew."""
+    word = _WORD_BEFORE.search(number.string, max(0, number.start() - 30), number.start())
+    if word is None or word[1].casefold() in _STATE_WORDS:
+        return False
+    value = found_number(number).value
+    return any(
+        numbers_match(found_number(asked), value)
+        and (before := _WORD_BEFORE.search(prompt, max(0, asked.start() - 30), asked.start()))
+        is not None
+        and before[1].casefold() == word[1].casefold()
+        for asked in find_numbers(prompt)
+    )
 
 
 def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
     """Where a closing sentence that only restates the question's setup starts: two or more
-    numbers, all the question's, and no result ("5 apples. Tom started with 8 and gave away
-    3."), after an answer of the reply's own, read before the whole it is out of ("He keeps 5
-    of 8. He started with 8 and gave away 3."; the question's number before it may be the
-    answer: "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
-    if len(numbers) < 3 or not prompt:
+    numbers, all the question's, or one said after the word it follows there, and no result
+    ("5 apples. Tom started with 8 and gave away 3.", "5 apples. He gave away 3."), after an
+    answer of the reply's own, read before the whole it is out of ("He keeps 5 of 8. He
+    started with 8 and gave away 3."; the question's number before it may be the answer:
+    "Compare 9 and 3. The larger is 9." is no case, it states a result)."""
+    if len(numbers) < 2 or not prompt:
         return None
     starts = [m.end() for m in _SENTENCE_BREAK.finditer(text, 0, numbers[-1].start())]
     if not starts:
@@ -177,8 +198,10 @@ def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> in
     start = starts[-1]
     restated = [number for number in numbers if number.start() >= start]
     before = [number for number in numbers if number.end() <= start]
-    if len(restated) < 2 or not before or _RESULT.search(text, start):
+    if not restated or not before or _RESULT.search(text, start):
         return None
+    if len(restated) == 1 and not _said_as_in_the_question(restated[0], prompt):
+        return None  # "He had 15 then. He has 10 cows.": one number may be the answer
     asked = [found_number(number).value for number in find_numbers(prompt)]
     if not all(any(numbers_match(found_number(n), q) for q in asked) for n in restated):
         return None
