@@ -1018,6 +1018,7 @@ BUY_TWICE = "Tom has 12 apples. He gets 8, then 4 more and gives away 5. How man
 LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
 EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
 MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
+MEDIAN = "What is the median of the list [3, 9, 4]?"
 HOURS = "How many minutes are in 4 hours? Answer with just the number."
 CM_IN_METERS = "How many centimeters are in 3 meters?"
 DOZENS = "How many items are in 5 dozens? Answer with just the number."
@@ -1070,6 +1071,10 @@ DOZENS = "How many items are in 5 dozens? Answer with just the number."
         # with no explanation before them, the question's numbers may be the answer
         (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
         (BUY, "12 + 8 = 20 - 5", "20", 0.0),
+        # an explanation that ends, or concludes, before the last number lets it answer
+        (MEDIAN, "The sum is 16. Sorted: 3, 4, 9. The median is 4.", "4", 1.0),
+        (MEDIAN, "The sum is 16; sorted: 3, 4, 9, so the median is 4", "4", 1.0),
+        (COWS, "He had 15 after buying. He has 10 cows.", "10", 1.0),
     ],
 )
 def test_a_closing_clause_restating_the_question_is_not_the_answer(

@@ -132,6 +132,12 @@ EXPLANATION_START = re.compile(
     re.IGNORECASE,
 )
 EXPLANATION_GAP = 200
+# an explanation is one clause or sentence: one that ends, or concludes, before the last
+# number lets that number answer ("The sum is 16. Sorted: 3, 4, 9. The median is 4.", "He had
+# 15 after buying. He has 10 cows.", "...; sorted: 2, 3, 4, 6, so the median is 3")
+_ENDS_OR_CONCLUDES = re.compile(
+    rf"{SENTENCE_END.pattern}|\b(?:so|thus|therefore|hence)\b", re.IGNORECASE
+)
 
 
 def question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
@@ -155,7 +161,9 @@ def question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) ->
             continue  # "Comparing 3 and 9: 9 is larger." states its answer again: no explanation
         end = min(numbers[index].start(), answer.end() + EXPLANATION_GAP)
         explanation = EXPLANATION_START.search(text, answer.end(), end)
-        if explanation is not None:
+        if explanation is not None and not _ENDS_OR_CONCLUDES.search(
+            text, explanation.end(), numbers[-1].start()
+        ):
             found = explanation.start()
     return found
 
