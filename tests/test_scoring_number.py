@@ -1019,6 +1019,9 @@ LARGEST = "What is the second largest number in the list [12, 45, 7, 33]?"
 EVENS = "How many even numbers are in the list [3, 8, 10, 5, 7, 12, 9]?"
 MAXIMUM = "What is the largest number in the list [3, 9, 4]?"
 MEDIAN = "What is the median of the list [3, 9, 4]?"
+BUY_THRICE = "Tom has 12 apples. He gets 8, then 4, then 6 more and gives away 5. How many now?"
+LARGEST_OF_SEVEN = "What is the largest number in the list [3, 9, 4, 11, 2, 6, 8]?"
+MEDIAN_OF_SEVEN = "What is the median of the list [3, 9, 4, 11, 2, 6, 8]?"
 HOURS = "How many minutes are in 4 hours? Answer with just the number."
 CM_IN_METERS = "How many centimeters are in 3 meters?"
 DOZENS = "How many items are in 5 dozens? Answer with just the number."
@@ -1071,6 +1074,18 @@ DOZENS = "How many items are in 5 dozens? Answer with just the number."
         # with no explanation before them, the question's numbers may be the answer
         (LARGEST, "The sum is 57, so the second largest is 12.", "12", 1.0),
         (BUY, "12 + 8 = 20 - 5", "20", 0.0),
+        # more than 4 restated, up to as many as the question gives (read 5, the last)
+        (BUY_THRICE, "25 (Tom had 12, got 8, 4 and 6, gave 5)", "25", 1.0),
+        (BUY_THRICE, "25 (Tom had 12, got 8, 4 and 6, gave 5)", "5", 0.0),
+        (BUY_THRICE, "25 — Tom had 12, got 8, then 4, then 6 more, and gave away 5.", "25", 1.0),
+        # but not a bare list past 4, nor all of a list's numbers and the answer again
+        (LARGEST_OF_SEVEN, "Step 1: sort the list: 2, 3, 4, 6, 8, 9, 11", "11", 1.0),
+        (
+            MEDIAN_OF_SEVEN,
+            "The sum is 43; sorted: 2, 3, 4, 6, 8, 9, 11 and the median is 6",
+            "6",
+            1.0,
+        ),
         # an explanation that ends, or concludes, before the last number lets it answer
         (MEDIAN, "The sum is 16. Sorted: 3, 4, 9. The median is 4.", "4", 1.0),
         (MEDIAN, "The sum is 16; sorted: 3, 4, 9, so the median is 4", "4", 1.0),

@@ -120,7 +120,16 @@ def method_at_the_end(text: str, numbers: list[re.Match[str]]) -> int | None:
     return method.start() if operand else None
 
 
-MAX_RESTATED_NUMBERS = 4
+# How many of the question's numbers an explanation may restate: as many as the question
+# gives ("25 (Tom had 12, got 8, 4 and 6, gave 5)"), at least 4 ("64 when you multiply 8 by
+# 8" restates one twice) and at most 20 (each is compared with each of the question's); so
+# a list of them all with the answer again is more ("The sum is 43; sorted: 2, 3, 4, 6, 8,
+# 9, 11 and the median is 6" for a list of 7 is no restatement after 43). Past 4, only
+# words restate them: a bare list of more may be the answer's ("Step 1: sort: 2, 3, 4, 6, 8,
+# 9, 11" for the largest is no restatement after 1)
+MIN_RESTATED_NUMBERS = 4
+MAX_RESTATED_NUMBERS = 20
+_WORD = re.compile(r"\b(?!and\b)[^\W\d_]+", re.IGNORECASE)
 # What begins an explanation after the answer: a closing clause ("The remainder is 3 when 15
 # is divided by 4.", "12 apples left after giving away 3", "240 minutes in 4 hours"), a dash,
 # colon or parenthesis ("15 (Tom had 12, got 8, gave 5)", "15 apples: he had 12, ..."), or a
@@ -141,21 +150,27 @@ _ENDS_OR_CONCLUDES = re.compile(
 
 
 def question_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> int | None:
-    """Where an explanation after the answer starts when the few numbers after it are all
-    the question's: a number, then an explanation start (a clause, a dash, a colon, a
-    parenthesis, a note), then only the question's numbers ("3 even numbers: 8, 10 and 12"
-    also when the answer is one of them). A clause with a number of its own ("He has $20
-    after 4 weeks." for "how many weeks") may hold the answer, and the question's numbers
-    with no explanation start before them ("..., so the largest is 45") too."""
+    """Where an explanation after the answer starts when the few numbers after it (no more
+    than the question gives) are all the question's: a number, then an explanation start (a
+    clause, a dash, a colon, a parenthesis, a note), then only the question's numbers ("3
+    even numbers: 8, 10 and 12" also when the answer is one of them). A clause with a number
+    of its own ("He has $20 after 4 weeks." for "how many weeks") may hold the answer, and
+    the question's numbers with no explanation start before them ("..., so the largest is
+    45") too."""
     if len(numbers) < 2 or not prompt:
         return None
     asked = [found_number(number) for number in find_numbers(prompt)]
+    most = min(MAX_RESTATED_NUMBERS, max(MIN_RESTATED_NUMBERS, len(asked)))
     found = None  # the earliest: "3 when 15 is divided by 4" restates from "when", not "by"
     restated: list[FoundNumber] = []
-    for index in range(len(numbers) - 1, max(0, len(numbers) - 1 - MAX_RESTATED_NUMBERS), -1):
+    for index in range(len(numbers) - 1, max(0, len(numbers) - 1 - most), -1):
         restated.append(found_number(numbers[index]))
         if not any(numbers_match(restated[-1], q.value) for q in asked):
             break  # a number of the reply's own follows: the usual rules decide
+        if len(restated) > MIN_RESTATED_NUMBERS and not _WORD.search(
+            text, numbers[index].end(), numbers[-1].start()
+        ):
+            break
         answer = numbers[index - 1]
         if any(numbers_match(found_number(answer), number.value) for number in restated):
             continue  # "Comparing 3 and 9: 9 is larger." states its answer again: no explanation
