@@ -741,6 +741,13 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("3", "17 left, from 20 minus 3.", 0.0),
         ("17", "He has 17 apples left, i.e. 20 - 3.", 1.0),
         ("17", "17 apples are left, which is 20 minus 3.", 1.0),
+        ("17", "He has 17 apples left, that is, 20 - 3.", 1.0),
+        ("15", "The discount is $15 (25% × $60).", 1.0),  # a percentage as an operand
+        ("12", "He has 12 eggs (given 3 boxes of 4).", 1.0),
+        ("12", "He has 12 eggs (as each of 3 boxes holds 4).", 1.0),
+        ("17", "There are 17 apples left $(20 - 3)$", 1.0),  # in LaTeX math
+        # such a clause is working only when it ends the output
+        ("22", "He has 17 left, from 20 minus 3. He then buys 5 more, so 22.", 1.0),
         ("24", "There are 24 eggs (4 times 6).", 1.0),
         ("18", "Janet makes $18 a day (via 9 eggs × $2).", 1.0),
         # a clause of working tens of characters long
@@ -1089,6 +1096,7 @@ DOZENS = "How many items are in 5 dozens? Answer with just the number."
         # an explanation that ends, or concludes, before the last number lets it answer
         (MEDIAN, "The sum is 16. Sorted: 3, 4, 9. The median is 4.", "4", 1.0),
         (MEDIAN, "The sum is 16; sorted: 3, 4, 9, so the median is 4", "4", 1.0),
+        (MEDIAN, "The sum is 16; sorted: 3, 4, 9, hence the median is 4", "4", 1.0),
         (COWS, "He had 15 after buying. He has 10 cows.", "10", 1.0),
     ],
 )
