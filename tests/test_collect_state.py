@@ -447,6 +447,23 @@ def test_a_line_another_tool_appended_wrong_is_named_with_what_is_wrong(
     assert said in str(raised.value) and "fix or delete that line" in str(raised.value)
 
 
+@pytest.mark.parametrize("field", ["output", "error", "grade_error", "detail"])
+def test_a_log_line_holding_half_an_emoji_in_any_of_its_texts_is_written(
+    tmp_path: Path, field: str
+) -> None:
+    """Half of a surrogate pair (an emoji cut in two by a server counting UTF-16 units)
+    reaches a grade line's grade_error and detail too, not only a call's output and error:
+    'the judge failed: ...' holds the judge's error message, 'grader raised ...' the
+    grader's, a judge score's detail the judge's reply. A field left out of the validator
+    made that line unwritable (pydantic's serialization error), on every run."""
+    entry = journal.LogEntry(
+        event="grade", task_id="t", worker_id="w", request_hash="h", **{field: "Vivid \ud83d"}
+    )
+    log = tmp_path / "r.calls.jsonl"
+    collect_state.append_line(log, entry)
+    assert json.loads(log.read_text(encoding="utf-8"))[field] == "Vivid \ufffd"
+
+
 def test_other_workers_in_the_output_are_refused_with_a_way_out_that_keeps_the_answers(
     tmp_path: Path,
 ) -> None:
@@ -1025,6 +1042,23 @@ def test_another_kind_of_file_given_to_collect_is_named_and_kept(
     assert f"{given}, line 1: this is {kind}" in message
     assert "keep it as it is" in message and "delete" not in message
     assert given.read_text() == json.dumps(other) + "\n"
+
+
+def test_a_record_carrying_a_tasks_grader_is_named_as_a_wrong_record_not_a_task(
+    tmp_path: Path,
+) -> None:
+    """A record that another tool wrote with its task's `grader` beside its rewards is a
+    record with a field too many, to fix or delete; a task has no rewards. Taken for a task
+    line, it was said to make the records another kind of file, 'keep it as it is'."""
+    records = tmp_path / "r.jsonl"
+    row = {"prompt": "2 + 2?", "split": "test", "worker_ids": ["w"], "rewards": [1.0],
+           "grader": "number"}  # fmt: skip
+    records.write_text(json.dumps(row) + "\n")
+    with pytest.raises(RecordFileError) as raised:
+        list(journal.validated_lines(records, RewardRecord, "a RewardRecord"))
+    message = str(raised.value)
+    assert f"{records}, line 1: not a RewardRecord (grader: Extra inputs" in message
+    assert "fix or delete that line" in message and "keep it" not in message
 
 
 def test_records_of_another_task_file_in_the_output_are_said_to_be_kept(tmp_path: Path) -> None:
