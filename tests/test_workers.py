@@ -222,6 +222,19 @@ def test_a_calls_output_limit_is_its_max_completion_tokens_first_else_the_worker
     assert limits({"max_completion_tokens": None}) == {"max_tokens": 64}
 
 
+def test_a_limit_named_null_in_a_workers_params_names_the_limit_without_setting_one() -> None:
+    """`max_completion_tokens: null` in a worker's params (an o-series model, which refuses
+    max_tokens, with no limit of the pool's own) says which name the worker reads: a
+    client's max_tokens goes under it. Taken for no name at all, it went as max_tokens,
+    which that worker refuses."""
+    config = pool_config("http://127.0.0.1:9/v1", params={"max_completion_tokens": None})
+    pool = WorkerPool(config)
+    body = pool.request_body(pool.worker("w"), USER, {"max_tokens": 5})
+    assert {name: body[name] for name in OUTPUT_LIMITS if name in body} == {
+        "max_completion_tokens": 5
+    }
+
+
 def test_a_logit_bias_key_must_be_below_the_local_models_vocabulary_size() -> None:
     """The last token id (the size less one) is the model's; the size is not, and llama.cpp
     would ignore every bias of the request for it: it is the client's 400 at once."""
