@@ -761,17 +761,29 @@ def test_train_sft_without_a_validation_split_keeps_the_last_epoch(
     assert all("reward" in epoch["train"] for epoch in report["history"])
 
 
+def other_workers(record: RewardRecord) -> RewardRecord:
+    return record.model_copy(update={"worker_ids": [f"other-{w}" for w in record.worker_ids]})
+
+
+def workers_reordered(record: RewardRecord) -> RewardRecord:
+    """The same workers in another order, each keeping its reward: the model's output
+    columns would be read as other workers'."""
+    update = {"worker_ids": record.worker_ids[::-1], "rewards": record.rewards[::-1]}
+    return record.model_copy(update=update)
+
+
+@pytest.mark.parametrize("break_record", [other_workers, workers_reordered])
 @pytest.mark.parametrize("stage", ["sft", "rl"])
 def test_a_broken_validation_split_is_an_error_not_a_missing_one(
-    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path, stage: str
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    stage: str,
+    break_record: Callable[[RewardRecord], RewardRecord],
 ) -> None:
-    # Validation rows over other workers must not be skipped silently as "no validation".
-    broken = [
-        r.model_copy(update={"worker_ids": [f"other-{w}" for w in r.worker_ids]})
-        if r.split == "validation"
-        else r
-        for r in records
-    ]
+    # Validation rows over other workers must not be skipped silently as "no validation",
+    # nor those listing the model's workers in another order be validated as if in its.
+    broken = [break_record(r) if r.split == "validation" else r for r in records]
     with pytest.raises(ValueError, match="validation split"):
         if stage == "sft":
             train_sft(broken, SFTConfig(model=tiny_model_cfg, training=SFT_TRAINING), tmp_path)
