@@ -61,6 +61,7 @@ from fugu_lite.train_sft import (
 from fugu_lite.train_sft import run_epoch as sft_run_epoch
 from fugu_lite.training_common import (
     TrainingDiverged,
+    epoch_line,
     evaluate_loader,
     make_loader,
     make_model,
@@ -926,6 +927,21 @@ def test_a_backbone_giving_nan_features_is_named_not_the_learning_rate(
     assert message.startswith(f"the backbone {folder} gives NaN or infinite features for ")
     assert "train prompts (the first: " in message and "learning_rate" not in message
     assert not (tmp_path / "out" / "router.json").exists()
+
+
+def test_an_epochs_line_gives_the_validation_reward_under_validation() -> None:
+    """The per-epoch line is where a user watches the validation reward (what the best
+    epoch is picked by); the CLI tests read only its shape, so the train split's reward
+    printed under 'validation' passed them."""
+    report = {
+        "epoch": 2,
+        "train": {"loss": 0.25, "reward": 0.9},
+        "validation": {"reward": 0.3, "entropy": 0.5},
+    }
+    line = epoch_line("SFT", report, 8, ("loss", "reward"))
+    assert line == "SFT epoch 2/8: train loss 0.2500 · reward 0.9000 | validation reward 0.3000"
+    del report["validation"]
+    assert epoch_line("SFT", report, 8, ("loss",)) == "SFT epoch 2/8: train loss 0.2500"
 
 
 def test_one_nan_or_infinite_value_in_a_prompts_features_is_refused_naming_it() -> None:
