@@ -705,15 +705,24 @@ def test_ctrl_c_in_a_resumed_runs_first_update_says_it_continues_from_the_saved_
 
 
 def test_a_run_finished_early_validates_its_last_generation_as_a_run_of_that_length_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A run of 12 generations stopped after generation 8 (not a multiple of validate_every,
     so not validated), then finished with iterations=8: generation 8 is now the last one,
-    which a run of 8 validates; its mean must be weighed before the checkpoint is kept."""
+    which a run of 8 validates; its mean must be weighed before the checkpoint is kept. The
+    run said it 'has already finished its 8 generations' and to start over, though it had
+    stopped there and was only now writing its outputs."""
     output = interrupted_evolve(tmp_path, monkeypatch, 9, "scoring")
     assert read_es_state(output)["generation"] == 8
     train, validation, config = interrupted_evolve_case(tmp_path, iterations=8)
+    capsys.readouterr()
     finished, seconds = evolve_afresh(train, validation, config, output)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"ES: the run saved in {state_path(output)} stopped at generation 8, the last of "
+        "iterations=8: writing its outputs; raise training.iterations past 8 to continue it"
+    ) in said
+    assert "already finished" not in said and "--no-resume" not in said
     uninterrupted, _ = evolve_afresh(train, validation, config, tmp_path / "eight")
     assert seconds == [] and "validation" in finished.history[-1]
     assert without_seconds(finished.history) == without_seconds(uninterrupted.history)
@@ -1201,8 +1210,12 @@ def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
     train_es(records, tiny_config(tiny_model_cfg, iterations=5), tmp_path)
-    with pytest.raises(ESResumeError, match="already at generation 5, past iterations=4"):
+    with pytest.raises(ESResumeError) as error:
         train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert "already at generation 5, past iterations=4" in message
+    # raising it to 5 ends the run where it is; only past 5 continues it
+    assert "set training.iterations to 5 to end it there, or higher to continue it" in message
 
 
 def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluations(
@@ -1226,7 +1239,7 @@ def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluatio
     assert again["resumed_from"] == []
     text = " ".join(capsys.readouterr().err.split())
     assert "has already finished its 6 generations" in text
-    assert "raise training.iterations to continue it (--set training.iterations=N)" in text
+    assert "raise training.iterations past 6 to continue it (--set training.iterations=N)" in text
     assert "--no-resume" in text
     assert "resuming" not in text
     assert (tmp_path / "router.json").stat().st_mtime_ns == router_written

@@ -27,7 +27,6 @@ STATE_FILE = "state.pkl"
 STATE_FORMAT = 1
 # what to type: the messages reach users of `fugu-lite train es`
 START_OVER = "start over there with --no-resume, or give another -o folder"
-RAISE_ITERATIONS = "raise training.iterations to continue it (--set training.iterations=N)"
 # Keys that may change between an interrupted run and its continuation: they change how
 # long the run goes, how it logs, or where it runs, not the search itself.
 RESUMABLE_KEYS = frozenset(
@@ -40,6 +39,13 @@ RESUMABLE_KEYS = frozenset(
         "model.feature_batch_size",
     }
 )
+
+
+def raise_iterations(generation: int) -> str:
+    """What to type to continue a run whose state is at `generation`."""
+    return (
+        f"raise training.iterations past {generation} to continue it (--set training.iterations=N)"
+    )
 
 
 class ESResumeError(ValueError):

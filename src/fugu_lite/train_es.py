@@ -45,11 +45,11 @@ from .es_population import (
     split_data,
 )
 from .es_state import (
-    RAISE_ITERATIONS,
     START_OVER,
     ESResumeError,
     SearchState,
     fresh_state,
+    raise_iterations,
     resumed_state,
     run_fingerprint,
     state_path,
@@ -179,15 +179,23 @@ def starting_state(
     state = resumed_state(output_dir, fingerprint) if resume else None
     if state is None:
         return fresh_state(model, training, fingerprint, validation)
-    if state.generation > training.iterations:
+    done = state.generation
+    if done > training.iterations:
         raise ESResumeError(
-            f"{state_path(output_dir)} is already at generation {state.generation}, past "
-            f"iterations={training.iterations}; {RAISE_ITERATIONS}, or {START_OVER}"
+            f"{state_path(output_dir)} is already at generation {done}, past "
+            f"iterations={training.iterations}; set training.iterations to {done} to end it "
+            f"there, or higher to continue it (--set training.iterations=N), or {START_OVER}"
         )
-    if state.generation == training.iterations:
+    if done == training.iterations and finished_report(output_dir, state) is not None:
         console.print(
-            f"ES: the run saved in {state_path(output_dir)} has already finished its "
-            f"{training.iterations} generations; {RAISE_ITERATIONS}, or {START_OVER}",
+            f"ES: the run saved in {state_path(output_dir)} has already finished its {done} "
+            f"generations; {raise_iterations(done)}, or {START_OVER}",
+            markup=False,
+        )
+    elif done == training.iterations:  # stopped at that generation, before its outputs
+        console.print(
+            f"ES: the run saved in {state_path(output_dir)} stopped at generation {done}, the "
+            f"last of iterations={done}: writing its outputs; {raise_iterations(done)}",
             markup=False,
         )
     else:
