@@ -1025,15 +1025,23 @@ def test_a_state_saved_by_other_sources_of_this_version_is_refused(
 def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
-    """tiny-random is a decoder: `auto` means `penultimate`, the same features."""
+    """tiny-random is a decoder: `auto` means `penultimate`, the same features. Another
+    pooling (another model setting) is all the refusal names: it also said the normaliser
+    fitted on the train records and the records or their features differed, sending the
+    user to look for a change in the records file that was never made."""
     assert tiny_config(tiny_model_cfg).model.pooling == "auto"
     train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path)
     spelt = tiny_model_cfg.model_copy(update={"pooling": "penultimate"})
     resumed = train_es(records, tiny_config(spelt, iterations=6), tmp_path)
     assert resumed["resumed_from"] == [4]
     other = tiny_model_cfg.model_copy(update={"pooling": "mean"})
-    with pytest.raises(ESResumeError, match=r"model\.pooling: saved 'penultimate' vs now 'mean'"):
+    with pytest.raises(ESResumeError) as error:
         train_es(records, tiny_config(other, iterations=8), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert (
+        "belongs to a different ES run: model.pooling: saved 'penultimate' vs now 'mean'; "
+        "start over there with --no-resume"
+    ) in message
 
 
 def test_resuming_takes_every_spelling_of_a_backbone_folder_as_that_folder(

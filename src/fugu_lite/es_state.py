@@ -136,12 +136,15 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     saved_config, current_config = _flatten(saved["config"]), _flatten(current["config"])
     for flat, config in ((saved_config, saved["config"]), (current_config, current["config"])):
         flat["model.pooling"] = pooling_meant(config["model"])
-    for key in sorted(set(saved_config) | set(current_config)):
-        if key in RESUMABLE_KEYS:
-            continue
-        before, now = saved_config.get(key), current_config.get(key)
-        if before != now:
-            problems.append(f"{key}: saved {before!r} vs now {now!r}")
+    changed = [
+        key
+        for key in sorted(set(saved_config) | set(current_config))
+        if key not in RESUMABLE_KEYS and saved_config.get(key) != current_config.get(key)
+    ]
+    problems += [
+        f"{key}: saved {saved_config.get(key)!r} vs now {current_config.get(key)!r}"
+        for key in changed
+    ]
     start_differs = saved["start_model"] != current["start_model"]
     data_differs = saved["data"] != current["data"]
     # Other workers change the head's shape and the rewards: that is the difference to name.
@@ -150,9 +153,14 @@ def fingerprint_mismatches(saved: dict, current: dict) -> list[str]:
     if (start_differs or data_differs) and workers != current["worker_ids"]:
         problems.append(f"workers: saved {workers} vs now {current['worker_ids']}")
         return problems
-    if start_differs:
+    # Another model setting (backbone, layer, head, SVF targets...) makes another start model
+    # and other features by itself: naming them again would blame the normaliser or records.
+    model_changed = any(key.startswith("model.") for key in changed)
+    if start_differs and not (
+        model_changed and saved.get("start_checkpoint") == current["start_checkpoint"]
+    ):
         problems.append(_start_model_difference(saved, current))
-    if data_differs:
+    if data_differs and not (model_changed and not _count_difference(saved, current)):
         problems.append(
             "the train/validation records or their features differ"
             + _count_difference(saved, current)
