@@ -1231,6 +1231,37 @@ def test_an_incomplete_search_state_is_refused_naming_what_it_lacks(
     assert train_es(records, config, tmp_path, resume=False)["resumed_from"] == []
 
 
+def test_a_state_saved_before_its_versions_sources_workers_and_counts_were_recorded_is_refused(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Earlier fugu-lite versions saved a fingerprint without versions, code digest, start
+    checkpoint, workers or record counts. No test read such a state: reading any of them
+    as always there (saved_versions[package], saved['worker_ids'], the counts' None check,
+    the start checkpoint's) passed every test, and resuming such a state on other records
+    then failed with a KeyError or TypeError traceback instead of being refused."""
+    config = tiny_config(tiny_model_cfg, iterations=2)
+    train_es(records, config, tmp_path)
+    saved = read_es_state(tmp_path)
+    assert saved is not None
+    for key in ("versions", "code", "start_checkpoint", "worker_ids", "records"):
+        saved["fingerprint"].pop(key)
+    state_path(tmp_path).write_bytes(pickle.dumps(saved))
+    fewer = [record for record in records if record.split != "train"] + [
+        record for record in records if record.split == "train"
+    ][3:]
+    with pytest.raises(ESResumeError) as error:
+        train_es(fewer, config, tmp_path)
+    message = " ".join(str(error.value).split())
+    assert (
+        f"fugu-lite version: saved unknown (an earlier fugu-lite) vs now {fugu_lite.__version__}"
+        in message
+    )
+    assert (
+        "the starting model differs (the --checkpoint, or the feature normaliser fitted on the "
+        "train records); the train/validation records or their features differ; start over"
+    ) in message
+
+
 def test_a_run_past_the_iterations_asked_for_is_refused_not_misreported(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
