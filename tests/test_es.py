@@ -182,6 +182,19 @@ def test_sampled_fitness_draws_the_same_numbers_for_every_candidate() -> None:
     assert len(set(scores["reward"].tolist())) == 1
 
 
+def test_sampled_fitness_draws_each_prompts_choice_apart() -> None:
+    """One uniform per sample for the whole batch (torch.rand(samples, 1) for (samples,
+    batch)) kept every mean and passed every test, but chose alike on every prompt: a
+    policy even between a worker earning 0 and one earning 1 then scored 0 or 1 on its one
+    sample, where 400 prompts drawn apart score about a half."""
+    logits = torch.zeros(1, 400, 2)
+    rewards = torch.tensor([0.0, 1.0]).expand(400, 2)
+    for seed in range(3):
+        generator = torch.Generator().manual_seed(seed)
+        reward = float(population_fitness(logits, rewards, 1, 0.0, generator)["reward"][0])
+        assert 0.4 < reward < 0.6, (seed, reward)
+
+
 def test_a_draw_above_the_rounded_total_probability_chooses_the_last_worker() -> None:
     """In float32 a policy's cumulative probabilities may end short of 1 (these logits: at
     0.99999988, as do about a quarter of random 3-worker rows), while torch.rand draws up
