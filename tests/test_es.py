@@ -31,6 +31,7 @@ from fugu_lite.config_errors import ConfigError
 from fugu_lite.config_loading import load_config, load_stage_config
 from fugu_lite.es_population import (
     SplitData,
+    logits_metrics,
     parameter_vector,
     policy_metrics,
     population_fitness,
@@ -479,6 +480,17 @@ def test_policy_metrics_of_the_zero_head_on_known_rewards() -> None:
     assert policy_metrics(model, data) == pytest.approx(
         {"reward": 0.5, "expected_reward": 0.375, "oracle_reward": 0.75, "entropy": math.log(2)}
     )
+
+
+def test_the_expected_reward_weighs_each_reward_by_the_policys_probability() -> None:
+    """The zero head's even probabilities make the expected reward the rewards' mean, so
+    expected_reward taken as that mean (its probabilities dropped) passed every test; a
+    policy of 1/4 and 3/4 expects 3/4 of worker b's reward."""
+    logits = torch.tensor([[0.0, math.log(3.0)], [math.log(3.0), 0.0]])
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 0.5]])
+    metrics = logits_metrics(logits, rewards)
+    assert metrics["expected_reward"] == pytest.approx((0.75 * 1.0 + 0.25 * 0.5) / 2)
+    assert metrics["reward"] == pytest.approx(0.5)
 
 
 def test_policy_metrics_read_the_policy_without_the_heads_dropout() -> None:
