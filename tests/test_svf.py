@@ -190,6 +190,12 @@ def test_a_target_after_the_feature_layer_is_refused(tiny_model_cfg: ModelConfig
     cfg = tiny_model_cfg.model_copy(update={"layer": 2, "svf_targets": ["layers.4.mlp.up_proj"]})
     with pytest.raises(SVFTargetError, match=r"after the feature layer \(model\.layer=2\)"):
         RouterModel(cfg, ["a", "b"], feature_dim=32)
+    # four matrices are all named, with no ', ...' as if there were more
+    every_later = cfg.model_copy(update={"svf_targets": ["layers.[2-5].mlp.up_proj"]})
+    with pytest.raises(SVFTargetError) as error:
+        RouterModel(every_later, ["a", "b"], feature_dim=32)
+    later = ", ".join(f"layers.{block}.mlp.up_proj" for block in range(2, 6))
+    assert f"names {later}, in blocks after the feature layer" in str(error.value)
     earlier = cfg.model_copy(update={"svf_targets": ["layers.*.mlp.up_proj"]})
     model = RouterModel(earlier, ["a", "b"], feature_dim=32)
     assert model.svf.names == ["layers.0.mlp.up_proj", "layers.1.mlp.up_proj"]
@@ -233,6 +239,8 @@ def test_a_checkpoint_round_trips_the_offsets(svf_cfg: ModelConfig, tmp_path: Pa
     # load (stored too, it added every U and V to the file and was loaded over the backbone's).
     stored = [name for name in load_file(tmp_path / HEAD_FILE) if name.startswith("svf.")]
     assert len(stored) == len(MATRICES) and all(name.endswith(".offsets") for name in stored)
+    # the tensor names are the file format: SVF checkpoints already written are read by them
+    assert "svf.matrices.layers__2__self_attn__q_proj.offsets" in stored
     loaded = load_router(tmp_path)
     assert loaded.svf.names == model.svf.names
     for name, offsets in offsets_of(model).items():
