@@ -989,10 +989,24 @@ def test_a_resume_from_another_checkpoint_is_refused_naming_both_and_what_to_do(
     with pytest.raises(ESResumeError, match=r"started from --checkpoint .*, this run from a fresh"):
         train_es(records, longer, output)
 
+    # the same folder spelt another way is that folder: the search continues
+    spelt = str(tmp_path / "sft-b" / ".." / "sft-a")
+    assert train_es(records, longer, output, spelt)["resumed_from"] == [4]
+
     save_start("sft-a", 0.3)  # the same folder, trained again
     with pytest.raises(ESResumeError) as error:
         train_es(records, longer, output, str(tmp_path / "sft-a"))
     assert f"the checkpoint {starts['sft-a']} changed since" in " ".join(str(error.value).split())
+
+    # from a fresh head, resumed with a --checkpoint: it said 'run it with --checkpoint None'
+    train_es(records, config, tmp_path / "fresh")
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, longer, tmp_path / "fresh", str(tmp_path / "sft-b"))
+    assert (
+        "the saved search started from a fresh head (no --checkpoint), this run from "
+        f"--checkpoint {starts['sft-b']}: to continue the saved search, run it with no "
+        "--checkpoint;"
+    ) in " ".join(str(error.value).split())
 
 
 @pytest.mark.parametrize(("changed", "other"), [("fugu-lite", "cmaes"), ("cmaes", "fugu-lite")])
