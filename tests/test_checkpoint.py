@@ -1092,6 +1092,30 @@ def test_a_checkpoint_on_a_hub_model_updated_since_is_refused_and_the_old_snapsh
     )
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_checkpoint_on_a_hub_model_loaded_with_another_hub_model_compares_their_weights(
+    records: list[RewardRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """A hub backbone is compared by its snapshot commit, but that commit is its own repo's:
+    another hub id given with --backbone (a copy of the model under another name, or another
+    model) was refused by its commit whatever its weights, and told to `hf download` the
+    other repo at the trained repo's commit. It is compared by its weights now."""
+    hub_cache, checkpoint, logits = trained_on_a_cached_hub_model(records, tmp_path, monkeypatch)
+    other = "fugu-test/other-model"
+    fake_hub_snapshot(hub_cache, other, "c" * 40, seed=seed)  # seed 0: the trained weights
+    if seed == 0:
+        loaded = load_router(checkpoint, backbone=other)
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(features=loaded.features_for(PROMPTS)), logits)
+        return
+    with pytest.raises(CheckpointError) as error:
+        load_router(checkpoint, backbone=other)
+    message = str(error.value)
+    assert f"trained on the backbone {HUB_REPO} with weights of SHA-256" in message
+    assert f"but {other} now has weights of SHA-256" in message
+    assert "hf download" not in message and "c" * 40 not in message
+
+
 def on_a_machine_without_the_hub_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: str, serves: str | None
 ) -> list[str | None]:

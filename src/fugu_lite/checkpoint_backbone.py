@@ -14,6 +14,7 @@ from .backbone_identity import (
     canonical_backbone,
     embedded_path,
     hub_commit,
+    hub_id_and_pin,
     hub_snapshot,
     local_backbone_path,
     names_a_path,
@@ -148,10 +149,10 @@ def check_backbone_weights(metadata: dict, meta_path: Path, backbone: str) -> No
             f"{meta_path} is damaged ({BACKBONE_FINGERPRINT_KEY} is not an object); retrain or "
             "restore the checkpoint"
         )
-    difference = backbone_weights_difference(stored, backbone)
+    trained_on = str(metadata["model"]["backbone"])
+    difference = backbone_weights_difference(stored, trained_on, backbone)
     if difference is not None:
         trained, found = difference
-        trained_on = str(metadata["model"]["backbone"])
         raise CheckpointError(
             f"checkpoint {meta_path.parent} was trained on the backbone {_where(trained_on)} "
             f"with {trained}, but {_where(backbone)} now has {found}. Its head routes well "
@@ -161,16 +162,20 @@ def check_backbone_weights(metadata: dict, meta_path: Path, backbone: str) -> No
         )
 
 
-def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str, str] | None:
+def backbone_weights_difference(
+    stored: dict | None, trained_on: str, backbone: str
+) -> tuple[str, str] | None:
     """(what the checkpoint was trained on, what `backbone` has now) when `backbone`'s weights
-    differ from the checkpoint's fingerprint (see backbone_identity.backbone_fingerprint); None when
-    they are the same or cannot be compared (no fingerprint, a hub id not in the local
-    cache). A hub id is compared by its snapshot commit, which reads no weights."""
+    differ from the checkpoint's fingerprint (see backbone_identity.backbone_fingerprint) of
+    the backbone it was `trained_on`; None when they are the same or cannot be compared (no
+    fingerprint, a hub id not in the local cache). The hub id it was trained on is compared by
+    its snapshot commit, which reads no weights; another hub id's commits are its own repo's,
+    so its weights are compared."""
     if not stored:
         return None
     stored_commit = stored.get("hub_commit")
     found_commit = hub_commit(backbone)
-    if stored_commit and found_commit:
+    if stored_commit and found_commit and _same_hub_repo(trained_on, backbone):
         if stored_commit == found_commit:
             return None
         old = hub_snapshot(backbone)
@@ -194,6 +199,11 @@ def backbone_weights_difference(stored: dict | None, backbone: str) -> tuple[str
         f"weights of SHA-256 {stored_digest} ({', '.join(stored.get('weight_files') or [])})",
         f"weights of SHA-256 {found['weights_sha256']} ({', '.join(found['weight_files'])})",
     )
+
+
+def _same_hub_repo(first: str, second: str) -> bool:
+    """Whether two hub ids name one repo, either pinned to a commit or not."""
+    return hub_id_and_pin(first)[0] == hub_id_and_pin(second)[0]
 
 
 def _where(backbone: str) -> str:

@@ -179,7 +179,8 @@ def _same_backbone_weights(metadata: dict, backbone: str) -> bool:
     features)."""
     fingerprint = metadata.get(BACKBONE_FINGERPRINT_KEY)
     return not isinstance(fingerprint, dict) or (
-        backbone_weights_difference(fingerprint, backbone) is None
+        backbone_weights_difference(fingerprint, str(metadata["model"]["backbone"]), backbone)
+        is None
     )
 
 
