@@ -954,6 +954,14 @@ def test_a_backbone_found_nowhere_is_named_and_backbone_points_at_it(
     assert load_router(copied, cfg).model_cfg.backbone == str(tmp_path / "machine-b-models")
     with pytest.raises(CheckpointError, match="--backbone /nowhere/bb: no such file or folder"):
         load_router(copied, backbone="/nowhere/bb")
+    # the checkpoint given as its own backbone: its head was compared as the backbone's weights
+    with pytest.raises(CheckpointError) as error:
+        load_router(copied, backbone=str(copied))
+    assert str(error.value) == (
+        f"--backbone {copied} is a fugu-lite checkpoint (router.json), not a backbone: give the "
+        "checkpoint with --checkpoint and, with --backbone, where the backbone it was trained "
+        f"on ({tmp_path / 'a' / 'bb'}) is now"
+    )
 
 
 def test_a_checkpoint_records_its_backbone_weights_and_loads_on_the_same_ones(

@@ -24,6 +24,7 @@ from .backbone_identity import (
 from .checkpoint import (
     BACKBONE_FINGERPRINT_KEY,
     BACKBONE_RELATIVE_KEY,
+    META_FILE,
     CheckpointError,
     saved_model_config,
 )
@@ -59,6 +60,13 @@ def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None
             raise CheckpointError(f"--backbone {backbone} is {broken}: fix the link")
         if names_a_path(backbone) and local_backbone_path(backbone) is None:
             raise CheckpointError(f"--backbone {backbone}: no such file or folder")
+        if (Path(backbone).expanduser() / META_FILE).is_file():
+            # its head's safetensors were read as weights: 'now has weights of SHA-256 ...'
+            raise CheckpointError(
+                f"--backbone {backbone} is a fugu-lite checkpoint ({META_FILE}), not a backbone: "
+                f"give the checkpoint with --checkpoint and, with --backbone, where the backbone "
+                f"it was trained on ({stored}) is now"
+            )
         given = canonical_backbone(backbone)
         return _pinned_download(given, metadata) if given == stored else given
     if local_backbone_path(stored) is not None:
