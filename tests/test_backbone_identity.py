@@ -215,14 +215,16 @@ def test_a_backbone_config_that_is_no_json_object_is_refused_naming_the_file(
         ({"model_type": "bert"}, False),
         ({"model_type": "mpnet"}, False),
         ({"model_type": "t5", "is_encoder_decoder": True}, False),
+        ({"architectures": ["LlamaModel"]}, None),
     ],
 )
 def test_a_backbone_is_a_decoder_by_its_configs_model_type_unless_it_is_an_encoder(
-    config: dict, decoder: bool, tmp_path: Path
+    config: dict, decoder: bool | None, tmp_path: Path
 ) -> None:
     """What pooling `auto` means on a backbone folder (penultimate on a decoder, mean on an
     encoder) is read from its config.json: the encoders fugu-lite knows (all-mpnet-base-v2
-    too) and an encoder-decoder (T5, which says so in is_encoder_decoder) are no decoders."""
+    too) and an encoder-decoder (T5, which says so in is_encoder_decoder) are no decoders. A
+    config.json without model_type says nothing (None: `auto` stays `auto`), not a KeyError."""
     from fugu_lite.backbone_identity import backbone_is_decoder
 
     folder = tmp_path / "backbone"
@@ -231,12 +233,25 @@ def test_a_backbone_is_a_decoder_by_its_configs_model_type_unless_it_is_an_encod
     assert backbone_is_decoder(str(folder)) is decoder
 
 
+def test_the_embedded_gguf_backbone_is_a_decoder_without_a_config_to_read() -> None:
+    """smollm2's package folder holds its GGUF and no config.json, so what pooling `auto`
+    means on it cannot be read there: taken for unknown, `auto` and `penultimate` (what it
+    means on SmolLM2) were two feature-cache keys and two checkpoint settings for the same
+    features."""
+    from fugu_lite.backbone_identity import backbone_is_decoder
+    from fugu_lite.config import ModelConfig
+    from fugu_lite.features import configured_pooling
+
+    assert backbone_is_decoder("smollm2") is True
+    assert configured_pooling(ModelConfig(backbone="smollm2")) == "penultimate"
+
+
 def test_a_backbone_folder_is_named_by_its_real_path_and_identified_by_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A backbone folder reached through a symbolic link is the folder it leads to (one
     feature cache for both names), and its identity reads its files only: a link in it that
-    leads nowhere (a weights file moved) is no file to read. A name starting with ~ is a
+    leads nowhere (a weights file moved) is no file to read. A name starting with ~ or ../ is a
     path, not a hub id."""
     from fugu_lite.backbone_identity import backbone_identity, canonical_backbone, names_a_path
 
@@ -252,6 +267,7 @@ def test_a_backbone_folder_is_named_by_its_real_path_and_identified_by_its_files
     assert backbone_identity(str(folder)).startswith(f"{folder}:config.json:")
     assert "old.safetensors" not in backbone_identity(str(folder))
     assert names_a_path("~/models/minilm") and not names_a_path("org/model")
+    assert names_a_path("../models/bb")  # one folder up, not a hub id
 
 
 def test_only_a_full_commit_pins_a_hub_id_and_an_empty_ref_is_no_snapshot(
