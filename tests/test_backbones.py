@@ -232,16 +232,20 @@ def test_a_gguf_given_as_backbone_says_how_to_make_a_folder_of_it(
     assert "it lacks" not in message and "not a folder" not in message
 
 
+@pytest.mark.parametrize("name", ["./bb", "models/bb/v2", "my models/bb"])
 def test_a_backbone_folder_that_is_not_there_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    """`./bb` mistyped was tried as a hub id: 'Repo id must use alphanumeric chars'."""
+    """`./bb` mistyped was tried as a hub id: 'Repo id must use alphanumeric chars'. So was a
+    relative path no hub id can be (two slashes, a space), and offline it was said to be not
+    downloaded, with `hf download models/bb/v2` to run, which fails the same way."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RuntimeError) as raised:
-        load_backbone("./bb")
+        load_backbone(name)
     message = str(raised.value)
-    assert f"the backbone folder ./bb does not exist (looked for {tmp_path / 'bb'})" in message
-    assert "Repo id" not in message
+    looked = tmp_path / name.removeprefix("./")
+    assert f"the backbone folder {name} does not exist (looked for {looked})" in message
+    assert "Repo id" not in message and "hf download" not in message
 
 
 @pytest.mark.parametrize("name", ["loop", "./loop"])

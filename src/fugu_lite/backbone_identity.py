@@ -117,9 +117,19 @@ def canonical_backbone(name: str) -> str:
 
 
 def names_a_path(name: str) -> bool:
-    """Whether a backbone name can only be a local path (a hub id such as `org/model` is
-    relative-looking, so only absolute, `./`, `../` and `~` names count)."""
-    return name.startswith(("/", "./", "../", "~")) or Path(name).is_absolute()
+    """Whether a backbone name can only be a local path: absolute, `./`, `../` and `~` names,
+    and a name no hub id can be (`models/bb/v2`, `my models/bb`: the hub refused it, and
+    offline it was said not downloaded). A hub id such as `org/model` is relative-looking,
+    so it is not one; nor is one with a revision after `@` (see hub_id_and_pin)."""
+    if name.startswith(("/", "./", "../", "~")) or Path(name).is_absolute():
+        return True
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name.partition("@")[0])
+    except HFValidationError:
+        return True
+    return False
 
 
 def backbone_identity(name: str) -> str:
