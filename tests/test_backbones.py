@@ -232,6 +232,22 @@ def test_a_gguf_given_as_backbone_says_how_to_make_a_folder_of_it(
     assert "it lacks" not in message and "not a folder" not in message
 
 
+def test_a_gguf_named_in_capitals_is_one_and_a_folder_with_a_config_is_no_gguf(
+    tmp_path: Path,
+) -> None:
+    """A GGUF named `.GGUF` is one too (not 'a file, not a folder'); a folder holding
+    config.json beside a GGUF is a transformers folder, said to lack what it lacks, not a GGUF
+    to make a folder of."""
+    from fugu_lite.backbones import folder_lacks
+
+    (tmp_path / "Q4.GGUF").write_bytes(b"GGUF" + bytes(60))
+    assert folder_lacks(tmp_path / "Q4.GGUF").startswith("it holds the GGUF file Q4.GGUF,")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "q4.gguf").write_bytes(b"GGUF" + bytes(60))
+    (tmp_path / "folder" / "config.json").write_text('{"model_type": "llama"}')
+    assert folder_lacks(tmp_path / "folder").startswith("it lacks its weights")
+
+
 @pytest.mark.parametrize("name", ["./bb", "models/bb/v2", "my models/bb"])
 def test_a_backbone_folder_that_is_not_there_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
