@@ -270,12 +270,28 @@ def test_a_backbone_folder_is_named_by_its_real_path_and_identified_by_its_files
     assert names_a_path("../models/bb")  # one folder up, not a hub id
 
 
+def test_an_embedded_name_is_embedded_beside_a_folder_of_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`minilm` is the embedded backbone, which load_backbone loads, even where the working
+    folder holds a folder named minilm (a download of the model, say): named by that folder's
+    path, its features and checkpoints were keyed by a backbone that never ran."""
+    from fugu_lite.backbone_identity import canonical_backbone, local_backbone_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "minilm").mkdir()
+    (tmp_path / "tiny-random").mkdir()
+    for name in ("minilm", "tiny-random"):
+        assert local_backbone_path(name) is None and canonical_backbone(name) == name
+
+
 def test_only_a_full_commit_pins_a_hub_id_and_an_empty_ref_is_no_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A hub id is pinned to a commit by its whole 40-digit hash only (a short or longer
-    one names no snapshot the cache holds by that name); and a refs/main left empty (a
-    download cut short) names no snapshot, not the snapshots folder itself."""
+    one, or one in capitals, names no snapshot the cache holds by that name); and a refs/main
+    left empty (a download cut short) names no snapshot, not the snapshots folder itself,
+    while one ending in a line break names its commit."""
     from huggingface_hub import constants
 
     from fugu_lite.backbone_identity import hub_id_and_pin, hub_snapshot, pinned_hub_id
@@ -283,7 +299,7 @@ def test_only_a_full_commit_pins_a_hub_id_and_an_empty_ref_is_no_snapshot(
     commit = "0123456789abcdef0123456789abcdef01234567"
     assert pinned_hub_id("org/tiny", commit) == f"org/tiny@{commit}"
     assert hub_id_and_pin(f"org/tiny@{commit}") == ("org/tiny", commit)
-    for wrong in (commit[:7], commit + "8"):
+    for wrong in (commit[:7], commit + "8", commit.upper()):  # snapshots are named lower case
         assert pinned_hub_id("org/tiny", wrong) is None, wrong
     hub_cache = tmp_path / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
@@ -292,7 +308,7 @@ def test_only_a_full_commit_pins_a_hub_id_and_an_empty_ref_is_no_snapshot(
     (folder / "refs").mkdir()
     (folder / "refs" / "main").write_text("")
     assert hub_snapshot("org/tiny") is None
-    (folder / "refs" / "main").write_text(commit)
+    (folder / "refs" / "main").write_text(commit + "\n")  # written by hand: `echo COMMIT >`
     assert hub_snapshot("org/tiny") == folder / "snapshots" / commit
 
 
