@@ -127,6 +127,8 @@ def test_a_backbone_folder_missing_a_part_says_which(
         ("tokenizer.json", '{"version": 1,', "Expecting property name enclosed in double quotes"),
         ("tokenizer_config.json", "", "Expecting value"),
         ("config.json", "{\n  'model_type': 'llama'\n}", "Expecting property name enclosed"),
+        # saved in Latin-1 by an editor: é is no UTF-8
+        ("tokenizer_config.json", '{"x": "caf\u00e9"}', "'utf-8' codec can't decode byte 0xe9"),
     ],
 )
 def test_a_backbone_folder_with_a_damaged_json_file_names_it(
@@ -136,7 +138,7 @@ def test_a_backbone_folder_with_a_damaged_json_file_names_it(
     folder ...: JSONDecodeError: Expecting property name ...', naming no file."""
     folder = tmp_path / "bb"
     save_tiny_backbone(folder)
-    (folder / name).write_text(text, encoding="utf-8")
+    (folder / name).write_bytes(text.encode("latin-1"))
     with pytest.raises(RuntimeError) as raised:
         load_backbone(str(folder))
     message = " ".join(str(raised.value).split())
