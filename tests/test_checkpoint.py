@@ -954,6 +954,9 @@ def test_a_backbone_found_nowhere_is_named_and_backbone_points_at_it(
     assert load_router(copied, cfg).model_cfg.backbone == str(tmp_path / "machine-b-models")
     with pytest.raises(CheckpointError, match="--backbone /nowhere/bb: no such file or folder"):
         load_router(copied, backbone="/nowhere/bb")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # `ln -s loop loop`: said to be a link
+    with pytest.raises(CheckpointError, match=f"--backbone {tmp_path / 'loop'} is a link that"):
+        load_router(copied, backbone=str(tmp_path / "loop"))
     # the checkpoint given as its own backbone: its head was compared as the backbone's weights
     with pytest.raises(CheckpointError) as error:
         load_router(copied, backbone=str(copied))
