@@ -266,6 +266,9 @@ def test_a_pinned_hub_id_shares_the_unpinned_ids_export_folder(cache: Path) -> N
     pinned = export_folder(f"{repo}@{commit}", identity, 4)
     assert pinned == export_folder(repo, identity, 4)  # not exported again under the commit
     assert pinned.name.startswith("sentence_transformers_all_MiniLM_L6_v2-layer4-")
+    # a long name keeps its end, which says which model it is: not /home/user/models/...
+    long = export_folder("/home/someone/projects/routing/models/finetuned-minilm-v3", "x", 4)
+    assert "_models_finetuned_minilm_v3-layer4-" in long.name and "home" not in long.name
 
 
 @pytest.mark.parametrize(
