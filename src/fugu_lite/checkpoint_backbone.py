@@ -59,7 +59,10 @@ def locate_backbone(metadata: dict, directory: Path, backbone: str | None = None
         if broken:
             raise CheckpointError(f"--backbone {backbone} is {broken}: fix the link")
         if names_a_path(backbone) and local_backbone_path(backbone) is None:
-            raise CheckpointError(f"--backbone {backbone}: no such file or folder")
+            raise CheckpointError(
+                f"--backbone {backbone}: no such file or folder; give where the backbone the "
+                f"checkpoint was trained on ({stored}) is now"
+            )
         if (Path(backbone).expanduser() / META_FILE).is_file():
             # its head's safetensors were read as weights: 'now has weights of SHA-256 ...'
             raise CheckpointError(
