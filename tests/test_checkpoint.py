@@ -1056,6 +1056,23 @@ def test_a_checkpoint_without_a_backbone_fingerprint_loads_with_a_note(
     assert notes.count("did not record its backbone's weights") == 1, notes
 
 
+@pytest.mark.parametrize("fingerprint", [["sha"], "sha", 1])
+def test_a_backbone_fingerprint_that_is_no_object_is_a_damaged_checkpoint(
+    tmp_path: Path, fingerprint: object
+) -> None:
+    """A backbone_fingerprint edited into a list or a text ended the weights' check in a bare
+    AttributeError ('list' object has no attribute 'get'); it is refused as damaged."""
+    from fugu_lite.checkpoint_backbone import check_backbone_weights
+
+    metadata = {"model": {"backbone": "tiny-random"}, "backbone_fingerprint": fingerprint}
+    with pytest.raises(CheckpointError) as error:
+        check_backbone_weights(metadata, tmp_path / META_FILE, "tiny-random")
+    assert str(error.value) == (
+        f"{tmp_path / META_FILE} is damaged (backbone_fingerprint is not an object); retrain or "
+        "restore the checkpoint"
+    )
+
+
 def use_hub_cache(monkeypatch: pytest.MonkeyPatch, hub_cache: Path) -> None:
     """The local Hugging Face cache at `hub_cache` (huggingface_hub reads it at import)."""
     from huggingface_hub import constants
