@@ -446,6 +446,24 @@ def test_exact_grader_reads_an_answer_stated_in_words(output: str, score: float)
 
 
 @pytest.mark.parametrize(
+    ("output", "verb"),
+    [
+        ("Reversing the letters, you get olleh.", "get"),
+        ("Read from the end, it reads olleh.", "reads"),
+        ("Reversing 'hello' gives us olleh.", "gives us"),
+        ("Reversed, it becomes the word olleh.", "becomes"),
+        ("The reversed word is olleh, which reads hello backwards.", "is"),
+        ("Answer:\nReversed, you get olleh", "get"),  # the line after a marker
+    ],
+)
+def test_the_detail_names_the_verb_an_answer_was_read_after(output: str, verb: str) -> None:
+    """A grade read after "get" says 'get', not 'is' (which the reply may not hold)."""
+    result = graded(exact_task("olleh"), output)
+    assert result.score == 1.0, result.detail
+    assert f"after the last '{verb}'" in result.detail
+
+
+@pytest.mark.parametrize(
     ("output", "score"),
     [
         ("olleh\n\nWait, actually ollhe.", 0.0),

@@ -149,13 +149,26 @@ _CLOSING_ASIDE = re.compile(
 _TAKEN_BACK = re.compile(r"\b(?:wrong|mistake|incorrect|typo|oops)\b", re.IGNORECASE)
 
 
-def _said_before_a_closing_aside(line: str) -> str | None:
-    """The text after the last verdict verb before a closing aside of `line`, or None."""
+def _verb_said(verdict: re.Match[str]) -> str:
+    """The verdict verb as a grade's detail names it: "is", "gives us", "get", "it's"."""
+    return " ".join(verdict.group(0).split()).rstrip(" :")
+
+
+def _said_before_a_closing_aside(line: str) -> tuple[str, str] | None:
+    """The verdict verb and the text after it before a closing aside of `line`, or None."""
     aside = _CLOSING_ASIDE.search(line)
     if aside is None or _RETRACTING_NOTE.search(aside["aside"]) or _TAKEN_BACK.search(line):
         return None
     verdict = list(_VERDICT_VERB.finditer(line, 0, aside.start()))
-    return line[verdict[-1].end() : aside.start()] if verdict else None
+    if not verdict:
+        return None
+    return _verb_said(verdict[-1]), line[verdict[-1].end() : aside.start()]
+
+
+# the candidates after the last line's verdict verb are named by that verb: "the text after
+# the last 'get'" (the stated answer's later lines copy the one not before an aside)
+_AFTER_THE_VERB = "the text after the last "
+_BEFORE_AN_ASIDE = " before a closing aside"
 
 
 def answer_candidates(output: str) -> dict[str, str]:
@@ -177,14 +190,16 @@ def answer_candidates(output: str) -> dict[str, str]:
     last_line = lines[-1] if lines else ""
     verdict = list(_VERDICT_VERB.finditer(last_line))
     if verdict:  # "The last letter of 'cat' is 't'.", "Reversing 'cat' gives us tac."
+        verb = _verb_said(verdict[-1])
         said = last_line[verdict[-1].end() :]
-        candidates["the text after the last 'is'"] = said
+        candidates[f"{_AFTER_THE_VERB}'{verb}'"] = said
         named = _without_its_kind(said)
         if named is not None:  # "The last letter of the word banana is the letter a."
-            candidates["the letter or word named after the last 'is'"] = named
+            candidates[f"the letter or word named after the last '{verb}'"] = named
     before_aside = _said_before_a_closing_aside(last_line)
     if before_aside is not None:  # "The reversed word is olleh, which reads hello backwards."
-        candidates["the text after the last 'is' before a closing aside"] = before_aside
+        verb, said = before_aside
+        candidates[f"{_AFTER_THE_VERB}'{verb}'{_BEFORE_AN_ASIDE}"] = said
     for line in lines[:1] + lines[-1:]:
         stated = _STATED_FIRST.match(line)
         if stated and stated.group("answer"):  # "tac is the reversed word."
@@ -333,9 +348,12 @@ def _candidates_after_the_stated_answer(output: str, stated: int) -> dict[str, s
     line_end = output.find("\n", stated)
     if line_end >= 0:  # the answer on a line of its own after the marker
         later = answer_candidates(output[line_end:])
-        for name in ("the last line", "the text after the last 'is'"):
-            if name in later:
-                candidates[name] = later[name]
+        for name, said in later.items():
+            after_the_verb = name.startswith(_AFTER_THE_VERB) and not name.endswith(
+                _BEFORE_AN_ASIDE
+            )
+            if name == "the last line" or after_the_verb:
+                candidates[name] = said
         if "the last line" not in later and output[line_end:].strip():
             candidates["the last line"] = output[line_end:]
     return candidates
