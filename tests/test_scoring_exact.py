@@ -416,6 +416,15 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("The reversed word is olleh, which is wrong; it is ollhe.", 0.0),
         ("I think it is olleh, as expected? No: ollhe.", 0.0),
         ("It becomes ollhe, which is not olleh.", 0.0),
+        # a noun phrase after the answer: an appositive, not a clause stating another
+        ("Reversed, it becomes olleh, the same letters in reverse.", 1.0),
+        ("The reversed word is olleh, a made-up word.", 1.0),
+        ("It is ollhe, the answer is olleh.", 1.0),
+        ("It is olleh, the answer is ollhe.", 0.0),
+        ("It is olleh, a typo for ollhe.", 0.0),
+        ("It is olleh, an error for ollhe.", 0.0),
+        ("It is olleh, the reversal gives ollhe.", 0.0),
+        ("It is olleh, the fixed one: ollhe.", 0.0),
         # a box stated last is the answer, not a quoted text before it
         ("I first thought 'olleh'.\n\\fbox{ollhe}", 0.0),
         # an answer ruled out, then the answer

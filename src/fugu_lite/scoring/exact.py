@@ -9,7 +9,8 @@ the text after the last answer marker ("Answer:", "The answer is", "Output:", a 
 without its colon starting its line, "**Final answer** tac", or a self-correction "Wait,
 no, it's tac", "Wait, actually tac.") or the last line's last "is" / "gives us" / "get" / "it's"
 (also without a "the letter" / "the word" naming it: "... is the letter a"; also before
-a closing aside: "It is tac, which reads cat backwards."),
+a closing aside: "It is tac, which reads cat backwards.", "It is tac, the same letters in
+reverse."),
 the text before "is the answer" ("tac is the reversed word."), the subject of the last
 line's clause saying it is what the question asks ("Bob is taller" for "Who is taller?"), the last
 `\\boxed{}`, the text in `<answer>` tags, and the first and last non-empty lines, the
@@ -142,11 +143,14 @@ _NOT_THIS_BUT = re.compile(
 
 # an aside closing the last line after the answer it states: "The reversed word is olleh,
 # which reads hello backwards.", "..., since we read it from the end", "It is olleh, not
-# hello." (not one that may take the answer back: ", which is wrong; it is tca")
+# hello.", and a noun phrase after it: "Reversed, it becomes olleh, the same letters in
+# reverse." (not one that may take the answer back: ", which is wrong; it is tca"; nor a
+# clause: "It is olleh, the answer is ollhe.")
 _CLOSING_ASIDE = re.compile(
-    r",\s+(?:which|since|because|as|not)\b(?P<aside>[^\n]*)$", re.IGNORECASE
+    r",\s+(?:which|since|because|as|not|(?P<appositive>the|an?))\b(?P<aside>[^\n]*)$",
+    re.IGNORECASE,
 )
-_TAKEN_BACK = re.compile(r"\b(?:wrong|mistake|incorrect|typo|oops)\b", re.IGNORECASE)
+_TAKEN_BACK = re.compile(r"\b(?:wrong|mistake|incorrect|typo|oops|error)\b", re.IGNORECASE)
 
 
 def _verb_said(verdict: re.Match[str]) -> str:
@@ -159,6 +163,10 @@ def _said_before_a_closing_aside(line: str) -> tuple[str, str] | None:
     aside = _CLOSING_ASIDE.search(line)
     if aside is None or _RETRACTING_NOTE.search(aside["aside"]) or _TAKEN_BACK.search(line):
         return None
+    if aside["appositive"] and (
+        _VERDICT_VERB.search(aside["aside"]) or _LABEL_END.search(aside["aside"])
+    ):
+        return None  # "It is olleh, the answer is ollhe.", "..., the fix: ollhe": another
     verdict = list(_VERDICT_VERB.finditer(line, 0, aside.start()))
     if not verdict:
         return None
