@@ -416,6 +416,14 @@ def test_exact_grader_normalises_in_linear_time() -> None:
         ("The reversed word is olleh, which is wrong; it is ollhe.", 0.0),
         ("I think it is olleh, as expected? No: ollhe.", 0.0),
         ("It becomes ollhe, which is not olleh.", 0.0),
+        # a "not" in the aside saying what else the answer is not, or judging the answer
+        ("The reversed word is olleh, which is not hello.", 1.0),
+        ("The reversed string is olleh, since it is not a palindrome.", 1.0),
+        ("It is olleh, not hello, since hello is not a palindrome.", 1.0),
+        ("It is olleh, which is not right.", 0.0),
+        ("It is olleh, which doesn't look right.", 0.0),
+        ("It is olleh, which I'm not sure of.", 0.0),
+        ("It is olleh, which is not it; ollhe.", 0.0),
         # a noun phrase after the answer: an appositive, not a clause stating another
         ("Reversed, it becomes olleh, the same letters in reverse.", 1.0),
         ("The reversed word is olleh, a made-up word.", 1.0),

@@ -143,14 +143,29 @@ _NOT_THIS_BUT = re.compile(
 
 # an aside closing the last line after the answer it states: "The reversed word is olleh,
 # which reads hello backwards.", "..., since we read it from the end", "It is olleh, not
-# hello.", and a noun phrase after it: "Reversed, it becomes olleh, the same letters in
-# reverse." (not one that may take the answer back: ", which is wrong; it is tca"; nor a
-# clause: "It is olleh, the answer is ollhe.")
+# hello.", "..., which is not hello.", and a noun phrase after it: "Reversed, it becomes
+# olleh, the same letters in reverse." (not one that may take the answer back: ", which is
+# wrong; it is tca"; nor a clause: "It is olleh, the answer is ollhe.")
 _CLOSING_ASIDE = re.compile(
     r",\s+(?:which|since|because|as|not|(?P<appositive>the|an?))\b(?P<aside>[^\n]*)$",
     re.IGNORECASE,
 )
 _TAKEN_BACK = re.compile(r"\b(?:wrong|mistake|incorrect|typo|oops|error)\b", re.IGNORECASE)
+# a "not" judging the answer stated: "which is not right", "which doesn't look right", "which
+# I'm not sure of" (not one saying what else it is not: "which is not hello")
+_NOT = re.compile(r"\bnot\b|n['’]t\b", re.IGNORECASE)
+_NOT_SO = re.compile(
+    r"(?:\bnot|n['’]t)\s+(?:\w+\s+){0,2}?(?:right|true|correct|valid|ok|okay|good|sure|it|so|"
+    r"what|possible|accurate|the\s+answer|the\s+one)\b",
+    re.IGNORECASE,
+)
+
+
+def _takes_back(aside: str) -> bool:
+    """Whether a closing aside may take back the answer before it: a retracting word (no,
+    wait, or, rather, ...), or a "not" judging that answer; a "not" saying what else it is
+    not ("which is not hello", "since it is not a palindrome") takes nothing back."""
+    return bool(_NOT_SO.search(aside) or _RETRACTING_NOTE.search(_NOT.sub(" ", aside)))
 
 
 def _verb_said(verdict: re.Match[str]) -> str:
@@ -161,7 +176,7 @@ def _verb_said(verdict: re.Match[str]) -> str:
 def _said_before_a_closing_aside(line: str) -> tuple[str, str] | None:
     """The verdict verb and the text after it before a closing aside of `line`, or None."""
     aside = _CLOSING_ASIDE.search(line)
-    if aside is None or _RETRACTING_NOTE.search(aside["aside"]) or _TAKEN_BACK.search(line):
+    if aside is None or _takes_back(aside["aside"]) or _TAKEN_BACK.search(line):
         return None
     if aside["appositive"] and (
         _VERDICT_VERB.search(aside["aside"]) or _LABEL_END.search(aside["aside"])
