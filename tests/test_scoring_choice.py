@@ -136,6 +136,13 @@ def test_choice_grader_wrong_or_ambiguous(output: str, why: str) -> None:
         ("**Final answer** Bob", "B"),  # a bold label without its colon
         ("The answer is Ann.\n\n**Final answer** Bob", "B"),
         ("<answer>Ann</answer>\nNo:\n<answer>Bob</answer>", "B"),
+        # "the letter is", and a lead-in before a letter ending its sentence, as "So B."
+        ("The letter is B.", "B"),
+        ("The correct letter is C.", "C"),
+        ("Based on the heights, B.", "B"),
+        ("Looking at the heights, C.", "C"),
+        ("Given the heights, C is shorter than Bob.\n(B)", "B"),  # a letter in a sentence
+        ("The answer is C. The middle letter is a.", "C"),  # a letter of its text
     ],
 )
 def test_choice_grader_reads_a_chosen_or_concluded_letter(output: str, letter: str | None) -> None:

@@ -1,8 +1,9 @@
 """The choice grader: the option letter (A-E) a worker's output chooses: "\\boxed{B}", "Answer: B",
 "<answer>B</answer>", "The answer must be B", "The answer is most likely B", the last
 self-correction ("Wait, actually it's (C)", "Wait, actually C.", "Oops, C.", "Hmm, C."), "The
-correct option is b.", "I would choose B", "so it must be B", "It's B.", "So B.", "(B)", "B) foo",
-"B - foo" (unless its line retracts it: "B - no wait, ..."), "B is taller" for "Who is taller?"
+correct option is b.", "The letter is B", "I would choose B", "so it must be B", "It's B.", "So B.",
+"Based on the heights, B.", "(B)", "B) foo", "B - foo" (unless its line retracts it: "B - no wait,
+..."), "B is taller" for "Who is taller?"
 (the word after the question's "is"; "54 is larger than 9" alike for an option's text), "..., so
 the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", the one option
 checked ("- [x] B", "B) Bob ✅"), a line holding just "B", a last sentence holding just a letter
@@ -60,7 +61,12 @@ _CHOICE_MARKER = re.compile(
     rf"|{CJK_ANSWER_MARKER}"
     # "I would choose B" (not "I cannot choose A", "wouldn't pick A", "should not go with C")
     r"|(?<!not )(?<!n't )(?<!cannot )(?<!never )\b(?:choose|select|pick|go with)\b"
-    r"|\b(?P<conclusion>so|thus|therefore|hence)\b,?"  # "So B." (the letter ends it)
+    # "So B.", "Based on the heights, B." (the letter ends it)
+    r"|\b(?P<conclusion>(?:so|thus|therefore|hence)\b|(?:based\s+on|given|looking\s+at|"
+    r"considering|comparing|judging\s+by|according\s+to)\b[^.!?\n,]{1,80}(?=,)),?"
+    # "The letter is B.", "My letter: B" (not "the last letter is e")
+    r"|\b(?:the|my)\s+(?:(?:correct|right|final|chosen)\s+)?letter\s*"
+    rf"(?:is|:|(?:would|should|must)\s+be)(?:\s+{_CERTAINTY})?"
     r"|\bit(?:'s|’s|\s+is|\s+(?:must|has\s+to|should)\s+be)\b"  # "so it must be C"
     # a bare correction: "Answer: A. Wait, actually B.", "The answer is A. Oops, B.", "The
     # answer is A. No, B." (the letter ends it, as a conclusion's), and a guess: "I'm not
