@@ -559,6 +559,29 @@ def test_choice_grader_reads_no_check_mark_when_the_question_asks_for_a_wrong_on
     assert graded(except_task, ticked).score == 1.0
 
 
+@pytest.mark.parametrize(
+    ("output", "score"),
+    [
+        ("B ✅", 1.0),
+        ("4 is even, so it is not odd.\n\n**B** ✅", 1.0),
+        ("✅ (B)", 1.0),
+        # a checklist's item, two ticks or a cross: the ticks may mark the options that are so
+        ("- [x] B", 0.0),
+        ("B ✅\nC ✅", 0.0),
+        ("A ❌\nB ✅", 0.0),
+    ],
+)
+def test_the_one_check_mark_beside_a_letter_alone_answers_a_question_for_a_wrong_one(
+    output: str, score: float
+) -> None:
+    """A reply's only mark, beside a bare letter on its line, is its answer even when the
+    question asks for the option that is NOT so (its marks are read no other way then)."""
+    prompt = "Which of these numbers is NOT odd?\n(A) 5\n(B) 4\n(C) 9\nAnswer with the letter."
+    task = Task(id="c", prompt=prompt, answer="B", grader="choice", task="logic")
+    result = graded(task, output)
+    assert result.score == score, result.detail
+
+
 LARGER = "Which number is larger?\n(A) 42\n(B) 17\nAnswer with the letter of the correct option."
 
 

@@ -3,15 +3,16 @@
 self-correction ("Wait, actually it's (C)", "Wait, actually C.", "Oops, C.", "Hmm, C."), "The
 correct option is b.", "The letter is B", "I would choose B", "so it must be B", "It's B.", "So B.",
 "Based on the heights, B.", "(B)", "B) foo", "B - foo" (unless its line retracts it: "B - no wait,
-..."), "B is taller" for "Who is taller?"
-(the word after the question's "is"; "54 is larger than 9" alike for an option's text), "..., so
-the smallest is B." for "Which is the smallest?", "A is not the tallest; B is.", the one option
-checked ("- [x] B", "B) Bob ✅"), a line holding just "B", a last sentence holding just a letter
-("Not A, not C. B."), or the text of exactly one option (the answer, or its first or last clause
-when no other option is named: "Yes, all wugs are feps.", or the only option named when it is cited
-with its letter: "The capital is B) Paris."). Two different letters with no answer marker ("A or
-B", "(A) ... (C)"), or a second one hedged after the answer ("The answer is B (or C).") are
-ambiguous and score 0. A JSON reply's '{"answer": "B"}' is an "Answer: B".
+..."), "B is taller" for "Who is taller?" (the word after the question's "is"; "54 is larger than 9"
+alike for an option's text), "..., so the smallest is B." for "Which is the smallest?", "A is not
+the tallest; B is.", the one option checked ("- [x] B", "B) Bob ✅"; for a question asking for the
+one that is NOT so, only a reply's one mark beside a letter alone on its line: "B ✅"), a line
+holding just "B", a last sentence holding just a letter ("Not A, not C. B."), or the text of exactly
+one option (the answer, or its first or last clause when no other option is named: "Yes, all wugs
+are feps.", or the only option named when it is cited with its letter: "The capital is B) Paris.").
+Two different letters with no answer marker ("A or B", "(A) ... (C)"), or a second one hedged after
+the answer ("The answer is B (or C).") are ambiguous and score 0. A JSON reply's '{"answer": "B"}'
+is an "Answer: B".
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ _LINE_MARKS = re.compile(
     # a letter starting its line or right after a mark ("✅ Option A is wrong" marks no A)
     r"|(?:^|(?<=[\]☑✅✔✓☐❌✗✘❎\ufe0f]))[\s>*_•+-]*[(\[]?(?P<letter>[A-E])(?![\w'])"
 )
+# a reply's one mark next to a bare letter on its line: "B ✅", "**B** ✔️", "✅ (B)" (not a
+# checkbox "- [x] B", an item of a checklist)
+_CROSS_MARK = re.compile(r"\[\s\]|[☐❌✗✘❎]")
+_LETTER_WITH_A_MARK = re.compile(
+    r"[\s*_]*(?:[☑✅✔✓]\ufe0f?[\s*_]*)?[(\[]?(?P<letter>[A-E])[)\]]?[\s*_.]*(?:[☑✅✔✓]\ufe0f?)?[\s*_]*"
+)
 _CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
 # a reply whose last sentence is only a letter: "Not A, not C. B.", "not a, not c. b."
 # (not "Wrong: A.")
@@ -244,11 +251,26 @@ _TOO = re.compile(r"\s*,?\s*(?:too|as\s+well)\b", re.IGNORECASE)
 def _letter_checked(text: str, prompt: str) -> _Choice | None:
     """The one option marked chosen ("- [x] B"), or why it is ambiguous (two are); None when
     none is, or when the question asks for the wrong one (the marks then tick the others)."""
-    checked = _checked_letters(text) if not _asks_for_a_wrong_one(prompt) else set()
+    if _asks_for_a_wrong_one(prompt):
+        return _letter_alone_with_the_one_mark(text)
+    checked = _checked_letters(text)
     if len(checked) == 1:
         return checked.pop(), "the option checked"
     if checked:
         return None, f"ambiguous: checks {', '.join(sorted(checked))}"
+    return None
+
+
+def _letter_alone_with_the_one_mark(text: str) -> _Choice | None:
+    """For a question asking for the wrong one, the letter alone on its line with the reply's
+    one check mark ("4 is even.\n\nB ✅"): a reply ticking the options that are so ticks
+    more than one, or crosses the others; None otherwise."""
+    if len(_CHECK_MARK.findall(text)) != 1 or _CROSS_MARK.search(text):
+        return None
+    for line in text.splitlines():
+        alone = _LETTER_WITH_A_MARK.fullmatch(line) if _CHECK_MARK.search(line) else None
+        if alone is not None:
+            return alone["letter"], "the one check mark, beside a letter alone on its line"
     return None
 
 
