@@ -363,6 +363,21 @@ def test_control_characters_in_names_are_shown_as_escapes(run: Run, tmp_path: Pa
     assert r"[red]math\x1b[31m" in flat(checked) and "\x1b" not in checked, checked
 
 
+def test_an_error_of_several_problems_keeps_one_line_per_problem(tmp_path: Path) -> None:
+    """A config with two wrong keys is told one problem a line, as describe_config_error
+    writes it: the error's control characters are shown as escapes, its line breaks are not
+    (one '\\n'-joined line of problems is hard to read and to grep)."""
+    config = tmp_path / "bad.yaml"
+    config.write_text("training:\n  epochs: -1\n  lr: abc\n", encoding="utf-8")
+    result = invoke("train", "sft", "-r", tmp_path / "records.jsonl", "-o", tmp_path / "sft",
+                    "-c", config)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: {config}: invalid SFTConfig:", result.stderr
+    assert lines[1].startswith("  training.epochs: "), result.stderr
+    assert lines[2].startswith("  unknown key 'training.lr'"), result.stderr
+
+
 def test_errors_warnings_and_progress_lines_are_one_line_each_when_piped(
     run: Run, tmp_path: Path
 ) -> None:
