@@ -238,6 +238,21 @@ def test_prose_after_a_fence_never_closed_is_not_code(after: str) -> None:
     assert extract_code(f"```python {ADD}{after}") == ADD  # begun on the fence line
 
 
+def test_a_nul_byte_in_the_prose_after_the_code_goes_with_the_prose() -> None:
+    """ast.parse's error for a NUL byte gives no line: the prose holding one (a stray byte
+    in a model's text) is still cut from the code after it, raw or in a fence never closed,
+    as other prose is, not kept with the code as its SyntaxError."""
+    assert extract_code(f"{ADD}\nThat is all.\x00") == ADD
+    assert extract_code(f"Here:\n{ADD}Done \x00 ok") == ADD.rstrip("\n")
+    assert extract_code(f"```python\n{ADD}This adds\x00 them.\n") == ADD
+
+
+def test_a_closed_fence_runs_as_written_its_last_lines_too() -> None:
+    """Only a fence never closed loses the prose after its code: a closed one is the code as
+    the reply wrote it, so a Python 2 print after the function stays its SyntaxError."""
+    assert extract_code(f"```python\n{ADD}print 'done'\n```") == f"{ADD}print 'done'\n"
+
+
 def test_a_fence_cut_off_inside_a_function_is_still_a_syntax_error() -> None:
     """Only prose after the code is left out: a reply that ran out of tokens in its last
     function does not lose that function quietly."""
