@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -1773,7 +1774,8 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
         load_reward_head(tmp_path)
     (tmp_path / "reward_head.safetensors").write_bytes(b"")
     (tmp_path / "reward_head.json").write_text('{"format": "fugu-lite-reward-head"}')
-    with pytest.raises(CheckpointError, match="is damaged"):
+    lacks = "lacks ['worker_ids', 'feature_dim', 'backbone_parameters', 'model']"
+    with pytest.raises(CheckpointError, match=re.escape(lacks)):
         load_reward_head(tmp_path)
     with pytest.raises(ValueError, match="each cluster count must be >= 1"):
         RewardHeadTraining(cluster_counts=[30, 0])
@@ -1820,6 +1822,23 @@ def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(
         load_reward_head(directory)
     assert str(error.value).startswith(f"{directory / 'reward_head.json'} is damaged ({said}")
     assert str(error.value).endswith("); retrain with `fugu-lite train reward-head`")
+
+
+@pytest.mark.parametrize("key", ["model", "worker_ids", "feature_dim", "backbone_parameters"])
+def test_a_reward_head_metadata_lacking_a_key_names_the_key(tmp_path: Path, key: str) -> None:
+    """reward_head.json without its `model` was said 'is damaged ('model')': a KeyError's
+    repr, naming no missing key; a router's router.json says what it lacks."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), [CHEAP, PREMIUM], 8, [1], 0.5, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    meta = json.loads((directory / "reward_head.json").read_text())
+    del meta[key]
+    (directory / "reward_head.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(directory)
+    assert str(error.value) == (
+        f"{directory / 'reward_head.json'} lacks [{key!r}]; retrain with `fugu-lite train "
+        "reward-head`"
+    )
 
 
 def test_a_reward_head_on_a_backbone_folder_updated_in_place_is_refused_by_route(

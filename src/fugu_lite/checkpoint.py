@@ -93,9 +93,7 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     metadata = read_metadata_object(meta_path, "retrain or restore the checkpoint")
     # the earliest routers' metadata had no format tag
     check_format(metadata, meta_path, ROUTER_FORMAT, untagged_ok=True)
-    missing = [key for key in REQUIRED_METADATA if key not in metadata]
-    if missing:
-        raise CheckpointError(f"{meta_path} lacks {missing}; retrain or restore the checkpoint")
+    check_required_keys(metadata, meta_path, "retrain or restore the checkpoint")
     check_shape(RouterShape, metadata, meta_path, "retrain or restore the checkpoint")
     saved_model_config(metadata, meta_path)
     return metadata
@@ -112,6 +110,14 @@ def check_format(metadata: dict, meta_path: Path, expected: str, untagged_ok: bo
             f"fugu-lite {writer}; this is {__version__}): load it with the fugu-lite version "
             "that wrote it, or retrain the checkpoint with this one"
         )
+
+
+def check_required_keys(metadata: dict, meta_path: Path, fix: str) -> None:
+    """Refuse metadata without a key every checkpoint has (REQUIRED_METADATA), naming the
+    keys it lacks and ending with `fix`."""
+    missing = [key for key in REQUIRED_METADATA if key not in metadata]
+    if missing:
+        raise CheckpointError(f"{meta_path} lacks {missing}; {fix}")
 
 
 def check_shape(shape: type[BaseModel], metadata: dict, meta_path: Path, fix: str) -> None:

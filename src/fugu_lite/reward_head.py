@@ -32,6 +32,7 @@ from .checkpoint import (
     CheckpointError,
     RouterShape,
     check_format,
+    check_required_keys,
     check_shape,
     half_saved_hint,
     read_metadata_object,
@@ -277,6 +278,7 @@ def load_reward_head(
     try:
         meta = read_metadata_object(meta_path, RETRAIN_HEAD)
         check_format(meta, meta_path, HEAD_FORMAT, untagged_ok=False)
+        check_required_keys(meta, meta_path, RETRAIN_HEAD)
         check_shape(RewardHeadShape, meta, meta_path, RETRAIN_HEAD)
         model_cfg = loadable_model_config(meta, meta_path, backbone)
         router = CostAwareRouter(
