@@ -717,7 +717,7 @@ def test_metadata_saved_by_an_editor_with_a_bom_loads_and_in_latin_1_names_its_l
     assert "re-save the file as UTF-8" in str(raised.value)
 
 
-@pytest.mark.parametrize("tag", ["fugu-lite-router-v2", "fugu-lite-reward-head", None])
+@pytest.mark.parametrize("tag", ["fugu-lite-router-v2", None])
 def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
     tiny_model_cfg: ModelConfig, tmp_path: Path, tag: str | None
 ) -> None:
@@ -741,6 +741,45 @@ def test_a_router_tagged_as_another_format_is_refused_and_an_untagged_one_loads(
     said = f"is tagged format '{tag}', not 'fugu-lite-router' (written by fugu-lite 9.0.0"
     assert said in message
     assert "load it with the fugu-lite version that wrote it, or retrain" in message
+
+
+@pytest.mark.parametrize("renamed", ["router", "reward head"])
+def test_a_checkpoints_files_renamed_as_the_other_kinds_say_what_they_are(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, renamed: str
+) -> None:
+    """A router's router.json and router_head.safetensors renamed to a reward head's names
+    (or the reverse) were refused as 'tagged format 'fugu-lite-router', not
+    'fugu-lite-reward-head' (written by fugu-lite 0.1.0; this is 0.1.0): load it with the
+    fugu-lite version that wrote it', though this version wrote it: its files were renamed."""
+    from fugu_lite import reward_head
+
+    router = RouterModel(tiny_model_cfg, ["x", "y"], 32)
+    head = reward_head.CostAwareRouter(tiny_model_cfg, ["x", "y"], 32, [1], 0.5, 0.05)
+    kinds = {
+        "router": (router, META_FILE, HEAD_FILE, load_router),
+        "reward head": (
+            head,
+            reward_head.META_FILE,
+            reward_head.HEAD_FILE,
+            reward_head.load_reward_head,
+        ),
+    }
+    model, meta_file, tensor_file, _ = kinds[renamed]
+    as_kind = "reward head" if renamed == "router" else "router"
+    _, other_meta, other_tensors, load = kinds[as_kind]
+    saved = model.save_checkpoint(tmp_path / "saved")
+    folder = tmp_path / "renamed"
+    folder.mkdir()
+    shutil.copy(saved / meta_file, folder / other_meta)
+    shutil.copy(saved / tensor_file, folder / other_tensors)
+    with pytest.raises(CheckpointError) as error:
+        load(folder)
+    message = " ".join(str(error.value).split())
+    assert message == (
+        f"{folder / other_meta} is a {renamed}'s {meta_file} renamed (its format is "
+        f"{model.checkpoint_format!r}), not a {as_kind}'s: give the {renamed}'s files their "
+        f"own names again, {meta_file} and {tensor_file}"
+    )
 
 
 @pytest.mark.parametrize(

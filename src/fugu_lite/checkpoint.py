@@ -103,6 +103,15 @@ def check_format(metadata: dict, meta_path: Path, expected: str, untagged_ok: bo
     """Refuse checkpoint metadata tagged as another format (a later fugu-lite's layout, or
     another artefact's metadata renamed), naming both and the version that wrote it."""
     written_as = metadata.get("format", expected if untagged_ok else None)
+    kinds = checkpoint_formats()
+    if isinstance(written_as, str) and written_as != expected and written_as in kinds:
+        # this version's other kind, renamed: no other version would read it either
+        kind, meta_file, tensor_file = kinds[written_as]
+        raise CheckpointError(
+            f"{meta_path} is a {kind}'s {meta_file} renamed (its format is {written_as!r}), "
+            f"not a {kinds[expected][0]}'s: give the {kind}'s files their own names again, "
+            f"{meta_file} and {tensor_file}"
+        )
     if written_as != expected:
         writer = metadata.get("package_version", "an unknown version")
         raise CheckpointError(
@@ -175,13 +184,22 @@ def saved_model_config(metadata: dict, meta_path: Path) -> ModelConfig:
         ) from error
 
 
-def checkpoint_kinds() -> list[tuple[str, str]]:
-    """(tensor file, metadata file) of each kind of checkpoint a folder may hold: a router's
-    and a reward head's."""
+def checkpoint_formats() -> dict[str, tuple[str, str, str]]:
+    """Each kind of checkpoint a folder may hold, a router and a reward head, by its
+    metadata's format tag: (what it is, metadata file, tensor file)."""
     from .reward_head import HEAD_FILE as REWARD_HEAD_FILE  # it imports this module
+    from .reward_head import HEAD_FORMAT as REWARD_HEAD_FORMAT
     from .reward_head import META_FILE as REWARD_META_FILE
 
-    return [(HEAD_FILE, META_FILE), (REWARD_HEAD_FILE, REWARD_META_FILE)]
+    return {
+        ROUTER_FORMAT: ("router", META_FILE, HEAD_FILE),
+        REWARD_HEAD_FORMAT: ("reward head", REWARD_META_FILE, REWARD_HEAD_FILE),
+    }
+
+
+def checkpoint_kinds() -> list[tuple[str, str]]:
+    """(tensor file, metadata file) of each kind of checkpoint a folder may hold."""
+    return [(tensors, meta) for _, meta, tensors in checkpoint_formats().values()]
 
 
 def _what_it_is(directory: Path) -> str:
