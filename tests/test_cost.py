@@ -1086,8 +1086,12 @@ def test_the_reward_head_averages_its_members_and_predicts_no_negative_cost() ->
 def test_the_reward_head_predicts_on_features_standardised_as_in_training() -> None:
     """Its layers are fitted on features standardised by the train mean and spread: a
     prompt below the train mean belongs to the cluster below it, whatever the sign of its
-    raw features, and its predicted cost is the cost model's at its standardised value."""
-    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [2], 1.0, 0.05)
+    raw features, and its predicted cost is the cost model's at its standardised value. So
+    with a model config of normalize_features false too (a mutation round saw that setting
+    taken as it came, no test giving it)."""
+    unnormalised = ModelConfig(backbone="tiny-random", normalize_features=False)
+    router = CostAwareRouter(unnormalised, ["a", "b"], 1, [2], 1.0, 0.05)
+    assert router.model_cfg.normalize_features
     router.fit_normalizer(torch.tensor([[90.0], [110.0]]))  # mean 100, spread 10 * sqrt(2)
     router.head.assign_weight.copy_(torch.tensor([[10.0], [-10.0]]))  # cluster 0: above it
     router.head.cluster_rewards.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
@@ -1113,6 +1117,24 @@ def test_a_reward_head_called_like_any_router_routes_at_cost_weight_0() -> None:
         router.probabilities(features), router.at_cost_weight(0.0).probabilities(features)
     )
     assert router.at_cost_weight(1.0).probabilities(features).argmax().item() == 1
+
+
+def test_a_reward_head_refuses_an_overflowing_cost_weight_however_it_is_asked() -> None:
+    """route and serve check the cost weight before the head; its own utilities, logits_at
+    and at_cost_weight (called by evaluation and by code of one's own) check it too, which no
+    test read: without their checks a weight of 1e39 gave NaN utilities."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [1], 1.0, 0.5)
+    router.fit_normalizer(torch.tensor([[-1.0], [1.0]]))
+    router.head.cost_bias.copy_(torch.tensor([1.0, 0.0]))
+    features = torch.tensor([[0.0]])
+    for asked in (
+        lambda: router.utilities(features, 1e39),
+        lambda: router.logits_at(features, 1e39),
+        lambda: router.at_cost_weight(1e39),
+    ):
+        with pytest.raises(CostWeightError, match="answers cost weights up to 1,000,000"):
+            asked()
+    assert torch.isfinite(router.utilities(features, 1e6)).all()
 
 
 def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features() -> None:
@@ -1806,6 +1828,8 @@ def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> No
         # Infinity: every cost weight routed as 0 did, or every prompt to the first worker
         ("reference_cost", float("inf"), "reference_cost: Input should be a finite number"),
         ("temperature", float("inf"), "temperature: Input should be a finite number"),
+        # 0 divides every utility: NaN probabilities (no test gave it: gt=0 made ge=0 passed)
+        ("temperature", 0.0, "temperature: Input should be greater than 0"),
     ],
 )
 def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(
@@ -1822,6 +1846,19 @@ def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(
         load_reward_head(directory)
     assert str(error.value).startswith(f"{directory / 'reward_head.json'} is damaged ({said}")
     assert str(error.value).endswith("); retrain with `fugu-lite train reward-head`")
+
+
+def test_a_reward_head_json_without_its_format_tag_is_refused(tmp_path: Path) -> None:
+    """Unlike the earliest routers' router.json, every reward_head.json was written with its
+    format tag: one without it is another file renamed, not a head (a mutation round saw an
+    untagged one load as a head and no test notice)."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), [CHEAP, PREMIUM], 8, [1], 0.5, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    meta = json.loads((directory / "reward_head.json").read_text())
+    del meta["format"]
+    (directory / "reward_head.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="is tagged format None, not 'fugu-lite-reward-head'"):
+        load_reward_head(directory)
 
 
 @pytest.mark.parametrize("key", ["model", "worker_ids", "feature_dim", "backbone_parameters"])
