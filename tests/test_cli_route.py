@@ -228,6 +228,38 @@ def test_route_and_eval_take_the_backbone_where_it_is_now(
     assert (tmp_path / "e" / "evaluation_report.json").exists()
 
 
+@pytest.mark.parametrize("kind", ["reward head", "router asked for its cost weight"])
+def test_route_takes_the_backbone_where_it_is_now_for_every_kind_of_checkpoint(
+    tmp_path: Path, tiny_model_cfg: ModelConfig, kind: str
+) -> None:
+    """route loads a reward head, and a router asked for a cost weight, by other calls than
+    a plain router; only the plain router's took --backbone in a test (a mutation round saw
+    the others' dropped unnoticed)."""
+    from fugu_lite.backbones import load_backbone
+    from fugu_lite.model import RouterModel
+    from fugu_lite.reward_head import CostAwareRouter
+
+    backbone = load_backbone("tiny-random")
+    backbone.model.save_pretrained(tmp_path / "backbone")
+    backbone.tokenizer.save_pretrained(tmp_path / "backbone")
+    cfg = tiny_model_cfg.model_copy(
+        update={"backbone": str(tmp_path / "backbone"), "runtime": "torch"}
+    )
+    if kind == "reward head":
+        model: RouterModel = CostAwareRouter(cfg, WORKERS, 32, [1], 0.5, 0.05)
+        asked = ["--cost-weight", "0.5"]
+    else:
+        model, asked = RouterModel(cfg, WORKERS, 32), ["--cost-weight", "0"]
+    checkpoint = model.save_checkpoint(tmp_path / "c")
+    (tmp_path / "backbone").rename(tmp_path / "models-here")
+    result = invoke("route", "--checkpoint", checkpoint, *asked, "hello")
+    assert result.exit_code == 2, result.output
+    assert "Give the folder it is in now: `--backbone PATH`" in flat(result.output)
+    moved = ["--backbone", tmp_path / "models-here"]
+    routed = ok(invoke("route", "--checkpoint", checkpoint, *asked, *moved, "--json", "hi"))
+    assert json.loads(routed)["worker"] in WORKERS
+
+
 def test_route_says_a_checkpoint_or_backbone_that_is_a_link_loop_is_one(
     tmp_path: Path, tiny_model_cfg: ModelConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
