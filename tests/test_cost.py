@@ -834,6 +834,23 @@ def test_a_plain_checkpoint_serves_the_cost_weight_it_was_trained_with(family: F
         service.allowed_workers(None, None, 0.5)
 
 
+def test_a_plain_checkpoint_trained_with_a_cost_weight_serves_that_one_only(
+    tmp_path: Path,
+) -> None:
+    """The plain checkpoints of the tests were trained with cost weight 0, so a check of the
+    requested weight against 0 instead of the trained one passed them (a mutation round):
+    one trained with 0.5 would have refused 0.5 and answered 0."""
+    weighting = {"cost_weighting": {"cost_weight": 0.5, "reference_cost": 1.0}}
+    model = RouterModel(tiny_cfg(tmp_path), [CHEAP, PREMIUM], 32)
+    directory = model.save_checkpoint(tmp_path / "c", weighting)
+    decision = route_checkpoint(directory, "hi", cost_weight=0.5)
+    assert isinstance(decision, CostRoutingDecision) and decision.cost_weight == 0.5
+    with pytest.raises(
+        CostWeightError, match=r"cost weight 0\.5\), so it cannot serve cost weight 0;"
+    ):
+        route_checkpoint(directory, "hi", cost_weight=0.0)
+
+
 def test_a_checkpoint_recording_no_cost_weighting_serves_cost_weight_0_only(
     family: Family, tmp_path: Path
 ) -> None:
