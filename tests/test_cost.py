@@ -1865,6 +1865,26 @@ def test_a_reward_head_metadata_key_of_the_wrong_type_is_refused(
     assert str(error.value).endswith("); retrain with `fugu-lite train reward-head`")
 
 
+def test_a_reward_head_whose_tensor_file_lacks_a_tensor_is_refused(tmp_path: Path) -> None:
+    """A tensor file of another layout (a tensor left out, its digest written with it) loaded
+    the missing tensor as zeros unnoticed when the load was made lenient (a mutation round)."""
+    from safetensors.torch import load_file, save_file
+
+    from fugu_lite.checkpoint import TENSOR_DIGEST_KEY, file_digest, tensor_file_metadata
+
+    head = CostAwareRouter(tiny_cfg(tmp_path), [CHEAP, PREMIUM], 8, [1], 0.5, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    tensors = load_file(directory / "reward_head.safetensors")
+    del tensors["head.cost_bias"]
+    save_file(tensors, directory / "reward_head.safetensors",
+              metadata=tensor_file_metadata([CHEAP, PREMIUM]))  # fmt: skip
+    meta = json.loads((directory / "reward_head.json").read_text())
+    meta[TENSOR_DIGEST_KEY] = file_digest(directory / "reward_head.safetensors")
+    (directory / "reward_head.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"(?s)does not fit its metadata: .*head\.cost_bias"):
+        load_reward_head(directory)
+
+
 def test_a_reward_head_json_without_its_format_tag_is_refused(tmp_path: Path) -> None:
     """Unlike the earliest routers' router.json, every reward_head.json was written with its
     format tag: one without it is another file renamed, not a head (a mutation round saw an
