@@ -742,6 +742,10 @@ def test_a_count_in_words_before_the_numbers_it_counts_is_the_answer(
         ("17", "He has 17 apples left, i.e. 20 - 3.", 1.0),
         ("17", "17 apples are left, which is 20 minus 3.", 1.0),
         ("17", "He has 17 apples left, that is, 20 - 3.", 1.0),
+        # "which is" after no comma ("left which is 20 minus 3") is such a clause too
+        ("17", "He has 17 apples left which is 20 minus 3.", 1.0),
+        ("3", "He has 17 apples left which is 20 minus 3.", 0.0),
+        ("12", "The total is 5 + 7 which is 12.", 1.0),
         ("15", "The discount is $15 (25% × $60).", 1.0),  # a percentage as an operand
         ("12", "He has 12 eggs (given 3 boxes of 4).", 1.0),
         ("12", "He has 12 eggs (as each of 3 boxes holds 4).", 1.0),

@@ -58,9 +58,11 @@ _WORKING = re.compile(
 
 
 # A closing clause showing the working after the answer and a comma: "17 left, from 20 minus
-# 3.", "17 apples, i.e. 20 - 3." (tried on the output's last characters only: linear)
+# 3.", "17 apples, i.e. 20 - 3.", and a "which is" after none: "17 left which is 20 - 3" (tried
+# on the output's last characters only: linear)
 _WORKING_CLAUSE = re.compile(
-    rf",\s*(?:from|i\.e\.,?|that\s+is,?|which\s+is)\s+{_ARITHMETIC}[\s.!*_$]*\Z",
+    rf"(?:,\s*(?:from|i\.e\.,?|that\s+is,?|which\s+is)|\s+which\s+is)\s+{_ARITHMETIC}"
+    r"[\s.!*_$]*\Z",
     re.IGNORECASE,
 )
 MAX_WORKING_CLAUSE_CHARS = 200
