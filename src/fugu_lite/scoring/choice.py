@@ -125,17 +125,22 @@ _ASKED_IS_LETTER = re.compile(
 )
 # an option marked chosen on its line: "- [x] B", "☑ B", "(B) 3 ✅", "B ✔" (a line also
 # holding a box left empty or a cross, "[x] B  [ ] C", "A ❌ B ✅", is read by its marks)
-_CHECK_MARK = re.compile(r"\[[xX✓✔]\]|[☑✅✔✓]")
+_TICKS = "☑✅✔✓"
+_CROSSES = "☐❌✗✘❎"
+_CHECK = rf"\[[xX✓✔]\]|[{_TICKS}]"
+_CROSS = rf"\[\s\]|[{_CROSSES}]"
+_CHECK_MARK = re.compile(_CHECK)
+_CROSS_MARK = re.compile(_CROSS)
 _LINE_MARKS = re.compile(
-    r"(?P<check>\[[xX✓✔]\]|[☑✅✔✓])|(?P<cross>\[\s\]|[☐❌✗✘❎])"
+    rf"(?P<check>{_CHECK})|(?P<cross>{_CROSS})"
     # a letter starting its line or right after a mark ("✅ Option A is wrong" marks no A)
-    r"|(?:^|(?<=[\]☑✅✔✓☐❌✗✘❎\ufe0f]))[\s>*_•+-]*[(\[]?(?P<letter>[A-E])(?![\w'])"
+    rf"|(?:^|(?<=[\]{_TICKS}{_CROSSES}\ufe0f]))[\s>*_•+-]*[(\[]?(?P<letter>[A-E])(?![\w'])"
 )
 # a reply's one mark next to a bare letter on its line: "B ✅", "**B** ✔️", "✅ (B)" (not a
 # checkbox "- [x] B", an item of a checklist)
-_CROSS_MARK = re.compile(r"\[\s\]|[☐❌✗✘❎]")
 _LETTER_WITH_A_MARK = re.compile(
-    r"[\s*_]*(?:[☑✅✔✓]\ufe0f?[\s*_]*)?[(\[]?(?P<letter>[A-E])[)\]]?[\s*_.]*(?:[☑✅✔✓]\ufe0f?)?[\s*_]*"
+    rf"[\s*_]*(?:[{_TICKS}]\ufe0f?[\s*_]*)?[(\[]?(?P<letter>[A-E])[)\]]?[\s*_.]*"
+    rf"(?:[{_TICKS}]\ufe0f?)?[\s*_]*"
 )
 _CORRECT_WORDS = {"correct", "right", "true", "answer", "correct answer", "right answer"}
 # a reply whose last sentence is only a letter: "Not A, not C. B.", "not a, not c. b."
