@@ -1155,6 +1155,27 @@ def test_a_worker_misspelt_on_a_few_rows_is_named_with_the_worker_it_is_close_to
         import_long(path)  # one prompt short of a worker most prompts have: no hint
 
 
+@pytest.mark.parametrize(
+    ("rare", "guess"),
+    [("gpt-4-turbo", ": a misspelling of 'gpt-4'?"), ("gpt-4-vision", ": check its name")],
+)
+def test_a_rare_worker_is_guessed_as_a_misspelling_only_when_its_name_is_close(
+    tmp_path: Path, rare: str, guess: str
+) -> None:
+    """The two names lie either side of how close a name must be to be guessed as a
+    misspelling: 'gpt-4-turbo' is 0.625 alike to 'gpt-4' (difflib's ratio), 'gpt-4-vision'
+    0.588; a guess for every name, or for none but the nearest, misleads."""
+    lines = "".join(f"q{index},gpt-4,1\nq{index},llama,0\n" for index in range(6))
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\n" + lines.replace("q4,gpt-4", f"q4,{rare}"))
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        f"; the worker {rare!r} has rows for 1 of the 6 prompts only (the first at {path}, "
+        f"line 10){guess}"
+    )
+
+
 @pytest.mark.parametrize("cut", [0.5, 0.75])
 def test_a_json_file_cut_short_says_so(tmp_path: Path, cut: float) -> None:
     """A .json list whose download or copy was interrupted was refused as "not valid JSON at
