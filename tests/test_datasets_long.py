@@ -843,6 +843,24 @@ def test_long_format_refuses_percentages_beside_plain_numbers_above_one(tmp_path
     )
 
 
+def test_a_percentage_above_100_is_warned_of_as_a_plain_reward_above_1_is(
+    tmp_path: Path, caplog
+) -> None:
+    """A reward of "120%" was read as 1.2 without a word, where a plain 1.2 is warned of:
+    the graders score 0-1, so it is a typo or another measure (a relative gain)."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq,a,50%\nq,b,120%\nr,a,-5%\nr,b,0%\n")
+    with caplog.at_level(logging.WARNING):
+        assert [r.rewards for r in import_long(path)] == [[0.5, 1.2], [-0.05, 0.0]]
+    assert f"some lie outside 0-1 ({path}, line 3: 1.2)" in caplog.text, caplog.text
+    assert "a percentage is read as a fraction (120% as 1.2)" in caplog.text, caplog.text
+    caplog.clear()
+    path.write_text("prompt,worker,reward\nq,a,100%\nq,b,0%\n")
+    with caplog.at_level(logging.WARNING):
+        assert [r.rewards for r in import_long(path)] == [[1.0, 0.0]]
+    assert "outside 0-1" not in caplog.text
+
+
 def test_long_format_warns_of_rewards_outside_zero_to_one(tmp_path: Path, caplog) -> None:
     """A 0-100 column was read as is without a word, training on near one-hot targets."""
     path = tmp_path / "long.csv"

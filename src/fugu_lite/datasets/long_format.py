@@ -34,7 +34,14 @@ from .common import (
     warn_unused_split_column,
 )
 from .long_files import raw_rows
-from .long_rows import COLUMNS, LongRow, check_reward_scale, is_percentage, parse_row
+from .long_rows import (
+    COLUMNS,
+    LongRow,
+    check_reward_scale,
+    is_off_scale,
+    is_percentage,
+    parse_row,
+)
 from .split import apply_given_split, apply_standard_split, no_value
 
 logger = logging.getLogger(__name__)
@@ -75,6 +82,7 @@ class _Cells:
     has_split: bool = False
     percent_at: str | None = None  # the first row whose reward is written as a percentage
     plain_beyond_one: LongRow | None = None  # the first row whose plain reward is not in [0, 1]
+    percent_beyond_one: LongRow | None = None  # the first whose percentage is not in 0-100%
 
 
 def _read_cells(path: Path, use_split_column: bool, drop_missing: bool) -> _Cells:
@@ -89,7 +97,9 @@ def _read_cells(path: Path, use_split_column: bool, drop_missing: bool) -> _Cell
         prompt, row = parse_row(raw, where, use_split_column, drop_missing)
         if is_percentage(raw.get("reward")):
             cells.percent_at = cells.percent_at or where
-        elif cells.plain_beyond_one is None and (row.reward < 0.0 or row.reward > 1.0):
+            if cells.percent_beyond_one is None and is_off_scale(row.reward):
+                cells.percent_beyond_one = row
+        elif cells.plain_beyond_one is None and is_off_scale(row.reward):
             cells.plain_beyond_one = row
         key = _prompt_key(prompt)
         cells.prompts.setdefault(key, prompt)
@@ -120,7 +130,7 @@ def _check_cells(path: Path, cells: _Cells) -> None:
     """Refuse a file without rows or with rewards on two scales; warn of unread columns."""
     if not cells.groups:
         raise RecordFileError(f"{path}: holds no rows")
-    check_reward_scale(path, cells.percent_at, cells.plain_beyond_one)
+    check_reward_scale(path, cells.percent_at, cells.plain_beyond_one, cells.percent_beyond_one)
     if cells.ignored:
         logger.warning(
             "%s: column(s) %s are not read (the long format's columns: %s); rename a column "

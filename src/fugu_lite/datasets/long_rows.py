@@ -138,26 +138,42 @@ def _reward(value: object, where: str) -> float:
     return number / 100
 
 
-def check_reward_scale(path: Path, percent_at: str | None, beyond: LongRow | None) -> None:
+def is_off_scale(reward: float) -> bool:
+    """Whether a reward lies outside the graders' 0-1 (a missing one, NaN, does not)."""
+    return reward < 0.0 or reward > 1.0
+
+
+def check_reward_scale(
+    path: Path, percent_at: str | None, beyond: LongRow | None, percent_beyond: LongRow | None
+) -> None:
     """Percentages beside plain numbers above 1 mean two scales in one column (85% and 85 would
     both be read, as 0.85 and 85): refused. Plain rewards outside [0, 1] alone are read as
     given, with a warning: the graders score 0-1 and the training defaults assume that scale,
-    so a 0-100 column would train very differently (near one-hot SFT targets)."""
-    if beyond is None:
-        return
-    if percent_at is not None:
+    so a 0-100 column would train very differently (near one-hot SFT targets). A percentage
+    outside 0-100% (`120%`, read as 1.2) gets the same warning."""
+    if beyond is not None and percent_at is not None:
         raise RecordFileError(
             f"{path}: rewards are written both as percentages ({percent_at}) and as plain "
             f"numbers outside 0-1 ({beyond.where}: {beyond.reward:g}), so they are on two "
             "scales; write every reward as a fraction (0.85) or every one as a percentage (85%)"
         )
-    warn_of_a_reward_off_scale(
-        str(path),
-        beyond.where,
-        beyond.reward,
-        "if the column holds percentages, write them as fractions (0.85) or with a percent "
-        "sign (85%)",
-    )
+    if beyond is not None:
+        warn_of_a_reward_off_scale(
+            str(path),
+            beyond.where,
+            beyond.reward,
+            "if the column holds percentages, write them as fractions (0.85) or with a percent "
+            "sign (85%)",
+        )
+    elif percent_beyond is not None:
+        reward = percent_beyond.reward
+        warn_of_a_reward_off_scale(
+            str(path),
+            percent_beyond.where,
+            reward,
+            f"a percentage is read as a fraction ({reward * 100:g}% as {reward:g}), so check the "
+            "percentages above 100% or below 0%",
+        )
 
 
 def _optional_text(value: object) -> str | None:
