@@ -354,7 +354,14 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("cell", "number"),
-    [("$0.002", "0.002"), ("0.01 USD", "0.01"), ("€ 1.5", "1.5"), ("120 tokens", "120")],
+    [
+        ("$0.002", "0.002"),
+        ("0.01 USD", "0.01"),
+        ("€ 1.5", "1.5"),
+        ("120 tokens", "120"),
+        ("US$1.5", "1.5"),
+        ("12kg", "12"),
+    ],
 )
 def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_alone(
     tmp_path: Path, cell: str, number: str
@@ -372,6 +379,25 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
     path.write_text("prompt,worker,reward,cost\np1,w1,1,cheap\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"got 'cheap'$"):  # no number: no hint
         import_long(path)
+
+
+@pytest.mark.parametrize("name", ["m1", "gpt4", "gpt-4", "gpt-4o", "claude-3-haiku"])
+def test_a_name_with_a_digit_in_a_number_cell_is_not_told_to_be_written_as_that_digit(
+    tmp_path: Path, name: str
+) -> None:
+    """A worker's name in a cost or reward cell (columns shifted by one, or a header read as a
+    row: RouterBench's model 'm1') was refused with the advice to "write the number alone,
+    without a currency sign or unit: 1", as if 'm' were a currency sign; a letter right before
+    the digits makes them part of a name."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"prompt,worker,reward,cost\np1,w1,1,{name}\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == f"{path}, line 2: cost must be a finite number, got {name!r}"
+    path.write_text(f"prompt,worker,reward\np1,w1,{name}\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == f"{path}, line 2: reward must be a finite number, got {name!r}"
 
 
 def test_long_format_reads_column_names_in_any_case_and_spacing(tmp_path: Path, caplog) -> None:

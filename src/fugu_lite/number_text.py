@@ -61,8 +61,9 @@ SPREADSHEET_ERROR = re.compile(
 def number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
     comma ("0,5") or a thousands separator ("1,000", "1_000"), as a percentage ("85%"), or
-    with a currency sign or unit ("$0.002"), which a number here cannot hold; or what a
-    spreadsheet's formula error ("#DIV/0!", told to be written as 0) is."""
+    with a currency sign or unit ("$0.002"; not a name with a digit, "gpt-4"), which a number
+    here cannot hold; or what a spreadsheet's formula error ("#DIV/0!", told to be written as
+    0) is."""
     if not isinstance(value, str):
         return ""
     if SPREADSHEET_ERROR.fullmatch(value):
@@ -78,9 +79,16 @@ def number_hint(value: object) -> str:
     if re.fullmatch(r"\s*[-+]?[0-9.]*[0-9],[0-9][0-9,.]*\s*", value):
         return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
     unit = UNIT_AROUND_NUMBER.fullmatch(value)
-    if unit is not None and (unit["before"] or unit["after"]):
+    if unit is not None and (unit["before"] or unit["after"]) and not _digits_of_a_name(unit):
         return f" (write the number alone, without a currency sign or unit: {unit['number']})"
     return ""
+
+
+def _digits_of_a_name(unit: re.Match[str]) -> bool:
+    """Whether a letter comes right before the number ("m1", "gpt-4o", "claude-3-haiku"):
+    its digits are part of a name (a worker's, in a shifted column), not a number after a
+    currency sign, which is no letter ("$1.5", "US$1.5") or is spaced from it ("USD 1.5")."""
+    return unit["before"][-1:].isalpha() and unit.end("before") == unit.start("number")
 
 
 def _underscore_hint(value: str) -> str:
