@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import subprocess
@@ -202,6 +203,25 @@ def test_code_in_html_code_elements_without_a_fence_is_the_code(output: str) -> 
 @pytest.mark.parametrize(
     "output",
     [
+        f"<pre><div><div>Copy code</div><div><code>{ADD_ESCAPED}</code></div></div></pre>",
+        '<pre><div class="bg-black rounded-md"><div class="flex items-center"><span>python</span>'
+        '<button class="flex ml-auto gap-2">Copy code</button></div><div class="p-4"><code '
+        f'class="!whitespace-pre hljs language-python">{ADD_ESCAPED}</code></div></div></pre>',
+    ],
+)
+def test_code_in_a_chat_pages_copy_code_box_is_the_code(output: str) -> None:
+    """Models trained on chat pages saved as HTML (ShareGPT's) answer with the page's code box,
+    a label and a "Copy code" button before the `<code>` in the `<pre>` (Koala-13b's, in
+    the-crypt-keeper/can-ai-code issue #13): the box's text ran as code ("pythonCopy codedef
+    add(a, b):", SyntaxError, 0)."""
+    assert extract_code(output) == html.unescape(ADD_ESCAPED)
+    result = graded(code_task(), output)
+    assert result.score == 1.0, result.detail
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
         "`def add(a, b): return a + b`",
         "Here it is: `def add(a, b): return a + b`. It adds them.",
         "Call `add` once you define it: `def add(a, b): return a + b`",
@@ -351,6 +371,7 @@ def test_a_code_tag_named_in_prose_after_raw_code_is_no_code_element() -> None:
         "(A) (B) " * 20_000,
         "<code>" * 100_000,  # never closed: each used to be searched to the end
         "<pre><code>" * 50_000,
+        "<pre><div><code>" + "</code></div>" * 20_000 + "x",  # no closer is the content's last
         "`def a" * 100_000,
     ],
 )

@@ -79,7 +79,11 @@ def _inline_definitions(output: str) -> list[tuple[str, str]]:
 
 _HTML_OPENER = re.compile(r"<(?P<tag>pre|code)\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
 _HTML_CLOSERS = {"pre": re.compile(r"</pre>", re.I), "code": re.compile(r"</code>", re.I)}
-_HTML_INNER_CODE = re.compile(r"\s*<code\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
+# a `<pre>`'s `<code>`: at its start, or after a chat page's markup on its line, the code box
+# that models trained on saved chat pages (ShareGPT's) write: `<pre><div><div>python</div>
+# <div>Copy code</div><div><code>...</code></div></div></pre>`
+_HTML_INNER_CODE = re.compile(r"\s*(?:<[^\n]*?)?<code\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
+_HTML_CLOSING_TAGS = re.compile(r"(?:\s*</\w+>)*\s*")
 _HTML_LANGUAGE = re.compile(r"\blang(?:uage)?-(?P<language>[\w+#.-]+)", re.IGNORECASE)
 
 
@@ -103,7 +107,7 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
         if tag == "pre" and (inner := _HTML_INNER_CODE.match(code)) is not None:
             attrs, code = (
                 inner["attrs"],
-                re.sub(r"</code>\s*\Z", "", code[inner.end() :], flags=re.I),
+                _without_the_code_closer(code[inner.end() :]),
             )
         code = _html_text(code)
         if tag == "code" and "\n" not in code.strip() and not _CODE_START.match(code.strip()):
@@ -112,6 +116,15 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
         language, code = _block(tagged["language"] if tagged else "", "", code)
         blocks.append((language, code if closer else _without_prose_after(code)))
     return blocks
+
+
+def _without_the_code_closer(code: str) -> str:
+    """A `<pre>`'s `<code>` content less its `</code>` and the closing tags of the box around
+    it (`</code></div></div>`); as written when no `</code>` is last (a reply cut off)."""
+    closers = list(_HTML_CLOSERS["code"].finditer(code))
+    if closers and _HTML_CLOSING_TAGS.fullmatch(code, closers[-1].end()):
+        return code[: closers[-1].start()]
+    return code
 
 
 # markup inside a code element, as chat UIs and syntax highlighters write it: "<br>" for a
