@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import math
 import os
 import random
 import re
@@ -868,7 +869,11 @@ def near_misses(description: str) -> list[Callable[..., object]]:
         return [lambda n: right(n + 1), *first_term_wrong]  # counting from 1
     if "digit_power_sum" in description:
         power = number_in(description, "power")
-        return [lambda n: sum(int(digit) for digit in str(n)) ** power]
+        return [
+            lambda n: sum(int(digit) for digit in str(n)) ** power,
+            # the digits counted by log10, which 0 has none of (ValueError)
+            lambda n: sum((n // 10**i % 10) ** power for i in range(int(math.log10(n)) + 1)),
+        ]
     if "chunks" in description:
         size = number_in(description, "lists of")
         return [
@@ -892,19 +897,36 @@ def passes(tests: str, name: str, function: Callable[..., object]) -> bool:
         return False
 
 
+def check_tests_refuse_wrong_functions(question: str, tests: str) -> None:
+    """The asserts of a code task fail a function returning a constant, one returning its
+    input (`add_k` for k = 0 asks for that), and each near miss of the question."""
+    found = re.search(r"Write a Python function `(\w+)\(", question)
+    assert found is not None, question
+    first_expected = eval(tests.splitlines()[0].split(" == ", 1)[1])
+    constant, its_input = (lambda *_: first_expected), (lambda first, *_: first)
+    for wrong in [constant, its_input, *near_misses(question)]:
+        assert not passes(tests, found[1], wrong), (question, tests)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_code_tasks_tests_refuse_a_constant_and_a_near_miss(seed: int) -> None:
     """A code task whose asserts kept one case, or lost the case at an edge (0, a boundary,
     a negative, the shorter last chunk), would credit a function returning a constant or
     one wrong at that edge."""
     for task in generate_tasks(n_per_family=60, seed=seed, families=["code"]):
-        question = task.prompt_text().split("\n")[0]
-        found = re.search(r"Write a Python function `(\w+)\(", question)
-        assert found is not None, question
-        tests = task.tests or ""
-        first_expected = eval(tests.splitlines()[0].split(" == ", 1)[1])
-        for wrong in [lambda *_, constant=first_expected: constant, *near_misses(question)]:
-            assert not passes(tests, found[1], wrong), (task.prompt, tests)
+        check_tests_refuse_wrong_functions(task.prompt_text().split("\n")[0], task.tests or "")
+
+
+def test_every_code_maker_drawn_many_times_refuses_a_constant_and_a_near_miss() -> None:
+    """Tasks from generate_tasks hold few of a level-3 maker's draws, and of a rare draw
+    none: a sequence made to start 0, 0 (every term 0, so `return 0` passes), an `add_k`
+    for k = 0 or `times_k` for k = 1 (`return x` passes) would go unseen. Each code maker
+    is drawn 400 times."""
+    makers = [maker for level in FAMILIES["code"].values() for maker in level]
+    for maker in makers:
+        for draw in range(400):
+            draft = maker(random.Random(draw))
+            check_tests_refuse_wrong_functions(str(draft["prompt"]), str(draft["tests"]))
 
 
 def makers_defined_in(module: ModuleType) -> set[Callable[..., object]]:
