@@ -219,6 +219,19 @@ def test_code_in_a_chat_pages_copy_code_box_is_the_code(output: str) -> None:
     assert result.score == 1.0, result.detail
 
 
+def test_a_language_on_the_pre_around_a_code_element_is_its_language() -> None:
+    """`<pre class="language-python"><code>` (Prism's markup, GitLab's) was read as an
+    untagged block: a solution defining no function ran with the output shown in the next
+    block, "three" (NameError, 0), where its fenced twin, ```` ```python ````, scores 1."""
+    solution, shown = "from operator import add\n", "For add(1, 2) it prints:"
+    fenced = f"```python\n{solution}```\n{shown}\n```\nthree\n```"
+    in_html = f'<pre class="language-python"><code>{solution}</code></pre>\n{shown}\n'
+    in_html += "<pre><code>three</code></pre>"
+    for output in (fenced, in_html):
+        assert extract_code(output) == solution, output
+    assert graded(code_task(), in_html).score == 1.0
+
+
 @pytest.mark.parametrize(
     "output",
     [

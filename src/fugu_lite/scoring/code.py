@@ -105,8 +105,9 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
         attrs = opener["attrs"]
         position = closer.end() if closer else len(output)
         if tag == "pre" and (inner := _HTML_INNER_CODE.match(code)) is not None:
+            # the <code>'s language, else the <pre>'s: `<pre class="language-python"><code>`
             attrs, code = (
-                inner["attrs"],
+                f"{inner['attrs']} {attrs}",
                 _without_the_code_closer(code[inner.end() :]),
             )
         code = _html_text(code)
