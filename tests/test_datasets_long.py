@@ -360,6 +360,7 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("€ 1.5", "1.5"),
         ("120 tokens", "120"),
         ("US$1.5", "1.5"),
+        ("USD 1.5", "1.5"),
         ("12kg", "12"),
     ],
 )
