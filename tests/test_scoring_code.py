@@ -364,6 +364,8 @@ def test_markup_inside_an_html_code_element_is_read_as_text(output: str) -> None
 def test_code_that_parses_keeps_what_looks_like_html_in_it() -> None:
     code = 'def add(a, b):\n    tag = "<span>"\n    return a + b if a<b or a>b else b + a\n'
     assert extract_code(f"<pre><code>{code}</code></pre>") == code
+    box = f"<pre><div><div>Copy code</div><div><code>{code}</code></div></div></pre>"
+    assert extract_code(box) == code  # the box's closing tags are no part of the code
 
 
 def test_a_code_tag_named_in_prose_after_raw_code_is_no_code_element() -> None:
