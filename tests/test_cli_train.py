@@ -57,6 +57,31 @@ def test_reward_head_and_es_progress_is_shown_in_a_log(run: Run, tmp_path: Path)
     assert "━" not in head.stderr + es.stderr
 
 
+def test_train_es_run_again_after_it_finished_says_it_kept_the_finished_runs_generation(
+    run: Run, tmp_path: Path
+) -> None:
+    """The same `train es` after a finished search said it had finished, then printed the
+    opening line of a search ('ES device=cpu; search=head; ...') that never ran and 'kept the
+    checkpoint and report already in ...' without naming the generation kept."""
+    output = tmp_path / "es"
+    arguments = ("train", "es", "-r", run.records_path, "-o", output, "-c", run.config_path,
+                 "--set", "training.iterations=3", "--set", "training.search=head",
+                 "--set", "training.population_size=4")  # fmt: skip
+    first = flat(ok(invoke(*arguments)))
+    kept = re.search(r"ES: kept (generation \d+ \(validation reward [\d.]+\))", first)
+    assert kept is not None, first
+
+    again = invoke(*arguments)
+    ok(again)
+    said = flat(again.stderr)
+    finished = "has already finished its 3 generations"
+    kept_line = f"ES: kept {kept[1]}, the checkpoint and report already in {output}"
+    assert finished in said and kept_line in said, said
+    assert said.index(finished) < said.index(kept_line)
+    assert "ES device" not in said  # no search is run: none is announced
+    assert flat(again.stdout) == f"checkpoint written to {output}"
+
+
 @pytest.mark.parametrize(
     ("stage", "options", "progress"),
     [

@@ -149,10 +149,35 @@ def evolve(
 
     Returns the final state and the seconds of the generations run in this call.
     """
-    training = config.training
     output_dir = Path(output_dir)
+    state, _ = start_search(model, train, validation, config, output_dir, resume, checkpoint)
+    return state, continue_search(model, state, train, validation, config.training, output_dir)
+
+
+def start_search(
+    model: RouterModel,
+    train: SplitData,
+    validation: SplitData | None,
+    config: ESConfig,
+    output_dir: Path,
+    resume: bool,
+    checkpoint: str | Path | None,
+) -> tuple[SearchState, dict | None]:
+    """The state to search from (see starting_state), and the report of the finished run
+    it is, when that run has written its outputs (else None)."""
     fingerprint = run_fingerprint(config, model, [train, validation], checkpoint)
-    state = starting_state(model, training, fingerprint, validation, output_dir, resume)
+    return starting_state(model, config.training, fingerprint, validation, output_dir, resume)
+
+
+def continue_search(
+    model: RouterModel,
+    state: SearchState,
+    train: SplitData,
+    validation: SplitData | None,
+    training: ESTrainingConfig,
+    output_dir: Path,
+) -> list[float]:
+    """The generations from the state's on (see evolve); returns their seconds."""
     announce_search(model, state, training, len(train), validation is not None)
     if validation is not None:
         validate_pending(model, state, validation, training)
@@ -160,7 +185,7 @@ def evolve(
     if validation is None:
         state.best_parameters, state.best_generation = state.optimizer.mean.copy(), state.generation
     set_parameter_vector(model, state.best_parameters)
-    return state, seconds
+    return seconds
 
 
 def starting_state(
@@ -170,15 +195,15 @@ def starting_state(
     validation: SplitData | None,
     output_dir: Path,
     resume: bool,
-) -> SearchState:
-    """The saved state of this run to continue (saying so, or that it has finished), or a
-    fresh one (resume=False deletes the saved one first); a state past `iterations` is an
-    ESResumeError."""
+) -> tuple[SearchState, dict | None]:
+    """The saved state of this run to continue (saying so, or that it has finished: then
+    with its report), or a fresh one (resume=False deletes the saved one first); a state
+    past `iterations` is an ESResumeError."""
     if not resume:
         state_path(output_dir).unlink(missing_ok=True)
     state = resumed_state(output_dir, fingerprint) if resume else None
     if state is None:
-        return fresh_state(model, training, fingerprint, validation)
+        return fresh_state(model, training, fingerprint, validation), None
     done = state.generation
     if done > training.iterations:
         raise ESResumeError(
@@ -186,7 +211,8 @@ def starting_state(
             f"iterations={training.iterations}; set training.iterations to {done} to end it "
             f"there, or higher to continue it (--set training.iterations=N), or {START_OVER}"
         )
-    if done == training.iterations and finished_report(output_dir, state) is not None:
+    finished = finished_report(output_dir, state) if done == training.iterations else None
+    if finished is not None:
         console.print(
             f"ES: the run saved in {state_path(output_dir)} has already finished its {done} "
             f"generations; {raise_iterations(done)}, or {START_OVER}",
@@ -205,7 +231,7 @@ def starting_state(
             f"({state_path(output_dir)})",
             markup=False,
         )
-    return state
+    return state, finished
 
 
 def announce_search(
@@ -399,17 +425,18 @@ def train_es(
         if records_in_split(records, "validation")
         else None
     )
-    state, seconds = evolve(model, train, validation, config, output_dir, resume, checkpoint)
-    if not seconds:
-        report = finished_report(Path(output_dir), state)
-        if report is not None:
-            console.print(
-                f"ES: kept the checkpoint and report already in {output_dir}", markup=False
-            )
-            return report
+    output = Path(output_dir)
+    state, finished = start_search(model, train, validation, config, output, resume, checkpoint)
+    if finished is not None:
+        console.print(
+            f"ES: kept {kept_generation(state)}, the checkpoint and report already in {output}",
+            markup=False,
+        )
+        return finished
+    seconds = continue_search(model, state, train, validation, config.training, output)
     cost_weighting = cost_weighting_summary(records, config.training)
     return write_outputs(
-        model, state, seconds, config, Path(output_dir), checkpoint, cost_weighting, warnings
+        model, state, seconds, config, output, checkpoint, cost_weighting, warnings
     )
 
 
@@ -482,15 +509,21 @@ def search_summary(state: SearchState) -> dict:
 
 def announce_kept(state: SearchState) -> None:
     """Which generation's parameters the checkpoint holds, and why."""
-    if state.best_generation and state.best_validation_reward is None:
-        console.print(f"ES: kept generation {state.best_generation}, the last one")
-    elif state.best_generation:
-        console.print(
-            f"ES: kept generation {state.best_generation} "
-            f"(validation reward {state.best_validation_reward:.4f})"
-        )
+    if state.best_generation:
+        console.print(f"ES: kept {kept_generation(state)}")
     else:
         console.print("ES: no generation beat the starting point on validation; kept it")
+
+
+def kept_generation(state: SearchState) -> str:
+    """'generation 6 (validation reward 0.8689)': the parameters the checkpoint holds."""
+    if not state.best_generation:
+        return "the starting point (no generation beat it on validation)"
+    if state.best_validation_reward is None:
+        return f"generation {state.best_generation}, the last one"
+    return (
+        f"generation {state.best_generation} (validation reward {state.best_validation_reward:.4f})"
+    )
 
 
 def _status(entry: dict) -> str:
