@@ -1342,6 +1342,36 @@ def test_rerunning_a_finished_run_says_so_and_keeps_its_checkpoint_and_evaluatio
     assert read_es_state(tmp_path)["resumed_from"] == []
 
 
+@pytest.mark.parametrize(
+    ("records_of", "kept"),
+    [
+        (  # every worker as good: no generation beats the start
+            lambda records: [r.model_copy(update={"rewards": [0.5, 0.5, 0.5]}) for r in records],
+            "the starting point (no generation beat it on validation)",
+        ),
+        (
+            lambda records: [r.model_copy(update={"split": "train"}) for r in records],
+            "generation 2, the last one",
+        ),
+    ],
+    ids=["start-kept", "no-validation"],
+)
+def test_rerunning_a_finished_run_names_what_its_checkpoint_holds(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    records_of: Callable[[list[RewardRecord]], list[RewardRecord]],
+    kept: str,
+) -> None:
+    config = tiny_config(tiny_model_cfg, iterations=2)
+    train_es(records_of(records), config, tmp_path)
+    capsys.readouterr()
+    train_es(records_of(records), config, tmp_path)
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"ES: kept {kept}, the checkpoint and report already in {tmp_path}" in said
+
+
 def test_without_a_validation_split_es_keeps_the_last_generation(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,

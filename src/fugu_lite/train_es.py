@@ -428,9 +428,9 @@ def train_es(
     output = Path(output_dir)
     state, finished = start_search(model, train, validation, config, output, resume, checkpoint)
     if finished is not None:
+        kept = kept_generation(finished["best_generation"], finished["best_validation_reward"])
         console.print(
-            f"ES: kept {kept_generation(state)}, the checkpoint and report already in {output}",
-            markup=False,
+            f"ES: kept {kept}, the checkpoint and report already in {output}", markup=False
         )
         return finished
     seconds = continue_search(model, state, train, validation, config.training, output)
@@ -510,20 +510,20 @@ def search_summary(state: SearchState) -> dict:
 def announce_kept(state: SearchState) -> None:
     """Which generation's parameters the checkpoint holds, and why."""
     if state.best_generation:
-        console.print(f"ES: kept {kept_generation(state)}")
+        kept = kept_generation(state.best_generation, state.best_validation_reward)
+        console.print(f"ES: kept {kept}")
     else:
         console.print("ES: no generation beat the starting point on validation; kept it")
 
 
-def kept_generation(state: SearchState) -> str:
-    """'generation 6 (validation reward 0.8689)': the parameters the checkpoint holds."""
-    if not state.best_generation:
+def kept_generation(best_generation: int, best_validation_reward: float | None) -> str:
+    """'generation 6 (validation reward 0.8689)': the parameters the checkpoint holds (as
+    search_summary gives them: a run without validation keeps its last generation)."""
+    if not best_generation:
         return "the starting point (no generation beat it on validation)"
-    if state.best_validation_reward is None:
-        return f"generation {state.best_generation}, the last one"
-    return (
-        f"generation {state.best_generation} (validation reward {state.best_validation_reward:.4f})"
-    )
+    if best_validation_reward is None:
+        return f"generation {best_generation}, the last one"
+    return f"generation {best_generation} (validation reward {best_validation_reward:.4f})"
 
 
 def _status(entry: dict) -> str:
