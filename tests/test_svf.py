@@ -41,7 +41,7 @@ from fugu_lite.features import FeatureExtractor
 from fugu_lite.model import RouterModel, load_router
 from fugu_lite.progress import LineProgress
 from fugu_lite.schemas import RewardRecord, write_records
-from fugu_lite.svf import SVFTargetError, resolve_targets
+from fugu_lite.svf import SVFTargetError, resolve_targets, weight_matrix_names
 from fugu_lite.train_es import evolve, train_es
 from fugu_lite.train_rl import train_rl
 from fugu_lite.train_sft import train_sft
@@ -181,9 +181,34 @@ def test_an_unknown_target_is_a_config_error_naming_real_matrices(
     message = str(error.value)
     assert "model.svf_targets: 'layers.3.mlp.down_prj' matches no weight matrix" in message
     assert "did you mean 'layers.3.mlp.down_proj'" in message
-    assert "layers.0.self_attn.q_proj" in message and "in all" in message
-    assert ", ... (" in message  # the first 8 names of more, said to be a part
+    names = weight_matrix_names(load_backbone("tiny-random").model)
+    # the first 8 names of more, said to be a part
+    assert f"named like {', '.join(names[:8])}, ... ({len(names)} in all)" in message
     assert "layers.*.mlp.down_proj" in message  # how to write a pattern
+
+
+@pytest.mark.parametrize(
+    ("target", "hint"),
+    [
+        # a part of the name left out: the three closest names
+        ("layers.3.attn.q_proj",
+         "did you mean 'layers.3.self_attn.q_proj', 'layers.5.self_attn.q_proj', "
+         "'layers.4.self_attn.q_proj'? "),
+        # another architecture's name (BERT's) is like none: no guess
+        ("encoder.layer.3.output.dense", ""),
+    ],
+    ids=["part-left-out", "another-architecture"],
+)  # fmt: skip
+def test_an_unknown_target_suggests_up_to_three_close_names_and_no_far_one(
+    target: str, hint: str
+) -> None:
+    """The hint's closeness cutoff (0.5) and count (3) were unchecked: the one typo tested
+    was close enough to any cutoff, and its first suggestion the only one read."""
+    backbone = load_backbone("tiny-random").model
+    with pytest.raises(SVFTargetError) as error:
+        resolve_targets([target], backbone, backbone, "tiny-random", -1)
+    message = str(error.value)
+    assert f"that the features use. {hint}Its matrices are named like" in message
 
 
 def test_a_target_after_the_feature_layer_is_refused(tiny_model_cfg: ModelConfig) -> None:
