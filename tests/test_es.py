@@ -877,11 +877,17 @@ def test_resuming_checks_the_config_and_may_extend_the_iterations(
     assert read_es_state(tmp_path)["generation"] == 6
 
     other = tiny_config(
-        tiny_model_cfg, iterations=6, sigma0=0.1, samples=4, population_size=6, seed=3
-    )
+        tiny_model_cfg, iterations=6, sigma0=0.1, samples=4, population_size=6, seed=3,
+        batch_size=16, validate_every=2, entropy_coefficient=0.1,
+    )  # fmt: skip
     with pytest.raises(ESResumeError) as error:
         train_es(records, other, tmp_path)
     message = str(error.value)
+    # said in the keys' order, as every run of the same command says them
+    changed = ["batch_size", "entropy_coefficient", "population_size", "samples", "seed",
+               "sigma0", "validate_every"]  # fmt: skip
+    said = [message.index(f"training.{key}: saved") for key in changed]
+    assert said == sorted(said), message
     assert "training.sigma0: saved 0.5 vs now 0.1" in message
     assert "training.samples: saved 0 vs now 4" in message
     # a state searched with another population or seed is another search, not continued
@@ -958,6 +964,11 @@ def test_a_resume_on_records_of_other_workers_is_refused_naming_both_worker_list
     renamed = [record.model_copy(update={"worker_ids": ["x", "y", "z"]}) for record in records]
     report = train_es(renamed, tiny_config(tiny_model_cfg, iterations=6), tmp_path)
     assert report["resumed_from"] == [4] and report["worker_ids"] == ["x", "y", "z"]
+    # the state the continuation saved is its own: other workers are told the new names
+    with pytest.raises(ESResumeError) as error:
+        train_es(others, tiny_config(tiny_model_cfg, iterations=8), tmp_path)
+    message = " ".join(str(error.value).split())
+    assert "workers: saved ['x', 'y', 'z'] vs now ['p', 'q', 'r']" in message
 
 
 def test_a_resume_from_another_checkpoint_is_refused_naming_both_and_what_to_do(
@@ -1100,6 +1111,38 @@ def test_resuming_takes_pooling_auto_as_what_it_means_and_refuses_other_pooling(
     ) in message
 
 
+def test_a_resume_with_another_model_setting_still_names_other_record_counts_or_start(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+) -> None:
+    """Another model setting alone leaves the start model and the features unnamed (they
+    follow from it), but not other record counts nor another --checkpoint: the refusal
+    without them passed every test (only a setting changed alone was resumed)."""
+    train_es(records, tiny_config(tiny_model_cfg, iterations=4), tmp_path / "es")
+    other = tiny_config(tiny_model_cfg.model_copy(update={"pooling": "mean"}), iterations=6)
+    train = [record for record in records if record.split == "train"]
+    fewer = [record for record in records if record.split != "train"] + train[3:]
+    validation = sum(record.split == "validation" for record in records)
+    with pytest.raises(ESResumeError) as error:
+        train_es(fewer, other, tmp_path / "es")
+    message = " ".join(str(error.value).split())
+    assert "model.pooling: saved 'penultimate' vs now 'mean'" in message
+    assert (
+        f"the train/validation records or their features differ (saved from {len(train)} "
+        f"train and {validation} validation records, now {len(train) - 3} train and "
+        f"{validation} validation)"
+    ) in message
+
+    make_model(other.model, records[0].worker_ids).save_checkpoint(tmp_path / "sft")
+    with pytest.raises(ESResumeError) as error:
+        train_es(records, other, tmp_path / "es", str(tmp_path / "sft"))
+    message = " ".join(str(error.value).split())
+    assert "model.pooling: saved 'penultimate' vs now 'mean'" in message
+    assert (
+        "the saved search started from a fresh head (no --checkpoint), this run from "
+        f"--checkpoint {(tmp_path / 'sft').resolve()}"
+    ) in message
+
+
 def test_resuming_takes_every_spelling_of_a_backbone_folder_as_that_folder(
     records: list[RewardRecord],
     tiny_model_cfg: ModelConfig,
@@ -1215,10 +1258,22 @@ def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
     assert not state_path(tmp_path).exists()
 
 
+def without_five_parts_and_with_five_strangers(saved: dict) -> None:
+    for key in ("resumed_from", "history", "generation", "best_parameters", "best_generation"):
+        saved.pop(key)
+    saved.update(zeta=1, alpha=2, mid=3, beta=4, omega=5)
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
         (lambda saved: saved.pop("history"), "(no history)"),
+        (
+            without_five_parts_and_with_five_strangers,  # named in order, the same every run
+            "(no best_generation; no best_parameters; no generation; no history; "
+            "no resumed_from; an unknown alpha; an unknown beta; an unknown mid; "
+            "an unknown omega; an unknown zeta)",
+        ),
         (lambda saved: saved["fingerprint"].pop("data"), "(no fingerprint.data)"),
         (lambda saved: saved.update(extra=1), "(an unknown extra)"),
         (lambda saved: saved.update(optimizer=None), "an optimizer that is not a sep-CMA-ES"),
@@ -1238,6 +1293,7 @@ def test_no_resume_stopped_before_its_first_save_leaves_no_earlier_state(
     ],
     ids=[
         "no-history",
+        "parts-in-order",
         "no-data-digest",
         "unknown-key",
         "no-optimizer",
