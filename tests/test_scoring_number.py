@@ -1658,9 +1658,16 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("3", r"\boxed{12 \div 3}", 0.0),  # read 3 ("\div" blanked)
         ("12", r"\boxed{3 \cdot 4 = 12}", 1.0),  # its value given counts
         ("1500000", r"\boxed{1.5 \cdot 10^{6}}", 1.0),  # a power of ten is no operation
+        ("20", "#### 20 + 3", 0.0),  # read 20, its first operand
+        ("23", "#### 20 + 3", 0.0),  # the grader does not compute it
+        ("20", "#### 20 plus 3", 0.0),
+        ("12", "#### 12 ÷ 4", 0.0),
+        ("23", "#### 23", 1.0),
+        ("23", "#### 23\nThat is 20 + 3.", 1.0),  # the working on a later line
+        ("23", "#### 20 + 3 = 23", 1.0),  # its result given counts (read 20)
     ],
 )
-def test_an_operation_not_done_in_a_box_is_no_answer(
+def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
     answer: str, output: str, score: float
 ) -> None:
     result = graded(number_task(answer), output)

@@ -18,7 +18,8 @@ days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", 
 roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
-an operation in a box ("\\boxed{3 \\cdot 4}": the grader does not compute it),
+an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
+compute it),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -242,8 +243,9 @@ def _boxed_answer(text: str) -> _Extracted | None:
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
-    """The first number after the last `####` (GSM8K's answer line), or why it gives none;
-    None when there is no `####` or no number after it."""
+    """The first number after the last `####` (GSM8K's answer line), or why it gives none
+    (two numbers, an operation not done: "#### 20 + 3"); None when there is no `####` or no
+    number after it."""
     hashes = text.rfind("####")
     if hashes < 0:
         return None
@@ -252,7 +254,16 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
-    return (found_number(numbers[0]), "after ####") if numbers else None
+    expression = _operation_not_done(after, numbers[:2])
+    if expression is None:
+        return (found_number(numbers[0]), "after ####") if numbers else None
+    if len(numbers) > 2 and _EQUALS.fullmatch(after, numbers[1].end(), numbers[2].start()):
+        return found_number(numbers[2]), "after #### and its '='"  # "#### 20 + 3 = 23"
+    return None, f"the answer is an expression, not a number: {expression!r} after ####"
+
+
+# an operation's '=' before its result, on the operation's line: "20 + 3 = 23"
+_EQUALS = re.compile(r"[^\S\n]*=[^\S\n]*")
 
 
 def _answer_stated(text: str, numbers: list[re.Match[str]], units: set[str]) -> _Extracted | None:
