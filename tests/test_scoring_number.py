@@ -319,6 +319,17 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("5000", "总共有3万5千人", 0.0),
         ("120000000", "约1亿2000万人", 1.0),
         ("35500", "答案是3万5千5百。", 1.0),
+        # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
+        ("5000", "5千", 1.0),
+        ("5000", "答案是5千。", 1.0),
+        ("500", "共5百人", 1.0),
+        ("3000000000000", "3万亿", 1.0),
+        ("30000", "3万亿", 0.0),
+        ("30000000", "答案是3千万。", 1.0),
+        ("300000", "约3十万人", 1.0),
+        ("350000000", "答案是3亿5千万。", 1.0),
+        ("5", "重5千克", 1.0),  # 千克 is a kilogram, 千米 a kilometre: no thousand
+        ("5", "走了5千米", 1.0),
     ],
 )
 def test_number_grader_reads_numbers_written_in_chinese_text(

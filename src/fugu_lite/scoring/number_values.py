@@ -431,23 +431,32 @@ _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # each below the unit before it, "3万5千" 35,000 and "1亿2000万" 120,000,000 (read 5 and 2000
 # before); "3万5" (35,000 or 30,005) is left as it is. (A run of digits past 20 is left as
 # written too: its value cannot be written as an int past 4300 digits, a grading error.)
-# (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.)
+# (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.) A unit may be compound,
+# "3千万" 30,000,000 and "3万亿" 3 * 10^12 (read 3 and 30000), and 千 or 百 alone is one too,
+# "5千" 5000, but not the metric prefix of 千克 (kilogram), 千米 (kilometre), ...
+_CJK_BIG_UNIT = r"[十百千]?(?:[万萬][亿億]|[万萬亿億])"
 _CJK_MAGNITUDE = re.compile(
-    r"(?<![\d.,])(?P<number>\d{1,20}(?:\.\d{1,20})?)\s?(?P<unit>[万萬亿億])"
-    r"(?P<parts>(?: ?\d{1,20}[万萬千百十])*+)(?![\d万萬千百十])"
+    r"(?<![\d.,])(?P<number>\d{1,20}(?:\.\d{1,20})?)\s?"
+    rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升]))"
+    rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)(?![\d万萬亿億千百十])"
 )
-_CJK_PART = re.compile(r" ?(?P<number>\d{1,20})(?P<unit>[万萬千百十])")
+_CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
 
 
+def _cjk_unit_digits(unit: str) -> int:
+    """The power of ten of a unit, compound ones too: 4 for 万, 7 for 千万, 12 for 万亿."""
+    return sum(_CJK_MAGNITUDES[character] for character in unit)
+
+
 def _cjk_magnitude(match: re.Match[str]) -> str:
-    digits = _CJK_MAGNITUDES[match["unit"]]
+    digits = _cjk_unit_digits(match["unit"])
     value = Fraction(match["number"]) * 10**digits
     for part in _CJK_PART.finditer(match["parts"]):
-        size = int(part["number"]) * 10 ** _CJK_MAGNITUDES[part["unit"]]
+        size = int(part["number"]) * 10 ** _cjk_unit_digits(part["unit"])
         if "." in match["number"] or size >= 10**digits:  # "1.5万5千", "3万12千": as written
             return match.group(0)
-        value, digits = value + size, _CJK_MAGNITUDES[part["unit"]]
+        value, digits = value + size, _cjk_unit_digits(part["unit"])
     return str(value.numerator) if value.denominator == 1 else match.group(0)
 
 
