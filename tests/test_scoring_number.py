@@ -1676,6 +1676,14 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("23", "#### 23", 1.0),
         ("23", "#### 23\nThat is 20 + 3.", 1.0),  # the working on a later line
         ("23", "#### 20 + 3 = 23", 1.0),  # its result given counts (read 20)
+        # its result before the operation counts when the operation gives it
+        ("12", r"\boxed{12 = 3 \cdot 4}", 1.0),
+        ("12", r"\boxed{x = 12 = 3 \times 4}", 1.0),
+        ("7", r"\boxed{7 = 3 + 4}", 1.0),
+        ("4", r"\boxed{4 = 12 \div 3}", 1.0),
+        ("12", r"\boxed{12 = 3 + 4}", 0.0),  # a false equation: 7 or 12?
+        ("12", r"\boxed{5 + 12 = 3 \cdot 4}", 0.0),  # 12 is no side of it
+        ("0", r"\boxed{0 = 5 \div 0}", 0.0),
     ],
 )
 def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(

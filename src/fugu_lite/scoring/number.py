@@ -19,7 +19,7 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
-compute it),
+compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -49,6 +49,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -238,9 +239,48 @@ def _boxed_answer(text: str) -> _Extracted | None:
     if hedge is not None:
         return None, f"{hedge} in \\boxed{{}}"
     expression = _operation_not_done(boxed, numbers[-2:])
-    if expression is not None:  # "\\boxed{3 \\cdot 4}": the grader does not compute
-        return None, f"the answer is an expression, not a number: {expression!r} in \\boxed{{}}"
-    return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
+    if expression is None:
+        return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
+    result = _result_before_the_operation(boxed, numbers)
+    if result is not None:  # "\\boxed{12 = 3 \\cdot 4}"
+        return found_number(result), "\\boxed{}, before the operation giving it"
+    # "\\boxed{3 \\cdot 4}": the grader does not compute
+    return None, f"the answer is an expression, not a number: {expression!r} in \\boxed{{}}"
+
+
+def _divided(dividend: float, divisor: float) -> float:
+    return dividend / divisor if divisor else math.nan
+
+
+# what `_OPERATION_BETWEEN` joins two numbers by, and what it does with them
+_OPERATIONS: dict[str, Callable[[float, float], float]] = {
+    "+": operator.add,
+    "plus": operator.add,
+    "minus": operator.sub,
+    **dict.fromkeys(["*", "×", "·", "⋅", "times", "multiplied by"], operator.mul),
+    **dict.fromkeys(["÷", "divided by"], _divided),
+}
+
+
+def _result_before_the_operation(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
+    """The number making up the side before the '=' of an operation of two numbers ending
+    `text` when the operation gives it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12); None
+    when there is none or the operation gives another value ("12 = 3 + 4": 7 or 12?). The
+    grader computes no answer, it only checks one given."""
+    if len(numbers) < 3:
+        return None
+    result, first, second = numbers[-3:]
+    side_start = text.rfind("=", 0, result.start()) + 1
+    if text[side_start : result.start()].strip() or not _EQUALS.fullmatch(
+        text, result.end(), first.start()
+    ):
+        return None
+    joined_by = " ".join(text[first.end() : second.start()].replace(",", " ").lower().split())
+    operation = _OPERATIONS.get(joined_by)
+    if operation is None:
+        return None
+    value = operation(found_number(first).value, found_number(second).value)
+    return result if numbers_match(found_number(result), value) else None
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
