@@ -628,6 +628,7 @@ def test_number_grader_reads_one_in_n_as_a_chance(answer: str, output: str, scor
 
 GIVE_AWAY = "Tom has 8 apples and gives away 3. How many apples does he have left?"
 LARGER_OF_TWO = "Which is larger, 9 or 3?"
+ATE_FOUR = "Tom bought 8 apples and ate 4. How many are left?"
 COWS = "A farmer has 10 cows. He buys 5 more and sells 5. How many cows does he have?"
 
 
@@ -651,6 +652,11 @@ COWS = "A farmer has 10 cows. He buys 5 more and sells 5. How many cows does he 
         # said anew, or as a state ("has"), it may be the answer
         (GIVE_AWAY, "3", "He has 5 apples left. He gave his friend 3.", 1.0),
         (COWS, "10", "He had 15 then. He has 10 cows.", 1.0),
+        # only the setup restated, no answer: neither number (read 4, the last)
+        (ATE_FOUR, "4", "He bought 8. He ate 4.", 0.0),
+        (ATE_FOUR, "8", "He bought 8. He ate 4.", 0.0),
+        (ATE_FOUR, "4", "He has 4 left. He ate 4.", 1.0),  # "has": a result said anew
+        (ATE_FOUR, "4", "He bought 8. He ate 4. So 4 are left.", 1.0),
     ],
 )
 def test_a_closing_sentence_restating_the_question_is_not_the_answer(

@@ -78,6 +78,7 @@ from .number_closing import (
     method_at_the_end,
     question_at_the_end,
     reason_at_the_end,
+    restates_only_the_setup,
     setup_at_the_end,
     working_at_the_end,
 )
@@ -206,7 +207,8 @@ def extract_number(output: str, prompt: str = "") -> tuple[FoundNumber | None, s
         return worded
     numbers = _before_the_closing(numbers, closing)
     kept = _outside_the_question_echoed(text, numbers, question)
-    if numbers and not kept:  # "What is 12 - 6?" or "... Each child then eats 2 of them." alone
+    # "What is 12 - 6?" or "... Each child then eats 2 of them." alone, "He bought 8. He ate 4."
+    if (numbers and not kept) or restates_only_the_setup(text, kept, question):
         return None, "the output only restates the question, with no answer"
     said = _numbers_said(kept, question)
     if kept and not said and _is_ruled_out(kept[-1]):  # "Not 32."

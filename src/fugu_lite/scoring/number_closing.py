@@ -236,6 +236,18 @@ def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> in
     return start
 
 
+def restates_only_the_setup(text: str, numbers: list[re.Match[str]], prompt: str) -> bool:
+    """Whether the output's numbers (2 to MAX_RESTATED_NUMBERS of them) only copy the
+    question's events, each after the word it follows there, and no result is said: "He
+    bought 8. He ate 4." for "Tom bought 8 apples and ate 4. How many are left?" gives no
+    answer (not 4)."""
+    return (
+        2 <= len(numbers) <= MAX_RESTATED_NUMBERS
+        and _RESULT.search(text) is None
+        and all(_said_as_in_the_question(number, prompt) for number in numbers)
+    )
+
+
 # A check after the answer: "4 days.\n\nCheck: 4 × 5 = 20 pages ✓", "Let me verify: ...",
 # "**Verification:** ...", "To double-check, ..."
 _CHECK = re.compile(
