@@ -11,6 +11,7 @@ import logging
 import lzma
 import tracemalloc
 import zipfile
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +37,7 @@ from fugu_lite.datasets import (
     import_zeroeval,
     standard_split,
 )
+from fugu_lite.number_text import to_float
 from fugu_lite.schemas import read_records, write_records
 from fugu_lite.text_reading import RecordFileError
 
@@ -590,6 +592,14 @@ def test_an_integer_beyond_a_floats_range_is_no_finite_number(tmp_path: Path) ->
     path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q", scores={"m1": huge, "m2": 1})])
     with pytest.raises(RecordFileError, match=r"line 1: the score of m1 must be a finite number"):
         import_zeroeval(path)
+
+
+def test_a_value_float_refuses_with_a_value_error_is_no_number() -> None:
+    """A pickled table's cell may hold bytes (b"n/a") or a Decimal's signalling NaN, which
+    float() refuses with a ValueError, not a TypeError: no number, as a text that is none."""
+    assert to_float(b"n/a") is None
+    assert to_float(Decimal("sNaN")) is None
+    assert to_float(b"0.5") == 0.5
 
 
 @pytest.mark.parametrize(

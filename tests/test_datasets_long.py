@@ -362,6 +362,7 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("US$1.5", "1.5"),
         ("USD 1.5", "1.5"),
         ("12kg", "12"),
+        ("2e-3 USD", "2e-3"),  # the number with its exponent, not 2
     ],
 )
 def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_alone(
@@ -379,6 +380,10 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
     )
     path.write_text("prompt,worker,reward,cost\np1,w1,1,cheap\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"got 'cheap'$"):  # no number: no hint
+        import_long(path)
+    # a percentage with words after it may be 0.85: not "write the number alone: 85"
+    path.write_text("prompt,worker,reward,cost\np1,w1,1,85% off\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"got '85% off'$"):
         import_long(path)
 
 
@@ -1076,6 +1081,20 @@ def test_a_number_with_an_underscore_is_refused_naming_its_row_and_field(tmp_pat
     path.write_text("prompt,worker,reward\np1,w1,8_5%\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"line 2: reward must be a finite number"):
         import_long(path)
+    # an exponent's underscore stands for no decimal point, a word is no number, and spaces
+    # around the cell are no part of the hint's number
+    for cell, hint in [
+        ("1e_5", " (write the number without underscores: 1e5)"),
+        ("n_a", ""),
+        (
+            " 1_0",
+            " (write the number without underscores: 10, or 1.0 if a decimal point was meant)",
+        ),
+    ]:
+        path.write_text(f'prompt,worker,reward\np1,w1,"{cell}"\n', encoding="utf-8")
+        with pytest.raises(RecordFileError) as raised:
+            import_long(path)
+        assert str(raised.value).endswith(f"got {cell!r}{hint}")
 
 
 def test_a_whole_number_id_stored_as_a_float_is_the_integers_id(tmp_path: Path) -> None:
@@ -1160,7 +1179,8 @@ def test_excels_na_marker_is_a_missing_value(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "error", ["#DIV/0!", "#VALUE!", "#REF!", "#NUM!", "#NAME?", "#NULL!", "#SPILL!", "#CALC!"]
+    "error",
+    ["#DIV/0!", "#VALUE!", "#REF!", "#NUM!", "#NAME?", "#NULL!", "#SPILL!", "#CALC!", "#div/0!"],
 )
 def test_a_spreadsheets_formula_error_is_named_not_read_as_a_number(
     tmp_path: Path, error: str

@@ -768,6 +768,11 @@ def test_routerbench_score_written_as_a_percentage_says_to_write_a_fraction(
         f"{path}, row 2: the score of m1 must be a finite number, got '85 %' (write the "
         "percentage as a fraction: 0.85)"
     )
+    path.write_text("prompt,eval_name,m1,m1|total_cost\np,t,1,0.1\nr,t,-25%,0.1\n")
+    with pytest.raises(
+        RecordFileError, match=r"got '-25%' \(write the percentage as a fraction: -0.25\)"
+    ):
+        import_routerbench(path)
 
 
 @pytest.mark.parametrize("column", ["prompt", "eval_name", "fold"])
