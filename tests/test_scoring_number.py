@@ -630,6 +630,7 @@ GIVE_AWAY = "Tom has 8 apples and gives away 3. How many apples does he have lef
 LARGER_OF_TWO = "Which is larger, 9 or 3?"
 CARL_ATE = "Ann ate 3 pears and Bob ate 5. Carl ate as many as Ann. How many did Carl eat?"
 ATE_FOUR = "Tom bought 8 apples and ate 4. How many are left?"
+BOB_ATE = "Ann ate 3 pears. Bob ate as many as Ann. How many did Bob eat?"
 COWS = "A farmer has 10 cows. He buys 5 more and sells 5. How many cows does he have?"
 
 
@@ -658,8 +659,11 @@ COWS = "A farmer has 10 cows. He buys 5 more and sells 5. How many cows does he 
         (ATE_FOUR, "8", "He bought 8. He ate 4.", 0.0),
         (ATE_FOUR, "4", "He has 4 left. He ate 4.", 1.0),  # "has": a result said anew
         (ATE_FOUR, "4", "He bought 8. He ate 4. So 4 are left.", 1.0),
+        # one of the question's events said twice: the second is the reply's own (Bob's)
+        (BOB_ATE, "3", "Ann ate 3. Bob ate 3.", 1.0),
+        (BOB_ATE, "3", "Ann ate 3 pears, Bob ate 3.", 1.0),
         # one number after the question's word may be the answer said anew
-        ("Ann ate 3 pears. Bob ate as many as Ann. How many did Bob eat?", "3", "Bob ate 3.", 1.0),
+        (BOB_ATE, "3", "Bob ate 3.", 1.0),
         # a result said ("so") with the question's words: the answer, not a restatement
         (CARL_ATE, "3", "Ann ate 3 and Bob ate 5, so Carl ate 3.", 1.0),
     ],

@@ -195,16 +195,35 @@ def _said_as_in_the_question(number: re.Match[str], prompt: str) -> bool:
     """Whether `number` follows the word it follows in the question ("He gave away 5." for
     "... and gives away 5."), not a "has" or "is": a copy of the question's event, not a
     result said anew."""
-    word = _WORD_BEFORE.search(number.string, max(0, number.start() - 30), number.start())
-    if word is None or word[1].casefold() in _STATE_WORDS:
+    word = _word_before(number)
+    if word is None or word in _STATE_WORDS:
         return False
+    return _times_said(number, word, find_numbers(prompt)) > 0
+
+
+def _word_before(number: re.Match[str]) -> str | None:
+    """The word right before `number` (its verb or noun: "ate" in "Bob ate 3"), casefolded."""
+    word = _WORD_BEFORE.search(number.string, max(0, number.start() - 30), number.start())
+    return None if word is None else word[1].casefold()
+
+
+def _times_said(number: re.Match[str], word: str, among: list[re.Match[str]]) -> int:
+    """How many of `among` are `number`'s value after `word`."""
     value = found_number(number).value
+    return sum(
+        numbers_match(found_number(other), value) and _word_before(other) == word for other in among
+    )
+
+
+def _said_more_often_than_asked(numbers: list[re.Match[str]], prompt: str) -> bool:
+    """Whether one of the question's events is said more often than the question says it:
+    "Ann ate 3. Bob ate 3." for "Ann ate 3 pears. Bob ate as many as Ann. ..." says its
+    second "ate 3" of its own (Bob's: the answer), no copy of the question's."""
+    asked = find_numbers(prompt)
     return any(
-        numbers_match(found_number(asked), value)
-        and (before := _WORD_BEFORE.search(prompt, max(0, asked.start() - 30), asked.start()))
-        is not None
-        and before[1].casefold() == word[1].casefold()
-        for asked in find_numbers(prompt)
+        (word := _word_before(number)) is not None
+        and _times_said(number, word, numbers) > _times_said(number, word, asked)
+        for number in numbers
     )
 
 
@@ -245,6 +264,7 @@ def restates_only_the_setup(text: str, numbers: list[re.Match[str]], prompt: str
         2 <= len(numbers) <= MAX_RESTATED_NUMBERS
         and _RESULT.search(text) is None
         and all(_said_as_in_the_question(number, prompt) for number in numbers)
+        and not _said_more_often_than_asked(numbers, prompt)
     )
 
 
