@@ -488,6 +488,9 @@ def test_validation_figures_are_taken_without_dropout(tiny_model_cfg: ModelConfi
         metrics = evaluate_loader(model, loader)  # type: ignore[arg-type]
         assert metrics["expected_reward"] == pytest.approx(expected, rel=1e-5)
     assert model.training
+    model.eval()  # a model scored as it routes stays so (not switched to training)
+    evaluate_loader(model, loader)  # type: ignore[arg-type]
+    assert not model.training
 
 
 def test_train_sft_beats_the_uniform_router_and_reports_each_epoch(
@@ -548,6 +551,49 @@ def test_the_best_epoch_is_the_first_with_the_highest_validation_reward_and_is_k
     weights(4.0)
     keep_best_epoch(SimpleNamespace(model=model, best=best))  # type: ignore[arg-type]
     assert torch.equal(model.output_layer.weight, first)
+
+
+def test_the_first_validated_epoch_is_kept_whatever_its_reward(
+    tiny_model_cfg: ModelConfig,
+) -> None:
+    """Cost-weighted rewards go below zero (below -1 for a cost weight of 2 and costs over the
+    reference), and a validation split every worker fails scores 0: an epoch is kept
+    however low its reward (a best starting at 0 kept none of them,
+    which the report would give as a run without validation)."""
+    model = RouterModel(tiny_model_cfg, ["a", "b"], feature_dim=2)
+    best = BestEpoch()
+    best.offer(1, -2.5, model)
+    assert (best.epoch, best.reward) == (1, -2.5) and best.state is not None
+    best.offer(2, 0.0, model)
+    assert (best.epoch, best.reward) == (2, 0.0)
+
+
+def test_sft_loads_back_a_best_epoch_before_the_last_and_says_which_it_kept(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every other end-to-end run's last epoch was its best, so SFT left with its last
+    epoch's weights (keep_best_epoch never called) passed them all. Validation records whose
+    rewards are reversed (the train split's best worker their worst) make training lower
+    the validation reward: the checkpoint holds the kept epoch, not the last."""
+    reversed_validation = [
+        r.model_copy(update={"rewards": r.rewards[::-1]}) if r.split == "validation" else r
+        for r in records
+    ]
+    training = SFT_TRAINING.model_copy(update={"epochs": 4})
+    config = SFTConfig(model=tiny_model_cfg, training=training)
+    report = train_sft(reversed_validation, config, tmp_path)
+    kept, history = report["best_epoch"], report["history"]
+    assert kept < training.epochs  # else the test shows nothing
+    loaded = load_router(tmp_path, tiny_model_cfg, records[0].worker_ids)
+    loader = make_loader(reversed_validation, loaded, "validation", batch_size=16, shuffle=False)
+    reloaded = evaluate_loader(loaded, loader)["expected_reward"]
+    assert reloaded == pytest.approx(history[kept - 1]["validation"]["expected_reward"], abs=1e-6)
+    assert reloaded != pytest.approx(history[-1]["validation"]["expected_reward"], abs=1e-6)
+    said = f"SFT: kept epoch {kept} (validation reward {report['best_validation_reward']:.4f})"
+    assert said in capsys.readouterr().err
 
 
 def test_sfts_learning_rate_anneals_once_over_every_step_of_every_epoch(
@@ -865,6 +911,8 @@ def test_gradient_accumulation_counts_optimizer_steps(
     report = train_rl(records, RLConfig(model=tiny_model_cfg, training=training), tmp_path)
     batches = math.ceil(sum(r.split == "train" for r in records) / 16)
     assert report["global_step"] == 2 * math.ceil(batches / 4)
+    saved = json.loads((tmp_path / "router.json").read_text())["metadata"]
+    assert saved["global_step"] == report["global_step"]  # the checkpoint's own count
 
 
 def test_rl_whose_weights_blow_up_on_its_last_step_stops_and_writes_no_checkpoint(
