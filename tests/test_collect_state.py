@@ -233,6 +233,61 @@ def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     log_lines(output)  # every line of the log is whole JSON again
 
 
+@pytest.mark.parametrize(
+    ("event", "cut_after", "said", "asked_again"),
+    [
+        ("call", '"request_hash"', "it was the call of worker 'w' on task {task!r}: if its "
+         "task is in this task file, that worker is asked it again", 1),
+        ("grade", '"request_hash"', "it was the grade of the answer of worker 'w' to task "
+         "{task!r}: if its task is in this task file, that answer, saved before it, is graded "
+         "again (no call)", 0),
+        ("call", '"worker_id"', "the cut line does not show which task and worker it was for; "
+         "its cell is redone", 1),
+    ],
+)  # fmt: skip
+def test_a_torn_call_log_line_names_the_task_and_worker_whose_cell_is_redone(
+    tmp_path: Path, event: str, cut_after: str, said: str, asked_again: int
+) -> None:
+    """A run killed while writing a call-log line: the warning said only "its cell is
+    redone", not whose answer was lost and which worker would be asked (and paid) again,
+    though the torn line names them; it names them now, or says it cannot tell."""
+    tasks = number_tasks(4)
+    output = tmp_path / "rewards.jsonl"
+    log = default_log_path(output)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        last_task = log_lines(output)[-1]["task_id"]
+        lines = log.read_text().splitlines(keepends=True)
+        lost = [line for line in lines if json.loads(line)["task_id"] == last_task]
+        [torn] = [line for line in lost if json.loads(line)["event"] == event]
+        kept = [line for line in lines if line not in lost[lost.index(torn) :]]
+        torn_tail = torn[: torn.index(cut_after) + 3]  # the kill came just after the key
+        log.write_text("".join(kept) + torn_tail)
+        records = output.read_text().splitlines(keepends=True)
+        output.write_text("".join(r for r in records if json.loads(r)["id"] != last_task))
+        summary = run_collect(config, tasks, output)
+        assert len(stub.bodies) == 4 + asked_again
+    [note] = summary.torn_lines
+    assert note.startswith(f"{log}: cut an unfinished last line ({len(torn_tail)} characters")
+    assert note.endswith(said.format(task=last_task))
+    assert sorted(record_ids(output)) == sorted(task.id for task in tasks)
+
+
+def test_a_torn_lines_cell_is_read_from_its_whole_fields_alone() -> None:
+    """A field cut before its closing quote is not read, an escaped one is read as written,
+    an answer quoting a call-log line names no cell, and a judge's line is named as one."""
+    cut = journal.torn_line_cell('{"event": "judge", "task_id": "q\\"1", "worker_id": "ju')
+    assert cut == {"event": "judge", "task_id": 'q"1'}
+    answer = '"task_id": "other", "worker_id": "x"'
+    line = json.dumps({"event": "call", "task_id": "t", "worker_id": "w", "output": answer})
+    assert journal.torn_line_cell(line[:-5]) == {"event": "call", "task_id": "t", "worker_id": "w"}
+    quoting = json.dumps({"event": "call", "output": answer})
+    assert journal.torn_line_cell(quoting[:-1]) == {"event": "call"}
+    judged = collect_state.torn_cell_redone({"event": "judge", "task_id": "t", "worker_id": "j"})
+    assert judged == "it was a 'judge' line of task 't' and worker 'j': its cell is redone"
+
+
 @pytest.mark.parametrize("tail", [b"", b"\n", b'{"event": "call", "task_', b"\xe2\x82"])
 def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -> None:
     """Checking a call log for a torn last line read the whole file into memory on every

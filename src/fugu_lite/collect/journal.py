@@ -101,6 +101,17 @@ def repair_torn_tail(path: Path) -> str | None:
     return None
 
 
+# A whole string field naming a call-log line's cell, its value still JSON-escaped: an
+# answer's text never matches (a quote inside a string is escaped: \"task_id\").
+CELL_FIELD = re.compile(r'"(event|task_id|worker_id)": *"((?:[^"\\]|\\.)*)"')
+
+
+def torn_line_cell(fragment: str) -> dict[str, str]:
+    """The event, task_id and worker_id a torn call-log line still holds whole (they open
+    its line), by name; those cut off are missing."""
+    return {match[1]: json.loads(f'"{match[2]}"') for match in CELL_FIELD.finditer(fragment)}
+
+
 def end_last_line(path: Path) -> None:
     """Give the whole last line of `path` its missing newline; a write that fails (a full
     disk) is a CollectError."""

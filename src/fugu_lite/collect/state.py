@@ -31,7 +31,7 @@ from .hashes import (
     local_hash,
     request_hash,
 )
-from .journal import LogEntry, repair_torn_tail, validated_lines, write_fix
+from .journal import LogEntry, repair_torn_tail, torn_line_cell, validated_lines, write_fix
 
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -107,7 +107,7 @@ class CollectState:
             if fragment is not None:
                 self.torn.append(
                     f"{path}: cut an unfinished last line ({len(fragment)} characters, kept "
-                    f"in {path.name}.torn); {self._torn_line_redone(path)}"
+                    f"in {path.name}.torn); {self._torn_line_redone(path, fragment)}"
                 )
         if self.output.exists():
             self._load_records()
@@ -115,13 +115,13 @@ class CollectState:
             self._load_log()
         return self
 
-    def _torn_line_redone(self, path: Path) -> str:
+    def _torn_line_redone(self, path: Path, fragment: str) -> str:
         """What becomes of the line cut from `path`: a call-log line's call, grade or verdict
-        is made again; a record's task is left without its record, so it is finished again
-        from the answers and grades the call log holds (no call for those), and its record
-        written again, if the task is in this run's task file."""
+        is made again (see torn_cell_redone); a record's task is left without its record, so
+        it is finished again from the answers and grades the call log holds (no call for
+        those), and its record written again, if the task is in this run's task file."""
         if path == self.log:
-            return "its cell is redone"
+            return torn_cell_redone(torn_line_cell(fragment))
         return (
             "if its task is in this task file, its record is written again from the answers "
             f"saved in {self.log.name} (a worker is asked again only for an answer not saved "
@@ -552,6 +552,28 @@ def local_contexts(config: PoolConfig) -> dict[str, int | None]:
     return {
         worker.id: None if worker.local is None else worker.local.n_ctx for worker in config.workers
     }
+
+
+def torn_cell_redone(cell: dict[str, str]) -> str:
+    """Whose call, grade or verdict a torn call-log line held (`cell`: its torn_line_cell),
+    as far as it shows, and what is done again for it."""
+    task, worker = cell.get("task_id"), cell.get("worker_id")
+    if task is None or worker is None:
+        return "the cut line does not show which task and worker it was for; its cell is redone"
+    if cell.get("event") == "call":
+        return (
+            f"it was the call of worker {worker!r} on task {task!r}: if its task is in this "
+            "task file, that worker is asked it again"
+        )
+    if cell.get("event") == "grade":
+        return (
+            f"it was the grade of the answer of worker {worker!r} to task {task!r}: if its task "
+            "is in this task file, that answer, saved before it, is graded again (no call)"
+        )
+    return (
+        f"it was a {cell.get('event', 'call-log')!r} line of task {task!r} and worker "
+        f"{worker!r}: its cell is redone"
+    )
 
 
 def run_judge(config: PoolConfig, judge_worker: str | None) -> tuple[str, str] | None:
