@@ -70,16 +70,25 @@ def test_a_call_is_given_in_the_calling_style_of_its_request() -> None:
 
 
 def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
-    """What a worker's answer lacks (choices, a choice's message) is for the completion's
-    parser to say; reshaping it leaves it as it came rather than fail on it."""
+    """What a worker's answer lacks or holds wrongly (choices, a choice's message or delta,
+    a token's logprobs) is for the completion's parser to say; each reshaping leaves it as
+    it came rather than fail on it. Only one_call_style was tried, on missing parts: a
+    reshaping that crashed on a message that is text, a chunk's choice without a delta, or
+    logprobs, their content, a token or its top_logprobs of the wrong type passed every
+    test."""
     for payload in (
         {"error": {"message": "model is loading"}},
         {"choices": None},
         {"choices": [{"index": 0, "finish_reason": "stop"}]},
         {"choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+        {"choices": [{"index": 0, "message": "4", "finish_reason": "stop"}]},
+        {"choices": [{"index": 0, "logprobs": {"content": [None, "4", {"top_logprobs": 1}]}}]},
+        {"choices": [{"index": 0, "logprobs": ["4"]}, {"index": 1, "logprobs": {"content": 4}}]},
     ):
         for legacy in (False, True):
             assert one_call_style(copy.deepcopy(payload), legacy=legacy) == payload
+        assert top_logprobs_as_asked(copy.deepcopy(payload), 0) == payload
+        assert named_once(copy.deepcopy(payload), set()) == payload
 
 
 def token(chosen: float, *alternatives: float) -> dict[str, Any]:
