@@ -147,6 +147,34 @@ def test_a_backbone_folder_with_a_damaged_json_file_names_it(
     )
 
 
+@pytest.mark.parametrize("source", ["folder", "embedded", "hub"])
+def test_a_backbone_whose_config_has_no_model_type_is_said_in_whole_sentences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """transformers' reason ends in a full stop, and the sentence quoting it added its own:
+    "Should have a `model_type` key in its config.json.. A backbone folder holds ..."."""
+    from huggingface_hub import constants
+    from router_support import embedded_tiny_package, fake_hub_snapshot
+
+    if source == "folder":
+        folder, name = tmp_path / "bb", str(tmp_path / "bb")
+        save_tiny_backbone(folder)
+    elif source == "embedded":
+        package = embedded_tiny_package(tmp_path, monkeypatch, seed=0)
+        folder, name = package / "model", "tiny-embedded"
+    else:
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        fake_hub_snapshot(tmp_path / "hub", "fugu-test/tiny", "a" * 40, seed=0)
+        folder = tmp_path / "hub" / "models--fugu-test--tiny" / "snapshots" / ("a" * 40)
+        name = "fugu-test/tiny"
+    (folder / "config.json").write_text('{"hidden_size": 32}', encoding="utf-8")
+    with pytest.raises(RuntimeError) as raised:
+        load_backbone(name)
+    message = " ".join(str(raised.value).split())
+    assert "Should have a `model_type` key in its config.json. " in message
+    assert ".." not in message
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [

@@ -125,7 +125,7 @@ def _load_embedded(name: str) -> LoadedBackbone:
     try:
         return _load_pretrained(name, str(folder), {}, identity)
     except (OSError, ValueError, SafetensorError) as error:
-        reason = folder_lacks(folder) or f"{type(error).__name__}: {error}"
+        reason = _failure_reason(folder, error)
         raise RuntimeError(
             f"could not load the embedded backbone {name} from its package "
             f"{spec_info.package} ({folder}): {reason}. Its files are damaged: reinstall it "
@@ -245,7 +245,7 @@ def _load_local(path: Path) -> LoadedBackbone:
     try:
         return _load_pretrained(str(path), str(path), {})
     except (OSError, ValueError, SafetensorError) as error:
-        reason = folder_lacks(path) or f"{type(error).__name__}: {error}"
+        reason = _failure_reason(path, error)
         raise RuntimeError(
             f"could not load the backbone folder {path}: {reason}. A backbone folder holds what "
             "save_pretrained writes there: model.save_pretrained(FOLDER) and "
@@ -337,7 +337,7 @@ def _load_hub(name: str) -> LoadedBackbone:
         snapshot = hub_snapshot(name)
         if snapshot is None:
             raise
-        reason = folder_lacks(snapshot) or f"{type(error).__name__}: {error}"
+        reason = _failure_reason(snapshot, error)
         raise RuntimeError(
             f"could not load backbone {repo} from its snapshot in the local Hugging Face cache, "
             f"{snapshot}: {reason}. Download it again: `hf download {repo} --revision "
@@ -354,10 +354,16 @@ def _load_hub(name: str) -> LoadedBackbone:
     return loaded
 
 
-def _one_line(error: OSError) -> str:
-    """transformers' text of a failed download, on one line (it breaks its own in two) and
-    without its closing full stop, to be quoted inside a sentence."""
+def _one_line(error: Exception) -> str:
+    """transformers' text of a failed download or load, on one line (it breaks its own in two)
+    and without its closing full stop, to be quoted inside a sentence."""
     return " ".join(str(error).split()).rstrip(".")
+
+
+def _failure_reason(folder: Path, error: Exception) -> str:
+    """Why a backbone folder did not load: what it lacks, else the error, said in a sentence
+    (a config.json without model_type read "... in its config.json.. A backbone folder ...")."""
+    return folder_lacks(folder) or f"{type(error).__name__}: {_one_line(error)}"
 
 
 def _revision_suffix_refused(name: str) -> str:
