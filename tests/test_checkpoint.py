@@ -936,11 +936,18 @@ def test_a_checkpoint_with_relative_paths_loads_from_another_working_directory(
 
 
 def test_a_checkpoint_trained_on_a_device_this_machine_lacks_runs_on_the_cpu(
-    tiny_model_cfg: ModelConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Trained with model.device cuda, then routed on a laptop: route, eval and serve (which
     take no config) ended in torch's 'AssertionError: Torch not compiled with CUDA enabled'
-    traceback. The device, like the cache folder, is the training machine's."""
+    traceback. The device, like the cache folder, is the training machine's; the note that
+    says so is said once a process, not at each load of the checkpoint."""
+    import fugu_lite.checkpoint_backbone
+
+    monkeypatch.setattr(fugu_lite.checkpoint_backbone, "_NOTED_DEVICES", set())  # none said yet
     directory = RouterModel(tiny_model_cfg, ["a", "b"], 8).save_checkpoint(tmp_path / "c")
     metadata = json.loads((directory / META_FILE).read_text())
     metadata["model"]["device"] = "cuda:63"  # no machine here has 64 GPUs
@@ -955,6 +962,8 @@ def test_a_checkpoint_trained_on_a_device_this_machine_lacks_runs_on_the_cpu(
     assert "runs on the cpu" in said
     probabilities = loaded.probabilities(torch.zeros(1, 8))
     assert probabilities.tolist() == [[0.5, 0.5]]
+    assert load_router(directory).model_cfg.device == "cpu"
+    assert "trained on device" not in capsys.readouterr().err
 
 
 def test_a_moved_project_finds_its_backbone_beside_the_checkpoint(
