@@ -26,8 +26,9 @@ EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
 MODEL_FILE = "model.onnx"
 SETTINGS_FILE = "settings.json"
-# The trace batch is padded on purpose: HF skips the attention mask when it is all ones, and a
-# trace would bake that in. The check batch has other shapes, so baked-in shapes show too.
+# Two prompts of different lengths, so the trace batch is padded: HF skips the attention mask
+# when it is all ones, and a trace would bake that in. The check batch (onnx_runtime's
+# CHECK_PROMPTS: three, of other lengths) has other shapes, so baked-in shapes show too.
 TRACE_PROMPTS = ("A short probe.", "A longer probe prompt, so the batch needs some padding here.")
 
 
