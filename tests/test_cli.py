@@ -654,8 +654,39 @@ def test_ctrl_c_while_the_command_line_imports_says_so_in_one_line(
     )
     assert child.returncode == 130, child.stdout + child.stderr
     output = child.stdout + child.stderr
-    assert "Traceback" not in output and "interrupted:" in output, output
+    assert "Traceback" not in output and "interrupted:" in child.stderr, output
+    assert "interrupted" not in child.stdout, output  # stdout may be a command's results
     assert not (tmp_path / "out").exists()
+
+
+A_COMMAND_WITH_A_BUG = """\
+import sys
+import fugu_lite.cli
+
+
+def broken() -> None:
+    raise RuntimeError("a bug in a command")
+
+
+fugu_lite.cli.app = broken
+from fugu_lite.__main__ import main
+main()
+"""
+
+
+def test_an_error_with_no_ctrl_c_is_not_said_to_be_an_interruption() -> None:
+    """The console script says a Ctrl-C during its imports in one line; an error raised with
+    no Ctrl-C pressed keeps its traceback and exit status, not "interrupted: ..." and 130."""
+    child = subprocess.run(
+        [sys.executable, "-c", A_COMMAND_WITH_A_BUG],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=ctrl_c_at_its_default,
+    )
+    assert child.returncode == 1, child.stderr
+    assert "RuntimeError: a bug in a command" in child.stderr
+    assert "interrupted" not in child.stderr
 
 
 def test_serve_help_says_what_each_log_level_shows() -> None:
