@@ -1503,6 +1503,31 @@ def test_a_base_url_without_v1_or_with_it_twice_is_told_what_to_set(
     assert response.status_code == 404 and "base_url" not in response.text
 
 
+def test_a_base_url_set_to_the_chat_endpoint_is_told_what_to_set(shared_server: Running) -> None:
+    """An openai client given the full endpoint as its base_url
+    (http://host:8000/v1/chat/completions) posted to /v1/chat/completions/chat/completions
+    and got a 404 listing this server's routes alone, where a base_url without /v1 or with
+    it twice is told what to set."""
+    root = shared_server.url
+    endpoint = openai.OpenAI(
+        base_url=f"{root}/v1/chat/completions", api_key="unused", max_retries=0
+    )
+    with pytest.raises(openai.NotFoundError) as error:
+        endpoint.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert error.value.body["message"] == (
+        "no route POST /v1/chat/completions/chat/completions; this server answers POST "
+        "/v1/chat/completions, GET /v1/models, /health and /metrics; the client's base_url "
+        f"ends in /chat/completions, which the client adds itself: set it to {root}/v1"
+    )
+    with pytest.raises(openai.NotFoundError) as error:
+        endpoint.models.list()
+    assert error.value.body["message"].endswith(
+        f"ends in /chat/completions, which the client adds itself: set it to {root}/v1"
+    )
+    response = httpx.post(f"{root}/v1/chat/completions/completions", json=VALID)
+    assert response.status_code == 404 and "base_url" not in response.text
+
+
 def test_head_is_answered_where_get_is(shared_server: Running) -> None:
     """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
     routes do not take HEAD) and reported the server down; HEAD answers as GET would,

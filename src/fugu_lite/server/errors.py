@@ -414,17 +414,24 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
 # Paths a client reaches with a base_url lacking /v1 (the openai SDK appends these to it).
 V1_PATHS = ("/chat/completions", "/models")
 
+# What a client's base_url put before one of V1_PATHS in place of /v1, and what was wrong.
+WRONG_BASE_URLS = (
+    ("", "lacks /v1"),
+    ("/v1/v1", "has /v1 twice"),
+    ("/v1/chat/completions", "ends in /chat/completions, which the client adds itself"),
+)
+
 
 def base_url_fix(request: Request) -> str:
     """For a path this server answers under /v1 reached from a client's base_url written
-    without it (http://host:8000 for http://host:8000/v1) or with it twice
-    (http://host:8000/v1/v1), what to set instead."""
+    without it (http://host:8000 for http://host:8000/v1), with it twice
+    (http://host:8000/v1/v1) or as the endpoint itself (http://host:8000/v1/chat/completions),
+    what to set instead."""
     path = request.url.path
-    root = str(request.base_url).rstrip("/")
-    if answered_under_v1(path):
-        return f"; the client's base_url lacks /v1: set it to {root}/v1"
-    if path.startswith("/v1/v1/") and answered_under_v1(path.removeprefix("/v1/v1")):
-        return f"; the client's base_url has /v1 twice: set it to {root}/v1"
+    for prefix, wrong in WRONG_BASE_URLS:
+        if path.startswith(f"{prefix}/") and answered_under_v1(path.removeprefix(prefix)):
+            root = str(request.base_url).rstrip("/")
+            return f"; the client's base_url {wrong}: set it to {root}/v1"
     return ""
 
 
