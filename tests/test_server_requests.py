@@ -1528,6 +1528,28 @@ def test_a_base_url_set_to_the_chat_endpoint_is_told_what_to_set(shared_server: 
     assert response.status_code == 404 and "base_url" not in response.text
 
 
+def test_the_responses_api_is_told_to_use_chat_completions(shared_server: Running) -> None:
+    """Newer openai SDK code calls the Responses API (client.responses.create: POST
+    /v1/responses), which this server does not speak; it got the 404 listing the routes,
+    which did not say why nor what to call instead."""
+    client = shared_server.client()
+    with pytest.raises(openai.NotFoundError) as error:
+        client.responses.create(model=MODEL, input="hi")
+    assert error.value.body == {
+        "message": "no route POST /v1/responses: this server speaks OpenAI's Chat Completions "
+        "API, not its Responses API; call client.chat.completions.create (POST "
+        "/v1/chat/completions) instead",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    with pytest.raises(openai.NotFoundError) as error:
+        client.responses.retrieve("resp_1")
+    assert error.value.body["message"].startswith(
+        "no route GET /v1/responses/resp_1: this server speaks OpenAI's Chat Completions API"
+    )
+
+
 def test_head_is_answered_where_get_is(shared_server: Running) -> None:
     """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
     routes do not take HEAD) and reported the server down; HEAD answers as GET would,

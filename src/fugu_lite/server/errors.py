@@ -400,7 +400,14 @@ class ErrorAnswers:
 
 
 def http_error_message(request: Request, error: StarletteHTTPException) -> str:
-    """An unknown path names the ones this server answers; a wrong method says so."""
+    """An unknown path names the ones this server answers (the Responses API's, what to
+    call instead); a wrong method says so."""
+    if error.status_code == 404 and is_under(request.url.path, RESPONSES_PATH):
+        return (
+            f"no route {request.method} {request.url.path}: this server speaks OpenAI's Chat "
+            "Completions API, not its Responses API; call client.chat.completions.create "
+            "(POST /v1/chat/completions) instead"
+        )
     if error.status_code == 404:
         return (
             f"no route {request.method} {request.url.path}; this server answers POST "
@@ -409,6 +416,10 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     if error.status_code == 405:
         return f"{request.method} is not allowed on {request.url.path}"
     return str(error.detail)
+
+
+# OpenAI's Responses API (the openai SDK's client.responses), which this server does not speak
+RESPONSES_PATH = "/v1/responses"
 
 
 # Paths a client reaches with a base_url lacking /v1 (the openai SDK appends these to it).
@@ -436,7 +447,12 @@ def base_url_fix(request: Request) -> str:
 
 
 def answered_under_v1(path: str) -> bool:
-    return any(path == known or path.startswith(f"{known}/") for known in V1_PATHS)
+    return any(is_under(path, known) for known in V1_PATHS)
+
+
+def is_under(path: str, route: str) -> bool:
+    """`path` is `route` or a path below it (/v1/models/x, not /v1/modelsx)."""
+    return path == route or path.startswith(f"{route}/")
 
 
 class InternalErrorMiddleware:
