@@ -1284,6 +1284,24 @@ def test_a_workers_rejection_names_the_parameter_it_refused(
     assert sum(len(stub.bodies) for stub in stubs.workers.values()) == 2
 
 
+def test_a_refused_request_after_a_rejected_one_carries_none_of_its_headers(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's refusal answers with the request's routing headers (its x-request-id, the
+    worker, the attempts), added to its error's headers; no test sent a request after one,
+    so errors sharing one headers dict (ApiError's default) passed every test, and the next
+    refused request carried the first one's request id and routing."""
+    running = serve(pool_for(stubs))
+    first = ranking_for(family, MATH).ranking[0]
+    stubs.workers[first].mode = "400"
+    rejected = running.post({"model": MODEL, "messages": user(MATH)})
+    assert rejected.status_code == 400 and rejected.headers["x-fugu-worker"] == ""
+    refused = running.post({"model": "gpt-4o", "messages": user(MATH)})
+    assert refused.status_code == 404
+    assert not any(header.startswith("x-fugu-") for header in refused.headers)
+    assert refused.headers["x-request-id"] != rejected.headers["x-request-id"]
+
+
 def test_a_request_the_worker_rejects_is_not_retried_elsewhere(
     serve, stubs: Stubs, family: RouterFamily
 ) -> None:
