@@ -330,6 +330,20 @@ BAD_INPUTS = [
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"$defs": {"default": {
             "enum": []}}}}}}, 400,
      "response_format.json_schema.schema.$defs.default.enum is empty"),
+    # so in definitions and patternProperties, and in properties not written as an object
+    # (no test had them: a walk taking their names for keywords, or failing on a list, passed)
+    ("an empty anyOf in a definition (draft 7) named enum", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"definitions": {
+            "enum": {"anyOf": []}}}}}}, 400,
+     "response_format.json_schema.schema.definitions.enum.anyOf is empty"),
+    ("an empty enum in patternProperties' pattern examples", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"patternProperties": {
+            "examples": {"enum": []}}}}}}, 400,
+     "response_format.json_schema.schema.patternProperties.examples.enum is empty"),
+    ("an empty enum in properties written as a list", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": [
+            {"enum": []}]}}}}, 400,
+     "response_format.json_schema.schema.properties[0].enum is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
@@ -1275,6 +1289,11 @@ def test_openais_typed_options_reach_the_worker_as_sent(
         ({"metadata": {"": 7}}, 'metadata[""]', 'metadata[""]: Input should be a valid string'),
         ({"metadata": {"my key": 7}}, 'metadata["my key"]',
          'metadata["my key"]: Input should be a valid string'),
+        ({"metadata": {"it's": 7}}, 'metadata["it\'s"]',
+         'metadata["it\'s"]: Input should be a valid string'),
+        # written as the client wrote it, not escaped (metadata["gr\u00f6\u00dfe x"])
+        ({"metadata": {"größe x": 7}}, 'metadata["größe x"]',
+         'metadata["größe x"]: Input should be a valid string'),
         ({"logit_bias": {"1.5": 1}}, 'logit_bias["1.5"]', "logit_bias keys are token ids"),
         # a schema's property names: the path in the message, not its param
         ({"response_format": {"type": "json_object", "schema": {"properties": {"a.b": {
@@ -1288,7 +1307,8 @@ def test_a_key_holding_a_dot_or_a_bracket_is_named_in_brackets(
     """OpenAI's metadata keys may hold a dot or a bracket; such a key was named as a path
     (`metadata.a.b` for the key "a.b": the key b of a key a), and an empty key as
     `metadata.`. A key that is empty or holds a dot, a bracket, a quote or
-    a space is now written in brackets as a JSON string, in `param` and the message."""
+    a space is now written in brackets as a JSON string, in `param` and the message; its
+    letters as written (no test had one beyond ASCII, so escaping them passed)."""
     assert_refused_before_routing(shared_server, stubs, extra, param, message)
 
 
