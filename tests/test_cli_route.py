@@ -228,16 +228,24 @@ def test_route_and_eval_take_the_backbone_where_it_is_now(
     assert (tmp_path / "e" / "evaluation_report.json").exists()
 
 
-@pytest.mark.parametrize("kind", ["reward head", "router asked for its cost weight"])
+@pytest.mark.parametrize(
+    "kind", ["reward head", "router asked for its cost weight", "router family"]
+)
 def test_route_takes_the_backbone_where_it_is_now_for_every_kind_of_checkpoint(
     tmp_path: Path, tiny_model_cfg: ModelConfig, kind: str
 ) -> None:
-    """route loads a reward head, and a router asked for a cost weight, by other calls than
-    a plain router; only the plain router's took --backbone in a test (a mutation round saw
-    the others' dropped unnoticed)."""
+    """route loads a reward head, a router asked for a cost weight and a router family by
+    other calls than a plain router; only the plain router's took --backbone in a test (a
+    mutation round saw the others' dropped unnoticed)."""
     from fugu_lite.backbones import load_backbone
     from fugu_lite.model import RouterModel
     from fugu_lite.reward_head import CostAwareRouter
+    from fugu_lite.router_family import (
+        FamilyManifest,
+        FamilyMember,
+        member_folder,
+        write_family_manifest,
+    )
 
     backbone = load_backbone("tiny-random")
     backbone.model.save_pretrained(tmp_path / "backbone")
@@ -245,12 +253,19 @@ def test_route_takes_the_backbone_where_it_is_now_for_every_kind_of_checkpoint(
     cfg = tiny_model_cfg.model_copy(
         update={"backbone": str(tmp_path / "backbone"), "runtime": "torch"}
     )
+    checkpoint = tmp_path / "c"
     if kind == "reward head":
-        model: RouterModel = CostAwareRouter(cfg, WORKERS, 32, [1], 0.5, 0.05)
+        CostAwareRouter(cfg, WORKERS, 32, [1], 0.5, 0.05).save_checkpoint(checkpoint)
         asked = ["--cost-weight", "0.5"]
+    elif kind == "router family":
+        members = [FamilyMember(cost_weight=w, checkpoint=member_folder(w)) for w in (0, 1)]
+        for member in members:
+            RouterModel(cfg, WORKERS, 32).save_checkpoint(checkpoint / member.checkpoint)
+        write_family_manifest(checkpoint, FamilyManifest(worker_ids=WORKERS, members=members))
+        asked = ["--cost-weight", "1"]
     else:
-        model, asked = RouterModel(cfg, WORKERS, 32), ["--cost-weight", "0"]
-    checkpoint = model.save_checkpoint(tmp_path / "c")
+        RouterModel(cfg, WORKERS, 32).save_checkpoint(checkpoint)
+        asked = ["--cost-weight", "0"]
     (tmp_path / "backbone").rename(tmp_path / "models-here")
     result = invoke("route", "--checkpoint", checkpoint, *asked, "hello")
     assert result.exit_code == 2, result.output
