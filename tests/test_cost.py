@@ -1304,6 +1304,21 @@ def test_the_reward_head_answers_any_cost_weight_through_route(reward_head: Head
     assert result.exit_code == 2 and "finite number >= 0" in flat(result.output)
 
 
+def test_a_reward_head_routed_without_a_cost_weight_says_none_was_requested(
+    reward_head: Head,
+) -> None:
+    """route --json tells `--cost-weight 0` from no --cost-weight only by its
+    requested_cost_weight (0.0 and null; both answer at 0): a reward head's decision echoing
+    the weight it used for the one requested passed every test, each of which asked it for
+    a weight."""
+    prompt = reward_head.test_prompts()[0]
+    for asked, requested in (([], None), (["--cost-weight", "0"], 0.0)):
+        result = invoke("route", "--checkpoint", reward_head.head, *asked, "--json", prompt)
+        decision = json.loads(ok(result).strip().splitlines()[-1])
+        assert decision["requested_cost_weight"] == requested, asked
+        assert decision["cost_weight"] == 0.0 and decision["worker"] == PREMIUM
+
+
 def test_the_reward_head_loads_as_a_family_that_routing_and_serving_use(
     reward_head: Head,
 ) -> None:
