@@ -1423,6 +1423,27 @@ def test_a_reward_head_copied_without_its_tensors_says_what_is_missing(
         load_family_or_single(copy)
 
 
+def test_a_reward_head_without_its_metadata_is_said_to_be_one(tmp_path: Path) -> None:
+    """A reward head folder holding only reward_head.safetensors (its save stopped before
+    reward_head.json was written) was told it 'is not a fugu-lite router checkpoint: it needs
+    router_head.safetensors and router.json', where a router missing router.json is told
+    which of its own files is missing."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), ["a", "b"], 8, [1], 1.0, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    (directory / "reward_head.json").unlink()
+    said = (
+        f"{directory} looks like a reward head whose reward_head.json is missing; it holds "
+        "reward_head.safetensors without reward_head.json: the training that saved it was "
+        "stopped while writing the checkpoint; run it again (`fugu-lite train reward-head`)"
+    )
+    result = invoke("route", "--checkpoint", directory, "hello")
+    assert result.exit_code == 2, result.output
+    assert flat(result.output) == f"error: {said}"
+    with pytest.raises(CheckpointError) as error:  # serve and eval load it so
+        load_family_or_single(directory)
+    assert str(error.value) == said
+
+
 def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
     output = tmp_path / "pareto"
     ok(invoke("eval", "--checkpoint", reward_head.head, "--records", reward_head.records_path,

@@ -86,10 +86,7 @@ def read_checkpoint_metadata(directory: str | Path) -> dict:
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not (directory / HEAD_FILE).exists() or not meta_path.exists():
-        raise CheckpointError(
-            f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
-            f"{META_FILE} (written by `fugu-lite train ...`){_what_it_is(directory)}"
-        )
+        raise CheckpointError(_not_a_router(directory))
     metadata = read_metadata_object(meta_path, "retrain or restore the checkpoint")
     # the earliest routers' metadata had no format tag
     check_format(metadata, meta_path, ROUTER_FORMAT, untagged_ok=True)
@@ -200,6 +197,25 @@ def checkpoint_formats() -> dict[str, tuple[str, str, str]]:
 def checkpoint_kinds() -> list[tuple[str, str]]:
     """(tensor file, metadata file) of each kind of checkpoint a folder may hold."""
     return [(tensors, meta) for _, meta, tensors in checkpoint_formats().values()]
+
+
+def _not_a_router(directory: Path) -> str:
+    """Why the folder is no router checkpoint. A reward head's tensor file without its
+    metadata is said to be one: is_reward_head reads the metadata, so the folder was loaded
+    as a router and told it needed router_head.safetensors and router.json."""
+    from .reward_head import HEAD_FILE as REWARD_HEAD_FILE  # it imports this module
+    from .reward_head import META_FILE as REWARD_META_FILE
+
+    files = (HEAD_FILE, META_FILE, REWARD_HEAD_FILE, REWARD_META_FILE)
+    if [name for name in files if (directory / name).exists()] == [REWARD_HEAD_FILE]:
+        return (
+            f"{directory} looks like a reward head whose {REWARD_META_FILE} is missing"
+            f"{half_saved_hint(directory)} (`fugu-lite train reward-head`)"
+        )
+    return (
+        f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
+        f"{META_FILE} (written by `fugu-lite train ...`){_what_it_is(directory)}"
+    )
 
 
 def _what_it_is(directory: Path) -> str:
