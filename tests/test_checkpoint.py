@@ -29,6 +29,7 @@ from router_support import (
 from fugu_lite.checkpoint import HEAD_FILE, META_FILE, CheckpointError
 from fugu_lite.checkpoint_backbone import locate_backbone
 from fugu_lite.checkpoint_mismatch import (
+    CheckpointMismatch,
     checkpoint_mismatches,
     mismatch_fix,
     model_differs,
@@ -167,12 +168,17 @@ def test_every_difference_is_listed(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:
     train_briefly(records, tiny_model_cfg, epochs=1).save_checkpoint(tmp_path / "ckpt")
-    with pytest.raises(CheckpointError) as error:
+    with pytest.raises(CheckpointMismatch) as error:
         load_router(
             tmp_path / "ckpt", tiny_model_cfg.model_copy(update={"layer": 1}), ["x", "y", "z"]
         )
     message = str(error.value)
     assert "workers:" in message and "model.layer:" in message
+    # what `train` reads to add that no -c was given (its problems were read by no test here)
+    assert [problem.partition(":")[0] for problem in error.value.problems] == [
+        "workers",
+        "model.layer",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1367,3 +1373,36 @@ def test_a_mismatchs_fix_says_what_to_do_about_each_kind_of_difference() -> None
     assert mismatch_fix([other]).startswith("Use records with the checkpoint's workers")
     assert mismatch_fix([layer]).startswith("Use the model config the checkpoint was trained")
     assert mismatch_fix([other, layer]) == f"{mismatch_fix([other])} {mismatch_fix([layer])}"
+
+
+def test_an_auto_pooling_that_cannot_be_resolved_is_not_explained(tmp_path: Path) -> None:
+    """`auto` on a backbone whose config.json cannot be read stays `auto`: the difference
+    explains only an `auto` that was resolved, never as '(auto = auto on this backbone)'."""
+    (tmp_path / "backbone").mkdir()  # no config.json: nothing says what `auto` means
+    saved = ModelConfig(backbone=str(tmp_path / "backbone"), pooling="auto")
+    metadata = {"worker_ids": ["a", "b"], "model": saved.model_dump(mode="json")}
+    given = saved.model_copy(update={"pooling": "mean"})
+    expected = "model.pooling: checkpoint 'auto' vs config 'mean'"
+    assert checkpoint_mismatches(metadata, given, ["a", "b"]) == [expected]
+
+
+def test_svf_targets_differ_only_for_a_checkpoint_with_offsets() -> None:
+    """A head-only checkpoint may continue with SVF (zero offsets are the same model); one
+    with offsets must keep exactly its targets, and is told when they would be dropped."""
+    head_only = ModelConfig(backbone="tiny-random")
+    with_svf = head_only.model_copy(update={"svf_targets": ["layers.0.mlp.down_proj"]})
+
+    def mismatches(saved: ModelConfig, given: ModelConfig) -> list[str]:
+        metadata = {"worker_ids": ["a", "b"], "model": saved.model_dump(mode="json")}
+        return checkpoint_mismatches(metadata, given, ["a", "b"])
+
+    assert mismatches(head_only, with_svf) == []
+    assert mismatches(with_svf, head_only) == [
+        "model.svf_targets: checkpoint ['layers.0.mlp.down_proj'] vs config [] (its learned "
+        "SVF offsets would be dropped)"
+    ]
+    other = with_svf.model_copy(update={"svf_targets": ["layers.1.mlp.down_proj"]})
+    assert mismatches(with_svf, other) == [
+        "model.svf_targets: checkpoint ['layers.0.mlp.down_proj'] vs config "
+        "['layers.1.mlp.down_proj']"
+    ]
