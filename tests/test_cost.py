@@ -247,6 +247,26 @@ def test_a_tie_goes_to_the_smaller_cost_weight_whatever_the_order_given() -> Non
     assert nearest_cost_weight([0.3, 0.1], 0.2) == 0.1
 
 
+def test_cost_weights_that_are_none_or_not_a_number_are_refused() -> None:
+    """parse_cost_weights (`train pipeline --cost-weights`) without its checks for no weight
+    at all or a NaN passed every test of this file: ' , ' trained no member, and 'nan'
+    passed as a weight (NaN is neither < 0 nor > the limit)."""
+    with pytest.raises(ValueError, match="give at least one cost weight"):
+        parse_cost_weights(" , ")
+    with pytest.raises(ValueError, match=r"finite and >= 0, .*got \[nan\]"):
+        parse_cost_weights("0,nan")
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan])
+def test_a_reward_head_refuses_a_negative_or_nan_cost_weight_itself(bad: float) -> None:
+    """check_head_cost_weight without its finite and >= 0 check passed every test: route
+    and the server check first, so a reward head's own view at -1 (a Python caller of
+    at_cost_weight) ranked the dearest workers first, and one at NaN made every utility NaN."""
+    router = CostAwareRouter(ModelConfig(backbone="tiny-random"), ["a", "b"], 1, [1], 1.0, 0.5)
+    with pytest.raises(CostWeightError, match="a cost weight must be a finite number >= 0"):
+        router.at_cost_weight(bad)
+
+
 @pytest.mark.parametrize("stage", ["sft", "rl", "es"])
 def test_a_cost_weight_moves_the_choice_to_the_cheap_worker(stage: str, tmp_path: Path) -> None:
     records = cost_case_records()
