@@ -1386,6 +1386,19 @@ def test_an_auto_pooling_that_cannot_be_resolved_is_not_explained(tmp_path: Path
     assert checkpoint_mismatches(metadata, given, ["a", "b"]) == [expected]
 
 
+def test_pooling_auto_on_two_backbones_names_the_backbone_of_each() -> None:
+    """A checkpoint trained on MiniLM loaded with a config of tiny-random, both with pooling
+    auto, was told "model.pooling: checkpoint 'auto' vs config 'auto' (auto = mean, auto =
+    penultimate on this backbone)": there are two backbones, and each auto means its own."""
+    saved = ModelConfig(backbone="minilm", pooling="auto")
+    metadata = {"worker_ids": ["a", "b"], "model": saved.model_dump(mode="json")}
+    given = ModelConfig(backbone="tiny-random", pooling="auto")
+    assert checkpoint_mismatches(metadata, given, ["a", "b"])[0] == (
+        "model.pooling: checkpoint 'auto' vs config 'auto' (auto = mean on minilm, auto = "
+        "penultimate on tiny-random)"
+    )
+
+
 def test_svf_targets_differ_only_for_a_checkpoint_with_offsets() -> None:
     """A head-only checkpoint may continue with SVF (zero offsets are the same model); one
     with offsets must keep exactly its targets, and is told when they would be dropped."""

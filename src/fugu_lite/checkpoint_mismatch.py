@@ -50,13 +50,18 @@ def checkpoint_mismatches(
 
 
 def _meaning(saved: ModelConfig, saved_pooling: str, given: ModelConfig, given_pooling: str) -> str:
-    """' (auto = penultimate on this backbone)' where an `auto` was resolved, else ''."""
-    resolved = [
-        f"{cfg.pooling} = {pooling}"
-        for cfg, pooling in ((saved, saved_pooling), (given, given_pooling))
-        if cfg.pooling != pooling
-    ]
-    return f" ({', '.join(resolved)} on this backbone)" if resolved else ""
+    """' (auto = penultimate on this backbone)' where an `auto` was resolved, else ''; each
+    names its own backbone when the two differ (' (auto = mean on minilm, auto = penultimate
+    on tiny-random)')."""
+    pairs = [(saved, saved_pooling), (given, given_pooling)]
+    resolved = [(cfg, pooling) for cfg, pooling in pairs if cfg.pooling != pooling]
+    if not resolved:
+        return ""
+    if saved.backbone == given.backbone:
+        meanings = ", ".join(f"{cfg.pooling} = {pooling}" for cfg, pooling in resolved)
+        return f" ({meanings} on this backbone)"
+    each = ", ".join(f"{cfg.pooling} = {pooling} on {cfg.backbone}" for cfg, pooling in resolved)
+    return f" ({each})"
 
 
 def workers_mismatch(checkpoint_workers: Sequence[str], record_workers: Sequence[str]) -> str:
