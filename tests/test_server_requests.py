@@ -373,6 +373,13 @@ BAD_INPUTS = [
     ("the Responses API's image part", {**VALID, "messages": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]}]}, 400,
      'type "input_image" (the Responses API\'s name; here it is "image_url")'),
+    # an assistant turn's text copied from a Responses API answer (no test sent it: the hint
+    # dropped passed)
+    ("the Responses API's answer text part", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "content": [
+            {"type": "output_text", "text": "5"}]}, {"role": "user", "content": "and?"}]}, 400,
+     'messages[1].content[0] is a part of type "output_text" (the Responses API\'s name; '
+     'here it is "text")'),
     ("lone surrogate", b'{"model": "fugu-lite", "messages": [{"role": "user", "content": '
      b'"bad \\ud800 half pair"}]}', 400, "lone UTF-16 surrogate (\\ud800)"),
     # a JSON escape in capitals, and a surrogate written as (CESU-8) bytes, which json reads
@@ -794,6 +801,15 @@ USER_ONLY = "move it to a user message"
          'messages[0].content[0] is a part of type "refusal", which OpenAI\'s chat API takes '
          'only in assistant messages, not in user messages; give its words as a text part, '
          '{"type": "text", "text": "..."}'),
+        # each role's own list (an image in a tool or a function result, a refusal in a
+        # developer message: no test sent one, and a list taking it passed)
+        ([ASKED, {"role": "tool", "tool_call_id": "c1", "content": [IMAGE]}],
+         "messages[1].content[0].type", f"not in tool messages; {USER_ONLY}"),
+        ([ASKED, {"role": "function", "name": "add", "content": [IMAGE]}],
+         "messages[1].content[0].type", f"not in function messages; {USER_ONLY}"),
+        ([{"role": "developer", "content": [{"type": "refusal", "refusal": "no"}]}, ASKED],
+         "messages[0].content[0].type",
+         "takes only in assistant messages, not in developer messages"),
     ],
 )  # fmt: skip
 def test_a_part_of_a_type_its_role_does_not_take_is_a_400_naming_it(
@@ -813,16 +829,22 @@ def test_a_part_of_a_type_its_role_does_not_take_is_a_400_naming_it(
 
 
 def test_parts_of_the_types_a_role_takes_are_sent_on(shared_server: Running, stubs: Stubs) -> None:
-    """Text and refusal parts in an assistant turn, text parts in system and user turns."""
+    """Text and refusal parts in an assistant turn, text parts in system and user turns, and
+    each of the other types OpenAI takes in a user turn (an image, audio, a file: none was
+    sent, and a user's list without audio or files passed) reach the worker as sent."""
+    audio = {"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}
+    file = {"type": "file", "file": {"file_id": "file-1"}}
     messages = [
         {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
         ASKED,
         {"role": "assistant", "content": [{"type": "text", "text": "I"},
                                           {"type": "refusal", "refusal": "won't"}]},
-        {"role": "user", "content": [{"type": "text", "text": "please"}]},
+        {"role": "user", "content": [{"type": "text", "text": "please"}, IMAGE, audio, file]},
     ]  # fmt: skip
     response = shared_server.post({**VALID, "messages": messages})
     assert response.status_code == 200, response.text
+    sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["messages"] == messages
 
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
