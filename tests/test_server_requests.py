@@ -283,6 +283,13 @@ BAD_INPUTS = [
     ("a function message's name a number", {**VALID, "messages": [
         *VALID["messages"], {"role": "function", "name": 7, "content": "sunny"}]}, 400,
      "messages[1] is a function message without a string name"),
+    # every call is checked, not only the first (a check of the first alone passed)
+    ("a second tool call without its id", {**VALID, "messages": [
+        {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}},
+            {"type": "function", "function": {"name": "add", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "5"}]}, 400,
+     "messages[1].tool_calls[1] must be an object with a string id"),
     ("tool call arguments not a string", {**VALID, "messages": [
         {"role": "user", "content": "add"}, {"role": "assistant", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {}}}]},
@@ -543,12 +550,16 @@ def test_a_request_with_two_bad_fields_tells_both_and_names_the_first(
 
 def test_a_tool_of_another_type_is_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """A tool that is no function (OpenAI's custom tools) is not checked as one: it reaches
-    the worker as sent, beside the function tools."""
+    the worker as sent, beside the function tools, and so does a tool_choice naming it (no
+    test sent one: reading it as a function's, which it is not, passed)."""
     custom = {"type": "custom", "custom": {"name": "sql", "description": "a query"}}
+    choice = {"type": "custom", "custom": {"name": "sql"}}
+    extra = {"tools": [custom, TOOL], "tool_choice": choice}
     raw = shared_server.client().chat.completions.with_raw_response.create(
-        model=MODEL, messages=user("hi"), extra_body={"tools": [custom, TOOL]}
+        model=MODEL, messages=user("hi"), extra_body=extra
     )
-    assert stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]["tools"] == [custom, TOOL]
+    sent = stubs.workers[raw.headers["x-fugu-worker"]].bodies[-1]
+    assert (sent["tools"], sent["tool_choice"]) == ([custom, TOOL], choice)
 
 
 def test_tools_refused_themselves_are_the_only_error_named(
@@ -868,6 +879,10 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
          "(got 5)"),
         ({"functions": [WEATHER["function"], {"name": "a b"}]}, "functions[1].name",
          'e.g. "get_weather"; got "a b"'),
+        # an empty list is no schema either (no test sent one: a check taking it passed)
+        ({"functions": [WEATHER["function"], {"name": "f", "parameters": []}]},
+         "functions[1].parameters",
+         "functions[1].parameters must be a JSON schema object (got [])"),
     ],
 )  # fmt: skip
 def test_a_bad_tool_is_named_with_its_own_value(
@@ -1120,7 +1135,9 @@ def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
 ) -> None:
     """A function named in 64 characters (OpenAI's most), four stop sequences (its most) and
     a deprecated function result with null content reach the worker (no test sent any of
-    them: a check refusing one passed)."""
+    them: a check refusing one passed), and so do a function's and a json_schema's name
+    holding digits, a hyphen and capitals, which OpenAI's rule takes (a rule without the
+    digits or the hyphen passed every test)."""
     name = "f" * 64
     messages = [
         ASKED,
@@ -1128,12 +1145,18 @@ def test_what_openai_takes_at_the_edges_of_its_checks_is_sent_on(
                                                                  "arguments": "{}"}},
         {"role": "function", "name": "add", "content": None},
     ]  # fmt: skip
-    tools = [{"type": "function", "function": {"name": name}}]
+    tools = [
+        {"type": "function", "function": {"name": name}},
+        {"type": "function", "function": {"name": "get-Weather_2"}},
+    ]
+    answer = {"type": "json_schema", "json_schema": {"name": "Answer-v2", "schema": {}}}
     stops = ["a", "b", "c", "d"]
-    response = shared_server.post({**VALID, "messages": messages, "tools": tools, "stop": stops})
+    response = shared_server.post(
+        {**VALID, "messages": messages, "tools": tools, "stop": stops, "response_format": answer}
+    )
     assert response.status_code == 200, response.text
     sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
-    assert sent["tools"][0]["function"]["name"] == name and sent["stop"] == stops
+    assert (sent["tools"], sent["stop"], sent["response_format"]) == (tools, stops, answer)
     assert [message["role"] for message in sent["messages"]] == ["user", "assistant", "function"]
 
 
