@@ -55,6 +55,11 @@ BAD_INPUTS = [
     ("integer body", b"7", 400, "must be a JSON object with `model` and `messages`, got a number"),
     ("boolean body", b"true", 400, "must be a JSON object with `model` and `messages`, got true"),
     ("not utf-8", b'{"model": "\xff"}', 400, "not UTF-8"),
+    # Latin-1's "café": it said only "not UTF-8 text: invalid continuation byte", not where
+    # nor what to send
+    ("latin-1 text", b'{"model": "caf\xe9 au lait"}', 400,
+     "the request body is not UTF-8 text (the byte 0xe9 at offset 14: invalid continuation "
+     "byte); send the JSON encoded as UTF-8 (Latin-1 and Windows-1252 text is not)"),
     ("missing messages", {"model": MODEL}, 400, "messages: is required"),
     ("missing model", {"messages": VALID["messages"]}, 400, "model: is required"),
     ("empty messages", {**VALID, "messages": []}, 400, "at least one message"),

@@ -59,7 +59,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             code="invalid_json",
         ) from error
     except UnicodeDecodeError as error:
-        raise ApiError(400, f"the request body is not UTF-8 text: {error.reason}") from error
+        raise ApiError(400, not_utf8_text(error)) from error
     except json.JSONDecodeError as error:
         raise ApiError(
             400,
@@ -79,6 +79,17 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             f"{json_kind(payload)}",
         )
     return payload
+
+
+def not_utf8_text(error: UnicodeDecodeError) -> str:
+    """Where the body stops being UTF-8, and what to send instead: a body written in Latin-1
+    or Windows-1252 ("café" holding the byte 0xe9) was told only "invalid continuation
+    byte"."""
+    byte = error.object[error.start]
+    return (
+        f"the request body is not UTF-8 text (the byte {byte:#04x} at offset {error.start}: "
+        f"{error.reason}); send the JSON encoded as UTF-8 (Latin-1 and Windows-1252 text is not)"
+    )
 
 
 def check_token_limits(request: ChatCompletionRequest, max_tokens_limit: int) -> None:
