@@ -878,7 +878,8 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
          "tools[1].function.name", 'e.g. "get_weather"; got "a.b"'),
         ({"tools": [WEATHER, {"type": "function", "function": {"name": "f", "parameters":
             "object"}}]}, "tools[1].function.parameters",
-         'tools[1].function.parameters must be a JSON schema object (got "object")'),
+         'tools[1].function.parameters must be a JSON schema object, e.g. {"type": "object", '
+         '"properties": {...}} (got "object")'),
         ({"functions": [WEATHER["function"], {"name": 5}]}, "functions[1].name",
          'functions[1] needs a string \'name\', e.g. {"name": "add", "parameters": {...}} '
          "(got 5)"),
@@ -886,8 +887,8 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
          'e.g. "get_weather"; got "a b"'),
         # an empty list is no schema either (no test sent one: a check taking it passed)
         ({"functions": [WEATHER["function"], {"name": "f", "parameters": []}]},
-         "functions[1].parameters",
-         "functions[1].parameters must be a JSON schema object (got [])"),
+         "functions[1].parameters", 'functions[1].parameters must be a JSON schema object, e.g. '
+         '{"type": "object", "properties": {...}} (got [])'),
     ],
 )  # fmt: skip
 def test_a_bad_tool_is_named_with_its_own_value(

@@ -25,6 +25,7 @@ from .request_checks import (
     NAME_RULE,
     ONLY_WITH_TOOLS,
     OPENAI_NAME,
+    SCHEMA_EXAMPLE,
     TOOL_CHOICE_MODES,
     ParamError,
     check_content,
@@ -120,8 +121,8 @@ class ResponseFormat(BaseModel):
             if schema is not None and not isinstance(schema, dict):
                 raise ParamError(
                     where,
-                    f'{where} must be a JSON schema object, e.g. {{"type": "object", '
-                    f'"properties": {{...}}}}; got {compact(schema)}',
+                    f"{where} must be a JSON schema object, e.g. {SCHEMA_EXAMPLE}; got "
+                    f"{compact(schema)}",
                 )
         return self
 

@@ -242,6 +242,8 @@ def null_is_false(value: Any) -> Any:
     return False if value is None else value
 
 
+# What a JSON schema object looks like, for an error refusing a schema that is none
+SCHEMA_EXAMPLE = '{"type": "object", "properties": {...}}'
 # OpenAI's rule for the name of a function tool or a json_schema
 OPENAI_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 NAME_RULE = "must be letters, digits, _ or - (at most 64)"
@@ -258,7 +260,9 @@ def check_function(where: str, function: dict[str, Any]) -> None:
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, dict):
         raise ParamError(
-            f"{where}.parameters", f"{where}.parameters must be a JSON schema object", parameters
+            f"{where}.parameters",
+            f"{where}.parameters must be a JSON schema object, e.g. {SCHEMA_EXAMPLE}",
+            parameters,
         )
     check_spec_types(where, function)
 
