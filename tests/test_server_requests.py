@@ -678,8 +678,10 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
 @pytest.mark.parametrize(
     ("extra", "param", "message"),
     [
+        # it did not say what to do, as function_call's twin does
         ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "mul"}}},
-         "tool_choice", "tool_choice names the function 'mul', which is not among the tools"),
+         "tool_choice", "tool_choice names the function 'mul', which is not among the tools "
+         '(add); name one of the function tools, or use "auto", "none" or "required"'),
         ({"tools": [TOOL], "tool_choice": {"type": "function"}}, "tool_choice",
          'tool_choice {"type": "function"} needs "function": {"name": "..."}'),
         # the Responses API's shape: the name beside, not inside, was not shown

@@ -428,7 +428,8 @@ class ChatCompletionRequest(BaseModel):
             raise ParamError(
                 "tool_choice",
                 f"tool_choice names the function {named!r}, which is not among the tools "
-                f"({', '.join(self.function_names()) or 'no function tools'})",
+                f"({', '.join(self.function_names()) or 'no function tools'}); name one of "
+                'the function tools, or use "auto", "none" or "required"',
             )
         return self
 
