@@ -233,6 +233,33 @@ def test_a_language_on_the_pre_around_a_code_element_is_its_language() -> None:
 
 
 @pytest.mark.parametrize(
+    "opener",
+    [
+        '<pre lang="python">',  # GitHub's markup
+        "<pre lang=py>",
+        '<pre class="python">',
+        '<pre><code class="Python3">',
+        "<pre class='hljs python'>",  # highlight.js 9's
+        "<pre><code class=py>",
+    ],
+)
+def test_a_lang_attribute_or_a_class_naming_python_tags_an_html_block(opener: str) -> None:
+    """`<pre lang="python">` and a class that is a python tag were read as untagged: a
+    solution defining no function ran with the output shown beside it, "three" (NameError,
+    0), where its fenced twin, ```` ```python ````, scores 1."""
+    solution, shown = "from operator import add\n", "For add(1, 2) it prints:"
+    closer = "</code></pre>" if "<code" in opener else "</pre>"
+    in_html = f"{opener}{solution}{closer}\n{shown}\n<pre>three</pre>"
+    assert extract_code(in_html) == solution
+    assert graded(code_task(), in_html).score == 1.0
+
+
+def test_a_lang_attribute_naming_another_language_leaves_its_block_out() -> None:
+    javascript = '<pre lang="javascript">const add = (a, b) => a + b;</pre>'
+    assert extract_code(f"<pre>{ADD}</pre>\nIn JavaScript:\n{javascript}") == ADD
+
+
+@pytest.mark.parametrize(
     "output",
     [
         "`def add(a, b): return a + b`",

@@ -85,6 +85,10 @@ _HTML_CLOSERS = {"pre": re.compile(r"</pre>", re.I), "code": re.compile(r"</code
 _HTML_INNER_CODE = re.compile(r"\s*(?:<[^\n]*?)?<code\b(?P<attrs>[^<>]*)>", re.IGNORECASE)
 _HTML_CLOSING_TAGS = re.compile(r"(?:\s*</\w+>)*\s*")
 _HTML_LANGUAGE = re.compile(r"\blang(?:uage)?-(?P<language>[\w+#.-]+)", re.IGNORECASE)
+_HTML_LANG_ATTRIBUTE = re.compile(r"\blang\s*=\s*[\"']?(?P<language>[\w+#.-]+)", re.IGNORECASE)
+_HTML_CLASS = re.compile(
+    r"\bclass\s*=\s*(?:\"(?P<quoted>[^\"]*)\"|'(?P<single>[^']*)'|(?P<bare>[^\s\"'<>=`]+))", re.I
+)
 
 
 def _html_blocks(output: str) -> list[tuple[str, str]]:
@@ -113,10 +117,24 @@ def _html_blocks(output: str) -> list[tuple[str, str]]:
         code = _html_text(code)
         if tag == "code" and "\n" not in code.strip() and not _CODE_START.match(code.strip()):
             continue
-        tagged = _HTML_LANGUAGE.search(attrs)
-        language, code = _block(tagged["language"] if tagged else "", "", code)
+        language, code = _block(_html_language(attrs), "", code)
         blocks.append((language, code if closer else _without_prose_after(code)))
     return blocks
+
+
+def _html_language(attrs: str) -> str:
+    """The language an HTML code element's attributes name, "" for none: a class
+    `language-python` or `lang-py` (Prism's, highlight.js's), else a `lang` attribute
+    (GitHub's `<pre lang="python">`), else a class that is a python tag (`class="python"`,
+    highlight.js 9's `class="hljs python"`; other classes are styling, not languages)."""
+    tagged = _HTML_LANGUAGE.search(attrs) or _HTML_LANG_ATTRIBUTE.search(attrs)
+    if tagged is not None:
+        return tagged["language"]
+    for attribute in _HTML_CLASS.finditer(attrs):
+        classes = (attribute["quoted"] or attribute["single"] or attribute["bare"] or "").split()
+        if named := [name for name in classes if name.lower() in _PYTHON_TAGS]:
+            return named[0]
+    return ""
 
 
 def _without_the_code_closer(code: str) -> str:
