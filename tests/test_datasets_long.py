@@ -361,7 +361,10 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("120 tokens", "120"),
         ("US$1.5", "1.5"),
         ("USD 1.5", "1.5"),
+        ("USD1.5", "1.5"),  # a currency code: three capitals right before the number
+        ("EUR2", "2"),
         ("12kg", "12"),
+        ("20 milli-cents", "20"),  # a hyphen in a unit spaced from the number: no name
         ("2e-3 USD", "2e-3"),  # the number with its exponent, not 2
     ],
 )
@@ -387,14 +390,18 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
         import_long(path)
 
 
-@pytest.mark.parametrize("name", ["m1", "gpt4", "gpt-4", "gpt-4o", "claude-3-haiku"])
+@pytest.mark.parametrize(
+    "name",
+    ["m1", "gpt4", "gpt-4", "gpt-4o", "claude-3-haiku", "ChatGLM3", "3.5-turbo", "4o-mini"],
+)
 def test_a_name_with_a_digit_in_a_number_cell_is_not_told_to_be_written_as_that_digit(
     tmp_path: Path, name: str
 ) -> None:
     """A worker's name in a cost or reward cell (columns shifted by one, or a header read as a
     row: RouterBench's model 'm1') was refused with the advice to "write the number alone,
     without a currency sign or unit: 1", as if 'm' were a currency sign; a letter right before
-    the digits makes them part of a name."""
+    the digits makes them part of a name, and so does a hyphen in the word right after them
+    ("3.5-turbo", "4o-mini": not a unit to drop)."""
     path = tmp_path / "long.csv"
     path.write_text(f"prompt,worker,reward,cost\np1,w1,1,{name}\n", encoding="utf-8")
     with pytest.raises(RecordFileError) as raised:

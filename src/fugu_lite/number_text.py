@@ -61,9 +61,9 @@ SPREADSHEET_ERROR = re.compile(
 def number_hint(value: object) -> str:
     """How to write a number that a spreadsheet or a person wrote otherwise: with a decimal
     comma ("0,5") or a thousands separator ("1,000", "1_000"), as a percentage ("85%"), or
-    with a currency sign or unit ("$0.002"; not a name with a digit, "gpt-4"), which a number
-    here cannot hold; or what a spreadsheet's formula error ("#DIV/0!", told to be written as
-    0) is."""
+    with a currency sign or unit ("$0.002"; not a name with a digit, "gpt-4", "3.5-turbo":
+    see `_digits_of_a_name`), which a number here cannot hold; or what a spreadsheet's
+    formula error ("#DIV/0!", told to be written as 0) is."""
     if not isinstance(value, str):
         return ""
     if SPREADSHEET_ERROR.fullmatch(value):
@@ -85,10 +85,16 @@ def number_hint(value: object) -> str:
 
 
 def _digits_of_a_name(unit: re.Match[str]) -> bool:
-    """Whether a letter comes right before the number ("m1", "gpt-4o", "claude-3-haiku"):
-    its digits are part of a name (a worker's, in a shifted column), not a number after a
-    currency sign, which is no letter ("$1.5", "US$1.5") or is spaced from it ("USD 1.5")."""
-    return unit["before"][-1:].isalpha() and unit.end("before") == unit.start("number")
+    """Whether the number's digits are part of a name (a worker's, in a shifted column): a
+    letter comes right before them ("m1", "gpt-4o", "claude-3-haiku") other than a currency
+    code's three capitals ("USD1.5"), or the word right after them holds a hyphen
+    ("3.5-turbo", "4o-mini"). A currency sign is no letter ("$1.5", "US$1.5"), and a word
+    spaced from the number is read as a currency code ("USD 1.5"; so is "gpt 4")."""
+    before, after = unit["before"], unit["after"] or ""
+    lettered = before[-1:].isalpha() and unit.end("before") == unit.start("number")
+    currency_code = re.fullmatch(r"[A-Z]{3}", before) is not None
+    hyphenated = unit.end("number") == unit.start("after") and "-" in after
+    return (lettered and not currency_code) or hyphenated
 
 
 def _underscore_hint(value: str) -> str:
