@@ -319,6 +319,15 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("5000", "总共有3万5千人", 0.0),
         ("120000000", "约1亿2000万人", 1.0),
         ("35500", "答案是3万5千5百。", 1.0),
+        # a last digit alone counts in the unit below: "3万5" is 35000 (30005 is "3万零5"),
+        # the same after the marker (read 30000) and at the end (read 5)
+        ("35000", "答案是3万5。", 1.0),
+        ("30000", "答案是3万5。", 0.0),
+        ("35000", "总共有3万5", 1.0),
+        ("5", "总共有3万5", 0.0),
+        ("3500", "答案是3千5。", 1.0),
+        ("35500", "答案是3万5千5。", 1.0),
+        ("20000", "答案是1.5万5。", 0.0),  # not after a decimal: no guess
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),

@@ -429,16 +429,20 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # "3万" is 30,000 and "1.2亿" 120,000,000 (not 3 and 1.2), and with smaller parts after it,
 # each below the unit before it, "3万5千" 35,000 and "1亿2000万" 120,000,000 (read 5 and 2000
-# before); "3万5" (35,000 or 30,005) is left as it is. (A run of digits past 20 is left as
-# written too: its value cannot be written as an int past 4300 digits, a grading error.)
+# before), and a last digit alone counts in the unit below the one before it, as spoken:
+# "3万5" is 35,000 and "3千5" 3,500 (30,005 is written "3万零5"; read 30000 or 5 before),
+# not after a decimal ("1.5万5" stays 15,000 and 5).
+# (A run of digits past 20 is left as written: its value cannot be written as an int past
+# 4300 digits, a grading error.)
 # (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.) A unit may be compound,
 # "3千万" 30,000,000 and "3万亿" 3 * 10^12 (read 3 and 30000), and 千 or 百 alone is one too,
 # "5千" 5000, but not the metric prefix of 千克 (kilogram), 千米 (kilometre), ...
 _CJK_BIG_UNIT = r"[十百千]?(?:[万萬][亿億]|[万萬亿億])"
 _CJK_MAGNITUDE = re.compile(
-    r"(?<![\d.,])(?P<number>\d{1,20}(?:\.\d{1,20})?)\s?"
+    r"(?<![\d.,])(?P<number>\d{1,20}(?P<decimals>\.\d{1,20})?)\s?"
     rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升]))"
-    rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)(?![\d万萬亿億千百十])"
+    rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
+    r"(?(decimals)|(?: ?(?P<last_digit>[1-9]))?)(?![\d万萬亿億千百十])"
 )
 _CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
@@ -457,6 +461,8 @@ def _cjk_magnitude(match: re.Match[str]) -> str:
         if "." in match["number"] or size >= 10**digits:  # "1.5万5千", "3万12千": as written
             return match.group(0)
         value, digits = value + size, _cjk_unit_digits(part["unit"])
+    if match["last_digit"]:
+        value += int(match["last_digit"]) * 10 ** (digits - 1)
     return str(value.numerator) if value.denominator == 1 else match.group(0)
 
 
