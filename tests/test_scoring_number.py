@@ -483,6 +483,13 @@ def test_number_grader_follows_a_self_correction(
         ("12", "The answer is the product of 3 and 4, so 12 apples.", 1.0),
         ("7", "The answer is the sum of 5 and 7.", 0.0),
         ("6", "The answer is the average of 4 and 8: 6", 1.0),
+        # the number before the operation counts when the operation gives it, as in a box
+        ("12", "The answer is 12 = 3 * 4.", 1.0),
+        ("12", "Answer: 12 = 3 × 4 apples", 1.0),
+        ("12", "The answer is 12 = 3 + 4.", 0.0),  # a false equation: 7 or 12?
+        ("12", "The answer is 12 = 3 * 4 + 1.", 0.0),  # the operation goes on
+        ("12", "The answer is 12 = 3 * 4. I counted 5 rows.", 1.0),
+        ("12", "The answer is 5 + 12 = 3 * 4.", 0.0),  # 12 is no side of it
         # not arithmetic: the number stands
         ("3", "The answer is 3 more than yesterday.", 1.0),
         ("3", "The answer is 3 times.", 1.0),

@@ -19,7 +19,7 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
-compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12),
+compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, and "The answer is 12 = 3 * 4."),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -264,15 +264,18 @@ _OPERATIONS: dict[str, Callable[[float, float], float]] = {
 }
 
 
-def _result_before_the_operation(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
+def _result_before_the_operation(
+    text: str, numbers: list[re.Match[str]], start: int = 0
+) -> re.Match[str] | None:
     """The number making up the side before the '=' of an operation of two numbers ending
-    `text` when the operation gives it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12); None
-    when there is none or the operation gives another value ("12 = 3 + 4": 7 or 12?). The
+    `numbers` when the operation gives it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12);
+    None when there is none or the operation gives another value ("12 = 3 + 4": 7 or 12?).
+    The side starts at the '=' before it, or at `start` (after an answer marker). The
     grader computes no answer, it only checks one given."""
     if len(numbers) < 3:
         return None
     result, first, second = numbers[-3:]
-    side_start = text.rfind("=", 0, result.start()) + 1
+    side_start = max(text.rfind("=", 0, result.start()) + 1, start)
     if text[side_start : result.start()].strip() or not _EQUALS.fullmatch(
         text, result.end(), first.start()
     ):
@@ -846,6 +849,9 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
     if twice is not None:  # "The answer is 5 kg (5000 g)." for "How many grams ...?"
         return twice, f"the unit asked of one quantity in two units after {marked.marker_text!r}"
     if _OPERATOR.fullmatch(text[number.end() : following.start()]):
+        result = _result_of_the_sentence(marked, landmarks)
+        if result is not None:  # "The answer is 12 = 3 * 4."
+            return found_number(result), f"after {marked.marker_text!r}, before the operation"
         # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
         # a number after the expression (", so 12") is found by the usual rules
         if marked.index + 2 < len(landmarks.numbers):
@@ -862,6 +868,18 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
     if hedge is not None:
         return None, f"{hedge} after {marked.marker_text!r}"
     return found_number(number), f"after {marked.marker_text!r}"
+
+
+def _result_of_the_sentence(marked: _MarkedNumber, landmarks: _Landmarks) -> re.Match[str] | None:
+    """The number right after the marker and before the '=' when the operation of two
+    numbers ending the sentence after it gives it ("The answer is 12 = 3 * 4."), else None."""
+    index, numbers = marked.index, landmarks.numbers
+    if index == 0 or (
+        index + 2 < len(numbers) and numbers[index + 2].start() < marked.sentence_end
+    ):
+        return None  # "The answer is 12 = 3 * 4 + 1.": the operation goes on
+    operation = numbers[index - 1 : index + 2]
+    return _result_before_the_operation(marked.marker.string, operation, marked.marker.end())
 
 
 # between a marker's number in words and a parenthesis opening on a number: "five (3 + 2)",
