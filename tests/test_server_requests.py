@@ -682,6 +682,12 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
         ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "mul"}}},
          "tool_choice", "tool_choice names the function 'mul', which is not among the tools "
          '(add); name one of the function tools, or use "auto", "none" or "required"'),
+        # with only custom tools it listed "(no function tools)" and asked to name one
+        ({"tools": [{"type": "custom", "custom": {"name": "sql"}}], "tool_choice": {
+            "type": "function", "function": {"name": "sql"}}}, "tool_choice",
+         "tool_choice names the function 'sql', but the request has no function tools, so a "
+         'tool_choice cannot name one; add a function tool, or use "auto", "none" or '
+         '"required"'),
         ({"tools": [TOOL], "tool_choice": {"type": "function"}}, "tool_choice",
          'tool_choice {"type": "function"} needs "function": {"name": "..."}'),
         # the Responses API's shape: the name beside, not inside, was not shown

@@ -424,14 +424,22 @@ class ChatCompletionRequest(BaseModel):
         if choice is None:
             return self
         named = named_function(choice)
-        if named is not None and named not in self.function_names():
+        names = self.function_names()
+        if named is None or named in names:
+            return self
+        if not names:  # only custom tools: there is no function to name
             raise ParamError(
                 "tool_choice",
-                f"tool_choice names the function {named!r}, which is not among the tools "
-                f"({', '.join(self.function_names()) or 'no function tools'}); name one of "
-                'the function tools, or use "auto", "none" or "required"',
+                f"tool_choice names the function {named!r}, but the request has no function "
+                "tools, so a tool_choice cannot name one; add a function tool, or use "
+                '"auto", "none" or "required"',
             )
-        return self
+        raise ParamError(
+            "tool_choice",
+            f"tool_choice names the function {named!r}, which is not among the tools "
+            f'({", ".join(names)}); name one of the function tools, or use "auto", "none" '
+            'or "required"',
+        )
 
     @model_validator(mode="after")
     def _function_call_names_a_function(self) -> ChatCompletionRequest:
