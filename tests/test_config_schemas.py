@@ -428,11 +428,14 @@ def test_a_bad_prompt_is_told_against_the_form_it_takes(tmp_path: Path) -> None:
         "model": [{"role": "model", "content": "hi"}],
         "sharegpt": [{"from": "human", "value": "hi"}],
         "number": 5,
+        "text part": [{"role": "user", "content": [{"type": "text", "text": 5}]}],
     }
     expected = {
         "model": "prompt.messages.0.role: Input should be 'system', 'user', 'assistant'",
         "sharegpt": "prompt.messages.0.role: Field required",
         "number": "prompt: Input should be a string or a list of chat messages",
+        "text part": "content[0] is a text part whose 'text' is not a string; give the part's "
+        'text as a string: {"type": "text", "text": "..."}',
     }
     for name, prompt in prompts.items():
         path = write_rows(tmp_path / f"{name}.jsonl", [good_row(0, prompt=prompt)])

@@ -773,8 +773,8 @@ CALL = {"id": "c1", "type": "custom", "function": {"name": "add", "arguments": "
         # a part's own checks (ChatMessage's) showed the whole content, cut before the part
         ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a" * 40}, {"type":
             "text", "text": "b" * 40}, {"type": "text", "text": 5}]}], "messages[1].content[2]",
-         'content[2] is a text part whose \'text\' is not a string (got {"type": "text", '
-         '"text": 5})'),
+         'content[2] is a text part whose \'text\' is not a string; give the part\'s text as a '
+         'string: {"type": "text", "text": "..."} (got {"type": "text", "text": 5})'),
         ([ASKED, {"role": "user", "content": [{"type": "text", "text": "a" * 80}, "b"]}],
          "messages[1].content[1]", '{"type": "text", "text": "..."} (got "b")'),
         # pydantic's "a valid dictionary or instance of ChatMessage", a class never sent

@@ -99,7 +99,10 @@ class ChatMessage(BaseModel):
                 )
             if part["type"] == "text" and not isinstance(part.get("text"), str):
                 raise PartError(
-                    index, f"content[{index}] is a text part whose 'text' is not a string", part
+                    index,
+                    f"content[{index}] is a text part whose 'text' is not a string; give the "
+                    'part\'s text as a string: {"type": "text", "text": "..."}',
+                    part,
                 )
             if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
                 raise PartError(
