@@ -627,27 +627,40 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
 
 
 @pytest.mark.parametrize(
-    ("body", "code"),
+    ("body", "code", "param"),
     [
-        (HI + b'"metadata": {"score": NaN}}', "invalid_json"),
-        (HI + b'"metadata": {"score": 1e400}}', "invalid_json"),
-        (HI + b'"seed": -Infinity}', "invalid_json"),
-        (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode"),
-        (HI + b'"user": "x",}', None),
+        (HI + b'"metadata": {"score": NaN}}', "invalid_json", "metadata.score"),
+        (HI + b'"metadata": {"score": 1e400}}', "invalid_json", "metadata.score"),
+        (HI + b'"seed": -Infinity}', "invalid_json", "seed"),
+        (HI + b'"metadata": {"a": [1.5, NaN]}}', "invalid_json", "metadata.a[1]"),
+        (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode", "user"),
+        (b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "a \\udc00"}]}',
+         "invalid_unicode", "messages[0].content"),
+        # in a key: the object that holds it
+        (HI + b'"metadata": {"bad \\ud800": "x"}}', "invalid_unicode", "metadata"),
+        # the first of two, in the body's order
+        (HI + b'"user": "\\ud800", "metadata": {"a": "\\udc00"}}', "invalid_unicode", "user"),
+        # no parameter to name: the whole body, or a body that is no JSON after the number
+        (b"NaN", "invalid_json", None),
+        (HI + b'"seed": NaN,}', "invalid_json", None),
+        (HI + b'"user": "x",}', None, None),
     ],
-    ids=["NaN", "1e400", "-Infinity", "a lone surrogate", "a trailing comma"],
-)
+    ids=["NaN", "1e400", "-Infinity", "NaN in a list", "a lone surrogate",
+         "a surrogate in a message", "a surrogate in a key", "two surrogates", "NaN as the body",
+         "NaN before a trailing comma", "a trailing comma"],
+)  # fmt: skip
 def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
-    shared_server: Running, body: bytes, code: str | None
+    shared_server: Running, body: bytes, code: str | None, param: str | None
 ) -> None:
-    """What makes a body no JSON or no Unicode text is an error of the body, not of one
-    parameter (param null), and its code tells a client which: invalid_json for a number
-    JSON has not (NaN, Infinity) or a float cannot hold, invalid_unicode for a lone surrogate,
-    none for text that is no JSON at all (no test read these codes: dropping one passed)."""
+    """What makes a body no JSON or no Unicode text is told by its code: invalid_json for a
+    number JSON has not (NaN, Infinity) or a float cannot hold, invalid_unicode for a lone
+    surrogate, none for text that is no JSON at all (no test read these codes: dropping one
+    passed). Its param was null, where every other 400 names the value it refuses; it now
+    names the first such value (text that is no JSON has none to name)."""
     response = shared_server.post(body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
-    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, code)
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code)
 
 
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(
@@ -662,6 +675,7 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
         response = server.post(body + number + b"}")
         assert response.status_code == 400, response.text
         digits = len(number.lstrip(b"-"))
+        assert response.json()["error"]["param"] == "seed"
         assert response.json()["error"]["message"] == (
             f"the request body holds an integer of {digits} digits, more than the 4300 this "
             "server reads; send a smaller number"

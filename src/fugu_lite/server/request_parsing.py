@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -48,6 +48,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
         raise ApiError(
             400,
             f"the request body holds {error.reason}; send a smaller number",
+            param=unreadable_number_path(body),
             code="invalid_json",
         ) from error
     except NotAJsonNumberError as error:
@@ -56,6 +57,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             f"the request body holds {error.constant}, which is not a JSON number (JSON has no "
             "NaN or Infinity, though Python's json.dumps writes them); send a finite number, "
             "or null",
+            param=unreadable_number_path(body),
             code="invalid_json",
         ) from error
     except UnicodeDecodeError as error:
@@ -173,6 +175,67 @@ def whole_number(text: str) -> int:
         ) from error
 
 
+# Put where json_object's hooks refused a number, to find the number's place afterwards.
+UNREADABLE_NUMBER = object()
+
+
+def unreadable_number_path(body: bytes) -> str | None:
+    """Where the first number json_object refuses is (metadata.score), or None: json.loads
+    stops at it without a place, so the body is read again with such numbers marked."""
+    try:
+        payload = json.loads(
+            body,
+            parse_constant=marked(not_a_json_number),
+            parse_float=marked(finite_float),
+            parse_int=marked(whole_number),
+        )
+    except (ValueError, RecursionError):  # no JSON after the number either: no place to name
+        return None
+    return first_path(payload, lambda value: value is UNREADABLE_NUMBER)
+
+
+def marked(read_number: Callable[[str], Any]) -> Callable[[str], Any]:
+    """json_object's hook for a number, giving UNREADABLE_NUMBER where it refuses one."""
+
+    def read_or_mark(text: str) -> Any:
+        try:
+            return read_number(text)
+        except (NumberOutOfRangeError, NotAJsonNumberError):
+            return UNREADABLE_NUMBER
+
+    return read_or_mark
+
+
+def first_path(payload: Any, is_bad: Callable[[Any], bool]) -> str | None:
+    """The path (messages[0].content) of the first value, in the body's order, that is_bad,
+    or of the object holding a key that is_bad; None for none, or for the whole body. A
+    loop, not recursion: the body may be nested as deeply as json.loads reads."""
+    pending: list[tuple[str, Any]] = [("", payload)]
+    while pending:
+        path, value = pending.pop()
+        if is_bad(value) or (isinstance(value, dict) and any(map(is_bad, value))):
+            return path or None
+        if isinstance(value, dict):
+            items = [(key_path(path, key) if path else key, item) for key, item in value.items()]
+        elif isinstance(value, list):
+            items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+        else:
+            continue
+        pending.extend(reversed(items))
+    return None
+
+
+def is_lone_surrogate_text(value: Any) -> bool:
+    """A string that is no Unicode text: it holds half of a surrogate pair."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
 # start with 0xED); without any of these the decoded payload need not be checked.
 SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
@@ -192,6 +255,7 @@ def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
             f"the request body holds a lone UTF-16 surrogate ({bad}), which is not valid "
             "Unicode text; escape characters beyond U+FFFF as a complete surrogate pair, or "
             "send them as UTF-8",
+            param=first_path(payload, is_lone_surrogate_text),
             code="invalid_unicode",
         ) from error
 
