@@ -204,9 +204,23 @@ def test_a_worker_reporting_no_usage_has_an_unknown_cost_not_zero(tmp_path: Path
     assert all(record.costs == [0.0] for record in read_records(tmp_path / "free.jsonl"))
 
 
-def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("cut_before", "said"),
+    [
+        (',"split"', "the cut line does not show which task's record it was: "),
+        (',"id"', "the cut line does not show which task's record it was (task family "
+         "'arithmetic'): "),
+        ("}", "it was the record of task {task!r} (task family 'arithmetic'): "),
+    ],
+)  # fmt: skip
+def test_torn_last_lines_are_cut_reported_and_redone(
+    tmp_path: Path, cut_before: str, said: str
+) -> None:
     """A torn record is written again from the call log, no worker asked again: its note
-    said 'its cell is redone', as of a call-log line, a cell of a worker to be asked."""
+    said 'its cell is redone', as of a call-log line, a cell of a worker to be asked; and
+    not whose record was cut, though the torn line may still hold its id (its last field),
+    while a torn call-log line names its cell: it names the record's task now, or says it
+    cannot tell."""
     tasks = number_tasks(4)
     output = tmp_path / "rewards.jsonl"
     with StubWorker(solver(tasks)) as stub:
@@ -214,7 +228,8 @@ def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
         run_collect(config, tasks, output)
         lines = output.read_text().splitlines(keepends=True)
         torn_id = json.loads(lines[-1])["id"]
-        output.write_text("".join(lines[:-1]) + lines[-1][:25])  # kill -9 mid-write
+        torn_tail = lines[-1][: lines[-1].rindex(cut_before)]  # kill -9 mid-write
+        output.write_text("".join(lines[:-1]) + torn_tail)
         log = default_log_path(output)
         log.write_text(log.read_text() + '{"event": "call", "task_')
         summary = run_collect(config, tasks, output)
@@ -222,15 +237,29 @@ def test_torn_last_lines_are_cut_reported_and_redone(tmp_path: Path) -> None:
     assert len(summary.torn_lines) == 2 and str(output) in summary.torn_lines[0]
     records_note, log_note = summary.torn_lines
     assert records_note.endswith(
-        "kept in rewards.jsonl.torn); if its task is in this task file, its record is written "
-        "again from the answers saved in rewards.calls.jsonl (a worker is asked again only for "
-        "an answer not saved there)"
+        f"kept in rewards.jsonl.torn); {said.format(task=torn_id)}if its task is in this task "
+        "file, its record is written again from the answers saved in rewards.calls.jsonl (a "
+        "worker is asked again only for an answer not saved there)"
     )
     assert log_note.startswith(str(log)) and log_note.endswith("its cell is redone")
     ids = record_ids(output)
     assert sorted(ids) == sorted(t.id for t in tasks) and ids[-1] == torn_id
-    assert Path(str(output) + ".torn").read_text().startswith(lines[-1][:25])
+    assert Path(str(output) + ".torn").read_text().startswith(torn_tail)
     log_lines(output)  # every line of the log is whole JSON again
+
+
+def test_a_torn_records_task_is_read_from_its_own_fields_alone() -> None:
+    """A tool call's id in a record's prompt is not the record's id: only the fields after
+    its worker_ids are read, the last ones of a record."""
+    prompt = [
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '"id": "quoted"'},
+    ]
+    record = RewardRecord(prompt=prompt, split="train", worker_ids=["w"], rewards=[1.0], id="t")
+    line = record.model_dump_json(exclude_none=True)
+    assert journal.torn_record_task(line[:-1]) == {"id": "t"}
+    assert journal.torn_record_task(line[: line.index(',"id"')]) == {}
+    assert journal.torn_record_task(line[: line.index('"worker_ids"')]) == {}
 
 
 @pytest.mark.parametrize(

@@ -101,15 +101,31 @@ def repair_torn_tail(path: Path) -> str | None:
     return None
 
 
-# A whole string field naming a call-log line's cell, its value still JSON-escaped: an
-# answer's text never matches (a quote inside a string is escaped: \"task_id\").
-CELL_FIELD = re.compile(r'"(event|task_id|worker_id)": *"((?:[^"\\]|\\.)*)"')
+# A whole string field naming a call-log line's cell or a record's task, its value still
+# JSON-escaped: an answer's text never matches (a quote inside a string is escaped:
+# \"task_id\").
+_WHOLE_STRING_VALUE = r'": *"((?:[^"\\]|\\.)*)"'
+CELL_FIELD = re.compile(r'"(event|task_id|worker_id)' + _WHOLE_STRING_VALUE)
+RECORD_TASK_FIELD = re.compile(r'"(task|id)' + _WHOLE_STRING_VALUE)
+
+
+def whole_fields(fragment: str, field: re.Pattern[str]) -> dict[str, str]:
+    """The `field` fields a torn line still holds whole, by name; those cut off are missing."""
+    return {match[1]: json.loads(f'"{match[2]}"') for match in field.finditer(fragment)}
 
 
 def torn_line_cell(fragment: str) -> dict[str, str]:
     """The event, task_id and worker_id a torn call-log line still holds whole (they open
     its line), by name; those cut off are missing."""
-    return {match[1]: json.loads(f'"{match[2]}"') for match in CELL_FIELD.finditer(fragment)}
+    return whole_fields(fragment, CELL_FIELD)
+
+
+def torn_record_task(fragment: str) -> dict[str, str]:
+    """The task (family) and id a torn record still holds whole, by name: its last fields,
+    read after its worker_ids only, as a prompt's messages may hold an "id" of their own (a
+    tool call's)."""
+    _, worker_ids, fields = fragment.partition('"worker_ids":')
+    return whole_fields(fields, RECORD_TASK_FIELD) if worker_ids else {}
 
 
 def end_last_line(path: Path) -> None:

@@ -31,7 +31,14 @@ from .hashes import (
     local_hash,
     request_hash,
 )
-from .journal import LogEntry, repair_torn_tail, torn_line_cell, validated_lines, write_fix
+from .journal import (
+    LogEntry,
+    repair_torn_tail,
+    torn_line_cell,
+    torn_record_task,
+    validated_lines,
+    write_fix,
+)
 
 UNKNOWN_JUDGE = (
     "an older fugu-lite did not log which judge gave them, so they cannot be told apart from "
@@ -123,7 +130,8 @@ class CollectState:
         if path == self.log:
             return torn_cell_redone(torn_line_cell(fragment))
         return (
-            "if its task is in this task file, its record is written again from the answers "
+            f"{torn_record_named(torn_record_task(fragment))}if its task is in this task file, "
+            "its record is written again from the answers "
             f"saved in {self.log.name} (a worker is asked again only for an answer not saved "
             "there)"
         )
@@ -574,6 +582,15 @@ def torn_cell_redone(cell: dict[str, str]) -> str:
         f"it was a {cell.get('event', 'call-log')!r} line of task {task!r} and worker "
         f"{worker!r}: its cell is redone"
     )
+
+
+def torn_record_named(fields: dict[str, str]) -> str:
+    """Whose record a torn records-file line held (`fields`: its torn_record_task), as far
+    as it shows: its id is its last field, often cut off."""
+    family = f" (task family {fields['task']!r})" if "task" in fields else ""
+    if "id" not in fields:
+        return f"the cut line does not show which task's record it was{family}: "
+    return f"it was the record of task {fields['id']!r}{family}: "
 
 
 def run_judge(config: PoolConfig, judge_worker: str | None) -> tuple[str, str] | None:
