@@ -511,6 +511,32 @@ def test_a_save_stopped_between_its_two_files_never_loads_silently(
     assert "stopped while writing the checkpoint; run it again" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("es_state", "command"),
+    [(False, "`fugu-lite train sft`, `rl`, `es` or `pipeline`, whichever wrote it"),
+     (True, "`fugu-lite train es`")],
+)  # fmt: skip
+def test_a_half_saved_router_names_the_training_to_run_again(
+    tiny_model_cfg: ModelConfig, tmp_path: Path, es_state: bool, command: str
+) -> None:
+    """A router whose save stopped before router.json was told to 'run it again' without
+    the command, where a half-saved reward head names `fugu-lite train reward-head`; an ES
+    search's state beside the tensors says it was `train es`."""
+    from fugu_lite.es_state import state_path
+
+    directory = RouterModel(tiny_model_cfg, WORKERS_OF_TEST, 32).save_checkpoint(tmp_path / "c")
+    (directory / META_FILE).unlink()
+    if es_state:
+        state_path(directory).parent.mkdir()
+        state_path(directory).write_bytes(b"state")
+    with pytest.raises(CheckpointError) as error:
+        load_router(directory)
+    assert str(error.value).endswith(
+        f"; it holds {HEAD_FILE} without {META_FILE}: the training that saved it was stopped "
+        f"while writing the checkpoint; run it again ({command})"
+    )
+
+
 def test_tensors_from_another_save_than_the_metadata_are_refused(
     records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
 ) -> None:

@@ -210,7 +210,7 @@ def _not_a_router(directory: Path) -> str:
     if [name for name in files if (directory / name).exists()] == [REWARD_HEAD_FILE]:
         return (
             f"{directory} looks like a reward head whose {REWARD_META_FILE} is missing"
-            f"{half_saved_hint(directory)} (`fugu-lite train reward-head`)"
+            + half_saved_hint(directory)
         )
     return (
         f"{directory} is not a fugu-lite router checkpoint: it needs {HEAD_FILE} and "
@@ -271,9 +271,10 @@ def half_saved_hint(directory: Path) -> str:
     ''."""
     for tensors, meta in checkpoint_kinds():
         if (directory / tensors).exists() and not (directory / meta).exists():
+            command = _training_of(tensors, directory)
             return (
                 f"; it holds {tensors} without {meta}: the training that saved it was "
-                "stopped while writing the checkpoint; run it again"
+                f"stopped while writing the checkpoint; run it again ({command})"
             )
         if (directory / meta).exists() and not (directory / tensors).exists():
             return (
@@ -282,6 +283,19 @@ def half_saved_hint(directory: Path) -> str:
                 "the small files only, leaves it behind), or retrain"
             )
     return ""
+
+
+def _training_of(tensors: str, directory: Path) -> str:
+    """The command that writes the checkpoint whose tensor file is `tensors`: a router's
+    stage is named only in the metadata and training_report.json a stopped save lacks, so
+    it is `train es` when an ES search's state is beside it, else any router stage."""
+    from .es_state import state_path  # it imports this module: import it when asked
+
+    if tensors != HEAD_FILE:
+        return "`fugu-lite train reward-head`"
+    if state_path(directory).is_file():
+        return "`fugu-lite train es`"
+    return "`fugu-lite train sft`, `rl`, `es` or `pipeline`, whichever wrote it"
 
 
 def _where_the_checkpoint_is(directory: Path) -> str:
