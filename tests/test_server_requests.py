@@ -356,6 +356,16 @@ BAD_INPUTS = [
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": [
             {"enum": []}]}}}}, 400,
      "response_format.json_schema.schema.properties[0].enum is empty"),
+    # the first empty list as written is named, in properties and in a list of schemas
+    # (the walk was last-in-first-out: it named properties.b.enum and anyOf[1].type)
+    ("two empty enums among properties", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": {
+            "a": {"enum": []}, "b": {"enum": []}}}}}}, 400,
+     "response_format.json_schema.schema.properties.a.enum is empty"),
+    ("two empty lists in an anyOf's schemas", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"anyOf": [
+            {"enum": []}, {"type": []}]}}}}, 400,
+     "response_format.json_schema.schema.anyOf[0].enum is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),

@@ -30,21 +30,25 @@ SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definition
 
 def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(path, node) for each object in a JSON schema that is a schema itself (not a value
-    of enum/const/default/examples, nor a name in properties/$defs)."""
+    of enum/const/default/examples, nor a name in properties/$defs), in the order written:
+    a node before what it holds, and what it holds in document order."""
     pending: list[tuple[str, Any]] = [("", schema)]
     while pending:
         path, node = pending.pop()
+        children: list[tuple[str, Any]] = []
         if isinstance(node, dict):
             yield path, node
             for key, value in node.items():
                 if key in SCHEMA_MAPS and isinstance(value, dict):
                     # names, not keywords: a property may be called "enum"
                     names = key_path(path, key)
-                    pending.extend((key_path(names, name), sub) for name, sub in value.items())
+                    children.extend((key_path(names, name), sub) for name, sub in value.items())
                 elif key not in DATA_KEYWORDS:
-                    pending.append((key_path(path, key), value))
+                    children.append((key_path(path, key), value))
         elif isinstance(node, list):
-            pending.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+            children.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
+        # a stack pops last-in first: reversed, the first child written is walked first
+        pending.extend(reversed(children))
 
 
 def empty_choice(schema: Any) -> str | None:
