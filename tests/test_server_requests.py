@@ -1660,6 +1660,32 @@ def test_the_responses_api_is_told_to_use_chat_completions(shared_server: Runnin
     )
 
 
+def test_the_responses_api_from_a_wrong_base_url_is_told_both_fixes(
+    shared_server: Running,
+) -> None:
+    """The Responses API called from a base_url without /v1 (POST /responses) got the 404
+    listing the routes, not the one saying to call chat completions that /v1/responses gets;
+    it now gets that one and what to set the base_url to."""
+    root = shared_server.url
+    client = openai.OpenAI(base_url=root, api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as error:
+        client.responses.create(model=MODEL, input="hi")
+    assert error.value.body["message"] == (
+        "no route POST /responses: this server speaks OpenAI's Chat Completions API, not its "
+        "Responses API; call client.chat.completions.create (POST /v1/chat/completions) "
+        f"instead; the client's base_url lacks /v1: set it to {root}/v1"
+    )
+    doubled = openai.OpenAI(base_url=f"{root}/v1/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as error:
+        doubled.responses.retrieve("resp_1")
+    assert error.value.body["message"].startswith(
+        "no route GET /v1/v1/responses/resp_1: this server speaks OpenAI's Chat Completions API"
+    )
+    assert error.value.body["message"].endswith(f"has /v1 twice: set it to {root}/v1")
+    response = httpx.post(f"{root}/responsesx", json=VALID)
+    assert response.status_code == 404 and "Responses API" not in response.text
+
+
 def test_head_is_answered_where_get_is(shared_server: Running) -> None:
     """An uptime monitor or load balancer probing /health with HEAD got a 405 (FastAPI's GET
     routes do not take HEAD) and reported the server down; HEAD answers as GET would,

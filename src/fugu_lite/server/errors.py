@@ -401,16 +401,17 @@ class ErrorAnswers:
 
 def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     """An unknown path names the ones this server answers (the Responses API's, what to
-    call instead); a wrong method says so."""
-    if error.status_code == 404 and is_under(request.url.path, RESPONSES_PATH):
+    call instead) and how to fix a wrong base_url; a wrong method says so."""
+    path = request.url.path
+    if error.status_code == 404 and is_under(path_meant(path), RESPONSES_PATH):
         return (
-            f"no route {request.method} {request.url.path}: this server speaks OpenAI's Chat "
-            "Completions API, not its Responses API; call client.chat.completions.create "
-            "(POST /v1/chat/completions) instead"
+            f"no route {request.method} {path}: this server speaks OpenAI's Chat Completions "
+            "API, not its Responses API; call client.chat.completions.create "
+            f"(POST /v1/chat/completions) instead{base_url_fix(request)}"
         )
     if error.status_code == 404:
         return (
-            f"no route {request.method} {request.url.path}; this server answers POST "
+            f"no route {request.method} {path}; this server answers POST "
             f"/v1/chat/completions, GET /v1/models, /health and /metrics{base_url_fix(request)}"
         )
     if error.status_code == 405:
@@ -423,7 +424,7 @@ RESPONSES_PATH = "/v1/responses"
 
 
 # Paths a client reaches with a base_url lacking /v1 (the openai SDK appends these to it).
-V1_PATHS = ("/chat/completions", "/models")
+V1_PATHS = ("/chat/completions", "/models", RESPONSES_PATH.removeprefix("/v1"))
 
 # What a client's base_url put before one of V1_PATHS in place of /v1, and what was wrong.
 WRONG_BASE_URLS = (
@@ -434,20 +435,32 @@ WRONG_BASE_URLS = (
 
 
 def base_url_fix(request: Request) -> str:
-    """For a path this server answers under /v1 reached from a client's base_url written
+    """For a path the openai SDK calls under /v1 reached from a client's base_url written
     without it (http://host:8000 for http://host:8000/v1), with it twice
     (http://host:8000/v1/v1) or as the endpoint itself (http://host:8000/v1/chat/completions),
     what to set instead."""
-    path = request.url.path
+    wrong = wrong_base_url(request.url.path)
+    if wrong is None:
+        return ""
+    root = str(request.base_url).rstrip("/")
+    return f"; the client's base_url {wrong[1]}: set it to {root}/v1"
+
+
+def path_meant(path: str) -> str:
+    """The path under /v1 that a client with a wrong base_url meant (/responses ->
+    /v1/responses); `path` itself when its base_url was not wrong."""
+    wrong = wrong_base_url(path)
+    return path if wrong is None else f"/v1{path.removeprefix(wrong[0])}"
+
+
+def wrong_base_url(path: str) -> tuple[str, str] | None:
+    """(what the base_url put in place of /v1, what was wrong) of WRONG_BASE_URLS for a
+    path of V1_PATHS reached from it, None for any other path."""
     for prefix, wrong in WRONG_BASE_URLS:
-        if path.startswith(f"{prefix}/") and answered_under_v1(path.removeprefix(prefix)):
-            root = str(request.base_url).rstrip("/")
-            return f"; the client's base_url {wrong}: set it to {root}/v1"
-    return ""
-
-
-def answered_under_v1(path: str) -> bool:
-    return any(is_under(path, known) for known in V1_PATHS)
+        rest = path.removeprefix(prefix)
+        if path.startswith(f"{prefix}/") and any(is_under(rest, known) for known in V1_PATHS):
+            return prefix, wrong
+    return None
 
 
 def is_under(path: str, route: str) -> bool:
