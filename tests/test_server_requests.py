@@ -366,6 +366,11 @@ BAD_INPUTS = [
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"anyOf": [
             {"enum": []}, {"type": []}]}}}}, 400,
      "response_format.json_schema.schema.anyOf[0].enum is empty"),
+    # below a schema below the root (a walk stopping at the root's schemas passed)
+    ("an empty enum in a property's items", {**VALID, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": {
+            "a": {"type": "array", "items": {"enum": []}}}}}}}, 400,
+     "response_format.json_schema.schema.properties.a.items.enum is empty"),
     ("top_logprobs without logprobs", {**VALID, "top_logprobs": 2}, 400,
      "top_logprobs needs logprobs: true"),
     ("workers not a list", {**VALID, "workers": "coder"}, 400, "workers"),
