@@ -1042,6 +1042,27 @@ def test_a_local_worker_whose_model_file_was_replaced_in_place_is_asked_again(
     assert state().cells_to_call("loc") == []
 
 
+def test_a_gguf_that_cannot_be_read_has_no_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local worker's GGUF found but failing to read while hashed (an I/O error, the file
+    removed meanwhile) has no SHA-256, as a missing file has none: the run goes on and the
+    worker's start says what is wrong, not a traceback from the hashing."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF q4 weights")
+    worker = PoolConfig.model_validate(
+        {"workers": [{"id": "loc", "model": "m", "local": {"gguf": str(gguf)}}]}
+    ).workers[0]
+
+    def unreadable(path: Path) -> str:
+        raise OSError(errno.EIO, "Input/output error", str(path))
+
+    monkeypatch.setattr(hashes, "file_sha256", unreadable)
+    assert hashes.gguf_sha256(worker) is None
+    gguf.unlink()
+    assert hashes.gguf_sha256(worker) is None
+
+
 def test_records_without_their_call_log_say_where_the_answers_may_be(tmp_path: Path) -> None:
     """A collection with --log elsewhere, continued without it (the same command minus one
     option), found no call log beside the records and paid again for every saved answer of
