@@ -163,6 +163,11 @@ def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatc
     assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
     with pytest.raises(DataNotFoundError, match="--data-dir points to"):
         resolve_data_dir(tmp_path / "nothing")
+    (tmp_path / "other" / "zeroeval").mkdir(parents=True)  # a data folder, not LLMRouter's
+    with pytest.raises(DataNotFoundError, match="other, which has no llmrouter/ folder inside"):
+        resolve_data_dir(tmp_path / "other")
+    monkeypatch.chdir(tmp_path)  # a relative folder is returned absolute: it outlives a chdir
+    assert resolve_data_dir("mine") == (tmp_path / "mine").resolve()
     monkeypatch.setenv("HOME", str(tmp_path))  # a `~` no shell expanded: quoted, a service's env
     assert resolve_data_dir("~/mine") == (tmp_path / "mine").resolve()
     monkeypatch.setenv(DATA_DIR_ENV, "~/from_env")
@@ -249,6 +254,33 @@ def test_download_llmrouter_writes_the_pinned_files(tmp_path: Path, monkeypatch)
     requested.clear()
     data_dir_module.download_llmrouter(target, transport=httpx.MockTransport(fake_github))
     assert requested == [f"/ulab-uiuc/LLMRouter/{commit}/LICENSE"]
+
+
+def test_download_llmrouter_follows_redirects_and_writes_no_error_page(tmp_path: Path) -> None:
+    """A file GitHub serves through a redirect is fetched from where it points, and a file it
+    answers with an error (a 404 page) fails the download instead of being saved as data."""
+    commit = data_dir_module.LLMROUTER_COMMIT
+    moved = f"/ulab-uiuc/LLMRouter/{commit}/LICENSE"
+
+    def redirecting_github(request: httpx.Request) -> httpx.Response:
+        if request.url.path == moved:
+            return httpx.Response(301, headers={"Location": "https://example.org/LICENSE"})
+        return httpx.Response(200, content=b"{}")
+
+    target = data_dir_module.download_llmrouter(
+        tmp_path / "llmrouter", transport=httpx.MockTransport(redirecting_github)
+    )
+    assert (target / "LICENSE").read_text() == "{}"
+
+    def missing_license(request: httpx.Request) -> httpx.Response:
+        found = request.url.path != moved
+        return httpx.Response(200 if found else 404, content=b"{}" if found else b"Not Found")
+
+    with pytest.raises(httpx.HTTPStatusError):
+        data_dir_module.download_llmrouter(
+            tmp_path / "other", transport=httpx.MockTransport(missing_license)
+        )
+    assert not (tmp_path / "other" / "LICENSE").exists()
 
 
 def test_another_dataset_is_neither_taken_from_nor_downloaded_to_the_llmrouter_cache(
