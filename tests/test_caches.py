@@ -449,6 +449,8 @@ def test_a_link_to_nowhere_in_the_cache_is_listed_and_cleared_with_all(tmp_path:
     (root / "features").mkdir(parents=True)
     link = root / "features" / "0123456789abcdef"
     link.symlink_to(tmp_path / "unmounted-disk" / "0123456789abcdef")
+    (root / "digests").mkdir()  # digests are files of a digest's name: a link is none of them
+    (root / "digests" / "notes.txt").symlink_to(tmp_path / "unmounted-disk" / "notes.txt")
     [entry] = cache_entries(root)
     assert (entry.kind, entry.path, entry.status) == ("features", link, "unknown")
     assert entry.reason == (
