@@ -310,6 +310,29 @@ def test_an_export_whose_settings_were_edited_to_another_type_is_listed(
     assert "unknown (no settings this version reads) │ onnx" in listed, listed
 
 
+def test_an_export_whose_settings_name_no_backbone_is_unknown(tmp_path: Path) -> None:
+    """An export of this version whose settings.json names no backbone_name, in a folder
+    named after no embedded backbone, cannot be judged: it is listed as unknown, saying why."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.onnx_export import export_settings
+
+    export = tmp_path / "fugu-cache" / "onnx" / "mystery-layer4-0123456789abcdef"
+    export.mkdir(parents=True)
+    (export / "settings.json").write_text(json.dumps(export_settings("", 4)), "utf-8")
+    [entry] = cache_entries(tmp_path / "fugu-cache")
+    assert (entry.status, entry.what) == ("unknown", "?, layer 4")
+    assert entry.reason == "its backbone is not named in its settings"
+
+
+def test_cache_sizes_of_a_thousand_megabytes_or_more_separate_the_thousands() -> None:
+    """A size in gigabytes (a dequantized copy, a pile of exports) has its thousands
+    separated: "1234.6 MB" is easy to misread by a factor of ten."""
+    from fugu_lite.caches import megabytes
+
+    assert megabytes(1_234_567_890) == "1,234.6 MB"
+    assert megabytes(999_949_999) == "999.9 MB"
+
+
 def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -334,7 +357,8 @@ def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_i
     monkeypatch.setitem(EMBEDDED_BACKBONES, "tiny-gguf", embedded)
     copies = tmp_path / "fugu-cache" / "backbones"
     today = safe_name(backbone_identity("tiny-gguf"))
-    for name in (today, "tiny-gguf_model.gguf_17_old", "not-embedded_model.gguf_5"):
+    copies_of = (today, "tiny-gguf_model.gguf_17_old", "not-embedded_model.gguf_5", "minilm_5")
+    for name in copies_of:  # minilm: embedded, but no GGUF, so never dequantized
         (copies / name).mkdir(parents=True)
         (copies / name / "model.safetensors").write_bytes(b"weights")
     statuses = {
@@ -345,6 +369,7 @@ def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_i
         today: ("current", ""),
         "tiny-gguf_model.gguf_17_old": ("stale", "its package's weights changed since"),
         "not-embedded_model.gguf_5": ("unknown", "not a backbone this version embeds"),
+        "minilm_5": ("unknown", "not a backbone this version embeds"),
     }
 
 
