@@ -586,6 +586,9 @@ def test_a_judge_whose_settings_changed_judges_again(
         summary = run_collect(changed, tasks, output, judge_worker="judge", down_after=1)
     assert len(w.bodies) == 1  # never asked again
     assert len(judged(output, "w")) == (2 if regraded else 1)
+    verdict_asked = [body for body in judge.bodies
+                     if "Score the RESPONSE" in str(body["messages"][-1]["content"])]  # fmt: skip
+    assert verdict_asked and {body.get("temperature") for body in verdict_asked} == {0.0}
     if not regraded:
         assert summary.regrades == []
         return
