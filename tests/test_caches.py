@@ -333,6 +333,20 @@ def test_cache_sizes_of_a_thousand_megabytes_or_more_separate_the_thousands() ->
     assert megabytes(999_949_999) == "999.9 MB"
 
 
+def test_an_export_whose_settings_lack_a_version_key_is_stale(tmp_path: Path) -> None:
+    """An export whose settings.json lacks one of the versions it is made for (no "opset":
+    written before that was recorded) is never read again: stale, saying which."""
+    from fugu_lite.caches import cache_entries
+    from fugu_lite.onnx_export import export_settings
+
+    export = tmp_path / "fugu-cache" / "onnx" / "minilm-layer4-0123456789abcdef"
+    export.mkdir(parents=True)
+    settings = {k: v for k, v in export_settings("x", 4).items() if k != "opset"}
+    (export / "settings.json").write_text(json.dumps(settings), "utf-8")
+    [entry] = cache_entries(tmp_path / "fugu-cache")
+    assert (entry.status, entry.reason) == ("stale", "made for another opset")
+
+
 def test_a_dequantized_copy_of_an_embedded_gguf_backbone_whose_weights_changed_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
