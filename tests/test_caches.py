@@ -153,6 +153,9 @@ def test_cache_clear_removes_what_killed_writers_left(tmp_path: Path) -> None:
         / "onnx"
         / "minilm-layer4-0123456789abcdef"
         / ".model.int8.onnx.w-otherhost-12.abcd0123",
+        # an earlier version's, named without host and pid: in a kind's folder and in an item
+        root / "onnx" / ".minilm-layer4-0123456789abcdef.0ld0ld00",
+        root / "onnx" / "minilm-layer4-0123456789abcdef" / ".model.int8.onnx.0ld0ld00.tmp",
     ]
     for folder in killed:
         folder.mkdir(parents=True)
@@ -165,7 +168,7 @@ def test_cache_clear_removes_what_killed_writers_left(tmp_path: Path) -> None:
     live_export.mkdir()
     result = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(root)])
     assert result.exit_code == 0, (result.output, result.exception)
-    assert [folder.exists() for folder in killed] == [False, False, False]
+    assert [folder.exists() for folder in killed] == [False] * 5
     assert live.exists()
     # nor is a live writer's staging folder a cached item that --all removes
     result = CliRunner().invoke(app, ["cache", "clear", "--all", "--cache-dir", str(root)])
