@@ -283,6 +283,30 @@ def test_download_llmrouter_follows_redirects_and_writes_no_error_page(tmp_path:
     assert not (tmp_path / "other" / "LICENSE").exists()
 
 
+def test_the_download_waits_as_long_as_the_timeout_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resolve_data_dir's timeout is the one each download request is made with."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    timeouts: list[object] = []
+
+    def fake_github(request: httpx.Request) -> httpx.Response:
+        timeouts.append(request.extensions["timeout"]["read"])
+        return httpx.Response(200, content=b"{}")
+
+    real_download = data_dir_module.download_llmrouter
+    monkeypatch.setattr(
+        data_dir_module,
+        "download_llmrouter",
+        lambda target, timeout=60.0: real_download(
+            target, timeout, transport=httpx.MockTransport(fake_github)
+        ),
+    )
+    cache = tmp_path / "cache"
+    assert resolve_data_dir(None, search_paths=[], cache_dir=cache, timeout=7.5) == cache
+    assert timeouts and set(timeouts) == {7.5}
+
+
 def test_another_dataset_is_neither_taken_from_nor_downloaded_to_the_llmrouter_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
