@@ -254,7 +254,8 @@ def _divided(dividend: float, divisor: float) -> float:
     return dividend / divisor if divisor else math.nan
 
 
-# what `_OPERATION_BETWEEN` joins two numbers by, and what it does with them
+# what `_OPERATION_BETWEEN` joins two numbers by (words, then signs), and what it does with
+# them
 _OPERATIONS: dict[str, Callable[[float, float], float]] = {
     "+": operator.add,
     "plus": operator.add,
@@ -417,10 +418,15 @@ def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> 
 # sign; not after a word, "5 degrees, minus 3 at night", "from 5 to minus 3", where it is), a
 # sum, product or quotient, "20 plus 3", "20 + 3", "20 times 3", "20 × 3", "20 divided by 3"
 # ("x" is left out: "a 20 x 30 room" gives its sides)
+_SPACE = r"[^\S\n]"  # a space that is no line break
+_OPERATION_WORDS = "|".join(
+    name.replace(" ", f"{_SPACE}+") for name in _OPERATIONS if name[0].isalpha() and name != "minus"
+)
+_OPERATION_SIGNS = re.escape("".join(name for name in _OPERATIONS if not name[0].isalpha()))
 _OPERATION_BETWEEN = re.compile(
-    r",?[^\S\n]+minus[^\S\n]+"
-    r"|[^\S\n]+(?:plus|times|(?:multiplied|divided)[^\S\n]+by)[^\S\n]+"
-    r"|[^\S\n]*[+*×·⋅÷][^\S\n]*",
+    rf",?{_SPACE}+minus{_SPACE}+"
+    rf"|{_SPACE}+(?:{_OPERATION_WORDS}){_SPACE}+"
+    rf"|{_SPACE}*[{_OPERATION_SIGNS}]{_SPACE}*",
     re.IGNORECASE,
 )
 
