@@ -191,14 +191,14 @@ _WORD_BEFORE = re.compile(r"([^\W\d_]+)[^\S\n]*\$?$")
 _STATE_WORDS = {"has", "have", "had", "is", "are", "was", "were"}
 
 
-def _said_as_in_the_question(number: re.Match[str], prompt: str) -> bool:
+def _said_as_in_the_question(number: re.Match[str], asked: list[re.Match[str]]) -> bool:
     """Whether `number` follows the word it follows in the question ("He gave away 5." for
     "... and gives away 5."), not a "has" or "is": a copy of the question's event, not a
     result said anew."""
     word = _word_before(number)
     if word is None or word in _STATE_WORDS:
         return False
-    return _times_said(number, word, find_numbers(prompt)) > 0
+    return _times_said(number, word, asked) > 0
 
 
 def _word_before(number: re.Match[str]) -> str | None:
@@ -215,11 +215,10 @@ def _times_said(number: re.Match[str], word: str, among: list[re.Match[str]]) ->
     )
 
 
-def _said_more_often_than_asked(numbers: list[re.Match[str]], prompt: str) -> bool:
+def _said_more_often_than_asked(numbers: list[re.Match[str]], asked: list[re.Match[str]]) -> bool:
     """Whether one of the question's events is said more often than the question says it:
     "Ann ate 3. Bob ate 3." for "Ann ate 3 pears. Bob ate as many as Ann. ..." says its
     second "ate 3" of its own (Bob's: the answer), no copy of the question's."""
-    asked = find_numbers(prompt)
     return any(
         (word := _word_before(number)) is not None
         and _times_said(number, word, numbers) > _times_said(number, word, asked)
@@ -244,9 +243,10 @@ def setup_at_the_end(text: str, numbers: list[re.Match[str]], prompt: str) -> in
     before = [number for number in numbers if number.end() <= start]
     if not restated or not before or _RESULT.search(text, start):
         return None
-    if len(restated) == 1 and not _said_as_in_the_question(restated[0], prompt):
+    question_numbers = find_numbers(prompt)
+    if len(restated) == 1 and not _said_as_in_the_question(restated[0], question_numbers):
         return None  # "He had 15 then. He has 10 cows.": one number may be the answer
-    asked = [found_number(number).value for number in find_numbers(prompt)]
+    asked = [found_number(number).value for number in question_numbers]
     if not all(any(numbers_match(found_number(n), q) for q in asked) for n in restated):
         return None
     answer = next((n for n in reversed(before) if not is_the_whole(n)), before[-1])
@@ -260,12 +260,12 @@ def restates_only_the_setup(text: str, numbers: list[re.Match[str]], prompt: str
     question's events, each after the word it follows there, and no result is said: "He
     bought 8. He ate 4." for "Tom bought 8 apples and ate 4. How many are left?" gives no
     answer (not 4)."""
-    return (
-        2 <= len(numbers) <= MAX_RESTATED_NUMBERS
-        and _RESULT.search(text) is None
-        and all(_said_as_in_the_question(number, prompt) for number in numbers)
-        and not _said_more_often_than_asked(numbers, prompt)
-    )
+    if not 2 <= len(numbers) <= MAX_RESTATED_NUMBERS or _RESULT.search(text) is not None:
+        return False
+    asked = find_numbers(prompt)
+    return all(
+        _said_as_in_the_question(number, asked) for number in numbers
+    ) and not _said_more_often_than_asked(numbers, asked)
 
 
 # A check after the answer: "4 days.\n\nCheck: 4 × 5 = 20 pages ✓", "Let me verify: ...",
