@@ -75,7 +75,8 @@ def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
     it came rather than fail on it. Only one_call_style was tried, on missing parts: a
     reshaping that crashed on a message that is text, a chunk's choice without a delta, or
     logprobs, their content, a token or its top_logprobs of the wrong type passed every
-    test."""
+    test; each crashed with an AttributeError on a choice that is no object, and
+    named_once on a delta or a tool call that is none."""
     for payload in (
         {"error": {"message": "model is loading"}},
         {"choices": None},
@@ -84,11 +85,17 @@ def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
         {"choices": [{"index": 0, "message": "4", "finish_reason": "stop"}]},
         {"choices": [{"index": 0, "logprobs": {"content": [None, "4", {"top_logprobs": 1}]}}]},
         {"choices": [{"index": 0, "logprobs": ["4"]}, {"index": 1, "logprobs": {"content": 4}}]},
+        {"choices": ["4", None]},
+        {"choices": [{"index": 0, "delta": [{"content": "4"}]}]},
     ):
         for legacy in (False, True):
             assert one_call_style(copy.deepcopy(payload), legacy=legacy) == payload
         assert top_logprobs_as_asked(copy.deepcopy(payload), 0) == payload
         assert named_once(copy.deepcopy(payload), set()) == payload
+    calls_no_objects = {"choices": [{"index": 0, "delta": {"tool_calls": ["4", None]}}]}
+    named: set[tuple[Any, Any]] = set()
+    for _ in range(2):  # a call's second delta is the one cut
+        assert named_once(copy.deepcopy(calls_no_objects), named) == calls_no_objects
 
 
 def token(chosen: float, *alternatives: float) -> dict[str, Any]:

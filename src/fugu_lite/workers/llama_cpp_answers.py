@@ -18,7 +18,7 @@ def one_call_style(payload: dict[str, Any], legacy: bool) -> dict[str, Any]:
     with `tool_calls` only, and one with the deprecated `functions` (`legacy`) with
     `function_call` only and finish_reason "function_call", which clients of that style
     look for (one checking `function_call` first took a tool call for a legacy one)."""
-    for choice in payload.get("choices") or []:
+    for choice in objects(payload.get("choices")):
         for key in ("message", "delta"):
             part = choice.get(key)
             if isinstance(part, dict):
@@ -35,7 +35,7 @@ def top_logprobs_as_asked(payload: dict[str, Any], wanted: Any) -> dict[str, Any
     `top_logprobs: 0`, and so for `logprobs: true` alone)."""
     if not isinstance(wanted, int):
         return payload
-    for choice in payload.get("choices") or []:
+    for choice in objects(payload.get("choices")):
         logprobs = choice.get("logprobs")
         tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
         for token in tokens if isinstance(tokens, list) else []:
@@ -50,15 +50,23 @@ def logprob(entry: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else -math.inf
 
 
+def objects(items: Any) -> list[dict[str, Any]]:
+    """The objects of a list (choices, tool calls); a part of another type is left as it
+    came for the completion's parser to refuse."""
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
 def named_once(chunk: dict[str, Any], named: set[tuple[Any, Any]]) -> dict[str, Any]:
     """A llama.cpp stream chunk with a tool call's id, type and function name (and a
     deprecated function_call's name) left out after its first delta (`named` holds the
     calls seen so far), as OpenAI streams them: llama.cpp repeats them in every delta, and
     clients join what the deltas hold (the openai SDK's stream helper named the tool
     "addaddadd...")."""
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
-        calls = [(call.get("index"), call) for call in delta.get("tool_calls") or []]
+    for choice in objects(chunk.get("choices")):
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            continue
+        calls = [(call.get("index"), call) for call in objects(delta.get("tool_calls"))]
         if isinstance(delta.get("function_call"), dict):
             calls.append(("function_call", delta["function_call"]))
         for index, call in calls:
