@@ -955,6 +955,30 @@ def streamed_from(events: list[str]) -> list[dict[str, Any]]:
         return asyncio.run(stream())
 
 
+@pytest.mark.parametrize(
+    ("choices", "flaw"),
+    [
+        (["4"], "choices[0] is str, not an object"),
+        ([{"index": 0, "delta": [{"content": "4"}]}], "choices[0].delta is list, not an object"),
+        ({"index": 0, "delta": {"content": "4"}}, "choices is dict, not a list"),
+    ],
+)
+def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any, flaw: str) -> None:
+    """A chunk whose choices are no list, or whose choice or delta is no object, was yielded
+    on (serve's relay then failed on it, cutting the client's stream without an error event;
+    a local worker's chunk crashed its reshaping with an AttributeError): it is the worker's
+    malformed answer now, saying what is wrong."""
+    events = [
+        sse_chunk([{"index": 0, "delta": {"content": "4"}}]),
+        sse_chunk(choices),
+        sse_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ]
+    with pytest.raises(WorkerCallError, match="malformed response") as caught:
+        streamed_from(events)
+    assert caught.value.kind == "server"
+    assert f"a stream chunk's {flaw}" in str(caught.value)
+
+
 def test_a_streams_chunks_are_yielded_as_the_worker_sent_them() -> None:
     """Not with every field of OpenAI's chunk the worker left out (usage, logprobs,
     system_fingerprint... as null), which serve would relay as if the worker sent them."""

@@ -1,7 +1,8 @@
 """A worker's chunk stream: the SDK stream that notes its `data: [DONE]` (WatchedStream), one
 opened up to its first chunk (OpenStream), a chunk as the worker sent it (as_sent), whether a
-chunk ends a choice (finishes), what its chunks go through (chunk_shaper), what a stream cut
-mid-answer is said to be (CUT_STREAM), and closing one that failed (close_stream)."""
+chunk ends a choice (finishes), what its chunks go through (chunk_shaper; check_choices refuses
+choices not shaped as OpenAI's), what a stream cut mid-answer is said to be (CUT_STREAM), and
+closing one that failed (close_stream)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from .config import WorkerConfig
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
-from .results import json_safe
+from .results import json_safe, not_an_object
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def chunk_shaper(
     legacy = bool(body.get("functions"))
 
     def shape(chunk: dict[str, Any]) -> dict[str, Any]:
+        check_choices(chunk)
         chunk = json_safe(chunk)
         if worker.local is None:
             return chunk
@@ -85,6 +87,23 @@ def chunk_shaper(
         return named_once(one_call_style(chunk, legacy), named)
 
     return shape
+
+
+def check_choices(chunk: dict[str, Any]) -> None:
+    """A ValueError naming what of a chunk's choices is not as OpenAI's: choices that are no
+    list, a choice or its delta that is no object (serve's relay reads each as one)."""
+    choices = chunk.get("choices")
+    if choices is None:
+        return
+    if not isinstance(choices, list):
+        kind = type(choices).__name__
+        raise ValueError(f"a stream chunk's choices is {kind}, not a list: {str(choices)[:200]}")
+    for n, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            raise not_an_object(f"a stream chunk's choices[{n}]", choice)
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise not_an_object(f"a stream chunk's choices[{n}].delta", delta)
 
 
 async def close_stream(stream: Any) -> None:
