@@ -73,7 +73,7 @@ def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
     """What a worker's answer lacks or holds wrongly (choices, a choice's message or delta,
     a token's logprobs) is for the completion's parser to say; each reshaping leaves it as
     it came rather than fail on it. Only one_call_style was tried, on missing parts: a
-    reshaping that crashed on a message that is text, a chunk's choice without a delta, or
+    reshaping that crashed on a chunk's choice without a delta, a message that is text, or
     logprobs, their content, a token or its top_logprobs of the wrong type passed every
     test; each crashed with an AttributeError on a choice that is no object, and
     named_once on a delta or a tool call that is none."""
@@ -159,9 +159,9 @@ def test_a_local_workers_stream_chunks_go_through_each_reshaping_one_stream_long
     tests alone (integration, minutes): leaving top_logprobs_as_asked out of it, or
     starting `named` over at each chunk (every delta naming its call again: the openai
     SDK's stream helper named the tool "addaddadd..."), passed every unit test. A local
-    worker's chunks are cut to the top_logprobs asked and name each call once over the
-    whole stream; a remote worker's are left as sent but for the numbers JSON cannot
-    hold."""
+    worker's chunks name each call once over the whole stream and are cut to the
+    top_logprobs asked; a remote worker's have the numbers JSON cannot hold replaced and are
+    otherwise left as sent."""
     local = WorkerConfig(id="w", model="m", local={"gguf": "x.gguf"})
     remote = WorkerConfig(id="r", model="m", base_url="http://127.0.0.1:9/v1")
     body = {"tools": [{"type": "function", "function": {"name": "add"}}], "top_logprobs": 1}
