@@ -390,3 +390,20 @@ def test_a_listed_types_enum_keeps_only_their_values_and_fractional_bounds_round
     assert llama_cpp_schema(between) == {"type": "integer", "enum": [1, 2, 3]}
     narrowed = f"^a{{500,{500 + MAX_OPTIONAL_REPEATS}}}$"
     assert deep_repetition({"type": "string", "pattern": narrowed}) is None
+
+
+def test_a_length_beside_a_pattern_is_left_out_without_a_type_too_and_min_length_0_is_none() -> (
+    None
+):
+    """llama-cpp-python's converter writes a schema without a type that has a `pattern` as
+    a string of that pattern, leaving its maxLength out as it does a string's; a minLength
+    of 0 constrains nothing. In a manual mutation round of llama_cpp_schemas, taking only
+    `"type": "string"` for a string (a code of pattern ^[A-Z]+$ and maxLength 3 answered at
+    any length) and refusing a minLength of 0 beside a pattern passed every test."""
+    untyped = {"properties": {"code": {"pattern": "^[A-Z]+$", "maxLength": 3}}}
+    assert ignored_constraint(untyped) == (
+        ".properties.code.maxLength",
+        "`maxLength` beside a `pattern`",
+    )
+    empty_allowed = {"type": "string", "pattern": "^[A-Z]*$", "minLength": 0}
+    assert ignored_constraint(empty_allowed) is None
