@@ -407,3 +407,24 @@ def test_a_length_beside_a_pattern_is_left_out_without_a_type_too_and_min_length
     )
     empty_allowed = {"type": "string", "pattern": "^[A-Z]*$", "minLength": 0}
     assert ignored_constraint(empty_allowed) is None
+
+
+def test_an_assistant_turn_of_parts_that_are_not_all_text_keeps_them_beside_its_calls() -> None:
+    """A turn whose parts are not all text stays a list of parts (for the server to refuse);
+    its calls are not joined onto it: writing them in whatever its content (a mutation
+    round's) passed every test, and failed with a TypeError on the list."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    turn = {"role": "assistant", "content": [image], "tool_calls": [call]}
+    assert llama_cpp_message(turn, calls_as_text=True)["content"] == [image]
+
+
+def test_a_constraint_left_out_is_named_at_its_place_in_the_clients_schema() -> None:
+    """A strict schema's constraint that llama.cpp leaves out is found in the client's
+    schema, not in the one rewritten for llama.cpp (a list of types split into an anyOf):
+    checking the rewritten one (a mutation round's) passed every test, and named a place,
+    `anyOf[0]`, that the client's schema does not have."""
+    mail = {"type": ["string", "null"], "format": "email"}
+    spec = {"name": "x", "strict": True, "schema": {"type": "object", "properties": {"m": mail}}}
+    [gap] = local_worker_gaps({"response_format": {"type": "json_schema", "json_schema": spec}})
+    assert '`format: "email"` (response_format.json_schema.schema.properties.m.format;' in gap
