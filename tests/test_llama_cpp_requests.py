@@ -428,3 +428,21 @@ def test_a_constraint_left_out_is_named_at_its_place_in_the_clients_schema() -> 
     spec = {"name": "x", "strict": True, "schema": {"type": "object", "properties": {"m": mail}}}
     [gap] = local_worker_gaps({"response_format": {"type": "json_schema", "json_schema": spec}})
     assert '`format: "email"` (response_format.json_schema.schema.properties.m.format;' in gap
+
+
+def test_only_the_response_format_schema_sent_to_llama_cpp_is_checked() -> None:
+    """response_format json_schema goes to llama.cpp as its json_schema's schema, and
+    json_object as its own `schema`; a schema beside those (a client's leftover, which
+    serve lets through) is not sent. It was checked all the same: one llama.cpp mangles
+    kept a request from local workers though none of it was in their grammar."""
+    quoted = {"type": "object", "properties": {'say"': {"type": "string"}}}
+    plain = {"type": "object", "properties": {"say": {"type": "string"}}}
+    inside = {"type": "json_schema", "json_schema": {"name": "a", "schema": plain}}
+    beside = {"type": "json_object", "json_schema": {"name": "a", "schema": quoted}}
+    for response_format in ({**inside, "schema": quoted}, {**beside, "schema": plain}):
+        params = {"response_format": response_format}
+        sent = llama_cpp_params(params)["response_format"]
+        assert (sent["type"], sent["schema"]) == ("json_object", plain)
+        assert local_worker_gaps(params) == []
+    [gap] = local_worker_gaps({"response_format": {"type": "json_object", "schema": quoted}})
+    assert "(response_format.schema.properties" in gap

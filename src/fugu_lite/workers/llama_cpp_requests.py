@@ -497,10 +497,13 @@ def grammar_schemas(params: dict[str, Any]) -> list[tuple[str, Any]]:
     schemas: list[tuple[str, Any]] = []
     response_format = params.get("response_format")
     if isinstance(response_format, dict):
+        # only the schema llama_cpp_response_format sends: a json_schema's own, else the
+        # response_format's (llama.cpp's json_object form)
         spec = response_format.get("json_schema")
-        if isinstance(spec, dict) and "schema" in spec:
-            schemas.append(("response_format.json_schema.schema", spec["schema"]))
-        if "schema" in response_format:
+        if response_format.get("type") == "json_schema":
+            if isinstance(spec, dict) and "schema" in spec:
+                schemas.append(("response_format.json_schema.schema", spec["schema"]))
+        elif "schema" in response_format:
             schemas.append(("response_format.schema", response_format["schema"]))
     tools = [tool for tool in params.get("tools") or [] if isinstance(tool, dict)]
     choice, call = params.get("tool_choice"), params.get("function_call")
