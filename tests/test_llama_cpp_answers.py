@@ -130,6 +130,17 @@ def test_top_logprobs_hold_the_most_likely_tokens_asked_most_likely_first() -> N
     assert top_values(top_logprobs_as_asked(few, 5)) == [[-0.1, -2.0]]
 
 
+def test_top_logprobs_no_more_than_asked_are_put_most_likely_first_too() -> None:
+    """llama-cpp-python keys a token's top_logprobs by their text, so tokens of one text
+    (byte tokens of an emoji or a CJK character, each decoded to "") are one entry, at the
+    first one's place with the last one's logprob: fewer than asked, out of order, and they
+    were passed on so (only lists longer than asked were sorted)."""
+    top = [{"token": "", "logprob": -4.0}, {"token": "x", "logprob": -1.0}]
+    for asked in (2, 3):
+        payload = logprobs_chunk({"token": "x", "logprob": -1.0, "top_logprobs": list(top)})
+        assert top_values(top_logprobs_as_asked(payload, asked)) == [[-1.0, -4.0]]
+
+
 def test_a_chunk_without_logprobs_is_left_as_it_is() -> None:
     """A stream's last chunk (its finish_reason) carries `logprobs: null` although the
     request asked for them; it is passed on as it came."""

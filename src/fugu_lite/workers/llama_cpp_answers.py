@@ -32,7 +32,8 @@ def top_logprobs_as_asked(payload: dict[str, Any], wanted: Any) -> dict[str, Any
     """A local worker's completion (or stream chunk) with each token's `top_logprobs`
     holding the `wanted` most likely tokens, as OpenAI's do: llama.cpp adds the chosen
     token when it is not among them (N + 1 alternatives; one, not none, for
-    `top_logprobs: 0`, and so for `logprobs: true` alone)."""
+    `top_logprobs: 0`, and so for `logprobs: true` alone), and keys them by their text, so
+    tokens of one text are one entry, out of order: they are sorted, the most likely first."""
     if not isinstance(wanted, int):
         return payload
     for choice in objects(payload.get("choices")):
@@ -40,7 +41,7 @@ def top_logprobs_as_asked(payload: dict[str, Any], wanted: Any) -> dict[str, Any
         tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
         for token in tokens if isinstance(tokens, list) else []:
             top = token.get("top_logprobs") if isinstance(token, dict) else None
-            if isinstance(top, list) and len(top) > wanted:
+            if isinstance(top, list):
                 token["top_logprobs"] = sorted(top, key=logprob, reverse=True)[:wanted]
     return payload
 
