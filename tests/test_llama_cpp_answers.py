@@ -141,6 +141,18 @@ def test_top_logprobs_no_more_than_asked_are_put_most_likely_first_too() -> None
         assert top_values(top_logprobs_as_asked(payload, asked)) == [[-1.0, -4.0]]
 
 
+def test_a_logprob_json_cannot_hold_is_the_least_likely_and_none_asked_cuts_none() -> None:
+    """A NaN logprob reaches top_logprobs_as_asked as null (json_safe's): it is the least
+    likely, cut first; and top_logprobs are cut only to a number asked. In a mutation round
+    of llama_cpp_answers, a null taken as the most likely (kept over real ones) and a cut
+    without a number asked (a TypeError) passed every test."""
+    local = WorkerConfig(id="w", model="m", local={"gguf": "x.gguf"})
+    shape = chunk_shaper(local, {"top_logprobs": 1})
+    assert top_values(shape(logprobs_chunk(token(-3.0, math.nan, -0.5)))) == [[-0.5]]
+    unasked = logprobs_chunk(token(-3.0, -0.5, -1.0))
+    assert top_logprobs_as_asked(copy.deepcopy(unasked), None) == unasked
+
+
 def test_a_chunk_without_logprobs_is_left_as_it_is() -> None:
     """A stream's last chunk (its finish_reason) carries `logprobs: null` although the
     request asked for them; it is passed on as it came."""
