@@ -26,8 +26,10 @@ EXPORT_FORMAT_VERSION = 1
 OPSET_VERSION = 17
 MODEL_FILE = "model.onnx"
 SETTINGS_FILE = "settings.json"
-# Two prompts of different lengths, so the trace batch is padded: HF skips the attention mask
-# when it is all ones, and a trace would bake that in. The check batch (onnx_runtime's
+# Two prompts of different lengths, so the trace batch is padded and its attention mask is not
+# all ones: a shortcut for an all-ones mask would be baked into the trace. transformers takes
+# none under a trace with the eager attention exported here (a trace on all ones followed a
+# padded mask, transformers 5.25), so this guards other versions. The check batch (onnx_runtime's
 # CHECK_PROMPTS: three, of other lengths) has other shapes, so baked-in shapes show too.
 TRACE_PROMPTS = ("A short probe.", "A longer probe prompt, so the batch needs some padding here.")
 
