@@ -1707,6 +1707,15 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("23", "#### 23", 1.0),
         ("23", "#### 23\nThat is 20 + 3.", 1.0),  # the working on a later line
         ("23", "#### 20 + 3 = 23", 1.0),  # its result given counts (read 20)
+        # a chain's result counts when the chain gives it (read as an expression before)
+        ("27", "#### 20 + 3 + 4 = 27", 1.0),
+        ("14", "#### 2 + 3 * 4 = 14", 1.0),  # times before plus
+        ("24", "#### 2 times 3 times 4 = 24 pens", 1.0),
+        ("28", "#### 20 + 3 + 4 = 28", 0.0),  # a false chain: 27 or 28?
+        ("20", "#### 2 + 3 * 4 = 20", 0.0),
+        ("4", "#### 12 ÷ 4 + 1 = 4", 1.0),
+        ("13", "#### 20 minus 3 minus 4 = 13", 1.0),
+        ("27", "#### 20 + 3 x 4 = 27", 0.0),  # "x" joins no chain: "a 20 x 30 room"
         # its result before the operation counts when the operation gives it
         ("12", r"\boxed{12 = 3 \cdot 4}", 1.0),
         ("12", r"\boxed{x = 12 = 3 \times 4}", 1.0),

@@ -19,7 +19,8 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
-compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, and "The answer is 12 = 3 * 4."),
+compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "The answer is 12 = 3 * 4." and
+"#### 20 + 3 + 4 = 27"),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
@@ -281,12 +282,40 @@ def _result_before_the_operation(
         text, result.end(), first.start()
     ):
         return None
-    joined_by = " ".join(text[first.end() : second.start()].replace(",", " ").lower().split())
-    operation = _OPERATIONS.get(joined_by)
+    operation = _operation_between(text, first, second)
     if operation is None:
         return None
     value = operation(found_number(first).value, found_number(second).value)
     return result if numbers_match(found_number(result), value) else None
+
+
+def _operation_between(
+    text: str, first: re.Match[str], second: re.Match[str]
+) -> Callable[[float, float], float] | None:
+    """What the operation joining two numbers side by side does ("3 · 4", "3 times 4"), or
+    None when something else joins them."""
+    joined_by = " ".join(text[first.end() : second.start()].replace(",", " ").lower().split())
+    return _OPERATIONS.get(joined_by)
+
+
+def _result_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
+    """The number after the '=' closing the chain of operations `numbers` starts with, when
+    the chain gives it ("20 + 3 + 4 = 27", "2 + 3 * 4 = 14": times and division first); None
+    when there is no such chain or it gives another value ("20 + 3 + 4 = 28": 27 or 28?).
+    As `_result_before_the_operation`, it only checks a result given."""
+    terms = [found_number(numbers[0]).value]
+    for previous, number in itertools.pairwise(numbers):
+        if _EQUALS.fullmatch(text, previous.end(), number.start()):
+            return number if numbers_match(found_number(number), sum(terms)) else None
+        operation = _operation_between(text, previous, number)
+        if operation is None:
+            return None
+        value = found_number(number).value
+        if operation in (operator.mul, _divided):
+            terms[-1] = operation(terms[-1], value)
+        else:
+            terms.append(operation(0, value))  # "+ 4" adds 4, "minus 4" adds -4
+    return None
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
@@ -306,6 +335,9 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
         return (found_number(numbers[0]), "after ####") if numbers else None
     if len(numbers) > 2 and _EQUALS.fullmatch(after, numbers[1].end(), numbers[2].start()):
         return found_number(numbers[2]), "after #### and its '='"  # "#### 20 + 3 = 23"
+    result = _result_of_the_chain(after, numbers)
+    if result is not None:  # "#### 20 + 3 + 4 = 27"
+        return found_number(result), "after #### and its chain of operations' '='"
     return None, f"the answer is an expression, not a number: {expression!r} after ####"
 
 
