@@ -328,6 +328,17 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("3500", "答案是3千5。", 1.0),
         ("35500", "答案是3万5千5。", 1.0),
         ("20000", "答案是1.5万5。", 0.0),  # not after a decimal: no guess
+        # digits after the last unit are the rest below it: "3万2000" is 32000 (read 2000 at
+        # the end, 30000 after the marker), "3万12" 30012
+        ("32000", "答案是3万2000元。", 1.0),
+        ("35000", "总共有3万5000人", 1.0),
+        ("5000", "总共有3万5000人", 0.0),
+        ("30012", "答案是3万12", 1.0),
+        ("3500", "共3千500人", 1.0),
+        ("35200", "答案是3万5千200。", 1.0),
+        # longer than the rest below 万: a number of its own, after 30000 (not 3)
+        ("42345", "答案是3万12345", 0.0),
+        ("30000", "答案是3万12345", 1.0),
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),

@@ -37,7 +37,7 @@ million", "a million", "1.5k", "1.5K" and "$3M" (also read as written: 2.5 match
 reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" (also
 "negative seven") is -7;
 numbers in Chinese text are read ("答案是42。", "3万" is 30000, "3万5千" 35000,
-"5千" 5000, "3万亿" 3 * 10^12). A
+"3万2000" 32000, "5千" 5000, "3万亿" 3 * 10^12). A
 symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
 number: 0. A number in words is read after a marker with no digit in its sentence ("The
 answer is five."), else only when the output holds no digit. Equal when within 1e-6

@@ -431,7 +431,9 @@ _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # each below the unit before it, "3万5千" 35,000 and "1亿2000万" 120,000,000 (read 5 and 2000
 # before), and a last digit alone counts in the unit below the one before it, as spoken:
 # "3万5" is 35,000 and "3千5" 3,500 (30,005 is written "3万零5"; read 30000 or 5 before),
-# not after a decimal ("1.5万5" stays 15,000 and 5).
+# while two digits or more are the rest below that unit: "3万2000" is 32,000, "3万12" 30,012
+# and "3千500" 3,500 (read 2000, 12, 500 before; a longer run, "3万12345", is a number of its
+# own), neither after a decimal ("1.5万5" stays 15,000 and 5).
 # (A run of digits past 20 is left as written: its value cannot be written as an int past
 # 4300 digits, a grading error.)
 # (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.) A unit may be compound,
@@ -442,7 +444,7 @@ _CJK_MAGNITUDE = re.compile(
     r"(?<![\d.,])(?P<number>\d{1,20}(?P<decimals>\.\d{1,20})?)\s?"
     rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升]))"
     rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
-    r"(?(decimals)|(?: ?(?P<last_digit>[1-9]))?)(?![\d万萬亿億千百十])"
+    r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十])"
 )
 _CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
@@ -463,6 +465,11 @@ def _cjk_magnitude(match: re.Match[str]) -> str:
         value, digits = value + size, _cjk_unit_digits(part["unit"])
     if match["last_digit"]:
         value += int(match["last_digit"]) * 10 ** (digits - 1)
+    rest = match["rest"]
+    if rest is not None and len(rest) > digits:  # "3万12345": 30000, then 12345
+        return f"{value} {rest}"
+    if rest is not None:
+        value += int(rest)
     return str(value.numerator) if value.denominator == 1 else match.group(0)
 
 
