@@ -339,6 +339,13 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         # longer than the rest below 万: a number of its own, after 30000 (not 3)
         ("42345", "答案是3万12345", 0.0),
         ("30000", "答案是3万12345", 1.0),
+        # 十 before a last digit is the tens, as in "3百2十5" (325): "3十5" is 35 (read 3
+        # after the marker, 5 at the end); with no digit after it, 十 is no unit ("3十分")
+        ("35", "答案是3十5。", 1.0),
+        ("35", "共3十5人", 1.0),
+        ("30", "答案是3十分简单", 0.0),
+        ("15", "答案是1.5十5。", 0.0),  # not after a decimal: no guess
+        ("30", "答案是3十55。", 0.0),  # nor before two digits
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),

@@ -438,11 +438,13 @@ _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # 4300 digits, a grading error.)
 # (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.) A unit may be compound,
 # "3千万" 30,000,000 and "3万亿" 3 * 10^12 (read 3 and 30000), and 千 or 百 alone is one too,
-# "5千" 5000, but not the metric prefix of 千克 (kilogram), 千米 (kilometre), ...
+# "5千" 5000, but not the metric prefix of 千克 (kilogram), 千米 (kilometre), ..., and 十
+# before a last digit, "3十5" 35 as "3百2十5" is 325 (not "3十分", very, nor "1.5十5").
 _CJK_BIG_UNIT = r"[十百千]?(?:[万萬][亿億]|[万萬亿億])"
 _CJK_MAGNITUDE = re.compile(
     r"(?<![\d.,])(?P<number>\d{1,20}(?P<decimals>\.\d{1,20})?)\s?"
-    rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升]))"
+    rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升])"
+    r"|(?(decimals)(?!)|十(?= ?[1-9](?![\d万萬亿億千百十]))))"
     rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
     r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十])"
 )
