@@ -1493,6 +1493,7 @@ SHARE = (
 WHAT_IS = "What is 9 * 11 + 27? Answer with just the number."
 SHARED = "20 candies are shared equally among 5 children. Each child then eats 2 of them."
 LONG_SHARE = "".join(f"Box {box} holds {box + 2} pens. " for box in range(1, 21)) + SHARE
+BOXES = "Tim buys 12 boxes of 3 pens. How many boxes?"
 
 
 @pytest.mark.parametrize(
@@ -1503,6 +1504,9 @@ LONG_SHARE = "".join(f"Box {box} holds {box + 2} pens. " for box in range(1, 21)
         (SHARE, SHARED, "2", 0.0),
         (SHARE, "Each child gets 4. Each child then eats 2 of them.", "2", 0.0),
         (LONG_SHARE, SHARED, "2", 0.0),  # the last sentences of a long question
+        (BOXES, "Tim buys 12 boxes of 3 pens.", "12", 0.0),
+        # a part of a sentence of the question answers: "How many boxes?" is asked
+        (BOXES, "Tim buys 12 boxes.", "12", 1.0),
         # the answer after the copy counts
         (WHAT_IS, "What is 9 * 11 + 27? 126", "126", 1.0),
         (SHARE, "Each child then eats 2 of them. So 4 - 2 = 2 are left.", "2", 1.0),
