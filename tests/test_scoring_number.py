@@ -1494,6 +1494,8 @@ WHAT_IS = "What is 9 * 11 + 27? Answer with just the number."
 SHARED = "20 candies are shared equally among 5 children. Each child then eats 2 of them."
 LONG_SHARE = "".join(f"Box {box} holds {box + 2} pens. " for box in range(1, 21)) + SHARE
 BOXES = "Tim buys 12 boxes of 3 pens. How many boxes?"
+IN_BOXES = "How many pens are in 12 boxes? Each box holds 3 pens."
+KEEPS = "Tom has 5 apples. He gives none away. How many apples does he have left?"
 
 
 @pytest.mark.parametrize(
@@ -1505,8 +1507,14 @@ BOXES = "Tim buys 12 boxes of 3 pens. How many boxes?"
         (SHARE, "Each child gets 4. Each child then eats 2 of them.", "2", 0.0),
         (LONG_SHARE, SHARED, "2", 0.0),  # the last sentences of a long question
         (BOXES, "Tim buys 12 boxes of 3 pens.", "12", 0.0),
-        # a part of a sentence of the question answers: "How many boxes?" is asked
+        # a copy cut before its period, where the output or its line ends, is one too
+        (SHARE, SHARED.removesuffix("."), "2", 0.0),
+        (SHARE, "Each child then eats 2 of them \n\n", "2", 0.0),
+        (IN_BOXES, "How many pens are in 12 boxes", "12", 0.0),  # before its "?"
+        # a part of a sentence of the question answers ("How many boxes?" is asked), as
+        # does a copy that goes on
         (BOXES, "Tim buys 12 boxes.", "12", 1.0),
+        (KEEPS, "Tom has 5 apples left.", "5", 1.0),
         # the answer after the copy counts
         (WHAT_IS, "What is 9 * 11 + 27? 126", "126", 1.0),
         (SHARE, "Each child then eats 2 of them. So 4 - 2 = 2 are left.", "2", 1.0),

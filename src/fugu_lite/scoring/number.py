@@ -25,7 +25,8 @@ times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
 whole another number is out of ("2 left out of 4", "2 of the 4", unless a whole is asked)
-or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?") is no answer; a
+or one inside a copy of a sentence of the question ("What is 9 * 11 + 27?", also cut before
+its "?" where a line ends) is no answer; a
 quantity in two units ("2 hours and 30 minutes") is read in the one unit of its kind the
 question asks for ("to hours": 2.5), else (or when it is the question's own) is ambiguous
 too; one amount at two rates ("$18 a day, or $126 a week") is read at the rate asked ("per
@@ -490,8 +491,7 @@ def _echoes_of_the_question(text: str, question: str) -> list[tuple[int, int]]:
     ][-MAX_ECHO_SENTENCES:]
     spans = []
     for sentence in sentences:
-        pattern = r"\s+".join(re.escape(word) for word in sentence.split())
-        spans += [m.span() for m in re.finditer(pattern, text, re.IGNORECASE)]
+        spans += [m.span() for m in re.finditer(_copy_of(sentence), text, re.IGNORECASE)]
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
@@ -499,6 +499,16 @@ def _echoes_of_the_question(text: str, question: str) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def _copy_of(sentence: str) -> str:
+    """A pattern of `sentence` written out again, also cut before its end mark where the
+    output or its line ends ("Each child then eats 2 of them" for "... 2 of them.")."""
+    body, mark = sentence[:-1], sentence[-1]
+    if mark not in ".?!":
+        body, mark = sentence, ""
+    words = r"\s+".join(re.escape(word) for word in body.split())
+    return rf"{words}(?:{re.escape(mark)}|(?=[^\S\n]*(?:\n|\Z)))" if mark else words
 
 
 # a superlative a question asks for, "the (second) largest", and one said of a number:
