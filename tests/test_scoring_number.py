@@ -328,6 +328,9 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("3500", "答案是3千5。", 1.0),
         ("35500", "答案是3万5千5。", 1.0),
         ("20000", "答案是1.5万5。", 0.0),  # not after a decimal: no guess
+        ("20000", "答案是1.5万5千。", 0.0),  # nor a part after a decimal
+        ("40000", "答案是3万1万。", 0.0),  # nor one not below the unit before it
+        ("30000", "答案是 3 万", 1.0),  # a space between the number and its unit
         # digits after the last unit are the rest below it: "3万2000" is 32000 (read 2000 at
         # the end, 30000 after the marker), "3万12" 30012
         ("32000", "答案是3万2000元。", 1.0),
@@ -357,6 +360,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("350000000", "答案是3亿5千万。", 1.0),
         ("5", "重5千克", 1.0),  # 千克 is a kilogram, 千米 a kilometre: no thousand
         ("5", "走了5千米", 1.0),
+        ("5", "功率为5千瓦", 1.0),  # a kilowatt
     ],
 )
 def test_number_grader_reads_numbers_written_in_chinese_text(
