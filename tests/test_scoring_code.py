@@ -259,6 +259,34 @@ def test_a_lang_attribute_naming_another_language_leaves_its_block_out() -> None
     assert extract_code(f"<pre>{ADD}</pre>\nIn JavaScript:\n{javascript}") == ADD
 
 
+AREA = "def area(r):\n    return math.pi * r ** 2\n"
+
+
+@pytest.mark.parametrize(
+    ("output", "code"),
+    [
+        (f'Here:\n<pre lang="en"><code>{ADD_ESCAPED}</code></pre>\nIt adds.', ADD_ESCAPED),
+        (f'<pre lang="en-US">{ADD_ESCAPED}</pre>', ADD_ESCAPED),
+        (f"```text\nimport math\n```\nThen:\n```text\n{AREA}```", f"import math\n\n\n{AREA}"),
+        (f"```plaintext\n{ADD}```\nUsage:\n```python\nprint(add(1, 2))\n```", None),
+        (f"```console\n{ADD}```\nIt prints:\n```console\n3\n```", ADD),
+    ],
+    ids=["html-lang-en", "html-lang-en-us", "text-imports", "plaintext-beside-python", "console"],
+)
+def test_python_defining_a_function_in_a_block_tagged_as_text_is_the_code(
+    output: str, code: str | None
+) -> None:
+    """A block tagged with no programming language (`lang="en"`, HTML's natural language of
+    the text; `text`, `plaintext`, `console`) was left out as another language's: its
+    escaped HTML ran as code (`a &lt; b`, SyntaxError, 0), a block of imports before it ran
+    alone, or only the python usage block beside it ran (NameError, 0)."""
+    expected = html.unescape(code) if code else f"{ADD}\n\nprint(add(1, 2))\n"
+    assert extract_code(output) == expected
+    assert graded(code_task(), f"<pre lang=en>{ADD_ESCAPED}</pre>").score == 1.0
+    beside_python = f"```python\n{ADD}```\nIt prints:\n```text\nthree\n```"  # output: no code
+    assert extract_code(beside_python) == ADD
+
+
 @pytest.mark.parametrize(
     "output",
     [

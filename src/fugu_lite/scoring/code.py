@@ -189,6 +189,7 @@ def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
     """The code of the python blocks with the untagged blocks that define something, or of
     the untagged blocks when none is tagged python (those that define something, if any
     does: output shown in a block, "Fizz", parses, as a name that raises NameError)."""
+    blocks = _python_tagged_otherwise_as_untagged(blocks)
     if not any(language in _PYTHON_TAGS for language, _ in blocks):
         untagged = [code for language, code in blocks if not language]
         if not any(_defines(code) for code in untagged):
@@ -201,6 +202,18 @@ def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
         for language, code in blocks
         if language in _PYTHON_TAGS or (not language and _defines(code))
     ]
+
+
+def _python_tagged_otherwise_as_untagged(blocks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`blocks` with those of each other language read as untagged when one of them is
+    Python that defines a function or class: their tag names no programming language
+    (`text`, `console`, HTML's `lang="en"`, the natural language of the text)."""
+    holding_python = {
+        language
+        for language, code in blocks
+        if language and language not in _PYTHON_TAGS and _defines(code)
+    }
+    return [("" if language in holding_python else language, code) for language, code in blocks]
 
 
 def _raw_code(output: str) -> str:
