@@ -363,7 +363,10 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("USD 1.5", "1.5"),
         ("USD1.5", "1.5"),  # a currency code: three capitals right before the number
         ("EUR2", "2"),
+        ("JPY100", "100"),
+        ("CHF-1", "-1"),
         ("12kg", "12"),
+        ("4oz", "4"),  # ounces: no GPT-4o
         ("20 milli-cents", "20"),  # a hyphen in a unit spaced from the number: no name
         ("2e-3 USD", "2e-3"),  # the number with its exponent, not 2
     ],
@@ -392,7 +395,11 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
 
 @pytest.mark.parametrize(
     "name",
-    ["m1", "gpt4", "gpt-4", "gpt-4o", "claude-3-haiku", "ChatGLM3", "3.5-turbo", "4o-mini"],
+    [
+        *("m1", "gpt4", "gpt-4", "gpt-4o", "claude-3-haiku", "ChatGLM3", "3.5-turbo", "4o-mini"),
+        # in capitals: three letters that are no currency code; GPT-4o's "o" (omni) alone
+        *("GPT4", "GPT-4", "GLM4", "MPT7B", "GPT3.5", "4o", "4O mini"),
+    ],
 )
 def test_a_name_with_a_digit_in_a_number_cell_is_not_told_to_be_written_as_that_digit(
     tmp_path: Path, name: str

@@ -84,17 +84,36 @@ def number_hint(value: object) -> str:
     return ""
 
 
+# ISO 4217's codes (2025): three capitals before a number that are none are a name's ("GPT4")
+_ISO_4217 = """
+AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL BSD BTN
+BWP BYN BZD CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP
+ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK
+JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK
+MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN
+PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB
+TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD USN UYI UYU UYW UZS VED VES VND VUV WST XAF XAG
+XAU XBA XBB XBC XBD XCD XCG XDR XOF XPD XPF XPT XSU XTS XUA XXX YER ZAR ZMW ZWG ZWL
+"""
+_CURRENCY_CODES = frozenset(_ISO_4217.split())
+
+# GPT-4o's "o" (omni) right after the digits, alone: "4o", "4O mini" (not "4omni")
+_OMNI_SUFFIX = re.compile(r"[oO](?![^\W\d_])")
+
+
 def _digits_of_a_name(unit: re.Match[str]) -> bool:
     """Whether the number's digits are part of a name (a worker's, in a shifted column): a
-    letter comes right before them ("m1", "gpt-4o", "claude-3-haiku") other than a currency
-    code's three capitals ("USD1.5"), or the word right after them holds a hyphen
-    ("3.5-turbo", "4o-mini"). A currency sign is no letter ("$1.5", "US$1.5"), and a word
-    spaced from the number is read as a currency code ("USD 1.5"; so is "gpt 4")."""
+    letter comes right before them ("m1", "gpt-4o", "claude-3-haiku", "GPT-4") other than a
+    currency code's ("USD1.5", `_CURRENCY_CODES`), or the word right after them holds a hyphen
+    ("3.5-turbo", "4o-mini") or is GPT-4o's "o" ("4o"). A currency sign is no letter ("$1.5",
+    "US$1.5"), and a word spaced from the number is read as a currency code ("USD 1.5"; so is
+    "gpt 4")."""
     before, after = unit["before"], unit["after"] or ""
     lettered = before[-1:].isalpha() and unit.end("before") == unit.start("number")
-    currency_code = re.fullmatch(r"[A-Z]{3}", before) is not None
-    hyphenated = unit.end("number") == unit.start("after") and "-" in after
-    return (lettered and not currency_code) or hyphenated
+    currency_code = before in _CURRENCY_CODES
+    joined = unit.end("number") == unit.start("after")
+    named_after = joined and ("-" in after or _OMNI_SUFFIX.match(after) is not None)
+    return (lettered and not currency_code) or named_after
 
 
 def _underscore_hint(value: str) -> str:
