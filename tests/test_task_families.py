@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
 import inspect
@@ -927,6 +928,43 @@ def test_every_code_maker_drawn_many_times_refuses_a_constant_and_a_near_miss() 
         for draw in range(400):
             draft = maker(random.Random(draw))
             check_tests_refuse_wrong_functions(str(draft["prompt"]), str(draft["tests"]))
+
+
+def test_every_code_maker_varies_its_task_over_draws() -> None:
+    """A code maker drawing the same number or word each time (one k, one greeting, one
+    letter, one chunk size) would ask one task again and again, which no test of a task's
+    own key can see; each maker's prompts and tests vary over draws, and repeat tasks ask
+    for copies both joined by a separator and with nothing between."""
+    prompts: list[str] = []
+    for maker in (maker for level in FAMILIES["code"].values() for maker in level):
+        drafts = [maker(random.Random(draw)) for draw in range(200)]
+        asked = {str(draft["prompt"]) for draft in drafts}
+        assert len(asked) >= 3, maker.__name__
+        assert len({str(draft["tests"]) for draft in drafts}) >= 3, maker.__name__
+        prompts += asked
+    assert any("repeated" in prompt and "joined by" in prompt for prompt in prompts)
+    assert any("with nothing between the copies" in prompt for prompt in prompts)
+
+
+def reference_nodes(maker: Callable[[random.Random], dict]) -> list[ast.AST]:
+    """The syntax nodes of the reference solution of a maker's first draw."""
+    return list(ast.walk(ast.parse(str(maker(random.Random(0))["answer"]))))
+
+
+def test_a_harder_code_task_asks_for_more_code() -> None:
+    """Difficulty 1 is easy, 2 medium, 3 hard: a maker moved to another level (greet made
+    hard, the Fibonacci-like sequence medium) made the field `difficulty` say nothing. The
+    reference solution of each hard task is longer than any medium or easy one's, and the
+    medium ones are longer on average than the easy ones; an easy one is an operator or two
+    on the argument, calling no function (a medium one calls str, sum, join, count...)."""
+    levels = FAMILIES["code"]
+    sizes = {level: [len(reference_nodes(m)) for m in makers] for level, makers in levels.items()}
+    assert min(sizes[3]) > max(sizes[1] + sizes[2]), sizes
+    assert sum(sizes[2]) / len(sizes[2]) > sum(sizes[1]) / len(sizes[1]), sizes
+    for level, makers in levels.items():
+        for maker in makers:
+            calls = [node for node in reference_nodes(maker) if isinstance(node, ast.Call)]
+            assert bool(calls) == (level > 1), (level, maker.__name__)
 
 
 def makers_defined_in(module: ModuleType) -> set[Callable[..., object]]:
