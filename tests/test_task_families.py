@@ -843,7 +843,11 @@ def near_misses(description: str) -> list[Callable[..., object]]:
     if "multiplied by" in description:
         return [lambda x: abs(x) * number_in(description, "multiplied by")]
     if "is_multiple" in description:
-        return [lambda n: n > 0 and n % number_in(description, "divisible by") == 0]
+        k = number_in(description, "divisible by")
+        return [
+            lambda n: n > 0 and n % k == 0,
+            *([lambda n: n % 2 == 0] if k != 2 else []),  # "even" for an even k
+        ]
     if "greet" in description:
         right = code_solution(description)
         return [lambda name: right(name.split()[0])]  # the first word of the name only
@@ -859,7 +863,11 @@ def near_misses(description: str) -> list[Callable[..., object]]:
         return [lambda s: right(s)[len(s) :].lstrip(" -")]  # one copy short
     if "label(n)" in description:
         right = code_solution(description)
-        return [lambda n: right(n) if n > 0 else str(n)]  # 0 is divisible by every k
+        word = re.findall(r"returns '(\w+)'", description)[0]
+        return [
+            lambda n: right(n) if n > 0 else str(n),  # 0 is divisible by every k
+            lambda n: word if n % 2 == 0 else str(n),  # "even" for an even k (k is 3 to 7)
+        ]
     if "sum_multiples" in description:
         right = code_solution(description)
         return [lambda n: right(n + 1)]  # up to n, not below it

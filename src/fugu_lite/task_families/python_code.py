@@ -38,7 +38,8 @@ def _code_times(rng: random.Random) -> Draft:
 
 def _code_multiple(rng: random.Random) -> Draft:
     k = rng.randint(2, 9)
-    cases = [k, 3 * k, k + 1, 1, 0]
+    # k + 2, even and no multiple for an even k above 2: "n % 2 == 0" passed the others
+    cases = [k, 3 * k, k + 1, 1, 0, k + 2]
     return _code(
         "is_multiple(n)",
         f"returns True when n is divisible by {k} and False otherwise",
@@ -102,7 +103,7 @@ def _code_repeat(rng: random.Random) -> Draft:
 def _code_fizz(rng: random.Random) -> Draft:
     k = rng.randint(3, 7)
     word = rng.choice(("Fizz", "Buzz", "Bang"))
-    cases = [k, 2 * k, 1, k + 1, 0]
+    cases = [k, 2 * k, 1, k + 1, 0, k + 2]  # k + 2: see _code_multiple
     return _code(
         "label(n)",
         f"returns '{word}' when n is divisible by {k} and otherwise str(n)",
