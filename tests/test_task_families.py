@@ -941,8 +941,9 @@ def test_every_code_maker_drawn_many_times_refuses_a_constant_and_a_near_miss() 
 def test_every_code_maker_varies_its_task_over_draws() -> None:
     """A code maker drawing the same number or word each time (one k, one greeting, one
     letter, one chunk size) would ask one task again and again, which no test of a task's
-    own key can see; each maker's prompts and tests vary over draws, and repeat tasks ask
-    for copies both joined by a separator and with nothing between."""
+    own key can see; each maker's prompts and tests vary over draws, repeat tasks ask for
+    copies both joined by a separator and with nothing between, and greet tasks end the
+    greeting with "!" and with "."."""
     prompts: list[str] = []
     for maker in (maker for level in FAMILIES["code"].values() for maker in level):
         drafts = [maker(random.Random(draw)) for draw in range(200)]
@@ -952,6 +953,8 @@ def test_every_code_maker_varies_its_task_over_draws() -> None:
         prompts += asked
     assert any("repeated" in prompt and "joined by" in prompt for prompt in prompts)
     assert any("with nothing between the copies" in prompt for prompt in prompts)
+    for mark in ("!", "."):
+        assert any(f"followed by the name and '{mark}'" in prompt for prompt in prompts), mark
 
 
 def reference_nodes(maker: Callable[[random.Random], dict]) -> list[ast.AST]:
