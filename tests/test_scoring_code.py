@@ -282,9 +282,16 @@ def test_python_defining_a_function_in_a_block_tagged_as_text_is_the_code(
     alone, or only the python usage block beside it ran (NameError, 0)."""
     expected = html.unescape(code) if code else f"{ADD}\n\nprint(add(1, 2))\n"
     assert extract_code(output) == expected
+
+
+def test_a_block_tagged_with_another_language_is_code_only_when_its_python_defines() -> None:
     assert graded(code_task(), f"<pre lang=en>{ADD_ESCAPED}</pre>").score == 1.0
     beside_python = f"```python\n{ADD}```\nIt prints:\n```text\nthree\n```"  # output: no code
     assert extract_code(beside_python) == ADD
+    # a python block's usage stays with it; another language's that defines nothing stays out
+    usage = "Usage:\n```python\nprint(add(1, 2))\n```"
+    assert extract_code(f"```python\n{ADD}```\n{usage}") == f"{ADD}\n\nprint(add(1, 2))\n"
+    assert extract_code(f"```\n{ADD}```\nIn settings.ini:\n```ini\nlevel = 3\n```") == ADD
 
 
 @pytest.mark.parametrize(
