@@ -367,6 +367,7 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("CHF-1", "-1"),
         ("12kg", "12"),
         ("4oz", "4"),  # ounces: no GPT-4o
+        ("0.5euro", "0.5"),  # an "o" last in a unit: no GPT-4o's either
         ("20 milli-cents", "20"),  # a hyphen in a unit spaced from the number: no name
         ("2e-3 USD", "2e-3"),  # the number with its exponent, not 2
     ],
