@@ -145,6 +145,17 @@ def test_code_written_on_the_fence_line_is_kept(opening: str) -> None:
     assert extract_code(titled) == ADD
 
 
+@pytest.mark.parametrize(
+    "shown", ["Example:\n```\n>>> add(1, 2)\n3\n```", "It prints:\n```python\nthree\n```"]
+)
+def test_raw_code_beside_a_block_of_output_only_is_the_code(shown: str) -> None:
+    """A function written without a fence, then its output shown in a block, ran the block
+    alone (">>> add(1, 2)": SyntaxError; "three": NameError; 0) and left the function out."""
+    for output in (f"Here it is:\n{ADD}\n{shown}\nDone.", f"{shown}\n{ADD}"):
+        assert (extract_code(output) or "").strip() == ADD.strip(), output
+    assert graded(code_task(), f"{ADD}\n{shown}").score == 1.0
+
+
 def test_code_grader_takes_raw_code_after_prose() -> None:
     output = "Here you go:\ndef add(a, b):\n    return a + b\nThat is all."
     assert extract_code(output) == "def add(a, b):\n    return a + b"

@@ -42,10 +42,16 @@ def extract_code(output: str) -> str | None:
 
 def _fenced_code(output: str) -> str | None:
     """The code of the reply's fenced blocks (see extract_code); None when it has no block,
-    or only blocks in another language."""
+    only blocks in another language, or only blocks of output beside raw code that defines
+    a function or class."""
     blocks = _fenced_blocks(output) or _html_blocks(output) or _inline_definitions(output)
     candidates = _candidate_blocks(blocks)
     if not candidates:
+        return None
+    # blocks of output only ("three", ">>> add(1, 2)") beside a function written raw; a block
+    # with a definition that does not parse (Python 2's print) is code with its error
+    holding_code = [c for c in candidates if _states_something(c) or _DEFINITION_START.search(c)]
+    if not holding_code and _defines(_raw_code(output)):
         return None
     parsing = [code for code in candidates if _parses(code)]
     # the model's own pytest tests cannot run in the sandbox (standard library only)
