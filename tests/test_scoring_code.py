@@ -154,6 +154,8 @@ def test_raw_code_beside_a_block_of_output_only_is_the_code(shown: str) -> None:
     for output in (f"Here it is:\n{ADD}\n{shown}\nDone.", f"{shown}\n{ADD}"):
         assert (extract_code(output) or "").strip() == ADD.strip(), output
     assert graded(code_task(), f"{ADD}\n{shown}").score == 1.0
+    block = shown.split("```")[1].split("\n", 1)[1]
+    assert extract_code(shown) == block  # no function outside: the block, as before
 
 
 def test_code_grader_takes_raw_code_after_prose() -> None:
