@@ -385,7 +385,8 @@ BAD_INPUTS = [
         {"type": "text", "text": 5}]}]}, 400, "content[0] is a text part whose 'text' is not"),
     ("refusal part not a string", {**VALID, "messages": [{"role": "assistant", "content": [
         {"type": "refusal", "refusal": None}]}, {"role": "user", "content": "hi"}]}, 400,
-     "content[0] is a refusal part whose 'refusal' is not a string"),
+     "content[0] is a refusal part whose 'refusal' is not a string; give the words the "
+     'assistant declined with as a string: {"type": "refusal", "refusal": "..."}'),
     ("content part without a type", {**VALID, "messages": [{"role": "user", "content": [
         {"text": "hi"}]}]}, 400, "content[0] must be an object with a string 'type'"),
     # OpenAI refuses other part types; a worker got it, and one that reads only the parts it

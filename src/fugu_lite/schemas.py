@@ -107,7 +107,9 @@ class ChatMessage(BaseModel):
             if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
                 raise PartError(
                     index,
-                    f"content[{index}] is a refusal part whose 'refusal' is not a string",
+                    f"content[{index}] is a refusal part whose 'refusal' is not a string; give "
+                    "the words the assistant declined with as a string: "
+                    '{"type": "refusal", "refusal": "..."}',
                     part,
                 )
         return content
