@@ -1644,6 +1644,26 @@ def test_a_base_url_set_to_the_chat_endpoint_is_told_what_to_set(shared_server: 
     assert response.status_code == 404 and "base_url" not in response.text
 
 
+def test_a_base_url_set_to_the_models_endpoint_is_told_what_to_set(
+    shared_server: Running,
+) -> None:
+    """An openai client given the models endpoint as its base_url (http://host:8000/v1/models)
+    posted a chat request to /v1/models/chat/completions, which GET /v1/models/{id} holds:
+    it got "POST is not allowed on /v1/models/chat/completions" and no word of its base_url,
+    where one ending in /chat/completions is told what to set."""
+    root = shared_server.url
+    models = openai.OpenAI(base_url=f"{root}/v1/models", api_key="unused", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as error:
+        models.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert error.value.status_code == 405
+    assert error.value.body["message"] == (
+        "POST is not allowed on /v1/models/chat/completions; the client's base_url ends in "
+        f"/models, which the client adds itself: set it to {root}/v1"
+    )
+    response = httpx.post(f"{root}/v1/models/{MODEL}", json=VALID)
+    assert response.status_code == 405 and "base_url" not in response.text
+
+
 def test_the_responses_api_is_told_to_use_chat_completions(shared_server: Running) -> None:
     """Newer openai SDK code calls the Responses API (client.responses.create: POST
     /v1/responses), which this server does not speak; it got the 404 listing the routes,

@@ -401,7 +401,8 @@ class ErrorAnswers:
 
 def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     """An unknown path names the ones this server answers (the Responses API's, what to
-    call instead) and how to fix a wrong base_url; a wrong method says so."""
+    call instead) and how to fix a wrong base_url; a wrong method says so, and how to fix
+    the base_url that led to it."""
     path = request.url.path
     if error.status_code == 404 and is_under(path_meant(path), RESPONSES_PATH):
         return (
@@ -415,7 +416,7 @@ def http_error_message(request: Request, error: StarletteHTTPException) -> str:
             f"/v1/chat/completions, GET /v1/models, /health and /metrics{base_url_fix(request)}"
         )
     if error.status_code == 405:
-        return f"{request.method} is not allowed on {request.url.path}"
+        return f"{request.method} is not allowed on {path}{base_url_fix(request)}"
     return str(error.detail)
 
 
@@ -431,14 +432,16 @@ WRONG_BASE_URLS = (
     ("", "lacks /v1"),
     ("/v1/v1", "has /v1 twice"),
     ("/v1/chat/completions", "ends in /chat/completions, which the client adds itself"),
+    # a chat request from it is a POST on GET /v1/models/{id}: a 405, not a 404
+    ("/v1/models", "ends in /models, which the client adds itself"),
 )
 
 
 def base_url_fix(request: Request) -> str:
     """For a path the openai SDK calls under /v1 reached from a client's base_url written
     without it (http://host:8000 for http://host:8000/v1), with it twice
-    (http://host:8000/v1/v1) or as the endpoint itself (http://host:8000/v1/chat/completions),
-    what to set instead."""
+    (http://host:8000/v1/v1) or as an endpoint itself (http://host:8000/v1/chat/completions,
+    http://host:8000/v1/models), what to set instead."""
     wrong = wrong_base_url(request.url.path)
     if wrong is None:
         return ""
