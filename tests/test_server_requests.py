@@ -882,6 +882,38 @@ def test_a_part_of_a_type_its_role_does_not_take_is_a_400_naming_it(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+ADD_CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "index", "role"),
+    [
+        ([{**ASKED, "tool_calls": [ADD_CALL]}], 0, "user"),
+        ([{"role": "system", "content": "be brief", "tool_calls": [ADD_CALL]}, ASKED], 0,
+         "system"),
+        ([ASKED, {"role": "assistant", "tool_calls": [ADD_CALL]},
+          {"role": "tool", "tool_call_id": "c1", "content": "5", "tool_calls": [ADD_CALL]}], 2,
+         "tool"),
+    ],
+    ids=["user", "system", "tool"],
+)  # fmt: skip
+def test_tool_calls_on_a_message_not_the_assistants_is_a_400_naming_it(
+    shared_server: Running, stubs: Stubs, messages: list[Any], index: int, role: str
+) -> None:
+    """tool_calls are what an assistant turn called; OpenAI refuses them on any other
+    message. On a user, system or tool message they went on to the worker unchecked."""
+    response = shared_server.post({**VALID, "messages": messages})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == f"messages[{index}].tool_calls"
+    assert error["message"] == (
+        f"invalid request: messages[{index}] is a {role} message with tool_calls, which "
+        "belong on assistant messages only (the calls the assistant made); move them to the "
+        "assistant turn that made them, or leave them out"
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_parts_of_the_types_a_role_takes_are_sent_on(shared_server: Running, stubs: Stubs) -> None:
     """Text and refusal parts in an assistant turn, text parts in system and user turns, and
     each of the other types OpenAI takes in a user turn (an image, audio, a file: none was

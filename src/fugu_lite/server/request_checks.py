@@ -72,7 +72,8 @@ def check_content(index: int, message: ChatMessage) -> None:
 
 
 def check_tool_turn(index: int, message: ChatMessage) -> None:
-    """A tool result names the call it answers; an assistant's tool_calls are OpenAI's."""
+    """A tool result names the call it answers; tool_calls are an assistant's (OpenAI
+    refuses them on any other message), shaped as OpenAI's."""
     extra = message.model_extra or {}
     if message.role == "tool" and not isinstance(extra.get("tool_call_id"), str):
         raise ParamError(
@@ -82,8 +83,16 @@ def check_tool_turn(index: int, message: ChatMessage) -> None:
             extra.get("tool_call_id", ABSENT),
         )
     calls = extra.get("tool_calls")
-    if message.role == "assistant" and calls is not None:
-        check_tool_calls(index, calls)
+    if calls is None:
+        return
+    if message.role != "assistant":
+        raise ParamError(
+            f"messages[{index}].tool_calls",
+            f"messages[{index}] is a {message.role} message with tool_calls, which belong on "
+            "assistant messages only (the calls the assistant made); move them to the "
+            "assistant turn that made them, or leave them out",
+        )
+    check_tool_calls(index, calls)
 
 
 def check_function_turn(index: int, message: ChatMessage) -> None:
