@@ -679,6 +679,29 @@ def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
     assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code)
 
 
+@pytest.mark.parametrize(
+    ("metadata", "named", "param"),
+    [
+        # a value before a key of the same object, and before a key of an object holding it
+        (b'{"a": "\\ud800", "\\udc00": "x"}', "\\ud800", "metadata.a"),
+        (b'{"a": {"b": "\\ud800"}, "\\udc00": "x"}', "\\ud800", "metadata.a.b"),
+        (b'{"\\udc00": "x", "a": "\\ud800"}', "\\udc00", "metadata"),
+    ],
+    ids=["a value, then a key", "a nested value, then a key", "a key, then a value"],
+)
+def test_of_two_lone_surrogates_the_message_and_param_name_the_same(
+    shared_server: Running, metadata: bytes, named: str, param: str
+) -> None:
+    """The message named the first lone surrogate in the body's order, while the param named
+    the object holding one in a key before any value below it: a body with "\\ud800" in a
+    value and "\\udc00" in a later key was told of \\ud800 at the place of \\udc00."""
+    response = shared_server.post(HI + b'"metadata": ' + metadata + b"}")
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert f"lone UTF-16 surrogate ({named})" in error["message"], error["message"]
+    assert error["param"] == param
+
+
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(
     serve: Any, stubs: Stubs, caplog: pytest.LogCaptureFixture
 ) -> None:

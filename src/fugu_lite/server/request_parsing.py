@@ -208,15 +208,27 @@ def marked(read_number: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def first_path(payload: Any, is_bad: Callable[[Any], bool]) -> str | None:
     """The path (messages[0].content) of the first value, in the body's order, that is_bad,
-    or of the object holding a key that is_bad; None for none, or for the whole body. A
-    loop, not recursion: the body may be nested as deeply as json.loads reads."""
+    or of the object holding a key that is_bad; None for none, or for the whole body."""
+    found = first_bad(payload, is_bad)
+    return (found[0] or None) if found is not None else None
+
+
+def first_bad(payload: Any, is_bad: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """(path, value) of the first value or key, in the body's order, that is_bad: a key's
+    path is the object's that holds it ("" for the whole body). A loop, not recursion: the
+    body may be nested as deeply as json.loads reads."""
     pending: list[tuple[str, Any]] = [("", payload)]
     while pending:
         path, value = pending.pop()
-        if is_bad(value) or (isinstance(value, dict) and any(map(is_bad, value))):
-            return path or None
+        if is_bad(value):
+            return path, value
         if isinstance(value, dict):
-            items = [(key_path(path, key) if path else key, item) for key, item in value.items()]
+            # each key where it is written, before its value, at the path of its object
+            items = [
+                pair
+                for key, item in value.items()
+                for pair in ((path, key), (key_path(path, key) if path else key, item))
+            ]
         elif isinstance(value, list):
             items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
         else:
@@ -225,15 +237,16 @@ def first_path(payload: Any, is_bad: Callable[[Any], bool]) -> str | None:
     return None
 
 
-def is_lone_surrogate_text(value: Any) -> bool:
-    """A string that is no Unicode text: it holds half of a surrogate pair."""
+def lone_surrogates(value: Any) -> str | None:
+    """The first run of lone UTF-16 surrogates in a string, escaped ("\\ud800"); None for
+    a string that is Unicode text, or no string."""
     if not isinstance(value, str):
-        return False
+        return None
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    except UnicodeEncodeError as error:
+        return error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+    return None
 
 
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
@@ -243,19 +256,22 @@ SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
 
 def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
     """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
-    tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400."""
+    tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400, naming the
+    first one in the body and its place."""
     if not any(mark in body for mark in SURROGATE_MARKS):
         return
     try:
-        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")  # fast: no walk in Python
     except UnicodeEncodeError as error:
-        bad = error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        found = first_bad(payload, lambda value: lone_surrogates(value) is not None)
+        assert found is not None  # the encoder failed on one of the payload's strings
+        path, text = found
         raise ApiError(
             400,
-            f"the request body holds a lone UTF-16 surrogate ({bad}), which is not valid "
-            "Unicode text; escape characters beyond U+FFFF as a complete surrogate pair, or "
-            "send them as UTF-8",
-            param=first_path(payload, is_lone_surrogate_text),
+            f"the request body holds a lone UTF-16 surrogate ({lone_surrogates(text)}), which "
+            "is not valid Unicode text; escape characters beyond U+FFFF as a complete "
+            "surrogate pair, or send them as UTF-8",
+            param=path or None,
             code="invalid_unicode",
         ) from error
 
