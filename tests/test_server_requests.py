@@ -654,6 +654,8 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
          "invalid_unicode", "messages[0].content"),
         # in a key: the object that holds it
         (HI + b'"metadata": {"bad \\ud800": "x"}}', "invalid_unicode", "metadata"),
+        # in a key of the body itself: no param (the whole body), not ""
+        (HI + b'"bad \\ud800": "x"}', "invalid_unicode", None),
         # the first of two, in the body's order
         (HI + b'"user": "\\ud800", "metadata": {"a": "\\udc00"}}', "invalid_unicode", "user"),
         # no parameter to name: the whole body, or a body that is no JSON after the number
@@ -662,7 +664,8 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
         (HI + b'"user": "x",}', None, None),
     ],
     ids=["NaN", "1e400", "-Infinity", "NaN in a list", "a lone surrogate",
-         "a surrogate in a message", "a surrogate in a key", "two surrogates", "NaN as the body",
+         "a surrogate in a message", "a surrogate in a key", "a surrogate in a key of the body",
+         "two surrogates", "NaN as the body",
          "NaN before a trailing comma", "a trailing comma"],
 )  # fmt: skip
 def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
@@ -686,8 +689,18 @@ def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
         (b'{"a": "\\ud800", "\\udc00": "x"}', "\\ud800", "metadata.a"),
         (b'{"a": {"b": "\\ud800"}, "\\udc00": "x"}', "\\ud800", "metadata.a.b"),
         (b'{"\\udc00": "x", "a": "\\ud800"}', "\\udc00", "metadata"),
+        # a key is written before its own value
+        (b'{"\\udc00": "\\ud800"}', "\\udc00", "metadata"),
+        # two side by side (no pair: a low half first) are one place, both named
+        (b'{"a": "\\udc00\\ud800"}', "\\udc00\\ud800", "metadata.a"),
     ],
-    ids=["a value, then a key", "a nested value, then a key", "a key, then a value"],
+    ids=[
+        "a value, then a key",
+        "a nested value, then a key",
+        "a key, then a value",
+        "a key, then its value",
+        "two side by side",
+    ],
 )
 def test_of_two_lone_surrogates_the_message_and_param_name_the_same(
     shared_server: Running, metadata: bytes, named: str, param: str
