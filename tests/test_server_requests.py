@@ -120,13 +120,15 @@ BAD_INPUTS = [
     # OpenAI's safety_identifier: a string of at most 128 characters (its API reference); a
     # remote worker refused more, after routing
     ("a safety_identifier of 129 characters", {**VALID, "safety_identifier": "u" * 129}, 400,
-     "safety_identifier is 129 characters long; OpenAI's API takes at most 128"),
+     "safety_identifier is 129 characters long; OpenAI's API takes at most 128 (send a hash of "
+     "a longer id, as OpenAI recommends)"),
     ("safety_identifier a number", {**VALID, "safety_identifier": 5}, 400,
      "safety_identifier: Input should be a valid string (got 5)"),
     # OpenAI's prompt_cache_key: a string of at most 64 characters (its API's 400
     # string_above_max_length); a remote worker refused more, after routing
     ("a prompt_cache_key of 65 characters", {**VALID, "prompt_cache_key": "k" * 65}, 400,
-     "prompt_cache_key is 65 characters long; OpenAI's API takes at most 64"),
+     "prompt_cache_key is 65 characters long; OpenAI's API takes at most 64 (send a hash of a "
+     "longer key: equal keys are all the cache needs)"),
     ("prompt_cache_key a number", {**VALID, "prompt_cache_key": 5}, 400,
      "prompt_cache_key: Input should be a valid string (got 5)"),
     # OpenAI types it as a boolean; a word went on to the worker, after routing
@@ -172,6 +174,11 @@ BAD_INPUTS = [
         "json_schema": {"name": "x", "schema": "object"}}}, 400,
      'invalid request: response_format.json_schema.schema must be a JSON schema object, e.g. '
      '{"type": "object", "properties": {...}}; got "object"'),
+    # a number too, not only a string or a list (a check of those two alone passed)
+    ("a json_schema's schema a number", {**VALID, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "x", "schema": 5}}}, 400,
+     "response_format.json_schema.schema must be a JSON schema object, e.g. "
+     '{"type": "object", "properties": {...}}; got 5'),
     ("a json_object's schema a list", {**VALID, "response_format": {"type": "json_object",
         "schema": [{"type": "object"}]}}, 400,
      'invalid request: response_format.schema must be a JSON schema object, e.g. {"type": '
@@ -204,6 +211,9 @@ BAD_INPUTS = [
     ("tools not a list", {**VALID, "tools": {"type": "function"}}, 400, "tools"),
     ("stream_options without a stream", {**VALID, "stream_options": {"include_usage": True}},
      400, "stream_options is only allowed with stream: true"),
+    # without usage asked for too, and beside an explicit stream: false
+    ("stream_options without usage nor a stream", {**VALID, "stream": False, "stream_options": {
+        "include_usage": False}}, 400, "stream_options is only allowed with stream: true"),
     ("five stop sequences", {**VALID, "stop": list("abcde")}, 400, "at most 4"),
     ("logit_bias key not a token id", {**VALID, "logit_bias": {"hello": 5}}, 400,
      "logit_bias keys are token ids"),
@@ -241,12 +251,18 @@ BAD_INPUTS = [
     ("a tool_choice object without a type", {**VALID, "tools": [TOOL], "tool_choice": {
         "function": {"name": "add"}}}, 400,
      "tool_choice as an object needs a string 'type', e.g. \"function\""),
+    ("a tool_choice object whose type is a number", {**VALID, "tools": [TOOL], "tool_choice": {
+        "type": 5, "function": {"name": "add"}}}, 400,
+     "tool_choice as an object needs a string 'type', e.g. \"function\""),
     ("a json_schema name a number", {**VALID, "response_format": {"type": "json_schema",
         "json_schema": {"name": 5, "schema": {"type": "object"}}}}, 400,
      'json_schema.name must be letters, digits, _ or - (at most 64), e.g. "answer"; got 5'),
     ("a function's schema no value matches", {**VALID, "functions": [{"name": "f",
         "parameters": {"type": "object", "properties": {"a": {"enum": []}}}}]}, 400,
      "functions[0].parameters.properties.a.enum is empty, so no value could match"),
+    ("a second function's schema no value matches", {**VALID, "functions": [TOOL["function"], {
+        "name": "mul", "parameters": {"properties": {"b": {"anyOf": []}}}}]}, 400,
+     "functions[1].parameters.properties.b.anyOf is empty, so no value could match"),
     # each schema is checked, not only the request's first (a good tool before a bad one)
     ("a second tool's schema no value matches", {**VALID, "tools": [TOOL, {"type": "function",
         "function": {"name": "mul", "parameters": {"properties": {"b": {"type": []}}}}}]}, 400,
@@ -265,6 +281,10 @@ BAD_INPUTS = [
         "function_call": {"function": "add"}}, 400,
      'function_call as an object needs a string "name", the function\'s, e.g. {"name": "add"}; '
      'got {"function": "add"}'),
+    ("function_call's name a number", {**VALID, "functions": [TOOL["function"]],
+        "function_call": {"name": 5}}, 400,
+     'function_call as an object needs a string "name", the function\'s, e.g. {"name": "add"}; '
+     'got {"name": 5}'),
     # A worker got them as sent: OpenAI refused them, a local worker ignored the name
     ("a name not a string", {**VALID, "messages": [{"role": "user", "content": "hi",
         "name": 5}]}, 400, "messages[0].name must be a string (the participant's name"),
@@ -762,6 +782,10 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
          '"function", "name": "add"})'),
         ({"functions": [TOOL["function"]], "function_call": {"name": "mul"}}, "function_call",
          "function_call names the function 'mul', which is not among the functions (add)"),
+        # beside tools, with no functions at all: it said "functions ()"
+        ({"tools": [TOOL], "function_call": {"name": "add"}}, "function_call",
+         "function_call names the function 'add', which is not among the functions (no "
+         'functions given); name one of them, or use "auto" or "none"'),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "enum": []}}}}, "response_format.json_schema.schema",
          "response_format.json_schema.schema.enum is empty"),
@@ -1048,6 +1072,15 @@ def test_a_bad_json_schema_is_named_with_its_own_value(
         'invalid request: response_format of type "json_schema" needs a `json_schema` object, '
         'e.g. {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": '
         '"object", ...}}} (got "answer")',
+    )
+    # left out, it has no value to show (it ended "(got null)")
+    assert_a_400(
+        client,
+        {"response_format": {"type": "json_schema"}},
+        "response_format.json_schema",
+        'invalid request: response_format of type "json_schema" needs a `json_schema` object, '
+        'e.g. {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": '
+        '"object", ...}}}',
     )
     assert not any(stub.bodies for stub in stubs.workers.values())
 
@@ -1372,6 +1405,9 @@ def test_metadata_values_are_strings_as_at_openai(shared_server: Running, stubs:
          '{"id": "..."} (got 5)'),
         ({"audio": {"format": "wav", "voice": {"name": "x"}}}, "audio.voice",
          'audio.voice as an object is a custom voice: it needs its string "id"'),
+        ({"audio": {"format": "wav", "voice": {"id": 1234}}}, "audio.voice",
+         'audio.voice as an object is a custom voice: it needs its string "id", e.g. {"id": '
+         '"voice_1234"} (got {"id": 1234})'),
         ({"prediction": "def f(): pass"}, "prediction",
          'prediction: must be a JSON object (got "def f(): pass")'),
         ({"prediction": {"type": "content", "content": [{"type": "text", "text": 1}]}},
@@ -1937,12 +1973,13 @@ def test_a_call_naming_a_later_function_or_tool_is_sent_on(
 ) -> None:
     """function_call and tool_choice may name any of the functions or tools, not only the
     first: every test named the first (or the only) one, so looking the name up among the
-    first alone passed them all."""
+    first alone passed them all; nor only the last (looking among the last alone passed)."""
     mul = {"name": "mul", "parameters": {"type": "object"}}
+    both_tools = [TOOL, {"type": "function", "function": mul}]
     for chosen in (
         {"functions": [TOOL["function"], mul], "function_call": {"name": "mul"}},
-        {"tools": [TOOL, {"type": "function", "function": mul}],
-         "tool_choice": {"type": "function", "function": {"name": "mul"}}},
+        {"tools": both_tools, "tool_choice": {"type": "function", "function": {"name": "mul"}}},
+        {"tools": both_tools, "tool_choice": {"type": "function", "function": {"name": "add"}}},
     ):  # fmt: skip
         response = shared_server.post({**VALID, **chosen})
         assert response.status_code == 200, response.text
