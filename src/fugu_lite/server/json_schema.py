@@ -1,11 +1,11 @@
-"""Walking a JSON schema (a request's response_format, a tool's parameters) node by node,
-and naming a place in a JSON value (an error's `param`)."""
+"""Walking JSON node by node (a request's body, a JSON schema such as a response_format's or
+a tool's parameters), and naming a place in a JSON value (an error's `param`)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # A key written after a dot in a path (metadata.team, $defs.Point); one that is empty or
@@ -28,27 +28,49 @@ DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})  # values, n
 SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 
 
+def json_walk(
+    root: Any, children: Callable[[str, Any], list[tuple[str, Any]]]
+) -> Iterator[tuple[str, Any]]:
+    """(path, value) for `root` (path "") and each value `children` gives below it, in the
+    order written: a value before what it holds, and what it holds in document order. A
+    loop, not recursion: a body may be nested as deeply as json.loads reads."""
+    pending: list[tuple[str, Any]] = [("", root)]
+    while pending:
+        path, value = pending.pop()
+        yield path, value
+        # a stack pops last-in first: reversed, the first child written is walked first
+        pending.extend(reversed(children(path, value)))
+
+
+def list_items(path: str, value: list[Any]) -> list[tuple[str, Any]]:
+    return [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+
+
 def schema_nodes(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(path, node) for each object in a JSON schema that is a schema itself (not a value
     of enum/const/default/examples, nor a name in properties/$defs), in the order written:
     a node before what it holds, and what it holds in document order."""
-    pending: list[tuple[str, Any]] = [("", schema)]
-    while pending:
-        path, node = pending.pop()
-        children: list[tuple[str, Any]] = []
+    for path, node in json_walk(schema, schema_children):
         if isinstance(node, dict):
             yield path, node
-            for key, value in node.items():
-                if key in SCHEMA_MAPS and isinstance(value, dict):
-                    # names, not keywords: a property may be called "enum"
-                    names = key_path(path, key)
-                    children.extend((key_path(names, name), sub) for name, sub in value.items())
-                elif key not in DATA_KEYWORDS:
-                    children.append((key_path(path, key), value))
-        elif isinstance(node, list):
-            children.extend((f"{path}[{index}]", value) for index, value in enumerate(node))
-        # a stack pops last-in first: reversed, the first child written is walked first
-        pending.extend(reversed(children))
+
+
+def schema_children(path: str, node: Any) -> list[tuple[str, Any]]:
+    """What a schema node holds that may be a schema (its keywords' values, the entries of
+    properties/$defs named by their names), or a list's items."""
+    if isinstance(node, list):
+        return list_items(path, node)
+    if not isinstance(node, dict):
+        return []
+    children: list[tuple[str, Any]] = []
+    for key, value in node.items():
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            # names, not keywords: a property may be called "enum"
+            names = key_path(path, key)
+            children.extend((key_path(names, name), sub) for name, sub in value.items())
+        elif key not in DATA_KEYWORDS:
+            children.append((key_path(path, key), value))
+    return children
 
 
 def empty_choice(schema: Any) -> str | None:

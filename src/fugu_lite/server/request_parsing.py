@@ -17,7 +17,7 @@ from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
-from .json_schema import key_path
+from .json_schema import json_walk, key_path, list_items
 from .request_checks import ParamError, compact
 
 
@@ -215,26 +215,25 @@ def first_path(payload: Any, is_bad: Callable[[Any], bool]) -> str | None:
 
 def first_bad(payload: Any, is_bad: Callable[[Any], bool]) -> tuple[str, Any] | None:
     """(path, value) of the first value or key, in the body's order, that is_bad: a key's
-    path is the object's that holds it ("" for the whole body). A loop, not recursion: the
-    body may be nested as deeply as json.loads reads."""
-    pending: list[tuple[str, Any]] = [("", payload)]
-    while pending:
-        path, value = pending.pop()
+    path is the object's that holds it ("" for the whole body)."""
+    for path, value in json_walk(payload, body_children):
         if is_bad(value):
             return path, value
-        if isinstance(value, dict):
-            # each key where it is written, before its value, at the path of its object
-            items = [
-                pair
-                for key, item in value.items()
-                for pair in ((path, key), (key_path(path, key) if path else key, item))
-            ]
-        elif isinstance(value, list):
-            items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
-        else:
-            continue
-        pending.extend(reversed(items))
     return None
+
+
+def body_children(path: str, value: Any) -> list[tuple[str, Any]]:
+    """What a body's object or list holds, named as a param (a top-level key bare): each key
+    where it is written, before its value, at the path of the object holding it."""
+    if isinstance(value, dict):
+        return [
+            pair
+            for key, item in value.items()
+            for pair in ((path, key), (key_path(path, key) if path else key, item))
+        ]
+    if isinstance(value, list):
+        return list_items(path, value)
+    return []
 
 
 def lone_surrogates(value: Any) -> str | None:
