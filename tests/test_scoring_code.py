@@ -903,6 +903,31 @@ def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     assert graded(code_task(), silenced + ADD).score == 1.0
 
 
+def test_a_sqlite_database_outside_the_working_folder_is_refused(tmp_path: Path) -> None:
+    """SQLite opens its files itself, raising no "open" event: code connecting to a
+    database outside the working folder (`sqlite3.connect('/tmp/app.db')`) made it there,
+    past the refusal of writes outside the folder. One in memory or in the folder is the
+    code's to use."""
+    target = str(tmp_path / "app.db")
+    uri = f"file:{target}?mode=rwc"
+    # each database as the code writes it, and as the refusal names it
+    for database, named in [
+        (repr(target), repr(target)),
+        (f"pathlib.Path({target!r})", repr(Path(target))),
+        (repr(uri), repr(uri)),
+    ]:
+        connect = f"sqlite3.connect({database}, uri=True).execute('create table t(x)')\n"
+        result = graded(code_task(), f"import pathlib, sqlite3\n{connect}{ADD}")
+        assert result.score == 0.0
+        assert f"sqlite3.connect to {named} outside the working folder" in result.detail
+        assert not Path(target).exists()
+    allowed = "".join(
+        f"sqlite3.connect({name!r}, uri=True).execute('create table t(x)')\n"
+        for name in (":memory:", "local.db", "file::memory:?cache=shared", "file:mine.db")
+    )
+    assert graded(code_task(), f"import sqlite3\n{allowed}{ADD}").score == 1.0
+
+
 def test_the_code_does_not_see_the_grading_processs_environment(monkeypatch) -> None:
     # a pool's API keys are in fugu-lite's environment: the code (and what it prints) must
     # not have them

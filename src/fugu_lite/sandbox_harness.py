@@ -8,6 +8,7 @@ to results.jsonl (read back by sandbox_results.py)."""
 # when the code itself does not run, and "done".
 HARNESS = r'''
 import _socket, ast, builtins, io, json, os, resource, signal, sys, threading, time, traceback
+import urllib.parse
 
 folder, settings = sys.argv[1], json.loads(sys.argv[2])
 workdir = os.path.realpath(os.path.join(folder, "work"))
@@ -197,6 +198,15 @@ def inside(path):
     return real == workdir or real.startswith(workdir + os.sep) or real == os.devnull
 
 
+def sqlite_file(database):
+    """The file sqlite3.connect(database) opens, None for a database in memory; a `file:`
+    name is read as the URI it is with uri=True (its path, without its ?query)."""
+    name = os.fsdecode(database)
+    if name.startswith("file:"):
+        name = urllib.parse.unquote(urllib.parse.urlsplit(name).path)
+    return None if name in ("", ":memory:") else name
+
+
 def refuse(what):
     raise SandboxViolation(f"fugu-lite sandbox: {what} is not allowed")
 
@@ -232,6 +242,11 @@ def hook(event, args):
         )
         if writes and path is not None and not inside(path):
             refuse(f"writing {path!r} (only the working folder is writable)")
+    # SQLite opens its files itself: no "open" event, only this one
+    if event == "sqlite3.connect":
+        path = sqlite_file(args[0])
+        if path is not None and not inside(path):
+            refuse(f"sqlite3.connect to {args[0]!r} outside the working folder")
     if event in PATH_EVENTS:
         for index in PATH_EVENTS[event]:
             if index < len(args) and args[index] is not None and not inside(args[index]):
