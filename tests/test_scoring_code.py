@@ -928,6 +928,20 @@ def test_a_sqlite_database_outside_the_working_folder_is_refused(tmp_path: Path)
     assert graded(code_task(), f"import sqlite3\n{allowed}{ADD}").score == 1.0
 
 
+def test_a_fifo_or_a_device_node_outside_the_working_folder_is_refused(tmp_path: Path) -> None:
+    """os.mkfifo and os.mknod raise no audit event: code making a named pipe or a node
+    outside the working folder (os.mkfifo('/tmp/pipe')) made it there. In the folder, they
+    are the code's to make."""
+    for make in ("mkfifo", "mknod"):
+        target = str(tmp_path / make)
+        result = graded(code_task(), f"import os\nos.{make}({target!r})\n{ADD}")
+        assert result.score == 0.0
+        assert f"os.{make} on {target!r} outside the working folder" in result.detail
+        assert not os.path.lexists(target)
+    made_here = "import os\nos.mkfifo('pipe')\nos.mknod('node')\n"
+    assert graded(code_task(), made_here + ADD).score == 1.0
+
+
 def test_the_code_does_not_see_the_grading_processs_environment(monkeypatch) -> None:
     # a pool's API keys are in fugu-lite's environment: the code (and what it prints) must
     # not have them

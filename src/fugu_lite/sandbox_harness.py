@@ -267,6 +267,20 @@ def no_fork_exec(*args, **kwargs):
 import _posixsubprocess  # noqa: E402
 
 _posixsubprocess.fork_exec = no_fork_exec
+
+
+def checked_first(make):
+    """os.mkfifo and os.mknod raise no audit event: a stand-in checks where they make a file."""
+
+    def make_inside(path, *args, **kwargs):
+        if not inside(path):
+            refuse(f"os.{make.__name__} on {path!r} outside the working folder")
+        return make(path, *args, **kwargs)
+
+    return make_inside
+
+
+os.mkfifo, os.mknod = checked_first(os.mkfifo), checked_first(os.mknod)
 sys.addaudithook(hook)
 emit(event="ready", total=total)
 
