@@ -494,6 +494,18 @@ def test_the_cpu_limit_is_the_time_limit_rounded_up() -> None:
     assert (result.status, result.passed) == ("ok", 1), result.tests
 
 
+def test_the_code_runs_with_its_process_count_limited_and_no_core_dumps() -> None:
+    """Neither limit is reached by a test here (fork is refused, and root passes the
+    process count), so running without them passed every test: the code reads them."""
+    tests = (
+        "import resource\nassert resource.getrlimit(resource.RLIMIT_NPROC) == (7, 7)\n"
+        "assert resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)\n"
+    )
+    limits = FAST.model_copy(update={"max_processes": 7})
+    result = asyncio.run(run_python_tests(ADD, tests, limits))
+    assert (result.status, result.passed) == ("ok", 2), result.tests
+
+
 def test_a_timeout_or_crash_says_where_the_code_was() -> None:
     looping = "def add(a, b):\n    while a == -1:\n        pass\n    return a + b\n"
     detail = graded(code_task(), looping).detail
@@ -545,6 +557,7 @@ def test_a_file_the_code_writes_is_cut_at_the_file_size_limit(
         "sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8', write_through=True)",
         "sys.stdout.buffer.write('hé\\n'.encode())",
         "assert sys.stdout.encoding.lower() == 'utf-8'",
+        "sys.stdout = open(1, 'w', encoding='utf-8', closefd=False)",  # by its descriptor
     ],
 )
 def test_code_may_use_the_standard_output_as_a_real_stream(setup: str) -> None:
@@ -638,6 +651,8 @@ def test_a_fenced_block_indented_inside_a_list_item_is_dedented() -> None:
     [
         ("import os, signal\nos.kill(os.getppid(), signal.SIGTERM)\n", "os.kill"),
         ("import ctypes\n", "importing ctypes"),
+        # a named semaphore is a file in /dev/shm, outside the working folder
+        ("import multiprocessing\nLOCK = multiprocessing.Lock()\n", "importing _multiprocessing"),
     ],
 )
 def test_signals_and_ctypes_are_refused(code: str, refused: str) -> None:
@@ -879,6 +894,25 @@ def _running(pid: str) -> bool:
         return False
 
 
+@pytest.mark.parametrize(
+    "making",
+    [
+        "os.open(TARGET, os.O_CREAT)",  # read-only flags, yet it creates the file
+        "open('mine.txt', 'w').close()\nos.link('mine.txt', TARGET)",  # a hard link to it there
+    ],
+)
+def test_a_file_made_outside_the_working_folder_by_an_os_call_is_refused(
+    making: str, tmp_path: Path
+) -> None:
+    """Only open()'s modes and O_WRONLY were tried: writes read from os.open's flags without
+    O_CREAT, or os.link checked on its source alone, passed every test, and made the file."""
+    target = str(tmp_path / "made")
+    result = graded(code_task(), f"import os\nTARGET = {target!r}\n{making}\n{ADD}")
+    assert result.score == 0.0
+    assert "not allowed" in result.detail
+    assert not os.path.lexists(target)
+
+
 def test_file_writes_outside_the_working_folder_are_refused(tmp_path) -> None:
     target = tmp_path / "written.txt"
     code = f"open({str(target)!r}, 'w').write('x')\ndef add(a, b):\n    return a + b\n"
@@ -948,6 +982,16 @@ def test_the_code_does_not_see_the_grading_processs_environment(monkeypatch) -> 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     tests = "import os\nassert 'OPENAI_API_KEY' not in os.environ\nassert add(1, 2) == 3\n"
     assert graded(code_task(tests), ADD).score == 1.0
+
+
+def test_code_that_fails_to_load_fails_each_test_by_name() -> None:
+    """Code raising at load runs no test: each one is reported failed and not run, the test
+    functions too (a load error listing only the asserts passed every test)."""
+    result = asyncio.run(run_python_tests("raise ValueError('broken')\n", ADD_TESTS, FAST))
+    assert (result.status, result.passed, result.total) == ("load_error", 0, 4)
+    assert [(test.name, test.passed, test.error) for test in result.tests] == [
+        (name, False, "not run") for name in ("line 3", "line 4", "test_floats", "test_strings")
+    ]
 
 
 def test_exiting_early_is_the_models_fault() -> None:
@@ -1110,6 +1154,10 @@ def test_a_call_of_the_codes_own_test_function_does_not_decide_its_score() -> No
     setting_up = "def testing_setup():\n    global PLUS\n    PLUS = lambda a, b: a + b\n\n"
     plus = "testing_setup()\ndef add(a, b):\n    return PLUS(a, b)\n"
     assert graded(code_task(), setting_up + plus).score == 1.0
+    # one called with arguments, which pytest never calls so, is no check either: it runs
+    given = "def test_with(op):\n    assert op\n    global PLUS\n    PLUS = op\n\n"
+    plus_given = "test_with(lambda a, b: a + b)\ndef add(a, b):\n    return PLUS(a, b)\n"
+    assert graded(code_task(), given + plus_given).score == 1.0
 
 
 @pytest.mark.parametrize(
@@ -1235,6 +1283,11 @@ def test_asserts_in_a_loop_over_cases_count_as_a_test() -> None:
     assert wrong_on_cases.score == 0.5
     assert "first failure: line 2: for a, b, c in CASES:" in wrong_on_cases.detail
     assert graded(code_task(tests), ADD).score == 1.0
+    run = asyncio.run(run_python_tests(ADD, tests, FAST))  # a loop named by its first line
+    assert [test.name for test in run.tests] == [
+        "line 2: for a, b, c in CASES:",
+        "line 4: assert add(2, 2) == 4",
+    ]
     helper = "def check(f):\n    assert f(1, 2) == 3\nassert add(2, 2) == 4\n"  # defines only
     assert graded(code_task(helper), ADD).detail == "1/1 tests passed"
     named = "def testAdd():\n    assert add(1, 2) == 3\n"  # test*, as pytest collects it
@@ -1311,6 +1364,10 @@ def test_an_import_a_test_function_cannot_do_is_a_grading_error_not_a_zero() -> 
     code = "def add(a, b):\n    import numpy\n    return a + b\n"
     own = graded(code_task("def test_plain():\n    assert add(1, 1) == 2\n"), code)
     assert (own.score, own.error) == (0.0, None)
+    # as does a name the code lacks, imported from it by a test function
+    lacking = "def test_sub():\n    from solution import sub\n    assert sub(2, 1) == 1\n"
+    missing = graded(code_task(lacking), ADD)
+    assert (missing.score, missing.error) == (0.0, None)
 
 
 def test_no_more_sandboxes_run_at_once_than_max_concurrent(
