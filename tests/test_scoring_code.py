@@ -6,6 +6,7 @@ import asyncio
 import html
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -669,6 +670,9 @@ def test_code_killed_by_a_signal_scores_zero_not_a_grading_error() -> None:
     # the CPU limit's signal, raised by the code itself so as not to spend the CPU time
     over_cpu = graded(code_task(), "import signal\nsignal.raise_signal(signal.SIGXCPU)\n")
     assert "crashed: killed: CPU time limit exceeded" in over_cpu.detail
+    # a real-time signal has no name of its own: its number
+    unnamed = graded(code_task(), "import signal\nsignal.raise_signal(signal.SIGRTMIN + 1)\n")
+    assert f"crashed: killed by signal {signal.SIGRTMIN + 1}, " in unnamed.detail
 
 
 def test_importing_subprocess_or_asyncio_is_allowed() -> None:
@@ -1409,6 +1413,35 @@ def test_a_run_stopped_after_its_last_test_says_so(tmp_path: Path) -> None:
         "timeout",
         "still running after 2 s after the tests",
     )
+
+
+def test_a_run_killed_in_a_test_counts_the_tests_passed_before_it(tmp_path: Path) -> None:
+    """Only the tests that passed are counted, in the plural but for one; read from a
+    results file written as the harness writes it."""
+    ready, failed = {"event": "ready", "total": 3}, {"event": "test", "name": "a", "passed": False}
+    passed = {"event": "test", "name": "b", "passed": True}
+    for done, count in [([failed], "0 tests"), ([failed, passed], "1 test")]:
+        events = [ready, *done, {"event": "start", "where": "the test c"}]
+        (tmp_path / "results.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+        result = collect_results(tmp_path, -9, False, SandboxLimits())
+        said = f"killed by signal SIGKILL, in the test c ({count} passed before it)"
+        assert (result.status, result.detail) == ("crashed", said)
+
+
+def test_lines_of_the_results_file_that_are_no_event_are_passed_over(tmp_path: Path) -> None:
+    """The code runs in the harness's process and can write to its results.jsonl: a line
+    there that is JSON but no object (a list, a text), or that is no UTF-8, is passed over
+    as a line that is no JSON is; reading each as an event passed every test."""
+    events = [
+        {"event": "ready", "total": 1},
+        {"event": "test", "name": "test_add", "passed": True},
+        {"event": "done"},
+    ]
+    first, *rest = (json.dumps(event).encode() for event in events)
+    lines = [first, b"[1, 2]", b'"text"', b'{"event": "\xff"}', *rest]
+    (tmp_path / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    result = collect_results(tmp_path, 0, False, SandboxLimits())
+    assert (result.status, result.detail, result.total) == ("ok", "1/1 tests passed", 1)
 
 
 def test_a_failed_import_of_the_tests_is_a_grading_error_though_the_run_then_timed_out(
