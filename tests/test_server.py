@@ -47,7 +47,13 @@ from fugu_lite.router_family import RouterFamily, load_family_or_single, train_r
 from fugu_lite.schemas import ChatMessage, RewardRecord
 from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.app import ServeSettings, create_app
-from fugu_lite.server.auth import ApiKeyChecker, ApiKeyError, Redactor, load_api_keys
+from fugu_lite.server.auth import (
+    ApiKeyChecker,
+    ApiKeyError,
+    Redactor,
+    load_api_keys,
+    worker_secrets,
+)
 from fugu_lite.server.routing import RouterService
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import count_tokens
@@ -1158,6 +1164,14 @@ def test_a_bearer_header_with_no_key_after_it_is_told_the_headers_form() -> None
         assert refused.value.message == "the Authorization header must be `Bearer YOUR_KEY`"
 
 
+def test_an_empty_authorization_header_is_told_the_key_is_missing() -> None:
+    """`Authorization:` with nothing in it (curl's -H "Authorization: $HEADER" with HEADER
+    unset) sent no key: it is told so, as a request without the header is."""
+    with pytest.raises(ApiError) as refused:
+        ApiKeyChecker([ENDPOINT_KEY]).check({"authorization": ""})
+    assert refused.value.message.startswith("missing API key: send it as `Authorization: Bearer")
+
+
 def test_a_key_sent_in_another_apis_header_is_told_where_it_goes(serve, stubs: Stubs) -> None:
     """The openai SDK's AzureOpenAI client sends its key in an `api-key` header, Anthropic's
     clients in `x-api-key`: the 401 said only 'missing API key', as if none was sent; it now
@@ -1199,6 +1213,22 @@ def test_keys_written_as_a_header_are_refused_not_taken_as_keys(
         load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
     keys_file.write_text(f"# {line}\nsk-bearer-token-abcdef\n", encoding="utf-8")
     assert load_api_keys(file=keys_file) == ["sk-bearer-token-abcdef"]
+
+
+@pytest.mark.parametrize("value", ["", " , ", "# keys to come"])
+def test_a_keys_variable_holding_no_key_is_refused(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variable that is set but holds no key (commas alone, a comment) would give the
+    endpoint no key, so that it asks none: it is refused as an empty one is (no test set
+    one; only a keys file holding no key was tried)."""
+    monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", value)
+    with pytest.raises(ApiKeyError) as error:
+        load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
+    assert str(error.value).startswith(
+        "--api-keys-env FUGU_TEST_ENDPOINT_KEYS: the environment variable "
+        "FUGU_TEST_ENDPOINT_KEYS is not set or empty; export it"
+    )
 
 
 def test_a_key_of_six_characters_is_taken_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1317,6 +1347,7 @@ def test_the_keys_options_help_says_to_give_the_keys_alone() -> None:
         (f"x-api-key: {ENDPOINT_KEY}", "x-api-key:"),
         (f"api-key: {ENDPOINT_KEY}", "api-key:"),
         (f"Authorization:Bearer {ENDPOINT_KEY}", "Authorization:Bearer"),
+        (f"X-Auth-Token: {ENDPOINT_KEY}", "X-Auth-Token:"),  # any header's name
     ],
 )
 def test_keys_written_with_another_header_are_refused_not_taken_as_keys(
@@ -1356,6 +1387,18 @@ def test_api_keys_come_from_a_file_one_a_line_and_an_env_var_comma_separated(
         running.client(api_key="# the endpoint's keys").chat.completions.create(
             model=MODEL, messages=user(MATH)
         )
+
+
+def test_the_secrets_redacted_are_the_worker_keys_that_are_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker with no api_key_env, or whose variable is unset or empty, adds no secret to
+    redact (serve refuses an unset one first, but a program builds the app itself)."""
+    monkeypatch.setenv("FUGU_TEST_WORKER_KEY", WORKER_KEY)
+    monkeypatch.setenv("FUGU_EMPTY_WORKER_KEY", "")
+    monkeypatch.delenv("FUGU_UNSET_WORKER_KEY", raising=False)
+    variables = ["FUGU_TEST_WORKER_KEY", None, "FUGU_EMPTY_WORKER_KEY", "FUGU_UNSET_WORKER_KEY"]
+    assert worker_secrets(variables) == [WORKER_KEY]
 
 
 def test_worker_keys_never_reach_responses_or_logs(
