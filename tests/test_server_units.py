@@ -295,6 +295,41 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     await batcher.stop()
 
 
+def test_micro_batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took() -> None:
+    asyncio.run(batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took())
+
+
+async def batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took() -> None:
+    told: list[tuple[int, float]] = []
+    slow = MicroBatcher(
+        lambda items: time.sleep(0.05) or items,
+        window_s=0.0,
+        on_batch=lambda size, seconds: told.append((size, seconds)),
+    )
+    slow.start()
+    assert await slow.submit("x") == "x"
+    await slow.stop()
+    [(size, seconds)] = told
+    assert size == 1 and 0.05 <= seconds < 5.0  # the pass's time, not a clock reading
+
+
+def test_micro_batcher_started_twice_runs_one_loop_that_stop_ends() -> None:
+    asyncio.run(batcher_started_twice_runs_one_loop_that_stop_ends())
+
+
+async def batcher_started_twice_runs_one_loop_that_stop_ends() -> None:
+    """A second start() started a second loop, which stop() (cancelling the last) left
+    running; no test started a batcher twice."""
+    batcher = MicroBatcher(lambda items: items, window_s=0.0)
+    batcher.start()
+    batcher.start()
+    assert await batcher.submit("x") == "x"
+    await batcher.stop()
+    await asyncio.sleep(0)
+    loops = [task for task in asyncio.all_tasks() if task.get_name() == "micro-batcher"]
+    assert loops == []
+
+
 def test_a_batcher_or_breaker_built_with_settings_that_cannot_work_is_refused() -> None:
     """serve's flags are checked before these are built, but a bench or a program builds
     them itself: no test gave them a setting that cannot work, so taking max_batch 0 (every
