@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST, LINEAR_CPU_S, finished_pid, graded, writer_temporary
 
+import fugu_lite.sandbox as sandbox_module
 from fugu_lite.sandbox import SandboxLimits, SandboxResult, run_python_tests
 from fugu_lite.sandbox_results import collect_results
 from fugu_lite.scoring import Grade, grade
@@ -534,6 +535,14 @@ def test_huge_print_is_capped_and_does_not_fail_the_code() -> None:
     assert result.stdout.startswith("xxxx")
 
 
+def test_the_output_is_kept_up_to_the_limit_asked_for() -> None:
+    """The huge-print test reads a cap at or below the default: the harness capping at
+    64,000 bytes whatever output_bytes said passed every test."""
+    limits = FAST.model_copy(update={"output_bytes": 100_000})
+    result = asyncio.run(run_python_tests(f"print('x' * 150_000)\n{ADD}", ADD_TESTS, limits))
+    assert (result.status, len(result.stdout)) == ("ok", 100_000)
+
+
 def test_a_file_the_code_writes_is_cut_at_the_file_size_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -606,6 +615,19 @@ def test_network_namespace_when_available() -> None:
     assert checked.passed == 1, checked.tests
     hook_asked = FAST.model_copy(update={"network_isolation": "hook"})
     assert asyncio.run(run_python_tests(code, ADD_TESTS, hook_asked)).network_isolation == "hook"
+
+
+def test_a_network_namespace_asked_for_where_none_can_be_made_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """network_isolation='unshare' where `unshare --user --net` fails raises, saying what
+    to ask instead: running with the audit hook alone passed every test (unshare works
+    here, so the probe is made to fail); 'auto' falls back to the hook."""
+    monkeypatch.setattr(sandbox_module, "_unshare_works", lambda python: False)
+    asked = FAST.model_copy(update={"network_isolation": "unshare"})
+    with pytest.raises(RuntimeError, match=r"does not work here; use 'auto' or 'hook'$"):
+        asyncio.run(run_python_tests(ADD, ADD_TESTS, asked))
+    assert asyncio.run(run_python_tests(ADD, ADD_TESTS, FAST)).network_isolation == "hook"
 
 
 def test_memory_hog_is_stopped() -> None:
