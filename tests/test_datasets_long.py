@@ -1378,3 +1378,40 @@ def test_a_prompt_differing_inside_only_in_spaces_is_named_in_the_missing_worker
     assert f"line 2 has the prompt {other!r}, which differs from 'q r' only in spaces" in str(
         raised.value
     )
+
+
+def test_a_prompt_differing_only_in_spaces_is_shown_in_the_hint_up_to_80_characters(
+    tmp_path: Path,
+) -> None:
+    """The spacing hint quotes a prompt of up to 80 characters and not a longer one (a long
+    prompt would fill the error): the prompt missing a worker here has 80, the other 81."""
+    missing_a_worker = "q " + "r" * 78
+    other = "q  " + "r" * 78
+    rows = [
+        {"prompt": other, "worker": "a", "reward": 1},
+        {"prompt": other, "worker": "b", "reward": 0},
+        {"prompt": missing_a_worker, "worker": "a", "reward": 1},
+    ]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert (len(missing_a_worker), len(other)) == (80, 81)
+    assert (
+        f"; {path}, line 1 has the prompt, which differs from {missing_a_worker!r} only in "
+        "spaces or line breaks"
+    ) in str(raised.value)
+
+
+def test_workers_alike_once_case_folded_are_named_as_differing_only_in_case(
+    tmp_path: Path,
+) -> None:
+    """Case is compared folded, as Unicode does it: 'Maß' and 'MASS' are one name in two cases
+    (lowercased, 'maß' and 'mass' differ)."""
+    path = tmp_path / "long.csv"
+    path.write_text("prompt,worker,reward\nq1,Maß,1\nq1,llama,0\nq2,MASS,1\nq2,llama,0\n")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value).endswith(
+        "; the workers 'MASS' and 'Maß' differ only in case: a worker is read as written, so "
+        "spell each one the same way on every row"
+    )
