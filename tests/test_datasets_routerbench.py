@@ -828,11 +828,13 @@ def test_a_raw_samples_rows_agree_on_an_empty_cell_a_spaced_task_and_a_splits_ca
 ) -> None:
     """A sample's rows with its prompt on one row only (the others empty) were refused as
     disagreeing in a CSV (its empty cell is "", a pickle's NaN, which disagrees with nothing),
-    so a raw pickle saved as CSV no longer imported; and rows whose eval_name differs only in
-    spaces around it, or whose split only in case, were refused though both are read so."""
+    so a raw pickle saved as CSV no longer imported (a cell of spaces is empty too); and rows
+    whose eval_name differs only in spaces around it, or whose split only in case, were
+    refused though both are read so."""
     raw = raw_routerbench_table(routerbench_table())
     raw["fold"] = ["train", "Train", "test", "TEST ", "validation", "val"]
     raw.loc[0, "prompt"] = math.nan  # the first sample's prompt on its second row only
+    raw.loc[2, "prompt"] = "  "  # a cell of spaces is empty too
     raw.loc[3, "eval_name"] = f" {raw.loc[3, 'eval_name']} "
     path = tmp_path / f"routerbench_raw{suffix}"
     raw.to_pickle(path) if suffix == ".pkl" else raw.to_csv(path, index=False)
@@ -926,3 +928,85 @@ def test_routerbench_reads_a_pickle_whose_index_repeats_a_column(tmp_path: Path)
     expected = import_routerbench(path)
     plain.set_index("sample_id", drop=False).to_pickle(path)
     assert import_routerbench(path) == expected
+
+
+@pytest.mark.parametrize("name", ["rb.csv", "rb.csv.gz"])
+def test_a_nul_byte_in_any_column_name_of_a_routerbench_csv_is_named(
+    tmp_path: Path, name: str
+) -> None:
+    """A header holding a NUL byte in a later column's name (not only the first) is told as
+    text that is not UTF-8, compressed or not."""
+    text = b"sample_id,prompt,eval_name,m1\x00,m1|total_cost\ns1,q,e,1,0.1\n"
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text) if name.endswith(".gz") else text)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value).startswith(f"{path}, line 1: not UTF-8 text (it holds NUL bytes)")
+
+
+def test_a_pickle_naming_a_class_its_module_lacks_says_how_to_convert_it(tmp_path: Path) -> None:
+    """A class that pandas' module no longer has (AttributeError, not ImportError) is another
+    version's too; the CSV to write is named without .PKL.GZ in any case."""
+    path = tmp_path / "RB.PKL.GZ"
+    path.write_bytes(gzip.compress(b"\x80\x02cpandas.core.frame\nTableV9\nq\x00)\x81q\x01."))
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    message = str(raised.value)
+    assert "not a readable pandas pickle (AttributeError: " in message
+    assert "pandas.read_pickle('RB.PKL.GZ').to_csv('RB.csv', index=False)" in message
+
+
+def test_a_raw_tables_repeated_row_named_is_the_first_repeat(tmp_path: Path) -> None:
+    """The sample and model named are those of the first row that repeats an earlier one
+    (here gsm.1's, repeated before mmlu.0's), not of the first row that has a repeat."""
+    raw = raw_routerbench_table(routerbench_table())
+    path = tmp_path / "routerbench_raw.pkl"
+    pd.concat([raw, raw.iloc[[2, 0]]], ignore_index=True).to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}: sample_id 'gsm.1' has more than one row for model "
+        f"{ROUTERBENCH_MODELS[-1]!r}; keep one row per sample and model"
+    )
+
+
+def refusal_of_raw_pickle(path: Path, raw: pd.DataFrame) -> str:
+    """The error that importing `raw`, pickled as `path`, raises."""
+    raw.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    return str(raised.value)
+
+
+def test_a_raw_pickles_rows_are_numbered_from_1_whatever_its_index(tmp_path: Path) -> None:
+    """A raw pickle whose index does not start at 0 (rows filtered out before saving) has its
+    rows named by their place in the table, 1 the first."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw.index = raw.index + 10
+    raw["model_name"] = raw["model_name"].astype(object)
+    raw.loc[13, "model_name"] = None
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw).startswith(
+        f"{path}, row 4 (sample_id=gsm.1): no model_name;"
+    )
+
+
+def test_a_raw_pickles_row_of_empty_texts_is_no_spreadsheet_row_to_skip(tmp_path: Path) -> None:
+    """Only a CSV's empty rows (",,,", a spreadsheet's) are skipped: a pickle's row of empty
+    texts is named as a row without a sample_id, as a wide pickle's is not skipped either."""
+    raw = raw_routerbench_table(routerbench_table()).astype(object)
+    raw.loc[len(raw)] = [""] * len(raw.columns)
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw).startswith(f"{path}, row 7: no sample_id;")
+
+
+def test_a_raw_pickles_prompt_given_as_a_list_is_refused_as_no_text(tmp_path: Path) -> None:
+    """A pickled raw table's prompt that is a Python list (not the stored text "['...']") is
+    compared across the sample's rows as its text, and refused as no string."""
+    raw = raw_routerbench_table(routerbench_table()).astype(object)
+    for position in (0, 1):
+        raw.at[position, "prompt"] = ["What is 2+2?"]
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw).startswith(
+        f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got ["
+    )
