@@ -1010,3 +1010,17 @@ def test_a_raw_pickles_prompt_given_as_a_list_is_refused_as_no_text(tmp_path: Pa
     assert refusal_of_raw_pickle(path, raw).startswith(
         f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got ["
     )
+
+
+def test_cost_columns_without_a_score_column_are_named_sorted(tmp_path: Path) -> None:
+    """The models of cost columns without a score column are listed sorted, whatever order a
+    set of the columns gives (five such models: a lucky unsorted order is one in 120)."""
+    path = tmp_path / "rb.csv"
+    orphans = ["e", "c", "a", "d", "b"]
+    costs = {f"{model}|total_cost": [0.1, 0.1, 0.1] for model in orphans}
+    routerbench_table(**costs).to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}: cost columns without a score column for ['a', 'b', 'c', 'd', 'e']"
+    )
