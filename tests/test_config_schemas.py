@@ -1301,6 +1301,7 @@ def test_an_empty_backbone_or_cache_dir_is_refused_naming_the_key(
     ("text", "said"),
     [
         ("010", "YAML 1.1 reads 010 as an octal number (8): write 10 without the leading zero"),
+        ("00", "YAML 1.1 reads 00 as an octal number (0): write 0 without the leading zero"),
         ("-0_10", "YAML 1.1 reads -0_10 as an octal number (-8): write -10 without the leading"),
         ("1:30", "YAML 1.1 reads 1:30 as a base-60 number (90, as in minutes:seconds): write 90"),
     ],
@@ -2563,3 +2564,26 @@ def test_a_folder_that_cannot_be_moved_into_place_is_an_error(tmp_path: Path) ->
     with pytest.raises(FileNotFoundError):
         move_folder_into_place(tmp_path / ".gone.staging", tmp_path / "export", "model.onnx")
     assert not (tmp_path / "export").exists()
+
+
+def test_a_pipeline_key_close_to_a_section_and_to_training_is_told_the_section(
+    tmp_path: Path,
+) -> None:
+    """`sftrain:` is close to both `sft` and a stage file's `training`: the pipeline file's
+    section comes first, as the file is a pipeline file."""
+    path = write_yaml(tmp_path / "p.yaml", "sft:\n  epochs: 3\nsftrain: {}\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft")
+    assert "unknown top-level key(s) 'sftrain' (did you mean 'sft'?)" in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["[]", "0", "''"])
+def test_another_stage_section_that_is_an_empty_value_but_no_mapping_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    """`rl: []` (or 0, '') beside the sft: section read by `train sft` is no section of keys,
+    empty or not: refused as the rl stage's own command refuses it."""
+    path = write_yaml(tmp_path / "p.yaml", f"sft:\n  epochs: 3\nrl: {value}\n")
+    with pytest.raises(ConfigError) as error:
+        load_stage_config(path, SFTConfig, "sft")
+    assert "  rl: must be a section of keys (`rl:` followed by indented" in str(error.value)
