@@ -283,6 +283,26 @@ def test_download_llmrouter_follows_redirects_and_writes_no_error_page(tmp_path:
     assert not (tmp_path / "other" / "LICENSE").exists()
 
 
+def test_a_downloaded_file_is_read_as_utf8_whatever_charset_its_answer_declares(
+    tmp_path: Path,
+) -> None:
+    """The pinned files are UTF-8 JSON: an answer declaring another charset (a proxy's
+    Latin-1 header) does not turn "café" into "cafÃ©" in the saved file."""
+    body = '{"prompt": "café"}'
+
+    def latin1_header(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            content=body.encode("utf-8"),
+            headers={"Content-Type": "text/plain; charset=iso-8859-1"},
+        )
+
+    target = data_dir_module.download_llmrouter(
+        tmp_path / "llmrouter", transport=httpx.MockTransport(latin1_header)
+    )
+    assert (target / "LICENSE").read_text(encoding="utf-8") == body
+
+
 def test_the_download_waits_as_long_as_the_timeout_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
