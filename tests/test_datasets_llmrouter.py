@@ -217,6 +217,25 @@ def test_resolve_data_dir_offline_error_says_what_to_do(tmp_path: Path, monkeypa
         resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
 
 
+def test_a_download_that_is_no_utf8_text_says_the_download_failed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An answer whose bytes are not UTF-8 (a proxy's Latin-1 page, a mangled file) stopped
+    resolve_data_dir with a UnicodeDecodeError traceback; it is a failed download, told as the
+    other failures are, and no such file is saved."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    download = data_dir_module.download_llmrouter
+
+    def latin1_github(target: Path, timeout: float = 60.0) -> Path:
+        answer = httpx.MockTransport(lambda request: httpx.Response(200, content=b"caf\xe9"))
+        return download(target, timeout, transport=answer)
+
+    monkeypatch.setattr(data_dir_module, "download_llmrouter", latin1_github)
+    with pytest.raises(DataNotFoundError, match=r"--data-dir.*downloading it .* failed: .*0xe9"):
+        resolve_data_dir(None, search_paths=[], cache_dir=tmp_path / "cache")
+    assert not list((tmp_path / "cache").rglob("*.json"))
+
+
 def test_the_llmrouter_download_lives_in_the_cache_dir_that_fugu_lite_cache_dir_names(
     tmp_path: Path, monkeypatch
 ) -> None:

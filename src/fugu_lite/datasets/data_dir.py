@@ -90,7 +90,7 @@ def _downloaded_data_dir(dataset: str, cache_dir: Path, download: bool, timeout:
         raise DataNotFoundError(not_found)
     try:
         download_llmrouter(cache_dir / "llmrouter", timeout=timeout)
-    except (httpx.HTTPError, OSError) as error:
+    except (httpx.HTTPError, OSError, UnicodeDecodeError) as error:  # a proxy's page
         raise DataNotFoundError(
             f"{not_found} (downloading it from github.com/{LLMROUTER_REPO} failed: {error})"
         ) from error
