@@ -1024,3 +1024,13 @@ def test_cost_columns_without_a_score_column_are_named_sorted(tmp_path: Path) ->
     assert str(raised.value) == (
         f"{path}: cost columns without a score column for ['a', 'b', 'c', 'd', 'e']"
     )
+
+
+def test_a_split_column_of_numbers_is_no_model_score_to_warn_of(tmp_path: Path, caplog) -> None:
+    """The split column given (a fold of numbers, 1 and 2) is refused for its values, without
+    the warning that it holds numbers to import as a model's scores with a cost column."""
+    path = tmp_path / "rb.csv"
+    routerbench_table(fold=["1", "2", "1"]).to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING), pytest.raises(SplitError, match="unknown split '1'"):
+        import_routerbench(path, split_column="fold")
+    assert "hold numbers but have no cost column" not in caplog.text
