@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -397,6 +398,14 @@ def save_on_interrupt(state: SearchState, output_dir: Path, saved: int) -> None:
         )
 
 
+class ESOutcome(NamedTuple):
+    """train_es's report, and whether the run had already finished (then nothing was written:
+    the report is the one already in the output dir)."""
+
+    report: dict
+    already_finished: bool
+
+
 def train_es(
     records: list[RewardRecord],
     config: ESConfig,
@@ -407,6 +416,17 @@ def train_es(
     """sep-CMA-ES from a checkpoint (typically SFT's) or from zero; keeps the best mean on
     validation; writes the checkpoint and training_report.json, and continues an
     interrupted run in the same output dir unless resume=False."""
+    return es_outcome(records, config, output_dir, checkpoint, resume).report
+
+
+def es_outcome(
+    records: list[RewardRecord],
+    config: ESConfig,
+    output_dir: str | Path,
+    checkpoint: str | None = None,
+    resume: bool = True,
+) -> ESOutcome:
+    """train_es, saying whether the run had already finished."""
     records, model, warnings = start_stage(records, config.model, config.training, checkpoint)
     restrict_search(model, config.training.search)
     if (
@@ -432,12 +452,13 @@ def train_es(
         console.print(
             f"ES: kept {kept}, the checkpoint and report already in {output}", markup=False
         )
-        return finished
+        return ESOutcome(finished, already_finished=True)
     seconds = continue_search(model, state, train, validation, config.training, output)
     cost_weighting = cost_weighting_summary(records, config.training)
-    return write_outputs(
+    report = write_outputs(
         model, state, seconds, config, output, checkpoint, cost_weighting, warnings
     )
+    return ESOutcome(report, already_finished=False)
 
 
 def finished_report(output: Path, state: SearchState) -> dict | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -33,6 +33,8 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..schemas import RewardRecord
+
+Trained = TypeVar("Trained")  # what a training function returns: a report, or ES's outcome
 
 train_app = command_group(
     "Train the coordinator: sft, rl, es, the SFT -> RL pipeline, or a cost-aware reward head."
@@ -109,13 +111,15 @@ def train_continuing_stage(
     check_not_another_stage(output, stage)
     run_stage(
         output,
-        lambda: with_no_config_hint(
-            config, lambda: train(read_records_or_fail(records), cfg, output, checkpoint)
+        lambda: checkpoint_written(
+            with_no_config_hint(
+                config, lambda: train(read_records_or_fail(records), cfg, output, checkpoint)
+            )
         ),
     )
 
 
-def with_no_config_hint(config: Path | None, train: Callable[[], dict]) -> dict:
+def with_no_config_hint(config: Path | None, train: Callable[[], Trained]) -> Trained:
     """`train()`; a checkpoint whose model differs from the default config's, when no -c was
     given, fails saying that that config was compared and to pass the checkpoint's."""
     from ..checkpoint_mismatch import CheckpointMismatch, model_differs
@@ -152,7 +156,7 @@ def train_es_command(
 ) -> None:
     """sep-CMA-ES over the trainable parameters; resumable after an interruption."""
     from ..config import ESConfig
-    from ..train_es import train_es
+    from ..train_es import es_outcome
 
     cfg = load_stage_or_fail(config, ESConfig, "es", parse_overrides(set_))
     check_not_checkpoint(checkpoint, output, "es")
@@ -162,13 +166,17 @@ def train_es_command(
         f"the search state is saved every {cfg.training.save_every} generations and at a "
         f"stop, in {output / 'es_state'}; run {again} again to continue from the last one saved"
     )
-    run_stage(
-        output,
-        lambda: with_no_config_hint(
-            config, lambda: train_es(read_records_or_fail(records), cfg, output, checkpoint, resume)
-        ),
-        kept,
-    )
+
+    def search() -> str:
+        outcome = with_no_config_hint(
+            config,
+            lambda: es_outcome(read_records_or_fail(records), cfg, output, checkpoint, resume),
+        )
+        if outcome.already_finished:
+            return f"ES already finished; checkpoint at {outcome.report['checkpoint']}"
+        return checkpoint_written(outcome.report)
+
+    run_stage(output, search, kept)
 
 
 CostWeightsOption = Annotated[
@@ -200,7 +208,8 @@ def train_pipeline_command(
     # one folder may hold a pipeline, then a family (or the other way): neither's checkpoints
     # are in the folder itself
     check_not_another_stage(output, "pipeline", mine=("family",))
-    run_stage(output, pipeline_training(records, cfg, output, cost_weights), PIPELINE_KEPT)
+    training = pipeline_training(records, cfg, output, cost_weights)
+    run_stage(output, lambda: checkpoint_written(training()), PIPELINE_KEPT)
 
 
 def check_no_es_overrides(overrides: dict) -> None:
@@ -256,7 +265,10 @@ def train_reward_head_command(
 
     cfg = load_stage_or_fail(config, RewardHeadConfig, "reward_head", parse_overrides(set_))
     check_not_another_stage(output, "reward_head")
-    run_stage(output, lambda: train_reward_head(read_records_or_fail(records), cfg, output))
+    run_stage(
+        output,
+        lambda: checkpoint_written(train_reward_head(read_records_or_fail(records), cfg, output)),
+    )
 
 
 STARTS_OVER = (
@@ -271,20 +283,26 @@ PIPELINE_KEPT = (
 )
 
 
-def run_stage(output: Path, stage: Callable[[], dict], what_was_kept: str = STARTS_OVER) -> None:
+def checkpoint_written(report: dict) -> str:
+    """The result line of a stage that wrote its checkpoint."""
+    return f"checkpoint written to {report['checkpoint']}"
+
+
+def run_stage(output: Path, stage: Callable[[], str], what_was_kept: str = STARTS_OVER) -> None:
+    """Runs `stage`, which returns its result line, failing clearly on its errors."""
     from ..checkpoint import CheckpointError
 
     check_output(output, "-o", "folder")
     with stopped_cleanly(what_was_kept):  # outside: typer.Exit is a RuntimeError
         try:
-            report = stage()
+            result = stage()
         except typer.Exit:  # a RuntimeError: the stage's own fail() (e.g. bad records) said why
             raise
         except (CheckpointError, ValueError, RuntimeError) as error:
             fail(str(error))
         except OSError as error:
             fail(f"cannot write the output in {output}: {error}; choose another -o folder")
-    print_result(f"checkpoint written to {report['checkpoint']}")
+    print_result(result)
 
 
 def check_not_checkpoint(checkpoint: str | None, output: Path, stage: str) -> None:
