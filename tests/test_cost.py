@@ -1464,6 +1464,40 @@ def test_a_reward_head_without_its_metadata_is_said_to_be_one(tmp_path: Path) ->
     assert str(error.value) == said
 
 
+def test_load_reward_head_on_a_half_saved_head_names_the_command_to_run_once(
+    tmp_path: Path,
+) -> None:
+    """load_reward_head on a reward head whose save stopped before reward_head.json said
+    '(written by `fugu-lite train reward-head`)', then 'run it again (`fugu-lite train
+    reward-head`)': the command twice in one message."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), ["a", "b"], 8, [1], 1.0, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    (directory / "reward_head.json").unlink()
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(directory)
+    said = str(error.value)
+    assert said.count("`fugu-lite train reward-head`") == 1, said
+    assert said == (
+        f"{directory} is not a reward-head checkpoint: it needs reward_head.safetensors and "
+        "reward_head.json; it holds reward_head.safetensors without reward_head.json: the "
+        "training that saved it was stopped while writing the checkpoint; run it again "
+        "(`fugu-lite train reward-head`)"
+    )
+
+
+def test_load_reward_head_on_another_folder_names_the_command_that_writes_one(
+    tmp_path: Path,
+) -> None:
+    """Where no half-saved reward head names the command, the refusal still says which one
+    writes a reward head."""
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path} is not a reward-head checkpoint: it needs reward_head.safetensors and "
+        "reward_head.json (written by `fugu-lite train reward-head`)"
+    )
+
+
 def test_eval_pareto_draws_the_reward_heads_curve(reward_head: Head, tmp_path: Path) -> None:
     output = tmp_path / "pareto"
     ok(invoke("eval", "--checkpoint", reward_head.head, "--records", reward_head.records_path,

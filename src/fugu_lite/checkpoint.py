@@ -289,10 +289,11 @@ def _training_of(tensors: str, directory: Path) -> str:
     """The command that writes the checkpoint whose tensor file is `tensors`: a router's
     stage is named only in the metadata and training_report.json a stopped save lacks, so
     it is `train es` when an ES search's state is beside it, else any router stage."""
-    from .es_state import state_path  # it imports this module: import it when asked
+    from .es_state import state_path  # both import this module: import them when asked
+    from .reward_head import TRAIN_REWARD_HEAD
 
     if tensors != HEAD_FILE:
-        return "`fugu-lite train reward-head`"
+        return TRAIN_REWARD_HEAD
     if state_path(directory).is_file():
         return "`fugu-lite train es`"
     return "`fugu-lite train sft`, `rl`, `es` or `pipeline`, whichever wrote it"

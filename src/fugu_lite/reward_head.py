@@ -244,7 +244,8 @@ class CostWeightedView:
 # --- loading --------------------------------------------------------------------------------
 
 
-RETRAIN_HEAD = "retrain with `fugu-lite train reward-head`"
+TRAIN_REWARD_HEAD = "`fugu-lite train reward-head`"
+RETRAIN_HEAD = f"retrain with {TRAIN_REWARD_HEAD}"
 
 
 class RewardHeadShape(RouterShape):
@@ -263,6 +264,17 @@ def is_reward_head(path: str | Path) -> bool:
     return (Path(path) / META_FILE).is_file()
 
 
+def _not_a_reward_head(directory: Path) -> str:
+    """Why the folder is no reward-head checkpoint, naming the command that writes one once:
+    a half-saved head's hint already says to run it again."""
+    hint = half_saved_hint(directory)
+    written_by = "" if TRAIN_REWARD_HEAD in hint else f" (written by {TRAIN_REWARD_HEAD})"
+    return (
+        f"{directory} is not a reward-head checkpoint: it needs {HEAD_FILE} and {META_FILE}"
+        f"{written_by}{hint}"
+    )
+
+
 def load_reward_head(
     directory: str | Path, worker_ids: Sequence[str] | None = None, backbone: str | None = None
 ) -> CostAwareRouter:
@@ -271,10 +283,7 @@ def load_reward_head(
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not meta_path.is_file() or not (directory / HEAD_FILE).is_file():
-        raise CheckpointError(
-            f"{directory} is not a reward-head checkpoint: it needs {HEAD_FILE} and {META_FILE} "
-            f"(written by `fugu-lite train reward-head`){half_saved_hint(directory)}"
-        )
+        raise CheckpointError(_not_a_reward_head(directory))
     try:
         meta = read_metadata_object(meta_path, RETRAIN_HEAD)
         check_format(meta, meta_path, HEAD_FORMAT, untagged_ok=False)
