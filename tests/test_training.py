@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -1612,6 +1613,35 @@ def test_a_pipeline_rerun_trains_again_a_stage_killed_before_its_report(
     assert train_pipeline(records, config, tmp_path)["kept"] == ["sft"]
     assert trained == ["rl"]
     assert (tmp_path / "rl" / "training_report.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "saved", [("router_head.safetensors",), ("router_head.safetensors", "router.json")]
+)
+def test_a_pipeline_rerun_trains_again_an_sft_stopped_while_saving(
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    saved: tuple[str, ...],
+) -> None:
+    """A pipeline whose SFT stage was stopped while saving (its tensors written, its metadata
+    or its report not yet; RL not started) is trained again from SFT on, never kept as a
+    finished SFT nor refused: the rerun leaves a checkpoint that loads."""
+    config = pipeline_config(tiny_model_cfg)
+    train_pipeline(records, config, tmp_path)
+    sft = tmp_path / "sft"
+    for name in ("router.json", "training_report.json", "router_head.safetensors"):
+        if name not in saved:
+            (sft / name).unlink()
+    shutil.rmtree(tmp_path / "rl")
+    (tmp_path / "training_report.json").unlink()
+    trained = record_stage_runs(monkeypatch)
+    assert train_pipeline(records, config, tmp_path)["kept"] == []
+    assert trained == ["sft", "rl"]
+    assert (sft / "training_report.json").is_file()
+    load_router(sft)
+    load_router(tmp_path / "rl")
 
 
 def test_a_pipeline_rerun_names_a_local_backbone_by_its_folder_not_its_spelling(
