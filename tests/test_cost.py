@@ -1186,6 +1186,20 @@ def test_a_cluster_mixture_clusters_prompts_by_the_direction_of_their_features()
     assert sorted(mixture.rewards.tolist()) == [[0.0, 1.0], [1.0, 0.0]]
 
 
+def test_distinct_prompts_of_one_direction_are_fitted_as_one_cluster() -> None:
+    """Prompts whose features differ only in length are distinct rows (so the cluster count
+    allows more than one) but one point on the unit sphere k-means clusters: it finds one
+    cluster, which is fitted as the one-cluster mixture (the mean reward), not handed to a
+    logistic regression that needs two classes."""
+    features = np.array([[1.0, 0.0], [2.0, 0.0], [4.0, 0.0], [8.0, 0.0]])  # unit: [1, 0]
+    rewards = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    standardised = features - features.mean(axis=0)
+    mixture = fit_cluster_mixture(features, standardised, rewards, 2, seed=0,
+                                  assignment_c=1.0, restarts=2)  # fmt: skip
+    assert mixture.weight.shape == (1, 2) and mixture.bias.shape == (1,)
+    assert mixture.rewards.tolist() == [[0.5, 0.5]]
+
+
 def test_a_reward_head_is_fitted_on_the_features_it_routes_on(tmp_path: Path) -> None:
     """The clusterings' assignment and the cost model are fitted on the train features
     standardised as routing standardises them (the head's normaliser): fitted on the raw
