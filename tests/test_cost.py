@@ -1912,6 +1912,23 @@ def test_a_reward_head_needs_costs_on_its_train_and_validation_records_only(
     assert route_with_cost_weight(family, [prompt], 1.0)[0].worker == CHEAP
 
 
+def test_a_reward_head_whose_validation_records_lack_costs_is_fitted_without_a_cost_model(
+    tmp_path: Path,
+) -> None:
+    """Train records with costs but validation ones without: the head has no reference cost,
+    so it fits no cost model on the train costs (which divides them by that reference) and
+    serves cost weight 0 only, with a warning naming the records that lack costs."""
+    records = [
+        r.model_copy(update={"costs": None}) if r.split == "validation" else r
+        for r in cost_case_records()
+    ]
+    report = train_reward_head(records, RewardHeadConfig(model=tiny_cfg(tmp_path)), tmp_path / "h")
+    assert report["predicts_costs"] is False and report["reference_cost"] is None
+    assert any("validation" in warning for warning in report["warnings"]), report["warnings"]
+    head = load_reward_head(tmp_path / "h")
+    assert torch.all(head.head.cost_weight == 0) and torch.all(head.head.cost_bias == 0)
+
+
 def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="is not a reward-head checkpoint"):
         load_reward_head(tmp_path)
