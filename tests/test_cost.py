@@ -1929,6 +1929,22 @@ def test_a_reward_head_whose_validation_records_lack_costs_is_fitted_without_a_c
     assert torch.all(head.head.cost_weight == 0) and torch.all(head.head.cost_bias == 0)
 
 
+def test_a_reward_head_loads_in_eval_mode_and_its_view_passes_on_the_mode_asked(
+    tmp_path: Path,
+) -> None:
+    """A loaded head routes in eval mode (a backbone's dropout would make its features
+    random), and a cost-weight view's train(mode) sets that mode on its router: no test read
+    either (a mutation round dropped load_reward_head's eval() and passed `True` for `mode`)."""
+    saved = CostAwareRouter(tiny_cfg(tmp_path), ["a", "b"], 8, [1], 1.0, 0.05)
+    loaded = load_reward_head(saved.train().save_checkpoint(tmp_path / "head"))
+    assert not loaded.training
+    view = loaded.at_cost_weight(0.5)
+    assert view.train() is view and loaded.training
+    assert view.train(False) is view and not loaded.training
+    view.train()
+    assert view.eval() is view and not loaded.training
+
+
 def test_damaged_reward_heads_and_bad_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="is not a reward-head checkpoint"):
         load_reward_head(tmp_path)
