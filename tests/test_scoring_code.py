@@ -309,6 +309,16 @@ def test_a_block_tagged_with_another_language_is_code_only_when_its_python_defin
     assert extract_code(f"```\n{ADD}```\nIn settings.ini:\n```ini\nlevel = 3\n```") == ADD
 
 
+def test_a_text_block_beside_a_python_definition_stays_out() -> None:
+    """A wrong version shown in a `text` block after the python solution ("A common
+    mistake:") was run after it, so its `add` replaced the solution's (0): a block of another
+    language is read as untagged only when no python block defines anything."""
+    mistake = "def add(a, b):\n    return a - b\n"
+    output = f"Solution:\n```python\n{ADD}```\nA common mistake:\n```text\n{mistake}```"
+    assert extract_code(output) == ADD
+    assert graded(code_task(), output).score == 1.0
+
+
 @pytest.mark.parametrize(
     "output",
     [

@@ -213,7 +213,10 @@ def _candidate_blocks(blocks: list[tuple[str, str]]) -> list[str]:
 def _python_tagged_otherwise_as_untagged(blocks: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """`blocks` with those of each other language read as untagged when one of them is
     Python that defines a function or class: their tag names no programming language
-    (`text`, `console`, HTML's `lang="en"`, the natural language of the text)."""
+    (`text`, `console`, HTML's `lang="en"`, the natural language of the text). Not when a
+    python block defines something: the solution is there ("A common mistake:" in `text`)."""
+    if any(language in _PYTHON_TAGS and _defines(code) for language, code in blocks):
+        return blocks
     holding_python = {
         language
         for language, code in blocks
