@@ -352,6 +352,14 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         import_long(path)
 
 
+def _cost_cell_refusal(path: Path, cell: str) -> str:
+    """The error importing a long CSV at `path` whose one row has `cell` as its cost."""
+    path.write_text(f"prompt,worker,reward,cost\np1,w1,1,{cell}\n", encoding="utf-8")
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    return str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("cell", "number"),
     [
@@ -366,6 +374,7 @@ def test_long_format_bad_rewards_name_the_row(tmp_path: Path) -> None:
         ("JPY100", "100"),
         ("CHF-1", "-1"),
         ("12kg", "12"),
+        ("5m", "5"),  # milli, metres or minutes: no million to write out
         ("4oz", "4"),  # ounces: no GPT-4o
         ("0.5euro", "0.5"),  # an "o" last in a unit: no GPT-4o's either
         ("20 milli-cents", "20"),  # a hyphen in a unit spaced from the number: no name
@@ -378,10 +387,7 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
     """A spreadsheet's currency format ($0.002) or a unit after the number (0.01 USD) was
     refused as "cost must be a finite number, got '$0.002'", not saying what to change."""
     path = tmp_path / "long.csv"
-    path.write_text(f"prompt,worker,reward,cost\np1,w1,1,{cell}\n", encoding="utf-8")
-    with pytest.raises(RecordFileError) as raised:
-        import_long(path)
-    assert str(raised.value) == (
+    assert _cost_cell_refusal(path, cell) == (
         f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone, "
         f"without a currency sign or unit: {number})"
     )
@@ -392,6 +398,29 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
     path.write_text("prompt,worker,reward,cost\np1,w1,1,85% off\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"got '85% off'$"):
         import_long(path)
+
+
+@pytest.mark.parametrize(
+    ("cell", "full"),
+    [
+        ("5k", "5000"),
+        ("7B", "7000000000"),
+        ("$1.5K", "1500"),
+        ("2 M", "2000000"),
+        ("3bn", "3000000000"),
+        ("4k ", "4000"),
+    ],
+)
+def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
+    tmp_path: Path, cell: str, full: str
+) -> None:
+    """A cost with a thousands or billions suffix ("5k", "7B") was told to "write the number
+    alone, without a currency sign or unit: 5", a cost 1000 (or 10^9) times too small."""
+    path = tmp_path / "long.csv"
+    assert _cost_cell_refusal(path, cell) == (
+        f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone "
+        f"and in full, without a currency sign, unit or multiplier: {full})"
+    )
 
 
 @pytest.mark.parametrize(

@@ -80,8 +80,24 @@ def number_hint(value: object) -> str:
         return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
     unit = UNIT_AROUND_NUMBER.fullmatch(value)
     if unit is not None and (unit["before"] or unit["after"]) and not _digits_of_a_name(unit):
+        multiplier = _MULTIPLIER_SUFFIXES.get((unit["after"] or "").strip())
+        if multiplier is not None:
+            full = float(unit["number"]) * multiplier
+            return (
+                " (write the number alone and in full, without a currency sign, unit or "
+                f"multiplier: {full:.15g})"
+            )
         return f" (write the number alone, without a currency sign or unit: {unit['number']})"
     return ""
+
+
+# a thousands or larger suffix after a number ("5k", "7B"): the number alone would be 1000 or
+# more times too small. No "m": milli, metres and minutes write it too.
+_MULTIPLIER_SUFFIXES: dict[str, float] = {
+    **dict.fromkeys(("k", "K"), 1e3),
+    "M": 1e6,
+    **dict.fromkeys(("B", "bn"), 1e9),
+}
 
 
 # ISO 4217's codes (2025): three capitals before a number that are none are a name's ("GPT4")
