@@ -1002,14 +1002,25 @@ def test_a_raw_pickles_row_of_empty_texts_is_no_spreadsheet_row_to_skip(tmp_path
 
 def test_a_raw_pickles_prompt_given_as_a_list_is_refused_as_no_text(tmp_path: Path) -> None:
     """A pickled raw table's prompt that is a Python list (not the stored text "['...']") is
-    compared across the sample's rows as its text, and refused as no string."""
+    compared across the sample's rows as its text, and refused as no string, saying how to
+    import it: the refusal said only "prompt must be a non-empty string, got [...]"."""
     raw = raw_routerbench_table(routerbench_table()).astype(object)
     for position in (0, 1):
         raw.at[position, "prompt"] = ["What is 2+2?"]
     path = tmp_path / "routerbench_raw.pkl"
-    assert refusal_of_raw_pickle(path, raw).startswith(
-        f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got ["
+    assert refusal_of_raw_pickle(path, raw) == (
+        f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got "
+        "['What is 2+2?']; routerbench takes a prompt as one text: join the chat turns into one "
+        "string, or write the table in the long format (a row per prompt and model: prompt, "
+        "worker, reward, cost), whose prompt may be a list of chat messages "
+        '({"role": ..., "content": ...})'
     )
+    wide = routerbench_table().astype(object)
+    wide.at[0, "prompt"] = ("What is 2+2?",)  # a wide pickle's, a tuple: the same advice
+    path = tmp_path / "routerbench.pkl"
+    wide.to_pickle(path)
+    with pytest.raises(RecordFileError, match=r"got \('What is 2\+2\?',\); routerbench takes"):
+        import_routerbench(path)
 
 
 def test_cost_columns_without_a_score_column_are_named_sorted(tmp_path: Path) -> None:

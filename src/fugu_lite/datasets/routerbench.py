@@ -163,7 +163,7 @@ def _row_record(
     has_sample_id: bool,
 ) -> RewardRecord | None:
     """The row's record; None for a row missing a score or cost with policy "drop"."""
-    prompt = unicode_text(require_text(row["prompt"], "prompt", where), "prompt", where)
+    prompt = _prompt_text(row["prompt"], where)
     if from_csv:
         prompt = csv_line_breaks(prompt)
     rewards = [_number(row[w], f"the score of {w}", where) for w in workers]
@@ -186,6 +186,19 @@ def _row_record(
         task=task.strip(),
         id=unicode_text(_record_id(row, has_sample_id, prompt), "sample_id", where),
     )
+
+
+def _prompt_text(value: object, where: str) -> str:
+    """The row's prompt, which is one text here; a pickle's list of chat turns is refused
+    saying how to import it."""
+    if isinstance(value, list | tuple):
+        raise RecordFileError(
+            f"{where}: prompt must be a non-empty string, got {value!r}; routerbench takes a "
+            "prompt as one text: join the chat turns into one string, or write the table in the "
+            "long format (a row per prompt and model: prompt, worker, reward, cost), whose prompt "
+            'may be a list of chat messages ({"role": ..., "content": ...})'
+        )
+    return unicode_text(require_text(value, "prompt", where), "prompt", where)
 
 
 def _report_dropped(path: Path, kept: int, incomplete: int) -> None:
