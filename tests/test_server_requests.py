@@ -1812,6 +1812,18 @@ def test_the_responses_api_from_a_wrong_base_url_is_told_both_fixes(
         "no route GET /v1/v1/responses/resp_1: this server speaks OpenAI's Chat Completions API"
     )
     assert error.value.body["message"].endswith(f"has /v1 twice: set it to {root}/v1")
+    # from the models endpoint the POST is a 405 (GET /v1/models/{id}), which gave the base_url
+    # fix alone: the client that fixed it then met the Responses API's refusal
+    models = openai.OpenAI(base_url=f"{root}/v1/models", api_key="unused", max_retries=0)
+    with pytest.raises(openai.APIStatusError) as error:
+        models.responses.create(model=MODEL, input="hi")
+    assert error.value.status_code == 405
+    assert error.value.body["message"] == (
+        "POST is not allowed on /v1/models/responses: this server speaks OpenAI's Chat "
+        "Completions API, not its Responses API; call client.chat.completions.create (POST "
+        "/v1/chat/completions) instead; the client's base_url ends in /models, which the "
+        f"client adds itself: set it to {root}/v1"
+    )
     response = httpx.post(f"{root}/responsesx", json=VALID)
     assert response.status_code == 404 and "Responses API" not in response.text
 

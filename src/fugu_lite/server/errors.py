@@ -402,26 +402,32 @@ class ErrorAnswers:
 def http_error_message(request: Request, error: StarletteHTTPException) -> str:
     """An unknown path names the ones this server answers (the Responses API's, what to
     call instead) and how to fix a wrong base_url; a wrong method says so, and how to fix
-    the base_url that led to it."""
+    the base_url that led to it (and, for the Responses API's path, what to call instead)."""
     path = request.url.path
-    if error.status_code == 404 and is_under(path_meant(path), RESPONSES_PATH):
-        return (
-            f"no route {request.method} {path}: this server speaks OpenAI's Chat Completions "
-            "API, not its Responses API; call client.chat.completions.create "
-            f"(POST /v1/chat/completions) instead{base_url_fix(request)}"
-        )
+    if error.status_code == 404:
+        refused = f"no route {request.method} {path}"
+    elif error.status_code == 405:
+        refused = f"{request.method} is not allowed on {path}"
+    else:
+        return str(error.detail)
+    # a Responses API call from a /v1/models base_url is a 405 (GET /v1/models/{id}): it is
+    # told both fixes at once, not the base_url's first and the API's after it
+    if is_under(path_meant(path), RESPONSES_PATH):
+        return f"{refused}: {RESPONSES_API_FIX}{base_url_fix(request)}"
     if error.status_code == 404:
         return (
-            f"no route {request.method} {path}; this server answers POST "
-            f"/v1/chat/completions, GET /v1/models, /health and /metrics{base_url_fix(request)}"
+            f"{refused}; this server answers POST /v1/chat/completions, GET /v1/models, "
+            f"/health and /metrics{base_url_fix(request)}"
         )
-    if error.status_code == 405:
-        return f"{request.method} is not allowed on {path}{base_url_fix(request)}"
-    return str(error.detail)
+    return f"{refused}{base_url_fix(request)}"
 
 
 # OpenAI's Responses API (the openai SDK's client.responses), which this server does not speak
 RESPONSES_PATH = "/v1/responses"
+RESPONSES_API_FIX = (
+    "this server speaks OpenAI's Chat Completions API, not its Responses API; call "
+    "client.chat.completions.create (POST /v1/chat/completions) instead"
+)
 
 
 # Paths a client reaches with a base_url lacking /v1 (the openai SDK appends these to it).
