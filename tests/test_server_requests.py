@@ -29,6 +29,8 @@ from server_support import (
 )
 
 from fugu_lite.router_family import RouterFamily
+from fugu_lite.server import request_parsing
+from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.app import ServeSettings, create_app
 from fugu_lite.server.thread import ServerThread
 
@@ -733,6 +735,22 @@ def test_of_two_lone_surrogates_the_message_and_param_name_the_same(
     error = response.json()["error"]
     assert f"lone UTF-16 surrogate ({named})" in error["message"], error["message"]
     assert error["param"] == param
+
+
+def test_a_lone_surrogate_the_walk_misses_is_still_a_400_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the walk for the bad string found none though the encoder failed, an `assert`
+    stood: under python -O that was a TypeError (a 500). The encoder's own failure names the
+    surrogate, at no param."""
+    monkeypatch.setattr(request_parsing, "first_bad", lambda payload, is_bad: None)
+    with pytest.raises(ApiError) as raised:
+        request_parsing.check_unicode(b'{"user": "\\udc00"}', {"user": "\udc00"})
+    assert (raised.value.status, raised.value.code) == (400, "invalid_unicode")
+    assert raised.value.param is None
+    assert raised.value.message.startswith(
+        "the request body holds a lone UTF-16 surrogate (\\udc00)"
+    )
 
 
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(

@@ -244,8 +244,13 @@ def lone_surrogates(value: Any) -> str | None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
-        return error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
+        return unencodable_escaped(error)
     return None
+
+
+def unencodable_escaped(error: UnicodeEncodeError) -> str:
+    """The characters the encoder failed on, escaped ("\\ud800")."""
+    return error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
 
 
 # How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
@@ -263,11 +268,16 @@ def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
         json.dumps(payload, ensure_ascii=False).encode("utf-8")  # fast: no walk in Python
     except UnicodeEncodeError as error:
         found = first_bad(payload, lambda value: lone_surrogates(value) is not None)
-        assert found is not None  # the encoder failed on one of the payload's strings
-        path, text = found
+        # the encoder failed on one of the payload's strings, so the walk finds it; were it
+        # not found, the encoder's failure still names the surrogate, at no param
+        path, surrogates = (
+            ("", unencodable_escaped(error))
+            if found is None
+            else (found[0], lone_surrogates(found[1]))
+        )
         raise ApiError(
             400,
-            f"the request body holds a lone UTF-16 surrogate ({lone_surrogates(text)}), which "
+            f"the request body holds a lone UTF-16 surrogate ({surrogates}), which "
             "is not valid Unicode text; escape characters beyond U+FFFF as a complete "
             "surrogate pair, or send them as UTF-8",
             param=path or None,
