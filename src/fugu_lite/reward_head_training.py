@@ -126,8 +126,14 @@ class ClusterMixture:
 
 
 def effective_cluster_count(requested: int, n_train: int, n_distinct: int, per: int) -> int:
-    """At most n_train / per clusters, and no more than distinct feature rows."""
-    return max(1, min(requested, n_train // per, n_distinct))
+    """The clusters fitted for `requested`: at most `cluster_count_cap`, and at least 1."""
+    return max(1, min(requested, cluster_count_cap(n_train, n_distinct, per)))
+
+
+def cluster_count_cap(n_train: int, n_distinct: int, per: int) -> int:
+    """The most clusters a train split allows: n_train / per, no more than distinct feature
+    rows, and at least 1."""
+    return max(1, min(n_train // per, n_distinct))
 
 
 def fewer_clusters_note(
@@ -141,9 +147,10 @@ def fewer_clusters_note(
     if not capped:
         return None
     counts = ", ".join(f"{asked} -> {fitted}" for asked, fitted in capped.items())
+    allowed = cluster_count_cap(n_train, n_distinct, per)
     return (
         f"fewer clusters than training.cluster_counts asks for ({counts}): the {n_train} train "
-        f"prompts ({n_distinct} distinct) allow at most {max(1, min(n_train // per, n_distinct))} "
+        f"prompts ({n_distinct} distinct) allow at most {allowed} "
         f"(training.min_cluster_prompts={per} prompts per cluster); add train records or "
         "lower min_cluster_prompts for more"
     )
