@@ -1931,3 +1931,21 @@ def test_what_a_percentage_is_of_is_no_answer_when_the_percentage_is_asked(
     (0 for 25, 1 for 80): what a percentage is of is left out when a percentage is asked."""
     result = graded(number_task(answer, prompt), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output", "score"),
+    [
+        ("12", "12 (answered by GPT-4o)", 1.0),  # read 4, the model's name
+        ("4", "12 (answered by GPT-4o)", 0.0),
+        ("12", "12, says Llama-3", 1.0),  # read 3
+        ("12", "It took 12 days to recover from COVID-19", 1.0),
+        ("12", "12 (GPT4)", 1.0),
+        ("1", "She has 5 - 4 = 1 apple left", 1.0),  # a digit before the hyphen: arithmetic
+    ],
+)
+def test_a_digit_glued_to_a_name_by_a_hyphen_is_not_the_answer(
+    answer: str, output: str, score: float
+) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (score, None), result.detail

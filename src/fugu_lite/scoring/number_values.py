@@ -16,6 +16,7 @@ from .common import clip, latex_fractions
 
 NUMBER = re.compile(
     r"(?<![\w.])(?<!\^)(?<!\^\s)"  # "cm^2" has no number 2
+    r"(?<![^\W\d_]-)"  # nor a name, "GPT-4o", "Llama-3", "COVID-19" (read 4, 3, 19)
     # "negative 7", "minus 7" ("10 minus 7" is a subtraction); a dollar escaped in markdown
     # keeps its sign: "-\$12" is -12
     r"(?P<sign>-|(?<![\w-])(?<!\d\s)(?<!\d\s\s)(?i:negative|minus)\s)?(?P<dollar>\\?\$\s?)?"
