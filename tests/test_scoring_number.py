@@ -1949,3 +1949,13 @@ def test_a_digit_glued_to_a_name_by_a_hyphen_is_not_the_answer(
 ) -> None:
     result = graded(number_task(answer), output)
     assert (result.score, result.error) == (score, None), result.detail
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["#### 5 / 0 = 5", "#### 10 / 0 + 5 = 5", "#### 5/0", "#### 0^-1 or 5"],  # read 5 before
+)
+def test_a_division_by_zero_after_hashes_is_no_answer(output: str) -> None:
+    result = graded(number_task("5"), output)
+    assert (result.score, result.error) == (0.0, None), result.detail
+    assert "not a number" in result.detail

@@ -328,6 +328,9 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
         return None
     after = text[hashes + 4 :]
     numbers = find_numbers(after)
+    no_number = _no_number_first(after, numbers)
+    if no_number is not None:  # "#### 5 / 0 = 5" read 5
+        return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
     hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
@@ -340,6 +343,16 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     if result is not None:  # "#### 20 + 3 + 4 = 27"
         return found_number(result), "after #### and its chain of operations' '='"
     return None, f"the answer is an expression, not a number: {expression!r} after ####"
+
+
+def _no_number_first(text: str, numbers: list[re.Match[str]]) -> str | None:
+    """What looks like a number but is none ("5 / 0", "0^-1") before `numbers`' first one
+    (`find_numbers` drops it), or None."""
+    first = numbers[0].start() if numbers else len(text)
+    dropped = next(
+        (match for match in NUMBER.finditer(text, 0, first) if not is_number(match)), None
+    )
+    return None if dropped is None else dropped.group(0).strip()
 
 
 # an operation's '=' before its result, on the operation's line: "20 + 3 = 23"
