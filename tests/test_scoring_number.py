@@ -1746,8 +1746,14 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("27", "#### 20 + 3 + 4 = 27", 1.0),
         ("14", "#### 2 + 3 * 4 = 14", 1.0),  # times before plus
         ("24", "#### 2 times 3 times 4 = 24 pens", 1.0),
-        ("28", "#### 20 + 3 + 4 = 28", 0.0),  # a false chain: 27 or 28?
-        ("20", "#### 2 + 3 * 4 = 20", 0.0),
+        # the side after the last '=' is the answer given, as "#### 20 + 3 = 24" reads 24
+        # (no answer before): the grader checks no step
+        ("28", "#### 20 + 3 + 4 = 28", 1.0),
+        ("20", "#### 2 + 3 * 4 = 20", 1.0),
+        ("21", "#### 20 + 3 = 23 - 2 = 21", 1.0),  # read 23, a step
+        ("21", "#### 20 + 3 = 23 - 2", 0.0),  # its last side is an operation not done
+        ("8", "#### 20 - 3 * 4 = 8", 1.0),  # a '-' before an '=' subtracts, no range
+        ("17", "#### 20 - 3 = 17", 1.0),
         ("4", "#### 12 ÷ 4 + 1 = 4", 1.0),
         ("13", "#### 20 minus 3 minus 4 = 13", 1.0),
         ("27", "#### 20 + 3 x 4 = 27", 0.0),  # "x" joins no chain: "a 20 x 30 room"

@@ -299,24 +299,25 @@ def _operation_between(
     return _OPERATIONS.get(joined_by)
 
 
-def _result_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
-    """The number after the '=' closing the chain of operations `numbers` starts with, when
-    the chain gives it ("20 + 3 + 4 = 27", "2 + 3 * 4 = 14": times and division first); None
-    when there is no such chain or it gives another value ("20 + 3 + 4 = 28": 27 or 28?).
-    As `_result_before_the_operation`, it only checks a result given."""
-    terms = [found_number(numbers[0]).value]
+def _last_side_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
+    """The number after the last '=' of the chain of operations and '=' steps `numbers`
+    starts with, when the chain ends on it ("20 + 3 = 23 - 2 = 21": 21); None when there is
+    no such chain or its last side is an operation ("20 + 3 = 23 - 2"). The side after the
+    last '=' is the answer given, as lm-eval's minerva_math reads it: the grader checks no
+    step ("20 + 3 = 24" answers 24). A '-' between two numbers subtracts here, not a range:
+    a range is no step before an '='."""
+    last_side, operated = None, False
     for previous, number in itertools.pairwise(numbers):
         if _EQUALS.fullmatch(text, previous.end(), number.start()):
-            return number if numbers_match(found_number(number), sum(terms)) else None
-        operation = _operation_between(text, previous, number)
-        if operation is None:
-            return None
-        value = found_number(number).value
-        if operation in (operator.mul, _divided):
-            terms[-1] = operation(terms[-1], value)
+            last_side = number
+        elif (
+            _operation_between(text, previous, number) is not None
+            or text[previous.end() : number.start()].strip() == "-"
+        ):
+            last_side, operated = None, True
         else:
-            terms.append(operation(0, value))  # "+ 4" adds 4, "minus 4" adds -4
-    return None
+            break
+    return last_side if operated else None
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
@@ -331,17 +332,15 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     no_number = _no_number_first(after, numbers)
     if no_number is not None:  # "#### 5 / 0 = 5" read 5
         return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
+    last_side = _last_side_of_the_chain(after, numbers)
+    if last_side is not None:  # "#### 20 + 3 = 23", "#### 20 + 3 + 4 = 27"
+        return found_number(last_side), "after #### and its last '='"
     hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
     expression = _operation_not_done(after, numbers[:2])
     if expression is None:
         return (found_number(numbers[0]), "after ####") if numbers else None
-    if len(numbers) > 2 and _EQUALS.fullmatch(after, numbers[1].end(), numbers[2].start()):
-        return found_number(numbers[2]), "after #### and its '='"  # "#### 20 + 3 = 23"
-    result = _result_of_the_chain(after, numbers)
-    if result is not None:  # "#### 20 + 3 + 4 = 27"
-        return found_number(result), "after #### and its chain of operations' '='"
     return None, f"the answer is an expression, not a number: {expression!r} after ####"
 
 
