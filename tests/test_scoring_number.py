@@ -349,6 +349,10 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("30", "答案是3十分简单", 0.0),
         ("15", "答案是1.5十5。", 0.0),  # not after a decimal: no guess
         ("30", "答案是3十55。", 0.0),  # nor before two digits
+        # a decimal after a unit is no last digit: read as written, as "1.5万5" is (read
+        # 35000.5, a value nobody wrote)
+        ("35000.5", "答案是3万5.5", 0.0),
+        ("35000.5", "共3万5.5", 0.0),
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),

@@ -434,7 +434,8 @@ _CJK_BEFORE_NUMBER = re.compile(rf"(?<=[{_CJK}])(?=[-+$]?\d)")
 # "3万5" is 35,000 and "3千5" 3,500 (30,005 is written "3万零5"; read 30000 or 5 before),
 # while two digits or more are the rest below that unit: "3万2000" is 32,000, "3万12" 30,012
 # and "3千500" 3,500 (read 2000, 12, 500 before; a longer run, "3万12345", is a number of its
-# own), neither after a decimal ("1.5万5" stays 15,000 and 5).
+# own), neither after a decimal ("1.5万5" stays 15,000 and 5) nor with one ("3万5.5" is
+# 30,000 and 5.5, not 35,000.5).
 # (A run of digits past 20 is left as written: its value cannot be written as an int past
 # 4300 digits, a grading error.)
 # (A part may follow the space _CJK_BEFORE_NUMBER puts after 万.) A unit may be compound,
@@ -447,7 +448,7 @@ _CJK_MAGNITUDE = re.compile(
     rf"(?P<unit>{_CJK_BIG_UNIT}|[百千](?![克米瓦卡焦赫帕伏升])"
     r"|(?(decimals)(?!)|十(?= ?[1-9](?![\d万萬亿億千百十]))))"
     rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
-    r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十])"
+    r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十]|\.\d)"
 )
 _CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
