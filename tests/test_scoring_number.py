@@ -349,6 +349,11 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("30", "答案是3十分简单", 0.0),
         ("15", "答案是1.5十5。", 0.0),  # not after a decimal: no guess
         ("30", "答案是3十55。", 0.0),  # nor before two digits
+        # tens before a big unit are a number of that unit: "3十5万" is 35万 (read 50000)
+        ("350000", "答案是3十5万。", 1.0),
+        ("350000", "共3十5万人", 1.0),
+        ("3500000000", "约3十5亿人", 1.0),
+        ("1350000", "共1百3十5万人", 0.0),  # no part of a longer number: no guess
         # a decimal after a unit is no last digit: read as written, as "1.5万5" is (read
         # 35000.5, a value nobody wrote)
         ("35000.5", "答案是3万5.5", 0.0),

@@ -411,6 +411,7 @@ def normalise_number_text(text: str) -> str:
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = _CJK_BEFORE_NUMBER.sub(" ", text.replace("\u3002", ". "))
+    text = _CJK_TENS_OF_A_BIG_UNIT.sub(r"\g<tens>\g<units>", text)
     text = _CJK_MAGNITUDE.sub(_cjk_magnitude, text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     text = _LATEX_THOUSANDS.sub(",", text)
@@ -449,6 +450,12 @@ _CJK_MAGNITUDE = re.compile(
     r"|(?(decimals)(?!)|十(?= ?[1-9](?![\d万萬亿億千百十]))))"
     rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
     r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十]|\.\d)"
+)
+# tens before a big unit count in it, "3十5万" is 35万 (350,000; read 50,000), written as
+# "35万" before the units are read; not in a longer number ("1百3十5万" stays as written)
+_CJK_TENS_OF_A_BIG_UNIT = re.compile(
+    r"(?<![\d.,])(?<![百千十万萬亿億] )(?<![百千十万萬亿億])(?P<tens>[1-9])十 ?(?P<units>[1-9])"
+    rf"(?= ?{_CJK_BIG_UNIT})"
 )
 _CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
