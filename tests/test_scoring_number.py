@@ -35,6 +35,8 @@ COT = (
         ("1000", r"The answer is $1\ 000$."),
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
         ("18", "#### 18\nShe sells 9 eggs at $2 each."),  # the first number after ####
+        ("12", "#### 12\nNote: 1/0 is undefined."),  # no division by zero before it
+        ("120", "#### 120 = 2 hours"),  # an '=' after no operation ends no chain
         ("18", "She makes 17.\n#### 17\nWait, I forgot one egg: 18.\n#### 18"),  # the last ####
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
@@ -354,6 +356,9 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("350000", "共3十5万人", 1.0),
         ("3500000000", "约3十5亿人", 1.0),
         ("1350000", "共1百3十5万人", 0.0),  # no part of a longer number: no guess
+        ("35", "共1百3十5万人", 0.0),
+        ("13500", "共1.3十5万人", 0.0),  # nor after a decimal
+        ("350000", "共3十5 万人", 1.0),  # a space before the unit
         # a decimal after a unit is no last digit: read as written, as "1.5万5" is (read
         # 35000.5, a value nobody wrote)
         ("35000.5", "答案是3万5.5", 0.0),
