@@ -295,6 +295,28 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     await batcher.stop()
 
 
+def test_micro_batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on() -> None:
+    asyncio.run(batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on())
+
+
+async def batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on() -> None:
+    """A batched function answering 3 items with 2 results raised in zip(strict=True)
+    outside the try: the loop ended and every later request waited forever."""
+
+    def drops_the_last(items: list[int]) -> list[int]:
+        return items[:-1] if len(items) > 1 else items
+
+    batcher = MicroBatcher(drops_the_last, window_s=0.2)
+    batcher.start()
+    submitted = asyncio.gather(*(batcher.submit(i) for i in (1, 2, 3)), return_exceptions=True)
+    results = await asyncio.wait_for(submitted, 5)
+    for result in results:
+        assert isinstance(result, RuntimeError)
+        assert "2 results for 3 requests" in str(result)
+    assert await asyncio.wait_for(batcher.submit(4), 5) == 4
+    await batcher.stop()
+
+
 def test_micro_batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took() -> None:
     asyncio.run(batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took())
 

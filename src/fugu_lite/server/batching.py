@@ -141,6 +141,15 @@ class MicroBatcher(Generic[T, R]):
             if not future.done():
                 future.set_exception(error)
             return
+        if len(results) != len(batch):  # which answer is whose cannot be told: fail them all
+            miscount = (
+                f"the batched function returned {len(results)} results for {len(batch)} "
+                "requests: it must return one result per item, in the items' order"
+            )
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(RuntimeError(miscount))
+            return
         if self.on_batch is not None:
             self.on_batch(len(batch), time.perf_counter() - started)
         for (_, future), result in zip(batch, results, strict=True):
