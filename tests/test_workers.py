@@ -979,6 +979,18 @@ def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any,
     assert f"a stream chunk's {flaw}" in str(caught.value)
 
 
+def test_a_malformed_first_chunk_is_not_said_to_fail_after_the_stream_started() -> None:
+    """A first chunk whose choice was no object failed "... (after the stream started)",
+    though nothing had been yielded (serve falls back to another worker then): its
+    message says it was the stream's first chunk now."""
+    events = [sse_chunk(["4"]), sse_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])]
+    with pytest.raises(WorkerCallError, match="malformed response") as caught:
+        streamed_from(events)
+    assert "choices[0] is str, not an object" in str(caught.value)
+    assert "after the stream started" not in str(caught.value)
+    assert str(caught.value).endswith("(in the stream's first chunk)")
+
+
 def test_a_streams_chunks_are_yielded_as_the_worker_sent_them() -> None:
     """Not with every field of OpenAI's chunk the worker left out (usage, logprobs,
     system_fingerprint... as null), which serve would relay as if the worker sent them."""

@@ -28,7 +28,7 @@ from .errors import (
 )
 from .llama_cpp_answers import one_call_style, top_logprobs_as_asked
 from .results import NON_FINITE_MARK, CallResult, Usage, json_safe
-from .streams import AFTER_STREAM_START
+from .streams import AFTER_STREAM_START, IN_FIRST_CHUNK
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +101,13 @@ def refusal_fix(worker: WorkerConfig, status: int | None, code: str | None) -> s
 STALLED_STREAM = "no chunk within the worker's timeout_s: the stream stalled"
 
 
-def broken_stream_error(worker: WorkerConfig, error: Exception, key: str | None) -> WorkerCallError:
-    """A failure after the stream's first chunk, said so. A connection that failed then had
-    reached the worker: not "could not reach the server at URL", which sent one to check
-    base_url and whether the server runs."""
+def broken_stream_error(
+    worker: WorkerConfig, error: Exception, key: str | None, started: bool
+) -> WorkerCallError:
+    """A failure of an opened stream, said so: after its first chunk was yielded (`started`)
+    or in that first chunk (nothing yielded: serve tries another worker). A connection that
+    failed then had reached the worker: not "could not reach the server at URL", which sent
+    one to check base_url and whether the server runs."""
     worker_id = worker.id
     kind, message, _ = describe_failure(worker, error, key)
     if kind == "timeout" and status_code(error) is None:
@@ -112,7 +115,7 @@ def broken_stream_error(worker: WorkerConfig, error: Exception, key: str | None)
     elif kind == "connection" and isinstance(error, openai.APIConnectionError):
         lost = f"the connection to {request_address(error)} was lost mid-answer"
         message = redact(f"worker {worker_id}: connection: {lost}{connection_reason(error)}", key)
-    message = f"{message}{AFTER_STREAM_START}"
+    message = f"{message}{AFTER_STREAM_START if started else IN_FIRST_CHUNK}"
     return WorkerCallError(
         kind, message, status_code(error), error_code(error), param=error_param(error)
     )

@@ -481,17 +481,19 @@ class WorkerPool:
                 on_slot()
             opened = await self._open_stream(worker, body, retried)
             shape = chunk_shaper(worker, opened.body)
-            finished = False
+            finished = started = False
             try:
                 chunk = shape(as_sent(opened.first))
                 finished = finishes(chunk)
                 yield chunk
+                started = True
                 async for later in opened.iterator:
                     chunk = shape(as_sent(later))
                     finished = finished or finishes(chunk)
                     yield chunk
             except Exception as error:
-                raise broken_stream_error(worker, error, self._keys.get(worker_id)) from None
+                key = self._keys.get(worker_id)
+                raise broken_stream_error(worker, error, key, started) from None
             finally:
                 self._answered(worker_id, opened.call)
                 await close_stream(opened.stream)

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 # What ends the message of a failure after a stream's first chunk (serve words it itself).
 AFTER_STREAM_START = " (after the stream started)"
+# ...and of one in its first chunk, before anything was yielded.
+IN_FIRST_CHUNK = " (in the stream's first chunk)"
 # A stream that ended neither with a choice's finish_reason nor with `data: [DONE]`.
 CUT_STREAM = (
     "the stream ended before its answer did (no finish_reason, no data: [DONE]): its "
