@@ -961,13 +961,27 @@ def streamed_from(events: list[str]) -> list[dict[str, Any]]:
         (["4"], "choices[0] is str, not an object"),
         ([{"index": 0, "delta": [{"content": "4"}]}], "choices[0].delta is list, not an object"),
         ({"index": 0, "delta": {"content": "4"}}, "choices is dict, not a list"),
+        (
+            [{"index": 0, "delta": {"tool_calls": ["add(2, 2)"]}}],
+            "choices[0].delta.tool_calls[0] is str, not an object",
+        ),
+        (
+            [{"index": 0, "delta": {"tool_calls": {"index": 0, "id": "call_1"}}}],
+            "choices[0].delta.tool_calls is dict, not a list",
+        ),
+        (  # a choice without a delta does not end the checking of those after it
+            [{"index": 0, "finish_reason": "stop"}, {"index": 1, "delta": {"tool_calls": [4]}}],
+            "choices[1].delta.tool_calls[0] is int, not an object",
+        ),
     ],
 )
 def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any, flaw: str) -> None:
     """A chunk whose choices are no list, or whose choice or delta is no object, was yielded
     on (serve's relay then failed on it, cutting the client's stream without an error event;
     a local worker's chunk crashed its reshaping with an AttributeError): it is the worker's
-    malformed answer now, saying what is wrong."""
+    malformed answer now, saying what is wrong. So are a delta's tool_calls that are no list
+    of objects, which reached the client unchanged (OpenAI never sends them; a client
+    reading each call as an object may fail on them)."""
     events = [
         sse_chunk([{"index": 0, "delta": {"content": "4"}}]),
         sse_chunk(choices),

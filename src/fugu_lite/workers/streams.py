@@ -1,8 +1,8 @@
 """A worker's chunk stream: the SDK stream that notes its `data: [DONE]` (WatchedStream), one
 opened up to its first chunk (OpenStream), a chunk as the worker sent it (as_sent), whether a
 chunk ends a choice (finishes), what its chunks go through (chunk_shaper; check_choices refuses
-choices not shaped as OpenAI's), what a stream cut mid-answer is said to be (CUT_STREAM), and
-closing one that failed (close_stream)."""
+choices, deltas and tool calls not shaped as OpenAI's), what a stream cut mid-answer is said
+to be (CUT_STREAM), and closing one that failed (close_stream)."""
 
 from __future__ import annotations
 
@@ -93,19 +93,30 @@ def chunk_shaper(
 
 def check_choices(chunk: dict[str, Any]) -> None:
     """A ValueError naming what of a chunk's choices is not as OpenAI's: choices that are no
-    list, a choice or its delta that is no object (serve's relay reads each as one)."""
+    list, a choice or its delta that is no object (serve's relay reads each as one), a
+    delta's tool_calls that are no list of objects (a client reads each call as one)."""
     choices = chunk.get("choices")
-    if choices is None:
-        return
-    if not isinstance(choices, list):
-        kind = type(choices).__name__
-        raise ValueError(f"a stream chunk's choices is {kind}, not a list: {str(choices)[:200]}")
-    for n, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            raise not_an_object(f"a stream chunk's choices[{n}]", choice)
+    check_list_of_objects(choices, "a stream chunk's choices")
+    for n, choice in enumerate(choices or []):
         delta = choice.get("delta")
-        if delta is not None and not isinstance(delta, dict):
+        if delta is None:
+            continue
+        if not isinstance(delta, dict):
             raise not_an_object(f"a stream chunk's choices[{n}].delta", delta)
+        calls = delta.get("tool_calls")
+        check_list_of_objects(calls, f"a stream chunk's choices[{n}].delta.tool_calls")
+
+
+def check_list_of_objects(value: Any, where: str) -> None:
+    """A ValueError naming `where` unless `value` is None or a list of objects."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        kind = type(value).__name__
+        raise ValueError(f"{where} is {kind}, not a list: {str(value)[:200]}")
+    for n, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise not_an_object(f"{where}[{n}]", item)
 
 
 async def close_stream(stream: Any) -> None:
