@@ -501,13 +501,13 @@ def test_feature_progress_is_shown_in_a_log(run: Run, tmp_path: Path) -> None:
         ),
         (
             ["train", "es", "--set", "training.save_every=7"],
-            "fugu_lite.train_es.train_es",
+            "fugu_lite.train_es.es_outcome",
             "the search state is saved every 7 generations and at a stop, in "
             "{output}/es_state; run the same command again to continue from the last one saved",
         ),
         (
             ["train", "es", "--no-resume"],
-            "fugu_lite.train_es.train_es",
+            "fugu_lite.train_es.es_outcome",
             "run the command without --no-resume again to continue",
         ),
     ],
