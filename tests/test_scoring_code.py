@@ -998,6 +998,32 @@ def test_a_sqlite_database_outside_the_working_folder_is_refused(tmp_path: Path)
     assert graded(code_task(), f"import sqlite3\n{allowed}{ADD}").score == 1.0
 
 
+@pytest.mark.parametrize(
+    "writing", ["ATTACH DATABASE {target!r} AS other", "VACUUM INTO {target!r}"]
+)
+def test_attach_or_vacuum_into_a_file_outside_the_working_folder_is_refused(
+    writing: str, tmp_path: Path
+) -> None:
+    """SQLite opens the file ATTACH and VACUUM INTO name itself, with no audit event: code
+    connected to a database in memory (or in the folder) wrote `/tmp/copy.db` past the
+    refusal of sqlite3.connect outside the working folder. Inside the folder they work."""
+    target = str(tmp_path / "other.db")
+    for database in (":memory:", "local.db"):
+        sql = writing.format(target=target)
+        code = f"import sqlite3\nsqlite3.connect({database!r}).execute({sql!r})\n{ADD}"
+        result = graded(code_task(), code)
+        assert result.score == 0.0
+        assert f"{target!r} outside the working folder is not allowed" in result.detail
+        assert not os.path.lexists(target)
+    inside = "".join(
+        f"db = sqlite3.connect({database!r})\ndb.execute('create table t(x)')\n"
+        f"db.execute(\"ATTACH DATABASE 'mine{n}.db' AS other\")\n"
+        f"db.execute(\"VACUUM INTO 'copy{n}.db'\")\n"
+        for n, database in enumerate((":memory:", "local.db"))
+    )
+    assert graded(code_task(), f"import sqlite3\n{inside}{ADD}").score == 1.0
+
+
 def test_a_fifo_or_a_device_node_outside_the_working_folder_is_refused(tmp_path: Path) -> None:
     """os.mkfifo and os.mknod raise no audit event: code making a named pipe or a node
     outside the working folder (os.mkfifo('/tmp/pipe')) made it there. In the folder, they

@@ -50,6 +50,9 @@ def short_error(error):
     text = "".join(lines).strip()[-800:]
     if isinstance(error, EOFError):  # input() with nothing to read
         text += STDIN_HINT
+    # "not authorized" (ATTACH) or "authorization denied" (VACUUM INTO)
+    if sqlite_refusals and isinstance(error, _sqlite3.DatabaseError) and "authoriz" in text:
+        text += " (" + sqlite_refusals[-1] + ")"
     if isinstance(error, ModuleNotFoundError):  # python -I -S: no site-packages
         text += (
             " (the sandbox runs the standard library only: installed packages such as"
@@ -211,6 +214,25 @@ def refuse(what):
     raise SandboxViolation(f"fugu-lite sandbox: {what} is not allowed")
 
 
+# SQLite's own action codes (sqlite3.h): VACUUM INTO is authorized as an ATTACH of its file
+SQLITE_OK, SQLITE_DENY, SQLITE_ATTACH = 0, 1, 24
+# what the authorizer denied: SQLite's error does not say, short_error adds it
+sqlite_refusals = []
+
+
+def attach_inside(action, name, *rest):
+    """A connection's authorizer: ATTACH and VACUUM INTO open the file they name with no
+    audit event, so one outside the working folder is denied."""
+    path = sqlite_file(name) if action == SQLITE_ATTACH and name is not None else None
+    if path is not None and not inside(path):
+        sqlite_refusals.append(
+            f"fugu-lite sandbox: ATTACH or VACUUM INTO {name!r} outside the working folder"
+            " is not allowed"
+        )
+        return SQLITE_DENY
+    return SQLITE_OK
+
+
 def raises_hard_limit(which, limits):
     """Whether setrlimit(which, limits) would raise a hard limit (what the code may not do,
     and root may); a soft limit up to its hard one, `RLIMIT_STACK` for deep recursion, may."""
@@ -281,6 +303,28 @@ def checked_first(make):
 
 
 os.mkfifo, os.mknod = checked_first(os.mkfifo), checked_first(os.mknod)
+
+
+# The "sqlite3.connect/handle" event comes before a connection may take an authorizer: the
+# names sqlite3 takes from _sqlite3 at its import give each connection one instead.
+import _sqlite3  # noqa: E402
+
+
+class AuthorizedConnection(_sqlite3.Connection):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.set_authorizer(attach_inside)
+
+
+def connect_authorized(*args, connect=_sqlite3.connect, **kwargs):
+    if len(args) < 6:  # the factory, sixth, not given by position
+        kwargs.setdefault("factory", AuthorizedConnection)
+    connection = connect(*args, **kwargs)
+    connection.set_authorizer(attach_inside)
+    return connection
+
+
+_sqlite3.Connection, _sqlite3.connect = AuthorizedConnection, connect_authorized
 sys.addaudithook(hook)
 emit(event="ready", total=total)
 
